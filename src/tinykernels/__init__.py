@@ -1,0 +1,40 @@
+"""tinykernels: write a compute kernel once in Python, run it on CPUs and GPUs.
+
+    import tinykernels as tk
+
+    @tk.kernel
+    def saxpy(y, a, x: tk.Const):
+        i = tk.index()
+        y[i] = a * x[i] + y[i]
+
+    saxpy(tk.CPU())(y, 2.0, x, ndrange=y.shape)
+
+See SPEC.md for the contract and docs/ for the guides.
+"""
+from . import dtypes as _dtypes
+from .errors import BackendUnavailable, CompileError, LaunchError, TinyKernelsError
+from .lang import (Cartesian, Const, Global, Group, Linear, Local, atomic_add, atomic_and, atomic_cas,
+                   atomic_exchange, atomic_max, atomic_min, atomic_or, atomic_sub, atomic_xor, clamp,
+                   constexpr, fma, group_reduce, group_scan, groupsize, index, localmem, ndrange, ngroups,
+                   private, rsqrt, select, sigmoid, uniform)
+from .lang import print  # noqa: A004 - tk.print is the in-kernel print
+from .backends import (CPU, CUDA, Backend, Metal, OpenCL, ROCm, WebGPU, backend, backends, default_backend,
+                       synchronize)
+from .runtime.streams import Event, High, Low, Normal, Stream
+from .array import Array, asarray, copyto, empty, from_blob, from_dlpack, full, get_backend, ones, zeros
+from .kernel import Func, Kernel, KernelInstance, func, kernel
+from . import random
+
+__version__ = "0.1.0"
+
+bool_ = _dtypes.PUBLIC["bool"]
+int8, int16, int32, int64 = (_dtypes.PUBLIC[n] for n in ("int8", "int16", "int32", "int64"))
+uint8, uint16, uint32, uint64 = (_dtypes.PUBLIC[n] for n in ("uint8", "uint16", "uint32", "uint64"))
+float16, float32, float64 = (_dtypes.PUBLIC[n] for n in ("float16", "float32", "float64"))
+bfloat16 = _dtypes.PUBLIC["bfloat16"]
+float8_e4m3fn, float8_e5m2 = _dtypes.PUBLIC["float8_e4m3fn"], _dtypes.PUBLIC["float8_e5m2"]
+
+
+def Interpreter(*args, **kwargs):
+    """The Python reference backend (``DEV=INTERP``)."""
+    return backend("INTERP") if not (args or kwargs) else backend("INTERP")

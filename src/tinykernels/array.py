@@ -1,0 +1,458 @@
+"""``tk.Array`` and the array constructors (host memory for now).
+
+A :class:`Array` pairs memory with the backend it lives on. On host backends (``tk.CPU()``,
+the interpreter) the memory is a NumPy array, ``self._host``, of any strides: every host
+operation is zero-copy NumPy (``a.numpy()`` is that very array, and writes through it are
+seen by kernels). A device backend (GPU) will subclass :class:`Array`, set ``_host = None``
+and override the storage-specific members (``shape``, ``dtype``, ``strides``, ``ptr``,
+``numpy``, ``__dlpack__``, ``__dlpack_device__``); the size helpers, ``__len__`` and
+``__repr__`` here only use ``shape``/``dtype``/``numpy()``.
+
+Asynchronous work: kernels and ``copyto(..., stream=s)`` run on stream worker threads, so
+an array read or written on the host (``numpy()``, ``__array__``, ``__dlpack__``...) must
+first be synchronized with the streams that use it; nothing here waits implicitly.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import operator
+import os
+
+import numpy as np
+
+from . import dtypes as _dt
+from .errors import LaunchError
+
+__all__ = ["Array", "zeros", "ones", "empty", "full", "asarray", "copyto", "from_dlpack",
+           "from_blob", "get_backend", "as_host_ndarray"]
+
+float32 = np.float32                     # the default dtype of the constructors
+
+# DLPack device types (dlpack.h) whose memory the host CPU can address directly.
+_DL_CPU, _DL_CUDA_HOST, _DL_ROCM_HOST = 1, 3, 11
+_DL_HOST_TYPES = (_DL_CPU, _DL_CUDA_HOST, _DL_ROCM_HOST)
+_DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDAHost", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI",
+             10: "ROCm", 11: "ROCmHost", 12: "ExtDev", 13: "CUDAManaged", 14: "oneAPI",
+             15: "WebGPU", 16: "Hexagon", 17: "MAIA"}
+
+# torch dtypes NumPy cannot hold natively: reinterpret through an integer view (ml_dtypes).
+_TORCH_VIEWS = {"bfloat16": ("int16", "bfloat16"), "float8_e4m3fn": ("uint8", "float8_e4m3fn"),
+                "float8_e5m2": ("uint8", "float8_e5m2")}
+
+_NP2 = int(np.__version__.split(".")[0]) >= 2
+
+_SCALARS = (int, float, bool, complex, np.generic, str, bytes, type(None))
+
+
+# ------------------------------------------------------------------------------ helpers
+
+_cpu_cache: dict = {}
+
+
+def _cpu():
+    """``tk.CPU()`` with default settings. Cached per value of the environment variables its
+    defaults read (constructing one calls os.cpu_count(), several microseconds)."""
+    env = (os.environ.get("TK_NUM_THREADS"), os.environ.get("TK_DEBUG"))
+    b = _cpu_cache.get(env)
+    if b is None:
+        from .backends import CPU
+        b = _cpu_cache[env] = CPU()
+    return b
+
+
+def _resolve_backend(backend):
+    if backend is None:
+        from .backends import default_backend
+        return default_backend()
+    if isinstance(backend, str):
+        from .backends import backend as _make
+        return _make(backend)
+    return backend
+
+
+def _require_host(backend, what: str):
+    if not getattr(backend, "is_host", False):
+        name = getattr(backend, "name", type(backend).__name__)
+        raise NotImplementedError(f"{what} on the {name} backend is not implemented yet: "
+                                  "only host backends (tk.CPU()) hold arrays in this release")
+
+
+def _np_dtype(dtype) -> np.dtype:
+    """The NumPy dtype of host arrays of ``dtype`` (tk dtype, NumPy dtype/type or name)."""
+    if dtype is None:
+        return np.dtype(np.float32)
+    d = _dt.from_any(dtype)
+    if d is None:
+        raise TypeError(f"unsupported dtype {dtype!r}: expected one of tk.bool_, tk.int8..int64, "
+                        "tk.uint8..uint64, tk.float16, tk.bfloat16, tk.float32, tk.float64, "
+                        "tk.float8_e4m3fn, tk.float8_e5m2 (or the matching NumPy dtype)")
+    return _dt.to_numpy(d)
+
+
+def _check_supported(h: np.ndarray, what: str) -> None:
+    if _dt.from_any(h.dtype) is None:
+        raise TypeError(f"{what}: arrays of dtype {h.dtype} are not supported by tinykernels "
+                        "(supported: bool, int8..int64, uint8..uint64, float16, bfloat16, "
+                        "float32, float64, float8_e4m3fn, float8_e5m2)")
+
+
+def _shape(shape) -> tuple[int, ...]:
+    try:
+        if isinstance(shape, (int, np.integer)):
+            dims = (operator.index(shape),)
+        else:
+            dims = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(s < 0 for s in dims):
+        raise ValueError(f"negative dimension in shape {dims}")
+    return dims
+
+
+def _dl_device(obj) -> tuple[int, int] | None:
+    f = getattr(type(obj), "__dlpack_device__", None)
+    if f is None:
+        return None
+    dev = f(obj)
+    return int(dev[0]), int(dev[1])
+
+
+def _dl_name(dev) -> str:
+    return f"{_DL_NAMES.get(dev[0], f'device type {dev[0]}')}:{dev[1]}"
+
+
+def _is_torch(obj) -> bool:
+    return type(obj).__module__.startswith("torch") and hasattr(obj, "detach") and hasattr(obj, "device")
+
+
+def _torch_host_view(t) -> np.ndarray | None:
+    """Zero-copy NumPy view of a CPU torch tensor (None if it is not in host memory)."""
+    if t.device.type != "cpu":
+        return None
+    t = t.detach()                           # a view; lets tensors that require grad through
+    name = str(t.dtype).rpartition(".")[2]
+    via = _TORCH_VIEWS.get(name)
+    if via is not None:
+        import torch
+        npd = _dt.to_numpy(_dt.BY_NAME[via[1]])            # TypeError without ml_dtypes
+        return t.view(getattr(torch, via[0])).numpy().view(npd)
+    return t.numpy()
+
+
+# ------------------------------------------------------------------------------ Array
+
+class Array:
+    """An n-dimensional array on a backend's device (host memory: a NumPy array, any strides).
+
+    Make one with :func:`zeros`, :func:`ones`, :func:`empty`, :func:`full`, :func:`asarray`,
+    :func:`from_dlpack` or :func:`from_blob`. ``dtype`` is a NumPy dtype, so
+    ``a.dtype == tk.float32`` holds; ``strides`` are in bytes, as in NumPy.
+    """
+    __slots__ = ("_host", "_backend", "__weakref__")
+
+    def __init__(self, host: np.ndarray, backend):
+        if not isinstance(host, np.ndarray):
+            raise TypeError(f"tk.Array wraps a numpy.ndarray, got {type(host).__name__}; "
+                            "use tk.asarray(...) to convert other objects")
+        self._host = host
+        self._backend = backend
+
+    # -- storage-specific (a device subclass overrides these) ------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._host.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._host.dtype
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Bytes to step in each dimension (NumPy's convention)."""
+        return self._host.strides
+
+    @property
+    def ptr(self) -> int:
+        """Address of element ``[0, ..., 0]``."""
+        return self._host.__array_interface__["data"][0]
+
+    @property
+    def is_contiguous(self) -> bool:
+        """Whether the elements are densely packed in row-major (C) order."""
+        return self._host.flags.c_contiguous
+
+    def numpy(self) -> np.ndarray:
+        """The data as a NumPy array: on host backends the underlying array itself (zero-copy)."""
+        return self._host
+
+    @property
+    def __array_interface__(self) -> dict:
+        return self._host.__array_interface__
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        h = self.numpy()
+        if dtype is not None and np.dtype(dtype) != h.dtype:
+            if copy is False:
+                raise ValueError(f"converting a tk.Array of {h.dtype} to {np.dtype(dtype)} needs a copy")
+            return h.astype(dtype)
+        return h.copy() if copy else h
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export as a DLPack capsule (NumPy's exporter; host memory, so ``stream`` must be None)."""
+        h = self._host
+        if max_version is None and dl_device is None and copy is None:
+            return h.__dlpack__(stream=stream)        # also works with NumPy < 2.1
+        return h.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._host.__dlpack_device__()
+
+    # -- generic ---------------------------------------------------------------------
+    @property
+    def backend(self):
+        return self._backend
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d tk.Array")
+        return shape[0]
+
+    def __repr__(self) -> str:
+        prefix = "tk.Array("
+        try:
+            body = np.array2string(self.numpy(), separator=", ", prefix=prefix, threshold=100)
+        except Exception:  # noqa: BLE001 - a repr must not fail (e.g. data not readable)
+            body = f"<shape={self.shape}>"
+        return f"{prefix}{body}, dtype={self.dtype.name}, backend={self._backend!r})"
+
+
+# ------------------------------------------------------------------------------ constructors
+
+def _new(fill: str, shape, dtype, backend, value=None) -> Array:
+    backend = _resolve_backend(backend)
+    _require_host(backend, f"tk.{fill}")
+    dims, dt = _shape(shape), _np_dtype(dtype)
+    if fill == "zeros":
+        h = np.zeros(dims, dt)
+    elif fill == "ones":
+        h = np.ones(dims, dt)
+    elif fill == "empty":
+        h = np.empty(dims, dt)
+    else:
+        h = np.full(dims, value, dt)
+    return Array(h, backend)
+
+
+def zeros(shape, dtype=float32, backend=None) -> Array:
+    """A new array of zeros. ``shape``: int or tuple; ``backend=None``: the default backend."""
+    return _new("zeros", shape, dtype, backend)
+
+
+def ones(shape, dtype=float32, backend=None) -> Array:
+    """A new array of ones."""
+    return _new("ones", shape, dtype, backend)
+
+
+def empty(shape, dtype=float32, backend=None) -> Array:
+    """A new array with unspecified contents."""
+    return _new("empty", shape, dtype, backend)
+
+
+def full(shape, fill_value, dtype=float32, backend=None) -> Array:
+    """A new array with every element set to ``fill_value`` (converted to ``dtype``)."""
+    return _new("full", shape, dtype, backend, fill_value)
+
+
+def asarray(obj, backend=None) -> Array:
+    """A ``tk.Array`` of ``obj``: an Array, NumPy array, list, torch tensor, or anything
+    exporting ``__array_interface__`` or DLPack.
+
+    Zero-copy whenever ``obj`` already lives in host memory and the target is a host
+    backend; dtypes of arrays are kept (lists take NumPy's inferred dtype). An Array
+    already on ``backend`` (or any Array when ``backend`` is None) is returned as is.
+    """
+    if isinstance(obj, Array) and (backend is None or obj.backend == _resolve_backend(backend)):
+        return obj
+    backend = _resolve_backend(backend)
+    _require_host(backend, "tk.asarray")
+    if isinstance(obj, Array):
+        h = obj.numpy()                          # another backend's array: its host copy
+    else:
+        h = as_host_ndarray(obj)
+        if h is None:
+            if _is_torch(obj):                   # a torch tensor on a device: copy it to the host
+                h = as_host_ndarray(obj.detach().cpu())
+            else:
+                dev = _dl_device(obj) if hasattr(obj, "__dlpack__") else None
+                if dev is not None and dev[0] not in _DL_HOST_TYPES:
+                    raise ValueError(f"tk.asarray: the {type(obj).__name__} lives on DLPack device "
+                                     f"{_dl_name(dev)}, not in host memory; move it to the host first")
+                h = np.asarray(obj)              # lists, tuples, scalars, __array__ objects
+    _check_supported(h, "tk.asarray")
+    return Array(h, backend)
+
+
+def copyto(dst, src, stream=None):
+    """Copy ``src`` into ``dst`` (shapes must match; values are cast with NumPy's
+    ``same_kind`` rule). Returns a :class:`tk.Event`.
+
+    ``stream=None``: the copy is done before returning (it does not wait for work queued
+    on streams; synchronize those first) and a completed event is returned. Otherwise the
+    copy is queued on ``stream``, ordered with its other work, and its event returned.
+    """
+    from .runtime.streams import completed_event
+    d = as_host_ndarray(dst)
+    if d is None:
+        raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
+    if not d.flags.writeable:
+        raise ValueError("tk.copyto: dst is read-only")
+    s = as_host_ndarray(src)
+    if s is None:
+        s = np.asarray(src)
+    if s.shape != d.shape:
+        raise ValueError(f"tk.copyto: shape mismatch: dst has shape {d.shape}, src has shape {s.shape}")
+    if not np.can_cast(s.dtype, d.dtype, casting="same_kind"):
+        raise TypeError(f"tk.copyto: cannot cast {s.dtype} to {d.dtype} (same_kind casting)")
+    if stream is None:
+        np.copyto(d, s, casting="same_kind")
+        return completed_event()
+    return stream.submit(lambda: np.copyto(d, s, casting="same_kind"))
+
+
+def from_dlpack(x) -> Array:
+    """Wrap an object exporting DLPack (``__dlpack__``) without copying.
+
+    Host memory only in this release: a tensor on a GPU raises ``ValueError``.
+    """
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(f"tk.from_dlpack expects an object with __dlpack__ (a DLPack exporter), "
+                        f"got {type(x).__name__}")
+    if isinstance(x, Array) and x._host is not None:
+        return Array(x._host, x.backend)
+    dev = _dl_device(x)
+    if dev is not None and dev[0] not in _DL_HOST_TYPES:
+        raise ValueError(f"tk.from_dlpack: the {type(x).__name__} lives on DLPack device "
+                         f"{_dl_name(dev)}; only host memory (CPU) can be wrapped in this release "
+                         "(move it to the host first, e.g. tensor.cpu())")
+    try:
+        h = np.from_dlpack(x)
+    except BufferError as e:
+        raise ValueError(f"tk.from_dlpack: cannot wrap the {type(x).__name__} without copying: {e}") from e
+    _check_supported(h, "tk.from_dlpack")
+    return Array(h, _cpu())
+
+
+def from_blob(ptr: int, shape, dtype, backend, strides=None) -> Array:
+    """Wrap foreign memory at address ``ptr`` without copying.
+
+    ``strides`` are in bytes (default: C-contiguous) and may be negative; ``ptr`` is the
+    address of element ``[0, ..., 0]``. The caller must keep the memory alive, and not
+    free it, for as long as the Array (or any view of it) is used: it is not tracked.
+    """
+    backend = _resolve_backend(backend)
+    _require_host(backend, "tk.from_blob")
+    if isinstance(ptr, ctypes.c_void_p):
+        ptr = ptr.value or 0
+    try:
+        ptr = operator.index(ptr)
+    except TypeError:
+        raise TypeError(f"tk.from_blob: ptr must be an int address, got {type(ptr).__name__}") from None
+    dims, dt = _shape(shape), _np_dtype(dtype)
+    if strides is None:
+        st, acc = [], dt.itemsize
+        for n in reversed(dims):
+            st.append(acc)
+            acc *= max(n, 1)
+        strides = tuple(reversed(st))
+    else:
+        strides = tuple(operator.index(s) for s in strides)
+        if len(strides) != len(dims):
+            raise ValueError(f"tk.from_blob: strides {strides} do not match shape {dims}")
+    empty_ = any(n == 0 for n in dims)
+    lo = hi = 0
+    if not empty_:
+        for n, s in zip(dims, strides):
+            if s < 0:
+                lo += (n - 1) * s
+            else:
+                hi += (n - 1) * s
+        hi += dt.itemsize
+        if ptr <= 0:
+            raise ValueError(f"tk.from_blob: invalid address {ptr:#x}")
+    span = hi - lo
+    buf = (ctypes.c_char * span).from_address(ptr + lo) if span else bytearray(0)
+    h = np.ndarray(dims, dtype=dt, buffer=buf, offset=-lo, strides=strides if not empty_ else None)
+    return Array(h, backend)
+
+
+# ------------------------------------------------------------------------------ queries
+
+def get_backend(obj):
+    """The backend an array lives on: a tk.Array's own; ``tk.CPU()`` for NumPy arrays,
+    CPU torch tensors, ``__array_interface__`` objects and CPU DLPack exporters.
+    Raises ``tk.LaunchError`` for anything else."""
+    if isinstance(obj, Array):
+        return obj.backend
+    if isinstance(obj, np.ndarray):
+        return _cpu()
+    if not isinstance(obj, _SCALARS):
+        if _is_torch(obj):
+            if obj.device.type == "cpu":
+                return _cpu()
+            raise LaunchError(f"no tinykernels backend for a torch tensor on {obj.device} in this release")
+        if hasattr(obj, "__dlpack__"):
+            dev = _dl_device(obj)
+            if dev is not None and dev[0] in _DL_HOST_TYPES:
+                return _cpu()
+            if dev is not None:
+                raise LaunchError(f"no tinykernels backend for a {type(obj).__name__} on DLPack device "
+                                  f"{_dl_name(dev)} in this release")
+        if hasattr(obj, "__array_interface__"):
+            return _cpu()
+    raise LaunchError(f"cannot tell which device a {type(obj).__module__}.{type(obj).__qualname__} "
+                      "lives on: expected a tk.Array, a NumPy array, a torch tensor, or an object "
+                      "exporting __dlpack__ or __array_interface__")
+
+
+def as_host_ndarray(obj) -> np.ndarray | None:
+    """The zero-copy NumPy view of a host array-like, or None if ``obj`` is not a host array.
+
+    Handles tk.Array (its ``_host``; None for device arrays), NumPy arrays (subclasses are
+    viewed as plain ndarray), CPU torch tensors (also bfloat16/fp8 via ml_dtypes, and
+    tensors that require grad), ``__array_interface__`` objects and DLPack exporters in
+    host memory. Never copies. NumPy and Python scalars are not arrays (None).
+    """
+    t = type(obj)
+    if t is Array:
+        return obj._host
+    if t is np.ndarray:
+        return obj
+    if isinstance(obj, _SCALARS):
+        return None
+    if isinstance(obj, Array):
+        return obj._host
+    if isinstance(obj, np.ndarray):
+        return obj.view(np.ndarray)
+    if _is_torch(obj):
+        return _torch_host_view(obj)
+    if hasattr(obj, "__array_interface__"):
+        return np.asarray(obj, copy=False) if _NP2 else np.asarray(obj)
+    if hasattr(obj, "__dlpack__"):
+        dev = _dl_device(obj)
+        if dev is not None and dev[0] in _DL_HOST_TYPES:
+            return np.from_dlpack(obj)
+    return None

@@ -1,0 +1,187 @@
+"""Backends: which device a kernel runs on, how to name it, and what it can do.
+
+A backend object is a light, hashable description (``tk.CPU(threads=4)``); backends that
+compare equal share their streams and compiled kernels.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+
+from . import dtypes as D
+from .errors import BackendUnavailable
+
+_STREAMS: dict = {}            # explicit cache: backend key -> StreamSet
+_STREAMS_LOCK = threading.Lock()
+
+
+class Backend:
+    """Base class: a device and its settings."""
+    name = "?"
+    is_host = False
+    supports_float64 = True
+    max_workgroupsize = 1024
+    debug = False
+
+    def key(self) -> tuple:
+        """Everything that identifies the device and settings (equality, caches)."""
+        raise NotImplementedError
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Backend) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def supports(self, dtype) -> bool:
+        """Whether arrays of ``dtype`` can be stored and computed with."""
+        return D.from_any(dtype) is not None
+
+    def supports_atomic(self, dtype) -> bool:
+        d = D.from_any(dtype)
+        return d is not None and d.name in ("int32", "uint32", "int64", "uint64", "float32", "float64")
+
+    def _stream_set(self):
+        from .runtime.streams import StreamSet
+        k = self.key()
+        with _STREAMS_LOCK:
+            s = _STREAMS.get(k)
+            if s is None:
+                s = _STREAMS[k] = StreamSet()
+            return s
+
+    def stream(self, priority: int = 0):
+        """A new stream (``tk.High``, ``tk.Normal``, ``tk.Low`` or an int priority)."""
+        return self._stream_set().stream(priority)
+
+    def synchronize(self) -> None:
+        """Wait for all work submitted to this device's streams."""
+        with _STREAMS_LOCK:
+            s = _STREAMS.get(self.key())
+        if s is not None:
+            s.synchronize()
+
+
+class CPU(Backend):
+    """Multi-threaded CPU: kernels are compiled to C with the system compiler and OpenMP.
+
+    ``threads``: number of threads a launch uses (default: all cores, or ``TK_NUM_THREADS``).
+    ``debug``: bounds-check every array access (also ``TK_DEBUG=1``).
+    """
+    name = "CPU"
+    is_host = True
+
+    def __init__(self, threads: int | None = None, debug: bool | None = None):
+        if threads is None:
+            threads = int(os.environ.get("TK_NUM_THREADS", "0")) or (os.cpu_count() or 1)
+        if threads < 1:
+            raise ValueError("CPU(threads=...) must be >= 1")
+        self.threads = int(threads)
+        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+
+    def key(self) -> tuple:
+        return ("CPU", self.threads, self.debug)
+
+    def __repr__(self) -> str:
+        return f"tk.CPU(threads={self.threads}{', debug=True' if self.debug else ''})"
+
+    @staticmethod
+    def available() -> tuple[bool, str]:
+        from .runtime.compiler import find_compiler
+        cc = find_compiler()
+        if cc is None:
+            return False, "no C compiler found: install gcc or clang, or set CC"
+        return True, f"C compiler {cc}"
+
+
+def _gpu_unavailable(name: str, hint: str):
+    class _Missing(Backend):
+        def __init__(self, *a, **k):
+            raise BackendUnavailable(f"{name} backend is not available: {hint}")
+
+        @staticmethod
+        def available() -> tuple[bool, str]:
+            return False, hint
+    _Missing.__name__ = _Missing.__qualname__ = name
+    _Missing.name = name
+    return _Missing
+
+
+CUDA = _gpu_unavailable("CUDA", "not implemented yet in this release (planned: pip install 'tinykernels[cuda]' with an NVIDIA driver)")
+ROCm = _gpu_unavailable("ROCm", "not implemented yet in this release (planned: hiprtc and the HIP runtime)")
+Metal = _gpu_unavailable("Metal", "not implemented yet in this release (needs macOS with Metal)")
+OpenCL = _gpu_unavailable("OpenCL", "not implemented yet in this release (planned: pip install 'tinykernels[opencl]' with an ICD such as PoCL)")
+WebGPU = _gpu_unavailable("WebGPU", "not implemented yet in this release (planned: pip install 'tinykernels[webgpu]')")
+
+_KINDS = {"CPU": CPU, "CUDA": CUDA, "GPU": CUDA, "NV": CUDA, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm,
+          "METAL": Metal, "CL": OpenCL, "OPENCL": OpenCL, "WEBGPU": WebGPU, "WGPU": WebGPU}
+_ORDER = ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP")
+
+
+def _interpreter_class():
+    try:
+        from .runtime.interpreter import Interpreter  # provided by the interpreter backend
+        return Interpreter
+    except ImportError:
+        return _gpu_unavailable("Interpreter", "the Python interpreter backend is not implemented yet in this release")
+
+
+def backend(spec) -> Backend:
+    """Make a backend from a DEV string (``"CPU"``, ``"CUDA:1"``, ``"CL"``, ``"INTERP"``) or return a backend as is."""
+    if isinstance(spec, Backend):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"expected a backend or a DEV string, got {type(spec).__name__}")
+    kind, _, arg = spec.strip().partition(":")
+    k = kind.upper()
+    if k in ("INTERP", "INTERPRETER", "PYTHON"):
+        return _interpreter_class()()
+    cls = _KINDS.get(k)
+    if cls is None:
+        raise BackendUnavailable(
+            f"unknown backend {spec!r}: expected one of CPU, CUDA[:n], ROCM[:n], METAL, CL, WEBGPU, INTERP")
+    if cls is CPU:
+        return CPU(threads=int(arg)) if arg else CPU()
+    return cls(int(arg)) if arg else cls()
+
+
+@lru_cache(maxsize=None)
+def _default_from_env(dev: str | None) -> Backend:
+    if dev:
+        return backend(dev)
+    for cls in (CUDA, ROCm, Metal):
+        if cls.available()[0]:
+            return cls()
+    return CPU()
+
+
+def default_backend() -> Backend:
+    """The backend named by ``DEV``, else the first available of CUDA, ROCm, Metal, CPU."""
+    return _default_from_env(os.environ.get("DEV") or None)
+
+
+class BackendInfo(dict):
+    """``tk.backends()``: name -> (available, detail); prints as a table."""
+
+    def __str__(self) -> str:
+        w = max(len(k) for k in self)
+        return "\n".join(f"{k:<{w}}  {'yes' if ok else 'no '}  {why}" for k, (ok, why) in self.items())
+
+
+def backends() -> BackendInfo:
+    """What is available on this machine and, for the rest, why not and how to get it."""
+    info = BackendInfo()
+    for name, cls in (("CUDA", CUDA), ("ROCm", ROCm), ("Metal", Metal), ("OpenCL", OpenCL),
+                      ("WebGPU", WebGPU), ("CPU", CPU), ("INTERP", _interpreter_class())):
+        try:
+            info[name] = cls.available()
+        except Exception as e:  # a probe must never break the listing
+            info[name] = (False, f"probe failed: {e}")
+    return info
+
+
+def synchronize(b: Backend | None = None) -> None:
+    """Wait for all outstanding work on a backend (default: the default backend)."""
+    (b or default_backend()).synchronize()
+

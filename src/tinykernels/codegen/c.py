@@ -1,0 +1,460 @@
+"""C for the multi-threaded CPU backend.
+
+Two shapes of generated code:
+
+* **flat** (no barrier, no local memory, no collective): one loop over the ndrange, split
+  into contiguous chunks across OpenMP threads, with the last dimension innermost so the
+  compiler can vectorize it;
+* **grouped**: one OpenMP iteration per workgroup; the kernel body is split at its barriers
+  (:mod:`tinykernels.passes.groups`) and every piece between barriers is a loop over the
+  group's work items.
+
+Entry point: ``void tk_kernel(const tk_slot *a, int nthreads)``; the argument slots are
+described by :func:`slot_layout`.
+"""
+from __future__ import annotations
+
+from ..dtypes import Ty
+from ..ir import nodes as N
+from ..passes.groups import GroupPlan, ItemLoop
+from .clike import CLikeRenderer, mangle
+from .prelude import prelude
+
+GEOMETRY_SLOTS = 9          # (start, count, step) for 3 dimensions
+SERIAL_CUTOFF = 4096        # work items below which a launch stays on the calling thread
+
+_HEADER = """\
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+typedef union { int64_t i; double f; void *p; } tk_slot;
+"""
+
+_TYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t",
+          "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "f32": "float", "f64": "double"}
+
+
+def _c_helpers() -> str:
+    out = []
+    for sfx, t in _TYPES.items():
+        out.append(f"TK_INLINE {t} tk_min_{sfx}({t} a, {t} b) {{ return b < a ? b : a; }}")
+        out.append(f"TK_INLINE {t} tk_max_{sfx}({t} a, {t} b) {{ return b > a ? b : a; }}")
+        if sfx[0] == "i":
+            out.append(f"TK_INLINE {t} tk_abs_{sfx}({t} a) {{ return a < 0 ? ({t})(0 - (uint64_t)a) : a; }}")
+    out.append("TK_INLINE bool tk_min_b(bool a, bool b) { return a && b; }")
+    out.append("TK_INLINE bool tk_max_b(bool a, bool b) { return a || b; }")
+    # atomics: GNU builtins, float read-modify-write through compare-and-swap
+    for sfx in ("i32", "u32", "i64", "u64", "f32", "f64"):
+        t = _TYPES[sfx]
+        out.append(f"TK_INLINE {t} tk_atomic_cas_{sfx}({t} *p, {t} e, {t} n) {{ "
+                   f"__atomic_compare_exchange(p, &e, &n, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return e; }}")
+        out.append(f"TK_INLINE {t} tk_atomic_exchange_{sfx}({t} *p, {t} v) {{ {t} r; "
+                   f"__atomic_exchange(p, &v, &r, __ATOMIC_SEQ_CST); return r; }}")
+        for op, expr in (("min", "v < o ? v : o"), ("max", "v > o ? v : o"), ("add", "o + v"), ("sub", "o - v")):
+            if sfx[0] != "f" and op in ("add", "sub"):
+                out.append(f"TK_INLINE {t} tk_atomic_{op}_{sfx}({t} *p, {t} v) {{ "
+                           f"return __atomic_fetch_{op}(p, v, __ATOMIC_SEQ_CST); }}")
+                continue
+            out.append(f"TK_INLINE {t} tk_atomic_{op}_{sfx}({t} *p, {t} v) {{ {t} o, n; "
+                       f"__atomic_load(p, &o, __ATOMIC_RELAXED); do {{ n = {expr}; }} while "
+                       f"(!__atomic_compare_exchange(p, &o, &n, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)); return o; }}")
+        if sfx[0] != "f":
+            for op in ("and", "or", "xor"):
+                out.append(f"TK_INLINE {t} tk_atomic_{op}_{sfx}({t} *p, {t} v) {{ "
+                           f"return __atomic_fetch_{op}(p, v, __ATOMIC_SEQ_CST); }}")
+    return "\n".join(out) + "\n"
+
+
+_DEBUG = """\
+static int64_t tk_err[12];
+static const char *tk_err_array;
+void tk_get_error(int64_t *out) { for (int k = 0; k < 12; ++k) out[k] = tk_err[k]; }
+void tk_clear_error(void) { tk_err[0] = 0; }
+static int tk_oob(int64_t line, int64_t arr, int nd, int64_t i0, int64_t n0, int64_t i1, int64_t n1,
+                  int64_t i2, int64_t n2) {
+    if (i0 >= 0 && i0 < n0 && i1 >= 0 && i1 < n1 && i2 >= 0 && i2 < n2) return 1;
+    int64_t zero = 0;
+    if (__atomic_compare_exchange_n(&tk_err[0], &zero, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        tk_err[1] = line; tk_err[2] = arr; tk_err[3] = nd;
+        tk_err[4] = i0; tk_err[5] = n0; tk_err[6] = i1; tk_err[7] = n1; tk_err[8] = i2; tk_err[9] = n2;
+    }
+    return 0;
+}
+"""
+
+
+def slot_layout(k: N.Kernel) -> list:
+    """(param, first slot) for every runtime parameter, after the geometry slots."""
+    out, pos = [], GEOMETRY_SLOTS
+    for p in k.params:
+        if p[0] == "array":
+            out.append((p, pos))
+            pos += 1 + 2 * p[1].ndim
+        elif p[0] == "scalar":
+            out.append((p, pos))
+            pos += 1
+    return out
+
+
+class CRenderer(CLikeRenderer):
+    """The CPU's C: OpenMP threads over chunks of work items or over workgroups."""
+
+    def __init__(self, kernel: N.Kernel, plan: GroupPlan | None, ranges: bool):
+        super().__init__(kernel)
+        self.plan = plan            # None: the flat path
+        self.ranges = ranges        # ndrange dimensions have non-trivial start/step
+        self.in_item = False        # rendering inside an item loop (grouped path)
+        self.item_label = None
+
+    # --- names ---------------------------------------------------------------------------
+
+    def var(self, name: str) -> str:
+        v = f"v_{mangle(name)}"
+        if self.plan is not None and name in self.plan.item_vars:
+            return f"{v}[{'tk_lid' if self.in_item else '0'}]"
+        return v
+
+    def array_ptr(self, a: N.ArrayInfo) -> str:
+        p = f"a_{mangle(a.name)}"
+        if a.space == "private" and self.plan is not None and a.name in self.plan.item_private:
+            return f"{p}[{'tk_lid' if self.in_item else '0'}]"
+        return p
+
+    def index(self, e: N.Index) -> str:
+        d = e.dim
+        return {"global_linear": "tk_gl", "global": f"tk_g{d}", "global_pos": f"tk_p{d}",
+                "local_linear": "tk_ll", "local": f"tk_l{d}", "group_linear": "tk_grl",
+                "group": f"tk_gr{d}", "ndrange": f"tk_n{d}", "ngroups": f"tk_ng{d}",
+                "groupsize": str(self.k.workgroup[d])}[e.kind]
+
+    # --- atomics and debug checks -------------------------------------------------------------
+
+    def atomic(self, e: N.Atomic) -> str:
+        sfx = self.fsuffix(e.array.dtype)
+        ref = f"&{self.element(e.array, e.index)}"
+        call = f"tk_atomic_{e.op}_{sfx}({ref}, {', '.join(self.expr(a) for a in e.args)})"
+        chk = self.bounds_check(e.array, e.index, e.loc)
+        return f"({chk} ? {call} : ({self.ctype(e.ty)})0)" if chk else call
+
+    def bounds_check(self, a: N.ArrayInfo, idx: list, loc: N.Loc):
+        if not self.k.debug:
+            return None
+        if a.name not in self.array_ids:
+            self.array_ids.append(a.name)
+        parts = []
+        for k in range(3):
+            if k < len(idx):
+                parts += [f"(int64_t)({self.expr(idx[k])})", f"(int64_t){self.shape(a, k)}"]
+            else:
+                parts += ["0", "1"]
+        return f"tk_oob({loc.line}, {self.array_ids.index(a.name)}, {len(idx)}, {', '.join(parts)})"
+
+    def print_call(self, fmt, args):
+        super().print_call(fmt, args)
+        self.w("fflush(stdout);")
+
+    # --- statements specific to the grouped path -----------------------------------------------
+
+    def s_Return(self, s):
+        if self.plan is None:
+            self.w("goto tk_next;")
+        elif self.in_item:
+            self.w(f"tk_done[tk_lid] = 1; goto {self.item_label}_end;")
+        else:
+            self.w("goto tk_group_end;")
+
+    def s_Barrier(self, s):
+        self.w("/* barrier */")
+
+    def s_AllocArray(self, s):
+        a = s.array
+        if a.space == "private" and self.plan is not None and a.name in self.plan.item_private:
+            return  # declared per work item at group scope
+        super().s_AllocArray(s)
+
+    def s_ItemLoop(self, s: ItemLoop):
+        k, plan = self.k, self.plan
+        wg = k.workgroup
+        self.w(f"for (tk_idx tk_lid = 0; tk_lid < {_prod(wg)}; ++tk_lid) {{")
+        self.depth += 1
+        self.local_coords("tk_lid")
+        for d in range(k.ndim):
+            self.w(f"const int64_t tk_p{d} = tk_gr{d} * {wg[d]} + tk_l{d};")
+        if not k.unsafe_indices:
+            inr = " && ".join(f"tk_p{d} < tk_n{d}" for d in range(k.ndim))
+            self.w(f"if (!({inr})) continue;")
+        if plan.needs_done:
+            self.w("if (tk_done[tk_lid]) continue;")
+        self.global_coords()
+        for v in sorted(plan.loop_vars.get(s.label, ())):
+            self.w(f"{self.ctype(k.locals[v])} v_{mangle(v)};")
+        saved = self.in_item, self.item_label
+        self.in_item, self.item_label = True, s.label
+        self.last_line = None
+        self.stmts(s.body)
+        self.in_item, self.item_label = saved
+        self.w(f"{s.label}_end: ;")
+        self.depth -= 1
+        self.w("}")
+
+    def s_Collective(self, s: N.Collective):
+        t = self.ctype(s.ty)
+        sfx = self.fsuffix(s.ty.dtype)
+        ident = {"add": "0", "mul": "1", "or": "0", "and": "1",
+                 "min": f"tk_ident_max_{sfx}", "max": f"tk_ident_min_{sfx}"}[s.op]
+        comb = {"add": "acc + x", "mul": "acc * x", "and": "acc & x", "or": "acc | x",
+                "min": f"tk_min_{sfx}(acc, x)", "max": f"tk_max_{sfx}(acc, x)"}[s.op]
+        if s.ty.dtype.kind == "b" and s.op in ("and", "or"):
+            comb = "acc && x" if s.op == "and" else "acc || x"
+        k = self.k
+        guard = []
+        if not k.unsafe_indices:
+            guard.append(self.in_range_expr())
+        if self.plan.needs_done:
+            guard.append("!tk_done[tk_lid]")
+        src = f"v_{mangle(s.src)}" + ("[tk_lid]" if s.src in self.plan.item_vars else "")
+        self.w(f"{{ {t} acc = ({t}){ident};")
+        self.w(f"  for (tk_idx tk_lid = 0; tk_lid < {_prod(k.workgroup)}; ++tk_lid) {{")
+        if guard:
+            self.local_coords("tk_lid", indent="    ")
+            self.w(f"    if (!({' && '.join(guard)})) continue;")
+        self.w(f"    {t} x = {src};")
+        dst = f"v_{mangle(s.dst)}"
+        if s.kind == "reduce":
+            self.w(f"    acc = {comb};")
+            self.w("  }")
+            if s.dst in self.plan.item_vars:
+                self.w(f"  for (tk_idx tk_lid = 0; tk_lid < {_prod(k.workgroup)}; ++tk_lid) {dst}[tk_lid] = acc; }}")
+            else:
+                self.w(f"  {dst} = acc; }}")
+        else:
+            store = f"{dst}[tk_lid]" if s.dst in self.plan.item_vars else dst
+            if s.kind == "scan":
+                self.w(f"    acc = {comb}; {store} = acc;")
+            else:
+                self.w(f"    {store} = acc; acc = {comb};")
+            self.w("  } }")
+
+    def in_range_expr(self) -> str:
+        k = self.k
+        return " && ".join(f"(tk_gr{d} * {k.workgroup[d]} + tk_l{d}) < tk_n{d}" for d in range(k.ndim))
+
+    # --- geometry ------------------------------------------------------------------------------
+
+    def local_coords(self, lid: str, indent: str = "") -> None:
+        wg = self.k.workgroup
+        rem = lid
+        for d in range(self.k.ndim):
+            inner = _prod(wg[d + 1:])
+            self.w(f"{indent}const int64_t tk_l{d} = ({rem}) / {inner} % {wg[d]};" if inner > 1
+                   else f"{indent}const int64_t tk_l{d} = ({rem}) % {wg[d]};")
+        self.w(f"{indent}const int64_t tk_ll = {lid}; (void)tk_ll;")
+
+    def global_coords(self) -> None:
+        """Absolute coordinates and the global linear index from the positions tk_p<d>."""
+        k = self.k
+        for d in range(k.ndim):
+            if self.ranges:
+                self.w(f"const int64_t tk_g{d} = tk_s{d} + tk_p{d} * tk_st{d}; (void)tk_g{d};")
+            else:
+                self.w(f"const int64_t tk_g{d} = tk_p{d}; (void)tk_g{d};")
+        lin = "tk_p0"
+        for d in range(1, k.ndim):
+            lin = f"({lin}) * tk_n{d} + tk_p{d}"
+        self.w(f"const int64_t tk_gl = {lin}; (void)tk_gl;")
+
+    def unpack(self) -> None:
+        """Geometry and arguments from the slot array."""
+        k = self.k
+        for d in range(k.ndim):
+            self.w(f"const int64_t tk_s{d} = a[{3 * d}].i, tk_n{d} = a[{3 * d + 1}].i, "
+                   f"tk_st{d} = a[{3 * d + 2}].i; (void)tk_s{d}; (void)tk_st{d};")
+            self.w(f"const int64_t tk_ng{d} = (tk_n{d} + {k.workgroup[d] - 1}) / {k.workgroup[d]}; (void)tk_ng{d};")
+        for p, slot in slot_layout(k):
+            if p[0] == "array":
+                a = p[1]
+                name = f"a_{mangle(a.name)}"
+                qual = "const " if a.const else ""
+                restrict = " restrict" if a.const else ""
+                self.w(f"{qual}{self.stype(a.dtype)} *{restrict} {name} = ({qual}{self.stype(a.dtype)} *)a[{slot}].p;")
+                for d in range(a.ndim):
+                    self.w(f"const tk_idx {name}_sh{d} = (tk_idx)a[{slot + 1 + d}].i; (void){name}_sh{d};")
+                    if not a.contiguous:
+                        self.w(f"const tk_idx {name}_st{d} = (tk_idx)a[{slot + 1 + a.ndim + d}].i;")
+            else:
+                _, name, ty = p
+                field = "f" if ty.dtype.is_float else "i"
+                self.w(f"const {self.ctype(ty)} {self.arg(name)} = ({self.ctype(ty)})a[{slot}].{field};")
+
+    def declare_locals(self, names, per_item: bool = False) -> None:
+        size = f"[{_prod(self.k.workgroup)}]" if per_item else ""
+        for v in sorted(names):
+            t = self.k.locals.get(v)
+            if t is not None:
+                self.w(f"{self.ctype(t)} v_{mangle(v)}{size};")
+
+    # --- whole translation unit ---------------------------------------------------------------
+
+    def render(self) -> str:
+        k = self.k
+        body_lines = self.render_flat() if self.plan is None else self.render_grouped()
+        head = [_HEADER, f"typedef {'int32_t' if k.idx32 else 'int64_t'} tk_idx;",
+                prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
+                _c_helpers(), _ident_helpers(), _DEBUG if k.debug else ""]
+        return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
+
+    def render_flat(self) -> list:
+        k = self.k
+        self.lines = []
+        self.w("")
+        self.depth = 0
+        self.w("static void tk_chunk(const tk_slot *a, int64_t lo, int64_t hi) {")
+        self.depth = 1
+        self.unpack()
+        last = k.ndim - 1
+        self.w("int64_t q = lo;")
+        self.w("while (q < hi) {")
+        self.depth += 1
+        self.w(f"const int64_t row = q / tk_n{last}, c0 = q - row * tk_n{last};")
+        self.w(f"const int64_t c1 = (hi - q) < (tk_n{last} - c0) ? c0 + (hi - q) : tk_n{last};")
+        if k.ndim == 3:
+            self.w("const int64_t tk_p0 = row / tk_n1, tk_p1 = row % tk_n1;")
+        elif k.ndim == 2:
+            self.w("const int64_t tk_p0 = row;")
+        self.w(f"for (tk_idx tk_pl = (tk_idx)c0; tk_pl < (tk_idx)c1; ++tk_pl) {{")
+        self.depth += 1
+        self.w(f"const int64_t tk_p{last} = tk_pl;")
+        self.global_coords()
+        if "groupindex" in k.uses:
+            for d in range(k.ndim):
+                self.w(f"const int64_t tk_gr{d} = tk_p{d} / {k.workgroup[d]}, tk_l{d} = tk_p{d} % {k.workgroup[d]};"
+                       f" (void)tk_gr{d}; (void)tk_l{d};")
+            ll, grl = "tk_l0", "tk_gr0"
+            for d in range(1, k.ndim):
+                ll = f"({ll}) * {k.workgroup[d]} + tk_l{d}"
+                grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
+            self.w(f"const int64_t tk_ll = {ll}, tk_grl = {grl}; (void)tk_ll; (void)tk_grl;")
+        self.declare_locals(k.locals)
+        self.last_line = None
+        self.stmts(k.body)
+        self.w("tk_next: ;")
+        self.depth -= 1
+        self.w("}")
+        self.w("q += c1 - c0;")
+        self.depth -= 1
+        self.w("}")
+        self.depth = 0
+        self.w("}")
+        self.fallback_pool("tk_chunk(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt);",
+                           "tk_parallel_chunks")
+        total = " * ".join(f"a[{3 * d + 1}].i" for d in range(k.ndim))
+        self.w("void tk_kernel(const tk_slot *a, int nthreads) {")
+        self.w(f"    const int64_t total = {total};")
+        self.w(f"    if (nthreads <= 1 || total < {SERIAL_CUTOFF}) {{ tk_chunk(a, 0, total); return; }}")
+        self.w("#ifdef _OPENMP")
+        self.w("    #pragma omp parallel num_threads(nthreads)")
+        self.w("    {")
+        self.w("        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();")
+        self.w("        tk_chunk(a, total * t / nt, total * (t + 1) / nt);")
+        self.w("    }")
+        self.w("#else")
+        self.w("    tk_parallel_chunks(a, total, nthreads);")
+        self.w("#endif")
+        self.w("}")
+        return self.lines
+
+    def render_grouped(self) -> list:
+        k, plan = self.k, self.plan
+        self.lines = []
+        self.depth = 0
+        wg = k.workgroup
+        self.w("static void tk_group(const tk_slot *a, int64_t g) {")
+        self.depth = 1
+        self.unpack()
+        rem = "g"
+        for d in range(k.ndim):
+            inner = " * ".join(f"tk_ng{e}" for e in range(d + 1, k.ndim)) or "1"
+            self.w(f"const int64_t tk_gr{d} = ({rem}) / ({inner}) % tk_ng{d}; (void)tk_gr{d};")
+        self.w("const int64_t tk_grl = g; (void)tk_grl;")
+        self.w("const int64_t tk_lid0 = 0; (void)tk_lid0;")
+        # group-level context is work item 0 (for tk.uniform of per-item values)
+        self.local_coords("tk_lid0")
+        for d in range(k.ndim):
+            self.w(f"const int64_t tk_p{d} = tk_gr{d} * {wg[d]} + tk_l{d};")
+        self.global_coords()
+        self.declare_locals(plan.group_vars)
+        self.declare_locals(plan.item_vars, per_item=True)
+        for s in N.walk_stmts(k.body):
+            if isinstance(s, N.AllocArray) and s.array.name in plan.item_private:
+                a = s.array
+                size = _prod(a.shape)
+                self.w(f"{self.stype(a.dtype)} a_{mangle(a.name)}[{_prod(wg)}][{size}];")
+        if plan.needs_done:
+            self.w(f"unsigned char tk_done[{_prod(wg)}] = {{0}};")
+        self.last_line = None
+        self.stmts(plan.body)
+        self.w("goto tk_group_end;")
+        self.depth = 0
+        self.w("tk_group_end: ;")
+        self.w("}")
+        self.fallback_pool("for (int64_t g = w->t; g < w->total; g += w->nt) tk_group(w->a, g);",
+                           "tk_parallel_groups")
+        total = " * ".join(f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(k.ndim))
+        self.w("void tk_kernel(const tk_slot *a, int nthreads) {")
+        self.w(f"    const int64_t ngroups = {total};")
+        self.w("    if (nthreads <= 1 || ngroups <= 1) { for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g); return; }")
+        self.w("#ifdef _OPENMP")
+        self.w("    #pragma omp parallel for num_threads(nthreads) schedule(static)")
+        self.w("    for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g);")
+        self.w("#else")
+        self.w("    tk_parallel_groups(a, ngroups, nthreads);")
+        self.w("#endif")
+        self.w("}")
+        return self.lines
+
+    def fallback_pool(self, work: str, name: str) -> None:
+        """Threads for compilers without OpenMP (Apple clang): one pthread per share of the work."""
+        self.lines.extend(f"""\
+#ifndef _OPENMP
+#include <pthread.h>
+typedef struct {{ const tk_slot *a; int64_t total; int t, nt; }} tk_work;
+static void *tk_worker(void *p) {{ tk_work *w = (tk_work *)p; {work} return 0; }}
+static void {name}(const tk_slot *a, int64_t total, int nthreads) {{
+    pthread_t th[256]; tk_work ws[256];
+    int nt = nthreads < 256 ? nthreads : 256;
+    for (int t = 0; t < nt; ++t) {{ ws[t].a = a; ws[t].total = total; ws[t].t = t; ws[t].nt = nt; }}
+    for (int t = 1; t < nt; ++t) pthread_create(&th[t], 0, tk_worker, &ws[t]);
+    tk_worker(&ws[0]);
+    for (int t = 1; t < nt; ++t) pthread_join(th[t], 0);
+}}
+#endif""".splitlines())
+
+
+def _ident_helpers() -> str:
+    lim = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"), "i32": ("INT32_MIN", "INT32_MAX"),
+           "i64": ("INT64_MIN", "INT64_MAX"), "u8": ("0", "UINT8_MAX"), "u16": ("0", "UINT16_MAX"),
+           "u32": ("0", "UINT32_MAX"), "u64": ("0", "UINT64_MAX"), "f32": ("-INFINITY", "INFINITY"),
+           "f64": ("-INFINITY", "INFINITY"), "b": ("0", "1")}
+    return "\n".join(f"#define tk_ident_min_{s} ({lo})\n#define tk_ident_max_{s} ({hi})"
+                     for s, (lo, hi) in lim.items()) + "\n"
+
+
+def _prod(xs) -> int:
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def render_c(kernel: N.Kernel, plan: GroupPlan | None, ranges: bool) -> tuple:
+    """The C translation unit for a specialized kernel, and the debug array-name table."""
+    r = CRenderer(kernel, plan, ranges)
+    src = r.render()
+    return src, list(r.array_ids)
+
+
+__all__ = ["render_c", "slot_layout", "GEOMETRY_SLOTS", "CRenderer", "Ty"]

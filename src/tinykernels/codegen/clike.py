@@ -1,0 +1,377 @@
+"""The renderer base shared by every C-like language (C, CUDA, HIP, OpenCL, Metal).
+
+A subclass mostly fills in tables: type names, math function names, how to spell the
+work-item geometry, atomics and barriers. The base renders expressions and structured
+statements, with ``#line`` directives that point at the user's Python source.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from ..dtypes import DType, Ty
+from ..ir import nodes as N
+
+# Python operator -> C operator (the ones that map one to one)
+C_BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "<<": "<<", ">>": ">>", "&": "&", "|": "|",
+            "^": "^", "and": "&&", "or": "||"}
+
+_SFX = {"int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16",
+        "uint32": "u32", "uint64": "u64", "float32": "f32", "float64": "f64", "bool": "b"}
+
+
+def mangle(name: str) -> str:
+    """A C identifier for an IR local or argument name."""
+    return re.sub(r"[^A-Za-z0-9_]", lambda m: f"_u{ord(m.group()):x}_", name)
+
+
+class CLikeRenderer:
+    """Expressions and statements of the IR in a C-like language."""
+
+    # storage types of array elements and compute types of values, by dtype name
+    storage_types = {"bool": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+                     "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
+                     "uint64": "uint64_t", "float16": "uint16_t", "bfloat16": "uint16_t",
+                     "float8_e4m3fn": "uint8_t", "float8_e5m2": "uint8_t", "float32": "float",
+                     "float64": "double"}
+    compute_types = dict(storage_types, bool="bool", float16="float", bfloat16="float",
+                         float8_e4m3fn="float", float8_e5m2="float")
+    # conversions of narrow float storage to and from float32
+    load_conv = {"float16": "tk_f16_to_f32", "bfloat16": "tk_bf16_to_f32",
+                 "float8_e4m3fn": "tk_e4m3_to_f32", "float8_e5m2": "tk_e5m2_to_f32"}
+    store_conv = {"float16": "tk_f32_to_f16", "bfloat16": "tk_f32_to_bf16",
+                  "float8_e4m3fn": "tk_f32_to_e4m3", "float8_e5m2": "tk_f32_to_e5m2"}
+    line_directives = True
+    float_suffix = "f"
+
+    def __init__(self, kernel: N.Kernel):
+        self.k = kernel
+        self.lines: list = []
+        self.depth = 1
+        self.last_line = None
+        self.tmp = 0
+        self.array_ids: list = []   # debug mode: names of arrays by id
+
+    # --- small pieces ------------------------------------------------------------------
+
+    def ctype(self, t) -> str:
+        d = t.dtype if isinstance(t, Ty) else t
+        return self.compute_types[d.name]
+
+    def stype(self, d: DType) -> str:
+        return self.storage_types[d.name]
+
+    def fsuffix(self, d: DType) -> str:
+        return _SFX[self.compute_dtype(d).name]
+
+    @staticmethod
+    def compute_dtype(d: DType) -> DType:
+        from .. import dtypes as D
+        return D.float32 if d.is_storage_only else d
+
+    def w(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def at(self, loc: N.Loc) -> None:
+        if self.line_directives and loc.line and loc.line != self.last_line:
+            self.lines.append(f'#line {loc.line} "{loc.file}"')
+            self.last_line = loc.line
+
+    def fresh(self, base="t") -> str:
+        self.tmp += 1
+        return f"tk_{base}{self.tmp}"
+
+    # --- names (subclasses change how locals, arrays and geometry are stored) ---------------
+
+    def var(self, name: str) -> str:
+        return f"v_{mangle(name)}"
+
+    def arg(self, name: str) -> str:
+        return f"p_{mangle(name)}"
+
+    def array_ptr(self, a: N.ArrayInfo) -> str:
+        return f"a_{mangle(a.name)}"
+
+    def shape(self, a: N.ArrayInfo, k: int) -> str:
+        if a.space != "global":
+            return str(a.shape[k])
+        return f"a_{mangle(a.name)}_sh{k}"
+
+    def stride(self, a: N.ArrayInfo, k: int) -> str:
+        return f"a_{mangle(a.name)}_st{k}"
+
+    def index(self, e: N.Index) -> str:
+        raise NotImplementedError
+
+    # --- constants ------------------------------------------------------------------------
+
+    def const(self, value, t: Ty) -> str:
+        d = t.dtype
+        if d.kind == "b":
+            return "1" if value else "0"
+        if d.is_int:
+            v = int(value)
+            if d.bits == 64:
+                return f"INT64_C({v})" if d.kind == "i" else f"UINT64_C({v & (2**64 - 1)})"
+            if d.kind == "u":
+                return f"(({self.ctype(t)}){v & (2**d.bits - 1)}u)"
+            return f"(({self.ctype(t)}){v})" if d.bits < 32 else (str(v) if v > -2**31 else f"(-{-v - 1}-1)")
+        v = float(value)
+        cd = self.compute_dtype(d)
+        suffix = self.float_suffix if cd.bits == 32 else ""
+        ct = self.ctype(cd)
+        if math.isnan(v):
+            return f"(({ct})NAN)"
+        if math.isinf(v):
+            return f"(({ct})({'-' if v < 0 else ''}INFINITY))"
+        if cd.bits == 32:
+            import numpy as np
+            v = float(np.float32(v))
+        return f"{v.hex()}{suffix}" if v != 0 else (f"-0.0{suffix}" if math.copysign(1, v) < 0 else f"0.0{suffix}")
+
+    # --- expressions --------------------------------------------------------------------------
+
+    def expr(self, e: N.Expr) -> str:
+        return getattr(self, "e_" + type(e).__name__)(e)
+
+    def e_Const(self, e):
+        return self.const(e.value, e.ty)
+
+    def e_Var(self, e):
+        return self.var(e.name)
+
+    def e_Arg(self, e):
+        return self.arg(e.name)
+
+    def e_Shape(self, e):
+        return f"((int64_t){self.shape(e.array, e.dim)})"
+
+    def e_Index(self, e):
+        return self.index(e)
+
+    def offset(self, a: N.ArrayInfo, idx: list) -> str:
+        parts = [f"(tk_idx)({self.expr(i)})" for i in idx]
+        if not parts:
+            return "0"
+        if a.contiguous:
+            off = parts[0]
+            for k in range(1, len(parts)):
+                off = f"({off}) * {self.shape(a, k)} + {parts[k]}"
+            return off
+        return " + ".join(f"{p} * {self.stride(a, k)}" for k, p in enumerate(parts))
+
+    def element(self, a: N.ArrayInfo, idx: list) -> str:
+        return f"{self.array_ptr(a)}[{self.offset(a, idx)}]"
+
+    def bounds_check(self, a: N.ArrayInfo, idx: list, loc: N.Loc) -> str | None:
+        return None
+
+    def e_Load(self, e):
+        ref = self.element(e.array, e.index)
+        conv = self.load_conv.get(e.array.dtype.name)
+        val = f"{conv}({ref})" if conv else (f"(bool)({ref})" if e.array.dtype.kind == "b" else ref)
+        chk = self.bounds_check(e.array, e.index, e.loc)
+        return f"({chk} ? {val} : ({self.ctype(e.ty)})0)" if chk else val
+
+    def wrap_narrow(self, t: Ty, text: str) -> str:
+        d = t.dtype
+        if d.is_int and d.bits < 32:
+            return f"(({self.ctype(t)})({text}))"
+        return f"({text})"
+
+    def e_BinOp(self, e):
+        a, b, op, d = self.expr(e.a), self.expr(e.b), e.op, e.ty.dtype
+        if op in ("//", "%"):
+            kind = "floordiv" if op == "//" else "mod"
+            if d.kind == "b":
+                a, b, d = f"(int8_t)({a})", f"(int8_t)({b})", DType("int8", "i", 8)
+                return f"((bool)tk_{kind}_i8({a}, {b}))"
+            return f"tk_{kind}_{self.fsuffix(d)}({a}, {b})"
+        if op == "**":
+            if d.is_float:
+                return f"{self.math_name('pow', d)}({a}, {b})"
+            sfx = {8: "32", 16: "32", 32: "32", 64: "64"}[d.bits]
+            sfx = ("u" if d.kind == "u" else "i") + sfx
+            return self.wrap_narrow(e.ty, f"tk_ipow_{sfx}({a}, {b})")
+        if op in ("<<", ">>"):
+            return self.shift(e, a, b)
+        if op in ("&", "|", "^") and d.kind == "b":
+            return f"((bool)(({a}) {op} ({b})))"
+        return self.wrap_narrow(e.ty, f"{a} {C_BINOPS[op]} {b}")
+
+    def shift(self, e, a, b) -> str:
+        d = e.ty.dtype
+        ct = self.ctype(e.ty)
+        if e.op == "<<":
+            return self.wrap_narrow(e.ty, f"(({b}) >= 0 && ({b}) < {d.bits}) ? ({ct})(({ct})({a}) << ({b})) : ({ct})0")
+        neg = f"(({a}) < 0 ? ({ct})-1 : ({ct})0)" if d.kind == "i" else f"({ct})0"
+        return self.wrap_narrow(e.ty, f"(({b}) >= 0 && ({b}) < {d.bits}) ? ({ct})(({a}) >> ({b})) : {neg}")
+
+    def e_Unary(self, e):
+        a = self.expr(e.a)
+        if e.op == "not":
+            return f"(!{a})"
+        return self.wrap_narrow(e.ty, f"{e.op}{a}")
+
+    def e_Compare(self, e):
+        return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+
+    def e_Select(self, e):
+        return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
+
+    def e_Cast(self, e):
+        src, dst = e.a.ty.dtype, e.ty.dtype
+        a = self.expr(e.a)
+        if dst.kind == "b":
+            return f"(({a}) != 0)"
+        if dst.is_storage_only:  # an explicit cast rounds to the narrow type
+            return f"{self.load_conv[dst.name]}({self.store_conv[dst.name]}((float)({a})))"
+        return f"(({self.ctype(e.ty)})({a}))"
+
+    MATH_F32 = {"abs": "fabsf", "fabs": "fabsf", "rint": "rintf"}
+
+    def math_name(self, fn: str, d: DType) -> str:
+        cd = self.compute_dtype(d)
+        return fn + "f" if cd.bits == 32 else fn
+
+    def e_Call(self, e):
+        fn, args = e.fn, [self.expr(a) for a in e.args]
+        d = e.ty.dtype
+        if fn == "uniform":
+            return f"({args[0]})"
+        if fn.startswith("rand_"):
+            return f"tk_{fn}({', '.join(args)})"
+        if fn in ("isnan", "isinf", "isfinite"):
+            return f"((bool){fn}({args[0]}))"
+        if fn in ("min", "max"):
+            return f"tk_{fn}_{self.fsuffix(d)}({args[0]}, {args[1]})"
+        if fn == "abs":
+            if d.is_float:
+                return f"{self.math_name('fabs', d)}({args[0]})"
+            return f"tk_abs_{self.fsuffix(d)}({args[0]})"
+        one = self.const(1.0, Ty(self.compute_dtype(d)))
+        if fn == "rsqrt":
+            return f"({one} / {self.math_name('sqrt', d)}({args[0]}))"
+        if fn == "sigmoid":
+            return f"({one} / ({one} + {self.math_name('exp', d)}(-({args[0]}))))"
+        return f"{self.math_name(fn, d)}({', '.join(args)})"
+
+    def e_Atomic(self, e):
+        return self.atomic(e)
+
+    def atomic(self, e: N.Atomic) -> str:
+        raise NotImplementedError
+
+    # --- statements ----------------------------------------------------------------------------
+
+    def stmts(self, ss) -> None:
+        for s in ss:
+            self.stmt(s)
+
+    def stmt(self, s) -> None:
+        if s.loc is not None and not isinstance(s, (N.FuncBlock,)):
+            self.at(s.loc)
+        getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Assign(self, s):
+        self.w(f"{self.var(s.var)} = {self.expr(s.value)};")
+
+    def s_Store(self, s):
+        a = s.array
+        v = self.expr(s.value)
+        conv = self.store_conv.get(a.dtype.name)
+        if conv:
+            v = f"{conv}({v})"
+        elif a.dtype.kind == "b":
+            v = f"(uint8_t)({v})"
+        stmt = f"{self.element(a, s.index)} = {v};"
+        chk = self.bounds_check(a, s.index, s.loc)
+        self.w(f"if ({chk}) {stmt}" if chk else stmt)
+
+    def s_ExprStmt(self, s):
+        self.w(f"(void)({self.expr(s.expr)});")
+
+    def s_If(self, s):
+        self.w(f"if ({self.expr(s.cond)}) {{")
+        self.block(s.body)
+        if s.orelse:
+            self.w("} else {")
+            self.block(s.orelse)
+        self.w("}")
+
+    def block(self, body) -> None:
+        self.depth += 1
+        self.last_line = None
+        self.stmts(body)
+        self.depth -= 1
+
+    def s_For(self, s):
+        t = self.k.locals.get(s.var)
+        ct = self.ctype(t) if t is not None else "int64_t"
+        it, stop, step = self.fresh("it"), self.fresh("stop"), self.fresh("step")
+        self.w(f"{{ const {ct} {stop} = {self.expr(s.stop)}; const {ct} {step} = {self.expr(s.step)};")
+        if isinstance(s.step, N.Const):
+            cond = f"{it} < {stop}" if s.step.value > 0 else f"{it} > {stop}"
+        else:
+            cond = f"({step} > 0 ? {it} < {stop} : {it} > {stop})"
+        self.w(f"for ({ct} {it} = {self.expr(s.start)}; {cond}; {it} += {step}) {{")
+        self.depth += 1
+        self.w(f"{self.var(s.var)} = {it};")
+        self.depth -= 1
+        self.block(s.body)
+        self.w("}}")
+
+    def s_While(self, s):
+        self.w(f"while ({self.expr(s.cond)}) {{")
+        self.block(s.body)
+        self.w("}")
+
+    def s_Break(self, s):
+        self.w("break;")
+
+    def s_Continue(self, s):
+        self.w("continue;")
+
+    def s_FuncBlock(self, s):
+        self.w("{")
+        self.block(s.body)
+        self.w(f"}} {mangle(s.label)}: ;")
+
+    def s_FuncExit(self, s):
+        self.w(f"goto {mangle(s.label)};")
+
+    def s_Philox(self, s):
+        t = self.fresh("ph")
+        self.w(f"{{ tk_u32x4 {t} = tk_philox4x32({', '.join(self.expr(a) for a in s.args)});")
+        self.w("  " + " ".join(f"{self.var(o)} = {t}.{c};" for o, c in zip(s.outs, "xyzw")) + " }")
+
+    def s_Print(self, s):
+        fmt, args = [], []
+        for p in s.parts:
+            if isinstance(p, str):
+                fmt.append(p.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("\n", "\\n"))
+                continue
+            d = p.ty.dtype
+            if d.is_float:
+                fmt.append("%g")
+                args.append(f"(double)({self.expr(p)})")
+            elif d.kind == "u":
+                fmt.append("%llu")
+                args.append(f"(unsigned long long)({self.expr(p)})")
+            else:
+                fmt.append("%lld")
+                args.append(f"(long long)({self.expr(p)})")
+        self.print_call(" ".join(fmt), args)
+
+    def print_call(self, fmt: str, args: list) -> None:
+        self.w(f'printf("{fmt}\\n"{"".join(", " + a for a in args)});')
+
+    def s_Barrier(self, s):
+        raise NotImplementedError
+
+    def s_AllocArray(self, s):
+        a = s.array
+        size = 1
+        for n in a.shape:
+            size *= n
+        self.w(f"{self.stype(a.dtype)} {self.array_ptr(a)}[{size}];")

@@ -1,0 +1,182 @@
+"""Scalar types of the kernel language and NumPy 2 (NEP 50) type promotion.
+
+Public dtypes are NumPy's scalar types where NumPy has them (so ``np.dtype(tk.float32)``
+and ``a.dtype == tk.float32`` just work) and ``ml_dtypes`` types for bfloat16 and fp8 when
+that package is installed. Inside the compiler every type is a :class:`DType`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+try:  # optional: host arrays of bfloat16 / fp8
+    import ml_dtypes as _mld
+except ImportError:  # pragma: no cover - exercised only without ml_dtypes
+    _mld = None
+
+
+@dataclass(frozen=True)
+class DType:
+    """A scalar type inside the compiler: ``kind`` is b (bool), i, u or f."""
+    name: str
+    kind: str
+    bits: int
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in "iu"
+
+    @property
+    def is_storage_only(self) -> bool:
+        """float16, bfloat16 and fp8 compute in float32 and round on store."""
+        return self.kind == "f" and self.name not in ("float32", "float64")
+
+    def __repr__(self) -> str:
+        return f"tk.{self.name}"
+
+
+bool_ = DType("bool", "b", 8)
+int8, int16, int32, int64 = (DType(f"int{b}", "i", b) for b in (8, 16, 32, 64))
+uint8, uint16, uint32, uint64 = (DType(f"uint{b}", "u", b) for b in (8, 16, 32, 64))
+float16, float32, float64 = DType("float16", "f", 16), DType("float32", "f", 32), DType("float64", "f", 64)
+bfloat16 = DType("bfloat16", "f", 16)
+float8_e4m3fn, float8_e5m2 = DType("float8_e4m3fn", "f", 8), DType("float8_e5m2", "f", 8)
+
+ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+       float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2)
+BY_NAME = {d.name: d for d in ALL}
+
+
+class _MissingDType:
+    """Stand-in for a public dtype whose host representation needs ``ml_dtypes``."""
+
+    def __init__(self, name: str):
+        self.__name__ = self.name = name
+
+    def __repr__(self) -> str:
+        return f"tk.{self.name}"
+
+    def __call__(self, *a, **k):
+        raise TypeError(f"host values of {self.name} need ml_dtypes: pip install ml_dtypes")
+
+
+def _public(name: str):
+    if hasattr(np, name) and name != "bool":
+        return getattr(np, name)
+    if name == "bool":
+        return np.bool_
+    if _mld is not None and hasattr(_mld, name):
+        return getattr(_mld, name)
+    return _MissingDType(name)
+
+
+PUBLIC = {d.name: _public(d.name) for d in ALL}
+
+
+def from_any(obj) -> DType | None:
+    """Map a public dtype, NumPy dtype or scalar type, or a DType to a DType (None if not a dtype)."""
+    if isinstance(obj, DType):
+        return obj
+    if isinstance(obj, _MissingDType):
+        return BY_NAME[obj.name]
+    if obj is bool:
+        return bool_
+    if obj is int:
+        return int64
+    if obj is float:
+        return float64
+    try:
+        name = np.dtype(obj).name
+    except TypeError:
+        return None
+    return BY_NAME.get(name)
+
+
+def to_numpy(d: DType) -> np.dtype:
+    """The NumPy dtype of host arrays holding ``d`` (needs ml_dtypes for bfloat16 and fp8)."""
+    pub = PUBLIC[d.name]
+    if isinstance(pub, _MissingDType):
+        raise TypeError(f"host arrays of {d.name} need ml_dtypes: pip install ml_dtypes")
+    return np.dtype(pub)
+
+
+# ----------------------------------------------------------------------------- promotion
+
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+@dataclass(frozen=True)
+class Ty:
+    """A value's type: a DType plus NEP 50 weakness (Python literals and Python scalars)."""
+    dtype: DType
+    weak: bool = False
+
+    def __repr__(self) -> str:
+        return f"{'weak ' if self.weak else ''}{self.dtype.name}"
+
+
+def _strong(a: DType, b: DType) -> DType:
+    if a == b:
+        return a
+    sa, sb = a.is_storage_only and a.bits < 32, b.is_storage_only and b.bits < 32
+    if a.is_float and b.is_float and (sa or sb):
+        if sa and sb:  # two different narrow floats meet in float32
+            return float32 if a.bits == b.bits else (a if a.bits > b.bits else b)
+        wide = b if sa else a
+        narrow = a if sa else b
+        return wide if wide.bits >= 32 else narrow
+    if a.is_storage_only or b.is_storage_only:  # narrow float with an int or bool
+        nf, other = (a, b) if a.is_storage_only else (b, a)
+        if other.kind == "b" or (other.bits <= 8 and nf.bits >= 16):
+            return nf if not (other.kind in "iu" and nf.bits < 16) else float32
+        return float64 if other.bits >= 32 else float32
+    return from_any(np.result_type(np.dtype(a.name), np.dtype(b.name)))
+
+
+def promote(a: Ty, b: Ty, default_float: DType = float64) -> Ty:
+    """NEP 50: the result type of a binary operation on ``a`` and ``b``."""
+    if a.weak and b.weak:
+        d = a.dtype if _KIND_RANK[a.dtype.kind] >= _KIND_RANK[b.dtype.kind] else b.dtype
+        return Ty(d, True)
+    if a.weak or b.weak:
+        w, s = (a, b) if a.weak else (b, a)
+        if _KIND_RANK[w.dtype.kind] <= _KIND_RANK[s.dtype.kind]:
+            return Ty(s.dtype)
+        # the weak value's kind is higher: its default type of that kind
+        if w.dtype.kind == "f":
+            return Ty(s.dtype if s.dtype.is_float else default_float)
+        return Ty(int64)  # bool with a Python int
+    return Ty(_strong(a.dtype, b.dtype))
+
+
+def true_divide_type(t: Ty, default_float: DType = float64) -> Ty:
+    """Result type of ``/``: float operands keep their type; integers go to the smallest
+    float that holds them exactly, as NumPy does (int8 -> float16, int16 -> float32, ...)."""
+    d = t.dtype
+    if d.is_float:
+        return t
+    if t.weak:
+        return Ty(default_float, True)
+    if d.kind == "b" or d.bits <= 8:
+        return Ty(float16)
+    if d.bits <= 16:
+        return Ty(float32)
+    return Ty(default_float)
+
+
+def fits(value: int, d: DType) -> bool:
+    """Whether a Python int is representable in integer type ``d``."""
+    if d.kind == "b":
+        return value in (0, 1)
+    if d.kind == "u":
+        return 0 <= value < (1 << d.bits)
+    return -(1 << (d.bits - 1)) <= value < (1 << (d.bits - 1))

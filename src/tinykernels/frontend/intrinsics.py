@@ -1,0 +1,425 @@
+"""What the frontend does with each built-in name: operators, ``math``, builtins and ``tk.*``.
+
+A handler takes the running Lowerer and the ``ast.Call`` node and returns an IR value.
+Constant folding lives here too, evaluated with NumPy so that it matches run time exactly.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import math
+import operator
+
+import numpy as np
+
+from .. import dtypes as D
+from .. import lang
+from .. import random as tkrandom
+from ..dtypes import Ty
+from ..ir import nodes as N
+
+BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+          ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
+          ast.BitXor: "^"}
+CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+PYCMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+         "==": operator.eq, "!=": operator.ne}
+
+
+# ----------------------------------------------------------------------------- folding
+
+def wrap(v, t: Ty):
+    """Wrap a Python int to ``t``'s width (weak ints are Python ints and do not wrap)."""
+    if t.weak or not t.dtype.is_int or not isinstance(v, int):
+        return v
+    bits = t.dtype.bits
+    v &= (1 << bits) - 1
+    if t.dtype.kind == "i" and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def fold_cast(value, d: D.DType):
+    """The value of ``d(value)`` computed at compile time, or None to leave it to run time."""
+    if d.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        return None
+    if d.kind == "b":
+        return bool(value)
+    with np.errstate(all="ignore"):
+        if d.is_int:
+            if isinstance(value, float):
+                if not math.isfinite(value):
+                    return None
+                value = int(value)
+            return wrap(int(value), Ty(d))
+        return float(np.array(value, dtype=np.float64).astype(np.dtype(d.name)))
+
+
+def fold_binop(op: str, a, b, t: Ty):
+    """``a op b`` in type ``t``; None when it must stay a run-time operation."""
+    try:
+        if t.weak:
+            if t.dtype.is_int and isinstance(a, int) and isinstance(b, int):
+                if op in ("//", "%") and b == 0:
+                    return None
+                if op == "**" and b < 0:
+                    return None
+                if op in ("<<", ">>") and b < 0:
+                    return None
+                r = _PYOPS[op](a, b)
+                return r if abs(r) < (1 << 63) or op != "**" else None
+            if t.dtype.is_float and op in ("+", "-", "*", "/", "**"):
+                if op == "/" and b == 0:
+                    return None
+                r = _PYOPS[op](float(a), float(b))
+                return r if isinstance(r, float) else None
+            if t.dtype.kind == "b" and op in ("and", "or", "&", "|", "^"):
+                return bool(_PYOPS[op](a, b))
+            return None
+        if t.dtype.is_storage_only or op in ("and", "or"):
+            return None
+        nd = np.dtype(t.dtype.name)
+        with np.errstate(all="ignore"):
+            x, y = np.array(a).astype(nd), np.array(b).astype(nd)
+            if op in ("//", "%") and t.dtype.is_int and y == 0:
+                return None
+            r = _NPOPS[op](x, y)
+        return r.item() if r.dtype == nd else None
+    except (ArithmeticError, ValueError, TypeError, KeyError):
+        return None
+
+
+_PYOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+          "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<<": operator.lshift,
+          ">>": operator.rshift, "&": operator.and_, "|": operator.or_, "^": operator.xor,
+          "and": lambda a, b: a and b, "or": lambda a, b: a or b}
+_NPOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+          "//": np.floor_divide, "%": np.remainder, "**": np.power, "<<": np.left_shift,
+          ">>": np.right_shift, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _args(lw, node, n=None, name=""):
+    if n is not None and len(node.args) not in ((n,) if isinstance(n, int) else n):
+        raise lw.err(node, f"{name}() takes {n} argument(s), got {len(node.args)}")
+    return [lw.expr(a) for a in node.args]
+
+
+def _exprs(lw, node, n=None, name=""):
+    return [lw.as_expr(v, a) for v, a in zip(_args(lw, node, n, name), node.args)]
+
+
+def _float_arg(lw, e: N.Expr) -> N.Expr:
+    """Math functions take floats: integers and bools become float64 (weak if they were)."""
+    if e.ty.dtype.is_float:
+        return e
+    return lw.cast(e, Ty(lw.opts.default_float, e.ty.weak))
+
+
+def _promote_all(lw, es):
+    t = es[0].ty
+    for e in es[1:]:
+        t = D.promote(t, e.ty, lw.opts.default_float)
+    return t, [lw.cast(e, t) for e in es]
+
+
+def _math1(fn):
+    def h(lw, node):
+        (x,) = _exprs(lw, node, 1, fn)
+        x = _float_arg(lw, x)
+        return N.Call(x.ty, lw.loc(node), fn, [x])
+    return h
+
+
+def _math2(fn):
+    def h(lw, node):
+        es = [_float_arg(lw, e) for e in _exprs(lw, node, 2, fn)]
+        t, es = _promote_all(lw, es)
+        return N.Call(t, lw.loc(node), fn, es)
+    return h
+
+
+def _predicate(fn):
+    def h(lw, node):
+        (x,) = _exprs(lw, node, 1, fn)
+        if not x.ty.dtype.is_float:
+            return N.Const(Ty(D.bool_), lw.loc(node), fn == "isfinite")
+        return N.Call(Ty(D.bool_), lw.loc(node), fn, [x])
+    return h
+
+
+def _minmax(which):
+    def h(lw, node):
+        es = _exprs(lw, node)
+        if len(es) < 2:
+            raise lw.err(node, f"{which}() in kernels takes two or more numbers")
+        t, es = _promote_all(lw, es)
+        out = es[0]
+        for e in es[1:]:
+            out = N.Call(t, lw.loc(node), which, [out, e])
+        return out
+    return h
+
+
+def _abs(lw, node):
+    (x,) = _exprs(lw, node, 1, "abs")
+    if x.ty.dtype.kind in "bu":
+        return x
+    return N.Call(x.ty, lw.loc(node), "abs", [x])
+
+
+def _round(lw, node):
+    es = _exprs(lw, node, 1, "round")
+    x = es[0]
+    if not x.ty.dtype.is_float:
+        return x
+    return lw.cast(N.Call(x.ty, lw.loc(node), "rint", [x]), Ty(D.int64, True))
+
+
+def _int(lw, node):
+    (x,) = _exprs(lw, node, 1, "int")
+    return lw.cast(x, Ty(D.int64, True)) if x.ty.dtype != D.int64 or not x.ty.weak else x
+
+
+def _float(lw, node):
+    (x,) = _exprs(lw, node, 1, "float")
+    return lw.cast(x, Ty(lw.opts.default_float, True))
+
+
+def _bool(lw, node):
+    (x,) = _exprs(lw, node, 1, "bool")
+    return lw.truth(x, node)
+
+
+def _len(lw, node):
+    (a,) = _args(lw, node, 1, "len")
+    if isinstance(a, N.ArrayInfo):
+        return lw.shape_of(a, 0, lw.loc(node))
+    if isinstance(a, tuple):
+        return N.Const(Ty(D.int64, True), lw.loc(node), len(a))
+    raise lw.err(node, "len() takes an array or a tuple in kernels")
+
+
+def _range(lw, node):
+    raise lw.err(node, "range() can only be used in 'for ... in range(...)'")
+
+
+def _marker(lw, node, k, default):
+    if k >= len(node.args):
+        return default
+    m = lw.resolve_py(node.args[k])
+    if m not in (lang.Global, lang.Local, lang.Group, lang.Linear, lang.Cartesian):
+        raise lw.err(node.args[k], "expected tk.Global, tk.Local, tk.Group, tk.Linear or tk.Cartesian")
+    return m
+
+
+def _index(lw, node):
+    if len(node.args) > 2:
+        raise lw.err(node, "tk.index() takes at most two arguments: (tk.Global|tk.Local|tk.Group, tk.Linear|tk.Cartesian)")
+    space = _marker(lw, node, 0, lang.Global)
+    form = _marker(lw, node, 1, lang.Linear)
+    if space in (lang.Linear, lang.Cartesian) or form in (lang.Global, lang.Local, lang.Group):
+        raise lw.err(node, "write tk.index(space, form), e.g. tk.index(tk.Global, tk.Cartesian)")
+    base = {lang.Global: "global", lang.Local: "local", lang.Group: "group"}[space]
+    loc, t = lw.loc(node), Ty(D.int64, True)
+    if form is lang.Linear:
+        return N.Index(t, loc, base + "_linear")
+    return tuple(N.Index(t, loc, base, d) for d in range(lw.opts.ndim))
+
+
+def _geometry(kind):
+    def h(lw, node):
+        _args(lw, node, 0, kind)
+        loc, t = lw.loc(node), Ty(D.int64, True)
+        if kind == "groupsize":
+            return tuple(N.Const(t, loc, w) for w in lw.opts.workgroup)
+        return tuple(N.Index(t, loc, kind, d) for d in range(lw.opts.ndim))
+    return h
+
+
+def _static_shape(lw, node, v):
+    vals = v if isinstance(v, tuple) else (v,)
+    out = []
+    for x in vals:
+        if isinstance(x, N.Expr):
+            x = x if isinstance(x, N.Const) else None
+        if x is None or not isinstance(x.value, int) or isinstance(x.value, bool) or x.value <= 0:
+            raise lw.err(node, "the shape must be positive integers known at compile time "
+                         "(literals, tk.constexpr arguments or a static workgroup size)")
+        out.append(x.value)
+    return tuple(out)
+
+
+def _alloc(space):
+    def h(lw, node):
+        args = _args(lw, node, 2, f"tk.{'localmem' if space == 'local' else 'private'}")
+        from .lower import DTypeVal
+        if not isinstance(args[0], DTypeVal):
+            raise lw.err(node, "the first argument must be a dtype such as tk.float32 or A.dtype")
+        shape = _static_shape(lw, node, args[1])
+        lw.counter += 1
+        info = N.ArrayInfo(f"_{space[0]}m{lw.counter}", args[0].dtype, len(shape), space, False, True, shape)
+        lw.emit(N.AllocArray(lw.loc(node), info))
+        return info
+    return h
+
+
+def _synchronize(lw, node):
+    if node.args:
+        raise lw.err(node, "inside kernels tk.synchronize() takes no arguments (it is the workgroup barrier)")
+    lw.emit(N.Barrier(lw.loc(node)))
+    from .lower import _NoValue
+    return _NoValue(lw.loc(node))
+
+
+def _uniform(lw, node):
+    (x,) = _exprs(lw, node, 1, "tk.uniform")
+    return N.Call(x.ty, lw.loc(node), "uniform", [x])
+
+
+ATOMIC_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
+
+
+def _atomic(op):
+    def h(lw, node):
+        n = 4 if op == "cas" else 3
+        args = _args(lw, node, n, f"tk.atomic_{op}")
+        arr = args[0]
+        if not isinstance(arr, N.ArrayInfo):
+            raise lw.err(node, f"the first argument of tk.atomic_{op} must be an array")
+        if arr.const:
+            raise lw.err(node, f"cannot update '{arr.name}' atomically: it is read-only (tk.Const)")
+        if arr.dtype.name not in ATOMIC_TYPES:
+            raise lw.err(node, f"atomics on {arr.dtype.name} are not supported (use one of {', '.join(ATOMIC_TYPES)})")
+        if op in ("and", "or", "xor") and arr.dtype.is_float:
+            raise lw.err(node, f"tk.atomic_{op} needs an integer array, '{arr.name}' is {arr.dtype.name}")
+        idx = args[1] if isinstance(args[1], tuple) else (args[1],)
+        idx = [lw.as_expr(i, node) for i in idx]
+        if len(idx) != arr.ndim:
+            raise lw.err(node, f"array '{arr.name}' has {arr.ndim} dimension(s) but {len(idx)} index(es) were given")
+        vals = [lw.cast(lw.as_expr(v, node), Ty(arr.dtype)) for v in args[2:]]
+        return N.Atomic(Ty(arr.dtype), lw.loc(node), op, arr, idx, vals)
+    return h
+
+
+COLLECTIVE_OPS = ("add", "mul", "min", "max", "and", "or")
+
+
+def _collective(kind):
+    def h(lw, node):
+        if not 2 <= len(node.args) <= 3:
+            raise lw.err(node, f"tk.group_{kind}(value, op) takes two arguments")
+        v = lw.as_expr(lw.expr(node.args[0]), node)
+        op = lw.expr(node.args[1])
+        from .lower import PyObj
+        if not isinstance(op, PyObj) or op.obj not in COLLECTIVE_OPS:
+            raise lw.err(node, f"op must be one of {', '.join(map(repr, COLLECTIVE_OPS))}")
+        inclusive = True
+        for kw in node.keywords:
+            c = lw.expr(kw.value)
+            if not isinstance(c, N.Const):
+                raise lw.err(node, "inclusive= must be a constant")
+            inclusive = bool(c.value)
+        if op.obj in ("and", "or") and v.ty.dtype.is_float:
+            raise lw.err(node, f"op {op.obj!r} needs integers or bools")
+        t = v.ty if v.ty.dtype.kind != "b" or op.obj in ("and", "or", "min", "max") else Ty(D.int64)
+        src, dst = lw.fresh("csrc"), lw.fresh("cdst")
+        lw.assign_var(src, lw.cast(v, t), node)
+        lw.types[dst] = t
+        k = kind if kind == "reduce" or inclusive else "exscan"
+        lw.emit(N.Collective(lw.loc(node), k, op.obj, dst, src, t))
+        return N.Var(t, lw.loc(node), dst)
+    return h
+
+
+def _select(lw, node):
+    c, a, b = _exprs(lw, node, 3, "tk.select")
+    t, (a, b) = _promote_all(lw, [a, b])
+    return N.Select(t, lw.loc(node), lw.truth(c, node), a, b)
+
+
+def _fma(lw, node):
+    es = [_float_arg(lw, e) for e in _exprs(lw, node, 3, "tk.fma")]
+    t, es = _promote_all(lw, es)
+    return N.Call(t, lw.loc(node), "fma", es)
+
+
+def _clamp(lw, node):
+    es = _exprs(lw, node, 3, "tk.clamp")
+    t, (x, lo, hi) = _promote_all(lw, es)
+    loc = lw.loc(node)
+    return N.Call(t, loc, "min", [N.Call(t, loc, "max", [x, lo]), hi])
+
+
+def _print(lw, node):
+    parts = []
+    for a in node.args:
+        v = lw.expr(a)
+        from .lower import PyObj
+        if isinstance(v, PyObj) and isinstance(v.obj, str):
+            parts.append(v.obj)
+        elif isinstance(v, tuple):
+            parts.extend(lw.as_expr(x, a) for x in v)
+        else:
+            parts.append(lw.as_expr(v, a))
+    lw.emit(N.Print(lw.loc(node), parts))
+    from .lower import _NoValue
+    return _NoValue(lw.loc(node))
+
+
+def _philox(lw, node):
+    es = _exprs(lw, node, 6, "tk.random.philox4x32")
+    es = [lw.cast(e, Ty(D.uint32)) for e in es]
+    name = lw.fresh("philox")
+    outs = [f"{name}_{k}" for k in range(4)]
+    for o in outs:
+        lw.types[o] = Ty(D.uint32)
+    lw.emit(N.Philox(lw.loc(node), outs, es))
+    return tuple(N.Var(Ty(D.uint32), lw.loc(node), o) for o in outs)
+
+
+def _rand(fn, t):
+    def h(lw, node):
+        key, ctr = _exprs(lw, node, 2, f"tk.random.{fn}")
+        return N.Call(Ty(t), lw.loc(node), "rand_" + fn, [lw.cast(key, Ty(D.uint64)), lw.cast(ctr, Ty(D.uint64))])
+    return h
+
+
+MATH1 = ("exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "asin", "acos",
+         "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "floor", "ceil",
+         "trunc", "fabs")
+MATH2 = ("atan2", "pow", "copysign", "hypot", "fmod")
+
+_HANDLERS = {}
+for _n in MATH1:
+    _HANDLERS[getattr(math, _n)] = _math1(_n)
+for _n in MATH2:
+    _HANDLERS[getattr(math, _n)] = _math2(_n)
+for _n in ("isnan", "isinf", "isfinite"):
+    _HANDLERS[getattr(math, _n)] = _predicate(_n)
+_HANDLERS.update({
+    builtins.abs: _abs, builtins.min: _minmax("min"), builtins.max: _minmax("max"),
+    builtins.round: _round, builtins.int: _int, builtins.float: _float, builtins.bool: _bool,
+    builtins.len: _len, builtins.range: _range,
+    lang.index: _index, lang.ndrange: _geometry("ndrange"), lang.groupsize: _geometry("groupsize"),
+    lang.ngroups: _geometry("ngroups"), lang.localmem: _alloc("local"), lang.private: _alloc("private"),
+    lang.uniform: _uniform, lang.group_reduce: _collective("reduce"), lang.group_scan: _collective("scan"),
+    lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp,
+    lang.sigmoid: _math1("sigmoid"), lang.print: _print,
+    tkrandom.philox4x32: _philox, tkrandom.uniform: _rand("uniform", D.float32),
+    tkrandom.normal: _rand("normal", D.float32), tkrandom.bits: _rand("bits", D.uint32),
+})
+for _op in lang.ATOMIC_OPS:
+    _HANDLERS[getattr(lang, f"atomic_{_op}")] = _atomic(_op)
+
+
+def handler_for(fn):
+    """The handler of a callable used in a kernel, or None."""
+    from ..backends import synchronize
+    if fn is synchronize:
+        return _synchronize
+    try:
+        return _HANDLERS.get(fn)
+    except TypeError:  # unhashable
+        return None

@@ -1,0 +1,793 @@
+"""Python AST to typed IR.
+
+One :class:`Lowerer` pass walks the kernel (inlining ``@tk.func`` calls) and emits IR with
+every expression typed by NumPy 2's rules. A local's type is the promotion of everything
+assigned to it, so the pass runs to a fixed point: each run starts from the local types the
+previous run found, until they no longer change.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import dtypes as D
+from .. import lang
+from ..dtypes import Ty
+from ..errors import CompileError
+from ..ir import nodes as N
+from . import intrinsics as I
+from .source import FuncSource, parse_function
+
+
+# ----------------------------------------------------------------------------- specs
+
+@dataclass(frozen=True)
+class ArraySpec:
+    dtype: D.DType
+    ndim: int
+    contiguous: bool = True
+    const: bool = False
+
+
+@dataclass(frozen=True)
+class ScalarSpec:
+    ty: Ty
+
+
+@dataclass(frozen=True)
+class ConstexprSpec:
+    value: object
+
+
+@dataclass(frozen=True)
+class LowerOptions:
+    ndim: int                     # ndrange rank
+    workgroup: tuple              # static workgroup size
+    default_float: D.DType = D.float64
+    unsafe_indices: bool = False
+    debug: bool = False
+    idx32: bool = False
+    kernel_name: str = ""
+
+
+# ----------------------------------------------------------------------------- values
+
+@dataclass
+class DTypeVal:
+    dtype: D.DType
+
+
+@dataclass
+class PyObj:
+    obj: object
+
+
+@dataclass
+class FuncBinding:
+    """A scalar parameter of an inlined function or a kernel-level local."""
+    var: str
+
+
+_UNSUPPORTED = {
+    ast.Try: "'try' statements", ast.With: "'with' statements", ast.ClassDef: "class definitions",
+    ast.FunctionDef: "nested function definitions", ast.Lambda: "lambdas", ast.Global: "'global'",
+    ast.Nonlocal: "'nonlocal'", ast.Delete: "'del'", ast.Raise: "'raise'", ast.Import: "imports",
+    ast.ImportFrom: "imports", ast.ListComp: "list comprehensions", ast.GeneratorExp: "generators",
+    ast.DictComp: "dict comprehensions", ast.SetComp: "set comprehensions", ast.Dict: "dicts",
+    ast.List: "lists", ast.Set: "sets", ast.Slice: "slicing", ast.Starred: "'*' unpacking",
+    ast.Yield: "'yield'", ast.Await: "'await'", ast.JoinedStr: "f-strings", ast.Assert: "'assert'",
+    ast.AsyncFunctionDef: "async functions", ast.AsyncFor: "'async for'", ast.Match: "'match'",
+}
+if hasattr(ast, "TryStar"):
+    _UNSUPPORTED[ast.TryStar] = "'try' statements"
+
+
+class _Frame:
+    """Name bindings of one function body (the kernel or an inlined ``@tk.func``)."""
+
+    def __init__(self, src: FuncSource, prefix: str, local_names: set):
+        self.src, self.prefix, self.local_names = src, prefix, local_names
+        self.bind: dict = {}
+        self.ret_vars: list | None = None
+        self.ret_label: str | None = None
+        self.loop_depth = 0
+
+
+def _assigned_names(fdef: ast.FunctionDef) -> set:
+    names = set()
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+class Lowerer:
+    """One typing pass over a kernel; see :func:`lower_kernel`."""
+
+    def __init__(self, kernel_src: FuncSource, specs: dict, opts: LowerOptions, local_types: dict):
+        self.ksrc, self.specs, self.opts = kernel_src, specs, opts
+        self.prev = local_types            # types found by the previous pass
+        self.types: dict = {}              # types assigned in this pass
+        self.read_before: dict = {}        # locals read with no type yet -> node
+        self.counter = 0
+        self.stack: list = []              # frames
+        self.out: list = []                # current statement list
+        self.uses: set = set()
+        self.params: list = []
+        self.calls: list = []              # func call stack, for recursion
+
+    # --- errors and helpers ---------------------------------------------------------
+
+    @property
+    def frame(self) -> _Frame:
+        return self.stack[-1]
+
+    def err(self, node, msg) -> CompileError:
+        return self.frame.src.error(node, msg, kernel=self.opts.kernel_name)
+
+    def loc(self, node) -> N.Loc:
+        return self.frame.src.loc(node)
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        return f"_t{self.counter}_{base}"
+
+    def emit(self, stmt) -> None:
+        self.out.append(stmt)
+
+    def block(self, stmts) -> list:
+        saved, self.out = self.out, []
+        for s in stmts:
+            self.stmt(s)
+        body, self.out = self.out, saved
+        return body
+
+    def weak_float(self) -> Ty:
+        return Ty(self.opts.default_float, True)
+
+    # --- entry ------------------------------------------------------------------------
+
+    def run(self) -> list:
+        src = self.ksrc
+        fdef = src.tree
+        frame = _Frame(src, "", _assigned_names(fdef))
+        self.stack.append(frame)
+        args = fdef.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            raise self.err(fdef, "kernels take plain positional parameters only (no defaults, *args or **kwargs)")
+        for a in args.args:
+            spec = self.specs[a.arg]
+            if isinstance(spec, ArraySpec):
+                info = N.ArrayInfo(a.arg, spec.dtype, spec.ndim, "global", spec.const, spec.contiguous)
+                frame.bind[a.arg] = info
+                self.params.append(("array", info))
+            elif isinstance(spec, ScalarSpec):
+                if a.arg in frame.local_names:   # a reassigned parameter becomes a local copy
+                    v = self.fresh(a.arg)
+                    frame.bind[a.arg] = FuncBinding(v)
+                    self.assign_var(v, N.Arg(spec.ty, self.loc(a), a.arg), a)
+                else:
+                    frame.bind[a.arg] = N.Arg(spec.ty, self.loc(a), a.arg)
+                self.params.append(("scalar", a.arg, spec.ty))
+            else:
+                frame.bind[a.arg] = self.py_value(spec.value, a)
+                self.params.append(("constexpr", a.arg, spec.value))
+        for s in fdef.body:
+            self.stmt(s)
+        return self.out
+
+    # --- locals -------------------------------------------------------------------------
+
+    def var_ty(self, name: str, node) -> Ty:
+        t = self.types.get(name) or self.prev.get(name)
+        if t is None:
+            self.read_before.setdefault(name, node)
+            return Ty(D.int64, True)
+        return self.prev.get(name, t)
+
+    def assign_var(self, name: str, value: N.Expr, node) -> None:
+        old = self.types.get(name)
+        t = value.ty if old is None else D.promote(old, value.ty, self.opts.default_float)
+        if old is not None and old.dtype.kind != "b" and t.dtype.kind == "b":
+            t = old
+        self.types[name] = t
+        final = self.prev.get(name, t)
+        self.emit(N.Assign(self.loc(node), name, self.cast(value, final)))
+
+    def local_name(self, pyname: str) -> str:
+        return f"{self.frame.prefix}{pyname}"
+
+    # --- statements ---------------------------------------------------------------------
+
+    def stmt(self, s) -> None:
+        t = type(s)
+        if t in _UNSUPPORTED:
+            raise self.err(s, f"{_UNSUPPORTED[t]} are not supported in kernels")
+        meth = getattr(self, "s_" + t.__name__, None)
+        if meth is None:
+            raise self.err(s, f"{t.__name__} statements are not supported in kernels")
+        meth(s)
+
+    def s_Pass(self, s):
+        pass
+
+    def s_Expr(self, s):
+        if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
+            return  # docstring
+        v = self.expr(s.value, stmt=True)
+        if isinstance(v, N.Expr) and not isinstance(v, (N.Const, N.Var, N.Arg, _NoValue)):
+            self.emit(N.ExprStmt(self.loc(s), v))
+
+    def s_Assign(self, s):
+        value = self.expr(s.value)
+        for target in s.targets:
+            self.assign_target(target, value, s)
+
+    def s_AnnAssign(self, s):
+        if s.value is None:
+            raise self.err(s, "a declaration needs a value: write 'x: tk.float32 = 0'")
+        ann = self.expr(s.annotation)
+        value = self.expr(s.value)
+        if isinstance(ann, DTypeVal):
+            value = self.cast(self.as_expr(value, s.value), Ty(ann.dtype))
+        self.assign_target(s.target, value, s)
+
+    def s_AugAssign(self, s):
+        op = I.BINOPS.get(type(s.op))
+        if op is None:
+            raise self.err(s, f"operator {type(s.op).__name__} is not supported")
+        if isinstance(s.target, ast.Name):
+            cur = self.expr(ast.Name(id=s.target.id, ctx=ast.Load(), lineno=s.lineno, col_offset=s.col_offset))
+            self.assign_target(s.target, self.binop(op, cur, self.expr(s.value), s), s)
+        elif isinstance(s.target, ast.Subscript):
+            arr, idx = self.subscript_parts(s.target)
+            cur = self.load(arr, idx, s.target)
+            self.store(arr, idx, self.binop(op, cur, self.expr(s.value), s), s)
+        else:
+            raise self.err(s, "augmented assignment needs a name or an array element")
+
+    def assign_target(self, target, value, node) -> None:
+        if isinstance(target, ast.Name):
+            self.bind_name(target.id, value, node)
+        elif isinstance(target, ast.Tuple):
+            if not isinstance(value, tuple) or len(value) != len(target.elts):
+                raise self.err(node, f"cannot unpack into {len(target.elts)} names: the value is "
+                               f"{'a tuple of ' + str(len(value)) if isinstance(value, tuple) else 'not a tuple'}")
+            for t, v in zip(target.elts, value):
+                self.assign_target(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            arr, idx = self.subscript_parts(target)
+            self.store(arr, idx, value, node)
+        elif isinstance(target, ast.Attribute):
+            raise self.err(target, "cannot assign to an attribute in a kernel")
+        else:
+            raise self.err(target, f"cannot assign to {type(target).__name__}")
+
+    def bind_name(self, name: str, value, node) -> None:
+        fr = self.frame
+        if isinstance(value, FuncBinding):
+            value = self.as_expr(value, node)
+        if isinstance(value, tuple):
+            parts = []
+            for k, v in enumerate(value):
+                if isinstance(v, FuncBinding):
+                    v = self.as_expr(v, node)
+                if isinstance(v, N.Expr):
+                    vn = self.local_name(f"{name}_{k}")
+                    self.assign_var(vn, v, node)
+                    parts.append(FuncBinding(vn))
+                else:
+                    parts.append(v)
+            fr.bind[name] = tuple(parts)
+        elif isinstance(value, (N.ArrayInfo, DTypeVal, PyObj)):
+            fr.bind[name] = value
+        elif isinstance(value, N.Expr):
+            vn = self.local_name(name)
+            self.assign_var(vn, value, node)
+            fr.bind[name] = FuncBinding(vn)
+        else:
+            raise self.err(node, f"cannot assign {type(value).__name__} to a local")
+
+    def s_If(self, s):
+        cond = self.truth(self.expr(s.test), s.test)
+        body = self.block(s.body)
+        orelse = self.block(s.orelse)
+        if isinstance(cond, N.Const):  # constexpr-folded branch
+            self.out.extend(body if cond.value else orelse)
+            return
+        self.emit(N.If(self.loc(s), cond, body, orelse))
+
+    def s_For(self, s):
+        if s.orelse:
+            raise self.err(s, "'for ... else' is not supported in kernels")
+        it = s.iter
+        if not (isinstance(it, ast.Call) and self.resolve_py(it.func) is builtins.range):
+            raise self.err(s.iter, "kernels only loop over range(...)")
+        if it.keywords or not 1 <= len(it.args) <= 3:
+            raise self.err(s.iter, "range() takes 1 to 3 positional arguments")
+        vals = [self.as_expr(self.expr(a), a) for a in it.args]
+        for v, a in zip(vals, it.args):
+            if not (v.ty.dtype.is_int or v.ty.dtype.kind == "b"):
+                raise self.err(a, f"range() needs integers, got {v.ty}")
+        if len(vals) == 1:
+            vals = [N.Const(Ty(D.int64, True), self.loc(s), 0), vals[0]]
+        if len(vals) == 2:
+            vals.append(N.Const(Ty(D.int64, True), self.loc(s), 1))
+        if isinstance(vals[2], N.Const) and vals[2].value == 0:
+            raise self.err(s.iter, "range() step must not be zero")
+        t = vals[0].ty
+        for v in vals[1:]:
+            t = D.promote(t, v.ty)
+        start, stop, step = (self.cast(v, t) for v in vals)
+        if not isinstance(s.target, ast.Name):
+            raise self.err(s.target, "the loop variable must be a single name")
+        name = self.local_name(s.target.id)
+        old = self.types.get(name)
+        self.types[name] = t if old is None else D.promote(old, t)
+        self.frame.bind[s.target.id] = FuncBinding(name)
+        self.frame.loop_depth += 1
+        body = self.block(s.body)
+        self.frame.loop_depth -= 1
+        self.emit(N.For(self.loc(s), name, start, stop, step, body))
+
+    def s_While(self, s):
+        if s.orelse:
+            raise self.err(s, "'while ... else' is not supported in kernels")
+        saved, self.out = self.out, []
+        cond = self.truth(self.expr(s.test), s.test)
+        if self.out:
+            raise self.err(s.test, "this call cannot be used in a while condition; compute it in the loop body")
+        self.out = saved
+        self.frame.loop_depth += 1
+        body = self.block(s.body)
+        self.frame.loop_depth -= 1
+        self.emit(N.While(self.loc(s), cond, body))
+
+    def s_Break(self, s):
+        self.emit(N.Break(self.loc(s)))
+
+    def s_Continue(self, s):
+        self.emit(N.Continue(self.loc(s)))
+
+    def s_Return(self, s):
+        fr = self.frame
+        if len(self.stack) == 1:
+            if s.value is not None:
+                raise self.err(s, "kernels cannot return a value; write results into an array")
+            self.emit(N.Return(self.loc(s)))
+            return
+        value = self.expr(s.value) if s.value is not None else None
+        vals = value if isinstance(value, tuple) else (() if value is None else (value,))
+        if fr.ret_vars is None:
+            fr.ret_vars = [self.fresh(f"ret{k}") for k in range(len(vals))]
+        if len(vals) != len(fr.ret_vars):
+            raise self.err(s, "every return of a @tk.func must return the same number of values")
+        for name, v in zip(fr.ret_vars, vals):
+            self.assign_var(name, self.as_expr(v, s), s)
+        self.emit(N.FuncExit(self.loc(s), fr.ret_label))
+
+    # --- stores and loads -----------------------------------------------------------------
+
+    def subscript_parts(self, node):
+        arr = self.expr(node.value)
+        if not isinstance(arr, N.ArrayInfo):
+            raise self.err(node, "only arrays can be indexed here")
+        if isinstance(node.slice, ast.Slice) or (isinstance(node.slice, ast.Tuple) and
+                                                 any(isinstance(e, ast.Slice) for e in node.slice.elts)):
+            raise self.err(node, "slicing is not supported in kernels; index single elements")
+        idx = self.expr(node.slice)
+        idx = list(idx) if isinstance(idx, tuple) else [idx]
+        idx = [self.as_expr(i, node) for i in idx]
+        if len(idx) != arr.ndim:
+            raise self.err(node, f"array '{arr.name}' has {arr.ndim} dimension(s) but {len(idx)} index(es) were given")
+        for i in idx:
+            if not (i.ty.dtype.is_int or i.ty.dtype.kind == "b"):
+                raise self.err(node, f"array indices must be integers, got {i.ty}")
+        return arr, idx
+
+    def load(self, arr, idx, node):
+        return N.Load(Ty(arr.dtype), self.loc(node), arr, idx)
+
+    def store(self, arr, idx, value, node) -> None:
+        if arr.const:
+            raise self.err(node, f"cannot write to '{arr.name}': it is read-only (tk.Const)")
+        v = self.as_expr(value, node)
+        self.emit(N.Store(self.loc(node), arr, idx, self.cast(v, Ty(arr.dtype))))
+
+    # --- expressions -------------------------------------------------------------------------
+
+    def as_expr(self, v, node) -> N.Expr:
+        if isinstance(v, N.Expr):
+            return v
+        if isinstance(v, FuncBinding):
+            return N.Var(self.var_ty(v.var, node), self.loc(node), v.var)
+        if isinstance(v, N.ArrayInfo):
+            raise self.err(node, f"array '{v.name}' used where a number is expected")
+        if isinstance(v, tuple):
+            raise self.err(node, "a tuple was used where a number is expected")
+        if isinstance(v, DTypeVal):
+            raise self.err(node, f"dtype {v.dtype.name} used where a number is expected")
+        raise self.err(node, f"{getattr(v, 'obj', v)!r} cannot be used as a value in a kernel")
+
+    def cast(self, e: N.Expr, t: Ty) -> N.Expr:
+        if e.ty == t:
+            return e
+        if e.ty.dtype == t.dtype:
+            e.ty = t if isinstance(e, N.Const) else e.ty
+            if e.ty == t:
+                return e
+            return N.Cast(t, e.loc, e)
+        if isinstance(e, N.Const):
+            folded = I.fold_cast(e.value, t.dtype)
+            if folded is not None:
+                return N.Const(t, e.loc, folded)
+        return N.Cast(t, e.loc, e)
+
+    def truth(self, v, node) -> N.Expr:
+        e = self.as_expr(v, node)
+        if e.ty.dtype.kind == "b":
+            return e
+        if isinstance(e, N.Const):
+            return N.Const(Ty(D.bool_), e.loc, bool(e.value))
+        zero = N.Const(e.ty, e.loc, 0)
+        return N.Compare(Ty(D.bool_), e.loc, "!=", e, zero)
+
+    def expr(self, node, stmt=False):
+        t = type(node)
+        if t in _UNSUPPORTED:
+            raise self.err(node, f"{_UNSUPPORTED[t]} are not supported in kernels")
+        meth = getattr(self, "e_" + t.__name__, None)
+        if meth is None:
+            raise self.err(node, f"{t.__name__} expressions are not supported in kernels")
+        return meth(node)
+
+    def e_Constant(self, node):
+        v = node.value
+        return self.py_value(v, node)
+
+    def py_value(self, v, node):
+        loc = self.loc(node)
+        if isinstance(v, (bool, np.bool_)):
+            return N.Const(Ty(D.bool_, isinstance(v, bool)), loc, bool(v))
+        if isinstance(v, int):
+            return N.Const(Ty(D.int64, True), loc, v)
+        if isinstance(v, float):
+            return N.Const(self.weak_float(), loc, v)
+        if isinstance(v, np.generic):
+            d = D.from_any(v.dtype)
+            if d is not None:
+                return N.Const(Ty(d), loc, v.item())
+        if isinstance(v, str):
+            return PyObj(v)
+        if isinstance(v, tuple):
+            return tuple(self.py_value(x, node) for x in v)
+        d = D.from_any(v) if isinstance(v, (type, np.dtype, D.DType, D._MissingDType)) else None
+        if d is not None:
+            return DTypeVal(d)
+        raise self.err(node, f"a value of type {type(v).__name__} cannot be used in a kernel")
+
+    def e_Name(self, node):
+        name = node.id
+        for fr in (self.frame,):
+            if name in fr.bind:
+                return fr.bind[name]
+            if name in fr.local_names:
+                vn = self.local_name(name)
+                return FuncBinding(vn) if (vn in self.types or vn in self.prev) else self._unbound(node, name)
+        return self.global_value(node, name)
+
+    def _unbound(self, node, name):
+        vn = self.local_name(name)
+        self.read_before.setdefault(vn, node)
+        return FuncBinding(vn)
+
+    def lookup_global(self, name):
+        fn = self.frame.src.fn
+        closure = getattr(fn, "__closure__", None)
+        code = getattr(fn, "__code__", None)
+        if closure and code and name in code.co_freevars:
+            try:
+                return True, closure[code.co_freevars.index(name)].cell_contents
+            except ValueError:
+                return False, None
+        g = getattr(fn, "__globals__", {})
+        if name in g:
+            return True, g[name]
+        if hasattr(builtins, name):
+            return True, getattr(builtins, name)
+        return False, None
+
+    def global_value(self, node, name):
+        found, obj = self.lookup_global(name)
+        if not found:
+            raise self.err(node, f"name '{name}' is not defined")
+        if isinstance(obj, (bool, int, float, np.generic)) and not isinstance(obj, type):
+            return self.py_value(obj, node)
+        d = D.from_any(obj) if isinstance(obj, (type, np.dtype, D.DType, D._MissingDType)) and obj not in (int, float, bool) else None
+        if d is not None:
+            return DTypeVal(d)
+        return PyObj(obj)
+
+    def resolve_py(self, node):
+        """The Python object an expression like ``tk.random.uniform`` names, or None."""
+        try:
+            if isinstance(node, ast.Name):
+                if node.id in self.frame.bind or node.id in self.frame.local_names:
+                    b = self.frame.bind.get(node.id)
+                    return b.obj if isinstance(b, PyObj) else None
+                found, obj = self.lookup_global(node.id)
+                return obj if found else None
+            if isinstance(node, ast.Attribute):
+                base = self.resolve_py(node.value)
+                return getattr(base, node.attr, None) if base is not None else None
+        except Exception:
+            return None
+        return None
+
+    def e_Attribute(self, node):
+        base = self.expr(node.value)
+        attr = node.attr
+        if isinstance(base, N.ArrayInfo):
+            return self.array_attr(base, attr, node)
+        if isinstance(base, PyObj):
+            if not hasattr(base.obj, attr):
+                raise self.err(node, f"{getattr(base.obj, '__name__', base.obj)!r} has no attribute '{attr}'")
+            obj = getattr(base.obj, attr)
+            if isinstance(obj, (bool, int, float)) and not isinstance(obj, type):
+                return self.py_value(obj, node)
+            d = D.from_any(obj) if isinstance(obj, (type, np.dtype, D.DType, D._MissingDType)) and obj not in (int, float, bool) else None
+            return DTypeVal(d) if d is not None else PyObj(obj)
+        if isinstance(base, DTypeVal) and attr in ("itemsize",):
+            return N.Const(Ty(D.int64, True), self.loc(node), base.dtype.itemsize)
+        raise self.err(node, f"attribute '{attr}' is not supported here")
+
+    def array_attr(self, arr, attr, node):
+        loc = self.loc(node)
+        if attr == "shape":
+            return tuple(self.shape_of(arr, k, loc) for k in range(arr.ndim))
+        if attr == "ndim":
+            return N.Const(Ty(D.int64, True), loc, arr.ndim)
+        if attr == "dtype":
+            return DTypeVal(arr.dtype)
+        if attr == "size":
+            parts = [self.shape_of(arr, k, loc) for k in range(arr.ndim)]
+            v = parts[0] if parts else N.Const(Ty(D.int64, True), loc, 1)
+            for p in parts[1:]:
+                v = self.binop("*", v, p, node)
+            return v
+        raise self.err(node, f"arrays have no attribute '{attr}' in kernels (use shape, ndim, size, dtype)")
+
+    def shape_of(self, arr, k, loc):
+        if arr.space != "global":
+            return N.Const(Ty(D.int64, True), loc, arr.shape[k])
+        return N.Shape(Ty(D.int64, True), loc, arr, k)
+
+    def e_Subscript(self, node):
+        base = self.expr(node.value)
+        if isinstance(base, tuple):
+            k = self.expr(node.slice)
+            if not (isinstance(k, N.Const) and isinstance(k.value, int)):
+                raise self.err(node, "tuples can only be indexed with a constant integer")
+            try:
+                return base[k.value]
+            except IndexError:
+                raise self.err(node, f"tuple index {k.value} out of range (length {len(base)})") from None
+        arr, idx = self.subscript_parts(node)
+        return self.load(arr, idx, node)
+
+    def e_Tuple(self, node):
+        return tuple(self.expr(e) for e in node.elts)
+
+    def e_BinOp(self, node):
+        op = I.BINOPS.get(type(node.op))
+        if op is None:
+            raise self.err(node, f"operator {type(node.op).__name__} is not supported")
+        return self.binop(op, self.expr(node.left), self.expr(node.right), node)
+
+    def binop(self, op, a, b, node) -> N.Expr:
+        a, b = self.as_expr(a, node), self.as_expr(b, node)
+        df = self.opts.default_float
+        if op in ("<<", ">>", "&", "|", "^"):
+            t = D.promote(a.ty, b.ty, df)
+            if t.dtype.is_float:
+                raise self.err(node, f"operator {op} needs integers, got {a.ty} and {b.ty}")
+        elif op == "/":
+            t = D.true_divide_type(D.promote(a.ty, b.ty, df), df)
+        else:
+            t = D.promote(a.ty, b.ty, df)
+            if op in ("-", "**") and t.dtype.kind == "b":
+                t = Ty(D.int64, t.weak) if op == "**" else t
+        self.check_weak_fits(a, t, node)
+        self.check_weak_fits(b, t, node)
+        ca, cb = self.cast(a, t), self.cast(b, t)
+        if isinstance(ca, N.Const) and isinstance(cb, N.Const):
+            v = I.fold_binop(op, ca.value, cb.value, t)
+            if v is not None:
+                return N.Const(t, self.loc(node), v)
+        return N.BinOp(t, self.loc(node), op, ca, cb)
+
+    def check_weak_fits(self, e, t: Ty, node):
+        if isinstance(e, N.Const) and e.ty.weak and not t.weak and t.dtype.is_int and isinstance(e.value, int) \
+                and not isinstance(e.value, bool) and not D.fits(e.value, t.dtype):
+            raise self.err(node, f"Python integer {e.value} is out of bounds for {t.dtype.name}")
+
+    def e_UnaryOp(self, node):
+        v = self.as_expr(self.expr(node.operand), node)
+        loc = self.loc(node)
+        if isinstance(node.op, ast.Not):
+            c = self.truth(v, node)
+            if isinstance(c, N.Const):
+                return N.Const(Ty(D.bool_), loc, not c.value)
+            return N.Unary(Ty(D.bool_), loc, "not", c)
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.USub):
+            if isinstance(v, N.Const):
+                return N.Const(v.ty, loc, I.wrap(-v.value, v.ty))
+            return N.Unary(v.ty, loc, "-", v)
+        if isinstance(node.op, ast.Invert):
+            if v.ty.dtype.is_float:
+                raise self.err(node, "operator ~ needs an integer or bool")
+            if v.ty.dtype.kind == "b":
+                return N.Unary(Ty(D.bool_), loc, "not", v)
+            if isinstance(v, N.Const):
+                return N.Const(v.ty, loc, I.wrap(~v.value, v.ty))
+            return N.Unary(v.ty, loc, "~", v)
+        raise self.err(node, "unsupported unary operator")
+
+    def e_BoolOp(self, node):
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        vals = [self.truth(self.expr(v), v) for v in node.values]
+        out = vals[0]
+        for v in vals[1:]:
+            if isinstance(out, N.Const):
+                out = v if (out.value if op == "and" else not out.value) else out
+                continue
+            out = N.BinOp(Ty(D.bool_), self.loc(node), op, out, v)
+        return out
+
+    def e_Compare(self, node):
+        left = self.as_expr(self.expr(node.left), node)
+        result = None
+        for opnode, rnode in zip(node.ops, node.comparators):
+            op = I.CMPOPS.get(type(opnode))
+            if op is None:
+                raise self.err(node, f"comparison {type(opnode).__name__} is not supported in kernels")
+            right = self.as_expr(self.expr(rnode), rnode)
+            t = D.promote(left.ty, right.ty, self.opts.default_float)
+            a, b = self.cast(left, t), self.cast(right, t)
+            if isinstance(a, N.Const) and isinstance(b, N.Const):
+                c = N.Const(Ty(D.bool_), self.loc(node), bool(I.PYCMP[op](a.value, b.value)))
+            else:
+                c = N.Compare(Ty(D.bool_), self.loc(node), op, a, b)
+            result = c if result is None else N.BinOp(Ty(D.bool_), self.loc(node), "and", result, c)
+            left = right
+        return result
+
+    def e_IfExp(self, node):
+        c = self.truth(self.expr(node.test), node.test)
+        a = self.as_expr(self.expr(node.body), node.body)
+        b = self.as_expr(self.expr(node.orelse), node.orelse)
+        if isinstance(c, N.Const):
+            return a if c.value else b
+        t = D.promote(a.ty, b.ty, self.opts.default_float)
+        return N.Select(t, self.loc(node), c, self.cast(a, t), self.cast(b, t))
+
+    def e_Call(self, node):
+        if node.keywords and not all(k.arg in ("inclusive",) for k in node.keywords):
+            fn = self.resolve_py(node.func)
+            if fn is not lang.print:
+                raise self.err(node, "keyword arguments are not supported in kernel calls")
+        fobj = self.expr(node.func)
+        from ..kernel import Func
+        if isinstance(fobj, DTypeVal):
+            if len(node.args) != 1:
+                raise self.err(node, f"{fobj.dtype.name}() takes one argument")
+            v = self.as_expr(self.expr(node.args[0]), node)
+            return self.cast(v, Ty(fobj.dtype))
+        if not isinstance(fobj, PyObj):
+            raise self.err(node, "this is not callable in a kernel")
+        fn = fobj.obj
+        if isinstance(fn, Func):
+            return self.inline(fn, node)
+        handler = I.handler_for(fn)
+        if handler is None:
+            name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+            hint = " (decorate it with @tk.func to call it from kernels)" if callable(fn) and hasattr(fn, "__code__") else ""
+            raise self.err(node, f"cannot call '{name}' in a kernel{hint}")
+        return handler(self, node)
+
+    # --- @tk.func inlining ------------------------------------------------------------------
+
+    def inline(self, func, node):
+        if func in self.calls:
+            raise self.err(node, f"recursive call of @tk.func '{func.name}' (recursion is not supported)")
+        src = func.source()
+        fdef = src.tree
+        params = [a.arg for a in fdef.args.args]
+        if node.keywords or len(node.args) != len(params):
+            raise self.err(node, f"@tk.func '{func.name}' takes {len(params)} positional argument(s), got {len(node.args)}")
+        argvals = [self.expr(a) for a in node.args]
+        self.counter += 1
+        prefix = f"_f{self.counter}_{func.name}_"
+        fr = _Frame(src, prefix, _assigned_names(fdef))
+        fr.ret_label = f"{prefix}end"
+        self.stack.append(fr)
+        self.calls.append(func)
+        try:
+            for p, v, a in zip(params, argvals, node.args):
+                if isinstance(v, (N.ArrayInfo, DTypeVal, PyObj)):
+                    fr.bind[p] = v
+                elif isinstance(v, tuple):
+                    self.bind_name(p, v, a)
+                else:
+                    self.bind_name(p, self.as_expr(v, a), a)
+            body = self.block(fdef.body)
+        finally:
+            self.stack.pop()
+            self.calls.pop()
+        if body and isinstance(body[-1], N.FuncExit):
+            body.pop()
+        if any(isinstance(s, N.FuncExit) for s in N.walk_stmts(body)):
+            self.emit(N.FuncBlock(self.loc(node), fr.ret_label, body))
+        else:
+            self.out.extend(body)
+        if not fr.ret_vars:
+            return _NoValue(self.loc(node))
+        vals = [FuncBinding(v) for v in fr.ret_vars]
+        return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+class _NoValue(N.Expr):
+    """The result of calling a @tk.func that returns nothing."""
+
+    def __init__(self, loc):
+        super().__init__(Ty(D.bool_), loc)
+
+
+def lower_kernel(src: FuncSource, specs: dict, opts: LowerOptions) -> N.Kernel:
+    """Type and lower a kernel for one specialization; raises CompileError on user errors."""
+    types: dict = {}
+    for _ in range(12):
+        lw = Lowerer(src, specs, opts, types)
+        body = lw.run()
+        new = dict(lw.types)
+        if new == types:
+            break
+        types = new
+    else:
+        raise CompileError("the types of local variables do not settle; add explicit casts",
+                           src.file, src.first_line, 0, kernel=opts.kernel_name)
+    missing = {k: v for k, v in lw.read_before.items() if k not in types}
+    if missing:
+        name, node = next(iter(missing.items()))
+        raise src.error(node, f"local variable '{name.split('_', 3)[-1] if name.startswith('_f') else name}' "
+                        "is used before it is assigned", kernel=opts.kernel_name)
+    k = N.Kernel(opts.kernel_name, lw.params, body, types, opts.ndim, tuple(opts.workgroup),
+                 opts.unsafe_indices, opts.idx32, opts.debug, src.file, lw.uses)
+    _feature_scan(k)
+    return k
+
+
+def _feature_scan(k: N.Kernel) -> None:
+    for s in N.walk_stmts(k.body):
+        if isinstance(s, N.Barrier):
+            k.uses.add("barrier")
+        elif isinstance(s, N.AllocArray):
+            k.uses.add("localmem" if s.array.space == "local" else "private")
+        elif isinstance(s, N.Collective):
+            k.uses.add("collective")
+        elif isinstance(s, N.Print):
+            k.uses.add("print")
+        elif isinstance(s, N.Return):
+            k.uses.add("return")
+        for e in N.stmt_exprs(s):
+            for x in N.walk_expr(e):
+                if isinstance(x, N.Index) and x.kind.startswith(("local", "group")) :
+                    k.uses.add("groupindex")
+                elif isinstance(x, N.Atomic):
+                    k.uses.add("atomic")
+

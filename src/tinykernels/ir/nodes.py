@@ -1,0 +1,305 @@
+"""IR nodes: typed expressions and structured statements, each with a source location.
+
+Expressions carry a :class:`~tinykernels.dtypes.Ty`. Arrays are not values: loads, stores
+and atomics name an :class:`ArrayInfo`. Control flow is structured (if, for, while, break,
+continue, return); ``FuncExit`` jumps to the end of an inlined ``@tk.func`` body.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dtypes import DType, Ty
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A position in the user's Python source."""
+    file: str
+    line: int
+    col: int = 0
+
+
+NOLOC = Loc("<tinykernels>", 0, 0)
+
+
+@dataclass
+class ArrayInfo:
+    """An array visible in the kernel: an argument, ``localmem`` or ``private``."""
+    name: str
+    dtype: DType
+    ndim: int
+    space: str = "global"        # global | local | private
+    const: bool = False
+    contiguous: bool = True
+    shape: tuple = ()            # static shape for local / private arrays
+
+
+# ----------------------------------------------------------------------------- expressions
+
+@dataclass
+class Expr:
+    ty: Ty
+    loc: Loc
+
+
+@dataclass
+class Const(Expr):
+    value: Any
+
+
+@dataclass
+class Var(Expr):
+    name: str
+
+
+@dataclass
+class Arg(Expr):
+    """A scalar kernel argument."""
+    name: str
+
+
+@dataclass
+class Load(Expr):
+    array: ArrayInfo
+    index: list
+
+
+@dataclass
+class Shape(Expr):
+    """``A.shape[dim]`` of an array argument (a runtime value)."""
+    array: ArrayInfo
+    dim: int
+
+
+@dataclass
+class BinOp(Expr):
+    op: str        # + - * / // % ** << >> & | ^ and or
+    a: Expr
+    b: Expr
+
+
+@dataclass
+class Unary(Expr):
+    op: str        # - ~ not
+    a: Expr
+
+
+@dataclass
+class Compare(Expr):
+    op: str        # < <= > >= == !=
+    a: Expr
+    b: Expr
+
+
+@dataclass
+class Select(Expr):
+    """``a if cond else b`` (only the chosen side is evaluated)."""
+    cond: Expr
+    a: Expr
+    b: Expr
+
+
+@dataclass
+class Cast(Expr):
+    a: Expr
+
+
+@dataclass
+class Call(Expr):
+    """A math or helper function: ``fn`` is a language-neutral name such as ``exp``."""
+    fn: str
+    args: list
+
+
+@dataclass
+class Index(Expr):
+    """Work-item geometry: ``kind`` in global_linear, global (abs coordinate), global_pos
+    (0-based position in the ndrange), local_linear, local, group_linear, group, ndrange,
+    groupsize, ngroups; ``dim`` selects a dimension where it applies."""
+    kind: str
+    dim: int = 0
+
+
+@dataclass
+class Atomic(Expr):
+    op: str        # add sub min max and or xor exchange cas
+    array: ArrayInfo
+    index: list
+    args: list
+
+
+# ----------------------------------------------------------------------------- statements
+
+@dataclass
+class Stmt:
+    loc: Loc
+
+
+@dataclass
+class Assign(Stmt):
+    var: str
+    value: Expr
+
+
+@dataclass
+class Store(Stmt):
+    array: ArrayInfo
+    index: list
+    value: Expr
+
+
+@dataclass
+class ExprStmt(Stmt):
+    expr: Expr
+
+
+@dataclass
+class If(Stmt):
+    cond: Expr
+    body: list
+    orelse: list = field(default_factory=list)
+
+
+@dataclass
+class For(Stmt):
+    """``for var in range(start, stop, step)``; the counter is hidden, ``var`` is assigned."""
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list
+
+
+@dataclass
+class While(Stmt):
+    cond: Expr
+    body: list
+
+
+@dataclass
+class Break(Stmt):
+    pass
+
+
+@dataclass
+class Continue(Stmt):
+    pass
+
+
+@dataclass
+class Return(Stmt):
+    """Return from the kernel (this work item is done)."""
+
+
+@dataclass
+class FuncBlock(Stmt):
+    """The inlined body of a ``@tk.func``; ``FuncExit`` jumps past its end."""
+    label: str
+    body: list
+
+
+@dataclass
+class FuncExit(Stmt):
+    label: str
+
+
+@dataclass
+class Barrier(Stmt):
+    pass
+
+
+@dataclass
+class AllocArray(Stmt):
+    """Declare a ``localmem`` (shared by the group) or ``private`` array."""
+    array: ArrayInfo
+
+
+@dataclass
+class Philox(Stmt):
+    """Four Philox4x32-10 words into the uint32 locals ``outs``."""
+    outs: list
+    args: list
+
+
+@dataclass
+class Collective(Stmt):
+    """``dst = group_reduce/scan(src, op)`` over the work items of the group."""
+    kind: str      # reduce | scan | exscan
+    op: str
+    dst: str
+    src: str
+    ty: Ty
+
+
+@dataclass
+class Print(Stmt):
+    parts: list    # str or Expr
+
+
+@dataclass
+class Kernel:
+    """A fully typed, specialized kernel ready for passes and code generation."""
+    name: str
+    params: list                     # ("array", ArrayInfo) | ("scalar", name, Ty)
+    body: list
+    locals: dict                     # name -> Ty
+    ndim: int                        # ndrange rank
+    workgroup: tuple                 # static workgroup size
+    unsafe_indices: bool = False
+    idx32: bool = False
+    debug: bool = False
+    file: str = ""
+    uses: set = field(default_factory=set)   # feature flags: barrier, localmem, collective, print, atomic, ...
+
+
+def walk_stmts(stmts):
+    """Yield every statement, depth first."""
+    for s in stmts:
+        yield s
+        for attr in ("body", "orelse"):
+            sub = getattr(s, attr, None)
+            if sub:
+                yield from walk_stmts(sub)
+
+
+def child_exprs(e):
+    """The direct sub-expressions of an expression."""
+    if isinstance(e, (Load,)):
+        return list(e.index)
+    if isinstance(e, (BinOp, Compare)):
+        return [e.a, e.b]
+    if isinstance(e, (Unary, Cast)):
+        return [e.a]
+    if isinstance(e, Select):
+        return [e.cond, e.a, e.b]
+    if isinstance(e, Call):
+        return list(e.args)
+    if isinstance(e, Atomic):
+        return list(e.index) + list(e.args)
+    return []
+
+
+def walk_expr(e):
+    yield e
+    for c in child_exprs(e):
+        yield from walk_expr(c)
+
+
+def stmt_exprs(s):
+    """The expressions a statement evaluates directly (not in nested statements)."""
+    if isinstance(s, Assign):
+        return [s.value]
+    if isinstance(s, Store):
+        return list(s.index) + [s.value]
+    if isinstance(s, ExprStmt):
+        return [s.expr]
+    if isinstance(s, (If, While)):
+        return [s.cond]
+    if isinstance(s, For):
+        return [s.start, s.stop, s.step]
+    if isinstance(s, Philox):
+        return list(s.args)
+    if isinstance(s, Print):
+        return [p for p in s.parts if isinstance(p, Expr)]
+    return []

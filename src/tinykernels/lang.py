@@ -1,0 +1,62 @@
+"""The in-kernel language: names that only have meaning inside ``@tk.kernel`` / ``@tk.func``.
+
+The compiler recognises these objects by identity; calling them from ordinary Python
+raises a clear error (except on the ``tk.Interpreter()`` backend, which runs kernels in Python).
+"""
+from __future__ import annotations
+
+
+class _Marker:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"tk.{self.name}"
+
+
+Global, Local, Group = _Marker("Global"), _Marker("Local"), _Marker("Group")
+Linear, Cartesian = _Marker("Linear"), _Marker("Cartesian")
+
+
+class Const:
+    """Annotation ``A: tk.Const``: the array is read-only and not aliased (``const restrict``)."""
+
+
+class constexpr:
+    """Annotation ``x: tk.constexpr``: the value is baked into the compiled kernel."""
+
+
+def _kernel_only(name: str):
+    def f(*args, **kwargs):
+        raise RuntimeError(f"tk.{name}() can only be used inside a @tk.kernel or @tk.func")
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"In-kernel intrinsic ``tk.{name}`` (see SPEC section 3)."
+    return f
+
+
+index = _kernel_only("index")
+ndrange = _kernel_only("ndrange")
+groupsize = _kernel_only("groupsize")
+ngroups = _kernel_only("ngroups")
+localmem = _kernel_only("localmem")
+private = _kernel_only("private")
+uniform = _kernel_only("uniform")
+group_reduce = _kernel_only("group_reduce")
+group_scan = _kernel_only("group_scan")
+select = _kernel_only("select")
+rsqrt = _kernel_only("rsqrt")
+fma = _kernel_only("fma")
+clamp = _kernel_only("clamp")
+sigmoid = _kernel_only("sigmoid")
+print = _kernel_only("print")  # noqa: A001 - mirrors KernelAbstractions' @print
+
+ATOMIC_OPS = ("add", "sub", "min", "max", "and", "or", "xor", "exchange", "cas")
+atomic_add = _kernel_only("atomic_add")
+atomic_sub = _kernel_only("atomic_sub")
+atomic_min = _kernel_only("atomic_min")
+atomic_max = _kernel_only("atomic_max")
+atomic_and = _kernel_only("atomic_and")
+atomic_or = _kernel_only("atomic_or")
+atomic_xor = _kernel_only("atomic_xor")
+atomic_exchange = _kernel_only("atomic_exchange")
+atomic_cas = _kernel_only("atomic_cas")

@@ -1,0 +1,1 @@
+"""Analyses and transformations on the IR."""

@@ -1,0 +1,156 @@
+"""Splitting a kernel at its barriers, for backends that run a group's work items in a loop.
+
+The result keeps group-level statements (barriers, collectives, ``localmem``, uniform
+assignments, and the uniform if/for/while that contain them) and wraps every maximal run
+of other statements in an :class:`ItemLoop` that runs them for each work item. Locals live
+across item loops are stored per work item; uniform locals are one value per group.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import nodes as N
+from .uniformity import defs
+
+
+@dataclass
+class ItemLoop(N.Stmt):
+    """Run ``body`` once for every (unmasked) work item of the group."""
+    body: list
+    label: str
+    in_loop: bool = False          # inside a group-level loop (runs more than once)
+
+
+@dataclass
+class GroupPlan:
+    body: list                     # group-level statements with ItemLoops
+    group_vars: set                # one value per group
+    item_vars: set                 # stored per work item (arrays of the group size)
+    loop_vars: dict = field(default_factory=dict)   # ItemLoop label -> locals declared inside it
+    item_private: set = field(default_factory=set)  # private arrays stored per work item
+    needs_done: bool = False       # an item-level return exists
+
+
+def _syncs(s) -> bool:
+    return any(isinstance(x, (N.Barrier, N.Collective)) or
+               (isinstance(x, N.AllocArray) and x.array.space == "local") for x in N.walk_stmts([s]))
+
+
+def _group_level(s, gvars: set) -> bool:
+    if isinstance(s, (N.Barrier, N.Collective)):
+        return True
+    if isinstance(s, N.AllocArray):
+        return s.array.space == "local"
+    if isinstance(s, N.Assign):
+        return s.var in gvars
+    if isinstance(s, N.Philox):
+        return False
+    if isinstance(s, (N.If, N.For, N.While, N.FuncBlock)):
+        if _syncs(s):
+            return True
+        subs = list(s.body) + list(getattr(s, "orelse", []))
+        return any(_group_level(x, gvars) for x in subs)
+    return False
+
+
+def _group_assigned(stmts, gvars, out: set, group_ctx: bool) -> None:
+    """Collect locals assigned in an item-level position (they cannot be group values)."""
+    for s in stmts:
+        gl = group_ctx and _group_level(s, gvars)
+        if not gl:
+            for x in N.walk_stmts([s]):
+                out.update(defs(x))
+            continue
+        if isinstance(s, (N.If, N.For, N.While, N.FuncBlock)):
+            _group_assigned(s.body, gvars, out, True)
+            _group_assigned(getattr(s, "orelse", []), gvars, out, True)
+
+
+def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
+    gvars = set(uniform)
+    while True:
+        item_assigned: set = set()
+        _group_assigned(k.body, gvars, item_assigned, True)
+        if not (item_assigned & gvars):
+            break
+        gvars -= item_assigned
+    counter = [0]
+    needs_done = [False]
+
+    def split(stmts, in_loop):
+        out, run = [], []
+
+        def flush():
+            if run:
+                counter[0] += 1
+                out.append(ItemLoop(run[0].loc, list(run), f"tk_item{counter[0]}", in_loop))
+                run.clear()
+        for s in stmts:
+            if _group_level(s, gvars):
+                flush()
+                if isinstance(s, N.If):
+                    s = N.If(s.loc, s.cond, split(s.body, in_loop), split(s.orelse, in_loop))
+                elif isinstance(s, N.For):
+                    s = N.For(s.loc, s.var, s.start, s.stop, s.step, split(s.body, True))
+                elif isinstance(s, N.While):
+                    s = N.While(s.loc, s.cond, split(s.body, True))
+                elif isinstance(s, N.FuncBlock):
+                    s = N.FuncBlock(s.loc, s.label, split(s.body, in_loop))
+                out.append(s)
+            else:
+                if any(isinstance(x, N.Return) for x in N.walk_stmts([s])):
+                    needs_done[0] = True
+                run.append(s)
+        flush()
+        return out
+
+    body = split(k.body, False)
+    # which item loops reference each local; group-level expressions count as "many"
+    refs: dict = {}
+    private_refs: dict = {}
+
+    def note_expr(e, where):
+        for x in N.walk_expr(e):
+            if isinstance(x, N.Var):
+                refs.setdefault(x.name, set()).add(where)
+            elif isinstance(x, (N.Load, N.Atomic)) and x.array.space == "private":
+                private_refs.setdefault(x.array.name, set()).add(where)
+
+    def note_stmt(s, where):
+        for v in defs(s):
+            refs.setdefault(v, set()).add(where)
+        if isinstance(s, N.Collective):
+            refs.setdefault(s.src, set()).add(where)
+        if isinstance(s, (N.Store,)) and s.array.space == "private":
+            private_refs.setdefault(s.array.name, set()).add(where)
+        if isinstance(s, N.AllocArray) and s.array.space == "private":
+            private_refs.setdefault(s.array.name, set()).add(where)
+        for e in N.stmt_exprs(s):
+            note_expr(e, where)
+
+    loops = {}
+
+    def scan(stmts):
+        for s in stmts:
+            if isinstance(s, ItemLoop):
+                loops[s.label] = s
+                for x in N.walk_stmts(s.body):
+                    note_stmt(x, s.label)
+            else:
+                note_stmt(s, "<group>")
+                scan(getattr(s, "body", []) if not isinstance(s, ItemLoop) else [])
+                scan(getattr(s, "orelse", []))
+    scan(body)
+
+    item_vars, loop_vars = set(), {lbl: set() for lbl in loops}
+    for v, where in refs.items():
+        if v in gvars:
+            continue
+        if len(where) == 1 and "<group>" not in where and not loops[next(iter(where))].in_loop:
+            loop_vars[next(iter(where))].add(v)
+        else:
+            item_vars.add(v)
+    item_private = {a for a, where in private_refs.items()
+                    if len(where) > 1 or "<group>" in where or any(loops[w].in_loop for w in where if w in loops)}
+    return GroupPlan(body, gvars & set(refs) | (gvars & set(k.locals)), item_vars, loop_vars,
+                     item_private, needs_done[0])

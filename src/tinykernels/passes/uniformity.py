@@ -1,0 +1,146 @@
+"""Which values are the same in every work item of a group, and where barriers may stand.
+
+``tk.synchronize()`` and group collectives must be reached by every work item of a group,
+so they may only sit under control flow whose conditions are uniform: built from kernel
+arguments, constexprs, the group index, sizes, and locals derived from those.
+"""
+from __future__ import annotations
+
+import linecache
+
+from ..errors import CompileError
+from ..ir import nodes as N
+
+_UNIFORM_INDEX = {"group", "group_linear", "ndrange", "ngroups", "groupsize"}
+
+
+def defs(s) -> list:
+    """The locals a statement assigns directly."""
+    if isinstance(s, N.Assign):
+        return [s.var]
+    if isinstance(s, N.For):
+        return [s.var]
+    if isinstance(s, N.Philox):
+        return list(s.outs)
+    if isinstance(s, N.Collective):
+        return [s.dst]
+    return []
+
+
+def is_uniform(e: N.Expr, uvars: set) -> bool:
+    """Whether an expression has the same value in every work item of a group."""
+    if isinstance(e, (N.Const, N.Arg, N.Shape)):
+        return True
+    if isinstance(e, N.Var):
+        return e.name in uvars
+    if isinstance(e, N.Index):
+        return e.kind in _UNIFORM_INDEX
+    if isinstance(e, (N.Load, N.Atomic)):
+        return False
+    if isinstance(e, N.Call) and e.fn == "uniform":
+        return True
+    return all(is_uniform(c, uvars) for c in N.child_exprs(e))
+
+
+def _has_divergent_jump(body, uvars) -> bool:
+    """A break/continue/exit under a non-uniform condition inside ``body`` (not in nested loops)."""
+    def visit(stmts, uniform):
+        for s in stmts:
+            if isinstance(s, (N.Break, N.Continue, N.FuncExit)) and not uniform:
+                return True
+            if isinstance(s, N.If):
+                u = uniform and is_uniform(s.cond, uvars)
+                if visit(s.body, u) or visit(s.orelse, u):
+                    return True
+            elif isinstance(s, N.FuncBlock):
+                if visit(s.body, uniform):
+                    return True
+        return False
+    return visit(body, True)
+
+
+def uniform_vars(body: list, all_vars) -> set:
+    """The locals whose every assignment is uniform and under uniform control (a fixed point)."""
+    u = set(all_vars)
+    while True:
+        bad = set()
+
+        def visit(stmts, ctl):
+            for s in stmts:
+                d = defs(s)
+                if d:
+                    ok = ctl
+                    if isinstance(s, N.Assign):
+                        ok = ok and is_uniform(s.value, u)
+                    elif isinstance(s, N.For):
+                        ok = ok and all(is_uniform(x, u) for x in (s.start, s.stop, s.step))
+                    elif isinstance(s, N.Philox):
+                        ok = ok and all(is_uniform(x, u) for x in s.args)
+                    elif isinstance(s, N.Collective):
+                        ok = ok and s.kind == "reduce"
+                    if not ok:
+                        bad.update(d)
+                if isinstance(s, N.If):
+                    c = ctl and is_uniform(s.cond, u)
+                    visit(s.body, c)
+                    visit(s.orelse, c)
+                elif isinstance(s, (N.For, N.While)):
+                    c = ctl and (is_uniform(s.cond, u) if isinstance(s, N.While) else
+                                 all(is_uniform(x, u) for x in (s.start, s.stop, s.step)))
+                    c = c and not _has_divergent_jump(s.body, u)
+                    visit(s.body, c)
+                elif isinstance(s, N.FuncBlock):
+                    visit(s.body, ctl and not _has_divergent_jump(s.body, u))
+        visit(body, True)
+        if not (bad & u):
+            return u
+        u -= bad
+
+
+def _error(loc: N.Loc, msg: str, kernel: str) -> CompileError:
+    return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, kernel)
+
+
+def _contains_sync(stmts) -> bool:
+    return any(isinstance(s, (N.Barrier, N.Collective)) for s in N.walk_stmts(stmts))
+
+
+def check_barriers(k: N.Kernel, u: set) -> None:
+    """Raise CompileError for a barrier or collective that not every work item reaches."""
+    def visit(stmts, why):
+        for s in stmts:
+            if isinstance(s, (N.Barrier, N.Collective)) and why is not None:
+                what = "tk.synchronize()" if isinstance(s, N.Barrier) else f"tk.group_{s.kind.replace('ex', '')}()"
+                raise _error(s.loc, f"{what} is under non-uniform control flow: the condition on line "
+                             f"{why.line} can differ between the work items of a group, so not all of them "
+                             "would reach the barrier", k.name)
+            if isinstance(s, N.If):
+                w = why if why is not None or is_uniform(s.cond, u) else s.loc
+                visit(s.body, w)
+                visit(s.orelse, w)
+            elif isinstance(s, (N.For, N.While)):
+                uni = is_uniform(s.cond, u) if isinstance(s, N.While) else all(
+                    is_uniform(x, u) for x in (s.start, s.stop, s.step))
+                w = why if why is not None or uni else s.loc
+                if w is None and _contains_sync(s.body) and _has_divergent_jump(s.body, u):
+                    jump = _first_divergent_jump(s.body, u)
+                    raise _error(jump.loc, "this break/continue depends on the work item, but its loop "
+                                 "contains tk.synchronize(): every work item must run the same iterations", k.name)
+                visit(s.body, w)
+            elif isinstance(s, N.FuncBlock):
+                visit(s.body, why)
+    visit(k.body, None)
+
+
+def _first_divergent_jump(stmts, u):
+    def visit(ss, uniform):
+        for s in ss:
+            if isinstance(s, (N.Break, N.Continue)) and not uniform:
+                return s
+            if isinstance(s, N.If):
+                c = uniform and is_uniform(s.cond, u)
+                r = visit(s.body, c) or visit(s.orelse, c)
+                if r:
+                    return r
+        return None
+    return visit(stmts, True)

@@ -1,0 +1,263 @@
+/* The launch fast path of the CPU backend, as a small CPython extension.
+ *
+ * sig(cmask, args, geom, ndim, wg, ranges) -> bytes | None
+ *     The specialization key of a launch: per argument a code (array dtype, ndim and
+ *     layout; scalar kind; constexpr value hash), then the ndrange rank, whether every
+ *     extent fits in 32 bits, the launch workgroup size and whether ranges are used.
+ *     None when an argument is not something this module understands.
+ * run(fnptr, nthreads, cmask, args, geom)
+ *     Pack the argument slots and call the kernel's entry point.
+ * fast(plans, cmask, nthreads, args, ndrange, wg) -> True | key | None
+ *     Both in one call for the common case (plain int or tuple ndrange): look the key up
+ *     in ``plans`` (key -> entry point address) and launch; on a miss return the key.
+ *
+ * Slot layout (see codegen/c.py): 9 geometry slots (start, count, step per dimension),
+ * then per array: data pointer, shape[ndim], strides in elements[ndim]; per scalar: one slot.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <numpy/arrayscalars.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef union { int64_t i; double f; void *p; } tk_slot;
+typedef void (*tk_entry)(const tk_slot *, int);
+
+#define MAX_SLOTS 512
+#define MAX_ARGS 64
+#define RELEASE_GIL_ITEMS 32768
+
+/* one 32-bit code per argument; 0 means "not understood" */
+static uint32_t arg_code(PyObject *o, int is_constexpr, uint64_t *extra, int *fits32) {
+    if (is_constexpr) {
+        Py_hash_t h = PyObject_Hash(o);
+        if (h == -1) { PyErr_Clear(); return 0; }
+        *extra = (uint64_t)h ^ ((uint64_t)(uintptr_t)Py_TYPE(o) << 1);
+        return 0x43000000u;  /* 'C' */
+    }
+    if (PyArray_Check(o)) {
+        PyArrayObject *a = (PyArrayObject *)o;
+        int nd = PyArray_NDIM(a), tn = PyArray_TYPE(a);
+        if (nd > 8 || !PyArray_ISALIGNED(a) || PyArray_DESCR(a)->byteorder == '>') return 0;
+        int contig = PyArray_IS_C_CONTIGUOUS(a);
+        npy_intp isz = PyArray_ITEMSIZE(a), n = PyArray_SIZE(a);
+        if (!contig) {
+            for (int d = 0; d < nd; ++d) if (PyArray_STRIDES(a)[d] % isz) return 0;
+        }
+        if (n >= ((npy_intp)1 << 31)) *fits32 = 0;
+        if (!contig) {  /* the furthest element reachable must fit too */
+            npy_intp span = 0;
+            for (int d = 0; d < nd; ++d) {
+                npy_intp s = PyArray_STRIDES(a)[d] / isz;
+                span += (s < 0 ? -s : s) * (PyArray_DIMS(a)[d] > 0 ? PyArray_DIMS(a)[d] - 1 : 0);
+            }
+            if (span >= ((npy_intp)1 << 31)) *fits32 = 0;
+        }
+        return 0x41000000u | ((uint32_t)(tn & 0xff) << 8) | ((uint32_t)nd << 4) | (uint32_t)contig
+               | (PyArray_ISWRITEABLE(a) ? 0 : 2);
+    }
+    if (PyBool_Check(o)) return 0x62000000u;
+    if (PyFloat_CheckExact(o)) return 0x66000000u;
+    if (PyLong_CheckExact(o)) return 0x69000000u;
+    if (PyArray_IsScalar(o, Generic)) {
+        PyArray_Descr *d = PyArray_DescrFromScalar(o);
+        int tn = d->type_num;
+        Py_DECREF(d);
+        if (tn > NPY_DOUBLE && tn != NPY_HALF) return 0;
+        return 0x53000000u | ((uint32_t)tn << 8);
+    }
+    return 0;
+}
+
+/* geometry from an int or a tuple of ints; -1 if it needs the slow path */
+static int parse_ndrange(PyObject *nd, tk_slot *g, int *ndim) {
+    for (int d = 0; d < 3; ++d) { g[3 * d].i = 0; g[3 * d + 1].i = 1; g[3 * d + 2].i = 1; }
+    if (PyLong_CheckExact(nd)) {
+        long long v = PyLong_AsLongLong(nd);
+        if (v <= 0) { PyErr_Clear(); return -1; }
+        g[1].i = v; *ndim = 1; return 0;
+    }
+    if (!PyTuple_CheckExact(nd)) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(nd);
+    if (n < 1 || n > 3) return -1;
+    for (Py_ssize_t d = 0; d < n; ++d) {
+        PyObject *x = PyTuple_GET_ITEM(nd, d);
+        if (!PyLong_CheckExact(x)) return -1;
+        long long v = PyLong_AsLongLong(x);
+        if (v <= 0) { PyErr_Clear(); return -1; }
+        g[3 * d + 1].i = v;
+    }
+    *ndim = (int)n;
+    return 0;
+}
+
+/* the key bytes; returns NULL (no exception) if an argument is not understood */
+static PyObject *make_key(uint64_t cmask, PyObject *args, const tk_slot *g, int ndim, long wg, int ranges) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n > MAX_ARGS) return NULL;
+    uint32_t buf[2 * MAX_ARGS + 4];
+    int k = 0, fits32 = 1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        uint64_t extra = 0;
+        int isc = (int)((cmask >> i) & 1);
+        uint32_t c = arg_code(PyTuple_GET_ITEM(args, i), isc, &extra, &fits32);
+        if (!c) return NULL;
+        buf[k++] = c;
+        if (isc) { buf[k++] = (uint32_t)extra; buf[k++] = (uint32_t)(extra >> 32); }
+    }
+    int64_t total = g[1].i * g[4].i * g[7].i;
+    if (total >= ((int64_t)1 << 31)) fits32 = 0;
+    buf[k++] = (uint32_t)ndim | ((uint32_t)fits32 << 4) | ((uint32_t)ranges << 5);
+    buf[k++] = (uint32_t)wg;
+    return PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)k * 4);
+}
+
+/* pack slots; -1 with an exception set on failure */
+static int pack(uint64_t cmask, PyObject *args, tk_slot *s, int *used) {
+    int k = 9;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        if ((cmask >> i) & 1) continue;
+        PyObject *o = PyTuple_GET_ITEM(args, i);
+        if (PyArray_Check(o)) {
+            PyArrayObject *a = (PyArrayObject *)o;
+            int nd = PyArray_NDIM(a);
+            if (k + 1 + 2 * nd > MAX_SLOTS) goto too_many;
+            npy_intp isz = PyArray_ITEMSIZE(a);
+            s[k++].p = PyArray_DATA(a);
+            for (int d = 0; d < nd; ++d) s[k++].i = PyArray_DIMS(a)[d];
+            for (int d = 0; d < nd; ++d) s[k++].i = PyArray_STRIDES(a)[d] / isz;
+            continue;
+        }
+        if (k + 1 > MAX_SLOTS) goto too_many;
+        if (PyBool_Check(o)) { s[k++].i = (o == Py_True); continue; }
+        if (PyFloat_CheckExact(o)) { s[k++].f = PyFloat_AS_DOUBLE(o); continue; }
+        if (PyLong_CheckExact(o)) {
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow) {
+                PyErr_Format(PyExc_OverflowError, "argument %zd: Python int does not fit in int64", i);
+                return -1;
+            }
+            s[k++].i = v;
+            continue;
+        }
+        if (PyArray_IsScalar(o, Generic)) {
+            PyArray_Descr *d = PyArray_DescrFromScalar(o);
+            int tn = d->type_num;
+            Py_DECREF(d);
+            if (tn == NPY_FLOAT || tn == NPY_DOUBLE || tn == NPY_HALF) {
+                double v = PyFloat_AsDouble(o);
+                if (v == -1.0 && PyErr_Occurred()) return -1;
+                s[k++].f = v;
+            } else if (tn == NPY_ULONGLONG || tn == NPY_ULONG) {
+                unsigned long long v = PyLong_AsUnsignedLongLongMask(o);
+                if (PyErr_Occurred()) return -1;
+                s[k++].i = (int64_t)v;
+            } else {
+                PyObject *as_int = PyNumber_Long(o);
+                if (!as_int) return -1;
+                long long v = PyLong_AsLongLong(as_int);
+                Py_DECREF(as_int);
+                if (v == -1 && PyErr_Occurred()) return -1;
+                s[k++].i = v;
+            }
+            continue;
+        }
+        PyErr_Format(PyExc_TypeError, "argument %zd of type %s is not supported", i, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *used = k;
+    return 0;
+too_many:
+    PyErr_SetString(PyExc_ValueError, "too many kernel arguments");
+    return -1;
+}
+
+static void call(tk_entry fn, const tk_slot *s, int nthreads) {
+    int64_t total = s[1].i * s[4].i * s[7].i;
+    if (total >= RELEASE_GIL_ITEMS || nthreads > 1) {
+        Py_BEGIN_ALLOW_THREADS
+        fn(s, nthreads);
+        Py_END_ALLOW_THREADS
+    } else {
+        fn(s, nthreads);
+    }
+}
+
+static PyObject *py_sig(PyObject *self, PyObject *a) {
+    unsigned long long cmask; PyObject *args, *geom; int ndim, ranges; long wg;
+    if (!PyArg_ParseTuple(a, "KO!O!ili", &cmask, &PyTuple_Type, &args, &PyTuple_Type, &geom,
+                          &ndim, &wg, &ranges)) return NULL;
+    tk_slot g[9];
+    if (PyTuple_GET_SIZE(geom) != 9) { PyErr_SetString(PyExc_ValueError, "geom must have 9 ints"); return NULL; }
+    for (int i = 0; i < 9; ++i) {
+        g[i].i = PyLong_AsLongLong(PyTuple_GET_ITEM(geom, i));
+        if (g[i].i == -1 && PyErr_Occurred()) return NULL;
+    }
+    PyObject *key = make_key(cmask, args, g, ndim, wg, ranges);
+    if (!key) { if (PyErr_Occurred()) return NULL; Py_RETURN_NONE; }
+    return key;
+}
+
+static PyObject *py_run(PyObject *self, PyObject *a) {
+    unsigned long long fnp, cmask; int nthreads; PyObject *args, *geom;
+    if (!PyArg_ParseTuple(a, "KiKO!O!", &fnp, &nthreads, &cmask, &PyTuple_Type, &args, &PyTuple_Type, &geom))
+        return NULL;
+    tk_slot s[MAX_SLOTS];
+    if (PyTuple_GET_SIZE(geom) != 9) { PyErr_SetString(PyExc_ValueError, "geom must have 9 ints"); return NULL; }
+    for (int i = 0; i < 9; ++i) {
+        s[i].i = PyLong_AsLongLong(PyTuple_GET_ITEM(geom, i));
+        if (s[i].i == -1 && PyErr_Occurred()) return NULL;
+    }
+    int used;
+    if (pack(cmask, args, s, &used) < 0) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ((tk_entry)(uintptr_t)fnp)(s, nthreads);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 6) { PyErr_SetString(PyExc_TypeError, "fast() takes 6 arguments"); return NULL; }
+    PyObject *plans = a[0], *args = a[3], *nd = a[4], *wgo = a[5];
+    if (!PyDict_CheckExact(plans) || !PyTuple_CheckExact(args)) Py_RETURN_NONE;
+    uint64_t cmask = PyLong_AsUnsignedLongLong(a[1]);
+    int nthreads = (int)PyLong_AsLong(a[2]);
+    if (PyErr_Occurred()) return NULL;
+    long wg = 0;
+    if (wgo != Py_None) {
+        if (!PyLong_CheckExact(wgo)) Py_RETURN_NONE;
+        wg = PyLong_AsLong(wgo);
+        if (wg <= 0) { PyErr_Clear(); Py_RETURN_NONE; }
+    }
+    tk_slot s[MAX_SLOTS];
+    int ndim;
+    if (parse_ndrange(nd, s, &ndim) < 0) Py_RETURN_NONE;
+    PyObject *key = make_key(cmask, args, s, ndim, wg, 0);
+    if (!key) { if (PyErr_Occurred()) return NULL; Py_RETURN_NONE; }
+    PyObject *fn = PyDict_GetItemWithError(plans, key);
+    if (!fn) { if (PyErr_Occurred()) { Py_DECREF(key); return NULL; } return key; }
+    Py_DECREF(key);
+    uint64_t fnp = PyLong_AsUnsignedLongLong(fn);
+    if (PyErr_Occurred()) return NULL;
+    int used;
+    if (pack(cmask, args, s, &used) < 0) return NULL;
+    call((tk_entry)(uintptr_t)fnp, s, nthreads);
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef methods[] = {
+    {"sig", py_sig, METH_VARARGS, "specialization key of a launch"},
+    {"run", py_run, METH_VARARGS, "pack arguments and run a kernel"},
+    {"fast", (PyCFunction)(void (*)(void))py_fast, METH_FASTCALL, "key lookup and launch in one call"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_tklaunch", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__tklaunch(void) {
+    import_array();
+    return PyModule_Create(&mod);
+}

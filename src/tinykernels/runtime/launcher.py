@@ -1,0 +1,136 @@
+"""Getting argument slots into a compiled kernel: a small C extension, or ctypes.
+
+:func:`get` returns an object with ``sig``, ``run`` and ``fast`` (see ``_launch.c``). The C
+extension is built once per machine, Python and NumPy version (into the disk cache); where
+Python's headers are missing, a pure-Python version with ctypes does the same, slower.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from . import compiler
+
+_SRC = Path(__file__).with_name("_launch.c")
+
+
+def _build_extension():
+    info = compiler.python_build_info()
+    if not info["include"] or not (Path(info["include"]) / "Python.h").exists():
+        return None
+    tc = compiler.toolchain()
+    src = _SRC.read_text()
+    key = hashlib.sha256("\0".join([src, tc.identity, info["version"], info["numpy"],
+                                    info["numpy_include"], info["suffix"]]).encode()).hexdigest()[:32]
+    path = compiler.cache_dir() / "launch" / f"_tklaunch_{key}{info['suffix']}"
+    if not path.exists():
+        flags = ["-O2", "-fPIC", "-shared", "-w", f"-I{info['include']}", f"-I{info['numpy_include']}"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        r = compiler._run(list(tc.cmd) + flags + ["-o", str(tmp), str(_SRC)])
+        if r.returncode != 0:
+            return None
+        os.replace(tmp, path)
+    loader = importlib.machinery.ExtensionFileLoader("_tklaunch", str(path))
+    spec = importlib.util.spec_from_file_location("_tklaunch", str(path), loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+class PyLauncher:
+    """The same protocol as the C extension, in Python with ctypes (the fallback)."""
+
+    @staticmethod
+    def _code(o, is_constexpr, fits):
+        if is_constexpr:
+            return ("C", type(o).__name__, hash(o))
+        if isinstance(o, np.ndarray):
+            isz = o.itemsize
+            if not o.flags.aligned or o.dtype.byteorder == ">" or any(s % isz for s in o.strides):
+                return None
+            if o.size >= 1 << 31:
+                fits[0] = False
+            return ("A", o.dtype.num, o.ndim, o.flags.c_contiguous, not o.flags.writeable)
+        if isinstance(o, bool):
+            return ("b",)
+        if type(o) is float:
+            return ("f",)
+        if type(o) is int:
+            return ("i",)
+        if isinstance(o, np.generic) and (o.dtype.kind in "biuf"):
+            return ("S", o.dtype.num)
+        return None
+
+    def sig(self, cmask, args, geom, ndim, wg, ranges):
+        fits, codes = [True], []
+        for i, a in enumerate(args):
+            c = self._code(a, (cmask >> i) & 1, fits)
+            if c is None:
+                return None
+            codes.append(c)
+        if geom[1] * geom[4] * geom[7] >= 1 << 31:
+            fits[0] = False
+        return (tuple(codes), ndim, fits[0], ranges, wg)
+
+    def run(self, fnptr, nthreads, cmask, args, geom):
+        slots = list(geom)
+        kinds = ["i"] * 9
+        for i, o in enumerate(args):
+            if (cmask >> i) & 1:
+                continue
+            if isinstance(o, np.ndarray):
+                slots.append(o.ctypes.data)
+                kinds.append("p")
+                slots += list(o.shape) + [s // o.itemsize for s in o.strides]
+                kinds += ["i"] * (2 * o.ndim)
+            elif isinstance(o, (float, np.floating)):
+                slots.append(float(o))
+                kinds.append("f")
+            else:
+                v = int(o)
+                if isinstance(o, np.unsignedinteger) and v >= 1 << 63:
+                    v -= 1 << 64
+                if not -(1 << 63) <= v < (1 << 63):
+                    raise OverflowError(f"argument {i}: Python int does not fit in int64")
+                slots.append(v)
+                kinds.append("i")
+        buf = (ctypes.c_int64 * len(slots))()
+        for k, (v, kind) in enumerate(zip(slots, kinds)):
+            if kind == "f":
+                buf[k] = int.from_bytes(np.float64(v).tobytes(), "little", signed=True)
+            else:
+                buf[k] = v or 0
+        _entry(fnptr)(buf, nthreads)
+
+    def fast(self, plans, cmask, nthreads, args, ndrange, wg):
+        return None
+
+
+@lru_cache(maxsize=None)
+def _entry(fnptr: int):
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int)(fnptr)
+
+
+@lru_cache(maxsize=None)
+def _get(cache: str, force_py: bool):
+    if not force_py:
+        try:
+            mod = _build_extension()
+            if mod is not None:
+                return mod
+        except (OSError, ImportError):
+            pass
+    return PyLauncher()
+
+
+def get():
+    """The launcher for this process (``TK_PY_LAUNCHER=1`` forces the ctypes fallback)."""
+    return _get(str(compiler.cache_dir()), os.environ.get("TK_PY_LAUNCHER", "0") == "1")
