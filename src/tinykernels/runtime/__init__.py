@@ -1,0 +1,1 @@
+"""Runtimes: compilers, caches, launchers, streams; separate from code generation."""

@@ -1,0 +1,370 @@
+"""tk.Array, its constructors and interop (tinykernels.array), on the CPU backend."""
+import ctypes
+import threading
+
+import numpy as np
+import pytest
+
+from tinykernels import array as A
+from tinykernels import dtypes as D
+from tinykernels.backends import CPU
+from tinykernels.errors import LaunchError
+from tinykernels.runtime.streams import Event, Stream
+
+T = 10.0
+
+
+@pytest.fixture
+def cpu():
+    return CPU()
+
+
+class Interface:
+    """Exports only __array_interface__ (like many C-extension buffers)."""
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.__array_interface__ = arr.__array_interface__
+
+
+class HostDLPack:
+    """Exports only DLPack, in host memory."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, **kw):
+        return self.arr.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class GPUDLPack(HostDLPack):
+    def __dlpack_device__(self):
+        return (2, 0)            # kDLCUDA
+
+
+# ------------------------------------------------------------------ constructors
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int32, np.uint16, np.int64,
+                                   np.uint64, np.bool_, np.float16, "float32", D.float64, D.int16])
+def test_constructors_with_dtypes(cpu, dtype):
+    npd = D.to_numpy(D.from_any(dtype))
+    z = A.zeros((2, 3), dtype, backend=cpu)
+    assert isinstance(z, A.Array)
+    assert z.shape == (2, 3) and z.dtype == npd and z.ndim == 2 and z.size == 6
+    assert z.nbytes == 6 * npd.itemsize and len(z) == 2
+    assert z.strides == (3 * npd.itemsize, npd.itemsize)
+    assert z.backend == cpu and z.backend is cpu
+    np.testing.assert_array_equal(z.numpy(), np.zeros((2, 3), npd))
+    np.testing.assert_array_equal(A.ones(4, dtype, backend=cpu).numpy(), np.ones(4, npd))
+    e = A.empty((0, 5), dtype, backend=cpu)
+    assert e.shape == (0, 5) and e.size == 0 and e.dtype == npd
+    f = A.full(3, 1, dtype, backend=cpu)
+    np.testing.assert_array_equal(f.numpy(), np.full(3, 1, npd))
+
+
+def test_default_dtype_is_float32_and_tk_dtype_compares_equal(cpu):
+    a = A.zeros(5, backend=cpu)
+    assert a.dtype == np.float32 and a.dtype == D.PUBLIC["float32"]
+    assert A.empty((2, 2), None, backend=cpu).dtype == np.float32
+    assert A.full(3, 7, np.int32, backend=cpu).dtype == np.int32
+
+
+def test_shapes_int_tuple_and_numpy_ints(cpu):
+    assert A.zeros(4, backend=cpu).shape == (4,)
+    assert A.zeros((), backend=cpu).shape == ()
+    assert A.zeros((np.int64(2), 3), backend=cpu).shape == (2, 3)
+    assert A.zeros([2, 3, 4], backend=cpu).shape == (2, 3, 4)
+    with pytest.raises(TypeError, match="shape"):
+        A.zeros((2.5, 3), backend=cpu)
+    with pytest.raises(ValueError, match="negative"):
+        A.zeros((-1,), backend=cpu)
+    with pytest.raises(TypeError, match="0-d"):
+        len(A.zeros((), backend=cpu))
+
+
+def test_backend_none_is_default_backend():
+    from tinykernels.backends import default_backend
+    a = A.zeros(3)
+    assert a.backend == default_backend()
+    assert A.zeros(3, backend="CPU").backend == CPU()
+
+
+def test_unknown_dtypes_raise_type_error(cpu):
+    for bad in (np.complex64, "foo", object, np.str_):
+        with pytest.raises(TypeError, match="unsupported dtype"):
+            A.zeros(3, bad, backend=cpu)
+    with pytest.raises(TypeError, match="complex"):
+        A.asarray(np.zeros(3, np.complex128), backend=cpu)
+    with pytest.raises(TypeError, match="not supported"):
+        A.asarray(["a", "b"], backend=cpu)
+
+
+def test_bfloat16_and_fp8_host_arrays(cpu):
+    pytest.importorskip("ml_dtypes")
+    for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        a = A.ones(4, getattr(D, name), backend=cpu)
+        assert a.dtype == D.to_numpy(D.BY_NAME[name]) and a.dtype.itemsize == D.BY_NAME[name].itemsize
+        np.testing.assert_array_equal(a.numpy().astype(np.float32), np.ones(4, np.float32))
+
+
+def test_full_fill_value_conversion(cpu):
+    np.testing.assert_array_equal(A.full((2, 2), 2.5, backend=cpu).numpy(), np.full((2, 2), 2.5, np.float32))
+    with pytest.raises(OverflowError):
+        A.full(2, 300, np.int8, backend=cpu)
+
+
+def test_repr(cpu):
+    r = repr(A.full((2, 2), 3, np.int32, backend=cpu))
+    assert r.startswith("tk.Array([[3, 3]") and "dtype=int32" in r and "CPU" in r
+
+
+# ------------------------------------------------------------------ zero copy, numpy interop
+
+def test_numpy_is_zero_copy_and_asarray_round_trip(cpu):
+    h = np.arange(12, dtype=np.float64).reshape(3, 4)
+    a = A.asarray(h, backend=cpu)
+    assert a.numpy() is h
+    assert a.dtype == np.float64 and a.shape == (3, 4) and a.strides == h.strides
+    a.numpy()[1, 2] = -1
+    assert h[1, 2] == -1
+    assert np.shares_memory(np.asarray(a), h)
+    assert np.asarray(a).base is a or np.asarray(a) is h       # a view, never a copy
+    np.testing.assert_array_equal(np.array(a), h)
+    assert not np.shares_memory(np.array(a), h)          # np.array copies by default
+    assert A.asarray(a) is a and A.asarray(a, backend=cpu) is a
+    assert a.ptr == h.ctypes.data
+
+
+def test_asarray_keeps_strided_views(cpu):
+    h = np.arange(24, dtype=np.int32).reshape(4, 6)
+    v = h[::2, ::-3]
+    a = A.asarray(v, backend=cpu)
+    assert a.strides == v.strides and not a.is_contiguous
+    assert np.shares_memory(a.numpy(), h)
+    np.testing.assert_array_equal(a.numpy(), v)
+
+
+def test_asarray_lists_and_scalars(cpu):
+    a = A.asarray([1.0, 2.0, 3.0], backend=cpu)
+    assert a.dtype == np.float64 and a.shape == (3,)
+    assert A.asarray([[1, 2], [3, 4]], backend=cpu).dtype == np.int64
+    assert A.asarray(np.float32(2), backend=cpu).shape == ()
+
+
+def test_array_protocol_dtype_and_copy(cpu):
+    a = A.asarray(np.arange(4, dtype=np.float32), backend=cpu)
+    assert np.asarray(a, dtype=np.float64).dtype == np.float64
+    b = a.__array__(copy=True)
+    assert not np.shares_memory(b, a.numpy())
+    with pytest.raises(ValueError):
+        a.__array__(np.float64, copy=False)
+    assert a.__array_interface__["data"][0] == a.numpy().ctypes.data
+
+
+def test_array_interface_objects_are_wrapped_without_copy(cpu):
+    h = np.arange(6, dtype=np.uint8)
+    obj = Interface(h)
+    a = A.asarray(obj, backend=cpu)
+    a.numpy()[0] = 99
+    assert h[0] == 99
+    assert A.get_backend(obj) == CPU()
+    assert np.shares_memory(A.as_host_ndarray(obj), h)
+
+
+# ------------------------------------------------------------------ DLPack
+
+def test_dlpack_export_zero_copy(cpu):
+    a = A.zeros(10, np.float32, backend=cpu)
+    assert a.__dlpack_device__() == (1, 0)
+    v = np.from_dlpack(a)
+    a.numpy()[:] = 4
+    np.testing.assert_array_equal(v, np.full(10, 4, np.float32))
+    assert np.shares_memory(v, a.numpy())
+    cap = a.__dlpack__(stream=None, max_version=(1, 0), dl_device=(1, 0), copy=False)
+    assert "dltensor" in repr(cap)
+
+
+def test_from_dlpack_zero_copy(cpu):
+    h = np.zeros(10, np.float32)
+    w = A.from_dlpack(h)
+    assert isinstance(w, A.Array) and w.backend == CPU()
+    w.numpy()[3] = 5
+    assert h[3] == 5
+    assert np.shares_memory(w.numpy(), h)
+    w2 = A.from_dlpack(HostDLPack(h))
+    assert np.shares_memory(w2.numpy(), h)
+    assert np.shares_memory(A.from_dlpack(w).numpy(), h)
+
+
+def test_from_dlpack_of_device_memory_is_a_clear_error():
+    with pytest.raises(ValueError, match="CUDA:0"):
+        A.from_dlpack(GPUDLPack(np.zeros(2)))
+    with pytest.raises(TypeError, match="__dlpack__"):
+        A.from_dlpack([1, 2, 3])
+    with pytest.raises(ValueError, match="host"):
+        A.asarray(GPUDLPack(np.zeros(2)), backend=CPU())
+
+
+# ------------------------------------------------------------------ from_blob
+
+def test_from_blob_wraps_memory(cpu):
+    host = np.zeros(8, np.float64)
+    a = A.from_blob(host.ctypes.data, (8,), np.float64, cpu)
+    a.numpy()[:] = 9.0
+    np.testing.assert_array_equal(host, np.full(8, 9.0))
+    assert a.backend == cpu and a.ptr == host.ctypes.data
+    b = A.from_blob(host.ctypes.data, 8, D.float64, cpu)
+    assert b.shape == (8,) and np.shares_memory(b.numpy(), host)
+
+
+def test_from_blob_ctypes_buffer_and_strides(cpu):
+    buf = (ctypes.c_int32 * 12)(*range(12))
+    addr = ctypes.addressof(buf)
+    a = A.from_blob(addr, (3, 4), np.int32, cpu)
+    np.testing.assert_array_equal(a.numpy(), np.arange(12).reshape(3, 4))
+    t = A.from_blob(addr, (4, 3), np.int32, cpu, strides=(4, 16))       # transposed view
+    np.testing.assert_array_equal(t.numpy(), np.arange(12).reshape(3, 4).T)
+    r = A.from_blob(addr + 11 * 4, (12,), np.int32, cpu, strides=(-4,))  # reversed view
+    np.testing.assert_array_equal(r.numpy(), np.arange(12)[::-1])
+    r.numpy()[0] = -7
+    assert buf[11] == -7
+    z = A.from_blob(0, (0, 3), np.float32, cpu)
+    assert z.shape == (0, 3)
+    with pytest.raises(ValueError, match="address"):
+        A.from_blob(0, (3,), np.float32, cpu)
+    with pytest.raises(ValueError, match="strides"):
+        A.from_blob(addr, (3, 4), np.int32, cpu, strides=(4,))
+    with pytest.raises(TypeError, match="dtype"):
+        A.from_blob(addr, (3,), np.complex64, cpu)
+
+
+# ------------------------------------------------------------------ copyto
+
+def test_copyto_synchronous(cpu):
+    d = A.empty(6, np.float64, backend=cpu)
+    ev = A.copyto(d, A.asarray(np.arange(6.0), backend=cpu))
+    assert isinstance(ev, Event) and ev.done()
+    ev.wait()
+    np.testing.assert_array_equal(d.numpy(), np.arange(6.0))
+    A.copyto(d, np.ones(6, np.float32))                 # numpy source, safe cast
+    np.testing.assert_array_equal(d.numpy(), np.ones(6))
+    A.copyto(d, [5, 4, 3, 2, 1, 0])                      # list source
+    np.testing.assert_array_equal(d.numpy(), np.arange(6.0)[::-1])
+    h = np.zeros(6, np.float64)
+    A.copyto(h, d)                                       # numpy destination
+    np.testing.assert_array_equal(h, d.numpy())
+
+
+def test_copyto_errors(cpu):
+    d = A.zeros((2, 3), np.float32, backend=cpu)
+    with pytest.raises(ValueError, match=r"shape mismatch.*\(2, 3\).*\(3, 2\)"):
+        A.copyto(d, np.zeros((3, 2), np.float32))
+    with pytest.raises(ValueError, match="shape mismatch"):
+        A.copyto(d, np.zeros(3, np.float32))            # no broadcasting
+    with pytest.raises(TypeError, match="cast"):
+        A.copyto(A.zeros(2, np.int32, backend=cpu), np.zeros(2, np.float64))
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        A.copyto(ro, np.ones(3))
+    with pytest.raises(TypeError, match="dst"):
+        A.copyto([0, 0], np.ones(2))
+
+
+def test_copyto_async_on_a_stream_is_ordered(cpu):
+    s = cpu.stream()
+    src = A.full(1000, 3.0, np.float32, backend=cpu)
+    dst = A.zeros(1000, np.float32, backend=cpu)
+    gate = threading.Event()
+    s.submit(lambda: gate.wait(T))
+    ev = A.copyto(dst, src, stream=s)
+    assert isinstance(ev, Event) and not ev.done()
+    assert dst.numpy()[0] == 0                           # queued behind the blocked job
+    src.numpy()[:] = 5.0                                 # read when the copy runs
+    gate.set()
+    ev.wait(timeout=T)
+    np.testing.assert_array_equal(dst.numpy(), np.full(1000, 5.0, np.float32))
+    with pytest.raises(ValueError, match="shape"):      # checked before queuing
+        A.copyto(dst, np.zeros(3), stream=s)
+    s.synchronize()
+
+
+def test_copyto_on_a_plain_stream_and_overlap(cpu):
+    h = np.arange(10.0)
+    A.copyto(h[2:], h[:8], stream=Stream()).wait(timeout=T)
+    np.testing.assert_array_equal(h, [0, 1, 0, 1, 2, 3, 4, 5, 6, 7])
+
+
+# ------------------------------------------------------------------ get_backend / as_host_ndarray
+
+def test_get_backend(cpu):
+    a = A.zeros(3, backend=CPU(threads=1))
+    assert A.get_backend(a) == CPU(threads=1)
+    assert A.get_backend(np.zeros(3)) == CPU()
+    assert A.get_backend(HostDLPack(np.zeros(3))) == CPU()
+    with pytest.raises(LaunchError, match="list"):
+        A.get_backend([1, 2])
+    with pytest.raises(LaunchError, match="float"):
+        A.get_backend(2.0)
+    with pytest.raises(LaunchError, match="CUDA:0"):
+        A.get_backend(GPUDLPack(np.zeros(3)))
+
+
+def test_as_host_ndarray(cpu):
+    h = np.arange(6.0).reshape(2, 3)
+    a = A.asarray(h, backend=cpu)
+    assert A.as_host_ndarray(a) is h
+    assert A.as_host_ndarray(h) is h
+    m = np.ma.masked_array(h)
+    assert type(A.as_host_ndarray(m)) is np.ndarray and np.shares_memory(A.as_host_ndarray(m), h)
+    assert np.shares_memory(A.as_host_ndarray(HostDLPack(h)), h)
+    for not_array in (1, 2.0, True, np.float32(1), np.int64(3), "s", None, [1, 2], GPUDLPack(h)):
+        assert A.as_host_ndarray(not_array) is None, not_array
+
+
+# ------------------------------------------------------------------ torch
+
+def test_torch_tensors_zero_copy(cpu):
+    torch = pytest.importorskip("torch")
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    a = A.asarray(t, backend=cpu)
+    assert a.dtype == np.float32 and a.shape == (2, 3)
+    a.numpy()[0, 0] = 42
+    assert t[0, 0].item() == 42
+    assert A.get_backend(t) == CPU()
+    v = A.as_host_ndarray(t.T)                           # strided view keeps its strides
+    assert v.strides == (4, 12) and np.shares_memory(v, a.numpy())
+    back = torch.from_dlpack(a)                          # DLPack export to torch
+    back[1, 1] = -1
+    assert a.numpy()[1, 1] == -1
+    w = A.from_dlpack(t)
+    assert np.shares_memory(w.numpy(), a.numpy())
+    g = torch.zeros(4, requires_grad=True)              # tensors that require grad too
+    assert np.shares_memory(A.as_host_ndarray(g), g.detach().numpy())
+
+
+def test_torch_bfloat16_tensor(cpu):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("ml_dtypes")
+    t = torch.ones(4, dtype=torch.bfloat16)
+    a = A.asarray(t, backend=cpu)
+    assert a.dtype == D.to_numpy(D.bfloat16)
+    a.numpy()[1] = 3
+    assert t[1].item() == 3.0
+
+
+def test_copyto_torch_destination(cpu):
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(5, dtype=torch.float64)
+    A.copyto(t, np.arange(5.0))
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_get_backend_follows_cpu_defaults_from_environment(monkeypatch):
+    monkeypatch.setenv("TK_NUM_THREADS", "1")
+    assert A.get_backend(np.zeros(2)) == CPU(threads=1)
+    monkeypatch.setenv("TK_NUM_THREADS", "3")
+    assert A.get_backend(np.zeros(2)) == CPU(threads=3)
