@@ -19,6 +19,7 @@ from .lang import (Cartesian, Const, Global, Group, Linear, Local, atomic_add, a
                    private, rsqrt, select, sigmoid, uniform)
 from .lang import print  # noqa: A004 - tk.print is the in-kernel print
 from .backends import (CPU, CUDA, Backend, Metal, OpenCL, ROCm, WebGPU, backend, backends, default_backend,
+                       available_devs as backends_available,
                        synchronize)
 from .runtime.streams import Event, High, Low, Normal, Stream
 from .array import Array, asarray, copyto, empty, from_blob, from_dlpack, full, get_backend, ones, zeros

@@ -19,6 +19,7 @@ _STREAMS_LOCK = threading.Lock()
 class Backend:
     """Base class: a device and its settings."""
     name = "?"
+    dev = "?"                     # the DEV string that makes this kind of backend
     is_host = False
     supports_float64 = True
     max_workgroupsize = 1024
@@ -53,7 +54,9 @@ class Backend:
 
     def stream(self, priority: int = 0):
         """A new stream (``tk.High``, ``tk.Normal``, ``tk.Low`` or an int priority)."""
-        return self._stream_set().stream(priority)
+        s = self._stream_set().stream(priority)
+        s.backend = self
+        return s
 
     def synchronize(self) -> None:
         """Wait for all work submitted to this device's streams."""
@@ -70,6 +73,7 @@ class CPU(Backend):
     ``debug``: bounds-check every array access (also ``TK_DEBUG=1``).
     """
     name = "CPU"
+    dev = "CPU"
     is_host = True
 
     def __init__(self, threads: int | None = None, debug: bool | None = None):
@@ -167,6 +171,15 @@ class BackendInfo(dict):
     def __str__(self) -> str:
         w = max(len(k) for k in self)
         return "\n".join(f"{k:<{w}}  {'yes' if ok else 'no '}  {why}" for k, (ok, why) in self.items())
+
+
+DEV_NAMES = {"CUDA": "CUDA", "ROCm": "ROCM", "Metal": "METAL", "OpenCL": "CL", "WebGPU": "WEBGPU",
+             "CPU": "CPU", "INTERP": "INTERP"}
+
+
+def available_devs() -> list:
+    """DEV strings of the backends available here (what CI passes to the conformance suite)."""
+    return [DEV_NAMES[k] for k, (ok, _) in backends().items() if ok]
 
 
 def backends() -> BackendInfo:
