@@ -476,6 +476,8 @@ class Lowerer:
                 return fr.bind[name]
             if name in fr.local_names:
                 vn = self.local_name(name)
+                if vn not in self.types and fr.loop_depth == 0:
+                    raise self.err(node, f"local variable '{name}' is used before it is assigned")
                 return FuncBinding(vn) if (vn in self.types or vn in self.prev) else self._unbound(node, name)
         return self.global_value(node, name)
 

@@ -36,8 +36,19 @@ def _syncs(s) -> bool:
                (isinstance(x, N.AllocArray) and x.array.space == "local") for x in N.walk_stmts([s]))
 
 
-def _group_level(s, gvars: set) -> bool:
+def _jumps_out(s) -> bool:
+    """A break/continue in ``s`` that leaves the loop enclosing ``s``."""
+    if isinstance(s, (N.Break, N.Continue)):
+        return True
+    if isinstance(s, (N.For, N.While)):
+        return False
+    return any(_jumps_out(x) for x in list(getattr(s, "body", [])) + list(getattr(s, "orelse", [])))
+
+
+def _group_level(s, gvars: set, in_loop: bool = False) -> bool:
     if isinstance(s, (N.Barrier, N.Collective)):
+        return True
+    if in_loop and _jumps_out(s):
         return True
     if isinstance(s, N.AllocArray):
         return s.array.space == "local"
@@ -49,28 +60,29 @@ def _group_level(s, gvars: set) -> bool:
         if _syncs(s):
             return True
         subs = list(s.body) + list(getattr(s, "orelse", []))
-        return any(_group_level(x, gvars) for x in subs)
+        inner = in_loop and not isinstance(s, (N.For, N.While))
+        return any(_group_level(x, gvars, inner) for x in subs)
     return False
 
 
-def _group_assigned(stmts, gvars, out: set, group_ctx: bool) -> None:
+def _group_assigned(stmts, gvars, out: set, in_loop: bool) -> None:
     """Collect locals assigned in an item-level position (they cannot be group values)."""
     for s in stmts:
-        gl = group_ctx and _group_level(s, gvars)
-        if not gl:
+        if not _group_level(s, gvars, in_loop):
             for x in N.walk_stmts([s]):
                 out.update(defs(x))
             continue
         if isinstance(s, (N.If, N.For, N.While, N.FuncBlock)):
-            _group_assigned(s.body, gvars, out, True)
-            _group_assigned(getattr(s, "orelse", []), gvars, out, True)
+            inner = in_loop or isinstance(s, (N.For, N.While))
+            _group_assigned(s.body, gvars, out, inner)
+            _group_assigned(getattr(s, "orelse", []), gvars, out, inner)
 
 
 def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
     gvars = set(uniform)
     while True:
         item_assigned: set = set()
-        _group_assigned(k.body, gvars, item_assigned, True)
+        _group_assigned(k.body, gvars, item_assigned, False)
         if not (item_assigned & gvars):
             break
         gvars -= item_assigned
@@ -86,7 +98,7 @@ def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
                 out.append(ItemLoop(run[0].loc, list(run), f"tk_item{counter[0]}", in_loop))
                 run.clear()
         for s in stmts:
-            if _group_level(s, gvars):
+            if _group_level(s, gvars, in_loop):
                 flush()
                 if isinstance(s, N.If):
                     s = N.If(s.loc, s.cond, split(s.body, in_loop), split(s.orelse, in_loop))
