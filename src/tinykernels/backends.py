@@ -96,7 +96,7 @@ class CPU(Backend):
         cc = find_compiler()
         if cc is None:
             return False, "no C compiler found: install gcc or clang, or set CC"
-        return True, f"C compiler {cc}"
+        return True, f"C compiler {' '.join(cc)}"
 
 
 def _gpu_unavailable(name: str, hint: str):

@@ -31,7 +31,7 @@ def _files(unit: str, n: int) -> str:
 
 # ---------------------------------------------------------------------------- devices
 
-def _default_reason(tk) -> str:
+def _default_reason() -> str:
     dev = os.environ.get("DEV")
     if dev:
         return f"from the DEV environment variable (DEV={dev})"
@@ -57,7 +57,7 @@ def cmd_devices(args, out) -> int:
     rc = 0
     try:
         d = tk.default_backend()
-        print(f"Default backend: {d!r}, {_default_reason(tk)}", file=out)
+        print(f"Default backend: {d!r}, {_default_reason()}", file=out)
     except Exception as e:  # an invalid or unavailable DEV
         print(f"Default backend: none: {type(e).__name__}: {e}", file=out)
         rc = 1

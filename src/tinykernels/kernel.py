@@ -138,15 +138,19 @@ def _norm_wg(wg, name) -> tuple:
 
 
 def parse_ndrange(ndrange, name) -> tuple:
-    """(geometry 9-tuple, ndim, uses ranges, total items) from an int, tuple of ints/ranges."""
+    """(geometry 9-tuple, ndim, ranges, total items) from an int, tuple of ints/ranges.
+
+    ``ranges`` is 0 when every dimension starts at 0 with step 1, 1 when some start is
+    offset (steps all 1), 2 when some step differs from 1: each is its own specialization,
+    so the common cases keep unit-stride, vectorizable inner loops."""
     dims = ndrange if isinstance(ndrange, (tuple, list)) else (ndrange,)
     if not 1 <= len(dims) <= 3:
         raise LaunchError(f"kernel '{name}': ndrange must have 1 to 3 dimensions, got {ndrange!r}")
-    geom, ranges, total = [0, 1, 1] * 3, False, 1
+    geom, ranges, total = [0, 1, 1] * 3, 0, 1
     for d, x in enumerate(dims):
         if isinstance(x, range):
             start, count, step = x.start, len(x), x.step
-            ranges = ranges or start != 0 or step != 1
+            ranges = max(ranges, 2 if step != 1 else 1 if start != 0 else 0)
         elif isinstance(x, (int, np.integer)) and not isinstance(x, bool):
             start, count, step = 0, int(x), 1
             if count < 0:

@@ -1,0 +1,121 @@
+"""The compiled-kernel caches: in memory (no compiler work on a second launch), on disk
+(a second process loads without compiling), and safe under concurrent compilation."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+import tinykernels as tk
+from tinykernels.runtime import compiler
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np
+    import tinykernels as tk
+    from tinykernels.runtime.compiler import STATS
+
+    @tk.kernel
+    def scaled_copy(y, x: tk.Const, s):
+        i = tk.index()
+        y[i] = x[i] * s + SHIFT
+
+    SHIFT = float(sys.argv[1])
+    x = np.arange(100, dtype=np.float64)
+    y = np.zeros(100)
+    t = time.perf_counter()
+    scaled_copy(tk.CPU())(y, x, 2.0, ndrange=100)
+    dt = time.perf_counter() - t
+    assert np.array_equal(y, x * 2 + SHIFT), y
+    print(json.dumps({"stats": STATS, "seconds": dt}))
+""")
+
+
+def _child(tmp_path, shift, cache):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = dict(os.environ, TK_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT / "src"))
+    return subprocess.Popen([sys.executable, str(script), str(shift)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(p):
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_second_process_loads_from_disk_without_compiling(tmp_path):
+    cache = tmp_path / "cache"
+    first = _result(_child(tmp_path, 1.5, cache))
+    assert first["stats"]["compiles"] == 1
+    second = _result(_child(tmp_path, 1.5, cache))
+    assert second["stats"]["compiles"] == 0 and second["stats"]["disk_hits"] == 1
+    # a different global constant is a different kernel, never a stale cache hit
+    third = _result(_child(tmp_path, 2.5, cache))
+    assert third["stats"]["compiles"] == 1
+
+
+def test_concurrent_processes_compiling_the_same_kernel(tmp_path):
+    cache = tmp_path / "cache"
+    procs = [_child(tmp_path, 7.0, cache) for _ in range(4)]
+    results = [_result(p) for p in procs]           # every child checked its own numbers
+    assert sum(r["stats"]["compiles"] + r["stats"]["disk_hits"] for r in results) == 4
+    libs = list((cache / "kernels").rglob("*.so"))
+    assert len(libs) == 1                           # one complete library, no leftovers
+    assert not [p for p in (cache / "kernels").rglob(".*") if p.is_file()]
+    again = _result(_child(tmp_path, 7.0, cache))
+    assert again["stats"]["compiles"] == 0
+
+
+def test_second_launch_does_no_compiler_work():
+    @tk.kernel
+    def inc(a):
+        a[tk.index()] += 1
+    a = np.zeros(10, np.int32)
+    k = inc(tk.CPU())
+    k(a, ndrange=10)
+    before = dict(compiler.STATS)
+    for _ in range(5):
+        k(a, ndrange=10)
+    assert compiler.STATS == before
+    assert (a == 6).all()
+
+
+def test_specializations_are_keyed_by_dtype_layout_and_constexpr():
+    @tk.kernel
+    def fill(a, v: tk.constexpr):
+        a[tk.index()] = v
+    k = fill(tk.CPU())
+    for dt in (np.float32, np.int64, np.uint8):
+        a = np.zeros(6, dt)
+        k(a, 3, ndrange=6)
+        assert (a == 3).all() and a.dtype == dt
+        k(a, 5, ndrange=6)                      # a new constexpr value is a new kernel
+        assert (a == 5).all()
+    strided = np.zeros(12, np.float32)[::2]
+    k(strided, 4, ndrange=6)
+    assert (strided == 4).all()
+
+
+def test_compiler_failure_is_a_compile_error(tmp_path, monkeypatch):
+    src = "#line 3 \"user.py\"\nvoid tk_kernel(void) { this is not C; }\n"
+    try:
+        compiler.compile_library(src, "broken")
+    except tk.CompileError as e:
+        msg = str(e)
+        assert "user.py" in msg and "broken" in msg and "this is not C" in msg
+    else:
+        raise AssertionError("expected a CompileError")
+
+
+def test_cache_writes_are_atomic(tmp_path):
+    target = tmp_path / "x" / "y.json"
+    compiler._atomic_write(target, json.dumps({"a": 1}).encode())
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert [p.name for p in target.parent.iterdir()] == ["y.json"]
