@@ -170,6 +170,7 @@ class Compiled:
     source: str
     array_names: list
     debug: bool
+    file: str = ""
 
 
 _LIBS: dict = {}          # explicit cache: library path -> loaded library (shared by instances)
@@ -316,7 +317,7 @@ class KernelInstance:
             if lib is None:
                 lib = _LIBS[path] = ctypes.CDLL(str(path))
         fnptr = ctypes.cast(lib.tk_kernel, ctypes.c_void_p).value
-        return Compiled(fnptr, lib, src, names, ir.debug)
+        return Compiled(fnptr, lib, src, names, ir.debug, ir.file)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
@@ -360,8 +361,8 @@ def _check_debug(c: Compiled, name: str) -> None:
         shape = tuple(buf[5 + 2 * d] for d in range(nd))
         aname = c.array_names[arr] if 0 <= arr < len(c.array_names) else "?"
         aname = aname if not aname.startswith("_") else "local/private array"
-        raise IndexError(f"kernel '{name}', line {line}: index {idx if nd > 1 else idx[0]} is out of bounds "
-                         f"for array '{aname}' with shape {shape}")
+        raise IndexError(f"kernel '{name}' at {c.file}:{line}: index {idx if nd > 1 else idx[0]} is out of "
+                         f"bounds for array '{aname}' with shape {shape}")
 
 
 def _fits32(args, geom) -> bool:
