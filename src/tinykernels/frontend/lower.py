@@ -293,11 +293,12 @@ class Lowerer:
 
     def s_If(self, s):
         cond = self.truth(self.expr(s.test), s.test)
+        if isinstance(cond, N.Const):  # a compile-time condition: only the taken branch exists
+            for x in (s.body if cond.value else s.orelse):
+                self.stmt(x)
+            return
         body = self.block(s.body)
         orelse = self.block(s.orelse)
-        if isinstance(cond, N.Const):  # constexpr-folded branch
-            self.out.extend(body if cond.value else orelse)
-            return
         self.emit(N.If(self.loc(s), cond, body, orelse))
 
     def s_For(self, s):

@@ -1,0 +1,215 @@
+"""The frontend's errors: every user mistake is a tk.CompileError naming file, line, column
+and showing the line; plus the language features that are resolved at compile time."""
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+
+CPU = tk.CPU()
+
+
+def _line(fn, text):
+    src, start = inspect.getsourcelines(fn)
+    body = next(k for k, line in enumerate(src) if line.lstrip().startswith("def "))
+    for k, line in enumerate(src):
+        if k > body and text in line:
+            return start + k
+    raise AssertionError(text)
+
+
+def _compile_error(fn, *args, nd=4, wg=None):
+    with pytest.raises(tk.CompileError) as e:
+        tk.kernel(fn)(CPU, wg)(*args, ndrange=nd)
+    return e.value
+
+
+CASES = []
+
+
+def case(marker, *fragments, args=None, wg=None):
+    def deco(fn):
+        CASES.append(pytest.param(fn, marker, fragments, args, wg, id=fn.__name__))
+        return fn
+    return deco
+
+
+@case("foo(1)", "'foo' is not defined")
+def undefined_call(A):
+    A[tk.index()] = foo(1)  # noqa: F821
+
+
+@case("[1, 2]", "lists are not supported")
+def a_list(A):
+    x = [1, 2]  # noqa: F841
+
+
+@case("A.bogus", "no attribute 'bogus'")
+def bad_attr(A):
+    A[tk.index()] = A.bogus
+
+
+@case("np.uint8(1) + 300", "300 is out of bounds for uint8")
+def weak_overflow(A):
+    A[0] = np.uint8(1) + 300
+
+
+@case("= y", "'y' is used before it is assigned")
+def before_assign(A):
+    A[tk.index()] = y  # noqa: F821
+    y = 1  # noqa: F841
+
+
+@case("in [1, 2]", "only loop over range")
+def non_range_loop(A):
+    for k in [1, 2]:
+        pass
+
+
+@case("A[1, 2]", "1 dimension(s) but 2 index(es)")
+def wrong_rank(A):
+    A[1, 2] = 0
+
+
+@case("math.gamma", "cannot call 'gamma'")
+def unknown_math(A):
+    A[0] = math.gamma(A[0])
+
+
+@case("lambda", "lambdas are not supported")
+def a_lambda(A):
+    f = lambda v: v  # noqa: E731,F841
+
+
+@case("with ", "'with' statements are not supported")
+def a_with(A):
+    with open("x"):
+        pass
+
+
+@case("return 1", "cannot return a value")
+def kernel_returns(A):
+    return 1
+
+
+@case("A[0:2]", "slicing is not supported")
+def a_slice(A):
+    A[0:2] = 1
+
+
+@case("tk.localmem(tk.float32, (n,))", "known at compile time")
+def dynamic_localmem(A, n):
+    t = tk.localmem(tk.float32, (n,))
+    t[0] = 1
+
+
+@case("tk.index(tk.Linear", "write tk.index(space, form)")
+def swapped_index_args(A):
+    A[tk.index(tk.Linear, tk.Global)] = 1
+
+
+@case("x = 1.5 << 2", "needs integers")
+def float_shift(A):
+    x = 1.5 << 2  # noqa: F841
+
+
+@case("print_helper(", "decorate it with @tk.func")
+def plain_python_call(A):
+    A[0] = print_helper(1)
+
+
+def print_helper(v):
+    return v
+
+
+@pytest.mark.parametrize("fn,marker,fragments,args,wg", CASES)
+def test_errors_name_file_line_and_show_source(fn, marker, fragments, args, wg):
+    err = _compile_error(fn, *(args or (np.zeros(4),) + ((3,) if "n" in inspect.signature(fn).parameters else ())), wg=wg)
+    msg = str(err)
+    line = _line(fn, marker)
+    assert err.line == line and err.filename == __file__
+    assert f"{__file__}:{line}:" in msg
+    assert marker.strip() in msg                       # the offending source line is shown
+    assert "^" in msg                                  # with a caret under the column
+    for f in fragments:
+        assert f in msg
+    assert fn.__name__ in msg
+
+
+def test_recursion_is_rejected():
+    @tk.func
+    def rec(n):
+        return rec(n - 1)
+
+    def body(A):
+        A[0] = rec(3)
+    err = _compile_error(body, np.zeros(4))
+    assert "recursive" in str(err) and "rec" in str(err)
+
+
+def test_atomics_on_unsupported_dtype_name_it():
+    def body(A):
+        tk.atomic_add(A, 0, 1)
+    err = _compile_error(body, np.zeros(4, np.int8))
+    assert "int8" in str(err) and err.line == _line(body, "atomic_add")
+
+
+def test_compile_time_features():
+    SCALE = 3
+
+    @tk.func
+    def twice(v):
+        return v * 2
+
+    @tk.kernel
+    def k(out, x: tk.Const, n: tk.constexpr):
+        i = tk.index()
+        buf = tk.private(x.dtype, (n,))                # dtype and shape known at compile time
+        for j in range(n):
+            buf[j] = x[i] * j
+        acc = x.dtype(0)
+        for j in range(n):
+            acc += buf[j]
+        if n > 2:                                      # folded away for small n
+            acc = twice(acc) + SCALE
+        out[i] = acc
+    x = np.arange(6, dtype=np.float32)
+    for n in (2, 4):
+        out = np.zeros(6, np.float32)
+        k(CPU)(out, x, n, ndrange=6)
+        ref = x * sum(range(n))
+        np.testing.assert_array_equal(out, ref * 2 + SCALE if n > 2 else ref)
+    src = k.source("CPU", np.zeros(6, np.float32), x, 2, ndrange=6)
+    assert "twice" not in src                           # the branch was folded at compile time
+
+
+def test_tuple_returning_funcs_and_nested_calls():
+    @tk.func
+    def minmax(a, b):
+        if a < b:
+            return a, b
+        return b, a
+
+    @tk.func
+    def spread(a, b):
+        lo, hi = minmax(a, b)
+        return hi - lo
+
+    @tk.kernel
+    def k(out, x: tk.Const, y: tk.Const):
+        i = tk.index()
+        out[i] = spread(x[i], y[i])
+    x = np.array([1, 5, -3, 7], np.int32)
+    y = np.array([4, 2, -8, 7], np.int32)
+    out = np.zeros(4, np.int32)
+    k(CPU)(out, x, y, ndrange=4)
+    np.testing.assert_array_equal(out, np.abs(x - y))
+
+
+def test_internal_errors_never_escape_as_tracebacks():
+    def body(A):
+        A[tk.index()] = (1, 2)
+    err = _compile_error(body, np.zeros(4))
+    assert err.line == _line(body, "(1, 2)")
