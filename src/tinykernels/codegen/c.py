@@ -14,6 +14,8 @@ described by :func:`slot_layout`.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop
@@ -38,6 +40,7 @@ _TYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", 
           "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "f32": "float", "f64": "double"}
 
 
+@lru_cache(maxsize=None)
 def _c_helpers() -> str:
     out = []
     for sfx, t in _TYPES.items():
@@ -307,7 +310,7 @@ class CRenderer(CLikeRenderer):
         # 64-bit addressing even when every extent fits in 32 bits: on x86-64 and AArch64
         # it is free, and GCC does not vectorize loops whose int64 indices are narrowed.
         head = [_HEADER, "typedef int64_t tk_idx;",
-                prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
+                _prelude(),
                 _c_helpers(), _ident_helpers(), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
@@ -438,6 +441,7 @@ static void {name}(const tk_slot *a, int64_t total, int nthreads) {{
 #endif""".splitlines())
 
 
+@lru_cache(maxsize=None)
 def _ident_helpers() -> str:
     lim = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"), "i32": ("INT32_MIN", "INT32_MAX"),
            "i64": ("INT64_MIN", "INT64_MAX"), "u8": ("0", "UINT8_MAX"), "u16": ("0", "UINT16_MAX"),
@@ -445,6 +449,11 @@ def _ident_helpers() -> str:
            "f64": ("-INFINITY", "INFINITY"), "b": ("0", "1")}
     return "\n".join(f"#define tk_ident_min_{s} ({lo})\n#define tk_ident_max_{s} ({hi})"
                      for s, (lo, hi) in lim.items()) + "\n"
+
+
+@lru_cache(maxsize=None)
+def _prelude() -> str:
+    return prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"])
 
 
 def _prod(xs) -> int:
