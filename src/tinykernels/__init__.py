@@ -12,6 +12,7 @@
 See SPEC.md for the contract and docs/ for the guides.
 """
 from . import dtypes as _dtypes
+from . import backends as _backends
 from .errors import BackendUnavailable, CompileError, LaunchError, TinyKernelsError
 from .lang import (Cartesian, Const, Global, Group, Linear, Local, atomic_add, atomic_and, atomic_cas,
                    atomic_exchange, atomic_max, atomic_min, atomic_or, atomic_sub, atomic_xor, clamp,
@@ -36,6 +37,4 @@ bfloat16 = _dtypes.PUBLIC["bfloat16"]
 float8_e4m3fn, float8_e5m2 = _dtypes.PUBLIC["float8_e4m3fn"], _dtypes.PUBLIC["float8_e5m2"]
 
 
-def Interpreter(*args, **kwargs):
-    """The Python reference backend (``DEV=INTERP``)."""
-    return backend("INTERP") if not (args or kwargs) else backend("INTERP")
+Interpreter = _backends._interpreter_class()

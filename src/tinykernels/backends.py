@@ -140,7 +140,9 @@ def backend(spec) -> Backend:
     kind, _, arg = spec.strip().partition(":")
     k = kind.upper()
     if k in ("INTERP", "INTERPRETER", "PYTHON"):
-        return _interpreter_class()()
+        if arg and arg.upper() != "CHECK":
+            raise BackendUnavailable(f"unknown interpreter option {arg!r} in {spec!r}: use INTERP or INTERP:CHECK")
+        return _interpreter_class()(check=True) if arg else _interpreter_class()()
     cls = _KINDS.get(k)
     if cls is None:
         raise BackendUnavailable(
