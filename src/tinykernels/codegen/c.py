@@ -19,7 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop
-from .clike import CLikeRenderer, mangle
+from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
 from .prelude import prelude
 
 GEOMETRY_SLOTS = 9          # (start, count, step) for 3 dimensions
@@ -36,23 +36,12 @@ _HEADER = """\
 typedef union { int64_t i; double f; void *p; } tk_slot;
 """
 
-_TYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t",
-          "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "f32": "float", "f64": "double"}
-
-
 @lru_cache(maxsize=None)
 def _c_helpers() -> str:
+    """GNU C atomics (compare-and-swap loops for floats and for min/max)."""
     out = []
-    for sfx, t in _TYPES.items():
-        out.append(f"TK_INLINE {t} tk_min_{sfx}({t} a, {t} b) {{ return b < a ? b : a; }}")
-        out.append(f"TK_INLINE {t} tk_max_{sfx}({t} a, {t} b) {{ return b > a ? b : a; }}")
-        if sfx[0] == "i":
-            out.append(f"TK_INLINE {t} tk_abs_{sfx}({t} a) {{ return a < 0 ? ({t})(0 - (uint64_t)a) : a; }}")
-    out.append("TK_INLINE bool tk_min_b(bool a, bool b) { return a && b; }")
-    out.append("TK_INLINE bool tk_max_b(bool a, bool b) { return a || b; }")
-    # atomics: GNU builtins, float read-modify-write through compare-and-swap
     for sfx in ("i32", "u32", "i64", "u64", "f32", "f64"):
-        t = _TYPES[sfx]
+        t = TYPES[sfx]
         out.append(f"TK_INLINE {t} tk_atomic_cas_{sfx}({t} *p, {t} e, {t} n) {{ "
                    f"__atomic_compare_exchange(p, &e, &n, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return e; }}")
         out.append(f"TK_INLINE {t} tk_atomic_exchange_{sfx}({t} *p, {t} v) {{ {t} r; "
@@ -311,7 +300,7 @@ class CRenderer(CLikeRenderer):
         # it is free, and GCC does not vectorize loops whose int64 indices are narrowed.
         head = [_HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
-                _c_helpers(), _ident_helpers(), _DEBUG if k.debug else ""]
+                portable_helpers(), _c_helpers(), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
     def render_flat(self) -> list:
@@ -439,16 +428,6 @@ static void {name}(const tk_slot *a, int64_t total, int nthreads) {{
     for (int t = 1; t < nt; ++t) pthread_join(th[t], 0);
 }}
 #endif""".splitlines())
-
-
-@lru_cache(maxsize=None)
-def _ident_helpers() -> str:
-    lim = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"), "i32": ("INT32_MIN", "INT32_MAX"),
-           "i64": ("INT64_MIN", "INT64_MAX"), "u8": ("0", "UINT8_MAX"), "u16": ("0", "UINT16_MAX"),
-           "u32": ("0", "UINT32_MAX"), "u64": ("0", "UINT64_MAX"), "f32": ("-INFINITY", "INFINITY"),
-           "f64": ("-INFINITY", "INFINITY"), "b": ("0", "1")}
-    return "\n".join(f"#define tk_ident_min_{s} ({lo})\n#define tk_ident_max_{s} ({hi})"
-                     for s, (lo, hi) in lim.items()) + "\n"
 
 
 @lru_cache(maxsize=None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 from ..dtypes import DType, Ty
 from ..ir import nodes as N
@@ -18,6 +19,32 @@ C_BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "<<": "<<", ">>": ">>", "&":
 
 _SFX = {"int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16",
         "uint32": "u32", "uint64": "u64", "float32": "f32", "float64": "f64", "bool": "b"}
+
+
+TYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t",
+         "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "f32": "float", "f64": "double"}
+_LIMITS = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"), "i32": ("INT32_MIN", "INT32_MAX"),
+           "i64": ("INT64_MIN", "INT64_MAX"), "u8": ("0", "UINT8_MAX"), "u16": ("0", "UINT16_MAX"),
+           "u32": ("0", "UINT32_MAX"), "u64": ("0", "UINT64_MAX"), "f32": ("-INFINITY", "INFINITY"),
+           "f64": ("-INFINITY", "INFINITY"), "b": ("0", "1")}
+
+
+@lru_cache(maxsize=None)
+def portable_helpers(with_f64: bool = True) -> str:
+    """Python's min/max/abs for every type and the identities of min/max reductions."""
+    out = []
+    for sfx, t in TYPES.items():
+        if sfx == "f64" and not with_f64:
+            continue
+        out.append(f"TK_INLINE {t} tk_min_{sfx}({t} a, {t} b) {{ return b < a ? b : a; }}")
+        out.append(f"TK_INLINE {t} tk_max_{sfx}({t} a, {t} b) {{ return b > a ? b : a; }}")
+        if sfx[0] == "i":
+            u = "u" + t
+            out.append(f"TK_INLINE {t} tk_abs_{sfx}({t} a) {{ return a < 0 ? ({t})(({u})0 - ({u})a) : a; }}")
+    out.append("TK_INLINE bool tk_min_b(bool a, bool b) { return a && b; }")
+    out.append("TK_INLINE bool tk_max_b(bool a, bool b) { return a || b; }")
+    out += [f"#define tk_ident_min_{s} ({lo})\n#define tk_ident_max_{s} ({hi})" for s, (lo, hi) in _LIMITS.items()]
+    return "\n".join(out) + "\n"
 
 
 def mangle(name: str) -> str:
