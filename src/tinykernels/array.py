@@ -242,9 +242,22 @@ class Array:
 
 # ------------------------------------------------------------------------------ constructors
 
+def _on(backend, h: np.ndarray) -> Array:
+    """``h`` as an Array of ``backend``: wrapped on host backends, uploaded on devices."""
+    if getattr(backend, "is_host", False):
+        return Array(h, backend)
+    upload = getattr(backend, "array_from_host", None)
+    if upload is None:
+        _require_host(backend, "arrays")
+    return upload(h)
+
+
+def _is_device(a) -> bool:
+    return isinstance(a, Array) and a._host is None
+
+
 def _new(fill: str, shape, dtype, backend, value=None) -> Array:
     backend = _resolve_backend(backend)
-    _require_host(backend, f"tk.{fill}")
     dims, dt = _shape(shape), _np_dtype(dtype)
     if fill == "zeros":
         h = np.zeros(dims, dt)
@@ -254,7 +267,7 @@ def _new(fill: str, shape, dtype, backend, value=None) -> Array:
         h = np.empty(dims, dt)
     else:
         h = np.full(dims, value, dt)
-    return Array(h, backend)
+    return _on(backend, h)
 
 
 def zeros(shape, dtype=float32, backend=None) -> Array:
@@ -288,7 +301,6 @@ def asarray(obj, backend=None) -> Array:
     if isinstance(obj, Array) and (backend is None or obj.backend == _resolve_backend(backend)):
         return obj
     backend = _resolve_backend(backend)
-    _require_host(backend, "tk.asarray")
     if isinstance(obj, Array):
         h = obj.numpy()                          # another backend's array: its host copy
     else:
@@ -303,7 +315,7 @@ def asarray(obj, backend=None) -> Array:
                                      f"{_dl_name(dev)}, not in host memory; move it to the host first")
                 h = np.asarray(obj)              # lists, tuples, scalars, __array__ objects
     _check_supported(h, "tk.asarray")
-    return Array(h, backend)
+    return _on(backend, h)
 
 
 def copyto(dst, src, stream=None):
@@ -315,6 +327,9 @@ def copyto(dst, src, stream=None):
     copy is queued on ``stream``, ordered with its other work, and its event returned.
     """
     from .runtime.streams import completed_event
+    if _is_device(dst) or _is_device(src):
+        dev = dst if _is_device(dst) else src
+        return dev.backend.copy(dst, src, stream)
     d = as_host_ndarray(dst)
     if d is None:
         raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")

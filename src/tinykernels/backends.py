@@ -115,11 +115,10 @@ def _gpu_unavailable(name: str, hint: str):
 CUDA = _gpu_unavailable("CUDA", "not implemented yet in this release (planned: pip install 'tinykernels[cuda]' with an NVIDIA driver)")
 ROCm = _gpu_unavailable("ROCm", "not implemented yet in this release (planned: hiprtc and the HIP runtime)")
 Metal = _gpu_unavailable("Metal", "not implemented yet in this release (needs macOS with Metal)")
-OpenCL = _gpu_unavailable("OpenCL", "not implemented yet in this release (planned: pip install 'tinykernels[opencl]' with an ICD such as PoCL)")
 WebGPU = _gpu_unavailable("WebGPU", "not implemented yet in this release (planned: pip install 'tinykernels[webgpu]')")
 
 _KINDS = {"CPU": CPU, "CUDA": CUDA, "GPU": CUDA, "NV": CUDA, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm,
-          "METAL": Metal, "CL": OpenCL, "OPENCL": OpenCL, "WEBGPU": WebGPU, "WGPU": WebGPU}
+          "METAL": Metal, "WEBGPU": WebGPU, "WGPU": WebGPU}
 _ORDER = ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP")
 
 
@@ -149,6 +148,8 @@ def backend(spec) -> Backend:
             f"unknown backend {spec!r}: expected one of CPU, CUDA[:n], ROCM[:n], METAL, CL, WEBGPU, INTERP")
     if cls is CPU:
         return CPU(threads=int(arg)) if arg else CPU()
+    if cls is OpenCL:
+        return OpenCL(device=int(arg)) if arg else OpenCL()
     return cls(int(arg)) if arg else cls()
 
 
@@ -200,3 +201,8 @@ def synchronize(b: Backend | None = None) -> None:
     """Wait for all outstanding work on a backend (default: the default backend)."""
     (b or default_backend()).synchronize()
 
+
+
+from .runtime.opencl import OpenCL  # noqa: E402  (the runtime needs Backend, defined above)
+
+_KINDS["CL"] = _KINDS["OPENCL"] = OpenCL

@@ -17,8 +17,10 @@ class CompileError(TinyKernelsError):
 
     def _format(self) -> str:
         where = ""
-        if self.filename is not None:
+        if self.filename is not None and self.line is not None:
             where = f"{self.filename}:{self.line}:{(self.col or 0) + 1}: "
+        elif self.filename is not None:
+            where = f"{self.filename}: "
         head = f"{where}{'in kernel ' + repr(self.kernel) + ': ' if self.kernel else ''}{self.msg}"
         if self.source_line:
             text = self.source_line.rstrip("\n")

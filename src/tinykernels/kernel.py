@@ -262,11 +262,14 @@ class KernelInstance:
     def _specs(self, args, wg):
         out = {}
         df = D.float64 if self.backend.supports_float64 else D.float32
+        from .array import Array
         for a, (name, kind) in zip(args, self.kernel.params):
             if kind == "constexpr":
                 out[name] = ConstexprSpec(a)
             elif isinstance(a, np.ndarray):
                 out[name] = ArraySpec(D.from_any(a.dtype), a.ndim, bool(a.flags.c_contiguous), kind == "const")
+            elif isinstance(a, Array):   # a device array
+                out[name] = ArraySpec(D.from_any(a.dtype), a.ndim, a.is_contiguous, kind == "const")
             elif isinstance(a, bool):
                 out[name] = ScalarSpec(Ty(D.bool_, True))
             elif isinstance(a, int):
@@ -275,7 +278,7 @@ class KernelInstance:
                 out[name] = ScalarSpec(Ty(df, True))
             else:
                 out[name] = ScalarSpec(Ty(D.from_any(a.dtype)))
-            if kind == "const" and not isinstance(a, np.ndarray):
+            if kind == "const" and name not in out or (kind == "const" and not isinstance(out[name], ArraySpec)):
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' is annotated tk.Const but is not an array")
         return out
 

@@ -378,17 +378,19 @@ class CLikeRenderer:
             if isinstance(p, str):
                 fmt.append(p.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("\n", "\\n"))
                 continue
-            d = p.ty.dtype
-            if d.is_float:
-                fmt.append("%g")
-                args.append(f"(double)({self.expr(p)})")
-            elif d.kind == "u":
-                fmt.append("%llu")
-                args.append(f"(unsigned long long)({self.expr(p)})")
-            else:
-                fmt.append("%lld")
-                args.append(f"(long long)({self.expr(p)})")
+            f, a = self.print_value(p)
+            fmt.append(f)
+            args.append(a)
         self.print_call(" ".join(fmt), args)
+
+    def print_value(self, p) -> tuple:
+        """printf conversion and argument for a value."""
+        d = p.ty.dtype
+        if d.is_float:
+            return "%g", f"(double)({self.expr(p)})"
+        if d.kind == "u":
+            return "%llu", f"(unsigned long long)({self.expr(p)})"
+        return "%lld", f"(long long)({self.expr(p)})"
 
     def print_call(self, fmt: str, args: list) -> None:
         self.w(f'printf("{fmt}\\n"{"".join(", " + a for a in args)});')

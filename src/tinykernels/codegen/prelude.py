@@ -64,8 +64,8 @@ TK_INLINE double tk_bits_f64(uint64_t u) {
 TK_INLINE uint32_t tk_shr_rne_u32(uint32_t v, uint32_t s) {
     uint32_t q = v >> s;
     uint32_t rem = v & ((1u << s) - 1u);
-    uint32_t half = 1u << (s - 1u);
-    if (rem > half || (rem == half && (q & 1u))) {
+    uint32_t hw = 1u << (s - 1u);
+    if (rem > hw || (rem == hw && (q & 1u))) {
         q += 1u;
     }
     return q;

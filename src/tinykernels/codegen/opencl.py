@@ -1,0 +1,151 @@
+"""OpenCL C (1.2) from the shared SIMT scaffold: mostly tables of strings.
+
+Fixed-width type names are typedefs, float16/bfloat16/fp8 are stored as integers and
+converted in software (so they work on devices without ``cl_khr_fp16``), 64-bit atomics use
+``cl_khr_int64_*_atomics``, and float atomics are compare-and-swap loops.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..ir import nodes as N
+from .clike import portable_helpers
+from .gpu import GPURenderer
+from .prelude import prelude
+
+_HEADER = """\
+typedef char int8_t; typedef uchar uint8_t; typedef short int16_t; typedef ushort uint16_t;
+typedef int int32_t; typedef uint uint32_t; typedef long int64_t; typedef ulong uint64_t;
+#define INT64_C(x) (x##L)
+#define UINT64_C(x) (x##UL)
+#define INT8_MIN SCHAR_MIN
+#define INT8_MAX SCHAR_MAX
+#define INT16_MIN SHRT_MIN
+#define INT16_MAX SHRT_MAX
+#define INT32_MIN INT_MIN
+#define INT32_MAX INT_MAX
+#define INT64_MIN LONG_MIN
+#define INT64_MAX LONG_MAX
+#define UINT8_MAX UCHAR_MAX
+#define UINT16_MAX USHRT_MAX
+#define UINT32_MAX UINT_MAX
+#define UINT64_MAX ULONG_MAX
+#define TK_INLINE static inline
+#define fmodf fmod
+#define floorf floor
+#define copysignf copysign
+#define logf log
+#define sqrtf sqrt
+#define cosf cos
+#define fabsf fabs
+"""
+
+_INT_ATOMIC = {"add": "add", "sub": "sub", "min": "min", "max": "max", "and": "and", "or": "or",
+               "xor": "xor", "exchange": "xchg", "cas": "cmpxchg"}
+
+
+@lru_cache(maxsize=None)
+def _float_atomics(with_f64: bool) -> str:
+    """Float atomics through compare-and-swap on the bits, for global and local memory."""
+    out = []
+    kinds = [("f32", "float", "uint", "as_float", "as_uint", "atomic_cmpxchg", "atomic_xchg")]
+    if with_f64:
+        kinds.append(("f64", "double", "ulong", "as_double", "as_ulong", "atom_cmpxchg", "atom_xchg"))
+    for sfx, t, u, as_t, as_u, cmpxchg, xchg in kinds:
+        for sp, space in (("g", "__global"), ("l", "__local")):
+            q = f"volatile {space} {u} *q = (volatile {space} {u} *)p;"
+            for op, expr in (("add", "o + v"), ("sub", "o - v"), ("min", "(v < o ? v : o)"),
+                             ("max", "(v > o ? v : o)")):
+                out.append(f"TK_INLINE {t} tk_atomic_{op}_{sfx}_{sp}(volatile {space} {t} *p, {t} v) {{ {q} "
+                           f"{u} old = *q, prev; while (1) {{ {t} o = {as_t}(old); "
+                           f"prev = {cmpxchg}(q, old, {as_u}({expr})); if (prev == old) return o; old = prev; }} }}")
+            out.append(f"TK_INLINE {t} tk_atomic_exchange_{sfx}_{sp}(volatile {space} {t} *p, {t} v) {{ {q} "
+                       f"return {as_t}({xchg}(q, {as_u}(v))); }}")
+            out.append(f"TK_INLINE {t} tk_atomic_cas_{sfx}_{sp}(volatile {space} {t} *p, {t} e, {t} n) {{ {q} "
+                       f"return {as_t}({cmpxchg}(q, {as_u}(e), {as_u}(n))); }}")
+    return "\n".join(out) + "\n"
+
+
+_DEBUG = """\
+TK_INLINE int tk_oob(__global long *err, long line, long arr, int nd, long i0, long n0, long i1, long n1,
+                     long i2, long n2) {
+    if (i0 >= 0 && i0 < n0 && i1 >= 0 && i1 < n1 && i2 >= 0 && i2 < n2) return 1;
+    if (atom_cmpxchg((volatile __global long *)err, 0L, 1L) == 0) {
+        err[1] = line; err[2] = arr; err[3] = nd; err[4] = i0; err[5] = n0; err[6] = i1; err[7] = n1;
+        err[8] = i2; err[9] = n2;
+    }
+    return 0;
+}
+"""
+
+
+class OpenCLRenderer(GPURenderer):
+    """OpenCL C for ``tk.OpenCL()``."""
+    int_print = ("%ld", "long")
+    uint_print = ("%lu", "ulong")
+
+    def __init__(self, kernel, plan, ranges, fp64: bool = True):
+        super().__init__(kernel, plan, ranges)
+        self.fp64 = fp64
+
+    def math_name(self, fn: str, d) -> str:
+        return fn          # OpenCL's math functions are overloaded on float and double
+
+    def atomic(self, e: N.Atomic) -> str:
+        d = e.array.dtype
+        ref = f"&{self.element(e.array, e.index)}"
+        args = ", ".join(self.expr(a) for a in e.args)
+        if d.is_float:
+            sp = "l" if e.array.space == "local" else "g"
+            call = f"tk_atomic_{e.op}_{self.fsuffix(d)}_{sp}({ref}, {args})"
+        else:
+            prefix = "atom_" if d.bits == 64 else "atomic_"
+            call = f"{prefix}{_INT_ATOMIC[e.op]}({ref}, {args})"
+        chk = self.bounds_check(e.array, e.index, e.loc)
+        return f"({chk} ? {call} : ({self.ctype(e.ty)})0)" if chk else call
+
+    def bounds_check(self, a, idx, loc):
+        if not self.k.debug:
+            return None
+        if a.name not in self.array_ids:
+            self.array_ids.append(a.name)
+        parts = []
+        for k in range(3):
+            if k < len(idx):
+                parts += [f"(long)({self.expr(idx[k])})", f"(long){self.shape(a, k)}"]
+            else:
+                parts += ["0", "1"]
+        return f"tk_oob(tk_err, {loc.line}, {self.array_ids.index(a.name)}, {len(idx)}, {', '.join(parts)})"
+
+    def print_value(self, p) -> tuple:
+        d = p.ty.dtype
+        if d.is_float:
+            return "%g", f"({'double' if self.fp64 else 'float'})({self.expr(p)})"
+        if d.kind == "u":
+            return "%lu", f"(ulong)({self.expr(p)})"
+        return "%ld", f"(long)({self.expr(p)})"
+
+    def workgroup_attribute(self) -> str:
+        wg = list(reversed(self.k.workgroup)) + [1] * (3 - self.k.ndim)
+        return f" __attribute__((reqd_work_group_size({wg[0]}, {wg[1]}, {wg[2]})))"
+
+    def render(self) -> str:
+        k = self.k
+        body = self.body()
+        head = []
+        if self.fp64:
+            head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        else:
+            head.append("#define TK_NO_F64 1")
+        head += ["#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable",
+                 "#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable", _HEADER,
+                 f"typedef {'int' if k.idx32 else 'long'} tk_idx;",
+                 prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
+                 portable_helpers(self.fp64), _float_atomics(self.fp64), _DEBUG if k.debug else ""]
+        return "\n".join(head) + "\n" + "\n".join(body) + "\n"
+
+
+def render_opencl(kernel: N.Kernel, plan, ranges: int, fp64: bool = True) -> tuple:
+    """OpenCL C source of a specialized kernel, and the debug array-name table."""
+    r = OpenCLRenderer(kernel, plan, ranges, fp64)
+    return r.render(), list(r.array_ids)

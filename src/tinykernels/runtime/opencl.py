@@ -1,0 +1,467 @@
+"""The OpenCL runtime (``tk.OpenCL()``, ``DEV=CL``) on ``pyopencl``.
+
+One context per device; a stream is an in-order command queue; events are OpenCL events.
+Programs are built once per specialization and cached in memory (the OpenCL driver keeps
+its own binary cache on disk). PoCL on the CPU is what CI tests with.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from functools import lru_cache
+
+import numpy as np
+
+from .. import dtypes as D
+from ..array import Array
+from ..backends import Backend
+from ..errors import BackendUnavailable, CompileError, LaunchError
+from ..kernel import KernelInstance, parse_ndrange
+from .streams import Event
+
+_HINT = "pip install 'tinykernels[opencl]' (pyopencl) and an OpenCL driver, e.g. pip install pocl-binary-distribution"
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError as e:
+        raise BackendUnavailable(f"the OpenCL backend needs pyopencl: {_HINT} ({e})") from None
+    return cl
+
+
+@lru_cache(maxsize=None)
+def _devices() -> tuple:
+    cl = _cl()
+    try:
+        plats = cl.get_platforms()
+    except cl.Error as e:
+        raise BackendUnavailable(f"no OpenCL platform found ({e}): {_HINT}") from None
+    return tuple((p, d) for p in plats for d in p.get_devices())
+
+
+class _Device:
+    """Context, default queue and program cache of one OpenCL device (shared by equal backends)."""
+
+    def __init__(self, platform, device):
+        cl = _cl()
+        self.platform, self.device = platform, device
+        self.ctx = cl.Context([device])
+        self.queue = cl.CommandQueue(self.ctx, device)
+        ext = device.extensions.split()
+        self.fp64 = "cl_khr_fp64" in ext
+        self.int64_atomics = "cl_khr_int64_base_atomics" in ext and "cl_khr_int64_extended_atomics" in ext
+        self.programs: dict = {}
+        self.streams = weakref.WeakSet()
+        self.lock = threading.Lock()
+
+
+_DEVICES: dict = {}        # explicit cache: (platform index, device index) -> _Device
+_DEVICES_LOCK = threading.Lock()
+
+
+def _pick(platform, device) -> tuple:
+    devs = _devices()
+    if not devs:
+        raise BackendUnavailable(f"no OpenCL device found: {_HINT}")
+
+    def match(value, obj, k):
+        if value is None:
+            return True
+        if isinstance(value, int):
+            return value == k
+        return str(value).lower() in obj.name.lower()
+    plats = []
+    for p, _ in devs:
+        if p not in plats:
+            plats.append(p)
+    for pi, p in enumerate(plats):
+        if not match(platform, p, pi):
+            continue
+        for di, d in enumerate(x for q, x in devs if q == p):
+            if match(device, d, di):
+                return pi, di, p, d
+    raise BackendUnavailable(f"no OpenCL device matches platform={platform!r} device={device!r}; "
+                             f"found: {', '.join(f'{p.name}: {d.name}' for p, d in devs)}")
+
+
+class OpenCL(Backend):
+    """An OpenCL device. ``platform`` / ``device``: index or part of the name (default: first)."""
+    name = "CL"
+    dev = "CL"
+    is_host = False
+
+    def __init__(self, platform=None, device=None, debug: bool | None = None):
+        import os
+        pi, di, p, d = _pick(platform, device)
+        self.platform_index, self.device_index = pi, di
+        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+        with _DEVICES_LOCK:
+            dev = _DEVICES.get((pi, di))
+            if dev is None:
+                dev = _DEVICES[(pi, di)] = _Device(p, d)
+        self._dev = dev
+        self.supports_float64 = dev.fp64
+        self.max_workgroupsize = int(d.max_work_group_size)
+
+    @property
+    def device_name(self) -> str:
+        return self._dev.device.name.strip()
+
+    def key(self) -> tuple:
+        return ("CL", self.platform_index, self.device_index, self.debug)
+
+    def __repr__(self) -> str:
+        return f"tk.OpenCL(platform={self.platform_index}, device={self.device_index}) # {self.device_name}"
+
+    @staticmethod
+    def available() -> tuple:
+        try:
+            devs = _devices()
+        except BackendUnavailable as e:
+            return False, str(e)
+        if not devs:
+            return False, f"pyopencl found no device: {_HINT}"
+        p, d = devs[0]
+        return True, f"{p.name.strip()}: {d.name.strip()} ({d.version.strip()})"
+
+    def supports(self, dtype) -> bool:
+        d = D.from_any(dtype)
+        return d is not None and (d != D.float64 or self.supports_float64)
+
+    def supports_atomic(self, dtype) -> bool:
+        d = D.from_any(dtype)
+        if d is None or not super().supports_atomic(d):
+            return False
+        if d.bits == 64:
+            return self._dev.int64_atomics and (d != D.float64 or self.supports_float64)
+        return True
+
+    # --- memory -----------------------------------------------------------------------------
+
+    def array_from_host(self, h: np.ndarray) -> "CLArray":
+        if h.dtype == np.float64 and not self.supports_float64:
+            raise TypeError(f"{self.device_name} has no float64 (cl_khr_fp64); use float32")
+        return CLArray(self, np.ascontiguousarray(h))
+
+    def copy(self, dst, src, stream=None):
+        cl = _cl()
+        q = stream.queue if stream is not None else self._dev.queue
+        if isinstance(dst, CLArray) and isinstance(src, CLArray):
+            _same_shape(dst, src)
+            ev = cl.enqueue_copy(q, dst.buffer, src.buffer, byte_count=src.nbytes)
+        elif isinstance(dst, CLArray):
+            h = np.ascontiguousarray(np.asarray(src if not isinstance(src, Array) else src.numpy()), dst.dtype)
+            _same_shape(dst, h)
+            ev = cl.enqueue_copy(q, dst.buffer, h, is_blocking=stream is None)
+        else:
+            from ..array import as_host_ndarray
+            h = as_host_ndarray(dst)
+            _same_shape(h, src)
+            tmp = np.empty(src.shape, src.dtype)
+            cl.enqueue_copy(q, tmp, src.buffer, is_blocking=True)
+            np.copyto(h, tmp, casting="same_kind")
+            return CLEvent(None)
+        if stream is None:
+            ev.wait()
+        return CLEvent(ev)
+
+    # --- streams ------------------------------------------------------------------------------
+
+    def stream(self, priority: int = 0) -> "CLStream":
+        s = CLStream(self, priority)
+        with self._dev.lock:
+            self._dev.streams.add(s)
+        return s
+
+    def synchronize(self) -> None:
+        self._dev.queue.finish()
+        for s in list(self._dev.streams):
+            s.queue.finish()
+
+    instance_class = None   # set below
+
+
+def _same_shape(a, b):
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"tk.copyto: shape mismatch: dst has shape {tuple(a.shape)}, src has shape {tuple(b.shape)}")
+
+
+class CLArray(Array):
+    """An array in an OpenCL device's global memory (always C-contiguous)."""
+    __slots__ = ("buffer", "_shape", "_dtype")
+
+    def __init__(self, backend: OpenCL, h: np.ndarray):
+        cl = _cl()
+        self._host = None
+        self._backend = backend
+        self._shape, self._dtype = tuple(h.shape), h.dtype
+        mf = cl.mem_flags
+        nbytes = max(h.nbytes, 1)
+        if h.nbytes:
+            self.buffer = cl.Buffer(backend._dev.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=h)
+        else:
+            self.buffer = cl.Buffer(backend._dev.ctx, mf.READ_WRITE, size=nbytes)
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def strides(self):
+        st, acc = [], self._dtype.itemsize
+        for n in reversed(self._shape):
+            st.append(acc)
+            acc *= max(n, 1)
+        return tuple(reversed(st))
+
+    @property
+    def ptr(self) -> int:
+        return int(self.buffer.int_ptr)
+
+    @property
+    def is_contiguous(self) -> bool:
+        return True
+
+    def numpy(self) -> np.ndarray:
+        """A host copy (waits for the default queue; synchronize streams that write it first)."""
+        cl = _cl()
+        h = np.empty(self._shape, self._dtype)
+        if h.nbytes:
+            cl.enqueue_copy(self._backend._dev.queue, h, self.buffer, is_blocking=True)
+        return h
+
+    @property
+    def __array_interface__(self):
+        raise AttributeError("a tk.Array on an OpenCL device has no host address; use .numpy()")
+
+    def __dlpack__(self, **kw):
+        raise BufferError("OpenCL buffers cannot be exported through DLPack; use .numpy() for a host copy")
+
+    def __dlpack_device__(self):
+        return (4, self._backend.device_index)
+
+
+class CLEvent(Event):
+    """An OpenCL event (None: already complete)."""
+    __slots__ = ("_cl_event",)
+
+    def __init__(self, ev):
+        super().__init__()
+        self._cl_event = ev
+
+    def done(self) -> bool:
+        if self._cl_event is None:
+            return True
+        cl = _cl()
+        return self._cl_event.command_execution_status == cl.command_execution_status.COMPLETE
+
+    def wait(self, timeout=None) -> None:
+        if self._cl_event is not None:
+            self._cl_event.wait()
+
+    def __repr__(self) -> str:
+        return f"<tk.Event (OpenCL) {'done' if self.done() else 'pending'}>"
+
+
+class CLStream:
+    """An in-order OpenCL command queue. Priorities are recorded; PoCL and most drivers
+    ignore them (``cl_khr_priority_hints`` is used where the device offers it)."""
+
+    def __init__(self, backend: OpenCL, priority: int = 0):
+        cl = _cl()
+        self.backend, self.priority = backend, priority
+        props = None
+        if "cl_khr_priority_hints" in backend._dev.device.extensions:
+            level = {1: 1 << 0, 0: 1 << 1, -1: 1 << 2}.get(max(-1, min(1, priority)))
+            props = [0x1096, level, 0]            # CL_QUEUE_PRIORITY_KHR
+        try:
+            self.queue = cl.CommandQueue(backend._dev.ctx, backend._dev.device, properties=props) if props \
+                else cl.CommandQueue(backend._dev.ctx, backend._dev.device)
+        except Exception:
+            self.queue = cl.CommandQueue(backend._dev.ctx, backend._dev.device)
+
+    def wait(self, event) -> None:
+        cl = _cl()
+        ev = getattr(event, "_cl_event", None)
+        if ev is not None:
+            cl.enqueue_marker(self.queue, wait_for=[ev])
+        elif not event.done():
+            event.wait()
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+
+    def submit(self, fn) -> Event:
+        self.queue.finish()
+        fn()
+        return CLEvent(None)
+
+
+class CLKernelInstance(KernelInstance):
+    """A kernel on an OpenCL device: OpenCL C from the shared renderer, built with pyopencl."""
+
+    def __init__(self, kernel, backend, wg):
+        self.kernel, self.backend, self.static_wg = kernel, backend, wg
+        self.name = kernel.name
+        self._compiled: dict = {}
+        self._lock = threading.Lock()
+        self._cmask = kernel.cmask
+
+    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        return self._launch(args, ndrange, workgroupsize, stream)
+
+    def _normalize(self, a, name, kind):
+        if isinstance(a, CLArray):
+            if a.backend != self.backend:
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
+                                  f"not on {self.backend!r}")
+            return a
+        if kind != "constexpr" and (isinstance(a, (np.ndarray, Array)) or hasattr(a, "__array_interface__")
+                                    or hasattr(a, "__dlpack__")) and not isinstance(a, np.generic):
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the OpenCL backend "
+                              "needs device arrays: tk.asarray(x, backend=...)")
+        return super()._normalize(a, name, kind)
+
+    def _render(self, ir, ranges):
+        from ..codegen.opencl import render_opencl
+        from ..passes.groups import plan_groups
+        from ..passes.uniformity import check_barriers, uniform_vars
+        _check_capabilities(ir, self.backend)
+        u = uniform_vars(ir.body, ir.locals)
+        check_barriers(ir, u)
+        grouped = bool(ir.uses & {"barrier", "localmem", "collective"})
+        return render_opencl(ir, plan_groups(ir, u) if grouped else None, ranges, self.backend.supports_float64)
+
+    def _build(self, args, geom, ndim, ranges, wg):
+        cl = _cl()
+        ir = self._ir(args, geom, ndim, ranges, wg)
+        src, names = self._render(ir, ranges)
+        dev = self.backend._dev
+        with dev.lock:
+            prog = dev.programs.get(src)
+            if prog is None:
+                try:
+                    prog = cl.Program(dev.ctx, src).build(options=["-cl-std=CL1.2", "-w"])
+                except cl.Error as e:
+                    raise CompileError(f"the OpenCL compiler rejected the generated code for kernel "
+                                       f"'{self.name}':\n{_tail(str(e))}", ir.file, None, kernel=self.name) from None
+                dev.programs[src] = prog
+        return prog.tk_kernel, ir, names
+
+    def source(self, *args, ndrange, workgroupsize=None) -> str:
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        return self._render(self._ir(norm, geom, ndim, ranges, wg), ranges)[0]
+
+    def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
+        cl = _cl()
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        if total == 0:
+            return CLEvent(None)
+        key = (tuple(_sig(a, kind) for a, (_, kind) in zip(norm, self.kernel.params)), ndim, ranges, wg,
+               _fits32(norm, geom))
+        entry = self._compiled.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._compiled.get(key)
+                if entry is None:
+                    entry = self._compiled[key] = self._build(norm, geom, ndim, ranges, wg)
+        kern, ir, names = entry
+        values = []
+        for d in range(ndim):
+            values += [np.int64(geom[3 * d]), np.int64(geom[3 * d + 1]), np.int64(geom[3 * d + 2])]
+        for p, a in zip(ir.params, norm):
+            if p[0] == "array":
+                values.append(a.buffer)
+                values += [np.int64(n) for n in a.shape]
+                values += [np.int64(s // a.dtype.itemsize) for s in a.strides]
+            elif p[0] == "scalar":
+                values.append(_scalar(a, p[2]))
+        err = None
+        if ir.debug:
+            err = cl.Buffer(self.backend._dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                            hostbuf=np.zeros(12, np.int64))
+            values.append(err)
+        kern.set_args(*values)
+        counts = [geom[3 * d + 1] for d in range(ndim)]
+        gsize = tuple(-(-counts[d] // wg[d]) * wg[d] for d in reversed(range(ndim)))
+        lsize = tuple(reversed(wg))
+        q = stream.queue if stream is not None else self.backend._dev.queue
+        ev = cl.enqueue_nd_range_kernel(q, kern, gsize, lsize)
+        if err is not None:
+            ev.wait()
+            info = np.empty(12, np.int64)
+            cl.enqueue_copy(q, info, err, is_blocking=True)
+            if info[0]:
+                from ..kernel import Compiled, _check_debug
+                _check_debug(_HostErr(info, names, ir.file), self.name)
+        return CLEvent(ev)
+
+
+class _HostErr:
+    """Adapts a copied-back error buffer to the CPU's debug-error reporter."""
+
+    def __init__(self, info, names, file):
+        self.array_names, self.file = names, file
+        self.lib = self
+        self._info = info
+
+    def tk_get_error(self, buf):
+        for k in range(12):
+            buf[k] = int(self._info[k])
+
+    def tk_clear_error(self):
+        pass
+
+
+def _sig(a, kind):
+    if kind == "constexpr":
+        return ("C", type(a).__name__, a)
+    if isinstance(a, CLArray):
+        return ("A", a.dtype.str, a.ndim)
+    if isinstance(a, np.generic):
+        return ("S", a.dtype.str)
+    return (type(a).__name__,)
+
+
+def _fits32(args, geom) -> bool:
+    if geom[1] * geom[4] * geom[7] >= 1 << 31:
+        return False
+    return all(a.size < 1 << 31 for a in args if isinstance(a, CLArray))
+
+
+def _scalar(a, ty):
+    d = ty.dtype
+    if d.kind == "b":
+        return np.uint8(bool(a))
+    if d.is_storage_only:
+        return np.float32(a)
+    return np.array(a).astype(D.to_numpy(d))[()]
+
+
+def _check_capabilities(ir, backend) -> None:
+    """A kernel that needs float64 on a device without it is a CompileError at its line."""
+    if backend.supports_float64:
+        return
+    from ..ir import nodes as N
+    import linecache
+    for s in N.walk_stmts(ir.body):
+        for e in N.stmt_exprs(s):
+            for x in N.walk_expr(e):
+                if x.ty.dtype == D.float64 and not x.ty.weak:
+                    loc = x.loc
+                    raise CompileError(f"float64 is not supported on {backend.device_name} (no cl_khr_fp64)",
+                                       loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None,
+                                       kernel=ir.name)
+
+
+def _tail(text: str, n: int = 30) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return "\n".join(lines[-n:])
+
+
+OpenCL.instance_class = CLKernelInstance
