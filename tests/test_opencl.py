@@ -1,0 +1,99 @@
+"""The OpenCL backend (runs on PoCL in CI); skipped where no OpenCL device is available."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+
+ok, why = tk.backends()["OpenCL"]
+pytestmark = pytest.mark.skipif(not ok, reason=f"OpenCL unavailable: {why}")
+
+
+@pytest.fixture(scope="module")
+def cl():
+    return tk.backend("CL")
+
+
+@tk.kernel
+def saxpy(y, a, x: tk.Const):
+    i = tk.index()
+    y[i] = a * x[i] + y[i]
+
+
+def test_device_arrays_round_trip_and_copies(cl):
+    a = tk.asarray(np.arange(12.0).reshape(3, 4), backend=cl)
+    assert a.backend == cl and a.shape == (3, 4) and a.dtype == np.float64
+    np.testing.assert_array_equal(a.numpy(), np.arange(12.0).reshape(3, 4))
+    b = tk.zeros((3, 4), tk.float64, backend=cl)
+    tk.copyto(b, a)
+    np.testing.assert_array_equal(b.numpy(), a.numpy())
+    host = np.zeros((3, 4))
+    tk.copyto(host, b)
+    np.testing.assert_array_equal(host, a.numpy())
+    tk.copyto(b, np.ones((3, 4)))
+    assert (b.numpy() == 1).all()
+    with pytest.raises(ValueError, match="shape"):
+        tk.copyto(b, np.ones(5))
+
+
+def test_kernels_match_the_cpu(cl):
+    x = np.random.default_rng(0).random(1037).astype(np.float32)
+    y = np.random.default_rng(1).random(1037).astype(np.float32)
+    Y = tk.asarray(y, backend=cl)
+    saxpy(cl)(Y, 0.5, tk.asarray(x, backend=cl), ndrange=x.size)
+    tk.synchronize(cl)
+    ref = y.copy()
+    saxpy(tk.CPU())(ref, 0.5, x, ndrange=x.size)
+    np.testing.assert_array_equal(Y.numpy(), ref)
+
+
+def test_host_arrays_are_refused_with_a_launch_error(cl):
+    with pytest.raises(tk.LaunchError, match="'y'.*device arrays"):
+        saxpy(cl)(np.zeros(4, np.float32), 1.0, tk.zeros(4, backend=cl), ndrange=4)
+
+
+def test_streams_and_events_order_work(cl):
+    n = 1 << 14
+    A = tk.zeros(n, tk.float32, backend=cl)
+    ones = tk.ones(n, tk.float32, backend=cl)
+    s1, s2 = cl.stream(priority=tk.High), cl.stream(priority=tk.Low)
+    evs = [saxpy(cl)(A, 1.0, ones, ndrange=n, stream=s1) for _ in range(10)]
+    s2.wait(evs[-1])
+    B = tk.zeros(n, tk.float32, backend=cl)
+    ev = saxpy(cl)(B, 2.0, A, ndrange=n, stream=s2)
+    assert isinstance(ev, tk.Event)
+    ev.wait()
+    assert ev.done()
+    np.testing.assert_array_equal(B.numpy(), np.full(n, 20.0, np.float32))
+
+
+def test_debug_mode_bounds_checks(cl):
+    @tk.kernel
+    def oob(A):
+        A[tk.index() + 2] = 1.0
+    b = tk.OpenCL(debug=True)
+    with pytest.raises(IndexError, match=r"oob.*\(8,\)"):
+        oob(b)(tk.zeros(8, backend=b), ndrange=8)
+        tk.synchronize(b)
+
+
+def test_generated_source_is_opencl_c(cl):
+    src = saxpy(cl).source(tk.zeros(4, backend=cl), 1.0, tk.zeros(4, backend=cl), ndrange=4)
+    assert "__kernel" in src and "get_local_id" in src and "#line" in src
+
+
+def test_no_float64_is_a_compile_error_naming_the_line(cl, monkeypatch):
+    b = tk.OpenCL()
+    monkeypatch.setattr(b, "supports_float64", False)
+
+    @tk.kernel
+    def widen(y, x: tk.Const):
+        i = tk.index()
+        y[i] = tk.float64(x[i]) * 2
+    with pytest.raises(tk.CompileError, match="float64"):
+        widen(b)(tk.zeros(4, backend=cl), tk.zeros(4, backend=cl), ndrange=4)
+
+
+def test_listed_in_backends_and_capabilities(cl):
+    assert "CL" in tk.backends_available()
+    assert cl.supports(tk.float16) and cl.supports_atomic(tk.int32)
+    assert cl.max_workgroupsize >= 64
