@@ -174,12 +174,12 @@ def _round(lw, node):
     x = es[0]
     if not x.ty.dtype.is_float:
         return x
-    return lw.cast(N.Call(x.ty, lw.loc(node), "rint", [x]), Ty(D.int64, True))
+    return lw.cast(N.Call(x.ty, lw.loc(node), "rint", [x]), lw.weak_int())
 
 
 def _int(lw, node):
     (x,) = _exprs(lw, node, 1, "int")
-    return lw.cast(x, Ty(D.int64, True)) if x.ty.dtype != D.int64 or not x.ty.weak else x
+    return lw.cast(x, lw.weak_int()) if x.ty != lw.weak_int() else x
 
 
 def _float(lw, node):
@@ -197,7 +197,7 @@ def _len(lw, node):
     if isinstance(a, N.ArrayInfo):
         return lw.shape_of(a, 0, lw.loc(node))
     if isinstance(a, tuple):
-        return N.Const(Ty(D.int64, True), lw.loc(node), len(a))
+        return N.Const(lw.weak_int(), lw.loc(node), len(a))
     raise lw.err(node, "len() takes an array or a tuple in kernels")
 
 
@@ -222,7 +222,7 @@ def _index(lw, node):
     if space in (lang.Linear, lang.Cartesian) or form in (lang.Global, lang.Local, lang.Group):
         raise lw.err(node, "write tk.index(space, form), e.g. tk.index(tk.Global, tk.Cartesian)")
     base = {lang.Global: "global", lang.Local: "local", lang.Group: "group"}[space]
-    loc, t = lw.loc(node), Ty(D.int64, True)
+    loc, t = lw.loc(node), lw.weak_int()
     if form is lang.Linear:
         return N.Index(t, loc, base + "_linear")
     return tuple(N.Index(t, loc, base, d) for d in range(lw.opts.ndim))
@@ -231,7 +231,7 @@ def _index(lw, node):
 def _geometry(kind):
     def h(lw, node):
         _args(lw, node, 0, kind)
-        loc, t = lw.loc(node), Ty(D.int64, True)
+        loc, t = lw.loc(node), lw.weak_int()
         if kind == "groupsize":
             return tuple(N.Const(t, loc, w) for w in lw.opts.workgroup)
         return tuple(N.Index(t, loc, kind, d) for d in range(lw.opts.ndim))
@@ -323,7 +323,7 @@ def _collective(kind):
             inclusive = bool(c.value)
         if op.obj in ("and", "or") and v.ty.dtype.is_float:
             raise lw.err(node, f"op {op.obj!r} needs integers or bools")
-        t = v.ty if v.ty.dtype.kind != "b" or op.obj in ("and", "or", "min", "max") else Ty(D.int64)
+        t = v.ty if v.ty.dtype.kind != "b" or op.obj in ("and", "or", "min", "max") else Ty(lw.opts.default_int)
         src, dst = lw.fresh("csrc"), lw.fresh("cdst")
         lw.assign_var(src, lw.cast(v, t), node)
         lw.types[dst] = t

@@ -47,6 +47,7 @@ class LowerOptions:
     ndim: int                     # ndrange rank
     workgroup: tuple              # static workgroup size
     default_float: D.DType = D.float64
+    default_int: D.DType = D.int64        # int32 on backends without 64-bit integers (WebGPU)
     unsafe_indices: bool = False
     debug: bool = False
     idx32: bool = False
@@ -148,6 +149,9 @@ class Lowerer:
     def weak_float(self) -> Ty:
         return Ty(self.opts.default_float, True)
 
+    def weak_int(self) -> Ty:
+        return Ty(self.opts.default_int, True)
+
     # --- entry ------------------------------------------------------------------------
 
     def run(self) -> list:
@@ -185,7 +189,7 @@ class Lowerer:
         t = self.types.get(name) or self.prev.get(name)
         if t is None:
             self.read_before.setdefault(name, node)
-            return Ty(D.int64, True)
+            return self.weak_int()
         return self.prev.get(name, t)
 
     def assign_var(self, name: str, value: N.Expr, node) -> None:
@@ -314,9 +318,9 @@ class Lowerer:
             if not (v.ty.dtype.is_int or v.ty.dtype.kind == "b"):
                 raise self.err(a, f"range() needs integers, got {v.ty}")
         if len(vals) == 1:
-            vals = [N.Const(Ty(D.int64, True), self.loc(s), 0), vals[0]]
+            vals = [N.Const(self.weak_int(), self.loc(s), 0), vals[0]]
         if len(vals) == 2:
-            vals.append(N.Const(Ty(D.int64, True), self.loc(s), 1))
+            vals.append(N.Const(self.weak_int(), self.loc(s), 1))
         if isinstance(vals[2], N.Const) and vals[2].value == 0:
             raise self.err(s.iter, "range() step must not be zero")
         t = vals[0].ty
@@ -454,7 +458,7 @@ class Lowerer:
         if isinstance(v, (bool, np.bool_)):
             return N.Const(Ty(D.bool_, isinstance(v, bool)), loc, bool(v))
         if isinstance(v, int):
-            return N.Const(Ty(D.int64, True), loc, v)
+            return N.Const(self.weak_int(), loc, v)
         if isinstance(v, float):
             return N.Const(self.weak_float(), loc, v)
         if isinstance(v, np.generic):
@@ -544,7 +548,7 @@ class Lowerer:
             d = D.from_any(obj) if isinstance(obj, (type, np.dtype, D.DType, D._MissingDType)) and obj not in (int, float, bool) else None
             return DTypeVal(d) if d is not None else PyObj(obj)
         if isinstance(base, DTypeVal) and attr in ("itemsize",):
-            return N.Const(Ty(D.int64, True), self.loc(node), base.dtype.itemsize)
+            return N.Const(self.weak_int(), self.loc(node), base.dtype.itemsize)
         raise self.err(node, f"attribute '{attr}' is not supported here")
 
     def array_attr(self, arr, attr, node):
@@ -552,12 +556,12 @@ class Lowerer:
         if attr == "shape":
             return tuple(self.shape_of(arr, k, loc) for k in range(arr.ndim))
         if attr == "ndim":
-            return N.Const(Ty(D.int64, True), loc, arr.ndim)
+            return N.Const(self.weak_int(), loc, arr.ndim)
         if attr == "dtype":
             return DTypeVal(arr.dtype)
         if attr == "size":
             parts = [self.shape_of(arr, k, loc) for k in range(arr.ndim)]
-            v = parts[0] if parts else N.Const(Ty(D.int64, True), loc, 1)
+            v = parts[0] if parts else N.Const(self.weak_int(), loc, 1)
             for p in parts[1:]:
                 v = self.binop("*", v, p, node)
             return v
@@ -565,8 +569,8 @@ class Lowerer:
 
     def shape_of(self, arr, k, loc):
         if arr.space != "global":
-            return N.Const(Ty(D.int64, True), loc, arr.shape[k])
-        return N.Shape(Ty(D.int64, True), loc, arr, k)
+            return N.Const(self.weak_int(), loc, arr.shape[k])
+        return N.Shape(self.weak_int(), loc, arr, k)
 
     def e_Subscript(self, node):
         base = self.expr(node.value)
@@ -602,7 +606,7 @@ class Lowerer:
         else:
             t = D.promote(a.ty, b.ty, df)
             if op in ("-", "**") and t.dtype.kind == "b":
-                t = Ty(D.int64, t.weak) if op == "**" else t
+                t = Ty(self.opts.default_int, t.weak) if op == "**" else t
         self.check_weak_fits(a, t, node)
         self.check_weak_fits(b, t, node)
         ca, cb = self.cast(a, t), self.cast(b, t)
