@@ -132,19 +132,6 @@ class CRenderer(CLikeRenderer):
         chk = self.bounds_check(e.array, e.index, e.loc)
         return f"({chk} ? {call} : ({self.ctype(e.ty)})0)" if chk else call
 
-    def bounds_check(self, a: N.ArrayInfo, idx: list, loc: N.Loc):
-        if not self.k.debug:
-            return None
-        if a.name not in self.array_ids:
-            self.array_ids.append(a.name)
-        parts = []
-        for k in range(3):
-            if k < len(idx):
-                parts += [f"(int64_t)({self.expr(idx[k])})", f"(int64_t){self.shape(a, k)}"]
-            else:
-                parts += ["0", "1"]
-        return f"tk_oob({loc.line}, {self.array_ids.index(a.name)}, {len(idx)}, {', '.join(parts)})"
-
     def print_call(self, fmt, args):
         super().print_call(fmt, args)
         self.w("fflush(stdout);")
@@ -195,13 +182,7 @@ class CRenderer(CLikeRenderer):
 
     def s_Collective(self, s: N.Collective):
         t = self.ctype(s.ty)
-        sfx = self.fsuffix(s.ty.dtype)
-        ident = {"add": "0", "mul": "1", "or": "0", "and": "1",
-                 "min": f"tk_ident_max_{sfx}", "max": f"tk_ident_min_{sfx}"}[s.op]
-        comb = {"add": "acc + x", "mul": "acc * x", "and": "acc & x", "or": "acc | x",
-                "min": f"tk_min_{sfx}(acc, x)", "max": f"tk_max_{sfx}(acc, x)"}[s.op]
-        if s.ty.dtype.kind == "b" and s.op in ("and", "or"):
-            comb = "acc && x" if s.op == "and" else "acc || x"
+        ident, comb = self.collective_parts(s)
         k = self.k
         guard = []
         if not k.unsafe_indices:

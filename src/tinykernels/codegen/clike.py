@@ -190,9 +190,6 @@ class CLikeRenderer:
     def element(self, a: N.ArrayInfo, idx: list) -> str:
         return f"{self.array_ptr(a)}[{self.offset(a, idx)}]"
 
-    def bounds_check(self, a: N.ArrayInfo, idx: list, loc: N.Loc) -> str | None:
-        return None
-
     def e_Load(self, e):
         ref = self.element(e.array, e.index)
         conv = self.load_conv.get(e.array.dtype.name)
@@ -285,6 +282,33 @@ class CLikeRenderer:
 
     def e_Atomic(self, e):
         return self.atomic(e)
+
+    def bounds_check(self, a: N.ArrayInfo, idx: list, loc: N.Loc) -> str | None:
+        """Debug mode: a call that reports an out-of-bounds index (and returns 0), or None."""
+        if not self.k.debug:
+            return None
+        if a.name not in self.array_ids:
+            self.array_ids.append(a.name)
+        parts = []
+        for k in range(3):
+            if k < len(idx):
+                parts += [f"(int64_t)({self.expr(idx[k])})", f"(int64_t){self.shape(a, k)}"]
+            else:
+                parts += ["0", "1"]
+        return f"tk_oob({self.oob_prefix}{loc.line}, {self.array_ids.index(a.name)}, {len(idx)}, {', '.join(parts)})"
+
+    oob_prefix = ""     # extra leading argument of tk_oob (an error buffer on devices)
+
+    def collective_parts(self, s: N.Collective) -> tuple:
+        """(identity, combine expression of ``acc`` and ``x``) of a group reduction or scan."""
+        sfx = self.fsuffix(s.ty.dtype)
+        ident = {"add": "0", "mul": "1", "or": "0", "and": "1",
+                 "min": f"tk_ident_max_{sfx}", "max": f"tk_ident_min_{sfx}"}[s.op]
+        comb = {"add": "acc + x", "mul": "acc * x", "and": "acc & x", "or": "acc | x",
+                "min": f"tk_min_{sfx}(acc, x)", "max": f"tk_max_{sfx}(acc, x)"}[s.op]
+        if s.ty.dtype.kind == "b" and s.op in ("and", "or"):
+            comb = "acc && x" if s.op == "and" else "acc || x"
+        return ident, comb
 
     def atomic(self, e: N.Atomic) -> str:
         raise NotImplementedError
@@ -383,14 +407,13 @@ class CLikeRenderer:
             args.append(a)
         self.print_call(" ".join(fmt), args)
 
+    print_formats = {"f": ("%g", "double"), "u": ("%llu", "unsigned long long"), "i": ("%lld", "long long")}
+
     def print_value(self, p) -> tuple:
         """printf conversion and argument for a value."""
-        d = p.ty.dtype
-        if d.is_float:
-            return "%g", f"(double)({self.expr(p)})"
-        if d.kind == "u":
-            return "%llu", f"(unsigned long long)({self.expr(p)})"
-        return "%lld", f"(long long)({self.expr(p)})"
+        kind = "f" if p.ty.dtype.is_float else "u" if p.ty.dtype.kind == "u" else "i"
+        fmt, cast = self.print_formats[kind]
+        return fmt, f"({cast})({self.expr(p)})"
 
     def print_call(self, fmt: str, args: list) -> None:
         self.w(f'printf("{fmt}\\n"{"".join(", " + a for a in args)});')

@@ -139,13 +139,7 @@ class GPURenderer(CLikeRenderer):
         t = self.ctype(s.ty)
         scr = self.scratch.setdefault(t, f"tk_scr{len(self.scratch)}")
         wg = _prod(self.k.workgroup)
-        sfx = self.fsuffix(s.ty.dtype)
-        ident = {"add": "0", "mul": "1", "or": "0", "and": "1",
-                 "min": f"tk_ident_max_{sfx}", "max": f"tk_ident_min_{sfx}"}[s.op]
-        comb = {"add": "acc + x", "mul": "acc * x", "and": "acc & x", "or": "acc | x",
-                "min": f"tk_min_{sfx}(acc, x)", "max": f"tk_max_{sfx}(acc, x)"}[s.op]
-        if s.ty.dtype.kind == "b" and s.op in ("and", "or"):
-            comb = "acc && x" if s.op == "and" else "acc || x"
+        ident, comb = self.collective_parts(s)
         step = {"reduce": "acc = " + comb + ";", "scan": f"acc = {comb}; {scr}[k] = acc;",
                 "exscan": f"{scr}[k] = acc; acc = {comb};"}[s.kind]
         self.w(f"{scr}[tk_ll] = {self.var(s.src)}; tk_act[tk_ll] = tk_active;")

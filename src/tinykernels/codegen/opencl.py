@@ -81,12 +81,13 @@ TK_INLINE int tk_oob(__global long *err, long line, long arr, int nd, long i0, l
 
 class OpenCLRenderer(GPURenderer):
     """OpenCL C for ``tk.OpenCL()``."""
-    int_print = ("%ld", "long")
-    uint_print = ("%lu", "ulong")
+    oob_prefix = "tk_err, "
 
     def __init__(self, kernel, plan, ranges, fp64: bool = True):
         super().__init__(kernel, plan, ranges)
         self.fp64 = fp64
+        self.print_formats = {"f": ("%g", "double" if fp64 else "float"), "u": ("%lu", "ulong"),
+                              "i": ("%ld", "long")}
 
     def math_name(self, fn: str, d) -> str:
         return fn          # OpenCL's math functions are overloaded on float and double
@@ -103,27 +104,6 @@ class OpenCLRenderer(GPURenderer):
             call = f"{prefix}{_INT_ATOMIC[e.op]}({ref}, {args})"
         chk = self.bounds_check(e.array, e.index, e.loc)
         return f"({chk} ? {call} : ({self.ctype(e.ty)})0)" if chk else call
-
-    def bounds_check(self, a, idx, loc):
-        if not self.k.debug:
-            return None
-        if a.name not in self.array_ids:
-            self.array_ids.append(a.name)
-        parts = []
-        for k in range(3):
-            if k < len(idx):
-                parts += [f"(long)({self.expr(idx[k])})", f"(long){self.shape(a, k)}"]
-            else:
-                parts += ["0", "1"]
-        return f"tk_oob(tk_err, {loc.line}, {self.array_ids.index(a.name)}, {len(idx)}, {', '.join(parts)})"
-
-    def print_value(self, p) -> tuple:
-        d = p.ty.dtype
-        if d.is_float:
-            return "%g", f"({'double' if self.fp64 else 'float'})({self.expr(p)})"
-        if d.kind == "u":
-            return "%lu", f"(ulong)({self.expr(p)})"
-        return "%ld", f"(long)({self.expr(p)})"
 
     def workgroup_attribute(self) -> str:
         wg = list(reversed(self.k.workgroup)) + [1] * (3 - self.k.ndim)

@@ -1,0 +1,644 @@
+"""Scalar semantics of the interpreter backend: what one operation on one value gives.
+
+Kernel code runs as ordinary Python on NumPy scalars (array loads), Python ints (indices,
+``int()``, shapes) and Python floats, so most of NEP 50 happens by itself. This module holds
+the places where plain Python or NumPy differ from SPEC.md and docs/language.md; the code
+transformer (:mod:`.interp_transform`) routes the matching operators and calls here:
+
+* Python ints are the compiler's *weak int64*: ``+ - * << ** neg`` wrap to 64 bits;
+* integer ``//`` and ``%`` by zero give 0, float ones NaN/inf (never ZeroDivisionError);
+* ``int ** negative`` gives 0, ``<<``/``>>`` past the width give NumPy's 0 / -1;
+* casts (``tk.int8(x)``, stores) follow C conversions (ints wrap, floats truncate);
+* float16 / bfloat16 / fp8 compute in float32 and round on store or explicit cast;
+* ``math.*`` on a float32 uses the float32 function and returns the argument's float type;
+* ``abs/min/max/round/int/float/bool/range`` give the compiler's types;
+* ``tk.print`` formats like the C backend (``%g`` floats, decimal ints, bools as 0/1);
+* ``tk.random`` computes exactly what :mod:`tinykernels.random` computes on the host.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import types
+from fractions import Fraction
+
+import numpy as np
+
+from .. import dtypes as D
+
+_M32 = 0xFFFFFFFF
+_M64 = (1 << 64) - 1
+_I64MIN, _I64MAX = -(1 << 63), (1 << 63) - 1
+_PYNUM = (bool, int, float)
+
+
+def wrap64(v: int) -> int:
+    """A Python int wrapped to int64 (two's complement)."""
+    v &= _M64
+    return v - (1 << 64) if v > _I64MAX else v
+
+
+def wrap_bits(v: int, bits: int, signed: bool) -> int:
+    v &= (1 << bits) - 1
+    if signed and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def _isint(v) -> bool:
+    t = type(v)
+    return t is int or t is bool
+
+
+# ----------------------------------------------------------------------------- dtypes and casts
+
+class DTypeCast:
+    """A kernel dtype (``tk.float32``, ``A.dtype``): calling it casts with C conversion rules.
+
+    Compares equal to the NumPy dtype / scalar type it stands for, and ``np.dtype(obj)`` works,
+    so ``A.dtype == tk.float32`` and ``tk.localmem(A.dtype, ...)`` behave as in the compiler."""
+    __slots__ = ("dtype", "type", "name", "kind", "bits", "storage", "compute")
+
+    def __init__(self, npdtype: np.dtype):
+        self.dtype = np.dtype(npdtype)
+        self.type = self.dtype.type
+        d = D.from_any(self.dtype)
+        self.name = d.name if d is not None else self.dtype.name
+        self.kind = d.kind if d is not None else self.dtype.kind
+        self.bits = d.bits if d is not None else self.dtype.itemsize * 8
+        self.storage = bool(d is not None and d.is_storage_only)
+        self.compute = np.float32 if self.storage else self.type   # type of loaded values
+
+    def __call__(self, v):
+        return cast(v, self)
+
+    def __eq__(self, other):
+        if isinstance(other, DTypeCast):
+            return self.dtype == other.dtype
+        try:
+            return self.dtype == np.dtype(other)
+        except TypeError:
+            return NotImplemented
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    def __hash__(self):
+        return hash(self.dtype)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def __name__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"tk.{self.name}"
+
+
+_CASTS: dict = {}
+
+
+def dtype_cast(obj) -> DTypeCast:
+    """The DTypeCast of a public dtype, NumPy dtype or scalar type (TypeError if not a dtype)."""
+    if isinstance(obj, DTypeCast):
+        return obj
+    c = _CASTS.get(obj) if isinstance(obj, (type, np.dtype)) else None
+    if c is not None:
+        return c
+    d = D.from_any(obj) if not isinstance(obj, (bool, int, float)) or isinstance(obj, type) else None
+    if d is None:
+        raise TypeError(f"expected a dtype such as tk.float32 or A.dtype, got {obj!r}")
+    c = DTypeCast(D.to_numpy(d))
+    if isinstance(obj, (type, np.dtype)):
+        _CASTS[obj] = c
+    return c
+
+
+def cast(v, dc: DTypeCast):
+    """``dc(v)``: the value converted like a C cast to the kernel type (strong NumPy scalar)."""
+    k = dc.kind
+    if k == "b":
+        return np.bool_(v != 0)
+    if k in "iu":
+        if _isint(v):
+            return dc.type(wrap_bits(int(v), dc.bits, k == "i"))
+        if type(v) is float:
+            v = np.float64(v)
+        if isinstance(v, np.generic):
+            return v.astype(dc.dtype)
+        return dc.type(v)
+    if dc.storage:  # round through the narrow type, compute in float32
+        f = np.float32(float(v) if _isint(v) else v)
+        return np.float32(f.astype(dc.dtype))
+    if _isint(v) and not (_I64MIN <= v <= _M64):
+        v = float(v)
+    return dc.type(v)
+
+
+def store_value(v, dc: DTypeCast):
+    """The value to put into a NumPy array of ``dc`` so that it holds what C would store."""
+    if dc.storage:
+        return np.float32(float(v) if _isint(v) else v) if type(v) is not np.float32 else v
+    return cast(v, dc)
+
+
+# ----------------------------------------------------------------------------- type promotion
+
+_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}
+_PROMO: dict = {}
+
+
+def _kind(t) -> str:
+    if t is bool:
+        return "b"
+    if t is int:
+        return "i"
+    if t is float:
+        return "f"
+    return np.dtype(t).kind
+
+
+def promote_types(ta, tb):
+    """NEP 50 result type of two value types (Python types are weak)."""
+    key = (ta, tb)
+    r = _PROMO.get(key)
+    if r is not None:
+        return r
+    wa, wb = ta in _PYNUM, tb in _PYNUM
+    if wa and wb:
+        r = ta if _RANK[_kind(ta)] >= _RANK[_kind(tb)] else tb
+    elif wa or wb:
+        w, s = (ta, tb) if wa else (tb, ta)
+        kw, ks = _kind(w), _kind(s)
+        if _RANK[kw] <= _RANK[ks]:
+            r = s
+        elif kw == "f":
+            r = s if ks == "f" else np.float64
+        else:
+            r = np.int64
+    else:
+        r = np.promote_types(ta, tb).type
+        if r not in _NPSCALAR and np.dtype(r).kind == "f":    # narrow floats compute in float32
+            r = np.float32
+    _PROMO[key] = r
+    return r
+
+
+_NPSCALAR = {np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+             np.float32, np.float64}
+
+
+def to_type(v, t):
+    """``v`` converted to value type ``t`` (a Python or NumPy scalar type)."""
+    if type(v) is t:
+        return v
+    if t is int:
+        return to_int(v)
+    if t is float:
+        return float(v)
+    if t is bool:
+        return bool(v)
+    return cast(v, dtype_cast(t))
+
+
+def common(values):
+    """Every value converted to their common (promoted) type."""
+    t = type(values[0])
+    for v in values[1:]:
+        if type(v) is not t:
+            t = promote_types(t, type(v))
+    return [to_type(v, t) for v in values], t
+
+
+# ----------------------------------------------------------------------------- operators
+
+def op_add(a, b):
+    r = a + b
+    if type(r) is int and not _I64MIN <= r <= _I64MAX:
+        return wrap64(r)
+    return r
+
+
+def op_sub(a, b):
+    r = a - b
+    if type(r) is int and not _I64MIN <= r <= _I64MAX:
+        return wrap64(r)
+    return r
+
+
+def op_mul(a, b):
+    r = a * b
+    if type(r) is int and not _I64MIN <= r <= _I64MAX:
+        return wrap64(r)
+    return r
+
+
+def op_truediv(a, b):
+    ta, tb = type(a), type(b)
+    if ta in _PYNUM and tb in _PYNUM:
+        fa, fb = float(a), float(b)
+        if fb == 0.0:
+            return float(np.float64(fa) / np.float64(fb))
+        return fa / fb
+    return a / b
+
+
+def op_floordiv(a, b):
+    try:
+        r = a // b
+    except ZeroDivisionError:          # only Python scalars raise
+        if type(a) is float or type(b) is float:
+            return float(np.float64(a) // np.float64(b))
+        return 0
+    if type(r) is int and not _I64MIN <= r <= _I64MAX:
+        return wrap64(r)
+    return r
+
+
+def op_mod(a, b):
+    try:
+        return a % b
+    except ZeroDivisionError:
+        if type(a) is float or type(b) is float:
+            return float(np.float64(a) % np.float64(b))
+        return 0
+
+
+def op_pow(a, b):
+    ta, tb = type(a), type(b)
+    if ta in _PYNUM and tb in _PYNUM:
+        if (ta is int or ta is bool) and (tb is int or tb is bool):
+            if b < 0:
+                return 0
+            return wrap64(pow(a, b, 1 << 64))
+        return float(np.float64(a) ** np.float64(b))
+    try:
+        return a ** b
+    except ValueError:                 # NumPy: integers to negative integer powers
+        return a * 0 + b * 0
+
+
+def op_lshift(a, b):
+    if _isint(a) and _isint(b):
+        if 0 <= b < 64:
+            r = a << b
+            return wrap64(r) if not _I64MIN <= r <= _I64MAX else r
+        return 0
+    return a << b
+
+
+def op_rshift(a, b):
+    if _isint(a) and _isint(b):
+        if 0 <= b < 64:
+            return a >> b
+        return -1 if a < 0 else 0
+    return a >> b
+
+
+def op_neg(a):
+    r = -a
+    if type(r) is int and r > _I64MAX:
+        return wrap64(r)
+    return r
+
+
+def op_inv(a):
+    if type(a) is bool:
+        return not a
+    return ~a
+
+
+def aug_item(container, index, value, op):
+    """``container[index] op= value`` evaluating container and index once."""
+    container[index] = op(container[index], value)
+
+
+def annotate(ann, value):
+    """``x: T = value``: a dtype annotation casts."""
+    if isinstance(ann, DTypeCast):
+        return ann(value)
+    try:
+        return dtype_cast(ann)(value)
+    except TypeError:
+        return value
+
+
+# ----------------------------------------------------------------------------- builtins
+
+def to_int(x) -> int:
+    """``int(x)``: a weak int64 (Python int), converted like a C cast."""
+    t = type(x)
+    if t is int:
+        return x if _I64MIN <= x <= _I64MAX else wrap64(x)
+    if t is bool:
+        return int(x)
+    if t is float or isinstance(x, np.floating):
+        f = float(x)
+        if f == f and -9.2e18 < f < 9.2e18:
+            return int(f)
+        return int(np.float64(f).astype(np.int64))
+    if isinstance(x, (np.integer, np.bool_)):
+        return wrap64(int(x))
+    return builtins.int(x)
+
+
+def tk_int(*args, **kw):
+    if len(args) == 1 and not kw:
+        return to_int(args[0])
+    return builtins.int(*args, **kw)
+
+
+def tk_float(*args):
+    if len(args) == 1 and _isint(args[0]) and not _I64MIN <= args[0] <= _I64MAX:
+        return float(wrap64(args[0]))
+    return builtins.float(*args)
+
+
+def tk_bool(*args):
+    return builtins.bool(*args)
+
+
+def tk_abs(x):
+    t = type(x)
+    if t is int:
+        r = abs(x)
+        return r if r <= _I64MAX else wrap64(r)
+    if t is bool or t is np.bool_ or isinstance(x, np.unsignedinteger):
+        return x
+    return abs(x)
+
+
+def tk_round(x, *nd):
+    if nd:
+        return builtins.round(x, *nd)
+    if isinstance(x, (float, np.floating)):
+        return to_int(np.rint(x))
+    return x
+
+
+def _minmax(args, better):
+    if len(args) < 2:
+        return None
+    r = args[0]
+    t = type(r)
+    same = True
+    for b in args[1:]:
+        if better(b, r):
+            r = b
+        if type(b) is not t:
+            same = False
+    if same:
+        return r
+    for b in args[1:]:
+        if type(b) is not t:
+            t = promote_types(t, type(b))
+    return to_type(r, t)
+
+
+def tk_min(*args, **kw):
+    if len(args) < 2 or kw:
+        return builtins.min(*args, **kw)
+    return _minmax(args, lambda b, a: b < a)
+
+
+def tk_max(*args, **kw):
+    if len(args) < 2 or kw:
+        return builtins.max(*args, **kw)
+    return _minmax(args, lambda b, a: b > a)
+
+
+def tk_range(*args):
+    if all(type(a) is int for a in args):
+        return range(*args)
+    _, t = common(list(args))
+    r = range(*(builtins.int(a) for a in args))
+    if t is int or t is bool:
+        return r
+    conv = dtype_cast(t)
+    return (conv(k) for k in r)
+
+
+def select(c, a, b):
+    (a, b), _ = common([a, b])
+    return a if c else b
+
+
+def clamp(x, lo, hi):
+    (x, lo, hi), _ = common([x, lo, hi])
+    r = lo if lo > x else x        # C: max(x, lo) = lo > x ? lo : x
+    return hi if hi < r else r     # min(r, hi)
+
+
+# ----------------------------------------------------------------------------- math
+
+def float_arg(x):
+    """Math functions take floats: ints and bools become float64 (weak if they were)."""
+    t = type(x)
+    if t is float or t is np.float32 or t is np.float64:
+        return x
+    if t is int or t is bool:
+        return float(x) if _I64MIN <= x <= _M64 else float(wrap64(x))
+    if isinstance(x, np.floating):          # float16 & co. compute in float32
+        return np.float32(x)
+    if isinstance(x, (np.integer, np.bool_)):
+        return np.float64(x)
+    raise TypeError(f"a math function needs a number, got {type(x).__name__}")
+
+
+def _math1(npfn):
+    def f(x):
+        x = float_arg(x)
+        if type(x) is float:
+            return float(npfn(np.float64(x)))
+        return npfn(x)
+    f.__name__ = getattr(npfn, "__name__", "f")
+    return f
+
+
+def _erf_np(pyfn):
+    def g(x):
+        return type(x)(pyfn(float(x)))
+    return g
+
+
+def _math2(npfn):
+    def f(a, b):
+        a, b = float_arg(a), float_arg(b)
+        if type(a) is float and type(b) is float:
+            return float(npfn(np.float64(a), np.float64(b)))
+        return npfn(a, b)
+    f.__name__ = getattr(npfn, "__name__", "f")
+    return f
+
+
+def _pred(npfn, const):
+    def f(x):
+        if _isint(x) or isinstance(x, (np.integer, np.bool_)):
+            return const
+        if type(x) is float:
+            return bool(npfn(x))
+        return npfn(x)
+    return f
+
+
+_MATH1 = {"exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+          "expm1": np.expm1, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+          "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+          "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+          "erf": _erf_np(math.erf), "erfc": _erf_np(math.erfc), "floor": np.floor, "ceil": np.ceil,
+          "trunc": np.trunc, "fabs": np.fabs}
+_MATH2 = {"atan2": np.arctan2, "pow": np.power, "copysign": np.copysign, "hypot": np.hypot,
+          "fmod": np.fmod}
+
+
+def _make_math():
+    m = types.ModuleType("math", "math functions with the kernel language's float32/float64 semantics")
+    for k, v in vars(math).items():
+        if not k.startswith("__"):
+            setattr(m, k, v)
+    for k, v in _MATH1.items():
+        setattr(m, k, _math1(v))
+    for k, v in _MATH2.items():
+        setattr(m, k, _math2(v))
+    m.isnan = _pred(np.isnan, False)
+    m.isinf = _pred(np.isinf, False)
+    m.isfinite = _pred(np.isfinite, True)
+    log1 = m.log
+
+    def log(x, *base):
+        if base:
+            return op_truediv(log1(x), log1(base[0]))
+        return log1(x)
+    m.log = log
+    return m
+
+
+MATH = _make_math()
+MATH_BY_FUNC = {getattr(math, k): getattr(MATH, k) for k in list(_MATH1) + list(_MATH2) +
+                ["isnan", "isinf", "isfinite"] if hasattr(math, k)}
+
+
+def rsqrt(x):
+    x = float_arg(x)
+    if type(x) is float:
+        return float(1.0 / np.sqrt(np.float64(x)))
+    return type(x)(1) / np.sqrt(x)
+
+
+def sigmoid(x):
+    x = float_arg(x)
+    if type(x) is float:
+        return float(1.0 / (1.0 + np.exp(np.float64(-x))))
+    one = type(x)(1)
+    return one / (one + np.exp(-x))
+
+
+def _round_f32(exact: Fraction) -> np.float32:
+    """Correctly rounded float32 of an exact rational (no double rounding)."""
+    r64 = float(exact)
+    f = np.float32(r64)
+    if Fraction(r64) == exact or not np.isfinite(f):
+        return f
+    lo, hi = (np.nextafter(f, np.float32(-np.inf)), f) if Fraction(float(f)) > exact else \
+        (f, np.nextafter(f, np.float32(np.inf)))
+    dlo, dhi = exact - Fraction(float(lo)), Fraction(float(hi)) - exact
+    if dlo != dhi:
+        return lo if dlo < dhi else hi
+    return lo if (lo.view(np.uint32) & 1) == 0 else hi
+
+
+def fma(a, b, c):
+    (a, b, c), t = common([float_arg(a), float_arg(b), float_arg(c)])
+    try:
+        exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    except (ValueError, OverflowError):        # inf / nan operands
+        return a * b + c
+    if exact == 0:
+        return a * b + c                       # signed zeros as the hardware gives them
+    if t is np.float32:
+        return _round_f32(exact)
+    r = float(exact)
+    return r if t is float else np.float64(r)
+
+
+# ----------------------------------------------------------------------------- print
+
+def format_value(v) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, tuple):
+        return " ".join(format_value(x) for x in v)
+    if isinstance(v, (bool, np.bool_)):
+        return "1" if v else "0"
+    if isinstance(v, (float, np.floating)):
+        return "%g" % float(v)
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return str(v)
+
+
+def format_print(args) -> str:
+    return " ".join(format_value(a) for a in args)
+
+
+# ----------------------------------------------------------------------------- random
+
+_F32_2M24 = 2.0 ** -24
+_TWO_PI_F32 = float(np.float32(6.2831853071795864769))
+
+
+def _u32(v) -> int:
+    if isinstance(v, (float, np.floating)):
+        v = to_int(v)
+    return builtins.int(v) & _M32
+
+
+def _u64(v) -> int:
+    if isinstance(v, (float, np.floating)):
+        v = to_int(v)
+    return builtins.int(v) & _M64
+
+
+def philox_words(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 on Python ints (the same as :func:`tinykernels.random.philox4x32`)."""
+    for i in range(10):
+        if i:
+            k0 = (k0 + 0x9E3779B9) & _M32
+            k1 = (k1 + 0xBB67AE85) & _M32
+        p0 = 0xD2511F53 * c0
+        p1 = 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0), p1 & _M32, ((p0 >> 32) ^ c3 ^ k1), p0 & _M32
+    return c0, c1, c2, c3
+
+
+def philox4x32(c0, c1, c2, c3, k0, k1):
+    r = philox_words(_u32(c0), _u32(c1), _u32(c2), _u32(c3), _u32(k0), _u32(k1))
+    return tuple(np.uint32(x) for x in r)
+
+
+def _block(key, counter):
+    k, c = _u64(key), _u64(counter)
+    return philox_words(c & _M32, c >> 32, 0, 0, k & _M32, k >> 32)
+
+
+def rand_bits(key, counter):
+    return np.uint32(_block(key, counter)[0])
+
+
+def rand_uniform(key, counter):
+    return np.float32((_block(key, counter)[0] >> 8) * _F32_2M24)
+
+
+def rand_normal(key, counter):
+    x, y, _, _ = _block(key, counter)
+    u1 = ((x >> 8) + 1) * _F32_2M24                      # exact in float32
+    u2 = (y >> 8) * _F32_2M24
+    lg = np.float32(np.log(np.float64(u1)))
+    r = np.float32(np.sqrt(np.float64(np.float32(-2.0) * lg)))
+    ang = np.float32(_TWO_PI_F32 * u2)
+    c = np.float32(np.cos(np.float64(ang)))
+    return np.float32(r * c)
