@@ -152,6 +152,7 @@ class Peers:
         self.nb = self._numba()
         self.ti = self._taichi()
         self.wp = self._warp()
+        self.cl = tk.backend("CL") if tk.backends()["OpenCL"][0] else None
 
     def _fail(self, name, e):
         self.errors[name] = f"{type(e).__name__}: {e}"
@@ -266,6 +267,15 @@ class Peers:
 
     # Each returns (run, result) callables, or None when the peer is not available.
     def make(self, peer, kernel, arrays, scalars, ndr):
+        if peer == "tk-CL" and self.cl is not None:      # tinykernels' OpenCL backend (PoCL on CPUs)
+            k = {"copy": tk_copy, "triad": tk_triad, "diffusion": tk_diffusion}[kernel](self.cl)
+            dev = [tk.asarray(x, backend=self.cl) for x in arrays]
+            nd = (range(1, ndr[0] - 1), range(1, ndr[1] - 1)) if kernel == "diffusion" else ndr[0]
+
+            def run():
+                k(*dev, *scalars, ndrange=nd)
+                tk.synchronize(self.cl)
+            return run, (lambda: dev[0].numpy())
         if peer == "numba" and self.nb:
             f = self.nb[kernel]
             out = arrays[0]
@@ -335,7 +345,7 @@ class Timer:
 # 1. memory-bound kernels
 # ---------------------------------------------------------------------------------------------
 
-PEER_COLS = ("numba", "taichi", "warp")
+PEER_COLS = ("tk-CL", "numba", "taichi", "warp")
 
 
 def verify(name, impl, got, want, rtol):

@@ -34,8 +34,13 @@ def test_offset_and_stepped_ranges_are_distinct_specializations():
     ii, jj = np.meshgrid(np.arange(2, 10), np.arange(3, 38), indexing="ij")
     np.testing.assert_array_equal(out[2:10, 3:38], ii * 1000 + jj + 0.5 * lin / 1e6)
     assert (out[:2] == 0).all() and (out[:, 38:] == 0).all()
+    again = np.zeros((12, 40))
+    coords(CPU)(again, ndrange=(range(2, 10), range(3, 38)))    # the launcher's fast path
+    np.testing.assert_array_equal(again, out)
     out2 = np.zeros((12, 40))
-    coords(CPU)(out2, ndrange=(range(1, 12, 3), range(0, 40, 7)))
+    for _ in range(2):                                            # slow path, then fast path
+        out2[:] = 0
+        coords(CPU)(out2, ndrange=(range(1, 12, 3), range(0, 40, 7)))
     ii, jj = np.meshgrid(np.arange(1, 12, 3), np.arange(0, 40, 7), indexing="ij")
     lin = np.arange(ii.size).reshape(ii.shape)
     np.testing.assert_array_equal(out2[1:12:3, 0:40:7], ii * 1000 + jj + 0.5 * lin / 1e6)

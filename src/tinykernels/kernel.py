@@ -337,7 +337,7 @@ class KernelInstance:
                 c = self._compiled.get(ckey)
                 if c is None:
                     c = self._compiled[ckey] = self._compile(norm, geom, ndim, ranges, wg)
-                    if not c.debug and wgcode >= 0 and not ranges:
+                    if not c.debug and wgcode >= 0:
                         self._plans[sig] = c.fnptr
         run = self._L.run
         nthreads = self._nthreads

@@ -8,7 +8,7 @@
  * run(fnptr, nthreads, cmask, args, geom)
  *     Pack the argument slots and call the kernel's entry point.
  * fast(plans, cmask, nthreads, args, ndrange, wg) -> True | key | None
- *     Both in one call for the common case (plain int or tuple ndrange): look the key up
+ *     Both in one call (an int, or a tuple of ints and ranges, as ndrange): look the key up
  *     in ``plans`` (key -> entry point address) and launch; on a miss return the key.
  *
  * Slot layout (see codegen/c.py): 9 geometry slots (start, count, step per dimension),
@@ -71,24 +71,46 @@ static uint32_t arg_code(PyObject *o, int is_constexpr, uint64_t *extra, int *fi
     return 0;
 }
 
-/* geometry from an int or a tuple of ints; -1 if it needs the slow path */
-static int parse_ndrange(PyObject *nd, tk_slot *g, int *ndim) {
-    for (int d = 0; d < 3; ++d) { g[3 * d].i = 0; g[3 * d + 1].i = 1; g[3 * d + 2].i = 1; }
-    if (PyLong_CheckExact(nd)) {
-        long long v = PyLong_AsLongLong(nd);
-        if (v <= 0) { PyErr_Clear(); return -1; }
-        g[1].i = v; *ndim = 1; return 0;
-    }
-    if (!PyTuple_CheckExact(nd)) return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(nd);
-    if (n < 1 || n > 3) return -1;
-    for (Py_ssize_t d = 0; d < n; ++d) {
-        PyObject *x = PyTuple_GET_ITEM(nd, d);
-        if (!PyLong_CheckExact(x)) return -1;
+/* one ndrange dimension from an int or a range; -1 if it needs the slow path */
+static int parse_dim(PyObject *x, tk_slot *g, int *ranges) {
+    if (PyLong_CheckExact(x)) {
         long long v = PyLong_AsLongLong(x);
         if (v <= 0) { PyErr_Clear(); return -1; }
-        g[3 * d + 1].i = v;
+        g[1].i = v;
+        return 0;
     }
+    if (!PyRange_Check(x)) return -1;
+    long long r[3];
+    static const char *names[3] = {"start", "stop", "step"};
+    for (int k = 0; k < 3; ++k) {
+        PyObject *v = PyObject_GetAttrString(x, names[k]);
+        if (!v) { PyErr_Clear(); return -1; }
+        r[k] = PyLong_AsLongLong(v);
+        Py_DECREF(v);
+        if (r[k] == -1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+    }
+    long long start = r[0], stop = r[1], step = r[2], count;
+    if (step > 0) count = stop > start ? (stop - start + step - 1) / step : 0;
+    else count = start > stop ? (start - stop - step - 1) / (-step) : 0;
+    if (count <= 0) return -1;
+    g[0].i = start; g[1].i = count; g[2].i = step;
+    int kind = step != 1 ? 2 : (start != 0 ? 1 : 0);
+    if (kind > *ranges) *ranges = kind;
+    return 0;
+}
+
+/* geometry from an int or a tuple of ints/ranges; -1 if it needs the slow path */
+static int parse_ndrange(PyObject *nd, tk_slot *g, int *ndim, int *ranges) {
+    for (int d = 0; d < 3; ++d) { g[3 * d].i = 0; g[3 * d + 1].i = 1; g[3 * d + 2].i = 1; }
+    *ranges = 0;
+    if (!PyTuple_CheckExact(nd)) {
+        *ndim = 1;
+        return parse_dim(nd, g, ranges);
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(nd);
+    if (n < 1 || n > 3) return -1;
+    for (Py_ssize_t d = 0; d < n; ++d)
+        if (parse_dim(PyTuple_GET_ITEM(nd, d), g + 3 * d, ranges) < 0) return -1;
     *ndim = (int)n;
     return 0;
 }
@@ -234,9 +256,9 @@ static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
         if (wg <= 0) { PyErr_Clear(); Py_RETURN_NONE; }
     }
     tk_slot s[MAX_SLOTS];
-    int ndim;
-    if (parse_ndrange(nd, s, &ndim) < 0) Py_RETURN_NONE;
-    PyObject *key = make_key(cmask, args, s, ndim, wg, 0);
+    int ndim, ranges;
+    if (parse_ndrange(nd, s, &ndim, &ranges) < 0) Py_RETURN_NONE;
+    PyObject *key = make_key(cmask, args, s, ndim, wg, ranges);
     if (!key) { if (PyErr_Occurred()) return NULL; Py_RETURN_NONE; }
     PyObject *fn = PyDict_GetItemWithError(plans, key);
     if (!fn) { if (PyErr_Occurred()) { Py_DECREF(key); return NULL; } return key; }

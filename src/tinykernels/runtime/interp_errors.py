@@ -1,0 +1,74 @@
+"""Errors the interpreter backend finds while running a kernel.
+
+Every message names the kernel, the Python ``file:line`` and the work items involved (their
+global linear index and their group / local position). Out-of-bounds accesses are raised in
+every mode (as :class:`KernelIndexError`, an ``IndexError``, like the compiled backends' debug
+mode); the others only with ``tk.Interpreter(check=True)`` (``DEV=INTERP:CHECK``), except a
+divergent barrier, which the lockstep scheduler always notices.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import TinyKernelsError
+
+
+class KernelCheckError(TinyKernelsError):
+    """A bug the interpreter found while running a kernel (base class).
+
+    Attributes: ``kernel`` (name), ``file`` and ``line`` (where it happened), ``items`` (the
+    work items involved, as ``(global linear index, group, local)`` tuples)."""
+
+    def __init__(self, message: str, kernel: str = "", file: str = "", line: int = 0, items=()):
+        super().__init__(message)
+        self.kernel, self.file, self.line, self.items = kernel, file, line, tuple(items)
+
+
+class KernelIndexError(KernelCheckError, IndexError):
+    """An array index out of bounds (also raised without check mode)."""
+
+
+class UninitializedReadError(KernelCheckError):
+    """A read of local (or private) memory that nothing has written."""
+
+
+class DataRaceError(KernelCheckError):
+    """Two work items touch one element, at least one writing, with nothing ordering them."""
+
+
+class DivergentBarrierError(KernelCheckError):
+    """The work items of a group do not all reach the same barrier or collective."""
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _ours(filename: str) -> bool:
+    return os.path.dirname(os.path.abspath(filename)) == _HERE and \
+        os.path.basename(filename).startswith("interp")
+
+
+_IS_OURS: dict = {}
+
+
+def user_frame(depth: int = 1):
+    """The innermost frame that is the user's code (kernel or @tk.func), not the interpreter's."""
+    f = sys._getframe(depth)
+    while f is not None:
+        fn = f.f_code.co_filename
+        o = _IS_OURS.get(fn)
+        if o is None:
+            o = _IS_OURS[fn] = _ours(fn)
+        if not o:
+            return f
+        f = f.f_back
+    return None
+
+
+def where(depth: int = 2) -> tuple:
+    """(file, line) of the user's code that is running."""
+    f = user_frame(depth)
+    if f is None:
+        return "<unknown>", 0
+    return f.f_code.co_filename, f.f_lineno
