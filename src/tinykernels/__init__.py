@@ -26,6 +26,7 @@ from .runtime.streams import Event, High, Low, Normal, Stream
 from .array import Array, asarray, copyto, empty, from_blob, from_dlpack, full, get_backend, ones, zeros
 from .kernel import Func, Kernel, KernelInstance, func, kernel
 from . import random
+from .autodiff import Active, Duplicated, Forward, Reverse, adjoint, autodiff, gradcheck
 
 __version__ = "0.1.0"
 

@@ -23,6 +23,7 @@ from .frontend import ArraySpec, ConstexprSpec, LowerOptions, ScalarSpec, lower_
 from .runtime.streams import Event, completed_event
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
+RECORDERS: list = []      # active tk.autodiff recordings (innermost last); launches go through them
 
 
 class Func:
@@ -84,6 +85,10 @@ class Kernel:
         if self._src is None:
             self._src = parse_function(self.fn)
         return self._src
+
+    def lower_ir(self, src, specs, opts):
+        """Typed IR for one specialization (derived kernels, e.g. adjoints, transform it)."""
+        return lower_kernel(src, specs, opts)
 
     def __repr__(self) -> str:
         return f"<tk.kernel {self.name}>"
@@ -196,6 +201,8 @@ class KernelInstance:
         return f"<{self.name} on {self.backend!r}{' wg=' + str(self.static_wg) if self.static_wg else ''}>"
 
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        if RECORDERS:
+            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         if stream is None:
             r = self._fast(self._plans, self._cmask, self._nthreads, args, ndrange, workgroupsize)
             if r is True:
@@ -290,7 +297,7 @@ class KernelInstance:
                             unsafe_indices=k.unsafe_indices, debug=self.backend.debug,
                             idx32=_fits32(args, geom), kernel_name=k.name)
         try:
-            return lower_kernel(src, self._specs(args, wg), opts)
+            return k.lower_ir(src, self._specs(args, wg), opts)
         except CompileError:
             raise
         except RecursionError:

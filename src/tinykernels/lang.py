@@ -19,7 +19,16 @@ Linear, Cartesian = _Marker("Linear"), _Marker("Cartesian")
 
 
 class Const:
-    """Annotation ``A: tk.Const``: the array is read-only and not aliased (``const restrict``)."""
+    """Annotation ``A: tk.Const``: the array is read-only and not aliased (``const restrict``).
+
+    ``tk.Const(x)`` is also the autodiff activity of an argument that is not differentiated.
+    """
+
+    def __init__(self, value=None):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"tk.Const({self.value!r})"
 
 
 class constexpr:

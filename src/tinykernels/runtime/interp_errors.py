@@ -66,9 +66,10 @@ def user_frame(depth: int = 1):
     return None
 
 
-def where(depth: int = 2) -> tuple:
-    """(file, line) of the user's code that is running."""
-    f = user_frame(depth)
+def where(depth: int = 1) -> tuple:
+    """(file, line) of the user's code that is running (the innermost frame outside the
+    interpreter; ``depth`` only says where to start looking)."""
+    f = user_frame(depth + 1)
     if f is None:
         return "<unknown>", 0
     return f.f_code.co_filename, f.f_lineno

@@ -2,7 +2,7 @@
 
 :class:`KArray` wraps a NumPy array (a kernel argument, a group's ``tk.localmem`` or an
 item's ``tk.private``): every access is bounds-checked (never a negative wrap-around), loads
-give NumPy scalars (float32 for float16 / bfloat16 / fp8 storage) and stores convert like the
+give NumPy scalars (:class:`.interp_ops.Narrow` values for float16 / bfloat16 / fp8) and stores convert like the
 C backend. :class:`CheckedArray` additionally reports, through :class:`RaceTracker`, data races
 (two work items, at least one writing, not both atomic, with no barrier or atomic
 synchronization between them) and reads of local / private memory nothing has written.
@@ -34,7 +34,7 @@ class KArray:
         self._ctx = ctx
         self._n0 = self.shape[0] if a.ndim == 1 else -1
         self._t = self._dc.type
-        self._conv = np.float32 if self._dc.storage else None
+        self._conv = self._dc.compute if self._dc.storage else None
         self._const = const
         self.space = space
         self._fast = not const and not self._dc.storage
@@ -96,7 +96,7 @@ class KArray:
         return f"array '{self._name}'" if self.space == "global" else f"{self.space} array '{self._name}'"
 
     def _const_error(self):
-        file, line = where(3)
+        file, line = where()
         raise CompileError(f"cannot write to '{self._name}': it is read-only (tk.Const)", file, line,
                            kernel=self._ctx.kernel_name)
 
@@ -106,7 +106,7 @@ class KArray:
         if self._const:
             self._const_error()
         if self._dc.name not in ATOMIC_TYPES or (op in ("and", "or", "xor") and self._dc.kind == "f"):
-            file, line = where(3)
+            file, line = where()
             raise CompileError(f"tk.atomic_{op} is not supported on {self._dc.name} (array '{self._name}'); "
                                f"atomics need one of {', '.join(ATOMIC_TYPES)}"
                                f"{' and integers for and/or/xor' if op in ('and', 'or', 'xor') else ''}",
@@ -239,7 +239,7 @@ class RaceTracker:
         uid = it.uid
         self.seq += 1
         seq = self.seq
-        file, line = where(3)
+        file, line = where()
         rec = (uid, it.grl, ctx.group.epoch, seq, file, line, kind)
         w = W.get(off)
         if kind == "r":

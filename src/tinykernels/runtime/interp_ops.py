@@ -67,7 +67,9 @@ class DTypeCast:
         self.kind = d.kind if d is not None else self.dtype.kind
         self.bits = d.bits if d is not None else self.dtype.itemsize * 8
         self.storage = bool(d is not None and d.is_storage_only)
-        self.compute = np.float32 if self.storage else self.type   # type of loaded values
+        # type of the values kernels compute with (loads, casts): a Narrow class for the
+        # storage-only floats, else the NumPy scalar type
+        self.compute = _narrow_class(self) if self.storage else self.type
 
     def __call__(self, v):
         return cast(v, self)
@@ -119,8 +121,11 @@ def dtype_cast(obj) -> DTypeCast:
 
 
 def cast(v, dc: DTypeCast):
-    """``dc(v)``: the value converted like a C cast to the kernel type (strong NumPy scalar)."""
+    """``dc(v)``: the value converted like a C cast to the kernel type (strong NumPy scalar,
+    or a :class:`Narrow` value for float16 / bfloat16 / fp8)."""
     k = dc.kind
+    if isinstance(v, Narrow):
+        v = v.v
     if k == "b":
         return np.bool_(v != 0)
     if k in "iu":
@@ -133,7 +138,7 @@ def cast(v, dc: DTypeCast):
         return dc.type(v)
     if dc.storage:  # round through the narrow type, compute in float32
         f = np.float32(float(v) if _isint(v) else v)
-        return np.float32(f.astype(dc.dtype))
+        return dc.compute(f.astype(dc.dtype))
     if _isint(v) and not (_I64MIN <= v <= _M64):
         v = float(v)
     return dc.type(v)
@@ -142,8 +147,115 @@ def cast(v, dc: DTypeCast):
 def store_value(v, dc: DTypeCast):
     """The value to put into a NumPy array of ``dc`` so that it holds what C would store."""
     if dc.storage:
+        if isinstance(v, Narrow):
+            return v.v
         return np.float32(float(v) if _isint(v) else v) if type(v) is not np.float32 else v
     return cast(v, dc)
+
+
+# ----------------------------------------------------------------------------- narrow floats
+
+class Narrow:
+    """A float16 / bfloat16 / fp8 value (the type of loads from such arrays and of casts such
+    as ``tk.float16(x)``): it computes in float32 (``.v``) and is rounded to its type only when
+    stored or cast, as in the compiled backends. It keeps its type through arithmetic, so a weak
+    Python literal combined with it is first converted to the narrow type (NEP 50), and a
+    wider strong type (``float32``, ``int32`` ...) promotes it like NumPy does."""
+    __slots__ = ("v",)
+    __array_ufunc__ = None            # NumPy scalars defer to our reflected operators
+    dc = None                         # DTypeCast of the narrow type (per subclass)
+    dc_d = None                       # its DType
+
+    def __init__(self, v):
+        self.v = v if type(v) is np.float32 else np.float32(v)
+
+    def __float__(self):
+        return float(self.v)
+
+    def __int__(self):
+        return to_int(self.v)
+
+    def __bool__(self):
+        return bool(self.v)
+
+    def __hash__(self):
+        return hash(float(self.v))
+
+    def __repr__(self):
+        return f"{self.dc.name}({float(self.v)!r})"
+
+    def __neg__(self):
+        return type(self)(-self.v)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return type(self)(abs(self.v))
+
+    def __round__(self, *nd):
+        return round(self.v, *nd)
+
+    @property
+    def dtype(self):
+        return self.dc
+
+
+def _weak_to_narrow(x, cls):
+    """A Python literal converted to a narrow type (rounded), as a float32."""
+    return cast(x, cls.dc).v
+
+
+def _nbin(a, b, fn):
+    """``fn(a, b)`` where ``a`` or ``b`` is Narrow: NEP 50 promotion, float32 arithmetic."""
+    na, nb = isinstance(a, Narrow), isinstance(b, Narrow)
+    if na and nb:
+        cls = promote_types(type(a), type(b))
+        av, bv = a.v, b.v
+    else:
+        n, o = (a, b) if na else (b, a)
+        to = type(o)
+        if to is float or to is int or to is bool:
+            cls = type(n)
+            ov = _weak_to_narrow(o, cls)
+        elif isinstance(o, np.generic):
+            cls = promote_types(type(n), to)
+            if not (isinstance(cls, type) and issubclass(cls, Narrow)):
+                nv = cls(n.v)
+                return fn(nv, cls(o)) if na else fn(cls(o), nv)
+            ov = np.float32(o)
+        else:
+            return NotImplemented
+        av, bv = (n.v, ov) if na else (ov, n.v)
+    r = fn(av, bv)
+    if isinstance(r, np.floating):
+        if isinstance(cls, type) and issubclass(cls, Narrow):
+            return cls(r)
+        return cls(r) if cls is not np.float32 else r
+    return r
+
+
+def _narrow_ops():
+    import operator as op
+    fns = {"add": op.add, "sub": op.sub, "mul": op.mul, "truediv": op.truediv,
+           "floordiv": op.floordiv, "mod": op.mod, "pow": op.pow}
+    for name, fn in fns.items():
+        setattr(Narrow, f"__{name}__", lambda self, o, fn=fn: _nbin(self, o, fn))
+        setattr(Narrow, f"__r{name}__", lambda self, o, fn=fn: _nbin(o, self, fn))
+    for name, fn in {"lt": op.lt, "le": op.le, "gt": op.gt, "ge": op.ge, "eq": op.eq, "ne": op.ne}.items():
+        setattr(Narrow, f"__{name}__", lambda self, o, fn=fn: _nbin(self, o, fn))
+
+
+_narrow_ops()
+_NARROW: dict = {}
+
+
+def _narrow_class(dc: DTypeCast):
+    cls = _NARROW.get(dc.name)
+    if cls is None:
+        cls = _NARROW[dc.name] = type(f"{dc.name}_value", (Narrow,), {"__slots__": (), "dc": dc,
+                                                                       "dc_d": D.BY_NAME[dc.name]})
+    return cls
 
 
 # ----------------------------------------------------------------------------- type promotion
@@ -159,11 +271,24 @@ def _kind(t) -> str:
         return "i"
     if t is float:
         return "f"
+    if isinstance(t, type) and issubclass(t, Narrow):
+        return "f"
     return np.dtype(t).kind
 
 
+def _dt(t) -> D.DType:
+    return t.dc_d if isinstance(t, type) and issubclass(t, Narrow) else D.from_any(t)
+
+
+def _from_dt(d: D.DType):
+    if d.is_storage_only:
+        return dtype_cast(D.to_numpy(d)).compute
+    return np.dtype(d.name).type
+
+
 def promote_types(ta, tb):
-    """NEP 50 result type of two value types (Python types are weak)."""
+    """NEP 50 result type of two value types (Python types are weak; Narrow classes stand for
+    float16 / bfloat16 / fp8)."""
     key = (ta, tb)
     r = _PROMO.get(key)
     if r is not None:
@@ -181,15 +306,9 @@ def promote_types(ta, tb):
         else:
             r = np.int64
     else:
-        r = np.promote_types(ta, tb).type
-        if r not in _NPSCALAR and np.dtype(r).kind == "f":    # narrow floats compute in float32
-            r = np.float32
+        r = _from_dt(D._strong(_dt(ta), _dt(tb)))
     _PROMO[key] = r
     return r
-
-
-_NPSCALAR = {np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-             np.float32, np.float64}
 
 
 def to_type(v, t):
@@ -336,6 +455,8 @@ def to_int(x) -> int:
         return x if _I64MIN <= x <= _I64MAX else wrap64(x)
     if t is bool:
         return int(x)
+    if isinstance(x, Narrow):
+        x = x.v
     if t is float or isinstance(x, np.floating):
         f = float(x)
         if f == f and -9.2e18 < f < 9.2e18:
@@ -369,12 +490,14 @@ def tk_abs(x):
         return r if r <= _I64MAX else wrap64(r)
     if t is bool or t is np.bool_ or isinstance(x, np.unsignedinteger):
         return x
-    return abs(x)
+    return abs(x)          # Narrow.__abs__ keeps the narrow type
 
 
 def tk_round(x, *nd):
     if nd:
         return builtins.round(x, *nd)
+    if isinstance(x, Narrow):
+        x = x.v
     if isinstance(x, (float, np.floating)):
         return to_int(np.rint(x))
     return x
@@ -438,7 +561,7 @@ def clamp(x, lo, hi):
 def float_arg(x):
     """Math functions take floats: ints and bools become float64 (weak if they were)."""
     t = type(x)
-    if t is float or t is np.float32 or t is np.float64:
+    if t is float or t is np.float32 or t is np.float64 or isinstance(x, Narrow):
         return x
     if t is int or t is bool:
         return float(x) if _I64MIN <= x <= _M64 else float(wrap64(x))
@@ -454,6 +577,8 @@ def _math1(npfn):
         x = float_arg(x)
         if type(x) is float:
             return float(npfn(np.float64(x)))
+        if isinstance(x, Narrow):               # the float32 function, the narrow type
+            return type(x)(npfn(x.v))
         return npfn(x)
     f.__name__ = getattr(npfn, "__name__", "f")
     return f
@@ -470,6 +595,8 @@ def _math2(npfn):
         a, b = float_arg(a), float_arg(b)
         if type(a) is float and type(b) is float:
             return float(npfn(np.float64(a), np.float64(b)))
+        if isinstance(a, Narrow) or isinstance(b, Narrow):
+            return _nbin(a, b, npfn)
         return npfn(a, b)
     f.__name__ = getattr(npfn, "__name__", "f")
     return f
@@ -481,7 +608,7 @@ def _pred(npfn, const):
             return const
         if type(x) is float:
             return bool(npfn(x))
-        return npfn(x)
+        return npfn(x.v if isinstance(x, Narrow) else x)
     return f
 
 
@@ -526,6 +653,8 @@ def rsqrt(x):
     x = float_arg(x)
     if type(x) is float:
         return float(1.0 / np.sqrt(np.float64(x)))
+    if isinstance(x, Narrow):
+        return type(x)(np.float32(1) / np.sqrt(x.v))
     return type(x)(1) / np.sqrt(x)
 
 
@@ -533,6 +662,9 @@ def sigmoid(x):
     x = float_arg(x)
     if type(x) is float:
         return float(1.0 / (1.0 + np.exp(np.float64(-x))))
+    if isinstance(x, Narrow):
+        one = np.float32(1)
+        return type(x)(one / (one + np.exp(-x.v)))
     one = type(x)(1)
     return one / (one + np.exp(-x))
 
@@ -553,6 +685,8 @@ def _round_f32(exact: Fraction) -> np.float32:
 
 def fma(a, b, c):
     (a, b, c), t = common([float_arg(a), float_arg(b), float_arg(c)])
+    if isinstance(a, Narrow):
+        a, b, c = a.v, b.v, c.v
     try:
         exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
     except (ValueError, OverflowError):        # inf / nan operands
@@ -561,6 +695,8 @@ def fma(a, b, c):
         return a * b + c                       # signed zeros as the hardware gives them
     if t is np.float32:
         return _round_f32(exact)
+    if isinstance(t, type) and issubclass(t, Narrow):
+        return t(_round_f32(exact))
     r = float(exact)
     return r if t is float else np.float64(r)
 
@@ -574,7 +710,7 @@ def format_value(v) -> str:
         return " ".join(format_value(x) for x in v)
     if isinstance(v, (bool, np.bool_)):
         return "1" if v else "0"
-    if isinstance(v, (float, np.floating)):
+    if isinstance(v, (float, np.floating, Narrow)):
         return "%g" % float(v)
     if isinstance(v, (int, np.integer)):
         return str(int(v))
@@ -642,3 +778,67 @@ def rand_normal(key, counter):
     ang = np.float32(_TWO_PI_F32 * u2)
     c = np.float32(np.cos(np.float64(ang)))
     return np.float32(r * c)
+
+
+# ----------------------------------------------------------------------------- collectives
+
+def _identity(op: str, t):
+    if op in ("add", "or"):
+        return to_type(0, t)
+    if op == "mul":
+        return to_type(1, t)
+    if op == "and":
+        return to_type(True, t) if t in (bool, np.bool_) else to_type(-1, t)   # all bits set
+    kind = _kind(t)
+    if kind == "f":
+        return to_type(math.inf if op == "min" else -math.inf, t)
+    if kind == "b":
+        return to_type(op == "min", t)
+    if t is int:
+        return _I64MAX if op == "min" else _I64MIN
+    info = np.iinfo(t)
+    return t(info.max if op == "min" else info.min)
+
+
+def collective(kind: str, op: str, values: list, inclusive: bool = True) -> list:
+    """``tk.group_reduce`` (kind "reduce") or ``tk.group_scan`` over the values of a group's
+    participating items, in local order: the result for each item. Accumulates from the
+    identity, left to right, in the values' promoted type (bools count as int64 for add/mul)."""
+    vals, t = common(values)
+    if t in (bool, np.bool_) and op in ("add", "mul"):
+        vals, t = [np.int64(v) for v in vals], np.int64
+    if op in ("and", "or") and _kind(t) == "f":
+        raise TypeError(f"group op {op!r} needs integers or bools, got {np.dtype(t).name}")
+    logical = t in (bool, np.bool_)
+    if op == "add":
+        comb = op_add
+    elif op == "mul":
+        comb = op_mul
+    elif op == "min":
+        def comb(a, x):
+            return x if x < a else a
+    elif op == "max":
+        def comb(a, x):
+            return x if x > a else a
+    elif op == "and":
+        def comb(a, x):
+            return (a and x) if logical else a & x
+    else:
+        def comb(a, x):
+            return (a or x) if logical else a | x
+    acc = _identity(op, t)
+    if kind == "reduce":
+        for x in vals:
+            acc = comb(acc, x)
+        if logical:
+            acc = t(acc)
+        return [acc] * len(vals)
+    out = []
+    for x in vals:
+        if inclusive:
+            acc = comb(acc, x)
+            out.append(t(acc) if logical else acc)
+        else:
+            out.append(t(acc) if logical else acc)
+            acc = comb(acc, x)
+    return out

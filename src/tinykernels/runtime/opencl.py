@@ -313,6 +313,9 @@ class CLKernelInstance(KernelInstance):
         self._cmask = kernel.cmask
 
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        from ..kernel import RECORDERS
+        if RECORDERS:
+            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         return self._launch(args, ndrange, workgroupsize, stream)
 
     def _normalize(self, a, name, kind):

@@ -1,0 +1,871 @@
+"""Automatic differentiation of kernels, as IR-to-IR transformations (every backend runs
+the result unchanged).
+
+**Reverse mode** (:func:`reverse_kernel`). Each work item runs a *forward sweep* (the kernel
+itself, recording on a per-item tape what the reverse needs) and then a *reverse sweep*
+(the statements in reverse order, propagating adjoints):
+
+* locals assigned more than once, or in a loop, have their old value pushed before each
+  assignment and popped back in reverse;
+* a store to an array the kernel also reads pushes the element's old value, and the
+  reverse sweep puts it back, so every load in the reverse sweep sees what the forward
+  sweep saw (in-place updates such as ``A[i] *= A[i]`` are right);
+* ``if`` pushes which branch ran; loops push their trip count; the kernel is first
+  rewritten without ``break``/``continue``/``return`` (:mod:`.structurize`);
+* in kernels with barriers, values that are uniform across the group are never taped:
+  the reverse sweep recomputes them by replaying the uniform statements, so barriers
+  keep standing under uniform control flow, and they run in reverse order;
+* a read ``A[idx]`` adds to the shadow ``dA[idx]`` plainly when ``idx`` is the work item's
+  own index and atomically otherwise; a scalar argument's gradient is accumulated per
+  item and added atomically to a one-element array.
+
+A tape whose size is known at compile time is indexed by the work item's linear index; a
+data-dependent one is sized by a *count* variant of the kernel (``mode="count"``) that runs
+the forward sweep and reports each item's tape length.
+
+**Forward mode** (:func:`tangent_kernel`) carries a tangent beside every float value.
+
+What cannot be differentiated correctly is a :class:`~tinykernels.errors.CompileError`.
+"""
+from __future__ import annotations
+
+import linecache
+import math
+from dataclasses import dataclass, field, replace
+
+from .. import dtypes as D
+from ..dtypes import Ty
+from ..errors import CompileError
+from ..ir import nodes as N
+from .structurize import structurize
+from .uniformity import defs, uniform_vars
+
+F64, I64, B = Ty(D.float64), Ty(D.int64), Ty(D.bool_)
+TAPE_F = N.ArrayInfo("_tk_tape_f", D.float64, 1)
+TAPE_I = N.ArrayInfo("_tk_tape_i", D.int64, 1)
+TAPE_OFF = N.ArrayInfo("_tk_tape_off", D.int64, 2, const=True)
+COUNTS = N.ArrayInfo("_tk_counts", D.int64, 2)
+TAPE_PARAMS = (TAPE_F, TAPE_I, TAPE_OFF)
+
+
+def _err(loc: N.Loc, msg: str, kernel: str) -> CompileError:
+    return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, kernel)
+
+
+def is_float(t: Ty) -> bool:
+    return t.dtype.is_float
+
+
+def diff_params(k: N.Kernel) -> list:
+    """Names of the parameters that get a shadow: float arrays and float scalars."""
+    out = []
+    for p in k.params:
+        if p[0] == "array" and p[1].dtype.is_float:
+            out.append(p[1].name)
+        elif p[0] == "scalar" and p[2].dtype.is_float:
+            out.append(p[1])
+    return out
+
+
+@dataclass
+class TapePlan:
+    """How big each work item's tape is: ``static`` (counts known at compile time) or not."""
+    static: bool
+    nf: int = 0
+    ni: int = 0
+
+
+# ----------------------------------------------------------------------------- IR helpers
+
+class _B:
+    """Small IR constructors bound to a location and a locals table."""
+
+    def __init__(self, k: N.Kernel, locals_: dict):
+        self.k, self.locals, self.n = k, locals_, 0
+        self.loc = k.body[0].loc if k.body else N.NOLOC
+
+    def fresh(self, base: str, ty: Ty) -> str:
+        self.n += 1
+        name = f"_ad{self.n}_{base}"
+        self.locals[name] = ty
+        return name
+
+    def var(self, name) -> N.Var:
+        return N.Var(self.locals[name], self.loc, name)
+
+    def c(self, v, ty) -> N.Const:
+        return N.Const(ty, self.loc, v)
+
+    def op(self, o, a, b, ty=None) -> N.Expr:
+        return N.BinOp(ty or a.ty, self.loc, o, a, b)
+
+    def cmp(self, o, a, b) -> N.Expr:
+        return N.Compare(B, self.loc, o, a, b)
+
+    def call(self, fn, *args, ty=None) -> N.Expr:
+        return N.Call(ty or args[0].ty, self.loc, fn, list(args))
+
+    def cast(self, e, ty) -> N.Expr:
+        return e if e.ty == ty else N.Cast(ty, e.loc, e)
+
+    def assign(self, name, e) -> N.Stmt:
+        return N.Assign(self.loc, name, self.cast(e, self.locals[name]))
+
+    def neg(self, e) -> N.Expr:
+        return N.Unary(e.ty, self.loc, "-", e)
+
+
+def _gid_index(k: N.Kernel) -> N.Expr:
+    return N.Index(Ty(D.int64, True), N.NOLOC, "global_linear")
+
+
+# ----------------------------------------------------------------------------- analyses
+
+def _assign_sites(stmts, in_loop=False, out=None) -> dict:
+    """local -> (number of assignment sites, whether any is inside a loop)."""
+    out = {} if out is None else out
+    for s in stmts:
+        for v in defs(s):
+            n, loop = out.get(v, (0, False))
+            out[v] = (n + 1, loop or in_loop)
+        if isinstance(s, N.If):
+            _assign_sites(s.body, in_loop, out)
+            _assign_sites(s.orelse, in_loop, out)
+        elif isinstance(s, (N.While, N.For)):
+            _assign_sites(s.body, True, out)
+    return out
+
+
+def _loaded_arrays(stmts) -> set:
+    out = set()
+    for s in N.walk_stmts(stmts):
+        for e in N.stmt_exprs(s):
+            for x in N.walk_expr(e):
+                if isinstance(x, (N.Load, N.Atomic)):
+                    out.add(x.array.name)
+    return out
+
+
+def _single_defs(stmts, sites) -> dict:
+    """Locals assigned exactly once, outside loops: name -> value expression."""
+    out = {}
+    for s in N.walk_stmts(stmts):
+        if isinstance(s, N.Assign) and sites.get(s.var) == (1, False):
+            out[s.var] = s.value
+    return out
+
+
+# ----------------------------------------------------------------------------- reverse mode
+
+class _Reverse:
+    def __init__(self, k: N.Kernel, diff: set, grouped: bool, count: bool):
+        self.k0 = k
+        self.k = structurize(k)
+        self.locals = dict(self.k.locals)
+        self.b = _B(self.k, self.locals)
+        self.diff, self.grouped, self.count = set(diff), grouped, count
+        self.sites = _assign_sites(self.k.body)
+        # uniform integers (loop counters, sizes) are recomputed, never taped; uniform floats
+        # may depend on differentiated arguments, so they are taped like any other value
+        self.uniform = {v for v in uniform_vars(self.k.body, self.k.locals)
+                        if not self.k.locals[v].dtype.is_float} if grouped else set()
+        self.pushed = {v for v, (n, loop) in self.sites.items() if (n > 1 or loop) and v not in self.uniform}
+        self.loaded = _loaded_arrays(self.k.body)
+        self.single = _single_defs(self.k.body, self.sites)
+        self.arrays = {p[1].name: p[1] for p in self.k.params if p[0] == "array"}
+        self.shadow: dict = {}      # array name -> shadow ArrayInfo
+        self.allocs: list = []      # shadow local/private declarations
+        self.zero: list = []        # statements zeroing shadow local/private arrays
+        self.scalar_acc: dict = {}  # scalar param -> accumulator local
+        self.static = True          # tape size known at compile time
+        self.nf = self.ni = 0       # static pushes per item (max over paths)
+        self.cf = self.b.fresh("cf", I64)
+        self.ci = self.b.fresh("ci", I64)
+        self.dvars: dict = {}
+        self.snap_n = 0
+
+    # --- errors ---------------------------------------------------------------------
+
+    def fail(self, loc, msg):
+        raise _err(loc, msg, self.k.name)
+
+    # --- shadows ----------------------------------------------------------------------
+
+    def dvar(self, x: str) -> str:
+        d = self.dvars.get(x)
+        if d is None:
+            d = self.dvars[x] = f"_d_{x}"
+            self.locals[d] = self.locals[x]
+        return d
+
+    def shadow_of(self, a: N.ArrayInfo) -> N.ArrayInfo | None:
+        if not a.dtype.is_float:
+            return None
+        if a.space == "global":
+            if a.name not in self.diff:
+                return None
+            return self.shadow.setdefault(a.name, N.ArrayInfo(f"_d_{a.name}", a.dtype, a.ndim, "global", False,
+                                                              a.contiguous))
+        sh = self.shadow.get(a.name)
+        if sh is None:
+            size = math.prod(a.shape)
+            sh = self.shadow[a.name] = N.ArrayInfo(f"_d{a.name}", a.dtype, 1, a.space, False, True, (size,))
+            self.allocs.append(N.AllocArray(self.b.loc, sh))
+            self.zero += self.zero_array(sh)
+        return sh
+
+    def zero_array(self, sh: N.ArrayInfo) -> list:
+        b = self.b
+        e = b.fresh("z", I64)
+        size = sh.shape[0]
+        if sh.space == "local":
+            wg = math.prod(self.k.workgroup)
+            start, step = N.Index(Ty(D.int64, True), b.loc, "local_linear"), b.c(wg, I64)
+        else:
+            start, step = b.c(0, I64), b.c(1, I64)
+        return [b.assign(e, start),
+                N.While(b.loc, b.cmp("<", b.var(e), b.c(size, I64)),
+                        [N.Store(b.loc, sh, [b.var(e)], b.c(0.0, Ty(sh.dtype))),
+                         b.assign(e, b.op("+", b.var(e), step))])]
+
+    def shadow_index(self, a: N.ArrayInfo, idx: list) -> list:
+        if a.space == "global":
+            return idx
+        b, off = self.b, None
+        for k, i in enumerate(idx):
+            i = b.cast(i, I64)
+            off = i if off is None else b.op("+", b.op("*", off, b.c(a.shape[k], I64)), i)
+        return [off]
+
+    def own_index(self, a: N.ArrayInfo, idx: list) -> bool:
+        """Whether ``idx`` is provably this work item's own element (no other item touches it)."""
+        def resolve(e, depth=0):
+            while isinstance(e, N.Var) and e.name in self.single and depth < 8:
+                e, depth = self.single[e.name], depth + 1
+            while isinstance(e, N.Cast) and e.ty.dtype.is_int and e.a.ty.dtype.is_int:
+                e = e.a
+            return e
+        es = [resolve(i) for i in idx]
+        if a.space == "private":
+            return True
+        lin, cart = ("global_linear", "global") if a.space == "global" else ("local_linear", "local")
+        if len(es) == 1 and isinstance(es[0], N.Index) and es[0].kind == lin:
+            return True
+        return (len(es) == self.k.ndim and
+                all(isinstance(e, N.Index) and e.kind == cart and e.dim == d for d, e in enumerate(es)))
+
+    def accumulate(self, a: N.ArrayInfo, idx: list, g: N.Expr, loc, out: list) -> None:
+        sh = self.shadow_of(a)
+        if sh is None:
+            return
+        sidx = self.shadow_index(a, idx)
+        g = self.b.cast(g, Ty(a.dtype))
+        if self.own_index(a, idx):
+            out.append(N.Store(loc, sh, sidx, self.b.op("+", N.Load(Ty(a.dtype), loc, sh, sidx), g)))
+        elif a.dtype.name in ("float32", "float64"):
+            out.append(N.ExprStmt(loc, N.Atomic(Ty(a.dtype), loc, "add", sh, sidx, [g])))
+        else:
+            self.fail(loc, f"the gradient of '{a.name}' ({a.dtype.name}) may be read by several work items "
+                      "and would need atomic adds, which this dtype does not have; use float32 or float64")
+
+    # --- tape ---------------------------------------------------------------------------
+
+    def kind(self, t: Ty) -> str:
+        return "f" if t.dtype.is_float else "i"
+
+    def push(self, e: N.Expr, loc) -> list:
+        b = self.b
+        cur, tape, ty = (self.cf, TAPE_F, F64) if self.kind(e.ty) == "f" else (self.ci, TAPE_I, I64)
+        inc = b.assign(cur, b.op("+", b.var(cur), b.c(1, I64)))
+        if self.count:
+            return [inc]
+        return [N.Store(loc, tape, [b.var(cur)], b.cast(e, ty)), inc]
+
+    def pop(self, name: str, loc) -> list:
+        return self.pop_into(lambda v: self.b.assign(name, v), self.locals[name], loc)
+
+    def pop_into(self, make, ty: Ty, loc) -> list:
+        b = self.b
+        cur, tape, tty = (self.cf, TAPE_F, F64) if self.kind(ty) == "f" else (self.ci, TAPE_I, I64)
+        dec = b.assign(cur, b.op("-", b.var(cur), b.c(1, I64)))
+        val = N.Load(tty, loc, tape, [b.var(cur)])
+        return [dec, make(b.cast(val, ty))]
+
+    # --- forward sweep ------------------------------------------------------------------
+
+    def fwd(self, stmts, depth_loop=False) -> tuple:
+        """(statements, static float pushes, static int pushes)."""
+        out, nf, ni = [], 0, 0
+        for s in stmts:
+            loc = s.loc
+            if isinstance(s, N.Assign):
+                if s.var in self.pushed:
+                    t = self.locals[s.var]
+                    out += self.push(N.Var(t, loc, s.var), loc)
+                    nf, ni = (nf + 1, ni) if self.kind(t) == "f" else (nf, ni + 1)
+                out.append(s)
+            elif isinstance(s, N.Philox):
+                for o in s.outs:
+                    if o in self.pushed:
+                        out += self.push(N.Var(self.locals[o], loc, o), loc)
+                        ni += 1
+                out.append(s)
+            elif isinstance(s, N.Store):
+                if s.array.name in self.loaded or s.array.space != "global":
+                    old = N.Load(Ty(s.array.dtype), loc, s.array, s.index)
+                    out += self.push(old, loc)
+                    nf, ni = (nf + 1, ni) if s.array.dtype.is_float else (nf, ni + 1)
+                out.append(s)
+            elif isinstance(s, N.If):
+                a, af, ai = self.fwd(s.body, depth_loop)
+                c, cf, ci = self.fwd(s.orelse, depth_loop)
+                if self.is_uniform_stmt(s):
+                    out.append(N.If(loc, s.cond, a, c))
+                    nf, ni = nf + max(af, cf), ni + max(ai, ci)
+                else:
+                    one, zero = self.b.c(1, I64), self.b.c(0, I64)
+                    out.append(N.If(loc, s.cond, a + self.push(one, loc), c + self.push(zero, loc)))
+                    nf, ni = nf + max(af, cf), ni + max(ai, ci) + 1
+            elif isinstance(s, N.While):
+                body, bf, bi = self.fwd(s.body, True)
+                if bf or bi:
+                    self.static = False
+                if self.is_uniform_stmt(s):
+                    out.append(N.While(loc, s.cond, body))
+                else:
+                    n = self.b.fresh("trips", I64)
+                    inc = self.b.assign(n, self.b.op("+", self.b.var(n), self.b.c(1, I64)))
+                    out += [self.b.assign(n, self.b.c(0, I64)), N.While(loc, s.cond, [inc] + body)]
+                    out += self.push(self.b.var(n), loc)
+                    ni += 1
+            elif isinstance(s, N.Collective):
+                self.fail(loc, "group_reduce/group_scan cannot be differentiated yet; write the reduction "
+                          "with tk.localmem and tk.synchronize()")
+            elif isinstance(s, N.Print):
+                continue
+            elif isinstance(s, N.ExprStmt):
+                self.check_atomic(s.expr, loc)
+                out.append(s)
+            else:
+                out.append(s)
+        return out, nf, ni
+
+    def check_atomic(self, e, loc) -> None:
+        if isinstance(e, N.Atomic) and e.array.dtype.is_float and e.op not in ("add", "sub"):
+            self.fail(loc, f"atomic_{e.op} on floats cannot be differentiated correctly "
+                      "(its result depends on the order of the work items)")
+
+    def is_uniform_stmt(self, s) -> bool:
+        """A group-level if/while of a kernel with barriers (its condition is uniform)."""
+        if not self.grouped:
+            return False
+        from .uniformity import is_uniform
+        return is_uniform(s.cond, self.uniform)
+
+    # --- uniform replay (kernels with barriers) -------------------------------------------
+
+    def uniform_assigned(self, stmts) -> set:
+        return {v for s in N.walk_stmts(stmts) for v in defs(s) if v in self.uniform}
+
+    def replay(self, stmts) -> list:
+        """The uniform statements of ``stmts`` (re-running them recomputes uniform values)."""
+        out = []
+        for s in stmts:
+            if isinstance(s, N.Assign) and s.var in self.uniform:
+                out.append(s)
+            elif isinstance(s, N.If) and self.uniform_assigned([s]) and self.is_uniform_stmt(s):
+                out.append(N.If(s.loc, s.cond, self.replay(s.body), self.replay(s.orelse)))
+            elif isinstance(s, N.While) and self.uniform_assigned([s]) and self.is_uniform_stmt(s):
+                out.append(N.While(s.loc, s.cond, self.replay(s.body)))
+        return out
+
+    def snapshot(self, names) -> dict:
+        snap = {}
+        for x in sorted(names):
+            self.snap_n += 1
+            snap[x] = self.b.fresh(f"snap_{x}", self.locals[x])
+        return snap
+
+    def save(self, snap) -> list:
+        return [self.b.assign(s, self.b.var(x)) for x, s in snap.items()]
+
+    def restore(self, snap) -> list:
+        return [self.b.assign(x, self.b.var(s)) for x, s in snap.items()]
+
+    # --- reverse sweep ----------------------------------------------------------------------
+
+    def rev_block(self, stmts, snap: dict) -> list:
+        """Reverse of ``stmts``; on entry the uniform values are those at the block's end and
+        ``snap`` holds those at its start (kernels with barriers only)."""
+        out = []
+        touched = self.uniform_assigned(stmts)
+        for k in range(len(stmts) - 1, -1, -1):
+            s = stmts[k]
+            moves = bool(touched and self.uniform_assigned([s]))
+            if moves:   # uniform values before s: the block start plus a replay of what precedes s
+                out += self.restore(snap) + self.replay(stmts[:k])
+            out += self.rev(s, moves)
+            if moves and isinstance(s, (N.If, N.While)):
+                out += self.restore(snap) + self.replay(stmts[:k])
+        return out
+
+    def rev(self, s, uniform_moves: bool) -> list:
+        b, loc, out = self.b, s.loc, []
+        if isinstance(s, N.Assign):
+            t = self.locals[s.var]
+            g = None
+            if is_float(t) and s.var not in self.uniform:
+                g = b.fresh("g", t)
+                d = self.dvar(s.var)
+                out += [b.assign(g, b.var(d)), b.assign(d, b.c(0.0, t))]
+            if s.var in self.pushed:
+                out += self.pop(s.var, loc)
+            if g is not None:
+                self.bp(s.value, b.var(g), out)
+            return out
+        if isinstance(s, N.Philox):
+            for o in reversed(s.outs):
+                if o in self.pushed:
+                    out += self.pop(o, loc)
+            return out
+        if isinstance(s, N.Store):
+            a = s.array
+            sh = self.shadow_of(a)
+            g = None
+            if sh is not None:
+                g = b.fresh("g", Ty(a.dtype))
+                sidx = self.shadow_index(a, s.index)
+                out += [b.assign(g, N.Load(Ty(a.dtype), loc, sh, sidx)),
+                        N.Store(loc, sh, sidx, b.c(0.0, Ty(a.dtype)))]
+            if a.name in self.loaded or a.space != "global":
+                out += self.pop_into(lambda v: N.Store(loc, a, s.index, v), Ty(a.dtype), loc)
+            if g is not None:
+                self.bp(s.value, b.var(g), out)
+            return out
+        if isinstance(s, N.ExprStmt):
+            e = s.expr
+            if isinstance(e, N.Atomic) and e.array.dtype.is_float:
+                sh = self.shadow_of(e.array)
+                if sh is not None:
+                    g = N.Load(Ty(e.array.dtype), loc, sh, self.shadow_index(e.array, e.index))
+                    self.bp(e.args[0], g if e.op == "add" else b.neg(g), out)
+            return out
+        if isinstance(s, N.If):
+            if self.is_uniform_stmt(s):
+                branches = []
+                for blk in (s.body, s.orelse):
+                    snap = self.snapshot(self.uniform_assigned(blk))
+                    branches.append(self.save(snap) + self.replay(blk) + self.rev_block(blk, snap))
+                return [N.If(loc, s.cond, *branches)]
+            taken = b.fresh("taken", I64)
+            out += self.pop(taken, loc)
+            return out + [N.If(loc, b.cmp("!=", b.var(taken), b.c(0, I64)),
+                               self.rev_block(s.body, {}), self.rev_block(s.orelse, {}))]
+        if isinstance(s, N.While):
+            return self.rev_while(s)
+        if isinstance(s, N.Barrier):
+            return [N.Barrier(loc)]
+        return []
+
+    def rev_while(self, s: N.While) -> list:
+        b, loc = self.b, s.loc
+        if not self.is_uniform_stmt(s):
+            n = b.fresh("rtrips", I64)
+            dec = b.assign(n, b.op("-", b.var(n), b.c(1, I64)))
+            return self.pop(n, loc) + [N.While(loc, b.cmp(">", b.var(n), b.c(0, I64)),
+                                               [dec] + self.rev_block(s.body, {}))]
+        # a uniform loop (it may contain barriers): recount and replay instead of taping
+        entry = self.snapshot(self.uniform_assigned([s]))
+        n, k, j = b.fresh("n", I64), b.fresh("k", I64), b.fresh("j", I64)
+        inc = lambda v: b.assign(v, b.op("+", b.var(v), b.c(1, I64)))  # noqa: E731
+        body_snap = self.snapshot(self.uniform_assigned(s.body))
+        out = self.save(entry) + [b.assign(n, b.c(0, I64)),
+                                  N.While(loc, s.cond, [inc(n)] + self.replay(s.body))]
+        to_iteration = self.restore(entry) + [
+            b.assign(j, b.c(0, I64)),
+            N.While(loc, b.cmp("<", b.var(j), b.var(k)), [inc(j)] + self.replay(s.body))]
+        body = ([b.assign(k, b.op("-", b.var(k), b.c(1, I64)))] + to_iteration + self.save(body_snap)
+                + self.replay(s.body) + self.rev_block(s.body, body_snap))
+        return out + [b.assign(k, b.var(n)), N.While(loc, b.cmp(">", b.var(k), b.c(0, I64)), body)]
+
+    # --- expressions ---------------------------------------------------------------------------
+
+    def bp(self, e: N.Expr, g: N.Expr, out: list) -> None:
+        """Statements adding ``g * d e / d inputs`` to the adjoints of e's inputs."""
+        if not is_float(e.ty):
+            return
+        b, loc = self.b, e.loc
+        if isinstance(e, (N.Const, N.Index, N.Shape)):
+            return
+        if isinstance(e, N.Var):
+            if e.name in self.uniform:
+                return  # uniform values do not depend on per-item data
+            d = self.dvar(e.name)
+            out.append(b.assign(d, b.op("+", b.var(d), b.cast(g, e.ty))))
+            return
+        if isinstance(e, N.Arg):
+            acc = self.scalar_acc.get(e.name)
+            if acc is None and e.name in self.diff:
+                acc = self.scalar_acc[e.name] = b.fresh(f"dacc_{e.name}", F64)
+            if acc is not None:
+                out.append(b.assign(acc, b.op("+", b.var(acc), b.cast(g, F64))))
+            return
+        if isinstance(e, N.Load):
+            self.accumulate(e.array, e.index, g, loc, out)
+            return
+        g = self.bind(g, out)
+        if isinstance(e, N.Cast):
+            if is_float(e.a.ty):
+                self.bp(e.a, b.cast(g, e.a.ty), out)
+            return
+        if isinstance(e, N.Unary):
+            if e.op == "-":
+                self.bp(e.a, b.neg(g), out)
+            return
+        if isinstance(e, N.Select):
+            ta, tb = [], []
+            self.bp(e.a, g, ta)
+            self.bp(e.b, g, tb)
+            if ta or tb:
+                out.append(N.If(loc, e.cond, ta, tb))
+            return
+        if isinstance(e, N.BinOp):
+            self.bp_binop(e, g, out)
+            return
+        if isinstance(e, N.Call):
+            self.bp_call(e, g, out)
+            return
+        if isinstance(e, N.Atomic):
+            self.fail(loc, f"the value returned by atomic_{e.op} on a float array cannot be differentiated")
+        self.fail(loc, f"cannot differentiate {type(e).__name__}")
+
+    def bind(self, g: N.Expr, out: list) -> N.Expr:
+        if isinstance(g, (N.Var, N.Const)):
+            return g
+        t = self.b.fresh("g", g.ty)
+        out.append(self.b.assign(t, g))
+        return self.b.var(t)
+
+    def bp_binop(self, e: N.BinOp, g, out) -> None:
+        b, a, c = self.b, e.a, e.b
+        op = e.op
+        if op == "+":
+            self.bp(a, g, out)
+            self.bp(c, g, out)
+        elif op == "-":
+            self.bp(a, g, out)
+            self.bp(c, b.neg(g), out)
+        elif op == "*":
+            self.bp(a, b.op("*", g, c), out)
+            self.bp(c, b.op("*", g, a), out)
+        elif op == "/":
+            self.bp(a, b.op("/", g, c), out)
+            self.bp(c, b.neg(b.op("/", b.op("*", g, e), c)), out)
+        elif op == "**":
+            self.bp_pow(a, c, e, g, out)
+        elif op == "%":
+            self.bp(a, g, out)
+            self.bp(c, b.neg(b.op("*", g, b.call("floor", b.op("/", a, c)))), out)
+        elif op == "//":
+            return
+        else:
+            self.fail(e.loc, f"operator {op} on floats cannot be differentiated")
+
+    def bp_pow(self, a, c, e, g, out) -> None:
+        b = self.b
+        one = b.c(1.0, a.ty)
+        self.bp(a, b.op("*", g, b.op("*", c, b.call("pow", a, b.op("-", c, one)))), out)
+        if not isinstance(c, N.Const):
+            self.bp(c, b.op("*", g, b.op("*", e, b.call("log", a))), out)
+
+    def bp_call(self, e: N.Call, g, out) -> None:
+        b, fn, x = self.b, e.fn, e.args[0]
+        one, two = b.c(1.0, e.ty), b.c(2.0, e.ty)
+        sq = lambda v: b.op("*", v, v)  # noqa: E731
+        unary = {
+            "exp": lambda: e, "expm1": lambda: b.call("exp", x),
+            "log": lambda: b.op("/", one, x), "log2": lambda: b.op("/", one, b.op("*", x, b.c(math.log(2), e.ty))),
+            "log10": lambda: b.op("/", one, b.op("*", x, b.c(math.log(10), e.ty))),
+            "log1p": lambda: b.op("/", one, b.op("+", one, x)),
+            "sqrt": lambda: b.op("/", b.c(0.5, e.ty), e),
+            "rsqrt": lambda: b.op("*", b.c(-0.5, e.ty), b.op("/", e, x)),
+            "sin": lambda: b.call("cos", x), "cos": lambda: b.neg(b.call("sin", x)),
+            "tan": lambda: b.op("+", one, sq(e)),
+            "asin": lambda: b.op("/", one, b.call("sqrt", b.op("-", one, sq(x)))),
+            "acos": lambda: b.neg(b.op("/", one, b.call("sqrt", b.op("-", one, sq(x))))),
+            "atan": lambda: b.op("/", one, b.op("+", one, sq(x))),
+            "sinh": lambda: b.call("cosh", x), "cosh": lambda: b.call("sinh", x),
+            "tanh": lambda: b.op("-", one, sq(e)),
+            "asinh": lambda: b.op("/", one, b.call("sqrt", b.op("+", sq(x), one))),
+            "acosh": lambda: b.op("/", one, b.call("sqrt", b.op("-", sq(x), one))),
+            "atanh": lambda: b.op("/", one, b.op("-", one, sq(x))),
+            "erf": lambda: b.op("*", b.c(2 / math.sqrt(math.pi), e.ty), b.call("exp", b.neg(sq(x)))),
+            "erfc": lambda: b.op("*", b.c(-2 / math.sqrt(math.pi), e.ty), b.call("exp", b.neg(sq(x)))),
+            "sigmoid": lambda: b.op("*", e, b.op("-", one, e)),
+            "abs": lambda: N.Select(e.ty, e.loc, b.cmp("<", x, b.c(0.0, e.ty)), b.c(-1.0, e.ty), one),
+            "fabs": lambda: N.Select(e.ty, e.loc, b.cmp("<", x, b.c(0.0, e.ty)), b.c(-1.0, e.ty), one),
+        }
+        if fn in unary:
+            self.bp(x, b.op("*", g, unary[fn]()), out)
+        elif fn in ("floor", "ceil", "trunc", "rint") or fn.startswith("rand_"):
+            return
+        elif fn == "uniform":
+            self.fail(e.loc, "tk.uniform() of a float cannot be differentiated (its value is the first work "
+                      "item's)")
+        elif fn == "pow":
+            self.bp_pow(x, e.args[1], e, g, out)
+        elif fn == "atan2":
+            y_, x_ = e.args
+            den = self.bind(b.op("+", sq(x_), sq(y_)), out)
+            self.bp(y_, b.op("/", b.op("*", g, x_), den), out)
+            self.bp(x_, b.neg(b.op("/", b.op("*", g, y_), den)), out)
+        elif fn == "hypot":
+            self.bp(e.args[0], b.op("*", g, b.op("/", e.args[0], e)), out)
+            self.bp(e.args[1], b.op("*", g, b.op("/", e.args[1], e)), out)
+        elif fn == "fma":
+            p, q, r = e.args
+            self.bp(p, b.op("*", g, q), out)
+            self.bp(q, b.op("*", g, p), out)
+            self.bp(r, g, out)
+        elif fn in ("min", "max"):
+            p, q = e.args
+            pick_q = b.cmp("<" if fn == "min" else ">", q, p)
+            tp, tq = [], []
+            self.bp(p, g, tp)
+            self.bp(q, g, tq)
+            if tp or tq:
+                out.append(N.If(e.loc, pick_q, tq, tp))
+        elif fn == "copysign":
+            p, q = e.args
+            same = b.cmp("==", b.call("copysign", one, p), b.call("copysign", one, q))
+            self.bp(p, N.Select(e.ty, e.loc, same, g, b.neg(g)), out)
+        elif fn == "fmod":
+            p, q = e.args
+            self.bp(p, g, out)
+            self.bp(q, b.neg(b.op("*", g, b.call("trunc", b.op("/", p, q)))), out)
+        else:
+            self.fail(e.loc, f"{fn}() cannot be differentiated")
+
+    # --- the whole kernel ---------------------------------------------------------------------
+
+    def build(self) -> tuple:
+        b = self.b
+        fwd, nf, ni = self.fwd(self.k.body)
+        self.nf, self.ni = nf, ni
+        gl = N.Index(Ty(D.int64, True), b.loc, "global_linear")
+        if self.static:
+            init = [b.assign(self.cf, b.op("*", gl, b.c(nf, I64))), b.assign(self.ci, b.op("*", gl, b.c(ni, I64)))]
+        elif self.count:
+            init = [b.assign(self.cf, b.c(0, I64)), b.assign(self.ci, b.c(0, I64))]
+        else:
+            init = [b.assign(self.cf, N.Load(I64, b.loc, TAPE_OFF, [gl, b.c(0, I64)])),
+                    b.assign(self.ci, N.Load(I64, b.loc, TAPE_OFF, [gl, b.c(1, I64)]))]
+        if self.count:
+            tail = [N.Store(b.loc, COUNTS, [gl, b.c(0, I64)], b.var(self.cf)),
+                    N.Store(b.loc, COUNTS, [gl, b.c(1, I64)], b.var(self.ci))]
+            body = init + fwd + tail
+            return self.finish(body, []), TapePlan(self.static, nf, ni)
+        rev = self.rev_block(self.k.body, {})
+        # adjoints start at zero; shadow local memory is zeroed by the group before the reverse sweep
+        zero_d = [b.assign(d, b.c(0.0, self.locals[d])) for d in sorted(self.dvars.values())]
+        zero_d += [b.assign(a, b.c(0.0, F64)) for a in self.scalar_acc.values()]
+        zero_arrays = list(self.zero)
+        if any(a.array.space == "local" for a in self.allocs):
+            zero_arrays.append(N.Barrier(b.loc))
+        flush = [N.ExprStmt(b.loc, N.Atomic(F64, b.loc, "add", self.scalar_shadow(p), [b.c(0, I64)], [b.var(acc)]))
+                 for p, acc in self.scalar_acc.items()]
+        body = list(self.allocs) + init + fwd + zero_d + zero_arrays + rev + flush
+        return self.finish(body, []), TapePlan(self.static, nf, ni)
+
+    def scalar_shadow(self, p: str) -> N.ArrayInfo:
+        return N.ArrayInfo(f"_d_{p}", D.float64, 1)
+
+    def finish(self, body, _) -> N.Kernel:
+        params = []
+        for p in self.k.params:
+            params.append(p)
+            if p[0] == "array" and p[1].name in self.diff:
+                a = p[1]
+                params.append(("array", self.shadow.get(a.name) or N.ArrayInfo(
+                    f"_d_{a.name}", a.dtype, a.ndim, "global", False, a.contiguous)))
+            elif p[0] == "scalar" and p[1] in self.diff:
+                params.append(("array", self.scalar_shadow(p[1])))
+        if self.count:
+            params += [("array", a) for a in TAPE_PARAMS] + [("array", COUNTS)]
+        else:
+            params += [("array", a) for a in TAPE_PARAMS]
+        k = replace(self.k, body=body, locals=self.locals, params=params, name=self.k.name)
+        k.uses = set(self.k.uses) | {"atomic"}
+        return k
+
+
+def reverse_kernel(k: N.Kernel, diff, grouped: bool, count: bool = False) -> tuple:
+    """The adjoint (or, with ``count``, the tape-counting) kernel of ``k`` and its TapePlan."""
+    return _Reverse(k, set(diff), grouped, count).build()
+
+
+# ----------------------------------------------------------------------------- forward mode
+
+class _Tangent:
+    def __init__(self, k: N.Kernel, diff: set):
+        self.k, self.diff = k, set(diff)
+        self.locals = dict(k.locals)
+        self.b = _B(k, self.locals)
+        self.tan: dict = {}
+        self.shadow: dict = {}
+
+    def tvar(self, x: str) -> str:
+        t = self.tan.get(x)
+        if t is None:
+            t = self.tan[x] = f"_t_{x}"
+            self.locals[t] = self.locals[x]
+        return t
+
+    def shadow_of(self, a: N.ArrayInfo):
+        if not a.dtype.is_float or (a.space == "global" and a.name not in self.diff):
+            return None
+        return self.shadow.setdefault(a.name, N.ArrayInfo(f"_d_{a.name}" if a.space == "global" else f"_t{a.name}",
+                                                          a.dtype, a.ndim, a.space, False, a.contiguous, a.shape))
+
+    def zero(self, t: Ty) -> N.Expr:
+        return self.b.c(0.0, t)
+
+    def t(self, e: N.Expr) -> N.Expr:
+        """The tangent of a float expression."""
+        b = self.b
+        if not is_float(e.ty) or isinstance(e, (N.Const, N.Index, N.Shape)):
+            return self.zero(e.ty)
+        if isinstance(e, N.Var):
+            return b.var(self.tvar(e.name))
+        if isinstance(e, N.Arg):
+            return N.Arg(e.ty, e.loc, f"_d_{e.name}") if e.name in self.diff else self.zero(e.ty)
+        if isinstance(e, N.Load):
+            sh = self.shadow_of(e.array)
+            return N.Load(e.ty, e.loc, sh, e.index) if sh is not None else self.zero(e.ty)
+        if isinstance(e, N.Cast):
+            return b.cast(self.t(e.a), e.ty) if is_float(e.a.ty) else self.zero(e.ty)
+        if isinstance(e, N.Unary):
+            return b.neg(self.t(e.a)) if e.op == "-" else self.zero(e.ty)
+        if isinstance(e, N.Select):
+            return N.Select(e.ty, e.loc, e.cond, self.t(e.a), self.t(e.b))
+        if isinstance(e, (N.BinOp, N.Call)):
+            return self.via_partials(e)
+        raise _err(e.loc, f"cannot differentiate {type(e).__name__}", self.k.name)
+
+    def via_partials(self, e) -> N.Expr:
+        """Tangent of an operation from its partial derivatives."""
+        b = self.b
+        if isinstance(e, N.BinOp):
+            a, c = e.a, e.b
+            ta, tc = self.t(a), self.t(c)
+            if e.op == "+":
+                return b.op("+", ta, tc)
+            if e.op == "-":
+                return b.op("-", ta, tc)
+            if e.op == "*":
+                return b.op("+", b.op("*", ta, c), b.op("*", a, tc))
+            if e.op == "/":
+                return b.op("/", b.op("-", b.op("*", ta, c), b.op("*", a, tc)), b.op("*", c, c))
+            if e.op == "**":
+                one = b.c(1.0, e.ty)
+                r = b.op("*", ta, b.op("*", c, b.call("pow", a, b.op("-", c, one))))
+                if not isinstance(c, N.Const):
+                    r = b.op("+", r, b.op("*", tc, b.op("*", e, b.call("log", a))))
+                return r
+            if e.op == "%":
+                return b.op("-", ta, b.op("*", tc, b.call("floor", b.op("/", a, c))))
+            if e.op == "//":
+                return self.zero(e.ty)
+            raise _err(e.loc, f"operator {e.op} on floats cannot be differentiated", self.k.name)
+        if e.fn in ("min", "max"):
+            p, q = e.args
+            return N.Select(e.ty, e.loc, b.cmp("<" if e.fn == "min" else ">", q, p), self.t(q), self.t(p))
+        # calls: collect (argument, partial) pairs with the reverse-mode rules on a unit seed
+        seeds = []
+        rev = _PartialCollector(self, e)
+        for arg, partial in rev.pairs():
+            seeds.append(b.op("*", b.cast(self.t(arg), e.ty), partial))
+        if not seeds:
+            return self.zero(e.ty)
+        r = seeds[0]
+        for s in seeds[1:]:
+            r = b.op("+", r, s)
+        return r
+
+    def stmts(self, ss) -> list:
+        out = []
+        for s in ss:
+            out += self.stmt(s)
+        return out
+
+    def stmt(self, s) -> list:
+        b, loc = self.b, s.loc
+        if isinstance(s, N.Assign):
+            if is_float(self.locals[s.var]):
+                return [b.assign(self.tvar(s.var), self.t(s.value)), s]
+            return [s]
+        if isinstance(s, N.Store):
+            sh = self.shadow_of(s.array)
+            if sh is not None:
+                return [N.Store(loc, sh, s.index, b.cast(self.t(s.value), Ty(s.array.dtype))), s]
+            return [s]
+        if isinstance(s, N.ExprStmt) and isinstance(s.expr, N.Atomic) and s.expr.array.dtype.is_float:
+            e = s.expr
+            if e.op not in ("add", "sub"):
+                raise _err(loc, f"atomic_{e.op} on floats cannot be differentiated correctly", self.k.name)
+            sh = self.shadow_of(e.array)
+            if sh is not None:
+                return [N.ExprStmt(loc, N.Atomic(e.ty, loc, e.op, sh, e.index, [self.t(e.args[0])])), s]
+            return [s]
+        if isinstance(s, N.If):
+            return [N.If(loc, s.cond, self.stmts(s.body), self.stmts(s.orelse))]
+        if isinstance(s, N.While):
+            return [N.While(loc, s.cond, self.stmts(s.body))]
+        if isinstance(s, N.For):
+            return [N.For(loc, s.var, s.start, s.stop, s.step, self.stmts(s.body))]
+        if isinstance(s, N.FuncBlock):
+            return [N.FuncBlock(loc, s.label, self.stmts(s.body))]
+        if isinstance(s, N.AllocArray):
+            sh = self.shadow_of(s.array)
+            return [s] + ([N.AllocArray(loc, sh)] if sh is not None else [])
+        if isinstance(s, N.Collective):
+            raise _err(loc, "group_reduce/group_scan cannot be differentiated yet", self.k.name)
+        return [s]
+
+    def build(self) -> N.Kernel:
+        body = self.stmts(self.k.body)
+        params = []
+        for p in self.k.params:
+            params.append(p)
+            if p[0] == "array" and p[1].name in self.diff:
+                params.append(("array", self.shadow_of(p[1])))
+            elif p[0] == "scalar" and p[1] in self.diff:
+                params.append(("scalar", f"_d_{p[1]}", p[2]))
+        return replace(self.k, body=body, locals=self.locals, params=params)
+
+
+class _PartialCollector:
+    """(argument, d call / d argument) pairs of a math call, from the reverse-mode rules."""
+
+    def __init__(self, tangent: _Tangent, e: N.Call):
+        self.t, self.e = tangent, e
+
+    def pairs(self):
+        e = self.e
+        rv = _Reverse.__new__(_Reverse)
+        rv.b, rv.uniform, rv.diff, rv.k = self.t.b, set(), set(), self.t.k
+        rv.scalar_acc, rv.dvars, rv.locals = {}, {}, self.t.locals
+        found = []
+
+        def collect(arg, g, out):
+            found.append((arg, g))
+        rv.bp = collect                      # the rules call bp(argument, partial * seed)
+        rv.bind = lambda g, out: g
+        seed = self.t.b.c(1.0, e.ty)
+        _Reverse.bp_call(rv, e, seed, [])
+        return [(a, g) for a, g in found if is_float(a.ty)]
+
+
+def tangent_kernel(k: N.Kernel, diff) -> N.Kernel:
+    """The forward-mode (JVP) kernel: every float value carries a tangent."""
+    return _Tangent(k, set(diff)).build()
