@@ -50,6 +50,11 @@ def xfail_bug(reason):
     return pytest.mark.xfail(strict=True, reason="BUG: " + reason)
 
 
+def fixed_bug(reason):
+    """A bug this file found and that has been fixed: kept as documentation of the test's purpose."""
+    return pytest.mark.fixed_bug(reason=reason)
+
+
 # --------------------------------------------------------------------------- helpers
 
 def run(kernel, *args, n=None):
@@ -237,7 +242,7 @@ def test_promote_weak_float_default_follows_backend():
     assert D.promote(Ty(D.float16), WEAK["float"], default_float=D.float32).dtype == D.float16
 
 
-_TRUEDIV_BUG = xfail_bug("dtypes.true_divide_type maps bool/int8/uint8 to float16 and int16/uint16 to "
+_TRUEDIV_BUG = fixed_bug("dtypes.true_divide_type maps bool/int8/uint8 to float16 and int16/uint16 to "
                          "float32; NumPy's true_divide of any integers is float64")
 
 
@@ -258,7 +263,7 @@ def test_true_divide_type_weak_and_float():
 NARROW = [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]
 NARROW_OTHERS = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32,
                  np.float64] + NARROW
-_NARROW_BUG = xfail_bug("dtypes._strong promotes fp8 with int8/uint8 to float32 and fp8 with float16/"
+_NARROW_BUG = fixed_bug("dtypes._strong promotes fp8 with int8/uint8 to float32 and fp8 with float16/"
                         "bfloat16 to that 16-bit type; NumPy + ml_dtypes give fp8 and float32")
 
 
@@ -450,11 +455,11 @@ def _grid_params():
     return out
 
 
-BUG_TRUEDIV = xfail_bug("int/int true division of (u)int8/(u)int16 operands is computed in float16/float32 "
+BUG_TRUEDIV = fixed_bug("int/int true division of (u)int8/(u)int16 operands is computed in float16/float32 "
                         "(dtypes.true_divide_type); NumPy always gives float64")
-BUG_CMP_I64_U64 = xfail_bug("int64 vs uint64 comparisons go through float64 and are inexact "
+BUG_CMP_I64_U64 = fixed_bug("int64 vs uint64 comparisons go through float64 and are inexact "
                             "(2**62+1 == 2**62); NumPy 2 compares them exactly ('qQ->?' loops)")
-BUG_BOOL_SHIFT = xfail_bug("bool << bool is computed in bool (True << True == 1); NumPy has no bool "
+BUG_BOOL_SHIFT = fixed_bug("bool << bool is computed in bool (True << True == 1); NumPy has no bool "
                            "shift loop and computes in int8 (== 2)")
 
 
@@ -565,7 +570,7 @@ SCALAR_CASES = (
 )
 
 
-BUG_NPFLOAT64_WEAK = xfail_bug("a np.float64 scalar argument is treated as a weak Python float "
+BUG_NPFLOAT64_WEAK = fixed_bug("a np.float64 scalar argument is treated as a weak Python float "
                                "(kernel.py _specs tests isinstance(a, float), which np.float64 passes); "
                                "NumPy scalars are strong")
 
@@ -676,7 +681,7 @@ def test_true_divide_by_out_of_range_literal(t):
     assert_same(o_l, want_l, what=f"{v} / {NAME[t]}")
 
 
-_CMP_OOR_BUG = xfail_bug("comparing an int array with a Python int outside its range wraps the literal "
+_CMP_OOR_BUG = fixed_bug("comparing an int array with a Python int outside its range wraps the literal "
                          "(int8 x == 1000 compares with -24, uint8 x < -1 with 255): lower.py e_Compare casts "
                          "the weak Const with wrap; NumPy 2 compares by value (x == 1000 is False)")
 
@@ -724,7 +729,7 @@ def test_compare_with_int_literal_by_value(t, v):
 
 @pytest.mark.parametrize("t,v", [(np.uint8, -1), (np.uint8, 256), (np.int8, 1000), (np.int8, -129)],
                          ids=lambda x: NAME.get(x, str(x)))
-@xfail_bug("comparing an int array with a Python int *argument* outside the array's range casts the argument "
+@fixed_bug("comparing an int array with a Python int *argument* outside the array's range casts the argument "
            "to the array's type at run time (uint8 x < -1 becomes x < 255); NumPy compares by value. "
            "lower.py e_Compare should compare a weak int with a strong int in a type holding both "
            "(int64, or exact int64-vs-uint64 code)")
@@ -772,7 +777,7 @@ def test_boundary_int_literals_match_numpy(t, v, op):
     assert_same(got, want, what=f"{NAME[t]}[i] {op} ({v})", ctx={"a": scalar_data(t)[0]})
 
 
-_BIGPOW_BUG = xfail_bug("a constant weak int power beyond int64 (2**70, 10**20) is not folded "
+_BIGPOW_BUG = fixed_bug("a constant weak int power beyond int64 (2**70, 10**20) is not folded "
                         "(intrinsics.fold_binop gives up on ** results >= 2**63) and is computed at run time "
                         "in int64, wrapping to 0 / garbage; Python (and so NumPy) computes it exactly")
 
@@ -794,7 +799,7 @@ def test_big_weak_literals_match_numpy(t, expr, fn):
 
 
 @pytest.mark.parametrize("v", [2**64 - 1, 2**63], ids=str)
-@xfail_bug("a Python int argument above 2**63 - 1 is rejected at launch (launcher packs Python ints as "
+@fixed_bug("a Python int argument above 2**63 - 1 is rejected at launch (launcher packs Python ints as "
            "int64 and raises OverflowError) although NumPy accepts it with a uint64 array")
 def test_python_int_argument_in_uint64_range(v):
     a = np.array([0, 1, 2**63, 2**64 - 1], dtype=np.uint64)
@@ -809,7 +814,7 @@ def test_python_int_argument_in_uint64_range(v):
     pytest.param("a[i] < 9223372036854775808", id="cmp-2**63"),
     pytest.param("tk.int64(18446744073709551621)", id="cast-2**64+5"),
 ])
-@xfail_bug("int64 constants outside int64 (and INT64_MIN itself) are rendered as INT64_C(-9223372036854775808) / "
+@fixed_bug("int64 constants outside int64 (and INT64_MIN itself) are rendered as INT64_C(-9223372036854775808) / "
            "INT64_C(9223372036854775808): a decimal literal too big for int64_t, which gcc silently turns into "
            "__int128 (hidden by -w) and clang into unsigned long long; clike.const must spell INT64_MIN as "
            "(-INT64_C(9223372036854775807)-1) and lower.cast must wrap a weak Const even when the dtype matches")
@@ -858,7 +863,7 @@ def test_unary_matches_numpy(t, op):
     assert_same(got, want, ctx=ctx, what=f"{op}({NAME[t]})")
 
 
-_BOOL_MINUS_BUG = xfail_bug("'-' on bools (unary and binary) compiles and stores (uint8_t)-1 == 255 into a bool "
+_BOOL_MINUS_BUG = fixed_bug("'-' on bools (unary and binary) compiles and stores (uint8_t)-1 == 255 into a bool "
                             "array (an invalid bool); NumPy rejects it with TypeError, so lower.py e_UnaryOp / "
                             "binop should raise tk.CompileError (or at least compute in an int type)")
 
@@ -941,7 +946,7 @@ def cast_results(src):
     return out
 
 
-_F16_DOUBLE_ROUNDING = xfail_bug("float64 -> float16 (tk.float16(x) and storing into a float16 array) rounds twice, "
+_F16_DOUBLE_ROUNDING = fixed_bug("float64 -> float16 (tk.float16(x) and storing into a float16 array) rounds twice, "
                                  "via float32 (clike e_Cast / s_Store call tk_f32_to_f16((float)x)); NumPy rounds "
                                  "float64 -> float16 once (1 + 2**-11 + 2**-40 -> 1.000977, tinykernels gives 1.0)")
 
@@ -974,7 +979,7 @@ def _collision_params():
 
 
 @pytest.mark.parametrize("first,second", _collision_params())
-@xfail_bug("runtime/_launch.c arg_code keeps only (type_num & 0xff) of an array's dtype in the launch signature: "
+@fixed_bug("runtime/_launch.c arg_code keeps only (type_num & 0xff) of an array's dtype in the launch signature: "
            "ml_dtypes' user type numbers (bfloat16 = 256, float8_e4m3fn = 260, float8_e5m2 = 262) collide with "
            "bool / uint16 / uint32, so the fast path reuses the kernel compiled for the other dtype and silently "
            "reads the wrong type")
@@ -1304,7 +1309,9 @@ def test_narrow_float_arithmetic_rounds_once_on_store(t):
     assert_same(outs[1], once, ctx={"a": a, "b": b, "c": c}, what=f"{name}: t = a*b (a local); t + c")
     lit = np.array(0.1).astype(t).astype(np.float32)              # the weak literal takes the array's type
     assert_same(outs[2], (f(a) * lit + np.float32(1)).astype(t), ctx={"a": a}, what=f"{name}: a*0.1+1")
-    assert_same(outs[3], (f(a) * k.astype(np.float32) - f(c)).astype(t), ctx={"a": a, "k": k, "c": c},
+    # int8 with a narrow float promotes to that float (NumPy / ml_dtypes): k is converted to t first
+    kt = f(k.astype(t)) if np.dtype(t).itemsize == 1 else k.astype(np.float32)
+    assert_same(outs[3], (f(a) * kt - f(c)).astype(t), ctx={"a": a, "k": k, "c": c},
                 what=f"{name}: a*int8-c")
 
 
@@ -1361,7 +1368,7 @@ def test_integer_wraparound_matches_numpy(t):
     (np.int8, (0, 127, 2)), (np.int8, (120, 127, 5)), (np.uint8, (250, 255, 3)), (np.int8, (-100, -128, -3)),
     (np.int64, (2**63 - 10, 2**63 - 1, 4)), (np.uint64, (2**64 - 5, 2**64 - 1, 3)),
 ], ids=lambda v: NAME[v] if v in NAME else str(v))
-@xfail_bug("for j in range(start, stop, step) whose counter would step past the end of its integer type wraps "
+@fixed_bug("for j in range(start, stop, step) whose counter would step past the end of its integer type wraps "
            "around and keeps looping (range(int8 0, 127, 2) never ends): clike.s_For advances "
            "'it += step' in the loop variable's own type and tests it < stop afterwards; it should iterate a "
            "trip count computed in uint64 (or check stop - it > step before stepping)")
@@ -1531,7 +1538,7 @@ def _gcc():
 
 @pytest.mark.parametrize("t", [np.float32, np.float64], ids=NAME.get)
 @pytest.mark.parametrize("expr", [
-    pytest.param("x[i] ** 0.5", marks=_POW_HALF_BUG),                      # the scalar tail is pow everywhere
+    pytest.param("x[i] ** 0.5", marks=fixed_bug("x ** 0.5 now uses NumPy's fast path (sqrt)")),                      # the scalar tail is pow everywhere
     pytest.param("math.pow(x[i], 0.5)", marks=_POW_HALF_BUG if _gcc() else ()),   # the SIMD body: gcc only
 ])
 def test_power_half_is_consistent_and_matches_numpy(t, expr):

@@ -128,17 +128,15 @@ def _strong(a: DType, b: DType) -> DType:
     if a == b:
         return a
     sa, sb = a.is_storage_only and a.bits < 32, b.is_storage_only and b.bits < 32
-    if a.is_float and b.is_float and (sa or sb):
-        if sa and sb:  # two different narrow floats meet in float32
-            return float32 if a.bits == b.bits else (a if a.bits > b.bits else b)
-        wide = b if sa else a
-        narrow = a if sa else b
-        return wide if wide.bits >= 32 else narrow
-    if a.is_storage_only or b.is_storage_only:  # narrow float with an int or bool
-        nf, other = (a, b) if a.is_storage_only else (b, a)
-        if other.kind == "b" or (other.bits <= 8 and nf.bits >= 16):
-            return nf if not (other.kind in "iu" and nf.bits < 16) else float32
-        return float64 if other.bits >= 32 else float32
+    if sa and sb:            # two different narrow floats meet in float32 (as with ml_dtypes)
+        return float32
+    if sa or sb:
+        nf, other = (a, b) if sa else (b, a)
+        if other.is_float:   # float32 / float64
+            return other
+        if other.kind == "b" or other.bits <= 8:
+            return nf        # like NumPy's float16 with int8: the narrow float holds them
+        return float32 if other.bits <= 16 else float64
     return from_any(np.result_type(np.dtype(a.name), np.dtype(b.name)))
 
 
@@ -159,18 +157,11 @@ def promote(a: Ty, b: Ty, default_float: DType = float64) -> Ty:
 
 
 def true_divide_type(t: Ty, default_float: DType = float64) -> Ty:
-    """Result type of ``/``: float operands keep their type; integers go to the smallest
-    float that holds them exactly, as NumPy does (int8 -> float16, int16 -> float32, ...)."""
-    d = t.dtype
-    if d.is_float:
+    """Result type of ``/``: float operands keep their type; integers and bools give the
+    default float (float64), as NumPy's true_divide has only float loops."""
+    if t.dtype.is_float:
         return t
-    if t.weak:
-        return Ty(default_float, True)
-    if d.kind == "b" or d.bits <= 8:
-        return Ty(float16)
-    if d.bits <= 16:
-        return Ty(float32)
-    return Ty(default_float)
+    return Ty(default_float, t.weak)
 
 
 def fits(value: int, d: DType) -> bool:

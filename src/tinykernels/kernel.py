@@ -246,6 +246,8 @@ class KernelInstance:
         if isinstance(a, np.ndarray):
             arr = a
         elif isinstance(a, (bool, int, float)) or (isinstance(a, np.generic) and np.dtype(type(a)).kind in "biuf"):
+            if type(a) is int and not -(1 << 63) <= a < (1 << 64):
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' = {a} does not fit in 64 bits")
             return a
         else:
             from .array import as_host_ndarray
@@ -277,14 +279,14 @@ class KernelInstance:
                 out[name] = ArraySpec(D.from_any(a.dtype), a.ndim, bool(a.flags.c_contiguous), kind == "const")
             elif isinstance(a, Array):   # a device array
                 out[name] = ArraySpec(D.from_any(a.dtype), a.ndim, a.is_contiguous, kind == "const")
+            elif isinstance(a, np.generic):          # NumPy scalars are strong (np.float64 too)
+                out[name] = ScalarSpec(Ty(D.from_any(a.dtype)))
             elif isinstance(a, bool):
                 out[name] = ScalarSpec(Ty(D.bool_, True))
-            elif isinstance(a, int):
-                out[name] = ScalarSpec(Ty(D.int64, True))
+            elif isinstance(a, int):   # a Python int: weak; one in [2**63, 2**64) is carried as uint64
+                out[name] = ScalarSpec(Ty(D.int64 if a < (1 << 63) else D.uint64, True))
             elif isinstance(a, float):
                 out[name] = ScalarSpec(Ty(df, True))
-            else:
-                out[name] = ScalarSpec(Ty(D.from_any(a.dtype)))
             if kind == "const" and name not in out or (kind == "const" and not isinstance(out[name], ArraySpec)):
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' is annotated tk.Const but is not an array")
         return out

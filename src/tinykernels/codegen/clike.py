@@ -139,7 +139,10 @@ class CLikeRenderer:
         if d.is_int:
             v = int(value)
             if d.bits == 64:
-                return f"INT64_C({v})" if d.kind == "i" else f"UINT64_C({v & (2**64 - 1)})"
+                if d.kind == "u":
+                    return f"UINT64_C({v & (2**64 - 1)})"
+                v = (v + 2**63) % 2**64 - 2**63
+                return f"INT64_C({v})" if v != -2**63 else "(-INT64_C(9223372036854775807) - 1)"
             if d.kind == "u":
                 return f"(({self.ctype(t)}){v & (2**d.bits - 1)}u)"
             return f"(({self.ctype(t)}){v})" if d.bits < 32 else (str(v) if v > -2**31 else f"(-{-v - 1}-1)")
@@ -248,7 +251,9 @@ class CLikeRenderer:
         a = self.expr(e.a)
         if dst.kind == "b":
             return f"(({a}) != 0)"
-        if dst.is_storage_only:  # an explicit cast rounds to the narrow type
+        if dst.is_storage_only:  # an explicit cast rounds to the narrow type (once)
+            if dst.name == "float16" and src.name == "float64":
+                return f"tk_f16_to_f32(tk_f64_to_f16((double)({a})))"
             return f"{self.load_conv[dst.name]}({self.store_conv[dst.name]}((float)({a})))"
         return f"(({self.ctype(e.ty)})({a}))"
 
@@ -357,17 +362,25 @@ class CLikeRenderer:
         self.depth -= 1
 
     def s_For(self, s):
+        """``range`` loops run a trip count computed once in uint64, so a counter that would
+        step past the end of its type never wraps around (``range(0, 127, 2)`` on int8)."""
         t = self.k.locals.get(s.var)
         ct = self.ctype(t) if t is not None else "int64_t"
-        it, stop, step = self.fresh("it"), self.fresh("stop"), self.fresh("step")
-        self.w(f"{{ const {ct} {stop} = {self.expr(s.stop)}; const {ct} {step} = {self.expr(s.step)};")
+        k, n, start, step = self.fresh("k"), self.fresh("n"), self.fresh("start"), self.fresh("step")
+        stop = self.fresh("stop")
+        self.w(f"{{ const {ct} {start} = {self.expr(s.start)}; const {ct} {stop} = {self.expr(s.stop)}; "
+               f"const {ct} {step} = {self.expr(s.step)};")
+        up = f"({stop} > {start} ? ((uint64_t){stop} - (uint64_t){start} - 1u) / (uint64_t){step} + 1u : 0u)"
+        down = (f"({start} > {stop} ? ((uint64_t){start} - (uint64_t){stop} - 1u) / "
+                f"((uint64_t)0 - (uint64_t){step}) + 1u : 0u)")
         if isinstance(s.step, N.Const):
-            cond = f"{it} < {stop}" if s.step.value > 0 else f"{it} > {stop}"
+            trips = up if s.step.value > 0 else down
         else:
-            cond = f"({step} > 0 ? {it} < {stop} : {it} > {stop})"
-        self.w(f"for ({ct} {it} = {self.expr(s.start)}; {cond}; {it} += {step}) {{")
+            trips = f"({step} > 0 ? {up} : {down})"
+        self.w(f"  const uint64_t {n} = {trips};")
+        self.w(f"  for (uint64_t {k} = 0; {k} < {n}; ++{k}) {{")
         self.depth += 1
-        self.w(f"{self.var(s.var)} = {it};")
+        self.w(f"{self.var(s.var)} = ({ct})((uint64_t){start} + {k} * (uint64_t){step});")
         self.depth -= 1
         self.block(s.body)
         self.w("}}")

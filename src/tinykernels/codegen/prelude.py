@@ -127,6 +127,24 @@ TK_INLINE uint16_t tk_f32_to_f16(float f) {
         return (uint16_t)(sign | tk_shr_rne_u32(m, 126u - e));
     }
 }
+
+#ifndef TK_NO_F64
+/* binary64 -> binary16 rounded once: first to float32 rounding to odd (the sticky bit
+   keeps what float32 drops), then to half to nearest even. */
+TK_INLINE uint16_t tk_f64_to_f16(double d) {
+    float f = (float)d;
+    if ((double)f != d && f == f && f - f == 0.0f) {   /* inexact, finite */
+        uint32_t u = tk_f32_bits(f);
+        double ad = d < 0.0 ? -d : d, af = f < 0.0f ? -(double)f : (double)f;
+        if (af > ad) {
+            u -= 1u;                                     /* toward zero */
+        }
+        u |= 1u;                                         /* sticky */
+        f = tk_bits_f32(u);
+    }
+    return tk_f32_to_f16(f);
+}
+#endif
 """
 
 # --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv:
           ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
           ast.BitXor: "^"}
 CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}   # a op b == b FLIP[op] a
 PYCMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
          "==": operator.eq, "!=": operator.ne}
 
@@ -66,8 +67,9 @@ def fold_binop(op: str, a, b, t: Ty):
                     return None
                 if op in ("<<", ">>") and b < 0:
                     return None
-                r = _PYOPS[op](a, b)
-                return r if abs(r) < (1 << 63) or op != "**" else None
+                if op == "**" and b > 4096:
+                    return None
+                return _PYOPS[op](a, b)       # exact, like Python; the range is checked where it is used
             if t.dtype.is_float and op in ("+", "-", "*", "/", "**"):
                 if op == "/" and b == 0:
                     return None
@@ -179,7 +181,7 @@ def _round(lw, node):
 
 def _int(lw, node):
     (x,) = _exprs(lw, node, 1, "int")
-    return lw.cast(x, lw.weak_int()) if x.ty != lw.weak_int() else x
+    return lw.cast(x, lw.weak_int(), explicit=True) if x.ty != lw.weak_int() else x
 
 
 def _float(lw, node):

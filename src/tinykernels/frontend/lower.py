@@ -417,7 +417,19 @@ class Lowerer:
             raise self.err(node, f"dtype {v.dtype.name} used where a number is expected")
         raise self.err(node, f"{getattr(v, 'obj', v)!r} cannot be used as a value in a kernel")
 
-    def cast(self, e: N.Expr, t: Ty) -> N.Expr:
+    def err_at(self, loc: N.Loc, msg: str) -> CompileError:
+        import linecache
+        return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None,
+                            kernel=self.opts.kernel_name)
+
+    def cast(self, e: N.Expr, t: Ty, explicit: bool = False) -> N.Expr:
+        """``e`` converted to ``t``; an implicit conversion of a Python int that does not fit is
+        an error (as NumPy's OverflowError), an explicit one (``tk.int8(200)``) wraps."""
+        if not explicit and isinstance(e, N.Const) and e.ty.weak and e.ty.dtype.is_int and t.dtype.is_int \
+                and isinstance(e.value, int) and not isinstance(e.value, bool):
+            target = t.dtype if not t.weak else D.int64
+            if not D.fits(e.value, target) and not (t.weak and D.fits(e.value, D.uint64)):
+                raise self.err_at(e.loc, f"Python integer {e.value} is out of bounds for {target.name}")
         if e.ty == t:
             return e
         if e.ty.dtype == t.dtype:
@@ -605,8 +617,20 @@ class Lowerer:
             t = D.true_divide_type(D.promote(a.ty, b.ty, df), df)
         else:
             t = D.promote(a.ty, b.ty, df)
-            if op in ("-", "**") and t.dtype.kind == "b":
-                t = Ty(self.opts.default_int, t.weak) if op == "**" else t
+        if t.dtype.kind == "b":
+            if op == "-":
+                raise self.err(node, "'-' is not defined for bools (as in NumPy); use ^ or 'a != b'")
+            if op in ("<<", ">>", "**", "//", "%"):
+                # NumPy has no bool loop for these: bools compute as int8 (Python bools as ints)
+                t = Ty(self.opts.default_int, True) if t.weak else Ty(D.int8)
+        if isinstance(a, N.Const) and isinstance(b, N.Const) and t.weak and t.dtype.is_int:
+            v = I.fold_binop(op, a.value, b.value, t)      # Python ints: exact, any size
+            if v is not None:
+                return N.Const(t, self.loc(node), v)
+        if op == "**" and t.dtype.is_float and isinstance(b, N.Const) and not isinstance(a, N.Const):
+            fast = self.fast_power(a, b, t, node)            # NumPy's fast paths for scalar exponents
+            if fast is not None:
+                return fast
         self.check_weak_fits(a, t, node)
         self.check_weak_fits(b, t, node)
         ca, cb = self.cast(a, t), self.cast(b, t)
@@ -615,6 +639,23 @@ class Lowerer:
             if v is not None:
                 return N.Const(t, self.loc(node), v)
         return N.BinOp(t, self.loc(node), op, ca, cb)
+
+    def fast_power(self, a, b, t, node):
+        """``a ** c`` for c in (-1, 0, 0.5, 1, 2) as NumPy computes it (reciprocal, ones, sqrt,
+        identity, square) rather than through pow()."""
+        c, loc = b.value, self.loc(node)
+        x = self.cast(a, t)
+        if c == 2:
+            return N.BinOp(t, loc, "*", x, x)
+        if c == 1:
+            return x
+        if c == 0:
+            return N.Const(t, loc, 1.0)
+        if c == -1:
+            return N.BinOp(t, loc, "/", N.Const(t, loc, 1.0), x)
+        if c == 0.5:
+            return N.Call(t, loc, "sqrt", [x])
+        return None
 
     def check_weak_fits(self, e, t: Ty, node):
         if isinstance(e, N.Const) and e.ty.weak and not t.weak and t.dtype.is_int and isinstance(e.value, int) \
@@ -632,6 +673,8 @@ class Lowerer:
         if isinstance(node.op, ast.UAdd):
             return v
         if isinstance(node.op, ast.USub):
+            if v.ty.dtype.kind == "b":
+                raise self.err(node, "unary '-' is not defined for bools (as in NumPy); use 'not' or ~")
             if isinstance(v, N.Const):
                 return N.Const(v.ty, loc, I.wrap(-v.value, v.ty))
             return N.Unary(v.ty, loc, "-", v)
@@ -664,15 +707,49 @@ class Lowerer:
             if op is None:
                 raise self.err(node, f"comparison {type(opnode).__name__} is not supported in kernels")
             right = self.as_expr(self.expr(rnode), rnode)
-            t = D.promote(left.ty, right.ty, self.opts.default_float)
-            a, b = self.cast(left, t), self.cast(right, t)
-            if isinstance(a, N.Const) and isinstance(b, N.Const):
-                c = N.Const(Ty(D.bool_), self.loc(node), bool(I.PYCMP[op](a.value, b.value)))
-            else:
-                c = N.Compare(Ty(D.bool_), self.loc(node), op, a, b)
+            c = self.compare(op, left, right, node)
             result = c if result is None else N.BinOp(Ty(D.bool_), self.loc(node), "and", result, c)
             left = right
         return result
+
+    def compare(self, op, a, b, node) -> N.Expr:
+        """``a op b`` exactly, as NumPy 2 compares: mixed signed/unsigned 64-bit integers and
+        Python ints outside the other operand's range compare by value, never wrapped."""
+        loc, BT = self.loc(node), Ty(D.bool_)
+        da, db = a.ty.dtype, b.ty.dtype
+        for x, y, x_right in ((a, b, False), (b, a, True)):
+            if isinstance(x, N.Const) and x.ty.weak and da.is_int and db.is_int and isinstance(x.value, int) \
+                    and not y.ty.weak and not D.fits(x.value, y.ty.dtype):
+                # the Python int lies outside y's range: the answer does not depend on y (``y OP x``)
+                o = op if x_right else I.FLIP[op]
+                above = x.value > 0
+                return N.Const(BT, loc, {"<": above, "<=": above, ">": not above, ">=": not above,
+                                         "==": False, "!=": True}[o])
+        weak_const = (isinstance(a, N.Const) and a.ty.weak) or (isinstance(b, N.Const) and b.ty.weak)
+        if da.is_int and db.is_int and not weak_const and (a.ty.weak != b.ty.weak or {da.kind, db.kind} == {"i", "u"}):
+            strong64 = not a.ty.weak and not b.ty.weak and {da.name, db.name} == {"int64", "uint64"}
+            weak_u64 = (a.ty.weak and db.name == "uint64") or (b.ty.weak and da.name == "uint64")
+            if strong64 or weak_u64:
+                signed_left = a.ty.weak or da.kind == "i"
+                s_, u_, o = (a, b, op) if signed_left else (b, a, I.FLIP[op])
+                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc)
+            if a.ty.weak != b.ty.weak:    # a Python int against a narrower integer type: compare in int64
+                a, b = self.cast(a, Ty(D.int64)), self.cast(b, Ty(D.int64))
+        t = D.promote(a.ty, b.ty, self.opts.default_float)
+        a, b = self.cast(a, t), self.cast(b, t)
+        if isinstance(a, N.Const) and isinstance(b, N.Const):
+            return N.Const(BT, loc, bool(I.PYCMP[op](a.value, b.value)))
+        return N.Compare(BT, loc, op, a, b)
+
+    def mixed_compare(self, op, s_, u_, loc) -> N.Expr:
+        """int64 ``s_`` op uint64 ``u_``, exactly."""
+        BT = Ty(D.bool_)
+        neg = N.Compare(BT, loc, "<", s_, N.Const(Ty(D.int64), loc, 0))
+        nonneg = N.Compare(BT, loc, ">=", s_, N.Const(Ty(D.int64), loc, 0))
+        as_u = N.Compare(BT, loc, op, N.Cast(Ty(D.uint64), loc, s_), u_)
+        if op in ("<", "<=", "!="):
+            return N.BinOp(BT, loc, "or", neg, as_u)
+        return N.BinOp(BT, loc, "and", nonneg, as_u)
 
     def e_IfExp(self, node):
         c = self.truth(self.expr(node.test), node.test)
@@ -694,7 +771,7 @@ class Lowerer:
             if len(node.args) != 1:
                 raise self.err(node, f"{fobj.dtype.name}() takes one argument")
             v = self.as_expr(self.expr(node.args[0]), node)
-            return self.cast(v, Ty(fobj.dtype))
+            return self.cast(v, Ty(fobj.dtype), explicit=True)
         if not isinstance(fobj, PyObj):
             raise self.err(node, "this is not callable in a kernel")
         fn = fobj.obj

@@ -60,7 +60,17 @@ static uint32_t arg_code(PyObject *o, int is_constexpr, uint64_t *extra, int *fi
     }
     if (PyBool_Check(o)) return 0x62000000u;
     if (PyFloat_CheckExact(o)) return 0x66000000u;
-    if (PyLong_CheckExact(o)) return 0x69000000u;
+    if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (!overflow) return 0x69000000u;                 /* 'i': fits int64 */
+        if (overflow > 0) {
+            PyLong_AsUnsignedLongLong(o);
+            if (!PyErr_Occurred()) return 0x4a000000u;     /* 'J': a Python int in [2**63, 2**64) */
+            PyErr_Clear();
+        }
+        return 0;
+    }
     if (PyArray_IsScalar(o, Generic)) {
         PyArray_Descr *d = PyArray_DescrFromScalar(o);
         int tn = d->type_num;
@@ -119,7 +129,7 @@ static int parse_ndrange(PyObject *nd, tk_slot *g, int *ndim, int *ranges) {
 static PyObject *make_key(uint64_t cmask, PyObject *args, const tk_slot *g, int ndim, long wg, int ranges) {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     if (n > MAX_ARGS) return NULL;
-    uint32_t buf[2 * MAX_ARGS + 4];
+    uint32_t buf[3 * MAX_ARGS + 4];
     int k = 0, fits32 = 1;
     for (Py_ssize_t i = 0; i < n; ++i) {
         uint64_t extra = 0;
@@ -128,6 +138,8 @@ static PyObject *make_key(uint64_t cmask, PyObject *args, const tk_slot *g, int 
         if (!c) return NULL;
         buf[k++] = c;
         if (isc) { buf[k++] = (uint32_t)extra; buf[k++] = (uint32_t)(extra >> 32); }
+        /* the full type number: user dtypes (ml_dtypes' bfloat16, fp8) have numbers >= 256 */
+        if ((c >> 24) == 0x41) buf[k++] = (uint32_t)PyArray_TYPE((PyArrayObject *)PyTuple_GET_ITEM(args, i));
     }
     int64_t total = g[1].i * g[4].i * g[7].i;
     if (total >= ((int64_t)1 << 31)) fits32 = 0;
@@ -159,8 +171,14 @@ static int pack(uint64_t cmask, PyObject *args, tk_slot *s, int *used) {
         if (PyLong_CheckExact(o)) {
             int overflow = 0;
             long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow > 0) {
+                unsigned long long u = PyLong_AsUnsignedLongLong(o);
+                if (PyErr_Occurred()) return -1;
+                s[k++].i = (int64_t)u;
+                continue;
+            }
             if (overflow) {
-                PyErr_Format(PyExc_OverflowError, "argument %zd: Python int does not fit in int64", i);
+                PyErr_Format(PyExc_OverflowError, "argument %zd: Python int does not fit in 64 bits", i);
                 return -1;
             }
             s[k++].i = v;

@@ -58,13 +58,15 @@ class PyLauncher:
                 return None
             if o.size >= 1 << 31:
                 fits[0] = False
-            return ("A", o.dtype.num, o.ndim, o.flags.c_contiguous, not o.flags.writeable)
+            return ("A", o.dtype.num, o.dtype.str, o.ndim, o.flags.c_contiguous, not o.flags.writeable)
         if isinstance(o, bool):
             return ("b",)
         if type(o) is float:
             return ("f",)
         if type(o) is int:
-            return ("i",)
+            if -(1 << 63) <= o < (1 << 63):
+                return ("i",)
+            return ("J",) if 0 <= o < (1 << 64) else None
         if isinstance(o, np.generic) and (o.dtype.kind in "biuf"):
             return ("S", o.dtype.num)
         return None
@@ -98,8 +100,10 @@ class PyLauncher:
                 v = int(o)
                 if isinstance(o, np.unsignedinteger) and v >= 1 << 63:
                     v -= 1 << 64
+                if (1 << 63) <= v < (1 << 64):
+                    v -= 1 << 64
                 if not -(1 << 63) <= v < (1 << 63):
-                    raise OverflowError(f"argument {i}: Python int does not fit in int64")
+                    raise OverflowError(f"argument {i}: Python int does not fit in 64 bits")
                 slots.append(v)
                 kinds.append("i")
         buf = (ctypes.c_int64 * len(slots))()

@@ -1,0 +1,2256 @@
+"""WGSL (WebGPU Shading Language) from the IR, for ``tk.WebGPU()``.
+
+WGSL is too far from C for the C-like renderer base (no pointers, no goto, no implicit
+conversions, ``var``/``let``, ``select(f, t, c)``), so this is a renderer of its own. It keeps
+the SIMT shape of :mod:`tinykernels.codegen.gpu`: every invocation runs the group-level
+statements of the :mod:`tinykernels.passes.groups` plan (barriers, collectives, uniform
+control flow) and the pieces between barriers under ``if (tk_active)``.
+
+How WGSL's gaps are filled:
+
+* **Types.** Values are ``bool``, ``i32``, ``u32`` or ``f32``. int8/int16 compute in ``i32``
+  and are sign-extended after every wrapping operation, uint8/uint16 in ``u32`` masked;
+  float16, bfloat16 and fp8 compute in ``f32``. Global arrays of 8- and 16-bit types (and
+  bool) are packed into ``array<u32>`` words: loads extract and extend, stores update their
+  lane with ``atomicAnd`` + ``atomicOr`` on ``array<atomic<u32>>`` so that neighbouring items
+  writing other lanes of the same word never lose updates. Narrow floats convert in software,
+  rounding to nearest even exactly as NumPy / ml_dtypes do. 64-bit types do not exist in WGSL:
+  :func:`check_support` rejects them with a CompileError at the first line that uses one,
+  except uint64 random keys (``tk.random.key``), carried as ``vec2<u32>`` (low, high) into
+  the Philox intrinsics.
+* **Control flow.** ``return`` in a flat kernel is ``return;``. Structured exits that C does
+  with ``goto`` (early return of an inlined ``@tk.func``, ``return`` inside a piece of a
+  grouped kernel) wrap their target in a one-pass ``loop { ...; break; }``, set a flag, and
+  ``break`` out of every construct in between (``if (flag) { break; }`` after each).
+* **Exact float arithmetic.** Mesa's NIR (Vulkan drivers such as lavapipe, RADV, ANV) may
+  reassociate and fuse float operations that SPIR-V does not mark exact, and naga emits no
+  ``NoContraction``. ``(x + 1e8) - 1e8`` would become ``x``. Every float ``+ - * /`` result is
+  therefore passed through ``tk_x``, an OR with a run-time zero from the argument buffer that
+  no compiler can see through, so results round exactly as NumPy's float32.
+* **Math.** WGSL builtins are used where they are exact or nearly so (sqrt, floor, ceil,
+  trunc, round, abs, fma, sin, cos, tan); exp, log, log2, log10, log1p, expm1, the inverse
+  trigonometric and hyperbolic functions, erf, erfc, pow, fmod and hypot are ports of the
+  FreeBSD msun / musl single-precision functions (about 1 ulp), because the builtins of
+  common drivers are far less accurate (lavapipe's log and atan2 are off by 1e-4).
+* **Uniformity.** Group-level statements only read uniform values (workgroup id, the
+  uniform argument buffer, constants and locals assigned only from those), so barriers sit
+  in uniform control flow as WGSL requires.
+"""
+from __future__ import annotations
+
+import linecache
+import math
+import struct
+
+from .. import dtypes as D
+from ..dtypes import DType, Ty
+from ..errors import CompileError
+from ..ir import nodes as N
+from ..passes.groups import GroupPlan, ItemLoop
+from .clike import mangle
+
+# --------------------------------------------------------------------------- type tables
+
+UNSUPPORTED = ("int64", "uint64", "float64")
+PACKED = {"bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "float16": 16,
+          "bfloat16": 16, "float8_e4m3fn": 8, "float8_e5m2": 8}
+_LOAD_CONV = {"float16": "tk_f16_to_f32", "bfloat16": "tk_bf16_to_f32",
+              "float8_e4m3fn": "tk_e4m3_to_f32", "float8_e5m2": "tk_e5m2_to_f32"}
+_STORE_CONV = {"float16": "tk_f32_to_f16", "bfloat16": "tk_f32_to_bf16",
+               "float8_e4m3fn": "tk_f32_to_e4m3", "float8_e5m2": "tk_f32_to_e5m2"}
+_WHY = {"float64": "WGSL has no 64-bit floats (use float32; Python floats are float32 on WebGPU)",
+        "int64": "WGSL has no 64-bit integers (use int32; Python ints are int32 on WebGPU)",
+        "uint64": "WGSL has no 64-bit integers (use uint32; only tk.random keys may be uint64)"}
+
+
+def ctype(t) -> str:
+    """The WGSL type of a value of IR type/dtype ``t``."""
+    d = t.dtype if isinstance(t, Ty) else t
+    if d.kind == "b":
+        return "bool"
+    if d.is_float:
+        return "f32"
+    if d.bits == 64 and d.kind == "u":
+        return "vec2<u32>"
+    return "i32" if d.kind == "i" else "u32"
+
+
+def _mask(bits: int) -> str:
+    return f"0x{(1 << bits) - 1:x}u"
+
+
+# --------------------------------------------------------------------------- the helper library
+
+def _f(x: float) -> str:
+    """A float32 constant as an exact WGSL hex literal."""
+    import numpy as np
+    v = float(np.float32(x))
+    if v == 0:
+        return "-0.0f" if math.copysign(1, v) < 0 else "0.0f"
+    return v.hex() + "f"
+
+
+_LIB: dict = {}
+
+
+def _lib(name, deps, text):
+    _LIB[name] = (tuple(deps), text.strip("\n") + "\n")
+
+
+_lib("x", (), """
+// tk_z is always 0 (read from the argument buffer): OR-ing it into a float's bits is opaque to
+// every compiler, so no float operation is reassociated, fused or folded across tk_x.
+var<private> tk_z: u32;
+fn tk_x(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) | tk_z); }
+fn tk_nan() -> f32 { return bitcast<f32>(0x7fc00000u | tk_z); }
+fn tk_inf() -> f32 { return bitcast<f32>(0x7f800000u | tk_z); }
+fn tk_isnan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }
+fn tk_isinf(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) == 0x7f800000u; }
+fn tk_isfinite(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) < 0x7f800000u; }
+fn tk_copysign(a: f32, b: f32) -> f32 {
+    return bitcast<f32>((bitcast<u32>(a) & 0x7fffffffu) | (bitcast<u32>(b) & 0x80000000u));
+}
+""")
+
+_lib("intdiv", (), """
+// Python floor division and modulo: x // 0 == x % 0 == 0, MIN // -1 wraps (as NumPy)
+fn tk_floordiv_i32(a: i32, b: i32) -> i32 {
+    if (b == 0i) { return 0i; }
+    if (b == -1i) { return 0i - a; }
+    var q = a / b;
+    if ((a % b) != 0i && ((a < 0i) != (b < 0i))) { q = q - 1i; }
+    return q;
+}
+fn tk_mod_i32(a: i32, b: i32) -> i32 {
+    if (b == 0i || b == -1i) { return 0i; }
+    var r = a % b;
+    if (r != 0i && ((r < 0i) != (b < 0i))) { r = r + b; }
+    return r;
+}
+fn tk_floordiv_u32(a: u32, b: u32) -> u32 { if (b == 0u) { return 0u; } return a / b; }
+fn tk_mod_u32(a: u32, b: u32) -> u32 { if (b == 0u) { return 0u; } return a % b; }
+""")
+
+_lib("ipow", (), """
+// base ** e by squaring, wrapping; a negative exponent gives 0
+fn tk_ipow_u32(base: u32, e: u32) -> u32 {
+    var r = 1u;
+    var b = base;
+    var n = e;
+    loop {
+        if (n == 0u) { break; }
+        if ((n & 1u) != 0u) { r = r * b; }
+        b = b * b;
+        n = n >> 1u;
+    }
+    return r;
+}
+fn tk_ipow_i32(base: i32, e: i32) -> i32 {
+    if (e < 0i) { return 0i; }
+    return bitcast<i32>(tk_ipow_u32(bitcast<u32>(base), u32(e)));
+}
+""")
+
+_lib("fmod", ("x",), """
+// C fmodf, exact (integer long division of the significands, as musl)
+fn tk_fmod(x: f32, y: f32) -> f32 {
+    var uxi = bitcast<u32>(x);
+    var uy = bitcast<u32>(y);
+    var ex = i32((uxi >> 23u) & 0xffu);
+    var ey = i32((uy >> 23u) & 0xffu);
+    let sx = uxi & 0x80000000u;
+    if ((uy << 1u) == 0u || (uy & 0x7fffffffu) > 0x7f800000u || ex == 0xff) { return tk_nan(); }
+    if ((uxi << 1u) <= (uy << 1u)) {
+        if ((uxi << 1u) == (uy << 1u)) { return bitcast<f32>(sx); }
+        return x;
+    }
+    if (ex == 0i) {
+        var i = uxi << 9u;
+        loop { if ((i >> 31u) != 0u) { break; } ex = ex - 1i; i = i << 1u; }
+        uxi = uxi << u32(1i - ex);
+    } else {
+        uxi = (uxi & 0x007fffffu) | 0x00800000u;
+    }
+    if (ey == 0i) {
+        var i = uy << 9u;
+        loop { if ((i >> 31u) != 0u) { break; } ey = ey - 1i; i = i << 1u; }
+        uy = uy << u32(1i - ey);
+    } else {
+        uy = (uy & 0x007fffffu) | 0x00800000u;
+    }
+    loop {
+        if (ex <= ey) { break; }
+        let i = uxi - uy;
+        if ((i >> 31u) == 0u) {
+            if (i == 0u) { return bitcast<f32>(sx); }
+            uxi = i;
+        }
+        uxi = uxi << 1u;
+        ex = ex - 1i;
+    }
+    let i = uxi - uy;
+    if ((i >> 31u) == 0u) {
+        if (i == 0u) { return bitcast<f32>(sx); }
+        uxi = i;
+    }
+    loop { if ((uxi >> 23u) != 0u) { break; } uxi = uxi << 1u; ex = ex - 1i; }
+    if (ex > 0i) {
+        uxi = (uxi - 0x00800000u) | (u32(ex) << 23u);
+    } else {
+        uxi = uxi >> u32(1i - ex);
+    }
+    return bitcast<f32>(uxi | sx);
+}
+""")
+
+_lib("floatdiv", ("x", "fmod"), """
+// NumPy's float floor_divide / remainder (npy_divmod)
+fn tk_div(a: f32, b: f32) -> f32 {
+    if (b == 0.0f) {
+        if (a == 0.0f || tk_isnan(a)) { return tk_nan(); }
+        return tk_copysign(tk_inf(), bitcast<f32>(bitcast<u32>(a) ^ (bitcast<u32>(b) & 0x80000000u)));
+    }
+    return tk_x(a / b);
+}
+fn tk_mod_f32(a: f32, b: f32) -> f32 {
+    var m = tk_fmod(a, b);
+    if (b == 0.0f) { return m; }
+    if (!(m == 0.0f)) {
+        if ((b < 0.0f) != (m < 0.0f)) { m = tk_x(m + b); }
+    } else {
+        m = tk_copysign(0.0f, b);
+    }
+    return m;
+}
+fn tk_floordiv_f32(a: f32, b: f32) -> f32 {
+    if (b == 0.0f) { return tk_div(a, b); }
+    let m = tk_fmod(a, b);
+    var dv = tk_x(tk_x(a - m) / b);
+    if (!(m == 0.0f)) {
+        if ((b < 0.0f) != (m < 0.0f)) { dv = tk_x(dv - 1.0f); }
+    }
+    var fd: f32;
+    if (!(dv == 0.0f)) {
+        fd = floor(dv);
+        if (tk_x(dv - fd) > 0.5f) { fd = tk_x(fd + 1.0f); }
+    } else {
+        fd = tk_copysign(0.0f, tk_div(a, b));
+    }
+    return fd;
+}
+""")
+
+_lib("scalbn", ("x",), f"""
+fn tk_scalbn(x: f32, n0: i32) -> f32 {{
+    var y = x;
+    var n = n0;
+    if (n > 127i) {{
+        y = tk_x(y * {_f(2.0**127)});
+        n = n - 127i;
+        if (n > 127i) {{ y = tk_x(y * {_f(2.0**127)}); n = n - 127i; if (n > 127i) {{ n = 127i; }} }}
+    }} else if (n < -126i) {{
+        y = tk_x(y * {_f(2.0**-102)});
+        n = n + 102i;
+        if (n < -126i) {{ y = tk_x(y * {_f(2.0**-102)}); n = n + 102i; if (n < -126i) {{ n = -126i; }} }}
+    }}
+    return tk_x(y * bitcast<f32>(u32(0x7fi + n) << 23u));
+}}
+""")
+
+_lib("exp", ("x",), f"""
+// expf (FreeBSD e_expf.c)
+fn tk_exp(x0: f32) -> f32 {{
+    var x = x0;
+    let hx0 = bitcast<u32>(x);
+    let neg = (hx0 >> 31u) != 0u;
+    let hx = hx0 & 0x7fffffffu;
+    if (hx >= 0x42b17218u) {{
+        if (hx > 0x7f800000u) {{ return x; }}
+        if (hx == 0x7f800000u) {{ return select(x, 0.0f, neg); }}
+        if (x > {_f(8.8721679688e+01)}) {{ return tk_inf(); }}
+        if (x < {_f(-1.0397208405e+02)}) {{ return 0.0f; }}
+    }}
+    var k = 0i;
+    var hi = 0.0f;
+    var lo = 0.0f;
+    if (hx > 0x3eb17218u) {{
+        if (hx < 0x3f851592u) {{
+            if (!neg) {{ hi = tk_x(x - {_f(6.9314575195e-01)}); lo = {_f(1.4286067653e-06)}; k = 1i; }}
+            else {{ hi = tk_x(x + {_f(6.9314575195e-01)}); lo = {_f(-1.4286067653e-06)}; k = -1i; }}
+        }} else {{
+            k = i32(tk_x(tk_x({_f(1.4426950216e+00)} * x) + select(0.5f, -0.5f, neg)));
+            let t = f32(k);
+            hi = tk_x(x - tk_x(t * {_f(6.9314575195e-01)}));
+            lo = tk_x(t * {_f(1.4286067653e-06)});
+        }}
+        x = tk_x(hi - lo);
+    }} else if (hx < 0x31800000u) {{
+        return tk_x(1.0f + x);
+    }}
+    let t = tk_x(x * x);
+    let c = tk_x(x - tk_x(t * tk_x({_f(1.6666625440e-1)} + tk_x(t * {_f(-2.7667332906e-3)}))));
+    if (k == 0i) {{ return tk_x(1.0f - tk_x(tk_x(tk_x(x * c) / tk_x(c - 2.0f)) - x)); }}
+    let y = tk_x(1.0f - tk_x(tk_x(lo - tk_x(tk_x(x * c) / tk_x(2.0f - c))) - hi));
+    if (k >= -125i) {{
+        if (k == 128i) {{ return tk_x(tk_x(y * 2.0f) * {_f(2.0**127)}); }}
+        return tk_x(y * bitcast<f32>(u32(0x3f800000i + (k << 23u))));
+    }}
+    return tk_x(tk_x(y * bitcast<f32>(u32(0x3f800000i + ((k + 100i) << 23u)))) * {_f(2.0**-100)});
+}}
+""")
+
+_lib("expm1", ("x",), f"""
+// expm1f (FreeBSD s_expm1f.c)
+fn tk_expm1(x0: f32) -> f32 {{
+    var x = x0;
+    let u = bitcast<u32>(x);
+    let hx = u & 0x7fffffffu;
+    let neg = (u >> 31u) != 0u;
+    if (hx >= 0x4195b844u) {{
+        if (hx > 0x7f800000u) {{ return x; }}
+        if (neg) {{ return -1.0f; }}
+        if (x > {_f(8.8721679688e+01)}) {{ return tk_inf(); }}
+    }}
+    var k = 0i;
+    var hi: f32;
+    var lo: f32;
+    var c = 0.0f;
+    if (hx > 0x3eb17218u) {{
+        if (hx < 0x3f851592u) {{
+            if (!neg) {{ hi = tk_x(x - {_f(6.9313812256e-01)}); lo = {_f(9.0580006145e-06)}; k = 1i; }}
+            else {{ hi = tk_x(x + {_f(6.9313812256e-01)}); lo = {_f(-9.0580006145e-06)}; k = -1i; }}
+        }} else {{
+            k = i32(tk_x(tk_x({_f(1.4426950216e+00)} * x) + select(0.5f, -0.5f, neg)));
+            let t = f32(k);
+            hi = tk_x(x - tk_x(t * {_f(6.9313812256e-01)}));
+            lo = tk_x(t * {_f(9.0580006145e-06)});
+        }}
+        x = tk_x(hi - lo);
+        c = tk_x(tk_x(hi - x) - lo);
+    }} else if (hx < 0x33000000u) {{
+        return x;
+    }}
+    let hfx = tk_x(0.5f * x);
+    let hxs = tk_x(x * hfx);
+    let r1 = tk_x(1.0f + tk_x(hxs * tk_x({_f(-3.3333212137e-2)} + tk_x(hxs * {_f(1.5807170421e-3)}))));
+    let t = tk_x(3.0f - tk_x(r1 * hfx));
+    var e = tk_x(hxs * tk_x(tk_x(r1 - t) / tk_x(6.0f - tk_x(x * t))));
+    if (k == 0i) {{ return tk_x(x - tk_x(tk_x(x * e) - hxs)); }}
+    e = tk_x(tk_x(x * tk_x(e - c)) - c);
+    e = tk_x(e - hxs);
+    if (k == -1i) {{ return tk_x(tk_x(0.5f * tk_x(x - e)) - 0.5f); }}
+    if (k == 1i) {{
+        if (x < -0.25f) {{ return tk_x(-2.0f * tk_x(e - tk_x(x + 0.5f))); }}
+        return tk_x(1.0f + tk_x(2.0f * tk_x(x - e)));
+    }}
+    let twopk = bitcast<f32>(u32(0x7fi + k) << 23u);
+    if (k < 0i || k > 56i) {{
+        var y = tk_x(tk_x(x - e) + 1.0f);
+        if (k == 128i) {{ y = tk_x(tk_x(y * 2.0f) * {_f(2.0**127)}); }} else {{ y = tk_x(y * twopk); }}
+        return tk_x(y - 1.0f);
+    }}
+    let um = bitcast<f32>(u32(0x7fi - k) << 23u);
+    if (k < 23i) {{ return tk_x(tk_x(tk_x(x - e) + tk_x(1.0f - um)) * twopk); }}
+    return tk_x(tk_x(tk_x(x - tk_x(e + um)) + 1.0f) * twopk);
+}}
+""")
+
+_LG = (float.fromhex("0xaaaaaa.0p-24"), float.fromhex("0xccce13.0p-25"),
+       float.fromhex("0x91e9ee.0p-25"), float.fromhex("0xf89e26.0p-26"))
+
+_lib("log", ("x",), f"""
+// logf (FreeBSD e_logf.c)
+fn tk_log(x0: f32) -> f32 {{
+    var x = x0;
+    var ix = bitcast<i32>(x);
+    var k = 0i;
+    if (ix < 0x00800000i) {{
+        if ((ix & 0x7fffffffi) == 0i) {{ return -tk_inf(); }}
+        if (ix < 0i) {{ return tk_nan(); }}
+        k = k - 25i;
+        x = tk_x(x * {_f(2.0**25)});
+        ix = bitcast<i32>(x);
+    }}
+    if (ix >= 0x7f800000i) {{ return x; }}
+    k = k + ((ix >> 23u) - 127i);
+    ix = ix & 0x007fffffi;
+    let i = (ix + 0x4afb20i) & 0x800000i;
+    x = bitcast<f32>(ix | (i ^ 0x3f800000i));
+    k = k + (i >> 23u);
+    let f = tk_x(x - 1.0f);
+    let dk = f32(k);
+    if ((0x007fffffi & (0x8000i + ix)) < 0xc000i) {{
+        if (f == 0.0f) {{
+            if (k == 0i) {{ return 0.0f; }}
+            return tk_x(tk_x(dk * {_f(6.9313812256e-01)}) + tk_x(dk * {_f(9.0580006145e-06)}));
+        }}
+        let R = tk_x(tk_x(f * f) * tk_x(0.5f - tk_x({_f(1.0 / 3.0)} * f)));
+        if (k == 0i) {{ return tk_x(f - R); }}
+        return tk_x(tk_x(dk * {_f(6.9313812256e-01)}) - tk_x(tk_x(R - tk_x(dk * {_f(9.0580006145e-06)})) - f));
+    }}
+    let s = tk_x(f / tk_x(2.0f + f));
+    let z = tk_x(s * s);
+    let w = tk_x(z * z);
+    let t1 = tk_x(w * tk_x({_f(_LG[1])} + tk_x(w * {_f(_LG[3])})));
+    let t2 = tk_x(z * tk_x({_f(_LG[0])} + tk_x(w * {_f(_LG[2])})));
+    let i2 = (ix - 0x30a3d0i) | (0x35c288i - ix);
+    let R = tk_x(t2 + t1);
+    if (i2 > 0i) {{
+        let hfsq = tk_x(tk_x(0.5f * f) * f);
+        if (k == 0i) {{ return tk_x(f - tk_x(hfsq - tk_x(s * tk_x(hfsq + R)))); }}
+        return tk_x(tk_x(dk * {_f(6.9313812256e-01)}) - tk_x(tk_x(hfsq - tk_x(tk_x(s * tk_x(hfsq + R)) + tk_x(dk * {_f(9.0580006145e-06)}))) - f));
+    }}
+    if (k == 0i) {{ return tk_x(f - tk_x(s * tk_x(f - R))); }}
+    return tk_x(tk_x(dk * {_f(6.9313812256e-01)}) - tk_x(tk_x(tk_x(s * tk_x(f - R)) - tk_x(dk * {_f(9.0580006145e-06)})) - f));
+}}
+""")
+
+_lib("klog", ("x",), f"""
+// __kernel_logf (FreeBSD k_logf.h) and the normalization shared by log2f / log10f
+fn tk_klog(x: f32) -> f32 {{
+    let ix0 = bitcast<i32>(x);
+    let f = tk_x(x - 1.0f);
+    if ((0x007fffffi & (0x8000i + ix0)) < 0xc000i) {{
+        if (f == 0.0f) {{ return 0.0f; }}
+        return tk_x(tk_x(f * f) * tk_x(tk_x({_f(1.0 / 3.0)} * f) - 0.5f));
+    }}
+    let s = tk_x(f / tk_x(2.0f + f));
+    let z = tk_x(s * s);
+    let ix = ix0 & 0x007fffffi;
+    let w = tk_x(z * z);
+    let t1 = tk_x(w * tk_x({_f(_LG[1])} + tk_x(w * {_f(_LG[3])})));
+    let t2 = tk_x(z * tk_x({_f(_LG[0])} + tk_x(w * {_f(_LG[2])})));
+    let i = (ix - 0x30a3d0i) | (0x35c288i - ix);
+    let R = tk_x(t2 + t1);
+    if (i > 0i) {{
+        let hfsq = tk_x(tk_x(0.5f * f) * f);
+        return tk_x(tk_x(s * tk_x(hfsq + R)) - hfsq);
+    }}
+    return tk_x(s * tk_x(R - f));
+}}
+// x = 2**k * m with m in [sqrt(2)/2, sqrt(2)); returns (m, k); x > 0 finite
+fn tk_lognorm(x0: f32) -> vec2<f32> {{
+    var x = x0;
+    var hx = bitcast<i32>(x);
+    var k = 0i;
+    if (hx < 0x00800000i) {{ k = -25i; x = tk_x(x * {_f(2.0**25)}); hx = bitcast<i32>(x); }}
+    k = k + ((hx >> 23u) - 127i);
+    hx = hx & 0x007fffffi;
+    let i = (hx + 0x4afb0di) & 0x800000i;
+    k = k + (i >> 23u);
+    return vec2<f32>(bitcast<f32>(hx | (i ^ 0x3f800000i)), f32(k));
+}}
+""")
+
+_lib("log2", ("x", "klog"), f"""
+// log2f (FreeBSD e_log2f.c)
+fn tk_log2(x: f32) -> f32 {{
+    let hx = bitcast<i32>(x);
+    if ((hx & 0x7fffffffi) == 0i) {{ return -tk_inf(); }}
+    if (hx < 0i) {{ return tk_nan(); }}
+    if (hx >= 0x7f800000i) {{ return x; }}
+    let mk = tk_lognorm(x);
+    let f = tk_klog(mk.x);
+    let y = tk_x(mk.x - 1.0f);
+    let hi = bitcast<f32>(bitcast<u32>(y) & 0xfffff000u);
+    let lo = tk_x(y - hi);
+    return tk_x(tk_x(tk_x(tk_x(tk_x(y + f) * {_f(-1.7605285393e-04)}) + tk_x(tk_x(lo + f) * {_f(1.4428710938e+00)}))
+        + tk_x(hi * {_f(1.4428710938e+00)})) + mk.y);
+}}
+""")
+
+_lib("log10", ("x", "klog"), f"""
+// log10f (FreeBSD e_log10f.c)
+fn tk_log10(x: f32) -> f32 {{
+    let hx = bitcast<i32>(x);
+    if ((hx & 0x7fffffffi) == 0i) {{ return -tk_inf(); }}
+    if (hx < 0i) {{ return tk_nan(); }}
+    if (hx >= 0x7f800000i) {{ return x; }}
+    let mk = tk_lognorm(x);
+    let f = tk_klog(mk.x);
+    let y = tk_x(mk.x - 1.0f);
+    let hi = bitcast<f32>(bitcast<u32>(y) & 0xfffff000u);
+    let lo = tk_x(y - hi);
+    let z = tk_x(tk_x(tk_x(tk_x(mk.y * {_f(7.9034151668e-07)}) + tk_x(tk_x(y + f) * {_f(-3.1689971365e-05)}))
+        + tk_x(tk_x(lo + f) * {_f(4.3432617188e-01)})) + tk_x(hi * {_f(4.3432617188e-01)}));
+    return tk_x(z + tk_x(mk.y * {_f(3.0102920532e-01)}));
+}}
+""")
+
+_lib("log1p", ("x",), f"""
+// log1pf (FreeBSD s_log1pf.c)
+fn tk_log1p(x: f32) -> f32 {{
+    let hx = bitcast<i32>(x);
+    let ax = hx & 0x7fffffffi;
+    var k = 1i;
+    var f = 0.0f;
+    var c = 0.0f;
+    var hu = 0i;
+    if (hx < 0x3ed413d0i) {{
+        if (ax >= 0x3f800000i) {{
+            if (x == -1.0f) {{ return -tk_inf(); }}
+            return tk_nan();
+        }}
+        if (ax < 0x38000000i) {{
+            if (ax < 0x33800000i) {{ return x; }}
+            return tk_x(x - tk_x(tk_x(x * x) * 0.5f));
+        }}
+        if (hx > 0i || hx <= bitcast<i32>(0xbe95f619u)) {{ k = 0i; f = x; hu = 1i; }}
+    }}
+    if (hx >= 0x7f800000i) {{ return x; }}
+    if (k != 0i) {{
+        var u: f32;
+        if (hx < 0x5a000000i) {{
+            u = tk_x(1.0f + x);
+            hu = bitcast<i32>(u);
+            k = (hu >> 23u) - 127i;
+            c = select(tk_x(x - tk_x(u - 1.0f)), tk_x(1.0f - tk_x(u - x)), k > 0i);
+            c = tk_x(c / u);
+        }} else {{
+            u = x;
+            hu = bitcast<i32>(u);
+            k = (hu >> 23u) - 127i;
+            c = 0.0f;
+        }}
+        hu = hu & 0x007fffffi;
+        if (hu < 0x3504f4i) {{
+            u = bitcast<f32>(hu | 0x3f800000i);
+        }} else {{
+            k = k + 1i;
+            u = bitcast<f32>(hu | 0x3f000000i);
+            hu = (0x00800000i - hu) >> 2u;
+        }}
+        f = tk_x(u - 1.0f);
+    }}
+    let hfsq = tk_x(tk_x(0.5f * f) * f);
+    let dk = f32(k);
+    if (hu == 0i) {{
+        if (f == 0.0f) {{
+            if (k == 0i) {{ return 0.0f; }}
+            c = tk_x(c + tk_x(dk * {_f(9.0580006145e-06)}));
+            return tk_x(tk_x(dk * {_f(6.9313812256e-01)}) + c);
+        }}
+        let R = tk_x(hfsq * tk_x(1.0f - tk_x({_f(2.0 / 3.0)} * f)));
+        if (k == 0i) {{ return tk_x(f - R); }}
+        return tk_x(tk_x(dk * {_f(6.9313812256e-01)}) - tk_x(tk_x(R - tk_x(tk_x(dk * {_f(9.0580006145e-06)}) + c)) - f));
+    }}
+    let s = tk_x(f / tk_x(2.0f + f));
+    let z = tk_x(s * s);
+    var R = tk_x(z * {_f(1.4798198640e-01)});
+    R = tk_x(z * tk_x({_f(1.5313838422e-01)} + R));
+    R = tk_x(z * tk_x({_f(1.8183572590e-01)} + R));
+    R = tk_x(z * tk_x({_f(2.2222198546e-01)} + R));
+    R = tk_x(z * tk_x({_f(2.8571429849e-01)} + R));
+    R = tk_x(z * tk_x({_f(4.0000000596e-01)} + R));
+    R = tk_x(z * tk_x({_f(6.6666668653e-01)} + R));
+    if (k == 0i) {{ return tk_x(f - tk_x(hfsq - tk_x(s * tk_x(hfsq + R)))); }}
+    return tk_x(tk_x(dk * {_f(6.9313812256e-01)}) - tk_x(tk_x(hfsq - tk_x(tk_x(s * tk_x(hfsq + R)) + tk_x(tk_x(dk * {_f(9.0580006145e-06)}) + c))) - f));
+}}
+""")
+
+_lib("atan", ("x",), f"""
+// atanf (FreeBSD s_atanf.c)
+fn tk_atan(x0: f32) -> f32 {{
+    var x = x0;
+    let hx = bitcast<i32>(x);
+    let ix = hx & 0x7fffffffi;
+    var id = -1i;
+    if (ix >= 0x4c800000i) {{
+        if (ix > 0x7f800000i) {{ return x; }}
+        let z = tk_x({_f(1.5707962513e+00)} + {_f(7.5497894159e-08)});
+        return select(z, -z, hx < 0i);
+    }}
+    if (ix < 0x3ee00000i) {{
+        if (ix < 0x39800000i) {{ return x; }}
+    }} else {{
+        x = abs(x);
+        if (ix < 0x3f980000i) {{
+            if (ix < 0x3f300000i) {{ id = 0i; x = tk_x(tk_x(tk_x(2.0f * x) - 1.0f) / tk_x(2.0f + x)); }}
+            else {{ id = 1i; x = tk_x(tk_x(x - 1.0f) / tk_x(x + 1.0f)); }}
+        }} else {{
+            if (ix < 0x401c0000i) {{ id = 2i; x = tk_x(tk_x(x - 1.5f) / tk_x(1.0f + tk_x(1.5f * x))); }}
+            else {{ id = 3i; x = tk_x(-1.0f / x); }}
+        }}
+    }}
+    let z = tk_x(x * x);
+    let w = tk_x(z * z);
+    let s1 = tk_x(z * tk_x({_f(3.3333328366e-01)} + tk_x(w * tk_x({_f(1.4253635705e-01)} + tk_x(w * {_f(6.1687607318e-02)})))));
+    let s2 = tk_x(w * tk_x({_f(-1.9999158382e-01)} + tk_x(w * {_f(-1.0648017377e-01)})));
+    if (id < 0i) {{ return tk_x(x - tk_x(x * tk_x(s1 + s2))); }}
+    var hi: f32; var lo: f32;
+    switch id {{
+        case 0i: {{ hi = {_f(4.6364760399e-01)}; lo = {_f(5.0121582440e-09)}; }}
+        case 1i: {{ hi = {_f(7.8539812565e-01)}; lo = {_f(3.7748947079e-08)}; }}
+        case 2i: {{ hi = {_f(9.8279368877e-01)}; lo = {_f(3.4473217170e-08)}; }}
+        default: {{ hi = {_f(1.5707962513e+00)}; lo = {_f(7.5497894159e-08)}; }}
+    }}
+    let zz = tk_x(hi - tk_x(tk_x(tk_x(x * tk_x(s1 + s2)) - lo) - x));
+    return select(zz, -zz, hx < 0i);
+}}
+""")
+
+_lib("atan2", ("x", "atan"), f"""
+// atan2f (FreeBSD e_atan2f.c)
+fn tk_atan2(y: f32, x: f32) -> f32 {{
+    let pi = {_f(3.1415927410e+00)};
+    let pi_lo = {_f(-8.7422776573e-08)};
+    let pio2 = {_f(1.5707963705e+00)};
+    let pio4 = {_f(7.8539818525e-01)};
+    let hx = bitcast<i32>(x);
+    let ix = hx & 0x7fffffffi;
+    let hy = bitcast<i32>(y);
+    let iy = hy & 0x7fffffffi;
+    if (ix > 0x7f800000i || iy > 0x7f800000i) {{ return tk_nan(); }}
+    if (hx == 0x3f800000i) {{ return tk_atan(y); }}
+    let m = ((hy >> 31u) & 1i) | ((hx >> 30u) & 2i);
+    if (iy == 0i) {{
+        if (m == 0i || m == 1i) {{ return y; }}
+        if (m == 2i) {{ return pi; }}
+        return -pi;
+    }}
+    if (ix == 0i) {{ return select(pio2, -pio2, hy < 0i); }}
+    if (ix == 0x7f800000i) {{
+        if (iy == 0x7f800000i) {{
+            if (m == 0i) {{ return pio4; }}
+            if (m == 1i) {{ return -pio4; }}
+            if (m == 2i) {{ return tk_x(3.0f * pio4); }}
+            return tk_x(-3.0f * pio4);
+        }}
+        if (m == 0i) {{ return 0.0f; }}
+        if (m == 1i) {{ return -0.0f; }}
+        if (m == 2i) {{ return pi; }}
+        return -pi;
+    }}
+    if (iy == 0x7f800000i) {{ return select(pio2, -pio2, hy < 0i); }}
+    let k = (iy - ix) >> 23u;
+    var z: f32;
+    var mm = m;
+    if (k > 26i) {{ z = tk_x(pio2 + tk_x(0.5f * pi_lo)); mm = mm & 1i; }}
+    else if (k < -26i && hx < 0i) {{ z = 0.0f; }}
+    else {{ z = tk_atan(abs(tk_x(y / x))); }}
+    if (mm == 0i) {{ return z; }}
+    if (mm == 1i) {{ return -z; }}
+    if (mm == 2i) {{ return tk_x(pi - tk_x(z - pi_lo)); }}
+    return tk_x(tk_x(z - pi_lo) - pi);
+}}
+""")
+
+_ASIN_R = f"""tk_x(tk_x(z * tk_x({_f(1.6666586697e-01)} + tk_x(z * tk_x({_f(-4.2743422091e-02)} + tk_x(z * {_f(-8.6563630030e-03)}))))) / tk_x(1.0f + tk_x(z * {_f(-7.0662963390e-01)})))"""
+
+_lib("acos", ("x",), f"""
+// acosf (FreeBSD e_acosf.c)
+fn tk_acos(x: f32) -> f32 {{
+    let pio2_hi = {_f(1.5707962513e+00)};
+    let pio2_lo = {_f(7.5497894159e-08)};
+    let hx = bitcast<i32>(x);
+    let ix = hx & 0x7fffffffi;
+    if (ix >= 0x3f800000i) {{
+        if (ix == 0x3f800000i) {{
+            if (hx > 0i) {{ return 0.0f; }}
+            return tk_x({_f(3.1415925026e+00)} + tk_x(2.0f * pio2_lo));
+        }}
+        return tk_nan();
+    }}
+    if (ix < 0x3f000000i) {{
+        if (ix <= 0x32800000i) {{ return tk_x(pio2_hi + pio2_lo); }}
+        let z = tk_x(x * x);
+        let r = {_ASIN_R};
+        return tk_x(pio2_hi - tk_x(x - tk_x(pio2_lo - tk_x(x * r))));
+    }} else if (hx < 0i) {{
+        let z = tk_x(tk_x(1.0f + x) * 0.5f);
+        let s = sqrt(z);
+        let r = {_ASIN_R};
+        let w = tk_x(tk_x(r * s) - pio2_lo);
+        return tk_x({_f(3.1415925026e+00)} - tk_x(2.0f * tk_x(s + w)));
+    }}
+    let z = tk_x(tk_x(1.0f - x) * 0.5f);
+    let s = sqrt(z);
+    let df = bitcast<f32>(bitcast<u32>(s) & 0xfffff000u);
+    let c = tk_x(tk_x(z - tk_x(df * df)) / tk_x(s + df));
+    let r = {_ASIN_R};
+    let w = tk_x(tk_x(r * s) + c);
+    return tk_x(2.0f * tk_x(df + w));
+}}
+""")
+
+_lib("asin", ("x",), f"""
+// asinf (FreeBSD e_asinf.c; |x| >= 0.5 through 2*asin(sqrt((1-|x|)/2)) in two parts)
+fn tk_asin(x: f32) -> f32 {{
+    let hx = bitcast<i32>(x);
+    let ix = hx & 0x7fffffffi;
+    if (ix >= 0x3f800000i) {{
+        if (ix == 0x3f800000i) {{ return tk_x(x * {_f(1.5707963705e+00)}); }}
+        return tk_nan();
+    }}
+    if (ix < 0x3f000000i) {{
+        if (ix < 0x39800000i) {{ return x; }}
+        let z = tk_x(x * x);
+        let r = {_ASIN_R};
+        return tk_x(x + tk_x(x * r));
+    }}
+    let z = tk_x(tk_x(1.0f - abs(x)) * 0.5f);
+    let s = sqrt(z);
+    let df = bitcast<f32>(bitcast<u32>(s) & 0xfffff000u);
+    let c = tk_x(tk_x(z - tk_x(df * df)) / tk_x(s + df));
+    let r = {_ASIN_R};
+    let w = tk_x(tk_x(r * s) + c);
+    let t = tk_x(tk_x({_f(1.5707962513e+00)} - tk_x(2.0f * df)) - tk_x(tk_x(2.0f * w) - {_f(7.5497894159e-08)}));
+    return select(t, -t, hx < 0i);
+}}
+""")
+
+_lib("tanh", ("x", "expm1"), """
+// tanhf (FreeBSD s_tanhf.c)
+fn tk_tanh(x: f32) -> f32 {
+    let jx = bitcast<i32>(x);
+    let ix = jx & 0x7fffffffi;
+    if (ix >= 0x7f800000i) {
+        if (ix > 0x7f800000i) { return x; }
+        return select(1.0f, -1.0f, jx < 0i);
+    }
+    var z: f32;
+    if (ix < 0x41100000i) {
+        if (ix < 0x39800000i) { return x; }
+        if (ix >= 0x3f800000i) {
+            let t = tk_expm1(tk_x(2.0f * abs(x)));
+            z = tk_x(1.0f - tk_x(2.0f / tk_x(t + 2.0f)));
+        } else {
+            let t = tk_expm1(tk_x(-2.0f * abs(x)));
+            z = tk_x(-t / tk_x(t + 2.0f));
+        }
+    } else {
+        z = 1.0f;
+    }
+    return select(z, -z, jx < 0i);
+}
+""")
+
+_lib("sinh", ("x", "expm1", "exp"), """
+// sinhf (FreeBSD e_sinhf.c)
+fn tk_sinh(x: f32) -> f32 {
+    let jx = bitcast<i32>(x);
+    let ix = jx & 0x7fffffffi;
+    if (ix >= 0x7f800000i) { return x; }
+    let h = select(0.5f, -0.5f, jx < 0i);
+    let a = abs(x);
+    if (ix < 0x41100000i) {
+        if (ix < 0x39800000i) { return x; }
+        let t = tk_expm1(a);
+        if (ix < 0x3f800000i) { return tk_x(h * tk_x(tk_x(2.0f * t) - tk_x(tk_x(t * t) / tk_x(t + 1.0f)))); }
+        return tk_x(h * tk_x(t + tk_x(t / tk_x(t + 1.0f))));
+    }
+    if (ix < 0x42b17217i) { return tk_x(h * tk_exp(a)); }
+    let e = tk_exp(tk_x(0.5f * a));
+    return tk_x(tk_x(h * e) * e);
+}
+""")
+
+_lib("cosh", ("x", "expm1", "exp"), """
+// coshf (FreeBSD e_coshf.c)
+fn tk_cosh(x: f32) -> f32 {
+    let a = abs(x);
+    let ix = bitcast<i32>(a);
+    if (ix >= 0x7f800000i) { return a; }
+    if (ix < 0x3eb17218i) {
+        if (ix < 0x39800000i) { return 1.0f; }
+        let t = tk_expm1(a);
+        let w = tk_x(1.0f + t);
+        return tk_x(1.0f + tk_x(tk_x(t * t) / tk_x(w + w)));
+    }
+    if (ix < 0x41100000i) {
+        let t = tk_exp(a);
+        return tk_x(tk_x(0.5f * t) + tk_x(0.5f / t));
+    }
+    if (ix < 0x42b17217i) { return tk_x(0.5f * tk_exp(a)); }
+    let e = tk_exp(tk_x(0.5f * a));
+    return tk_x(tk_x(0.5f * e) * e);
+}
+""")
+
+_lib("asinh", ("x", "log", "log1p"), f"""
+// asinhf (musl)
+fn tk_asinh(x: f32) -> f32 {{
+    let u = bitcast<u32>(x);
+    let i = u & 0x7fffffffu;
+    let a = bitcast<f32>(i);
+    var y: f32;
+    if (i >= 0x7f800000u) {{ return x; }}
+    if (i >= 0x45800000u) {{
+        y = tk_x(tk_log(a) + {_f(0.693147180559945309417232121458176568)});
+    }} else if (i >= 0x40000000u) {{
+        y = tk_log(tk_x(tk_x(2.0f * a) + tk_x(1.0f / tk_x(sqrt(tk_x(tk_x(a * a) + 1.0f)) + a))));
+    }} else if (i >= 0x39800000u) {{
+        let aa = tk_x(a * a);
+        y = tk_log1p(tk_x(a + tk_x(aa / tk_x(sqrt(tk_x(aa + 1.0f)) + 1.0f))));
+    }} else {{
+        y = a;
+    }}
+    return select(y, -y, (u >> 31u) != 0u);
+}}
+""")
+
+_lib("acosh", ("x", "log", "log1p"), f"""
+// acoshf (musl)
+fn tk_acosh(x: f32) -> f32 {{
+    let u = bitcast<u32>(x);
+    let a = u & 0x7fffffffu;
+    if ((u >> 31u) != 0u || x < 1.0f) {{ return tk_nan(); }}
+    if (a >= 0x7f800000u) {{ return x; }}
+    if (a < 0x40000000u) {{
+        let t = tk_x(x - 1.0f);
+        return tk_log1p(tk_x(t + sqrt(tk_x(tk_x(t * t) + tk_x(2.0f * t)))));
+    }}
+    if (a < 0x45800000u) {{
+        return tk_log(tk_x(tk_x(2.0f * x) - tk_x(1.0f / tk_x(x + sqrt(tk_x(tk_x(x * x) - 1.0f))))));
+    }}
+    return tk_x(tk_log(x) + {_f(0.693147180559945309417232121458176568)});
+}}
+""")
+
+_lib("atanh", ("x", "log1p"), """
+// atanhf (musl)
+fn tk_atanh(x: f32) -> f32 {
+    let u = bitcast<u32>(x);
+    let i = u & 0x7fffffffu;
+    var y = bitcast<f32>(i);
+    if (i > 0x3f800000u) { return tk_nan(); }
+    if (i == 0x3f800000u) { y = tk_inf(); }
+    else if (i < 0x3f000000u) {
+        if (i >= 0x32000000u) {
+            y = tk_x(0.5f * tk_log1p(tk_x(tk_x(2.0f * y) + tk_x(tk_x(tk_x(2.0f * y) * y) / tk_x(1.0f - y)))));
+        }
+    } else {
+        y = tk_x(0.5f * tk_log1p(tk_x(2.0f * tk_x(y / tk_x(1.0f - y)))));
+    }
+    return select(y, -y, (u >> 31u) != 0u);
+}
+""")
+
+
+def _poly(var: str, coefs) -> str:
+    """Horner form c0 + v*(c1 + v*(...)) with every step exact (tk_x)."""
+    out = _f(coefs[-1])
+    for c in reversed(coefs[:-1]):
+        out = f"tk_x({_f(c)} + tk_x({var} * {out}))"
+    return out
+
+
+_PP = (1.2837916613e-01, -3.2504209876e-01, -2.8481749818e-02, -5.7702702470e-03, -2.3763017452e-05)
+_QQ = (1.0, 3.9791721106e-01, 6.5022252500e-02, 5.0813062117e-03, 1.3249473704e-04, -3.9602282413e-06)
+_PA = (-2.3621185683e-03, 4.1485610604e-01, -3.7220788002e-01, 3.1834661961e-01, -1.1089469492e-01,
+       3.5478305072e-02, -2.1663755178e-03)
+_QA = (1.0, 1.0642088205e-01, 5.4039794207e-01, 7.1828655899e-02, 1.2617121637e-01, 1.3637083583e-02,
+       1.1984500103e-02)
+_RA = (-9.8649440333e-03, -6.9385856390e-01, -1.0558626175e+01, -6.2375331879e+01, -1.6239666748e+02,
+       -1.8460508728e+02, -8.1287437439e+01, -9.8143291473e+00)
+_SA = (1.0, 1.9651271820e+01, 1.3765776062e+02, 4.3456588745e+02, 6.4538726807e+02, 4.2900814819e+02,
+       1.0863500214e+02, 6.5702495575e+00, -6.0424413532e-02)
+_RB = (-9.8649431020e-03, -7.9928326607e-01, -1.7757955551e+01, -1.6063638306e+02, -6.3756646729e+02,
+       -1.0250950928e+03, -4.8351919556e+02)
+_SB = (1.0, 3.0338060379e+01, 3.2579251099e+02, 1.5367296143e+03, 3.1998581543e+03, 2.5530502930e+03,
+       4.7452853394e+02, -2.2440952301e+01)
+
+_lib("erf", ("x", "exp"), f"""
+// erff / erfcf (FreeBSD s_erff.c)
+fn tk_erf_small(x: f32) -> f32 {{   // erf(x)/x - 1 for |x| < 0.84375
+    let z = tk_x(x * x);
+    return tk_x({_poly("z", _PP)} / {_poly("z", _QQ)});
+}}
+fn tk_erf_mid(x: f32) -> f32 {{     // erf(|x|) - erx for 0.84375 <= |x| < 1.25
+    let s = tk_x(abs(x) - 1.0f);
+    return tk_x({_poly("s", _PA)} / {_poly("s", _QA)});
+}}
+fn tk_erfc_tail(x0: f32) -> f32 {{  // erfc(|x|) for 1.25 <= |x| < 28
+    let x = abs(x0);
+    let s = tk_x(1.0f / tk_x(x * x));
+    var R: f32;
+    var S: f32;
+    if (bitcast<i32>(x) < 0x4036db6ei) {{ R = {_poly("s", _RA)}; S = {_poly("s", _SA)}; }}
+    else {{ R = {_poly("s", _RB)}; S = {_poly("s", _SB)}; }}
+    let z = bitcast<f32>(bitcast<u32>(x) & 0xfffff000u);
+    let r = tk_x(tk_exp(tk_x(tk_x(-z * z) - 0.5625f)) * tk_exp(tk_x(tk_x(tk_x(z - x) * tk_x(z + x)) + tk_x(R / S))));
+    return tk_x(r / x);
+}}
+fn tk_erf(x: f32) -> f32 {{
+    let hx = bitcast<i32>(x);
+    let ix = hx & 0x7fffffffi;
+    if (ix >= 0x7f800000i) {{
+        if (ix > 0x7f800000i) {{ return x; }}
+        return select(1.0f, -1.0f, hx < 0i);
+    }}
+    if (ix < 0x3f580000i) {{
+        if (ix < 0x31800000i) {{ return tk_x(x + tk_x({_f(1.2837916613e-01)} * x)); }}
+        return tk_x(x + tk_x(x * tk_erf_small(x)));
+    }}
+    if (ix < 0x3fa00000i) {{
+        let v = tk_x({_f(8.4506291151e-01)} + tk_erf_mid(x));
+        return select(v, -v, hx < 0i);
+    }}
+    if (ix >= 0x40c00000i) {{ return select(1.0f, -1.0f, hx < 0i); }}
+    let v = tk_x(1.0f - tk_erfc_tail(x));
+    return select(v, -v, hx < 0i);
+}}
+fn tk_erfc(x: f32) -> f32 {{
+    let hx = bitcast<i32>(x);
+    let ix = hx & 0x7fffffffi;
+    if (ix >= 0x7f800000i) {{
+        if (ix > 0x7f800000i) {{ return x; }}
+        return select(0.0f, 2.0f, hx < 0i);
+    }}
+    if (ix < 0x3f580000i) {{
+        if (ix < 0x23800000i) {{ return tk_x(1.0f - x); }}
+        let y = tk_erf_small(x);
+        if (hx < 0x3e800000i) {{ return tk_x(1.0f - tk_x(x + tk_x(x * y))); }}
+        return tk_x(0.5f - tk_x(tk_x(x * y) + tk_x(x - 0.5f)));
+    }}
+    if (ix < 0x3fa00000i) {{
+        let pq = tk_erf_mid(x);
+        if (hx >= 0i) {{ return tk_x(tk_x(1.0f - {_f(8.4506291151e-01)}) - pq); }}
+        return tk_x(1.0f + tk_x({_f(8.4506291151e-01)} + pq));
+    }}
+    if (ix < 0x41e00000i) {{
+        if (hx < 0i && ix >= 0x40c00000i) {{ return 2.0f; }}
+        let r = tk_erfc_tail(x);
+        if (hx > 0i) {{ return r; }}
+        return tk_x(2.0f - r);
+    }}
+    return select(0.0f, 2.0f, hx < 0i);
+}}
+""")
+
+_lib("hypot", ("x",), f"""
+fn tk_hypot(x: f32, y: f32) -> f32 {{
+    var a = abs(x);
+    var b = abs(y);
+    if (tk_isinf(a) || tk_isinf(b)) {{ return tk_inf(); }}
+    if (tk_isnan(a) || tk_isnan(b)) {{ return tk_nan(); }}
+    if (a < b) {{ let t = a; a = b; b = t; }}
+    if (b == 0.0f) {{ return a; }}
+    var s = 1.0f;
+    if (a > {_f(2.0**60)}) {{ s = {_f(2.0**70)}; a = tk_x(a * {_f(2.0**-70)}); b = tk_x(b * {_f(2.0**-70)}); }}
+    else if (a < {_f(2.0**-60)}) {{ s = {_f(2.0**-70)}; a = tk_x(a * {_f(2.0**70)}); b = tk_x(b * {_f(2.0**70)}); }}
+    return tk_x(sqrt(tk_x(tk_x(a * a) + tk_x(b * b))) * s);
+}}
+""")
+
+_lib("pow", ("x", "scalbn"), f"""
+// powf (FreeBSD e_powf.c)
+fn tk_trunc12(v: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(v) & 0xfffff000u); }}
+fn tk_pow(x: f32, y: f32) -> f32 {{
+    let hx = bitcast<i32>(x);
+    let hy = bitcast<i32>(y);
+    var ix = hx & 0x7fffffffi;
+    let iy = hy & 0x7fffffffi;
+    if (iy == 0i) {{ return 1.0f; }}
+    if (hx == 0x3f800000i) {{ return 1.0f; }}
+    if (ix > 0x7f800000i || iy > 0x7f800000i) {{ return tk_nan(); }}
+    var yisint = 0i;
+    if (hx < 0i) {{
+        if (iy >= 0x4b800000i) {{ yisint = 2i; }}
+        else if (iy >= 0x3f800000i) {{
+            let k = (iy >> 23u) - 0x7fi;
+            let j = iy >> u32(23i - k);
+            if ((j << u32(23i - k)) == iy) {{ yisint = 2i - (j & 1i); }}
+        }}
+    }}
+    if (iy == 0x7f800000i) {{
+        if (ix == 0x3f800000i) {{ return 1.0f; }}
+        if (ix > 0x3f800000i) {{ return select(0.0f, y, hy >= 0i); }}
+        return select(0.0f, -y, hy < 0i);
+    }}
+    if (iy == 0x3f800000i) {{
+        if (hy < 0i) {{ return tk_x(1.0f / x); }}
+        return x;
+    }}
+    if (hy == 0x40000000i) {{ return tk_x(x * x); }}
+    if (hy == 0x3f000000i && hx >= 0i) {{ return sqrt(x); }}
+    var ax = abs(x);
+    if (ix == 0x7f800000i || ix == 0i || ix == 0x3f800000i) {{
+        var z = ax;
+        if (hy < 0i) {{ if (ix == 0i) {{ z = tk_inf(); }} else {{ z = tk_x(1.0f / z); }} }}
+        if (hx < 0i) {{
+            if (((ix - 0x3f800000i) | yisint) == 0i) {{ z = tk_nan(); }}
+            else if (yisint == 1i) {{ z = -z; }}
+        }}
+        return z;
+    }}
+    let n0 = i32(bitcast<u32>(hx) >> 31u) - 1i;
+    if ((n0 | yisint) == 0i) {{ return tk_nan(); }}
+    var sn = 1.0f;
+    if ((n0 | (yisint - 1i)) == 0i) {{ sn = -1.0f; }}
+    var t1: f32;
+    var t2: f32;
+    if (iy > 0x4d000000i) {{
+        if (ix < 0x3f7ffff8i) {{ return select(tk_x(sn * 0.0f), tk_x(sn * tk_inf()), hy < 0i); }}
+        if (ix > 0x3f800007i) {{ return select(tk_x(sn * 0.0f), tk_x(sn * tk_inf()), hy > 0i); }}
+        let t = tk_x(ax - 1.0f);
+        let w = tk_x(tk_x(t * t) * tk_x(0.5f - tk_x(t * tk_x({_f(0.333333333333)} - tk_x(t * 0.25f)))));
+        let u = tk_x({_f(1.4426879883e+00)} * t);
+        let v = tk_x(tk_x(t * {_f(7.0526075433e-06)}) - tk_x(w * {_f(1.4426950216e+00)}));
+        t1 = tk_trunc12(tk_x(u + v));
+        t2 = tk_x(v - tk_x(t1 - u));
+    }} else {{
+        var n = 0i;
+        if (ix < 0x00800000i) {{ ax = tk_x(ax * {_f(2.0**24)}); n = n - 24i; ix = bitcast<i32>(ax); }}
+        n = n + ((ix >> 23u) - 0x7fi);
+        let j = ix & 0x007fffffi;
+        ix = j | 0x3f800000i;
+        var k = 0i;
+        if (j <= 0x1cc471i) {{ k = 0i; }}
+        else if (j < 0x5db3d7i) {{ k = 1i; }}
+        else {{ k = 0i; n = n + 1i; ix = ix - 0x00800000i; }}
+        ax = bitcast<f32>(ix);
+        let bp = select(1.0f, 1.5f, k == 1i);
+        let dp_h = select(0.0f, {_f(5.84960938e-01)}, k == 1i);
+        let dp_l = select(0.0f, {_f(1.56322085e-06)}, k == 1i);
+        let u = tk_x(ax - bp);
+        let v = tk_x(1.0f / tk_x(ax + bp));
+        let s = tk_x(u * v);
+        let s_h = tk_trunc12(s);
+        var t_h = bitcast<f32>((((ix >> 1u) & bitcast<i32>(0xfffff000u)) | 0x20000000i) + 0x00400000i + (k << 21u));
+        let t_l = tk_x(ax - tk_x(t_h - bp));
+        let s_l = tk_x(v * tk_x(tk_x(u - tk_x(s_h * t_h)) - tk_x(s_h * t_l)));
+        var s2 = tk_x(s * s);
+        var r = tk_x(tk_x(s2 * s2) * {_poly("s2", (6.0000002384e-01, 4.2857143283e-01, 3.3333334327e-01, 2.7272811532e-01, 2.3066075146e-01, 2.0697501302e-01))});
+        r = tk_x(r + tk_x(s_l * tk_x(s_h + s)));
+        s2 = tk_x(s_h * s_h);
+        t_h = tk_trunc12(tk_x(tk_x(3.0f + s2) + r));
+        let t_l2 = tk_x(r - tk_x(tk_x(t_h - 3.0f) - s2));
+        let u2 = tk_x(s_h * t_h);
+        let v2 = tk_x(tk_x(s_l * t_h) + tk_x(t_l2 * s));
+        let p_h = tk_trunc12(tk_x(u2 + v2));
+        let p_l = tk_x(v2 - tk_x(p_h - u2));
+        let z_h = tk_x({_f(9.6191406250e-01)} * p_h);
+        let z_l = tk_x(tk_x(tk_x({_f(-1.1736857402e-04)} * p_h) + tk_x(p_l * {_f(9.6179670095e-01)})) + dp_l);
+        let t = f32(n);
+        t1 = tk_trunc12(tk_x(tk_x(tk_x(z_h + z_l) + dp_h) + t));
+        t2 = tk_x(z_l - tk_x(tk_x(tk_x(t1 - t) - dp_h) - z_h));
+    }}
+    let y1 = tk_trunc12(y);
+    let p_l = tk_x(tk_x(tk_x(y - y1) * t1) + tk_x(y * t2));
+    var p_h = tk_x(y1 * t1);
+    let z = tk_x(p_l + p_h);
+    let j = bitcast<i32>(z);
+    if (j > 0x43000000i) {{ return tk_x(sn * tk_inf()); }}
+    else if (j == 0x43000000i) {{ if (tk_x(p_l + {_f(4.2995665694e-08)}) > tk_x(z - p_h)) {{ return tk_x(sn * tk_inf()); }} }}
+    else if ((j & 0x7fffffffi) > 0x43160000i) {{ return tk_x(sn * 0.0f); }}
+    else if (j == bitcast<i32>(0xc3160000u)) {{ if (p_l <= tk_x(z - p_h)) {{ return tk_x(sn * 0.0f); }} }}
+    let i = j & 0x7fffffffi;
+    var k = (i >> 23u) - 0x7fi;
+    var n = 0i;
+    if (i > 0x3f000000i) {{
+        n = j + (0x00800000i >> u32(k + 1i));
+        k = ((n & 0x7fffffffi) >> 23u) - 0x7fi;
+        let t = bitcast<f32>(n & ~(0x007fffffi >> u32(k)));
+        n = ((n & 0x007fffffi) | 0x00800000i) >> u32(23i - k);
+        if (j < 0i) {{ n = -n; }}
+        p_h = tk_x(p_h - t);
+    }}
+    let t = bitcast<f32>(bitcast<u32>(tk_x(p_l + p_h)) & 0xffff8000u);
+    let u = tk_x(t * {_f(6.93145752e-01)});
+    let v = tk_x(tk_x(tk_x(p_l - tk_x(t - p_h)) * {_f(6.9314718246e-01)}) + tk_x(t * {_f(1.42860654e-06)}));
+    var zz = tk_x(u + v);
+    let w = tk_x(v - tk_x(zz - u));
+    let tt = tk_x(zz * zz);
+    let tp = {_poly("tt", (1.6666667163e-01, -2.7777778450e-03, 6.6137559770e-05, -1.6533901999e-06, 4.1381369442e-08))};
+    let t1b = tk_x(zz - tk_x(tt * tp));
+    let r = tk_x(tk_x(tk_x(zz * t1b) / tk_x(t1b - 2.0f)) - tk_x(w + tk_x(zz * w)));
+    zz = tk_x(1.0f - tk_x(r - zz));
+    var jj = bitcast<i32>(zz);
+    jj = jj + (n << 23u);
+    if ((jj >> 23u) <= 0i) {{ zz = tk_scalbn(zz, n); }} else {{ zz = bitcast<f32>(jj); }}
+    return tk_x(sn * zz);
+}}
+""")
+
+_lib("half", (), """
+// binary16 <-> float32, bit-exact with NumPy (round to nearest even, NaN payload kept)
+fn tk_shr_rne(v: u32, s: u32) -> u32 {
+    var q = v >> s;
+    let rem = v & ((1u << s) - 1u);
+    let hw = 1u << (s - 1u);
+    if (rem > hw || (rem == hw && (q & 1u) != 0u)) { q = q + 1u; }
+    return q;
+}
+fn tk_f16_to_f32(h: u32) -> f32 {
+    let sg = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    if (e == 0x1fu) { return bitcast<f32>(sg | 0x7f800000u | (m << 13u)); }
+    if (e == 0u) { return bitcast<f32>(sg | bitcast<u32>(f32(m) * 5.9604644775390625e-08f)); }
+    return bitcast<f32>(sg | ((e + 112u) << 23u) | (m << 13u));
+}
+fn tk_f32_to_f16(f: f32) -> u32 {
+    let x = bitcast<u32>(f);
+    let sg = (x >> 16u) & 0x8000u;
+    let ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) {
+        if (ax == 0x7f800000u) { return sg | 0x7c00u; }
+        var r = 0x7c00u | ((ax & 0x7fffffu) >> 13u);
+        if (r == 0x7c00u) { r = 0x7c01u; }
+        return sg | r;
+    }
+    if (ax >= 0x477ff000u) { return sg | 0x7c00u; }
+    if (ax >= 0x38800000u) {
+        let r = ax + 0x0fffu + ((ax >> 13u) & 1u);
+        return sg | ((r - 0x38000000u) >> 13u);
+    }
+    if (ax <= 0x33000000u) { return sg; }
+    let e = ax >> 23u;
+    let m = (ax & 0x7fffffu) | 0x800000u;
+    return sg | tk_shr_rne(m, 126u - e);
+}
+""")
+
+_lib("bf16", (), """
+// bfloat16 <-> float32 (round to nearest even; NaN -> quiet NaN), as ml_dtypes
+fn tk_bf16_to_f32(b: u32) -> f32 { return bitcast<f32>(b << 16u); }
+fn tk_f32_to_bf16(f: f32) -> u32 {
+    let x = bitcast<u32>(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) { return ((x >> 16u) & 0x8000u) | 0x7fc0u; }
+    return (x + 0x7fffu + ((x >> 16u) & 1u)) >> 16u;
+}
+""")
+
+_lib("fp8", ("half",), """
+// float8 e4m3fn / e5m2 <-> float32 (round to nearest even), as ml_dtypes
+fn tk_e4m3_to_f32(b: u32) -> f32 {
+    let sg = (b & 0x80u) << 24u;
+    let e = (b >> 3u) & 0xfu;
+    let m = b & 0x7u;
+    if ((b & 0x7fu) == 0x7fu) { return bitcast<f32>(sg | 0x7fc00000u); }
+    if (e == 0u) { return bitcast<f32>(sg | bitcast<u32>(f32(m) * 0.001953125f)); }
+    return bitcast<f32>(sg | ((e + 120u) << 23u) | (m << 20u));
+}
+fn tk_f32_to_e4m3(f: f32) -> u32 {
+    let x = bitcast<u32>(f);
+    let sg = (x >> 24u) & 0x80u;
+    let ax = x & 0x7fffffffu;
+    if (ax > 0x43e80000u) { return sg | 0x7fu; }
+    if (ax >= 0x3c800000u) {
+        let r = ax + 0x7ffffu + ((ax >> 20u) & 1u);
+        return sg | ((r - 0x3c000000u) >> 20u);
+    }
+    if (ax <= 0x3a800000u) { return sg; }
+    let e = ax >> 23u;
+    let m = (ax & 0x7fffffu) | 0x800000u;
+    return sg | tk_shr_rne(m, 141u - e);
+}
+fn tk_e5m2_to_f32(b: u32) -> f32 {
+    let sg = (b & 0x80u) << 24u;
+    let e = (b >> 2u) & 0x1fu;
+    let m = b & 0x3u;
+    if (e == 0x1fu) { return bitcast<f32>(sg | select(0x7f800000u, 0x7fc00000u, m != 0u)); }
+    if (e == 0u) { return bitcast<f32>(sg | bitcast<u32>(f32(m) * 1.52587890625e-05f)); }
+    return bitcast<f32>(sg | ((e + 112u) << 23u) | (m << 21u));
+}
+fn tk_f32_to_e5m2(f: f32) -> u32 {
+    let x = bitcast<u32>(f);
+    let sg = (x >> 24u) & 0x80u;
+    let ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) { return sg | 0x7eu; }
+    if (ax >= 0x47700000u) { return sg | 0x7cu; }
+    if (ax >= 0x38800000u) {
+        let r = ax + 0xfffffu + ((ax >> 21u) & 1u);
+        return sg | ((r - 0x38000000u) >> 21u);
+    }
+    if (ax <= 0x37000000u) { return sg; }
+    let e = ax >> 23u;
+    let m = (ax & 0x7fffffu) | 0x800000u;
+    return sg | tk_shr_rne(m, 134u - e);
+}
+""")
+
+_lib("philox", ("log",), """
+// Philox4x32-10 (bit-identical to tinykernels/random.py); keys and counters are vec2<u32> (lo, hi)
+fn tk_mulhilo(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    return vec2<u32>(a * b, a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));
+}
+fn tk_philox(c0_: u32, c1_: u32, c2_: u32, c3_: u32, k0_: u32, k1_: u32) -> vec4<u32> {
+    var c0 = c0_; var c1 = c1_; var c2 = c2_; var c3 = c3_; var k0 = k0_; var k1 = k1_;
+    for (var i = 0i; i < 10i; i = i + 1i) {
+        if (i > 0i) { k0 = k0 + 0x9e3779b9u; k1 = k1 + 0xbb67ae85u; }
+        let p0 = tk_mulhilo(0xd2511f53u, c0);
+        let p1 = tk_mulhilo(0xcd9e8d57u, c2);
+        let n0 = p1.y ^ c1 ^ k0;
+        let n2 = p0.y ^ c3 ^ k1;
+        c1 = p1.x;
+        c3 = p0.x;
+        c0 = n0;
+        c2 = n2;
+    }
+    return vec4<u32>(c0, c1, c2, c3);
+}
+fn tk_rand_bits(key: vec2<u32>, ctr: vec2<u32>) -> u32 {
+    return tk_philox(ctr.x, ctr.y, 0u, 0u, key.x, key.y).x;
+}
+fn tk_rand_uniform(key: vec2<u32>, ctr: vec2<u32>) -> f32 {
+    return f32(tk_rand_bits(key, ctr) >> 8u) * 5.9604644775390625e-08f;
+}
+fn tk_rand_normal(key: vec2<u32>, ctr: vec2<u32>) -> f32 {
+    let r = tk_philox(ctr.x, ctr.y, 0u, 0u, key.x, key.y);
+    let u1 = f32((r.x >> 8u) + 1u) * 5.9604644775390625e-08f;
+    let u2 = f32(r.y >> 8u) * 5.9604644775390625e-08f;
+    return tk_x(sqrt(tk_x(-2.0f * tk_log(u1))) * cos(tk_x(6.2831853071795864769f * u2)));
+}
+""")
+
+
+def library(names) -> str:
+    """The WGSL text of helper sections ``names`` and their dependencies, in a fixed order."""
+    want: list = []
+
+    def add(n):
+        if n in want:
+            return
+        for d in _LIB[n][0]:
+            add(d)
+        want.append(n)
+    for n in sorted(names):
+        add(n)
+    order = list(_LIB)
+    return "".join(_LIB[n][1] for n in sorted(want, key=order.index))
+
+
+# functions: IR name -> (helper function, library section); the rest are WGSL builtins
+_SOFT = {"exp": ("tk_exp", "exp"), "log": ("tk_log", "log"), "log2": ("tk_log2", "log2"),
+         "log10": ("tk_log10", "log10"), "log1p": ("tk_log1p", "log1p"), "expm1": ("tk_expm1", "expm1"),
+         "asin": ("tk_asin", "asin"), "acos": ("tk_acos", "acos"), "atan": ("tk_atan", "atan"),
+         "atan2": ("tk_atan2", "atan2"), "sinh": ("tk_sinh", "sinh"), "cosh": ("tk_cosh", "cosh"),
+         "tanh": ("tk_tanh", "tanh"), "asinh": ("tk_asinh", "asinh"), "acosh": ("tk_acosh", "acosh"),
+         "atanh": ("tk_atanh", "atanh"), "erf": ("tk_erf", "erf"), "erfc": ("tk_erfc", "erf"),
+         "pow": ("tk_pow", "pow"), "hypot": ("tk_hypot", "hypot"), "fmod": ("tk_fmod", "fmod"),
+         "copysign": ("tk_copysign", "x")}
+_BUILTIN = {"sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "floor": "floor", "ceil": "ceil",
+            "trunc": "trunc", "fabs": "abs", "rint": "round", "fma": "fma"}
+
+
+# --------------------------------------------------------------------------- capability check
+
+def _error(loc: N.Loc, msg: str, kernel: str) -> CompileError:
+    return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, kernel)
+
+
+def _unsupported(d: DType, loc: N.Loc, kernel: str, what: str = "") -> CompileError:
+    return _error(loc, f"{d.name}{what} is not supported on WebGPU: {_WHY[d.name]}", kernel)
+
+
+def check_support(k: N.Kernel) -> None:
+    """Raise CompileError at the first use of what WGSL lacks: 64-bit types (except uint64
+    random keys, which travel as two 32-bit words) and ``tk.print``."""
+    u64_vars = {v for v, t in k.locals.items() if t.dtype == D.uint64}
+
+    def u64_ok(e) -> None:
+        """``e`` is used as a uint64 value: only keys, counters and copies of them."""
+        if isinstance(e, (N.Arg, N.Const)) or (isinstance(e, N.Var) and e.name in u64_vars):
+            return
+        if isinstance(e, N.Cast) and e.a.ty.dtype.bits <= 32 and not e.a.ty.dtype.is_float:
+            expr(e.a)
+            return
+        if isinstance(e, N.Cast) and e.a.ty.dtype == D.uint64:
+            u64_ok(e.a)
+            return
+        if isinstance(e, N.Select):
+            expr(e.cond)
+            u64_ok(e.a)
+            u64_ok(e.b)
+            return
+        raise _unsupported(e.ty.dtype, e.loc, k.name, " arithmetic")
+
+    def expr(e) -> None:
+        if isinstance(e, N.Call) and e.fn.startswith("rand_"):
+            for a in e.args:
+                if a.ty.dtype == D.uint64:
+                    u64_ok(a)
+                else:
+                    expr(a)
+            return
+        if isinstance(e, N.Cast) and e.a.ty.dtype == D.uint64 and e.ty.dtype.bits <= 32 \
+                and not e.ty.dtype.is_float:
+            u64_ok(e.a)         # the low word of a key
+            return
+        if isinstance(e, (N.Load, N.Atomic)) and e.array.dtype.name in UNSUPPORTED:
+            raise _unsupported(e.array.dtype, e.loc, k.name, f" array '{e.array.name}'")
+        if e.ty.dtype.name in UNSUPPORTED:
+            raise _unsupported(e.ty.dtype, e.loc, k.name)
+        for c in N.child_exprs(e):
+            expr(c)
+
+    for s in N.walk_stmts(k.body):
+        if isinstance(s, N.Print):
+            raise _error(s.loc, "tk.print is not available on WebGPU: WGSL has no printf (write the "
+                         "values into an array instead)", k.name)
+        if isinstance(s, N.AllocArray) and s.array.dtype.name in UNSUPPORTED:
+            raise _unsupported(s.array.dtype, s.loc, k.name, f" {s.array.space} array")
+        if isinstance(s, N.Collective) and s.ty.dtype.name in UNSUPPORTED:
+            raise _unsupported(s.ty.dtype, s.loc, k.name)
+        if isinstance(s, N.Store) and s.array.dtype.name in UNSUPPORTED:
+            raise _unsupported(s.array.dtype, s.loc, k.name, f" array '{s.array.name}'")
+        if isinstance(s, N.Assign) and s.var in u64_vars:
+            u64_ok(s.value)
+            continue
+        if isinstance(s, N.For) and k.locals.get(s.var, Ty(D.int32)).dtype.name in UNSUPPORTED:
+            raise _unsupported(k.locals[s.var].dtype, s.loc, k.name)
+        for e in N.stmt_exprs(s):
+            expr(e)
+
+
+# --------------------------------------------------------------------------- the renderer
+
+class _Scope:
+    """A construct that ``break`` leaves: a user loop, or the one-pass loop wrapped around an
+    inlined function (``func``) or an item piece (``item``)."""
+
+    def __init__(self, kind: str, label=None):
+        self.kind, self.label = kind, label
+        self.crossing: list = []       # exit targets that left through this construct
+
+
+class WGSLRenderer:
+    """WGSL source of one specialized kernel (see the module docstring)."""
+
+    def __init__(self, kernel: N.Kernel, plan: GroupPlan | None, ranges: int, exact: bool = True):
+        self.k, self.plan, self.ranges, self.exact = kernel, plan, ranges, exact
+        self.lines: list = []
+        self.depth = 1
+        self.tmp = 0
+        self.last_line = None
+        self.libs: set = {"x"}
+        self.pre: list = []                 # statements an expression needs first
+        self.scopes: list = []
+        self.item = None                    # the ItemLoop being rendered
+        self.scratch: dict = {}             # collective scratch: WGSL type -> name
+        self.array_ids: list = []           # debug mode: array names by id
+        self.flags: set = set()
+        self.wg = _prod(kernel.workgroup)
+        self.atomic_arrays, self.stored_arrays = set(), set()
+        for s in N.walk_stmts(kernel.body):
+            if isinstance(s, N.Store):
+                self.stored_arrays.add(s.array.name)
+            for e in N.stmt_exprs(s):
+                for x in N.walk_expr(e):
+                    if isinstance(x, N.Atomic):
+                        self.atomic_arrays.add(x.array.name)
+        self.args_layout: list = []         # (field, wgsl type, what) of the uniform argument struct
+
+    # --- small pieces ---------------------------------------------------------------------
+
+    def w(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def flush(self) -> None:
+        for ln in self.pre:
+            self.w(ln)
+        self.pre = []
+
+    def fresh(self, base="t") -> str:
+        self.tmp += 1
+        return f"tk_{base}{self.tmp}"
+
+    def at(self, loc) -> None:
+        if loc is not None and loc.line and loc.line != self.last_line:
+            self.w(f"// {loc.file}:{loc.line}")
+            self.last_line = loc.line
+
+    def var(self, name: str) -> str:
+        return f"v_{mangle(name)}"
+
+    def arg(self, name: str) -> str:
+        return f"p_{mangle(name)}"
+
+    def array_name(self, a: N.ArrayInfo) -> str:
+        return f"a_{mangle(a.name)}"
+
+    def x(self, text: str) -> str:
+        """An exactly rounded float result (see tk_x)."""
+        return f"tk_x({text})" if self.exact else f"({text})"
+
+    # --- constants --------------------------------------------------------------------------
+
+    def const(self, value, t: Ty, loc=None) -> str:
+        d = t.dtype
+        if d.kind == "b":
+            return "true" if value else "false"
+        if d.is_int:
+            v = int(value)
+            if d == D.uint64:
+                v &= (1 << 64) - 1
+                return f"vec2<u32>({v & 0xffffffff}u, {v >> 32}u)"
+            if d.kind == "u":
+                if t.weak and not 0 <= v < 1 << 32:
+                    raise _error(loc or N.NOLOC, f"the integer {v} does not fit in 32 bits (WebGPU has no "
+                                 "64-bit integers)", self.k.name)
+                return f"{v & 0xffffffff}u"
+            if not -(1 << 31) <= v < (1 << 31):
+                if t.weak:
+                    raise _error(loc or N.NOLOC, f"the integer {v} does not fit in 32 bits (WebGPU has no "
+                                 "64-bit integers; Python ints are int32 here)", self.k.name)
+                v = (v + (1 << 31)) % (1 << 32) - (1 << 31)
+            if v == -(1 << 31):
+                return "(-2147483647i - 1i)"
+            return f"{v}i" if v >= 0 else f"({v}i)"
+        v = float(value)
+        if math.isnan(v):
+            return "tk_nan()"
+        if math.isinf(v):
+            return "tk_inf()" if v > 0 else "(-tk_inf())"
+        import numpy as np
+        with np.errstate(over="ignore"):
+            f32 = float(np.float32(v))
+        if math.isinf(f32):
+            return "tk_inf()" if v > 0 else "(-tk_inf())"
+        return _f(f32) if f32 >= 0 or f32 != f32 else f"({_f(f32)})"
+
+    # --- expressions ------------------------------------------------------------------------
+
+    def expr(self, e: N.Expr) -> str:
+        return getattr(self, "e_" + type(e).__name__)(e)
+
+    def e_Const(self, e):
+        return self.const(e.value, e.ty, e.loc)
+
+    def e_Var(self, e):
+        return self.var(e.name)
+
+    def e_Arg(self, e):
+        return self.arg(e.name)
+
+    def e_Shape(self, e):
+        a = e.array
+        return f"tk_a.{self.array_name(a)}_sh{e.dim}" if a.space == "global" else f"{a.shape[e.dim]}i"
+
+    def e_Index(self, e):
+        d = e.dim
+        if e.kind == "groupsize":
+            return f"{self.k.workgroup[d]}i"
+        return {"global_linear": "tk_gl", "global": f"tk_g{d}", "global_pos": f"tk_p{d}",
+                "local_linear": "tk_ll", "local": f"tk_l{d}", "group_linear": "tk_grl",
+                "group": f"tk_gr{d}", "ndrange": f"tk_n{d}", "ngroups": f"tk_ng{d}"}[e.kind]
+
+    def wrap(self, d: DType, text: str) -> str:
+        """Wrap an i32/u32 result to an 8- or 16-bit type (no-op for 32-bit types)."""
+        if d.is_int and d.bits < 32:
+            if d.kind == "i":
+                sh = 32 - d.bits
+                return f"((({text}) << {sh}u) >> {sh}u)"
+            return f"(({text}) & {_mask(d.bits)})"
+        return f"({text})"
+
+    def as_i32(self, e: N.Expr) -> str:
+        """An index value as i32."""
+        c = ctype(e.ty)
+        s = self.expr(e)
+        if c == "i32":
+            return s
+        if c == "bool":
+            return f"select(0i, 1i, {s})"
+        if c == "vec2<u32>":
+            return f"i32(({s}).x)"
+        return f"i32({s})"
+
+    def e_BinOp(self, e):
+        op, d = e.op, e.ty.dtype
+        if op in ("and", "or"):
+            return self.logic(e)
+        a, b = self.expr(e.a), self.expr(e.b)
+        c = ctype(e.ty)
+        if c == "f32":
+            if isinstance(e.a, N.Const) and isinstance(e.b, N.Const):
+                a = f"tk_x({a})"           # keep WGSL from constant-folding (1.0 / 0.0 is an error there)
+            elif isinstance(e.b, N.Const) and e.b.value == 0:
+                b = f"tk_x({b})"           # x + 0.0 and x * 0.0 are not x and 0.0 for -0.0, inf, NaN
+            elif isinstance(e.a, N.Const) and e.a.value == 0:
+                a = f"tk_x({a})"
+            elif a == b and op in ("-", "/"):
+                a = f"tk_x({a})"           # x - x is NaN for inf and NaN: keep compilers from folding it
+            if op in ("+", "-", "*"):
+                return self.x(f"{a} {op} {b}")
+            if op == "/":
+                return self.x(f"{a} / {b}")
+            if op in ("//", "%"):
+                self.libs.add("floatdiv")
+                return f"tk_{'floordiv' if op == '//' else 'mod'}_f32({a}, {b})"
+            if op == "**":
+                self.libs.add("pow")
+                return f"tk_pow({a}, {b})"
+            raise AssertionError(op)
+        if c == "bool":
+            if op in ("&", "|"):
+                return f"({a} {op} {b})"
+            if op in ("^", "-"):
+                return f"({a} != {b})"
+            if op == "+":
+                return f"({a} || {b})"
+            if op in ("*", "//"):
+                return f"({a} && {b})"
+            if op == "%":
+                return "false"
+            raise _error(e.loc, f"operator {op} is not supported on bools", self.k.name)
+        # integers (i32 for signed, u32 for unsigned; narrow types wrapped after the operation)
+        if op in ("+", "-", "*"):
+            return self.wrap(d, f"{a} {op} {b}")
+        if op in ("//", "%"):
+            self.libs.add("intdiv")
+            return self.wrap(d, f"tk_{'floordiv' if op == '//' else 'mod'}_{c}({a}, {b})")
+        if op == "**":
+            self.libs.add("ipow")
+            return self.wrap(d, f"tk_ipow_{c}({a}, {b})")
+        if op in ("&", "|", "^"):
+            return f"({a} {op} {b})"
+        if op in ("<<", ">>"):
+            return self.shift(e, a, b, c)
+        raise AssertionError(op)
+
+    def shift(self, e, a, b, c) -> str:
+        d = e.ty.dtype
+        zero, neg = ("0i", f"select(0i, -1i, {a} < 0i)") if c == "i32" else ("0u", "0u")
+        if isinstance(e.b, N.Const):
+            n = int(e.b.value)
+            if 0 <= n < d.bits:
+                return self.wrap(d, f"{a} << {n}u") if e.op == "<<" else f"({a} >> {n}u)"
+            return zero if e.op == "<<" else neg
+        bu = f"u32({b})" if c == "i32" else b
+        ok = f"({b} >= 0i && {b} < {d.bits}i)" if c == "i32" else f"({b} < {d.bits}u)"
+        if e.op == "<<":
+            return f"select({zero}, {self.wrap(d, f'{a} << {bu}')}, {ok})"
+        return f"select({neg}, ({a} >> {bu}), {ok})"
+
+    def logic(self, e):
+        """Short-circuit and/or (WGSL's && and || short-circuit too, unless the right side
+        needs statements of its own)."""
+        a = self.expr(e.a)
+        saved, self.pre = self.pre, []
+        b = self.expr(e.b)
+        pre_b, self.pre = self.pre, saved
+        if not pre_b:
+            return f"({a} {'&&' if e.op == 'and' else '||'} {b})"
+        t = self.fresh("sc")
+        self.pre.append(f"var {t}: bool = {a};")
+        self.pre.append(f"if ({t if e.op == 'and' else '!' + t}) {{")
+        self.pre += ["    " + ln for ln in pre_b] + [f"    {t} = {b};", "}"]
+        return t
+
+    def e_Unary(self, e):
+        a = self.expr(e.a)
+        c = ctype(e.ty)
+        if e.op == "not":
+            return f"(!{a})"
+        if e.op == "-":
+            if c == "f32":
+                return f"(-{a})"
+            if c == "u32":
+                return self.wrap(e.ty.dtype, f"0u - {a}")
+            return self.wrap(e.ty.dtype, f"0i - {a}")
+        if e.op == "~":
+            return self.wrap(e.ty.dtype, f"~{a}") if c == "u32" else f"(~{a})"
+        raise AssertionError(e.op)
+
+    def e_Compare(self, e):
+        a, b = self.expr(e.a), self.expr(e.b)
+        c = ctype(e.a.ty)
+        if c == "bool" and e.op not in ("==", "!="):
+            a, b = f"select(0i, 1i, {a})", f"select(0i, 1i, {b})"
+        elif c == "f32":
+            a = f"tk_x({a})" if self.exact else a    # compilers fold `a op a`; v != v is a NaN test
+            if e.op == "!=":            # naga emits an ordered !=, false for NaN; IEEE's is true
+                return f"(!({a} == {b}))"
+        return f"({a} {e.op} {b})"
+
+    def e_Select(self, e):
+        cond = self.expr(e.cond)
+        saved, self.pre = self.pre, []
+        a = self.expr(e.a)
+        pre_a, self.pre = self.pre, []
+        b = self.expr(e.b)
+        pre_b, self.pre = self.pre, saved
+        if not pre_a and not pre_b:
+            return f"select({b}, {a}, {cond})"
+        t = self.fresh("sel")
+        self.pre.append(f"var {t}: {ctype(e.ty)};")
+        self.pre.append(f"if ({cond}) {{")
+        self.pre += ["    " + ln for ln in pre_a] + [f"    {t} = {a};", "} else {"]
+        self.pre += ["    " + ln for ln in pre_b] + [f"    {t} = {b};", "}"]
+        return t
+
+    def e_Cast(self, e):
+        src, dst = e.a.ty.dtype, e.ty.dtype
+        if dst == D.uint64:
+            return self.u64(e)
+        if src == D.uint64:
+            v = f"({self.u64(e.a)}).x"
+            if dst.kind == "b":
+                return f"any({self.u64(e.a)} != vec2<u32>(0u, 0u))"
+            return self.int_from_u32(dst, v)
+        a = self.expr(e.a)
+        cs, cd = ctype(src), ctype(dst)
+        if dst.kind == "b":
+            zero = {"f32": "0.0f", "i32": "0i", "u32": "0u", "bool": "false"}[cs]
+            if cs == "f32":
+                return f"(!({a} == 0.0f))"     # NaN is true (WGSL's float != is ordered)
+            return a if cs == "bool" else f"({a} != {zero})"
+        if cs == "bool":
+            one = {"f32": "1.0f", "i32": "1i", "u32": "1u"}[cd]
+            zero = {"f32": "0.0f", "i32": "0i", "u32": "0u"}[cd]
+            return f"select({zero}, {one}, {a})"
+        if cd == "f32":
+            v = a if cs == "f32" else f"f32({a})"
+            if dst.is_storage_only:      # an explicit cast rounds to the narrow type
+                self.libs.add(_lib_of(dst))
+                return f"{_LOAD_CONV[dst.name]}({_STORE_CONV[dst.name]}({v}))"
+            return v
+        if cs == "f32":                  # float -> int truncates (through i32 like C on x86)
+            if cd == "i32":
+                return self.wrap(dst, f"i32({a})")
+            if dst.bits == 32:
+                return f"select(u32({a}), bitcast<u32>(i32({a})), {a} < 0.0f)"
+            return self.wrap(dst, f"bitcast<u32>(i32({a}))")
+        if cs == cd:                     # i32 -> narrower signed, u32 -> narrower unsigned
+            return self.wrap(dst, a) if dst.bits < src.bits else a
+        if cd == "u32":
+            return self.wrap(dst, f"bitcast<u32>({a})")
+        return self.wrap(dst, f"bitcast<i32>({a})")
+
+    def int_from_u32(self, dst: DType, v: str) -> str:
+        if dst.kind == "u":
+            return self.wrap(dst, v)
+        return self.wrap(dst, f"bitcast<i32>({v})")
+
+    def u64(self, e) -> str:
+        """A uint64 value (a random key or counter) as vec2<u32>(low, high)."""
+        if isinstance(e, N.Const):
+            return self.const(e.value, Ty(D.uint64))
+        if isinstance(e, (N.Arg, N.Var)):
+            return self.expr(e)
+        if isinstance(e, N.Select):
+            return f"select({self.u64(e.b)}, {self.u64(e.a)}, {self.expr(e.cond)})"
+        if isinstance(e, N.Cast):
+            src = e.a.ty.dtype
+            if src == D.uint64:
+                return self.u64(e.a)
+            a = self.expr(e.a)
+            c = ctype(src)
+            if c == "bool":
+                return f"vec2<u32>(select(0u, 1u, {a}), 0u)"
+            if c == "i32":
+                return f"vec2<u32>(bitcast<u32>({a}), select(0u, 0xffffffffu, {a} < 0i))"
+            if c == "u32":
+                return f"vec2<u32>({a}, 0u)"
+        raise _unsupported(D.uint64, e.loc, self.k.name, " arithmetic")
+
+    def e_Call(self, e):
+        fn, d = e.fn, e.ty.dtype
+        if fn.startswith("rand_"):
+            self.libs.add("philox")
+            return f"tk_{fn}({', '.join(self.u64(a) for a in e.args)})"
+        args = [self.expr(a) for a in e.args]
+        if fn == "uniform":
+            return f"({args[0]})"
+        if fn in ("isnan", "isinf", "isfinite"):
+            return f"tk_{fn}({args[0]})"
+        if fn in ("min", "max"):
+            a, b = args
+            cmp = "<" if fn == "min" else ">"
+            if ctype(e.ty) == "bool":
+                return f"({a} {'&&' if fn == 'min' else '||'} {b})"
+            return f"select({a}, {b}, {b} {cmp} {a})"
+        if fn == "abs" and ctype(e.ty) != "f32":
+            return self.wrap(d, f"abs({args[0]})")
+        args = [f"tk_x({s})" if isinstance(x, N.Const) else s for s, x in zip(args, e.args)]
+        if fn == "rsqrt":
+            return self.x(f"1.0f / sqrt({args[0]})")
+        if fn == "sigmoid":
+            self.libs.add("exp")
+            return self.x(f"1.0f / {self.x(f'1.0f + tk_exp(-{args[0]})')}")
+        if fn == "abs":
+            return f"abs({args[0]})"
+        if fn in _SOFT:
+            name, lib = _SOFT[fn]
+            self.libs.add(lib)
+            return f"{name}({', '.join(args)})"
+        if fn in _BUILTIN:
+            return f"{_BUILTIN[fn]}({', '.join(args)})"
+        raise _error(e.loc, f"math function '{fn}' is not available on WebGPU", self.k.name)
+
+    # --- arrays -------------------------------------------------------------------------------
+
+    def offset(self, a: N.ArrayInfo, idx: list) -> str:
+        parts = [self.as_i32(i) for i in idx]
+        if not parts:
+            return "0i"
+        if a.contiguous:
+            off = parts[0]
+            for k in range(1, len(parts)):
+                sh = f"tk_a.{self.array_name(a)}_sh{k}" if a.space == "global" else f"{a.shape[k]}i"
+                off = f"({off}) * {sh} + {parts[k]}"
+            return off
+        return " + ".join(f"({p}) * tk_a.{self.array_name(a)}_st{k}" for k, p in enumerate(parts))
+
+    def is_atomic(self, a: N.ArrayInfo) -> bool:
+        """Whether the array is declared with atomic elements."""
+        if a.space == "private":
+            return False
+        if a.name in self.atomic_arrays:
+            return True
+        return a.space == "global" and a.dtype.name in PACKED and a.name in self.stored_arrays
+
+    def elem_type(self, a: N.ArrayInfo) -> str:
+        d = a.dtype
+        if a.space == "global" and d.name in PACKED:
+            base = "u32"
+        elif d.kind == "b":
+            base = "u32"
+        else:
+            base = ctype(d)
+        if self.is_atomic(a):
+            return "atomic<u32>" if base == "f32" else f"atomic<{base}>"
+        return base
+
+    def bounds_check(self, a: N.ArrayInfo, idx: list, loc: N.Loc):
+        if not self.k.debug:
+            return None
+        if a.name not in self.array_ids:
+            self.array_ids.append(a.name)
+        parts = []
+        for k in range(3):
+            if k < len(idx):
+                n = f"tk_a.{self.array_name(a)}_sh{k}" if a.space == "global" else f"{a.shape[k]}i"
+                parts += [self.as_i32(idx[k]), n]
+            else:
+                parts += ["0i", "1i"]
+        return f"tk_oob({loc.line}i, {self.array_ids.index(a.name)}i, {len(idx)}i, {', '.join(parts)})"
+
+    def load(self, a: N.ArrayInfo, off: str) -> str:
+        name, d = self.array_name(a), a.dtype
+        if a.space == "global" and d.name in PACKED:
+            if d.name in _LOAD_CONV:
+                self.libs.add(_lib_of(d))
+            return f"tk_ld_{name}({off})"
+        ref = f"{name}[{off}]"
+        v = f"atomicLoad(&{ref})" if self.is_atomic(a) else ref
+        if d.kind == "b":
+            return f"({v} != 0u)"
+        if d == D.float32 and self.is_atomic(a):
+            return f"bitcast<f32>({v})"
+        return v
+
+    def e_Load(self, e):
+        a = e.array
+        chk = self.bounds_check(a, e.index, e.loc)
+        if chk:
+            off = self.fresh("i")
+            self.pre.append(f"let {off} = {self.offset(a, e.index)};")
+            ok = self.fresh("ok")
+            self.pre.append(f"let {ok} = {chk};")
+            zero = {"f32": "0.0f", "i32": "0i", "u32": "0u", "bool": "false"}[ctype(e.ty)]
+            return f"select({zero}, {self.load(a, off)}, {ok})"
+        return self.load(a, self.offset(a, e.index))
+
+    def s_Store(self, s):
+        a, d = s.array, s.array.dtype
+        v = self.expr(s.value)
+        off = self.offset(a, s.index)
+        chk = self.bounds_check(a, s.index, s.loc)
+        name = self.array_name(a)
+        if a.space == "global" and d.name in PACKED:
+            if d.name in _STORE_CONV:
+                self.libs.add(_lib_of(d))
+            stmt = f"tk_st_{name}({off}, {v});"
+        else:
+            if d.kind == "b":
+                v = f"select(0u, 1u, {v})"
+            elif d.is_storage_only:     # local/private narrow floats hold rounded f32 values
+                self.libs.add(_lib_of(d))
+                v = f"{_LOAD_CONV[d.name]}({_STORE_CONV[d.name]}({v}))"
+            ref = f"{name}[{off}]"
+            if self.is_atomic(a):
+                stmt = f"atomicStore(&{ref}, {'bitcast<u32>(' + v + ')' if d == D.float32 else v});"
+            else:
+                stmt = f"{ref} = {v};"
+        self.flush()
+        self.w(f"if ({chk}) {{ {stmt} }}" if chk else stmt)
+
+    def e_Atomic(self, e):
+        a, d = e.array, e.array.dtype
+        off = self.fresh("i")
+        self.pre.append(f"let {off} = {self.offset(a, e.index)};")
+        vals = [self.expr(x) for x in e.args]
+        chk = self.bounds_check(a, e.index, e.loc)
+        ref = f"&{self.array_name(a)}[{off}]"
+        t = ctype(e.ty)
+        res = self.fresh("at")
+        body = []
+        if a.space == "private":        # private to the item: a plain read-modify-write
+            cur = self.load(a, off)
+            nv = {"add": "c + v0", "sub": "c - v0", "min": "select(c, v0, v0 < c)", "max": "select(c, v0, v0 > c)",
+                  "and": "c & v0", "or": "c | v0", "xor": "c ^ v0", "exchange": "v0",
+                  "cas": "select(c, v1, c == v0)"}[e.op]
+            if t == "f32" and e.op in ("add", "sub"):
+                nv = f"tk_x({nv})"
+            body += [f"let c = {cur};", f"let v0 = {vals[0]};"]
+            if e.op == "cas":
+                body.append(f"let v1 = {vals[1]};")
+            body += [f"{self.array_name(a)}[{off}] = {nv};", f"{res} = c;"]
+            body = ["{"] + ["    " + ln for ln in body] + ["}"]
+        elif d == D.float32:
+            bits = [f"bitcast<u32>({v})" for v in vals]
+            if e.op == "exchange":
+                body.append(f"{res} = bitcast<f32>(atomicExchange({ref}, {bits[0]}));")
+            elif e.op == "cas":
+                body += self.cas_loop(ref, bits[0], bits[1], res, "bitcast<f32>")
+            else:
+                nv = {"add": f"tk_x(o + {vals[0]})", "sub": f"tk_x(o - {vals[0]})",
+                      "min": f"select(o, {vals[0]}, {vals[0]} < o)",
+                      "max": f"select(o, {vals[0]}, {vals[0]} > o)"}[e.op]
+                old = self.fresh("o")
+                body += [f"var {old} = atomicLoad({ref});", "loop {",
+                         f"    let o = bitcast<f32>({old});",
+                         f"    let r = atomicCompareExchangeWeak({ref}, {old}, bitcast<u32>({nv}));",
+                         f"    if (r.exchanged) {{ break; }}", f"    {old} = r.old_value;", "}",
+                         f"{res} = bitcast<f32>({old});"]
+        elif e.op == "cas":
+            body += self.cas_loop(ref, vals[0], vals[1], res, "")
+        else:
+            fn = {"add": "atomicAdd", "sub": "atomicSub", "min": "atomicMin", "max": "atomicMax",
+                  "and": "atomicAnd", "or": "atomicOr", "xor": "atomicXor",
+                  "exchange": "atomicExchange"}[e.op]
+            body.append(f"{res} = {fn}({ref}, {vals[0]});")
+        self.pre.append(f"var {res}: {t};")
+        if chk:
+            self.pre.append(f"if ({chk}) {{")
+            self.pre += ["    " + ln for ln in body] + ["}"]
+        else:
+            self.pre += body
+        return res
+
+    def cas_loop(self, ref, expected, new, res, conv) -> list:
+        """A strong compare-and-swap from WGSL's weak one (retry while it failed spuriously)."""
+        ex, nw = self.fresh("e"), self.fresh("n")
+        return [f"let {ex} = {expected};", f"let {nw} = {new};", "loop {",
+                f"    let r = atomicCompareExchangeWeak({ref}, {ex}, {nw});",
+                f"    if (r.exchanged || r.old_value != {ex}) {{ {res} = {conv}(r.old_value); break; }}", "}"]
+
+    # --- statements -----------------------------------------------------------------------------
+
+    def stmts(self, ss) -> None:
+        for s in ss:
+            self.stmt(s)
+
+    def stmt(self, s) -> None:
+        if not isinstance(s, (N.FuncBlock, ItemLoop)):
+            self.at(s.loc)
+        getattr(self, "s_" + type(s).__name__)(s)
+
+    def block(self, body) -> None:
+        self.depth += 1
+        self.last_line = None
+        self.stmts(body)
+        self.depth -= 1
+        self.last_line = None
+
+    def s_Assign(self, s):
+        t = self.k.locals.get(s.var)
+        v = self.u64(s.value) if t is not None and t.dtype == D.uint64 else self.expr(s.value)
+        self.flush()
+        self.w(f"{self.var(s.var)} = {v};")
+
+    def s_ExprStmt(self, s):
+        v = self.expr(s.expr)
+        self.flush()
+        self.w(f"_ = {v};")
+
+    def s_If(self, s):
+        c = self.expr(s.cond)
+        self.flush()
+        self.w(f"if ({c}) {{")
+        self.block(s.body)
+        if s.orelse:
+            self.w("} else {")
+            self.block(s.orelse)
+        self.w("}")
+
+    # structured exits ---------------------------------------------------------------------
+
+    def open_scope(self, kind, label=None) -> _Scope:
+        sc = _Scope(kind, label)
+        self.scopes.append(sc)
+        return sc
+
+    def close_scope(self, sc: _Scope) -> None:
+        """After the construct's closing brace: leave the enclosing constructs too, for every exit
+        that went through this one."""
+        self.scopes.pop()
+        for target in sc.crossing:
+            self.w(f"if ({self.exit_flag(target)}) {{ break; }}")
+            if self.scopes and self.scopes[-1] is not target:
+                if target not in self.scopes[-1].crossing:
+                    self.scopes[-1].crossing.append(target)
+
+    def exit_flag(self, target: _Scope) -> str:
+        return "!tk_active" if target.kind == "item" else f"tk_fx_{mangle(target.label)}"
+
+    def exit_to(self, target: _Scope) -> None:
+        inner = self.scopes[-1]
+        if target.kind == "item":
+            self.w("tk_active = false;")
+        else:
+            self.flags.add(self.exit_flag(target))
+            if inner is not target:
+                self.w(f"{self.exit_flag(target)} = true;")
+        if inner is not target and target not in inner.crossing:
+            inner.crossing.append(target)
+        self.w("break;")
+
+    def s_Return(self, s):
+        if self.plan is None:
+            self.w("return;")
+            return
+        target = next((sc for sc in reversed(self.scopes) if sc.kind == "item"), None)
+        if target is None:      # cannot happen: returns are item-level statements
+            self.w("tk_active = false;")
+            return
+        self.exit_to(target)
+
+    def s_FuncExit(self, s):
+        target = next(sc for sc in reversed(self.scopes) if sc.kind == "func" and sc.label == s.label)
+        self.exit_to(target)
+
+    def s_FuncBlock(self, s):
+        flag = f"tk_fx_{mangle(s.label)}"
+        self.flags.add(flag)
+        self.w(f"{flag} = false;")
+        self.w("loop {")
+        sc = self.open_scope("func", s.label)
+        self.block(s.body)
+        self.w("    break;")
+        self.w("}")
+        self.close_scope(sc)
+
+    def s_Break(self, s):
+        self.w("break;")
+
+    def s_Continue(self, s):
+        self.w("continue;")
+
+    def s_For(self, s):
+        t = self.k.locals.get(s.var)
+        ct = ctype(t) if t is not None else "i32"
+        it, stop, step = self.fresh("it"), self.fresh("stop"), self.fresh("step")
+        start_v, stop_v, step_v = (self.expr(x) if ctype(x.ty) == ct else f"{ct}({self.expr(x)})"
+                                   for x in (s.start, s.stop, s.step))
+        self.flush()
+        self.w(f"{{ let {stop}: {ct} = {stop_v}; let {step}: {ct} = {step_v};")
+        if isinstance(s.step, N.Const):
+            cond = f"{it} < {stop}" if s.step.value > 0 else f"{it} > {stop}"
+        else:
+            zero = "0i" if ct == "i32" else "0u"
+            cond = f"select({it} > {stop}, {it} < {stop}, {step} > {zero})"
+        self.w(f"for (var {it}: {ct} = {start_v}; {cond}; {it} = {it} + {step}) {{")
+        self.depth += 1
+        self.w(f"{self.var(s.var)} = {it};")
+        self.depth -= 1
+        sc = self.open_scope("loop")
+        self.block(s.body)
+        self.w("}")
+        self.close_scope(sc)
+        self.w("}")
+
+    def s_While(self, s):
+        self.w("loop {")
+        sc = self.open_scope("loop")
+        self.depth += 1
+        c = self.expr(s.cond)
+        self.flush()
+        self.w(f"if (!({c})) {{ break; }}")
+        self.depth -= 1
+        self.block(s.body)
+        self.w("}")
+        self.close_scope(sc)
+
+    # group-level statements -----------------------------------------------------------------
+
+    def s_Barrier(self, s):
+        self.w("storageBarrier(); workgroupBarrier();")
+
+    def s_AllocArray(self, s):
+        pass        # declared at module scope (workgroup) or at the top of the entry point (private)
+
+    def s_ItemLoop(self, s: ItemLoop):
+        exits = any(isinstance(x, (N.Return, N.FuncExit)) for x in N.walk_stmts(s.body))
+        self.w("if (tk_active) {")
+        saved = self.item
+        self.item = s
+        if exits:
+            self.depth += 1
+            self.w("loop {")
+            sc = self.open_scope("item", s.label)
+            self.block(s.body)
+            self.w("    break;")
+            self.w("}")
+            self.close_scope(sc)
+            self.depth -= 1
+        else:
+            self.block(s.body)
+        self.item = saved
+        self.w("}")
+
+    def s_Collective(self, s: N.Collective):
+        t = ctype(s.ty)
+        st = "u32" if t == "bool" else t
+        scr = self.scratch.setdefault(st, f"tk_scr{len(self.scratch)}")
+        wg = self.wg
+        d = s.ty.dtype
+        lo, hi = _limits(d)
+        ident = {"add": "0", "mul": "1", "or": "0", "and": "1", "min": hi, "max": lo}[s.op]
+        if t == "bool":
+            ident = {"add": "0u", "mul": "1u", "or": "0u", "and": "1u", "min": "1u", "max": "0u"}[s.op]
+            comb = {"and": "acc & x", "or": "acc | x", "min": "acc & x", "max": "acc | x",
+                    "add": "acc | x", "mul": "acc & x"}[s.op]
+        else:
+            if s.op in ("add", "mul", "or", "and"):
+                ident = self.const(int(ident), Ty(d)) if t != "f32" else self.const(float(ident), Ty(d))
+            ar = {"add": "acc + x", "mul": "acc * x"}
+            if s.op in ar:
+                comb = self.x(ar[s.op]) if t == "f32" else self.wrap(d, ar[s.op])
+            else:
+                comb = {"and": "acc & x", "or": "acc | x", "min": "select(acc, x, x < acc)",
+                        "max": "select(acc, x, x > acc)"}[s.op]
+        step = {"reduce": f"acc = {comb};", "scan": f"acc = {comb}; {scr}[k] = acc;",
+                "exscan": f"{scr}[k] = acc; acc = {comb};"}[s.kind]
+        src = self.var(s.src)
+        self.w(f"{scr}[tk_ll] = {'select(0u, 1u, ' + src + ')' if t == 'bool' else src}; "
+               f"tk_act[tk_ll] = select(0u, 1u, tk_active);")
+        self.w("workgroupBarrier();")
+        self.w(f"if (tk_ll == 0i) {{ var acc: {st} = {ident};")
+        self.w(f"    for (var k = 0i; k < {wg}i; k = k + 1i) {{ if (tk_act[k] == 0u) {{ continue; }} "
+               f"let x = {scr}[k]; {step} }}")
+        self.w(f"    {scr}[{wg}] = acc; }}")
+        self.w("workgroupBarrier();")
+        val = f"{scr}[{wg if s.kind == 'reduce' else 'tk_ll'}]"
+        self.w(f"{self.var(s.dst)} = {'(' + val + ' != 0u)' if t == 'bool' else val};")
+        self.w("workgroupBarrier();")
+
+    def s_Philox(self, s):
+        self.libs.add("philox")
+        args = [self.expr(a) for a in s.args]
+        self.flush()
+        t = self.fresh("ph")
+        self.w(f"{{ let {t} = tk_philox({', '.join(args)});")
+        self.w("  " + " ".join(f"{self.var(o)} = {t}.{c};" for o, c in zip(s.outs, "xyzw")) + " }")
+
+    def s_Print(self, s):
+        raise _error(s.loc, "tk.print is not available on WebGPU", self.k.name)
+
+    # --- the whole module -------------------------------------------------------------------------
+
+    def params_layout(self) -> list:
+        """The fields of the uniform argument struct: (name, WGSL type, source) where source is
+        ("geom", index into the 9-slot geometry), ("zero",), ("shape", array, dim),
+        ("stride", array, dim) or ("scalar", name, Ty, part)."""
+        out = []
+        for d in range(self.k.ndim):
+            out += [(f"tk_s{d}", "i32", ("geom", 3 * d)), (f"tk_n{d}", "i32", ("geom", 3 * d + 1)),
+                    (f"tk_st{d}", "i32", ("geom", 3 * d + 2))]
+        out.append(("tk_zero", "u32", ("zero",)))
+        for p in self.k.params:
+            if p[0] == "array":
+                a = p[1]
+                out += [(f"{self.array_name(a)}_sh{d}", "i32", ("shape", a.name, d)) for d in range(a.ndim)]
+                if not a.contiguous:
+                    out += [(f"{self.array_name(a)}_st{d}", "i32", ("stride", a.name, d)) for d in range(a.ndim)]
+            elif p[0] == "scalar":
+                _, name, ty = p
+                if ty.dtype == D.uint64:
+                    out += [(f"{self.arg(name)}_lo", "u32", ("scalar", name, ty, 0)),
+                            (f"{self.arg(name)}_hi", "u32", ("scalar", name, ty, 1))]
+                else:
+                    c = ctype(ty)
+                    out.append((self.arg(name), "u32" if c == "bool" else c, ("scalar", name, ty, 0)))
+        return out
+
+    def geometry(self) -> None:
+        k, wg = self.k, self.k.workgroup
+        n = k.ndim
+        self.w("tk_z = tk_a.tk_zero;")
+        self.w("let tk_ll: i32 = i32(tk_lii);")
+        for d in range(n):
+            inner = _prod(wg[d + 1:])
+            loc = f"tk_ll / {inner}i" if inner > 1 else "tk_ll"
+            self.w(f"let tk_l{d}: i32 = ({loc}) % {wg[d]}i;" if d > 0 else f"let tk_l{d}: i32 = {loc};")
+            self.w(f"let tk_n{d}: i32 = tk_a.tk_n{d};")
+            self.w(f"let tk_ng{d}: i32 = (tk_n{d} + {wg[d] - 1}i) / {wg[d]}i;")
+        total = " * ".join(f"tk_ng{d}" for d in range(n))
+        self.w("let tk_graw: u32 = tk_wid.x + tk_nwg.x * (tk_wid.y + tk_nwg.y * tk_wid.z);")
+        self.w(f"if (tk_graw >= u32({total})) {{ return; }}      // padding groups of a folded dispatch")
+        self.w("let tk_grl: i32 = i32(tk_graw);")
+        for d in range(n):
+            inner = " * ".join(f"tk_ng{e}" for e in range(d + 1, n))
+            g = f"tk_grl / ({inner})" if inner else "tk_grl"
+            self.w(f"let tk_gr{d}: i32 = ({g}) % tk_ng{d};" if d > 0 else f"let tk_gr{d}: i32 = {g};")
+            self.w(f"let tk_p{d}: i32 = tk_gr{d} * {wg[d]}i + tk_l{d};")
+            if self.ranges == 2:
+                self.w(f"let tk_g{d}: i32 = tk_a.tk_s{d} + tk_p{d} * tk_a.tk_st{d};")
+            elif self.ranges == 1:
+                self.w(f"let tk_g{d}: i32 = tk_a.tk_s{d} + tk_p{d};")
+            else:
+                self.w(f"let tk_g{d}: i32 = tk_p{d};")
+        lin = "tk_p0"
+        for d in range(1, n):
+            lin = f"({lin}) * tk_n{d} + tk_p{d}"
+        self.w(f"let tk_gl: i32 = {lin};")
+        inr = " && ".join(f"tk_p{d} < tk_n{d}" for d in range(n))
+        self.w(f"let tk_in: bool = {'true' if k.unsafe_indices else inr};")
+
+    def packed_helpers(self, a: N.ArrayInfo) -> list:
+        d, name = a.dtype, self.array_name(a)
+        bits = PACKED[d.name]
+        per = 32 // bits
+        lg = {4: 2, 2: 1}[per]
+        atomic = self.is_atomic(a)
+        word = f"atomicLoad(&{name}[u32(i) >> {lg}u])" if atomic else f"{name}[u32(i) >> {lg}u]"
+        ct = ctype(d)
+        if d.kind == "b":
+            conv, back = "b != 0u", "select(0u, 1u, v)"
+        elif d.name in _LOAD_CONV:
+            conv, back = f"{_LOAD_CONV[d.name]}(b)", f"{_STORE_CONV[d.name]}(v)"
+        elif d.kind == "i":
+            conv, back = f"(bitcast<i32>(b) << {32 - bits}u) >> {32 - bits}u", "bitcast<u32>(v)"
+        else:
+            conv, back = "b", "v"
+        out = [f"fn tk_ld_{name}(i: i32) -> {ct} {{",
+               f"    let b = ({word} >> ((u32(i) & {per - 1}u) * {bits}u)) & {_mask(bits)};",
+               f"    return {conv};", "}"]
+        if a.name in self.stored_arrays:
+            out += [f"fn tk_st_{name}(i: i32, v: {ct}) {{",
+                    f"    let sh = (u32(i) & {per - 1}u) * {bits}u;",
+                    f"    let w = u32(i) >> {lg}u;",
+                    f"    atomicAnd(&{name}[w], ~({_mask(bits)} << sh));",
+                    f"    atomicOr(&{name}[w], (({back}) & {_mask(bits)}) << sh);", "}"]
+        return out
+
+    def render(self) -> str:
+        k = self.k
+        check_support(k)
+        # the entry point's body first: it decides which helpers are needed
+        self.lines = []
+        self.depth = 1
+        self.geometry()
+        for p in k.params:
+            if p[0] == "scalar":
+                _, name, ty = p
+                c = ctype(ty)
+                if ty.dtype == D.uint64:
+                    v = f"vec2<u32>(tk_a.{self.arg(name)}_lo, tk_a.{self.arg(name)}_hi)"
+                elif c == "bool":
+                    v = f"tk_a.{self.arg(name)} != 0u"
+                else:
+                    v = f"tk_a.{self.arg(name)}"
+                self.w(f"let {self.arg(name)}: {c} = {v};")
+        local_decls = []
+        for s in N.walk_stmts(k.body):
+            if isinstance(s, N.AllocArray):
+                a = s.array
+                decl = f"{self.array_name(a)}: array<{self.elem_type(a)}, {_prod(a.shape)}>;"
+                if a.space == "local":
+                    local_decls.append(f"var<workgroup> {decl}")
+                else:
+                    self.w(f"var {decl}")
+        for v in sorted(k.locals):
+            self.w(f"var {self.var(v)}: {ctype(k.locals[v])};")
+        flags_at = len(self.lines)
+        self.last_line = None
+        if self.plan is None:
+            self.w("if (!tk_in) { return; }")
+            self.stmts(k.body)
+        else:
+            self.w("var tk_active: bool = tk_in;")
+            self.stmts(self.plan.body)
+        self.lines[flags_at:flags_at] = [f"    var {f}: bool = false;" for f in sorted(self.flags)]
+        body = self.lines
+
+        head = [f"// tinykernels: kernel '{k.name}' for WebGPU (WGSL)"]
+        layout = self.params_layout()
+        self.args_layout = layout
+        head.append("struct TkArgs {")
+        head += [f"    {name}: {t}," for name, t, _ in layout]
+        head.append("}")
+        head.append("@group(0) @binding(0) var<uniform> tk_a: TkArgs;")
+        binding = 1
+        arrays = [p[1] for p in k.params if p[0] == "array"]
+        for a in arrays:
+            head.append(f"@group(0) @binding({binding}) var<storage, read_write> {self.array_name(a)}: "
+                        f"array<{self.elem_type(a)}>;")
+            binding += 1
+        if k.debug:
+            head.append(f"@group(0) @binding({binding}) var<storage, read_write> tk_err: array<atomic<i32>>;")
+        head += local_decls
+        for t, name in self.scratch.items():
+            head.append(f"var<workgroup> {name}: array<{t}, {self.wg + 1}>;")
+        if self.scratch:
+            head.append(f"var<workgroup> tk_act: array<u32, {self.wg}>;")
+        helpers = []
+        for a in arrays:
+            if a.dtype.name in PACKED:
+                helpers += self.packed_helpers(a)
+        if k.debug:
+            helpers += _DEBUG.strip("\n").splitlines()
+        return ("\n".join(head) + "\n" + library(self.libs) + "\n".join(helpers) + "\n\n"
+                f"@compute @workgroup_size({self.wg})\n"
+                "fn tk_main(@builtin(local_invocation_index) tk_lii: u32, @builtin(workgroup_id) tk_wid: vec3<u32>,\n"
+                "           @builtin(num_workgroups) tk_nwg: vec3<u32>) {\n"
+                + "\n".join(body) + "\n}\n")
+
+
+_DEBUG = """
+fn tk_oob(line: i32, arr: i32, nd: i32, i0: i32, n0: i32, i1: i32, n1: i32, i2: i32, n2: i32) -> bool {
+    if (i0 >= 0i && i0 < n0 && i1 >= 0i && i1 < n1 && i2 >= 0i && i2 < n2) { return true; }
+    loop {
+        let r = atomicCompareExchangeWeak(&tk_err[0], 0i, 1i);
+        if (r.exchanged) {
+            atomicStore(&tk_err[1], line); atomicStore(&tk_err[2], arr); atomicStore(&tk_err[3], nd);
+            atomicStore(&tk_err[4], i0); atomicStore(&tk_err[5], n0); atomicStore(&tk_err[6], i1);
+            atomicStore(&tk_err[7], n1); atomicStore(&tk_err[8], i2); atomicStore(&tk_err[9], n2);
+            break;
+        }
+        if (r.old_value != 0i) { break; }
+    }
+    return false;
+}
+"""
+
+
+def _lib_of(d: DType) -> str:
+    return {"float16": "half", "bfloat16": "bf16", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}[d.name]
+
+
+def _limits(d: DType) -> tuple:
+    """(lowest, highest) of a type as WGSL literals (identities of max / min reductions)."""
+    if d.is_float:
+        return "(-tk_inf())", "tk_inf()"
+    if d.kind == "b":
+        return "false", "true"
+    if d.kind == "u":
+        return "0u", f"{(1 << d.bits) - 1}u"
+    lo = -(1 << (d.bits - 1))
+    return ("(-2147483647i - 1i)" if d.bits == 32 else f"({lo}i)"), f"{(1 << (d.bits - 1)) - 1}i"
+
+
+def _prod(xs) -> int:
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def render_wgsl(kernel: N.Kernel, plan: GroupPlan | None, ranges: int) -> tuple:
+    """(WGSL source, uniform argument layout, debug array-name table) of a specialized kernel."""
+    r = WGSLRenderer(kernel, plan, ranges)
+    src = r.render()
+    return src, r.args_layout, list(r.array_ids)
