@@ -41,6 +41,9 @@ class DivergentBarrierError(KernelCheckError):
     """The work items of a group do not all reach the same barrier or collective."""
 
 
+for _cls in (KernelCheckError, KernelIndexError, UninitializedReadError, DataRaceError, DivergentBarrierError):
+    _cls.__module__ = "tinykernels.runtime.interpreter"     # where they are documented
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -64,19 +64,24 @@ def _host_dtype_types():
     return out
 
 
-def _breakpoint():
+PDB_SKIP = ["tinykernels.runtime.*", "tinykernels.kernel", "tinykernels.backends", "tinykernels.array",
+            "tinykernels.random", "numpy", "numpy.*", "ml_dtypes", "ml_dtypes.*"]
+
+
+def start_pdb(frame):
     """``breakpoint()`` in a kernel: pdb on the work item's frame, skipping the interpreter's own
-    frames when stepping. Returns False to let the builtin run a user-installed hook."""
+    frames when stepping. Returns the debugger, or None to let the builtin ``breakpoint()`` run a
+    user-installed hook (``sys.breakpointhook`` or ``PYTHONBREAKPOINT``)."""
     if sys.breakpointhook is not sys.__breakpointhook__:
-        return False
+        return None
     env = os.environ.get("PYTHONBREAKPOINT")
     if env == "0":
-        return True
-    if env and env not in ("pdb.set_trace", "pdb"):
         return False
+    if env and env not in ("pdb.set_trace", "pdb"):
+        return None
     import pdb
-    frame = sys._getframe(1)
-    pdb.Pdb(skip=["tinykernels.runtime.interp*", "numpy", "numpy.*"]).set_trace(frame)
+    dbg = pdb.Pdb(skip=PDB_SKIP)
+    dbg.set_trace(frame)
     # No local tracing in the scheduler's frames: bdb would otherwise stop at the StopIteration
     # of a finishing work item there (its 'skip' does not cover exception events).
     f = frame.f_back
@@ -84,7 +89,7 @@ def _breakpoint():
         if f.f_globals.get("__name__", "").startswith("tinykernels.runtime.interp"):
             f.f_trace = None
         f = f.f_back
-    return True
+    return dbg
 
 
 class _Shim(types.ModuleType):
@@ -130,7 +135,7 @@ HELPERS = {"__tk_add": O.op_add, "__tk_sub": O.op_sub, "__tk_mul": O.op_mul, "__
            "__tk_floordiv": O.op_floordiv, "__tk_mod": O.op_mod, "__tk_pow": O.op_pow,
            "__tk_lshift": O.op_lshift, "__tk_rshift": O.op_rshift, "__tk_neg": O.op_neg, "__tk_inv": O.op_inv,
            "__tk_truth": builtins.bool, "__tk_augitem": O.aug_item, "__tk_annot": O.annotate,
-           "__tk_breakpoint": _breakpoint, RETURNED: RETURNED_VALUE}
+           RETURNED: RETURNED_VALUE}
 
 
 def _static_replacements() -> dict:
@@ -171,6 +176,7 @@ class KernelContext:
         self.kcode = None
         self._gcache: dict = {}
         self._fcache: dict = {}
+        self.debuggers: list = []
         self._repl = self._replacements()
 
     # --- geometry ----------------------------------------------------------------------
@@ -318,6 +324,21 @@ class KernelContext:
         self.group.uvals[(site, n)] = v
         return v
 
+    def breakpoint(self) -> bool:
+        """``breakpoint()`` (rewritten to ``__tk_breakpoint() or breakpoint()``)."""
+        dbg = start_pdb(sys._getframe(1))
+        if dbg:
+            self.debuggers.append(dbg)
+        return dbg is not None
+
+    def end_debugging(self) -> None:
+        """At the end of a launch, a debugger still stepping stops at the caller's next line (as
+        after returning from a function) instead of tracing on without a place to stop."""
+        for dbg in self.debuggers:
+            if sys.gettrace() == dbg.trace_dispatch and not dbg.quitting:
+                dbg.set_step()
+        self.debuggers.clear()
+
     def print(self, *args, **kwargs):
         sys.stdout.write(O.format_print(args) + "\n")
 
@@ -381,7 +402,8 @@ class KernelContext:
             if orig is not None:
                 r[id(orig)] = v
         helpers = dict(HELPERS)
-        helpers.update({"__tk_reduce_req": self.reduce_req, "__tk_scan_req": self.scan_req,
+        helpers.update({"__tk_breakpoint": self.breakpoint,
+                        "__tk_reduce_req": self.reduce_req, "__tk_scan_req": self.scan_req,
                         "__tk_uhas": self.uhas, "__tk_uget": self.uget, "__tk_uput": self.uput})
         self.helpers = helpers
         return r

@@ -205,7 +205,8 @@ class CheckedArray(KArray):
         shown = t[0] if len(t) == 1 else t
         if self.space == "local":
             msg = (f"reads {self.describe()} element {shown}, which no work item of the group has "
-                   "written (local memory starts uninitialized)")
+                   "written yet (local memory starts uninitialized; if another work item writes it, a "
+                   "tk.synchronize() must come between the write and this read)")
         else:
             msg = f"reads {self.describe()} element {shown} before writing it (private memory starts uninitialized)"
         self._ctx.raise_error(UninitializedReadError, msg)

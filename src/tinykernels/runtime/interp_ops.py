@@ -108,13 +108,18 @@ def dtype_cast(obj) -> DTypeCast:
     """The DTypeCast of a public dtype, NumPy dtype or scalar type (TypeError if not a dtype)."""
     if isinstance(obj, DTypeCast):
         return obj
+    if isinstance(obj, type) and issubclass(obj, Narrow):
+        return obj.dc
     c = _CASTS.get(obj) if isinstance(obj, (type, np.dtype)) else None
     if c is not None:
         return c
     d = D.from_any(obj) if not isinstance(obj, (bool, int, float)) or isinstance(obj, type) else None
     if d is None:
         raise TypeError(f"expected a dtype such as tk.float32 or A.dtype, got {obj!r}")
-    c = DTypeCast(D.to_numpy(d))
+    npd = D.to_numpy(d)
+    c = _CASTS.get(npd)
+    if c is None:
+        c = _CASTS[npd] = DTypeCast(npd)
     if isinstance(obj, (type, np.dtype)):
         _CASTS[obj] = c
     return c
@@ -739,12 +744,26 @@ def _u64(v) -> int:
     return builtins.int(v) & _M64
 
 
+_SCHEDULES: dict = {}
+
+
+def _schedule(k0: int, k1: int) -> tuple:
+    """The ten round keys of Philox4x32-10 for key words (k0, k1) (cached)."""
+    ks = _SCHEDULES.get((k0, k1))
+    if ks is None:
+        out, a, b = [], k0, k1
+        for _ in range(10):
+            out.append((a, b))
+            a, b = (a + 0x9E3779B9) & _M32, (b + 0xBB67AE85) & _M32
+        if len(_SCHEDULES) > 4096:
+            _SCHEDULES.clear()
+        ks = _SCHEDULES[(k0, k1)] = tuple(out)
+    return ks
+
+
 def philox_words(c0, c1, c2, c3, k0, k1):
     """Philox4x32-10 on Python ints (the same as :func:`tinykernels.random.philox4x32`)."""
-    for i in range(10):
-        if i:
-            k0 = (k0 + 0x9E3779B9) & _M32
-            k1 = (k1 + 0xBB67AE85) & _M32
+    for k0, k1 in _schedule(k0, k1):
         p0 = 0xD2511F53 * c0
         p1 = 0xCD9E8D57 * c2
         c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0), p1 & _M32, ((p0 >> 32) ^ c3 ^ k1), p0 & _M32
@@ -756,9 +775,17 @@ def philox4x32(c0, c1, c2, c3, k0, k1):
     return tuple(np.uint32(x) for x in r)
 
 
+_LAST_BLOCK = (None, None, None)       # uniform(key, i) and normal(key, i) share one block
+
+
 def _block(key, counter):
     k, c = _u64(key), _u64(counter)
-    return philox_words(c & _M32, c >> 32, 0, 0, k & _M32, k >> 32)
+    last = _LAST_BLOCK
+    if last[0] == k and last[1] == c:
+        return last[2]
+    r = philox_words(c & _M32, c >> 32, 0, 0, k & _M32, k >> 32)
+    globals()["_LAST_BLOCK"] = (k, c, r)
+    return r
 
 
 def rand_bits(key, counter):

@@ -53,6 +53,7 @@ class Transformed:
     is_gen: bool                     # a generator (contains barriers or collectives)
     funcs: dict = field(default_factory=dict)   # placeholder name -> Transformed of a @tk.func
     placeholder: str = ""
+    keep: tuple = ()                 # the closure contents the cache key refers to by id
 
 
 _CACHE: dict = {}                    # (code object, kernel?) -> Transformed
@@ -60,17 +61,38 @@ _LOCK = threading.RLock()
 _ACTIVE: list = []                   # functions being transformed (recursion check)
 
 
+def _closure_ids(fn) -> tuple:
+    out = []
+    for c in fn.__closure__ or ():
+        try:
+            out.append(id(c.cell_contents))
+        except ValueError:
+            out.append(None)
+    return tuple(out)
+
+
 def transform(fn, kernel: bool) -> Transformed:
-    """The rewritten code of ``fn`` (cached per code object)."""
-    key = (fn.__code__, kernel)
+    """The rewritten code of ``fn`` (cached per code object and closure contents: which
+    ``@tk.func`` a call names can depend on a closure variable)."""
+    key = (fn.__code__, kernel, _closure_ids(fn))
     t = _CACHE.get(key)
     if t is not None:
         return t
     with _LOCK:
         t = _CACHE.get(key)
         if t is None:
-            t = _CACHE[key] = _transform(fn, kernel)
+            t = _transform(fn, kernel)
+            t.keep = tuple(c.cell_contents for c in fn.__closure__ or () if _has_contents(c))
+            _CACHE[key] = t
         return t
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
 
 
 def _special():

@@ -24,19 +24,20 @@ How a launch runs (see docs/debugging.md for the user's view):
 """
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
 
 from .. import dtypes as D
 from ..backends import Backend
-from ..errors import LaunchError
-from ..kernel import KernelInstance
+from ..errors import CompileError, LaunchError
+from ..kernel import Kernel, KernelInstance
 from .interp_errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,
                             UninitializedReadError)
 from .interp_lang import RETURNED_VALUE, Group, Item, KernelContext, unravel
 from .interp_memory import make_array
-from .interp_ops import collective
+from .interp_ops import collective, dtype_cast
 from .interp_transform import SITES, transform
 from .streams import Event, completed_event
 
@@ -58,9 +59,14 @@ class InterpreterKernelInstance(KernelInstance):
         self._nthreads = 1
 
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        recorders = getattr(sys.modules[KernelInstance.__module__], "RECORDERS", None)
+        if recorders:                                   # inside tk.autodiff: it records, then launches
+            return recorders[-1].launch(self, args, ndrange, workgroupsize, stream)
         return self._launch(args, ndrange, workgroupsize, stream)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
+        if _is_derived(self.kernel):
+            return self._launch_derived(args, ndrange, workgroupsize, stream)
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
         for a, (name, kind) in zip(norm, self.kernel.params):
             if kind == "const" and not isinstance(a, np.ndarray):
@@ -80,6 +86,22 @@ class InterpreterKernelInstance(KernelInstance):
         if getattr(stream, "backend", self.backend) != self.backend:
             raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
         return stream.submit(job)
+
+    def _launch_derived(self, args, ndrange, workgroupsize, stream) -> Event:
+        """Kernels derived from the IR (tk.autodiff adjoints and tangents) have no Python source
+        to run: they run on the CPU backend, bounds-checked, on the same host arrays."""
+        from ..backends import CPU
+        ok, why = CPU.available()
+        if not ok:
+            raise NotImplementedError(f"kernel '{self.name}' exists only as compiler IR (a tk.autodiff "
+                                      f"derivative); the interpreter runs it on the CPU backend, which is "
+                                      f"not available here: {why}")
+        inst = self.kernel(CPU(threads=1, debug=True), self.static_wg)
+        if stream is None:
+            return inst(*args, ndrange=ndrange, workgroupsize=workgroupsize)
+        if getattr(stream, "backend", self.backend) != self.backend:
+            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        return stream.submit(lambda: inst(*args, ndrange=ndrange, workgroupsize=workgroupsize))
 
     def source(self, *args, ndrange=None, workgroupsize=None) -> str:
         raise NotImplementedError(
@@ -129,18 +151,55 @@ def run_kernel(kernel, norm, geom, ndim, wg, check: bool) -> None:
     ctx = KernelContext(kernel.name, geom, ndim, wg, kernel.unsafe_indices, check)
     tr = transform(kernel.fn, kernel=True)
     ctx.kcode = tr.code
-    args = [make_array(a, name, ctx, const=(kind == "const")) if isinstance(a, np.ndarray) else a
+    args = [make_array(a, name, ctx, const=(kind == "const")) if isinstance(a, np.ndarray) else
+            _constexpr(a) if kind == "constexpr" else a
             for a, (name, kind) in zip(norm, kernel.params)]
     if check:
         _check_const_aliasing(kernel, norm)
     fn = ctx.instantiate(tr)
-    with np.errstate(all="ignore"):
-        if tr.is_gen:
-            _run_lockstep(ctx, fn, args)
-        elif ndim == 1:
-            _run_flat_1d(ctx, fn, args)
-        else:
-            _run_flat(ctx, fn, args)
+    try:
+        with np.errstate(all="ignore"):
+            if tr.is_gen:
+                _run_lockstep(ctx, fn, args)
+            elif ndim == 1:
+                _run_flat_1d(ctx, fn, args)
+            else:
+                _run_flat(ctx, fn, args)
+    except (KernelCheckError, CompileError) as e:
+        _trim_traceback(e)
+        raise
+    finally:
+        if ctx.debuggers:
+            ctx.end_debugging()
+
+
+def _trim_traceback(e: BaseException) -> None:
+    """End the traceback of an error the interpreter found at the user's line that caused it
+    (drop the interpreter's own frames below it)."""
+    last_user = None
+    tb = e.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__", "")
+        if not name.startswith("tinykernels.runtime.interp"):
+            last_user = tb
+        tb = tb.tb_next
+    if last_user is not None and last_user.tb_frame.f_code.co_filename != __file__:
+        last_user.tb_next = None
+
+
+def _is_derived(kernel) -> bool:
+    """Whether a kernel is made from another one's IR (not from its own Python function)."""
+    return getattr(type(kernel), "lower_ir", None) is not getattr(Kernel, "lower_ir", None)
+
+
+def _constexpr(a):
+    """A dtype passed as a constexpr becomes the kernel's dtype (whose call casts like C)."""
+    if isinstance(a, (type, np.dtype)) and D.from_any(a) is not None and a not in (bool, int, float):
+        try:
+            return dtype_cast(a)
+        except TypeError:
+            return a
+    return a
 
 
 def _run_flat_1d(ctx: KernelContext, fn, args) -> None:
