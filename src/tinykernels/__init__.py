@@ -39,3 +39,5 @@ float8_e4m3fn, float8_e5m2 = _dtypes.PUBLIC["float8_e4m3fn"], _dtypes.PUBLIC["fl
 
 
 Interpreter = _backends._interpreter_class()
+from .runtime.interpreter import (DataRaceError, DivergentBarrierError, KernelCheckError,  # noqa: E402
+                                  KernelIndexError, UninitializedReadError)

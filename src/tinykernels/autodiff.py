@@ -20,7 +20,7 @@ import numpy as np
 from . import lang
 from .array import Array, asarray, copyto
 from .errors import LaunchError
-from .kernel import RECORDERS, Kernel, parse_ndrange
+from .kernel import GROUPED_FEATURES, RECORDERS, Kernel, parse_ndrange
 from .passes.autodiff import TapePlan, reverse_kernel, tangent_kernel
 
 
@@ -104,7 +104,7 @@ class DerivedKernel(Kernel):
         from dataclasses import replace as dc_replace
         primal_specs = {n: specs[n] for n, _ in self.primal.params}
         ir = self.primal.lower_ir(src, primal_specs, dc_replace(opts, kernel_name=self.primal.name))
-        grouped = bool(ir.uses & {"barrier", "localmem", "collective"})
+        grouped = bool(ir.uses & GROUPED_FEATURES)
         if self.mode == "tangent":
             out = tangent_kernel(ir, self.diff)
             out.tape = TapePlan(True)
@@ -181,15 +181,20 @@ class AdjointLauncher:
         """Run the adjoint; ``restore`` (if given) is called to reset primal memory after a
         tape-counting pass wrote to it."""
         diff = tuple(shadows)
-        full = []
+        b = self.backend
+        geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
+        full, partials = [], []
         for (name, _), a in zip(self.kernel.params, primal):
             full.append(a)
             if name in shadows:
-                full.append(shadows[name])
-        b = self.backend
+                if _is_float_scalar(a):       # per-item partial sums, added to the shadow afterwards
+                    buf = _dummy(b, max(1, total), np.float64)
+                    partials.append((shadows[name], buf))
+                    full.append(buf)
+                else:
+                    full.append(shadows[name])
         tape = [_dummy(b, 1, np.float64), _dummy(b, 1, np.int64), _dummy(b, (1, 2), np.int64)]
         adj = derived(self.kernel, "reverse", diff)(b, self.wg)
-        geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
@@ -213,7 +218,19 @@ class AdjointLauncher:
                     off if getattr(b, "is_host", False) else asarray(off, backend=b)]
         ev = adj(*full, *tape, ndrange=ndrange, workgroupsize=wg)
         b.synchronize()
+        for shadow, buf in partials:
+            _add_scalar(shadow, float(_host_copy(buf).sum()))
         return ev
+
+
+def _add_scalar(shadow, value: float) -> None:
+    """``shadow[0] += value`` for a one-element host or device array."""
+    if isinstance(shadow, Array) and shadow._host is None:
+        h = shadow.numpy()
+        h[0] += value
+        copyto(shadow, h)
+    else:
+        _host(shadow)[0] += value
 
 
 def _host_copy(a) -> np.ndarray:

@@ -23,6 +23,7 @@ from .frontend import ArraySpec, ConstexprSpec, LowerOptions, ScalarSpec, lower_
 from .runtime.streams import Event, completed_event
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
+GROUPED_FEATURES = {"barrier", "localmem", "collective", "uniform"}   # need the group-by-group code shape
 RECORDERS: list = []      # active tk.autodiff recordings (innermost last); launches go through them
 
 
@@ -316,7 +317,7 @@ class KernelInstance:
         from .passes.uniformity import check_barriers, uniform_vars
         u = uniform_vars(ir.body, ir.locals)
         check_barriers(ir, u)
-        grouped = bool(ir.uses & {"barrier", "localmem", "collective"})
+        grouped = bool(ir.uses & GROUPED_FEATURES)
         return render_c(ir, plan_groups(ir, u) if grouped else None, ranges)
 
     def _compile(self, args, geom, ndim, ranges, wg) -> Compiled:

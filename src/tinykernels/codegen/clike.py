@@ -222,7 +222,7 @@ class CLikeRenderer:
             return self.wrap_narrow(e.ty, f"tk_ipow_{sfx}({a}, {b})")
         if op in ("<<", ">>"):
             return self.shift(e, a, b)
-        if op in ("&", "|", "^") and d.kind == "b":
+        if op in ("&", "|", "^", "+", "*") and d.kind == "b":     # NumPy: bool + bool is logical or
             return f"((bool)(({a}) {op} ({b})))"
         return self.wrap_narrow(e.ty, f"{a} {C_BINOPS[op]} {b}")
 
@@ -307,7 +307,8 @@ class CLikeRenderer:
     def collective_parts(self, s: N.Collective) -> tuple:
         """(identity, combine expression of ``acc`` and ``x``) of a group reduction or scan."""
         sfx = self.fsuffix(s.ty.dtype)
-        ident = {"add": "0", "mul": "1", "or": "0", "and": "1",
+        all_ones = "1" if s.ty.dtype.kind == "b" else f"(~({self.ctype(s.ty)})0)"
+        ident = {"add": "0", "mul": "1", "or": "0", "and": all_ones,
                  "min": f"tk_ident_max_{sfx}", "max": f"tk_ident_min_{sfx}"}[s.op]
         comb = {"add": "acc + x", "mul": "acc * x", "and": "acc & x", "or": "acc | x",
                 "min": f"tk_min_{sfx}(acc, x)", "max": f"tk_max_{sfx}(acc, x)"}[s.op]

@@ -124,6 +124,19 @@ class GPURenderer(CLikeRenderer):
     def s_Barrier(self, s):
         self.w(self.barrier_stmt)
 
+    def s_Assign(self, s):
+        v = s.value
+        if self.plan is not None and isinstance(v, N.Call) and v.fn == "uniform":
+            # tk.uniform: the group's first work item evaluates, local memory broadcasts
+            t = self.ctype(self.k.locals[s.var])
+            scr = self.scratch.setdefault(t, f"tk_scr{len(self.scratch)}")
+            self.w(f"if (tk_ll == 0) {scr}[0] = {self.expr(v.args[0])};")
+            self.w(self.barrier_stmt)
+            self.w(f"{self.var(s.var)} = {scr}[0];")
+            self.w(self.barrier_stmt)
+            return
+        super().s_Assign(s)
+
     def s_AllocArray(self, s):
         pass  # local and private arrays are declared at kernel scope (OpenCL requires it for local)
 

@@ -276,8 +276,12 @@ def _synchronize(lw, node):
 
 
 def _uniform(lw, node):
+    """``tk.uniform(e)``: evaluated once per group (by its first work item) into a local that
+    every item reads; backends run it as a group-level statement."""
     (x,) = _exprs(lw, node, 1, "tk.uniform")
-    return N.Call(x.ty, lw.loc(node), "uniform", [x])
+    name = lw.fresh("uniform")
+    lw.assign_var(name, N.Call(x.ty, lw.loc(node), "uniform", [x]), node)
+    return N.Var(lw.types[name], lw.loc(node), name)
 
 
 ATOMIC_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")

@@ -870,8 +870,10 @@ def _feature_scan(k: N.Kernel) -> None:
             k.uses.add("return")
         for e in N.stmt_exprs(s):
             for x in N.walk_expr(e):
-                if isinstance(x, N.Index) and x.kind.startswith(("local", "group")) :
+                if isinstance(x, N.Index) and x.kind.startswith(("local", "group")):
                     k.uses.add("groupindex")
+                elif isinstance(x, N.Call) and x.fn == "uniform":
+                    k.uses.add("uniform")
                 elif isinstance(x, N.Atomic):
                     k.uses.add("atomic")
 

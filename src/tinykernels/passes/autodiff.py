@@ -17,7 +17,7 @@ itself, recording on a per-item tape what the reverse needs) and then a *reverse
   keep standing under uniform control flow, and they run in reverse order;
 * a read ``A[idx]`` adds to the shadow ``dA[idx]`` plainly when ``idx`` is the work item's
   own index and atomically otherwise; a scalar argument's gradient is accumulated per
-  item and added atomically to a one-element array.
+  item and written to a per-item array that the launcher sums (no atomics).
 
 A tape whose size is known at compile time is indexed by the work item's linear index; a
 data-dependent one is sized by a *count* variant of the kernel (``mode="count"``) that runs
@@ -672,12 +672,13 @@ class _Reverse:
         zero_arrays = list(self.zero)
         if any(a.array.space == "local" for a in self.allocs):
             zero_arrays.append(N.Barrier(b.loc))
-        flush = [N.ExprStmt(b.loc, N.Atomic(F64, b.loc, "add", self.scalar_shadow(p), [b.c(0, I64)], [b.var(acc)]))
-                 for p, acc in self.scalar_acc.items()]
+        # a scalar's gradient: one partial sum per work item (summed by the launcher), no atomics
+        flush = [N.Store(b.loc, self.scalar_shadow(p), [gl], b.var(acc)) for p, acc in self.scalar_acc.items()]
         body = list(self.allocs) + init + fwd + zero_d + zero_arrays + rev + flush
         return self.finish(body, []), TapePlan(self.static, nf, ni)
 
     def scalar_shadow(self, p: str) -> N.ArrayInfo:
+        """Per-work-item partial gradients of scalar ``p`` (the launcher sums them)."""
         return N.ArrayInfo(f"_d_{p}", D.float64, 1)
 
     def finish(self, body, _) -> N.Kernel:

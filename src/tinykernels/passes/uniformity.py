@@ -109,6 +109,11 @@ def check_barriers(k: N.Kernel, u: set) -> None:
     """Raise CompileError for a barrier or collective that not every work item reaches."""
     def visit(stmts, why):
         for s in stmts:
+            if isinstance(s, N.Assign) and isinstance(s.value, N.Call) and s.value.fn == "uniform" \
+                    and why is not None:
+                raise _error(s.loc, f"tk.uniform() is under non-uniform control flow (the condition on line "
+                             f"{why.line} can differ between the work items of a group): every work item "
+                             "must reach it", k.name)
             if isinstance(s, (N.Barrier, N.Collective)) and why is not None:
                 what = "tk.synchronize()" if isinstance(s, N.Barrier) else f"tk.group_{s.kind.replace('ex', '')}()"
                 raise _error(s.loc, f"{what} is under non-uniform control flow: the condition on line "

@@ -16,7 +16,7 @@ from .. import dtypes as D
 from ..array import Array
 from ..backends import Backend
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from ..kernel import KernelInstance, parse_ndrange
+from ..kernel import GROUPED_FEATURES, KernelInstance, parse_ndrange
 from .streams import Event
 
 _HINT = "pip install 'tinykernels[opencl]' (pyopencl) and an OpenCL driver, e.g. pip install pocl-binary-distribution"
@@ -337,7 +337,7 @@ class CLKernelInstance(KernelInstance):
         _check_capabilities(ir, self.backend)
         u = uniform_vars(ir.body, ir.locals)
         check_barriers(ir, u)
-        grouped = bool(ir.uses & {"barrier", "localmem", "collective"})
+        grouped = bool(ir.uses & GROUPED_FEATURES)
         return render_opencl(ir, plan_groups(ir, u) if grouped else None, ranges, self.backend.supports_float64)
 
     def _build(self, args, geom, ndim, ranges, wg):

@@ -1,0 +1,652 @@
+"""The WebGPU runtime (``tk.WebGPU()``, ``DEV=WEBGPU``) on ``wgpu`` (wgpu-native).
+
+One device per adapter, requested with the adapter's own limits (not WebGPU's conservative
+defaults). Arrays live in storage buffers padded to 4 bytes; kernels are WGSL from
+:mod:`tinykernels.codegen.wgsl`, with the scalar arguments, shapes and launch geometry in one
+uniform buffer per launch. Pipelines are cached per specialization (in memory; wgpu has no
+portable on-disk pipeline cache).
+
+WebGPU has one queue per device, and it executes submissions in order. A stream is therefore
+a logical ordering object: all streams of a device share its queue, so work is ordered
+across streams too (``s.wait(ev)`` always holds already) and priorities have no effect.
+Events complete when the GPU has finished the submission (a 4-byte buffer copied at the end
+of it and mapped asynchronously).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from functools import lru_cache
+
+import numpy as np
+
+from .. import dtypes as D
+from ..array import Array
+from ..backends import Backend
+from ..dtypes import Ty
+from ..errors import BackendUnavailable, CompileError, LaunchError
+from ..kernel import KernelInstance
+from .streams import Event
+
+_HINT = ("pip install 'tinykernels[webgpu]' (the wgpu package) and a Vulkan, Metal or D3D12 driver, "
+         "e.g. Debian's mesa-vulkan-drivers for a CPU (lavapipe) device")
+_SUPPORTED = ("bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "bfloat16",
+              "float32", "float8_e4m3fn", "float8_e5m2")
+_I32 = (-(1 << 31), (1 << 31) - 1)
+_WANT_LIMITS = ("max-storage-buffers-per-shader-stage", "max-storage-buffer-binding-size", "max-buffer-size",
+                "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
+                "max-compute-workgroup-size-y", "max-compute-workgroup-size-z",
+                "max-compute-workgroup-storage-size", "max-compute-workgroups-per-dimension",
+                "max-uniform-buffer-binding-size", "max-bind-groups")
+
+
+def _wgpu():
+    try:
+        import wgpu
+    except ImportError as e:
+        raise BackendUnavailable(f"the WebGPU backend needs the wgpu package: {_HINT} ({e})") from None
+    return wgpu
+
+
+@lru_cache(maxsize=None)
+def _adapter(power: str):
+    wgpu = _wgpu()
+    try:
+        a = wgpu.gpu.request_adapter_sync(power_preference=power)
+    except Exception as e:  # noqa: BLE001 - wgpu-native raises plain RuntimeErrors
+        raise BackendUnavailable(f"wgpu found no WebGPU adapter ({e}): {_HINT}") from None
+    if a is None:
+        raise BackendUnavailable(f"wgpu found no WebGPU adapter: {_HINT}")
+    return a
+
+
+@lru_cache(maxsize=None)
+def _adapters() -> tuple:
+    wgpu = _wgpu()
+    try:
+        return tuple(wgpu.gpu.enumerate_adapters_sync())
+    except Exception:  # noqa: BLE001
+        return ()
+
+
+def _pick(device) -> tuple:
+    """(cache key, adapter) for ``WebGPU(device)``."""
+    if device is None or device in ("high-performance", "low-power"):
+        power = device or "high-performance"
+        return ("power", power), _adapter(power)
+    adapters = _adapters()
+    names = [f"{a.info.get('device', '?')} ({a.info.get('backend_type', '?')})" for a in adapters]
+    if isinstance(device, int) and not isinstance(device, bool):
+        if 0 <= device < len(adapters):
+            return ("index", device), adapters[device]
+    elif isinstance(device, str):
+        for k, n in enumerate(names):
+            if device.lower() in n.lower():
+                return ("index", k), adapters[k]
+    raise BackendUnavailable(f"no WebGPU adapter matches {device!r}; found: {', '.join(names) or 'none'}")
+
+
+class _Device:
+    """The wgpu device, its queue and pipeline cache (shared by equal backends)."""
+
+    def __init__(self, adapter):
+        lim = adapter.limits
+        want = {k: lim[k] for k in _WANT_LIMITS if k in lim}
+        self.adapter = adapter
+        self.device = adapter.request_device_sync(required_limits=want)
+        self.queue = self.device.queue
+        self.limits = dict(self.device.limits)
+        self.pipelines: dict = {}          # WGSL source -> (pipeline, bind group layout)
+        self.lock = threading.RLock()
+        self.streams = weakref.WeakSet()
+        self.last = None                   # the event of the latest submission
+        self._src4 = None
+
+    def fence(self, encoder) -> "WGPUEvent":
+        """An event for the work recorded in ``encoder`` (call just before submitting it)."""
+        wgpu = _wgpu()
+        U = wgpu.BufferUsage
+        if self._src4 is None:
+            self._src4 = self.device.create_buffer(size=4, usage=U.COPY_SRC)
+        f = self.device.create_buffer(size=4, usage=U.MAP_READ | U.COPY_DST)
+        encoder.copy_buffer_to_buffer(self._src4, 0, f, 0, 4)
+        return WGPUEvent(f)
+
+    def submit(self, encoder) -> "WGPUEvent":
+        with self.lock:
+            ev = self.fence(encoder)
+            self.queue.submit([encoder.finish()])
+            ev._start()
+            self.last = ev
+            return ev
+
+    def wait_idle(self) -> None:
+        ev = self.last
+        if ev is not None:
+            ev.wait()
+
+
+_DEVICES: dict = {}
+_DEVICES_LOCK = threading.Lock()
+
+
+class WebGPU(Backend):
+    """A WebGPU device through wgpu.
+
+    ``device``: None or "high-performance" (the default adapter), "low-power", an index into
+    ``wgpu.gpu.enumerate_adapters_sync()`` or part of an adapter's name (``tk.backend("WEBGPU:1")``).
+    ``debug``: bounds-check every array access (also ``TK_DEBUG=1``)."""
+    name = "WEBGPU"
+    dev = "WEBGPU"
+    is_host = False
+    supports_float64 = False
+
+    def __init__(self, device=None, debug: bool | None = None):
+        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+        key, a = _pick(device)
+        self._key = key
+        with _DEVICES_LOCK:
+            dev = _DEVICES.get(key)
+            if dev is None:
+                try:
+                    dev = _DEVICES[key] = _Device(a)
+                except Exception as e:  # noqa: BLE001
+                    raise BackendUnavailable(f"could not open the WebGPU device ({e}): {_HINT}") from None
+        self._dev = dev
+        lim = dev.limits
+        self.max_workgroupsize = int(min(lim.get("max-compute-invocations-per-workgroup", 256),
+                                         lim.get("max-compute-workgroup-size-x", 256)))
+
+    @property
+    def device_name(self) -> str:
+        info = self._dev.adapter.info
+        return str(info.get("device") or info.get("description") or "WebGPU device")
+
+    @property
+    def limits(self) -> dict:
+        """The device limits (WebGPU names, e.g. ``max-storage-buffer-binding-size``)."""
+        return dict(self._dev.limits)
+
+    def key(self) -> tuple:
+        return ("WEBGPU",) + self._key + (self.debug,)
+
+    def __repr__(self) -> str:
+        args = [] if self._key == ("power", "high-performance") else [repr(self._key[1])]
+        if self.debug:
+            args.append("debug=True")
+        return f"tk.WebGPU({', '.join(args)}) # {self.device_name}"
+
+    @staticmethod
+    def available() -> tuple:
+        try:
+            a = _adapter("high-performance")
+        except BackendUnavailable as e:
+            return False, str(e)
+        info = a.info
+        return True, (f"wgpu: {info.get('device', '?')} ({info.get('backend_type', '?')}, "
+                      f"{info.get('adapter_type', '?')})")
+
+    def supports(self, dtype) -> bool:
+        d = D.from_any(dtype)
+        return d is not None and d.name in _SUPPORTED
+
+    def supports_atomic(self, dtype) -> bool:
+        d = D.from_any(dtype)
+        return d is not None and d.name in ("int32", "uint32", "float32")
+
+    # --- memory -------------------------------------------------------------------------------
+
+    def _check_dtype(self, dt) -> None:
+        d = D.from_any(dt)
+        if d is None or d.name not in _SUPPORTED:
+            name = d.name if d is not None else str(dt)
+            raise TypeError(f"WebGPU has no {name} (WGSL has no 64-bit types): convert the array first, "
+                            f"e.g. x.astype(np.{'float32' if name == 'float64' else name.replace('64', '32')})")
+
+    def array_from_host(self, h: np.ndarray) -> "WGPUArray":
+        self._check_dtype(h.dtype)
+        return WGPUArray(self, np.ascontiguousarray(h))
+
+    def copy(self, dst, src, stream=None):
+        dev = self._dev
+        wgpu = _wgpu()
+        if isinstance(dst, WGPUArray) and isinstance(src, WGPUArray) and dst.dtype == src.dtype:
+            _same_shape(dst, src)
+            enc = dev.device.create_command_encoder()
+            if src.nbytes:
+                enc.copy_buffer_to_buffer(src.buffer, 0, dst.buffer, 0, src.buffer.size)
+            ev = dev.submit(enc)
+        elif isinstance(dst, WGPUArray):
+            h = src.numpy() if isinstance(src, Array) else np.asarray(src)
+            _same_shape(dst, h)
+            if not np.can_cast(h.dtype, dst.dtype, casting="same_kind"):
+                raise TypeError(f"tk.copyto: cannot cast {h.dtype} to {dst.dtype} (same_kind casting)")
+            h = np.ascontiguousarray(h, dst.dtype)
+            with dev.lock:
+                if h.nbytes:
+                    dev.queue.write_buffer(dst.buffer, 0, _padded(h))
+                ev = dev.submit(dev.device.create_command_encoder())
+        else:
+            from ..array import as_host_ndarray
+            h = as_host_ndarray(dst)
+            if h is None:
+                raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
+            _same_shape(h, src)
+            np.copyto(h, src.numpy(), casting="same_kind")
+            return WGPUEvent(None)
+        del wgpu
+        if stream is None:
+            ev.wait()
+        else:
+            stream._last = ev
+        return ev
+
+    # --- streams ------------------------------------------------------------------------------
+
+    def stream(self, priority: int = 0) -> "WGPUStream":
+        s = WGPUStream(self, priority)
+        with self._dev.lock:
+            self._dev.streams.add(s)
+        return s
+
+    def synchronize(self) -> None:
+        self._dev.wait_idle()
+
+    instance_class = None   # set below
+
+
+def _same_shape(a, b):
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"tk.copyto: shape mismatch: dst has shape {tuple(a.shape)}, src has shape {tuple(b.shape)}")
+
+
+def _padded(h: np.ndarray):
+    """The bytes of ``h`` padded to a multiple of 4 (WebGPU copies whole words)."""
+    b = h.reshape(-1).view(np.uint8)
+    pad = (-b.size) % 4
+    return np.concatenate([b, np.zeros(pad, np.uint8)]) if pad else b
+
+
+class WGPUArray(Array):
+    """An array in a WebGPU storage buffer (always C-contiguous; the buffer is padded to 4 bytes)."""
+    __slots__ = ("buffer", "_shape", "_dtype")
+
+    def __init__(self, backend: WebGPU, h: np.ndarray):
+        wgpu = _wgpu()
+        self._host = None
+        self._backend = backend
+        self._shape, self._dtype = tuple(h.shape), h.dtype
+        size = max(4, (h.nbytes + 3) // 4 * 4)
+        dev = backend._dev
+        limit = min(dev.limits.get("max-storage-buffer-binding-size", 1 << 27),
+                    dev.limits.get("max-buffer-size", 1 << 28))
+        if size > limit:
+            raise MemoryError(f"an array of {h.nbytes} bytes exceeds the WebGPU device's "
+                              f"max-storage-buffer-binding-size of {limit} bytes ({backend.device_name})")
+        U = wgpu.BufferUsage
+        usage = U.STORAGE | U.COPY_SRC | U.COPY_DST
+        if h.nbytes:
+            self.buffer = dev.device.create_buffer_with_data(data=_padded(h), usage=usage)
+        else:
+            self.buffer = dev.device.create_buffer(size=size, usage=usage)
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def strides(self):
+        st, acc = [], self._dtype.itemsize
+        for n in reversed(self._shape):
+            st.append(acc)
+            acc *= max(n, 1)
+        return tuple(reversed(st))
+
+    @property
+    def ptr(self) -> int:
+        raise AttributeError("a tk.Array on a WebGPU device has no address")
+
+    @property
+    def is_contiguous(self) -> bool:
+        return True
+
+    def numpy(self) -> np.ndarray:
+        """A host copy. It waits for all work queued on the device (one queue for all streams)."""
+        n = int(np.prod(self._shape)) * self._dtype.itemsize
+        if n == 0:
+            return np.empty(self._shape, self._dtype)
+        dev = self._backend._dev
+        with dev.lock:
+            data = dev.queue.read_buffer(self.buffer, 0, self.buffer.size)
+        return np.frombuffer(data, np.uint8)[:n].copy().view(self._dtype).reshape(self._shape)
+
+    @property
+    def __array_interface__(self):
+        raise AttributeError("a tk.Array on a WebGPU device has no host address; use .numpy()")
+
+    def __dlpack__(self, **kw):
+        raise BufferError("WebGPU buffers cannot be exported through DLPack; use .numpy() for a host copy")
+
+    def __dlpack_device__(self):
+        return (15, 0)          # kDLWebGPU
+
+
+class WGPUEvent(Event):
+    """Completion of a WebGPU submission (None: already complete)."""
+    __slots__ = ("_fence", "_promise")
+
+    def __init__(self, fence):
+        super().__init__()
+        self._fence = fence
+        self._promise = None
+
+    def _start(self) -> None:
+        if self._fence is not None:
+            self._promise = self._fence.map_async("READ")
+
+    def done(self) -> bool:
+        p = self._promise
+        if self._fence is None:
+            return True
+        if p is None:
+            return False
+        ev = getattr(p, "_thread_event", None)
+        return ev.is_set() if ev is not None else getattr(p, "_state", "pending") != "pending"
+
+    def wait(self, timeout=None) -> None:
+        p = self._promise
+        if p is not None:
+            p.sync_wait()
+            self._promise = None
+            self._fence = None
+
+    def __repr__(self) -> str:
+        return f"<tk.Event (WebGPU) {'done' if self.done() else 'pending'}>"
+
+
+class WGPUStream:
+    """An ordering of work on a WebGPU device. WebGPU has one queue per device, so every stream
+    submits to it: work is ordered within a stream (and across streams, in submission order).
+    Priorities are recorded and have no effect."""
+
+    def __init__(self, backend: WebGPU, priority: int = 0):
+        self.backend, self.priority = backend, priority
+        self._last = None
+
+    def wait(self, event) -> None:
+        if not isinstance(event, WGPUEvent) and not event.done():
+            event.wait()        # another backend's event: wait on the host
+        # a WebGPU event: already ordered before anything submitted later to the one queue
+
+    def synchronize(self) -> None:
+        ev = self._last
+        if ev is not None:
+            ev.wait()
+
+    def submit(self, fn) -> Event:
+        self.synchronize()
+        fn()
+        return WGPUEvent(None)
+
+    def __repr__(self) -> str:
+        return f"<tk.Stream (WebGPU) priority={self.priority}>"
+
+
+class WGPUKernelInstance(KernelInstance):
+    """A kernel on a WebGPU device: WGSL from :mod:`tinykernels.codegen.wgsl`, run with wgpu."""
+
+    def __init__(self, kernel, backend, wg):
+        self.kernel, self.backend, self.static_wg = kernel, backend, wg
+        self.name = kernel.name
+        self._compiled: dict = {}
+        self._lock = threading.Lock()
+        self._cmask = kernel.cmask
+
+    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        from ..kernel import RECORDERS
+        if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it
+            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
+        return self._launch(args, ndrange, workgroupsize, stream)
+
+    def _normalize(self, a, name, kind):
+        if isinstance(a, WGPUArray):
+            if a.backend != self.backend:
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
+                                  f"not on {self.backend!r}")
+            return a
+        if kind != "constexpr" and (isinstance(a, (np.ndarray, Array)) or hasattr(a, "__array_interface__")
+                                    or hasattr(a, "__dlpack__")) and not isinstance(a, np.generic):
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the WebGPU backend "
+                              "needs device arrays: tk.asarray(x, backend=...)")
+        if kind != "constexpr" and isinstance(a, int) and not isinstance(a, bool) and not _I32[0] <= a <= _I32[1]:
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' = {a} does not fit in 32 bits "
+                              "(Python ints are int32 on WebGPU)")
+        return super()._normalize(a, name, kind)
+
+    def _specs(self, args, wg):
+        from ..frontend import ScalarSpec
+        out = super()._specs(args, wg)
+        for a, (name, kind) in zip(args, self.kernel.params):
+            if kind != "constexpr" and isinstance(a, int) and not isinstance(a, bool):
+                out[name] = ScalarSpec(Ty(D.int32, True))      # Python ints are weak int32 here
+        return out
+
+    def _ir(self, args, geom, ndim, ranges, wg):
+        from ..frontend import LowerOptions, lower_kernel
+        k = self.kernel
+        src = k.source_info()
+        opts = LowerOptions(ndim=ndim, workgroup=wg, default_float=D.float32, default_int=D.int32,
+                            unsafe_indices=k.unsafe_indices, debug=self.backend.debug, idx32=True,
+                            kernel_name=k.name)
+        try:
+            return lower_kernel(src, self._specs(args, wg), opts)
+        except CompileError:
+            raise
+        except RecursionError:
+            raise CompileError("the kernel is nested too deeply to compile", src.file, src.first_line,
+                               kernel=k.name) from None
+
+    def _render(self, ir, ranges):
+        from ..codegen.wgsl import render_wgsl
+        from ..passes.groups import plan_groups
+        from ..passes.uniformity import check_barriers, uniform_vars
+        u = uniform_vars(ir.body, ir.locals)
+        check_barriers(ir, u)
+        grouped = bool(ir.uses & {"barrier", "localmem", "collective"})
+        return render_wgsl(ir, plan_groups(ir, u) if grouped else None, ranges)
+
+    def source(self, *args, ndrange, workgroupsize=None) -> str:
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        return self._render(self._ir(norm, geom, ndim, ranges, wg), ranges)[0]
+
+    def _build(self, args, geom, ndim, ranges, wg):
+        wgpu = _wgpu()
+        ir = self._ir(args, geom, ndim, ranges, wg)
+        src, layout, names = self._render(ir, ranges)
+        dev = self.backend._dev
+        narrays = sum(1 for p in ir.params if p[0] == "array") + (1 if ir.debug else 0)
+        limit = dev.limits.get("max-storage-buffers-per-shader-stage", 8)
+        if narrays > limit:
+            raise CompileError(f"kernel '{self.name}' binds {narrays} storage buffers but "
+                               f"{self.backend.device_name} allows {limit} per shader stage", ir.file, None,
+                               kernel=self.name)
+        with dev.lock:
+            entry = dev.pipelines.get(src)
+            if entry is None:
+                try:
+                    module = dev.device.create_shader_module(code=src)
+                    B = wgpu.BufferBindingType
+                    vis = wgpu.ShaderStage.COMPUTE
+                    entries = [{"binding": 0, "visibility": vis, "buffer": {"type": B.uniform}}]
+                    entries += [{"binding": b, "visibility": vis, "buffer": {"type": B.storage}}
+                                for b in range(1, narrays + 1)]
+                    bgl = dev.device.create_bind_group_layout(entries=entries)
+                    pl = dev.device.create_pipeline_layout(bind_group_layouts=[bgl])
+                    pipe = dev.device.create_compute_pipeline(layout=pl, compute={"module": module,
+                                                                                  "entry_point": "tk_main"})
+                except Exception as e:  # noqa: BLE001 - naga / wgpu validation errors
+                    raise CompileError(f"WebGPU rejected the generated WGSL for kernel '{self.name}':\n"
+                                       f"{_explain(str(e.args[0]) if e.args else str(e), src)}", ir.file, None, kernel=self.name) from None
+                entry = dev.pipelines[src] = (pipe, bgl)
+        return entry[0], entry[1], ir, layout, names
+
+    def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
+        wgpu = _wgpu()
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        if total == 0:
+            return WGPUEvent(None)
+        _check_geometry(self.name, geom, ndim, wg)
+        key = (tuple(_sig(a, kind) for a, (_, kind) in zip(norm, self.kernel.params)), ndim, ranges, wg)
+        entry = self._compiled.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._compiled.get(key)
+                if entry is None:
+                    entry = self._compiled[key] = self._build(norm, geom, ndim, ranges, wg)
+        pipe, bgl, ir, layout, names = entry
+        if stream is not None and getattr(stream, "backend", self.backend) != self.backend:
+            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        dev = self.backend._dev
+        d = dev.device
+        U = wgpu.BufferUsage
+        byname = {p[1].name if p[0] == "array" else p[1]: a for p, a in zip(ir.params, norm)}
+        ubuf = d.create_buffer_with_data(data=_pack_args(layout, geom, byname), usage=U.UNIFORM)
+        entries = [{"binding": 0, "resource": {"buffer": ubuf, "offset": 0, "size": ubuf.size}}]
+        b = 1
+        for p, a in zip(ir.params, norm):
+            if p[0] == "array":
+                entries.append({"binding": b, "resource": {"buffer": a.buffer, "offset": 0, "size": a.buffer.size}})
+                b += 1
+        err = None
+        if ir.debug:
+            err = d.create_buffer_with_data(data=np.zeros(12, np.int32).tobytes(),
+                                            usage=U.STORAGE | U.COPY_SRC)
+            entries.append({"binding": b, "resource": {"buffer": err, "offset": 0, "size": err.size}})
+        bg = d.create_bind_group(layout=bgl, entries=entries)
+        groups = 1
+        for dd in range(ndim):
+            groups *= -(-geom[3 * dd + 1] // wg[dd])
+        maxdim = int(dev.limits.get("max-compute-workgroups-per-dimension", 65535))
+        gx = min(groups, maxdim)
+        gy = -(-groups // gx)
+        if gy > maxdim:
+            raise LaunchError(f"kernel '{self.name}': {groups} workgroups exceed the device's limit")
+        enc = d.create_command_encoder()
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(pipe)
+        cp.set_bind_group(0, bg)
+        cp.dispatch_workgroups(gx, gy, 1)
+        cp.end()
+        ev = dev.submit(enc)
+        if stream is not None:
+            stream._last = ev
+        if err is not None:
+            with dev.lock:
+                info = np.frombuffer(dev.queue.read_buffer(err), np.int32).astype(np.int64)
+            if info[0]:
+                from ..kernel import _check_debug
+                _check_debug(_HostErr(info, names, ir.file), self.name)
+        return ev
+
+
+class _HostErr:
+    """Adapts a copied-back error buffer to the CPU's debug-error reporter."""
+
+    def __init__(self, info, names, file):
+        self.array_names, self.file = names, file
+        self.lib = self
+        self._info = info
+
+    def tk_get_error(self, buf):
+        for k in range(12):
+            buf[k] = int(self._info[k])
+
+    def tk_clear_error(self):
+        pass
+
+
+def _sig(a, kind):
+    if kind == "constexpr":
+        return ("C", type(a).__name__, a)
+    if isinstance(a, WGPUArray):
+        return ("A", a.dtype.str, a.ndim)
+    if isinstance(a, np.generic):
+        return ("S", a.dtype.str)
+    return (type(a).__name__,)
+
+
+def _check_geometry(name, geom, ndim, wg) -> None:
+    """Every index must fit in i32: extents, range starts and ends, the total item count."""
+    total = 1
+    for d in range(ndim):
+        start, count, step = geom[3 * d:3 * d + 3]
+        total *= count
+        last = start + (count - 1) * step
+        padded = -(-count // wg[d]) * wg[d]
+        if not (_I32[0] <= start <= _I32[1] and _I32[0] <= last <= _I32[1] and padded < 1 << 31
+                and _I32[0] <= step <= _I32[1]):
+            raise LaunchError(f"kernel '{name}': ndrange dimension {d} does not fit in 32-bit indices "
+                              "(WebGPU has no 64-bit integers)")
+    if total >= 1 << 31:
+        raise LaunchError(f"kernel '{name}': {total} work items do not fit in 32-bit indices (WebGPU)")
+
+
+def _pack_args(layout, geom, byname) -> bytes:
+    """The uniform argument struct: 4-byte fields in layout order, padded to 16 bytes."""
+    vals = []
+    for _, t, src in layout:
+        kind = src[0]
+        if kind == "geom":
+            v = geom[src[1]]
+        elif kind == "zero":
+            v = 0
+        elif kind == "shape":
+            v = byname[src[1]].shape[src[2]]
+        elif kind == "stride":
+            a = byname[src[1]]
+            v = a.strides[src[2]] // a.dtype.itemsize
+        else:
+            _, name, ty, part = src
+            v = byname[name]
+            dt = ty.dtype
+            if dt == D.uint64:
+                v = (int(v) >> (32 * part)) & 0xffffffff
+            elif dt.kind == "b":
+                v = 1 if v else 0
+            elif dt.is_float:
+                v = float(v)
+            else:
+                v = int(np.array(v).astype(D.to_numpy(dt))[()])
+        if t == "f32":
+            vals.append(np.array(v, np.float32).view(np.uint32))
+        elif t == "i32":
+            vals.append(np.array(v, np.int64).astype(np.int32).view(np.uint32))
+        else:
+            vals.append(np.uint32(int(v) & 0xffffffff))
+    words = np.array(vals, np.uint32)
+    pad = (-words.size) % 4
+    return np.concatenate([words, np.zeros(pad, np.uint32)]).tobytes()
+
+
+def _explain(msg: str, src: str) -> str:
+    """A naga error with the Python line that produced the failing WGSL line, when it can tell."""
+    import re
+    lines = src.splitlines()
+    out = [ln for ln in msg.splitlines() if ln.strip()][-25:]
+    m = re.search(r":(\d+):(\d+)", msg) or re.search(r"wgsl:(\d+)", msg)
+    if m:
+        n = int(m.group(1))
+        for k in range(min(n, len(lines)) - 1, -1, -1):
+            c = lines[k].strip()
+            if c.startswith("// ") and ":" in c and not c.startswith("// tinykernels"):
+                out.append(f"(generated from {c[3:]})")
+                break
+    return "\n".join(out)
+
+
+WebGPU.instance_class = WGPUKernelInstance
