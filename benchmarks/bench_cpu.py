@@ -843,6 +843,48 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+T_ADJ = 3.0     # target: the adjoint takes at most 3x the forward kernel's time
+
+
+def run_autodiff(args, nt, timer) -> list:
+    """Adjoint (tk.adjoint) time relative to the forward kernel, triad and diffusion."""
+    cpu = tk.CPU(threads=nt)
+    mb = 16 if args.quick else 64
+    rng = np.random.default_rng(7)
+    n = int(mb * MiB) // 12
+    a, b, c = (rng.random(n, dtype=np.float32) for _ in range(3))
+    da, db, dc = (np.zeros(n, np.float32) for _ in range(3))
+    ds = np.zeros(1)
+    nx = int((mb * MiB / 16) ** 0.5)
+    T, T2 = rng.random((nx, nx)), np.zeros((nx, nx))
+    dT, dT2 = np.zeros((nx, nx)), rng.random((nx, nx))
+    ndr = (range(1, nx - 1), range(1, nx - 1))
+    kt, at = tk_triad(cpu), tk.adjoint(tk_triad)(cpu)
+    kd, ad = tk_diffusion(cpu), tk.adjoint(tk_diffusion)(cpu)
+    s = np.float32(2.5)
+    cases = {
+        "triad forward": lambda: kt(a, b, c, s, ndrange=n),
+        "triad adjoint (arrays and the scalar s)": lambda: at(a, da, b, db, c, dc, s, ds, ndrange=n),
+        "triad adjoint (arrays; s an int, not differentiated)": lambda: at(a, da, b, db, c, dc, 2, ndrange=n),
+        "diffusion forward": lambda: kd(T2, T, 0.1, 0.2, ndrange=ndr),
+        "diffusion adjoint (T, dt, lam)": lambda: ad(T2, dT2, T, dT, 0.1, np.zeros(1), 0.2, np.zeros(1), ndrange=ndr),
+    }
+    times = timer.measure(cases)
+    print(f"\n== 4. Autodiff: adjoint time / forward time ({mb} MiB of forward traffic; target <= {T_ADJ}x) ==\n")
+    rows = []
+    for name, t in times.items():
+        base = times["triad forward"] if name.startswith("triad") else times["diffusion forward"]
+        print(f"  {name:<55s} {t * 1e3:9.3f} ms   {t / base:5.2f}x")
+    for name in ("triad adjoint (arrays and the scalar s)", "triad adjoint (arrays; s an int, not differentiated)",
+                 "diffusion adjoint (T, dt, lam)"):
+        base = times["triad forward"] if name.startswith("triad") else times["diffusion forward"]
+        r = times[name] / base
+        rows.append((name + " / forward", f"{r:.2f}x", f"<= {T_ADJ}x", r <= T_ADJ))
+    print("  (diffusion's adjoint adds into dT at the four neighbours of each point: those reads are not the "
+          "work item's own\n   elements, so the adds are atomic compare-and-swap loops; see docs/autodiff.md)")
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -855,14 +897,14 @@ def main(argv=None) -> int:
     ap.add_argument("--stat", choices=("best", "median"), default="best",
                     help="per-launch statistic reported (default best = minimum, as STREAM; median is more "
                     "sensitive to other processes on a small shared machine)")
-    ap.add_argument("--only", choices=("stream", "launch", "compile"), action="append",
+    ap.add_argument("--only", choices=("stream", "launch", "compile", "autodiff"), action="append",
                     help="run only this section (may be repeated)")
     args = ap.parse_args(argv)
     if args.max_mb is None:
         args.max_mb = 64 if args.quick else 1024
     elif args.quick:
         args.max_mb = min(args.max_mb, 64)
-    sections = args.only or ["stream", "launch", "compile"]
+    sections = args.only or ["stream", "launch", "compile", "autodiff"]
     nt = args.threads or os.cpu_count() or 1
     timer = Timer(min_time=0.05 if args.quick else 0.3, min_reps=5, rounds=1 if args.quick else 3,
                   stat=args.stat)
@@ -935,6 +977,11 @@ def main(argv=None) -> int:
                         f"<= {T_DISK_MS:.0f} ms", disk_ms <= T_DISK_MS))
         summary.append(("  same, instantiate + first launch", f"{disk_total:.2f} ms",
                         f"<= {T_DISK_MS:.0f} ms", disk_total <= T_DISK_MS))
+
+    if "autodiff" in sections:
+        for row in run_autodiff(args, nt, timer):
+            summary.append(row)
+        sys.stdout.flush()
 
     if peers.errors:
         print("\npeer errors (shown as n/a above):")

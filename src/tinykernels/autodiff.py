@@ -141,9 +141,14 @@ def _zeros_like(a, backend, dtype=None):
     return zeros(a.shape, dt, backend=backend)
 
 
-def _dummy(backend, shape, dtype):
-    from .array import zeros
-    return np.zeros(shape, dtype) if getattr(backend, "is_host", False) else zeros(shape, dtype, backend=backend)
+def _dummy(backend, shape, dtype, empty: bool = False):
+    from .array import empty as tk_empty, zeros
+    if getattr(backend, "is_host", False):
+        return (np.empty if empty else np.zeros)(shape, dtype)
+    return (tk_empty if empty else zeros)(shape, dtype, backend=backend)
+
+
+_PLANS: dict = {}     # explicit cache: (adjoint instance, signature, ...) -> TapePlan
 
 
 class AdjointLauncher:
@@ -153,6 +158,14 @@ class AdjointLauncher:
     def __init__(self, kernel: Kernel, backend, workgroupsize=None):
         from .backends import backend as make_backend
         self.kernel, self.backend, self.wg = kernel, make_backend(backend), workgroupsize
+        self._scratch: dict = {}    # reused scratch arrays (partial sums, static tapes) by shape
+
+    def scratch(self, tag, shape, dtype):
+        key = (tag, shape, np.dtype(dtype))
+        a = self._scratch.get(key)
+        if a is None:
+            a = self._scratch[key] = _dummy(self.backend, shape, dtype, empty=True)
+        return a
 
     def split(self, args) -> tuple:
         """(primal args, {name: shadow}) from the interleaved argument list."""
@@ -177,6 +190,18 @@ class AdjointLauncher:
         primal, shadows = self.split(args)
         return self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
 
+    def plan(self, adj, args, ndrange, wg) -> TapePlan:
+        """The tape plan of the adjoint specialization for these arguments (cached)."""
+        norm, geom, ndim, ranges, total, wgs = adj._prepare(args, ndrange, wg)
+        L = getattr(adj, "_L", None)
+        key = (id(adj), L.sig(adj._cmask, norm, geom, ndim, 0, int(ranges)) if L else None, wgs, ndim, ranges)
+        p = _PLANS.get(key) if key[1] is not None else None
+        if p is None:
+            p = adj._ir(norm, geom, ndim, ranges, wgs).tape
+            if key[1] is not None:
+                _PLANS[key] = p
+        return p
+
     def launch(self, primal, shadows, ndrange, wg, restore):
         """Run the adjoint; ``restore`` (if given) is called to reset primal memory after a
         tape-counting pass wrote to it."""
@@ -188,7 +213,7 @@ class AdjointLauncher:
             full.append(a)
             if name in shadows:
                 if _is_float_scalar(a):       # per-item partial sums, added to the shadow afterwards
-                    buf = _dummy(b, max(1, total), np.float64)
+                    buf = self.scratch(("partial", name), max(1, total), np.float64)
                     partials.append((shadows[name], buf))
                     full.append(buf)
                 else:
@@ -198,11 +223,10 @@ class AdjointLauncher:
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
-        norm, geom, ndim, ranges, total, wgs = adj._prepare(tuple(full + tape), ndrange, wg)
-        plan: TapePlan = adj._ir(norm, geom, ndim, ranges, wgs).tape
+        plan = self.plan(adj, tuple(full + tape), ndrange, wg)
         if plan.static:
-            tape = [_dummy(b, max(1, total * plan.nf), np.float64), _dummy(b, max(1, total * plan.ni), np.int64),
-                    tape[2]]
+            tape = [self.scratch("tape_f", max(1, total * plan.nf), np.float64),
+                    self.scratch("tape_i", max(1, total * plan.ni), np.int64), tape[2]]
         else:
             counts = _dummy(b, (total, 2), np.int64)
             cnt = derived(self.kernel, "count", diff)(b, self.wg)
