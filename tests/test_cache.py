@@ -119,3 +119,42 @@ def test_cache_writes_are_atomic(tmp_path):
     compiler._atomic_write(target, json.dumps({"a": 1}).encode())
     assert json.loads(target.read_text()) == {"a": 1}
     assert [p.name for p in target.parent.iterdir()] == ["y.json"]
+
+
+def test_threads_without_openmp(tmp_path):
+    """TK_OPENMP=0 compiles without OpenMP: the pthread fallback (Apple clang) must give the same
+    results, for flat kernels and for kernels with barriers."""
+    code = textwrap.dedent("""
+        import numpy as np, tinykernels as tk
+        from tinykernels.runtime.compiler import toolchain
+        assert not toolchain().openmp and "-fopenmp" not in toolchain().flags
+        @tk.kernel
+        def saxpy(y, a, x: tk.Const):
+            i = tk.index()
+            y[i] = a * x[i] + y[i]
+        @tk.kernel
+        def block_sum(out, x: tk.Const):
+            lid = tk.index(tk.Local, tk.Linear)
+            t = tk.localmem(tk.float64, (64,))
+            t[lid] = x[tk.index()]
+            tk.synchronize()
+            if lid == 0:
+                s = 0.0
+                for k in range(64):
+                    s += t[k]
+                out[tk.index(tk.Group, tk.Linear)] = s
+        cpu = tk.CPU(threads=3)
+        x = np.arange(100000, dtype=np.float64)
+        y = np.ones_like(x)
+        saxpy(cpu)(y, 2.0, x, ndrange=x.size)
+        assert np.array_equal(y, 2 * x + 1)
+        out = np.zeros(64 * 40 // 64)
+        block_sum(cpu, 64)(out, x[:64 * 40], ndrange=64 * 40)
+        assert np.array_equal(out, x[:64 * 40].reshape(-1, 64).sum(1))
+        print("ok")
+    """)
+    script = tmp_path / "noomp.py"
+    script.write_text(code)
+    env = dict(os.environ, TK_OPENMP="0", TK_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT / "src"))
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr

@@ -112,7 +112,7 @@ def _probe_cached(cmd: list) -> dict:
 
 
 @lru_cache(maxsize=None)
-def _toolchain(cc_env: str | None, cache: str) -> Toolchain:
+def _toolchain(cc_env: str | None, cache: str, use_openmp: bool = True) -> Toolchain:
     cmd = find_compiler()
     if cmd is None:
         from ..errors import BackendUnavailable
@@ -122,14 +122,14 @@ def _toolchain(cc_env: str | None, cache: str) -> Toolchain:
              "-fno-strict-aliasing", "-w"]
     if info["native"]:
         flags.append("-march=native")
-    if info["openmp"]:
-        flags += info["openmp"]
-    return Toolchain(tuple(cmd), info["version"], tuple(flags), bool(info["openmp"]), _cpu_fingerprint())
+    openmp = bool(info["openmp"]) and use_openmp
+    flags += info["openmp"] if openmp else ["-pthread"]     # without OpenMP: the pthread fallback
+    return Toolchain(tuple(cmd), info["version"], tuple(flags), openmp, _cpu_fingerprint())
 
 
 def toolchain() -> Toolchain:
     """The compiler this process uses (probed once per process, and once per machine on disk)."""
-    return _toolchain(os.environ.get("CC"), str(cache_dir()))
+    return _toolchain(os.environ.get("CC"), str(cache_dir()), os.environ.get("TK_OPENMP", "1") != "0")
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
