@@ -116,13 +116,6 @@ class CRenderer(CLikeRenderer):
             return f"{p}[{'tk_lid' if self.in_item else '0'}]"
         return p
 
-    def index(self, e: N.Index) -> str:
-        d = e.dim
-        return {"global_linear": "tk_gl", "global": f"tk_g{d}", "global_pos": f"tk_p{d}",
-                "local_linear": "tk_ll", "local": f"tk_l{d}", "group_linear": "tk_grl",
-                "group": f"tk_gr{d}", "ndrange": f"tk_n{d}", "ngroups": f"tk_ng{d}",
-                "groupsize": str(self.k.workgroup[d])}[e.kind]
-
     # --- atomics and debug checks -------------------------------------------------------------
 
     def atomic(self, e: N.Atomic) -> str:

@@ -128,7 +128,12 @@ class CLikeRenderer:
         return f"a_{mangle(a.name)}_st{k}"
 
     def index(self, e: N.Index) -> str:
-        raise NotImplementedError
+        """Work-item geometry: the scaffold of each language defines these names."""
+        d = e.dim
+        return {"global_linear": "tk_gl", "global": f"tk_g{d}", "global_pos": f"tk_p{d}",
+                "local_linear": "tk_ll", "local": f"tk_l{d}", "group_linear": "tk_grl",
+                "group": f"tk_gr{d}", "ndrange": f"tk_n{d}", "ngroups": f"tk_ng{d}",
+                "groupsize": str(self.k.workgroup[d])}[e.kind]
 
     # --- constants ------------------------------------------------------------------------
 
