@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import dtypes as D
 from . import lang
 from .array import Array, asarray, copyto
 from .errors import LaunchError
@@ -109,7 +110,8 @@ class DerivedKernel(Kernel):
             out = tangent_kernel(ir, self.diff)
             out.tape = TapePlan(True)
         else:
-            out, plan = reverse_kernel(ir, self.diff, grouped, count=self.mode == "count")
+            out, plan = reverse_kernel(ir, self.diff, grouped, count=self.mode == "count",
+                                       wide=opts.default_float == D.float64)
             out.tape = plan
         for p in out.params:   # shadows take the layout of the arrays actually passed
             if p[0] == "array" and p[1].name in specs and hasattr(specs[p[1].name], "contiguous"):
@@ -146,6 +148,11 @@ def _dummy(backend, shape, dtype, empty: bool = False):
     if getattr(backend, "is_host", False):
         return (np.empty if empty else np.zeros)(shape, dtype)
     return (tk_empty if empty else zeros)(shape, dtype, backend=backend)
+
+
+def _tape_dtypes(backend) -> tuple:
+    """Tape and partial-sum dtypes: 64-bit, or 32-bit where the backend has no float64."""
+    return (np.float64, np.int64) if getattr(backend, "supports_float64", True) else (np.float32, np.int32)
 
 
 _PLANS: dict = {}     # explicit cache: (adjoint instance, signature, ...) -> TapePlan
@@ -207,38 +214,39 @@ class AdjointLauncher:
         tape-counting pass wrote to it."""
         diff = tuple(shadows)
         b = self.backend
+        fdt, idt = _tape_dtypes(b)
         geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
         full, partials = [], []
         for (name, _), a in zip(self.kernel.params, primal):
             full.append(a)
             if name in shadows:
                 if _is_float_scalar(a):       # per-item partial sums, added to the shadow afterwards
-                    buf = self.scratch(("partial", name), max(1, total), np.float64)
+                    buf = self.scratch(("partial", name), max(1, total), fdt)
                     partials.append((shadows[name], buf))
                     full.append(buf)
                 else:
                     full.append(shadows[name])
-        tape = [_dummy(b, 1, np.float64), _dummy(b, 1, np.int64), _dummy(b, (1, 2), np.int64)]
+        tape = [_dummy(b, 1, fdt), _dummy(b, 1, idt), _dummy(b, (1, 2), idt)]
         adj = derived(self.kernel, "reverse", diff)(b, self.wg)
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
         plan = self.plan(adj, tuple(full + tape), ndrange, wg)
         if plan.static:
-            tape = [self.scratch("tape_f", max(1, total * plan.nf), np.float64),
-                    self.scratch("tape_i", max(1, total * plan.ni), np.int64), tape[2]]
+            tape = [self.scratch("tape_f", max(1, total * plan.nf), fdt),
+                    self.scratch("tape_i", max(1, total * plan.ni), idt), tape[2]]
         else:
-            counts = _dummy(b, (total, 2), np.int64)
+            counts = _dummy(b, (total, 2), idt)
             cnt = derived(self.kernel, "count", diff)(b, self.wg)
             cnt(*full, *tape, counts, ndrange=ndrange, workgroupsize=wg)
             b.synchronize()
             if restore is not None:
                 restore()
             c = _host_copy(counts)
-            off = np.zeros((total, 2), np.int64)
+            off = np.zeros((total, 2), idt)
             off[1:] = np.cumsum(c, axis=0)[:-1]
             sizes = c.sum(axis=0)
-            tape = [_dummy(b, max(1, int(sizes[0])), np.float64), _dummy(b, max(1, int(sizes[1])), np.int64),
+            tape = [_dummy(b, max(1, int(sizes[0])), fdt), _dummy(b, max(1, int(sizes[1])), idt),
                     off if getattr(b, "is_host", False) else asarray(off, backend=b)]
         ev = adj(*full, *tape, ndrange=ndrange, workgroupsize=wg)
         b.synchronize()
@@ -368,9 +376,9 @@ class _Recorder:
             if entry[0] is value:
                 buf = entry[1].get(backend)
                 if buf is None:
-                    buf = entry[1][backend] = _dummy(backend, 1, np.float64)
+                    buf = entry[1][backend] = _dummy(backend, 1, _tape_dtypes(backend)[0])
                 return buf
-        return _dummy(backend, 1, np.float64)
+        return _dummy(backend, 1, _tape_dtypes(backend)[0])
 
     def tangent_launch(self, inst, args, ndrange, wg):
         kernel, b = inst.kernel, inst.backend

@@ -115,10 +115,9 @@ def _gpu_unavailable(name: str, hint: str):
 CUDA = _gpu_unavailable("CUDA", "not implemented yet in this release (planned: pip install 'tinykernels[cuda]' with an NVIDIA driver)")
 ROCm = _gpu_unavailable("ROCm", "not implemented yet in this release (planned: hiprtc and the HIP runtime)")
 Metal = _gpu_unavailable("Metal", "not implemented yet in this release (needs macOS with Metal)")
-WebGPU = _gpu_unavailable("WebGPU", "not implemented yet in this release (planned: pip install 'tinykernels[webgpu]')")
 
 _KINDS = {"CPU": CPU, "CUDA": CUDA, "GPU": CUDA, "NV": CUDA, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm,
-          "METAL": Metal, "WEBGPU": WebGPU, "WGPU": WebGPU}
+          "METAL": Metal}
 _ORDER = ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP")
 
 
@@ -150,6 +149,8 @@ def backend(spec) -> Backend:
         return CPU(threads=int(arg)) if arg else CPU()
     if cls is OpenCL:
         return OpenCL(device=int(arg)) if arg else OpenCL()
+    if cls is WebGPU:
+        return WebGPU(int(arg) if arg.isdigit() else arg) if arg else WebGPU()
     return cls(int(arg)) if arg else cls()
 
 
@@ -206,3 +207,6 @@ def synchronize(b: Backend | None = None) -> None:
 from .runtime.opencl import OpenCL  # noqa: E402  (the runtime needs Backend, defined above)
 
 _KINDS["CL"] = _KINDS["OPENCL"] = OpenCL
+from .runtime.webgpu import WebGPU  # noqa: E402,F811  (replaces the stub above)
+
+_KINDS["WEBGPU"] = _KINDS["WGPU"] = WebGPU

@@ -140,7 +140,7 @@ def _strong(a: DType, b: DType) -> DType:
     return from_any(np.result_type(np.dtype(a.name), np.dtype(b.name)))
 
 
-def promote(a: Ty, b: Ty, default_float: DType = float64) -> Ty:
+def promote(a: Ty, b: Ty, default_float: DType = float64, default_int: DType = int64) -> Ty:
     """NEP 50: the result type of a binary operation on ``a`` and ``b``."""
     if a.weak and b.weak:
         d = a.dtype if _KIND_RANK[a.dtype.kind] >= _KIND_RANK[b.dtype.kind] else b.dtype
@@ -152,7 +152,7 @@ def promote(a: Ty, b: Ty, default_float: DType = float64) -> Ty:
         # the weak value's kind is higher: its default type of that kind
         if w.dtype.kind == "f":
             return Ty(s.dtype if s.dtype.is_float else default_float)
-        return Ty(int64)  # bool with a Python int
+        return Ty(default_int)  # bool with a Python int
     return Ty(_strong(a.dtype, b.dtype))
 
 

@@ -122,10 +122,7 @@ class Kernel:
 
     def source(self, backend, *args, ndrange, workgroupsize=None) -> str:
         """The complete generated source for these arguments (no device needed)."""
-        b = make_backend(backend) if not isinstance(backend, str) or backend.upper() in ("CPU", "C") else None
-        if b is None:
-            raise NotImplementedError(f"source for {backend!r} is not available yet: only the CPU's C is generated in this release")
-        return self(b).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
+        return self(make_backend(backend)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
 
 
 def kernel(fn=None, *, unsafe_indices: bool = False):

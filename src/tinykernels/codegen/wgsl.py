@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import linecache
 import math
-import struct
 
 from .. import dtypes as D
 from ..dtypes import DType, Ty
@@ -1243,6 +1242,31 @@ def _unsupported(d: DType, loc: N.Loc, kernel: str, what: str = "") -> CompileEr
     return _error(loc, f"{d.name}{what} is not supported on WebGPU: {_WHY[d.name]}", kernel)
 
 
+def narrow64(e):
+    """The <= 32-bit integer (or bool) expression whose value the int64 expression ``e`` holds,
+    or None. The frontend widens mixed comparisons to int64 (exact for Python ints on 64-bit
+    backends); on WebGPU such a comparison is done exactly in 32 bits instead."""
+    if isinstance(e, N.Cast) and e.ty.dtype == D.int64:
+        src = e.a.ty.dtype
+        if src.kind == "b" or (src.is_int and src.bits <= 32):
+            return e.a
+    if isinstance(e, N.Const) and e.ty.dtype == D.int64 and isinstance(e.value, int):
+        if -(1 << 31) <= e.value < (1 << 31):
+            return N.Const(Ty(D.int32), e.loc, int(e.value))
+        if 0 <= e.value < (1 << 32):
+            return N.Const(Ty(D.uint32), e.loc, int(e.value))
+    return None
+
+
+def _narrow_compare(e):
+    """(a, b) of an int64 comparison that can be done exactly in 32 bits, or None."""
+    if isinstance(e, N.Compare) and e.a.ty.dtype == D.int64 and e.b.ty.dtype == D.int64:
+        a, b = narrow64(e.a), narrow64(e.b)
+        if a is not None and b is not None:
+            return a, b
+    return None
+
+
 def check_support(k: N.Kernel) -> None:
     """Raise CompileError at the first use of what WGSL lacks: 64-bit types (except uint64
     random keys, which travel as two 32-bit words) and ``tk.print``."""
@@ -1276,6 +1300,11 @@ def check_support(k: N.Kernel) -> None:
         if isinstance(e, N.Cast) and e.a.ty.dtype == D.uint64 and e.ty.dtype.bits <= 32 \
                 and not e.ty.dtype.is_float:
             u64_ok(e.a)         # the low word of a key
+            return
+        nc = _narrow_compare(e)
+        if nc is not None:
+            expr(nc[0])
+            expr(nc[1])
             return
         if isinstance(e, (N.Load, N.Atomic)) and e.array.dtype.name in UNSUPPORTED:
             raise _unsupported(e.array.dtype, e.loc, k.name, f" array '{e.array.name}'")
@@ -1340,6 +1369,8 @@ class WGSLRenderer:
                     if isinstance(x, N.Atomic):
                         self.atomic_arrays.add(x.array.name)
         self.args_layout: list = []         # (field, wgsl type, what) of the uniform argument struct
+        self.workgroup_bytes = 0            # workgroup memory the module declares
+        self.local_loc = None               # where the first localmem is allocated
 
     # --- small pieces ---------------------------------------------------------------------
 
@@ -1407,7 +1438,7 @@ class WGSLRenderer:
             f32 = float(np.float32(v))
         if math.isinf(f32):
             return "tk_inf()" if v > 0 else "(-tk_inf())"
-        return _f(f32) if f32 >= 0 or f32 != f32 else f"({_f(f32)})"
+        return _f(f32) if math.copysign(1.0, f32) > 0 else f"({_f(f32)})"
 
     # --- expressions ------------------------------------------------------------------------
 
@@ -1554,6 +1585,9 @@ class WGSLRenderer:
         raise AssertionError(e.op)
 
     def e_Compare(self, e):
+        nc = _narrow_compare(e)
+        if nc is not None:
+            return self.compare32(e.op, *nc)
         a, b = self.expr(e.a), self.expr(e.b)
         c = ctype(e.a.ty)
         if c == "bool" and e.op not in ("==", "!="):
@@ -1563,6 +1597,25 @@ class WGSLRenderer:
             if e.op == "!=":            # naga emits an ordered !=, false for NaN; IEEE's is true
                 return f"(!({a} == {b}))"
         return f"({a} {e.op} {b})"
+
+    def compare32(self, op: str, x: N.Expr, y: N.Expr) -> str:
+        """``x op y`` on the values of two <= 32-bit integers of any signedness, exactly."""
+        def val(e):
+            c = ctype(e.ty)
+            s = self.expr(e)
+            if c == "bool":
+                return "i32", f"select(0i, 1i, {s})"
+            if c == "u32" and e.ty.dtype.bits < 32:
+                return "i32", f"i32({s})"
+            return c, s
+        (cx, sx), (cy, sy) = val(x), val(y)
+        if cx == cy:
+            return f"({sx} {op} {sy})"
+        flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+        if cx == "u32":                  # make it signed op unsigned
+            sx, sy, op = sy, sx, flip[op]
+        neg = "true" if op in ("<", "<=", "!=") else "false"     # a negative value vs any unsigned
+        return f"select((bitcast<u32>({sx}) {op} {sy}), {neg}, {sx} < 0i)"
 
     def e_Select(self, e):
         cond = self.expr(e.cond)
@@ -1589,7 +1642,12 @@ class WGSLRenderer:
             if dst.kind == "b":
                 return f"any({self.u64(e.a)} != vec2<u32>(0u, 0u))"
             return self.int_from_u32(dst, v)
-        a = self.expr(e.a)
+        return self.cast_str(self.expr(e.a), src, dst)
+
+    def cast_str(self, a: str, src: DType, dst: DType) -> str:
+        """The WGSL of converting the value ``a`` of type ``src`` to ``dst`` (32-bit types)."""
+        if src == dst:
+            return a
         cs, cd = ctype(src), ctype(dst)
         if dst.kind == "b":
             zero = {"f32": "0.0f", "i32": "0i", "u32": "0u", "bool": "false"}[cs]
@@ -1857,6 +1915,23 @@ class WGSLRenderer:
 
     def s_Assign(self, s):
         t = self.k.locals.get(s.var)
+        v = s.value
+        if self.plan is not None and isinstance(v, N.Call) and v.fn == "uniform" and self.item is None:
+            # tk.uniform: the group's first work item evaluates it, workgroup memory broadcasts it
+            c = ctype(t)
+            st = "u32" if c == "bool" else c
+            scr = self.scratch.setdefault(st, f"tk_scr{len(self.scratch)}")
+            self.w("if (tk_ll == 0i) {")
+            self.depth += 1
+            val = self.expr(v.args[0])
+            self.flush()
+            self.w(f"{scr}[0] = {'select(0u, 1u, ' + val + ')' if c == 'bool' else val};")
+            self.depth -= 1
+            self.w("}")
+            self.w("workgroupBarrier();")
+            self.w(f"{self.var(s.var)} = {scr}[0]{' != 0u' if c == 'bool' else ''};")
+            self.w("workgroupBarrier();")
+            return
         v = self.u64(s.value) if t is not None and t.dtype == D.uint64 else self.expr(s.value)
         self.flush()
         self.w(f"{self.var(s.var)} = {v};")
@@ -1940,21 +2015,42 @@ class WGSLRenderer:
         self.w("continue;")
 
     def s_For(self, s):
+        """``for v in range(start, stop, step)``: a u32 trip count computed once in the range's
+        type (no overflow near the end of the type) and ``v = start + k * step``."""
         t = self.k.locals.get(s.var)
-        ct = ctype(t) if t is not None else "i32"
-        it, stop, step = self.fresh("it"), self.fresh("stop"), self.fresh("step")
-        start_v, stop_v, step_v = (self.expr(x) if ctype(x.ty) == ct else f"{ct}({self.expr(x)})"
-                                   for x in (s.start, s.stop, s.step))
+        rd = s.start.ty.dtype                 # the range's type (start, stop and step share it)
+        rt = ctype(rd)
+        if rt == "bool":
+            rd, rt = D.int32, "i32"
+        n = self.fresh("for")
+        vals = [self.expr(x) if ctype(x.ty) == rt else f"{rt}({self.expr(x)})" for x in (s.start, s.stop, s.step)]
         self.flush()
-        self.w(f"{{ let {stop}: {ct} = {stop_v}; let {step}: {ct} = {step_v};")
-        if isinstance(s.step, N.Const):
-            cond = f"{it} < {stop}" if s.step.value > 0 else f"{it} > {stop}"
+        start, stop, step = f"{n}_start", f"{n}_stop", f"{n}_step"
+        self.w(f"{{ let {start}: {rt} = {vals[0]}; let {stop}: {rt} = {vals[1]}; let {step}: {rt} = {vals[2]};")
+        trip = f"{n}_trip"
+        self.w(f"var {trip}: u32 = 0u;")
+        sign = (1 if s.step.value > 0 else -1) if isinstance(s.step, N.Const) else 0
+        if rt == "u32":
+            self.w(f"if ({stop} > {start} && {step} != 0u) {{ {trip} = ({stop} - {start} - 1u) / {step} + 1u; }}")
         else:
-            zero = "0i" if ct == "i32" else "0u"
-            cond = f"select({it} > {stop}, {it} < {stop}, {step} > {zero})"
-        self.w(f"for (var {it}: {ct} = {start_v}; {cond}; {it} = {it} + {step}) {{")
+            up = (f"if ({stop} > {start}) {{ {trip} = (bitcast<u32>({stop} - {start}) - 1u) / "
+                  f"bitcast<u32>({step}) + 1u; }}")
+            down = (f"if ({start} > {stop}) {{ {trip} = (bitcast<u32>({start} - {stop}) - 1u) / "
+                    f"(0u - bitcast<u32>({step})) + 1u; }}")
+            if sign > 0:
+                self.w(up)
+            elif sign < 0:
+                self.w(down)
+            else:
+                self.w(f"if ({step} > 0i) {{ {up} }} else if ({step} < 0i) {{ {down} }}")
+        k = f"{n}_k"
+        self.w(f"for (var {k}: u32 = 0u; {k} < {trip}; {k} = {k} + 1u) {{")
         self.depth += 1
-        self.w(f"{self.var(s.var)} = {it};")
+        kk = k if rt == "u32" else f"bitcast<i32>({k})"
+        value = f"{start} + {kk} * {step}"
+        if t is not None and t.dtype != rd:
+            value = self.cast_str(f"({value})", rd, t.dtype)
+        self.w(f"{self.var(s.var)} = {value};")
         self.depth -= 1
         sc = self.open_scope("loop")
         self.block(s.body)
@@ -2014,7 +2110,9 @@ class WGSLRenderer:
             comb = {"and": "acc & x", "or": "acc | x", "min": "acc & x", "max": "acc | x",
                     "add": "acc | x", "mul": "acc & x"}[s.op]
         else:
-            if s.op in ("add", "mul", "or", "and"):
+            if s.op == "and":           # all ones
+                ident = "(-1i)" if t == "i32" else f"{(1 << d.bits) - 1}u"
+            elif s.op in ("add", "mul", "or"):
                 ident = self.const(int(ident), Ty(d)) if t != "f32" else self.const(float(ident), Ty(d))
             ar = {"add": "acc + x", "mul": "acc * x"}
             if s.op in ar:
@@ -2160,6 +2258,8 @@ class WGSLRenderer:
                 decl = f"{self.array_name(a)}: array<{self.elem_type(a)}, {_prod(a.shape)}>;"
                 if a.space == "local":
                     local_decls.append(f"var<workgroup> {decl}")
+                    self.workgroup_bytes += 4 * _prod(a.shape)
+                    self.local_loc = self.local_loc or s.loc
                 else:
                     self.w(f"var {decl}")
         for v in sorted(k.locals):
@@ -2195,6 +2295,7 @@ class WGSLRenderer:
             head.append(f"var<workgroup> {name}: array<{t}, {self.wg + 1}>;")
         if self.scratch:
             head.append(f"var<workgroup> tk_act: array<u32, {self.wg}>;")
+            self.workgroup_bytes += 4 * (self.wg + 1) * len(self.scratch) + 4 * self.wg
         helpers = []
         for a in arrays:
             if a.dtype.name in PACKED:
@@ -2250,7 +2351,8 @@ def _prod(xs) -> int:
 
 
 def render_wgsl(kernel: N.Kernel, plan: GroupPlan | None, ranges: int) -> tuple:
-    """(WGSL source, uniform argument layout, debug array-name table) of a specialized kernel."""
+    """(WGSL source, uniform argument layout, debug array-name table, (workgroup memory bytes,
+    location of the first localmem)) of a specialized kernel."""
     r = WGSLRenderer(kernel, plan, ranges)
     src = r.render()
-    return src, r.args_layout, list(r.array_ids)
+    return src, r.args_layout, list(r.array_ids), (r.workgroup_bytes, r.local_loc)

@@ -122,7 +122,7 @@ def _float_arg(lw, e: N.Expr) -> N.Expr:
 def _promote_all(lw, es):
     t = es[0].ty
     for e in es[1:]:
-        t = D.promote(t, e.ty, lw.opts.default_float)
+        t = D.promote(t, e.ty, lw.opts.default_float, lw.opts.default_int)
     return t, [lw.cast(e, t) for e in es]
 
 

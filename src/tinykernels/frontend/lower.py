@@ -194,7 +194,7 @@ class Lowerer:
 
     def assign_var(self, name: str, value: N.Expr, node) -> None:
         old = self.types.get(name)
-        t = value.ty if old is None else D.promote(old, value.ty, self.opts.default_float)
+        t = value.ty if old is None else D.promote(old, value.ty, self.opts.default_float, self.opts.default_int)
         if old is not None and old.dtype.kind != "b" and t.dtype.kind == "b":
             t = old
         self.types[name] = t
@@ -325,13 +325,13 @@ class Lowerer:
             raise self.err(s.iter, "range() step must not be zero")
         t = vals[0].ty
         for v in vals[1:]:
-            t = D.promote(t, v.ty)
+            t = D.promote(t, v.ty, self.opts.default_float, self.opts.default_int)
         start, stop, step = (self.cast(v, t) for v in vals)
         if not isinstance(s.target, ast.Name):
             raise self.err(s.target, "the loop variable must be a single name")
         name = self.local_name(s.target.id)
         old = self.types.get(name)
-        self.types[name] = t if old is None else D.promote(old, t)
+        self.types[name] = t if old is None else D.promote(old, t, self.opts.default_float, self.opts.default_int)
         self.frame.bind[s.target.id] = FuncBinding(name)
         self.frame.loop_depth += 1
         body = self.block(s.body)
@@ -610,13 +610,13 @@ class Lowerer:
         a, b = self.as_expr(a, node), self.as_expr(b, node)
         df = self.opts.default_float
         if op in ("<<", ">>", "&", "|", "^"):
-            t = D.promote(a.ty, b.ty, df)
+            t = D.promote(a.ty, b.ty, df, self.opts.default_int)
             if t.dtype.is_float:
                 raise self.err(node, f"operator {op} needs integers, got {a.ty} and {b.ty}")
         elif op == "/":
-            t = D.true_divide_type(D.promote(a.ty, b.ty, df), df)
+            t = D.true_divide_type(D.promote(a.ty, b.ty, df, self.opts.default_int), df)
         else:
-            t = D.promote(a.ty, b.ty, df)
+            t = D.promote(a.ty, b.ty, df, self.opts.default_int)
         if t.dtype.kind == "b":
             if op == "-":
                 raise self.err(node, "'-' is not defined for bools (as in NumPy); use ^ or 'a != b'")
@@ -735,7 +735,7 @@ class Lowerer:
                 return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc)
             if a.ty.weak != b.ty.weak:    # a Python int against a narrower integer type: compare in int64
                 a, b = self.cast(a, Ty(D.int64)), self.cast(b, Ty(D.int64))
-        t = D.promote(a.ty, b.ty, self.opts.default_float)
+        t = D.promote(a.ty, b.ty, self.opts.default_float, self.opts.default_int)
         a, b = self.cast(a, t), self.cast(b, t)
         if isinstance(a, N.Const) and isinstance(b, N.Const):
             return N.Const(BT, loc, bool(I.PYCMP[op](a.value, b.value)))
@@ -757,7 +757,7 @@ class Lowerer:
         b = self.as_expr(self.expr(node.orelse), node.orelse)
         if isinstance(c, N.Const):
             return a if c.value else b
-        t = D.promote(a.ty, b.ty, self.opts.default_float)
+        t = D.promote(a.ty, b.ty, self.opts.default_float, self.opts.default_int)
         return N.Select(t, self.loc(node), c, self.cast(a, t), self.cast(b, t))
 
     def e_Call(self, node):

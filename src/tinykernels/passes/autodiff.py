@@ -40,12 +40,7 @@ from ..ir import nodes as N
 from .structurize import structurize
 from .uniformity import defs, uniform_vars
 
-F64, I64, B = Ty(D.float64), Ty(D.int64), Ty(D.bool_)
-TAPE_F = N.ArrayInfo("_tk_tape_f", D.float64, 1)
-TAPE_I = N.ArrayInfo("_tk_tape_i", D.int64, 1)
-TAPE_OFF = N.ArrayInfo("_tk_tape_off", D.int64, 2, const=True)
-COUNTS = N.ArrayInfo("_tk_counts", D.int64, 2)
-TAPE_PARAMS = (TAPE_F, TAPE_I, TAPE_OFF)
+B = Ty(D.bool_)
 
 
 def _err(loc: N.Loc, msg: str, kernel: str) -> CompileError:
@@ -115,10 +110,6 @@ class _B:
         return N.Unary(e.ty, self.loc, "-", e)
 
 
-def _gid_index(k: N.Kernel) -> N.Expr:
-    return N.Index(Ty(D.int64, True), N.NOLOC, "global_linear")
-
-
 # ----------------------------------------------------------------------------- analyses
 
 def _assign_sites(stmts, in_loop=False, out=None) -> dict:
@@ -158,7 +149,15 @@ def _single_defs(stmts, sites) -> dict:
 # ----------------------------------------------------------------------------- reverse mode
 
 class _Reverse:
-    def __init__(self, k: N.Kernel, diff: set, grouped: bool, count: bool):
+    def __init__(self, k: N.Kernel, diff: set, grouped: bool, count: bool, wide: bool = True):
+        # tapes, cursors and partial sums: 64-bit, or 32-bit on backends without 64-bit types
+        fd, idt = (D.float64, D.int64) if wide else (D.float32, D.int32)
+        self.F, self.I = Ty(fd), Ty(idt)
+        self.TAPE_F = N.ArrayInfo("_tk_tape_f", fd, 1)
+        self.TAPE_I = N.ArrayInfo("_tk_tape_i", idt, 1)
+        self.TAPE_OFF = N.ArrayInfo("_tk_tape_off", idt, 2, const=True)
+        self.COUNTS = N.ArrayInfo("_tk_counts", idt, 2)
+        self.TAPE_PARAMS = (self.TAPE_F, self.TAPE_I, self.TAPE_OFF)
         self.k0 = k
         self.k = structurize(k)
         self.locals = dict(self.k.locals)
@@ -179,8 +178,8 @@ class _Reverse:
         self.scalar_acc: dict = {}  # scalar param -> accumulator local
         self.static = True          # tape size known at compile time
         self.nf = self.ni = 0       # static pushes per item (max over paths)
-        self.cf = self.b.fresh("cf", I64)
-        self.ci = self.b.fresh("ci", I64)
+        self.cf = self.b.fresh("cf", self.I)
+        self.ci = self.b.fresh("ci", self.I)
         self.dvars: dict = {}
         self.snap_n = 0
 
@@ -216,15 +215,15 @@ class _Reverse:
 
     def zero_array(self, sh: N.ArrayInfo) -> list:
         b = self.b
-        e = b.fresh("z", I64)
+        e = b.fresh("z", self.I)
         size = sh.shape[0]
         if sh.space == "local":
             wg = math.prod(self.k.workgroup)
-            start, step = N.Index(Ty(D.int64, True), b.loc, "local_linear"), b.c(wg, I64)
+            start, step = N.Index(Ty(self.I.dtype, True), b.loc, "local_linear"), b.c(wg, self.I)
         else:
-            start, step = b.c(0, I64), b.c(1, I64)
+            start, step = b.c(0, self.I), b.c(1, self.I)
         return [b.assign(e, start),
-                N.While(b.loc, b.cmp("<", b.var(e), b.c(size, I64)),
+                N.While(b.loc, b.cmp("<", b.var(e), b.c(size, self.I)),
                         [N.Store(b.loc, sh, [b.var(e)], b.c(0.0, Ty(sh.dtype))),
                          b.assign(e, b.op("+", b.var(e), step))])]
 
@@ -233,8 +232,8 @@ class _Reverse:
             return idx
         b, off = self.b, None
         for k, i in enumerate(idx):
-            i = b.cast(i, I64)
-            off = i if off is None else b.op("+", b.op("*", off, b.c(a.shape[k], I64)), i)
+            i = b.cast(i, self.I)
+            off = i if off is None else b.op("+", b.op("*", off, b.c(a.shape[k], self.I)), i)
         return [off]
 
     def own_index(self, a: N.ArrayInfo, idx: list) -> bool:
@@ -275,8 +274,8 @@ class _Reverse:
 
     def push(self, e: N.Expr, loc) -> list:
         b = self.b
-        cur, tape, ty = (self.cf, TAPE_F, F64) if self.kind(e.ty) == "f" else (self.ci, TAPE_I, I64)
-        inc = b.assign(cur, b.op("+", b.var(cur), b.c(1, I64)))
+        cur, tape, ty = (self.cf, self.TAPE_F, self.F) if self.kind(e.ty) == "f" else (self.ci, self.TAPE_I, self.I)
+        inc = b.assign(cur, b.op("+", b.var(cur), b.c(1, self.I)))
         if self.count:
             return [inc]
         return [N.Store(loc, tape, [b.var(cur)], b.cast(e, ty)), inc]
@@ -286,8 +285,8 @@ class _Reverse:
 
     def pop_into(self, make, ty: Ty, loc) -> list:
         b = self.b
-        cur, tape, tty = (self.cf, TAPE_F, F64) if self.kind(ty) == "f" else (self.ci, TAPE_I, I64)
-        dec = b.assign(cur, b.op("-", b.var(cur), b.c(1, I64)))
+        cur, tape, tty = (self.cf, self.TAPE_F, self.F) if self.kind(ty) == "f" else (self.ci, self.TAPE_I, self.I)
+        dec = b.assign(cur, b.op("-", b.var(cur), b.c(1, self.I)))
         val = N.Load(tty, loc, tape, [b.var(cur)])
         return [dec, make(b.cast(val, ty))]
 
@@ -323,7 +322,7 @@ class _Reverse:
                     out.append(N.If(loc, s.cond, a, c))
                     nf, ni = nf + max(af, cf), ni + max(ai, ci)
                 else:
-                    one, zero = self.b.c(1, I64), self.b.c(0, I64)
+                    one, zero = self.b.c(1, self.I), self.b.c(0, self.I)
                     out.append(N.If(loc, s.cond, a + self.push(one, loc), c + self.push(zero, loc)))
                     nf, ni = nf + max(af, cf), ni + max(ai, ci) + 1
             elif isinstance(s, N.While):
@@ -333,9 +332,9 @@ class _Reverse:
                 if self.is_uniform_stmt(s):
                     out.append(N.While(loc, s.cond, body))
                 else:
-                    n = self.b.fresh("trips", I64)
-                    inc = self.b.assign(n, self.b.op("+", self.b.var(n), self.b.c(1, I64)))
-                    out += [self.b.assign(n, self.b.c(0, I64)), N.While(loc, s.cond, [inc] + body)]
+                    n = self.b.fresh("trips", self.I)
+                    inc = self.b.assign(n, self.b.op("+", self.b.var(n), self.b.c(1, self.I)))
+                    out += [self.b.assign(n, self.b.c(0, self.I)), N.While(loc, s.cond, [inc] + body)]
                     out += self.push(self.b.var(n), loc)
                     ni += 1
             elif isinstance(s, N.Collective):
@@ -457,9 +456,9 @@ class _Reverse:
                     snap = self.snapshot(self.uniform_assigned(blk))
                     branches.append(self.save(snap) + self.replay(blk) + self.rev_block(blk, snap))
                 return [N.If(loc, s.cond, *branches)]
-            taken = b.fresh("taken", I64)
+            taken = b.fresh("taken", self.I)
             out += self.pop(taken, loc)
-            return out + [N.If(loc, b.cmp("!=", b.var(taken), b.c(0, I64)),
+            return out + [N.If(loc, b.cmp("!=", b.var(taken), b.c(0, self.I)),
                                self.rev_block(s.body, {}), self.rev_block(s.orelse, {}))]
         if isinstance(s, N.While):
             return self.rev_while(s)
@@ -470,23 +469,23 @@ class _Reverse:
     def rev_while(self, s: N.While) -> list:
         b, loc = self.b, s.loc
         if not self.is_uniform_stmt(s):
-            n = b.fresh("rtrips", I64)
-            dec = b.assign(n, b.op("-", b.var(n), b.c(1, I64)))
-            return self.pop(n, loc) + [N.While(loc, b.cmp(">", b.var(n), b.c(0, I64)),
+            n = b.fresh("rtrips", self.I)
+            dec = b.assign(n, b.op("-", b.var(n), b.c(1, self.I)))
+            return self.pop(n, loc) + [N.While(loc, b.cmp(">", b.var(n), b.c(0, self.I)),
                                                [dec] + self.rev_block(s.body, {}))]
         # a uniform loop (it may contain barriers): recount and replay instead of taping
         entry = self.snapshot(self.uniform_assigned([s]))
-        n, k, j = b.fresh("n", I64), b.fresh("k", I64), b.fresh("j", I64)
-        inc = lambda v: b.assign(v, b.op("+", b.var(v), b.c(1, I64)))  # noqa: E731
+        n, k, j = b.fresh("n", self.I), b.fresh("k", self.I), b.fresh("j", self.I)
+        inc = lambda v: b.assign(v, b.op("+", b.var(v), b.c(1, self.I)))  # noqa: E731
         body_snap = self.snapshot(self.uniform_assigned(s.body))
-        out = self.save(entry) + [b.assign(n, b.c(0, I64)),
+        out = self.save(entry) + [b.assign(n, b.c(0, self.I)),
                                   N.While(loc, s.cond, [inc(n)] + self.replay(s.body))]
         to_iteration = self.restore(entry) + [
-            b.assign(j, b.c(0, I64)),
+            b.assign(j, b.c(0, self.I)),
             N.While(loc, b.cmp("<", b.var(j), b.var(k)), [inc(j)] + self.replay(s.body))]
-        body = ([b.assign(k, b.op("-", b.var(k), b.c(1, I64)))] + to_iteration + self.save(body_snap)
+        body = ([b.assign(k, b.op("-", b.var(k), b.c(1, self.I)))] + to_iteration + self.save(body_snap)
                 + self.replay(s.body) + self.rev_block(s.body, body_snap))
-        return out + [b.assign(k, b.var(n)), N.While(loc, b.cmp(">", b.var(k), b.c(0, I64)), body)]
+        return out + [b.assign(k, b.var(n)), N.While(loc, b.cmp(">", b.var(k), b.c(0, self.I)), body)]
 
     # --- expressions ---------------------------------------------------------------------------
 
@@ -506,9 +505,9 @@ class _Reverse:
         if isinstance(e, N.Arg):
             acc = self.scalar_acc.get(e.name)
             if acc is None and e.name in self.diff:
-                acc = self.scalar_acc[e.name] = b.fresh(f"dacc_{e.name}", F64)
+                acc = self.scalar_acc[e.name] = b.fresh(f"dacc_{e.name}", self.F)
             if acc is not None:
-                out.append(b.assign(acc, b.op("+", b.var(acc), b.cast(g, F64))))
+                out.append(b.assign(acc, b.op("+", b.var(acc), b.cast(g, self.F))))
             return
         if isinstance(e, N.Load):
             self.accumulate(e.array, e.index, g, loc, out)
@@ -652,23 +651,23 @@ class _Reverse:
         b = self.b
         fwd, nf, ni = self.fwd(self.k.body)
         self.nf, self.ni = nf, ni
-        gl = N.Index(Ty(D.int64, True), b.loc, "global_linear")
+        gl = N.Index(Ty(self.I.dtype, True), b.loc, "global_linear")
         if self.static:
-            init = [b.assign(self.cf, b.op("*", gl, b.c(nf, I64))), b.assign(self.ci, b.op("*", gl, b.c(ni, I64)))]
+            init = [b.assign(self.cf, b.op("*", gl, b.c(nf, self.I))), b.assign(self.ci, b.op("*", gl, b.c(ni, self.I)))]
         elif self.count:
-            init = [b.assign(self.cf, b.c(0, I64)), b.assign(self.ci, b.c(0, I64))]
+            init = [b.assign(self.cf, b.c(0, self.I)), b.assign(self.ci, b.c(0, self.I))]
         else:
-            init = [b.assign(self.cf, N.Load(I64, b.loc, TAPE_OFF, [gl, b.c(0, I64)])),
-                    b.assign(self.ci, N.Load(I64, b.loc, TAPE_OFF, [gl, b.c(1, I64)]))]
+            init = [b.assign(self.cf, N.Load(self.I, b.loc, self.TAPE_OFF, [gl, b.c(0, self.I)])),
+                    b.assign(self.ci, N.Load(self.I, b.loc, self.TAPE_OFF, [gl, b.c(1, self.I)]))]
         if self.count:
-            tail = [N.Store(b.loc, COUNTS, [gl, b.c(0, I64)], b.var(self.cf)),
-                    N.Store(b.loc, COUNTS, [gl, b.c(1, I64)], b.var(self.ci))]
+            tail = [N.Store(b.loc, self.COUNTS, [gl, b.c(0, self.I)], b.var(self.cf)),
+                    N.Store(b.loc, self.COUNTS, [gl, b.c(1, self.I)], b.var(self.ci))]
             body = init + fwd + tail
             return self.finish(body, []), TapePlan(self.static, nf, ni)
         rev = self.rev_block(self.k.body, {})
         # adjoints start at zero; shadow local memory is zeroed by the group before the reverse sweep
         zero_d = [b.assign(d, b.c(0.0, self.locals[d])) for d in sorted(self.dvars.values())]
-        zero_d += [b.assign(a, b.c(0.0, F64)) for a in self.scalar_acc.values()]
+        zero_d += [b.assign(a, b.c(0.0, self.F)) for a in self.scalar_acc.values()]
         zero_arrays = list(self.zero)
         if any(a.array.space == "local" for a in self.allocs):
             zero_arrays.append(N.Barrier(b.loc))
@@ -679,7 +678,7 @@ class _Reverse:
 
     def scalar_shadow(self, p: str) -> N.ArrayInfo:
         """Per-work-item partial gradients of scalar ``p`` (the launcher sums them)."""
-        return N.ArrayInfo(f"_d_{p}", D.float64, 1)
+        return N.ArrayInfo(f"_d_{p}", self.F.dtype, 1)
 
     def finish(self, body, _) -> N.Kernel:
         params = []
@@ -692,17 +691,18 @@ class _Reverse:
             elif p[0] == "scalar" and p[1] in self.diff:
                 params.append(("array", self.scalar_shadow(p[1])))
         if self.count:
-            params += [("array", a) for a in TAPE_PARAMS] + [("array", COUNTS)]
+            params += [("array", a) for a in self.TAPE_PARAMS] + [("array", self.COUNTS)]
         else:
-            params += [("array", a) for a in TAPE_PARAMS]
+            params += [("array", a) for a in self.TAPE_PARAMS]
         k = replace(self.k, body=body, locals=self.locals, params=params, name=self.k.name)
         k.uses = set(self.k.uses) | {"atomic"}
         return k
 
 
-def reverse_kernel(k: N.Kernel, diff, grouped: bool, count: bool = False) -> tuple:
-    """The adjoint (or, with ``count``, the tape-counting) kernel of ``k`` and its TapePlan."""
-    return _Reverse(k, set(diff), grouped, count).build()
+def reverse_kernel(k: N.Kernel, diff, grouped: bool, count: bool = False, wide: bool = True) -> tuple:
+    """The adjoint (or, with ``count``, the tape-counting) kernel of ``k`` and its TapePlan;
+    ``wide=False`` keeps tapes and partial sums in 32 bits (backends without float64/int64)."""
+    return _Reverse(k, set(diff), grouped, count, wide).build()
 
 
 # ----------------------------------------------------------------------------- forward mode

@@ -26,7 +26,7 @@ from ..array import Array
 from ..backends import Backend
 from ..dtypes import Ty
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from ..kernel import KernelInstance
+from ..kernel import GROUPED_FEATURES, KernelInstance
 from .streams import Event
 
 _HINT = ("pip install 'tinykernels[webgpu]' (the wgpu package) and a Vulkan, Metal or D3D12 driver, "
@@ -437,14 +437,14 @@ class WGPUKernelInstance(KernelInstance):
         return out
 
     def _ir(self, args, geom, ndim, ranges, wg):
-        from ..frontend import LowerOptions, lower_kernel
+        from ..frontend import LowerOptions
         k = self.kernel
         src = k.source_info()
         opts = LowerOptions(ndim=ndim, workgroup=wg, default_float=D.float32, default_int=D.int32,
                             unsafe_indices=k.unsafe_indices, debug=self.backend.debug, idx32=True,
                             kernel_name=k.name)
         try:
-            return lower_kernel(src, self._specs(args, wg), opts)
+            return k.lower_ir(src, self._specs(args, wg), opts)
         except CompileError:
             raise
         except RecursionError:
@@ -457,7 +457,7 @@ class WGPUKernelInstance(KernelInstance):
         from ..passes.uniformity import check_barriers, uniform_vars
         u = uniform_vars(ir.body, ir.locals)
         check_barriers(ir, u)
-        grouped = bool(ir.uses & {"barrier", "localmem", "collective"})
+        grouped = bool(ir.uses & GROUPED_FEATURES)
         return render_wgsl(ir, plan_groups(ir, u) if grouped else None, ranges)
 
     def source(self, *args, ndrange, workgroupsize=None) -> str:
@@ -467,8 +467,17 @@ class WGPUKernelInstance(KernelInstance):
     def _build(self, args, geom, ndim, ranges, wg):
         wgpu = _wgpu()
         ir = self._ir(args, geom, ndim, ranges, wg)
-        src, layout, names = self._render(ir, ranges)
+        src, layout, names, (wg_bytes, loc) = self._render(ir, ranges)
         dev = self.backend._dev
+        wg_limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
+        if wg_bytes > wg_limit:
+            import linecache
+            loc_file, loc_line = (loc.file, loc.line) if loc is not None else (ir.file, None)
+            raise CompileError(f"the kernel needs {wg_bytes} bytes of workgroup memory (tk.localmem, group "
+                               f"collectives) but {self.backend.device_name} has {wg_limit} "
+                               "(max-compute-workgroup-storage-size; localmem elements take 4 bytes on WebGPU)",
+                               loc_file, loc_line, loc.col if loc is not None else None,
+                               linecache.getline(loc_file, loc_line) if loc_line else None, kernel=self.name)
         narrays = sum(1 for p in ir.params if p[0] == "array") + (1 if ir.debug else 0)
         limit = dev.limits.get("max-storage-buffers-per-shader-stage", 8)
         if narrays > limit:
@@ -490,8 +499,9 @@ class WGPUKernelInstance(KernelInstance):
                     pipe = dev.device.create_compute_pipeline(layout=pl, compute={"module": module,
                                                                                   "entry_point": "tk_main"})
                 except Exception as e:  # noqa: BLE001 - naga / wgpu validation errors
-                    raise CompileError(f"WebGPU rejected the generated WGSL for kernel '{self.name}':\n"
-                                       f"{_explain(str(e.args[0]) if e.args else str(e), src)}", ir.file, None, kernel=self.name) from None
+                    why = _explain(str(e.args[0]) if e.args else str(e), src)
+                    raise CompileError(f"WebGPU rejected the generated WGSL for kernel '{self.name}':\n{why}",
+                                       ir.file, None, kernel=self.name) from None
                 entry = dev.pipelines[src] = (pipe, bgl)
         return entry[0], entry[1], ir, layout, names
 
