@@ -38,7 +38,8 @@ CHILD = textwrap.dedent("""
 
 def _child(tmp_path, shift, cache):
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
+    if not script.exists():        # written once: children started together must not see it truncated
+        script.write_text(CHILD)
     env = dict(os.environ, TK_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT / "src"))
     return subprocess.Popen([sys.executable, str(script), str(shift)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
