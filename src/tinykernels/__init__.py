@@ -11,6 +11,7 @@
 
 See SPEC.md for the contract and docs/ for the guides.
 """
+# ruff: noqa: F401  (the public API is re-exported here)
 from . import dtypes as _dtypes
 from . import backends as _backends
 from .errors import BackendUnavailable, CompileError, LaunchError, TinyKernelsError

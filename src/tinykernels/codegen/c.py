@@ -295,7 +295,7 @@ class CRenderer(CLikeRenderer):
             self.w("const int64_t tk_p0 = row / tk_n1, tk_p1 = row % tk_n1;")
         elif k.ndim == 2:
             self.w("const int64_t tk_p0 = row;")
-        self.w(f"for (tk_idx tk_pl = (tk_idx)c0; tk_pl < (tk_idx)c1; ++tk_pl) {{")
+        self.w("for (tk_idx tk_pl = (tk_idx)c0; tk_pl < (tk_idx)c1; ++tk_pl) {")
         self.depth += 1
         self.w(f"const int64_t tk_p{last} = tk_pl;")
         self.global_coords()

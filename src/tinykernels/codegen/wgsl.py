@@ -1871,7 +1871,7 @@ class WGSLRenderer:
                 body += [f"var {old} = atomicLoad({ref});", "loop {",
                          f"    let o = bitcast<f32>({old});",
                          f"    let r = atomicCompareExchangeWeak({ref}, {old}, bitcast<u32>({nv}));",
-                         f"    if (r.exchanged) {{ break; }}", f"    {old} = r.old_value;", "}",
+                         "    if (r.exchanged) { break; }", f"    {old} = r.old_value;", "}",
                          f"{res} = bitcast<f32>({old});"]
         elif e.op == "cas":
             body += self.cas_loop(ref, vals[0], vals[1], res, "")

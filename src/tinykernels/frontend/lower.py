@@ -19,7 +19,7 @@ from ..dtypes import Ty
 from ..errors import CompileError
 from ..ir import nodes as N
 from . import intrinsics as I
-from .source import FuncSource, parse_function
+from .source import FuncSource
 
 
 # ----------------------------------------------------------------------------- specs

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import linecache
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from .. import dtypes as D
 from ..dtypes import Ty
@@ -579,7 +579,7 @@ class _Reverse:
 
     def bp_call(self, e: N.Call, g, out) -> None:
         b, fn, x = self.b, e.fn, e.args[0]
-        one, two = b.c(1.0, e.ty), b.c(2.0, e.ty)
+        one = b.c(1.0, e.ty)
         sq = lambda v: b.op("*", v, v)  # noqa: E731
         unary = {
             "exp": lambda: e, "expm1": lambda: b.call("exp", x),

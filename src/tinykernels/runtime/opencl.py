@@ -16,7 +16,7 @@ from .. import dtypes as D
 from ..array import Array
 from ..backends import Backend
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from ..kernel import GROUPED_FEATURES, KernelInstance, parse_ndrange
+from ..kernel import GROUPED_FEATURES, KernelInstance
 from .streams import Event
 
 _HINT = "pip install 'tinykernels[opencl]' (pyopencl) and an OpenCL driver, e.g. pip install pocl-binary-distribution"
@@ -400,7 +400,7 @@ class CLKernelInstance(KernelInstance):
             info = np.empty(12, np.int64)
             cl.enqueue_copy(q, info, err, is_blocking=True)
             if info[0]:
-                from ..kernel import Compiled, _check_debug
+                from ..kernel import _check_debug
                 _check_debug(_HostErr(info, names, ir.file), self.name)
         return CLEvent(ev)
 

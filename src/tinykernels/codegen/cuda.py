@@ -1,0 +1,350 @@
+"""CUDA C++ for NVRTC from the shared SIMT scaffold: mostly tables of strings.
+
+The translation unit includes no header (NVRTC has no ``<stdint.h>`` by default): the
+fixed-width integer names, their limits and ``INT64_C``/``UINT64_C`` are defined here, and
+the math functions (``expf``, ``exp``, ...) are CUDA's built-in device functions. The
+kernel is ``extern "C" __global__ void tk_kernel(...)`` so the runtime finds it by name.
+
+* geometry: the ndrange's LAST dimension is ``threadIdx.x``/``blockIdx.x`` (coalesced
+  ``A[i, j]`` with ``j`` fastest); the runtime launches exactly ``ceil(n / wg)`` blocks per
+  dimension, so ``gridDim`` is the number of groups;
+* index arithmetic: ``tk_idx`` is ``int`` when the specialization's ``idx32`` flag says that
+  every index fits in 32 bits (then the extents, shapes and strides are passed as 32-bit
+  ints too), else ``long long``;
+* ``tk.Const`` arrays are ``const T *__restrict__`` (read-only data path);
+* ``localmem`` is ``__shared__``, ``tk.synchronize()`` is ``__syncthreads()``;
+* atomics are CUDA's native ``atomicAdd/Sub/Min/Max/And/Or/Xor/Exch/CAS`` where the
+  hardware has them for the type; compare-and-swap loops only for float min/max (and
+  double add below sm_60);
+* ``group_reduce``/``group_scan``: warp shuffles within each warp, shared memory across
+  warps; masked work items contribute the operation's identity;
+* float16/bfloat16/fp8 are stored as integers and converted in software (the portable
+  prelude), so results match NumPy/ml_dtypes bit for bit on every architecture.
+
+:func:`param_layout` describes the kernel's parameters in order, for the runtime that
+packs the argument buffer.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from ..ir import nodes as N
+from .clike import TYPES, mangle, portable_helpers
+from .gpu import GPURenderer, _prod
+from .prelude import prelude
+
+WARP = 32
+
+_HEADER = """\
+typedef signed char int8_t; typedef unsigned char uint8_t;
+typedef short int16_t; typedef unsigned short uint16_t;
+typedef int int32_t; typedef unsigned int uint32_t;
+typedef long long int64_t; typedef unsigned long long uint64_t;
+#define INT64_C(x) (x##LL)
+#define UINT64_C(x) (x##ULL)
+#define INT8_MIN (-128)
+#define INT8_MAX 127
+#define INT16_MIN (-32768)
+#define INT16_MAX 32767
+#define INT32_MIN (-2147483647 - 1)
+#define INT32_MAX 2147483647
+#define INT64_MIN (-INT64_C(9223372036854775807) - 1)
+#define INT64_MAX INT64_C(9223372036854775807)
+#define UINT8_MAX 255
+#define UINT16_MAX 65535
+#define UINT32_MAX 4294967295u
+#define UINT64_MAX UINT64_C(18446744073709551615)
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+#define TK_INLINE static __device__ __forceinline__
+"""
+
+# integer atomics CUDA has natively, by IR op: (function, how the value is passed)
+_NATIVE = {"add": "atomicAdd", "sub": "atomicSub", "min": "atomicMin", "max": "atomicMax",
+           "and": "atomicAnd", "or": "atomicOr", "xor": "atomicXor", "exchange": "atomicExch"}
+
+
+@lru_cache(maxsize=None)
+def _float_atomics() -> str:
+    """Float atomics CUDA lacks, as compare-and-swap loops on the bits (global and shared
+    memory alike: CUDA's atomics take generic pointers)."""
+    out = []
+    for sfx, t, u, to_t, to_u in (("f32", "float", "unsigned int", "__uint_as_float", "__float_as_uint"),
+                                  ("f64", "double", "unsigned long long", "__longlong_as_double",
+                                   "(unsigned long long)__double_as_longlong")):
+        q = f"{u} *q = ({u} *)p;"
+        for op, cond, expr in (("min", "v < o", "v"), ("max", "v > o", "v")):
+            # only a value that changes the cell is written: v < o (resp. >) means the min is v
+            out.append(f"TK_INLINE {t} tk_atomic_{op}_{sfx}({t} *p, {t} v) {{ {q} {u} old = *q; "
+                       f"while (1) {{ {t} o = {to_t}(old); if (!({cond})) return o; "
+                       f"{u} prev = atomicCAS(q, old, {to_u}({expr})); if (prev == old) return o; old = prev; }} }}")
+        out.append(f"TK_INLINE {t} tk_atomic_cas_{sfx}({t} *p, {t} e, {t} n) {{ {q} "
+                   f"return {to_t}(atomicCAS(q, {to_u}(e), {to_u}(n))); }}")
+        out.append(f"TK_INLINE {t} tk_atomic_exchange_{sfx}({t} *p, {t} v) {{ {q} "
+                   f"return {to_t}(atomicExch(q, {to_u}(v))); }}")
+    out.append("TK_INLINE double tk_atomic_add_f64(double *p, double v) {\n"
+               "#if __CUDA_ARCH__ >= 600\n    return atomicAdd(p, v);\n#else\n"
+               "    unsigned long long *q = (unsigned long long *)p; unsigned long long old = *q, prev;\n"
+               "    while (1) { double o = __longlong_as_double(old); prev = atomicCAS(q, old, "
+               "(unsigned long long)__double_as_longlong(o + v)); if (prev == old) return o; old = prev; }\n"
+               "#endif\n}")
+    return "\n".join(out) + "\n"
+
+
+@lru_cache(maxsize=None)
+def _shuffles() -> str:
+    """Overloads of the warp shuffles for every compute type (CUDA's take 32/64-bit values)."""
+    out = []
+    native = ["int", "unsigned int", "long long", "unsigned long long", "float", "double"]
+    narrow = [("bool", "int"), ("int8_t", "int"), ("uint8_t", "unsigned int"), ("int16_t", "int"),
+              ("uint16_t", "unsigned int")]
+    for fn in ("down", "up", "idx"):
+        cu = {"down": "__shfl_down_sync", "up": "__shfl_up_sync", "idx": "__shfl_sync"}[fn]
+        for t in native:
+            out.append(f"TK_INLINE {t} tk_shfl_{fn}(unsigned int m, {t} v, int o) {{ return {cu}(m, v, o); }}")
+        for t, w in narrow:
+            out.append(f"TK_INLINE {t} tk_shfl_{fn}(unsigned int m, {t} v, int o) "
+                       f"{{ return ({t}){cu}(m, ({w})v, o); }}")
+    return "\n".join(out) + "\n"
+
+
+_DEBUG = """\
+TK_INLINE int tk_oob(unsigned long long *err, long long line, long long arr, int nd, long long i0, long long n0,
+                     long long i1, long long n1, long long i2, long long n2) {
+    if (i0 >= 0 && i0 < n0 && i1 >= 0 && i1 < n1 && i2 >= 0 && i2 < n2) return 1;
+    if (atomicCAS(err, 0ull, 1ull) == 0ull) {
+        err[1] = (unsigned long long)line; err[2] = (unsigned long long)arr; err[3] = (unsigned long long)nd;
+        err[4] = (unsigned long long)i0; err[5] = (unsigned long long)n0; err[6] = (unsigned long long)i1;
+        err[7] = (unsigned long long)n1; err[8] = (unsigned long long)i2; err[9] = (unsigned long long)n2;
+        __threadfence_system();
+    }
+    return 0;
+}
+"""
+
+
+def _sub(comb: str, a: str, b: str) -> str:
+    """The combine expression of ``acc`` and ``x`` (see collective_parts) applied to a, b."""
+    s = re.sub(r"\bacc\b", "\x00A", comb)
+    s = re.sub(r"\bx\b", "\x00B", s)
+    return s.replace("\x00A", a).replace("\x00B", b)
+
+
+class CUDARenderer(GPURenderer):
+    """CUDA C++ (NVRTC) for ``tk.CUDA()``."""
+    kernel_qualifier = 'extern "C" __global__ void'
+    global_space = ""
+    local_space = "__shared__ "
+    barrier_stmt = "__syncthreads();"
+    oob_prefix = "tk_err, "
+    print_formats = {"f": ("%g", "double"), "u": ("%llu", "unsigned long long"), "i": ("%lld", "long long")}
+
+    # --- parameters (the runtime packs them in this order: see param_layout) ---------------
+
+    def params(self) -> list:
+        out = []
+        for d in range(self.k.ndim):
+            out += [f"long long tk_s{d}", f"tk_idx tk_n{d}", f"long long tk_st{d}"]
+        for p in self.k.params:
+            if p[0] == "array":
+                a = p[1]
+                name = f"a_{mangle(a.name)}"
+                if a.const:
+                    out.append(f"const {self.stype(a.dtype)} *__restrict__ {name}")
+                else:
+                    out.append(f"{self.stype(a.dtype)} *{name}")
+                out += [f"tk_idx {name}_sh{d}" for d in range(a.ndim)]
+                out += [f"tk_idx {name}_st{d}" for d in range(a.ndim)]
+            elif p[0] == "scalar":
+                out.append(f"{self.param_type(p[2])} {self.arg(p[1])}_in")
+        if self.k.debug:
+            out.append("unsigned long long *tk_err")
+        return out
+
+    def param_type(self, ty) -> str:
+        return "uint8_t" if ty.dtype.kind == "b" else self.ctype(ty)
+
+    # --- geometry: the last ndrange dimension on x -------------------------------------------
+
+    def geometry(self) -> None:
+        k, wg = self.k, self.k.workgroup
+        for d in range(k.ndim):
+            ax = "xyz"[self.hw(d)]
+            self.w(f"const tk_idx tk_l{d} = (tk_idx)threadIdx.{ax}, tk_gr{d} = (tk_idx)blockIdx.{ax};")
+            self.w(f"const tk_idx tk_p{d} = tk_gr{d} * {wg[d]} + tk_l{d}, tk_ng{d} = (tk_idx)gridDim.{ax};")
+            if self.ranges == 2:
+                self.w(f"const long long tk_g{d} = tk_s{d} + (long long)tk_p{d} * tk_st{d};")
+            elif self.ranges == 1:
+                self.w(f"const long long tk_g{d} = tk_s{d} + (long long)tk_p{d};")
+            else:
+                self.w(f"const tk_idx tk_g{d} = tk_p{d};")
+        lin, ll, grl = "tk_p0", "tk_l0", "tk_gr0"
+        for d in range(1, k.ndim):
+            lin = f"({lin}) * tk_n{d} + tk_p{d}"
+            ll = f"({ll}) * {wg[d]} + tk_l{d}"
+            grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
+        self.w(f"const tk_idx tk_gl = {lin}, tk_ll = {ll}, tk_grl = {grl};")
+        inr = " && ".join(f"tk_p{d} < tk_n{d}" for d in range(k.ndim))
+        self.w(f"const bool tk_in = {'true' if k.unsafe_indices else inr};")
+        self.w("(void)tk_gl; (void)tk_ll; (void)tk_grl; (void)tk_in;")
+
+    def workgroup_attribute(self) -> str:
+        return f" __launch_bounds__({_prod(self.k.workgroup)})"
+
+    # --- atomics -------------------------------------------------------------------------------
+
+    def atomic(self, e: N.Atomic) -> str:
+        d = e.array.dtype
+        t = self.ctype(e.ty)
+        elem = self.element(e.array, e.index)
+        args = [f"({self.ctype(d)})({self.expr(a)})" for a in e.args]
+        op = e.op
+        if d.name in ("int32", "uint32"):
+            call = f"atomicCAS(&{elem}, {args[0]}, {args[1]})" if op == "cas" else f"{_NATIVE[op]}(&{elem}, {args[0]})"
+        elif d.name in ("int64", "uint64"):
+            u = "unsigned long long"
+            ref = f"({u} *)&{elem}"
+            if op == "cas":
+                call = f"atomicCAS({ref}, ({u}){args[0]}, ({u}){args[1]})"
+            elif op == "sub":                      # no 64-bit atomicSub: add the two's complement
+                call = f"atomicAdd({ref}, ({u})0 - ({u}){args[0]})"
+            elif op in ("min", "max"):             # signedness matters: the long long overloads (sm_35+)
+                cast = "long long" if d.kind == "i" else u
+                call = f"{_NATIVE[op]}(({cast} *)&{elem}, ({cast}){args[0]})"
+            else:
+                call = f"{_NATIVE[op]}({ref}, ({u}){args[0]})"
+            call = f"(({t})({call}))"
+        elif d.name == "float32":
+            if op == "add":
+                call = f"atomicAdd(&{elem}, {args[0]})"
+            elif op == "sub":                      # o + (-v) == o - v exactly in IEEE arithmetic
+                call = f"atomicAdd(&{elem}, -({args[0]}))"
+            elif op == "exchange":
+                call = f"atomicExch(&{elem}, {args[0]})"
+            else:
+                call = f"tk_atomic_{op}_f32(&{elem}, {', '.join(args)})"
+        elif d.name == "float64":
+            if op == "sub":
+                call = f"tk_atomic_add_f64(&{elem}, -({args[0]}))"
+            else:
+                call = f"tk_atomic_{op}_f64(&{elem}, {', '.join(args)})"
+        else:  # the frontend refuses atomics on other dtypes; keep the error at compile time
+            raise NotImplementedError(f"CUDA has no atomics on {d.name}")
+        chk = self.bounds_check(e.array, e.index, e.loc)
+        return f"({chk} ? {call} : ({t})0)" if chk else call
+
+    # --- group collectives: warp shuffles, then shared memory across warps -----------------
+
+    def s_Collective(self, s: N.Collective):
+        t = self.ctype(s.ty)
+        scr = self.scratch.setdefault(t, f"tk_scr{len(self.scratch)}")
+        wg = _prod(self.k.workgroup)
+        nw = -(-wg // WARP)
+        last = wg - WARP * (nw - 1)                # lanes of the last (maybe partial) warp
+        ident, comb = self.collective_parts(s)
+        ident = f"(({t})({ident}))"
+        full = "0xffffffffu"
+        wmask = full if last == WARP else f"(tk_warp == {nw - 1} ? {hex((1 << last) - 1)}u : {full})"
+        wn = str(WARP) if last == WARP else f"(tk_warp == {nw - 1} ? {last} : {WARP})"
+        width = min(wg, WARP)
+        top = 1 << (width - 1).bit_length() - 1 if width > 1 else 0   # largest power of 2 < width
+        self.w("{")
+        self.depth += 1
+        self.w(f"const int tk_lane = (int)(tk_ll & {WARP - 1}), tk_warp = (int)(tk_ll >> 5); (void)tk_warp;")
+        self.w(f"const unsigned int tk_wm = {wmask}; const int tk_wn = {wn}; (void)tk_wn;")
+        self.w(f"{t} acc = tk_active ? ({t})({self.var(s.src)}) : {ident};")
+        dst = self.var(s.dst)
+        if s.kind == "reduce":
+            if top:
+                self.w(f"for (int o = {top}; o > 0; o >>= 1) {{ {t} x = tk_shfl_down(tk_wm, acc, o); "
+                       f"if (tk_lane + o < tk_wn) acc = {comb}; }}")
+            if nw == 1:
+                self.w(f"{dst} = tk_shfl_idx(tk_wm, acc, 0);")
+            else:
+                top2 = 1 << (nw - 1).bit_length() - 1 if nw > 1 else 0
+                self.w(f"if (tk_lane == 0) {scr}[tk_warp] = acc;")
+                self.w(self.barrier_stmt)
+                self.w(f"if (tk_warp == 0) {{ acc = tk_lane < {nw} ? {scr}[tk_lane] : {ident};")
+                self.w(f"    for (int o = {top2}; o > 0; o >>= 1) {{ {t} x = tk_shfl_down({full}, acc, o); "
+                       f"if (tk_lane + o < {nw}) acc = {comb}; }}")
+                self.w(f"    if (tk_lane == 0) {scr}[{nw}] = acc; }}")
+                self.w(self.barrier_stmt)
+                self.w(f"{dst} = {scr}[{nw}];")
+                self.w(self.barrier_stmt)
+        else:
+            if width > 1:
+                self.w(f"for (int o = 1; o < {width}; o <<= 1) {{ {t} x = tk_shfl_up(tk_wm, acc, o); "
+                       f"if (tk_lane >= o) acc = {_sub(comb, 'x', 'acc')}; }}")
+            res = "acc"
+            if s.kind == "exscan":
+                self.w(f"{t} ex = tk_shfl_up(tk_wm, acc, 1); if (tk_lane == 0) ex = {ident};")
+                res = "ex"
+            if nw > 1:
+                self.w(f"if (tk_lane == tk_wn - 1) {scr}[tk_warp] = acc;")
+                self.w(self.barrier_stmt)
+                self.w(f"if (tk_warp == 0) {{ {t} y = tk_lane < {nw} ? {scr}[tk_lane] : {ident};")
+                self.w(f"    for (int o = 1; o < {nw}; o <<= 1) {{ {t} x = tk_shfl_up({full}, y, o); "
+                       f"if (tk_lane >= o) y = {_sub(comb, 'x', 'y')}; }}")
+                self.w(f"    if (tk_lane < {nw}) {scr}[tk_lane] = y; }}")
+                self.w(self.barrier_stmt)
+                self.w(f"if (tk_warp > 0) {{ {t} x = {scr}[tk_warp - 1]; {res} = {_sub(comb, 'x', res)}; }}")
+                self.w(f"{dst} = {res};")
+                self.w(self.barrier_stmt)
+            else:
+                self.w(f"{dst} = {res};")
+        self.depth -= 1
+        self.w("}")
+
+    # --- whole translation unit -------------------------------------------------------------------
+
+    def render(self) -> str:
+        k = self.k
+        body = self.body()
+        text = "\n".join(body)
+        if "tk_act[" not in text.replace("bool tk_act[", ""):       # the scaffold's mask array is unused here
+            body = [ln for ln in body if not ln.strip().startswith(f"{self.local_space}bool tk_act[")]
+        uses_coll = any(isinstance(s, N.Collective) for s in N.walk_stmts(k.body))
+        head = [f"/* tinykernels: CUDA C++ for NVRTC, kernel {k.name} */", _HEADER,
+                f"typedef {'int' if k.idx32 else 'long long'} tk_idx;",
+                prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
+                portable_helpers(True), _float_atomics(), _shuffles() if uses_coll else "",
+                _DEBUG if k.debug else ""]
+        return "\n".join(head) + "\n" + "\n".join(body) + "\n"
+
+
+def param_layout(k: N.Kernel) -> list:
+    """The kernel's parameters in order, as (kind, detail, C type) with kind one of
+    ``start``/``count``/``step`` (detail: dimension), ``ptr`` (detail: ArrayInfo), ``shape``/
+    ``stride`` (detail: (ArrayInfo, dim)), ``scalar`` (detail: (name, Ty)), ``err``.
+    ``tk_idx`` entries are int32 when ``k.idx32`` else int64."""
+    idx = "int32" if k.idx32 else "int64"
+    out = []
+    for d in range(k.ndim):
+        out += [("start", d, "int64"), ("count", d, idx), ("step", d, "int64")]
+    for p in k.params:
+        if p[0] == "array":
+            a = p[1]
+            out.append(("ptr", a, "ptr"))
+            out += [("shape", (a, d), idx) for d in range(a.ndim)]
+            out += [("stride", (a, d), idx) for d in range(a.ndim)]
+        elif p[0] == "scalar":
+            dt = p[2].dtype
+            c = "uint8" if dt.kind == "b" else ("float32" if dt.is_storage_only else dt.name)
+            out.append(("scalar", (p[1], p[2]), c))
+    if k.debug:
+        out.append(("err", None, "ptr"))
+    return out
+
+
+def render_cuda(kernel: N.Kernel, plan, ranges: int) -> tuple:
+    """CUDA C++ source of a specialized kernel, and the debug array-name table."""
+    r = CUDARenderer(kernel, plan, ranges)
+    return r.render(), list(r.array_ids)
+
+
+__all__ = ["CUDARenderer", "render_cuda", "param_layout", "TYPES"]
