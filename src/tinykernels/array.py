@@ -31,6 +31,7 @@ float32 = np.float32                     # the default dtype of the constructors
 
 # DLPack device types (dlpack.h) whose memory the host CPU can address directly.
 _DL_CPU, _DL_CUDA_HOST, _DL_ROCM_HOST = 1, 3, 11
+_DL_CUDA, _DL_CUDA_MANAGED = 2, 13
 _DL_HOST_TYPES = (_DL_CPU, _DL_CUDA_HOST, _DL_ROCM_HOST)
 _DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDAHost", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI",
              10: "ROCm", 11: "ROCmHost", 12: "ExtDev", 13: "CUDAManaged", 14: "oneAPI",
@@ -252,6 +253,17 @@ def _on(backend, h: np.ndarray) -> Array:
     return upload(h)
 
 
+def _cuda_backend_of(obj, where: str, error=LaunchError):
+    """tk.CUDA(n) for an array on CUDA device n (``error`` when that backend is unavailable)."""
+    from .errors import BackendUnavailable
+    from .runtime.cuda import backend_of
+    try:
+        return backend_of(obj)
+    except BackendUnavailable as e:
+        raise error(f"the {type(obj).__name__} lives on {where}, but the CUDA backend is not available: {e}") \
+            from None
+
+
 def _is_device(a) -> bool:
     return isinstance(a, Array) and a._host is None
 
@@ -301,6 +313,15 @@ def asarray(obj, backend=None) -> Array:
     if isinstance(obj, Array) and (backend is None or obj.backend == _resolve_backend(backend)):
         return obj
     backend = _resolve_backend(backend)
+    if getattr(backend, "dev", None) == "CUDA" and not isinstance(obj, (np.ndarray, list, tuple, *_SCALARS)) \
+            and not (isinstance(obj, Array) and obj._host is not None):
+        from .runtime.cuda import as_cuda_array
+        dev = as_cuda_array(obj, backend)        # already on a CUDA device: zero-copy
+        if dev is not None:
+            if dev.backend != backend:
+                raise ValueError(f"tk.asarray: the {type(obj).__name__} is on CUDA:{dev.backend.device}, "
+                                 f"not on {backend!r}")
+            return dev
     if isinstance(obj, Array):
         h = obj.numpy()                          # another backend's array: its host copy
     else:
@@ -359,6 +380,10 @@ def from_dlpack(x) -> Array:
     if isinstance(x, Array) and x._host is not None:
         return Array(x._host, x.backend)
     dev = _dl_device(x)
+    if dev is not None and dev[0] in (_DL_CUDA, _DL_CUDA_MANAGED):
+        _cuda_backend_of(x, f"DLPack device {_dl_name(dev)}", ValueError)
+        from .runtime.cuda import from_dlpack as _cuda_from_dlpack
+        return _cuda_from_dlpack(x)               # a zero-copy view on the CUDA device
     if dev is not None and dev[0] not in _DL_HOST_TYPES:
         raise ValueError(f"tk.from_dlpack: the {type(x).__name__} lives on DLPack device "
                          f"{_dl_name(dev)}; only host memory (CPU) can be wrapped in this release "
@@ -428,16 +453,22 @@ def get_backend(obj):
         if _is_torch(obj):
             if obj.device.type == "cpu":
                 return _cpu()
+            if obj.device.type == "cuda":
+                return _cuda_backend_of(obj, str(obj.device))
             raise LaunchError(f"no tinykernels backend for a torch tensor on {obj.device} in this release")
         if hasattr(obj, "__dlpack__"):
             dev = _dl_device(obj)
             if dev is not None and dev[0] in _DL_HOST_TYPES:
                 return _cpu()
+            if dev is not None and dev[0] in (_DL_CUDA, _DL_CUDA_MANAGED):
+                return _cuda_backend_of(obj, f"DLPack device {_dl_name(dev)}")
             if dev is not None:
                 raise LaunchError(f"no tinykernels backend for a {type(obj).__name__} on DLPack device "
                                   f"{_dl_name(dev)} in this release")
         if hasattr(obj, "__array_interface__"):
             return _cpu()
+        if hasattr(obj, "__cuda_array_interface__"):
+            return _cuda_backend_of(obj, "a CUDA device")
     raise LaunchError(f"cannot tell which device a {type(obj).__module__}.{type(obj).__qualname__} "
                       "lives on: expected a tk.Array, a NumPy array, a torch tensor, or an object "
                       "exporting __dlpack__ or __array_interface__")

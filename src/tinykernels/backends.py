@@ -112,11 +112,10 @@ def _gpu_unavailable(name: str, hint: str):
     return _Missing
 
 
-CUDA = _gpu_unavailable("CUDA", "not implemented yet in this release (planned: pip install 'tinykernels[cuda]' with an NVIDIA driver)")
 ROCm = _gpu_unavailable("ROCm", "not implemented yet in this release (planned: hiprtc and the HIP runtime)")
 Metal = _gpu_unavailable("Metal", "not implemented yet in this release (needs macOS with Metal)")
 
-_KINDS = {"CPU": CPU, "CUDA": CUDA, "GPU": CUDA, "NV": CUDA, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm,
+_KINDS = {"CPU": CPU, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm,
           "METAL": Metal}
 _ORDER = ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP")
 
@@ -210,3 +209,6 @@ _KINDS["CL"] = _KINDS["OPENCL"] = OpenCL
 from .runtime.webgpu import WebGPU  # noqa: E402,F811  (replaces the stub above)
 
 _KINDS["WEBGPU"] = _KINDS["WGPU"] = WebGPU
+from .runtime.cuda import CUDA  # noqa: E402  (the runtime needs Backend, defined above)
+
+_KINDS["CUDA"] = _KINDS["GPU"] = _KINDS["NV"] = CUDA

@@ -122,6 +122,9 @@ class Kernel:
 
     def source(self, backend, *args, ndrange, workgroupsize=None) -> str:
         """The complete generated source for these arguments (no device needed)."""
+        if isinstance(backend, str) and backend.strip().partition(":")[0].upper() in ("CUDA", "GPU", "NV"):
+            from .runtime.cuda import CUDATarget     # CUDA C++ needs no GPU, only its debug setting
+            backend = CUDATarget()
         return self(make_backend(backend)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
 
 

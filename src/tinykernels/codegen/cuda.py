@@ -30,7 +30,7 @@ import re
 from functools import lru_cache
 
 from ..ir import nodes as N
-from .clike import TYPES, mangle, portable_helpers
+from .clike import mangle, portable_helpers
 from .gpu import GPURenderer, _prod
 from .prelude import prelude
 
@@ -240,6 +240,16 @@ class CUDARenderer(GPURenderer):
 
     # --- group collectives: warp shuffles, then shared memory across warps -----------------
 
+    def collective_parts(self, s: N.Collective) -> tuple:
+        """As the base, with signed 32/64-bit add and mul wrapping through unsigned (signed
+        overflow is undefined behaviour in CUDA C++; Python's integers here wrap)."""
+        ident, comb = super().collective_parts(s)
+        u = {"int32": "uint32_t", "int64": "uint64_t"}.get(s.ty.dtype.name)
+        if u and s.op in ("add", "mul"):
+            op = "+" if s.op == "add" else "*"
+            comb = f"(({self.ctype(s.ty)})(({u})acc {op} ({u})x))"
+        return ident, comb
+
     def s_Collective(self, s: N.Collective):
         t = self.ctype(s.ty)
         scr = self.scratch.setdefault(t, f"tk_scr{len(self.scratch)}")
@@ -347,4 +357,4 @@ def render_cuda(kernel: N.Kernel, plan, ranges: int) -> tuple:
     return r.render(), list(r.array_ids)
 
 
-__all__ = ["CUDARenderer", "render_cuda", "param_layout", "TYPES"]
+__all__ = ["CUDARenderer", "render_cuda", "param_layout"]

@@ -227,6 +227,13 @@ def choose_arch(cc: tuple, driver_version: int | None = None) -> str:
     is newer (the driver JIT-compiles it, which needs a driver at least as new as NVRTC)."""
     want = cc[0] * 10 + cc[1]
     archs = supported_archs()
+    if driver_version is not None and nvrtc_version()[0] > driver_version // 1000:
+        major, minor = nvrtc_version()
+        raise BackendUnavailable(
+            f"NVRTC {major}.{minor} makes code for CUDA {major} drivers, but this driver supports CUDA "
+            f"{driver_version // 1000}.{driver_version % 1000 // 10}: upgrade the NVIDIA driver, or install the "
+            f"CUDA {driver_version // 1000} packages: pip install 'cuda-bindings>={driver_version // 1000},"
+            f"<{driver_version // 1000 + 1}' nvidia-cuda-nvrtc-cu{driver_version // 1000}")
     if want in archs:
         return f"sm_{want}"
     older = [a for a in archs if a <= want]
@@ -263,16 +270,12 @@ class _Device:
 
         def attr(a):
             return int(_ok(drv.cuDeviceGetAttribute(a, self.handle), "cuDeviceGetAttribute"))
-        self.cc = (attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-                   attr(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+        self.name, self.cc, self.driver_version = _probe(ordinal)
         self.max_threads = attr(A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
         self.max_grid = (attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
                          attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z))
         self.max_block = (attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
                           attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z))
-        name = _ok(drv.cuDeviceGetName(256, self.handle), "cuDeviceGetName")
-        self.name = (name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)).strip()
-        self.driver_version = int(_ok(drv.cuDriverGetVersion(), "cuDriverGetVersion"))
         lo, hi = _ok(drv.cuCtxGetStreamPriorityRange(), "cuCtxGetStreamPriorityRange")
         self.prio_least, self.prio_greatest = int(lo), int(hi)
         self.arch = choose_arch(self.cc, self.driver_version)
@@ -312,6 +315,19 @@ def _init() -> int:
     if n == 0:
         raise BackendUnavailable("the NVIDIA driver found no CUDA device")
     return n
+
+
+def _probe(ordinal: int) -> tuple:
+    """(name, compute capability, driver version) of a device, without a context."""
+    drv = _driver()
+    A = drv.CUdevice_attribute
+    h = _ok(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    cc = tuple(int(_ok(drv.cuDeviceGetAttribute(a, h), "cuDeviceGetAttribute"))
+               for a in (A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                         A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+    name = _ok(drv.cuDeviceGetName(256, h), "cuDeviceGetName")
+    name = (name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)).strip()
+    return name, cc, int(_ok(drv.cuDriverGetVersion(), "cuDriverGetVersion"))
 
 
 def _device(ordinal: int) -> _Device:
@@ -363,19 +379,20 @@ class CUDA(Backend):
 
     @staticmethod
     def available() -> tuple:
+        """(True, what) when device 0 can run kernels, else (False, why). Creates no context."""
         try:
             n = _init()
             ok, nv = nvrtc_available()
             if not ok:
                 return False, nv
-            dev = _device(0)
+            name, cc, v = _probe(0)
+            arch = choose_arch(cc, v)
         except BackendUnavailable as e:
             return False, str(e)
         except Exception as e:  # noqa: BLE001 - a probe never raises
             return False, f"CUDA probe failed: {e}"
-        v = dev.driver_version
-        return True, (f"{dev.name} (sm_{dev.cc[0]}{dev.cc[1]}), {n} device(s), driver CUDA {v // 1000}."
-                      f"{v % 1000 // 10}, {nv}, compiling for {dev.arch}")
+        return True, (f"{name} (sm_{cc[0]}{cc[1]}), {n} device(s), driver CUDA {v // 1000}."
+                      f"{v % 1000 // 10}, {nv}, compiling for {arch}")
 
     def supports(self, dtype) -> bool:
         return D.from_any(dtype) is not None
@@ -387,7 +404,7 @@ class CUDA(Backend):
         a = CUDAArray.empty(self, h.shape, h.dtype)
         if h.nbytes:
             self._dev.activate()
-            _ok(_driver().cuMemcpyHtoD(a._dptr(), h, h.nbytes), "cuMemcpyHtoD")
+            _ok(_driver().cuMemcpyHtoD(a._dptr(), h.ctypes.data, h.nbytes), "cuMemcpyHtoD")
         return a
 
     def copy(self, dst, src, stream=None):
@@ -395,7 +412,11 @@ class CUDA(Backend):
         drv = _driver()
         self._dev.activate()
         h_stream = stream.handle if stream is not None else self._dev.null
+        if not isinstance(src, (CUDAArray, np.ndarray)) and not (isinstance(src, Array) and src._host is not None):
+            src = as_cuda_array(src) or src           # a torch/CuPy/JAX array on a CUDA device: no host trip
         if isinstance(dst, CUDAArray) and isinstance(src, CUDAArray):
+            if src.backend.device != dst.backend.device:
+                raise ValueError(f"tk.copyto: src is on CUDA:{src.backend.device}, dst on CUDA:{dst.backend.device}")
             _same_shape(dst, src)
             if dst.dtype != src.dtype or not dst.is_contiguous or not src.is_contiguous:
                 raise TypeError("tk.copyto between CUDA arrays needs the same dtype and contiguous arrays")
@@ -410,7 +431,7 @@ class CUDA(Backend):
                 raise TypeError("tk.copyto into a non-contiguous CUDA array is not supported")
             if h.nbytes:
                 # pageable host memory: the call returns once the data is staged, so h may go
-                _ok(drv.cuMemcpyHtoDAsync(dst._dptr(), h, h.nbytes, h_stream), "cuMemcpyHtoDAsync")
+                _ok(drv.cuMemcpyHtoDAsync(dst._dptr(), h.ctypes.data, h.nbytes, h_stream), "cuMemcpyHtoDAsync")
         else:
             from ..array import as_host_ndarray
             h = as_host_ndarray(dst)
@@ -421,7 +442,10 @@ class CUDA(Backend):
                 stream.synchronize()
             np.copyto(h, src.numpy(), casting="same_kind")
             return completed_event()
-        return CUDAEvent.record(self._dev, h_stream)
+        ev = CUDAEvent.record(self._dev, h_stream)
+        if stream is None:                    # tk.copyto without a stream is done when it returns
+            ev.wait()
+        return ev
 
     # --- streams ------------------------------------------------------------------------------
 
@@ -569,7 +593,7 @@ class CUDAArray(Array):
             return np.empty(self._shape, self._dtype)
         raw = np.empty(hi - lo, np.uint8)
         dev.activate()
-        _ok(_driver().cuMemcpyDtoH(raw, _driver().CUdeviceptr(self._ptr + lo), hi - lo), "cuMemcpyDtoH")
+        _ok(_driver().cuMemcpyDtoH(raw.ctypes.data, _driver().CUdeviceptr(self._ptr + lo), hi - lo), "cuMemcpyDtoH")
         view = np.ndarray(self._shape, self._dtype, buffer=raw, offset=-lo, strides=self._strides)
         return np.ascontiguousarray(view)
 
@@ -780,7 +804,9 @@ def device_of(obj) -> int | None:
         return obj.backend.device
     mod = type(obj).__module__
     if mod.startswith("torch") and hasattr(obj, "device") and hasattr(obj, "data_ptr"):
-        return obj.device.index or 0 if obj.device.type == "cuda" else None
+        if obj.device.type != "cuda":
+            return None
+        return obj.device.index or 0
     if hasattr(type(obj), "__dlpack_device__"):
         try:
             t, i = obj.__dlpack_device__()
@@ -824,7 +850,7 @@ def as_cuda_array(obj, backend: CUDA | None = None) -> CUDAArray | None:
         if d is None:
             raise TypeError(f"torch dtype {obj.dtype} is not supported by tinykernels")
         dt = D.to_numpy(d)
-        b = backend or CUDA(obj.device.index or 0)
+        b = _backend_for(backend, obj.device.index or 0)
         return CUDAArray(b, obj.data_ptr(), tuple(obj.shape), dt,
                          tuple(s * dt.itemsize for s in obj.stride()), obj)
     cai = getattr(obj, "__cuda_array_interface__", None) if not isinstance(obj, np.ndarray) else None
@@ -836,20 +862,28 @@ def as_cuda_array(obj, backend: CUDA | None = None) -> CUDAArray | None:
         st = cai.get("stream")
         if st not in (None, 1, 2) and st:            # the producer's stream: finish its work first
             _ok(_driver().cuStreamSynchronize(_driver().CUstream(int(st))), "cuStreamSynchronize")
-        b = backend or CUDA(_pointer_device(ptr))
+        b = _backend_for(backend, _pointer_device(ptr))
         return CUDAArray(b, ptr, shape, dt, strides, obj)
     if hasattr(obj, "__dlpack__") and hasattr(type(obj), "__dlpack_device__"):
         t, i = obj.__dlpack_device__()
         if int(t) not in (_DL_CUDA, _DL_CUDA_MANAGED):
             return None
+        b = _backend_for(backend, int(i))        # BackendUnavailable before the capsule is taken
         try:
-            cap = obj.__dlpack__(stream=1)
+            cap = obj.__dlpack__(stream=1)       # ordered with the legacy default stream
         except TypeError:
             cap = obj.__dlpack__()
         ptr, shape, strides, dt, dev, owner = _from_dlpack_capsule(cap, obj)
-        b = backend or CUDA(int(dev[1]))
         return CUDAArray(b, ptr, shape, dt, strides, owner)
     return None
+
+
+def _backend_for(backend, ordinal: int) -> CUDA:
+    """``backend`` when it is that device, else the device's own backend (so that a launch
+    can tell an array on another device)."""
+    if isinstance(backend, CUDA) and backend.device == ordinal:
+        return backend
+    return CUDA(ordinal)
 
 
 def from_dlpack(x) -> CUDAArray:
@@ -1146,7 +1180,7 @@ class CUDAKernelInstance(KernelInstance):
                 raise LaunchError(f"kernel '{self.name}': {grid[k]} workgroups along hardware axis "
                                   f"{'xyz'[k]} exceed the device's limit of {dev.max_grid[k]}; use a larger "
                                   "workgroup in that dimension or put the largest dimension last")
-        if stream is not None and getattr(stream, "backend", self.backend) != self.backend:
+        if stream is not None and (not isinstance(stream, CUDAStream) or stream.backend != self.backend):
             raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
         err = CUDAArray.empty(self.backend, (12,), np.int64) if ir.debug else None
         if err is not None:

@@ -1,0 +1,746 @@
+"""The CUDA backend.
+
+* NVRTC compiles (no GPU needed; skipped where cuda-bindings/NVRTC are not installed): every
+  kernel specialization the conformance suite launches is rendered as CUDA C++ and compiled
+  for sm_80 and sm_90; compile errors, the disk cache, PTX output, architecture choice.
+* Renderer unit tests (always run): 32-bit index arithmetic when extents fit, the last
+  ndrange dimension on x, ``const __restrict__``, shared memory, atomics, warp collectives,
+  and the parameter layout the runtime packs.
+* The runtime's plumbing against a fake ``cuda.bindings.driver`` (always run): allocation and
+  copies, argument packing, grid mapping, streams, events, debug-mode error reports, DLPack.
+  It checks the Python side only; nothing executes GPU code.
+* GPU tests: skipped unless a CUDA device is usable here.
+"""
+import ctypes
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.codegen import cuda as cg
+from tinykernels.runtime import cuda as rt
+
+ROOT = Path(__file__).resolve().parents[1]
+NVRTC_OK, NVRTC_WHY = rt.nvrtc_available()
+needs_nvrtc = pytest.mark.skipif(not NVRTC_OK, reason=f"NVRTC unavailable: {NVRTC_WHY}")
+ARCHS = ("sm_80", "sm_90")
+
+
+def _conformance_dir():
+    env = os.environ.get("TK_CONFORMANCE_DIR")
+    for p in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "conformance"]:
+        if p.is_dir():
+            return p
+    return None
+
+
+# ----------------------------------------------------------------------------- kernels
+
+@tk.kernel
+def saxpy(y, a, x: tk.Const):
+    i = tk.index()
+    y[i] = a * x[i] + y[i]
+
+
+@tk.kernel
+def copy2d(out, a: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    out[i, j] = a[i, j]
+
+
+@tk.kernel
+def tile_sum(out, x: tk.Const):
+    lid = tk.index(tk.Local, tk.Linear)
+    buf = tk.localmem(tk.float32, (64,))
+    buf[lid] = x[tk.index()]
+    tk.synchronize()
+    if lid == 0:
+        s = 0.0
+        for k in range(64):
+            s += buf[k]
+        out[tk.index(tk.Group, tk.Linear)] = s
+
+
+@tk.kernel
+def collectives(r, inc, ex, x: tk.Const):
+    v = x[tk.index()]
+    r[tk.index()] = tk.group_reduce(v, "add")
+    inc[tk.index()] = tk.group_scan(v, "max")
+    ex[tk.index()] = tk.group_scan(v, "add", inclusive=False)
+
+
+@tk.kernel
+def atomics(i32, u64, f32, f64, x: tk.Const):
+    i = tk.index()
+    tk.atomic_add(i32, 0, 1)
+    tk.atomic_max(u64, 0, tk.uint64(i))
+    tk.atomic_min(f32, 0, x[i])
+    tk.atomic_add(f64, 0, tk.float64(x[i]))
+
+
+def _src(kern, *args, **kw):
+    return rt.cuda_source(kern, *args, **kw)
+
+
+def _f32(n):
+    return np.zeros(n, np.float32)
+
+
+# ----------------------------------------------------------------------------- renderer
+
+def test_translation_unit_is_self_contained():
+    src = _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=10)
+    assert "#include" not in src
+    assert 'extern "C" __global__ void __launch_bounds__(256) tk_kernel(' in src
+    for name in ("typedef long long int64_t;", "typedef unsigned long long uint64_t;", "#define INT64_C(x)",
+                 "#define UINT64_MAX", "#define TK_INLINE static __device__ __forceinline__"):
+        assert name in src
+
+
+def test_index_arithmetic_is_32_bit_when_extents_fit():
+    assert "typedef int tk_idx;" in _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=10)
+    big = 3 << 30                      # the ndrange alone exceeds int32
+    assert "typedef long long tk_idx;" in _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=big)
+    huge = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(1 << 31,), strides=(0,))
+    assert "typedef long long tk_idx;" in _src(saxpy, _f32(10), 2.0, huge, ndrange=10)
+
+
+def test_padding_to_whole_workgroups_counts_for_32_bit_indices():
+    n = (1 << 31) - 1                  # fits, but ceil(n / 256) * 256 does not
+    assert "typedef long long tk_idx;" in _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=n)
+
+
+def test_last_ndrange_dimension_is_x():
+    src = _src(copy2d, np.zeros((4, 8)), np.zeros((4, 8)), ndrange=(4, 8), workgroupsize=(2, 8))
+    assert "tk_l1 = (tk_idx)threadIdx.x" in src and "tk_gr1 = (tk_idx)blockIdx.x" in src
+    assert "tk_l0 = (tk_idx)threadIdx.y" in src and "tk_gr0 = (tk_idx)blockIdx.y" in src
+    assert "__launch_bounds__(16)" in src
+    grid, block = rt.grid_dims((0, 5, 1, 0, 300, 1, 0, 1, 1), 2, (4, 64))
+    assert block == (64, 4, 1) and grid == (5, 2, 1)
+    grid, block = rt.grid_dims((0, 3, 1, 0, 5, 1, 0, 7, 1), 3, (1, 2, 4))
+    assert block == (4, 2, 1) and grid == (2, 3, 3)
+
+
+def test_const_arrays_are_restrict_and_others_not():
+    src = _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=10)
+    assert "const float *__restrict__ a_x" in src
+    assert "float *a_y," in src and "__restrict__ a_y" not in src
+
+
+def test_localmem_is_shared_and_barrier_is_syncthreads():
+    src = _src(tile_sum, _f32(4), _f32(256), ndrange=256, workgroupsize=64)
+    assert "__shared__ float a_" in src and "__syncthreads();" in src
+
+
+def test_collectives_use_warp_shuffles():
+    i32 = np.zeros(100, np.int32)
+    src = _src(collectives, i32, i32, i32, i32, ndrange=100, workgroupsize=48)
+    assert "__shfl_down_sync" in src and "__shfl_up_sync" in src
+    assert "0xffffu" in src                          # the partial second warp of 48 items
+    assert "tk_act[" not in src                      # the scaffold's serial mask array is not used
+    # signed adds wrap through unsigned (no undefined behaviour)
+    assert "((int32_t)((uint32_t)" in src
+
+
+def test_native_atomics_and_cas_loops_only_where_needed():
+    src = _src(atomics, np.zeros(1, np.int32), np.zeros(1, np.uint64), _f32(1), np.zeros(1), _f32(8),
+               ndrange=8)
+    body = src[src.index('extern "C"'):]
+    assert "atomicAdd(&a_i32[" in body
+    assert "atomicMax((unsigned long long *)&a_u64[" in body
+    assert "tk_atomic_min_f32(&a_f32[" in body       # no native float min: a CAS loop
+    assert "tk_atomic_add_f64(&a_f64[" in body and "atomicAdd(p, v)" in src   # native on sm_60+
+
+
+def test_param_layout_matches_the_signature():
+    for idx32, ndrange in ((True, 10), (False, 3 << 30)):
+        inst = saxpy(rt.CUDATarget())
+        norm, geom, ndim, ranges, total, wg = inst._prepare((_f32(10), 2.0, _f32(10)), ndrange, None)
+        ir = inst._ir(norm, geom, ndim, ranges, wg)
+        assert ir.idx32 is idx32
+        layout = cg.param_layout(ir)
+        sig = cg.CUDARenderer(ir, None, ranges).params()
+        assert len(sig) == len(layout)
+        for decl, (kind, _, ct) in zip(sig, layout):
+            if kind == "count" or kind in ("shape", "stride"):
+                assert decl.startswith("tk_idx ") and ct == ("int32" if idx32 else "int64")
+            elif kind in ("start", "step"):
+                assert decl.startswith("long long ") and ct == "int64"
+            elif kind == "ptr":
+                assert "*" in decl
+            elif kind == "scalar":
+                assert decl.startswith("double ") and ct == "float64"
+
+
+def test_debug_mode_renders_bounds_checks_with_an_error_buffer():
+    src = _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=10, debug=True)
+    assert "unsigned long long *tk_err" in src and "tk_oob(tk_err, " in src
+
+
+def test_kernel_source_accepts_the_cuda_dev_string():
+    try:
+        src = saxpy.source("CUDA", _f32(4), 1.0, _f32(4), ndrange=4)
+    except (NotImplementedError, tk.BackendUnavailable) as e:
+        pytest.skip(f"Kernel.source('CUDA', ...) without a GPU is not wired up in kernel.py yet ({e})")
+    assert 'extern "C" __global__' in src
+
+
+# ----------------------------------------------------------------------------- NVRTC
+
+CAPTURE = r'''
+import importlib, json, sys
+import pytest
+import tinykernels as tk
+K = importlib.import_module("tinykernels.kernel")
+CAPS = []
+_orig = K.KernelInstance._ir
+def _ir(self, args, geom, ndim, ranges, wg):
+    ir = _orig(self, args, geom, ndim, ranges, wg)
+    CAPS.append((self.kernel, tuple(args), geom, ndim, ranges, wg, bool(self.backend.debug)))
+    return ir
+K.KernelInstance._ir = _ir
+out, archs, rootdir, paths = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4:]
+rc = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", rootdir, *paths])
+K.KernelInstance._ir = _orig
+from tinykernels.runtime.cuda import CUDATarget, compile_cuda
+seen, results = set(), []
+for kern, args, geom, ndim, ranges, wg, debug in list(CAPS):
+    rec = {"kernel": kern.name, "ndim": ndim, "wg": list(wg), "debug": debug}
+    try:
+        inst = kern(CUDATarget(debug))
+        ir = inst._ir(args, geom, ndim, ranges, wg)
+        src = inst._render(ir, ranges)[0]
+    except tk.CompileError as e:    # expected only where the CPU refuses the kernel too
+        cpu = kern(tk.CPU(debug=debug))
+        try:
+            cpu._render(cpu._ir(args, geom, ndim, ranges, wg), ranges)
+            rec["error"] = "render: " + str(e)
+            results.append(rec)
+        except tk.CompileError:
+            pass
+        continue
+    if src in seen:
+        continue
+    seen.add(src)
+    rec["idx32"] = ir.idx32
+    for arch in archs:
+        try:
+            compile_cuda(src, arch, kern.name, cache=False)
+        except Exception as e:
+            rec["error"] = f"{arch}: {type(e).__name__}: {e}"
+            rec["source"] = src
+    results.append(rec)
+json.dump({"pytest_rc": int(rc), "captured": len(CAPS), "results": results}, open(out, "w"))
+'''
+
+
+def _capture_and_compile(tmp_path, rootdir, paths, archs=ARCHS):
+    out = tmp_path / "compiled.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+               TK_CACHE_DIR=str(tmp_path / "cache"), TK_TEST_BACKENDS="CPU", DEV="CPU")
+    env.pop("TK_DEBUG", None)
+    r = subprocess.run([sys.executable, "-c", CAPTURE, str(out), ",".join(archs), str(rootdir), *map(str, paths)],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=1800)
+    assert out.exists(), r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads(out.read_text()), r
+
+
+@needs_nvrtc
+def test_every_conformance_kernel_compiles_with_nvrtc_for_sm80_and_sm90(tmp_path):
+    conf = _conformance_dir()
+    if conf is None:
+        pytest.skip("the conformance suite (../shared/conformance) is not beside this checkout")
+    data, r = _capture_and_compile(tmp_path, conf, [conf])
+    assert data["pytest_rc"] == 0, r.stdout[-3000:]
+    results = data["results"]
+    assert len(results) >= 50, f"only {len(results)} specializations captured"
+    bad = [x for x in results if "error" in x]
+    assert not bad, "\n\n".join(f"{x['kernel']}: {x['error'][:2000]}" for x in bad[:5])
+    print(f"\nNVRTC {rt.nvrtc_version()}: {len(results)} distinct conformance kernels compiled for {ARCHS}")
+
+
+@needs_nvrtc
+@pytest.mark.skipif(not os.environ.get("TK_CUDA_COMPILE_ALL"), reason="set TK_CUDA_COMPILE_ALL=1 (about a minute)")
+def test_every_project_test_kernel_compiles_with_nvrtc(tmp_path):
+    tests = [p for p in sorted((ROOT / "tests").glob("test_*.py")) if p.name not in ("test_cuda.py",)]
+    data, r = _capture_and_compile(tmp_path, ROOT, tests)
+    assert len(data["results"]) > 100, r.stdout[-3000:]
+    bad = [x for x in data["results"] if "error" in x]
+    assert not bad, "\n\n".join(f"{x['kernel']}: {x['error'][:2000]}" for x in bad[:5])
+    print(f"\n{len(data['results'])} distinct kernels compiled for {ARCHS}")
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ARCHS)
+def test_compiles_collectives_atomics_and_debug_kernels(arch):
+    i32 = np.zeros(100, np.int32)
+    srcs = [_src(collectives, i32, i32, i32, i32, ndrange=100, workgroupsize=48),
+            _src(collectives, *[np.zeros(100, np.float16)] * 4, ndrange=100, workgroupsize=1024),
+            _src(collectives, *[np.zeros(100, np.uint8)] * 4, ndrange=100, workgroupsize=7),
+            _src(atomics, np.zeros(1, np.int32), np.zeros(1, np.uint64), _f32(1), np.zeros(1), _f32(8), ndrange=8),
+            _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=3 << 30, debug=True),
+            _src(copy2d, np.zeros((4, 8), np.float16), np.zeros((8, 8), np.float16)[::2], ndrange=(4, 8)),
+            _src(tile_sum, _f32(4), _f32(256), ndrange=range(0, 256), workgroupsize=64)]
+    for s in srcs:
+        assert rt.compile_cuda(s, arch, "k", cache=False)[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+def test_ptx_for_compute_archs():
+    src = _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=10)
+    ptx = rt.compile_cuda(src, "compute_80", "saxpy", cache=False)
+    assert b".target sm_80" in ptx and b".entry tk_kernel" in ptx
+
+
+@needs_nvrtc
+def test_nvrtc_errors_are_compile_errors_with_the_log_and_generated_lines():
+    bad = 'extern "C" __global__ void tk_kernel(float *a) {\n    a[0] = 1.0f;\n    not_declared = 2;\n}\n'
+    with pytest.raises(tk.CompileError) as e:
+        rt.compile_cuda(bad, "sm_90", "broken", cache=False)
+    msg = str(e.value)
+    assert "NVRTC" in msg and "not_declared" in msg and ">     3 |     not_declared = 2;" in msg
+    # with #line directives the error names the Python file and line too
+    src = '#line 41 "user_kernel.py"\n' + bad
+    with pytest.raises(tk.CompileError) as e:
+        rt.compile_cuda(src, "sm_90", "broken", cache=False)
+    assert e.value.filename == "user_kernel.py" and e.value.line == 43
+    assert "generated source" in str(e.value)
+
+
+@needs_nvrtc
+def test_cubins_are_cached_on_disk_atomically(tmp_path, monkeypatch):
+    monkeypatch.setenv("TK_CACHE_DIR", str(tmp_path))
+    src = _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=10)
+    before = dict(rt.STATS)
+    a = rt.compile_cuda(src, "sm_90", "saxpy")
+    path = rt.cubin_path(src, "sm_90", rt.NVRTC_OPTIONS)
+    assert path.is_file() and path.read_bytes() == a and str(path).startswith(str(tmp_path / "cuda"))
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp-")]
+    b = rt.compile_cuda(src, "sm_90", "saxpy")
+    assert a == b and rt.STATS["disk_hits"] == before["disk_hits"] + 1
+    assert rt.cubin_path(src, "sm_80", rt.NVRTC_OPTIONS) != path       # keyed by the architecture
+    assert rt.cubin_path(src + " ", "sm_90", rt.NVRTC_OPTIONS) != path  # and by the source
+
+
+@needs_nvrtc
+def test_architecture_choice():
+    archs = rt.supported_archs()
+    assert 80 in archs and 90 in archs
+    assert rt.choose_arch((9, 0)) == "sm_90" and rt.choose_arch((8, 0)) == "sm_80"
+    newest = max(archs)
+    assert rt.choose_arch((newest // 10 + 5, 0)) == f"compute_{newest}"     # a future GPU: PTX, JIT by the driver
+    with pytest.raises(tk.BackendUnavailable, match="driver"):
+        rt.choose_arch((newest // 10 + 5, 0), driver_version=(rt.nvrtc_version()[0] - 1) * 1000)
+    with pytest.raises(tk.BackendUnavailable, match="upgrade the NVIDIA driver"):
+        rt.choose_arch((9, 0), driver_version=(rt.nvrtc_version()[0] - 1) * 1000 + 40)
+    if min(archs) > 50:
+        with pytest.raises(tk.BackendUnavailable, match="NVRTC"):
+            rt.choose_arch((5, 0))
+
+
+def test_normalize_arch():
+    assert rt.normalize_arch("sm_90") == "sm_90" and rt.normalize_arch(80) == "sm_80"
+    assert rt.normalize_arch((8, 6)) == "sm_86" and rt.normalize_arch("compute_90") == "compute_90"
+    with pytest.raises(ValueError):
+        rt.normalize_arch("ampere")
+
+
+# ----------------------------------------------------------------------------- fake driver
+
+class _Enum:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class FakeDriver:
+    """Enough of cuda.bindings.driver for the runtime's Python paths: 'device' memory is
+    host memory, launches are recorded (and may run a callback), events complete at once."""
+
+    ATTRS = ["CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR", "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR",
+             "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK", "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X",
+             "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y", "CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z",
+             "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X", "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y",
+             "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z"]
+    VALUES = [9, 0, 1024, 2 ** 31 - 1, 65535, 65535, 1024, 1024, 64]
+
+    def __init__(self):
+        self.CUdevice_attribute = _Enum(**{a: a for a in self.ATTRS})
+        self.CUevent_flags = _Enum(CU_EVENT_DISABLE_TIMING=2)
+        self.CUresult = _Enum(CUDA_ERROR_NOT_READY=600)
+        self.CUpointer_attribute = _Enum(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL=9)
+        self.mem, self.launches, self.streams, self.events, self.waits = {}, [], [], 0, []
+        self.on_launch = None
+        self.freed = 0
+
+    CUdeviceptr = staticmethod(int)
+    CUstream = staticmethod(int)
+
+    def cuInit(self, flags): return (0,)
+    def cuDeviceGetCount(self): return (0, 1)
+    def cuDeviceGet(self, n): return (0, 100 + n)
+    def cuDevicePrimaryCtxRetain(self, dev): return (0, 7)
+    def cuCtxSetCurrent(self, ctx): return (0,)
+    def cuDeviceGetAttribute(self, a, dev): return (0, self.VALUES[self.ATTRS.index(a)])
+    def cuDeviceGetName(self, n, dev): return (0, b"Fake H100\0\0")
+    def cuDriverGetVersion(self): return (0, 13000)
+    def cuCtxGetStreamPriorityRange(self): return (0, 0, -5)
+    def cuGetErrorString(self, e): return (0, b"fake error")
+
+    def cuMemAlloc(self, n):
+        buf = np.zeros(n, np.uint8)
+        self.mem[buf.ctypes.data] = buf
+        return (0, buf.ctypes.data)
+
+    def cuMemFree(self, p):
+        self.mem.pop(int(p), None)
+        self.freed += 1
+        return (0,)
+
+    def cuMemcpyHtoD(self, dst, src, n):
+        assert isinstance(src, int), "host pointers are passed as ints"
+        ctypes.memmove(int(dst), src, n)
+        return (0,)
+
+    def cuMemcpyHtoDAsync(self, dst, src, n, stream): return self.cuMemcpyHtoD(dst, src, n)
+
+    def cuMemcpyDtoH(self, dst, src, n):
+        assert isinstance(dst, int), "host pointers are passed as ints"
+        ctypes.memmove(dst, int(src), n)
+        return (0,)
+
+    def cuMemcpyDtoDAsync(self, dst, src, n, stream):
+        ctypes.memmove(int(dst), int(src), n)
+        return (0,)
+
+    def cuMemsetD8(self, dst, v, n):
+        ctypes.memset(int(dst), v, n)
+        return (0,)
+
+    def cuModuleLoadData(self, image):
+        assert isinstance(image, bytes) and image
+        return (0, 55)
+
+    def cuModuleGetFunction(self, mod, name):
+        assert name == b"tk_kernel"
+        return (0, 66)
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        self.launches.append({"grid": (gx, gy, gz), "block": (bx, by, bz), "stream": stream, "params": params})
+        if self.on_launch:
+            self.on_launch(self.launches[-1])
+        return (0,)
+
+    def cuEventCreate(self, flags):
+        self.events += 1
+        return (0, 1000 + self.events)
+
+    def cuEventRecord(self, ev, stream): return (0,)
+    def cuEventQuery(self, ev): return (0,)
+    def cuEventSynchronize(self, ev): return (0,)
+    def cuEventDestroy(self, ev): return (0,)
+
+    def cuStreamCreateWithPriority(self, flags, prio):
+        self.streams.append((flags, prio))
+        return (0, 2000 + len(self.streams))
+
+    def cuStreamWaitEvent(self, s, ev, flags):
+        self.waits.append((s, ev))
+        return (0,)
+
+    def cuStreamSynchronize(self, s): return (0,)
+    def cuStreamDestroy(self, s): return (0,)
+    def cuCtxSynchronize(self): return (0,)
+
+    def cuPointerGetAttribute(self, attr, ptr): return (0, 0)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    drv = FakeDriver()
+    monkeypatch.setattr(rt, "_driver", lambda: drv)
+    monkeypatch.setattr(rt, "_DEVICES", {})
+    monkeypatch.setattr(rt, "compile_cuda", lambda src, arch, name="k", options=(), cache=True: b"\x7fELF fake")
+    rt._init.cache_clear()
+    rt._TLS.ctx = None
+    if not NVRTC_OK:
+        monkeypatch.setattr(rt, "choose_arch", lambda cc, driver_version=None: f"sm_{cc[0]}{cc[1]}")
+    yield drv
+    rt._init.cache_clear()
+    rt._TLS.ctx = None
+
+
+def _decode(layout, params_addr):
+    """The values cuLaunchKernel would copy, from the pointer array the runtime passed."""
+    n = len(layout)
+    ptrs = np.ctypeslib.as_array((ctypes.c_uint64 * n).from_address(params_addr))
+    out = []
+    for (kind, det, ct), p in zip(layout, ptrs):
+        np_t = {"ptr": np.uint64}.get(ct) or np.dtype(ct)
+        out.append(np.frombuffer(ctypes.string_at(int(p), np.dtype(np_t).itemsize), np_t)[0])
+    return out
+
+
+def test_fake_device_backend_memory_and_copies(fake):
+    b = rt.CUDA(0)
+    assert b.device_name == "Fake H100" and b.max_workgroupsize == 1024 and b == rt.CUDA(0)
+    ok, why = rt.CUDA.available()
+    assert ok and "Fake H100" in why
+    h = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = b.array_from_host(h)
+    assert isinstance(a, tk.Array) and a.shape == (3, 4) and a.dtype == np.float32 and a.is_contiguous
+    np.testing.assert_array_equal(a.numpy(), h)
+    c = rt.CUDAArray.empty(b, (3, 4), np.float32)
+    b.copy(c, a)
+    np.testing.assert_array_equal(c.numpy(), h)
+    b.copy(c, np.ones((3, 4)))
+    assert (c.numpy() == 1).all()
+    out = np.zeros((3, 4), np.float32)
+    b.copy(out, a)
+    np.testing.assert_array_equal(out, h)
+    # a strided view (every other column) reads back correctly
+    v = rt.CUDAArray(b, a.ptr, (3, 2), np.float32, (16, 8), a)
+    assert not v.is_contiguous
+    np.testing.assert_array_equal(v.numpy(), h[:, ::2])
+    cai = v.__cuda_array_interface__
+    assert cai["data"] == (a.ptr, False) and cai["strides"] == (16, 8) and cai["typestr"] == "<f4"
+    assert a.__dlpack_device__() == (2, 0)
+    n = fake.freed
+    del a, c, v
+    import gc
+    gc.collect()
+    assert fake.freed == n + 2
+
+
+def test_fake_launch_packs_arguments_in_signature_order(fake):
+    b = rt.CUDA(0)
+    y = b.array_from_host(np.ones(1000, np.float32))
+    x = b.array_from_host(np.arange(1000, dtype=np.float32))
+    seen = {}
+
+    def run(launch):                       # decode the argument block while it is alive
+        inst = saxpy(b)
+        entry = next(iter(inst._compiled.values()))
+        seen["layout"] = entry[3]
+        seen["values"] = _decode(entry[3], launch["params"])
+    fake.on_launch = run
+    ev = saxpy(b)(y, 2.5, x, ndrange=1000)
+    assert isinstance(ev, tk.Event) and ev.done()
+    launch = fake.launches[-1]
+    assert launch["grid"] == (4, 1, 1) and launch["block"] == (256, 1, 1) and launch["stream"] == 0
+    kinds = [k for k, _, _ in seen["layout"]]
+    assert kinds == ["start", "count", "step", "ptr", "shape", "stride", "scalar", "ptr", "shape", "stride"]
+    v = seen["values"]
+    assert v[:3] == [0, 1000, 1] and v[3] == y.ptr and v[4] == 1000 and v[5] == 1
+    assert v[6] == 2.5 and v[7] == x.ptr
+    assert np.dtype(type(v[1])) == np.int32          # idx32: the extents are 32-bit ints
+
+
+def test_fake_launch_2d_ranges_streams_and_events(fake):
+    b = rt.CUDA(0)
+    a = b.array_from_host(np.zeros((10, 70), np.float64))
+    c = b.array_from_host(np.zeros((10, 70), np.float64))
+    hi, lo = b.stream(priority=tk.High), b.stream(priority=tk.Low)
+    assert fake.streams == [(0, -5), (0, 0)]
+    ev = copy2d(b)(a, c, ndrange=(range(1, 9), range(2, 68)), workgroupsize=(2, 32), stream=hi)
+    launch = fake.launches[-1]
+    assert launch["stream"] == hi.handle and launch["block"] == (32, 2, 1) and launch["grid"] == (3, 4, 1)
+    lo.wait(ev)
+    assert fake.waits[-1] == (lo.handle, ev.handle)
+    lo.synchronize()
+    b.synchronize()
+    with pytest.raises(tk.LaunchError, match="host array"):
+        copy2d(b)(np.zeros((10, 70)), c, ndrange=(10, 70))
+    with pytest.raises(tk.LaunchError, match="exceed"):
+        copy2d(b)(a, c, ndrange=(70000 * 2, 1), workgroupsize=(1, 1))
+    assert copy2d(b)(a, c, ndrange=(0, 70)).done()   # an empty ndrange launches nothing
+
+
+def test_fake_debug_launch_reports_out_of_bounds(fake):
+    b = rt.CUDA(0, debug=True)
+    y = b.array_from_host(np.ones(8, np.float32))
+
+    def oob(launch):                       # what tk_oob would write: line, array 'y', 1-d, index 9, shape 8
+        inst = saxpy(b)
+        _, _, names, layout = next(iter(inst._compiled.values()))
+        err = int(_decode(layout, launch["params"])[-1])
+        info = np.array([1, saxpy.fn.__code__.co_firstlineno + 3, names.index("y"), 1, 9, 8, 0, 1, 0, 1, 0, 0],
+                        np.int64)
+        ctypes.memmove(err, info.ctypes.data, info.nbytes)
+    fake.on_launch = oob
+    with pytest.raises(IndexError, match=r"saxpy.*index 9 is out of bounds for array 'y' with shape \(8,\)"):
+        saxpy(b)(y, 1.0, y, ndrange=8)
+
+
+def test_fake_dlpack_export_and_import_round_trip(fake):
+    b = rt.CUDA(0)
+    a = b.array_from_host(np.arange(6, dtype=np.int16).reshape(2, 3))
+
+    class Exporter:                        # a foreign CUDA array exporting DLPack only
+        def __init__(self, arr):
+            self.arr = arr
+
+        def __dlpack__(self, stream=None):
+            return self.arr.__dlpack__(stream=stream)
+
+        def __dlpack_device__(self):
+            return self.arr.__dlpack_device__()
+    v = rt.as_cuda_array(Exporter(a), b)
+    assert v.ptr == a.ptr and v.shape == (2, 3) and v.dtype == np.int16 and v.strides == (6, 2)
+    np.testing.assert_array_equal(v.numpy(), np.arange(6).reshape(2, 3))
+    assert len(rt._EXPORTS) == 1
+    del v
+    import gc
+    gc.collect()
+    assert len(rt._EXPORTS) == 0           # the consumer's deleter released the export
+    cap = a.__dlpack__()                   # an unconsumed capsule frees its export when collected
+    assert len(rt._EXPORTS) == 1
+    del cap
+    gc.collect()
+    assert len(rt._EXPORTS) == 0
+
+
+def test_fake_foreign_cuda_array_interface_is_zero_copy(fake):
+    b = rt.CUDA(0)
+    a = b.array_from_host(np.arange(4, dtype=np.float32))
+
+    class CAI:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (a.ptr, False), "version": 3,
+                                    "strides": None}
+    v = rt.as_cuda_array(CAI(), b)
+    assert v.ptr == a.ptr and v.is_contiguous
+    saxpy(b)(v, 1.0, a, ndrange=4)          # accepted as a kernel argument
+    assert rt.device_of(CAI()) == 0
+
+
+# ----------------------------------------------------------------------------- on a GPU
+
+GPU_OK, GPU_WHY = rt.CUDA.available()
+needs_gpu = pytest.mark.skipif(not GPU_OK, reason=f"no usable CUDA device: {GPU_WHY}")
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    return rt.CUDA(0)
+
+
+@needs_gpu
+def test_gpu_saxpy_matches_the_cpu(cuda):
+    x = np.random.default_rng(0).random(1037).astype(np.float32)
+    y = np.random.default_rng(1).random(1037).astype(np.float32)
+    Y = cuda.array_from_host(y)
+    saxpy(cuda)(Y, 0.5, cuda.array_from_host(x), ndrange=x.size)
+    cuda.synchronize()
+    ref = y.copy()
+    saxpy(tk.CPU())(ref, 0.5, x, ndrange=x.size)
+    np.testing.assert_array_equal(Y.numpy(), ref)
+
+
+@needs_gpu
+@pytest.mark.parametrize("wg", [7, 32, 48, 256, 1024])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+def test_gpu_collectives_with_partial_groups(cuda, wg, dtype):
+    n = 3 * wg - 5
+    x = np.random.default_rng(2).integers(-50, 50, 3 * wg).astype(dtype)
+    outs = [cuda.array_from_host(np.zeros(3 * wg, dtype)) for _ in range(3)]
+    collectives(cuda)(*outs, cuda.array_from_host(x), ndrange=n, workgroupsize=wg)
+    r, inc, ex = (o.numpy() for o in outs)
+    for g in range(3):
+        lo, hi = g * wg, min(g * wg + wg, n)
+        seg = x[lo:hi]
+        assert (r[lo:hi] == seg.sum()).all()
+        np.testing.assert_array_equal(inc[lo:hi], np.maximum.accumulate(seg))
+        np.testing.assert_array_equal(ex[lo:hi], np.cumsum(seg) - seg)
+
+
+@needs_gpu
+def test_gpu_atomics(cuda):
+    x = np.random.default_rng(3).random(4096).astype(np.float32)
+    i32, u64 = cuda.array_from_host(np.zeros(1, np.int32)), cuda.array_from_host(np.zeros(1, np.uint64))
+    f32, f64 = cuda.array_from_host(np.full(1, 2.0, np.float32)), cuda.array_from_host(np.zeros(1))
+    atomics(cuda)(i32, u64, f32, f64, cuda.array_from_host(x), ndrange=x.size)
+    assert i32.numpy()[0] == 4096 and u64.numpy()[0] == 4095 and f32.numpy()[0] == x.min()
+    np.testing.assert_allclose(f64.numpy()[0], x.astype(np.float64).sum(), rtol=1e-6)
+
+
+@needs_gpu
+def test_gpu_2d_tiles_and_ranges(cuda):
+    a = np.random.default_rng(4).random((37, 70))
+    A, O = cuda.array_from_host(a), cuda.array_from_host(np.zeros((37, 70)))
+    copy2d(cuda)(O, A, ndrange=(range(1, 36), range(2, 68)), workgroupsize=(4, 32))
+    ref = np.zeros((37, 70))
+    ref[1:36, 2:68] = a[1:36, 2:68]
+    np.testing.assert_array_equal(O.numpy(), ref)
+    x = np.random.default_rng(5).random(64 * 12).astype(np.float32)
+    out = cuda.array_from_host(np.zeros(12, np.float32))
+    tile_sum(cuda)(out, cuda.array_from_host(x), ndrange=x.size, workgroupsize=64)
+    np.testing.assert_allclose(out.numpy(), x.reshape(12, 64).sum(1), rtol=1e-5)
+
+
+@needs_gpu
+def test_gpu_debug_mode_raises_index_error(cuda):
+    b = rt.CUDA(0, debug=True)
+    y = b.array_from_host(np.ones(8, np.float32))
+
+    @tk.kernel
+    def oob(A):
+        A[tk.index() + 2] = 1.0
+    with pytest.raises(IndexError, match=r"oob.*\(8,\)"):
+        oob(b)(y, ndrange=8)
+
+
+@needs_gpu
+def test_gpu_streams_events_and_priorities(cuda):
+    n = 1 << 16
+    A = cuda.array_from_host(np.zeros(n, np.float32))
+    ones = cuda.array_from_host(np.ones(n, np.float32))
+    s1, s2 = cuda.stream(priority=tk.High), cuda.stream(priority=tk.Low)
+    evs = [saxpy(cuda)(A, 1.0, ones, ndrange=n, stream=s1) for _ in range(10)]
+    s2.wait(evs[-1])
+    B = cuda.array_from_host(np.zeros(n, np.float32))
+    ev = saxpy(cuda)(B, 2.0, A, ndrange=n, stream=s2)
+    ev.wait()
+    assert ev.done()
+    np.testing.assert_array_equal(B.numpy(), np.full(n, 20.0, np.float32))
+
+
+@needs_gpu
+def test_gpu_torch_tensors_zero_copy(cuda):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    y = torch.ones(100, device="cuda")
+    x = torch.arange(100, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    saxpy(cuda)(y, 2.0, x, ndrange=100)
+    cuda.synchronize()
+    assert torch.equal(y.cpu(), 2 * torch.arange(100, dtype=torch.float32) + 1)
+    back = torch.from_dlpack(cuda.array_from_host(np.arange(5, dtype=np.int64)))
+    assert back.device.type == "cuda" and back.cpu().tolist() == [0, 1, 2, 3, 4]
+
+
+@needs_gpu
+@pytest.mark.skipif(_conformance_dir() is None, reason="no conformance suite beside this checkout")
+def test_gpu_conformance_suite():
+    if "CUDA" not in tk.backends() or not tk.backends()["CUDA"][0]:
+        pytest.skip("tk.CUDA is not registered in backends.py yet")
+    env = dict(os.environ, TK_TEST_BACKENDS="CUDA", PYTHONPATH=str(ROOT / "src"))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(_conformance_dir())],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout[-5000:]
+
+
+def test_module_imports_without_cuda_bindings():
+    """The runtime module must import (and report unavailability) without cuda-bindings."""
+    code = ("import sys; sys.modules['cuda'] = None; sys.modules['cuda.bindings'] = None\n"
+            "from tinykernels.runtime import cuda as rt\n"
+            "ok, why = rt.CUDA.available(); assert not ok and 'cuda-bindings' in why, why\n"
+            "print(rt.nvrtc_available())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert r.returncode == 0, r.stderr
+    assert "False" in r.stdout
