@@ -372,7 +372,8 @@ class CLikeRenderer:
         step past the end of its type never wraps around (``range(0, 127, 2)`` on int8)."""
         t = self.k.locals.get(s.var)
         ct = self.ctype(t) if t is not None else "int64_t"
-        k, n, start, step = self.fresh("k"), self.fresh("n"), self.fresh("start"), self.fresh("step")
+        # (fresh names must not collide with the geometry names tk_n<d>, tk_s<d>, tk_p<d>, ...)
+        k, n, start, step = self.fresh("k"), self.fresh("trips"), self.fresh("start"), self.fresh("step")
         stop = self.fresh("stop")
         self.w(f"{{ const {ct} {start} = {self.expr(s.start)}; const {ct} {stop} = {self.expr(s.stop)}; "
                f"const {ct} {step} = {self.expr(s.step)};")

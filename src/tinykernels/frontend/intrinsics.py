@@ -65,7 +65,7 @@ def fold_binop(op: str, a, b, t: Ty):
                     return None
                 if op == "**" and b < 0:
                     return None
-                if op in ("<<", ">>") and b < 0:
+                if op in ("<<", ">>") and (b < 0 or b > 4096):
                     return None
                 if op == "**" and b > 4096:
                     return None

@@ -260,6 +260,8 @@ class Lowerer:
             if not isinstance(value, tuple) or len(value) != len(target.elts):
                 raise self.err(node, f"cannot unpack into {len(target.elts)} names: the value is "
                                f"{'a tuple of ' + str(len(value)) if isinstance(value, tuple) else 'not a tuple'}")
+            # evaluate the whole right-hand side first (``a, b = b, a`` swaps)
+            value = tuple(self.snapshot(v, node) for v in value)
             for t, v in zip(target.elts, value):
                 self.assign_target(t, v, node)
         elif isinstance(target, ast.Subscript):
@@ -269,6 +271,15 @@ class Lowerer:
             raise self.err(target, "cannot assign to an attribute in a kernel")
         else:
             raise self.err(target, f"cannot assign to {type(target).__name__}")
+
+    def snapshot(self, v, node):
+        """A value that later assignments cannot change: locals and loads go to a temporary."""
+        if isinstance(v, FuncBinding) or (isinstance(v, N.Expr) and not isinstance(v, (N.Const, N.Arg, N.Index))):
+            e = self.as_expr(v, node)
+            t = self.fresh("tup")
+            self.assign_var(t, e, node)
+            return FuncBinding(t)
+        return v
 
     def bind_name(self, name: str, value, node) -> None:
         fr = self.frame
@@ -430,6 +441,8 @@ class Lowerer:
             target = t.dtype if not t.weak else D.int64
             if not D.fits(e.value, target) and not (t.weak and D.fits(e.value, D.uint64)):
                 raise self.err_at(e.loc, f"Python integer {e.value} is out of bounds for {target.name}")
+        if explicit and t.dtype.is_storage_only and t.dtype == e.ty.dtype and not isinstance(e, (N.Load, N.Const)):
+            return N.Cast(t, e.loc, e)      # tk.float16(x * y): the float32 intermediate rounds here
         if e.ty == t:
             return e
         if e.ty.dtype == t.dtype:

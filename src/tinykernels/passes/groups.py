@@ -56,6 +56,8 @@ def _group_level(s, gvars: set, in_loop: bool = False) -> bool:
         return s.var in gvars
     if isinstance(s, N.Philox):
         return False
+    if isinstance(s, N.FuncBlock) and not _syncs(s):
+        return False    # its early exits jump within one work item's code: keep it in the item loop
     if isinstance(s, (N.If, N.For, N.While, N.FuncBlock)):
         if _syncs(s):
             return True
