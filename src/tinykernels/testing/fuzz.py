@@ -32,6 +32,7 @@ import io
 import math
 import os
 import random
+import re
 import sys
 import tempfile
 import textwrap
@@ -60,9 +61,50 @@ KNOWN_BUGS = {
                  "`(i < 3) * 2 + x_int8` is int8 on INTERP but int64 on CPU",
     "weak-int-fold": "the compiler folds constant Python-int expressions exactly (arbitrary precision) where "
                      "the language (and the interpreter) wraps every weak int operation to int64: "
-                     "`(2**62 * 4) // 8` is 2**61 on CPU, 0 on INTERP",
-    "pow-half": "`x ** 0.5` is sqrt(x) in the compiler (NumPy's array fast path, as language.md says) but "
-                "pow(x, 0.5) on the interpreter (NumPy scalar power): -0.0 -> -0.0 vs 0.0, -inf -> nan vs inf",
+                     "`(2**62 * 4) // 8` is 2**61 on CPU, 0 on INTERP; `1 << 2**62` makes the compiler "
+                     "raise a bare MemoryError",
+    "pow-fastpath": "`x ** 2`, `x ** -1` and `x ** 0.5` on floats are x*x, 1/x and sqrt(x) in the compiler "
+                    "(NumPy's array fast paths, as language.md says) but C pow() on the interpreter (NumPy "
+                    "scalar power): about 1 in 2000 results differ in the last bit (`io[i] **= -1` with "
+                    "io = -0.2335961... gives -4.280892020642491 vs ...492), and x ** 0.5 differs for -0.0 "
+                    "(-0.0 vs 0.0) and -inf (nan vs inf)",
+    "f16-scalar-arg": "a np.float16 scalar kernel argument computes as a NumPy float16 on the interpreter "
+                      "(rounded after every operation) instead of in float32 rounded on store: "
+                      "`o_f64[i] = x_u8[i] - h` with h = np.float16(-59.4) gives 77.375 on INTERP, 77.40625 on CPU",
+    "fp8-minmax-identity": "tk.group_reduce / tk.group_scan with op 'min' or 'max' on float8_e4m3fn give NaN "
+                           "on the interpreter: the identity (+-inf) is not representable in e4m3fn (no "
+                           "infinities) and becomes NaN, which then wins every comparison; CPU and CL are right",
+    "ndrange-in-for": "the C renderer names a for loop's trip count `tk_n<k>` (CLikeRenderer.s_For: "
+                      "self.fresh('n')), which shadows the ndrange extent `tk_n2`: `tk.ndrange()[2]` inside the "
+                      "first for loop of a kernel reads the loop's trip count (CPU and CL); in 3-D kernels with "
+                      "barriers / local memory a for loop run at group level also checks the per-item mask "
+                      "`tk_p2 < tk_n2` and computes the linear index with it, so items are skipped or get "
+                      "the wrong tk.index()",
+    "tuple-swap": "tuple assignment assigns element by element in the compiler: `a, b = b, a` makes both "
+                  "equal to the old b (frontend/lower.py s_Assign/assign_target read the right-hand side's "
+                  "variables after the first target was already stored); the interpreter swaps",
+    "narrow-self-cast": "an explicit cast to float16 / bfloat16 / fp8 of a value that already has that type "
+                        "(an unrounded float32 intermediate such as x_f16 * y_f16) is dropped by the compiler "
+                        "(frontend/lower.py Lowerer.cast returns e when e.ty == t), so `tk.float16(x * x)` and "
+                        "`v: tk.float16 = x * x` do not round (CPU and CL); the interpreter rounds, as "
+                        "language.md says",
+    "fma-overflow": "tk.fma on float64 / Python floats whose exact result overflows raises OverflowError "
+                    "('integer division result too large for a float') on the interpreter "
+                    "(interp_ops.fma converts the exact Fraction with float()); CPU gives inf",
+    "func-return-grouped": "in a kernel with barriers or local memory (the group-by-group code shape), a "
+                           "`return` before the end of a @tk.func becomes a `goto` out of the per-item loop: "
+                           "only the group's first work item gets the function's results, the others read "
+                           "uninitialised values (CPU; nondeterministic output)",
+    "pocl-collective-loop": "OpenCL on PoCL 3.1 (LLVM 15): a tk.group_reduce / tk.group_scan inside a for or "
+                            "while loop followed by any statement after the loop aborts the Python process at "
+                            "the first launch (pocl::ParallelRegion::Verify(): Assertion `Incoming edges to "
+                            "non-entry block!`): `for w in range(2): o[i, 1] = tk.group_reduce(s, 'add')` then "
+                            "`o[i, 0] = 7`",
+    "cl-const-nan": "OpenCL on PoCL 3.1: operations the driver folds at compile time go wrong when a "
+                    "constant is NaN or infinite: exp, expm1, sinh, tanh and tk.sigmoid of a constant NaN "
+                    "(`math.tanh(tk.float32(math.nan))`) give 0.0, `tk.float8_e4m3fn(7) // 1e10` (7 // NaN) "
+                    "gives 0.0, `v = tk.float8_e5m2(1e10); v // (v / v)` gives -0.0 instead of NaN; the "
+                    "same operations on values loaded at run time are right",
     "fp8-int-operand": "fp8 (float8_e4m3fn / float8_e5m2) combined with an int8/uint8 value: the compiler "
                        "rounds the integer operand to the fp8 type (the promoted type), the interpreter "
                        "converts it to float32 exactly: `x_fp8 + y_int8` with y = 17 gives 17 vs 18",
@@ -179,6 +221,8 @@ def _pair(op: str, a: str, b: str):
     r = promote(a, b)
     if op == "/":
         r = _from_ty(D.true_divide_type(_ty(r)))
+    if op in BITS and is_float(r):
+        return None                      # e.g. int64 & uint64: NumPy has no integer loop for it
     if r == "bool" and op != "min":
         if op == "-":
             return None
@@ -279,6 +323,7 @@ class ArgSpec:
     role: str = ""
     const: bool = False
     tol: list = field(default_factory=list)     # per last-axis slot: allowed ulps (0: exact)
+    view: object = None                         # pass value[..., ::view] (a strided array)
 
 
 @dataclass
@@ -319,6 +364,7 @@ class Arr:
     tol: list = field(default_factory=list)
     readable: bool = True      # local memory: only between the barriers that follow a write phase
     dim_code: tuple = ()       # code of each extent (len(x), x.shape[1], a constexpr ...)
+    own: str = ""              # local memory: the index of the element this item writes
 
 
 @dataclass
@@ -354,6 +400,36 @@ PYFLOAT_LITS = ["0.0", "1.0", "-1.0", "0.5", "2.0", "0.1", "-3.75", "1e10", "1e-
                 "1e300", "65504.0", "1e-40", "math.inf", "(-math.inf)", "math.nan", "math.pi", "0.25", "7.0"]
 
 
+def _const_namespace() -> dict:
+    """Python stand-ins for evaluating compile-time constant expressions (known bug cl-const-nan)."""
+    import types
+    tkns = types.SimpleNamespace()
+    for t in STRONG:
+        dt = np_dtype(t)
+        setattr(tkns, t if t != "bool" else "bool_", (lambda dt: lambda x: np.array(x).astype(dt)[()])(dt))
+    tkns.clamp = lambda x, lo, hi: min(max(x, lo), hi)
+    tkns.select = lambda c, a, b: a if c else b
+    tkns.fma = lambda a, b, c: a * b + c
+    npns = types.SimpleNamespace(**{k: getattr(tkns, k) for k in vars(tkns) if k in STRONG or k == "bool_"})
+    return {"tk": tkns, "np": npns, "math": math, "__builtins__": {"abs": abs, "min": min, "max": max,
+            "int": int, "float": float, "bool": bool, "round": round}}
+
+
+_CONST_NS = _const_namespace()
+
+
+_SPECIAL_LITS = ("math.inf", "(-math.inf)", "math.nan", "1e300", "1e-40")
+
+
+def _lit_fits(code: str, t: str) -> bool:
+    """Whether the literal ``code`` converts to a finite value of float type ``t``."""
+    try:
+        v = float(eval(code, {"math": math}))                     # noqa: S307 - literals from our list
+    except Exception:  # noqa: BLE001
+        return False
+    return math.isfinite(v) and abs(v) <= float_max(t)
+
+
 class Gen:
     """Generates one Case from a seed."""
 
@@ -376,8 +452,9 @@ class Gen:
         self.grouped = False
         self.unsafe = False
         self.valid_guard = None        # unsafe kernels: code of "this item is inside the ndrange"
-        self.scalar_args: list = []
-        self.constexpr_args: list = []
+        self.ct_names: list = []       # compile-time names (constexpr parameters)
+        self.for_depth = 0             # for loops around the code being generated (funcs count as inside)
+        self.in_loop_phase = False     # grouped kernels: inside a uniform loop
 
     # --- small helpers --------------------------------------------------------------------
 
@@ -421,7 +498,7 @@ class Gen:
                 v = 0
             return Ex(f"({v})" if v < 0 else str(v), "pyint", True, v)
         if t == "pyfloat":
-            return Ex(self.pick(PYFLOAT_LITS), "pyfloat", True)
+            return Ex(self.pick(self.float_lits()), "pyfloat", True)
         if t == "lbool":
             return Ex(self.pick(["True", "False"]), "lbool", True)
         ns = self.pick(["tk", "tk", "np"])
@@ -435,7 +512,15 @@ class Gen:
             return Ex(f"{ns}.{t}({v})", t, True)
         if t in NARROW_X:
             ns = "tk"
-        return Ex(f"{ns}.{t}({self.pick(PYFLOAT_LITS[:14] + ['3', '-7', '1000'])})", t, True)
+        lits = self.float_lits() + ["3", "-7", "1000"]
+        if "cl-const-nan" in self.excl:
+            lits = [x for x in lits if _lit_fits(x, t)]
+        return Ex(f"{ns}.{t}({self.pick(lits)})", t, True)
+
+    def float_lits(self) -> list:
+        if "cl-const-nan" in self.excl:
+            return [x for x in PYFLOAT_LITS if x not in _SPECIAL_LITS]
+        return PYFLOAT_LITS
 
     # --- leaves -------------------------------------------------------------------------------
 
@@ -478,6 +563,10 @@ class Gen:
             opts += ["len", "shape", "size", "ndim"]
         if not uni:
             opts += ["gcart", "lin"]
+        if self.for_depth and "ndrange-in-for" in self.excl:
+            opts.remove("ndrange")
+        elif self.for_depth:
+            self.features.add("bug:ndrange-in-for")
         k = self.pick(opts)
         d = self.r.randrange(ndim)
         if k == "ndrange":
@@ -509,7 +598,7 @@ class Gen:
                 continue
             if a.role in ("in", "local", "private"):
                 out.append(a)
-            elif a.role in ("out", "io", "own") and a.tol and not self.in_func:
+            elif a.role in ("out", "io", "own") and 0 in a.tol and not self.in_func and not self.unsafe:
                 out.append(a)
         return out
 
@@ -534,7 +623,7 @@ class Gen:
         return f"{r.randint(0, 50)} % {extent_code}"
 
     def item_lin(self) -> str:
-        return "li"
+        return "tk.index()" if self.in_func is not None else "li"
 
     def slot_index(self, a: Arr, k: int) -> str:
         return f"{a.name}[li, {k}]"
@@ -546,8 +635,8 @@ class Gen:
         if a.role in ("local", "private"):
             idx = ", ".join(self.index_expr(c) for c in a.dim_code)
             return Ex(f"{a.name}[{idx}]", a.dtype)
-        k = self.r.randrange(len(a.tol))
-        return Ex(self.slot_index(a, k), a.dtype)
+        ks = [k for k, t in enumerate(a.tol) if t == 0]
+        return Ex(self.slot_index(a, self.pick(ks)), a.dtype)
 
     # --- expressions ----------------------------------------------------------------------------
 
@@ -573,7 +662,33 @@ class Gen:
         if self.funcs and not uni and any(len(f[2]) == 1 and f[2][0] == t for f in self.funcs):
             opts.append(("func", 2))
         k = self.wchoice(opts)
-        return getattr(self, "x_" + k)(t, d, uni)
+        e = getattr(self, "x_" + k)(t, d, uni)
+        if is_float(t) and "cl-const-nan" in self.excl and self.const_special(e.code):
+            raise _Retry
+        return e
+
+    def const_special(self, code: str) -> bool:
+        """Whether ``code`` is a compile-time float expression whose value is NaN or infinite (known
+        bug cl-const-nan: the OpenCL driver folds those wrongly)."""
+        if not self.maybe_const(code):
+            return False
+        ns = dict(_CONST_NS)
+        for sc in self.scopes:
+            for n, v in sc.items():
+                if v.cval is not None and v.ty in ("pyint",):
+                    ns[n] = v.cval
+                elif v.ty == "dtype" and v.cval is not None:
+                    ns[n] = _CONST_NS["tk"].__dict__[v.cval if v.cval != "bool" else "bool_"]
+        ns["G_WG"] = self.wg
+        code = code.replace("tk.groupsize()", "G_WG")
+        import warnings
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                v = eval(code, ns)                                # noqa: S307 - our own generated code
+            return not math.isfinite(float(v))
+        except Exception:  # noqa: BLE001 - unknown names (run-time values), domain errors: be careful
+            return True
 
     def x_leaf(self, t, d, uni):
         return self.leaf(t, uni)
@@ -606,32 +721,137 @@ class Gen:
         if not ops:
             raise _Retry
         op = self.pick(ops)
+        if op == "**" and is_float(t):
+            # pow is not correctly rounded: only exponents whose result is exact everywhere here
+            # (the others are transcendental sinks, see inexact())
+            ea = self.expr(t, d - 1, uni)
+            exps = ["1", "0", "1.0", "0.0"]
+            if "pow-fastpath" not in self.excl:
+                exps += ["2", "(-1)", "2.0", "0.5"]
+                self.features.add("bug:pow-fastpath")
+            eb = Ex(self.pick(exps), "pyint")
+            return Ex(f"({ea.code} ** {eb.code})", t, ea.uni)
         ea, eb = self.operands(op, t, d, uni)
-        cval = None
-        if ea.ty == "pyint" and eb.ty == "pyint" and ea.const and eb.const:
-            cval = self.fold_pyint(op, ea.cval, eb.cval)
-        if op == "**" and is_float(t) and self.pow_special(eb):
-            raise _Retry
-        return Ex(f"({ea.code} {op} {eb.code})", t, ea.uni and eb.uni, cval)
+        code = f"({ea.code} {op} {eb.code})"
+        cval = self.fold_check(code) if t == "pyint" else None
+        return Ex(code, t, ea.uni and eb.uni, cval)
 
-    def pow_special(self, eb: Ex) -> bool:
-        """``x ** 0.5`` (known bug pow-half) is avoided; other exponents are fine."""
-        return "pow-half" in self.excl and eb.code.strip("()") in ("0.5", "tk.float32(0.5)", "np.float32(0.5)",
-                                                                  "tk.float64(0.5)", "np.float64(0.5)")
+    _RISK = object()
 
-    def fold_pyint(self, op, a, b):
-        """The constant the compiler folds ``a op b`` (Python ints) to, or None if it leaves it to run
-        time; a folding that differs from int64 wrap-around is the known bug weak-int-fold."""
-        from ..frontend import intrinsics as I
-        exact = I.fold_binop(op, a, b, D.Ty(D.int64, True))
-        if exact is None or isinstance(exact, float) or op == "/":
-            return None
-        wrapped = _wrap_op(op, a, b)
-        if exact != wrapped:
+    def fold_check(self, code: str):
+        """The compile-time value of a Python-int expression (None if not constant). The compiler
+        folds Python ints exactly where the language wraps to int64 (known bug weak-int-fold): a
+        constant expression with an intermediate value outside int64 is avoided."""
+        v = self.const_eval(ast.parse(code, mode="eval").body)
+        if v is Gen._RISK:
             if "weak-int-fold" in self.excl:
                 raise _Retry
             self.features.add("bug:weak-int-fold")
-        return exact
+            return None
+        return v[1] if v is not None and v[0] == "w" else None
+
+    def const_eval(self, n):
+        """What the compiler folds expression ``n`` to: None (a run-time value), ("w", int) a
+        Python int, ("s",) a constant of a NumPy type (folded with wrap-around), ("c",) some other
+        constant (a float or bool, or a Python int whose value is not tracked), or Gen._RISK when a
+        Python-int fold leaves int64 (or might)."""
+        R = Gen._RISK
+        ev = self.const_eval
+        if isinstance(n, ast.Constant):
+            v = n.value
+            return ("w", int(v)) if isinstance(v, (int, bool)) else ("c",)
+        if isinstance(n, ast.Name):
+            v = next((x for x in reversed(self.scopes) if n.id in x), {}).get(n.id)
+            if v is None:
+                return None
+            if n.id in self.module_scope or n.id in self.ct_names:
+                if v.ty == "pyint" and isinstance(v.cval, int):
+                    return ("w", v.cval)
+                return ("c",)
+            return None
+        if isinstance(n, ast.Attribute):
+            if n.attr == "ndim" and isinstance(n.value, ast.Name):
+                a = self.arrays.get(n.value.id)
+                return ("w", len(a.shape)) if a is not None else ("c",)
+            if isinstance(n.value, ast.Name) and n.value.id == "math":
+                return ("c",)
+            return None
+        if isinstance(n, ast.Subscript):
+            if isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "tk.groupsize" and \
+                    isinstance(n.slice, ast.Constant):
+                return ("w", self.wg[n.slice.value])
+            return None
+        if isinstance(n, ast.UnaryOp):
+            v = ev(n.operand)
+            if v is None or v is R:
+                return v
+            if isinstance(n.op, ast.Not) or v[0] != "w":
+                return ("s",) if v[0] == "s" else ("c",)
+            x = -v[1] if isinstance(n.op, ast.USub) else ~v[1] if isinstance(n.op, ast.Invert) else v[1]
+            return R if not fits(x, "pyint") else ("w", x)
+        if isinstance(n, ast.IfExp):
+            c, a, b = ev(n.test), ev(n.body), ev(n.orelse)
+            if R in (c, a, b):
+                return R
+            if c is None:
+                return None
+            if c[0] != "w":
+                return ("c",) if (a is not None or b is not None) else None
+            return a if c[1] else b
+        if isinstance(n, ast.Call):
+            f = ast.unparse(n.func)
+            if len(n.args) != 1:
+                return None if f.startswith("f") or any(ev(a) is None for a in n.args) else ("c",)
+            v = ev(n.args[0])
+            if v is None or v is R:
+                return v
+            if f in ("int", "round"):
+                return v if v[0] == "w" else ("c",)
+            if f in ("abs", "float", "bool") or f.startswith(("math.", "tk.index", "tk.ndrange", "tk.ngroups", "len")):
+                return None if f.startswith(("tk.index", "tk.ndrange", "tk.ngroups", "len")) else ("c",)
+            return ("s",)                               # a dtype cast: a NumPy-typed constant
+        if isinstance(n, ast.Compare) or isinstance(n, ast.BoolOp):
+            parts = [ev(x) for x in ([n.left] + n.comparators if isinstance(n, ast.Compare) else n.values)]
+            if R in parts:
+                return R
+            return ("c",) if all(x is not None for x in parts) else None
+        if isinstance(n, ast.BinOp):
+            a, b = ev(n.left), ev(n.right)
+            if R in (a, b):
+                return R
+            if a is None or b is None:
+                return None
+            if a[0] == "s" or b[0] == "s":
+                return ("s",)
+            if a[0] != "w" or b[0] != "w":
+                # a Python int constant whose value is unknown here: assume the worst for growing ops
+                if "w" in (a[0], b[0]) or "c" in (a[0], b[0]):
+                    return R if isinstance(n.op, (ast.Pow, ast.LShift, ast.Mult, ast.Add, ast.Sub)) else ("c",)
+                return ("c",)
+            op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+                  ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}.get(type(n.op))
+            if op is None:
+                return ("c",)
+            x, y = a[1], b[1]
+            if op in ("//", "%") and y == 0 or op in ("**", "<<", ">>") and y < 0:
+                return ("c",)                             # left to run time, but a constant-ish value
+            if op == "<<" and x != 0 and (y >= 64 or x.bit_length() + y > 63):
+                return R
+            if op == "**" and y > 4096:
+                return ("c",)
+            if op == "**" and abs(x) > 1 and y * x.bit_length() > 64:
+                return R
+            import operator
+            v = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+                 "%": operator.mod, "**": operator.pow, "<<": operator.lshift, ">>": operator.rshift,
+                 "&": operator.and_, "|": operator.or_, "^": operator.xor}[op](x, y)
+            return R if not fits(v, "pyint") else ("w", v)
+        return None
+
+    def pow_special(self, eb: Ex) -> bool:
+        """``x ** 0.5`` (known bug pow-fastpath: special values) is avoided in transcendental sinks."""
+        return "pow-fastpath" in self.excl and eb.code.strip("()") in ("0.5", "tk.float32(0.5)", "np.float32(0.5)",
+                                                                  "tk.float64(0.5)", "np.float64(0.5)")
 
     def x_unary(self, t, d, uni):
         k = self.r.random()
@@ -643,21 +863,13 @@ class Gen:
             return Ex(f"(~{e.code})", t, e.uni)
         if t == "bool" or (is_int(t) and k < 0.4):
             e = self.expr(t, d - 1, uni)
-            cval = None
-            if e.const:
-                cval = ~e.cval
-            return Ex(f"(~{e.code})", t, e.uni, cval)
+            code = f"(~{e.code})"
+            return Ex(code, t, e.uni, self.fold_check(code) if t == "pyint" else None)
         e = self.expr(t, d - 1, uni)
-        cval = None
-        if e.const:
-            cval = -e.cval
-            if not fits(cval, "pyint"):
-                if "weak-int-fold" in self.excl:
-                    raise _Retry
-                self.features.add("bug:weak-int-fold")
         if self.chance(0.05):
             return Ex(f"(+{e.code})", t, e.uni, e.cval)
-        return Ex(f"(-{e.code})", t, e.uni, cval)
+        code = f"(-{e.code})"
+        return Ex(code, t, e.uni, self.fold_check(code) if t == "pyint" else None)
 
     def cond(self, d: int, uni: bool = False) -> Ex:
         """A condition: a bool, or any number (its truth value)."""
@@ -753,14 +965,19 @@ class Gen:
 
     def x_cast(self, t, d, uni):
         src = self.pick(list(self.types) + ["pyint", "pyfloat", "lbool"])
+        if src == t and t in NARROW:
+            if "narrow-self-cast" in self.excl:
+                src = "float64"
+            else:
+                self.features.add("bug:narrow-self-cast")
         e = self.expr(src, d - 1, uni)
         if t == "pyint":
             if is_float(src):
                 if self.chance(0.3):
                     return Ex(self.float_to_int(e, "pyint", "round"), t, e.uni)
                 return Ex(self.float_to_int(e, "pyint", "int"), t, e.uni)
-            if self.chance(0.2):
-                return Ex(f"round({e.code})", t, e.uni, e.cval if src == "pyint" else None)
+            if self.chance(0.2) and src == "pyint":
+                return Ex(f"round({e.code})", t, e.uni, e.cval)      # round() of an int is the int itself
             return Ex(f"int({e.code})", t, e.uni, e.cval if src == "pyint" else None)
         if t == "pyfloat":
             return Ex(f"float({e.code})", t, e.uni)
@@ -785,7 +1002,7 @@ class Gen:
             e = self.expr(t, d - 1, uni)
             if t == "pyint" and e.const and e.cval == -(1 << 63):
                 raise _Retry
-            return Ex(f"abs({e.code})", t, e.uni, abs(e.cval) if e.const else None)
+            return Ex(f"abs({e.code})", t, e.uni)
         if k < 0.9:
             return self.x_select(t, d, uni)
         return self.x_clamp(t, d, uni)
@@ -844,15 +1061,46 @@ class Gen:
         """Exactly rounded float functions (same bits everywhere)."""
         fn = self.pick(["math.floor", "math.ceil", "math.trunc", "math.fabs", "math.sqrt", "math.copysign",
                         "math.fmod", "tk.fma", "abs", "math.floor"])
+        if fn == "tk.fma" and t in ("float64", "pyfloat"):
+            if "fma-overflow" in self.excl:
+                fn = "math.trunc"
+            else:
+                self.features.add("bug:fma-overflow")
         n = {"math.copysign": 2, "math.fmod": 2, "tk.fma": 3}.get(fn, 1)
         if fn == "abs":
             e = self.expr(t, d - 1, uni)
             return Ex(f"abs({e.code})", t, e.uni)
         es = self.float_args(t, n, d, uni)
-        return Ex(f"{fn}({', '.join(e.code for e in es)})", t, all(e.uni for e in es))
+        codes = [e.code for e in es]
+        if fn == "math.copysign":
+            # the sign of a NaN is not specified (0.0 % 0.0 is -nan on x86 NumPy, +nan in C):
+            # copysign must not read it
+            codes[1] = self.nan_free(es[1])
+        return Ex(f"{fn}({', '.join(codes)})", t, all(e.uni for e in es))
+
+    def nan_free(self, e: Ex) -> str:
+        if not is_float(e.ty):
+            return e.code
+        one = "1.0" if e.ty == "pyfloat" else f"tk.{e.ty}(1)"
+        return f"({e.code} if {e.code} == {e.code} else {one})"
+
+    def callable_funcs(self, single=None):
+        """The functions whose array parameters some input array here can fill."""
+        ins = [(a.dtype, len(a.shape)) for a in self.arrays.values() if a.role == "in"]
+        out = []
+        for f in self.funcs:
+            if single is not None and not (len(f[2]) == 1 and f[2][0] == single):
+                continue
+            if single is None and len(f[2]) < 2:
+                continue
+            if all(k != "array" or ty in ins for k, ty in f[1]):
+                out.append(f)
+        return out
 
     def x_func(self, t, d, uni):
-        fs = [f for f in self.funcs if len(f[2]) == 1 and f[2][0] == t]
+        fs = self.callable_funcs(t)
+        if not fs:
+            raise _Retry
         name, params, rets, _ = self.pick(fs)
         return Ex(f"{name}({', '.join(self.func_arg(p, d) for p in params)})", t)
 
@@ -867,6 +1115,18 @@ class Gen:
 
     def inexact(self):
         """(code, computation type, allowed ulps): one transcendental function of exact arguments."""
+        for _ in range(8):
+            code, t, ulps = self._inexact()
+            args = ast.parse(code, mode="eval").body
+            args = [args.left, args.right] if isinstance(args, ast.BinOp) else args.args
+            if any(self.maybe_const(ast.unparse(a)) for a in args):
+                if "cl-const-nan" in self.excl:
+                    continue               # a compile-time argument: possibly NaN (known bug cl-const-nan)
+                self.features.add("bug:cl-const-nan")
+            return code, t, ulps
+        raise _Retry
+
+    def _inexact(self):
         name, n, ulps = self.pick(INEXACT_MATH)
         t = self.pick([x for x in self.types if is_float(x)] + ["pyfloat"])
         if name == "**":
@@ -876,7 +1136,7 @@ class Gen:
                 b = Ex("1.75", "pyfloat")
             return f"({a.code} ** {b.code})", t, ulps
         es = self.float_args(t, n, 2, False)
-        if name == "math.pow" and "pow-half" in self.excl and es[1].code in ("0.5",):
+        if name == "math.pow" and "pow-fastpath" in self.excl and es[1].code in ("0.5",):
             es[1] = Ex("1.5", "pyfloat")
         return f"{name}({', '.join(e.code for e in es)})", t, ulps
 
@@ -936,7 +1196,7 @@ class Gen:
                 opts.append(("pstore", 1))
             if ctx.get("ret") and not self.grouped:
                 opts.append(("ret", 0.3))
-        else:
+        elif not self.grouped or "func-return-grouped" not in self.excl:
             opts.append(("fret", 0.6))
         if ctx.get("in_loop"):
             opts += [("break", 1), ("continue", 0.7)]
@@ -969,14 +1229,14 @@ class Gen:
         src = self.any_type()
         if t in INTS and is_float(src):
             src = "pyint"
-        if t in INTS and src == "pyint":
-            e = self.expr("pyint", 2)
-            if e.const and not fits(e.cval, t):
-                e = self.lit("pyint", t)
-        else:
-            e = self.expr(src, 2)
+        if src == t and t in NARROW:
+            if "narrow-self-cast" in self.excl:
+                src = "pyfloat"
+            else:
+                self.features.add("bug:narrow-self-cast")
+        e = self.expr(src, 2)
         v = self.declare(Var(self.fresh("v"), t))
-        self.emit(f"{v.name}: {self.dtype_spelling(t)} = {e.code}")
+        self.emit(f"{v.name}: {self.dtype_spelling(t)} = {self.store_code(t, e)}")
 
     def s_reassign(self, ctx):
         vs = [v for v in self.visible() if v.mutable and v.ty in ALL_TYPES and not v.uni]
@@ -996,8 +1256,8 @@ class Gen:
             raise _Retry
         op, (a, b, need, bug) = self.pick(cands)
         eb = self.const_pyint(a) if need == "b" else self.expr(b, 2)
-        if op == "**" and is_float(v.ty) and self.pow_special(eb):
-            raise _Retry
+        if op == "**" and is_float(v.ty):
+            eb = Ex(self.pick(["1", "0"] + ([] if "pow-fastpath" in self.excl else ["2", "(-1)"])), "pyint")
         if bug:
             self.features.add("bug:" + bug)
         self.emit(f"{v.name} {op}= {eb.code}")
@@ -1006,6 +1266,9 @@ class Gen:
         vs = [v for v in self.visible() if v.mutable and v.ty in ALL_TYPES and not v.uni]
         pairs = [(a, b) for a in vs for b in vs if a.name < b.name and a.ty == b.ty]
         if pairs and self.chance(0.4):
+            if "tuple-swap" in self.excl:
+                raise _Retry
+            self.features.add("bug:tuple-swap")
             a, b = self.pick(pairs)
             self.emit(f"{a.name}, {b.name} = {b.name}, {a.name}")
             return
@@ -1087,20 +1350,33 @@ class Gen:
         s = -r.randint(1, 3)
         return f"range({ns}.{t}({lo + r.randint(0, 5)}), {ns}.{t}({lo}), ({s}))", t, True
 
+    def for_allowed(self) -> bool:
+        if self.grouped and self.ndim == 3:
+            if "ndrange-in-for" in self.excl:
+                return False
+            self.features.add("bug:ndrange-in-for")
+        return True
+
     def s_for(self, ctx):
+        if not self.for_allowed():
+            raise _Retry
         hdr, vt, _ = self.range_header()
         j = self.fresh("j")
         self.emit(f"for {j} in {hdr}:")
         sub = dict(ctx, loops=ctx.get("loops", 0) + 1, in_loop=True, depth=ctx.get("depth", 0) + 1, top=False)
-        self.block(self.r.randint(1, 4), sub, declare=[Var(j, vt, mutable=False)])
+        self.for_depth += 1
+        try:
+            self.block(self.r.randint(1, 4), sub, declare=[Var(j, vt, mutable=False)])
+        finally:
+            self.for_depth -= 1
 
     def s_while(self, ctx):
         w = self.fresh("w")
         self.emit(f"{w} = 0")
         self.declare(Var(w, "pyint", mutable=False))
-        b = self.small_bound(False, 5)
-        funcs, self.funcs = self.funcs, []          # no calls in while conditions
+        funcs, self.funcs = self.funcs, []          # no @tk.func calls in while conditions
         try:
+            b = self.small_bound(False, 5)
             c = self.cond(1)
         finally:
             self.funcs = funcs
@@ -1143,13 +1419,17 @@ class Gen:
 
     def s_fret(self, ctx):
         rets = self.in_func
+        if self.grouped:
+            self.features.add("bug:func-return-grouped")
         self.emit(f"if {self.cond(2).code}:")
         self.ind += 1
         self.emit("return " + ", ".join(self.expr(t, 2).code for t in rets))
         self.ind -= 1
 
     def s_callstmt(self, ctx):
-        fs = [f for f in self.funcs if len(f[2]) > 1]
+        fs = self.callable_funcs()
+        if not fs:
+            raise _Retry
         name, params, rets, _ = self.pick(fs)
         call = f"{name}({', '.join(self.func_arg(p, 2) for p in params)})"
         if self.chance(0.6):
@@ -1190,9 +1470,45 @@ class Gen:
         if self.unsafe:
             self.ind -= 1
 
+    def maybe_const(self, code: str) -> bool:
+        """Whether the compiler might fold ``code`` to a constant (conservative: a compile-time
+        Python int that does not fit is a CompileError where a run-time one converts)."""
+        ct = {n for n, v in self.module_scope.items()} | set(self.ct_names)
+
+        def mc(n) -> bool:
+            if isinstance(n, ast.Constant):
+                return True
+            if isinstance(n, ast.Name):
+                return n.id in ct
+            if isinstance(n, ast.Attribute):
+                return n.attr in ("ndim", "pi", "inf", "nan", "e") or mc(n.value)
+            if isinstance(n, ast.Subscript):
+                v = n.value
+                return isinstance(v, ast.Call) and ast.unparse(v.func) == "tk.groupsize"
+            if isinstance(n, ast.Call):
+                f = ast.unparse(n.func)
+                if f in ("tk.index", "tk.ndrange", "tk.ngroups", "len") or f.startswith("f"):
+                    return False
+                return all(mc(a) for a in n.args)
+            if isinstance(n, ast.BinOp):
+                return mc(n.left) and mc(n.right)
+            if isinstance(n, ast.UnaryOp):
+                return mc(n.operand)
+            if isinstance(n, ast.Compare):
+                return mc(n.left) and all(mc(c) for c in n.comparators)
+            if isinstance(n, ast.IfExp):
+                return mc(n.test) and (mc(n.body) or mc(n.orelse))
+            if isinstance(n, ast.BoolOp):
+                return any(mc(v) for v in n.values)
+            return True
+        return mc(ast.parse(code, mode="eval").body)
+
     def store_code(self, dt: str, e: Ex) -> str:
-        if e.ty == "pyint" and dt in INTS + ("bool",) and (e.const or self.chance(0.5)):
-            return f"{self.dtype_spelling(dt)}({e.code})"          # an explicit cast wraps
+        """``e`` for an implicit conversion to ``dt`` (store, atomic value): a Python int that may
+        be a compile-time constant is cast explicitly (an explicit cast wraps)."""
+        if e.ty == "pyint" and dt in INTS + ("bool",) and not (e.const and fits(e.cval, dt)) and \
+                self.maybe_const(e.code):
+            return f"{self.dtype_spelling(dt)}({e.code})"
         return e.code
 
     def s_store(self, ctx):
@@ -1229,8 +1545,11 @@ class Gen:
             return
         op, (_, b, need, bug) = self.pick(cands)
         eb = self.const_pyint(dt) if need == "b" else self.expr(b, 2)
-        if op == "**" and is_float(dt) and self.pow_special(eb):
-            raise _Retry
+        if op == "**" and (is_float(dt) or is_float(b)):
+            if is_float(dt):
+                eb = Ex(self.pick(["1", "0"] + ([] if "pow-fastpath" in self.excl else ["2", "(-1)"])), "pyint")
+            else:
+                raise _Retry
         if bug:
             self.features.add("bug:" + bug)
         self.features.add("io")
@@ -1266,6 +1585,11 @@ class Gen:
         t = self.pick([x for x in ATOMIC_TYPES if x in self.types])
         shape = (self.r.randint(1, 6),) if self.chance(0.7) else (self.r.randint(1, 3), self.r.randint(1, 3))
         a = Arr(self.fresh("acc"), t, shape, "acc", dim_code=tuple(str(n) for n in shape))
+        # one family of commuting operations per array: the result cannot depend on the order
+        fams = [("add", "sub"), ("min",), ("max",)]
+        if not t.startswith("float"):
+            fams += [("and",), ("or",), ("xor",)]
+        a.own = ",".join(self.pick(fams))
         self.arrays[a.name] = a
         return a
 
@@ -1277,15 +1601,12 @@ class Gen:
 
     def int_value(self, t: str, d: int = 2) -> str:
         src = self.pick([x for x in self.types if x in INTS] + ["pyint", "bool", "lbool"])
-        e = self.expr(src, d)
-        if src == "pyint" and e.const and not fits(e.cval, t):
-            return f"tk.{t}({e.code})"
-        return e.code
+        return self.store_code(t, self.expr(src, d))
 
     def s_atomic(self, ctx):
         a = self.acc_array()
         fl = a.dtype in ("float32", "float64")
-        op = self.pick(["add", "sub", "min", "max"] if fl else ["add", "sub", "min", "max", "and", "or", "xor"])
+        op = self.pick(a.own.split(","))
         idx = ", ".join(self.index_expr(c) for c in a.dim_code)
         if len(a.dim_code) > 1 or self.chance(0.2):
             idx = f"({idx})" if len(a.dim_code) > 1 else idx
@@ -1307,7 +1628,10 @@ class Gen:
             return self.int_value(a.dtype)
         idx = f"(li, {k})"
         if op == "cas":
-            exp = f"{a.name}[li, {k}]" if self.chance(0.6) else val()
+            if fl:       # compared bit for bit: only values whose bits are the same everywhere (no NaN)
+                exp = f"{a.name}[li, {k}]" if self.chance(0.6) else self.exact_float_value(a.dtype)
+            else:
+                exp = f"{a.name}[li, {k}]" if self.chance(0.6) else val()
             call = f"tk.atomic_cas({a.name}, {idx}, {exp}, {val()})"
         else:
             call = f"tk.atomic_{op}({a.name}, {idx}, {val()})"
@@ -1316,3 +1640,1285 @@ class Gen:
         self.guarded([f"{name} = {call}"])
         if not self.unsafe:
             self.declare(Var(name, a.dtype, mutable=False))
+
+    # --- device functions -------------------------------------------------------------------------
+
+    def gen_func(self) -> None:
+        name = self.fresh("f")
+        params = []
+        pnames = []
+        ins = [a for a in self.arrays.values() if a.role == "in"]
+        for _ in range(self.r.randint(1, 3)):
+            params.append(("scalar", self.any_type()))
+            pnames.append(self.fresh("p"))
+        if ins and self.chance(0.35):
+            a = self.pick(ins)
+            params.append(("array", (a.dtype, len(a.shape))))
+            pnames.append(self.fresh("A"))
+        rets = [self.any_type() for _ in range(self.pick([1, 1, 1, 2, 3]))]
+        saved = (self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth)
+        self.out, self.ind, self.in_func = [], 1, rets
+        self.for_depth = 1                         # a call may sit in a loop
+        self.scopes = [dict(self.module_scope)]
+        self.arrays = {}
+        for pn, (kind, ty) in zip(pnames, params):
+            if kind == "array":
+                dt, nd = ty
+                self.arrays[pn] = Arr(pn, dt, (1,) * nd, "in",
+                                      dim_code=tuple(f"len({pn})" if d == 0 else f"{pn}.shape[{d}]" for d in range(nd)))
+            else:
+                self.declare(Var(pn, ty, mutable=False))
+        self.stmts_left = self.r.randint(0, 5)
+        ctx = {"top": False}
+        while self.stmts_left > 0:
+            self.stmt(ctx)
+        self.emit("return " + ", ".join(self.expr(t, 3).code for t in rets))
+        body = self.out
+        self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth = saved
+        src = "@tk.func\n" + f"def {name}({', '.join(pnames)}):\n" + "\n".join(body) + "\n"
+        self.funcs.append((name, params, rets, src))
+        self.features.add("func")
+        if len(rets) > 1:
+            self.features.add("func-tuple")
+
+    # --- kernel bodies --------------------------------------------------------------------------
+
+    def flat_body(self) -> None:
+        ctx = {"top": True, "ret": True}
+        while self.stmts_left > 0:
+            self.stmt(ctx)
+
+    def uni_cond(self) -> Ex:
+        return self.cond(1, uni=True)
+
+    def lm_write(self, lm: Arr) -> None:
+        """``tk.synchronize(); lm[own] = value; tk.synchronize()`` (nobody reads while items write)."""
+        self.emit("tk.synchronize()")
+        lm.readable = False
+        try:
+            e = self.expr(self.any_type(), 2)
+        finally:
+            lm.readable = True
+        lm.readable = False
+        self.emit(f"{lm.name}[{lm.own}] = {self.castto(lm.dtype, e)}")
+        lm.readable = True
+        self.emit("tk.synchronize()")
+        self.features.add("barrier")
+
+    def phase(self, depth: int) -> None:
+        """One stretch of a grouped kernel; barriers only under uniform control flow."""
+        lms = [a for a in self.arrays.values() if a.role == "local" and not a.name.startswith("la")]
+        opts = [("rw", 4), ("flat", 3), ("collective", 2), ("uniform", 1)]
+        if depth < 2:
+            opts += [("loop", 2 if self.for_allowed() else 0), ("while", 1), ("uif", 1.5)]
+        if depth == 0:
+            opts += [("latomic", 1 if self.opts.atomics else 0), ("ret", 0.4 if not self.unsafe else 0)]
+        k = self.wchoice(opts)
+        if k == "rw":
+            lm = self.pick(lms)
+            t = self.fresh("t")
+            self.emit(f"{t} = {self.load(lm).code}")
+            self.declare(Var(t, lm.dtype))
+            for _ in range(self.r.randint(0, 2)):
+                self.stmt({"loops": 0})
+            self.lm_write(lm)
+        elif k == "flat":
+            for _ in range(self.r.randint(1, 3)):
+                self.stmt({"loops": 0})
+        elif k == "collective":
+            if depth > 0 and "pocl-collective-loop" in self.excl and self.in_loop_phase:
+                self.collective_guard_fallback()
+            else:
+                if depth > 0 and self.in_loop_phase:
+                    self.features.add("bug:pocl-collective-loop")
+                self.collective()
+        elif k == "uniform":
+            t = self.any_type()
+            e = self.expr(t, 2)
+            u = self.fresh("u")
+            self.emit(f"{u} = tk.uniform({e.code})")
+            self.declare(Var(u, t, uni=True, mutable=False))
+            self.features.add("uniform")
+            self.store_var(u, t)
+        elif k == "loop":
+            hdr, vt, _ = self.range_header(uni=True)
+            if "range(" in hdr and not self.is_small_header(hdr):
+                hdr = "range(2)"
+            r = self.fresh("r")
+            self.emit(f"for {r} in {hdr}:")
+            self.scopes.append({r: Var(r, vt, uni=True, mutable=False)})
+            self.ind += 1
+            self.for_depth += 1
+            saved, self.in_loop_phase = self.in_loop_phase, True
+            self.uniform_jump()
+            for _ in range(self.r.randint(1, 2)):
+                self.phase(depth + 1)
+            self.uniform_jump()
+            self.in_loop_phase = saved
+            self.for_depth -= 1
+            self.ind -= 1
+            self.scopes.pop()
+        elif k == "while":
+            w = self.fresh("wr")
+            self.emit(f"{w} = 0")
+            b = self.small_bound(uni=True, hi=3)
+            self.emit(f"while {w} < {b.code}:")
+            self.scopes.append({w: Var(w, "pyint", uni=True, mutable=False)})
+            self.ind += 1
+            self.emit(f"{w} += 1")
+            saved, self.in_loop_phase = self.in_loop_phase, True
+            self.uniform_jump()
+            self.phase(depth + 1)
+            self.in_loop_phase = saved
+            self.ind -= 1
+            self.scopes.pop()
+        elif k == "uif":
+            self.emit(f"if {self.uni_cond().code}:")
+            self.scopes.append({})
+            self.ind += 1
+            self.phase(depth + 1)
+            self.ind -= 1
+            self.scopes.pop()
+            if self.chance(0.5):
+                self.emit("else:")
+                self.scopes.append({})
+                self.ind += 1
+                self.phase(depth + 1)
+                self.ind -= 1
+                self.scopes.pop()
+        elif k == "latomic":
+            self.local_atomics()
+        elif k == "ret":
+            self.emit(f"if {self.cond(2).code}:")
+            self.ind += 1
+            self.emit("return")
+            self.ind -= 1
+            self.features.add("return-before-barrier")
+
+    @staticmethod
+    def is_small_header(hdr: str) -> bool:
+        return True
+
+    def collective_guard_fallback(self) -> None:
+        """Instead of a collective inside a loop (known bug pocl-collective-loop): a barrier phase."""
+        lms = [a for a in self.arrays.values() if a.role == "local" and a.name.startswith("lm")]
+        self.lm_write(self.pick(lms))
+
+    def uniform_jump(self) -> None:
+        if self.chance(0.2):
+            self.emit(f"if {self.uni_cond().code}:")
+            self.ind += 1
+            self.emit(self.pick(["break", "continue"]))
+            self.ind -= 1
+
+    def store_var(self, name: str, t: str) -> None:
+        a = self.per_item("out", (lambda d: d in FLOATS_ALL) if is_float(t) else (lambda d: True))
+        k = len(a.tol)
+        a.tol.append(0)
+        self.guarded([f"{self.slot_index(a, k)} = {self.store_code(a.dtype, Ex(name, t))}"])
+
+    def collective(self) -> None:
+        kind = self.pick(["reduce", "reduce", "scan"])
+        t = self.pick([x for x in self.types] + ["pyint", "lbool"])
+        if t in ("bool", "lbool"):
+            op = self.pick(["and", "or", "min", "max", "add", "mul"])
+        elif is_float(t):
+            op = self.pick(["add", "min", "max", "mul"])
+            if t == "float8_e4m3fn" and op in ("min", "max"):
+                if "fp8-minmax-identity" in self.excl:
+                    op = "add"
+                else:
+                    self.features.add("bug:fp8-minmax-identity")
+        else:
+            op = self.pick(["add", "mul", "min", "max", "and", "or"])
+        if is_float(t):
+            if op == "mul":
+                e = self.expr("pyint", 1)
+                conv = f"tk.{t}"
+                v = f"{conv}((int({e.code}) % 2 + 1) * (1 - 2 * (int({self.expr('pyint', 1).code}) % 2)))"
+            elif op == "add" and t in ("float16",) + NARROW_X:
+                v = self.exact_float_value(t, -2, 2)
+            else:
+                v = self.exact_float_value(t, -100, 100) if op != "add" else self.exact_float_value(t, -8, 8)
+        else:
+            v = self.expr(t, 2).code
+        rt = "int64" if t in ("bool", "lbool") and op in ("add", "mul") else t
+        c = self.fresh("c")
+        if kind == "reduce":
+            call = f'tk.group_reduce({v}, "{op}")'
+        else:
+            inc = self.pick(["", ", inclusive=True", ", inclusive=False"])
+            call = f'tk.group_scan({v}, "{op}"{inc})'
+        self.emit(f"{c} = {call}")
+        self.declare(Var(c, rt, mutable=False))
+        self.features.add("collective")
+        self.store_var(c, rt)
+
+    def local_atomics(self) -> None:
+        t = self.pick([x for x in ATOMIC_TYPES if x in self.types])
+        m = self.r.randint(1, 5)
+        la = Arr(self.fresh("la"), t, (m,), "local", dim_code=(str(m),), readable=False)
+        self.emit(f"{la.name} = tk.localmem({self.dtype_spelling(t)}, ({m},))")
+        q = self.fresh("q")
+        self.emit("if ll == 0:")
+        self.ind += 1
+        self.emit(f"for {q} in range({m}):")
+        self.ind += 1
+        init = self.exact_float_value(t, -4, 4) if t.startswith("float") else f"tk.{t}({q} * 3 - 2)"
+        self.emit(f"{la.name}[{q}] = {init}")
+        self.ind -= 2
+        self.emit("tk.synchronize()")
+        fl = t.startswith("float")
+        fams = [("add", "sub"), ("min",), ("max",)] + ([] if fl else [("and",), ("or",), ("xor",)])
+        fam = self.pick(fams)
+        for _ in range(self.r.randint(1, 3)):
+            op = self.pick(fam)
+            v = self.exact_float_value(t) if fl else self.int_value(t)
+            self.emit(f"tk.atomic_{op}({la.name}, {self.index_expr(str(m))}, {v})")
+        self.emit("tk.synchronize()")
+        la.readable = True
+        self.arrays[la.name] = la
+        self.features.add("local-atomic")
+        t2 = self.fresh("t")
+        self.emit(f"{t2} = {la.name}[{self.index_expr(str(m))}]")
+        self.declare(Var(t2, t, mutable=False))
+        self.store_var(t2, t)
+
+    def grouped_body(self) -> None:
+        wg = self.wg
+        nd = self.ndim
+        self.emit("ll = tk.index(tk.Local, tk.Linear)")
+        self.emit("gl = tk.index(tk.Group, tk.Linear)")
+        self.declare(Var("ll", "pyint", mutable=False))
+        self.declare(Var("gl", "pyint", uni=True, mutable=False))
+        wsize = math.prod(wg)
+        k = self.r.random()
+        if k < 0.3:
+            wcode = str(wsize)
+        elif k < 0.6 and self.wg_constexpr:
+            wcode = self.wg_constexpr
+        else:
+            wcode = " * ".join(f"tk.groupsize()[{d}]" for d in range(nd))
+        pre = self.r.randint(0, 4)
+        ctx = {"loops": 0}
+        for _ in range(pre):
+            self.stmt(ctx)
+        nlm = self.r.choice([1, 1, 2])
+        for _ in range(nlm):
+            t = self.pick(self.types)
+            cart = nd > 1 and self.chance(0.4)
+            if cart:
+                dims = tuple(f"tk.groupsize()[{d}]" if self.chance(0.5) else str(wg[d]) for d in range(nd))
+                lm = Arr(self.fresh("lm"), t, tuple(wg), "local", dim_code=dims, readable=False)
+                self.emit(f"{lm.name} = tk.localmem({self.dtype_spelling(t)}, ({', '.join(dims)},))")
+                lc = self.fresh("lc")
+                self.emit(f"{lc} = tk.index(tk.Local, tk.Cartesian)")
+                lm.own = ", ".join(f"{lc}[{d}]" for d in range(nd))
+            else:
+                lm = Arr(self.fresh("lm"), t, (wsize,), "local", dim_code=(wcode,), readable=False)
+                self.emit(f"{lm.name} = tk.localmem({self.dtype_spelling(t)}, ({wcode},))")
+                lm.own = "ll"
+            self.arrays[lm.name] = lm
+            # the group's first item initialises every element (items past the ndrange never write)
+            self.emit("if ll == 0:")
+            self.ind += 1
+            ms = [self.fresh("m") for _ in lm.dim_code]
+            for d, (m, c) in enumerate(zip(ms, lm.dim_code)):
+                self.emit(f"for {m} in range({c}):")
+                self.ind += 1
+            self.scopes.append({m: Var(m, "pyint", mutable=False) for m in ms})
+            self.for_depth += 1
+            e = self.expr(self.pick(["pyint", t]), 1)
+            self.for_depth -= 1
+            self.emit(f"{lm.name}[{', '.join(ms)}] = {self.castto(t, e)}")
+            self.scopes.pop()
+            self.ind -= 1 + len(ms)
+        self.emit("tk.synchronize()")
+        for lm in [a for a in self.arrays.values() if a.role == "local"]:
+            lm.readable = True
+        for lm in [a for a in self.arrays.values() if a.role == "local"]:
+            self.lm_write(lm)
+        self.features.add("localmem")
+        for _ in range(self.r.randint(1, 3)):
+            self.phase(0)
+        for lm in [a for a in self.arrays.values() if a.role == "local" and a.name.startswith("lm")]:
+            t = self.fresh("t")
+            self.emit(f"{t} = {self.load(lm).code}")
+            self.declare(Var(t, lm.dtype, mutable=False))
+            self.store_var(t, lm.dtype)
+        ctx = {"loops": 0}
+        while self.stmts_left > 0:
+            self.stmt(ctx)
+
+    # --- the whole case ---------------------------------------------------------------------------
+
+    def geometry(self) -> None:
+        r = self.r
+        mx = self.opts.max_items
+        self.ndim = nd = r.choice([1, 1, 1, 2, 2, 3])
+        if nd == 1:
+            counts = [r.randint(1, mx) if self.chance(0.8) else r.randint(1, 8)]
+        elif nd == 2:
+            counts = [r.randint(1, 10), r.randint(1, 10)]
+        else:
+            counts = [r.randint(1, 5), r.randint(1, 4), r.randint(1, 5)]
+        while math.prod(counts) > mx:
+            counts[counts.index(max(counts))] -= 1
+        self.counts = counts
+        dims = []
+        offset = False
+        for c in counts:
+            if self.chance(0.2):
+                start, step = r.randint(-3, 6), r.choice([1, 1, 2, 3, -1, -2])
+                dims.append(range(start, start + c * step, step))
+                offset = True
+            else:
+                dims.append(c)
+        self.offset = offset
+        self.ndrange = dims[0] if nd == 1 and self.chance(0.6) else tuple(dims)
+        if nd == 1:
+            wgs = [(w,) for w in (1, 2, 3, 4, 5, 7, 8, 16, 32, 64)]
+        elif nd == 2:
+            wgs = [(a, b) for a in (1, 2, 3, 4) for b in (1, 2, 4, 5, 8)]
+        else:
+            wgs = [(a, b, c) for a in (1, 2) for b in (1, 2, 3) for c in (1, 2, 4)]
+        self.wg = self.pick(wgs)
+        k = r.random()
+        self.static_wg = self.launch_wg = None
+        if self.grouped or k < 0.6:
+            if self.chance(0.5):
+                self.static_wg = self.wg if (nd > 1 or self.chance(0.5)) else self.wg[0]
+            else:
+                self.launch_wg = self.wg if (nd > 1 or self.chance(0.5)) else self.wg[0]
+        else:
+            from ..kernel import DEFAULT_WORKGROUP
+            self.wg = DEFAULT_WORKGROUP[nd]
+
+    def generate(self) -> Case:
+        r = self.r
+        o = self.opts
+        self.grouped = self.chance(o.grouped)
+        self.geometry()
+        self.unsafe = self.grouped and self.ndim == 1 and self.chance(0.2)
+        self.n_items = math.prod(self.counts)
+        self.module_scope: dict = {}
+        self.out, self.ind = [], 1
+        # module globals (compile-time constants)
+        for _ in range(r.randint(0, 3)):
+            g = self.fresh("G")
+            k = r.random()
+            if k < 0.4:
+                v = self.pick([0, 1, 2, 3, 5, 7, -4, 100, 2**40])
+                self.global_lines.append(f"{g} = {v}")
+                self.module_scope[g] = Var(g, "pyint", True, False, v)
+            elif k < 0.6:
+                v = self.pick(["0.75", "-2.5", "1e-3", "3.0"])
+                self.global_lines.append(f"{g} = {v}")
+                self.module_scope[g] = Var(g, "pyfloat", True, False)
+            elif k < 0.75:
+                v = self.pick(["True", "False"])
+                self.global_lines.append(f"{g} = {v}")
+                self.module_scope[g] = Var(g, "lbool", True, False)
+            else:
+                t = self.pick(self.types)
+                self.global_lines.append(f"{g} = tk.{t if t != 'bool' else 'bool_'}")
+                self.module_scope[g] = Var(g, "dtype", True, False, t)
+        # inputs
+        params, specs = [], []
+        for _ in range(r.randint(1, 4)):
+            t = self.pick(self.types)
+            name = self.fresh("x")
+            if self.chance(0.75):
+                shape = (r.randint(1, 33),)
+            else:
+                shape = (r.randint(1, 6), r.randint(1, 6))
+            dim = tuple(f"len({name})" if d == 0 and self.chance(0.5) else f"{name}.shape[{d}]"
+                        for d in range(len(shape)))
+            self.arrays[name] = Arr(name, t, shape, "in", dim_code=dim)
+            data = random_values(t, math.prod(shape), self.nprng).reshape(shape)
+            view = None
+            if self.chance(0.15):                  # a strided view: the kernel is specialised for it
+                view = r.choice([2, 3])
+                big = random_values(t, math.prod(shape) * view, self.nprng).reshape(shape[:-1] + (shape[-1] * view,))
+                big[..., ::view] = data
+                data = big
+            const = self.chance(0.8)
+            params.append(f"{name}: tk.Const" if const else name)
+            specs.append(ArgSpec(name, "array", data, "in", const, view=view))
+        # scalars and constexprs
+        kscope = dict(self.module_scope)
+        for _ in range(r.randint(0, 4)):
+            name = self.fresh("s")
+            k = r.random()
+            if k < 0.3:
+                v = self.pick(PYINT_LITS[:32]) if self.chance(0.5) else r.randint(-1000, 1000)
+                ty = "pyint"
+            elif k < 0.5:
+                v = float(self.pick(edge_values("pyfloat")))
+                ty = "pyfloat"
+            elif k < 0.6:
+                v = self.chance(0.5)
+                ty = "lbool"
+            else:
+                ty = self.pick([t for t in STRONG if t not in NARROW_X and
+                                (t != "float16" or "f16-scalar-arg" not in self.excl)])
+                if ty == "float16":
+                    self.features.add("bug:f16-scalar-arg")
+                v = random_values(ty, 1, self.nprng)[0]
+            params.append(name)
+            specs.append(ArgSpec(name, "scalar", v))
+            kscope[name] = Var(name, ty, True, False)
+        self.wg_constexpr = None
+        for _ in range(r.randint(0, 2) + (1 if self.grouped else 0)):
+            name = self.fresh("C")
+            k = r.random()
+            if self.grouped and self.wg_constexpr is None:
+                v = math.prod(self.wg)
+                self.wg_constexpr = name
+                kscope[name] = Var(name, "pyint", True, False, v)
+            elif k < 0.6:
+                v = r.randint(0, 6)
+                kscope[name] = Var(name, "pyint", True, False, v)
+            elif k < 0.8:
+                v = self.pick(self.types)
+                kscope[name] = Var(name, "dtype", True, False, v)
+            else:
+                v = self.chance(0.5)
+                kscope[name] = Var(name, "lbool", True, False)
+            params.append(f"{name}: tk.constexpr")
+            specs.append(ArgSpec(name, "constexpr", v))
+            self.ct_names.append(name)
+        # device functions
+        if o.funcs:
+            for _ in range(self.pick([0, 0, 1, 1, 2, 3])):
+                self.scopes = [dict(self.module_scope)]
+                self.gen_func()
+        # the kernel
+        self.scopes = [kscope]
+        self.emit("li = tk.index()")
+        self.declare(Var("li", "pyint", mutable=False))
+        if self.unsafe:
+            self.valid_guard = "vd"
+            self.emit("vd = li < tk.ndrange()[0]")
+        if not self.grouped and self.ndim > 1 and self.chance(0.3):
+            names = [self.fresh("g") for _ in range(self.ndim)]
+            self.emit(f"{', '.join(names)} = tk.index(tk.Global, tk.Cartesian)")
+            for n in names:
+                self.declare(Var(n, "pyint", mutable=False))
+        self.stmts_left = r.randint(o.max_stmts // 3, o.max_stmts)
+        if self.grouped:
+            self.grouped_body()
+        else:
+            self.flat_body()
+        if not any(a.role == "out" and a.tol for a in self.arrays.values()):
+            self.stmts_left = 1
+            self.s_store({})
+        cart = None
+        if not self.grouped and not self.offset and self.chance(0.25):
+            cart = self.fresh("oc")
+            cart_t = self.pick(self.types)
+            e = self.expr(cart_t if not is_float(cart_t) else self.pick([cart_t, "pyint"]), 2)
+            self.emit(f"{cart}[tk.index(tk.Global, tk.Cartesian)] = {self.store_code(cart_t, e)}")
+            self.features.add("cartesian-store")
+        kname = f"k{self.seed & 0xffffffff:x}"
+        # per-item arrays and accumulators become parameters in front
+        front, fspecs = [], []
+        n = self.n_items
+        for a in self.arrays.values():
+            if a.role in ("out", "io", "own"):
+                shape = (n, max(len(a.tol), 1))
+                if a.role == "own" and a.dtype.startswith("float") and self.chance(0.5):
+                    data = int_valued(a.dtype, math.prod(shape), self.nprng).reshape(shape)
+                else:
+                    data = random_values(a.dtype, math.prod(shape), self.nprng).reshape(shape)
+                front.append(a.name)
+                fspecs.append(ArgSpec(a.name, "array", data, a.role, tol=list(a.tol) or [0]))
+            elif a.role == "acc":
+                data = int_valued(a.dtype, math.prod(a.shape), self.nprng).reshape(a.shape)
+                front.append(a.name)
+                fspecs.append(ArgSpec(a.name, "array", data, "acc", tol=[0] * a.shape[-1]))
+        if cart:
+            data = random_values(cart_t, n, self.nprng).reshape(tuple(self.counts))
+        order = list(range(len(front) + len(params)))
+        allp, alls = front + params, fspecs + specs
+        if cart:
+            allp.append(cart)
+            alls.append(ArgSpec(cart, "array", data, "out", tol=[0] * self.counts[-1]))
+            order.append(len(order))
+        r.shuffle(order)
+        allp = [allp[i] for i in order]
+        alls = [alls[i] for i in order]
+        deco = "@tk.kernel(unsafe_indices=True)" if self.unsafe else "@tk.kernel"
+        lines = ["import math", "import numpy as np", "import tinykernels as tk", ""]
+        lines += self.global_lines + ([""] if self.global_lines else [])
+        for f in self.funcs:
+            lines += ["", f[3].rstrip("\n"), ""]
+        lines += ["", deco, f"def {kname}({', '.join(allp)}):"] + self.out
+        source = "\n".join(lines) + "\n"
+        feats = set(self.features)
+        feats.add(f"ndim{self.ndim}")
+        if self.offset:
+            feats.add("ndrange-offset")
+        if self.grouped:
+            feats.add("grouped")
+        if self.unsafe:
+            feats.add("unsafe_indices")
+        if any(s.view for s in alls if s.kind == "array"):
+            feats.add("strided")
+        if self.n_items % math.prod(self.wg) and (self.static_wg or self.launch_wg):
+            feats.add("partial-group")
+        return Case(self.seed, source, kname, alls, self.ndrange, self.launch_wg, self.static_wg, self.unsafe, feats)
+
+
+
+MANT = {"float16": 10, "bfloat16": 7, "float8_e4m3fn": 3, "float8_e5m2": 2, "float32": 23, "float64": 52,
+        "pyfloat": 52}
+
+
+def store_ulps(ulps: int, comp: str, store: str):
+    """The tolerance of a function computed in ``comp`` with ``ulps`` error and stored into an
+    array of ``store``: an int (ulps of ``store``), or (ulps, dtype) to compare after converting
+    both sides to the (narrower, exactly representing) computation type."""
+    c = "float64" if comp in ("float64", "pyfloat") else "float32"   # the narrow types compute in float32
+    if MANT[store] < MANT[c]:
+        return 1                                 # the rounding on store may go either way
+    if store == c:
+        return ulps
+    return (ulps, c)
+
+
+def generate(seed: int, opts: Options | None = None) -> Case:
+    """The case of ``seed`` (deterministic)."""
+    return Gen(seed, opts).generate()
+
+
+# ----------------------------------------------------------------------------- running a case
+
+_GEN_DIR = os.environ.get("TK_FUZZ_DIR") or os.path.join(tempfile.gettempdir(), f"tinykernels_fuzz_{os.getuid()}")
+_MODULES: dict = {}
+
+
+def load_kernel(source: str, kname: str):
+    """The kernel ``kname`` of module ``source``, written to a content-addressed file first (so that
+    ``inspect`` finds its source and the compiled-kernel cache is reused across processes)."""
+    key = hashlib.sha1(source.encode()).hexdigest()[:20]
+    ns = _MODULES.get(key)
+    if ns is None:
+        os.makedirs(_GEN_DIR, exist_ok=True)
+        path = os.path.join(_GEN_DIR, f"fz_{key}.py")
+        if not os.path.exists(path):
+            fd, tmp = tempfile.mkstemp(dir=_GEN_DIR, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        ns = {"__name__": f"tk_fuzz_{key}", "__file__": path}
+        exec(compile(source, path, "exec"), ns)
+        if len(_MODULES) > 64:
+            _MODULES.clear()
+        _MODULES[key] = ns
+    return ns[kname]
+
+
+def _backend(spec):
+    import tinykernels as tk
+    return tk.backend(spec) if isinstance(spec, str) else spec
+
+
+def _constexpr_value(v):
+    if isinstance(v, str) and v in D.BY_NAME:
+        return D.PUBLIC[v]
+    return v
+
+
+def make_args(case: Case, backend) -> tuple:
+    """Fresh arguments for one launch: (launch args, {name: host array or device array})."""
+    import tinykernels as tk
+    args, arrays = [], {}
+    for s in case.args:
+        if s.kind == "array":
+            a = np.array(s.value, copy=True)
+            if s.view:
+                a = a[..., ::s.view]
+            if not getattr(backend, "is_host", True):
+                a = tk.asarray(np.ascontiguousarray(a), backend=backend)
+            arrays[s.name] = a
+            args.append(a)
+        elif s.kind == "constexpr":
+            args.append(_constexpr_value(s.value))
+        else:
+            args.append(s.value)
+    return args, arrays
+
+
+def run_case(case: Case, backend, kernel=None) -> dict:
+    """Launch ``case`` on ``backend`` (an object or a DEV string); the output arrays (host copies)."""
+    import tinykernels as tk
+    b = _backend(backend)
+    k = kernel if kernel is not None else getattr(case, "kernel", None) or load_kernel(case.source, case.kname)
+    args, arrays = make_args(case, b)
+    inst = k(b, case.static_wg) if case.static_wg is not None else k(b)
+    with np.errstate(all="ignore"):
+        ev = inst(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
+        if ev is not None:
+            ev.wait()
+        tk.synchronize(b)
+    out = {}
+    for s in case.args:
+        if s.kind == "array" and s.role in ("out", "io", "own", "acc"):
+            a = arrays[s.name]
+            out[s.name] = a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.asarray(a)
+    return out
+
+
+@dataclass
+class Mismatch:
+    """A disagreement between ``backend`` and the reference on one case."""
+    seed: int
+    backend: str
+    kind: str                 # value, error (one side raised), ref-error (the reference raised), timeout
+    array: str = ""
+    where: list = field(default_factory=list)       # up to 5 (index, got, want)
+    detail: str = ""
+    tol: int = 0
+
+    def __str__(self) -> str:
+        if self.kind == "value":
+            w = "; ".join(f"{i}: got {g} want {v}" for i, g, v in self.where)
+            return f"seed {self.seed} {self.backend}: array '{self.array}' differs (tol {self.tol} ulp) at {w}"
+        return f"seed {self.seed} {self.backend}: {self.kind}: {self.detail}"
+
+    def signature(self) -> tuple:
+        """What must stay the same while minimising: the array, or the error without its location."""
+        if self.kind == "value":
+            return ("value", self.array)
+        first = self.detail.split("\n", 1)[0]
+        first = re.sub(r"\S+\.py:\d+(:\d+)?:?", "", first)
+        first = re.sub(r"kernel '\w+'", "kernel", first)
+        first = re.sub(r"\(and .*", "", first)
+        first = re.sub(r"-?\d+", "N", first)
+        return (self.kind, first.strip())
+
+
+def _ordered(a: np.ndarray) -> np.ndarray:
+    """Float bits mapped to integers that are ordered like the values (+0 and -0 both to 0)."""
+    nb = a.dtype.itemsize * 8
+    u = a.view({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[nb]).astype(np.uint64)
+    sign = (u >> np.uint64(nb - 1)) & np.uint64(1)
+    mag = (u & np.uint64((1 << (nb - 1)) - 1)).astype(object)
+    return np.where(sign.astype(bool), -mag, mag)
+
+
+def _isnan(a: np.ndarray) -> np.ndarray:
+    return np.isnan(a.astype(np.float64))
+
+
+def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, tol: list) -> list:
+    """[(index, got, want)] of the elements that differ (``tol``: allowed ulps per last-axis slot)."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return [((), f"{got.dtype}{got.shape}", f"{want.dtype}{want.shape}")]
+    if got.dtype.kind in "biu" or got.dtype == np.bool_:
+        bad = got.view(np.uint8).reshape(got.shape + (-1,)) != want.view(np.uint8).reshape(want.shape + (-1,))
+        bad = bad.any(axis=-1)
+    else:
+        gb = got.view(np.uint8).reshape(got.shape + (-1,))
+        wb = want.view(np.uint8).reshape(want.shape + (-1,))
+        same_bits = (gb == wb).all(axis=-1)
+        nan_both = _isnan(got) & _isnan(want)
+        bad = ~(same_bits | nan_both)
+        if bad.any() and any(tol) and got.ndim == 2:
+            for j, tj in enumerate(tol[:got.shape[-1]]):
+                if not tj or not bad[:, j].any():
+                    continue
+                g, w = got[:, j], want[:, j]
+                if isinstance(tj, (tuple, list)):
+                    tj, cdt = tj
+                    g, w = g.astype(cdt), w.astype(cdt)
+                dist = np.abs(_ordered(g) - _ordered(w))
+                either_nan = _isnan(g) | _isnan(w)
+                bad[:, j] &= either_nan | (dist > tj)
+    idx = np.argwhere(bad)
+    out = []
+    for i in idx[:5]:
+        i = tuple(int(x) for x in i)
+        out.append((i, _fmt(got[i]), _fmt(want[i])))
+    return out
+
+
+def _fmt(v) -> str:
+    if isinstance(v, (np.floating,)) or (hasattr(v, "dtype") and v.dtype.kind == "V"):
+        return repr(float(v))
+    if getattr(v, "dtype", None) is not None and v.dtype.name in NARROW_X:
+        return repr(float(v))
+    return repr(v.item() if hasattr(v, "item") else v)
+
+
+def _err_text(e: BaseException) -> str:
+    s = f"{type(e).__name__}: {e}"
+    return s if len(s) < 2000 else s[:2000] + " ..."
+
+
+def _check_errors():
+    from ..runtime.interp_errors import KernelCheckError
+    return KernelCheckError
+
+
+def check_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
+    """Run ``case`` on the reference and every backend; the list of Mismatch (empty: all agree)."""
+    out = []
+    try:
+        want = run_case(case, reference)
+        ref_err = None
+    except Exception as e:  # noqa: BLE001 - every failure is a finding
+        want, ref_err = None, e
+    for b in backends:
+        bname = b if isinstance(b, str) else getattr(b, "name", repr(b))
+        if ref_err is not None and isinstance(ref_err, (IndexError, _check_errors())):
+            # the kernel itself is broken (out of bounds, a race): running it compiled is undefined
+            out.append(Mismatch(case.seed, bname, "ref-error", detail=_err_text(ref_err)))
+            continue
+        try:
+            got = run_case(case, b)
+            err = None
+        except Exception as e:  # noqa: BLE001
+            got, err = None, e
+        if ref_err is not None:
+            out.append(Mismatch(case.seed, bname, "ref-error", detail=_err_text(ref_err) +
+                                (f" (and {bname}: {_err_text(err)})" if err else "")))
+            continue
+        if err is not None:
+            out.append(Mismatch(case.seed, bname, "error", detail=_err_text(err)))
+            continue
+        tols = {s.name: s.tol for s in case.args if s.kind == "array"}
+        for name in want:
+            where = compare_arrays(name, got[name], want[name], tols.get(name) or [0])
+            if where:
+                out.append(Mismatch(case.seed, bname, "value", name, where,
+                                    tol=max((t[0] if isinstance(t, (tuple, list)) else t) for t in tols.get(name) or [0])))
+    return out
+
+
+# ----------------------------------------------------------------------------- minimising
+
+_PROTECTED_AUG = ("w", "wr")
+
+
+def _is_counter(node) -> bool:
+    """``wN += 1``: the increment that bounds a generated while loop (never removed)."""
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        n = node.target.id
+        return n.rstrip("0123456789") in _PROTECTED_AUG and n[-1:].isdigit()
+    return False
+
+
+def _stmt_lists(tree):
+    """Every statement list of the module below module level (function bodies and nested blocks),
+    in a stable order, as (owner node, field name)."""
+    out = []
+    for node in ast.walk(tree):
+        for fld in ("body", "orelse"):
+            lst = getattr(node, fld, None)
+            if isinstance(lst, list) and lst and isinstance(lst[0], ast.stmt) and not isinstance(node, ast.Module):
+                out.append((node, fld))
+    return out
+
+
+def _variants_delete(tree):
+    """Sources with one statement removed (module-level functions and globals too)."""
+    n_module = len(tree.body)
+    for k in range(n_module):
+        node = tree.body[k]
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.FunctionDef) and node is tree.body[-1]:
+            continue                                       # the kernel itself
+        yield ("module", k)
+    lists = _stmt_lists(tree)
+    for li_, (owner, fld) in enumerate(lists):
+        for k in range(len(getattr(owner, fld))):
+            yield ("stmt", li_, fld, k)
+
+
+def _apply_delete(src, site):
+    tree = ast.parse(src)
+    if site[0] == "module":
+        del tree.body[site[1]]
+        return ast.unparse(tree)
+    lists = _stmt_lists(tree)
+    _, li_, fld, k = site
+    if li_ >= len(lists):
+        return None
+    owner, f = lists[li_]
+    lst = getattr(owner, f)
+    if k >= len(lst):
+        return None
+    st = lst[k]
+    if _is_counter(st) or (isinstance(st, ast.Assign) and ast.unparse(st).startswith("li = ")):
+        return None
+    del lst[k]
+    if not lst:
+        if f == "orelse":
+            setattr(owner, f, [])
+        else:
+            lst.append(ast.Pass())
+    return ast.unparse(tree)
+
+
+def _apply_unwrap(src, site):
+    """Replace the compound statement at ``site`` by its body (or its else branch)."""
+    tree = ast.parse(src)
+    lists = _stmt_lists(tree)
+    _, li_, fld, k, which = site
+    if li_ >= len(lists):
+        return None
+    owner, f = lists[li_]
+    lst = getattr(owner, f)
+    if k >= len(lst):
+        return None
+    st = lst[k]
+    if not isinstance(st, (ast.If, ast.For, ast.While)):
+        return None
+    repl = st.body if which == "body" else st.orelse
+    if not repl:
+        return None
+    if isinstance(st, ast.While):
+        repl = [s for s in repl if not _is_counter(s)]
+    lst[k:k + 1] = repl or [ast.Pass()]
+    return ast.unparse(tree)
+
+
+def _expr_sites(tree):
+    """Expression nodes that may be replaced by one of their operands (not in loop headers and
+    while conditions, whose simplification could make a loop unbounded)."""
+    banned = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.While):
+            banned.update(id(n) for n in ast.walk(node.test))
+        elif isinstance(node, ast.For):
+            banned.update(id(n) for n in ast.walk(node.iter))
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in banned:
+            continue
+        if isinstance(node, (ast.BinOp, ast.BoolOp, ast.IfExp, ast.UnaryOp, ast.Compare, ast.Call)):
+            out.append(node)
+    return out
+
+
+def _children(node):
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.BoolOp):
+        return list(node.values)
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    if isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if isinstance(node, ast.Compare):
+        return [node.left] + list(node.comparators)
+    if isinstance(node, ast.Call):
+        return [a for a in node.args if not isinstance(a, ast.Constant) or not isinstance(a.value, str)]
+    return []
+
+
+def _apply_expr(src, k, c):
+    tree = ast.parse(src)
+    sites = _expr_sites(tree)
+    if k >= len(sites):
+        return None
+    node = sites[k]
+    ch = _children(node)
+    if c >= len(ch):
+        return None
+    repl = ch[c]
+    for parent in ast.walk(tree):
+        for fld, val in ast.iter_fields(parent):
+            if val is node:
+                setattr(parent, fld, repl)
+                return ast.unparse(tree)
+            if isinstance(val, list):
+                for i, x in enumerate(val):
+                    if x is node:
+                        val[i] = repl
+                        return ast.unparse(tree)
+    return None
+
+
+def _crash_text(stderr: str) -> str:
+    """The line of a crashed run's stderr that names the failure (an assertion, a signal)."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "Assertion" in ln or "Error" in ln or "error" in ln or "fault" in ln:
+            return re.sub(r"\d+", "N", ln.strip())[:200]
+    return re.sub(r"\d+", "N", lines[-1].strip())[:200] if lines else ""
+
+
+def minimize(case: Case, backend="CPU", reference="INTERP", signature=None, budget_s: float = 60.0,
+             log=None) -> Case:
+    """A smaller case (statements deleted, blocks unwrapped, expressions replaced by operands) that
+    still shows the same kind of disagreement (``Mismatch.signature``)."""
+    t0 = time.time()
+    if signature is None:
+        ms = check_case(case, [backend], reference)
+        if not ms:
+            return case
+        signature = ms[0].signature()
+    if signature[0] != "ref-error" and reference in ("INTERP", "interp"):
+        # candidates must stay free of races and uninitialised reads: check mode rejects them
+        reference = "INTERP:CHECK"
+    isolated = signature[0] in ("crash", "timeout")
+
+    def interesting_isolated(src):
+        """Crashes and hangs: run the candidate as a reproducer script in a subprocess."""
+        import subprocess
+        c = dataclasses.replace(case, source=src + "\n")
+        with tempfile.TemporaryDirectory() as d:
+            path = write_reproducer(c, os.path.join(d, "cand.py"), (), [backend], reference)
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.dirname(
+                os.path.abspath(__file__))))] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+            try:
+                r = subprocess.run([sys.executable, path], capture_output=True, text=True, env=env,
+                                   timeout=60 if signature[0] == "crash" else 30)
+            except subprocess.TimeoutExpired:
+                return signature[0] == "timeout"
+        if signature[0] == "timeout":
+            return False
+        return r.returncode not in (0, 1) and _crash_text(r.stderr) == signature[1]
+
+    def interesting(src):
+        if src is None or time.time() - t0 > budget_s:
+            return False
+        if isolated:
+            return interesting_isolated(src)
+        c = dataclasses.replace(case, source=src + "\n")
+        for _ in range(2):        # twice: a flaky disagreement (uninitialised memory) must not lead astray
+            try:
+                ms = check_case(c, [backend], reference)
+            except Exception:  # noqa: BLE001
+                return False
+            if not any(m.signature() == signature for m in ms):
+                return False
+        return True
+
+    src = case.source
+    tries = 0
+    changed = True
+    while changed and time.time() - t0 < budget_s:
+        changed = False
+        # 1. delete statements
+        tree = ast.parse(src)
+        sites = list(_variants_delete(tree))
+        i = 0
+        while i < len(sites) and time.time() - t0 < budget_s:
+            cand = _apply_delete(src, sites[i])
+            tries += 1
+            if cand is not None and cand != src and interesting(cand):
+                src = cand
+                changed = True
+                sites = list(_variants_delete(ast.parse(src)))
+                continue
+            i += 1
+        # 2. unwrap if/for/while
+        tree = ast.parse(src)
+        lists = _stmt_lists(tree)
+        sites = [("stmt", li_, fld, k, w) for li_, (o, fld) in enumerate(lists)
+                 for k in range(len(getattr(o, fld))) for w in ("body", "orelse")]
+        for site in sites:
+            if time.time() - t0 > budget_s:
+                break
+            cand = _apply_unwrap(src, site)
+            if cand is not None and interesting(cand):
+                src = cand
+                changed = True
+                break
+        # 3. replace expressions by their operands
+        k = 0
+        while time.time() - t0 < budget_s:
+            sites = _expr_sites(ast.parse(src))
+            if k >= len(sites):
+                break
+            done = False
+            for c in range(len(_children(sites[k]))):
+                cand = _apply_expr(src, k, c)
+                tries += 1
+                if cand is not None and cand != src and interesting(cand):
+                    src = cand
+                    changed = done = True
+                    break
+            if not done:
+                k += 1
+    if log:
+        log(f"minimised seed {case.seed} in {time.time() - t0:.1f}s ({tries} candidates)")
+    return dataclasses.replace(case, source=src + "\n")
+
+
+# ----------------------------------------------------------------------------- reproducers
+
+def _encode_array(a: np.ndarray) -> str:
+    name = D.from_any(a.dtype).name
+    return f"_arr({name!r}, {tuple(a.shape)!r}, {a.tobytes().hex()!r})"
+
+
+def _encode_scalar(v) -> str:
+    if isinstance(v, bool) or v is None:
+        return repr(v)
+    if isinstance(v, int):
+        return repr(v)
+    if isinstance(v, float):
+        return f"float.fromhex({v.hex()!r})" if math.isfinite(v) else f"float({repr(v)!r})"
+    if isinstance(v, np.generic):
+        return f"_scalar({np.dtype(type(v)).name!r}, {np.array(v).tobytes().hex()!r})"
+    return repr(v)
+
+
+def _arr(name, shape, hexdata):
+    """Decode an array written by :func:`write_reproducer`."""
+    return np.frombuffer(bytes.fromhex(hexdata), dtype=np_dtype(name)).reshape(shape).copy()
+
+
+def _scalar(name, hexdata):
+    return np.frombuffer(bytes.fromhex(hexdata), dtype=np.dtype(name))[0]
+
+
+def case_args_code(case: Case) -> str:
+    lines = ["ARGS = ["]
+    for s in case.args:
+        if s.kind == "array":
+            val = _encode_array(np.asarray(s.value))
+        elif s.kind == "scalar":
+            val = _encode_scalar(s.value)
+        else:
+            val = repr(s.value)
+        lines.append(f"    ({s.name!r}, {s.kind!r}, {val}, {s.role!r}, {s.const!r}, {s.tol!r}, {s.view!r}),")
+    lines.append("]")
+    return "\n".join(lines)
+
+
+def write_reproducer(case: Case, path: str, mismatches=(), backends=("CPU",), reference="INTERP") -> str:
+    """A standalone script: the kernel module, its arguments, and a main that runs it on the
+    backends and the reference and exits 1 while they disagree."""
+    doc = "\n".join(str(m) for m in mismatches) or "(no mismatch recorded)"
+    text = (f'"""tinykernels fuzz reproducer: seed {case.seed}.\n\n{textwrap.indent(doc, "    ")}\n\n'
+            f'Run it with tinykernels importable (exit status 1 while the backends disagree):\n'
+            f'    PYTHONPATH=src python3 {os.path.basename(path)}\n"""\n')
+    text += case.source.rstrip("\n") + "\n\n\n"
+    text += "# --- arguments and launch (generated) ---------------------------------------------\n"
+    text += "from tinykernels.testing.fuzz import _arr, _scalar, reproduce  # noqa: E402\n\n"
+    text += case_args_code(case) + "\n"
+    text += f"NDRANGE = {case.ndrange!r}\nWORKGROUPSIZE = {case.workgroupsize!r}\nSTATIC_WG = {case.static_wg!r}\n"
+    text += f"SEED = {case.seed!r}\nBACKENDS = {list(backends)!r}\nREFERENCE = {reference!r}\n\n"
+    text += f'if __name__ == "__main__":\n    raise SystemExit(reproduce(globals(), {case.kname!r}))\n'
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def case_from_namespace(ns: dict, kname: str) -> Case:
+    """The Case of a reproducer module (its ARGS / NDRANGE / ... and its own kernel)."""
+    args = [ArgSpec(n, k, v, role, const, list(tol), view) for n, k, v, role, const, tol, view in ns["ARGS"]]
+    c = Case(ns.get("SEED", 0), "", kname, args, ns["NDRANGE"], ns["WORKGROUPSIZE"], ns["STATIC_WG"])
+    c.kernel = ns[kname]
+    return c
+
+
+def reproduce(ns: dict, kname: str, backends=None, reference=None, verbose: bool = True) -> int:
+    """Run a reproducer's case; print each disagreement; 1 if any, else 0."""
+    c = case_from_namespace(ns, kname)
+    ms = check_case(c, backends or ns.get("BACKENDS", ["CPU"]), reference or ns.get("REFERENCE", "INTERP"))
+    for m in ms:
+        if verbose:
+            print(m)
+    if verbose and not ms:
+        print("all backends agree with the reference")
+    return 1 if ms else 0
+
+
+# ----------------------------------------------------------------------------- the driver
+
+@dataclass
+class Summary:
+    count: int = 0
+    mismatches: list = field(default_factory=list)      # [Mismatch]
+    reproducers: list = field(default_factory=list)     # paths
+    features: dict = field(default_factory=dict)        # feature -> number of cases
+    seconds: float = 0.0
+    timeouts: int = 0
+
+    def line(self) -> str:
+        return (f"{self.count} kernels, {len(self.mismatches)} mismatches "
+                f"({len({m.seed for m in self.mismatches})} seeds), {self.timeouts} timeouts, "
+                f"{self.seconds:.1f}s ({self.count / max(self.seconds, 1e-9):.1f} kernels/s)")
+
+
+def _one(seed, backends, reference, opts, out_dir, do_min, min_budget, notify=None) -> dict:
+    """Generate, check and (on a disagreement) minimise and save one seed; a plain dict result."""
+    t0 = time.time()
+    try:
+        case = generate(seed, opts)
+    except Exception as e:  # noqa: BLE001 - a generator crash is a fuzzer bug, report it
+        m = Mismatch(seed, "generator", "generator-error", detail=_err_text(e) + "\n" + traceback.format_exc())
+        return {"seed": seed, "mismatches": [m], "features": [], "seconds": time.time() - t0, "repro": []}
+    ms = check_case(case, backends, reference)
+    repro = []
+    if ms and out_dir:
+        if notify:
+            notify()
+        path = os.path.join(out_dir, f"seed{seed}.py")
+        write_reproducer(case, path, ms, backends, reference)
+        repro.append(path)
+        if do_min:
+            by_backend = {}
+            for m in ms:
+                by_backend.setdefault(m.backend, m)
+            m = next(iter(by_backend.values()))
+            bspec = next((b for b in backends if (b if isinstance(b, str) else b.name) == m.backend), backends[0])
+            if m.kind not in ("timeout", "generator-error"):
+                small = minimize(case, bspec, reference, m.signature(), min_budget)
+                ms2 = check_case(small, [bspec], reference)
+                if ms2:
+                    p2 = os.path.join(out_dir, f"seed{seed}_min.py")
+                    write_reproducer(small, p2, ms2, [bspec], reference)
+                    repro.append(p2)
+    return {"seed": seed, "mismatches": ms, "features": sorted(case.features), "seconds": time.time() - t0,
+            "repro": repro}
+
+
+def _worker(conn, backends, reference, opts, out_dir, do_min, min_budget):
+    import warnings
+    warnings.simplefilter("ignore")
+    try:
+        while True:
+            seed = conn.recv()
+            if seed is None:
+                break
+            res = _one(seed, backends, reference, opts, out_dir, do_min, min_budget,
+                       notify=lambda: conn.send(("minimizing", seed)))
+            conn.send(("done", res))
+    except (EOFError, KeyboardInterrupt):
+        pass
+
+
+def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=None, opts: Options | None = None,
+         minimize_found: bool = True, timeout: float = 120.0, min_budget: float = 120.0, log=None,
+         progress_every: float = 30.0, recycle: int = 300) -> Summary:
+    """Check every seed of ``seeds``; ``jobs`` > 1 runs worker processes (each case with a
+    ``timeout``, recycled every ``recycle`` cases). Mismatches are saved to ``out_dir``."""
+    opts = opts or Options()
+    seeds = list(seeds)
+    summ = Summary()
+    t0 = time.time()
+    last = [t0]
+
+    def record(res):
+        if out_dir and any(m.kind in ("crash", "timeout") for m in res["mismatches"]):
+            try:          # the worker died with the case: save it from here (regenerated from its seed)
+                path = os.path.join(out_dir, f"seed{res['seed']}.py")
+                write_reproducer(generate(res["seed"], opts), path, res["mismatches"], backends, reference)
+                res["repro"] = [path]
+            except Exception:  # noqa: BLE001
+                pass
+        summ.count += 1
+        summ.mismatches.extend(res["mismatches"])
+        summ.reproducers.extend(res["repro"])
+        for f in res["features"]:
+            summ.features[f] = summ.features.get(f, 0) + 1
+        for m in res["mismatches"]:
+            if log:
+                log(f"MISMATCH {m}")
+        now = time.time()
+        if log and now - last[0] >= progress_every:
+            last[0] = now
+            summ.seconds = now - t0
+            log(f"[{now - t0:7.0f}s] {summ.line()}")
+
+    if jobs <= 1:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for s in seeds:
+                record(_one(s, backends, reference, opts, out_dir, minimize_found, min_budget))
+        summ.seconds = time.time() - t0
+        return summ
+
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+    # fork is cheap, but an OpenCL driver (PoCL's threads) does not survive it: spawn then
+    host_only = all(str(b).upper().split(":")[0] in ("CPU", "INTERP") for b in backends)
+    ctx = mp.get_context("fork" if host_only and sys.platform.startswith("linux") else "spawn")
+    pending = list(reversed(seeds))
+    workers = {}          # conn -> [process, seed or None, deadline, cases run]
+
+    def start():
+        a, b = ctx.Pipe()
+        p = ctx.Process(target=_worker, args=(b, tuple(backends), reference, opts, out_dir, minimize_found,
+                                              min_budget), daemon=True)
+        p.start()
+        b.close()
+        workers[a] = [p, None, 0.0, 0]
+        return a
+
+    def feed(conn):
+        w = workers[conn]
+        if w[3] >= recycle:
+            stop(conn)
+            conn = start()
+            w = workers[conn]
+        if pending:
+            s = pending.pop()
+            conn.send(s)
+            w[1], w[2] = s, time.time() + timeout
+            w[3] += 1
+        else:
+            w[1] = None
+
+    def stop(conn, kill=False):
+        p = workers.pop(conn)[0]
+        try:
+            if kill:
+                p.kill()
+            else:
+                conn.send(None)
+        except (OSError, BrokenPipeError):
+            pass
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+        conn.close()
+
+    for _ in range(min(jobs, len(seeds))):
+        feed(start())
+    while any(w[1] is not None for w in workers.values()):
+        busy = [c for c, w in workers.items() if w[1] is not None]
+        ready = wait(busy, timeout=1.0)
+        for conn in ready:
+            try:
+                kind, payload = conn.recv()
+            except (EOFError, OSError):
+                w = workers[conn]
+                seed = w[1]
+                record({"seed": seed, "mismatches": [Mismatch(seed, ",".join(map(str, backends)), "crash",
+                        detail=f"worker process died (exit code {w[0].exitcode})")], "features": [],
+                        "seconds": 0.0, "repro": []})
+                stop(conn, kill=True)
+                feed(start())
+                continue
+            if kind == "minimizing":
+                workers[conn][2] = time.time() + timeout + min_budget * 4
+                continue
+            record(payload)
+            feed(conn)
+        now = time.time()
+        for conn, w in list(workers.items()):
+            if w[1] is not None and now > w[2]:
+                seed = w[1]
+                summ.timeouts += 1
+                record({"seed": seed, "mismatches": [Mismatch(seed, ",".join(map(str, backends)), "timeout",
+                        detail=f"no result after {timeout:.0f}s")], "features": [], "seconds": timeout,
+                        "repro": []})
+                stop(conn, kill=True)
+                feed(start())
+    for conn in list(workers):
+        stop(conn)
+    summ.seconds = time.time() - t0
+    return summ

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Differential fuzzing of tinykernels: random kernels on the compiled backends against the interpreter.
+
+    PYTHONPATH=src python3 scripts/fuzz.py --count 20000 --seed 1 --backends CPU,CL --jobs 2 \\
+        --out fuzz-out --log fuzz-out/log.txt
+
+Every disagreement is written to --out as a standalone reproducer (seed<N>.py, and seed<N>_min.py
+after minimisation); the exit status is 1 when any was found. See docs/fuzzing.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+from tinykernels.testing.fuzz import KNOWN_BUGS, Options, fuzz  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--count", type=int, default=1000, help="number of kernels (seeds seed .. seed+count-1)")
+    p.add_argument("--seed", type=int, default=0, help="first seed")
+    p.add_argument("--backends", default="CPU", help="comma-separated compiled backends (DEV strings): CPU,CL")
+    p.add_argument("--reference", default="INTERP", help="reference backend (INTERP or INTERP:CHECK)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes")
+    p.add_argument("--out", default=None, help="directory for reproducers of every mismatch")
+    p.add_argument("--log", default=None, help="also append progress and findings to this file")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel before it counts as a hang")
+    p.add_argument("--no-minimize", action="store_true", help="save mismatches without minimising them")
+    p.add_argument("--min-budget", type=float, default=120.0, help="seconds to spend minimising one mismatch")
+    p.add_argument("--include-known-bugs", default="", metavar="IDS",
+                   help="comma-separated KNOWN_BUGS ids whose constructs to generate again ('all' for every "
+                        f"one): {', '.join(KNOWN_BUGS)}")
+    p.add_argument("--no-narrow", action="store_true", help="no bfloat16 / fp8")
+    p.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
+    a = p.parse_args(argv)
+
+    inc = set(KNOWN_BUGS) if a.include_known_bugs == "all" else {x for x in a.include_known_bugs.split(",") if x}
+    unknown = inc - set(KNOWN_BUGS)
+    if unknown:
+        p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
+    opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow)
+    backends = [b.strip() for b in a.backends.split(",") if b.strip()]
+    if "CL" in [b.upper() for b in backends]:
+        import tinykernels as tk
+        ok, why = tk.backends().get("OpenCL", (False, "?"))
+        if not ok:
+            print(f"OpenCL is not available ({why}); running without it", file=sys.stderr)
+            backends = [b for b in backends if b.upper() != "CL"]
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+    logf = open(a.log, "a") if a.log else None
+
+    def log(msg: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {msg}"
+        print(line, flush=True)
+        if logf:
+            logf.write(line + "\n")
+            logf.flush()
+
+    log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {a.reference}, "
+        f"jobs {a.jobs}, excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
+    summ = fuzz(range(a.seed, a.seed + a.count), backends, a.reference, jobs=a.jobs, out_dir=a.out, opts=opts,
+                minimize_found=not a.no_minimize, timeout=a.timeout, min_budget=a.min_budget, log=log,
+                progress_every=a.progress)
+    log("done: " + summ.line())
+    feats = ", ".join(f"{k} {v}" for k, v in sorted(summ.features.items()))
+    log(f"features (kernels using each): {feats}")
+    for path in summ.reproducers:
+        log(f"reproducer: {path}")
+    if logf:
+        logf.close()
+    return 1 if summ.mismatches else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
