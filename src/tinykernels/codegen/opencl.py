@@ -79,6 +79,25 @@ TK_INLINE int tk_oob(__global long *err, long line, long arr, int nd, long i0, l
 """
 
 
+#: Functions PoCL 3.1 folds wrongly when the argument is a compile-time NaN (exp(NaN) == 0):
+#: under ``TK_POCL`` (defined by the runtime for PoCL devices) they pass NaN through first.
+_NAN_FOLDED = ("exp", "expm1", "exp2", "exp10", "sinh", "cosh", "tanh")
+
+
+@lru_cache(maxsize=None)
+def _nan_guards(with_f64: bool) -> str:
+    """``tk_<fn>`` overloads: plain ``<fn>``, or NaN-passing wrappers under ``TK_POCL``."""
+    out = ["#ifdef TK_POCL"]
+    for fn in _NAN_FOLDED:
+        for t in ("float", "double") if with_f64 else ("float",):
+            out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_{fn}({t} x) "
+                       f"{{ return isnan(x) ? x : {fn}(x); }}")
+    out.append("#else")
+    out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED]
+    out.append("#endif")
+    return "\n".join(out) + "\n"
+
+
 class OpenCLRenderer(GPURenderer):
     """OpenCL C for ``tk.OpenCL()``."""
     oob_prefix = "tk_err, "
@@ -90,7 +109,8 @@ class OpenCLRenderer(GPURenderer):
                               "i": ("%ld", "long")}
 
     def math_name(self, fn: str, d) -> str:
-        return fn          # OpenCL's math functions are overloaded on float and double
+        # OpenCL's math functions are overloaded on float and double
+        return "tk_" + fn if fn in _NAN_FOLDED else fn
 
     def atomic(self, e: N.Atomic) -> str:
         d = e.array.dtype
@@ -121,7 +141,7 @@ class OpenCLRenderer(GPURenderer):
                  "#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable", _HEADER,
                  f"typedef {'int' if k.idx32 else 'long'} tk_idx;",
                  prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
-                 portable_helpers(self.fp64), _float_atomics(self.fp64), _DEBUG if k.debug else ""]
+                 portable_helpers(self.fp64), _nan_guards(self.fp64), _float_atomics(self.fp64), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body) + "\n"
 
 

@@ -321,7 +321,13 @@ def _intdiv() -> str:
 # --------------------------------------------------------------------------
 _FLOATDIV_T = """
 TK_INLINE {t} tk_mod_{s}({t} a, {t} b) {{
-    {t} mod = fmod{f}(a, b);
+    {t} mod;
+#ifdef TK_POCL
+    if (isnan(a) || isnan(b)) {{
+        return a + b;                   /* PoCL folds fmod of a constant NaN wrongly */
+    }}
+#endif
+    mod = fmod{f}(a, b);
     if (b == 0) {{
         return mod;                     /* NaN */
     }}
@@ -337,6 +343,11 @@ TK_INLINE {t} tk_mod_{s}({t} a, {t} b) {{
 
 TK_INLINE {t} tk_floordiv_{s}({t} a, {t} b) {{
     {t} mod, div, floordiv;
+#ifdef TK_POCL
+    if (isnan(a) || isnan(b)) {{
+        return a + b;                   /* PoCL folds fmod of a constant NaN wrongly */
+    }}
+#endif
     if (b == 0) {{
         return a / b;                   /* +-inf or NaN */
     }}

@@ -52,6 +52,10 @@ class _Device:
         self.fp64 = "cl_khr_fp64" in ext
         self.int64_atomics = "cl_khr_int64_base_atomics" in ext and "cl_khr_int64_extended_atomics" in ext
         self.programs: dict = {}
+        # driver workarounds, as preprocessor definitions (see codegen/opencl.py, prelude.py)
+        self.build_options = ["-cl-std=CL1.2", "-w"]
+        if "Portable Computing Language" in platform.name:
+            self.build_options.append("-DTK_POCL=1")
         self.streams = weakref.WeakSet()
         self.lock = threading.Lock()
 
@@ -349,7 +353,7 @@ class CLKernelInstance(KernelInstance):
             prog = dev.programs.get(src)
             if prog is None:
                 try:
-                    prog = cl.Program(dev.ctx, src).build(options=["-cl-std=CL1.2", "-w"])
+                    prog = cl.Program(dev.ctx, src).build(options=dev.build_options)
                 except cl.Error as e:
                     raise CompileError(f"the OpenCL compiler rejected the generated code for kernel "
                                        f"'{self.name}':\n{_tail(str(e))}", ir.file, None, kernel=self.name) from None
