@@ -145,9 +145,10 @@ def _math2(fn):
 def _predicate(fn):
     def h(lw, node):
         (x,) = _exprs(lw, node, 1, fn)
+        t = Ty(D.bool_, x.ty.weak)           # a Python float gives a Python bool
         if not x.ty.dtype.is_float:
-            return N.Const(Ty(D.bool_), lw.loc(node), fn == "isfinite")
-        return N.Call(Ty(D.bool_), lw.loc(node), fn, [x])
+            return N.Const(t, lw.loc(node), fn == "isfinite")
+        return N.Call(t, lw.loc(node), fn, [x])
     return h
 
 
@@ -191,7 +192,7 @@ def _float(lw, node):
 
 def _bool(lw, node):
     (x,) = _exprs(lw, node, 1, "bool")
-    return lw.truth(x, node)
+    return lw.strong_bool(lw.truth(x, node))
 
 
 def _len(lw, node):

@@ -8,6 +8,7 @@ previous run found, until they no longer change.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import builtins
 from dataclasses import dataclass
 
@@ -236,7 +237,8 @@ class Lowerer:
         ann = self.expr(s.annotation)
         value = self.expr(s.value)
         if isinstance(ann, DTypeVal):
-            value = self.cast(self.as_expr(value, s.value), Ty(ann.dtype))
+            # `v: T = x` is `v = T(x)`: an explicit cast (wraps, rounds narrow intermediates)
+            value = self.cast(self.as_expr(value, s.value), Ty(ann.dtype), explicit=True)
         self.assign_target(s.target, value, s)
 
     def s_AugAssign(self, s):
@@ -446,15 +448,19 @@ class Lowerer:
         if e.ty == t:
             return e
         if e.ty.dtype == t.dtype:
-            e.ty = t if isinstance(e, N.Const) else e.ty
-            if e.ty == t:
-                return e
+            if isinstance(e, N.Const):
+                return N.Const(t, e.loc, e.value)     # a new node: constants may be shared
             return N.Cast(t, e.loc, e)
         if isinstance(e, N.Const):
             folded = I.fold_cast(e.value, t.dtype)
             if folded is not None:
                 return N.Const(t, e.loc, folded)
         return N.Cast(t, e.loc, e)
+
+    @staticmethod
+    def strong_bool(e: N.Expr) -> N.Expr:
+        """``e`` (a bool) as a strong bool: ``and``/``or``/``not`` never give Python bools."""
+        return dataclasses.replace(e, ty=Ty(D.bool_)) if e.ty.weak else e
 
     def truth(self, v, node) -> N.Expr:
         e = self.as_expr(v, node)
@@ -631,11 +637,12 @@ class Lowerer:
         else:
             t = D.promote(a.ty, b.ty, df, self.opts.default_int)
         if t.dtype.kind == "b":
-            if op == "-":
+            if op == "-" and not t.weak:
                 raise self.err(node, "'-' is not defined for bools (as in NumPy); use ^ or 'a != b'")
-            if op in ("<<", ">>", "**", "//", "%"):
-                # NumPy has no bool loop for these: bools compute as int8 (Python bools as ints)
-                t = Ty(self.opts.default_int, True) if t.weak else Ty(D.int8)
+            if t.weak and op in ("+", "-", "*", "<<", ">>", "**", "//", "%"):
+                t = Ty(self.opts.default_int, True)          # Python bools are ints: True + True == 2
+            elif op in ("<<", ">>", "**", "//", "%"):
+                t = Ty(D.int8)             # NumPy has no bool loop for these: bools compute as int8
         if isinstance(a, N.Const) and isinstance(b, N.Const) and t.weak and t.dtype.is_int:
             v = I.fold_binop(op, a.value, b.value, t)      # Python ints: exact, any size
             if v is not None:
@@ -695,7 +702,7 @@ class Lowerer:
             if v.ty.dtype.is_float:
                 raise self.err(node, "operator ~ needs an integer or bool")
             if v.ty.dtype.kind == "b":
-                return N.Unary(Ty(D.bool_), loc, "not", v)
+                return N.Unary(v.ty, loc, "not", v)
             if isinstance(v, N.Const):
                 return N.Const(v.ty, loc, I.wrap(~v.value, v.ty))
             return N.Unary(v.ty, loc, "~", v)
@@ -703,7 +710,7 @@ class Lowerer:
 
     def e_BoolOp(self, node):
         op = "and" if isinstance(node.op, ast.And) else "or"
-        vals = [self.truth(self.expr(v), v) for v in node.values]
+        vals = [self.strong_bool(self.truth(self.expr(v), v)) for v in node.values]
         out = vals[0]
         for v in vals[1:]:
             if isinstance(out, N.Const):
@@ -721,14 +728,17 @@ class Lowerer:
                 raise self.err(node, f"comparison {type(opnode).__name__} is not supported in kernels")
             right = self.as_expr(self.expr(rnode), rnode)
             c = self.compare(op, left, right, node)
-            result = c if result is None else N.BinOp(Ty(D.bool_), self.loc(node), "and", result, c)
+            if result is not None:       # a chain is an `and`: a strong bool
+                c = N.BinOp(Ty(D.bool_), self.loc(node), "and", self.strong_bool(result), self.strong_bool(c))
+            result = c
             left = right
         return result
 
     def compare(self, op, a, b, node) -> N.Expr:
         """``a op b`` exactly, as NumPy 2 compares: mixed signed/unsigned 64-bit integers and
-        Python ints outside the other operand's range compare by value, never wrapped."""
-        loc, BT = self.loc(node), Ty(D.bool_)
+        Python ints outside the other operand's range compare by value, never wrapped. Two
+        weak operands (Python scalars) give a weak bool (a Python bool), anything else a bool."""
+        loc, BT = self.loc(node), Ty(D.bool_, a.ty.weak and b.ty.weak)
         da, db = a.ty.dtype, b.ty.dtype
         for x, y, x_right in ((a, b, False), (b, a, True)):
             if isinstance(x, N.Const) and x.ty.weak and da.is_int and db.is_int and isinstance(x.value, int) \

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 import types
 from fractions import Fraction
 
@@ -228,7 +229,7 @@ def _nbin(a, b, fn):
             if not (isinstance(cls, type) and issubclass(cls, Narrow)):
                 nv = cls(n.v)
                 return fn(nv, cls(o)) if na else fn(cls(o), nv)
-            ov = np.float32(o)
+            ov = cast(o, cls.dc).v        # NumPy converts the operand to the promoted (narrow) type
         else:
             return NotImplemented
         av, bv = (n.v, ov) if na else (ov, n.v)
@@ -406,6 +407,54 @@ def op_pow(a, b):
         return a * 0 + b * 0
 
 
+def _fast_pow(x, y):
+    """Float ``x ** y`` with NumPy's fast paths: square, reciprocal, sqrt for y = 2, -1, 0.5."""
+    if y == 2:
+        return x * x
+    if y == -1:
+        return type(x)(1) / x
+    if y == 0.5:
+        return np.sqrt(x)
+    return x ** y
+
+
+def op_powc(a, b):
+    """``a ** c`` with a compile-time constant exponent ``c``: floats take NumPy's fast paths
+    for a scalar exponent (``x ** 2`` is ``x * x``, ``x ** -1`` is ``1 / x``, ``x ** 0.5`` is
+    ``sqrt(x)``), as the compiler does; everything else is :func:`op_pow`."""
+    r = op_pow(a, b)
+    if not (isinstance(b, (int, float, np.number)) and b in (2, -1, 0.5)):
+        return r
+    if isinstance(a, Narrow) or isinstance(b, Narrow):
+        return _nbin(a, b, _fast_pow)
+    if isinstance(r, np.floating):
+        t = type(r)
+        return _fast_pow(t(a), t(b))
+    if type(r) is float:
+        return float(_fast_pow(np.float64(a), np.float64(b)))
+    return r
+
+
+def fold(op: str, a, b):
+    """``a op b`` of two compile-time constants, exactly as the compiler folds it: Python ints
+    with Python's exact arithmetic (``2**70`` is 2**70, not wrapped), Python floats with
+    Python's float arithmetic; anything else as at run time."""
+    ta, tb = type(a), type(b)
+    if ta in _PYNUM and tb in _PYNUM:
+        if ta is not float and tb is not float and op != "/":
+            if not ((op in ("//", "%") and b == 0) or (op == "**" and not 0 <= b <= 4096)
+                    or (op in ("<<", ">>") and not 0 <= b <= 4096)):
+                return _PYOPS[op](a, b)
+        elif op in ("+", "-", "*", "/", "**"):
+            try:
+                r = _PYOPS[op](float(a), float(b))
+            except ArithmeticError:          # 0.0 ** -1, x / 0.0, overflow: left to run time
+                r = None
+            if type(r) is float:
+                return r
+    return _RUNTIME_OPS[op](a, b)
+
+
 def op_lshift(a, b):
     if _isint(a) and _isint(b):
         if 0 <= b < 64:
@@ -425,7 +474,7 @@ def op_rshift(a, b):
 
 def op_neg(a):
     r = -a
-    if type(r) is int and r > _I64MAX:
+    if type(r) is int and not _I64MIN <= r <= _I64MAX:
         return wrap64(r)
     return r
 
@@ -433,7 +482,17 @@ def op_neg(a):
 def op_inv(a):
     if type(a) is bool:
         return not a
-    return ~a
+    r = ~a
+    if type(r) is int and not _I64MIN <= r <= _I64MAX:
+        return wrap64(r)
+    return r
+
+
+_PYOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+          "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<<": operator.lshift,
+          ">>": operator.rshift}
+_RUNTIME_OPS = {"+": op_add, "-": op_sub, "*": op_mul, "/": op_truediv, "//": op_floordiv, "%": op_mod,
+                "**": op_pow, "<<": op_lshift, ">>": op_rshift}
 
 
 def aug_item(container, index, value, op):
@@ -485,7 +544,8 @@ def tk_float(*args):
 
 
 def tk_bool(*args):
-    return builtins.bool(*args)
+    """``bool(x)``: a (strong) bool, as in the compiler."""
+    return np.bool_(builtins.bool(*args))
 
 
 def tk_abs(x):
@@ -609,8 +669,10 @@ def _math2(npfn):
 
 def _pred(npfn, const):
     def f(x):
-        if _isint(x) or isinstance(x, (np.integer, np.bool_)):
+        if _isint(x):
             return const
+        if isinstance(x, (np.integer, np.bool_)):
+            return np.bool_(const)
         if type(x) is float:
             return bool(npfn(x))
         return npfn(x.v if isinstance(x, Narrow) else x)
@@ -674,9 +736,17 @@ def sigmoid(x):
     return one / (one + np.exp(-x))
 
 
+def _to_float(exact: Fraction) -> float:
+    """The float64 nearest to an exact rational; +-inf beyond float64's range."""
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
+
+
 def _round_f32(exact: Fraction) -> np.float32:
     """Correctly rounded float32 of an exact rational (no double rounding)."""
-    r64 = float(exact)
+    r64 = _to_float(exact)
     f = np.float32(r64)
     if Fraction(r64) == exact or not np.isfinite(f):
         return f
@@ -702,7 +772,7 @@ def fma(a, b, c):
         return _round_f32(exact)
     if isinstance(t, type) and issubclass(t, Narrow):
         return t(_round_f32(exact))
-    r = float(exact)
+    r = _to_float(exact)
     return r if t is float else np.float64(r)
 
 
@@ -818,7 +888,10 @@ def _identity(op: str, t):
         return to_type(True, t) if t in (bool, np.bool_) else to_type(-1, t)   # all bits set
     kind = _kind(t)
     if kind == "f":
-        return to_type(math.inf if op == "min" else -math.inf, t)
+        inf = math.inf if op == "min" else -math.inf
+        if isinstance(t, type) and issubclass(t, Narrow):
+            return t(np.float32(inf))      # computed in float32: +-inf even where the type has none
+        return to_type(inf, t)
     if kind == "b":
         return to_type(op == "min", t)
     if t is int:

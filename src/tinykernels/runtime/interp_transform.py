@@ -30,6 +30,9 @@ import textwrap
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from .. import dtypes as D
 from .. import lang
 from ..errors import CompileError
 
@@ -37,6 +40,8 @@ from ..errors import CompileError
 BINOP_HELPERS = {ast.Add: "__tk_add", ast.Sub: "__tk_sub", ast.Mult: "__tk_mul", ast.Div: "__tk_truediv",
                  ast.FloorDiv: "__tk_floordiv", ast.Mod: "__tk_mod", ast.Pow: "__tk_pow",
                  ast.LShift: "__tk_lshift", ast.RShift: "__tk_rshift"}
+FOLD_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+            ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>"}
 RETURNED = "__TK_RETURNED"           # value of an explicit ``return`` in a (generator) kernel
 
 # where each yield point is: site id (a str) -> (file, line, text)
@@ -180,11 +185,13 @@ class _Rewriter(ast.NodeTransformer):
     def __init__(self, fn, fdef, kernel: bool, filename: str):
         self.fn, self.fdef, self.kernel, self.file = fn, fdef, kernel, filename
         self.locals = _local_names(fdef)
+        self.const_params: set = set()
         code = fn.__code__
         self.cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
         self.is_gen = False
         self.funcs: dict = {}
         self.sync, self.Func = _special()
+        self.const_params = self.constexprs()
 
     # --- static resolution of what a call names -----------------------------------------
 
@@ -205,6 +212,54 @@ class _Rewriter(ast.NodeTransformer):
         except Exception:  # noqa: BLE001 - anything unresolvable is left to run time
             return None
         return None
+
+    # --- compile-time constants (what the compiler folds) -----------------------------------
+
+    def constexprs(self) -> set:
+        if not self.kernel:
+            return set()
+        out = set()
+        for a in self.fdef.args.args:
+            if a.annotation is not None and self.resolve(a.annotation) is lang.constexpr:
+                out.add(a.arg)
+        return out
+
+    def static(self, node) -> bool:
+        """Whether the compiler folds ``node`` to a constant: literals, module-level and closure
+        numbers, constexpr arguments, and operators and dtype casts of those. Their Python ints
+        are exact (``2**70``) and a constant float exponent takes NumPy's fast paths."""
+        if isinstance(node, ast.Constant):
+            return type(node.value) in (bool, int, float)
+        if isinstance(node, ast.Name):
+            if node.id in self.locals:
+                return node.id in self.const_params
+            return isinstance(self.resolve(node), (bool, int, float, np.bool_, np.integer, np.floating))
+        if isinstance(node, ast.Attribute):
+            if node.attr == "ndim" and isinstance(node.value, ast.Name) and node.value.id in self.locals:
+                return True                  # an array's rank
+            return isinstance(self.resolve(node), (bool, int, float))
+        if isinstance(node, ast.Subscript):  # tk.groupsize()[k]: the compiler specializes on it
+            v = node.value
+            return (isinstance(v, ast.Call) and self.resolve(v.func) is lang.groupsize and not v.args
+                    and isinstance(node.slice, ast.Constant))
+        if isinstance(node, ast.UnaryOp):
+            return not isinstance(node.op, ast.Not) and self.static(node.operand)
+        if isinstance(node, ast.BinOp):
+            return self.static(node.left) and self.static(node.right)
+        if isinstance(node, ast.IfExp):
+            return self.static(node.test) and self.static(node.body) and self.static(node.orelse)
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+            f = self.resolve(node.func)
+            if f in (int, float, bool):
+                return self.static(node.args[0])
+            fn = node.func
+            if isinstance(fn, ast.Attribute) and fn.attr == "dtype" and isinstance(fn.value, ast.Name) \
+                    and fn.value.id in self.locals:
+                return self.static(node.args[0])     # A.dtype(c): a folded cast (not quite for bf16/fp8 arrays, which the compiler casts at run time)
+            d = D.from_any(f) if isinstance(f, type) and f not in (bool, int, float) else None
+            if d is not None and d.name not in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+                return self.static(node.args[0])
+        return False
 
     def site(self, node, text: str) -> ast.Constant:
         """A unique, readable id of a barrier / collective / uniform (pdb shows it as the
@@ -259,27 +314,44 @@ class _Rewriter(ast.NodeTransformer):
     # --- operators -----------------------------------------------------------------------
 
     def visit_BinOp(self, node):
+        const_l, const_r = self.static(node.left), self.static(node.right)
         node = self.generic_visit(node)
         h = BINOP_HELPERS.get(type(node.op))
         if h is None:
             return node
+        if const_l and const_r and type(node.op) in FOLD_OPS:      # folded by the compiler: exact
+            op = ast.copy_location(ast.Constant(value=FOLD_OPS[type(node.op)]), node)
+            return _call("__tk_fold", [op, node.left, node.right], node)
+        if const_r and isinstance(node.op, ast.Pow):
+            h = "__tk_powc"
         return _call(h, [node.left, node.right], node)
 
     def visit_UnaryOp(self, node):
+        const = self.static(node.operand)
         node = self.generic_visit(node)
         if isinstance(node.op, ast.USub):
             o = node.operand
             if isinstance(o, ast.Constant) and type(o.value) in (int, float):
                 return ast.copy_location(ast.Constant(value=-o.value), node)
+            if const:
+                return node                  # a folded constant: exact (Python ints do not wrap)
             return _call("__tk_neg", [o], node)
         if isinstance(node.op, ast.Invert):
             return _call("__tk_inv", [node.operand], node)
+        if isinstance(node.op, ast.Not):
+            return _call("__tk_bool", [node], node)        # `not` gives a (strong) bool
+        return node
+
+    def visit_Compare(self, node):
+        node = self.generic_visit(node)
+        if len(node.ops) > 1:
+            return _call("__tk_bool", [node], node)        # a chain is an `and`: a (strong) bool
         return node
 
     def visit_BoolOp(self, node):
         node = self.generic_visit(node)
         node.values = [_call("__tk_truth", [v], v) for v in node.values]
-        return node
+        return _call("__tk_bool", [node], node)            # `and`/`or` give a (strong) bool
 
     def visit_AugAssign(self, node):
         node = self.generic_visit(node)

@@ -37,7 +37,7 @@ from .interp_errors import (DataRaceError, DivergentBarrierError, KernelCheckErr
                             UninitializedReadError)
 from .interp_lang import RETURNED_VALUE, Group, Item, KernelContext, unravel
 from .interp_memory import make_array
-from .interp_ops import collective, dtype_cast
+from .interp_ops import cast, collective, dtype_cast
 from .interp_transform import SITES, transform
 from .streams import Event, completed_event
 
@@ -152,7 +152,7 @@ def run_kernel(kernel, norm, geom, ndim, wg, check: bool) -> None:
     tr = transform(kernel.fn, kernel=True)
     ctx.kcode = tr.code
     args = [make_array(a, name, ctx, const=(kind == "const")) if isinstance(a, np.ndarray) else
-            _constexpr(a) if kind == "constexpr" else a
+            _constexpr(a) if kind == "constexpr" else _scalar(a)
             for a, (name, kind) in zip(norm, kernel.params)]
     if check:
         _check_const_aliasing(kernel, norm)
@@ -190,6 +190,20 @@ def _trim_traceback(e: BaseException) -> None:
 def _is_derived(kernel) -> bool:
     """Whether a kernel is made from another one's IR (not from its own Python function)."""
     return getattr(type(kernel), "lower_ir", None) is not getattr(Kernel, "lower_ir", None)
+
+
+def _scalar(a):
+    """A scalar argument as kernels compute with it: float16 / bfloat16 / fp8 NumPy scalars
+    become :class:`.interp_ops.Narrow` values (float32 arithmetic, rounded on store), like
+    loads from arrays of those types."""
+    if isinstance(a, np.generic) and not isinstance(a, (np.bool_, np.integer, np.float32, np.float64)):
+        try:
+            dc = dtype_cast(type(a))
+        except TypeError:
+            return a
+        if dc.storage:
+            return cast(a, dc)
+    return a
 
 
 def _constexpr(a):
