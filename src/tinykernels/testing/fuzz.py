@@ -55,64 +55,38 @@ except ImportError:  # pragma: no cover - without ml_dtypes the narrow floats ar
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
 KNOWN_BUGS = {
-    "weak-bool": "comparisons of two Python scalars, `not`, `and`, `or`, `bool()` and Python bool values "
-                 "are Python bools (weak) on the interpreter but strong np.bool_ in the compiler (and a weak "
-                 "bool + weak bool is logical or there): `(i < 3) + (i < 5)` is 2 on INTERP, 1 on CPU, and "
-                 "`(i < 3) * 2 + x_int8` is int8 on INTERP but int64 on CPU",
-    "weak-int-fold": "the compiler folds constant Python-int expressions exactly (arbitrary precision) where "
-                     "the language (and the interpreter) wraps every weak int operation to int64: "
-                     "`(2**62 * 4) // 8` is 2**61 on CPU, 0 on INTERP; `1 << 2**62` makes the compiler "
-                     "raise a bare MemoryError",
-    "pow-fastpath": "`x ** 2`, `x ** -1` and `x ** 0.5` on floats are x*x, 1/x and sqrt(x) in the compiler "
-                    "(NumPy's array fast paths, as language.md says) but C pow() on the interpreter (NumPy "
-                    "scalar power): about 1 in 2000 results differ in the last bit (`io[i] **= -1` with "
-                    "io = -0.2335961... gives -4.280892020642491 vs ...492), and x ** 0.5 differs for -0.0 "
-                    "(-0.0 vs 0.0) and -inf (nan vs inf)",
-    "f16-scalar-arg": "a np.float16 scalar kernel argument computes as a NumPy float16 on the interpreter "
-                      "(rounded after every operation) instead of in float32 rounded on store: "
-                      "`o_f64[i] = x_u8[i] - h` with h = np.float16(-59.4) gives 77.375 on INTERP, 77.40625 on CPU",
-    "fp8-minmax-identity": "tk.group_reduce / tk.group_scan with op 'min' or 'max' on float8_e4m3fn give NaN "
-                           "on the interpreter: the identity (+-inf) is not representable in e4m3fn (no "
-                           "infinities) and becomes NaN, which then wins every comparison; CPU and CL are right",
-    "ndrange-in-for": "the C renderer names a for loop's trip count `tk_n<k>` (CLikeRenderer.s_For: "
-                      "self.fresh('n')), which shadows the ndrange extent `tk_n2`: `tk.ndrange()[2]` inside the "
-                      "first for loop of a kernel reads the loop's trip count (CPU and CL); in 3-D kernels with "
-                      "barriers / local memory a for loop run at group level also checks the per-item mask "
-                      "`tk_p2 < tk_n2` and computes the linear index with it, so items are skipped or get "
-                      "the wrong tk.index()",
-    "tuple-swap": "tuple assignment assigns element by element in the compiler: `a, b = b, a` makes both "
-                  "equal to the old b (frontend/lower.py s_Assign/assign_target read the right-hand side's "
-                  "variables after the first target was already stored); the interpreter swaps",
-    "narrow-self-cast": "an explicit cast to float16 / bfloat16 / fp8 of a value that already has that type "
-                        "(an unrounded float32 intermediate such as x_f16 * y_f16) is dropped by the compiler "
-                        "(frontend/lower.py Lowerer.cast returns e when e.ty == t), so `tk.float16(x * x)` and "
-                        "`v: tk.float16 = x * x` do not round (CPU and CL); the interpreter rounds, as "
-                        "language.md says",
-    "fma-overflow": "tk.fma on float64 / Python floats whose exact result overflows raises OverflowError "
-                    "('integer division result too large for a float') on the interpreter "
-                    "(interp_ops.fma converts the exact Fraction with float()); CPU gives inf",
-    "func-return-grouped": "in a kernel with barriers or local memory (the group-by-group code shape), a "
-                           "`return` before the end of a @tk.func becomes a `goto` out of the per-item loop: "
-                           "only the group's first work item gets the function's results, the others read "
-                           "uninitialised values (CPU; nondeterministic output)",
-    "pocl-collective-loop": "OpenCL on PoCL 3.1 (LLVM 15): a tk.group_reduce / tk.group_scan inside a for or "
-                            "while loop followed by any statement after the loop aborts the Python process at "
-                            "the first launch (pocl::ParallelRegion::Verify(): Assertion `Incoming edges to "
-                            "non-entry block!`): `for w in range(2): o[i, 1] = tk.group_reduce(s, 'add')` then "
-                            "`o[i, 0] = 7`",
-    "cl-const-nan": "OpenCL on PoCL 3.1: operations the driver folds at compile time go wrong when a "
-                    "constant is NaN or infinite: exp, expm1, sinh, tanh and tk.sigmoid of a constant NaN "
-                    "(`math.tanh(tk.float32(math.nan))`) give 0.0, `tk.float8_e4m3fn(7) // 1e10` (7 // NaN) "
-                    "gives 0.0, `v = tk.float8_e5m2(1e10); v // (v / v)` gives -0.0 instead of NaN; the "
-                    "same operations on values loaded at run time are right",
-    "const-weak-mutation": "a tk.constexpr Python int used once with a strong int64 operand "
-                           "(`tk.int64(5) + C`) becomes a strong int64 for the rest of the kernel: "
-                           "frontend/lower.py Lowerer.cast changes the type of the shared N.Const in place "
-                           "(`e.ty = t`), so `(x_int8 + C) * 100` no longer wraps in int8 (CPU and CL give 400 "
-                           "where NumPy and INTERP give -112)",
-    "fp8-int-operand": "fp8 (float8_e4m3fn / float8_e5m2) combined with an int8/uint8 value: the compiler "
-                       "rounds the integer operand to the fp8 type (the promoted type), the interpreter "
-                       "converts it to float32 exactly: `x_fp8 + y_int8` with y = 17 gives 17 vs 18",
+    'pocl-collective-loop': "OpenCL on PoCL 3.1 (LLVM 15): a tk.group_reduce / tk.group_scan inside a for or while loop followed by any statement after the loop aborts the Python process at the first launch (pocl::ParallelRegion::Verify(): Assertion `Incoming edges to non-entry block!`): `for w in range(2): o[i, 1] = tk.group_reduce(s, 'add')` then `o[i, 0] = 7`",
+}
+
+#: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
+#: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
+FIXED_BUGS = {
+    'weak-bool': ('comparisons of two Python scalars, `not`, `and`, `or`, `bool()` and Python bool values are Python bools (weak) on the interpreter but strong np.bool_ in the compiler (and a weak bool + weak bool is logical or there): `(i < 3) + (i < 5)` is 2 on INTERP, 1 on CPU, and `(i < 3) * 2 + x_int8` is int8 on INTERP but int64 on CPU',
+        'fixed: comparisons of two weak operands (and math.isnan & co. of a Python float) give a weak bool in the compiler too, and Python bools compute as ints there (True + True == 2); `not`, `and`, `or`, `bool()` and chained comparisons give a strong bool on both (frontend/lower.py compare, interp_transform.py)'),
+    'weak-int-fold': ('the compiler folds constant Python-int expressions exactly (arbitrary precision) where the language (and the interpreter) wraps every weak int operation to int64: `(2**62 * 4) // 8` is 2**61 on CPU, 0 on INTERP; `1 << 2**62` makes the compiler raise a bare MemoryError',
+        "fixed: the interpreter evaluates what the compiler folds (literals, module-level numbers, constexprs and operators on them: interp_transform static) with Python's exact integer arithmetic (interp_ops.fold), so `(2**62 * 4) // 8` is 2**61 on both; run-time weak ints wrap in int64 on both"),
+    'pow-fastpath': ("`x ** 2`, `x ** -1` and `x ** 0.5` on floats are x*x, 1/x and sqrt(x) in the compiler (NumPy's array fast paths, as language.md says) but C pow() on the interpreter (NumPy scalar power): about 1 in 2000 results differ in the last bit (`io[i] **= -1` with io = -0.2335961... gives -4.280892020642491 vs ...492), and x ** 0.5 differs for -0.0 (-0.0 vs 0.0) and -inf (nan vs inf)",
+        "fixed: the interpreter takes NumPy's scalar-exponent fast paths (x*x, 1/x, sqrt) exactly where the compiler does, for a compile-time constant exponent (interp_transform static, interp_ops.op_powc); a run-time exponent is pow() on both, as NumPy's array ** array"),
+    'f16-scalar-arg': ('a np.float16 scalar kernel argument computes as a NumPy float16 on the interpreter (rounded after every operation) instead of in float32 rounded on store: `o_f64[i] = x_u8[i] - h` with h = np.float16(-59.4) gives 77.375 on INTERP, 77.40625 on CPU',
+        'fixed: the interpreter turns float16/bfloat16/fp8 scalar arguments into float32-computing narrow values (interpreter._scalar)'),
+    'fp8-minmax-identity': ("tk.group_reduce / tk.group_scan with op 'min' or 'max' on float8_e4m3fn give NaN on the interpreter: the identity (+-inf) is not representable in e4m3fn (no infinities) and becomes NaN, which then wins every comparison; CPU and CL are right",
+        "fixed: the interpreter's min/max identity of a narrow float is +-inf in float32 (interp_ops._identity)"),
+    'ndrange-in-for': ("the C renderer names a for loop's trip count `tk_n<k>` (CLikeRenderer.s_For: self.fresh('n')), which shadows the ndrange extent `tk_n2`: `tk.ndrange()[2]` inside the first for loop of a kernel reads the loop's trip count (CPU and CL); in 3-D kernels with barriers / local memory a for loop run at group level also checks the per-item mask `tk_p2 < tk_n2` and computes the linear index with it, so items are skipped or get the wrong tk.index()",
+        'fixed: loop trip counts get their own names (codegen/clike.py s_For)'),
+    'tuple-swap': ("tuple assignment assigns element by element in the compiler: `a, b = b, a` makes both equal to the old b (frontend/lower.py s_Assign/assign_target read the right-hand side's variables after the first target was already stored); the interpreter swaps",
+        'fixed: tuple assignment evaluates the whole right-hand side first (frontend/lower.py)'),
+    'narrow-self-cast': ('an explicit cast to float16 / bfloat16 / fp8 of a value that already has that type (an unrounded float32 intermediate such as x_f16 * y_f16) is dropped by the compiler (frontend/lower.py Lowerer.cast returns e when e.ty == t), so `tk.float16(x * x)` and `v: tk.float16 = x * x` do not round (CPU and CL); the interpreter rounds, as language.md says',
+        'fixed: an explicit narrow cast of a narrow intermediate rounds (frontend/lower.py cast)'),
+    'fma-overflow': ("tk.fma on float64 / Python floats whose exact result overflows raises OverflowError ('integer division result too large for a float') on the interpreter (interp_ops.fma converts the exact Fraction with float()); CPU gives inf",
+        "fixed: the interpreter's exact fma rounds an overflowing result to +-inf (interp_ops._to_float)"),
+    'func-return-grouped': ("in a kernel with barriers or local memory (the group-by-group code shape), a `return` before the end of a @tk.func becomes a `goto` out of the per-item loop: only the group's first work item gets the function's results, the others read uninitialised values (CPU; nondeterministic output)",
+        "fixed: a @tk.func's early return stays inside the per-item loop (passes/groups.py)"),
+    'cl-const-nan': ('OpenCL on PoCL 3.1: operations the driver folds at compile time go wrong when a constant is NaN or infinite: exp, expm1, sinh, tanh and tk.sigmoid of a constant NaN (`math.tanh(tk.float32(math.nan))`) give 0.0, `tk.float8_e4m3fn(7) // 1e10` (7 // NaN) gives 0.0, `v = tk.float8_e5m2(1e10); v // (v / v)` gives -0.0 instead of NaN; the same operations on values loaded at run time are right',
+        'worked around: for PoCL the OpenCL code passes NaN through exp/expm1/exp2/exp10/sinh/cosh/tanh and float // and % before the driver can fold them (codegen/opencl.py _nan_guards, prelude floatdiv under TK_POCL)'),
+    'const-weak-mutation': ('a tk.constexpr Python int used once with a strong int64 operand (`tk.int64(5) + C`) becomes a strong int64 for the rest of the kernel: frontend/lower.py Lowerer.cast changes the type of the shared N.Const in place (`e.ty = t`), so `(x_int8 + C) * 100` no longer wraps in int8 (CPU and CL give 400 where NumPy and INTERP give -112)',
+        'fixed: Lowerer.cast returns a new constant instead of retyping a shared one'),
+    'fp8-int-operand': ('fp8 (float8_e4m3fn / float8_e5m2) combined with an int8/uint8 value: the compiler rounds the integer operand to the fp8 type (the promoted type), the interpreter converts it to float32 exactly: `x_fp8 + y_int8` with y = 17 gives 17 vs 18',
+        'fixed: the interpreter converts an int8/uint8 operand to the promoted fp8 type, as NumPy and the compiler do (interp_ops._nbin)'),
 }
 
 
@@ -154,7 +128,7 @@ def _ty(t: str) -> D.Ty:
     if t == "pyfloat":
         return D.Ty(D.float64, True)
     if t == "lbool":
-        return D.Ty(D.bool_, False)
+        return D.Ty(D.bool_, True)        # a Python bool: weak
     return D.Ty(D.BY_NAME[t], False)
 
 
@@ -234,12 +208,8 @@ def _pair(op: str, a: str, b: str):
         if op in ("<<", ">>", "**", "//", "%"):
             r = "int8"
     bug = None
-    if la and lb and op in ("&", "|", "^", "min"):
-        r = "lbool"
-    elif la or lb:
-        other = b if la else a
-        if other in WEAK or other == "lbool":
-            bug = "weak-bool"
+    if r == "lbool" and op in ("+", "-", "*", "<<", ">>", "**", "//", "%"):
+        r, bug = "pyint", "weak-bool"     # Python bools are ints: True + True == 2 (was a bug)
     if (a in FP8 and b in ("int8", "uint8")) or (b in FP8 and a in ("int8", "uint8")):
         bug = bug or "fp8-int-operand"
     need = "a" if (a == "pyint" and b in INTS) else "b" if (b == "pyint" and a in INTS) else None
@@ -503,7 +473,8 @@ class Gen:
                 v = 0
             return Ex(f"({v})" if v < 0 else str(v), "pyint", True, v)
         if t == "pyfloat":
-            return Ex(self.pick(self.float_lits()), "pyfloat", True)
+            v = self.pick(self.float_lits())
+            return Ex(f"({v})" if v.startswith("-") else v, "pyfloat", True)
         if t == "lbool":
             return Ex(self.pick(["True", "False"]), "lbool", True)
         ns = self.pick(["tk", "tk", "np"])
@@ -661,11 +632,9 @@ class Gen:
     def _expr(self, t: str, d: int, uni: bool) -> Ex:
         opts = [("leaf", 2), ("binop", 7), ("unary", 1), ("ternary", 1), ("call", 2), ("cast", 2)]
         if t in ("bool", "lbool"):
-            opts += [("cmp", 6)]
-        if t == "lbool":
-            opts += [("logic", 3), ("pred", 1), ("chain", 1)]
-        if t == "bool":
-            opts += [("pred", 1)]
+            opts += [("cmp", 6), ("pred", 1)]
+        if t == "bool":               # and / or / not / bool() / chains give a strong bool
+            opts += [("logic", 3), ("chain", 1)]
         if self.funcs and not uni and any(len(f[2]) == 1 and f[2][0] == t for f in self.funcs):
             opts.append(("func", 2))
         k = self.wchoice(opts)
@@ -679,6 +648,8 @@ class Gen:
         bug cl-const-nan: the OpenCL driver folds those wrongly)."""
         if not self.maybe_const(code):
             return False
+        if "**" in code or "<<" in code:
+            return True                   # do not evaluate possibly huge Python ints; just avoid it
         ns = dict(_CONST_NS)
         for sc in self.scopes:
             for n, v in sc.items():
@@ -754,10 +725,8 @@ class Gen:
         constant expression with an intermediate value outside int64 is avoided."""
         v = self.const_eval(ast.parse(code, mode="eval").body)
         if v is Gen._RISK:
-            if "weak-int-fold" in self.excl:
-                raise _Retry
-            self.features.add("bug:weak-int-fold")
-            return None
+            # a constant outside int64 (or possibly): a CompileError where it meets a run-time value
+            raise _Retry
         return v[1] if v is not None and v[0] == "w" else None
 
     def const_eval(self, n):
@@ -865,13 +834,10 @@ class Gen:
 
     def x_unary(self, t, d, uni):
         k = self.r.random()
-        if t == "lbool":
-            if k < 0.6:
-                e = self.expr(self.pick(list(self.types) + ["pyint", "pyfloat", "lbool"]), d - 1, uni)
-                return Ex(f"(not {e.code})", t, e.uni)
-            e = self.expr("lbool", d - 1, uni)
-            return Ex(f"(~{e.code})", t, e.uni)
-        if t == "bool" or (is_int(t) and k < 0.4):
+        if t == "bool" and k < 0.5:
+            e = self.expr(self.pick(list(self.types) + ["pyint", "pyfloat", "lbool"]), d - 1, uni)
+            return Ex(f"(not {e.code})", t, e.uni)
+        if t in ("bool", "lbool") or (is_int(t) and k < 0.4):
             e = self.expr(t, d - 1, uni)
             code = f"(~{e.code})"
             return Ex(code, t, e.uni, self.fold_check(code) if t == "pyint" else None)
@@ -923,7 +889,7 @@ class Gen:
                 "fp8-int-operand" in self.excl:
             raise _Retry
         es = [self.expr(x, d - 1, uni) for x in (a, b, c)]
-        return Ex(f"({es[0].code} {self.pick(CMPS)} {es[1].code} {self.pick(CMPS)} {es[2].code})", "lbool",
+        return Ex(f"({es[0].code} {self.pick(CMPS)} {es[1].code} {self.pick(CMPS)} {es[2].code})", "bool",
                   all(e.uni for e in es))
 
     def x_logic(self, t, d, uni):
@@ -992,6 +958,8 @@ class Gen:
         if t == "pyfloat":
             return Ex(f"float({e.code})", t, e.uni)
         if t == "lbool":
+            raise _Retry                  # bool(x) is a strong bool
+        if t == "bool" and self.chance(0.3):
             return Ex(f"bool({e.code})", t, e.uni)
         name = self.dtype_spelling(t)
         if t in INTS and is_float(src):
@@ -1128,7 +1096,8 @@ class Gen:
         for _ in range(8):
             code, t, ulps = self._inexact()
             args = ast.parse(code, mode="eval").body
-            args = [args.left, args.right] if isinstance(args, ast.BinOp) else args.args
+            args = [args.left, args.right] if isinstance(args, ast.BinOp) else \
+                args.args if isinstance(args, ast.Call) else [args]
             if any(self.maybe_const(ast.unparse(a)) for a in args):
                 if "cl-const-nan" in self.excl:
                     continue               # a compile-time argument: possibly NaN (known bug cl-const-nan)
@@ -2205,8 +2174,13 @@ def store_ulps(ulps: int, comp: str, store: str):
 
 
 def generate(seed: int, opts: Options | None = None) -> Case:
-    """The case of ``seed`` (deterministic)."""
-    return Gen(seed, opts).generate()
+    """The case of ``seed`` (deterministic). Its ``features`` name the constructs of open bugs
+    ``bug:<id>`` (only when ``opts.exclude`` lets them through) and those of fixed ones
+    ``fixed:<id>``."""
+    case = Gen(seed, opts).generate()
+    case.features = {("fixed:" + f[4:]) if f.startswith("bug:") and f[4:] in FIXED_BUGS else f
+                     for f in case.features}
+    return case
 
 
 # ----------------------------------------------------------------------------- running a case
@@ -2569,10 +2543,46 @@ def _crash_text(stderr: str) -> str:
     return re.sub(r"\d+", "N", lines[-1].strip())[:200] if lines else ""
 
 
+def _isolated_signatures(case: Case, backend, reference, timeout: float) -> list:
+    """The mismatch signatures of ``case`` checked in a fresh Python process (a crash or a hang of
+    the driver cannot take the caller down): [("crash", text)] / [("timeout", "")] when it dies."""
+    import json
+    import subprocess
+    bname = backend if isinstance(backend, str) else getattr(backend, "dev", "CPU")
+    with tempfile.TemporaryDirectory() as d:
+        path = write_reproducer(case, os.path.join(d, "cand.py"), (), [bname], reference)
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        code = ("import sys; from tinykernels.testing.fuzz import _print_signatures; "
+                "_print_signatures(sys.argv[1], sys.argv[2], sys.argv[3])")
+        try:
+            r = subprocess.run([sys.executable, "-c", code, path, bname, reference], capture_output=True,
+                               text=True, env=env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return [("timeout", "")]
+    if r.returncode != 0:
+        return [("crash", _crash_text(r.stderr))]
+    return [tuple(json.loads(ln[4:])) for ln in r.stdout.splitlines() if ln.startswith("SIG\t")]
+
+
+def _print_signatures(path: str, backend: str, reference: str) -> None:
+    import json
+    ns = {"__name__": "tk_fuzz_candidate", "__file__": path}
+    with open(path) as f:
+        exec(compile(f.read(), path, "exec"), ns)
+    kname = next(n for n, v in ns.items() if type(v).__name__ == "Kernel")
+    import warnings
+    warnings.simplefilter("ignore")
+    for m in check_case(case_from_namespace(ns, kname), [backend], reference):
+        print("SIG\t" + json.dumps(list(m.signature())), flush=True)
+
+
 def minimize(case: Case, backend="CPU", reference="INTERP", signature=None, budget_s: float = 60.0,
-             log=None) -> Case:
+             log=None, isolate=None) -> Case:
     """A smaller case (statements deleted, blocks unwrapped, expressions replaced by operands) that
-    still shows the same kind of disagreement (``Mismatch.signature``)."""
+    still shows the same kind of disagreement (``Mismatch.signature``). ``isolate`` (default: for
+    crashes, hangs and device backends) checks each candidate in a subprocess."""
     t0 = time.time()
     if signature is None:
         ms = check_case(case, [backend], reference)
@@ -2582,30 +2592,18 @@ def minimize(case: Case, backend="CPU", reference="INTERP", signature=None, budg
     if signature[0] != "ref-error" and reference in ("INTERP", "interp"):
         # candidates must stay free of races and uninitialised reads: check mode rejects them
         reference = "INTERP:CHECK"
-    isolated = signature[0] in ("crash", "timeout")
+    if isolate is None:
+        isolate = signature[0] in ("crash", "timeout") or not getattr(_backend(backend), "is_host", True)
 
     def interesting_isolated(src):
-        """Crashes and hangs: run the candidate as a reproducer script in a subprocess."""
-        import subprocess
+        """Crashes, hangs and device backends: check the candidate in a subprocess."""
         c = dataclasses.replace(case, source=src + "\n")
-        with tempfile.TemporaryDirectory() as d:
-            path = write_reproducer(c, os.path.join(d, "cand.py"), (), [backend], reference)
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.dirname(
-                os.path.abspath(__file__))))] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-            try:
-                r = subprocess.run([sys.executable, path], capture_output=True, text=True, env=env,
-                                   timeout=60 if signature[0] == "crash" else 30)
-            except subprocess.TimeoutExpired:
-                return signature[0] == "timeout"
-        if signature[0] == "timeout":
-            return False
-        return r.returncode not in (0, 1) and _crash_text(r.stderr) == signature[1]
+        return signature in _isolated_signatures(c, backend, reference, 60.0)
 
     def interesting(src):
         if src is None or time.time() - t0 > budget_s:
             return False
-        if isolated:
+        if isolate:
             return interesting_isolated(src)
         c = dataclasses.replace(case, source=src + "\n")
         for _ in range(2):        # twice: a flaky disagreement (uninitialised memory) must not lead astray

@@ -1,0 +1,460 @@
+"""The differential fuzzer (tinykernels.testing.fuzz, docs/fuzzing.md): a bounded run of generated
+kernels on the compiled backends against the interpreter, the generator's own guarantees, and one
+regression test per disagreement the fuzzer ever found (strict xfail while the bug is open)."""
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.testing import fuzz as F
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+CPU_OK = tk.CPU.available()[0]
+CL_OK = tk.backends().get("OpenCL", (False, ""))[0]
+needs_cpu = pytest.mark.skipif(not CPU_OK, reason="no C compiler for the CPU backend")
+needs_cl = pytest.mark.skipif(not CL_OK, reason="no OpenCL device")
+
+INTERP = tk.Interpreter()
+
+
+def xfail_bug(bug_id):
+    """A strict xfail for the open bug ``bug_id`` of :data:`tinykernels.testing.fuzz.KNOWN_BUGS`."""
+    return pytest.mark.xfail(strict=True, reason="BUG: " + F.KNOWN_BUGS[bug_id])
+
+
+# ----------------------------------------------------------------------------- the bounded run
+
+SEEDS_CPU = range(0, 200)        # fixed: the same kernels every run (the disk cache keeps them fast)
+SEEDS_CL = range(0, 60)
+
+
+def _no_mismatch(summ):
+    assert not summ.mismatches, "\n".join(str(m) for m in summ.mismatches)
+
+
+@needs_cpu
+def test_bounded_fuzz_run_cpu_against_interpreter():
+    _no_mismatch(F.fuzz(SEEDS_CPU, ["CPU"], "INTERP", jobs=1, minimize_found=False))
+
+
+@needs_cl
+def test_bounded_fuzz_run_opencl_against_interpreter():
+    _no_mismatch(F.fuzz(SEEDS_CL, ["CL"], "INTERP", jobs=1, minimize_found=False))
+
+
+# ----------------------------------------------------------------------------- the generator
+
+def test_generation_is_reproducible_from_the_seed():
+    for seed in (0, 1, 12345):
+        a, b = F.generate(seed), F.generate(seed)
+        assert a.source == b.source and a.ndrange == b.ndrange and a.workgroupsize == b.workgroupsize
+        for x, y in zip(a.args, b.args):
+            assert x.name == y.name and x.kind == y.kind
+            if x.kind == "array":
+                assert x.value.tobytes() == y.value.tobytes()
+            else:
+                assert repr(x.value) == repr(y.value)
+    assert F.generate(1).source != F.generate(2).source
+
+
+def test_generated_kernels_cover_the_language():
+    feats = set()
+    for seed in SEEDS_CPU:
+        feats |= F.generate(seed).features
+    for f in ("grouped", "barrier", "localmem", "collective", "uniform", "atomic", "atomic-own", "local-atomic",
+              "func", "func-tuple", "inexact", "io", "private", "strided", "ndim1", "ndim2", "ndim3",
+              "ndrange-offset", "partial-group", "unsafe_indices", "cartesian-store", "return-before-barrier"):
+        assert f in feats, f
+    text = "\n".join(F.generate(s).source for s in range(60))
+    for needle in ("while ", "for ", " in range(", "break", "continue", "elif ", " if ", " else ", " and ",
+                   " or ", "not ", "**", "//", " % ", "<<", ">>", " ^ ", " & ", " | ", "~", "tk.float16(",
+                   "tk.bfloat16(", "tk.float8_e4m3fn(", "np.uint64(", "int(", "float(", "bool(", "math.floor(",
+                   "tk.clamp(", "tk.select(", "tk.fma(", "min(", "max(", "abs(", "tk.atomic_", "tk.group_reduce(",
+                   "tk.group_scan(", "tk.uniform(", "tk.synchronize()", "tk.private(", "tk.constexpr", "tk.Const",
+                   "@tk.func", "tk.index(tk.Global, tk.Cartesian)", "tk.ngroups()", "tk.groupsize()"):
+        assert needle in text, needle
+
+
+def test_excluded_known_bugs_are_not_generated():
+    for seed in range(300):
+        assert not any(f.startswith("bug:") for f in F.generate(seed).features)
+    opts = F.Options(exclude=frozenset())
+    found = set()
+    for seed in range(400):
+        found |= {f[4:] for f in F.generate(seed, opts).features if f.startswith("bug:")}
+    assert {"pocl-collective-loop"} <= found
+    fixed = set()
+    for seed in range(400):
+        fixed |= {f[6:] for f in F.generate(seed).features if f.startswith("fixed:")}
+    assert {"weak-bool", "tuple-swap", "pow-fastpath", "const-weak-mutation"} <= fixed     # generated again
+
+
+def test_every_known_bug_has_a_regression_test():
+    text = open(__file__).read()
+    for bug in F.KNOWN_BUGS:
+        assert f'xfail_bug("{bug}")' in text, bug
+    for bug in F.FIXED_BUGS:
+        assert f"# fixed: {bug}\n" in text, bug
+    assert not set(F.KNOWN_BUGS) & set(F.FIXED_BUGS)
+
+
+@needs_cpu
+def test_reproducer_round_trip(tmp_path):
+    case = F.generate(7)
+    path = F.write_reproducer(case, str(tmp_path / "seed7.py"), (), ["CPU"])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(os.path.dirname(__file__), "..", "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    r = subprocess.run([sys.executable, path], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "agree" in r.stdout
+
+
+@needs_cpu
+def test_comparison_and_minimiser_find_a_planted_disagreement(monkeypatch):
+    """A fixed compiler bug planted again (tuple assignment element by element), inside noise:
+    check_case reports it, minimize shrinks the kernel to the swap."""
+    from tinykernels.frontend import lower
+    monkeypatch.setattr(lower.Lowerer, "snapshot", lambda self, v, node: v)
+    src = textwrap.dedent('''\
+        import math
+        import numpy as np
+        import tinykernels as tk
+
+
+        @tk.kernel
+        def planted(o, x: tk.Const):
+            li = tk.index()
+            v1 = x[li % len(x)] * 3
+            v2 = v1 + 7
+            a = li
+            b = li + 10
+            o[li, 0] = v2 - v1
+            a, b = b, a
+            v3 = math.floor(tk.float32(v2) * 0.5)
+            o[li, 1] = a - b
+            o[li, 2] = v3
+        ''')
+    args = [F.ArgSpec("o", "array", np.zeros((8, 3), np.int64), "out", tol=[0, 0, 0]),
+            F.ArgSpec("x", "array", np.arange(5, dtype=np.int32), "in", True)]
+    case = F.Case(-1, src, "planted", args, 8)
+    ms = F.check_case(case, ["CPU"], "INTERP")
+    assert [m.kind for m in ms] == ["value"] and ms[0].array == "o"
+    assert all(i[1] == 1 for i, _, _ in ms[0].where)             # only the swapped column
+    small = F.minimize(case, "CPU", "INTERP", ms[0].signature(), budget_s=60)
+    assert F.check_case(small, ["CPU"], "INTERP")
+    assert len(small.source.splitlines()) < len(src.splitlines())
+    assert "a, b = (b, a)" in small.source or "a, b = b, a" in small.source
+    assert "math.floor" not in small.source
+
+
+def test_ulp_comparison():
+    want = np.array([[1.0, 1.0, np.nan, 0.0]], np.float32)
+    got = np.array([[np.nextafter(np.float32(1), np.float32(2)), 1.0, np.nan, -0.0]], np.float32)
+    assert F.compare_arrays("o", got, want, [0, 0, 0, 0]) == [((0, 0), repr(float(got[0, 0])), "1.0"),
+                                                              ((0, 3), "-0.0", "0.0")]
+    assert F.compare_arrays("o", got, want, [1, 0, 0, 1]) == []
+    got64 = np.array([[1.0 + 2 ** -23]], np.float64)                # float32-computed, stored in float64
+    assert F.compare_arrays("o", got64, np.array([[1.0]]), [(1, "float32")]) == []
+    assert F.compare_arrays("o", got64, np.array([[1.0]]), [3]) != []
+    assert F.compare_arrays("o", np.array([[np.nan]], np.float32), np.array([[1.0]], np.float32), [16]) != []
+
+
+# ----------------------------------------------------------------------------- regression tests
+
+def _run(kernel, backend, arrays, scalars=(), ndrange=None, workgroupsize=None, static_wg=None):
+    """Launch with fresh copies of ``arrays`` (then ``scalars``); the arrays afterwards."""
+    b = tk.backend(backend) if isinstance(backend, str) else backend
+    dev = not getattr(b, "is_host", True)
+    args = [tk.asarray(np.array(a), backend=b) if dev else np.array(a) for a in arrays]
+    inst = kernel(b, static_wg) if static_wg else kernel(b)
+    with np.errstate(all="ignore"):
+        inst(*args, *scalars, ndrange=ndrange if ndrange is not None else len(arrays[0]),
+             workgroupsize=workgroupsize).wait()
+    return [a.numpy() if dev else a for a in args]
+
+
+def _backends(cl=True):
+    out = [INTERP]
+    if CPU_OK:
+        out.append("CPU")
+    if cl and CL_OK:
+        out.append("CL")
+    return out
+
+
+def _check_all(kernel, arrays, expected, index=0, cl=True, **kw):
+    """Every backend (interpreter, CPU, CL) gives ``expected`` for output ``index``, bit for bit
+    (NaN equal to NaN)."""
+    bad = []
+    for b in _backends(cl):
+        got = _run(kernel, b, arrays, **kw)[index]
+        e = np.asarray(expected, dtype=got.dtype)
+        same = got.tobytes() == e.tobytes() or (got.dtype.kind == "f" and np.array_equal(got, e, equal_nan=True))
+        if not same:
+            bad.append(f"{b}: {got.tolist()} != {e.tolist()}")
+    assert not bad, "; ".join(bad)
+
+
+@tk.kernel
+def k_weak_bool(o):
+    i = tk.index()
+    o[i, 0] = (i < 3) + (i < 5)                  # Python bools: 2, 1 or 0
+    o[i, 1] = (i < 1) * 2 + tk.int8(100) + tk.int8(100)   # a Python int with int8: wraps in int8
+    o[i, 2] = (not i) * 2 + tk.int8(100) + tk.int8(100)   # `not` gives a strong bool: int64
+    o[i, 3] = (i < 4) - (i > 1) + (1 < i < 3)             # Python bools subtract; chains stay weak
+
+
+# fixed: weak-bool
+def test_bug_weak_bool():
+    _check_all(k_weak_bool, [np.zeros((6, 4), np.int64)], [[2, -54, 202, 1], [2, -56, 200, 1], [2, -56, 200, 1],
+                                                           [1, -56, 200, 0], [1, -56, 200, -1], [0, -56, 200, -1]])
+
+
+@tk.kernel
+def k_weak_int_fold(o):
+    i = tk.index()
+    o[i] = (2 ** 62 * 4) // 8 + i                # constants fold exactly, as in Python
+    o[i] += (i + 2 ** 62) * 4 // 8 - 2 ** 61     # run time: 2**64 + 4i wraps to 4i in int64
+
+
+# fixed: weak-int-fold
+def test_bug_weak_int_fold():
+    _check_all(k_weak_int_fold, [np.zeros(3, np.int64)], [0, 1, 3])   # 2**61 + i + i // 2 - 2**61
+
+
+@tk.kernel
+def k_pow_fastpath(o, x, e):
+    i = tk.index()
+    o[i, 0] = x[i] ** -1
+    o[i, 1] = x[i] ** 0.5
+    o[i, 2] = x[i] ** 2
+    o[i, 3] = x[i] ** e[0]           # run-time exponents use C pow()
+    o[i, 4] = x[i] ** e[1]
+    o[i, 5] = x[i] ** e[2]
+    o[i, 6] = tk.float32(x[i]) ** tk.float32(e[2])
+
+
+# fixed: pow-fastpath
+def test_bug_pow_fastpath():
+    # 1/x and pow(x, -1) differ at the first, x*x and pow(x, 2) at the second value
+    x = np.array([-1.6979398304606041, -2.0737810688814626, -0.0, -np.inf, 3.0], np.float64)
+    e = np.array([-1.0, 0.5, 2.0, 0.0, 0.0], np.float64)
+    o = np.zeros((5, 7), np.float64)
+    with np.errstate(all="ignore"):
+        x32 = x.astype(np.float32)
+        want = np.stack([np.float64(1) / x, np.sqrt(x), x * x,                  # NumPy's scalar fast paths
+                         *([a ** c for a in x] for c in e[:3]),     # C pow(), as NumPy's scalar power
+                         [a ** np.float32(e[2]) for a in x32]], axis=1)
+    _check_all(k_pow_fastpath, [o, x, e], want, cl=False)
+    if CL_OK:           # OpenCL's pow() may differ from glibc's in the last bit; the fast paths may not
+        got = _run(k_pow_fastpath, "CL", [o, x, e])[0]
+        assert np.array_equal(got[:, :3], want[:, :3], equal_nan=True)
+        assert np.allclose(got[:, 3:], want[:, 3:], rtol=1e-6, atol=0, equal_nan=True)
+
+
+@tk.kernel
+def k_fp8_int(o, x, y):
+    i = tk.index()
+    o[i] = x[i] + y[i]
+
+
+# fixed: fp8-int-operand
+def test_bug_fp8_int_operand():
+    x = np.array([1.0, 3.0, 0.5, 7.0]).astype(ml_dtypes.float8_e4m3fn)
+    y = np.array([17, 33, -19, 100], np.int8)
+    # the int8 operand converted to the promoted type (fp8), the sum computed in float32, not rounded
+    want = x.astype(np.float32) + y.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    _check_all(k_fp8_int, [np.zeros(4, np.float32), x, y], want)
+
+
+@tk.kernel
+def k_f16_scalar(o, x, h):
+    i = tk.index()
+    o[i] = x[i] - h
+
+
+# fixed: f16-scalar-arg
+def test_bug_float16_scalar_argument():
+    h = np.float16(-59.4)
+    x = np.array([18], np.uint8)
+    want = np.float32(18) - np.float32(h)                      # float32 arithmetic, float64 store
+    _check_all(k_f16_scalar, [np.zeros(1, np.float64), x], [want], scalars=(h,))
+
+
+@tk.kernel
+def k_fp8_minmax(o, x):
+    i = tk.index()
+    o[i, 0] = tk.group_reduce(x[i], "max")
+    o[i, 1] = tk.group_reduce(x[i], "min")
+    o[i, 2] = tk.group_scan(x[i], "max")
+
+
+# fixed: fp8-minmax-identity
+def test_bug_fp8_group_min_max():
+    x = np.array([1, 2, -3, 4]).astype(ml_dtypes.float8_e4m3fn)
+    _check_all(k_fp8_minmax, [np.zeros((4, 3), np.float32), x], [[4, -3, 1], [4, -3, 2], [4, -3, 2], [4, -3, 4]],
+               workgroupsize=4)
+
+
+@tk.kernel
+def k_ndrange_in_for(o):
+    i = tk.index()
+    for j in range(5):
+        o[i, j] = tk.ndrange()[0] + 100 * tk.ndrange()[1] + 10000 * tk.ndrange()[2]
+
+
+@tk.kernel
+def k_ndrange_in_for_grouped(o):
+    i = tk.index()
+    lm = tk.localmem(tk.int64, (8,))
+    for j in range(np.int32(-2147483644), np.int32(-2147483648), -3):
+        o[i] += 1
+    tk.synchronize()
+
+
+# fixed: ndrange-in-for
+def test_bug_ndrange_inside_for_loop():
+    _check_all(k_ndrange_in_for, [np.zeros((24, 5), np.int64)], np.full((24, 5), 40302), ndrange=(2, 3, 4))
+
+
+# fixed: ndrange-in-for
+def test_bug_ndrange_inside_for_loop_grouped_mask():
+    _check_all(k_ndrange_in_for_grouped, [np.zeros(30, np.int64)], np.full(30, 2), ndrange=(2, 3, 5),
+               workgroupsize=(2, 1, 4))
+
+
+@tk.kernel
+def k_tuple_swap(o):
+    i = tk.index()
+    a = i
+    b = 10 + i
+    a, b = b, a
+    o[i, 0] = a
+    o[i, 1] = b
+
+
+# fixed: tuple-swap
+def test_bug_tuple_swap():
+    _check_all(k_tuple_swap, [np.zeros((2, 2), np.int64)], [[10, 0], [11, 1]])
+
+
+@tk.kernel
+def k_narrow_self_cast(o, x):
+    i = tk.index()
+    o[i, 0] = x[i] * x[i]                       # float32 intermediate, stored unrounded
+    o[i, 1] = tk.float16(x[i] * x[i])           # rounded by the explicit cast
+    v: tk.float16 = x[i] * x[i]                 # and by the annotation
+    o[i, 2] = v
+
+
+# fixed: narrow-self-cast
+def test_bug_narrow_explicit_cast_rounds():
+    x = np.array([1.0009765625, 3.1], np.float16)
+    p = x.astype(np.float32) * x.astype(np.float32)
+    r = p.astype(np.float16).astype(np.float32)
+    _check_all(k_narrow_self_cast, [np.zeros((2, 3), np.float32), x], np.stack([p, r, r], axis=1))
+
+
+@tk.kernel
+def k_fma(o, a, b, c):
+    i = tk.index()
+    o[i] = tk.fma(a, b, c)
+
+
+# fixed: fma-overflow
+def test_bug_fma_overflow():
+    _check_all(k_fma, [np.zeros(2, np.float64)], [np.inf, np.inf], scalars=(2.0, 1.7e308, 1.0))
+
+
+@tk.func
+def f_early(A):
+    if np.bool_(2):
+        return tk.uint32(0), (-np.uint8(127))
+    return np.uint32(4294967295), (-tk.uint8(A[0]))
+
+
+@tk.kernel
+def k_func_return_grouped(o, x):
+    li = tk.index()
+    v32, v33 = f_early(x)
+    tk.synchronize()
+    o[li] = v33
+
+
+# fixed: func-return-grouped
+def test_bug_func_early_return_in_grouped_kernel():
+    _check_all(k_func_return_grouped, [np.zeros(6, np.int64), np.array([5, 150], np.int64)], [129] * 6,
+               workgroupsize=4, cl=False)
+
+
+@tk.kernel
+def k_const_mutation(o, x, C: tk.constexpr):
+    i = tk.index()
+    a = tk.int64(5) + C
+    o[i] = (x[i] + C) * 100
+
+
+# fixed: const-weak-mutation
+def test_bug_constexpr_stays_weak():
+    _check_all(k_const_mutation, [np.zeros(2, np.int64), np.array([1, 2], np.int8)], [-112, -12], scalars=(3,))
+
+
+_POCL_LOOP = textwrap.dedent('''\
+    import numpy as np, tinykernels as tk
+
+    @tk.kernel
+    def k(o, s):
+        li = tk.index()
+        for w in range(2):
+            o[li, 1] = tk.group_reduce(s, "add")
+        o[li, 0] = 7
+
+    b = tk.backend("CL")
+    o = tk.asarray(np.zeros((31, 2), np.int64), backend=b)
+    k(b)(o, np.uint32(3), ndrange=31, workgroupsize=16)
+    r = o.numpy()
+    assert (r[:, 0] == 7).all() and (r[:16, 1] == 48).all() and (r[16:, 1] == 45).all(), r
+    print("ok")
+    ''')
+
+
+@needs_cl
+@xfail_bug("pocl-collective-loop")
+def test_bug_opencl_collective_in_loop(tmp_path):
+    p = tmp_path / "pocl_loop.py"
+    p.write_text(_POCL_LOOP)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(os.path.dirname(__file__), "..", "src")] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x]))
+    r = subprocess.run([sys.executable, str(p)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-500:]
+
+
+@tk.kernel
+def k_const_nan(o, x):
+    i = tk.index()
+    o[i, 0] = math.tanh(tk.float32(math.nan))
+    o[i, 1] = math.exp(tk.float32(math.nan))
+    o[i, 2] = tk.float8_e4m3fn(7) // 1e10
+    o[i, 3] = math.tanh(x[i])                    # the same at run time is right
+
+
+@needs_cl
+# fixed: cl-const-nan
+def test_bug_opencl_constant_nan():
+    got = _run(k_const_nan, "CL", [np.zeros((1, 4), np.float32), np.array([np.nan], np.float32)])[0]
+    assert np.isnan(got).all(), got
+
+
+def test_regression_kernels_agree_on_the_interpreter_with_numpy():
+    """The expected values above are the reference semantics: the interpreter gives them where its
+    own bug is not involved."""
+    assert _run(k_tuple_swap, INTERP, [np.zeros((2, 2), np.int64)])[0].tolist() == [[10, 0], [11, 1]]
+    assert _run(k_weak_int_fold, INTERP, [np.zeros(3, np.int64)])[0].tolist() == [0, 1, 3]
+    o = _run(k_const_mutation, INTERP, [np.zeros(2, np.int64), np.array([1, 2], np.int8)], scalars=(3,))[0]
+    assert o.tolist() == [-112, -12]
