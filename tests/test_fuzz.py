@@ -48,6 +48,25 @@ def test_bounded_fuzz_run_opencl_against_interpreter():
     _no_mismatch(F.fuzz(SEEDS_CL, ["CL"], "INTERP", jobs=1, minimize_found=False))
 
 
+try:
+    import hypothesis
+    from hypothesis import given, settings
+except ImportError:                      # pragma: no cover - hypothesis is in the test extra
+    hypothesis = None
+
+
+@needs_cpu
+@pytest.mark.skipif(hypothesis is None, reason="hypothesis is not installed")
+def test_hypothesis_drawn_kernels_agree_on_cpu():
+    """The generator as a hypothesis strategy (derandomized: the same 40 kernels every run)."""
+    @settings(max_examples=40, deadline=None, derandomize=True, database=None)
+    @given(F.cases())
+    def check(case):
+        ms = F.check_case(case, ["CPU"], "INTERP")
+        assert not ms, "\n".join(str(m) for m in ms)
+    check()
+
+
 # ----------------------------------------------------------------------------- the generator
 
 def test_generation_is_reproducible_from_the_seed():
@@ -458,3 +477,29 @@ def test_regression_kernels_agree_on_the_interpreter_with_numpy():
     assert _run(k_weak_int_fold, INTERP, [np.zeros(3, np.int64)])[0].tolist() == [0, 1, 3]
     o = _run(k_const_mutation, INTERP, [np.zeros(2, np.int64), np.array([1, 2], np.int8)], scalars=(3,))[0]
     assert o.tolist() == [-112, -12]
+
+
+@tk.kernel
+def k_fma_inf(o, a, b, c):
+    i = tk.index()
+    o[i] = tk.fma(a, b, c)
+    o[i] += tk.fma(tk.float32(-3e38), tk.float32(3e38), tk.float32(c))      # float32 too
+
+
+# fixed: fma-inf-addend
+def test_bug_fma_finite_product_plus_infinity():
+    # the exact product of two finite numbers never overflows inside fma: -max * -max + -inf is -inf
+    m = np.finfo(np.float64).max
+    _check_all(k_fma_inf, [np.zeros(1, np.float64)], [-np.inf], scalars=(-m, -m, -np.inf))
+
+
+@tk.kernel
+def k_const_pow(o):
+    i = tk.index()
+    o[i, 0] = tk.float32(-0.0) ** 0.5            # both constant: still the sqrt fast path
+    o[i, 1] = (-0.0) ** 0.5                      # Python floats fold as Python: pow
+
+
+# fixed: const-base-pow
+def test_bug_constant_base_and_exponent_power():
+    _check_all(k_const_pow, [np.zeros((1, 2), np.float32)], [[-0.0, 0.0]])

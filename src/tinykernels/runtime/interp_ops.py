@@ -452,6 +452,8 @@ def fold(op: str, a, b):
                 r = None
             if type(r) is float:
                 return r
+    if op == "**":
+        return op_powc(a, b)                  # a constant exponent: NumPy's fast paths
     return _RUNTIME_OPS[op](a, b)
 
 
@@ -762,10 +764,12 @@ def fma(a, b, c):
     (a, b, c), t = common([float_arg(a), float_arg(b), float_arg(c)])
     if isinstance(a, Narrow):
         a, b, c = a.v, b.v, c.v
-    try:
-        exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
-    except (ValueError, OverflowError):        # inf / nan operands
-        return a * b + c
+    fa, fb, fc = float(a), float(b), float(c)
+    if not (math.isfinite(fa) and math.isfinite(fb) and math.isfinite(fc)):
+        # an exact finite product (it does not overflow inside fma) plus inf/nan is c
+        r = c if math.isfinite(fa) and math.isfinite(fb) else a * b + c
+        return t(np.float32(r)) if isinstance(t, type) and issubclass(t, Narrow) else r
+    exact = Fraction(fa) * Fraction(fb) + Fraction(fc)
     if exact == 0:
         return a * b + c                       # signed zeros as the hardware gives them
     if t is np.float32:

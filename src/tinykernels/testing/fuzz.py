@@ -61,6 +61,13 @@ KNOWN_BUGS = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'const-base-pow': ("`tk.float32(-0.0) ** 0.5` (constant base and exponent) is folded by the compiler with "
+                       "NumPy's fast path (sqrt: -0.0) but used pow() on the interpreter (0.0)",
+        "fixed: the interpreter's fold of a NumPy-typed `**` takes the constant-exponent fast paths (interp_ops.fold)"),
+    'fma-inf-addend': ("tk.fma(a, b, c) with finite a, b whose product overflows float64 and an infinite c "
+                       "gave NaN on the interpreter (inf + -inf) where fma's exact product plus -inf is -inf "
+                       "(CPU): `tk.fma(s, s, -3.75 / 0)` with s = -1.8e308",
+        'fixed: the interpreter returns c for a finite product plus an infinite or NaN c (interp_ops.fma)'),
     'weak-bool': ('comparisons of two Python scalars, `not`, `and`, `or`, `bool()` and Python bool values are Python bools (weak) on the interpreter but strong np.bool_ in the compiler (and a weak bool + weak bool is logical or there): `(i < 3) + (i < 5)` is 2 on INTERP, 1 on CPU, and `(i < 3) * 2 + x_int8` is int8 on INTERP but int64 on CPU',
         'fixed: comparisons of two weak operands (and math.isnan & co. of a Python float) give a weak bool in the compiler too, and Python bools compute as ints there (True + True == 2); `not`, `and`, `or`, `bool()` and chained comparisons give a strong bool on both (frontend/lower.py compare, interp_transform.py)'),
     'weak-int-fold': ('the compiler folds constant Python-int expressions exactly (arbitrary precision) where the language (and the interpreter) wraps every weak int operation to int64: `(2**62 * 4) // 8` is 2**61 on CPU, 0 on INTERP; `1 << 2**62` makes the compiler raise a bare MemoryError',
@@ -2181,6 +2188,15 @@ def generate(seed: int, opts: Options | None = None) -> Case:
     case.features = {("fixed:" + f[4:]) if f.startswith("bug:") and f[4:] in FIXED_BUGS else f
                      for f in case.features}
     return case
+
+
+def cases(opts: Options | None = None):
+    """A `hypothesis <https://hypothesis.readthedocs.io>`_ strategy of generated cases, for
+    ``@given(fuzz.cases())`` property tests. Hypothesis picks the seeds (and replays failing ones
+    from its database); a seed has no structure to shrink, so minimise a failing case with
+    :func:`minimize`, which deletes statements and simplifies expressions of the kernel itself."""
+    from hypothesis import strategies as st
+    return st.integers(min_value=0, max_value=2 ** 31 - 1).map(lambda seed: generate(seed, opts))
 
 
 # ----------------------------------------------------------------------------- running a case
