@@ -85,14 +85,15 @@ _NAN_FOLDED = ("exp", "expm1", "exp2", "exp10", "sinh", "cosh", "tanh")
 
 
 @lru_cache(maxsize=None)
-def _nan_guards(with_f64: bool) -> str:
-    """``tk_<fn>`` overloads: plain ``<fn>``, or NaN-passing wrappers under ``TK_POCL``."""
-    out = ["#ifdef TK_POCL"]
+def _pocl_workarounds(with_f64: bool) -> str:
+    """Driver workarounds, active under ``TK_POCL``: ``tk_<fn>`` NaN-passing wrappers (plain
+    ``<fn>`` otherwise) and the loop-exit barrier."""
+    out = ["#ifdef TK_POCL", "#define TK_POCL_LOOP_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"]
     for fn in _NAN_FOLDED:
         for t in ("float", "double") if with_f64 else ("float",):
             out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_{fn}({t} x) "
                        f"{{ return isnan(x) ? x : {fn}(x); }}")
-    out.append("#else")
+    out += ["#else", "#define TK_POCL_LOOP_BARRIER"]
     out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED]
     out.append("#endif")
     return "\n".join(out) + "\n"
@@ -125,6 +126,24 @@ class OpenCLRenderer(GPURenderer):
         chk = self.bounds_check(e.array, e.index, e.loc)
         return f"({chk} ? {call} : ({self.ctype(e.ty)})0)" if chk else call
 
+    def s_For(self, s):
+        super().s_For(s)
+        self.loop_exit_barrier(s)
+
+    def s_While(self, s):
+        super().s_While(s)
+        self.loop_exit_barrier(s)
+
+    def loop_exit_barrier(self, s) -> None:
+        """PoCL 3.1 aborts compiling a loop with a barrier inside that more code follows
+        (ParallelRegion::Verify: "Incoming edges to non-entry block!"); a barrier right after
+        the loop avoids it. The loop is uniform (it holds a barrier), so every item gets there."""
+        if self.plan is not None and any(
+                isinstance(x, (N.Barrier, N.Collective)) or
+                (isinstance(x, N.Assign) and isinstance(x.value, N.Call) and x.value.fn == "uniform")
+                for x in N.walk_stmts(s.body)):
+            self.w("TK_POCL_LOOP_BARRIER;")
+
     def workgroup_attribute(self) -> str:
         wg = list(reversed(self.k.workgroup)) + [1] * (3 - self.k.ndim)
         return f" __attribute__((reqd_work_group_size({wg[0]}, {wg[1]}, {wg[2]})))"
@@ -141,7 +160,7 @@ class OpenCLRenderer(GPURenderer):
                  "#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable", _HEADER,
                  f"typedef {'int' if k.idx32 else 'long'} tk_idx;",
                  prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
-                 portable_helpers(self.fp64), _nan_guards(self.fp64), _float_atomics(self.fp64), _DEBUG if k.debug else ""]
+                 portable_helpers(self.fp64), _pocl_workarounds(self.fp64), _float_atomics(self.fp64), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body) + "\n"
 
 

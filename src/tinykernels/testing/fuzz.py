@@ -55,12 +55,13 @@ except ImportError:  # pragma: no cover - without ml_dtypes the narrow floats ar
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
 KNOWN_BUGS = {
-    'pocl-collective-loop': "OpenCL on PoCL 3.1 (LLVM 15): a tk.group_reduce / tk.group_scan inside a for or while loop followed by any statement after the loop aborts the Python process at the first launch (pocl::ParallelRegion::Verify(): Assertion `Incoming edges to non-entry block!`): `for w in range(2): o[i, 1] = tk.group_reduce(s, 'add')` then `o[i, 0] = 7`",
 }
 
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'pocl-collective-loop': ("OpenCL on PoCL 3.1 (LLVM 15): a tk.group_reduce / tk.group_scan inside a for or while loop followed by any statement after the loop aborts the Python process at the first launch (pocl::ParallelRegion::Verify(): Assertion `Incoming edges to non-entry block!`): `for w in range(2): o[i, 1] = tk.group_reduce(s, 'add')` then `o[i, 0] = 7`",
+        'worked around: for PoCL the OpenCL code has a barrier right after every loop that holds a barrier, collective or tk.uniform (codegen/opencl.py loop_exit_barrier); the loop is uniform, so every item reaches it'),
     'const-base-pow': ("`tk.float32(-0.0) ** 0.5` (constant base and exponent) is folded by the compiler with "
                        "NumPy's fast path (sqrt: -0.0) but used pow() on the interpreter (0.0)",
         "fixed: the interpreter's fold of a NumPy-typed `**` takes the constant-exponent fast paths (interp_ops.fold)"),
