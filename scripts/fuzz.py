@@ -23,7 +23,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--count", type=int, default=1000, help="number of kernels (seeds seed .. seed+count-1)")
     p.add_argument("--seed", type=int, default=0, help="first seed")
-    p.add_argument("--backends", default="CPU", help="comma-separated compiled backends (DEV strings): CPU,CL")
+    p.add_argument("--backends", default="CPU",
+                   help="comma-separated compiled backends (DEV strings): CPU,CL,CUDA; NVRTC or NVRTC:sm_80+sm_90 "
+                        "only compiles each kernel's CUDA C++ (no GPU needed)")
     p.add_argument("--reference", default="INTERP", help="reference backend (INTERP or INTERP:CHECK)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--out", default=None, help="directory for reproducers of every mismatch")
@@ -50,6 +52,12 @@ def main(argv=None) -> int:
         if not ok:
             print(f"OpenCL is not available ({why}); running without it", file=sys.stderr)
             backends = [b for b in backends if b.upper() != "CL"]
+    if any(b.upper().startswith("NVRTC") for b in backends):
+        from tinykernels.runtime.cuda import nvrtc_available
+        ok, why = nvrtc_available()
+        if not ok:
+            print(f"NVRTC is not available ({why}); running without it", file=sys.stderr)
+            backends = [b for b in backends if not b.upper().startswith("NVRTC")]
     if a.out:
         os.makedirs(a.out, exist_ok=True)
     logf = open(a.log, "a") if a.log else None

@@ -67,6 +67,20 @@ def test_hypothesis_drawn_kernels_agree_on_cpu():
     check()
 
 
+def _nvrtc_ok():
+    try:
+        from tinykernels.runtime.cuda import nvrtc_available
+        return nvrtc_available()[0]
+    except Exception:  # noqa: BLE001 - cuda-bindings missing or broken: the test skips
+        return False
+
+
+@pytest.mark.skipif(not _nvrtc_ok(), reason="NVRTC (cuda-bindings) is not installed")
+def test_bounded_fuzz_run_compiles_cuda_with_nvrtc():
+    """No GPU needed: every generated kernel's CUDA C++ compiles for sm_80 and sm_90."""
+    _no_mismatch(F.fuzz(range(0, 16), ["NVRTC:sm_80+sm_90"], "INTERP", jobs=1, minimize_found=False))
+
+
 # ----------------------------------------------------------------------------- the generator
 
 def test_generation_is_reproducible_from_the_seed():

@@ -2227,6 +2227,27 @@ def load_kernel(source: str, kname: str):
     return ns[kname]
 
 
+def _is_nvrtc(spec) -> bool:
+    return isinstance(spec, str) and spec.upper().startswith("NVRTC")
+
+
+def nvrtc_compile_case(case: Case, spec: str = "NVRTC") -> None:
+    """The compile-only target ``NVRTC`` / ``NVRTC:sm_80+sm_90``: render ``case`` as CUDA C++ and
+    compile it with NVRTC for those architectures (sm_90 by default). Needs no GPU, so CI and
+    machines without one still check the CUDA code generator on every generated kernel; the
+    values are checked only where a GPU runs the ``CUDA`` backend."""
+    from ..runtime.cuda import CUDATarget, compile_cuda
+    archs = [a for a in spec.split(":", 1)[1].split("+") if a] if ":" in spec else ["sm_90"]
+    k = getattr(case, "kernel", None) or load_kernel(case.source, case.kname)
+    args, _ = make_args(case, None)
+    t = CUDATarget()
+    inst = k(t, case.static_wg) if case.static_wg is not None else k(t)
+    src = inst.source(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
+    for arch in archs:
+        compile_cuda(src, arch, case.kname, cache=False)
+    return None
+
+
 def _backend(spec):
     import tinykernels as tk
     return tk.backend(spec) if isinstance(spec, str) else spec
@@ -2385,7 +2406,7 @@ def check_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
             out.append(Mismatch(case.seed, bname, "ref-error", detail=_err_text(ref_err)))
             continue
         try:
-            got = run_case(case, b)
+            got = nvrtc_compile_case(case, bname) if _is_nvrtc(bname) else run_case(case, b)
             err = None
         except Exception as e:  # noqa: BLE001
             got, err = None, e
@@ -2395,6 +2416,8 @@ def check_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
             continue
         if err is not None:
             out.append(Mismatch(case.seed, bname, "error", detail=_err_text(err)))
+            continue
+        if got is None:                  # a compile-only target
             continue
         tols = {s.name: s.tol for s in case.args if s.kind == "array"}
         for name in want:
@@ -2610,7 +2633,8 @@ def minimize(case: Case, backend="CPU", reference="INTERP", signature=None, budg
         # candidates must stay free of races and uninitialised reads: check mode rejects them
         reference = "INTERP:CHECK"
     if isolate is None:
-        isolate = signature[0] in ("crash", "timeout") or not getattr(_backend(backend), "is_host", True)
+        isolate = signature[0] in ("crash", "timeout") or (
+            not _is_nvrtc(backend) and not getattr(_backend(backend), "is_host", True))
 
     def interesting_isolated(src):
         """Crashes, hangs and device backends: check the candidate in a subprocess."""
