@@ -514,3 +514,15 @@ def k_const_pow(o):
 # fixed: const-base-pow
 def test_bug_constant_base_and_exponent_power():
     _check_all(k_const_pow, [np.zeros((1, 2), np.float32)], [[-0.0, 0.0]])
+
+
+@tk.kernel
+def k_const_floordiv_pow(o):
+    i = tk.index()
+    o[i, 0] = (False // (-3.75)) ** 0.5          # -0.0 ** 0.5, folded as Python: 0.0
+    o[i, 1] = (1.5 % -1.0) + (7.0 // 2.0)        # Python float // and % fold too
+
+
+# fixed: const-float-floordiv
+def test_bug_constant_python_float_floordiv_folds():
+    _check_all(k_const_floordiv_pow, [np.zeros((1, 2), np.float64)], [[0.0, -0.5 + 3.0]])

@@ -70,8 +70,8 @@ def fold_binop(op: str, a, b, t: Ty):
                 if op == "**" and b > 4096:
                     return None
                 return _PYOPS[op](a, b)       # exact, like Python; the range is checked where it is used
-            if t.dtype.is_float and op in ("+", "-", "*", "/", "**"):
-                if op == "/" and b == 0:
+            if t.dtype.is_float and op in ("+", "-", "*", "/", "**", "//", "%"):
+                if op in ("/", "//", "%") and b == 0:
                     return None
                 r = _PYOPS[op](float(a), float(b))
                 return r if isinstance(r, float) else None

@@ -445,7 +445,7 @@ def fold(op: str, a, b):
             if not ((op in ("//", "%") and b == 0) or (op == "**" and not 0 <= b <= 4096)
                     or (op in ("<<", ">>") and not 0 <= b <= 4096)):
                 return _PYOPS[op](a, b)
-        elif op in ("+", "-", "*", "/", "**"):
+        elif op in ("+", "-", "*", "/", "**", "//", "%"):
             try:
                 r = _PYOPS[op](float(a), float(b))
             except ArithmeticError:          # 0.0 ** -1, x / 0.0, overflow: left to run time

@@ -60,6 +60,11 @@ KNOWN_BUGS = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'const-float-floordiv': ("`(False // -3.75) ** 0.5`: the compiler did not fold `//` and `%` of Python floats, so "
+                             "the power had a run-time base and took the sqrt fast path (-0.0), while the "
+                             "interpreter folded the whole constant expression as Python does (0.0)",
+        "fixed: the compiler folds Python-float `//` and `%` too (frontend/intrinsics.py fold_binop), as the "
+        "interpreter does"),
     'pocl-collective-loop': ("OpenCL on PoCL 3.1 (LLVM 15): a tk.group_reduce / tk.group_scan inside a for or while loop followed by any statement after the loop aborts the Python process at the first launch (pocl::ParallelRegion::Verify(): Assertion `Incoming edges to non-entry block!`): `for w in range(2): o[i, 1] = tk.group_reduce(s, 'add')` then `o[i, 0] = 7`",
         'worked around: for PoCL the OpenCL code has a barrier right after every loop that holds a barrier, collective or tk.uniform (codegen/opencl.py loop_exit_barrier); the loop is uniform, so every item reaches it'),
     'const-base-pow': ("`tk.float32(-0.0) ** 0.5` (constant base and exponent) is folded by the compiler with "
