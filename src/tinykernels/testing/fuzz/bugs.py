@@ -1,0 +1,57 @@
+"""The bugs the differential fuzzer found: :data:`KNOWN_BUGS` (open; the generator avoids each
+one's construct unless ``Options.exclude`` lets it through, and tests/test_fuzz.py holds a strict
+xfail for it) and :data:`FIXED_BUGS` (fixed or worked around, with the fix; the generator
+produces their constructs and each keeps a regression test).
+"""
+from __future__ import annotations
+
+#: Bugs the fuzzer found (id -> description). The generator avoids the construct of every id in
+#: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
+#: tests/test_fuzz.py holds a strict-xfail regression test for each.
+KNOWN_BUGS = {
+}
+
+#: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
+#: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
+FIXED_BUGS = {
+    'const-float-floordiv': ("`(False // -3.75) ** 0.5`: the compiler did not fold `//` and `%` of Python floats, so "
+                             "the power had a run-time base and took the sqrt fast path (-0.0), while the "
+                             "interpreter folded the whole constant expression as Python does (0.0)",
+        "fixed: the compiler folds Python-float `//` and `%` too (frontend/intrinsics.py fold_binop), as the "
+        "interpreter does"),
+    'pocl-collective-loop': ("OpenCL on PoCL 3.1 (LLVM 15): a tk.group_reduce / tk.group_scan inside a for or while loop followed by any statement after the loop aborts the Python process at the first launch (pocl::ParallelRegion::Verify(): Assertion `Incoming edges to non-entry block!`): `for w in range(2): o[i, 1] = tk.group_reduce(s, 'add')` then `o[i, 0] = 7`",
+        'worked around: for PoCL the OpenCL code has a barrier right after every loop that holds a barrier, collective or tk.uniform (codegen/opencl.py loop_exit_barrier); the loop is uniform, so every item reaches it'),
+    'const-base-pow': ("`tk.float32(-0.0) ** 0.5` (constant base and exponent) is folded by the compiler with "
+                       "NumPy's fast path (sqrt: -0.0) but used pow() on the interpreter (0.0)",
+        "fixed: the interpreter's fold of a NumPy-typed `**` takes the constant-exponent fast paths (interp_ops.fold)"),
+    'fma-inf-addend': ("tk.fma(a, b, c) with finite a, b whose product overflows float64 and an infinite c "
+                       "gave NaN on the interpreter (inf + -inf) where fma's exact product plus -inf is -inf "
+                       "(CPU): `tk.fma(s, s, -3.75 / 0)` with s = -1.8e308",
+        'fixed: the interpreter returns c for a finite product plus an infinite or NaN c (interp_ops.fma)'),
+    'weak-bool': ('comparisons of two Python scalars, `not`, `and`, `or`, `bool()` and Python bool values are Python bools (weak) on the interpreter but strong np.bool_ in the compiler (and a weak bool + weak bool is logical or there): `(i < 3) + (i < 5)` is 2 on INTERP, 1 on CPU, and `(i < 3) * 2 + x_int8` is int8 on INTERP but int64 on CPU',
+        'fixed: comparisons of two weak operands (and math.isnan & co. of a Python float) give a weak bool in the compiler too, and Python bools compute as ints there (True + True == 2); `not`, `and`, `or`, `bool()` and chained comparisons give a strong bool on both (frontend/lower.py compare, interp_transform.py)'),
+    'weak-int-fold': ('the compiler folds constant Python-int expressions exactly (arbitrary precision) where the language (and the interpreter) wraps every weak int operation to int64: `(2**62 * 4) // 8` is 2**61 on CPU, 0 on INTERP; `1 << 2**62` makes the compiler raise a bare MemoryError',
+        "fixed: the interpreter evaluates what the compiler folds (literals, module-level numbers, constexprs and operators on them: interp_transform static) with Python's exact integer arithmetic (interp_ops.fold), so `(2**62 * 4) // 8` is 2**61 on both; run-time weak ints wrap in int64 on both"),
+    'pow-fastpath': ("`x ** 2`, `x ** -1` and `x ** 0.5` on floats are x*x, 1/x and sqrt(x) in the compiler (NumPy's array fast paths, as language.md says) but C pow() on the interpreter (NumPy scalar power): about 1 in 2000 results differ in the last bit (`io[i] **= -1` with io = -0.2335961... gives -4.280892020642491 vs ...492), and x ** 0.5 differs for -0.0 (-0.0 vs 0.0) and -inf (nan vs inf)",
+        "fixed: the interpreter takes NumPy's scalar-exponent fast paths (x*x, 1/x, sqrt) exactly where the compiler does, for a compile-time constant exponent (interp_transform static, interp_ops.op_powc); a run-time exponent is pow() on both, as NumPy's array ** array"),
+    'f16-scalar-arg': ('a np.float16 scalar kernel argument computes as a NumPy float16 on the interpreter (rounded after every operation) instead of in float32 rounded on store: `o_f64[i] = x_u8[i] - h` with h = np.float16(-59.4) gives 77.375 on INTERP, 77.40625 on CPU',
+        'fixed: the interpreter turns float16/bfloat16/fp8 scalar arguments into float32-computing narrow values (interpreter._scalar)'),
+    'fp8-minmax-identity': ("tk.group_reduce / tk.group_scan with op 'min' or 'max' on float8_e4m3fn give NaN on the interpreter: the identity (+-inf) is not representable in e4m3fn (no infinities) and becomes NaN, which then wins every comparison; CPU and CL are right",
+        "fixed: the interpreter's min/max identity of a narrow float is +-inf in float32 (interp_ops._identity)"),
+    'ndrange-in-for': ("the C renderer names a for loop's trip count `tk_n<k>` (CLikeRenderer.s_For: self.fresh('n')), which shadows the ndrange extent `tk_n2`: `tk.ndrange()[2]` inside the first for loop of a kernel reads the loop's trip count (CPU and CL); in 3-D kernels with barriers / local memory a for loop run at group level also checks the per-item mask `tk_p2 < tk_n2` and computes the linear index with it, so items are skipped or get the wrong tk.index()",
+        'fixed: loop trip counts get their own names (codegen/clike.py s_For)'),
+    'tuple-swap': ("tuple assignment assigns element by element in the compiler: `a, b = b, a` makes both equal to the old b (frontend/lower.py s_Assign/assign_target read the right-hand side's variables after the first target was already stored); the interpreter swaps",
+        'fixed: tuple assignment evaluates the whole right-hand side first (frontend/lower.py)'),
+    'narrow-self-cast': ('an explicit cast to float16 / bfloat16 / fp8 of a value that already has that type (an unrounded float32 intermediate such as x_f16 * y_f16) is dropped by the compiler (frontend/lower.py Lowerer.cast returns e when e.ty == t), so `tk.float16(x * x)` and `v: tk.float16 = x * x` do not round (CPU and CL); the interpreter rounds, as language.md says',
+        'fixed: an explicit narrow cast of a narrow intermediate rounds (frontend/lower.py cast)'),
+    'fma-overflow': ("tk.fma on float64 / Python floats whose exact result overflows raises OverflowError ('integer division result too large for a float') on the interpreter (interp_ops.fma converts the exact Fraction with float()); CPU gives inf",
+        "fixed: the interpreter's exact fma rounds an overflowing result to +-inf (interp_ops._to_float)"),
+    'func-return-grouped': ("in a kernel with barriers or local memory (the group-by-group code shape), a `return` before the end of a @tk.func becomes a `goto` out of the per-item loop: only the group's first work item gets the function's results, the others read uninitialised values (CPU; nondeterministic output)",
+        "fixed: a @tk.func's early return stays inside the per-item loop (passes/groups.py)"),
+    'cl-const-nan': ('OpenCL on PoCL 3.1: operations the driver folds at compile time go wrong when a constant is NaN or infinite: exp, expm1, sinh, tanh and tk.sigmoid of a constant NaN (`math.tanh(tk.float32(math.nan))`) give 0.0, `tk.float8_e4m3fn(7) // 1e10` (7 // NaN) gives 0.0, `v = tk.float8_e5m2(1e10); v // (v / v)` gives -0.0 instead of NaN; the same operations on values loaded at run time are right',
+        'worked around: for PoCL the OpenCL code passes NaN through exp/expm1/exp2/exp10/sinh/cosh/tanh and float // and % before the driver can fold them (codegen/opencl.py _nan_guards, prelude floatdiv under TK_POCL)'),
+    'const-weak-mutation': ('a tk.constexpr Python int used once with a strong int64 operand (`tk.int64(5) + C`) becomes a strong int64 for the rest of the kernel: frontend/lower.py Lowerer.cast changes the type of the shared N.Const in place (`e.ty = t`), so `(x_int8 + C) * 100` no longer wraps in int8 (CPU and CL give 400 where NumPy and INTERP give -112)',
+        'fixed: Lowerer.cast returns a new constant instead of retyping a shared one'),
+    'fp8-int-operand': ('fp8 (float8_e4m3fn / float8_e5m2) combined with an int8/uint8 value: the compiler rounds the integer operand to the fp8 type (the promoted type), the interpreter converts it to float32 exactly: `x_fp8 + y_int8` with y = 17 gives 17 vs 18',
+        'fixed: the interpreter converts an int8/uint8 operand to the promoted fp8 type, as NumPy and the compiler do (interp_ops._nbin)'),
+}

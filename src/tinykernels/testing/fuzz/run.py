@@ -1,0 +1,244 @@
+"""Running and checking a case: :func:`load_kernel` writes a generated module to a
+content-addressed file and loads its kernel, :func:`run_case` launches it on one backend,
+:func:`nvrtc_compile_case` is the compile-only ``NVRTC`` target, and :func:`check_case` runs the
+reference and every backend and compares their outputs (:func:`compare_arrays`: bit for bit, or
+within an ulp tolerance where marked) into a list of :class:`Mismatch`.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ... import dtypes as D
+from .case import Case
+from .types import NARROW_X
+
+_GEN_DIR = os.environ.get("TK_FUZZ_DIR") or os.path.join(tempfile.gettempdir(), f"tinykernels_fuzz_{os.getuid()}")
+_MODULES: dict = {}
+
+
+def load_kernel(source: str, kname: str):
+    """The kernel ``kname`` of module ``source``, written to a content-addressed file first (so that
+    ``inspect`` finds its source and the compiled-kernel cache is reused across processes)."""
+    key = hashlib.sha1(source.encode()).hexdigest()[:20]
+    ns = _MODULES.get(key)
+    if ns is None:
+        os.makedirs(_GEN_DIR, exist_ok=True)
+        path = os.path.join(_GEN_DIR, f"fz_{key}.py")
+        if not os.path.exists(path):
+            fd, tmp = tempfile.mkstemp(dir=_GEN_DIR, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        ns = {"__name__": f"tk_fuzz_{key}", "__file__": path}
+        exec(compile(source, path, "exec"), ns)
+        if len(_MODULES) > 64:
+            _MODULES.clear()
+        _MODULES[key] = ns
+    return ns[kname]
+
+
+def _is_nvrtc(spec) -> bool:
+    return isinstance(spec, str) and spec.upper().startswith("NVRTC")
+
+
+def nvrtc_compile_case(case: Case, spec: str = "NVRTC") -> None:
+    """The compile-only target ``NVRTC`` / ``NVRTC:sm_80+sm_90``: render ``case`` as CUDA C++ and
+    compile it with NVRTC for those architectures (sm_90 by default). Needs no GPU, so CI and
+    machines without one still check the CUDA code generator on every generated kernel; the
+    values are checked only where a GPU runs the ``CUDA`` backend."""
+    from ...runtime.cuda import CUDATarget, compile_cuda
+    archs = [a for a in spec.split(":", 1)[1].split("+") if a] if ":" in spec else ["sm_90"]
+    k = getattr(case, "kernel", None) or load_kernel(case.source, case.kname)
+    args, _ = make_args(case, None)
+    t = CUDATarget()
+    inst = k(t, case.static_wg) if case.static_wg is not None else k(t)
+    src = inst.source(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
+    for arch in archs:
+        compile_cuda(src, arch, case.kname, cache=False)
+    return None
+
+
+def _backend(spec):
+    import tinykernels as tk
+    return tk.backend(spec) if isinstance(spec, str) else spec
+
+
+def _constexpr_value(v):
+    if isinstance(v, str) and v in D.BY_NAME:
+        return D.PUBLIC[v]
+    return v
+
+
+def make_args(case: Case, backend) -> tuple:
+    """Fresh arguments for one launch: (launch args, {name: host array or device array})."""
+    import tinykernels as tk
+    args, arrays = [], {}
+    for s in case.args:
+        if s.kind == "array":
+            a = np.array(s.value, copy=True)
+            if s.view:
+                a = a[..., ::s.view]
+            if not getattr(backend, "is_host", True):
+                a = tk.asarray(np.ascontiguousarray(a), backend=backend)
+            arrays[s.name] = a
+            args.append(a)
+        elif s.kind == "constexpr":
+            args.append(_constexpr_value(s.value))
+        else:
+            args.append(s.value)
+    return args, arrays
+
+
+def run_case(case: Case, backend, kernel=None) -> dict:
+    """Launch ``case`` on ``backend`` (an object or a DEV string); the output arrays (host copies)."""
+    import tinykernels as tk
+    b = _backend(backend)
+    k = kernel if kernel is not None else getattr(case, "kernel", None) or load_kernel(case.source, case.kname)
+    args, arrays = make_args(case, b)
+    inst = k(b, case.static_wg) if case.static_wg is not None else k(b)
+    with np.errstate(all="ignore"):
+        ev = inst(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
+        if ev is not None:
+            ev.wait()
+        tk.synchronize(b)
+    out = {}
+    for s in case.args:
+        if s.kind == "array" and s.role in ("out", "io", "own", "acc"):
+            a = arrays[s.name]
+            out[s.name] = a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.asarray(a)
+    return out
+
+
+@dataclass
+class Mismatch:
+    """A disagreement between ``backend`` and the reference on one case."""
+    seed: int
+    backend: str
+    kind: str                 # value, error (one side raised), ref-error (the reference raised), timeout
+    array: str = ""
+    where: list = field(default_factory=list)       # up to 5 (index, got, want)
+    detail: str = ""
+    tol: int = 0
+
+    def __str__(self) -> str:
+        if self.kind == "value":
+            w = "; ".join(f"{i}: got {g} want {v}" for i, g, v in self.where)
+            return f"seed {self.seed} {self.backend}: array '{self.array}' differs (tol {self.tol} ulp) at {w}"
+        return f"seed {self.seed} {self.backend}: {self.kind}: {self.detail}"
+
+    def signature(self) -> tuple:
+        """What must stay the same while minimising: the array, or the error without its location."""
+        if self.kind == "value":
+            return ("value", self.array)
+        first = self.detail.split("\n", 1)[0]
+        first = re.sub(r"\S+\.py:\d+(:\d+)?:?", "", first)
+        first = re.sub(r"kernel '\w+'", "kernel", first)
+        first = re.sub(r"\(and .*", "", first)
+        first = re.sub(r"-?\d+", "N", first)
+        return (self.kind, first.strip())
+
+
+def _ordered(a: np.ndarray) -> np.ndarray:
+    """Float bits mapped to integers that are ordered like the values (+0 and -0 both to 0)."""
+    nb = a.dtype.itemsize * 8
+    u = a.view({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[nb]).astype(np.uint64)
+    sign = (u >> np.uint64(nb - 1)) & np.uint64(1)
+    mag = (u & np.uint64((1 << (nb - 1)) - 1)).astype(object)
+    return np.where(sign.astype(bool), -mag, mag)
+
+
+def _isnan(a: np.ndarray) -> np.ndarray:
+    return np.isnan(a.astype(np.float64))
+
+
+def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, tol: list) -> list:
+    """[(index, got, want)] of the elements that differ (``tol``: allowed ulps per last-axis slot)."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return [((), f"{got.dtype}{got.shape}", f"{want.dtype}{want.shape}")]
+    if got.dtype.kind in "biu" or got.dtype == np.bool_:
+        bad = got.view(np.uint8).reshape(got.shape + (-1,)) != want.view(np.uint8).reshape(want.shape + (-1,))
+        bad = bad.any(axis=-1)
+    else:
+        gb = got.view(np.uint8).reshape(got.shape + (-1,))
+        wb = want.view(np.uint8).reshape(want.shape + (-1,))
+        same_bits = (gb == wb).all(axis=-1)
+        nan_both = _isnan(got) & _isnan(want)
+        bad = ~(same_bits | nan_both)
+        if bad.any() and any(tol) and got.ndim == 2:
+            for j, tj in enumerate(tol[:got.shape[-1]]):
+                if not tj or not bad[:, j].any():
+                    continue
+                g, w = got[:, j], want[:, j]
+                if isinstance(tj, (tuple, list)):
+                    tj, cdt = tj
+                    g, w = g.astype(cdt), w.astype(cdt)
+                dist = np.abs(_ordered(g) - _ordered(w))
+                either_nan = _isnan(g) | _isnan(w)
+                bad[:, j] &= either_nan | (dist > tj)
+    idx = np.argwhere(bad)
+    out = []
+    for i in idx[:5]:
+        i = tuple(int(x) for x in i)
+        out.append((i, _fmt(got[i]), _fmt(want[i])))
+    return out
+
+
+def _fmt(v) -> str:
+    if isinstance(v, (np.floating,)) or (hasattr(v, "dtype") and v.dtype.kind == "V"):
+        return repr(float(v))
+    if getattr(v, "dtype", None) is not None and v.dtype.name in NARROW_X:
+        return repr(float(v))
+    return repr(v.item() if hasattr(v, "item") else v)
+
+
+def _err_text(e: BaseException) -> str:
+    s = f"{type(e).__name__}: {e}"
+    return s if len(s) < 2000 else s[:2000] + " ..."
+
+
+def _check_errors():
+    from ...runtime.interp_errors import KernelCheckError
+    return KernelCheckError
+
+
+def check_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
+    """Run ``case`` on the reference and every backend; the list of Mismatch (empty: all agree)."""
+    out = []
+    try:
+        want = run_case(case, reference)
+        ref_err = None
+    except Exception as e:  # noqa: BLE001 - every failure is a finding
+        want, ref_err = None, e
+    for b in backends:
+        bname = b if isinstance(b, str) else getattr(b, "name", repr(b))
+        if ref_err is not None and isinstance(ref_err, (IndexError, _check_errors())):
+            # the kernel itself is broken (out of bounds, a race): running it compiled is undefined
+            out.append(Mismatch(case.seed, bname, "ref-error", detail=_err_text(ref_err)))
+            continue
+        try:
+            got = nvrtc_compile_case(case, bname) if _is_nvrtc(bname) else run_case(case, b)
+            err = None
+        except Exception as e:  # noqa: BLE001
+            got, err = None, e
+        if ref_err is not None:
+            out.append(Mismatch(case.seed, bname, "ref-error", detail=_err_text(ref_err) +
+                                (f" (and {bname}: {_err_text(err)})" if err else "")))
+            continue
+        if err is not None:
+            out.append(Mismatch(case.seed, bname, "error", detail=_err_text(err)))
+            continue
+        if got is None:                  # a compile-only target
+            continue
+        tols = {s.name: s.tol for s in case.args if s.kind == "array"}
+        for name in want:
+            where = compare_arrays(name, got[name], want[name], tols.get(name) or [0])
+            if where:
+                out.append(Mismatch(case.seed, bname, "value", name, where,
+                                    tol=max((t[0] if isinstance(t, (tuple, list)) else t) for t in tols.get(name) or [0])))
+    return out
