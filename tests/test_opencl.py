@@ -97,3 +97,16 @@ def test_listed_in_backends_and_capabilities(cl):
     assert "CL" in tk.backends_available()
     assert cl.supports(tk.float16) and cl.supports_atomic(tk.int32)
     assert cl.max_workgroupsize >= 64
+
+
+def test_indices_are_64_bit_when_an_opencl_array_is_too_large(cl, monkeypatch):
+    """The 32-bit index decision looks at the OpenCL arrays (not only NumPy ones): an array of
+    2**31 elements or more, or whose strides reach that far, gets 64-bit indexing."""
+    from tinykernels.runtime import device, opencl as rcl
+    x = tk.zeros(4, backend=cl)
+    geom = (0, 4, 1, 0, 1, 1, 0, 1, 1)
+    assert device.fits32([x], geom, rcl.CLArray)
+    monkeypatch.setattr(rcl.CLArray, "size", property(lambda self: 1 << 31))
+    assert not device.fits32([x], geom, rcl.CLArray)
+    src = saxpy(cl).source(x, 1.0, tk.zeros(4, backend=cl), ndrange=4)
+    assert "typedef long tk_idx;" in src

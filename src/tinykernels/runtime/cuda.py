@@ -34,7 +34,9 @@ from .. import dtypes as D
 from ..array import Array
 from ..backends import Backend
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from ..kernel import GROUPED_FEATURES, KernelInstance
+from ..kernel import KernelInstance
+from .device import DeviceArray, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, debug_flag, fits32, \
+    group_plan, is_host_array, same_shape, scalar_value, track_stream
 from .streams import Event, completed_event
 
 HINT = ("pip install 'tinykernels[cuda]' (cuda-bindings and nvidia-cuda-nvrtc; for a CUDA 12 driver "
@@ -358,7 +360,7 @@ class CUDA(Backend):
 
     def __init__(self, device: int = 0, debug: bool | None = None):
         self.device = int(device)
-        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+        self.debug = debug_flag(debug)
         self._dev = _device(self.device)
         self.max_workgroupsize = self._dev.max_threads
 
@@ -417,7 +419,7 @@ class CUDA(Backend):
         if isinstance(dst, CUDAArray) and isinstance(src, CUDAArray):
             if src.backend.device != dst.backend.device:
                 raise ValueError(f"tk.copyto: src is on CUDA:{src.backend.device}, dst on CUDA:{dst.backend.device}")
-            _same_shape(dst, src)
+            same_shape(dst, src)
             if dst.dtype != src.dtype or not dst.is_contiguous or not src.is_contiguous:
                 raise TypeError("tk.copyto between CUDA arrays needs the same dtype and contiguous arrays")
             if src.nbytes:
@@ -426,7 +428,7 @@ class CUDA(Backend):
             from ..array import as_host_ndarray
             h = as_host_ndarray(src) if not isinstance(src, Array) else src.numpy()
             h = np.ascontiguousarray(np.asarray(src) if h is None else h, dtype=dst.dtype)
-            _same_shape(dst, h)
+            same_shape(dst, h)
             if not dst.is_contiguous:
                 raise TypeError("tk.copyto into a non-contiguous CUDA array is not supported")
             if h.nbytes:
@@ -437,7 +439,7 @@ class CUDA(Backend):
             h = as_host_ndarray(dst)
             if h is None:
                 raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
-            _same_shape(h, src)
+            same_shape(h, src)
             if stream is not None:
                 stream.synchronize()
             np.copyto(h, src.numpy(), casting="same_kind")
@@ -450,10 +452,7 @@ class CUDA(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "CUDAStream":
-        s = CUDAStream(self, priority)
-        with self._dev.lock:
-            self._dev.streams.add(s)
-        return s
+        return track_stream(self._dev, CUDAStream(self, priority))
 
     def synchronize(self) -> None:
         self._dev.activate()
@@ -472,7 +471,7 @@ class CUDATarget(Backend):
     max_workgroupsize = 1024
 
     def __init__(self, debug: bool | None = None):
-        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+        self.debug = debug_flag(debug)
 
     def key(self) -> tuple:
         return ("CUDA-source", self.debug)
@@ -496,11 +495,6 @@ def cuda_source(kernel, *args, ndrange, workgroupsize=None, debug=None) -> str:
     Arrays may be NumPy arrays (only their dtype, rank, layout and size matter), CUDA
     arrays, or any array the CUDA backend accepts."""
     return kernel(CUDATarget(debug)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
-
-
-def _same_shape(a, b):
-    if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(f"tk.copyto: shape mismatch: dst has shape {tuple(a.shape)}, src has shape {tuple(b.shape)}")
 
 
 # ----------------------------------------------------------------------------- arrays
@@ -528,10 +522,10 @@ _DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
 _DL_SPECIAL = {"bfloat16": (4, 16), "float8_e4m3fn": (10, 8), "float8_e5m2": (12, 8)}
 
 
-class CUDAArray(Array):
+class CUDAArray(DeviceArray):
     """An array in a CUDA device's global memory: its own allocation, or a zero-copy view
     of another library's CUDA array (PyTorch, CuPy, JAX...). Any strides."""
-    __slots__ = ("_ptr", "_shape", "_dtype", "_strides", "_owner")
+    __slots__ = ("_ptr", "_strides", "_owner")
 
     def __init__(self, backend: CUDA, ptr: int, shape, dtype, strides=None, owner=None):
         self._host = None
@@ -539,7 +533,7 @@ class CUDAArray(Array):
         self._ptr = int(ptr)
         self._shape = tuple(int(n) for n in shape)
         self._dtype = np.dtype(dtype)
-        self._strides = tuple(int(s) for s in strides) if strides is not None else _c_strides(self._shape, self._dtype)
+        self._strides = tuple(int(s) for s in strides) if strides is not None else c_strides(self._shape, self._dtype)
         self._owner = owner              # keeps the memory alive (an _Allocation or the foreign object)
 
     @classmethod
@@ -553,14 +547,6 @@ class CUDAArray(Array):
         return _driver().CUdeviceptr(self._ptr)
 
     @property
-    def shape(self):
-        return self._shape
-
-    @property
-    def dtype(self):
-        return self._dtype
-
-    @property
     def strides(self):
         return self._strides
 
@@ -570,7 +556,7 @@ class CUDAArray(Array):
 
     @property
     def is_contiguous(self) -> bool:
-        return self._strides == _c_strides(self._shape, self._dtype) or self.size <= 1
+        return self._strides == c_strides(self._shape, self._dtype) or self.size <= 1
 
     def _span(self) -> tuple:
         """(lowest, highest + itemsize) byte offsets the elements occupy, relative to ptr."""
@@ -624,14 +610,6 @@ class CUDAArray(Array):
             ev = CUDAEvent.record(self._backend._dev, self._backend._dev.null)
             _ok(_driver().cuStreamWaitEvent(_driver().CUstream(int(stream)), ev.handle, 0), "cuStreamWaitEvent")
         return _dlpack_capsule(self)
-
-
-def _c_strides(shape, dtype) -> tuple:
-    st, acc = [], np.dtype(dtype).itemsize
-    for n in reversed(shape):
-        st.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(st))
 
 
 # --- DLPack (export and import) through ctypes ---------------------------------------------
@@ -780,7 +758,7 @@ def _from_dlpack_capsule(capsule, source):
     shape = tuple(t.shape[k] for k in range(nd))
     dtype = _np_from_dl(t.dtype.code, t.dtype.bits, t.dtype.lanes)
     item = dtype.itemsize
-    strides = tuple(t.strides[k] * item for k in range(nd)) if t.strides else _c_strides(shape, dtype)
+    strides = tuple(t.strides[k] * item for k in range(nd)) if t.strides else c_strides(shape, dtype)
     return (t.data or 0) + t.byte_offset, shape, strides, dtype, (t.device.device_type, t.device.device_id), owner
 
 
@@ -1008,7 +986,7 @@ def pack_params(layout: list, values: dict, geom, err_ptr: int = 0) -> tuple:
             a = values[det[0].name]
             v = a.strides[det[1]] // a.dtype.itemsize
         elif kind == "scalar":
-            v = _scalar(values[det[0]], det[1])
+            v = scalar_value(values[det[0]], det[1])
         else:  # err
             v = err_ptr
         b = np.asarray(v).astype(_NP_PARAM[ct]).tobytes()
@@ -1028,15 +1006,6 @@ def bind_args(ir, norm) -> dict:
     return out
 
 
-def _scalar(a, ty):
-    d = ty.dtype
-    if d.kind == "b":
-        return np.uint8(bool(a))
-    if d.is_storage_only:
-        return np.float32(a)
-    return np.array(a).astype(D.to_numpy(d))[()]
-
-
 def grid_dims(geom, ndim: int, wg: tuple) -> tuple:
     """(grid, block) in hardware order (x first): the last ndrange dimension is x."""
     grid, block = [1, 1, 1], [1, 1, 1]
@@ -1051,41 +1020,21 @@ def grid_dims(geom, ndim: int, wg: tuple) -> tuple:
 def _fits32(args, geom, wg) -> bool:
     """Whether every index of the launch fits in a 32-bit int (with the padding to whole
     workgroups, so even masked items' positions do not overflow)."""
-    padded = 1
-    for d in range(len(wg)):
-        padded *= -(-geom[3 * d + 1] // wg[d]) * wg[d]
-    if padded >= 1 << 31:
-        return False
-    for a in args:
-        if isinstance(a, (np.ndarray, CUDAArray)):
-            item = a.dtype.itemsize
-            span = sum(abs(s // item) * max(n - 1, 0) for s, n in zip(a.strides, a.shape))
-            if a.size >= 1 << 31 or span >= 1 << 31:
-                return False
-    return True
+    return fits32(args, geom, (np.ndarray, CUDAArray), wg)
 
 
-class CUDAKernelInstance(KernelInstance):
+class CUDAKernelInstance(DeviceKernelInstance):
     """A kernel on a CUDA device (or, on a CUDATarget, only its source)."""
-
-    def __init__(self, kernel, backend, wg):
-        self.kernel, self.backend, self.static_wg = kernel, backend, wg
-        self.name = kernel.name
-        self._compiled: dict = {}
-        self._lock = threading.Lock()
-        self._cmask = kernel.cmask
-
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
-        from ..kernel import RECORDERS
-        if RECORDERS:
-            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
-        return self._launch(args, ndrange, workgroupsize, stream)
+    array_type = CUDAArray
+    label = "CUDA"
 
     def _normalize(self, a, name, kind):
+        # replaces DeviceKernelInstance's: CUDA also takes other libraries' CUDA arrays, and a
+        # CUDATarget host arrays; the generic checks are KernelInstance's
         if kind == "constexpr" or isinstance(a, (bool, int, float, np.generic)):
-            return super()._normalize(a, name, kind)
+            return KernelInstance._normalize(self, a, name, kind)
         if isinstance(self.backend, CUDATarget) and isinstance(a, (np.ndarray, CUDAArray)):
-            return a if isinstance(a, CUDAArray) else super()._normalize(a, name, kind)
+            return a if isinstance(a, CUDAArray) else KernelInstance._normalize(self, a, name, kind)
         try:
             dev = as_cuda_array(a, self.backend if isinstance(self.backend, CUDA) else None)
         except (BackendUnavailable, TypeError, ValueError) as e:
@@ -1103,39 +1052,24 @@ class CUDAKernelInstance(KernelInstance):
                                   "multiple of its item size")
             return dev
         if isinstance(self.backend, CUDATarget):
-            return super()._normalize(a, name, kind)
-        if isinstance(a, (np.ndarray, Array)) or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__"):
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the CUDA backend "
-                              "needs device arrays: tk.asarray(x, backend=...)")
-        return super()._normalize(a, name, kind)
+            return KernelInstance._normalize(self, a, name, kind)
+        if is_host_array(a):
+            raise self._host_array_error(name)
+        return KernelInstance._normalize(self, a, name, kind)
 
     def _ir(self, args, geom, ndim, ranges, wg):
-        from ..frontend import LowerOptions
-        k = self.kernel
-        src = k.source_info()
-        opts = LowerOptions(ndim=ndim, workgroup=wg, default_float=D.float64,
-                            unsafe_indices=k.unsafe_indices, debug=self.backend.debug,
-                            idx32=_fits32(args, geom, wg), kernel_name=k.name)
-        try:
-            return k.lower_ir(src, self._specs(args, wg), opts)
-        except CompileError:
-            raise
-        except RecursionError:
-            raise CompileError("the kernel is nested too deeply to compile", src.file, src.first_line,
-                               kernel=k.name) from None
+        return self._lower(args, wg, ndim=ndim, default_float=D.float64, idx32=_fits32(args, geom, wg))
 
     def _render(self, ir, ranges):
         from ..codegen.cuda import render_cuda
-        from ..passes.groups import plan_groups
-        from ..passes.uniformity import check_barriers, uniform_vars
-        u = uniform_vars(ir.body, ir.locals)
-        check_barriers(ir, u)
-        grouped = bool(ir.uses & GROUPED_FEATURES)
-        return render_cuda(ir, plan_groups(ir, u) if grouped else None, ranges)
+        return render_cuda(ir, group_plan(ir), ranges)
 
-    def source(self, *args, ndrange, workgroupsize=None) -> str:
-        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
-        return self._render(self._ir(norm, geom, ndim, ranges, wg), ranges)[0]
+    def _sig(self, a, kind: str) -> tuple:
+        # CUDA arrays may be strided; a Python int >= 2**63 is carried as uint64
+        return arg_sig(a, kind, CUDAArray, layout=True, wide_ints=True)
+
+    def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
+        return super()._key(norm, geom, ndim, ranges, wg) + (_fits32(norm, geom, wg),)
 
     def _build(self, args, geom, ndim, ranges, wg):
         from ..codegen.cuda import param_layout
@@ -1164,15 +1098,7 @@ class CUDAKernelInstance(KernelInstance):
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
         if total == 0:
             return completed_event()
-        key = (tuple(_sig(a, kind) for a, (_, kind) in zip(norm, self.kernel.params)), ndim, ranges, wg,
-               _fits32(norm, geom, wg))
-        entry = self._compiled.get(key)
-        if entry is None:
-            with self._lock:
-                entry = self._compiled.get(key)
-                if entry is None:
-                    entry = self._compiled[key] = self._build(norm, geom, ndim, ranges, wg)
-        fn, ir, names, layout = entry
+        fn, ir, names, layout = self._specialize(norm, geom, ndim, ranges, wg)
         dev = self.backend._dev
         grid, block = grid_dims(geom, ndim, wg)
         for k in range(3):
@@ -1194,37 +1120,8 @@ class CUDAKernelInstance(KernelInstance):
         ev = CUDAEvent.record(dev, h_stream)
         if err is not None:
             ev.wait()
-            info = err.numpy()
-            if info[0]:
-                from ..kernel import _check_debug
-                _check_debug(_HostErr(info, names, ir.file), self.name)
+            check_debug_info(err.numpy(), names, ir.file, self.name)
         return ev
-
-
-class _HostErr:
-    """Adapts a copied-back error buffer to the CPU's debug-error reporter."""
-
-    def __init__(self, info, names, file):
-        self.array_names, self.file = names, file
-        self.lib = self
-        self._info = info
-
-    def tk_get_error(self, buf):
-        for k in range(12):
-            buf[k] = int(self._info[k])
-
-    def tk_clear_error(self):
-        pass
-
-
-def _sig(a, kind):
-    if kind == "constexpr":
-        return ("C", type(a).__name__, a)
-    if isinstance(a, CUDAArray):
-        return ("A", a.dtype.str, a.ndim, a.is_contiguous)
-    if isinstance(a, np.generic):
-        return ("S", a.dtype.str)
-    return (type(a).__name__, a >= 1 << 63 if isinstance(a, int) and not isinstance(a, bool) else None)
 
 
 CUDA.instance_class = CUDAKernelInstance

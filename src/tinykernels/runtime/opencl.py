@@ -15,8 +15,9 @@ import numpy as np
 from .. import dtypes as D
 from ..array import Array
 from ..backends import Backend
-from ..errors import BackendUnavailable, CompileError, LaunchError
-from ..kernel import GROUPED_FEATURES, KernelInstance
+from ..errors import BackendUnavailable, CompileError
+from .device import DeviceArray, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
+    fits32, group_plan, same_shape, scalar_value, tail, track_stream
 from .streams import Event
 
 _HINT = "pip install 'tinykernels[opencl]' (pyopencl) and an OpenCL driver, e.g. pip install pocl-binary-distribution"
@@ -96,10 +97,9 @@ class OpenCL(Backend):
     is_host = False
 
     def __init__(self, platform=None, device=None, debug: bool | None = None):
-        import os
         pi, di, p, d = _pick(platform, device)
         self.platform_index, self.device_index = pi, di
-        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+        self.debug = debug_flag(debug)
         with _DEVICES_LOCK:
             dev = _DEVICES.get((pi, di))
             if dev is None:
@@ -152,16 +152,16 @@ class OpenCL(Backend):
         cl = _cl()
         q = stream.queue if stream is not None else self._dev.queue
         if isinstance(dst, CLArray) and isinstance(src, CLArray):
-            _same_shape(dst, src)
+            same_shape(dst, src)
             ev = cl.enqueue_copy(q, dst.buffer, src.buffer, byte_count=src.nbytes)
         elif isinstance(dst, CLArray):
             h = np.ascontiguousarray(np.asarray(src if not isinstance(src, Array) else src.numpy()), dst.dtype)
-            _same_shape(dst, h)
+            same_shape(dst, h)
             ev = cl.enqueue_copy(q, dst.buffer, h, is_blocking=stream is None)
         else:
             from ..array import as_host_ndarray
             h = as_host_ndarray(dst)
-            _same_shape(h, src)
+            same_shape(h, src)
             tmp = np.empty(src.shape, src.dtype)
             cl.enqueue_copy(q, tmp, src.buffer, is_blocking=True)
             np.copyto(h, tmp, casting="same_kind")
@@ -173,10 +173,7 @@ class OpenCL(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "CLStream":
-        s = CLStream(self, priority)
-        with self._dev.lock:
-            self._dev.streams.add(s)
-        return s
+        return track_stream(self._dev, CLStream(self, priority))
 
     def synchronize(self) -> None:
         self._dev.queue.finish()
@@ -186,14 +183,9 @@ class OpenCL(Backend):
     instance_class = None   # set below
 
 
-def _same_shape(a, b):
-    if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(f"tk.copyto: shape mismatch: dst has shape {tuple(a.shape)}, src has shape {tuple(b.shape)}")
-
-
-class CLArray(Array):
+class CLArray(DeviceArray):
     """An array in an OpenCL device's global memory (always C-contiguous)."""
-    __slots__ = ("buffer", "_shape", "_dtype")
+    __slots__ = ("buffer",)
 
     def __init__(self, backend: OpenCL, h: np.ndarray):
         cl = _cl()
@@ -208,20 +200,8 @@ class CLArray(Array):
             self.buffer = cl.Buffer(backend._dev.ctx, mf.READ_WRITE, size=nbytes)
 
     @property
-    def shape(self):
-        return self._shape
-
-    @property
-    def dtype(self):
-        return self._dtype
-
-    @property
     def strides(self):
-        st, acc = [], self._dtype.itemsize
-        for n in reversed(self._shape):
-            st.append(acc)
-            acc *= max(n, 1)
-        return tuple(reversed(st))
+        return c_strides(self._shape, self._dtype)
 
     @property
     def ptr(self) -> int:
@@ -306,43 +286,23 @@ class CLStream:
         return CLEvent(None)
 
 
-class CLKernelInstance(KernelInstance):
+class CLKernelInstance(DeviceKernelInstance):
     """A kernel on an OpenCL device: OpenCL C from the shared renderer, built with pyopencl."""
+    array_type = CLArray
+    label = "OpenCL"
 
-    def __init__(self, kernel, backend, wg):
-        self.kernel, self.backend, self.static_wg = kernel, backend, wg
-        self.name = kernel.name
-        self._compiled: dict = {}
-        self._lock = threading.Lock()
-        self._cmask = kernel.cmask
+    def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
+        return super()._key(norm, geom, ndim, ranges, wg) + (fits32(norm, geom, CLArray),)
 
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
-        from ..kernel import RECORDERS
-        if RECORDERS:
-            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
-        return self._launch(args, ndrange, workgroupsize, stream)
-
-    def _normalize(self, a, name, kind):
-        if isinstance(a, CLArray):
-            if a.backend != self.backend:
-                raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
-                                  f"not on {self.backend!r}")
-            return a
-        if kind != "constexpr" and (isinstance(a, (np.ndarray, Array)) or hasattr(a, "__array_interface__")
-                                    or hasattr(a, "__dlpack__")) and not isinstance(a, np.generic):
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the OpenCL backend "
-                              "needs device arrays: tk.asarray(x, backend=...)")
-        return super()._normalize(a, name, kind)
+    def _ir(self, args, geom, ndim, ranges, wg):
+        # 32-bit indices only when the OpenCL arrays' sizes and spans fit (as the key says)
+        df = D.float64 if self.backend.supports_float64 else D.float32
+        return self._lower(args, wg, ndim=ndim, default_float=df, idx32=fits32(args, geom, CLArray))
 
     def _render(self, ir, ranges):
         from ..codegen.opencl import render_opencl
-        from ..passes.groups import plan_groups
-        from ..passes.uniformity import check_barriers, uniform_vars
         _check_capabilities(ir, self.backend)
-        u = uniform_vars(ir.body, ir.locals)
-        check_barriers(ir, u)
-        grouped = bool(ir.uses & GROUPED_FEATURES)
-        return render_opencl(ir, plan_groups(ir, u) if grouped else None, ranges, self.backend.supports_float64)
+        return render_opencl(ir, group_plan(ir), ranges, self.backend.supports_float64)
 
     def _build(self, args, geom, ndim, ranges, wg):
         cl = _cl()
@@ -356,28 +316,16 @@ class CLKernelInstance(KernelInstance):
                     prog = cl.Program(dev.ctx, src).build(options=dev.build_options)
                 except cl.Error as e:
                     raise CompileError(f"the OpenCL compiler rejected the generated code for kernel "
-                                       f"'{self.name}':\n{_tail(str(e))}", ir.file, None, kernel=self.name) from None
+                                       f"'{self.name}':\n{tail(str(e))}", ir.file, None, kernel=self.name) from None
                 dev.programs[src] = prog
         return prog.tk_kernel, ir, names
-
-    def source(self, *args, ndrange, workgroupsize=None) -> str:
-        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
-        return self._render(self._ir(norm, geom, ndim, ranges, wg), ranges)[0]
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         cl = _cl()
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
         if total == 0:
             return CLEvent(None)
-        key = (tuple(_sig(a, kind) for a, (_, kind) in zip(norm, self.kernel.params)), ndim, ranges, wg,
-               _fits32(norm, geom))
-        entry = self._compiled.get(key)
-        if entry is None:
-            with self._lock:
-                entry = self._compiled.get(key)
-                if entry is None:
-                    entry = self._compiled[key] = self._build(norm, geom, ndim, ranges, wg)
-        kern, ir, names = entry
+        kern, ir, names = self._specialize(norm, geom, ndim, ranges, wg)
         values = []
         for d in range(ndim):
             values += [np.int64(geom[3 * d]), np.int64(geom[3 * d + 1]), np.int64(geom[3 * d + 2])]
@@ -387,7 +335,7 @@ class CLKernelInstance(KernelInstance):
                 values += [np.int64(n) for n in a.shape]
                 values += [np.int64(s // a.dtype.itemsize) for s in a.strides]
             elif p[0] == "scalar":
-                values.append(_scalar(a, p[2]))
+                values.append(scalar_value(a, p[2]))
         err = None
         if ir.debug:
             err = cl.Buffer(self.backend._dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
@@ -403,51 +351,8 @@ class CLKernelInstance(KernelInstance):
             ev.wait()
             info = np.empty(12, np.int64)
             cl.enqueue_copy(q, info, err, is_blocking=True)
-            if info[0]:
-                from ..kernel import _check_debug
-                _check_debug(_HostErr(info, names, ir.file), self.name)
+            check_debug_info(info, names, ir.file, self.name)
         return CLEvent(ev)
-
-
-class _HostErr:
-    """Adapts a copied-back error buffer to the CPU's debug-error reporter."""
-
-    def __init__(self, info, names, file):
-        self.array_names, self.file = names, file
-        self.lib = self
-        self._info = info
-
-    def tk_get_error(self, buf):
-        for k in range(12):
-            buf[k] = int(self._info[k])
-
-    def tk_clear_error(self):
-        pass
-
-
-def _sig(a, kind):
-    if kind == "constexpr":
-        return ("C", type(a).__name__, a)
-    if isinstance(a, CLArray):
-        return ("A", a.dtype.str, a.ndim)
-    if isinstance(a, np.generic):
-        return ("S", a.dtype.str)
-    return (type(a).__name__,)
-
-
-def _fits32(args, geom) -> bool:
-    if geom[1] * geom[4] * geom[7] >= 1 << 31:
-        return False
-    return all(a.size < 1 << 31 for a in args if isinstance(a, CLArray))
-
-
-def _scalar(a, ty):
-    d = ty.dtype
-    if d.kind == "b":
-        return np.uint8(bool(a))
-    if d.is_storage_only:
-        return np.float32(a)
-    return np.array(a).astype(D.to_numpy(d))[()]
 
 
 def _check_capabilities(ir, backend) -> None:
@@ -455,20 +360,12 @@ def _check_capabilities(ir, backend) -> None:
     if backend.supports_float64:
         return
     from ..ir import nodes as N
-    import linecache
     for s in N.walk_stmts(ir.body):
         for e in N.stmt_exprs(s):
             for x in N.walk_expr(e):
                 if x.ty.dtype == D.float64 and not x.ty.weak:
-                    loc = x.loc
-                    raise CompileError(f"float64 is not supported on {backend.device_name} (no cl_khr_fp64)",
-                                       loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None,
-                                       kernel=ir.name)
-
-
-def _tail(text: str, n: int = 30) -> str:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return "\n".join(lines[-n:])
+                    raise compile_error_at(f"float64 is not supported on {backend.device_name} (no cl_khr_fp64)",
+                                           x.loc, ir.name)
 
 
 OpenCL.instance_class = CLKernelInstance

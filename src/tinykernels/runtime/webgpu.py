@@ -14,7 +14,6 @@ of it and mapped asynchronously).
 """
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from functools import lru_cache
@@ -26,7 +25,8 @@ from ..array import Array
 from ..backends import Backend
 from ..dtypes import Ty
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from ..kernel import GROUPED_FEATURES, KernelInstance
+from .device import DeviceArray, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
+    group_plan, same_shape, tail, track_stream
 from .streams import Event
 
 _HINT = ("pip install 'tinykernels[webgpu]' (the wgpu package) and a Vulkan, Metal or D3D12 driver, "
@@ -143,7 +143,7 @@ class WebGPU(Backend):
     supports_float64 = False
 
     def __init__(self, device=None, debug: bool | None = None):
-        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+        self.debug = debug_flag(debug)
         key, a = _pick(device)
         self._key = key
         with _DEVICES_LOCK:
@@ -212,14 +212,14 @@ class WebGPU(Backend):
         dev = self._dev
         wgpu = _wgpu()
         if isinstance(dst, WGPUArray) and isinstance(src, WGPUArray) and dst.dtype == src.dtype:
-            _same_shape(dst, src)
+            same_shape(dst, src)
             enc = dev.device.create_command_encoder()
             if src.nbytes:
                 enc.copy_buffer_to_buffer(src.buffer, 0, dst.buffer, 0, src.buffer.size)
             ev = dev.submit(enc)
         elif isinstance(dst, WGPUArray):
             h = src.numpy() if isinstance(src, Array) else np.asarray(src)
-            _same_shape(dst, h)
+            same_shape(dst, h)
             if not np.can_cast(h.dtype, dst.dtype, casting="same_kind"):
                 raise TypeError(f"tk.copyto: cannot cast {h.dtype} to {dst.dtype} (same_kind casting)")
             h = np.ascontiguousarray(h, dst.dtype)
@@ -232,7 +232,7 @@ class WebGPU(Backend):
             h = as_host_ndarray(dst)
             if h is None:
                 raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
-            _same_shape(h, src)
+            same_shape(h, src)
             np.copyto(h, src.numpy(), casting="same_kind")
             return WGPUEvent(None)
         del wgpu
@@ -245,20 +245,12 @@ class WebGPU(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "WGPUStream":
-        s = WGPUStream(self, priority)
-        with self._dev.lock:
-            self._dev.streams.add(s)
-        return s
+        return track_stream(self._dev, WGPUStream(self, priority))
 
     def synchronize(self) -> None:
         self._dev.wait_idle()
 
     instance_class = None   # set below
-
-
-def _same_shape(a, b):
-    if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(f"tk.copyto: shape mismatch: dst has shape {tuple(a.shape)}, src has shape {tuple(b.shape)}")
 
 
 def _padded(h: np.ndarray):
@@ -268,9 +260,9 @@ def _padded(h: np.ndarray):
     return np.concatenate([b, np.zeros(pad, np.uint8)]) if pad else b
 
 
-class WGPUArray(Array):
+class WGPUArray(DeviceArray):
     """An array in a WebGPU storage buffer (always C-contiguous; the buffer is padded to 4 bytes)."""
-    __slots__ = ("buffer", "_shape", "_dtype")
+    __slots__ = ("buffer",)
 
     def __init__(self, backend: WebGPU, h: np.ndarray):
         wgpu = _wgpu()
@@ -292,20 +284,8 @@ class WGPUArray(Array):
             self.buffer = dev.device.create_buffer(size=size, usage=usage)
 
     @property
-    def shape(self):
-        return self._shape
-
-    @property
-    def dtype(self):
-        return self._dtype
-
-    @property
     def strides(self):
-        st, acc = [], self._dtype.itemsize
-        for n in reversed(self._shape):
-            st.append(acc)
-            acc *= max(n, 1)
-        return tuple(reversed(st))
+        return c_strides(self._shape, self._dtype)
 
     @property
     def ptr(self) -> int:
@@ -397,32 +377,13 @@ class WGPUStream:
         return f"<tk.Stream (WebGPU) priority={self.priority}>"
 
 
-class WGPUKernelInstance(KernelInstance):
+class WGPUKernelInstance(DeviceKernelInstance):
     """A kernel on a WebGPU device: WGSL from :mod:`tinykernels.codegen.wgsl`, run with wgpu."""
-
-    def __init__(self, kernel, backend, wg):
-        self.kernel, self.backend, self.static_wg = kernel, backend, wg
-        self.name = kernel.name
-        self._compiled: dict = {}
-        self._lock = threading.Lock()
-        self._cmask = kernel.cmask
-
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
-        from ..kernel import RECORDERS
-        if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it
-            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
-        return self._launch(args, ndrange, workgroupsize, stream)
+    array_type = WGPUArray
+    label = "WebGPU"
 
     def _normalize(self, a, name, kind):
-        if isinstance(a, WGPUArray):
-            if a.backend != self.backend:
-                raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
-                                  f"not on {self.backend!r}")
-            return a
-        if kind != "constexpr" and (isinstance(a, (np.ndarray, Array)) or hasattr(a, "__array_interface__")
-                                    or hasattr(a, "__dlpack__")) and not isinstance(a, np.generic):
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the WebGPU backend "
-                              "needs device arrays: tk.asarray(x, backend=...)")
+        # Python ints are int32 here (an int is no array, so this check may come first)
         if kind != "constexpr" and isinstance(a, int) and not isinstance(a, bool) and not _I32[0] <= a <= _I32[1]:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' = {a} does not fit in 32 bits "
                               "(Python ints are int32 on WebGPU)")
@@ -437,32 +398,11 @@ class WGPUKernelInstance(KernelInstance):
         return out
 
     def _ir(self, args, geom, ndim, ranges, wg):
-        from ..frontend import LowerOptions
-        k = self.kernel
-        src = k.source_info()
-        opts = LowerOptions(ndim=ndim, workgroup=wg, default_float=D.float32, default_int=D.int32,
-                            unsafe_indices=k.unsafe_indices, debug=self.backend.debug, idx32=True,
-                            kernel_name=k.name)
-        try:
-            return k.lower_ir(src, self._specs(args, wg), opts)
-        except CompileError:
-            raise
-        except RecursionError:
-            raise CompileError("the kernel is nested too deeply to compile", src.file, src.first_line,
-                               kernel=k.name) from None
+        return self._lower(args, wg, ndim=ndim, default_float=D.float32, default_int=D.int32, idx32=True)
 
     def _render(self, ir, ranges):
         from ..codegen.wgsl import render_wgsl
-        from ..passes.groups import plan_groups
-        from ..passes.uniformity import check_barriers, uniform_vars
-        u = uniform_vars(ir.body, ir.locals)
-        check_barriers(ir, u)
-        grouped = bool(ir.uses & GROUPED_FEATURES)
-        return render_wgsl(ir, plan_groups(ir, u) if grouped else None, ranges)
-
-    def source(self, *args, ndrange, workgroupsize=None) -> str:
-        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
-        return self._render(self._ir(norm, geom, ndim, ranges, wg), ranges)[0]
+        return render_wgsl(ir, group_plan(ir), ranges)
 
     def _build(self, args, geom, ndim, ranges, wg):
         wgpu = _wgpu()
@@ -471,13 +411,10 @@ class WGPUKernelInstance(KernelInstance):
         dev = self.backend._dev
         wg_limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
         if wg_bytes > wg_limit:
-            import linecache
-            loc_file, loc_line = (loc.file, loc.line) if loc is not None else (ir.file, None)
-            raise CompileError(f"the kernel needs {wg_bytes} bytes of workgroup memory (tk.localmem, group "
-                               f"collectives) but {self.backend.device_name} has {wg_limit} "
-                               "(max-compute-workgroup-storage-size; localmem elements take 4 bytes on WebGPU)",
-                               loc_file, loc_line, loc.col if loc is not None else None,
-                               linecache.getline(loc_file, loc_line) if loc_line else None, kernel=self.name)
+            raise compile_error_at(f"the kernel needs {wg_bytes} bytes of workgroup memory (tk.localmem, group "
+                                   f"collectives) but {self.backend.device_name} has {wg_limit} "
+                                   "(max-compute-workgroup-storage-size; localmem elements take 4 bytes on WebGPU)",
+                                   loc, self.name, ir.file)
         narrays = sum(1 for p in ir.params if p[0] == "array") + (1 if ir.debug else 0)
         limit = dev.limits.get("max-storage-buffers-per-shader-stage", 8)
         if narrays > limit:
@@ -511,14 +448,7 @@ class WGPUKernelInstance(KernelInstance):
         if total == 0:
             return WGPUEvent(None)
         _check_geometry(self.name, geom, ndim, wg)
-        key = (tuple(_sig(a, kind) for a, (_, kind) in zip(norm, self.kernel.params)), ndim, ranges, wg)
-        entry = self._compiled.get(key)
-        if entry is None:
-            with self._lock:
-                entry = self._compiled.get(key)
-                if entry is None:
-                    entry = self._compiled[key] = self._build(norm, geom, ndim, ranges, wg)
-        pipe, bgl, ir, layout, names = entry
+        pipe, bgl, ir, layout, names = self._specialize(norm, geom, ndim, ranges, wg)
         if stream is not None and getattr(stream, "backend", self.backend) != self.backend:
             raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
         dev = self.backend._dev
@@ -558,36 +488,8 @@ class WGPUKernelInstance(KernelInstance):
         if err is not None:
             with dev.lock:
                 info = np.frombuffer(dev.queue.read_buffer(err), np.int32).astype(np.int64)
-            if info[0]:
-                from ..kernel import _check_debug
-                _check_debug(_HostErr(info, names, ir.file), self.name)
+            check_debug_info(info, names, ir.file, self.name)
         return ev
-
-
-class _HostErr:
-    """Adapts a copied-back error buffer to the CPU's debug-error reporter."""
-
-    def __init__(self, info, names, file):
-        self.array_names, self.file = names, file
-        self.lib = self
-        self._info = info
-
-    def tk_get_error(self, buf):
-        for k in range(12):
-            buf[k] = int(self._info[k])
-
-    def tk_clear_error(self):
-        pass
-
-
-def _sig(a, kind):
-    if kind == "constexpr":
-        return ("C", type(a).__name__, a)
-    if isinstance(a, WGPUArray):
-        return ("A", a.dtype.str, a.ndim)
-    if isinstance(a, np.generic):
-        return ("S", a.dtype.str)
-    return (type(a).__name__,)
 
 
 def _check_geometry(name, geom, ndim, wg) -> None:
@@ -647,7 +549,7 @@ def _explain(msg: str, src: str) -> str:
     """A naga error with the Python line that produced the failing WGSL line, when it can tell."""
     import re
     lines = src.splitlines()
-    out = [ln for ln in msg.splitlines() if ln.strip()][-25:]
+    out = tail(msg, 25).splitlines()
     m = re.search(r":(\d+):(\d+)", msg) or re.search(r"wgsl:(\d+)", msg)
     if m:
         n = int(m.group(1))

@@ -1,0 +1,250 @@
+"""What the device runtimes (OpenCL, WebGPU, CUDA) share: launch bookkeeping and small helpers.
+
+:class:`DeviceKernelInstance` is the base of their kernel instances: no host launcher fast
+path, a compile cache per instance keyed by the arguments' signatures (:func:`arg_sig`),
+device-array checks on the arguments, and the debug-error readback (:class:`HostErr`).
+:class:`DeviceArray` is the base of their arrays. The functions are pure but for
+:func:`track_stream`; each runtime keeps its own code generation, memory, queues and
+launch in its own module.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import threading
+from typing import TypeVar
+
+import numpy as np
+
+from .. import dtypes as D
+from ..array import Array
+from ..dtypes import Ty
+from ..errors import CompileError, LaunchError
+from ..frontend import LowerOptions
+from ..ir.nodes import Loc
+from ..kernel import GROUPED_FEATURES, KernelInstance
+from .streams import Event
+
+S = TypeVar("S")
+
+
+def debug_flag(debug: bool | None) -> bool:
+    """A backend's ``debug`` argument, or ``TK_DEBUG`` from the environment when it is None."""
+    return bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+
+
+def same_shape(a, b) -> None:
+    """tk.copyto's shape check: ValueError unless ``a`` (dst) and ``b`` (src) have one shape."""
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"tk.copyto: shape mismatch: dst has shape {tuple(a.shape)}, src has shape {tuple(b.shape)}")
+
+
+def c_strides(shape: tuple, dtype) -> tuple:
+    """The byte strides of a C-contiguous array of ``shape`` and ``dtype``."""
+    st, acc = [], np.dtype(dtype).itemsize
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(st))
+
+
+def track_stream(dev, stream: S) -> S:
+    """Register a new stream with its device's ``streams`` (under ``dev.lock``); returns it."""
+    with dev.lock:
+        dev.streams.add(stream)
+    return stream
+
+
+class DeviceArray(Array):
+    """Base of the device runtimes' arrays: the shape and dtype are kept in the object's
+    own slots (no host NumPy array stands behind it)."""
+    __slots__ = ("_dtype", "_shape")
+
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+
+def is_host_array(a) -> bool:
+    """Whether a kernel argument is an array in host memory (or an array exporter), not a scalar."""
+    return ((isinstance(a, (np.ndarray, Array)) or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__"))
+            and not isinstance(a, np.generic))
+
+
+def arg_sig(a, kind: str, array_type: type, *, layout: bool = False, wide_ints: bool = False) -> tuple:
+    """The part of a compile-cache key one normalized argument contributes.
+
+    ``array_type``: the runtime's device array class. ``layout``: an array's key also says
+    whether it is contiguous (CUDA arrays may have any strides). ``wide_ints``: a Python
+    int's key also says whether it is >= 2**63 (then carried as uint64)."""
+    if kind == "constexpr":
+        return ("C", type(a).__name__, a)
+    if isinstance(a, array_type):
+        return ("A", a.dtype.str, a.ndim, a.is_contiguous) if layout else ("A", a.dtype.str, a.ndim)
+    if isinstance(a, np.generic):
+        return ("S", a.dtype.str)
+    if wide_ints:
+        return (type(a).__name__, a >= 1 << 63 if isinstance(a, int) and not isinstance(a, bool) else None)
+    return (type(a).__name__,)
+
+
+def fits32(args, geom, array_types, wg: tuple | None = None, spans: bool = True) -> bool:
+    """Whether a launch's indices fit in 32-bit ints.
+
+    The work items: with ``wg``, each dimension padded to whole workgroups (so even masked
+    items' positions fit); without, the ndrange's three counts. The arguments that are
+    ``array_types``: their size and, with ``spans``, the element span their strides reach."""
+    if wg is None:
+        items = geom[1] * geom[4] * geom[7]
+    else:
+        items = 1
+        for d in range(len(wg)):
+            items *= -(-geom[3 * d + 1] // wg[d]) * wg[d]
+    if items >= 1 << 31:
+        return False
+    for a in args:
+        if isinstance(a, array_types):
+            if a.size >= 1 << 31:
+                return False
+            if spans:
+                item = a.dtype.itemsize
+                if sum(abs(s // item) * max(n - 1, 0) for s, n in zip(a.strides, a.shape)) >= 1 << 31:
+                    return False
+    return True
+
+
+def scalar_value(a, ty: Ty):
+    """A scalar argument as the NumPy scalar the kernel parameter of type ``ty`` takes
+    (bool as uint8, storage-only floats (bf16, fp8) as float32)."""
+    d = ty.dtype
+    if d.kind == "b":
+        return np.uint8(bool(a))
+    if d.is_storage_only:
+        return np.float32(a)
+    return np.array(a).astype(D.to_numpy(d))[()]
+
+
+def tail(text: str, n: int = 30) -> str:
+    """The last ``n`` non-blank lines of a compiler log."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return "\n".join(lines[-n:])
+
+
+def compile_error_at(msg: str, loc: Loc | None, kernel: str, file: str | None = None) -> CompileError:
+    """A CompileError at an IR location ``loc`` (with its source line), or in ``file`` when
+    ``loc`` is None: a kernel asks for what the device does not have."""
+    if loc is None:
+        return CompileError(msg, file, None, None, None, kernel=kernel)
+    return CompileError(msg, loc.file, loc.line, loc.col,
+                        (linecache.getline(loc.file, loc.line) or None) if loc.line else None, kernel=kernel)
+
+
+def group_plan(ir):
+    """Check where the kernel's barriers stand; its group plan when it uses group features
+    (barriers, local memory, collectives), else None (the renderers' second argument)."""
+    from ..passes.groups import plan_groups
+    from ..passes.uniformity import check_barriers, uniform_vars
+    u = uniform_vars(ir.body, ir.locals)
+    check_barriers(ir, u)
+    grouped = bool(ir.uses & GROUPED_FEATURES)
+    return plan_groups(ir, u) if grouped else None
+
+
+class HostErr:
+    """Adapts a copied-back error buffer to the CPU's debug-error reporter (it reads
+    ``c.lib.tk_get_error``, ``c.array_names`` and ``c.file`` of a compiled CPU kernel)."""
+
+    def __init__(self, info, names: list, file: str) -> None:
+        self.array_names, self.file = names, file
+        self.lib = self
+        self._info = info
+
+    def tk_get_error(self, buf) -> None:
+        for k in range(12):
+            buf[k] = int(self._info[k])
+
+    def tk_clear_error(self) -> None:
+        pass
+
+
+def check_debug_info(info, names: list, file: str, kernel: str) -> None:
+    """Raise the IndexError a debug kernel recorded in its copied-back error buffer ``info``
+    (12 integers; ``info[0]`` set when an access was out of bounds)."""
+    if info[0]:
+        from ..kernel import _check_debug
+        _check_debug(HostErr(info, names, file), kernel)
+
+
+class DeviceKernelInstance(KernelInstance):
+    """A kernel on a device runtime. Subclasses set :attr:`array_type` and :attr:`label` and
+    implement ``_render``, ``_build`` (what :meth:`_specialize` caches) and ``_launch``."""
+
+    array_type: type = DeviceArray    # the runtime's device array class
+    label: str = "device"             # the backend in messages: "the OpenCL backend needs device arrays"
+
+    def __init__(self, kernel, backend, wg) -> None:
+        self.kernel, self.backend, self.static_wg = kernel, backend, wg
+        self.name = kernel.name
+        self._compiled: dict = {}
+        self._lock = threading.Lock()
+        self._cmask = kernel.cmask
+
+    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        from ..kernel import RECORDERS
+        if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it
+            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
+        return self._launch(args, ndrange, workgroupsize, stream)
+
+    def _normalize(self, a, name: str, kind: str):
+        """A device array of this backend as it is; a host array is refused; the rest as on the CPU."""
+        if isinstance(a, self.array_type):
+            if a.backend != self.backend:
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
+                                  f"not on {self.backend!r}")
+            return a
+        if kind != "constexpr" and is_host_array(a):
+            raise self._host_array_error(name)
+        return super()._normalize(a, name, kind)
+
+    def _host_array_error(self, name: str) -> LaunchError:
+        """The error for a host array passed where this backend needs a device array."""
+        return LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the {self.label} backend "
+                           "needs device arrays: tk.asarray(x, backend=...)")
+
+    def _lower(self, args, wg, **options):
+        """The kernel's IR for these arguments; ``options``: the runtime's LowerOptions fields
+        besides the workgroup, ``unsafe_indices``, ``debug`` and the kernel name."""
+        k = self.kernel
+        src = k.source_info()
+        opts = LowerOptions(workgroup=wg, unsafe_indices=k.unsafe_indices, debug=self.backend.debug,
+                            kernel_name=k.name, **options)
+        try:
+            return k.lower_ir(src, self._specs(args, wg), opts)
+        except CompileError:
+            raise
+        except RecursionError:
+            raise CompileError("the kernel is nested too deeply to compile", src.file, src.first_line,
+                               kernel=k.name) from None
+
+    def _sig(self, a, kind: str) -> tuple:
+        """One argument's part of the compile-cache key (see :func:`arg_sig`)."""
+        return arg_sig(a, kind, self.array_type)
+
+    def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
+        """The compile-cache key of a launch."""
+        return (tuple(self._sig(a, kind) for a, (_, kind) in zip(norm, self.kernel.params)), ndim, ranges, wg)
+
+    def _specialize(self, norm, geom, ndim, ranges, wg) -> tuple:
+        """What ``_build`` returns for this launch's key: built once (under the lock), then cached."""
+        key = self._key(norm, geom, ndim, ranges, wg)
+        entry = self._compiled.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._compiled.get(key)
+                if entry is None:
+                    entry = self._compiled[key] = self._build(norm, geom, ndim, ranges, wg)
+        return entry
