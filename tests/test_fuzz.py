@@ -526,3 +526,33 @@ def k_const_floordiv_pow(o):
 # fixed: const-float-floordiv
 def test_bug_constant_python_float_floordiv_folds():
     _check_all(k_const_floordiv_pow, [np.zeros((1, 2), np.float64)], [[0.0, -0.5 + 3.0]])
+
+
+@tk.kernel
+def k_zero_minus_int(o, x):
+    i = tk.index()
+    o[i, 0] = 0.0 - float(x[i])                  # GCC 12 folded this to -x: -0.0 for x == 0
+    o[i, 1] = float(0) - int(x[i] * 0.5)
+
+
+# fixed: gcc-zero-minus-int
+def test_bug_zero_minus_converted_int_is_positive_zero():
+    x = np.array([0, 3], np.int32)
+    _check_all(k_zero_minus_int, [np.zeros((2, 2)), x], [[0.0, 0.0], [-3.0, -1.0]])
+
+
+@tk.kernel
+def k_fma_narrow_zero(o):
+    i = tk.index()
+    # fma of fp8 values whose exact result is 0 stays fp8, so a Python float meeting it rounds to fp8
+    o[i, 0] = math.atan2(tk.fma(0.0, 3.0, tk.float8_e4m3fn(1e-10)), 1e300)
+    o[i, 1] = np.float16(-math.inf) ** 0.5       # a narrow constant base: the sqrt fast path (NaN)
+    o[i, 2] = np.float16(-0.0) ** 0.5            # -0.0
+
+
+# fixed: fma-narrow-zero
+# fixed: narrow-const-pow
+def test_bug_fma_narrow_zero_and_narrow_constant_power():
+    got = _run(k_fma_narrow_zero, INTERP, [np.zeros((1, 3), np.float32)])[0]
+    _check_all(k_fma_narrow_zero, [np.zeros((1, 3), np.float32)], got)
+    assert np.isnan(got[0, 0]) and np.isnan(got[0, 1]) and got[0, 2] == 0 and np.signbit(got[0, 2])

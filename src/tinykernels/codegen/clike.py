@@ -41,6 +41,9 @@ def portable_helpers(with_f64: bool = True) -> str:
         if sfx[0] == "i":
             u = "u" + t
             out.append(f"TK_INLINE {t} tk_abs_{sfx}({t} a) {{ return a < 0 ? ({t})(({u})0 - ({u})a) : a; }}")
+        if sfx[0] == "f":
+            # 0.0 - x: GCC 12 folds it to -x when x comes from an integer (wrong for x == +0.0)
+            out.append(f"TK_INLINE {t} tk_zsub_{sfx}({t} a) {{ return a == 0 ? ({t})0 : -a; }}")
     out.append("TK_INLINE bool tk_min_b(bool a, bool b) { return a && b; }")
     out.append("TK_INLINE bool tk_max_b(bool a, bool b) { return a || b; }")
     out += [f"#define tk_ident_min_{s} ({lo})\n#define tk_ident_max_{s} ({hi})" for s, (lo, hi) in _LIMITS.items()]
@@ -227,6 +230,9 @@ class CLikeRenderer:
             return self.wrap_narrow(e.ty, f"tk_ipow_{sfx}({a}, {b})")
         if op in ("<<", ">>"):
             return self.shift(e, a, b)
+        if op == "-" and d.is_float and isinstance(e.a, N.Const) and e.a.value == 0 and \
+                math.copysign(1.0, e.a.value) > 0:
+            return f"tk_zsub_{self.fsuffix(d)}({b})"               # +0.0 - x (see portable_helpers)
         if op in ("&", "|", "^", "+", "*") and d.kind == "b":     # NumPy: bool + bool is logical or
             return f"((bool)(({a}) {op} ({b})))"
         return self.wrap_narrow(e.ty, f"{a} {C_BINOPS[op]} {b}")

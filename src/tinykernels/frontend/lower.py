@@ -647,7 +647,8 @@ class Lowerer:
             v = I.fold_binop(op, a.value, b.value, t)      # Python ints: exact, any size
             if v is not None:
                 return N.Const(t, self.loc(node), v)
-        if op == "**" and t.dtype.is_float and isinstance(b, N.Const) and not isinstance(a, N.Const):
+        if op == "**" and t.dtype.is_float and isinstance(b, N.Const) and \
+                (not isinstance(a, N.Const) or t.dtype.is_storage_only):     # (narrow constants do not fold)
             fast = self.fast_power(a, b, t, node)            # NumPy's fast paths for scalar exponents
             if fast is not None:
                 return fast

@@ -761,23 +761,26 @@ def _round_f32(exact: Fraction) -> np.float32:
 
 
 def fma(a, b, c):
+    """``a * b + c`` rounded once, in the arguments' promoted type (narrow floats: float32)."""
     (a, b, c), t = common([float_arg(a), float_arg(b), float_arg(c)])
-    if isinstance(a, Narrow):
+    narrow = isinstance(t, type) and issubclass(t, Narrow)
+    if narrow:
         a, b, c = a.v, b.v, c.v
     fa, fb, fc = float(a), float(b), float(c)
     if not (math.isfinite(fa) and math.isfinite(fb) and math.isfinite(fc)):
         # an exact finite product (it does not overflow inside fma) plus inf/nan is c
         r = c if math.isfinite(fa) and math.isfinite(fb) else a * b + c
-        return t(np.float32(r)) if isinstance(t, type) and issubclass(t, Narrow) else r
-    exact = Fraction(fa) * Fraction(fb) + Fraction(fc)
-    if exact == 0:
-        return a * b + c                       # signed zeros as the hardware gives them
-    if t is np.float32:
-        return _round_f32(exact)
-    if isinstance(t, type) and issubclass(t, Narrow):
-        return t(_round_f32(exact))
-    r = _to_float(exact)
-    return r if t is float else np.float64(r)
+    else:
+        exact = Fraction(fa) * Fraction(fb) + Fraction(fc)
+        if exact == 0:
+            r = a * b + c                      # signed zeros as the hardware gives them
+        elif t is np.float32 or narrow:
+            r = _round_f32(exact)
+        else:
+            r = _to_float(exact)
+    if narrow:
+        return t(np.float32(r))
+    return r if t is float else t(r)
 
 
 # ----------------------------------------------------------------------------- print

@@ -14,6 +14,19 @@ KNOWN_BUGS = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'gcc-zero-minus-int': ("`0.0 - float(i)` with i == 0 gave -0.0 on the CPU: GCC 12 folds `0.0 - (double)i` to "
+                           "`-(double)i` at every optimisation level (a GCC bug: the fold is wrong for +0.0)",
+        "worked around: the C-like renderers emit `+0.0 - x` as tk_zsub (x == 0 ? 0 : -x), which GCC keeps "
+        "(codegen/clike.py); -frounding-math would also do, but stops GCC vectorizing sqrt and division"),
+    'fma-narrow-zero': ("tk.fma on fp8/float16 values whose exact result is 0 returned a float32 on the "
+                        "interpreter, so a Python float meeting it later was not rounded to the narrow type "
+                        "(`math.atan2(tk.fma(0.0, 3.0, tk.float8_e4m3fn(1e-10)), 1e300)`: 0.0 vs NaN)",
+        "fixed: the interpreter's fma returns the promoted narrow type on every path (interp_ops.fma)"),
+    'narrow-const-pow': ("`np.float16(-math.inf) ** 0.5`: the compiler neither folded a narrow-float constant "
+                         "base nor took the constant-exponent fast path (pow: inf), the interpreter took it "
+                         "(sqrt: NaN)",
+        "fixed: a constant exponent takes the fast path when the base is a narrow-float constant "
+        "(frontend/lower.py binop)"),
     'const-float-floordiv': ("`(False // -3.75) ** 0.5`: the compiler did not fold `//` and `%` of Python floats, so "
                              "the power had a run-time base and took the sqrt fast path (-0.0), while the "
                              "interpreter folded the whole constant expression as Python does (0.0)",
