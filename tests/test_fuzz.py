@@ -556,3 +556,46 @@ def test_bug_fma_narrow_zero_and_narrow_constant_power():
     got = _run(k_fma_narrow_zero, INTERP, [np.zeros((1, 3), np.float32)])[0]
     _check_all(k_fma_narrow_zero, [np.zeros((1, 3), np.float32)], got)
     assert np.isnan(got[0, 0]) and np.isnan(got[0, 1]) and got[0, 2] == 0 and np.signbit(got[0, 2])
+
+
+@tk.func
+def f_early_exit(v):
+    if v > 2:
+        return 7.0
+    return 1.0
+
+
+@tk.kernel
+def k_func_exit_in_barrier_loop(o, x):
+    i = tk.index()
+    for r in range(3):
+        o[i] += f_early_exit(x[i])               # a divergent early return, but not out of the loop
+        tk.synchronize()
+
+
+# fixed: func-exit-barrier-loop
+def test_bug_func_early_return_in_a_loop_with_barriers():
+    x = np.arange(8, dtype=np.float32)
+    _check_all(k_func_exit_in_barrier_loop, [np.zeros(8, np.float32), x], np.where(x > 2, 21.0, 3.0),
+               workgroupsize=4)
+
+
+@tk.func
+def f_exit_then_sync(v):
+    if v > 2:
+        return 7.0
+    tk.synchronize()
+    return 1.0
+
+
+@tk.kernel
+def k_func_exit_skips_barrier(o, x):
+    i = tk.index()
+    for r in range(3):
+        o[i] += f_exit_then_sync(x[i])
+
+
+def test_divergent_return_that_skips_a_barrier_in_a_loop_is_a_compile_error():
+    with pytest.raises(tk.CompileError, match="return depends on the work item"):
+        k_func_exit_skips_barrier(tk.CPU())(np.zeros(8, np.float32), np.arange(8, dtype=np.float32), ndrange=8,
+                                            workgroupsize=4)

@@ -42,8 +42,10 @@ def is_uniform(e: N.Expr, uvars: set) -> bool:
     return all(is_uniform(c, uvars) for c in N.child_exprs(e))
 
 
-def _has_divergent_jump(body, uvars) -> bool:
-    """A break/continue/exit under a non-uniform condition inside ``body`` (not in nested loops)."""
+def _has_divergent_jump(body, uvars, all_funcs: bool = True) -> bool:
+    """A break/continue/exit under a non-uniform condition inside ``body`` (not in nested loops).
+    ``all_funcs=False``: only exits of functions that hold a barrier (an early return skips
+    the rest of its function only; that matters to barriers only when the function has one)."""
     def visit(stmts, uniform):
         for s in stmts:
             if isinstance(s, (N.Break, N.Continue, N.FuncExit)) and not uniform:
@@ -52,7 +54,7 @@ def _has_divergent_jump(body, uvars) -> bool:
                 u = uniform and is_uniform(s.cond, uvars)
                 if visit(s.body, u) or visit(s.orelse, u):
                     return True
-            elif isinstance(s, N.FuncBlock):
+            elif isinstance(s, N.FuncBlock) and (all_funcs or _contains_sync(s.body)):
                 if visit(s.body, uniform):
                     return True
         return False
@@ -127,9 +129,10 @@ def check_barriers(k: N.Kernel, u: set) -> None:
                 uni = is_uniform(s.cond, u) if isinstance(s, N.While) else all(
                     is_uniform(x, u) for x in (s.start, s.stop, s.step))
                 w = why if why is not None or uni else s.loc
-                if w is None and _contains_sync(s.body) and _has_divergent_jump(s.body, u):
+                if w is None and _contains_sync(s.body) and _has_divergent_jump(s.body, u, all_funcs=False):
                     jump = _first_divergent_jump(s.body, u)
-                    raise _error(jump.loc, "this break/continue depends on the work item, but its loop "
+                    what = "return" if isinstance(jump, N.FuncExit) else "break/continue"
+                    raise _error(jump.loc, f"this {what} depends on the work item, but its loop "
                                  "contains tk.synchronize(): every work item must run the same iterations", k.name)
                 visit(s.body, w)
             elif isinstance(s, N.FuncBlock):
@@ -138,13 +141,18 @@ def check_barriers(k: N.Kernel, u: set) -> None:
 
 
 def _first_divergent_jump(stmts, u):
+    """The first jump ``_has_divergent_jump(..., all_funcs=False)`` finds (the same walk)."""
     def visit(ss, uniform):
         for s in ss:
-            if isinstance(s, (N.Break, N.Continue)) and not uniform:
+            if isinstance(s, (N.Break, N.Continue, N.FuncExit)) and not uniform:
                 return s
             if isinstance(s, N.If):
                 c = uniform and is_uniform(s.cond, u)
                 r = visit(s.body, c) or visit(s.orelse, c)
+                if r:
+                    return r
+            elif isinstance(s, N.FuncBlock) and _contains_sync(s.body):
+                r = visit(s.body, uniform)
                 if r:
                     return r
         return None

@@ -14,6 +14,12 @@ KNOWN_BUGS = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'func-exit-barrier-loop': ("a @tk.func with an early return under a per-item condition, called in a loop that "
+                               "holds tk.synchronize(), crashed the compiler (AttributeError in "
+                               "passes/uniformity.py: the check counted the return as a divergent loop exit but "
+                               "its error path looked only for break/continue)",
+        "fixed: an early return counts only when its function holds a barrier (it skips the rest of that "
+        "function, not the loop), and then the error names the return (passes/uniformity.py)"),
     'gcc-zero-minus-int': ("`0.0 - float(i)` with i == 0 gave -0.0 on the CPU: GCC 12 folds `0.0 - (double)i` to "
                            "`-(double)i` at every optimisation level (a GCC bug: the fold is wrong for +0.0)",
         "worked around: the C-like renderers emit `+0.0 - x` as tk_zsub (x == 0 ? 0 : -x), which GCC keeps "
