@@ -7,7 +7,8 @@
   ndrange dimension on x, ``const __restrict__``, shared memory, atomics, warp collectives,
   and the parameter layout the runtime packs.
 * The runtime's plumbing against a fake ``cuda.bindings.driver`` (always run): allocation and
-  copies, argument packing, grid mapping, streams, events, debug-mode error reports, DLPack.
+  copies, argument packing (the cached launch plans byte for byte against ``pack_params``),
+  grid mapping, streams, events, debug-mode error reports, DLPack.
   It checks the Python side only; nothing executes GPU code.
 * GPU tests: skipped unless a CUDA device is usable here.
 """
@@ -615,6 +616,271 @@ def test_fake_foreign_cuda_array_interface_is_zero_copy(fake):
     assert v.ptr == a.ptr and v.is_contiguous
     saxpy(b)(v, 1.0, a, ndrange=4)          # accepted as a kernel argument
     assert rt.device_of(CAI()) == 0
+
+
+# ----------------------------------------------------------------------------- launch plans (fake driver)
+#
+# A repeated launch packs its arguments through a cached plan (runtime/cuda.py, "launch
+# plans"); rt.pack_params is the reference the plan must match byte for byte.
+
+def _slot_bytes(layout, params_addr):
+    """The bytes cuLaunchKernel would copy for each parameter (its C type's size)."""
+    ptrs = (ctypes.c_uint64 * len(layout)).from_address(params_addr)
+    return [ctypes.string_at(int(p), np.dtype({"ptr": np.uint64}.get(ct, ct)).itemsize)
+            for (_, _, ct), p in zip(layout, ptrs)]
+
+
+def _reference(inst, args, ndrange, workgroupsize=None):
+    """(layout, bytes per parameter) of rt.pack_params for this launch."""
+    norm, geom, ndim, ranges, _, wg = inst._prepare(args, ndrange, workgroupsize)
+    _, ir, _, layout = inst._specialize(norm, geom, ndim, ranges, wg)
+    _buf, ptrs = rt.pack_params(layout, rt.bind_args(ir, norm), geom)
+    return layout, _slot_bytes(layout, int(ptrs.ctypes.data))
+
+
+def _count_full_launches(monkeypatch, inst):
+    calls = []
+    full = inst._launch
+
+    def counting(*a):
+        calls.append(a)
+        return full(*a)
+    monkeypatch.setattr(inst, "_launch", counting)
+    return calls
+
+
+def _launch_twice_and_compare(fake, monkeypatch, inst, args, ndrange, workgroupsize=None, fast=True):
+    """Launch twice (the full path, then the plan) and check both argument blocks against
+    pack_params; returns (layout, the reference bytes). ``fast``: whether the second launch
+    skips the full path (a Python int >= 2**63 never does)."""
+    layout, want = _reference(inst, args, ndrange, workgroupsize)
+    got = []
+    fake.on_launch = lambda launch: got.append(_slot_bytes(layout, launch["params"]))
+    full = _count_full_launches(monkeypatch, inst)
+    inst(*args, ndrange=ndrange, workgroupsize=workgroupsize)
+    n = len(full)
+    inst(*args, ndrange=ndrange, workgroupsize=workgroupsize)
+    fake.on_launch = None
+    assert got == [want, want]
+    assert len(full) == (n if fast else n + 1), "the second launch took the wrong path"
+    return layout, want
+
+
+def _value(layout, raw, kind):
+    """The value of the first parameter of ``kind`` in the packed bytes."""
+    for (k, _, ct), b in zip(layout, raw):
+        if k == kind:
+            return np.frombuffer(b, {"ptr": np.uint64}.get(ct, ct))[0]
+    raise KeyError(kind)
+
+
+def _fill_kernel():
+    @tk.kernel
+    def fill(y, s):
+        y[tk.index()] = s
+    return fill
+
+
+SCALARS = [True, False, 7, -(2 ** 63), 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1, 2.5, -0.0, float("nan"), float("-inf"),
+           np.bool_(True), np.int8(-5), np.int16(-300), np.int32(-(2 ** 31)), np.int64(-(2 ** 63)),
+           np.uint8(255), np.uint16(65535), np.uint32(2 ** 32 - 1), np.uint64(2 ** 64 - 1),
+           np.float16(1.5), np.float16(-65504), np.float32(3.25), np.float32(-1e-45),
+           np.uint32(0x7FA00001).view(np.float32),           # a signalling NaN with a payload
+           np.float64(-0.0), np.float64(1e308)]      # (bfloat16/fp8 scalars are not kernel arguments)
+
+
+@pytest.mark.parametrize("s", SCALARS, ids=lambda s: f"{type(s).__name__}({s!r})")
+def test_fake_plan_packs_scalars_of_every_dtype_like_pack_params(fake, monkeypatch, s):
+    b = rt.CUDA(0)
+    if isinstance(s, (bool, np.bool_)):
+        dt = np.bool_
+    elif isinstance(s, np.generic):
+        dt = s.dtype
+    elif isinstance(s, int):
+        dt = np.uint64 if s >= 2 ** 63 else np.int64
+    else:
+        dt = np.float64
+    y = b.array_from_host(np.zeros(8, dt))
+    inst = _fill_kernel()(b)
+    wide = type(s) is int and s >= 2 ** 63
+    layout, raw = _launch_twice_and_compare(fake, monkeypatch, inst, (y, s), 8, fast=not wide)
+    _, (_, ty), ct = next(e for e in layout if e[0] == "scalar")
+    got = raw[[e[0] for e in layout].index("scalar")]
+    if isinstance(s, (bool, np.bool_)):
+        assert ct == "uint8" and got == bytes([bool(s)])
+    elif ty.dtype.is_storage_only:                    # float16, bfloat16, fp8: as float32
+        assert ct == "float32" and got == np.float32(s).tobytes()
+    else:
+        assert got == np.array(s, dtype=ct).tobytes()   # its own bits (NaN payloads, -0.0 too)
+    assert _value(layout, raw, "ptr") == y.ptr
+
+
+def test_fake_plan_repacks_new_values_on_every_launch(fake, monkeypatch):
+    b = rt.CUDA(0)
+    inst = _fill_kernel()(b)
+    ys = [b.array_from_host(np.zeros(16, np.float64)) for _ in range(3)]
+    layout, _ = _reference(inst, (ys[0], 1.0), 16)
+    seen = []
+    fake.on_launch = lambda launch: seen.append(_slot_bytes(layout, launch["params"]))
+    full = _count_full_launches(monkeypatch, inst)
+    for k, (y, s) in enumerate([(ys[0], 1.0), (ys[1], -7.25), (ys[2], 1e300), (ys[0], float("inf"))]):
+        ev = inst(y, s, ndrange=16 - k)            # new arrays, scalars and extents: nothing stale
+        assert isinstance(ev, tk.Event) and ev.done()
+        raw = seen[-1]
+        assert _value(layout, raw, "ptr") == y.ptr and _value(layout, raw, "scalar") == s
+        assert _value(layout, raw, "count") == 16 - k
+        assert raw == _reference(inst, (y, s), 16 - k)[1]
+    assert len(full) == 4          # a new ndrange takes the full path (its geometry is cached there) ...
+    inst(ys[1], 2.0, ndrange=15)
+    assert len(full) == 4          # ... and then not again
+    assert _value(layout, seen[-1], "ptr") == ys[1].ptr and _value(layout, seen[-1], "scalar") == 2.0
+    assert len(inst._plans) == 1   # one plan: the extents are written at each launch, not keyed
+
+
+def test_fake_plan_32_and_64_bit_index_variants(fake, monkeypatch):
+    @tk.kernel
+    def axpy(y, a, x: tk.Const):
+        i = tk.index()
+        y[i] = a * x[i] + y[i]
+    b = rt.CUDA(0)
+    y, x = b.array_from_host(np.ones(10, np.float32)), b.array_from_host(np.arange(10, dtype=np.float32))
+    inst = axpy(b)
+    for ndrange, ct in ((10, "int32"), (3 << 30, "int64"), (range(2, 10, 3), "int32")):
+        layout, raw = _launch_twice_and_compare(fake, monkeypatch, inst, (y, 0.5, x), ndrange)
+        cts = {k: c for k, _, c in layout}
+        assert cts["count"] == cts["shape"] == cts["stride"] == ct and cts["start"] == cts["step"] == "int64"
+        r = ndrange if isinstance(ndrange, range) else range(ndrange)
+        assert [_value(layout, raw, k) for k in ("start", "count", "step")] == [r.start, len(r), r.step]
+        assert len(raw[[k for k, _, _ in layout].index("count")]) == (4 if ct == "int32" else 8)
+    assert fake.launches[-1]["grid"] == (1, 1, 1)
+    assert len(inst._plans) == 3   # 32-bit, 64-bit and the ranges specialization
+
+
+def test_fake_plan_strided_and_reversed_arrays(fake, monkeypatch):
+    b = rt.CUDA(0)
+    a = b.array_from_host(np.arange(24, dtype=np.float32).reshape(4, 6))
+    out = b.array_from_host(np.zeros((4, 3), np.float32))
+    cols = rt.CUDAArray(b, a.ptr, (4, 3), np.float32, (24, 8), a)          # a[:, ::2]
+    rev = rt.CUDAArray(b, a.ptr + 4 * 5, (2, 3), np.float32, (48, -8), a)   # a[::2, 5::-2]
+    inst = copy2d(b)
+    for src, nd in ((cols, (4, 3)), (rev, (2, 3))):
+        layout, raw = _launch_twice_and_compare(fake, monkeypatch, inst, (out, src), nd)
+        vals = [(k, d[1], np.frombuffer(r, ct)[0]) for (k, d, ct), r in zip(layout, raw)
+                if k in ("shape", "stride") and d[0].name == "a"]
+        want = [("shape", i, n) for i, n in enumerate(src.shape)] + \
+               [("stride", i, s // 4) for i, s in enumerate(src.strides)]
+        assert vals == want
+        ptrs = [np.frombuffer(r, np.uint64)[0] for (k, _, _), r in zip(layout, raw) if k == "ptr"]
+        assert ptrs == [out.ptr, src.ptr]
+
+
+def test_fake_plan_never_skips_a_check(fake, monkeypatch):
+    b = rt.CUDA(0)
+    inst = _fill_kernel()(b)
+    y = b.array_from_host(np.zeros(8, np.int64))
+    inst(y, 3, ndrange=8)
+    inst(y, 3, ndrange=8)                  # a plan and a fast function exist now
+    assert inst._fast is not rt._no_fast
+    with pytest.raises(tk.LaunchError, match="64 bits"):
+        inst(y, 2 ** 64, ndrange=8)
+    with pytest.raises(tk.LaunchError, match="64 bits"):
+        inst(y, -(2 ** 63) - 1, ndrange=8)
+    for bad in (1.0 * 8, True, [8.5], "8"):
+        with pytest.raises(tk.LaunchError):
+            inst(y, 3, ndrange=bad)
+    with pytest.raises(tk.LaunchError, match="takes 2 argument"):
+        inst(y, 3, 4, ndrange=8)
+    with pytest.raises(tk.LaunchError, match="host array"):
+        inst(np.zeros(8, np.int64), 3, ndrange=8)
+    with pytest.raises(tk.LaunchError, match="workgroupsize"):
+        inst(y, 3, ndrange=8, workgroupsize=2.0)
+    with pytest.raises(tk.LaunchError, match="stream"):
+        inst(y, 3, ndrange=8, stream=object())
+    n = len(fake.launches)
+    assert inst(y, 3, ndrange=0).done() and inst(y, 3, ndrange=(range(3, 3),)).done()
+    assert len(fake.launches) == n         # empty ndranges launch nothing
+    # a Python int beyond int64 goes as uint64 (its own specialization), then int64 again
+    seen = []
+    fake.on_launch = lambda launch: seen.append(launch["params"])
+    layout, _ = _reference(inst, (y, 2 ** 63 + 5), 8)
+    inst(y, 2 ** 63 + 5, ndrange=8)
+    assert _value(layout, _slot_bytes(layout, seen[-1]), "scalar") == np.uint64(2 ** 63 + 5)
+    layout, _ = _reference(inst, (y, -4), 8)
+    inst(y, -4, ndrange=8)
+    assert _value(layout, _slot_bytes(layout, seen[-1]), "scalar") == -4
+    # an array on another device is refused even when its layout matches a plan
+    other = rt.CUDAArray(b, y.ptr, y.shape, y.dtype, None, y)
+    other._layout = rt._layout_of(y.dtype, y.shape, y.strides, 1)
+    other._backend = type("B", (), {"device": 1, "__eq__": lambda s, o: False, "__hash__": lambda s: 1})()
+    with pytest.raises(tk.LaunchError, match="CUDA:1"):
+        inst(other, 3, ndrange=8)
+
+
+def test_fake_plan_with_streams_constexpr_and_workgroups(fake, monkeypatch):
+    @tk.kernel
+    def scaled(y, x: tk.Const, k: tk.constexpr):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        y[i, j] = x[i, j] * k
+    b = rt.CUDA(0)
+    x = b.array_from_host(np.ones((6, 40), np.float32))
+    y = b.array_from_host(np.zeros((6, 40), np.float32))
+    inst = scaled(b)
+    hi = b.stream(tk.High)
+    full = _count_full_launches(monkeypatch, inst)
+    for k in (2, 3, 2.0):
+        for _ in range(2):
+            inst(y, x, k, ndrange=(6, 40), workgroupsize=(2, 32), stream=hi)
+            assert fake.launches[-1]["stream"] == hi.handle
+            assert fake.launches[-1]["block"] == (32, 2, 1) and fake.launches[-1]["grid"] == (2, 3, 1)
+    assert len(full) == 3                  # one full launch per constexpr value (2 and 2.0 differ)
+    assert len({id(e) for e in inst._compiled.values()}) == 3
+    inst(y, x, 2, ndrange=(6, 40), workgroupsize=(2, 32))
+    assert fake.launches[-1]["stream"] == 0 and len(full) == 3
+    _launch_twice_and_compare(fake, monkeypatch, inst, (y, x, 3), (range(1, 5), range(0, 40, 2)), (2, 32))
+
+
+def test_fake_events_are_recorded_per_launch_and_their_handles_reused(fake):
+    b = rt.CUDA(0)
+    y = b.array_from_host(np.zeros(8))
+    inst = _fill_kernel()(b)
+    inst(y, 1.0, ndrange=8)
+    evs = [inst(y, 1.0, ndrange=8) for _ in range(5)]
+    handles = {e.handle for e in evs}
+    assert len(handles) == 5               # live events never share a handle
+    created = fake.events
+    del evs
+    import gc
+    gc.collect()
+    evs = [inst(y, 1.0, ndrange=8) for _ in range(5)]
+    assert fake.events == created and {e.handle for e in evs} == handles   # recorded again, not created
+    ref = rt.CUDAEvent(123, b._dev)        # the fast constructor sets what Event.__init__ sets
+    fast = rt._new_event(123, b._dev)
+    for slot in tk.Event.__slots__ + rt.CUDAEvent.__slots__:
+        if slot not in ("_lock", "__weakref__"):
+            assert getattr(fast, slot) == getattr(ref, slot), slot
+    assert fast._lock.locked() and ref._lock.locked() and fast.done()
+    ref.handle = fast.handle = None
+
+
+def test_fake_plan_concurrent_launches_keep_their_own_arguments(fake):
+    import threading
+    b = rt.CUDA(0)
+    y = b.array_from_host(np.zeros(8))
+    inst = _fill_kernel()(b)
+    layout, _ = _reference(inst, (y, 0.0), 8)
+    inst(y, 0.0, ndrange=8)
+    seen = []
+    fake.on_launch = lambda launch: seen.append(_value(layout, _slot_bytes(layout, launch["params"]), "scalar"))
+
+    def work(base):
+        for k in range(300):
+            inst(y, float(base + k), ndrange=8)
+    ts = [threading.Thread(target=work, args=(1000 * t,)) for t in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sorted(seen) == sorted(float(1000 * t + k) for t in range(3) for k in range(300))
 
 
 # ----------------------------------------------------------------------------- on a GPU

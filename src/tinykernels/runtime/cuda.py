@@ -8,7 +8,8 @@ with NVRTC installed. Everything else here talks to the CUDA driver API through
 * one primary context per device (``cuDevicePrimaryCtxRetain``), made current on each
   thread that uses it;
 * modules from cubins (``cuModuleLoadData``), one per generated source, kernels launched
-  with ``cuLaunchKernel`` and a packed argument array (:func:`~tinykernels.codegen.cuda.param_layout`);
+  with ``cuLaunchKernel`` and a packed argument array (:func:`~tinykernels.codegen.cuda.param_layout`),
+  prepared once per argument layout and reused by later launches ("launch plans" below);
 * device arrays (:class:`CUDAArray`) from ``cuMemAlloc``, copies with ``cuMemcpy*``;
   they export ``__cuda_array_interface__`` and DLPack, and PyTorch, CuPy and JAX arrays on
   the device are taken zero-copy;
@@ -24,6 +25,7 @@ import ctypes
 import hashlib
 import os
 import re
+import struct
 import threading
 import weakref
 from functools import lru_cache
@@ -34,7 +36,7 @@ from .. import dtypes as D
 from ..array import Array
 from ..backends import Backend
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from ..kernel import KernelInstance
+from ..kernel import RECORDERS, KernelInstance
 from .device import DeviceArray, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, debug_flag, fits32, \
     group_plan, is_host_array, same_shape, scalar_value, track_stream
 from .streams import Event, completed_event
@@ -55,12 +57,18 @@ def _nvrtc():
     return nvrtc
 
 
+_DRIVER = None              # cuda.bindings.driver once imported (a launch asks for it every time)
+
+
 def _driver():
-    try:
-        from cuda.bindings import driver
-    except ImportError as e:
-        raise BackendUnavailable(f"the CUDA backend needs cuda-bindings: {HINT} ({e})") from None
-    return driver
+    global _DRIVER
+    if _DRIVER is None:
+        try:
+            from cuda.bindings import driver
+        except ImportError as e:
+            raise BackendUnavailable(f"the CUDA backend needs cuda-bindings: {HINT} ({e})") from None
+        _DRIVER = driver
+    return _DRIVER
 
 
 def _ok(res, what: str):
@@ -72,6 +80,9 @@ def _ok(res, what: str):
     if int(err) != 0:
         raise RuntimeError(f"{what} failed: {_errstr(err)}")
     return vals[0] if len(vals) == 1 else (vals if vals else None)
+
+
+_OK = (0,)                  # what a driver call returns on success (CUDA_SUCCESS compares equal to 0)
 
 
 def _errstr(err) -> str:
@@ -285,6 +296,8 @@ class _Device:
         self.lock = threading.Lock()
         self.streams = weakref.WeakSet()
         self.null = drv.CUstream(0)       # the legacy default stream (orders with every blocking stream)
+        self.event_flags = int(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        self.events: list = []            # CUevent handles of collected CUDAEvents, recorded again (_record)
 
     def activate(self) -> None:
         """Make the primary context current on this thread (once per thread)."""
@@ -516,6 +529,42 @@ class _Allocation:
             pass
 
 
+class _Layout:
+    """What a launch needs to know about an array besides its address: dtype, shape, strides
+    and device. One object per distinct layout (:func:`_layout_of`), so a launch's cache key
+    holds it and compares it by identity (see :class:`CUDAKernelInstance`)."""
+    __slots__ = ("dtype", "shape", "strides", "device", "sig", "fits32", "usable")
+
+    def __init__(self, dtype: np.dtype, shape: tuple, strides: tuple, device):
+        self.dtype, self.shape, self.strides, self.device = dtype, shape, strides, device
+        size = 1
+        for n in shape:
+            size *= n
+        contiguous = strides == c_strides(shape, dtype) or size <= 1
+        self.sig = ("A", dtype.str, len(shape), contiguous)        # arg_sig(..., layout=True)
+        item = dtype.itemsize
+        if item == 0:                 # not a dtype kernels take (_normalize says so)
+            self.fits32 = self.usable = False
+            return
+        self.fits32 = size < 1 << 31 and sum(abs(s // item) * max(n - 1, 0) for s, n in zip(strides, shape)) < 1 << 31
+        # what CUDAKernelInstance._normalize checks of a kernel argument (it raises the errors)
+        self.usable = D.from_any(dtype) is not None and 1 <= len(shape) <= 8 and not any(s % item for s in strides)
+
+
+_LAYOUTS: dict = {}            # explicit cache: (dtype, shape, strides, device) -> _Layout
+_MAX_LAYOUTS = 4096
+
+
+def _layout_of(dtype: np.dtype, shape: tuple, strides: tuple, device) -> _Layout:
+    key = (dtype, shape, strides, device)
+    lay = _LAYOUTS.get(key)
+    if lay is None:
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:     # only a cache: arrays keep their own _Layout
+            _LAYOUTS.clear()
+        lay = _LAYOUTS.setdefault(key, _Layout(dtype, shape, strides, device))
+    return lay
+
+
 _DL_CUDA, _DL_CUDA_MANAGED = 2, 13
 # DLPack dtype codes (dlpack.h): kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool, kDLFloat8_*
 _DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
@@ -525,7 +574,7 @@ _DL_SPECIAL = {"bfloat16": (4, 16), "float8_e4m3fn": (10, 8), "float8_e5m2": (12
 class CUDAArray(DeviceArray):
     """An array in a CUDA device's global memory: its own allocation, or a zero-copy view
     of another library's CUDA array (PyTorch, CuPy, JAX...). Any strides."""
-    __slots__ = ("_ptr", "_strides", "_owner")
+    __slots__ = ("_ptr", "_strides", "_owner", "_layout")
 
     def __init__(self, backend: CUDA, ptr: int, shape, dtype, strides=None, owner=None):
         self._host = None
@@ -535,6 +584,7 @@ class CUDAArray(DeviceArray):
         self._dtype = np.dtype(dtype)
         self._strides = tuple(int(s) for s in strides) if strides is not None else c_strides(self._shape, self._dtype)
         self._owner = owner              # keeps the memory alive (an _Allocation or the foreign object)
+        self._layout = _layout_of(self._dtype, self._shape, self._strides, getattr(backend, "device", None))
 
     @classmethod
     def empty(cls, backend: CUDA, shape, dtype) -> "CUDAArray":
@@ -884,11 +934,8 @@ class CUDAEvent(Event):
 
     @classmethod
     def record(cls, dev: _Device, h_stream) -> "CUDAEvent":
-        drv = _driver()
         dev.activate()
-        ev = _ok(drv.cuEventCreate(int(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
-        _ok(drv.cuEventRecord(ev, h_stream), "cuEventRecord")
-        return cls(ev, dev)
+        return _record(_driver(), dev, h_stream)
 
     def done(self) -> bool:
         if self.handle is None:
@@ -907,14 +954,52 @@ class CUDAEvent(Event):
             _ok(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
 
     def __del__(self):
+        # the handle goes back to its device's pool (nothing can wait on this event any more;
+        # recording it again overwrites its state), or is destroyed when the pool is full
         try:
-            if self.handle is not None:
-                _driver().cuEventDestroy(self.handle)
+            h = self.handle
+            if h is not None:
+                pool = self._dev.events if self._dev is not None else None
+                if pool is not None and len(pool) < _EVENT_POOL:
+                    pool.append(h)
+                else:
+                    _driver().cuEventDestroy(h)
         except Exception:  # noqa: BLE001
             pass
 
     def __repr__(self) -> str:
         return f"<tk.Event (CUDA) {'done' if self.done() else 'pending'}>"
+
+
+_EVENT_POOL = 256            # CUevent handles kept per device for reuse
+
+
+def _record(drv, dev: _Device, h_stream) -> CUDAEvent:
+    """A CUDAEvent recorded on ``h_stream`` (the context current): a pooled handle or a new one."""
+    try:
+        ev = dev.events.pop()
+    except IndexError:
+        ev = _ok(drv.cuEventCreate(dev.event_flags), "cuEventCreate")
+    res = drv.cuEventRecord(ev, h_stream)
+    if res != _OK:
+        dev.events.append(ev)
+        _ok(res, "cuEventRecord")
+    return _new_event(ev, dev)
+
+
+_HELD = threading.Lock()      # every CUDAEvent's Event._lock: held for good, as a fresh
+_HELD.acquire()               # Event's is until its job finishes (a CUDAEvent has no job)
+_object_new = object.__new__
+
+
+def _new_event(handle, dev: _Device) -> CUDAEvent:
+    """``CUDAEvent(handle, dev)`` without the calls: the fields Event.__init__ sets, with the
+    shared held lock (a launch makes one event; tests check the fields match)."""
+    ev = _object_new(CUDAEvent)
+    ev._lock, ev._done, ev._exc, ev._tb, ev._waited, ev._synced, ev._state, ev._seq = \
+        _HELD, False, None, None, False, False, None, 0
+    ev.handle, ev._dev = handle, dev
+    return ev
 
 
 class CUDAStream:
@@ -968,7 +1053,10 @@ _NP_PARAM = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.
 
 def pack_params(layout: list, values: dict, geom, err_ptr: int = 0) -> tuple:
     """The argument block of cuLaunchKernel: (buffer of 8-byte slots, array of pointers to
-    them). ``values``: kernel argument by IR parameter name (see :func:`bind_args`)."""
+    them). ``values``: kernel argument by IR parameter name (see :func:`bind_args`).
+
+    Debug launches use it; other launches go through a launch plan, which must write these
+    bytes (the tests compare them)."""
     buf = np.zeros(max(len(layout), 1), np.uint64)
     raw = buf.view(np.uint8)
     for i, (kind, det, ct) in enumerate(layout):
@@ -1019,14 +1107,223 @@ def grid_dims(geom, ndim: int, wg: tuple) -> tuple:
 
 def _fits32(args, geom, wg) -> bool:
     """Whether every index of the launch fits in a 32-bit int (with the padding to whole
-    workgroups, so even masked items' positions do not overflow)."""
-    return fits32(args, geom, (np.ndarray, CUDAArray), wg)
+    workgroups, so even masked items' positions do not overflow): :func:`fits32` of the
+    arrays, with a CUDAArray's part computed once per layout."""
+    return (fits32([a for a in args if isinstance(a, np.ndarray)], geom, np.ndarray, wg)
+            and all(a._layout.fits32 for a in args if isinstance(a, CUDAArray)))
+
+
+# ----------------------------------------------------------------------------- launch plans
+#
+# A launch costs the driver a few microseconds; its Python side must cost less. The first
+# launch of a kind (see CUDAKernelInstance) takes the full path: check and normalize the
+# arguments, find or compile the specialization, check the grid. It leaves behind
+#
+# * a geometry (_Geo) per (ndrange, workgroupsize): the grid and block, the start/count/step
+#   values of the kernel's first parameters, and a token standing for what the compiled
+#   code depends on (ndim, ranges, workgroup, whether the padded ndrange fits 32 bits);
+# * a plan per (geometry token, argument keys): an argument key is the array's _Layout
+#   (interned: dtype, shape, strides, device), the scalar's type, or a constexpr's
+#   (type, value). The plan is a launcher function with a preallocated argument block:
+#   8-byte slots, the array shapes and strides written once, and a struct that writes the
+#   geometry, the array addresses and the scalars into the first slots at each launch; the
+#   kernelParams pointer array (its int address goes to cuLaunchKernel) is built once too;
+# * a fast function for the kernel's argument pattern (array / scalar / constexpr at each
+#   position) that turns a launch's arguments into the plan key with attribute reads only.
+#
+# A repeated launch is then the fast function, two dict lookups and the plan: a struct
+# pack_into, cuLaunchKernel and the event. Whatever the key cannot vouch for takes the full
+# path: other argument kinds (foreign arrays, host arrays), a Python int that does not fit
+# int64 (the pack raises, the full path keys it as uint64), ndranges whose key is not exact
+# (floats, bools, lists, ranges of one element), another stream's backend object, debug
+# mode. The launcher functions are generated from two small templates (indices and fixed
+# expressions only) and compiled once per distinct text.
+
+_WG_KEY = object()            # geometry keys that include a workgroup size start with this
+_WIDE_INT = object()          # plan-key entry of a Python int in [2**63, 2**64) (passed as uint64)
+_MAX_CACHED = 1024            # geometries / plans kept per kernel instance (then the cache restarts)
+_StructError = struct.error
+_FMT = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint8": "B", "uint16": "H", "uint32": "I",
+        "uint64": "Q", "float32": "f", "float64": "d", "ptr": "Q"}
+
+
+class _Geo:
+    """A launch geometry of one kernel instance (see above)."""
+    __slots__ = ("token", "slots", "dims")
+
+    def __init__(self, token, slots: tuple, dims: tuple):
+        self.token, self.slots, self.dims = token, slots, dims
+
+
+def _exact_int(x):
+    """``x`` as an int when it is an int or a NumPy integer (not a bool), else None."""
+    c = x.__class__
+    if c is int:
+        return x
+    if c is not bool and isinstance(x, np.integer):
+        return int(x)
+    return None
+
+
+def _geo_key(ndrange, workgroupsize):
+    """A cache key of (ndrange, workgroupsize) equal to another's only when both give the same
+    geometry, or None (1.0 == 1 == True as dict keys, and equal ranges of 0 or 1 elements may
+    differ in start and step: such launches take the full path)."""
+    if ndrange.__class__ is tuple:
+        parts = []
+        for x in ndrange:
+            if x.__class__ is range:
+                if len(x) < 2:
+                    return None
+                parts.append(x)
+            else:
+                v = _exact_int(x)
+                if v is None:
+                    return None
+                parts.append(v)
+        nd = tuple(parts)
+    elif ndrange.__class__ is range:
+        if len(ndrange) < 2:
+            return None
+        nd = ndrange
+    else:
+        nd = _exact_int(ndrange)
+        if nd is None:
+            return None
+    if workgroupsize is None:
+        return nd
+    if workgroupsize.__class__ is tuple:
+        wg = tuple(_exact_int(x) for x in workgroupsize)
+        if None in wg:
+            return None
+    else:
+        wg = _exact_int(workgroupsize)
+        if wg is None:
+            return None
+    return (_WG_KEY, nd, wg)
+
+
+def _slot(ct: str) -> str:
+    """The struct format of one 8-byte parameter slot holding a value of C type ``ct``."""
+    size = np.dtype(_NP_PARAM[ct]).itemsize
+    return _FMT[ct] + (f"{8 - size}x" if size < 8 else "")
+
+
+def _f32_bytes(a) -> bytes:
+    return np.float32(a).tobytes()
+
+
+def _scalar_slot(a, ty, ct: str) -> tuple:
+    """(struct format of the slot, converter or None) for scalar argument ``a`` of a parameter
+    of IR type ``ty`` and C type ``ct``; the bytes are pack_params' (scalar_value, then ct).
+    No converter: struct packs ``a`` itself, exactly (a float as float64, an int as int64 or
+    uint64, a bool or np.bool_ as one byte 0/1, a NumPy integer as its own type)."""
+    c = a.__class__
+    if (c is float and ct == "float64") or (c is int and ct in ("int64", "uint64")):
+        return _slot(ct), None
+    if c is bool and ct == "uint8":
+        return "?7x", None
+    if isinstance(a, np.generic):
+        dt = a.dtype
+        if dt.kind == "b" and ct == "uint8":
+            return "?7x", None
+        if dt.name == ct and (dt.kind in "iu" or ct == "float64"):
+            return _slot(ct), None
+        if dt.name == ct == "float32":       # its own bytes (a float32 NaN keeps its payload)
+            return "4s4x", c.tobytes
+        if ty.dtype.is_storage_only and ct == "float32":
+            return "4s4x", _f32_bytes
+    size = np.dtype(_NP_PARAM[ct]).itemsize   # anything else: pack_params' own conversion
+
+    def convert(v, ty=ty, np_t=_NP_PARAM[ct]):
+        return np.asarray(scalar_value(v, ty)).astype(np_t).tobytes()
+    return f"{size}s" + (f"{8 - size}x" if size < 8 else ""), convert
+
+
+_PLAN_SRC = """\
+def make(pack_into, buf, fn, addr, dev, lock, what{convs}):
+    events = dev.events
+    def launch(geo, h{args}):
+        with lock:                      # one argument block per plan: one launch at a time
+            try:
+                pack_into(buf, 0, *geo.slots{values})
+            except _StructError:        # e.g. an int beyond int64: the full path decides
+                return None
+            drv = _driver()
+            if getattr(_TLS, "ctx", None) is not dev:
+                dev.activate()
+            res = drv.cuLaunchKernel(fn, *geo.dims, 0, h, addr, 0)
+        if res != _OK:
+            _ok(res, what)
+        try:                            # _record, inlined
+            ev = events.pop()
+        except IndexError:
+            ev = _ok(drv.cuEventCreate(dev.event_flags), "cuEventCreate")
+        res = drv.cuEventRecord(ev, h)
+        if res != _OK:
+            events.append(ev)
+            _ok(res, "cuEventRecord")
+        return _new_event(ev, dev)
+    return launch
+"""
+
+_FAST_SRC = """\
+def make(geos, plans, backend, null, geo_key):
+    def fast(args, ndrange, workgroupsize, stream):
+        if stream is None:
+            h = null
+        elif stream.__class__ is CUDAStream and stream.backend is backend:
+            h = stream.handle
+        else:
+            return None
+        try:
+            {unpack} = args
+            geo = geos[ndrange if workgroupsize is None and ndrange.__class__ is int
+                       else geo_key(ndrange, workgroupsize)]
+            plan = plans[geo.token, {keys}]
+        except Exception:               # no plan for these arguments: the full path
+            return None
+        return plan(geo, h{args})
+    return fast
+"""
+
+
+@lru_cache(maxsize=256)
+def _generated(src: str):
+    """The ``make`` function of a launcher template (compiled once per distinct text)."""
+    ns: dict = {}
+    exec(compile(src, f"<tinykernels.runtime.cuda launcher {hashlib.sha1(src.encode()).hexdigest()[:8]}>",
+                 "exec"), globals(), ns)
+    return ns["make"]
+
+
+def _no_fast(args, ndrange, workgroupsize, stream):
+    return None
 
 
 class CUDAKernelInstance(DeviceKernelInstance):
-    """A kernel on a CUDA device (or, on a CUDATarget, only its source)."""
+    """A kernel on a CUDA device (or, on a CUDATarget, only its source).
+
+    A launch first tries ``self._fast`` (see "launch plans" above), then the full path
+    (:meth:`_launch`), which builds what the fast one needs."""
     array_type = CUDAArray
     label = "CUDA"
+
+    def __init__(self, kernel, backend, wg) -> None:
+        super().__init__(kernel, backend, wg)
+        self._geos: dict = {}           # _geo_key -> _Geo
+        self._plans: dict = {}          # (geometry token, argument keys...) -> launcher
+        self._tokens: dict = {}         # (ndim, ranges, wg, fits32) -> geometry token
+        self._fast = _no_fast           # the fast function of the first eligible argument pattern
+        self._pattern = None
+
+    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it
+            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
+        ev = self._fast(args, ndrange, workgroupsize, stream)
+        if ev is None:
+            ev = self._launch(args, ndrange, workgroupsize, stream)
+        return ev
 
     def _normalize(self, a, name, kind):
         # replaces DeviceKernelInstance's: CUDA also takes other libraries' CUDA arrays, and a
@@ -1043,6 +1340,8 @@ class CUDAKernelInstance(DeviceKernelInstance):
             if isinstance(self.backend, CUDA) and dev.backend.device != self.backend.device:
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' is on CUDA:{dev.backend.device}, "
                                   f"not on {self.backend!r}")
+            if dev._layout.usable:           # the checks below, passed once for this layout
+                return dev
             if D.from_any(dev.dtype) is None:
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {dev.dtype}")
             if dev.ndim == 0 or dev.ndim > 8:
@@ -1066,6 +1365,8 @@ class CUDAKernelInstance(DeviceKernelInstance):
 
     def _sig(self, a, kind: str) -> tuple:
         # CUDA arrays may be strided; a Python int >= 2**63 is carried as uint64
+        if kind != "constexpr" and isinstance(a, CUDAArray):
+            return a._layout.sig                     # arg_sig's, computed once per layout
         return arg_sig(a, kind, CUDAArray, layout=True, wide_ints=True)
 
     def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
@@ -1092,6 +1393,8 @@ class CUDAKernelInstance(DeviceKernelInstance):
         return entry[1], ir, names, param_layout(ir)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
+        """The full path: every check, then the launch through a plan (built and cached here),
+        or, in debug mode, with an error buffer and :func:`pack_params`."""
         if not isinstance(self.backend, CUDA):
             raise BackendUnavailable("a CUDATarget only generates source; launch on tk.CUDA()")
         drv = _driver()
@@ -1108,6 +1411,13 @@ class CUDAKernelInstance(DeviceKernelInstance):
                                   "workgroup in that dimension or put the largest dimension last")
         if stream is not None and (not isinstance(stream, CUDAStream) or stream.backend != self.backend):
             raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        if not ir.debug:
+            h_stream = stream.handle if stream is not None else dev.null
+            geo = self._geometry(ndrange, workgroupsize, geom, ndim, ranges, wg, grid + block)
+            plan = self._plan(geo, fn, ir, layout, args, norm)
+            ev = plan(geo, h_stream, *norm) if plan is not None else None
+            if ev is not None:
+                return ev
         err = CUDAArray.empty(self.backend, (12,), np.int64) if ir.debug else None
         if err is not None:
             _ok(drv.cuMemsetD8(err._dptr(), 0, 96), "cuMemsetD8")
@@ -1122,6 +1432,142 @@ class CUDAKernelInstance(DeviceKernelInstance):
             ev.wait()
             check_debug_info(err.numpy(), names, ir.file, self.name)
         return ev
+
+    # --- launch plans (see above) ----------------------------------------------------------
+
+    def _geometry(self, ndrange, workgroupsize, geom, ndim, ranges, wg, dims) -> _Geo:
+        """The _Geo of a checked launch geometry, cached when its key is exact."""
+        gkey = _geo_key(ndrange, workgroupsize)
+        geo = self._geos.get(gkey) if gkey is not None else None
+        if geo is None:
+            tkey = (ndim, ranges, wg, fits32((), geom, (), wg))
+            token = self._tokens.get(tkey)
+            if token is None:
+                token = self._tokens.setdefault(tkey, object())
+            geo = _Geo(token, tuple(geom[:3 * ndim]), tuple(dims))
+            if gkey is not None:
+                if len(self._geos) >= _MAX_CACHED:
+                    self._geos.clear()
+                self._geos[gkey] = geo
+        return geo
+
+    def _plan(self, geo: _Geo, fn, ir, layout, args, norm):
+        """The launcher of these (normalized, checked) arguments, built once per plan key;
+        None when the arguments have no key (then the caller packs with pack_params)."""
+        key = [geo.token]
+        try:
+            for a, (_, kind) in zip(norm, self.kernel.params):
+                if kind == "constexpr":
+                    k = (a.__class__, a)
+                    hash(k)
+                elif isinstance(a, CUDAArray):
+                    k = a._layout
+                elif a.__class__ is int and a >= 1 << 63:
+                    k = _WIDE_INT
+                else:
+                    k = a.__class__
+                key.append(k)
+        except TypeError:               # an unhashable constexpr
+            return None
+        key = tuple(key)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._build_plan(fn, ir, layout, norm)
+            if plan is None:
+                return None
+            if len(self._plans) >= _MAX_CACHED:
+                self._plans.clear()
+            self._plans[key] = plan
+        if self._pattern is None:
+            self._install_fast(args, norm)
+        return plan
+
+    def _build_plan(self, fn, ir, layout, norm):
+        """A launcher for ``layout`` (see :func:`pack_params`, whose bytes it writes): the
+        argument block and kernelParams array, the shape/stride slots filled in now."""
+        pos, nargs = {}, len(norm)
+        for i, (p, a) in enumerate(zip(ir.params, norm)):
+            if p[0] == "array":
+                pos[p[1].name] = i
+            elif p[0] == "scalar":
+                pos[p[1]] = i
+        fmts, values, convs, dyn, const = [], [], {}, [], []
+        try:
+            for j, (kind, det, ct) in enumerate(layout):
+                if kind in ("start", "count", "step"):
+                    if j != len(dyn):        # the geometry comes first, in order
+                        return None
+                    fmts.append(_slot(ct))
+                    dyn.append(j)
+                elif kind == "ptr":
+                    i = pos[det.name]
+                    fmts.append("Q")
+                    values.append(f"a{i}._ptr")
+                    dyn.append(j)
+                elif kind == "scalar":
+                    i = pos[det[0]]
+                    fmt, conv = _scalar_slot(norm[i], det[1], ct)
+                    fmts.append(fmt)
+                    if conv is None:
+                        values.append(f"a{i}")
+                    else:
+                        convs[f"c{i}"] = conv
+                        values.append(f"c{i}(a{i})")
+                    dyn.append(j)
+                elif kind in ("shape", "stride"):
+                    const.append(j)
+                else:                        # "err" (debug) and anything unknown
+                    return None
+        except KeyError:
+            return None
+        st = struct.Struct("<" + "".join(fmts))
+        n = len(layout)
+        slot_of = {j: k for k, j in enumerate(dyn + const)}
+        buf = (ctypes.c_uint64 * n)()
+        base = ctypes.addressof(buf)
+        bound = bind_args(ir, norm)
+        for j in const:
+            kind, det, ct = layout[j]
+            a = bound[det[0].name]
+            v = a.shape[det[1]] if kind == "shape" else a.strides[det[1]] // a.dtype.itemsize
+            b = np.asarray(v).astype(_NP_PARAM[ct]).tobytes()
+            ctypes.memmove(base + 8 * slot_of[j], b, len(b))
+        params = (ctypes.c_void_p * n)(*[base + 8 * slot_of[j] for j in range(n)])
+        src = _PLAN_SRC.format(convs="".join(f", {c}" for c in convs),
+                               args="".join(f", a{i}" for i in range(nargs)),
+                               values="".join(f", {v}" for v in values))
+        launch = _generated(src)(st.pack_into, buf, fn, ctypes.addressof(params), self.backend._dev,
+                                 threading.Lock(), f"cuLaunchKernel of '{self.name}'", *convs.values())
+        launch.keep = (buf, params)          # the argument block lives as long as the launcher
+        return launch
+
+    def _install_fast(self, args, norm) -> None:
+        """Install the fast function for this launch's argument pattern (the first pattern
+        whose arguments need no normalizing: CUDAArrays, Python and NumPy scalars)."""
+        keys = []
+        for i, (a, n, (_, kind)) in enumerate(zip(args, norm, self.kernel.params)):
+            if kind == "constexpr":
+                keys.append(f"(a{i}.__class__, a{i})")
+            elif a is not n:
+                return
+            elif isinstance(a, CUDAArray):
+                keys.append(f"a{i}._layout")
+            elif (a.__class__ in (float, bool) or (a.__class__ is int and a < 1 << 63)
+                  or (isinstance(a, np.generic) and a.dtype.kind in "biuf")):
+                keys.append(f"a{i}.__class__")
+            else:
+                return
+        if len(args) != len(norm):
+            return
+        nargs = len(args)
+        src = _FAST_SRC.format(unpack="".join(f"a{i}, " for i in range(nargs)).rstrip() or "()",
+                               keys="".join(f"{k}, " for k in keys).rstrip(),
+                               args="".join(f", a{i}" for i in range(nargs)))
+        with self._lock:
+            if self._pattern is None:
+                self._fast = _generated(src)(self._geos, self._plans, self.backend, self.backend._dev.null,
+                                             _geo_key)
+                self._pattern = tuple(keys)
 
 
 CUDA.instance_class = CUDAKernelInstance
