@@ -599,3 +599,37 @@ def test_divergent_return_that_skips_a_barrier_in_a_loop_is_a_compile_error():
     with pytest.raises(tk.CompileError, match="return depends on the work item"):
         k_func_exit_skips_barrier(tk.CPU())(np.zeros(8, np.float32), np.arange(8, dtype=np.float32), ndrange=8,
                                             workgroupsize=4)
+
+
+@tk.kernel
+def k_atomic_in_uniform_if_with_barrier(acc, o, s):
+    i = tk.index()
+    u = s != tk.groupsize()[0]
+    o[i] = u
+    if u:                                        # uniform, holds a barrier: group-level code
+        tk.atomic_sub(acc, 1, 2)                 # masked-off items of the partial group must not run it
+        tk.synchronize()
+
+
+@needs_cl
+# fixed: pocl-barrier-if-mask
+def test_bug_opencl_masked_items_skip_atomics_in_an_if_with_a_barrier():
+    for wg in (None, 16):
+        got = _run(k_atomic_in_uniform_if_with_barrier, "CL", [np.zeros(3, np.int64), np.zeros(31, np.int64)],
+                   scalars=(3,), ndrange=31, workgroupsize=wg)[0]
+        assert got.tolist() == [0, -62, 0], (wg, got)
+
+
+@tk.kernel
+def k_round_const_nan(o):
+    i = tk.index()
+    o[i, 0] = math.floor(tk.float8_e4m3fn(65504.0))     # fp8 e4m3fn has no inf: NaN
+    o[i, 1] = math.trunc(math.nan)
+    o[i, 2] = math.ceil(tk.float32(math.nan))
+
+
+@needs_cl
+# fixed: cl-const-nan-round
+def test_bug_opencl_floor_ceil_trunc_of_constant_nan():
+    got = _run(k_round_const_nan, "CL", [np.zeros((1, 3), np.float32)])[0]
+    assert np.isnan(got).all(), got

@@ -79,21 +79,21 @@ TK_INLINE int tk_oob(__global long *err, long line, long arr, int nd, long i0, l
 """
 
 
-#: Functions PoCL 3.1 folds wrongly when the argument is a compile-time NaN (exp(NaN) == 0):
+#: Functions PoCL 3.1 folds wrongly when the argument is a compile-time NaN (exp(NaN) == 0, floor(NaN) == 0):
 #: under ``TK_POCL`` (defined by the runtime for PoCL devices) they pass NaN through first.
-_NAN_FOLDED = ("exp", "expm1", "exp2", "exp10", "sinh", "cosh", "tanh")
+_NAN_FOLDED = ("exp", "expm1", "exp2", "exp10", "sinh", "cosh", "tanh", "floor", "ceil", "trunc", "rint", "round")
 
 
 @lru_cache(maxsize=None)
 def _pocl_workarounds(with_f64: bool) -> str:
     """Driver workarounds, active under ``TK_POCL``: ``tk_<fn>`` NaN-passing wrappers (plain
     ``<fn>`` otherwise) and the loop-exit barrier."""
-    out = ["#ifdef TK_POCL", "#define TK_POCL_LOOP_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"]
+    out = ["#ifdef TK_POCL", "#define TK_POCL_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"]
     for fn in _NAN_FOLDED:
         for t in ("float", "double") if with_f64 else ("float",):
             out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_{fn}({t} x) "
                        f"{{ return isnan(x) ? x : {fn}(x); }}")
-    out += ["#else", "#define TK_POCL_LOOP_BARRIER"]
+    out += ["#else", "#define TK_POCL_BARRIER"]
     out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED]
     out.append("#endif")
     return "\n".join(out) + "\n"
@@ -126,23 +126,42 @@ class OpenCLRenderer(GPURenderer):
         chk = self.bounds_check(e.array, e.index, e.loc)
         return f"({chk} ? {call} : ({self.ctype(e.ty)})0)" if chk else call
 
+    # PoCL 3.1 mishandles control flow that holds a barrier: a loop with a barrier that more
+    # code follows aborts its compiler (ParallelRegion::Verify: "Incoming edges to non-entry
+    # block!"), and in an `if` holding a barrier, masked-off work items ran an atomic guarded by
+    # `if (tk_active)`. A barrier before such an `if` or loop and after it avoids both (under
+    # TK_POCL only). The statement is uniform (it holds a barrier): every work item gets there.
+
+    def s_If(self, s):
+        guard = self.holds_barrier(s.body + (s.orelse or []))
+        if guard:
+            self.w("TK_POCL_BARRIER;")
+        super().s_If(s)
+        if guard:
+            self.w("TK_POCL_BARRIER;")
+
     def s_For(self, s):
+        guard = self.holds_barrier(s.body)
+        if guard:
+            self.w("TK_POCL_BARRIER;")
         super().s_For(s)
-        self.loop_exit_barrier(s)
+        if guard:
+            self.w("TK_POCL_BARRIER;")
 
     def s_While(self, s):
+        guard = self.holds_barrier(s.body)
+        if guard:
+            self.w("TK_POCL_BARRIER;")
         super().s_While(s)
-        self.loop_exit_barrier(s)
+        if guard:
+            self.w("TK_POCL_BARRIER;")
 
-    def loop_exit_barrier(self, s) -> None:
-        """PoCL 3.1 aborts compiling a loop with a barrier inside that more code follows
-        (ParallelRegion::Verify: "Incoming edges to non-entry block!"); a barrier right after
-        the loop avoids it. The loop is uniform (it holds a barrier), so every item gets there."""
-        if self.plan is not None and any(
-                isinstance(x, (N.Barrier, N.Collective)) or
-                (isinstance(x, N.Assign) and isinstance(x.value, N.Call) and x.value.fn == "uniform")
-                for x in N.walk_stmts(s.body)):
-            self.w("TK_POCL_LOOP_BARRIER;")
+    def holds_barrier(self, stmts) -> bool:
+        """Whether group-level code ``stmts`` holds a barrier, collective or tk.uniform."""
+        return self.plan is not None and any(
+            isinstance(x, (N.Barrier, N.Collective)) or
+            (isinstance(x, N.Assign) and isinstance(x.value, N.Call) and x.value.fn == "uniform")
+            for x in N.walk_stmts(stmts))
 
     def workgroup_attribute(self) -> str:
         wg = list(reversed(self.k.workgroup)) + [1] * (3 - self.k.ndim)

@@ -14,6 +14,15 @@ KNOWN_BUGS = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'pocl-barrier-if-mask': ("OpenCL on PoCL 3.1: in a uniform `if` that holds a barrier, work items masked off "
+                             "(beyond the ndrange in a partial group) ran an atomic guarded by `if (tk_active)` "
+                             "(even by `if (tk_p0 < tk_n0)`): acc -512 instead of -62 for 31 items in a group of 256",
+        "worked around: under TK_POCL a barrier before and after every group-level if/for/while that holds a "
+        "barrier (codegen/opencl.py holds_barrier)"),
+    'cl-const-nan-round': ("OpenCL on PoCL 3.1: floor, ceil and trunc of a compile-time NaN folded to 0.0 "
+                           "(`math.trunc(math.nan)`, `math.floor(tk.float8_e4m3fn(65504.0))`)",
+        "worked around: floor, ceil, trunc, rint and round join the NaN-passing wrappers under TK_POCL "
+        "(codegen/opencl.py _NAN_FOLDED)"),
     'func-exit-barrier-loop': ("a @tk.func with an early return under a per-item condition, called in a loop that "
                                "holds tk.synchronize(), crashed the compiler (AttributeError in "
                                "passes/uniformity.py: the check counted the return as a divergent loop exit but "
