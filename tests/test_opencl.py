@@ -110,3 +110,18 @@ def test_indices_are_64_bit_when_an_opencl_array_is_too_large(cl, monkeypatch):
     assert not device.fits32([x], geom, rcl.CLArray)
     src = saxpy(cl).source(x, 1.0, tk.zeros(4, backend=cl), ndrange=4)
     assert "typedef long tk_idx;" in src
+
+
+def test_a_host_stream_can_wait_for_a_device_event(cl):
+    """A CPU stream told to wait for an OpenCL event runs its later jobs once the event is done
+    (it used to block forever: device events never release the host Event's lock)."""
+    import threading
+    x = tk.asarray(np.ones(1 << 16, np.float32), backend=cl)
+    y = tk.zeros(1 << 16, backend=cl)
+    ev = saxpy(cl)(y, 2.0, x, ndrange=1 << 16)
+    s = tk.CPU().stream()
+    s.wait(ev)
+    ran = threading.Event()
+    s.submit(ran.set)
+    assert ran.wait(30), "the host stream never ran the job queued behind the device event"
+    assert ev.done() and y.numpy()[0] == 2.0

@@ -750,3 +750,16 @@ def test_too_much_local_memory_is_a_compile_error_at_the_localmem_line(gpu):
     with pytest.raises(tk.CompileError) as e:
         tk.kernel(body)(gpu, 64)(tk.zeros(64, backend=gpu), limit // 4 + 1, ndrange=64)
     assert str(_line_of(body, "tk.localmem")) in str(e.value) and "workgroup memory" in str(e.value)
+
+
+def test_a_host_stream_can_wait_for_a_webgpu_event(gpu):
+    import threading
+    x = tk.asarray(np.ones(4096, np.float32), backend=gpu)
+    y = tk.asarray(np.zeros(4096, np.float32), backend=gpu)
+    ev = saxpy(gpu)(y, 2.0, x, ndrange=4096)
+    s = tk.CPU().stream()
+    s.wait(ev)
+    ran = threading.Event()
+    s.submit(ran.set)
+    assert ran.wait(30), "the host stream never ran the job queued behind the device event"
+    assert y.numpy()[0] == 2.0

@@ -37,7 +37,7 @@ from ..array import Array
 from ..backends import Backend
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from ..kernel import RECORDERS, KernelInstance
-from .device import DeviceArray, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, debug_flag, fits32, \
+from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, debug_flag, fits32, \
     group_plan, is_host_array, same_shape, scalar_value, track_stream
 from .streams import Event, completed_event
 
@@ -924,7 +924,7 @@ def from_dlpack(x) -> CUDAArray:
 
 # ----------------------------------------------------------------------------- events, streams
 
-class CUDAEvent(Event):
+class CUDAEvent(DeviceEvent):
     """A CUDA event recorded on a stream (None: already complete)."""
     __slots__ = ("handle", "_dev")
 

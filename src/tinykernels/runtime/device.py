@@ -12,6 +12,7 @@ from __future__ import annotations
 import linecache
 import os
 import threading
+import time
 from typing import TypeVar
 
 import numpy as np
@@ -248,3 +249,21 @@ class DeviceKernelInstance(KernelInstance):
                 if entry is None:
                     entry = self._compiled[key] = self._build(norm, geom, ndim, ranges, wg)
         return entry
+
+
+class DeviceEvent(Event):
+    """An event that completes on a device, not by a host job: ``done()`` and ``wait()`` ask
+    the device. ``_block`` (what host streams and ``tk.synchronize`` wait with) uses them, so
+    a host stream can wait for a device event (``Stream.wait``)."""
+    __slots__ = ()
+
+    def _block(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            self.wait()
+            return True
+        deadline = time.monotonic() + max(0.0, float(timeout))
+        while not self.done():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(1e-4)
+        return True

@@ -16,7 +16,7 @@ from .. import dtypes as D
 from ..array import Array
 from ..backends import Backend
 from ..errors import BackendUnavailable, CompileError
-from .device import DeviceArray, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
+from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     fits32, group_plan, same_shape, scalar_value, tail, track_stream
 from .streams import Event
 
@@ -230,7 +230,7 @@ class CLArray(DeviceArray):
         return (4, self._backend.device_index)
 
 
-class CLEvent(Event):
+class CLEvent(DeviceEvent):
     """An OpenCL event (None: already complete)."""
     __slots__ = ("_cl_event",)
 

@@ -25,7 +25,7 @@ from ..array import Array
 from ..backends import Backend
 from ..dtypes import Ty
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from .device import DeviceArray, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
+from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     group_plan, same_shape, tail, track_stream
 from .streams import Event
 
@@ -316,7 +316,7 @@ class WGPUArray(DeviceArray):
         return (15, 0)          # kDLWebGPU
 
 
-class WGPUEvent(Event):
+class WGPUEvent(DeviceEvent):
     """Completion of a WebGPU submission (None: already complete)."""
     __slots__ = ("_fence", "_promise")
 
