@@ -633,3 +633,16 @@ def k_round_const_nan(o):
 def test_bug_opencl_floor_ceil_trunc_of_constant_nan():
     got = _run(k_round_const_nan, "CL", [np.zeros((1, 3), np.float32)])[0]
     assert np.isnan(got).all(), got
+
+
+@tk.kernel
+def k_round_const_to_int(o):
+    i = tk.index()
+    o[i, 0] = 7
+    o[i, 1] = round(tk.float32(10000000000.0))    # folded now; PoCL dropped the whole kernel
+    o[i, 2] = round(2.5) + round(-3.5)            # half to even, as rint
+
+
+# fixed: pocl-round-const-int64
+def test_bug_round_of_a_constant_float_to_int64():
+    _check_all(k_round_const_to_int, [np.zeros((1, 3), np.int64)], [[7, 10000000000, -2]])

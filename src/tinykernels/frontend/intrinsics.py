@@ -177,6 +177,9 @@ def _round(lw, node):
     x = es[0]
     if not x.ty.dtype.is_float:
         return x
+    if isinstance(x, N.Const) and math.isfinite(x.value) and abs(x.value) < 2.0 ** 63:
+        # folded (half to even, as rint): also keeps PoCL from folding (long)rint(c) wrongly
+        return N.Const(lw.weak_int(), lw.loc(node), round(x.value))
     return lw.cast(N.Call(x.ty, lw.loc(node), "rint", [x]), lw.weak_int())
 
 

@@ -250,7 +250,7 @@ class _Rewriter(ast.NodeTransformer):
             return self.static(node.test) and self.static(node.body) and self.static(node.orelse)
         if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
             f = self.resolve(node.func)
-            if f in (int, float, bool):
+            if f in (int, float, bool, round):
                 return self.static(node.args[0])
             fn = node.func
             if isinstance(fn, ast.Attribute) and fn.attr == "dtype" and isinstance(fn.value, ast.Name) \
