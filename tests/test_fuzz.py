@@ -646,3 +646,16 @@ def k_round_const_to_int(o):
 # fixed: pocl-round-const-int64
 def test_bug_round_of_a_constant_float_to_int64():
     _check_all(k_round_const_to_int, [np.zeros((1, 3), np.int64)], [[7, 10000000000, -2]])
+
+
+@tk.kernel
+def k_round_narrow_const(o, a):
+    i = tk.index()
+    tk.atomic_xor(a, round(tk.bfloat16(10000000000.0)) % 2, 3)   # bf16/fp8 casts of constants fold too
+    o[i] = round(tk.bfloat16(10000000000.0)) + round(tk.float8_e4m3fn(300.0))
+
+
+# fixed: pocl-round-narrow-const
+def test_bug_round_of_a_narrow_float_constant():
+    want = int(np.float32(1e10).astype(ml_dtypes.bfloat16).astype(np.float64)) + 288
+    _check_all(k_round_narrow_const, [np.zeros(4, np.int64), np.zeros(2, np.int64)], [want] * 4)

@@ -43,7 +43,12 @@ def wrap(v, t: Ty):
 def fold_cast(value, d: D.DType):
     """The value of ``d(value)`` computed at compile time, or None to leave it to run time."""
     if d.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-        return None
+        # with ml_dtypes: rounded as the generated code rounds (to float32 first, then the
+        # narrow type); without it, left to run time
+        if D._mld is None or isinstance(value, bool):
+            return None
+        with np.errstate(all="ignore"):
+            return float(np.array(np.float32(value)).astype(getattr(D._mld, d.name)))
     if d.kind == "b":
         return bool(value)
     with np.errstate(all="ignore"):

@@ -255,10 +255,10 @@ class _Rewriter(ast.NodeTransformer):
             fn = node.func
             if isinstance(fn, ast.Attribute) and fn.attr == "dtype" and isinstance(fn.value, ast.Name) \
                     and fn.value.id in self.locals:
-                return self.static(node.args[0])     # A.dtype(c): a folded cast (not quite for bf16/fp8 arrays, which the compiler casts at run time)
+                return self.static(node.args[0])     # A.dtype(c): a folded cast
             d = D.from_any(f) if isinstance(f, type) and f not in (bool, int, float) else None
-            if d is not None and d.name not in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-                return self.static(node.args[0])
+            if d is not None and (D._mld is not None or d.name not in ("bfloat16", "float8_e4m3fn", "float8_e5m2")):
+                return self.static(node.args[0])   # (the compiler folds bf16/fp8 casts with ml_dtypes)
         return False
 
     def site(self, node, text: str) -> ast.Constant:
