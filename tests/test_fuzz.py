@@ -659,3 +659,17 @@ def k_round_narrow_const(o, a):
 def test_bug_round_of_a_narrow_float_constant():
     want = int(np.float32(1e10).astype(ml_dtypes.bfloat16).astype(np.float64)) + 288
     _check_all(k_round_narrow_const, [np.zeros(4, np.int64), np.zeros(2, np.int64)], [want] * 4)
+
+
+@tk.kernel
+def k_pocl_clamp_round(o):
+    i = tk.index()
+    o[i, 0] = 7
+    o[i, 1] = round(tk.clamp(10000000000.0, 4.611686018427388e+18, 4.611686018427388e+18))
+
+
+@needs_cl
+@xfail_bug("pocl-const-rint-int64")
+def test_bug_opencl_round_of_a_clamped_constant():
+    got = _run(k_pocl_clamp_round, "CL", [np.zeros((1, 2), np.int64)])[0]
+    assert got.tolist() == [[7, 4611686018427387904]], got

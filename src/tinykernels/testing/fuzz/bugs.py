@@ -9,6 +9,12 @@ from __future__ import annotations
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
 KNOWN_BUGS = {
+    'pocl-const-rint-int64': "OpenCL on PoCL 3.1: a float-to-int64 conversion of rint() of a value LLVM can fold "
+                             "to a large constant (`round(tk.clamp(1e10, 4.6e18, 4.6e18))`; found by the fuzzer in "
+                             "seeds 2277 and 2874 of the 3000-kernel OpenCL run) makes PoCL drop the kernel's "
+                             "stores (outputs keep their old values). Constants our frontend folds are avoided "
+                             "(round() and bf16/fp8 casts of constants fold); values it does not fold (tk.clamp, "
+                             "min/max of constants) still reach PoCL. Not excluded by the generator yet.",
 }
 
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
