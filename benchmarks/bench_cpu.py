@@ -53,28 +53,8 @@ def mark(ok: bool) -> str:
 # tinykernels kernels
 # ---------------------------------------------------------------------------------------------
 
-@tk.kernel
-def tk_copy(a, b: tk.Const):
-    i = tk.index()
-    a[i] = b[i]
-
-
-@tk.kernel
-def tk_triad(a, b: tk.Const, c: tk.Const, s):
-    i = tk.index()
-    a[i] = b[i] + s * c[i]
-
-
-@tk.kernel
-def tk_diffusion(T2, T: tk.Const, dt, lam):
-    i, j = tk.index(tk.Global, tk.Cartesian)
-    T2[i, j] = T[i, j] + dt * lam * (T[i - 1, j] + T[i + 1, j] + T[i, j - 1] + T[i, j + 1] - 4.0 * T[i, j])
-
-
-@tk.kernel
-def tk_tiny(a, b: tk.Const, s):
-    i = tk.index()
-    a[i] = b[i] * s
+from kernels import tk_copy, tk_tiny, tk_triad  # noqa: E402
+from kernels import tk_diffusion2d as tk_diffusion  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------

@@ -293,12 +293,16 @@ class KernelInstance:
         return out
 
     def _ir(self, args, geom, ndim, ranges, wg):
+        return self._lower(args, wg, ndim=ndim, idx32=_fits32(args, geom),
+                           default_float=D.float64 if self.backend.supports_float64 else D.float32)
+
+    def _lower(self, args, wg, **options):
+        """The kernel's IR for these arguments; ``options``: the backend's LowerOptions fields
+        besides the workgroup, ``unsafe_indices``, ``debug`` and the kernel name."""
         k = self.kernel
         src = k.source_info()
-        opts = LowerOptions(ndim=ndim, workgroup=wg,
-                            default_float=D.float64 if self.backend.supports_float64 else D.float32,
-                            unsafe_indices=k.unsafe_indices, debug=self.backend.debug,
-                            idx32=_fits32(args, geom), kernel_name=k.name)
+        opts = LowerOptions(workgroup=wg, unsafe_indices=k.unsafe_indices, debug=self.backend.debug,
+                            kernel_name=k.name, **options)
         try:
             return k.lower_ir(src, self._specs(args, wg), opts)
         except CompileError:

@@ -133,26 +133,20 @@ class OpenCLRenderer(GPURenderer):
     # TK_POCL only). The statement is uniform (it holds a barrier): every work item gets there.
 
     def s_If(self, s):
-        guard = self.holds_barrier(s.body + (s.orelse or []))
-        if guard:
-            self.w("TK_POCL_BARRIER;")
-        super().s_If(s)
-        if guard:
-            self.w("TK_POCL_BARRIER;")
+        self.fenced(s.body + (s.orelse or []), super().s_If, s)
 
     def s_For(self, s):
-        guard = self.holds_barrier(s.body)
-        if guard:
-            self.w("TK_POCL_BARRIER;")
-        super().s_For(s)
-        if guard:
-            self.w("TK_POCL_BARRIER;")
+        self.fenced(s.body, super().s_For, s)
 
     def s_While(self, s):
-        guard = self.holds_barrier(s.body)
+        self.fenced(s.body, super().s_While, s)
+
+    def fenced(self, stmts, render, s) -> None:
+        """``render(s)``, between two TK_POCL_BARRIERs when group-level ``stmts`` hold a barrier."""
+        guard = self.holds_barrier(stmts)
         if guard:
             self.w("TK_POCL_BARRIER;")
-        super().s_While(s)
+        render(s)
         if guard:
             self.w("TK_POCL_BARRIER;")
 

@@ -21,7 +21,6 @@ from .. import dtypes as D
 from ..array import Array
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
-from ..frontend import LowerOptions
 from ..ir.nodes import Loc
 from ..kernel import GROUPED_FEATURES, KernelInstance
 from .streams import Event
@@ -215,21 +214,6 @@ class DeviceKernelInstance(KernelInstance):
         """The error for a host array passed where this backend needs a device array."""
         return LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the {self.label} backend "
                            "needs device arrays: tk.asarray(x, backend=...)")
-
-    def _lower(self, args, wg, **options):
-        """The kernel's IR for these arguments; ``options``: the runtime's LowerOptions fields
-        besides the workgroup, ``unsafe_indices``, ``debug`` and the kernel name."""
-        k = self.kernel
-        src = k.source_info()
-        opts = LowerOptions(workgroup=wg, unsafe_indices=k.unsafe_indices, debug=self.backend.debug,
-                            kernel_name=k.name, **options)
-        try:
-            return k.lower_ir(src, self._specs(args, wg), opts)
-        except CompileError:
-            raise
-        except RecursionError:
-            raise CompileError("the kernel is nested too deeply to compile", src.file, src.first_line,
-                               kernel=k.name) from None
 
     def _sig(self, a, kind: str) -> tuple:
         """One argument's part of the compile-cache key (see :func:`arg_sig`)."""

@@ -1,0 +1,33 @@
+"""The tinykernels kernels the benchmark scripts time (bench_cpu.py, bench_gpu.py)."""
+import tinykernels as tk
+
+
+@tk.kernel
+def tk_copy(a, b: tk.Const):
+    i = tk.index()
+    a[i] = b[i]
+
+
+@tk.kernel
+def tk_triad(a, b: tk.Const, c: tk.Const, s):
+    i = tk.index()
+    a[i] = b[i] + s * c[i]
+
+
+@tk.kernel
+def tk_diffusion2d(T2, T: tk.Const, dt, lam):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    T2[i, j] = T[i, j] + dt * lam * (T[i - 1, j] + T[i + 1, j] + T[i, j - 1] + T[i, j + 1] - 4.0 * T[i, j])
+
+
+@tk.kernel
+def tk_diffusion3d(T2, T: tk.Const, dt, lam):
+    i, j, k = tk.index(tk.Global, tk.Cartesian)
+    T2[i, j, k] = T[i, j, k] + dt * lam * (T[i - 1, j, k] + T[i + 1, j, k] + T[i, j - 1, k] + T[i, j + 1, k]
+                                           + T[i, j, k - 1] + T[i, j, k + 1] - 6.0 * T[i, j, k])
+
+
+@tk.kernel
+def tk_tiny(a, b: tk.Const, s):
+    i = tk.index()
+    a[i] = b[i] * s
