@@ -220,3 +220,27 @@ def test_cache_info_and_clear(capsys, monkeypatch, tmp_path):
     assert _row(capsys.readouterr().out, "total")[1] == "0"
     assert cli.main(["cache", "clear"]) == 0                       # clearing an empty cache is fine
     assert "cleared 0 files" in capsys.readouterr().out
+
+
+def test_demo_defaults_follow_the_backend():
+    """float32 where the backend has no float64; a small grid on the interpreter."""
+    class NoF64:
+        name, supports_float64 = "WEBGPU", False
+    assert demo.dtype_for(NoF64()) == np.float32 and demo.dtype_for(tk.CPU()) == np.float64
+    assert demo.defaults_for(tk.Interpreter()) == (demo.INTERP_SIZE, demo.INTERP_STEPS)
+    assert demo.defaults_for(tk.CPU()) == (demo.DEFAULT_SIZE, demo.DEFAULT_STEPS)
+
+
+def test_demo_on_the_interpreter_is_small_and_says_so():
+    out, err = io.StringIO(), io.StringIO()
+    r = demo.run_demo(backend="INTERP", png=None, out=out, progress=err, verify=False, steps=2)
+    assert r["size"] == demo.INTERP_SIZE and r["dtype"] == "float64"
+    assert "MB/s" in out.getvalue() and "2/2 steps (100%)" in err.getvalue()
+
+
+@pytest.mark.skipif("WEBGPU" not in tk.backends_available(), reason="WebGPU unavailable")
+def test_demo_on_webgpu_runs_in_float32():
+    out = io.StringIO()
+    r = demo.run_demo(backend="WEBGPU", size=40, steps=4, png=None, out=out, progress=None)
+    assert r["dtype"] == "float32" and r["verified"] and r["verify_max_abs_err"] < 1e-5
+    assert "no float64" in out.getvalue()

@@ -191,10 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--backend", metavar="DEV", default=None,
                    help="backend to run on, e.g. CPU, CPU:4, CUDA:1 (default: the DEV variable, else the "
                         "first available)")
-    d.add_argument("--size", type=int, default=demo.DEFAULT_SIZE, metavar="N",
-                   help=f"grid of N x N float64 (default {demo.DEFAULT_SIZE})")
-    d.add_argument("--steps", type=int, default=demo.DEFAULT_STEPS,
-                   help=f"time steps (default {demo.DEFAULT_STEPS})")
+    d.add_argument("--size", type=int, default=None, metavar="N",
+                   help=f"grid of N x N, float64 (float32 where the backend has no float64); default "
+                        f"{demo.DEFAULT_SIZE}, {demo.INTERP_SIZE} on the interpreter")
+    d.add_argument("--steps", type=int, default=None,
+                   help=f"time steps (default {demo.DEFAULT_STEPS}, {demo.INTERP_STEPS} on the interpreter)")
     d.add_argument("--png", metavar="PATH", default="heat.png",
                    help="where to save a picture of the final field (default heat.png; needs matplotlib)")
     d.add_argument("--no-png", action="store_true", help="do not save a picture")
