@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
+import re
+import sys
 import textwrap
 from dataclasses import dataclass
 
@@ -33,13 +36,93 @@ class FuncSource:
         return CompileError(msg, loc.file, loc.line, loc.col, src, kernel=kernel)
 
 
+NO_SOURCE_HELP = (
+    "Python keeps no source for functions defined in {where}. Define kernels in a file, a "
+    "notebook cell or IPython; for code run with exec(), register the text first: "
+    "linecache.cache[name] = (len(src), None, src.splitlines(True), name) and compile(src, name, "
+    "'exec') (docs/language.md, 'Where kernels can be defined')")
+
+
+def _dash_c_program() -> str | None:
+    """The program text of ``python -c PROGRAM`` (``sys.orig_argv``), or None."""
+    argv = getattr(sys, "orig_argv", None) or []
+    for k, a in enumerate(argv[:-1]):
+        if a == "-c":
+            return argv[k + 1]
+        if a.startswith("-c") and len(a) > 2:
+            return a[2:]
+    return None
+
+
+def _history_block(name: str) -> list[str] | None:
+    """The last ``def name`` block (with its decorators) typed at the plain REPL, from
+    readline's history (one entry per line typed), or None."""
+    try:
+        import readline
+    except ImportError:
+        return None
+    items = [readline.get_history_item(i) or "" for i in range(1, readline.get_current_history_length() + 1)]
+    head = re.compile(rf"\s*(async\s+)?def\s+{re.escape(name)}\s*\(")
+    for k in range(len(items) - 1, -1, -1):
+        if head.match(items[k]) and not items[k][:1].isspace():
+            start = k
+            while start > 0 and items[start - 1].startswith("@"):
+                start -= 1
+            end = k + 1
+            while end < len(items) and (items[end][:1].isspace() or not items[end].strip()):
+                end += 1
+            return [ln + "\n" for ln in items[start:end]]
+    return None
+
+
+def _register_missing_source(fn) -> bool:
+    """Make the source of a function defined by ``python -c`` or at the plain REPL readable
+    through linecache (where inspect looks). True when something was registered."""
+    code = getattr(fn, "__code__", None)
+    if code is None or code.co_filename in linecache.cache:
+        return False
+    if code.co_filename == "<string>":
+        text = _dash_c_program()
+        if text is None:
+            return False
+        lines = text.splitlines(True)
+    elif code.co_filename == "<stdin>":
+        block = _history_block(fn.__name__)
+        if block is None:
+            return False
+        lines = ["\n"] * (code.co_firstlineno - 1) + block
+    else:
+        return False
+    k = code.co_firstlineno - 1
+    if not (0 <= k < len(lines) and re.match(rf"\s*(@|(async\s+)?def\s+{re.escape(fn.__name__)}\b)", lines[k])):
+        return False                     # not the text this function came from (e.g. exec)
+    linecache.cache[code.co_filename] = (sum(map(len, lines)), None, lines, code.co_filename)
+    return True
+
+
+def _source_lines(fn) -> tuple[list, int, str]:
+    """``(lines, first line, file)`` of ``fn``'s definition; a CompileError saying what to do
+    when Python kept no source."""
+    name = getattr(fn, "__name__", fn)
+    for attempt in (0, 1):
+        try:
+            lines, start = inspect.getsourcelines(fn)
+            return lines, start, inspect.getsourcefile(fn) or "<unknown>"
+        except (OSError, TypeError) as e:
+            if attempt == 0 and _register_missing_source(fn):
+                continue
+            code = getattr(fn, "__code__", None)
+            if code is None:
+                raise CompileError(f"cannot read the source of {name!r}: {e}") from None
+            where = {"<stdin>": "the interactive interpreter", "<string>": "a string (python -c or exec)"}.get(
+                code.co_filename, code.co_filename)
+            raise CompileError(f"cannot read the source of {name!r}: " + NO_SOURCE_HELP.format(where=where)) from None
+    raise AssertionError("unreachable")
+
+
 def parse_function(fn) -> FuncSource:
     """Parse ``fn``'s source; a function without source is a CompileError."""
-    try:
-        lines, start = inspect.getsourcelines(fn)
-        file = inspect.getsourcefile(fn) or "<unknown>"
-    except (OSError, TypeError) as e:
-        raise CompileError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {e}") from None
+    lines, start, file = _source_lines(fn)
     text = "".join(lines)
     ded = textwrap.dedent(text)
     indent = len(lines[0]) - len(lines[0].lstrip())
