@@ -20,6 +20,7 @@ from .backends import Backend, backend as make_backend
 from .dtypes import Ty
 from .errors import CompileError, LaunchError
 from .frontend import ArraySpec, ConstexprSpec, LowerOptions, ScalarSpec, lower_kernel, parse_function
+from .runtime.launchcheck import check_launch, fast_plan
 from .runtime.streams import Event, completed_event
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
@@ -177,6 +178,7 @@ class Compiled:
     array_names: list
     debug: bool
     file: str = ""
+    checks: object = None     # runtime.launchcheck.LaunchChecks
 
 
 _LIBS: dict = {}          # explicit cache: library path -> loaded library (shared by instances)
@@ -334,7 +336,7 @@ class KernelInstance:
             if lib is None:
                 lib = _LIBS[path] = ctypes.CDLL(str(path))
         fnptr = ctypes.cast(lib.tk_kernel, ctypes.c_void_p).value
-        return Compiled(fnptr, lib, src, names, ir.debug, ir.file)
+        return Compiled(fnptr, lib, src, names, ir.debug, ir.file, launch_checks(self.kernel, ir, args))
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
@@ -351,8 +353,9 @@ class KernelInstance:
                 c = self._compiled.get(ckey)
                 if c is None:
                     c = self._compiled[ckey] = self._compile(norm, geom, ndim, ranges, wg)
-                    if not c.debug and wgcode >= 0:
-                        self._plans[sig] = c.fnptr
+        check_launch(self.name, c.checks, norm, geom, ndim)
+        if not c.debug and wgcode >= 0 and sig not in self._plans:
+            self._plans[sig] = fast_plan(c.fnptr, c.checks)
         run = self._L.run
         nthreads = self._nthreads
 
@@ -366,6 +369,14 @@ class KernelInstance:
         if getattr(stream, "backend", self.backend) != self.backend:
             raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
         return stream.submit(job)
+
+
+def launch_checks(kernel: Kernel, ir, norm):
+    """The launch checks of one compiled specialization (read-only and aliased arguments,
+    certain out-of-bounds accesses; see :mod:`tinykernels.runtime.launchcheck`)."""
+    from .passes.access import analyze
+    from .runtime.launchcheck import plan_checks
+    return plan_checks(kernel.params, analyze(ir), norm, ir.file, ir.debug)
 
 
 def _check_debug(c: Compiled, name: str) -> None:

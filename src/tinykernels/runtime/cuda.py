@@ -1402,6 +1402,7 @@ class CUDAKernelInstance(DeviceKernelInstance):
         if total == 0:
             return completed_event()
         fn, ir, names, layout = self._specialize(norm, geom, ndim, ranges, wg)
+        self._check_args(ir, norm, geom, ndim)
         dev = self.backend._dev
         grid, block = grid_dims(geom, ndim, wg)
         for k in range(3):

@@ -326,6 +326,7 @@ class CLKernelInstance(DeviceKernelInstance):
         if total == 0:
             return CLEvent(None)
         kern, ir, names = self._specialize(norm, geom, ndim, ranges, wg)
+        self._check_args(ir, norm, geom, ndim)
         values = []
         for d in range(ndim):
             values += [np.int64(geom[3 * d]), np.int64(geom[3 * d + 1]), np.int64(geom[3 * d + 2])]
