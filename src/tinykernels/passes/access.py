@@ -167,3 +167,19 @@ def _scan(stmts, env, counts, facts) -> bool:
         else:
             return False
     return True
+
+
+def alloc_bytes(k: N.Kernel, space: str, copies: dict | None = None) -> tuple:
+    """``(bytes, loc of the largest)`` of the ``space`` (``local`` or ``private``) arrays the
+    kernel allocates; ``copies``: array name -> how many instances exist at once (e.g. a
+    private array kept per work item of a group), 1 when absent."""
+    total, big, loc = 0, -1, None
+    for s in N.walk_stmts(k.body):
+        if isinstance(s, N.AllocArray) and s.array.space == space:
+            n = s.array.dtype.itemsize * (copies or {}).get(s.array.name, 1)
+            for x in s.array.shape:
+                n *= x
+            total += n
+            if n > big:
+                big, loc = n, s.loc
+    return total, loc

@@ -212,6 +212,17 @@ class DeviceKernelInstance(KernelInstance):
             raise self._host_array_error(name)
         return super()._normalize(a, name, kind)
 
+    def source(self, *args, ndrange, workgroupsize=None) -> str:
+        """The generated source for these arguments; host arrays stand in for device arrays
+        (only their dtype, rank and layout matter; nothing is copied to the device)."""
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize, self._normalize_for_source)
+        return self._render(self._ir(norm, geom, ndim, ranges, wg), ranges)[0]
+
+    def _normalize_for_source(self, a, name: str, kind: str):
+        if kind != "constexpr" and not isinstance(a, self.array_type) and is_host_array(a):
+            return KernelInstance._normalize(self, a, name, kind)
+        return self._normalize(a, name, kind)
+
     def _host_array_error(self, name: str) -> LaunchError:
         """The error for a host array passed where this backend needs a device array."""
         return LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the {self.label} backend "
