@@ -243,3 +243,19 @@ def test_debug_mode_reports_the_access_itself():
     u, out = np.arange(10, dtype=np.float32), np.zeros(10, np.float32)
     with pytest.raises(IndexError, match="index -1 is out of bounds for array 'u'"):
         stencil(tk.CPU(debug=True))(out, u, ndrange=range(0, 9))
+
+
+@tk.kernel
+def late_reader(out, u: tk.Const):
+    i = tk.index()
+    x = 0.0
+    if i >= 1000:                      # guarded: no launch-time refusal, debug mode reports it
+        x = u[i]
+    out[i] = x
+
+
+def test_debug_mode_reports_the_first_bad_work_item_whatever_the_thread_order():
+    cpu = tk.CPU(threads=4, debug=True)
+    for _ in range(5):                 # threads 2-4 meet a bad index before thread 1 does
+        with pytest.raises(IndexError, match=r"index 1000 is out of bounds for array 'u' with shape \(1000,\)"):
+            late_reader(cpu)(np.zeros(200000, np.float32), np.zeros(1000, np.float32), ndrange=200000)
