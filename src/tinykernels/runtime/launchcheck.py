@@ -102,8 +102,8 @@ def check_launch(kernel: str, checks: LaunchChecks, norm, geom, ndim: int) -> No
     for i, name, j, other in checks.alias:
         if may_alias(norm[i], norm[j]):
             raise LaunchError(f"kernel '{kernel}': argument '{name}' is annotated tk.Const (read-only, not aliased) "
-                              f"but shares memory with argument '{other}'; pass a copy (e.g. np.copy) or drop "
-                              "the tk.Const annotation")
+                              f"but shares memory with argument '{other}'; pass a copy or drop the tk.Const "
+                              "annotation")
     for i, name, dim, kind, axis, off, line in checks.bounds:
         n = norm[i].shape[dim]
         lo, hi = coord_extent(kind, axis, geom)
