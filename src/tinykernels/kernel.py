@@ -20,6 +20,7 @@ from .backends import Backend, backend as make_backend
 from .dtypes import Ty
 from .errors import CompileError, LaunchError
 from .frontend import ArraySpec, ConstexprSpec, LowerOptions, ScalarSpec, lower_kernel, parse_function
+from .runtime.launchcheck import check_launch, fast_plan
 from .runtime.streams import Event, completed_event
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
@@ -135,12 +136,21 @@ def kernel(fn=None, *, unsafe_indices: bool = False):
     return Kernel(fn, unsafe_indices)
 
 
-def _norm_wg(wg, name) -> tuple:
+def _norm_wg(wg, name) -> int | tuple:
+    """A validated workgroup size: an int stays an int (its shape depends on the ndrange's
+    rank, see :func:`expand_wg`), a tuple or list becomes a tuple of ints."""
     t = (wg,) if isinstance(wg, (int, np.integer)) else tuple(wg) if isinstance(wg, (tuple, list)) else None
-    if t is None or not 1 <= len(t) <= 3 or not all(isinstance(x, (int, np.integer)) and x > 0 for x in t):
+    if t is None or not 1 <= len(t) <= 3 or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                                                    and x > 0 for x in t):
         raise LaunchError(f"kernel '{name}': workgroupsize must be a positive int or a tuple of 1 to 3 "
                           f"positive ints, got {wg!r}")
-    return tuple(int(x) for x in t)
+    return int(wg) if isinstance(wg, (int, np.integer)) else tuple(int(x) for x in t)
+
+
+def expand_wg(wg: int | tuple, ndim: int) -> tuple:
+    """The workgroup shape for an ndrange of rank ``ndim``: an int ``n`` is ``n`` items along
+    the last (fastest-varying, contiguous) dimension: ``(n,)``, ``(1, n)`` or ``(1, 1, n)``."""
+    return (1,) * (ndim - 1) + (wg,) if isinstance(wg, int) else wg
 
 
 def parse_ndrange(ndrange, name) -> tuple:
@@ -177,6 +187,7 @@ class Compiled:
     array_names: list
     debug: bool
     file: str = ""
+    checks: object = None     # runtime.launchcheck.LaunchChecks
 
 
 _LIBS: dict = {}          # explicit cache: library path -> loaded library (shared by instances)
@@ -212,21 +223,26 @@ class KernelInstance:
 
     # --- the slow path: validate, normalise, specialise, compile ---------------------------
 
-    def _prepare(self, args, ndrange, workgroupsize):
+    def _prepare(self, args, ndrange, workgroupsize, normalize=None):
+        """Validated ``(arguments, geometry, ndim, ranges, total items, workgroup)``;
+        ``normalize``: how each argument is checked (default: ``self._normalize``)."""
         k = self.kernel
+        normalize = normalize or self._normalize
         if len(args) != len(k.params):
             names = ", ".join(n for n, _ in k.params)
             raise LaunchError(f"kernel '{self.name}' takes {len(k.params)} argument(s) ({names}), got {len(args)}")
         geom, ndim, ranges, total = parse_ndrange(ndrange, self.name)
         wg = self._workgroup(ndim, workgroupsize)
-        norm = tuple(self._normalize(a, name, kind) for a, (name, kind) in zip(args, k.params))
+        norm = tuple(normalize(a, name, kind) for a, (name, kind) in zip(args, k.params))
         return norm, geom, ndim, ranges, total, wg
 
     def _workgroup(self, ndim, workgroupsize):
-        if workgroupsize is not None and self.static_wg is not None and _norm_wg(workgroupsize, self.name) != self.static_wg:
+        static = expand_wg(self.static_wg, ndim) if self.static_wg is not None else None
+        if workgroupsize is not None and static is not None and \
+                expand_wg(_norm_wg(workgroupsize, self.name), ndim) != static:
             raise LaunchError(f"kernel '{self.name}' was instantiated with workgroup size {self.static_wg}; "
                               f"launch got {workgroupsize!r}")
-        wg = self.static_wg or (_norm_wg(workgroupsize, self.name) if workgroupsize is not None else None)
+        wg = static or (expand_wg(_norm_wg(workgroupsize, self.name), ndim) if workgroupsize is not None else None)
         if wg is None:
             return DEFAULT_WORKGROUP[ndim]
         if len(wg) != ndim:
@@ -322,7 +338,9 @@ class KernelInstance:
         u = uniform_vars(ir.body, ir.locals)
         check_barriers(ir, u)
         grouped = bool(ir.uses & GROUPED_FEATURES)
-        return render_c(ir, plan_groups(ir, u) if grouped else None, ranges)
+        plan = plan_groups(ir, u) if grouped else None
+        check_cpu_memory(ir, plan)
+        return render_c(ir, plan, ranges)
 
     def _compile(self, args, geom, ndim, ranges, wg) -> Compiled:
         from .runtime.compiler import compile_library
@@ -334,7 +352,7 @@ class KernelInstance:
             if lib is None:
                 lib = _LIBS[path] = ctypes.CDLL(str(path))
         fnptr = ctypes.cast(lib.tk_kernel, ctypes.c_void_p).value
-        return Compiled(fnptr, lib, src, names, ir.debug, ir.file)
+        return Compiled(fnptr, lib, src, names, ir.debug, ir.file, launch_checks(self.kernel, ir, args))
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
@@ -351,8 +369,9 @@ class KernelInstance:
                 c = self._compiled.get(ckey)
                 if c is None:
                     c = self._compiled[ckey] = self._compile(norm, geom, ndim, ranges, wg)
-                    if not c.debug and wgcode >= 0:
-                        self._plans[sig] = c.fnptr
+        check_launch(self.name, c.checks, norm, geom, ndim)
+        if not c.debug and wgcode >= 0 and sig not in self._plans:
+            self._plans[sig] = fast_plan(c.fnptr, c.checks)
         run = self._L.run
         nthreads = self._nthreads
 
@@ -366,6 +385,34 @@ class KernelInstance:
         if getattr(stream, "backend", self.backend) != self.backend:
             raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
         return stream.submit(job)
+
+
+CPU_STACK_ARRAYS = 1 << 20   # bytes of tk.localmem / tk.private a CPU workgroup may have (on the stack)
+
+
+def check_cpu_memory(ir, plan) -> None:
+    """tk.localmem and tk.private arrays are stack arrays in the CPU's C (private ones per
+    work item of a group when they live across a barrier): a CompileError at the largest
+    one's line when they would need more than :data:`CPU_STACK_ARRAYS` bytes."""
+    from .passes.access import alloc_bytes
+    from .runtime.device import compile_error_at
+    items = int(np.prod(ir.workgroup)) if plan is not None else 1
+    copies = {name: items for name in (plan.item_private if plan is not None else ())}
+    local, lloc = alloc_bytes(ir, "local")
+    private, ploc = alloc_bytes(ir, "private", copies)
+    if local + private > CPU_STACK_ARRAYS:
+        loc = lloc if local >= private else ploc
+        raise compile_error_at(f"the kernel's tk.localmem / tk.private arrays need {local + private} bytes per "
+                               f"workgroup but the CPU backend allows {CPU_STACK_ARRAYS} (they live on the "
+                               "stack); use a global array (an argument) for large scratch space", loc, ir.name)
+
+
+def launch_checks(kernel: Kernel, ir, norm):
+    """The launch checks of one compiled specialization (read-only and aliased arguments,
+    certain out-of-bounds accesses; see :mod:`tinykernels.runtime.launchcheck`)."""
+    from .passes.access import analyze
+    from .runtime.launchcheck import plan_checks
+    return plan_checks(kernel.params, analyze(ir), norm, ir.file, ir.debug)
 
 
 def _check_debug(c: Compiled, name: str) -> None:

@@ -63,17 +63,22 @@ def _c_helpers() -> str:
 
 _DEBUG = """\
 static int64_t tk_err[12];
+static int tk_err_lock;
 static const char *tk_err_array;
 void tk_get_error(int64_t *out) { for (int k = 0; k < 12; ++k) out[k] = tk_err[k]; }
 void tk_clear_error(void) { tk_err[0] = 0; }
-static int tk_oob(int64_t line, int64_t arr, int nd, int64_t i0, int64_t n0, int64_t i1, int64_t n1,
-                  int64_t i2, int64_t n2) {
+/* keeps the failure of the first work item in index order (the smallest linear index `item`),
+   whichever thread meets its own first: the report does not depend on scheduling */
+static int tk_oob(int64_t item, int64_t line, int64_t arr, int nd, int64_t i0, int64_t n0, int64_t i1,
+                  int64_t n1, int64_t i2, int64_t n2) {
     if (i0 >= 0 && i0 < n0 && i1 >= 0 && i1 < n1 && i2 >= 0 && i2 < n2) return 1;
-    int64_t zero = 0;
-    if (__atomic_compare_exchange_n(&tk_err[0], &zero, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-        tk_err[1] = line; tk_err[2] = arr; tk_err[3] = nd;
+    while (__atomic_exchange_n(&tk_err_lock, 1, __ATOMIC_ACQUIRE)) { }
+    if (!tk_err[0] || item < tk_err[10]) {
+        tk_err[0] = 1; tk_err[1] = line; tk_err[2] = arr; tk_err[3] = nd;
         tk_err[4] = i0; tk_err[5] = n0; tk_err[6] = i1; tk_err[7] = n1; tk_err[8] = i2; tk_err[9] = n2;
+        tk_err[10] = item;
     }
+    __atomic_store_n(&tk_err_lock, 0, __ATOMIC_RELEASE);
     return 0;
 }
 """
@@ -94,6 +99,8 @@ def slot_layout(k: N.Kernel) -> list:
 
 class CRenderer(CLikeRenderer):
     """The CPU's C: OpenMP threads over chunks of work items or over workgroups."""
+
+    oob_prefix = "tk_gl, "      # debug mode: the work item, to report the first bad one in index order
 
     def __init__(self, kernel: N.Kernel, plan: GroupPlan | None, ranges: int):
         super().__init__(kernel)

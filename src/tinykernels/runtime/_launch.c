@@ -10,6 +10,11 @@
  * fast(plans, cmask, nthreads, args, ndrange, wg) -> True | key | None
  *     Both in one call (an int, or a tuple of ints and ranges, as ndrange): look the key up
  *     in ``plans`` (key -> entry point address) and launch; on a miss return the key.
+ *     A plan may instead be bytes, int64 words (runtime/launchcheck.py, fast_plan):
+ *     fnptr, npairs, (i, j)*, nfacts, (arg, dim, kind, axis, offset)*: argument pairs
+ *     that must not share memory (byte spans) and accesses whose work-item coordinate
+ *     range must stay inside an array dimension. When one fails, fast() returns the key
+ *     as on a miss, and the Python slow path raises the error.
  *
  * Slot layout (see codegen/c.py): 9 geometry slots (start, count, step per dimension),
  * then per array: data pointer, shape[ndim], strides in elements[ndim]; per scalar: one slot.
@@ -216,6 +221,54 @@ too_many:
     return -1;
 }
 
+/* the byte span [lo, hi) an array reaches; lo == hi when it is empty */
+static void byte_span(PyArrayObject *a, char **lo, char **hi) {
+    char *l = PyArray_BYTES(a), *h = l;
+    int nd = PyArray_NDIM(a);
+    for (int d = 0; d < nd; ++d) {
+        npy_intp n = PyArray_DIMS(a)[d], st = PyArray_STRIDES(a)[d];
+        if (n == 0) { *lo = *hi = l; return; }
+        if (st < 0) l += st * (n - 1); else h += st * (n - 1);
+    }
+    *lo = l; *hi = h + PyArray_ITEMSIZE(a);
+}
+
+/* the launch checks of a plan's words (see the top); 1 when the launch may go ahead */
+static int checks_ok(const int64_t *w, Py_ssize_t nw, PyObject *args, const tk_slot *g) {
+    Py_ssize_t k = 1, n = PyTuple_GET_SIZE(args);
+    if (nw < 3) return 0;
+    int64_t npairs = w[k++];
+    if (npairs < 0 || k + 2 * npairs + 1 > nw) return 0;
+    for (int64_t p = 0; p < npairs; ++p, k += 2) {
+        if (w[k] < 0 || w[k] >= n || w[k + 1] < 0 || w[k + 1] >= n) return 0;
+        PyObject *x = PyTuple_GET_ITEM(args, w[k]), *y = PyTuple_GET_ITEM(args, w[k + 1]);
+        if (!PyArray_Check(x) || !PyArray_Check(y)) return 0;
+        char *xl, *xh, *yl, *yh;
+        byte_span((PyArrayObject *)x, &xl, &xh);
+        byte_span((PyArrayObject *)y, &yl, &yh);
+        if (xl < xh && yl < yh && xl < yh && yl < xh) return 0;
+    }
+    int64_t nfacts = w[k++];
+    if (nfacts < 0 || k + 5 * nfacts > nw) return 0;
+    for (int64_t f = 0; f < nfacts; ++f, k += 5) {
+        int64_t i = w[k], dim = w[k + 1], kind = w[k + 2], axis = w[k + 3], off = w[k + 4];
+        if (i < 0 || i >= n || axis < 0 || axis > 2) return 0;
+        PyObject *x = PyTuple_GET_ITEM(args, i);
+        if (!PyArray_Check(x) || dim < 0 || dim >= PyArray_NDIM((PyArrayObject *)x)) return 0;
+        int64_t size = PyArray_DIMS((PyArrayObject *)x)[dim], lo, hi;
+        const tk_slot *ga = g + 3 * axis;
+        if (kind == 0) { lo = 0; hi = g[1].i * g[4].i * g[7].i - 1; }
+        else if (kind == 2) { lo = 0; hi = ga[1].i - 1; }
+        else {
+            int64_t last = ga[0].i + (ga[1].i - 1) * ga[2].i;
+            lo = last < ga[0].i ? last : ga[0].i;
+            hi = last < ga[0].i ? ga[0].i : last;
+        }
+        if (lo + off < 0 || hi + off >= size) return 0;
+    }
+    return 1;
+}
+
 static void call(tk_entry fn, const tk_slot *s, int nthreads) {
     int64_t total = s[1].i * s[4].i * s[7].i;
     if (total >= RELEASE_GIL_ITEMS || nthreads > 1) {
@@ -280,9 +333,16 @@ static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (!key) { if (PyErr_Occurred()) return NULL; Py_RETURN_NONE; }
     PyObject *fn = PyDict_GetItemWithError(plans, key);
     if (!fn) { if (PyErr_Occurred()) { Py_DECREF(key); return NULL; } return key; }
+    uint64_t fnp;
+    if (PyBytes_CheckExact(fn)) {
+        const int64_t *w = (const int64_t *)PyBytes_AS_STRING(fn);
+        if (!checks_ok(w, PyBytes_GET_SIZE(fn) / 8, args, s)) return key;   /* the slow path raises */
+        fnp = (uint64_t)w[0];
+    } else {
+        fnp = PyLong_AsUnsignedLongLong(fn);
+        if (PyErr_Occurred()) { Py_DECREF(key); return NULL; }
+    }
     Py_DECREF(key);
-    uint64_t fnp = PyLong_AsUnsignedLongLong(fn);
-    if (PyErr_Occurred()) return NULL;
     int used;
     if (pack(cmask, args, s, &used) < 0) return NULL;
     call((tk_entry)(uintptr_t)fnp, s, nthreads);

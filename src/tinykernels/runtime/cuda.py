@@ -1409,6 +1409,7 @@ class CUDAKernelInstance(DeviceKernelInstance):
                 raise LaunchError(f"kernel '{self.name}': {grid[k]} workgroups along hardware axis "
                                   f"{'xyz'[k]} exceed the device's limit of {dev.max_grid[k]}; use a larger "
                                   "workgroup in that dimension or put the largest dimension last")
+        self._check_args(ir, norm, geom, ndim)
         if stream is not None and (not isinstance(stream, CUDAStream) or stream.backend != self.backend):
             raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
         if not ir.debug:

@@ -23,6 +23,7 @@ from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc
 from ..kernel import GROUPED_FEATURES, KernelInstance
+from .launchcheck import check_launch
 from .streams import Event
 
 S = TypeVar("S")
@@ -190,6 +191,7 @@ class DeviceKernelInstance(KernelInstance):
         self.kernel, self.backend, self.static_wg = kernel, backend, wg
         self.name = kernel.name
         self._compiled: dict = {}
+        self._checks: dict = {}           # id(ir) of a specialization -> its LaunchChecks
         self._lock = threading.Lock()
         self._cmask = kernel.cmask
 
@@ -210,6 +212,17 @@ class DeviceKernelInstance(KernelInstance):
             raise self._host_array_error(name)
         return super()._normalize(a, name, kind)
 
+    def source(self, *args, ndrange, workgroupsize=None) -> str:
+        """The generated source for these arguments; host arrays stand in for device arrays
+        (only their dtype, rank and layout matter; nothing is copied to the device)."""
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize, self._normalize_for_source)
+        return self._render(self._ir(norm, geom, ndim, ranges, wg), ranges)[0]
+
+    def _normalize_for_source(self, a, name: str, kind: str):
+        if kind != "constexpr" and not isinstance(a, self.array_type) and is_host_array(a):
+            return KernelInstance._normalize(self, a, name, kind)
+        return self._normalize(a, name, kind)
+
     def _host_array_error(self, name: str) -> LaunchError:
         """The error for a host array passed where this backend needs a device array."""
         return LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the {self.label} backend "
@@ -222,6 +235,15 @@ class DeviceKernelInstance(KernelInstance):
     def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
         """The compile-cache key of a launch."""
         return (tuple(self._sig(a, kind) for a, (_, kind) in zip(norm, self.kernel.params)), ndim, ranges, wg)
+
+    def _check_args(self, ir, norm, geom, ndim) -> None:
+        """The launch checks (:mod:`.launchcheck`: aliased tk.Const arrays, certain
+        out-of-bounds accesses) of the specialization ``ir`` on this launch's arguments."""
+        checks = self._checks.get(id(ir))
+        if checks is None:
+            from ..kernel import launch_checks
+            checks = self._checks[id(ir)] = launch_checks(self.kernel, ir, norm)
+        check_launch(self.name, checks, norm, geom, ndim)
 
     def _specialize(self, norm, geom, ndim, ranges, wg) -> tuple:
         """What ``_build`` returns for this launch's key: built once (under the lock), then cached."""

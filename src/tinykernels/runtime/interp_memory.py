@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import CompileError
+from ..errors import CompileError, LaunchError
 from .interp_errors import DataRaceError, KernelIndexError, UninitializedReadError, where
+from .launchcheck import readonly_message
 from .interp_ops import DTypeCast, cast, dtype_cast, store_value
 
 ATOMIC_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
@@ -37,7 +38,7 @@ class KArray:
         self._conv = self._dc.compute if self._dc.storage else None
         self._const = const
         self.space = space
-        self._fast = not const and not self._dc.storage
+        self._fast = not const and not self._dc.storage and a.flags.writeable
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -63,7 +64,7 @@ class KArray:
             self._a[i] = v if type(v) is self._t else store_value(v, self._dc)
             return
         t = self._index(i)
-        if self._const:
+        if self._const or not self._a.flags.writeable:
             self._const_error()
         self._a[t] = store_value(v, self._dc)
 
@@ -97,13 +98,15 @@ class KArray:
 
     def _const_error(self):
         file, line = where()
+        if not self._const:          # a read-only NumPy array passed where the kernel writes
+            raise LaunchError(readonly_message(self._ctx.kernel_name, self._name, file, line))
         raise CompileError(f"cannot write to '{self._name}': it is read-only (tk.Const)", file, line,
                            kernel=self._ctx.kernel_name)
 
     # --- atomics --------------------------------------------------------------------------
 
     def _atomic(self, op: str, idx, vals):
-        if self._const:
+        if self._const or not self._a.flags.writeable:
             self._const_error()
         if self._dc.name not in ATOMIC_TYPES or (op in ("and", "or", "xor") and self._dc.kind == "f"):
             file, line = where()
@@ -172,7 +175,7 @@ class CheckedArray(KArray):
 
     def __setitem__(self, i, v):
         t = self._index(i)
-        if self._const:
+        if self._const or not self._a.flags.writeable:
             self._const_error()
         self._track(t, "w")
         self._a[t] = store_value(v, self._dc)

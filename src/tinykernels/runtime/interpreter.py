@@ -154,8 +154,7 @@ def run_kernel(kernel, norm, geom, ndim, wg, check: bool) -> None:
     args = [make_array(a, name, ctx, const=(kind == "const")) if isinstance(a, np.ndarray) else
             _constexpr(a) if kind == "constexpr" else _scalar(a)
             for a, (name, kind) in zip(norm, kernel.params)]
-    if check:
-        _check_const_aliasing(kernel, norm)
+    _check_const_aliasing(kernel, norm)      # every launch, as on the compiled backends
     fn = ctx.instantiate(tr)
     try:
         with np.errstate(all="ignore"):
@@ -325,17 +324,5 @@ def _synchronize(ctx: KernelContext, grp: Group, arrived: list, fell_off: list) 
 
 
 def _check_const_aliasing(kernel, norm) -> None:
-    arrays = [(a, name, kind) for a, (name, kind) in zip(norm, kernel.params) if isinstance(a, np.ndarray)]
-    for i, (a, name, kind) in enumerate(arrays):
-        if kind != "const":
-            continue
-        for b, other, okind in arrays:
-            if okind == "const":
-                continue
-            try:
-                shared = np.shares_memory(a, b, max_work=10000)
-            except np.exceptions.TooHardError:
-                shared = np.may_share_memory(a, b)
-            if shared:
-                raise LaunchError(f"kernel '{kernel.name}': argument '{name}' is annotated tk.Const (read-only, "
-                                  f"not aliased) but shares memory with argument '{other}'")
+    from .launchcheck import LaunchChecks, alias_pairs, check_launch
+    check_launch(kernel.name, LaunchChecks((), alias_pairs(kernel.params, norm), ()), norm, (), 0)

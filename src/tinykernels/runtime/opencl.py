@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes as D
 from ..array import Array
 from ..backends import Backend
-from ..errors import BackendUnavailable, CompileError
+from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     fits32, group_plan, same_shape, scalar_value, tail, track_stream
 from .streams import Event
@@ -194,10 +194,19 @@ class CLArray(DeviceArray):
         self._shape, self._dtype = tuple(h.shape), h.dtype
         mf = cl.mem_flags
         nbytes = max(h.nbytes, 1)
-        if h.nbytes:
-            self.buffer = cl.Buffer(backend._dev.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=h)
-        else:
-            self.buffer = cl.Buffer(backend._dev.ctx, mf.READ_WRITE, size=nbytes)
+        dev = backend._dev.device
+        limit = int(dev.max_mem_alloc_size)
+        if nbytes > limit:
+            raise MemoryError(f"an array of {h.nbytes} bytes exceeds {backend.device_name}'s largest allocation "
+                              f"of {limit} bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)")
+        try:
+            if h.nbytes:
+                self.buffer = cl.Buffer(backend._dev.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=h)
+            else:
+                self.buffer = cl.Buffer(backend._dev.ctx, mf.READ_WRITE, size=nbytes)
+        except (cl.Error, MemoryError) as e:
+            raise MemoryError(f"could not allocate an array of {h.nbytes} bytes on {backend.device_name} "
+                              f"({int(dev.global_mem_size)} bytes of global memory): {e}") from None
 
     @property
     def strides(self):
@@ -309,6 +318,7 @@ class CLKernelInstance(DeviceKernelInstance):
         ir = self._ir(args, geom, ndim, ranges, wg)
         src, names = self._render(ir, ranges)
         dev = self.backend._dev
+        _check_local_memory(ir, self.backend)
         with dev.lock:
             prog = dev.programs.get(src)
             if prog is None:
@@ -326,6 +336,7 @@ class CLKernelInstance(DeviceKernelInstance):
         if total == 0:
             return CLEvent(None)
         kern, ir, names = self._specialize(norm, geom, ndim, ranges, wg)
+        self._check_args(ir, norm, geom, ndim)
         values = []
         for d in range(ndim):
             values += [np.int64(geom[3 * d]), np.int64(geom[3 * d + 1]), np.int64(geom[3 * d + 2])]
@@ -345,6 +356,7 @@ class CLKernelInstance(DeviceKernelInstance):
         counts = [geom[3 * d + 1] for d in range(ndim)]
         gsize = tuple(-(-counts[d] // wg[d]) * wg[d] for d in reversed(range(ndim)))
         lsize = tuple(reversed(wg))
+        _check_geometry(self.name, gsize, lsize, self.backend._dev.device)
         q = stream.queue if stream is not None else self.backend._dev.queue
         ev = cl.enqueue_nd_range_kernel(q, kern, gsize, lsize)
         if err is not None:
@@ -353,6 +365,41 @@ class CLKernelInstance(DeviceKernelInstance):
             cl.enqueue_copy(q, info, err, is_blocking=True)
             check_debug_info(info, names, ir.file, self.name)
         return CLEvent(ev)
+
+
+MAX_GROUPS_PER_DIM = (1 << 32) - 1    # PoCL dies (SIGILL) beyond this; GPU drivers allow less
+
+
+def _check_geometry(name: str, gsize: tuple, lsize: tuple, device) -> None:
+    """A LaunchError when an NDRange exceeds what the device can index: per dimension (in
+    OpenCL's order, fastest first) the work-item sizes, the number of workgroups, and the
+    global size and total in the device's size_t (CL_DEVICE_ADDRESS_BITS)."""
+    top = 1 << int(device.address_bits)
+    sizes = list(device.max_work_item_sizes)
+    total = 1
+    for d, (g, l) in enumerate(zip(gsize, lsize)):
+        tk_dim = len(gsize) - 1 - d                    # the ndrange dimension (last is fastest)
+        if l > sizes[d]:
+            raise LaunchError(f"kernel '{name}': a workgroup of {l} items along ndrange dimension {tk_dim} exceeds "
+                              f"the device's limit of {sizes[d]} (CL_DEVICE_MAX_WORK_ITEM_SIZES)")
+        if g // l > MAX_GROUPS_PER_DIM:
+            raise LaunchError(f"kernel '{name}': {g // l} workgroups along ndrange dimension {tk_dim} exceed the "
+                              f"OpenCL limit of {MAX_GROUPS_PER_DIM}; use a larger workgroup or split the launch")
+        total *= g
+    if total >= top:
+        raise LaunchError(f"kernel '{name}': {total} work items exceed what the device's {top.bit_length() - 1}-bit "
+                          "size_t can count (CL_DEVICE_ADDRESS_BITS); split the launch")
+
+
+def _check_local_memory(ir, backend) -> None:
+    """A CompileError at the largest tk.localmem's line when the kernel's local arrays exceed
+    the device's CL_DEVICE_LOCAL_MEM_SIZE."""
+    from ..passes.access import alloc_bytes
+    need, loc = alloc_bytes(ir, "local")
+    limit = int(backend._dev.device.local_mem_size)
+    if need > limit:
+        raise compile_error_at(f"the kernel's tk.localmem arrays need {need} bytes but {backend.device_name} has "
+                               f"{limit} bytes of local memory (CL_DEVICE_LOCAL_MEM_SIZE)", loc, ir.name, ir.file)
 
 
 def _check_capabilities(ir, backend) -> None:

@@ -449,6 +449,7 @@ class WGPUKernelInstance(DeviceKernelInstance):
             return WGPUEvent(None)
         _check_geometry(self.name, geom, ndim, wg)
         pipe, bgl, ir, layout, names = self._specialize(norm, geom, ndim, ranges, wg)
+        self._check_args(ir, norm, geom, ndim)
         if stream is not None and getattr(stream, "backend", self.backend) != self.backend:
             raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
         dev = self.backend._dev

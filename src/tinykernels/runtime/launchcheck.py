@@ -1,0 +1,129 @@
+"""The checks every launch makes before a kernel touches memory, on every backend.
+
+* a read-only array (``writeable=False``: ``np.frombuffer`` of bytes, a read-only memmap)
+  passed where the kernel stores or updates atomically;
+* a ``tk.Const`` array that shares memory with another (non-``tk.Const``) array argument
+  (:mod:`.memspan`): compiled backends assume ``const restrict``, so the result would
+  depend on the backend;
+* an access that every work item makes at a work-item coordinate plus a constant
+  (:mod:`tinykernels.passes.access`) but whose extent over the ndrange leaves the array's
+  shape: a certain out-of-bounds access (not checked in debug mode, which reports the
+  first bad access itself).
+
+:func:`plan_checks` resolves these, once per compiled specialization, to argument
+positions; :func:`check_launch` runs them on a launch's normalized arguments and raises
+:class:`~tinykernels.LaunchError`. :func:`fast_plan` encodes them for the CPU launcher
+extension, which runs the alias and bounds checks itself and falls back to
+:func:`check_launch` (the error) when one fails.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import LaunchError
+from .memspan import may_alias
+
+KIND_CODES = {"global_linear": 0, "global": 1, "global_pos": 2}
+
+
+@dataclass(frozen=True)
+class LaunchChecks:
+    """Argument positions to check (see the module)."""
+    readonly: tuple     # (position, name, line) of arrays the kernel writes
+    alias: tuple        # (position, name, position, name): a tk.Const array and another array
+    bounds: tuple       # (position, name, dim, kind code, axis, offset, line)
+    file: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.readonly or self.alias or self.bounds)
+
+
+def _is_array(a) -> bool:
+    return hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, np.generic)
+
+
+def alias_pairs(params, norm) -> tuple:
+    """``(i, name, j, other)`` for each tk.Const array argument ``i`` and other non-Const array
+    argument ``j`` of a launch: the pairs that must not share memory. Two tk.Const arrays may
+    (neither is written)."""
+    arrays = [i for i, a in enumerate(norm) if params[i][1] != "constexpr" and _is_array(a)]
+    return tuple((i, params[i][0], j, params[j][0]) for i in arrays if params[i][1] == "const"
+                 for j in arrays if j != i and params[j][1] != "const")
+
+
+def plan_checks(params, info, norm, file: str = "", debug: bool = False) -> LaunchChecks:
+    """The checks of one specialization. ``params``: the kernel's ``(name, kind)`` list;
+    ``info``: its :class:`~tinykernels.passes.access.AccessInfo`; ``norm``: the arguments of
+    the launch that compiled it (which positions hold arrays). ``debug``: no bounds facts
+    (debug mode reports out-of-bounds accesses itself, with the failing index)."""
+    pos = {name: i for i, (name, _) in enumerate(params)}
+    readonly = tuple((pos[n], n, line) for n, line in info.written.items() if n in pos)
+    alias = alias_pairs(params, norm)
+    bounds = () if debug else tuple((pos[f.array], f.array, f.dim, KIND_CODES[f.kind], f.axis, f.offset, f.line)
+                                    for f in info.affine if f.array in pos)
+    return LaunchChecks(readonly, alias, bounds, file)
+
+
+def coord_extent(kind: int, axis: int, geom) -> tuple[int, int]:
+    """The smallest and largest value a work-item coordinate takes over a (non-empty) ndrange."""
+    if kind == 0:
+        return 0, geom[1] * geom[4] * geom[7] - 1
+    start, count, step = geom[3 * axis:3 * axis + 3]
+    if kind == 2:
+        return 0, count - 1
+    last = start + (count - 1) * step
+    return min(start, last), max(start, last)
+
+
+def _ndrange_text(geom, ndim: int) -> str:
+    dims = []
+    for d in range(ndim):
+        start, count, step = geom[3 * d:3 * d + 3]
+        dims.append(str(count) if start == 0 and step == 1 else repr(range(start, start + count * step, step)))
+    return dims[0] if ndim == 1 else "(" + ", ".join(dims) + ")"
+
+
+def readonly_message(kernel: str, name: str, file: str, line: int) -> str:
+    """The error for a read-only array argument that the kernel writes (at file:line)."""
+    return (f"kernel '{kernel}': argument '{name}' is read-only (writeable=False) but the kernel writes to it "
+            f"({file}:{line}); pass a writeable array (e.g. a copy), or annotate the argument tk.Const "
+            "if the kernel only reads it")
+
+
+def check_launch(kernel: str, checks: LaunchChecks, norm, geom, ndim: int) -> None:
+    """Raise LaunchError when a launch breaks one of ``checks`` (see the module)."""
+    for i, name, line in checks.readonly:
+        a = norm[i]
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            raise LaunchError(readonly_message(kernel, name, checks.file, line))
+    for i, name, j, other in checks.alias:
+        if may_alias(norm[i], norm[j]):
+            raise LaunchError(f"kernel '{kernel}': argument '{name}' is annotated tk.Const (read-only, not aliased) "
+                              f"but shares memory with argument '{other}'; pass a copy or drop the tk.Const "
+                              "annotation")
+    for i, name, dim, kind, axis, off, line in checks.bounds:
+        n = norm[i].shape[dim]
+        lo, hi = coord_extent(kind, axis, geom)
+        bad = lo + off if lo + off < 0 else hi + off if hi + off >= n else None
+        if bad is not None:
+            raise LaunchError(f"kernel '{kernel}' at {checks.file}:{line}: argument '{name}' with shape "
+                              f"{tuple(norm[i].shape)} is indexed out of bounds: its dimension {dim} reaches index "
+                              f"{bad} over the ndrange {_ndrange_text(geom, ndim)}; rerun with TK_DEBUG=1 to see "
+                              "the first out-of-bounds access")
+
+
+def fast_plan(fnptr: int, checks: LaunchChecks):
+    """The CPU launcher's plan entry: the entry point, or (with alias or bounds checks) the
+    int64 words ``fnptr, npairs, (i, j)*, nfacts, (position, dim, kind, axis, offset)*``."""
+    if not (checks.alias or checks.bounds):
+        return fnptr
+    words = [fnptr - (1 << 64) if fnptr >= 1 << 63 else fnptr, len(checks.alias)]
+    for i, _, j, _ in checks.alias:
+        words += [i, j]
+    words.append(len(checks.bounds))
+    for i, _, dim, kind, axis, off, _ in checks.bounds:
+        words += [i, dim, kind, axis, off]
+    return np.array(words, dtype=np.int64).tobytes()

@@ -1,0 +1,261 @@
+"""Launch-time checks on every backend: read-only arrays a kernel writes, tk.Const arrays
+aliasing another argument, certain out-of-bounds accesses (issue 10, items 1, 3 and 7)."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.passes.access import analyze
+from tinykernels.runtime.memspan import byte_span, may_alias, spans_overlap
+
+HOST = ["CPU", "CPU-py", "INTERP"]
+DEVICE = [name for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU")) if tk.backends()[name][0]]
+
+
+def _kernels():
+    """Fresh kernels (so a monkeypatched TK_PY_LAUNCHER is seen by their instances)."""
+    @tk.kernel
+    def add1(a, b: tk.Const):
+        i = tk.index()
+        a[i] = b[i] + 1
+
+    @tk.kernel
+    def count(hist, x: tk.Const):
+        i = tk.index()
+        tk.atomic_add(hist, 0, x[i])
+
+    @tk.kernel
+    def scale(a, s):
+        i = tk.index()
+        a[i] = a[i] * s
+
+    return add1, count, scale
+
+
+@pytest.fixture(params=HOST)
+def host(request, monkeypatch):
+    if request.param == "CPU-py":
+        monkeypatch.setenv("TK_PY_LAUNCHER", "1")
+        return "CPU"
+    return request.param
+
+
+def _readonly(kind: str) -> np.ndarray:
+    if kind == "flag":
+        a = np.zeros(4, np.float32)
+        a.flags.writeable = False
+        return a
+    if kind == "bytes":
+        return np.frombuffer(bytes(16), np.float32)
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["flag", "bytes"])
+def test_a_read_only_array_the_kernel_stores_to_is_refused(host, kind):
+    add1, count, _ = _kernels()
+    ro = _readonly(kind)
+    for _ in range(2):                                   # also once the signature is known
+        with pytest.raises(tk.LaunchError, match=r"kernel 'add1': argument 'a' is read-only .*writes to it "
+                                                 r"\(.*test_launch_checks.py:\d+\)"):
+            add1(host)(ro, np.ones(4, np.float32), ndrange=4)
+    assert (ro == 0).all()
+    with pytest.raises(tk.LaunchError, match="argument 'hist' is read-only"):
+        count(host)(_ro_int(), np.ones(4, np.int32), ndrange=4)
+
+
+def _ro_int():
+    a = np.zeros(1, np.int32)
+    a.flags.writeable = False
+    return a
+
+
+def test_read_only_arrays_the_kernel_only_reads_are_fine(host):
+    add1, _, _ = _kernels()
+    ro = _readonly("bytes")
+    out = np.zeros(4, np.float32)
+    add1(host)(out, ro, ndrange=4)
+    add1(host)(out, ro, ndrange=4)
+    np.testing.assert_array_equal(out, np.ones(4))
+    w = np.zeros(4, np.float32)                          # the writeable array still launches
+    add1(host)(w, np.ones(4, np.float32), ndrange=4)
+    np.testing.assert_array_equal(w, 2 * np.ones(4))
+
+
+def test_a_read_only_memmap_is_refused_not_a_crash(host, tmp_path):
+    _, _, scale = _kernels()
+    path = tmp_path / "data.bin"
+    np.arange(8, dtype=np.float64).tofile(path)
+    m = np.memmap(path, np.float64, mode="r")
+    with pytest.raises(tk.LaunchError, match="argument 'a' is read-only"):
+        scale(host)(m, 2.0, ndrange=8)
+    np.testing.assert_array_equal(np.fromfile(path, np.float64), np.arange(8.0))
+
+
+def test_torch_tensors_are_writeable(host):
+    torch = pytest.importorskip("torch")
+    _, _, scale = _kernels()
+    t = torch.arange(4, dtype=torch.float64)
+    scale(host)(t, 3.0, ndrange=4)
+    np.testing.assert_array_equal(t.numpy(), 3 * np.arange(4.0))
+
+
+def test_const_argument_aliasing_another_is_refused(host):
+    add1, _, _ = _kernels()
+    z = np.zeros(8, np.float32)
+    msg = r"kernel 'add1': argument 'b' is annotated tk.Const .* shares memory with argument 'a'"
+    for _ in range(2):
+        with pytest.raises(tk.LaunchError, match=msg):
+            add1(host)(z, z, ndrange=4)
+    with pytest.raises(tk.LaunchError, match=msg):
+        add1(host)(z[:4], z[3:7], ndrange=4)             # overlapping views
+    with pytest.raises(tk.LaunchError, match=msg):
+        add1(host)(z[::-2], z[1::2][::-1], ndrange=4)    # the same elements, reversed
+    assert (z == 0).all()
+    add1(host)(z[:4], z[4:], ndrange=4)                  # disjoint halves: fine (fast path, again)
+    add1(host)(z[:4], z[4:], ndrange=4)
+    add1(host)(z[0::2], z[1::2], ndrange=4)              # interleaved, no shared element: fine
+    np.testing.assert_array_equal(z[0::2], [2, 2, 1, 1])
+
+
+def test_two_non_const_arrays_may_alias(host):
+    @tk.kernel
+    def copy(a, b):
+        i = tk.index()
+        a[i] = b[i] + 1
+    z = np.zeros(4)
+    copy(host)(z, z, ndrange=4)
+    np.testing.assert_array_equal(z, np.ones(4))
+
+
+@pytest.mark.parametrize("dev", DEVICE)
+def test_device_checks(dev):
+    add1, _, _ = _kernels()
+    y = tk.asarray(np.ones(4, np.float32), backend=dev)
+    z = tk.asarray(np.ones(8, np.float32), backend=dev)
+    with pytest.raises(tk.LaunchError, match="argument 'b' is annotated tk.Const .* argument 'a'"):
+        add1(dev)(y, y, ndrange=4)
+    with pytest.raises(tk.LaunchError, match=r"argument 'a' with shape \(4,\) is indexed out of bounds.*TK_DEBUG=1"):
+        add1(dev)(y, z, ndrange=8)
+    add1(dev)(y, z, ndrange=4)
+    np.testing.assert_array_equal(y.numpy(), 2 * np.ones(4))
+
+
+def test_memspan_helpers():
+    assert byte_span(1000, (3, 4), (32, 8), 8) == (1000, 1096)
+    assert byte_span(1000, (3,), (-8,), 8) == (984, 1008)
+    assert byte_span(1000, (0, 4), (32, 8), 8) == (1000, 1000)
+    assert spans_overlap((0, 8), (7, 9)) and not spans_overlap((0, 8), (8, 9))
+    assert not spans_overlap((5, 5), (0, 10))
+    a = np.zeros((4, 4))
+    assert may_alias(a, a.T) and may_alias(a[1], a[:, 1]) and not may_alias(a[0], a[1])
+    assert not may_alias(a[:, 0], a[:, 1])               # interleaved columns share no element
+    assert not may_alias(a[:0], a)
+
+
+# --- certain out-of-bounds accesses -----------------------------------------------------------
+
+@tk.kernel
+def stencil(out, u: tk.Const):
+    i = tk.index(tk.Global, tk.Cartesian)[0]
+    out[i] = u[i - 1] + u[i + 1]
+
+
+@tk.kernel
+def guarded(out, u: tk.Const, n):
+    i = tk.index()
+    if i >= n:
+        return
+    out[i] = u[i]
+
+
+@tk.kernel
+def guarded_expr(out, u: tk.Const, n):
+    i = tk.index()
+    out[i] = u[i + 1] if i + 1 < n else 0.0
+
+
+@tk.kernel
+def looped(out, u: tk.Const, m):
+    i = tk.index()
+    for k in range(m):
+        out[i] += u[i + k]
+
+
+@tk.kernel
+def transpose(out, a: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    out[j, i] = a[i, j]
+
+
+@tk.kernel(unsafe_indices=True)
+def unsafe(out, u: tk.Const):
+    i = tk.index()
+    out[i] = u[i]
+
+
+@pytest.mark.parametrize("be", ["CPU", "CPU-py"] + DEVICE)
+def test_certain_out_of_bounds_is_refused_at_launch(be, monkeypatch):
+    if be == "CPU-py":
+        monkeypatch.setenv("TK_PY_LAUNCHER", "1")
+        be = tk.CPU(threads=2)                           # a distinct instance: the ctypes launcher
+    conv = (lambda a: tk.asarray(a, backend=be)) if be in DEVICE else (lambda a: a)
+    u, out = conv(np.arange(10, dtype=np.float32)), conv(np.zeros(10, np.float32))
+    stencil(be)(out, u, ndrange=range(1, 9))             # the valid interior
+    with pytest.raises(tk.LaunchError, match=r"kernel 'stencil' at .*test_launch_checks.py:\d+: argument 'u' "
+                                             r"with shape \(10,\) is indexed out of bounds: its dimension 0 "
+                                             r"reaches index -1 over the ndrange 9.*TK_DEBUG=1"):
+        stencil(be)(out, u, ndrange=range(0, 9))
+    with pytest.raises(tk.LaunchError, match="reaches index 10"):
+        stencil(be)(out, u, ndrange=range(1, 10))
+    a = conv(np.zeros((3, 5), np.float32))
+    with pytest.raises(tk.LaunchError, match=r"argument 'out' with shape \(3, 5\).*dimension 0 reaches index 4"):
+        transpose(be)(a, conv(np.zeros((3, 5), np.float32)), ndrange=(3, 5))
+    transpose(be)(a, conv(np.ones((5, 3), np.float32)), ndrange=(5, 3))
+    if be not in DEVICE:
+        np.testing.assert_array_equal(a, np.ones((3, 5)))
+
+
+@pytest.mark.parametrize("be", ["CPU"] + DEVICE)
+def test_guarded_and_looped_accesses_are_not_refused(be):
+    conv = (lambda a: tk.asarray(a, backend=be)) if be in DEVICE else (lambda a: a)
+    u, out = conv(np.arange(4, dtype=np.float32)), conv(np.zeros(8, np.float32))
+    guarded(be)(out, u, 4, ndrange=8)
+    guarded_expr(be)(out, u, 4, ndrange=4)
+    looped(be)(out, u, 0, ndrange=8)
+    if be == "CPU":
+        unsafe(be)(out, u, ndrange=4)
+
+
+def test_the_analysis_is_conservative():
+    def facts(kern, *args, ndrange):
+        inst = kern(tk.CPU())
+        norm, geom, ndim, ranges, total, wg = inst._prepare(args, ndrange, None)
+        return analyze(inst._ir(norm, geom, ndim, ranges, wg))
+    u = np.zeros(4, np.float32)
+    assert facts(guarded, u, u, 4, ndrange=4).affine == ()
+    assert {(f.array, f.offset) for f in facts(guarded_expr, u, u, 4, ndrange=4).affine} == {("out", 0)}
+    assert {(f.array, f.offset) for f in facts(looped, u, u, 4, ndrange=4).affine} == set()
+    assert facts(unsafe, u, u, ndrange=4).affine == ()
+    info = facts(stencil, u, u, ndrange=4)
+    assert info.written == {"out": info.affine[-1].line} and {f.offset for f in info.affine} == {-1, 0, 1}
+
+
+def test_debug_mode_reports_the_access_itself():
+    u, out = np.arange(10, dtype=np.float32), np.zeros(10, np.float32)
+    with pytest.raises(IndexError, match="index -1 is out of bounds for array 'u'"):
+        stencil(tk.CPU(debug=True))(out, u, ndrange=range(0, 9))
+
+
+@tk.kernel
+def late_reader(out, u: tk.Const):
+    i = tk.index()
+    x = 0.0
+    if i >= 1000:                      # guarded: no launch-time refusal, debug mode reports it
+        x = u[i]
+    out[i] = x
+
+
+def test_debug_mode_reports_the_first_bad_work_item_whatever_the_thread_order():
+    cpu = tk.CPU(threads=4, debug=True)
+    for _ in range(5):                 # threads 2-4 meet a bad index before thread 1 does
+        with pytest.raises(IndexError, match=r"index 1000 is out of bounds for array 'u' with shape \(1000,\)"):
+            late_reader(cpu)(np.zeros(200000, np.float32), np.zeros(1000, np.float32), ndrange=200000)
