@@ -213,3 +213,49 @@ def test_internal_errors_never_escape_as_tracebacks():
         A[tk.index()] = (1, 2)
     err = _compile_error(body, np.zeros(4))
     assert err.line == _line(body, "(1, 2)")
+
+
+# ------------------------------------------------------------------ traceback filtering
+
+_TB_SCRIPT = '''
+import numpy as np, tinykernels as tk
+@tk.kernel
+def bad(A):
+    A[tk.index()] = not_defined_anywhere
+bad(tk.CPU())(np.zeros(3), ndrange=3)
+'''
+
+
+def _run_tb(env_extra):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, **env_extra)
+    return subprocess.run([sys.executable, "-c", _TB_SCRIPT], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_compile_errors_show_the_users_frames_not_the_compilers():
+    r = _run_tb({})
+    assert r.returncode == 1
+    err = r.stderr
+    assert "CompileError" in err and "not_defined_anywhere" in err and "<string>\", line 6" in err
+    lib_frames = [ln for ln in err.splitlines() if ln.strip().startswith("File") and "tinykernels" in ln]
+    assert len(lib_frames) <= 1, err                     # at most the launch call itself
+    assert "TK_TRACEBACK_FILTERING=off" in err
+    assert len(err.splitlines()) < 16, err
+
+
+def test_traceback_filtering_can_be_turned_off():
+    r = _run_tb({"TK_TRACEBACK_FILTERING": "off"})
+    lib_frames = [ln for ln in r.stderr.splitlines() if ln.strip().startswith("File") and "tinykernels" in ln]
+    assert len(lib_frames) > 3 and "TK_TRACEBACK_FILTERING" not in r.stderr
+
+
+def test_filtering_keeps_internal_errors_whole():
+    from tinykernels import tracebacks
+
+    def inner():
+        raise RuntimeError("bug")
+    with pytest.raises(RuntimeError) as ei:
+        tracebacks.api_boundary(inner)()
+    assert not hasattr(ei.value, "_tk_filtered")

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .errors import LaunchError
+from .tracebacks import api_boundary
 
 __all__ = ["Array", "zeros", "ones", "empty", "full", "asarray", "copyto", "from_dlpack",
            "from_blob", "get_backend", "as_host_ndarray"]
@@ -302,6 +303,7 @@ def full(shape, fill_value, dtype=float32, backend=None) -> Array:
     return _new("full", shape, dtype, backend, fill_value)
 
 
+@api_boundary
 def asarray(obj, backend=None) -> Array:
     """A ``tk.Array`` of ``obj``: an Array, NumPy array, list, torch tensor, or anything
     exporting ``__array_interface__`` or DLPack.
@@ -339,6 +341,7 @@ def asarray(obj, backend=None) -> Array:
     return _on(backend, h)
 
 
+@api_boundary
 def copyto(dst, src, stream=None):
     """Copy ``src`` into ``dst`` (shapes must match; values are cast with NumPy's
     ``same_kind`` rule). Returns a :class:`tk.Event`.
@@ -369,6 +372,7 @@ def copyto(dst, src, stream=None):
     return stream.submit(lambda: np.copyto(d, s, casting="same_kind"))
 
 
+@api_boundary
 def from_dlpack(x) -> Array:
     """Wrap an object exporting DLPack (``__dlpack__``) without copying.
 
@@ -396,6 +400,7 @@ def from_dlpack(x) -> Array:
     return Array(h, _cpu())
 
 
+@api_boundary
 def from_blob(ptr: int, shape, dtype, backend, strides=None) -> Array:
     """Wrap foreign memory at address ``ptr`` without copying.
 

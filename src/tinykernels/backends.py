@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from . import dtypes as D
 from .errors import BackendUnavailable
+from .tracebacks import api_boundary
 
 _STREAMS: dict = {}            # explicit cache: backend key -> StreamSet
 _STREAMS_LOCK = threading.Lock()
@@ -128,6 +129,7 @@ def _interpreter_class():
         return _gpu_unavailable("Interpreter", "the Python interpreter backend is not implemented yet in this release")
 
 
+@api_boundary
 def backend(spec) -> Backend:
     """Make a backend from a DEV string (``"CPU"``, ``"CUDA:1"``, ``"CL"``, ``"INTERP"``) or return a backend as is."""
     if isinstance(spec, Backend):

@@ -22,6 +22,7 @@ from .errors import CompileError, LaunchError
 from .frontend import ArraySpec, ConstexprSpec, LowerOptions, ScalarSpec, lower_kernel, parse_function
 from .runtime.launchcheck import check_launch, fast_plan
 from .runtime.streams import Event, completed_event
+from .tracebacks import USER_ERRORS, api_boundary, prepare as _filtered
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
 GROUPED_FEATURES = {"barrier", "localmem", "collective", "uniform"}   # need the group-by-group code shape
@@ -95,6 +96,7 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<tk.kernel {self.name}>"
 
+    @api_boundary
     def __call__(self, backend, workgroupsize=None) -> "KernelInstance":
         """Instantiate for a backend (or DEV string), optionally with a static workgroup size."""
         b = make_backend(backend)
@@ -108,6 +110,7 @@ class Kernel:
                     inst = self._instances[key] = _instance_class(b)(self, b, wg)
         return inst
 
+    @api_boundary
     def launch(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
         """Launch on the backend the array arguments live on."""
         from .array import get_backend
@@ -121,6 +124,7 @@ class Kernel:
             b = default_backend()
         return self(b)(*args, ndrange=ndrange, workgroupsize=workgroupsize, stream=stream)
 
+    @api_boundary
     def source(self, backend, *args, ndrange, workgroupsize=None) -> str:
         """The complete generated source for these arguments (no device needed)."""
         if isinstance(backend, str) and backend.strip().partition(":")[0].upper() in ("CUDA", "GPU", "NV"):
@@ -219,7 +223,10 @@ class KernelInstance:
             r = self._fast(self._plans, self._cmask, self._nthreads, args, ndrange, workgroupsize)
             if r is True:
                 return completed_event()
-        return self._launch(args, ndrange, workgroupsize, stream)
+        try:
+            return self._launch(args, ndrange, workgroupsize, stream)
+        except USER_ERRORS as e:      # the user sees their launch line, not the compiler's frames
+            raise _filtered(e)
 
     # --- the slow path: validate, normalise, specialise, compile ---------------------------
 
@@ -327,6 +334,7 @@ class KernelInstance:
             raise CompileError("the kernel is nested too deeply to compile", src.file, src.first_line,
                                kernel=k.name) from None
 
+    @api_boundary
     def source(self, *args, ndrange, workgroupsize=None) -> str:
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
         return self._render(self._ir(norm, geom, ndim, ranges, wg), ranges)[0]

@@ -35,6 +35,7 @@ import numpy as np
 from .. import dtypes as D
 from ..array import Array
 from ..backends import Backend
+from ..tracebacks import USER_ERRORS, prepare as filtered
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from ..kernel import RECORDERS, KernelInstance
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, debug_flag, fits32, \
@@ -1320,9 +1321,12 @@ class CUDAKernelInstance(DeviceKernelInstance):
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
         if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
-        ev = self._fast(args, ndrange, workgroupsize, stream)
-        if ev is None:
-            ev = self._launch(args, ndrange, workgroupsize, stream)
+        try:
+            ev = self._fast(args, ndrange, workgroupsize, stream)
+            if ev is None:
+                ev = self._launch(args, ndrange, workgroupsize, stream)
+        except USER_ERRORS as e:      # the user sees their launch line, not the compiler's frames
+            raise filtered(e)
         return ev
 
     def _normalize(self, a, name, kind):

@@ -22,6 +22,7 @@ from ..array import Array
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc
+from ..tracebacks import USER_ERRORS, prepare as filtered
 from ..kernel import GROUPED_FEATURES, KernelInstance
 from .launchcheck import check_launch
 from .streams import Event
@@ -199,7 +200,10 @@ class DeviceKernelInstance(KernelInstance):
         from ..kernel import RECORDERS
         if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
-        return self._launch(args, ndrange, workgroupsize, stream)
+        try:
+            return self._launch(args, ndrange, workgroupsize, stream)
+        except USER_ERRORS as e:      # the user sees their launch line, not the compiler's frames
+            raise filtered(e)
 
     def _normalize(self, a, name: str, kind: str):
         """A device array of this backend as it is; a host array is refused; the rest as on the CPU."""
