@@ -185,6 +185,22 @@ def _candidates(k: N.Kernel):
     return f, single, out
 
 
+def _path_stores(stmts) -> dict:
+    """Array -> the most Store statements to it on one path through ``stmts`` (no loops)."""
+    out: dict = {}
+    for s in stmts:
+        if isinstance(s, N.Store):
+            out[s.array.name] = out.get(s.array.name, 0) + 1
+        elif isinstance(s, N.If):
+            a, b = _path_stores(s.body), _path_stores(s.orelse)
+            for name in set(a) | set(b):
+                out[name] = out.get(name, 0) + max(a.get(name, 0), b.get(name, 0))
+        elif isinstance(s, (N.While, N.For, N.FuncBlock)):
+            for name, n in _path_stores(s.body).items():
+                out[name] = out.get(name, 0) + n * (2 if not isinstance(s, N.FuncBlock) else 1)
+    return out
+
+
 def _map_stmts(stmts, fn) -> list:
     """Rebuild a statement list: ``fn(s)`` gives the replacement list of a leaf statement."""
     out = []
@@ -228,10 +244,10 @@ def find_gathers(k: N.Kernel, grouped: bool) -> list:
     primal_atomics = {a for a in f.atomics if a not in shadows}
     if primal_atomics:
         return []
-    for a, n in f.stores.items():
+    for a, n in _path_stores(k.body).items():
         if a in shadows or a in TAPES or a.startswith("_d_"):
             continue
-        if n > 1 or a in f.loads:     # outputs must be write-only, stored once
+        if n > 1 or a in f.loads:     # outputs must be write-only, stored at most once per item
             return []
     return [Gather(a, f"_d_{a}", kind, offs) for a, (kind, offs) in sorted(multi.items())]
 
