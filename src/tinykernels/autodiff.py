@@ -22,6 +22,7 @@ from . import lang
 from .array import Array, asarray, copyto
 from .errors import LaunchError
 from .kernel import GROUPED_FEATURES, RECORDERS, Kernel, parse_ndrange
+from .passes import adjoint_gather as G
 from .passes.autodiff import TapePlan, reverse_kernel, tangent_kernel
 
 
@@ -74,8 +75,9 @@ def _host(a):
 
 
 class DerivedKernel(Kernel):
-    """The adjoint (``mode="reverse"``), tape-counting (``"count"``) or tangent (``"tangent"``)
-    kernel of a kernel, for a fixed choice of differentiated parameters."""
+    """The adjoint (``mode="reverse"``), tape-counting (``"count"``), tangent (``"tangent"``)
+    or gather (``"gather:<array>"``, see :mod:`.passes.adjoint_gather`) kernel of a kernel,
+    for a fixed choice of differentiated parameters."""
 
     def __init__(self, primal: Kernel, mode: str, diff: tuple):
         self.primal, self.mode, self.diff = primal, mode, tuple(diff)
@@ -87,10 +89,12 @@ class DerivedKernel(Kernel):
             params.append((name, kind))
             if name in self.diff:
                 params.append((f"_d_{name}", "value"))
-        if mode in ("reverse", "count"):
+        if mode != "tangent":
             params += [("_tk_tape_f", "value"), ("_tk_tape_i", "value"), ("_tk_tape_off", "value")]
         if mode == "count":
             params.append(("_tk_counts", "value"))
+        if mode.startswith("gather:"):
+            params += [(n, "value") for n in G.gather_param_names()]
         self.params = params
         self.cmask = sum(1 << i for i, (_, k) in enumerate(params) if k == "constexpr")
         self._src = None
@@ -112,7 +116,12 @@ class DerivedKernel(Kernel):
         else:
             out, plan = reverse_kernel(ir, self.diff, grouped, count=self.mode == "count",
                                        wide=opts.default_float == D.float64)
-            out.tape = plan
+            gathers = ()
+            if self.mode == "reverse":        # faster shapes: passes/adjoint_gather.py
+                out, gathers = G.speed_up(out, grouped, self.diff)
+            elif self.mode.startswith("gather:"):
+                out = G.gather_for(out, grouped, self.mode[len("gather:"):], plan.nf, plan.ni)
+            out.tape, out.gathers = plan, tuple(gathers)
         for p in out.params:   # shadows take the layout of the arrays actually passed
             if p[0] == "array" and p[1].name in specs and hasattr(specs[p[1].name], "contiguous"):
                 p[1].contiguous = specs[p[1].name].contiguous
@@ -197,14 +206,15 @@ class AdjointLauncher:
         primal, shadows = self.split(args)
         return self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
 
-    def plan(self, adj, args, ndrange, wg) -> TapePlan:
-        """The tape plan of the adjoint specialization for these arguments (cached)."""
+    def plan(self, adj, args, ndrange, wg) -> tuple:
+        """(tape plan, gathers) of the adjoint specialization for these arguments (cached)."""
         norm, geom, ndim, ranges, total, wgs = adj._prepare(args, ndrange, wg)
         L = getattr(adj, "_L", None)
         key = (id(adj), L.sig(adj._cmask, norm, geom, ndim, 0, int(ranges)) if L else None, wgs, ndim, ranges)
         p = _PLANS.get(key) if key[1] is not None else None
         if p is None:
-            p = adj._ir(norm, geom, ndim, ranges, wgs).tape
+            ir = adj._ir(norm, geom, ndim, ranges, wgs)
+            p = ir.tape, ir.gathers
             if key[1] is not None:
                 _PLANS[key] = p
         return p
@@ -216,22 +226,24 @@ class AdjointLauncher:
         b = self.backend
         fdt, idt = _tape_dtypes(b)
         geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
-        full, partials = [], []
+        adj = derived(self.kernel, "reverse", diff)(b, self.wg)
+        if total == 0:
+            from .runtime.streams import completed_event
+            return completed_event()
+        groups = G.ngroups(geom, ndim, adj._workgroup(ndim, wg))
+        full, partials, named = [], [], {}
         for (name, _), a in zip(self.kernel.params, primal):
             full.append(a)
+            named[name] = a
             if name in shadows:
-                if _is_float_scalar(a):       # per-item partial sums, added to the shadow afterwards
-                    buf = self.scratch(("partial", name), max(1, total), fdt)
+                if _is_float_scalar(a):       # per-group partial sums, added to the shadow afterwards
+                    buf = self.scratch(("partial", name), groups, fdt)
                     partials.append((shadows[name], buf))
                     full.append(buf)
                 else:
                     full.append(shadows[name])
         tape = [_dummy(b, 1, fdt), _dummy(b, 1, idt), _dummy(b, (1, 2), idt)]
-        adj = derived(self.kernel, "reverse", diff)(b, self.wg)
-        if total == 0:
-            from .runtime.streams import completed_event
-            return completed_event()
-        plan = self.plan(adj, tuple(full + tape), ndrange, wg)
+        plan, gathers = self.plan(adj, tuple(full + tape), ndrange, wg)
         if plan.static:
             tape = [self.scratch("tape_f", max(1, total * plan.nf), fdt),
                     self.scratch("tape_i", max(1, total * plan.ni), idt), tape[2]]
@@ -248,6 +260,11 @@ class AdjointLauncher:
             sizes = c.sum(axis=0)
             tape = [_dummy(b, max(1, int(sizes[0])), fdt), _dummy(b, max(1, int(sizes[1])), idt),
                     off if getattr(b, "is_host", False) else asarray(off, backend=b)]
+        for g in gathers:    # before the main adjoint, which consumes the output shadows they read
+            box = G.footprint(g, geom, tuple(named[g.array].shape))
+            if box is not None:
+                gk = derived(self.kernel, "gather:" + g.array, diff)(b, self.wg)
+                gk(*full, *tape, *(idt(v) for v in G.gather_args(geom)), ndrange=box, workgroupsize=wg)
         ev = adj(*full, *tape, ndrange=ndrange, workgroupsize=wg)
         b.synchronize()
         for shadow, buf in partials:

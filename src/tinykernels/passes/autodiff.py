@@ -17,7 +17,9 @@ itself, recording on a per-item tape what the reverse needs) and then a *reverse
   keep standing under uniform control flow, and they run in reverse order;
 * a read ``A[idx]`` adds to the shadow ``dA[idx]`` plainly when ``idx`` is the work item's
   own index and atomically otherwise; a scalar argument's gradient is accumulated per
-  item and written to a per-item array that the launcher sums (no atomics).
+  item and written to a per-item array that the launcher sums (no atomics);
+  :mod:`.adjoint_gather` then rewrites these (per-group sums, gather form of stencil reads,
+  plain adds, no dead primal stores).
 
 A tape whose size is known at compile time is indexed by the work item's linear index; a
 data-dependent one is sized by a *count* variant of the kernel (``mode="count"``) that runs

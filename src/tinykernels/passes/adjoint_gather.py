@@ -1,0 +1,515 @@
+"""Faster adjoints: rewrites of the kernel :func:`.autodiff.reverse_kernel` builds.
+
+The reverse transformation adds the gradient of every read ``T[idx]`` into ``dT[idx]``,
+atomically unless ``idx`` is the work item's own index. These passes remove that cost where
+it is provably unnecessary, and the per-item scalar partial sums:
+
+* **Single offset** (:func:`plain_single_offset_adds`): when a read-only array is read only at
+  ``I + c`` with one constant offset ``c`` (``I`` the item's Cartesian index, or its linear
+  index in 1-D), distinct items touch distinct elements, so the atomic adds become plain adds.
+* **Gather form** (:func:`find_gathers`, :func:`without_accumulations`, :func:`gather_kernel`):
+  when a read-only array ``T`` is read at several constant offsets ``I + c_k`` of a flat,
+  loop-free kernel whose other arrays are write-only outputs (stored at most once, never
+  read), the main adjoint leaves ``dT`` alone and a separate *gather* kernel computes it:
+  launched over the bounding box of the elements ``J = I + c_k`` (so the ring outside an
+  interior launch range gets its contributions too), each item ``J`` re-runs, for every
+  ``c_k``, the adjoint of the source item ``J - c_k`` (when it lies in the primal launch
+  range, its ``if`` conditions re-evaluated there, its tape private) and keeps the part that
+  lands on ``J``; one plain add per element, no atomics. It runs before the main adjoint,
+  which consumes the output shadows it reads.
+* **Dead primal stores** (:func:`without_dead_stores`): a store to an array the kernel never
+  reads is dead in the adjoint (nothing in it reads the value), so the adjoint writes only
+  shadows and leaves primal memory as it found it.
+* **Scalar gradients** (:func:`reduce_scalar_partials`): instead of one partial sum per work
+  item, each group reduces its items' partials (``group_reduce``) and writes one per group;
+  the launcher adds the per-group partials up (a sum in another order than per item: equal
+  up to float rounding, and deterministic).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .. import dtypes as D
+from ..dtypes import Ty
+from ..ir import nodes as N
+from .autodiff import _assign_sites, _single_defs
+
+B = Ty(D.bool_)
+TAPES = ("_tk_tape_f", "_tk_tape_i")
+GATHER_INDEX_KINDS = {"global", "global_linear", "global_pos", "ndrange"}
+
+
+@dataclass(frozen=True)
+class Gather:
+    """Array ``array`` (shadow ``shadow``) is read at ``offsets`` from the item's index:
+    ``kind`` "cart" (one offset per dimension of the Cartesian index) or "lin" (1-D, the
+    linear index)."""
+    array: str
+    shadow: str
+    kind: str
+    offsets: tuple
+
+
+def gather_param_names() -> list:
+    """Extra integer scalars of a gather kernel: the primal range's start, step and count in
+    each of three dimensions (unused dimensions get 0, 1, 1)."""
+    return [f"_tk_g{w}{d}" for d in range(3) for w in ("s", "t", "n")]
+
+
+def gather_args(geom: tuple) -> list:
+    """The values of :func:`gather_param_names` for a launch's geometry 9-tuple."""
+    return [v for d in range(3) for v in (geom[3 * d], geom[3 * d + 2], geom[3 * d + 1])]
+
+
+# ----------------------------------------------------------------------------- analyses
+
+def _resolve(e: N.Expr, single: dict, depth: int = 0):
+    """(kind, dim, offset) when ``e`` is the item's index plus a constant, else None."""
+    while isinstance(e, N.Cast) and e.ty.dtype.is_int and e.a.ty.dtype.is_int and e.ty.dtype.bits >= 32:
+        e = e.a
+    if isinstance(e, N.Var) and e.name in single and depth < 16:
+        return _resolve(single[e.name], single, depth + 1)
+    if isinstance(e, N.Index) and e.kind in ("global", "global_linear"):
+        return ("cart" if e.kind == "global" else "lin", e.dim, 0)
+    if isinstance(e, N.BinOp) and e.op in ("+", "-"):
+        a, b = e.a, e.b
+        if e.op == "+" and isinstance(a, N.Const) and not isinstance(b, N.Const):
+            a, b = b, a
+        if isinstance(b, N.Const) and isinstance(b.value, int) and not isinstance(b.value, bool):
+            r = _resolve(a, single, depth + 1)
+            if r is not None:
+                return (r[0], r[1], r[2] + (b.value if e.op == "+" else -b.value))
+    return None
+
+
+def _offset(idx: list, ndim: int, single: dict):
+    """(kind, offsets tuple) of an access index, or None when it is not a constant offset."""
+    rs = [_resolve(i, single) for i in idx]
+    if any(r is None for r in rs):
+        return None
+    if len(rs) == 1 and rs[0][0] == "lin" and ndim == 1:
+        return "lin", (rs[0][2],)
+    if len(rs) == ndim and all(r[0] == "cart" and r[1] == d for d, r in enumerate(rs)):
+        return "cart", tuple(r[2] for r in rs)
+    return None
+
+
+def _exprs(stmts):
+    for s in N.walk_stmts(stmts):
+        for e in N.stmt_exprs(s):
+            yield from N.walk_expr(e)
+
+
+def _shadow_names(k: N.Kernel) -> dict:
+    """Primal array name -> its shadow array's name (float arrays that get a gradient)."""
+    names = [p[1].name for p in k.params if p[0] == "array"]
+    return {a: f"_d_{a}" for a in names if f"_d_{a}" in names}
+
+
+def _accumulation(s: N.Stmt, shadow: str):
+    """(index, gradient) when ``s`` adds to shadow array ``shadow`` (atomic or plain add)."""
+    if isinstance(s, N.ExprStmt) and isinstance(s.expr, N.Atomic) and s.expr.array.name == shadow \
+            and s.expr.op == "add":
+        return s.expr.index, s.expr.args[0]
+    if isinstance(s, N.Store) and s.array.name == shadow and isinstance(s.value, N.BinOp) and s.value.op == "+" \
+            and isinstance(s.value.a, N.Load) and s.value.a.array.name == shadow:
+        return s.index, s.value.b
+    return None
+
+
+@dataclass
+class _Facts:
+    loads: dict       # array -> list of Load index lists
+    stores: dict      # array -> number of Store statements
+    atomics: set      # arrays with atomics (as statements or values)
+    kinds: set        # Index kinds used
+    loops: bool
+    other: bool       # barriers, collectives, local memory, prints
+
+
+def _facts(k: N.Kernel) -> _Facts:
+    f = _Facts({}, {}, set(), set(), False, False)
+    for s in N.walk_stmts(k.body):
+        if isinstance(s, N.Store):
+            f.stores[s.array.name] = f.stores.get(s.array.name, 0) + 1
+        elif isinstance(s, (N.While, N.For)):
+            f.loops = True
+        elif isinstance(s, (N.Barrier, N.Collective, N.Print, N.FuncBlock)):
+            f.other = True
+        elif isinstance(s, N.AllocArray) and s.array.space != "private":
+            f.other = True
+    for e in _exprs(k.body):
+        if isinstance(e, N.Load):
+            f.loads.setdefault(e.array.name, []).append(e.index)
+        elif isinstance(e, N.Atomic):
+            f.atomics.add(e.array.name)
+        elif isinstance(e, N.Index):
+            f.kinds.add(e.kind)
+    return f
+
+
+def _array_offsets(k: N.Kernel, single: dict, name: str):
+    """(kind, sorted distinct offsets) of every read of ``name``, or None."""
+    found = set()
+    for idx in _facts_loads(k, name):
+        o = _offset(idx, k.ndim, single)
+        if o is None:
+            return None
+        found.add(o)
+    kinds = {o[0] for o in found}
+    if len(kinds) != 1:
+        return None
+    return kinds.pop(), tuple(sorted(o[1] for o in found))
+
+
+def _facts_loads(k: N.Kernel, name: str) -> list:
+    return [e.index for e in _exprs(k.body) if isinstance(e, N.Load) and e.array.name == name]
+
+
+def _candidates(k: N.Kernel):
+    """(facts, single defs, {array: (kind, offsets)}) for read-only arrays whose gradient is
+    added atomically and which are read only at constant offsets."""
+    f = _facts(k)
+    single = _single_defs(k.body, _assign_sites(k.body))
+    out = {}
+    for a, sh in _shadow_names(k).items():
+        if a in f.stores or a in f.atomics or sh not in f.atomics:
+            continue
+        if any(s.array.name == sh for s in N.walk_stmts(k.body) if isinstance(s, N.Store)
+               and _accumulation(s, sh) is None):
+            continue
+        o = _array_offsets(k, single, a)
+        if o is not None:
+            out[a] = o
+    return f, single, out
+
+
+def _path_stores(stmts) -> dict:
+    """Array -> the most Store statements to it on one path through ``stmts`` (no loops)."""
+    out: dict = {}
+    for s in stmts:
+        if isinstance(s, N.Store):
+            out[s.array.name] = out.get(s.array.name, 0) + 1
+        elif isinstance(s, N.If):
+            a, b = _path_stores(s.body), _path_stores(s.orelse)
+            for name in set(a) | set(b):
+                out[name] = out.get(name, 0) + max(a.get(name, 0), b.get(name, 0))
+        elif isinstance(s, (N.While, N.For, N.FuncBlock)):
+            for name, n in _path_stores(s.body).items():
+                out[name] = out.get(name, 0) + n * (2 if not isinstance(s, N.FuncBlock) else 1)
+    return out
+
+
+def _map_stmts(stmts, fn) -> list:
+    """Rebuild a statement list: ``fn(s)`` gives the replacement list of a leaf statement."""
+    out = []
+    for s in stmts:
+        if isinstance(s, N.If):
+            out.append(N.If(s.loc, s.cond, _map_stmts(s.body, fn), _map_stmts(s.orelse, fn)))
+        elif isinstance(s, (N.While, N.For, N.FuncBlock)):
+            out.append(replace(s, body=_map_stmts(s.body, fn)))
+        else:
+            out += fn(s)
+    return out
+
+
+# ----------------------------------------------------------------------------- main-kernel rewrites
+
+def plain_single_offset_adds(k: N.Kernel) -> N.Kernel:
+    """Atomic adds into the shadow of an array read at one constant offset become plain adds."""
+    _, _, cands = _candidates(k)
+    single = {f"_d_{a}" for a, (_, offs) in cands.items() if len(offs) == 1}
+    if not single:
+        return k
+
+    def fn(s):
+        if isinstance(s, N.ExprStmt) and isinstance(s.expr, N.Atomic) and s.expr.array.name in single:
+            e = s.expr
+            old = N.Load(e.ty, s.loc, e.array, e.index)
+            return [N.Store(s.loc, e.array, e.index, N.BinOp(e.ty, s.loc, "+", old, e.args[0]))]
+        return [s]
+    return replace(k, body=_map_stmts(k.body, fn))
+
+
+def find_gathers(k: N.Kernel, grouped: bool) -> list:
+    """The arrays whose shadows a gather kernel computes (see the module docstring)."""
+    if grouped:
+        return []
+    f, _, cands = _candidates(k)
+    multi = {a: o for a, o in cands.items() if len(o[1]) > 1}
+    if not multi or f.loops or f.other or not f.kinds <= GATHER_INDEX_KINDS:
+        return []
+    shadows = set(_shadow_names(k).values())
+    primal_atomics = {a for a in f.atomics if a not in shadows}
+    if primal_atomics:
+        return []
+    for a, n in _path_stores(k.body).items():
+        if a in shadows or a in TAPES or a.startswith("_d_"):
+            continue
+        if n > 1 or a in f.loads:     # outputs must be write-only, stored at most once per item
+            return []
+    return [Gather(a, f"_d_{a}", kind, offs) for a, (kind, offs) in sorted(multi.items())]
+
+
+def without_accumulations(k: N.Kernel, gathers: list) -> N.Kernel:
+    """The main adjoint without the adds into the gathered shadows."""
+    names = {g.shadow for g in gathers}
+    if not names:
+        return k
+
+    def fn(s):
+        return [] if any(_accumulation(s, n) is not None for n in names) else [s]
+    return replace(k, body=_map_stmts(k.body, fn))
+
+
+def without_dead_stores(k: N.Kernel, primal: set) -> N.Kernel:
+    """Drop stores and atomics (value unused) to primal arrays in ``primal`` that nothing reads."""
+    f = _facts(k)
+    read = set(f.loads)
+    used_atomics = set()          # an atomic whose value is used reads the array
+    for s in N.walk_stmts(k.body):
+        for e in N.stmt_exprs(s):
+            if isinstance(s, N.ExprStmt) and e is s.expr:
+                continue
+            used_atomics |= {x.array.name for x in N.walk_expr(e) if isinstance(x, N.Atomic)}
+    dead = {a for a in primal if a not in read and a not in used_atomics}
+    if not dead:
+        return k
+
+    def fn(s):
+        if isinstance(s, N.Store) and s.array.space == "global" and s.array.name in dead:
+            return []
+        if isinstance(s, N.ExprStmt) and isinstance(s.expr, N.Atomic) and s.expr.array.name in dead:
+            return []
+        return [s]
+    return replace(k, body=_map_stmts(k.body, fn))
+
+
+def reduce_scalar_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
+    """One partial gradient per group instead of per item: the top-level stores
+    ``dS[global_linear] = acc`` become ``r = group_reduce(acc, add)`` and a store of ``r`` to
+    ``dS[group_linear]`` by the group's first item."""
+    body, locs = [], dict(k.locals)
+    n = 0
+    for s in k.body:
+        if isinstance(s, N.Store) and s.array.name in scalar_shadows and isinstance(s.value, N.Var):
+            n += 1
+            t = s.value.ty
+            dst = f"_tk_red{n}"
+            locs[dst] = t
+            it = Ty(_tape_dtype(k, 1))
+            lid = N.Index(it, s.loc, "local_linear")
+            first = N.Compare(B, s.loc, "==", lid, N.Const(it, s.loc, 0))
+            body += [N.Collective(s.loc, "reduce", "add", dst, s.value.name, t),
+                     N.If(s.loc, first, [N.Store(s.loc, s.array, [N.Index(it, s.loc, "group_linear")],
+                                                 N.Var(t, s.loc, dst))])]
+        else:
+            body.append(s)
+    if not n:
+        return k
+    out = replace(k, body=body, locals=locs)
+    out.uses = set(k.uses) | {"collective"}
+    return out
+
+
+# ----------------------------------------------------------------------------- the gather kernel
+
+def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int) -> N.Kernel:
+    """The kernel that adds ``dT[J] += sum_k contribution of item J - c_k`` for ``g`` (``k``
+    is the adjoint before :func:`without_accumulations`; ``nf``/``ni`` its static tape)."""
+    loc = k.body[0].loc if k.body else N.NOLOC
+    locs = dict(k.locals)
+    ndim = k.ndim
+    it = Ty(_tape_dtype(k, 1))         # int64, or int32 on backends without 64-bit integers
+    params = list(k.params) + [("scalar", p, it) for p in gather_param_names()]
+    arg = lambda w, d: N.Arg(it, loc, f"_tk_g{w}{d}")  # noqa: E731
+    c = lambda v, t=it: N.Const(t, loc, v)  # noqa: E731
+    var = lambda name: N.Var(locs[name], loc, name)  # noqa: E731
+    op = lambda o, a, b: N.BinOp(a.ty, loc, o, a, b)  # noqa: E731
+    cmp = lambda o, a, b: N.Compare(B, loc, o, a, b)  # noqa: E731
+
+    def fresh(name, t):
+        locs[name] = t
+        return name
+
+    sh = next(p[1] for p in k.params if p[0] == "array" and p[1].name == g.shadow)
+    st = Ty(sh.dtype)
+    acc = fresh("_tk_gacc", st)
+    tf = N.ArrayInfo("_tk_ptape_f", _tape_dtype(k, 0), 1, "private", False, True, (max(1, nf),))
+    ti = N.ArrayInfo("_tk_ptape_i", _tape_dtype(k, 1), 1, "private", False, True, (max(1, ni),))
+    cursors = {e.index[0].name for e in _exprs(k.body) if isinstance(e, N.Load) and e.array.name in TAPES
+               and isinstance(e.index[0], N.Var)}
+    cursors |= {s.index[0].name for s in N.walk_stmts(k.body) if isinstance(s, N.Store)
+                and s.array.name in TAPES and isinstance(s.index[0], N.Var)}
+    pos = [fresh(f"_tk_gpos{d}", it) for d in range(ndim)]
+    crd = [fresh(f"_tk_gcrd{d}", it) for d in range(ndim)]
+    lin = fresh("_tk_glin", it)
+    ok = fresh("_tk_gok", B)
+
+    def sub_expr(e):
+        """The expression with the work-item geometry of the source item."""
+        if isinstance(e, N.Index):
+            if e.kind == "global":
+                v = var(crd[e.dim])
+            elif e.kind == "global_pos":
+                v = var(pos[e.dim])
+            elif e.kind == "global_linear":
+                v = var(lin)
+            elif e.kind == "ndrange":
+                v = arg("n", e.dim)
+            else:
+                raise AssertionError(e.kind)
+            return v if e.ty.dtype == it.dtype else N.Cast(e.ty, e.loc, v)
+        if isinstance(e, N.Load) and e.array.name in TAPES:
+            return N.Load(e.ty, e.loc, tf if e.array.name == TAPES[0] else ti, [sub_expr(i) for i in e.index])
+        kids = N.child_exprs(e)
+        if not kids:
+            return e
+        return _rebuild(e, [sub_expr(x) for x in kids])
+
+    def body_for(off) -> list:
+        def fn(s):
+            a = _accumulation(s, g.shadow)
+            if a is not None:
+                idx, grad = a
+                o = _offset(idx, ndim, single)
+                if o is not None and o[1] == off:
+                    return [N.Assign(s.loc, acc, op("+", var(acc), _cast(sub_expr(grad), st)))]
+                return []
+            if isinstance(s, N.Store):
+                if s.array.name in TAPES:
+                    arr = tf if s.array.name == TAPES[0] else ti
+                    return [N.Store(s.loc, arr, [sub_expr(i) for i in s.index], sub_expr(s.value))]
+                return []            # outputs and other shadows: not this kernel's business
+            if isinstance(s, N.ExprStmt):
+                return []
+            if isinstance(s, N.Assign):
+                if s.var in cursors and any(isinstance(x, N.Index) for x in N.walk_expr(s.value)):
+                    return [N.Assign(s.loc, s.var, c(0, locs[s.var]))]   # private tape from 0
+                return [N.Assign(s.loc, s.var, sub_expr(s.value))]
+            if isinstance(s, N.Philox):
+                return [N.Philox(s.loc, s.outs, [sub_expr(x) for x in s.args])]
+            return [s]
+        inner = _map_stmts(k.body, fn)
+        return _sub_conds(inner, sub_expr)
+
+    single = _single_defs(k.body, _assign_sites(k.body))
+    body = [N.AllocArray(loc, tf), N.AllocArray(loc, ti), N.Assign(loc, acc, c(0.0, st))]
+    for off in g.offsets:
+        setup = []
+        for d in range(ndim):
+            if g.kind == "cart":
+                j = N.Index(it, loc, "global", d)
+                q = op("-", op("-", j, c(off[d])), arg("s", d))        # J - c - start
+                setup += [N.Assign(loc, pos[d], N.Select(it, loc, cmp("==", arg("t", d), c(1)), q,
+                                                         op("//", q, arg("t", d)))),
+                          N.Assign(loc, crd[d], op("-", N.Index(it, loc, "global", d), c(off[d])))]
+                exact = cmp("==", op("*", var(pos[d]), arg("t", d)), q)
+            else:
+                j = N.Index(it, loc, "global", 0)
+                setup += [N.Assign(loc, pos[d], op("-", j, c(off[0]))),
+                          N.Assign(loc, crd[d], op("+", arg("s", 0), op("*", var(pos[d]), arg("t", 0))))]
+                exact = c(True, B)
+            inside = N.BinOp(B, loc, "and", cmp(">=", var(pos[d]), c(0)), cmp("<", var(pos[d]), arg("n", d)))
+            cond = N.BinOp(B, loc, "and", exact, inside)
+            setup.append(N.Assign(loc, ok, cond if d == 0 else N.BinOp(B, loc, "and", var(ok), cond)))
+        lin_e = var(pos[0])
+        for d in range(1, ndim):
+            lin_e = op("+", op("*", lin_e, arg("n", d)), var(pos[d]))
+        body += setup + [N.If(loc, var(ok), [N.Assign(loc, lin, lin_e)] + body_for(off))]
+    own = [N.Index(it, loc, "global", d) for d in range(len(g.offsets[0]) if g.kind == "cart" else 1)]
+    body.append(N.Store(loc, sh, own, N.BinOp(st, loc, "+", N.Load(st, loc, sh, own), var(acc))))
+    out = replace(k, body=body, locals=locs, params=params, name=k.name)
+    out.uses = (set(k.uses) - {"atomic"}) | {"private"}
+    return out
+
+
+def _tape_dtype(k: N.Kernel, which: int):
+    name = TAPES[which]
+    return next(p[1].dtype for p in k.params if p[0] == "array" and p[1].name == name)
+
+
+def _cast(e: N.Expr, t: Ty) -> N.Expr:
+    return e if e.ty == t else N.Cast(t, e.loc, e)
+
+
+def _rebuild(e: N.Expr, kids: list) -> N.Expr:
+    """``e`` with new direct sub-expressions (in :func:`nodes.child_exprs` order)."""
+    if isinstance(e, N.Load):
+        return replace(e, index=kids)
+    if isinstance(e, (N.BinOp, N.Compare)):
+        return replace(e, a=kids[0], b=kids[1])
+    if isinstance(e, (N.Unary, N.Cast)):
+        return replace(e, a=kids[0])
+    if isinstance(e, N.Select):
+        return replace(e, cond=kids[0], a=kids[1], b=kids[2])
+    if isinstance(e, N.Call):
+        return replace(e, args=kids)
+    if isinstance(e, N.Atomic):
+        n = len(e.index)
+        return replace(e, index=kids[:n], args=kids[n:])
+    raise AssertionError(type(e).__name__)
+
+
+def _sub_conds(stmts, sub) -> list:
+    """Substitute the geometry in the conditions of ifs (leaf statements are done already)."""
+    out = []
+    for s in stmts:
+        if isinstance(s, N.If):
+            out.append(N.If(s.loc, sub(s.cond), _sub_conds(s.body, sub), _sub_conds(s.orelse, sub)))
+        else:
+            out.append(s)
+    return out
+
+
+def footprint(g: Gather, geom: tuple, shape: tuple):
+    """The ndrange (a tuple of ranges) of element coordinates the gather kernel covers: the
+    bounding box of ``I + c_k`` over the primal launch ``geom``, clipped to the array; None
+    when empty."""
+    box = []
+    for d in range(len(g.offsets[0])):
+        start, count, step = geom[3 * d:3 * d + 3]
+        if count <= 0:
+            return None
+        if g.kind == "lin":
+            lo, hi = 0, count - 1
+        else:
+            last = start + (count - 1) * step
+            lo, hi = min(start, last), max(start, last)
+        lo += min(o[d] for o in g.offsets)
+        hi += max(o[d] for o in g.offsets)
+        lo, hi = max(lo, 0), min(hi, shape[d] - 1)
+        if hi < lo:
+            return None
+        box.append(range(lo, hi + 1))
+    return tuple(box)
+
+
+def ngroups(geom: tuple, ndim: int, wg: tuple) -> int:
+    """Number of work groups of a launch (the per-group partial sums' length)."""
+    return max(1, math.prod(-(-geom[3 * d + 1] // wg[d]) for d in range(ndim)))
+
+
+def speed_up(adj: N.Kernel, grouped: bool, diff) -> tuple:
+    """(main adjoint, gathers): the rewrites of this module applied to the adjoint ``adj``
+    that :func:`.autodiff.reverse_kernel` built for the parameters ``diff``."""
+    gathers = find_gathers(adj, grouped)
+    k = without_accumulations(adj, gathers)
+    k = plain_single_offset_adds(k)
+    shadows = set(_shadow_names(adj).values())
+    primal = {p[1].name for p in adj.params if p[0] == "array" and p[1].space == "global"
+              and p[1].name not in shadows and p[1].name not in TAPES and not p[1].name.startswith("_tk_")
+              and p[1].name not in {f"_d_{x}" for x in diff}}
+    k = without_dead_stores(k, primal)
+    scalars = {f"_d_{p[1]}" for p in adj.params if p[0] == "scalar" and p[1] in set(diff)}
+    k = reduce_scalar_partials(k, scalars)
+    return k, gathers
+
+
+def gather_for(adj: N.Kernel, grouped: bool, array: str, nf: int, ni: int) -> N.Kernel:
+    """The gather kernel of ``array`` for the adjoint ``adj`` (see :func:`speed_up`)."""
+    for g in find_gathers(adj, grouped):
+        if g.array == array:
+            return gather_kernel(adj, g, nf, ni)
+    raise AssertionError(f"no gather adjoint for '{array}'")

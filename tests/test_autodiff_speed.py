@@ -1,0 +1,295 @@
+"""The faster adjoint shapes of ``passes/adjoint_gather.py``: the gather adjoint of
+constant-offset stencil reads, per-group scalar partial sums, plain adds for single-offset
+reads and dropped dead stores. Every shape is checked against central finite differences
+in float64 on the CPU and against the CPU's gradients on the interpreter, OpenCL (float64)
+and WebGPU (float32); the generated code is checked for the shape itself (no atomics)."""
+import math
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.autodiff import derived
+from tinykernels.passes.adjoint_gather import Gather, footprint
+
+CPU = tk.CPU()
+RNG = np.random.default_rng(11)
+
+
+def D(x, seed=None):
+    x = np.array(x, dtype=np.float64)
+    return tk.Duplicated(x, np.zeros_like(x) if seed is None else np.array(seed, dtype=np.float64))
+
+
+def _backends():
+    out = [("INTERP", np.float64)]
+    if tk.backends()["OpenCL"][0]:
+        out.append(("CL", np.float64))
+    from tinykernels.runtime.webgpu import WebGPU
+    if WebGPU.available()[0]:
+        out.append(("WEBGPU", np.float32))
+    return out
+
+
+def grads(backend, kernel, ndrange, arrays: dict, seeds: dict, scalars: dict, dtype=np.float64):
+    """(array gradients, scalar gradients) of one launch of ``kernel(*arrays, *scalars)``
+    with output seeds ``seeds``, from ``tk.adjoint(kernel)`` on ``backend``."""
+    b = tk.backend(backend)
+    dev = lambda x: tk.asarray(np.array(x, dtype=dtype), backend=b)  # a copy: seeds are consumed  # noqa: E731
+    shad = {n: dev(seeds.get(n, np.zeros_like(a))) for n, a in arrays.items()}
+    sshad = {n: dev(np.zeros(1)) for n in scalars}
+    args = []
+    for n, a in arrays.items():
+        args += [dev(a), shad[n]]
+    for n, v in scalars.items():
+        args += [dtype(v), sshad[n]]
+    tk.adjoint(kernel)(b)(*args, ndrange=ndrange)
+    tk.synchronize(b)
+    return ({n: s.numpy().astype(np.float64) for n, s in shad.items()},
+            [float(s.numpy()[0]) for s in sshad.values()])
+
+
+# --- stencils ------------------------------------------------------------------------------------
+
+@tk.kernel
+def diffuse2(T2, T: tk.Const, dt, lam):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    T2[i, j] = T[i, j] + dt * lam * (T[i - 1, j] + T[i + 1, j] + T[i, j - 1] + T[i, j + 1] - 4.0 * T[i, j])
+
+
+@tk.kernel
+def diffuse3(T2, T: tk.Const, lam):
+    i, j, k = tk.index(tk.Global, tk.Cartesian)
+    T2[i, j, k] = T[i, j, k] + lam * (T[i - 1, j, k] + T[i + 1, j, k] + T[i, j - 1, k] + T[i, j + 1, k]
+                                      + T[i, j, k - 1] + T[i, j, k + 1] - 6.0 * T[i, j, k])
+
+
+@tk.kernel
+def guarded(T2, T: tk.Const, w):
+    """Boundary ifs over the full range, a nonlinear function, a select guard."""
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    n = T.shape[0]
+    m = T.shape[1]
+    if i > 0 and i < n - 1 and j > 0:
+        up = T[i - 1, j] if j < m - 1 else 0.0
+        T2[i, j] = w * math.sin(T[i, j]) * (up + T[i + 1, j]) + T[i, j - 1] ** 2
+    else:
+        T2[i, j] = math.exp(-T[i, j] * T[i, j])
+
+
+@tk.kernel
+def smooth1(y, x: tk.Const, w):
+    """1-D, linear index, neighbours guarded by selects."""
+    i = tk.index()
+    n = x.shape[0]
+    left = x[i - 1] if i > 0 else 0.0
+    right = x[i + 2] if i + 2 < n else 0.0
+    y[i] = w * math.sin(x[i]) * (left + right) + math.exp(-x[i] * x[i])
+
+
+CASES = {
+    "2d interior": (diffuse2, (13, 11), (range(1, 12), range(1, 10)), {"dt": 0.3, "lam": 0.7}),
+    "2d full range, step 2": (diffuse2, (13, 11), (range(1, 12, 2), range(2, 10, 3)), {"dt": 0.3, "lam": 0.7}),
+    "2d negative step": (diffuse2, (9, 8), (range(7, 0, -2), range(1, 7)), {"dt": 0.3, "lam": 0.7}),
+    "3d interior": (diffuse3, (7, 6, 9), (range(1, 6), range(1, 5), range(1, 8)), {"lam": 0.2}),
+    "boundary ifs": (guarded, (12, 10), (12, 10), {"w": 0.8}),
+    "boundary ifs, offset range": (guarded, (12, 10), (range(1, 12), range(0, 10, 2)), {"w": 0.8}),
+    "1d linear selects": (smooth1, (37,), 37, {"w": 0.7}),
+    "1d linear, range(1, n-2, 2)": (smooth1, (37,), range(1, 35, 2), {"w": 0.7}),
+}
+
+
+def _case(name, dtype=np.float64):
+    kern, shape, ndr, scal = CASES[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    arrays = {"out": np.zeros(shape), "inp": rng.standard_normal(shape)}
+    seeds = {"out": rng.standard_normal(shape)}
+    return kern, ndr, arrays, seeds, scal
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_stencil_adjoints_match_finite_differences(name):
+    kern, ndr, arrays, seeds, scal = _case(name)
+    args = [D(arrays["out"], seeds["out"]), D(arrays["inp"])] + [tk.Active(v) for v in scal.values()]
+    tk.gradcheck(lambda out, inp, *s: kern(CPU)(out, inp, *s, ndrange=ndr), *args, rtol=1e-6, directions=4)
+
+
+@pytest.mark.parametrize("backend,dtype", _backends())
+@pytest.mark.parametrize("name", list(CASES))
+def test_stencil_adjoints_agree_across_backends(name, backend, dtype):
+    kern, ndr, arrays, seeds, scal = _case(name)
+    ref, gref = grads("CPU", kern, ndr, arrays, seeds, scal)
+    got, g = grads(backend, kern, ndr, arrays, seeds, scal, dtype)
+    tol = 1e-10 if dtype is np.float64 else 2e-4
+    np.testing.assert_allclose(got["inp"], ref["inp"], rtol=tol, atol=tol)
+    np.testing.assert_allclose(got["out"], ref["out"], rtol=tol, atol=tol)
+    np.testing.assert_allclose(g, gref, rtol=tol * 10, atol=tol * 100)
+
+
+def test_2d_stencil_gradient_equals_the_transposed_stencil():
+    """The gather covers the ring outside an interior range: compare with NumPy's scatter."""
+    n, m = 10, 9
+    T, dT2 = RNG.standard_normal((n, m)), RNG.standard_normal((n, m))
+    dT, ddt, dlam = np.zeros((n, m)), np.zeros(1), np.zeros(1)
+    tk.adjoint(diffuse2)(CPU)(np.zeros((n, m)), dT2.copy(), T, dT, 0.5, ddt, 0.25, dlam,
+                              ndrange=(range(1, n - 1), range(1, m - 1)))
+    g = np.zeros((n, m))
+    a = 0.5 * 0.25
+    w = dT2[1:-1, 1:-1]
+    g[1:-1, 1:-1] += w * (1 - 4 * a)
+    g[:-2, 1:-1] += a * w
+    g[2:, 1:-1] += a * w
+    g[1:-1, :-2] += a * w
+    g[1:-1, 2:] += a * w
+    np.testing.assert_allclose(dT, g, rtol=1e-13, atol=1e-13)
+    lap = T[:-2, 1:-1] + T[2:, 1:-1] + T[1:-1, :-2] + T[1:-1, 2:] - 4 * T[1:-1, 1:-1]
+    np.testing.assert_allclose(ddt[0], 0.25 * (w * lap).sum(), rtol=1e-12)
+    np.testing.assert_allclose(dlam[0], 0.5 * (w * lap).sum(), rtol=1e-12)
+
+
+def _adjoint_source(kernel, mode, *args, ndrange):
+    return derived(kernel, mode, ("T2", "T", "dt", "lam")).source("CPU", *args, ndrange=ndrange)
+
+
+def test_stencil_adjoint_has_no_atomics_and_a_gather_kernel():
+    T = np.zeros((8, 8))
+    args = (T, T, T, T, 0.1, np.zeros(1), 0.2, np.zeros(1), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros((1, 2), np.int64))
+    main = _adjoint_source(diffuse2, "reverse", *args, ndrange=(8, 8))
+    body = main[main.index("tk_group("):]
+    assert "tk_atomic" not in body and "a_T2[" not in body          # no atomics, no dead primal store
+    gather = _adjoint_source(diffuse2, "gather:T", *args, *(np.int64(1),) * 9, ndrange=(8, 8))
+    assert "tk_atomic" not in gather[gather.index("tk_chunk("):]
+
+
+def test_footprint_covers_the_ring_and_clips_to_the_array():
+    g = Gather("T", "_d_T", "cart", ((-1, 0), (0, -1), (0, 0), (0, 1), (1, 0)))
+    geom = (1, 8, 1, 1, 6, 1, 0, 1, 1)                       # range(1, 9) x range(1, 7)
+    assert footprint(g, geom, (10, 8)) == (range(0, 10), range(0, 8))
+    assert footprint(g, (0, 10, 1, 0, 8, 1, 0, 1, 1), (10, 8)) == (range(0, 10), range(0, 8))
+    assert footprint(g, (8, 4, -2, 1, 6, 1, 0, 1, 1), (10, 8)) == (range(1, 10), range(0, 8))
+    lin = Gather("x", "_d_x", "lin", ((-1,), (2,)))
+    assert footprint(lin, (5, 3, 2, 0, 1, 1, 0, 1, 1), (20,)) == (range(0, 5),)
+
+
+# --- shapes that keep the atomics -----------------------------------------------------------------
+
+@tk.kernel
+def looped(y, x: tk.Const, w):
+    i = tk.index()
+    acc = 0.0
+    for k in range(3):
+        acc += w * x[i + k] * x[i + k]
+    y[i] = acc
+
+
+@tk.kernel
+def inplace_neighbours(A, B: tk.Const):
+    i = tk.index()
+    A[i + 1] = A[i + 1] * B[i] + B[i + 2]
+
+
+@tk.kernel
+def data_index(y, x: tk.Const, idx: tk.Const):
+    i = tk.index()
+    y[i] = x[idx[i]] * x[i + 1]
+
+
+def test_shapes_outside_the_gather_form_stay_correct():
+    x = RNG.standard_normal(40)
+    tk.gradcheck(lambda y, x_, w: looped(CPU)(y, x_, w, ndrange=36), D(np.zeros(40), RNG.standard_normal(40)),
+                 D(x), tk.Active(0.6), rtol=1e-6)
+    a, bb = RNG.standard_normal(30), RNG.standard_normal(30)
+    tk.gradcheck(lambda A, B: inplace_neighbours(CPU)(A, B, ndrange=28), D(a, RNG.standard_normal(30)),
+                 D(bb), rtol=1e-6)
+    idx = RNG.integers(0, 30, 29).astype(np.int64)
+    tk.gradcheck(lambda y, x_: data_index(CPU)(y, x_, idx, ndrange=29), D(np.zeros(29), RNG.standard_normal(29)),
+                 D(RNG.standard_normal(30)), rtol=1e-6)
+
+
+# --- one offset: plain adds ---------------------------------------------------------------------------
+
+@tk.kernel
+def shifted(y, x: tk.Const, s):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    y[i, j] = s * math.cos(x[i + 1, j - 2])
+
+
+def test_single_offset_reads_add_plainly():
+    x = RNG.standard_normal((9, 12))
+    ndr = (range(0, 8), range(2, 12, 3))
+    tk.gradcheck(lambda y, x_, s: shifted(CPU)(y, x_, s, ndrange=ndr), D(np.zeros((9, 12)), RNG.standard_normal((9, 12))),
+                 D(x), tk.Active(1.3), rtol=1e-6)
+    src = derived(shifted, "reverse", ("y", "x", "s")).source(
+        "CPU", x, x, x, x, 1.0, np.zeros(1), np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 2), np.int64),
+        ndrange=ndr)
+    assert "tk_atomic" not in src[src.index("tk_group("):]
+
+
+# --- scalar gradients -----------------------------------------------------------------------------
+
+@tk.kernel
+def triad(a, b: tk.Const, c: tk.Const, s):
+    i = tk.index()
+    a[i] = b[i] + s * c[i]
+
+
+@pytest.mark.parametrize("n,wg", [(1, None), (255, None), (1000, None), (4099, 64), (70000, None)])
+def test_scalar_gradient_with_partial_groups(n, wg):
+    b, c, da = RNG.standard_normal(n), RNG.standard_normal(n), RNG.standard_normal(n)
+    db, dc, ds = np.zeros(n), np.zeros(n), np.array([0.5])
+    tk.adjoint(triad)(CPU, wg)(np.zeros(n), da.copy(), b, db, c, dc, 2.5, ds, ndrange=n)
+    np.testing.assert_allclose(ds[0], 0.5 + (da * c).sum(), rtol=1e-12)
+    np.testing.assert_allclose(db, da, rtol=1e-15)
+    np.testing.assert_allclose(dc, 2.5 * da, rtol=1e-15)
+
+
+@tk.kernel
+def weighted2(y, x: tk.Const, p, q):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    y[i, j] = p * x[i, j] * x[i, j] + math.sin(q * x[i, j])
+
+
+@pytest.mark.parametrize("backend,dtype", [("CPU", np.float64)] + _backends())
+def test_scalar_gradients_2d_partial_groups_across_backends(backend, dtype):
+    x, w = RNG.standard_normal((37, 29)), RNG.standard_normal((37, 29))
+    ndr = (range(1, 36, 2), range(0, 29))
+    arrays, seeds = {"y": np.zeros((37, 29)), "x": x}, {"y": w}
+    _, (gp, gq) = grads(backend, weighted2, ndr, arrays, seeds, {"p": 0.7, "q": -1.1}, dtype)
+    xs, ws = x[1:36:2], w[1:36:2]
+    tol = 1e-11 if dtype is np.float64 else 1e-4
+    np.testing.assert_allclose(gp, (ws * xs * xs).sum(), rtol=tol)
+    np.testing.assert_allclose(gq, (ws * xs * np.cos(-1.1 * xs)).sum(), rtol=tol)
+
+
+def test_triad_adjoint_writes_one_partial_per_group_and_no_output():
+    n = 1000
+    a = np.zeros(n, np.float32)
+    src = derived(triad, "reverse", ("a", "b", "c", "s")).source(
+        "CPU", a, a, a, a, a, a, np.float32(2.5), np.zeros(4), np.zeros(1), np.zeros(1, np.int64),
+        np.zeros((1, 2), np.int64), ndrange=n)
+    body = src[src.index("tk_group("):]
+    assert "a__d_s[(tk_idx)(tk_grl)]" in body and "tk_atomic" not in body and "a_a[" not in body
+
+
+# --- the adjoint leaves primal outputs alone ---------------------------------------------------------
+
+@tk.kernel
+def scale_into(B, A: tk.Const, s):
+    i = tk.index()
+    B[i] = A[i] * s
+
+
+def test_adjoint_of_a_later_overwrite_does_not_change_what_an_earlier_launch_read():
+    """The adjoint of the second launch used to re-write A (a write-only output there), so
+    the first launch's adjoint saw the new A: d/ds was 100 instead of 15."""
+    a, c = np.arange(1.0, 6.0), np.full(5, 10.0)
+
+    def f(A, B, s):
+        scale_into(CPU)(B, A, s, ndrange=5)       # reads A
+        scale_into(CPU)(A, c, 2.0, ndrange=5)     # then overwrites it
+    A, B = D(a.copy()), D(np.zeros(5), np.ones(5))
+    (ds,) = tk.autodiff(tk.Reverse, f, A, B, tk.Active(0.5))
+    assert ds == pytest.approx(15.0)
+    np.testing.assert_allclose(A.primal, 2 * c)
+    np.testing.assert_allclose(A.shadow, 0.5 * np.ones(5))
