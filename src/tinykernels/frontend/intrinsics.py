@@ -250,15 +250,25 @@ def _geometry(kind):
 
 
 def _static_shape(lw, node, v):
+    """The shape of a localmem/private array: positive Python ints known at compile time."""
     vals = v if isinstance(v, tuple) else (v,)
     out = []
     for x in vals:
-        if isinstance(x, N.Expr):
-            x = x if isinstance(x, N.Const) else None
-        if x is None or not isinstance(x.value, int) or isinstance(x.value, bool) or x.value <= 0:
-            raise lw.err(node, "the shape must be positive integers known at compile time "
-                         "(literals, tk.constexpr arguments or a static workgroup size)")
-        out.append(x.value)
+        if isinstance(x, N.Const) and isinstance(x.value, int) and not isinstance(x.value, bool):
+            if x.value <= 0:
+                raise lw.err(node, f"array dimensions must be positive, got {x.value}")
+            out.append(x.value)
+            continue
+        from .lower import FuncBinding
+        if isinstance(x, N.Const):
+            what = f"{x.value!r}, not an integer"
+        elif isinstance(x, (N.Expr, FuncBinding)):
+            what = "a value known only at run time (a kernel argument, an index, a loaded or reassigned local)"
+        else:
+            what = "not a number"
+        raise lw.err(node, f"the shape must be integers known at compile time, but a dimension is {what}: "
+                     "use literals, tk.constexpr arguments, tk.groupsize() (the workgroup size is fixed "
+                     "when the kernel compiles) and arithmetic of those, or locals assigned once from them")
     return tuple(out)
 
 
@@ -290,6 +300,8 @@ def _uniform(lw, node):
     (x,) = _exprs(lw, node, 1, "tk.uniform")
     name = lw.fresh("uniform")
     lw.assign_var(name, N.Call(x.ty, lw.loc(node), "uniform", [x]), node)
+    if isinstance(x, N.Const):
+        return x            # a constant is uniform: keep it a compile-time value (localmem shapes)
     return N.Var(lw.types[name], lw.loc(node), name)
 
 

@@ -92,6 +92,7 @@ class _Frame:
 
     def __init__(self, src: FuncSource, prefix: str, local_names: set):
         self.src, self.prefix, self.local_names = src, prefix, local_names
+        self.const_names = _single_top_level_names(src.tree)
         self.bind: dict = {}
         self.ret_vars: list | None = None
         self.ret_label: str | None = None
@@ -104,6 +105,25 @@ def _assigned_names(fdef: ast.FunctionDef) -> set:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
     return names
+
+
+def _single_top_level_names(fdef: ast.FunctionDef) -> set:
+    """Locals stored exactly once, by an assignment at the top level of the function body: when
+    the value is a compile-time constant, reading them gives the constant (``N =
+    tk.groupsize()[0]`` then ``tk.localmem(A.dtype, (N, N + 1))``)."""
+    counts: dict = {}
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    top = set()
+    for s in fdef.body:
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(s, ast.AnnAssign) else []
+        for t in targets:
+            for node in ast.walk(t):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    top.add(node.id)
+    params = {a.arg for a in fdef.args.args}
+    return {n for n in top if counts[n] == 1 and n not in params}
 
 
 class Lowerer:
@@ -295,7 +315,7 @@ class Lowerer:
                 if isinstance(v, N.Expr):
                     vn = self.local_name(f"{name}_{k}")
                     self.assign_var(vn, v, node)
-                    parts.append(FuncBinding(vn))
+                    parts.append(self.const_binding(name, vn, v) or FuncBinding(vn))
                 else:
                     parts.append(v)
             fr.bind[name] = tuple(parts)
@@ -304,9 +324,17 @@ class Lowerer:
         elif isinstance(value, N.Expr):
             vn = self.local_name(name)
             self.assign_var(vn, value, node)
-            fr.bind[name] = FuncBinding(vn)
+            fr.bind[name] = self.const_binding(name, vn, value) or FuncBinding(vn)
         else:
             raise self.err(node, f"cannot assign {type(value).__name__} to a local")
+
+    def const_binding(self, name: str, vn: str, value: N.Expr) -> N.Const | None:
+        """The constant that reads of ``name`` give, when it is assigned once at the top level
+        of its function with a compile-time constant (else None: reads load the local)."""
+        if not isinstance(value, N.Const) or name not in self.frame.const_names:
+            return None
+        c = self.cast(value, self.prev.get(vn, self.types[vn]))
+        return c if isinstance(c, N.Const) else None
 
     def s_If(self, s):
         cond = self.truth(self.expr(s.test), s.test)
