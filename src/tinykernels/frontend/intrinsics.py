@@ -249,11 +249,40 @@ def _geometry(kind):
     return h
 
 
+_SHAPE_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+              "//": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None,
+              "<<": lambda a, b: a << b if 0 <= b < 64 else None, ">>": lambda a, b: a >> b if b >= 0 else None}
+
+
+def compile_time_int(lw, x):
+    """``x`` as a Const holding a Python int when it is known at compile time: constants,
+    locals assigned once from constants (``lw.consts``) and integer arithmetic of those."""
+    from .lower import FuncBinding
+    if isinstance(x, FuncBinding):
+        x = N.Var(lw.weak_int(), N.NOLOC, x.var)
+    if isinstance(x, N.Var):
+        x = lw.consts.get(x.name, x)
+    if isinstance(x, N.Const):
+        return x
+    if isinstance(x, N.Cast) and x.ty.dtype.is_int:
+        inner = compile_time_int(lw, x.a)
+        if isinstance(inner, N.Const) and isinstance(inner.value, int) and not isinstance(inner.value, bool):
+            return N.Const(x.ty, x.loc, wrap(inner.value, x.ty))
+    if isinstance(x, N.BinOp) and x.op in _SHAPE_OPS and x.ty.dtype.is_int:
+        a, b = compile_time_int(lw, x.a), compile_time_int(lw, x.b)
+        if isinstance(a, N.Const) and isinstance(b, N.Const) and isinstance(a.value, int) and isinstance(b.value, int):
+            v = _SHAPE_OPS[x.op](a.value, b.value)
+            if v is not None:
+                return N.Const(x.ty, x.loc, wrap(v, x.ty))
+    return x
+
+
 def _static_shape(lw, node, v):
     """The shape of a localmem/private array: positive Python ints known at compile time."""
     vals = v if isinstance(v, tuple) else (v,)
     out = []
     for x in vals:
+        x = compile_time_int(lw, x)
         if isinstance(x, N.Const) and isinstance(x.value, int) and not isinstance(x.value, bool):
             if x.value <= 0:
                 raise lw.err(node, f"array dimensions must be positive, got {x.value}")
@@ -300,8 +329,9 @@ def _uniform(lw, node):
     (x,) = _exprs(lw, node, 1, "tk.uniform")
     name = lw.fresh("uniform")
     lw.assign_var(name, N.Call(x.ty, lw.loc(node), "uniform", [x]), node)
-    if isinstance(x, N.Const):
-        return x            # a constant is uniform: keep it a compile-time value (localmem shapes)
+    c = compile_time_int(lw, x)
+    if isinstance(c, N.Const):
+        lw.consts[name] = c     # a constant is uniform: still a compile-time value (for shapes)
     return N.Var(lw.types[name], lw.loc(node), name)
 
 
