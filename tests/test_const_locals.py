@@ -126,7 +126,7 @@ def shape_not_int(B):
     B[0] = 1.0
 
 
-@pytest.mark.parametrize("b", [tk.CPU()], ids=lambda b: b.name)
+@pytest.mark.parametrize("b", [tk.CPU(), tk.Interpreter()], ids=lambda b: b.name)
 @pytest.mark.parametrize("kern,line,what", [
     (shape_from_argument, "tk.localmem(B.dtype, (n,))", "known only at run time"),
     (shape_from_reassigned_local, "tk.private(B.dtype, (n,))", "known only at run time"),

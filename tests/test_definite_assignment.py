@@ -6,7 +6,7 @@ import pytest
 
 import tinykernels as tk
 
-BACKENDS = [tk.CPU()]
+BACKENDS = [tk.CPU(), tk.Interpreter()]
 
 
 @tk.func

@@ -455,7 +455,18 @@ for _n in MATH2:
     _HANDLERS[getattr(math, _n)] = _math2(_n)
 for _n in ("isnan", "isinf", "isfinite"):
     _HANDLERS[getattr(math, _n)] = _predicate(_n)
+def _breakpoint(lw, node):
+    """``breakpoint()``: pdb on the work item, on the interpreter only."""
+    from .lower import _NoValue
+    if not lw.opts.allow_breakpoint:
+        raise lw.err(node, "breakpoint() works only on tk.Interpreter() (pdb on a work item); "
+                     "remove it, or run the kernel with tk.Interpreter() to debug it")
+    _args(lw, node, 0, "breakpoint")
+    return _NoValue(lw.loc(node))
+
+
 _HANDLERS.update({
+    builtins.breakpoint: _breakpoint,
     builtins.abs: _abs, builtins.min: _minmax("min"), builtins.max: _minmax("max"),
     builtins.round: _round, builtins.int: _int, builtins.float: _float, builtins.bool: _bool,
     builtins.len: _len, builtins.range: _range,

@@ -54,6 +54,7 @@ class LowerOptions:
     debug: bool = False
     idx32: bool = False
     kernel_name: str = ""
+    allow_breakpoint: bool = False        # the interpreter's frontend check: pdb on a work item
 
 
 # ----------------------------------------------------------------------------- values
@@ -433,6 +434,8 @@ class Lowerer:
 
     def subscript_parts(self, node):
         arr = self.expr(node.value)
+        if isinstance(arr, PyObj) and isinstance(arr.obj, np.ndarray):
+            raise self.err(node, "a global NumPy array cannot be used in a kernel; pass it as an argument")
         if not isinstance(arr, N.ArrayInfo):
             raise self.err(node, "only arrays can be indexed here")
         if isinstance(node.slice, ast.Slice) or (isinstance(node.slice, ast.Tuple) and
