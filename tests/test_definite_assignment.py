@@ -204,3 +204,56 @@ def test_definitely_assigned_code_still_compiles(b):
         ar = x if x > 1.5 else (2.0 if x > 0.5 else 3.0)
         want[i] = v + 3 + 2 + (x + 1) + 0.0 + 1.0 + 1.0 + ar
     np.testing.assert_array_equal(A, want)
+
+
+def _drop_branch_assignment(source: str):
+    """Variants of the generated module with one branch's assignment of a branch-assigned local
+    (the generator's ``s_branch``, if/else only, in the kernel) replaced by ``pass``, and that local's name;
+    None when the local is never read after its if."""
+    import re
+    for m in re.finditer(r"^( *)if .*:\n\1    (b\d+) = .*\n\1else:\n\1    \2 = .*$", source, re.M):
+        ind, name = m.group(1), m.group(2)
+        if m.start() < source.index("@tk.kernel"):
+            continue                                     # in a @tk.func the kernel may not call
+        after = source[m.end():]
+        if not re.search(rf"\b{name}\b", after):
+            continue
+        lines = m.group(0).split("\n")
+        drop_if = "\n".join([lines[0], f"{ind}    pass", lines[2], lines[3]])
+        drop_else = "\n".join([lines[0], lines[1], lines[2], f"{ind}    pass"])
+        return [source[:m.start()] + v + after for v in (drop_if, drop_else)], name
+    return None
+
+
+def test_generated_kernels_missing_a_branch_assignment_are_compile_errors():
+    """The fuzzer generates only definitely-assigned code (the reference raises otherwise);
+    dropping one branch's assignment from its generated kernels must give the new error (for
+    one of the two branches: a compile-time condition keeps only the taken one; a read in
+    compile-time-dead code reads nothing)."""
+    import dataclasses
+    import re
+
+    from tinykernels.testing import fuzz as F
+    from tinykernels.testing.fuzz.run import run_case
+    checked = raised = 0
+    for seed in range(300):
+        case = F.generate(seed)
+        if "branch-assign" not in case.features:
+            continue
+        mutated = _drop_branch_assignment(case.source)
+        if mutated is None:
+            continue
+        variants, name = mutated
+        run_case(case, "CPU")                            # the generated kernel itself compiles
+        errors = 0
+        for src in variants:
+            try:
+                run_case(dataclasses.replace(case, source=src), "CPU")
+            except tk.CompileError as e:
+                assert re.search(rf"'{name}' (may be|is) used before it is assigned", str(e)), str(e)
+                errors += 1
+        checked += 1
+        raised += errors > 0       # (not when every later read of it is in compile-time-dead code)
+        if checked == 10:
+            break
+    assert checked == 10 and raised >= 5, (checked, raised)
