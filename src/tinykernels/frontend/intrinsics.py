@@ -249,16 +249,55 @@ def _geometry(kind):
     return h
 
 
+_SHAPE_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+              "//": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None,
+              "<<": lambda a, b: a << b if 0 <= b < 64 else None, ">>": lambda a, b: a >> b if b >= 0 else None}
+
+
+def compile_time_int(lw, x):
+    """``x`` as a Const holding a Python int when it is known at compile time: constants,
+    locals assigned once from constants (``lw.consts``) and integer arithmetic of those."""
+    from .lower import FuncBinding
+    if isinstance(x, FuncBinding):
+        x = N.Var(lw.weak_int(), N.NOLOC, x.var)
+    if isinstance(x, N.Var):
+        x = lw.consts.get(x.name, x)
+    if isinstance(x, N.Const):
+        return x
+    if isinstance(x, N.Cast) and x.ty.dtype.is_int:
+        inner = compile_time_int(lw, x.a)
+        if isinstance(inner, N.Const) and isinstance(inner.value, int) and not isinstance(inner.value, bool):
+            return N.Const(x.ty, x.loc, wrap(inner.value, x.ty))
+    if isinstance(x, N.BinOp) and x.op in _SHAPE_OPS and x.ty.dtype.is_int:
+        a, b = compile_time_int(lw, x.a), compile_time_int(lw, x.b)
+        if isinstance(a, N.Const) and isinstance(b, N.Const) and isinstance(a.value, int) and isinstance(b.value, int):
+            v = _SHAPE_OPS[x.op](a.value, b.value)
+            if v is not None:
+                return N.Const(x.ty, x.loc, wrap(v, x.ty))
+    return x
+
+
 def _static_shape(lw, node, v):
+    """The shape of a localmem/private array: positive Python ints known at compile time."""
     vals = v if isinstance(v, tuple) else (v,)
     out = []
     for x in vals:
-        if isinstance(x, N.Expr):
-            x = x if isinstance(x, N.Const) else None
-        if x is None or not isinstance(x.value, int) or isinstance(x.value, bool) or x.value <= 0:
-            raise lw.err(node, "the shape must be positive integers known at compile time "
-                         "(literals, tk.constexpr arguments or a static workgroup size)")
-        out.append(x.value)
+        x = compile_time_int(lw, x)
+        if isinstance(x, N.Const) and isinstance(x.value, int) and not isinstance(x.value, bool):
+            if x.value <= 0:
+                raise lw.err(node, f"array dimensions must be positive, got {x.value}")
+            out.append(x.value)
+            continue
+        from .lower import FuncBinding
+        if isinstance(x, N.Const):
+            what = f"{x.value!r}, not an integer"
+        elif isinstance(x, (N.Expr, FuncBinding)):
+            what = "a value known only at run time (a kernel argument, an index, a loaded or reassigned local)"
+        else:
+            what = "not a number"
+        raise lw.err(node, f"the shape must be integers known at compile time, but a dimension is {what}: "
+                     "use literals, tk.constexpr arguments, tk.groupsize() (the workgroup size is fixed "
+                     "when the kernel compiles) and arithmetic of those, or locals assigned once from them")
     return tuple(out)
 
 
@@ -290,6 +329,9 @@ def _uniform(lw, node):
     (x,) = _exprs(lw, node, 1, "tk.uniform")
     name = lw.fresh("uniform")
     lw.assign_var(name, N.Call(x.ty, lw.loc(node), "uniform", [x]), node)
+    c = compile_time_int(lw, x)
+    if isinstance(c, N.Const):
+        lw.consts[name] = c     # a constant is uniform: still a compile-time value (for shapes)
     return N.Var(lw.types[name], lw.loc(node), name)
 
 
@@ -413,7 +455,18 @@ for _n in MATH2:
     _HANDLERS[getattr(math, _n)] = _math2(_n)
 for _n in ("isnan", "isinf", "isfinite"):
     _HANDLERS[getattr(math, _n)] = _predicate(_n)
+def _breakpoint(lw, node):
+    """``breakpoint()``: pdb on the work item, on the interpreter only."""
+    from .lower import _NoValue
+    if not lw.opts.allow_breakpoint:
+        raise lw.err(node, "breakpoint() works only on tk.Interpreter() (pdb on a work item); "
+                     "remove it, or run the kernel with tk.Interpreter() to debug it")
+    _args(lw, node, 0, "breakpoint")
+    return _NoValue(lw.loc(node))
+
+
 _HANDLERS.update({
+    builtins.breakpoint: _breakpoint,
     builtins.abs: _abs, builtins.min: _minmax("min"), builtins.max: _minmax("max"),
     builtins.round: _round, builtins.int: _int, builtins.float: _float, builtins.bool: _bool,
     builtins.len: _len, builtins.range: _range,

@@ -19,6 +19,7 @@ from .. import lang
 from ..dtypes import Ty
 from ..errors import CompileError
 from ..ir import nodes as N
+from ..passes.definite import check_definite_assignment
 from . import intrinsics as I
 from .source import FuncSource
 
@@ -53,6 +54,7 @@ class LowerOptions:
     debug: bool = False
     idx32: bool = False
     kernel_name: str = ""
+    allow_breakpoint: bool = False        # the interpreter's frontend check: pdb on a work item
 
 
 # ----------------------------------------------------------------------------- values
@@ -69,8 +71,10 @@ class PyObj:
 
 @dataclass
 class FuncBinding:
-    """A scalar parameter of an inlined function or a kernel-level local."""
+    """A scalar parameter of an inlined function or a kernel-level local (``at``: the Name
+    node of a read, for error locations)."""
     var: str
+    at: object = None
 
 
 _UNSUPPORTED = {
@@ -92,6 +96,7 @@ class _Frame:
 
     def __init__(self, src: FuncSource, prefix: str, local_names: set):
         self.src, self.prefix, self.local_names = src, prefix, local_names
+        self.const_names = _single_top_level_names(src.tree)
         self.bind: dict = {}
         self.ret_vars: list | None = None
         self.ret_label: str | None = None
@@ -104,6 +109,25 @@ def _assigned_names(fdef: ast.FunctionDef) -> set:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
     return names
+
+
+def _single_top_level_names(fdef: ast.FunctionDef) -> set:
+    """Locals stored exactly once, by an assignment at the top level of the function body: when
+    the value is a compile-time constant, shapes may use them (``N = tk.groupsize()[0]`` then
+    ``tk.localmem(A.dtype, (N, N + 1))``)."""
+    counts: dict = {}
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    top = set()
+    for s in fdef.body:
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(s, ast.AnnAssign) else []
+        for t in targets:
+            for node in ast.walk(t):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    top.add(node.id)
+    params = {a.arg for a in fdef.args.args}
+    return {n for n in top if counts[n] == 1 and n not in params}
 
 
 class Lowerer:
@@ -120,6 +144,8 @@ class Lowerer:
         self.uses: set = set()
         self.params: list = []
         self.calls: list = []              # func call stack, for recursion
+        self.names: dict = {}              # IR local -> the user's name (for error messages)
+        self.consts: dict = {}             # IR local -> its compile-time constant value (see note_const)
 
     # --- errors and helpers ---------------------------------------------------------
 
@@ -172,6 +198,7 @@ class Lowerer:
             elif isinstance(spec, ScalarSpec):
                 if a.arg in frame.local_names:   # a reassigned parameter becomes a local copy
                     v = self.fresh(a.arg)
+                    self.names[v] = a.arg
                     frame.bind[a.arg] = FuncBinding(v)
                     self.assign_var(v, N.Arg(spec.ty, self.loc(a), a.arg), a)
                 else:
@@ -280,6 +307,9 @@ class Lowerer:
             e = self.as_expr(v, node)
             t = self.fresh("tup")
             self.assign_var(t, e, node)
+            c = I.compile_time_int(self, e)
+            if isinstance(c, N.Const):     # a temporary assigned once: keep a known value known
+                self.consts[t] = c
             return FuncBinding(t)
         return v
 
@@ -294,7 +324,9 @@ class Lowerer:
                     v = self.as_expr(v, node)
                 if isinstance(v, N.Expr):
                     vn = self.local_name(f"{name}_{k}")
+                    self.names[vn] = f"{name}[{k}]"
                     self.assign_var(vn, v, node)
+                    self.note_const(name, vn, v)
                     parts.append(FuncBinding(vn))
                 else:
                     parts.append(v)
@@ -303,10 +335,20 @@ class Lowerer:
             fr.bind[name] = value
         elif isinstance(value, N.Expr):
             vn = self.local_name(name)
+            self.names[vn] = name
             self.assign_var(vn, value, node)
+            self.note_const(name, vn, value)
             fr.bind[name] = FuncBinding(vn)
         else:
             raise self.err(node, f"cannot assign {type(value).__name__} to a local")
+
+    def note_const(self, name: str, vn: str, value: N.Expr) -> None:
+        """Remember the value of a local assigned once, at the top level of its function, with
+        a compile-time constant: shapes of localmem/private arrays may use it."""
+        if name in self.frame.const_names:
+            c = I.compile_time_int(self, value)
+            if isinstance(c, N.Const):
+                self.consts[vn] = c
 
     def s_If(self, s):
         cond = self.truth(self.expr(s.test), s.test)
@@ -343,6 +385,7 @@ class Lowerer:
         if not isinstance(s.target, ast.Name):
             raise self.err(s.target, "the loop variable must be a single name")
         name = self.local_name(s.target.id)
+        self.names[name] = s.target.id
         old = self.types.get(name)
         self.types[name] = t if old is None else D.promote(old, t, self.opts.default_float, self.opts.default_int)
         self.frame.bind[s.target.id] = FuncBinding(name)
@@ -391,6 +434,8 @@ class Lowerer:
 
     def subscript_parts(self, node):
         arr = self.expr(node.value)
+        if isinstance(arr, PyObj) and isinstance(arr.obj, np.ndarray):
+            raise self.err(node, "a global NumPy array cannot be used in a kernel; pass it as an argument")
         if not isinstance(arr, N.ArrayInfo):
             raise self.err(node, "only arrays can be indexed here")
         if isinstance(node.slice, ast.Slice) or (isinstance(node.slice, ast.Tuple) and
@@ -421,7 +466,7 @@ class Lowerer:
         if isinstance(v, N.Expr):
             return v
         if isinstance(v, FuncBinding):
-            return N.Var(self.var_ty(v.var, node), self.loc(node), v.var)
+            return N.Var(self.var_ty(v.var, node), self.loc(v.at if v.at is not None else node), v.var)
         if isinstance(v, N.ArrayInfo):
             raise self.err(node, f"array '{v.name}' used where a number is expected")
         if isinstance(v, tuple):
@@ -509,18 +554,19 @@ class Lowerer:
         name = node.id
         for fr in (self.frame,):
             if name in fr.bind:
-                return fr.bind[name]
+                b = fr.bind[name]
+                return FuncBinding(b.var, node) if isinstance(b, FuncBinding) else b
             if name in fr.local_names:
                 vn = self.local_name(name)
                 if vn not in self.types and fr.loop_depth == 0:
                     raise self.err(node, f"local variable '{name}' is used before it is assigned")
-                return FuncBinding(vn) if (vn in self.types or vn in self.prev) else self._unbound(node, name)
+                return FuncBinding(vn, node) if (vn in self.types or vn in self.prev) else self._unbound(node, name)
         return self.global_value(node, name)
 
     def _unbound(self, node, name):
         vn = self.local_name(name)
         self.read_before.setdefault(vn, node)
-        return FuncBinding(vn)
+        return FuncBinding(vn, node)
 
     def lookup_global(self, name):
         fn = self.frame.src.fn
@@ -845,6 +891,8 @@ class Lowerer:
             self.out.extend(body)
         if not fr.ret_vars:
             return _NoValue(self.loc(node))
+        for v in fr.ret_vars:
+            self.names[v] = f"@func:{func.name}"
         vals = [FuncBinding(v) for v in fr.ret_vars]
         return vals[0] if len(vals) == 1 else tuple(vals)
 
@@ -874,6 +922,7 @@ def lower_kernel(src: FuncSource, specs: dict, opts: LowerOptions) -> N.Kernel:
         name, node = next(iter(missing.items()))
         raise src.error(node, f"local variable '{name.split('_', 3)[-1] if name.startswith('_f') else name}' "
                         "is used before it is assigned", kernel=opts.kernel_name)
+    check_definite_assignment(body, lw.names, opts.kernel_name)
     k = N.Kernel(opts.kernel_name, lw.params, body, types, opts.ndim, tuple(opts.workgroup),
                  opts.unsafe_indices, opts.idx32, opts.debug, src.file, lw.uses)
     _feature_scan(k)

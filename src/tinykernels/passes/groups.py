@@ -80,7 +80,38 @@ def _group_assigned(stmts, gvars, out: set, in_loop: bool) -> None:
             _group_assigned(getattr(s, "orelse", []), gvars, out, inner)
 
 
+def _item_counters(stmts, gvars: set, types: dict, made: list, in_loop: bool = False) -> list:
+    """Group-level ``for`` loops whose variable is stored per work item (the name has item-level
+    definitions elsewhere, e.g. an earlier loop reusing it) count with a hidden group counter
+    and assign the variable in every work item at the top of the body. Otherwise the counter
+    would be written once per group (for the group's first item) but read per item."""
+    out = []
+    for s in stmts:
+        if not _group_level(s, gvars, in_loop):
+            out.append(s)
+            continue
+        if isinstance(s, N.If):
+            s = N.If(s.loc, s.cond, _item_counters(s.body, gvars, types, made, in_loop),
+                     _item_counters(s.orelse, gvars, types, made, in_loop))
+        elif isinstance(s, N.While):
+            s = N.While(s.loc, s.cond, _item_counters(s.body, gvars, types, made, True))
+        elif isinstance(s, N.FuncBlock):
+            s = N.FuncBlock(s.loc, s.label, _item_counters(s.body, gvars, types, made, in_loop))
+        elif isinstance(s, N.For):
+            body = _item_counters(s.body, gvars, types, made, True)
+            var = s.var
+            if var not in gvars:
+                var = f"_tk_ctr{len(made)}_{s.var}"
+                made.append((var, types[s.var]))
+                gvars.add(var)
+                body = [N.Assign(s.loc, s.var, N.Var(types[s.var], s.loc, var))] + body
+            s = N.For(s.loc, var, s.start, s.stop, s.step, body)
+        out.append(s)
+    return out
+
+
 def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
+    """Split ``k`` at its barriers. May add hidden loop counters to ``k.locals``."""
     gvars = set(uniform)
     while True:
         item_assigned: set = set()
@@ -88,6 +119,10 @@ def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
         if not (item_assigned & gvars):
             break
         gvars -= item_assigned
+    made: list = []
+    kbody = _item_counters(k.body, gvars, k.locals, made)
+    for name, ty in made:
+        k.locals.setdefault(name, ty)
     counter = [0]
     needs_done = [False]
 
@@ -118,7 +153,7 @@ def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
         flush()
         return out
 
-    body = split(k.body, False)
+    body = split(kbody, False)
     # which item loops reference each local; group-level expressions count as "many"
     refs: dict = {}
     private_refs: dict = {}

@@ -74,6 +74,7 @@ class InterpreterKernelInstance(KernelInstance):
             if isinstance(a, np.ndarray) and not self.backend.supports(a.dtype):
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' has dtype {a.dtype}, which "
                                   f"{self.backend.name} cannot use here (pip install ml_dtypes)")
+        self._frontend_check(norm, ndim, wg)
         if total == 0:
             return completed_event()
         kernel, check = self.kernel, self.backend.check
@@ -86,6 +87,22 @@ class InterpreterKernelInstance(KernelInstance):
         if getattr(stream, "backend", self.backend) != self.backend:
             raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
         return stream.submit(job)
+
+    def _frontend_check(self, norm, ndim, wg) -> None:
+        """Lower the kernel with the compiled backends' frontend, once per argument signature
+        and workgroup size, so that what they reject (unsupported Python, unknown names,
+        maybe-unassigned locals, ...) raises the same located CompileError here."""
+        specs = self._specs(norm, wg)
+        key = (tuple(specs.items()), ndim, wg)
+        try:
+            if key in self._compiled:
+                return
+        except TypeError:          # an unhashable constexpr: check every launch
+            key = None
+        self._lower(norm, wg, ndim=ndim, allow_breakpoint=True)
+        if key is not None:
+            with self._lock:
+                self._compiled[key] = True
 
     def _launch_derived(self, args, ndrange, workgroupsize, stream) -> Event:
         """Kernels derived from the IR (tk.autodiff adjoints and tangents) have no Python source

@@ -95,6 +95,7 @@ class Gen:
         self.ct_names: list = []       # compile-time names (constexpr parameters)
         self.for_depth = 0             # for loops around the code being generated (funcs count as inside)
         self.in_loop_phase = False     # grouped kernels: inside a uniform loop
+        self.retired: dict = {}        # locals whose scope ended: name -> Var (their names may be reused)
 
     # --- small helpers --------------------------------------------------------------------
 
@@ -110,6 +111,27 @@ class Gen:
 
     def allowed(self, bug) -> bool:
         return bug is None or bug not in self.excl
+
+    def retire(self, scope: dict) -> None:
+        """Remember the locals of a scope that ends: later loops may reuse their names. A name
+        ever assigned per item stays non-uniform (the compiler's uniformity is per name)."""
+        for n, v in scope.items():
+            old = self.retired.get(n)
+            self.retired[n] = v if old is None or old.uni or not v.uni else Var(n, v.ty, uni=False)
+
+    def counter_name(self, base: str, t: str, uni_only: bool = False, item_only: bool = False) -> str:
+        """A loop counter's name: usually fresh, sometimes an earlier local's of the same type
+        (reused names across loops and barrier segments; ``uni_only``: only names whose every
+        assignment was uniform, for counters that decide whether a barrier runs; ``item_only``:
+        only names already assigned per item, for item-level counters, so that no name an
+        earlier barrier condition used as uniform gains a per-item assignment)."""
+        live = {v.name for v in self.visible()}
+        cands = sorted(n for n, v in self.retired.items()
+                       if v.ty == t and n not in live and (v.uni or not uni_only) and not (v.uni and item_only))
+        if cands and self.chance(0.6):
+            self.features.add("reused-name")
+            return self.pick(cands)
+        return self.fresh(base)
 
     def declare(self, v: Var) -> Var:
         self.scopes[-1][v.name] = v
@@ -806,7 +828,7 @@ class Gen:
         if len(self.out) == start:
             self.emit("pass")
         self.ind -= 1
-        self.scopes.pop()
+        self.retire(self.scopes.pop())
 
     def castto(self, t: str, e: Ex) -> str:
         """Code of ``e`` converted to strong type ``t`` without undefined behaviour."""
@@ -825,7 +847,8 @@ class Gen:
         self.stmts_left -= 1
         f = self.in_func is not None
         loops = ctx.get("loops", 0)
-        opts = [("assign", 7), ("reassign", 3), ("aug", 3), ("if", 3), ("tuple", 1), ("annot", 1), ("chain", 1)]
+        opts = [("assign", 7), ("reassign", 3), ("aug", 3), ("if", 3), ("tuple", 1), ("annot", 1), ("chain", 1),
+                ("branch", 1)]
         if loops < 2 and ctx.get("depth", 0) < 3:
             opts += [("for", 2), ("while", 1)]
         if not f:
@@ -859,6 +882,23 @@ class Gen:
         e = self.expr(t, self.r.randint(1, 3))
         v = self.declare(Var(self.fresh("v"), t))
         self.emit(f"{v.name} = {e.code}")
+
+    def s_branch(self, ctx):
+        """A local assigned in every branch of an if/elif/else, then used: definitely assigned.
+        (Dropping one branch's assignment must be a CompileError; tests/test_fuzz.py checks it.)"""
+        t = self.any_type()
+        name = self.fresh("b")
+        heads = [f"if {self.cond(2).code}:"]
+        if self.chance(0.4):
+            heads.append(f"elif {self.cond(2).code}:")
+        heads.append("else:")
+        for h in heads:
+            self.emit(h)
+            self.ind += 1
+            self.emit(f"{name} = {self.expr(t, 2).code}")
+            self.ind -= 1
+        self.declare(Var(name, t))
+        self.features.add("branch-assign")
 
     def s_chain(self, ctx):
         t = self.any_type()
@@ -1005,7 +1045,7 @@ class Gen:
         if not self.for_allowed():
             raise _Retry
         hdr, vt, _ = self.range_header()
-        j = self.fresh("j")
+        j = self.counter_name("j", vt, item_only=True)
         self.emit(f"for {j} in {hdr}:")
         sub = dict(ctx, loops=ctx.get("loops", 0) + 1, in_loop=True, depth=ctx.get("depth", 0) + 1, top=False)
         self.for_depth += 1
@@ -1388,9 +1428,10 @@ class Gen:
             hdr, vt, _ = self.range_header(uni=True)
             if "range(" in hdr and not self.is_small_header(hdr):
                 hdr = "range(2)"
-            r = self.fresh("r")
+            r = self.counter_name("r", vt)
             self.emit(f"for {r} in {hdr}:")
-            self.scopes.append({r: Var(r, vt, uni=True, mutable=False)})
+            uni = r not in self.retired or self.retired[r].uni
+            self.scopes.append({r: Var(r, vt, uni=uni, mutable=False)})
             self.ind += 1
             self.for_depth += 1
             saved, self.in_loop_phase = self.in_loop_phase, True
@@ -1401,9 +1442,9 @@ class Gen:
             self.in_loop_phase = saved
             self.for_depth -= 1
             self.ind -= 1
-            self.scopes.pop()
+            self.retire(self.scopes.pop())
         elif k == "while":
-            w = self.fresh("wr")
+            w = self.counter_name("wr", "pyint", uni_only=True)
             self.emit(f"{w} = 0")
             b = self.small_bound(uni=True, hi=3)
             self.emit(f"while {w} < {b.code}:")
@@ -1415,7 +1456,7 @@ class Gen:
             self.phase(depth + 1)
             self.in_loop_phase = saved
             self.ind -= 1
-            self.scopes.pop()
+            self.retire(self.scopes.pop())
         elif k == "uif":
             self.emit(f"if {self.uni_cond().code}:")
             self.scopes.append({})
