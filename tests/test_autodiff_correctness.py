@@ -1,0 +1,297 @@
+"""Autodiff is right or loud (issue 11): every case here was silently wrong once. Each runs on
+every backend available (CPU, INTERP, CL, WEBGPU), in float64 where the backend has it and
+float32 otherwise, and is checked against central finite differences or closed forms, or
+expects the error that refuses it."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+
+RNG = np.random.default_rng(11)
+
+
+def _backends():
+    out = [pytest.param("CPU", id="CPU"), pytest.param("INTERP", id="INTERP")]
+    avail = tk.backends()
+    for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU")):
+        ok, why = avail.get(name, (False, "unknown"))
+        out.append(pytest.param(dev, id=dev, marks=() if ok else pytest.mark.skip(reason=f"{name}: {why}")))
+    return out
+
+
+@pytest.fixture(params=_backends(), scope="module")
+def be(request):
+    return tk.backend(request.param)
+
+
+def fdt(be):
+    """The float dtype the tests use on a backend: float64, or float32 where it has none."""
+    return np.float64 if be.supports_float64 else np.float32
+
+
+def dev(x, be, dtype=None):
+    """``x`` (a copy) as an array of ``be``: NumPy on host backends, a device array otherwise."""
+    h = np.array(x, dtype=dtype or fdt(be))
+    return h if be.is_host else tk.asarray(h, backend=be)
+
+
+def host(a):
+    return np.asarray(a.numpy() if isinstance(a, tk.Array) else a, dtype=np.float64)
+
+
+def tol(be):
+    return dict(rtol=1e-10, atol=1e-12) if be.supports_float64 else dict(rtol=2e-5, atol=1e-5)
+
+
+@tk.kernel
+def square_into(b, a: tk.Const):
+    i = tk.index()
+    b[i] = a[i] * a[i]
+
+
+@tk.kernel
+def fill(a, v):
+    i = tk.index()
+    a[i] = v
+
+
+@tk.kernel
+def scale(y, x: tk.Const, s):
+    i = tk.index()
+    y[i] = s * x[i]
+
+
+@tk.kernel
+def sin_inplace(a):
+    i = tk.index()
+    a[i] = math.sin(a[i])
+
+
+# --- 1. values read by a launch and overwritten later ------------------------------------------
+
+def test_a_value_overwritten_by_a_later_launch_is_differentiated_at_its_old_value(be):
+    def f(a, b):
+        square_into(be)(b, a, ndrange=3)       # reads a non-linearly ...
+        fill(be)(a, 7.0, ndrange=3)            # ... then a is overwritten
+    A, dA = dev([1, 2, 3], be), dev(np.zeros(3), be)
+    B, dB = dev(np.zeros(3), be), dev(np.ones(3), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(A, dA), tk.Duplicated(B, dB))
+    np.testing.assert_allclose(host(dA), [2, 4, 6], **tol(be))
+    np.testing.assert_allclose(host(A), [7, 7, 7])           # primal results are put back
+    np.testing.assert_allclose(host(B), [1, 4, 9])
+
+
+def test_a_scalar_gradient_sees_values_overwritten_later(be):
+    x0 = RNG.standard_normal(5)
+
+    def f(y, x, s):
+        scale(be)(y, x, s, ndrange=5)          # y = s * x
+        fill(be)(x, 0.0, ndrange=5)            # x[:] = 0
+    Y, X = dev(np.zeros(5), be), dev(x0, be)
+    (ds,) = tk.autodiff(tk.Reverse, f, tk.Duplicated(Y, dev(np.ones(5), be)), tk.Duplicated(X, dev(np.zeros(5), be)),
+                        tk.Active(1.5))
+    np.testing.assert_allclose(ds, host(dev(x0, be)).sum(), **tol(be))
+
+
+def test_overwritten_by_a_later_in_place_launch_and_a_host_copy(be):
+    x0 = RNG.uniform(-1, 1, 6)
+
+    def f(y, x, z):
+        square_into(be)(y, x, ndrange=6)       # y = x^2
+        sin_inplace(be)(x, ndrange=6)          # x = sin(x), in place
+        square_into(be)(z, x, ndrange=6)       # z = sin(x)^2
+        tk.copyto(x, z)                        # x = z (a host copy overwrites x again)
+        sin_inplace(be)(x, ndrange=6)          # x = sin(z)
+    X = dev(x0, be)
+    args = (tk.Duplicated(dev(np.zeros(6), be), dev(RNG.standard_normal(6), be)), tk.Duplicated(X, dev(RNG.standard_normal(6), be)),
+            tk.Duplicated(dev(np.zeros(6), be), dev(RNG.standard_normal(6), be)))
+    tk.gradcheck(f, *args)
+
+
+def test_programs_that_never_read_what_they_overwrite_take_no_snapshots():
+    cpu = tk.CPU()
+    import importlib
+    ad = importlib.import_module("tinykernels.autodiff")
+    taken = []
+    real = ad._copy
+
+    def spy(a):
+        taken.append(a)
+        return real(a)
+
+    def f(y, x, t):
+        scale(cpu)(t, x, 2.0, ndrange=4)       # t written, never read before
+        scale(cpu)(y, t, 3.0, ndrange=4)       # y written, never read
+    ad._copy = spy
+    try:
+        y, t = np.zeros(4), np.zeros(4)
+        tk.autodiff(tk.Reverse, f, tk.Duplicated(y, np.ones(4)), tk.Duplicated(np.ones(4), np.zeros(4)), tk.Const(t))
+    finally:
+        ad._copy = real
+    # only the final values of the two written arrays are kept (to put back at the end)
+    assert len(taken) == 2
+
+
+# --- 3. aliasing ----------------------------------------------------------------------------------------
+
+@tk.kernel
+def sq_plus_one(y, x):
+    i = tk.index()
+    y[i] = x[i] * x[i] + 1.0
+
+
+def test_the_same_array_passed_twice_with_one_written_is_refused(be):
+    A = dev([2.0, 3.0], be)
+    with pytest.raises(tk.LaunchError, match="'y' and argument 'x' share memory"):
+        tk.autodiff(tk.Reverse, lambda a: sq_plus_one(be)(a, a, ndrange=2), tk.Duplicated(A, dev([1.0, 1.0], be)))
+
+
+def test_overlapping_views_passed_to_one_launch_are_refused():
+    a = np.arange(6.0)
+    with pytest.raises(tk.LaunchError, match="share memory"):
+        tk.autodiff(tk.Reverse, lambda x: sq_plus_one(tk.CPU())(x[1:4], x[0:3], ndrange=3),
+                    tk.Duplicated(a, np.zeros(6)))
+
+
+def test_a_view_of_an_array_that_carries_gradients_is_refused():
+    x = np.arange(6.0)
+    with pytest.raises(ValueError, match="view that overlaps a tk.Duplicated array"):
+        tk.autodiff(tk.Reverse, lambda y, x_: square_into(tk.CPU())(y, x_[1:4], ndrange=3),
+                    tk.Duplicated(np.zeros(3), np.ones(3)), tk.Duplicated(x, np.zeros(6)))
+
+    def f(y, x_):                              # a temporary written whole, then read through a view
+        t = np.zeros(6)
+        square_into(tk.CPU())(t, x_, ndrange=6)
+        square_into(tk.CPU())(y, t[:3], ndrange=3)
+    with pytest.raises(ValueError, match="view that overlaps an array written earlier"):
+        tk.autodiff(tk.Reverse, f, tk.Duplicated(np.zeros(3), np.ones(3)), tk.Duplicated(x, np.zeros(6)))
+
+
+def test_a_tk_array_wrapping_a_duplicated_numpy_array_shares_its_shadow():
+    x0 = RNG.standard_normal(4)
+    y, dy, x, dx = np.zeros(4), np.ones(4), x0.copy(), np.zeros(4)
+    tk.autodiff(tk.Reverse, lambda y_, x_: square_into(tk.CPU())(tk.asarray(y_), tk.asarray(x_), ndrange=4),
+                tk.Duplicated(y, dy), tk.Duplicated(x, dx))
+    np.testing.assert_allclose(dx, 2 * x0)
+
+
+def test_reading_the_same_array_through_two_arguments_is_fine(be):
+    @tk.kernel
+    def mul(y, a: tk.Const, b: tk.Const):
+        i = tk.index()
+        y[i] = a[i] * b[i]
+    x0 = RNG.standard_normal(5)
+    X, dX = dev(x0, be), dev(np.zeros(5), be)
+    tk.autodiff(tk.Reverse, lambda y, x: mul(be)(y, x, x, ndrange=5),
+                tk.Duplicated(dev(np.zeros(5), be), dev(np.ones(5), be)), tk.Duplicated(X, dX))
+    np.testing.assert_allclose(host(dX), 2 * host(dev(x0, be)), **tol(be))
+
+
+def test_duplicated_arrays_and_shadows_that_share_memory_are_refused():
+    a, da = np.ones(4), np.zeros(4)
+    f = lambda *xs: None  # noqa: E731
+    with pytest.raises(ValueError, match="share memory"):
+        tk.autodiff(tk.Reverse, f, tk.Duplicated(a, da), tk.Duplicated(a, np.zeros(4)))
+    with pytest.raises(ValueError, match="share memory"):
+        tk.autodiff(tk.Reverse, f, tk.Duplicated(a, da), tk.Duplicated(np.ones(4), da))
+    with pytest.raises(ValueError, match="shadow shares memory with the array"):
+        tk.Duplicated(a, a)
+
+
+# --- 4. shadows checked against their arrays ------------------------------------------------------------
+
+def test_a_shadow_of_the_wrong_dtype_shape_or_device_is_refused(be):
+    a = dev(np.ones(8), be)
+    with pytest.raises(ValueError, match="dtype"):
+        tk.Duplicated(a, dev(np.zeros(8), be, np.float16))
+    with pytest.raises(ValueError, match="shape"):
+        tk.Duplicated(a, dev(np.zeros(3), be))
+    if not be.is_host:
+        with pytest.raises(ValueError, match="lives in host memory"):
+            tk.Duplicated(a, np.zeros(8, fdt(be)))
+
+
+def test_tk_adjoint_checks_shadows_too(be):
+    x, y = dev(np.ones(8), be), dev(np.zeros(8), be)
+    adj = tk.adjoint(scale)(be)
+    with pytest.raises(tk.LaunchError, match="shadow of 'x'.*shape"):
+        adj(y, dev(np.ones(8), be), x, dev(np.zeros(3), be), 2.0, dev(np.zeros(1), be), ndrange=8)
+    with pytest.raises(tk.LaunchError, match="shadow of 'y'.*dtype"):
+        adj(y, dev(np.ones(8), be, np.float16), x, dev(np.zeros(8), be), 2.0, dev(np.zeros(1), be), ndrange=8)
+    with pytest.raises(tk.LaunchError, match="shadow of 's'"):
+        adj(y, dev(np.ones(8), be), x, dev(np.zeros(8), be), 2.0, dev(np.zeros(3), be), ndrange=8)
+
+
+def test_a_duplicated_scalar_in_reverse_mode_is_refused():
+    with pytest.raises(ValueError, match="tk.Active"):
+        tk.autodiff(tk.Reverse, lambda s: None, tk.Duplicated(1.5, 0.0))
+
+
+# --- 5. host-side copies ---------------------------------------------------------------------------------
+
+def test_tk_copyto_inside_fn_is_differentiated(be):
+    x0 = RNG.standard_normal(5)
+
+    def f(y, x):
+        z = dev(np.zeros(5), be)
+        tk.copyto(z, x)                        # z = x
+        square_into(be)(y, z, ndrange=5)       # y = z^2 ...
+        tk.copyto(z, y)                        # ... z = y overwrites what the launch read
+        scale(be)(y, z, 0.5, ndrange=5)        # y = x^2 / 2 ... plus x through z
+    Y, X, dX = dev(np.zeros(5), be), dev(x0, be), dev(np.zeros(5), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(Y, dev(np.ones(5), be)), tk.Duplicated(X, dX))
+    np.testing.assert_allclose(host(dX), host(dev(x0, be)), **tol(be))      # d(x^2/2)/dx = x
+    np.testing.assert_allclose(host(Y), 0.5 * host(dev(x0, be)) ** 2, **tol(be))
+
+
+def test_tk_copyto_in_forward_mode_carries_the_tangent(be):
+    x0, v = RNG.standard_normal(4), RNG.standard_normal(4)
+
+    def f(y, x):
+        z = dev(np.zeros(4), be)
+        tk.copyto(z, x)
+        square_into(be)(y, z, ndrange=4)
+    Y, dY = dev(np.zeros(4), be), dev(np.zeros(4), be)
+    tk.autodiff(tk.Forward, f, tk.Duplicated(Y, dY), tk.Duplicated(dev(x0, be), dev(v, be)))
+    np.testing.assert_allclose(host(dY), 2 * host(dev(x0, be)) * host(dev(v, be)), **tol(be))
+
+
+def test_copyto_from_a_view_of_a_differentiated_array_is_refused():
+    x = np.arange(6.0)
+    with pytest.raises(ValueError, match="view"):
+        tk.autodiff(tk.Reverse, lambda x_: tk.copyto(np.zeros(3), x_[:3]), tk.Duplicated(x, np.zeros(6)))
+
+
+# --- 7. Active scalars passed on as new objects ----------------------------------------------------
+
+def test_an_active_value_passed_as_another_object_warns():
+    x = np.ones(4)
+
+    def f(y, s):
+        scale(tk.CPU())(y, x, s * 1.0, ndrange=4)      # a new float object: no gradient
+    with pytest.warns(UserWarning, match="tracked by identity"):
+        (g,) = tk.autodiff(tk.Reverse, f, tk.Duplicated(np.zeros(4), np.ones(4)), tk.Active(0.75))
+    assert g == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (g,) = tk.autodiff(tk.Reverse, lambda y, s: scale(tk.CPU())(y, x, s, ndrange=4),
+                           tk.Duplicated(np.zeros(4), np.ones(4)), tk.Active(0.75))
+    assert g == 4.0
+
+
+# --- gradcheck in float32 ------------------------------------------------------------------------------
+
+def test_gradcheck_picks_a_step_for_float32(be):
+    x0 = RNG.uniform(-1, 1, 64).astype(np.float32)
+
+    def f(y, x):
+        square_into(be)(y, x, ndrange=64)
+        sin_inplace(be)(y, ndrange=64)
+    args = (tk.Duplicated(dev(np.zeros(64), be, np.float32), dev(RNG.standard_normal(64), be, np.float32)),
+            tk.Duplicated(dev(x0, be, np.float32), dev(np.zeros(64), be, np.float32)))
+    assert tk.gradcheck(f, *args)
+    with pytest.raises(AssertionError):                   # the old default step fails falsely
+        tk.gradcheck(f, *args, eps=1e-6, rtol=1e-4, atol=1e-6)
