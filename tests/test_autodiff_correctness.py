@@ -295,3 +295,74 @@ def test_gradcheck_picks_a_step_for_float32(be):
     assert tk.gradcheck(f, *args)
     with pytest.raises(AssertionError):                   # the old default step fails falsely
         tk.gradcheck(f, *args, eps=1e-6, rtol=1e-4, atol=1e-6)
+
+
+# --- 2. reads of elements other work items overwrite in the same launch ---------------------------
+
+@tk.kernel
+def shift_double(x):
+    i = tk.index()
+    x[i] = x[(i + 1) % x.shape[0]] * 2.0
+
+
+@tk.kernel
+def scatter_inplace(x, idx: tk.Const):
+    i = tk.index()
+    x[idx[i]] = x[i] * x[i]
+
+
+@tk.kernel
+def read_and_accumulate(t, x: tk.Const):
+    i = tk.index()
+    tk.atomic_add(t, 0, x[i] * t[1])
+
+
+@tk.kernel
+def compact(out, count, x: tk.Const):
+    i = tk.index()
+    if x[i] > 0.0:
+        slot = tk.atomic_add(count, 0, 1)
+        out[slot] = x[i] * x[i]
+
+
+@tk.kernel
+def own_inplace_2d(A, B: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    r = i
+    A[r, j] = A[i, j] * B[i, j]
+    A[i, j] *= A[r, j]
+
+
+def test_a_read_that_other_work_items_overwrite_is_refused(be):
+    X = dev(np.arange(4.0), be)
+    for mode in (tk.Reverse, tk.Forward):
+        with pytest.raises(tk.CompileError, match="'x' is both read and written") as e:
+            tk.autodiff(mode, lambda x: shift_double(be)(x, ndrange=4), tk.Duplicated(X, dev(np.ones(4), be)))
+        assert "x[(i + 1) % x.shape[0]]" in str(e.value)          # the user's line
+
+
+def test_a_scattered_in_place_write_is_refused(be):
+    idx = dev([1, 0, 3, 2], be, np.int32)
+    with pytest.raises(tk.CompileError, match="written at an index that is not provably"):
+        tk.autodiff(tk.Reverse, lambda x: scatter_inplace(be)(x, idx, ndrange=4),
+                    tk.Duplicated(dev(np.arange(4.0), be), dev(np.ones(4), be)))
+
+
+def test_an_array_read_and_updated_atomically_is_refused():
+    with pytest.raises(tk.CompileError, match="both read and updated atomically"):
+        tk.autodiff(tk.Reverse, lambda t, x: read_and_accumulate(tk.CPU())(t, x, ndrange=4),
+                    tk.Duplicated(np.ones(2), np.ones(2)), tk.Duplicated(np.ones(4), np.zeros(4)))
+
+
+def test_using_the_result_of_an_integer_atomic_is_refused():
+    with pytest.raises(tk.CompileError, match="value returned by an atomic on 'count'"):
+        tk.autodiff(tk.Reverse, lambda o, c, x: compact(tk.CPU())(o, c, x, ndrange=4),
+                    tk.Duplicated(np.zeros(4), np.ones(4)), tk.Const(np.zeros(1, np.int32)),
+                    tk.Duplicated(np.array([1.0, -1, 2, 3]), np.zeros(4)))
+
+
+def test_own_element_in_place_updates_still_differentiate(be):
+    a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    tk.gradcheck(lambda A, B: own_inplace_2d(be)(A, B, ndrange=(3, 4)),
+                 tk.Duplicated(dev(a, be), dev(RNG.standard_normal((3, 4)), be)),
+                 tk.Duplicated(dev(b, be), dev(np.zeros((3, 4)), be)))

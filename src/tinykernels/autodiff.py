@@ -25,6 +25,7 @@ from .array import Array, asarray, copyto
 from .errors import LaunchError
 from .kernel import GROUPED_FEATURES, RECORDERS, Kernel, parse_ndrange
 from .passes.autodiff import TapePlan, reverse_kernel, tangent_kernel
+from .passes.overwrites import check_overwrites
 
 
 class _Mode:
@@ -108,6 +109,7 @@ class DerivedKernel(Kernel):
         from dataclasses import replace as dc_replace
         primal_specs = {n: specs[n] for n, _ in self.primal.params}
         ir = self.primal.lower_ir(src, primal_specs, dc_replace(opts, kernel_name=self.primal.name))
+        check_overwrites(ir)       # a read another work item may overwrite: CompileError
         grouped = bool(ir.uses & GROUPED_FEATURES)
         if self.mode == "tangent":
             out = tangent_kernel(ir, self.diff)
