@@ -366,3 +366,74 @@ def test_own_element_in_place_updates_still_differentiate(be):
     tk.gradcheck(lambda A, B: own_inplace_2d(be)(A, B, ndrange=(3, 4)),
                  tk.Duplicated(dev(a, be), dev(RNG.standard_normal((3, 4)), be)),
                  tk.Duplicated(dev(b, be), dev(np.zeros((3, 4)), be)))
+
+
+# --- 6. math adjoints at their edge points (PyTorch's values; see docs/autodiff.md) ------------------
+
+@tk.kernel
+def edges2(out, x: tk.Const, y: tk.Const, op: tk.constexpr):
+    i = tk.index()
+    a, b = x[i], y[i]
+    if op == 0:
+        out[i] = a ** b
+    elif op == 1:
+        out[i] = math.pow(a, b)
+    elif op == 2:
+        out[i] = max(a, b)
+    elif op == 3:
+        out[i] = min(a, b)
+    elif op == 4:
+        out[i] = math.hypot(a, b)
+    elif op == 5:
+        out[i] = math.atan2(a, b)
+    elif op == 6:
+        out[i] = math.copysign(a, b)
+    elif op == 7:
+        out[i] = abs(a) + 0.0 * b
+    elif op == 8:
+        out[i] = a ** 0.0 + a ** 1.0 + 0.0 * b
+    elif op == 9:
+        out[i] = math.sqrt(a) + 0.0 * b
+
+
+EDGES = [  # (op, x, y, d/dx, d/dy) -- the values torch.autograd gives
+    (0, 0.0, 2.0, 0.0, 0.0), (0, 0.0, 0.0, 0.0, 0.0), (0, 0.0, 0.5, math.inf, 0.0), (0, -2.0, 3.0, 12.0, math.nan),
+    (0, 2.0, 3.0, 12.0, 8 * math.log(2)),
+    (1, 0.0, 2.0, 0.0, 0.0), (1, 0.0, 0.0, 0.0, 0.0), (1, -2.0, 2.0, -4.0, math.nan),
+    (2, 1.0, 1.0, 0.5, 0.5), (2, 1.0, 2.0, 0.0, 1.0), (3, 1.0, 1.0, 0.5, 0.5), (3, 1.0, 2.0, 1.0, 0.0),
+    (4, 0.0, 0.0, 0.0, 0.0), (4, 3.0, 4.0, 0.6, 0.8),
+    (5, 0.0, 0.0, 0.0, 0.0), (5, 1.0, 1.0, 0.5, -0.5),
+    (6, 0.0, -1.0, 0.0, 0.0), (6, 2.0, -1.0, -1.0, 0.0),
+    (7, 0.0, 1.0, 0.0, 0.0), (7, -3.0, 1.0, -1.0, 0.0),
+    (8, 0.0, 1.0, 1.0, 0.0), (8, -2.0, 1.0, 1.0, 0.0),
+    (9, 0.0, 1.0, math.inf, 0.0), (9, 4.0, 1.0, 0.25, 0.0),
+]
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_math_adjoints_at_edge_points(be, mode):
+    ok = []
+    for op, x, y, gx, gy in EDGES:
+        if op in (0, 1) and x < 0 and be.name == "WEBGPU":
+            continue                   # WGSL's pow is undefined for negative bases (the primal too)
+        X, Y = dev([x], be), dev([y], be)
+        if mode == "reverse":
+            dX, dY = dev([0.0], be), dev([0.0], be)
+            tk.autodiff(tk.Reverse, lambda o, x_, y_: edges2(be)(o, x_, y_, op, ndrange=1),
+                        tk.Duplicated(dev([0.0], be), dev([1.0], be)), tk.Duplicated(X, dX), tk.Duplicated(Y, dY))
+            got = (host(dX)[0], host(dY)[0])
+        else:
+            got = []
+            for tx, ty in ((1.0, 0.0), (0.0, 1.0)):
+                dO = dev([0.0], be)
+                tk.autodiff(tk.Forward, lambda o, x_, y_: edges2(be)(o, x_, y_, op, ndrange=1),
+                            tk.Duplicated(dev([0.0], be), dO), tk.Duplicated(dev([x], be), dev([tx], be)),
+                            tk.Duplicated(dev([y], be), dev([ty], be)))
+                got.append(host(dO)[0])
+        want = (gx, gy)
+        if mode == "forward":          # t_x * d/dx + t_y * d/dy: a zero tangent times inf is NaN (as torch.func.jvp)
+            with np.errstate(invalid="ignore"):
+                want = (1.0 * gx + 0.0 * gy, 0.0 * gx + 1.0 * gy)
+        ok.append(((op, x, y), got, want))
+    for point, got, want in ok:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12, err_msg=f"op {point}")
