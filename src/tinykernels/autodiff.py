@@ -1,10 +1,11 @@
 """``tk.autodiff``, ``tk.adjoint`` and ``tk.gradcheck``: differentiating kernel launches.
 
 ``tk.autodiff(tk.Reverse, fn, *args)`` calls ``fn`` on the primal values and records every
-kernel launch it makes (snapshotting the arrays each launch writes). It then replays the
-launches' adjoints in reverse order, each on the memory state its launch saw, so a value
-that a later launch overwrote is still right (write-after-read across launches), and
-finally puts the primal results back. Shadows accumulate. ``tk.autodiff(tk.Forward, ...)``
+kernel launch and ``tk.copyto`` it makes (copying, just before it is overwritten, any array a
+recorded launch has read: copy-on-write). It then replays the adjoints in reverse order,
+each on the memory state its launch saw, so a value that a later launch overwrote is still
+right (write-after-read across launches), and finally puts the primal results back.
+Shadows accumulate. ``tk.autodiff(tk.Forward, ...)``
 runs each launch's tangent kernel instead, which computes primal and tangent together.
 
 Arguments are wrapped in activities: ``tk.Duplicated(x, dx)`` (an array and its shadow, or
