@@ -437,3 +437,15 @@ def test_math_adjoints_at_edge_points(be, mode):
         ok.append(((op, x, y), got, want))
     for point, got, want in ok:
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12, err_msg=f"op {point}")
+
+
+def test_torch_cpu_tensors_as_duplicated_arrays():
+    torch = pytest.importorskip("torch")
+    x0 = RNG.standard_normal(6)
+    x, dx = torch.tensor(x0), torch.zeros(6, dtype=torch.float64)
+    y, dy = torch.zeros(6, dtype=torch.float64), torch.ones(6, dtype=torch.float64)
+    tk.autodiff(tk.Reverse, lambda y_, x_: square_into(tk.CPU())(y_, x_, ndrange=6), tk.Duplicated(y, dy),
+                tk.Duplicated(x, dx))
+    np.testing.assert_allclose(dx.numpy(), 2 * x0)
+    with pytest.raises(ValueError, match="dtype"):
+        tk.Duplicated(x, torch.zeros(6, dtype=torch.float32))

@@ -347,11 +347,21 @@ def _overlap(s, t) -> bool:
     return s is not None and t is not None and s[0] == t[0] and s[1] < t[2] and t[1] < s[2]
 
 
+def _layout(a) -> tuple:
+    """(shape, byte strides, NumPy dtype) of an array argument (a NumPy array, a tk.Array, or
+    any host array-like such as a CPU torch tensor)."""
+    h = _host(a)
+    if isinstance(h, np.ndarray):
+        return h.shape, h.strides, h.dtype
+    return tuple(a.shape), tuple(getattr(a, "strides", ())), np.dtype(a.dtype)
+
+
 def _mem_key(a, span=None):
     """The identity of an array's memory and layout: two objects with the same key (a NumPy
     array and the tk.Array wrapping it, say) are the same array to autodiff."""
     span = span if span is not None else _span(a)
-    return (span, tuple(a.shape), tuple(getattr(a, "strides", ())), np.dtype(a.dtype).str)
+    shape, strides, dtype = _layout(a)
+    return (span, tuple(shape), tuple(strides), dtype.str)
 
 
 def _is_array(a) -> bool:
@@ -371,12 +381,11 @@ def _check_shadow(primal, shadow, what: str, error=ValueError) -> None:
         if not _is_array(shadow):
             raise error(f"{what}: the shadow of an array must be an array of the same dtype and shape, "
                         f"got {type(shadow).__name__}")
-        if np.dtype(shadow.dtype) != np.dtype(primal.dtype):
-            raise error(f"{what}: the shadow has dtype {np.dtype(shadow.dtype)} but the array has dtype "
-                        f"{np.dtype(primal.dtype)}")
-        if tuple(shadow.shape) != tuple(primal.shape):
-            raise error(f"{what}: the shadow has shape {tuple(shadow.shape)} but the array has shape "
-                        f"{tuple(primal.shape)}")
+        (ps, _, pd), (ss, _, sd) = _layout(primal), _layout(shadow)
+        if sd != pd:
+            raise error(f"{what}: the shadow has dtype {sd} but the array has dtype {pd}")
+        if tuple(ss) != tuple(ps):
+            raise error(f"{what}: the shadow has shape {tuple(ss)} but the array has shape {tuple(ps)}")
         dp, ds = _device_of(primal), _device_of(shadow)
         if dp != ds:
             where = lambda d: "host memory" if d == "host" else repr(d)  # noqa: E731
@@ -461,7 +470,7 @@ class _Recorder:
         self.records: list = []
         self.shadows: dict = {}       # memory key -> shadow
         self.tracked: list = []       # (span, key, name) of arrays that carry gradients
-        self.reads: list = []         # spans of every array a record has read
+        self.reads: dict = {}         # memory key -> span, of every array a record has read
         self.written: dict = {}       # memory key -> an array written by a record (to put back)
         self.keep: list = []          # keeps recorded arrays alive (keys stay valid)
         self.actives: list = []       # (value object, grad buffer per backend)
@@ -511,7 +520,10 @@ class _Recorder:
     def before_write(self, reads: list, writes: list) -> list:
         """Copy-on-write: the snapshots a record needs of the arrays ``writes`` it overwrites
         (those that overlap anything read so far or by this record), then note its accesses."""
-        self.reads += [s for s in (_span(a) for a in reads) if s is not None]
+        for a in reads:
+            span = _span(a)
+            if span is not None:
+                self.reads.setdefault(_mem_key(a, span), span)
         snap, seen = [], set()
         for a in writes:
             span = _span(a)
@@ -519,7 +531,7 @@ class _Recorder:
             if key in seen or span is None:
                 continue
             seen.add(key)
-            if any(_overlap(span, r) for r in self.reads):
+            if any(_overlap(span, r) for r in self.reads.values()):
                 snap.append((a, _copy(a)))
             self.written.setdefault(key, a)
             if _is_float_array(_host(a)) and all(k != key for _, k, _ in self.tracked):
