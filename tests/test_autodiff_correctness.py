@@ -267,18 +267,18 @@ def test_copyto_from_a_view_of_a_differentiated_array_is_refused():
 
 # --- 7. Active scalars passed on as new objects ----------------------------------------------------
 
-def test_an_active_value_passed_as_another_object_warns():
-    x = np.ones(4)
+def test_an_active_value_passed_as_another_object_warns(be):
+    x = dev(np.ones(4), be)
 
     def f(y, s):
-        scale(tk.CPU())(y, x, s * 1.0, ndrange=4)      # a new float object: no gradient
+        scale(be)(y, x, s * 1.0, ndrange=4)      # a new float object: no gradient
     with pytest.warns(UserWarning, match="tracked by identity"):
-        (g,) = tk.autodiff(tk.Reverse, f, tk.Duplicated(np.zeros(4), np.ones(4)), tk.Active(0.75))
+        (g,) = tk.autodiff(tk.Reverse, f, tk.Duplicated(dev(np.zeros(4), be), dev(np.ones(4), be)), tk.Active(0.75))
     assert g == 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        (g,) = tk.autodiff(tk.Reverse, lambda y, s: scale(tk.CPU())(y, x, s, ndrange=4),
-                           tk.Duplicated(np.zeros(4), np.ones(4)), tk.Active(0.75))
+        (g,) = tk.autodiff(tk.Reverse, lambda y, s: scale(be)(y, x, s, ndrange=4),
+                           tk.Duplicated(dev(np.zeros(4), be), dev(np.ones(4), be)), tk.Active(0.75))
     assert g == 4.0
 
 
@@ -348,17 +348,18 @@ def test_a_scattered_in_place_write_is_refused(be):
                     tk.Duplicated(dev(np.arange(4.0), be), dev(np.ones(4), be)))
 
 
-def test_an_array_read_and_updated_atomically_is_refused():
+def test_an_array_read_and_updated_atomically_is_refused(be):
     with pytest.raises(tk.CompileError, match="both read and updated atomically"):
-        tk.autodiff(tk.Reverse, lambda t, x: read_and_accumulate(tk.CPU())(t, x, ndrange=4),
-                    tk.Duplicated(np.ones(2), np.ones(2)), tk.Duplicated(np.ones(4), np.zeros(4)))
+        tk.autodiff(tk.Reverse, lambda t, x: read_and_accumulate(be)(t, x, ndrange=4),
+                    tk.Duplicated(dev(np.ones(2), be), dev(np.ones(2), be)),
+                    tk.Duplicated(dev(np.ones(4), be), dev(np.zeros(4), be)))
 
 
-def test_using_the_result_of_an_integer_atomic_is_refused():
+def test_using_the_result_of_an_integer_atomic_is_refused(be):
     with pytest.raises(tk.CompileError, match="value returned by an atomic on 'count'"):
-        tk.autodiff(tk.Reverse, lambda o, c, x: compact(tk.CPU())(o, c, x, ndrange=4),
-                    tk.Duplicated(np.zeros(4), np.ones(4)), tk.Const(np.zeros(1, np.int32)),
-                    tk.Duplicated(np.array([1.0, -1, 2, 3]), np.zeros(4)))
+        tk.autodiff(tk.Reverse, lambda o, c, x: compact(be)(o, c, x, ndrange=4),
+                    tk.Duplicated(dev(np.zeros(4), be), dev(np.ones(4), be)), tk.Const(dev([0], be, np.int32)),
+                    tk.Duplicated(dev([1.0, -1, 2, 3], be), dev(np.zeros(4), be)))
 
 
 def test_own_element_in_place_updates_still_differentiate(be):
