@@ -22,7 +22,7 @@ import numpy as np
 
 from . import dtypes as D
 from . import lang
-from .array import Array, asarray, copyto
+from .array import Array, as_host_ndarray, asarray, copyto
 from .errors import LaunchError
 from .kernel import GROUPED_FEATURES, RECORDERS, Kernel, parse_ndrange
 from .passes.autodiff import TapePlan, reverse_kernel, tangent_kernel
@@ -73,7 +73,6 @@ def _is_float_scalar(a) -> bool:
 
 
 def _host(a):
-    from .array import as_host_ndarray
     h = as_host_ndarray(a)
     return h if h is not None else a
 
@@ -216,7 +215,7 @@ class AdjointLauncher:
                 continue
             s = shadows[name]
             if _is_array(a):
-                _check_shadow(a, s, f"{what}: the shadow of '{name}'", LaunchError)
+                _check_shadow(a, s, f"{what}: the shadow of '{name}'", LaunchError, disjoint=False)
                 named += [(f"'{name}'", a, True), (f"the shadow of '{name}'", s, True)]
             else:
                 if not (_is_array(s) and np.dtype(s.dtype).kind == "f" and math.prod(s.shape) == 1):
@@ -329,11 +328,12 @@ def _span(a):
         except (AttributeError, TypeError):
             return (id(a), 0, max(1, a.nbytes))
         return (a.backend, lo, lo + max(1, a.nbytes))
-    from .array import as_host_ndarray
-    h = as_host_ndarray(a) if not isinstance(a, (int, float, complex, bool, np.generic)) else None
-    if h is None or h.size == 0:
+    h = a if type(a) is np.ndarray else _host(a) if not isinstance(a, _SCALAR_TYPES) else None
+    if not isinstance(h, np.ndarray) or h.size == 0:
         return None
     lo = hi = h.__array_interface__["data"][0]
+    if h.flags.c_contiguous:
+        return ("host", lo, lo + h.nbytes)
     for n, st in zip(h.shape, h.strides):
         if st < 0:
             lo += (n - 1) * st
@@ -364,9 +364,11 @@ def _mem_key(a, span=None):
     return (span, tuple(shape), tuple(strides), dtype.str)
 
 
+_SCALAR_TYPES = (int, float, complex, bool, np.generic, str, bytes, type(None))
+
+
 def _is_array(a) -> bool:
-    return not isinstance(a, (int, float, complex, bool, np.generic, str, bytes, type(None))) and \
-        hasattr(a, "shape") and hasattr(a, "dtype")
+    return not isinstance(a, _SCALAR_TYPES) and hasattr(a, "shape") and hasattr(a, "dtype")
 
 
 def _device_of(a):
@@ -374,9 +376,10 @@ def _device_of(a):
     return "host" if not (isinstance(a, Array) and a._host is None) else a.backend
 
 
-def _check_shadow(primal, shadow, what: str, error=ValueError) -> None:
+def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = True) -> None:
     """Raise ``error`` unless ``shadow`` can be the shadow of ``primal`` (same dtype, shape and
-    device for an array; a float for a float scalar)."""
+    device for an array, and, with ``disjoint``, no shared memory; a float for a float
+    scalar)."""
     if _is_array(primal):
         if not _is_array(shadow):
             raise error(f"{what}: the shadow of an array must be an array of the same dtype and shape, "
@@ -390,7 +393,7 @@ def _check_shadow(primal, shadow, what: str, error=ValueError) -> None:
         if dp != ds:
             where = lambda d: "host memory" if d == "host" else repr(d)  # noqa: E731
             raise error(f"{what}: the shadow lives in {where(ds)} but the array lives in {where(dp)}")
-        if _overlap(_span(primal), _span(shadow)):
+        if disjoint and _overlap(_span(primal), _span(shadow)):
             raise error(f"{what}: the shadow shares memory with the array")
     elif _is_float_scalar(primal) and not _is_float_scalar(shadow) and not isinstance(shadow, int):
         raise error(f"{what}: the tangent of a float scalar must be a float, got {type(shadow).__name__}")
@@ -684,7 +687,7 @@ def autodiff(mode, fn, *args):
     for k, a in enumerate(args):
         if isinstance(a, Duplicated):
             primals.append(a.primal)
-            _check_shadow(a.primal, a.shadow, f"tk.autodiff: argument {k} (tk.Duplicated)")
+            _check_shadow(a.primal, a.shadow, f"tk.autodiff: argument {k} (tk.Duplicated)", disjoint=False)
             if mode is Reverse and not _is_array(a.primal):
                 raise ValueError(f"tk.autodiff: argument {k}: in reverse mode tk.Duplicated takes an array "
                                  "and its shadow; a float scalar's gradient is asked for with tk.Active(s)")
