@@ -474,7 +474,7 @@ class _Recorder:
         self.shadows: dict = {}       # memory key -> shadow
         self.tracked: list = []       # (span, key, name) of arrays that carry gradients
         self.reads: dict = {}         # memory key -> span, of every array a record has read
-        self.written: dict = {}       # memory key -> an array written by a record (to put back)
+        self.written: dict = {}       # memory key -> [array, span, whether its final value is kept]
         self.keep: list = []          # keeps recorded arrays alive (keys stay valid)
         self.actives: list = []       # (value object, grad buffer per backend)
         self.tangents: dict = {}      # id(scalar) -> tangent (forward mode)
@@ -534,12 +534,29 @@ class _Recorder:
             if key in seen or span is None:
                 continue
             seen.add(key)
-            if any(_overlap(span, r) for r in self.reads.values()):
+            copied = any(_overlap(span, r) for r in self.reads.values())
+            if copied:
                 snap.append((a, _copy(a)))
-            self.written.setdefault(key, a)
+            self.note_write(a, span, key, copied)
             if _is_float_array(_host(a)) and all(k != key for _, k, _ in self.tracked):
                 self.tracked.append((span, key, "an array written earlier in fn"))
         return snap
+
+    def note_write(self, a, span, key, copied: bool) -> None:
+        """Note that a record writes ``a``. Its final value must be kept (and put back after
+        the reverse pass) when the reverse pass can leave it otherwise: when a snapshot of
+        it is restored, or when another record also writes it (or memory overlapping it).
+        An array written by one record only, never read before, ends the reverse pass as
+        it was: the adjoint's forward sweep rewrites the same values."""
+        entry = self.written.get(key)
+        if entry is None:
+            entry = self.written[key] = [a, span, copied]
+        else:
+            entry[2] = True
+        entry[2] = entry[2] or copied
+        for k, other in self.written.items():
+            if k != key and _overlap(span, other[1]):
+                other[2] = entry[2] = True
 
     def launch(self, inst, args, ndrange, workgroupsize, stream):
         RECORDERS.pop()               # launches made here run normally
@@ -624,7 +641,7 @@ class _Recorder:
     # --- after fn ------------------------------------------------------------------------
 
     def reverse(self) -> tuple:
-        final = [(a, _copy(a)) for a in self.written.values()]
+        final = [(a, _copy(a)) for a, _, keep in self.written.values() if keep]
         try:
             for r in reversed(self.records):
                 self.replay_adjoint(r)
