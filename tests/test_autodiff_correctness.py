@@ -454,3 +454,19 @@ def test_torch_cpu_tensors_as_duplicated_arrays():
     np.testing.assert_allclose(dx.numpy(), 2 * x0)
     with pytest.raises(ValueError, match="dtype"):
         tk.Duplicated(x, torch.zeros(6, dtype=torch.float32))
+
+
+def test_tk_adjoint_refuses_aliasing_but_not_shared_reads(be):
+    @tk.kernel
+    def mul(y, a: tk.Const, b: tk.Const):
+        i = tk.index()
+        y[i] = a[i] * b[i]
+    x0 = RNG.standard_normal(4)
+    x, y = dev(x0, be), dev(np.zeros(4), be)
+    dxa, dxb = dev(np.zeros(4), be), dev(np.zeros(4), be)
+    tk.adjoint(mul)(be)(y, dev(np.ones(4), be), x, dxa, x, dxb, ndrange=4)     # x read twice: fine
+    np.testing.assert_allclose(host(dxa) + host(dxb), 2 * host(dev(x0, be)), **tol(be))
+    with pytest.raises(tk.LaunchError, match="'y' and 'a' share memory and 'y' is written"):
+        tk.adjoint(mul)(be)(x, dev(np.ones(4), be), x, dxa, dev(x0, be), dxb, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="share memory"):
+        tk.adjoint(mul)(be)(y, dxa, x, dxa, x, dxb, ndrange=4)              # one array as two shadows

@@ -171,6 +171,7 @@ class AdjointLauncher:
         from .backends import backend as make_backend
         self.kernel, self.backend, self.wg = kernel, make_backend(backend), workgroupsize
         self._scratch: dict = {}    # reused scratch arrays (partial sums, static tapes) by shape
+        self._writes = None         # names of the parameters the kernel writes (found once)
 
     def scratch(self, tag, shape, dtype):
         key = (tag, shape, np.dtype(dtype))
@@ -200,23 +201,25 @@ class AdjointLauncher:
 
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None):
         primal, shadows = self.split(args)
-        self.check(primal, shadows)
+        self.check(primal, shadows, ndrange, workgroupsize or self.wg)
         return self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
 
-    def check(self, primal, shadows) -> None:
+    def check(self, primal, shadows, ndrange, wg) -> None:
         """LaunchError unless every shadow matches its argument and no two arrays among the
-        arguments and shadows share memory."""
+        arguments and shadows share memory where one of them is written (a shadow always is)."""
         what = f"adjoint of '{self.kernel.name}'"
+        if self._writes is None:
+            self._writes = _accesses(self.kernel(self.backend, self.wg), primal, ndrange, wg)[1]
         named = []
         for (name, _), a in zip(self.kernel.params, primal):
             if name not in shadows:
                 if _is_array(a):
-                    named.append((f"'{name}'", a, False))
+                    named.append((f"'{name}'", a, name in self._writes))
                 continue
             s = shadows[name]
             if _is_array(a):
                 _check_shadow(a, s, f"{what}: the shadow of '{name}'", LaunchError, disjoint=False)
-                named += [(f"'{name}'", a, True), (f"the shadow of '{name}'", s, True)]
+                named += [(f"'{name}'", a, name in self._writes), (f"the shadow of '{name}'", s, True)]
             else:
                 if not (_is_array(s) and np.dtype(s.dtype).kind == "f" and math.prod(s.shape) == 1):
                     raise LaunchError(f"{what}: the shadow of '{name}' must be a one-element float array "
