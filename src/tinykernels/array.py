@@ -349,7 +349,12 @@ def copyto(dst, src, stream=None):
     ``stream=None``: the copy is done before returning (it does not wait for work queued
     on streams; synchronize those first) and a completed event is returned. Otherwise the
     copy is queued on ``stream``, ordered with its other work, and its event returned.
+    Inside ``tk.autodiff`` the copy is recorded and differentiated (it completes before
+    returning).
     """
+    from .kernel import RECORDERS
+    if RECORDERS:                        # inside tk.autodiff: recorded (and differentiated)
+        return RECORDERS[-1].copyto(dst, src, stream)
     from .runtime.streams import completed_event
     if _is_device(dst) or _is_device(src):
         dev = dst if _is_device(dst) else src

@@ -1,10 +1,11 @@
 """``tk.autodiff``, ``tk.adjoint`` and ``tk.gradcheck``: differentiating kernel launches.
 
 ``tk.autodiff(tk.Reverse, fn, *args)`` calls ``fn`` on the primal values and records every
-kernel launch it makes (snapshotting the arrays each launch writes). It then replays the
-launches' adjoints in reverse order, each on the memory state its launch saw, so a value
-that a later launch overwrote is still right (write-after-read across launches), and
-finally puts the primal results back. Shadows accumulate. ``tk.autodiff(tk.Forward, ...)``
+kernel launch and ``tk.copyto`` it makes (copying, just before it is overwritten, any array a
+recorded launch has read: copy-on-write). It then replays the adjoints in reverse order,
+each on the memory state its launch saw, so a value that a later launch overwrote is still
+right (write-after-read across launches), and finally puts the primal results back.
+Shadows accumulate. ``tk.autodiff(tk.Forward, ...)``
 runs each launch's tangent kernel instead, which computes primal and tangent together.
 
 Arguments are wrapped in activities: ``tk.Duplicated(x, dx)`` (an array and its shadow, or
@@ -15,15 +16,19 @@ so gradients flow through them.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import dtypes as D
 from . import lang
-from .array import Array, asarray, copyto
+from .array import Array, as_host_ndarray, asarray, copyto
 from .errors import LaunchError
 from .kernel import GROUPED_FEATURES, RECORDERS, Kernel, parse_ndrange
 from .passes import adjoint_gather as G
 from .passes.autodiff import TapePlan, reverse_kernel, tangent_kernel
+from .passes.overwrites import check_overwrites
+from .tracebacks import api_boundary
 
 
 class _Mode:
@@ -42,6 +47,7 @@ class Duplicated:
     """An argument and its shadow (reverse: gradient accumulator; forward: tangent)."""
 
     def __init__(self, primal, shadow):
+        _check_shadow(primal, shadow, "tk.Duplicated")
         self.primal, self.shadow = primal, shadow
 
     def __repr__(self) -> str:
@@ -69,7 +75,6 @@ def _is_float_scalar(a) -> bool:
 
 
 def _host(a):
-    from .array import as_host_ndarray
     h = as_host_ndarray(a)
     return h if h is not None else a
 
@@ -109,6 +114,7 @@ class DerivedKernel(Kernel):
         from dataclasses import replace as dc_replace
         primal_specs = {n: specs[n] for n, _ in self.primal.params}
         ir = self.primal.lower_ir(src, primal_specs, dc_replace(opts, kernel_name=self.primal.name))
+        check_overwrites(ir)       # a read another work item may overwrite: CompileError
         grouped = bool(ir.uses & GROUPED_FEATURES)
         if self.mode == "tangent":
             out = tangent_kernel(ir, self.diff)
@@ -175,6 +181,7 @@ class AdjointLauncher:
         from .backends import backend as make_backend
         self.kernel, self.backend, self.wg = kernel, make_backend(backend), workgroupsize
         self._scratch: dict = {}    # reused scratch arrays (partial sums, static tapes) by shape
+        self._writes = None         # names of the parameters the kernel writes (found once)
 
     def scratch(self, tag, shape, dtype):
         key = (tag, shape, np.dtype(dtype))
@@ -204,7 +211,32 @@ class AdjointLauncher:
 
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None):
         primal, shadows = self.split(args)
+        self.check(primal, shadows, ndrange, workgroupsize or self.wg)
         return self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
+
+    def check(self, primal, shadows, ndrange, wg) -> None:
+        """LaunchError unless every shadow matches its argument and no two arrays among the
+        arguments and shadows share memory where one of them is written (a shadow always is)."""
+        what = f"adjoint of '{self.kernel.name}'"
+        if self._writes is None:
+            self._writes = _accesses(self.kernel(self.backend, self.wg), primal, ndrange, wg)[1]
+        named = []
+        for (name, _), a in zip(self.kernel.params, primal):
+            if name not in shadows:
+                if _is_array(a):
+                    named.append((f"'{name}'", a, name in self._writes))
+                continue
+            s = shadows[name]
+            if _is_array(a):
+                _check_shadow(a, s, f"{what}: the shadow of '{name}'", LaunchError, disjoint=False)
+                named += [(f"'{name}'", a, name in self._writes), (f"the shadow of '{name}'", s, True)]
+            else:
+                if not (_is_array(s) and np.dtype(s.dtype).kind == "f" and math.prod(s.shape) == 1):
+                    raise LaunchError(f"{what}: the shadow of '{name}' must be a one-element float array "
+                                      f"(it accumulates the scalar's gradient), got "
+                                      f"{type(s).__name__}{' of shape ' + str(tuple(s.shape)) if _is_array(s) else ''}")
+                named.append((f"the shadow of '{name}'", s, True))
+        _check_disjoint(named, what, LaunchError)
 
     def plan(self, adj, args, ndrange, wg) -> tuple:
         """(tape plan, gathers) of the adjoint specialization for these arguments (cached)."""
@@ -302,13 +334,114 @@ def adjoint(kernel: Kernel):
     return _Adjoint()
 
 
+# ----------------------------------------------------------------------------- memory
+
+def _span(a):
+    """Where an array argument's elements lie: ``(memory, first byte, end byte)``, or None for
+    a scalar or an empty array. Host arrays are byte ranges of the address space; a device
+    array is its whole buffer (device arrays are never views)."""
+    if isinstance(a, Array) and a._host is None:
+        buf = getattr(a, "buffer", None)
+        if buf is not None:
+            return (id(buf), 0, max(1, a.nbytes))
+        try:
+            lo = int(a.ptr)
+        except (AttributeError, TypeError):
+            return (id(a), 0, max(1, a.nbytes))
+        return (a.backend, lo, lo + max(1, a.nbytes))
+    h = a if type(a) is np.ndarray else _host(a) if not isinstance(a, _SCALAR_TYPES) else None
+    if not isinstance(h, np.ndarray) or h.size == 0:
+        return None
+    lo = hi = h.__array_interface__["data"][0]
+    if h.flags.c_contiguous:
+        return ("host", lo, lo + h.nbytes)
+    for n, st in zip(h.shape, h.strides):
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    return ("host", lo, hi + h.itemsize)
+
+
+def _overlap(s, t) -> bool:
+    """Whether two spans (from :func:`_span`) share a byte."""
+    return s is not None and t is not None and s[0] == t[0] and s[1] < t[2] and t[1] < s[2]
+
+
+def _layout(a) -> tuple:
+    """(shape, byte strides, NumPy dtype) of an array argument (a NumPy array, a tk.Array, or
+    any host array-like such as a CPU torch tensor)."""
+    h = _host(a)
+    if isinstance(h, np.ndarray):
+        return h.shape, h.strides, h.dtype
+    return tuple(a.shape), tuple(getattr(a, "strides", ())), np.dtype(a.dtype)
+
+
+def _mem_key(a, span=None):
+    """The identity of an array's memory and layout: two objects with the same key (a NumPy
+    array and the tk.Array wrapping it, say) are the same array to autodiff."""
+    span = span if span is not None else _span(a)
+    shape, strides, dtype = _layout(a)
+    return (span, tuple(shape), tuple(strides), dtype.str)
+
+
+_SCALAR_TYPES = (int, float, complex, bool, np.generic, str, bytes, type(None))
+
+
+def _is_array(a) -> bool:
+    return not isinstance(a, _SCALAR_TYPES) and hasattr(a, "shape") and hasattr(a, "dtype")
+
+
+def _device_of(a):
+    """'host' for arrays in host memory, else the array's backend."""
+    return "host" if not (isinstance(a, Array) and a._host is None) else a.backend
+
+
+def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = True) -> None:
+    """Raise ``error`` unless ``shadow`` can be the shadow of ``primal`` (same dtype, shape and
+    device for an array, and, with ``disjoint``, no shared memory; a float for a float
+    scalar)."""
+    if _is_array(primal):
+        if not _is_array(shadow):
+            raise error(f"{what}: the shadow of an array must be an array of the same dtype and shape, "
+                        f"got {type(shadow).__name__}")
+        (ps, _, pd), (ss, _, sd) = _layout(primal), _layout(shadow)
+        if sd != pd:
+            raise error(f"{what}: the shadow has dtype {sd} but the array has dtype {pd}")
+        if tuple(ss) != tuple(ps):
+            raise error(f"{what}: the shadow has shape {tuple(ss)} but the array has shape {tuple(ps)}")
+        dp, ds = _device_of(primal), _device_of(shadow)
+        if dp != ds:
+            where = lambda d: "host memory" if d == "host" else repr(d)  # noqa: E731
+            raise error(f"{what}: the shadow lives in {where(ds)} but the array lives in {where(dp)}")
+        if disjoint and _overlap(_span(primal), _span(shadow)):
+            raise error(f"{what}: the shadow shares memory with the array")
+    elif _is_float_scalar(primal) and not _is_float_scalar(shadow) and not isinstance(shadow, int):
+        raise error(f"{what}: the tangent of a float scalar must be a float, got {type(shadow).__name__}")
+
+
+def _check_disjoint(named, what: str, error=ValueError) -> None:
+    """Raise ``error`` naming the first two of ``named`` ((name, array, written) triples) that
+    share memory where at least one of them is written."""
+    spans = [(n, _span(a), w) for n, a, w in named]
+    for k, (n1, s1, w1) in enumerate(spans):
+        for n2, s2, w2 in spans[k + 1:]:
+            if (w1 or w2) and _overlap(s1, s2):
+                raise error(f"{what}: {n1} and {n2} share memory and "
+                            f"{n1 if w1 else n2} is written; differentiating aliased arrays is not "
+                            "supported (pass distinct arrays, e.g. a copy)")
+
+
 # ----------------------------------------------------------------------------- recording
 
 class _Record:
-    __slots__ = ("inst", "args", "ndrange", "wg", "snap", "written")
+    """One recorded launch (``inst`` a kernel instance) or host copy (``inst`` None:
+    ``args`` is ``(dst, src)``), with the snapshots of what it overwrote that earlier
+    records read: ``snap`` is ``[(array, copy before the launch)]``."""
+    __slots__ = ("inst", "args", "ndrange", "wg", "snap")
 
-    def __init__(self, inst, args, ndrange, wg, snap, written):
-        self.inst, self.args, self.ndrange, self.wg, self.snap, self.written = inst, args, ndrange, wg, snap, written
+    def __init__(self, inst, args, ndrange, wg, snap):
+        self.inst, self.args, self.ndrange, self.wg, self.snap = inst, args, ndrange, wg, snap
 
 
 def _copy(a):
@@ -326,35 +459,54 @@ def _put(dst, src) -> None:
         np.copyto(_host(dst), _host(src))
 
 
-def _written_params(inst, args, ndrange, wg) -> set:
+def _accesses(inst, args, ndrange, wg) -> tuple:
+    """(names of the global arrays the kernel reads, names it writes); atomics do both."""
     from .ir import nodes as N
     norm, geom, ndim, ranges, total, wgs = inst._prepare(args, ndrange, wg)
     ir = inst._ir(norm, geom, ndim, ranges, wgs)
-    out = set()
+    read, written = set(), set()
     for s in N.walk_stmts(ir.body):
         if isinstance(s, N.Store) and s.array.space == "global":
-            out.add(s.array.name)
+            written.add(s.array.name)
         for e in N.stmt_exprs(s):
             for x in N.walk_expr(e):
-                if isinstance(x, N.Atomic) and x.array.space == "global":
-                    out.add(x.array.name)
-    return out
+                if isinstance(x, N.Load) and x.array.space == "global":
+                    read.add(x.array.name)
+                elif isinstance(x, N.Atomic) and x.array.space == "global":
+                    read.add(x.array.name)
+                    written.add(x.array.name)
+    return read, written
 
 
 class _Recorder:
+    """Records the launches (and host copies) of ``fn`` and replays their adjoints.
+
+    Memory model: every record keeps a copy, taken just before it ran, of each array it
+    overwrites that a record (itself included) has read: copy-on-write, so an array nobody
+    reads before it is overwritten is never copied. Going backwards through the records and
+    putting each one's copies back after its adjoint ran, every adjoint sees the memory its
+    launch saw. Shadows are keyed by memory (see :func:`_mem_key`), so a NumPy array and a
+    tk.Array wrapping it share one; a view that overlaps an array carrying gradients
+    without being it is refused, since its gradient would be lost."""
+
     def __init__(self, mode, activities):
         self.mode = mode
         self.records: list = []
-        self.shadows: dict = {}       # id(array) -> shadow
-        self.keep: list = []          # keeps recorded arrays alive (ids stay valid)
+        self.shadows: dict = {}       # memory key -> shadow
+        self.tracked: list = []       # (span, key, name) of arrays that carry gradients
+        self.reads: dict = {}         # memory key -> span, of every array a record has read
+        self.written: dict = {}       # memory key -> [array, span, whether its final value is kept]
+        self.keep: list = []          # keeps recorded arrays alive (keys stay valid)
         self.actives: list = []       # (value object, grad buffer per backend)
         self.tangents: dict = {}      # id(scalar) -> tangent (forward mode)
         for a in activities:
             if isinstance(a, Duplicated):
                 if _is_float_scalar(a.primal):
                     self.tangents[id(a.primal)] = a.shadow
-                else:
-                    self.shadows[id(a.primal)] = a.shadow
+                elif _is_array(a.primal):
+                    key = _mem_key(a.primal)
+                    self.shadows[key] = a.shadow
+                    self.tracked.append((key[0], key, "a tk.Duplicated array"))
                 self.keep.append(a.primal)
             elif isinstance(a, Active):
                 self.actives.append([a.value, {}])
@@ -362,29 +514,124 @@ class _Recorder:
 
     # --- during fn ---------------------------------------------------------------------
 
+    def check_views(self, named) -> None:
+        """Refuse a float array that overlaps an array carrying gradients without being it."""
+        for name, a in named:
+            if not _is_float_array(_host(a)):
+                continue
+            key = _mem_key(a)
+            if key in self.shadows:
+                continue
+            for span, k, what in self.tracked:
+                if _overlap(key[0], span) and k != key:
+                    raise ValueError(f"tk.autodiff: {name} is a view that overlaps {what} without being "
+                                     "that array (another shape, offset or stride): its gradient would be "
+                                     "lost; pass the whole array and index it inside the kernel")
+
+    def check_scalars(self, kernel_name, named) -> None:
+        """Warn when a float argument equals a tk.Active value but is another object."""
+        import warnings
+        for name, a in named:
+            if not _is_float_scalar(a):
+                continue
+            for value, _ in self.actives:
+                if a is not value and a == value:
+                    warnings.warn(f"tk.autodiff: kernel '{kernel_name}' argument '{name}' equals the tk.Active "
+                                  f"value {value!r} but is another object, so it gets no gradient (Active "
+                                  "scalars are tracked by identity: pass the very object fn received)",
+                                  stacklevel=4)
+
+    def before_write(self, reads: list, writes: list) -> list:
+        """Copy-on-write: the snapshots a record needs of the arrays ``writes`` it overwrites
+        (those that overlap anything read so far or by this record), then note its accesses."""
+        for a in reads:
+            span = _span(a)
+            if span is not None:
+                self.reads.setdefault(_mem_key(a, span), span)
+        snap, seen = [], set()
+        for a in writes:
+            span = _span(a)
+            key = _mem_key(a, span)
+            if key in seen or span is None:
+                continue
+            seen.add(key)
+            copied = any(_overlap(span, r) for r in self.reads.values())
+            if copied:
+                snap.append((a, _copy(a)))
+            self.note_write(a, span, key, copied)
+            if _is_float_array(_host(a)) and all(k != key for _, k, _ in self.tracked):
+                self.tracked.append((span, key, "an array written earlier in fn"))
+        return snap
+
+    def note_write(self, a, span, key, copied: bool) -> None:
+        """Note that a record writes ``a``. Its final value must be kept (and put back after
+        the reverse pass) when the reverse pass can leave it otherwise: when a snapshot of
+        it is restored, or when another record also writes it (or memory overlapping it).
+        An array written by one record only, never read before, ends the reverse pass as
+        it was: the adjoint's forward sweep rewrites the same values."""
+        entry = self.written.get(key)
+        if entry is None:
+            entry = self.written[key] = [a, span, copied]
+        else:
+            entry[2] = True
+        entry[2] = entry[2] or copied
+        for k, other in self.written.items():
+            if k != key and _overlap(span, other[1]):
+                other[2] = entry[2] = True
+
     def launch(self, inst, args, ndrange, workgroupsize, stream):
         RECORDERS.pop()               # launches made here run normally
         try:
+            kernel = inst.kernel
+            read, written = _accesses(inst, args, ndrange, workgroupsize)
+            pa = [(n, a) for (n, kind), a in zip(kernel.params, args) if kind != "constexpr"]
+            _check_disjoint([(f"argument '{n}'", a, n in written) for n, a in pa if _is_array(a)],
+                            f"tk.autodiff: kernel '{kernel.name}'", LaunchError)
+            self.check_views([(f"kernel '{kernel.name}' argument '{n}'", a) for n, a in pa if _is_array(a)])
+            self.check_scalars(kernel.name, pa)
             if self.mode is Forward:
                 return self.tangent_launch(inst, args, ndrange, workgroupsize)
             b = inst.backend
-            written = _written_params(inst, args, ndrange, workgroupsize)
-            snap = {}
-            for (name, _), a in zip(inst.kernel.params, args):
-                if name in written and id(a) not in snap:
-                    snap[id(a)] = (a, _copy(a))
+            snap = self.before_write([a for n, a in pa if n in read and _is_array(a)],
+                                     [a for n, a in pa if n in written and _is_array(a)])
             self.keep.extend(args)
-            self.records.append(_Record(inst, args, ndrange, workgroupsize, snap, written))
+            self.records.append(_Record(inst, args, ndrange, workgroupsize, snap))
             ev = inst(*args, ndrange=ndrange, workgroupsize=workgroupsize, stream=stream)
             b.synchronize()
             return ev
         finally:
             RECORDERS.append(self)
 
+    def copyto(self, dst, src, stream):
+        """``tk.copyto(dst, src)`` inside fn: done now, and recorded (its adjoint moves the
+        gradient of ``dst`` onto ``src``)."""
+        RECORDERS.pop()
+        try:
+            if _is_array(src):
+                _check_disjoint([("dst", dst, True), ("src", src, False)], "tk.copyto inside tk.autodiff")
+            self.check_views([(f"tk.copyto {n}", a) for n, a in (("dst", dst), ("src", src)) if _is_array(a)])
+            if self.mode is Forward:
+                ev = copyto(dst, src, stream)
+                ev.wait()
+                if _is_float_array(_host(dst)):
+                    t = _host_copy(self.shadow(src, _backend_of(src))) if _is_float_array(_host(src)) \
+                        else np.zeros(dst.shape)
+                    _put(self.shadow(dst, _backend_of(dst)), t.astype(np.dtype(dst.dtype)))
+                return ev
+            snap = self.before_write([src] if _is_array(src) else [], [dst])
+            self.keep += [dst, src]
+            self.records.append(_Record(None, (dst, src), None, None, snap))
+            ev = copyto(dst, src, stream)
+            ev.wait()
+            return ev
+        finally:
+            RECORDERS.append(self)
+
     def shadow(self, a, backend):
-        s = self.shadows.get(id(a))
+        key = _mem_key(a)
+        s = self.shadows.get(key)
         if s is None:
-            s = self.shadows[id(a)] = _zeros_like(_host(a) if not isinstance(a, Array) else a, backend)
+            s = self.shadows[key] = _zeros_like(_host(a) if not isinstance(a, Array) else a, backend)
             self.keep.append(a)
         return s
 
@@ -415,16 +662,12 @@ class _Recorder:
     # --- after fn ------------------------------------------------------------------------
 
     def reverse(self) -> tuple:
-        final = {}
-        for r in self.records:
-            for k, (a, _) in r.snap.items():
-                final.setdefault(k, (a, None))
-        final = {k: (a, _copy(a)) for k, (a, _) in final.items()}
+        final = [(a, _copy(a)) for a, _, keep in self.written.values() if keep]
         try:
             for r in reversed(self.records):
                 self.replay_adjoint(r)
         finally:
-            for a, saved in final.values():
+            for a, saved in final:
                 _put(a, saved)
         grads = []
         for value, bufs in self.actives:
@@ -432,34 +675,72 @@ class _Recorder:
         return tuple(grads)
 
     def replay_adjoint(self, r: _Record) -> None:
-        inst = r.inst
-        kernel, b = inst.kernel, inst.backend
-
         def restore():
-            for a, saved in r.snap.values():
+            for a, saved in r.snap:
                 _put(a, saved)
         restore()
+        if r.inst is None:
+            self.replay_copy(*r.args)
+            return
+        inst = r.inst
+        kernel, b = inst.kernel, inst.backend
         diff = _diff_names(kernel, r.args)
         shadows = {}
         for (name, _), a in zip(kernel.params, r.args):
             if name in diff:
                 shadows[name] = self.scalar_shadow(a, b) if _is_float_scalar(a) else self.shadow(a, b)
         AdjointLauncher(kernel, b, inst.static_wg).launch(list(r.args), shadows, r.ndrange, r.wg, restore)
+        restore()                     # the adjoint's forward sweep rewrote what the launch wrote
+
+    def replay_copy(self, dst, src) -> None:
+        """Adjoint of ``dst[...] = src``: ``g = ddst; ddst = 0; dsrc += g``."""
+        if not _is_float_array(_host(dst)):
+            return
+        dd = self.shadow(dst, _backend_of(dst))
+        g = _host_copy(dd)
+        _put(dd, np.zeros_like(g))
+        if _is_array(src) and _is_float_array(_host(src)):
+            ds = self.shadow(src, _backend_of(src))
+            h = _host_copy(ds)
+            h += g.astype(h.dtype)
+            _put(ds, h)
 
 
+def _backend_of(a):
+    """The backend an array lives on (host arrays: the CPU)."""
+    from .array import get_backend
+    return get_backend(a)
+
+
+@api_boundary
 def autodiff(mode, fn, *args):
     """Differentiate ``fn(*primals)`` (see the module docstring). Reverse mode returns the
-    gradients of the ``tk.Active`` arguments, in order; forward mode returns None."""
+    gradients of the ``tk.Active`` arguments, in order; forward mode returns None.
+
+    Raises ValueError for a shadow that does not match its array (dtype, shape, device),
+    for Duplicated arrays or shadows that share memory, and (reverse mode) for a
+    Duplicated float scalar (use tk.Active)."""
     if mode not in (Reverse, Forward):
         raise TypeError("the first argument of tk.autodiff must be tk.Reverse or tk.Forward")
-    primals = []
-    for a in args:
+    primals, named = [], []
+    for k, a in enumerate(args):
         if isinstance(a, Duplicated):
             primals.append(a.primal)
+            _check_shadow(a.primal, a.shadow, f"tk.autodiff: argument {k} (tk.Duplicated)", disjoint=False)
+            if mode is Reverse and not _is_array(a.primal):
+                raise ValueError(f"tk.autodiff: argument {k}: in reverse mode tk.Duplicated takes an array "
+                                 "and its shadow; a float scalar's gradient is asked for with tk.Active(s)")
+            if _is_array(a.primal):
+                named += [(f"argument {k} (the array of a tk.Duplicated)", a.primal, True),
+                          (f"argument {k} (the shadow of a tk.Duplicated)", a.shadow, True)]
         elif isinstance(a, (Active, lang.Const)):
+            if isinstance(a, Active) and not _is_float_scalar(a.value):
+                raise ValueError(f"tk.autodiff: argument {k}: tk.Active takes a float scalar, "
+                                 f"got {type(a.value).__name__}")
             primals.append(a.value)
         else:
             primals.append(a)
+    _check_disjoint(named, "tk.autodiff")
     rec = _Recorder(mode, args)
     RECORDERS.append(rec)
     try:
@@ -473,7 +754,29 @@ def autodiff(mode, fn, *args):
 
 # ----------------------------------------------------------------------------- gradcheck
 
-def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-4, atol: float = 1e-6,
+_GRADCHECK_DEFAULTS = {   # float size in bytes -> (eps, rtol, atol)
+    8: (1e-6, 1e-4, 1e-6),
+    4: (1e-3, 1e-2, 1e-3),
+    2: (3e-2, 1e-1, 1e-2),
+    1: (1e-1, 3e-1, 5e-2),
+}
+
+
+def gradcheck_defaults(args) -> tuple:
+    """``(eps, rtol, atol)`` suiting the least precise float dtype among the Duplicated
+    arrays and Active scalars of ``args``: float64 steps 1e-6 and compares to 1e-4, float32
+    steps 1e-3 and compares to 1e-2 (a smaller step drowns in float32 rounding)."""
+    sizes = [8]
+    for a in args:
+        if isinstance(a, Duplicated) and _is_array(a.primal) and np.dtype(a.primal.dtype).kind == "f":
+            sizes.append(np.dtype(a.primal.dtype).itemsize)
+        elif isinstance(a, Active) and isinstance(a.value, np.generic):
+            sizes.append(np.dtype(type(a.value)).itemsize)
+    return _GRADCHECK_DEFAULTS[min(sizes)]
+
+
+@api_boundary
+def gradcheck(fn, *args, eps: float | None = None, rtol: float | None = None, atol: float | None = None,
               directions: int = 3, seed: int = 0) -> bool:
     """Check ``tk.autodiff(tk.Reverse, fn, *args)`` against central finite differences.
 
@@ -481,22 +784,29 @@ def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-4, atol: float = 1e
     ``shadow0`` is nonzero on entry (the seeds); the inputs are every Duplicated array and
     Active scalar. Reverse mode gives the loss's gradient (the shadows after the call, and
     the returned scalar gradients); it is compared with central differences of the loss
-    along ``directions`` random directions. The arguments' values are left as they were.
-    Raises AssertionError with the numbers on a mismatch; returns True otherwise.
+    along ``directions`` random directions (the autodiff side uses the perturbations
+    actually applied, after rounding to the arrays' dtypes). ``eps``, ``rtol`` and ``atol``
+    left as None are chosen for the least precise float dtype (:func:`gradcheck_defaults`).
+    The arguments' values are left as they were. Raises AssertionError with the numbers on
+    a mismatch; returns True otherwise.
     """
+    d_eps, d_rtol, d_atol = gradcheck_defaults(args)
+    eps = d_eps if eps is None else eps
+    rtol = d_rtol if rtol is None else rtol
+    atol = d_atol if atol is None else atol
     rng = np.random.default_rng(seed)
     dups = [a for a in args if isinstance(a, Duplicated)]
     acts = [a for a in args if isinstance(a, Active)]
     x0 = [_host_copy(d.primal) for d in dups]
     s0 = [_host_copy(d.shadow) for d in dups]
 
-    def primals(da=None, ds=None):
+    def primals(ds):
         out, k = [], 0
         for a in args:
             if isinstance(a, Duplicated):
                 out.append(a.primal)
             elif isinstance(a, Active):
-                out.append(type(a.value)(a.value + (ds[k] if ds else 0.0)))
+                out.append(type(a.value)(a.value + ds[k]))
                 k += 1
             elif isinstance(a, lang.Const):
                 out.append(a.value)
@@ -504,11 +814,17 @@ def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-4, atol: float = 1e
                 out.append(a)
         return out
 
-    def loss(da, ds) -> float:
+    def loss(da, ds) -> tuple:
+        """(loss, perturbations of the arrays and scalars actually applied)."""
+        applied = []
         for d, x, v in zip(dups, x0, da):
-            _put(d.primal, (x + v).astype(x.dtype))
-        fn(*primals(da, ds))
-        return sum(float((_host_copy(d.primal).astype(np.float64) * s).sum()) for d, s in zip(dups, s0))
+            xp = (x + v).astype(x.dtype)
+            applied.append(xp.astype(np.float64) - x.astype(np.float64))
+            _put(d.primal, xp)
+        ps = primals(ds)
+        ks = [float(p) - float(a.value) for p, a in zip((p for p, a in zip(ps, args) if isinstance(a, Active)), acts)]
+        fn(*ps)
+        return sum(float((_host_copy(d.primal).astype(np.float64) * s).sum()) for d, s in zip(dups, s0)), applied, ks
 
     work = [Duplicated(d.primal, _copy(d.shadow)) for d in dups]
     it = iter(work)
@@ -518,10 +834,11 @@ def gradcheck(fn, *args, eps: float = 1e-6, rtol: float = 1e-4, atol: float = 1e
         for _ in range(directions):
             va = [rng.standard_normal(x.shape) if x.dtype.kind == "f" else np.zeros(x.shape) for x in x0]
             vs = list(rng.standard_normal(len(acts)))
-            plus = loss([eps * v for v in va], [eps * v for v in vs])
-            minus = loss([-eps * v for v in va], [-eps * v for v in vs])
+            plus, pa, ps = loss([eps * v for v in va], [eps * v for v in vs])
+            minus, ma, ms = loss([-eps * v for v in va], [-eps * v for v in vs])
             fd = (plus - minus) / (2 * eps)
-            ad = sum(float((g * v).sum()) for g, v in zip(g_arr, va)) + sum(g * v for g, v in zip(g_act, vs))
+            ad = (sum(float((g * (p - m)).sum()) for g, p, m in zip(g_arr, pa, ma))
+                  + sum(g * (p - m) for g, p, m in zip(g_act, ps, ms))) / (2 * eps)
             if not abs(fd - ad) <= atol + rtol * abs(fd):
                 raise AssertionError(f"gradcheck failed: central differences give {fd!r}, autodiff gives {ad!r} "
                                      f"(|difference| {abs(fd - ad):.3g} > tolerance {atol + rtol * abs(fd):.3g})")

@@ -148,6 +148,40 @@ def _single_defs(stmts, sites) -> dict:
     return out
 
 
+# ----------------------------------------------------------------------------- edge points
+
+def _zero_of(b: _B, ty: Ty) -> N.Const:
+    return b.c(0.0 if ty.dtype.is_float else 0, ty)
+
+
+def _unless_zero(b: _B, x: N.Expr, v: N.Expr) -> N.Expr:
+    """``0 if x == 0 else v`` (a derivative's value at a point where its formula is 0/0)."""
+    return N.Select(v.ty, v.loc, b.cmp("==", x, _zero_of(b, x.ty)), _zero_of(b, v.ty), v)
+
+
+def _sign(b: _B, x: N.Expr, ty: Ty) -> N.Expr:
+    """d|x|/dx: -1, 0 at x == 0 (the minimum-norm subgradient, PyTorch's choice), 1."""
+    zero = b.c(0.0, ty)
+    return N.Select(ty, x.loc, b.cmp("<", x, zero), b.c(-1.0, ty),
+                    N.Select(ty, x.loc, b.cmp(">", x, zero), b.c(1.0, ty), zero))
+
+
+def pow_partials(b: _B, a: N.Expr, c: N.Expr, e: N.Expr) -> tuple:
+    """(d a**c / d a, d a**c / d c or None for a constant exponent), with PyTorch's values at
+    the edges: d/da is 0 for c == 0 (a**0 is constant, even at a == 0); d/dc is 0 at a == 0
+    for c >= 0 (log(0) times 0**c). Negative bases give NaN for d/dc, like PyTorch."""
+    one = b.c(1.0, e.ty)
+    da = b.op("*", c, b.call("pow", a, b.op("-", c, one)))
+    if isinstance(c, N.Const):
+        return (b.c(0.0, e.ty) if c.value == 0 else da), None
+    da = _unless_zero(b, c, da)
+    dc = b.op("*", e, b.call("log", a))
+    base0 = b.cmp("==", a, _zero_of(b, a.ty))
+    dc = N.Select(e.ty, e.loc, base0, N.Select(e.ty, e.loc, b.cmp(">=", c, _zero_of(b, c.ty)), b.c(0.0, e.ty), dc),
+                  dc)
+    return da, dc
+
+
 # ----------------------------------------------------------------------------- reverse mode
 
 class _Reverse:
@@ -573,11 +607,10 @@ class _Reverse:
             self.fail(e.loc, f"operator {op} on floats cannot be differentiated")
 
     def bp_pow(self, a, c, e, g, out) -> None:
-        b = self.b
-        one = b.c(1.0, a.ty)
-        self.bp(a, b.op("*", g, b.op("*", c, b.call("pow", a, b.op("-", c, one)))), out)
-        if not isinstance(c, N.Const):
-            self.bp(c, b.op("*", g, b.op("*", e, b.call("log", a))), out)
+        da, dc = pow_partials(self.b, a, c, e)
+        self.bp(a, self.b.op("*", g, da), out)
+        if dc is not None:
+            self.bp(c, self.b.op("*", g, dc), out)
 
     def bp_call(self, e: N.Call, g, out) -> None:
         b, fn, x = self.b, e.fn, e.args[0]
@@ -603,8 +636,7 @@ class _Reverse:
             "erf": lambda: b.op("*", b.c(2 / math.sqrt(math.pi), e.ty), b.call("exp", b.neg(sq(x)))),
             "erfc": lambda: b.op("*", b.c(-2 / math.sqrt(math.pi), e.ty), b.call("exp", b.neg(sq(x)))),
             "sigmoid": lambda: b.op("*", e, b.op("-", one, e)),
-            "abs": lambda: N.Select(e.ty, e.loc, b.cmp("<", x, b.c(0.0, e.ty)), b.c(-1.0, e.ty), one),
-            "fabs": lambda: N.Select(e.ty, e.loc, b.cmp("<", x, b.c(0.0, e.ty)), b.c(-1.0, e.ty), one),
+            "abs": lambda: _sign(b, x, e.ty), "fabs": lambda: _sign(b, x, e.ty),
         }
         if fn in unary:
             self.bp(x, b.op("*", g, unary[fn]()), out)
@@ -615,31 +647,36 @@ class _Reverse:
                       "item's)")
         elif fn == "pow":
             self.bp_pow(x, e.args[1], e, g, out)
-        elif fn == "atan2":
+        elif fn == "atan2":          # at (0, 0): 0 (PyTorch's choice)
             y_, x_ = e.args
             den = self.bind(b.op("+", sq(x_), sq(y_)), out)
-            self.bp(y_, b.op("/", b.op("*", g, x_), den), out)
-            self.bp(x_, b.neg(b.op("/", b.op("*", g, y_), den)), out)
-        elif fn == "hypot":
-            self.bp(e.args[0], b.op("*", g, b.op("/", e.args[0], e)), out)
-            self.bp(e.args[1], b.op("*", g, b.op("/", e.args[1], e)), out)
+            self.bp(y_, _unless_zero(b, den, b.op("/", b.op("*", g, x_), den)), out)
+            self.bp(x_, _unless_zero(b, den, b.neg(b.op("/", b.op("*", g, y_), den))), out)
+        elif fn == "hypot":          # at (0, 0): 0, the minimum-norm subgradient
+            self.bp(e.args[0], b.op("*", g, _unless_zero(b, e, b.op("/", e.args[0], e))), out)
+            self.bp(e.args[1], b.op("*", g, _unless_zero(b, e, b.op("/", e.args[1], e))), out)
         elif fn == "fma":
             p, q, r = e.args
             self.bp(p, b.op("*", g, q), out)
             self.bp(q, b.op("*", g, p), out)
             self.bp(r, g, out)
-        elif fn in ("min", "max"):
+        elif fn in ("min", "max"):   # a tie splits the gradient evenly (PyTorch, JAX)
             p, q = e.args
             pick_q = b.cmp("<" if fn == "min" else ">", q, p)
-            tp, tq = [], []
+            tp, tq, half = [], [], []
             self.bp(p, g, tp)
             self.bp(q, g, tq)
-            if tp or tq:
-                out.append(N.If(e.loc, pick_q, tq, tp))
-        elif fn == "copysign":
+            h = self.bind(b.op("*", g, b.c(0.5, e.ty)), half)
+            n = len(half)
+            self.bp(p, h, half)
+            self.bp(q, h, half)
+            if len(half) > n:
+                out.append(N.If(e.loc, pick_q, tq, [N.If(e.loc, b.cmp("==", p, q), half, tp)]))
+        elif fn == "copysign":       # at p == 0: 0 (PyTorch's choice)
             p, q = e.args
             same = b.cmp("==", b.call("copysign", one, p), b.call("copysign", one, q))
-            self.bp(p, N.Select(e.ty, e.loc, same, g, b.neg(g)), out)
+            sign = N.Select(e.ty, e.loc, same, one, b.c(-1.0, e.ty))
+            self.bp(p, b.op("*", g, _unless_zero(b, p, sign)), out)
         elif fn == "fmod":
             p, q = e.args
             self.bp(p, g, out)
@@ -770,19 +807,19 @@ class _Tangent:
             if e.op == "/":
                 return b.op("/", b.op("-", b.op("*", ta, c), b.op("*", a, tc)), b.op("*", c, c))
             if e.op == "**":
-                one = b.c(1.0, e.ty)
-                r = b.op("*", ta, b.op("*", c, b.call("pow", a, b.op("-", c, one))))
-                if not isinstance(c, N.Const):
-                    r = b.op("+", r, b.op("*", tc, b.op("*", e, b.call("log", a))))
-                return r
+                da, dc = pow_partials(b, a, c, e)
+                r = b.op("*", ta, da)
+                return r if dc is None else b.op("+", r, b.op("*", tc, dc))
             if e.op == "%":
                 return b.op("-", ta, b.op("*", tc, b.call("floor", b.op("/", a, c))))
             if e.op == "//":
                 return self.zero(e.ty)
             raise _err(e.loc, f"operator {e.op} on floats cannot be differentiated", self.k.name)
-        if e.fn in ("min", "max"):
+        if e.fn in ("min", "max"):   # a tie: the mean of both tangents, as in reverse mode
             p, q = e.args
-            return N.Select(e.ty, e.loc, b.cmp("<" if e.fn == "min" else ">", q, p), self.t(q), self.t(p))
+            tp, tq = self.t(p), self.t(q)
+            tie = N.Select(e.ty, e.loc, b.cmp("==", p, q), b.op("*", b.op("+", tp, tq), b.c(0.5, e.ty)), tp)
+            return N.Select(e.ty, e.loc, b.cmp("<" if e.fn == "min" else ">", q, p), tq, tie)
         # calls: collect (argument, partial) pairs with the reverse-mode rules on a unit seed
         seeds = []
         rev = _PartialCollector(self, e)

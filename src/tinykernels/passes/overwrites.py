@@ -1,0 +1,156 @@
+"""Which global arrays a kernel both reads and overwrites across work items: the check that
+makes differentiating such a kernel a :class:`~tinykernels.errors.CompileError`.
+
+A derived kernel (adjoint or tangent) re-runs the kernel and restores every element a work
+item overwrote from that item's own tape. That is exact when each item reads and writes
+only its own element of an array it also writes (``A[i] *= A[i]``, or ``A[i + 1] *= 2`` when
+every access of ``A`` uses the same offset). When an item reads an
+element that *another* item of the same launch may overwrite (``x[i] = x[(i + 1) % n]``)
+the value it saw depends on the order the items ran in, which the reverse sweep cannot
+know: such a kernel is refused, naming the line. Arrays that are only read, only written,
+or only updated with ``atomic_add``/``atomic_sub`` whose results are unused, are fine.
+"""
+from __future__ import annotations
+
+import linecache
+
+from ..errors import CompileError
+from ..ir import nodes as N
+from .uniformity import defs
+
+
+def _single_defs(stmts) -> dict:
+    """Locals assigned exactly once and outside loops: name -> value expression."""
+    count: dict = {}
+    values: dict = {}
+
+    def visit(ss, in_loop):
+        for s in ss:
+            for v in defs(s):
+                count[v] = count.get(v, 0) + (2 if in_loop else 1)
+                if isinstance(s, N.Assign):
+                    values[v] = s.value
+            for attr in ("body", "orelse"):
+                sub = getattr(s, attr, None)
+                if sub:
+                    visit(sub, in_loop or isinstance(s, (N.While, N.For)))
+    visit(stmts, False)
+    return {v: e for v, e in values.items() if count.get(v) == 1}
+
+
+def _resolve(e, single: dict, depth: int = 0):
+    """Follow locals assigned once to their values and look through integer casts."""
+    while depth < 16:
+        if isinstance(e, N.Var) and e.name in single:
+            e = single[e.name]
+        elif isinstance(e, N.Cast) and e.ty.dtype.is_int and e.a.ty.dtype.is_int:
+            e = e.a
+        else:
+            break
+        depth += 1
+    return e
+
+
+def _launch_constant(e, single: dict):
+    """A key for an integer that is the same for every work item of a launch (a literal or a
+    scalar argument, or a sum/difference of those), else None."""
+    e = _resolve(e, single)
+    if isinstance(e, N.Const) and isinstance(e.value, (int, bool)):
+        return ("c", int(e.value))
+    if isinstance(e, N.Arg):
+        return ("arg", e.name)
+    if isinstance(e, N.BinOp) and e.op in ("+", "-"):
+        a, b = _launch_constant(e.a, single), _launch_constant(e.b, single)
+        if a is not None and b is not None:
+            return (e.op, a, b)
+    return None
+
+
+def _coordinate(e, single: dict):
+    """``(index kind, dim, offset key)`` when ``e`` is a work item's own global coordinate
+    (linear or Cartesian) plus an offset that is the same for every item, else None."""
+    e = _resolve(e, single)
+    if isinstance(e, N.Index) and e.kind in ("global_linear", "global"):
+        return (e.kind, e.dim, ("c", 0))
+    if isinstance(e, N.BinOp) and e.op in ("+", "-"):
+        for own, other, sign in ((e.a, e.b, e.op), (e.b, e.a, "+" if e.op == "+" else None)):
+            if sign is None:
+                continue             # c - i is not i plus a constant
+            base = _coordinate(own, single)
+            off = _launch_constant(other, single)
+            if base is not None and off is not None:
+                return (base[0], base[1], (sign, base[2], off))
+    return None
+
+
+def own_element_key(idx: list, ndim: int, single: dict):
+    """A key for an index that maps work items one to one onto elements: the linear global
+    index, or one Cartesian global coordinate per dimension, each plus an offset that is the
+    same for every work item (``A[i + 1]``, ``A[i, j - k]``). Two accesses with the same key
+    touch the same element in the same work item and never another item's. None otherwise."""
+    cs = [_coordinate(i, single) for i in idx]
+    if any(c is None for c in cs):
+        return None
+    if len(cs) == 1 and cs[0][0] == "global_linear":
+        return tuple(cs)
+    if len(cs) == ndim and all(c[0] == "global" and c[1] == d for d, c in enumerate(cs)):
+        return tuple(cs)
+    return None
+
+
+def is_own_index(idx: list, ndim: int, single: dict) -> bool:
+    """Whether the global index ``idx`` is provably the work item's own element (no offset)."""
+    key = own_element_key(idx, ndim, single)
+    return key is not None and all(c[2] == ("c", 0) for c in key)
+
+
+def _accesses(k: N.Kernel) -> list:
+    """Every global array access: (kind, array name, index, loc, atomic result used)."""
+    out = []
+    for s in N.walk_stmts(k.body):
+        top = s.expr if isinstance(s, N.ExprStmt) else None
+        if isinstance(s, N.Store) and s.array.space == "global":
+            out.append(("store", s.array.name, s.index, s.loc, False))
+        for e in N.stmt_exprs(s):
+            for x in N.walk_expr(e):
+                if isinstance(x, N.Load) and x.array.space == "global":
+                    out.append(("load", x.array.name, x.index, x.loc or s.loc, False))
+                elif isinstance(x, N.Atomic) and x.array.space == "global":
+                    out.append(("atomic", x.array.name, x.index, x.loc or s.loc, x is not top))
+    return out
+
+
+def check_overwrites(k: N.Kernel) -> None:
+    """Raise CompileError if a work item of ``k`` may read a global element that another
+    item of the same launch overwrites, or uses the result of an atomic (its value depends
+    on the order of the items, and a derived kernel re-running it would get another)."""
+    acc = _accesses(k)
+    single = _single_defs(k.body)
+    written = {name for kind, name, *_ in acc if kind in ("store", "atomic")}
+    loaded = {name for kind, name, *_ in acc if kind == "load"}
+    keys: dict = {}           # array read and written -> the element key of its first access
+    for kind, name, idx, loc, used in acc:
+        if kind == "atomic" and used:
+            raise _err(k, loc, f"the value returned by an atomic on '{name}' cannot be differentiated: it "
+                       "depends on the order of the work items, which a derived kernel re-running the "
+                       "kernel does not reproduce")
+        if name not in written or name not in loaded:
+            continue
+        if kind == "atomic":
+            raise _err(k, loc, f"'{name}' is both read and updated atomically in this kernel; a work item "
+                       "may read a value other items are still changing, which cannot be differentiated "
+                       "(accumulate into a separate array)")
+        key = own_element_key(idx, k.ndim, single)
+        first = keys.setdefault(name, key)
+        if key is None or key != first:
+            what = "read" if kind == "load" else "written"
+            raise _err(k, loc, f"'{name}' is both read and written in this kernel, and this element is {what} "
+                       "at an index that is not provably the element every other access of it in this "
+                       "work item uses (the work item's own tk.index() or Cartesian global index, plus the "
+                       "same constant offset everywhere): another work item may overwrite what this one "
+                       "reads, so the gradient would depend on the order of the work items. Write the "
+                       "result to another array")
+
+
+def _err(k: N.Kernel, loc: N.Loc, msg: str) -> CompileError:
+    return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, k.name)

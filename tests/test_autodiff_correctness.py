@@ -1,0 +1,498 @@
+"""Autodiff is right or loud (issue 11): every case here was silently wrong once. Each runs on
+every backend available (CPU, INTERP, CL, WEBGPU), in float64 where the backend has it and
+float32 otherwise, and is checked against central finite differences or closed forms, or
+expects the error that refuses it."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+
+RNG = np.random.default_rng(11)
+
+
+def _backends():
+    out = [pytest.param("CPU", id="CPU"), pytest.param("INTERP", id="INTERP")]
+    avail = tk.backends()
+    for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU")):
+        ok, why = avail.get(name, (False, "unknown"))
+        out.append(pytest.param(dev, id=dev, marks=() if ok else pytest.mark.skip(reason=f"{name}: {why}")))
+    return out
+
+
+@pytest.fixture(params=_backends(), scope="module")
+def be(request):
+    return tk.backend(request.param)
+
+
+def fdt(be):
+    """The float dtype the tests use on a backend: float64, or float32 where it has none."""
+    return np.float64 if be.supports_float64 else np.float32
+
+
+def dev(x, be, dtype=None):
+    """``x`` (a copy) as an array of ``be``: NumPy on host backends, a device array otherwise."""
+    h = np.array(x, dtype=dtype or fdt(be))
+    return h if be.is_host else tk.asarray(h, backend=be)
+
+
+def host(a):
+    return np.asarray(a.numpy() if isinstance(a, tk.Array) else a, dtype=np.float64)
+
+
+def tol(be):
+    return dict(rtol=1e-10, atol=1e-12) if be.supports_float64 else dict(rtol=2e-5, atol=1e-5)
+
+
+@tk.kernel
+def square_into(b, a: tk.Const):
+    i = tk.index()
+    b[i] = a[i] * a[i]
+
+
+@tk.kernel
+def fill(a, v):
+    i = tk.index()
+    a[i] = v
+
+
+@tk.kernel
+def scale(y, x: tk.Const, s):
+    i = tk.index()
+    y[i] = s * x[i]
+
+
+@tk.kernel
+def sin_inplace(a):
+    i = tk.index()
+    a[i] = math.sin(a[i])
+
+
+# --- 1. values read by a launch and overwritten later ------------------------------------------
+
+def test_a_value_overwritten_by_a_later_launch_is_differentiated_at_its_old_value(be):
+    def f(a, b):
+        square_into(be)(b, a, ndrange=3)       # reads a non-linearly ...
+        fill(be)(a, 7.0, ndrange=3)            # ... then a is overwritten
+    A, dA = dev([1, 2, 3], be), dev(np.zeros(3), be)
+    B, dB = dev(np.zeros(3), be), dev(np.ones(3), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(A, dA), tk.Duplicated(B, dB))
+    np.testing.assert_allclose(host(dA), [2, 4, 6], **tol(be))
+    np.testing.assert_allclose(host(A), [7, 7, 7])           # primal results are put back
+    np.testing.assert_allclose(host(B), [1, 4, 9])
+
+
+def test_a_scalar_gradient_sees_values_overwritten_later(be):
+    x0 = RNG.standard_normal(5)
+
+    def f(y, x, s):
+        scale(be)(y, x, s, ndrange=5)          # y = s * x
+        fill(be)(x, 0.0, ndrange=5)            # x[:] = 0
+    Y, X = dev(np.zeros(5), be), dev(x0, be)
+    (ds,) = tk.autodiff(tk.Reverse, f, tk.Duplicated(Y, dev(np.ones(5), be)), tk.Duplicated(X, dev(np.zeros(5), be)),
+                        tk.Active(1.5))
+    np.testing.assert_allclose(ds, host(dev(x0, be)).sum(), **tol(be))
+
+
+def test_overwritten_by_a_later_in_place_launch_and_a_host_copy(be):
+    x0 = RNG.uniform(-1, 1, 6)
+
+    def f(y, x, z):
+        square_into(be)(y, x, ndrange=6)       # y = x^2
+        sin_inplace(be)(x, ndrange=6)          # x = sin(x), in place
+        square_into(be)(z, x, ndrange=6)       # z = sin(x)^2
+        tk.copyto(x, z)                        # x = z (a host copy overwrites x again)
+        sin_inplace(be)(x, ndrange=6)          # x = sin(z)
+    X = dev(x0, be)
+    seed = lambda: dev(RNG.standard_normal(6), be)  # noqa: E731
+    args = (tk.Duplicated(dev(np.zeros(6), be), seed()), tk.Duplicated(X, seed()),
+            tk.Duplicated(dev(np.zeros(6), be), seed()))
+    tk.gradcheck(f, *args)
+
+
+def test_programs_that_never_read_what_they_overwrite_take_no_copies(monkeypatch):
+    import importlib
+    ad = importlib.import_module("tinykernels.autodiff")
+    cpu, taken, real = tk.CPU(), [], ad._copy
+    monkeypatch.setattr(ad, "_copy", lambda a: taken.append(a) or real(a))
+
+    def f(y, x, t):
+        scale(cpu)(t, x, 2.0, ndrange=4)       # t written, never read before
+        scale(cpu)(y, t, 3.0, ndrange=4)       # y written, never read
+    y, t, dx = np.zeros(4), np.zeros(4), np.zeros(4)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(y, np.ones(4)), tk.Duplicated(np.ones(4), dx), tk.Const(t))
+    assert taken == []
+    np.testing.assert_allclose(y, 6.0)            # the results are the primal ones
+    np.testing.assert_allclose(dx, 6.0)
+
+    def g(y, x, t):                                # t written twice: its final value is kept
+        scale(cpu)(t, x, 2.0, ndrange=4)
+        scale(cpu)(t, x, 5.0, ndrange=2)
+        scale(cpu)(y, t, 3.0, ndrange=4)
+    y, t, dx = np.zeros(4), np.zeros(4), np.zeros(4)
+    tk.autodiff(tk.Reverse, g, tk.Duplicated(y, np.ones(4)), tk.Duplicated(np.ones(4), dx), tk.Const(t))
+    assert len(taken) == 1
+    np.testing.assert_allclose(t, [5, 5, 2, 2])
+    np.testing.assert_allclose(y, [15, 15, 6, 6])
+    np.testing.assert_allclose(dx, [15, 15, 6, 6])
+
+
+# --- 3. aliasing ----------------------------------------------------------------------------------------
+
+@tk.kernel
+def sq_plus_one(y, x):
+    i = tk.index()
+    y[i] = x[i] * x[i] + 1.0
+
+
+def test_the_same_array_passed_twice_with_one_written_is_refused(be):
+    A = dev([2.0, 3.0], be)
+    with pytest.raises(tk.LaunchError, match="'y' and argument 'x' share memory"):
+        tk.autodiff(tk.Reverse, lambda a: sq_plus_one(be)(a, a, ndrange=2), tk.Duplicated(A, dev([1.0, 1.0], be)))
+
+
+def test_overlapping_views_passed_to_one_launch_are_refused():
+    a = np.arange(6.0)
+    with pytest.raises(tk.LaunchError, match="share memory"):
+        tk.autodiff(tk.Reverse, lambda x: sq_plus_one(tk.CPU())(x[1:4], x[0:3], ndrange=3),
+                    tk.Duplicated(a, np.zeros(6)))
+
+
+def test_a_view_of_an_array_that_carries_gradients_is_refused():
+    x = np.arange(6.0)
+    with pytest.raises(ValueError, match="view that overlaps a tk.Duplicated array"):
+        tk.autodiff(tk.Reverse, lambda y, x_: square_into(tk.CPU())(y, x_[1:4], ndrange=3),
+                    tk.Duplicated(np.zeros(3), np.ones(3)), tk.Duplicated(x, np.zeros(6)))
+
+    def f(y, x_):                              # a temporary written whole, then read through a view
+        t = np.zeros(6)
+        square_into(tk.CPU())(t, x_, ndrange=6)
+        square_into(tk.CPU())(y, t[:3], ndrange=3)
+    with pytest.raises(ValueError, match="view that overlaps an array written earlier"):
+        tk.autodiff(tk.Reverse, f, tk.Duplicated(np.zeros(3), np.ones(3)), tk.Duplicated(x, np.zeros(6)))
+
+
+def test_a_tk_array_wrapping_a_duplicated_numpy_array_shares_its_shadow():
+    x0 = RNG.standard_normal(4)
+    y, dy, x, dx = np.zeros(4), np.ones(4), x0.copy(), np.zeros(4)
+    tk.autodiff(tk.Reverse, lambda y_, x_: square_into(tk.CPU())(tk.asarray(y_), tk.asarray(x_), ndrange=4),
+                tk.Duplicated(y, dy), tk.Duplicated(x, dx))
+    np.testing.assert_allclose(dx, 2 * x0)
+
+
+def test_reading_the_same_array_through_two_arguments_is_fine(be):
+    @tk.kernel
+    def mul(y, a: tk.Const, b: tk.Const):
+        i = tk.index()
+        y[i] = a[i] * b[i]
+    x0 = RNG.standard_normal(5)
+    X, dX = dev(x0, be), dev(np.zeros(5), be)
+    tk.autodiff(tk.Reverse, lambda y, x: mul(be)(y, x, x, ndrange=5),
+                tk.Duplicated(dev(np.zeros(5), be), dev(np.ones(5), be)), tk.Duplicated(X, dX))
+    np.testing.assert_allclose(host(dX), 2 * host(dev(x0, be)), **tol(be))
+
+
+def test_duplicated_arrays_and_shadows_that_share_memory_are_refused():
+    a, da = np.ones(4), np.zeros(4)
+    f = lambda *xs: None  # noqa: E731
+    with pytest.raises(ValueError, match="share memory"):
+        tk.autodiff(tk.Reverse, f, tk.Duplicated(a, da), tk.Duplicated(a, np.zeros(4)))
+    with pytest.raises(ValueError, match="share memory"):
+        tk.autodiff(tk.Reverse, f, tk.Duplicated(a, da), tk.Duplicated(np.ones(4), da))
+    with pytest.raises(ValueError, match="shadow shares memory with the array"):
+        tk.Duplicated(a, a)
+
+
+# --- 4. shadows checked against their arrays ------------------------------------------------------------
+
+def test_a_shadow_of_the_wrong_dtype_shape_or_device_is_refused(be):
+    a = dev(np.ones(8), be)
+    with pytest.raises(ValueError, match="dtype"):
+        tk.Duplicated(a, dev(np.zeros(8), be, np.float16))
+    with pytest.raises(ValueError, match="shape"):
+        tk.Duplicated(a, dev(np.zeros(3), be))
+    if not be.is_host:
+        with pytest.raises(ValueError, match="lives in host memory"):
+            tk.Duplicated(a, np.zeros(8, fdt(be)))
+
+
+def test_tk_adjoint_checks_shadows_too(be):
+    x, y = dev(np.ones(8), be), dev(np.zeros(8), be)
+    adj = tk.adjoint(scale)(be)
+    with pytest.raises(tk.LaunchError, match="shadow of 'x'.*shape"):
+        adj(y, dev(np.ones(8), be), x, dev(np.zeros(3), be), 2.0, dev(np.zeros(1), be), ndrange=8)
+    with pytest.raises(tk.LaunchError, match="shadow of 'y'.*dtype"):
+        adj(y, dev(np.ones(8), be, np.float16), x, dev(np.zeros(8), be), 2.0, dev(np.zeros(1), be), ndrange=8)
+    with pytest.raises(tk.LaunchError, match="shadow of 's'"):
+        adj(y, dev(np.ones(8), be), x, dev(np.zeros(8), be), 2.0, dev(np.zeros(3), be), ndrange=8)
+
+
+def test_a_duplicated_scalar_in_reverse_mode_is_refused():
+    with pytest.raises(ValueError, match="tk.Active"):
+        tk.autodiff(tk.Reverse, lambda s: None, tk.Duplicated(1.5, 0.0))
+
+
+# --- 5. host-side copies ---------------------------------------------------------------------------------
+
+def test_tk_copyto_inside_fn_is_differentiated(be):
+    x0 = RNG.standard_normal(5)
+
+    def f(y, x):
+        z = dev(np.zeros(5), be)
+        tk.copyto(z, x)                        # z = x
+        square_into(be)(y, z, ndrange=5)       # y = z^2 ...
+        tk.copyto(z, y)                        # ... z = y overwrites what the launch read
+        scale(be)(y, z, 0.5, ndrange=5)        # y = x^2 / 2 ... plus x through z
+    Y, X, dX = dev(np.zeros(5), be), dev(x0, be), dev(np.zeros(5), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(Y, dev(np.ones(5), be)), tk.Duplicated(X, dX))
+    np.testing.assert_allclose(host(dX), host(dev(x0, be)), **tol(be))      # d(x^2/2)/dx = x
+    np.testing.assert_allclose(host(Y), 0.5 * host(dev(x0, be)) ** 2, **tol(be))
+
+
+def test_tk_copyto_in_forward_mode_carries_the_tangent(be):
+    x0, v = RNG.standard_normal(4), RNG.standard_normal(4)
+
+    def f(y, x):
+        z = dev(np.zeros(4), be)
+        tk.copyto(z, x)
+        square_into(be)(y, z, ndrange=4)
+    Y, dY = dev(np.zeros(4), be), dev(np.zeros(4), be)
+    tk.autodiff(tk.Forward, f, tk.Duplicated(Y, dY), tk.Duplicated(dev(x0, be), dev(v, be)))
+    np.testing.assert_allclose(host(dY), 2 * host(dev(x0, be)) * host(dev(v, be)), **tol(be))
+
+
+def test_copyto_from_a_view_of_a_differentiated_array_is_refused():
+    x = np.arange(6.0)
+    with pytest.raises(ValueError, match="view"):
+        tk.autodiff(tk.Reverse, lambda x_: tk.copyto(np.zeros(3), x_[:3]), tk.Duplicated(x, np.zeros(6)))
+
+
+# --- 7. Active scalars passed on as new objects ----------------------------------------------------
+
+def test_an_active_value_passed_as_another_object_warns(be):
+    x = dev(np.ones(4), be)
+
+    def f(y, s):
+        scale(be)(y, x, s * 1.0, ndrange=4)      # a new float object: no gradient
+    with pytest.warns(UserWarning, match="tracked by identity"):
+        (g,) = tk.autodiff(tk.Reverse, f, tk.Duplicated(dev(np.zeros(4), be), dev(np.ones(4), be)), tk.Active(0.75))
+    assert g == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (g,) = tk.autodiff(tk.Reverse, lambda y, s: scale(be)(y, x, s, ndrange=4),
+                           tk.Duplicated(dev(np.zeros(4), be), dev(np.ones(4), be)), tk.Active(0.75))
+    assert g == 4.0
+
+
+# --- gradcheck in float32 ------------------------------------------------------------------------------
+
+def test_gradcheck_picks_a_step_for_float32(be):
+    x0 = RNG.uniform(-1, 1, 64).astype(np.float32)
+
+    def f(y, x):
+        square_into(be)(y, x, ndrange=64)
+        sin_inplace(be)(y, ndrange=64)
+    args = (tk.Duplicated(dev(np.zeros(64), be, np.float32), dev(RNG.standard_normal(64), be, np.float32)),
+            tk.Duplicated(dev(x0, be, np.float32), dev(np.zeros(64), be, np.float32)))
+    assert tk.gradcheck(f, *args)
+    with pytest.raises(AssertionError):                   # the old default step fails falsely
+        tk.gradcheck(f, *args, eps=1e-6, rtol=1e-4, atol=1e-6)
+
+
+# --- 2. reads of elements other work items overwrite in the same launch ---------------------------
+
+@tk.kernel
+def shift_double(x):
+    i = tk.index()
+    x[i] = x[(i + 1) % x.shape[0]] * 2.0
+
+
+@tk.kernel
+def scatter_inplace(x, idx: tk.Const):
+    i = tk.index()
+    x[idx[i]] = x[i] * x[i]
+
+
+@tk.kernel
+def read_and_accumulate(t, x: tk.Const):
+    i = tk.index()
+    tk.atomic_add(t, 0, x[i] * t[1])
+
+
+@tk.kernel
+def compact(out, count, x: tk.Const):
+    i = tk.index()
+    if x[i] > 0.0:
+        slot = tk.atomic_add(count, 0, 1)
+        out[slot] = x[i] * x[i]
+
+
+@tk.kernel
+def own_inplace_2d(A, B: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    r = i
+    A[r, j] = A[i, j] * B[i, j]
+    A[i, j] *= A[r, j]
+
+
+def test_a_read_that_other_work_items_overwrite_is_refused(be):
+    X = dev(np.arange(4.0), be)
+    for mode in (tk.Reverse, tk.Forward):
+        with pytest.raises(tk.CompileError, match="'x' is both read and written") as e:
+            tk.autodiff(mode, lambda x: shift_double(be)(x, ndrange=4), tk.Duplicated(X, dev(np.ones(4), be)))
+        assert "x[(i + 1) % x.shape[0]]" in str(e.value)          # the user's line
+
+
+def test_a_scattered_in_place_write_is_refused(be):
+    idx = dev([1, 0, 3, 2], be, np.int32)
+    with pytest.raises(tk.CompileError, match="written at an index that is not provably"):
+        tk.autodiff(tk.Reverse, lambda x: scatter_inplace(be)(x, idx, ndrange=4),
+                    tk.Duplicated(dev(np.arange(4.0), be), dev(np.ones(4), be)))
+
+
+def test_an_array_read_and_updated_atomically_is_refused(be):
+    with pytest.raises(tk.CompileError, match="both read and updated atomically"):
+        tk.autodiff(tk.Reverse, lambda t, x: read_and_accumulate(be)(t, x, ndrange=4),
+                    tk.Duplicated(dev(np.ones(2), be), dev(np.ones(2), be)),
+                    tk.Duplicated(dev(np.ones(4), be), dev(np.zeros(4), be)))
+
+
+def test_using_the_result_of_an_integer_atomic_is_refused(be):
+    with pytest.raises(tk.CompileError, match="value returned by an atomic on 'count'"):
+        tk.autodiff(tk.Reverse, lambda o, c, x: compact(be)(o, c, x, ndrange=4),
+                    tk.Duplicated(dev(np.zeros(4), be), dev(np.ones(4), be)), tk.Const(dev([0], be, np.int32)),
+                    tk.Duplicated(dev([1.0, -1, 2, 3], be), dev(np.zeros(4), be)))
+
+
+def test_own_element_in_place_updates_still_differentiate(be):
+    a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    tk.gradcheck(lambda A, B: own_inplace_2d(be)(A, B, ndrange=(3, 4)),
+                 tk.Duplicated(dev(a, be), dev(RNG.standard_normal((3, 4)), be)),
+                 tk.Duplicated(dev(b, be), dev(np.zeros((3, 4)), be)))
+
+
+@tk.kernel
+def shifted_inplace(A, B: tk.Const, k):
+    i = tk.index()
+    A[i + k] = A[i + k] * B[i] + B[i]
+
+
+@tk.kernel
+def shift_mismatch(A):
+    i = tk.index()
+    A[i + 1] = A[i] * 2.0
+
+
+def test_in_place_updates_at_one_shared_offset_differentiate(be):
+    """Every access of A at i + k (the same offset, a literal or a scalar argument): one to one."""
+    a, b = RNG.standard_normal(9), RNG.standard_normal(6)
+    tk.gradcheck(lambda A, B: shifted_inplace(be)(A, B, 2, ndrange=6),
+                 tk.Duplicated(dev(a, be), dev(RNG.standard_normal(9), be)),
+                 tk.Duplicated(dev(b, be), dev(np.zeros(6), be)))
+
+
+def test_in_place_accesses_at_different_offsets_are_refused(be):
+    with pytest.raises(tk.CompileError, match="'A' is both read and written"):
+        tk.autodiff(tk.Reverse, lambda A: shift_mismatch(be)(A, ndrange=3),
+                    tk.Duplicated(dev(np.arange(4.0), be), dev(np.ones(4), be)))
+
+
+# --- 6. math adjoints at their edge points (PyTorch's values; see docs/autodiff.md) ------------------
+
+@tk.kernel
+def edges2(out, x: tk.Const, y: tk.Const, op: tk.constexpr):
+    i = tk.index()
+    a, b = x[i], y[i]
+    if op == 0:
+        out[i] = a ** b
+    elif op == 1:
+        out[i] = math.pow(a, b)
+    elif op == 2:
+        out[i] = max(a, b)
+    elif op == 3:
+        out[i] = min(a, b)
+    elif op == 4:
+        out[i] = math.hypot(a, b)
+    elif op == 5:
+        out[i] = math.atan2(a, b)
+    elif op == 6:
+        out[i] = math.copysign(a, b)
+    elif op == 7:
+        out[i] = abs(a) + 0.0 * b
+    elif op == 8:
+        out[i] = a ** 0.0 + a ** 1.0 + 0.0 * b
+    elif op == 9:
+        out[i] = math.sqrt(a) + 0.0 * b
+
+
+EDGES = [  # (op, x, y, d/dx, d/dy) -- the values torch.autograd gives
+    (0, 0.0, 2.0, 0.0, 0.0), (0, 0.0, 0.0, 0.0, 0.0), (0, 0.0, 0.5, math.inf, 0.0), (0, -2.0, 3.0, 12.0, math.nan),
+    (0, 2.0, 3.0, 12.0, 8 * math.log(2)),
+    (1, 0.0, 2.0, 0.0, 0.0), (1, 0.0, 0.0, 0.0, 0.0), (1, -2.0, 2.0, -4.0, math.nan),
+    (2, 1.0, 1.0, 0.5, 0.5), (2, 1.0, 2.0, 0.0, 1.0), (3, 1.0, 1.0, 0.5, 0.5), (3, 1.0, 2.0, 1.0, 0.0),
+    (4, 0.0, 0.0, 0.0, 0.0), (4, 3.0, 4.0, 0.6, 0.8),
+    (5, 0.0, 0.0, 0.0, 0.0), (5, 1.0, 1.0, 0.5, -0.5),
+    (6, 0.0, -1.0, 0.0, 0.0), (6, 2.0, -1.0, -1.0, 0.0),
+    (7, 0.0, 1.0, 0.0, 0.0), (7, -3.0, 1.0, -1.0, 0.0),
+    (8, 0.0, 1.0, 1.0, 0.0), (8, -2.0, 1.0, 1.0, 0.0),
+    (9, 0.0, 1.0, math.inf, 0.0), (9, 4.0, 1.0, 0.25, 0.0),
+]
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_math_adjoints_at_edge_points(be, mode):
+    ok = []
+    for op, x, y, gx, gy in EDGES:
+        if op in (0, 1) and x < 0 and be.name == "WEBGPU":
+            continue                   # WGSL's pow is undefined for negative bases (the primal too)
+        X, Y = dev([x], be), dev([y], be)
+        if mode == "reverse":
+            dX, dY = dev([0.0], be), dev([0.0], be)
+            tk.autodiff(tk.Reverse, lambda o, x_, y_: edges2(be)(o, x_, y_, op, ndrange=1),
+                        tk.Duplicated(dev([0.0], be), dev([1.0], be)), tk.Duplicated(X, dX), tk.Duplicated(Y, dY))
+            got = (host(dX)[0], host(dY)[0])
+        else:
+            got = []
+            for tx, ty in ((1.0, 0.0), (0.0, 1.0)):
+                dO = dev([0.0], be)
+                tk.autodiff(tk.Forward, lambda o, x_, y_: edges2(be)(o, x_, y_, op, ndrange=1),
+                            tk.Duplicated(dev([0.0], be), dO), tk.Duplicated(dev([x], be), dev([tx], be)),
+                            tk.Duplicated(dev([y], be), dev([ty], be)))
+                got.append(host(dO)[0])
+        want = (gx, gy)
+        if mode == "forward":          # t_x * d/dx + t_y * d/dy: a zero tangent times inf is NaN (as torch.func.jvp)
+            with np.errstate(invalid="ignore"):
+                want = (1.0 * gx + 0.0 * gy, 0.0 * gx + 1.0 * gy)
+        ok.append(((op, x, y), got, want))
+    for point, got, want in ok:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12, err_msg=f"op {point}")
+
+
+def test_torch_cpu_tensors_as_duplicated_arrays():
+    torch = pytest.importorskip("torch")
+    x0 = RNG.standard_normal(6)
+    x, dx = torch.tensor(x0), torch.zeros(6, dtype=torch.float64)
+    y, dy = torch.zeros(6, dtype=torch.float64), torch.ones(6, dtype=torch.float64)
+    tk.autodiff(tk.Reverse, lambda y_, x_: square_into(tk.CPU())(y_, x_, ndrange=6), tk.Duplicated(y, dy),
+                tk.Duplicated(x, dx))
+    np.testing.assert_allclose(dx.numpy(), 2 * x0)
+    with pytest.raises(ValueError, match="dtype"):
+        tk.Duplicated(x, torch.zeros(6, dtype=torch.float32))
+
+
+def test_tk_adjoint_refuses_aliasing_but_not_shared_reads(be):
+    @tk.kernel
+    def mul(y, a: tk.Const, b: tk.Const):
+        i = tk.index()
+        y[i] = a[i] * b[i]
+    x0 = RNG.standard_normal(4)
+    x, y = dev(x0, be), dev(np.zeros(4), be)
+    dxa, dxb = dev(np.zeros(4), be), dev(np.zeros(4), be)
+    tk.adjoint(mul)(be)(y, dev(np.ones(4), be), x, dxa, x, dxb, ndrange=4)     # x read twice: fine
+    np.testing.assert_allclose(host(dxa) + host(dxb), 2 * host(dev(x0, be)), **tol(be))
+    with pytest.raises(tk.LaunchError, match="'y' and 'a' share memory and 'y' is written"):
+        tk.adjoint(mul)(be)(x, dev(np.ones(4), be), x, dxa, dev(x0, be), dxb, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="share memory"):
+        tk.adjoint(mul)(be)(y, dxa, x, dxa, x, dxb, ndrange=4)              # one array as two shadows
