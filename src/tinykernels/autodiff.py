@@ -28,6 +28,7 @@ from .kernel import GROUPED_FEATURES, RECORDERS, Kernel, parse_ndrange
 from .passes import adjoint_gather as G
 from .passes.autodiff import TapePlan, reverse_kernel, tangent_kernel
 from .passes.overwrites import check_overwrites
+from .runtime.memspan import byte_span
 from .tracebacks import api_boundary
 
 
@@ -352,15 +353,10 @@ def _span(a):
     h = a if type(a) is np.ndarray else _host(a) if not isinstance(a, _SCALAR_TYPES) else None
     if not isinstance(h, np.ndarray) or h.size == 0:
         return None
-    lo = hi = h.__array_interface__["data"][0]
+    lo = h.__array_interface__["data"][0]
     if h.flags.c_contiguous:
         return ("host", lo, lo + h.nbytes)
-    for n, st in zip(h.shape, h.strides):
-        if st < 0:
-            lo += (n - 1) * st
-        else:
-            hi += (n - 1) * st
-    return ("host", lo, hi + h.itemsize)
+    return ("host",) + byte_span(lo, h.shape, h.strides, h.itemsize)
 
 
 def _overlap(s, t) -> bool:
