@@ -328,7 +328,7 @@ class CLKernelInstance(DeviceKernelInstance):
                     raise CompileError(f"the OpenCL compiler rejected the generated code for kernel "
                                        f"'{self.name}':\n{tail(str(e))}", ir.file, None, kernel=self.name) from None
                 dev.programs[src] = prog
-        return prog.tk_kernel, ir, names
+        return cl.Kernel(prog, "tk_kernel"), ir, names   # retrieved once per build
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         cl = _cl()
