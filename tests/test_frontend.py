@@ -259,3 +259,47 @@ def test_filtering_keeps_internal_errors_whole():
     with pytest.raises(RuntimeError) as ei:
         tracebacks.api_boundary(inner)()
     assert not hasattr(ei.value, "_tk_filtered")
+
+
+# ------------------------------------------------------------------ messages a person can act on
+
+_GLOBAL_ARRAY = np.ones(4)
+
+
+@tk.kernel
+def _uses_global_array(A):
+    A[tk.index()] = _GLOBAL_ARRAY[0]
+
+
+@tk.kernel
+def _uses_np_exp(A):
+    A[tk.index()] = np.exp(A[tk.index()])
+
+
+@tk.kernel
+def _uses_np_arctan2(A):
+    A[tk.index()] = np.arctan2(A[tk.index()], 1.0)
+
+
+@tk.kernel
+def _fills(A):
+    A[tk.index()] = 1.0
+
+
+def test_a_global_numpy_array_says_what_globals_may_be():
+    with pytest.raises(tk.CompileError, match=r"globals must be ints, floats, bools or dtypes\); pass the array as an argument"):
+        _uses_global_array(tk.CPU())(np.zeros(4), ndrange=4)
+
+
+def test_numpy_functions_point_to_math():
+    with pytest.raises(tk.CompileError, match=r"use math\.exp on a value"):
+        _uses_np_exp(tk.CPU())(np.zeros(4), ndrange=4)
+    with pytest.raises(tk.CompileError, match=r"use math\.atan2 on a value"):
+        _uses_np_arctan2(tk.CPU())(np.zeros(4), ndrange=4)
+
+
+@pytest.mark.skipif("CL" not in tk.backends_available(), reason="OpenCL unavailable")
+def test_an_array_of_another_backend_names_it_and_how_to_move_it():
+    A = tk.zeros(4, backend=tk.OpenCL())
+    with pytest.raises(tk.LaunchError, match=r"argument 'A' is an array on tk\.OpenCL.*run the kernel there.*tk\.asarray"):
+        _fills(tk.CPU())(A, ndrange=4)

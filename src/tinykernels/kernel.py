@@ -281,8 +281,7 @@ class KernelInstance:
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' ({type(a).__name__}) cannot be used "
                                   f"on {self.backend.name}: {e}") from None
             if arr is None:
-                raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported type "
-                                  f"{type(a).__name__} (expected an array, a bool, int or float)")
+                raise LaunchError(_unusable_argument(self.name, name, a, self.backend))
         if D.from_any(arr.dtype) is None:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {arr.dtype}")
         if arr.ndim == 0 or arr.ndim > 8:
@@ -446,6 +445,19 @@ def _fits32(args, geom) -> bool:
             if a.size >= 1 << 31 or span >= 1 << 31:
                 return False
     return True
+
+
+def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
+    """The message for an argument this host backend cannot take: where an array of another
+    backend lives and how to bring it here, else what types are accepted."""
+    from .array import Array
+    if isinstance(a, Array):
+        return (f"kernel '{kernel}': argument '{name}' is an array on {a.backend!r}, but the kernel runs on "
+                f"{backend!r}: run the kernel there ({kernel}({name}.backend)) or copy the array here "
+                f"(tk.asarray({name}.numpy(), backend=...), or {name}.numpy() for a NumPy copy)")
+    return (f"kernel '{kernel}': argument '{name}' has unsupported type {type(a).__name__} (expected an "
+            "array (a tk.Array, a NumPy array, a CPU torch tensor, anything exporting DLPack or "
+            "__array_interface__), a bool, int or float)")
 
 
 def _instance_class(b: Backend):

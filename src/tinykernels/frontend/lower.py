@@ -23,6 +23,10 @@ from ..passes.definite import check_definite_assignment
 from . import intrinsics as I
 from .source import FuncSource
 
+#: NumPy ufuncs that have a ``math`` counterpart kernels can call (the hint for ``np.exp``).
+_MATH_NAMES = frozenset("exp log log2 log10 log1p expm1 sqrt sin cos tan arcsin arccos arctan arctan2 sinh cosh "
+                        "tanh floor ceil trunc fabs copysign hypot isnan isinf isfinite fmod power".split())
+
 
 # ----------------------------------------------------------------------------- specs
 
@@ -435,7 +439,8 @@ class Lowerer:
     def subscript_parts(self, node):
         arr = self.expr(node.value)
         if isinstance(arr, PyObj) and isinstance(arr.obj, np.ndarray):
-            raise self.err(node, "a global NumPy array cannot be used in a kernel; pass it as an argument")
+            raise self.err(node, "a global NumPy array cannot be used in a kernel (globals must be ints, floats, "
+                                 "bools or dtypes); pass the array as an argument")
         if not isinstance(arr, N.ArrayInfo):
             raise self.err(node, "only arrays can be indexed here")
         if isinstance(node.slice, ast.Slice) or (isinstance(node.slice, ast.Tuple) and
@@ -851,6 +856,13 @@ class Lowerer:
         if handler is None:
             name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
             hint = " (decorate it with @tk.func to call it from kernels)" if callable(fn) and hasattr(fn, "__code__") else ""
+            if not hint and getattr(fn, "__module__", None) in ("numpy", "numpy._core.umath") \
+                    and fn.__name__ in _MATH_NAMES:
+                m = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2", "power": "pow"}.get(
+                    fn.__name__, fn.__name__)
+                hint = f" (NumPy functions work on whole arrays; in a kernel use math.{m} on a value)"
+            elif not hint and getattr(fn, "__module__", "") and str(getattr(fn, "__module__", "")).startswith("numpy"):
+                hint = " (NumPy functions work on whole arrays, not inside kernels: see docs/language.md for the math functions)"
             raise self.err(node, f"cannot call '{name}' in a kernel{hint}")
         return handler(self, node)
 
