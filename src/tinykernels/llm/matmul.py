@@ -15,6 +15,8 @@ per row strides over the row and ends in ``tk.group_reduce``.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 import tinykernels as tk
@@ -341,3 +343,14 @@ def matmul(a, b, out=None, stream=None):
 @tk.kernel
 def _fill_zero(out):
     out[tk.index(tk.Global, tk.Cartesian)] = tk.float32(0)
+
+
+class _CallableModule(type(sys)):
+    """This module is named like its function: ``import tinykernels.llm.matmul`` binds
+    ``llm.matmul`` to the module, so calling the module calls the function."""
+
+    def __call__(self, *args, **kwargs):
+        return matmul(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
