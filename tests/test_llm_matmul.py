@@ -190,3 +190,17 @@ def test_every_llm_quant_kernel_compiles_with_nvrtc():
         src = rt.cuda_source(kern, *args, ndrange=nd, workgroupsize=wg)
         assert rt.compile_cuda(src, "sm_80", kern.__name__ if hasattr(kern, "__name__") else "k",
                                cache=False)[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("be", [p for p in BACKENDS if p.id in ("CPU", "CL")])
+def test_stream_orders_the_dequantize_and_gemm_launches(be):
+    """q4_k with N > 1 is two launches (dequantize into a scratch, then the GEMM): on a stream
+    they run in order, asynchronously to Python."""
+    rng = np.random.default_rng(17)
+    a, w64 = _weights("q4_k", 40, 512, rng)
+    bm = rng.standard_normal((512, 24)).astype(np.float32)
+    s = tk.backend(be).stream()
+    out = to(be, np.zeros((40, 24), np.float32))
+    assert llm.matmul(to_q(be, a), to(be, bm), out=out, stream=s) is out
+    s.synchronize()
+    _check(host(out), w64, bm, 512)
