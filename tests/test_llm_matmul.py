@@ -204,3 +204,30 @@ def test_stream_orders_the_dequantize_and_gemm_launches(be):
     assert llm.matmul(to_q(be, a), to(be, bm), out=out, stream=s) is out
     s.synchronize()
     _check(host(out), w64, bm, 512)
+
+
+@tk.kernel
+def _axpy_short_loop(y, x: tk.Const):
+    i = tk.index()
+    for j in range(4):
+        y[i] += x[i]
+
+
+def test_cpu_runs_row_loops_of_a_few_rows_on_all_threads():
+    """The CPU backend keeps launches of fewer than 4096 work items on the calling thread;
+    a GEMV has one (long) item per row, so a 2048-row GEMV ran on one core. Kernels whose items
+    run long loops now go parallel from 64 items; short constant loops keep the old cutoff."""
+    f32 = np.float32
+    src = mm._gemv_rows_q4_0.source("CPU", np.zeros(4, f32), np.zeros((4, 18), np.uint8),
+                                    np.zeros(32, f32), ndrange=4)
+    assert "total < 64)" in src
+    src = _axpy_short_loop.source("CPU", np.zeros(4, f32), np.zeros(4, f32), ndrange=4)
+    assert "total < 4096)" in src
+    rng = np.random.default_rng(18)
+    a, w64 = _weights("q4_0", 300, 256, rng)
+    x = rng.standard_normal(256).astype(np.float32)
+    for threads in (1, 3):
+        _check(llm.matmul(llm.QTensor("q4_0", a.shape, a.data), x), w64, x, 256)
+        out = np.zeros(300, f32)
+        mm._gemv_rows_q4_0(tk.CPU(threads=threads))(out, a.data, x, ndrange=300)
+        _check(out, w64, x, 256)
