@@ -272,7 +272,19 @@ def test_load_gguf_gguf_dims_are_reversed(tmp_path):
     np.testing.assert_allclose(llm.dequantize(qt), w, atol=0.5 * 255 / 127 * 1.01)   # half a step
 
 
-def test_load_gguf_errors(tmp_path, monkeypatch):
+@pytest.mark.parametrize("be", [p for p in BACKENDS if p.id == "CL"])
+def test_load_gguf_to_a_device_backend(tmp_path, be):
+    gguf = pytest.importorskip("gguf")
+    w = np.random.default_rng(8).standard_normal((4, 64)).astype(np.float32)
+    _write_gguf(tmp_path / "m.gguf", {"q": (llm.quantize(w, "q4_0").data, gguf.GGMLQuantizationType.Q4_0),
+                                      "f": (w, None)})
+    d = llm.load_gguf(tmp_path / "m.gguf", backend=be)
+    assert d["q"].backend == tk.backend(be) and d["f"].backend == tk.backend(be)
+    assert np.array_equal(host(d["q"].data), llm.quantize(w, "q4_0").data)
+    assert np.array_equal(host(d["f"]), w)
+
+
+def test_load_gguf_errors(tmp_path):
     pytest.importorskip("gguf")
     with pytest.raises(ValueError, match="'path'.*no such file"):
         llm.load_gguf(tmp_path / "missing.gguf")

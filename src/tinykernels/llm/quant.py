@@ -266,12 +266,11 @@ def _quant_q4_k(blocks: np.ndarray) -> np.ndarray:
 _QUANT = {"q4_0": _quant_q4_0, "q8_0": _quant_q8_0, "q4_k": _quant_q4_k}
 
 
-def _host(x, fn: str, name: str) -> np.ndarray:
+def _host(x) -> np.ndarray:
+    """``x``'s values as a NumPy array (a view for host arrays, a copy from a device)."""
     h = _arr.as_host_ndarray(x)
     if h is None:
-        h = x.numpy() if hasattr(x, "numpy") else np.asarray(x)
-        if not isinstance(h, np.ndarray):
-            h = np.asarray(h)
+        h = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
     return h
 
 
@@ -290,7 +289,7 @@ def quantize(w, qtype: str) -> QTensor:
     C.require(s[1] % fmt.block == 0, "quantize", "w",
               f"row length K = {s[1]} is not a multiple of {fmt.name}'s block of {fmt.block}")
     backend = C.backend_of("quantize", w=w)
-    h = np.ascontiguousarray(_host(w, "quantize", "w"), dtype=np.float32)
+    h = np.ascontiguousarray(_host(w), dtype=np.float32)
     C.require(bool(np.isfinite(h).all()), "quantize", "w", "contains NaN or infinity")
     m, k = s
     blocks = h.reshape(-1, fmt.block)
