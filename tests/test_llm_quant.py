@@ -13,7 +13,7 @@ import tinykernels as tk
 from tinykernels import llm
 from tinykernels.llm.quant import half_at
 
-from llm_quant_helpers import BACKENDS, QTYPES, host, random_blocks, ref_dequantize, to, to_q
+from llm_quant_helpers import BACKENDS, QTYPES, host, random_blocks, ref_dequantize, to
 
 
 def _bits(x):

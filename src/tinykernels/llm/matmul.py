@@ -21,7 +21,6 @@ import numpy as np
 
 import tinykernels as tk
 
-from .. import array as _arr
 from . import _common as C
 from .quant import QTensor, half_at, q4k_scale_min
 
