@@ -24,6 +24,28 @@ from .prelude import prelude
 
 GEOMETRY_SLOTS = 9          # (start, count, step) for 3 dimensions
 SERIAL_CUTOFF = 4096        # work items below which a launch stays on the calling thread
+SERIAL_CUTOFF_LOOPS = 64    # the same for kernels whose work items run a long loop
+SHORT_LOOP = 16             # a loop of at most this many (constant) trips is not a long loop
+
+
+
+def _long_loop(s: N.Stmt) -> bool:
+    """A ``while``, or a ``for`` whose trip count is not a small compile-time constant."""
+    if isinstance(s, N.While):
+        return True
+    if not isinstance(s, N.For):
+        return False
+    if not all(isinstance(e, N.Const) for e in (s.start, s.stop, s.step)) or s.step.value == 0:
+        return True
+    return len(range(int(s.start.value), int(s.stop.value), int(s.step.value))) > SHORT_LOOP
+
+
+def serial_cutoff(k: N.Kernel) -> int:
+    """Work items below which a flat launch runs on the calling thread. A kernel whose items
+    each run a long loop (a row of a GEMV, a row reduction) does enough work per item that a
+    few dozen items already pay for starting the threads."""
+    return SERIAL_CUTOFF_LOOPS if any(_long_loop(s) for s in N.walk_stmts(k.body)) else SERIAL_CUTOFF
+
 
 _HEADER = """\
 #include <stdint.h>
@@ -331,7 +353,7 @@ class CRenderer(CLikeRenderer):
         total = " * ".join(f"a[{3 * d + 1}].i" for d in range(k.ndim))
         self.w("void tk_kernel(const tk_slot *a, int nthreads) {")
         self.w(f"    const int64_t total = {total};")
-        self.w(f"    if (nthreads <= 1 || total < {SERIAL_CUTOFF}) {{ tk_chunk(a, 0, total); return; }}")
+        self.w(f"    if (nthreads <= 1 || total < {serial_cutoff(k)}) {{ tk_chunk(a, 0, total); return; }}")
         self.w("#ifdef _OPENMP")
         self.w("    #pragma omp parallel num_threads(nthreads)")
         self.w("    {")

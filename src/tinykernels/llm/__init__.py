@@ -23,11 +23,16 @@ _FAMILIES = ("elementwise", "fp8", "norms", "rope", "activations", "softmax", "l
 
 def _family(name: str):
     try:
-        return importlib.import_module(f"{__name__}.{name}")
+        mod = importlib.import_module(f"{__name__}.{name}")
     except ModuleNotFoundError as e:
         if e.name == f"{__name__}.{name}":
             return None              # a family not written yet
         raise
+    if name in getattr(mod, "__all__", ()):
+        # a family named like its function (matmul): importing the submodule bound the
+        # package attribute to the module; the public name is the function
+        globals()[name] = getattr(mod, name)
+    return mod
 
 
 def __getattr__(name: str):

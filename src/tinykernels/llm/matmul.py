@@ -1,0 +1,355 @@
+"""``llm.matmul``: quantized and float matrix products.
+
+Routes (``a`` [M, K], ``b`` [K] for a GEMV or [K, N] for a GEMM, float32 ``b``):
+
+* ``a`` a ``QTensor`` (q4_0, q8_0, q4_k), ``b`` [K]: fused dequant-GEMV; the weights are
+  decoded from their bytes inside the dot product, exactly as ``dequantize`` computes them.
+* ``a`` a q4_0/q8_0 ``QTensor``, ``b`` [K, N] with small N: fused dequant-GEMM (one work item
+  per output); larger N, and q4_k: ``dequantize`` into a float32 scratch, then the float GEMM.
+* ``a`` float32: GEMV for ``b`` [K], tiled GEMM (16 x 16 tiles in local memory) for [K, N].
+
+Accumulation is float32. On the host backends (CPU, interpreter) a GEMV runs one work item
+per output row with 32 independent partial sums (lane ``j`` sums the weights ``k`` with
+``k % 32 == j``), a shape GCC vectorizes without reassociating anything; on GPUs one workgroup
+per row strides over the row and ends in ``tk.group_reduce``.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import tinykernels as tk
+
+from . import _common as C
+from .quant import QTensor, half_at, q4k_scale_min
+
+__all__ = ["matmul"]
+
+LANES = 32          # partial sums per row on the host backends
+GROUP = 64          # work items per row on GPUs
+TILE = 16           # float GEMM tile
+FUSED_MAX_N = 8     # fused quantized GEMM up to this many columns; beyond, dequantize + GEMM
+
+
+# ----------------------------------------------------------------------------- decoding helpers
+
+@tk.func
+def q4_0_pair(data, r, base, j, d):
+    """Weights ``j`` and ``j + 16`` of the Q4_0 block at ``data[r, base]`` (scale ``d``)."""
+    q = tk.int32(data[r, base + 2 + j])
+    return d * tk.float32((q & 15) - 8), d * tk.float32((q >> 4) - 8)
+
+
+@tk.func
+def q8_0_at(data, r, base, j, d):
+    """Weight ``j`` of the Q8_0 block at ``data[r, base]`` (scale ``d``)."""
+    q = tk.int32(data[r, base + 2 + j])
+    return tk.float32(q - ((q & 128) << 1)) * d
+
+
+# ----------------------------------------------------------------------------- host GEMV (row per item)
+
+@tk.kernel
+def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
+    r = tk.index()
+    acc = tk.private(tk.float32, (32,))
+    for j in range(32):
+        acc[j] = tk.float32(0)
+    for b in range(data.shape[1] // 18):
+        base = b * 18
+        d = half_at(data, r, base)
+        o = b * 32
+        for j in range(16):
+            w0, w1 = q4_0_pair(data, r, base, j, d)
+            acc[j] += w0 * x[o + j]
+            acc[j + 16] += w1 * x[o + j + 16]
+    s = tk.float32(0)
+    for j in range(32):
+        s += acc[j]
+    out[r] = s
+
+
+@tk.kernel
+def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
+    r = tk.index()
+    acc = tk.private(tk.float32, (32,))
+    for j in range(32):
+        acc[j] = tk.float32(0)
+    for b in range(data.shape[1] // 34):
+        base = b * 34
+        d = half_at(data, r, base)
+        o = b * 32
+        for j in range(32):
+            acc[j] += q8_0_at(data, r, base, j, d) * x[o + j]
+    s = tk.float32(0)
+    for j in range(32):
+        s += acc[j]
+    out[r] = s
+
+
+@tk.kernel
+def _gemv_rows_q4_k(out, data: tk.Const, x: tk.Const):
+    r = tk.index()
+    acc = tk.private(tk.float32, (32,))
+    for j in range(32):
+        acc[j] = tk.float32(0)
+    for b in range(data.shape[1] // 144):
+        base = b * 144
+        d = half_at(data, r, base)
+        dmin = half_at(data, r, base + 2)
+        for g in range(4):
+            sc0, m0 = q4k_scale_min(data, r, base, 2 * g)
+            sc1, m1 = q4k_scale_min(data, r, base, 2 * g + 1)
+            d0 = d * tk.float32(sc0)
+            dm0 = dmin * tk.float32(m0)
+            d1 = d * tk.float32(sc1)
+            dm1 = dmin * tk.float32(m1)
+            qb = base + 16 + 32 * g
+            o = b * 256 + 64 * g
+            for j in range(32):
+                q = tk.int32(data[r, qb + j])
+                acc[j] += (d0 * tk.float32(q & 15) - dm0) * x[o + j]
+                acc[j] += (d1 * tk.float32(q >> 4) - dm1) * x[o + j + 32]
+    s = tk.float32(0)
+    for j in range(32):
+        s += acc[j]
+    out[r] = s
+
+
+@tk.kernel
+def _gemv_rows_f32(out, a: tk.Const, x: tk.Const):
+    r = tk.index()
+    n = a.shape[1]
+    acc = tk.private(tk.float32, (32,))
+    for j in range(32):
+        acc[j] = tk.float32(0)
+    full = n - n % 32
+    for k0 in range(0, full, 32):
+        for j in range(32):
+            acc[j] += a[r, k0 + j] * x[k0 + j]
+    for k in range(full, n):
+        acc[k - full] += a[r, k] * x[k]
+    s = tk.float32(0)
+    for j in range(32):
+        s += acc[j]
+    out[r] = s
+
+
+# ----------------------------------------------------------------------------- GPU GEMV (group per row)
+
+@tk.kernel
+def _gemv_group_q4_0(out, data: tk.Const, x: tk.Const):
+    r = tk.index(tk.Group, tk.Linear)
+    t = tk.index(tk.Local, tk.Linear)
+    nt = tk.groupsize()[0]
+    acc = tk.float32(0)
+    for b in range(t, data.shape[1] // 18, nt):
+        base = b * 18
+        d = half_at(data, r, base)
+        o = b * 32
+        for j in range(16):
+            w0, w1 = q4_0_pair(data, r, base, j, d)
+            acc += w0 * x[o + j] + w1 * x[o + j + 16]
+    s = tk.group_reduce(acc, "add")
+    if t == 0:
+        out[r] = s
+
+
+@tk.kernel
+def _gemv_group_q8_0(out, data: tk.Const, x: tk.Const):
+    r = tk.index(tk.Group, tk.Linear)
+    t = tk.index(tk.Local, tk.Linear)
+    nt = tk.groupsize()[0]
+    acc = tk.float32(0)
+    for b in range(t, data.shape[1] // 34, nt):
+        base = b * 34
+        d = half_at(data, r, base)
+        o = b * 32
+        for j in range(32):
+            acc += q8_0_at(data, r, base, j, d) * x[o + j]
+    s = tk.group_reduce(acc, "add")
+    if t == 0:
+        out[r] = s
+
+
+@tk.kernel
+def _gemv_group_q4_k(out, data: tk.Const, x: tk.Const):
+    """Work item ``t`` takes the 64-weight quarters ``t, t + nt, ...`` of the row."""
+    r = tk.index(tk.Group, tk.Linear)
+    t = tk.index(tk.Local, tk.Linear)
+    nt = tk.groupsize()[0]
+    acc = tk.float32(0)
+    for u in range(t, data.shape[1] // 144 * 4, nt):
+        b = u // 4
+        g = u % 4
+        base = b * 144
+        d = half_at(data, r, base)
+        dmin = half_at(data, r, base + 2)
+        sc0, m0 = q4k_scale_min(data, r, base, 2 * g)
+        sc1, m1 = q4k_scale_min(data, r, base, 2 * g + 1)
+        d0 = d * tk.float32(sc0)
+        dm0 = dmin * tk.float32(m0)
+        d1 = d * tk.float32(sc1)
+        dm1 = dmin * tk.float32(m1)
+        qb = base + 16 + 32 * g
+        o = b * 256 + 64 * g
+        for j in range(32):
+            q = tk.int32(data[r, qb + j])
+            acc += (d0 * tk.float32(q & 15) - dm0) * x[o + j] + (d1 * tk.float32(q >> 4) - dm1) * x[o + j + 32]
+    s = tk.group_reduce(acc, "add")
+    if t == 0:
+        out[r] = s
+
+
+@tk.kernel
+def _gemv_group_f32(out, a: tk.Const, x: tk.Const):
+    r = tk.index(tk.Group, tk.Linear)
+    t = tk.index(tk.Local, tk.Linear)
+    nt = tk.groupsize()[0]
+    acc = tk.float32(0)
+    for k in range(t, a.shape[1], nt):
+        acc += a[r, k] * x[k]
+    s = tk.group_reduce(acc, "add")
+    if t == 0:
+        out[r] = s
+
+
+# ----------------------------------------------------------------------------- GEMM
+
+@tk.kernel
+def _gemm_q4_0(out, data: tk.Const, bm: tk.Const):
+    """One work item per output (row i, column n): small N only (each item decodes row i)."""
+    i, n = tk.index(tk.Global, tk.Cartesian)
+    acc = tk.float32(0)
+    for b in range(data.shape[1] // 18):
+        base = b * 18
+        d = half_at(data, i, base)
+        o = b * 32
+        for j in range(16):
+            w0, w1 = q4_0_pair(data, i, base, j, d)
+            acc += w0 * bm[o + j, n] + w1 * bm[o + j + 16, n]
+    out[i, n] = acc
+
+
+@tk.kernel
+def _gemm_q8_0(out, data: tk.Const, bm: tk.Const):
+    i, n = tk.index(tk.Global, tk.Cartesian)
+    acc = tk.float32(0)
+    for b in range(data.shape[1] // 34):
+        base = b * 34
+        d = half_at(data, i, base)
+        o = b * 32
+        for j in range(32):
+            acc += q8_0_at(data, i, base, j, d) * bm[o + j, n]
+    out[i, n] = acc
+
+
+@tk.kernel
+def _gemm_f32(out, a: tk.Const, bm: tk.Const):
+    """C = A @ B in TILE x TILE tiles staged through local memory; the ndrange is the output
+    shape rounded up to whole tiles, items past the edge load zeros and store nothing."""
+    T = tk.groupsize()[0]
+    ti, tj = tk.index(tk.Local, tk.Cartesian)
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    m = a.shape[0]
+    kk = a.shape[1]
+    n = bm.shape[1]
+    As = tk.localmem(tk.float32, (TILE, TILE))
+    Bs = tk.localmem(tk.float32, (TILE, TILE))
+    acc = tk.float32(0)
+    for k0 in range(0, kk, T):
+        As[ti, tj] = a[i, k0 + tj] if i < m and k0 + tj < kk else tk.float32(0)
+        Bs[ti, tj] = bm[k0 + ti, j] if k0 + ti < kk and j < n else tk.float32(0)
+        tk.synchronize()
+        for p in range(TILE):
+            acc += As[ti, p] * Bs[p, tj]
+        tk.synchronize()
+    if i < m and j < n:
+        out[i, j] = acc
+
+
+# ----------------------------------------------------------------------------- the API
+
+_HOST_GEMV = {"q4_0": _gemv_rows_q4_0, "q8_0": _gemv_rows_q8_0, "q4_k": _gemv_rows_q4_k, None: _gemv_rows_f32}
+_GROUP_GEMV = {"q4_0": _gemv_group_q4_0, "q8_0": _gemv_group_q8_0, "q4_k": _gemv_group_q4_k, None: _gemv_group_f32}
+_FUSED_GEMM = {"q4_0": _gemm_q4_0, "q8_0": _gemm_q8_0}
+
+
+def _host_backend(backend) -> bool:
+    return bool(getattr(backend, "is_host", False)) or backend.name == "INTERP"
+
+
+def _gemv(qtype, a, x, out, backend, stream):
+    m = out.shape[0]
+    if _host_backend(backend):
+        return C.launch(_HOST_GEMV[qtype], backend, (out, a, x), m, stream=stream)
+    return C.launch(_GROUP_GEMV[qtype], backend, (out, a, x), m * GROUP, GROUP, stream=stream)
+
+
+def _gemm(a, bm, out, backend, stream):
+    m, n = C.shape_of(out)
+    nd = (-(-m // TILE) * TILE, -(-n // TILE) * TILE)
+    return C.launch(_gemm_f32, backend, (out, a, bm), nd, (TILE, TILE), stream=stream)
+
+
+def matmul(a, b, out=None, stream=None):
+    """``a @ b`` for ``a`` a ``QTensor`` or a float32 array [M, K] and ``b`` a float32 [K]
+    (GEMV, result [M]) or [K, N] (GEMM, result [M, N]); float32 accumulation. A quantized
+    ``a`` multiplies by exactly ``dequantize(a)``."""
+    quant = isinstance(a, QTensor)
+    if quant:
+        m, k = a.shape
+        amat = a.data
+    else:
+        C.require(C.is_array(a), "matmul", "a", f"expected a QTensor or an array, got {type(a).__name__}")
+        C.require_dtype(a, "matmul", "a", ["float32"])
+        s = C.shape_of(a)
+        C.require(len(s) == 2, "matmul", "a", f"expected a 2-D [M, K] array, got shape {s}")
+        C.contiguous(a, "matmul", "a")
+        m, k = s
+        amat = a
+    C.require(C.is_array(b), "matmul", "b", f"expected an array, got {type(b).__name__}")
+    C.require_dtype(b, "matmul", "b", ["float32"])
+    bs = C.shape_of(b)
+    C.require(len(bs) in (1, 2) and bs[0] == k, "matmul", "b",
+              f"shape {bs} does not match a's [M, K] = [{m}, {k}] (expected ({k},) or ({k}, N))")
+    C.contiguous(b, "matmul", "b")
+    backend = C.backend_of("matmul", a=amat, b=b, out=out)
+    oshape = (m,) if len(bs) == 1 else (m, bs[1])
+    out = C.output(out, "matmul", b, oshape, np.float32, backend)
+    C.contiguous(out, "matmul", "out")
+    if m == 0 or (len(bs) == 2 and bs[1] == 0):
+        return out
+    if k == 0:
+        C.launch(_fill_zero, backend, (out,), (m,) if len(bs) == 1 else (m, bs[1]), stream=stream)
+        return out
+    qtype = a.qtype if quant else None
+    if len(bs) == 1:
+        _gemv(qtype, amat, b, out, backend, stream)
+    elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N:
+        C.launch(_FUSED_GEMM[qtype], backend, (out, amat, b), oshape, stream=stream)
+    else:
+        if quant:
+            from .quant import dequantize
+            w = C.new_like(b, (m, k), np.float32, backend)
+            dequantize(a, out=w, stream=stream)
+            amat = w
+        _gemm(amat, b, out, backend, stream)
+    return out
+
+
+@tk.kernel
+def _fill_zero(out):
+    out[tk.index(tk.Global, tk.Cartesian)] = tk.float32(0)
+
+
+class _CallableModule(type(sys)):
+    """This module is named like its function: ``import tinykernels.llm.matmul`` binds
+    ``llm.matmul`` to the module, so calling the module calls the function."""
+
+    def __call__(self, *args, **kwargs):
+        return matmul(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
