@@ -368,3 +368,15 @@ def test_get_backend_follows_cpu_defaults_from_environment(monkeypatch):
     assert A.get_backend(np.zeros(2)) == CPU(threads=1)
     monkeypatch.setenv("TK_NUM_THREADS", "3")
     assert A.get_backend(np.zeros(2)) == CPU(threads=3)
+
+
+@pytest.mark.parametrize("dev", ("CL", "WEBGPU"))
+def test_zero_dim_device_arrays_keep_their_shape(dev):
+    # np.ascontiguousarray turned a 0-d host array into shape (1,) on upload
+    import tinykernels as tk
+    if dev not in tk.backends_available():
+        pytest.skip(f"{dev} is not available")
+    b = tk.backend(dev)
+    for a in (tk.zeros((), tk.int32, backend=b), tk.asarray(np.float32(2.5), backend=b)):
+        assert a.shape == () and a.numpy().shape == ()
+    assert tk.asarray(np.float32(2.5), backend=b).numpy() == np.float32(2.5)

@@ -16,9 +16,26 @@ dependency.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 
 _FAMILIES = ("elementwise", "fp8", "norms", "rope", "activations", "softmax", "layout", "kvcache",
              "quant", "matmul", "attention", "gguf_io")
+
+
+class _Package(types.ModuleType):
+    """The package's module type: binding a family module whose ``__all__`` holds a function
+    of the same name (``rope``, ``softmax``) binds that function instead, so ``llm.rope`` is
+    the function even after the import system sets the submodule as an attribute. The
+    modules stay in ``sys.modules`` (``importlib.import_module('tinykernels.llm.rope')``)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and name in getattr(value, "__all__", ()):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def _family(name: str):

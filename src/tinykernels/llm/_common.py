@@ -122,3 +122,91 @@ def launch(kernel, backend: Backend, args: tuple, ndrange, workgroupsize=None, s
     """Launch ``kernel`` on ``backend`` (a static workgroup size when given) and return its event."""
     inst = kernel(backend, workgroupsize) if workgroupsize is not None else kernel(backend)
     return inst(*args, ndrange=ndrange, stream=stream)
+
+
+# ----------------------------------------------------------------------------- shared policy
+
+FLOATS = ("float32", "float16", "bfloat16", "float64")
+"""The float dtypes the arithmetic families take (each also subject to ``backend.supports``)."""
+
+MAX_RANK = 4
+
+# Row-wise reductions: the number of work items that share one row. ``None``: by backend
+# (one item per row on the CPU and the interpreter, where a plain loop over the row is
+# fastest; a workgroup per row elsewhere). Tests set it to force one shape everywhere.
+ROW_GROUP: int | None = None
+
+
+def np_dtype(name) -> np.dtype | None:
+    """The NumPy dtype of a dtype name (``None`` where NumPy cannot hold it, e.g. bfloat16
+    without ml_dtypes)."""
+    from .. import dtypes as D
+    t = D.from_any(name)
+    try:
+        return D.to_numpy(t) if t is not None else None
+    except (TypeError, ImportError, ValueError):
+        return None
+
+
+def require_float(x, fn: str, name: str, backend: Backend, allowed=FLOATS) -> np.dtype:
+    """``x``'s dtype, one of ``allowed`` and supported by ``backend``."""
+    ok = [d for d in (np_dtype(a) for a in allowed) if d is not None]
+    dt = require_dtype(x, fn, name, ok)
+    require(backend.supports(dt.name), fn, name, f"dtype {dt} is not supported on {backend!r}")
+    return dt
+
+
+def require_rank(x, fn: str, name: str, lo: int = 1, hi: int = MAX_RANK) -> tuple:
+    """``x``'s shape, of rank ``lo`` to ``hi``."""
+    s = shape_of(x)
+    require(lo <= len(s) <= hi, fn, name, f"has {len(s)} dimensions; expected {lo} to {hi}")
+    return s
+
+
+def row_group(backend: Backend, n: int = 1 << 30) -> int:
+    """Work items per row for a row-wise reduction over rows of ``n`` elements."""
+    if ROW_GROUP is not None:
+        return ROW_GROUP
+    if backend.name in ("CPU", "INTERP"):
+        return 1
+    w = 32
+    while w < 256 and w < n:
+        w *= 2
+    return min(w, int(backend.max_workgroupsize))
+
+
+def launch_rows(kernel, backend: Backend, args: tuple, rows: int, group: int, stream=None):
+    """Launch a row-wise kernel: ``rows`` rows of ``group`` items each (ndrange (rows, group))."""
+    if rows == 0:
+        return None
+    return launch(kernel, backend, args, (rows, group), (1, group), stream)
+
+
+def is_debug(backend: Backend) -> bool:
+    """Whether ``backend`` bounds-checks every access (debug mode)."""
+    return bool(getattr(backend, "debug", False))
+
+
+def view(x, shape: tuple):
+    """``x`` (C-contiguous) seen with another ``shape`` of the same size, sharing memory.
+
+    Kernels take no 0-d arrays and tk.Array has no reshape, so 0-d results are launched
+    through a one-element view. NumPy and torch reshape; a device array is a copy of the
+    handle with the new shape (its buffer is shared)."""
+    shape = tuple(int(n) for n in shape)
+    if isinstance(x, np.ndarray):
+        return x.reshape(shape)
+    if _arr._is_torch(x):
+        return x.view(shape)
+    h = getattr(x, "_host", None)
+    if h is not None:
+        return _arr.Array(h.reshape(shape), x.backend)
+    if hasattr(x, "_ptr") and hasattr(x, "_owner"):       # CUDA: a view over the same pointer
+        return type(x)(x.backend, x._ptr, shape, x.dtype, None, x)
+    import copy
+    v = copy.copy(x)
+    object.__setattr__(v, "_shape", shape)
+    if hasattr(v, "_strides"):
+        from ..runtime.device import c_strides
+        object.__setattr__(v, "_strides", c_strides(shape, v.dtype))
+    return v

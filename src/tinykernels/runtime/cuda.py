@@ -416,7 +416,7 @@ class CUDA(Backend):
     # --- memory -----------------------------------------------------------------------------
 
     def array_from_host(self, h: np.ndarray) -> "CUDAArray":
-        h = np.ascontiguousarray(h)
+        h = np.require(h, requirements="C")
         a = CUDAArray.empty(self, h.shape, h.dtype)
         if h.nbytes:
             self._dev.activate()

@@ -146,7 +146,7 @@ class OpenCL(Backend):
     def array_from_host(self, h: np.ndarray) -> "CLArray":
         if h.dtype == np.float64 and not self.supports_float64:
             raise TypeError(f"{self.device_name} has no float64 (cl_khr_fp64); use float32")
-        return CLArray(self, np.ascontiguousarray(h))
+        return CLArray(self, np.require(h, requirements="C"))
 
     def copy(self, dst, src, stream=None):
         cl = _cl()

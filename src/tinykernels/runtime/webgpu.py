@@ -206,7 +206,7 @@ class WebGPU(Backend):
 
     def array_from_host(self, h: np.ndarray) -> "WGPUArray":
         self._check_dtype(h.dtype)
-        return WGPUArray(self, np.ascontiguousarray(h))
+        return WGPUArray(self, np.require(h, requirements="C"))
 
     def copy(self, dst, src, stream=None):
         dev = self._dev

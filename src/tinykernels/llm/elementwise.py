@@ -1,0 +1,251 @@
+"""Elementwise kernels: binary arithmetic with NumPy broadcasting (arrays of rank 1 to 4),
+unary math, ``tanh_grad``, ``fill`` and ``cast``.
+
+float16 / bfloat16 values compute in float32 and round once on store (the kernel language's
+rule); float32 and float64 compute in their own type, rounded as NumPy rounds (no
+contraction), so ``add/sub/mul/div`` equal NumPy's results bit for bit. Math functions may
+differ from NumPy's in the last bits (the backend's libm).
+
+Every kernel runs over the ndrange ``(rows, last extent)``: a row is contiguous along its
+last axis, so the inner loop of the CPU backend is a unit-stride loop.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tinykernels as tk
+
+from . import _common as C
+from ._index import ld4, ldb4, rows3, st4
+
+__all__ = ["add", "sub", "mul", "div", "pow", "tanh_grad", "exp", "log", "sin", "cos", "tanh", "sqrt",
+           "rsqrt", "fill", "cast"]
+
+# binary op codes (module-level ints are compile-time constants in kernels)
+ADD, SUB, MUL, DIV, POW, TANH_GRAD, SWIGLU = 0, 1, 2, 3, 4, 5, 6
+# unary op codes
+EXP, LOG, SIN, COS, TANH, SQRT, RSQRT, COPY = 0, 1, 2, 3, 4, 5, 6, 7
+
+
+@tk.func
+def _binop(x, y, op):
+    if op == ADD:
+        return x + y
+    elif op == SUB:
+        return x - y
+    elif op == MUL:
+        return x * y
+    elif op == DIV:
+        return x / y
+    elif op == POW:
+        return x ** y
+    elif op == TANH_GRAD:
+        t = math.tanh(x)
+        return (1 - t * t) * y
+    else:
+        return x * tk.sigmoid(x) * y
+
+
+@tk.kernel
+def _binary(out, a, b, sa, sb, op: tk.constexpr, a_last1: tk.constexpr, b_last1: tk.constexpr,
+            b_scalar: tk.constexpr, scaled: tk.constexpr):
+    """out = op(a * sa, b * sb) with broadcasting (``*_last1``: that operand's last extent is 1;
+    ``b_scalar``: b is a scalar argument; ``scaled``: apply sa/sb, in float32)."""
+    r, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1, c2 = rows3(out, r)
+    x = ldb4(a, c0, c1, c2, 0 if a_last1 else j)
+    if scaled:
+        x = tk.float32(x) * sa
+    if b_scalar:
+        st4(out, c0, c1, c2, j, _binop(x, b, op))
+    else:
+        y = ldb4(b, c0, c1, c2, 0 if b_last1 else j)
+        if scaled:
+            y = tk.float32(y) * sb
+        st4(out, c0, c1, c2, j, _binop(x, y, op))
+
+
+@tk.kernel
+def _unary(out, a, op: tk.constexpr):
+    """out = op(a), same shape; COPY converts to out's dtype."""
+    r, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1, c2 = rows3(out, r)
+    x = ld4(a, c0, c1, c2, j)
+    if op == EXP:
+        st4(out, c0, c1, c2, j, math.exp(x))
+    elif op == LOG:
+        st4(out, c0, c1, c2, j, math.log(x))
+    elif op == SIN:
+        st4(out, c0, c1, c2, j, math.sin(x))
+    elif op == COS:
+        st4(out, c0, c1, c2, j, math.cos(x))
+    elif op == TANH:
+        st4(out, c0, c1, c2, j, math.tanh(x))
+    elif op == SQRT:
+        st4(out, c0, c1, c2, j, math.sqrt(x))
+    elif op == RSQRT:
+        st4(out, c0, c1, c2, j, 1 / math.sqrt(x))
+    else:
+        st4(out, c0, c1, c2, j, x)
+
+
+@tk.kernel
+def _fill(out, value):
+    r, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1, c2 = rows3(out, r)
+    st4(out, c0, c1, c2, j, value)
+
+
+def _grid(shape: tuple) -> tuple:
+    """ndrange (rows, last extent) of an array of ``shape``."""
+    return (int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1]))
+
+
+def _is_scalar(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dtype=None,
+           allowed=C.FLOATS):
+    """Launch the broadcasting binary kernel; ``scales=(sa, sb)`` dequantizes both operands
+    (in float32) first. Shared with the activations and fp8 families."""
+    C.require(C.is_array(a), fn, "a", f"expected an array, got {type(a).__name__}")
+    backend = C.backend_of(fn, a=a, b=b, out=out)
+    sa_shape = C.require_rank(a, fn, "a")
+    dt = C.require_float(a, fn, "a", backend, allowed)
+    if C.is_array(b):
+        sb_shape = C.require_rank(b, fn, "b")
+        C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
+        try:
+            shape = np.broadcast_shapes(sa_shape, sb_shape)
+        except ValueError:
+            raise ValueError(f"llm.{fn}: argument 'b': shape {sb_shape} does not broadcast with a's "
+                             f"shape {sa_shape}") from None
+        b_last1 = sb_shape[-1] == 1 and shape[-1] != 1
+    else:
+        C.require(_is_scalar(b), fn, "b", f"expected an array or a Python scalar, got {type(b).__name__}")
+        shape, sb_shape, b_last1 = sa_shape, None, False
+        b = float(b) if scales is not None else b
+    a_last1 = sa_shape[-1] == 1 and shape[-1] != 1
+    odt = np.dtype(out_dtype) if out_dtype is not None else dt
+    out = C.output(out, fn, a, shape, odt, backend)
+    if 0 in shape:
+        return out
+    sa, sb = (float(scales[0]), float(scales[1])) if scales is not None else (1.0, 1.0)
+    C.launch(_binary, backend, (out, a, b, sa, sb, op, a_last1, b_last1, sb_shape is None, scales is not None),
+             _grid(shape), stream=stream)
+    return out
+
+
+def _unary_call(fn: str, op: int, x, out=None, stream=None):
+    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    backend = C.backend_of(fn, x=x, out=out)
+    shape = C.require_rank(x, fn, "x")
+    dt = C.require_float(x, fn, "x", backend)
+    out = C.output(out, fn, x, shape, dt, backend)
+    if 0 not in shape:
+        C.launch(_unary, backend, (out, x, op), _grid(shape), stream=stream)
+    return out
+
+
+def add(a, b, out=None, stream=None):
+    """``a + b``; ``b`` an array (NumPy broadcasting, rank <= 4) or a Python scalar."""
+    return binary("add", ADD, a, b, out, stream)
+
+
+def sub(a, b, out=None, stream=None):
+    """``a - b`` (broadcasting as :func:`add`)."""
+    return binary("sub", SUB, a, b, out, stream)
+
+
+def mul(a, b, out=None, stream=None):
+    """``a * b`` (broadcasting as :func:`add`)."""
+    return binary("mul", MUL, a, b, out, stream)
+
+
+def div(a, b, out=None, stream=None):
+    """``a / b`` (broadcasting as :func:`add`)."""
+    return binary("div", DIV, a, b, out, stream)
+
+
+def pow(x, y, out=None, stream=None):
+    """``x ** y``; ``y`` an array (broadcasting as :func:`add`) or a Python scalar."""
+    return binary("pow", POW, x, y, out, stream)
+
+
+def tanh_grad(x, g, out=None, stream=None):
+    """``(1 - tanh(x)**2) * g``: the gradient of tanh at ``x`` applied to ``g``."""
+    return binary("tanh_grad", TANH_GRAD, x, g, out, stream)
+
+
+def exp(x, out=None, stream=None):
+    """``e ** x`` elementwise."""
+    return _unary_call("exp", EXP, x, out, stream)
+
+
+def log(x, out=None, stream=None):
+    """Natural logarithm elementwise."""
+    return _unary_call("log", LOG, x, out, stream)
+
+
+def sin(x, out=None, stream=None):
+    """Sine elementwise."""
+    return _unary_call("sin", SIN, x, out, stream)
+
+
+def cos(x, out=None, stream=None):
+    """Cosine elementwise."""
+    return _unary_call("cos", COS, x, out, stream)
+
+
+def tanh(x, out=None, stream=None):
+    """Hyperbolic tangent elementwise."""
+    return _unary_call("tanh", TANH, x, out, stream)
+
+
+def sqrt(x, out=None, stream=None):
+    """Square root elementwise."""
+    return _unary_call("sqrt", SQRT, x, out, stream)
+
+
+def rsqrt(x, out=None, stream=None):
+    """``1 / sqrt(x)`` elementwise (a correctly rounded division by the square root, as
+    NumPy's ``1 / np.sqrt(x)``; not a hardware approximation)."""
+    return _unary_call("rsqrt", RSQRT, x, out, stream)
+
+
+def fill(x, value, stream=None):
+    """Set every element of ``x`` to ``value`` (rounded to x's dtype) in place; returns ``x``."""
+    C.require(C.is_array(x), "fill", "x", f"expected an array, got {type(x).__name__}")
+    C.require(_is_scalar(value) or isinstance(value, bool), "fill", "value",
+              f"expected a Python scalar, got {type(value).__name__}")
+    backend = C.backend_of("fill", x=x)
+    shape = C.require_rank(x, "fill", "x")
+    dt = C.dtype_of(x)
+    C.require(backend.supports(dt.name), "fill", "x", f"dtype {dt} is not supported on {backend!r}")
+    if 0 not in shape:
+        v = float(value) if dt.kind == "f" or (C.np_dtype("bfloat16") == dt) else int(value)
+        C.launch(_fill, backend, (x, v), _grid(shape), stream=stream)
+    return x
+
+
+CAST_DTYPES = ("float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "float8_e5m2")
+
+
+def cast(x, dtype, out=None, stream=None):
+    """``x`` converted to ``dtype`` (any pair of float32, float16, bfloat16, float64 and the
+    fp8 storage types that the backend supports; rounding to nearest even, as NumPy/ml_dtypes)."""
+    C.require(C.is_array(x), "cast", "x", f"expected an array, got {type(x).__name__}")
+    backend = C.backend_of("cast", x=x, out=out)
+    shape = C.require_rank(x, "cast", "x")
+    C.require_float(x, "cast", "x", backend, CAST_DTYPES)
+    target = C.np_dtype(getattr(dtype, "name", dtype) if not isinstance(dtype, np.dtype) else dtype.name)
+    C.require(target is not None and target.name in CAST_DTYPES, "cast", "dtype",
+              f"{dtype!r} is not one of {', '.join(CAST_DTYPES)}")
+    C.require(backend.supports(target.name), "cast", "dtype", f"{target} is not supported on {backend!r}")
+    out = C.output(out, "cast", x, shape, target, backend)
+    if 0 not in shape:
+        C.launch(_unary, backend, (out, x, COPY), _grid(shape), stream=stream)
+    return out

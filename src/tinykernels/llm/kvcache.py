@@ -1,0 +1,94 @@
+"""KV-cache writes and device-resident position counters, so a decode step never reads a
+position back to the host.
+
+A counter is an int32 array of shape (1,) on the device (:func:`new_counter`);
+:func:`kv_append` writes new rows at the position it holds, :func:`counter_add` advances it
+and :func:`counter_set` resets it, all as kernels ordered on the stream.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import tinykernels as tk
+
+from . import _common as C
+from ._index import ld4, rows3, st4
+from .rope import check_counter
+
+__all__ = ["kv_append", "new_counter", "counter_add", "counter_set"]
+
+
+@tk.kernel
+def _append(cache, rows, pos, guard: tk.constexpr):
+    """cache[..., pos[0] + t, j] = rows[..., t, j] (converted to the cache's dtype)."""
+    r, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1, c2 = rows3(rows, r)
+    p = c2 + pos[0]
+    if not guard or p < cache.shape[cache.ndim - 2]:
+        st4(cache, c0, c1, p, j, ld4(rows, c0, c1, c2, j))
+
+
+@tk.kernel
+def _counter(c, v, add: tk.constexpr):
+    if add:
+        c[0] += v
+    else:
+        c[0] = v
+
+
+def new_counter(value: int = 0, backend=None, like=None):
+    """A device-resident int32 counter [1] holding ``value``, on ``backend`` (or ``like``'s
+    backend and kind: NumPy, torch or tk.Array)."""
+    if like is not None:
+        backend = C.backend_of("new_counter", like=like)
+        c = C.new_like(like, (1,), np.int32, backend)
+        counter_set(c, value)
+        return c
+    return tk.full((1,), int(value), np.int32, backend=backend)
+
+
+def _int(fn: str, name: str, v) -> int:
+    C.require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and -(1 << 31) <= v < (1 << 31),
+              fn, name, f"expected an int32 value, got {v!r}")
+    return int(v)
+
+
+def counter_add(counter, n: int = 1, stream=None):
+    """``counter[0] += n`` on the device; returns ``counter``."""
+    check_counter("counter_add", "counter", counter)
+    backend = C.backend_of("counter_add", counter=counter)
+    C.launch(_counter, backend, (counter, np.int32(_int("counter_add", "n", n)), True), 1, stream=stream)
+    return counter
+
+
+def counter_set(counter, value: int = 0, stream=None):
+    """``counter[0] = value`` on the device (``value=0``: reset); returns ``counter``."""
+    check_counter("counter_set", "counter", counter)
+    backend = C.backend_of("counter_set", counter=counter)
+    C.launch(_counter, backend, (counter, np.int32(_int("counter_set", "value", value)), False), 1, stream=stream)
+    return counter
+
+
+KV_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def kv_append(cache, rows, counter, stream=None):
+    """Write ``rows`` [..., n, D] into ``cache`` [..., max_len, D] (same leading extents) at
+    positions ``counter[0] .. counter[0] + n - 1`` along the second-to-last axis, converting
+    to the cache's dtype (float32 -> float32, float32 -> float16, ...). Positions past
+    ``max_len`` are dropped (an ``IndexError`` in debug mode). The counter is not advanced:
+    call :func:`counter_add` once all layers have appended. Returns ``cache``."""
+    fn = "kv_append"
+    backend = C.backend_of(fn, cache=cache, rows=rows, counter=counter)
+    for name, a in (("cache", cache), ("rows", rows)):
+        C.require(C.is_array(a), fn, name, f"expected an array, got {type(a).__name__}")
+        C.require_float(a, fn, name, backend, KV_DTYPES)
+    cs = C.require_rank(cache, fn, "cache", 2)
+    rs = C.require_rank(rows, fn, "rows", 2)
+    C.require(len(rs) == len(cs) and rs[:-2] == cs[:-2] and rs[-1] == cs[-1], fn, "rows",
+              f"shape {rs} does not fit cache shape {cs} (expected {cs[:-2] + ('n', cs[-1])})")
+    check_counter(fn, "counter", counter)
+    n = int(np.prod(rs[:-1], dtype=np.int64))
+    if n and rs[-1]:
+        C.launch(_append, backend, (cache, rows, counter, not C.is_debug(backend)), (n, rs[-1]), stream=stream)
+    return cache

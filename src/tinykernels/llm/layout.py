@@ -1,0 +1,200 @@
+"""Data movement and selection: ``argmax`` (1-D), ``gather`` (embedding lookup),
+``transpose`` (2-D through local-memory tiles; any permutation up to rank 4) and ``repeat``."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tinykernels as tk
+
+from . import _common as C
+from ._index import dims4, ld4, rows3, st4
+
+__all__ = ["argmax", "gather", "transpose", "repeat"]
+
+TILE = 16
+
+
+@tk.kernel
+def _argmax(out, x):
+    """One workgroup; each item scans a strided share, then three group reductions: the
+    first NaN (NumPy returns it), else the maximum and the first index holding it."""
+    lid = tk.index(tk.Local, tk.Linear)
+    W = tk.groupsize()[0]
+    N = x.shape[0]
+    best = tk.float32(-math.inf)
+    bi = tk.int32(N)
+    nan_i = tk.int32(N)
+    for j in range(lid, N, W):
+        v = tk.float32(x[j])
+        if math.isnan(v):
+            nan_i = min(nan_i, tk.int32(j))
+        elif v > best or bi == N:
+            best = v
+            bi = tk.int32(j)
+    if W > 1:
+        nan_i = tk.group_reduce(nan_i, "min")
+        m = tk.group_reduce(best, "max")
+        bi = tk.group_reduce(bi if best == m else tk.int32(N), "min")
+    if lid == 0:
+        out[0] = nan_i if nan_i < N else bi
+
+
+@tk.kernel
+def _gather(out, table: tk.Const, idx: tk.Const, guard: tk.constexpr):
+    n, j = tk.index(tk.Global, tk.Cartesian)
+    t = idx[n]
+    if guard and (t < 0 or t >= table.shape[0]):
+        out[n, j] = out.dtype(0)
+    else:
+        out[n, j] = table[t, j]
+
+
+@tk.kernel(unsafe_indices=True)
+def _transpose2d(out, x: tk.Const):
+    """out = x.T through a (TILE, TILE + 1) tile: both the read and the write are along rows."""
+    gi, gj = tk.index(tk.Group, tk.Cartesian)
+    li, lj = tk.index(tk.Local, tk.Cartesian)
+    tile = tk.localmem(x.dtype, (TILE, TILE + 1))
+    i = gi * TILE + li
+    j = gj * TILE + lj
+    if i < x.shape[0] and j < x.shape[1]:
+        tile[li, lj] = x[i, j]
+    tk.synchronize()
+    oi = gj * TILE + li
+    oj = gi * TILE + lj
+    if oi < out.shape[0] and oj < out.shape[1]:
+        out[oi, oj] = tile[lj, li]
+
+
+@tk.func
+def pick(k, c0, c1, c2, c3):
+    if k == 0:
+        return c0
+    elif k == 1:
+        return c1
+    elif k == 2:
+        return c2
+    else:
+        return c3
+
+
+@tk.kernel
+def _permute(out, x: tk.Const, i0: tk.constexpr, i1: tk.constexpr, i2: tk.constexpr, i3: tk.constexpr):
+    """out[c] = x[c'] with x's padded coordinate d equal to out's coordinate i_d."""
+    r, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1, c2 = rows3(out, r)
+    v = ld4(x, pick(i0, c0, c1, c2, j), pick(i1, c0, c1, c2, j), pick(i2, c0, c1, c2, j), pick(i3, c0, c1, c2, j))
+    st4(out, c0, c1, c2, j, v)
+
+
+@tk.kernel
+def _repeat(out, x: tk.Const, reps, ax: tk.constexpr):
+    r, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1, c2 = rows3(out, r)
+    if ax == 0:
+        v = ld4(x, c0 // reps, c1, c2, j)
+    elif ax == 1:
+        v = ld4(x, c0, c1 // reps, c2, j)
+    elif ax == 2:
+        v = ld4(x, c0, c1, c2 // reps, j)
+    else:
+        v = ld4(x, c0, c1, c2, j // reps)
+    st4(out, c0, c1, c2, j, v)
+
+
+def _grid(shape):
+    return (int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1]))
+
+
+def argmax(x, out=None, stream=None):
+    """The index of the largest element of the 1-D array ``x``, as an int32 0-d array: the
+    first one on ties, and the first NaN if there is one (as NumPy)."""
+    fn = "argmax"
+    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    backend = C.backend_of(fn, x=x, out=out)
+    (n,) = C.require_rank(x, fn, "x", 1, 1)
+    C.require_float(x, fn, "x", backend)
+    C.require(n > 0, fn, "x", "is empty (argmax of an empty sequence)")
+    out = C.output(out, fn, x, (), np.int32, backend)
+    W = C.row_group(backend, n)
+    C.launch(_argmax, backend, (C.view(out, (1,)), x), W, W, stream)
+    return out
+
+
+def gather(table, indices, out=None, stream=None):
+    """``table[indices]``: rows of ``table`` [V, D] at ``indices`` (int32 or int64 [N]) ->
+    [N, D]. An index outside [0, V) is an ``IndexError`` in debug mode; otherwise its output
+    row is zero (never a read outside the table)."""
+    fn = "gather"
+    backend = C.backend_of(fn, table=table, indices=indices, out=out)
+    C.require(C.is_array(table), fn, "table", f"expected an array, got {type(table).__name__}")
+    C.require(C.is_array(indices), fn, "indices", f"expected an array, got {type(indices).__name__}")
+    V, D = C.require_rank(table, fn, "table", 2, 2)
+    (N,) = C.require_rank(indices, fn, "indices", 1, 1)
+    idt = C.require_dtype(indices, fn, "indices", ("int32", "int64"))
+    C.require(backend.supports(idt.name), fn, "indices", f"dtype {idt} is not supported on {backend!r}")
+    dt = C.dtype_of(table)
+    C.require(backend.supports(dt.name), fn, "table", f"dtype {dt} is not supported on {backend!r}")
+    out = C.output(out, fn, table, (N, D), dt, backend)
+    if N and D:
+        C.launch(_gather, backend, (out, table, indices, not C.is_debug(backend)), (N, D), stream=stream)
+    return out
+
+
+def transpose(x, axes=None, out=None, stream=None):
+    """``np.transpose(x, axes)`` for rank 1 to 4 (``axes=None`` reverses them), written to a
+    new C-contiguous array; a 2-D transpose moves (16, 16) tiles through local memory."""
+    fn = "transpose"
+    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    backend = C.backend_of(fn, x=x, out=out)
+    shape = C.require_rank(x, fn, "x")
+    dt = C.dtype_of(x)
+    C.require(backend.supports(dt.name), fn, "x", f"dtype {dt} is not supported on {backend!r}")
+    n = len(shape)
+    axes = tuple(range(n))[::-1] if axes is None else axes
+    ok = isinstance(axes, (tuple, list)) and all(isinstance(a, (int, np.integer)) for a in axes)
+    C.require(ok and sorted(int(a) % n if -n <= a < n else -1 for a in axes) == list(range(n)), fn, "axes",
+              f"{axes!r} is not a permutation of the {n} axes")
+    axes = tuple(int(a) % n for a in axes)
+    oshape = tuple(shape[a] for a in axes)
+    out = C.output(out, fn, x, oshape, dt, backend)
+    if 0 in shape:
+        return out
+    if axes == (1, 0):
+        grid = (-(-shape[0] // TILE) * TILE, -(-shape[1] // TILE) * TILE)
+        C.launch(_transpose2d, backend, (out, x), grid, (TILE, TILE), stream)
+    else:
+        pad = 4 - n
+        axes4 = tuple(range(pad)) + tuple(a + pad for a in axes)
+        inv = [0] * 4
+        for i, a in enumerate(axes4):
+            inv[a] = i
+        C.launch(_permute, backend, (out, x, *inv), _grid(oshape), stream=stream)
+    return out
+
+
+def repeat(x, repeats: int, axis=None, out=None, stream=None):
+    """``np.repeat(x, repeats, axis)`` with an int ``repeats`` >= 0 (rank 1 to 4; ``axis=None``
+    only for 1-D ``x``, where it is axis 0)."""
+    fn = "repeat"
+    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    backend = C.backend_of(fn, x=x, out=out)
+    shape = C.require_rank(x, fn, "x")
+    dt = C.dtype_of(x)
+    C.require(backend.supports(dt.name), fn, "x", f"dtype {dt} is not supported on {backend!r}")
+    C.require(isinstance(repeats, (int, np.integer)) and not isinstance(repeats, bool) and repeats >= 0, fn,
+              "repeats", f"expected an int >= 0, got {repeats!r}")
+    n = len(shape)
+    if axis is None:
+        C.require(n == 1, fn, "axis", "axis=None (flattening) is supported for 1-D x only; pass an axis")
+        axis = 0
+    C.require(isinstance(axis, (int, np.integer)) and -n <= axis < n, fn, "axis",
+              f"expected an int in [{-n}, {n}), got {axis!r}")
+    axis = int(axis) % n
+    oshape = shape[:axis] + (shape[axis] * int(repeats),) + shape[axis + 1:]
+    out = C.output(out, fn, x, oshape, dt, backend)
+    if 0 not in oshape:
+        C.launch(_repeat, backend, (out, x, int(repeats), axis + 4 - n), _grid(oshape), stream=stream)
+    return out

@@ -1,0 +1,179 @@
+"""RMSNorm over the last axis, with its fused variants: residual add first (``residual=``),
+residual add after (:func:`rms_norm_add`), and per-head QK-norm followed by RoPE
+(:func:`qk_norm_rope`).
+
+``y = x * (1 / sqrt(mean(x**2) + eps)) * w``, the sum of squares accumulated in float32 for
+every input dtype (float16 too). One row is handled by ``C.row_group(backend)`` work items:
+one (a plain loop over the row) on the CPU and the interpreter, a workgroup with a
+``group_reduce`` elsewhere; rows of any length.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tinykernels as tk
+
+from . import _common as C
+from ._index import dims4, ld4, rows3, st4
+from .rope import angle, check_counter, check_tables
+
+__all__ = ["rms_norm", "rms_norm_add", "qk_norm_rope"]
+
+PLAIN, RESIDUAL_FIRST, RESIDUAL_AFTER = 0, 1, 2
+
+
+@tk.func
+def sumsq(x, c0, c1, c2, D, lid, W):
+    """This item's float32 sum of squares of its share of row (c0, c1, c2), reduced over the group."""
+    acc = tk.float32(0)
+    for j in range(lid, D, W):
+        v = tk.float32(ld4(x, c0, c1, c2, j))
+        acc += v * v
+    if W > 1:
+        acc = tk.group_reduce(acc, "add")
+    return acc
+
+
+@tk.kernel
+def _rms(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr):
+    """One row per group (ndrange (rows, W), workgroup (1, W)). PLAIN: out = norm(x) * w;
+    RESIDUAL_FIRST: s_out = x + res, out = norm(s_out) * w; RESIDUAL_AFTER: out = res + norm(x) * w."""
+    r = tk.index(tk.Global, tk.Cartesian)[0]
+    lid = tk.index(tk.Local, tk.Linear)
+    W = tk.groupsize()[1]
+    c0, c1, c2 = rows3(x, r)
+    n0, n1, n2, D = dims4(x)
+    if mode == RESIDUAL_FIRST:
+        for j in range(lid, D, W):
+            st4(s_out, c0, c1, c2, j, ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j))
+        acc = sumsq(s_out, c0, c1, c2, D, lid, W)
+    else:
+        acc = sumsq(x, c0, c1, c2, D, lid, W)
+    inv = 1 / math.sqrt(acc / D + eps)
+    if want_scale and lid == 0:
+        st4(scale_out, 0, c0, c1, c2, inv)
+    for j in range(lid, D, W):
+        if mode == RESIDUAL_FIRST:
+            v = tk.float32(ld4(s_out, c0, c1, c2, j))
+        else:
+            v = tk.float32(ld4(x, c0, c1, c2, j))
+        y = v * inv * tk.float32(w[j])
+        if mode == RESIDUAL_AFTER:
+            y = y + tk.float32(ld4(res, c0, c1, c2, j))
+        st4(out, c0, c1, c2, j, y)
+
+
+@tk.kernel
+def _qk_norm_rope(out, x, w, cos, sin, pos, eps, offset, use_pos: tk.constexpr, guard: tk.constexpr):
+    """One head vector (row) per group: RMSNorm (float32) then RoPE on the normalized values,
+    which are rounded once, on store."""
+    r = tk.index(tk.Global, tk.Cartesian)[0]
+    lid = tk.index(tk.Local, tk.Linear)
+    W = tk.groupsize()[1]
+    c0, c1, c2 = rows3(x, r)
+    n0, n1, n2, D = dims4(x)
+    inv = 1 / math.sqrt(sumsq(x, c0, c1, c2, D, lid, W) / D + eps)
+    h = cos.shape[1]
+    p = c2 + offset
+    if use_pos:
+        p += pos[0]
+    for k in range(lid, h, W):
+        c, s = angle(cos, sin, p, k, guard)
+        x1 = tk.float32(ld4(x, c0, c1, c2, k)) * inv * tk.float32(w[k])
+        x2 = tk.float32(ld4(x, c0, c1, c2, k + h)) * inv * tk.float32(w[k + h])
+        st4(out, c0, c1, c2, k, x1 * c - x2 * s)
+        st4(out, c0, c1, c2, k + h, x2 * c + x1 * s)
+    for j in range(2 * h + lid, D, W):
+        st4(out, c0, c1, c2, j, tk.float32(ld4(x, c0, c1, c2, j)) * inv * tk.float32(w[j]))
+
+
+def _check_x_w(fn, x, w, backend):
+    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    shape = C.require_rank(x, fn, "x")
+    dt = C.require_float(x, fn, "x", backend)
+    C.require(C.is_array(w), fn, "w", f"expected an array, got {type(w).__name__}")
+    C.require_shape(w, fn, "w", (shape[-1],))
+    C.require(C.dtype_of(w) in (dt, np.dtype("float32")), fn, "w",
+              f"dtype {C.dtype_of(w)} should be x's {dt} or float32")
+    return shape, dt
+
+
+def _check_eps(fn, eps):
+    C.require(isinstance(eps, (int, float, np.integer, np.floating)) and not isinstance(eps, bool) and eps >= 0,
+              fn, "eps", f"expected a float >= 0, got {eps!r}")
+
+
+def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, scale_out, stream):
+    backend = C.backend_of(fn, x=x, w=w, residual=residual, out=out, residual_out=residual_out,
+                           scale_out=scale_out)
+    shape, dt = _check_x_w(fn, x, w, backend)
+    _check_eps(fn, eps)
+    if residual is not None:
+        C.require(C.is_array(residual), fn, "residual", f"expected an array, got {type(residual).__name__}")
+        C.require_shape(residual, fn, "residual", shape)
+        C.require(C.dtype_of(residual) == dt, fn, "residual", f"dtype {C.dtype_of(residual)} differs from x's {dt}")
+    out = C.output(out, fn, x, shape, dt, backend)
+    s_out = None
+    if mode == RESIDUAL_FIRST:
+        s_out = C.output(residual_out, fn, x, shape, dt, backend, "residual_out")
+    scale = None
+    if return_scale or scale_out is not None:
+        scale = C.output(scale_out, fn, x, shape[:-1], np.float32, backend, "scale_out")
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    if rows and shape[-1]:
+        sc = C.view(scale, (1,)) if scale is not None and len(shape) == 1 else scale
+        args = (out, s_out if s_out is not None else x, sc if sc is not None else w, x,
+                residual if residual is not None else x, w, float(eps), mode, scale is not None)
+        C.launch_rows(_rms, backend, args, rows, C.row_group(backend, shape[-1]), stream)
+    res = (out,) + ((s_out,) if s_out is not None else ()) + ((scale,) if scale is not None else ())
+    return res[0] if len(res) == 1 else res
+
+
+def rms_norm(x, w, eps: float = 1e-6, residual=None, *, out=None, residual_out=None, return_scale: bool = False,
+             scale_out=None, stream=None):
+    """RMSNorm of ``x`` [..., D] (rank 1 to 4) over its last axis, times ``w`` [D] (x's dtype
+    or float32): ``x / sqrt(mean(x**2) + eps) * w``, float32 accumulation.
+
+    ``residual`` (x's shape and dtype): fused residual add first; ``s = x + residual`` (rounded
+    to x's dtype, written to ``residual_out`` or a new array) is normalized and
+    ``(rms_norm(s) * w, s)`` returned. ``return_scale=True`` or ``scale_out=`` (float32,
+    shape ``x.shape[:-1]``) also returns the per-row factor ``1 / sqrt(mean + eps)``, last."""
+    mode = PLAIN if residual is None else RESIDUAL_FIRST
+    return _norm_call("rms_norm", mode, x, w, eps, residual, out, residual_out, return_scale, scale_out, stream)
+
+
+def rms_norm_add(x, w, residual, eps: float = 1e-6, *, out=None, return_scale: bool = False, scale_out=None,
+                 stream=None):
+    """Fused RMSNorm then residual add: ``residual + rms_norm(x) * w`` (float32 throughout,
+    rounded once). ``out=residual`` updates the residual stream in place."""
+    C.require(residual is not None, "rms_norm_add", "residual", "is required")
+    return _norm_call("rms_norm_add", RESIDUAL_AFTER, x, w, eps, residual, out, None, return_scale, scale_out,
+                      stream)
+
+
+def qk_norm_rope(x, w, cos, sin, eps: float = 1e-6, *, offset: int = 0, pos_counter=None, out=None, stream=None):
+    """Per-head QK-norm then RoPE, in one pass: each head vector of ``x`` [..., seq, head_dim]
+    (rank 2 to 4) is RMS-normalized (float32), scaled by ``w`` [head_dim], and rotated as
+    :func:`tinykernels.llm.rope` does (table row ``offset + t``, plus ``pos_counter[0]`` when
+    that device-resident int32 [1] counter is given). ``out=x`` works in place."""
+    fn = "qk_norm_rope"
+    backend = C.backend_of(fn, x=x, w=w, cos=cos, sin=sin, pos_counter=pos_counter, out=out)
+    shape, dt = _check_x_w(fn, x, w, backend)
+    C.require(len(shape) >= 2, fn, "x", f"has shape {shape}; expected [..., seq, head_dim]")
+    _check_eps(fn, eps)
+    h = check_tables(fn, shape, cos, sin, dt)
+    C.require(isinstance(offset, (int, np.integer)) and offset >= 0, fn, "offset",
+              f"expected an int >= 0, got {offset!r}")
+    if pos_counter is None:
+        C.require(offset + shape[-2] <= C.shape_of(cos)[0], fn, "cos",
+                  f"has {C.shape_of(cos)[0]} positions; positions {offset}..{offset + shape[-2] - 1} needed")
+    else:
+        check_counter(fn, "pos_counter", pos_counter)
+    out = C.output(out, fn, x, shape, dt, backend)
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    args = (out, x, w, cos, sin, cos if pos_counter is None else pos_counter, float(eps), int(offset),
+            pos_counter is not None, not C.is_debug(backend))
+    C.launch_rows(_qk_norm_rope, backend, args, rows, C.row_group(backend, shape[-1]), stream)
+    return out

@@ -1,0 +1,113 @@
+"""Rotary position embeddings, NeoX/Llama style: the first ``rot`` dims of each head vector
+are rotated as the pairs ``(x[j], x[j + rot/2])`` by the angle whose cosine and sine are
+``cos[p, j]`` and ``sin[p, j]`` for the token's position ``p``; dims past ``rot`` are copied
+(half-rotary, as in GPT-NeoX / Phi).
+
+Arithmetic is float32 (``x1*c - x2*s`` and ``x2*c + x1*s``, each product rounded, no
+contraction: what NumPy computes in float32) and rounds once on store.
+
+Positions past the table (``p >= cos.shape[0]``) are an ``IndexError`` in debug mode; without
+it they give NaN in that token's rotated dims (never a read outside the table).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tinykernels as tk
+
+from . import _common as C
+from ._index import ld4, rows3, st4
+
+__all__ = ["rope", "rope_at"]
+
+
+@tk.func
+def angle(cos, sin, p, k, guard):
+    """(cos, sin) of pair ``k`` at table row ``p`` as float32 (NaN past the table when ``guard``)."""
+    c = tk.float32(math.nan)
+    s = tk.float32(math.nan)
+    if not guard or p < cos.shape[0]:
+        c = tk.float32(cos[p, k])
+        s = tk.float32(sin[p, k])
+    return c, s
+
+
+@tk.kernel
+def _rope(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.constexpr):
+    """ndrange (rows of x, rot/2 + head_dim - rot): item k < rot/2 rotates pair k of its row,
+    the others copy one of the unrotated dims (so the kernel may run in place)."""
+    r, k = tk.index(tk.Global, tk.Cartesian)
+    c0, c1, c2 = rows3(x, r)
+    h = cos.shape[1]
+    if k < h:
+        p = c2 + offset
+        if use_pos:
+            p += pos[0]
+        c, s = angle(cos, sin, p, k, guard)
+        x1 = tk.float32(ld4(x, c0, c1, c2, k))
+        x2 = tk.float32(ld4(x, c0, c1, c2, k + h))
+        st4(out, c0, c1, c2, k, x1 * c - x2 * s)
+        st4(out, c0, c1, c2, k + h, x2 * c + x1 * s)
+    else:
+        j = k + h
+        st4(out, c0, c1, c2, j, ld4(x, c0, c1, c2, j))
+
+
+def check_tables(fn: str, x_shape: tuple, cos, sin, dt) -> int:
+    """Validate rope tables against x's shape; returns rot/2."""
+    C.require(C.is_array(cos), fn, "cos", f"expected an array, got {type(cos).__name__}")
+    C.require(C.is_array(sin), fn, "sin", f"expected an array, got {type(sin).__name__}")
+    cs = C.require_rank(cos, fn, "cos", 2, 2)
+    C.require_shape(sin, fn, "sin", cs)
+    ok = (np.dtype("float32"), dt)
+    C.require(C.dtype_of(cos) in ok, fn, "cos", f"dtype {C.dtype_of(cos)} should be float32 or x's {dt}")
+    C.require(C.dtype_of(sin) == C.dtype_of(cos), fn, "sin", f"dtype {C.dtype_of(sin)} differs from cos's")
+    h = cs[1]
+    C.require(0 < 2 * h <= x_shape[-1], fn, "cos",
+              f"rotates 2 * {h} dims but x's head_dim is {x_shape[-1]} (shape [positions, rot/2])")
+    return h
+
+
+def check_counter(fn: str, name: str, c) -> None:
+    """A device-resident position counter: an int32 array of one element."""
+    C.require(C.is_array(c), fn, name, f"expected an int32 array of shape (1,), got {type(c).__name__}")
+    C.require_dtype(c, fn, name, ("int32",))
+    C.require_shape(c, fn, name, (1,))
+
+
+def _rope_call(fn, x, cos, sin, pos, offset, out, stream):
+    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    backend = C.backend_of(fn, x=x, cos=cos, sin=sin, pos_counter=pos, out=out)
+    shape = C.require_rank(x, fn, "x", 2)
+    dt = C.require_float(x, fn, "x", backend)
+    h = check_tables(fn, shape, cos, sin, dt)
+    C.require(isinstance(offset, (int, np.integer)) and offset >= 0, fn, "offset",
+              f"expected an int >= 0, got {offset!r}")
+    if pos is None:
+        C.require(offset + shape[-2] <= C.shape_of(cos)[0], fn, "cos",
+                  f"has {C.shape_of(cos)[0]} positions; positions {offset}..{offset + shape[-2] - 1} needed")
+    else:
+        check_counter(fn, "pos_counter", pos)
+    out = C.output(out, fn, x, shape, dt, backend)
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    if rows:
+        C.launch(_rope, backend, (out, x, cos, sin, cos if pos is None else pos, int(offset), pos is not None,
+                                  not C.is_debug(backend)),
+                 (rows, shape[-1] - h), stream=stream)
+    return out
+
+
+def rope(x, cos, sin, offset: int = 0, out=None, stream=None):
+    """Rotate ``x`` [..., seq, head_dim] (rank 2 to 4): token ``t`` uses table row
+    ``offset + t`` of ``cos``/``sin`` [positions, rot/2] (float32 or x's dtype; a longer table
+    is fine). ``out=x`` rotates in place."""
+    return _rope_call("rope", x, cos, sin, None, offset, out, stream)
+
+
+def rope_at(x, cos, sin, pos_counter, offset: int = 0, out=None, stream=None):
+    """:func:`rope` with the position read on the device: token ``t`` uses table row
+    ``pos_counter[0] + offset + t`` (``pos_counter``: int32 [1], e.g. the KV-cache counter of
+    :mod:`.kvcache`), so a decode step needs no host round trip."""
+    return _rope_call("rope_at", x, cos, sin, pos_counter, offset, out, stream)

@@ -1,0 +1,45 @@
+"""Shared by the tests/test_llm_*.py files: the backends to run on, moving arrays there and
+back, and dtype-derived tolerances."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+
+ALL = ("CPU", "INTERP", "CL", "WEBGPU")
+
+
+def backends(*, no_webgpu_16bit=False):
+    """pytest params of every backend name, skipped cleanly where absent."""
+    avail = set(tk.backends_available())
+    return [pytest.param(b, marks=pytest.mark.skipif(b not in avail, reason=f"{b} unavailable")) for b in ALL]
+
+
+def dev(name):
+    return tk.backend(name)
+
+
+def put(a, b):
+    """``a`` on backend ``b`` (NumPy stays NumPy on the CPU, so both kinds are exercised)."""
+    return a if b.name == "CPU" and isinstance(a, np.ndarray) and a.ndim % 2 == 0 else tk.asarray(a, backend=b)
+
+
+def get(a):
+    return a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def tol(dtype, backend_name=None, ulps=4):
+    """Absolute/relative tolerance for values of ``dtype`` near 1 after a few roundings."""
+    eps = float(np.finfo(np.float16).eps) if np.dtype(dtype) == np.float16 else float(np.finfo(np.float32).eps)
+    return ulps * eps
+
+
+def close(got, ref, dtype, ulps=4):
+    """``got`` equals the float64 ``ref`` within ``ulps`` units of ``dtype`` (relative, with an
+    absolute floor of the same size)."""
+    t = tol(dtype, ulps=ulps)
+    np.testing.assert_allclose(np.asarray(got, np.float64), ref, rtol=t, atol=t)
+
+
+def skip_16bit(name, dtype):
+    if np.dtype(dtype) == np.float16 and name == "WEBGPU":
+        pytest.skip("WebGPU tests run 32-bit dtypes only")

@@ -1,0 +1,106 @@
+"""tinykernels.llm elementwise family against NumPy (float64 references, dtype tolerances)."""
+import numpy as np
+import pytest
+import torch
+
+import tinykernels as tk
+from tinykernels import llm
+from llm_helpers import backends, close, dev, get, put, skip_16bit
+
+rng = np.random.default_rng(7)
+DT = [np.float32, np.float16]
+
+
+def small(be):
+    return be == "INTERP"
+
+
+@pytest.mark.parametrize("be", backends())
+@pytest.mark.parametrize("dt", DT)
+@pytest.mark.parametrize("sa,sb", [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (5,)), ((2, 3, 4, 5), (3, 1, 5)),
+                                   ((2, 3, 4, 5), (1, 3, 4, 1)), ((6, 1), (6, 7)), ((7,), ())])
+def test_binary_ops_broadcast_exactly_as_numpy(be, dt, sa, sb):
+    skip_16bit(be, dt)
+    b = dev(be)
+    x = rng.standard_normal(sa).astype(dt)
+    y = (rng.standard_normal(sb) + 3).astype(dt) if sb else 2.5
+    for f, ref in ((llm.add, np.add), (llm.sub, np.subtract), (llm.mul, np.multiply), (llm.div, np.divide)):
+        got = get(f(put(x, b), put(y, b) if sb else y))
+        want = ref(x, y)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)       # one rounding, as NumPy
+
+
+@pytest.mark.parametrize("be", backends())
+@pytest.mark.parametrize("dt", DT)
+def test_unary_math_and_pow(be, dt):
+    skip_16bit(be, dt)
+    b = dev(be)
+    x = rng.uniform(0.1, 3, (3, 40)).astype(dt)
+    X = put(x, b)
+    x64 = x.astype(np.float64)
+    for f, ref in ((llm.exp, np.exp), (llm.log, np.log), (llm.sin, np.sin), (llm.cos, np.cos), (llm.tanh, np.tanh),
+                   (llm.sqrt, np.sqrt), (llm.rsqrt, lambda v: 1 / np.sqrt(v))):
+        got = get(f(X))
+        assert got.dtype == dt
+        close(got, ref(x64), dt)
+    close(get(llm.pow(X, 1.7)), x64 ** np.float64(dt(1.7)) if dt == np.float32 else x64 ** 1.7, dt, ulps=8)
+    y = rng.uniform(-2, 2, (40,)).astype(dt)
+    close(get(llm.pow(X, put(y, b))), x64 ** y.astype(np.float64), dt, ulps=8)
+
+
+@pytest.mark.parametrize("be", backends())
+def test_tanh_grad_matches_autograd(be):
+    b = dev(be)
+    x = rng.standard_normal((4, 33)).astype(np.float32)
+    g = rng.standard_normal((4, 33)).astype(np.float32)
+    t = torch.tensor(x.astype(np.float64), requires_grad=True)
+    torch.tanh(t).backward(torch.tensor(g.astype(np.float64)))
+    close(get(llm.tanh_grad(put(x, b), put(g, b))), t.grad.numpy(), np.float32)
+
+
+@pytest.mark.parametrize("be", backends())
+def test_fill_cast_and_out(be):
+    b = dev(be)
+    x = tk.zeros((3, 5), np.float32, backend=b)
+    assert llm.fill(x, 1.25) is x and np.all(get(x) == 1.25)
+    v = rng.standard_normal((3, 5)).astype(np.float32) * 1000
+    h = llm.cast(put(v, b), np.float16)
+    np.testing.assert_array_equal(get(h), v.astype(np.float16))
+    np.testing.assert_array_equal(get(llm.cast(h, tk.float32)), v.astype(np.float16).astype(np.float32))
+    out = tk.empty((3, 5), np.float32, backend=b)
+    assert llm.add(put(v, b), 1.0, out=out) is out
+    np.testing.assert_array_equal(get(out), v + np.float32(1))
+    y = put(v.copy(), b)
+    llm.mul(y, y, out=y)                         # in place
+    np.testing.assert_array_equal(get(y), v * v)
+
+
+def test_cast_to_fp8_and_bfloat16_and_torch_kind():
+    import ml_dtypes
+    v = rng.standard_normal(300).astype(np.float32) * 4
+    for dt in (ml_dtypes.float8_e4m3fn, ml_dtypes.bfloat16, ml_dtypes.float8_e5m2):
+        np.testing.assert_array_equal(llm.cast(v, dt).view(np.uint8 if np.dtype(dt).itemsize == 1 else np.uint16),
+                                      v.astype(dt).view(np.uint8 if np.dtype(dt).itemsize == 1 else np.uint16))
+    t = torch.tensor(v)
+    r = llm.exp(t)
+    assert isinstance(r, torch.Tensor) and r.dtype == torch.float32
+    close(r.numpy(), np.exp(v.astype(np.float64)), np.float32)
+
+
+def test_errors_name_the_argument():
+    a = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match="'b'.*broadcast"):
+        llm.add(a, np.zeros((4,), np.float32))
+    with pytest.raises(ValueError, match="'b'.*dtype"):
+        llm.mul(a, np.zeros((3,), np.float16))
+    with pytest.raises(ValueError, match="'a'.*int32"):
+        llm.add(np.zeros(3, np.int32), 1)
+    with pytest.raises(ValueError, match="'x'.*5 dimensions"):
+        llm.exp(np.zeros((1,) * 5, np.float32))
+    with pytest.raises(ValueError, match="'out'.*shape"):
+        llm.add(a, 1.0, out=np.zeros((3, 2), np.float32))
+    with pytest.raises(ValueError, match="'dtype'"):
+        llm.cast(a, np.int32)
+    with pytest.raises(ValueError, match="'b'.*str"):
+        llm.add(a, "1")

@@ -1,0 +1,64 @@
+"""tinykernels.llm layout: argmax, gather, transpose, repeat, against NumPy (exact)."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels import llm
+from llm_helpers import backends, dev, get, put
+
+rng = np.random.default_rng(13)
+
+
+@pytest.mark.parametrize("be", backends())
+def test_argmax_ties_and_nan_as_numpy(be):
+    b = dev(be)
+    n = 300 if be == "INTERP" else 5000
+    for dt in ((np.float32,) if be == "WEBGPU" else (np.float32, np.float16)):
+        x = rng.standard_normal(n).astype(dt)
+        x[[17, 200, n - 1]] = 50
+        r = llm.argmax(put(x, b))
+        assert get(r).shape == () and get(r).dtype == np.int32 and int(get(r)) == np.argmax(x) == 17
+        x[[250, 100]] = np.nan
+        assert int(get(llm.argmax(put(x, b)))) == np.argmax(x) == 100
+        assert int(get(llm.argmax(put(np.full(7, -np.inf, dt), b)))) == 0
+
+
+@pytest.mark.parametrize("be", backends())
+def test_gather_transpose_repeat(be):
+    b = dev(be)
+    t = rng.standard_normal((50, 9)).astype(np.float32)
+    for idt in ((np.int32,) if be == "WEBGPU" else (np.int32, np.int64)):
+        idx = rng.integers(0, 50, 13).astype(idt)
+        np.testing.assert_array_equal(get(llm.gather(put(t, b), put(idx, b))), t[idx])
+    bad = np.array([1, 50, -1], np.int32)
+    np.testing.assert_array_equal(get(llm.gather(put(t, b), put(bad, b))), np.stack([t[1], 0 * t[0], 0 * t[0]]))
+    for shape in ((37, 21), (16, 16), (1, 5)):
+        m = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(get(llm.transpose(put(m, b))), m.T)
+    m4 = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    for axes in ((3, 2, 1, 0), (0, 2, 1, 3), (1, 3, 0, 2)):
+        np.testing.assert_array_equal(get(llm.transpose(put(m4, b), axes)), m4.transpose(axes))
+    m3 = m4[0]
+    np.testing.assert_array_equal(get(llm.transpose(put(m3, b))), m3.T)
+    for ax in (0, 1, 2, -1):
+        np.testing.assert_array_equal(get(llm.repeat(put(m3, b), 2, ax)), np.repeat(m3, 2, ax))
+    v = rng.standard_normal(6).astype(np.float32)
+    np.testing.assert_array_equal(get(llm.repeat(put(v, b), 3)), np.repeat(v, 3))
+
+
+def test_gather_out_of_range_is_index_error_in_debug_mode():
+    b = tk.CPU(debug=True)
+    with pytest.raises(IndexError):
+        llm.gather(tk.asarray(np.zeros((4, 3), np.float32), backend=b), tk.asarray(np.array([4], np.int32), backend=b))
+        tk.synchronize(b)
+
+
+def test_layout_errors_name_the_argument():
+    with pytest.raises(ValueError, match="'x'.*dimensions"):
+        llm.argmax(np.zeros((2, 2), np.float32))
+    with pytest.raises(ValueError, match="'indices'.*float32"):
+        llm.gather(np.zeros((3, 2), np.float32), np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match="'axes'"):
+        llm.transpose(np.zeros((2, 3), np.float32), (0, 0))
+    with pytest.raises(ValueError, match="'repeats'"):
+        llm.repeat(np.zeros(3, np.float32), -1)

@@ -1,0 +1,48 @@
+"""tinykernels.llm softmax / sum against torch and NumPy."""
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+from tinykernels import llm
+from llm_helpers import backends, close, dev, get, put, skip_16bit
+
+C = importlib.import_module("tinykernels.llm._common")
+rng = np.random.default_rng(11)
+
+
+@pytest.mark.parametrize("grp", [None, 1, 32])
+@pytest.mark.parametrize("be", backends())
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_softmax_every_axis_matches_torch(be, dt, grp, monkeypatch):
+    monkeypatch.setattr(C, "ROW_GROUP", grp)
+    skip_16bit(be, dt)
+    b = dev(be)
+    x = (rng.standard_normal((3, 4, 37)) * 20).astype(dt)     # large values: needs the max subtraction
+    for ax in (0, 1, 2, -1):
+        got = get(llm.softmax(put(x, b), axis=ax, scale=0.7))
+        want = torch.softmax(torch.tensor(x.astype(np.float64)) * float(np.float32(0.7)), dim=ax).numpy()
+        assert got.dtype == dt
+        close(got, want, dt, ulps=8)
+    s = get(llm.sum(put(x, b), 1))
+    assert s.shape == (3, 37)
+    close(s, x.astype(np.float64).sum(1), dt, ulps=8 * 4)
+
+
+@pytest.mark.parametrize("be", backends())
+def test_sum_of_1d_is_0d_and_long_rows(be):
+    b = dev(be)
+    x = rng.standard_normal(5000 if be != "INTERP" else 300).astype(np.float32)
+    s = llm.sum(put(x, b), 0)
+    assert get(s).shape == ()
+    assert abs(float(get(s)) - x.astype(np.float64).sum()) < 1e-5 * np.abs(x).sum()
+
+
+def test_softmax_errors_name_the_argument():
+    with pytest.raises(ValueError, match="'axis'"):
+        llm.softmax(np.zeros((2, 3), np.float32), axis=2)
+    with pytest.raises(ValueError, match="'x'.*int32"):
+        llm.softmax(np.zeros(3, np.int32))
+    with pytest.raises(ValueError, match="'out'.*shape"):
+        llm.sum(np.zeros((2, 3), np.float32), 0, out=np.zeros(2, np.float32))
