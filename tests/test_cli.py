@@ -244,3 +244,21 @@ def test_demo_on_webgpu_runs_in_float32():
     r = demo.run_demo(backend="WEBGPU", size=40, steps=4, png=None, out=out, progress=None)
     assert r["dtype"] == "float32" and r["verified"] and r["verify_max_abs_err"] < 1e-5
     assert "no float64" in out.getvalue()
+
+
+def test_import_loads_no_runtime_compiler_or_autodiff():
+    """`import tinykernels` stays light: device runtimes, the compiler frontend, the
+    interpreter and autodiff are imported on first use (benchmarks/bench_import.py times it)."""
+    import subprocess
+    import sys
+    code = ("import sys, tinykernels as tk; "
+            "print(sorted(m for m in sys.modules if m.startswith(('tinykernels', 'pyopencl', 'wgpu', 'cuda'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for heavy in ("runtime.opencl", "runtime.webgpu", "runtime.cuda", "runtime.interpreter", "frontend",
+                  "autodiff", "codegen", "passes", "pyopencl", "wgpu", "'cuda"):
+        assert heavy not in out, (heavy, out)
+    # and everything is still there on first use
+    code = ("import tinykernels as tk, tinykernels.autodiff; print(tk.OpenCL.__name__, tk.Interpreter.__name__, "
+            "type(tk.autodiff).__name__, tk.KernelIndexError.__name__, 'OpenCL' in dir(tk))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["OpenCL", "Interpreter", "function", "KernelIndexError", "True"]

@@ -5,6 +5,7 @@ compare equal share their streams and compiled kernels.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from functools import lru_cache
@@ -116,8 +117,28 @@ def _gpu_unavailable(name: str, hint: str):
 ROCm = _gpu_unavailable("ROCm", "not implemented yet in this release (planned: hiprtc and the HIP runtime)")
 Metal = _gpu_unavailable("Metal", "not implemented yet in this release (needs macOS with Metal)")
 
-_KINDS = {"CPU": CPU, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm,
-          "METAL": Metal}
+# The device backends' classes live in their runtime modules, imported on first use (a CPU
+# user never pays for pyopencl, wgpu or the CUDA bindings' Python side): by name here, by
+# attribute (``backends.OpenCL``, ``tk.OpenCL``) through the module ``__getattr__`` below.
+_RUNTIME_CLASSES = {"OpenCL": ".runtime.opencl", "WebGPU": ".runtime.webgpu", "CUDA": ".runtime.cuda"}
+_KINDS = {"CPU": CPU, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm, "METAL": Metal,
+          "CL": "OpenCL", "OPENCL": "OpenCL", "WEBGPU": "WebGPU", "WGPU": "WebGPU",
+          "CUDA": "CUDA", "GPU": "CUDA", "NV": "CUDA"}
+
+
+def _runtime_class(name: str):
+    """The backend class ``name`` (OpenCL, WebGPU, CUDA), importing its runtime module once."""
+    cls = globals().get(name)
+    if cls is None:
+        cls = getattr(importlib.import_module(_RUNTIME_CLASSES[name], __package__), name)
+        globals()[name] = cls
+    return cls
+
+
+def __getattr__(name: str):
+    if name in _RUNTIME_CLASSES:
+        return _runtime_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 _ORDER = ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP")
 
 
@@ -143,15 +164,17 @@ def backend(spec) -> Backend:
             raise BackendUnavailable(f"unknown interpreter option {arg!r} in {spec!r}: use INTERP or INTERP:CHECK")
         return _interpreter_class()(check=True) if arg else _interpreter_class()()
     cls = _KINDS.get(k)
+    if isinstance(cls, str):
+        cls = _runtime_class(cls)
     if cls is None:
         raise BackendUnavailable(
             f"unknown backend {spec!r}: expected one of CPU, CUDA[:n], ROCM[:n], METAL, CL, WEBGPU, INTERP")
     if cls is CPU:
         return CPU(threads=int(arg)) if arg else CPU()
-    if cls is OpenCL:
-        return OpenCL(device=int(arg)) if arg else OpenCL()
-    if cls is WebGPU:
-        return WebGPU(int(arg) if arg.isdigit() else arg) if arg else WebGPU()
+    if cls.__name__ == "OpenCL":
+        return cls(device=int(arg)) if arg else cls()
+    if cls.__name__ == "WebGPU":
+        return cls(int(arg) if arg.isdigit() else arg) if arg else cls()
     return cls(int(arg)) if arg else cls()
 
 
@@ -159,7 +182,7 @@ def backend(spec) -> Backend:
 def _default_from_env(dev: str | None) -> Backend:
     if dev:
         return backend(dev)
-    for cls in (CUDA, ROCm, Metal):
+    for cls in (_runtime_class("CUDA"), ROCm, Metal):
         if cls.available()[0]:
             return cls()
     return CPU()
@@ -190,9 +213,10 @@ def available_devs() -> list:
 def backends() -> BackendInfo:
     """What is available on this machine and, for the rest, why not and how to get it."""
     info = BackendInfo()
-    for name, cls in (("CUDA", CUDA), ("ROCm", ROCm), ("Metal", Metal), ("OpenCL", OpenCL),
-                      ("WebGPU", WebGPU), ("CPU", CPU), ("INTERP", _interpreter_class())):
+    for name in ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP"):
         try:
+            cls = (_runtime_class(name) if name in _RUNTIME_CLASSES else
+                   _interpreter_class() if name == "INTERP" else globals()[name])
             info[name] = cls.available()
         except Exception as e:  # a probe must never break the listing
             info[name] = (False, f"probe failed: {e}")
@@ -202,15 +226,3 @@ def backends() -> BackendInfo:
 def synchronize(b: Backend | None = None) -> None:
     """Wait for all outstanding work on a backend (default: the default backend)."""
     (b or default_backend()).synchronize()
-
-
-
-from .runtime.opencl import OpenCL  # noqa: E402  (the runtime needs Backend, defined above)
-
-_KINDS["CL"] = _KINDS["OPENCL"] = OpenCL
-from .runtime.webgpu import WebGPU  # noqa: E402,F811  (replaces the stub above)
-
-_KINDS["WEBGPU"] = _KINDS["WGPU"] = WebGPU
-from .runtime.cuda import CUDA  # noqa: E402  (the runtime needs Backend, defined above)
-
-_KINDS["CUDA"] = _KINDS["GPU"] = _KINDS["NV"] = CUDA

@@ -19,7 +19,6 @@ from . import lang
 from .backends import Backend, backend as make_backend
 from .dtypes import Ty
 from .errors import CompileError, LaunchError
-from .frontend import ArraySpec, ConstexprSpec, LowerOptions, ScalarSpec, lower_kernel, parse_function
 from .runtime.launchcheck import check_launch, fast_plan
 from .runtime.streams import Event, completed_event
 from .tracebacks import USER_ERRORS, api_boundary, prepare as _filtered
@@ -41,6 +40,7 @@ class Func:
 
     def source(self):
         if self._src is None:
+            from .frontend import parse_function      # the compiler is imported on first use
             self._src = parse_function(self.fn)
         return self._src
 
@@ -86,11 +86,13 @@ class Kernel:
 
     def source_info(self):
         if self._src is None:
+            from .frontend import parse_function      # the compiler is imported on first use
             self._src = parse_function(self.fn)
         return self._src
 
     def lower_ir(self, src, specs, opts):
         """Typed IR for one specialization (derived kernels, e.g. adjoints, transform it)."""
+        from .frontend import lower_kernel
         return lower_kernel(src, specs, opts)
 
     def __repr__(self) -> str:
@@ -292,6 +294,7 @@ class KernelInstance:
         return arr
 
     def _specs(self, args, wg):
+        from .frontend import ArraySpec, ConstexprSpec, ScalarSpec
         out = {}
         df = D.float64 if self.backend.supports_float64 else D.float32
         from .array import Array
@@ -321,6 +324,7 @@ class KernelInstance:
     def _lower(self, args, wg, **options):
         """The kernel's IR for these arguments; ``options``: the backend's LowerOptions fields
         besides the workgroup, ``unsafe_indices``, ``debug`` and the kernel name."""
+        from .frontend import LowerOptions
         k = self.kernel
         src = k.source_info()
         opts = LowerOptions(workgroup=wg, unsafe_indices=k.unsafe_indices, debug=self.backend.debug,
