@@ -249,6 +249,8 @@ class AdjointLauncher:
                     self.scratch("tape_i", max(1, total * plan.ni), idt), tape[2]]
         else:
             counts = _dummy(b, (total, 2), idt)
+            if restore is None:    # called directly (tk.adjoint): undo the counting pass's writes here
+                restore = _restorer(self.kernel, b, self.wg, primal, ndrange, wg)
             cnt = derived(self.kernel, "count", diff)(b, self.wg)
             cnt(*full, *tape, counts, ndrange=ndrange, workgroupsize=wg)
             b.synchronize()
@@ -270,6 +272,21 @@ class AdjointLauncher:
         for shadow, buf in partials:
             _add_scalar(shadow, float(_host_copy(buf).sum()))
         return ev
+
+
+def _restorer(kernel: Kernel, backend, static_wg, primal, ndrange, wg):
+    """A function that puts back (as they are now) the arrays one launch of ``kernel`` with
+    arguments ``primal`` writes: the counting pass runs the forward sweep, which stores."""
+    written = _written_params(kernel(backend, static_wg), primal, ndrange, wg)
+    saved: dict = {}
+    for (name, _), a in zip(kernel.params, primal):
+        if name in written and id(a) not in saved:
+            saved[id(a)] = (a, _copy(a))
+
+    def restore() -> None:
+        for a, copy in saved.values():
+            _put(a, copy)
+    return restore
 
 
 def _add_scalar(shadow, value: float) -> None:
