@@ -75,9 +75,10 @@ def _host(a):
 
 
 class DerivedKernel(Kernel):
-    """The adjoint (``mode="reverse"``), tape-counting (``"count"``), tangent (``"tangent"``)
-    or gather (``"gather:<array>"``, see :mod:`.passes.adjoint_gather`) kernel of a kernel,
-    for a fixed choice of differentiated parameters."""
+    """The adjoint (``mode="reverse"``, or ``"reverse_threads"``: scalar partials per CPU
+    thread), tape-counting (``"count"``), tangent (``"tangent"``) or gather (``"gather:<array>"``,
+    ``"gather_ring:<array>"``, ``"gather_in:<array>"``, see :mod:`.passes.adjoint_gather`)
+    kernel of a kernel, for a fixed choice of differentiated parameters."""
 
     def __init__(self, primal: Kernel, mode: str, diff: tuple):
         self.primal, self.mode, self.diff = primal, mode, tuple(diff)
@@ -93,7 +94,7 @@ class DerivedKernel(Kernel):
             params += [("_tk_tape_f", "value"), ("_tk_tape_i", "value"), ("_tk_tape_off", "value")]
         if mode == "count":
             params.append(("_tk_counts", "value"))
-        if mode.startswith("gather:"):
+        if G.gather_mode(mode):
             params += [(n, "value") for n in G.gather_param_names()]
         self.params = params
         self.cmask = sum(1 << i for i, (_, k) in enumerate(params) if k == "constexpr")
@@ -117,10 +118,11 @@ class DerivedKernel(Kernel):
             out, plan = reverse_kernel(ir, self.diff, grouped, count=self.mode == "count",
                                        wide=opts.default_float == D.float64)
             gathers = ()
-            if self.mode == "reverse":        # faster shapes: passes/adjoint_gather.py
-                out, gathers = G.speed_up(out, grouped, self.diff)
-            elif self.mode.startswith("gather:"):
-                out = G.gather_for(out, grouped, self.mode[len("gather:"):], plan.nf, plan.ni)
+            if self.mode in ("reverse", "reverse_threads"):   # faster shapes: passes/adjoint_gather.py
+                out, gathers = G.speed_up(out, grouped, self.diff, threads=self.mode == "reverse_threads")
+            elif G.gather_mode(self.mode):
+                array, variant = G.gather_mode(self.mode)
+                out = G.gather_for(out, grouped, array, plan.nf, plan.ni, variant)
             out.tape, out.gathers = plan, tuple(gathers)
         for p in out.params:   # shadows take the layout of the arrays actually passed
             if p[0] == "array" and p[1].name in specs and hasattr(specs[p[1].name], "contiguous"):
@@ -207,14 +209,21 @@ class AdjointLauncher:
         return self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
 
     def plan(self, adj, args, ndrange, wg) -> tuple:
-        """(tape plan, gathers) of the adjoint specialization for these arguments (cached)."""
+        """(tape plan, gathers, scalar partials form) of the adjoint specialization for these
+        arguments (cached)."""
         norm, geom, ndim, ranges, total, wgs = adj._prepare(args, ndrange, wg)
         L = getattr(adj, "_L", None)
-        key = (id(adj), L.sig(adj._cmask, norm, geom, ndim, 0, int(ranges)) if L else None, wgs, ndim, ranges)
+        if L is not None:                      # the CPU launcher's signature
+            sig = L.sig(adj._cmask, norm, geom, ndim, 0, int(ranges))
+        elif hasattr(adj, "_key"):             # device runtimes: their compile-cache key
+            sig = adj._key(norm, geom, ndim, ranges, wgs)
+        else:
+            sig = None
+        key = (id(adj), sig, wgs, ndim, ranges)
         p = _PLANS.get(key) if key[1] is not None else None
         if p is None:
             ir = adj._ir(norm, geom, ndim, ranges, wgs)
-            p = ir.tape, ir.gathers
+            p = ir.tape, ir.gathers, getattr(ir, "partials", None)
             if key[1] is not None:
                 _PLANS[key] = p
         return p
@@ -226,7 +235,8 @@ class AdjointLauncher:
         b = self.backend
         fdt, idt = _tape_dtypes(b)
         geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
-        adj = derived(self.kernel, "reverse", diff)(b, self.wg)
+        threads = getattr(b, "threads", 0) if getattr(b, "name", "") == "CPU" else 0
+        adj = derived(self.kernel, "reverse_threads" if threads else "reverse", diff)(b, self.wg)
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
@@ -236,14 +246,20 @@ class AdjointLauncher:
             full.append(a)
             named[name] = a
             if name in shadows:
-                if _is_float_scalar(a):       # per-group partial sums, added to the shadow afterwards
-                    buf = self.scratch(("partial", name), groups, fdt)
+                if _is_float_scalar(a):       # per-thread or per-group partial sums, added to the shadow afterwards
+                    buf = self.scratch(("partial", name), max(groups, threads), fdt)
                     partials.append((shadows[name], buf))
                     full.append(buf)
                 else:
                     full.append(shadows[name])
-        tape = [_dummy(b, 1, fdt), _dummy(b, 1, idt), _dummy(b, (1, 2), idt)]
-        plan, gathers = self.plan(adj, tuple(full + tape), ndrange, wg)
+        # placeholders, never read or written: a static tape needs no offsets, the counting
+        # pass writes no tape
+        tape = [self.scratch("dummy_f", 1, fdt), self.scratch("dummy_i", 1, idt), self.scratch("dummy_off", (1, 2), idt)]
+        plan, gathers, form = self.plan(adj, tuple(full + tape), ndrange, wg)
+        nparts = threads if form == "threads" else groups
+        if form == "threads":         # threads that get no work write no partial
+            for _, buf in partials:
+                buf[:nparts] = 0.0
         if plan.static:
             tape = [self.scratch("tape_f", max(1, total * plan.nf), fdt),
                     self.scratch("tape_i", max(1, total * plan.ni), idt), tape[2]]
@@ -263,14 +279,20 @@ class AdjointLauncher:
             tape = [_dummy(b, max(1, int(sizes[0])), fdt), _dummy(b, max(1, int(sizes[1])), idt),
                     off if getattr(b, "is_host", False) else asarray(off, backend=b)]
         for g in gathers:    # before the main adjoint, which consumes the output shadows they read
-            box = G.footprint(g, geom, tuple(named[g.array].shape))
-            if box is not None:
-                gk = derived(self.kernel, "gather:" + g.array, diff)(b, self.wg)
-                gk(*full, *tape, *(idt(v) for v in G.gather_args(geom)), ndrange=box, workgroupsize=wg)
+            gargs = [idt(v) for v in G.gather_args(geom)]
+            for mode, box in G.gather_boxes(g, geom, tuple(named[g.array].shape)):
+                gk = derived(self.kernel, mode + g.array, diff)(b, self.wg)
+                gk(*full, *tape, *gargs, ndrange=box, workgroupsize=wg)
         ev = adj(*full, *tape, ndrange=ndrange, workgroupsize=wg)
-        b.synchronize()
-        for shadow, buf in partials:
-            _add_scalar(shadow, float(_host_copy(buf).sum()))
+        if partials and getattr(b, "is_host", False):
+            b.synchronize()
+            for shadow, buf in partials:
+                _add_scalar(shadow, float(_host_copy(buf)[:nparts].sum()))
+        elif partials:                 # summed on the device: no transfers, no waiting
+            from ._autodiff_kernels import PARTIALS_GROUP, add_partials
+            k = add_partials(b, PARTIALS_GROUP)
+            for shadow, buf in partials:
+                ev = k(shadow, buf, nparts, ndrange=PARTIALS_GROUP)
         return ev
 
 

@@ -20,10 +20,13 @@ it is provably unnecessary, and the per-item scalar partial sums:
 * **Dead primal stores** (:func:`without_dead_stores`): a store to an array the kernel never
   reads is dead in the adjoint (nothing in it reads the value), so the adjoint writes only
   shadows and leaves primal memory as it found it.
-* **Scalar gradients** (:func:`reduce_scalar_partials`): instead of one partial sum per work
-  item, each group reduces its items' partials (``group_reduce``) and writes one per group;
-  the launcher adds the per-group partials up (a sum in another order than per item: equal
-  up to float rounding, and deterministic).
+* **Scalar gradients**: instead of one partial sum per work item, on the CPU
+  (:func:`per_thread_partials`) each thread sums its items' partials in the flat loop (an
+  OpenMP ``simd`` reduction, so the loop still vectorizes) and writes one per thread; on
+  the other backends (:func:`reduce_scalar_partials`) each group reduces its items'
+  partials (``group_reduce``) and writes one per group. The launcher adds those up (a sum
+  in another order than per item: equal up to float rounding; deterministic for a given
+  thread count or group size).
 """
 from __future__ import annotations
 
@@ -286,6 +289,23 @@ def without_dead_stores(k: N.Kernel, primal: set) -> N.Kernel:
     return replace(k, body=_map_stmts(k.body, fn))
 
 
+def per_thread_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
+    """The top-level stores ``dS[global_linear] = acc`` are dropped and listed in the
+    kernel's ``item_sums`` (``(acc, dS)`` pairs): the CPU's flat loop sums ``acc`` over each
+    thread's items and stores the sum to ``dS[thread]`` (:meth:`.codegen.c.CRenderer.item_sums`)."""
+    body, sums = [], []
+    for s in k.body:
+        if isinstance(s, N.Store) and s.array.name in scalar_shadows and isinstance(s.value, N.Var):
+            sums.append((s.value.name, s.array))
+        else:
+            body.append(s)
+    if not sums:
+        return k
+    out = replace(k, body=body)
+    out.item_sums = tuple(sums)
+    return out
+
+
 def reduce_scalar_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
     """One partial gradient per group instead of per item: the top-level stores
     ``dS[global_linear] = acc`` become ``r = group_reduce(acc, add)`` and a store of ``r`` to
@@ -315,9 +335,17 @@ def reduce_scalar_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
 
 # ----------------------------------------------------------------------------- the gather kernel
 
-def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int) -> N.Kernel:
+def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -> N.Kernel:
     """The kernel that adds ``dT[J] += sum_k contribution of item J - c_k`` for ``g`` (``k``
-    is the adjoint before :func:`without_accumulations`; ``nf``/``ni`` its static tape)."""
+    is the adjoint before :func:`without_accumulations`; ``nf``/``ni`` its static tape).
+
+    For each offset it keeps only the statements the contribution through that read needs
+    (:func:`_slice`: for a linear stencil, one load of the output shadow times a constant).
+    ``variant`` (see :data:`GATHER_VARIANTS`): "in" runs only where every source item
+    ``J - c_k`` is in the primal launch range (see :func:`gather_boxes`), so it tests
+    nothing and its loop vectorizes; otherwise each offset tests that its source item
+    exists, "ring" knowing that the launch's steps are 1 (no divisions), "" for any step."""
+    interior, unit = variant == "in", variant in ("in", "ring")
     loc = k.body[0].loc if k.body else N.NOLOC
     locs = dict(k.locals)
     ndim = k.ndim
@@ -394,35 +422,93 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int) -> N.Kernel:
         inner = _map_stmts(k.body, fn)
         return _sub_conds(inner, sub_expr)
 
-    single = _single_defs(k.body, _assign_sites(k.body))
-    body = [N.AllocArray(loc, tf), N.AllocArray(loc, ti), N.Assign(loc, acc, c(0.0, st))]
-    for off in g.offsets:
-        setup = []
+    def geometry(off) -> tuple:
+        """(statements setting the source item's geometry, its existence test or None)."""
+        setup, test = [], None
         for d in range(ndim):
-            if g.kind == "cart":
-                j = N.Index(it, loc, "global", d)
+            j = N.Index(it, loc, "global", d)
+            if g.kind == "lin":
+                setup += [N.Assign(loc, pos[d], op("-", j, c(off[0]))),
+                          N.Assign(loc, crd[d], op("+", arg("s", 0), op("*", var(pos[d]), arg("t", 0))))]
+                exact = None
+            elif unit:                                                 # steps are 1 here
+                setup += [N.Assign(loc, crd[d], op("-", j, c(off[d]))),
+                          N.Assign(loc, pos[d], op("-", var(crd[d]), arg("s", d)))]
+                exact = None
+            else:
                 q = op("-", op("-", j, c(off[d])), arg("s", d))        # J - c - start
                 setup += [N.Assign(loc, pos[d], N.Select(it, loc, cmp("==", arg("t", d), c(1)), q,
                                                          op("//", q, arg("t", d)))),
-                          N.Assign(loc, crd[d], op("-", N.Index(it, loc, "global", d), c(off[d])))]
+                          N.Assign(loc, crd[d], op("-", j, c(off[d])))]
                 exact = cmp("==", op("*", var(pos[d]), arg("t", d)), q)
-            else:
-                j = N.Index(it, loc, "global", 0)
-                setup += [N.Assign(loc, pos[d], op("-", j, c(off[0]))),
-                          N.Assign(loc, crd[d], op("+", arg("s", 0), op("*", var(pos[d]), arg("t", 0))))]
-                exact = c(True, B)
+            if interior:
+                continue
             inside = N.BinOp(B, loc, "and", cmp(">=", var(pos[d]), c(0)), cmp("<", var(pos[d]), arg("n", d)))
-            cond = N.BinOp(B, loc, "and", exact, inside)
-            setup.append(N.Assign(loc, ok, cond if d == 0 else N.BinOp(B, loc, "and", var(ok), cond)))
+            cond = inside if exact is None else N.BinOp(B, loc, "and", exact, inside)
+            test = cond if test is None else N.BinOp(B, loc, "and", test, cond)
         lin_e = var(pos[0])
         for d in range(1, ndim):
             lin_e = op("+", op("*", lin_e, arg("n", d)), var(pos[d]))
-        body += setup + [N.If(loc, var(ok), [N.Assign(loc, lin, lin_e)] + body_for(off))]
+        return setup + [N.Assign(loc, lin, lin_e)], test
+
+    single = _single_defs(k.body, _assign_sites(k.body))
+    body = [N.AllocArray(loc, tf), N.AllocArray(loc, ti), N.Assign(loc, acc, c(0.0, st))]
+    for off in g.offsets:
+        setup, test = geometry(off)
+        if test is None:
+            body += setup + body_for(off)
+        else:
+            body += setup + [N.Assign(loc, ok, test), N.If(loc, var(ok), body_for(off))]
+    body, _ = _slice(body, {acc})
     own = [N.Index(it, loc, "global", d) for d in range(len(g.offsets[0]) if g.kind == "cart" else 1)]
     body.append(N.Store(loc, sh, own, N.BinOp(st, loc, "+", N.Load(st, loc, sh, own), var(acc))))
     out = replace(k, body=body, locals=locs, params=params, name=k.name)
     out.uses = (set(k.uses) - {"atomic"}) | {"private"}
     return out
+
+
+def _uses(exprs) -> set:
+    """Locals and private arrays an expression list reads."""
+    out = set()
+    for e in exprs:
+        for x in N.walk_expr(e):
+            if isinstance(x, N.Var):
+                out.add(x.name)
+            elif isinstance(x, N.Load) and x.array.space == "private":
+                out.add(x.array.name)
+    return out
+
+
+def _slice(stmts, live: set) -> tuple:
+    """(the statements of the loop-free ``stmts`` that the values ``live`` (locals, private
+    arrays) at its end depend on, what is live at its start): a backward dead-code pass."""
+    out = []
+    for s in reversed(stmts):
+        if isinstance(s, N.Assign):
+            if s.var in live:
+                live = (live - {s.var}) | _uses([s.value])
+                out.append(s)
+        elif isinstance(s, N.Philox):
+            if live & set(s.outs):
+                live = (live - set(s.outs)) | _uses(s.args)
+                out.append(s)
+        elif isinstance(s, N.Store) and s.array.space == "private":
+            if s.array.name in live:
+                live = live | _uses(list(s.index) + [s.value])
+                out.append(s)
+        elif isinstance(s, N.If):
+            a, la = _slice(s.body, live)
+            b, lb = _slice(s.orelse, live)
+            if a or b:
+                out.append(N.If(s.loc, s.cond, a, b))
+                live = la | lb | _uses([s.cond])
+        elif isinstance(s, N.AllocArray):
+            if s.array.name in live:
+                out.append(s)
+        else:
+            raise AssertionError(f"gather kernel: unexpected {type(s).__name__}")
+    out.reverse()
+    return out, live
 
 
 def _tape_dtype(k: N.Kernel, which: int):
@@ -486,14 +572,58 @@ def footprint(g: Gather, geom: tuple, shape: tuple):
     return tuple(box)
 
 
+GATHER_VARIANTS = {"gather:": "", "gather_ring:": "ring", "gather_in:": "in"}   # mode prefix -> variant
+
+
+def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
+    """[(mode prefix, box)]: the :func:`footprint` split into the box where every source
+    item ``J - c_k`` is in the primal launch range, run by the interior gather kernel
+    ("gather_in:"), and the disjoint boxes around it, run by the checked one ("gather_ring:"
+    when the launch's steps are 1, else "gather:", which then covers the whole footprint)."""
+    box = footprint(g, geom, shape)
+    if box is None:
+        return []
+    if g.kind == "cart" and any(geom[3 * d + 2] != 1 for d in range(len(box))):
+        return [("gather:", box)]
+    inner = []
+    for d, r in enumerate(box):
+        start, count = geom[3 * d:3 * d + 2]
+        lo, hi = start + max(o[d] for o in g.offsets), start + count - 1 + min(o[d] for o in g.offsets)
+        if g.kind == "lin":                       # positions, whatever the start and step
+            lo, hi = lo - start, hi - start
+        lo, hi = max(lo, r.start), min(hi, r.stop - 1)
+        if hi < lo:
+            return [("gather_ring:", box)]
+        inner.append(range(lo, hi + 1))
+    out = [("gather_in:", tuple(inner))]
+    for d in range(len(box)):
+        head, tail = tuple(inner[:d]), tuple(box[d + 1:])
+        for part in (range(box[d].start, inner[d].start), range(inner[d].stop, box[d].stop)):
+            if len(part):
+                out.append(("gather_ring:", head + (part,) + tail))
+    return out
+
+
+def gather_mode(mode: str):
+    """(array, variant) of a gather kernel's mode string ("gather:T", "gather_ring:T",
+    "gather_in:T"), or None."""
+    for prefix, variant in GATHER_VARIANTS.items():
+        if mode.startswith(prefix):
+            return mode[len(prefix):], variant
+    return None
+
+
 def ngroups(geom: tuple, ndim: int, wg: tuple) -> int:
     """Number of work groups of a launch (the per-group partial sums' length)."""
     return max(1, math.prod(-(-geom[3 * d + 1] // wg[d]) for d in range(ndim)))
 
 
-def speed_up(adj: N.Kernel, grouped: bool, diff) -> tuple:
+def speed_up(adj: N.Kernel, grouped: bool, diff, threads: bool = False) -> tuple:
     """(main adjoint, gathers): the rewrites of this module applied to the adjoint ``adj``
-    that :func:`.autodiff.reverse_kernel` built for the parameters ``diff``."""
+    that :func:`.autodiff.reverse_kernel` built for the parameters ``diff``. ``threads``: the
+    CPU backend, whose flat kernels can sum scalar partials per thread. The main adjoint's
+    ``partials`` says how many scalar partial sums it writes: "threads" (one per thread),
+    "groups" (one per work group) or None (no scalar gradients)."""
     gathers = find_gathers(adj, grouped)
     k = without_accumulations(adj, gathers)
     k = plain_single_offset_adds(k)
@@ -503,13 +633,20 @@ def speed_up(adj: N.Kernel, grouped: bool, diff) -> tuple:
               and p[1].name not in {f"_d_{x}" for x in diff}}
     k = without_dead_stores(k, primal)
     scalars = {f"_d_{p[1]}" for p in adj.params if p[0] == "scalar" and p[1] in set(diff)}
-    k = reduce_scalar_partials(k, scalars)
+    if not scalars:
+        k.partials = None
+    elif threads and not grouped:
+        k = per_thread_partials(k, scalars)
+        k.partials = "threads"
+    else:
+        k = reduce_scalar_partials(k, scalars)
+        k.partials = "groups"
     return k, gathers
 
 
-def gather_for(adj: N.Kernel, grouped: bool, array: str, nf: int, ni: int) -> N.Kernel:
+def gather_for(adj: N.Kernel, grouped: bool, array: str, nf: int, ni: int, variant: str = "") -> N.Kernel:
     """The gather kernel of ``array`` for the adjoint ``adj`` (see :func:`speed_up`)."""
     for g in find_gathers(adj, grouped):
         if g.array == array:
-            return gather_kernel(adj, g, nf, ni)
+            return gather_kernel(adj, g, nf, ni, variant)
     raise AssertionError(f"no gather adjoint for '{array}'")
