@@ -162,6 +162,62 @@ def test_stencil_adjoint_has_no_atomics_and_a_gather_kernel():
     assert "tk_atomic" not in gather[gather.index("tk_chunk("):]
 
 
+def test_gather_kernels_keep_only_each_offsets_contribution():
+    """For the linear 2-D stencil the interior gather loads only the output shadow (one
+    load per offset, no T, no tests); the ring kernel tests, without divisions for unit
+    steps; the CPU main adjoint sums dt's and lam's partials per thread in its flat loop."""
+    T = np.zeros((8, 8))
+    args = (T, T, T, T, 0.1, np.zeros(1), 0.2, np.zeros(1), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros((1, 2), np.int64), *(np.int64(1),) * 9)
+    def item_loop(src):
+        body = src[src.index("for (tk_idx tk_pl"):]
+        return body[:body.index("\n}\n")]
+    inner = item_loop(_adjoint_source(diffuse2, "gather_in:T", *args, ndrange=(8, 8)))
+    assert inner.count("a__d_T2[") == 5 and "a_T[" not in inner and "if (" not in inner
+    ring = item_loop(_adjoint_source(diffuse2, "gather_ring:T", *args, ndrange=(8, 8)))
+    assert "if (" in ring and "floordiv" not in ring and "a_T[" not in ring
+    main = _adjoint_source(diffuse2, "reverse_threads", *args[:11], ndrange=(8, 8))
+    assert "tk_group(" not in main and "omp simd reduction(+:tk_sum0, tk_sum1)" in main
+    assert "a__d_dt[tk_t] = tk_sum0;" in main and "a__d_lam[tk_t] = tk_sum1;" in main
+
+
+@pytest.mark.parametrize("ndr,shape", [
+    ((range(1, 9), range(1, 7)), (10, 8)),
+    ((10, 8), (10, 8)),
+    ((range(2, 5), range(0, 8, 3)), (10, 8)),
+    ((range(1, 3), range(1, 7)), (4, 8)),
+    ((range(1, 6), range(2, 4), range(0, 9)), (7, 6, 9)),
+])
+def test_gather_boxes_partition_the_footprint(ndr, shape):
+    """The interior box and the ring boxes cover the footprint once; in the interior box
+    every source item exists (so its kernel tests nothing)."""
+    from tinykernels.kernel import parse_ndrange
+    from tinykernels.passes.adjoint_gather import gather_boxes
+    nd = len(shape)
+    offs = tuple(tuple(s * (d == e) for e in range(nd)) for d in range(nd) for s in (-1, 1)) + ((0,) * nd,)
+    g = Gather("T", "_d_T", "cart", offs)
+    geom = parse_ndrange(ndr, "k")[0]
+    items = set(np.ndindex(*[len(r) for r in (ndr if isinstance(ndr[0], range) else [range(n) for n in ndr])]))
+    ranges = ndr if isinstance(ndr[0], range) else tuple(range(n) for n in ndr)
+    sources = {tuple(r[p] for r, p in zip(ranges, pos)) for pos in items}
+    seen = []
+    for mode, box in gather_boxes(g, geom, shape):
+        for J in np.ndindex(*[len(r) for r in box]):
+            J = tuple(r[j] for r, j in zip(box, J))
+            seen.append(J)
+            if mode == "gather_in:":
+                assert all(tuple(a - c for a, c in zip(J, o)) in sources for o in offs)
+            else:
+                assert mode == ("gather_ring:" if all(geom[3 * d + 2] == 1 for d in range(nd)) else "gather:")
+    assert len(seen) == len(set(seen))
+    want = {tuple(a + c for a, c in zip(I, o)) for I in sources for o in offs}
+    want = {J for J in want if all(0 <= j < n for j, n in zip(J, shape))}
+    assert want <= set(seen)
+    fp = footprint(g, geom, shape)
+    assert set(seen) == set(np.ndindex(*[r.stop for r in fp])) - {J for J in np.ndindex(*[r.stop for r in fp])
+                                                                     if any(j < r.start for j, r in zip(J, fp))}
+
+
 def test_footprint_covers_the_ring_and_clips_to_the_array():
     g = Gather("T", "_d_T", "cart", ((-1, 0), (0, -1), (0, 0), (0, 1), (1, 0)))
     geom = (1, 8, 1, 1, 6, 1, 0, 1, 1)                       # range(1, 9) x range(1, 7)
@@ -242,6 +298,18 @@ def test_scalar_gradient_with_partial_groups(n, wg):
     np.testing.assert_allclose(ds[0], 0.5 + (da * c).sum(), rtol=1e-12)
     np.testing.assert_allclose(db, da, rtol=1e-15)
     np.testing.assert_allclose(dc, 2.5 * da, rtol=1e-15)
+
+
+@pytest.mark.parametrize("threads", [1, 6, 8])
+def test_scalar_gradient_per_thread_partials_reused_launcher(threads):
+    """Per-thread partial sums on the CPU: a launcher's partial buffer is reused, so a small
+    launch (one thread does the work) after a big one must not add stale partials."""
+    at = tk.adjoint(triad)(tk.CPU(threads=threads), 1024)    # <= 6 groups: the same buffer each time
+    for n in (5000, 100, 6000, 3):
+        b, c, da = RNG.standard_normal(n), RNG.standard_normal(n), RNG.standard_normal(n)
+        ds = np.array([0.25])
+        at(np.zeros(n), da.copy(), b, np.zeros(n), c, np.zeros(n), 1.5, ds, ndrange=n)
+        np.testing.assert_allclose(ds[0], 0.25 + (da * c).sum(), rtol=1e-12)
 
 
 @tk.kernel
