@@ -15,6 +15,8 @@ so gradients flow through them.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import dtypes as D
@@ -75,8 +77,8 @@ def _host(a):
 
 
 class DerivedKernel(Kernel):
-    """The adjoint (``mode="reverse"``, or ``"reverse_threads"``: scalar partials per CPU
-    thread), tape-counting (``"count"``), tangent (``"tangent"``) or gather (``"gather:<array>"``,
+    """The adjoint (``mode="reverse"``; ``"reverse_threads"``, ``"reverse_strip"``: other
+    forms of scalar partials, see :func:`.adjoint_gather.speed_up`), tape-counting (``"count"``), tangent (``"tangent"``) or gather (``"gather:<array>"``,
     ``"gather_ring:<array>"``, ``"gather_in:<array>"``, see :mod:`.passes.adjoint_gather`)
     kernel of a kernel, for a fixed choice of differentiated parameters."""
 
@@ -94,7 +96,7 @@ class DerivedKernel(Kernel):
             params += [("_tk_tape_f", "value"), ("_tk_tape_i", "value"), ("_tk_tape_off", "value")]
         if mode == "count":
             params.append(("_tk_counts", "value"))
-        if G.gather_mode(mode):
+        if G.gather_mode(mode) or mode == "reverse_strip":
             params += [(n, "value") for n in G.gather_param_names()]
         self.params = params
         self.cmask = sum(1 << i for i, (_, k) in enumerate(params) if k == "constexpr")
@@ -118,8 +120,8 @@ class DerivedKernel(Kernel):
             out, plan = reverse_kernel(ir, self.diff, grouped, count=self.mode == "count",
                                        wide=opts.default_float == D.float64)
             gathers = ()
-            if self.mode in ("reverse", "reverse_threads"):   # faster shapes: passes/adjoint_gather.py
-                out, gathers = G.speed_up(out, grouped, self.diff, threads=self.mode == "reverse_threads")
+            if self.mode.startswith("reverse"):      # faster shapes: passes/adjoint_gather.py
+                out, gathers = G.speed_up(out, grouped, self.diff, self.mode[len("reverse"):].lstrip("_"))
             elif G.gather_mode(self.mode):
                 array, variant = G.gather_mode(self.mode)
                 out = G.gather_for(out, grouped, array, plan.nf, plan.ni, variant)
@@ -236,30 +238,40 @@ class AdjointLauncher:
         fdt, idt = _tape_dtypes(b)
         geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
         threads = getattr(b, "threads", 0) if getattr(b, "name", "") == "CPU" else 0
-        adj = derived(self.kernel, "reverse_threads" if threads else "reverse", diff)(b, self.wg)
+        adj = derived(self.kernel, "reverse_threads" if threads else "reverse_strip", diff)(b, self.wg)
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
-        groups = G.ngroups(geom, ndim, adj._workgroup(ndim, wg))
         full, partials, named = [], [], {}
         for (name, _), a in zip(self.kernel.params, primal):
             full.append(a)
             named[name] = a
             if name in shadows:
-                if _is_float_scalar(a):       # per-thread or per-group partial sums, added to the shadow afterwards
-                    buf = self.scratch(("partial", name), max(groups, threads), fdt)
-                    partials.append((shadows[name], buf))
-                    full.append(buf)
+                if _is_float_scalar(a):       # partial sums (see below), added to the shadow afterwards
+                    partials.append((shadows[name], name, len(full)))
+                    full.append(self.scratch("dummy_f", 1, fdt))
                 else:
                     full.append(shadows[name])
         # placeholders, never read or written: a static tape needs no offsets, the counting
         # pass writes no tape
         tape = [self.scratch("dummy_f", 1, fdt), self.scratch("dummy_i", 1, idt), self.scratch("dummy_off", (1, 2), idt)]
-        plan, gathers, form = self.plan(adj, tuple(full + tape), ndrange, wg)
-        nparts = threads if form == "threads" else groups
+        gargs = [idt(v) for v in G.gather_args(geom)]
+        main_extra = [] if threads else gargs
+        plan, gathers, form = self.plan(adj, tuple(full + tape + main_extra), ndrange, wg)
+        main_ndrange = G.strip_ndrange(geom, ndim) if form == "strip" else ndrange
+        if form == "strip":           # one per work item of the strip launch (passes/adjoint_gather.py)
+            nparts = math.prod(len(r) for r in main_ndrange)
+        elif form == "threads":       # one per thread
+            nparts = threads
+        else:                         # one per work group
+            nparts = G.ngroups(geom, ndim, adj._workgroup(ndim, wg))
+        bufs = []
+        for shadow, name, i in partials:
+            full[i] = self.scratch(("partial", name), nparts, fdt)
+            bufs.append((shadow, full[i]))
         if form == "threads":         # threads that get no work write no partial
-            for _, buf in partials:
-                buf[:nparts] = 0.0
+            for _, buf in bufs:
+                buf[:] = 0.0
         if plan.static:
             tape = [self.scratch("tape_f", max(1, total * plan.nf), fdt),
                     self.scratch("tape_i", max(1, total * plan.ni), idt), tape[2]]
@@ -279,19 +291,18 @@ class AdjointLauncher:
             tape = [_dummy(b, max(1, int(sizes[0])), fdt), _dummy(b, max(1, int(sizes[1])), idt),
                     off if getattr(b, "is_host", False) else asarray(off, backend=b)]
         for g in gathers:    # before the main adjoint, which consumes the output shadows they read
-            gargs = [idt(v) for v in G.gather_args(geom)]
             for mode, box in G.gather_boxes(g, geom, tuple(named[g.array].shape)):
                 gk = derived(self.kernel, mode + g.array, diff)(b, self.wg)
                 gk(*full, *tape, *gargs, ndrange=box, workgroupsize=wg)
-        ev = adj(*full, *tape, ndrange=ndrange, workgroupsize=wg)
-        if partials and getattr(b, "is_host", False):
+        ev = adj(*full, *tape, *main_extra, ndrange=main_ndrange, workgroupsize=wg)
+        if bufs and getattr(b, "is_host", False):
             b.synchronize()
-            for shadow, buf in partials:
-                _add_scalar(shadow, float(_host_copy(buf)[:nparts].sum()))
-        elif partials:                 # summed on the device: no transfers, no waiting
+            for shadow, buf in bufs:
+                _add_scalar(shadow, float(_host_copy(buf).sum()))
+        elif bufs:                     # summed on the device: no transfers, no waiting
             from ._autodiff_kernels import PARTIALS_GROUP, add_partials
             k = add_partials(b, PARTIALS_GROUP)
-            for shadow, buf in partials:
+            for shadow, buf in bufs:
                 ev = k(shadow, buf, nparts, ndrange=PARTIALS_GROUP)
         return ev
 

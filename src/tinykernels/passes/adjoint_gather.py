@@ -306,6 +306,100 @@ def per_thread_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
     return out
 
 
+STRIP = 8     # work items of the primal launch per work item of a strip-form adjoint
+
+
+def strip_ndrange(geom: tuple, ndim: int) -> tuple:
+    """The ndrange of a strip-form adjoint (:func:`strip_scalar_partials`) for the primal
+    launch ``geom``: the same in every dimension but the last, whose ``n`` items become
+    ``ceil(n / STRIP)`` positions."""
+    out = []
+    for d in range(ndim):
+        start, count, step = geom[3 * d:3 * d + 3]
+        out.append(range(-(-count // STRIP)) if d == ndim - 1 else range(start, start + count * step, step))
+    return tuple(out)
+
+
+def strip_scalar_partials(k: N.Kernel, scalar_shadows: set):
+    """One partial gradient per STRIP items, without group collectives (the kernel stays
+    flat, and vectorizers that map work items to SIMD lanes, like PoCL's, keep working):
+    work item ``w`` of a launch over :func:`strip_ndrange` runs the adjoint of the items at
+    last-dimension positions ``w, w + W, ..., w + (STRIP - 1) W`` (``W`` that launch's last
+    extent: neighbouring work items take neighbouring items), its scalar accumulators
+    summed across them and stored to ``dS[its global_linear]``. The primal geometry comes in
+    :func:`gather_param_names`. None when the kernel uses other geometry than its global
+    index, position, linear index and extent."""
+    f = _facts(k)
+    if not f.kinds <= GATHER_INDEX_KINDS:
+        return None
+    flush = [s for s in k.body if isinstance(s, N.Store) and s.array.name in scalar_shadows
+             and isinstance(s.value, N.Var)]
+    accs = {s.value.name for s in flush}
+    inits = [s for s in k.body if isinstance(s, N.Assign) and s.var in accs and isinstance(s.value, N.Const)]
+    if not flush or {s.var for s in inits} != accs or len(inits) != len(accs):
+        return None
+    loc = flush[0].loc
+    locs = dict(k.locals)
+    it = Ty(_tape_dtype(k, 1))
+    last = k.ndim - 1
+    arg = lambda w, d: N.Arg(it, loc, f"_tk_g{w}{d}")  # noqa: E731
+    c = lambda v: N.Const(it, loc, v)  # noqa: E731
+    op = lambda o, a, b: N.BinOp(a.ty, loc, o, a, b)  # noqa: E731
+    pos, ctr = "_tk_spos", "_tk_sk"
+    locs[pos], locs[ctr] = it, it
+    vpos, vctr = N.Var(it, loc, pos), N.Var(it, loc, ctr)
+
+    def sub(e):
+        if isinstance(e, N.Index) and (e.kind == "global_linear" or e.dim == last):
+            if e.kind == "global":
+                v = op("+", arg("s", last), op("*", vpos, arg("t", last)))
+            elif e.kind == "global_pos":
+                v = vpos
+            elif e.kind == "ndrange":
+                v = arg("n", last)
+            else:
+                v = vpos
+                if last:
+                    lin = N.Index(it, loc, "global_pos", 0)
+                    for d in range(1, last):
+                        lin = op("+", op("*", lin, arg("n", d)), N.Index(it, loc, "global_pos", d))
+                    v = op("+", op("*", lin, arg("n", last)), vpos)
+            return v if e.ty.dtype == it.dtype else N.Cast(e.ty, e.loc, v)
+        kids = N.child_exprs(e)
+        return _rebuild(e, [sub(x) for x in kids]) if kids else e
+
+    def fn(s):
+        if any(s is x for x in flush) or any(s is x for x in inits):
+            return []
+        if isinstance(s, N.Assign):
+            return [N.Assign(s.loc, s.var, sub(s.value))]
+        if isinstance(s, N.Store):
+            return [N.Store(s.loc, s.array, [sub(i) for i in s.index], sub(s.value))]
+        if isinstance(s, N.ExprStmt):
+            return [N.ExprStmt(s.loc, sub(s.expr))]
+        if isinstance(s, N.Philox):
+            return [N.Philox(s.loc, s.outs, [sub(x) for x in s.args])]
+        return [s]
+    item = _sub_conds(_map_stmts(k.body, fn), sub)
+    item = [x for x in item if not (isinstance(x, N.AllocArray))]
+    allocs = [x for x in k.body if isinstance(x, N.AllocArray)]
+    width = N.Index(it, loc, "ndrange", last)
+    step = [N.Assign(loc, pos, op("+", N.Index(it, loc, "global_pos", last), op("*", vctr, width))),
+            N.If(loc, N.Compare(B, loc, "<", vpos, arg("n", last)), item),
+            N.Assign(loc, ctr, op("+", vctr, c(1)))]
+    gl = N.Index(it, loc, "global_linear")
+    body = allocs + inits + [N.Assign(loc, ctr, c(0)),
+                             N.While(loc, N.Compare(B, loc, "<", vctr, c(STRIP)), step)]
+    body += [N.Store(s.loc, s.array, [gl], s.value) for s in flush]
+    return replace(k, body=body, locals=locs, params=list(k.params) + _gather_params(k))
+
+
+def _gather_params(k: N.Kernel) -> list:
+    """The IR parameters of :func:`gather_param_names` (integers of the tape's width)."""
+    it = Ty(_tape_dtype(k, 1))
+    return [("scalar", p, it) for p in gather_param_names()]
+
+
 def reduce_scalar_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
     """One partial gradient per group instead of per item: the top-level stores
     ``dS[global_linear] = acc`` become ``r = group_reduce(acc, add)`` and a store of ``r`` to
@@ -343,9 +437,11 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     (:func:`_slice`: for a linear stencil, one load of the output shadow times a constant).
     ``variant`` (see :data:`GATHER_VARIANTS`): "in" runs only where every source item
     ``J - c_k`` is in the primal launch range (see :func:`gather_boxes`), so it tests
-    nothing and its loop vectorizes; otherwise each offset tests that its source item
-    exists, "ring" knowing that the launch's steps are 1 (no divisions), "" for any step."""
-    interior, unit = variant == "in", variant in ("in", "ring")
+    nothing and its loop vectorizes; "ring" (steps 1) clamps each source item into the
+    launch range and masks the contribution of a clamped one with a select (no branches,
+    so GPU-style vectorizers such as PoCL's keep it vectorized); "" (any step) tests that
+    each source item exists."""
+    interior, ring = variant == "in", variant == "ring"
     loc = k.body[0].loc if k.body else N.NOLOC
     locs = dict(k.locals)
     ndim = k.ndim
@@ -374,6 +470,8 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     crd = [fresh(f"_tk_gcrd{d}", it) for d in range(ndim)]
     lin = fresh("_tk_glin", it)
     ok = fresh("_tk_gok", B)
+    part = fresh("_tk_gpart", st)
+    raw = [fresh(f"_tk_graw{d}", it) for d in range(ndim)]
 
     def sub_expr(e):
         """The expression with the work-item geometry of the source item."""
@@ -396,14 +494,14 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
             return e
         return _rebuild(e, [sub_expr(x) for x in kids])
 
-    def body_for(off) -> list:
+    def body_for(off, into) -> list:
         def fn(s):
             a = _accumulation(s, g.shadow)
             if a is not None:
                 idx, grad = a
                 o = _offset(idx, ndim, single)
                 if o is not None and o[1] == off:
-                    return [N.Assign(s.loc, acc, op("+", var(acc), _cast(sub_expr(grad), st)))]
+                    return [N.Assign(s.loc, into, op("+", var(into), _cast(sub_expr(grad), st)))]
                 return []
             if isinstance(s, N.Store):
                 if s.array.name in TAPES:
@@ -427,11 +525,22 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
         setup, test = [], None
         for d in range(ndim):
             j = N.Index(it, loc, "global", d)
+            if ring:                         # clamped into the range; the test masks
+                q = op("-", j, c(off[d])) if g.kind == "lin" else op("-", op("-", j, c(off[d])), arg("s", d))
+                top = op("-", arg("n", d), c(1))
+                setup += [N.Assign(loc, raw[d], q),
+                          N.Assign(loc, pos[d], N.Select(it, loc, cmp("<", var(raw[d]), c(0)), c(0), N.Select(
+                              it, loc, cmp(">", var(raw[d]), top), top, var(raw[d])))),
+                          N.Assign(loc, crd[d], op("+", arg("s", d), op("*", var(pos[d]), arg("t", d)))
+                                   if g.kind == "lin" else op("+", arg("s", d), var(pos[d])))]
+                cond = cmp("==", var(raw[d]), var(pos[d]))
+                test = cond if test is None else N.BinOp(B, loc, "and", test, cond)
+                continue
             if g.kind == "lin":
                 setup += [N.Assign(loc, pos[d], op("-", j, c(off[0]))),
                           N.Assign(loc, crd[d], op("+", arg("s", 0), op("*", var(pos[d]), arg("t", 0))))]
                 exact = None
-            elif unit:                                                 # steps are 1 here
+            elif interior:                                             # steps are 1 here
                 setup += [N.Assign(loc, crd[d], op("-", j, c(off[d]))),
                           N.Assign(loc, pos[d], op("-", var(crd[d]), arg("s", d)))]
                 exact = None
@@ -456,9 +565,13 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     for off in g.offsets:
         setup, test = geometry(off)
         if test is None:
-            body += setup + body_for(off)
+            body += setup + body_for(off, acc)
+        elif ring:
+            masked = N.Select(st, loc, test, var(part), c(0.0, st))
+            body += setup + [N.Assign(loc, part, c(0.0, st))] + body_for(off, part) + \
+                [N.Assign(loc, acc, op("+", var(acc), masked))]
         else:
-            body += setup + [N.Assign(loc, ok, test), N.If(loc, var(ok), body_for(off))]
+            body += setup + [N.Assign(loc, ok, test), N.If(loc, var(ok), body_for(off, acc))]
     body, _ = _slice(body, {acc})
     own = [N.Index(it, loc, "global", d) for d in range(len(g.offsets[0]) if g.kind == "cart" else 1)]
     body.append(N.Store(loc, sh, own, N.BinOp(st, loc, "+", N.Load(st, loc, sh, own), var(acc))))
@@ -539,11 +652,16 @@ def _rebuild(e: N.Expr, kids: list) -> N.Expr:
 
 
 def _sub_conds(stmts, sub) -> list:
-    """Substitute the geometry in the conditions of ifs (leaf statements are done already)."""
+    """Substitute the geometry in the conditions of ifs and whiles (leaf statements are
+    done already)."""
     out = []
     for s in stmts:
         if isinstance(s, N.If):
             out.append(N.If(s.loc, sub(s.cond), _sub_conds(s.body, sub), _sub_conds(s.orelse, sub)))
+        elif isinstance(s, N.While):
+            out.append(N.While(s.loc, sub(s.cond), _sub_conds(s.body, sub)))
+        elif isinstance(s, N.FuncBlock):
+            out.append(replace(s, body=_sub_conds(s.body, sub)))
         else:
             out.append(s)
     return out
@@ -578,8 +696,10 @@ GATHER_VARIANTS = {"gather:": "", "gather_ring:": "ring", "gather_in:": "in"}   
 def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
     """[(mode prefix, box)]: the :func:`footprint` split into the box where every source
     item ``J - c_k`` is in the primal launch range, run by the interior gather kernel
-    ("gather_in:"), and the disjoint boxes around it, run by the checked one ("gather_ring:"
-    when the launch's steps are 1, else "gather:", which then covers the whole footprint)."""
+    ("gather_in:"), and the disjoint boxes around it, run by the ring kernel
+    ("gather_ring:"); with a step other than 1, the checked kernel ("gather:") over the
+    whole footprint. (Clamping in the interior kernel instead of separate boxes makes
+    compilers mask its loads, and GCC then does not vectorize it.)"""
     box = footprint(g, geom, shape)
     if box is None:
         return []
@@ -618,12 +738,14 @@ def ngroups(geom: tuple, ndim: int, wg: tuple) -> int:
     return max(1, math.prod(-(-geom[3 * d + 1] // wg[d]) for d in range(ndim)))
 
 
-def speed_up(adj: N.Kernel, grouped: bool, diff, threads: bool = False) -> tuple:
+def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "") -> tuple:
     """(main adjoint, gathers): the rewrites of this module applied to the adjoint ``adj``
-    that :func:`.autodiff.reverse_kernel` built for the parameters ``diff``. ``threads``: the
-    CPU backend, whose flat kernels can sum scalar partials per thread. The main adjoint's
-    ``partials`` says how many scalar partial sums it writes: "threads" (one per thread),
-    "groups" (one per work group) or None (no scalar gradients)."""
+    that :func:`.autodiff.reverse_kernel` built for the parameters ``diff``. ``form``: how
+    scalar partials are summed in a flat kernel: "threads" (the CPU: one per thread),
+    "strip" (one per work item of a launch over :func:`strip_ndrange`; the kernel then
+    takes :func:`gather_param_names`, used or not) or "" (one per work group, as kernels
+    with barriers always do). The main adjoint's ``partials`` says which it got (None
+    without scalar gradients)."""
     gathers = find_gathers(adj, grouped)
     k = without_accumulations(adj, gathers)
     k = plain_single_offset_adds(k)
@@ -633,14 +755,18 @@ def speed_up(adj: N.Kernel, grouped: bool, diff, threads: bool = False) -> tuple
               and p[1].name not in {f"_d_{x}" for x in diff}}
     k = without_dead_stores(k, primal)
     scalars = {f"_d_{p[1]}" for p in adj.params if p[0] == "scalar" and p[1] in set(diff)}
+    stripped = strip_scalar_partials(k, scalars) if form == "strip" and scalars and not grouped else None
     if not scalars:
-        k.partials = None
-    elif threads and not grouped:
-        k = per_thread_partials(k, scalars)
-        k.partials = "threads"
+        partials = None
+    elif form == "threads" and not grouped:
+        k, partials = per_thread_partials(k, scalars), "threads"
+    elif stripped is not None:
+        k, partials = stripped, "strip"
     else:
-        k = reduce_scalar_partials(k, scalars)
-        k.partials = "groups"
+        k, partials = reduce_scalar_partials(k, scalars), "groups"
+    if form == "strip" and partials != "strip":     # the geometry parameters, unused
+        k = replace(k, params=list(k.params) + _gather_params(k))
+    k.partials = partials
     return k, gathers
 
 
