@@ -399,3 +399,41 @@ def test_adjoint_with_a_counted_tape_matches_finite_differences(backend):
     fd_x = np.array([(loss(a0, x0 + eps * e) - loss(a0, x0 - eps * e)) / (2 * eps) for e in np.eye(n)])
     np.testing.assert_allclose(dA.numpy(), fd_a, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(dx.numpy(), fd_x, rtol=1e-6, atol=1e-8)
+
+
+@tk.kernel
+def repeat_scaled(A, x: tk.Const, w, m: int):
+    """A loop that reads and writes A (a counted tape) and a scalar gradient: on device
+    backends the strip form runs STRIP items per work item with the tape offsets of each."""
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    for _ in range(m):
+        A[i, j] = A[i, j] * x[i, j] * w + 0.25 * math.sin(A[i, j])
+
+
+@pytest.mark.parametrize("backend,dtype", [("CPU", np.float64)] + _backends())
+def test_scalar_gradient_with_a_counted_tape_matches_finite_differences(backend, dtype):
+    shape, ndr, m = (9, 21), (range(1, 8, 3), range(2, 21)), 2
+    a0, x0, wt = RNG.standard_normal(shape), RNG.uniform(0.5, 1.5, shape), RNG.standard_normal(shape)
+    w = 0.9
+
+    def primal(a, xx, ww):
+        a = a.copy()
+        for _ in range(m):
+            sub = a[1:8:3, 2:21]
+            a[1:8:3, 2:21] = sub * xx[1:8:3, 2:21] * ww + 0.25 * np.sin(sub)
+        return float((wt * a).sum())
+    eps = 1e-6
+    fd_w = (primal(a0, x0, w + eps) - primal(a0, x0, w - eps)) / (2 * eps)
+    fd_x = np.zeros(shape)
+    for idx in np.ndindex(*shape):
+        e = np.zeros(shape)
+        e[idx] = eps
+        fd_x[idx] = (primal(a0, x0 + e, w) - primal(a0, x0 - e, w)) / (2 * eps)
+    b = tk.backend(backend)
+    dev = lambda v: tk.asarray(np.array(v, dtype=dtype), backend=b)  # noqa: E731
+    A, dA, X, dX, dW = dev(a0), dev(wt), dev(x0), dev(np.zeros(shape)), dev(np.zeros(1))
+    tk.adjoint(repeat_scaled)(b)(A, dA, X, dX, dtype(w), dW, m, ndrange=ndr)
+    tk.synchronize(b)
+    tol = 1e-6 if dtype is np.float64 else 2e-3
+    np.testing.assert_allclose(dX.numpy(), fd_x, rtol=tol, atol=tol)
+    np.testing.assert_allclose(dW.numpy()[0], fd_w, rtol=tol, atol=tol)
