@@ -213,8 +213,18 @@ class AdjointLauncher:
     def plan(self, adj, args, ndrange, wg) -> tuple:
         """(tape plan, gathers, scalar partials form) of the adjoint specialization for these
         arguments (cached)."""
-        norm, geom, ndim, ranges, total, wgs = adj._prepare(args, ndrange, wg)
         L = getattr(adj, "_L", None)
+        if L is not None and all(type(a) is np.ndarray or isinstance(a, (bool, int, float, np.generic))
+                                 for a in args):
+            # NumPy arrays and scalars are their own normalized form: the signature without
+            # _prepare's checks (the launches that follow make them)
+            geom, ndim, ranges, _ = parse_ndrange(ndrange, adj.name)
+            wgs = adj._workgroup(ndim, wg)
+            key = (id(adj), L.sig(adj._cmask, args, geom, ndim, 0, int(ranges)), wgs, ndim, ranges)
+            p = _PLANS.get(key)
+            if p is not None:
+                return p
+        norm, geom, ndim, ranges, total, wgs = adj._prepare(args, ndrange, wg)
         if L is not None:                      # the CPU launcher's signature
             sig = L.sig(adj._cmask, norm, geom, ndim, 0, int(ranges))
         elif hasattr(adj, "_key"):             # device runtimes: their compile-cache key

@@ -12,10 +12,12 @@ it is provably unnecessary, and the per-item scalar partial sums:
   loop-free kernel whose other arrays are write-only outputs (stored at most once, never
   read), the main adjoint leaves ``dT`` alone and a separate *gather* kernel computes it:
   launched over the bounding box of the elements ``J = I + c_k`` (so the ring outside an
-  interior launch range gets its contributions too), each item ``J`` re-runs, for every
-  ``c_k``, the adjoint of the source item ``J - c_k`` (when it lies in the primal launch
-  range, its ``if`` conditions re-evaluated there, its tape private) and keeps the part that
-  lands on ``J``; one plain add per element, no atomics. It runs before the main adjoint,
+  interior launch range gets its contributions too), each item ``J`` evaluates, for every
+  ``c_k``, the part of the adjoint of the source item ``J - c_k`` that lands on ``J`` (the
+  statements it needs, :func:`_slice`; when the item lies in the primal launch range, its
+  ``if`` conditions re-evaluated there, its tape private); one plain add per element, no
+  atomics. An interior kernel covers the box where every source item exists (no tests), a
+  ring kernel the boxes around it (:func:`gather_boxes`). It runs before the main adjoint,
   which consumes the output shadows it reads.
 * **Dead primal stores** (:func:`without_dead_stores`): a store to an array the kernel never
   reads is dead in the adjoint (nothing in it reads the value), so the adjoint writes only
