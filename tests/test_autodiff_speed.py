@@ -437,3 +437,20 @@ def test_scalar_gradient_with_a_counted_tape_matches_finite_differences(backend,
     tol = 1e-6 if dtype is np.float64 else 2e-3
     np.testing.assert_allclose(dX.numpy(), fd_x, rtol=tol, atol=tol)
     np.testing.assert_allclose(dW.numpy()[0], fd_w, rtol=tol, atol=tol)
+
+
+@tk.kernel
+def three_scalars(y, x: tk.Const, p, q, r):
+    i = tk.index()
+    y[i] = p * x[i] + q * x[i] * x[i] + r * math.sin(x[i])
+
+
+@pytest.mark.parametrize("backend,dtype", [("CPU", np.float64)] + _backends())
+def test_three_scalar_gradients(backend, dtype):
+    """Device backends add the partials of two scalars per launch: three take two launches."""
+    n = 3001
+    x, w = RNG.standard_normal(n), RNG.standard_normal(n)
+    _, g = grads(backend, three_scalars, n, {"y": np.zeros(n), "x": x}, {"y": w}, {"p": 0.5, "q": -0.3, "r": 2.0},
+                 dtype)
+    tol = 1e-11 if dtype is np.float64 else 1e-4
+    np.testing.assert_allclose(g, [(w * x).sum(), (w * x * x).sum(), (w * np.sin(x)).sum()], rtol=tol)

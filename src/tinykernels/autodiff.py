@@ -310,10 +310,8 @@ class AdjointLauncher:
             for shadow, buf in bufs:
                 _add_scalar(shadow, float(_host_copy(buf).sum()))
         elif bufs:                     # summed on the device: no transfers, no waiting
-            from ._autodiff_kernels import PARTIALS_GROUP, add_partials
-            k = add_partials(b, PARTIALS_GROUP)
-            for shadow, buf in bufs:
-                ev = k(shadow, buf, nparts, ndrange=PARTIALS_GROUP)
+            from ._autodiff_kernels import add_all
+            ev = add_all(b, bufs, nparts)
         return ev
 
 
