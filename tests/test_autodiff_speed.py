@@ -175,7 +175,7 @@ def test_gather_kernels_keep_only_each_offsets_contribution():
         return body[:body.index("\n}\n")]
     inner = item_loop(_adjoint_source(diffuse2, "gather_in:T", *args, ndrange=(8, 8)))
     assert inner.count("a__d_T2[") == 5 and "a_T[" not in inner and "if (" not in inner
-    ring = item_loop(_adjoint_source(diffuse2, "gather_ring:T", *args, ndrange=(8, 8)))
+    ring = item_loop(_adjoint_source(diffuse2, "gather_ring:T", *args, *(np.int64(1),) * 6, ndrange=(8, 8)))
     assert "if (" not in ring and "floordiv" not in ring and "a_T[" not in ring and " ? " in ring
     main = _adjoint_source(diffuse2, "reverse_threads", *args[:11], ndrange=(8, 8))
     assert "tk_group(" not in main and "omp simd reduction(+:tk_sum0, tk_sum1)" in main
@@ -190,8 +190,9 @@ def test_gather_kernels_keep_only_each_offsets_contribution():
     ((range(1, 6), range(2, 4), range(0, 9)), (7, 6, 9)),
 ])
 def test_gather_boxes_partition_the_footprint(ndr, shape):
-    """The interior box and the ring boxes cover the footprint once; in the interior box
-    every source item exists (so its kernel tests nothing)."""
+    """The interior box and the ring boxes (their upper slab moved by the jump) cover the
+    footprint once; in the interior box every source item exists (so its kernel tests
+    nothing); a ring launch per dimension."""
     from tinykernels.kernel import parse_ndrange
     from tinykernels.passes.adjoint_gather import gather_boxes
     nd = len(shape)
@@ -202,9 +203,13 @@ def test_gather_boxes_partition_the_footprint(ndr, shape):
     ranges = ndr if isinstance(ndr[0], range) else tuple(range(n) for n in ndr)
     sources = {tuple(r[p] for r, p in zip(ranges, pos)) for pos in items}
     seen = []
-    for mode, box in gather_boxes(g, geom, shape):
+    boxes = gather_boxes(g, geom, shape)
+    assert len(boxes) <= 1 + nd
+    for mode, box, jumps in boxes:
         for J in np.ndindex(*[len(r) for r in box]):
             J = tuple(r[j] for r, j in zip(box, J))
+            if jumps:
+                J = tuple(j + (jump if j >= cut else 0) for j, (cut, jump) in zip(J, jumps))
             seen.append(J)
             if mode == "gather_in:":
                 assert all(tuple(a - c for a, c in zip(J, o)) in sources for o in offs)

@@ -98,6 +98,8 @@ class DerivedKernel(Kernel):
             params.append(("_tk_counts", "value"))
         if G.gather_mode(mode) or mode == "reverse_strip":
             params += [(n, "value") for n in G.gather_param_names()]
+        if mode.startswith("gather_ring:"):
+            params += [(n, "value") for n in G.ring_param_names()]
         self.params = params
         self.cmask = sum(1 << i for i, (_, k) in enumerate(params) if k == "constexpr")
         self._src = None
@@ -301,9 +303,10 @@ class AdjointLauncher:
             tape = [_dummy(b, max(1, int(sizes[0])), fdt), _dummy(b, max(1, int(sizes[1])), idt),
                     off if getattr(b, "is_host", False) else asarray(off, backend=b)]
         for g in gathers:    # before the main adjoint, which consumes the output shadows they read
-            for mode, box in G.gather_boxes(g, geom, tuple(named[g.array].shape)):
+            for mode, box, jumps in G.gather_boxes(g, geom, tuple(named[g.array].shape)):
                 gk = derived(self.kernel, mode + g.array, diff)(b, self.wg)
-                gk(*full, *tape, *gargs, ndrange=box, workgroupsize=wg)
+                extra = [idt(v) for v in G.ring_args(jumps)] if jumps else []
+                gk(*full, *tape, *gargs, *extra, ndrange=box, workgroupsize=wg)
         ev = adj(*full, *tape, *main_extra, ndrange=main_ndrange, workgroupsize=wg)
         if bufs and getattr(b, "is_host", False):
             b.synchronize()

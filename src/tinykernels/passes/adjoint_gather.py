@@ -62,6 +62,13 @@ def gather_param_names() -> list:
     return [f"_tk_g{w}{d}" for d in range(3) for w in ("s", "t", "n")]
 
 
+def ring_param_names() -> list:
+    """Extra integer scalars of the ring gather kernel: per dimension, a cut and a jump:
+    launch coordinates from the cut on are moved by the jump (one launch covers the two
+    slabs on either side of the interior box)."""
+    return [f"_tk_g{w}{d}" for d in range(3) for w in ("c", "j")]
+
+
 def gather_args(geom: tuple) -> list:
     """The values of :func:`gather_param_names` for a launch's geometry 9-tuple."""
     return [v for d in range(3) for v in (geom[3 * d], geom[3 * d + 2], geom[3 * d + 1])]
@@ -308,7 +315,8 @@ def per_thread_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
     return out
 
 
-STRIP = 8     # work items of the primal launch per work item of a strip-form adjoint
+STRIP = 16            # work items of the primal launch per work item of a strip-form adjoint
+STRIP_UNROLL = 96     # statements of an item's adjoint up to which the strip is unrolled
 
 
 def strip_ndrange(geom: tuple, ndim: int) -> tuple:
@@ -386,12 +394,18 @@ def strip_scalar_partials(k: N.Kernel, scalar_shadows: set):
     item = [x for x in item if not (isinstance(x, N.AllocArray))]
     allocs = [x for x in k.body if isinstance(x, N.AllocArray)]
     width = N.Index(it, loc, "ndrange", last)
-    step = [N.Assign(loc, pos, op("+", N.Index(it, loc, "global_pos", last), op("*", vctr, width))),
-            N.If(loc, N.Compare(B, loc, "<", vpos, arg("n", last)), item),
-            N.Assign(loc, ctr, op("+", vctr, c(1)))]
+
+    def one(m):
+        return [N.Assign(loc, pos, op("+", N.Index(it, loc, "global_pos", last), op("*", m, width))),
+                N.If(loc, N.Compare(B, loc, "<", vpos, arg("n", last)), item)]
+    body = allocs + inits
+    if sum(1 for _ in N.walk_stmts(item)) <= STRIP_UNROLL:     # unrolled: SIMD-lane vectorizers
+        for m in range(STRIP):                                 # (PoCL) keep the items in lanes
+            body += one(c(m))
+    else:
+        body += [N.Assign(loc, ctr, c(0)),
+                 N.While(loc, N.Compare(B, loc, "<", vctr, c(STRIP)), one(vctr) + [N.Assign(loc, ctr, op("+", vctr, c(1)))])]
     gl = N.Index(it, loc, "global_linear")
-    body = allocs + inits + [N.Assign(loc, ctr, c(0)),
-                             N.While(loc, N.Compare(B, loc, "<", vctr, c(STRIP)), step)]
     body += [N.Store(s.loc, s.array, [gl], s.value) for s in flush]
     return replace(k, body=body, locals=locs, params=list(k.params) + _gather_params(k))
 
@@ -448,7 +462,8 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     locs = dict(k.locals)
     ndim = k.ndim
     it = Ty(_tape_dtype(k, 1))         # int64, or int32 on backends without 64-bit integers
-    params = list(k.params) + [("scalar", p, it) for p in gather_param_names()]
+    params = list(k.params) + [("scalar", p, it) for p in gather_param_names()
+                               + (ring_param_names() if ring else [])]
     arg = lambda w, d: N.Arg(it, loc, f"_tk_g{w}{d}")  # noqa: E731
     c = lambda v, t=it: N.Const(t, loc, v)  # noqa: E731
     var = lambda name: N.Var(locs[name], loc, name)  # noqa: E731
@@ -474,6 +489,11 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     ok = fresh("_tk_gok", B)
     part = fresh("_tk_gpart", st)
     raw = [fresh(f"_tk_graw{d}", it) for d in range(ndim)]
+    jv = [fresh(f"_tk_gj{d}", it) for d in range(ndim)]
+
+    def elem(d):
+        """Coordinate ``d`` of this item's element J (the ring kernel's jump applied)."""
+        return var(jv[d]) if ring else N.Index(it, loc, "global", d)
 
     def sub_expr(e):
         """The expression with the work-item geometry of the source item."""
@@ -526,7 +546,7 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
         """(statements setting the source item's geometry, its existence test or None)."""
         setup, test = [], None
         for d in range(ndim):
-            j = N.Index(it, loc, "global", d)
+            j = elem(d)
             if ring:                         # clamped into the range; the test masks
                 q = op("-", j, c(off[d])) if g.kind == "lin" else op("-", op("-", j, c(off[d])), arg("s", d))
                 top = op("-", arg("n", d), c(1))
@@ -564,6 +584,11 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
 
     single = _single_defs(k.body, _assign_sites(k.body))
     body = [N.AllocArray(loc, tf), N.AllocArray(loc, ti), N.Assign(loc, acc, c(0.0, st))]
+    if ring:
+        for d in range(ndim):
+            x = N.Index(it, loc, "global", d)
+            body.append(N.Assign(loc, jv[d], op("+", x, N.Select(it, loc, cmp(">=", x, arg("c", d)), arg("j", d),
+                                                                  c(0)))))
     for off in g.offsets:
         setup, test = geometry(off)
         if test is None:
@@ -575,7 +600,7 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
         else:
             body += setup + [N.Assign(loc, ok, test), N.If(loc, var(ok), body_for(off, acc))]
     body, _ = _slice(body, {acc})
-    own = [N.Index(it, loc, "global", d) for d in range(len(g.offsets[0]) if g.kind == "cart" else 1)]
+    own = [elem(d) for d in range(len(g.offsets[0]) if g.kind == "cart" else 1)]
     body.append(N.Store(loc, sh, own, N.BinOp(st, loc, "+", N.Load(st, loc, sh, own), var(acc))))
     out = replace(k, body=body, locals=locs, params=params, name=k.name)
     out.uses = (set(k.uses) - {"atomic"}) | {"private"}
@@ -696,17 +721,20 @@ GATHER_VARIANTS = {"gather:": "", "gather_ring:": "ring", "gather_in:": "in"}   
 
 
 def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
-    """[(mode prefix, box)]: the :func:`footprint` split into the box where every source
-    item ``J - c_k`` is in the primal launch range, run by the interior gather kernel
-    ("gather_in:"), and the disjoint boxes around it, run by the ring kernel
-    ("gather_ring:"); with a step other than 1, the checked kernel ("gather:") over the
-    whole footprint. (Clamping in the interior kernel instead of separate boxes makes
-    compilers mask its loads, and GCC then does not vectorize it.)"""
+    """[(mode prefix, box, jumps)]: the :func:`footprint` split into the box where every
+    source item ``J - c_k`` is in the primal launch range, run by the interior gather kernel
+    ("gather_in:"), and around it, per dimension, the slabs below and above it, run by the
+    ring kernel ("gather_ring:") in one launch per dimension whose box is the two slabs side
+    by side: ``jumps`` (per dimension, :func:`ring_param_names`' cut and jump, None for the
+    other kernels) moves the coordinates of the upper one. With a step other than 1, the
+    checked kernel ("gather:") over the whole footprint. (Clamping in the interior kernel
+    instead of separate boxes makes compilers mask its loads, and GCC then does not
+    vectorize it.)"""
     box = footprint(g, geom, shape)
     if box is None:
         return []
     if g.kind == "cart" and any(geom[3 * d + 2] != 1 for d in range(len(box))):
-        return [("gather:", box)]
+        return [("gather:", box, None)]
     inner = []
     for d, r in enumerate(box):
         start, count = geom[3 * d:3 * d + 2]
@@ -715,15 +743,27 @@ def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
             lo, hi = lo - start, hi - start
         lo, hi = max(lo, r.start), min(hi, r.stop - 1)
         if hi < lo:
-            return [("gather_ring:", box)]
+            return [("gather_ring:", box, _no_jumps(box))]
         inner.append(range(lo, hi + 1))
-    out = [("gather_in:", tuple(inner))]
+    out = [("gather_in:", tuple(inner), None)]
     for d in range(len(box)):
-        head, tail = tuple(inner[:d]), tuple(box[d + 1:])
-        for part in (range(box[d].start, inner[d].start), range(inner[d].stop, box[d].stop)):
-            if len(part):
-                out.append(("gather_ring:", head + (part,) + tail))
+        below, above = inner[d].start - box[d].start, box[d].stop - inner[d].stop
+        if below + above:
+            jumps = list(_no_jumps(box))
+            jumps[d] = (box[d].start + below, inner[d].stop - (box[d].start + below))
+            both = range(box[d].start, box[d].start + below + above)
+            out.append(("gather_ring:", tuple(inner[:d]) + (both,) + tuple(box[d + 1:]), tuple(jumps)))
     return out
+
+
+def _no_jumps(box: tuple) -> tuple:
+    """(cut, jump) pairs that move nothing: the cut past the box (fits the index type)."""
+    return tuple((box[d].stop if d < len(box) else 1, 0) for d in range(3))
+
+
+def ring_args(jumps: tuple) -> list:
+    """The values of :func:`ring_param_names` from :func:`gather_boxes`' jumps."""
+    return [v for cj in jumps for v in cj]
 
 
 def gather_mode(mode: str):
