@@ -459,3 +459,24 @@ def test_three_scalar_gradients(backend, dtype):
                  dtype)
     tol = 1e-11 if dtype is np.float64 else 1e-4
     np.testing.assert_allclose(g, [(w * x).sum(), (w * x * x).sum(), (w * np.sin(x)).sum()], rtol=tol)
+
+
+@tk.kernel
+def strip_loop_kernel(y, x: tk.Const, p):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    y[i, j] = p * math.exp(0.1 * x[i, j]) + p * p * x[i, j]
+
+
+@pytest.mark.parametrize("backend,dtype", _backends())
+def test_strip_form_as_a_loop(backend, dtype, monkeypatch):
+    """Item adjoints too big to unroll run the strip as a loop: the same gradients."""
+    from tinykernels.passes import adjoint_gather
+    monkeypatch.setattr(adjoint_gather, "STRIP_UNROLL", 0)
+    x, w = RNG.standard_normal((11, 37)), RNG.standard_normal((11, 37))
+    ndr = (range(1, 10), range(3, 37, 2))
+    arrays, seeds = {"y": np.zeros((11, 37)), "x": x}, {"y": w}
+    ref, gref = grads("CPU", strip_loop_kernel, ndr, arrays, seeds, {"p": 0.7})
+    got, g = grads(backend, strip_loop_kernel, ndr, arrays, seeds, {"p": 0.7}, dtype)
+    tol = 1e-10 if dtype is np.float64 else 2e-4
+    np.testing.assert_allclose(got["x"], ref["x"], rtol=tol, atol=tol)
+    np.testing.assert_allclose(g, gref, rtol=tol * 10)

@@ -403,8 +403,8 @@ def strip_scalar_partials(k: N.Kernel, scalar_shadows: set):
         for m in range(STRIP):                                 # (PoCL) keep the items in lanes
             body += one(c(m))
     else:
-        body += [N.Assign(loc, ctr, c(0)),
-                 N.While(loc, N.Compare(B, loc, "<", vctr, c(STRIP)), one(vctr) + [N.Assign(loc, ctr, op("+", vctr, c(1)))])]
+        inc = N.Assign(loc, ctr, op("+", vctr, c(1)))
+        body += [N.Assign(loc, ctr, c(0)), N.While(loc, N.Compare(B, loc, "<", vctr, c(STRIP)), one(vctr) + [inc])]
     gl = N.Index(it, loc, "global_linear")
     body += [N.Store(s.loc, s.array, [gl], s.value) for s in flush]
     return replace(k, body=body, locals=locs, params=list(k.params) + _gather_params(k))
