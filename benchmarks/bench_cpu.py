@@ -886,8 +886,8 @@ def run_autodiff(args, nt, timer) -> list:
             if fwd is not None:
                 r = t / times[fwd]
                 rows.append((f"{label} {name} / forward", f"{r:.2f}x", f"<= {T_ADJ}x", r <= T_ADJ))
-    print("  (stencil adjoints: a gather kernel computes dT without atomics, the main adjoint the rest; "
-          "scalar gradients\n   are reduced per work group; see docs/autodiff.md)")
+    print("  (stencil adjoints: gather kernels compute dT without atomics, the main adjoint the rest; "
+          "scalar gradients\n   are summed per thread on the CPU, per 16 items on OpenCL; see docs/autodiff.md)")
     return rows
 
 

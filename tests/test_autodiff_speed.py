@@ -162,6 +162,68 @@ def test_stencil_adjoint_has_no_atomics_and_a_gather_kernel():
     assert "tk_atomic" not in gather[gather.index("tk_chunk("):]
 
 
+def test_gather_kernels_keep_only_each_offsets_contribution():
+    """For the linear 2-D stencil the interior gather loads only the output shadow (one
+    load per offset, no T, no tests); the ring kernel clamps and masks with selects (no
+    branches, no divisions for unit steps); the CPU main adjoint sums dt's and lam's
+    partials per thread in its flat loop."""
+    T = np.zeros((8, 8))
+    args = (T, T, T, T, 0.1, np.zeros(1), 0.2, np.zeros(1), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros((1, 2), np.int64), *(np.int64(1),) * 9)
+    def item_loop(src):
+        body = src[src.index("for (tk_idx tk_pl"):]
+        return body[:body.index("\n}\n")]
+    inner = item_loop(_adjoint_source(diffuse2, "gather_in:T", *args, ndrange=(8, 8)))
+    assert inner.count("a__d_T2[") == 5 and "a_T[" not in inner and "if (" not in inner
+    ring = item_loop(_adjoint_source(diffuse2, "gather_ring:T", *args, *(np.int64(1),) * 6, ndrange=(8, 8)))
+    assert "if (" not in ring and "floordiv" not in ring and "a_T[" not in ring and " ? " in ring
+    main = _adjoint_source(diffuse2, "reverse_threads", *args[:11], ndrange=(8, 8))
+    assert "tk_group(" not in main and "omp simd reduction(+:tk_sum0, tk_sum1)" in main
+    assert "a__d_dt[tk_t] = tk_sum0;" in main and "a__d_lam[tk_t] = tk_sum1;" in main
+
+
+@pytest.mark.parametrize("ndr,shape", [
+    ((range(1, 9), range(1, 7)), (10, 8)),
+    ((10, 8), (10, 8)),
+    ((range(2, 5), range(0, 8, 3)), (10, 8)),
+    ((range(1, 3), range(1, 7)), (4, 8)),
+    ((range(1, 6), range(2, 4), range(0, 9)), (7, 6, 9)),
+])
+def test_gather_boxes_partition_the_footprint(ndr, shape):
+    """The interior box and the ring boxes (their upper slab moved by the jump) cover the
+    footprint once; in the interior box every source item exists (so its kernel tests
+    nothing); a ring launch per dimension."""
+    from tinykernels.kernel import parse_ndrange
+    from tinykernels.passes.adjoint_gather import gather_boxes
+    nd = len(shape)
+    offs = tuple(tuple(s * (d == e) for e in range(nd)) for d in range(nd) for s in (-1, 1)) + ((0,) * nd,)
+    g = Gather("T", "_d_T", "cart", offs)
+    geom = parse_ndrange(ndr, "k")[0]
+    items = set(np.ndindex(*[len(r) for r in (ndr if isinstance(ndr[0], range) else [range(n) for n in ndr])]))
+    ranges = ndr if isinstance(ndr[0], range) else tuple(range(n) for n in ndr)
+    sources = {tuple(r[p] for r, p in zip(ranges, pos)) for pos in items}
+    seen = []
+    boxes = gather_boxes(g, geom, shape)
+    assert len(boxes) <= 1 + nd
+    for mode, box, jumps in boxes:
+        for J in np.ndindex(*[len(r) for r in box]):
+            J = tuple(r[j] for r, j in zip(box, J))
+            if jumps:
+                J = tuple(j + (jump if j >= cut else 0) for j, (cut, jump) in zip(J, jumps))
+            seen.append(J)
+            if mode == "gather_in:":
+                assert all(tuple(a - c for a, c in zip(J, o)) in sources for o in offs)
+            else:
+                assert mode == ("gather_ring:" if all(geom[3 * d + 2] == 1 for d in range(nd)) else "gather:")
+    assert len(seen) == len(set(seen))
+    want = {tuple(a + c for a, c in zip(I, o)) for I in sources for o in offs}
+    want = {J for J in want if all(0 <= j < n for j, n in zip(J, shape))}
+    assert want <= set(seen)
+    fp = footprint(g, geom, shape)
+    assert set(seen) == set(np.ndindex(*[r.stop for r in fp])) - {J for J in np.ndindex(*[r.stop for r in fp])
+                                                                     if any(j < r.start for j, r in zip(J, fp))}
+
+
 def test_footprint_covers_the_ring_and_clips_to_the_array():
     g = Gather("T", "_d_T", "cart", ((-1, 0), (0, -1), (0, 0), (0, 1), (1, 0)))
     geom = (1, 8, 1, 1, 6, 1, 0, 1, 1)                       # range(1, 9) x range(1, 7)
@@ -244,6 +306,18 @@ def test_scalar_gradient_with_partial_groups(n, wg):
     np.testing.assert_allclose(dc, 2.5 * da, rtol=1e-15)
 
 
+@pytest.mark.parametrize("threads", [1, 6, 8])
+def test_scalar_gradient_per_thread_partials_reused_launcher(threads):
+    """Per-thread partial sums on the CPU: a launcher's partial buffer is reused, so a small
+    launch (one thread does the work) after a big one must not add stale partials."""
+    at = tk.adjoint(triad)(tk.CPU(threads=threads), 1024)    # <= 6 groups: the same buffer each time
+    for n in (5000, 100, 6000, 3):
+        b, c, da = RNG.standard_normal(n), RNG.standard_normal(n), RNG.standard_normal(n)
+        ds = np.array([0.25])
+        at(np.zeros(n), da.copy(), b, np.zeros(n), c, np.zeros(n), 1.5, ds, ndrange=n)
+        np.testing.assert_allclose(ds[0], 0.25 + (da * c).sum(), rtol=1e-12)
+
+
 @tk.kernel
 def weighted2(y, x: tk.Const, p, q):
     i, j = tk.index(tk.Global, tk.Cartesian)
@@ -293,3 +367,116 @@ def test_adjoint_of_a_later_overwrite_does_not_change_what_an_earlier_launch_rea
     assert ds == pytest.approx(15.0)
     np.testing.assert_allclose(A.primal, 2 * c)
     np.testing.assert_allclose(A.shadow, 0.5 * np.ones(5))
+
+
+# --- tk.adjoint of a kernel whose tape is sized by the counting pass ----------------------------------
+
+@tk.kernel
+def repeat_inplace(A, x: tk.Const, m: int):
+    """Reads and writes A in a loop: the tape size comes from the counting pass, which runs
+    the forward sweep and so writes A."""
+    i = tk.index()
+    for _ in range(m):
+        A[i] = A[i] * x[i] + 0.25 * math.sin(A[i])
+
+
+def _repeat_numpy(a, x, m):
+    for _ in range(m):
+        a = a * x + 0.25 * np.sin(a)
+    return a
+
+
+@pytest.mark.parametrize("backend", ["CPU", "INTERP"] + (["CL"] if tk.backends()["OpenCL"][0] else []))
+def test_adjoint_with_a_counted_tape_matches_finite_differences(backend):
+    """tk.adjoint (without tk.autodiff) of a kernel whose loop reads and writes A: the
+    counting pass used to leave its writes in A, so the adjoint differentiated at the wrong
+    point. Checked against central differences in float64; A is left as it was."""
+    n, m = 23, 3
+    a0, x0, w = RNG.standard_normal(n), RNG.uniform(0.5, 1.5, n), RNG.standard_normal(n)
+    b = tk.backend(backend)
+    A, dA, x, dx = (tk.asarray(v.copy(), backend=b) for v in (a0, w, x0, np.zeros(n)))
+    tk.adjoint(repeat_inplace)(b)(A, dA, x, dx, m, ndrange=n)
+    tk.synchronize(b)
+    np.testing.assert_array_equal(A.numpy(), a0)            # primal memory untouched
+    eps = 1e-6
+    loss = lambda a, xx: float((w * _repeat_numpy(a, xx, m)).sum())  # noqa: E731
+    fd_a = np.array([(loss(a0 + eps * e, x0) - loss(a0 - eps * e, x0)) / (2 * eps) for e in np.eye(n)])
+    fd_x = np.array([(loss(a0, x0 + eps * e) - loss(a0, x0 - eps * e)) / (2 * eps) for e in np.eye(n)])
+    np.testing.assert_allclose(dA.numpy(), fd_a, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dx.numpy(), fd_x, rtol=1e-6, atol=1e-8)
+
+
+@tk.kernel
+def repeat_scaled(A, x: tk.Const, w, m: int):
+    """A loop that reads and writes A (a counted tape) and a scalar gradient: on device
+    backends the strip form runs STRIP items per work item with the tape offsets of each."""
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    for _ in range(m):
+        A[i, j] = A[i, j] * x[i, j] * w + 0.25 * math.sin(A[i, j])
+
+
+@pytest.mark.parametrize("backend,dtype", [("CPU", np.float64)] + _backends())
+def test_scalar_gradient_with_a_counted_tape_matches_finite_differences(backend, dtype):
+    shape, ndr, m = (9, 21), (range(1, 8, 3), range(2, 21)), 2
+    a0, x0, wt = RNG.standard_normal(shape), RNG.uniform(0.5, 1.5, shape), RNG.standard_normal(shape)
+    w = 0.9
+
+    def primal(a, xx, ww):
+        a = a.copy()
+        for _ in range(m):
+            sub = a[1:8:3, 2:21]
+            a[1:8:3, 2:21] = sub * xx[1:8:3, 2:21] * ww + 0.25 * np.sin(sub)
+        return float((wt * a).sum())
+    eps = 1e-6
+    fd_w = (primal(a0, x0, w + eps) - primal(a0, x0, w - eps)) / (2 * eps)
+    fd_x = np.zeros(shape)
+    for idx in np.ndindex(*shape):
+        e = np.zeros(shape)
+        e[idx] = eps
+        fd_x[idx] = (primal(a0, x0 + e, w) - primal(a0, x0 - e, w)) / (2 * eps)
+    b = tk.backend(backend)
+    dev = lambda v: tk.asarray(np.array(v, dtype=dtype), backend=b)  # noqa: E731
+    A, dA, X, dX, dW = dev(a0), dev(wt), dev(x0), dev(np.zeros(shape)), dev(np.zeros(1))
+    tk.adjoint(repeat_scaled)(b)(A, dA, X, dX, dtype(w), dW, m, ndrange=ndr)
+    tk.synchronize(b)
+    tol = 1e-6 if dtype is np.float64 else 2e-3
+    np.testing.assert_allclose(dX.numpy(), fd_x, rtol=tol, atol=tol)
+    np.testing.assert_allclose(dW.numpy()[0], fd_w, rtol=tol, atol=tol)
+
+
+@tk.kernel
+def three_scalars(y, x: tk.Const, p, q, r):
+    i = tk.index()
+    y[i] = p * x[i] + q * x[i] * x[i] + r * math.sin(x[i])
+
+
+@pytest.mark.parametrize("backend,dtype", [("CPU", np.float64)] + _backends())
+def test_three_scalar_gradients(backend, dtype):
+    """Device backends add the partials of two scalars per launch: three take two launches."""
+    n = 3001
+    x, w = RNG.standard_normal(n), RNG.standard_normal(n)
+    _, g = grads(backend, three_scalars, n, {"y": np.zeros(n), "x": x}, {"y": w}, {"p": 0.5, "q": -0.3, "r": 2.0},
+                 dtype)
+    tol = 1e-11 if dtype is np.float64 else 1e-4
+    np.testing.assert_allclose(g, [(w * x).sum(), (w * x * x).sum(), (w * np.sin(x)).sum()], rtol=tol)
+
+
+@tk.kernel
+def strip_loop_kernel(y, x: tk.Const, p):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    y[i, j] = p * math.exp(0.1 * x[i, j]) + p * p * x[i, j]
+
+
+@pytest.mark.parametrize("backend,dtype", _backends())
+def test_strip_form_as_a_loop(backend, dtype, monkeypatch):
+    """Item adjoints too big to unroll run the strip as a loop: the same gradients."""
+    from tinykernels.passes import adjoint_gather
+    monkeypatch.setattr(adjoint_gather, "STRIP_UNROLL", 0)
+    x, w = RNG.standard_normal((11, 37)), RNG.standard_normal((11, 37))
+    ndr = (range(1, 10), range(3, 37, 2))
+    arrays, seeds = {"y": np.zeros((11, 37)), "x": x}, {"y": w}
+    ref, gref = grads("CPU", strip_loop_kernel, ndr, arrays, seeds, {"p": 0.7})
+    got, g = grads(backend, strip_loop_kernel, ndr, arrays, seeds, {"p": 0.7}, dtype)
+    tol = 1e-10 if dtype is np.float64 else 2e-4
+    np.testing.assert_allclose(got["x"], ref["x"], rtol=tol, atol=tol)
+    np.testing.assert_allclose(g, gref, rtol=tol * 10)

@@ -81,9 +81,10 @@ def _host(a):
 
 
 class DerivedKernel(Kernel):
-    """The adjoint (``mode="reverse"``), tape-counting (``"count"``), tangent (``"tangent"``)
-    or gather (``"gather:<array>"``, see :mod:`.passes.adjoint_gather`) kernel of a kernel,
-    for a fixed choice of differentiated parameters."""
+    """The adjoint (``mode="reverse"``; ``"reverse_threads"``, ``"reverse_strip"``: other
+    forms of scalar partials, see :func:`.adjoint_gather.speed_up`), tape-counting (``"count"``), tangent (``"tangent"``) or gather (``"gather:<array>"``,
+    ``"gather_ring:<array>"``, ``"gather_in:<array>"``, see :mod:`.passes.adjoint_gather`)
+    kernel of a kernel, for a fixed choice of differentiated parameters."""
 
     def __init__(self, primal: Kernel, mode: str, diff: tuple):
         self.primal, self.mode, self.diff = primal, mode, tuple(diff)
@@ -99,8 +100,10 @@ class DerivedKernel(Kernel):
             params += [("_tk_tape_f", "value"), ("_tk_tape_i", "value"), ("_tk_tape_off", "value")]
         if mode == "count":
             params.append(("_tk_counts", "value"))
-        if mode.startswith("gather:"):
+        if G.gather_mode(mode) or mode == "reverse_strip":
             params += [(n, "value") for n in G.gather_param_names()]
+        if mode.startswith("gather_ring:"):
+            params += [(n, "value") for n in G.ring_param_names()]
         self.params = params
         self.cmask = sum(1 << i for i, (_, k) in enumerate(params) if k == "constexpr")
         self._src = None
@@ -124,10 +127,11 @@ class DerivedKernel(Kernel):
             out, plan = reverse_kernel(ir, self.diff, grouped, count=self.mode == "count",
                                        wide=opts.default_float == D.float64)
             gathers = ()
-            if self.mode == "reverse":        # faster shapes: passes/adjoint_gather.py
-                out, gathers = G.speed_up(out, grouped, self.diff)
-            elif self.mode.startswith("gather:"):
-                out = G.gather_for(out, grouped, self.mode[len("gather:"):], plan.nf, plan.ni)
+            if self.mode.startswith("reverse"):      # faster shapes: passes/adjoint_gather.py
+                out, gathers = G.speed_up(out, grouped, self.diff, self.mode[len("reverse"):].lstrip("_"))
+            elif G.gather_mode(self.mode):
+                array, variant = G.gather_mode(self.mode)
+                out = G.gather_for(out, grouped, array, plan.nf, plan.ni, variant)
             out.tape, out.gathers = plan, tuple(gathers)
         for p in out.params:   # shadows take the layout of the arrays actually passed
             if p[0] == "array" and p[1].name in specs and hasattr(specs[p[1].name], "contiguous"):
@@ -240,14 +244,31 @@ class AdjointLauncher:
         _check_disjoint(named, what, LaunchError)
 
     def plan(self, adj, args, ndrange, wg) -> tuple:
-        """(tape plan, gathers) of the adjoint specialization for these arguments (cached)."""
-        norm, geom, ndim, ranges, total, wgs = adj._prepare(args, ndrange, wg)
+        """(tape plan, gathers, scalar partials form) of the adjoint specialization for these
+        arguments (cached)."""
         L = getattr(adj, "_L", None)
-        key = (id(adj), L.sig(adj._cmask, norm, geom, ndim, 0, int(ranges)) if L else None, wgs, ndim, ranges)
+        if L is not None and all(type(a) is np.ndarray or isinstance(a, (bool, int, float, np.generic))
+                                 for a in args):
+            # NumPy arrays and scalars are their own normalized form: the signature without
+            # _prepare's checks (the launches that follow make them)
+            geom, ndim, ranges, _ = parse_ndrange(ndrange, adj.name)
+            wgs = adj._workgroup(ndim, wg)
+            key = (id(adj), L.sig(adj._cmask, args, geom, ndim, 0, int(ranges)), wgs, ndim, ranges)
+            p = _PLANS.get(key)
+            if p is not None:
+                return p
+        norm, geom, ndim, ranges, total, wgs = adj._prepare(args, ndrange, wg)
+        if L is not None:                      # the CPU launcher's signature
+            sig = L.sig(adj._cmask, norm, geom, ndim, 0, int(ranges))
+        elif hasattr(adj, "_key"):             # device runtimes: their compile-cache key
+            sig = adj._key(norm, geom, ndim, ranges, wgs)
+        else:
+            sig = None
+        key = (id(adj), sig, wgs, ndim, ranges)
         p = _PLANS.get(key) if key[1] is not None else None
         if p is None:
             ir = adj._ir(norm, geom, ndim, ranges, wgs)
-            p = ir.tape, ir.gathers
+            p = ir.tape, ir.gathers, getattr(ir, "partials", None)
             if key[1] is not None:
                 _PLANS[key] = p
         return p
@@ -259,29 +280,48 @@ class AdjointLauncher:
         b = self.backend
         fdt, idt = _tape_dtypes(b)
         geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
-        adj = derived(self.kernel, "reverse", diff)(b, self.wg)
+        threads = getattr(b, "threads", 0) if getattr(b, "name", "") == "CPU" else 0
+        adj = derived(self.kernel, "reverse_threads" if threads else "reverse_strip", diff)(b, self.wg)
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
-        groups = G.ngroups(geom, ndim, adj._workgroup(ndim, wg))
         full, partials, named = [], [], {}
         for (name, _), a in zip(self.kernel.params, primal):
             full.append(a)
             named[name] = a
             if name in shadows:
-                if _is_float_scalar(a):       # per-group partial sums, added to the shadow afterwards
-                    buf = self.scratch(("partial", name), groups, fdt)
-                    partials.append((shadows[name], buf))
-                    full.append(buf)
+                if _is_float_scalar(a):       # partial sums (see below), added to the shadow afterwards
+                    partials.append((shadows[name], name, len(full)))
+                    full.append(self.scratch("dummy_f", 1, fdt))
                 else:
                     full.append(shadows[name])
-        tape = [_dummy(b, 1, fdt), _dummy(b, 1, idt), _dummy(b, (1, 2), idt)]
-        plan, gathers = self.plan(adj, tuple(full + tape), ndrange, wg)
+        # placeholders, never read or written: a static tape needs no offsets, the counting
+        # pass writes no tape
+        tape = [self.scratch("dummy_f", 1, fdt), self.scratch("dummy_i", 1, idt), self.scratch("dummy_off", (1, 2), idt)]
+        gargs = [idt(v) for v in G.gather_args(geom)]
+        main_extra = [] if threads else gargs
+        plan, gathers, form = self.plan(adj, tuple(full + tape + main_extra), ndrange, wg)
+        main_ndrange = G.strip_ndrange(geom, ndim) if form == "strip" else ndrange
+        if form == "strip":           # one per work item of the strip launch (passes/adjoint_gather.py)
+            nparts = math.prod(len(r) for r in main_ndrange)
+        elif form == "threads":       # one per thread
+            nparts = threads
+        else:                         # one per work group
+            nparts = G.ngroups(geom, ndim, adj._workgroup(ndim, wg))
+        bufs = []
+        for shadow, name, i in partials:
+            full[i] = self.scratch(("partial", name), nparts, fdt)
+            bufs.append((shadow, full[i]))
+        if form == "threads":         # threads that get no work write no partial
+            for _, buf in bufs:
+                buf[:] = 0.0
         if plan.static:
             tape = [self.scratch("tape_f", max(1, total * plan.nf), fdt),
                     self.scratch("tape_i", max(1, total * plan.ni), idt), tape[2]]
         else:
             counts = _dummy(b, (total, 2), idt)
+            if restore is None:    # called directly (tk.adjoint): undo the counting pass's writes here
+                restore = _restorer(self.kernel, b, self.wg, primal, ndrange, wg)
             cnt = derived(self.kernel, "count", diff)(b, self.wg)
             cnt(*full, *tape, counts, ndrange=ndrange, workgroupsize=wg)
             b.synchronize()
@@ -294,15 +334,34 @@ class AdjointLauncher:
             tape = [_dummy(b, max(1, int(sizes[0])), fdt), _dummy(b, max(1, int(sizes[1])), idt),
                     off if getattr(b, "is_host", False) else asarray(off, backend=b)]
         for g in gathers:    # before the main adjoint, which consumes the output shadows they read
-            box = G.footprint(g, geom, tuple(named[g.array].shape))
-            if box is not None:
-                gk = derived(self.kernel, "gather:" + g.array, diff)(b, self.wg)
-                gk(*full, *tape, *(idt(v) for v in G.gather_args(geom)), ndrange=box, workgroupsize=wg)
-        ev = adj(*full, *tape, ndrange=ndrange, workgroupsize=wg)
-        b.synchronize()
-        for shadow, buf in partials:
-            _add_scalar(shadow, float(_host_copy(buf).sum()))
+            for mode, box, jumps in G.gather_boxes(g, geom, tuple(named[g.array].shape)):
+                gk = derived(self.kernel, mode + g.array, diff)(b, self.wg)
+                extra = [idt(v) for v in G.ring_args(jumps)] if jumps else []
+                gk(*full, *tape, *gargs, *extra, ndrange=box, workgroupsize=wg)
+        ev = adj(*full, *tape, *main_extra, ndrange=main_ndrange, workgroupsize=wg)
+        if bufs and getattr(b, "is_host", False):
+            b.synchronize()
+            for shadow, buf in bufs:
+                _add_scalar(shadow, float(_host_copy(buf).sum()))
+        elif bufs:                     # summed on the device: no transfers, no waiting
+            from ._autodiff_kernels import add_all
+            ev = add_all(b, bufs, nparts)
         return ev
+
+
+def _restorer(kernel: Kernel, backend, static_wg, primal, ndrange, wg):
+    """A function that puts back (as they are now) the arrays one launch of ``kernel`` with
+    arguments ``primal`` writes: the counting pass runs the forward sweep, which stores."""
+    written = _written_params(kernel(backend, static_wg), primal, ndrange, wg)
+    saved: dict = {}
+    for (name, _), a in zip(kernel.params, primal):
+        if name in written and id(a) not in saved:
+            saved[id(a)] = (a, _copy(a))
+
+    def restore() -> None:
+        for a, copy in saved.values():
+            _put(a, copy)
+    return restore
 
 
 def _add_scalar(shadow, value: float) -> None:

@@ -311,19 +311,31 @@ class CRenderer(CLikeRenderer):
         self.lines = []
         self.w("")
         self.depth = 0
-        self.w("static void tk_chunk(const tk_slot *a, int64_t lo, int64_t hi) {")
+        self.w("static void tk_chunk(const tk_slot *a, int64_t lo, int64_t hi, int tk_t) {")
         self.depth = 1
         self.unpack()
+        sums = self.item_sums()
+        for n, (_, arr) in enumerate(sums):
+            self.w(f"{self.stype(arr.dtype)} tk_sum{n} = 0;")
         last = k.ndim - 1
+        # the first row's coordinates by division, the next rows' by counting (short rows
+        # would otherwise pay a few 64-bit divisions each)
+        self.w("if (lo >= hi) return;")
         self.w("int64_t q = lo;")
+        self.w(f"int64_t tk_row = lo / tk_n{last}, c0 = lo - tk_row * tk_n{last};")
+        if k.ndim == 3:
+            self.w("int64_t tk_r0 = tk_row / tk_n1, tk_r1 = tk_row % tk_n1;")
         self.w("while (q < hi) {")
         self.depth += 1
-        self.w(f"const int64_t row = q / tk_n{last}, c0 = q - row * tk_n{last};")
         self.w(f"const int64_t c1 = (hi - q) < (tk_n{last} - c0) ? c0 + (hi - q) : tk_n{last};")
         if k.ndim == 3:
-            self.w("const int64_t tk_p0 = row / tk_n1, tk_p1 = row % tk_n1;")
+            self.w("const int64_t tk_p0 = tk_r0, tk_p1 = tk_r1;")
         elif k.ndim == 2:
-            self.w("const int64_t tk_p0 = row;")
+            self.w("const int64_t tk_p0 = tk_row;")
+        if sums and not k.debug:    # the sums' order may change: the loop still vectorizes
+            self.w("#ifdef _OPENMP")
+            self.w(f"#pragma omp simd reduction(+:{', '.join(f'tk_sum{n}' for n in range(len(sums)))})")
+            self.w("#endif")
         self.w("for (tk_idx tk_pl = (tk_idx)c0; tk_pl < (tk_idx)c1; ++tk_pl) {")
         self.depth += 1
         self.w(f"const int64_t tk_p{last} = tk_pl;")
@@ -341,24 +353,33 @@ class CRenderer(CLikeRenderer):
         self.last_line = None
         self.stmts(k.body)
         self.w("tk_next: ;")
+        for n, (var, _) in enumerate(sums):
+            self.w(f"tk_sum{n} += {self.var(var)};")
         self.depth -= 1
         self.w("}")
         self.w("q += c1 - c0;")
+        self.w("c0 = 0;")
+        if k.ndim == 3:
+            self.w("if (++tk_r1 == tk_n1) { tk_r1 = 0; ++tk_r0; }")
+        elif k.ndim == 2:
+            self.w("++tk_row;")
         self.depth -= 1
         self.w("}")
+        for n, (_, arr) in enumerate(sums):
+            self.w(f"a_{mangle(arr.name)}[tk_t] = tk_sum{n};")
         self.depth = 0
         self.w("}")
-        self.fallback_pool("tk_chunk(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt);",
+        self.fallback_pool("tk_chunk(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt, w->t);",
                            "tk_parallel_chunks")
         total = " * ".join(f"a[{3 * d + 1}].i" for d in range(k.ndim))
         self.w("void tk_kernel(const tk_slot *a, int nthreads) {")
         self.w(f"    const int64_t total = {total};")
-        self.w(f"    if (nthreads <= 1 || total < {serial_cutoff(k)}) {{ tk_chunk(a, 0, total); return; }}")
+        self.w(f"    if (nthreads <= 1 || total < {serial_cutoff(k)}) {{ tk_chunk(a, 0, total, 0); return; }}")
         self.w("#ifdef _OPENMP")
         self.w("    #pragma omp parallel num_threads(nthreads)")
         self.w("    {")
         self.w("        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();")
-        self.w("        tk_chunk(a, total * t / nt, total * (t + 1) / nt);")
+        self.w("        tk_chunk(a, total * t / nt, total * (t + 1) / nt, (int)t);")
         self.w("    }")
         self.w("#else")
         self.w("    tk_parallel_chunks(a, total, nthreads);")
@@ -414,6 +435,12 @@ class CRenderer(CLikeRenderer):
         self.w("#endif")
         self.w("}")
         return self.lines
+
+    def item_sums(self) -> tuple:
+        """``(local, array)`` pairs of a flat kernel whose per-item ``local`` is summed per
+        thread, the sum stored to ``array[thread]`` (scalar gradients of adjoints: see
+        ``passes/adjoint_gather.py``); the launch sizes ``array`` by its thread count."""
+        return tuple(getattr(self.k, "item_sums", ()))
 
     def fallback_pool(self, work: str, name: str) -> None:
         """Threads for compilers without OpenMP (Apple clang): one pthread per share of the work."""

@@ -12,18 +12,23 @@ it is provably unnecessary, and the per-item scalar partial sums:
   loop-free kernel whose other arrays are write-only outputs (stored at most once, never
   read), the main adjoint leaves ``dT`` alone and a separate *gather* kernel computes it:
   launched over the bounding box of the elements ``J = I + c_k`` (so the ring outside an
-  interior launch range gets its contributions too), each item ``J`` re-runs, for every
-  ``c_k``, the adjoint of the source item ``J - c_k`` (when it lies in the primal launch
-  range, its ``if`` conditions re-evaluated there, its tape private) and keeps the part that
-  lands on ``J``; one plain add per element, no atomics. It runs before the main adjoint,
+  interior launch range gets its contributions too), each item ``J`` evaluates, for every
+  ``c_k``, the part of the adjoint of the source item ``J - c_k`` that lands on ``J`` (the
+  statements it needs, :func:`_slice`; when the item lies in the primal launch range, its
+  ``if`` conditions re-evaluated there, its tape private); one plain add per element, no
+  atomics. An interior kernel covers the box where every source item exists (no tests), a
+  ring kernel the boxes around it (:func:`gather_boxes`). It runs before the main adjoint,
   which consumes the output shadows it reads.
 * **Dead primal stores** (:func:`without_dead_stores`): a store to an array the kernel never
   reads is dead in the adjoint (nothing in it reads the value), so the adjoint writes only
   shadows and leaves primal memory as it found it.
-* **Scalar gradients** (:func:`reduce_scalar_partials`): instead of one partial sum per work
-  item, each group reduces its items' partials (``group_reduce``) and writes one per group;
-  the launcher adds the per-group partials up (a sum in another order than per item: equal
-  up to float rounding, and deterministic).
+* **Scalar gradients**: instead of one partial sum per work item, on the CPU
+  (:func:`per_thread_partials`) each thread sums its items' partials in the flat loop (an
+  OpenMP ``simd`` reduction, so the loop still vectorizes) and writes one per thread; on
+  the other backends (:func:`reduce_scalar_partials`) each group reduces its items'
+  partials (``group_reduce``) and writes one per group. The launcher adds those up (a sum
+  in another order than per item: equal up to float rounding; deterministic for a given
+  thread count or group size).
 """
 from __future__ import annotations
 
@@ -55,6 +60,13 @@ def gather_param_names() -> list:
     """Extra integer scalars of a gather kernel: the primal range's start, step and count in
     each of three dimensions (unused dimensions get 0, 1, 1)."""
     return [f"_tk_g{w}{d}" for d in range(3) for w in ("s", "t", "n")]
+
+
+def ring_param_names() -> list:
+    """Extra integer scalars of the ring gather kernel: per dimension, a cut and a jump:
+    launch coordinates from the cut on are moved by the jump (one launch covers the two
+    slabs on either side of the interior box)."""
+    return [f"_tk_g{w}{d}" for d in range(3) for w in ("c", "j")]
 
 
 def gather_args(geom: tuple) -> list:
@@ -286,6 +298,124 @@ def without_dead_stores(k: N.Kernel, primal: set) -> N.Kernel:
     return replace(k, body=_map_stmts(k.body, fn))
 
 
+def per_thread_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
+    """The top-level stores ``dS[global_linear] = acc`` are dropped and listed in the
+    kernel's ``item_sums`` (``(acc, dS)`` pairs): the CPU's flat loop sums ``acc`` over each
+    thread's items and stores the sum to ``dS[thread]`` (:meth:`.codegen.c.CRenderer.item_sums`)."""
+    body, sums = [], []
+    for s in k.body:
+        if isinstance(s, N.Store) and s.array.name in scalar_shadows and isinstance(s.value, N.Var):
+            sums.append((s.value.name, s.array))
+        else:
+            body.append(s)
+    if not sums:
+        return k
+    out = replace(k, body=body)
+    out.item_sums = tuple(sums)
+    return out
+
+
+STRIP = 16            # work items of the primal launch per work item of a strip-form adjoint
+STRIP_UNROLL = 96     # statements of an item's adjoint up to which the strip is unrolled
+
+
+def strip_ndrange(geom: tuple, ndim: int) -> tuple:
+    """The ndrange of a strip-form adjoint (:func:`strip_scalar_partials`) for the primal
+    launch ``geom``: the same in every dimension but the last, whose ``n`` items become
+    ``ceil(n / STRIP)`` positions."""
+    out = []
+    for d in range(ndim):
+        start, count, step = geom[3 * d:3 * d + 3]
+        out.append(range(-(-count // STRIP)) if d == ndim - 1 else range(start, start + count * step, step))
+    return tuple(out)
+
+
+def strip_scalar_partials(k: N.Kernel, scalar_shadows: set):
+    """One partial gradient per STRIP items, without group collectives (the kernel stays
+    flat, and vectorizers that map work items to SIMD lanes, like PoCL's, keep working):
+    work item ``w`` of a launch over :func:`strip_ndrange` runs the adjoint of the items at
+    last-dimension positions ``w, w + W, ..., w + (STRIP - 1) W`` (``W`` that launch's last
+    extent: neighbouring work items take neighbouring items), its scalar accumulators
+    summed across them and stored to ``dS[its global_linear]``. The primal geometry comes in
+    :func:`gather_param_names`. None when the kernel uses other geometry than its global
+    index, position, linear index and extent."""
+    f = _facts(k)
+    if not f.kinds <= GATHER_INDEX_KINDS:
+        return None
+    flush = [s for s in k.body if isinstance(s, N.Store) and s.array.name in scalar_shadows
+             and isinstance(s.value, N.Var)]
+    accs = {s.value.name for s in flush}
+    inits = [s for s in k.body if isinstance(s, N.Assign) and s.var in accs and isinstance(s.value, N.Const)]
+    if not flush or {s.var for s in inits} != accs or len(inits) != len(accs):
+        return None
+    loc = flush[0].loc
+    locs = dict(k.locals)
+    it = Ty(_tape_dtype(k, 1))
+    last = k.ndim - 1
+    arg = lambda w, d: N.Arg(it, loc, f"_tk_g{w}{d}")  # noqa: E731
+    c = lambda v: N.Const(it, loc, v)  # noqa: E731
+    op = lambda o, a, b: N.BinOp(a.ty, loc, o, a, b)  # noqa: E731
+    pos, ctr = "_tk_spos", "_tk_sk"
+    locs[pos], locs[ctr] = it, it
+    vpos, vctr = N.Var(it, loc, pos), N.Var(it, loc, ctr)
+
+    def sub(e):
+        if isinstance(e, N.Index) and (e.kind == "global_linear" or e.dim == last):
+            if e.kind == "global":
+                v = op("+", arg("s", last), op("*", vpos, arg("t", last)))
+            elif e.kind == "global_pos":
+                v = vpos
+            elif e.kind == "ndrange":
+                v = arg("n", last)
+            else:
+                v = vpos
+                if last:
+                    lin = N.Index(it, loc, "global_pos", 0)
+                    for d in range(1, last):
+                        lin = op("+", op("*", lin, arg("n", d)), N.Index(it, loc, "global_pos", d))
+                    v = op("+", op("*", lin, arg("n", last)), vpos)
+            return v if e.ty.dtype == it.dtype else N.Cast(e.ty, e.loc, v)
+        kids = N.child_exprs(e)
+        return _rebuild(e, [sub(x) for x in kids]) if kids else e
+
+    def fn(s):
+        if any(s is x for x in flush) or any(s is x for x in inits):
+            return []
+        if isinstance(s, N.Assign):
+            return [N.Assign(s.loc, s.var, sub(s.value))]
+        if isinstance(s, N.Store):
+            return [N.Store(s.loc, s.array, [sub(i) for i in s.index], sub(s.value))]
+        if isinstance(s, N.ExprStmt):
+            return [N.ExprStmt(s.loc, sub(s.expr))]
+        if isinstance(s, N.Philox):
+            return [N.Philox(s.loc, s.outs, [sub(x) for x in s.args])]
+        return [s]
+    item = _sub_conds(_map_stmts(k.body, fn), sub)
+    item = [x for x in item if not (isinstance(x, N.AllocArray))]
+    allocs = [x for x in k.body if isinstance(x, N.AllocArray)]
+    width = N.Index(it, loc, "ndrange", last)
+
+    def one(m):
+        return [N.Assign(loc, pos, op("+", N.Index(it, loc, "global_pos", last), op("*", m, width))),
+                N.If(loc, N.Compare(B, loc, "<", vpos, arg("n", last)), item)]
+    body = allocs + inits
+    if sum(1 for _ in N.walk_stmts(item)) <= STRIP_UNROLL:     # unrolled: SIMD-lane vectorizers
+        for m in range(STRIP):                                 # (PoCL) keep the items in lanes
+            body += one(c(m))
+    else:
+        inc = N.Assign(loc, ctr, op("+", vctr, c(1)))
+        body += [N.Assign(loc, ctr, c(0)), N.While(loc, N.Compare(B, loc, "<", vctr, c(STRIP)), one(vctr) + [inc])]
+    gl = N.Index(it, loc, "global_linear")
+    body += [N.Store(s.loc, s.array, [gl], s.value) for s in flush]
+    return replace(k, body=body, locals=locs, params=list(k.params) + _gather_params(k))
+
+
+def _gather_params(k: N.Kernel) -> list:
+    """The IR parameters of :func:`gather_param_names` (integers of the tape's width)."""
+    it = Ty(_tape_dtype(k, 1))
+    return [("scalar", p, it) for p in gather_param_names()]
+
+
 def reduce_scalar_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
     """One partial gradient per group instead of per item: the top-level stores
     ``dS[global_linear] = acc`` become ``r = group_reduce(acc, add)`` and a store of ``r`` to
@@ -315,14 +445,25 @@ def reduce_scalar_partials(k: N.Kernel, scalar_shadows: set) -> N.Kernel:
 
 # ----------------------------------------------------------------------------- the gather kernel
 
-def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int) -> N.Kernel:
+def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -> N.Kernel:
     """The kernel that adds ``dT[J] += sum_k contribution of item J - c_k`` for ``g`` (``k``
-    is the adjoint before :func:`without_accumulations`; ``nf``/``ni`` its static tape)."""
+    is the adjoint before :func:`without_accumulations`; ``nf``/``ni`` its static tape).
+
+    For each offset it keeps only the statements the contribution through that read needs
+    (:func:`_slice`: for a linear stencil, one load of the output shadow times a constant).
+    ``variant`` (see :data:`GATHER_VARIANTS`): "in" runs only where every source item
+    ``J - c_k`` is in the primal launch range (see :func:`gather_boxes`), so it tests
+    nothing and its loop vectorizes; "ring" (steps 1) clamps each source item into the
+    launch range and masks the contribution of a clamped one with a select (no branches,
+    so GPU-style vectorizers such as PoCL's keep it vectorized); "" (any step) tests that
+    each source item exists."""
+    interior, ring = variant == "in", variant == "ring"
     loc = k.body[0].loc if k.body else N.NOLOC
     locs = dict(k.locals)
     ndim = k.ndim
     it = Ty(_tape_dtype(k, 1))         # int64, or int32 on backends without 64-bit integers
-    params = list(k.params) + [("scalar", p, it) for p in gather_param_names()]
+    params = list(k.params) + [("scalar", p, it) for p in gather_param_names()
+                               + (ring_param_names() if ring else [])]
     arg = lambda w, d: N.Arg(it, loc, f"_tk_g{w}{d}")  # noqa: E731
     c = lambda v, t=it: N.Const(t, loc, v)  # noqa: E731
     var = lambda name: N.Var(locs[name], loc, name)  # noqa: E731
@@ -346,6 +487,13 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int) -> N.Kernel:
     crd = [fresh(f"_tk_gcrd{d}", it) for d in range(ndim)]
     lin = fresh("_tk_glin", it)
     ok = fresh("_tk_gok", B)
+    part = fresh("_tk_gpart", st)
+    raw = [fresh(f"_tk_graw{d}", it) for d in range(ndim)]
+    jv = [fresh(f"_tk_gj{d}", it) for d in range(ndim)]
+
+    def elem(d):
+        """Coordinate ``d`` of this item's element J (the ring kernel's jump applied)."""
+        return var(jv[d]) if ring else N.Index(it, loc, "global", d)
 
     def sub_expr(e):
         """The expression with the work-item geometry of the source item."""
@@ -368,14 +516,14 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int) -> N.Kernel:
             return e
         return _rebuild(e, [sub_expr(x) for x in kids])
 
-    def body_for(off) -> list:
+    def body_for(off, into) -> list:
         def fn(s):
             a = _accumulation(s, g.shadow)
             if a is not None:
                 idx, grad = a
                 o = _offset(idx, ndim, single)
                 if o is not None and o[1] == off:
-                    return [N.Assign(s.loc, acc, op("+", var(acc), _cast(sub_expr(grad), st)))]
+                    return [N.Assign(s.loc, into, op("+", var(into), _cast(sub_expr(grad), st)))]
                 return []
             if isinstance(s, N.Store):
                 if s.array.name in TAPES:
@@ -394,35 +542,113 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int) -> N.Kernel:
         inner = _map_stmts(k.body, fn)
         return _sub_conds(inner, sub_expr)
 
-    single = _single_defs(k.body, _assign_sites(k.body))
-    body = [N.AllocArray(loc, tf), N.AllocArray(loc, ti), N.Assign(loc, acc, c(0.0, st))]
-    for off in g.offsets:
-        setup = []
+    def geometry(off) -> tuple:
+        """(statements setting the source item's geometry, its existence test or None)."""
+        setup, test = [], None
         for d in range(ndim):
-            if g.kind == "cart":
-                j = N.Index(it, loc, "global", d)
+            j = elem(d)
+            if ring:                         # clamped into the range; the test masks
+                q = op("-", j, c(off[d])) if g.kind == "lin" else op("-", op("-", j, c(off[d])), arg("s", d))
+                top = op("-", arg("n", d), c(1))
+                setup += [N.Assign(loc, raw[d], q),
+                          N.Assign(loc, pos[d], N.Select(it, loc, cmp("<", var(raw[d]), c(0)), c(0), N.Select(
+                              it, loc, cmp(">", var(raw[d]), top), top, var(raw[d])))),
+                          N.Assign(loc, crd[d], op("+", arg("s", d), op("*", var(pos[d]), arg("t", d)))
+                                   if g.kind == "lin" else op("+", arg("s", d), var(pos[d])))]
+                cond = cmp("==", var(raw[d]), var(pos[d]))
+                test = cond if test is None else N.BinOp(B, loc, "and", test, cond)
+                continue
+            if g.kind == "lin":
+                setup += [N.Assign(loc, pos[d], op("-", j, c(off[0]))),
+                          N.Assign(loc, crd[d], op("+", arg("s", 0), op("*", var(pos[d]), arg("t", 0))))]
+                exact = None
+            elif interior:                                             # steps are 1 here
+                setup += [N.Assign(loc, crd[d], op("-", j, c(off[d]))),
+                          N.Assign(loc, pos[d], op("-", var(crd[d]), arg("s", d)))]
+                exact = None
+            else:
                 q = op("-", op("-", j, c(off[d])), arg("s", d))        # J - c - start
                 setup += [N.Assign(loc, pos[d], N.Select(it, loc, cmp("==", arg("t", d), c(1)), q,
                                                          op("//", q, arg("t", d)))),
-                          N.Assign(loc, crd[d], op("-", N.Index(it, loc, "global", d), c(off[d])))]
+                          N.Assign(loc, crd[d], op("-", j, c(off[d])))]
                 exact = cmp("==", op("*", var(pos[d]), arg("t", d)), q)
-            else:
-                j = N.Index(it, loc, "global", 0)
-                setup += [N.Assign(loc, pos[d], op("-", j, c(off[0]))),
-                          N.Assign(loc, crd[d], op("+", arg("s", 0), op("*", var(pos[d]), arg("t", 0))))]
-                exact = c(True, B)
+            if interior:
+                continue
             inside = N.BinOp(B, loc, "and", cmp(">=", var(pos[d]), c(0)), cmp("<", var(pos[d]), arg("n", d)))
-            cond = N.BinOp(B, loc, "and", exact, inside)
-            setup.append(N.Assign(loc, ok, cond if d == 0 else N.BinOp(B, loc, "and", var(ok), cond)))
+            cond = inside if exact is None else N.BinOp(B, loc, "and", exact, inside)
+            test = cond if test is None else N.BinOp(B, loc, "and", test, cond)
         lin_e = var(pos[0])
         for d in range(1, ndim):
             lin_e = op("+", op("*", lin_e, arg("n", d)), var(pos[d]))
-        body += setup + [N.If(loc, var(ok), [N.Assign(loc, lin, lin_e)] + body_for(off))]
-    own = [N.Index(it, loc, "global", d) for d in range(len(g.offsets[0]) if g.kind == "cart" else 1)]
+        return setup + [N.Assign(loc, lin, lin_e)], test
+
+    single = _single_defs(k.body, _assign_sites(k.body))
+    body = [N.AllocArray(loc, tf), N.AllocArray(loc, ti), N.Assign(loc, acc, c(0.0, st))]
+    if ring:
+        for d in range(ndim):
+            x = N.Index(it, loc, "global", d)
+            body.append(N.Assign(loc, jv[d], op("+", x, N.Select(it, loc, cmp(">=", x, arg("c", d)), arg("j", d),
+                                                                  c(0)))))
+    for off in g.offsets:
+        setup, test = geometry(off)
+        if test is None:
+            body += setup + body_for(off, acc)
+        elif ring:
+            masked = N.Select(st, loc, test, var(part), c(0.0, st))
+            body += setup + [N.Assign(loc, part, c(0.0, st))] + body_for(off, part) + \
+                [N.Assign(loc, acc, op("+", var(acc), masked))]
+        else:
+            body += setup + [N.Assign(loc, ok, test), N.If(loc, var(ok), body_for(off, acc))]
+    body, _ = _slice(body, {acc})
+    own = [elem(d) for d in range(len(g.offsets[0]) if g.kind == "cart" else 1)]
     body.append(N.Store(loc, sh, own, N.BinOp(st, loc, "+", N.Load(st, loc, sh, own), var(acc))))
     out = replace(k, body=body, locals=locs, params=params, name=k.name)
     out.uses = (set(k.uses) - {"atomic"}) | {"private"}
     return out
+
+
+def _uses(exprs) -> set:
+    """Locals and private arrays an expression list reads."""
+    out = set()
+    for e in exprs:
+        for x in N.walk_expr(e):
+            if isinstance(x, N.Var):
+                out.add(x.name)
+            elif isinstance(x, N.Load) and x.array.space == "private":
+                out.add(x.array.name)
+    return out
+
+
+def _slice(stmts, live: set) -> tuple:
+    """(the statements of the loop-free ``stmts`` that the values ``live`` (locals, private
+    arrays) at its end depend on, what is live at its start): a backward dead-code pass."""
+    out = []
+    for s in reversed(stmts):
+        if isinstance(s, N.Assign):
+            if s.var in live:
+                live = (live - {s.var}) | _uses([s.value])
+                out.append(s)
+        elif isinstance(s, N.Philox):
+            if live & set(s.outs):
+                live = (live - set(s.outs)) | _uses(s.args)
+                out.append(s)
+        elif isinstance(s, N.Store) and s.array.space == "private":
+            if s.array.name in live:
+                live = live | _uses(list(s.index) + [s.value])
+                out.append(s)
+        elif isinstance(s, N.If):
+            a, la = _slice(s.body, live)
+            b, lb = _slice(s.orelse, live)
+            if a or b:
+                out.append(N.If(s.loc, s.cond, a, b))
+                live = la | lb | _uses([s.cond])
+        elif isinstance(s, N.AllocArray):
+            if s.array.name in live:
+                out.append(s)
+        else:
+            raise AssertionError(f"gather kernel: unexpected {type(s).__name__}")
+    out.reverse()
+    return out, live
 
 
 def _tape_dtype(k: N.Kernel, which: int):
@@ -453,11 +679,16 @@ def _rebuild(e: N.Expr, kids: list) -> N.Expr:
 
 
 def _sub_conds(stmts, sub) -> list:
-    """Substitute the geometry in the conditions of ifs (leaf statements are done already)."""
+    """Substitute the geometry in the conditions of ifs and whiles (leaf statements are
+    done already)."""
     out = []
     for s in stmts:
         if isinstance(s, N.If):
             out.append(N.If(s.loc, sub(s.cond), _sub_conds(s.body, sub), _sub_conds(s.orelse, sub)))
+        elif isinstance(s, N.While):
+            out.append(N.While(s.loc, sub(s.cond), _sub_conds(s.body, sub)))
+        elif isinstance(s, N.FuncBlock):
+            out.append(replace(s, body=_sub_conds(s.body, sub)))
         else:
             out.append(s)
     return out
@@ -486,14 +717,77 @@ def footprint(g: Gather, geom: tuple, shape: tuple):
     return tuple(box)
 
 
+GATHER_VARIANTS = {"gather:": "", "gather_ring:": "ring", "gather_in:": "in"}   # mode prefix -> variant
+
+
+def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
+    """[(mode prefix, box, jumps)]: the :func:`footprint` split into the box where every
+    source item ``J - c_k`` is in the primal launch range, run by the interior gather kernel
+    ("gather_in:"), and around it, per dimension, the slabs below and above it, run by the
+    ring kernel ("gather_ring:") in one launch per dimension whose box is the two slabs side
+    by side: ``jumps`` (per dimension, :func:`ring_param_names`' cut and jump, None for the
+    other kernels) moves the coordinates of the upper one. With a step other than 1, the
+    checked kernel ("gather:") over the whole footprint. (Clamping in the interior kernel
+    instead of separate boxes makes compilers mask its loads, and GCC then does not
+    vectorize it.)"""
+    box = footprint(g, geom, shape)
+    if box is None:
+        return []
+    if g.kind == "cart" and any(geom[3 * d + 2] != 1 for d in range(len(box))):
+        return [("gather:", box, None)]
+    inner = []
+    for d, r in enumerate(box):
+        start, count = geom[3 * d:3 * d + 2]
+        lo, hi = start + max(o[d] for o in g.offsets), start + count - 1 + min(o[d] for o in g.offsets)
+        if g.kind == "lin":                       # positions, whatever the start and step
+            lo, hi = lo - start, hi - start
+        lo, hi = max(lo, r.start), min(hi, r.stop - 1)
+        if hi < lo:
+            return [("gather_ring:", box, _no_jumps(box))]
+        inner.append(range(lo, hi + 1))
+    out = [("gather_in:", tuple(inner), None)]
+    for d in range(len(box)):
+        below, above = inner[d].start - box[d].start, box[d].stop - inner[d].stop
+        if below + above:
+            jumps = list(_no_jumps(box))
+            jumps[d] = (box[d].start + below, inner[d].stop - (box[d].start + below))
+            both = range(box[d].start, box[d].start + below + above)
+            out.append(("gather_ring:", tuple(inner[:d]) + (both,) + tuple(box[d + 1:]), tuple(jumps)))
+    return out
+
+
+def _no_jumps(box: tuple) -> tuple:
+    """(cut, jump) pairs that move nothing: the cut past the box (fits the index type)."""
+    return tuple((box[d].stop if d < len(box) else 1, 0) for d in range(3))
+
+
+def ring_args(jumps: tuple) -> list:
+    """The values of :func:`ring_param_names` from :func:`gather_boxes`' jumps."""
+    return [v for cj in jumps for v in cj]
+
+
+def gather_mode(mode: str):
+    """(array, variant) of a gather kernel's mode string ("gather:T", "gather_ring:T",
+    "gather_in:T"), or None."""
+    for prefix, variant in GATHER_VARIANTS.items():
+        if mode.startswith(prefix):
+            return mode[len(prefix):], variant
+    return None
+
+
 def ngroups(geom: tuple, ndim: int, wg: tuple) -> int:
     """Number of work groups of a launch (the per-group partial sums' length)."""
     return max(1, math.prod(-(-geom[3 * d + 1] // wg[d]) for d in range(ndim)))
 
 
-def speed_up(adj: N.Kernel, grouped: bool, diff) -> tuple:
+def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "") -> tuple:
     """(main adjoint, gathers): the rewrites of this module applied to the adjoint ``adj``
-    that :func:`.autodiff.reverse_kernel` built for the parameters ``diff``."""
+    that :func:`.autodiff.reverse_kernel` built for the parameters ``diff``. ``form``: how
+    scalar partials are summed in a flat kernel: "threads" (the CPU: one per thread),
+    "strip" (one per work item of a launch over :func:`strip_ndrange`; the kernel then
+    takes :func:`gather_param_names`, used or not) or "" (one per work group, as kernels
+    with barriers always do). The main adjoint's ``partials`` says which it got (None
+    without scalar gradients)."""
     gathers = find_gathers(adj, grouped)
     k = without_accumulations(adj, gathers)
     k = plain_single_offset_adds(k)
@@ -503,13 +797,24 @@ def speed_up(adj: N.Kernel, grouped: bool, diff) -> tuple:
               and p[1].name not in {f"_d_{x}" for x in diff}}
     k = without_dead_stores(k, primal)
     scalars = {f"_d_{p[1]}" for p in adj.params if p[0] == "scalar" and p[1] in set(diff)}
-    k = reduce_scalar_partials(k, scalars)
+    stripped = strip_scalar_partials(k, scalars) if form == "strip" and scalars and not grouped else None
+    if not scalars:
+        partials = None
+    elif form == "threads" and not grouped:
+        k, partials = per_thread_partials(k, scalars), "threads"
+    elif stripped is not None:
+        k, partials = stripped, "strip"
+    else:
+        k, partials = reduce_scalar_partials(k, scalars), "groups"
+    if form == "strip" and partials != "strip":     # the geometry parameters, unused
+        k = replace(k, params=list(k.params) + _gather_params(k))
+    k.partials = partials
     return k, gathers
 
 
-def gather_for(adj: N.Kernel, grouped: bool, array: str, nf: int, ni: int) -> N.Kernel:
+def gather_for(adj: N.Kernel, grouped: bool, array: str, nf: int, ni: int, variant: str = "") -> N.Kernel:
     """The gather kernel of ``array`` for the adjoint ``adj`` (see :func:`speed_up`)."""
     for g in find_gathers(adj, grouped):
         if g.array == array:
-            return gather_kernel(adj, g, nf, ni)
+            return gather_kernel(adj, g, nf, ni, variant)
     raise AssertionError(f"no gather adjoint for '{array}'")
