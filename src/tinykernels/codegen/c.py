@@ -23,6 +23,10 @@ from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
 from .prelude import prelude
 
 GEOMETRY_SLOTS = 9          # (start, count, step) for 3 dimensions
+# @tk.kernel(fastmath=True): reassociation (vectorized float reductions) and contraction into
+# FMA for that kernel's translation unit only; no -ffinite-math-only (inf/NaN keep working)
+# and nothing that touches integer arithmetic.
+FASTMATH_CFLAGS = ("-ffp-contract=fast", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math")
 SERIAL_CUTOFF = 4096        # work items below which a launch stays on the calling thread
 
 _HEADER = """\
@@ -279,7 +283,8 @@ class CRenderer(CLikeRenderer):
         body_lines = self.render_flat() if self.plan is None else self.render_grouped()
         # 64-bit addressing even when every extent fits in 32 bits: on x86-64 and AArch64
         # it is free, and GCC does not vectorize loops whose int64 indices are narrowed.
-        head = [_HEADER, "typedef int64_t tk_idx;",
+        fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
+        head = fm + [_HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
