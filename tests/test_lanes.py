@@ -209,3 +209,28 @@ def test_item_loops_with_a_return_keep_the_item_outer_shape():
     assert not _lanes_in_source(with_return, 4, args, 8)
     cpu, ref = _both(with_return, 4, args, 8)
     assert np.array_equal(cpu[0], ref[0])
+
+
+@tk.kernel
+def return_then_lanes(out, x: tk.Const, D: tk.constexpr):
+    lid = tk.index(tk.Local, tk.Linear)
+    buf = tk.localmem(tk.float64, (8,))
+    if lid % 3 == 0:
+        return                                   # item-outer piece: sets done flags
+    buf[lid] = 1.0
+    tk.synchronize()
+    acc = 0.0
+    for j in range(lid, D, 8):                   # lanes piece after the return
+        acc += x[j]
+    out[tk.index()] = acc
+
+
+def test_lanes_piece_after_an_early_return_skips_returned_items():
+    """Found by the fuzzer (seed 7771215): the lanes pieces ignored the done flags."""
+    x = np.arange(1.0, 41.0)
+    args = [np.full(16, -1.0), x, 40]
+    assert _lanes_in_source(return_then_lanes, 8, args, 16)
+    cpu, ref = _both(return_then_lanes, 8, args, 16)
+    assert np.array_equal(cpu[0], ref[0])
+    want = np.array([-1.0 if i % 8 % 3 == 0 else x[i % 8::8].sum() for i in range(16)])
+    np.testing.assert_array_equal(cpu[0], want)

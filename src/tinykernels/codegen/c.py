@@ -249,6 +249,8 @@ class CRenderer(CLikeRenderer):
         self.global_coords()
         saved = self.in_item, self.item_label
         self.in_item = True
+        if self.plan.needs_done:        # returned in an earlier (item-outer) piece
+            self.w("if (tk_done[tk_lid]) continue;")
         if mask:
             self.w(f"if (!({mask})) continue;")
         for fn in self.lane_stack:
