@@ -91,6 +91,7 @@ class DerivedKernel(Kernel):
         self.fn = primal.fn
         self.name = f"{primal.name}_{mode}"
         self.unsafe_indices = primal.unsafe_indices
+        self.fastmath = primal.fastmath
         params = []
         for name, kind in primal.params:
             params.append((name, kind))

@@ -72,10 +72,11 @@ def _param_kinds(fn) -> list:
 class Kernel:
     """A kernel (``@tk.kernel``). Call it with a backend to get a launchable instance."""
 
-    def __init__(self, fn, unsafe_indices: bool = False):
+    def __init__(self, fn, unsafe_indices: bool = False, fastmath: bool = False):
         self.fn = fn
         self.name = fn.__name__
         self.unsafe_indices = unsafe_indices
+        self.fastmath = bool(fastmath)
         self.params = _param_kinds(fn)
         self.cmask = sum(1 << i for i, (_, k) in enumerate(self.params) if k == "constexpr")
         self._src = None
@@ -135,11 +136,14 @@ class Kernel:
         return self(make_backend(backend)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
 
 
-def kernel(fn=None, *, unsafe_indices: bool = False):
-    """Decorator: ``@tk.kernel`` or ``@tk.kernel(unsafe_indices=True)``."""
+def kernel(fn=None, *, unsafe_indices: bool = False, fastmath: bool = False):
+    """Decorator: ``@tk.kernel``, ``@tk.kernel(unsafe_indices=True)`` (no masking of work items
+    past the ndrange), ``@tk.kernel(fastmath=True)`` (float operations of this kernel may be
+    reassociated and contracted into FMAs: vectorized reductions, last bits may differ from
+    NumPy; integer semantics are unchanged)."""
     if fn is None:
-        return lambda f: Kernel(f, unsafe_indices)
-    return Kernel(fn, unsafe_indices)
+        return lambda f: Kernel(f, unsafe_indices, fastmath)
+    return Kernel(fn, unsafe_indices, fastmath)
 
 
 def _norm_wg(wg, name) -> int | tuple:
@@ -327,7 +331,8 @@ class KernelInstance:
         from .frontend import LowerOptions
         k = self.kernel
         src = k.source_info()
-        opts = LowerOptions(workgroup=wg, unsafe_indices=k.unsafe_indices, debug=self.backend.debug,
+        opts = LowerOptions(workgroup=wg, unsafe_indices=k.unsafe_indices, fastmath=k.fastmath,
+                            debug=self.backend.debug,
                             kernel_name=k.name, **options)
         try:
             return k.lower_ir(src, self._specs(args, wg), opts)
@@ -354,10 +359,11 @@ class KernelInstance:
         return render_c(ir, plan, ranges)
 
     def _compile(self, args, geom, ndim, ranges, wg) -> Compiled:
+        from .codegen.c import FASTMATH_CFLAGS
         from .runtime.compiler import compile_library
         ir = self._ir(args, geom, ndim, ranges, wg)
         src, names = self._render(ir, ranges)
-        path = compile_library(src, self.name)
+        path = compile_library(src, self.name, FASTMATH_CFLAGS if ir.fastmath else ())
         with _LIBS_LOCK:
             lib = _LIBS.get(path)
             if lib is None:

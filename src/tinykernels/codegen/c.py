@@ -18,11 +18,16 @@ from functools import lru_cache
 
 from ..dtypes import Ty
 from ..ir import nodes as N
-from ..passes.groups import GroupPlan, ItemLoop
+from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
+from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
 from .prelude import prelude
 
 GEOMETRY_SLOTS = 9          # (start, count, step) for 3 dimensions
+# @tk.kernel(fastmath=True): reassociation (vectorized float reductions) and contraction into
+# FMA for that kernel's translation unit only; no -ffinite-math-only (inf/NaN keep working)
+# and nothing that touches integer arithmetic.
+FASTMATH_CFLAGS = ("-ffp-contract=fast", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math")
 SERIAL_CUTOFF = 4096        # work items below which a launch stays on the calling thread
 SERIAL_CUTOFF_LOOPS = 64    # the same for kernels whose work items run a long loop
 SHORT_LOOP = 16             # a loop of at most this many (constant) trips is not a long loop
@@ -130,10 +135,20 @@ class CRenderer(CLikeRenderer):
         self.ranges = ranges        # 0: plain ndrange, 1: offset starts, 2: offsets and steps
         self.in_item = False        # rendering inside an item loop (grouped path)
         self.item_label = None
+        self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
+        self.lane_stack: list = []  # lanes shape: emitters of per-item loop variables, outermost first
 
     # --- names ---------------------------------------------------------------------------
 
     def var(self, name: str) -> str:
+        if name in self.var_over:
+            return self.var_over[name]
+        if self.plan is not None and self.in_item and name in self.plan.remat:
+            return f"({self.expr(self.plan.remat[name])})"
+        return self.stored_var(name)
+
+    def stored_var(self, name: str) -> str:
+        """Where a local is stored (its per-item slot inside an item loop)."""
         v = f"v_{mangle(name)}"
         if self.plan is not None and name in self.plan.item_vars:
             return f"{v}[{'tk_lid' if self.in_item else '0'}]"
@@ -160,6 +175,9 @@ class CRenderer(CLikeRenderer):
 
     # --- statements specific to the grouped path -----------------------------------------------
 
+    def s_Assign(self, s):
+        self.w(f"{self.stored_var(s.var)} = {self.expr(s.value)};")
+
     def s_Return(self, s):
         if self.plan is None:
             self.w("goto tk_next;")
@@ -179,6 +197,13 @@ class CRenderer(CLikeRenderer):
 
     def s_ItemLoop(self, s: ItemLoop):
         k, plan = self.k, self.plan
+        if s.label in plan.lanes:
+            self.w(f"/* {s.label}: work items as lanes */ {{")
+            self.depth += 1
+            self.lanes_block(s.body, None)
+            self.depth -= 1
+            self.w("}")
+            return
         wg = k.workgroup
         self.w(f"for (tk_idx tk_lid = 0; tk_lid < {_prod(wg)}; ++tk_lid) {{")
         self.depth += 1
@@ -200,6 +225,195 @@ class CRenderer(CLikeRenderer):
         self.in_item, self.item_label = saved
         self.w(f"{s.label}_end: ;")
         self.depth -= 1
+        self.w("}")
+
+    # --- the lanes shape (see docs/cpu.md) -------------------------------------------------------
+
+    def lanes_block(self, stmts, mask) -> None:
+        """Render item-level ``stmts`` with the work items innermost: runs of plain statements
+        become one loop over the items; hoistable ``for`` loops and ``if``s around them run at
+        group level, per-item differences become the ``mask`` (a C condition on ``tk_lid``)."""
+        run: list = []
+
+        def flush():
+            if run:
+                body = list(run)
+                self.lane_items(mask, lambda: self.stmts(body))
+                run.clear()
+        for s in stmts:
+            if lane_loop(s):
+                flush()
+                self.at(s.loc)
+                self.lanes_for(s, mask)
+            elif isinstance(s, N.If) and (has_lane_loop(s.body) or has_lane_loop(s.orelse)):
+                flush()
+                self.at(s.loc)
+                self.lanes_if(s, mask)
+            else:
+                run.append(s)
+        flush()
+
+    def lane_items(self, mask, emit) -> None:
+        """One loop over the group's valid work items (the last dimension innermost, bounds
+        instead of a per-item range test), skipping items where ``mask`` is false."""
+        k = self.k
+        wg = k.workgroup
+        for d in range(k.ndim):
+            self.w(f"for (int64_t tk_l{d} = 0; tk_l{d} < tk_nv{d}; ++tk_l{d})")
+        self.w("{")
+        self.depth += 1
+        lin = "tk_l0"
+        for d in range(1, k.ndim):
+            lin = f"({lin}) * {wg[d]} + tk_l{d}"
+        self.w(f"const tk_idx tk_lid = {lin}; const int64_t tk_ll = tk_lid; (void)tk_ll;")
+        for d in range(k.ndim):
+            self.w(f"const int64_t tk_p{d} = tk_gr{d} * {wg[d]} + tk_l{d};")
+        self.global_coords()
+        saved = self.in_item, self.item_label
+        self.in_item = True
+        if self.plan.needs_done:        # returned in an earlier (item-outer) piece
+            self.w("if (tk_done[tk_lid]) continue;")
+        if mask:
+            self.w(f"if (!({mask})) continue;")
+        for fn in self.lane_stack:
+            fn()
+        self.last_line = None
+        emit()
+        self.in_item, self.item_label = saved
+        self.depth -= 1
+        self.w("}")
+
+    def _written_outside(self, loop) -> set:
+        """Locals read anywhere in the kernel outside ``loop`` (a loop variable's last value)."""
+        out: set = set()
+
+        def visit(stmts):
+            for s in stmts:
+                if s is loop or (isinstance(s, N.For) and s.var == loop.var):
+                    continue    # (another loop over the same name assigns it before reading it)
+                for e in N.stmt_exprs(s):
+                    out.update(x.name for x in N.walk_expr(e) if isinstance(x, N.Var))
+                if isinstance(s, N.Collective):
+                    out.add(s.src)
+                visit(getattr(s, "body", []) or [])
+                visit(getattr(s, "orelse", []) or [])
+        visit(self.k.body)
+        return out
+
+    def lanes_for(self, s: N.For, mask) -> None:
+        """A loop hoisted out of the item loop. A uniform range is one group-level loop; a
+        per-item range (``range(lid, n, WG)``) runs the largest trip count of the group with
+        per-item trip counts as the mask, and no mask while every item is still running."""
+        t = self.k.locals.get(s.var)
+        ct = self.ctype(t) if t is not None else "int64_t"
+        u = self.plan.group_vars
+        n = self.fresh("l")
+        tt = f"{n}_t"
+        assigned = {v for x in N.walk_stmts(s.body) for v in defs(x)}
+        wb = s.var in self._written_outside(s) and s.var not in u     # its last value is read later
+
+        def trips(start, stop, step):
+            up = f"({stop} > {start} ? ((uint64_t){stop} - (uint64_t){start} - 1u) / (uint64_t){step} + 1u : 0u)"
+            down = (f"({start} > {stop} ? ((uint64_t){start} - (uint64_t){stop} - 1u) / "
+                    f"((uint64_t)0 - (uint64_t){step}) + 1u : 0u)")
+            if isinstance(s.step, N.Const):
+                return up if s.step.value > 0 else down
+            return f"({step} > 0 ? {up} : {down})"
+
+        if all(is_uniform(e, u) for e in (s.start, s.stop, s.step)):
+            self.w(f"{{ const {ct} {n}_s = {self.expr(s.start)}; const {ct} {n}_e = {self.expr(s.stop)}; "
+                   f"const {ct} {n}_p = {self.expr(s.step)};")
+            self.w(f"  const uint64_t {n}_n = {trips(f'{n}_s', f'{n}_e', f'{n}_p')};")
+            self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_n; ++{tt}) {{")
+            self.depth += 1
+            self.w(f"const {ct} {n}_v = ({ct})((uint64_t){n}_s + {tt} * (uint64_t){n}_p);")
+            if s.var in u:
+                self.w(f"{self.stored_var(s.var)} = {n}_v;")
+                self.lanes_block(s.body, mask)
+            else:
+                self.with_lane_var(s.var, f"{n}_v", None, wb, lambda: self.lanes_block(s.body, mask))
+            self.depth -= 1
+            self.w("}}")
+            return
+        wg = _prod(self.k.workgroup)
+        # start/step recomputed in every item loop when nothing in the body can change them
+        # (keeps `lid + t * WG` affine for the compiler), else stored per item
+        inline = all(not any(isinstance(x, (N.Load, N.Atomic, N.Call)) or
+                             (isinstance(x, N.Var) and x.name in assigned) for x in N.walk_expr(e))
+                     for e in (s.start, s.step))
+        self.w(f"{{ uint64_t {n}_tr[{wg}]; uint64_t {n}_lo = UINT64_MAX, {n}_hi = 0;")
+        if not inline:
+            self.w(f"  {ct} {n}_st[{wg}], {n}_sp[{wg}];")
+
+        def prologue():
+            self.w(f"uint64_t {n}_c = 0;")
+            self.w(f"if ({mask or 1}) {{")
+            self.w(f"    const {ct} {n}_s = {self.expr(s.start)}; const {ct} {n}_e = {self.expr(s.stop)}; "
+                   f"const {ct} {n}_p = {self.expr(s.step)};")
+            self.w(f"    {n}_c = {trips(f'{n}_s', f'{n}_e', f'{n}_p')};")
+            if not inline:
+                self.w(f"    {n}_st[tk_lid] = {n}_s; {n}_sp[tk_lid] = {n}_p;")
+            self.w(f"    {n}_lo = {n}_c < {n}_lo ? {n}_c : {n}_lo; {n}_hi = {n}_c > {n}_hi ? {n}_c : {n}_hi;")
+            self.w("}")
+            self.w(f"{n}_tr[tk_lid] = {n}_c;")
+        self.lane_items(None, prologue)
+        self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_hi; ++{tt}) {{")
+        self.depth += 1
+        self.w(f"const int {n}_full = {tt} < {n}_lo; (void){n}_full;")
+        inner = f"{tt} < {n}_tr[tk_lid]"
+        sub_mask = f"({n}_full || {inner})" if mask is None else inner
+        if inline:
+            value = lambda: f"({ct})((uint64_t)({self.expr(s.start)}) + {tt} * (uint64_t)({self.expr(s.step)}))"
+        else:
+            value = lambda: f"({ct})((uint64_t){n}_st[tk_lid] + {tt} * (uint64_t){n}_sp[tk_lid])"
+        self.with_lane_var(s.var, f"{n}_v", (ct, value), wb, lambda: self.lanes_block(s.body, sub_mask))
+        self.depth -= 1
+        self.w("}}")
+
+    def with_lane_var(self, var, cname, decl, write_back, emit) -> None:
+        """Render ``emit`` with ``var`` read from ``cname`` (the body never assigns it, see
+        :func:`lane_loop`); ``decl`` = (C type, value maker) declares it at the top of every
+        item loop; ``write_back`` also stores it per item."""
+        def prologue():
+            if decl is not None:
+                self.w(f"const {decl[0]} {cname} = {decl[1]()};")
+            if write_back:
+                self.w(f"{self.stored_var(var)} = {cname};")
+        self.lane_stack.append(prologue)
+        saved = self.var_over.get(var)
+        self.var_over[var] = cname
+        try:
+            emit()
+        finally:
+            self.lane_stack.pop()
+            if saved is None:
+                self.var_over.pop(var, None)
+            else:
+                self.var_over[var] = saved
+
+    def lanes_if(self, s: N.If, mask) -> None:
+        """An ``if`` around hoisted loops: a uniform condition stays a group-level ``if``; a
+        per-item one is evaluated once per item into a flag that joins the mask."""
+        if is_uniform(s.cond, self.plan.group_vars) and not any(
+                isinstance(x, N.Var) and x.name in self.var_over for x in N.walk_expr(s.cond)):
+            self.w(f"if ({self.expr(s.cond)}) {{")
+            self.depth += 1
+            self.lanes_block(s.body, mask)
+            self.depth -= 1
+            if s.orelse:
+                self.w("} else {")
+                self.depth += 1
+                self.lanes_block(s.orelse, mask)
+                self.depth -= 1
+            self.w("}")
+            return
+        c = self.fresh("c")
+        self.w(f"{{ bool {c}[{_prod(self.k.workgroup)}];")
+        self.lane_items(mask, lambda: self.w(f"{c}[tk_lid] = {self.expr(s.cond)};"))
+        both = (lambda m: m if mask is None else f"({mask}) && {m}")
+        self.lanes_block(s.body, both(f"{c}[tk_lid]"))
+        if s.orelse:
+            self.lanes_block(s.orelse, both(f"!{c}[tk_lid]"))
         self.w("}")
 
     def s_Collective(self, s: N.Collective):
@@ -301,7 +515,8 @@ class CRenderer(CLikeRenderer):
         body_lines = self.render_flat() if self.plan is None else self.render_grouped()
         # 64-bit addressing even when every extent fits in 32 bits: on x86-64 and AArch64
         # it is free, and GCC does not vectorize loops whose int64 indices are narrowed.
-        head = [_HEADER, "typedef int64_t tk_idx;",
+        fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
+        head = fm + [_HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
@@ -400,6 +615,10 @@ class CRenderer(CLikeRenderer):
             inner = " * ".join(f"tk_ng{e}" for e in range(d + 1, k.ndim)) or "1"
             self.w(f"const int64_t tk_gr{d} = ({rem}) / ({inner}) % tk_ng{d}; (void)tk_gr{d};")
         self.w("const int64_t tk_grl = g; (void)tk_grl;")
+        for d in range(k.ndim):     # valid work items per dimension (a partial group has fewer)
+            nv = str(wg[d]) if k.unsafe_indices else (f"(tk_n{d} - tk_gr{d} * {wg[d]} < {wg[d]} ? "
+                                                      f"tk_n{d} - tk_gr{d} * {wg[d]} : {wg[d]})")
+            self.w(f"const int64_t tk_nv{d} = {nv}; (void)tk_nv{d};")
         self.w("const int64_t tk_lid0 = 0; (void)tk_lid0;")
         # group-level context is work item 0 (for tk.uniform of per-item values)
         self.local_coords("tk_lid0")

@@ -319,7 +319,8 @@ class CUDARenderer(GPURenderer):
         if "tk_act[" not in text.replace("bool tk_act[", ""):       # the scaffold's mask array is unused here
             body = [ln for ln in body if not ln.strip().startswith(f"{self.local_space}bool tk_act[")]
         uses_coll = any(isinstance(s, N.Collective) for s in N.walk_stmts(k.body))
-        head = [f"/* tinykernels: CUDA C++ for NVRTC, kernel {k.name} */", _HEADER,
+        fm = " (fastmath: compile with --fmad=true)" if k.fastmath else ""
+        head = [f"/* tinykernels: CUDA C++ for NVRTC, kernel {k.name}{fm} */", _HEADER,
                 f"typedef {'int' if k.idx32 else 'long long'} tk_idx;",
                 prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
                 portable_helpers(True), _float_atomics(), _shuffles() if uses_coll else "",

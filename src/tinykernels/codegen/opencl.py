@@ -169,6 +169,8 @@ class OpenCLRenderer(GPURenderer):
             head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         else:
             head.append("#define TK_NO_F64 1")
+        if k.fastmath:      # @tk.kernel(fastmath=True): contraction into mad/fma allowed
+            head.append("#pragma OPENCL FP_CONTRACT ON")
         head += ["#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable",
                  "#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable", _HEADER,
                  f"typedef {'int' if k.idx32 else 'long'} tk_idx;",

@@ -55,6 +55,7 @@ class LowerOptions:
     default_float: D.DType = D.float64
     default_int: D.DType = D.int64        # int32 on backends without 64-bit integers (WebGPU)
     unsafe_indices: bool = False
+    fastmath: bool = False                # float reassociation/contraction allowed (codegen flags only)
     debug: bool = False
     idx32: bool = False
     kernel_name: str = ""
@@ -936,7 +937,7 @@ def lower_kernel(src: FuncSource, specs: dict, opts: LowerOptions) -> N.Kernel:
                         "is used before it is assigned", kernel=opts.kernel_name)
     check_definite_assignment(body, lw.names, opts.kernel_name)
     k = N.Kernel(opts.kernel_name, lw.params, body, types, opts.ndim, tuple(opts.workgroup),
-                 opts.unsafe_indices, opts.idx32, opts.debug, src.file, lw.uses)
+                 opts.unsafe_indices, opts.idx32, opts.debug, src.file, lw.uses, opts.fastmath)
     _feature_scan(k)
     return k
 

@@ -251,6 +251,7 @@ class Kernel:
     debug: bool = False
     file: str = ""
     uses: set = field(default_factory=set)   # feature flags: barrier, localmem, collective, print, atomic, ...
+    fastmath: bool = False           # @tk.kernel(fastmath=True): float reassociation and contraction allowed
 
 
 def walk_stmts(stmts):

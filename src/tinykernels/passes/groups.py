@@ -29,6 +29,8 @@ class GroupPlan:
     loop_vars: dict = field(default_factory=dict)   # ItemLoop label -> locals declared inside it
     item_private: set = field(default_factory=set)  # private arrays stored per work item
     needs_done: bool = False       # an item-level return exists
+    lanes: set = field(default_factory=set)      # ItemLoop labels rendered with work items as lanes
+    remat: dict = field(default_factory=dict)    # local -> its one defining expression (item geometry only)
 
 
 def _syncs(s) -> bool:
@@ -108,6 +110,64 @@ def _item_counters(stmts, gvars: set, types: dict, made: list, in_loop: bool = F
             s = N.For(s.loc, var, s.start, s.stop, s.step, body)
         out.append(s)
     return out
+
+
+def own_jumps(body) -> bool:
+    """A break/continue in ``body`` that belongs to the loop whose body it is."""
+    for s in body:
+        if isinstance(s, (N.Break, N.Continue)):
+            return True
+        if isinstance(s, (N.If, N.FuncBlock)) and (own_jumps(s.body) or own_jumps(getattr(s, "orelse", []))):
+            return True
+    return False
+
+
+def lane_loop(s) -> bool:
+    """A ``for`` that the lanes shape runs as a group-level loop around the item loops: no
+    break/continue of its own, and a body that never assigns its variable."""
+    return (isinstance(s, N.For) and not own_jumps(s.body)
+            and not any(s.var in defs(x) for x in N.walk_stmts(s.body)))
+
+
+def has_lane_loop(stmts) -> bool:
+    """Whether rendering ``stmts`` in the lanes shape moves some loop outside the item loop."""
+    for s in stmts:
+        if lane_loop(s):
+            return True
+        if isinstance(s, N.If) and (has_lane_loop(s.body) or has_lane_loop(s.orelse)):
+            return True
+    return False
+
+
+def lanes_eligible(body) -> bool:
+    """The lanes shape (work items as the innermost loop of each piece, loops hoisted outside
+    them) is chosen for an item loop that has a loop to hoist and nothing whose meaning
+    depends on running one work item's statements back to back: no return (done flags),
+    no print (output order), no inlined function with early exits (labels)."""
+    for x in N.walk_stmts(body):
+        if isinstance(x, (N.Return, N.Print, N.FuncBlock, N.FuncExit)):
+            return False
+    return has_lane_loop(body)
+
+
+_PURE = (N.Const, N.Arg, N.Shape, N.Index, N.BinOp, N.Unary, N.Compare, N.Select, N.Cast)
+
+
+def rematerializable(k: N.Kernel) -> dict:
+    """Locals assigned exactly once from an expression of the work item's geometry, constants,
+    arguments and shapes (``lid = tk.index(tk.Local, tk.Linear)``): item loops recompute them
+    instead of reading a per-item array, so the compiler sees ``lid`` as the loop counter
+    (contiguous, vectorizable accesses). Definite assignment guarantees every use follows
+    the one assignment, and its value is the same wherever it is recomputed."""
+    count: dict = {}
+    value: dict = {}
+    for s in N.walk_stmts(k.body):
+        for v in defs(s):
+            count[v] = count.get(v, 0) + 1
+            if isinstance(s, N.Assign):
+                value[v] = s.value
+    return {v: e for v, e in value.items() if count[v] == 1
+            and all(isinstance(x, _PURE) and not (isinstance(x, N.Call)) for x in N.walk_expr(e))}
 
 
 def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
@@ -201,5 +261,15 @@ def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
             item_vars.add(v)
     item_private = {a for a, where in private_refs.items()
                     if len(where) > 1 or "<group>" in where or any(loops[w].in_loop for w in where if w in loops)}
+    # the lanes shape: every local of such an item loop is stored per work item (its pieces
+    # are separate loops over the items), and so is every private array it allocates
+    lanes = {lbl for lbl, lp in loops.items() if lanes_eligible(lp.body)}
+    for lbl in lanes:
+        item_vars |= loop_vars[lbl]
+        loop_vars[lbl] = set()
+        for x in N.walk_stmts(loops[lbl].body):
+            if isinstance(x, N.AllocArray) and x.array.space == "private":
+                item_private.add(x.array.name)
+    remat = {v: e for v, e in rematerializable(k).items() if v not in gvars}
     return GroupPlan(body, gvars & set(refs) | (gvars & set(k.locals)), item_vars, loop_vars,
-                     item_private, needs_done[0])
+                     item_private, needs_done[0], lanes, remat)

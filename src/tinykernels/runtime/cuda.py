@@ -45,6 +45,7 @@ from .streams import Event, completed_event
 HINT = ("pip install 'tinykernels[cuda]' (cuda-bindings and nvidia-cuda-nvrtc; for a CUDA 12 driver "
         "(< 580): pip install 'cuda-bindings>=12.8,<13' nvidia-cuda-nvrtc-cu12) and an NVIDIA driver")
 NVRTC_OPTIONS = ("--fmad=false",)       # no contraction into FMA: float results match NumPy's
+FASTMATH_NVRTC_OPTIONS = ("--fmad=true",)   # @tk.kernel(fastmath=True): contraction allowed
 STATS = {"compiles": 0, "disk_hits": 0}
 
 
@@ -165,7 +166,9 @@ def compile_cuda(source: str, arch: str = "sm_90", name: str = "kernel", options
     and the failing generated lines."""
     from .compiler import _atomic_write
     arch = normalize_arch(arch)
-    opts = tuple(NVRTC_OPTIONS) + tuple(options)
+    options = tuple(options)
+    base = tuple(o for o in NVRTC_OPTIONS if not (o.startswith("--fmad=") and any(x.startswith("--fmad=") for x in options)))
+    opts = base + options
     path = cubin_path(source, arch, opts) if cache else None
     if path is not None:
         try:
@@ -1385,7 +1388,7 @@ class CUDAKernelInstance(DeviceKernelInstance):
         with dev.lock:
             entry = dev.modules.get(src)
             if entry is None:
-                image = compile_cuda(src, dev.arch, self.name)
+                image = compile_cuda(src, dev.arch, self.name, FASTMATH_NVRTC_OPTIONS if ir.fastmath else ())
                 dev.activate()
                 try:
                     mod = _ok(drv.cuModuleLoadData(image), "cuModuleLoadData")

@@ -41,6 +41,10 @@ def _devices() -> tuple:
     return tuple((p, d) for p in plats for d in p.get_devices())
 
 
+# @tk.kernel(fastmath=True): reassociation and contraction (no finite-math assumption)
+FASTMATH_CL_OPTIONS = ("-cl-mad-enable", "-cl-no-signed-zeros", "-cl-unsafe-math-optimizations")
+
+
 class _Device:
     """Context, default queue and program cache of one OpenCL device (shared by equal backends)."""
 
@@ -323,7 +327,8 @@ class CLKernelInstance(DeviceKernelInstance):
             prog = dev.programs.get(src)
             if prog is None:
                 try:
-                    prog = cl.Program(dev.ctx, src).build(options=dev.build_options)
+                    opts = dev.build_options + (list(FASTMATH_CL_OPTIONS) if ir.fastmath else [])
+                    prog = cl.Program(dev.ctx, src).build(options=opts)
                 except cl.Error as e:
                     raise CompileError(f"the OpenCL compiler rejected the generated code for kernel "
                                        f"'{self.name}':\n{tail(str(e))}", ir.file, None, kernel=self.name) from None

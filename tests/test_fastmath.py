@@ -1,0 +1,117 @@
+"""``@tk.kernel(fastmath=True)``: float reassociation and contraction for that kernel only.
+
+Results agree with NumPy within a tolerance on every backend; default kernels stay bit-exact;
+integer arithmetic is unchanged; the flag is part of the generated source and of the caches."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+
+
+def _backends():
+    out = [tk.CPU(), tk.Interpreter()]
+    avail = tk.backends()
+    for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU")):
+        if avail.get(name, (False,))[0]:
+            out.append(tk.backend(dev))
+    return out
+
+
+BACKENDS = _backends()
+
+
+def _on(b, x):
+    return x.copy() if b.name in ("CPU", "Interpreter") else tk.asarray(x, backend=b)
+
+
+def _host(x):
+    return np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+
+
+def _rowsum(X: tk.Const, out, n: tk.constexpr):
+    i = tk.index()
+    acc = X[i, 0] * 0
+    for j in range(n):
+        acc += X[i, j] * X[i, j] + 1
+    out[i] = acc
+
+
+rowsum_fast = tk.kernel(fastmath=True)(_rowsum)
+rowsum_exact = tk.kernel(_rowsum)
+
+
+@pytest.mark.parametrize("b", BACKENDS, ids=lambda b: b.name)
+def test_fastmath_matches_numpy_within_tolerance(b):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((37, 300)).astype(np.float32)
+    out = _on(b, np.zeros(37, np.float32))
+    rowsum_fast(b)(_on(b, X), out, 300, ndrange=37)
+    tk.synchronize(b)
+    want = (X.astype(np.float64) ** 2 + 1).sum(1)
+    np.testing.assert_allclose(_host(out), want, rtol=1e-5)
+
+
+def test_default_kernel_stays_bit_exact_next_to_fastmath_one():
+    """The same Python function as an exact and a fastmath kernel: separate specializations,
+    and the exact one rounds as a sequential float32 loop does (no reassociation, no FMA)."""
+    rng = np.random.default_rng(2)
+    X = (rng.standard_normal((16, 257)) * 1e3).astype(np.float32)
+    o_fast, o_exact = np.zeros(16, np.float32), np.zeros(16, np.float32)
+    rowsum_fast.launch(X, o_fast, 257, ndrange=16)
+    rowsum_exact.launch(X, o_exact, 257, ndrange=16)
+    want = np.zeros(16, np.float32)
+    for j in range(257):
+        want = want + (X[:, j] * X[:, j] + np.float32(1))
+    assert np.array_equal(o_exact, want)
+    np.testing.assert_allclose(o_fast, want, rtol=1e-4)
+
+
+def test_fastmath_is_in_the_source_and_the_cache_key():
+    X = np.zeros((4, 8), np.float32)
+    o = np.zeros(4, np.float32)
+    fast = rowsum_fast.source("CPU", X, o, 8, ndrange=4)
+    exact = rowsum_exact.source("CPU", X, o, 8, ndrange=4)
+    assert "/* fastmath:" in fast and "/* fastmath:" not in exact
+    assert fast != exact
+    cl = rowsum_fast.source("CL", X, o, 8, ndrange=4)
+    assert "#pragma OPENCL FP_CONTRACT ON" in cl
+    assert "FP_CONTRACT ON" not in rowsum_exact.source("CL", X, o, 8, ndrange=4)
+    cu = rowsum_fast.source("CUDA", X, o, 8, ndrange=4)
+    assert "--fmad=true" in cu
+
+
+@tk.kernel(fastmath=True)
+def int_ops(out, a: tk.Const, s):
+    i = tk.index()
+    acc = a[i]
+    for k in range(5):
+        acc = acc * s + a[i] // 3 - (a[i] % 7)      # wrapping int32 arithmetic, Python // and %
+    out[i] = acc
+
+
+def test_fastmath_leaves_integer_semantics_alone():
+    a = np.arange(-500, 500, dtype=np.int32) * 1234567
+    out = np.zeros_like(a)
+    int_ops.launch(out, a, np.int32(40503), ndrange=a.size)
+    want = a.copy()
+    with np.errstate(over="ignore"):
+        for _ in range(5):
+            want = want * np.int32(40503) + a // 3 - (a % 7)
+    assert np.array_equal(out, want)
+
+
+@tk.kernel(fastmath=True)
+def keeps_inf_nan(out, a: tk.Const):
+    i = tk.index()
+    x = a[i]
+    out[i] = 1.0 if x != x else (2.0 if x == math.inf else 0.0)
+
+
+import math  # noqa: E402  (used inside the kernel above)
+
+
+def test_fastmath_does_not_assume_finite_values():
+    a = np.array([np.nan, np.inf, 1.0, -np.inf], np.float64)
+    out = np.zeros(4)
+    keeps_inf_nan.launch(out, a, ndrange=4)
+    assert out.tolist() == [1.0, 2.0, 0.0, 0.0]
