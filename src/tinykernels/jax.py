@@ -81,6 +81,7 @@ class JaxKernel:
         self._lock = threading.Lock()
         self._fn = jax.custom_vjp(self._primal, nondiff_argnums=(0,))
         self._fn.defvjp(self._fwd, self._bwd)
+        self._jitted: dict = {}      # _Call -> jax.jit of it (an eager call then costs one dispatch)
 
     def __repr__(self) -> str:
         return f"<tinykernels.jax kernel {self.kernel.name}, outputs={list(self.outputs)}>"
@@ -96,7 +97,11 @@ class JaxKernel:
                 raise LaunchError(f"{self._what}: argument '{n}' is 0-d; kernels take arrays of 1 to 8 "
                                   "dimensions (scalars go by keyword)")
         interop.check_shapes(b, [a.shape for a in arrays], self._what)
-        outs = self._fn(_Call(b, floats, ints), *arrays)
+        call = _Call(b, floats, ints)
+        fn = self._jitted.get(call)
+        if fn is None:
+            fn = self._jitted[call] = jax.jit(partial(self._fn, call))
+        outs = fn(*arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     # --- forward: XLA FFI --------------------------------------------------------------------

@@ -172,7 +172,7 @@ class TorchOp:
     def _target(self, device):
         """(backend, stream, array converter) for tensors on ``device``."""
         if device.type == "cpu":
-            return self._cpu, None, _torch_host_view
+            return self._cpu, None, _host_view
         if device.type == "cuda":
             return _cuda_target(device)
         raise LaunchError(f"op {self.name}: tensors on {device.type} are not supported (CPU and CUDA are)")
@@ -264,6 +264,15 @@ class TorchOp:
         # an empty list input is a list of tensors to torch.library: its "gradient" is []
         return ([r if a.is_floating_point() else None for r, a in zip(res, arrays)],
                 None if ctx.floats else [], None if ctx.ints else [], None)
+
+
+_NUMPY_DTYPES = frozenset([torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16,
+                           torch.int8, torch.uint8, torch.bool])
+
+
+def _host_view(t):
+    """A zero-copy NumPy view of a CPU tensor (bfloat16 and fp8 through ml_dtypes)."""
+    return t.detach().numpy() if t.dtype in _NUMPY_DTYPES else _torch_host_view(t)
 
 
 def _scalar_shadow(backend):
