@@ -1,0 +1,122 @@
+"""An XLA FFI handler in C for one specialization of a CPU kernel (used by tinykernels.jax).
+
+The handler is appended to the kernel's C translation unit (:mod:`.c`). XLA calls it with a
+call frame (``xla/ffi/api/c_api.h``, shipped with jaxlib); it answers XLA's metadata query,
+packs the kernel's argument slots from the frame's buffers and its one attribute, and calls
+``tk_kernel``: no Python in the call.
+
+The attribute ``slots`` is an int64 array: the 9 geometry slots, then one slot per scalar
+parameter (a float's IEEE bits, an int or bool's value), then the thread count. Each array
+parameter is either an operand buffer (``args[i]``) or, for an output, the result buffer
+``rets[j]`` (which XLA fills with the output's initial value through input/output aliasing).
+XLA's buffers are dense row-major, so strides follow from the dimensions.
+"""
+from __future__ import annotations
+
+from .c import GEOMETRY_SLOTS
+
+ENTRY = "tk_xla_ffi"
+
+_TEMPLATE = """
+/* ---- XLA FFI handler (tinykernels.jax) ---- */
+#include <stddef.h>
+#include <string.h>
+#include "xla/ffi/api/c_api.h"
+
+static XLA_FFI_Error *tk_xla_fail(const XLA_FFI_Api *api, XLA_FFI_Error_Code code, const char *msg) {{
+    XLA_FFI_Error_Create_Args e;
+    memset(&e, 0, sizeof e);
+    e.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
+    e.message = msg;
+    e.errc = code;
+    return api->XLA_FFI_Error_Create(&e);
+}}
+
+XLA_FFI_Error *{entry}(XLA_FFI_CallFrame *cf) {{
+    if (cf->extension_start != NULL && cf->extension_start->type == XLA_FFI_Extension_Metadata) {{
+        XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)cf->extension_start)->metadata;
+        m->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
+        m->api_version.extension_start = NULL;
+        m->api_version.major_version = XLA_FFI_API_MAJOR;
+        m->api_version.minor_version = XLA_FFI_API_MINOR;
+        m->traits = 0;
+        if (m->struct_size >= offsetof(XLA_FFI_Metadata, state_type_id) + sizeof(XLA_FFI_TypeId))
+            m->state_type_id.type_id = 0;
+        return NULL;
+    }}
+    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+    if (cf->args.size != {nargs} || cf->rets.size != {nrets} || cf->attrs.size != 1
+        || cf->attrs.types[0] != XLA_FFI_AttrType_ARRAY
+        || ((const XLA_FFI_Array *)cf->attrs.attrs[0])->size != {nattr})
+        return tk_xla_fail(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                           "tinykernels: kernel '{name}' called with a call frame it was not built for");
+    const int64_t *v = (const int64_t *)((const XLA_FFI_Array *)cf->attrs.attrs[0])->data;
+    tk_slot s[{nslots}];
+    const XLA_FFI_Buffer *b;
+    for (int k = 0; k < {geom}; ++k) s[k].i = v[k];
+{packs}
+    tk_kernel(s, (int)v[{nattr} - 1]);
+{debug}    return NULL;
+}}
+"""
+
+_DEBUG = """\
+    {{
+        int64_t e[12];
+        tk_get_error(e);
+        if (e[0]) {{
+            static const char *names[] = {{{names}}};
+            char msg[512], idx[160] = "", shp[160] = "";
+            int nd = (int)e[3];
+            tk_clear_error();
+            for (int d = 0; d < nd && d < 3; ++d) {{
+                size_t li = strlen(idx), ls = strlen(shp);
+                snprintf(idx + li, sizeof idx - li, d ? ", %lld" : "%lld", (long long)e[4 + 2 * d]);
+                snprintf(shp + ls, sizeof shp - ls, d ? ", %lld" : "%lld", (long long)e[5 + 2 * d]);
+            }}
+            snprintf(msg, sizeof msg, "kernel '{name}' at {file}:%lld: index %s%s%s is out of bounds for "
+                     "array '%s' with shape (%s%s)", (long long)e[1], nd > 1 ? "(" : "", idx, nd > 1 ? ")" : "",
+                     e[2] >= 0 && e[2] < {nnames} ? names[e[2]] : "local/private array", shp, nd == 1 ? "," : "");
+            return tk_xla_fail(cf->api, XLA_FFI_Error_Code_OUT_OF_RANGE, msg);
+        }}
+    }}
+"""
+
+
+def _c_string(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def render_handler(name: str, layout: list, sources: dict, nargs: int, nrets: int, nscalars: int,
+                   debug: bool = False, array_names=(), file: str = "") -> str:
+    """The handler's C source.
+
+    ``layout``: :func:`.c.slot_layout` of the kernel; ``sources``: per parameter name,
+    ``("arg", i)`` / ``("ret", j)`` for an array, ``("scalar", q)`` for the ``q``-th scalar
+    slot of the attribute. ``array_names``: the debug table of :func:`.c.render_c`."""
+    packs, nslots = [], GEOMETRY_SLOTS
+    for p, pos in layout:
+        if p[0] == "array":
+            info = p[1]
+            where, k = sources[info.name]
+            nd = info.ndim
+            packs.append(f"    b = (const XLA_FFI_Buffer *)cf->{where}s.{where}s[{k}];   /* {info.name} */")
+            packs.append(f"    s[{pos}].p = b->data;")
+            for d in range(nd):
+                packs.append(f"    s[{pos + 1 + d}].i = b->dims[{d}];")
+            packs.append(f"    s[{pos + 1 + 2 * nd - 1}].i = 1;")
+            for d in range(nd - 2, -1, -1):
+                packs.append(f"    s[{pos + 1 + nd + d}].i = s[{pos + 2 + nd + d}].i * b->dims[{d + 1}];")
+            nslots = pos + 1 + 2 * nd
+        else:
+            where, q = sources[p[1]]
+            packs.append(f"    s[{pos}].i = v[{GEOMETRY_SLOTS + q}];   /* {p[1]} */")
+            nslots = pos + 1
+    dbg = ""
+    if debug:
+        names = ", ".join(f'"{_c_string(n if not n.startswith("_") else "local/private array")}"'
+                          for n in array_names) or '""'
+        dbg = _DEBUG.format(names=names, nnames=len(array_names), name=_c_string(name), file=_c_string(file))
+    return _TEMPLATE.format(entry=ENTRY, nargs=nargs, nrets=nrets, nattr=GEOMETRY_SLOTS + nscalars + 1,
+                            nslots=max(nslots, GEOMETRY_SLOTS + 1), geom=GEOMETRY_SLOTS, packs="\n".join(packs),
+                            debug=dbg, name=_c_string(name))

@@ -1,0 +1,311 @@
+"""tinykernels kernels as PyTorch operators (``tinykernels.torch.torch_op``, SPEC section 11).
+
+    import tinykernels.torch as tktorch
+    saxpy_op = tktorch.torch_op(saxpy, outputs=["y"], name="mylib::saxpy")
+    y = saxpy_op(y0, x, a=2.0)        # y0 is not modified; y is a new tensor
+
+Each call of :func:`torch_op` defines two ``torch.library`` operators with the lower-level
+``Library.define``/``impl`` route (less per-call overhead than ``torch.library.custom_op``,
+see docs/torch.md): ``ns::op(Tensor[] arrays, float[] floats, int[] ints, str key) ->
+Tensor[]`` and ``ns::op_backward``, its adjoint (tinykernels' own adjoint kernel, see
+docs/autodiff.md). ``key`` carries the static part of a call (which parameters are scalars
+given by keyword, constexpr values, ndrange, workgroup size), so the same operator serves
+every call pattern. Both have fake implementations derived from the kernel's signature (the
+outputs have the shapes and dtypes of the arrays that give their initial values), so they
+trace under ``torch.compile(fullgraph=True)`` without graph breaks.
+
+CPU tensors run on the CPU backend, zero-copy; CUDA tensors on the CUDA backend, on
+``torch.cuda.current_stream()``.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import threading
+
+import numpy as np
+import torch  # the real PyTorch: this module is tinykernels.torch (absolute imports only)
+
+from tinykernels import interop
+from tinykernels.array import _torch_host_view
+from tinykernels.autodiff import _accesses, _is_float_array, adjoint
+from tinykernels.backends import CPU
+from tinykernels.errors import LaunchError
+from tinykernels.kernel import Kernel
+
+__all__ = ["torch_op", "TorchOp"]
+
+_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)$")
+_LIBS: dict = {}           # explicit registry: qualified name -> TorchOp (keeps its Library alive)
+_LIBS_LOCK = threading.Lock()
+
+
+def _const_str(v) -> str:
+    """A constexpr value as text the operator's key can carry (and :func:`_const_value` reads)."""
+    if isinstance(v, (type, np.dtype)):
+        return "dtype:" + np.dtype(v).name
+    return repr(v.item() if isinstance(v, np.generic) else v)
+
+
+def _const_value(s: str):
+    return np.dtype(s[6:]).type if s.startswith("dtype:") else ast.literal_eval(s)
+
+
+class TorchOp:
+    """A kernel registered as a PyTorch operator; call it like the kernel (SPEC section 11)."""
+
+    def __init__(self, kernel: Kernel, outputs, name: str, ndrange=None, workgroupsize=None):
+        self.kernel = kernel
+        self.outputs = interop.check_outputs(kernel, outputs)
+        m = _NAME.match(name) if isinstance(name, str) else None
+        if m is None:
+            raise ValueError(f"torch_op: name must look like 'namespace::opname', got {name!r}")
+        self.name = name
+        self.ns, self.opname = m.groups()
+        self.ndrange, self.workgroupsize = ndrange, workgroupsize
+        self._names = tuple(n for n, _ in kernel.params)
+        self._constexprs = frozenset(n for n, k in kernel.params if k == "constexpr")
+        self._bindings: dict = {}       # (key, number of arrays) -> interop.Binding
+        self._checked: set = set()      # signatures whose writes were checked against the outputs
+        self._cpu = CPU()
+        self._define()
+
+    def __repr__(self) -> str:
+        return f"<tinykernels.torch op {self.name} of {self.kernel.name}, outputs={list(self.outputs)}>"
+
+    # --- registration -------------------------------------------------------------------
+
+    def _define(self) -> None:
+        with _LIBS_LOCK:
+            if self.name in _LIBS:
+                raise ValueError(f"torch_op: an operator named {self.name!r} is already registered (by "
+                                 f"{_LIBS[self.name]!r}); choose another name")
+            lib = torch.library.Library(self.ns, "FRAGMENT")
+            fwd, bwd = self.opname, self.opname + "_backward"
+            try:
+                lib.define(f"{fwd}(Tensor[] arrays, float[] floats, int[] ints, str key) -> Tensor[]")
+                lib.define(f"{bwd}(Tensor[] arrays, Tensor[] grads, float[] floats, int[] ints, str key) "
+                           "-> Tensor[]")
+            except RuntimeError as e:
+                raise ValueError(f"torch_op: cannot define {self.name!r}: {e}") from None
+            for dk in ("CPU", "CUDA"):
+                lib.impl(fwd, self._forward, dk)
+                lib.impl(bwd, self._backward, dk)
+            torch.library.register_fake(f"{self.ns}::{fwd}", self._forward_fake, lib=lib)
+            torch.library.register_fake(f"{self.ns}::{bwd}", self._backward_fake, lib=lib)
+            torch.library.register_autograd(f"{self.ns}::{fwd}", self._autograd_backward,
+                                            setup_context=self._setup_context, lib=lib)
+            self._lib = lib
+            self._op = getattr(getattr(torch.ops, self.ns), fwd).default
+            self._op_bwd = getattr(getattr(torch.ops, self.ns), bwd).default
+            _LIBS[self.name] = self
+
+    # --- the call -----------------------------------------------------------------------
+
+    def __call__(self, *arrays, ndrange=None, workgroupsize=None, **scalars):
+        """The outputs' new values (one tensor, or a tuple when there are several)."""
+        key, floats, ints = self._key(scalars, self.ndrange if ndrange is None else ndrange,
+                                      self.workgroupsize if workgroupsize is None else workgroupsize)
+        outs = self._op(list(arrays), floats, ints, key)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _key(self, kw: dict, ndrange, workgroupsize) -> tuple:
+        """(key, floats, ints): plain string and list operations only, so that TorchDynamo
+        traces this without a graph break."""
+        parts, floats, ints = [], [], []
+        for name in self._names:
+            if name not in kw:
+                continue
+            v = kw[name]
+            if name in self._constexprs:
+                parts.append("c:" + name + "=" + _const_str(v))
+            elif isinstance(v, (bool, np.bool_)):
+                parts.append("b:" + name)
+                ints.append(int(v))
+            elif isinstance(v, (int, np.integer)):
+                parts.append("i:" + name)
+                ints.append(int(v))
+            elif isinstance(v, (float, np.floating)):
+                parts.append("f:" + name)
+                floats.append(float(v))
+            else:
+                raise LaunchError(f"op {self.name}: keyword argument '{name}' must be a Python scalar (tensors go "
+                                  f"positionally, in the kernel's order), got {type(v).__name__}")
+        for name in kw:
+            if name not in self._names:
+                raise LaunchError(f"op {self.name}: unknown keyword argument '{name}'; the kernel's parameters "
+                                  f"are {', '.join(self._names)}")
+        parts.append("nd=" + repr(ndrange))
+        parts.append("wg=" + repr(workgroupsize))
+        return ";".join(parts), floats, ints
+
+    def _binding(self, key: str, n_arrays: int) -> interop.Binding:
+        b = self._bindings.get((key, n_arrays))
+        if b is None:
+            kw, nd, wg = {}, None, None
+            for part in key.split(";"):
+                if part.startswith("nd="):
+                    nd = ast.literal_eval(part[3:])
+                elif part.startswith("wg="):
+                    wg = ast.literal_eval(part[3:])
+                else:
+                    kind, _, rest = part.partition(":")
+                    name, _, val = rest.partition("=")
+                    kw[name] = {"f": 0.0, "i": 0, "b": False}.get(kind) if kind != "c" else _const_value(val)
+            b = interop.bind(self.kernel, self.outputs, n_arrays, kw, f"op {self.name}", nd, wg)[0]
+            self._bindings[(key, n_arrays)] = b
+        return b
+
+    # --- implementations ------------------------------------------------------------------
+
+    def _check_arrays(self, b: interop.Binding, arrays) -> None:
+        names = b.array_names()
+        for n, a in zip(names, arrays):
+            if not isinstance(a, torch.Tensor):
+                raise LaunchError(f"op {self.name}: argument '{n}' must be a tensor, got {type(a).__name__}")
+        dev = arrays[0].device
+        for n, a in zip(names, arrays):
+            if a.device != dev:
+                raise LaunchError(f"op {self.name}: argument '{n}' is on {a.device} but '{names[0]}' is on {dev}")
+        interop.check_shapes(b, [tuple(a.shape) for a in arrays], f"op {self.name}")
+
+    def _target(self, device):
+        """(backend, stream, array converter) for tensors on ``device``."""
+        if device.type == "cpu":
+            return self._cpu, None, _host_view
+        if device.type == "cuda":
+            return _cuda_target(device)
+        raise LaunchError(f"op {self.name}: tensors on {device.type} are not supported (CPU and CUDA are)")
+
+    def _check_writes(self, b, inst, args, nd) -> None:
+        """LaunchError when the kernel writes an array that is not among the outputs (the
+        operator is functional: it must not modify its inputs)."""
+        sig = (b, tuple((getattr(a, "dtype", None), getattr(a, "ndim", None)) for a in args))
+        if sig in self._checked:
+            return
+        written = _accesses(inst, args, nd, b.workgroupsize)[1]
+        out_names = set(self.outputs)
+        extra = sorted(n for n in written if n not in out_names)
+        if extra:
+            raise LaunchError(f"op {self.name}: kernel '{self.kernel.name}' writes {extra}, which "
+                              f"{'is' if len(extra) == 1 else 'are'} not among outputs={list(self.outputs)}; "
+                              "list every array the kernel writes as an output")
+        self._checked.add(sig)
+
+    def _forward(self, arrays, floats, ints, key):
+        b = self._binding(key, len(arrays))
+        self._check_arrays(b, arrays)
+        backend, stream, conv = self._target(arrays[0].device)
+        work = list(arrays)
+        outs = []
+        for k in b.outputs:
+            work[k] = arrays[k].clone(memory_format=torch.contiguous_format)
+            outs.append(work[k])
+        nd = b.geometry([tuple(a.shape) for a in arrays])
+        args = b.kernel_args([conv(t) for t in work], floats, ints)
+        inst = self.kernel(backend)
+        self._check_writes(b, inst, args, nd)
+        if interop.total_items(nd):
+            inst(*args, ndrange=nd, workgroupsize=b.workgroupsize, stream=stream)
+        return outs
+
+    def _forward_fake(self, arrays, floats, ints, key):
+        b = self._binding(key, len(arrays))
+        self._check_arrays(b, arrays)
+        return [torch.empty_like(arrays[k], memory_format=torch.contiguous_format) for k in b.outputs]
+
+    def _backward(self, arrays, grads, floats, ints, key):
+        """Gradients for every array (zeros for non-float ones) from the outputs' gradients,
+        through the kernel's adjoint: ``arrays`` are the operator's inputs (the outputs'
+        initial values among them)."""
+        b = self._binding(key, len(arrays))
+        backend, stream, conv = self._target(arrays[0].device)
+        outs = dict(zip(b.outputs, grads))
+        prim = [a.contiguous().clone() if k in outs else a.contiguous() for k, a in enumerate(arrays)]
+        shadows = []
+        for k, a in enumerate(prim):
+            if not a.is_floating_point():
+                shadows.append(torch.zeros_like(a))
+            elif k in outs:
+                shadows.append(outs[k].to(a.dtype).contiguous().clone())
+            else:
+                shadows.append(torch.zeros_like(a, memory_format=torch.contiguous_format))
+        pargs = b.kernel_args([conv(t) for t in prim], floats, ints)
+        sargs = b.kernel_args([conv(t) for t in shadows], floats, ints)
+        full = []
+        for kind, p, s in zip(b.kinds, pargs, sargs):
+            full.append(p)
+            if kind == "A" and _is_float_array(p):
+                full.append(s)
+            elif kind == "f":       # scalars are not differentiated through the operator
+                full.append(_scalar_shadow(backend))
+        nd = b.geometry([tuple(a.shape) for a in arrays])
+        if interop.total_items(nd):
+            adjoint(self.kernel)(backend)(*full, ndrange=nd, workgroupsize=b.workgroupsize,
+                                          stream=stream)
+        return shadows
+
+    def _backward_fake(self, arrays, grads, floats, ints, key):
+        return [torch.empty_like(a, memory_format=torch.contiguous_format) for a in arrays]
+
+    def _setup_context(self, ctx, inputs, output) -> None:
+        arrays, floats, ints, key = inputs
+        ctx.save_for_backward(*arrays)
+        ctx.floats, ctx.ints, ctx.key = floats, ints, key
+
+    def _autograd_backward(self, ctx, *grads):
+        if len(grads) == 1 and isinstance(grads[0], (list, tuple)):
+            grads = grads[0]
+        arrays = ctx.saved_tensors
+        b = self._binding(ctx.key, len(arrays))
+        g = [torch.zeros_like(arrays[k], memory_format=torch.contiguous_format) if gr is None else gr
+             for k, gr in zip(b.outputs, grads)]
+        res = self._op_bwd(list(arrays), g, ctx.floats, ctx.ints, ctx.key)
+        # an empty list input is a list of tensors to torch.library: its "gradient" is []
+        return ([r if a.is_floating_point() else None for r, a in zip(res, arrays)],
+                None if ctx.floats else [], None if ctx.ints else [], None)
+
+
+_NUMPY_DTYPES = frozenset([torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16,
+                           torch.int8, torch.uint8, torch.bool])
+
+
+def _host_view(t):
+    """A zero-copy NumPy view of a CPU tensor (bfloat16 and fp8 through ml_dtypes)."""
+    return t.detach().numpy() if t.dtype in _NUMPY_DTYPES else _torch_host_view(t)
+
+
+def _scalar_shadow(backend):
+    from tinykernels.autodiff import _dummy
+    return _dummy(backend, 1, np.float64 if getattr(backend, "supports_float64", True) else np.float32)
+
+
+def _cuda_target(device):
+    """The CUDA backend for a torch device, PyTorch's current stream (borrowed, never
+    destroyed by tinykernels) and the identity conversion (the CUDA runtime takes torch's
+    CUDA tensors zero-copy)."""
+    from tinykernels.backends import CUDA
+    from tinykernels.runtime.cuda import CUDAStream, _driver
+    backend = CUDA(device.index if device.index is not None else torch.cuda.current_device())
+
+    class _TorchStream(CUDAStream):
+        def __init__(self, handle):           # wraps torch's stream; no cuStreamCreate
+            self.backend, self.priority, self.cuda_priority = backend, 0, 0
+            self.handle = _driver().CUstream(handle)
+
+        def __del__(self):                    # torch owns the stream
+            pass
+
+    return backend, _TorchStream(torch.cuda.current_stream(device).cuda_stream), lambda t: t.detach()
+
+
+def torch_op(kernel: Kernel, outputs, name: str, ndrange=None, workgroupsize=None) -> TorchOp:
+    """Register ``kernel`` as the PyTorch operator ``name`` (``"namespace::opname"``).
+
+    ``outputs``: the names of the array parameters the kernel writes. Call the result with
+    the kernel's array arguments positionally (the outputs' initial values among them) and
+    its scalars and constexprs by keyword; ``ndrange`` (default: the first output's shape)
+    and ``workgroupsize`` may be given here or per call. It returns the outputs' new values
+    (a tuple when there are several) and leaves its inputs unchanged; gradients flow to the
+    float tensors through the kernel's adjoint (not to scalars)."""
+    return TorchOp(kernel, outputs, name, ndrange, workgroupsize)

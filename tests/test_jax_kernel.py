@@ -1,0 +1,169 @@
+"""tinykernels.jax.jax_kernel: kernels through XLA's FFI (SPEC section 11): eager, jit, vmap,
+grad (check_grads and against tk.autodiff on the same kernel), aliasing, errors."""
+import math
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+if not hasattr(jax, "ffi"):
+    pytest.skip("jax.ffi needs jax >= 0.4.31", allow_module_level=True)
+
+import jax.numpy as jnp  # noqa: E402
+from jax.test_util import check_grads  # noqa: E402
+
+import tinykernels as tk  # noqa: E402
+import tinykernels.jax as tkjax  # noqa: E402
+from tinykernels import LaunchError  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+RNG = np.random.default_rng(11)
+
+
+@tk.kernel
+def fma_update(y, x: tk.Const, a):
+    i = tk.index()
+    y[i] = y[i] * x[i] + a * x[i]
+
+
+@tk.kernel
+def stencil2d(out, img: tk.Const, w, scale: tk.constexpr):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    left = img[i, j - 1] if j > 0 else 0.0
+    out[i, j] = scale * math.sin(img[i, j]) * left + w * out[i, j]
+
+
+@tk.kernel
+def two_outputs(s, d, a: tk.Const, b: tk.Const, n):
+    i = tk.index()
+    s[i] = a[i] + b[i] * n
+    d[i] = a[i] * b[i] - s[i] * 0.5
+
+
+@tk.kernel
+def gather(y, x: tk.Const, idx: tk.Const):
+    i = tk.index()
+    y[i] = x[idx[i]] * x[idx[i]]
+
+
+@tk.kernel
+def shifted(y, x: tk.Const, k):
+    i = tk.index()
+    y[i] = x[i + k]
+
+
+@tk.kernel
+def writes_input(y, x):
+    i = tk.index()
+    y[i] = x[i]
+    x[i] = 0.0
+
+
+FMA = tkjax.jax_kernel(fma_update, outputs=["y"])
+STENCIL = tkjax.jax_kernel(stencil2d, outputs=["out"])
+TWO = tkjax.jax_kernel(two_outputs, outputs=["s", "d"])
+GATHER = tkjax.jax_kernel(gather, outputs=["y"])
+
+
+def r(*shape):
+    return jnp.asarray(RNG.standard_normal(shape))
+
+
+def test_eager_and_jit_values():
+    y0, x = r(40), r(40)
+    np.testing.assert_allclose(FMA(y0, x, a=2.5), y0 * x + 2.5 * x, rtol=1e-14)
+    jf = jax.jit(lambda u, v: FMA(u, v, a=-1.0) * 2.0)
+    np.testing.assert_allclose(jf(y0, x), 2 * (y0 * x - x), rtol=1e-14)
+    img, out0 = r(6, 7), r(6, 7)
+    left = jnp.pad(img, ((0, 0), (1, 0)))[:, :-1]
+    want = 2.0 * jnp.sin(img) * left + 0.5 * out0
+    np.testing.assert_allclose(jax.jit(lambda o, m: STENCIL(o, m, w=0.5, scale=2.0))(out0, img), want, rtol=1e-13)
+    s, d = TWO(jnp.zeros(9), jnp.zeros(9), y0[:9], x[:9], n=3)
+    np.testing.assert_allclose(s, y0[:9] + 3 * x[:9], rtol=1e-14)
+    np.testing.assert_allclose(d, y0[:9] * x[:9] - 0.5 * s, rtol=1e-14)
+
+
+def test_float32_and_explicit_ndrange():
+    y0, x = jnp.ones(16, jnp.float32), jnp.arange(16, dtype=jnp.float32)
+    out = FMA(y0, x, a=1.0, ndrange=8)               # only the first 8 items run
+    np.testing.assert_allclose(out, np.r_[2 * np.arange(8), np.ones(8)].astype(np.float32))
+    assert out.dtype == jnp.float32
+
+
+def test_aliasing_initial_values_and_inputs_untouched():
+    y0, x = r(10), r(10)
+    keep = np.array(y0)
+    y = FMA(y0, x, a=1.0)
+    np.testing.assert_array_equal(np.array(y0), keep)       # JAX arrays are immutable: y is a new buffer
+    # donated under jit: XLA may hand y0's buffer to the kernel as the output (no copy)
+    donated = jax.jit(lambda u, v: FMA(u, v, a=1.0), donate_argnums=0)(jnp.array(keep), x)
+    np.testing.assert_allclose(donated, keep * x + x, rtol=1e-14)
+    # the same array as an output's initial value and as an input
+    np.testing.assert_allclose(FMA(x, x, a=0.0), x * x, rtol=1e-14)
+
+
+def test_vmap_runs_each_batch_element():
+    Y, X = r(3, 12), r(3, 12)
+    out = jax.vmap(lambda u, v: FMA(u, v, a=0.5))(Y, X)
+    np.testing.assert_allclose(out, Y * X + 0.5 * X, rtol=1e-14)
+    out = jax.jit(jax.vmap(lambda v: FMA(jnp.zeros(12), v, a=2.0)))(X)   # unbatched output value
+    np.testing.assert_allclose(out, 2 * X, rtol=1e-14)
+    g = jax.vmap(jax.grad(lambda u, v: FMA(u, v, a=0.5).sum(), argnums=1))(Y, X)
+    np.testing.assert_allclose(g, Y + 0.5, rtol=1e-14)
+
+
+def test_grad_check_grads_float64():
+    y0, x = r(14), r(14)
+    check_grads(lambda u, v: FMA(u, v, a=0.7), (y0, x), order=1, modes=["rev"])
+    img, out0 = r(5, 6), r(5, 6)
+    check_grads(lambda o, m: STENCIL(o, m, w=0.3, scale=2.0), (out0, img), order=1, modes=["rev"])
+    a, b = r(9), r(9)
+    check_grads(lambda u, v: TWO(jnp.zeros(9), jnp.zeros(9), u, v, n=2), (a, b), order=1, modes=["rev"])
+
+
+def test_grad_matches_tk_autodiff_of_the_direct_launch():
+    x = r(10)
+    idx = jnp.array([3, 3, 0, 9, 1, 1, 1, 2, 5, 5])
+    seed = RNG.standard_normal(10)
+    gx, gidx = jax.grad(lambda v, i: jnp.vdot(GATHER(jnp.zeros(10), v, i), seed), argnums=(0, 1),
+                        allow_int=True)(x, idx)
+    xn, dx = np.array(x), np.zeros(10)
+    tk.autodiff(tk.Reverse, lambda y_, x_, i_: gather(tk.CPU())(y_, x_, i_, ndrange=10),
+                tk.Duplicated(np.zeros(10), seed.copy()), tk.Duplicated(xn, dx), tk.Const(np.array(idx)))
+    np.testing.assert_allclose(gx, dx, rtol=1e-12)
+    assert gidx.dtype == jax.dtypes.float0
+
+
+def test_debug_mode_error_surfaces_as_a_jax_error():
+    f = tkjax.jax_kernel(shifted, outputs=["y"], backend=tk.CPU(debug=True))
+    x, y0 = jnp.arange(10.0), jnp.zeros(10)
+    np.testing.assert_array_equal(f(y0, x, k=0), np.arange(10.0))
+    with pytest.raises(Exception, match=r"kernel 'shifted' at .*test_jax_kernel.py:\d+: index 10 is out of bounds "
+                                        r"for array 'x' with shape \(10,\)"):
+        jax.jit(lambda u, v: f(u, v, k=1))(y0, x).block_until_ready()
+
+
+def test_refusals():
+    y, x = jnp.zeros(4), jnp.ones(4)
+    with pytest.raises(LaunchError, match=r"writes \['x'\].*not among outputs"):
+        tkjax.jax_kernel(writes_input, outputs=["y"])(y, x)
+    with pytest.raises(LaunchError, match="expected 2 array argument"):
+        FMA(y, a=1.0)
+    with pytest.raises(LaunchError, match="must be a Python or NumPy scalar"):
+        FMA(y, x, a=jnp.ones(()))
+    with pytest.raises(LaunchError, match="constexpr parameter 'scale' must be given by keyword"):
+        STENCIL(jnp.zeros((2, 2)), jnp.zeros((2, 2)), w=1.0)
+    with pytest.raises(LaunchError, match="output 'q' is not one of its parameters"):
+        tkjax.jax_kernel(fma_update, outputs=["q"])
+    with pytest.raises(LaunchError, match="must be a tk.CPU"):
+        tkjax.jax_kernel(fma_update, outputs=["y"], backend=tk.Interpreter())
+    with pytest.raises(LaunchError, match="out of bounds"):       # a certain out-of-bounds access, at trace time
+        tkjax.jax_kernel(fma_update, outputs=["y"])(jnp.zeros(8), jnp.zeros(4), a=1.0)
+
+
+def test_specializations_are_registered_once():
+    before = len(tkjax._TARGETS)
+    f2 = tkjax.jax_kernel(fma_update, outputs=["y"])        # another wrapper, same kernel and types
+    f2(r(40), r(40), a=3.0)
+    FMA(r(40), r(40), a=4.0)
+    assert len(tkjax._TARGETS) - before <= 1

@@ -1,0 +1,161 @@
+"""tinykernels.torch.torch_op: kernels as torch.library operators (SPEC section 11):
+eager values, opcheck, gradcheck in float64, torch.compile(fullgraph=True), refusals."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tinykernels as tk  # noqa: E402
+import tinykernels.torch as tktorch  # noqa: E402
+from tinykernels import LaunchError  # noqa: E402
+
+
+@tk.kernel
+def fma_update(y, x: tk.Const, a):
+    i = tk.index()
+    y[i] = y[i] * x[i] + a * x[i]
+
+
+@tk.kernel
+def stencil2d(out, img: tk.Const, w, scale: tk.constexpr):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    left = img[i, j - 1] if j > 0 else 0.0
+    out[i, j] = scale * math.sin(img[i, j]) * left + w * out[i, j]
+
+
+@tk.kernel
+def two_outputs(s, d, a: tk.Const, b: tk.Const, n):
+    i = tk.index()
+    s[i] = a[i] + b[i] * n
+    d[i] = a[i] * b[i] - s[i] * 0.5
+
+
+@tk.kernel
+def gather(y, x: tk.Const, idx: tk.Const):
+    i = tk.index()
+    y[i] = x[idx[i]] * x[idx[i]]
+
+
+@tk.kernel
+def writes_input(y, x):
+    i = tk.index()
+    y[i] = x[i]
+    x[i] = 0.0
+
+
+import math  # noqa: E402  (the kernels above use it; imported where they are compiled)
+
+FMA = tktorch.torch_op(fma_update, outputs=["y"], name="tktest::fma_update")
+STENCIL = tktorch.torch_op(stencil2d, outputs=["out"], name="tktest::stencil2d")
+TWO = tktorch.torch_op(two_outputs, outputs=["s", "d"], name="tktest::two_outputs")
+GATHER = tktorch.torch_op(gather, outputs=["y"], name="tktest::gather")
+BAD = tktorch.torch_op(writes_input, outputs=["y"], name="tktest::writes_input")
+
+G = torch.Generator().manual_seed(5)
+
+
+def rand(*shape, grad=True):
+    return torch.randn(*shape, dtype=torch.float64, generator=G).requires_grad_(grad)
+
+
+def test_eager_values_and_inputs_unchanged():
+    y0, x = rand(50, grad=False), rand(50, grad=False)
+    keep = y0.clone()
+    y = FMA(y0, x, a=2.5)
+    torch.testing.assert_close(y, keep * x + 2.5 * x)
+    torch.testing.assert_close(y0, keep)          # functional: the initial value is not modified
+
+
+def test_two_outputs_int_scalar_and_constexpr():
+    a, b = rand(20, grad=False), rand(20, grad=False)
+    s, d = TWO(torch.zeros(20, dtype=torch.float64), torch.zeros(20, dtype=torch.float64), a, b, n=3)
+    torch.testing.assert_close(s, a + 3 * b)
+    torch.testing.assert_close(d, a * b - 0.5 * (a + 3 * b))
+    img, out0 = rand(6, 7, grad=False), rand(6, 7, grad=False)
+    out = STENCIL(out0, img, w=0.5, scale=2.0)
+    left = torch.nn.functional.pad(img, (1, 0))[:, :-1]
+    torch.testing.assert_close(out, 2.0 * torch.sin(img) * left + 0.5 * out0)
+
+
+def test_opcheck_passes_every_check():
+    y0, x = rand(16), rand(16)
+    for args in (([y0, x], [1.5], [], "f:a;nd=None;wg=None"),
+                 ([y0, x], [1.5], [], "f:a;nd=8;wg=4")):
+        torch.library.opcheck(FMA._op, args)
+    img, out0 = rand(4, 5), rand(4, 5)
+    key = STENCIL._key({"w": 0.25, "scale": 3.0}, None, None)
+    torch.library.opcheck(STENCIL._op, ([out0, img], key[1], key[2], key[0]))
+
+
+def test_gradcheck_float64():
+    y0, x = rand(12), rand(12)
+    assert torch.autograd.gradcheck(lambda u, v: FMA(u, v, a=0.7), (y0, x))
+    img, out0 = rand(5, 6), rand(5, 6)
+    assert torch.autograd.gradcheck(lambda o, m: STENCIL(o, m, w=0.3, scale=2.0), (out0, img))
+    a, b = rand(9), rand(9)
+    z = torch.zeros(9, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda u, v: TWO(z, z, u, v, n=2), (a, b))
+
+
+def test_gradients_match_tk_autodiff_and_skip_int_arrays():
+    x = rand(10)
+    idx = torch.tensor([3, 3, 0, 9, 1, 1, 1, 2, 5, 5])
+    seed = rand(10, grad=False)
+    y = GATHER(torch.zeros(10, dtype=torch.float64), x, idx)
+    y.backward(seed)
+    # the same kernel launched directly, differentiated by tk.autodiff
+    xn, dx = x.detach().numpy().copy(), np.zeros(10)
+    tk.autodiff(tk.Reverse, lambda y_, x_, i_: gather(tk.CPU())(y_, x_, i_, ndrange=10),
+                tk.Duplicated(np.zeros(10), seed.numpy().copy()), tk.Duplicated(xn, dx), tk.Const(idx.numpy()))
+    np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-12)
+    assert idx.grad is None
+
+
+def test_torch_compile_fullgraph_model_with_two_kernels():
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8, dtype=torch.float64)
+
+        def forward(self, x):
+            h = self.lin(x).reshape(2, 4, 8)[0]
+            h = STENCIL(torch.zeros_like(h), h, w=0.0, scale=1.5)
+            return FMA(h.reshape(-1), torch.tanh(h.reshape(-1)), a=0.25).sum()
+
+    torch.manual_seed(0)
+    model = Model()
+    x = torch.randn(8, 8, dtype=torch.float64)
+    eager = model(x)
+    eager.backward()
+    ref = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    out = compiled(x)
+    out.backward()
+    torch.testing.assert_close(out, eager)
+    for p, g in zip(model.parameters(), ref):
+        torch.testing.assert_close(p.grad, g)
+
+
+def test_refusals():
+    y, x = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)
+    with pytest.raises(LaunchError, match=r"writes \['x'\].*not among outputs"):
+        BAD(y, x)
+    assert torch.equal(x, torch.ones(4, dtype=torch.float64))
+    with pytest.raises(LaunchError, match="expected 2 array argument"):
+        FMA(y, a=1.0)
+    with pytest.raises(LaunchError, match="unknown keyword argument 'b'"):
+        FMA(y, x, a=1.0, b=2.0)
+    with pytest.raises(LaunchError, match="must be a Python scalar"):
+        FMA(y, x, a=torch.tensor(1.0))
+    with pytest.raises(LaunchError, match="output 'q' is not one of its parameters"):
+        tktorch.torch_op(fma_update, outputs=["q"], name="tktest::nope")
+    with pytest.raises(LaunchError, match="annotated tk.Const"):
+        tktorch.torch_op(fma_update, outputs=["x"], name="tktest::nope")
+    with pytest.raises(ValueError, match="namespace::opname"):
+        tktorch.torch_op(fma_update, outputs=["y"], name="no_namespace")
+    with pytest.raises(ValueError, match="already registered"):
+        tktorch.torch_op(fma_update, outputs=["y"], name="tktest::fma_update")
+    with pytest.raises(LaunchError, match="is on meta"):
+        FMA(y, torch.ones(4, dtype=torch.float64, device="meta"), a=1.0)
