@@ -1429,12 +1429,21 @@ class Gen:
             if "range(" in hdr and not self.is_small_header(hdr):
                 hdr = "range(2)"
             r = self.counter_name("r", vt)
-            self.emit(f"for {r} in {hdr}:")
             uni = r not in self.retired or self.retired[r].uni
+            # Every work item folds the counter into a running value and stores it: a counter
+            # that some items see stale (a reused per-item name, docs/fuzzing.md) shows up.
+            trace = self.fresh("s") if (not uni or self.chance(0.3)) else None
+            if trace:
+                self.emit(f"{trace} = 0")
+                self.declare(Var(trace, "pyint"))
+                self.features.add("counter-trace")
+            self.emit(f"for {r} in {hdr}:")
             self.scopes.append({r: Var(r, vt, uni=uni, mutable=False)})
             self.ind += 1
             self.for_depth += 1
             saved, self.in_loop_phase = self.in_loop_phase, True
+            if trace:
+                self.emit(f"{trace} = {trace} * 3 + int({r})")
             self.uniform_jump()
             for _ in range(self.r.randint(1, 2)):
                 self.phase(depth + 1)
@@ -1443,6 +1452,8 @@ class Gen:
             self.for_depth -= 1
             self.ind -= 1
             self.retire(self.scopes.pop())
+            if trace:
+                self.store_var(trace, "pyint")
         elif k == "while":
             w = self.counter_name("wr", "pyint", uni_only=True)
             self.emit(f"{w} = 0")
