@@ -127,12 +127,13 @@ def split_boundary(region: Sequence[Range], widths: Sequence[int]) -> tuple[list
         a, b = rest[d]
         if w <= 0 or b <= a:
             continue
-        lo, hi = (a, min(b, a + w)), (max(a + w, b - w), b)
+        lo = (a, min(b, a + w))
+        hi = (min(b, max(a + w, b - w)), b)          # never overlaps lo; empty when lo took it all
         for r in (lo, hi):
             box = tuple(rest[:d]) + (r,) + tuple(rest[d + 1:])
             if all(s < e for s, e in box):
                 slabs.append(box)
-        rest[d] = (lo[1], hi[0]) if lo[1] < hi[0] else (lo[1], lo[1])
+        rest[d] = (lo[1], hi[0])
     return slabs, tuple(rest)
 
 
