@@ -35,6 +35,10 @@ def exchange(grid, arrays, stagings, streams, delay_s: float = 0.0) -> float:
     MPI = grid._MPI
     comm = grid.comm
     t_mpi = 0.0
+    unique_streams = list({id(s): s for s in streams}.values())
+    for s in unique_streams:        # host backends pack on this thread: what the streams hold comes first
+        if any(st.is_host for st, x in zip(stagings, streams) if x is s):
+            s.synchronize()
     for d in range(grid.ndim):
         left, right = grid.neighbors[d]
         if left == MPI.PROC_NULL and right == MPI.PROC_NULL:
@@ -50,7 +54,7 @@ def exchange(grid, arrays, stagings, streams, delay_s: float = 0.0) -> float:
                 sends.append((k, 2 * k, right, *st.pack(A, halo_box(shape, d, s_hi), ("s", d, 1, k), stream)))
             if left != MPI.PROC_NULL:
                 sends.append((k, 2 * k + 1, left, *st.pack(A, halo_box(shape, d, s_lo), ("s", d, 0, k), stream)))
-        for s in {id(s): s for s in streams}.values():
+        for s in unique_streams:
             s.synchronize()
         for k, _tag, _nb, dev, host in sends:
             stagings[k].to_host(dev, host, streams[k])
@@ -74,7 +78,7 @@ def exchange(grid, arrays, stagings, streams, delay_s: float = 0.0) -> float:
         for k, box, dev, host in recvs:
             stagings[k].from_host(dev, host, streams[k])
             stagings[k].unpack(arrays[k], box, dev, streams[k])
-        for s in {id(s): s for s in streams}.values():
+        for s in unique_streams:
             s.synchronize()
     return t_mpi
 

@@ -59,9 +59,13 @@ class Staging:
         return b
 
     def pack(self, A, box, key, stream):
-        """Queue the packing of ``A[box]`` on ``stream``; returns the buffers."""
+        """Queue the packing of ``A[box]`` on ``stream``; returns the buffers.
+
+        On host backends the kernel runs right away on the calling thread (the caller has
+        finished ``stream`` first): no hand-off to a stream's worker thread and back.
+        """
         dev, host = self.buffers(key, A.dtype, box_size(box))
-        self._pack(dev, A, ndrange=ndrange_of(box), stream=stream)
+        self._pack(dev, A, ndrange=ndrange_of(box), stream=None if self.is_host else stream)
         return dev, host
 
     def message(self, dev, host):
@@ -73,7 +77,7 @@ class Staging:
     def to_host(self, dev, host, stream) -> None:
         """Device -> host staging copy of a packed buffer (blocking; no-op when direct)."""
         if not self.direct:
-            tk.copyto(host, dev, stream=stream)
+            tk.copyto(host, dev, stream=stream).wait()      # MPI reads it next
 
     def from_host(self, dev, host, stream) -> None:
         """Host -> device staging copy of a received buffer (queued on ``stream``)."""
@@ -81,5 +85,5 @@ class Staging:
             tk.copyto(dev, host, stream=stream)
 
     def unpack(self, A, box, dev, stream) -> None:
-        """Queue the unpacking of ``dev`` into ``A[box]`` on ``stream``."""
-        self._unpack(A, dev, ndrange=ndrange_of(box), stream=stream)
+        """Queue the unpacking of ``dev`` into ``A[box]`` on ``stream`` (host backends: run it now)."""
+        self._unpack(A, dev, ndrange=ndrange_of(box), stream=None if self.is_host else stream)
