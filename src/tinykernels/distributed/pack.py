@@ -54,6 +54,8 @@ class Staging:
         b = self._bufs.get(k)
         if b is None:
             dev = tk.empty((max(n, 1),), dtype, backend=self.backend)
+            if self.is_host:
+                dev = dev.numpy()      # a NumPy array: the launcher's fast path, and MPI's buffer
             host = None if self.direct else np.empty(max(n, 1), dtype)
             b = self._bufs[k] = (dev, host)
         return b
@@ -70,9 +72,7 @@ class Staging:
 
     def message(self, dev, host):
         """The buffer MPI sends from or receives into (call after the stream finished)."""
-        if self.direct:
-            return dev.numpy() if self.is_host else dev
-        return host
+        return dev if self.direct else host
 
     def to_host(self, dev, host, stream) -> None:
         """Device -> host staging copy of a packed buffer (blocking; no-op when direct)."""
