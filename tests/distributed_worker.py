@@ -41,6 +41,18 @@ def fstencil3(T2, T: tk.Const, h: int):
 
 
 @tk.kernel
+def fstencil1(T2, T: tk.Const, h: int):
+    (i,) = tk.index(tk.Global, tk.Cartesian)
+    T2[i] = T[i] + C * (T[i - h] + T[i + h] - 2.0 * T[i])
+
+
+@tk.kernel
+def istencil1(T2, T: tk.Const, h: int):
+    (i,) = tk.index(tk.Global, tk.Cartesian)
+    T2[i] = (3 * T[i] + T[i - h] + T[i + h]) % 65521
+
+
+@tk.kernel
 def istencil2(T2, T: tk.Const, h: int):
     i, j = tk.index(tk.Global, tk.Cartesian)
     s = T[i - h, j] + T[i + h, j] + T[i, j - h] + T[i, j + h] + T[i - h, j - h]
@@ -57,6 +69,8 @@ def istencil3(T2, T: tk.Const, h: int):
 
 def offsets(ndim: int, h: int):
     """The stencils' neighbour offsets, in the kernels' order."""
+    if ndim == 1:
+        return [(-h,), (h,)]
     if ndim == 2:
         return [(-h, 0), (h, 0), (0, -h), (0, h), (-h, -h)]
     return [(-h, 0, 0), (h, 0, 0), (0, -h, 0), (0, h, 0), (0, 0, -h), (0, 0, h), (-h, -h, -h), (h, 0, -h)]
@@ -90,7 +104,7 @@ def simulate(comm, backend, G0: np.ndarray, h: int, periodic: bool, hide: bool, 
     grid = GlobalGrid(local_shape_for(G0.shape, h, d, per), halo=h, dims=d, periodic=periodic, comm=comm)
     local = grid.local_part(G0)
     T, T2 = tk.asarray(local.copy(), backend=backend), tk.asarray(local.copy(), backend=backend)
-    kern = {(2, "f"): fstencil2, (3, "f"): fstencil3, (2, "i"): istencil2, (3, "i"): istencil3}[
+    kern = {(1, "f"): fstencil1, (1, "i"): istencil1, (2, "f"): fstencil2, (3, "f"): fstencil3, (2, "i"): istencil2, (3, "i"): istencil3}[
         (G0.ndim, G0.dtype.kind)](backend)
     region = tuple(range(h, n - h) for n in grid.local_shape)
     for _ in range(steps):
@@ -119,7 +133,9 @@ def stencil_cases(backend):
                     inner = (8, 12) if ndim == 2 else (8, 4, 8)
                     shape = tuple(n if periodic else n + 2 * h for n in inner)
                     yield ndim, periodic, h, np.dtype(dt), shape, None
-    # explicit dims: every rank along the last dimension
+    # 1-D, and explicit dims: every rank along the last dimension
+    yield 1, False, 2, np.dtype(np.float32), (20,), None
+    yield 1, True, 1, np.dtype(np.int32), (16,), None
     yield 3, False, 1, np.dtype(np.float32), (6, 6, 10), (1, 1, 0)
     yield 2, True, 1, np.dtype(np.int32), (8, 6), (0, 1)
 

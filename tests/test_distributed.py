@@ -102,6 +102,38 @@ def test_package_imports_without_mpi():
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
 
 
+def test_missing_mpi4py_says_what_to_install():
+    """Without mpi4py, GlobalGrid and the diffusion3d command name the extra to install."""
+    code = ("import sys; sys.modules['mpi4py'] = None\n"
+            "from tinykernels.distributed import GlobalGrid\n"
+            "try:\n    GlobalGrid((8, 8))\nexcept ImportError as e:\n    print('hint:', e)\n"
+            "from tinykernels.cli import main\n"
+            "print('rc', main(['diffusion3d', '--steps', '1']))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+    assert "hint: tinykernels.distributed needs mpi4py" in r.stdout and "tinykernels[mpi]" in r.stdout, r.stderr
+    assert "rc 1" in r.stdout and "error: tinykernels.distributed needs mpi4py" in r.stderr
+
+
+class _FakeMPI:
+    def __init__(self, answer=None):
+        if answer is not None:
+            self.Query_cuda_support = lambda: answer
+
+
+def test_cuda_aware_detection(monkeypatch):
+    from tinykernels.distributed._mpi import cuda_aware
+    for var in ("TK_MPI_CUDA_AWARE", "MPICH_GPU_SUPPORT_ENABLED", "MV2_USE_CUDA"):
+        monkeypatch.delenv(var, raising=False)
+    assert not cuda_aware(_FakeMPI())
+    assert cuda_aware(_FakeMPI(True)) and not cuda_aware(_FakeMPI(False))
+    monkeypatch.setenv("MPICH_GPU_SUPPORT_ENABLED", "1")
+    assert cuda_aware(_FakeMPI())
+    monkeypatch.setenv("TK_MPI_CUDA_AWARE", "0")               # the override wins
+    assert not cuda_aware(_FakeMPI(True))
+    monkeypatch.setenv("TK_MPI_CUDA_AWARE", "1")
+    assert cuda_aware(_FakeMPI(False))
+
+
 # ------------------------------------------------------------------------- runs under mpiexec
 
 def _mpiexec() -> str | None:
@@ -136,8 +168,8 @@ def _run(n: int, *args: str, timeout: float = 120) -> str:
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_multi_rank_equals_single_rank_cpu(n):
     out = _run(n, "--backend", "CPU", "--cases", "all")
-    # 2-D and 3-D, periodic and not, halo 1 and 2, float32/float64/int32, both exchange paths
-    assert out.count("OK ") >= 26 and "3-D periodic halo 2 int32" in out and "2-D not periodic halo 1 float32" in out
+    # 1-, 2- and 3-D, periodic and not, halo 1 and 2, float32/float64/int32, both exchange paths
+    assert out.count("OK ") >= 30 and "3-D periodic halo 2 int32" in out and "2-D not periodic halo 1 float32" in out
 
 
 @needs_mpi
@@ -146,6 +178,14 @@ def test_multi_rank_equals_single_rank_cpu(n):
 def test_multi_rank_equals_single_rank_opencl(n):
     out = _run(n, "--backend", "CL", "--cases", "stencils", timeout=240)
     assert "3-D periodic halo 2 float32" in out
+
+
+@needs_mpi
+@pytest.mark.skipif("WEBGPU" not in tk.backends_available(), reason="no WebGPU adapter")
+def test_multi_rank_equals_single_rank_webgpu():
+    """WebGPU arrays are staged like OpenCL's (float32 and int32: WebGPU has no float64)."""
+    out = _run(2, "--backend", "WEBGPU", "--cases", "stencils", timeout=240)
+    assert "3-D periodic halo 2 int32" in out and "float64" not in out
 
 
 @needs_mpi

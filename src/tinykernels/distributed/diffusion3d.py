@@ -22,6 +22,8 @@ import numpy as np
 
 import tinykernels as tk
 
+from . import _mpi
+
 LAM = 1.0
 DT_FACTOR = 1.0 / 6.1          # dt = dx^2 / (6.1 lam): stable for the 7-point stencil
 
@@ -64,7 +66,7 @@ def cpu_share(backend):
     """On the CPU backend without TK_NUM_THREADS: the cores divided among the ranks on this node
     (ranks that each start one OpenMP thread per core would fight over the cores)."""
     import os
-    from mpi4py import MPI
+    MPI = _mpi.mpi()
     if getattr(backend, "name", "") != "CPU" or os.environ.get("TK_NUM_THREADS"):
         return backend
     node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
@@ -86,8 +88,8 @@ def initial_field(grid, dtype) -> np.ndarray:
 
 def run(args, out=sys.stdout) -> dict:
     """Run the three measurements; print per-rank lines and rank 0's summary; return rank 0's numbers."""
-    from mpi4py import MPI
     from .grid import GlobalGrid
+    MPI = _mpi.mpi()
 
     backend = cpu_share(tk.default_backend() if args.backend is None else tk.backend(args.backend))
     dtype = np.dtype(np.float64 if backend.supports_float64 else np.float32)
