@@ -20,6 +20,7 @@ import numpy as np
 import tinykernels as tk
 from mpi4py import MPI
 from tinykernels.distributed import GlobalGrid, local_shape_for
+from tinykernels.distributed.topology import owned_range
 
 C = 0.0625
 
@@ -171,6 +172,38 @@ def run_stencils(backend, log) -> bool:
     return ok
 
 
+def run_exchange(backend, log) -> bool:
+    """update_halo on several arrays of different dtypes at once: every halo point ends up equal to
+    the global array's value there (the halos start out zeroed), on every rank."""
+    world = MPI.COMM_WORLD
+    ok = True
+    dts = [d for d in ("float16", "uint8", "bool", "int64", "float64", "int16") if backend.supports(d)]
+    for ndim, periodic, h in ((2, True, 1), (3, False, 2), (3, True, 1)):
+        d = MPI.Compute_dims(world.size, [0] * ndim)
+        inner = (8, 8, 4)[:ndim]
+        gshape = tuple(n if periodic else n + 2 * h for n in inner)
+        grid = GlobalGrid(local_shape_for(gshape, h, d, (periodic,) * ndim), halo=h, periodic=periodic)
+        rng = np.random.default_rng(ndim)
+        globals_ = [(rng.random(gshape) * 100).astype(dt) for dt in dts]
+        wanted = [grid.local_part(G) for G in globals_]
+        arrays = []
+        for w in wanted:
+            start = w.copy()
+            owned = tuple(slice(*owned_range(n, h, c, m, periodic))
+                          for n, c, m in zip(grid.local_shape, grid.coords, grid.dims))
+            start[...] = 0
+            start[owned] = w[owned]                 # only the rank's own points are known
+            arrays.append(tk.asarray(start, backend=backend))
+        grid.update_halo(*arrays)
+        bad = [dt for dt, A, w in zip(dts, arrays, wanted) if not np.array_equal(A.numpy(), w)]
+        bad = world.allgather(bad)
+        name = f"update_halo of {', '.join(dts)} at once, {ndim}-D {'periodic' if periodic else 'not periodic'} halo {h}"
+        problems = [f"rank {r}: {b}" for r, b in enumerate(bad) if b]
+        ok &= not problems
+        log(("FAIL " if problems else "OK ") + name + (": wrong halos of " + "; ".join(problems) if problems else ""))
+    return ok
+
+
 def expect(log, name: str, exc_type, fn, needle: str) -> bool:
     try:
         fn()
@@ -228,6 +261,7 @@ def main() -> int:
     if a.cases in ("errors", "all"):
         ok &= run_errors(backend, log)
     if a.cases in ("stencils", "all"):
+        ok &= run_exchange(backend, log)
         ok &= run_stencils(backend, log)
     ok = MPI.COMM_WORLD.allreduce(ok, op=MPI.LAND)
     log("ALL OK" if ok else "SOME FAILED")
