@@ -102,7 +102,11 @@ def simulate(comm, backend, G0: np.ndarray, h: int, periodic: bool, hide: bool, 
     """``steps`` steps on a grid over ``comm``; the gathered global result on its rank 0."""
     per = (periodic,) * G0.ndim
     d = MPI.Compute_dims(comm.Get_size(), list(dims) if dims else [0] * G0.ndim)
-    grid = GlobalGrid(local_shape_for(G0.shape, h, d, per), halo=h, dims=d, periodic=periodic, comm=comm)
+    with GlobalGrid(local_shape_for(G0.shape, h, d, per), halo=h, dims=d, periodic=periodic, comm=comm) as grid:
+        return _simulate(grid, backend, G0, h, hide, steps)
+
+
+def _simulate(grid, backend, G0, h, hide, steps):
     local = grid.local_part(G0)
     T, T2 = tk.asarray(local.copy(), backend=backend), tk.asarray(local.copy(), backend=backend)
     kern = {(1, "f"): fstencil1, (1, "i"): istencil1, (2, "f"): fstencil2, (3, "f"): fstencil3, (2, "i"): istencil2, (3, "i"): istencil3}[
@@ -224,6 +228,8 @@ def run_errors(backend, log) -> bool:
     n = MPI.COMM_WORLD.Get_size()
     grid = GlobalGrid((8, 8), halo=1)
     good = np.zeros((8, 8))
+    with GlobalGrid((8, 8), halo=1) as freed:
+        pass
     checks = [
         ("too small for the halo", ValueError, lambda: GlobalGrid((5, 8), halo=2, periodic=True), "3 * halo"),
         ("dims that do not fit", ValueError, lambda: GlobalGrid((8, 8), dims=(n + 1, 1)), "do not fit"),
@@ -236,6 +242,7 @@ def run_errors(backend, log) -> bool:
          "less than the halo"),
         ("step not callable", TypeError, lambda: grid.hide_communication(1, None, good), "callable"),
         ("gather root", ValueError, lambda: grid.gather(good, root=n), "root"),
+        ("freed grid", RuntimeError, lambda: freed.update_halo(good), "was freed"),
     ]
     ok = all([expect(log, name, et, fn, needle) for name, et, fn, needle in checks])
     # ranks that disagree on the grid's shape get an error on every rank, not a hang

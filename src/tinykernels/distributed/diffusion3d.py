@@ -158,6 +158,7 @@ def run(args, out=sys.stdout) -> dict:
         print(f"communication hidden: {hidden:.2f} of the exchange time "
               f"((sequential - overlapped) / exchange); overlapped result equals sequential: "
               f"{'yes' if same else 'NO'}", file=out, flush=True)
+    grid.free()
     return stats
 
 

@@ -27,6 +27,7 @@ class GlobalGrid:
     Attributes: ``ndim``, ``local_shape``, ``halo``, ``dims``, ``periodic``, ``comm`` (the
     Cartesian communicator), ``rank``, ``nprocs``, ``coords``, ``global_shape``,
     ``neighbors`` (per dimension ``(left, right)`` ranks, ``MPI.PROC_NULL`` where none).
+    The communicator is MPI's to keep until :meth:`free` (or the end of a ``with`` block).
     """
 
     def __init__(self, local_shape: Sequence[int], halo: int = 1, dims: Sequence[int] | None = None,
@@ -66,6 +67,19 @@ class GlobalGrid:
         self._stagings: dict = {}
         self._streams: dict = {}
 
+    def free(self) -> None:
+        """Release the grid's Cartesian communicator (collective: every rank calls it). A grid
+        is also a context manager that frees it on exit; a freed grid cannot exchange."""
+        if self.comm is not None:
+            self.comm.Free()
+            self.comm = None
+
+    def __enter__(self) -> "GlobalGrid":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
     def __repr__(self) -> str:
         return (f"<GlobalGrid rank {self.rank}/{self.nprocs} coords {self.coords} dims {self.dims} "
                 f"local {self.local_shape} global {self.global_shape} halo {self.halo} periodic {self.periodic}>")
@@ -100,6 +114,7 @@ class GlobalGrid:
         dtypes, in the same order.
         """
         arrays, backends = self._check_arrays("update_halo", arrays)
+        self._check_alive("update_halo")
         for b in {b.key(): b for b in backends}.values():
             tk.synchronize(b)
         exchange(self, arrays, [self._staging(b) for b in backends], [self._stream(b, tk.High) for b in backends],
@@ -118,6 +133,7 @@ class GlobalGrid:
         whole region followed by ``update_halo(*arrays)``, bit for bit.
         """
         arrays, backends = self._check_arrays("hide_communication", arrays)
+        self._check_alive("hide_communication")
         if not callable(step):
             raise TypeError(f"hide_communication: step must be callable as step(ndrange, stream), "
                             f"got {type(step).__name__}")
@@ -150,6 +166,7 @@ class GlobalGrid:
         """The global array (NumPy) on rank ``root``, assembled from each rank's own points; None elsewhere."""
         MPI = self._MPI
         (A,), (b,) = self._check_arrays("gather", (A,), writable=False)
+        self._check_alive("gather")
         tk.synchronize(b)
         h = np.ascontiguousarray(A.numpy() if isinstance(A, tk.Array) else np.asarray(A))
         if not 0 <= root < self.nprocs:
@@ -198,6 +215,10 @@ class GlobalGrid:
             out.append(A)
             backends.append(b)
         return out, backends
+
+    def _check_alive(self, what: str) -> None:
+        if self.comm is None:
+            raise RuntimeError(f"{what}: the grid was freed (GlobalGrid.free or the end of its with block)")
 
     def _staging(self, backend) -> Staging:
         s = self._stagings.get(backend.key())
