@@ -249,6 +249,11 @@ def run_errors(backend, log) -> bool:
     shape = (8, 8) if MPI.COMM_WORLD.rank == 0 else (8, 10)
     if n > 1:
         ok &= expect(log, "ranks disagree", ValueError, lambda: GlobalGrid(shape), "ranks disagree")
+        # one rank's arguments are invalid: the others raise too instead of waiting for it
+        small = (8, 8) if MPI.COMM_WORLD.rank == 0 else (2, 8)
+        ok &= expect(log, "one rank rejects its arguments", ValueError,
+                     lambda: GlobalGrid(small, dims=(n, 1)),
+                     "rank 1 rejected its arguments" if MPI.COMM_WORLD.rank == 0 else "too small for halo")
     return ok
 
 

@@ -34,28 +34,26 @@ class GlobalGrid:
                  periodic: bool | Sequence[bool] = False, comm=None, *, reorder: bool = False,
                  simulated_latency: float = 0.0):
         MPI = self._MPI = _mpi.mpi()
-        shape = (int(local_shape),) if isinstance(local_shape, (int, np.integer)) else tuple(int(n) for n in local_shape)
-        if not 1 <= len(shape) <= 3:
-            raise ValueError(f"GlobalGrid: local_shape must have 1 to 3 dimensions, got {shape}")
-        ndim = len(shape)
         comm = MPI.COMM_WORLD if comm is None else comm
         nprocs = comm.Get_size()
-        want = [0] * ndim if dims is None else [int(x) for x in dims]
-        if len(want) != ndim or any(x < 0 for x in want):
-            raise ValueError(f"GlobalGrid: dims must be {ndim} non-negative ints (0: chosen), got {dims}")
-        fixed = int(np.prod([x for x in want if x > 0])) if any(want) else 1
-        if nprocs % fixed or (all(want) and fixed != nprocs):
-            raise ValueError(f"GlobalGrid: dims {tuple(want)} do not fit {nprocs} MPI ranks")
-        self.dims = tuple(MPI.Compute_dims(nprocs, want))
-        self.periodic = T.normalize_periodic(periodic, ndim)
-        self.ndim, self.local_shape, self.halo = ndim, shape, int(halo)
-        T.check_local_shape(shape, self.halo, self.dims, self.periodic)
-        mine = (shape, self.halo, self.periodic, self.dims)
-        theirs = comm.allgather(mine)
-        if any(t != mine for t in theirs):
-            bad = next(r for r, t in enumerate(theirs) if t != mine)
+        try:                    # checked on every rank, then agreed on: one rank's error is every rank's
+            shape, halo, dims, periodic = self._arguments(MPI, nprocs, local_shape, halo, dims, periodic)
+            mine, err = (shape, halo, periodic, dims), None
+        except (ValueError, TypeError) as e:
+            mine, err = None, e
+        theirs = comm.allgather((mine, None if err is None else f"{type(err).__name__}: {err}"))
+        if err is not None:
+            raise err
+        failed = [(r, msg) for r, (_, msg) in enumerate(theirs) if msg is not None]
+        if failed:
+            raise ValueError(f"GlobalGrid: rank {failed[0][0]} rejected its arguments ({failed[0][1]}); "
+                             "every rank must pass the same")
+        bad = next((r for r, (t, _) in enumerate(theirs) if t != mine), None)
+        if bad is not None:
             raise ValueError(f"GlobalGrid: ranks disagree: rank {comm.Get_rank()} has (local_shape, halo, periodic, "
-                             f"dims) = {mine}, rank {bad} has {theirs[bad]}; every rank must pass the same")
+                             f"dims) = {mine}, rank {bad} has {theirs[bad][0]}; every rank must pass the same")
+        self.ndim, self.local_shape, self.halo, self.dims, self.periodic = len(shape), shape, halo, dims, periodic
+        ndim = self.ndim
         self.comm = comm.Create_cart(list(self.dims), periods=list(self.periodic), reorder=reorder)
         self.rank, self.nprocs = self.comm.Get_rank(), nprocs
         self.coords = tuple(self.comm.Get_coords(self.rank))
@@ -66,6 +64,24 @@ class GlobalGrid:
         self._cuda_aware = _mpi.cuda_aware(MPI)
         self._stagings: dict = {}
         self._streams: dict = {}
+
+    @staticmethod
+    def _arguments(MPI, nprocs: int, local_shape, halo, dims, periodic):
+        """The constructor's arguments checked and normalized: (shape, halo, dims, periodic)."""
+        shape = (int(local_shape),) if isinstance(local_shape, (int, np.integer)) else tuple(int(n) for n in local_shape)
+        if not 1 <= len(shape) <= 3:
+            raise ValueError(f"GlobalGrid: local_shape must have 1 to 3 dimensions, got {shape}")
+        ndim = len(shape)
+        want = [0] * ndim if dims is None else [int(x) for x in dims]
+        if len(want) != ndim or any(x < 0 for x in want):
+            raise ValueError(f"GlobalGrid: dims must be {ndim} non-negative ints (0: chosen), got {dims}")
+        fixed = int(np.prod([x for x in want if x > 0])) if any(want) else 1
+        if nprocs % fixed or (all(want) and fixed != nprocs):
+            raise ValueError(f"GlobalGrid: dims {tuple(want)} do not fit {nprocs} MPI ranks")
+        dims = tuple(MPI.Compute_dims(nprocs, want))
+        periodic = T.normalize_periodic(periodic, ndim)
+        T.check_local_shape(shape, int(halo), dims, periodic)
+        return shape, int(halo), dims, periodic
 
     def free(self) -> None:
         """Release the grid's Cartesian communicator (collective: every rank calls it). A grid
