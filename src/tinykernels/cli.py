@@ -3,6 +3,7 @@
     python -m tinykernels devices          # what can run here, the default backend, the C toolchain
     python -m tinykernels demo             # 2-D heat diffusion, timed and checked against NumPy
     python -m tinykernels cache [info|clear|path]
+    mpiexec -n 4 python -m tinykernels diffusion3d   # 3-D heat diffusion on MPI ranks (tinykernels.distributed)
 
 This module only parses arguments and prints; the demo lives in :mod:`tinykernels.demo`.
 """
@@ -169,6 +170,19 @@ def cmd_demo(args, out) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- diffusion3d
+
+def cmd_diffusion3d(args, out) -> int:
+    import tinykernels as tk
+    try:
+        from tinykernels.distributed import diffusion3d
+        stats = diffusion3d.run(args, out=out)
+    except (ImportError, tk.BackendUnavailable, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0 if stats["same"] else 1
+
+
 # ---------------------------------------------------------------------------- main
 
 def build_parser() -> argparse.ArgumentParser:
@@ -200,6 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to save a picture of the final field (default heat.png; needs matplotlib)")
     d.add_argument("--no-png", action="store_true", help="do not save a picture")
 
+    m = sub.add_parser("diffusion3d", help="3-D heat diffusion on MPI ranks (run it with mpiexec -n N)",
+                       description="3-D heat diffusion on an implicit global grid (tinykernels.distributed; "
+                                   "needs mpi4py). Run with mpiexec -n N python -m tinykernels diffusion3d. "
+                                   "Prints T_eff per rank and the fraction of the halo exchange hidden behind "
+                                   "the interior's computation.")
+    from tinykernels.distributed.diffusion3d import add_arguments
+    add_arguments(m)
+
     c = sub.add_parser("cache", help="show, locate or clear the compiled-kernel cache",
                        description="info (default): location, files and size per subfolder; "
                                    "clear: delete compiled kernels, the launcher and toolchain probes; "
@@ -219,7 +241,8 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help(out)
         return 0
-    return {"devices": cmd_devices, "demo": cmd_demo, "cache": cmd_cache}[args.command](args, out)
+    return {"devices": cmd_devices, "demo": cmd_demo, "cache": cmd_cache,
+            "diffusion3d": cmd_diffusion3d}[args.command](args, out)
 
 
 if __name__ == "__main__":  # pragma: no cover

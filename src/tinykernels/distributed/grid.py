@@ -1,0 +1,250 @@
+"""``GlobalGrid``: a Cartesian grid of MPI ranks, each holding one block of a global array."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+import tinykernels as tk
+
+from . import _mpi, topology as T
+from .halo import exchange
+from .pack import Staging, ndrange_of
+
+
+class GlobalGrid:
+    """An implicit global grid over the ranks of ``comm`` (as ImplicitGlobalGrid.jl's).
+
+    ``local_shape`` (1 to 3 ints) is the shape of every rank's local arrays, halos
+    included; neighbouring ranks overlap by ``2 * halo`` planes, so the global shape is
+    ``dims * (n - 2 * halo) + 2 * halo`` per dimension (``dims * (n - 2 * halo)`` where
+    periodic). ``dims``: ranks per dimension; ``None`` or zeros let ``MPI.Compute_dims``
+    choose. ``periodic``: a bool or one per dimension. ``comm``: an mpi4py communicator
+    (default ``MPI.COMM_WORLD``); every rank of it must construct the grid with the same
+    arguments. ``simulated_latency`` (seconds) makes every halo exchange wait that long
+    after posting its messages, emulating a network on one machine (for benchmarks).
+
+    Attributes: ``ndim``, ``local_shape``, ``halo``, ``dims``, ``periodic``, ``comm`` (the
+    Cartesian communicator), ``rank``, ``nprocs``, ``coords``, ``global_shape``,
+    ``neighbors`` (per dimension ``(left, right)`` ranks, ``MPI.PROC_NULL`` where none).
+    The communicator is MPI's to keep until :meth:`free` (or the end of a ``with`` block).
+    """
+
+    def __init__(self, local_shape: Sequence[int], halo: int = 1, dims: Sequence[int] | None = None,
+                 periodic: bool | Sequence[bool] = False, comm=None, *, reorder: bool = False,
+                 simulated_latency: float = 0.0):
+        MPI = self._MPI = _mpi.mpi()
+        comm = MPI.COMM_WORLD if comm is None else comm
+        nprocs = comm.Get_size()
+        try:                    # checked on every rank, then agreed on: one rank's error is every rank's
+            shape, halo, dims, periodic = self._arguments(MPI, nprocs, local_shape, halo, dims, periodic)
+            mine, err = (shape, halo, periodic, dims), None
+        except (ValueError, TypeError) as e:
+            mine, err = None, e
+        theirs = comm.allgather((mine, None if err is None else f"{type(err).__name__}: {err}"))
+        if err is not None:
+            raise err
+        failed = [(r, msg) for r, (_, msg) in enumerate(theirs) if msg is not None]
+        if failed:
+            raise ValueError(f"GlobalGrid: rank {failed[0][0]} rejected its arguments ({failed[0][1]}); "
+                             "every rank must pass the same")
+        bad = next((r for r, (t, _) in enumerate(theirs) if t != mine), None)
+        if bad is not None:
+            raise ValueError(f"GlobalGrid: ranks disagree: rank {comm.Get_rank()} has (local_shape, halo, periodic, "
+                             f"dims) = {mine}, rank {bad} has {theirs[bad][0]}; every rank must pass the same")
+        self.ndim, self.local_shape, self.halo, self.dims, self.periodic = len(shape), shape, halo, dims, periodic
+        ndim = self.ndim
+        self.comm = comm.Create_cart(list(self.dims), periods=list(self.periodic), reorder=reorder)
+        self.rank, self.nprocs = self.comm.Get_rank(), nprocs
+        self.coords = tuple(self.comm.Get_coords(self.rank))
+        self.neighbors = tuple(tuple(self.comm.Shift(d, 1)) for d in range(ndim))
+        self.global_shape = tuple(T.global_size(n, self.halo, m, p)
+                                  for n, m, p in zip(shape, self.dims, self.periodic))
+        self.simulated_latency = float(simulated_latency)
+        self._cuda_aware = _mpi.cuda_aware(MPI)
+        self._stagings: dict = {}
+        self._streams: dict = {}
+
+    @staticmethod
+    def _arguments(MPI, nprocs: int, local_shape, halo, dims, periodic):
+        """The constructor's arguments checked and normalized: (shape, halo, dims, periodic)."""
+        shape = (int(local_shape),) if isinstance(local_shape, (int, np.integer)) else tuple(int(n) for n in local_shape)
+        if not 1 <= len(shape) <= 3:
+            raise ValueError(f"GlobalGrid: local_shape must have 1 to 3 dimensions, got {shape}")
+        ndim = len(shape)
+        want = [0] * ndim if dims is None else [int(x) for x in dims]
+        if len(want) != ndim or any(x < 0 for x in want):
+            raise ValueError(f"GlobalGrid: dims must be {ndim} non-negative ints (0: chosen), got {dims}")
+        fixed = int(np.prod([x for x in want if x > 0])) if any(want) else 1
+        if nprocs % fixed or (all(want) and fixed != nprocs):
+            raise ValueError(f"GlobalGrid: dims {tuple(want)} do not fit {nprocs} MPI ranks")
+        dims = tuple(MPI.Compute_dims(nprocs, want))
+        periodic = T.normalize_periodic(periodic, ndim)
+        T.check_local_shape(shape, int(halo), dims, periodic)
+        return shape, int(halo), dims, periodic
+
+    def free(self) -> None:
+        """Release the grid's Cartesian communicator (collective: every rank calls it). A grid
+        is also a context manager that frees it on exit; a freed grid cannot exchange."""
+        if self.comm is not None:
+            self.comm.Free()
+            self.comm = None
+
+    def __enter__(self) -> "GlobalGrid":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        return (f"<GlobalGrid rank {self.rank}/{self.nprocs} coords {self.coords} dims {self.dims} "
+                f"local {self.local_shape} global {self.global_shape} halo {self.halo} periodic {self.periodic}>")
+
+    # --- coordinates -------------------------------------------------------------------------
+
+    def global_index(self, i: int, dim: int = 0) -> int:
+        """The global index of local index ``i`` along ``dim`` (wrapped where periodic)."""
+        return T.global_index(i, self.local_shape[dim], self.halo, self.coords[dim], self.global_shape[dim],
+                              self.periodic[dim])
+
+    def global_indices(self, dim: int = 0) -> np.ndarray:
+        """The global indices of all local positions along ``dim`` (e.g. ``x = grid.global_indices(0) * dx``)."""
+        return np.array([self.global_index(i, dim) for i in range(self.local_shape[dim])], dtype=np.int64)
+
+    def local_part(self, global_array) -> np.ndarray:
+        """This rank's local array (halos included), cut from a global array every rank holds."""
+        G = np.asarray(global_array)
+        if G.shape != self.global_shape:
+            raise ValueError(f"local_part: the global array has shape {G.shape}, the grid's global shape "
+                             f"is {self.global_shape}")
+        return G[np.ix_(*[self.global_indices(d) for d in range(self.ndim)])].copy()
+
+    # --- halo exchange -----------------------------------------------------------------------
+
+    def update_halo(self, *arrays) -> None:
+        """Exchange the ``halo`` planes of ``arrays`` with the neighbours; returns when done.
+
+        Any number of arrays of ``local_shape``, any dtype, on any backend (NumPy arrays,
+        ``tk.Array`` on the CPU, OpenCL, CUDA...). Work queued on the arrays' backends is
+        finished first (``tk.synchronize``). Every rank must call it with the same arrays'
+        dtypes, in the same order.
+        """
+        arrays, backends = self._check_arrays("update_halo", arrays)
+        self._check_alive("update_halo")
+        for b in {b.key(): b for b in backends}.values():
+            tk.synchronize(b)
+        exchange(self, arrays, [self._staging(b) for b in backends], [self._stream(b, tk.High) for b in backends],
+                 self.simulated_latency)
+
+    def hide_communication(self, boundary_width: int | Sequence[int], step: Callable, *arrays) -> None:
+        """One stencil step whose halo exchange is hidden behind the interior's computation.
+
+        ``step(ndrange, stream)`` must launch the step's kernels on ``ndrange`` (a tuple of
+        ``range``, one per dimension) on ``stream``. The step's region is every point but
+        the halos; ``boundary_width`` planes (an int or one per dimension, at least
+        ``halo``) at each end of every exchanging dimension form the boundary slabs. The
+        slabs run first on a high-priority stream; as soon as they finish, the halos of
+        ``arrays`` (what the step writes) are exchanged, while the interior runs on a
+        low-priority stream. Returns when both are done. The result equals ``step`` on the
+        whole region followed by ``update_halo(*arrays)``, bit for bit.
+        """
+        arrays, backends = self._check_arrays("hide_communication", arrays)
+        self._check_alive("hide_communication")
+        if not callable(step):
+            raise TypeError(f"hide_communication: step must be callable as step(ndrange, stream), "
+                            f"got {type(step).__name__}")
+        b = backends[0]
+        if any(x.key() != b.key() for x in backends):
+            raise ValueError("hide_communication: all arrays must live on one backend (the step runs on its streams)")
+        widths = T.normalize_widths(boundary_width, self.ndim, "boundary_width")
+        ex = T.exchanges(self.dims, self.periodic)
+        for d in range(self.ndim):
+            if ex[d] and widths[d] < self.halo:
+                raise ValueError(f"hide_communication: boundary_width[{d}] = {widths[d]} is less than the halo "
+                                 f"({self.halo}): the planes sent to the neighbours must be in the boundary slabs")
+        slabs, inner = T.split_boundary(T.interior(self.local_shape, self.halo),
+                                        [w if e else 0 for w, e in zip(widths, ex)])
+        hi, lo = self._stream(b, tk.High), self._stream(b, tk.Low)
+        tk.synchronize(b)
+        try:
+            for box in slabs:
+                step(ndrange_of(box), hi)
+            if T.box_size(inner):
+                step(ndrange_of(inner), lo)
+            exchange(self, arrays, [self._staging(b)] * len(arrays), [hi] * len(arrays), self.simulated_latency)
+        finally:
+            lo.synchronize()
+            hi.synchronize()
+
+    # --- gathering ---------------------------------------------------------------------------
+
+    def gather(self, A, root: int = 0) -> np.ndarray | None:
+        """The global array (NumPy) on rank ``root``, assembled from each rank's own points; None elsewhere."""
+        MPI = self._MPI
+        (A,), (b,) = self._check_arrays("gather", (A,), writable=False)
+        self._check_alive("gather")
+        tk.synchronize(b)
+        h = np.ascontiguousarray(A.numpy() if isinstance(A, tk.Array) else np.asarray(A))
+        if not 0 <= root < self.nprocs:
+            raise ValueError(f"gather: root {root} is not a rank of the grid (0..{self.nprocs - 1})")
+        is_root = self.rank == root
+        blocks = np.empty((self.nprocs,) + self.local_shape, h.dtype) if is_root else None
+        self.comm.Gather([h.view(np.uint8), MPI.BYTE],
+                         [blocks.view(np.uint8), MPI.BYTE] if is_root else None, root=root)
+        if not is_root:
+            return None
+        G = np.empty(self.global_shape, h.dtype)
+        for r in range(self.nprocs):
+            coords = self.comm.Get_coords(r)
+            src, dst = [], []
+            for d in range(self.ndim):
+                n, m, p = self.local_shape[d], self.dims[d], self.periodic[d]
+                a, e = T.owned_range(n, self.halo, coords[d], m, p)
+                g = T.global_index(a, n, self.halo, coords[d], self.global_shape[d], p)
+                src.append(slice(a, e))
+                dst.append(slice(g, g + e - a))
+            G[tuple(dst)] = blocks[r][tuple(src)]
+        return G
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _check_arrays(self, what: str, arrays, writable: bool = True):
+        if not arrays:
+            raise TypeError(f"{what}: no arrays given")
+        out, backends, seen = [], [], set()
+        for k, A in enumerate(arrays):
+            try:
+                b = tk.get_backend(A)
+            except tk.LaunchError:
+                raise TypeError(f"{what}: argument {k + 1} is a {type(A).__name__}, not an array") from None
+            shape = tuple(getattr(A, "shape", ()))
+            if shape != self.local_shape:
+                raise ValueError(f"{what}: argument {k + 1} has shape {shape}, but the grid's local arrays have "
+                                 f"shape {self.local_shape}")
+            if writable:
+                h = getattr(A, "flags", None)
+                if h is not None and not h.writeable:
+                    raise ValueError(f"{what}: argument {k + 1} is read-only")
+                if id(A) in seen:
+                    raise ValueError(f"{what}: argument {k + 1} is the same array as an earlier argument")
+            seen.add(id(A))
+            out.append(A)
+            backends.append(b)
+        return out, backends
+
+    def _check_alive(self, what: str) -> None:
+        if self.comm is None:
+            raise RuntimeError(f"{what}: the grid was freed (GlobalGrid.free or the end of its with block)")
+
+    def _staging(self, backend) -> Staging:
+        s = self._stagings.get(backend.key())
+        if s is None:
+            s = self._stagings[backend.key()] = Staging(backend, self._cuda_aware)
+        return s
+
+    def _stream(self, backend, priority: int):
+        k = (backend.key(), priority)
+        s = self._streams.get(k)
+        if s is None:
+            s = self._streams[k] = backend.stream(priority=priority)
+        return s

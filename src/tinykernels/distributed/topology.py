@@ -1,0 +1,142 @@
+"""Index arithmetic of an implicit global grid: pure functions, no MPI.
+
+The global grid is cut into ``dims[d]`` blocks along each dimension ``d``. Every rank
+holds a local array of ``local_shape`` that includes ``halo`` planes on each side;
+neighbouring blocks overlap by ``2 * halo`` planes (as in ImplicitGlobalGrid.jl): a
+rank's last ``2 * halo`` planes are the same global planes as its right neighbour's
+first ``2 * halo``. Along dimension ``d`` with ``n = local_shape[d]``, ``h = halo`` and
+the rank's Cartesian coordinate ``c``:
+
+* not periodic: global size ``dims * (n - 2h) + 2h``; local index ``i`` is global
+  ``c * (n - 2h) + i``; the outermost ``h`` planes of the global grid are the physical
+  boundary (a stencil leaves them alone);
+* periodic: global size ``dims * (n - 2h)``; local ``i`` is global
+  ``(c * (n - 2h) + i - h) mod size``; every local array has halos on both sides.
+
+Each global point is *owned* by exactly one rank (:func:`owned_range`), which is where
+:meth:`GlobalGrid.gather` takes it from.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+Range = tuple[int, int]          # a half-open interval [start, stop) of local indices
+
+
+def normalize_periodic(periodic, ndim: int) -> tuple[bool, ...]:
+    """``periodic`` as one bool per dimension (a single bool applies to all)."""
+    if isinstance(periodic, (bool, int)):
+        return (bool(periodic),) * ndim
+    p = tuple(bool(x) for x in periodic)
+    if len(p) != ndim:
+        raise ValueError(f"periodic has {len(p)} entries for a {ndim}-D grid")
+    return p
+
+
+def normalize_widths(width, ndim: int, what: str) -> tuple[int, ...]:
+    """An int or a tuple of ints, one per dimension, each >= 0."""
+    w = (int(width),) * ndim if isinstance(width, int) else tuple(int(x) for x in width)
+    if len(w) != ndim:
+        raise ValueError(f"{what} has {len(w)} entries for a {ndim}-D grid")
+    if any(x < 0 for x in w):
+        raise ValueError(f"{what} must not be negative, got {w}")
+    return w
+
+
+def exchanges(dims: Sequence[int], periodic: Sequence[bool]) -> tuple[bool, ...]:
+    """Whether each dimension exchanges halos at all (it has a neighbour on some side)."""
+    return tuple(d > 1 or p for d, p in zip(dims, periodic))
+
+
+def check_local_shape(local_shape: Sequence[int], halo: int, dims: Sequence[int],
+                      periodic: Sequence[bool]) -> None:
+    """Raise ValueError unless every exchanged dimension owns at least ``halo`` planes.
+
+    A rank sends the ``halo`` planes just inside its halo; they must be its own
+    (computed) planes, not halo planes it received, so ``n >= 3 * halo``.
+    """
+    if halo < 1:
+        raise ValueError(f"halo must be at least 1, got {halo}")
+    for d, (n, ex) in enumerate(zip(local_shape, exchanges(dims, periodic))):
+        if n < 1:
+            raise ValueError(f"local_shape[{d}] must be positive, got {n}")
+        if ex and n < 3 * halo:
+            raise ValueError(f"local_shape[{d}] = {n} is too small for halo {halo}: a dimension that "
+                             f"exchanges halos needs at least 3 * halo = {3 * halo} planes")
+
+
+def global_size(n: int, halo: int, dims: int, periodic: bool) -> int:
+    """The global number of points along one dimension."""
+    return dims * (n - 2 * halo) + (0 if periodic else 2 * halo)
+
+
+def global_index(i: int, n: int, halo: int, coord: int, size: int, periodic: bool) -> int:
+    """The global index of local index ``i`` on the rank at Cartesian coordinate ``coord``."""
+    g = coord * (n - 2 * halo) + i
+    return (g - halo) % size if periodic else g
+
+
+def owned_range(n: int, halo: int, coord: int, dims: int, periodic: bool) -> Range:
+    """The local indices whose global points this rank owns (they tile the global grid)."""
+    if periodic:
+        return halo, n - halo
+    return (0 if coord == 0 else halo), (n if coord == dims - 1 else n - halo)
+
+
+def send_ranges(n: int, halo: int) -> tuple[Range, Range]:
+    """(to the left neighbour, to the right neighbour): the planes just inside the halos."""
+    return (halo, 2 * halo), (n - 2 * halo, n - halo)
+
+
+def recv_ranges(n: int, halo: int) -> tuple[Range, Range]:
+    """(from the left neighbour, from the right neighbour): the halo planes."""
+    return (0, halo), (n - halo, n)
+
+
+def local_shape_for(global_shape: Sequence[int], halo: int, dims: Sequence[int],
+                    periodic: Sequence[bool]) -> tuple[int, ...]:
+    """The local shape that makes ``global_shape`` on a ``dims`` grid (ValueError if none)."""
+    out = []
+    for d, (g, m, p) in enumerate(zip(global_shape, dims, periodic)):
+        inner = g if p else g - 2 * halo
+        if inner <= 0 or inner % m:
+            raise ValueError(f"global size {g} along dimension {d} cannot be split into {m} blocks with "
+                             f"halo {halo} ({'periodic' if p else 'not periodic'}: "
+                             f"{'size' if p else 'size - 2 * halo'} must be a positive multiple of {m})")
+        out.append(inner // m + 2 * halo)
+    return tuple(out)
+
+
+def interior(local_shape: Sequence[int], halo: int) -> tuple[Range, ...]:
+    """The points a stencil step computes: everything but the ``halo`` planes on each side."""
+    return tuple((halo, n - halo) for n in local_shape)
+
+
+def split_boundary(region: Sequence[Range], widths: Sequence[int]) -> tuple[list[tuple[Range, ...]], tuple[Range, ...]]:
+    """Split ``region`` into disjoint boundary slabs and the interior.
+
+    ``widths[d]`` planes at each end of dimension ``d`` form its two slabs (0: no slabs);
+    slabs of later dimensions exclude the planes earlier slabs took, so every point of
+    ``region`` is in exactly one box. Returns ``(slabs, interior)``; empty boxes are
+    left out of ``slabs`` and the interior may be empty.
+    """
+    slabs: list[tuple[Range, ...]] = []
+    rest = list(region)
+    for d, w in enumerate(widths):
+        a, b = rest[d]
+        if w <= 0 or b <= a:
+            continue
+        lo = (a, min(b, a + w))
+        hi = (min(b, max(a + w, b - w)), b)          # never overlaps lo; empty when lo took it all
+        for r in (lo, hi):
+            box = tuple(rest[:d]) + (r,) + tuple(rest[d + 1:])
+            if all(s < e for s, e in box):
+                slabs.append(box)
+        rest[d] = (lo[1], hi[0])
+    return slabs, tuple(rest)
+
+
+def box_size(box: Sequence[Range]) -> int:
+    """Number of points in a box of ranges."""
+    return math.prod(max(0, b - a) for a, b in box)
