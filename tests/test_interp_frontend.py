@@ -1,6 +1,7 @@
 """The interpreter lowers each kernel with the compiled backends' frontend first (once per
 argument signature), so code that every compiled backend rejects raises the same located
 CompileError on tk.Interpreter(); breakpoint() stays an interpreter-only debugging aid."""
+import importlib
 import sys
 
 import numpy as np
@@ -92,7 +93,7 @@ def scale(A, s):
 
 
 def test_frontend_check_runs_once_per_signature(monkeypatch):
-    F = sys.modules["tinykernels.frontend"]          # kernel.py imports the frontend on first use
+    F = importlib.import_module("tinykernels.frontend")   # kernel.py imports it on first use
     calls = []
     real = F.lower_kernel
     monkeypatch.setattr(F, "lower_kernel", lambda *a, **k: calls.append(1) or real(*a, **k))
