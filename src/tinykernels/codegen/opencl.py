@@ -164,7 +164,7 @@ class OpenCLRenderer(GPURenderer):
     def render(self) -> str:
         k = self.k
         body = self.body()
-        head = []
+        head = ["#pragma OPENCL FP_CONTRACT OFF"]       # no a*b+c -> fma (SPEC section 1: no fast-math)
         if self.fp64:
             head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         else:
