@@ -83,8 +83,9 @@ def _worker(conn, backends, reference, opts, out_dir, do_min, min_budget):
 def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=None, opts: Options | None = None,
          minimize_found: bool = True, timeout: float = 120.0, min_budget: float = 120.0, log=None,
          progress_every: float = 30.0, recycle: int = 300) -> Summary:
-    """Check every seed of ``seeds``; ``jobs`` > 1 runs worker processes (each case with a
-    ``timeout``, recycled every ``recycle`` cases). Mismatches are saved to ``out_dir``."""
+    """Check every seed of ``seeds`` in ``jobs`` worker processes (each case with a ``timeout``,
+    workers recycled every ``recycle`` cases); ``jobs=0`` runs them in this process, without a
+    timeout (for debugging: a hanging kernel hangs the caller). Mismatches are saved to ``out_dir``."""
     opts = opts or Options()
     seeds = list(seeds)
     summ = Summary()
@@ -113,7 +114,7 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
             summ.seconds = now - t0
             log(f"[{now - t0:7.0f}s] {summ.line()}")
 
-    if jobs <= 1:
+    if jobs <= 0:
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
