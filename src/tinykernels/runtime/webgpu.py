@@ -27,7 +27,7 @@ from ..dtypes import Ty
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     group_plan, same_shape, tail, track_stream
-from .streams import Event
+from .streams import Event, check_recorded
 
 _HINT = ("pip install 'tinykernels[webgpu]' (the wgpu package) and a Vulkan, Metal or D3D12 driver, "
          "e.g. Debian's mesa-vulkan-drivers for a CPU (lavapipe) device")
@@ -121,10 +121,10 @@ class _Device:
             self.last = ev
             return ev
 
-    def wait_idle(self) -> None:
+    def wait_idle(self, timeout: float | None = None) -> None:
         ev = self.last
         if ev is not None:
-            ev.wait()
+            ev.wait(timeout)
 
 
 _DEVICES: dict = {}
@@ -247,8 +247,8 @@ class WebGPU(Backend):
     def stream(self, priority: int = 0) -> "WGPUStream":
         return track_stream(self._dev, WGPUStream(self, priority))
 
-    def synchronize(self) -> None:
-        self._dev.wait_idle()
+    def synchronize(self, timeout: float | None = None) -> None:
+        self._dev.wait_idle(timeout)
 
     instance_class = None   # set below
 
@@ -341,6 +341,8 @@ class WGPUEvent(DeviceEvent):
     def wait(self, timeout=None) -> None:
         p = self._promise
         if p is not None:
+            if timeout is not None:
+                self._wait_done(timeout)
             p.sync_wait()
             self._promise = None
             self._fence = None
@@ -359,14 +361,17 @@ class WGPUStream:
         self._last = None
 
     def wait(self, event) -> None:
+        if not isinstance(event, Event):
+            raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
+        check_recorded(event, "Stream.wait")
         if not isinstance(event, WGPUEvent) and not event.done():
             event.wait()        # another backend's event: wait on the host
         # a WebGPU event: already ordered before anything submitted later to the one queue
 
-    def synchronize(self) -> None:
+    def synchronize(self, timeout: float | None = None) -> None:
         ev = self._last
         if ev is not None:
-            ev.wait()
+            ev.wait(timeout)
 
     def submit(self, fn) -> Event:
         self.synchronize()
