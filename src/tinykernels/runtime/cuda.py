@@ -17,7 +17,7 @@ with NVRTC installed. Everything else here talks to the CUDA driver API through
 
 Compiled kernels are cached on disk under the CPU's cache directory
 (``TK_CACHE_DIR``/cuda), keyed by the source, the NVRTC version, the architecture and
-the options, written atomically.
+the options, written atomically and sealed (a damaged file is compiled again).
 """
 from __future__ import annotations
 
@@ -162,23 +162,21 @@ def compile_cuda(source: str, arch: str = "sm_90", name: str = "kernel", options
     Results are cached on disk (see :func:`cubin_path`). A compile error raises
     ``tk.CompileError`` with NVRTC's log, the Python line (from the ``#line`` directives)
     and the failing generated lines."""
-    from .compiler import _atomic_write
+    from .compiler import _atomic_write, read_sealed, seal
     arch = normalize_arch(arch)
     opts = tuple(NVRTC_OPTIONS) + tuple(options)
     path = cubin_path(source, arch, opts) if cache else None
-    if path is not None:
-        try:
-            data = path.read_bytes()
+    if path is not None and path.exists():
+        data = read_sealed(path)              # None: truncated or corrupted, compile it again
+        if data is not None:
             STATS["disk_hits"] += 1
             return data
-        except OSError:
-            pass
     ok, log, data = _nvrtc_compile(source, arch, name, opts)
     if not ok:
         raise _compile_error(name, source, log, arch, opts)
     STATS["compiles"] += 1
     if path is not None:
-        _atomic_write(path, data)
+        _atomic_write(path, seal(data))
     return data
 
 
