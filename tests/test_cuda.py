@@ -561,6 +561,27 @@ def test_fake_launch_2d_ranges_streams_and_events(fake):
     assert copy2d(b)(a, c, ndrange=(0, 70)).done()   # an empty ndrange launches nothing
 
 
+def test_fake_timeouts_and_unrecorded_events(fake, monkeypatch):
+    b = rt.CUDA(0)
+    a = b.array_from_host(np.zeros((10, 70), np.float64))
+    c = b.array_from_host(np.zeros((10, 70), np.float64))
+    s = b.stream()
+    ev = copy2d(b)(a, c, ndrange=(10, 70), stream=s)
+    ev.wait(timeout=1)
+    s.synchronize(timeout=1)
+    tk.synchronize(b, timeout=1)
+    with pytest.raises(RuntimeError, match="never recorded"):
+        s.wait(tk.Event())
+    busy = int(fake.CUresult.CUDA_ERROR_NOT_READY)
+    monkeypatch.setattr(type(fake), "cuEventQuery", lambda self, e: (busy,))   # the work never finishes
+    with pytest.raises(TimeoutError):
+        ev.wait(timeout=0.05)
+    with pytest.raises(TimeoutError):
+        s.synchronize(timeout=0.05)
+    with pytest.raises(TimeoutError):
+        tk.synchronize(b, timeout=0.05)
+
+
 def test_fake_debug_launch_reports_out_of_bounds(fake):
     b = rt.CUDA(0, debug=True)
     y = b.array_from_host(np.ones(8, np.float32))

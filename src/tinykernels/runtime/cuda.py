@@ -39,7 +39,7 @@ from ..errors import BackendUnavailable, CompileError, LaunchError
 from ..kernel import RECORDERS, KernelInstance
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, debug_flag, fits32, \
     group_plan, is_host_array, same_shape, scalar_value, track_stream
-from .streams import Event, completed_event
+from .streams import Event, check_recorded, completed_event, deadline_of, poll_until
 
 HINT = ("pip install 'tinykernels[cuda]' (cuda-bindings and nvidia-cuda-nvrtc; for a CUDA 12 driver "
         "(< 580): pip install 'cuda-bindings>=12.8,<13' nvidia-cuda-nvrtc-cu12) and an NVIDIA driver")
@@ -465,9 +465,14 @@ class CUDA(Backend):
     def stream(self, priority: int = 0) -> "CUDAStream":
         return track_stream(self._dev, CUDAStream(self, priority))
 
-    def synchronize(self) -> None:
+    def synchronize(self, timeout: float | None = None) -> None:
         self._dev.activate()
-        _ok(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+        if timeout is None:
+            _ok(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+            return
+        with self._dev.lock:
+            streams = [s.handle for s in list(self._dev.streams)]
+        _finish_within(self._dev, [self._dev.null] + streams, timeout, repr(self))
 
     instance_class = None   # set below
 
@@ -947,9 +952,13 @@ class CUDAEvent(DeviceEvent):
         raise RuntimeError(f"cuEventQuery failed: {_errstr(err)}")
 
     def wait(self, timeout=None) -> None:
-        if self.handle is not None:
-            self._dev.activate()
-            _ok(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
+        if self.handle is None:
+            return
+        if timeout is not None:
+            self._wait_done(timeout)
+            return
+        self._dev.activate()
+        _ok(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
 
     def __del__(self):
         # the handle goes back to its device's pool (nothing can wait on this event any more;
@@ -970,6 +979,16 @@ class CUDAEvent(DeviceEvent):
 
 
 _EVENT_POOL = 256            # CUevent handles kept per device for reuse
+
+
+def _finish_within(dev: _Device, handles, timeout: float, what: str) -> None:
+    """Wait for the work queued so far on each stream, but ``TimeoutError`` after ``timeout`` s:
+    an event recorded on each, polled."""
+    deadline = deadline_of(timeout)
+    for h in handles:
+        ev = CUDAEvent.record(dev, h)
+        if not poll_until(ev.done, deadline):
+            raise TimeoutError(f"{what}: work still running after {timeout} s")
 
 
 def _record(drv, dev: _Device, h_stream) -> CUDAEvent:
@@ -1016,15 +1035,21 @@ class CUDAStream:
 
     def wait(self, event) -> None:
         """Later work on this stream waits for ``event`` (on the device, not the host)."""
+        if not isinstance(event, Event):
+            raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
+        check_recorded(event, "Stream.wait")
         if isinstance(event, CUDAEvent) and event.handle is not None:
             self.backend._dev.activate()
             _ok(_driver().cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
         elif not event.done():
             event.wait()
 
-    def synchronize(self) -> None:
+    def synchronize(self, timeout: float | None = None) -> None:
         self.backend._dev.activate()
-        _ok(_driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        if timeout is None:
+            _ok(_driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        else:
+            _finish_within(self.backend._dev, [self.handle], timeout, "the CUDA stream")
 
     def submit(self, fn) -> Event:
         """Run a host function in stream order (after the stream's queued work)."""
