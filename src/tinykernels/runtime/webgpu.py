@@ -87,6 +87,11 @@ def _pick(device) -> tuple:
     raise BackendUnavailable(f"no WebGPU adapter matches {device!r}; found: {', '.join(names) or 'none'}")
 
 
+#: Released buffer bytes after which an empty submission makes wgpu free them (it frees dropped
+#: buffers only when the queue is maintained: without this, only at the next launch).
+_RECLAIM_BYTES = 1 << 20
+
+
 class _Device:
     """The wgpu device, its queue and pipeline cache (shared by equal backends)."""
 
@@ -102,6 +107,20 @@ class _Device:
         self.streams = weakref.WeakSet()
         self.last = None                   # the event of the latest submission
         self._src4 = None
+        self.dropped = 0                   # bytes of buffers released since the driver last reclaimed
+
+    def reclaim(self, nbytes: int) -> None:
+        """A buffer of ``nbytes`` was released: have wgpu free released buffers now (it does so
+        only when the queue is maintained, i.e. at a submission) once enough have piled up.
+        Buffers still used by pending work are freed by wgpu when that work completes."""
+        self.dropped += nbytes
+        if self.dropped < _RECLAIM_BYTES or not self.lock.acquire(blocking=False):
+            return                         # (a thread holding the lock submits soon anyway)
+        try:
+            self.dropped = 0
+            self.queue.submit([])
+        finally:
+            self.lock.release()
 
     def fence(self, encoder) -> "WGPUEvent":
         """An event for the work recorded in ``encoder`` (call just before submitting it)."""
@@ -286,6 +305,19 @@ class WGPUArray(DeviceArray):
     @property
     def strides(self):
         return c_strides(self._shape, self._dtype)
+
+    def __del__(self):
+        try:
+            buf = self.buffer
+        except AttributeError:             # __init__ failed before allocating
+            return
+        try:
+            size = buf.size
+            self.buffer = None
+            del buf                        # wgpu releases it (if nothing else holds the GPUBuffer)
+            self._backend._dev.reclaim(size)
+        except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
+            pass
 
     @property
     def ptr(self) -> int:
