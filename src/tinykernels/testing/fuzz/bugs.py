@@ -17,7 +17,8 @@ FIXED_BUGS = {
                               "(float) / 2**52 (double) broke the kernel, whatever used the result: "
                               "`round(tk.clamp(1e10, 4.6e18, 4.6e18))` dropped its stores (seeds 2277 and 2874 of "
                               "the 3000-kernel OpenCL run), `round(tk.clamp(1e300, ...))` beside a float "
-                              "atomic_min hung (seed 700034 with --no-narrow), `rint(3e9f) > 0` dropped stores",
+                              "atomic_min hung (seed 700034 with --no-narrow; seed 1642 of that run, clamp(inf, ...), "
+                              "too), `rint(3e9f) > 0` dropped stores",
         "worked around for every form in the OpenCL code: under TK_POCL, tk_rint returns values that are "
         "integral by magnitude (|x| >= 2**23 / 2**52) unchanged and calls rint only below, so the driver "
         "never folds rint of such a constant (codegen/opencl.py _pocl_workarounds)"),
