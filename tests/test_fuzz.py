@@ -718,3 +718,18 @@ def test_bug_opencl_rint_of_a_huge_constant_beside_a_float_atomic_does_not_hang(
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_one_job_runs_in_a_worker_process_so_a_hang_times_out(monkeypatch):
+    from tinykernels.testing.fuzz import driver
+    real = driver._one
+
+    def one(seed, *a, **kw):              # seed 1 "hangs" (the worker inherits this patch by fork)
+        if seed == 1:
+            import time
+            time.sleep(600)
+        return real(seed, *a, **kw)
+    monkeypatch.setattr(driver, "_one", one)
+    summ = driver.fuzz([0, 1, 2], ["CPU"], "INTERP", jobs=1, minimize_found=False, timeout=5)
+    assert summ.count == 3 and summ.timeouts == 1
+    assert [m.seed for m in summ.mismatches] == [1] and summ.mismatches[0].kind == "timeout"
