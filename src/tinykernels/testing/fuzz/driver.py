@@ -5,7 +5,6 @@ up in a :class:`Summary`.
 from __future__ import annotations
 
 import os
-import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -125,9 +124,9 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
 
     import multiprocessing as mp
     from multiprocessing.connection import wait
-    # fork is cheap, but an OpenCL driver (PoCL's threads) does not survive it: spawn then
-    host_only = all(str(b).upper().split(":")[0] in ("CPU", "INTERP") for b in backends)
-    ctx = mp.get_context("fork" if host_only and sys.platform.startswith("linux") else "spawn")
+    # spawn, never fork: a process that already ran OpenMP kernels (GNU libgomp), PoCL or wgpu
+    # has threads and locks a forked child inherits half-taken; it hangs in its first kernel
+    ctx = mp.get_context("spawn")
     pending = list(reversed(seeds))
     workers = {}          # conn -> [process, seed or None, deadline, cases run]
 
