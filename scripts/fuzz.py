@@ -27,7 +27,8 @@ def main(argv=None) -> int:
                    help="comma-separated compiled backends (DEV strings): CPU,CL,CUDA; NVRTC or NVRTC:sm_80+sm_90 "
                         "only compiles each kernel's CUDA C++ (no GPU needed)")
     p.add_argument("--reference", default="INTERP", help="reference backend (INTERP or INTERP:CHECK)")
-    p.add_argument("--jobs", type=int, default=1, help="worker processes")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes (each kernel under --timeout); 0: in this process, without a timeout")
     p.add_argument("--out", default=None, help="directory for reproducers of every mismatch")
     p.add_argument("--log", default=None, help="also append progress and findings to this file")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel before it counts as a hang")

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import tinykernels as tk
 from tinykernels.runtime import compiler
@@ -159,3 +160,103 @@ def test_threads_without_openmp(tmp_path):
     env = dict(os.environ, TK_OPENMP="0", TK_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT / "src"))
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+# --- a damaged cache is repaired, not fatal (issue 10, item 9) --------------------------------
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[:100])                  # "file too short" for the loader
+    elif how == "half":
+        path.write_bytes(data[:len(data) // 2])       # mapped beyond the end: SIGBUS when loaded
+    elif how == "corrupt":
+        mid = len(data) // 2
+        path.write_bytes(data[:mid] + bytes(b ^ 0xFF for b in data[mid:mid + 64]) + data[mid + 64:])
+    elif how == "empty":
+        path.write_bytes(b"")
+
+
+@pytest.mark.parametrize("how", ["truncated", "half", "corrupt", "empty"])
+def test_damaged_cached_library_is_rebuilt_by_the_next_process(tmp_path, how):
+    cache = tmp_path / "cache"
+    assert _result(_child(tmp_path, 3.0, cache))["stats"]["compiles"] == 1
+    libs = list((cache / "kernels").rglob("*.so"))
+    assert len(libs) == 1
+    _damage(libs[0], how)
+    again = _result(_child(tmp_path, 3.0, cache))         # the child checks its numbers
+    assert again["stats"]["compiles"] == 1 and again["stats"]["damaged"] == 1
+    third = _result(_child(tmp_path, 3.0, cache))         # repaired for good
+    assert third["stats"]["compiles"] == 0 and third["stats"]["disk_hits"] == 1
+
+
+@pytest.mark.parametrize("how", ["truncated", "half", "corrupt"])
+def test_damaged_launcher_extension_is_rebuilt(tmp_path, how):
+    cache = tmp_path / "cache"
+    code = ("import tinykernels.runtime.launcher as L; m = L.get(); "
+            "print(type(m).__name__)")
+    env = dict(os.environ, TK_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT / "src"))
+    env.pop("TK_PY_LAUNCHER", None)
+
+    def run():
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+    first = run()
+    exts = list((cache / "launch").glob("_tklaunch_*"))
+    if first == "PyLauncher" or not exts:
+        pytest.skip("the launcher extension cannot be built here")
+    _damage(exts[0], how)
+    assert run() == "module"                              # rebuilt, not the slow fallback (or a crash)
+    assert compiler.unseal(exts[0].read_bytes()) is not None
+
+
+def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
+    import time
+    d = tmp_path / "kernels" / "ab"
+    d.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()                                           # a pid that no longer runs
+    old = time.time() - compiler.STALE_TMP_S - 10
+    stale = [d / f".tmp-{dead.pid}-k-x1.c", d / f".tmp-{dead.pid}-k-x1.so", d / ".tmp-x9"]
+    fresh = d / f".tmp-{dead.pid}-k-x2.c"                  # maybe still being written (clock skew)
+    mine = d / f".tmp-{os.getpid()}-k-x3.c"                # a live process's
+    for p in stale + [fresh, mine]:
+        p.write_text("x")
+    for p in stale + [mine]:
+        os.utime(p, (old, old))
+    assert compiler.clean_stale_temporaries(d) == 3
+    assert sorted(p.name for p in d.iterdir()) == sorted([fresh.name, mine.name])
+
+
+def test_a_compile_removes_stale_temporaries_in_its_directory(tmp_path, monkeypatch):
+    import time
+    monkeypatch.setenv("TK_CACHE_DIR", str(tmp_path))
+    src = "void tk_kernel(void) {}\n/* stale-temp test */\n"
+    path = compiler.library_path(src, compiler.toolchain())
+    path.parent.mkdir(parents=True)
+    left = path.parent / ".tmp-999999999-killed-abc.c"     # no such pid
+    left.write_text("int x;")
+    old = time.time() - compiler.STALE_TMP_S - 10
+    os.utime(left, (old, old))
+    out = compiler.compile_library(src, "k")
+    assert out == path and not left.exists()
+    assert compiler.unseal(path.read_bytes()) is not None
+
+
+def test_damaged_cubin_is_compiled_again(tmp_path, monkeypatch):
+    from tinykernels.runtime import cuda as rt
+    ok, why = rt.nvrtc_available()
+    if not ok:
+        pytest.skip(why)
+    monkeypatch.setenv("TK_CACHE_DIR", str(tmp_path))
+    src = 'extern "C" __global__ void tk_kernel(float *x) { x[threadIdx.x] += 1.0f; }\n'
+    first = rt.compile_cuda(src, "sm_80", "k")
+    path = rt.cubin_path(src, "sm_80", rt.NVRTC_OPTIONS)
+    assert path.exists() and first[:4] == b"\x7fELF"
+    path.write_bytes(path.read_bytes()[:len(first) // 2])
+    before = rt.STATS["compiles"]
+    assert rt.compile_cuda(src, "sm_80", "k") == first
+    assert rt.STATS["compiles"] == before + 1
+    assert rt.compile_cuda(src, "sm_80", "k") == first      # and now a disk hit again
+    assert rt.STATS["compiles"] == before + 1

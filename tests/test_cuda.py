@@ -320,7 +320,8 @@ def test_cubins_are_cached_on_disk_atomically(tmp_path, monkeypatch):
     before = dict(rt.STATS)
     a = rt.compile_cuda(src, "sm_90", "saxpy")
     path = rt.cubin_path(src, "sm_90", rt.NVRTC_OPTIONS)
-    assert path.is_file() and path.read_bytes() == a and str(path).startswith(str(tmp_path / "cuda"))
+    from tinykernels.runtime.compiler import unseal
+    assert path.is_file() and unseal(path.read_bytes()) == a and str(path).startswith(str(tmp_path / "cuda"))
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp-")]
     b = rt.compile_cuda(src, "sm_90", "saxpy")
     assert a == b and rt.STATS["disk_hits"] == before["disk_hits"] + 1
@@ -562,6 +563,27 @@ def test_fake_launch_2d_ranges_streams_and_events(fake):
     with pytest.raises(tk.LaunchError, match="exceed"):
         copy2d(b)(a, c, ndrange=(70000 * 2, 1), workgroupsize=(1, 1))
     assert copy2d(b)(a, c, ndrange=(0, 70)).done()   # an empty ndrange launches nothing
+
+
+def test_fake_timeouts_and_unrecorded_events(fake, monkeypatch):
+    b = rt.CUDA(0)
+    a = b.array_from_host(np.zeros((10, 70), np.float64))
+    c = b.array_from_host(np.zeros((10, 70), np.float64))
+    s = b.stream()
+    ev = copy2d(b)(a, c, ndrange=(10, 70), stream=s)
+    ev.wait(timeout=1)
+    s.synchronize(timeout=1)
+    tk.synchronize(b, timeout=1)
+    with pytest.raises(RuntimeError, match="never recorded"):
+        s.wait(tk.Event())
+    busy = int(fake.CUresult.CUDA_ERROR_NOT_READY)
+    monkeypatch.setattr(type(fake), "cuEventQuery", lambda self, e: (busy,))   # the work never finishes
+    with pytest.raises(TimeoutError):
+        ev.wait(timeout=0.05)
+    with pytest.raises(TimeoutError):
+        s.synchronize(timeout=0.05)
+    with pytest.raises(TimeoutError):
+        tk.synchronize(b, timeout=0.05)
 
 
 def test_fake_debug_launch_reports_out_of_bounds(fake):

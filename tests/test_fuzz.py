@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -668,8 +670,70 @@ def k_pocl_clamp_round(o):
     o[i, 1] = round(tk.clamp(10000000000.0, 4.611686018427388e+18, 4.611686018427388e+18))
 
 
+@tk.kernel
+def k_pocl_rint_forms(o, f: tk.Const):
+    i = tk.index()
+    o[i, 0] = 7
+    o[i, 1] = round(tk.clamp(1e300, -4.611686018427388e+18, 4.611686018427388e+18))
+    o[i, 2] = 1 if round(tk.clamp(tk.float32(3e9), tk.float32(0.0), tk.float32(4e9))) > 0 else 2
+    o[i, 3] = round(max(tk.float32(1e10), tk.float32(2.0)))
+    o[i, 4] = round(min(f[0] * 0.0 + 2.5, 1e20))          # run-time value below 2**52: still rint, half to even
+    o[i, 5] = round(tk.clamp(-1e300, -4.611686018427388e+18, 0.0))
+
+
+# fixed: pocl-const-rint-int64
 @needs_cl
-@xfail_bug("pocl-const-rint-int64")
 def test_bug_opencl_round_of_a_clamped_constant():
     got = _run(k_pocl_clamp_round, "CL", [np.zeros((1, 2), np.int64)])[0]
     assert got.tolist() == [[7, 4611686018427387904]], got
+    want = [[7, 4611686018427387904, 1, 10000000000, 2, -4611686018427387904]]
+    _check_all(k_pocl_rint_forms, [np.zeros((1, 6), np.int64), np.ones(1, np.float64)], want[0])
+
+
+POCL_HANG = textwrap.dedent("""
+    import numpy as np
+    import tinykernels as tk
+
+    @tk.kernel
+    def k(o, acc):
+        i = tk.index()
+        tk.atomic_min(acc, 0, tk.float32(i % 33 - 16))
+        if round(tk.clamp(1e300, -4.611686018427388e+18, 4.611686018427388e+18) if 1e300 == 1e300 else 0.0) > -i:
+            tk.atomic_min(acc, 1, tk.float32(-3.0))
+        o[i] = 7
+
+    cl = tk.backend("CL")
+    o, acc = tk.zeros(64, tk.int64, backend=cl), tk.zeros(2, tk.float32, backend=cl)
+    k(cl)(o, acc, ndrange=64)
+    tk.synchronize(cl)
+    assert (o.numpy() == 7).all() and acc.numpy().tolist() == [-16.0, -3.0], (o.numpy(), acc.numpy())
+    print("ok")
+""")
+
+
+# fixed: pocl-const-rint-int64 (the hang of seed 700034, --no-narrow)
+@needs_cl
+def test_bug_opencl_rint_of_a_huge_constant_beside_a_float_atomic_does_not_hang(tmp_path):
+    script = tmp_path / "hang.py"
+    script.write_text(POCL_HANG)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+class HangingBackend:
+    """A backend whose every use blocks (picklable: the worker process gets it)."""
+    name = "HANG"
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        import time
+        time.sleep(600)
+
+
+def test_one_job_runs_in_a_worker_process_so_a_hang_times_out():
+    t0 = time.monotonic()
+    summ = F.fuzz([0], [HangingBackend()], "INTERP", jobs=1, minimize_found=False, timeout=5)
+    assert summ.count == 1 and summ.timeouts == 1 and summ.mismatches[0].kind == "timeout"
+    assert time.monotonic() - t0 < 60

@@ -408,3 +408,102 @@ def test_pending_work_does_not_keep_the_interpreter_alive():
     assert r.returncode == 0, r.stderr
     assert "exiting" in r.stdout
     assert time.monotonic() - t0 < 20
+
+
+# --- unrecorded events and timeouts (issue 10) -------------------------------------------------
+
+def _device_backends():
+    import tinykernels as tk
+    out = [pytest.param("CPU", id="CPU"), pytest.param("INTERP", id="INTERP")]
+    info = tk.backends()
+    for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU")):
+        ok, why = info[name]
+        out.append(pytest.param(dev, id=dev, marks=pytest.mark.skipif(not ok, reason=f"{name}: {why}")))
+    return out
+
+
+def test_waiting_on_an_unrecorded_event_is_an_error_not_a_hang():
+    ev = Event()
+    with pytest.raises(RuntimeError, match="never recorded"):
+        ev.wait()
+    with pytest.raises(RuntimeError, match="never recorded"):
+        ev.wait(timeout=0.01)
+    s = Stream()
+    with pytest.raises(RuntimeError, match="never recorded"):
+        s.wait(ev)                   # refused at once: the stream is not left blocked behind it
+    assert s.query()
+    s.submit(lambda: None)
+    s.synchronize(timeout=10)
+
+
+@pytest.mark.parametrize("dev", _device_backends())
+def test_backend_stream_wait_refuses_an_unrecorded_event(dev):
+    import tinykernels as tk
+    b = tk.backend(dev)
+    s = b.stream()
+    with pytest.raises(RuntimeError, match="never recorded"):
+        s.wait(tk.Event())
+    s.synchronize(timeout=10)
+    tk.synchronize(b, timeout=10)
+
+
+def test_stream_and_backend_synchronize_time_out_while_work_runs():
+    import tinykernels as tk
+    gate = threading.Event()
+    b = tk.CPU()
+    s = b.stream()
+    ev = s.submit(lambda: gate.wait(30))
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        s.synchronize(timeout=0.1)
+    with pytest.raises(TimeoutError):
+        tk.synchronize(b, timeout=0.1)
+    with pytest.raises(TimeoutError):
+        ev.wait(0.05)
+    assert time.monotonic() - t0 < 5
+    gate.set()
+    s.synchronize(timeout=10)        # the work kept running; waiting again succeeds
+    tk.synchronize(b, timeout=10)
+    assert ev.done()
+
+
+def test_streamset_synchronize_timeout_is_one_deadline_for_all_streams():
+    gates = [threading.Event() for _ in range(3)]
+    ss = StreamSet()
+    streams = [ss.stream() for _ in gates]
+    for s, g in zip(streams, gates):
+        s.submit(lambda g=g: g.wait(30))
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        ss.synchronize(timeout=0.2)
+    assert time.monotonic() - t0 < 2
+    for g in gates:
+        g.set()
+    ss.synchronize(timeout=10)
+
+
+@pytest.mark.parametrize("dev", ["CL", "WEBGPU"])
+def test_device_events_and_synchronize_accept_a_timeout(dev):
+    import numpy as np
+    import tinykernels as tk
+    name = {"CL": "OpenCL", "WEBGPU": "WebGPU"}[dev]
+    ok, why = tk.backends()[name]
+    if not ok:
+        pytest.skip(why)
+    b = tk.backend(dev)
+
+    @tk.kernel
+    def inc(x):
+        i = tk.index()
+        x[i] += 1.0
+
+    x = tk.zeros(4096, tk.float32, backend=b)
+    s = b.stream()
+    ev = inc(b)(x, ndrange=4096, stream=s)
+    ev.wait(timeout=30)
+    assert ev.done()
+    inc(b)(x, ndrange=4096, stream=s)
+    s.synchronize(timeout=30)
+    inc(b)(x, ndrange=4096)
+    tk.synchronize(b, timeout=30)
+    np.testing.assert_array_equal(x.numpy(), np.full(4096, 3, np.float32))

@@ -1,5 +1,6 @@
 """The WebGPU backend (wgpu; lavapipe in CI); skipped where wgpu or an adapter is missing."""
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -763,3 +764,41 @@ def test_a_host_stream_can_wait_for_a_webgpu_event(gpu):
     s.submit(ran.set)
     assert ran.wait(30), "the host stream never ran the job queued behind the device event"
     assert y.numpy()[0] == 2.0
+
+
+def _rss_mib() -> float:
+    import os
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_dropped_arrays_free_device_memory_without_a_launch(gpu):
+    # lavapipe's device memory is host memory: 256 dropped 1 MiB arrays must not pile up
+    # (wgpu freed them only at the next submission, i.e. the next launch)
+    tk.zeros(4, tk.float32, backend=gpu)
+    before = _rss_mib()
+    for _ in range(256):
+        a = tk.zeros(1 << 18, tk.float32, backend=gpu)
+        del a
+    assert _rss_mib() - before < 96
+
+
+@tk.kernel
+def _scale(o, x: tk.Const):
+    i = tk.index()
+    o[i] = x[i] * 3.0
+
+
+def test_array_dropped_while_a_launch_uses_it_keeps_its_data(gpu):
+    n = 1 << 16
+    o = tk.zeros(n, tk.float32, backend=gpu)
+    s = gpu.stream()
+    for k in range(4):
+        x = dev(np.full(n, k + 1, np.float32), gpu)
+        _scale(gpu)(o, x, ndrange=n, stream=s)
+        del x                                     # released with the launch still pending
+        big = [tk.zeros(1 << 18, tk.float32, backend=gpu) for _ in range(8)]
+        del big
+        s.synchronize()
+        np.testing.assert_array_equal(o.numpy(), np.full(n, 3.0 * (k + 1), np.float32))

@@ -60,12 +60,13 @@ class Backend:
         s.backend = self
         return s
 
-    def synchronize(self) -> None:
-        """Wait for all work submitted to this device's streams."""
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Wait for all work submitted to this device's streams (``TimeoutError`` if some is
+        still running after ``timeout`` seconds)."""
         with _STREAMS_LOCK:
             s = _STREAMS.get(self.key())
         if s is not None:
-            s.synchronize()
+            s.synchronize(timeout)
 
 
 class CPU(Backend):
@@ -223,6 +224,10 @@ def backends() -> BackendInfo:
     return info
 
 
-def synchronize(b: Backend | None = None) -> None:
-    """Wait for all outstanding work on a backend (default: the default backend)."""
-    (b or default_backend()).synchronize()
+def synchronize(b: Backend | None = None, timeout: float | None = None) -> None:
+    """Wait for all outstanding work on a backend (default: the default backend).
+
+    With ``timeout`` (seconds), raise ``TimeoutError`` if work is still running by then (it
+    keeps running; call again to wait more)."""
+    (b or default_backend()).synchronize(timeout)
+

@@ -84,15 +84,24 @@ TK_INLINE int tk_oob(__global long *err, long line, long arr, int nd, long i0, l
 _NAN_FOLDED = ("exp", "expm1", "exp2", "exp10", "sinh", "cosh", "tanh", "floor", "ceil", "trunc", "rint", "round")
 
 
+#: PoCL 3.1 miscompiles ``rint`` of a constant it folds at or above 2**23 (float) / 2**52 (double):
+#: whatever uses the result, the kernel's stores are dropped or it hangs (``(long)rint(1e10f)``,
+#: ``rint(clamp(1e300, ...))``, ``rint(3e9f) > 0``). Such values are integers already, so
+#: ``tk_rint`` returns them unchanged and never calls ``rint`` for them (bug pocl-const-rint-int64).
+_INTEGRAL_FROM = {"float": "0x1p23f", "double": "0x1p52"}
+
+
 @lru_cache(maxsize=None)
 def _pocl_workarounds(with_f64: bool) -> str:
     """Driver workarounds, active under ``TK_POCL``: ``tk_<fn>`` NaN-passing wrappers (plain
-    ``<fn>`` otherwise) and the loop-exit barrier."""
+    ``<fn>`` otherwise; ``tk_rint`` also passes values that are integral by magnitude) and the
+    loop-exit barrier."""
     out = ["#ifdef TK_POCL", "#define TK_POCL_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"]
     for fn in _NAN_FOLDED:
         for t in ("float", "double") if with_f64 else ("float",):
+            keep = f"isnan(x) || fabs(x) >= {_INTEGRAL_FROM[t]}" if fn == "rint" else "isnan(x)"
             out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_{fn}({t} x) "
-                       f"{{ return isnan(x) ? x : {fn}(x); }}")
+                       f"{{ return ({keep}) ? x : {fn}(x); }}")
     out += ["#else", "#define TK_POCL_BARRIER"]
     out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED]
     out.append("#endif")
@@ -164,13 +173,12 @@ class OpenCLRenderer(GPURenderer):
     def render(self) -> str:
         k = self.k
         body = self.body()
-        head = []
+        # no a*b+c -> fma (SPEC section 1: no fast-math), unless @tk.kernel(fastmath=True)
+        head = [f"#pragma OPENCL FP_CONTRACT {'ON' if k.fastmath else 'OFF'}"]
         if self.fp64:
             head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         else:
             head.append("#define TK_NO_F64 1")
-        if k.fastmath:      # @tk.kernel(fastmath=True): contraction into mad/fma allowed
-            head.append("#pragma OPENCL FP_CONTRACT ON")
         head += ["#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable",
                  "#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable", _HEADER,
                  f"typedef {'int' if k.idx32 else 'long'} tk_idx;",

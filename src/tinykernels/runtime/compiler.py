@@ -4,6 +4,12 @@ Compiled objects are cached under ``TK_CACHE_DIR`` (default ``~/.cache/tinykerne
 by the source, the compiler's identity and version, the flags and the CPU's features. A
 file appears under its final name only once complete (written to a temporary name and
 renamed), so concurrent processes never see or leave a half-written library.
+
+A damaged cache must not break later runs: every cached binary ends with a seal (a marker and
+the SHA-256 of the bytes before it; the dynamic loader ignores bytes past the ELF data), checked
+before it is loaded. A truncated or corrupted file fails the check and is rebuilt. Temporaries
+are named ``.tmp-<pid>-...``; those of processes that died (killed during a compile) are
+removed by later compiles once they are ``STALE_TMP_S`` old.
 """
 from __future__ import annotations
 
@@ -23,7 +29,13 @@ from pathlib import Path
 
 from ..errors import CompileError
 
-STATS = {"compiles": 0, "disk_hits": 0, "compile_seconds": 0.0}   # explicit counters, for tests and the CLI
+STATS = {"compiles": 0, "disk_hits": 0, "compile_seconds": 0.0,   # explicit counters, for tests and the CLI
+         "damaged": 0}                                             # cached files that failed their seal
+
+#: Seconds after which a temporary of a dead process (or of any process, after a day) is removed.
+STALE_TMP_S = 300.0
+_SEAL = b"\0TK-SEAL1"             # then 32 bytes: SHA-256 of everything before the marker
+_SEAL_LEN = len(_SEAL) + 32
 
 
 def cache_dir() -> Path:
@@ -132,9 +144,85 @@ def toolchain() -> Toolchain:
     return _toolchain(os.environ.get("CC"), str(cache_dir()), os.environ.get("TK_OPENMP", "1") != "0")
 
 
+def seal(data: bytes) -> bytes:
+    """``data`` followed by its seal (see the module docstring)."""
+    return data + _SEAL + hashlib.sha256(data).digest()
+
+
+def unseal(blob: bytes) -> bytes | None:
+    """The data of a sealed blob, or None when the seal is missing or does not match."""
+    if len(blob) < _SEAL_LEN or blob[-_SEAL_LEN:-32] != _SEAL:
+        return None
+    data = blob[:-_SEAL_LEN]
+    return data if hashlib.sha256(data).digest() == blob[-32:] else None
+
+
+def read_sealed(path: Path) -> bytes | None:
+    """The data of a sealed cache file; None when it is missing, truncated or corrupted."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    data = unseal(blob)
+    if data is None:
+        STATS["damaged"] += 1
+    return data
+
+
+def seal_file(path: str | Path) -> None:
+    """Append the seal to a file the compiler wrote (before it is renamed into the cache)."""
+    with open(path, "r+b") as f:
+        data = f.read()
+        f.write(_SEAL + hashlib.sha256(data).digest())
+
+
+def temp_prefix(name: str = "") -> str:
+    """The prefix of this process's temporaries in the cache (its pid marks them as its own)."""
+    return f".tmp-{os.getpid()}-{name}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:                   # exists, owned by someone else
+        return True
+    return True
+
+
+def clean_stale_temporaries(directory: Path, now: float | None = None) -> int:
+    """Remove the temporaries in ``directory`` that processes killed during a write left behind:
+    ``STALE_TMP_S`` old and their process gone (or a day old). Returns how many were removed."""
+    import time
+    now = time.time() if now is None else now
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for e in entries:
+        if not e.name.startswith(".tmp-"):
+            continue
+        m = re.match(r"\.tmp-(\d+)-", e.name)
+        try:
+            age = now - e.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            continue
+        pid = int(m.group(1)) if m else None
+        dead = pid is None or (pid != os.getpid() and not _pid_alive(pid))
+        if age > STALE_TMP_S and (dead or age > 86400):
+            try:
+                os.unlink(e.path)
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix())
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -153,16 +241,18 @@ def library_path(source: str, tc: Toolchain, extra_flags=()) -> Path:
 
 
 def compile_library(source: str, name: str, extra_flags=(), tc: Toolchain | None = None) -> Path:
-    """Compile C source to a shared library through the disk cache; returns its path."""
+    """Compile C source to a shared library through the disk cache; returns its path (a cached
+    library is used only when its seal matches; a damaged one is rebuilt)."""
     import time
     tc = tc or toolchain()
     path = library_path(source, tc, extra_flags)
-    if path.exists():
+    if path.exists() and read_sealed(path) is not None:
         STATS["disk_hits"] += 1
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temporaries(path.parent)
     t0 = time.perf_counter()
-    fd, tmp_src = tempfile.mkstemp(dir=path.parent, prefix=f".{name}-", suffix=".c")
+    fd, tmp_src = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(name + "-"), suffix=".c")
     tmp_so = tmp_src[:-2] + ".so"
     try:
         with os.fdopen(fd, "w") as f:
@@ -171,6 +261,7 @@ def compile_library(source: str, name: str, extra_flags=(), tc: Toolchain | None
         r = _run(cmd)
         if r.returncode != 0:
             raise _compile_error(name, source, r.stderr, tc, extra_flags)
+        seal_file(tmp_so)
         os.replace(tmp_so, path)
     finally:
         for p in (tmp_src, tmp_so):

@@ -17,7 +17,7 @@ with NVRTC installed. Everything else here talks to the CUDA driver API through
 
 Compiled kernels are cached on disk under the CPU's cache directory
 (``TK_CACHE_DIR``/cuda), keyed by the source, the NVRTC version, the architecture and
-the options, written atomically.
+the options, written atomically and sealed (a damaged file is compiled again).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from ..errors import BackendUnavailable, CompileError, LaunchError
 from ..kernel import RECORDERS, KernelInstance
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, debug_flag, fits32, \
     group_plan, is_host_array, same_shape, scalar_value, track_stream
-from .streams import Event, completed_event
+from .streams import Event, check_recorded, completed_event, deadline_of, poll_until
 
 HINT = ("pip install 'tinykernels[cuda]' (cuda-bindings and nvidia-cuda-nvrtc; for a CUDA 12 driver "
         "(< 580): pip install 'cuda-bindings>=12.8,<13' nvidia-cuda-nvrtc-cu12) and an NVIDIA driver")
@@ -164,25 +164,23 @@ def compile_cuda(source: str, arch: str = "sm_90", name: str = "kernel", options
     Results are cached on disk (see :func:`cubin_path`). A compile error raises
     ``tk.CompileError`` with NVRTC's log, the Python line (from the ``#line`` directives)
     and the failing generated lines."""
-    from .compiler import _atomic_write
+    from .compiler import _atomic_write, read_sealed, seal
     arch = normalize_arch(arch)
     options = tuple(options)
     base = tuple(o for o in NVRTC_OPTIONS if not (o.startswith("--fmad=") and any(x.startswith("--fmad=") for x in options)))
     opts = base + options
     path = cubin_path(source, arch, opts) if cache else None
-    if path is not None:
-        try:
-            data = path.read_bytes()
+    if path is not None and path.exists():
+        data = read_sealed(path)              # None: truncated or corrupted, compile it again
+        if data is not None:
             STATS["disk_hits"] += 1
             return data
-        except OSError:
-            pass
     ok, log, data = _nvrtc_compile(source, arch, name, opts)
     if not ok:
         raise _compile_error(name, source, log, arch, opts)
     STATS["compiles"] += 1
     if path is not None:
-        _atomic_write(path, data)
+        _atomic_write(path, seal(data))
     return data
 
 
@@ -471,9 +469,14 @@ class CUDA(Backend):
     def stream(self, priority: int = 0) -> "CUDAStream":
         return track_stream(self._dev, CUDAStream(self, priority))
 
-    def synchronize(self) -> None:
+    def synchronize(self, timeout: float | None = None) -> None:
         self._dev.activate()
-        _ok(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+        if timeout is None:
+            _ok(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+            return
+        with self._dev.lock:
+            streams = [s.handle for s in list(self._dev.streams)]
+        _finish_within(self._dev, [self._dev.null] + streams, timeout, repr(self))
 
     instance_class = None   # set below
 
@@ -953,9 +956,13 @@ class CUDAEvent(DeviceEvent):
         raise RuntimeError(f"cuEventQuery failed: {_errstr(err)}")
 
     def wait(self, timeout=None) -> None:
-        if self.handle is not None:
-            self._dev.activate()
-            _ok(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
+        if self.handle is None:
+            return
+        if timeout is not None:
+            self._wait_done(timeout)
+            return
+        self._dev.activate()
+        _ok(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
 
     def __del__(self):
         # the handle goes back to its device's pool (nothing can wait on this event any more;
@@ -976,6 +983,16 @@ class CUDAEvent(DeviceEvent):
 
 
 _EVENT_POOL = 256            # CUevent handles kept per device for reuse
+
+
+def _finish_within(dev: _Device, handles, timeout: float, what: str) -> None:
+    """Wait for the work queued so far on each stream, but ``TimeoutError`` after ``timeout`` s:
+    an event recorded on each, polled."""
+    deadline = deadline_of(timeout)
+    for h in handles:
+        ev = CUDAEvent.record(dev, h)
+        if not poll_until(ev.done, deadline):
+            raise TimeoutError(f"{what}: work still running after {timeout} s")
 
 
 def _record(drv, dev: _Device, h_stream) -> CUDAEvent:
@@ -1022,15 +1039,21 @@ class CUDAStream:
 
     def wait(self, event) -> None:
         """Later work on this stream waits for ``event`` (on the device, not the host)."""
+        if not isinstance(event, Event):
+            raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
+        check_recorded(event, "Stream.wait")
         if isinstance(event, CUDAEvent) and event.handle is not None:
             self.backend._dev.activate()
             _ok(_driver().cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
         elif not event.done():
             event.wait()
 
-    def synchronize(self) -> None:
+    def synchronize(self, timeout: float | None = None) -> None:
         self.backend._dev.activate()
-        _ok(_driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        if timeout is None:
+            _ok(_driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        else:
+            _finish_within(self.backend._dev, [self.handle], timeout, "the CUDA stream")
 
     def submit(self, fn) -> Event:
         """Run a host function in stream order (after the stream's queued work)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import linecache
 import os
 import threading
-import time
 from typing import TypeVar
 
 import numpy as np
@@ -25,7 +24,7 @@ from ..ir.nodes import Loc
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from ..kernel import GROUPED_FEATURES, KernelInstance
 from .launchcheck import check_launch
-from .streams import Event
+from .streams import Event, deadline_of, poll_until
 
 S = TypeVar("S")
 
@@ -267,13 +266,16 @@ class DeviceEvent(Event):
     a host stream can wait for a device event (``Stream.wait``)."""
     __slots__ = ()
 
+    def _recorded(self) -> bool:
+        return True                  # made by a launch or a copy: it completes
+
     def _block(self, timeout: float | None = None) -> bool:
         if timeout is None:
             self.wait()
             return True
-        deadline = time.monotonic() + max(0.0, float(timeout))
-        while not self.done():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(1e-4)
-        return True
+        return poll_until(self.done, deadline_of(timeout))
+
+    def _wait_done(self, timeout: float | None) -> None:
+        """For a runtime's ``wait(timeout)``: poll ``done()``; ``TimeoutError`` past ``timeout``."""
+        if not poll_until(self.done, deadline_of(timeout)):
+            raise TimeoutError(f"{self!r} did not complete within {timeout} s (it is still running)")

@@ -30,14 +30,20 @@ def _build_extension():
     key = hashlib.sha256("\0".join([src, tc.identity, info["version"], info["numpy"],
                                     info["numpy_include"], info["suffix"]]).encode()).hexdigest()[:32]
     path = compiler.cache_dir() / "launch" / f"_tklaunch_{key}{info['suffix']}"
-    if not path.exists():
+    if compiler.read_sealed(path) is None:         # missing, or damaged (truncated, corrupted): build it
         flags = ["-O2", "-fPIC", "-shared", "-w", f"-I{info['include']}", f"-I{info['numpy_include']}"]
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        r = compiler._run(list(tc.cmd) + flags + ["-o", str(tmp), str(_SRC)])
-        if r.returncode != 0:
-            return None
-        os.replace(tmp, path)
+        compiler.clean_stale_temporaries(path.parent)
+        tmp = path.with_name(f"{compiler.temp_prefix()}{path.name}")
+        try:
+            r = compiler._run(list(tc.cmd) + flags + ["-o", str(tmp), str(_SRC)])
+            if r.returncode != 0:
+                return None
+            compiler.seal_file(tmp)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
     loader = importlib.machinery.ExtensionFileLoader("_tklaunch", str(path))
     spec = importlib.util.spec_from_file_location("_tklaunch", str(path), loader=loader)
     mod = importlib.util.module_from_spec(spec)

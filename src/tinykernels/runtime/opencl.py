@@ -18,7 +18,7 @@ from ..backends import Backend
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     fits32, group_plan, same_shape, scalar_value, tail, track_stream
-from .streams import Event
+from .streams import Event, check_recorded, deadline_of, poll_until
 
 _HINT = "pip install 'tinykernels[opencl]' (pyopencl) and an OpenCL driver, e.g. pip install pocl-binary-distribution"
 
@@ -179,10 +179,13 @@ class OpenCL(Backend):
     def stream(self, priority: int = 0) -> "CLStream":
         return track_stream(self._dev, CLStream(self, priority))
 
-    def synchronize(self) -> None:
-        self._dev.queue.finish()
-        for s in list(self._dev.streams):
-            s.queue.finish()
+    def synchronize(self, timeout: float | None = None) -> None:
+        queues = [self._dev.queue] + [s.queue for s in list(self._dev.streams)]
+        if timeout is None:
+            for q in queues:
+                q.finish()
+            return
+        _finish_within(queues, timeout, repr(self))
 
     instance_class = None   # set below
 
@@ -258,8 +261,12 @@ class CLEvent(DeviceEvent):
         return self._cl_event.command_execution_status == cl.command_execution_status.COMPLETE
 
     def wait(self, timeout=None) -> None:
-        if self._cl_event is not None:
+        if self._cl_event is None:
+            return
+        if timeout is None:
             self._cl_event.wait()
+        else:
+            self._wait_done(timeout)
 
     def __repr__(self) -> str:
         return f"<tk.Event (OpenCL) {'done' if self.done() else 'pending'}>"
@@ -284,14 +291,20 @@ class CLStream:
 
     def wait(self, event) -> None:
         cl = _cl()
+        if not isinstance(event, Event):
+            raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
+        check_recorded(event, "Stream.wait")
         ev = getattr(event, "_cl_event", None)
         if ev is not None:
             cl.enqueue_marker(self.queue, wait_for=[ev])
         elif not event.done():
             event.wait()
 
-    def synchronize(self) -> None:
-        self.queue.finish()
+    def synchronize(self, timeout: float | None = None) -> None:
+        if timeout is None:
+            self.queue.finish()
+        else:
+            _finish_within([self.queue], timeout, "the OpenCL stream")
 
     def submit(self, fn) -> Event:
         self.queue.finish()
@@ -405,6 +418,18 @@ def _check_local_memory(ir, backend) -> None:
     if need > limit:
         raise compile_error_at(f"the kernel's tk.localmem arrays need {need} bytes but {backend.device_name} has "
                                f"{limit} bytes of local memory (CL_DEVICE_LOCAL_MEM_SIZE)", loc, ir.name, ir.file)
+
+
+def _finish_within(queues, timeout: float, what: str) -> None:
+    """``finish()`` for each queue, but ``TimeoutError`` once ``timeout`` seconds have passed."""
+    cl = _cl()
+    deadline = deadline_of(timeout)
+    for q in queues:
+        marker = cl.enqueue_marker(q)
+        q.flush()
+        if not poll_until(lambda: marker.command_execution_status == cl.command_execution_status.COMPLETE,
+                          deadline):
+            raise TimeoutError(f"{what}: work still running after {timeout} s")
 
 
 def _check_capabilities(ir, backend) -> None:

@@ -28,6 +28,14 @@ Errors
     Waiting for another stream's event (:meth:`Stream.wait`) orders work but does not
     carry that event's error over to the waiting stream.
 
+Timeouts and unrecorded events
+    ``Event.wait(timeout=None)``, ``Stream.synchronize(timeout=None)`` and
+    ``tk.synchronize(backend, timeout=None)`` (on every backend) wait at most ``timeout``
+    seconds when it is given and then raise ``TimeoutError`` (as ``concurrent.futures`` does);
+    the work keeps running. An Event made with ``tk.Event()`` marks no work (only launches,
+    copies and :meth:`Stream.submit` return recorded events): waiting on it, or
+    ``Stream.wait`` with it, raises ``RuntimeError`` at once instead of blocking forever.
+
 Priorities (``High = 1``, ``Normal = 0``, ``Low = -1``; any int is accepted)
     On the CPU a priority is a hint to the operating system scheduler; it never reorders
     jobs, preempts a running job, or changes results. It only matters when the machine's
@@ -69,6 +77,7 @@ import os
 import queue
 import sys
 import threading
+import time
 import weakref
 from typing import Callable
 
@@ -98,13 +107,43 @@ def _reraise(exc: BaseException, tb) -> None:
         exc = tb = None                  # no reference cycle through this frame
 
 
+def check_recorded(event: "Event", what: str) -> None:
+    """Raise ``RuntimeError`` when ``event`` marks no work (``tk.Event()``): waiting on it would
+    block forever."""
+    if not event._recorded():
+        raise RuntimeError(f"{what}: {event!r} was never recorded, so it would never complete (a tk.Event "
+                           "made directly marks no work; wait on the event a launch, tk.copyto(..., stream=s) "
+                           "or Stream.submit returns)")
+
+
+def deadline_of(timeout: float | None) -> float | None:
+    """The ``time.monotonic()`` deadline of a ``timeout`` in seconds (None: none)."""
+    return None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+
+
+def remaining(deadline: float | None) -> float | None:
+    """Seconds left until ``deadline`` (never negative; None: no deadline)."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def poll_until(ready: Callable[[], bool], deadline: float | None, interval: float = 1e-4) -> bool:
+    """Call ``ready()`` until it is true (True) or ``deadline`` passes (False)."""
+    while not ready():
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+        interval = min(interval * 2, 0.01)
+    return True
+
+
 class Event:
     """Marks the completion of one job (or of work that already ran, see :func:`completed_event`).
 
     ``done()`` is True once the job finished, successfully or not. ``wait(timeout=None)``
     blocks until then and raises the job's exception the first time it is called on this
     event (see the module docstring); it raises ``TimeoutError`` if ``timeout`` seconds
-    pass first.
+    pass first. Events come from launches, copies and :meth:`Stream.submit`; one made with
+    ``tk.Event()`` marks no work, and waiting on it raises ``RuntimeError``.
     """
     __slots__ = ("_lock", "_done", "_exc", "_tb", "_waited", "_synced", "_state", "_seq", "__weakref__")
 
@@ -126,10 +165,15 @@ class Event:
         self._done = True
         self._lock.release()
 
+    def _recorded(self) -> bool:
+        """Whether this event marks work that will complete (False for a bare ``tk.Event()``)."""
+        return self._done or self._state is not None
+
     def _block(self, timeout: float | None = None) -> bool:
         """Wait for completion without reporting errors; False on timeout."""
         if self._done:
             return True
+        check_recorded(self, "Event.wait")
         st = self._state
         if st is not None and st.worker_ident == threading.get_ident():
             raise RuntimeError(f"deadlock: a job of {st.label()} waits for {self!r}, "
@@ -153,7 +197,7 @@ class Event:
         Raises ``TimeoutError`` if the job is still running after ``timeout`` seconds.
         """
         if not self._block(timeout):
-            raise TimeoutError(f"{self!r} did not complete within {timeout} s")
+            raise TimeoutError(f"{self!r} did not complete within {timeout} s (it is still running)")
         if self._exc is None:
             return
         with _report_lock:
@@ -270,14 +314,17 @@ def _worker(state: _StreamState) -> None:
         fn = ev = None               # drop references (arrays, closures) before blocking again
 
 
-def _synchronize(st: _StreamState) -> None:
-    """Wait for everything submitted to ``st`` so far; raise its first unreported error."""
+def _synchronize(st: _StreamState, deadline: float | None = None) -> None:
+    """Wait for everything submitted to ``st`` so far (``TimeoutError`` past ``deadline``);
+    raise its first unreported error."""
     with st.lock:
         last = st.last
     if last is not None and not last._done:
         if st.worker_ident == threading.get_ident():
             raise RuntimeError(f"deadlock: a job of {st.label()} called synchronize() on its own stream")
-        last._block()
+        if not last._block(remaining(deadline)):
+            raise TimeoutError(f"{st.label()}: job #{last._seq} (and any before it) did not complete within "
+                               "the timeout (the work is still running)")
     if not st.failed:
         return
     with st.lock:
@@ -347,13 +394,16 @@ class Stream:
         """
         if not isinstance(event, Event):
             raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
+        check_recorded(event, "Stream.wait")
         if event._done or event._state is self._state:
             return                   # already complete, or an earlier job of this very stream
         self.submit(event._block)
 
-    def synchronize(self) -> None:
-        """Block until all work submitted so far has finished; raise the first unreported error."""
-        _synchronize(self._state)
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Block until all work submitted so far has finished; raise the first unreported error.
+
+        Raises ``TimeoutError`` if the work is still running after ``timeout`` seconds."""
+        _synchronize(self._state, deadline_of(timeout))
 
     def query(self) -> bool:
         """True when every job submitted so far has finished (never blocks)."""
@@ -406,14 +456,17 @@ class StreamSet:
         with self._lock:
             return list(self._streams)
 
-    def synchronize(self) -> None:
-        """Wait for all work on every stream of the set; then raise the first unreported error."""
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Wait for all work on every stream of the set; then raise the first unreported error.
+
+        Raises ``TimeoutError`` if some work is still running after ``timeout`` seconds."""
+        deadline = deadline_of(timeout)
         with self._lock:
             states = list(self._states)
         first: BaseException | None = None
         for st in states:
             try:
-                _synchronize(st)
+                _synchronize(st, deadline)
             except BaseException as e:  # noqa: BLE001 - finish waiting for the others first
                 if first is None:
                     first = e

@@ -27,7 +27,7 @@ from ..dtypes import Ty
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     group_plan, same_shape, tail, track_stream
-from .streams import Event
+from .streams import Event, check_recorded
 
 _HINT = ("pip install 'tinykernels[webgpu]' (the wgpu package) and a Vulkan, Metal or D3D12 driver, "
          "e.g. Debian's mesa-vulkan-drivers for a CPU (lavapipe) device")
@@ -87,6 +87,11 @@ def _pick(device) -> tuple:
     raise BackendUnavailable(f"no WebGPU adapter matches {device!r}; found: {', '.join(names) or 'none'}")
 
 
+#: Released buffer bytes after which an empty submission makes wgpu free them (it frees dropped
+#: buffers only when the queue is maintained: without this, only at the next launch).
+_RECLAIM_BYTES = 1 << 20
+
+
 class _Device:
     """The wgpu device, its queue and pipeline cache (shared by equal backends)."""
 
@@ -102,6 +107,20 @@ class _Device:
         self.streams = weakref.WeakSet()
         self.last = None                   # the event of the latest submission
         self._src4 = None
+        self.dropped = 0                   # bytes of buffers released since the driver last reclaimed
+
+    def reclaim(self, nbytes: int) -> None:
+        """A buffer of ``nbytes`` was released: have wgpu free released buffers now (it does so
+        only when the queue is maintained, i.e. at a submission) once enough have piled up.
+        Buffers still used by pending work are freed by wgpu when that work completes."""
+        self.dropped += nbytes
+        if self.dropped < _RECLAIM_BYTES or not self.lock.acquire(blocking=False):
+            return                         # (a thread holding the lock submits soon anyway)
+        try:
+            self.dropped = 0
+            self.queue.submit([])
+        finally:
+            self.lock.release()
 
     def fence(self, encoder) -> "WGPUEvent":
         """An event for the work recorded in ``encoder`` (call just before submitting it)."""
@@ -121,10 +140,10 @@ class _Device:
             self.last = ev
             return ev
 
-    def wait_idle(self) -> None:
+    def wait_idle(self, timeout: float | None = None) -> None:
         ev = self.last
         if ev is not None:
-            ev.wait()
+            ev.wait(timeout)
 
 
 _DEVICES: dict = {}
@@ -247,8 +266,8 @@ class WebGPU(Backend):
     def stream(self, priority: int = 0) -> "WGPUStream":
         return track_stream(self._dev, WGPUStream(self, priority))
 
-    def synchronize(self) -> None:
-        self._dev.wait_idle()
+    def synchronize(self, timeout: float | None = None) -> None:
+        self._dev.wait_idle(timeout)
 
     instance_class = None   # set below
 
@@ -286,6 +305,19 @@ class WGPUArray(DeviceArray):
     @property
     def strides(self):
         return c_strides(self._shape, self._dtype)
+
+    def __del__(self):
+        try:
+            buf = self.buffer
+        except AttributeError:             # __init__ failed before allocating
+            return
+        try:
+            size = buf.size
+            self.buffer = None
+            del buf                        # wgpu releases it (if nothing else holds the GPUBuffer)
+            self._backend._dev.reclaim(size)
+        except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
+            pass
 
     @property
     def ptr(self) -> int:
@@ -341,6 +373,8 @@ class WGPUEvent(DeviceEvent):
     def wait(self, timeout=None) -> None:
         p = self._promise
         if p is not None:
+            if timeout is not None:
+                self._wait_done(timeout)
             p.sync_wait()
             self._promise = None
             self._fence = None
@@ -359,14 +393,17 @@ class WGPUStream:
         self._last = None
 
     def wait(self, event) -> None:
+        if not isinstance(event, Event):
+            raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
+        check_recorded(event, "Stream.wait")
         if not isinstance(event, WGPUEvent) and not event.done():
             event.wait()        # another backend's event: wait on the host
         # a WebGPU event: already ordered before anything submitted later to the one queue
 
-    def synchronize(self) -> None:
+    def synchronize(self, timeout: float | None = None) -> None:
         ev = self._last
         if ev is not None:
-            ev.wait()
+            ev.wait(timeout)
 
     def submit(self, fn) -> Event:
         self.synchronize()

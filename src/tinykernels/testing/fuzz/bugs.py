@@ -8,18 +8,20 @@ from __future__ import annotations
 #: Bugs the fuzzer found (id -> description). The generator avoids the construct of every id in
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
-KNOWN_BUGS = {
-    'pocl-const-rint-int64': "OpenCL on PoCL 3.1: a float-to-int64 conversion of rint() of a value LLVM can fold "
-                             "to a large constant (`round(tk.clamp(1e10, 4.6e18, 4.6e18))`; found by the fuzzer in "
-                             "seeds 2277 and 2874 of the 3000-kernel OpenCL run) makes PoCL drop the kernel's "
-                             "stores (outputs keep their old values). Constants our frontend folds are avoided "
-                             "(round() and bf16/fp8 casts of constants fold); values it does not fold (tk.clamp, "
-                             "min/max of constants) still reach PoCL. Not excluded by the generator yet.",
-}
+KNOWN_BUGS: dict = {}
 
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'pocl-const-rint-int64': ("OpenCL on PoCL 3.1: rint() of a value LLVM folds to a constant of at least 2**23 "
+                              "(float) / 2**52 (double) broke the kernel, whatever used the result: "
+                              "`round(tk.clamp(1e10, 4.6e18, 4.6e18))` dropped its stores (seeds 2277 and 2874 of "
+                              "the 3000-kernel OpenCL run), `round(tk.clamp(1e300, ...))` beside a float "
+                              "atomic_min hung (seed 700034 with --no-narrow; seed 1642 of that run, clamp(inf, ...), "
+                              "too), `rint(3e9f) > 0` dropped stores",
+        "worked around for every form in the OpenCL code: under TK_POCL, tk_rint returns values that are "
+        "integral by magnitude (|x| >= 2**23 / 2**52) unchanged and calls rint only below, so the driver "
+        "never folds rint of such a constant (codegen/opencl.py _pocl_workarounds)"),
     'pocl-round-narrow-const': ("OpenCL on PoCL 3.1: `round(tk.bfloat16(1e10))` (a bf16 cast of a constant, "
                                 "converted at run time) hit the same PoCL bug as pocl-round-const-int64: the kernel "
                                 "was partly dropped (garbage in the outputs)",

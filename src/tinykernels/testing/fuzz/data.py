@@ -1,6 +1,8 @@
 """Input values for generated kernels: :func:`edge_values` (zeros, extremes, infinities, NaN and
 other values that tend to expose bugs), :func:`random_values` (a mix of edge values and random
-ones of a type) and :func:`int_valued` (small integers, exact in every float type).
+ones of a type), :func:`cancelling_values` (factors and negated rounded products, so that
+``a*b + c`` cancels and a fused multiply-add would show) and :func:`int_valued` (small
+integers, exact in every float type).
 """
 from __future__ import annotations
 
@@ -27,6 +29,22 @@ def edge_values(t: str) -> list:
     return vals
 
 
+#: Factors with full mantissas (their products round in every float type).
+_FACTORS = (0.1, 1.0 / 3.0, 1.7)
+
+
+def cancelling_values(t: str) -> np.ndarray:
+    """Values of float type ``t`` for which ``a*b + c`` cancels: the factors ``x``, ``-x`` and the
+    products ``-(x*y)`` rounded to ``t``, exact and one ulp either side. Without contraction
+    ``c + a*b`` is then 0 or one ulp of the product; a fused multiply-add returns the product's
+    rounding error instead."""
+    dt = np.dtype(np.float32 if t in NARROW else np.float64 if t == "pyfloat" else np_dtype(t))
+    xs = np.array(_FACTORS, dtype=np.float64).astype(dt)
+    p = np.array([-(x * y) for i, x in enumerate(xs) for y in xs[i:]], dtype=dt)
+    up, down = np.nextafter(p, np.array(np.inf, dt)), np.nextafter(p, np.array(-np.inf, dt))
+    return np.concatenate([xs, -xs, p, up, down]).astype(dt)
+
+
 def random_values(t: str, n: int, rng: np.random.Generator, edges: bool = True) -> np.ndarray:
     """``n`` values of type ``t`` (a NumPy array): a mix of edge values and random ones."""
     dt = np_dtype(t)
@@ -43,13 +61,16 @@ def random_values(t: str, n: int, rng: np.random.Generator, edges: bool = True) 
         for k in range(n):
             out[k] = int(small[k] if kind[k] < 2 else full[k] if kind[k] == 2 else edge[k])
         return np.array([int(v) for v in out], dtype=object).astype(dt)
-    kind = rng.integers(0, 5, n)
+    kind = rng.integers(0, 7, n)
     small = np.round(rng.normal(0, 4, n) * 4) / 4                # exact quarter values
     wide = rng.normal(0, 1, n) * 10.0 ** rng.integers(-6, 7, n)
     ints = rng.integers(-50, 51, n).astype(np.float64)
+    unit = rng.normal(0, 1, n)             # full mantissas of one magnitude: products round, sums keep bits
+    cv = cancelling_values(t).astype(np.float64)
+    cancel = cv[rng.integers(0, len(cv), n)]
     ev = np.array(edge_values(t), dtype=np.float64)
     edge = ev[rng.integers(0, len(ev), n)] if edges else ints
-    out = np.where(kind == 0, small, np.where(kind == 1, wide, np.where(kind == 2, ints, edge)))
+    out = np.select([kind == 0, kind == 1, kind == 2, kind == 3, kind == 4], [small, wide, ints, unit, cancel], edge)
     with np.errstate(all="ignore"):
         if t in NARROW:
             return out.astype(np.float32).astype(dt)

@@ -5,7 +5,6 @@ up in a :class:`Summary`.
 from __future__ import annotations
 
 import os
-import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -83,8 +82,9 @@ def _worker(conn, backends, reference, opts, out_dir, do_min, min_budget):
 def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=None, opts: Options | None = None,
          minimize_found: bool = True, timeout: float = 120.0, min_budget: float = 120.0, log=None,
          progress_every: float = 30.0, recycle: int = 300) -> Summary:
-    """Check every seed of ``seeds``; ``jobs`` > 1 runs worker processes (each case with a
-    ``timeout``, recycled every ``recycle`` cases). Mismatches are saved to ``out_dir``."""
+    """Check every seed of ``seeds`` in ``jobs`` worker processes (each case with a ``timeout``,
+    workers recycled every ``recycle`` cases); ``jobs=0`` runs them in this process, without a
+    timeout (for debugging: a hanging kernel hangs the caller). Mismatches are saved to ``out_dir``."""
     opts = opts or Options()
     seeds = list(seeds)
     summ = Summary()
@@ -113,7 +113,7 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
             summ.seconds = now - t0
             log(f"[{now - t0:7.0f}s] {summ.line()}")
 
-    if jobs <= 1:
+    if jobs <= 0:
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -124,9 +124,9 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
 
     import multiprocessing as mp
     from multiprocessing.connection import wait
-    # fork is cheap, but an OpenCL driver (PoCL's threads) does not survive it: spawn then
-    host_only = all(str(b).upper().split(":")[0] in ("CPU", "INTERP") for b in backends)
-    ctx = mp.get_context("fork" if host_only and sys.platform.startswith("linux") else "spawn")
+    # spawn, never fork: a process that already ran OpenMP kernels (GNU libgomp), PoCL or wgpu
+    # has threads and locks a forked child inherits half-taken; it hangs in its first kernel
+    ctx = mp.get_context("spawn")
     pending = list(reversed(seeds))
     workers = {}          # conn -> [process, seed or None, deadline, cases run]
 

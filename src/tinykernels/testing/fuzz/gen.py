@@ -399,10 +399,25 @@ class Gen:
                 self.features.add("bug:pow-fastpath")
             eb = Ex(self.pick(exps), "pyint")
             return Ex(f"({ea.code} ** {eb.code})", t, ea.uni)
+        if op in ("+", "-") and t in ("float32", "float64", "pyfloat") and self.chance(0.35):
+            return self.mul_add(op, t, d, uni)
         ea, eb = self.operands(op, t, d, uni)
         code = f"({ea.code} {op} {eb.code})"
         cval = self.fold_check(code) if t == "pyint" else None
         return Ex(code, t, ea.uni and eb.uni, cval)
+
+    def mul_add(self, op: str, t: str, d: int, uni: bool) -> Ex:
+        """``a*b + c``, ``a*b - c`` or ``c - a*b`` (same-type operands): the shape a compiler
+        may contract into a fused multiply-add (the data has values that cancel, data.py)."""
+        def operand() -> Ex:             # mostly run-time values: the compiler folds constants
+            arrs = [x for x in self.loadable(t) if x.role == "in"] if not uni else []
+            return self.load(self.pick(arrs)) if arrs and self.chance(0.7) else self.expr(t, max(d - 2, 0), uni)
+        a, b, c = operand(), operand(), operand()
+        prod = f"({a.code} * {b.code})"
+        if op == "-" and self.chance(0.5):       # a*b - a*b: 0 (or NaN), or the product's rounding error
+            return Ex(f"({prod} - {prod})", t, a.uni and b.uni)
+        code = f"({prod} {op} {c.code})" if self.chance(0.5) else f"({c.code} {op} {prod})"
+        return Ex(code, t, a.uni and b.uni and c.uni)
 
     _RISK = object()
 
@@ -1197,7 +1212,10 @@ class Gen:
 
     def s_store(self, ctx):
         t = self.any_type()
-        e = self.expr(t, self.r.randint(1, 4))
+        if t in ("float32", "float64") and self.chance(0.5):        # the shape FMA contraction changes
+            e = self.mul_add(self.pick(["+", "-"]), t, self.r.randint(1, 3), False)
+        else:
+            e = self.expr(t, self.r.randint(1, 4))
         a = self.per_item("out", (lambda d: d in FLOATS_ALL) if is_float(t) else (lambda d: True))
         k = len(a.tol)
         a.tol.append(0)
