@@ -130,6 +130,12 @@ class Gen:
                        if v.ty == t and n not in live and (v.uni or not uni_only) and not (v.uni and item_only))
         if cands and self.chance(0.6):
             self.features.add("reused-name")
+            per_item = [n for n in cands if not self.retired[n].uni]
+            if per_item and not uni_only and not item_only and self.chance(0.7):
+                # a uniform loop taking a per-item name: the class of a bug where some work
+                # items saw the counter stale (docs/fuzzing.md); its counter is traced
+                self.features.add("reused-item-name")
+                return self.pick(per_item)
             return self.pick(cands)
         return self.fresh(base)
 
