@@ -737,3 +737,26 @@ def test_one_job_runs_in_a_worker_process_so_a_hang_times_out():
     summ = F.fuzz([0], [HangingBackend()], "INTERP", jobs=1, minimize_found=False, timeout=5)
     assert summ.count == 1 and summ.timeouts == 1 and summ.mismatches[0].kind == "timeout"
     assert time.monotonic() - t0 < 60
+
+
+@needs_cpu
+def test_generator_finds_a_stale_barrier_loop_counter(monkeypatch):
+    """Issue 10 item 5's class: a uniform loop holding a barrier that reuses a per-item name as
+    its counter. With the fix in passes/groups.py planted out again, kernels the generator makes
+    for this class (feature 'reused-item-name', counter traced per item) disagree with the
+    interpreter. Searches seeds rather than naming one, so generator changes don't blind it."""
+    from tinykernels.passes import groups
+    monkeypatch.setattr(groups, "_item_counters", lambda stmts, *a, **k: list(stmts))
+    tried = found = 0
+    for seed in range(9300000, 9302000):
+        case = F.generate(seed)
+        if "reused-item-name" not in case.features or "counter-trace" not in case.features:
+            continue
+        tried += 1
+        if F.check_case(case, ["CPU"], "INTERP"):
+            found += 1
+            break
+        if tried >= 12:
+            break
+    assert tried, "the generator no longer makes uniform loops that reuse a per-item name"
+    assert found, f"none of {tried} kernels of the class showed the planted bug"
