@@ -82,14 +82,16 @@ def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.const
     l = tk.float32(0)
     for j0 in range(0, n, KT):
         t = min(KT, n - j0)
+        for jj in range(t):
+            sc[jj] = tk.float32(0)
+        for d in range(D):              # t independent sums (each in order over d): no latency chain
+            qd = qp[d]
+            for jj in range(t):
+                sc[jj] += qd * tk.float32(k[b, kh, j0 + jj, d])
         mt = m
         for jj in range(t):
-            s = tk.float32(0)
-            for d in range(D):
-                s += qp[d] * tk.float32(k[b, kh, j0 + jj, d])
-            s = s * scale
-            sc[jj] = s
-            mt = max(mt, s)
+            sc[jj] = sc[jj] * scale
+            mt = max(mt, sc[jj])
         corr = math.exp(m - mt)
         l = l * corr
         for d in range(D):
@@ -199,14 +201,16 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
     l = tk.float32(0)
     for j0 in range(lo, hi, KT):
         t = min(KT, hi - j0)
+        for jj in range(t):
+            sc[jj] = tk.float32(0)
+        for d in range(D):
+            qd = qp[d]
+            for jj in range(t):
+                sc[jj] += qd * tk.float32(kc[b, kh, j0 + jj, d])
         mt = m
         for jj in range(t):
-            s = tk.float32(0)
-            for d in range(D):
-                s += qp[d] * tk.float32(kc[b, kh, j0 + jj, d])
-            s = s * scale
-            sc[jj] = s
-            mt = max(mt, s)
+            sc[jj] = sc[jj] * scale
+            mt = max(mt, sc[jj])
         corr = math.exp(m - mt)
         l = l * corr
         for d in range(D):
