@@ -189,3 +189,14 @@ def test_attention_errors_name_the_argument():
         llm.flash_decode(qd, kv, kv, 2, splits=0)
     with pytest.raises(ValueError, match="'q'"):
         llm.flash_decode(q, kv, kv, 2)
+
+
+@pytest.mark.parametrize("heads,kv_heads,d", [(12, 1, 512), (6, 3, 40), (5, 5, 16)])
+def test_flash_decode_query_groups_per_item(heads, kv_heads, d):
+    """On the host one item serves several query heads of a KV head (capped by the private
+    array size: 12 heads of 512 -> 6 per item); every grouping matches NumPy."""
+    q = rng.standard_normal((2, heads, d)).astype(np.float32)
+    kc, vc = (rng.standard_normal((2, kv_heads, 70, d)).astype(np.float32) for _ in range(2))
+    for n, sp in ((70, None), (33, 1), (1, 4)):
+        close(llm.flash_decode(q, kc, vc, n, splits=sp), dec_ref(q, kc, vc, n), np.float32, ulps(np.float32, d))
+    assert A._heads_per_item(tk.CPU(), 12, 512) == 6

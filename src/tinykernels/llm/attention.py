@@ -172,16 +172,19 @@ def _fa_tiles(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
 
 @tk.kernel
 def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.Const, n_int, scale, chunk,
-             use_arr: tk.constexpr, direct: tk.constexpr, D: tk.constexpr):
-    """ndrange (batch * q_heads, chunks): item (bh, c) attends to keys [c*chunk, (c+1)*chunk)
-    of its head's cache. ``direct`` (one chunk): writes the normalized row to ``out``; else
-    the unnormalized ``acc`` to ``part[bh, c, :]`` and (m, l) to ``ml[bh, c, :]``. A key count
-    outside 1..max_len gives NaN."""
-    bh, c = tk.index(tk.Global, tk.Cartesian)
+             use_arr: tk.constexpr, direct: tk.constexpr, D: tk.constexpr, G: tk.constexpr):
+    """ndrange (batch * q_heads / G, chunks): item (r, c) serves the G query heads
+    ``hg*G .. hg*G + G - 1`` (``r = b * (q_heads / G) + hg``; they share one KV head, whose
+    rows are read once for all G) over keys [c*chunk, (c+1)*chunk). ``direct`` (one chunk):
+    writes the normalized rows to ``out``; else each head's unnormalized ``acc`` to
+    ``part[b*q_heads + h, c, :]`` and its (m, l) to ``ml[..., c, :]``. A key count outside
+    1..max_len gives NaN."""
+    r, c = tk.index(tk.Global, tk.Cartesian)
     H = q.shape[1]
-    b = bh // H
-    h = bh % H
-    kh = h // (H // kc.shape[1])
+    NG = H // G
+    b = r // NG
+    h0 = (r % NG) * G
+    kh = h0 // (H // kc.shape[1])
     L = kc.shape[2]
     n = n_int
     if use_arr:             # kv_len[b], or kv_len[0] for a [1] array
@@ -191,49 +194,59 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
     hi = min(lo + chunk, n)
     if bad:
         hi = lo
-    qp = tk.private(tk.float32, (D,))
-    acc = tk.private(tk.float32, (D,))
-    sc = tk.private(tk.float32, (KT,))
-    for d in range(D):
-        qp[d] = tk.float32(q[b, h, d])
-        acc[d] = tk.float32(0)
-    m = tk.float32(-math.inf)
-    l = tk.float32(0)
+    qp = tk.private(tk.float32, (G * D,))
+    acc = tk.private(tk.float32, (G * D,))
+    sc = tk.private(tk.float32, (G * KT,))
+    m = tk.private(tk.float32, (G,))
+    l = tk.private(tk.float32, (G,))
+    for g in range(G):
+        m[g] = tk.float32(-math.inf)
+        l[g] = tk.float32(0)
+        for d in range(D):
+            qp[g * D + d] = tk.float32(q[b, h0 + g, d])
+            acc[g * D + d] = tk.float32(0)
     for j0 in range(lo, hi, KT):
         t = min(KT, hi - j0)
-        for jj in range(t):
-            sc[jj] = tk.float32(0)
-        for d in range(D):
-            qd = qp[d]
+        for e in range(G * KT):
+            sc[e] = tk.float32(0)
+        for d in range(D):              # G * t independent sums, each in order over d
             for jj in range(t):
-                sc[jj] += qd * tk.float32(kc[b, kh, j0 + jj, d])
-        mt = m
-        for jj in range(t):
-            sc[jj] = sc[jj] * scale
-            mt = max(mt, sc[jj])
-        corr = math.exp(m - mt)
-        l = l * corr
-        for d in range(D):
-            acc[d] = acc[d] * corr
-        for jj in range(t):
-            p = math.exp(sc[jj] - mt)
-            l += p
+                kv = tk.float32(kc[b, kh, j0 + jj, d])
+                for g in range(G):
+                    sc[g * KT + jj] += qp[g * D + d] * kv
+        for g in range(G):
+            mt = m[g]
+            for jj in range(t):
+                sc[g * KT + jj] = sc[g * KT + jj] * scale
+                mt = max(mt, sc[g * KT + jj])
+            corr = math.exp(m[g] - mt)
+            l[g] = l[g] * corr
             for d in range(D):
-                acc[d] += p * tk.float32(vc[b, kh, j0 + jj, d])
-        m = mt
-    if direct:
-        for d in range(D):
-            r = finish(acc[d], l)
+                acc[g * D + d] = acc[g * D + d] * corr
+            for jj in range(t):
+                sc[g * KT + jj] = math.exp(sc[g * KT + jj] - mt)
+                l[g] += sc[g * KT + jj]
+            m[g] = mt
+        for jj in range(t):
+            for g in range(G):
+                p = sc[g * KT + jj]
+                for d in range(D):
+                    acc[g * D + d] += p * tk.float32(vc[b, kh, j0 + jj, d])
+    for g in range(G):
+        if direct:
+            for d in range(D):
+                v = finish(acc[g * D + d], l[g])
+                if bad:
+                    v = tk.float32(math.nan)
+                out[b, h0 + g, d] = out.dtype(v)
+        else:
+            bh = b * H + h0 + g
+            for d in range(D):
+                part[bh, c, d] = acc[g * D + d]
+            ml[bh, c, 0] = m[g]
+            ml[bh, c, 1] = l[g]
             if bad:
-                r = tk.float32(math.nan)
-            out[b, h, d] = out.dtype(r)
-    else:
-        for d in range(D):
-            part[bh, c, d] = acc[d]
-        ml[bh, c, 0] = m
-        ml[bh, c, 1] = l
-        if bad:
-            ml[bh, c, 1] = tk.float32(math.nan)
+                ml[bh, c, 1] = tk.float32(math.nan)
 
 
 @tk.kernel
@@ -331,6 +344,18 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
     return out
 
 
+def _heads_per_item(backend, group: int, D: int) -> int:
+    """Query heads one flash_decode item serves: on the host backends the whole group of a KV
+    head (its cache rows are read once), capped so the item's private arrays stay <= 4096
+    floats; one head per item on GPUs (more items)."""
+    if C.row_group(backend) != 1:
+        return 1
+    g = group
+    while g > 1 and (group % g or g * D > 4096):
+        g -= 1
+    return g
+
+
 def _decode_chunks(backend, rows: int, max_len: int, splits) -> int:
     """How many chunks each head's keys are split into."""
     if splits is not None:
@@ -384,16 +409,17 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
     out = C.output(out, fn, q, qs, dt, backend)
     if B * H == 0:
         return out
-    nc = _decode_chunks(backend, B * H, L, splits)
+    G = _heads_per_item(backend, H // ks[1], D)
+    nc = _decode_chunks(backend, B * H // G, L, splits)
     chunk = -(-L // nc)
     lens = kv_len if arr_len else q
     if nc == 1:
-        C.launch(_fd_part, backend, (out, out, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, True, D),
-                 (B * H, 1), stream=stream)
+        C.launch(_fd_part, backend, (out, out, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, True, D, G),
+                 (B * H // G, 1), stream=stream)
         return out
     part = C.new_like(None, (B * H, nc, D), np.float32, backend)
     ml = C.new_like(None, (B * H, nc, 2), np.float32, backend)
-    C.launch(_fd_part, backend, (part, ml, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, False, D),
-             (B * H, nc), stream=stream)
+    C.launch(_fd_part, backend, (part, ml, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, False, D, G),
+             (B * H // G, nc), stream=stream)
     C.launch(_fd_merge, backend, (out, part, ml), (B * H, D), stream=stream)
     return out
