@@ -200,3 +200,22 @@ def test_flash_decode_query_groups_per_item(heads, kv_heads, d):
     for n, sp in ((70, None), (33, 1), (1, 4)):
         close(llm.flash_decode(q, kc, vc, n, splits=sp), dec_ref(q, kc, vc, n), np.float32, ulps(np.float32, d))
     assert A._heads_per_item(tk.CPU(), 12, 512) == 6
+
+
+@pytest.mark.parametrize("be", [p for p in backends() if p.values[0] in ("CPU", "CL")])
+def test_attention_on_a_stream(be):
+    """flash_decode's chunk and merge launches (with their per-call scratch) and
+    flash_attention run in order on a stream, asynchronously to Python."""
+    b = dev(be)
+    s = b.stream()
+    q = rng.standard_normal((1, 4, 32)).astype(np.float32)
+    kc, vc = (rng.standard_normal((1, 2, 300, 32)).astype(np.float32) for _ in range(2))
+    out = tk.zeros(q.shape, np.float32, backend=b)
+    assert llm.flash_decode(*(tk.asarray(x, backend=b) for x in (q, kc, vc)), 250, out=out, splits=5,
+                            stream=s) is out
+    q4 = rng.standard_normal((1, 4, 20, 32)).astype(np.float32)
+    o4 = tk.zeros(q4.shape, np.float32, backend=b)
+    llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q4, kc, vc)), causal=True, out=o4, stream=s)
+    s.synchronize()
+    close(get(out), dec_ref(q, kc, vc, 250), np.float32, 64)
+    close(get(o4), ref(q4, kc, vc, True), np.float32, 64)

@@ -36,7 +36,8 @@ KT = 16                 # keys per tile, host shape
 BQ_MAX = 64             # query rows per workgroup, GPU shape
 LOCAL_BYTES = 16384     # local memory for the K and V tiles (WebGPU's default limit)
 MAX_HEAD_DIM = 512
-DECODE_CHUNK = 256      # keys per chunk of flash_decode (at least; fewer chunks on short caches)
+DECODE_CHUNK = 256      # host: fewest keys per flash_decode chunk (chunks only to feed every thread)
+DECODE_CHUNK_GPU = 64   # GPUs: keys per chunk (many items: one per query head and chunk)
 
 # Which code shape flash_attention uses: None by backend; tests set "rows" or "tiles".
 SHAPE: str | None = None
@@ -364,7 +365,7 @@ def _decode_chunks(backend, rows: int, max_len: int, splits) -> int:
         threads = int(getattr(backend, "threads", 1) or 1)
         want = -(-4 * threads // max(rows, 1))
         return max(1, min(want, -(-max_len // DECODE_CHUNK)))
-    return max(1, -(-max_len // DECODE_CHUNK))
+    return max(1, -(-max_len // DECODE_CHUNK_GPU))
 
 
 def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=None, stream=None, *,
