@@ -153,6 +153,65 @@ def make_cases(mb: float, be, torch, rng):
                       lambda: host(dss), xs.astype(np.float64).sum(-1), 1e-4, lambda: np.sum(xs, -1, out=ss),
                       T and (lambda: torch.sum(T(xs), -1, out=T(ss)))))
 
+    # rms_norm with the fused residual add (reads x and the residual, writes both outputs)
+    xb = rng.standard_normal((R // 2 or 1, D)).astype(np.float32)
+    rb = rng.standard_normal(xb.shape).astype(np.float32)
+    dxb, drb, dyb, dsb = dev(xb), dev(rb), dev(np.empty_like(xb)), dev(np.empty_like(xb))
+    yb, sb = np.empty_like(xb), np.empty_like(xb)
+    s64 = xb.astype(np.float64) + rb
+    rnr = s64 / np.sqrt((s64 * s64).mean(-1, keepdims=True) + 1e-6) * w
+
+    def np_rms_res():
+        np.add(xb, rb, out=sb)
+        np.multiply(sb, (1 / np.sqrt(np.mean(np.square(sb), -1, keepdims=True) + 1e-6)), out=yb)
+        np.multiply(yb, w, out=yb)
+    cases.append(Case("rms_norm+residual", f"{xb.shape[0]}x{D}", 16 * xb.size,
+                      tk_call(lambda: llm.rms_norm(dxb, dw, residual=drb, out=dyb, residual_out=dsb)),
+                      lambda: host(dyb), rnr, 1e-5, np_rms_res,
+                      T and (lambda: torch.nn.functional.rms_norm(torch.add(T(xb), T(rb), out=T(sb)), (D,), T(w),
+                                                                  1e-6))))
+    # argmax of a long vector; gather of embedding rows; repeat (GQA head expansion)
+    na = nb // 4
+    xa = rng.standard_normal(na).astype(np.float32)
+    dxa, dam = dev(xa), dev(np.zeros((), np.int32))
+    cases.append(Case("argmax", f"n={na}", 4 * na, tk_call(lambda: llm.argmax(dxa, out=dam)),
+                      lambda: host(dam), np.argmax(xa), 0, lambda: np.argmax(xa), T and (lambda: torch.argmax(T(xa)))))
+    V, N = 32000, max(1, nb // 8 // D)
+    table = rng.standard_normal((max(V, N), D)).astype(np.float32) if N * D * 4 < 2 * nb else None
+    table = table if table is not None else rng.standard_normal((N, D)).astype(np.float32)
+    idx = rng.integers(0, table.shape[0], N).astype(np.int32)
+    dt_, di, dg, g = dev(table), dev(idx), dev(np.empty((N, D), np.float32)), np.empty((N, D), np.float32)
+    cases.append(Case("gather", f"{N} of {table.shape[0]} rows x {D}", 8 * N * D,
+                      tk_call(lambda: llm.gather(dt_, di, out=dg)), lambda: host(dg), table[idx], 0,
+                      lambda: np.take(table, idx, axis=0, out=g),
+                      T and (lambda: torch.index_select(T(table), 0, T(idx), out=T(g)))))
+    rep = 4
+    xp = rng.standard_normal((max(1, nb // 4 // (rep + 1) // (2 * 128)), 2, 128)).astype(np.float32)
+    dxp, dyp, yp = dev(xp), dev(np.empty((xp.shape[0], 2 * rep, 128), np.float32)), \
+        np.empty((xp.shape[0], 2 * rep, 128), np.float32)
+    cases.append(Case("repeat", f"{xp.shape} x{rep} axis 1", 4 * xp.size * (1 + rep),
+                      tk_call(lambda: llm.repeat(dxp, rep, 1, out=dyp)), lambda: host(dyp), np.repeat(xp, rep, 1), 0,
+                      lambda: np.copyto(yp, np.repeat(xp, rep, 1)),
+                      T and (lambda: torch.repeat_interleave(T(xp), rep, 1))))
+    # fp8 e4m3 -> float16 with a scale (1 byte read, 2 written)
+    try:
+        import ml_dtypes
+    except ImportError:
+        ml_dtypes = None
+    if ml_dtypes is not None and be.supports("float8_e4m3fn"):
+        n8 = nb // 3
+        x8 = rng.standard_normal(n8).astype(ml_dtypes.float8_e4m3fn)
+        dx8, dy8, y8 = dev(x8), dev(np.empty(n8, np.float16)), np.empty(n8, np.float16)
+        want8 = (x8.astype(np.float32) * np.float32(0.5)).astype(np.float16)
+
+        def np_fp8():
+            np.multiply(x8.astype(np.float32), np.float32(0.5), out=y8, casting="unsafe")
+        t8 = None
+        if T is not None and hasattr(torch, "float8_e4m3fn"):
+            t8 = (lambda: torch.mul(T(x8.view(np.uint8)).view(torch.float8_e4m3fn).float(), 0.5).half())
+        cases.append(Case("fp8_dequantize", f"n={n8}", 3 * n8, tk_call(lambda: llm.fp8_dequantize(dx8, 0.5, out=dy8)),
+                          lambda: host(dy8), want8, 0, np_fp8, t8))
+
     # rope on [rows, heads, 128]; transpose of a square matrix; kv_append of a batch of rows
     hd = 128
     Rr = max(1, nb // 8 // hd)
@@ -216,6 +275,17 @@ def make_matmul_cases(mb: float, be, torch, rng):
         cases.append(Case(f"gemv {qt}", f"{M}x{K}", wbytes, run, (lambda dy=dy: host(dy)), want, 1e-4,
                           (lambda wf=wf, x=x, y=y: np.matmul(wf, x, out=y)),
                           T and (lambda wf=wf, x=x, y=y: torch.mv(T(wf), T(x), out=T(y)))))
+    # fused q4_0 GEMM with 8 columns (a small decode batch): the weights are read once
+    M = max(1, int(mb * MiB / (K * 18 / 32)))
+    qa = llm.quantize(rng.standard_normal((M, K)).astype(np.float32), "q4_0")
+    xb = rng.standard_normal((K, 8)).astype(np.float32)
+    wf = llm.dequantize(qa)
+    dqa, dxb, dyb, yb = llm.QTensor("q4_0", qa.shape, dev(qa.data)), dev(xb), dev(np.empty((M, 8), np.float32)), \
+        np.empty((M, 8), np.float32)
+    cases.append(Case("gemm q4_0 N=8", f"{M}x{K} @ {K}x8", qa.nbytes,
+                      (lambda: (llm.matmul(dqa, dxb, out=dyb), sync())), lambda: host(dyb),
+                      wf.astype(np.float64) @ xb, 1e-4, lambda: np.matmul(wf, xb, out=yb),
+                      T and (lambda: torch.mm(T(wf), T(xb), out=T(yb)))))
     # dequantize q4_0 -> float32 (reads the blocks, writes 4 bytes per weight)
     M = max(1, int(mb * MiB / (K * (18 / 32 + 4))))
     qa = llm.quantize(rng.standard_normal((M, K)).astype(np.float32), "q4_0")

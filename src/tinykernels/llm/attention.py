@@ -33,6 +33,7 @@ from . import _common as C
 __all__ = ["flash_attention", "flash_decode"]
 
 KT = 16                 # keys per tile, host shape
+LANES = 16              # partial sums of a host q.k dot product (one 64-byte vector)
 BQ_MAX = 64             # query rows per workgroup, GPU shape
 LOCAL_BYTES = 16384     # local memory for the K and V tiles (WebGPU's default limit)
 MAX_HEAD_DIM = 512
@@ -56,6 +57,25 @@ def visible(i, Sq, Sk, causal):
 
 
 @tk.func
+def dot_lanes(qp, off, K, b, kh, row, lanes, D):
+    """``sum_d qp[off + d] * K[b, kh, row, d]`` in float32 as LANES interleaved partial sums
+    (lane u adds the terms d with d % LANES == u, in order; the lanes are then added in
+    order): a loop over contiguous memory the C compiler vectorizes without reassociating."""
+    D0 = D - D % LANES
+    for u in range(LANES):
+        lanes[u] = tk.float32(0)
+    for d0 in range(0, D0, LANES):
+        for u in range(LANES):
+            lanes[u] += qp[off + d0 + u] * tk.float32(K[b, kh, row, d0 + u])
+    for d in range(D0, D):
+        lanes[d - D0] += qp[off + d] * tk.float32(K[b, kh, row, d])
+    s = lanes[0]
+    for u in range(1, LANES):
+        s += lanes[u]
+    return s
+
+
+@tk.func
 def finish(acc_d, l):
     """One output value: ``acc / l`` (0 for a row that sees no key)."""
     r = tk.float32(0)
@@ -75,6 +95,7 @@ def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.const
     qp = tk.private(tk.float32, (D,))
     acc = tk.private(tk.float32, (D,))
     sc = tk.private(tk.float32, (KT,))
+    lanes = tk.private(tk.float32, (LANES,))
     for d in range(D):
         qp[d] = tk.float32(q[b, h, i, d])
         acc[d] = tk.float32(0)
@@ -84,11 +105,7 @@ def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.const
     for j0 in range(0, n, KT):
         t = min(KT, n - j0)
         for jj in range(t):
-            sc[jj] = tk.float32(0)
-        for d in range(D):              # t independent sums (each in order over d): no latency chain
-            qd = qp[d]
-            for jj in range(t):
-                sc[jj] += qd * tk.float32(k[b, kh, j0 + jj, d])
+            sc[jj] = dot_lanes(qp, 0, k, b, kh, j0 + jj, lanes, D)
         mt = m
         for jj in range(t):
             sc[jj] = sc[jj] * scale
@@ -198,6 +215,7 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
     qp = tk.private(tk.float32, (G * D,))
     acc = tk.private(tk.float32, (G * D,))
     sc = tk.private(tk.float32, (G * KT,))
+    lanes = tk.private(tk.float32, (LANES,))
     m = tk.private(tk.float32, (G,))
     l = tk.private(tk.float32, (G,))
     for g in range(G):
@@ -208,13 +226,9 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
             acc[g * D + d] = tk.float32(0)
     for j0 in range(lo, hi, KT):
         t = min(KT, hi - j0)
-        for e in range(G * KT):
-            sc[e] = tk.float32(0)
-        for d in range(D):              # G * t independent sums, each in order over d
-            for jj in range(t):
-                kv = tk.float32(kc[b, kh, j0 + jj, d])
-                for g in range(G):
-                    sc[g * KT + jj] += qp[g * D + d] * kv
+        for jj in range(t):
+            for g in range(G):
+                sc[g * KT + jj] = dot_lanes(qp, g * D, kc, b, kh, j0 + jj, lanes, D)
         for g in range(G):
             mt = m[g]
             for jj in range(t):
