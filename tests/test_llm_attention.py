@@ -95,6 +95,10 @@ def test_flash_attention_numpy_and_torch_in_out():
     t = llm.flash_attention(*(torch.tensor(x) for x in (q, k, v)), causal=True)
     assert isinstance(t, torch.Tensor)
     close(t.numpy(), ref(q, k, v, True), np.float32, 32)
+    # no keys: every row sees none and is 0; no queries: an empty result
+    z = llm.flash_attention(q, k[:, :, :0], v[:, :, :0], out=np.full_like(q, np.nan))
+    assert np.array_equal(z, np.zeros_like(q))
+    assert llm.flash_attention(q[:, :, :0], k, v).shape == (1, 2, 0, 8)
 
 
 def dec_ref(q, kc, vc, n, scale=None):
