@@ -223,3 +223,14 @@ def test_attention_on_a_stream(be):
     s.synchronize()
     close(get(out), dec_ref(q, kc, vc, 250), np.float32, 64)
     close(get(o4), ref(q4, kc, vc, True), np.float32, 64)
+
+
+def test_attention_takes_strided_views():
+    """[batch, seq, heads, head_dim] buffers seen as [batch, heads, seq, head_dim] (no copy),
+    on the CPU backend, which takes strided NumPy views; out= may be strided too."""
+    x = [rng.standard_normal((2, 9, 4, 16)).astype(np.float32) for _ in range(3)]
+    q, k, v = (a.transpose(0, 2, 1, 3) for a in x)
+    out = np.zeros((2, 9, 4, 16), np.float32).transpose(0, 2, 1, 3)
+    assert llm.flash_attention(q, k, v, causal=True, out=out) is out
+    close(out, ref(q, k, v, True), np.float32, 32)
+    close(llm.flash_decode(q[:, :, 3], k, v, 5), dec_ref(q[:, :, 3], k, v, 5), np.float32, 32)
