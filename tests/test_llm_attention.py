@@ -234,3 +234,17 @@ def test_attention_takes_strided_views():
     assert llm.flash_attention(q, k, v, causal=True, out=out) is out
     close(out, ref(q, k, v, True), np.float32, 32)
     close(llm.flash_decode(q[:, :, 3], k, v, 5), dec_ref(q[:, :, 3], k, v, 5), np.float32, 32)
+
+
+@pytest.mark.parametrize("be", [p for p in backends() if p.values[0] in ("CL", "WEBGPU")])
+@pytest.mark.parametrize("d", [256, 512])
+def test_flash_attention_large_heads_on_gpu_backends(be, d):
+    """head_dim 512 used to come back corrupted on WebGPU (lavapipe), whose shaders with
+    barriers lose large private arrays: heads past 256 take the row shape there."""
+    b = dev(be)
+    q, k, v = (rng.standard_normal((1, 2, 70, d)).astype(np.float32) for _ in range(3))
+    o = llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q, k, v)), causal=True)
+    close(get(o), ref(q, k, v, True), np.float32, ulps(np.float32, d))
+    qd = q[:, :, 0]
+    close(get(llm.flash_decode(*(tk.asarray(x, backend=b) for x in (qd, k, v)), 70)), dec_ref(qd, k, v, 70),
+          np.float32, ulps(np.float32, d))

@@ -315,10 +315,16 @@ def _check_kv(fn: str, kname: str, vname: str, k, v, backend, batch: int, heads:
     return ks
 
 
-def _use_rows(backend) -> bool:
+TILES_MAX_HEAD_DIM = 256
+"""Largest head_dim the workgroup shape takes: each item keeps two private rows of head_dim
+floats, and WebGPU on lavapipe silently corrupts the private arrays of a shader with
+barriers beyond about 400 floats each; larger heads use the row shape (no barriers)."""
+
+
+def _use_rows(backend, head_dim: int) -> bool:
     if SHAPE is not None:
         return SHAPE == "rows"
-    return C.row_group(backend) == 1
+    return C.row_group(backend) == 1 or head_dim > TILES_MAX_HEAD_DIM
 
 
 # ----------------------------------------------------------------------------- the API
@@ -349,7 +355,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
     if ks[2] == 0:
         from .elementwise import fill
         return fill(out, 0.0, stream=stream)
-    if _use_rows(backend):
+    if _use_rows(backend, D):
         C.launch(_fa_rows, backend, (out, q, k, v, sc, bool(causal), D), (B * H, Sq), stream=stream)
     else:
         bq = min(C.row_group(backend, Sq), BQ_MAX) if SHAPE is None else BQ_MAX
