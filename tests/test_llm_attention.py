@@ -239,8 +239,8 @@ def test_attention_takes_strided_views():
 @pytest.mark.parametrize("be", [p for p in backends() if p.values[0] in ("CL", "WEBGPU")])
 @pytest.mark.parametrize("d", [256, 512])
 def test_flash_attention_large_heads_on_gpu_backends(be, d):
-    """head_dim 512 used to come back corrupted on WebGPU (lavapipe), whose shaders with
-    barriers lose large private arrays: heads past 256 take the row shape there."""
+    """head_dim 512 used to come back corrupted on WebGPU (lavapipe) in the workgroup shape:
+    heads past 256 take the row shape on GPU backends."""
     b = dev(be)
     q, k, v = (rng.standard_normal((1, 2, 70, d)).astype(np.float32) for _ in range(3))
     o = llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q, k, v)), causal=True)

@@ -316,9 +316,11 @@ def _check_kv(fn: str, kname: str, vname: str, k, v, backend, batch: int, heads:
 
 
 TILES_MAX_HEAD_DIM = 256
-"""Largest head_dim the workgroup shape takes: each item keeps two private rows of head_dim
-floats, and WebGPU on lavapipe silently corrupts the private arrays of a shader with
-barriers beyond about 400 floats each; larger heads use the row shape (no barriers)."""
+"""Largest head_dim the workgroup shape takes; larger heads use the row shape (no barriers).
+WebGPU on lavapipe returns corrupted rows from the workgroup shape from head_dim ~410 up
+(two private rows of head_dim floats per item, live across barriers; the cause inside
+naga/llvmpipe is not pinned down: a plain kernel with private arrays that large across
+barriers works). 256 keeps a wide margin and covers the usual 64/128/256."""
 
 
 def _use_rows(backend, head_dim: int) -> bool:
