@@ -47,6 +47,13 @@ def _exercise():
         llm.gather(x[0], np.array([0, 1], np.int64))
         cache = np.zeros((2, 5, 8), dt)
         llm.kv_append(cache, x.astype(np.float32)[:, :1], np.zeros(1, np.int32))
+        q4 = r.standard_normal((1, 4, 3, 8)).astype(dt)
+        kv4 = r.standard_normal((1, 2, 5, 8)).astype(dt)
+        llm.flash_attention(q4, kv4, kv4)
+        llm.flash_attention(q4, kv4, kv4, causal=True)
+        for sp in (1, 2):
+            llm.flash_decode(q4[:, :, 0], kv4, kv4, 3, splits=sp)
+            llm.flash_decode(q4[:, :, 0], kv4, kv4, np.ones(1, np.int32), offset=1, splits=sp)
     f8 = np.ones((2, 8), ml.float8_e4m3fn)
     llm.fp8_add(f8, f8, 1.0, 2.0)
     llm.fp8_dequantize(f8, 0.5)

@@ -4,6 +4,7 @@
     python -m tinykernels demo             # 2-D heat diffusion, timed and checked against NumPy
     python -m tinykernels cache [info|clear|path]
     mpiexec -n 4 python -m tinykernels diffusion3d   # 3-D heat diffusion on MPI ranks (tinykernels.distributed)
+    python -m tinykernels llm-demo         # a Llama-style decoder on tinykernels.llm kernels, timed
 
 This module only parses arguments and prints; the demo lives in :mod:`tinykernels.demo`.
 """
@@ -183,6 +184,30 @@ def cmd_diffusion3d(args, out) -> int:
     return 0 if stats["same"] else 1
 
 
+# ---------------------------------------------------------------------------- llm-demo
+
+def cmd_llm_demo(args, out) -> int:
+    import tinykernels as tk
+    from tinykernels.llm import demo as llm_demo
+    from tinykernels.llm.model import ModelConfig
+    cfg = None
+    if args.gguf is None:
+        d = llm_demo.DEMO_CONFIG
+        cfg = ModelConfig(n_layers=args.layers or d.n_layers, dim=args.dim or d.dim, n_heads=args.heads or d.n_heads,
+                          n_kv_heads=args.kv_heads or d.n_kv_heads, hidden=args.hidden or d.hidden,
+                          vocab=args.vocab or d.vocab)
+    try:
+        llm_demo.run_llm_demo(backend=args.backend, gguf=args.gguf, tokens=args.tokens, cfg=cfg, seed=args.seed,
+                              check=not args.no_check, out=out)
+    except (tk.BackendUnavailable, ValueError, ImportError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except AssertionError as e:
+        print(f"llm-demo FAILED: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 # ---------------------------------------------------------------------------- main
 
 def build_parser() -> argparse.ArgumentParser:
@@ -227,7 +252,32 @@ def build_parser() -> argparse.ArgumentParser:
                                    "clear: delete compiled kernels, the launcher and toolchain probes; "
                                    "path: print only the location.")
     c.add_argument("action", nargs="?", choices=("info", "clear", "path"), default="info")
+
+    m = sub.add_parser("llm-demo", help="a Llama-style decoder on tinykernels.llm kernels: tokens/s and GB/s",
+                       description="Greedy decoding with a Llama-style model (RMSNorm, RoPE, grouped-query "
+                                   "attention over a KV cache, SwiGLU MLP) that runs only tinykernels.llm "
+                                   "kernels, with device-resident positions. Without --gguf the weights are "
+                                   "random (q8_0 attention, q4_0 MLP), written to a temporary GGUF file and "
+                                   "read back. The first steps are checked against NumPy; then prints tokens "
+                                   "per second and the GB/s of weights read.")
+    m.add_argument("--backend", metavar="DEV", default=None, help="backend (default: the DEV variable, else the "
+                                                                  "first available)")
+    m.add_argument("--gguf", metavar="PATH", default=None,
+                   help="a 'llama' GGUF file (q4_0/q8_0/q4_k/float tensors) instead of random weights")
+    m.add_argument("--tokens", type=int, default=64, help="tokens to decode (default 64)")
+    m.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    m.add_argument("--no-check", action="store_true", help="skip the comparison with NumPy")
+    for flag, name in (("--layers", "n_layers"), ("--dim", "dim"), ("--heads", "n_heads"),
+                       ("--kv-heads", "n_kv_heads"), ("--hidden", "hidden"), ("--vocab", "vocab")):
+        m.add_argument(flag, type=int, default=None,
+                       help=f"random model's {name} (default {getattr(demo_cfg(), name)})")
     return p
+
+
+def demo_cfg():
+    """The random model of llm-demo (imported lazily: building the parser compiles nothing)."""
+    from tinykernels.llm.demo import DEMO_CONFIG
+    return DEMO_CONFIG
 
 
 def main(argv=None) -> int:
@@ -242,7 +292,8 @@ def main(argv=None) -> int:
         parser.print_help(out)
         return 0
     return {"devices": cmd_devices, "demo": cmd_demo, "cache": cmd_cache,
-            "diffusion3d": cmd_diffusion3d}[args.command](args, out)
+            "diffusion3d": cmd_diffusion3d,
+            "llm-demo": cmd_llm_demo}[args.command](args, out)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,8 @@ are of the kind of the first array argument (NumPy in, NumPy out; ``tk.Array`` i
 ``tk.Array`` out; torch in, torch out). Row lengths are unbounded.
 
 The families live in one module each (elementwise, fp8, norms, rope, activations, softmax,
-layout, kvcache, quant, matmul, attention, gguf_io); this package re-exports their public
+layout, kvcache, quant, matmul, attention, gguf_io,
+model); this package re-exports their public
 names lazily, so ``import tinykernels.llm`` compiles nothing and imports no optional
 dependency.
 """
@@ -20,7 +21,7 @@ import sys
 import types
 
 _FAMILIES = ("elementwise", "fp8", "norms", "rope", "activations", "softmax", "layout", "kvcache",
-             "quant", "matmul", "attention", "gguf_io")
+             "quant", "matmul", "attention", "gguf_io", "model")
 
 
 class _Package(types.ModuleType):

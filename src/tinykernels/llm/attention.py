@@ -1,0 +1,448 @@
+"""Scaled dot-product attention: :func:`flash_attention` (prefill, a block of queries) and
+:func:`flash_decode` (one query per head against a KV cache, grouped-query).
+
+Both never form the score matrix: keys are visited in tiles and an *online softmax* keeps,
+per query row, the running maximum ``m``, the running sum ``l`` of ``exp(s - m)`` and the
+running output ``acc``; a new tile with maximum ``m'`` rescales both by ``exp(m - m')``.
+Scores, sums and the output accumulate in float32 for every input dtype and the output is
+rounded once, on store.
+
+Code shapes (chosen per backend as the norms are, through ``C.row_group``):
+
+* host (CPU, interpreter): one work item per (batch, head, query row) with the loop over
+  keys inside, keys in tiles of ``KT`` whose scores live in a private array;
+* GPUs (CL, WebGPU, CUDA): one workgroup per tile of ``BQ`` query rows (one row per item);
+  the group stages a tile of K and V rows in local memory (float32, at most 16 KiB, the
+  WebGPU default) and every item scores its row against it.
+
+:func:`flash_decode` splits each head's keys into chunks (flash-decoding): one work item per
+(batch, query head, chunk) leaves a partial (m, l, acc), and a second kernel merges the
+chunks. The key count may be a device-resident int32 array read inside the kernels, so the
+launches do not depend on it (a captured sequence replays with a new length).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tinykernels as tk
+
+from . import _common as C
+
+__all__ = ["flash_attention", "flash_decode"]
+
+KT = 16                 # keys per tile, host shape
+LANES = 16              # partial sums of a host q.k dot product (one 64-byte vector)
+BQ_MAX = 64             # query rows per workgroup, GPU shape
+LOCAL_BYTES = 16384     # local memory for the K and V tiles (WebGPU's default limit)
+MAX_HEAD_DIM = 512
+DECODE_CHUNK = 256      # host: fewest keys per flash_decode chunk (chunks only to feed every thread)
+DECODE_CHUNK_GPU = 64   # GPUs: keys per chunk (many items: one per query head and chunk)
+
+# Which code shape flash_attention uses: None by backend; tests set "rows" or "tiles".
+SHAPE: str | None = None
+
+
+# ----------------------------------------------------------------------------- device functions
+
+@tk.func
+def visible(i, Sq, Sk, causal):
+    """How many keys query row ``i`` attends to: all ``Sk``, or with ``causal`` the keys
+    ``j <= i + Sk - Sq`` (the queries are the last ``Sq`` positions of the ``Sk`` keys)."""
+    n = Sk
+    if causal:
+        n = min(Sk, max(0, i + 1 + Sk - Sq))
+    return n
+
+
+@tk.func
+def dot_lanes(qp, off, K, b, kh, row, lanes, D):
+    """``sum_d qp[off + d] * K[b, kh, row, d]`` in float32 as LANES interleaved partial sums
+    (lane u adds the terms d with d % LANES == u, in order; the lanes are then added in
+    order): a loop over contiguous memory the C compiler vectorizes without reassociating."""
+    D0 = D - D % LANES
+    for u in range(LANES):
+        lanes[u] = tk.float32(0)
+    for d0 in range(0, D0, LANES):
+        for u in range(LANES):
+            lanes[u] += qp[off + d0 + u] * tk.float32(K[b, kh, row, d0 + u])
+    for d in range(D0, D):
+        lanes[d - D0] += qp[off + d] * tk.float32(K[b, kh, row, d])
+    s = lanes[0]
+    for u in range(1, LANES):
+        s += lanes[u]
+    return s
+
+
+@tk.func
+def finish(acc_d, l):
+    """One output value: ``acc / l`` (0 for a row that sees no key)."""
+    r = tk.float32(0)
+    if l > 0:
+        r = acc_d / l
+    return r
+
+
+@tk.kernel
+def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.constexpr, D: tk.constexpr):
+    """Host shape: ndrange (batch * heads, Sq), one query row per item."""
+    bh, i = tk.index(tk.Global, tk.Cartesian)
+    H = q.shape[1]
+    b = bh // H
+    h = bh % H
+    kh = h // (H // k.shape[1])
+    qp = tk.private(tk.float32, (D,))
+    acc = tk.private(tk.float32, (D,))
+    sc = tk.private(tk.float32, (KT,))
+    lanes = tk.private(tk.float32, (LANES,))
+    for d in range(D):
+        qp[d] = tk.float32(q[b, h, i, d])
+        acc[d] = tk.float32(0)
+    n = visible(i, q.shape[2], k.shape[2], causal)
+    m = tk.float32(-math.inf)
+    l = tk.float32(0)
+    for j0 in range(0, n, KT):
+        t = min(KT, n - j0)
+        for jj in range(t):
+            sc[jj] = dot_lanes(qp, 0, k, b, kh, j0 + jj, lanes, D)
+        mt = m
+        for jj in range(t):
+            sc[jj] = sc[jj] * scale
+            mt = max(mt, sc[jj])
+        corr = math.exp(m - mt)
+        l = l * corr
+        for d in range(D):
+            acc[d] = acc[d] * corr
+        for jj in range(t):
+            p = math.exp(sc[jj] - mt)
+            l += p
+            for d in range(D):
+                acc[d] += p * tk.float32(v[b, kh, j0 + jj, d])
+        m = mt
+    for d in range(D):
+        out[b, h, i, d] = out.dtype(finish(acc[d], l))
+
+
+@tk.kernel
+def _fa_tiles(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.constexpr, D: tk.constexpr,
+              BK: tk.constexpr):
+    """GPU shape: ndrange (batch * heads, Sq rounded up to BQ), workgroup (1, BQ); the group
+    loads BK keys and values at a time into local memory."""
+    bh, qt = tk.index(tk.Group, tk.Cartesian)
+    lid = tk.index(tk.Local, tk.Linear)
+    BQ = tk.groupsize()[1]
+    H = q.shape[1]
+    Sq = q.shape[2]
+    Sk = k.shape[2]
+    b = bh // H
+    h = bh % H
+    kh = h // (H // k.shape[1])
+    i = qt * BQ + lid
+    Ks = tk.localmem(tk.float32, (BK, D))
+    Vs = tk.localmem(tk.float32, (BK, D))
+    qp = tk.private(tk.float32, (D,))
+    acc = tk.private(tk.float32, (D,))
+    sc = tk.private(tk.float32, (BK,))
+    iq = min(i, Sq - 1)
+    for d in range(D):
+        qp[d] = tk.float32(q[b, h, iq, d])
+        acc[d] = tk.float32(0)
+    n = 0
+    if i < Sq:
+        n = visible(i, Sq, Sk, causal)
+    n_group = visible(min(qt * BQ + BQ - 1, Sq - 1), Sq, Sk, causal)     # the group's last row
+    m = tk.float32(-math.inf)
+    l = tk.float32(0)
+    for j0 in range(0, n_group, BK):
+        for e in range(lid, BK * D, BQ):
+            kk = e // D
+            dd = e % D
+            key = min(j0 + kk, Sk - 1)
+            Ks[kk, dd] = tk.float32(k[b, kh, key, dd])
+            Vs[kk, dd] = tk.float32(v[b, kh, key, dd])
+        tk.synchronize()
+        t = min(BK, n - j0)
+        if t > 0:
+            mt = m
+            for jj in range(t):
+                s = tk.float32(0)
+                for d in range(D):
+                    s += qp[d] * Ks[jj, d]
+                s = s * scale
+                sc[jj] = s
+                mt = max(mt, s)
+            corr = math.exp(m - mt)
+            l = l * corr
+            for d in range(D):
+                acc[d] = acc[d] * corr
+            for jj in range(t):
+                p = math.exp(sc[jj] - mt)
+                l += p
+                for d in range(D):
+                    acc[d] += p * Vs[jj, d]
+            m = mt
+        tk.synchronize()
+    if i < Sq:
+        for d in range(D):
+            out[b, h, i, d] = out.dtype(finish(acc[d], l))
+
+
+@tk.kernel
+def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.Const, n_int, scale, chunk,
+             use_arr: tk.constexpr, direct: tk.constexpr, D: tk.constexpr, G: tk.constexpr):
+    """ndrange (batch * q_heads / G, chunks): item (r, c) serves the G query heads
+    ``hg*G .. hg*G + G - 1`` (``r = b * (q_heads / G) + hg``; they share one KV head, whose
+    rows are read once for all G) over keys [c*chunk, (c+1)*chunk). ``direct`` (one chunk):
+    writes the normalized rows to ``out``; else each head's unnormalized ``acc`` to
+    ``part[b*q_heads + h, c, :]`` and its (m, l) to ``ml[..., c, :]``. A key count outside
+    1..max_len gives NaN."""
+    r, c = tk.index(tk.Global, tk.Cartesian)
+    H = q.shape[1]
+    NG = H // G
+    b = r // NG
+    h0 = (r % NG) * G
+    kh = h0 // (H // kc.shape[1])
+    L = kc.shape[2]
+    n = n_int
+    if use_arr:             # kv_len[b], or kv_len[0] for a [1] array
+        n += kv_len[min(b, kv_len.shape[0] - 1)]
+    bad = n < 1 or n > L
+    lo = c * chunk
+    hi = min(lo + chunk, n)
+    if bad:
+        hi = lo
+    qp = tk.private(tk.float32, (G * D,))
+    acc = tk.private(tk.float32, (G * D,))
+    sc = tk.private(tk.float32, (G * KT,))
+    lanes = tk.private(tk.float32, (LANES,))
+    m = tk.private(tk.float32, (G,))
+    l = tk.private(tk.float32, (G,))
+    for g in range(G):
+        m[g] = tk.float32(-math.inf)
+        l[g] = tk.float32(0)
+        for d in range(D):
+            qp[g * D + d] = tk.float32(q[b, h0 + g, d])
+            acc[g * D + d] = tk.float32(0)
+    for j0 in range(lo, hi, KT):
+        t = min(KT, hi - j0)
+        for jj in range(t):
+            for g in range(G):
+                sc[g * KT + jj] = dot_lanes(qp, g * D, kc, b, kh, j0 + jj, lanes, D)
+        for g in range(G):
+            mt = m[g]
+            for jj in range(t):
+                sc[g * KT + jj] = sc[g * KT + jj] * scale
+                mt = max(mt, sc[g * KT + jj])
+            corr = math.exp(m[g] - mt)
+            l[g] = l[g] * corr
+            for d in range(D):
+                acc[g * D + d] = acc[g * D + d] * corr
+            for jj in range(t):
+                sc[g * KT + jj] = math.exp(sc[g * KT + jj] - mt)
+                l[g] += sc[g * KT + jj]
+            m[g] = mt
+        for jj in range(t):
+            for g in range(G):
+                p = sc[g * KT + jj]
+                for d in range(D):
+                    acc[g * D + d] += p * tk.float32(vc[b, kh, j0 + jj, d])
+    for g in range(G):
+        if direct:
+            for d in range(D):
+                v = finish(acc[g * D + d], l[g])
+                if bad:
+                    v = tk.float32(math.nan)
+                out[b, h0 + g, d] = out.dtype(v)
+        else:
+            bh = b * H + h0 + g
+            for d in range(D):
+                part[bh, c, d] = acc[g * D + d]
+            ml[bh, c, 0] = m[g]
+            ml[bh, c, 1] = l[g]
+            if bad:
+                ml[bh, c, 1] = tk.float32(math.nan)
+
+
+@tk.kernel
+def _fd_merge(out, part: tk.Const, ml: tk.Const):
+    """ndrange (batch * q_heads, head_dim): merges the chunks' partial results of one value."""
+    bh, d = tk.index(tk.Global, tk.Cartesian)
+    H = out.shape[1]
+    nc = part.shape[1]
+    m = tk.float32(-math.inf)
+    for c in range(nc):
+        m = max(m, ml[bh, c, 0])
+    l = tk.float32(0)
+    a = tk.float32(0)
+    for c in range(nc):
+        lc = ml[bh, c, 1]
+        if lc != 0:             # an empty chunk (m = -inf) adds nothing; NaN propagates
+            w = math.exp(ml[bh, c, 0] - m)
+            l += lc * w
+            a += part[bh, c, d] * w
+    out[bh // H, bh % H, d] = out.dtype(finish(a, l) if l == l else tk.float32(math.nan))
+
+
+# ----------------------------------------------------------------------------- validation
+
+def _check_scale(fn: str, scale, head_dim: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    C.require(isinstance(scale, (int, float, np.integer, np.floating)) and not isinstance(scale, bool)
+              and math.isfinite(float(scale)), fn, "scale", f"expected a finite float, got {scale!r}")
+    return float(scale)
+
+
+def _check_head_dim(fn: str, name: str, d: int) -> None:
+    C.require(1 <= d <= MAX_HEAD_DIM, fn, name, f"head_dim {d} is outside 1..{MAX_HEAD_DIM}")
+
+
+def _check_kv(fn: str, kname: str, vname: str, k, v, backend, batch: int, heads: int, head_dim: int, qname="q"):
+    """K and V of rank 4 [batch, kv_heads, n, head_dim] matching each other and q."""
+    for name, a in ((kname, k), (vname, v)):
+        C.require(C.is_array(a), fn, name, f"expected an array, got {type(a).__name__}")
+        C.require_float(a, fn, name, backend, ("float32", "float16", "bfloat16"))
+        C.require_rank(a, fn, name, 4, 4)
+    ks = C.shape_of(k)
+    C.require_shape(v, fn, vname, ks)
+    C.require(C.dtype_of(v) == C.dtype_of(k), fn, vname, f"dtype {C.dtype_of(v)} differs from {kname}'s "
+              f"{C.dtype_of(k)}")
+    C.require(ks[0] == batch, fn, kname, f"batch {ks[0]} differs from {qname}'s {batch}")
+    C.require(ks[3] == head_dim, fn, kname, f"head_dim {ks[3]} differs from {qname}'s {head_dim}")
+    C.require(ks[1] >= 1 and heads % ks[1] == 0, fn, kname,
+              f"has {ks[1]} heads; {qname}'s {heads} heads must be a multiple of them (grouped-query)")
+    return ks
+
+
+TILES_MAX_HEAD_DIM = 256
+"""Largest head_dim the workgroup shape takes; larger heads use the row shape (no barriers).
+WebGPU on lavapipe returns corrupted rows from the workgroup shape from head_dim ~410 up
+(two private rows of head_dim floats per item, live across barriers; the cause inside
+naga/llvmpipe is not pinned down: a plain kernel with private arrays that large across
+barriers works). 256 keeps a wide margin and covers the usual 64/128/256."""
+
+
+def _use_rows(backend, head_dim: int) -> bool:
+    if SHAPE is not None:
+        return SHAPE == "rows"
+    return C.row_group(backend) == 1 or head_dim > TILES_MAX_HEAD_DIM
+
+
+# ----------------------------------------------------------------------------- the API
+
+def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, out=None, stream=None):
+    """``softmax(q @ k^T * scale) @ v`` per (batch, head), never forming the score matrix.
+
+    ``q`` [batch, heads, Sq, head_dim]; ``k``, ``v`` [batch, kv_heads, Sk, head_dim] with
+    ``heads`` a multiple of ``kv_heads`` (grouped-query: query head ``h`` reads KV head
+    ``h // (heads // kv_heads)``); float32, float16 or bfloat16 (K and V alike), head_dim 1
+    to 512. ``scale`` defaults to ``1 / sqrt(head_dim)``. ``causal``: query ``i`` sees the
+    keys ``j <= i + Sk - Sq`` (the queries are the last ``Sq`` positions; for ``Sq == Sk``
+    this is ``j <= i``, torch's ``is_causal``); a row that sees no key is 0. Float32
+    accumulation; the result has q's dtype."""
+    fn = "flash_attention"
+    C.require(C.is_array(q), fn, "q", f"expected an array, got {type(q).__name__}")
+    backend = C.backend_of(fn, q=q, k=k, v=v, out=out)
+    qs = C.require_rank(q, fn, "q", 4, 4)
+    dt = C.require_float(q, fn, "q", backend, ("float32", "float16", "bfloat16"))
+    B, H, Sq, D = qs
+    _check_head_dim(fn, "q", D)
+    ks = _check_kv(fn, "k", "v", k, v, backend, B, H, D)
+    C.require(isinstance(causal, (bool, np.bool_)), fn, "causal", f"expected a bool, got {causal!r}")
+    sc = _check_scale(fn, scale, D)
+    out = C.output(out, fn, q, qs, dt, backend)
+    if B * H * Sq == 0:
+        return out
+    if ks[2] == 0:
+        from .elementwise import fill
+        return fill(out, 0.0, stream=stream)
+    if _use_rows(backend, D):
+        C.launch(_fa_rows, backend, (out, q, k, v, sc, bool(causal), D), (B * H, Sq), stream=stream)
+    else:
+        bq = min(C.row_group(backend, Sq), BQ_MAX) if SHAPE is None else BQ_MAX
+        bk = max(1, min(32, LOCAL_BYTES // (8 * D)))
+        C.launch(_fa_tiles, backend, (out, q, k, v, sc, bool(causal), D, bk),
+                 (B * H, -(-Sq // bq) * bq), (1, bq), stream=stream)
+    return out
+
+
+def _heads_per_item(backend, group: int, D: int) -> int:
+    """Query heads one flash_decode item serves: on the host backends the whole group of a KV
+    head (its cache rows are read once), capped so the item's private arrays stay <= 4096
+    floats; one head per item on GPUs (more items)."""
+    if C.row_group(backend) != 1:
+        return 1
+    g = group
+    while g > 1 and (group % g or g * D > 4096):
+        g -= 1
+    return g
+
+
+def _decode_chunks(backend, rows: int, max_len: int, splits) -> int:
+    """How many chunks each head's keys are split into."""
+    if splits is not None:
+        return splits
+    if C.row_group(backend) == 1:       # host: enough items for every thread
+        threads = int(getattr(backend, "threads", 1) or 1)
+        want = -(-4 * threads // max(rows, 1))
+        return max(1, min(want, -(-max_len // DECODE_CHUNK)))
+    return max(1, -(-max_len // DECODE_CHUNK_GPU))
+
+
+def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=None, stream=None, *,
+                 offset: int = 0, splits: int | None = None):
+    """One decode step of attention: ``q`` [batch, q_heads, head_dim] against the first
+    ``n`` rows of ``k_cache``/``v_cache`` [batch, kv_heads, max_len, head_dim] (``q_heads`` a
+    multiple of ``kv_heads``: grouped-query; the caches may be float32/float16/bfloat16 and
+    of another dtype than q). The result has q's shape and dtype.
+
+    ``kv_len``: the key count, a Python int (1..max_len), or a device-resident int32 array
+    of shape [1] or [batch] (e.g. the counter of :func:`tinykernels.llm.new_counter`) read
+    inside the kernels, so the launches do not depend on its value; ``n = kv_len[b] +
+    offset``. A device count outside 1..max_len makes that row NaN. ``splits``: how many
+    chunks the keys are split into (default by backend and cache length); ``splits=1``
+    allocates no scratch memory."""
+    fn = "flash_decode"
+    C.require(C.is_array(q), fn, "q", f"expected an array, got {type(q).__name__}")
+    arr_len = C.is_array(kv_len)
+    backend = C.backend_of(fn, q=q, k_cache=k_cache, v_cache=v_cache, kv_len=kv_len if arr_len else None,
+                           out=out)
+    qs = C.require_rank(q, fn, "q", 3, 3)
+    dt = C.require_float(q, fn, "q", backend, ("float32", "float16", "bfloat16"))
+    B, H, D = qs
+    _check_head_dim(fn, "q", D)
+    ks = _check_kv(fn, "k_cache", "v_cache", k_cache, v_cache, backend, B, H, D)
+    L = ks[2]
+    C.require(isinstance(offset, (int, np.integer)) and not isinstance(offset, bool), fn, "offset",
+              f"expected an int, got {offset!r}")
+    if arr_len:
+        C.require_dtype(kv_len, fn, "kv_len", ("int32",))
+        C.require(len(C.shape_of(kv_len)) == 1 and C.shape_of(kv_len)[0] in (1, B), fn, "kv_len",
+                  f"shape {C.shape_of(kv_len)} should be (1,) or (batch,) = ({B},)")
+        n_int = int(offset)
+    else:
+        C.require(isinstance(kv_len, (int, np.integer)) and not isinstance(kv_len, bool), fn, "kv_len",
+                  f"expected an int or an int32 array, got {type(kv_len).__name__}")
+        n_int = int(kv_len) + int(offset)
+        C.require(1 <= n_int <= L, fn, "kv_len", f"{n_int} keys requested; the caches hold 1..{L}")
+    C.require(splits is None or (isinstance(splits, (int, np.integer)) and not isinstance(splits, bool)
+                                 and splits >= 1), fn, "splits", f"expected an int >= 1, got {splits!r}")
+    sc = _check_scale(fn, scale, D)
+    out = C.output(out, fn, q, qs, dt, backend)
+    if B * H == 0:
+        return out
+    G = _heads_per_item(backend, H // ks[1], D)
+    nc = _decode_chunks(backend, B * H // G, L, splits)
+    chunk = -(-L // nc)
+    lens = kv_len if arr_len else q
+    if nc == 1:
+        C.launch(_fd_part, backend, (out, out, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, True, D, G),
+                 (B * H // G, 1), stream=stream)
+        return out
+    part = C.new_like(None, (B * H, nc, D), np.float32, backend)
+    ml = C.new_like(None, (B * H, nc, 2), np.float32, backend)
+    C.launch(_fd_part, backend, (part, ml, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, False, D, G),
+             (B * H // G, nc), stream=stream)
+    C.launch(_fd_merge, backend, (out, part, ml), (B * H, D), stream=stream)
+    return out

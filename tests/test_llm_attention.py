@@ -1,0 +1,250 @@
+"""tinykernels.llm attention (flash_attention, flash_decode) against NumPy float64 and torch's
+scaled_dot_product_attention, in both code shapes (row per item, query tile per group)."""
+import importlib
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import tinykernels as tk
+from tinykernels import llm
+from llm_helpers import backends, close, dev, get, skip_16bit
+
+A = importlib.import_module("tinykernels.llm.attention")
+rng = np.random.default_rng(29)
+
+
+def ref(q, k, v, causal=False, scale=None):
+    """Attention in float64; GQA by repeating KV heads; causal aligned bottom-right."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, g, 1), np.repeat(v, g, 1)
+    s = q @ k.swapaxes(-1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq, s, -np.inf)
+    mx = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(mx), mx, 0))
+    den = p.sum(-1, keepdims=True)
+    return np.where(den > 0, p @ v / np.where(den > 0, den, 1), 0)
+
+
+def sdpa(q, k, v, causal=False, scale=None):
+    t = [torch.tensor(np.asarray(x, np.float64)) for x in (q, k, v)]
+    return torch.nn.functional.scaled_dot_product_attention(*t, is_causal=causal, scale=scale,
+                                                            enable_gqa=True).numpy()
+
+
+def ulps(dt, d):
+    """Float32 accumulation over head_dim products and the keys: a few ulps times sqrt(d);
+    float16 results: a few ulps of the one rounding on store."""
+    return 4 if np.dtype(dt) == np.float16 else int(8 * math.sqrt(d))
+
+
+@pytest.fixture(params=[None, "rows", "tiles"], ids=["auto", "rows", "tiles"])
+def shape_kind(request, monkeypatch):
+    monkeypatch.setattr(A, "SHAPE", request.param)
+
+
+def sizes(be):
+    if be == "INTERP":         # the interpreter runs every work item in Python: tiny sizes
+        return [(1, 2, 1, 5, 5, 8)]
+    return [(2, 4, 2, 37, 37, 64), (1, 2, 2, 20, 20, 128), (1, 3, 1, 9, 9, 40)]
+
+
+@pytest.mark.parametrize("be", backends())
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_matches_numpy_and_torch(be, dt, causal, shape_kind):
+    skip_16bit(be, dt)
+    b = dev(be)
+    for B, H, KH, SQ, SK, D in sizes(be):
+        q = rng.standard_normal((B, H, SQ, D)).astype(dt)
+        k = rng.standard_normal((B, KH, SK, D)).astype(dt)
+        v = rng.standard_normal((B, KH, SK, D)).astype(dt)
+        o = llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q, k, v)), causal=causal)
+        got = get(o)
+        assert got.dtype == dt and got.shape == q.shape
+        close(got, ref(q, k, v, causal), dt, ulps(dt, D))
+        close(got, sdpa(q, k, v, causal), dt, ulps(dt, D))
+
+
+@pytest.mark.parametrize("be", [p for p in backends() if p.values[0] != "INTERP"])
+def test_flash_attention_scale_causal_offsets_and_out(be, shape_kind):
+    b = dev(be)
+    q = rng.standard_normal((1, 2, 6, 16)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 70, 16)).astype(np.float32)       # Sk > Sq: queries are the last 6
+    v = rng.standard_normal((1, 2, 70, 16)).astype(np.float32)
+    out = tk.zeros(q.shape, np.float32, backend=b)
+    r = llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q, k, v)), causal=True, scale=0.3, out=out)
+    assert r is out
+    close(get(out), ref(q, k, v, True, 0.3), np.float32, 32)
+    # Sq > Sk, causal: the first rows see no key and are 0
+    o = llm.flash_attention(*(tk.asarray(x, backend=b) for x in (k[:, :, :9], q, v[:, :, :6])), causal=True)
+    want = ref(k[:, :, :9], q, v[:, :, :6], True)
+    assert np.all(want[:, :, :3] == 0)
+    close(get(o), want, np.float32, 32)
+
+
+def test_flash_attention_numpy_and_torch_in_out():
+    q, k, v = (rng.standard_normal((1, 2, 7, 8)).astype(np.float32) for _ in range(3))
+    o = llm.flash_attention(q, k, v)
+    assert isinstance(o, np.ndarray)
+    close(o, ref(q, k, v), np.float32, 32)
+    t = llm.flash_attention(*(torch.tensor(x) for x in (q, k, v)), causal=True)
+    assert isinstance(t, torch.Tensor)
+    close(t.numpy(), ref(q, k, v, True), np.float32, 32)
+    # no keys: every row sees none and is 0; no queries: an empty result
+    z = llm.flash_attention(q, k[:, :, :0], v[:, :, :0], out=np.full_like(q, np.nan))
+    assert np.array_equal(z, np.zeros_like(q))
+    assert llm.flash_attention(q[:, :, :0], k, v).shape == (1, 2, 0, 8)
+
+
+def dec_ref(q, kc, vc, n, scale=None):
+    return ref(q[:, :, None], kc[:, :, :n], vc[:, :, :n], False, scale)[:, :, 0]
+
+
+@pytest.mark.parametrize("be", backends())
+@pytest.mark.parametrize("cdt", [np.float32, np.float16])
+@pytest.mark.parametrize("splits", [None, 1, 3])
+def test_flash_decode_matches_numpy_and_torch(be, cdt, splits):
+    skip_16bit(be, cdt)
+    b = dev(be)
+    B, H, KH, L, D = (1, 4, 2, 9, 8) if be == "INTERP" else (2, 8, 2, 300, 64)
+    q = rng.standard_normal((B, H, D)).astype(np.float32)
+    kc = rng.standard_normal((B, KH, L, D)).astype(cdt)
+    vc = rng.standard_normal((B, KH, L, D)).astype(cdt)
+    qd, kd, vd = (tk.asarray(x, backend=b) for x in (q, kc, vc))
+    for n in (1, L // 2 + 1, L):
+        want = dec_ref(q, kc, vc, n)
+        close(get(llm.flash_decode(qd, kd, vd, n, splits=splits)), want, np.float32, ulps(np.float32, D))
+        cnt = tk.asarray(np.array([n - 1], np.int32), backend=b)
+        got = get(llm.flash_decode(qd, kd, vd, cnt, offset=1, splits=splits))
+        close(got, want, np.float32, ulps(np.float32, D))
+        t = torch.nn.functional.scaled_dot_product_attention(
+            torch.tensor(q[:, :, None].astype(np.float64)), torch.tensor(kc[:, :, :n].astype(np.float64)),
+            torch.tensor(vc[:, :, :n].astype(np.float64)), enable_gqa=True).numpy()[:, :, 0]
+        close(got, t, np.float32, ulps(np.float32, D))
+
+
+@pytest.mark.parametrize("be", [p for p in backends() if p.values[0] != "INTERP"])
+def test_flash_decode_reads_the_length_on_the_device(be):
+    """The same call with the same arguments follows the counter (advanced by a kernel), per
+    batch row with a [batch] array; lengths outside 1..max_len give NaN rows."""
+    b = dev(be)
+    q = rng.standard_normal((2, 4, 32)).astype(np.float16)
+    kc, vc = (rng.standard_normal((2, 1, 40, 32)).astype(np.float32) for _ in range(2))
+    qd, kd, vd = (tk.asarray(x, backend=b) for x in (q, kc, vc))
+    cnt = llm.new_counter(3, backend=b)
+    out = tk.empty(q.shape, np.float16, backend=b)
+    for n in (3, 4, 5):
+        llm.flash_decode(qd, kd, vd, cnt, out=out, splits=2)
+        close(get(out), dec_ref(q, kc, vc, n), np.float16)
+        llm.counter_add(cnt)
+    lens = tk.asarray(np.array([7, 40], np.int32), backend=b)
+    got = get(llm.flash_decode(qd, kd, vd, lens))
+    close(got[0], dec_ref(q, kc, vc, 7)[0], np.float16)
+    close(got[1], dec_ref(q, kc, vc, 40)[1], np.float16)
+    for bad in ([0, 5], [41, 5]):
+        for sp in (1, 3):
+            got = get(llm.flash_decode(qd, kd, vd, tk.asarray(np.array(bad, np.int32), backend=b), splits=sp))
+            assert np.isnan(got[0]).all() and np.isfinite(got[1]).all()
+
+
+def test_attention_errors_name_the_argument():
+    q = np.zeros((1, 4, 3, 8), np.float32)
+    kv = np.zeros((1, 2, 5, 8), np.float32)
+    with pytest.raises(ValueError, match="'q'"):
+        llm.flash_attention(q[0], kv, kv)
+    with pytest.raises(ValueError, match="'k'.*multiple"):
+        llm.flash_attention(q, np.zeros((1, 3, 5, 8), np.float32), np.zeros((1, 3, 5, 8), np.float32))
+    with pytest.raises(ValueError, match="'v'"):
+        llm.flash_attention(q, kv, kv[:, :, :4])
+    with pytest.raises(ValueError, match="'v'"):
+        llm.flash_attention(q, kv, kv.astype(np.float16))
+    with pytest.raises(ValueError, match="'k'.*head_dim"):
+        llm.flash_attention(q, kv[..., :4], kv[..., :4])
+    with pytest.raises(ValueError, match="'scale'"):
+        llm.flash_attention(q, kv, kv, scale="big")
+    with pytest.raises(ValueError, match="'causal'"):
+        llm.flash_attention(q, kv, kv, causal=None)
+    with pytest.raises(ValueError, match="'q'.*head_dim"):
+        z = np.zeros((1, 1, 1, 600), np.float32)
+        llm.flash_attention(z, z, z)
+    with pytest.raises(ValueError, match="'out'"):
+        llm.flash_attention(q, kv, kv, out=np.zeros((1, 4, 3, 8), np.float16))
+    qd = np.zeros((1, 4, 8), np.float32)
+    with pytest.raises(ValueError, match="'kv_len'"):
+        llm.flash_decode(qd, kv, kv, 6)
+    with pytest.raises(ValueError, match="'kv_len'"):
+        llm.flash_decode(qd, kv, kv, 0)
+    with pytest.raises(ValueError, match="'kv_len'"):
+        llm.flash_decode(qd, kv, kv, np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="'kv_len'"):
+        llm.flash_decode(qd, kv, kv, np.zeros(3, np.int32))
+    with pytest.raises(ValueError, match="'kv_len'"):
+        llm.flash_decode(qd, kv, kv, 2.0)
+    with pytest.raises(ValueError, match="'k_cache'"):
+        llm.flash_decode(qd, kv[0], kv, 2)
+    with pytest.raises(ValueError, match="'v_cache'"):
+        llm.flash_decode(qd, kv, kv[:, :1], 2)
+    with pytest.raises(ValueError, match="'splits'"):
+        llm.flash_decode(qd, kv, kv, 2, splits=0)
+    with pytest.raises(ValueError, match="'q'"):
+        llm.flash_decode(q, kv, kv, 2)
+
+
+@pytest.mark.parametrize("heads,kv_heads,d", [(12, 1, 512), (6, 3, 40), (5, 5, 16)])
+def test_flash_decode_query_groups_per_item(heads, kv_heads, d):
+    """On the host one item serves several query heads of a KV head (capped by the private
+    array size: 12 heads of 512 -> 6 per item); every grouping matches NumPy."""
+    q = rng.standard_normal((2, heads, d)).astype(np.float32)
+    kc, vc = (rng.standard_normal((2, kv_heads, 70, d)).astype(np.float32) for _ in range(2))
+    for n, sp in ((70, None), (33, 1), (1, 4)):
+        close(llm.flash_decode(q, kc, vc, n, splits=sp), dec_ref(q, kc, vc, n), np.float32, ulps(np.float32, d))
+    assert A._heads_per_item(tk.CPU(), 12, 512) == 6
+
+
+@pytest.mark.parametrize("be", [p for p in backends() if p.values[0] in ("CPU", "CL")])
+def test_attention_on_a_stream(be):
+    """flash_decode's chunk and merge launches (with their per-call scratch) and
+    flash_attention run in order on a stream, asynchronously to Python."""
+    b = dev(be)
+    s = b.stream()
+    q = rng.standard_normal((1, 4, 32)).astype(np.float32)
+    kc, vc = (rng.standard_normal((1, 2, 300, 32)).astype(np.float32) for _ in range(2))
+    out = tk.zeros(q.shape, np.float32, backend=b)
+    assert llm.flash_decode(*(tk.asarray(x, backend=b) for x in (q, kc, vc)), 250, out=out, splits=5,
+                            stream=s) is out
+    q4 = rng.standard_normal((1, 4, 20, 32)).astype(np.float32)
+    o4 = tk.zeros(q4.shape, np.float32, backend=b)
+    llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q4, kc, vc)), causal=True, out=o4, stream=s)
+    s.synchronize()
+    close(get(out), dec_ref(q, kc, vc, 250), np.float32, 64)
+    close(get(o4), ref(q4, kc, vc, True), np.float32, 64)
+
+
+def test_attention_takes_strided_views():
+    """[batch, seq, heads, head_dim] buffers seen as [batch, heads, seq, head_dim] (no copy),
+    on the CPU backend, which takes strided NumPy views; out= may be strided too."""
+    x = [rng.standard_normal((2, 9, 4, 16)).astype(np.float32) for _ in range(3)]
+    q, k, v = (a.transpose(0, 2, 1, 3) for a in x)
+    out = np.zeros((2, 9, 4, 16), np.float32).transpose(0, 2, 1, 3)
+    assert llm.flash_attention(q, k, v, causal=True, out=out) is out
+    close(out, ref(q, k, v, True), np.float32, 32)
+    close(llm.flash_decode(q[:, :, 3], k, v, 5), dec_ref(q[:, :, 3], k, v, 5), np.float32, 32)
+
+
+@pytest.mark.parametrize("be", [p for p in backends() if p.values[0] in ("CL", "WEBGPU")])
+@pytest.mark.parametrize("d", [256, 512])
+def test_flash_attention_large_heads_on_gpu_backends(be, d):
+    """head_dim 512 used to come back corrupted on WebGPU (lavapipe) in the workgroup shape:
+    heads past 256 take the row shape on GPU backends."""
+    b = dev(be)
+    q, k, v = (rng.standard_normal((1, 2, 70, d)).astype(np.float32) for _ in range(3))
+    o = llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q, k, v)), causal=True)
+    close(get(o), ref(q, k, v, True), np.float32, ulps(np.float32, d))
+    qd = q[:, :, 0]
+    close(get(llm.flash_decode(*(tk.asarray(x, backend=b) for x in (qd, k, v)), 70)), dec_ref(qd, k, v, 70),
+          np.float32, ulps(np.float32, d))
