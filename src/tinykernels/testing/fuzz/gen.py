@@ -127,7 +127,8 @@ class Gen:
         earlier barrier condition used as uniform gains a per-item assignment)."""
         live = {v.name for v in self.visible()}
         cands = sorted(n for n, v in self.retired.items()
-                       if v.ty == t and n not in live and (v.uni or not uni_only) and not (v.uni and item_only))
+                       if v.ty == t and n.isidentifier() and n not in live and (v.uni or not uni_only)
+                       and not (v.uni and item_only))     # (not "tu[0]": an element is no name)
         if cands and self.chance(0.6):
             self.features.add("reused-name")
             per_item = [n for n in cands if not self.retired[n].uni]
