@@ -673,3 +673,143 @@ def k_pocl_clamp_round(o):
 def test_bug_opencl_round_of_a_clamped_constant():
     got = _run(k_pocl_clamp_round, "CL", [np.zeros((1, 2), np.int64)])[0]
     assert got.tolist() == [[7, 4611686018427387904]], got
+
+
+# ----------------------------------------------------------------------------- fastmath cases
+
+import ast  # noqa: E402
+
+from tinykernels.testing.fuzz import fastmath as FM  # noqa: E402
+
+FM_SEEDS = [s for s in range(400) if FM.is_fastmath_seed(s, F.Options())][:16]
+
+
+def test_fastmath_cases_are_a_fraction_of_the_seeds():
+    assert 10 <= len([s for s in range(400) if FM.is_fastmath_seed(s, F.Options())]) <= 80
+    assert not any(FM.is_fastmath_seed(s, F.Options(fastmath=0.0)) for s in range(400))
+    feats = set()
+    for s in FM_SEEDS:
+        c = F.generate(s)
+        assert "@tk.kernel(fastmath=True)" in c.source and c.mag_kname and "fastmath" in c.features
+        feats |= c.features
+    assert {"grouped", "flat", "collective", "float32", "float64"} <= feats
+
+
+@needs_cpu
+def test_bounded_fuzz_run_with_fastmath_cases_cpu():
+    summ = F.fuzz(FM_SEEDS, ["CPU"], "INTERP", jobs=1, minimize_found=False)
+    _no_mismatch(summ)
+    assert summ.count == len(FM_SEEDS)
+
+
+def _fm_outputs(case, source):
+    """(got, want, mag) of the case's float output: ``source`` (a mutated kernel) on the
+    interpreter against the case itself."""
+    mutated = F.Case(case.seed, source, case.kname, case.args, case.ndrange, case.workgroupsize,
+                     case.static_wg, mag_kname=case.mag_kname)
+    got = F.run_case(mutated, INTERP)
+    want = F.run_case(case, INTERP)
+    mag = F.run_case(case, INTERP, F.load_kernel(case.source, case.mag_kname))
+    return got, want, mag
+
+
+def _mutate_kernel(case, transformer):
+    """The case's module with ``transformer`` applied to its fastmath kernel only (the magnitude
+    kernel, the reference's tolerance, stays as generated)."""
+    tree = ast.parse(case.source)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == case.kname:
+            transformer.visit(node)
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def _float_loop(node):
+    """A plain ``for j in range(L)`` accumulating a float (not the integer recurrence)."""
+    return (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and len(node.iter.args) == 1
+            and not any(isinstance(t, ast.Name) and t.id == "ia"
+                        for s in node.body for t in getattr(s, "targets", [getattr(s, "target", None)])))
+
+
+class _Contract(ast.NodeTransformer):
+    """What a fastmath compile may do: ``a * b + c`` into ``tk.fma(a, b, c)``, sums reversed."""
+
+    def visit_Assign(self, node):
+        if any(isinstance(t, ast.Name) and t.id == "ia" for t in node.targets):
+            return node                   # the integer recurrence: no floats, nothing to contract
+        return self.generic_visit(node)
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Add) and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mult):
+            return ast.Call(ast.Attribute(ast.Name("tk", ast.Load()), "fma", ast.Load()),
+                            [node.left.left, node.left.right, node.right], [])
+        return node
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        if _float_loop(node):
+            n = node.iter.args[0]
+            node.iter.args = [ast.BinOp(n, ast.Sub(), ast.Constant(1)), ast.Constant(-1), ast.Constant(-1)]
+        return node
+
+
+class _DropLastTerm(ast.NodeTransformer):
+    """A real bug: the first float accumulation loop skips its last iteration."""
+    done = False
+
+    def visit_For(self, node):
+        if not self.done and _float_loop(node):
+            self.done = True
+            node.iter.args = [ast.BinOp(node.iter.args[0], ast.Sub(), ast.Constant(1))]
+        return node
+
+
+def test_fastmath_tolerance_accepts_contraction_and_reassociation():
+    changed = 0
+    for s in FM_SEEDS:
+        case = F.generate(s)
+        got, want, mag = _fm_outputs(case, _mutate_kernel(case, _Contract()))
+        tol = next(a.tol for a in case.args if a.name == "out")
+        assert not F.compare_arrays("out", got["out"], want["out"], tol, mag["out"]), case.describe()
+        assert got["iout"].tobytes() == want["iout"].tobytes()
+        changed += got["out"].tobytes() != want["out"].tobytes()
+    assert changed >= 4, changed          # the planted rewrites really changed the last bits
+
+
+def test_fastmath_tolerance_still_catches_a_real_bug():
+    caught = tried = 0
+    for s in FM_SEEDS:
+        case = F.generate(s)
+        t = _DropLastTerm()
+        src = _mutate_kernel(case, t)
+        if not t.done:
+            continue
+        tried += 1
+        got, want, mag = _fm_outputs(case, src)
+        tol = next(a.tol for a in case.args if a.name == "out")
+        if got["out"].tobytes() != want["out"].tobytes():
+            caught += bool(F.compare_arrays("out", got["out"], want["out"], tol, mag["out"]))
+            assert caught, case.describe()
+    assert tried >= 3 and caught >= 3, (tried, caught)
+
+
+def test_fastmath_tolerance_is_bounded_by_the_magnitudes():
+    k, w = 10, np.array([1.0, -1.0, 0.0], np.float32)
+    mag = np.array([4.0, 4.0, 1e-30], np.float32)
+    slack = 2 * k * float(np.finfo(np.float32).eps) / 2 * 4.0
+    ok = FM.fm_tolerance(w + np.float32(slack * 0.9), w, mag, k)
+    assert ok[:2].all()
+    assert not FM.fm_tolerance(w + np.float32(slack * 1.5), w, mag, k)[:2].any()
+    assert FM.fm_tolerance(np.array([np.nan]), np.array([np.nan]), np.array([1.0]), 1).all()
+    assert not FM.fm_tolerance(np.array([np.nan]), np.array([1.0]), np.array([1.0]), 1).any()
+
+
+@needs_cpu
+def test_fastmath_reproducer_keeps_the_tolerance(tmp_path):
+    case = F.generate(FM_SEEDS[0])
+    path = F.write_reproducer(case, str(tmp_path / "fm.py"), (), ["CPU"])
+    ns = {"__name__": "fm_repro", "__file__": path}
+    exec(compile(open(path).read(), path, "exec"), ns)
+    c = F.case_from_namespace(ns, case.kname)
+    assert c.mag_kname == case.mag_kname
+    assert F.reproduce(ns, case.kname, verbose=False) == 0
