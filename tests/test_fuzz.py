@@ -813,3 +813,12 @@ def test_fastmath_reproducer_keeps_the_tolerance(tmp_path):
     c = F.case_from_namespace(ns, case.kname)
     assert c.mag_kname == case.mag_kname
     assert F.reproduce(ns, case.kname, verbose=False) == 0
+
+
+def test_interpreter_runs_fastmath_cases_exactly_as_written():
+    """The reference ignores fastmath: the same kernel without it gives the same bits."""
+    for s in FM_SEEDS[:6]:
+        case = F.generate(s)
+        plain = case.source.replace("@tk.kernel(fastmath=True)", "@tk.kernel")
+        got, want, _ = _fm_outputs(case, plain)
+        assert got["out"].tobytes() == want["out"].tobytes() and got["iout"].tobytes() == want["iout"].tobytes()

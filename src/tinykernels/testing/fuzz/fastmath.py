@@ -62,6 +62,7 @@ class _FmGen:
         self.mag: list = []            # magnitude kernel body lines
         self.locals: list = []         # (name, ops) of float locals
         self.slots: list = []          # ops bound per output slot
+        self.feats: set = set()
 
     def emit(self, v: str, m: str | None = None, ind: int = 1) -> None:
         self.val.append("    " * ind + v)
@@ -142,11 +143,14 @@ class _FmGen:
             self.emit(f"{n} = {n} * {c} + {body[0]}", f"{n} = {n} * {c.lstrip('-')} + {body[1]}", 2)
             per = body[2] + 2
         ops = init[2] + trips * per
-        if self.grouped:
-            op = r.choice(["add", "add", "max"])
-            self.emit(f"{n} = tk.group_reduce({n}, \"{op}\")",
-                      f"{n} = tk.group_reduce({n}, \"{'max' if op == 'max' else 'add'}\")")
-            ops += self.wg if op == "add" else 0
+        if self.grouped:            # a prefix's error is bounded by the prefix of the magnitudes
+            op = r.choice(["add", "add", "max", "scan", "exscan", "min"])
+            call = {"scan": 'tk.group_scan({}, "add")', "exscan": 'tk.group_scan({}, "add", inclusive=False)',
+                    "min": 'tk.group_reduce({}, "min")'}.get(op, f'tk.group_reduce({{}}, "{op}")')
+            mcall = {"min": 'tk.group_reduce({}, "max")'}.get(op, call)      # |min| <= max of |.|
+            self.emit(f"{n} = " + call.format(n), f"{n} = " + mcall.format(n))
+            ops += self.wg if op in ("add", "scan", "exscan") else 0
+            self.feats.add("scan" if "scan" in op else "reduce")
         self.locals.append((n, ops))
 
     def generate(self) -> Case:
@@ -193,7 +197,7 @@ class _FmGen:
                 ArgSpec("X", "array", uni(n_items, self.K), "in", const=True),
                 ArgSpec("Y", "array", uni(self.L), "in", const=True),
                 ArgSpec("s", "scalar", npdt.type(self.nprng.uniform(-2.0, 2.0)))]
-        feats = {"fastmath", "grouped" if self.grouped else "flat", self.dtype}
+        feats = {"fastmath", "grouped" if self.grouped else "flat", self.dtype} | self.feats
         if self.grouped:
             feats.add("collective")
         static = self.grouped and r.random() < 0.5
