@@ -639,7 +639,8 @@ def main() -> int:
         print()
         rate = b.row(f"matmul {NM}", 0, impls, want, 1e-4, 1e-3, unit="GFLOP/s", work=flop)
         if "NumPy BLAS" in rate and "tk CPU" in rate:
-            print(f"  NumPy BLAS {rate['NumPy BLAS']:.2f} GFLOP/s; tk CPU / BLAS {rate['tk CPU'] / rate['NumPy BLAS']:.3f}")
+            blas = rate["NumPy BLAS"]
+            print(f"  NumPy BLAS {blas:.2f} GFLOP/s; tk CPU / BLAS {rate['tk CPU'] / blas:.3f}")
 
         again = copy_gbs()
         print(f"\ncopy reference measured again at the end: {again:.2f} GB/s (start: {b.memcpy_gbs:.2f}); "

@@ -802,6 +802,9 @@ def test_fastmath_tolerance_is_bounded_by_the_magnitudes():
     assert not FM.fm_tolerance(w + np.float32(slack * 1.5), w, mag, k)[:2].any()
     assert FM.fm_tolerance(np.array([np.nan]), np.array([np.nan]), np.array([1.0]), 1).all()
     assert not FM.fm_tolerance(np.array([np.nan]), np.array([1.0]), np.array([1.0]), 1).any()
+    g, w2 = np.array([[1.0000001]], np.float32), np.array([[1.0]], np.float32)
+    assert not F.compare_arrays("o", g, w2, [("fm", 10)], np.array([[4.0]], np.float32))
+    assert F.compare_arrays("o", g, w2, [("fm", 10)], None)          # no magnitudes: bit for bit
 
 
 @needs_cpu

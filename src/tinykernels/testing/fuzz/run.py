@@ -179,7 +179,8 @@ def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, tol: list, mag:
                     continue
                 g, w = got[:, j], want[:, j]
                 if isinstance(tj, (tuple, list)) and tj[0] == FM_TAG:
-                    bad[:, j] &= ~fm_tolerance(g, w, mag[:, j] if mag is not None else np.inf, tj[1])
+                    if mag is not None:          # no magnitudes: compared bit for bit
+                        bad[:, j] &= ~fm_tolerance(g, w, mag[:, j], tj[1])
                     continue
                 if isinstance(tj, (tuple, list)):
                     tj, cdt = tj
