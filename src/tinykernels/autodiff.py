@@ -353,7 +353,7 @@ class AdjointLauncher:
 def _restorer(kernel: Kernel, backend, static_wg, primal, ndrange, wg):
     """A function that puts back (as they are now) the arrays one launch of ``kernel`` with
     arguments ``primal`` writes: the counting pass runs the forward sweep, which stores."""
-    written = _written_params(kernel(backend, static_wg), primal, ndrange, wg)
+    written = _accesses(kernel(backend, static_wg), primal, ndrange, wg)[1]
     saved: dict = {}
     for (name, _), a in zip(kernel.params, primal):
         if name in written and id(a) not in saved:
