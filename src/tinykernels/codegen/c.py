@@ -59,6 +59,9 @@ _HEADER = """\
 #include <math.h>
 #ifdef _OPENMP
 #include <omp.h>
+#if (defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10)
+#define TK_OMP_INSCAN 1   /* OpenMP 5.0 scan reductions (GCC >= 10, clang >= 12) */
+#endif
 #endif
 typedef union { int64_t i; double f; void *p; } tk_slot;
 """
@@ -472,7 +475,7 @@ class CRenderer(CLikeRenderer):
         for d in range(1, k.ndim):
             lin = f"({lin}) * {wg[d]} + tk_l{d}"
         scan = s.kind != "reduce"
-        self.w("#ifdef _OPENMP")
+        self.w("#ifdef TK_OMP_INSCAN" if scan else "#ifdef _OPENMP")
         self.w(f"#pragma omp simd reduction({'inscan, ' if scan else ''}{red}:acc)")
         self.w("#endif")
         self.w(f"for (int64_t tk_l{last} = 0; tk_l{last} < tk_nv{last}; ++tk_l{last}) {{")
@@ -484,7 +487,7 @@ class CRenderer(CLikeRenderer):
         else:           # OpenMP's inscan form: an input phase and a scan phase around the directive
             inclusive = s.kind == "scan"
             self.w(combine if inclusive else store)
-            self.w("#ifdef _OPENMP")
+            self.w("#ifdef TK_OMP_INSCAN")
             self.w(f"    #pragma omp scan {'inclusive' if inclusive else 'exclusive'}(acc)")
             self.w("#endif")
             self.w(store if inclusive else combine)
