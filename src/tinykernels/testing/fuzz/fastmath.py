@@ -35,6 +35,7 @@ import numpy as np
 from .case import ArgSpec, Case, Options
 
 FM_TAG = "fm"
+BOUND = 1e12        # no product of operands that may exceed this (float32 overflows at 3.4e38)
 
 
 def fm_tolerance(got: np.ndarray, want: np.ndarray, mag: np.ndarray, k: int) -> np.ndarray:
@@ -60,7 +61,7 @@ class _FmGen:
         self.nprng = np.random.default_rng(seed ^ 0x5F3759DF)
         self.val: list = []            # kernel body lines
         self.mag: list = []            # magnitude kernel body lines
-        self.locals: list = []         # (name, ops) of float locals
+        self.locals: list = []         # (name, ops, bound) of float locals
         self.slots: list = []          # ops bound per output slot
         self.feats: set = set()
 
@@ -69,21 +70,21 @@ class _FmGen:
         self.mag.append("    " * ind + (v if m is None else m))
 
     def leaf(self, extra: list):
-        """(value code, magnitude code, ops) of an operand."""
+        """(value code, magnitude code, ops, bound on the absolute value) of an operand."""
         r = self.r
         k = r.random()
         if extra and k < 0.35:
             return r.choice(extra)
         if self.locals and k < 0.55:
-            n, ops = r.choice(self.locals)
-            return n, n, ops
+            n, ops, bnd = r.choice(self.locals)
+            return n, n, ops, bnd
         if k < 0.75:
             c = r.randrange(self.K)
-            return f"X[i, {c}]", f"abs(X[i, {c}])", 0
+            return f"X[i, {c}]", f"abs(X[i, {c}])", 0, 2.0
         if k < 0.85:
-            return "s", "abs(s)", 0
+            return "s", "abs(s)", 0, 2.0
         c = r.choice(["0.5", "1.5", "-0.75", "3.0", "-2.0", "0.1", "1.0"])
-        return c, c.lstrip("-"), 0
+        return c, c.lstrip("-"), 0, abs(float(c))
 
     def expr(self, d: int, extra: list = ()):
         r = self.r
@@ -92,19 +93,22 @@ class _FmGen:
         kind = r.random()
         a = self.expr(d - 1, extra)
         if kind < 0.1:
-            return f"(-{a[0]})", a[1], a[2]
+            return f"(-{a[0]})", a[1], a[2], a[3]
         if kind < 0.15:
-            return f"abs({a[0]})", a[1], a[2]
+            return f"abs({a[0]})", a[1], a[2], a[3]
         b = self.expr(d - 1, extra)
         if kind < 0.22:
-            return f"max({a[0]}, {b[0]})", f"max({a[1]}, {b[1]})", max(a[2], b[2])
+            return f"max({a[0]}, {b[0]})", f"max({a[1]}, {b[1]})", max(a[2], b[2]), max(a[3], b[3])
+        mul_ok = a[3] * b[3] <= BOUND         # products stay far from overflow (values, not errors)
         if kind < 0.35:                     # a contraction candidate, written out
             c = self.expr(d - 1, extra)
             op = r.choice(["+", "-"])
-            return (f"({a[0]} * {b[0]} {op} {c[0]})", f"({a[1]} * {b[1]} + {c[1]})",
-                    a[2] + b[2] + c[2] + 2)
-        op = r.choice(["+", "-", "*", "+", "*"])
-        return f"({a[0]} {op} {b[0]})", f"({a[1]} {'*' if op == '*' else '+'} {b[1]})", a[2] + b[2] + 1
+            m = "*" if mul_ok else "+"
+            return (f"({a[0]} {m} {b[0]} {op} {c[0]})", f"({a[1]} {m} {b[1]} + {c[1]})",
+                    a[2] + b[2] + c[2] + 2, (a[3] * b[3] if mul_ok else a[3] + b[3]) + c[3])
+        op = r.choice(["+", "-", "*", "+", "*"] if mul_ok else ["+", "-"])
+        return (f"({a[0]} {op} {b[0]})", f"({a[1]} {'*' if op == '*' else '+'} {b[1]})", a[2] + b[2] + 1,
+                a[3] * b[3] if op == "*" else a[3] + b[3])
 
     def store(self, e) -> None:
         k = len(self.slots)
@@ -114,7 +118,7 @@ class _FmGen:
     def local(self, e) -> None:
         n = f"v{len(self.locals)}"
         self.emit(f"{n} = {e[0]}", f"{n} = {e[1]}")
-        self.locals.append((n, e[2]))
+        self.locals.append((n, e[2], e[3]))
 
     def loop(self) -> None:
         """An accumulation over the shared vector Y: a plain sum, a difference, or Horner-like."""
@@ -128,8 +132,8 @@ class _FmGen:
         else:
             hdr, trips = f"for j in range({L}):", L
         self.emit(hdr)
-        yj = ("Y[j]", "abs(Y[j])", 0)
-        xj = (f"X[i, j % {self.K}]", f"abs(X[i, j % {self.K}])", 0)
+        yj = ("Y[j]", "abs(Y[j])", 0, 2.0)
+        xj = (f"X[i, j % {self.K}]", f"abs(X[i, j % {self.K}])", 0, 2.0)
         body = self.expr(2, [yj, xj])
         form = r.random()
         if form < 0.5:
@@ -143,6 +147,7 @@ class _FmGen:
             self.emit(f"{n} = {n} * {c} + {body[0]}", f"{n} = {n} * {c.lstrip('-')} + {body[1]}", 2)
             per = body[2] + 2
         ops = init[2] + trips * per
+        bnd = init[3] + trips * body[3]        # Horner's |c| <= 1 keeps it below this too
         if self.grouped:            # a prefix's error is bounded by the prefix of the magnitudes
             op = r.choice(["add", "add", "max", "scan", "exscan", "min"])
             call = {"scan": 'tk.group_scan({}, "add")', "exscan": 'tk.group_scan({}, "add", inclusive=False)',
@@ -150,8 +155,9 @@ class _FmGen:
             mcall = {"min": 'tk.group_reduce({}, "max")'}.get(op, call)      # |min| <= max of |.|
             self.emit(f"{n} = " + call.format(n), f"{n} = " + mcall.format(n))
             ops += self.wg if op in ("add", "scan", "exscan") else 0
+            bnd *= self.wg if op in ("add", "scan", "exscan") else 1
             self.feats.add("scan" if "scan" in op else "reduce")
-        self.locals.append((n, ops))
+        self.locals.append((n, ops, bnd))
 
     def generate(self) -> Case:
         r = self.r
@@ -175,9 +181,9 @@ class _FmGen:
                 self.store(self.expr(3))
         if self.grouped or r.random() < 0.5:
             self.loop()
-        for n, ops in list(self.locals[-2:]):          # the last two locals reach an output
+        for n, ops, bnd in list(self.locals[-2:]):     # the last two locals reach an output
             e = self.expr(1)
-            op = r.choice(["+", "-", "*"])
+            op = r.choice(["+", "-", "*"] if bnd * e[3] <= BOUND else ["+", "-"])
             self.store((f"({n} {op} {e[0]})", f"({n} {'*' if op == '*' else '+'} {e[1]})", ops + e[2] + 1))
         mul = r.choice([3, 5, 1103515245])
         self.emit(f"for j in range({self.L}):")
