@@ -434,6 +434,36 @@ def test_bug_constexpr_stays_weak():
     _check_all(k_const_mutation, [np.zeros(2, np.int64), np.array([1, 2], np.int8)], [-112, -12], scalars=(3,))
 
 
+@tk.kernel
+def k_uniform_after_return(o, x: tk.Const):
+    i = tk.index()
+    lid = tk.index(tk.Local, tk.Linear)
+    v = x[i] * 2.0
+    tk.synchronize()
+    if lid == 0 or (lid == 1 and i > 4):
+        return
+    u = tk.uniform(v)
+    w = tk.uniform(v + 1.0)
+    o[i] = u + w * 100.0
+
+
+# fixed: uniform-after-return
+@pytest.mark.parametrize("backend", ["INTERP", "CPU", "CL", "WEBGPU"])
+def test_bug_uniform_after_return_is_the_first_running_item(backend):
+    """Groups of 4 over 10 items: item 0 of each group returned (and item 1 of the last two),
+    so tk.uniform takes the value of the first item still running: 1 (group 0), 6 (group 1),
+    nobody in group 2 (items 10, 11 lie past the ndrange)."""
+    available = {"INTERP": True, "CPU": CPU_OK, "CL": CL_OK, "WEBGPU": tk.backends().get("WebGPU", (False,))[0]}
+    if not available[backend]:
+        pytest.skip(f"{backend} is not available")
+    x = np.arange(10, dtype=np.float32)
+    got = _run(k_uniform_after_return, backend, [np.zeros(10, np.float32), x], workgroupsize=4)[0]
+    want = np.zeros(10, np.float32)
+    want[1:4] = 2.0 + 3.0 * 100
+    want[6:8] = 12.0 + 13.0 * 100
+    np.testing.assert_array_equal(got, want)
+
+
 _POCL_LOOP = textwrap.dedent('''\
     import numpy as np, tinykernels as tk
 

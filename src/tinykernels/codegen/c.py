@@ -179,7 +179,42 @@ class CRenderer(CLikeRenderer):
     # --- statements specific to the grouped path -----------------------------------------------
 
     def s_Assign(self, s):
+        v = s.value
+        if (self.plan is not None and self.plan.needs_done and not self.in_item
+                and isinstance(v, N.Call) and v.fn == "uniform"):
+            self.uniform_first_live(s)
+            return
         self.w(f"{self.stored_var(s.var)} = {self.expr(s.value)};")
+
+    def uniform_first_live(self, s) -> None:
+        """``tk.uniform`` in a kernel with item-level returns: evaluated by the group's first
+        work item that is still running (in the ndrange and not returned), as the interpreter
+        does; by nobody when every item has returned."""
+        k = self.k
+        wg = k.workgroup
+        n = _prod(wg)
+        live = ["!tk_done[tk_q]"] + ([] if k.unsafe_indices else [self.in_range_expr()])
+        self.w(f"{{ tk_idx tk_lid = {n};")
+        self.depth += 1
+        self.w(f"for (tk_idx tk_q = 0; tk_q < {n}; ++tk_q) {{")
+        self.local_coords("tk_q", indent="    ")
+        self.w(f"    if ({' && '.join(live)}) {{ tk_lid = tk_q; break; }}")
+        self.w("}")
+        self.w(f"if (tk_lid < {n}) {{")
+        self.depth += 1
+        self.local_coords("tk_lid")
+        for d in range(k.ndim):
+            self.w(f"const int64_t tk_p{d} = tk_gr{d} * {wg[d]} + tk_l{d};")
+        self.global_coords()
+        saved = self.in_item
+        self.in_item = True
+        self.w(f"{self.stored_var(s.var) if s.var in self.plan.item_vars else self.var(s.var)} = "
+               f"{self.expr(s.value)};")
+        self.in_item = saved
+        self.depth -= 1
+        self.w("}")
+        self.depth -= 1
+        self.w("}")
 
     def s_Return(self, s):
         if self.plan is None:
