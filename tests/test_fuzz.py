@@ -114,6 +114,16 @@ def test_generated_kernels_cover_the_language():
         assert needle in text, needle
 
 
+def test_loop_counters_are_plain_names():
+    """A retired tuple element (``tu35[0]`` of ``tu35 = f(...)``) is never reused as a loop
+    counter (seed 5300058 with grouped=1.0 generated ``for tu35[0] in range(C9):``)."""
+    import re
+    opts = F.Options(grouped=1.0)
+    for seed in [5300058, *range(40)]:
+        src = F.generate(seed, opts).source
+        assert not re.search(r"for \w+\[", src), seed
+
+
 def test_excluded_known_bugs_are_not_generated():
     for seed in range(300):
         assert not any(f.startswith("bug:") for f in F.generate(seed).features)

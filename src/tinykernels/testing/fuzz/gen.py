@@ -127,8 +127,8 @@ class Gen:
         only names already assigned per item, for item-level counters, so that no name an
         earlier barrier condition used as uniform gains a per-item assignment)."""
         live = {v.name for v in self.visible()}
-        cands = sorted(n for n, v in self.retired.items()
-                       if v.ty == t and n not in live and (v.uni or not uni_only) and not (v.uni and item_only))
+        cands = sorted(n for n, v in self.retired.items()      # (not a tuple element such as tu3[0])
+                       if v.ty == t and n.isidentifier() and n not in live and (v.uni or not uni_only) and not (v.uni and item_only))
         if cands and self.chance(0.6):
             self.features.add("reused-name")
             return self.pick(cands)
