@@ -116,6 +116,16 @@ def test_generated_kernels_cover_the_language():
         assert needle in text, needle
 
 
+def test_loop_counters_are_plain_names():
+    """A retired tuple element (``tu35[0]`` of ``tu35 = f(...)``) is never reused as a loop
+    counter (seed 5300058 with grouped=1.0 generated ``for tu35[0] in range(C9):``)."""
+    import re
+    opts = F.Options(grouped=1.0)
+    for seed in [5300058, *range(40)]:
+        src = F.generate(seed, opts).source
+        assert not re.search(r"for \w+\[", src), seed
+
+
 def test_excluded_known_bugs_are_not_generated():
     for seed in range(300):
         assert not any(f.startswith("bug:") for f in F.generate(seed).features)
@@ -434,6 +444,36 @@ def k_const_mutation(o, x, C: tk.constexpr):
 # fixed: const-weak-mutation
 def test_bug_constexpr_stays_weak():
     _check_all(k_const_mutation, [np.zeros(2, np.int64), np.array([1, 2], np.int8)], [-112, -12], scalars=(3,))
+
+
+@tk.kernel
+def k_uniform_after_return(o, x: tk.Const):
+    i = tk.index()
+    lid = tk.index(tk.Local, tk.Linear)
+    v = x[i] * 2.0
+    tk.synchronize()
+    if lid == 0 or (lid == 1 and i > 4):
+        return
+    u = tk.uniform(v)
+    w = tk.uniform(v + 1.0)
+    o[i] = u + w * 100.0
+
+
+# fixed: uniform-after-return
+@pytest.mark.parametrize("backend", ["INTERP", "CPU", "CL", "WEBGPU"])
+def test_bug_uniform_after_return_is_the_first_running_item(backend):
+    """Groups of 4 over 10 items: item 0 of each group returned (and item 1 of the last two),
+    so tk.uniform takes the value of the first item still running: 1 (group 0), 6 (group 1),
+    nobody in group 2 (items 10, 11 lie past the ndrange)."""
+    available = {"INTERP": True, "CPU": CPU_OK, "CL": CL_OK, "WEBGPU": tk.backends().get("WebGPU", (False,))[0]}
+    if not available[backend]:
+        pytest.skip(f"{backend} is not available")
+    x = np.arange(10, dtype=np.float32)
+    got = _run(k_uniform_after_return, backend, [np.zeros(10, np.float32), x], workgroupsize=4)[0]
+    want = np.zeros(10, np.float32)
+    want[1:4] = 2.0 + 3.0 * 100
+    want[6:8] = 12.0 + 13.0 * 100
+    np.testing.assert_array_equal(got, want)
 
 
 _POCL_LOOP = textwrap.dedent('''\
@@ -760,3 +800,157 @@ def test_generator_finds_a_stale_barrier_loop_counter(monkeypatch):
             break
     assert tried, "the generator no longer makes uniform loops that reuse a per-item name"
     assert found, f"none of {tried} kernels of the class showed the planted bug"
+
+
+
+
+# ----------------------------------------------------------------------------- fastmath cases
+
+import ast  # noqa: E402
+
+from tinykernels.testing.fuzz import fastmath as FM  # noqa: E402
+
+FM_SEEDS = [s for s in range(400) if FM.is_fastmath_seed(s, F.Options())][:16]
+
+
+def test_fastmath_cases_are_a_fraction_of_the_seeds():
+    assert 10 <= len([s for s in range(400) if FM.is_fastmath_seed(s, F.Options())]) <= 80
+    assert not any(FM.is_fastmath_seed(s, F.Options(fastmath=0.0)) for s in range(400))
+    feats = set()
+    for s in FM_SEEDS:
+        c = F.generate(s)
+        assert "@tk.kernel(fastmath=True)" in c.source and c.mag_kname and "fastmath" in c.features
+        feats |= c.features
+    assert {"grouped", "flat", "collective", "float32", "float64"} <= feats
+
+
+@needs_cpu
+def test_bounded_fuzz_run_with_fastmath_cases_cpu():
+    summ = F.fuzz(FM_SEEDS, ["CPU"], "INTERP", jobs=1, minimize_found=False)
+    _no_mismatch(summ)
+    assert summ.count == len(FM_SEEDS)
+
+
+def _fm_outputs(case, source):
+    """(got, want, mag) of the case's float output: ``source`` (a mutated kernel) on the
+    interpreter against the case itself."""
+    mutated = F.Case(case.seed, source, case.kname, case.args, case.ndrange, case.workgroupsize,
+                     case.static_wg, mag_kname=case.mag_kname)
+    got = F.run_case(mutated, INTERP)
+    want = F.run_case(case, INTERP)
+    mag = F.run_case(case, INTERP, F.load_kernel(case.source, case.mag_kname))
+    return got, want, mag
+
+
+def _mutate_kernel(case, transformer):
+    """The case's module with ``transformer`` applied to its fastmath kernel only (the magnitude
+    kernel, the reference's tolerance, stays as generated)."""
+    tree = ast.parse(case.source)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == case.kname:
+            transformer.visit(node)
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def _float_loop(node):
+    """A plain ``for j in range(L)`` accumulating a float (not the integer recurrence)."""
+    return (isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and len(node.iter.args) == 1
+            and not any(isinstance(t, ast.Name) and t.id == "ia"
+                        for s in node.body for t in getattr(s, "targets", [getattr(s, "target", None)])))
+
+
+class _Contract(ast.NodeTransformer):
+    """What a fastmath compile may do: ``a * b + c`` into ``tk.fma(a, b, c)``, sums reversed."""
+
+    def visit_Assign(self, node):
+        if any(isinstance(t, ast.Name) and t.id == "ia" for t in node.targets):
+            return node                   # the integer recurrence: no floats, nothing to contract
+        return self.generic_visit(node)
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Add) and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mult):
+            return ast.Call(ast.Attribute(ast.Name("tk", ast.Load()), "fma", ast.Load()),
+                            [node.left.left, node.left.right, node.right], [])
+        return node
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        if _float_loop(node):
+            n = node.iter.args[0]
+            node.iter.args = [ast.BinOp(n, ast.Sub(), ast.Constant(1)), ast.Constant(-1), ast.Constant(-1)]
+        return node
+
+
+class _DropLastTerm(ast.NodeTransformer):
+    """A real bug: the first float accumulation loop skips its last iteration."""
+    done = False
+
+    def visit_For(self, node):
+        if not self.done and _float_loop(node):
+            self.done = True
+            node.iter.args = [ast.BinOp(node.iter.args[0], ast.Sub(), ast.Constant(1))]
+        return node
+
+
+def test_fastmath_tolerance_accepts_contraction_and_reassociation():
+    changed = 0
+    for s in FM_SEEDS:
+        case = F.generate(s)
+        got, want, mag = _fm_outputs(case, _mutate_kernel(case, _Contract()))
+        tol = next(a.tol for a in case.args if a.name == "out")
+        assert not F.compare_arrays("out", got["out"], want["out"], tol, mag["out"]), case.describe()
+        assert got["iout"].tobytes() == want["iout"].tobytes()
+        changed += got["out"].tobytes() != want["out"].tobytes()
+    assert changed >= 4, changed          # the planted rewrites really changed the last bits
+
+
+def test_fastmath_tolerance_still_catches_a_real_bug():
+    caught = tried = 0
+    for s in FM_SEEDS:
+        case = F.generate(s)
+        t = _DropLastTerm()
+        src = _mutate_kernel(case, t)
+        if not t.done:
+            continue
+        tried += 1
+        got, want, mag = _fm_outputs(case, src)
+        tol = next(a.tol for a in case.args if a.name == "out")
+        if got["out"].tobytes() != want["out"].tobytes():
+            caught += bool(F.compare_arrays("out", got["out"], want["out"], tol, mag["out"]))
+            assert caught, case.describe()
+    assert tried >= 3 and caught >= 3, (tried, caught)
+
+
+def test_fastmath_tolerance_is_bounded_by_the_magnitudes():
+    k, w = 10, np.array([1.0, -1.0, 0.0], np.float32)
+    mag = np.array([4.0, 4.0, 1e-30], np.float32)
+    slack = 2 * k * float(np.finfo(np.float32).eps) / 2 * 4.0
+    ok = FM.fm_tolerance(w + np.float32(slack * 0.9), w, mag, k)
+    assert ok[:2].all()
+    assert not FM.fm_tolerance(w + np.float32(slack * 1.5), w, mag, k)[:2].any()
+    assert FM.fm_tolerance(np.array([np.nan]), np.array([np.nan]), np.array([1.0]), 1).all()
+    assert not FM.fm_tolerance(np.array([np.nan]), np.array([1.0]), np.array([1.0]), 1).any()
+    g, w2 = np.array([[1.0000001]], np.float32), np.array([[1.0]], np.float32)
+    assert not F.compare_arrays("o", g, w2, [("fm", 10)], np.array([[4.0]], np.float32))
+    assert F.compare_arrays("o", g, w2, [("fm", 10)], None)          # no magnitudes: bit for bit
+
+
+@needs_cpu
+def test_fastmath_reproducer_keeps_the_tolerance(tmp_path):
+    case = F.generate(FM_SEEDS[0])
+    path = F.write_reproducer(case, str(tmp_path / "fm.py"), (), ["CPU"])
+    ns = {"__name__": "fm_repro", "__file__": path}
+    exec(compile(open(path).read(), path, "exec"), ns)
+    c = F.case_from_namespace(ns, case.kname)
+    assert c.mag_kname == case.mag_kname
+    assert F.reproduce(ns, case.kname, verbose=False) == 0
+
+
+def test_interpreter_runs_fastmath_cases_exactly_as_written():
+    """The reference ignores fastmath: the same kernel without it gives the same bits."""
+    for s in FM_SEEDS[:6]:
+        case = F.generate(s)
+        plain = case.source.replace("@tk.kernel(fastmath=True)", "@tk.kernel")
+        got, want, _ = _fm_outputs(case, plain)
+        assert got["out"].tobytes() == want["out"].tobytes() and got["iout"].tobytes() == want["iout"].tobytes()

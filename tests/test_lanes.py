@@ -234,3 +234,89 @@ def test_lanes_piece_after_an_early_return_skips_returned_items():
     assert np.array_equal(cpu[0], ref[0])
     want = np.array([-1.0 if i % 8 % 3 == 0 else x[i % 8::8].sum() for i in range(16)])
     np.testing.assert_array_equal(cpu[0], want)
+
+
+# ----------------------------------------------------------------------------- vectorized collectives
+
+@tk.kernel
+def int_collectives(r_add, r_mul, r_min, r_max, r_and, r_or, s_inc, s_ex, s_max, x: tk.Const, m: tk.constexpr):
+    i = tk.index()
+    lid = tk.index(tk.Local, tk.Linear)
+    v = tk.int32(0)
+    for k in range(lid, m, tk.groupsize()[0]):
+        v += x[k] * (i % 5 + 1)
+    r_add[i] = tk.group_reduce(v, "add")
+    r_mul[i] = tk.group_reduce(v | 1, "mul")          # wraps: exact in any order
+    r_min[i] = tk.group_reduce(v, "min")
+    r_max[i] = tk.group_reduce(v, "max")
+    r_and[i] = tk.group_reduce(v, "and")
+    r_or[i] = tk.group_reduce(v, "or")
+    s_inc[i] = tk.group_scan(v, "add")
+    s_ex[i] = tk.group_scan(v, "add", inclusive=False)
+    s_max[i] = tk.group_scan(v, "max")
+
+
+@pytest.mark.parametrize("wg,n_items", [(8, 32), (16, 29), (5, 23)])
+def test_integer_collectives_are_simd_and_exact(wg, n_items):
+    """Integer collectives are ``omp simd`` reductions / inscan scans (exact in any order):
+    bit for bit the interpreter's, and NumPy's with int32 wrapping, partial groups included."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(-2 ** 20, 2 ** 20, 37).astype(np.int32)
+    args = [np.zeros(32, np.int32) for _ in range(9)] + [x, 37]
+    src = int_collectives.source("CPU", *args, ndrange=n_items, workgroupsize=wg)
+    assert src.count("#pragma omp simd reduction(inscan,") == 3
+    assert src.count("#pragma omp simd reduction(") == 9
+    cpu, ref = _both(int_collectives, wg, args, n_items)
+    for c, r in zip(cpu[:9], ref[:9]):
+        assert np.array_equal(c, r)
+    v = np.array([sum(int(x[k]) * (i % 5 + 1) for k in range(i % wg, 37, wg)) for i in range(n_items)],
+                 np.int64).astype(np.int32)
+    for g in range(0, n_items, wg):
+        sl = slice(g, min(g + wg, n_items))
+        seg = v[sl]
+        with np.errstate(over="ignore"):
+            assert (cpu[0][sl] == seg.sum(dtype=np.int32)).all()
+            assert (cpu[1][sl] == np.prod(seg | 1, dtype=np.int32)).all()
+            assert (cpu[6][sl] == np.cumsum(seg, dtype=np.int32)).all()
+            assert (cpu[7][sl] == np.cumsum(seg, dtype=np.int32) - seg).all()
+        assert (cpu[2][sl] == seg.min()).all() and (cpu[3][sl] == seg.max()).all()
+        assert (cpu[4][sl] == np.bitwise_and.reduce(seg)).all()
+        assert (cpu[5][sl] == np.bitwise_or.reduce(seg)).all()
+        assert (cpu[8][sl] == np.maximum.accumulate(seg)).all()
+
+
+@tk.kernel
+def float_reduce_2d(out, x: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    v = x[i, j] * 3.0
+    out[i, j] = tk.group_reduce(v, "add") + tk.group_scan(v, "add")
+
+
+@tk.kernel(fastmath=True)
+def float_reduce_2d_fm(out, x: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    v = x[i, j] * 3.0
+    out[i, j] = tk.group_reduce(v, "add") + tk.group_reduce(v, "max")
+
+
+def test_float_collectives_vectorize_only_in_fastmath_kernels():
+    """A default kernel's float collectives stay sequential in local order (bit-identical to
+    the interpreter, whose order the SPEC's NumPy equivalence fixes); a fastmath kernel's float
+    reductions are ``omp simd`` reductions, within the reassociation bound of NumPy's result."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((12, 20)).astype(np.float32)
+    args = [np.zeros((12, 20), np.float32), x]
+    src = float_reduce_2d.source("CPU", *args, ndrange=(11, 19), workgroupsize=(4, 8))
+    assert "omp simd reduction" not in src
+    cpu, ref = _both(float_reduce_2d, (4, 8), args, (11, 19))
+    assert np.array_equal(cpu[0], ref[0])
+    src = float_reduce_2d_fm.source("CPU", *args, ndrange=(11, 19), workgroupsize=(4, 8))
+    assert src.count("#pragma omp simd reduction(+:acc)") == 1 and "reduction(max:acc)" in src
+    cpu, _ = _both(float_reduce_2d_fm, (4, 8), args, (11, 19))
+    v = x.astype(np.float64)[:11, :19] * 3.0
+    for gi in range(0, 11, 4):
+        for gj in range(0, 19, 8):
+            seg = v[gi:gi + 4, gj:gj + 8]
+            want = seg.sum() + seg.max()
+            got = cpu[0][gi:min(gi + 4, 11), gj:min(gj + 8, 19)]
+            assert np.all(np.abs(got - want) <= 64 * np.finfo(np.float32).eps * (np.abs(seg).sum() + abs(seg.max())))

@@ -59,6 +59,9 @@ _HEADER = """\
 #include <math.h>
 #ifdef _OPENMP
 #include <omp.h>
+#if (defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10)
+#define TK_OMP_INSCAN 1   /* OpenMP 5.0 scan reductions (GCC >= 10, clang >= 12) */
+#endif
 #endif
 typedef union { int64_t i; double f; void *p; } tk_slot;
 """
@@ -176,7 +179,42 @@ class CRenderer(CLikeRenderer):
     # --- statements specific to the grouped path -----------------------------------------------
 
     def s_Assign(self, s):
+        v = s.value
+        if (self.plan is not None and self.plan.needs_done and not self.in_item
+                and isinstance(v, N.Call) and v.fn == "uniform"):
+            self.uniform_first_live(s)
+            return
         self.w(f"{self.stored_var(s.var)} = {self.expr(s.value)};")
+
+    def uniform_first_live(self, s) -> None:
+        """``tk.uniform`` in a kernel with item-level returns: evaluated by the group's first
+        work item that is still running (in the ndrange and not returned), as the interpreter
+        does; by nobody when every item has returned."""
+        k = self.k
+        wg = k.workgroup
+        n = _prod(wg)
+        live = ["!tk_done[tk_q]"] + ([] if k.unsafe_indices else [self.in_range_expr()])
+        self.w(f"{{ tk_idx tk_lid = {n};")
+        self.depth += 1
+        self.w(f"for (tk_idx tk_q = 0; tk_q < {n}; ++tk_q) {{")
+        self.local_coords("tk_q", indent="    ")
+        self.w(f"    if ({' && '.join(live)}) {{ tk_lid = tk_q; break; }}")
+        self.w("}")
+        self.w(f"if (tk_lid < {n}) {{")
+        self.depth += 1
+        self.local_coords("tk_lid")
+        for d in range(k.ndim):
+            self.w(f"const int64_t tk_p{d} = tk_gr{d} * {wg[d]} + tk_l{d};")
+        self.global_coords()
+        saved = self.in_item
+        self.in_item = True
+        self.w(f"{self.stored_var(s.var) if s.var in self.plan.item_vars else self.var(s.var)} = "
+               f"{self.expr(s.value)};")
+        self.in_item = saved
+        self.depth -= 1
+        self.w("}")
+        self.depth -= 1
+        self.w("}")
 
     def s_Return(self, s):
         if self.plan is None:
@@ -417,6 +455,10 @@ class CRenderer(CLikeRenderer):
         self.w("}")
 
     def s_Collective(self, s: N.Collective):
+        red = simd_reduction_op(s, self.k.fastmath)
+        if red is not None and not self.plan.needs_done and (s.kind == "reduce" or self.k.ndim == 1):
+            self.simd_collective(s, red)
+            return
         t = self.ctype(s.ty)
         ident, comb = self.collective_parts(s)
         k = self.k
@@ -447,6 +489,51 @@ class CRenderer(CLikeRenderer):
             else:
                 self.w(f"    {store} = acc; acc = {comb};")
             self.w("  } }")
+
+    def simd_collective(self, s: N.Collective, red: str) -> None:
+        """A collective as an ``omp simd`` horizontal operation over the valid items (``tk_nv``
+        per dimension, local order): a reduction (``reduction(op:acc)``, the innermost dimension
+        vectorized) or, in 1-D groups, a scan (``reduction(inscan, op:acc)``). Only where the
+        result cannot depend on the order (see :func:`simd_reduction_op`)."""
+        t = self.ctype(s.ty)
+        ident, comb = self.collective_parts(s)
+        k = self.k
+        wg = k.workgroup
+        src = f"v_{mangle(s.src)}" + ("[tk_lid]" if s.src in self.plan.item_vars else "")
+        dst = f"v_{mangle(s.dst)}"
+        self.w(f"{{ {t} acc = ({t}){ident};")
+        self.depth += 1
+        for d in range(k.ndim - 1):
+            self.w(f"for (int64_t tk_l{d} = 0; tk_l{d} < tk_nv{d}; ++tk_l{d})")
+        last = k.ndim - 1
+        lin = "tk_l0"
+        for d in range(1, k.ndim):
+            lin = f"({lin}) * {wg[d]} + tk_l{d}"
+        scan = s.kind != "reduce"
+        self.w("#ifdef TK_OMP_INSCAN" if scan else "#ifdef _OPENMP")
+        self.w(f"#pragma omp simd reduction({'inscan, ' if scan else ''}{red}:acc)")
+        self.w("#endif")
+        self.w(f"for (int64_t tk_l{last} = 0; tk_l{last} < tk_nv{last}; ++tk_l{last}) {{")
+        lid = f"const tk_idx tk_lid = {lin};"
+        combine = f"    {{ {lid} {t} x = {src}; acc = {comb}; }}"
+        store = f"    {{ {lid} {dst}[tk_lid] = acc; }}" if s.dst in self.plan.item_vars else f"    {dst} = acc;"
+        if not scan:
+            self.w(combine)
+        else:           # OpenMP's inscan form: an input phase and a scan phase around the directive
+            inclusive = s.kind == "scan"
+            self.w(combine if inclusive else store)
+            self.w("#ifdef TK_OMP_INSCAN")
+            self.w(f"    #pragma omp scan {'inclusive' if inclusive else 'exclusive'}(acc)")
+            self.w("#endif")
+            self.w(store if inclusive else combine)
+        self.w("}")
+        if not scan:
+            if s.dst in self.plan.item_vars:
+                self.w(f"for (tk_idx tk_lid = 0; tk_lid < {_prod(wg)}; ++tk_lid) {dst}[tk_lid] = acc;")
+            else:
+                self.w(f"{dst} = acc;")
+        self.depth -= 1
+        self.w("}")
 
     def in_range_expr(self) -> str:
         k = self.k
@@ -677,6 +764,25 @@ static void {name}(const tk_slot *a, int64_t total, int nthreads) {{
     for (int t = 1; t < nt; ++t) pthread_join(th[t], 0);
 }}
 #endif""".splitlines())
+
+
+_OMP_OPS = {"add": "+", "mul": "*", "min": "min", "max": "max"}
+
+
+def simd_reduction_op(s: N.Collective, fastmath: bool) -> str | None:
+    """The ``omp simd`` reduction identifier of collective ``s`` when its result cannot depend
+    on the order of combination: integer ops (wrapping, so exact in any order), bool and/or,
+    and float32/float64 ops in a ``fastmath`` kernel (which permits reassociation). ``None``
+    for a default kernel's float collective: it stays a sequential loop in local order, the
+    order the interpreter defines, so results are bit-identical to it."""
+    dt = s.ty.dtype
+    if dt.kind == "b":
+        return {"and": "&&", "or": "||"}.get(s.op)
+    if dt.kind in "iu":
+        return {**_OMP_OPS, "and": "&", "or": "|"}.get(s.op)
+    if dt.kind == "f" and fastmath and dt.name in ("float32", "float64"):
+        return _OMP_OPS.get(s.op)
+    return None
 
 
 @lru_cache(maxsize=None)

@@ -120,10 +120,17 @@ class GPURenderer(CLikeRenderer):
     def s_Assign(self, s):
         v = s.value
         if self.plan is not None and isinstance(v, N.Call) and v.fn == "uniform":
-            # tk.uniform: the group's first work item evaluates, local memory broadcasts
+            # tk.uniform: the group's first (running) work item evaluates, local memory broadcasts
             t = self.ctype(self.k.locals[s.var])
             scr = self.scratch.setdefault(t, f"tk_scr{len(self.scratch)}")
-            self.w(f"if (tk_ll == 0) {scr}[0] = {self.expr(v.args[0])};")
+            if self.plan.needs_done:       # after a return: the first item still running
+                wg = _prod(self.k.workgroup)
+                self.w("tk_act[tk_ll] = tk_active;")
+                self.w(self.barrier_stmt)
+                self.w(f"{{ int tk_f = 0; while (tk_f < {wg} && !tk_act[tk_f]) ++tk_f;")
+                self.w(f"  if (tk_ll == tk_f) {scr}[0] = {self.expr(v.args[0])}; }}")
+            else:
+                self.w(f"if (tk_ll == 0) {scr}[0] = {self.expr(v.args[0])};")
             self.w(self.barrier_stmt)
             self.w(f"{self.var(s.var)} = {scr}[0];")
             self.w(self.barrier_stmt)

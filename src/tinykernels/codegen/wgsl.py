@@ -1921,13 +1921,23 @@ class WGSLRenderer:
             c = ctype(t)
             st = "u32" if c == "bool" else c
             scr = self.scratch.setdefault(st, f"tk_scr{len(self.scratch)}")
-            self.w("if (tk_ll == 0i) {")
+            if self.plan.needs_done:       # after a return: the first item still running
+                self.w("tk_act[tk_ll] = select(0u, 1u, tk_active);")
+                self.w("workgroupBarrier();")
+                self.w("{")
+                self.w("var tk_f = 0i;")
+                self.w(f"loop {{ if (tk_f >= {self.wg}i || tk_act[tk_f] != 0u) {{ break; }} tk_f = tk_f + 1i; }}")
+                self.w("if (tk_ll == tk_f) {")
+            else:
+                self.w("if (tk_ll == 0i) {")
             self.depth += 1
             val = self.expr(v.args[0])
             self.flush()
             self.w(f"{scr}[0] = {'select(0u, 1u, ' + val + ')' if c == 'bool' else val};")
             self.depth -= 1
             self.w("}")
+            if self.plan.needs_done:
+                self.w("}")
             self.w("workgroupBarrier();")
             self.w(f"{self.var(s.var)} = {scr}[0]{' != 0u' if c == 'bool' else ''};")
             self.w("workgroupBarrier();")

@@ -8,7 +8,9 @@ source and the disk cache of compiled kernels is reused), launches it on every r
 and on the reference (``tk.Interpreter()``), and compares every output element: integers and
 bools bit for bit, floats bit for bit (NaN equals NaN) except where the generator marked an
 output slot as the result of a transcendental function, which gets an ulp tolerance (see
-``docs/fuzzing.md``). A disagreement is minimised (:func:`minimize`, statement deletion and
+``docs/fuzzing.md``); fastmath cases (:mod:`.fastmath`, a fraction of the seeds) compare their
+float outputs with a reassociation bound scaled by the sum of the absolute values of the terms,
+which the reference computes alongside. A disagreement is minimised (:func:`minimize`, statement deletion and
 expression simplification on the Python AST, keeping the same kind of disagreement) and written
 as a standalone reproducer script (:func:`write_reproducer`). :func:`fuzz` drives many seeds in
 parallel worker processes, with a per-case timeout.

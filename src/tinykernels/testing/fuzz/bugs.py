@@ -98,6 +98,14 @@ FIXED_BUGS = {
         'worked around: for PoCL the OpenCL code passes NaN through exp/expm1/exp2/exp10/sinh/cosh/tanh and float // and % before the driver can fold them (codegen/opencl.py _nan_guards, prelude floatdiv under TK_POCL)'),
     'const-weak-mutation': ('a tk.constexpr Python int used once with a strong int64 operand (`tk.int64(5) + C`) becomes a strong int64 for the rest of the kernel: frontend/lower.py Lowerer.cast changes the type of the shared N.Const in place (`e.ty = t`), so `(x_int8 + C) * 100` no longer wraps in int8 (CPU and CL give 400 where NumPy and INTERP give -112)',
         'fixed: Lowerer.cast returns a new constant instead of retyping a shared one'),
+    'uniform-after-return': ("tk.uniform(v) after an item-level `return` in a grouped kernel: the interpreter "
+                             "evaluates it in the group's first work item still running, CPU, OpenCL, CUDA and "
+                             "WebGPU in work item 0 even when that item had returned (its stale `v`): "
+                             "`if lid == 0: return` then `u = tk.uniform(x[i])` gives x[1] on INTERP, x[0] on "
+                             "CPU/CL (fuzzer seed 5200247 with Options(grouped=1.0))",
+        "fixed: in kernels with item-level returns the first running work item (in the ndrange, not returned) "
+        "evaluates tk.uniform on every backend (codegen/c.py uniform_first_live, codegen/gpu.py and wgsl.py "
+        "s_Assign); language.md says so"),
     'fp8-int-operand': ('fp8 (float8_e4m3fn / float8_e5m2) combined with an int8/uint8 value: the compiler rounds the integer operand to the fp8 type (the promoted type), the interpreter converts it to float32 exactly: `x_fp8 + y_int8` with y = 17 gives 17 vs 18',
         'fixed: the interpreter converts an int8/uint8 operand to the promoted fp8 type, as NumPy and the compiler do (interp_ops._nbin)'),
 }

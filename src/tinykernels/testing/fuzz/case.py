@@ -23,6 +23,7 @@ class Options:
     inexact_math: bool = True             # transcendental functions (compared with an ulp tolerance)
     max_items: int = 96                   # work items per launch (the interpreter runs them in Python)
     max_stmts: int = 28                   # statements per kernel body (roughly)
+    fastmath: float = 0.1                 # fraction of seeds that make a fastmath case (fastmath.py)
 
     def key(self) -> str:
         d = dataclasses.asdict(self)
@@ -56,6 +57,7 @@ class Case:
     static_wg: object = None       # kernel(backend, static_wg)
     unsafe: bool = False
     features: set = field(default_factory=set)
+    mag_kname: str = ""            # fastmath cases: the kernel computing the tolerance's magnitudes
 
     def describe(self) -> str:
         return (f"seed {self.seed}: kernel {self.kname} ndrange={self.ndrange!r} workgroupsize={self.workgroupsize!r} "

@@ -15,6 +15,7 @@ import numpy as np
 from .bugs import FIXED_BUGS
 from .case import ArgSpec, Arr, Case, Ex, Options, Var
 from .data import edge_values, int_valued, random_values
+from .fastmath import generate_fastmath, is_fastmath_seed
 from .types import (ALL_TYPES, ATOMIC_TYPES, BINOPS, CMPS, FLOATS_ALL, FP8, INTS, NARROW, NARROW_X, PAIRS,
                      STRONG, WEAK, fits, float_max, int_range, is_float, is_int, np_dtype)
 
@@ -1918,7 +1919,10 @@ def store_ulps(ulps: int, comp: str, store: str):
 def generate(seed: int, opts: Options | None = None) -> Case:
     """The case of ``seed`` (deterministic). Its ``features`` name the constructs of open bugs
     ``bug:<id>`` (only when ``opts.exclude`` lets them through) and those of fixed ones
-    ``fixed:<id>``."""
+    ``fixed:<id>``. A fraction ``opts.fastmath`` of the seeds make a fastmath case instead
+    (:mod:`.fastmath`)."""
+    if is_fastmath_seed(seed, opts or Options()):
+        return generate_fastmath(seed)
     case = Gen(seed, opts).generate()
     case.features = {("fixed:" + f[4:]) if f.startswith("bug:") and f[4:] in FIXED_BUGS else f
                      for f in case.features}

@@ -69,6 +69,8 @@ def write_reproducer(case: Case, path: str, mismatches=(), backends=("CPU",), re
     text += "from tinykernels.testing.fuzz import _arr, _scalar, reproduce  # noqa: E402\n\n"
     text += case_args_code(case) + "\n"
     text += f"NDRANGE = {case.ndrange!r}\nWORKGROUPSIZE = {case.workgroupsize!r}\nSTATIC_WG = {case.static_wg!r}\n"
+    if case.mag_kname:
+        text += f"MAG_KERNEL = {case.mag_kname!r}\n"
     text += f"SEED = {case.seed!r}\nBACKENDS = {list(backends)!r}\nREFERENCE = {reference!r}\n\n"
     text += f'if __name__ == "__main__":\n    raise SystemExit(reproduce(globals(), {case.kname!r}))\n'
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -82,6 +84,9 @@ def case_from_namespace(ns: dict, kname: str) -> Case:
     args = [ArgSpec(n, k, v, role, const, list(tol), view) for n, k, v, role, const, tol, view in ns["ARGS"]]
     c = Case(ns.get("SEED", 0), "", kname, args, ns["NDRANGE"], ns["WORKGROUPSIZE"], ns["STATIC_WG"])
     c.kernel = ns[kname]
+    if ns.get("MAG_KERNEL"):
+        c.mag_kname = ns["MAG_KERNEL"]
+        c.mag_kernel = ns[c.mag_kname]
     return c
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ... import dtypes as D
 from .case import Case
+from .fastmath import FM_TAG, fm_tolerance
 from .types import NARROW_X
 
 _GEN_DIR = os.environ.get("TK_FUZZ_DIR") or os.path.join(tempfile.gettempdir(), f"tinykernels_fuzz_{os.getuid()}")
@@ -157,8 +158,10 @@ def _isnan(a: np.ndarray) -> np.ndarray:
     return np.isnan(a.astype(np.float64))
 
 
-def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, tol: list) -> list:
-    """[(index, got, want)] of the elements that differ (``tol``: allowed ulps per last-axis slot)."""
+def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, tol: list, mag: np.ndarray | None = None) -> list:
+    """[(index, got, want)] of the elements that differ (``tol``: allowed ulps per last-axis slot,
+    or ``("fm", k)`` for a fastmath slot, checked with :func:`.fastmath.fm_tolerance` against
+    the magnitudes ``mag``)."""
     if got.shape != want.shape or got.dtype != want.dtype:
         return [((), f"{got.dtype}{got.shape}", f"{want.dtype}{want.shape}")]
     if got.dtype.kind in "biu" or got.dtype == np.bool_:
@@ -175,6 +178,10 @@ def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, tol: list) -> l
                 if not tj or not bad[:, j].any():
                     continue
                 g, w = got[:, j], want[:, j]
+                if isinstance(tj, (tuple, list)) and tj[0] == FM_TAG:
+                    if mag is not None:          # no magnitudes: compared bit for bit
+                        bad[:, j] &= ~fm_tolerance(g, w, mag[:, j], tj[1])
+                    continue
                 if isinstance(tj, (tuple, list)):
                     tj, cdt = tj
                     g, w = g.astype(cdt), w.astype(cdt)
@@ -207,14 +214,31 @@ def _check_errors():
     return KernelCheckError
 
 
+def _ulps(t) -> int:
+    """The ulp count of a slot tolerance (a fastmath slot's bound is relative: reported as 0)."""
+    if isinstance(t, (tuple, list)):
+        return 0 if t[0] == FM_TAG else t[0]
+    return t
+
+
+def reference_magnitudes(case: Case, reference) -> dict:
+    """Fastmath cases: the outputs of the case's magnitude kernel on the reference (the sums of
+    absolute values of the terms, see :mod:`.fastmath`); ``{}`` for other cases."""
+    if not getattr(case, "mag_kname", ""):
+        return {}
+    ns_kernel = getattr(case, "mag_kernel", None) or load_kernel(case.source, case.mag_kname)
+    return run_case(case, reference, ns_kernel)
+
+
 def check_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
     """Run ``case`` on the reference and every backend; the list of Mismatch (empty: all agree)."""
     out = []
     try:
         want = run_case(case, reference)
+        mags = reference_magnitudes(case, reference)
         ref_err = None
     except Exception as e:  # noqa: BLE001 - every failure is a finding
-        want, ref_err = None, e
+        want, mags, ref_err = None, {}, e
     for b in backends:
         bname = b if isinstance(b, str) else getattr(b, "name", repr(b))
         if ref_err is not None and isinstance(ref_err, (IndexError, _check_errors())):
@@ -237,8 +261,8 @@ def check_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
             continue
         tols = {s.name: s.tol for s in case.args if s.kind == "array"}
         for name in want:
-            where = compare_arrays(name, got[name], want[name], tols.get(name) or [0])
+            where = compare_arrays(name, got[name], want[name], tols.get(name) or [0], mags.get(name))
             if where:
                 out.append(Mismatch(case.seed, bname, "value", name, where,
-                                    tol=max((t[0] if isinstance(t, (tuple, list)) else t) for t in tols.get(name) or [0])))
+                                    tol=max(_ulps(t) for t in tols.get(name) or [0])))
     return out
