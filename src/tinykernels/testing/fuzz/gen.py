@@ -1481,7 +1481,10 @@ class Gen:
             if trace:
                 self.store_var(trace, "pyint")
         elif k == "while":
-            w = self.counter_name("wr", "pyint", uni_only=True)
+            # a fresh name: the compiler decides uniformity per name, and an earlier local whose
+            # value was uniform may have been assigned under per-item control flow (a loop over
+            # a per-item range), which makes the name non-uniform and the barrier a CompileError
+            w = self.fresh("wr")
             self.emit(f"{w} = 0")
             b = self.small_bound(uni=True, hi=3)
             self.emit(f"while {w} < {b.code}:")
