@@ -33,11 +33,11 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
-from ..array import Array
-from ..backends import Backend
+from .base import Backend
+from .hostarray import Array
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from ..kernel import RECORDERS, KernelInstance
+from .base import RECORDERS, KernelInstance
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, debug_flag, fits32, \
     group_plan, is_host_array, same_shape, scalar_value, track_stream
 from .streams import Event, check_recorded, completed_event, deadline_of, poll_until
@@ -440,7 +440,7 @@ class CUDA(Backend):
             if src.nbytes:
                 _ok(drv.cuMemcpyDtoDAsync(dst._dptr(), src._dptr(), src.nbytes, h_stream), "cuMemcpyDtoDAsync")
         elif isinstance(dst, CUDAArray):
-            from ..array import as_host_ndarray
+            from .hostarray import as_host_ndarray
             h = as_host_ndarray(src) if not isinstance(src, Array) else src.numpy()
             h = np.ascontiguousarray(np.asarray(src) if h is None else h, dtype=dst.dtype)
             same_shape(dst, h)
@@ -450,7 +450,7 @@ class CUDA(Backend):
                 # pageable host memory: the call returns once the data is staged, so h may go
                 _ok(drv.cuMemcpyHtoDAsync(dst._dptr(), h.ctypes.data, h.nbytes, h_stream), "cuMemcpyHtoDAsync")
         else:
-            from ..array import as_host_ndarray
+            from .hostarray import as_host_ndarray
             h = as_host_ndarray(dst)
             if h is None:
                 raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")

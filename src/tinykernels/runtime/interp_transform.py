@@ -100,12 +100,6 @@ def _has_contents(cell) -> bool:
         return False
 
 
-def _special():
-    from ..backends import synchronize
-    from ..kernel import Func
-    return synchronize, Func
-
-
 def _transform(fn, kernel: bool) -> Transformed:
     if fn.__code__ in _ACTIVE:
         raise CompileError(f"recursive call of @tk.func '{fn.__name__}' (recursion is not supported)",
@@ -190,7 +184,6 @@ class _Rewriter(ast.NodeTransformer):
         self.cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
         self.is_gen = False
         self.funcs: dict = {}
-        self.sync, self.Func = _special()
         self.const_params = self.constexprs()
 
     # --- static resolution of what a call names -----------------------------------------
@@ -275,7 +268,7 @@ class _Rewriter(ast.NodeTransformer):
         node = self.generic_visit(node)
         if target is None:
             return node
-        if target is self.sync and not node.args and not node.keywords:
+        if lang.intrinsic_name(target) == "synchronize" and not node.args and not node.keywords:
             self.is_gen = True
             return ast.copy_location(ast.Yield(value=self.site(node, "tk.synchronize()")), node)
         if target is lang.group_reduce or target is lang.group_scan:
@@ -289,7 +282,7 @@ class _Rewriter(ast.NodeTransformer):
             return ast.copy_location(ast.IfExp(test=_call("__tk_uhas", [s], node),
                                                body=_call("__tk_uget", [s], node),
                                                orelse=_call("__tk_uput", [s, node.args[0]], node)), node)
-        if isinstance(target, self.Func):
+        if isinstance(target, lang.Func):
             sub = transform(target.fn, kernel=False)
             self.funcs[sub.placeholder] = sub
             node.func = ast.copy_location(ast.Name(id=sub.placeholder, ctx=ast.Load()), node.func)

@@ -24,15 +24,14 @@ How a launch runs (see docs/debugging.md for the user's view):
 """
 from __future__ import annotations
 
-import sys
 import threading
 
 import numpy as np
 
 from .. import dtypes as D
-from ..backends import Backend
+from .base import Backend
 from ..errors import CompileError, LaunchError
-from ..kernel import Kernel, KernelInstance
+from .base import RECORDERS, KernelInstance
 from .interp_errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,
                             UninitializedReadError)
 from .interp_lang import RETURNED_VALUE, Group, Item, KernelContext, unravel
@@ -59,9 +58,8 @@ class InterpreterKernelInstance(KernelInstance):
         self._nthreads = 1
 
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
-        recorders = getattr(sys.modules[KernelInstance.__module__], "RECORDERS", None)
-        if recorders:                                   # inside tk.autodiff: it records, then launches
-            return recorders[-1].launch(self, args, ndrange, workgroupsize, stream)
+        if RECORDERS:                                   # inside tk.autodiff: it records, then launches
+            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         return self._launch(args, ndrange, workgroupsize, stream)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
@@ -107,7 +105,7 @@ class InterpreterKernelInstance(KernelInstance):
     def _launch_derived(self, args, ndrange, workgroupsize, stream) -> Event:
         """Kernels derived from the IR (tk.autodiff adjoints and tangents) have no Python source
         to run: they run on the CPU backend, bounds-checked, on the same host arrays."""
-        from ..backends import CPU
+        from .cpu import CPU
         ok, why = CPU.available()
         if not ok:
             raise NotImplementedError(f"kernel '{self.name}' exists only as compiler IR (a tk.autodiff "
@@ -205,7 +203,7 @@ def _trim_traceback(e: BaseException) -> None:
 
 def _is_derived(kernel) -> bool:
     """Whether a kernel is made from another one's IR (not from its own Python function)."""
-    return getattr(type(kernel), "lower_ir", None) is not getattr(Kernel, "lower_ir", None)
+    return bool(getattr(kernel, "derived", False))
 
 
 def _scalar(a):
