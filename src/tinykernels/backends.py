@@ -59,7 +59,7 @@ _ORDER = ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP")
 
 def _interpreter_class():
     try:
-        from .runtime.interpreter import Interpreter  # provided by the interpreter backend
+        from .runtime.interp import Interpreter  # provided by the interpreter backend
         return Interpreter
     except ImportError:
         return _gpu_unavailable("Interpreter", "the Python interpreter backend is not implemented yet in this release")

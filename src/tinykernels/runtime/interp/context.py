@@ -18,13 +18,13 @@ import types
 
 import numpy as np
 
-from .. import dtypes as D
-from .. import lang
-from .. import random as tkrandom
-from . import interp_ops as O
-from .interp_errors import KernelCheckError, where
-from .interp_memory import KArray, RaceTracker, alloc
-from .interp_transform import RETURNED
+from ... import dtypes as D
+from ... import lang
+from ... import random as tkrandom
+from . import ops as O
+from .errors import KernelCheckError, where
+from .memory import KArray, RaceTracker, alloc
+from .transform import RETURNED
 
 RETURNED_VALUE = type("Returned", (), {"__repr__": lambda self: "<returned>"})()
 COLLECTIVE_OPS = ("add", "mul", "min", "max", "and", "or")

@@ -10,13 +10,13 @@ The kernel (and every ``@tk.func`` it reaches) is re-parsed from its source and 
 * ``tk.uniform(e)`` becomes ``(uget(SITE) if uhas(SITE) else uput(SITE, e))``: the first work
   item of the group evaluates ``e``, the others take its value.
 * arithmetic operators whose Python meaning differs from the kernel language's (``+ - * / //
-  % ** << >>``, unary ``-`` and ``~``, ``and``/``or``) call the helpers of :mod:`.interp_ops`;
+  % ** << >>``, unary ``-`` and ``~``, ``and``/``or``) call the helpers of :mod:`.ops`;
   ``x: T = v`` casts; ``breakpoint()`` opens pdb on the work item's frame.
 * ``@tk.func`` calls are bound to the rewritten functions.
 
 The rewritten tree keeps the user's line and column numbers and is compiled with the user's
 file name, so tracebacks, ``breakpoint()`` and pdb show the user's source. Only the code
-object is cached; :mod:`.interp_lang` binds it to per-launch globals (the in-kernel ``tk``,
+object is cached; :mod:`.context` binds it to per-launch globals (the in-kernel ``tk``,
 ``math`` and builtins) with ``types.FunctionType``.
 """
 from __future__ import annotations
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import dtypes as D
-from .. import lang
-from ..errors import CompileError
+from ... import dtypes as D
+from ... import lang
+from ...errors import CompileError
 
 # placeholders the rewritten code uses (inserted into every per-launch globals dict)
 BINOP_HELPERS = {ast.Add: "__tk_add", ast.Sub: "__tk_sub", ast.Mult: "__tk_mul", ast.Div: "__tk_truediv",
