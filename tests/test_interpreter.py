@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from tinykernels.runtime.interpreter import (DataRaceError, DivergentBarrierError, Interpreter, KernelCheckError,
-                                             KernelIndexError, UninitializedReadError)
+from tinykernels.runtime.interp import (DataRaceError, DivergentBarrierError, Interpreter, KernelCheckError,
+                                        KernelIndexError, UninitializedReadError)
 
 INTERP = tk.Interpreter()
 CHECK = tk.Interpreter(check=True)

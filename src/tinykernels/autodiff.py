@@ -85,6 +85,7 @@ class DerivedKernel(Kernel):
     forms of scalar partials, see :func:`.adjoint_gather.speed_up`), tape-counting (``"count"``), tangent (``"tangent"``) or gather (``"gather:<array>"``,
     ``"gather_ring:<array>"``, ``"gather_in:<array>"``, see :mod:`.passes.adjoint_gather`)
     kernel of a kernel, for a fixed choice of differentiated parameters."""
+    derived = True
 
     def __init__(self, primal: Kernel, mode: str, diff: tuple):
         self.primal, self.mode, self.diff = primal, mode, tuple(diff)

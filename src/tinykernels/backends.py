@@ -7,99 +7,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import threading
 from functools import lru_cache
 
-from . import dtypes as D
+from . import lang
 from .errors import BackendUnavailable
+from .runtime.base import Backend
+from .runtime.cpu import CPU
 from .tracebacks import api_boundary
-
-_STREAMS: dict = {}            # explicit cache: backend key -> StreamSet
-_STREAMS_LOCK = threading.Lock()
-
-
-class Backend:
-    """Base class: a device and its settings."""
-    name = "?"
-    dev = "?"                     # the DEV string that makes this kind of backend
-    is_host = False
-    supports_float64 = True
-    max_workgroupsize = 1024
-    debug = False
-
-    def key(self) -> tuple:
-        """Everything that identifies the device and settings (equality, caches)."""
-        raise NotImplementedError
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Backend) and self.key() == other.key()
-
-    def __hash__(self) -> int:
-        return hash(self.key())
-
-    def supports(self, dtype) -> bool:
-        """Whether arrays of ``dtype`` can be stored and computed with."""
-        return D.from_any(dtype) is not None
-
-    def supports_atomic(self, dtype) -> bool:
-        d = D.from_any(dtype)
-        return d is not None and d.name in ("int32", "uint32", "int64", "uint64", "float32", "float64")
-
-    def _stream_set(self):
-        from .runtime.streams import StreamSet
-        k = self.key()
-        with _STREAMS_LOCK:
-            s = _STREAMS.get(k)
-            if s is None:
-                s = _STREAMS[k] = StreamSet()
-            return s
-
-    def stream(self, priority: int = 0):
-        """A new stream (``tk.High``, ``tk.Normal``, ``tk.Low`` or an int priority)."""
-        s = self._stream_set().stream(priority)
-        s.backend = self
-        return s
-
-    def synchronize(self, timeout: float | None = None) -> None:
-        """Wait for all work submitted to this device's streams (``TimeoutError`` if some is
-        still running after ``timeout`` seconds)."""
-        with _STREAMS_LOCK:
-            s = _STREAMS.get(self.key())
-        if s is not None:
-            s.synchronize(timeout)
-
-
-class CPU(Backend):
-    """Multi-threaded CPU: kernels are compiled to C with the system compiler and OpenMP.
-
-    ``threads``: number of threads a launch uses (default: all cores, or ``TK_NUM_THREADS``).
-    ``debug``: bounds-check every array access (also ``TK_DEBUG=1``).
-    """
-    name = "CPU"
-    dev = "CPU"
-    is_host = True
-
-    def __init__(self, threads: int | None = None, debug: bool | None = None):
-        if threads is None:
-            threads = int(os.environ.get("TK_NUM_THREADS", "0")) or (os.cpu_count() or 1)
-        if threads < 1:
-            raise ValueError("CPU(threads=...) must be >= 1")
-        self.threads = int(threads)
-        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
-
-    def key(self) -> tuple:
-        return ("CPU", self.threads, self.debug)
-
-    def __repr__(self) -> str:
-        return f"tk.CPU(threads={self.threads}{', debug=True' if self.debug else ''})"
-
-    @staticmethod
-    def available() -> tuple[bool, str]:
-        from .runtime.compiler import find_compiler
-        cc = find_compiler()
-        if cc is None:
-            return False, "no C compiler found: install gcc or clang, or set CC"
-        return True, f"C compiler {' '.join(cc)}"
 
 
 def _gpu_unavailable(name: str, hint: str):
@@ -145,7 +59,7 @@ _ORDER = ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP")
 
 def _interpreter_class():
     try:
-        from .runtime.interpreter import Interpreter  # provided by the interpreter backend
+        from .runtime.interp import Interpreter  # provided by the interpreter backend
         return Interpreter
     except ImportError:
         return _gpu_unavailable("Interpreter", "the Python interpreter backend is not implemented yet in this release")
@@ -224,6 +138,7 @@ def backends() -> BackendInfo:
     return info
 
 
+@lang.intrinsic("synchronize")     # in a kernel: the workgroup barrier
 def synchronize(b: Backend | None = None, timeout: float | None = None) -> None:
     """Wait for all outstanding work on a backend (default: the default backend).
 

@@ -35,6 +35,49 @@ class constexpr:
     """Annotation ``x: tk.constexpr``: the value is baked into the compiled kernel."""
 
 
+class Func:
+    """A device function (``@tk.func``), inlined into the kernels that call it.
+
+    The frontend recognises it by type and parses ``fn`` (caching the result in ``_src``);
+    called from ordinary Python (the interpreter backend) it runs ``fn``."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = fn.__name__
+        self._src = None          # the frontend's parsed source, filled on first inlining
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)  # plain Python call (used by the interpreter backend)
+
+    def __repr__(self) -> str:
+        return f"<tk.func {self.name}>"
+
+
+INTRINSICS: dict = {}     # name -> a host function that is also an in-kernel intrinsic
+
+
+def intrinsic(name: str):
+    """Decorator: the host function (defined in a higher layer, e.g. ``tk.synchronize``) is
+    also the in-kernel intrinsic ``name``; the compiler and the interpreter recognise it by
+    :func:`intrinsic_name`, so they never import the layer that defines it."""
+    def mark(fn):
+        fn.__tk_intrinsic__ = name
+        INTRINSICS[name] = fn
+        return fn
+    return mark
+
+
+def intrinsic_name(obj) -> str | None:
+    """The intrinsic ``obj`` stands for in a kernel (see :func:`intrinsic`), or None."""
+    try:
+        name = obj.__tk_intrinsic__
+    except Exception:  # noqa: BLE001 - any object may appear in a kernel's call position
+        return None
+    return name if isinstance(name, str) and INTRINSICS.get(name) is obj else None
+
+
 def _kernel_only(name: str):
     def f(*args, **kwargs):
         raise RuntimeError(f"tk.{name}() can only be used inside a @tk.kernel or @tk.func")

@@ -17,6 +17,7 @@ from .. import lang
 from .. import random as tkrandom
 from ..dtypes import Ty
 from ..ir import nodes as N
+from .values import DTypeVal, FuncBinding, PyObj, NoValue
 
 BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
           ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
@@ -257,7 +258,6 @@ _SHAPE_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b
 def compile_time_int(lw, x):
     """``x`` as a Const holding a Python int when it is known at compile time: constants,
     locals assigned once from constants (``lw.consts``) and integer arithmetic of those."""
-    from .lower import FuncBinding
     if isinstance(x, FuncBinding):
         x = N.Var(lw.weak_int(), N.NOLOC, x.var)
     if isinstance(x, N.Var):
@@ -288,7 +288,6 @@ def _static_shape(lw, node, v):
                 raise lw.err(node, f"array dimensions must be positive, got {x.value}")
             out.append(x.value)
             continue
-        from .lower import FuncBinding
         if isinstance(x, N.Const):
             what = f"{x.value!r}, not an integer"
         elif isinstance(x, (N.Expr, FuncBinding)):
@@ -304,7 +303,6 @@ def _static_shape(lw, node, v):
 def _alloc(space):
     def h(lw, node):
         args = _args(lw, node, 2, f"tk.{'localmem' if space == 'local' else 'private'}")
-        from .lower import DTypeVal
         if not isinstance(args[0], DTypeVal):
             raise lw.err(node, "the first argument must be a dtype such as tk.float32 or A.dtype")
         shape = _static_shape(lw, node, args[1])
@@ -319,8 +317,7 @@ def _synchronize(lw, node):
     if node.args:
         raise lw.err(node, "inside kernels tk.synchronize() takes no arguments (it is the workgroup barrier)")
     lw.emit(N.Barrier(lw.loc(node)))
-    from .lower import _NoValue
-    return _NoValue(lw.loc(node))
+    return NoValue(lw.loc(node))
 
 
 def _uniform(lw, node):
@@ -369,7 +366,6 @@ def _collective(kind):
             raise lw.err(node, f"tk.group_{kind}(value, op) takes two arguments")
         v = lw.as_expr(lw.expr(node.args[0]), node)
         op = lw.expr(node.args[1])
-        from .lower import PyObj
         if not isinstance(op, PyObj) or op.obj not in COLLECTIVE_OPS:
             raise lw.err(node, f"op must be one of {', '.join(map(repr, COLLECTIVE_OPS))}")
         inclusive = True
@@ -413,7 +409,6 @@ def _print(lw, node):
     parts = []
     for a in node.args:
         v = lw.expr(a)
-        from .lower import PyObj
         if isinstance(v, PyObj) and isinstance(v.obj, str):
             parts.append(v.obj)
         elif isinstance(v, tuple):
@@ -421,8 +416,7 @@ def _print(lw, node):
         else:
             parts.append(lw.as_expr(v, a))
     lw.emit(N.Print(lw.loc(node), parts))
-    from .lower import _NoValue
-    return _NoValue(lw.loc(node))
+    return NoValue(lw.loc(node))
 
 
 def _philox(lw, node):
@@ -457,12 +451,11 @@ for _n in ("isnan", "isinf", "isfinite"):
     _HANDLERS[getattr(math, _n)] = _predicate(_n)
 def _breakpoint(lw, node):
     """``breakpoint()``: pdb on the work item, on the interpreter only."""
-    from .lower import _NoValue
     if not lw.opts.allow_breakpoint:
         raise lw.err(node, "breakpoint() works only on tk.Interpreter() (pdb on a work item); "
                      "remove it, or run the kernel with tk.Interpreter() to debug it")
     _args(lw, node, 0, "breakpoint")
-    return _NoValue(lw.loc(node))
+    return NoValue(lw.loc(node))
 
 
 _HANDLERS.update({
@@ -484,8 +477,7 @@ for _op in lang.ATOMIC_OPS:
 
 def handler_for(fn):
     """The handler of a callable used in a kernel, or None."""
-    from ..backends import synchronize
-    if fn is synchronize:
+    if lang.intrinsic_name(fn) == "synchronize":
         return _synchronize
     try:
         return _HANDLERS.get(fn)

@@ -21,7 +21,8 @@ from ..errors import CompileError
 from ..ir import nodes as N
 from ..passes.definite import check_definite_assignment
 from . import intrinsics as I
-from .source import FuncSource
+from .source import FuncSource, parse_function
+from .values import DTypeVal, FuncBinding, PyObj, NoValue
 
 #: NumPy ufuncs that have a ``math`` counterpart kernels can call (the hint for ``np.exp``).
 _MATH_NAMES = frozenset("exp log log2 log10 log1p expm1 sqrt sin cos tan arcsin arccos arctan arctan2 sinh cosh "
@@ -62,26 +63,6 @@ class LowerOptions:
     allow_breakpoint: bool = False        # the interpreter's frontend check: pdb on a work item
 
 
-# ----------------------------------------------------------------------------- values
-
-@dataclass
-class DTypeVal:
-    dtype: D.DType
-
-
-@dataclass
-class PyObj:
-    obj: object
-
-
-@dataclass
-class FuncBinding:
-    """A scalar parameter of an inlined function or a kernel-level local (``at``: the Name
-    node of a read, for error locations)."""
-    var: str
-    at: object = None
-
-
 _UNSUPPORTED = {
     ast.Try: "'try' statements", ast.With: "'with' statements", ast.ClassDef: "class definitions",
     ast.FunctionDef: "nested function definitions", ast.Lambda: "lambdas", ast.Global: "'global'",
@@ -106,6 +87,13 @@ class _Frame:
         self.ret_vars: list | None = None
         self.ret_label: str | None = None
         self.loop_depth = 0
+
+
+def func_source(func: lang.Func) -> FuncSource:
+    """The parsed source of a ``@tk.func`` (parsed once, cached on the function object)."""
+    if func._src is None:
+        func._src = parse_function(func.fn)
+    return func._src
 
 
 def _assigned_names(fdef: ast.FunctionDef) -> set:
@@ -255,7 +243,7 @@ class Lowerer:
         if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
             return  # docstring
         v = self.expr(s.value, stmt=True)
-        if isinstance(v, N.Expr) and not isinstance(v, (N.Const, N.Var, N.Arg, _NoValue)):
+        if isinstance(v, N.Expr) and not isinstance(v, (N.Const, N.Var, N.Arg, NoValue)):
             self.emit(N.ExprStmt(self.loc(s), v))
 
     def s_Assign(self, s):
@@ -842,7 +830,6 @@ class Lowerer:
             if fn is not lang.print:
                 raise self.err(node, "keyword arguments are not supported in kernel calls")
         fobj = self.expr(node.func)
-        from ..kernel import Func
         if isinstance(fobj, DTypeVal):
             if len(node.args) != 1:
                 raise self.err(node, f"{fobj.dtype.name}() takes one argument")
@@ -851,7 +838,7 @@ class Lowerer:
         if not isinstance(fobj, PyObj):
             raise self.err(node, "this is not callable in a kernel")
         fn = fobj.obj
-        if isinstance(fn, Func):
+        if isinstance(fn, lang.Func):
             return self.inline(fn, node)
         handler = I.handler_for(fn)
         if handler is None:
@@ -872,7 +859,7 @@ class Lowerer:
     def inline(self, func, node):
         if func in self.calls:
             raise self.err(node, f"recursive call of @tk.func '{func.name}' (recursion is not supported)")
-        src = func.source()
+        src = func_source(func)
         fdef = src.tree
         params = [a.arg for a in fdef.args.args]
         if node.keywords or len(node.args) != len(params):
@@ -903,18 +890,11 @@ class Lowerer:
         else:
             self.out.extend(body)
         if not fr.ret_vars:
-            return _NoValue(self.loc(node))
+            return NoValue(self.loc(node))
         for v in fr.ret_vars:
             self.names[v] = f"@func:{func.name}"
         vals = [FuncBinding(v) for v in fr.ret_vars]
         return vals[0] if len(vals) == 1 else tuple(vals)
-
-
-class _NoValue(N.Expr):
-    """The result of calling a @tk.func that returns nothing."""
-
-    def __init__(self, loc):
-        super().__init__(Ty(D.bool_), loc)
 
 
 def lower_kernel(src: FuncSource, specs: dict, opts: LowerOptions) -> N.Kernel:

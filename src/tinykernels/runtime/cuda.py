@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
-import re
 import struct
 import threading
 import weakref
@@ -33,31 +31,23 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
-from ..array import Array
-from ..backends import Backend
+from .base import Backend
+from .hostarray import _DL_CUDA, _DL_CUDA_MANAGED, Array
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from ..kernel import RECORDERS, KernelInstance
+from .base import RECORDERS, KernelInstance
+from .dlpack import _EXPORTS, _dlpack_capsule, _from_dlpack_capsule  # noqa: F401 (_EXPORTS: the tests count exports)
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, debug_flag, fits32, \
     group_plan, is_host_array, same_shape, scalar_value, track_stream
 from .streams import Event, check_recorded, completed_event, deadline_of, poll_until
 
-HINT = ("pip install 'tinykernels[cuda]' (cuda-bindings and nvidia-cuda-nvrtc; for a CUDA 12 driver "
-        "(< 580): pip install 'cuda-bindings>=12.8,<13' nvidia-cuda-nvrtc-cu12) and an NVIDIA driver")
-NVRTC_OPTIONS = ("--fmad=false",)       # no contraction into FMA: float results match NumPy's
-FASTMATH_NVRTC_OPTIONS = ("--fmad=true",)   # @tk.kernel(fastmath=True): contraction allowed
-STATS = {"compiles": 0, "disk_hits": 0}
+# NVRTC (compiling CUDA C++, no GPU needed) is runtime/nvrtc.py, as the CPU's C compiler is
+# runtime/compiler.py; its names are re-exported here (tinykernels.runtime.cuda.compile_cuda).
+from .nvrtc import (FASTMATH_NVRTC_OPTIONS, HINT, NVRTC_OPTIONS, STATS, choose_arch, compile_cuda,  # noqa: F401
+                    cubin_path, normalize_arch, nvrtc_available, nvrtc_version, supported_archs)
 
 
 # ----------------------------------------------------------------------------- bindings
-
-def _nvrtc():
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError as e:
-        raise BackendUnavailable(f"the CUDA backend needs cuda-bindings: {HINT} ({e})") from None
-    return nvrtc
-
 
 _DRIVER = None              # cuda.bindings.driver once imported (a launch asks for it every time)
 
@@ -96,175 +86,6 @@ def _errstr(err) -> str:
     except Exception:  # noqa: BLE001 - an error message must never raise
         pass
     return str(name)
-
-
-# ----------------------------------------------------------------------------- NVRTC
-
-@lru_cache(maxsize=None)
-def nvrtc_version() -> tuple:
-    """(major, minor) of the NVRTC library cuda-bindings loads."""
-    nv = _nvrtc()
-    try:
-        res = nv.nvrtcVersion()
-    except Exception as e:  # the library itself is missing (nvidia-cuda-nvrtc not installed)
-        raise BackendUnavailable(f"NVRTC could not be loaded: {HINT} ({e})") from None
-    major, minor = _nv_ok(res, "nvrtcVersion")
-    return int(major), int(minor)
-
-
-@lru_cache(maxsize=None)
-def supported_archs() -> tuple:
-    """The sm_XX numbers (e.g. 80, 90) this NVRTC can compile for."""
-    try:
-        return tuple(int(a) for a in _nv_ok(_nvrtc().nvrtcGetSupportedArchs(), "nvrtcGetSupportedArchs"))
-    except AttributeError:      # very old NVRTC
-        return (75, 80, 86, 89, 90)
-
-
-def nvrtc_available() -> tuple:
-    """(True, version text) when NVRTC can compile here, else (False, why)."""
-    try:
-        major, minor = nvrtc_version()
-    except BackendUnavailable as e:
-        return False, str(e)
-    return True, f"NVRTC {major}.{minor}"
-
-
-def _nv_ok(res, what):
-    err, vals = res[0], res[1:]
-    if int(err) != 0:
-        raise RuntimeError(f"{what} failed: {getattr(err, 'name', err)}")
-    return vals[0] if len(vals) == 1 else vals
-
-
-def normalize_arch(arch) -> str:
-    """``sm_90`` / ``compute_90`` / ``90`` / ``(9, 0)`` -> ``sm_90`` or ``compute_90``."""
-    if isinstance(arch, tuple):
-        return f"sm_{arch[0]}{arch[1]}"
-    s = str(arch).strip().lower()
-    if s.isdigit():
-        return f"sm_{s}"
-    m = re.fullmatch(r"(sm|compute)_(\d+)([af]?)", s)
-    if not m:
-        raise ValueError(f"unknown CUDA architecture {arch!r}: expected e.g. 'sm_90' (cubin) or 'compute_90' (PTX)")
-    return s
-
-
-def cubin_path(source: str, arch: str, options=()) -> "os.PathLike":
-    from .compiler import cache_dir
-    major, minor = nvrtc_version()
-    key = hashlib.sha256("\0".join([f"nvrtc-{major}.{minor}", arch, " ".join(options), source]).encode()).hexdigest()
-    ext = "ptx" if arch.startswith("compute_") else "cubin"
-    return cache_dir() / "cuda" / key[:2] / f"{key}.{ext}"
-
-
-def compile_cuda(source: str, arch: str = "sm_90", name: str = "kernel", options=(), cache: bool = True) -> bytes:
-    """Compile CUDA C++ with NVRTC: a cubin for ``sm_XX``, PTX for ``compute_XX``.
-
-    Results are cached on disk (see :func:`cubin_path`). A compile error raises
-    ``tk.CompileError`` with NVRTC's log, the Python line (from the ``#line`` directives)
-    and the failing generated lines."""
-    from .compiler import _atomic_write, read_sealed, seal
-    arch = normalize_arch(arch)
-    options = tuple(options)
-    base = tuple(o for o in NVRTC_OPTIONS if not (o.startswith("--fmad=") and any(x.startswith("--fmad=") for x in options)))
-    opts = base + options
-    path = cubin_path(source, arch, opts) if cache else None
-    if path is not None and path.exists():
-        data = read_sealed(path)              # None: truncated or corrupted, compile it again
-        if data is not None:
-            STATS["disk_hits"] += 1
-            return data
-    ok, log, data = _nvrtc_compile(source, arch, name, opts)
-    if not ok:
-        raise _compile_error(name, source, log, arch, opts)
-    STATS["compiles"] += 1
-    if path is not None:
-        _atomic_write(path, seal(data))
-    return data
-
-
-def _nvrtc_compile(source: str, arch: str, name: str, opts) -> tuple:
-    """(ok, log, binary) of one NVRTC compile."""
-    nv = _nvrtc()
-    nvrtc_version()                      # a clear BackendUnavailable when the library is missing
-    prog = _nv_ok(nv.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "nvrtcCreateProgram")
-    try:
-        args = [f"--gpu-architecture={arch}".encode()] + [o.encode() for o in opts]
-        err, = nv.nvrtcCompileProgram(prog, len(args), args)
-        size = _nv_ok(nv.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-        buf = b" " * size
-        _nv_ok(nv.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-        log = buf.rstrip(b"\0").decode(errors="replace")
-        if int(err) != 0:
-            return False, log or getattr(err, "name", str(err)), b""
-        if arch.startswith("compute_"):
-            size = _nv_ok(nv.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-            out = b" " * size
-            _nv_ok(nv.nvrtcGetPTX(prog, out), "nvrtcGetPTX")
-        else:
-            size = _nv_ok(nv.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-            out = b" " * size
-            _nv_ok(nv.nvrtcGetCUBIN(prog, out), "nvrtcGetCUBIN")
-        return True, log, bytes(out)
-    finally:
-        nv.nvrtcDestroyProgram(prog)
-
-
-def _compile_error(name: str, source: str, log: str, arch: str, opts) -> CompileError:
-    """NVRTC's log, the Python line it points at, and the generated lines it rejected."""
-    py = re.search(r'^(.*?\.py)\((\d+)\): (?:catastrophic )?error:\s*(.*)$', log, re.M)
-    plain = re.sub(r'^#line .*$', "", source, flags=re.M)
-    shown = ""
-    if plain != source:
-        _, log2, _ = _nvrtc_compile(plain, arch, name, opts)
-    else:
-        log2 = log
-    m = re.search(rf'^{re.escape(name)}\.cu\((\d+)\): (?:catastrophic )?error', log2, re.M)
-    if m:
-        ln = int(m.group(1))
-        lines = plain.splitlines()
-        lo, hi = max(0, ln - 3), min(len(lines), ln + 2)
-        shown = "\n".join(f"{'>' if k + 1 == ln else ' '} {k + 1:5d} | {lines[k]}" for k in range(lo, hi))
-    msg = f"NVRTC rejected the generated CUDA code for kernel '{name}' ({arch})"
-    if py:
-        msg += f" (from {py.group(1)}:{py.group(2)}): {py.group(3)}"
-    errors = [ln for ln in log.splitlines() if "error" in ln] or log.strip().splitlines()
-    msg += ":\n" + "\n".join(errors[:10])
-    if shown:
-        msg += "\ngenerated source:\n" + shown
-    return CompileError(msg, py.group(1) if py else None, int(py.group(2)) if py else None, 0, kernel=name)
-
-
-def choose_arch(cc: tuple, driver_version: int | None = None) -> str:
-    """What to compile for a device of compute capability ``cc``: its own cubin when this
-    NVRTC knows the architecture; PTX for the newest architecture it knows when the device
-    is newer (the driver JIT-compiles it, which needs a driver at least as new as NVRTC)."""
-    want = cc[0] * 10 + cc[1]
-    archs = supported_archs()
-    if driver_version is not None and nvrtc_version()[0] > driver_version // 1000:
-        major, minor = nvrtc_version()
-        raise BackendUnavailable(
-            f"NVRTC {major}.{minor} makes code for CUDA {major} drivers, but this driver supports CUDA "
-            f"{driver_version // 1000}.{driver_version % 1000 // 10}: upgrade the NVIDIA driver, or install the "
-            f"CUDA {driver_version // 1000} packages: pip install 'cuda-bindings>={driver_version // 1000},"
-            f"<{driver_version // 1000 + 1}' nvidia-cuda-nvrtc-cu{driver_version // 1000}")
-    if want in archs:
-        return f"sm_{want}"
-    older = [a for a in archs if a <= want]
-    if not older:
-        major, minor = nvrtc_version()
-        raise BackendUnavailable(f"NVRTC {major}.{minor} cannot compile for sm_{want} (it supports "
-                                 f"sm_{min(archs)} to sm_{max(archs)}); for older GPUs install NVRTC 12: "
-                                 "pip install nvidia-cuda-nvrtc-cu12 'cuda-bindings>=12.8,<13'")
-    if driver_version is not None:
-        nv = nvrtc_version()
-        if (driver_version // 1000, driver_version % 1000 // 10) < nv:
-            raise BackendUnavailable(
-                f"sm_{want} is newer than NVRTC {nv[0]}.{nv[1]} knows, and its PTX cannot be JIT-compiled by "
-                f"this driver (CUDA {driver_version // 1000}.{driver_version % 1000 // 10}): upgrade "
-                "nvidia-cuda-nvrtc to a version that supports this GPU")
-    return f"compute_{max(older)}"
 
 
 # ----------------------------------------------------------------------------- devices
@@ -440,7 +261,7 @@ class CUDA(Backend):
             if src.nbytes:
                 _ok(drv.cuMemcpyDtoDAsync(dst._dptr(), src._dptr(), src.nbytes, h_stream), "cuMemcpyDtoDAsync")
         elif isinstance(dst, CUDAArray):
-            from ..array import as_host_ndarray
+            from .hostarray import as_host_ndarray
             h = as_host_ndarray(src) if not isinstance(src, Array) else src.numpy()
             h = np.ascontiguousarray(np.asarray(src) if h is None else h, dtype=dst.dtype)
             same_shape(dst, h)
@@ -450,7 +271,7 @@ class CUDA(Backend):
                 # pageable host memory: the call returns once the data is staged, so h may go
                 _ok(drv.cuMemcpyHtoDAsync(dst._dptr(), h.ctypes.data, h.nbytes, h_stream), "cuMemcpyHtoDAsync")
         else:
-            from ..array import as_host_ndarray
+            from .hostarray import as_host_ndarray
             h = as_host_ndarray(dst)
             if h is None:
                 raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
@@ -572,12 +393,6 @@ def _layout_of(dtype: np.dtype, shape: tuple, strides: tuple, device) -> _Layout
     return lay
 
 
-_DL_CUDA, _DL_CUDA_MANAGED = 2, 13
-# DLPack dtype codes (dlpack.h): kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool, kDLFloat8_*
-_DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
-_DL_SPECIAL = {"bfloat16": (4, 16), "float8_e4m3fn": (10, 8), "float8_e5m2": (12, 8)}
-
-
 class CUDAArray(DeviceArray):
     """An array in a CUDA device's global memory: its own allocation, or a zero-copy view
     of another library's CUDA array (PyTorch, CuPy, JAX...). Any strides."""
@@ -667,168 +482,6 @@ class CUDAArray(DeviceArray):
             ev = CUDAEvent.record(self._backend._dev, self._backend._dev.null)
             _ok(_driver().cuStreamWaitEvent(_driver().CUstream(int(stream)), ev.handle, 0), "cuStreamWaitEvent")
         return _dlpack_capsule(self)
-
-
-# --- DLPack (export and import) through ctypes ---------------------------------------------
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    pass
-
-
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
-_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
-
-
-class _DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class _DLManagedTensorVersioned(ctypes.Structure):
-    pass
-
-
-_DELETER_V = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensorVersioned))
-_DLManagedTensorVersioned._fields_ = [("version", _DLPackVersion), ("manager_ctx", ctypes.c_void_p),
-                                      ("deleter", _DELETER_V), ("flags", ctypes.c_uint64),
-                                      ("dl_tensor", _DLTensor)]
-
-_EXPORTS: dict = {}            # explicit registry: id -> what an exported capsule keeps alive
-_EXPORTS_LOCK = threading.Lock()
-_CAPSULE_NAME = b"dltensor"
-_USED_NAME = b"used_dltensor"
-_CAPSULE_DTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-def _pyapi():
-    api = ctypes.pythonapi
-    api.PyCapsule_New.restype = ctypes.py_object
-    api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _CAPSULE_DTOR]
-    api.PyCapsule_IsValid.restype = ctypes.c_int
-    api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    api.PyCapsule_SetName.restype = ctypes.c_int
-    api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    return api
-
-
-@_DELETER
-def _dl_deleter(mt_ptr):
-    try:
-        key = mt_ptr.contents.manager_ctx
-        with _EXPORTS_LOCK:
-            _EXPORTS.pop(key, None)
-    except Exception:  # noqa: BLE001 - called from C
-        pass
-
-
-@_CAPSULE_DTOR
-def _capsule_dtor(capsule_ptr):
-    # an unconsumed capsule (still named "dltensor") frees its tensor; a consumed one was
-    # renamed "used_dltensor" and the consumer calls the deleter itself
-    try:
-        obj = ctypes.cast(capsule_ptr, ctypes.py_object)
-        api = _pyapi()
-        if api.PyCapsule_IsValid(obj, _CAPSULE_NAME):
-            p = api.PyCapsule_GetPointer(obj, _CAPSULE_NAME)
-            mt = ctypes.cast(p, ctypes.POINTER(_DLManagedTensor))
-            _dl_deleter(mt)
-    except Exception:  # noqa: BLE001 - called from C
-        pass
-
-
-def _dl_dtype(dtype: np.dtype) -> tuple:
-    d = D.from_any(dtype)
-    if d is not None and d.name in _DL_SPECIAL:
-        return _DL_SPECIAL[d.name]
-    return _DL_CODES[dtype.kind], dtype.itemsize * 8
-
-
-def _dlpack_capsule(a: CUDAArray):
-    mt = _DLManagedTensor()
-    nd = len(a.shape)
-    shape = (ctypes.c_int64 * max(nd, 1))(*a.shape)
-    strides = (ctypes.c_int64 * max(nd, 1))(*[s // a.dtype.itemsize for s in a.strides])
-    code, bits = _dl_dtype(a.dtype)
-    mt.dl_tensor.data = a.ptr
-    mt.dl_tensor.device = _DLDevice(_DL_CUDA, a.backend.device)
-    mt.dl_tensor.ndim = nd
-    mt.dl_tensor.dtype = _DLDataType(code, bits, 1)
-    mt.dl_tensor.shape = shape
-    mt.dl_tensor.strides = strides
-    mt.dl_tensor.byte_offset = 0
-    key = ctypes.addressof(mt)
-    mt.manager_ctx = key
-    mt.deleter = _dl_deleter
-    with _EXPORTS_LOCK:
-        _EXPORTS[key] = (mt, shape, strides, a)
-    return _pyapi().PyCapsule_New(key, _CAPSULE_NAME, _capsule_dtor)
-
-
-class _DLImport:
-    """Keeps a consumed DLPack tensor alive; calls its deleter when the last view goes."""
-
-    def __init__(self, mt, deleter, source):
-        self.mt, self.deleter, self.source = mt, deleter, source
-
-    def __del__(self):
-        try:
-            if self.deleter:
-                self.deleter(self.mt)
-        except Exception:  # noqa: BLE001
-            pass
-
-
-def _from_dlpack_capsule(capsule, source):
-    """(ptr, shape, strides in bytes, numpy dtype, device tuple, owner) of a DLPack capsule."""
-    api = _pyapi()
-    if api.PyCapsule_IsValid(capsule, b"dltensor_versioned"):
-        p = api.PyCapsule_GetPointer(capsule, b"dltensor_versioned")
-        mt = ctypes.cast(p, ctypes.POINTER(_DLManagedTensorVersioned))
-        t = mt.contents.dl_tensor
-        deleter = mt.contents.deleter
-        api.PyCapsule_SetName(capsule, b"used_dltensor_versioned")
-    elif api.PyCapsule_IsValid(capsule, _CAPSULE_NAME):
-        p = api.PyCapsule_GetPointer(capsule, _CAPSULE_NAME)
-        mt = ctypes.cast(p, ctypes.POINTER(_DLManagedTensor))
-        t = mt.contents.dl_tensor
-        deleter = mt.contents.deleter
-        api.PyCapsule_SetName(capsule, _USED_NAME)
-    else:
-        raise ValueError("not a DLPack capsule")
-    owner = _DLImport(mt, deleter, source)
-    nd = t.ndim
-    shape = tuple(t.shape[k] for k in range(nd))
-    dtype = _np_from_dl(t.dtype.code, t.dtype.bits, t.dtype.lanes)
-    item = dtype.itemsize
-    strides = tuple(t.strides[k] * item for k in range(nd)) if t.strides else c_strides(shape, dtype)
-    return (t.data or 0) + t.byte_offset, shape, strides, dtype, (t.device.device_type, t.device.device_id), owner
-
-
-def _np_from_dl(code, bits, lanes) -> np.dtype:
-    if lanes != 1:
-        raise ValueError("DLPack tensors with vector lanes are not supported")
-    for name, (c, b) in _DL_SPECIAL.items():
-        if (c, b) == (code, bits):
-            return D.to_numpy(D.BY_NAME[name])
-    kind = {0: "i", 1: "u", 2: "f", 6: "b"}.get(code)
-    if kind is None:
-        raise ValueError(f"unsupported DLPack dtype code {code}")
-    return np.dtype(bool) if kind == "b" else np.dtype(f"{kind}{bits // 8}")
 
 
 # --- foreign CUDA arrays (PyTorch, CuPy, JAX, anything with the CUDA array interface) --------

@@ -17,12 +17,12 @@ from typing import TypeVar
 import numpy as np
 
 from .. import dtypes as D
-from ..array import Array
+from .hostarray import Array
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc
 from ..tracebacks import USER_ERRORS, prepare as filtered
-from ..kernel import GROUPED_FEATURES, KernelInstance
+from .base import GROUPED_FEATURES, RECORDERS, KernelInstance, _check_debug, launch_checks
 from .launchcheck import check_launch
 from .streams import Event, deadline_of, poll_until
 
@@ -176,7 +176,6 @@ def check_debug_info(info, names: list, file: str, kernel: str) -> None:
     """Raise the IndexError a debug kernel recorded in its copied-back error buffer ``info``
     (12 integers; ``info[0]`` set when an access was out of bounds)."""
     if info[0]:
-        from ..kernel import _check_debug
         _check_debug(HostErr(info, names, file), kernel)
 
 
@@ -196,7 +195,6 @@ class DeviceKernelInstance(KernelInstance):
         self._cmask = kernel.cmask
 
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
-        from ..kernel import RECORDERS
         if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         try:
@@ -244,7 +242,6 @@ class DeviceKernelInstance(KernelInstance):
         out-of-bounds accesses) of the specialization ``ir`` on this launch's arguments."""
         checks = self._checks.get(id(ir))
         if checks is None:
-            from ..kernel import launch_checks
             checks = self._checks[id(ir)] = launch_checks(self.kernel, ir, norm)
         check_launch(self.name, checks, norm, geom, ndim)
 

@@ -13,8 +13,8 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
-from ..array import Array
-from ..backends import Backend
+from .base import Backend
+from .hostarray import Array
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     fits32, group_plan, same_shape, scalar_value, tail, track_stream
@@ -163,7 +163,7 @@ class OpenCL(Backend):
             same_shape(dst, h)
             ev = cl.enqueue_copy(q, dst.buffer, h, is_blocking=stream is None)
         else:
-            from ..array import as_host_ndarray
+            from .hostarray import as_host_ndarray
             h = as_host_ndarray(dst)
             same_shape(h, src)
             tmp = np.empty(src.shape, src.dtype)

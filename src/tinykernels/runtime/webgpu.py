@@ -21,8 +21,8 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
-from ..array import Array
-from ..backends import Backend
+from .base import Backend
+from .hostarray import Array
 from ..dtypes import Ty
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
@@ -247,7 +247,7 @@ class WebGPU(Backend):
                     dev.queue.write_buffer(dst.buffer, 0, _padded(h))
                 ev = dev.submit(dev.device.create_command_encoder())
         else:
-            from ..array import as_host_ndarray
+            from .hostarray import as_host_ndarray
             h = as_host_ndarray(dst)
             if h is None:
                 raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")

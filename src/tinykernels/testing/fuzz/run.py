@@ -210,7 +210,7 @@ def _err_text(e: BaseException) -> str:
 
 
 def _check_errors():
-    from ...runtime.interp_errors import KernelCheckError
+    from ...runtime.interp import KernelCheckError
     return KernelCheckError
 
 

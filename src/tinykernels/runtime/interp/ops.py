@@ -3,7 +3,7 @@
 Kernel code runs as ordinary Python on NumPy scalars (array loads), Python ints (indices,
 ``int()``, shapes) and Python floats, so most of NEP 50 happens by itself. This module holds
 the places where plain Python or NumPy differ from SPEC.md and docs/language.md; the code
-transformer (:mod:`.interp_transform`) routes the matching operators and calls here:
+transformer (:mod:`.transform`) routes the matching operators and calls here:
 
 * Python ints are the compiler's *weak int64*: ``+ - * << ** neg`` wrap to 64 bits;
 * integer ``//`` and ``%`` by zero give 0, float ones NaN/inf (never ZeroDivisionError);
@@ -25,7 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import dtypes as D
+from ... import dtypes as D
 
 _M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1

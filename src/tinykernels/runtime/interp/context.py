@@ -18,13 +18,13 @@ import types
 
 import numpy as np
 
-from .. import dtypes as D
-from .. import lang
-from .. import random as tkrandom
-from . import interp_ops as O
-from .interp_errors import KernelCheckError, where
-from .interp_memory import KArray, RaceTracker, alloc
-from .interp_transform import RETURNED
+from ... import dtypes as D
+from ... import lang
+from ... import random as tkrandom
+from . import ops as O
+from .errors import KernelCheckError, where
+from .memory import KArray, RaceTracker, alloc
+from .transform import RETURNED
 
 RETURNED_VALUE = type("Returned", (), {"__repr__": lambda self: "<returned>"})()
 COLLECTIVE_OPS = ("add", "mul", "min", "max", "and", "or")
@@ -344,8 +344,7 @@ class KernelContext:
 
     def synchronize(self, b=None):
         if b is not None:
-            from ..backends import synchronize
-            return synchronize(b)
+            return lang.INTRINSICS["synchronize"](b)     # the host function tk.synchronize
         raise RuntimeError("tk.synchronize() must be called by name (tk.synchronize()) in the kernel or a "
                            "@tk.func it calls, so the interpreter can make it a barrier")
 
@@ -378,8 +377,7 @@ class KernelContext:
     # --- globals for the kernel's code ------------------------------------------------------
 
     def _replacements(self) -> dict:
-        import tinykernels
-        from ..backends import synchronize
+        tinykernels = sys.modules["tinykernels"]   # the package kernels call tk (loaded: it launched us)
         tk = _Shim("tinykernels", tinykernels)
         fns = {"index": self.index, "ndrange": self.ndrange, "groupsize": self.groupsize,
                "ngroups": self.ngroups, "localmem": self.localmem, "private": self.private,
@@ -396,7 +394,8 @@ class KernelContext:
         self.tk = tk
         r = dict(_STATIC)
         r[id(tinykernels)] = tk
-        r[id(synchronize)] = self.synchronize
+        for host in lang.INTRINSICS.values():      # tk.synchronize: defined by the API layer
+            r[id(host)] = fns[lang.intrinsic_name(host)]
         for k, v in fns.items():
             orig = getattr(lang, k, None)
             if orig is not None:

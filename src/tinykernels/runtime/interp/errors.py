@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import TinyKernelsError
+from ...errors import TinyKernelsError
 
 
 class KernelCheckError(TinyKernelsError):
@@ -42,14 +42,13 @@ class DivergentBarrierError(KernelCheckError):
 
 
 for _cls in (KernelCheckError, KernelIndexError, UninitializedReadError, DataRaceError, DivergentBarrierError):
-    _cls.__module__ = "tinykernels.runtime.interpreter"     # where they are documented
+    _cls.__module__ = "tinykernels.runtime.interp"     # where they are documented
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _ours(filename: str) -> bool:
-    return os.path.dirname(os.path.abspath(filename)) == _HERE and \
-        os.path.basename(filename).startswith("interp")
+    return os.path.dirname(os.path.abspath(filename)) == _HERE      # a module of this package
 
 
 _IS_OURS: dict = {}

@@ -10,13 +10,13 @@ The kernel (and every ``@tk.func`` it reaches) is re-parsed from its source and 
 * ``tk.uniform(e)`` becomes ``(uget(SITE) if uhas(SITE) else uput(SITE, e))``: the first work
   item of the group evaluates ``e``, the others take its value.
 * arithmetic operators whose Python meaning differs from the kernel language's (``+ - * / //
-  % ** << >>``, unary ``-`` and ``~``, ``and``/``or``) call the helpers of :mod:`.interp_ops`;
+  % ** << >>``, unary ``-`` and ``~``, ``and``/``or``) call the helpers of :mod:`.ops`;
   ``x: T = v`` casts; ``breakpoint()`` opens pdb on the work item's frame.
 * ``@tk.func`` calls are bound to the rewritten functions.
 
 The rewritten tree keeps the user's line and column numbers and is compiled with the user's
 file name, so tracebacks, ``breakpoint()`` and pdb show the user's source. Only the code
-object is cached; :mod:`.interp_lang` binds it to per-launch globals (the in-kernel ``tk``,
+object is cached; :mod:`.context` binds it to per-launch globals (the in-kernel ``tk``,
 ``math`` and builtins) with ``types.FunctionType``.
 """
 from __future__ import annotations
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import dtypes as D
-from .. import lang
-from ..errors import CompileError
+from ... import dtypes as D
+from ... import lang
+from ...errors import CompileError
 
 # placeholders the rewritten code uses (inserted into every per-launch globals dict)
 BINOP_HELPERS = {ast.Add: "__tk_add", ast.Sub: "__tk_sub", ast.Mult: "__tk_mul", ast.Div: "__tk_truediv",
@@ -98,12 +98,6 @@ def _has_contents(cell) -> bool:
         return True
     except ValueError:
         return False
-
-
-def _special():
-    from ..backends import synchronize
-    from ..kernel import Func
-    return synchronize, Func
 
 
 def _transform(fn, kernel: bool) -> Transformed:
@@ -190,7 +184,6 @@ class _Rewriter(ast.NodeTransformer):
         self.cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
         self.is_gen = False
         self.funcs: dict = {}
-        self.sync, self.Func = _special()
         self.const_params = self.constexprs()
 
     # --- static resolution of what a call names -----------------------------------------
@@ -275,7 +268,7 @@ class _Rewriter(ast.NodeTransformer):
         node = self.generic_visit(node)
         if target is None:
             return node
-        if target is self.sync and not node.args and not node.keywords:
+        if lang.intrinsic_name(target) == "synchronize" and not node.args and not node.keywords:
             self.is_gen = True
             return ast.copy_location(ast.Yield(value=self.site(node, "tk.synchronize()")), node)
         if target is lang.group_reduce or target is lang.group_scan:
@@ -289,7 +282,7 @@ class _Rewriter(ast.NodeTransformer):
             return ast.copy_location(ast.IfExp(test=_call("__tk_uhas", [s], node),
                                                body=_call("__tk_uget", [s], node),
                                                orelse=_call("__tk_uput", [s, node.args[0]], node)), node)
-        if isinstance(target, self.Func):
+        if isinstance(target, lang.Func):
             sub = transform(target.fn, kernel=False)
             self.funcs[sub.placeholder] = sub
             node.func = ast.copy_location(ast.Name(id=sub.placeholder, ctx=ast.Load()), node.func)

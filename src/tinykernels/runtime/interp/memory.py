@@ -2,7 +2,7 @@
 
 :class:`KArray` wraps a NumPy array (a kernel argument, a group's ``tk.localmem`` or an
 item's ``tk.private``): every access is bounds-checked (never a negative wrap-around), loads
-give NumPy scalars (:class:`.interp_ops.Narrow` values for float16 / bfloat16 / fp8) and stores convert like the
+give NumPy scalars (:class:`.ops.Narrow` values for float16 / bfloat16 / fp8) and stores convert like the
 C backend. :class:`CheckedArray` additionally reports, through :class:`RaceTracker`, data races
 (two work items, at least one writing, not both atomic, with no barrier or atomic
 synchronization between them) and reads of local / private memory nothing has written.
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import CompileError, LaunchError
-from .interp_errors import DataRaceError, KernelIndexError, UninitializedReadError, where
-from .launchcheck import readonly_message
-from .interp_ops import DTypeCast, cast, dtype_cast, store_value
+from ...errors import CompileError, LaunchError
+from .errors import DataRaceError, KernelIndexError, UninitializedReadError, where
+from ..launchcheck import readonly_message
+from .ops import DTypeCast, cast, dtype_cast, store_value
 
 ATOMIC_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
 

@@ -8,38 +8,36 @@ locals, and tracebacks point at your source.
 
 How a launch runs (see docs/debugging.md for the user's view):
 
-* :mod:`.interp_transform` rewrites the kernel and the ``@tk.func`` functions it calls: barriers
+* :mod:`.transform` rewrites the kernel and the ``@tk.func`` functions it calls: barriers
   and group collectives become ``yield`` points (so a work item is a generator), ``tk.uniform``
   takes the group's first item's value, and the operators whose Python meaning differs from the
-  kernel language's call :mod:`.interp_ops`.
-* :mod:`.interp_lang` binds that code to per-launch globals in which ``tk``, ``math``, ``numpy``
+  kernel language's call :mod:`.ops`.
+* :mod:`.context` binds that code to per-launch globals in which ``tk``, ``math``, ``numpy``
   and a few builtins are the interpreter's, tied to the work item being run.
 * Groups run one after the other. Without barriers each item runs to completion in local order;
   with barriers the scheduler below steps every item of the group to its next barrier or
   collective (lockstep), checks that they all reached the same one, then lets them continue.
   Items past the ndrange run nothing (unless ``unsafe_indices=True``) and do not take part in
   collectives; an item that ``return``\\ s is done and the others go on synchronizing.
-* :mod:`.interp_memory` wraps every array: bounds checks always (``IndexError``), and in check
+* :mod:`.memory` wraps every array: bounds checks always (``IndexError``), and in check
   mode race and uninitialized-read detection.
 """
 from __future__ import annotations
 
-import sys
 import threading
 
 import numpy as np
 
-from .. import dtypes as D
-from ..backends import Backend
-from ..errors import CompileError, LaunchError
-from ..kernel import Kernel, KernelInstance
-from .interp_errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,
-                            UninitializedReadError)
-from .interp_lang import RETURNED_VALUE, Group, Item, KernelContext, unravel
-from .interp_memory import make_array
-from .interp_ops import cast, collective, dtype_cast
-from .interp_transform import SITES, transform
-from .streams import Event, completed_event
+from ... import dtypes as D
+from ...errors import CompileError, LaunchError
+from ..base import RECORDERS, Backend, KernelInstance
+from .errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,
+                     UninitializedReadError)
+from .context import RETURNED_VALUE, Group, Item, KernelContext, unravel
+from .memory import make_array
+from .ops import cast, collective, dtype_cast
+from .transform import SITES, transform
+from ..streams import Event, completed_event
 
 __all__ = ["Interpreter", "InterpreterKernelInstance", "KernelCheckError", "KernelIndexError",
            "UninitializedReadError", "DataRaceError", "DivergentBarrierError", "run_kernel"]
@@ -59,9 +57,8 @@ class InterpreterKernelInstance(KernelInstance):
         self._nthreads = 1
 
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
-        recorders = getattr(sys.modules[KernelInstance.__module__], "RECORDERS", None)
-        if recorders:                                   # inside tk.autodiff: it records, then launches
-            return recorders[-1].launch(self, args, ndrange, workgroupsize, stream)
+        if RECORDERS:                                   # inside tk.autodiff: it records, then launches
+            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         return self._launch(args, ndrange, workgroupsize, stream)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
@@ -107,7 +104,7 @@ class InterpreterKernelInstance(KernelInstance):
     def _launch_derived(self, args, ndrange, workgroupsize, stream) -> Event:
         """Kernels derived from the IR (tk.autodiff adjoints and tangents) have no Python source
         to run: they run on the CPU backend, bounds-checked, on the same host arrays."""
-        from ..backends import CPU
+        from ..cpu import CPU
         ok, why = CPU.available()
         if not ok:
             raise NotImplementedError(f"kernel '{self.name}' exists only as compiler IR (a tk.autodiff "
@@ -205,12 +202,12 @@ def _trim_traceback(e: BaseException) -> None:
 
 def _is_derived(kernel) -> bool:
     """Whether a kernel is made from another one's IR (not from its own Python function)."""
-    return getattr(type(kernel), "lower_ir", None) is not getattr(Kernel, "lower_ir", None)
+    return bool(getattr(kernel, "derived", False))
 
 
 def _scalar(a):
     """A scalar argument as kernels compute with it: float16 / bfloat16 / fp8 NumPy scalars
-    become :class:`.interp_ops.Narrow` values (float32 arithmetic, rounded on store), like
+    become :class:`.ops.Narrow` values (float32 arithmetic, rounded on store), like
     loads from arrays of those types."""
     if isinstance(a, np.generic) and not isinstance(a, (np.bool_, np.integer, np.float32, np.float64)):
         try:
@@ -341,5 +338,5 @@ def _synchronize(ctx: KernelContext, grp: Group, arrived: list, fell_off: list) 
 
 
 def _check_const_aliasing(kernel, norm) -> None:
-    from .launchcheck import LaunchChecks, alias_pairs, check_launch
+    from ..launchcheck import LaunchChecks, alias_pairs, check_launch
     check_launch(kernel.name, LaunchChecks((), alias_pairs(kernel.params, norm), ()), norm, (), 0)

@@ -1,0 +1,34 @@
+"""The frontend's compile-time values besides IR expressions: what a name or call can stand
+for while a kernel is lowered (shared by ``lower.py`` and ``intrinsics.py``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes as D
+from ..dtypes import Ty
+from ..ir import nodes as N
+
+
+@dataclass
+class DTypeVal:
+    dtype: D.DType
+
+
+@dataclass
+class PyObj:
+    obj: object
+
+
+@dataclass
+class FuncBinding:
+    """A scalar parameter of an inlined function or a kernel-level local (``at``: the Name
+    node of a read, for error locations)."""
+    var: str
+    at: object = None
+
+
+class NoValue(N.Expr):
+    """The result of calling a @tk.func that returns nothing."""
+
+    def __init__(self, loc):
+        super().__init__(Ty(D.bool_), loc)

@@ -1,0 +1,298 @@
+"""What every backend's runtime builds on: the :class:`Backend` base class, the
+:class:`KernelInstance` base (argument validation, specialization specs, lowering), launch
+geometry, and the list of active ``tk.autodiff`` recorders.
+
+This is the bottom of the runtime layer: the runtimes (``cpu``, ``device`` and the device
+runtimes, ``interp``) derive from these classes, and the API layer (``kernel.py``,
+``backends.py``, ``array.py``, ``autodiff.py``) re-exports them; nothing here imports the
+API layer (docs/architecture.md, tests/test_layers.py).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .. import dtypes as D
+from ..dtypes import Ty
+from ..errors import CompileError, LaunchError
+from ..tracebacks import api_boundary
+from .hostarray import Array, as_host_ndarray
+from .streams import Event
+
+DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
+GROUPED_FEATURES = {"barrier", "localmem", "collective", "uniform"}   # need the group-by-group code shape
+RECORDERS: list = []      # active tk.autodiff recordings (innermost last); launches go through them
+
+_STREAMS: dict = {}            # explicit cache: backend key -> StreamSet
+_STREAMS_LOCK = threading.Lock()
+
+
+class Backend:
+    """Base class: a device and its settings."""
+    name = "?"
+    dev = "?"                     # the DEV string that makes this kind of backend
+    is_host = False
+    supports_float64 = True
+    max_workgroupsize = 1024
+    debug = False
+
+    def key(self) -> tuple:
+        """Everything that identifies the device and settings (equality, caches)."""
+        raise NotImplementedError
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Backend) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def supports(self, dtype) -> bool:
+        """Whether arrays of ``dtype`` can be stored and computed with."""
+        return D.from_any(dtype) is not None
+
+    def supports_atomic(self, dtype) -> bool:
+        d = D.from_any(dtype)
+        return d is not None and d.name in ("int32", "uint32", "int64", "uint64", "float32", "float64")
+
+    def _stream_set(self):
+        from .streams import StreamSet
+        k = self.key()
+        with _STREAMS_LOCK:
+            s = _STREAMS.get(k)
+            if s is None:
+                s = _STREAMS[k] = StreamSet()
+            return s
+
+    def stream(self, priority: int = 0):
+        """A new stream (``tk.High``, ``tk.Normal``, ``tk.Low`` or an int priority)."""
+        s = self._stream_set().stream(priority)
+        s.backend = self
+        return s
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Wait for all work submitted to this device's streams (``TimeoutError`` if some is
+        still running after ``timeout`` seconds)."""
+        with _STREAMS_LOCK:
+            s = _STREAMS.get(self.key())
+        if s is not None:
+            s.synchronize(timeout)
+
+
+def _norm_wg(wg, name) -> int | tuple:
+    """A validated workgroup size: an int stays an int (its shape depends on the ndrange's
+    rank, see :func:`expand_wg`), a tuple or list becomes a tuple of ints."""
+    t = (wg,) if isinstance(wg, (int, np.integer)) else tuple(wg) if isinstance(wg, (tuple, list)) else None
+    if t is None or not 1 <= len(t) <= 3 or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                                                    and x > 0 for x in t):
+        raise LaunchError(f"kernel '{name}': workgroupsize must be a positive int or a tuple of 1 to 3 "
+                          f"positive ints, got {wg!r}")
+    return int(wg) if isinstance(wg, (int, np.integer)) else tuple(int(x) for x in t)
+
+
+def expand_wg(wg: int | tuple, ndim: int) -> tuple:
+    """The workgroup shape for an ndrange of rank ``ndim``: an int ``n`` is ``n`` items along
+    the last (fastest-varying, contiguous) dimension: ``(n,)``, ``(1, n)`` or ``(1, 1, n)``."""
+    return (1,) * (ndim - 1) + (wg,) if isinstance(wg, int) else wg
+
+
+def parse_ndrange(ndrange, name) -> tuple:
+    """(geometry 9-tuple, ndim, ranges, total items) from an int, tuple of ints/ranges.
+
+    ``ranges`` is 0 when every dimension starts at 0 with step 1, 1 when some start is
+    offset (steps all 1), 2 when some step differs from 1: each is its own specialization,
+    so the common cases keep unit-stride, vectorizable inner loops."""
+    dims = ndrange if isinstance(ndrange, (tuple, list)) else (ndrange,)
+    if not 1 <= len(dims) <= 3:
+        raise LaunchError(f"kernel '{name}': ndrange must have 1 to 3 dimensions, got {ndrange!r}")
+    geom, ranges, total = [0, 1, 1] * 3, 0, 1
+    for d, x in enumerate(dims):
+        if isinstance(x, range):
+            start, count, step = x.start, len(x), x.step
+            ranges = max(ranges, 2 if step != 1 else 1 if start != 0 else 0)
+        elif isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            start, count, step = 0, int(x), 1
+            if count < 0:
+                raise LaunchError(f"kernel '{name}': ndrange dimension {d} is negative ({x})")
+        else:
+            raise LaunchError(f"kernel '{name}': ndrange dimensions must be ints or ranges, got {x!r}")
+        geom[3 * d:3 * d + 3] = [start, count, step]
+        total *= count
+    return tuple(geom), len(dims), ranges, total
+
+
+def launch_checks(kernel, ir, norm):
+    """The launch checks of one compiled specialization (read-only and aliased arguments,
+    certain out-of-bounds accesses; see :mod:`tinykernels.runtime.launchcheck`)."""
+    from ..passes.access import analyze
+    from .launchcheck import plan_checks
+    return plan_checks(kernel.params, analyze(ir), norm, ir.file, ir.debug)
+
+
+def _check_debug(c, name: str) -> None:
+    buf = (ctypes.c_int64 * 12)()
+    c.lib.tk_get_error(buf)
+    if buf[0]:
+        c.lib.tk_clear_error()
+        line, arr, nd = buf[1], buf[2], buf[3]
+        idx = tuple(buf[4 + 2 * d] for d in range(nd))
+        shape = tuple(buf[5 + 2 * d] for d in range(nd))
+        aname = c.array_names[arr] if 0 <= arr < len(c.array_names) else "?"
+        aname = aname if not aname.startswith("_") else "local/private array"
+        raise IndexError(f"kernel '{name}' at {c.file}:{line}: index {idx if nd > 1 else idx[0]} is out of "
+                         f"bounds for array '{aname}' with shape {shape}")
+
+
+def _fits32(args, geom) -> bool:
+    if geom[1] * geom[4] * geom[7] >= 1 << 31:
+        return False
+    for a in args:
+        if isinstance(a, np.ndarray):
+            span = sum(abs(s // a.itemsize) * max(n - 1, 0) for s, n in zip(a.strides, a.shape))
+            if a.size >= 1 << 31 or span >= 1 << 31:
+                return False
+    return True
+
+
+def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
+    """The message for an argument this host backend cannot take: where an array of another
+    backend lives and how to bring it here, else what types are accepted."""
+    if isinstance(a, Array):
+        return (f"kernel '{kernel}': argument '{name}' is an array on {a.backend!r}, but the kernel runs on "
+                f"{backend!r}: run the kernel there ({kernel}({name}.backend)) or copy the array here "
+                f"(tk.asarray({name}.numpy(), backend=...), or {name}.numpy() for a NumPy copy)")
+    return (f"kernel '{kernel}': argument '{name}' has unsupported type {type(a).__name__} (expected an "
+            "array (a tk.Array, a NumPy array, a CPU torch tensor, anything exporting DLPack or "
+            "__array_interface__), a bool, int or float)")
+
+
+class KernelInstance:
+    """A kernel bound to a backend and (optionally) a static workgroup size: what every
+    backend's instance shares (argument validation, specialization specs, lowering).
+    Each runtime derives its own (``runtime.cpu.CPUKernelInstance``, ...), which compiles
+    and launches."""
+
+    def __init__(self, kernel, backend: Backend, wg):
+        self.kernel, self.backend, self.static_wg = kernel, backend, wg
+        self.name = kernel.name
+        self._compiled: dict = {}
+        self._lock = threading.Lock()
+        self._cmask = kernel.cmask
+
+    def __repr__(self) -> str:
+        return f"<{self.name} on {self.backend!r}{' wg=' + str(self.static_wg) if self.static_wg else ''}>"
+
+    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        raise NotImplementedError
+
+    # --- the slow path: validate, normalise, specialise, compile ---------------------------
+
+    def _prepare(self, args, ndrange, workgroupsize, normalize=None):
+        """Validated ``(arguments, geometry, ndim, ranges, total items, workgroup)``;
+        ``normalize``: how each argument is checked (default: ``self._normalize``)."""
+        k = self.kernel
+        normalize = normalize or self._normalize
+        if len(args) != len(k.params):
+            names = ", ".join(n for n, _ in k.params)
+            raise LaunchError(f"kernel '{self.name}' takes {len(k.params)} argument(s) ({names}), got {len(args)}")
+        geom, ndim, ranges, total = parse_ndrange(ndrange, self.name)
+        wg = self._workgroup(ndim, workgroupsize)
+        norm = tuple(normalize(a, name, kind) for a, (name, kind) in zip(args, k.params))
+        return norm, geom, ndim, ranges, total, wg
+
+    def _workgroup(self, ndim, workgroupsize):
+        static = expand_wg(self.static_wg, ndim) if self.static_wg is not None else None
+        if workgroupsize is not None and static is not None and \
+                expand_wg(_norm_wg(workgroupsize, self.name), ndim) != static:
+            raise LaunchError(f"kernel '{self.name}' was instantiated with workgroup size {self.static_wg}; "
+                              f"launch got {workgroupsize!r}")
+        wg = static or (expand_wg(_norm_wg(workgroupsize, self.name), ndim) if workgroupsize is not None else None)
+        if wg is None:
+            return DEFAULT_WORKGROUP[ndim]
+        if len(wg) != ndim:
+            raise LaunchError(f"kernel '{self.name}': workgroupsize {wg} has {len(wg)} dimension(s) but the "
+                              f"ndrange has {ndim}")
+        size = int(np.prod(wg))
+        if size > self.backend.max_workgroupsize:
+            raise LaunchError(f"kernel '{self.name}': workgroup of {size} items exceeds {self.backend.name}'s "
+                              f"maximum of {self.backend.max_workgroupsize}")
+        return wg
+
+    def _normalize(self, a, name, kind):
+        if kind == "constexpr":
+            if not isinstance(a, (bool, int, float, np.generic, type, np.dtype)):
+                raise LaunchError(f"kernel '{self.name}': constexpr argument '{name}' must be a bool, int, float "
+                                  f"or dtype, got {type(a).__name__}")
+            return a
+        if isinstance(a, np.ndarray):
+            arr = a
+        elif isinstance(a, (bool, int, float)) or (isinstance(a, np.generic) and np.dtype(type(a)).kind in "biuf"):
+            if type(a) is int and not -(1 << 63) <= a < (1 << 64):
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' = {a} does not fit in 64 bits")
+            return a
+        else:
+            try:
+                arr = as_host_ndarray(a)
+            except Exception as e:
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' ({type(a).__name__}) cannot be used "
+                                  f"on {self.backend.name}: {e}") from None
+            if arr is None:
+                raise LaunchError(_unusable_argument(self.name, name, a, self.backend))
+        if D.from_any(arr.dtype) is None:
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {arr.dtype}")
+        if arr.ndim == 0 or arr.ndim > 8:
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions, got {arr.ndim}")
+        if not arr.flags.aligned or arr.dtype.byteorder == ">" or any(s % arr.itemsize for s in arr.strides):
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' is misaligned or byte-swapped; "
+                              "pass np.ascontiguousarray(...) of it")
+        return arr
+
+    def _specs(self, args, wg):
+        from ..frontend import ArraySpec, ConstexprSpec, ScalarSpec
+        out = {}
+        df = D.float64 if self.backend.supports_float64 else D.float32
+        for a, (name, kind) in zip(args, self.kernel.params):
+            if kind == "constexpr":
+                out[name] = ConstexprSpec(a)
+            elif isinstance(a, np.ndarray):
+                out[name] = ArraySpec(D.from_any(a.dtype), a.ndim, bool(a.flags.c_contiguous), kind == "const")
+            elif isinstance(a, Array):   # a device array
+                out[name] = ArraySpec(D.from_any(a.dtype), a.ndim, a.is_contiguous, kind == "const")
+            elif isinstance(a, np.generic):          # NumPy scalars are strong (np.float64 too)
+                out[name] = ScalarSpec(Ty(D.from_any(a.dtype)))
+            elif isinstance(a, bool):
+                out[name] = ScalarSpec(Ty(D.bool_, True))
+            elif isinstance(a, int):   # a Python int: weak; one in [2**63, 2**64) is carried as uint64
+                out[name] = ScalarSpec(Ty(D.int64 if a < (1 << 63) else D.uint64, True))
+            elif isinstance(a, float):
+                out[name] = ScalarSpec(Ty(df, True))
+            if kind == "const" and name not in out or (kind == "const" and not isinstance(out[name], ArraySpec)):
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' is annotated tk.Const but is not an array")
+        return out
+
+    def _ir(self, args, geom, ndim, ranges, wg):
+        return self._lower(args, wg, ndim=ndim, idx32=_fits32(args, geom),
+                           default_float=D.float64 if self.backend.supports_float64 else D.float32)
+
+    def _lower(self, args, wg, **options):
+        """The kernel's IR for these arguments; ``options``: the backend's LowerOptions fields
+        besides the workgroup, ``unsafe_indices``, ``debug`` and the kernel name."""
+        from ..frontend import LowerOptions
+        k = self.kernel
+        src = k.source_info()
+        opts = LowerOptions(workgroup=wg, unsafe_indices=k.unsafe_indices, fastmath=k.fastmath,
+                            debug=self.backend.debug,
+                            kernel_name=k.name, **options)
+        try:
+            return k.lower_ir(src, self._specs(args, wg), opts)
+        except CompileError:
+            raise
+        except RecursionError:
+            raise CompileError("the kernel is nested too deeply to compile", src.file, src.first_line,
+                               kernel=k.name) from None
+
+    @api_boundary
+    def source(self, *args, ndrange, workgroupsize=None) -> str:
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        return self._render(self._ir(norm, geom, ndim, ranges, wg), ranges)[0]

@@ -1,0 +1,174 @@
+"""The CPU backend's runtime: the ``tk.CPU`` backend class and its kernel instance.
+
+A launch's first call of an argument signature lowers the kernel, renders C
+(``codegen.c``), compiles it with the system compiler (``runtime.compiler``, disk cache) and
+stores the entry point in the instance's table; every later launch is one call into the
+launcher extension (``runtime.launcher``), which finds the entry point and calls it.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tracebacks import USER_ERRORS, prepare as _filtered
+from ..errors import LaunchError
+from .base import RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, launch_checks, _check_debug
+from .launchcheck import check_launch, fast_plan
+from .streams import Event, completed_event
+
+
+class CPU(Backend):
+    """Multi-threaded CPU: kernels are compiled to C with the system compiler and OpenMP.
+
+    ``threads``: number of threads a launch uses (default: all cores, or ``TK_NUM_THREADS``).
+    ``debug``: bounds-check every array access (also ``TK_DEBUG=1``).
+    """
+    name = "CPU"
+    dev = "CPU"
+    is_host = True
+
+    def __init__(self, threads: int | None = None, debug: bool | None = None):
+        if threads is None:
+            threads = int(os.environ.get("TK_NUM_THREADS", "0")) or (os.cpu_count() or 1)
+        if threads < 1:
+            raise ValueError("CPU(threads=...) must be >= 1")
+        self.threads = int(threads)
+        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+
+    def key(self) -> tuple:
+        return ("CPU", self.threads, self.debug)
+
+    def __repr__(self) -> str:
+        return f"tk.CPU(threads={self.threads}{', debug=True' if self.debug else ''})"
+
+    @staticmethod
+    def available() -> tuple[bool, str]:
+        from .compiler import find_compiler
+        cc = find_compiler()
+        if cc is None:
+            return False, "no C compiler found: install gcc or clang, or set CC"
+        return True, f"C compiler {' '.join(cc)}"
+
+
+@dataclass
+class Compiled:
+    """One compiled specialization."""
+    fnptr: int
+    lib: object
+    source: str
+    array_names: list
+    debug: bool
+    file: str = ""
+    checks: object = None     # runtime.launchcheck.LaunchChecks
+
+
+_LIBS: dict = {}          # explicit cache: library path -> loaded library (shared by instances)
+_LIBS_LOCK = threading.Lock()
+
+
+class CPUKernelInstance(KernelInstance):
+    """A kernel on the CPU backend: C compiled with the system compiler, one entry point per
+    argument signature in a table the launcher extension calls directly."""
+
+    def __init__(self, kernel, backend: Backend, wg):
+        super().__init__(kernel, backend, wg)
+        self._plans: dict = {}        # signature -> entry point (fast path)
+        from . import launcher
+        self._L = launcher.get()
+        self._fast = self._L.fast
+        self._nthreads = getattr(backend, "threads", 1)
+
+    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        if RECORDERS:
+            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
+        if stream is None:
+            r = self._fast(self._plans, self._cmask, self._nthreads, args, ndrange, workgroupsize)
+            if r is True:
+                return completed_event()
+        try:
+            return self._launch(args, ndrange, workgroupsize, stream)
+        except USER_ERRORS as e:      # the user sees their launch line, not the compiler's frames
+            raise _filtered(e)
+
+    def _render(self, ir, ranges):
+        from ..codegen.c import render_c
+        from ..passes.groups import plan_groups
+        from ..passes.uniformity import check_barriers, uniform_vars
+        u = uniform_vars(ir.body, ir.locals)
+        check_barriers(ir, u)
+        grouped = bool(ir.uses & GROUPED_FEATURES)
+        plan = plan_groups(ir, u) if grouped else None
+        check_cpu_memory(ir, plan)
+        return render_c(ir, plan, ranges)
+
+    def _compile(self, args, geom, ndim, ranges, wg) -> Compiled:
+        from ..codegen.c import FASTMATH_CFLAGS
+        from .compiler import compile_library
+        ir = self._ir(args, geom, ndim, ranges, wg)
+        src, names = self._render(ir, ranges)
+        path = compile_library(src, self.name, FASTMATH_CFLAGS if ir.fastmath else ())
+        with _LIBS_LOCK:
+            lib = _LIBS.get(path)
+            if lib is None:
+                lib = _LIBS[path] = ctypes.CDLL(str(path))
+        fnptr = ctypes.cast(lib.tk_kernel, ctypes.c_void_p).value
+        return Compiled(fnptr, lib, src, names, ir.debug, ir.file, launch_checks(self.kernel, ir, args))
+
+    def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        if total == 0:
+            return completed_event()
+        wgcode = 0 if workgroupsize is None else (int(workgroupsize) if isinstance(workgroupsize, (int, np.integer)) else -1)
+        sig = self._L.sig(self._cmask, norm, geom, ndim, wgcode, int(ranges))
+        if sig is None:
+            raise LaunchError(f"kernel '{self.name}': an argument could not be passed to {self.backend.name}")
+        ckey = (sig, wg)
+        c = self._compiled.get(ckey)
+        if c is None:
+            with self._lock:
+                c = self._compiled.get(ckey)
+                if c is None:
+                    c = self._compiled[ckey] = self._compile(norm, geom, ndim, ranges, wg)
+        check_launch(self.name, c.checks, norm, geom, ndim)
+        if not c.debug and wgcode >= 0 and sig not in self._plans:
+            self._plans[sig] = fast_plan(c.fnptr, c.checks)
+        run = self._L.run
+        nthreads = self._nthreads
+
+        def job():
+            run(c.fnptr, nthreads, self._cmask, norm, geom)
+            if c.debug:
+                _check_debug(c, self.name)
+        if stream is None:
+            job()
+            return completed_event()
+        if getattr(stream, "backend", self.backend) != self.backend:
+            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        return stream.submit(job)
+
+
+CPU.instance_class = CPUKernelInstance
+
+
+CPU_STACK_ARRAYS = 1 << 20   # bytes of tk.localmem / tk.private a CPU workgroup may have (on the stack)
+
+
+def check_cpu_memory(ir, plan) -> None:
+    """tk.localmem and tk.private arrays are stack arrays in the CPU's C (private ones per
+    work item of a group when they live across a barrier): a CompileError at the largest
+    one's line when they would need more than :data:`CPU_STACK_ARRAYS` bytes."""
+    from ..passes.access import alloc_bytes
+    from .device import compile_error_at
+    items = int(np.prod(ir.workgroup)) if plan is not None else 1
+    copies = {name: items for name in (plan.item_private if plan is not None else ())}
+    local, lloc = alloc_bytes(ir, "local")
+    private, ploc = alloc_bytes(ir, "private", copies)
+    if local + private > CPU_STACK_ARRAYS:
+        loc = lloc if local >= private else ploc
+        raise compile_error_at(f"the kernel's tk.localmem / tk.private arrays need {local + private} bytes per "
+                               f"workgroup but the CPU backend allows {CPU_STACK_ARRAYS} (they live on the "
+                               "stack); use a global array (an argument) for large scratch space", loc, ir.name)
