@@ -523,6 +523,21 @@ def test_bug_opencl_constant_nan():
     assert np.isnan(got).all(), got
 
 
+@tk.kernel
+def k_pow_one_nan(o):
+    o[1] = 5.0
+    o[0] = math.pow(tk.float32(1.0), math.nan)
+    o[2] = math.pow(tk.float32(1.0), tk.float32(math.inf))
+    o[3] = tk.float32(1.0) ** tk.float32(math.nan)
+
+
+@needs_cl
+# fixed: pocl-const-pow-one-nan
+def test_bug_opencl_pow_of_one_and_a_constant_nan():
+    got = _run(k_pow_one_nan, "CL", [np.zeros(4, np.float32)])[0]
+    assert got.tolist() == [1.0, 5.0, 1.0, 1.0], got
+
+
 def test_regression_kernels_agree_on_the_interpreter_with_numpy():
     """The expected values above are the reference semantics: the interpreter gives them where its
     own bug is not involved."""

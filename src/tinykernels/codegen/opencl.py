@@ -102,7 +102,11 @@ def _pocl_workarounds(with_f64: bool) -> str:
             keep = f"isnan(x) || fabs(x) >= {_INTEGRAL_FROM[t]}" if fn == "rint" else "isnan(x)"
             out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_{fn}({t} x) "
                        f"{{ return ({keep}) ? x : {fn}(x); }}")
-    out += ["#else", "#define TK_POCL_BARRIER"]
+    for t in ("float", "double") if with_f64 else ("float",):
+        # pow(1, y) is 1 for every y; PoCL folding pow(1, NaN) drops the kernel's stores (seed 20000789)
+        out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_pow({t} x, {t} y) "
+                   f"{{ return x == ({t})1 ? ({t})1 : pow(x, y); }}")
+    out += ["#else", "#define TK_POCL_BARRIER", "#define tk_pow pow"]
     out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED]
     out.append("#endif")
     return "\n".join(out) + "\n"
@@ -120,7 +124,7 @@ class OpenCLRenderer(GPURenderer):
 
     def math_name(self, fn: str, d) -> str:
         # OpenCL's math functions are overloaded on float and double
-        return "tk_" + fn if fn in _NAN_FOLDED else fn
+        return "tk_" + fn if fn in _NAN_FOLDED or fn == "pow" else fn
 
     def atomic(self, e: N.Atomic) -> str:
         d = e.array.dtype
