@@ -529,13 +529,16 @@ def k_pow_one_nan(o):
     o[0] = math.pow(tk.float32(1.0), math.nan)
     o[2] = math.pow(tk.float32(1.0), tk.float32(math.inf))
     o[3] = tk.float32(1.0) ** tk.float32(math.nan)
+    o[4] = math.pow(tk.float8_e4m3fn(math.inf), tk.float8_e4m3fn(-math.inf))    # NaN ** NaN
+    o[5] = math.pow(tk.float32(math.nan), tk.float32(0.0))
+    o[6] = math.pow(tk.float32(2.0), tk.float32(math.nan))
 
 
 @needs_cl
 # fixed: pocl-const-pow-one-nan
 def test_bug_opencl_pow_of_one_and_a_constant_nan():
-    got = _run(k_pow_one_nan, "CL", [np.zeros(4, np.float32)])[0]
-    assert got.tolist() == [1.0, 5.0, 1.0, 1.0], got
+    got = _run(k_pow_one_nan, "CL", [np.zeros(7, np.float32)])[0]
+    assert got[:4].tolist() == [1.0, 5.0, 1.0, 1.0] and np.isnan(got[4]) and got[5] == 1.0 and np.isnan(got[6]), got
 
 
 def test_regression_kernels_agree_on_the_interpreter_with_numpy():

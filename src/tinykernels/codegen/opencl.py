@@ -103,9 +103,10 @@ def _pocl_workarounds(with_f64: bool) -> str:
             out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_{fn}({t} x) "
                        f"{{ return ({keep}) ? x : {fn}(x); }}")
     for t in ("float", "double") if with_f64 else ("float",):
-        # pow(1, y) is 1 for every y; PoCL folding pow(1, NaN) drops the kernel's stores (seed 20000789)
+        # PoCL folds pow of constant NaNs wrongly: pow(1, NaN) dropped the kernel's stores (seed
+        # 20000789), pow(NaN, NaN) gave 0. pow(1, y) and pow(x, 0) are 1, else a NaN gives NaN.
         out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_pow({t} x, {t} y) "
-                   f"{{ return x == ({t})1 ? ({t})1 : pow(x, y); }}")
+                   f"{{ return (x == ({t})1 || y == ({t})0) ? ({t})1 : (isnan(x) || isnan(y)) ? x + y : pow(x, y); }}")
     out += ["#else", "#define TK_POCL_BARRIER", "#define tk_pow pow"]
     out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED]
     out.append("#endif")

@@ -13,11 +13,13 @@ KNOWN_BUGS: dict = {}
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
-    'pocl-const-pow-one-nan': ("OpenCL on PoCL 3.1: pow(1, NaN) with both folded to constants dropped every store "
-                               "of the kernel (`math.pow(tk.float8_e5m2(1.0), f(...))` with f returning math.nan, "
-                               "seed 20000789 of the 2000-kernel OpenCL run); pow(1, y) is 1 for every y",
-                               "under TK_POCL, tk_pow returns 1 for a base of 1 without calling pow "
-                               "(codegen/opencl.py)"),
+    'pocl-const-pow-one-nan': ("OpenCL on PoCL 3.1: pow of folded constant NaNs: pow(1, NaN) dropped every store of "
+                               "the kernel (`math.pow(tk.float8_e5m2(1.0), f(...))` with f returning math.nan, "
+                               "seed 20000789 of the 2000-kernel OpenCL run), pow(NaN, NaN) gave 0, and "
+                               "`math.pow(tk.float8_e4m3fn(math.inf), ...)` (NaN: e4m3fn has no inf) hung PoCL "
+                               "(seed 20000096)",
+                               "under TK_POCL, tk_pow answers pow(1, y) and pow(x, 0) with 1 and a NaN operand "
+                               "with NaN without calling pow (codegen/opencl.py)"),
     'pocl-const-rint-int64': ("OpenCL on PoCL 3.1: rint() of a value LLVM folds to a constant of at least 2**23 "
                               "(float) / 2**52 (double) broke the kernel, whatever used the result: "
                               "`round(tk.clamp(1e10, 4.6e18, 4.6e18))` dropped its stores (seeds 2277 and 2874 of "
