@@ -3,15 +3,21 @@ import importlib
 
 import numpy as np
 import pytest
-import torch
 
 from tinykernels import llm
 from llm_helpers import backends, close, dev, get, put, skip_16bit
+
+try:
+    import torch
+except ImportError:          # torch is an optional extra: its comparisons skip
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 C = importlib.import_module("tinykernels.llm._common")
 rng = np.random.default_rng(11)
 
 
+@needs_torch
 @pytest.mark.parametrize("grp", [None, 1, 32])
 @pytest.mark.parametrize("be", backends())
 @pytest.mark.parametrize("dt", [np.float32, np.float16])
