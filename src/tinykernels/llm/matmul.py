@@ -22,7 +22,7 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
-from .quant import QTensor, half_at, q4k_scale_min
+from .quant import QTensor, half_at, q4k_quarter, q4k_scale_min
 
 __all__ = ["matmul"]
 
@@ -181,19 +181,7 @@ def _gemv_group_q4_k(out, data: tk.Const, x: tk.Const):
     nt = tk.groupsize()[0]
     acc = tk.float32(0)
     for u in range(t, data.shape[1] // 144 * 4, nt):
-        b = u // 4
-        g = u % 4
-        base = b * 144
-        d = half_at(data, r, base)
-        dmin = half_at(data, r, base + 2)
-        sc0, m0 = q4k_scale_min(data, r, base, 2 * g)
-        sc1, m1 = q4k_scale_min(data, r, base, 2 * g + 1)
-        d0 = d * tk.float32(sc0)
-        dm0 = dmin * tk.float32(m0)
-        d1 = d * tk.float32(sc1)
-        dm1 = dmin * tk.float32(m1)
-        qb = base + 16 + 32 * g
-        o = b * 256 + 64 * g
+        d0, dm0, d1, dm1, qb, o = q4k_quarter(data, r, u // 4, u % 4)
         for j in range(32):
             q = tk.int32(data[r, qb + j])
             acc += (d0 * tk.float32(q & 15) - dm0) * x[o + j] + (d1 * tk.float32(q >> 4) - dm1) * x[o + j + 32]

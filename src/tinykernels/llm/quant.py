@@ -152,24 +152,26 @@ def _dequant_q8_0(out, data: tk.Const):
         out[r, o + j] = tk.float32(q - ((q & 128) << 1)) * d
 
 
+@tk.func
+def q4k_quarter(data, r, b, g):
+    """Quarter ``g`` (64 weights: sub-blocks 2g and 2g + 1) of Q4_K block ``b`` of row ``r``:
+    ``(d0, dm0, d1, dm1, first quant byte, first weight)``; weights are ``d0 * lo - dm0`` for the
+    low nibbles and ``d1 * hi - dm1`` for the high ones."""
+    base = b * 144
+    d = half_at(data, r, base)
+    dmin = half_at(data, r, base + 2)
+    sc0, m0 = q4k_scale_min(data, r, base, 2 * g)
+    sc1, m1 = q4k_scale_min(data, r, base, 2 * g + 1)
+    return (d * tk.float32(sc0), dmin * tk.float32(m0), d * tk.float32(sc1), dmin * tk.float32(m1),
+            base + 16 + 32 * g, b * 256 + 64 * g)
+
+
 @tk.kernel
 def _dequant_q4_k(out, data: tk.Const):
     """One work item per (row, 64 weights): sub-blocks 2g and 2g + 1 of a 256-weight block,
     the low and high nibbles of the same 32 bytes."""
     r, t = tk.index(tk.Global, tk.Cartesian)
-    blk = t // 4
-    g = t % 4
-    base = blk * 144
-    d = half_at(data, r, base)
-    dmin = half_at(data, r, base + 2)
-    sc0, m0 = q4k_scale_min(data, r, base, 2 * g)
-    sc1, m1 = q4k_scale_min(data, r, base, 2 * g + 1)
-    d0 = d * tk.float32(sc0)
-    dm0 = dmin * tk.float32(m0)
-    d1 = d * tk.float32(sc1)
-    dm1 = dmin * tk.float32(m1)
-    qb = base + 16 + 32 * g
-    o = blk * 256 + 64 * g
+    d0, dm0, d1, dm1, qb, o = q4k_quarter(data, r, t // 4, t % 4)
     for j in range(32):
         q = tk.int32(data[r, qb + j])
         out[r, o + j] = d0 * tk.float32(q & 15) - dm0
