@@ -46,11 +46,7 @@ def _family(name: str):
         if e.name == f"{__name__}.{name}":
             return None              # a family not written yet
         raise
-    if name in getattr(mod, "__all__", ()):
-        # a family named like its function (matmul): importing the submodule bound the
-        # package attribute to the module; the public name is the function
-        globals()[name] = getattr(mod, name)
-    return mod
+    return mod                       # (a family named like its function: see _Package)
 
 
 def __getattr__(name: str):
