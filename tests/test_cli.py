@@ -262,3 +262,58 @@ def test_import_loads_no_runtime_compiler_or_autodiff():
             "type(tk.autodiff).__name__, tk.KernelIndexError.__name__, 'OpenCL' in dir(tk))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["OpenCL", "Interpreter", "function", "KernelIndexError", "True"]
+
+
+# ---------------------------------------------------------------------------- first use, setup
+
+_FIRST_LAUNCH = """
+import numpy as np, tinykernels as tk
+@tk.kernel
+def one(a):
+    a[tk.index()] = 1.0
+x = np.zeros(4)
+one(tk.CPU())(x, ndrange=4)
+tk.synchronize()
+assert (x == 1).all()
+"""
+
+
+def _fresh_env(tmp_path, **extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["TK_CACHE_DIR"] = str(tmp_path / "cache")
+    env.pop("TK_QUIET", None)
+    env.update(extra)
+    return env
+
+
+def test_first_launch_says_once_that_it_sets_up(tmp_path):
+    """The one-time set-up (compiler probe, launcher build) is announced once, then never again."""
+    env = _fresh_env(tmp_path)
+    r = subprocess.run([sys.executable, "-c", _FIRST_LAUNCH], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("first use on this machine") == 1, r.stderr
+    assert str(tmp_path / "cache") in r.stderr
+    again = subprocess.run([sys.executable, "-c", _FIRST_LAUNCH], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+
+
+def test_first_use_notice_silenced_by_tk_quiet(tmp_path):
+    env = _fresh_env(tmp_path, TK_QUIET="1")
+    r = subprocess.run([sys.executable, "-c", _FIRST_LAUNCH], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_setup_command_builds_ahead_of_the_first_launch(tmp_path):
+    env = _fresh_env(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "tinykernels", "setup"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "C compiler" in r.stdout and "launcher" in r.stdout and "set up in" in r.stdout
+    again = subprocess.run([sys.executable, "-m", "tinykernels", "setup"], env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert "already set up" in again.stdout and again.stderr == ""
+    launch = subprocess.run([sys.executable, "-c", _FIRST_LAUNCH], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert launch.returncode == 0 and launch.stderr == "", launch.stderr   # nothing left to announce

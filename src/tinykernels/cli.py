@@ -153,6 +153,32 @@ def cmd_cache(args, out) -> int:
     raise AssertionError(action)  # argparse restricts the choices
 
 
+# ---------------------------------------------------------------------------- setup
+
+def cmd_setup(args, out) -> int:
+    """The one-time set-up of the CPU backend, ahead of the first launch (e.g. in a Docker build)."""
+    import time
+    from tinykernels.errors import BackendUnavailable
+    from tinykernels.runtime import compiler, launcher
+    t0 = time.perf_counter()
+    try:
+        tc = compiler.toolchain()
+    except BackendUnavailable as e:
+        print(f"no C compiler: {e}", file=out)
+        return 1
+    mod = launcher.get()
+    kind = ("C extension" if not isinstance(mod, launcher.PyLauncher)
+            else "ctypes fallback (Python's headers are missing: install python3-dev for faster launches)")
+    print(f"C compiler  {' '.join(tc.cmd)}: {tc.version}", file=out)
+    print(f"OpenMP      {'yes' if tc.openmp else 'no (threads through pthreads)'}", file=out)
+    print(f"launcher    {kind}", file=out)
+    print(f"cache dir   {compiler.cache_dir()}", file=out)
+    built = compiler.first_use_notice.cache_info().currsize > 0     # the notice marks first-use work
+    print(f"set up in {time.perf_counter() - t0:.2f} s" if built else "already set up (nothing to build)",
+          file=out)
+    return 0
+
+
 # ---------------------------------------------------------------------------- demo
 
 def cmd_demo(args, out) -> int:
@@ -247,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     from tinykernels.distributed.diffusion3d import add_arguments
     add_arguments(m)
 
+    sub.add_parser("setup", help="probe the C compiler and build the launcher now (once per machine)",
+                   description="Do the CPU backend's one-time set-up ahead of the first launch: probe the "
+                               "C compiler (version, -march=native, OpenMP) and compile the launcher "
+                               "extension into the cache. The first launch does this by itself otherwise "
+                               "(a fraction of a second; it says so once on stderr, TK_QUIET=1 silences it).")
+
     c = sub.add_parser("cache", help="show, locate or clear the compiled-kernel cache",
                        description="info (default): location, files and size per subfolder; "
                                    "clear: delete compiled kernels, the launcher and toolchain probes; "
@@ -291,7 +323,7 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help(out)
         return 0
-    return {"devices": cmd_devices, "demo": cmd_demo, "cache": cmd_cache,
+    return {"devices": cmd_devices, "demo": cmd_demo, "setup": cmd_setup, "cache": cmd_cache,
             "diffusion3d": cmd_diffusion3d,
             "llm-demo": cmd_llm_demo}[args.command](args, out)
 

@@ -104,6 +104,17 @@ def _probe(cmd: list) -> dict:
     return {"version": version, "native": native, "openmp": omp_flags}
 
 
+@lru_cache(maxsize=None)
+def first_use_notice() -> None:
+    """Say once per process, on stderr, that the one-time set-up is running (so that the first
+    launch on a machine does not look hung). ``TK_QUIET=1`` silences it;
+    ``python -m tinykernels setup`` does the set-up ahead of time."""
+    if os.environ.get("TK_QUIET", "0") not in ("", "0"):
+        return
+    print(f"tinykernels: first use on this machine: probing the C compiler and compiling the launcher "
+          f"(once per machine; cached in {cache_dir()})", file=sys.stderr, flush=True)
+
+
 def _probe_cached(cmd: list) -> dict:
     """The probe's result, remembered on disk per compiler binary (path, size, mtime)."""
     exe = shutil.which(cmd[0]) or cmd[0]
@@ -118,6 +129,7 @@ def _probe_cached(cmd: list) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
+    first_use_notice()
     info = _probe(cmd)
     _atomic_write(path, json.dumps(info).encode())
     return info

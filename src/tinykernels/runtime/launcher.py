@@ -31,6 +31,7 @@ def _build_extension():
                                     info["numpy_include"], info["suffix"]]).encode()).hexdigest()[:32]
     path = compiler.cache_dir() / "launch" / f"_tklaunch_{key}{info['suffix']}"
     if compiler.read_sealed(path) is None:         # missing, or damaged (truncated, corrupted): build it
+        compiler.first_use_notice()
         flags = ["-O2", "-fPIC", "-shared", "-w", f"-I{info['include']}", f"-I{info['numpy_include']}"]
         path.parent.mkdir(parents=True, exist_ok=True)
         compiler.clean_stale_temporaries(path.parent)
