@@ -111,7 +111,7 @@ class JaxKernel:
         nd = b.geometry([a.shape for a in arrays])
         if interop.total_items(nd) == 0:
             return tuple(arrays[k] for k in b.outputs)
-        target, geom = self._target(b, arrays, nd)
+        target, geom, fresh = self._target(b, arrays, nd)
         ffi = _ffi_module()
         bits = []
         for kind, slot in zip(b.kinds, b.slots):
@@ -121,13 +121,17 @@ class JaxKernel:
                 bits.append(call.ints[slot] - (1 << 64) if call.ints[slot] >= 1 << 63 else call.ints[slot])
         slots = np.array(list(geom) + bits + [self.backend.threads], dtype=np.int64)
         out_types = [jax.ShapeDtypeStruct(arrays[k].shape, arrays[k].dtype) for k in b.outputs]
-        f = ffi.ffi_call(target, out_types, input_output_aliases={k: j for j, k in enumerate(b.outputs)},
+        # an output the kernel fully overwrites gets a fresh buffer from XLA; the others are
+        # aliased to their initial values (XLA copies them in, unless they are donated)
+        aliases = {k: j for j, k in enumerate(b.outputs) if k not in fresh}
+        f = ffi.ffi_call(target, out_types, input_output_aliases=aliases,
                          vmap_method="sequential")
         return tuple(f(*arrays, slots=slots))
 
     def _target(self, b, arrays, nd) -> tuple:
-        """(FFI target name, geometry slots) of this specialization; compiles and registers
-        it on first use."""
+        """(FFI target name, geometry slots, positions of the outputs whose initial values
+        the kernel never observes) of this specialization; compiles and registers it on
+        first use."""
         key = (b, tuple((a.shape, str(a.dtype)) for a in arrays), nd)
         hit = self._targets.get(key)
         if hit is None:
@@ -140,6 +144,7 @@ class JaxKernel:
     def _build(self, b, arrays, nd) -> tuple:
         from tinykernels.codegen.c import slot_layout
         from tinykernels.codegen.xla_ffi import ENTRY, render_handler
+        from tinykernels.passes.overwrites import fully_overwritten
         from tinykernels.runtime.compiler import compile_library
         ffi = _ffi_module()
         inst = self.kernel(self.backend)
@@ -156,6 +161,9 @@ class JaxKernel:
             raise LaunchError(f"{self._what}: the kernel writes {extra}, which "
                               f"{'is' if len(extra) == 1 else 'are'} not among outputs={list(self.outputs)}; "
                               "list every array the kernel writes as an output")
+        overwritten = fully_overwritten(ir)
+        arr = b.array_names()
+        fresh = frozenset(k for k in b.outputs if arr[k] in overwritten and tuple(arrays[k].shape) == geom_shape(nd))
         src, names = inst._render(ir, ranges)
         sources, q = {}, 0
         for name, kind, slot in zip(b.names, b.kinds, b.slots):
@@ -165,7 +173,8 @@ class JaxKernel:
                 sources[name] = ("scalar", q)
                 q += 1
         src += render_handler(self.kernel.name, slot_layout(ir), sources, len(arrays), len(b.outputs), q,
-                              ir.debug, names, ir.file)
+                              ir.debug, names, ir.file,
+                              fresh=[(b.outputs.index(k), np.dtype(arrays[k].dtype).itemsize) for k in sorted(fresh)])
         path = compile_library(src, self.kernel.name, extra_flags=(f"-I{ffi.include_dir()}",))
         digest = hashlib.sha256(src.encode()).hexdigest()[:20]
         with _TARGETS_LOCK:
@@ -176,7 +185,7 @@ class JaxKernel:
                 target = f"tinykernels_{self.kernel.name}_{digest}"
                 ffi.register_ffi_target(target, ffi.pycapsule(getattr(lib, ENTRY)), platform="cpu")
                 _TARGETS[digest] = target
-        return target, tuple(int(g) for g in geom)
+        return target, tuple(int(g) for g in geom), fresh
 
     # --- reverse mode: the adjoint kernel ------------------------------------------------------
 
@@ -217,6 +226,11 @@ class JaxKernel:
         if interop.total_items(nd):
             adjoint(self.kernel)(self.backend)(*full, ndrange=nd, workgroupsize=b.workgroupsize)
         return [shadows[k] for k in floats]
+
+
+def geom_shape(nd) -> tuple:
+    """An ndrange as a shape tuple."""
+    return tuple(nd) if isinstance(nd, tuple) else (nd,)
 
 
 def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backend: CPU | None = None) -> JaxKernel:

@@ -20,7 +20,9 @@ CPU tensors run on the CPU backend, zero-copy; CUDA tensors on the CUDA backend,
 from __future__ import annotations
 
 import ast
+import ctypes
 import re
+import sys
 import threading
 
 import numpy as np
@@ -213,17 +215,22 @@ class TorchOp:
             cpu = cpu and t.is_cpu
         if not cpu:
             self._check_arrays(b, arrays)
-        work = list(arrays)
-        outs = []
-        for k in b.outputs:
-            work[k] = t = arrays[k].clone(memory_format=torch.contiguous_format)
-            outs.append(t)
         if b.ndrange is None:
-            nd = tuple(work[b.outputs[0]].shape)
+            nd = tuple(arrays[b.outputs[0]].shape)
             if not 0 < len(nd) <= 3:
                 self._check_arrays(b, arrays)          # raises: 0-d or more than 3 dimensions
         else:
             nd = b.ndrange
+        work = list(arrays)
+        outs = []
+        for k in b.outputs:
+            t = arrays[k]
+            if cpu and t.nbytes >= _LARGE:              # see _large_output
+                t = self._large_output(p, k, arrays, floats, ints, nd)
+            else:
+                t = t.clone(memory_format=torch.contiguous_format)
+            work[k] = t
+            outs.append(t)
         if not cpu:
             self._launch_general(b, work, floats, ints, nd)
             return outs
@@ -235,6 +242,36 @@ class TorchOp:
         if r is not True:
             self._launch_slow(p, inst, args, nd, r)
         return outs
+
+    def _large_output(self, p: "_Plan", k: int, arrays, floats, ints, nd):
+        """A large output's buffer: a fresh tensor whose pages the kernel (or the copy) touches
+        first, advised to use huge pages (4 KiB page faults cost more than the copy); the
+        initial value is copied in only when the kernel may observe it (see
+        :func:`tinykernels.passes.overwrites.fully_overwritten`)."""
+        t = arrays[k]
+        out = _fresh_like(t)
+        if not (nd == tuple(t.shape) and k in self._overwritten(p, arrays, floats, ints, nd)):
+            out.copy_(t)
+        return out
+
+    def _overwritten(self, p: "_Plan", arrays, floats, ints, nd) -> frozenset:
+        """Positions of the outputs whose initial values this specialization never observes
+        (per dtypes and ranks; the initial values stand in for the outputs)."""
+        from tinykernels.passes.overwrites import fully_overwritten
+        sig = tuple((t.dtype, t.dim()) for t in arrays)
+        hit = p.fresh.get(sig)
+        if hit is None:
+            b = p.binding
+            inst = p.inst or self._instance(p)
+            args = list(p.args([_host_view(t) for t in arrays], floats, ints))
+            try:
+                norm, geom, ndim, ranges, _total, wg = inst._prepare(args, nd, b.workgroupsize)
+            except LaunchError:      # e.g. an initial value aliasing an input: copy (the launch decides)
+                return frozenset()
+            names = fully_overwritten(inst._ir(norm, geom, ndim, ranges, wg))
+            arr = b.array_names()
+            hit = p.fresh[sig] = frozenset(k for k in b.outputs if arr[k] in names)
+        return hit
 
     def _instance(self, p: "_Plan"):
         p.inst = self.kernel(self._cpu)
@@ -323,7 +360,7 @@ class TorchOp:
 
 class _Plan:
     """What a call pattern (the operator's ``key`` and number of arrays) needs per call."""
-    __slots__ = ("binding", "template", "inst", "checked")
+    __slots__ = ("binding", "template", "inst", "checked", "fresh")
 
     def __init__(self, binding: interop.Binding):
         self.binding = binding
@@ -331,6 +368,7 @@ class _Plan:
         self.template = tuple((k, s, consts.get(n)) for n, k, s in zip(binding.names, binding.kinds, binding.slots))
         self.inst = None            # the CPU kernel instance (made on first use)
         self.checked: dict = {}     # launcher signature -> fast plan, for signatures that passed the checks
+        self.fresh: dict = {}       # (dtype, rank) per array -> outputs the kernel fully overwrites
 
     def args(self, views, floats, ints) -> tuple:
         """The kernel's arguments (a tuple, as the launcher takes them)."""
@@ -402,6 +440,46 @@ def _host_view(t):
     if t.dtype in _NUMPY_DTYPES:
         return t.detach().numpy() if t.requires_grad else t.numpy()
     return _torch_host_view(t)
+
+
+_LARGE = 1 << 20             # bytes from which an output gets a fresh, huge-page-advised buffer
+
+
+def _fresh_like(t):
+    """An uninitialized contiguous CPU tensor like ``t`` whose 2 MiB-aligned interior is
+    advised to use transparent huge pages (Linux; elsewhere a plain ``torch.empty``), as
+    NumPy does for large arrays: first-touch page faults then cost a few hundred times
+    fewer kernel entries."""
+    out = torch.empty(t.shape, dtype=t.dtype)
+    _advise_huge_pages(out.data_ptr(), out.nbytes)
+    return out
+
+
+def _advise_huge_pages(ptr: int, nbytes: int) -> None:
+    madvise = _madvise()
+    if madvise is None:
+        return
+    lo = (ptr + (1 << 21) - 1) & ~((1 << 21) - 1)
+    hi = (ptr + nbytes) & ~((1 << 21) - 1)
+    if hi > lo:
+        madvise(lo, hi - lo, 14)            # MADV_HUGEPAGE; failure (THP off) is harmless
+
+
+_MADVISE: list = []
+
+
+def _madvise():
+    """libc's madvise through ctypes (Linux only), looked up once; None elsewhere."""
+    if not _MADVISE:
+        fn = None
+        if sys.platform.startswith("linux"):
+            try:
+                fn = ctypes.CDLL(None, use_errno=True).madvise
+                fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+            except (OSError, AttributeError):
+                fn = None
+        _MADVISE.append(fn)
+    return _MADVISE[0]
 
 
 def _scalar_shadow(backend):

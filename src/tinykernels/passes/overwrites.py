@@ -154,3 +154,24 @@ def check_overwrites(k: N.Kernel) -> None:
 
 def _err(k: N.Kernel, loc: N.Loc, msg: str) -> CompileError:
     return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, k.name)
+
+
+def fully_overwritten(k: N.Kernel) -> frozenset:
+    """Global arrays whose initial values a launch never observes when its ndrange equals
+    the array's shape: every work item stores to its own element (its Cartesian global
+    coordinates, or the linear global index in 1-D), at the kernel's top level before
+    anything can end the item, and no access reads the array. Used by the framework
+    wrappers (tinykernels.jax / .torch) to give such an output a fresh buffer instead of a
+    copy of its initial value."""
+    single = _single_defs(k.body)
+    stored = set()
+    for s in k.body:
+        if isinstance(s, N.Store) and s.array.space == "global" and len(s.index) == s.array.ndim == k.ndim \
+                and is_own_index(s.index, k.ndim, single):
+            stored.add(s.array.name)
+        if any(isinstance(x, N.Return) for x in N.walk_stmts([s])):
+            break                    # a work item may end here: later stores are not certain
+    for kind, name, _idx, _loc, _used in _accesses(k):
+        if kind != "store":
+            stored.discard(name)     # read (or atomically updated): the initial value matters
+    return frozenset(stored)
