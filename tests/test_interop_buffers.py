@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from tinykernels.passes.overwrites import fully_overwritten
+from tinykernels.passes.overwrites import fully_overwritten, is_elementwise
 
 from interop_kernels import fma_update, gather, stencil2d, two_outputs
 
@@ -76,6 +76,21 @@ def test_fully_overwritten(kernel, args, nd, want):
     assert set(fully_overwritten(_ir(kernel, args, nd))) == want
 
 
+@pytest.mark.parametrize("kernel,args,nd,want", [
+    (triad, [z(8), z(8), z(8), 1.0], 8, True),
+    (copy2d, [z(3, 4), z(3, 4)], (3, 4), True),
+    (fma_update, [z(8), z(8), 1.0], 8, True),
+    (two_outputs, [z(8), z(8), z(8), z(8), 2], 8, True),
+    (gather, [z(8), z(8), np.zeros(8, np.int64)], 8, False),        # x[idx[i]]
+    (stencil2d, [z(3, 4), z(3, 4), 1.0, 2.0], (3, 4), False),        # a neighbour, and j > 0
+    (conditional, [z(8), z(8)], 8, True),                            # depends on values only
+    (transpose, [z(4, 4), z(4, 4)], (4, 4), False),
+    (shifted_store, [z(9), z(8)], 8, False),
+])
+def test_is_elementwise(kernel, args, nd, want):
+    assert is_elementwise(_ir(kernel, args, nd)) is want
+
+
 N = 1 << 19            # 4 MiB of float64: the large-output path
 
 
@@ -121,3 +136,20 @@ def test_jax_fresh_output_is_not_aliased_and_values_hold():
     np.testing.assert_allclose(part[N // 2:], y0[N // 2:])
     donated = jax.jit(lambda y, a: fma(y, a, a=1.5), donate_argnums=0)
     np.testing.assert_allclose(donated(jnp.array(y0), x), y0 * x + 1.5 * x, rtol=1e-15)
+
+
+@tk.kernel
+def uses_position(y, x: tk.Const):
+    i = tk.index()
+    y[i] = x[i] * i
+
+
+@tk.kernel
+def uses_shape(y, x: tk.Const):
+    i = tk.index()
+    y[i] = x[i] * x.shape[0]
+
+
+def test_position_or_shape_dependent_kernels_are_not_elementwise():
+    assert not is_elementwise(_ir(uses_position, [z(8), z(8)], 8))
+    assert not is_elementwise(_ir(uses_shape, [z(8), z(8)], 8))

@@ -36,6 +36,13 @@ def writes_input(y, x):
     x[i] = 0.0
 
 
+@tk.kernel
+def axpy2d(out, x: tk.Const, c):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    out[i, j] = out[i, j] + c * x[i, j]
+
+
+AXPY2D = tkjax.jax_kernel(axpy2d, outputs=["out"])
 FMA = tkjax.jax_kernel(fma_update, outputs=["y"])
 STENCIL = tkjax.jax_kernel(stencil2d, outputs=["out"])
 TWO = tkjax.jax_kernel(two_outputs, outputs=["s", "d"])
@@ -87,6 +94,45 @@ def test_vmap_runs_each_batch_element():
     np.testing.assert_allclose(out, 2 * X, rtol=1e-14)
     g = jax.vmap(jax.grad(lambda u, v: FMA(u, v, a=0.5).sum(), argnums=1))(Y, X)
     np.testing.assert_allclose(g, Y + 0.5, rtol=1e-14)
+
+
+def _hlo(fn, *args) -> str:
+    return jax.jit(fn).lower(*args).as_text()
+
+
+def test_vmap_folds_elementwise_kernels_into_one_launch():
+    """An elementwise kernel over arrays shaped like its ndrange: the batch becomes part of
+    the ndrange (one FFI call, no loop), unbatched arguments broadcast; other kernels run
+    once per batch element (a loop around the call). Values agree either way."""
+    Y, X = r(4, 12), r(4, 12)
+    f = jax.vmap(lambda u, v: FMA(u, v, a=0.5))
+    hlo = _hlo(f, Y, X)
+    assert hlo.count("custom_call @tinykernels_fma_update") == 1 and "while" not in hlo
+    np.testing.assert_allclose(f(Y, X), Y * X + 0.5 * X, rtol=1e-14)
+    g = jax.vmap(lambda v: FMA(Y[0], v, a=2.0), in_axes=1, out_axes=1)       # y unbatched, batch axis 1
+    assert "while" not in _hlo(g, X.T)
+    np.testing.assert_allclose(g(X.T), (Y[0][:, None] * X.T + 2.0 * X.T), rtol=1e-14)
+    YY, XX = r(2, 3, 5, 4), r(2, 3, 5, 4)                                     # nested vmap over 2-D arrays
+    h = jax.vmap(jax.vmap(lambda u, v: AXPY2D(u, v, c=1.5)))
+    assert "while" not in _hlo(h, YY, XX)
+    np.testing.assert_allclose(h(YY, XX), YY + 1.5 * XX, rtol=1e-14)
+    A, B = r(3, 9), r(3, 9)
+    s, d = jax.vmap(lambda u, v: TWO(jnp.zeros(9), jnp.zeros(9), u, v, n=2))(A, B)
+    np.testing.assert_allclose(s, A + 2 * B, rtol=1e-14)
+    np.testing.assert_allclose(d, A * B - 0.5 * s, rtol=1e-14)
+    # not elementwise: a neighbour's element (stencil), an indirect index (gather)
+    IMG, OUT = r(3, 4, 5), r(3, 4, 5)
+    st = jax.vmap(lambda o, m: STENCIL(o, m, w=0.5, scale=2.0))
+    assert "while" in _hlo(st, OUT, IMG)
+    left = jnp.pad(IMG, ((0, 0), (0, 0), (1, 0)))[:, :, :-1]
+    np.testing.assert_allclose(st(OUT, IMG), 2.0 * jnp.sin(IMG) * left + 0.5 * OUT, rtol=1e-13)
+    idx = jnp.asarray(RNG.integers(0, 12, (4, 12)))
+    gt = jax.vmap(lambda v, i: GATHER(jnp.zeros(12), v, i))
+    assert "while" in _hlo(gt, X, idx)
+    np.testing.assert_allclose(gt(X, idx), jnp.take_along_axis(X, idx, 1) ** 2, rtol=1e-14)
+    # gradients through a folded vmap
+    gv = jax.vmap(jax.grad(lambda u, v: FMA(u, v, a=0.5).sum(), argnums=1))(Y, X)
+    np.testing.assert_allclose(gv, Y + 0.5, rtol=1e-14)
 
 
 def test_grad_check_grads_float64():

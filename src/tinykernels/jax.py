@@ -21,11 +21,13 @@ differentiated.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import threading
 from functools import partial
 
 import jax  # the real JAX: this module is tinykernels.jax (absolute imports only)
+import jax.custom_batching
 import jax.numpy as jnp
 import numpy as np
 
@@ -82,6 +84,8 @@ class JaxKernel:
         self._fn = jax.custom_vjp(self._primal, nondiff_argnums=(0,))
         self._fn.defvjp(self._fwd, self._bwd)
         self._jitted: dict = {}      # _Call -> jax.jit of it (an eager call then costs one dispatch)
+        self._vmappable: dict = {}   # _Call -> its FFI call as a custom_vmap function
+        self._elementwise: dict = {}  # (binding, dtypes, rank) -> whether a vmap batch folds into the ndrange
 
     def __repr__(self) -> str:
         return f"<tinykernels.jax kernel {self.kernel.name}, outputs={list(self.outputs)}>"
@@ -107,6 +111,59 @@ class JaxKernel:
     # --- forward: XLA FFI --------------------------------------------------------------------
 
     def _primal(self, call: _Call, *arrays):
+        return self._batchable(call)(*arrays)
+
+    def _batchable(self, call: _Call):
+        """The FFI call of ``call`` as a ``jax.custom_batching.custom_vmap`` function (cached)."""
+        fn = self._vmappable.get(call)
+        if fn is None:
+            fn = jax.custom_batching.custom_vmap(partial(self._ffi, call))
+            fn.def_vmap(partial(self._vmap_rule, call))
+            self._vmappable[call] = fn
+        return fn
+
+    def _vmap_rule(self, call: _Call, axis_size: int, in_batched, *arrays):
+        """``jax.vmap``: one launch over the batch folded into the ndrange's first dimension
+        when the kernel is elementwise over arrays shaped like its ndrange (unbatched ones
+        broadcast, see :func:`tinykernels.passes.overwrites.is_elementwise`), else one launch
+        per batch element (``jax.lax.map``)."""
+        b = call.binding
+        shapes = [tuple(a.shape[1:]) if bat else tuple(a.shape) for a, bat in zip(arrays, in_batched)]
+        nd = b.geometry(shapes)
+        if interop.total_items(nd) and self._absorbs(b, shapes, [a.dtype for a in arrays], nd):
+            shape = geom_shape(nd)
+            flat = (axis_size * shape[0],) + shape[1:]
+            args = [(a if bat else jnp.broadcast_to(a, (axis_size,) + shape)).reshape(flat)
+                    for a, bat in zip(arrays, in_batched)]
+            folded = _Call(dataclasses.replace(b, ndrange=flat), call.floats, call.ints)
+            outs = self._batchable(folded)(*args)
+            return tuple(o.reshape((axis_size,) + shape) for o in outs), tuple(True for _ in outs)
+
+        def one(xs):
+            it = iter(xs)
+            return self._batchable(call)(*[next(it) if bat else a for a, bat in zip(arrays, in_batched)])
+        outs = jax.lax.map(one, [a for a, bat in zip(arrays, in_batched) if bat])
+        return tuple(outs), tuple(True for _ in outs)
+
+    def _absorbs(self, b, shapes, dtypes, nd) -> bool:
+        """Whether a batch folds into the ndrange: every array shaped like the ndrange, no
+        explicit workgroup size, and the kernel elementwise (per dtypes and rank)."""
+        from tinykernels.passes.overwrites import is_elementwise
+        shape = geom_shape(nd)
+        if b.workgroupsize is not None or any(s != shape for s in shapes):
+            return False
+        key = (b, tuple(str(d) for d in dtypes), len(shape))
+        hit = self._elementwise.get(key)
+        if hit is None:
+            inst = self.kernel(self.backend)
+            stand = [np.empty(s, np.dtype(d)) for s, d in zip(shapes, dtypes)]
+            args = b.kernel_args(stand, [0.0] * len(b.kinds), [0] * len(b.kinds))
+            norm, geom, ndim, ranges, _total, wg = inst._prepare(args, nd, None)
+            hit = self._elementwise[key] = is_elementwise(inst._ir(norm, geom, ndim, ranges, wg))
+        return hit
+
+    def _ffi(self, call: _Call, *arrays):
+        """The kernel through XLA's FFI (one call of the compiled handler)."""
         b = call.binding
         nd = b.geometry([a.shape for a in arrays])
         if interop.total_items(nd) == 0:
