@@ -135,6 +135,32 @@ def test_vmap_folds_elementwise_kernels_into_one_launch():
     np.testing.assert_allclose(gv, Y + 0.5, rtol=1e-14)
 
 
+def test_forward_mode_jvp_and_check_grads_fwd_rev():
+    """autodiff="jvp": jax.jvp through the tangent kernel, jax.grad by transposing it into the
+    adjoint kernel; both checked against finite differences, and against the analytic
+    derivative."""
+    F = tkjax.jax_kernel(fma_update, outputs=["y"], autodiff="jvp")
+    y0, x, dy0, dx = r(15), r(15), r(15), r(15)
+    out, t = jax.jvp(lambda u, v: F(u, v, a=0.5), (y0, x), (dy0, dx))
+    np.testing.assert_allclose(out, y0 * x + 0.5 * x, rtol=1e-14)
+    np.testing.assert_allclose(t, dy0 * x + y0 * dx + 0.5 * dx, rtol=1e-13)
+    out, t = jax.jit(lambda p, q: jax.jvp(lambda v: F(y0, v, a=0.5), (p,), (q,)))(x, dx)   # y0: a constant
+    np.testing.assert_allclose(t, y0 * dx + 0.5 * dx, rtol=1e-13)
+    check_grads(lambda u, v: F(u, v, a=0.5), (y0, x), order=1, modes=("fwd", "rev"))
+    S = tkjax.jax_kernel(stencil2d, outputs=["out"], autodiff="jvp")
+    check_grads(jax.jit(lambda o, m: S(o, m, w=0.3, scale=2.0)), (r(4, 5), r(4, 5)), order=1, modes=("fwd", "rev"))
+    T = tkjax.jax_kernel(two_outputs, outputs=["s", "d"], autodiff="jvp")
+    check_grads(lambda a, b: T(jnp.zeros(6), jnp.zeros(6), a, b, n=2), (r(6), r(6)), order=1, modes=("fwd", "rev"))
+    G = tkjax.jax_kernel(gather, outputs=["y"], autodiff="jvp")
+    idx = jnp.asarray([3, 3, 0, 6, 1, 1, 2])
+    check_grads(lambda v: G(jnp.zeros(7), v, idx), (r(7),), order=1, modes=("fwd", "rev"))
+    np.testing.assert_allclose(jax.vmap(lambda u, v: F(u, v, a=0.5))(r(3, 15), r(3, 15)).shape, (3, 15))
+    with pytest.raises(TypeError, match="custom_vjp"):     # the default mode: reverse only
+        jax.jvp(lambda v: FMA(y0, v, a=0.5), (x,), (dx,))
+    with pytest.raises(ValueError, match="autodiff must be"):
+        tkjax.jax_kernel(fma_update, outputs=["y"], autodiff="both")
+
+
 def test_grad_check_grads_float64():
     y0, x = r(14), r(14)
     check_grads(lambda u, v: FMA(u, v, a=0.7), (y0, x), order=1, modes=["rev"])

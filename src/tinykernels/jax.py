@@ -28,6 +28,7 @@ from functools import partial
 
 import jax  # the real JAX: this module is tinykernels.jax (absolute imports only)
 import jax.custom_batching
+import jax.custom_derivatives
 import jax.numpy as jnp
 import numpy as np
 
@@ -70,7 +71,11 @@ class _Call:
 class JaxKernel:
     """A kernel as a JAX function; call it like the kernel (SPEC section 11)."""
 
-    def __init__(self, kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backend: CPU | None = None):
+    def __init__(self, kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backend: CPU | None = None,
+                 autodiff: str = "vjp"):
+        if autodiff not in ("vjp", "jvp"):
+            raise ValueError(f"jax_kernel '{getattr(kernel, 'name', kernel)}': autodiff must be 'vjp' or 'jvp', "
+                             f"got {autodiff!r}")
         self.kernel = kernel
         self.outputs = interop.check_outputs(kernel, outputs)
         self.ndrange, self.workgroupsize = ndrange, workgroupsize
@@ -81,8 +86,13 @@ class JaxKernel:
         self._what = f"jax_kernel '{kernel.name}'"
         self._targets: dict = {}     # (binding, array avals) -> (target name, scalar kinds)
         self._lock = threading.Lock()
-        self._fn = jax.custom_vjp(self._primal, nondiff_argnums=(0,))
-        self._fn.defvjp(self._fwd, self._bwd)
+        self.autodiff = autodiff
+        if autodiff == "vjp":
+            self._fn = jax.custom_vjp(self._primal, nondiff_argnums=(0,))
+            self._fn.defvjp(self._fwd, self._bwd)
+        else:
+            self._fn = jax.custom_jvp(self._primal, nondiff_argnums=(0,))
+            self._fn.defjvp(self._jvp, symbolic_zeros=True)
         self._jitted: dict = {}      # _Call -> jax.jit of it (an eager call then costs one dispatch)
         self._vmappable: dict = {}   # _Call -> its FFI call as a custom_vmap function
         self._elementwise: dict = {}  # (binding, dtypes, rank) -> whether a vmap batch folds into the ndrange
@@ -261,6 +271,61 @@ class JaxKernel:
             out.append(next(it) if k in floats else np.zeros(a.shape, jax.dtypes.float0))
         return tuple(out)
 
+    # --- forward mode (autodiff="jvp"): the tangent kernel, transposed to the adjoint ---------
+
+    def _jvp(self, call: _Call, primals, tangents):
+        """``jax.custom_jvp`` rule: the primal through the FFI; the outputs' tangents through
+        tinykernels' tangent kernel, as a ``linear_call`` whose transpose is the adjoint
+        kernel (so reverse mode works by JAX's linearize-and-transpose)."""
+        b = call.binding
+        outs = self._primal(call, *primals)
+        # the linear arguments: float arrays whose tangents are not symbolic zeros (a
+        # linear_call's linear operands must all be unknown when JAX transposes it)
+        floats = [k for k in _float_positions(primals)
+                  if not isinstance(tangents[k], jax.custom_derivatives.SymbolicZero)]
+        fouts = [j for j, k in enumerate(b.outputs) if jnp.issubdtype(primals[k].dtype, jnp.floating)]
+        lin = jax.custom_derivatives.linear_call(
+            partial(self._tangent_call, call, floats, fouts), partial(self._transpose_call, call, floats, fouts),
+            tuple(primals), tuple(tangents[k] for k in floats)) if floats and fouts else None
+        it = iter(lin or ())
+        tans = tuple((next(it) if lin is not None else jnp.zeros_like(o)) if j in fouts
+                     else np.zeros(o.shape, jax.dtypes.float0) for j, o in enumerate(outs))
+        return outs, tans
+
+    def _tangent_call(self, call: _Call, floats, fouts, primals, tin):
+        b = call.binding
+        shapes = [jax.ShapeDtypeStruct(primals[b.outputs[j]].shape, primals[b.outputs[j]].dtype) for j in fouts]
+        return tuple(jax.pure_callback(partial(self._host_tangent, call, floats, fouts), shapes, *primals, *tin,
+                                       vmap_method="sequential"))
+
+    def _transpose_call(self, call: _Call, floats, fouts, primals, cts):
+        b = call.binding
+        cts = [jnp.zeros_like(c) if type(c).__name__ == "Zero" or c is None else c for c in cts]
+        full, it = [], iter(cts)
+        for j, k in enumerate(b.outputs):
+            full.append(next(it) if j in fouts else jnp.zeros(primals[k].shape, primals[k].dtype))
+        shapes = [jax.ShapeDtypeStruct(primals[k].shape, primals[k].dtype) for k in floats]
+        return tuple(jax.pure_callback(partial(self._host_adjoint, call, floats), shapes, *primals, *full,
+                                       vmap_method="sequential"))
+
+    def _host_tangent(self, call: _Call, floats, fouts, *host):
+        """The float outputs' tangents: ``host`` holds the primal arrays, then the tangents of
+        the float ones (NumPy arrays from ``jax.pure_callback``); tinykernels' forward mode
+        (``tk.autodiff(tk.Forward, ...)``) runs the kernel's tangent kernel."""
+        from tinykernels.autodiff import Duplicated, Forward, autodiff
+        b = call.binding
+        n = len(host) - len(floats)
+        prim = [np.array(a, copy=True) for a in host[:n]]
+        tans = {k: np.zeros_like(a) for k, a in enumerate(prim) if np.issubdtype(a.dtype, np.floating)}
+        tans.update((k, np.array(t, dtype=prim[k].dtype, copy=True)) for k, t in zip(floats, host[n:]))
+        wrapped = [Duplicated(prim[k], tans[k]) if k in tans else prim[k] for k in range(n)]
+        args = b.kernel_args(wrapped, call.floats, call.ints)
+        nd = b.geometry([a.shape for a in prim])
+        if interop.total_items(nd):
+            inst = self.kernel(self.backend)
+            autodiff(Forward, lambda *a: inst(*a, ndrange=nd, workgroupsize=b.workgroupsize), *args)
+        return [tans[b.outputs[j]] for j in fouts]
+
     def _host_adjoint(self, call: _Call, floats, *host):
         """The gradients of the float arrays: ``host`` holds the primal arrays, then the
         outputs' cotangents (NumPy arrays from ``jax.pure_callback``)."""
@@ -285,12 +350,17 @@ class JaxKernel:
         return [shadows[k] for k in floats]
 
 
+def _float_positions(arrays) -> list:
+    return [k for k, a in enumerate(arrays) if jnp.issubdtype(a.dtype, jnp.floating)]
+
+
 def geom_shape(nd) -> tuple:
     """An ndrange as a shape tuple."""
     return tuple(nd) if isinstance(nd, tuple) else (nd,)
 
 
-def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backend: CPU | None = None) -> JaxKernel:
+def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backend: CPU | None = None,
+               autodiff: str = "vjp") -> JaxKernel:
     """``kernel`` as a JAX function (SPEC section 11), for ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
 
     ``outputs``: the names of the array parameters the kernel writes. Call the result with
@@ -298,5 +368,12 @@ def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backen
     its scalars and constexprs by keyword (static Python values); ``ndrange`` (default: the
     first output's shape) and ``workgroupsize`` may be given here or per call. It returns
     the outputs' new values (a tuple when there are several). ``backend``: a ``tk.CPU``
-    (threads, debug mode); default ``tk.CPU()``."""
-    return JaxKernel(kernel, outputs, ndrange, workgroupsize, backend)
+    (threads, debug mode); default ``tk.CPU()``.
+
+    ``autodiff``: ``"vjp"`` (default) differentiates in reverse mode through the adjoint
+    kernel (``jax.custom_vjp``: ``jax.grad``, also under ``jax.vmap``; JAX refuses
+    ``jax.jvp``); ``"jvp"`` in forward mode through the tangent kernel (``jax.custom_jvp``:
+    ``jax.jvp``, ``jax.jacfwd``, and ``jax.grad`` by transposing the tangent kernel into the
+    adjoint kernel), but derivatives then cannot be batched by ``jax.vmap`` (JAX has no
+    batching rule for the ``linear_call`` that pairs the two kernels)."""
+    return JaxKernel(kernel, outputs, ndrange, workgroupsize, backend, autodiff)
