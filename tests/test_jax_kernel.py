@@ -216,3 +216,33 @@ def test_specializations_are_registered_once():
     f2(r(40), r(40), a=3.0)
     FMA(r(40), r(40), a=4.0)
     assert len(tkjax._TARGETS) - before <= 1
+
+
+def test_cuda_ffi_handler_is_generated_and_compiles(tmp_path):
+    """The CUDA FFI handler (stream from XLA's call frame, cuLaunchKernel's address from the
+    attribute) for several signatures: host C that compiles against XLA's FFI header with the
+    system C compiler; no GPU, CUDA toolkit or cuda.h needed."""
+    import subprocess
+    from tinykernels.runtime.compiler import find_compiler
+    cc = find_compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    f32 = tkjax.jax_kernel(fma_update, outputs=["y"])
+    calls = [(FMA, (r(10), r(10)), {"a": 0.5}),
+             (f32, (jnp.ones(10, jnp.float32), jnp.ones(10, jnp.float32)), {"a": 0.5}),
+             (STENCIL, (r(4, 5), r(4, 5)), {"w": 0.5, "scale": 2.0}),
+             (TWO, (jnp.zeros(9), jnp.zeros(9), r(9), r(9)), {"n": 3}),
+             (GATHER, (r(7), r(7), jnp.arange(7)), {}),
+             (AXPY2D, (jax.ShapeDtypeStruct((3, 4), jnp.float64), jax.ShapeDtypeStruct((3, 4), jnp.float64)),
+              {"c": 2.0})]
+    for k, (fn, args, kw) in enumerate(calls):
+        src = fn.source(*args, platform="cuda", **kw)
+        assert "XLA_FFI_Stream_Get" in src and "tk_xla_ffi_cuda" in src
+        path = tmp_path / f"h{k}.c"
+        path.write_text(src)
+        res = subprocess.run([*cc, "-std=c11", "-Wall", "-Werror", "-c", f"-I{jax.ffi.include_dir()}", str(path),
+                              "-o", str(tmp_path / f"h{k}.o")], capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+    assert "tk_xla_ffi(" in FMA.source(r(10), r(10), a=0.5)          # the CPU platform's handler
+    with pytest.raises(ValueError, match="platform"):
+        FMA.source(r(10), r(10), a=0.5, platform="rocm")

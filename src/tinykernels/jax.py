@@ -208,12 +208,11 @@ class JaxKernel:
                     hit = self._targets[key] = self._build(b, arrays, nd)
         return hit
 
-    def _build(self, b, arrays, nd) -> tuple:
+    def _render_cpu(self, b, arrays, nd) -> tuple:
+        """(C source: the kernel and its FFI handler, geometry slots, fresh outputs)."""
         from tinykernels.codegen.c import slot_layout
         from tinykernels.codegen.xla_ffi import ENTRY, render_handler
         from tinykernels.passes.overwrites import fully_overwritten
-        from tinykernels.runtime.compiler import compile_library
-        ffi = _ffi_module()
         inst = self.kernel(self.backend)
         # NumPy stand-ins with the arrays' shapes and dtypes (pages never touched): the
         # specialization, its launch checks and its write set, exactly as a direct launch
@@ -232,16 +231,17 @@ class JaxKernel:
         arr = b.array_names()
         fresh = frozenset(k for k in b.outputs if arr[k] in overwritten and tuple(arrays[k].shape) == geom_shape(nd))
         src, names = inst._render(ir, ranges)
-        sources, q = {}, 0
-        for name, kind, slot in zip(b.names, b.kinds, b.slots):
-            if kind == "A":
-                sources[name] = ("ret", b.outputs.index(slot)) if slot in b.outputs else ("arg", slot)
-            elif kind != "c":
-                sources[name] = ("scalar", q)
-                q += 1
+        sources, q = self._sources(b)
         src += render_handler(self.kernel.name, slot_layout(ir), sources, len(arrays), len(b.outputs), q,
                               ir.debug, names, ir.file,
                               fresh=[(b.outputs.index(k), np.dtype(arrays[k].dtype).itemsize) for k in sorted(fresh)])
+        return src, geom, fresh
+
+    def _build(self, b, arrays, nd) -> tuple:
+        from tinykernels.codegen.xla_ffi import ENTRY
+        from tinykernels.runtime.compiler import compile_library
+        ffi = _ffi_module()
+        src, geom, fresh = self._render_cpu(b, arrays, nd)
         path = compile_library(src, self.kernel.name, extra_flags=(f"-I{ffi.include_dir()}",))
         digest = hashlib.sha256(src.encode()).hexdigest()[:20]
         with _TARGETS_LOCK:
@@ -253,6 +253,50 @@ class JaxKernel:
                 ffi.register_ffi_target(target, ffi.pycapsule(getattr(lib, ENTRY)), platform="cpu")
                 _TARGETS[digest] = target
         return target, tuple(int(g) for g in geom), fresh
+
+    def _sources(self, b) -> tuple:
+        """(per parameter name: where its value is in the call frame, number of scalars)."""
+        sources, q = {}, 0
+        for name, kind, slot in zip(b.names, b.kinds, b.slots):
+            if kind == "A":
+                sources[name] = ("ret", b.outputs.index(slot)) if slot in b.outputs else ("arg", slot)
+            elif kind != "c":
+                sources[name] = ("scalar", q)
+                q += 1
+        return sources, q
+
+    def _render_cuda(self, b, arrays, nd) -> str:
+        """The host-C FFI handler that launches this specialization's CUDA kernel on XLA's
+        stream (code generation only: it needs no GPU; see codegen/xla_ffi.py)."""
+        from tinykernels.codegen.cuda import param_layout
+        from tinykernels.codegen.xla_ffi import render_cuda_handler
+        from tinykernels.runtime.cuda import CUDATarget, grid_dims
+        inst = self.kernel(CUDATarget(debug=False))
+        stand = [np.empty(a.shape, np.dtype(a.dtype)) for a in arrays]
+        args = b.kernel_args(stand, [0.0] * len(b.kinds), [0] * len(b.kinds))
+        norm, geom, ndim, ranges, _total, wg = inst._prepare(args, nd, b.workgroupsize)
+        ir = inst._ir(norm, geom, ndim, ranges, wg)
+        sources, q = self._sources(b)
+        grid, block = grid_dims(geom, ndim, wg)
+        return render_cuda_handler(self.kernel.name, param_layout(ir), sources, len(arrays), len(b.outputs), q,
+                                   grid, block)
+
+    def source(self, *arrays, platform: str = "cpu", ndrange=None, workgroupsize=None, **scalars) -> str:
+        """The C of the FFI handler for this call (arrays or ``jax.ShapeDtypeStruct``s, as the
+        call takes them): ``platform="cpu"``: the kernel's C with its handler, as compiled;
+        ``"cuda"``: the host-C handler that launches the CUDA kernel on XLA's stream."""
+        b, _floats, _ints = interop.bind(self.kernel, self.outputs, len(arrays), scalars, self._what,
+                                         self.ndrange if ndrange is None else ndrange,
+                                         self.workgroupsize if workgroupsize is None else workgroupsize)
+        avals = [a if isinstance(a, jax.ShapeDtypeStruct) else jax.ShapeDtypeStruct(np.shape(a), jnp.asarray(a).dtype)
+                 for a in arrays]
+        interop.check_shapes(b, [a.shape for a in avals], self._what)
+        nd = b.geometry([a.shape for a in avals])
+        if platform == "cpu":
+            return self._render_cpu(b, avals, nd)[0]
+        if platform == "cuda":
+            return self._render_cuda(b, avals, nd)
+        raise ValueError(f"{self._what}: platform must be 'cpu' or 'cuda', got {platform!r}")
 
     # --- reverse mode: the adjoint kernel ------------------------------------------------------
 
