@@ -246,3 +246,128 @@ def test_cuda_ffi_handler_is_generated_and_compiles(tmp_path):
     assert "tk_xla_ffi(" in FMA.source(r(10), r(10), a=0.5)          # the CPU platform's handler
     with pytest.raises(ValueError, match="platform"):
         FMA.source(r(10), r(10), a=0.5, platform="rocm")
+
+
+_HARNESS = r"""
+#include <stdint.h>
+#include <string.h>
+#include "xla/ffi/api/c_api.h"
+XLA_FFI_Error *tk_xla_ffi_cuda(XLA_FFI_CallFrame *cf);
+static uint64_t seen[256];
+static uint64_t seen_meta[8];
+static int npar;
+static XLA_FFI_Error *fake_stream_get(XLA_FFI_Stream_Get_Args *a) { a->stream = (void *)0x5151; return NULL; }
+static int fake_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shmem, void *stream, void **params, void **extra) {
+    unsigned d[6] = {gx, gy, gz, bx, by, bz};
+    seen_meta[0] = (uint64_t)(uintptr_t)f;
+    seen_meta[1] = (uint64_t)(uintptr_t)stream;
+    for (int k = 0; k < 6; ++k) seen_meta[2 + k] = d[k];
+    for (int k = 0; k < npar; ++k) memcpy(&seen[k], params[k], 8);
+    (void)shmem; (void)extra;
+    return 0;
+}
+/* runs the handler on a call frame of host buffers: 8 dims per buffer, args then rets */
+int tk_harness(int nargs, int nrets, void **data, int64_t *rank, int64_t *dims, int64_t *attr, int64_t nattr,
+               int nparams, uint64_t *out, uint64_t *meta) {
+    XLA_FFI_Buffer bufs[16];
+    void *ptrs[16];
+    for (int i = 0; i < nargs + nrets; ++i) {
+        memset(&bufs[i], 0, sizeof bufs[i]);
+        bufs[i].struct_size = sizeof bufs[i];
+        bufs[i].data = data[i];
+        bufs[i].rank = rank[i];
+        bufs[i].dims = dims + 8 * i;
+        ptrs[i] = &bufs[i];
+    }
+    attr[nattr - 1] = (int64_t)(uintptr_t)fake_launch;
+    XLA_FFI_Array arr = {XLA_FFI_DataType_S64, (size_t)nattr, attr};
+    XLA_FFI_AttrType at = XLA_FFI_AttrType_ARRAY;
+    void *attrp = &arr;
+    static XLA_FFI_Api api;
+    api.XLA_FFI_Stream_Get = fake_stream_get;
+    XLA_FFI_CallFrame cf;
+    memset(&cf, 0, sizeof cf);
+    cf.api = &api;
+    cf.stage = XLA_FFI_ExecutionStage_EXECUTE;
+    cf.args.size = nargs;
+    cf.args.args = ptrs;
+    cf.rets.size = nrets;
+    cf.rets.rets = ptrs + nargs;
+    cf.attrs.size = 1;
+    cf.attrs.types = &at;
+    cf.attrs.attrs = &attrp;
+    npar = nparams;
+    if (tk_xla_ffi_cuda(&cf) != NULL) return 1;
+    memcpy(out, seen, 8 * (size_t)nparams);
+    memcpy(meta, seen_meta, sizeof seen_meta);
+    return 0;
+}
+"""
+
+
+def test_cuda_ffi_handler_packs_what_the_cuda_runtime_packs(tmp_path):
+    """Run the generated CUDA handler on the host with a fake call frame, stream and
+    cuLaunchKernel: the argument block it passes equals the CUDA runtime's own
+    (runtime.cuda.pack_params) for the same specialization, on XLA's stream, with the grid."""
+    import ctypes
+    import subprocess
+    from tinykernels.codegen.cuda import param_layout
+    from tinykernels.runtime.compiler import find_compiler
+    from tinykernels.runtime.cuda import CUDATarget, grid_dims, pack_params
+    cc = find_compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+
+    class Dev:                       # what pack_params reads of a device array
+        def __init__(self, a):
+            self.a, self.ptr, self.shape, self.strides, self.dtype = a, a.ctypes.data, a.shape, a.strides, a.dtype
+
+    cases = [(TWO, two_outputs, [np.zeros(9), np.zeros(9), np.ones(9), np.ones(9)], {"n": 3}),
+             (STENCIL, stencil2d, [np.zeros((4, 5)), np.ones((4, 5))], {"w": 0.5, "scale": 2.0}),
+             (AXPY2D, axpy2d, [np.zeros((3, 70), np.float32), np.ones((3, 70), np.float32)], {"c": -1.25})]
+    for n, (fn, kern, arrays, kw) in enumerate(cases):
+        src = fn.source(*arrays, platform="cuda", **kw)
+        (tmp_path / f"h{n}.c").write_text(src + _HARNESS)
+        lib = tmp_path / f"h{n}.so"
+        res = subprocess.run([*cc, "-std=c11", "-shared", "-fPIC", f"-I{jax.ffi.include_dir()}",
+                              str(tmp_path / f"h{n}.c"), "-o", str(lib)], capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        h = ctypes.CDLL(str(lib))
+        from tinykernels import interop
+        b, floats, ints = interop.bind(kern, fn.outputs, len(arrays), kw, "test")
+        inst = kern(CUDATarget(debug=False))
+        norm, geom, ndim, ranges, _t, wg = inst._prepare(b.kernel_args(arrays, floats, ints), b.geometry(
+            [a.shape for a in arrays]), None)
+        ir = inst._ir(norm, geom, ndim, ranges, wg)
+        layout = param_layout(ir)
+        values = {p[1].name if p[0] == "array" else p[1]: (Dev(a) if isinstance(a, np.ndarray) else a)
+                  for p, a in zip(ir.params, norm)}
+        # the frame: every array as an operand, the outputs also as results in memory of their
+        # own (XLA's result buffers): the kernel must get the results' pointers
+        args_in = list(range(len(arrays)))
+        frame = list(arrays) + [arrays[k].copy() for k in b.outputs]
+        for j, k in enumerate(b.outputs):
+            values[b.array_names()[k]] = Dev(frame[len(args_in) + j])
+        want = pack_params(layout, values, geom)[0]
+        bits = []
+        for kind, slot in zip(b.kinds, b.slots):
+            if kind == "f":
+                bits.append(int(np.float64(floats[slot]).view(np.int64)))
+            elif kind in "ib":
+                bits.append(ints[slot])
+        attr = np.array(list(geom) + bits + [0x7777, 0], np.int64)
+        data = (ctypes.c_void_p * len(frame))(*[a.ctypes.data for a in frame])
+        rank = np.array([a.ndim for a in frame], np.int64)
+        dims = np.zeros((len(frame), 8), np.int64)
+        for i, a in enumerate(frame):
+            dims[i, :a.ndim] = a.shape
+        out, meta = np.zeros(len(layout), np.uint64), np.zeros(8, np.uint64)
+        P = ctypes.c_void_p
+        rc = h.tk_harness(len(args_in), len(b.outputs), data, P(rank.ctypes.data), P(dims.ctypes.data),
+                          P(attr.ctypes.data), ctypes.c_int64(len(attr)), len(layout), P(out.ctypes.data),
+                          P(meta.ctypes.data))
+        assert rc == 0
+        np.testing.assert_array_equal(out, want[:len(layout)])
+        grid, block = grid_dims(geom, ndim, wg)
+        assert list(meta) == [0x7777, 0x5151, *grid, *block]
