@@ -108,6 +108,13 @@ def test_torch_large_outputs_fresh_and_copied():
         torch.testing.assert_close(fma(y0, x, a=1.5), keep * x + 1.5 * x)   # initial value copied in
         torch.testing.assert_close(fma(y0[: N // 2], x[: N // 2], a=1.5, ndrange=N // 4)[: N // 4],
                                    (keep * x + 1.5 * x)[: N // 4])
+    out = torch.full((N,), float("nan"), dtype=torch.float64)
+    plan = tri._plan(tri._key({"s": 0.5}, N, None)[0], 3)
+    fresh = tri._large_output(plan, 0, [out, x, w], [0.5], [], N)     # an int ndrange: no copy either
+    assert fresh.data_ptr() != out.data_ptr() and not torch.isnan(fresh).all()
+    assert torch.isnan(fma._large_output(fma._plan(fma._key({"a": 0.5}, N, None)[0], 2), 0, [out, x], [0.5], [],
+                                         N)).all()                  # y is read: its initial value copied
+    torch.testing.assert_close(tri(out, x, w, s=0.5, ndrange=N), x + 0.5 * w)   # an int ndrange
     # ndrange smaller than the output: the rest keeps the initial value, even for a kernel
     # that overwrites every element it is launched on
     part = tri(y0, x, w, s=0.5, ndrange=N // 2)

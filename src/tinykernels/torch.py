@@ -250,7 +250,8 @@ class TorchOp:
         :func:`tinykernels.passes.overwrites.fully_overwritten`)."""
         t = arrays[k]
         out = _fresh_like(t)
-        if not (nd == tuple(t.shape) and k in self._overwritten(p, arrays, floats, ints, nd)):
+        if not ((nd if isinstance(nd, tuple) else (nd,)) == tuple(t.shape)
+                and k in self._overwritten(p, arrays, floats, ints, nd)):
             out.copy_(t)
         return out
 
