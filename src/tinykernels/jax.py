@@ -8,15 +8,18 @@ The forward call goes through XLA's FFI on the CPU: per specialization (dtypes, 
 shapes' 32-bit fit, constexprs, ndrange rank) the kernel's C is compiled together with a
 generated FFI handler (:mod:`tinykernels.codegen.xla_ffi`) through the kernel disk cache,
 and registered with ``jax.ffi.register_ffi_target``; a call is XLA calling that C function,
-with no Python. Outputs are XLA's buffers, aliased to the arrays that give their initial
-values (``input_output_aliases``).
+with no Python. Outputs are XLA's buffers: fresh ones for outputs the kernel fully
+overwrites, the others aliased to the arrays that give their initial values
+(``input_output_aliases``).
 
 ``jax.grad``: a ``jax.custom_vjp`` whose backward runs tinykernels' adjoint kernel
 (:func:`tinykernels.adjoint`) on the CPU through ``jax.pure_callback`` (the adjoint's tape
-sizing is orchestrated in Python, so the backward is not an FFI call). ``jax.vmap``: the
-batch is run sequentially (one kernel call per batch element), forward and backward.
-Scalars are static (keyword Python numbers, baked into the call); they are not
-differentiated.
+sizing is orchestrated in Python, so the backward is not an FFI call). With
+``autodiff="jvp"``: a ``jax.custom_jvp`` through the tangent kernel, transposed into the
+adjoint kernel for reverse mode. ``jax.vmap``: one launch over the batch folded into the
+ndrange for elementwise kernels, else one per batch element (``custom_vmap``); derivatives
+run per batch element. Scalars are static (keyword Python numbers, baked into the call);
+they are not differentiated.
 """
 from __future__ import annotations
 

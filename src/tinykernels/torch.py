@@ -5,10 +5,12 @@
     y = saxpy_op(y0, x, a=2.0)        # y0 is not modified; y is a new tensor
 
 Each call of :func:`torch_op` defines two ``torch.library`` operators with the lower-level
-``Library.define``/``impl`` route (less per-call overhead than ``torch.library.custom_op``,
-see docs/torch.md): ``ns::op(Tensor[] arrays, float[] floats, int[] ints, str key) ->
-Tensor[]`` and ``ns::op_backward``, its adjoint (tinykernels' own adjoint kernel, see
-docs/autodiff.md). ``key`` carries the static part of a call (which parameters are scalars
+``Library.define``/``impl`` route and Autograd kernels of their own (less per-call overhead
+than ``torch.library.custom_op`` or ``register_autograd``, see docs/torch.md): ``ns::op(Tensor[]
+arrays, float[] floats, int[] ints, str key) -> Tensor[]`` and ``ns::op_backward``, its
+adjoint (tinykernels' own adjoint kernel, see docs/autodiff.md; not differentiable again).
+An eager call with nothing for autograd to record runs the CPU implementation directly
+(:func:`_eager_direct`). ``key`` carries the static part of a call (which parameters are scalars
 given by keyword, constexpr values, ndrange, workgroup size), so the same operator serves
 every call pattern. Both have fake implementations derived from the kernel's signature (the
 outputs have the shapes and dtypes of the arrays that give their initial values), so they
