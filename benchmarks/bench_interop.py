@@ -8,9 +8,13 @@
    (NumPy arrays), ``tinykernels.jax.jax_kernel`` under ``jax.jit`` (XLA's FFI) and eagerly,
    and ``tinykernels.torch.torch_op`` (eager, with and without autograd recording).
 2. Throughput: a triad (``y[i] = x[i] + s * z[i]``, float32, 3 arrays of N elements) through
-   each route, in GB/s of the kernel's own traffic. The torch operator is functional: it
-   clones the output's initial value first (extra traffic, counted against it); under
-   ``jax.jit`` with the output donated, XLA hands its buffer to the kernel, no copy.
+   each route, in GB/s of the kernel's own traffic. The kernel overwrites every element of
+   ``y`` without reading it, so both wrappers give it a fresh (huge-page advised) buffer and
+   copy no initial value; an output whose initial value the kernel reads is copied in
+   (torch) or aliased (JAX: a copy unless donated), see docs/jax.md and docs/torch.md.
+3. The PyTorch dispatch floor: a trivial operator (returns its first input) through
+   ``torch.library.custom_op`` and through ``Library.define``/``impl`` with a Python Autograd
+   kernel (the route ``torch_op`` uses), with no kernel behind either.
 
 Every route's result is checked against NumPy once before it is timed (exit 1 on a mismatch).
 Targets (informational, PASS/MISS): <= 6 us per call through JAX's FFI, <= 8 us through
@@ -121,13 +125,13 @@ def main() -> int:
     rs = routes(16)
     ok = check(rs, 16)
     base = None
-    print(f"{'route':28s} {'us/call':>9s}  target")
+    print(f"{'route':28s} {'us/call':>9s} {'vs direct':>9s}  target")
     for name, (call, sync, _) in rs.items():
         us = best_of(call, calls, reps, sync) * 1e6
         base = us if base is None else base
         target = T_JAX_US if name.startswith("jax.jit") else T_TORCH_US if name.startswith("torch") else None
         tgt = "" if target is None else f"<= {target:.0f} us {'PASS' if us <= target else 'MISS'}"
-        print(f"{name:28s} {us:9.2f}  {tgt}")
+        print(f"{name:28s} {us:9.2f} {us / base:8.1f}x  {tgt}")
 
     print(f"\n## 2. throughput, triad on {big} float32 elements ({3 * 4 * big / 2**20:.0f} MiB of traffic)")
     rs = routes(big)
@@ -140,7 +144,43 @@ def main() -> int:
         ratio = s / direct
         print(f"{name:28s} {s * 1e3:9.3f} {3 * 4 * big / s / 1e9:8.2f}  {ratio:5.2f}x "
               f"{'PASS' if ratio <= T_RATIO else 'MISS'}")
+
+    floor = dispatch_floor()
+    if floor:
+        print("\n## 3. PyTorch dispatch floor: a trivial operator, no kernel")
+        print(f"{'route':40s} {'us/call':>9s}")
+        for name, call in floor.items():
+            print(f"{name:40s} {best_of(call, calls, reps) * 1e6:9.2f}")
     return 0 if ok else 1
+
+
+def dispatch_floor() -> dict:
+    """name -> call of a trivial operator per registration route ({} without PyTorch)."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    ns = "tkbench_floor"
+    if not hasattr(dispatch_floor, "lib"):
+        lib = dispatch_floor.lib = torch.library.Library(ns, "FRAGMENT")
+        schema = "(Tensor[] arrays, float[] floats, int[] ints, str key) -> Tensor[]"
+        lib.define("lib" + schema)
+        lib.impl("lib", lambda arrays, floats, ints, key: [arrays[0]], "CPU")
+        below = torch._C._after_autograd_keyset
+
+        def autograd(keyset, arrays, floats, ints, key):
+            with torch._C._AutoDispatchBelowAutograd():
+                return torch.ops.tkbench_floor.lib.default.redispatch(keyset & below, arrays, floats, ints, key)
+        lib.impl("lib", autograd, "Autograd", with_keyset=True)
+
+        @torch.library.custom_op(f"{ns}::custom", mutates_args=(), schema=schema)
+        def custom(arrays: list[torch.Tensor], floats: list[float], ints: list[int], key: str) -> list[torch.Tensor]:
+            return [arrays[0].clone()]
+        dispatch_floor.custom = custom
+    x = torch.zeros(16)
+    lib_op, custom_op = getattr(torch.ops, ns).lib.default, getattr(torch.ops, ns).custom.default
+    return {"Library.define/impl + Autograd kernel": lambda: lib_op([x], [2.0], [], "k"),
+            "torch.library.custom_op": lambda: custom_op([x], [2.0], [], "k")}
 
 
 if __name__ == "__main__":

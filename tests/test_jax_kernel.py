@@ -36,6 +36,13 @@ def writes_input(y, x):
     x[i] = 0.0
 
 
+@tk.kernel
+def axpy2d(out, x: tk.Const, c):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    out[i, j] = out[i, j] + c * x[i, j]
+
+
+AXPY2D = tkjax.jax_kernel(axpy2d, outputs=["out"])
 FMA = tkjax.jax_kernel(fma_update, outputs=["y"])
 STENCIL = tkjax.jax_kernel(stencil2d, outputs=["out"])
 TWO = tkjax.jax_kernel(two_outputs, outputs=["s", "d"])
@@ -87,6 +94,71 @@ def test_vmap_runs_each_batch_element():
     np.testing.assert_allclose(out, 2 * X, rtol=1e-14)
     g = jax.vmap(jax.grad(lambda u, v: FMA(u, v, a=0.5).sum(), argnums=1))(Y, X)
     np.testing.assert_allclose(g, Y + 0.5, rtol=1e-14)
+
+
+def _hlo(fn, *args) -> str:
+    return jax.jit(fn).lower(*args).as_text()
+
+
+def test_vmap_folds_elementwise_kernels_into_one_launch():
+    """An elementwise kernel over arrays shaped like its ndrange: the batch becomes part of
+    the ndrange (one FFI call, no loop), unbatched arguments broadcast; other kernels run
+    once per batch element (a loop around the call). Values agree either way."""
+    Y, X = r(4, 12), r(4, 12)
+    f = jax.vmap(lambda u, v: FMA(u, v, a=0.5))
+    hlo = _hlo(f, Y, X)
+    assert hlo.count("custom_call @tinykernels_fma_update") == 1 and "while" not in hlo
+    np.testing.assert_allclose(f(Y, X), Y * X + 0.5 * X, rtol=1e-14)
+    g = jax.vmap(lambda v: FMA(Y[0], v, a=2.0), in_axes=1, out_axes=1)       # y unbatched, batch axis 1
+    assert "while" not in _hlo(g, X.T)
+    np.testing.assert_allclose(g(X.T), (Y[0][:, None] * X.T + 2.0 * X.T), rtol=1e-14)
+    YY, XX = r(2, 3, 5, 4), r(2, 3, 5, 4)                                     # nested vmap over 2-D arrays
+    h = jax.vmap(jax.vmap(lambda u, v: AXPY2D(u, v, c=1.5)))
+    assert "while" not in _hlo(h, YY, XX)
+    np.testing.assert_allclose(h(YY, XX), YY + 1.5 * XX, rtol=1e-14)
+    A, B = r(3, 9), r(3, 9)
+    s, d = jax.vmap(lambda u, v: TWO(jnp.zeros(9), jnp.zeros(9), u, v, n=2))(A, B)
+    np.testing.assert_allclose(s, A + 2 * B, rtol=1e-14)
+    np.testing.assert_allclose(d, A * B - 0.5 * s, rtol=1e-14)
+    # not elementwise: a neighbour's element (stencil), an indirect index (gather)
+    IMG, OUT = r(3, 4, 5), r(3, 4, 5)
+    st = jax.vmap(lambda o, m: STENCIL(o, m, w=0.5, scale=2.0))
+    assert "while" in _hlo(st, OUT, IMG)
+    left = jnp.pad(IMG, ((0, 0), (0, 0), (1, 0)))[:, :, :-1]
+    np.testing.assert_allclose(st(OUT, IMG), 2.0 * jnp.sin(IMG) * left + 0.5 * OUT, rtol=1e-13)
+    idx = jnp.asarray(RNG.integers(0, 12, (4, 12)))
+    gt = jax.vmap(lambda v, i: GATHER(jnp.zeros(12), v, i))
+    assert "while" in _hlo(gt, X, idx)
+    np.testing.assert_allclose(gt(X, idx), jnp.take_along_axis(X, idx, 1) ** 2, rtol=1e-14)
+    # gradients through a folded vmap
+    gv = jax.vmap(jax.grad(lambda u, v: FMA(u, v, a=0.5).sum(), argnums=1))(Y, X)
+    np.testing.assert_allclose(gv, Y + 0.5, rtol=1e-14)
+
+
+def test_forward_mode_jvp_and_check_grads_fwd_rev():
+    """autodiff="jvp": jax.jvp through the tangent kernel, jax.grad by transposing it into the
+    adjoint kernel; both checked against finite differences, and against the analytic
+    derivative."""
+    F = tkjax.jax_kernel(fma_update, outputs=["y"], autodiff="jvp")
+    y0, x, dy0, dx = r(15), r(15), r(15), r(15)
+    out, t = jax.jvp(lambda u, v: F(u, v, a=0.5), (y0, x), (dy0, dx))
+    np.testing.assert_allclose(out, y0 * x + 0.5 * x, rtol=1e-14)
+    np.testing.assert_allclose(t, dy0 * x + y0 * dx + 0.5 * dx, rtol=1e-13)
+    out, t = jax.jit(lambda p, q: jax.jvp(lambda v: F(y0, v, a=0.5), (p,), (q,)))(x, dx)   # y0: a constant
+    np.testing.assert_allclose(t, y0 * dx + 0.5 * dx, rtol=1e-13)
+    check_grads(lambda u, v: F(u, v, a=0.5), (y0, x), order=1, modes=("fwd", "rev"))
+    S = tkjax.jax_kernel(stencil2d, outputs=["out"], autodiff="jvp")
+    check_grads(jax.jit(lambda o, m: S(o, m, w=0.3, scale=2.0)), (r(4, 5), r(4, 5)), order=1, modes=("fwd", "rev"))
+    T = tkjax.jax_kernel(two_outputs, outputs=["s", "d"], autodiff="jvp")
+    check_grads(lambda a, b: T(jnp.zeros(6), jnp.zeros(6), a, b, n=2), (r(6), r(6)), order=1, modes=("fwd", "rev"))
+    G = tkjax.jax_kernel(gather, outputs=["y"], autodiff="jvp")
+    idx = jnp.asarray([3, 3, 0, 6, 1, 1, 2])
+    check_grads(lambda v: G(jnp.zeros(7), v, idx), (r(7),), order=1, modes=("fwd", "rev"))
+    np.testing.assert_allclose(jax.vmap(lambda u, v: F(u, v, a=0.5))(r(3, 15), r(3, 15)).shape, (3, 15))
+    with pytest.raises(TypeError, match="custom_vjp"):     # the default mode: reverse only
+        jax.jvp(lambda v: FMA(y0, v, a=0.5), (x,), (dx,))
+    with pytest.raises(ValueError, match="autodiff must be"):
+        tkjax.jax_kernel(fma_update, outputs=["y"], autodiff="both")
 
 
 def test_grad_check_grads_float64():
@@ -144,3 +216,158 @@ def test_specializations_are_registered_once():
     f2(r(40), r(40), a=3.0)
     FMA(r(40), r(40), a=4.0)
     assert len(tkjax._TARGETS) - before <= 1
+
+
+def test_cuda_ffi_handler_is_generated_and_compiles(tmp_path):
+    """The CUDA FFI handler (stream from XLA's call frame, cuLaunchKernel's address from the
+    attribute) for several signatures: host C that compiles against XLA's FFI header with the
+    system C compiler; no GPU, CUDA toolkit or cuda.h needed."""
+    import subprocess
+    from tinykernels.runtime.compiler import find_compiler
+    cc = find_compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    f32 = tkjax.jax_kernel(fma_update, outputs=["y"])
+    calls = [(FMA, (r(10), r(10)), {"a": 0.5}),
+             (f32, (jnp.ones(10, jnp.float32), jnp.ones(10, jnp.float32)), {"a": 0.5}),
+             (STENCIL, (r(4, 5), r(4, 5)), {"w": 0.5, "scale": 2.0}),
+             (TWO, (jnp.zeros(9), jnp.zeros(9), r(9), r(9)), {"n": 3}),
+             (GATHER, (r(7), r(7), jnp.arange(7)), {}),
+             (AXPY2D, (jax.ShapeDtypeStruct((3, 4), jnp.float64), jax.ShapeDtypeStruct((3, 4), jnp.float64)),
+              {"c": 2.0})]
+    for k, (fn, args, kw) in enumerate(calls):
+        src = fn.source(*args, platform="cuda", **kw)
+        assert "XLA_FFI_Stream_Get" in src and "tk_xla_ffi_cuda" in src
+        path = tmp_path / f"h{k}.c"
+        path.write_text(src)
+        res = subprocess.run([*cc, "-std=c11", "-Wall", "-Werror", "-c", f"-I{jax.ffi.include_dir()}", str(path),
+                              "-o", str(tmp_path / f"h{k}.o")], capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+    assert "tk_xla_ffi(" in FMA.source(r(10), r(10), a=0.5)          # the CPU platform's handler
+    with pytest.raises(ValueError, match="platform"):
+        FMA.source(r(10), r(10), a=0.5, platform="rocm")
+
+
+_HARNESS = r"""
+#include <stdint.h>
+#include <string.h>
+#include "xla/ffi/api/c_api.h"
+XLA_FFI_Error *tk_xla_ffi_cuda(XLA_FFI_CallFrame *cf);
+static uint64_t seen[256];
+static uint64_t seen_meta[8];
+static int npar;
+static XLA_FFI_Error *fake_stream_get(XLA_FFI_Stream_Get_Args *a) { a->stream = (void *)0x5151; return NULL; }
+static int fake_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shmem, void *stream, void **params, void **extra) {
+    unsigned d[6] = {gx, gy, gz, bx, by, bz};
+    seen_meta[0] = (uint64_t)(uintptr_t)f;
+    seen_meta[1] = (uint64_t)(uintptr_t)stream;
+    for (int k = 0; k < 6; ++k) seen_meta[2 + k] = d[k];
+    for (int k = 0; k < npar; ++k) memcpy(&seen[k], params[k], 8);
+    (void)shmem; (void)extra;
+    return 0;
+}
+/* runs the handler on a call frame of host buffers: 8 dims per buffer, args then rets */
+int tk_harness(int nargs, int nrets, void **data, int64_t *rank, int64_t *dims, int64_t *attr, int64_t nattr,
+               int nparams, uint64_t *out, uint64_t *meta) {
+    XLA_FFI_Buffer bufs[16];
+    void *ptrs[16];
+    for (int i = 0; i < nargs + nrets; ++i) {
+        memset(&bufs[i], 0, sizeof bufs[i]);
+        bufs[i].struct_size = sizeof bufs[i];
+        bufs[i].data = data[i];
+        bufs[i].rank = rank[i];
+        bufs[i].dims = dims + 8 * i;
+        ptrs[i] = &bufs[i];
+    }
+    attr[nattr - 1] = (int64_t)(uintptr_t)fake_launch;
+    XLA_FFI_Array arr = {XLA_FFI_DataType_S64, (size_t)nattr, attr};
+    XLA_FFI_AttrType at = XLA_FFI_AttrType_ARRAY;
+    void *attrp = &arr;
+    static XLA_FFI_Api api;
+    api.XLA_FFI_Stream_Get = fake_stream_get;
+    XLA_FFI_CallFrame cf;
+    memset(&cf, 0, sizeof cf);
+    cf.api = &api;
+    cf.stage = XLA_FFI_ExecutionStage_EXECUTE;
+    cf.args.size = nargs;
+    cf.args.args = ptrs;
+    cf.rets.size = nrets;
+    cf.rets.rets = ptrs + nargs;
+    cf.attrs.size = 1;
+    cf.attrs.types = &at;
+    cf.attrs.attrs = &attrp;
+    npar = nparams;
+    if (tk_xla_ffi_cuda(&cf) != NULL) return 1;
+    memcpy(out, seen, 8 * (size_t)nparams);
+    memcpy(meta, seen_meta, sizeof seen_meta);
+    return 0;
+}
+"""
+
+
+def test_cuda_ffi_handler_packs_what_the_cuda_runtime_packs(tmp_path):
+    """Run the generated CUDA handler on the host with a fake call frame, stream and
+    cuLaunchKernel: the argument block it passes equals the CUDA runtime's own
+    (runtime.cuda.pack_params) for the same specialization, on XLA's stream, with the grid."""
+    import ctypes
+    import subprocess
+    from tinykernels.codegen.cuda import param_layout
+    from tinykernels.runtime.compiler import find_compiler
+    from tinykernels.runtime.cuda import CUDATarget, grid_dims, pack_params
+    cc = find_compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+
+    class Dev:                       # what pack_params reads of a device array
+        def __init__(self, a):
+            self.a, self.ptr, self.shape, self.strides, self.dtype = a, a.ctypes.data, a.shape, a.strides, a.dtype
+
+    cases = [(TWO, two_outputs, [np.zeros(9), np.zeros(9), np.ones(9), np.ones(9)], {"n": 3}),
+             (STENCIL, stencil2d, [np.zeros((4, 5)), np.ones((4, 5))], {"w": 0.5, "scale": 2.0}),
+             (AXPY2D, axpy2d, [np.zeros((3, 70), np.float32), np.ones((3, 70), np.float32)], {"c": -1.25})]
+    for n, (fn, kern, arrays, kw) in enumerate(cases):
+        src = fn.source(*arrays, platform="cuda", **kw)
+        (tmp_path / f"h{n}.c").write_text(src + _HARNESS)
+        lib = tmp_path / f"h{n}.so"
+        res = subprocess.run([*cc, "-std=c11", "-shared", "-fPIC", f"-I{jax.ffi.include_dir()}",
+                              str(tmp_path / f"h{n}.c"), "-o", str(lib)], capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        h = ctypes.CDLL(str(lib))
+        from tinykernels import interop
+        b, floats, ints = interop.bind(kern, fn.outputs, len(arrays), kw, "test")
+        inst = kern(CUDATarget(debug=False))
+        norm, geom, ndim, ranges, _t, wg = inst._prepare(b.kernel_args(arrays, floats, ints), b.geometry(
+            [a.shape for a in arrays]), None)
+        ir = inst._ir(norm, geom, ndim, ranges, wg)
+        layout = param_layout(ir)
+        values = {p[1].name if p[0] == "array" else p[1]: (Dev(a) if isinstance(a, np.ndarray) else a)
+                  for p, a in zip(ir.params, norm)}
+        # the frame: every array as an operand, the outputs also as results in memory of their
+        # own (XLA's result buffers): the kernel must get the results' pointers
+        args_in = list(range(len(arrays)))
+        frame = list(arrays) + [arrays[k].copy() for k in b.outputs]
+        for j, k in enumerate(b.outputs):
+            values[b.array_names()[k]] = Dev(frame[len(args_in) + j])
+        want = pack_params(layout, values, geom)[0]
+        bits = []
+        for kind, slot in zip(b.kinds, b.slots):
+            if kind == "f":
+                bits.append(int(np.float64(floats[slot]).view(np.int64)))
+            elif kind in "ib":
+                bits.append(ints[slot])
+        attr = np.array(list(geom) + bits + [0x7777, 0], np.int64)
+        data = (ctypes.c_void_p * len(frame))(*[a.ctypes.data for a in frame])
+        rank = np.array([a.ndim for a in frame], np.int64)
+        dims = np.zeros((len(frame), 8), np.int64)
+        for i, a in enumerate(frame):
+            dims[i, :a.ndim] = a.shape
+        out, meta = np.zeros(len(layout), np.uint64), np.zeros(8, np.uint64)
+        P = ctypes.c_void_p
+        rc = h.tk_harness(len(args_in), len(b.outputs), data, P(rank.ctypes.data), P(dims.ctypes.data),
+                          P(attr.ctypes.data), ctypes.c_int64(len(attr)), len(layout), P(out.ctypes.data),
+                          P(meta.ctypes.data))
+        assert rc == 0
+        np.testing.assert_array_equal(out, want[:len(layout)])
+        grid, block = grid_dims(geom, ndim, wg)
+        assert list(meta) == [0x7777, 0x5151, *grid, *block]

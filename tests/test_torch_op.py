@@ -136,3 +136,105 @@ def test_refusals():
         tktorch.torch_op(fma_update, outputs=["y"], name="tktest::fma_update")
     with pytest.raises(LaunchError, match="is on meta"):
         FMA(y, torch.ones(4, dtype=torch.float64, device="meta"), a=1.0)
+
+
+@tk.kernel
+def shifted(y, x: tk.Const):
+    i = tk.index()
+    y[i] = x[i + 2]
+
+
+SHIFT = tktorch.torch_op(shifted, outputs=["y"], name="tktest::shifted")
+
+
+def test_fast_path_keeps_the_launch_checks():
+    """The eager hot path (a cached, already-checked plan, one launcher call) still refuses a
+    launch whose shapes make an access certainly out of bounds, as a direct launch does."""
+    x = torch.arange(10, dtype=torch.float64)
+    for _ in range(3):                            # the second and third calls take the hot path
+        torch.testing.assert_close(SHIFT(torch.zeros(8, dtype=torch.float64), x), x[2:])
+    with pytest.raises(LaunchError, match="out of bounds"):
+        SHIFT(torch.zeros(9, dtype=torch.float64), x)
+    y32 = SHIFT(torch.zeros(5, dtype=torch.float32), x.float())   # a second signature
+    torch.testing.assert_close(y32, x[2:7].float())
+    with pytest.raises(LaunchError, match=r"writes \['x'\].*not among outputs"):
+        for _ in range(2):                        # also once the op has a fast plan elsewhere
+            BAD(torch.zeros(4, dtype=torch.float32), torch.ones(4, dtype=torch.float32))
+
+
+def test_direct_and_dispatcher_routes_agree():
+    """An eager call without autograd runs the CPU implementation directly; under the
+    profiler, a dispatch mode (FakeTensorMode) or with gradients it goes through the
+    dispatcher; all give the same result and the profiler sees the operator."""
+    y0, x = rand(30, grad=False), rand(30, grad=False)
+    want = y0 * x + 0.5 * x
+    torch.testing.assert_close(FMA(y0, x, a=0.5), want)
+    with torch.profiler.profile() as prof:
+        torch.testing.assert_close(FMA(y0, x, a=0.5), want)
+    assert any(e.name == "tktest::fma_update" for e in prof.events())
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fy = FMA(mode.from_tensor(y0), mode.from_tensor(x), a=0.5)
+        assert fy.shape == (30,) and fy.dtype == torch.float64
+    xg = x.clone().requires_grad_(True)
+    torch.testing.assert_close(FMA(y0, xg, a=0.5), want)
+
+
+def test_double_backward_is_a_clear_error():
+    y0, x = rand(8), rand(8)
+    y = FMA(y0, x, a=0.5)
+    (gx,) = torch.autograd.grad(y.square().sum(), x, create_graph=True)
+    torch.testing.assert_close(gx, 2 * y.detach() * (y0.detach() + 0.5))
+    with pytest.raises(LaunchError, match="double backward"):
+        gx.sum().backward()
+
+
+def _llm_swiglu_op():
+    from tinykernels.llm import elementwise as E    # the kernel behind tinykernels.llm.swiglu
+    op = tktorch._LIBS.get("tktest::llm_swiglu") or tktorch.torch_op(E._binary, outputs=["out"],
+                                                                     name="tktest::llm_swiglu")
+
+    def swiglu(a, b):
+        return op(torch.empty_like(a), a, b, sa=1.0, sb=1.0, op=E.SWIGLU, a_last1=False, b_last1=False,
+                  b_scalar=False, scaled=False, ndrange=(a.shape[0], a.shape[1]))
+    return swiglu
+
+
+def test_torch_compile_fullgraph_with_an_llm_kernel():
+    """A small gated-MLP model: tinykernels.llm's SwiGLU kernel and a second kernel, both as
+    operators, compiled with fullgraph=True; values and parameter gradients match the same
+    model written with PyTorch operations."""
+    swiglu = _llm_swiglu_op()
+
+    class Model(torch.nn.Module):
+        def __init__(self, tk_ops: bool):
+            super().__init__()
+            torch.manual_seed(1)
+            self.w1 = torch.nn.Linear(6, 10, dtype=torch.float64)
+            self.w3 = torch.nn.Linear(6, 10, dtype=torch.float64)
+            self.tk_ops = tk_ops
+
+        def forward(self, x):
+            a, b = self.w1(x), self.w3(x)
+            if self.tk_ops:
+                h = swiglu(a, b)
+                h = FMA(h.reshape(-1), torch.cos(h.reshape(-1)), a=0.5)
+            else:
+                h = a * torch.sigmoid(a) * b
+                h = (h * torch.cos(h) + 0.5 * torch.cos(h)).reshape(-1)
+            return (h * h).sum()
+
+    x = torch.randn(5, 6, dtype=torch.float64, generator=G)
+    ref = Model(False)
+    want = ref(x)
+    want.backward()
+    model = Model(True)
+    torch.testing.assert_close(swiglu(x, x), x * torch.sigmoid(x) * x)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    out = compiled(x)
+    out.backward()
+    torch.testing.assert_close(out, want)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    assert torch.autograd.gradcheck(swiglu, (rand(3, 4), rand(3, 4)))

@@ -5,10 +5,12 @@
     y = saxpy_op(y0, x, a=2.0)        # y0 is not modified; y is a new tensor
 
 Each call of :func:`torch_op` defines two ``torch.library`` operators with the lower-level
-``Library.define``/``impl`` route (less per-call overhead than ``torch.library.custom_op``,
-see docs/torch.md): ``ns::op(Tensor[] arrays, float[] floats, int[] ints, str key) ->
-Tensor[]`` and ``ns::op_backward``, its adjoint (tinykernels' own adjoint kernel, see
-docs/autodiff.md). ``key`` carries the static part of a call (which parameters are scalars
+``Library.define``/``impl`` route and Autograd kernels of their own (less per-call overhead
+than ``torch.library.custom_op`` or ``register_autograd``, see docs/torch.md): ``ns::op(Tensor[]
+arrays, float[] floats, int[] ints, str key) -> Tensor[]`` and ``ns::op_backward``, its
+adjoint (tinykernels' own adjoint kernel, see docs/autodiff.md; not differentiable again).
+An eager call with nothing for autograd to record runs the CPU implementation directly
+(:func:`_eager_direct`). ``key`` carries the static part of a call (which parameters are scalars
 given by keyword, constexpr values, ndrange, workgroup size), so the same operator serves
 every call pattern. Both have fake implementations derived from the kernel's signature (the
 outputs have the shapes and dtypes of the arrays that give their initial values), so they
@@ -20,7 +22,9 @@ CPU tensors run on the CPU backend, zero-copy; CUDA tensors on the CUDA backend,
 from __future__ import annotations
 
 import ast
+import ctypes
 import re
+import sys
 import threading
 
 import numpy as np
@@ -32,6 +36,7 @@ from tinykernels.autodiff import _accesses, _is_float_array, adjoint
 from tinykernels.backends import CPU
 from tinykernels.errors import LaunchError
 from tinykernels.kernel import Kernel
+from tinykernels.runtime.base import RECORDERS
 
 __all__ = ["torch_op", "TorchOp"]
 
@@ -65,7 +70,7 @@ class TorchOp:
         self.ndrange, self.workgroupsize = ndrange, workgroupsize
         self._names = tuple(n for n, _ in kernel.params)
         self._constexprs = frozenset(n for n, k in kernel.params if k == "constexpr")
-        self._bindings: dict = {}       # (key, number of arrays) -> interop.Binding
+        self._plans: dict = {}          # (key, number of arrays) -> _Plan
         self._checked: set = set()      # signatures whose writes were checked against the outputs
         self._cpu = CPU()
         self._define()
@@ -91,10 +96,12 @@ class TorchOp:
             for dk in ("CPU", "CUDA"):
                 lib.impl(fwd, self._forward, dk)
                 lib.impl(bwd, self._backward, dk)
+            # autograd: our own Python kernels at the Autograd key (cheaper per call than
+            # torch.library.register_autograd's generic wrapper, see docs/torch.md)
+            lib.impl(fwd, self._autograd_forward, "Autograd", with_keyset=True)
+            lib.impl(bwd, self._autograd_backward_op, "Autograd", with_keyset=True)
             torch.library.register_fake(f"{self.ns}::{fwd}", self._forward_fake, lib=lib)
             torch.library.register_fake(f"{self.ns}::{bwd}", self._backward_fake, lib=lib)
-            torch.library.register_autograd(f"{self.ns}::{fwd}", self._autograd_backward,
-                                            setup_context=self._setup_context, lib=lib)
             self._lib = lib
             self._op = getattr(getattr(torch.ops, self.ns), fwd).default
             self._op_bwd = getattr(getattr(torch.ops, self.ns), bwd).default
@@ -106,7 +113,10 @@ class TorchOp:
         """The outputs' new values (one tensor, or a tuple when there are several)."""
         key, floats, ints = self._key(scalars, self.ndrange if ndrange is None else ndrange,
                                       self.workgroupsize if workgroupsize is None else workgroupsize)
-        outs = self._op(list(arrays), floats, ints, key)
+        if _eager_direct(arrays):       # what the dispatcher would run, without its overhead
+            outs = self._forward(list(arrays), floats, ints, key)
+        else:
+            outs = self._op(list(arrays), floats, ints, key)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _key(self, kw: dict, ndrange, workgroupsize) -> tuple:
@@ -140,8 +150,12 @@ class TorchOp:
         return ";".join(parts), floats, ints
 
     def _binding(self, key: str, n_arrays: int) -> interop.Binding:
-        b = self._bindings.get((key, n_arrays))
-        if b is None:
+        return self._plan(key, n_arrays).binding
+
+    def _plan(self, key: str, n_arrays: int) -> "_Plan":
+        """The per-signature plan of a call pattern (parsed from ``key`` once)."""
+        p = self._plans.get((key, n_arrays))
+        if p is None:
             kw, nd, wg = {}, None, None
             for part in key.split(";"):
                 if part.startswith("nd="):
@@ -153,8 +167,8 @@ class TorchOp:
                     name, _, val = rest.partition("=")
                     kw[name] = {"f": 0.0, "i": 0, "b": False}.get(kind) if kind != "c" else _const_value(val)
             b = interop.bind(self.kernel, self.outputs, n_arrays, kw, f"op {self.name}", nd, wg)[0]
-            self._bindings[(key, n_arrays)] = b
-        return b
+            p = self._plans[(key, n_arrays)] = _Plan(b)
+        return p
 
     # --- implementations ------------------------------------------------------------------
 
@@ -193,21 +207,96 @@ class TorchOp:
         self._checked.add(sig)
 
     def _forward(self, arrays, floats, ints, key):
-        b = self._binding(key, len(arrays))
-        self._check_arrays(b, arrays)
-        backend, stream, conv = self._target(arrays[0].device)
+        """The CPU/CUDA implementation: clone the outputs' initial values and run the kernel
+        on the clones. The CPU hot path is one call into the launcher extension with a plan
+        whose signature already passed every check (write set, launch checks)."""
+        p = self._plans.get((key, len(arrays))) or self._plan(key, len(arrays))
+        b = p.binding
+        cpu = not RECORDERS
+        for t in arrays:
+            cpu = cpu and t.is_cpu
+        if not cpu:
+            self._check_arrays(b, arrays)
+        if b.ndrange is None:
+            nd = tuple(arrays[b.outputs[0]].shape)
+            if not 0 < len(nd) <= 3:
+                self._check_arrays(b, arrays)          # raises: 0-d or more than 3 dimensions
+        else:
+            nd = b.ndrange
         work = list(arrays)
         outs = []
         for k in b.outputs:
-            work[k] = arrays[k].clone(memory_format=torch.contiguous_format)
-            outs.append(work[k])
-        nd = b.geometry([tuple(a.shape) for a in arrays])
+            t = arrays[k]
+            if cpu and t.nbytes >= _LARGE:              # see _large_output
+                t = self._large_output(p, k, arrays, floats, ints, nd)
+            else:
+                t = t.clone(memory_format=torch.contiguous_format)
+            work[k] = t
+            outs.append(t)
+        if not cpu:
+            self._launch_general(b, work, floats, ints, nd)
+            return outs
+        args = p.args([_host_view(t) for t in work], floats, ints)
+        if not interop.total_items(nd):
+            return outs
+        inst = p.inst or self._instance(p)
+        r = inst._fast(p.checked, inst._cmask, inst._nthreads, args, nd, b.workgroupsize)
+        if r is not True:
+            self._launch_slow(p, inst, args, nd, r)
+        return outs
+
+    def _large_output(self, p: "_Plan", k: int, arrays, floats, ints, nd):
+        """A large output's buffer: a fresh tensor whose pages the kernel (or the copy) touches
+        first, advised to use huge pages (4 KiB page faults cost more than the copy); the
+        initial value is copied in only when the kernel may observe it (see
+        :func:`tinykernels.passes.overwrites.fully_overwritten`)."""
+        t = arrays[k]
+        out = _fresh_like(t)
+        if not ((nd if isinstance(nd, tuple) else (nd,)) == tuple(t.shape)
+                and k in self._overwritten(p, arrays, floats, ints, nd)):
+            out.copy_(t)
+        return out
+
+    def _overwritten(self, p: "_Plan", arrays, floats, ints, nd) -> frozenset:
+        """Positions of the outputs whose initial values this specialization never observes
+        (per dtypes and ranks; the initial values stand in for the outputs)."""
+        from tinykernels.passes.overwrites import fully_overwritten
+        sig = tuple((t.dtype, t.dim()) for t in arrays)
+        hit = p.fresh.get(sig)
+        if hit is None:
+            b = p.binding
+            inst = p.inst or self._instance(p)
+            args = list(p.args([_host_view(t) for t in arrays], floats, ints))
+            try:
+                norm, geom, ndim, ranges, _total, wg = inst._prepare(args, nd, b.workgroupsize)
+            except LaunchError:      # e.g. an initial value aliasing an input: copy (the launch decides)
+                return frozenset()
+            names = fully_overwritten(inst._ir(norm, geom, ndim, ranges, wg))
+            arr = b.array_names()
+            hit = p.fresh[sig] = frozenset(k for k in b.outputs if arr[k] in names)
+        return hit
+
+    def _instance(self, p: "_Plan"):
+        p.inst = self.kernel(self._cpu)
+        return p.inst
+
+    def _launch_slow(self, p: "_Plan", inst, args, nd, sig) -> None:
+        """A signature's first launch (or one whose fast checks failed): the full checks,
+        then the launch; then the instance's fast plan for ``sig`` (the launcher's key, or
+        None) is adopted, so the next call of this signature is one launcher call."""
+        self._check_writes(p.binding, inst, list(args), nd)
+        inst(*args, ndrange=nd, workgroupsize=p.binding.workgroupsize)
+        if isinstance(sig, bytes) and sig in inst._plans:
+            p.checked[sig] = inst._plans[sig]
+
+    def _launch_general(self, b, work, floats, ints, nd) -> None:
+        """Any device, or under a tk.autodiff recording: the ordinary checked launch."""
+        backend, stream, conv = self._target(work[0].device)
         args = b.kernel_args([conv(t) for t in work], floats, ints)
         inst = self.kernel(backend)
         self._check_writes(b, inst, args, nd)
         if interop.total_items(nd):
             inst(*args, ndrange=nd, workgroupsize=b.workgroupsize, stream=stream)
-        return outs
 
     def _forward_fake(self, arrays, floats, ints, key):
         b = self._binding(key, len(arrays))
@@ -248,22 +337,101 @@ class TorchOp:
     def _backward_fake(self, arrays, grads, floats, ints, key):
         return [torch.empty_like(a, memory_format=torch.contiguous_format) for a in arrays]
 
-    def _setup_context(self, ctx, inputs, output) -> None:
-        arrays, floats, ints, key = inputs
-        ctx.save_for_backward(*arrays)
-        ctx.floats, ctx.ints, ctx.key = floats, ints, key
+    # --- autograd ----------------------------------------------------------------------------
 
-    def _autograd_backward(self, ctx, *grads):
-        if len(grads) == 1 and isinstance(grads[0], (list, tuple)):
-            grads = grads[0]
-        arrays = ctx.saved_tensors
-        b = self._binding(ctx.key, len(arrays))
+    def _autograd_forward(self, keyset, arrays, floats, ints, key):
+        """The operator's Autograd kernel: recorded through :class:`_Grad` when a float
+        input requires grad, else straight to the device implementation."""
+        if torch.is_grad_enabled():
+            for t in arrays:
+                if t.requires_grad:
+                    return list(_Grad.apply(self, keyset, floats, ints, key, *arrays))
+        with torch._C._AutoDispatchBelowAutograd():
+            return self._op.redispatch(keyset & torch._C._after_autograd_keyset, arrays, floats, ints, key)
+
+    def _autograd_backward_op(self, keyset, arrays, grads, floats, ints, key):
+        """The backward operator's Autograd kernel: its results are not differentiable again;
+        differentiating through them (double backward) raises :class:`_NoDoubleBackward`'s
+        error instead of giving silently wrong higher derivatives."""
+        with torch._C._AutoDispatchBelowAutograd():
+            res = self._op_bwd.redispatch(keyset & torch._C._after_autograd_keyset, arrays, grads, floats, ints,
+                                          key)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (*arrays, *grads)):
+            res = list(_NoDoubleBackward.apply(self.name, len(res), *res, *arrays, *grads))
+        return res
+
+
+class _Plan:
+    """What a call pattern (the operator's ``key`` and number of arrays) needs per call."""
+    __slots__ = ("binding", "template", "inst", "checked", "fresh")
+
+    def __init__(self, binding: interop.Binding):
+        self.binding = binding
+        consts = dict(binding.consts)
+        self.template = tuple((k, s, consts.get(n)) for n, k, s in zip(binding.names, binding.kinds, binding.slots))
+        self.inst = None            # the CPU kernel instance (made on first use)
+        self.checked: dict = {}     # launcher signature -> fast plan, for signatures that passed the checks
+        self.fresh: dict = {}       # (dtype, rank) per array -> outputs the kernel fully overwrites
+
+    def args(self, views, floats, ints) -> tuple:
+        """The kernel's arguments (a tuple, as the launcher takes them)."""
+        return tuple([views[s] if k == "A" else floats[s] if k == "f" else ints[s] if k == "i"
+                      else bool(ints[s]) if k == "b" else c for k, s, c in self.template])
+
+
+def _eager_direct(arrays) -> bool:
+    """Whether an eager call may run the operator's CPU implementation directly: plain CPU
+    tensors, no gradient to record, and nothing that intercepts operators (torch.compile
+    tracing, torch function / dispatch modes such as FakeTensorMode, functorch transforms,
+    the profiler, TorchScript tracing). Otherwise the call goes through the dispatcher."""
+    if torch.compiler.is_compiling():
+        return False
+    C = torch._C
+    if (C._len_torch_function_stack() or C._len_torch_dispatch_stack() or C._are_functorch_transforms_active()
+            or C._autograd._profiler_enabled() or C._get_tracing_state() is not None):
+        return False
+    grad = C.is_grad_enabled()
+    for t in arrays:
+        if type(t) is not torch.Tensor or not t.is_cpu or (grad and t.requires_grad):
+            return False
+    return True
+
+
+class _Grad(torch.autograd.Function):
+    """Autograd of ``ns::op``: the backward is ``ns::op_backward`` (the adjoint kernel)."""
+
+    @staticmethod
+    def forward(ctx, op, keyset, floats, ints, key, *arrays):
+        with torch._C._AutoDispatchBelowAutograd():
+            outs = op._op.redispatch(keyset & torch._C._after_autograd_keyset, list(arrays), floats, ints, key)
+        ctx.save_for_backward(*arrays)
+        ctx.op, ctx.floats, ctx.ints, ctx.key = op, floats, ints, key
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, arrays = ctx.op, ctx.saved_tensors
+        b = op._binding(ctx.key, len(arrays))
         g = [torch.zeros_like(arrays[k], memory_format=torch.contiguous_format) if gr is None else gr
              for k, gr in zip(b.outputs, grads)]
-        res = self._op_bwd(list(arrays), g, ctx.floats, ctx.ints, ctx.key)
-        # an empty list input is a list of tensors to torch.library: its "gradient" is []
-        return ([r if a.is_floating_point() else None for r, a in zip(res, arrays)],
-                None if ctx.floats else [], None if ctx.ints else [], None)
+        res = op._op_bwd(list(arrays), g, ctx.floats, ctx.ints, ctx.key)
+        return (None,) * 5 + tuple(r if a.is_floating_point() else None for r, a in zip(res, arrays))
+
+
+class _NoDoubleBackward(torch.autograd.Function):
+    """Identity on the gradients ``ns::op_backward`` returns (the first ``n`` tensors),
+    connected to its inputs (the rest); differentiating it raises."""
+
+    @staticmethod
+    def forward(ctx, name, n, *tensors):
+        ctx.name = name
+        return tuple(r.view_as(r) for r in tensors[:n])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise LaunchError(f"op {ctx.name}: double backward (differentiating its gradient, e.g. after "
+                          "backward(create_graph=True)) is not supported: the gradient comes from "
+                          "tinykernels' adjoint kernel, which has no adjoint itself")
 
 
 _NUMPY_DTYPES = frozenset([torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16,
@@ -272,7 +440,49 @@ _NUMPY_DTYPES = frozenset([torch.float64, torch.float32, torch.float16, torch.in
 
 def _host_view(t):
     """A zero-copy NumPy view of a CPU tensor (bfloat16 and fp8 through ml_dtypes)."""
-    return t.detach().numpy() if t.dtype in _NUMPY_DTYPES else _torch_host_view(t)
+    if t.dtype in _NUMPY_DTYPES:
+        return t.detach().numpy() if t.requires_grad else t.numpy()
+    return _torch_host_view(t)
+
+
+_LARGE = 1 << 20             # bytes from which an output gets a fresh, huge-page-advised buffer
+
+
+def _fresh_like(t):
+    """An uninitialized contiguous CPU tensor like ``t`` whose 2 MiB-aligned interior is
+    advised to use transparent huge pages (Linux; elsewhere a plain ``torch.empty``), as
+    NumPy does for large arrays: first-touch page faults then cost a few hundred times
+    fewer kernel entries."""
+    out = torch.empty(t.shape, dtype=t.dtype)
+    _advise_huge_pages(out.data_ptr(), out.nbytes)
+    return out
+
+
+def _advise_huge_pages(ptr: int, nbytes: int) -> None:
+    madvise = _madvise()
+    if madvise is None:
+        return
+    lo = (ptr + (1 << 21) - 1) & ~((1 << 21) - 1)
+    hi = (ptr + nbytes) & ~((1 << 21) - 1)
+    if hi > lo:
+        madvise(lo, hi - lo, 14)            # MADV_HUGEPAGE; failure (THP off) is harmless
+
+
+_MADVISE: list = []
+
+
+def _madvise():
+    """libc's madvise through ctypes (Linux only), looked up once; None elsewhere."""
+    if not _MADVISE:
+        fn = None
+        if sys.platform.startswith("linux"):
+            try:
+                fn = ctypes.CDLL(None, use_errno=True).madvise
+                fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+            except (OSError, AttributeError):
+                fn = None
+        _MADVISE.append(fn)
+    return _MADVISE[0]
 
 
 def _scalar_shadow(backend):

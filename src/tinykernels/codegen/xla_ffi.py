@@ -20,8 +20,26 @@ ENTRY = "tk_xla_ffi"
 _TEMPLATE = """
 /* ---- XLA FFI handler (tinykernels.jax) ---- */
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include "xla/ffi/api/c_api.h"
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
+/* A fresh output buffer from XLA is touched first by the kernel: advise huge pages for its
+   2 MiB-aligned interior (4 KiB page faults cost more than the kernel's own traffic). */
+static void tk_advise_huge(void *p, const int64_t *dims, int64_t rank, size_t esize) {{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    size_t n = esize;
+    for (int64_t d = 0; d < rank; ++d) n *= (size_t)dims[d];
+    if (n < ((size_t)1 << 22)) return;
+    uintptr_t m = ((uintptr_t)1 << 21) - 1, lo = ((uintptr_t)p + m) & ~m, hi = ((uintptr_t)p + n) & ~m;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p; (void)dims; (void)rank; (void)esize;
+#endif
+}}
 
 static XLA_FFI_Error *tk_xla_fail(const XLA_FFI_Api *api, XLA_FFI_Error_Code code, const char *msg) {{
     XLA_FFI_Error_Create_Args e;
@@ -54,7 +72,7 @@ XLA_FFI_Error *{entry}(XLA_FFI_CallFrame *cf) {{
     tk_slot s[{nslots}];
     const XLA_FFI_Buffer *b;
     for (int k = 0; k < {geom}; ++k) s[k].i = v[k];
-{packs}
+{advise}{packs}
     tk_kernel(s, (int)v[{nattr} - 1]);
 {debug}    return NULL;
 }}
@@ -88,12 +106,16 @@ def _c_string(s: str) -> str:
 
 
 def render_handler(name: str, layout: list, sources: dict, nargs: int, nrets: int, nscalars: int,
-                   debug: bool = False, array_names=(), file: str = "") -> str:
+                   debug: bool = False, array_names=(), file: str = "", fresh=()) -> str:
     """The handler's C source.
 
     ``layout``: :func:`.c.slot_layout` of the kernel; ``sources``: per parameter name,
     ``("arg", i)`` / ``("ret", j)`` for an array, ``("scalar", q)`` for the ``q``-th scalar
-    slot of the attribute. ``array_names``: the debug table of :func:`.c.render_c`."""
+    slot of the attribute. ``array_names``: the debug table of :func:`.c.render_c`.
+    ``fresh``: ``(j, element size)`` of the results that are not aliased to an operand (the
+    kernel touches their pages first: huge pages are advised for large ones)."""
+    advise = "".join(f"    b = (const XLA_FFI_Buffer *)cf->rets.rets[{j}];\n"
+                     f"    tk_advise_huge(b->data, b->dims, b->rank, {int(esize)});\n" for j, esize in fresh)
     packs, nslots = [], GEOMETRY_SLOTS
     for p, pos in layout:
         if p[0] == "array":
@@ -119,4 +141,118 @@ def render_handler(name: str, layout: list, sources: dict, nargs: int, nrets: in
         dbg = _DEBUG.format(names=names, nnames=len(array_names), name=_c_string(name), file=_c_string(file))
     return _TEMPLATE.format(entry=ENTRY, nargs=nargs, nrets=nrets, nattr=GEOMETRY_SLOTS + nscalars + 1,
                             nslots=max(nslots, GEOMETRY_SLOTS + 1), geom=GEOMETRY_SLOTS, packs="\n".join(packs),
-                            debug=dbg, name=_c_string(name))
+                            debug=dbg, name=_c_string(name), advise=advise)
+
+
+# ----------------------------------------------------------------------------- CUDA
+
+ENTRY_CUDA = "tk_xla_ffi_cuda"
+
+_C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t",
+            "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t", "float32": "float",
+            "float64": "double", "ptr": "void *"}
+
+_CUDA_TEMPLATE = """/* ---- XLA FFI handler for JAX's CUDA platform (tinykernels.jax): kernel '{name}' ---- */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "xla/ffi/api/c_api.h"
+
+/* cuLaunchKernel's signature (CUresult = int, CUfunction/CUstream = pointers): its address
+   comes in the attribute, so this host code needs neither cuda.h nor libcuda at link time */
+typedef int (*tk_cu_launch_kernel)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned shmem, void *stream, void **params, void **extra);
+
+static XLA_FFI_Error *tk_xla_fail(const XLA_FFI_Api *api, XLA_FFI_Error_Code code, const char *msg) {{
+    XLA_FFI_Error_Create_Args e;
+    memset(&e, 0, sizeof e);
+    e.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
+    e.message = msg;
+    e.errc = code;
+    return api->XLA_FFI_Error_Create(&e);
+}}
+
+XLA_FFI_Error *{entry}(XLA_FFI_CallFrame *cf) {{
+    if (cf->extension_start != NULL && cf->extension_start->type == XLA_FFI_Extension_Metadata) {{
+        XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)cf->extension_start)->metadata;
+        m->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
+        m->api_version.extension_start = NULL;
+        m->api_version.major_version = XLA_FFI_API_MAJOR;
+        m->api_version.minor_version = XLA_FFI_API_MINOR;
+        m->traits = 0;
+        if (m->struct_size >= offsetof(XLA_FFI_Metadata, state_type_id) + sizeof(XLA_FFI_TypeId))
+            m->state_type_id.type_id = 0;
+        return NULL;
+    }}
+    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
+    if (cf->args.size != {nargs} || cf->rets.size != {nrets} || cf->attrs.size != 1
+        || cf->attrs.types[0] != XLA_FFI_AttrType_ARRAY
+        || ((const XLA_FFI_Array *)cf->attrs.attrs[0])->size != {nattr})
+        return tk_xla_fail(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                           "tinykernels: kernel '{name}' called with a call frame it was not built for");
+    const int64_t *v = (const int64_t *)((const XLA_FFI_Array *)cf->attrs.attrs[0])->data;
+    XLA_FFI_Stream_Get_Args sg;                 /* the stream XLA runs this call on */
+    memset(&sg, 0, sizeof sg);
+    sg.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
+    sg.ctx = cf->ctx;
+    XLA_FFI_Error *err = cf->api->XLA_FFI_Stream_Get(&sg);
+    if (err != NULL) return err;
+    uint64_t slot[{nparams}];
+    void *params[{nparams}];
+    const XLA_FFI_Buffer *b;
+{packs}
+    for (int k = 0; k < {nparams}; ++k) params[k] = &slot[k];
+    tk_cu_launch_kernel launch = (tk_cu_launch_kernel)(uintptr_t)v[{nattr} - 1];
+    int rc = launch((void *)(uintptr_t)v[{nattr} - 2], {grid}, {block}, 0, sg.stream, params, NULL);
+    if (rc != 0)
+        return tk_xla_fail(cf->api, XLA_FFI_Error_Code_INTERNAL,
+                           "tinykernels: cuLaunchKernel of kernel '{name}' failed");
+    return NULL;
+}}
+"""
+
+
+def _put(i: int, ctype: str, expr: str) -> str:
+    c = _C_TYPES[ctype]
+    return f"    {{ {c} x = ({c})({expr}); memset(&slot[{i}], 0, 8); memcpy(&slot[{i}], &x, sizeof x); }}"
+
+
+def render_cuda_handler(name: str, layout: list, sources: dict, nargs: int, nrets: int, nscalars: int,
+                        grid: tuple, block: tuple) -> str:
+    """A standalone host-C handler that launches one CUDA specialization on XLA's stream.
+
+    ``layout``: :func:`.cuda.param_layout` of the kernel (one 8-byte slot per entry, as the
+    CUDA runtime packs them); ``sources`` as for :func:`render_handler`; ``grid``/``block``:
+    the launch dimensions (hardware order, fixed per specialization). The attribute
+    ``slots`` holds the 9 geometry slots, one slot per scalar (a float's float64 bits, an
+    int or bool's value), then the ``CUfunction`` and the address of ``cuLaunchKernel``.
+    XLA's buffers are dense row-major device memory."""
+    packs = []
+    for i, (kind, det, ct) in enumerate(layout):
+        if kind in ("start", "count", "step"):
+            packs.append(_put(i, ct, f"v[{3 * det + ('start', 'count', 'step').index(kind)}]"))
+        elif kind == "ptr":
+            where, k = sources[det.name]
+            packs.append(f"    b = (const XLA_FFI_Buffer *)cf->{where}s.{where}s[{k}];   /* {det.name} */")
+            packs.append(_put(i, "ptr", "b->data"))
+        elif kind == "shape":
+            where, k = sources[det[0].name]
+            packs.append(_put(i, ct, f"((const XLA_FFI_Buffer *)cf->{where}s.{where}s[{k}])->dims[{det[1]}]"))
+        elif kind == "stride":
+            where, k = sources[det[0].name]
+            buf = f"((const XLA_FFI_Buffer *)cf->{where}s.{where}s[{k}])"
+            expr = " * ".join(f"{buf}->dims[{d}]" for d in range(det[1] + 1, det[0].ndim)) or "1"
+            packs.append(_put(i, ct, expr))
+        elif kind == "scalar":
+            _where, q = sources[det[0]]
+            if det[1].dtype.is_float:
+                packs.append(f"    {{ double d; memcpy(&d, &v[{GEOMETRY_SLOTS + q}], 8);   /* {det[0]} */")
+                packs.append("  " + _put(i, ct, "d") + " }")
+            else:
+                packs.append(_put(i, ct, f"v[{GEOMETRY_SLOTS + q}]") + f"   /* {det[0]} */")
+        else:
+            raise ValueError("the CUDA FFI handler does not support debug mode (its error buffer)")
+    return _CUDA_TEMPLATE.format(entry=ENTRY_CUDA, name=_c_string(name), nargs=nargs, nrets=nrets,
+                                 nattr=GEOMETRY_SLOTS + nscalars + 2, nparams=max(len(layout), 1),
+                                 packs="\n".join(packs), grid=", ".join(str(int(g)) for g in grid),
+                                 block=", ".join(str(int(x)) for x in block))

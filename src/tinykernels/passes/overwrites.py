@@ -154,3 +154,64 @@ def check_overwrites(k: N.Kernel) -> None:
 
 def _err(k: N.Kernel, loc: N.Loc, msg: str) -> CompileError:
     return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, k.name)
+
+
+def fully_overwritten(k: N.Kernel) -> frozenset:
+    """Global arrays whose initial values a launch never observes when its ndrange equals
+    the array's shape: every work item stores to its own element (its Cartesian global
+    coordinates, or the linear global index in 1-D), at the kernel's top level before
+    anything can end the item, and no access reads the array. Used by the framework
+    wrappers (tinykernels.jax / .torch) to give such an output a fresh buffer instead of a
+    copy of its initial value."""
+    single = _single_defs(k.body)
+    stored = set()
+    for s in k.body:
+        if isinstance(s, N.Store) and s.array.space == "global" and len(s.index) == s.array.ndim == k.ndim \
+                and is_own_index(s.index, k.ndim, single):
+            stored.add(s.array.name)
+        if any(isinstance(x, N.Return) for x in N.walk_stmts([s])):
+            break                    # a work item may end here: later stores are not certain
+    for kind, name, _idx, _loc, _used in _accesses(k):
+        if kind != "store":
+            stored.discard(name)     # read (or atomically updated): the initial value matters
+    return frozenset(stored)
+
+
+_NOT_ELEMENTWISE = frozenset({"barrier", "localmem", "collective", "uniform", "groupindex", "atomic", "print"})
+
+
+def is_elementwise(k: N.Kernel) -> bool:
+    """Whether each work item touches only its own element of every global array (no offset;
+    the array's rank equal to the ndrange's, or the linear index in 1-D) and uses its
+    position for nothing else: no arithmetic or condition on the index, no array shapes,
+    no group features, atomics or prints. A launch of such a kernel over arrays shaped like
+    its ndrange then equals launches over any partition of those elements, so the framework
+    wrappers fold a ``vmap`` batch dimension into the ndrange (one launch)."""
+    if k.uses & _NOT_ELEMENTWISE:
+        return False
+    single = _single_defs(k.body)
+    positions = {v for v, e in single.items() if isinstance(_resolve(e, single), N.Index)}
+
+    def own(array, idx) -> bool:
+        return len(idx) == array.ndim and (array.ndim == k.ndim or len(idx) == 1) and \
+            is_own_index(idx, k.ndim, single)
+
+    def ok(e) -> bool:
+        if isinstance(e, (N.Index, N.Shape)) or (isinstance(e, N.Var) and e.name in positions):
+            return False
+        if isinstance(e, (N.Load, N.Atomic)) and e.array.space == "global":
+            if not own(e.array, e.index):
+                return False
+            return all(ok(a) for a in getattr(e, "args", ()))
+        return all(ok(c) for c in N.child_exprs(e))
+
+    for s in N.walk_stmts(k.body):
+        if isinstance(s, N.Assign) and s.var in positions:
+            continue                 # the definition of a position variable
+        if isinstance(s, N.Store) and s.array.space == "global":
+            if not own(s.array, s.index) or not ok(s.value):
+                return False
+            continue
+        if not all(ok(e) for e in N.stmt_exprs(s)):
+            return False
+    return True
