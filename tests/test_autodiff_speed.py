@@ -65,6 +65,14 @@ def diffuse3(T2, T: tk.Const, lam):
 
 
 @tk.kernel
+def nonlinear3(T2, T: tk.Const, w):
+    """3-D, nonlinear in the neighbours, a diagonal offset: every ring kernel (the last
+    dimension's launched transposed) recomputes values from T at the source item."""
+    i, j, k = tk.index(tk.Global, tk.Cartesian)
+    T2[i, j, k] = w * math.sin(T[i, j, k]) * (T[i, j, k - 1] + T[i, j + 1, k + 1]) + T[i - 1, j, k] ** 2
+
+
+@tk.kernel
 def guarded(T2, T: tk.Const, w):
     """Boundary ifs over the full range, a nonlinear function, a select guard."""
     i, j = tk.index(tk.Global, tk.Cartesian)
@@ -92,6 +100,7 @@ CASES = {
     "2d full range, step 2": (diffuse2, (13, 11), (range(1, 12, 2), range(2, 10, 3)), {"dt": 0.3, "lam": 0.7}),
     "2d negative step": (diffuse2, (9, 8), (range(7, 0, -2), range(1, 7)), {"dt": 0.3, "lam": 0.7}),
     "3d interior": (diffuse3, (7, 6, 9), (range(1, 6), range(1, 5), range(1, 8)), {"lam": 0.2}),
+    "3d nonlinear, offset range": (nonlinear3, (7, 6, 9), (range(1, 7), range(0, 5), range(1, 8)), {"w": 0.6}),
     "boundary ifs": (guarded, (12, 10), (12, 10), {"w": 0.8}),
     "boundary ifs, offset range": (guarded, (12, 10), (range(1, 12), range(0, 10, 2)), {"w": 0.8}),
     "1d linear selects": (smooth1, (37,), 37, {"w": 0.7}),
@@ -192,7 +201,8 @@ def test_gather_kernels_keep_only_each_offsets_contribution():
 def test_gather_boxes_partition_the_footprint(ndr, shape):
     """The interior box and the ring boxes (their upper slab moved by the jump) cover the
     footprint once; in the interior box every source item exists (so its kernel tests
-    nothing); a ring launch per dimension."""
+    nothing); a ring launch per dimension, the last dimension's launched transposed (its
+    box's last two dimensions swapped)."""
     from tinykernels.kernel import parse_ndrange
     from tinykernels.passes.adjoint_gather import gather_boxes
     nd = len(shape)
@@ -206,15 +216,21 @@ def test_gather_boxes_partition_the_footprint(ndr, shape):
     boxes = gather_boxes(g, geom, shape)
     assert len(boxes) <= 1 + nd
     for mode, box, jumps in boxes:
+        if mode == "gather_ringT:":                   # the last dimension's slabs, in 2-D and more
+            assert nd > 1 and jumps[nd - 1][1] != 0 and all(j == 0 for _, j in jumps[:nd - 1])
         for J in np.ndindex(*[len(r) for r in box]):
             J = tuple(r[j] for r, j in zip(box, J))
+            if mode == "gather_ringT:":               # launch order -> element order
+                J = J[:nd - 2] + (J[nd - 1], J[nd - 2])
             if jumps:
                 J = tuple(j + (jump if j >= cut else 0) for j, (cut, jump) in zip(J, jumps))
             seen.append(J)
             if mode == "gather_in:":
                 assert all(tuple(a - c for a, c in zip(J, o)) in sources for o in offs)
             else:
-                assert mode == ("gather_ring:" if all(geom[3 * d + 2] == 1 for d in range(nd)) else "gather:")
+                unit = all(geom[3 * d + 2] == 1 for d in range(nd))
+                last = jumps is not None and jumps[nd - 1][1] != 0 and nd > 1
+                assert mode == ("gather:" if not unit else "gather_ringT:" if last else "gather_ring:")
     assert len(seen) == len(set(seen))
     want = {tuple(a + c for a, c in zip(I, o)) for I in sources for o in offs}
     want = {J for J in want if all(0 <= j < n for j, n in zip(J, shape))}

@@ -455,9 +455,13 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     ``J - c_k`` is in the primal launch range (see :func:`gather_boxes`), so it tests
     nothing and its loop vectorizes; "ring" (steps 1) clamps each source item into the
     launch range and masks the contribution of a clamped one with a select (no branches,
-    so GPU-style vectorizers such as PoCL's keep it vectorized); "" (any step) tests that
-    each source item exists."""
-    interior, ring = variant == "in", variant == "ring"
+    so GPU-style vectorizers such as PoCL's keep it vectorized); "ringT" is "ring" for the
+    slabs of the last dimension, launched with its last two dimensions swapped (launch
+    dimension ``ndim - 2`` gives the element's last coordinate and the other way round):
+    their few elements per row become the outer loop, the rows the inner one, and only the
+    last coordinate is clamped (the others lie in the interior box); "" (any step) tests
+    that each source item exists."""
+    interior, ring = variant == "in", variant in ("ring", "ringT")
     loc = k.body[0].loc if k.body else N.NOLOC
     locs = dict(k.locals)
     ndim = k.ndim
@@ -547,6 +551,10 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
         setup, test = [], None
         for d in range(ndim):
             j = elem(d)
+            if variant == "ringT" and d < ndim - 1:      # the interior's range: every source exists
+                setup += [N.Assign(loc, crd[d], op("-", j, c(off[d]))),
+                          N.Assign(loc, pos[d], op("-", var(crd[d]), arg("s", d)))]
+                continue
             if ring:                         # clamped into the range; the test masks
                 q = op("-", j, c(off[d])) if g.kind == "lin" else op("-", op("-", j, c(off[d])), arg("s", d))
                 top = op("-", arg("n", d), c(1))
@@ -585,8 +593,9 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     single = _single_defs(k.body, _assign_sites(k.body))
     body = [N.AllocArray(loc, tf), N.AllocArray(loc, ti), N.Assign(loc, acc, c(0.0, st))]
     if ring:
+        swap = {ndim - 1: ndim - 2, ndim - 2: ndim - 1} if variant == "ringT" else {}
         for d in range(ndim):
-            x = N.Index(it, loc, "global", d)
+            x = N.Index(it, loc, "global", swap.get(d, d))
             body.append(N.Assign(loc, jv[d], op("+", x, N.Select(it, loc, cmp(">=", x, arg("c", d)), arg("j", d),
                                                                   c(0)))))
     for off in g.offsets:
@@ -717,7 +726,8 @@ def footprint(g: Gather, geom: tuple, shape: tuple):
     return tuple(box)
 
 
-GATHER_VARIANTS = {"gather:": "", "gather_ring:": "ring", "gather_in:": "in"}   # mode prefix -> variant
+GATHER_VARIANTS = {"gather:": "", "gather_ring:": "ring", "gather_ringT:": "ringT",    # mode prefix -> variant
+                   "gather_in:": "in"}
 
 
 def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
@@ -726,7 +736,11 @@ def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
     ("gather_in:"), and around it, per dimension, the slabs below and above it, run by the
     ring kernel ("gather_ring:") in one launch per dimension whose box is the two slabs side
     by side: ``jumps`` (per dimension, :func:`ring_param_names`' cut and jump, None for the
-    other kernels) moves the coordinates of the upper one. With a step other than 1, the
+    other kernels) moves the coordinates of the upper one. The slabs of the last dimension
+    (in 2-D and more) are a few elements of every row: their launch ("gather_ringT:") has
+    the last two dimensions of the box swapped, so that the loop over rows is the inner one
+    (a row's few elements in a loop of their own cost a loop each and do not vectorize;
+    the ``jumps`` stay per element dimension). With a step other than 1, the
     checked kernel ("gather:") over the whole footprint. (Clamping in the interior kernel
     instead of separate boxes makes compilers mask its loads, and GCC then does not
     vectorize it.)"""
@@ -752,7 +766,12 @@ def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
             jumps = list(_no_jumps(box))
             jumps[d] = (box[d].start + below, inner[d].stop - (box[d].start + below))
             both = range(box[d].start, box[d].start + below + above)
-            out.append(("gather_ring:", tuple(inner[:d]) + (both,) + tuple(box[d + 1:]), tuple(jumps)))
+            ring = list(inner[:d]) + [both] + list(box[d + 1:])
+            if d == len(box) - 1 and d > 0:                  # launched transposed (see above)
+                ring[d - 1], ring[d] = ring[d], ring[d - 1]
+                out.append(("gather_ringT:", tuple(ring), tuple(jumps)))
+            else:
+                out.append(("gather_ring:", tuple(ring), tuple(jumps)))
     return out
 
 
@@ -768,7 +787,7 @@ def ring_args(jumps: tuple) -> list:
 
 def gather_mode(mode: str):
     """(array, variant) of a gather kernel's mode string ("gather:T", "gather_ring:T",
-    "gather_in:T"), or None."""
+    "gather_ringT:T", "gather_in:T"), or None."""
     for prefix, variant in GATHER_VARIANTS.items():
         if mode.startswith(prefix):
             return mode[len(prefix):], variant
