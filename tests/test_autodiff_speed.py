@@ -496,3 +496,23 @@ def test_strip_form_as_a_loop(backend, dtype, monkeypatch):
     tol = 1e-10 if dtype is np.float64 else 2e-4
     np.testing.assert_allclose(got["x"], ref["x"], rtol=tol, atol=tol)
     np.testing.assert_allclose(g, gref, rtol=tol * 10)
+
+
+@pytest.mark.parametrize("backend,dtype", _backends())
+@pytest.mark.parametrize("n", [0, 1, 255, 256, 257, 1000, 70001])
+def test_device_partial_sums_add_exactly_the_first_n(backend, dtype, n):
+    """The device-side sum of scalar partials (each of the group's items sums a contiguous
+    share, then the group reduces): every one of the first ``n`` partials counts once, none
+    after them; one and two shadows per launch."""
+    from tinykernels._autodiff_kernels import add_all
+    be = tk.backend(backend)
+    rng = np.random.default_rng(n)
+    parts = [rng.standard_normal(n + 300).astype(dtype) for _ in range(3)]
+    dst = [tk.asarray(np.full(1, 0.5, dtype), backend=be) for _ in range(3)]
+    src = [tk.asarray(p, backend=be) for p in parts]
+    add_all(be, list(zip(dst, src)), n)
+    tk.synchronize(be)
+    tol = 1e-12 if dtype is np.float64 else 1e-3
+    for d, p in zip(dst, parts):
+        want = 0.5 + np.sum(p[:n].astype(np.float64))
+        np.testing.assert_allclose(d.numpy()[0], want, rtol=tol, atol=tol * max(1, n) ** 0.5)
