@@ -201,8 +201,9 @@ def test_gather_kernels_keep_only_each_offsets_contribution():
 def test_gather_boxes_partition_the_footprint(ndr, shape):
     """The interior box and the ring boxes (their upper slab moved by the jump) cover the
     footprint once; in the interior box every source item exists (so its kernel tests
-    nothing); a ring launch per dimension, the last dimension's launched transposed (its
-    box's last two dimensions swapped)."""
+    nothing); a ring launch per dimension d, in which only the coordinates up to d may lie
+    outside the interior (so only those are clamped), the last dimension's launched
+    transposed in 3-D (its box's last two dimensions swapped)."""
     from tinykernels.kernel import parse_ndrange
     from tinykernels.passes.adjoint_gather import gather_boxes
     nd = len(shape)
@@ -216,8 +217,8 @@ def test_gather_boxes_partition_the_footprint(ndr, shape):
     boxes = gather_boxes(g, geom, shape)
     assert len(boxes) <= 1 + nd
     for mode, box, jumps in boxes:
-        if mode == "gather_ringT:":                   # the last dimension's slabs, in 2-D and more
-            assert nd > 1 and jumps[nd - 1][1] != 0 and all(j == 0 for _, j in jumps[:nd - 1])
+        if mode == "gather_ringT:":                   # the last dimension's slabs, in 3-D
+            assert nd == 3 and jumps[nd - 1][1] != 0 and all(j == 0 for _, j in jumps[:nd - 1])
         for J in np.ndindex(*[len(r) for r in box]):
             J = tuple(r[j] for r, j in zip(box, J))
             if mode == "gather_ringT:":               # launch order -> element order
@@ -229,8 +230,16 @@ def test_gather_boxes_partition_the_footprint(ndr, shape):
                 assert all(tuple(a - c for a, c in zip(J, o)) in sources for o in offs)
             else:
                 unit = all(geom[3 * d + 2] == 1 for d in range(nd))
-                last = jumps is not None and jumps[nd - 1][1] != 0 and nd > 1
-                assert mode == ("gather:" if not unit else "gather_ringT:" if last else "gather_ring:")
+                moved = [d for d in range(nd) if jumps is not None and jumps[d][1] != 0]
+                if not unit:
+                    assert mode == "gather:"
+                elif not moved:                       # no interior: one generic ring launch
+                    assert mode == "gather_ring:"
+                else:
+                    d, = moved
+                    assert mode == ("gather_ringT:" if d == nd - 1 and nd == 3 else f"gather_ring{d}:")
+                    inner = boxes[0][1]
+                    assert all(inner[e].start <= J[e] < inner[e].stop for e in range(d + 1, nd))
     assert len(seen) == len(set(seen))
     want = {tuple(a + c for a, c in zip(I, o)) for I in sources for o in offs}
     want = {J for J in want if all(0 <= j < n for j, n in zip(J, shape))}
