@@ -9,7 +9,8 @@ with NVRTC installed. Everything else here talks to the CUDA driver API through
   thread that uses it;
 * modules from cubins (``cuModuleLoadData``), one per generated source, kernels launched
   with ``cuLaunchKernel`` and a packed argument array (:func:`~tinykernels.codegen.cuda.param_layout`),
-  prepared once per argument layout and reused by later launches ("launch plans" below);
+  prepared once per argument layout and reused by later launches ("launch plans" in
+  ``cuda_launch.py``);
 * device arrays (:class:`CUDAArray`) from ``cuMemAlloc``, copies with ``cuMemcpy*``;
   they export ``__cuda_array_interface__`` and DLPack, and PyTorch, CuPy and JAX arrays on
   the device are taken zero-copy;
