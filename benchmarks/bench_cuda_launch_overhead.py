@@ -36,6 +36,7 @@ except ImportError:          # running from a checkout without PYTHONPATH=src
     sys.path.insert(0, str(ROOT / "src"))
     import tinykernels as tk
 from tinykernels.runtime import cuda as rt
+from tinykernels.runtime import cuda_context, cuda_driver, cuda_launch
 
 sys.path.insert(0, str(ROOT / "tests"))
 from test_cuda import FakeDriver  # the fake driver of the test suite
@@ -59,12 +60,12 @@ def tk_tiny(a, b: tk.Const, s):
 def install_fake():
     """Make tinykernels.runtime.cuda talk to the fake driver (what the tests' fixture does)."""
     drv = LeanFake()
-    rt._driver = lambda: drv
-    rt._DEVICES.clear()
-    rt.compile_cuda = lambda src, arch, name="k", options=(), cache=True: b"\x7fELF fake"
-    rt.choose_arch = lambda cc, driver_version=None: f"sm_{cc[0]}{cc[1]}"
-    rt._init.cache_clear()
-    rt._TLS.ctx = None
+    cuda_driver._DRIVER = drv
+    cuda_context._DEVICES.clear()
+    cuda_launch.compile_cuda = lambda src, arch, name="k", options=(), cache=True: b"\x7fELF fake"
+    cuda_context.choose_arch = lambda cc, driver_version=None: f"sm_{cc[0]}{cc[1]}"
+    cuda_driver.init_driver.cache_clear()
+    cuda_context.CURRENT.ctx = None
     return drv
 
 

@@ -65,6 +65,14 @@ def diffuse3(T2, T: tk.Const, lam):
 
 
 @tk.kernel
+def nonlinear3(T2, T: tk.Const, w):
+    """3-D, nonlinear in the neighbours, a diagonal offset: every ring kernel (the last
+    dimension's launched transposed) recomputes values from T at the source item."""
+    i, j, k = tk.index(tk.Global, tk.Cartesian)
+    T2[i, j, k] = w * math.sin(T[i, j, k]) * (T[i, j, k - 1] + T[i, j + 1, k + 1]) + T[i - 1, j, k] ** 2
+
+
+@tk.kernel
 def guarded(T2, T: tk.Const, w):
     """Boundary ifs over the full range, a nonlinear function, a select guard."""
     i, j = tk.index(tk.Global, tk.Cartesian)
@@ -92,6 +100,7 @@ CASES = {
     "2d full range, step 2": (diffuse2, (13, 11), (range(1, 12, 2), range(2, 10, 3)), {"dt": 0.3, "lam": 0.7}),
     "2d negative step": (diffuse2, (9, 8), (range(7, 0, -2), range(1, 7)), {"dt": 0.3, "lam": 0.7}),
     "3d interior": (diffuse3, (7, 6, 9), (range(1, 6), range(1, 5), range(1, 8)), {"lam": 0.2}),
+    "3d nonlinear, offset range": (nonlinear3, (7, 6, 9), (range(1, 7), range(0, 5), range(1, 8)), {"w": 0.6}),
     "boundary ifs": (guarded, (12, 10), (12, 10), {"w": 0.8}),
     "boundary ifs, offset range": (guarded, (12, 10), (range(1, 12), range(0, 10, 2)), {"w": 0.8}),
     "1d linear selects": (smooth1, (37,), 37, {"w": 0.7}),
@@ -192,7 +201,9 @@ def test_gather_kernels_keep_only_each_offsets_contribution():
 def test_gather_boxes_partition_the_footprint(ndr, shape):
     """The interior box and the ring boxes (their upper slab moved by the jump) cover the
     footprint once; in the interior box every source item exists (so its kernel tests
-    nothing); a ring launch per dimension."""
+    nothing); a ring launch per dimension d, in which only the coordinates up to d may lie
+    outside the interior (so only those are clamped), the last dimension's launched
+    transposed in 3-D (its box's last two dimensions swapped)."""
     from tinykernels.kernel import parse_ndrange
     from tinykernels.passes.adjoint_gather import gather_boxes
     nd = len(shape)
@@ -206,15 +217,29 @@ def test_gather_boxes_partition_the_footprint(ndr, shape):
     boxes = gather_boxes(g, geom, shape)
     assert len(boxes) <= 1 + nd
     for mode, box, jumps in boxes:
+        if mode == "gather_ringT:":                   # the last dimension's slabs, in 3-D
+            assert nd == 3 and jumps[nd - 1][1] != 0 and all(j == 0 for _, j in jumps[:nd - 1])
         for J in np.ndindex(*[len(r) for r in box]):
             J = tuple(r[j] for r, j in zip(box, J))
+            if mode == "gather_ringT:":               # launch order -> element order
+                J = J[:nd - 2] + (J[nd - 1], J[nd - 2])
             if jumps:
                 J = tuple(j + (jump if j >= cut else 0) for j, (cut, jump) in zip(J, jumps))
             seen.append(J)
             if mode == "gather_in:":
                 assert all(tuple(a - c for a, c in zip(J, o)) in sources for o in offs)
             else:
-                assert mode == ("gather_ring:" if all(geom[3 * d + 2] == 1 for d in range(nd)) else "gather:")
+                unit = all(geom[3 * d + 2] == 1 for d in range(nd))
+                moved = [d for d in range(nd) if jumps is not None and jumps[d][1] != 0]
+                if not unit:
+                    assert mode == "gather:"
+                elif not moved:                       # no interior: one generic ring launch
+                    assert mode == "gather_ring:"
+                else:
+                    d, = moved
+                    assert mode == ("gather_ringT:" if d == nd - 1 and nd == 3 else f"gather_ring{d}:")
+                    inner = boxes[0][1]
+                    assert all(inner[e].start <= J[e] < inner[e].stop for e in range(d + 1, nd))
     assert len(seen) == len(set(seen))
     want = {tuple(a + c for a, c in zip(I, o)) for I in sources for o in offs}
     want = {J for J in want if all(0 <= j < n for j, n in zip(J, shape))}
@@ -480,3 +505,23 @@ def test_strip_form_as_a_loop(backend, dtype, monkeypatch):
     tol = 1e-10 if dtype is np.float64 else 2e-4
     np.testing.assert_allclose(got["x"], ref["x"], rtol=tol, atol=tol)
     np.testing.assert_allclose(g, gref, rtol=tol * 10)
+
+
+@pytest.mark.parametrize("backend,dtype", _backends())
+@pytest.mark.parametrize("n", [0, 1, 255, 256, 257, 1000, 70001])
+def test_device_partial_sums_add_exactly_the_first_n(backend, dtype, n):
+    """The device-side sum of scalar partials (each of the group's items sums a contiguous
+    share, then the group reduces): every one of the first ``n`` partials counts once, none
+    after them; one and two shadows per launch."""
+    from tinykernels._autodiff_kernels import add_all
+    be = tk.backend(backend)
+    rng = np.random.default_rng(n)
+    parts = [rng.standard_normal(n + 300).astype(dtype) for _ in range(3)]
+    dst = [tk.asarray(np.full(1, 0.5, dtype), backend=be) for _ in range(3)]
+    src = [tk.asarray(p, backend=be) for p in parts]
+    add_all(be, list(zip(dst, src)), n)
+    tk.synchronize(be)
+    tol = 1e-12 if dtype is np.float64 else 1e-3
+    for d, p in zip(dst, parts):
+        want = 0.5 + np.sum(p[:n].astype(np.float64))
+        np.testing.assert_allclose(d.numpy()[0], want, rtol=tol, atol=tol * max(1, n) ** 0.5)

@@ -25,6 +25,8 @@ import pytest
 import tinykernels as tk
 from tinykernels.codegen import cuda as cg
 from tinykernels.runtime import cuda as rt
+from tinykernels.runtime import cuda_context, cuda_driver, cuda_launch, cuda_streams
+from tinykernels.runtime.arraylayout import layout_of
 
 ROOT = Path(__file__).resolve().parents[1]
 NVRTC_OK, NVRTC_WHY = rt.nvrtc_available()
@@ -463,17 +465,20 @@ class FakeDriver:
 
 @pytest.fixture
 def fake(monkeypatch):
+    # each replaced where the runtime looks it up: the loaded bindings (every CUDA runtime
+    # module calls cuda_driver.driver()), the device table, and the compiler and architecture
+    # choice of the modules that call them
     drv = FakeDriver()
-    monkeypatch.setattr(rt, "_driver", lambda: drv)
-    monkeypatch.setattr(rt, "_DEVICES", {})
-    monkeypatch.setattr(rt, "compile_cuda", lambda src, arch, name="k", options=(), cache=True: b"\x7fELF fake")
-    rt._init.cache_clear()
-    rt._TLS.ctx = None
+    monkeypatch.setattr(cuda_driver, "_DRIVER", drv)
+    monkeypatch.setattr(cuda_context, "_DEVICES", {})
+    monkeypatch.setattr(cuda_launch, "compile_cuda", lambda src, arch, name="k", options=(), cache=True: b"\x7fELF fake")
+    cuda_driver.init_driver.cache_clear()
+    cuda_context.CURRENT.ctx = None
     if not NVRTC_OK:
-        monkeypatch.setattr(rt, "choose_arch", lambda cc, driver_version=None: f"sm_{cc[0]}{cc[1]}")
+        monkeypatch.setattr(cuda_context, "choose_arch", lambda cc, driver_version=None: f"sm_{cc[0]}{cc[1]}")
     yield drv
-    rt._init.cache_clear()
-    rt._TLS.ctx = None
+    cuda_driver.init_driver.cache_clear()
+    cuda_context.CURRENT.ctx = None
 
 
 def _decode(layout, params_addr):
@@ -647,7 +652,7 @@ def test_fake_foreign_cuda_array_interface_is_zero_copy(fake):
 
 # ----------------------------------------------------------------------------- launch plans (fake driver)
 #
-# A repeated launch packs its arguments through a cached plan (runtime/cuda.py, "launch
+# A repeated launch packs its arguments through a cached plan (runtime/cuda_launch.py, "launch
 # plans"); rt.pack_params is the reference the plan must match byte for byte.
 
 def _slot_bytes(layout, params_addr):
@@ -808,7 +813,7 @@ def test_fake_plan_never_skips_a_check(fake, monkeypatch):
     y = b.array_from_host(np.zeros(8, np.int64))
     inst(y, 3, ndrange=8)
     inst(y, 3, ndrange=8)                  # a plan and a fast function exist now
-    assert inst._fast is not rt._no_fast
+    assert inst._fast is not cuda_launch._no_fast
     with pytest.raises(tk.LaunchError, match="64 bits"):
         inst(y, 2 ** 64, ndrange=8)
     with pytest.raises(tk.LaunchError, match="64 bits"):
@@ -838,7 +843,7 @@ def test_fake_plan_never_skips_a_check(fake, monkeypatch):
     assert _value(layout, _slot_bytes(layout, seen[-1]), "scalar") == -4
     # an array on another device is refused even when its layout matches a plan
     other = rt.CUDAArray(b, y.ptr, y.shape, y.dtype, None, y)
-    other._layout = rt._layout_of(y.dtype, y.shape, y.strides, 1)
+    other._layout = layout_of(y.dtype, y.shape, y.strides, 1)
     other._backend = type("B", (), {"device": 1, "__eq__": lambda s, o: False, "__hash__": lambda s: 1})()
     with pytest.raises(tk.LaunchError, match="CUDA:1"):
         inst(other, 3, ndrange=8)
@@ -881,9 +886,9 @@ def test_fake_events_are_recorded_per_launch_and_their_handles_reused(fake):
     gc.collect()
     evs = [inst(y, 1.0, ndrange=8) for _ in range(5)]
     assert fake.events == created and {e.handle for e in evs} == handles   # recorded again, not created
-    ref = rt.CUDAEvent(123, b._dev)        # the fast constructor sets what Event.__init__ sets
-    fast = rt._new_event(123, b._dev)
-    for slot in tk.Event.__slots__ + rt.CUDAEvent.__slots__:
+    ref = cuda_streams.CUDAEvent(123, b._dev)        # the fast constructor sets what Event.__init__ sets
+    fast = cuda_streams.new_event(123, b._dev)
+    for slot in tk.Event.__slots__ + cuda_streams.CUDAEvent.__slots__:
         if slot not in ("_lock", "__weakref__"):
             assert getattr(fast, slot) == getattr(ref, slot), slot
     assert fast._lock.locked() and ref._lock.locked() and fast.done()

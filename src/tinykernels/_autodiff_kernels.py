@@ -9,13 +9,16 @@ PARTIALS_GROUP = 256      # work items of the one group that sums the partials
 def add_partials(dst, src: tk.Const, n: int):
     """``dst[0] += sum(src[:n])`` on the device, in one work group of PARTIALS_GROUP items
     (launch with ndrange=PARTIALS_GROUP, workgroupsize=PARTIALS_GROUP): each item sums a
-    strided share, then the group reduces the shares."""
+    contiguous share (runtimes that run a group's items one after the other, like PoCL, then
+    read each share as one stream), then the group reduces the shares."""
     i = tk.index()
     acc = 0.0
-    k = i
-    while k < n:
+    chunk = (n + 255) // 256
+    k = i * chunk
+    end = min(k + chunk, n)
+    while k < end:
         acc += src[k]
-        k += 256
+        k += 1
     total = tk.group_reduce(acc, "add")
     if i == 0:
         dst[0] += total
@@ -27,11 +30,13 @@ def add_partials2(dst, src: tk.Const, dst2, src2: tk.Const, n: int):
     i = tk.index()
     acc = 0.0
     acc2 = 0.0
-    k = i
-    while k < n:
+    chunk = (n + 255) // 256
+    k = i * chunk
+    end = min(k + chunk, n)
+    while k < end:
         acc += src[k]
         acc2 += src2[k]
-        k += 256
+        k += 1
     total = tk.group_reduce(acc, "add")
     total2 = tk.group_reduce(acc2, "add")
     if i == 0:

@@ -104,7 +104,7 @@ class DerivedKernel(Kernel):
             params.append(("_tk_counts", "value"))
         if G.gather_mode(mode) or mode == "reverse_strip":
             params += [(n, "value") for n in G.gather_param_names()]
-        if mode.startswith("gather_ring:"):
+        if (G.gather_mode(mode) or ("", ""))[1].startswith("ring"):
             params += [(n, "value") for n in G.ring_param_names()]
         self.params = params
         self.cmask = sum(1 << i for i, (_, k) in enumerate(params) if k == "constexpr")

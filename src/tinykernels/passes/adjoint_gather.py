@@ -455,12 +455,19 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     ``J - c_k`` is in the primal launch range (see :func:`gather_boxes`), so it tests
     nothing and its loop vectorizes; "ring" (steps 1) clamps each source item into the
     launch range and masks the contribution of a clamped one with a select (no branches,
-    so GPU-style vectorizers such as PoCL's keep it vectorized); "" (any step) tests that
-    each source item exists."""
-    interior, ring = variant == "in", variant == "ring"
+    so GPU-style vectorizers such as PoCL's keep it vectorized); "ring<d>" is "ring" for the
+    slabs of dimension ``d`` (:func:`gather_boxes`), whose coordinates after ``d`` lie in
+    the interior box: only the first ``d + 1`` are clamped, so the last one, along which the
+    loop runs, indexes contiguous elements; "ringT" is "ring" for the slabs of the last
+    dimension, launched with its last two dimensions swapped (launch dimension ``ndim - 2``
+    gives the element's last coordinate and the other way round): their few elements per
+    row become the outer loop, the rows the inner one; "" (any step) tests that each source
+    item exists."""
+    interior, ring = variant == "in", variant.startswith("ring")
     loc = k.body[0].loc if k.body else N.NOLOC
     locs = dict(k.locals)
     ndim = k.ndim
+    clamped = int(variant[4:]) if variant[4:].isdigit() else ndim - 1    # ring kernels: the last clamped dim
     it = Ty(_tape_dtype(k, 1))         # int64, or int32 on backends without 64-bit integers
     params = list(k.params) + [("scalar", p, it) for p in gather_param_names()
                                + (ring_param_names() if ring else [])]
@@ -547,6 +554,10 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
         setup, test = [], None
         for d in range(ndim):
             j = elem(d)
+            if ring and d > clamped:                     # the interior's range: every source exists
+                setup += [N.Assign(loc, crd[d], op("-", j, c(off[d]))),
+                          N.Assign(loc, pos[d], op("-", var(crd[d]), arg("s", d)))]
+                continue
             if ring:                         # clamped into the range; the test masks
                 q = op("-", j, c(off[d])) if g.kind == "lin" else op("-", op("-", j, c(off[d])), arg("s", d))
                 top = op("-", arg("n", d), c(1))
@@ -585,8 +596,9 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     single = _single_defs(k.body, _assign_sites(k.body))
     body = [N.AllocArray(loc, tf), N.AllocArray(loc, ti), N.Assign(loc, acc, c(0.0, st))]
     if ring:
+        swap = {ndim - 1: ndim - 2, ndim - 2: ndim - 1} if variant == "ringT" else {}
         for d in range(ndim):
-            x = N.Index(it, loc, "global", d)
+            x = N.Index(it, loc, "global", swap.get(d, d))
             body.append(N.Assign(loc, jv[d], op("+", x, N.Select(it, loc, cmp(">=", x, arg("c", d)), arg("j", d),
                                                                   c(0)))))
     for off in g.offsets:
@@ -717,16 +729,26 @@ def footprint(g: Gather, geom: tuple, shape: tuple):
     return tuple(box)
 
 
-GATHER_VARIANTS = {"gather:": "", "gather_ring:": "ring", "gather_in:": "in"}   # mode prefix -> variant
+GATHER_VARIANTS = {"gather:": "", "gather_ring:": "ring", "gather_ring0:": "ring0",     # mode prefix -> variant
+                   "gather_ring1:": "ring1", "gather_ringT:": "ringT", "gather_in:": "in"}
 
 
 def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
     """[(mode prefix, box, jumps)]: the :func:`footprint` split into the box where every
     source item ``J - c_k`` is in the primal launch range, run by the interior gather kernel
     ("gather_in:"), and around it, per dimension, the slabs below and above it, run by the
-    ring kernel ("gather_ring:") in one launch per dimension whose box is the two slabs side
-    by side: ``jumps`` (per dimension, :func:`ring_param_names`' cut and jump, None for the
-    other kernels) moves the coordinates of the upper one. With a step other than 1, the
+    ring kernels in one launch per dimension ``d`` whose box is the two slabs side by side
+    (the elements outside the interior in dimension ``d`` and inside it in every later
+    dimension, any in the earlier ones: "gather_ring<d>:", which clamps only the first
+    ``d + 1`` coordinates, so the contiguous last one is never clamped but in the last
+    dimension's slabs): ``jumps`` (per dimension, :func:`ring_param_names`' cut and jump,
+    None for the other kernels) moves the coordinates of the upper one. The slabs of the
+    last dimension are a few elements of every row: in 3-D their launch ("gather_ringT:")
+    has the last two dimensions of the box swapped, so that the loop over rows is the inner
+    one (the rows' few elements in loops of their own, with neighbours a plane apart, cost
+    as much as the interior gather; in 2-D they are cheaper than rows walked across; the
+    ``jumps`` stay per element dimension). When the interior is
+    empty, one generic ring launch ("gather_ring:") over the footprint. With a step other than 1, the
     checked kernel ("gather:") over the whole footprint. (Clamping in the interior kernel
     instead of separate boxes makes compilers mask its loads, and GCC then does not
     vectorize it.)"""
@@ -752,7 +774,12 @@ def gather_boxes(g: Gather, geom: tuple, shape: tuple) -> list:
             jumps = list(_no_jumps(box))
             jumps[d] = (box[d].start + below, inner[d].stop - (box[d].start + below))
             both = range(box[d].start, box[d].start + below + above)
-            out.append(("gather_ring:", tuple(inner[:d]) + (both,) + tuple(box[d + 1:]), tuple(jumps)))
+            ring = list(box[:d]) + [both] + list(inner[d + 1:])
+            if d == len(box) - 1 and d > 1:                  # 3-D: launched transposed (see above)
+                ring[d - 1], ring[d] = ring[d], ring[d - 1]
+                out.append(("gather_ringT:", tuple(ring), tuple(jumps)))
+            else:
+                out.append((f"gather_ring{d}:", tuple(ring), tuple(jumps)))
     return out
 
 
@@ -767,8 +794,8 @@ def ring_args(jumps: tuple) -> list:
 
 
 def gather_mode(mode: str):
-    """(array, variant) of a gather kernel's mode string ("gather:T", "gather_ring:T",
-    "gather_in:T"), or None."""
+    """(array, variant) of a gather kernel's mode string (a prefix of
+    :data:`GATHER_VARIANTS` and the array's name), or None."""
     for prefix, variant in GATHER_VARIANTS.items():
         if mode.startswith(prefix):
             return mode[len(prefix):], variant

@@ -1,0 +1,89 @@
+"""CUDA devices: one primary context per device, made current per thread, and its limits.
+
+A :class:`CUDADevice` is shared by every ``tk.CUDA(n)`` of one ordinal: the context, the
+attributes a launch checks (block and grid limits, stream priorities), the architecture
+kernels are compiled for, the loaded modules and the pool of event handles.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+from ..errors import BackendUnavailable
+from .cuda_driver import checked, driver, init_driver, probe_device
+from .nvrtc import choose_arch, nvrtc_available
+
+CURRENT = threading.local()    # .ctx: the CUDADevice whose context is current on this thread
+
+
+class CUDADevice:
+    """Primary context, attributes and module cache of one device (shared by equal backends)."""
+
+    def __init__(self, ordinal: int):
+        drv = driver()
+        A = drv.CUdevice_attribute
+        self.ordinal = ordinal
+        self.handle = checked(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+        self.ctx = checked(drv.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
+        self.activate()
+
+        def attr(a):
+            return int(checked(drv.cuDeviceGetAttribute(a, self.handle), "cuDeviceGetAttribute"))
+        self.name, self.cc, self.driver_version = probe_device(ordinal)
+        self.max_threads = attr(A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+        self.max_grid = (attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+                         attr(A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z))
+        self.max_block = (attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                          attr(A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z))
+        lo, hi = checked(drv.cuCtxGetStreamPriorityRange(), "cuCtxGetStreamPriorityRange")
+        self.prio_least, self.prio_greatest = int(lo), int(hi)
+        self.arch = choose_arch(self.cc, self.driver_version)
+        self.modules: dict = {}           # source -> (module, function)
+        self.lock = threading.Lock()
+        self.streams = weakref.WeakSet()
+        self.null = drv.CUstream(0)       # the legacy default stream (orders with every blocking stream)
+        self.event_flags = int(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        self.events: list = []            # CUevent handles of collected CUDAEvents, recorded again
+
+    def activate(self) -> None:
+        """Make the primary context current on this thread (once per thread)."""
+        cur = getattr(CURRENT, "ctx", None)
+        if cur is not self:
+            checked(driver().cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+            CURRENT.ctx = self
+
+
+_DEVICES: dict = {}          # explicit cache: ordinal -> CUDADevice
+_DEVICES_LOCK = threading.Lock()
+
+
+def device_for(ordinal: int) -> CUDADevice:
+    """The shared :class:`CUDADevice` of ``ordinal`` (BackendUnavailable when it cannot be used)."""
+    n = init_driver()
+    if not 0 <= ordinal < n:
+        raise BackendUnavailable(f"CUDA device {ordinal} does not exist: this machine has {n} device(s)")
+    with _DEVICES_LOCK:
+        dev = _DEVICES.get(ordinal)
+        if dev is None:
+            try:
+                dev = _DEVICES[ordinal] = CUDADevice(ordinal)
+            except RuntimeError as e:
+                raise BackendUnavailable(f"CUDA device {ordinal} cannot be used: {e}") from None
+    return dev
+
+
+def availability() -> tuple:
+    """(True, what) when device 0 can run kernels, else (False, why). Creates no context."""
+    try:
+        n = init_driver()
+        ok, nv = nvrtc_available()
+        if not ok:
+            return False, nv
+        name, cc, v = probe_device(0)
+        arch = choose_arch(cc, v)
+    except BackendUnavailable as e:
+        return False, str(e)
+    except Exception as e:  # noqa: BLE001 - a probe never raises
+        return False, f"CUDA probe failed: {e}"
+    return True, (f"{name} (sm_{cc[0]}{cc[1]}), {n} device(s), driver CUDA {v // 1000}."
+                  f"{v % 1000 // 10}, {nv}, compiling for {arch}")
