@@ -815,8 +815,21 @@ def _zero(a):
     return np.zeros((), a.dtype)[()]
 
 
+def _opaque(a, b):
+    """Float operands as XLA may not fold: a tracing-time constant beside a traced value goes
+    through ``lax.optimization_barrier``, else XLA's algebraic simplifier reassociates
+    ``(x + c1) - c2`` into ``x + (c1 - c2)`` (not what NumPy rounds)."""
+    ta, tb = _is_traced(a), _is_traced(b)
+    if ta == tb:
+        return a, b
+    barrier = _jax().lax.optimization_barrier
+    return (a, barrier(_jnp().asarray(b))) if ta else (barrier(_jnp().asarray(a)), b)
+
+
 def binop(op: str, a, b, d: D.DType):
     """``a op b`` on values already of the result type ``d`` (tinykernels' semantics)."""
+    if d.is_float and op in ("+", "-", "*", "/"):
+        a, b = _opaque(a, b)
     xp = _xp(a, b)
     with np.errstate(all="ignore"):
         if d.kind == "b":
