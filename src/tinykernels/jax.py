@@ -229,3 +229,9 @@ def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backen
     the outputs' new values (a tuple when there are several). ``backend``: a ``tk.CPU``
     (threads, debug mode); default ``tk.CPU()``."""
     return JaxKernel(kernel, outputs, ndrange, workgroupsize, backend)
+
+
+# The other route of SPEC section 11: the kernel lowered to JAX operations (tinykernels.jax_raise).
+from tinykernels.jax_raise import RaisedKernel, raise_kernel  # noqa: E402
+
+__all__ += ["raise_kernel", "RaisedKernel"]

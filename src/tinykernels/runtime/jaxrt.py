@@ -225,7 +225,7 @@ JAX.instance_class = JaxKernelInstance
 def _sig(a, kind):
     if kind == "constexpr":
         return ("C", type(a).__name__, a)
-    if isinstance(a, JaxArray):
+    if isinstance(a, (JaxArray, np.ndarray)):
         return ("A", a.dtype.str, a.ndim)
     if isinstance(a, np.generic):
         return ("S", a.dtype.str)
