@@ -899,6 +899,15 @@ def _ipow(a, b, d: D.DType):
     return out
 
 
+def _sqrt(x):
+    """``sqrt`` as XLA may not rewrite: ``a / sqrt(b)`` would become ``a * rsqrt(b)``, which
+    is not correctly rounded; ``copysign(|sqrt(b)|, b)`` is the same value but no such pattern."""
+    if not _is_traced(x):
+        return np.sqrt(x)
+    jnp = _jnp()
+    return jnp.copysign(jnp.abs(jnp.sqrt(x)), x)
+
+
 _MATH = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh", "acosh": "arccosh",
          "atanh": "arctanh", "atan2": "arctan2", "pow": "power", "fabs": "abs"}
 
@@ -921,7 +930,7 @@ def call(fn: str, args: list, d: D.DType, arg_types: list):
         if fn == "abs":
             return xp.abs(args[0])
         if fn == "rsqrt":
-            return _astype(1, dt) / xp.sqrt(args[0])
+            return _astype(1, dt) / _sqrt(args[0])
         if fn == "sigmoid":
             one = _astype(1, dt)
             return one / (one + xp.exp(-args[0]))
@@ -935,6 +944,8 @@ def call(fn: str, args: list, d: D.DType, arg_types: list):
         if fn in ("erf", "erfc"):
             from jax.scipy import special
             return getattr(special, fn)(args[0])
+        if fn == "sqrt":
+            return _sqrt(args[0])
         name = _MATH.get(fn, fn)
         return getattr(xp, name)(*args)
 
