@@ -402,15 +402,24 @@ def _line(fn, text):
     return start + next(k for k, ln in enumerate(src) if text in ln)
 
 
-def test_atomic_cas_is_a_compile_error_naming_the_line():
-    def body(lock, out):
-        i = tk.index()
-        out[i] = tk.atomic_cas(lock, 0, 0, 1)
-    k = tk.kernel(body)
-    g = tkjax.raise_kernel(k, outputs=["lock", "out"])
-    with pytest.raises(tk.CompileError) as e:
-        g(jnp.zeros(1, jnp.int32), jnp.zeros(8, jnp.int32))
-    assert str(_line(body, "atomic_cas")) in str(e.value) and "atomic_cas" in str(e.value)
+@tk.kernel
+def cas_lock_sum(lock, total, x: tk.Const):
+    i = tk.index()
+    done = False
+    while not done:
+        if tk.atomic_cas(lock, 0, 0, 1) == 0:
+            total[0] += x[i]
+            tk.atomic_exchange(lock, 0, 0)
+            done = True
+
+
+def test_atomic_cas_is_serialized_in_item_order():
+    """Each item's compare-and-swap sees the items before it (a valid order of the atomics):
+    a spin lock built from atomic_cas/atomic_exchange works, one item per loop iteration."""
+    x = np.arange(1, 41, dtype=np.int32)
+    g = tkjax.raise_kernel(cas_lock_sum, outputs=["lock", "total"], ndrange=x.size)
+    lock, total = g(jnp.zeros(1, jnp.int32), jnp.zeros(1, jnp.int32), jnp.asarray(x))
+    assert int(lock[0]) == 0 and int(total[0]) == x.sum()
 
 
 def test_racing_stores_are_a_compile_error():

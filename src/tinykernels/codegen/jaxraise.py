@@ -90,19 +90,15 @@ def _invariant(e: N.Expr, inv: set) -> bool:
 
 
 def check_raisable(k: N.Kernel, uvars: set) -> None:
-    """Raise a located CompileError for what the lowering cannot reproduce faithfully:
-    an ``atomic_cas`` (its outcome depends on the order of the items), an atomic inside a
-    ternary or a short-circuit operand (the vectorized code evaluates both sides), and a
-    store that every item of a group makes to one element with item-dependent values
-    (the result would depend on the order of the racing stores)."""
+    """Raise a located CompileError for what the lowering cannot reproduce faithfully: an
+    atomic inside a ternary or a short-circuit operand (the vectorized code evaluates both
+    sides), and a store that every item of a group makes to one element of a global or
+    local array with item-dependent values (the result would depend on the order of the
+    racing stores)."""
     inv = _invariant_vars(k, uvars)
 
     def exprs(e, conditional=False):
         if isinstance(e, N.Atomic):
-            if e.op == "cas":
-                raise _error("tk.atomic_cas cannot be raised into JAX: its outcome depends on the order in "
-                             "which the work items run (raise_kernel vectorizes them); use a compiled backend "
-                             "or tinykernels.jax.jax_kernel", e.loc, k.name)
             if conditional:
                 raise _error("an atomic inside a ternary or an 'and'/'or' operand cannot be raised into JAX "
                              "(the vectorized code evaluates both sides); use an if statement", e.loc, k.name)
@@ -122,7 +118,8 @@ def check_raisable(k: N.Kernel, uvars: set) -> None:
         for e in N.stmt_exprs(s):
             exprs(e)
     for s in k.body:                      # unconditional stores of the whole group
-        if isinstance(s, N.Store) and all(_invariant(i, inv) for i in s.index) and not _invariant(s.value, inv):
+        if isinstance(s, N.Store) and s.array.space != "private" and all(_invariant(i, inv) for i in s.index) \
+                and not _invariant(s.value, inv):
             raise _error(f"every work item stores a different value into the same element of "
                          f"'{s.array.name}': the result depends on the order of these racing stores, "
                          "which raise_kernel cannot reproduce; guard the store (e.g. 'if lid == 0:') or "
@@ -531,7 +528,7 @@ class _Run:
         try:
             n = for_[3] if for_ is not None else None
             if for_ is not None and not _is_traced(n) and np.ndim(n) == 0 and int(n) > UNROLL_LIMIT // 8:
-                self.fori(step, lid, body, int(n))
+                self.fori(step, lid, body, int(n), for_)
             else:
                 unrolled = 0
                 while True:
@@ -572,8 +569,10 @@ class _Run:
             return None         # evaluating it changed the state (an atomic): not a probe
         return None if _is_traced(c) else c
 
-    def _carry_keys(self, body, lid) -> list:
+    def _carry_keys(self, body, lid, for_=None) -> list:
         vs, arrs = _modified(body)
+        if for_ is not None:
+            vs.add(for_[0])
         for v in vs:
             if "v:" + v not in self.st:
                 t = self.k.locals.get(v)
@@ -594,9 +593,9 @@ class _Run:
                 out[key] = jnp.broadcast_to(jnp.asarray(v), (self.g.N,))
         return out
 
-    def fori(self, step, lid, body, n: int):
+    def fori(self, step, lid, body, n: int, for_):
         jax = _jax()
-        keys = self._carry_keys(body, lid)
+        keys = self._carry_keys(body, lid, for_)
         carry0 = self._to_carry(keys)
 
         def f(_, carry):
@@ -607,7 +606,7 @@ class _Run:
 
     def while_(self, step, lid, body, for_, cond):
         jax, jnp = _jax(), _jnp()
-        keys = self._carry_keys(body, lid)
+        keys = self._carry_keys(body, lid, for_)
         carry0 = self._to_carry(keys)
 
         def c(carry):
@@ -748,9 +747,13 @@ class _Run:
         size = flat.shape[0]
         dt = _np_dtype(a.dtype)
         off = self.valid_offset(self.offset(a, e.index, active), size, active)
-        val = _astype(self.ev(e.args[0], active), dt)
+        vals = [jnp.broadcast_to(jnp.asarray(_astype(self.ev(x, active), dt)), (self.g.N,)) for x in e.args]
         off = jnp.broadcast_to(jnp.asarray(off), (self.g.N,))
-        val = jnp.broadcast_to(jnp.asarray(val), (self.g.N,))
+        if e.op == "cas":
+            new, old = serial_cas(flat, off, vals[0], vals[1])
+            self.st[key] = new
+            return old
+        val = vals[0]
         if not used and e.op in ("add", "sub", "min", "max"):
             if e.op == "add":
                 self.st[key] = flat.at[off].add(val.astype(flat.dtype), mode="drop")
@@ -1035,6 +1038,33 @@ def serial_atomic(flat, off, val, op: str):
     new = flat.at[jnp.where(last, so, size)].set(final.astype(flat.dtype), mode="drop")
     old = jnp.zeros_like(sv).at[order].set(old_s)
     return new, old
+
+
+def serial_cas(flat, off, expected, new):
+    """``atomic_cas`` of every lane in lane order (each element's lanes one after another,
+    comparing bit patterns as the C backend does): (the new array, each lane's old value)."""
+    jax, jnp = _jax(), _jnp()
+    size = flat.shape[0]
+    order = jnp.argsort(off, stable=True)
+    so, se, sn = off[order], expected[order], new[order]
+    first = jnp.concatenate([jnp.ones((1,), bool), so[1:] != so[:-1]])
+    last = jnp.concatenate([so[1:] != so[:-1], jnp.ones((1,), bool)])
+    base = flat.at[so].get(mode="fill", fill_value=0).astype(se.dtype)
+    bits = np.dtype(f"uint{se.dtype.itemsize * 8}") if se.dtype.kind == "f" else None
+
+    def same(a, b):
+        if bits is None:
+            return a == b
+        return jax.lax.bitcast_convert_type(a, bits) == jax.lax.bitcast_convert_type(b, bits)
+
+    def f(cur, xs):
+        fst, b, ex, nw = xs
+        cur = jnp.where(fst, b, cur)
+        return jnp.where(same(cur, ex), nw, cur), cur
+    _, old_s = jax.lax.scan(f, base[0], (first, base, se, sn))
+    after = jnp.where(same(old_s, se), sn, old_s)
+    out = flat.at[jnp.where(last, so, size)].set(after.astype(flat.dtype), mode="drop")
+    return out, jnp.zeros_like(se).at[order].set(old_s)
 
 
 # ----------------------------------------------------------------------------- random numbers
