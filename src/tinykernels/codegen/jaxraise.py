@@ -734,7 +734,17 @@ class _Run:
 
     def e_Call(self, e, active):
         args = [self.ev(a, active) for a in e.args]
+        if e.fn == "uniform":
+            return self.first_of_group(args[0])
         return call(e.fn, args, e.ty.dtype, [a.ty.dtype for a in e.args])
+
+    def first_of_group(self, v):
+        """``tk.uniform``: every lane takes its group's first item's value."""
+        if np.ndim(v) == 0:
+            return v
+        g = self.g
+        xp = _xp(v)
+        return xp.repeat(v.reshape(g.G, g.L)[:, 0], g.L)
 
     def e_Atomic(self, e, active):
         return self.atomic(e, active, used=True)
