@@ -500,3 +500,35 @@ def test_import_tinykernels_does_not_import_jax():
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "False", r.stdout + r.stderr
+
+
+# ----------------------------------------------------------------------------- XLA's rewrites undone
+
+@tk.kernel
+def rounding(y, x: tk.Const, d):
+    i = tk.index()
+    y[i, 0] = (x[i] + 1e8) - 1e8          # XLA reassociates (x + c) - c into x
+    y[i, 1] = x[i] / d                    # XLA turns x / broadcast(d) into x * (1 / d)
+    y[i, 2] = 1.0 / math.sqrt(x[i] + 2.0)  # XLA turns a / sqrt(b) into a * rsqrt(b)
+    y[i, 3] = x[i] / 3.0
+
+
+def test_float_rounding_is_numpys_under_jit():
+    x = np.random.default_rng(15).standard_normal(4096).astype(np.float32)
+    d = np.float32(-7.0)
+    g = jax.jit(lambda y, x: tkjax.raise_kernel(rounding, outputs=["y"], ndrange=4096)(y, x, d=d))
+    got = np.asarray(g(jnp.zeros((4096, 4), jnp.float32), jnp.asarray(x)))
+    np.testing.assert_array_equal(got[:, 0], (x + np.float32(1e8)) - np.float32(1e8))
+    np.testing.assert_array_equal(got[:, 1], x / d)
+    np.testing.assert_array_equal(got[:, 2], np.float32(1) / np.sqrt(x + np.float32(2)))
+    np.testing.assert_array_equal(got[:, 3], x / np.float32(3))
+
+
+def test_uniform_is_the_groups_first_items_value():
+    @tk.kernel
+    def first(out):
+        i = tk.index()
+        out[i] = tk.uniform(i * 3 + 1)
+    g = tkjax.raise_kernel(first, outputs=["out"], workgroupsize=8)
+    got = np.asarray(g(jnp.zeros(30, jnp.int32)))
+    np.testing.assert_array_equal(got, (np.arange(30) // 8) * 8 * 3 + 1)

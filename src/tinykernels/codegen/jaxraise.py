@@ -843,6 +843,10 @@ def binop(op: str, a, b, d: D.DType):
     """``a op b`` on values already of the result type ``d`` (tinykernels' semantics)."""
     if d.is_float and op in ("+", "-", "*", "/"):
         a, b = _opaque(a, b)
+        if op == "/" and np.ndim(b) == 0 and np.ndim(a) > 0:
+            # XLA turns a / broadcast(b) into a * broadcast(1 / b) (not what NumPy rounds)
+            jnp = _jnp()
+            b = _jax().lax.optimization_barrier(jnp.broadcast_to(jnp.asarray(b), jnp.shape(a)))
     xp = _xp(a, b)
     with np.errstate(all="ignore"):
         if d.kind == "b":
