@@ -532,3 +532,21 @@ def test_uniform_is_the_groups_first_items_value():
     g = tkjax.raise_kernel(first, outputs=["out"], workgroupsize=8)
     got = np.asarray(g(jnp.zeros(30, jnp.int32)))
     np.testing.assert_array_equal(got, (np.arange(30) // 8) * 8 * 3 + 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_floor_division_and_modulo_are_numpys(dtype):
+    @tk.kernel
+    def fdm(q, r, a: tk.Const, b: tk.Const):
+        i = tk.index()
+        q[i] = a[i] // b[i]
+        r[i] = a[i] % b[i]
+    vals = np.array([-7.5, -0.0, 0.0, 3.0, 7.25, -3.0, 1e30, np.inf, np.nan, 5.0], dtype)
+    a, b = np.repeat(vals, vals.size), np.tile(vals, vals.size)
+    g = tkjax.raise_kernel(fdm, outputs=["q", "r"])
+    with jax.enable_x64(dtype == np.float64), np.errstate(all="ignore"):
+        q, r = g(jnp.zeros_like(a), jnp.zeros_like(a), jnp.asarray(a), jnp.asarray(b))
+        np.testing.assert_array_equal(np.asarray(q), np.floor_divide(a, b))
+        np.testing.assert_array_equal(np.asarray(r), np.remainder(a, b))
+        np.testing.assert_array_equal(np.signbit(np.asarray(r)), np.signbit(np.remainder(a, b)))
+        np.testing.assert_array_equal(np.signbit(np.asarray(q)), np.signbit(np.floor_divide(a, b)))

@@ -879,7 +879,7 @@ def binop(op: str, a, b, d: D.DType):
             return xp.bitwise_xor(a, b)
         if op in ("//", "%"):
             if d.is_float:
-                return (xp.floor_divide if op == "//" else xp.remainder)(a, b)
+                return _float_divmod(op, a, b)
             zero, one = _zero(a), _astype(1, a.dtype)
             bad = b == zero
             if d.kind == "i":
@@ -897,6 +897,25 @@ def binop(op: str, a, b, d: D.DType):
                 return xp.power(a, b)
             return _ipow(a, b, d)
     raise NotImplementedError(op)
+
+
+def _float_divmod(op: str, a, b):
+    """Float ``//`` / ``%``: NumPy's npy_divmod (the prelude's tk_floordiv / tk_mod)."""
+    xp = _xp(a, b)
+    dt = np.dtype(a.dtype)
+    zero, one, half = (_astype(v, dt) for v in (0, 1, 0.5))
+    with np.errstate(all="ignore"):
+        mod = xp.fmod(a, b)
+        fix = xp.logical_and(mod != zero, (b < zero) != (mod < zero))
+        if op == "%":
+            m = xp.where(mod != zero, xp.where(fix, mod + b, mod), xp.copysign(zero, b))
+            return xp.where(b == zero, mod, m)
+        div = (a - mod) / b
+        div = xp.where(fix, div - one, div)
+        fl = xp.floor(div)
+        fl = xp.where(div - fl > half, fl + one, fl)
+        q = xp.where(div != zero, fl, xp.copysign(zero, a / b))
+        return xp.where(b == zero, a / b, q)
 
 
 def _ipow(a, b, d: D.DType):
