@@ -1,6 +1,6 @@
 """Raising a kernel's IR into JAX: every work item at once, as array operations.
 
-:func:`raise_ir` turns a lowered kernel (:class:`~tinykernels.ir.nodes.Kernel`) into a pure
+:class:`Raised` turns a lowered kernel (:class:`~tinykernels.ir.nodes.Kernel`) into a pure
 function of JAX arrays, vectorized over the work items of the whole launch (SIMT to SIMD):
 
 * work item ``u`` of the launch is lane ``u`` of every per-item value; lanes are ordered
@@ -281,7 +281,6 @@ class Raised:
         check_raisable(k, uvars)
         self.k = k
         self.written = _written_arrays(k)
-        self._loops = 0
 
     def run(self, arrays: dict, scalars: dict, geom: Geometry) -> dict:
         jax = _jax()
@@ -701,7 +700,6 @@ class _Run:
             return xp.logical_not(a) if e.ty.dtype.kind == "b" else xp.invert(a)
         with np.errstate(all="ignore"):
             return xp.negative(a) if e.ty.dtype.kind != "b" else a
-        return a
 
     def e_Compare(self, e, active):
         a, b = self.ev(e.a, active), self.ev(e.b, active)
@@ -736,7 +734,7 @@ class _Run:
         args = [self.ev(a, active) for a in e.args]
         if e.fn == "uniform":
             return self.first_of_group(args[0])
-        return call(e.fn, args, e.ty.dtype, [a.ty.dtype for a in e.args])
+        return call(e.fn, args, e.ty.dtype)
 
     def first_of_group(self, v):
         """``tk.uniform``: every lane takes its group's first item's value."""
@@ -948,7 +946,7 @@ _MATH = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh
          "atanh": "arctanh", "atan2": "arctan2", "pow": "power", "fabs": "abs"}
 
 
-def call(fn: str, args: list, d: D.DType, arg_types: list):
+def call(fn: str, args: list, d: D.DType):
     """A math or helper function on values (``d``: the result type)."""
     xp = _xp(*args)
     dt = _np_dtype(d)

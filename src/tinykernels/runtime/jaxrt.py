@@ -15,7 +15,6 @@ arrays and values are exact whatever ``jax_enable_x64`` says (docs/jax.md).
 from __future__ import annotations
 
 import importlib.util
-import threading
 
 import numpy as np
 
@@ -199,7 +198,7 @@ class JaxKernelInstance(KernelInstance):
         fn = r.jitted.get(fkey)
         if fn is None:
             fn = r.jitted[fkey] = _jit(r, [n for n, _ in arrays], dict((n, v) for n, _, v in scalars),
-                                       geometry(geom, ndim, wg, self.kernel.unsafe_indices), self.backend)
+                                       geometry(geom, ndim, wg, self.kernel.unsafe_indices))
         by_name = dict(arrays)
 
         def job():
@@ -254,10 +253,8 @@ def geometry(geom, ndim, wg, unsafe: bool):
     return Geometry(counts, starts, steps, wg, unsafe)
 
 
-_JIT_LOCK = threading.Lock()
-
-
-def _jit(r, names: list, scalars: dict, g, backend: JAX):
+def _jit(r, names: list, scalars: dict, g):
+    """``r`` under ``jax.jit`` for one launch's array names, scalar values and geometry."""
     jax = _jax()
 
     def f(*arrays):
