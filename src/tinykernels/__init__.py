@@ -45,6 +45,7 @@ float8_e4m3fn, float8_e5m2 = _dtypes.PUBLIC["float8_e4m3fn"], _dtypes.PUBLIC["fl
 # (their classes live beside their runtime code), the interpreter and autodiff.
 _LAZY = {
     "OpenCL": ("backends", "OpenCL"), "WebGPU": ("backends", "WebGPU"), "CUDA": ("backends", "CUDA"),
+    "JAX": ("backends", "JAX"),
     "Interpreter": ("runtime.interp", "Interpreter"),
     **{n: ("runtime.interp", n) for n in ("DataRaceError", "DivergentBarrierError", "KernelCheckError",
                                                "KernelIndexError", "UninitializedReadError")},

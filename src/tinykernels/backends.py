@@ -35,10 +35,11 @@ Metal = _gpu_unavailable("Metal", "not implemented yet in this release (needs ma
 # The device backends' classes live in their runtime modules, imported on first use (a CPU
 # user never pays for pyopencl, wgpu or the CUDA bindings' Python side): by name here, by
 # attribute (``backends.OpenCL``, ``tk.OpenCL``) through the module ``__getattr__`` below.
-_RUNTIME_CLASSES = {"OpenCL": ".runtime.opencl", "WebGPU": ".runtime.webgpu", "CUDA": ".runtime.cuda"}
+_RUNTIME_CLASSES = {"OpenCL": ".runtime.opencl", "WebGPU": ".runtime.webgpu", "CUDA": ".runtime.cuda",
+                    "JAX": ".runtime.jaxrt"}
 _KINDS = {"CPU": CPU, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm, "METAL": Metal,
           "CL": "OpenCL", "OPENCL": "OpenCL", "WEBGPU": "WebGPU", "WGPU": "WebGPU",
-          "CUDA": "CUDA", "GPU": "CUDA", "NV": "CUDA"}
+          "CUDA": "CUDA", "GPU": "CUDA", "NV": "CUDA", "JAX": "JAX"}
 
 
 def _runtime_class(name: str):
@@ -83,7 +84,7 @@ def backend(spec) -> Backend:
         cls = _runtime_class(cls)
     if cls is None:
         raise BackendUnavailable(
-            f"unknown backend {spec!r}: expected one of CPU, CUDA[:n], ROCM[:n], METAL, CL, WEBGPU, INTERP")
+            f"unknown backend {spec!r}: expected one of CPU, CUDA[:n], ROCM[:n], METAL, CL, WEBGPU, INTERP, JAX[:n]")
     if cls is CPU:
         return CPU(threads=int(arg)) if arg else CPU()
     if cls.__name__ == "OpenCL":
@@ -117,7 +118,7 @@ class BackendInfo(dict):
 
 
 DEV_NAMES = {"CUDA": "CUDA", "ROCm": "ROCM", "Metal": "METAL", "OpenCL": "CL", "WebGPU": "WEBGPU",
-             "CPU": "CPU", "INTERP": "INTERP"}
+             "CPU": "CPU", "INTERP": "INTERP", "JAX": "JAX"}
 
 
 def available_devs() -> list:
@@ -128,7 +129,7 @@ def available_devs() -> list:
 def backends() -> BackendInfo:
     """What is available on this machine and, for the rest, why not and how to get it."""
     info = BackendInfo()
-    for name in ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP"):
+    for name in ("CUDA", "ROCm", "Metal", "OpenCL", "WebGPU", "CPU", "INTERP", "JAX"):
         try:
             cls = (_runtime_class(name) if name in _RUNTIME_CLASSES else
                    _interpreter_class() if name == "INTERP" else globals()[name])

@@ -420,7 +420,13 @@ def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backen
     ``autodiff``: ``"vjp"`` (default) differentiates in reverse mode through the adjoint
     kernel (``jax.custom_vjp``: ``jax.grad``, also under ``jax.vmap``; JAX refuses
     ``jax.jvp``); ``"jvp"`` in forward mode through the tangent kernel (``jax.custom_jvp``:
-    ``jax.jvp``, ``jax.jacfwd``, and ``jax.grad`` by transposing the tangent kernel into the
+    ``jax.jvp`` and ``jax.grad`` by transposing the tangent kernel into the
     adjoint kernel), but derivatives then cannot be batched by ``jax.vmap`` (JAX has no
     batching rule for the ``linear_call`` that pairs the two kernels)."""
     return JaxKernel(kernel, outputs, ndrange, workgroupsize, backend, autodiff)
+
+
+# The other route of SPEC section 11: the kernel lowered to JAX operations (tinykernels.jax_raise).
+from tinykernels.jax_raise import RaisedKernel, raise_kernel  # noqa: E402
+
+__all__ += ["raise_kernel", "RaisedKernel"]

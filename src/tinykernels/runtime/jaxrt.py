@@ -1,0 +1,267 @@
+"""The JAX backend: ``tk.JAX()`` (``DEV=JAX``) runs kernels raised into JAX operations.
+
+A kernel specialization is lowered as for every backend, then raised
+(:mod:`tinykernels.codegen.jaxraise`) into a function of JAX arrays vectorized over the work
+items, compiled once per argument signature, launch geometry and scalar values with
+``jax.jit`` and run on JAX's default device (or ``tk.JAX(device=n)``: ``jax.devices()[n]``).
+Arrays (:class:`JaxArray`) hold a JAX array; a launch replaces the arrays it writes with the
+function's results (a functional update), so a ``tk.Array`` keeps its identity across
+launches. The same raised function is what :func:`tinykernels.jax.raise_kernel` returns,
+for use inside JAX programs.
+
+64-bit types: the raised code runs under ``jax.enable_x64(True)``, so int64/uint64/float64
+arrays and values are exact whatever ``jax_enable_x64`` says (docs/jax.md).
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+
+from .. import dtypes as D
+from ..errors import LaunchError
+from ..tracebacks import USER_ERRORS, prepare as filtered
+from .base import RECORDERS, Backend, KernelInstance
+from .hostarray import Array
+from .device import DeviceArray, c_strides, is_host_array, same_shape
+from .streams import Event, completed_event
+
+
+def _jax():
+    import jax
+    return jax
+
+
+class JAX(Backend):
+    """Kernels raised into JAX operations (any device XLA supports), vectorized over the
+    work items. ``device``: an index into ``jax.devices()`` (default: JAX's default device)."""
+    name = "JAX"
+    dev = "JAX"
+    is_host = False
+    supports_float64 = True
+    max_workgroupsize = 1024
+
+    def __init__(self, device: int | None = None):
+        self.device = None if device is None else int(device)
+
+    def key(self) -> tuple:
+        return ("JAX", self.device)
+
+    def __repr__(self) -> str:
+        return "tk.JAX()" if self.device is None else f"tk.JAX(device={self.device})"
+
+    @staticmethod
+    def available() -> tuple[bool, str]:
+        if importlib.util.find_spec("jax") is None:
+            return False, "jax is not installed: pip install jax"
+        return True, "kernels raised into JAX operations (jax.jit on JAX's default device)"
+
+    def supports(self, dtype) -> bool:
+        return D.from_any(dtype) is not None
+
+    def jax_device(self):
+        """The JAX device arrays are placed on (None: JAX's default)."""
+        if self.device is None:
+            return None
+        devs = _jax().devices()
+        if not 0 <= self.device < len(devs):
+            raise LaunchError(f"tk.JAX(device={self.device}): JAX has {len(devs)} device(s)")
+        return devs[self.device]
+
+    def array_from_host(self, h: np.ndarray) -> "JaxArray":
+        return JaxArray(self, _put(self, np.ascontiguousarray(h)))
+
+    def copy(self, dst, src, stream=None) -> Event:
+        def job():
+            if isinstance(dst, JaxArray):
+                if isinstance(src, JaxArray):
+                    same_shape(dst, src)
+                    with _jax().enable_x64(True):
+                        dst._data = src._data.astype(dst.dtype)
+                else:
+                    h = np.asarray(src.numpy() if isinstance(src, Array) else src)
+                    same_shape(dst, h)
+                    dst._data = _put(self, h.astype(dst.dtype, copy=False))
+            else:
+                from .hostarray import as_host_ndarray
+                h = as_host_ndarray(dst)
+                same_shape(h, src)
+                np.copyto(h, src.numpy(), casting="same_kind")
+        if stream is None:
+            job()
+            return completed_event()
+        return stream.submit(job)
+
+
+def _put(backend: JAX, h: np.ndarray):
+    jax = _jax()
+    with jax.enable_x64(True):
+        dev = backend.jax_device()
+        return jax.device_put(h, dev) if dev is not None else jax.numpy.asarray(h)
+
+
+class JaxArray(DeviceArray):
+    """A tk.Array holding a JAX array (C-contiguous; launches replace ``_data``)."""
+    __slots__ = ("_data",)
+
+    def __init__(self, backend: JAX, data):
+        self._host = None
+        self._backend = backend
+        self._data = data
+        self._shape, self._dtype = tuple(data.shape), np.dtype(data.dtype)
+
+    @property
+    def jax(self):
+        """The current JAX array (immutable: a later launch that writes this tk.Array replaces it)."""
+        return self._data
+
+    @property
+    def strides(self):
+        return c_strides(self._shape, self._dtype)
+
+    @property
+    def ptr(self) -> int:
+        raise AttributeError("a tk.Array on the JAX backend has no address; use .numpy() or .jax")
+
+    @property
+    def is_contiguous(self) -> bool:
+        return True
+
+    def numpy(self) -> np.ndarray:
+        """A host copy."""
+        return np.array(self._data)
+
+    @property
+    def __array_interface__(self):
+        raise AttributeError("a tk.Array on the JAX backend has no host address; use .numpy()")
+
+    def __dlpack__(self, **kw):
+        return self._data.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+
+class JaxKernelInstance(KernelInstance):
+    """A kernel on the JAX backend: one jitted raised function per argument signature,
+    geometry and scalar values."""
+
+    def __init__(self, kernel, backend, wg) -> None:
+        super().__init__(kernel, backend, wg)
+        self._raised: dict = {}
+
+    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+        if RECORDERS:
+            return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
+        try:
+            return self._launch(args, ndrange, workgroupsize, stream)
+        except USER_ERRORS as e:
+            raise filtered(e)
+
+    def _normalize(self, a, name, kind):
+        if isinstance(a, JaxArray):
+            if a.backend != self.backend:
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
+                                  f"not on {self.backend!r}")
+            return a
+        if kind != "constexpr" and is_host_array(a):
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' is a host array; the JAX backend "
+                              "needs its arrays: tk.asarray(x, backend=tk.JAX())")
+        return super()._normalize(a, name, kind)
+
+    def raised(self, norm, geom, ndim, ranges, wg):
+        """The :class:`~tinykernels.codegen.jaxraise.Raised` kernel of this specialization
+        (lowered and checked once per argument signature)."""
+        key = (tuple(_sig(a, kind) for a, (_, kind) in zip(norm, self.kernel.params)), ndim, wg)
+        r = self._raised.get(key)
+        if r is None:
+            with self._lock:
+                r = self._raised.get(key)
+                if r is None:
+                    r = self._raised[key] = raise_ir(self._ir(norm, geom, ndim, ranges, wg))
+        return r
+
+    def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
+        from .launchcheck import check_launch
+        from .base import launch_checks
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        if total == 0:
+            return completed_event()
+        r = self.raised(norm, geom, ndim, ranges, wg)
+        if not hasattr(r, "checks"):
+            r.checks = launch_checks(self.kernel, r.k, norm)
+        check_launch(self.name, r.checks, norm, geom, ndim)
+        arrays = [(name, a) for a, (name, kind) in zip(norm, self.kernel.params) if isinstance(a, JaxArray)]
+        scalars = tuple((name, type(a).__name__, a) for a, (name, kind) in zip(norm, self.kernel.params)
+                        if kind != "constexpr" and not isinstance(a, JaxArray))
+        fkey = (tuple((n, a.shape, a.dtype.str) for n, a in arrays), geom, ndim, wg, scalars)
+        fn = r.jitted.get(fkey)
+        if fn is None:
+            fn = r.jitted[fkey] = _jit(r, [n for n, _ in arrays], dict((n, v) for n, _, v in scalars),
+                                       geometry(geom, ndim, wg, self.kernel.unsafe_indices))
+        by_name = dict(arrays)
+
+        def job():
+            outs = fn(*[a._data for _, a in arrays])
+            for name, val in outs.items():
+                by_name[name]._data = val
+        if stream is None:
+            job()
+            return completed_event()
+        if getattr(stream, "backend", self.backend) != self.backend:
+            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        return stream.submit(job)
+
+    def source(self, *args, ndrange, workgroupsize=None) -> str:
+        raise NotImplementedError(f"kernel '{self.name}': the JAX backend generates no source (it raises the IR "
+                                  "into JAX operations); use jax.jit(...).lower(...).as_text() on "
+                                  "tinykernels.jax.raise_kernel for the StableHLO")
+
+
+JAX.instance_class = JaxKernelInstance
+
+
+def _sig(a, kind):
+    if kind == "constexpr":
+        return ("C", type(a).__name__, a)
+    if isinstance(a, (JaxArray, np.ndarray)):
+        return ("A", a.dtype.str, a.ndim)
+    if isinstance(a, np.generic):
+        return ("S", a.dtype.str)
+    if isinstance(a, int) and not isinstance(a, bool):
+        return ("int", a >= 1 << 63)
+    return (type(a).__name__,)
+
+
+def raise_ir(ir):
+    """Check where the kernel's barriers stand and raise its IR (a ``Raised`` with a jit cache)."""
+    from ..codegen.jaxraise import Raised
+    from ..passes.uniformity import check_barriers, uniform_vars
+    u = uniform_vars(ir.body, ir.locals)
+    check_barriers(ir, u)
+    r = Raised(ir, u)
+    r.jitted = {}
+    return r
+
+
+def geometry(geom, ndim, wg, unsafe: bool):
+    """The raised code's :class:`~tinykernels.codegen.jaxraise.Geometry` of a launch."""
+    from ..codegen.jaxraise import Geometry
+    starts = [geom[3 * d] for d in range(ndim)]
+    counts = [geom[3 * d + 1] for d in range(ndim)]
+    steps = [geom[3 * d + 2] for d in range(ndim)]
+    return Geometry(counts, starts, steps, wg, unsafe)
+
+
+def _jit(r, names: list, scalars: dict, g):
+    """``r`` under ``jax.jit`` for one launch's array names, scalar values and geometry."""
+    jax = _jax()
+
+    def f(*arrays):
+        return r.run(dict(zip(names, arrays)), scalars, g)
+    jf = jax.jit(f)
+
+    def call(*arrays):
+        with jax.enable_x64(True):
+            return jf(*arrays)
+    return call
