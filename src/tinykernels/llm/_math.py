@@ -26,19 +26,18 @@ P5 = 5.0000001201e-1
 
 
 @tk.func
-def pow2_f32(k):
-    """``2.0 ** k`` as float32, exactly, for an int32 ``k`` in [-96, 95]: ``2 ** (k mod 32)``
-    from an integer shift, times ``2 ** (32 * (k >> 5))`` assembled from the bits of
-    ``h = (k >> 5) + 3`` (0..5) by arithmetic, not selects (GCC merges a chain of selects into
-    a many-way branch it does not vectorize). Each factor is exact: ``2**-96 + 4 * 2**30``
-    rounds to ``2**32``, ``1 + 2**32`` to ``2**32``; every partial product is a normal power
-    of two, so the products are exact in any order."""
-    lo = tk.float32(tk.uint32(1) << tk.uint32(k & 31))
-    h = (k >> 5) + 3
-    f2 = tk.float32(h & 4) * tk.float32(1073741824.0) + tk.float32(1.2621774483536189e-29)  # 2**32 or 2**-96
-    f0 = tk.float32(h & 1) * tk.float32(4294967296.0) + tk.float32(1.0)                    # 2**32 or 1
-    f1 = tk.float32(h & 2) * tk.float32(9.223372036854776e+18) + tk.float32(1.0)           # 2**64 or 1
-    return lo * (f2 * f0 * f1)
+def pow2_f32(m):
+    """``2.0 ** m`` as float32, exactly, for an int32 ``m`` in [-128, 127], from integer
+    shifts and exact products only (the language has no bit casts): ``2 ** (m mod 32)`` from
+    a shift, times ``G ** 8`` where ``G = 2 ** (4 * (m >> 5))`` also comes from a shift (every
+    square is an exact power of two; ``2**-128`` is a subnormal, still exact). No selects
+    (GCC merges a chain of selects into a many-way branch it does not vectorize), and every
+    shift count is masked with ``& 31`` so the C code has no range test around the shift."""
+    lo = tk.float32(tk.uint32(1) << tk.uint32(m & 31))
+    g = tk.float32(tk.uint32(1) << tk.uint32((((m >> 5) + 4) << 2) & 31)) * tk.float32(1.52587890625e-05)   # * 2**-16
+    g = g * g
+    g = g * g
+    return lo * (g * g)
 
 
 @tk.func
@@ -63,11 +62,13 @@ def exp_f32(x):
     p = ((((tk.float32(P0) * r + tk.float32(P1)) * r + tk.float32(P2)) * r + tk.float32(P3)) * r
          + tk.float32(P4)) * r + tk.float32(P5)
     y = ((r * r) * p + r) + tk.float32(1.0)
-    a = ni >> 1
-    # y * 2**a is exact (a >= -75 keeps it normal); the second factor rounds once, to a
-    # subnormal, a normal or inf
-    return (y * pow2_f32(a)) * pow2_f32(ni - a)
-
+    # 2**ni = 2**e * 2**mm with mm in the normal exponents [-126, 127] and e in [-24, 1]:
+    # y * 2**e is exact (a normal float), the second product rounds once (to a subnormal, a
+    # normal or inf)
+    mm = min(max(ni, -126), 127)
+    e = ni - mm
+    y = y * (tk.float32(tk.uint32(1) << tk.uint32((e + 24) & 31)) * tk.float32(5.9604644775390625e-08))   # 2**e
+    return y * pow2_f32(mm)
 
 @tk.func
 def exp(x, poly):

@@ -58,9 +58,9 @@ def visible(i, Sq, Sk, causal):
 
 @tk.func
 def dot_lanes(qp, off, K, b, kh, row, lanes, D):
-    """``sum_d qp[off + d] * K[b, kh, row, d]`` in float32 as LANES interleaved partial sums
-    (lane u adds the terms d with d % LANES == u, in order; the lanes are then added in
-    order): a loop over contiguous memory the C compiler vectorizes without reassociating."""
+    """``sum_d qp[off + d] * K[b, kh, row, d]`` in float32 as LANES (16) interleaved partial
+    sums (lane u adds the terms d with d % LANES == u, in order; the lanes are then added as a
+    tree): a loop over contiguous memory the C compiler vectorizes without reassociating."""
     D0 = D - D % LANES
     for u in range(LANES):
         lanes[u] = tk.float32(0)
@@ -69,10 +69,15 @@ def dot_lanes(qp, off, K, b, kh, row, lanes, D):
             lanes[u] += qp[off + d0 + u] * tk.float32(K[b, kh, row, d0 + u])
     for d in range(D0, D):
         lanes[d - D0] += qp[off + d] * tk.float32(K[b, kh, row, d])
-    s = lanes[0]
-    for u in range(1, LANES):
-        s += lanes[u]
-    return s
+    # the lanes combine as a tree (8 + 8, 4 + 4, 2 + 2, 1 + 1): vector adds, where a left
+    # to right sum is a chain of 15 dependent scalar adds per score
+    for u in range(8):
+        lanes[u] += lanes[u + 8]
+    for u in range(4):
+        lanes[u] += lanes[u + 4]
+    for u in range(2):
+        lanes[u] += lanes[u + 2]
+    return lanes[0] + lanes[1]
 
 
 @tk.func
