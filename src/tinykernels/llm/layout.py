@@ -82,6 +82,21 @@ def _transpose2d(out, x: tk.Const):
         out[oi, oj] = tile[lj, li]
 
 
+@tk.kernel
+def _transpose_tiles(out, x: tk.Const):
+    """Host shape of :func:`_transpose2d` (CPU, interpreter): one work item per (TILE, TILE)
+    tile, copied directly (no local memory, no barrier): the tile's source rows and its
+    destination rows stay in the L1 cache while it is copied."""
+    ti, tj = tk.index(tk.Global, tk.Cartesian)
+    i0 = ti * TILE
+    j0 = tj * TILE
+    ni = min(TILE, x.shape[0] - i0)
+    nj = min(TILE, x.shape[1] - j0)
+    for jj in range(nj):
+        for ii in range(ni):
+            out[j0 + jj, i0 + ii] = x[i0 + ii, j0 + jj]
+
+
 @tk.func
 def pick(k, c0, c1, c2, c3):
     if k == 0:
@@ -198,7 +213,9 @@ def transpose(x, axes=None, out=None, stream=None):
     out = C.output(out, fn, x, oshape, dt, backend)
     if 0 in shape:
         return out
-    if axes == (1, 0):
+    if axes == (1, 0) and C.row_group(backend, shape[1]) == 1:
+        C.launch(_transpose_tiles, backend, (out, x), (-(-shape[0] // TILE), -(-shape[1] // TILE)), stream=stream)
+    elif axes == (1, 0):
         grid = (-(-shape[0] // TILE) * TILE, -(-shape[1] // TILE) * TILE)
         C.launch(_transpose2d, backend, (out, x), grid, (TILE, TILE), stream)
     else:
