@@ -118,14 +118,12 @@ def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr
         put_axis(out, ax, c0, c1, c2, c3, l, e / s)
 
 
-@tk.kernel
-def _sum_lanes(out, x, L, inner, ax: tk.constexpr, acc_dt: tk.constexpr):
-    """The host shape of :func:`_sum`: ``LANES`` partial sums (as ``_softmax_lanes``) of
-    dtype ``acc_dt`` (float64 for float64, else float32)."""
-    r = tk.index()
+@tk.func
+def sum_lanes(acc, out, x, r, L, inner, ax):
+    """Row ``r``'s sum in the ``LANES`` partial sums ``acc`` (as ``_softmax_lanes``), combined in
+    lane order and stored in ``out``."""
     c0, c1, c2, c3 = row_start(x, r, L, inner)
     full = L - L % LANES
-    acc = tk.private(acc_dt, (LANES,))
     for j in range(LANES):
         acc[j] = 0
     for l0 in range(0, full, LANES):
@@ -138,6 +136,18 @@ def _sum_lanes(out, x, L, inner, ax: tk.constexpr, acc_dt: tk.constexpr):
         s += acc[j]
     o0, o1, o2, o3 = unflat4(out, r)
     st4(out, o0, o1, o2, o3, s)
+
+
+@tk.kernel
+def _sum_lanes(out, x, L, inner, ax: tk.constexpr):
+    """The host shape of :func:`_sum`, float32 partial sums (float32, float16, bfloat16)."""
+    sum_lanes(tk.private(tk.float32, (LANES,)), out, x, tk.index(), L, inner, ax)
+
+
+@tk.kernel
+def _sum_lanes64(out, x, L, inner, ax: tk.constexpr):
+    """The host shape of :func:`_sum` for float64, float64 partial sums."""
+    sum_lanes(tk.private(tk.float64, (LANES,)), out, x, tk.index(), L, inner, ax)
 
 
 @tk.kernel
@@ -204,8 +214,8 @@ def sum(x, axis: int, out=None, stream=None):
     rows, L, inner, ax4 = _split(shape, ax)
     o = C.view(out, (1,)) if rows and not oshape else out
     if rows and C.row_group(backend, L) == 1:
-        acc_dt = tk.float64 if dt == np.float64 else tk.float32
-        C.launch(_sum_lanes, backend, (o, x, L, inner, ax4, acc_dt), rows, stream=stream)
+        C.launch(_sum_lanes64 if dt == np.float64 else _sum_lanes, backend, (o, x, L, inner, ax4), rows,
+                 stream=stream)
     elif rows:
         C.launch_rows(_sum, backend, (o, x, L, inner, ax4), rows, C.row_group(backend, L), stream)
     return out
