@@ -271,6 +271,38 @@ def _gemm_q8_0(out, data: tk.Const, bm: tk.Const):
 
 
 @tk.kernel
+def _gemm_rows_q(out, data: tk.Const, bm: tk.Const, q8: tk.constexpr):
+    """Host shape of the fused quantized GEMM (N <= FUSED_MAX_N): one work item per row of
+    ``a``; each block is decoded once (scale, then 32 weights, as the GEMV) and multiplies the
+    N contiguous values ``bm[k, :]`` of each of its weights, so the weights are read once for
+    all N columns. Column ``n`` sums its terms in increasing ``k``."""
+    i = tk.index()
+    N = bm.shape[1]
+    acc = tk.private(tk.float32, (FUSED_MAX_N,))
+    w = tk.private(tk.float32, (32,))
+    for n in range(N):
+        acc[n] = tk.float32(0)
+    bb = 34 if q8 else 18
+    for b in range(data.shape[1] // bb):
+        base = b * bb
+        d = half_at(data, i, base)
+        if q8:
+            for j in range(32):
+                w[j] = q8_0_at(data, i, base, j, d)
+        else:
+            for j in range(16):
+                w0, w1 = q4_0_pair(data, i, base, j, d)
+                w[j] = w0
+                w[j + 16] = w1
+        o = b * 32
+        for j in range(32):
+            for n in range(N):
+                acc[n] += w[j] * bm[o + j, n]
+    for n in range(N):
+        out[i, n] = acc[n]
+
+
+@tk.kernel
 def _gemm_f32(out, a: tk.Const, bm: tk.Const):
     """C = A @ B in TILE x TILE tiles staged through local memory; the ndrange is the output
     shape rounded up to whole tiles, items past the edge load zeros and store nothing."""
@@ -352,6 +384,8 @@ def matmul(a, b, out=None, stream=None):
     qtype = a.qtype if quant else None
     if len(bs) == 1:
         _gemv(qtype, amat, b, out, backend, stream)
+    elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N and _host_backend(backend):
+        C.launch(_gemm_rows_q, backend, (out, amat, b, qtype == "q8_0"), m, stream=stream)
     elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N:
         C.launch(_FUSED_GEMM[qtype], backend, (out, amat, b), oshape, stream=stream)
     else:
