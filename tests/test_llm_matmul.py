@@ -176,6 +176,7 @@ def _kernel_launches():
                   (mm._GROUP_GEMV[q], (out1, data[q], x), 4 * g, g)]
     for q, kern in mm._FUSED_GEMM.items():
         cases.append((kern, (np.zeros((4, 3), f32), data[q], bm), (4, 3), None))
+        cases.append((mm._gemm_rows_q, (np.zeros((4, 3), f32), data[q], bm, q == "q8_0"), 4, None))
     return cases
 
 

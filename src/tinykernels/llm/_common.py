@@ -131,6 +131,12 @@ FLOATS = ("float32", "float16", "bfloat16", "float64")
 
 MAX_RANK = 4
 
+LANES = 16
+"""Partial results per row in the host (one work item per row) shapes of the row-wise
+reductions: lane ``j`` takes the elements ``l`` with ``l % LANES == j``, so the inner loop
+over the lanes is one SIMD register of float32 (AVX-512; two with AVX2) that the C compiler
+vectorizes without reassociating a sum. The lanes are combined in order at the end."""
+
 # Row-wise reductions: the number of work items that share one row. ``None``: by backend
 # (one item per row on the CPU and the interpreter, where a plain loop over the row is
 # fastest; a workgroup per row elsewhere). Tests set it to force one shape everywhere.

@@ -29,6 +29,7 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
+from ._math import exp as _exp, use_poly
 
 __all__ = ["flash_attention", "flash_decode"]
 
@@ -58,9 +59,9 @@ def visible(i, Sq, Sk, causal):
 
 @tk.func
 def dot_lanes(qp, off, K, b, kh, row, lanes, D):
-    """``sum_d qp[off + d] * K[b, kh, row, d]`` in float32 as LANES interleaved partial sums
-    (lane u adds the terms d with d % LANES == u, in order; the lanes are then added in
-    order): a loop over contiguous memory the C compiler vectorizes without reassociating."""
+    """``sum_d qp[off + d] * K[b, kh, row, d]`` in float32 as LANES (16) interleaved partial
+    sums (lane u adds the terms d with d % LANES == u, in order; the lanes are then added as a
+    tree): a loop over contiguous memory the C compiler vectorizes without reassociating."""
     D0 = D - D % LANES
     for u in range(LANES):
         lanes[u] = tk.float32(0)
@@ -69,10 +70,15 @@ def dot_lanes(qp, off, K, b, kh, row, lanes, D):
             lanes[u] += qp[off + d0 + u] * tk.float32(K[b, kh, row, d0 + u])
     for d in range(D0, D):
         lanes[d - D0] += qp[off + d] * tk.float32(K[b, kh, row, d])
-    s = lanes[0]
-    for u in range(1, LANES):
-        s += lanes[u]
-    return s
+    # the lanes combine as a tree (8 + 8, 4 + 4, 2 + 2, 1 + 1): vector adds, where a left
+    # to right sum is a chain of 15 dependent scalar adds per score
+    for u in range(8):
+        lanes[u] += lanes[u + 8]
+    for u in range(4):
+        lanes[u] += lanes[u + 4]
+    for u in range(2):
+        lanes[u] += lanes[u + 2]
+    return lanes[0] + lanes[1]
 
 
 @tk.func
@@ -85,8 +91,11 @@ def finish(acc_d, l):
 
 
 @tk.kernel
-def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.constexpr, D: tk.constexpr):
-    """Host shape: ndrange (batch * heads, Sq), one query row per item."""
+def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.constexpr, D: tk.constexpr,
+             poly: tk.constexpr):
+    """Host shape: ndrange (batch * heads, Sq), one query row per item. A tile's scores become
+    probabilities in one loop (the exponentials vectorize with ``poly``, see ``_math``)
+    before the loop that accumulates ``p * v``."""
     bh, i = tk.index(tk.Global, tk.Cartesian)
     H = q.shape[1]
     b = bh // H
@@ -110,12 +119,14 @@ def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.const
         for jj in range(t):
             sc[jj] = sc[jj] * scale
             mt = max(mt, sc[jj])
-        corr = math.exp(m - mt)
+        corr = _exp(m - mt, poly)
         l = l * corr
         for d in range(D):
             acc[d] = acc[d] * corr
         for jj in range(t):
-            p = math.exp(sc[jj] - mt)
+            sc[jj] = _exp(sc[jj] - mt, poly)
+        for jj in range(t):
+            p = sc[jj]
             l += p
             for d in range(D):
                 acc[d] += p * tk.float32(v[b, kh, j0 + jj, d])
@@ -190,7 +201,7 @@ def _fa_tiles(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
 
 @tk.kernel
 def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.Const, n_int, scale, chunk,
-             use_arr: tk.constexpr, direct: tk.constexpr, D: tk.constexpr, G: tk.constexpr):
+             use_arr: tk.constexpr, direct: tk.constexpr, D: tk.constexpr, G: tk.constexpr, poly: tk.constexpr):
     """ndrange (batch * q_heads / G, chunks): item (r, c) serves the G query heads
     ``hg*G .. hg*G + G - 1`` (``r = b * (q_heads / G) + hg``; they share one KV head, whose
     rows are read once for all G) over keys [c*chunk, (c+1)*chunk). ``direct`` (one chunk):
@@ -234,12 +245,13 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
             for jj in range(t):
                 sc[g * KT + jj] = sc[g * KT + jj] * scale
                 mt = max(mt, sc[g * KT + jj])
-            corr = math.exp(m[g] - mt)
+            corr = _exp(m[g] - mt, poly)
             l[g] = l[g] * corr
             for d in range(D):
                 acc[g * D + d] = acc[g * D + d] * corr
             for jj in range(t):
-                sc[g * KT + jj] = math.exp(sc[g * KT + jj] - mt)
+                sc[g * KT + jj] = _exp(sc[g * KT + jj] - mt, poly)
+            for jj in range(t):
                 l[g] += sc[g * KT + jj]
             m[g] = mt
         for jj in range(t):
@@ -358,7 +370,8 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
         from .elementwise import fill
         return fill(out, 0.0, stream=stream)
     if _use_rows(backend, D):
-        C.launch(_fa_rows, backend, (out, q, k, v, sc, bool(causal), D), (B * H, Sq), stream=stream)
+        C.launch(_fa_rows, backend, (out, q, k, v, sc, bool(causal), D, use_poly(backend, np.float32)), (B * H, Sq),
+                 stream=stream)
     else:
         bq = min(C.row_group(backend, Sq), BQ_MAX) if SHAPE is None else BQ_MAX
         bk = max(1, min(32, LOCAL_BYTES // (8 * D)))
@@ -437,12 +450,14 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
     chunk = -(-L // nc)
     lens = kv_len if arr_len else q
     if nc == 1:
-        C.launch(_fd_part, backend, (out, out, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, True, D, G),
+        C.launch(_fd_part, backend, (out, out, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, True, D, G,
+                                     use_poly(backend, np.float32)),
                  (B * H // G, 1), stream=stream)
         return out
     part = C.new_like(None, (B * H, nc, D), np.float32, backend)
     ml = C.new_like(None, (B * H, nc, 2), np.float32, backend)
-    C.launch(_fd_part, backend, (part, ml, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, False, D, G),
+    C.launch(_fd_part, backend, (part, ml, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, False, D, G,
+                                 use_poly(backend, np.float32)),
              (B * H // G, nc), stream=stream)
     C.launch(_fd_merge, backend, (out, part, ml), (B * H, D), stream=stream)
     return out

@@ -19,6 +19,7 @@ import tinykernels as tk
 
 from . import _common as C
 from ._index import ld4, ldb4, rows3, st4
+from ._math import exp as _exp, use_poly
 
 __all__ = ["add", "sub", "mul", "div", "pow", "tanh_grad", "exp", "log", "sin", "cos", "tanh", "sqrt",
            "rsqrt", "fill", "cast"]
@@ -30,7 +31,7 @@ EXP, LOG, SIN, COS, TANH, SQRT, RSQRT, COPY = 0, 1, 2, 3, 4, 5, 6, 7
 
 
 @tk.func
-def _binop(x, y, op):
+def _binop(x, y, op, poly):
     if op == ADD:
         return x + y
     elif op == SUB:
@@ -45,36 +46,39 @@ def _binop(x, y, op):
         t = math.tanh(x)
         return (1 - t * t) * y
     else:
+        if poly:
+            return x * (1 / (1 + _exp(-x, poly))) * y
         return x * tk.sigmoid(x) * y
 
 
 @tk.kernel
 def _binary(out, a, b, sa, sb, op: tk.constexpr, a_last1: tk.constexpr, b_last1: tk.constexpr,
-            b_scalar: tk.constexpr, scaled: tk.constexpr):
+            b_scalar: tk.constexpr, scaled: tk.constexpr, poly: tk.constexpr):
     """out = op(a * sa, b * sb) with broadcasting (``*_last1``: that operand's last extent is 1;
-    ``b_scalar``: b is a scalar argument; ``scaled``: apply sa/sb, in float32)."""
+    ``b_scalar``: b is a scalar argument; ``scaled``: apply sa/sb, in float32; ``poly``: the
+    vectorizable float32 exp of ``_math``)."""
     r, j = tk.index(tk.Global, tk.Cartesian)
     c0, c1, c2 = rows3(out, r)
     x = ldb4(a, c0, c1, c2, 0 if a_last1 else j)
     if scaled:
         x = tk.float32(x) * sa
     if b_scalar:
-        st4(out, c0, c1, c2, j, _binop(x, b, op))
+        st4(out, c0, c1, c2, j, _binop(x, b, op, poly))
     else:
         y = ldb4(b, c0, c1, c2, 0 if b_last1 else j)
         if scaled:
             y = tk.float32(y) * sb
-        st4(out, c0, c1, c2, j, _binop(x, y, op))
+        st4(out, c0, c1, c2, j, _binop(x, y, op, poly))
 
 
 @tk.kernel
-def _unary(out, a, op: tk.constexpr):
+def _unary(out, a, op: tk.constexpr, poly: tk.constexpr):
     """out = op(a), same shape; COPY converts to out's dtype."""
     r, j = tk.index(tk.Global, tk.Cartesian)
     c0, c1, c2 = rows3(out, r)
     x = ld4(a, c0, c1, c2, j)
     if op == EXP:
-        st4(out, c0, c1, c2, j, math.exp(x))
+        st4(out, c0, c1, c2, j, _exp(x, poly))
     elif op == LOG:
         st4(out, c0, c1, c2, j, math.log(x))
     elif op == SIN:
@@ -134,7 +138,8 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     if 0 in shape:
         return out
     sa, sb = (float(scales[0]), float(scales[1])) if scales is not None else (1.0, 1.0)
-    C.launch(_binary, backend, (out, a, b, sa, sb, op, a_last1, b_last1, sb_shape is None, scales is not None),
+    C.launch(_binary, backend, (out, a, b, sa, sb, op, a_last1, b_last1, sb_shape is None, scales is not None,
+                                     op == SWIGLU and use_poly(backend, dt)),
              _grid(shape), stream=stream)
     return out
 
@@ -146,7 +151,7 @@ def _unary_call(fn: str, op: int, x, out=None, stream=None):
     dt = C.require_float(x, fn, "x", backend)
     out = C.output(out, fn, x, shape, dt, backend)
     if 0 not in shape:
-        C.launch(_unary, backend, (out, x, op), _grid(shape), stream=stream)
+        C.launch(_unary, backend, (out, x, op, op == EXP and use_poly(backend, dt)), _grid(shape), stream=stream)
     return out
 
 
@@ -247,5 +252,5 @@ def cast(x, dtype, out=None, stream=None):
     C.require(backend.supports(target.name), "cast", "dtype", f"{target} is not supported on {backend!r}")
     out = C.output(out, "cast", x, shape, target, backend)
     if 0 not in shape:
-        C.launch(_unary, backend, (out, x, COPY), _grid(shape), stream=stream)
+        C.launch(_unary, backend, (out, x, COPY, False), _grid(shape), stream=stream)
     return out

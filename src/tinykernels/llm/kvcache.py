@@ -12,7 +12,7 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
-from ._index import ld4, rows3, st4
+from ._index import dims4, ld4, rows3, st4
 from .rope import check_counter
 
 __all__ = ["kv_append", "new_counter", "counter_add", "counter_set"]
@@ -26,6 +26,19 @@ def _append(cache, rows, pos, guard: tk.constexpr):
     p = c2 + pos[0]
     if not guard or p < cache.shape[cache.ndim - 2]:
         st4(cache, c0, c1, p, j, ld4(rows, c0, c1, c2, j))
+
+
+@tk.kernel
+def _append_rows(cache, rows, pos, guard: tk.constexpr):
+    """Host shape of :func:`_append` (CPU, interpreter): one work item per row, the position
+    test once per row and a unit-stride copy loop the C compiler vectorizes."""
+    r = tk.index()
+    c0, c1, c2 = rows3(rows, r)
+    n0, n1, n2, D = dims4(rows)
+    p = c2 + pos[0]
+    if not guard or p < cache.shape[cache.ndim - 2]:
+        for j in range(D):
+            st4(cache, c0, c1, p, j, ld4(rows, c0, c1, c2, j))
 
 
 @tk.kernel
@@ -89,6 +102,9 @@ def kv_append(cache, rows, counter, stream=None):
               f"shape {rs} does not fit cache shape {cs} (expected {cs[:-2] + ('n', cs[-1])})")
     check_counter(fn, "counter", counter)
     n = int(np.prod(rs[:-1], dtype=np.int64))
-    if n and rs[-1]:
-        C.launch(_append, backend, (cache, rows, counter, not C.is_debug(backend)), (n, rs[-1]), stream=stream)
+    args = (cache, rows, counter, not C.is_debug(backend))
+    if n and rs[-1] and C.row_group(backend, rs[-1]) == 1:
+        C.launch(_append_rows, backend, args, n, stream=stream)
+    elif n and rs[-1]:
+        C.launch(_append, backend, args, (n, rs[-1]), stream=stream)
     return cache

@@ -51,6 +51,20 @@ def _gather(out, table: tk.Const, idx: tk.Const, guard: tk.constexpr):
         out[n, j] = table[t, j]
 
 
+@tk.kernel
+def _gather_rows(out, table: tk.Const, idx: tk.Const, guard: tk.constexpr):
+    """Host shape of :func:`_gather` (CPU, interpreter): one work item per output row, the
+    index test once per row and a unit-stride copy loop the C compiler vectorizes."""
+    n = tk.index()
+    t = idx[n]
+    if guard and (t < 0 or t >= table.shape[0]):
+        for j in range(out.shape[1]):
+            out[n, j] = out.dtype(0)
+    else:
+        for j in range(out.shape[1]):
+            out[n, j] = table[t, j]
+
+
 @tk.kernel(unsafe_indices=True)
 def _transpose2d(out, x: tk.Const):
     """out = x.T through a (TILE, TILE + 1) tile: both the read and the write are along rows."""
@@ -66,6 +80,21 @@ def _transpose2d(out, x: tk.Const):
     oj = gi * TILE + lj
     if oi < out.shape[0] and oj < out.shape[1]:
         out[oi, oj] = tile[lj, li]
+
+
+@tk.kernel
+def _transpose_tiles(out, x: tk.Const):
+    """Host shape of :func:`_transpose2d` (CPU, interpreter): one work item per (TILE, TILE)
+    tile, copied directly (no local memory, no barrier): the tile's source rows and its
+    destination rows stay in the L1 cache while it is copied."""
+    ti, tj = tk.index(tk.Global, tk.Cartesian)
+    i0 = ti * TILE
+    j0 = tj * TILE
+    ni = min(TILE, x.shape[0] - i0)
+    nj = min(TILE, x.shape[1] - j0)
+    for jj in range(nj):
+        for ii in range(ni):
+            out[j0 + jj, i0 + ii] = x[i0 + ii, j0 + jj]
 
 
 @tk.func
@@ -104,6 +133,24 @@ def _repeat(out, x: tk.Const, reps, ax: tk.constexpr):
     st4(out, c0, c1, c2, j, v)
 
 
+@tk.kernel
+def _repeat_rows(out, x: tk.Const, reps, ax: tk.constexpr):
+    """Host shape of :func:`_repeat` for a leading axis (``ax < 3``): one work item per output
+    row, its source row found once, then a unit-stride copy loop."""
+    r = tk.index()
+    c0, c1, c2 = rows3(out, r)
+    n0, n1, n2, D = dims4(out)
+    if ax == 0:
+        c0 = c0 // reps
+    elif ax == 1:
+        c1 = c1 // reps
+    else:
+        c2 = c2 // reps
+    o0, o1, o2 = rows3(out, r)
+    for j in range(D):
+        st4(out, o0, o1, o2, j, ld4(x, c0, c1, c2, j))
+
+
 def _grid(shape):
     return (int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1]))
 
@@ -139,7 +186,11 @@ def gather(table, indices, out=None, stream=None):
     C.require(backend.supports(dt.name), fn, "table", f"dtype {dt} is not supported on {backend!r}")
     out = C.output(out, fn, table, (N, D), dt, backend)
     if N and D:
-        C.launch(_gather, backend, (out, table, indices, not C.is_debug(backend)), (N, D), stream=stream)
+        args = (out, table, indices, not C.is_debug(backend))
+        if C.row_group(backend, D) == 1:
+            C.launch(_gather_rows, backend, args, N, stream=stream)
+        else:
+            C.launch(_gather, backend, args, (N, D), stream=stream)
     return out
 
 
@@ -162,7 +213,9 @@ def transpose(x, axes=None, out=None, stream=None):
     out = C.output(out, fn, x, oshape, dt, backend)
     if 0 in shape:
         return out
-    if axes == (1, 0):
+    if axes == (1, 0) and C.row_group(backend, shape[1]) == 1:
+        C.launch(_transpose_tiles, backend, (out, x), (-(-shape[0] // TILE), -(-shape[1] // TILE)), stream=stream)
+    elif axes == (1, 0):
         grid = (-(-shape[0] // TILE) * TILE, -(-shape[1] // TILE) * TILE)
         C.launch(_transpose2d, backend, (out, x), grid, (TILE, TILE), stream)
     else:
@@ -196,5 +249,9 @@ def repeat(x, repeats: int, axis=None, out=None, stream=None):
     oshape = shape[:axis] + (shape[axis] * int(repeats),) + shape[axis + 1:]
     out = C.output(out, fn, x, oshape, dt, backend)
     if 0 not in oshape:
-        C.launch(_repeat, backend, (out, x, int(repeats), axis + 4 - n), _grid(oshape), stream=stream)
+        ax4 = axis + 4 - n
+        if ax4 < 3 and C.row_group(backend, oshape[-1]) == 1:
+            C.launch(_repeat_rows, backend, (out, x, int(repeats), ax4), _grid(oshape)[0], stream=stream)
+        else:
+            C.launch(_repeat, backend, (out, x, int(repeats), ax4), _grid(oshape), stream=stream)
     return out

@@ -29,6 +29,7 @@ __all__ = ["matmul"]
 LANES = 32          # partial sums per row on the host backends
 GROUP = 64          # work items per row on GPUs
 TILE = 16           # float GEMM tile
+CHUNK = 8           # blocks whose scales a host GEMV decodes before their weights
 FUSED_MAX_N = 8     # fused quantized GEMM up to this many columns; beyond, dequantize + GEMM
 
 
@@ -50,20 +51,51 @@ def q8_0_at(data, r, base, j, d):
 
 # ----------------------------------------------------------------------------- host GEMV (row per item)
 
+@tk.func
+def q4_0_block_dot(acc, data, r, b, d, x):
+    """acc[j] += w[j] * x[32 b + j] for the 32 weights of Q4_0 block ``b`` of row ``r``: the
+    nibbles first into 32 integers (two 16-trip loops), then one 32-trip loop the C compiler
+    vectorizes like the Q8_0 one (measured 5x the loop that decodes and accumulates in one)."""
+    base = b * 18 + 2
+    o = b * 32
+    q = tk.private(tk.int32, (32,))
+    for j in range(16):
+        v = tk.int32(data[r, base + j])
+        q[j] = (v & 15) - 8
+        q[j + 16] = (v >> 4) - 8
+    for j in range(32):
+        acc[j] += d * tk.float32(q[j]) * x[o + j]
+
+
+@tk.func
+def q8_0_block_dot(acc, data, r, b, d, x):
+    """acc[j] += w[j] * x[32 b + j] for the 32 weights of Q8_0 block ``b`` of row ``r``."""
+    base = b * 34
+    o = b * 32
+    for j in range(32):
+        acc[j] += q8_0_at(data, r, base, j, d) * x[o + j]
+
+
 @tk.kernel
 def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
+    """One work item per row, ``LANES`` partial sums (lane ``j``: weights ``k % 32 == j``).
+    Blocks go in chunks of ``CHUNK``: first the chunk's float16 scales (a loop with selects),
+    then the chunk's weights, a loop nest without control flow whose inner loops the C
+    compiler vectorizes."""
     r = tk.index()
     acc = tk.private(tk.float32, (32,))
+    ds = tk.private(tk.float32, (CHUNK,))
     for j in range(32):
         acc[j] = tk.float32(0)
-    for b in range(data.shape[1] // 18):
-        base = b * 18
-        d = half_at(data, r, base)
-        o = b * 32
-        for j in range(16):
-            w0, w1 = q4_0_pair(data, r, base, j, d)
-            acc[j] += w0 * x[o + j]
-            acc[j + 16] += w1 * x[o + j + 16]
+    nb = data.shape[1] // 18
+    full = nb - nb % CHUNK
+    for b0 in range(0, full, CHUNK):
+        for t in range(CHUNK):
+            ds[t] = half_at(data, r, (b0 + t) * 18)
+        for t in range(CHUNK):
+            q4_0_block_dot(acc, data, r, b0 + t, ds[t], x)
+    for b in range(full, nb):
+        q4_0_block_dot(acc, data, r, b, half_at(data, r, b * 18), x)
     s = tk.float32(0)
     for j in range(32):
         s += acc[j]
@@ -72,16 +104,21 @@ def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
 
 @tk.kernel
 def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
+    """As :func:`_gemv_rows_q4_0`, for Q8_0 blocks."""
     r = tk.index()
     acc = tk.private(tk.float32, (32,))
+    ds = tk.private(tk.float32, (CHUNK,))
     for j in range(32):
         acc[j] = tk.float32(0)
-    for b in range(data.shape[1] // 34):
-        base = b * 34
-        d = half_at(data, r, base)
-        o = b * 32
-        for j in range(32):
-            acc[j] += q8_0_at(data, r, base, j, d) * x[o + j]
+    nb = data.shape[1] // 34
+    full = nb - nb % CHUNK
+    for b0 in range(0, full, CHUNK):
+        for t in range(CHUNK):
+            ds[t] = half_at(data, r, (b0 + t) * 34)
+        for t in range(CHUNK):
+            q8_0_block_dot(acc, data, r, b0 + t, ds[t], x)
+    for b in range(full, nb):
+        q8_0_block_dot(acc, data, r, b, half_at(data, r, b * 34), x)
     s = tk.float32(0)
     for j in range(32):
         s += acc[j]
@@ -234,6 +271,38 @@ def _gemm_q8_0(out, data: tk.Const, bm: tk.Const):
 
 
 @tk.kernel
+def _gemm_rows_q(out, data: tk.Const, bm: tk.Const, q8: tk.constexpr):
+    """Host shape of the fused quantized GEMM (N <= FUSED_MAX_N): one work item per row of
+    ``a``; each block is decoded once (scale, then 32 weights, as the GEMV) and multiplies the
+    N contiguous values ``bm[k, :]`` of each of its weights, so the weights are read once for
+    all N columns. Column ``n`` sums its terms in increasing ``k``."""
+    i = tk.index()
+    N = bm.shape[1]
+    acc = tk.private(tk.float32, (FUSED_MAX_N,))
+    w = tk.private(tk.float32, (32,))
+    for n in range(N):
+        acc[n] = tk.float32(0)
+    bb = 34 if q8 else 18
+    for b in range(data.shape[1] // bb):
+        base = b * bb
+        d = half_at(data, i, base)
+        if q8:
+            for j in range(32):
+                w[j] = q8_0_at(data, i, base, j, d)
+        else:
+            for j in range(16):
+                w0, w1 = q4_0_pair(data, i, base, j, d)
+                w[j] = w0
+                w[j + 16] = w1
+        o = b * 32
+        for j in range(32):
+            for n in range(N):
+                acc[n] += w[j] * bm[o + j, n]
+    for n in range(N):
+        out[i, n] = acc[n]
+
+
+@tk.kernel
 def _gemm_f32(out, a: tk.Const, bm: tk.Const):
     """C = A @ B in TILE x TILE tiles staged through local memory; the ndrange is the output
     shape rounded up to whole tiles, items past the edge load zeros and store nothing."""
@@ -315,6 +384,8 @@ def matmul(a, b, out=None, stream=None):
     qtype = a.qtype if quant else None
     if len(bs) == 1:
         _gemv(qtype, amat, b, out, backend, stream)
+    elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N and _host_backend(backend):
+        C.launch(_gemm_rows_q, backend, (out, amat, b, qtype == "q8_0"), m, stream=stream)
     elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N:
         C.launch(_FUSED_GEMM[qtype], backend, (out, amat, b), oshape, stream=stream)
     else:

@@ -24,14 +24,42 @@ __all__ = ["rms_norm", "rms_norm_add", "qk_norm_rope"]
 PLAIN, RESIDUAL_FIRST, RESIDUAL_AFTER = 0, 1, 2
 
 
+LANES = C.LANES
+
+
+@tk.func
+def sumsq_lanes(x, c0, c1, c2, D):
+    """The float32 sum of squares of row (c0, c1, c2) by one work item: ``LANES`` partial sums
+    (lane ``t`` takes the elements ``k`` with ``k % LANES == t``; the C compiler vectorizes
+    the loop over the lanes without reassociating), combined in order."""
+    part = tk.private(tk.float32, (LANES,))
+    for t in range(LANES):
+        part[t] = tk.float32(0)
+    full = D - D % LANES
+    for k0 in range(0, full, LANES):
+        for t in range(LANES):
+            v = tk.float32(ld4(x, c0, c1, c2, k0 + t))
+            part[t] += v * v
+    for k in range(full, D):
+        v = tk.float32(ld4(x, c0, c1, c2, k))
+        part[k - full] += v * v
+    acc = tk.float32(0)
+    for t in range(LANES):
+        acc += part[t]
+    return acc
+
+
 @tk.func
 def sumsq(x, c0, c1, c2, D, lid, W):
-    """This item's float32 sum of squares of its share of row (c0, c1, c2), reduced over the group."""
+    """The float32 sum of squares of row (c0, c1, c2) by a group of ``W`` items: each item sums
+    its share, then a ``group_reduce`` (``W == 1``: :func:`sumsq_lanes`)."""
     acc = tk.float32(0)
-    for j in range(lid, D, W):
-        v = tk.float32(ld4(x, c0, c1, c2, j))
-        acc += v * v
-    if W > 1:
+    if W == 1:
+        acc = sumsq_lanes(x, c0, c1, c2, D)
+    else:
+        for j in range(lid, D, W):
+            v = tk.float32(ld4(x, c0, c1, c2, j))
+            acc += v * v
         acc = tk.group_reduce(acc, "add")
     return acc
 
@@ -55,6 +83,34 @@ def _rms(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: 
     if want_scale and lid == 0:
         st4(scale_out, 0, c0, c1, c2, inv)
     for j in range(lid, D, W):
+        if mode == RESIDUAL_FIRST:
+            v = tk.float32(ld4(s_out, c0, c1, c2, j))
+        else:
+            v = tk.float32(ld4(x, c0, c1, c2, j))
+        y = v * inv * tk.float32(w[j])
+        if mode == RESIDUAL_AFTER:
+            y = y + tk.float32(ld4(res, c0, c1, c2, j))
+        st4(out, c0, c1, c2, j, y)
+
+
+@tk.kernel
+def _rms_rows(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr):
+    """The host shape of :func:`_rms` (CPU, interpreter): one work item per row, a flat
+    ndrange (unit-stride loops over the row that the C compiler vectorizes; the sum of
+    squares in ``LANES`` partial sums, see :func:`sumsq_lanes`)."""
+    r = tk.index()
+    c0, c1, c2 = rows3(x, r)
+    n0, n1, n2, D = dims4(x)
+    if mode == RESIDUAL_FIRST:
+        for j in range(D):
+            st4(s_out, c0, c1, c2, j, ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j))
+        acc = sumsq_lanes(s_out, c0, c1, c2, D)
+    else:
+        acc = sumsq_lanes(x, c0, c1, c2, D)
+    inv = 1 / math.sqrt(acc / D + eps)
+    if want_scale:
+        st4(scale_out, 0, c0, c1, c2, inv)
+    for j in range(D):
         if mode == RESIDUAL_FIRST:
             v = tk.float32(ld4(s_out, c0, c1, c2, j))
         else:
@@ -126,7 +182,11 @@ def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, s
         sc = C.view(scale, (1,)) if scale is not None and len(shape) == 1 else scale
         args = (out, s_out if s_out is not None else x, sc if sc is not None else w, x,
                 residual if residual is not None else x, w, float(eps), mode, scale is not None)
-        C.launch_rows(_rms, backend, args, rows, C.row_group(backend, shape[-1]), stream)
+        group = C.row_group(backend, shape[-1])
+        if group == 1:
+            C.launch(_rms_rows, backend, args, rows, stream=stream)
+        else:
+            C.launch_rows(_rms, backend, args, rows, group, stream)
     res = (out,) + ((s_out,) if s_out is not None else ()) + ((scale,) if scale is not None else ())
     return res[0] if len(res) == 1 else res
 

@@ -18,7 +18,7 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
-from ._index import ld4, rows3, st4
+from ._index import dims4, ld4, rows3, st4
 
 __all__ = ["rope", "rope_at"]
 
@@ -52,6 +52,34 @@ def _rope(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.conste
         st4(out, c0, c1, c2, k + h, x2 * c + x1 * s)
     else:
         j = k + h
+        st4(out, c0, c1, c2, j, ld4(x, c0, c1, c2, j))
+
+
+@tk.kernel
+def _rope_rows(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.constexpr):
+    """Host shape (CPU, interpreter): one work item per row of x, unit-stride loops over the
+    pairs and over the copied dims (which the C compiler vectorizes; the item-per-element
+    shape has a branch between rotating and copying in its inner loop). In place is fine:
+    each pair is read before it is written."""
+    r = tk.index()
+    c0, c1, c2 = rows3(x, r)
+    n0, n1, n2, D = dims4(x)
+    h = cos.shape[1]
+    p = c2 + offset
+    if use_pos:
+        p += pos[0]
+    if not guard or p < cos.shape[0]:
+        for k in range(h):
+            c = tk.float32(cos[p, k])
+            s = tk.float32(sin[p, k])
+            x1 = tk.float32(ld4(x, c0, c1, c2, k))
+            x2 = tk.float32(ld4(x, c0, c1, c2, k + h))
+            st4(out, c0, c1, c2, k, x1 * c - x2 * s)
+            st4(out, c0, c1, c2, k + h, x2 * c + x1 * s)
+    else:
+        for k in range(2 * h):
+            st4(out, c0, c1, c2, k, tk.float32(math.nan))
+    for j in range(2 * h, D):
         st4(out, c0, c1, c2, j, ld4(x, c0, c1, c2, j))
 
 
@@ -92,10 +120,11 @@ def _rope_call(fn, x, cos, sin, pos, offset, out, stream):
         check_counter(fn, "pos_counter", pos)
     out = C.output(out, fn, x, shape, dt, backend)
     rows = int(np.prod(shape[:-1], dtype=np.int64))
-    if rows:
-        C.launch(_rope, backend, (out, x, cos, sin, cos if pos is None else pos, int(offset), pos is not None,
-                                  not C.is_debug(backend)),
-                 (rows, shape[-1] - h), stream=stream)
+    args = (out, x, cos, sin, cos if pos is None else pos, int(offset), pos is not None, not C.is_debug(backend))
+    if rows and C.row_group(backend, shape[-1]) == 1:
+        C.launch(_rope_rows, backend, args, rows, stream=stream)
+    elif rows:
+        C.launch(_rope, backend, args, (rows, shape[-1] - h), stream=stream)
     return out
 
 

@@ -15,6 +15,9 @@ import tinykernels as tk
 
 from . import _common as C
 from ._index import ld4, st4, unflat4
+from ._math import exp as _exp, use_poly
+
+LANES = C.LANES
 
 __all__ = ["softmax", "sum"]
 
@@ -71,6 +74,83 @@ def _softmax(out, x, scale, L, inner, ax: tk.constexpr):
 
 
 @tk.kernel
+def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr, stash: tk.constexpr):
+    """The host shape (CPU, interpreter): one work item per row, each pass over the row keeping
+    ``LANES`` partial results (lane ``j`` takes the elements ``l`` with ``l % LANES == j``),
+    a loop the C compiler vectorizes without reassociating anything. ``stash``: ``out`` holds
+    float32, so the second pass stores ``exp(x * scale - m)`` there and the third divides it
+    in place instead of computing the exponential again."""
+    r = tk.index()
+    c0, c1, c2, c3 = row_start(x, r, L, inner)
+    full = L - L % LANES
+    acc = tk.private(tk.float32, (LANES,))
+    for j in range(LANES):
+        acc[j] = tk.float32(-math.inf)
+    for l0 in range(0, full, LANES):
+        for j in range(LANES):
+            acc[j] = max(acc[j], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale)
+    for l in range(full, L):
+        acc[l - full] = max(acc[l - full], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale)
+    m = tk.float32(-math.inf)
+    for j in range(LANES):
+        m = max(m, acc[j])
+    for j in range(LANES):
+        acc[j] = tk.float32(0)
+    for l0 in range(0, full, LANES):
+        for j in range(LANES):
+            e = _exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale - m, poly)
+            acc[j] += e
+            if stash:
+                put_axis(out, ax, c0, c1, c2, c3, l0 + j, e)
+    for l in range(full, L):
+        e = _exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
+        acc[l - full] += e
+        if stash:
+            put_axis(out, ax, c0, c1, c2, c3, l, e)
+    s = tk.float32(0)
+    for j in range(LANES):
+        s += acc[j]
+    for l in range(L):
+        if stash:
+            e = tk.float32(at_axis(out, ax, c0, c1, c2, c3, l))
+        else:
+            e = _exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
+        put_axis(out, ax, c0, c1, c2, c3, l, e / s)
+
+
+@tk.func
+def sum_lanes(acc, out, x, r, L, inner, ax):
+    """Row ``r``'s sum in the ``LANES`` partial sums ``acc`` (as ``_softmax_lanes``), combined in
+    lane order and stored in ``out``."""
+    c0, c1, c2, c3 = row_start(x, r, L, inner)
+    full = L - L % LANES
+    for j in range(LANES):
+        acc[j] = 0
+    for l0 in range(0, full, LANES):
+        for j in range(LANES):
+            acc[j] += at_axis(x, ax, c0, c1, c2, c3, l0 + j)
+    for l in range(full, L):
+        acc[l - full] += at_axis(x, ax, c0, c1, c2, c3, l)
+    s = acc[0]
+    for j in range(1, LANES):
+        s += acc[j]
+    o0, o1, o2, o3 = unflat4(out, r)
+    st4(out, o0, o1, o2, o3, s)
+
+
+@tk.kernel
+def _sum_lanes(out, x, L, inner, ax: tk.constexpr):
+    """The host shape of :func:`_sum`, float32 partial sums (float32, float16, bfloat16)."""
+    sum_lanes(tk.private(tk.float32, (LANES,)), out, x, tk.index(), L, inner, ax)
+
+
+@tk.kernel
+def _sum_lanes64(out, x, L, inner, ax: tk.constexpr):
+    """The host shape of :func:`_sum` for float64, float64 partial sums."""
+    sum_lanes(tk.private(tk.float64, (LANES,)), out, x, tk.index(), L, inner, ax)
+
+
+@tk.kernel
 def _sum(out, x, L, inner, ax: tk.constexpr):
     r = tk.index(tk.Global, tk.Cartesian)[0]
     lid = tk.index(tk.Local, tk.Linear)
@@ -112,7 +192,11 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
               "scale", f"expected a Python float, got {type(scale).__name__}")
     out = C.output(out, fn, x, shape, dt, backend)
     rows, L, inner, ax4 = _split(shape, ax)
-    if L:
+    if L and C.row_group(backend, L) == 1:
+        stash = C.dtype_of(out) == np.float32
+        C.launch(_softmax_lanes, backend, (out, x, float(scale), L, inner, ax4, use_poly(backend, dt), stash), rows,
+                 stream=stream)
+    elif L:
         C.launch_rows(_softmax, backend, (out, x, float(scale), L, inner, ax4), rows, C.row_group(backend, L), stream)
     return out
 
@@ -128,7 +212,10 @@ def sum(x, axis: int, out=None, stream=None):
     oshape = shape[:ax] + shape[ax + 1:]
     out = C.output(out, fn, x, oshape, dt, backend)
     rows, L, inner, ax4 = _split(shape, ax)
-    if rows:
-        o = C.view(out, (1,)) if not oshape else out
+    o = C.view(out, (1,)) if rows and not oshape else out
+    if rows and C.row_group(backend, L) == 1:
+        C.launch(_sum_lanes64 if dt == np.float64 else _sum_lanes, backend, (o, x, L, inner, ax4), rows,
+                 stream=stream)
+    elif rows:
         C.launch_rows(_sum, backend, (o, x, L, inner, ax4), rows, C.row_group(backend, L), stream)
     return out

@@ -1,0 +1,119 @@
+"""tinykernels.llm's CPU fast paths: the vectorizable float32 exp (``_math.exp_f32``) against
+NumPy in float64 (<= 1 ulp over the whole float32 range, specials exact), the branch-free
+float16 decoder of the quantized blocks (every one of the 65536 bit patterns), the host
+GEMV's chunked block loop at every remainder, and that llm.exp / llm.swiglu on the CPU
+compute with exp_f32 (the scalar libm ``expf`` kept their loops from vectorizing)."""
+import importlib
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels import llm
+from llm_helpers import backends, dev
+
+M = importlib.import_module("tinykernels.llm._math")
+Q = importlib.import_module("tinykernels.llm.quant")
+MM = importlib.import_module("tinykernels.llm.matmul")
+
+
+@tk.kernel
+def _exp_k(out, x):
+    i = tk.index()
+    out[i] = M.exp_f32(x[i])
+
+
+@tk.kernel
+def _half_k(out, data):
+    i = tk.index()
+    out[i] = Q.half_at(data, 0, 2 * i)
+
+
+def _run(kernel, be, out, *ins):
+    """Launch ``kernel(out, *ins)`` over ``out.size`` items on backend ``be`` (NumPy arrays on
+    the CPU, tk.Arrays elsewhere); returns out as NumPy."""
+    b = dev(be)
+    if be == "CPU":
+        kernel(b)(out, *ins, ndrange=out.size)
+        return out
+    g = tk.asarray(out, backend=b)
+    kernel(b)(g, *(tk.asarray(a, backend=b) for a in ins), ndrange=out.size)
+    return g.numpy()
+
+
+def _ulps(a, b):
+    """|a - b| in float32 ulps (bit distance of same-signed values; both finite or equal infs)."""
+    return np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32).astype(np.int64))
+
+
+def _exp_inputs(n):
+    rng = np.random.default_rng(5)
+    specials = np.array([0.0, -0.0, 1e-30, -1e-30, 1.0, -1.0, 88.72283, 88.72284, 89.0, 104.0, 1e30, -87.33655,
+                         -87.34, -103.27, -103.28, -103.97, -104.0, -105.0, -1e30, np.inf, -np.inf], np.float32)
+    return np.concatenate([np.linspace(-110, 95, n, dtype=np.float32), specials,
+                           (rng.standard_normal(n // 2) * 30).astype(np.float32)])
+
+
+@pytest.mark.parametrize("be", backends()[:2])          # CPU (compiled C) and the interpreter
+def test_exp_f32_within_one_ulp_everywhere(be):
+    x = _exp_inputs(400_001 if be == "CPU" else 4001)
+    got = _run(_exp_k, be, np.empty_like(x), x)
+    with np.errstate(over="ignore", under="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)      # correctly rounded float32
+    assert (_ulps(got, want) <= 1).all(), x[_ulps(got, want) > 1][:5]
+    assert got[x == np.inf][0] == np.inf and got[x == -np.inf][0] == 0 and got[x == 1e30][0] == np.inf
+    nan = np.array([np.nan, -np.nan], np.float32)
+    out = _run(_exp_k, be, np.empty_like(nan), nan)
+    assert np.isnan(out).all()
+
+
+@tk.kernel
+def _swiglu_k(out, a, b):
+    i = tk.index()
+    out[i] = a[i] * (1 / (1 + M.exp_f32(-a[i]))) * b[i]
+
+
+def test_cpu_exp_and_swiglu_use_exp_f32():
+    """llm.exp and llm.swiglu on the CPU compute with exp_f32 (bit for bit), not the C
+    library's scalar expf (one call per element, which kept the loops from vectorizing);
+    float64 and the interpreter keep math.exp."""
+    x = _exp_inputs(20001)
+    y = np.random.default_rng(6).standard_normal(x.size).astype(np.float32)
+    want = _run(_exp_k, "CPU", np.empty_like(x), x)
+    assert np.array_equal(llm.exp(x).view(np.uint32), want.view(np.uint32))
+    with np.errstate(all="ignore"):
+        want = _run(_swiglu_k, "CPU", np.empty_like(x), x, y)
+    got = llm.swiglu(x, y)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(got[~np.isnan(got)].view(np.uint32), want[~np.isnan(want)].view(np.uint32))
+    assert M.use_poly(tk.CPU(), np.float32) and M.use_poly(tk.CPU(), np.float16)
+    assert not M.use_poly(tk.CPU(), np.float64) and not M.use_poly(tk.Interpreter(), np.float32)
+
+
+@pytest.mark.parametrize("be", backends()[:2])
+def test_half_at_decodes_every_float16(be):
+    """Every float16 bit pattern (zeros, subnormals, normals, infs, NaNs) decodes to the
+    float32 NumPy gives."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    data = bits.astype("<u2").view(np.uint8).reshape(1, -1).copy()
+    out = _run(_half_k, be, np.empty(bits.size, np.float32), data)
+    want = bits.view(np.float16).astype(np.float32)
+    nan = np.isnan(want)
+    assert (np.isnan(out) == nan).all()
+    assert np.array_equal(out[~nan].view(np.uint32), want[~nan].view(np.uint32))   # -0.0 too
+
+
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("blocks", [1, MM.CHUNK - 1, MM.CHUNK, MM.CHUNK + 1, 3 * MM.CHUNK + 5])
+def test_host_gemv_every_chunk_remainder(qtype, blocks):
+    """The host GEMV decodes CHUNK block scales at a time, then a tail: every remainder
+    multiplies by exactly dequantize(a) (float32 sums in 32 lanes, within the sum bound)."""
+    rng = np.random.default_rng(blocks)
+    k = 32 * blocks
+    a = llm.quantize(rng.standard_normal((7, k)).astype(np.float32), qtype)
+    x = rng.standard_normal(k).astype(np.float32)
+    w64 = llm.dequantize(a).astype(np.float64)
+    got = llm.matmul(a, x)
+    ref = w64 @ x
+    bound = (k + 2) * 2.0 ** -24 * (np.abs(w64) @ np.abs(x.astype(np.float64)))
+    assert (np.abs(got - ref) <= bound).all()
