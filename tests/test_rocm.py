@@ -2,10 +2,12 @@
 
 * Renderer unit tests (always run): the wavefront size (64 on CDNA, 32 on RDNA) is a
   parameter of the render, HIP's shuffles and atomics, ``kernel.source("ROCm", ...)``.
-* clang checks (no GPU; skipped where clang or the HIP headers are missing, see
-  runtime/hipclang.py): kernels compile device-only to gfx90a and gfx1100 assembly; the
-  argument buffer the runtime packs matches the kernel ABI clang reports; every conformance
-  kernel compiles (and, with ``TK_HIP_COMPILE_ALL=1``, every kernel of the project's tests).
+* Compiler checks (no GPU; skipped where the tools are missing): clang compiles kernels
+  device-only to gfx90a and gfx1100 assembly (runtime/hipclang.py); the argument buffer the
+  runtime packs matches the kernel ABI clang reports; the runtime's own compile path
+  (``compile_hip``) runs on the real hiprtc of Debian's ROCm 5.2 library through
+  tests/hiprtc_ctypes.py (gfx90a, gfx1030); every conformance kernel compiles with both (and,
+  with ``TK_HIP_COMPILE_ALL=1``, every kernel of the project's tests).
 * The runtime's plumbing against a fake ``hip-python`` (always run): device properties,
   memory, copies, argument buffers, the ``extra`` launch protocol, hiprtc options and the
   disk cache, compile errors, streams, events, debug reports, DLPack. It checks the Python
@@ -27,10 +29,15 @@ from tinykernels.codegen import hip as cg
 from tinykernels.runtime import hipclang
 from tinykernels.runtime import rocm as rt
 
+import hiprtc_ctypes
+
 ROOT = Path(__file__).resolve().parents[1]
 CLANG_OK, CLANG_WHY = hipclang.hip_clang_available()
 needs_clang = pytest.mark.skipif(not CLANG_OK, reason=f"clang cannot compile HIP here: {CLANG_WHY}")
 ARCHS = hipclang.ARCHS
+HIPRTC_OK, HIPRTC_WHY = hiprtc_ctypes.available()
+needs_hiprtc = pytest.mark.skipif(not HIPRTC_OK, reason=f"no hiprtc library: {HIPRTC_WHY}")
+HIPRTC_ARCHS = ("gfx90a", "gfx1030")     # Debian's ROCm 5.2 hiprtc predates gfx1100
 
 
 def _conformance_dir():
@@ -203,7 +210,7 @@ def test_clang_errors_are_compile_errors_with_the_python_line():
     with pytest.raises(tk.CompileError) as e:
         hipclang.compile_hip_clang(src, "gfx90a", "saxpy")
     assert "clang rejected the generated HIP code for kernel 'saxpy' (gfx90a)" in str(e.value)
-    assert "a_nope" in str(e.value) and e.value.line is not None
+    assert "a_nope" in str(e.value) and e.value.line is not None and e.value.filename == __file__
 
 
 @needs_clang
@@ -227,8 +234,50 @@ def test_argument_buffer_matches_the_abi_clang_compiles(idx32):
     assert size >= offs[-1] + sizes[-1]
 
 
+# ----------------------------------------------------------------------------- real hiprtc
+
+@pytest.fixture
+def real_hiprtc(monkeypatch, tmp_path):
+    """The runtime's compile path (:func:`rt.compile_hip`) on the real hiprtc library."""
+    monkeypatch.setattr(rt, "_bindings", lambda: (None, hiprtc_ctypes.CtypesHiprtc()))
+    monkeypatch.setenv("TK_CACHE_DIR", str(tmp_path / "cache"))
+    rt.hiprtc_version.cache_clear()
+    yield
+    rt.hiprtc_version.cache_clear()
+
+
+@needs_hiprtc
+@pytest.mark.parametrize("arch", HIPRTC_ARCHS)
+def test_real_hiprtc_compiles_code_objects_for_the_device_architecture(real_hiprtc, arch):
+    i32 = np.zeros(100, np.int32)
+    srcs = [_src(collectives, i32, i32, i32, i32, ndrange=100, workgroupsize=200, arch=arch),
+            _src(collectives, *[np.zeros(100, np.float64)] * 4, ndrange=100, workgroupsize=96, arch=arch),
+            _src(atomics, np.zeros(1, np.int32), np.zeros(2, np.int64), np.zeros(1, np.uint64), _f32(1),
+                 np.zeros(2), _f32(8), ndrange=8, arch=arch),
+            _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=3 << 30, debug=True, arch=arch),
+            _src(tile_sum, _f32(4), _f32(256), ndrange=range(0, 256), workgroupsize=64, arch=arch),
+            _src(mixed, *_mixed_args(), ndrange=16, arch=arch)]
+    n0 = rt.STATS["compiles"]
+    for s in srcs:
+        assert rt.compile_hip(s, arch, "k")[:4] == b"\x7fELF"
+    assert rt.STATS["compiles"] == n0 + len(srcs)
+    assert rt.compile_hip(srcs[0], arch, "k")[:4] == b"\x7fELF" and rt.STATS["compiles"] == n0 + len(srcs)
+
+
+@needs_hiprtc
+def test_real_hiprtc_errors_are_compile_errors(real_hiprtc):
+    x = np.zeros(64, np.float32)
+    with pytest.raises(tk.CompileError, match="wavefronts of 64 lanes"):
+        rt.compile_hip(_src(collectives, x, x, x, x, ndrange=64, arch="gfx90a"), "gfx1030", "collectives")
+    bad = _src(saxpy, _f32(4), 1.0, _f32(4), ndrange=4).replace("a_y[", "a_nope[", 1)
+    with pytest.raises(tk.CompileError) as e:
+        rt.compile_hip(bad, "gfx90a", "saxpy")
+    assert "hiprtc rejected the generated HIP code for kernel 'saxpy' (gfx90a)" in str(e.value)
+    assert "a_nope" in str(e.value) and e.value.line is not None and e.value.filename == __file__
+
+
 CAPTURE = r'''
-import importlib, json, sys
+import importlib, json, os, sys
 import pytest
 import tinykernels as tk
 K = importlib.import_module("tinykernels.kernel")
@@ -239,17 +288,22 @@ def _ir(self, args, geom, ndim, ranges, wg):
     CAPS.append((self.kernel, tuple(args), geom, ndim, ranges, wg, bool(self.backend.debug)))
     return ir
 K.KernelInstance._ir = _ir
-out, archs, rootdir, paths = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4:]
+out, targets, rootdir, tests_dir, paths = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4], sys.argv[5:]
 rc = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", rootdir, *paths])
 K.KernelInstance._ir = _orig
-from tinykernels.runtime.rocm import ROCmTarget
+from tinykernels.runtime import rocm as rt
 from tinykernels.runtime.hipclang import compile_hip_clang
+if any(t.startswith("hiprtc:") for t in targets):     # the runtime's compile path on the real hiprtc
+    sys.path.insert(0, tests_dir)
+    import hiprtc_ctypes
+    rt._bindings = lambda: (None, hiprtc_ctypes.CtypesHiprtc())
 seen, results = set(), []
 for kern, args, geom, ndim, ranges, wg, debug in list(CAPS):
-    for arch in archs:
-        rec = {"kernel": kern.name, "ndim": ndim, "wg": list(wg), "debug": debug, "arch": arch}
+    for target in targets:
+        tool, arch = target.split(":")
+        rec = {"kernel": kern.name, "ndim": ndim, "wg": list(wg), "debug": debug, "target": target}
         try:
-            inst = kern(ROCmTarget(arch, debug))
+            inst = kern(rt.ROCmTarget(arch, debug))
             ir = inst._ir(args, geom, ndim, ranges, wg)
             src = inst._render(ir, ranges)[0]
         except tk.CompileError as e:    # expected only where the CPU refuses the kernel too
@@ -261,55 +315,65 @@ for kern, args, geom, ndim, ranges, wg, debug in list(CAPS):
             except tk.CompileError:
                 pass
             continue
-        if (arch, src) in seen:
+        if (target, src) in seen:
             continue
-        seen.add((arch, src))
+        seen.add((target, src))
         try:
-            compile_hip_clang(src, arch, kern.name)
+            if tool == "clang":
+                compile_hip_clang(src, arch, kern.name)
+            else:
+                rt.compile_hip(src, arch, kern.name, cache=False)
         except Exception as e:
-            rec["error"] = f"{arch}: {type(e).__name__}: {e}"
+            rec["error"] = f"{target}: {type(e).__name__}: {e}"
             rec["source"] = src
         results.append(rec)
 json.dump({"pytest_rc": int(rc), "captured": len(CAPS), "results": results}, open(out, "w"))
 '''
 
 
-def _capture_and_compile(tmp_path, rootdir, paths, archs=ARCHS):
+def _targets():
+    """clang for gfx90a and gfx1100, and the real hiprtc for gfx90a where its library is here."""
+    return [f"clang:{a}" for a in ARCHS] + (["hiprtc:gfx90a"] if HIPRTC_OK else [])
+
+
+def _capture_and_compile(tmp_path, rootdir, paths, targets):
     """Run the tests ``paths`` on the CPU, capture every kernel specialization they launch,
-    render each as HIP for ``archs`` and compile it with clang (in a subprocess)."""
+    render each as HIP for every target's architecture and compile it (in a subprocess)."""
     out = tmp_path / "compiled.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
                TK_CACHE_DIR=str(tmp_path / "cache"), TK_TEST_BACKENDS="CPU", DEV="CPU")
     env.pop("TK_DEBUG", None)
-    r = subprocess.run([sys.executable, "-c", CAPTURE, str(out), ",".join(archs), str(rootdir), *map(str, paths)],
+    r = subprocess.run([sys.executable, "-c", CAPTURE, str(out), ",".join(targets), str(rootdir),
+                        str(ROOT / "tests"), *map(str, paths)],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=3600)
     assert out.exists(), r.stdout[-3000:] + r.stderr[-3000:]
     return json.loads(out.read_text()), r
 
 
 @needs_clang
-def test_every_conformance_kernel_compiles_with_clang_for_gfx90a_and_gfx1100(tmp_path):
+def test_every_conformance_kernel_compiles_with_clang_and_hiprtc(tmp_path):
     conf = _conformance_dir()
     if conf is None:
         pytest.skip("the conformance suite (../shared/conformance) is not beside this checkout")
-    data, r = _capture_and_compile(tmp_path, conf, [conf])
+    targets = _targets()
+    data, r = _capture_and_compile(tmp_path, conf, [conf], targets)
     assert data["pytest_rc"] == 0, r.stdout[-3000:]
     results = data["results"]
     assert len(results) >= 100, f"only {len(results)} specializations captured"
     bad = [x for x in results if "error" in x]
     assert not bad, "\n\n".join(f"{x['kernel']}: {x['error'][:2000]}" for x in bad[:5])
-    print(f"\n{CLANG_WHY}: {len(results)} distinct conformance kernel sources compiled for {ARCHS}")
+    print(f"\n{CLANG_WHY}, {HIPRTC_WHY}: {len(results)} distinct conformance kernel sources compiled ({targets})")
 
 
 @needs_clang
 @pytest.mark.skipif(not os.environ.get("TK_HIP_COMPILE_ALL"), reason="set TK_HIP_COMPILE_ALL=1 (several minutes)")
-def test_every_project_test_kernel_compiles_with_clang(tmp_path):
+def test_every_project_test_kernel_compiles_with_clang_and_hiprtc(tmp_path):
     tests = [p for p in sorted((ROOT / "tests").glob("test_*.py")) if p.name not in ("test_rocm.py", "test_cuda.py")]
-    data, r = _capture_and_compile(tmp_path, ROOT, tests)
+    data, r = _capture_and_compile(tmp_path, ROOT, tests, _targets())
     assert len(data["results"]) > 100, r.stdout[-3000:]
     bad = [x for x in data["results"] if "error" in x]
-    assert not bad, "\n\n".join(f"{x['kernel']} ({x['arch']}): {x['error'][:2000]}" for x in bad[:5])
-    print(f"\n{len(data['results'])} distinct kernel sources compiled for {ARCHS}")
+    assert not bad, "\n\n".join(f"{x['kernel']} ({x['target']}): {x['error'][:2000]}" for x in bad[:5])
+    print(f"\n{len(data['results'])} distinct kernel sources compiled ({_targets()})")
 
 
 # ----------------------------------------------------------------------------- fake hip-python
@@ -383,7 +447,8 @@ class FakeHip:
 
     def hipModuleLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
         assert params is None and fn == "function"
-        cfg = list(extra)
+        assert isinstance(extra, int)                                # the address of a void *[5]
+        cfg = list((ctypes.c_void_p * 5).from_address(extra))
         assert cfg[0] == 1 and cfg[2] == 2 and cfg[4] == 3           # BUFFER_POINTER, BUFFER_SIZE, END
         size = ctypes.c_size_t.from_address(cfg[3]).value
         launch = {"grid": (gx, gy, gz), "block": (bx, by, bz), "stream": stream,

@@ -27,7 +27,7 @@ from ..errors import CompileError
 FLAGS = ("--cuda-device-only", "-nogpuinc", "-nogpulib", "-include", "__clang_hip_runtime_wrapper.h",
          "-ffp-contract=off", "-O3", "-S")
 ARCHS = ("gfx90a", "gfx1100")         # CDNA2 (wavefront 64) and RDNA3 (wavefront 32)
-_CANDIDATES = ("clang", "clang-19", "clang-18", "clang-17", "clang-16", "clang-15")
+_CANDIDATES = ("clang-19", "clang-18", "clang-17", "clang-16", "clang-15", "clang")   # gfx1100 needs LLVM 15+
 
 
 def _command(arch: str) -> list:

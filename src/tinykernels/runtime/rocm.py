@@ -668,12 +668,13 @@ def bind_args(ir, norm) -> dict:
 
 
 def launch_config(buf: bytearray) -> tuple:
-    """hipModuleLaunchKernel's ``extra``: (the ``void *[5]`` array, what keeps it alive)."""
+    """hipModuleLaunchKernel's ``extra``: (the address of the ``void *[5]`` array
+    {BUFFER_POINTER, &buf, BUFFER_SIZE, &size, END}, what keeps it and ``buf`` alive)."""
     data = (ctypes.c_char * len(buf)).from_buffer(buf)
     size = ctypes.c_size_t(len(buf))
     cfg = (ctypes.c_void_p * 5)(_PARAM_BUFFER_POINTER, ctypes.addressof(data), _PARAM_BUFFER_SIZE,
                                 ctypes.addressof(size), _PARAM_END)
-    return cfg, (data, size)
+    return ctypes.addressof(cfg), (cfg, data, size)
 
 
 def grid_dims(geom, ndim: int, wg: tuple) -> tuple:
