@@ -114,6 +114,9 @@ def test_kernel_source_accepts_the_rocm_dev_strings():
     for dev in ("ROCm", "HIP", "AMD", "rocm:1"):
         src = saxpy.source(dev, _f32(4), 1.0, _f32(4), ndrange=4)
         assert 'extern "C" __global__ void' in src and "tk_kernel(" in src and "HIP C++ for hiprtc" in src
+    x = np.zeros(64, np.float32)
+    assert "tk_ll >> 5" in collectives.source("ROCm:gfx1100", x, x, x, x, ndrange=64)
+    assert "tk_ll >> 6" in collectives.source("HIP", x, x, x, x, ndrange=64)
 
 
 def test_wave_size_of_architectures():
