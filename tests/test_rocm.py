@@ -239,19 +239,9 @@ def test_argument_buffer_matches_the_abi_clang_compiles(idx32):
 
 # ----------------------------------------------------------------------------- real hiprtc
 
-@pytest.fixture
-def real_hiprtc(monkeypatch, tmp_path):
-    """The runtime's compile path (:func:`rt.compile_hip`) on the real hiprtc library."""
-    monkeypatch.setattr(rt, "_bindings", lambda: (None, hiprtc_ctypes.CtypesHiprtc()))
-    monkeypatch.setenv("TK_CACHE_DIR", str(tmp_path / "cache"))
-    rt.hiprtc_version.cache_clear()
-    yield
-    rt.hiprtc_version.cache_clear()
-
-
 @needs_hiprtc
 @pytest.mark.parametrize("arch", HIPRTC_ARCHS)
-def test_real_hiprtc_compiles_code_objects_for_the_device_architecture(real_hiprtc, arch):
+def test_real_hiprtc_compiles_code_objects_for_the_device_architecture(tmp_path, arch):
     i32 = np.zeros(100, np.int32)
     srcs = [_src(collectives, i32, i32, i32, i32, ndrange=100, workgroupsize=200, arch=arch),
             _src(collectives, *[np.zeros(100, np.float64)] * 4, ndrange=100, workgroupsize=96, arch=arch),
@@ -260,23 +250,25 @@ def test_real_hiprtc_compiles_code_objects_for_the_device_architecture(real_hipr
             _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=3 << 30, debug=True, arch=arch),
             _src(tile_sum, _f32(4), _f32(256), ndrange=range(0, 256), workgroupsize=64, arch=arch),
             _src(mixed, *_mixed_args(), ndrange=16, arch=arch)]
-    n0 = rt.STATS["compiles"]
-    for s in srcs:
-        assert rt.compile_hip(s, arch, "k")[:4] == b"\x7fELF"
-    assert rt.STATS["compiles"] == n0 + len(srcs)
-    assert rt.compile_hip(srcs[0], arch, "k")[:4] == b"\x7fELF" and rt.STATS["compiles"] == n0 + len(srcs)
+    jobs = [{"src": s, "arch": arch, "name": "k"} for s in srcs + srcs[:1]]   # the last: from the disk cache
+    res = hiprtc_ctypes.compile_batch(jobs, tmp_path, tmp_path / "cache")
+    assert [r.get("error") for r in res] == [None] * len(jobs)
+    assert {r["magic"] for r in res} == {"7f454c46"}                         # ELF code objects
+    assert (res[-1]["compiles"], res[-1]["disk_hits"]) == (len(srcs), 1)
+    assert len(list((tmp_path / "cache" / "rocm").rglob("*.hsaco"))) == len(srcs)
 
 
 @needs_hiprtc
-def test_real_hiprtc_errors_are_compile_errors(real_hiprtc):
+def test_real_hiprtc_errors_are_compile_errors(tmp_path):
     x = np.zeros(64, np.float32)
-    with pytest.raises(tk.CompileError, match="wavefronts of 64 lanes"):
-        rt.compile_hip(_src(collectives, x, x, x, x, ndrange=64, arch="gfx90a"), "gfx1030", "collectives")
     bad = _src(saxpy, _f32(4), 1.0, _f32(4), ndrange=4).replace("a_y[", "a_nope[", 1)
-    with pytest.raises(tk.CompileError) as e:
-        rt.compile_hip(bad, "gfx90a", "saxpy")
-    assert "hiprtc rejected the generated HIP code for kernel 'saxpy' (gfx90a)" in str(e.value)
-    assert "a_nope" in str(e.value) and e.value.line is not None and e.value.filename == __file__
+    wave, undeclared = hiprtc_ctypes.compile_batch(
+        [{"src": _src(collectives, x, x, x, x, ndrange=64, arch="gfx90a"), "arch": "gfx1030", "name": "collectives"},
+         {"src": bad, "arch": "gfx90a", "name": "saxpy"}], tmp_path, tmp_path / "cache")
+    assert not wave["ok"] and "wavefronts of 64 lanes" in wave["error"]
+    assert not undeclared["ok"] and "hiprtc rejected the generated HIP code for kernel 'saxpy' (gfx90a)" in \
+        undeclared["error"]
+    assert "a_nope" in undeclared["error"] and undeclared["filename"] == __file__ and undeclared["line"]
 
 
 CAPTURE = r'''
@@ -291,16 +283,12 @@ def _ir(self, args, geom, ndim, ranges, wg):
     CAPS.append((self.kernel, tuple(args), geom, ndim, ranges, wg, bool(self.backend.debug)))
     return ir
 K.KernelInstance._ir = _ir
-out, targets, rootdir, tests_dir, paths = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4], sys.argv[5:]
+out, targets, rootdir, paths = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4:]
 rc = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", rootdir, *paths])
 K.KernelInstance._ir = _orig
 from tinykernels.runtime import rocm as rt
 from tinykernels.runtime.hipclang import compile_hip_clang
-if any(t.startswith("hiprtc:") for t in targets):     # the runtime's compile path on the real hiprtc
-    sys.path.insert(0, tests_dir)
-    import hiprtc_ctypes
-    rt._bindings = lambda: (None, hiprtc_ctypes.CtypesHiprtc())
-seen, results = set(), []
+seen, results, hiprtc_jobs = set(), [], []
 for kern, args, geom, ndim, ranges, wg, debug in list(CAPS):
     for target in targets:
         tool, arch = target.split(":")
@@ -321,16 +309,17 @@ for kern, args, geom, ndim, ranges, wg, debug in list(CAPS):
         if (target, src) in seen:
             continue
         seen.add((target, src))
+        if tool == "hiprtc":             # compiled by the test in a child process (see hiprtc_ctypes)
+            hiprtc_jobs.append({"src": src, "arch": arch, "name": kern.name, "cache": False, "rec": rec})
+            continue
         try:
-            if tool == "clang":
-                compile_hip_clang(src, arch, kern.name)
-            else:
-                rt.compile_hip(src, arch, kern.name, cache=False)
+            compile_hip_clang(src, arch, kern.name)
         except Exception as e:
             rec["error"] = f"{target}: {type(e).__name__}: {e}"
             rec["source"] = src
         results.append(rec)
-json.dump({"pytest_rc": int(rc), "captured": len(CAPS), "results": results}, open(out, "w"))
+json.dump({"pytest_rc": int(rc), "captured": len(CAPS), "results": results, "hiprtc_jobs": hiprtc_jobs},
+          open(out, "w"))
 '''
 
 
@@ -347,10 +336,18 @@ def _capture_and_compile(tmp_path, rootdir, paths, targets):
                TK_CACHE_DIR=str(tmp_path / "cache"), TK_TEST_BACKENDS="CPU", DEV="CPU")
     env.pop("TK_DEBUG", None)
     r = subprocess.run([sys.executable, "-c", CAPTURE, str(out), ",".join(targets), str(rootdir),
-                        str(ROOT / "tests"), *map(str, paths)],
+                        *map(str, paths)],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=3600)
     assert out.exists(), r.stdout[-3000:] + r.stderr[-3000:]
-    return json.loads(out.read_text()), r
+    data = json.loads(out.read_text())
+    jobs = data.pop("hiprtc_jobs")
+    if jobs:
+        for job, res in zip(jobs, hiprtc_ctypes.compile_batch(jobs, tmp_path / "hiprtc")):
+            rec = job["rec"]
+            if not res["ok"]:
+                rec["error"], rec["source"] = f"{rec['target']}: {res['error']}", job["src"]
+            data["results"].append(rec)
+    return data, r
 
 
 @needs_clang
