@@ -781,7 +781,8 @@ class ROCmKernelInstance(DeviceKernelInstance):
         buf = arg_buffer(layout, bind_args(ir, norm), geom, err.ptr if err is not None else 0)
         cfg, keep = launch_config(buf)
         dev.activate()
-        _ok(hip.hipModuleLaunchKernel(fn, *grid, *block, 0, h_stream, None, cfg), f"hipModuleLaunchKernel of '{self.name}'")
+        _ok(hip.hipModuleLaunchKernel(fn, *grid, *block, 0, h_stream, None, cfg),
+            f"hipModuleLaunchKernel of '{self.name}'")
         del cfg, keep, buf                   # the runtime copied the arguments
         ev = ROCmEvent.record(dev, h_stream)
         if err is not None:
