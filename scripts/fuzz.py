@@ -25,7 +25,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help="first seed")
     p.add_argument("--backends", default="CPU",
                    help="comma-separated compiled backends (DEV strings): CPU,CL,CUDA; NVRTC or NVRTC:sm_80+sm_90 "
-                        "only compiles each kernel's CUDA C++ (no GPU needed)")
+                        "only compiles each kernel's CUDA C++ (no GPU needed); HIPCLANG or HIPCLANG:gfx90a+gfx1100 "
+                        "only compiles its HIP C++ with clang (no GPU needed)")
     p.add_argument("--reference", default="INTERP", help="reference backend (INTERP or INTERP:CHECK)")
     p.add_argument("--jobs", type=int, default=1,
                    help="worker processes (each kernel under --timeout); 0: in this process, without a timeout")
@@ -59,6 +60,12 @@ def main(argv=None) -> int:
         if not ok:
             print(f"NVRTC is not available ({why}); running without it", file=sys.stderr)
             backends = [b for b in backends if not b.upper().startswith("NVRTC")]
+    if any(b.upper().startswith("HIPCLANG") for b in backends):
+        from tinykernels.runtime.hipclang import hip_clang_available
+        ok, why = hip_clang_available()
+        if not ok:
+            print(f"clang cannot compile HIP here ({why}); running without HIPCLANG", file=sys.stderr)
+            backends = [b for b in backends if not b.upper().startswith("HIPCLANG")]
     if a.out:
         os.makedirs(a.out, exist_ok=True)
     logf = open(a.log, "a") if a.log else None

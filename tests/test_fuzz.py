@@ -83,6 +83,30 @@ def test_bounded_fuzz_run_compiles_cuda_with_nvrtc():
     _no_mismatch(F.fuzz(range(0, 16), ["NVRTC:sm_80+sm_90"], "INTERP", jobs=1, minimize_found=False))
 
 
+def _hipclang_ok():
+    from tinykernels.runtime.hipclang import hip_clang_available
+    return hip_clang_available()[0]
+
+
+@pytest.mark.skipif(not _hipclang_ok(), reason="clang cannot compile HIP here (clang, libamdhip64-dev)")
+def test_bounded_fuzz_run_compiles_hip_with_clang():
+    """No GPU needed: every generated kernel's HIP C++ compiles for gfx90a (wavefront 64) and
+    gfx1100 (wavefront 32)."""
+    _no_mismatch(F.fuzz(range(0, 16), ["HIPCLANG:gfx90a+gfx1100"], "INTERP", jobs=1, minimize_found=False))
+
+
+def test_a_hipclang_failure_is_a_finding(monkeypatch):
+    """A kernel clang rejects is reported as an error of the HIPCLANG target (not skipped)."""
+    from tinykernels import CompileError
+    from tinykernels.runtime import hipclang
+
+    def reject(src, arch="gfx90a", name="k"):
+        raise CompileError(f"clang rejected the generated HIP code for kernel '{name}' ({arch})", None, None, 0)
+    monkeypatch.setattr(hipclang, "compile_hip_clang", reject)
+    ms = F.check_case(F.generate(3), ["HIPCLANG:gfx942"], "INTERP")
+    assert [(m.backend, m.kind) for m in ms] == [("HIPCLANG:gfx942", "error")] and "gfx942" in ms[0].detail
+
+
 # ----------------------------------------------------------------------------- the generator
 
 def test_generation_is_reproducible_from_the_seed():

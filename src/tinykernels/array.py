@@ -119,6 +119,27 @@ def _cuda_backend_of(obj, where: str, error=LaunchError):
             from None
 
 
+_DL_ROCM = 10                  # DLPack's kDLROCM (PyTorch for ROCm, CuPy on AMD...)
+
+
+def _rocm_backend_of(obj, ordinal: int, where: str, error=LaunchError):
+    """tk.ROCm(n) for an array on ROCm device n (``error`` when that backend is unavailable)."""
+    from .errors import BackendUnavailable
+    from .runtime.rocm import ROCm
+    try:
+        return ROCm(ordinal)
+    except BackendUnavailable as e:
+        raise error(f"the {type(obj).__name__} lives on {where}, but the ROCm backend is not available: {e}") \
+            from None
+
+
+def _torch_is_hip() -> bool:
+    """Whether the loaded torch is a ROCm build (its "cuda" devices are AMD GPUs)."""
+    import sys
+    t = sys.modules.get("torch")
+    return bool(t is not None and getattr(getattr(t, "version", None), "hip", None))
+
+
 def _is_device(a) -> bool:
     return isinstance(a, Array) and a._host is None
 
@@ -176,6 +197,15 @@ def asarray(obj, backend=None) -> Array:
         if dev is not None:
             if dev.backend != backend:
                 raise ValueError(f"tk.asarray: the {type(obj).__name__} is on CUDA:{dev.backend.device}, "
+                                 f"not on {backend!r}")
+            return dev
+    if getattr(backend, "dev", None) == "ROCM" and not isinstance(obj, (np.ndarray, list, tuple, *_SCALARS)) \
+            and not isinstance(obj, Array):
+        from .runtime.rocm import as_rocm_array
+        dev = as_rocm_array(obj, backend)        # already on a ROCm device: zero-copy
+        if dev is not None:
+            if dev.backend != backend:
+                raise ValueError(f"tk.asarray: the {type(obj).__name__} is on ROCm:{dev.backend.device}, "
                                  f"not on {backend!r}")
             return dev
     if isinstance(obj, Array):
@@ -247,6 +277,10 @@ def from_dlpack(x) -> Array:
         _cuda_backend_of(x, f"DLPack device {_dl_name(dev)}", ValueError)
         from .runtime.cuda import from_dlpack as _cuda_from_dlpack
         return _cuda_from_dlpack(x)               # a zero-copy view on the CUDA device
+    if dev is not None and dev[0] == _DL_ROCM:
+        _rocm_backend_of(x, int(dev[1]), f"DLPack device {_dl_name(dev)}", ValueError)
+        from .runtime.rocm import from_dlpack as _rocm_from_dlpack
+        return _rocm_from_dlpack(x)               # a zero-copy view on the ROCm device
     if dev is not None and dev[0] not in _DL_HOST_TYPES:
         raise ValueError(f"tk.from_dlpack: the {type(x).__name__} lives on DLPack device "
                          f"{_dl_name(dev)}; only host memory (CPU) can be wrapped in this release "
@@ -317,6 +351,8 @@ def get_backend(obj):
         if _is_torch(obj):
             if obj.device.type == "cpu":
                 return _cpu()
+            if obj.device.type == "cuda" and _torch_is_hip():       # PyTorch for ROCm names AMD GPUs "cuda"
+                return _rocm_backend_of(obj, obj.device.index or 0, f"{obj.device} (ROCm)")
             if obj.device.type == "cuda":
                 return _cuda_backend_of(obj, str(obj.device))
             raise LaunchError(f"no tinykernels backend for a torch tensor on {obj.device} in this release")
@@ -326,6 +362,8 @@ def get_backend(obj):
                 return _cpu()
             if dev is not None and dev[0] in (_DL_CUDA, _DL_CUDA_MANAGED):
                 return _cuda_backend_of(obj, f"DLPack device {_dl_name(dev)}")
+            if dev is not None and dev[0] == _DL_ROCM:
+                return _rocm_backend_of(obj, int(dev[1]), f"DLPack device {_dl_name(dev)}")
             if dev is not None:
                 raise LaunchError(f"no tinykernels backend for a {type(obj).__name__} on DLPack device "
                                   f"{_dl_name(dev)} in this release")

@@ -29,21 +29,20 @@ def _gpu_unavailable(name: str, hint: str):
     return _Missing
 
 
-ROCm = _gpu_unavailable("ROCm", "not implemented yet in this release (planned: hiprtc and the HIP runtime)")
 Metal = _gpu_unavailable("Metal", "not implemented yet in this release (needs macOS with Metal)")
 
 # The device backends' classes live in their runtime modules, imported on first use (a CPU
 # user never pays for pyopencl, wgpu or the CUDA bindings' Python side): by name here, by
 # attribute (``backends.OpenCL``, ``tk.OpenCL``) through the module ``__getattr__`` below.
 _RUNTIME_CLASSES = {"OpenCL": ".runtime.opencl", "WebGPU": ".runtime.webgpu", "CUDA": ".runtime.cuda",
-                    "JAX": ".runtime.jaxrt"}
-_KINDS = {"CPU": CPU, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm, "METAL": Metal,
+                    "JAX": ".runtime.jaxrt", "ROCm": ".runtime.rocm"}
+_KINDS = {"CPU": CPU, "ROCM": "ROCm", "HIP": "ROCm", "AMD": "ROCm", "METAL": Metal,
           "CL": "OpenCL", "OPENCL": "OpenCL", "WEBGPU": "WebGPU", "WGPU": "WebGPU",
           "CUDA": "CUDA", "GPU": "CUDA", "NV": "CUDA", "JAX": "JAX"}
 
 
 def _runtime_class(name: str):
-    """The backend class ``name`` (OpenCL, WebGPU, CUDA), importing its runtime module once."""
+    """The backend class ``name`` (OpenCL, WebGPU, CUDA, ROCm), importing its runtime module once."""
     cls = globals().get(name)
     if cls is None:
         cls = getattr(importlib.import_module(_RUNTIME_CLASSES[name], __package__), name)
@@ -98,7 +97,7 @@ def backend(spec) -> Backend:
 def _default_from_env(dev: str | None) -> Backend:
     if dev:
         return backend(dev)
-    for cls in (_runtime_class("CUDA"), ROCm, Metal):
+    for cls in (_runtime_class("CUDA"), _runtime_class("ROCm"), Metal):
         if cls.available()[0]:
             return cls()
     return CPU()

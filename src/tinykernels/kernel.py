@@ -104,10 +104,15 @@ class Kernel:
 
     @api_boundary
     def source(self, backend, *args, ndrange, workgroupsize=None) -> str:
-        """The complete generated source for these arguments (no device needed)."""
+        """The complete generated source for these arguments (no device needed; ``"ROCm"``
+        renders for gfx90a, ``"ROCm:gfx1100"`` for that architecture)."""
         if isinstance(backend, str) and backend.strip().partition(":")[0].upper() in ("CUDA", "GPU", "NV"):
             from .runtime.cuda import CUDATarget     # CUDA C++ needs no GPU, only its debug setting
             backend = CUDATarget()
+        elif isinstance(backend, str) and backend.strip().partition(":")[0].upper() in ("ROCM", "HIP", "AMD"):
+            from .runtime.rocm import ROCmTarget     # HIP C++ for gfx90a, or "ROCm:gfx1100" for that one
+            arch = backend.strip().partition(":")[2]
+            backend = ROCmTarget(arch) if arch.lower().startswith("gfx") else ROCmTarget()
         return self(make_backend(backend)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
 
 

@@ -70,9 +70,10 @@ _NATIVE = {"add": "atomicAdd", "sub": "atomicSub", "min": "atomicMin", "max": "a
 
 
 @lru_cache(maxsize=None)
-def _float_atomics() -> str:
+def _float_atomics(native_f64_add: str = "__CUDA_ARCH__ >= 600") -> str:
     """Float atomics CUDA lacks, as compare-and-swap loops on the bits (global and shared
-    memory alike: CUDA's atomics take generic pointers)."""
+    memory alike: CUDA's atomics take generic pointers). ``native_f64_add``: the
+    preprocessor condition under which ``atomicAdd(double *, double)`` exists (HIP: always)."""
     out = []
     for sfx, t, u, to_t, to_u in (("f32", "float", "unsigned int", "__uint_as_float", "__float_as_uint"),
                                   ("f64", "double", "unsigned long long", "__longlong_as_double",
@@ -88,7 +89,7 @@ def _float_atomics() -> str:
         out.append(f"TK_INLINE {t} tk_atomic_exchange_{sfx}({t} *p, {t} v) {{ {q} "
                    f"return {to_t}(atomicExch(q, {to_u}(v))); }}")
     out.append("TK_INLINE double tk_atomic_add_f64(double *p, double v) {\n"
-               "#if __CUDA_ARCH__ >= 600\n    return atomicAdd(p, v);\n#else\n"
+               f"#if {native_f64_add}\n    return atomicAdd(p, v);\n#else\n"
                "    unsigned long long *q = (unsigned long long *)p; unsigned long long old = *q, prev;\n"
                "    while (1) { double o = __longlong_as_double(old); prev = atomicCAS(q, old, "
                "(unsigned long long)__double_as_longlong(o + v)); if (prev == old) return o; old = prev; }\n"
@@ -143,6 +144,12 @@ class CUDARenderer(GPURenderer):
     barrier_stmt = "__syncthreads();"
     oob_prefix = "tk_err, "
     print_formats = {"f": ("%g", "double"), "u": ("%llu", "unsigned long long"), "i": ("%lld", "long long")}
+    warp = WARP                      # lanes per warp in the collectives (HIP: the wavefront, 64 or 32)
+    mask_type = "unsigned int"       # the type of the lane masks the shuffles take
+
+    def lane_mask(self, n: int) -> str:
+        """The literal mask of the ``n`` lowest lanes."""
+        return f"{hex((1 << n) - 1)}u"
 
     # --- parameters (the runtime packs them in this order: see param_layout) ---------------
 
@@ -199,10 +206,17 @@ class CUDARenderer(GPURenderer):
     # --- atomics -------------------------------------------------------------------------------
 
     def atomic(self, e: N.Atomic) -> str:
-        d = e.array.dtype
         t = self.ctype(e.ty)
         elem = self.element(e.array, e.index)
-        args = [f"({self.ctype(d)})({self.expr(a)})" for a in e.args]
+        args = [f"({self.ctype(e.array.dtype)})({self.expr(a)})" for a in e.args]
+        call = self.atomic_call(e, elem, args)
+        chk = self.bounds_check(e.array, e.index, e.loc)
+        return f"({chk} ? {call} : ({t})0)" if chk else call
+
+    def atomic_call(self, e: N.Atomic, elem: str, args: list) -> str:
+        """The atomic operation ``e`` on the element ``elem`` with the converted ``args``."""
+        d = e.array.dtype
+        t = self.ctype(e.ty)
         op = e.op
         if d.name in ("int32", "uint32"):
             call = f"atomicCAS(&{elem}, {args[0]}, {args[1]})" if op == "cas" else f"{_NATIVE[op]}(&{elem}, {args[0]})"
@@ -235,8 +249,7 @@ class CUDARenderer(GPURenderer):
                 call = f"tk_atomic_{op}_f64(&{elem}, {', '.join(args)})"
         else:  # the frontend refuses atomics on other dtypes; keep the error at compile time
             raise NotImplementedError(f"CUDA has no atomics on {d.name}")
-        chk = self.bounds_check(e.array, e.index, e.loc)
-        return f"({chk} ? {call} : ({t})0)" if chk else call
+        return call
 
     # --- group collectives: warp shuffles, then shared memory across warps -----------------
 
@@ -254,19 +267,21 @@ class CUDARenderer(GPURenderer):
         t = self.ctype(s.ty)
         scr = self.scratch.setdefault(t, f"tk_scr{len(self.scratch)}")
         wg = _prod(self.k.workgroup)
-        nw = -(-wg // WARP)
-        last = wg - WARP * (nw - 1)                # lanes of the last (maybe partial) warp
+        W = self.warp
+        nw = -(-wg // W)
+        last = wg - W * (nw - 1)                   # lanes of the last (maybe partial) warp
         ident, comb = self.collective_parts(s)
         ident = f"(({t})({ident}))"
-        full = "0xffffffffu"
-        wmask = full if last == WARP else f"(tk_warp == {nw - 1} ? {hex((1 << last) - 1)}u : {full})"
-        wn = str(WARP) if last == WARP else f"(tk_warp == {nw - 1} ? {last} : {WARP})"
-        width = min(wg, WARP)
+        full = self.lane_mask(W)
+        wmask = full if last == W else f"(tk_warp == {nw - 1} ? {self.lane_mask(last)} : {full})"
+        wn = str(W) if last == W else f"(tk_warp == {nw - 1} ? {last} : {W})"
+        width = min(wg, W)
         top = 1 << (width - 1).bit_length() - 1 if width > 1 else 0   # largest power of 2 < width
         self.w("{")
         self.depth += 1
-        self.w(f"const int tk_lane = (int)(tk_ll & {WARP - 1}), tk_warp = (int)(tk_ll >> 5); (void)tk_warp;")
-        self.w(f"const unsigned int tk_wm = {wmask}; const int tk_wn = {wn}; (void)tk_wn;")
+        self.w(f"const int tk_lane = (int)(tk_ll & {W - 1}), tk_warp = (int)(tk_ll >> {W.bit_length() - 1}); "
+               "(void)tk_warp;")
+        self.w(f"const {self.mask_type} tk_wm = {wmask}; const int tk_wn = {wn}; (void)tk_wn;")
         self.w(f"{t} acc = tk_active ? ({t})({self.var(s.src)}) : {ident};")
         dst = self.var(s.dst)
         if s.kind == "reduce":
@@ -319,13 +334,17 @@ class CUDARenderer(GPURenderer):
         if "tk_act[" not in text.replace("bool tk_act[", ""):       # the scaffold's mask array is unused here
             body = [ln for ln in body if not ln.strip().startswith(f"{self.local_space}bool tk_act[")]
         uses_coll = any(isinstance(s, N.Collective) for s in N.walk_stmts(k.body))
+        return "\n".join(self.preamble(uses_coll)) + "\n" + "\n".join(body) + "\n"
+
+    def preamble(self, uses_coll: bool) -> list:
+        """The translation unit's text before the kernel: types, prelude, atomics, shuffles."""
+        k = self.k
         fm = " (fastmath: compile with --fmad=true)" if k.fastmath else ""
-        head = [f"/* tinykernels: CUDA C++ for NVRTC, kernel {k.name}{fm} */", _HEADER,
+        return [f"/* tinykernels: CUDA C++ for NVRTC, kernel {k.name}{fm} */", _HEADER,
                 f"typedef {'int' if k.idx32 else 'long long'} tk_idx;",
                 prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
                 portable_helpers(True), _float_atomics(), _shuffles() if uses_coll else "",
                 _DEBUG if k.debug else ""]
-        return "\n".join(head) + "\n" + "\n".join(body) + "\n"
 
 
 def param_layout(k: N.Kernel) -> list:

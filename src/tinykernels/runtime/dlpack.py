@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .device import c_strides
-from .hostarray import _DL_CUDA
+
 
 # DLPack dtype codes (dlpack.h): kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool, kDLFloat8_*
 _DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
@@ -106,14 +106,14 @@ def _dl_dtype(dtype: np.dtype) -> tuple:
 
 
 def _dlpack_capsule(a):
-    """A DLPack capsule of the device array ``a`` (on CUDA device ``a.backend.device``)."""
+    """A DLPack capsule of the device array ``a`` (on its ``__dlpack_device__``: CUDA, ROCm)."""
     mt = _DLManagedTensor()
     nd = len(a.shape)
     shape = (ctypes.c_int64 * max(nd, 1))(*a.shape)
     strides = (ctypes.c_int64 * max(nd, 1))(*[s // a.dtype.itemsize for s in a.strides])
     code, bits = _dl_dtype(a.dtype)
     mt.dl_tensor.data = a.ptr
-    mt.dl_tensor.device = _DLDevice(_DL_CUDA, a.backend.device)
+    mt.dl_tensor.device = _DLDevice(*a.__dlpack_device__())
     mt.dl_tensor.ndim = nd
     mt.dl_tensor.dtype = _DLDataType(code, bits, 1)
     mt.dl_tensor.shape = shape

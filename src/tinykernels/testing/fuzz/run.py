@@ -1,6 +1,7 @@
 """Running and checking a case: :func:`load_kernel` writes a generated module to a
 content-addressed file and loads its kernel, :func:`run_case` launches it on one backend,
-:func:`nvrtc_compile_case` is the compile-only ``NVRTC`` target, and :func:`check_case` runs the
+:func:`nvrtc_compile_case` and :func:`hipclang_compile_case` are the compile-only ``NVRTC`` and
+``HIPCLANG`` targets, and :func:`check_case` runs the
 reference and every backend and compares their outputs (:func:`compare_arrays`: bit for bit, or
 within an ulp tolerance where marked) into a list of :class:`Mismatch`.
 """
@@ -46,6 +47,38 @@ def load_kernel(source: str, kname: str):
 
 def _is_nvrtc(spec) -> bool:
     return isinstance(spec, str) and spec.upper().startswith("NVRTC")
+
+
+def _is_hipclang(spec) -> bool:
+    return isinstance(spec, str) and spec.upper().startswith("HIPCLANG")
+
+
+def is_compile_only(spec) -> bool:
+    """Whether ``spec`` names a compile-only target (NVRTC, HIPCLANG): no values to compare."""
+    return _is_nvrtc(spec) or _is_hipclang(spec)
+
+
+def compile_only_case(case: Case, spec: str) -> None:
+    """Run the compile-only target ``spec`` on ``case``."""
+    return nvrtc_compile_case(case, spec) if _is_nvrtc(spec) else hipclang_compile_case(case, spec)
+
+
+def hipclang_compile_case(case: Case, spec: str = "HIPCLANG") -> None:
+    """The compile-only target ``HIPCLANG`` / ``HIPCLANG:gfx90a+gfx1100``: render ``case`` as HIP
+    C++ for each AMD architecture (its wavefront size) and compile it device-only with the
+    system's clang (:mod:`tinykernels.runtime.hipclang`; gfx90a and gfx1100 by default). Needs no
+    GPU; the values are checked only where an AMD GPU runs the ``ROCm`` backend."""
+    from ...runtime.hipclang import ARCHS, compile_hip_clang
+    from ...runtime.rocm import ROCmTarget
+    archs = [a for a in spec.split(":", 1)[1].split("+") if a] if ":" in spec else list(ARCHS)
+    k = getattr(case, "kernel", None) or load_kernel(case.source, case.kname)
+    args, _ = make_args(case, None)
+    for arch in archs:
+        t = ROCmTarget(arch)
+        inst = k(t, case.static_wg) if case.static_wg is not None else k(t)
+        src = inst.source(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
+        compile_hip_clang(src, arch, case.kname)
+    return None
 
 
 def nvrtc_compile_case(case: Case, spec: str = "NVRTC") -> None:
@@ -246,7 +279,7 @@ def check_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
             out.append(Mismatch(case.seed, bname, "ref-error", detail=_err_text(ref_err)))
             continue
         try:
-            got = nvrtc_compile_case(case, bname) if _is_nvrtc(bname) else run_case(case, b)
+            got = compile_only_case(case, bname) if is_compile_only(bname) else run_case(case, b)
             err = None
         except Exception as e:  # noqa: BLE001
             got, err = None, e

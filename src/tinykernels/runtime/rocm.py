@@ -1,0 +1,795 @@
+"""The AMD ROCm runtime (``tk.ROCm(device=0)``, ``DEV=ROCm``, ``DEV=HIP:1``) on ``hip-python``.
+
+Code generation (:mod:`tinykernels.codegen.hip`) needs no GPU: ``kernel.source("ROCm", ...)``
+renders for :class:`ROCmTarget` (``gfx90a`` unless told). Everything else goes through the
+``hip-python`` bindings (``from hip import hip, hiprtc``, imported on first use) and needs
+an AMD GPU with ROCm; it has not been run on one by this project's CI, which compiles the
+generated code with clang for gfx90a and gfx1100 instead (tests/test_rocm.py):
+
+* hiprtc compiles each generated source for the device's ``gcnArchName`` (e.g.
+  ``gfx90a:sramecc+:xnack-``), with ``-ffp-contract=off`` (float results match NumPy's;
+  ``@tk.kernel(fastmath=True)`` allows contraction); code objects are cached on disk under
+  ``TK_CACHE_DIR``/rocm, keyed by the source, the hiprtc version, the architecture and the
+  options, written atomically and sealed (the CPU's cache helpers);
+* ``hipModuleLoadData`` loads them; launches pass the arguments as one buffer in the
+  kernel's ABI layout (each parameter at its natural alignment: :func:`arg_buffer`) through
+  ``hipModuleLaunchKernel``'s ``extra`` (``HIP_LAUNCH_PARAM_BUFFER_POINTER``);
+* device arrays (:class:`ROCmArray`) from ``hipMalloc``; they export DLPack with
+  ``kDLROCM`` and take other libraries' ROCm tensors (PyTorch for ROCm...) zero-copy;
+* streams are ``hipStreamCreateWithPriority`` streams (tk.High: the greatest priority),
+  events are HIP events.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import re
+import threading
+import weakref
+from functools import lru_cache
+
+import numpy as np
+
+from .. import dtypes as D
+from ..codegen.hip import DEFAULT_ARCH, wave_size
+from ..errors import BackendUnavailable, CompileError, LaunchError
+from .base import Backend, KernelInstance
+from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, \
+    debug_flag, fits32, group_plan, is_host_array, same_shape, scalar_value, track_stream
+from .dlpack import _dlpack_capsule, _from_dlpack_capsule
+from .hostarray import Array
+from .streams import Event, check_recorded, completed_event, deadline_of, poll_until
+
+HINT = ("install ROCm and the hip-python release matching it (e.g. pip install 'hip-python~=6.4.0' for "
+        "ROCm 6.4; see docs/rocm.md)")
+HIPRTC_OPTIONS = ("-O3", "-ffp-contract=off")       # no contraction into FMA: float results match NumPy's
+FASTMATH_HIPRTC_OPTIONS = ("-ffp-contract=fast",)  # @tk.kernel(fastmath=True)
+DL_ROCM = 10                                        # DLPack's kDLROCM
+STATS = {"compiles": 0, "disk_hits": 0}
+_NOT_READY = 600                                    # hipErrorNotReady
+# hipModuleLaunchKernel's ``extra`` protocol (HIP_LAUNCH_PARAM_BUFFER_POINTER / _SIZE / _END)
+_PARAM_BUFFER_POINTER, _PARAM_BUFFER_SIZE, _PARAM_END = 1, 2, 3
+
+
+# ----------------------------------------------------------------------------- bindings
+
+def _bindings():
+    """(hip, hiprtc) modules of hip-python; BackendUnavailable when they are missing."""
+    try:
+        from hip import hip, hiprtc
+    except ImportError as e:
+        raise BackendUnavailable(f"the ROCm backend needs hip-python: {HINT} ({e})") from None
+    except Exception as e:  # noqa: BLE001 - the bindings load libamdhip64 at import
+        raise BackendUnavailable(f"hip-python could not load the HIP runtime ({e}): {HINT}") from None
+    return hip, hiprtc
+
+
+def _hip():
+    return _bindings()[0]
+
+
+def _hiprtc():
+    return _bindings()[1]
+
+
+def _errstr(err) -> str:
+    try:
+        s = _hip().hipGetErrorString(err)
+        s = s[-1] if isinstance(s, tuple) else s
+        return (s.decode(errors="replace") if isinstance(s, bytes) else str(s)) + f" ({int(err)})"
+    except Exception:  # noqa: BLE001
+        return str(getattr(err, "name", err))
+
+
+def _ok(res, what: str):
+    """The values of a hip-python call (``(err, *values)``), or RuntimeError naming the call."""
+    err, vals = (res[0], res[1:]) if isinstance(res, tuple) else (res, ())
+    if int(err) != 0:
+        raise RuntimeError(f"{what} failed: {_errstr(err)}")
+    return vals[0] if len(vals) == 1 else (vals or None)
+
+
+# ----------------------------------------------------------------------------- hiprtc
+
+@lru_cache(maxsize=None)
+def hiprtc_version() -> tuple:
+    """(major, minor) of the hiprtc library hip-python loads."""
+    rtc = _hiprtc()
+    try:
+        major, minor = _ok(rtc.hiprtcVersion(), "hiprtcVersion")
+    except RuntimeError as e:
+        raise BackendUnavailable(f"hiprtc could not be used: {e}") from None
+    return int(major), int(minor)
+
+
+def code_object_path(source: str, arch: str, options=()):
+    """Where the code object of ``source`` compiled for ``arch`` with ``options`` is cached."""
+    from .compiler import cache_dir
+    major, minor = hiprtc_version()
+    key = hashlib.sha256("\0".join([f"hiprtc-{major}.{minor}", arch, " ".join(options), source]).encode()).hexdigest()
+    return cache_dir() / "rocm" / key[:2] / f"{key}.hsaco"
+
+
+def hiprtc_options(arch: str, options=()) -> tuple:
+    """The hiprtc options: the architecture, then the defaults that ``options`` do not override."""
+    options = tuple(options)
+    contract = any(o.startswith("-ffp-contract=") for o in options)
+    base = tuple(o for o in HIPRTC_OPTIONS if not (contract and o.startswith("-ffp-contract=")))
+    return (f"--offload-arch={arch}",) + base + options
+
+
+def compile_hip(source: str, arch: str, name: str = "kernel", options=(), cache: bool = True) -> bytes:
+    """Compile HIP C++ with hiprtc to a code object for ``arch`` (a gcnArchName), cached on
+    disk (:func:`code_object_path`). A compile error raises ``tk.CompileError`` with the log."""
+    from .compiler import _atomic_write, read_sealed, seal
+    opts = hiprtc_options(arch, options)
+    path = code_object_path(source, arch, opts) if cache else None
+    if path is not None and path.exists():
+        data = read_sealed(path)               # None: truncated or corrupted, compile it again
+        if data is not None:
+            STATS["disk_hits"] += 1
+            return data
+    ok, log, data = _hiprtc_compile(source, name, opts)
+    if not ok:
+        raise _compile_error(name, source, log, arch)
+    STATS["compiles"] += 1
+    if path is not None:
+        _atomic_write(path, seal(data))
+    return data
+
+
+def _hiprtc_compile(source: str, name: str, opts) -> tuple:
+    """(ok, log, code object) of one hiprtc compile."""
+    rtc = _hiprtc()
+    hiprtc_version()
+    prog = _ok(rtc.hiprtcCreateProgram(source.encode(), f"{name}.hip".encode(), 0, [], []), "hiprtcCreateProgram")
+    try:
+        args = [o.encode() for o in opts]
+        res = rtc.hiprtcCompileProgram(prog, len(args), args)
+        err = res[0] if isinstance(res, tuple) else res
+        size = int(_ok(rtc.hiprtcGetProgramLogSize(prog), "hiprtcGetProgramLogSize"))
+        buf = bytearray(max(size, 1))
+        _ok(rtc.hiprtcGetProgramLog(prog, buf), "hiprtcGetProgramLog")
+        log = bytes(buf).rstrip(b"\0").decode(errors="replace")
+        if int(err) != 0:
+            return False, log or str(getattr(err, "name", err)), b""
+        size = int(_ok(rtc.hiprtcGetCodeSize(prog), "hiprtcGetCodeSize"))
+        code = bytearray(size)
+        _ok(rtc.hiprtcGetCode(prog, code), "hiprtcGetCode")
+        return True, log, bytes(code)
+    finally:
+        rtc.hiprtcDestroyProgram(prog)
+
+
+def _compile_error(name: str, source: str, log: str, arch: str) -> CompileError:
+    """hiprtc's log (clang's diagnostics), the Python line its ``#line`` directives point at."""
+    py = re.search(r'^(.*?\.py):(\d+):\d+: (?:fatal )?error:\s*(.*)$', log, re.M)
+    msg = f"hiprtc rejected the generated HIP code for kernel '{name}' ({arch})"
+    if py:
+        msg += f" (from {py.group(1)}:{py.group(2)}): {py.group(3)}"
+    errors = [ln for ln in log.splitlines() if "error" in ln] or log.strip().splitlines()
+    msg += ":\n" + "\n".join(errors[:10])
+    return CompileError(msg, py.group(1) if py else None, int(py.group(2)) if py else None, 0, kernel=name)
+
+
+# ----------------------------------------------------------------------------- devices
+
+_TLS = threading.local()
+
+
+class _Device:
+    """Properties, module cache, streams and events of one device (shared by equal backends)."""
+
+    def __init__(self, ordinal: int):
+        hip = _hip()
+        self.ordinal = ordinal
+        self.activate()
+        p = _properties(ordinal)
+        self.name = _text(p.name)
+        self.arch = _text(p.gcnArchName) or DEFAULT_ARCH
+        self.wave = int(getattr(p, "warpSize", 0) or wave_size(self.arch))
+        self.max_threads = int(p.maxThreadsPerBlock)
+        self.max_grid = tuple(int(n) for n in list(p.maxGridSize)[:3])
+        least, greatest = _ok(hip.hipDeviceGetStreamPriorityRange(), "hipDeviceGetStreamPriorityRange")
+        self.prio_least, self.prio_greatest = int(least), int(greatest)
+        self.modules: dict = {}           # source -> (module, function)
+        self.lock = threading.Lock()
+        self.streams = weakref.WeakSet()
+        self.null = None                  # the default (null) stream
+
+    def activate(self) -> None:
+        """Make this device current on this thread (once per thread)."""
+        if getattr(_TLS, "dev", None) is not self:
+            _ok(_hip().hipSetDevice(self.ordinal), "hipSetDevice")
+            _TLS.dev = self
+
+
+def _text(v) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        v = bytes(v).split(b"\0", 1)[0].decode(errors="replace")
+    return str(v).strip()
+
+
+def _properties(ordinal: int):
+    hip = _hip()
+    props = hip.hipDeviceProp_t()
+    _ok(hip.hipGetDeviceProperties(props, ordinal), "hipGetDeviceProperties")
+    return props
+
+
+_DEVICES: dict = {}
+_DEVICES_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=None)
+def _init() -> int:
+    """The number of HIP devices (raises BackendUnavailable with the reason)."""
+    hip = _hip()
+    try:
+        res = hip.hipGetDeviceCount()
+    except Exception as e:  # noqa: BLE001
+        raise BackendUnavailable(f"the HIP runtime could not be initialized ({e}): {HINT}") from None
+    err = res[0] if isinstance(res, tuple) else res
+    if int(err) != 0:
+        raise BackendUnavailable(f"no usable AMD GPU: hipGetDeviceCount failed ({_errstr(err)})")
+    n = int(res[1])
+    if n == 0:
+        raise BackendUnavailable("the HIP runtime found no AMD GPU")
+    return n
+
+
+def _device(ordinal: int) -> _Device:
+    n = _init()
+    if not 0 <= ordinal < n:
+        raise BackendUnavailable(f"ROCm device {ordinal} does not exist: this machine has {n} device(s)")
+    with _DEVICES_LOCK:
+        dev = _DEVICES.get(ordinal)
+        if dev is None:
+            try:
+                dev = _DEVICES[ordinal] = _Device(ordinal)
+            except RuntimeError as e:
+                raise BackendUnavailable(f"ROCm device {ordinal} cannot be used: {e}") from None
+    return dev
+
+
+# ----------------------------------------------------------------------------- backends
+
+class ROCm(Backend):
+    """An AMD GPU through the HIP runtime; kernels are compiled with hiprtc.
+
+    ``device``: the device ordinal. ``debug``: bounds-check every array access (also
+    ``TK_DEBUG=1``)."""
+    name = "ROCm"
+    dev = "ROCM"
+    is_host = False
+    supports_float64 = True
+
+    def __init__(self, device: int = 0, debug: bool | None = None):
+        self.device = int(device)
+        self.debug = debug_flag(debug)
+        self._dev = _device(self.device)
+        self.max_workgroupsize = self._dev.max_threads
+
+    @property
+    def arch(self) -> str:
+        """The gcnArchName kernels are compiled for (``gfx90a:sramecc+:xnack-``)."""
+        return self._dev.arch
+
+    @property
+    def wave(self) -> int:
+        """Lanes per wavefront (64 on CDNA/GCN, 32 on RDNA)."""
+        return self._dev.wave
+
+    @property
+    def device_name(self) -> str:
+        return self._dev.name
+
+    def key(self) -> tuple:
+        return ("ROCm", self.device, self.debug)
+
+    def __repr__(self) -> str:
+        return f"tk.ROCm(device={self.device}{', debug=True' if self.debug else ''}) # {self.device_name} ({self.arch})"
+
+    @staticmethod
+    def available() -> tuple:
+        """(True, what) when device 0 can run kernels, else (False, why)."""
+        try:
+            n = _init()
+            major, minor = hiprtc_version()
+            p = _properties(0)
+        except BackendUnavailable as e:
+            return False, str(e)
+        except Exception as e:  # noqa: BLE001 - a probe never raises
+            return False, f"ROCm probe failed: {e}"
+        return True, f"{_text(p.name)} ({_text(p.gcnArchName)}), {n} device(s), hiprtc {major}.{minor}"
+
+    def supports(self, dtype) -> bool:
+        return D.from_any(dtype) is not None
+
+    # --- memory -----------------------------------------------------------------------------
+
+    def array_from_host(self, h: np.ndarray) -> "ROCmArray":
+        h = np.require(h, requirements="C")
+        a = ROCmArray.empty(self, h.shape, h.dtype)
+        if h.nbytes:
+            self._dev.activate()
+            _ok(_hip().hipMemcpyHtoD(a.ptr, h.ctypes.data, h.nbytes), "hipMemcpyHtoD")
+        return a
+
+    def copy(self, dst, src, stream=None):
+        """tk.copyto with a ROCm array on either side."""
+        hip = _hip()
+        self._dev.activate()
+        h_stream = stream.handle if stream is not None else self._dev.null
+        if not isinstance(src, (ROCmArray, np.ndarray)) and not (isinstance(src, Array) and src._host is not None):
+            src = as_rocm_array(src) or src
+        if isinstance(dst, ROCmArray) and isinstance(src, ROCmArray):
+            if src.backend.device != dst.backend.device:
+                raise ValueError(f"tk.copyto: src is on ROCm:{src.backend.device}, dst on ROCm:{dst.backend.device}")
+            same_shape(dst, src)
+            if dst.dtype != src.dtype or not dst.is_contiguous or not src.is_contiguous:
+                raise TypeError("tk.copyto between ROCm arrays needs the same dtype and contiguous arrays")
+            if src.nbytes:
+                _ok(hip.hipMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, h_stream), "hipMemcpyDtoDAsync")
+        elif isinstance(dst, ROCmArray):
+            from .hostarray import as_host_ndarray
+            h = as_host_ndarray(src) if not isinstance(src, Array) else src.numpy()
+            h = np.ascontiguousarray(np.asarray(src) if h is None else h, dtype=dst.dtype)
+            same_shape(dst, h)
+            if not dst.is_contiguous:
+                raise TypeError("tk.copyto into a non-contiguous ROCm array is not supported")
+            if h.nbytes:
+                if stream is not None:
+                    stream.synchronize()
+                _ok(hip.hipMemcpyHtoD(dst.ptr, h.ctypes.data, h.nbytes), "hipMemcpyHtoD")   # h may go after
+        else:
+            from .hostarray import as_host_ndarray
+            h = as_host_ndarray(dst)
+            if h is None:
+                raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
+            same_shape(h, src)
+            if stream is not None:
+                stream.synchronize()
+            np.copyto(h, src.numpy(), casting="same_kind")
+            return completed_event()
+        ev = ROCmEvent.record(self._dev, h_stream)
+        if stream is None:
+            ev.wait()
+        return ev
+
+    # --- streams ------------------------------------------------------------------------------
+
+    def stream(self, priority: int = 0) -> "ROCmStream":
+        return track_stream(self._dev, ROCmStream(self, priority))
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        self._dev.activate()
+        if timeout is None:
+            _ok(_hip().hipDeviceSynchronize(), "hipDeviceSynchronize")
+            return
+        with self._dev.lock:
+            streams = [s.handle for s in list(self._dev.streams)]
+        deadline = deadline_of(timeout)
+        for h in [self._dev.null] + streams:
+            if not poll_until(ROCmEvent.record(self._dev, h).done, deadline):
+                raise TimeoutError(f"{self!r}: work still running after {timeout} s")
+
+    instance_class = None   # set below
+
+
+class ROCmTarget(Backend):
+    """What the code generator needs to know about an AMD GPU, with no device: used by
+    ``kernel.source("ROCm", ...)``. ``arch``: the gfx architecture (its wavefront size
+    shapes the collectives). It cannot launch."""
+    name = "ROCm"
+    dev = "ROCM"
+    is_host = False
+    supports_float64 = True
+    max_workgroupsize = 1024
+
+    def __init__(self, arch: str = DEFAULT_ARCH, debug: bool | None = None):
+        self.wave = wave_size(arch)          # ValueError for an unknown architecture
+        self.arch = str(arch)
+        self.debug = debug_flag(debug)
+
+    def key(self) -> tuple:
+        return ("ROCm-source", self.arch, self.debug)
+
+    def __repr__(self) -> str:
+        return f"tk.runtime.rocm.ROCmTarget(arch={self.arch!r}, debug={self.debug})"
+
+    @staticmethod
+    def available() -> tuple:
+        return False, "a code-generation target only"
+
+    def supports(self, dtype) -> bool:
+        return D.from_any(dtype) is not None
+
+    instance_class = None   # set below
+
+
+def hip_source(kernel, *args, ndrange, workgroupsize=None, arch: str = DEFAULT_ARCH, debug=None) -> str:
+    """The HIP C++ translation unit of ``kernel`` for these arguments and ``arch``, on any machine."""
+    return kernel(ROCmTarget(arch, debug)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
+
+
+# ----------------------------------------------------------------------------- arrays
+
+class _Allocation:
+    """Device memory from hipMalloc, freed when the last array using it goes."""
+    __slots__ = ("ptr", "dev", "__weakref__")
+
+    def __init__(self, dev: _Device, nbytes: int):
+        dev.activate()
+        self.dev = dev
+        self.ptr = int(_ok(_hip().hipMalloc(max(int(nbytes), 1)), "hipMalloc"))
+
+    def __del__(self):
+        try:
+            self.dev.activate()
+            _hip().hipFree(self.ptr)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class ROCmArray(DeviceArray):
+    """An array in an AMD GPU's memory: its own allocation, or a zero-copy view of another
+    library's ROCm tensor (through DLPack). Any strides."""
+    __slots__ = ("_ptr", "_strides", "_owner")
+
+    def __init__(self, backend, ptr: int, shape, dtype, strides=None, owner=None):
+        self._host = None
+        self._backend = backend
+        self._ptr = int(ptr)
+        self._shape = tuple(int(n) for n in shape)
+        self._dtype = np.dtype(dtype)
+        self._strides = tuple(int(s) for s in strides) if strides is not None else c_strides(self._shape, self._dtype)
+        self._owner = owner
+
+    @classmethod
+    def empty(cls, backend: ROCm, shape, dtype) -> "ROCmArray":
+        dt = np.dtype(dtype)
+        alloc = _Allocation(backend._dev, int(np.prod(shape)) * dt.itemsize)
+        return cls(backend, alloc.ptr, shape, dt, None, alloc)
+
+    @property
+    def strides(self):
+        return self._strides
+
+    @property
+    def ptr(self) -> int:
+        return self._ptr
+
+    @property
+    def is_contiguous(self) -> bool:
+        return self._strides == c_strides(self._shape, self._dtype) or self.size <= 1
+
+    def _span(self) -> tuple:
+        """(lowest, highest + itemsize) byte offsets the elements occupy, relative to ptr."""
+        if self.size == 0:
+            return 0, 0
+        lo = sum((n - 1) * s for n, s in zip(self._shape, self._strides) if s < 0)
+        hi = sum((n - 1) * s for n, s in zip(self._shape, self._strides) if s > 0)
+        return lo, hi + self._dtype.itemsize
+
+    def numpy(self) -> np.ndarray:
+        """A host copy (after the work queued on the null stream and blocking streams)."""
+        lo, hi = self._span()
+        if hi - lo == 0:
+            return np.empty(self._shape, self._dtype)
+        raw = np.empty(hi - lo, np.uint8)
+        self._backend._dev.activate()
+        _ok(_hip().hipMemcpyDtoH(raw.ctypes.data, self._ptr + lo, hi - lo), "hipMemcpyDtoH")
+        return np.ascontiguousarray(np.ndarray(self._shape, self._dtype, buffer=raw, offset=-lo,
+                                               strides=self._strides))
+
+    @property
+    def __array_interface__(self):
+        raise AttributeError("a tk.Array on a ROCm device has no host address; use .numpy()")
+
+    def __dlpack_device__(self):
+        return (DL_ROCM, self._backend.device)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule (``kDLROCM``) of this memory, no copy. ``stream``: the consumer's
+        stream; work queued on the null stream is ordered before it."""
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"tk.Array on ROCm:{self._backend.device} cannot be exported to device {dl_device}")
+        if copy:
+            raise BufferError("tk.Array.__dlpack__(copy=True) is not supported")
+        if stream is not None and stream not in (0, 1, 2, -1):
+            ev = ROCmEvent.record(self._backend._dev, self._backend._dev.null)
+            _ok(_hip().hipStreamWaitEvent(int(stream), ev.handle, 0), "hipStreamWaitEvent")
+        return _dlpack_capsule(self)
+
+
+def as_rocm_array(obj, backend: ROCm | None = None) -> ROCmArray | None:
+    """A zero-copy ROCmArray view of another library's ROCm tensor (any DLPack exporter on
+    a ``kDLROCM`` device, e.g. a PyTorch for ROCm tensor), or None if ``obj`` is not one."""
+    if isinstance(obj, ROCmArray):
+        return obj
+    if isinstance(obj, np.ndarray) or not (hasattr(obj, "__dlpack__") and hasattr(type(obj), "__dlpack_device__")):
+        return None
+    t, i = obj.__dlpack_device__()
+    if int(t) != DL_ROCM:
+        return None
+    b = backend if isinstance(backend, ROCm) and backend.device == int(i) else ROCm(int(i))
+    try:
+        cap = obj.__dlpack__(stream=0)        # ordered with the null stream
+    except TypeError:
+        cap = obj.__dlpack__()
+    ptr, shape, strides, dt, dev, owner = _from_dlpack_capsule(cap, obj)
+    return ROCmArray(b, ptr, shape, dt, strides, owner)
+
+
+def from_dlpack(x) -> ROCmArray:
+    """tk.from_dlpack for a tensor on a ROCm device (zero-copy)."""
+    a = as_rocm_array(x)
+    if a is None:
+        raise ValueError(f"{type(x).__name__} is not on a ROCm device")
+    return a
+
+
+# ----------------------------------------------------------------------------- events, streams
+
+class ROCmEvent(DeviceEvent):
+    """A HIP event recorded on a stream."""
+    __slots__ = ("handle", "_dev")
+
+    def __init__(self, handle, dev=None):
+        super().__init__()
+        self.handle, self._dev = handle, dev
+
+    @classmethod
+    def record(cls, dev: _Device, h_stream) -> "ROCmEvent":
+        hip = _hip()
+        dev.activate()
+        ev = _ok(hip.hipEventCreateWithFlags(2), "hipEventCreateWithFlags")      # hipEventDisableTiming
+        _ok(hip.hipEventRecord(ev, h_stream), "hipEventRecord")
+        return cls(ev, dev)
+
+    def done(self) -> bool:
+        res = _hip().hipEventQuery(self.handle)
+        err = int(res[0] if isinstance(res, tuple) else res)
+        if err == 0:
+            return True
+        if err == _NOT_READY:
+            return False
+        raise RuntimeError(f"hipEventQuery failed: {_errstr(err)}")
+
+    def wait(self, timeout=None) -> None:
+        if timeout is not None:
+            self._wait_done(timeout)
+            return
+        _ok(_hip().hipEventSynchronize(self.handle), "hipEventSynchronize")
+
+    def __del__(self):
+        try:
+            _hip().hipEventDestroy(self.handle)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __repr__(self) -> str:
+        return f"<tk.Event (ROCm) {'done' if self.done() else 'pending'}>"
+
+
+class ROCmStream:
+    """A HIP stream. ``priority``: tk.High (> 0) is the device's greatest stream priority;
+    tk.Normal and tk.Low are its least, the default streams'."""
+
+    def __init__(self, backend: ROCm, priority: int = 0):
+        dev = backend._dev
+        self.backend, self.priority = backend, priority
+        self.hip_priority = dev.prio_greatest if priority > 0 else dev.prio_least
+        dev.activate()
+        # flags 0 (hipStreamDefault): a blocking stream, ordered with the null stream
+        self.handle = _ok(_hip().hipStreamCreateWithPriority(0, self.hip_priority), "hipStreamCreateWithPriority")
+
+    def wait(self, event) -> None:
+        """Later work on this stream waits for ``event`` (on the device, not the host)."""
+        if not isinstance(event, Event):
+            raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
+        check_recorded(event, "Stream.wait")
+        if isinstance(event, ROCmEvent):
+            self.backend._dev.activate()
+            _ok(_hip().hipStreamWaitEvent(self.handle, event.handle, 0), "hipStreamWaitEvent")
+        elif not event.done():
+            event.wait()
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        self.backend._dev.activate()
+        if timeout is None:
+            _ok(_hip().hipStreamSynchronize(self.handle), "hipStreamSynchronize")
+        elif not poll_until(ROCmEvent.record(self.backend._dev, self.handle).done, deadline_of(timeout)):
+            raise TimeoutError(f"the ROCm stream: work still running after {timeout} s")
+
+    def submit(self, fn) -> Event:
+        """Run a host function in stream order (after the stream's queued work)."""
+        self.synchronize()
+        fn()
+        return completed_event()
+
+    def __del__(self):
+        try:
+            _hip().hipStreamDestroy(self.handle)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __repr__(self) -> str:
+        return f"<tk.Stream (ROCm:{self.backend.device}) priority={self.priority}>"
+
+
+# ----------------------------------------------------------------------------- arguments
+
+_NP_PARAM = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
+             "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "float32": np.float32,
+             "float64": np.float64, "ptr": np.uint64}
+
+
+def arg_offsets(layout: list) -> tuple:
+    """Byte offsets of the kernel's parameters in its argument buffer (each at its natural
+    alignment, as the AMDGPU kernel ABI lays them out) and the buffer's size."""
+    offs, pos = [], 0
+    for _, _, ct in layout:
+        size = np.dtype(_NP_PARAM[ct]).itemsize
+        pos = -(-pos // size) * size
+        offs.append(pos)
+        pos += size
+    return offs, -(-pos // 8) * 8
+
+
+def arg_buffer(layout: list, values: dict, geom, err_ptr: int = 0) -> bytearray:
+    """The argument buffer of one launch (see :func:`arg_offsets`). ``layout``:
+    :func:`~tinykernels.codegen.hip.param_layout`; ``values``: argument by IR parameter name."""
+    offs, size = arg_offsets(layout)
+    buf = bytearray(max(size, 8))
+    for off, (kind, det, ct) in zip(offs, layout):
+        if kind in ("start", "count", "step"):
+            v = geom[3 * det + ("start", "count", "step").index(kind)]
+        elif kind == "ptr":
+            v = values[det.name].ptr
+        elif kind == "shape":
+            v = values[det[0].name].shape[det[1]]
+        elif kind == "stride":
+            a = values[det[0].name]
+            v = a.strides[det[1]] // a.dtype.itemsize
+        elif kind == "scalar":
+            v = scalar_value(values[det[0]], det[1])
+        else:  # err
+            v = err_ptr
+        b = np.asarray(v).astype(_NP_PARAM[ct]).tobytes()
+        buf[off:off + len(b)] = b
+    return buf
+
+
+def bind_args(ir, norm) -> dict:
+    """Kernel arguments by IR parameter name (arrays: ArrayInfo.name, scalars: their name)."""
+    return {(p[1].name if p[0] == "array" else p[1]): a for p, a in zip(ir.params, norm) if p[0] in ("array", "scalar")}
+
+
+def launch_config(buf: bytearray) -> tuple:
+    """hipModuleLaunchKernel's ``extra``: (the address of the ``void *[5]`` array
+    {BUFFER_POINTER, &buf, BUFFER_SIZE, &size, END}, what keeps it and ``buf`` alive)."""
+    data = (ctypes.c_char * len(buf)).from_buffer(buf)
+    size = ctypes.c_size_t(len(buf))
+    cfg = (ctypes.c_void_p * 5)(_PARAM_BUFFER_POINTER, ctypes.addressof(data), _PARAM_BUFFER_SIZE,
+                                ctypes.addressof(size), _PARAM_END)
+    return ctypes.addressof(cfg), (cfg, data, size)
+
+
+def grid_dims(geom, ndim: int, wg: tuple) -> tuple:
+    """(grid, block) in hardware order (x first): the last ndrange dimension is x."""
+    grid, block = [1, 1, 1], [1, 1, 1]
+    for d in range(ndim):
+        hw = ndim - 1 - d
+        grid[hw] = -(-geom[3 * d + 1] // wg[d])
+        block[hw] = wg[d]
+    return tuple(grid), tuple(block)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+class ROCmKernelInstance(DeviceKernelInstance):
+    """A kernel on an AMD GPU (or, on a ROCmTarget, only its source)."""
+    array_type = ROCmArray
+    label = "ROCm"
+
+    def _normalize(self, a, name, kind):
+        if kind == "constexpr" or isinstance(a, (bool, int, float, np.generic)):
+            return KernelInstance._normalize(self, a, name, kind)
+        if isinstance(self.backend, ROCmTarget) and isinstance(a, np.ndarray):
+            return KernelInstance._normalize(self, a, name, kind)
+        try:
+            dev = as_rocm_array(a, self.backend if isinstance(self.backend, ROCm) else None)
+        except (BackendUnavailable, TypeError, ValueError) as e:
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' cannot be used on ROCm: {e}") from None
+        if dev is None:
+            if is_host_array(a) and not isinstance(self.backend, ROCmTarget):
+                raise self._host_array_error(name)
+            return KernelInstance._normalize(self, a, name, kind)
+        if isinstance(self.backend, ROCm) and dev.backend.device != self.backend.device:
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' is on ROCm:{dev.backend.device}, "
+                              f"not on {self.backend!r}")
+        if D.from_any(dev.dtype) is None:
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {dev.dtype}")
+        if dev.ndim == 0 or dev.ndim > 8:
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions")
+        if any(s % dev.dtype.itemsize for s in dev.strides):
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' has strides that are not a multiple "
+                              "of its item size")
+        return dev
+
+    def _fits32(self, args, geom, wg) -> bool:
+        return fits32(args, geom, (np.ndarray, ROCmArray), wg)
+
+    def _ir(self, args, geom, ndim, ranges, wg):
+        return self._lower(args, wg, ndim=ndim, default_float=D.float64, idx32=self._fits32(args, geom, wg))
+
+    def _render(self, ir, ranges):
+        from ..codegen.hip import render_hip
+        return render_hip(ir, group_plan(ir), ranges, self.backend.wave)
+
+    def _sig(self, a, kind: str) -> tuple:
+        return arg_sig(a, kind, ROCmArray, layout=True, wide_ints=True)
+
+    def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
+        return super()._key(norm, geom, ndim, ranges, wg) + (self._fits32(norm, geom, wg),)
+
+    def _build(self, args, geom, ndim, ranges, wg):
+        from ..codegen.hip import param_layout
+        hip = _hip()
+        ir = self._ir(args, geom, ndim, ranges, wg)
+        src, names = self._render(ir, ranges)
+        dev = self.backend._dev
+        with dev.lock:
+            entry = dev.modules.get(src)
+            if entry is None:
+                image = compile_hip(src, dev.arch, self.name, FASTMATH_HIPRTC_OPTIONS if ir.fastmath else ())
+                dev.activate()
+                try:
+                    mod = _ok(hip.hipModuleLoadData(image), "hipModuleLoadData")
+                except RuntimeError as e:
+                    raise CompileError(f"the HIP runtime could not load the compiled kernel '{self.name}' "
+                                       f"({dev.arch}): {e}", ir.file, None, kernel=self.name) from None
+                fn = _ok(hip.hipModuleGetFunction(mod, b"tk_kernel"), "hipModuleGetFunction")
+                entry = dev.modules[src] = (mod, fn)
+        return entry[1], ir, names, param_layout(ir)
+
+    def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
+        if not isinstance(self.backend, ROCm):
+            raise BackendUnavailable("a ROCmTarget only generates source; launch on tk.ROCm()")
+        hip = _hip()
+        norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        if total == 0:
+            return completed_event()
+        fn, ir, names, layout = self._specialize(norm, geom, ndim, ranges, wg)
+        dev = self.backend._dev
+        grid, block = grid_dims(geom, ndim, wg)
+        for k in range(3):
+            if grid[k] > dev.max_grid[k]:
+                raise LaunchError(f"kernel '{self.name}': {grid[k]} workgroups along hardware axis "
+                                  f"{'xyz'[k]} exceed the device's limit of {dev.max_grid[k]}; use a larger "
+                                  "workgroup in that dimension or put the largest dimension last")
+        self._check_args(ir, norm, geom, ndim)
+        if stream is not None and (not isinstance(stream, ROCmStream) or stream.backend != self.backend):
+            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        h_stream = stream.handle if stream is not None else dev.null
+        err = None
+        if ir.debug:
+            err = ROCmArray.empty(self.backend, (12,), np.int64)
+            _ok(hip.hipMemset(err.ptr, 0, 96), "hipMemset")
+        buf = arg_buffer(layout, bind_args(ir, norm), geom, err.ptr if err is not None else 0)
+        cfg, keep = launch_config(buf)
+        dev.activate()
+        _ok(hip.hipModuleLaunchKernel(fn, *grid, *block, 0, h_stream, None, cfg),
+            f"hipModuleLaunchKernel of '{self.name}'")
+        del cfg, keep, buf                   # the runtime copied the arguments
+        ev = ROCmEvent.record(dev, h_stream)
+        if err is not None:
+            ev.wait()
+            check_debug_info(err.numpy(), names, ir.file, self.name)
+        return ev
+
+
+ROCm.instance_class = ROCmKernelInstance
+ROCmTarget.instance_class = ROCmKernelInstance
