@@ -112,11 +112,13 @@ def softmax(out, X: tk.Const, D: tk.constexpr):
         m = max(m, X[row, j])
     m = tk.group_reduce(m, "max")
     s = 0.0
-    for j in range(lid, D, n):
-        s += math.exp(X[row, j] - m)
+    for j in range(lid, D, n):      # one exp per element, as the C reference (and PyTorch) do
+        e = math.exp(X[row, j] - m)
+        out[row, j] = e
+        s += e
     inv = 1.0 / tk.group_reduce(s, "add")
-    for j in range(lid, D, n):
-        out[row, j] = math.exp(X[row, j] - m) * inv
+    for j in range(lid, D, n):      # each item rescales the elements it wrote itself
+        out[row, j] *= inv
 
 
 @tk.kernel
