@@ -4,6 +4,7 @@
     PYTHONPATH=src python3 benchmarks/bench_kernels.py            # >= 64 MiB per kernel (full)
     PYTHONPATH=src python3 benchmarks/bench_kernels.py --quick    # small sizes, smoke test
     PYTHONPATH=src python3 benchmarks/bench_kernels.py --threads 1
+    PYTHONPATH=src python3 benchmarks/bench_kernels.py --only matmul,transpose   # some rows only
 
 Kernels (float32 unless said otherwise), written the way one writes them for a GPU:
 
