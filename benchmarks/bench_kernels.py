@@ -4,6 +4,7 @@
     PYTHONPATH=src python3 benchmarks/bench_kernels.py            # >= 64 MiB per kernel (full)
     PYTHONPATH=src python3 benchmarks/bench_kernels.py --quick    # small sizes, smoke test
     PYTHONPATH=src python3 benchmarks/bench_kernels.py --threads 1
+    PYTHONPATH=src python3 benchmarks/bench_kernels.py --only matmul,transpose   # some rows only
 
 Kernels (float32 unless said otherwise), written the way one writes them for a GPU:
 
@@ -112,11 +113,13 @@ def softmax(out, X: tk.Const, D: tk.constexpr):
         m = max(m, X[row, j])
     m = tk.group_reduce(m, "max")
     s = 0.0
-    for j in range(lid, D, n):
-        s += math.exp(X[row, j] - m)
+    for j in range(lid, D, n):      # one exp per element, as the C reference (and PyTorch) do
+        e = math.exp(X[row, j] - m)
+        out[row, j] = e
+        s += e
     inv = 1.0 / tk.group_reduce(s, "add")
-    for j in range(lid, D, n):
-        out[row, j] = math.exp(X[row, j] - m) * inv
+    for j in range(lid, D, n):      # each item rescales the elements it wrote itself
+        out[row, j] *= inv
 
 
 @tk.kernel
@@ -408,8 +411,15 @@ class Bench:
             return False
         return True
 
+    def wanted(self, kernel) -> bool:
+        """Whether ``--only`` selects this row (all rows without it)."""
+        sel = [x.strip().lower() for x in self.args.only.split(",") if x.strip()]
+        return not sel or any(kernel.lower().startswith(x) for x in sel)
+
     def row(self, kernel, nbytes, impls: dict, want, rtol, atol=0.0, unit="GB/s", work=None):
         """impls: column -> (run, result); ``work``: bytes (GB/s) or flops (GFLOP/s) per call."""
+        if not self.wanted(kernel):
+            return {}
         ok = {}
         for col, (run, res) in impls.items():
             run()
@@ -456,6 +466,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="threads for every column (default: all cores)")
     ap.add_argument("--min-time", type=float, default=None, help="seconds of timed calls per implementation")
     ap.add_argument("--min-reps", type=int, default=None)
+    ap.add_argument("--only", default="", help="comma-separated kernels to run (e.g. 'matmul,transpose'; "
+                    "names as in the first column, matched by prefix, case-insensitive)")
     args = ap.parse_args()
     nt = args.threads or os.cpu_count() or 1
     if args.min_time is None:
@@ -602,30 +614,31 @@ def main() -> int:
         b.row("prefix sum", 2 * xs.nbytes, impls, want, 1e-4, 0)
 
         # Q4_0 GEMV: tinykernels.llm.matmul and the plain one-group-per-row kernel
-        W = rng.standard_normal((QM, QK)).astype(np.float32)
-        qt = llm.quantize(W, "q4_0")
-        xq = rng.standard_normal(QK).astype(np.float32)
-        want = q4_0_dequant_np(qt.data, QK) @ xq.astype(np.float64)
-        tol = 1e-4 * np.abs(q4_0_dequant_np(qt.data, QK)) @ np.abs(xq.astype(np.float64))
-        impls = {}
-        for col, be in (("tk CPU", cpu), ("tk PoCL", cl)):
-            if be is None:
-                continue
-            q = qt if be is cpu else llm.quantize(tk.asarray(W, backend=be), "q4_0")
-            xd = xq if be is cpu else tk.asarray(xq, backend=be)
-            od = np.zeros(QM, np.float32) if be is cpu else tk.asarray(np.zeros(QM, np.float32), backend=be)
+        if b.wanted("Q4_0"):
+            W = rng.standard_normal((QM, QK)).astype(np.float32)
+            qt = llm.quantize(W, "q4_0")
+            xq = rng.standard_normal(QK).astype(np.float32)
+            want = q4_0_dequant_np(qt.data, QK) @ xq.astype(np.float64)
+            tol = 1e-4 * np.abs(q4_0_dequant_np(qt.data, QK)) @ np.abs(xq.astype(np.float64))
+            impls = {}
+            for col, be in (("tk CPU", cpu), ("tk PoCL", cl)):
+                if be is None:
+                    continue
+                q = qt if be is cpu else llm.quantize(tk.asarray(W, backend=be), "q4_0")
+                xd = xq if be is cpu else tk.asarray(xq, backend=be)
+                od = np.zeros(QM, np.float32) if be is cpu else tk.asarray(np.zeros(QM, np.float32), backend=be)
 
-            def run(q=q, xd=xd, od=od, be=be):
-                llm.matmul(q, xd, out=od)
-                tk.synchronize(be)
-            impls[col] = (run, lambda od=od: od if isinstance(od, np.ndarray) else od.numpy())
-        cq = np.zeros(QM, np.float32)
-        impls["C ref"] = c_pair(lambda: lib.ref_q4_0_gemv(ptr(cq), ptr(qt.data), ptr(xq), QM, QK, nt), cq)
-        qbytes = qt.data.nbytes
-        b.row("Q4_0 llm", qbytes, impls, want, 0, tol)
-        impls = with_cl({"C ref": impls["C ref"]}, q4_0_gemv, [np.zeros(QM, np.float32), qt.data, xq], 0,
-                        QM * WG, WG)
-        b.row("Q4_0 kernel", qbytes, impls, want, 0, tol)
+                def run(q=q, xd=xd, od=od, be=be):
+                    llm.matmul(q, xd, out=od)
+                    tk.synchronize(be)
+                impls[col] = (run, lambda od=od: od if isinstance(od, np.ndarray) else od.numpy())
+            cq = np.zeros(QM, np.float32)
+            impls["C ref"] = c_pair(lambda: lib.ref_q4_0_gemv(ptr(cq), ptr(qt.data), ptr(xq), QM, QK, nt), cq)
+            qbytes = qt.data.nbytes
+            b.row("Q4_0 llm", qbytes, impls, want, 0, tol)
+            impls = with_cl({"C ref": impls["C ref"]}, q4_0_gemv, [np.zeros(QM, np.float32), qt.data, xq], 0,
+                            QM * WG, WG)
+            b.row("Q4_0 kernel", qbytes, impls, want, 0, tol)
 
         # tiled matmul (GFLOP/s; ratio to NumPy's BLAS)
         A = rng.standard_normal((NM, NM)).astype(np.float32)
@@ -649,7 +662,7 @@ def main() -> int:
     peers = [p for p in ("numba", "taichi", "warp") if importlib.util.find_spec(p) is not None]
     print("\nGB/s rows: T_eff, the bytes each kernel must move (inputs read once, outputs written once) / time;"
           f"\n  /memcpy = tk CPU T_eff / the copy reference ({nt} threads). Row kernels: {R} x {D} float32;"
-          f"\n  histogram and prefix sum: {NH} elements; Q4_0: [{QM}, {QK}] weights ({qbytes / 2**20:.1f} MiB, "
+          f"\n  histogram and prefix sum: {NH} elements; Q4_0: [{QM}, {QK}] weights ({QM * QK // 32 * 18 / 2**20:.1f} MiB, "
           "GB/s of weights).")
     print("  torch: n/a where PyTorch has no such op (Q4_0) or is not installed.")
     print("  Numba / Taichi / Warp: " + (", ".join(peers) + " installed but not benchmarked here"

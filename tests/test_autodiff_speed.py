@@ -165,7 +165,7 @@ def test_stencil_adjoint_has_no_atomics_and_a_gather_kernel():
     args = (T, T, T, T, 0.1, np.zeros(1), 0.2, np.zeros(1), np.zeros(1), np.zeros(1, np.int64),
             np.zeros((1, 2), np.int64))
     main = _adjoint_source(diffuse2, "reverse", *args, ndrange=(8, 8))
-    body = main[main.index("tk_group("):]
+    body = main[main.index("tk_group_body("):]
     assert "tk_atomic" not in body and "a_T2[" not in body          # no atomics, no dead primal store
     gather = _adjoint_source(diffuse2, "gather:T", *args, *(np.int64(1),) * 9, ndrange=(8, 8))
     assert "tk_atomic" not in gather[gather.index("tk_chunk("):]
@@ -310,7 +310,7 @@ def test_single_offset_reads_add_plainly():
     src = derived(shifted, "reverse", ("y", "x", "s")).source(
         "CPU", x, x, x, x, 1.0, np.zeros(1), np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 2), np.int64),
         ndrange=ndr)
-    assert "tk_atomic" not in src[src.index("tk_group("):]
+    assert "tk_atomic" not in src[src.index("tk_group_body("):]
 
 
 # --- scalar gradients -----------------------------------------------------------------------------
@@ -367,7 +367,7 @@ def test_triad_adjoint_writes_one_partial_per_group_and_no_output():
     src = derived(triad, "reverse", ("a", "b", "c", "s")).source(
         "CPU", a, a, a, a, a, a, np.float32(2.5), np.zeros(4), np.zeros(1), np.zeros(1, np.int64),
         np.zeros((1, 2), np.int64), ndrange=n)
-    body = src[src.index("tk_group("):]
+    body = src[src.index("tk_group_body("):]
     assert "a__d_s[(tk_idx)(tk_grl)]" in body and "tk_atomic" not in body and "a_a[" not in body
 
 

@@ -31,6 +31,7 @@ class GroupPlan:
     needs_done: bool = False       # an item-level return exists
     lanes: set = field(default_factory=set)      # ItemLoop labels rendered with work items as lanes
     remat: dict = field(default_factory=dict)    # local -> its one defining expression (item geometry only)
+    unstored: set = field(default_factory=set)   # remat locals never read at group level: no storage
 
 
 def _syncs(s) -> bool:
@@ -271,5 +272,10 @@ def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
             if isinstance(x, N.AllocArray) and x.array.space == "private":
                 item_private.add(x.array.name)
     remat = {v: e for v, e in rematerializable(k).items() if v not in gvars}
+    # recomputed locals that group-level code never reads need no storage at all
+    unstored = {v for v in remat if "<group>" not in refs.get(v, ())}
+    item_vars -= unstored
+    for lbl in loop_vars:
+        loop_vars[lbl] -= unstored
     return GroupPlan(body, gvars & set(refs) | (gvars & set(k.locals)), item_vars, loop_vars,
-                     item_private, needs_done[0], lanes, remat)
+                     item_private, needs_done[0], lanes, remat, unstored)
