@@ -87,3 +87,27 @@ def test_huge_constant_shift_does_not_crash_the_compiler():
     o = np.ones(1, np.int64)
     tk.kernel(body)(tk.CPU())(o, ndrange=1)
     assert o[0] == 0
+
+
+@tk.kernel
+def _aug_square(x, y):
+    i = tk.index()
+    v = x[i]
+    v **= 2                  # a constant exponent in an augmented assignment: x * x, as in `v ** 2`
+    w = x[i]
+    w **= -1
+    y[i, 0] = v
+    y[i, 1] = w
+
+
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"])
+def test_augmented_power_by_a_constant_squares_exactly(dev):
+    """Fuzzer seed 30000339: ``x **= 2`` of float32 4293 is the tie 18429849; x * x (and NumPy's
+    array power) round it to 18429848, NumPy's float32 *scalar* power to 18429850. The
+    interpreter took the scalar route for the augmented form only."""
+    x = np.array([4293.0, 3.0, -7.5, 1e-3], np.float32)
+    y = np.zeros((4, 2), np.float32)
+    _aug_square(tk.backend(dev))(x, y, ndrange=4)
+    tk.synchronize()
+    np.testing.assert_array_equal(y[:, 0], x * x)
+    np.testing.assert_array_equal(y[:, 1], np.float32(1) / x)

@@ -347,11 +347,14 @@ class _Rewriter(ast.NodeTransformer):
         return _call("__tk_bool", [node], node)            # `and`/`or` give a (strong) bool
 
     def visit_AugAssign(self, node):
+        const_r = self.static(node.value)
         node = self.generic_visit(node)
         h = BINOP_HELPERS.get(type(node.op))
         t = node.target
         if h is None:
             return node
+        if const_r and isinstance(node.op, ast.Pow):
+            h = "__tk_powc"            # as for ``x ** c``: NumPy's fast paths (``x **= 2`` is x * x)
         if isinstance(t, ast.Name):
             load = ast.copy_location(ast.Name(id=t.id, ctx=ast.Load()), t)
             return ast.copy_location(ast.Assign(targets=[t], value=_call(h, [load, node.value], node)), node)
