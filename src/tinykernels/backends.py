@@ -30,13 +30,13 @@ def _gpu_unavailable(name: str, hint: str):
 
 
 ROCm = _gpu_unavailable("ROCm", "not implemented yet in this release (planned: hiprtc and the HIP runtime)")
-Metal = _gpu_unavailable("Metal", "not implemented yet in this release (needs macOS with Metal)")
 
 # The device backends' classes live in their runtime modules, imported on first use (a CPU
 # user never pays for pyopencl, wgpu or the CUDA bindings' Python side): by name here, by
 # attribute (``backends.OpenCL``, ``tk.OpenCL``) through the module ``__getattr__`` below.
-_RUNTIME_CLASSES = {"OpenCL": ".runtime.opencl", "WebGPU": ".runtime.webgpu", "CUDA": ".runtime.cuda"}
-_KINDS = {"CPU": CPU, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm, "METAL": Metal,
+_RUNTIME_CLASSES = {"OpenCL": ".runtime.opencl", "WebGPU": ".runtime.webgpu", "CUDA": ".runtime.cuda",
+                    "Metal": ".runtime.metal"}
+_KINDS = {"CPU": CPU, "ROCM": ROCm, "HIP": ROCm, "AMD": ROCm, "METAL": "Metal",
           "CL": "OpenCL", "OPENCL": "OpenCL", "WEBGPU": "WebGPU", "WGPU": "WebGPU",
           "CUDA": "CUDA", "GPU": "CUDA", "NV": "CUDA"}
 
@@ -97,7 +97,7 @@ def backend(spec) -> Backend:
 def _default_from_env(dev: str | None) -> Backend:
     if dev:
         return backend(dev)
-    for cls in (_runtime_class("CUDA"), ROCm, Metal):
+    for cls in (_runtime_class("CUDA"), ROCm, _runtime_class("Metal")):
         if cls.available()[0]:
             return cls()
     return CPU()

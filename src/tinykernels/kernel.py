@@ -108,6 +108,9 @@ class Kernel:
         if isinstance(backend, str) and backend.strip().partition(":")[0].upper() in ("CUDA", "GPU", "NV"):
             from .runtime.cuda import CUDATarget     # CUDA C++ needs no GPU, only its debug setting
             backend = CUDATarget()
+        elif isinstance(backend, str) and backend.strip().partition(":")[0].upper() == "METAL":
+            from .runtime.metal import MetalTarget   # MSL needs no Mac, only its debug setting
+            backend = MetalTarget()
         return self(make_backend(backend)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
 
 

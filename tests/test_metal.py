@@ -1,0 +1,367 @@
+"""The Metal backend (no Mac needed for any of these but the last group).
+
+* Renderer unit tests (always run): ``kernel.source("Metal", ...)``, the argument struct, no
+  ``goto``, the CompileErrors for what Metal lacks (float64, 64-bit atomics, tk.print).
+* The stub check (skipped without clang++): generated MSL passes ``clang++ -fsyntax-only``
+  against the project's stub ``metal_stdlib``; the stub rejects typical wrong output (wrong
+  address space, double, an int as barrier flags, goto, unknown attributes, printf); every
+  conformance kernel passes (every project test kernel too with ``TK_METAL_COMPILE_ALL=1``).
+* The runtime against a fake PyObjC ``Metal`` module (always run): compile options, pipeline
+  cache, argument struct bytes and buffer indices, dispatch sizes, streams and events, debug
+  error readback. It checks the Python side only; nothing executes Metal code.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.codegen import metal as cg
+from tinykernels.runtime import metal as rt
+from tinykernels.testing.metal_check import MetalStubError, check_msl, find_clang
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_clang = pytest.mark.skipif(find_clang() is None, reason="no clang++ for the Metal stub check")
+
+
+def _conformance_dir():
+    env = os.environ.get("TK_CONFORMANCE_DIR")
+    for p in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "conformance"]:
+        if p.is_dir():
+            return p
+    return None
+
+
+# ----------------------------------------------------------------------------- kernels
+
+@tk.kernel
+def saxpy(y, a, x: tk.Const):
+    i = tk.index()
+    y[i] = a * x[i] + y[i]
+
+
+@tk.kernel
+def tile_sum(out, x: tk.Const):
+    lid = tk.index(tk.Local, tk.Linear)
+    buf = tk.localmem(tk.float32, (64,))
+    buf[lid] = x[tk.index()]
+    tk.synchronize()
+    if lid == 0:
+        s = 0.0
+        for k in range(64):
+            s += buf[k]
+        out[tk.index(tk.Group, tk.Linear)] = s
+
+
+@tk.kernel
+def collectives(r, inc, ex, x: tk.Const):
+    v = x[tk.index()]
+    r[tk.index()] = tk.group_reduce(v, "add")
+    inc[tk.index()] = tk.group_scan(v, "max")
+    ex[tk.index()] = tk.group_scan(v, "add", inclusive=False)
+
+
+@tk.kernel
+def atomics(i32, u32, f32, x: tk.Const):
+    i = tk.index()
+    tk.atomic_add(i32, 0, 1)
+    tk.atomic_max(u32, 0, tk.uint32(i))
+    tk.atomic_min(f32, 0, x[i])
+    loc = tk.localmem(tk.int32, (4,))
+    tk.atomic_cas(loc, 0, 0, 1)
+
+
+@tk.func
+def clipped(v):
+    if v > 1.0:
+        return 1.0
+    for k in range(3):
+        if v < -k:
+            return -1.0
+    return v
+
+
+@tk.kernel
+def early_exits(out, x: tk.Const):
+    i = tk.index()
+    buf = tk.localmem(tk.float32, (64,))
+    buf[tk.index(tk.Local, tk.Linear)] = x[i]
+    tk.synchronize()
+    if x[i] < 0:
+        return
+    out[i] = clipped(buf[tk.index(tk.Local, tk.Linear)])
+
+
+@tk.kernel
+def uses_f64(out, x: tk.Const):
+    i = tk.index()
+    out[i] = tk.float32(tk.float64(x[i]) * 2.0)
+
+
+@tk.kernel
+def i64_atomic(c):
+    tk.atomic_add(c, 0, 1)
+
+
+@tk.kernel
+def prints(out):
+    tk.print("hello", out[0])
+
+
+@tk.kernel
+def math_fns(out, x: tk.Const):
+    i = tk.index()
+    v = x[i]
+    out[i] = math.log1p(v) + math.expm1(v) + math.erf(v) + math.erfc(v) + math.hypot(v, 2.0) + math.exp(v)
+
+
+def _f32(n):
+    return np.zeros(n, np.float32)
+
+
+def _src(kern, *args, **kw):
+    return rt.metal_source(kern, *args, **kw)
+
+
+# ----------------------------------------------------------------------------- renderer
+
+def test_kernel_source_accepts_the_metal_dev_string_on_any_machine():
+    src = saxpy.source("Metal", _f32(10), 2.0, _f32(10), ndrange=10)
+    assert "#include <metal_stdlib>" in src and "kernel void tk_kernel(" in src
+    assert "constant tk_args &tk_a [[buffer(0)]]" in src
+    assert "device float *a_y [[buffer(1)]]" in src and "const device float *a_x [[buffer(2)]]" in src
+    assert "[[thread_position_in_threadgroup]]" in src
+    assert "float p_a_in;" in src          # a Python float is float32 on Metal (SPEC section 4)
+    assert "double" not in src.replace("/*", "").split("tk_args")[1]
+
+
+def test_localmem_is_threadgroup_and_barrier_has_mem_flags():
+    src = _src(tile_sum, _f32(4), _f32(256), ndrange=256, workgroupsize=64)
+    assert "tk_threadgroup float a___l" in src or "tk_threadgroup float " in src
+    assert "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);" in src
+
+
+def test_collectives_use_simd_group_functions():
+    i32 = np.zeros(100, np.int32)
+    src = _src(collectives, i32, i32, i32, i32, ndrange=100, workgroupsize=48)
+    assert "simd_sum((uint32_t)acc)" in src                 # int32 sums wrap: computed in uint
+    assert "tk_shfl_up(acc, o)" in src and "[[threads_per_simdgroup]]" in src
+    f = _f32(100)
+    src = _src(collectives, f, f, f, f, ndrange=100, workgroupsize=64)
+    assert "acc = simd_sum(acc);" in src and "simd_prefix_inclusive_sum" not in src  # exclusive add: shuffles
+
+
+def test_atomics_are_explicit_relaxed_on_atomic_views():
+    src = _src(atomics, np.zeros(1, np.int32), np.zeros(1, np.uint32), _f32(1), _f32(8), ndrange=8)
+    assert "atomic_fetch_add_explicit((volatile device atomic_int *)&a_i32[" in src
+    assert "atomic_fetch_max_explicit((volatile device atomic_uint *)&a_u32[" in src
+    assert "tk_atomic_min_f32_g(&a_f32[" in src
+    assert "tk_atomic_cas_i32_l((volatile threadgroup atomic_int *)&" in src
+
+
+def test_no_goto_for_early_returns_and_function_exits():
+    src = _src(early_exits, _f32(100), _f32(100), ndrange=100, workgroupsize=64)
+    assert "goto" not in src
+    assert "do {" in src and "} while (false);" in src and "break;" in src
+
+
+def test_argument_struct_fields_follow_the_signature():
+    k = saxpy(rt.MetalTarget())
+    args = (_f32(10), 2.0, _f32(10))
+    norm, geom, ndim, ranges, total, wg = k._prepare(args, 10, None, k._normalize_for_source)
+    ir = k._ir(norm, geom, ndim, ranges, wg)
+    fields = cg.arg_fields(ir)
+    assert [f[0] for f in fields] == ["tk_s0", "tk_n0", "tk_st0", "a_y_sh0", "a_y_st0", "p_a_in",
+                                      "a_x_sh0", "a_x_st0"]
+    data = rt.pack_args(fields, geom, {"y": norm[0], "a": 2.0, "x": norm[2]})
+    # C layout: long, int (+4 pad), long, int, int, float, int, int (+4 pad)
+    assert len(data) == 48
+    assert np.frombuffer(data[8:12], np.int32)[0] == 10 and np.frombuffer(data[32:36], np.float32)[0] == 2.0
+
+
+@pytest.mark.parametrize("kern, args, what", [
+    (uses_f64, (_f32(4), _f32(4)), "float64"),
+    (saxpy, (np.zeros(4), 2.0, np.zeros(4)), "float64"),
+    (i64_atomic, (np.zeros(1, np.int64),), "no atomics on int64"),
+    (prints, (_f32(1),), "tk.print"),
+])
+def test_what_metal_lacks_is_a_compile_error_at_the_line(kern, args, what):
+    with pytest.raises(tk.CompileError, match=what) as e:
+        _src(kern, *args, ndrange=4)
+    if kern is not saxpy:
+        assert e.value.line is not None and "test_metal.py" in str(e.value)
+
+
+def test_metal_target_says_it_has_no_float64():
+    assert not rt.MetalTarget().supports(np.float64) and rt.MetalTarget().supports(np.int64)
+    assert not rt.MetalTarget().supports_atomic(np.int64)
+
+
+def test_backend_listing_explains_why_metal_is_unavailable():
+    ok, why = tk.backends()["Metal"]
+    if sys.platform != "darwin":
+        assert not ok and "macOS" in why
+    with pytest.raises(tk.BackendUnavailable):
+        if not ok:
+            tk.backend("METAL")
+        else:
+            raise tk.BackendUnavailable("available here")
+
+
+# ----------------------------------------------------------------------------- stub check
+
+@needs_clang
+def test_generated_sources_pass_the_stub_check():
+    i32 = np.zeros(100, np.int32)
+    srcs = [_src(saxpy, _f32(10), 2.0, _f32(10), ndrange=10),
+            _src(collectives, i32, i32, i32, i32, ndrange=100, workgroupsize=48),
+            _src(collectives, *[np.zeros(100, np.float16)] * 4, ndrange=100, workgroupsize=1024),
+            _src(collectives, *[np.zeros(100, np.uint8)] * 4, ndrange=100, workgroupsize=7),
+            _src(collectives, *[np.zeros(100, np.int64)] * 4, ndrange=100, workgroupsize=33),
+            _src(atomics, np.zeros(1, np.int32), np.zeros(1, np.uint32), _f32(1), _f32(8), ndrange=8),
+            _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=3 << 30, debug=True),
+            _src(tile_sum, _f32(4), _f32(256), ndrange=range(0, 256), workgroupsize=64),
+            _src(early_exits, _f32(100), _f32(100), ndrange=(range(1, 100, 3)), workgroupsize=64),
+            _src(math_fns, _f32(10), _f32(10), ndrange=10)]
+    for k, s in enumerate(srcs):
+        check_msl(s, f"k{k}")
+
+
+_WRONG = {
+    # a threadgroup pointer where a device pointer is expected
+    "address space": ("device float *a_y [[buffer(1)]]",
+                      "device float *a_y [[buffer(1)]]) { tk_threadgroup float t[4]; "
+                      "atomic_fetch_add_explicit((volatile device atomic_int *)&t[0], 1, memory_order_relaxed); } "
+                      "kernel void k2(device float *a_q [[buffer(1)]]"),
+    "double": ("float p_a_in;", "double p_a_in;"),
+    "barrier flags": ("threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);",
+                      "threadgroup_barrier(3);"),
+    "goto": ("} while (false);", "} while (false); goto tk_end; tk_end: ;"),
+    "attribute": ("[[thread_position_in_threadgroup]]", "[[thread_position_in_thread_group]]"),
+    "printf": ("} while (false);", '} while (false); printf("x");'),
+    "int math": ("} while (false);", "} while (false); (void)exp(1);"),
+    "device pointer to thread": ("} while (false);", "} while (false); { thread float *p = &a_out[0]; (void)p; }"),
+}
+
+
+@needs_clang
+@pytest.mark.parametrize("what", sorted(_WRONG))
+def test_the_stub_rejects_typical_wrong_output(what):
+    src = _src(early_exits, _f32(100), _f32(100), ndrange=100, workgroupsize=64)
+    src = src.replace("device float *a_y [[buffer(1)]]", "device float *a_out [[buffer(1)]]")
+    check_msl(src)                                   # the right source passes
+    old, new = _WRONG[what]
+    if old not in src:
+        src = _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=10)
+        assert old in src
+    bad = src.replace(old, new, 1)
+    with pytest.raises(MetalStubError):
+        check_msl(bad, what.replace(" ", "_"))
+
+
+CAPTURE = r'''
+import importlib, json, sys
+import numpy as np
+import pytest
+import tinykernels as tk
+K = importlib.import_module("tinykernels.kernel")
+CAPS = []
+_orig = K.KernelInstance._ir
+def _ir(self, args, geom, ndim, ranges, wg):
+    ir = _orig(self, args, geom, ndim, ranges, wg)
+    CAPS.append((self.kernel, tuple(args), geom, ndim, ranges, wg, bool(self.backend.debug)))
+    return ir
+K.KernelInstance._ir = _ir
+out, rootdir, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+rc = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", rootdir, *paths])
+K.KernelInstance._ir = _orig
+from tinykernels.runtime.metal import MetalTarget
+from tinykernels.testing.metal_check import check_msl
+
+def narrow(a):
+    """float64 -> float32: what a caller passes on a backend without float64."""
+    if isinstance(a, np.ndarray) and a.dtype == np.float64:
+        return a.astype(np.float32)
+    if isinstance(a, np.float64):
+        return np.float32(a)
+    return a
+
+def render(kern, args, geom, ndim, ranges, wg, debug):
+    inst = kern(MetalTarget(debug))
+    ir = inst._ir(args, geom, ndim, ranges, wg)
+    return inst._render(ir, ranges)[0]
+
+seen, results, refused = set(), [], 0
+for kern, args, geom, ndim, ranges, wg, debug in list(CAPS):
+    rec = {"kernel": kern.name, "ndim": ndim, "wg": list(wg), "debug": debug}
+    src = None
+    for a in (args, tuple(narrow(x) for x in args)):
+        try:
+            src = render(kern, a, geom, ndim, ranges, wg, debug)
+            break
+        except tk.CompileError as e:
+            err = str(e)
+    if src is None:
+        cpu = kern(tk.CPU(debug=debug))
+        try:
+            cpu._render(cpu._ir(args, geom, ndim, ranges, wg), ranges)
+        except tk.CompileError:
+            continue                  # the CPU refuses it too: an expected error
+        if "Metal has no" in err or "not available on Metal" in err:
+            refused += 1              # what Metal lacks (float64 in the kernel, 64-bit atomics, print)
+            continue
+        rec["error"] = "render: " + err
+        results.append(rec)
+        continue
+    if src in seen:
+        continue
+    seen.add(src)
+    try:
+        check_msl(src, kern.name)
+    except Exception as e:
+        rec["error"] = f"{type(e).__name__}: {e}"
+    results.append(rec)
+json.dump({"pytest_rc": int(rc), "captured": len(CAPS), "refused": refused, "results": results}, open(out, "w"))
+'''
+
+
+def _capture_and_check(tmp_path, rootdir, paths):
+    out = tmp_path / "checked.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+               TK_CACHE_DIR=str(tmp_path / "cache"), TK_TEST_BACKENDS="CPU", DEV="CPU")
+    env.pop("TK_DEBUG", None)
+    r = subprocess.run([sys.executable, "-c", CAPTURE, str(out), str(rootdir), *map(str, paths)],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=3600)
+    assert out.exists(), r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads(out.read_text()), r
+
+
+@needs_clang
+def test_every_conformance_kernel_passes_the_metal_stub_check(tmp_path):
+    conf = _conformance_dir()
+    if conf is None:
+        pytest.skip("the conformance suite (../shared/conformance) is not beside this checkout")
+    data, r = _capture_and_check(tmp_path, conf, [conf])
+    assert data["pytest_rc"] == 0, r.stdout[-3000:]
+    results = data["results"]
+    assert len(results) >= 50, f"only {len(results)} specializations captured"
+    bad = [x for x in results if "error" in x]
+    assert not bad, "\n\n".join(f"{x['kernel']}: {x['error'][:3000]}" for x in bad[:5])
+    print(f"\n{len(results)} distinct conformance kernels pass the Metal stub check "
+          f"({data['refused']} refused by design: float64 or 64-bit atomics in the kernel)")
+
+
+@needs_clang
+@pytest.mark.skipif(not os.environ.get("TK_METAL_COMPILE_ALL"), reason="set TK_METAL_COMPILE_ALL=1 (minutes)")
+def test_every_project_test_kernel_passes_the_metal_stub_check(tmp_path):
+    tests = [p for p in sorted((ROOT / "tests").glob("test_*.py")) if p.name not in ("test_metal.py", "test_cuda.py")]
+    data, r = _capture_and_check(tmp_path, ROOT, tests)
+    assert len(data["results"]) > 100, r.stdout[-3000:]
+    bad = [x for x in data["results"] if "error" in x]
+    assert not bad, "\n\n".join(f"{x['kernel']}: {x['error'][:3000]}" for x in bad[:5])
+    print(f"\n{len(data['results'])} distinct kernels pass the Metal stub check ({data['refused']} refused)")
