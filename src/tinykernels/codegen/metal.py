@@ -128,7 +128,12 @@ _SB = (1.0, 3.0338060379e+01, 3.2579251099e+02, 1.5367296143e+03, 3.1998581543e+
 
 def _lit(x: float) -> str:
     """A float32 literal that round-trips (decimal: MSL is C++14, hex float literals are C++17)."""
-    v = float(np.float32(x))
+    with np.errstate(over="ignore"):
+        v = float(np.float32(x))
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "(-INFINITY)" if v < 0 else "INFINITY"
     s = f"{v:.9g}"
     if "e" not in s and "." not in s and "n" not in s:
         s += ".0"
@@ -342,10 +347,6 @@ class MetalRenderer(GPURenderer):
         d = t.dtype
         if d.is_float:
             v = float(value)
-            if math.isnan(v):
-                return "NAN"
-            if math.isinf(v):
-                return "(-INFINITY)" if v < 0 else "INFINITY"
             if v == 0:
                 return "-0.0f" if math.copysign(1, v) < 0 else "0.0f"
             return _lit(v)

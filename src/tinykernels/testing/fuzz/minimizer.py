@@ -15,7 +15,7 @@ import time
 
 from .case import Case
 from .reproducer import case_from_namespace, write_reproducer
-from .run import _backend, _is_nvrtc, check_case
+from .run import _backend, _is_compile_only, check_case
 
 _PROTECTED_AUG = ("w", "wr")
 
@@ -221,7 +221,7 @@ def minimize(case: Case, backend="CPU", reference="INTERP", signature=None, budg
         reference = "INTERP:CHECK"
     if isolate is None:
         isolate = signature[0] in ("crash", "timeout") or (
-            not _is_nvrtc(backend) and not getattr(_backend(backend), "is_host", True))
+            not _is_compile_only(backend) and not getattr(_backend(backend), "is_host", True))
 
     def interesting_isolated(src):
         """Crashes, hangs and device backends: check the candidate in a subprocess."""
