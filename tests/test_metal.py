@@ -365,3 +365,283 @@ def test_every_project_test_kernel_passes_the_metal_stub_check(tmp_path):
     bad = [x for x in data["results"] if "error" in x]
     assert not bad, "\n\n".join(f"{x['kernel']}: {x['error'][:3000]}" for x in bad[:5])
     print(f"\n{len(data['results'])} distinct kernels pass the Metal stub check ({data['refused']} refused)")
+
+
+# ----------------------------------------------------------------------------- fake Metal
+
+class _Obj:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class _Contents:
+    def __init__(self, mem):
+        self.mem = mem
+
+    def as_buffer(self, n):
+        return memoryview(self.mem)[:n]
+
+
+class FakeBuffer:
+    def __init__(self, n):
+        self.mem = bytearray(n)
+
+    def length(self):
+        return len(self.mem)
+
+    def contents(self):
+        return _Contents(self.mem)
+
+    def array(self, dtype, n):
+        return np.frombuffer(self.mem, dtype, count=n)
+
+
+class FakeEncoder:
+    def __init__(self, cb):
+        self.cb = cb
+        self.calls = []
+
+    def __getattr__(self, name):               # record every encoder call
+        return lambda *a: self.calls.append((name, a))
+
+
+class FakeCommandBuffer:
+    def __init__(self, fake, queue):
+        self.fake, self.queue = fake, queue
+        self.encoders, self.waits, self.signals = [], [], []
+        self._status = 0
+
+    def computeCommandEncoder(self):
+        self.encoders.append(FakeEncoder(self))
+        return self.encoders[-1]
+
+    blitCommandEncoder = computeCommandEncoder
+
+    def encodeWaitForEvent_value_(self, ev, v):
+        self.waits.append((ev, v))
+
+    def encodeSignalEvent_value_(self, ev, v):
+        self.signals.append((ev, v))
+
+    def commit(self):
+        self._status = 2                       # committed: completes when waited for (or auto)
+        self.fake.committed.append(self)
+        if self.fake.on_commit:
+            self.fake.on_commit(self)
+        if self.fake.auto_complete:
+            self._status = 4
+
+    def status(self):
+        return self._status
+
+    def waitUntilCompleted(self):
+        self._status = 4
+
+    def error(self):
+        return None
+
+
+class FakeQueue:
+    def __init__(self, fake):
+        self.fake = fake
+
+    def commandBuffer(self):
+        return FakeCommandBuffer(self.fake, self)
+
+
+class FakeOptions:
+    def __init__(self):
+        self.fast_math, self.math_mode = None, None
+
+    @classmethod
+    def new(cls):
+        return cls()
+
+    def setFastMathEnabled_(self, v):
+        self.fast_math = v
+
+    def setMathMode_(self, v):
+        self.math_mode = v
+
+
+class FakeDevice:
+    def __init__(self, fake):
+        self.fake = fake
+
+    def name(self):
+        return "Fake M3"
+
+    def maxThreadsPerThreadgroup(self):
+        return _Obj(width=1024, height=1024, depth=1024)
+
+    def newCommandQueue(self):
+        self.fake.queues.append(FakeQueue(self.fake))
+        return self.fake.queues[-1]
+
+    def newSharedEvent(self):
+        return _Obj(kind="shared event")
+
+    def newBufferWithLength_options_(self, n, opts):
+        assert opts == 0, "shared storage"
+        return FakeBuffer(n)
+
+    def newBufferWithBytes_length_options_(self, data, n, opts):
+        b = FakeBuffer(n)
+        b.mem[:] = bytes(data)[:n]
+        return b
+
+    def newLibraryWithSource_options_error_(self, src, opts, err):
+        self.fake.compiles.append((src, opts))
+        if "kernel void tk_kernel(" not in src:
+            return None, _Obj(localizedDescription=lambda: "program_source:1:1: error: no kernel")
+        return _Obj(newFunctionWithName_=lambda name: _Obj(name=name)), None
+
+    def newComputePipelineStateWithFunction_error_(self, fn, err):
+        assert fn.name == "tk_kernel"
+        return _Obj(maxTotalThreadsPerThreadgroup=lambda: 1024), None
+
+
+class FakeMetal:
+    """Enough of PyObjC's Metal module for the runtime's Python paths: buffers are host memory,
+    nothing executes (``on_commit`` may emulate a kernel), command buffers complete when waited
+    for (or at once with ``auto_complete``)."""
+    MTLMathModeSafe = 0
+
+    def __init__(self):
+        self.compiles, self.committed, self.queues = [], [], []
+        self.on_commit = None
+        self.auto_complete = False
+        self.device = FakeDevice(self)
+        self.MTLCompileOptions = FakeOptions
+
+    def MTLSizeMake(self, x, y, z):
+        return (x, y, z)
+
+    def MTLCreateSystemDefaultDevice(self):
+        return self.device
+
+    def MTLCopyAllDevices(self):
+        return [self.device]
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    m = FakeMetal()
+    monkeypatch.setitem(sys.modules, "Metal", m)
+    monkeypatch.setattr(rt, "_DEVICES", {})
+    yield m
+
+
+def _encoder_calls(cb, name):
+    return [a for n, a in cb.encoders[0].calls if n == name]
+
+
+def test_fake_backend_is_available_and_arrays_share_host_memory(fake):
+    ok, why = rt.Metal.available()
+    assert ok and "Fake M3" in why
+    m = rt.Metal()
+    assert not m.supports(np.float64) and m.supports(np.float16) and m.max_workgroupsize == 1024
+    x = tk.asarray(np.arange(5, dtype=np.float32), backend=m)
+    assert isinstance(x, rt.MetalArray) and x.numpy().tolist() == [0, 1, 2, 3, 4]
+    x.host_view()[2] = 7                                   # zero-copy: the buffer's own bytes
+    assert x.numpy()[2] == 7 and x.buffer.array(np.float32, 5)[2] == 7
+    with pytest.raises(TypeError, match="float64"):
+        tk.asarray(np.zeros(3), backend=m)
+    y = tk.zeros(5, np.float32, backend=m)
+    tk.copyto(y, x)                                        # device to device: a blit
+    assert fake.committed[-1].encoders[0].calls[0][0] == "copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_"
+
+
+def test_fake_launch_compiles_once_without_fast_math_and_packs_arguments(fake):
+    m = rt.Metal()
+    y = tk.asarray(np.ones(1000, np.float32), backend=m)
+    x = tk.asarray(np.arange(1000, dtype=np.float32), backend=m)
+
+    def run(cb):                                           # emulate saxpy on the bound buffers
+        enc = cb.encoders[0]
+        bufs = {a[2]: a[0] for n, a in enc.calls if n == "setBuffer_offset_atIndex_"}
+        data = _encoder_calls(cb, "setBytes_length_atIndex_")[0][0]
+        a = np.frombuffer(data[32:36], np.float32)[0]
+        yy, xx = bufs[1].array(np.float32, 1000), bufs[2].array(np.float32, 1000)
+        yy[:] = a * xx + yy
+    fake.on_commit = run
+    ev = saxpy(m)(y, 2.0, x, ndrange=1000)
+    assert not ev.done()
+    ev.wait()
+    assert ev.done()
+    np.testing.assert_array_equal(y.numpy(), 2 * np.arange(1000, dtype=np.float32) + 1)
+    saxpy(m)(y, 3.0, x, ndrange=1000)
+    assert len(fake.compiles) == 1                         # the pipeline is cached
+    src, opts = fake.compiles[0]
+    assert opts.fast_math is False and opts.math_mode == FakeMetal.MTLMathModeSafe
+    cb = fake.committed[-1]
+    (data, n, idx), = _encoder_calls(cb, "setBytes_length_atIndex_")
+    assert idx == 0 and n == len(data) == 48
+    assert [a[1:] for a in _encoder_calls(cb, "setBuffer_offset_atIndex_")] == [(0, 1), (0, 2)]
+    assert _encoder_calls(cb, "dispatchThreadgroups_threadsPerThreadgroup_") == [((4, 1, 1), (256, 1, 1))]
+    assert np.frombuffer(data[32:36], np.float32)[0] == 3.0
+
+
+def test_fake_2d_dispatch_puts_the_last_dimension_on_x(fake):
+    m = rt.Metal()
+    fake.auto_complete = True
+    out = tk.zeros((10, 300), np.float32, backend=m)
+    a = tk.zeros((10, 300), np.float32, backend=m)
+
+    @tk.kernel
+    def copy2d(out, a: tk.Const):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        out[i, j] = a[i, j]
+    copy2d(m)(out, a, ndrange=(10, 300), workgroupsize=(2, 64))
+    assert _encoder_calls(fake.committed[-1], "dispatchThreadgroups_threadsPerThreadgroup_") == \
+        [((5, 5, 1), (64, 2, 1))]
+
+
+def test_fake_streams_are_queues_and_wait_encodes_the_event(fake):
+    m = rt.Metal()
+    y, x = tk.zeros(10, np.float32, backend=m), tk.zeros(10, np.float32, backend=m)
+    s1, s2 = m.stream(tk.High), m.stream(tk.Low)
+    ev = saxpy(m)(y, 2.0, x, ndrange=10, stream=s1)
+    cb1 = fake.committed[-1]
+    assert cb1.queue is s1._s.queue and cb1.signals == [(s1._s.event, 1)]
+    s2.wait(ev)                                            # pending: the next command buffer waits
+    saxpy(m)(x, 1.0, y, ndrange=10, stream=s2)
+    cb2 = fake.committed[-1]
+    assert cb2.queue is s2._s.queue and cb2.waits == [(s1._s.event, 1)]
+    tk.synchronize(m)
+    assert ev.done() and cb2.status() == 4
+
+
+def test_fake_debug_launch_reports_out_of_bounds(fake):
+    m = rt.Metal(debug=True)
+
+    def oob(cb):                                           # the kernel's tk_oob report, by hand
+        bufs = {a[2]: a[0] for n, a in cb.encoders[0].calls if n == "setBuffer_offset_atIndex_"}
+        err = bufs[max(bufs)].array(np.int64, 12)
+        err[:6] = [1, 47, 0, 1, 12, 10]
+    fake.on_commit = oob
+    y, x = tk.zeros(10, np.float32, backend=m), tk.zeros(10, np.float32, backend=m)
+    with pytest.raises(IndexError, match=r"saxpy.*:47: index 12 is out of bounds for array '[xy]' with shape \(10,\)"):
+        saxpy(m)(y, 2.0, x, ndrange=10)
+
+
+def test_fake_metal_compile_errors_and_float64_kernels(fake, monkeypatch):
+    m = rt.Metal()
+    y = tk.zeros(4, np.float32, backend=m)
+    with pytest.raises(tk.CompileError, match="float64"):
+        uses_f64(m)(y, y, ndrange=4)
+    monkeypatch.setattr(cg, "render_metal", lambda ir, plan, ranges: ("garbage", []))
+    with pytest.raises(tk.CompileError, match="(?s)Metal compiler rejected.*no kernel"):
+        saxpy(m)(y, 2.0, tk.zeros(4, np.float32, backend=m), ndrange=3)
+
+
+def test_module_imports_without_pyobjc():
+    code = ("import sys; sys.modules['Metal'] = None\n"
+            "import tinykernels as tk\n"
+            "from tinykernels.runtime import metal as rt\n"
+            "print(rt.Metal.available())\n"
+            "print(tk.Metal.__name__)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert r.returncode == 0, r.stderr
+    assert "(False," in r.stdout and "Metal" in r.stdout
