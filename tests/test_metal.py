@@ -529,7 +529,11 @@ def fake(monkeypatch):
     m = FakeMetal()
     monkeypatch.setitem(sys.modules, "Metal", m)
     monkeypatch.setattr(rt, "_DEVICES", {})
+    for k in (saxpy, uses_f64):        # equal backends share kernel instances: none from another fake
+        k._instances.clear()
     yield m
+    for k in (saxpy, uses_f64):
+        k._instances.clear()
 
 
 def _encoder_calls(cb, name):
