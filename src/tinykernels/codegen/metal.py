@@ -542,7 +542,8 @@ class MetalRenderer(GPURenderer):
         ident, comb = self.collective_parts(s)
         ident = f"(({t})({ident}))"
         dst = self.var(s.dst)
-        native = self._simd_type(t) and s.op in _SIMD_REDUCE and not (s.op == "mul" and t != "float")
+        native = self._simd_type(t) and s.op in _SIMD_REDUCE and not (s.op == "mul" and t != "float") \
+            and not (s.op in ("and", "or") and t == "float")       # simd_and/simd_or: integers only
         wrap = t == "int32_t" and s.op in ("add", "mul")      # signed wrap-around: in uint
         self.w("{")
         self.depth += 1
