@@ -8,7 +8,12 @@
   conformance kernel passes (every project test kernel too with ``TK_METAL_COMPILE_ALL=1``).
 * The runtime against a fake PyObjC ``Metal`` module (always run): compile options, pipeline
   cache, argument struct bytes and buffer indices, dispatch sizes, streams and events, debug
-  error readback. It checks the Python side only; nothing executes Metal code.
+  error readback.
+* Emulated Metal (tests/metal_emu.py; skipped without clang++-15 and C++20 ``<barrier>``): the
+  generated MSL compiled for the CPU against an emulating ``metal_stdlib`` (one thread per work
+  item) and EXECUTED through the runtime: collectives, early exits, atomics, math helpers,
+  ranges, debug mode; with ``TK_METAL_EMULATE=1`` the whole conformance suite. This checks the
+  generated code's logic, not Apple's compiler or GPUs.
 """
 import json
 import math
@@ -117,7 +122,11 @@ def prints(out):
 def math_fns(out, x: tk.Const):
     i = tk.index()
     v = x[i]
-    out[i] = math.log1p(v) + math.expm1(v) + math.erf(v) + math.erfc(v) + math.hypot(v, 2.0) + math.exp(v)
+    out[0, i] = math.log1p(v)
+    out[1, i] = math.expm1(v)
+    out[2, i] = math.erf(v)
+    out[3, i] = math.erfc(v)
+    out[4, i] = math.hypot(v, 2.0 * v)
 
 
 def _f32(n):
@@ -227,7 +236,7 @@ def test_generated_sources_pass_the_stub_check():
             _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=3 << 30, debug=True),
             _src(tile_sum, _f32(4), _f32(256), ndrange=range(0, 256), workgroupsize=64),
             _src(early_exits, _f32(100), _f32(100), ndrange=(range(1, 100, 3)), workgroupsize=64),
-            _src(math_fns, _f32(10), _f32(10), ndrange=10)]
+            _src(math_fns, np.zeros((5, 10), np.float32), _f32(10), ndrange=10)]
     for k, s in enumerate(srcs):
         check_msl(s, f"k{k}")
 
@@ -497,3 +506,134 @@ def test_module_imports_without_pyobjc():
                        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     assert r.returncode == 0, r.stderr
     assert "(False," in r.stdout and "Metal" in r.stdout
+
+
+# ----------------------------------------------------------------------------- emulated Metal
+
+def _emulation_ok() -> bool:
+    if find_clang() is None or not Path("/usr/bin/clang++-15").exists():
+        return False
+    import metal_emu
+    try:
+        metal_emu.build("struct tk_args { int x; };\nkernel void tk_kernel(constant tk_args &tk_a [[buffer(0)]]) {\n}\n"
+                        .replace("struct", "#include <metal_stdlib>\nusing namespace metal;\nstruct", 1))
+        return True
+    except Exception:  # noqa: BLE001 - no C++20 <barrier> here
+        return False
+
+
+needs_emulation = pytest.mark.skipif(not _emulation_ok(), reason="no clang++-15 with C++20 <barrier> to emulate Metal")
+
+
+@tk.kernel
+def strided2d(out, a: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    out[i, j] = a[i, j] * tk.float32(i * 100 + j) + tk.float32(tk.index())
+
+
+@pytest.fixture
+def emu(monkeypatch):
+    import metal_emu
+    m = metal_emu.EmulatedMetal()
+    monkeypatch.setitem(sys.modules, "Metal", m)
+    monkeypatch.setattr(rt, "_DEVICES", {})
+    kernels = (saxpy, collectives, early_exits, atomics, math_fns, tile_sum, strided2d)
+    for k in kernels:
+        k._instances.clear()
+    yield rt.Metal()
+    for k in kernels:
+        k._instances.clear()
+
+
+def _on(m, a):
+    return tk.asarray(np.ascontiguousarray(a), backend=m)
+
+
+@needs_emulation
+@pytest.mark.parametrize("dtype, wg", [(np.int32, 48), (np.float32, 64), (np.uint8, 7), (np.int64, 33),
+                                       (np.float16, 100), (np.int32, 1), (np.uint32, 256)])
+def test_emulated_collectives_with_partial_groups(emu, dtype, wg):
+    """The SIMD-group collectives (native and by shuffles) against NumPy, per workgroup, with
+    a partial last group and a partial last SIMD-group."""
+    n = 100
+    xs = (np.arange(n) * 5 % 11).astype(dtype)
+    r, inc, ex = (tk.zeros(n, dtype, backend=emu) for _ in range(3))
+    collectives(emu)(r, inc, ex, _on(emu, xs), ndrange=n, workgroupsize=wg)
+    for g in range(0, n, wg):
+        seg = xs[g:g + wg]
+        acc = np.add.accumulate(seg, dtype=dtype)
+        np.testing.assert_array_equal(r.numpy()[g:g + wg], np.full(len(seg), acc[-1]))
+        np.testing.assert_array_equal(inc.numpy()[g:g + wg], np.maximum.accumulate(seg))
+        np.testing.assert_array_equal(ex.numpy()[g:g + wg], np.concatenate([[0], acc[:-1]]).astype(dtype))
+
+
+@needs_emulation
+def test_emulated_early_exits_without_goto(emu):
+    xs = np.linspace(-3, 3, 100).astype(np.float32)
+    o = tk.full(100, 5.0, np.float32, backend=emu)
+    early_exits(emu)(o, _on(emu, xs), ndrange=100, workgroupsize=64)
+    want = np.where(xs < 0, 5.0, np.minimum(xs, 1.0))
+    np.testing.assert_array_equal(o.numpy(), want.astype(np.float32))
+
+
+@needs_emulation
+def test_emulated_atomics_in_device_and_threadgroup_memory(emu):
+    i32, u32, f32 = tk.zeros(1, np.int32, backend=emu), tk.zeros(1, np.uint32, backend=emu), \
+        tk.full(1, 100.0, np.float32, backend=emu)
+    x = np.linspace(7, -3, 300).astype(np.float32)
+    atomics(emu)(i32, u32, f32, _on(emu, x), ndrange=300, workgroupsize=64)
+    assert i32.numpy()[0] == 300 and u32.numpy()[0] == 299 and f32.numpy()[0] == np.float32(-3)
+
+
+@needs_emulation
+def test_emulated_math_helpers_match_numpy(emu):
+    """The helpers for what MSL lacks (log1p, expm1, erf, erfc, hypot) against the float64 results,
+    tiny, huge and special arguments included, within the fuzzer's ulp tolerances for these
+    functions (INEXACT_ULPS: 4 ulp, 16 for erf/erfc; here with the emulation's exp and log)."""
+    from math import erf, erfc
+    xs = np.concatenate([np.linspace(-4, 4, 81), [1e-7, -1e-6, 3e-4, -0.999, 30.0, 1e20, 1e-30, np.inf, -np.inf,
+                                                  np.nan, 0.0]]).astype(np.float32)
+    o = tk.zeros((5, len(xs)), np.float32, backend=emu)
+    math_fns(emu)(o, _on(emu, xs), ndrange=len(xs))
+    x = xs.astype(np.float64)
+    with np.errstate(all="ignore"):
+        want = [np.log1p(x), np.expm1(x), np.vectorize(erf)(x), np.vectorize(erfc)(x), np.hypot(x, 2 * x)]
+    for k, (w, tol) in enumerate(zip(want, (4, 4, 16, 16, 4))):
+        w32 = w.astype(np.float32)
+        got = o.numpy()[k]
+        same = (got == w32) | (np.isnan(got) & np.isnan(w32))
+        with np.errstate(invalid="ignore"):
+            ulp = np.abs(got.astype(np.float64) - w) / np.spacing(np.abs(w32)).astype(np.float64)
+        bad = ~same & ~(ulp <= tol)
+        assert not bad.any(), (k, xs[bad], got[bad], w32[bad], ulp[bad])
+
+
+@needs_emulation
+def test_emulated_ranges_tiles_and_debug_mode(emu):
+    x = np.arange(256, dtype=np.float32)
+    out = tk.zeros(4, np.float32, backend=emu)
+    tile_sum(emu)(out, _on(emu, x), ndrange=256, workgroupsize=64)
+    np.testing.assert_array_equal(out.numpy(), x.reshape(4, 64).sum(1))
+    for ndrange in ((range(1, 10, 3), range(2, 30, 5)), (range(9, 0, -2), 7), (3, range(4, 30))):
+        want = np.zeros((10, 30), np.float32)
+        strided2d(tk.CPU())(want, np.ones((10, 30), np.float32), ndrange=ndrange)
+        got = tk.zeros((10, 30), np.float32, backend=emu)
+        strided2d(emu)(got, _on(emu, np.ones((10, 30), np.float32)), ndrange=ndrange, workgroupsize=(2, 8))
+        np.testing.assert_array_equal(got.numpy(), want)
+    dbg = rt.Metal(debug=True)
+    saxpy._instances.clear()
+    with pytest.raises(IndexError, match="out of bounds for array 'x' with shape \\(10,\\)"):
+        saxpy(dbg)(tk.zeros(12, np.float32, backend=dbg), 2.0, tk.zeros(10, np.float32, backend=dbg), ndrange=12)
+
+
+@needs_emulation
+@pytest.mark.skipif(not os.environ.get("TK_METAL_EMULATE"), reason="set TK_METAL_EMULATE=1 (about 5 minutes)")
+@pytest.mark.skipif(_conformance_dir() is None, reason="no conformance suite beside this checkout")
+def test_conformance_suite_on_emulated_metal(tmp_path):
+    """The whole conformance suite with TK_TEST_BACKENDS=METAL on the emulating Metal module:
+    the generated MSL, executed on the CPU, and the runtime's Python side, end to end."""
+    env = dict(os.environ, TK_TEST_BACKENDS="METAL", TK_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "metal_emu", "-q", "-p", "no:cacheprovider", "-rs",
+                        str(_conformance_dir())], capture_output=True, text=True, env=env, timeout=3000)
+    assert r.returncode == 0, r.stdout[-5000:]
