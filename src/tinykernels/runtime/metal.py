@@ -61,7 +61,9 @@ def _metal():
 
 
 def _size(M, x: int, y: int, z: int):
-    return M.MTLSizeMake(x, y, z)
+    """An MTLSize (PyObjC also takes a (width, height, depth) tuple for the struct)."""
+    make = getattr(M, "MTLSizeMake", None)
+    return make(x, y, z) if make is not None else (x, y, z)
 
 
 def _devices(M) -> list:
