@@ -241,36 +241,55 @@ def test_generated_sources_pass_the_stub_check():
         check_msl(s, f"k{k}")
 
 
+def _atomics_src():
+    return _src(atomics, np.zeros(1, np.int32), np.zeros(1, np.uint32), _f32(1), _f32(8), ndrange=8)
+
+
+def _exits_src():
+    return _src(early_exits, _f32(100), _f32(100), ndrange=100, workgroupsize=64)
+
+
+_END = "} while (false);"
+#: mistakes a renderer could make, as (source, text to replace (its last occurrence), replacement,
+#: the diagnostic clang must give)
 _WRONG = {
-    # a threadgroup pointer where a device pointer is expected
-    "address space": ("device float *a_y [[buffer(1)]]",
-                      "device float *a_y [[buffer(1)]]) { tk_threadgroup float t[4]; "
-                      "atomic_fetch_add_explicit((volatile device atomic_int *)&t[0], 1, memory_order_relaxed); } "
-                      "kernel void k2(device float *a_q [[buffer(1)]]"),
-    "double": ("float p_a_in;", "double p_a_in;"),
-    "barrier flags": ("threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);",
-                      "threadgroup_barrier(3);"),
-    "goto": ("} while (false);", "} while (false); goto tk_end; tk_end: ;"),
-    "attribute": ("[[thread_position_in_threadgroup]]", "[[thread_position_in_thread_group]]"),
-    "printf": ("} while (false);", '} while (false); printf("x");'),
-    "int math": ("} while (false);", "} while (false); (void)exp(1);"),
-    "device pointer to thread": ("} while (false);", "} while (false); { thread float *p = &a_out[0]; (void)p; }"),
+    "threadgroup pointer to a device parameter": (_atomics_src, "tk_atomic_cas_i32_l(", "tk_atomic_cas_i32_g(",
+                                                  "cannot pass pointer to address space '3' as a pointer to "
+                                                  "address space '1'"),
+    "device pointer to a threadgroup parameter": (_atomics_src, "tk_atomic_min_f32_g(", "tk_atomic_min_f32_l(",
+                                                  "cannot pass pointer to address space '1' as a pointer to "
+                                                  "address space '3'"),
+    "device pointer as a thread pointer": (_exits_src, _END, _END + " { thread float *p = &a_out[0]; (void)p; }",
+                                           "cannot initialize a variable of type 'float \\*' with an rvalue of "
+                                           "type 'device float \\*'"),
+    "double": (_exits_src, "float v_", "double v_", "unknown type name 'tk_metal_has_no_double'"),
+    "an int as barrier flags": (_exits_src, "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);",
+                                "threadgroup_barrier(3);", "no matching function for call to 'threadgroup_barrier'"),
+    "goto": (_exits_src, _END, _END + " goto tk_end; tk_end: ;", "unknown type name 'tk_metal_has_no_goto'"),
+    "unknown attribute": (_exits_src, "[[thread_position_in_threadgroup]]", "[[thread_position_in_thread_group]]",
+                          "unknown attribute 'thread_position_in_thread_group'"),
+    "printf": (_exits_src, _END, _END + ' printf("x");', "use of undeclared identifier 'printf'"),
+    "math on an int": (_exits_src, _END, _END + " (void)exp(1);", "call to 'exp' is ambiguous"),
 }
 
 
 @needs_clang
 @pytest.mark.parametrize("what", sorted(_WRONG))
 def test_the_stub_rejects_typical_wrong_output(what):
-    src = _src(early_exits, _f32(100), _f32(100), ndrange=100, workgroupsize=64)
-    src = src.replace("device float *a_y [[buffer(1)]]", "device float *a_out [[buffer(1)]]")
+    make, old, new, diagnostic = _WRONG[what]
+    src = make()
     check_msl(src)                                   # the right source passes
-    old, new = _WRONG[what]
-    if old not in src:
-        src = _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=10)
-        assert old in src
-    bad = src.replace(old, new, 1)
-    with pytest.raises(MetalStubError):
+    k = src.rindex(old)
+    bad = src[:k] + new + src[k + len(old):]
+    with pytest.raises(MetalStubError, match=diagnostic):
         check_msl(bad, what.replace(" ", "_"))
+
+
+def test_renderer_never_writes_what_the_stub_cannot_reject():
+    """MSL has no ``long long`` and no ``double``; the stub rejects double, and long long is
+    checked here on the text (clang accepts it in C++17)."""
+    for src in (_atomics_src(), _exits_src(), _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=3 << 30, debug=True)):
+        assert "long long" not in src and "goto" not in src and "printf" not in src
 
 
 CAPTURE = r'''
