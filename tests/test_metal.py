@@ -340,8 +340,8 @@ for kern, args, geom, ndim, ranges, wg, debug in list(CAPS):
             cpu._render(cpu._ir(args, geom, ndim, ranges, wg), ranges)
         except tk.CompileError:
             continue                  # the CPU refuses it too: an expected error
-        if "Metal has no" in err or "not available on Metal" in err:
-            refused += 1              # what Metal lacks (float64 in the kernel, 64-bit atomics, print)
+        if "Metal has no" in err or "not available on Metal" in err or "Metal allows 31" in err:
+            refused += 1              # what Metal lacks (float64 in the kernel, 64-bit atomics, print, > 30 arrays)
             continue
         rec["error"] = "render: " + err
         results.append(rec)
@@ -391,7 +391,8 @@ def test_every_project_test_kernel_passes_the_metal_stub_check(tmp_path):
     data, r = _capture_and_check(tmp_path, ROOT, tests)
     assert len(data["results"]) > 100, r.stdout[-3000:]
     bad = [x for x in data["results"] if "error" in x]
-    assert not bad, "\n\n".join(f"{x['kernel']}: {x['error'][:3000]}" for x in bad[:5])
+    kinds = sorted({f"{x['kernel']}: {x['error'][:300]}" for x in bad})
+    assert not bad, f"{len(bad)} failed, {len(kinds)} distinct:\n" + "\n\n".join(kinds[:40])
     print(f"\n{len(data['results'])} distinct kernels pass the Metal stub check ({data['refused']} refused)")
 
 
