@@ -26,7 +26,8 @@ def main(argv=None) -> int:
     p.add_argument("--backends", default="CPU",
                    help="comma-separated compiled backends (DEV strings): CPU,CL,CUDA; NVRTC or NVRTC:sm_80+sm_90 "
                         "only compiles each kernel's CUDA C++ (no GPU needed); HIPCLANG or HIPCLANG:gfx90a+gfx1100 "
-                        "only compiles its HIP C++ with clang (no GPU needed)")
+                        "only compiles its HIP C++ with clang (no GPU needed); METAL-STUB only checks "
+                        "each kernel's Metal source with clang++ against the stub metal_stdlib (no Mac needed)")
     p.add_argument("--reference", default="INTERP", help="reference backend (INTERP or INTERP:CHECK)")
     p.add_argument("--jobs", type=int, default=1,
                    help="worker processes (each kernel under --timeout); 0: in this process, without a timeout")
@@ -66,6 +67,11 @@ def main(argv=None) -> int:
         if not ok:
             print(f"clang cannot compile HIP here ({why}); running without HIPCLANG", file=sys.stderr)
             backends = [b for b in backends if not b.upper().startswith("HIPCLANG")]
+    if any(b.upper() == "METAL-STUB" for b in backends):
+        from tinykernels.testing.metal_check import find_clang
+        if find_clang() is None:
+            print("no clang++ for the METAL-STUB check; running without it", file=sys.stderr)
+            backends = [b for b in backends if b.upper() != "METAL-STUB"]
     if a.out:
         os.makedirs(a.out, exist_ok=True)
     logf = open(a.log, "a") if a.log else None

@@ -23,7 +23,7 @@ from .lang import (Cartesian, Const, Global, Group, Linear, Local, atomic_add, a
                    constexpr, fma, group_reduce, group_scan, groupsize, index, localmem, ndrange, ngroups,
                    private, rsqrt, select, sigmoid, uniform)
 from .lang import print  # noqa: A004 - tk.print is the in-kernel print
-from .backends import (CPU, Backend, Metal, backend, backends, default_backend,
+from .backends import (CPU, Backend, backend, backends, default_backend,
                        available_devs as backends_available,
                        synchronize)
 from .runtime.streams import Event, High, Low, Normal, Stream
@@ -45,7 +45,7 @@ float8_e4m3fn, float8_e5m2 = _dtypes.PUBLIC["float8_e4m3fn"], _dtypes.PUBLIC["fl
 # (their classes live beside their runtime code), the interpreter and autodiff.
 _LAZY = {
     "OpenCL": ("backends", "OpenCL"), "WebGPU": ("backends", "WebGPU"), "CUDA": ("backends", "CUDA"),
-    "JAX": ("backends", "JAX"), "ROCm": ("backends", "ROCm"),
+    "JAX": ("backends", "JAX"), "ROCm": ("backends", "ROCm"), "Metal": ("backends", "Metal"),
     "Interpreter": ("runtime.interp", "Interpreter"),
     **{n: ("runtime.interp", n) for n in ("DataRaceError", "DivergentBarrierError", "KernelCheckError",
                                                "KernelIndexError", "UninitializedReadError")},

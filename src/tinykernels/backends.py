@@ -29,14 +29,13 @@ def _gpu_unavailable(name: str, hint: str):
     return _Missing
 
 
-Metal = _gpu_unavailable("Metal", "not implemented yet in this release (needs macOS with Metal)")
 
 # The device backends' classes live in their runtime modules, imported on first use (a CPU
 # user never pays for pyopencl, wgpu or the CUDA bindings' Python side): by name here, by
 # attribute (``backends.OpenCL``, ``tk.OpenCL``) through the module ``__getattr__`` below.
 _RUNTIME_CLASSES = {"OpenCL": ".runtime.opencl", "WebGPU": ".runtime.webgpu", "CUDA": ".runtime.cuda",
-                    "JAX": ".runtime.jaxrt", "ROCm": ".runtime.rocm"}
-_KINDS = {"CPU": CPU, "ROCM": "ROCm", "HIP": "ROCm", "AMD": "ROCm", "METAL": Metal,
+                    "JAX": ".runtime.jaxrt", "ROCm": ".runtime.rocm", "Metal": ".runtime.metal"}
+_KINDS = {"CPU": CPU, "ROCM": "ROCm", "HIP": "ROCm", "AMD": "ROCm", "METAL": "Metal",
           "CL": "OpenCL", "OPENCL": "OpenCL", "WEBGPU": "WebGPU", "WGPU": "WebGPU",
           "CUDA": "CUDA", "GPU": "CUDA", "NV": "CUDA", "JAX": "JAX"}
 
@@ -97,7 +96,7 @@ def backend(spec) -> Backend:
 def _default_from_env(dev: str | None) -> Backend:
     if dev:
         return backend(dev)
-    for cls in (_runtime_class("CUDA"), _runtime_class("ROCm"), Metal):
+    for cls in (_runtime_class("CUDA"), _runtime_class("ROCm"), _runtime_class("Metal")):
         if cls.available()[0]:
             return cls()
     return CPU()

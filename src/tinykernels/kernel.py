@@ -106,14 +106,26 @@ class Kernel:
     def source(self, backend, *args, ndrange, workgroupsize=None) -> str:
         """The complete generated source for these arguments (no device needed; ``"ROCm"``
         renders for gfx90a, ``"ROCm:gfx1100"`` for that architecture)."""
-        if isinstance(backend, str) and backend.strip().partition(":")[0].upper() in ("CUDA", "GPU", "NV"):
-            from .runtime.cuda import CUDATarget     # CUDA C++ needs no GPU, only its debug setting
-            backend = CUDATarget()
-        elif isinstance(backend, str) and backend.strip().partition(":")[0].upper() in ("ROCM", "HIP", "AMD"):
-            from .runtime.rocm import ROCmTarget     # HIP C++ for gfx90a, or "ROCm:gfx1100" for that one
-            arch = backend.strip().partition(":")[2]
-            backend = ROCmTarget(arch) if arch.lower().startswith("gfx") else ROCmTarget()
+        if isinstance(backend, str):
+            backend = _source_target(backend)
         return self(make_backend(backend)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
+
+
+def _source_target(dev: str):
+    """For ``source()``: the device-free renderer target of a GPU DEV string (CUDA C++, HIP
+    C++ and MSL need no device), else the DEV string itself."""
+    kind, _, rest = dev.strip().partition(":")
+    kind = kind.upper()
+    if kind in ("CUDA", "GPU", "NV"):
+        from .runtime.cuda import CUDATarget
+        return CUDATarget()
+    if kind in ("ROCM", "HIP", "AMD"):
+        from .runtime.rocm import ROCmTarget       # gfx90a, or "ROCm:gfx1100" for that architecture
+        return ROCmTarget(rest) if rest.lower().startswith("gfx") else ROCmTarget()
+    if kind == "METAL":
+        from .runtime.metal import MetalTarget
+        return MetalTarget()
+    return dev
 
 
 def kernel(fn=None, *, unsafe_indices: bool = False, fastmath: bool = False):

@@ -40,7 +40,7 @@ from .data import edge_values, random_values, int_valued
 from .case import Options, ArgSpec, Case, Var, Arr, Ex
 from .gen import (INEXACT_MATH, INEXACT_ULPS, PYINT_LITS, PYFLOAT_LITS, Gen, MANT, store_ulps, generate,
                   cases)
-from .run import load_kernel, nvrtc_compile_case, hipclang_compile_case, make_args, run_case, Mismatch, compare_arrays, check_case
+from .run import load_kernel, nvrtc_compile_case, hipclang_compile_case, metal_stub_compile_case, make_args, run_case, Mismatch, compare_arrays, check_case
 from .reproducer import case_args_code, write_reproducer, case_from_namespace, reproduce
 from .reproducer import _arr as _arr, _scalar as _scalar
 from .minimizer import minimize

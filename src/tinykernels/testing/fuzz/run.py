@@ -1,7 +1,7 @@
 """Running and checking a case: :func:`load_kernel` writes a generated module to a
 content-addressed file and loads its kernel, :func:`run_case` launches it on one backend,
-:func:`nvrtc_compile_case` and :func:`hipclang_compile_case` are the compile-only ``NVRTC`` and
-``HIPCLANG`` targets, and :func:`check_case` runs the
+:func:`nvrtc_compile_case`, :func:`hipclang_compile_case` and :func:`metal_stub_compile_case`
+are the compile-only ``NVRTC``, ``HIPCLANG`` and ``METAL-STUB`` targets, and :func:`check_case` runs the
 reference and every backend and compares their outputs (:func:`compare_arrays`: bit for bit, or
 within an ulp tolerance where marked) into a list of :class:`Mismatch`.
 """
@@ -53,13 +53,20 @@ def _is_hipclang(spec) -> bool:
     return isinstance(spec, str) and spec.upper().startswith("HIPCLANG")
 
 
+def _is_metal_stub(spec) -> bool:
+    return isinstance(spec, str) and spec.upper() == "METAL-STUB"
+
+
 def is_compile_only(spec) -> bool:
-    """Whether ``spec`` names a compile-only target (NVRTC, HIPCLANG): no values to compare."""
-    return _is_nvrtc(spec) or _is_hipclang(spec)
+    """Whether ``spec`` names a compile-only target (NVRTC, HIPCLANG, METAL-STUB): no values to compare."""
+    return _is_nvrtc(spec) or _is_hipclang(spec) or _is_metal_stub(spec)
 
 
 def compile_only_case(case: Case, spec: str) -> None:
     """Run the compile-only target ``spec`` on ``case``."""
+    if _is_metal_stub(spec):
+        metal_stub_compile_case(case, spec)       # "refused" (what Metal lacks, by design) is no finding
+        return None
     return nvrtc_compile_case(case, spec) if _is_nvrtc(spec) else hipclang_compile_case(case, spec)
 
 
@@ -79,6 +86,47 @@ def hipclang_compile_case(case: Case, spec: str = "HIPCLANG") -> None:
         src = inst.source(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
         compile_hip_clang(src, arch, case.kname)
     return None
+
+
+def _narrow_f64(a):
+    """float64 -> float32: what a caller passes on a backend without float64 (Metal)."""
+    with np.errstate(over="ignore"):
+        if isinstance(a, np.ndarray) and a.dtype == np.float64:
+            return a.astype(np.float32)
+        if isinstance(a, np.float64):
+            return np.float32(a)
+    return a
+
+
+def metal_stub_compile_case(case: Case, spec: str = "METAL-STUB") -> str | None:
+    """The compile-only target ``METAL-STUB``: render ``case`` as Metal Shading Language (float64
+    arguments narrowed to float32, as a Metal caller would pass them) and check it with
+    ``clang++ -fsyntax-only`` against the project's stub ``metal_stdlib``
+    (:mod:`tinykernels.testing.metal_check`). A kernel that uses what Metal lacks (float64 in
+    the kernel itself, 64-bit atomics, tk.print) is refused with a CompileError by design: that
+    is no finding, and the function returns ``"refused"``; else None. No values are checked."""
+    from ...errors import CompileError
+    from ...runtime.metal import MetalTarget
+    from ..metal_check import check_msl
+    args, _ = make_args(case, None)
+    args = [_narrow_f64(a) for a in args]
+    t = MetalTarget()
+    out = None
+    for source in (case.source, re.sub(r"\bfloat64\b", "float32", case.source)):
+        k = load_kernel(source, case.kname) if out else getattr(case, "kernel", None) or load_kernel(source, case.kname)
+        inst = k(t, case.static_wg) if case.static_wg is not None else k(t)
+        try:
+            with np.errstate(all="ignore"):
+                src = inst.source(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
+            break
+        except CompileError as e:
+            if "Metal has no" not in str(e) and "not available on Metal" not in str(e):
+                raise
+            if out:
+                return "refused"
+            out = "twin"
+    check_msl(src, case.kname)
+    return out
 
 
 def nvrtc_compile_case(case: Case, spec: str = "NVRTC") -> None:
