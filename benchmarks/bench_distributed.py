@@ -59,8 +59,8 @@ def step_time(grid, backend, n, steps, exchange: bool) -> float:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default=None, metavar="DEV", help="backend (default: DEV, else the first available)")
-    p.add_argument("--local-size", type=int, default=None, metavar="N", help="N^3 per rank (default 64, 24 --quick)")
-    p.add_argument("--steps", type=int, default=None, help="steps per measurement (default 50, 5 with --quick)")
+    p.add_argument("--local-size", type=int, default=None, metavar="N", help="N^3 per rank (default 160, 24 --quick)")
+    p.add_argument("--steps", type=int, default=None, help="steps per measurement (default 20, 5 with --quick)")
     p.add_argument("--delay", default="auto", metavar="S|auto",
                    help="injected latency per exchanged dimension, seconds (default auto: exchange ~ half a step)")
     p.add_argument("--quick", action="store_true", help="small and short: checks that it runs")
@@ -68,8 +68,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     from mpi4py import MPI
     world = MPI.COMM_WORLD
-    n = a.local_size or (24 if a.quick else 64)
-    steps = a.steps or (5 if a.quick else 50)
+    n = a.local_size or (24 if a.quick else 160)   # 64^3: a step too short to hide anything behind
+    steps = a.steps or (5 if a.quick else 20)
     backend = diffusion3d.cpu_share(tk.default_backend() if a.backend is None else tk.backend(a.backend))
 
     # 2. one rank: the step alone, and with update_halo (not periodic, periodic)
