@@ -17,31 +17,7 @@ from .c import GEOMETRY_SLOTS
 
 ENTRY = "tk_xla_ffi"
 
-_TEMPLATE = """
-/* ---- XLA FFI handler (tinykernels.jax) ---- */
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-#include "xla/ffi/api/c_api.h"
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
-
-/* A fresh output buffer from XLA is touched first by the kernel: advise huge pages for its
-   2 MiB-aligned interior (4 KiB page faults cost more than the kernel's own traffic). */
-static void tk_advise_huge(void *p, const int64_t *dims, int64_t rank, size_t esize) {{
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    size_t n = esize;
-    for (int64_t d = 0; d < rank; ++d) n *= (size_t)dims[d];
-    if (n < ((size_t)1 << 22)) return;
-    uintptr_t m = ((uintptr_t)1 << 21) - 1, lo = ((uintptr_t)p + m) & ~m, hi = ((uintptr_t)p + n) & ~m;
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p; (void)dims; (void)rank; (void)esize;
-#endif
-}}
-
-static XLA_FFI_Error *tk_xla_fail(const XLA_FFI_Api *api, XLA_FFI_Error_Code code, const char *msg) {{
+_FRAME = """static XLA_FFI_Error *tk_xla_fail(const XLA_FFI_Api *api, XLA_FFI_Error_Code code, const char *msg) {{
     XLA_FFI_Error_Create_Args e;
     memset(&e, 0, sizeof e);
     e.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
@@ -69,7 +45,35 @@ XLA_FFI_Error *{entry}(XLA_FFI_CallFrame *cf) {{
         return tk_xla_fail(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                            "tinykernels: kernel '{name}' called with a call frame it was not built for");
     const int64_t *v = (const int64_t *)((const XLA_FFI_Array *)cf->attrs.attrs[0])->data;
-    tk_slot s[{nslots}];
+"""
+"""The part both handlers share: the error helper, the metadata query, the stage and the frame's
+shape checks, and the attribute vector ``v`` (a ``str.format`` template like the handlers)."""
+
+_TEMPLATE = """
+/* ---- XLA FFI handler (tinykernels.jax) ---- */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "xla/ffi/api/c_api.h"
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
+/* A fresh output buffer from XLA is touched first by the kernel: advise huge pages for its
+   2 MiB-aligned interior (4 KiB page faults cost more than the kernel's own traffic). */
+static void tk_advise_huge(void *p, const int64_t *dims, int64_t rank, size_t esize) {{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    size_t n = esize;
+    for (int64_t d = 0; d < rank; ++d) n *= (size_t)dims[d];
+    if (n < ((size_t)1 << 22)) return;
+    uintptr_t m = ((uintptr_t)1 << 21) - 1, lo = ((uintptr_t)p + m) & ~m, hi = ((uintptr_t)p + n) & ~m;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p; (void)dims; (void)rank; (void)esize;
+#endif
+}}
+
+""" + _FRAME + """    tk_slot s[{nslots}];
     const XLA_FFI_Buffer *b;
     for (int k = 0; k < {geom}; ++k) s[k].i = v[k];
 {advise}{packs}
@@ -163,35 +167,7 @@ _CUDA_TEMPLATE = """/* ---- XLA FFI handler for JAX's CUDA platform (tinykernels
 typedef int (*tk_cu_launch_kernel)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                    unsigned bz, unsigned shmem, void *stream, void **params, void **extra);
 
-static XLA_FFI_Error *tk_xla_fail(const XLA_FFI_Api *api, XLA_FFI_Error_Code code, const char *msg) {{
-    XLA_FFI_Error_Create_Args e;
-    memset(&e, 0, sizeof e);
-    e.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
-    e.message = msg;
-    e.errc = code;
-    return api->XLA_FFI_Error_Create(&e);
-}}
-
-XLA_FFI_Error *{entry}(XLA_FFI_CallFrame *cf) {{
-    if (cf->extension_start != NULL && cf->extension_start->type == XLA_FFI_Extension_Metadata) {{
-        XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)cf->extension_start)->metadata;
-        m->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
-        m->api_version.extension_start = NULL;
-        m->api_version.major_version = XLA_FFI_API_MAJOR;
-        m->api_version.minor_version = XLA_FFI_API_MINOR;
-        m->traits = 0;
-        if (m->struct_size >= offsetof(XLA_FFI_Metadata, state_type_id) + sizeof(XLA_FFI_TypeId))
-            m->state_type_id.type_id = 0;
-        return NULL;
-    }}
-    if (cf->stage != XLA_FFI_ExecutionStage_EXECUTE) return NULL;
-    if (cf->args.size != {nargs} || cf->rets.size != {nrets} || cf->attrs.size != 1
-        || cf->attrs.types[0] != XLA_FFI_AttrType_ARRAY
-        || ((const XLA_FFI_Array *)cf->attrs.attrs[0])->size != {nattr})
-        return tk_xla_fail(cf->api, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                           "tinykernels: kernel '{name}' called with a call frame it was not built for");
-    const int64_t *v = (const int64_t *)((const XLA_FFI_Array *)cf->attrs.attrs[0])->data;
-    XLA_FFI_Stream_Get_Args sg;                 /* the stream XLA runs this call on */
+""" + _FRAME + """    XLA_FFI_Stream_Get_Args sg;                 /* the stream XLA runs this call on */
     memset(&sg, 0, sizeof sg);
     sg.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
     sg.ctx = cf->ctx;
