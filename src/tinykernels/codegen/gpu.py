@@ -67,12 +67,34 @@ class GPURenderer(CLikeRenderer):
                 self.w(f"const long tk_g{d} = tk_s{d} + tk_p{d};")
             else:
                 self.w(f"const long tk_g{d} = tk_p{d};")
+        self.linear_ids("long")
+
+    def builtin_geometry(self, tid: str, gid: str, ngroups: str, wide: str) -> None:
+        """Geometry from the language's id vectors (CUDA/HIP ``threadIdx``/``blockIdx``/``gridDim``,
+        Metal's attribute parameters): ``tk_idx`` ids, ``wide`` for the ndrange offsets."""
+        wg = self.k.workgroup
+        for d in range(self.k.ndim):
+            ax = "xyz"[self.hw(d)]
+            self.w(f"const tk_idx tk_l{d} = (tk_idx){tid}.{ax}, tk_gr{d} = (tk_idx){gid}.{ax};")
+            self.w(f"const tk_idx tk_p{d} = tk_gr{d} * {wg[d]} + tk_l{d}, tk_ng{d} = (tk_idx){ngroups}.{ax};")
+            if self.ranges == 2:
+                self.w(f"const {wide} tk_g{d} = tk_s{d} + ({wide})tk_p{d} * tk_st{d};")
+            elif self.ranges == 1:
+                self.w(f"const {wide} tk_g{d} = tk_s{d} + ({wide})tk_p{d};")
+            else:
+                self.w(f"const tk_idx tk_g{d} = tk_p{d};")
+        self.linear_ids("tk_idx")
+        self.w("(void)tk_gl; (void)tk_ll; (void)tk_grl; (void)tk_in;")
+
+    def linear_ids(self, ctype: str) -> None:
+        """The linear global, local and group ids, and whether the item is inside the ndrange."""
+        k, wg = self.k, self.k.workgroup
         lin, ll, grl = "tk_p0", "tk_l0", "tk_gr0"
         for d in range(1, k.ndim):
             lin = f"({lin}) * tk_n{d} + tk_p{d}"
             ll = f"({ll}) * {wg[d]} + tk_l{d}"
             grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
-        self.w(f"const long tk_gl = {lin}, tk_ll = {ll}, tk_grl = {grl};")
+        self.w(f"const {ctype} tk_gl = {lin}, tk_ll = {ll}, tk_grl = {grl};")
         inr = " && ".join(f"tk_p{d} < tk_n{d}" for d in range(k.ndim))
         self.w(f"const bool tk_in = {'true' if k.unsafe_indices else inr};")
 

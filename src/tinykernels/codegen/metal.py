@@ -406,29 +406,10 @@ class MetalRenderer(GPURenderer):
     # --- geometry: the last ndrange dimension on x ------------------------------------------------
 
     def geometry(self) -> None:
-        k, wg = self.k, self.k.workgroup
-        for d in range(k.ndim):
+        for d in range(self.k.ndim):
             self.w(f"const long tk_s{d} = tk_a.tk_s{d}, tk_st{d} = tk_a.tk_st{d}; const tk_idx tk_n{d} = tk_a.tk_n{d};")
             self.w(f"(void)tk_s{d}; (void)tk_st{d};")
-        for d in range(k.ndim):
-            ax = "xyz"[self.hw(d)]
-            self.w(f"const tk_idx tk_l{d} = (tk_idx)tk_tid.{ax}, tk_gr{d} = (tk_idx)tk_tgid.{ax};")
-            self.w(f"const tk_idx tk_p{d} = tk_gr{d} * {wg[d]} + tk_l{d}, tk_ng{d} = (tk_idx)tk_ntg.{ax};")
-            if self.ranges == 2:
-                self.w(f"const long tk_g{d} = tk_s{d} + (long)tk_p{d} * tk_st{d};")
-            elif self.ranges == 1:
-                self.w(f"const long tk_g{d} = tk_s{d} + (long)tk_p{d};")
-            else:
-                self.w(f"const tk_idx tk_g{d} = tk_p{d};")
-        lin, ll, grl = "tk_p0", "tk_l0", "tk_gr0"
-        for d in range(1, k.ndim):
-            lin = f"({lin}) * tk_n{d} + tk_p{d}"
-            ll = f"({ll}) * {wg[d]} + tk_l{d}"
-            grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
-        self.w(f"const tk_idx tk_gl = {lin}, tk_ll = {ll}, tk_grl = {grl};")
-        inr = " && ".join(f"tk_p{d} < tk_n{d}" for d in range(k.ndim))
-        self.w(f"const bool tk_in = {'true' if k.unsafe_indices else inr};")
-        self.w("(void)tk_gl; (void)tk_ll; (void)tk_grl; (void)tk_in;")
+        self.builtin_geometry("tk_tid", "tk_tgid", "tk_ntg", "long")
 
     def workgroup_attribute(self) -> str:
         return ""
