@@ -15,7 +15,7 @@ Reports, from one run (the 3-D diffusion of ``python -m tinykernels diffusion3d`
    its messages); ``--delay auto`` (default) makes the whole exchange about half a step.
 2. the overhead of ``update_halo`` at one rank (rank 0 on ``MPI.COMM_SELF``), relative to the
    step alone (target <= 5%): not periodic (nothing to exchange; the cost of the call) and
-   periodic (each rank exchanges with itself through MPI).
+   periodic (the rank is its own neighbour: a local copy of its planes, no MPI).
 
 Exit status 1 if the overlapped result differs from the sequential one. Timings need an idle
 machine with at least one core per rank; PASS/MISS marks are informational.

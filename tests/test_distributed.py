@@ -198,3 +198,39 @@ def test_diffusion3d_command_under_mpiexec():
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("T_eff =") == 2 and "rank 1 coords (1, 0, 0)" in r.stdout
     assert "communication hidden:" in r.stdout and "equals sequential: yes" in r.stdout
+
+
+@needs_mpi
+@pytest.mark.parametrize("backend", ["CPU"] + (["CL"] if "CL" in tk.backends_available() else []))
+def test_periodic_single_rank_exchange_is_local(backend):
+    """One rank along a periodic dimension is its own neighbour: update_halo copies the send
+    planes into the opposite halos on the device, posting no MPI message (a communicator
+    that refuses Isend/Irecv proves it), and the halos equal NumPy's wrap-around."""
+    code = f"""
+import numpy as np, tinykernels as tk
+from mpi4py import MPI
+from tinykernels.distributed import GlobalGrid
+
+class NoMessages:
+    def __init__(self, comm):
+        self._comm = comm
+    def __getattr__(self, name):
+        if name in ("Isend", "Irecv", "Send", "Recv", "Sendrecv"):
+            raise AssertionError("a message was posted: " + name)
+        return getattr(self._comm, name)
+
+h = 2
+for shape in ((9,), (7, 8), (6, 7, 8)):
+    grid = GlobalGrid(shape, halo=h, periodic=True, comm=MPI.COMM_SELF)
+    grid.comm = NoMessages(grid.comm)
+    G = np.random.default_rng(len(shape)).standard_normal(grid.global_shape).astype(np.float32)
+    want = grid.local_part(G)
+    owned = np.pad(np.ones([n - 2 * h for n in shape], bool), h)
+    B = tk.asarray(np.where(owned, want, np.float32(0)), backend=tk.backend("{backend}"))
+    grid.update_halo(B)
+    assert np.array_equal(B.numpy(), want), shape
+    grid.free()
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_env())
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

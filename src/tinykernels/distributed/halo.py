@@ -11,6 +11,10 @@ corner value travels through the face exchanges of two dimensions).
 Message tags: ``2 * k`` for array ``k``'s planes travelling to the right (into the
 right neighbour's left halo), ``2 * k + 1`` to the left, so two messages between the
 same pair of ranks (two ranks along a periodic dimension) never mix.
+
+A periodic dimension that has a single rank is its own neighbour on both sides: there
+the send boxes are packed and unpacked straight into the opposite halos on the array's
+own stream, without MPI and without host staging (:func:`self_exchange`).
 """
 from __future__ import annotations
 
@@ -47,6 +51,11 @@ def exchange(grid, arrays, stagings, streams, delay_s: float = 0.0) -> float:
         s_lo, s_hi = send_ranges(n, grid.halo)
         r_lo, r_hi = recv_ranges(n, grid.halo)
         shape = grid.local_shape
+        if left == right == comm.rank:
+            self_exchange(arrays, stagings, streams, shape, d, (s_lo, s_hi), (r_lo, r_hi))
+            for s in unique_streams:
+                s.synchronize()
+            continue
         sends = []          # (k, tag, neighbour, dev, host)
         for k, A in enumerate(arrays):
             st, stream = stagings[k], streams[k]
@@ -82,3 +91,18 @@ def exchange(grid, arrays, stagings, streams, delay_s: float = 0.0) -> float:
             s.synchronize()
     return t_mpi
 
+
+
+def self_exchange(arrays, stagings, streams, shape, d: int, sends, recvs) -> None:
+    """A periodic dimension with one rank: each send box goes into the opposite halo.
+
+    What the right neighbour (this rank) would receive into its left halo is this rank's
+    right send box, and the other way round; the copy goes through the packed buffer on
+    the array's own stream, so it needs neither MPI nor a host round trip.
+    """
+    (s_lo, s_hi), (r_lo, r_hi) = sends, recvs
+    for k, A in enumerate(arrays):
+        st, stream = stagings[k], streams[k]
+        for side, (src, dst) in enumerate(((s_hi, r_lo), (s_lo, r_hi))):
+            dev, _host = st.pack(A, halo_box(shape, d, src), ("self", d, side, k), stream)
+            st.unpack(A, halo_box(shape, d, dst), dev, stream)
