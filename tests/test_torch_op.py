@@ -238,3 +238,128 @@ def test_torch_compile_fullgraph_with_an_llm_kernel():
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad)
     assert torch.autograd.gradcheck(swiglu, (rand(3, 4), rand(3, 4)))
+
+
+@tk.kernel
+def patched(out, acc, x: tk.Const, idx: tk.Const, a, n, flag, scale: tk.constexpr):
+    i = tk.index()
+    out[i] = a * x[i] + n
+    v = x[idx[i]] * scale
+    acc[i] = acc[i] + (v if flag else -v)
+
+
+PATCHED = tktorch.torch_op(patched, outputs=["out", "acc"], name="tktest::patched")
+
+
+def _kept_templates() -> bool:
+    """Whether the launcher keeps launch templates (the C extension; not the ctypes fallback)."""
+    from tinykernels.runtime import launcher
+    return launcher.get().template(0, (), 1) is not None
+
+
+def _raw_entries(op):
+    return [e for p in op._plans.values() for e in p.raw.values()]
+
+
+def test_eager_kept_launch_patches_pointers_and_scalars():
+    """Repeated eager calls with the same tensor metadata launch from a kept template with
+    each call's data pointers and scalars (int, float, bool) patched in: every call's values
+    match NumPy, the inputs are unchanged, and the fully overwritten output and the
+    read-modify-write output both come out right."""
+    rng = np.random.default_rng(3)
+    for it in range(6):
+        x = torch.from_numpy(rng.standard_normal(40))
+        idx = torch.from_numpy(rng.integers(0, 40, 40).astype(np.int32))
+        out0, acc0 = torch.full((40,), float("nan"), dtype=torch.float64), torch.from_numpy(rng.standard_normal(40))
+        keep = acc0.clone()
+        a, n, flag = 0.5 * it - 1.0, it - 2, bool(it % 2)
+        out, acc = PATCHED(out0, acc0, x, idx, a=a, n=n, flag=flag, scale=3.0)
+        xn = x.numpy()
+        np.testing.assert_allclose(out.numpy(), a * xn + n, rtol=1e-13)
+        v = xn[idx.numpy()] * 3.0
+        np.testing.assert_allclose(acc.numpy(), keep.numpy() + (v if flag else -v), rtol=1e-13)
+        torch.testing.assert_close(acc0, keep)
+        assert out.data_ptr() not in (out0.data_ptr(), acc0.data_ptr())
+    if _kept_templates():
+        assert any(isinstance(e, tktorch._Raw) for e in _raw_entries(PATCHED))
+    # the dispatcher route gives the same values
+    key = PATCHED._key({"a": 1.5, "n": 2, "flag": True, "scale": 3.0}, None, None)[0]
+    d_out, d_acc = PATCHED._op([out0, acc0, x, idx], [1.5], [2, 1], key)
+    e_out, e_acc = PATCHED(out0, acc0, x, idx, a=1.5, n=2, flag=True, scale=3.0)
+    torch.testing.assert_close((e_out, e_acc), (d_out, d_acc))
+
+
+def test_eager_call_pattern_memo_follows_values_and_kinds():
+    """The eager key memo keys on keyword names, ndrange and workgroup size: a changed
+    constexpr value, a scalar of another kind and a NumPy scalar each get their own key."""
+    img, out0 = rand(6, 7, grad=False), rand(6, 7, grad=False)
+    left = torch.nn.functional.pad(img, (1, 0))[:, :-1]
+    for scale in (2.0, 3.0, 2.0):
+        out = STENCIL(out0, img, w=0.5, scale=scale)
+        torch.testing.assert_close(out, scale * torch.sin(img) * left + 0.5 * out0)
+    y0, x = rand(10, grad=False), rand(10, grad=False)
+    for a in (2.0, 3, np.float32(0.25), 2.0, 3):
+        torch.testing.assert_close(FMA(y0, x, a=a), y0 * x + float(a) * x)
+
+
+def test_eager_kept_launch_layouts():
+    """Non-contiguous inputs (transposed, strided), a non-contiguous initial value (the
+    checked path), and a lazily negated view (.imag of a conjugate: materialized) all
+    give the right values, also on repeated calls."""
+    for _ in range(3):
+        img, out0 = rand(7, 6, grad=False).t(), rand(6, 7, grad=False)
+        left = torch.nn.functional.pad(img, (1, 0))[:, :-1]
+        torch.testing.assert_close(STENCIL(out0, img, w=0.5, scale=2.0), 2.0 * torch.sin(img) * left + 0.5 * out0)
+        out0t = rand(7, 6, grad=False).t()
+        torch.testing.assert_close(STENCIL(out0t, img, w=0.5, scale=2.0),
+                                   2.0 * torch.sin(img) * left + 0.5 * out0t)
+        y0, x = rand(20, grad=False), rand(40, grad=False)[::2]
+        torch.testing.assert_close(FMA(y0, x, a=1.5), y0 * x + 1.5 * x)
+    c = torch.randn(20, dtype=torch.complex128, generator=G)
+    xn = c.conj().imag                             # is_neg(): values are -c.imag
+    assert xn.is_neg()
+    y0 = rand(20, grad=False)
+    for _ in range(2):
+        torch.testing.assert_close(FMA(y0, xn, a=1.5), y0 * (-c.imag) + 1.5 * (-c.imag))
+        torch.testing.assert_close(FMA(y0, -c.imag, a=1.5), y0 * (-c.imag) + 1.5 * (-c.imag))
+
+
+def test_eager_kept_launch_refuses_misaligned_pointers():
+    """A tensor whose data pointer is not a multiple of its element size has the same
+    metadata as an aligned one; the kept launch refuses it and the checked path decides
+    (same values as the aligned tensor, or a clear LaunchError)."""
+    x = torch.arange(16, dtype=torch.float32)
+    y0 = torch.zeros(16, dtype=torch.float32)
+    for _ in range(2):
+        torch.testing.assert_close(FMA(y0, x, a=2.0), 2.0 * x)
+    buf = bytearray(4 * 17)
+    xm = torch.frombuffer(buf, dtype=torch.float32, offset=1, count=16)
+    xm.copy_(x)
+    assert xm.data_ptr() % 4 and xm.stride() == x.stride()
+    try:
+        got = FMA(y0, xm, a=2.0)
+    except LaunchError as e:
+        assert "fma_update" in str(e)
+    else:
+        torch.testing.assert_close(got, 2.0 * x)
+
+
+def test_launcher_raw_refuses_bad_values():
+    """The launcher's kept-template launch (runtime/_launch.c raw()) launches only with
+    values of the recorded kinds, aligned pointers and disjoint checked pairs."""
+    from tinykernels.runtime import launcher
+    L = launcher.get()
+    if not _kept_templates():
+        pytest.skip("the ctypes launcher has no kept templates")
+    y0, x = torch.zeros(8, dtype=torch.float64), torch.ones(8, dtype=torch.float64)
+    FMA(y0, x, a=1.0)
+    FMA(y0, x, a=1.0)
+    (e,) = [e for e in _raw_entries(FMA) if isinstance(e, tktorch._Raw) and e.nd == (8,)]
+    y, x = torch.ones(8, dtype=torch.float64), torch.full((8,), 2.0, dtype=torch.float64)
+    assert L.raw(e.words, 1, (y.data_ptr(), x.data_ptr(), 3.0)) is True
+    torch.testing.assert_close(y, torch.full((8,), 2.0 + 6.0, dtype=torch.float64))
+    assert L.raw(e.words, 1, (y.data_ptr() + 1, x.data_ptr(), 3.0)) is False       # misaligned
+    assert L.raw(e.words, 1, (y.data_ptr(), x.data_ptr(), 3)) is False             # not a float
+    assert L.raw(e.words, 1, (y.data_ptr(), x.data_ptr())) is False                # too few values
+    assert L.raw(e.words[:24], 1, (y.data_ptr(), x.data_ptr(), 3.0)) is False      # truncated entry
+    torch.testing.assert_close(y, torch.full((8,), 8.0, dtype=torch.float64))     # none of them ran
