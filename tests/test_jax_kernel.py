@@ -86,6 +86,36 @@ def test_aliasing_initial_values_and_inputs_untouched():
     np.testing.assert_allclose(FMA(x, x, a=0.0), x * x, rtol=1e-14)
 
 
+@tk.kernel
+def triad(y, x: tk.Const, z: tk.Const, s):
+    i = tk.index()
+    y[i] = x[i] + s * z[i]
+
+
+def _hlo_copies(fn, *args) -> int:
+    return sum(" copy(" in line for line in fn.lower(*args).compile().as_text().splitlines())
+
+
+def test_inplace_outputs_with_donation_cost_no_copy():
+    """A fully overwritten output gets a fresh buffer; when its initial value is donated, XLA
+    must place the result in the donated buffer and copies the fresh one into it. With
+    inplace=True the kernel writes the donated buffer directly: no copy in the compiled
+    program, same values; without donation inplace costs the copy instead."""
+    x, z = r(64), r(64)
+    fresh, inplace = tkjax.jax_kernel(triad, outputs=["y"]), tkjax.jax_kernel(triad, outputs=["y"], inplace=True)
+    for f in (fresh, inplace):
+        np.testing.assert_allclose(f(jnp.zeros(64), x, z, s=2.0), x + 2.0 * z, rtol=1e-14)
+    donate = {f: jax.jit(lambda y, a, b, f=f: f(y, a, b, s=2.0), donate_argnums=0) for f in (fresh, inplace)}
+    plain = {f: jax.jit(lambda y, a, b, f=f: f(y, a, b, s=2.0)) for f in (fresh, inplace)}
+    y0 = jnp.zeros(64)
+    assert _hlo_copies(donate[fresh], y0, x, z) == 1 and _hlo_copies(donate[inplace], y0, x, z) == 0
+    assert _hlo_copies(plain[fresh], y0, x, z) == 0 and _hlo_copies(plain[inplace], y0, x, z) == 1
+    for f in (fresh, inplace):
+        np.testing.assert_allclose(donate[f](jnp.zeros(64), x, z), x + 2.0 * z, rtol=1e-14)
+        np.testing.assert_allclose(plain[f](y0, x, z), x + 2.0 * z, rtol=1e-14)
+    np.testing.assert_array_equal(np.array(y0), np.zeros(64))
+
+
 def test_vmap_runs_each_batch_element():
     Y, X = r(3, 12), r(3, 12)
     out = jax.vmap(lambda u, v: FMA(u, v, a=0.5))(Y, X)
