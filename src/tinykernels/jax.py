@@ -9,8 +9,8 @@ shapes' 32-bit fit, constexprs, ndrange rank) the kernel's C is compiled togethe
 generated FFI handler (:mod:`tinykernels.codegen.xla_ffi`) through the kernel disk cache,
 and registered with ``jax.ffi.register_ffi_target``; a call is XLA calling that C function,
 with no Python. Outputs are XLA's buffers: fresh ones for outputs the kernel fully
-overwrites, the others aliased to the arrays that give their initial values
-(``input_output_aliases``).
+overwrites (unless ``inplace=True``), the others aliased to the arrays that give their
+initial values (``input_output_aliases``).
 
 ``jax.grad``: a ``jax.custom_vjp`` whose backward runs tinykernels' adjoint kernel
 (:func:`tinykernels.adjoint`) on the CPU through ``jax.pure_callback`` (the adjoint's tape
