@@ -28,6 +28,17 @@ TWO = tktorch.torch_op(two_outputs, outputs=["s", "d"], name="tktest::two_output
 GATHER = tktorch.torch_op(gather, outputs=["y"], name="tktest::gather")
 BAD = tktorch.torch_op(writes_input, outputs=["y"], name="tktest::writes_input")
 
+
+@tk.kernel
+def patched(out, acc, x: tk.Const, idx: tk.Const, a, n, flag, scale: tk.constexpr):
+    i = tk.index()
+    out[i] = a * x[i] + n
+    v = x[idx[i]] * scale
+    acc[i] = acc[i] + (v if flag else -v)
+
+
+PATCHED = tktorch.torch_op(patched, outputs=["out", "acc"], name="tktest::patched")
+
 G = torch.Generator().manual_seed(5)
 
 
@@ -62,6 +73,13 @@ def test_opcheck_passes_every_check():
     img, out0 = rand(4, 5), rand(4, 5)
     key = STENCIL._key({"w": 0.25, "scale": 3.0}, None, None)
     torch.library.opcheck(STENCIL._op, ([out0, img], key[1], key[2], key[0]))
+    # two outputs, an int scalar
+    key = TWO._key({"n": 3}, None, None)
+    torch.library.opcheck(TWO._op, ([rand(6), rand(6), rand(6), rand(6)], key[1], key[2], key[0]))
+    # two outputs (one fully overwritten), int and bool scalars, an int array, a constexpr
+    key = PATCHED._key({"a": 0.5, "n": 2, "flag": True, "scale": 3.0}, None, None)
+    idx = torch.tensor([3, 0, 1, 1, 2, 5], dtype=torch.int32)
+    torch.library.opcheck(PATCHED._op, ([rand(6), rand(6), rand(6), idx], key[1], key[2], key[0]))
 
 
 def test_gradcheck_float64():
@@ -240,17 +258,6 @@ def test_torch_compile_fullgraph_with_an_llm_kernel():
     assert torch.autograd.gradcheck(swiglu, (rand(3, 4), rand(3, 4)))
 
 
-@tk.kernel
-def patched(out, acc, x: tk.Const, idx: tk.Const, a, n, flag, scale: tk.constexpr):
-    i = tk.index()
-    out[i] = a * x[i] + n
-    v = x[idx[i]] * scale
-    acc[i] = acc[i] + (v if flag else -v)
-
-
-PATCHED = tktorch.torch_op(patched, outputs=["out", "acc"], name="tktest::patched")
-
-
 def _kept_templates() -> bool:
     """Whether the launcher keeps launch templates (the C extension; not the ctypes fallback)."""
     from tinykernels.runtime import launcher
@@ -363,3 +370,32 @@ def test_launcher_raw_refuses_bad_values():
     assert L.raw(e.words, 1, (y.data_ptr(), x.data_ptr())) is False                # too few values
     assert L.raw(e.words[:24], 1, (y.data_ptr(), x.data_ptr(), 3.0)) is False      # truncated entry
     torch.testing.assert_close(y, torch.full((8,), 8.0, dtype=torch.float64))     # none of them ran
+
+
+def test_torch_compile_fullgraph_default_backend_with_an_llm_kernel():
+    """torch.compile's default backend (Inductor, which generates C++ around the operators)
+    with fullgraph=True: tinykernels.llm's SwiGLU kernel and a second kernel in one model;
+    value and parameter gradient match eager mode."""
+    import shutil
+    if not (shutil.which("g++") or shutil.which("c++")):
+        pytest.skip("Inductor's CPU code generation needs a C++ compiler")
+    swiglu = _llm_swiglu_op()
+    torch.manual_seed(2)
+    lin = torch.nn.Linear(6, 10, dtype=torch.float64)
+
+    def model(x):
+        a = lin(x)
+        h = swiglu(a, a.flip(1))
+        h = FMA(h.reshape(-1), torch.cos(h.reshape(-1)), a=0.5)
+        return (h * h).sum()
+
+    x = torch.randn(5, 6, dtype=torch.float64, generator=G)
+    want = model(x)
+    want.backward()
+    grad = lin.weight.grad.clone()
+    lin.zero_grad()
+    torch._dynamo.reset()
+    out = torch.compile(model, fullgraph=True)(x)
+    out.backward()
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(lin.weight.grad, grad)
