@@ -75,6 +75,7 @@ def test_eager_jit_vmap_match_the_direct_launch():
     stencil2d(tk.CPU())(direct, img, 0.5, 2.0, ndrange=(6, 7))
     f = lambda o, m: STENCIL(o, m, w=0.5, scale=2.0)  # noqa: E731
     np.testing.assert_array_equal(f(jnp.asarray(out0), jnp.asarray(img)), direct)
+    np.testing.assert_array_equal(f(out0, img), direct)                  # NumPy arrays, eagerly
     np.testing.assert_array_equal(jax.jit(f)(out0, img), direct)
     Y, X = np.asarray(r(3, 12)), np.asarray(r(3, 12))
     want = Y.copy()

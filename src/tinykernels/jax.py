@@ -109,7 +109,8 @@ class JaxKernel:
         b, floats, ints = interop.bind(self.kernel, self.outputs, len(arrays), scalars, self._what,
                                        self.ndrange if ndrange is None else ndrange,
                                        self.workgroupsize if workgroupsize is None else workgroupsize)
-        arrays = tuple(jnp.asarray(a) for a in arrays)
+        # JAX arrays (and tracers) as they are: jnp.asarray of one costs about 10 us
+        arrays = tuple(a if isinstance(a, jax.Array) else jnp.asarray(a) for a in arrays)
         for n, a in zip(b.array_names(), arrays):
             if a.ndim == 0:
                 raise LaunchError(f"{self._what}: argument '{n}' is 0-d; kernels take arrays of 1 to 8 "
