@@ -154,6 +154,11 @@ def test_refusals():
         tktorch.torch_op(fma_update, outputs=["y"], name="tktest::fma_update")
     with pytest.raises(LaunchError, match="is on meta"):
         FMA(y, torch.ones(4, dtype=torch.float64, device="meta"), a=1.0)
+    # a sparse tensor (its stride() looks like an expanded dense one's): the dispatcher refuses it
+    for _ in range(2):
+        FMA(y, torch.ones(1, dtype=torch.float64).expand(4), a=1.0)
+    with pytest.raises(NotImplementedError, match="SparseCPU"):
+        FMA(y, x.to_sparse(), a=1.0)
 
 
 @tk.kernel

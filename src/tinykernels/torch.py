@@ -298,7 +298,7 @@ class TorchOp:
         e = p.raw.get(meta)
         if e is None:
             outs = self._forward(list(arrays), floats, ints, key)
-            if not RECORDERS:
+            if not RECORDERS and len(p.raw) < _RAW_MAX:     # full: new metadata takes _forward
                 p.raw[meta] = self._raw_entry(p, arrays, floats, ints)
             return outs
         if e is False or RECORDERS:
@@ -478,6 +478,7 @@ class TorchOp:
         return res
 
 
+_RAW_MAX = 1024                         # kept launches per call pattern (one per tensor metadata)
 _KEY_MEMO = 64                          # eager call patterns remembered per operator (_eager_key)
 _EMPTY, _CLONE, _LARGE_OUT = 0, 1, 2     # how _Raw allocates an output (see TorchOp._raw_entry)
 
@@ -527,8 +528,9 @@ def _eager_direct(arrays) -> bool:
     """Whether an eager call may run the operator's CPU implementation directly: plain CPU
     tensors, no gradient to record, and nothing that intercepts operators (torch.compile
     tracing, torch function / dispatch modes such as FakeTensorMode, functorch transforms,
-    the profiler, TorchScript tracing), and no lazily negated view (``is_neg()``, e.g. the
-    ``.imag`` of a conjugate: the dispatcher materializes it). Otherwise the call goes
+    the profiler, TorchScript tracing), no lazily negated view (``is_neg()``, e.g. the
+    ``.imag`` of a conjugate: the dispatcher materializes it) and only dense (strided)
+    tensors (the dispatcher refuses sparse and MKL-DNN ones). Otherwise the call goes
     through the dispatcher."""
     if torch.compiler.is_compiling():
         return False
@@ -536,13 +538,14 @@ def _eager_direct(arrays) -> bool:
     if (C._len_torch_function_stack() or C._len_torch_dispatch_stack() or C._are_functorch_transforms_active()
             or C._autograd._profiler_enabled() or C._get_tracing_state() is not None):
         return False
+    strided = torch.strided
     if C.is_grad_enabled():
         for t in arrays:
-            if type(t) is not torch.Tensor or not t.is_cpu or t.requires_grad or t.is_neg():
+            if type(t) is not torch.Tensor or not t.is_cpu or t.requires_grad or t.is_neg() or t.layout is not strided:
                 return False
     else:
         for t in arrays:
-            if type(t) is not torch.Tensor or not t.is_cpu or t.is_neg():
+            if type(t) is not torch.Tensor or not t.is_cpu or t.is_neg() or t.layout is not strided:
                 return False
     return True
 
