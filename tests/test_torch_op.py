@@ -312,6 +312,12 @@ def test_eager_call_pattern_memo_follows_values_and_kinds():
     y0, x = rand(10, grad=False), rand(10, grad=False)
     for a in (2.0, 3, np.float32(0.25), 2.0, 3):
         torch.testing.assert_close(FMA(y0, x, a=a), y0 * x + float(a) * x)
+    # ndrange values equal to a remembered one but of another type are still checked
+    for nd in (8, [8], (8,), 8, (8,)):
+        torch.testing.assert_close(FMA(y0, x, a=1.0, ndrange=nd)[:8], (y0 * x + x)[:8])
+    for bad in (8.0, True, (8.0,)):
+        with pytest.raises(LaunchError, match="ndrange"):
+            FMA(y0, x, a=1.0, ndrange=bad)
 
 
 def test_eager_kept_launch_layouts():

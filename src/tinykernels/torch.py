@@ -129,10 +129,11 @@ class TorchOp:
         call order, ndrange, workgroup size; at most :data:`_KEY_MEMO` patterns): a repeated
         pattern whose scalars are Python floats, ints and bools of the same kinds, and whose
         constexprs have the same values, only collects the scalars."""
-        try:
-            m = self._keymemo.get((tuple(kw), ndrange, workgroupsize))
-        except TypeError:                  # an unhashable ndrange or workgroup size (a list)
-            return self._key(kw, ndrange, workgroupsize)
+        # ndrange / workgroup size by their text unless None or an int (8.0 == 8, but the key
+        # of 8.0 is refused by bind)
+        mk = (tuple(kw), ndrange if ndrange is None or type(ndrange) is int else repr(ndrange),
+              workgroupsize if workgroupsize is None or type(workgroupsize) is int else repr(workgroupsize))
+        m = self._keymemo.get(mk)
         if m is not None:
             floats, ints = [], []
             for name, kind, c in m[1]:
@@ -158,7 +159,7 @@ class TorchOp:
                     return r
                 spec.append((name, kind, v if kind == "c" else None))
         if len(self._keymemo) < _KEY_MEMO:
-            self._keymemo[(tuple(kw), ndrange, workgroupsize)] = (r[0], tuple(spec))
+            self._keymemo[mk] = (r[0], tuple(spec))
         return r
 
     def _key(self, kw: dict, ndrange, workgroupsize) -> tuple:
