@@ -372,7 +372,9 @@ def test_launcher_raw_refuses_bad_values():
     y0, x = torch.zeros(8, dtype=torch.float64), torch.ones(8, dtype=torch.float64)
     FMA(y0, x, a=1.0)
     FMA(y0, x, a=1.0)
-    (e,) = [e for e in _raw_entries(FMA) if isinstance(e, tktorch._Raw) and e.nd == (8,)]
+    p = FMA._plans[(FMA._key({"a": 1.0}, None, None)[0], 2)]
+    e = p.raw[tuple((t.shape, t.stride(), t.dtype) for t in (y0, x))]
+    assert isinstance(e, tktorch._Raw)
     y, x = torch.ones(8, dtype=torch.float64), torch.full((8,), 2.0, dtype=torch.float64)
     assert L.raw(e.words, 1, (y.data_ptr(), x.data_ptr(), 3.0)) is True
     torch.testing.assert_close(y, torch.full((8,), 2.0 + 6.0, dtype=torch.float64))
@@ -410,3 +412,22 @@ def test_torch_compile_fullgraph_default_backend_with_an_llm_kernel():
     out.backward()
     torch.testing.assert_close(out, want)
     torch.testing.assert_close(lin.weight.grad, grad)
+
+
+def test_eager_kept_launch_large_outputs():
+    """Outputs of 1 MiB or more (fresh, huge-page advised tensors; the initial value copied in
+    only when the kernel reads it) on the kept-launch route: right values on every call."""
+    n = 1 << 18                                    # 2 MiB of float64
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        x = torch.from_numpy(rng.standard_normal(n))
+        idx = torch.from_numpy(rng.integers(0, n, n).astype(np.int32))
+        acc0 = torch.from_numpy(rng.standard_normal(n))
+        out, acc = PATCHED(torch.zeros(n, dtype=torch.float64), acc0, x, idx, a=2.0, n=1, flag=True, scale=0.5)
+        np.testing.assert_allclose(out.numpy(), 2.0 * x.numpy() + 1, rtol=1e-13)
+        np.testing.assert_allclose(acc.numpy(), acc0.numpy() + 0.5 * x.numpy()[idx.numpy()], rtol=1e-13)
+        y = FMA(acc0, x, a=0.5)
+        np.testing.assert_allclose(y.numpy(), acc0.numpy() * x.numpy() + 0.5 * x.numpy(), rtol=1e-13)
+    if _kept_templates():
+        assert any(isinstance(e, tktorch._Raw) and tktorch._LARGE_OUT in dict(e.alloc).values()
+                   for e in _raw_entries(PATCHED))

@@ -333,7 +333,8 @@ class TorchOp:
             t = arrays[k]
             mode = _LARGE_OUT if t.nbytes >= _LARGE else _EMPTY if k in fresh else _CLONE
             alloc.append((k, mode))
-            work[k] = torch.empty_like(t)        # a stand-in with the output's metadata
+            # a stand-in with the metadata the output will have (clone() keeps empty_like's)
+            work[k] = torch.empty(t.shape, dtype=t.dtype) if mode == _LARGE_OUT else torch.empty_like(t)
         L = self._launcher
         args = p.args([_host_view(t) for t in work], floats, ints)
         sig = L.fast({}, inst._cmask, inst._nthreads, args, nd, b.workgroupsize)   # {}: the key, no launch
