@@ -28,6 +28,17 @@ TWO = tktorch.torch_op(two_outputs, outputs=["s", "d"], name="tktest::two_output
 GATHER = tktorch.torch_op(gather, outputs=["y"], name="tktest::gather")
 BAD = tktorch.torch_op(writes_input, outputs=["y"], name="tktest::writes_input")
 
+
+@tk.kernel
+def patched(out, acc, x: tk.Const, idx: tk.Const, a, n, flag, scale: tk.constexpr):
+    i = tk.index()
+    out[i] = a * x[i] + n
+    v = x[idx[i]] * scale
+    acc[i] = acc[i] + (v if flag else -v)
+
+
+PATCHED = tktorch.torch_op(patched, outputs=["out", "acc"], name="tktest::patched")
+
 G = torch.Generator().manual_seed(5)
 
 
@@ -62,6 +73,13 @@ def test_opcheck_passes_every_check():
     img, out0 = rand(4, 5), rand(4, 5)
     key = STENCIL._key({"w": 0.25, "scale": 3.0}, None, None)
     torch.library.opcheck(STENCIL._op, ([out0, img], key[1], key[2], key[0]))
+    # two outputs, an int scalar
+    key = TWO._key({"n": 3}, None, None)
+    torch.library.opcheck(TWO._op, ([rand(6), rand(6), rand(6), rand(6)], key[1], key[2], key[0]))
+    # two outputs (one fully overwritten), int and bool scalars, an int array, a constexpr
+    key = PATCHED._key({"a": 0.5, "n": 2, "flag": True, "scale": 3.0}, None, None)
+    idx = torch.tensor([3, 0, 1, 1, 2, 5], dtype=torch.int32)
+    torch.library.opcheck(PATCHED._op, ([rand(6), rand(6), rand(6), idx], key[1], key[2], key[0]))
 
 
 def test_gradcheck_float64():
@@ -136,6 +154,11 @@ def test_refusals():
         tktorch.torch_op(fma_update, outputs=["y"], name="tktest::fma_update")
     with pytest.raises(LaunchError, match="is on meta"):
         FMA(y, torch.ones(4, dtype=torch.float64, device="meta"), a=1.0)
+    # a sparse tensor (its stride() looks like an expanded dense one's): the dispatcher refuses it
+    for _ in range(2):
+        FMA(y, torch.ones(1, dtype=torch.float64).expand(4), a=1.0)
+    with pytest.raises(NotImplementedError, match="SparseCPU"):
+        FMA(y, x.to_sparse(), a=1.0)
 
 
 @tk.kernel
@@ -238,3 +261,173 @@ def test_torch_compile_fullgraph_with_an_llm_kernel():
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad)
     assert torch.autograd.gradcheck(swiglu, (rand(3, 4), rand(3, 4)))
+
+
+def _kept_templates() -> bool:
+    """Whether the launcher keeps launch templates (the C extension; not the ctypes fallback)."""
+    from tinykernels.runtime import launcher
+    return launcher.get().template(0, (), 1) is not None
+
+
+def _raw_entries(op):
+    return [e for p in op._plans.values() for e in p.raw.values()]
+
+
+def test_eager_kept_launch_patches_pointers_and_scalars():
+    """Repeated eager calls with the same tensor metadata launch from a kept template with
+    each call's data pointers and scalars (int, float, bool) patched in: every call's values
+    match NumPy, the inputs are unchanged, and the fully overwritten output and the
+    read-modify-write output both come out right."""
+    rng = np.random.default_rng(3)
+    for it in range(6):
+        x = torch.from_numpy(rng.standard_normal(40))
+        idx = torch.from_numpy(rng.integers(0, 40, 40).astype(np.int32))
+        out0, acc0 = torch.full((40,), float("nan"), dtype=torch.float64), torch.from_numpy(rng.standard_normal(40))
+        keep = acc0.clone()
+        a, n, flag = 0.5 * it - 1.0, it - 2, bool(it % 2)
+        out, acc = PATCHED(out0, acc0, x, idx, a=a, n=n, flag=flag, scale=3.0)
+        xn = x.numpy()
+        np.testing.assert_allclose(out.numpy(), a * xn + n, rtol=1e-13)
+        v = xn[idx.numpy()] * 3.0
+        np.testing.assert_allclose(acc.numpy(), keep.numpy() + (v if flag else -v), rtol=1e-13)
+        torch.testing.assert_close(acc0, keep)
+        assert out.data_ptr() not in (out0.data_ptr(), acc0.data_ptr())
+    if _kept_templates():
+        assert any(isinstance(e, tktorch._Raw) for e in _raw_entries(PATCHED))
+    # the dispatcher route gives the same values
+    key = PATCHED._key({"a": 1.5, "n": 2, "flag": True, "scale": 3.0}, None, None)[0]
+    d_out, d_acc = PATCHED._op([out0, acc0, x, idx], [1.5], [2, 1], key)
+    e_out, e_acc = PATCHED(out0, acc0, x, idx, a=1.5, n=2, flag=True, scale=3.0)
+    torch.testing.assert_close((e_out, e_acc), (d_out, d_acc))
+
+
+def test_eager_call_pattern_memo_follows_values_and_kinds():
+    """The eager key memo keys on keyword names, ndrange and workgroup size: a changed
+    constexpr value, a scalar of another kind and a NumPy scalar each get their own key."""
+    img, out0 = rand(6, 7, grad=False), rand(6, 7, grad=False)
+    left = torch.nn.functional.pad(img, (1, 0))[:, :-1]
+    for scale in (2.0, 3.0, 2.0):
+        out = STENCIL(out0, img, w=0.5, scale=scale)
+        torch.testing.assert_close(out, scale * torch.sin(img) * left + 0.5 * out0)
+    y0, x = rand(10, grad=False), rand(10, grad=False)
+    for a in (2.0, 3, np.float32(0.25), 2.0, 3):
+        torch.testing.assert_close(FMA(y0, x, a=a), y0 * x + float(a) * x)
+    # ndrange values equal to a remembered one but of another type are still checked
+    for nd in (8, [8], (8,), 8, (8,)):
+        torch.testing.assert_close(FMA(y0, x, a=1.0, ndrange=nd)[:8], (y0 * x + x)[:8])
+    for bad in (8.0, True, (8.0,)):
+        with pytest.raises(LaunchError, match="ndrange"):
+            FMA(y0, x, a=1.0, ndrange=bad)
+
+
+def test_eager_kept_launch_layouts():
+    """Non-contiguous inputs (transposed, strided), a non-contiguous initial value (the
+    checked path), and a lazily negated view (.imag of a conjugate: materialized) all
+    give the right values, also on repeated calls."""
+    for _ in range(3):
+        img, out0 = rand(7, 6, grad=False).t(), rand(6, 7, grad=False)
+        left = torch.nn.functional.pad(img, (1, 0))[:, :-1]
+        torch.testing.assert_close(STENCIL(out0, img, w=0.5, scale=2.0), 2.0 * torch.sin(img) * left + 0.5 * out0)
+        out0t = rand(7, 6, grad=False).t()
+        torch.testing.assert_close(STENCIL(out0t, img, w=0.5, scale=2.0),
+                                   2.0 * torch.sin(img) * left + 0.5 * out0t)
+        y0, x = rand(20, grad=False), rand(40, grad=False)[::2]
+        torch.testing.assert_close(FMA(y0, x, a=1.5), y0 * x + 1.5 * x)
+    c = torch.randn(20, dtype=torch.complex128, generator=G)
+    xn = c.conj().imag                             # is_neg(): values are -c.imag
+    assert xn.is_neg()
+    y0 = rand(20, grad=False)
+    for _ in range(2):
+        torch.testing.assert_close(FMA(y0, xn, a=1.5), y0 * (-c.imag) + 1.5 * (-c.imag))
+        torch.testing.assert_close(FMA(y0, -c.imag, a=1.5), y0 * (-c.imag) + 1.5 * (-c.imag))
+
+
+def test_eager_kept_launch_refuses_misaligned_pointers():
+    """A tensor whose data pointer is not a multiple of its element size has the same
+    metadata as an aligned one; the kept launch refuses it and the checked path decides
+    (same values as the aligned tensor, or a clear LaunchError)."""
+    x = torch.arange(16, dtype=torch.float32)
+    y0 = torch.zeros(16, dtype=torch.float32)
+    for _ in range(2):
+        torch.testing.assert_close(FMA(y0, x, a=2.0), 2.0 * x)
+    buf = bytearray(4 * 17)
+    xm = torch.frombuffer(buf, dtype=torch.float32, offset=1, count=16)
+    xm.copy_(x)
+    assert xm.data_ptr() % 4 and xm.stride() == x.stride()
+    try:
+        got = FMA(y0, xm, a=2.0)
+    except LaunchError as e:
+        assert "fma_update" in str(e)
+    else:
+        torch.testing.assert_close(got, 2.0 * x)
+
+
+def test_launcher_raw_refuses_bad_values():
+    """The launcher's kept-template launch (runtime/_launch.c raw()) launches only with
+    values of the recorded kinds, aligned pointers and disjoint checked pairs."""
+    from tinykernels.runtime import launcher
+    L = launcher.get()
+    if not _kept_templates():
+        pytest.skip("the ctypes launcher has no kept templates")
+    y0, x = torch.zeros(8, dtype=torch.float64), torch.ones(8, dtype=torch.float64)
+    FMA(y0, x, a=1.0)
+    FMA(y0, x, a=1.0)
+    p = FMA._plans[(FMA._key({"a": 1.0}, None, None)[0], 2)]
+    e = p.raw[tuple((t.shape, t.stride(), t.dtype) for t in (y0, x))]
+    assert isinstance(e, tktorch._Raw)
+    y, x = torch.ones(8, dtype=torch.float64), torch.full((8,), 2.0, dtype=torch.float64)
+    assert L.raw(e.words, 1, (y.data_ptr(), x.data_ptr(), 3.0)) is True
+    torch.testing.assert_close(y, torch.full((8,), 2.0 + 6.0, dtype=torch.float64))
+    assert L.raw(e.words, 1, (y.data_ptr() + 1, x.data_ptr(), 3.0)) is False       # misaligned
+    assert L.raw(e.words, 1, (y.data_ptr(), x.data_ptr(), 3)) is False             # not a float
+    assert L.raw(e.words, 1, (y.data_ptr(), x.data_ptr())) is False                # too few values
+    assert L.raw(e.words[:24], 1, (y.data_ptr(), x.data_ptr(), 3.0)) is False      # truncated entry
+    torch.testing.assert_close(y, torch.full((8,), 8.0, dtype=torch.float64))     # none of them ran
+
+
+def test_torch_compile_fullgraph_default_backend_with_an_llm_kernel():
+    """torch.compile's default backend (Inductor, which generates C++ around the operators)
+    with fullgraph=True: tinykernels.llm's SwiGLU kernel and a second kernel in one model;
+    value and parameter gradient match eager mode."""
+    import shutil
+    if not (shutil.which("g++") or shutil.which("c++")):
+        pytest.skip("Inductor's CPU code generation needs a C++ compiler")
+    swiglu = _llm_swiglu_op()
+    torch.manual_seed(2)
+    lin = torch.nn.Linear(6, 10, dtype=torch.float64)
+
+    def model(x):
+        a = lin(x)
+        h = swiglu(a, a.flip(1))
+        h = FMA(h.reshape(-1), torch.cos(h.reshape(-1)), a=0.5)
+        return (h * h).sum()
+
+    x = torch.randn(5, 6, dtype=torch.float64, generator=G)
+    want = model(x)
+    want.backward()
+    grad = lin.weight.grad.clone()
+    lin.zero_grad()
+    torch._dynamo.reset()
+    out = torch.compile(model, fullgraph=True)(x)
+    out.backward()
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(lin.weight.grad, grad)
+
+
+def test_eager_kept_launch_large_outputs():
+    """Outputs of 1 MiB or more (fresh, huge-page advised tensors; the initial value copied in
+    only when the kernel reads it) on the kept-launch route: right values on every call."""
+    n = 1 << 18                                    # 2 MiB of float64
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        x = torch.from_numpy(rng.standard_normal(n))
+        idx = torch.from_numpy(rng.integers(0, n, n).astype(np.int32))
+        acc0 = torch.from_numpy(rng.standard_normal(n))
+        out, acc = PATCHED(torch.zeros(n, dtype=torch.float64), acc0, x, idx, a=2.0, n=1, flag=True, scale=0.5)
+        np.testing.assert_allclose(out.numpy(), 2.0 * x.numpy() + 1, rtol=1e-13)
+        np.testing.assert_allclose(acc.numpy(), acc0.numpy() + 0.5 * x.numpy()[idx.numpy()], rtol=1e-13)
+        y = FMA(acc0, x, a=0.5)
+        np.testing.assert_allclose(y.numpy(), acc0.numpy() * x.numpy() + 0.5 * x.numpy(), rtol=1e-13)
+    if _kept_templates():
+        assert any(isinstance(e, tktorch._Raw) and tktorch._LARGE_OUT in dict(e.alloc).values()
+                   for e in _raw_entries(PATCHED))

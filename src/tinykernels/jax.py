@@ -9,8 +9,8 @@ shapes' 32-bit fit, constexprs, ndrange rank) the kernel's C is compiled togethe
 generated FFI handler (:mod:`tinykernels.codegen.xla_ffi`) through the kernel disk cache,
 and registered with ``jax.ffi.register_ffi_target``; a call is XLA calling that C function,
 with no Python. Outputs are XLA's buffers: fresh ones for outputs the kernel fully
-overwrites, the others aliased to the arrays that give their initial values
-(``input_output_aliases``).
+overwrites (unless ``inplace=True``), the others aliased to the arrays that give their
+initial values (``input_output_aliases``).
 
 ``jax.grad``: a ``jax.custom_vjp`` whose backward runs tinykernels' adjoint kernel
 (:func:`tinykernels.adjoint`) on the CPU through ``jax.pure_callback`` (the adjoint's tape
@@ -75,7 +75,7 @@ class JaxKernel:
     """A kernel as a JAX function; call it like the kernel (SPEC section 11)."""
 
     def __init__(self, kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backend: CPU | None = None,
-                 autodiff: str = "vjp"):
+                 autodiff: str = "vjp", inplace: bool = False):
         if autodiff not in ("vjp", "jvp"):
             raise ValueError(f"jax_kernel '{getattr(kernel, 'name', kernel)}': autodiff must be 'vjp' or 'jvp', "
                              f"got {autodiff!r}")
@@ -90,6 +90,7 @@ class JaxKernel:
         self._targets: dict = {}     # (binding, array avals) -> (target name, scalar kinds)
         self._lock = threading.Lock()
         self.autodiff = autodiff
+        self.inplace = bool(inplace)
         if autodiff == "vjp":
             self._fn = jax.custom_vjp(self._primal, nondiff_argnums=(0,))
             self._fn.defvjp(self._fwd, self._bwd)
@@ -108,7 +109,8 @@ class JaxKernel:
         b, floats, ints = interop.bind(self.kernel, self.outputs, len(arrays), scalars, self._what,
                                        self.ndrange if ndrange is None else ndrange,
                                        self.workgroupsize if workgroupsize is None else workgroupsize)
-        arrays = tuple(jnp.asarray(a) for a in arrays)
+        # JAX arrays (and tracers) as they are: jnp.asarray of one costs about 10 us
+        arrays = tuple(a if isinstance(a, jax.Array) else jnp.asarray(a) for a in arrays)
         for n, a in zip(b.array_names(), arrays):
             if a.ndim == 0:
                 raise LaunchError(f"{self._what}: argument '{n}' is 0-d; kernels take arrays of 1 to 8 "
@@ -191,8 +193,9 @@ class JaxKernel:
                 bits.append(call.ints[slot] - (1 << 64) if call.ints[slot] >= 1 << 63 else call.ints[slot])
         slots = np.array(list(geom) + bits + [self.backend.threads], dtype=np.int64)
         out_types = [jax.ShapeDtypeStruct(arrays[k].shape, arrays[k].dtype) for k in b.outputs]
-        # an output the kernel fully overwrites gets a fresh buffer from XLA; the others are
-        # aliased to their initial values (XLA copies them in, unless they are donated)
+        # an output the kernel fully overwrites gets a fresh buffer from XLA (unless inplace);
+        # the others are aliased to their initial values (XLA copies them in, unless they are
+        # donated or dead intermediates)
         aliases = {k: j for j, k in enumerate(b.outputs) if k not in fresh}
         f = ffi.ffi_call(target, out_types, input_output_aliases=aliases,
                          vmap_method="sequential")
@@ -232,7 +235,8 @@ class JaxKernel:
                               "list every array the kernel writes as an output")
         overwritten = fully_overwritten(ir)
         arr = b.array_names()
-        fresh = frozenset(k for k in b.outputs if arr[k] in overwritten and tuple(arrays[k].shape) == geom_shape(nd))
+        fresh = frozenset() if self.inplace else \
+            frozenset(k for k in b.outputs if arr[k] in overwritten and tuple(arrays[k].shape) == geom_shape(nd))
         src, names = inst._render(ir, ranges)
         sources, q = self._sources(b)
         src += render_handler(self.kernel.name, slot_layout(ir), sources, len(arrays), len(b.outputs), q,
@@ -407,7 +411,7 @@ def geom_shape(nd) -> tuple:
 
 
 def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backend: CPU | None = None,
-               autodiff: str = "vjp") -> JaxKernel:
+               autodiff: str = "vjp", inplace: bool = False) -> JaxKernel:
     """``kernel`` as a JAX function (SPEC section 11), for ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
 
     ``outputs``: the names of the array parameters the kernel writes. Call the result with
@@ -422,8 +426,14 @@ def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backen
     ``jax.jvp``); ``"jvp"`` in forward mode through the tangent kernel (``jax.custom_jvp``:
     ``jax.jvp`` and ``jax.grad`` by transposing the tangent kernel into the
     adjoint kernel), but derivatives then cannot be batched by ``jax.vmap`` (JAX has no
-    batching rule for the ``linear_call`` that pairs the two kernels)."""
-    return JaxKernel(kernel, outputs, ndrange, workgroupsize, backend, autodiff)
+    batching rule for the ``linear_call`` that pairs the two kernels).
+
+    ``inplace``: every output is written into the buffer of its initial value
+    (``input_output_aliases``), also one the kernel fully overwrites (which by default gets a
+    fresh buffer). Use it when the initial values are donated (``jax.jit(...,
+    donate_argnums=...)``): XLA then places the result in the donated buffer, and a fresh
+    output would cost a copy into it; without donation XLA copies the initial value first."""
+    return JaxKernel(kernel, outputs, ndrange, workgroupsize, backend, autodiff, inplace)
 
 
 # The other route of SPEC section 11: the kernel lowered to JAX operations (tinykernels.jax_raise).

@@ -72,7 +72,10 @@ class TorchOp:
         self._constexprs = frozenset(n for n, k in kernel.params if k == "constexpr")
         self._plans: dict = {}          # (key, number of arrays) -> _Plan
         self._checked: set = set()      # signatures whose writes were checked against the outputs
+        self._keymemo: dict = {}        # eager call pattern -> (key, scalar spec), see _eager_key
         self._cpu = CPU()
+        from tinykernels.runtime import launcher
+        self._launcher = launcher.get()
         self._define()
 
     def __repr__(self) -> str:
@@ -111,13 +114,53 @@ class TorchOp:
 
     def __call__(self, *arrays, ndrange=None, workgroupsize=None, **scalars):
         """The outputs' new values (one tensor, or a tuple when there are several)."""
-        key, floats, ints = self._key(scalars, self.ndrange if ndrange is None else ndrange,
-                                      self.workgroupsize if workgroupsize is None else workgroupsize)
+        nd = self.ndrange if ndrange is None else ndrange
+        wg = self.workgroupsize if workgroupsize is None else workgroupsize
         if _eager_direct(arrays):       # what the dispatcher would run, without its overhead
-            outs = self._forward(list(arrays), floats, ints, key)
+            key, floats, ints = self._eager_key(scalars, nd, wg)
+            outs = self._eager(arrays, floats, ints, key)
         else:
+            key, floats, ints = self._key(scalars, nd, wg)
             outs = self._op(list(arrays), floats, ints, key)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _eager_key(self, kw: dict, ndrange, workgroupsize) -> tuple:
+        """:meth:`_key` of an eager call, remembered per call pattern (the keyword names in
+        call order, ndrange, workgroup size; at most :data:`_KEY_MEMO` patterns): a repeated
+        pattern whose scalars are Python floats, ints and bools of the same kinds, and whose
+        constexprs have the same values, only collects the scalars."""
+        # ndrange / workgroup size by their text unless None or an int (8.0 == 8, but the key
+        # of 8.0 is refused by bind)
+        mk = (tuple(kw), ndrange if ndrange is None or type(ndrange) is int else repr(ndrange),
+              workgroupsize if workgroupsize is None or type(workgroupsize) is int else repr(workgroupsize))
+        m = self._keymemo.get(mk)
+        if m is not None:
+            floats, ints = [], []
+            for name, kind, c in m[1]:
+                v = kw[name]
+                t = type(v)
+                if kind == "f" and t is float:
+                    floats.append(v)
+                elif kind == "i" and t is int:
+                    ints.append(v)
+                elif kind == "b" and t is bool:
+                    ints.append(int(v))
+                elif not (kind == "c" and t is type(c) and v == c):
+                    break
+            else:
+                return m[0], floats, ints
+        r = self._key(kw, ndrange, workgroupsize)
+        spec = []
+        for name in self._names:
+            if name in kw:
+                v = kw[name]
+                kind = "c" if name in self._constexprs else {float: "f", int: "i", bool: "b"}.get(type(v))
+                if kind is None:           # a NumPy scalar: converted by _key each call
+                    return r
+                spec.append((name, kind, v if kind == "c" else None))
+        if len(self._keymemo) < _KEY_MEMO:
+            self._keymemo[mk] = (r[0], tuple(spec))
+        return r
 
     def _key(self, kw: dict, ndrange, workgroupsize) -> tuple:
         """(key, floats, ints): plain string and list operations only, so that TorchDynamo
@@ -245,6 +288,82 @@ class TorchOp:
             self._launch_slow(p, inst, args, nd, r)
         return outs
 
+    def _eager(self, arrays, floats, ints, key):
+        """The CPU implementation of an eager call (see :func:`_eager_direct`). Tensors whose
+        metadata (shape, strides, dtype of each) ran before launch from that launch's kept
+        slots with only the data pointers and scalars patched in (``_raw``, one call into the
+        launcher; no NumPy views); everything else, and a kept launch whose per-call checks
+        (alignment, aliasing) fail, takes :meth:`_forward`, which checks and raises."""
+        p = self._plans.get((key, len(arrays))) or self._plan(key, len(arrays))
+        meta = tuple([(t.shape, t.stride(), t.dtype) for t in arrays])
+        e = p.raw.get(meta)
+        if e is None:
+            outs = self._forward(list(arrays), floats, ints, key)
+            if not RECORDERS and len(p.raw) < _RAW_MAX:     # full: new metadata takes _forward
+                p.raw[meta] = self._raw_entry(p, arrays, floats, ints)
+            return outs
+        if e is False or RECORDERS:
+            return self._forward(list(arrays), floats, ints, key)
+        work = list(arrays)
+        outs = []
+        for k, mode in e.alloc:
+            t = arrays[k]
+            t = torch.empty_like(t) if mode == _EMPTY else t.clone() if mode == _CLONE else \
+                self._large_output(p, k, arrays, floats, ints, e.nd)
+            work[k] = t
+            outs.append(t)
+        if self._launcher.raw(e.words, e.nthreads, (*[t.data_ptr() for t in work], *floats, *ints)) is True:
+            return outs
+        return self._forward(list(arrays), floats, ints, key)
+
+    def _raw_entry(self, p: "_Plan", arrays, floats, ints):
+        """The kept launch of a call whose tensors have ``arrays``' metadata (a :class:`_Raw`),
+        or False when such calls must take the checked path (an output's initial value not
+        contiguous, a launch the fast path does not take: debug mode, a workgroup size that is
+        not an int, an empty ndrange)."""
+        b = p.binding
+        nd = tuple(arrays[b.outputs[0]].shape) if b.ndrange is None else b.ndrange
+        if not interop.total_items(nd) or not all(arrays[k].is_contiguous() for k in b.outputs):
+            return False
+        inst = p.inst or self._instance(p)
+        fresh = self._overwritten(p, arrays, floats, ints, nd) \
+            if (nd if isinstance(nd, tuple) else (nd,)) == tuple(arrays[b.outputs[0]].shape) else frozenset()
+        alloc, work = [], list(arrays)
+        for k in b.outputs:
+            t = arrays[k]
+            mode = _LARGE_OUT if t.nbytes >= _LARGE else _EMPTY if k in fresh else _CLONE
+            alloc.append((k, mode))
+            # a stand-in with the metadata the output will have (clone() keeps empty_like's)
+            work[k] = torch.empty(t.shape, dtype=t.dtype) if mode == _LARGE_OUT else torch.empty_like(t)
+        L = self._launcher
+        args = p.args([_host_view(t) for t in work], floats, ints)
+        sig = L.fast({}, inst._cmask, inst._nthreads, args, nd, b.workgroupsize)   # {}: the key, no launch
+        plan = p.checked.get(sig) if isinstance(sig, bytes) else None   # passed every check
+        tpl = L.template(inst._cmask, args, nd) if plan is not None else None
+        if tpl is None:
+            return False
+        slots, starts = tpl
+        if isinstance(plan, bytes):
+            w = np.frombuffer(plan, np.int64)
+            fnptr, pairs = int(w[0]), [(int(w[2 + 2 * q]), int(w[3 + 2 * q])) for q in range(int(w[1]))]
+        else:
+            fnptr, pairs = plan, []
+        n_arr, n_f = len(work), len(floats)
+        base = {"A": 0, "f": n_arr, "i": n_arr + n_f, "b": n_arr + n_f}
+        kind = {"A": 0, "f": 1, "i": 2, "b": 3}
+        patches = []
+        for pos, (k, s) in enumerate(zip(b.kinds, b.slots)):
+            if k != "c":
+                patches += [base[k] + s, starts[pos], kind[k], work[s].element_size() if k == "A" else 1]
+        spans = []
+        for i, j in pairs:
+            si, sj = b.slots[i], b.slots[j]
+            spans += [si, *_byte_span(work[si]), sj, *_byte_span(work[sj])]
+        words = [fnptr - (1 << 64) if fnptr >= 1 << 63 else fnptr, len(slots) // 8]
+        words = np.concatenate([np.array(words, np.int64), np.frombuffer(slots, np.int64),
+                                np.array([len(patches) // 4, *patches, len(pairs), *spans], np.int64)])
+        return _Raw(words.tobytes(), tuple(alloc), nd, inst._nthreads)
+
     def _large_output(self, p: "_Plan", k: int, arrays, floats, ints, nd):
         """A large output's buffer: a fresh tensor whose pages the kernel (or the copy) touches
         first, advised to use huge pages (4 KiB page faults cost more than the copy); the
@@ -361,9 +480,36 @@ class TorchOp:
         return res
 
 
+_RAW_MAX = 1024                         # kept launches per call pattern (one per tensor metadata)
+_KEY_MEMO = 64                          # eager call patterns remembered per operator (_eager_key)
+_EMPTY, _CLONE, _LARGE_OUT = 0, 1, 2     # how _Raw allocates an output (see TorchOp._raw_entry)
+
+
+class _Raw:
+    """A kept launch of an eager call pattern (see :meth:`TorchOp._eager`): the launcher's
+    ``raw`` entry (``_launch.c``), how each output is allocated, the ndrange and threads."""
+    __slots__ = ("words", "alloc", "nd", "nthreads")
+
+    def __init__(self, words: bytes, alloc: tuple, nd, nthreads: int):
+        self.words, self.alloc, self.nd, self.nthreads = words, alloc, nd, nthreads
+
+
+def _byte_span(t) -> tuple:
+    """The bytes [lo, hi) a tensor reaches, relative to its data pointer ((0, 0) when empty)."""
+    if t.numel() == 0:
+        return 0, 0
+    lo = hi = 0
+    for n, st in zip(t.shape, t.stride()):
+        if st < 0:
+            lo += st * (n - 1)
+        else:
+            hi += st * (n - 1)
+    return lo * t.element_size(), (hi + 1) * t.element_size()
+
+
 class _Plan:
     """What a call pattern (the operator's ``key`` and number of arrays) needs per call."""
-    __slots__ = ("binding", "template", "inst", "checked", "fresh")
+    __slots__ = ("binding", "template", "inst", "checked", "fresh", "raw")
 
     def __init__(self, binding: interop.Binding):
         self.binding = binding
@@ -372,6 +518,7 @@ class _Plan:
         self.inst = None            # the CPU kernel instance (made on first use)
         self.checked: dict = {}     # launcher signature -> fast plan, for signatures that passed the checks
         self.fresh: dict = {}       # (dtype, rank) per array -> outputs the kernel fully overwrites
+        self.raw: dict = {}         # (shape, stride, dtype) per tensor -> _Raw, or False (checked path)
 
     def args(self, views, floats, ints) -> tuple:
         """The kernel's arguments (a tuple, as the launcher takes them)."""
@@ -383,17 +530,25 @@ def _eager_direct(arrays) -> bool:
     """Whether an eager call may run the operator's CPU implementation directly: plain CPU
     tensors, no gradient to record, and nothing that intercepts operators (torch.compile
     tracing, torch function / dispatch modes such as FakeTensorMode, functorch transforms,
-    the profiler, TorchScript tracing). Otherwise the call goes through the dispatcher."""
+    the profiler, TorchScript tracing), no lazily negated view (``is_neg()``, e.g. the
+    ``.imag`` of a conjugate: the dispatcher materializes it) and only dense (strided)
+    tensors (the dispatcher refuses sparse and MKL-DNN ones). Otherwise the call goes
+    through the dispatcher."""
     if torch.compiler.is_compiling():
         return False
     C = torch._C
     if (C._len_torch_function_stack() or C._len_torch_dispatch_stack() or C._are_functorch_transforms_active()
             or C._autograd._profiler_enabled() or C._get_tracing_state() is not None):
         return False
-    grad = C.is_grad_enabled()
-    for t in arrays:
-        if type(t) is not torch.Tensor or not t.is_cpu or (grad and t.requires_grad):
-            return False
+    strided = torch.strided
+    if C.is_grad_enabled():
+        for t in arrays:
+            if type(t) is not torch.Tensor or not t.is_cpu or t.requires_grad or t.is_neg() or t.layout is not strided:
+                return False
+    else:
+        for t in arrays:
+            if type(t) is not torch.Tensor or not t.is_cpu or t.is_neg() or t.layout is not strided:
+                return False
     return True
 
 
@@ -439,7 +594,11 @@ _NUMPY_DTYPES = frozenset([torch.float64, torch.float32, torch.float16, torch.in
 
 
 def _host_view(t):
-    """A zero-copy NumPy view of a CPU tensor (bfloat16 and fp8 through ml_dtypes)."""
+    """A zero-copy NumPy view of a CPU tensor (bfloat16 and fp8 through ml_dtypes); a lazily
+    conjugated or negated view (``is_conj()``/``is_neg()``) is materialized first (a copy:
+    only inputs can be such views, the outputs are new tensors)."""
+    if t.is_neg() or t.is_conj():
+        t = t.resolve_conj().resolve_neg()
     if t.dtype in _NUMPY_DTYPES:
         return t.detach().numpy() if t.requires_grad else t.numpy()
     return _torch_host_view(t)

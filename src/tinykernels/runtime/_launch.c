@@ -15,6 +15,18 @@
  *     that must not share memory (byte spans) and accesses whose work-item coordinate
  *     range must stay inside an array dimension. When one fails, fast() returns the key
  *     as on a miss, and the Python slow path raises the error.
+ * template(cmask, args, ndrange) -> (slots bytes, first slot per argument) | None
+ *     The packed slots of a launch (as fast() would pass them) and, per argument, the index
+ *     of its first slot (-1 for a constexpr), for callers that keep a launch's slots and
+ *     patch only what changes per call (see raw()). None when fast() would not take it.
+ * raw(entry, nthreads, vals) -> bool
+ *     Launch from a kept template: ``entry`` is int64 words ``fnptr, nslots, slot*, npatch,
+ *     (val, slot, kind, align)*, npairs, (val_i, lo_i, hi_i, val_j, lo_j, hi_j)*``; each
+ *     patch writes ``vals[val]`` into a slot (kind 0: a data pointer, an int that must be a
+ *     multiple of ``align``; 1: float; 2: int64 (or uint64); 3: bool), and each pair of data
+ *     pointers must not share bytes ([ptr + lo, ptr + hi), empty when lo == hi). False,
+ *     without launching, when a value does not fit or a check fails (the caller then takes
+ *     the checked path, which raises).
  *
  * Slot layout (see codegen/c.py): 9 geometry slots (start, count, step per dimension),
  * then per array: data pointer, shape[ndim], strides in elements[ndim]; per scalar: one slot.
@@ -349,10 +361,98 @@ static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     Py_RETURN_TRUE;
 }
 
+static PyObject *py_template(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 3) { PyErr_SetString(PyExc_TypeError, "template() takes 3 arguments"); return NULL; }
+    PyObject *args = a[1];
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) > MAX_ARGS) Py_RETURN_NONE;
+    uint64_t cmask = PyLong_AsUnsignedLongLong(a[0]);
+    if (PyErr_Occurred()) return NULL;
+    tk_slot s[MAX_SLOTS];
+    int ndim, ranges, used;
+    if (parse_ndrange(a[2], s, &ndim, &ranges) < 0) Py_RETURN_NONE;
+    if (pack(cmask, args, s, &used) < 0) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *starts = PyTuple_New(n);
+    if (!starts) return NULL;
+    int k = 9;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject *o = PyTuple_GET_ITEM(args, i);
+        long st = -1;
+        if (!((cmask >> i) & 1)) {
+            st = k;
+            k += PyArray_Check(o) ? 1 + 2 * PyArray_NDIM((PyArrayObject *)o) : 1;
+        }
+        PyTuple_SET_ITEM(starts, i, PyLong_FromLong(st));
+    }
+    PyObject *slots = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)used * sizeof(tk_slot));
+    if (!slots) { Py_DECREF(starts); return NULL; }
+    return Py_BuildValue("(NN)", slots, starts);
+}
+
+static PyObject *py_raw(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 3) { PyErr_SetString(PyExc_TypeError, "raw() takes 3 arguments"); return NULL; }
+    PyObject *entry = a[0], *vals = a[2];
+    if (!PyBytes_CheckExact(entry) || !PyTuple_CheckExact(vals)) Py_RETURN_FALSE;
+    int nthreads = (int)PyLong_AsLong(a[1]);
+    if (PyErr_Occurred()) return NULL;
+    const int64_t *w = (const int64_t *)PyBytes_AS_STRING(entry);
+    Py_ssize_t nw = PyBytes_GET_SIZE(entry) / 8, nv = PyTuple_GET_SIZE(vals);
+    if (nw < 2) Py_RETURN_FALSE;
+    int64_t nslots = w[1];
+    if (nslots < 9 || nslots > MAX_SLOTS || 2 + nslots + 1 > nw) Py_RETURN_FALSE;
+    tk_slot s[MAX_SLOTS];
+    memcpy(s, w + 2, (size_t)nslots * sizeof(tk_slot));
+    Py_ssize_t k = 2 + nslots;
+    int64_t npatch = w[k++];
+    if (npatch < 0 || k + 4 * npatch + 1 > nw) Py_RETURN_FALSE;
+    for (int64_t p = 0; p < npatch; ++p, k += 4) {
+        int64_t v = w[k], slot = w[k + 1], kind = w[k + 2], align = w[k + 3];
+        if (v < 0 || v >= nv || slot < 9 || slot >= nslots) Py_RETURN_FALSE;
+        PyObject *o = PyTuple_GET_ITEM(vals, v);
+        if (kind == 1) {
+            if (!PyFloat_CheckExact(o)) Py_RETURN_FALSE;
+            s[slot].f = PyFloat_AS_DOUBLE(o);
+            continue;
+        }
+        if (!PyLong_CheckExact(o)) Py_RETURN_FALSE;
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow > 0 && kind == 2) {           /* a Python int in [2**63, 2**64), as pack() */
+            unsigned long long u = PyLong_AsUnsignedLongLong(o);
+            if (PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_FALSE; }
+            s[slot].i = (int64_t)u;
+            continue;
+        }
+        if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); Py_RETURN_FALSE; }
+        if (kind == 0) {
+            if (align <= 0 || x % align) Py_RETURN_FALSE;
+            s[slot].p = (void *)(uintptr_t)x;
+        } else if (kind == 3) {
+            s[slot].i = x != 0;
+        } else {
+            s[slot].i = x;
+        }
+    }
+    int64_t npairs = w[k++];
+    if (npairs < 0 || k + 6 * npairs > nw) Py_RETURN_FALSE;
+    for (int64_t p = 0; p < npairs; ++p, k += 6) {
+        int64_t vi = w[k], vj = w[k + 3];
+        if (vi < 0 || vi >= nv || vj < 0 || vj >= nv) Py_RETURN_FALSE;
+        long long pi = PyLong_AsLongLong(PyTuple_GET_ITEM(vals, vi)), pj = PyLong_AsLongLong(PyTuple_GET_ITEM(vals, vj));
+        if (PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_FALSE; }
+        int64_t xl = pi + w[k + 1], xh = pi + w[k + 2], yl = pj + w[k + 4], yh = pj + w[k + 5];
+        if (xl < xh && yl < yh && xl < yh && yl < xh) Py_RETURN_FALSE;
+    }
+    call((tk_entry)(uintptr_t)w[0], s, nthreads);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"sig", py_sig, METH_VARARGS, "specialization key of a launch"},
     {"run", py_run, METH_VARARGS, "pack arguments and run a kernel"},
     {"fast", (PyCFunction)(void (*)(void))py_fast, METH_FASTCALL, "key lookup and launch in one call"},
+    {"template", (PyCFunction)(void (*)(void))py_template, METH_FASTCALL, "a launch's packed slots"},
+    {"raw", (PyCFunction)(void (*)(void))py_raw, METH_FASTCALL, "launch from kept slots and new values"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_tklaunch", NULL, -1, methods};

@@ -1,8 +1,9 @@
 """Getting argument slots into a compiled kernel: a small C extension, or ctypes.
 
-:func:`get` returns an object with ``sig``, ``run`` and ``fast`` (see ``_launch.c``). The C
-extension is built once per machine, Python and NumPy version (into the disk cache); where
-Python's headers are missing, a pure-Python version with ctypes does the same, slower.
+:func:`get` returns an object with ``sig``, ``run``, ``fast``, ``template`` and ``raw`` (see
+``_launch.c``). The C extension is built once per machine, Python and NumPy version (into the
+disk cache); where Python's headers are missing, a pure-Python version with ctypes does the
+same, slower.
 """
 from __future__ import annotations
 
@@ -123,6 +124,12 @@ class PyLauncher:
 
     def fast(self, plans, cmask, nthreads, args, ndrange, wg):
         return None
+
+    def template(self, cmask, args, ndrange):
+        return None               # no kept templates: raw() callers take the checked path
+
+    def raw(self, entry, nthreads, vals):
+        return False
 
 
 @lru_cache(maxsize=None)
