@@ -191,6 +191,22 @@ def test_gather_kernels_keep_only_each_offsets_contribution():
     assert "a__d_dt[tk_t] = tk_sum0;" in main and "a__d_lam[tk_t] = tk_sum1;" in main
 
 
+def test_ring_kernels_move_only_their_slab_dimension():
+    """A ring launch per dimension moves (jumps) only the coordinate of its slabs: the others,
+    the contiguous last one among them in "gather_ring0", stay plain, so the loop along a
+    row vectorizes; several clamped coordinates mask with nested selects, not "&&" (a branch)."""
+    T = np.zeros((8, 8))
+    args = (T, T, T, T, 0.1, np.zeros(1), 0.2, np.zeros(1), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros((1, 2), np.int64), *(np.int64(1),) * 15)
+    ring0 = _adjoint_source(diffuse2, "gather_ring0:T", *args, ndrange=(4, 4))
+    assert "v__tk_gj1 = tk_g1;" in ring0 and "v__tk_gj0 = (tk_g0 + ((tk_g0 >= p__tk_gc0)" in ring0
+    ring1 = _adjoint_source(diffuse2, "gather_ring1:T", *args, ndrange=(4, 4))
+    assert "v__tk_gj0 = tk_g0;" in ring1 and "v__tk_gj1 = (tk_g1 + ((tk_g1 >= p__tk_gc1)" in ring1
+    assert "&&" not in ring1[ring1.index("tk_chunk("):] and "? ((v__tk_graw0 == v__tk_gpos0) ?" in ring1
+    ring = _adjoint_source(diffuse2, "gather_ring:T", *args, ndrange=(4, 4))
+    assert "p__tk_gj0 :" not in ring and "p__tk_gj1 :" not in ring      # one launch: nothing moves
+
+
 @pytest.mark.parametrize("ndr,shape", [
     ((range(1, 9), range(1, 7)), (10, 8)),
     ((10, 8), (10, 8)),

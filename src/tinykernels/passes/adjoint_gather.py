@@ -457,8 +457,9 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     launch range and masks the contribution of a clamped one with a select (no branches,
     so GPU-style vectorizers such as PoCL's keep it vectorized); "ring<d>" is "ring" for the
     slabs of dimension ``d`` (:func:`gather_boxes`), whose coordinates after ``d`` lie in
-    the interior box: only the first ``d + 1`` are clamped, so the last one, along which the
-    loop runs, indexes contiguous elements; "ringT" is "ring" for the slabs of the last
+    the interior box: only the first ``d + 1`` are clamped and only coordinate ``d`` is moved
+    by the jump, so the last one, along which the loop runs, indexes contiguous elements (in
+    "ring0" a loop GCC vectorizes); "ringT" is "ring" for the slabs of the last
     dimension, launched with its last two dimensions swapped (launch dimension ``ndim - 2``
     gives the element's last coordinate and the other way round): their few elements per
     row become the outer loop, the rows the inner one; "" (any step) tests that each source
@@ -566,8 +567,7 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
                               it, loc, cmp(">", var(raw[d]), top), top, var(raw[d])))),
                           N.Assign(loc, crd[d], op("+", arg("s", d), op("*", var(pos[d]), arg("t", d)))
                                    if g.kind == "lin" else op("+", arg("s", d), var(pos[d])))]
-                cond = cmp("==", var(raw[d]), var(pos[d]))
-                test = cond if test is None else N.BinOp(B, loc, "and", test, cond)
+                test = (test or []) + [cmp("==", var(raw[d]), var(pos[d]))]     # a list: see below
                 continue
             if g.kind == "lin":
                 setup += [N.Assign(loc, pos[d], op("-", j, c(off[0]))),
@@ -599,14 +599,17 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
         swap = {ndim - 1: ndim - 2, ndim - 2: ndim - 1} if variant == "ringT" else {}
         for d in range(ndim):
             x = N.Index(it, loc, "global", swap.get(d, d))
-            body.append(N.Assign(loc, jv[d], op("+", x, N.Select(it, loc, cmp(">=", x, arg("c", d)), arg("j", d),
-                                                                  c(0)))))
+            if variant != "ring" and d == clamped:    # only the slab dimension jumps: the
+                x = op("+", x, N.Select(it, loc, cmp(">=", x, arg("c", d)), arg("j", d), c(0)))
+            body.append(N.Assign(loc, jv[d], x))      # others stay plain (contiguous rows)
     for off in g.offsets:
         setup, test = geometry(off)
         if test is None:
             body += setup + body_for(off, acc)
         elif ring:
-            masked = N.Select(st, loc, test, var(part), c(0.0, st))
+            masked = var(part)          # nested selects, not one "and" ("&&" in C: a branch,
+            for cond in test:           # which keeps GCC from vectorizing the ring0 loop)
+                masked = N.Select(st, loc, cond, masked, c(0.0, st))
             body += setup + [N.Assign(loc, part, c(0.0, st))] + body_for(off, part) + \
                 [N.Assign(loc, acc, op("+", var(acc), masked))]
         else:
