@@ -358,8 +358,9 @@ class CLKernelInstance(DeviceKernelInstance):
         known = typed.get(id(kern))
         if known is None or known[0] is not kern:
             cl = _cl()
-            dts = [None if isinstance(v, cl.MemoryObjectHolder) else np.dtype(type(v)) for v in values]
-            fast = all(d is None or d.kind in "iuf" for d in dts)
+            dts = [None if isinstance(v, cl.MemoryObjectHolder) else
+                   np.dtype(type(v)) if isinstance(v, np.generic) else np.dtype(object) for v in values]
+            fast = all(d is None or d.kind in "iuf" for d in dts)      # else pyopencl's own checks
             if fast:
                 kern.set_scalar_arg_dtypes(dts)
             typed[id(kern)] = (kern, fast)
