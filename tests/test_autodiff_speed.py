@@ -191,6 +191,22 @@ def test_gather_kernels_keep_only_each_offsets_contribution():
     assert "a__d_dt[tk_t] = tk_sum0;" in main and "a__d_lam[tk_t] = tk_sum1;" in main
 
 
+def test_ring_kernels_move_only_their_slab_dimension():
+    """A ring launch per dimension moves (jumps) only the coordinate of its slabs: the others,
+    the contiguous last one among them in "gather_ring0", stay plain, so the loop along a
+    row vectorizes; several clamped coordinates mask with nested selects, not "&&" (a branch)."""
+    T = np.zeros((8, 8))
+    args = (T, T, T, T, 0.1, np.zeros(1), 0.2, np.zeros(1), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros((1, 2), np.int64), *(np.int64(1),) * 15)
+    ring0 = _adjoint_source(diffuse2, "gather_ring0:T", *args, ndrange=(4, 4))
+    assert "v__tk_gj1 = tk_g1;" in ring0 and "v__tk_gj0 = (tk_g0 + ((tk_g0 >= p__tk_gc0)" in ring0
+    ring1 = _adjoint_source(diffuse2, "gather_ring1:T", *args, ndrange=(4, 4))
+    assert "v__tk_gj0 = tk_g0;" in ring1 and "v__tk_gj1 = (tk_g1 + ((tk_g1 >= p__tk_gc1)" in ring1
+    assert "&&" not in ring1[ring1.index("tk_chunk("):] and "? ((v__tk_graw0 == v__tk_gpos0) ?" in ring1
+    ring = _adjoint_source(diffuse2, "gather_ring:T", *args, ndrange=(4, 4))
+    assert "p__tk_gj0 :" not in ring and "p__tk_gj1 :" not in ring      # one launch: nothing moves
+
+
 @pytest.mark.parametrize("ndr,shape", [
     ((range(1, 9), range(1, 7)), (10, 8)),
     ((10, 8), (10, 8)),
@@ -487,6 +503,18 @@ def test_three_scalar_gradients(backend, dtype):
 
 
 @tk.kernel
+def scale2(y, x: tk.Const, s):
+    i = tk.index()
+    y[i] = s * x[i]
+
+
+@tk.kernel
+def scale2d(y, x: tk.Const, s):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    y[i, j] = s * x[i, j]
+
+
+@tk.kernel
 def strip_loop_kernel(y, x: tk.Const, p):
     i, j = tk.index(tk.Global, tk.Cartesian)
     y[i, j] = p * math.exp(0.1 * x[i, j]) + p * p * x[i, j]
@@ -505,6 +533,39 @@ def test_strip_form_as_a_loop(backend, dtype, monkeypatch):
     tol = 1e-10 if dtype is np.float64 else 2e-4
     np.testing.assert_allclose(got["x"], ref["x"], rtol=tol, atol=tol)
     np.testing.assert_allclose(g, gref, rtol=tol * 10)
+
+
+@pytest.mark.parametrize("backend", [b for b, _ in _backends()])
+@pytest.mark.parametrize("scalar", [np.float32(0.75), 0.75])
+def test_float32_scalar_gradient_sums_strips_in_float32_and_stays_accurate(backend, scalar):
+    """A float32 scalar on float32 data: the strip form accumulates its items in float32 and
+    writes float32 partials (no float64 to halve the vector width), which the device adds up
+    in float64; the gradient matches float64 NumPy to float32 rounding. A Python float (a
+    float64 scalar) keeps float64 partials. Both on 100003 items, in a 2-D launch too."""
+    b = tk.backend(backend)
+    for k, shape, ndr in ((scale2, (100003,), 100003), (scale2d, (37, 2711), (range(1, 36), range(2, 2709)))):
+        x, w = RNG.standard_normal(shape).astype(np.float32), RNG.standard_normal(shape).astype(np.float32)
+        X, dX, Y, dY = (tk.asarray(v.copy(), backend=b) for v in (x, np.zeros(shape, np.float32),
+                                                                    np.zeros(shape, np.float32), w))
+        dS = tk.asarray(np.zeros(1, np.float32 if backend == "WEBGPU" else np.float64), backend=b)
+        tk.adjoint(k)(b)(Y, dY, X, dX, scalar, dS, ndrange=ndr)
+        tk.synchronize(b)
+        sel = tuple(slice(r.start, r.stop) for r in ndr) if isinstance(ndr, tuple) else slice(0, ndr)
+        want = (w[sel].astype(np.float64) * x[sel]).sum()
+        np.testing.assert_allclose(dS.numpy()[0], want, rtol=1e-5)
+        np.testing.assert_allclose(dX.numpy()[sel], np.float32(scalar) * w[sel], rtol=1e-6)
+
+
+def test_strip_form_partials_take_the_scalars_float_type():
+    if not tk.backends()["OpenCL"][0]:
+        pytest.skip("no OpenCL")
+    a = np.zeros(300, np.float32)
+    for s, pdt, want in ((np.float32(0.5), np.float32, "float"), (0.5, np.float64, "double")):
+        args = (a, a, a, a, s, np.zeros(1, pdt), np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 2), np.int64),
+                *(np.int64(1),) * 9)
+        src = derived(scale2, "reverse_strip", ("y", "x", "s")).source("CL", *args, ndrange=300)
+        assert f"__global {want} * a__d_s," in src and f"{want} v__ad" in src
+        assert ("(double)" in src[src.index("tk_kernel("):]) == (want == "double")
 
 
 @pytest.mark.parametrize("backend,dtype", _backends())

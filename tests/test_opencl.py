@@ -125,3 +125,27 @@ def test_a_host_stream_can_wait_for_a_device_event(cl):
     s.submit(ran.set)
     assert ran.wait(30), "the host stream never ran the job queued behind the device event"
     assert ev.done() and y.numpy()[0] == 2.0
+
+
+@tk.kernel
+def many_scalars(out, x: tk.Const, a, b, c, d, e, f):
+    i = tk.index()
+    out[i] = x[i] * a + b + c + d + (1.0 if e else 0.0) + f
+
+
+def test_scalar_arguments_of_every_width_reach_the_kernel_launch_after_launch(cl):
+    """The runtime declares a kernel's scalar types to pyopencl once (without them each
+    NumPy scalar costs about 10 us in set_args); every launch still passes its own values,
+    of every scalar width, and its own buffers."""
+    x = np.arange(5.0)
+    inst = many_scalars(cl)
+    for k in range(3):
+        out, xx = tk.zeros(5, tk.float64, backend=cl), tk.asarray(x + k, backend=cl)
+        args = (np.float32(1.5 + k), np.int8(-3 - k), np.uint16(60000 + k), np.int64(2**40 + k), k % 2 == 0,
+                np.float16(0.5 * k))
+        inst(out, xx, *args, ndrange=5)
+        a, b, c, d, e, f = args
+        want = (x + k) * float(a) + float(b) + float(c) + float(d) + (1.0 if e else 0.0) + float(f)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
+    fast = [v[1] for v in inst._typed_kernels.values()]
+    assert fast == [True]

@@ -129,12 +129,17 @@ class DerivedKernel(Kernel):
             out, plan = reverse_kernel(ir, self.diff, grouped, count=self.mode == "count",
                                        wide=opts.default_float == D.float64)
             gathers = ()
+            scalars = {p[1] for p in ir.params if p[0] == "scalar"}
+            pdts = {f"_d_{n}": specs[f"_d_{n}"].dtype for n in self.diff
+                    if n in scalars and hasattr(specs.get(f"_d_{n}"), "dtype")}
             if self.mode.startswith("reverse"):      # faster shapes: passes/adjoint_gather.py
-                out, gathers = G.speed_up(out, grouped, self.diff, self.mode[len("reverse"):].lstrip("_"))
+                out, gathers = G.speed_up(out, grouped, self.diff, self.mode[len("reverse"):].lstrip("_"), pdts)
             elif G.gather_mode(self.mode):
                 array, variant = G.gather_mode(self.mode)
                 out = G.gather_for(out, grouped, array, plan.nf, plan.ni, variant)
-            out.tape, out.gathers = plan, tuple(gathers)
+            partials = getattr(out, "partials", None)
+            out = G.retype_partials(out, pdts)     # partials arrays: as passed (see _partial_dtype)
+            out.tape, out.gathers, out.partials = plan, tuple(gathers), partials
         for p in out.params:   # shadows take the layout of the arrays actually passed
             if p[0] == "array" and p[1].name in specs and hasattr(specs[p[1].name], "contiguous"):
                 p[1].contiguous = specs[p[1].name].contiguous
@@ -293,8 +298,9 @@ class AdjointLauncher:
             named[name] = a
             if name in shadows:
                 if _is_float_scalar(a):       # partial sums (see below), added to the shadow afterwards
-                    partials.append((shadows[name], name, len(full)))
-                    full.append(self.scratch("dummy_f", 1, fdt))
+                    pdt = _partial_dtype(a, fdt, threads)
+                    partials.append((shadows[name], name, len(full), pdt))
+                    full.append(self.scratch(("dummy_p", np.dtype(pdt).name), 1, pdt))
                 else:
                     full.append(shadows[name])
         # placeholders, never read or written: a static tape needs no offsets, the counting
@@ -311,8 +317,8 @@ class AdjointLauncher:
         else:                         # one per work group
             nparts = G.ngroups(geom, ndim, adj._workgroup(ndim, wg))
         bufs = []
-        for shadow, name, i in partials:
-            full[i] = self.scratch(("partial", name), nparts, fdt)
+        for shadow, name, i, pdt in partials:
+            full[i] = self.scratch(("partial", name), nparts, pdt)
             bufs.append((shadow, full[i]))
         if form == "threads":         # threads that get no work write no partial
             for _, buf in bufs:
@@ -349,6 +355,17 @@ class AdjointLauncher:
             from ._autodiff_kernels import add_all
             ev = add_all(b, bufs, nparts)
         return ev
+
+
+def _partial_dtype(value, fdt, threads: int):
+    """The dtype of a float scalar's partial gradients: float32 for a float32 scalar on the
+    device backends, whose strip form then accumulates its STRIP items in float32 (float64
+    accumulators halve a vectorizer's width on float32 data: PoCL runs that adjoint about
+    1.6x slower), the tape's float type otherwise. The partials are summed in float64
+    (``_autodiff_kernels.add_partials``) where the device has it."""
+    if not threads and isinstance(value, np.floating) and value.dtype == np.float32:
+        return np.float32
+    return fdt
 
 
 def _restorer(kernel: Kernel, backend, static_wg, primal, ndrange, wg):

@@ -330,7 +330,7 @@ def strip_ndrange(geom: tuple, ndim: int) -> tuple:
     return tuple(out)
 
 
-def strip_scalar_partials(k: N.Kernel, scalar_shadows: set):
+def strip_scalar_partials(k: N.Kernel, scalar_shadows: set, partial_dtypes: dict | None = None):
     """One partial gradient per STRIP items, without group collectives (the kernel stays
     flat, and vectorizers that map work items to SIMD lanes, like PoCL's, keep working):
     work item ``w`` of a launch over :func:`strip_ndrange` runs the adjoint of the items at
@@ -394,6 +394,14 @@ def strip_scalar_partials(k: N.Kernel, scalar_shadows: set):
     item = [x for x in item if not (isinstance(x, N.AllocArray))]
     allocs = [x for x in k.body if isinstance(x, N.AllocArray)]
     width = N.Index(it, loc, "ndrange", last)
+    targets = {s.value.name: (partial_dtypes or {}).get(s.array.name, s.array.dtype) for s in flush}
+    narrow = _narrow_accumulators(item, targets, locs)
+    if narrow:
+        item = _map_stmts(item, lambda s: [_narrowed(s, narrow)])
+        inits = [N.Assign(s.loc, s.var, N.Const(narrow[s.var], s.loc, 0.0)) if s.var in narrow else s
+                 for s in inits]
+        flush = [N.Store(s.loc, s.array, s.index, N.Var(narrow[s.value.name], s.loc, s.value.name))
+                 if s.value.name in narrow else s for s in flush]
 
     def one(m):
         return [N.Assign(loc, pos, op("+", N.Index(it, loc, "global_pos", last), op("*", m, width))),
@@ -408,6 +416,65 @@ def strip_scalar_partials(k: N.Kernel, scalar_shadows: set):
     gl = N.Index(it, loc, "global_linear")
     body += [N.Store(s.loc, s.array, [gl], s.value) for s in flush]
     return replace(k, body=body, locals=locs, params=list(k.params) + _gather_params(k))
+
+
+def _narrow_accumulators(item: list, targets: dict, locs: dict) -> dict:
+    """{accumulator: float32 type} for the scalar accumulators of a strip-form item whose
+    partials array (``targets``: accumulator -> its dtype) is float32 and which only ever add
+    float32 values widened to float64 (``acc = acc + (double)(g * c)`` on float32 data): the
+    strip sums its STRIP items in float32 (rounding near 1e-6 relative) and stores float32,
+    so the kernel has no float64 left to halve the vector width; the launcher sums the
+    partials in float64. ``locs`` gets the new types."""
+    f32 = Ty(D.float32)
+    found, bad = {}, set()
+    for s in N.walk_stmts(item):
+        own = None
+        if isinstance(s, N.Assign) and s.var in targets:
+            v = s.value
+            if (isinstance(v, N.BinOp) and v.op == "+" and isinstance(v.a, N.Var) and v.a.name == s.var
+                    and isinstance(v.b, N.Cast) and v.b.a.ty == f32):
+                found[s.var], own = f32, v.a
+            else:
+                bad.add(s.var)
+        for e in N.stmt_exprs(s):              # read anywhere but in its own update: keep it wide
+            bad |= {x.name for x in N.walk_expr(e) if isinstance(x, N.Var) and x.name in targets and x is not own}
+    out = {a: t for a, t in found.items() if a not in bad and targets[a] == D.float32}
+    locs.update(out)
+    return out
+
+
+def retype_partials(k: N.Kernel, dtypes: dict) -> N.Kernel:
+    """The kernel with each scalar shadow (the per-work-item, -thread or -group partial
+    gradients) of ``dtypes`` (name -> dtype of the array the launcher passes) declared with
+    that dtype, its stores converting to it where their value has another."""
+    params, change = [], {}
+    for p in k.params:
+        if p[0] == "array" and p[1].name in dtypes and p[1].dtype != dtypes[p[1].name]:
+            p = ("array", replace(p[1], dtype=dtypes[p[1].name]))
+            change[p[1].name] = p[1]
+        params.append(p)
+    if not change:
+        return k
+
+    def fn(s):
+        if isinstance(s, N.Store) and s.array.name in change:
+            a = change[s.array.name]
+            v = s.value if s.value.ty.dtype == a.dtype else N.Cast(Ty(a.dtype), s.loc, s.value)
+            return [N.Store(s.loc, a, s.index, v)]
+        return [s]
+    out = replace(k, body=_map_stmts(k.body, fn), params=params)
+    for attr in ("tape", "gathers", "partials", "item_sums"):
+        if hasattr(k, attr):
+            setattr(out, attr, getattr(k, attr))
+    return out
+
+
+def _narrowed(s: N.Stmt, narrow: dict) -> N.Stmt:
+    """An accumulator update of :func:`_narrow_accumulators` without its widening."""
+    if isinstance(s, N.Assign) and s.var in narrow:
+        t = narrow[s.var]
+        return N.Assign(s.loc, s.var, N.BinOp(t, s.loc, "+", N.Var(t, s.loc, s.var), s.value.b.a))
+    return s
 
 
 def _gather_params(k: N.Kernel) -> list:
@@ -457,8 +524,9 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     launch range and masks the contribution of a clamped one with a select (no branches,
     so GPU-style vectorizers such as PoCL's keep it vectorized); "ring<d>" is "ring" for the
     slabs of dimension ``d`` (:func:`gather_boxes`), whose coordinates after ``d`` lie in
-    the interior box: only the first ``d + 1`` are clamped, so the last one, along which the
-    loop runs, indexes contiguous elements; "ringT" is "ring" for the slabs of the last
+    the interior box: only the first ``d + 1`` are clamped and only coordinate ``d`` is moved
+    by the jump, so the last one, along which the loop runs, indexes contiguous elements (in
+    "ring0" a loop GCC vectorizes); "ringT" is "ring" for the slabs of the last
     dimension, launched with its last two dimensions swapped (launch dimension ``ndim - 2``
     gives the element's last coordinate and the other way round): their few elements per
     row become the outer loop, the rows the inner one; "" (any step) tests that each source
@@ -566,8 +634,7 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
                               it, loc, cmp(">", var(raw[d]), top), top, var(raw[d])))),
                           N.Assign(loc, crd[d], op("+", arg("s", d), op("*", var(pos[d]), arg("t", d)))
                                    if g.kind == "lin" else op("+", arg("s", d), var(pos[d])))]
-                cond = cmp("==", var(raw[d]), var(pos[d]))
-                test = cond if test is None else N.BinOp(B, loc, "and", test, cond)
+                test = (test or []) + [cmp("==", var(raw[d]), var(pos[d]))]     # a list: see below
                 continue
             if g.kind == "lin":
                 setup += [N.Assign(loc, pos[d], op("-", j, c(off[0]))),
@@ -599,14 +666,17 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
         swap = {ndim - 1: ndim - 2, ndim - 2: ndim - 1} if variant == "ringT" else {}
         for d in range(ndim):
             x = N.Index(it, loc, "global", swap.get(d, d))
-            body.append(N.Assign(loc, jv[d], op("+", x, N.Select(it, loc, cmp(">=", x, arg("c", d)), arg("j", d),
-                                                                  c(0)))))
+            if variant != "ring" and d == clamped:    # only the slab dimension jumps: the
+                x = op("+", x, N.Select(it, loc, cmp(">=", x, arg("c", d)), arg("j", d), c(0)))
+            body.append(N.Assign(loc, jv[d], x))      # others stay plain (contiguous rows)
     for off in g.offsets:
         setup, test = geometry(off)
         if test is None:
             body += setup + body_for(off, acc)
         elif ring:
-            masked = N.Select(st, loc, test, var(part), c(0.0, st))
+            masked = var(part)          # nested selects, not one "and" ("&&" in C: a branch,
+            for cond in test:           # which keeps GCC from vectorizing the ring0 loop)
+                masked = N.Select(st, loc, cond, masked, c(0.0, st))
             body += setup + [N.Assign(loc, part, c(0.0, st))] + body_for(off, part) + \
                 [N.Assign(loc, acc, op("+", var(acc), masked))]
         else:
@@ -807,14 +877,16 @@ def ngroups(geom: tuple, ndim: int, wg: tuple) -> int:
     return max(1, math.prod(-(-geom[3 * d + 1] // wg[d]) for d in range(ndim)))
 
 
-def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "") -> tuple:
+def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "", partial_dtypes: dict | None = None) -> tuple:
     """(main adjoint, gathers): the rewrites of this module applied to the adjoint ``adj``
     that :func:`.autodiff.reverse_kernel` built for the parameters ``diff``. ``form``: how
     scalar partials are summed in a flat kernel: "threads" (the CPU: one per thread),
     "strip" (one per work item of a launch over :func:`strip_ndrange`; the kernel then
     takes :func:`gather_param_names`, used or not) or "" (one per work group, as kernels
     with barriers always do). The main adjoint's ``partials`` says which it got (None
-    without scalar gradients)."""
+    without scalar gradients). ``partial_dtypes``: the dtype of each scalar shadow's partials
+    array as passed (see :func:`retype_partials`; float32 ones let the strip form sum in
+    float32)."""
     gathers = find_gathers(adj, grouped)
     k = without_accumulations(adj, gathers)
     k = plain_single_offset_adds(k)
@@ -824,7 +896,8 @@ def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "") -> tuple:
               and p[1].name not in {f"_d_{x}" for x in diff}}
     k = without_dead_stores(k, primal)
     scalars = {f"_d_{p[1]}" for p in adj.params if p[0] == "scalar" and p[1] in set(diff)}
-    stripped = strip_scalar_partials(k, scalars) if form == "strip" and scalars and not grouped else None
+    stripped = strip_scalar_partials(k, scalars, partial_dtypes or {}) if form == "strip" and scalars \
+        and not grouped else None
     if not scalars:
         partials = None
     elif form == "threads" and not grouped:

@@ -348,6 +348,24 @@ class CLKernelInstance(DeviceKernelInstance):
                 dev.programs[src] = prog
         return cl.Kernel(prog, "tk_kernel"), ir, names   # retrieved once per build
 
+    def _set_args(self, kern, values: list) -> None:
+        """``kern.set_args(*values)``, with the scalar types declared once per kernel: without
+        them pyopencl tries each NumPy scalar as a buffer first and catches the error, about
+        10 us per argument (0.5 ms for an adjoint kernel's 50-70 values, more than PoCL's
+        enqueue); with them it packs the scalars directly (a few us in all). A kernel's value
+        list has the same layout at every launch (one cl.Kernel per specialization)."""
+        typed = self.__dict__.setdefault("_typed_kernels", {})
+        known = typed.get(id(kern))
+        if known is None or known[0] is not kern:
+            cl = _cl()
+            dts = [None if isinstance(v, cl.MemoryObjectHolder) else
+                   np.dtype(type(v)) if isinstance(v, np.generic) else np.dtype(object) for v in values]
+            fast = all(d is None or d.kind in "iuf" for d in dts)      # else pyopencl's own checks
+            if fast:
+                kern.set_scalar_arg_dtypes(dts)
+            typed[id(kern)] = (kern, fast)
+        kern.set_args(*values)
+
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         cl = _cl()
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
@@ -370,7 +388,7 @@ class CLKernelInstance(DeviceKernelInstance):
             err = cl.Buffer(self.backend._dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                             hostbuf=np.zeros(12, np.int64))
             values.append(err)
-        kern.set_args(*values)
+        self._set_args(kern, values)
         counts = [geom[3 * d + 1] for d in range(ndim)]
         gsize = tuple(-(-counts[d] // wg[d]) * wg[d] for d in reversed(range(ndim)))
         lsize = tuple(reversed(wg))
