@@ -289,6 +289,8 @@ class CLikeRenderer:
             if d.is_float:
                 return f"{self.math_name('fabs', d)}({args[0]})"
             return f"tk_abs_{self.fsuffix(d)}({args[0]})"
+        if fn == "dot4_i8":
+            return f"tk_dot4_i8({', '.join(args)})"
         one = self.const(1.0, Ty(self.compute_dtype(d)))
         if fn == "rsqrt":
             return f"({one} / {self.math_name('sqrt', d)}({args[0]}))"

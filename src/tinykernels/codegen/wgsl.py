@@ -1719,6 +1719,10 @@ class WGSLRenderer:
             if ctype(e.ty) == "bool":
                 return f"({a} {'&&' if fn == 'min' else '||'} {b})"
             return f"select({a}, {b}, {b} {cmp} {a})"
+        if fn == "dot4_i8":     # i32 words; the accumulation wraps (in u32)
+            a, b, c = args
+            return (f"bitcast<i32>(bitcast<u32>({c}) + bitcast<u32>(dot4I8Packed(bitcast<u32>({a}), "
+                    f"bitcast<u32>({b}))))")
         if fn == "abs" and ctype(e.ty) != "f32":
             return self.wrap(d, f"abs({args[0]})")
         args = [f"tk_x({s})" if isinstance(x, N.Const) else s for s, x in zip(args, e.args)]

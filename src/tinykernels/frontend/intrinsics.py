@@ -398,6 +398,23 @@ def _fma(lw, node):
     return N.Call(t, lw.loc(node), "fma", es)
 
 
+def _dot4_i8(lw, node):
+    """``tk.dot4_i8(a, b, acc)``: ``acc`` plus the dot product of the four signed bytes packed
+    in each of ``a`` and ``b`` (byte 0 the least significant), int32 wrapping like CUDA's
+    ``__dp4a``. The words are 32-bit integers (int32, uint32 or Python ints); the result int32."""
+    es = _exprs(lw, node, 3, "tk.dot4_i8")
+    for e, what in zip(es, ("a", "b", "acc")):
+        d = e.ty.dtype
+        if not (d.is_int and (e.ty.weak or d.bits == 32)):
+            raise lw.err(node, f"tk.dot4_i8(a, b, acc) takes 32-bit integers (int32, uint32 or Python "
+                         f"ints: four packed signed bytes in a and b), but {what} is {d.name}")
+    t = Ty(D.int32)
+    es = [lw.cast(e, t, explicit=True) for e in es]
+    if all(isinstance(e, N.Const) for e in es):
+        return N.Const(t, lw.loc(node), D.dot4_i8(*(e.value for e in es)))
+    return N.Call(t, lw.loc(node), "dot4_i8", es)
+
+
 def _clamp(lw, node):
     es = _exprs(lw, node, 3, "tk.clamp")
     t, (x, lo, hi) = _promote_all(lw, es)
@@ -466,7 +483,7 @@ _HANDLERS.update({
     lang.index: _index, lang.ndrange: _geometry("ndrange"), lang.groupsize: _geometry("groupsize"),
     lang.ngroups: _geometry("ngroups"), lang.localmem: _alloc("local"), lang.private: _alloc("private"),
     lang.uniform: _uniform, lang.group_reduce: _collective("reduce"), lang.group_scan: _collective("scan"),
-    lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp,
+    lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp, lang.dot4_i8: _dot4_i8,
     lang.sigmoid: _math1("sigmoid"), lang.print: _print,
     tkrandom.philox4x32: _philox, tkrandom.uniform: _rand("uniform", D.float32),
     tkrandom.normal: _rand("normal", D.float32), tkrandom.bits: _rand("bits", D.uint32),

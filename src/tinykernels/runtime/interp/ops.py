@@ -623,6 +623,12 @@ def clamp(x, lo, hi):
     return hi if hi < r else r     # min(r, hi)
 
 
+def dot4_i8(a, b, acc):
+    """``tk.dot4_i8``: ``acc`` plus the dot product of the signed bytes of ``a`` and ``b``
+    (int32, wrapping)."""
+    return np.int32(D.dot4_i8(int(a), int(b), int(acc)))
+
+
 # ----------------------------------------------------------------------------- math
 
 def float_arg(x):
