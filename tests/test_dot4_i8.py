@@ -151,3 +151,24 @@ def test_bad_arguments_are_compile_errors_at_the_line(arg, what):
     with pytest.raises(tk.CompileError, match=f"32-bit integers.*a is {what}") as e:
         k(tk.CPU())(np.zeros(4, np.int32), np.ones(4, np.int32), ndrange=4)
     assert ":3" in str(e.value)
+
+
+@tk.kernel
+def bytes_dot(out, data: tk.Const, xq: tk.Const):
+    """Signed bytes converted from unsigned ones, times int8: GCC 12 with -march=native on an
+    AVX-512 VNNI CPU compiled this loop to vpdpbusd (an unsigned first operand)."""
+    r = tk.index()
+    s = tk.int32(0)
+    for j in range(data.shape[1]):
+        s += tk.int32(tk.int8(data[r, j])) * tk.int32(xq[j])
+    out[r] = s
+
+
+@pytest.mark.parametrize("n", [32, 64, 100])
+def test_int8_dot_product_loop_from_unsigned_bytes_on_the_cpu(n):
+    r = np.random.default_rng(n)
+    d = r.integers(0, 256, (5, n)).astype(np.uint8)
+    xq = r.integers(-128, 128, n).astype(np.int8)
+    out = np.zeros(5, np.int32)
+    bytes_dot(tk.CPU())(out, d, xq, ndrange=5)
+    np.testing.assert_array_equal(out, d.view(np.int8).astype(np.int64) @ xq.astype(np.int64))
