@@ -290,7 +290,7 @@ class CLikeRenderer:
                 return f"{self.math_name('fabs', d)}({args[0]})"
             return f"tk_abs_{self.fsuffix(d)}({args[0]})"
         if fn == "dot4_i8":
-            return f"tk_dot4_i8({', '.join(args)})"
+            return f"{self.dot4_i8_fn}({', '.join(args)})"
         if fn == "bitcast":
             return self.bitcast(e.args[0].ty.dtype, d, args[0])
         one = self.const(1.0, Ty(self.compute_dtype(d)))
@@ -299,6 +299,8 @@ class CLikeRenderer:
         if fn == "sigmoid":
             return f"({one} / ({one} + {self.math_name('exp', d)}(-({args[0]}))))"
         return f"{self.math_name(fn, d)}({', '.join(args)})"
+
+    dot4_i8_fn = "tk_dot4_i8"     # tk.dot4_i8: the prelude's portable function
 
     def bitcast(self, src: DType, dst: DType, a: str) -> str:
         """``tk.bitcast``: the bits of ``a`` (of ``src``) as ``dst`` (the same size), through the
