@@ -275,6 +275,14 @@ def make_matmul_cases(mb: float, be, torch, rng):
         cases.append(Case(f"gemv {qt}", f"{M}x{K}", wbytes, run, (lambda dy=dy: host(dy)), want, 1e-4,
                           (lambda wf=wf, x=x, y=y: np.matmul(wf, x, out=y)),
                           T and (lambda wf=wf, x=x, y=y: torch.mv(T(wf), T(x), out=T(y)))))
+        if qt != "float32":      # llama.cpp's route: Q8_0 activations, int8 x int8 block products
+            def run8(da=da, dx=dx, dy=dy):
+                llm.matmul(da, dx, out=dy, exact=False)
+                sync()
+            # the activations' rounding (8 bits per block) is the route's error: 2e-2 of the largest
+            cases.append(Case(f"gemv {qt} int8", f"{M}x{K}", wbytes, run8, (lambda dy=dy: host(dy)), want, 2e-2,
+                              (lambda wf=wf, x=x, y=y: np.matmul(wf, x, out=y)),
+                              T and (lambda wf=wf, x=x, y=y: torch.mv(T(wf), T(x), out=T(y)))))
     # fused q4_0 GEMM with 8 columns (a small decode batch): the weights are read once
     M = max(1, int(mb * MiB / (K * 18 / 32)))
     qa = llm.quantize(rng.standard_normal((M, K)).astype(np.float32), "q4_0")

@@ -23,6 +23,29 @@ def test_argmax_ties_and_nan_as_numpy(be):
         assert int(get(llm.argmax(put(np.full(7, -np.inf, dt), b)))) == 0
 
 
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
+def test_host_argmax_lanes_match_numpy(be):
+    """The host shape (lanes of running maxima): ties across lanes and in the tail, -inf,
+    NaN first or last, all NaN, lengths around the lane count."""
+    b = dev(be)
+    r = np.random.default_rng(44)
+    cases = []
+    for n in (1, 5, 16, 17, 31, 33, 100):
+        x = r.integers(-3, 3, n).astype(np.float32)          # many ties
+        cases += [x, np.full(n, -np.inf, np.float32), np.full(n, np.nan, np.float32)]
+        y = x.copy()
+        y[n // 2] = np.nan
+        cases.append(y)
+        z = np.full(n, -np.inf, np.float32)
+        z[-1] = -1e30
+        cases.append(z)
+        w = np.full(n, np.nan, np.float32)
+        w[-1] = 1.0
+        cases.append(w)
+    for x in cases:
+        assert int(get(llm.argmax(put(x, b)))) == np.argmax(x), x
+
+
 @pytest.mark.parametrize("be", backends())
 def test_gather_transpose_repeat(be):
     b = dev(be)

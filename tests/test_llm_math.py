@@ -117,3 +117,73 @@ def test_host_gemv_every_chunk_remainder(qtype, blocks):
     ref = w64 @ x
     bound = (k + 2) * 2.0 ** -24 * (np.abs(w64) @ np.abs(x.astype(np.float64)))
     assert (np.abs(got - ref) <= bound).all()
+
+
+# ----------------------------------------------------------------------------- bit-level conversions
+
+@tk.kernel
+def _f16_bits_k(out, x):
+    i = tk.index()
+    out[i] = M.f16_bits(x[i])
+
+
+@tk.kernel
+def _e4m3_k(out, x, s):
+    i = tk.index()
+    out[i] = M.f16_bits(M.e4m3_value(x[i]) * s)
+
+
+def _f32_patterns(n):
+    """Random bit patterns, a sweep over every exponent, and the boundaries of each branch of
+    the float16 rounding (ties, overflow, the subnormal range, infinities, NaN payloads)."""
+    r = np.random.default_rng(6)
+    edges = np.array([0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF,
+                      0x7F801FFF, 0x7F802000, 0x477FEFFF, 0x477FF000, 0x477FE000, 0x38800000, 0x387FFFFF,
+                      0x387FF000, 0x33000000, 0x33000001, 0x32FFFFFF, 0x33800000, 0x33C00000, 0x00000001,
+                      0x3F801000, 0x3F803000, 0x3F800FFF], np.uint32)
+    return np.concatenate([edges, r.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32),
+                           np.arange(0, 2 ** 32, 2 ** 32 // n + 1, dtype=np.uint64).astype(np.uint32)]).view(np.float32)
+
+
+@pytest.mark.parametrize("be", backends())
+def test_f16_bits_is_numpys_rounding(be):
+    x = _f32_patterns(3000 if be == "INTERP" else 400_000)
+    with np.errstate(all="ignore"):
+        want = x.astype(np.float16).view(np.uint16).astype(np.int32)
+    np.testing.assert_array_equal(_run(_f16_bits_k, be, np.zeros(x.size, np.int32), x), want)
+
+
+@pytest.mark.parametrize("be", backends())
+def test_e4m3_value_every_byte(be):
+    ml = pytest.importorskip("ml_dtypes")
+    b = np.arange(256, dtype=np.uint8)
+    for s in (1.0, 0.37, 1e-3, 300.0, -2.0):
+        with np.errstate(all="ignore"):
+            want = (b.view(ml.float8_e4m3fn).astype(np.float32) * np.float32(s)).astype(np.float16)
+        bk = dev(be)
+        out = tk.zeros(256, tk.int32, backend=bk)
+        _e4m3_k(bk)(out, tk.asarray(b, backend=bk), s, ndrange=256)
+        np.testing.assert_array_equal(out.numpy(), want.view(np.uint16).astype(np.int32))
+
+
+def test_cpu_cast_and_fp8_dequantize_take_the_bit_level_kernels(monkeypatch):
+    """On the CPU, float32 -> float16 casts and fp8_dequantize of contiguous host arrays run
+    the branch-free kernels (uint16 views of the outputs); results are NumPy's bit for bit."""
+    ml = pytest.importorskip("ml_dtypes")
+    C = importlib.import_module("tinykernels.llm._common")
+    seen = []
+    real = C.launch
+    monkeypatch.setattr(C, "launch", lambda k, *a, **kw: (seen.append(k), real(k, *a, **kw))[1])
+    x = _f32_patterns(5000)[:4 * 999].reshape(4, 999)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(llm.cast(x, np.float16).view(np.uint16), x.astype(np.float16).view(np.uint16))
+        f8 = np.arange(256, dtype=np.uint8).view(ml.float8_e4m3fn).reshape(2, 128)
+        want = (f8.astype(np.float32) * np.float32(0.75)).astype(np.float16)
+    np.testing.assert_array_equal(llm.fp8_dequantize(f8, 0.75).view(np.uint16), want.view(np.uint16))
+    names = [getattr(k, "__name__", repr(k)) for k in seen]
+    assert any("_f16_bits_of" in n for n in names) and any("_dequant_bits" in n for n in names), names
+    # strided: the general kernel
+    seen.clear()
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(llm.cast(x[:, ::2], np.float16), x[:, ::2].astype(np.float16))
+    assert not any("_f16_bits_of" in getattr(k, "__name__", repr(k)) for k in seen)

@@ -174,6 +174,12 @@ def _kernel_launches():
     for q in QTYPES:
         cases += [(mm._HOST_GEMV[q], (out1, data[q], x), 4, None),
                   (mm._GROUP_GEMV[q], (out1, data[q], x), 4 * g, g)]
+    xq8, xd = np.zeros(256, np.int8), np.zeros(8, f32)
+    cases += [(mm._quantize_x_q8_0, (xq8, xd, x, False), 8, None),
+              (mm._quantize_x_q8_0, (np.zeros(64, np.uint32), xd, x, True), 8, None)]
+    for q in ("q4_0", "q8_0"):
+        cases += [(mm._gemv_rows_i8, (out1, data[q], xq8, xd, q == "q8_0"), 4, None),
+                  (mm._gemv_group_i8, (out1, data[q], np.zeros(64, np.uint32), xd, q == "q8_0"), 4 * g, g)]
     for q, kern in mm._FUSED_GEMM.items():
         cases.append((kern, (np.zeros((4, 3), f32), data[q], bm), (4, 3), None))
         cases.append((mm._gemm_rows_q, (np.zeros((4, 3), f32), data[q], bm, q == "q8_0"), 4, None))
@@ -232,3 +238,91 @@ def test_cpu_runs_row_loops_of_a_few_rows_on_all_threads():
         out = np.zeros(300, f32)
         mm._gemv_rows_q4_0(tk.CPU(threads=threads))(out, a.data, x, ndrange=300)
         _check(out, w64, x, 256)
+
+
+# ----------------------------------------------------------------------------- the int8 route
+
+def _gguf_q8_0(x):
+    gguf = pytest.importorskip("gguf")
+    return gguf.quants.quantize(x.reshape(1, -1), gguf.GGMLQuantizationType.Q8_0).reshape(-1, 34)
+
+
+def _activations(k, rng):
+    """Magnitudes over many decades, an all-zero block, ties of roundf (x / d = n + 0.5)."""
+    x = (rng.standard_normal(k) * np.exp(rng.uniform(-6, 6, k))).astype(np.float32)
+    x[:32] = 0
+    if k >= 64:
+        x[32:64] = np.arange(32, dtype=np.float32) - 15.5          # d = 16.5 / 127: ties
+        x[32] = 127.0
+    return x
+
+
+@pytest.mark.parametrize("be", BACKENDS)
+@pytest.mark.parametrize("packed", [False, True])
+def test_quantize_activations_is_bit_exact_against_gguf(be, packed):
+    rng = np.random.default_rng(31)
+    k = 96 if be == "INTERP" else 4096
+    x = _activations(k, rng)
+    qs, d = llm.quantize_activations(to(be, x), packed=packed)
+    qs, d = host(qs), host(d)
+    assert qs.dtype == (np.uint32 if packed else np.int8) and qs.shape == ((k // 4,) if packed else (k,))
+    got = np.concatenate([d.astype("<f2").view(np.uint8).reshape(-1, 2), qs.view(np.uint8).reshape(-1, 32)], 1)
+    np.testing.assert_array_equal(got, _gguf_q8_0(x))
+
+
+def _int8_route(qtype, raw, x):
+    """NumPy model of llama.cpp's route: per block the exact integer dot product of the weight
+    and activation bytes, times d_w * d_x, summed in float64; and a bound on float32 rounding."""
+    blocks = _gguf_q8_0(x)
+    dx = blocks[:, :2].copy().view(np.float16)[:, 0].astype(np.float64)
+    qx = blocks[:, 2:].view(np.int8).astype(np.int64)
+    m = raw.shape[0]
+    fmt = llm.QTYPES[qtype]
+    rb = raw.reshape(m, -1, fmt.block_bytes)
+    dw = rb[:, :, :2].copy().view(np.float16)[..., 0].astype(np.float64)
+    if qtype == "q8_0":
+        qw = rb[:, :, 2:].view(np.int8).astype(np.int64)
+    else:
+        lo, hi = (rb[:, :, 2:] & 15).astype(np.int64) - 8, (rb[:, :, 2:] >> 4).astype(np.int64) - 8
+        qw = np.concatenate([lo, hi], axis=2)
+    terms = (qw * qx[None]).astype(np.float64) * (dw * dx[None])[..., None]     # [m, nb, 32]
+    return terms.sum((1, 2)), np.abs(terms).sum((1, 2))
+
+
+@pytest.mark.parametrize("be", BACKENDS)
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+def test_int8_gemv_is_llama_cpps_route(qtype, be):
+    """``exact=False``: Q8_0 activations and integer block products, as llama.cpp; K with a
+    tail of blocks past the last whole chunk."""
+    rng = np.random.default_rng(32)
+    m, k = (3, 96) if be == "INTERP" else (37, 32 * (3 * mm.CHUNK + 5))
+    raw = random_blocks(qtype, m, k // 32, rng)
+    a = llm.QTensor(qtype, (m, k), raw)
+    x = _activations(k, rng)
+    got = host(llm.matmul(to_q(be, a), to(be, x), exact=False))
+    ref, mag = _int8_route(qtype, raw, x)
+    assert got.dtype == np.float32 and got.shape == (m,)
+    assert (np.abs(got - ref) <= (k + 2) * U32 * mag + 1e-30).all()
+    # it is not the exact route: the activations were rounded to 8 bits
+    exact = ref_dequantize(qtype, raw).astype(np.float64) @ x.astype(np.float64)
+    assert np.abs(ref - exact).max() > 1e-6 * np.abs(exact).max()
+
+
+def test_int8_route_applies_to_q4_0_and_q8_0_gemv_only():
+    rng = np.random.default_rng(33)
+    raw = random_blocks("q4_k", 2, 1, rng)
+    a = llm.QTensor("q4_k", (2, 256), raw)
+    x = rng.standard_normal(256).astype(np.float32)
+    np.testing.assert_array_equal(llm.matmul(a, x, exact=False), llm.matmul(a, x))
+    b = rng.standard_normal((64, 3)).astype(np.float32)
+    q = llm.quantize(rng.standard_normal((4, 64)).astype(np.float32), "q8_0")
+    np.testing.assert_array_equal(llm.matmul(q, b, exact=False), llm.matmul(q, b))
+
+
+def test_quantize_activations_errors_name_the_argument():
+    with pytest.raises(ValueError, match="x"):
+        llm.quantize_activations(np.zeros(33, np.float32))
+    with pytest.raises(ValueError, match="x"):
+        llm.quantize_activations(np.zeros(64, np.float64))
+    with pytest.raises(ValueError, match="x"):
+        llm.quantize_activations(np.zeros((2, 32), np.float32))

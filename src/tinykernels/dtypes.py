@@ -171,3 +171,12 @@ def fits(value: int, d: DType) -> bool:
     if d.kind == "u":
         return 0 <= value < (1 << d.bits)
     return -(1 << (d.bits - 1)) <= value < (1 << (d.bits - 1))
+
+
+def dot4_i8(a: int, b: int, acc: int) -> int:
+    """The value of ``tk.dot4_i8(a, b, acc)`` on Python ints: ``acc`` plus the dot product of the
+    four signed bytes of ``a`` and of ``b`` (byte 0 the least significant), wrapped to int32."""
+    sb = [(((a >> s) & 255) ^ 128) - 128 for s in (0, 8, 16, 24)]
+    tb = [(((b >> s) & 255) ^ 128) - 128 for s in (0, 8, 16, 24)]
+    v = (acc + sum(x * y for x, y in zip(sb, tb))) & 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v

@@ -100,6 +100,8 @@ rsqrt = _kernel_only("rsqrt")
 fma = _kernel_only("fma")
 clamp = _kernel_only("clamp")
 sigmoid = _kernel_only("sigmoid")
+dot4_i8 = _kernel_only("dot4_i8")
+bitcast = _kernel_only("bitcast")
 print = _kernel_only("print")  # noqa: A001 - mirrors KernelAbstractions' @print
 
 ATOMIC_OPS = ("add", "sub", "min", "max", "and", "or", "xor", "exchange", "cas")

@@ -289,12 +289,34 @@ class CLikeRenderer:
             if d.is_float:
                 return f"{self.math_name('fabs', d)}({args[0]})"
             return f"tk_abs_{self.fsuffix(d)}({args[0]})"
+        if fn == "dot4_i8":
+            return f"{self.dot4_i8_fn}({', '.join(args)})"
+        if fn == "bitcast":
+            return self.bitcast(e.args[0].ty.dtype, d, args[0])
         one = self.const(1.0, Ty(self.compute_dtype(d)))
         if fn == "rsqrt":
             return f"({one} / {self.math_name('sqrt', d)}({args[0]}))"
         if fn == "sigmoid":
             return f"({one} / ({one} + {self.math_name('exp', d)}(-({args[0]}))))"
         return f"{self.math_name(fn, d)}({', '.join(args)})"
+
+    dot4_i8_fn = "tk_dot4_i8"     # tk.dot4_i8: the prelude's portable function
+
+    def bitcast(self, src: DType, dst: DType, a: str) -> str:
+        """``tk.bitcast``: the bits of ``a`` (of ``src``) as ``dst`` (the same size), through the
+        prelude's bit casts (a union, or ``as_type`` on Metal)."""
+        ubits = f"uint{src.bits}_t"
+        if src.is_storage_only:      # rounded to its type first, as a store does
+            bits = f"{self.store_conv[src.name]}((float)({a}))"
+        elif src.name in ("float32", "float64"):
+            bits = f"tk_f{src.bits}_bits({a})"
+        else:
+            bits = f"(({ubits})({a}))"
+        if dst.is_storage_only:
+            return f"{self.load_conv[dst.name]}(({ubits})({bits}))"
+        if dst.name in ("float32", "float64"):
+            return f"tk_bits_f{dst.bits}({bits})"
+        return f"(({self.ctype(Ty(dst))})({bits}))"
 
     def e_Atomic(self, e):
         return self.atomic(e)

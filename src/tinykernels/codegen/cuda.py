@@ -138,6 +138,7 @@ def _sub(comb: str, a: str, b: str) -> str:
 
 class CUDARenderer(GPURenderer):
     """CUDA C++ (NVRTC) for ``tk.CUDA()``."""
+    dot4_i8_fn = "tk_dp4a"
     kernel_qualifier = 'extern "C" __global__ void'
     global_space = ""
     local_space = "__shared__ "
@@ -323,9 +324,21 @@ class CUDARenderer(GPURenderer):
         fm = " (fastmath: compile with --fmad=true)" if k.fastmath else ""
         return [f"/* tinykernels: CUDA C++ for NVRTC, kernel {k.name}{fm} */", _HEADER,
                 f"typedef {'int' if k.idx32 else 'long long'} tk_idx;",
-                prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
+                prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]), _DP4A,
                 portable_helpers(True), _float_atomics(), _shuffles() if uses_coll else "",
                 _DEBUG if k.debug else ""]
+
+
+# tk.dot4_i8 on CUDA: the dp4a instruction (sm_61 and newer), else the prelude's code
+_DP4A = r"""
+TK_INLINE int32_t tk_dp4a(int32_t a, int32_t b, int32_t c) {
+#if __CUDA_ARCH__ >= 610
+    return __dp4a(a, b, c);
+#else
+    return tk_dot4_i8(a, b, c);
+#endif
+}
+"""
 
 
 def param_layout(k: N.Kernel) -> list:

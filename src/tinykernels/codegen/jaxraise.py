@@ -734,6 +734,8 @@ class _Run:
         args = [self.ev(a, active) for a in e.args]
         if e.fn == "uniform":
             return self.first_of_group(args[0])
+        if e.fn == "bitcast":
+            return bitcast(args[0], e.args[0].ty.dtype, e.ty.dtype)
         return call(e.fn, args, e.ty.dtype)
 
     def first_of_group(self, v):
@@ -946,6 +948,21 @@ _MATH = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh
          "atanh": "arctanh", "atan2": "arctan2", "pow": "power", "fabs": "abs"}
 
 
+def bitcast(v, src: D.DType, dst: D.DType):
+    """``tk.bitcast``: the bits of ``v`` (values of ``src``; narrow floats held as float32 and
+    rounded to their type first) as ``dst``."""
+    s_np = _storage_dtype(src) if src.is_storage_only else _np_dtype(src)
+    d_np = _storage_dtype(dst) if dst.is_storage_only else _np_dtype(dst)
+    v = _astype(v, s_np)
+    if _is_traced(v) or not isinstance(v, (np.ndarray, np.generic)):
+        from jax import lax
+        r = lax.bitcast_convert_type(v, d_np)
+    else:
+        r = np.asarray(v).view(d_np)
+        r = r[()] if r.ndim == 0 else r
+    return _astype(r, np.float32) if dst.is_storage_only else r
+
+
 def call(fn: str, args: list, d: D.DType):
     """A math or helper function on values (``d``: the result type)."""
     xp = _xp(*args)
@@ -958,6 +975,11 @@ def call(fn: str, args: list, d: D.DType):
         if fn in ("isnan", "isinf", "isfinite"):
             return getattr(xp, fn)(args[0])
         args = [_astype(x, dt) for x in args]
+        if fn == "dot4_i8":          # int32 words: each byte sign-extended by two shifts
+            a, b, acc = args
+            for s in (24, 16, 8, 0):
+                acc = acc + ((a << s) >> 24) * ((b << s) >> 24)
+            return acc
         if fn in ("min", "max"):
             a, b = args
             return xp.where(b < a, b, a) if fn == "min" else xp.where(b > a, b, a)

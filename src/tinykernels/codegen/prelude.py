@@ -60,6 +60,19 @@ TK_INLINE double tk_bits_f64(uint64_t u) {
 }
 #endif
 
+/* tk.dot4_i8: c plus the dot product of the four signed bytes packed in a and in b (byte 0
+   least significant), wrapping like CUDA's __dp4a (which the CUDA renderer uses instead). */
+TK_INLINE int32_t tk_sbyte(uint32_t w, uint32_t k) {
+    return (int32_t)(((w >> k) & 255u) ^ 128u) - 128;
+}
+
+TK_INLINE int32_t tk_dot4_i8(int32_t a, int32_t b, int32_t c) {
+    uint32_t ua = (uint32_t)a, ub = (uint32_t)b;
+    int32_t s = tk_sbyte(ua, 0u) * tk_sbyte(ub, 0u) + tk_sbyte(ua, 8u) * tk_sbyte(ub, 8u)
+              + tk_sbyte(ua, 16u) * tk_sbyte(ub, 16u) + tk_sbyte(ua, 24u) * tk_sbyte(ub, 24u);
+    return (int32_t)((uint32_t)c + (uint32_t)s);
+}
+
 /* v >> s rounded to nearest, ties to even (1 <= s <= 31). */
 TK_INLINE uint32_t tk_shr_rne_u32(uint32_t v, uint32_t s) {
     uint32_t q = v >> s;

@@ -1719,6 +1719,12 @@ class WGSLRenderer:
             if ctype(e.ty) == "bool":
                 return f"({a} {'&&' if fn == 'min' else '||'} {b})"
             return f"select({a}, {b}, {b} {cmp} {a})"
+        if fn == "bitcast":
+            return self.bitcast(e.args[0], d, args[0])
+        if fn == "dot4_i8":     # i32 words; the accumulation wraps (in u32)
+            a, b, c = args
+            return (f"bitcast<i32>(bitcast<u32>({c}) + bitcast<u32>(dot4I8Packed(bitcast<u32>({a}), "
+                    f"bitcast<u32>({b}))))")
         if fn == "abs" and ctype(e.ty) != "f32":
             return self.wrap(d, f"abs({args[0]})")
         args = [f"tk_x({s})" if isinstance(x, N.Const) else s for s, x in zip(args, e.args)]
@@ -1736,6 +1742,30 @@ class WGSLRenderer:
         if fn in _BUILTIN:
             return f"{_BUILTIN[fn]}({', '.join(args)})"
         raise _error(e.loc, f"math function '{fn}' is not available on WebGPU", self.k.name)
+
+    def bitcast(self, x: N.Expr, dst: DType, a: str) -> str:
+        """``tk.bitcast`` of the value ``a`` (expression ``x``) to ``dst``, through its bits as a
+        u32 (8/16-bit types: the low bits)."""
+        src = x.ty.dtype
+        if src.bits > 32 or dst.bits > 32:
+            raise _unsupported(src if src.bits > 32 else dst, x.loc, self.k.name, "")
+        if isinstance(x, N.Const):
+            a = f"({a} | {'tk_z' if ctype(src) == 'u32' else 'bitcast<i32>(tk_z)'})" if src.is_int else f"tk_x({a})"
+        if src.is_storage_only:
+            self.libs.add(_lib_of(src))
+            bits = f"{_STORE_CONV[src.name]}({a})"
+        elif ctype(src) == "u32":
+            bits = a
+        elif src.bits == 32:
+            bits = f"bitcast<u32>({a})"
+        else:
+            bits = f"(bitcast<u32>({a}) & {_mask(src.bits)})"
+        if dst.is_storage_only:
+            self.libs.add(_lib_of(dst))
+            return f"{_LOAD_CONV[dst.name]}({bits})"
+        if ctype(dst) == "u32":
+            return bits
+        return self.wrap(dst, f"bitcast<{ctype(dst)}>({bits})")
 
     # --- arrays -------------------------------------------------------------------------------
 

@@ -398,6 +398,57 @@ def _fma(lw, node):
     return N.Call(t, lw.loc(node), "fma", es)
 
 
+def _dot4_i8(lw, node):
+    """``tk.dot4_i8(a, b, acc)``: ``acc`` plus the dot product of the four signed bytes packed
+    in each of ``a`` and ``b`` (byte 0 the least significant), int32 wrapping like CUDA's
+    ``__dp4a``. The words are 32-bit integers (int32, uint32 or Python ints); the result int32."""
+    es = _exprs(lw, node, 3, "tk.dot4_i8")
+    for e, what in zip(es, ("a", "b", "acc")):
+        d = e.ty.dtype
+        if not (d.is_int and (e.ty.weak or d.bits == 32)):
+            raise lw.err(node, f"tk.dot4_i8(a, b, acc) takes 32-bit integers (int32, uint32 or Python "
+                         f"ints: four packed signed bytes in a and b), but {what} is {d.name}")
+    t = Ty(D.int32)
+    es = [lw.cast(e, t, explicit=True) for e in es]
+    if all(isinstance(e, N.Const) for e in es):
+        return N.Const(t, lw.loc(node), D.dot4_i8(*(e.value for e in es)))
+    return N.Call(t, lw.loc(node), "dot4_i8", es)
+
+
+def _bitcast(lw, node):
+    """``tk.bitcast(x, dtype)``: the bits of ``x`` read as ``dtype`` (same size; not bool). A
+    float16/bfloat16/fp8 value (float32 inside a kernel) is rounded to its type first, as on
+    store; a Python int is taken as an unsigned integer of ``dtype``'s size."""
+    args = _args(lw, node, 2, "tk.bitcast")
+    if not isinstance(args[1], DTypeVal):
+        raise lw.err(node, "tk.bitcast(x, dtype): the second argument must be a dtype such as tk.int32")
+    dst = args[1].dtype
+    x = lw.as_expr(args[0], node.args[0])
+    src = x.ty.dtype
+    if dst.kind == "b" or src.kind == "b":
+        raise lw.err(node, "tk.bitcast does not take or give bool")
+    if x.ty.weak:
+        if not src.is_int:
+            raise lw.err(node, "tk.bitcast of a Python float: its size is not fixed; cast it first, "
+                         "e.g. tk.bitcast(tk.float32(x), tk.uint32)")
+        src = D.from_any(np.dtype(f"u{dst.itemsize}"))
+        x = lw.cast(x, Ty(src), explicit=True)
+    if src.bits != dst.bits:
+        raise lw.err(node, f"tk.bitcast from {src.name} ({src.bits} bits) to {dst.name} ({dst.bits} bits): "
+                     "the sizes must be equal")
+    if src == dst:
+        return x
+    if src.is_int and dst.is_int:
+        return lw.cast(x, Ty(dst), explicit=True)      # a same-size integer cast keeps the bits
+    if isinstance(x, N.Const) and D.to_numpy(src) is not None and D.to_numpy(dst) is not None \
+            and not src.is_storage_only and not dst.is_storage_only:
+        with np.errstate(all="ignore"):
+            v = np.array(x.value).astype(D.to_numpy(src)).view(D.to_numpy(dst))[()]
+        if not (dst.is_float and np.isnan(v)):           # NaN payloads stay with run time
+            return N.Const(Ty(dst), lw.loc(node), v.item())
+    return N.Call(Ty(dst), lw.loc(node), "bitcast", [x])
+
+
 def _clamp(lw, node):
     es = _exprs(lw, node, 3, "tk.clamp")
     t, (x, lo, hi) = _promote_all(lw, es)
@@ -466,7 +517,7 @@ _HANDLERS.update({
     lang.index: _index, lang.ndrange: _geometry("ndrange"), lang.groupsize: _geometry("groupsize"),
     lang.ngroups: _geometry("ngroups"), lang.localmem: _alloc("local"), lang.private: _alloc("private"),
     lang.uniform: _uniform, lang.group_reduce: _collective("reduce"), lang.group_scan: _collective("scan"),
-    lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp,
+    lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp, lang.dot4_i8: _dot4_i8, lang.bitcast: _bitcast,
     lang.sigmoid: _math1("sigmoid"), lang.print: _print,
     tkrandom.philox4x32: _philox, tkrandom.uniform: _rand("uniform", D.float32),
     tkrandom.normal: _rand("normal", D.float32), tkrandom.bits: _rand("bits", D.uint32),

@@ -93,6 +93,16 @@ def contiguous(x, fn: str, name: str) -> None:
     require(bool(ok), fn, name, "must be C-contiguous (np.ascontiguousarray)")
 
 
+def host_flat(x, dtype=None) -> np.ndarray | None:
+    """A 1-D NumPy view of the C-contiguous host array ``x`` (its bits seen as ``dtype`` when
+    given, of the same item size), or None (a device or strided array)."""
+    h = _arr.as_host_ndarray(x)
+    if h is None or not h.flags.c_contiguous:
+        return None
+    h = h.reshape(-1)
+    return h.view(dtype) if dtype is not None else h
+
+
 def new_like(ref, shape: tuple, dtype, backend: Backend):
     """A new array of ``shape``/``dtype`` of the same kind as ``ref``: a NumPy array for NumPy,
     a torch tensor for torch, else a ``tk.Array`` on ``backend``."""

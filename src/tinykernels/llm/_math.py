@@ -27,22 +27,15 @@ P5 = 5.0000001201e-1
 
 @tk.func
 def pow2_f32(m):
-    """``2.0 ** m`` as float32, exactly, for an int32 ``m`` in [-128, 127], from integer
-    shifts and exact products only (the language has no bit casts): ``2 ** (m mod 32)`` from
-    a shift, times ``G ** 8`` where ``G = 2 ** (4 * (m >> 5))`` also comes from a shift (every
-    square is an exact power of two; ``2**-128`` is a subnormal, still exact). No selects
-    (GCC merges a chain of selects into a many-way branch it does not vectorize), and every
-    shift count is masked with ``& 31`` so the C code has no range test around the shift."""
-    lo = tk.float32(tk.uint32(1) << tk.uint32(m & 31))
-    g = tk.float32(tk.uint32(1) << tk.uint32((((m >> 5) + 4) << 2) & 31)) * tk.float32(1.52587890625e-05)   # * 2**-16
-    g = g * g
-    g = g * g
-    return lo * (g * g)
+    """``2.0 ** m`` as float32, exactly, for an int32 ``m`` in [-126, 127] (a normal float):
+    its exponent bits, ``m + 127``, read as a float."""
+    return tk.bitcast(tk.uint32(m + 127) << 23, tk.float32)
 
 
 @tk.func
 def exp_f32(x):
-    """``e ** x`` of a float32 ``x``, vectorizable (see the module docstring).
+    """``e ** x`` of a float32 ``x``, vectorizable (see the module docstring). Powers of two
+    come from their exponent bits (:func:`pow2_f32`).
 
     ``x = n * ln 2 + r`` (Cody-Waite: ``n * LN2_HI`` is exact), ``e ** r`` by a polynomial,
     times ``2 ** n`` built exactly. Shaped for the vectorizer: no ``floorf`` call (the floor
@@ -67,8 +60,44 @@ def exp_f32(x):
     # normal or inf)
     mm = min(max(ni, -126), 127)
     e = ni - mm
-    y = y * (tk.float32(tk.uint32(1) << tk.uint32((e + 24) & 31)) * tk.float32(5.9604644775390625e-08))   # 2**e
+    y = y * pow2_f32(e)
     return y * pow2_f32(mm)
+
+
+@tk.func
+def f16_bits(f):
+    """The IEEE binary16 bits (an int32 in [0, 65535]) of the float32 ``f`` rounded to nearest
+    even, bit for bit NumPy's ``astype(float16)`` (overflow to inf, NaN keeps its top payload
+    bits and stays NaN), branch-free: selects between integer results only, so loops over it
+    vectorize. Normal halves round by integer addition on the float's bits; subnormal ones by
+    one float addition: ``|f| + 0.5`` rounds ``|f|`` to a multiple of ``2**-24`` (the unit of
+    half subnormals), whose count is the difference of the bits."""
+    x = tk.bitcast(tk.float32(f), tk.int32)
+    sign = (x >> 16) & 0x8000
+    ax = x & 0x7FFFFFFF
+    normal = ((ax + 0x0FFF + ((ax >> 13) & 1)) - 0x38000000) >> 13
+    sub = tk.bitcast(tk.bitcast(ax, tk.float32) + tk.float32(0.5), tk.int32) - 0x3F000000
+    top = (ax & 0x7FFFFF) >> 13
+    nan = 0x7C00 | top | tk.int32(top == 0)      # a NaN whose kept payload bits are 0: 0x7C01
+    h = tk.select(ax < 0x38800000, sub, normal)   # (selects one deep: GCC if-converts no nesting)
+    h = tk.select(ax >= 0x477FF000, 0x7C00, h)
+    h = tk.select(ax > 0x7F800000, nan, h)
+    return sign | h
+
+
+@tk.func
+def e4m3_value(b):
+    """The float32 value of the fp8 e4m3fn byte ``b`` (an integer 0..255), exactly, branch-free
+    and without subnormal float arithmetic (slow on x86): the exponent and mantissa bits moved
+    to a float32's places, the exponent rebiased (+120); a subnormal ``m * 2**-9`` is
+    ``2**-6 * (1 + m/8) - 2**-6``; ``S.1111.111`` is NaN."""
+    q = tk.int32(b)
+    normal = ((q & 0x7F) << 20) + (120 << 23)
+    sub = tk.bitcast(tk.bitcast((121 << 23) | ((q & 7) << 20), tk.float32) - tk.float32(0.015625), tk.int32)
+    bits = tk.select((q & 0x78) == 0, sub, normal)
+    bits = tk.select((q & 0x7F) == 0x7F, 0x7FC00000, bits)
+    return tk.bitcast(bits | ((q & 0x80) << 24), tk.float32)
+
 
 @tk.func
 def exp(x, poly):

@@ -19,7 +19,7 @@ import tinykernels as tk
 
 from . import _common as C
 from ._index import ld4, ldb4, rows3, st4
-from ._math import exp as _exp, use_poly
+from ._math import exp as _exp, f16_bits, use_poly
 
 __all__ = ["add", "sub", "mul", "div", "pow", "tanh_grad", "exp", "log", "sin", "cos", "tanh", "sqrt",
            "rsqrt", "fill", "cast"]
@@ -93,6 +93,14 @@ def _unary(out, a, op: tk.constexpr, poly: tk.constexpr):
         st4(out, c0, c1, c2, j, 1 / math.sqrt(x))
     else:
         st4(out, c0, c1, c2, j, x)
+
+
+@tk.kernel
+def _f16_bits_of(out, x: tk.Const):
+    """out (uint16 bits of float16) = x (float32) rounded to float16: branch-free, so the CPU
+    loop vectorizes (a store into a float16 array calls the prelude's branching converter)."""
+    i = tk.index()
+    out[i] = tk.uint16(f16_bits(x[i]))
 
 
 @tk.kernel
@@ -251,6 +259,12 @@ def cast(x, dtype, out=None, stream=None):
               f"{dtype!r} is not one of {', '.join(CAST_DTYPES)}")
     C.require(backend.supports(target.name), "cast", "dtype", f"{target} is not supported on {backend!r}")
     out = C.output(out, "cast", x, shape, target, backend)
-    if 0 not in shape:
-        C.launch(_unary, backend, (out, x, COPY, False), _grid(shape), stream=stream)
+    if 0 in shape:
+        return out
+    if backend.name == "CPU" and C.dtype_of(x) == np.float32 and target == np.float16:
+        hx, ho = C.host_flat(x), C.host_flat(out, np.uint16)
+        if hx is not None and ho is not None:
+            C.launch(_f16_bits_of, backend, (ho, hx), hx.size, stream=stream)
+            return out
+    C.launch(_unary, backend, (out, x, COPY, False), _grid(shape), stream=stream)
     return out

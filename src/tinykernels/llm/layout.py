@@ -41,6 +41,55 @@ def _argmax(out, x):
         out[0] = nan_i if nan_i < N else bi
 
 
+ARGMAX_LANES = 16        # lanes of the host argmax (one AVX-512 register of float32)
+
+
+@tk.kernel
+def _argmax_lanes(out, x: tk.Const):
+    """Host shape of :func:`_argmax` (CPU, interpreter; one work item): ``ARGMAX_LANES`` lanes,
+    lane ``u`` scanning the elements ``j % LANES == u`` in order with selects and min only (a
+    loop the C compiler vectorizes): its largest value and first index of it, and its first
+    NaN. A lane starts at its first element with the value -inf: if that element is -inf it
+    is the first -inf; if it is NaN, the NaN decides the result anyway. The lanes then
+    combine: the first NaN, else the smallest index among the lanes holding the maximum."""
+    N = x.shape[0]
+    NI = tk.int32(N)
+    L = ARGMAX_LANES
+    best = tk.private(tk.float32, (L,))
+    bi = tk.private(tk.int32, (L,))
+    ni = tk.private(tk.int32, (L,))
+    for u in range(L):
+        best[u] = tk.float32(-math.inf)
+        bi[u] = tk.select(u < N, tk.int32(u), NI)
+        ni[u] = NI
+    full = N - N % L
+    for j0 in range(0, full, L):
+        for u in range(L):
+            v = tk.float32(x[j0 + u])
+            better = v > best[u]
+            best[u] = tk.select(better, v, best[u])
+            bi[u] = tk.select(better, tk.int32(j0 + u), bi[u])
+            ni[u] = min(ni[u], tk.select(v != v, tk.int32(j0 + u), NI))
+    for j in range(full, N):
+        u = j - full
+        v = tk.float32(x[j])
+        better = v > best[u]
+        best[u] = tk.select(better, v, best[u])
+        bi[u] = tk.select(better, tk.int32(j), bi[u])
+        ni[u] = min(ni[u], tk.select(v != v, tk.int32(j), NI))
+    nan_i = NI
+    m = tk.float32(-math.inf)
+    for u in range(L):
+        nan_i = min(nan_i, ni[u])
+        if bi[u] < NI:
+            m = max(m, best[u])
+    r = NI
+    for u in range(L):
+        if bi[u] < NI and best[u] == m:
+            r = min(r, bi[u])
+    out[0] = nan_i if nan_i < NI else r
+
+
 @tk.kernel
 def _gather(out, table: tk.Const, idx: tk.Const, guard: tk.constexpr):
     n, j = tk.index(tk.Global, tk.Cartesian)
@@ -166,7 +215,10 @@ def argmax(x, out=None, stream=None):
     C.require(n > 0, fn, "x", "is empty (argmax of an empty sequence)")
     out = C.output(out, fn, x, (), np.int32, backend)
     W = C.row_group(backend, n)
-    C.launch(_argmax, backend, (C.view(out, (1,)), x), W, W, stream)
+    if W == 1:
+        C.launch(_argmax_lanes, backend, (C.view(out, (1,)), x), 1, stream=stream)
+    else:
+        C.launch(_argmax, backend, (C.view(out, (1,)), x), W, W, stream)
     return out
 
 

@@ -15,6 +15,7 @@ per row strides over the row and ends in ``tk.group_reduce``.
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -24,7 +25,7 @@ import tinykernels as tk
 from . import _common as C
 from .quant import QTensor, half_at, q4k_quarter, q4k_scale_min
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "quantize_activations"]
 
 LANES = 32          # partial sums per row on the host backends
 GROUP = 64          # work items per row on GPUs
@@ -240,6 +241,185 @@ def _gemv_group_f32(out, a: tk.Const, x: tk.Const):
         out[r] = s
 
 
+# ----------------------------------------------------------------------------- the int8 route (llama.cpp's)
+
+@tk.func
+def round_away(v):
+    """C's ``roundf(v)`` (ties away from zero) as an int32, exactly: ``a - floor(a)`` is exact."""
+    a = abs(v)
+    f = math.floor(a)
+    q = tk.int32(f) + tk.int32(a - f >= tk.float32(0.5))
+    return tk.select(v < 0, -q, q)
+
+
+@tk.kernel
+def _quantize_x_q8_0(qs, qd, x: tk.Const, packed: tk.constexpr):
+    """Activations ``x`` [K] to Q8_0, block ``b = tk.index()`` (32 values) per work item, as
+    ggml's reference quantizer: ``d = max|x| / 127``, ``q = roundf(x / d)`` (by ``1 / d``).
+    ``qd[b]``: ``d`` rounded to float16 (the stored scale), as float32. ``qs``: the int8
+    values, one per element (``packed`` False: int8 [K]), or four per uint32 word, byte 0 the
+    lowest (``packed`` True: uint32 [K / 4], the operand of ``tk.dot4_i8``)."""
+    b = tk.index()
+    o = b * 32
+    amax = tk.float32(0)
+    for j in range(32):
+        amax = max(amax, abs(x[o + j]))
+    d = amax / tk.float32(127)
+    inv = tk.select(d == 0, tk.float32(0), tk.float32(1) / d)
+    qd[b] = tk.float32(tk.float16(d))
+    if packed:
+        for w in range(8):
+            word = tk.uint32(0)
+            for t in range(4):
+                word |= tk.uint32(round_away(x[o + 4 * w + t] * inv) & 255) << (8 * t)
+            qs[8 * b + w] = word
+    else:
+        for j in range(32):
+            qs[o + j] = tk.int8(round_away(x[o + j] * inv))
+
+
+@tk.func
+def q8_0_block_idot(data, r, b, xq):
+    """The exact integer dot product of Q8_0 block ``b`` of row ``r`` with the int8
+    activations ``xq[32 b:32 b + 32]`` (a loop the C compiler vectorizes)."""
+    base = b * 34 + 2
+    o = b * 32
+    s = tk.int32(0)
+    for j in range(32):
+        s += tk.int32(tk.int8(data[r, base + j])) * tk.int32(xq[o + j])
+    return s
+
+
+@tk.func
+def q4_0_block_idot(data, r, b, xq):
+    """As :func:`q8_0_block_idot` for a Q4_0 block (nibbles minus 8): the low nibbles, then the
+    high ones, two contiguous 16-trip loops the C compiler vectorizes (one loop doing both it
+    does not)."""
+    base = b * 18 + 2
+    o = b * 32
+    s = tk.int32(0)
+    for j in range(16):
+        s += ((tk.int32(data[r, base + j]) & 15) - 8) * tk.int32(xq[o + j])
+    for j in range(16):
+        s += ((tk.int32(data[r, base + j]) >> 4) - 8) * tk.int32(xq[o + j + 16])
+    return s
+
+
+@tk.kernel
+def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.constexpr):
+    """One work item per row, ``LANES`` float partial sums: lane ``j`` adds the exact int32
+    product of weight byte ``j`` and activation byte ``j`` of each block times the block's
+    ``d_w * d_x``. Blocks go in chunks of ``CHUNK``: the chunk's scales, then (Q4_0) its
+    nibbles decoded into bytes, then its products: loops without control flow that the C
+    compiler vectorizes. (Fewer lanes, e.g. eight holding the sums of four products each,
+    GCC 12 splits into scalars once the loop nest is inlined: 6x slower.)"""
+    r = tk.index()
+    bb = 34 if q8 else 18
+    acc = tk.private(tk.float32, (LANES,))
+    w = tk.private(tk.int8, (CHUNK * 32,))
+    ds = tk.private(tk.float32, (CHUNK,))
+    for j in range(LANES):
+        acc[j] = tk.float32(0)
+    nb = data.shape[1] // bb
+    full = nb - nb % CHUNK
+    for b0 in range(0, full, CHUNK):
+        for t in range(CHUNK):
+            ds[t] = half_at(data, r, (b0 + t) * bb) * xd[b0 + t]
+        if not q8:
+            for t in range(CHUNK):
+                base = (b0 + t) * 18 + 2
+                for j in range(16):
+                    v = tk.int32(data[r, base + j])
+                    w[32 * t + j] = tk.int8((v & 15) - 8)
+                    w[32 * t + j + 16] = tk.int8((v >> 4) - 8)
+        for t in range(CHUNK):
+            o = (b0 + t) * 32
+            if q8:
+                base = (b0 + t) * 34 + 2
+                for j in range(32):
+                    acc[j] += tk.float32(tk.int32(tk.int8(data[r, base + j])) * tk.int32(xq[o + j])) * ds[t]
+            else:
+                for j in range(32):
+                    acc[j] += tk.float32(tk.int32(w[32 * t + j]) * tk.int32(xq[o + j])) * ds[t]
+    tot = tk.float32(0)
+    for j in range(LANES):
+        tot += acc[j]
+    for b in range(full, nb):
+        dd = half_at(data, r, b * bb) * xd[b]
+        if q8:
+            tot += tk.float32(q8_0_block_idot(data, r, b, xq)) * dd
+        else:
+            tot += tk.float32(q4_0_block_idot(data, r, b, xq)) * dd
+    out[r] = tot
+
+
+@tk.func
+def word_at(data, r, i):
+    """The little-endian uint32 at ``data[r, i:i + 4]`` (uint8; any alignment)."""
+    return (tk.uint32(data[r, i]) | (tk.uint32(data[r, i + 1]) << 8) | (tk.uint32(data[r, i + 2]) << 16)
+            | (tk.uint32(data[r, i + 3]) << 24))
+
+
+@tk.kernel
+def _gemv_group_i8(out, data: tk.Const, xw: tk.Const, xd: tk.Const, q8: tk.constexpr):
+    """A workgroup per row, a block per work item and step: ``tk.dot4_i8`` over packed words
+    (Q4_0: the unsigned nibbles, then minus 8 times the sum of the activations)."""
+    r = tk.index(tk.Group, tk.Linear)
+    t = tk.index(tk.Local, tk.Linear)
+    nt = tk.groupsize()[0]
+    bb = 34 if q8 else 18
+    acc = tk.float32(0)
+    for b in range(t, data.shape[1] // bb, nt):
+        base = b * bb + 2
+        s = tk.int32(0)
+        if q8:
+            for w in range(8):
+                s = tk.dot4_i8(word_at(data, r, base + 4 * w), xw[8 * b + w], s)
+        else:
+            sx = tk.int32(0)
+            for w in range(4):
+                u = word_at(data, r, base + 4 * w)
+                s = tk.dot4_i8(u & 0x0F0F0F0F, xw[8 * b + w], s)
+                s = tk.dot4_i8((u >> 4) & 0x0F0F0F0F, xw[8 * b + 4 + w], s)
+                sx = tk.dot4_i8(0x01010101, xw[8 * b + w], sx)
+                sx = tk.dot4_i8(0x01010101, xw[8 * b + 4 + w], sx)
+            s -= 8 * sx
+        acc += tk.float32(s) * (half_at(data, r, b * bb) * xd[b])
+    tot = tk.group_reduce(acc, "add")
+    if t == 0:
+        out[r] = tot
+
+
+def quantize_activations(x, packed: bool = False, stream=None):
+    """float32 ``x`` [K] (``K`` a multiple of 32) quantized to Q8_0 on ``x``'s backend, bit
+    for bit as ggml's (and ``gguf.quants``') quantizer: returns ``(qs, d)``, ``qs`` the int8
+    values [K] (``packed``: uint32 [K / 4], four per word, byte 0 the lowest) and ``d`` the
+    float32 values of the blocks' float16 scales [K / 32]."""
+    C.require(C.is_array(x), "quantize_activations", "x", f"expected an array, got {type(x).__name__}")
+    C.require_dtype(x, "quantize_activations", "x", ["float32"])
+    s = C.shape_of(x)
+    C.require(len(s) == 1 and s[0] % 32 == 0, "quantize_activations", "x",
+              f"expected a 1-D array whose length is a multiple of 32, got shape {s}")
+    C.contiguous(x, "quantize_activations", "x")
+    backend = C.backend_of("quantize_activations", x=x)
+    k = s[0]
+    qs = C.new_like(x, (k // 4,) if packed else (k,), np.uint32 if packed else np.int8, backend)
+    d = C.new_like(x, (k // 32,), np.float32, backend)
+    if k:
+        C.launch(_quantize_x_q8_0, backend, (qs, d, x, bool(packed)), k // 32, stream=stream)
+    return qs, d
+
+
+def _gemv_int8(qtype, a, x, out, backend, stream):
+    host = _host_backend(backend)
+    xq, xd = quantize_activations(x, packed=not host, stream=stream)
+    m = out.shape[0]
+    q8 = qtype == "q8_0"
+    if host:
+        return C.launch(_gemv_rows_i8, backend, (out, a, xq, xd, q8), m, stream=stream)
+    return C.launch(_gemv_group_i8, backend, (out, a, xq, xd, q8), m * GROUP, GROUP, stream=stream)
+
+
 # ----------------------------------------------------------------------------- GEMM
 
 @tk.kernel
@@ -350,10 +530,15 @@ def _gemm(a, bm, out, backend, stream):
     return C.launch(_gemm_f32, backend, (out, a, bm), nd, (TILE, TILE), stream=stream)
 
 
-def matmul(a, b, out=None, stream=None):
+def matmul(a, b, out=None, stream=None, exact: bool = True):
     """``a @ b`` for ``a`` a ``QTensor`` or a float32 array [M, K] and ``b`` a float32 [K]
     (GEMV, result [M]) or [K, N] (GEMM, result [M, N]); float32 accumulation. A quantized
-    ``a`` multiplies by exactly ``dequantize(a)``."""
+    ``a`` multiplies by exactly ``dequantize(a)``.
+
+    ``exact=False`` (a q4_0/q8_0 GEMV): llama.cpp's route instead, faster: ``b`` is quantized
+    to Q8_0 (:func:`quantize_activations`) and each block is an exact int8 x int8 dot product
+    scaled by the two blocks' scales, so the result differs from the exact route by the
+    activations' rounding, as llama.cpp's does. Other shapes and formats ignore it."""
     quant = isinstance(a, QTensor)
     if quant:
         m, k = a.shape
@@ -382,7 +567,9 @@ def matmul(a, b, out=None, stream=None):
         C.launch(_fill_zero, backend, (out,), (m,) if len(bs) == 1 else (m, bs[1]), stream=stream)
         return out
     qtype = a.qtype if quant else None
-    if len(bs) == 1:
+    if len(bs) == 1 and not exact and qtype in ("q4_0", "q8_0"):
+        _gemv_int8(qtype, amat, b, out, backend, stream)
+    elif len(bs) == 1:
         _gemv(qtype, amat, b, out, backend, stream)
     elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N and _host_backend(backend):
         C.launch(_gemm_rows_q, backend, (out, amat, b, qtype == "q8_0"), m, stream=stream)

@@ -640,8 +640,8 @@ class _Reverse:
         }
         if fn in unary:
             self.bp(x, b.op("*", g, unary[fn]()), out)
-        elif fn in ("floor", "ceil", "trunc", "rint") or fn.startswith("rand_"):
-            return
+        elif fn in ("floor", "ceil", "trunc", "rint", "bitcast") or fn.startswith("rand_"):
+            return           # (a bit cast to a float: its bits, not a differentiable function)
         elif fn == "uniform":
             self.fail(e.loc, "tk.uniform() of a float cannot be differentiated (its value is the first work "
                       "item's)")

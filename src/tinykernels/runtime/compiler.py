@@ -101,7 +101,53 @@ def _probe(cmd: list) -> dict:
             if _run(cmd + flags + ["-fPIC", "-shared", "-o", so, str(src)]).returncode == 0:
                 omp_flags = flags
                 break
-    return {"version": version, "native": native, "openmp": omp_flags}
+        native_fix = _native_workaround(cmd, td) if native else []
+    return {"version": version, "native": native, "openmp": omp_flags, "native_fix": native_fix}
+
+
+# GCC 12 with -march=native on a CPU with AVX-512 VNNI (or AVX-VNNI) compiles the sum of
+# products of two signed bytes, one of them converted from an unsigned byte (C: (int8_t)u),
+# to vpdpbusd, which multiplies the first operand as unsigned: wrong sums (kernels computing
+# int8 dot products). The probe runs such a loop and, where it comes out wrong, compiles
+# without those instructions.
+_VNNI_PROBE = r"""
+#include <stdint.h>
+#include <stdio.h>
+__attribute__((noinline)) int32_t f(const uint8_t *restrict d, const int8_t *restrict x, int64_t n) {
+    int32_t s = 0;
+    for (int64_t j = 0; j < n; ++j) s = s + ((int32_t)((int8_t)d[j])) * ((int32_t)x[j]);
+    return s;
+}
+int main(void) {
+    uint8_t d[128]; int8_t x[128];
+    for (int j = 0; j < 128; ++j) { d[j] = (uint8_t)(j * 37 + 11); x[j] = (int8_t)(j * 53 - 90); }
+    for (int n = 1; n < 128; n += 5) {
+        volatile int32_t ref = 0;       /* a loop the vectorizer leaves alone */
+        for (int j = 0; j < n; ++j) ref += (d[j] >= 128 ? (int32_t)d[j] - 256 : (int32_t)d[j]) * (int32_t)x[j];
+        if (f(d, x, n) != ref) return 1;
+    }
+    return 0;
+}
+"""
+_VNNI_OFF = ["-mno-avx512vnni", "-mno-avxvnni"]
+
+
+def _native_workaround(cmd: list, td: str) -> list:
+    """Extra flags after -march=native that avoid a known miscompile of this compiler on
+    this CPU (none where the probe program runs right or cannot be built or run)."""
+    src = Path(td) / "vnni.c"
+    src.write_text(_VNNI_PROBE)
+    exe = str(Path(td) / "vnni")
+    if _run(cmd + ["-O3", "-march=native", "-fwrapv", "-o", exe, str(src)]).returncode != 0:
+        return []
+    try:
+        if _run([exe], timeout=30).returncode == 0:
+            return []
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if _run(cmd + ["-O3", "-march=native", *_VNNI_OFF, "-fwrapv", "-o", exe, str(src)]).returncode != 0:
+        return []
+    return list(_VNNI_OFF)
 
 
 @lru_cache(maxsize=None)
@@ -115,14 +161,17 @@ def first_use_notice() -> None:
           f"(once per machine; cached in {cache_dir()})", file=sys.stderr, flush=True)
 
 
+_PROBE_VERSION = 2      # bumped when the probe learns something new (its disk cache key)
+
+
 def _probe_cached(cmd: list) -> dict:
     """The probe's result, remembered on disk per compiler binary (path, size, mtime)."""
     exe = shutil.which(cmd[0]) or cmd[0]
     try:
         st = os.stat(os.path.realpath(exe))
-        stamp = [os.path.realpath(exe), st.st_size, st.st_mtime_ns, cmd]
+        stamp = [os.path.realpath(exe), st.st_size, st.st_mtime_ns, cmd, _PROBE_VERSION, _cpu_fingerprint()]
     except OSError:
-        stamp = [exe, 0, 0, cmd]
+        stamp = [exe, 0, 0, cmd, _PROBE_VERSION, _cpu_fingerprint()]
     key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:24]
     path = cache_dir() / "toolchains" / f"{key}.json"
     try:
@@ -146,6 +195,7 @@ def _toolchain(cc_env: str | None, cache: str, use_openmp: bool = True) -> Toolc
              "-fno-strict-aliasing", "-w"]
     if info["native"]:
         flags.append("-march=native")
+        flags += info.get("native_fix", [])
     openmp = bool(info["openmp"]) and use_openmp
     flags += info["openmp"] if openmp else ["-pthread"]     # without OpenMP: the pthread fallback
     return Toolchain(tuple(cmd), info["version"], tuple(flags), openmp, _cpu_fingerprint())

@@ -623,6 +623,28 @@ def clamp(x, lo, hi):
     return hi if hi < r else r     # min(r, hi)
 
 
+def dot4_i8(a, b, acc):
+    """``tk.dot4_i8``: ``acc`` plus the dot product of the signed bytes of ``a`` and ``b``
+    (int32, wrapping)."""
+    return np.int32(D.dot4_i8(int(a), int(b), int(acc)))
+
+
+def bitcast(v, dtype):
+    """``tk.bitcast(v, dtype)``: ``v``'s bits as ``dtype`` (a narrow float rounded to its type
+    first; a Python int taken as an unsigned integer of ``dtype``'s size)."""
+    dc = dtype_cast(dtype)
+    if isinstance(v, Narrow):
+        a = np.array(v.v).astype(type(v).dc.dtype)
+    elif _isint(v) and not isinstance(v, np.generic):
+        a = np.array(wrap_bits(int(v), dc.bits, False), dtype=np.dtype(f"u{dc.itemsize}"))
+    else:
+        a = np.array(v)
+    if a.dtype.itemsize != dc.itemsize or a.dtype.kind == "b" or dc.kind == "b":
+        raise TypeError(f"tk.bitcast from {a.dtype} to {dc.name}: the sizes must be equal (and not bool)")
+    r = a.view(dc.dtype)[()]
+    return dc.compute(np.float32(r)) if dc.storage else r
+
+
 # ----------------------------------------------------------------------------- math
 
 def float_arg(x):
