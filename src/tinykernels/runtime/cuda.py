@@ -26,7 +26,8 @@ The runtime is split by idea; this module is the backend's entry (what ``tk.CUDA
 * ``cuda_driver.py``: loading ``cuda.bindings.driver``, its error codes, cuInit, probing;
 * ``cuda_context.py``: one primary context per device, its limits and module cache;
 * ``cuda_memory.py``: allocations and :class:`CUDAArray`;
-* ``cuda_streams.py``: :class:`CUDAStream` and :class:`CUDAEvent` (pooled handles);
+* ``cuda_streams.py``: :class:`CUDAStream` and :class:`CUDAEvent` (pooled handles), on
+  ``driverstream.py``'s generic stream and event;
 * ``cuda_launch.py``: :class:`CUDAKernelInstance`: compiling, loading, launch plans;
 * ``nvrtc.py`` (compiling, no GPU needed) and ``dlpack.py`` (DLPack capsules);
 * generic pieces any driver-API runtime can use: ``arraylayout.py`` (interned array

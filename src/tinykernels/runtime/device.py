@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import threading
 from typing import TypeVar
 
@@ -133,6 +134,18 @@ def tail(text: str, n: int = 30) -> str:
     """The last ``n`` non-blank lines of a compiler log."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return "\n".join(lines[-n:])
+
+
+def clang_log_error(msg: str, log: str, kernel: str) -> CompileError:
+    """A CompileError from clang's diagnostics ``log`` (hiprtc's and clang's own): ``msg``,
+    the Python line the ``#line`` directives point at and its first error, then up to ten
+    lines of the log that name an error."""
+    py = re.search(r'^(.*?\.py):(\d+):\d+: (?:fatal )?error:\s*(.*)$', log, re.M)
+    if py:
+        msg += f" (from {py.group(1)}:{py.group(2)}): {py.group(3)}"
+    errors = [ln for ln in log.splitlines() if "error" in ln] or log.strip().splitlines()
+    return CompileError(msg + ":\n" + "\n".join(errors[:10]), py.group(1) if py else None,
+                        int(py.group(2)) if py else None, 0, kernel=kernel)
 
 
 def compile_error_at(msg: str, loc: Loc | None, kernel: str, file: str | None = None) -> CompileError:

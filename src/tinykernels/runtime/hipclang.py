@@ -32,6 +32,7 @@ import subprocess
 from functools import lru_cache
 
 from ..errors import CompileError
+from .device import clang_log_error
 
 FLAGS = ("--cuda-device-only", "-nogpuinc", "-nogpulib", "-include", "__clang_hip_runtime_wrapper.h",
          "-ffp-contract=off", "-O3", "-S")
@@ -74,14 +75,7 @@ def compile_hip_clang(source: str, arch: str = ARCHS[0], name: str = "kernel") -
     diagnostics (and the Python line the ``#line`` directives point at) when it is rejected."""
     r = subprocess.run(_command(arch), input=source, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
-        log = r.stderr
-        py = re.search(r'^(.*?\.py):(\d+):\d+: (?:fatal )?error:\s*(.*)$', log, re.M)
-        msg = f"clang rejected the generated HIP code for kernel '{name}' ({arch})"
-        if py:
-            msg += f" (from {py.group(1)}:{py.group(2)}): {py.group(3)}"
-        errors = [ln for ln in log.splitlines() if "error" in ln] or log.strip().splitlines()
-        raise CompileError(msg + ":\n" + "\n".join(errors[:10]), py.group(1) if py else None,
-                           int(py.group(2)) if py else None, 0, kernel=name)
+        raise clang_log_error(f"clang rejected the generated HIP code for kernel '{name}' ({arch})", r.stderr, name)
     return r.stdout
 
 

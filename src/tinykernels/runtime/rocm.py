@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import re
 import threading
 import weakref
 from functools import lru_cache
@@ -34,11 +33,13 @@ from .. import dtypes as D
 from ..codegen.hip import DEFAULT_ARCH, wave_size
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend, KernelInstance
-from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, \
-    debug_flag, fits32, group_plan, is_host_array, same_shape, scalar_value, track_stream
+from .device import DeviceArray, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, \
+    clang_log_error, debug_flag, fits32, group_plan, is_host_array, same_shape, track_stream
 from .dlpack import _dlpack_capsule, _from_dlpack_capsule
 from .hostarray import Array
-from .streams import Event, check_recorded, completed_event, deadline_of, poll_until
+from .paramblock import NP_PARAM as _NP_PARAM, arg_buffer, arg_offsets, bind_args, grid_dims  # noqa: F401
+from .driverstream import DriverEvent, DriverStream, finish_within
+from .streams import Event, completed_event
 
 HINT = ("install ROCm and the hip-python release matching it (e.g. pip install 'hip-python~=6.4.0' for "
         "ROCm 6.4; see docs/rocm.md)")
@@ -163,13 +164,7 @@ def _hiprtc_compile(source: str, name: str, opts) -> tuple:
 
 def _compile_error(name: str, source: str, log: str, arch: str) -> CompileError:
     """hiprtc's log (clang's diagnostics), the Python line its ``#line`` directives point at."""
-    py = re.search(r'^(.*?\.py):(\d+):\d+: (?:fatal )?error:\s*(.*)$', log, re.M)
-    msg = f"hiprtc rejected the generated HIP code for kernel '{name}' ({arch})"
-    if py:
-        msg += f" (from {py.group(1)}:{py.group(2)}): {py.group(3)}"
-    errors = [ln for ln in log.splitlines() if "error" in ln] or log.strip().splitlines()
-    msg += ":\n" + "\n".join(errors[:10])
-    return CompileError(msg, py.group(1) if py else None, int(py.group(2)) if py else None, 0, kernel=name)
+    return clang_log_error(f"hiprtc rejected the generated HIP code for kernel '{name}' ({arch})", log, name)
 
 
 # ----------------------------------------------------------------------------- devices
@@ -369,10 +364,7 @@ class ROCm(Backend):
             return
         with self._dev.lock:
             streams = [s.handle for s in list(self._dev.streams)]
-        deadline = deadline_of(timeout)
-        for h in [self._dev.null] + streams:
-            if not poll_until(ROCmEvent.record(self._dev, h).done, deadline):
-                raise TimeoutError(f"{self!r}: work still running after {timeout} s")
+        finish_within(ROCmEvent, self._dev, [self._dev.null] + streams, timeout, repr(self))
 
     instance_class = None   # set below
 
@@ -532,13 +524,10 @@ def from_dlpack(x) -> ROCmArray:
 
 # ----------------------------------------------------------------------------- events, streams
 
-class ROCmEvent(DeviceEvent):
+class ROCmEvent(DriverEvent):
     """A HIP event recorded on a stream."""
     __slots__ = ("handle", "_dev")
-
-    def __init__(self, handle, dev=None):
-        super().__init__()
-        self.handle, self._dev = handle, dev
+    label = "ROCm"
 
     @classmethod
     def record(cls, dev: _Device, h_stream) -> "ROCmEvent":
@@ -548,7 +537,7 @@ class ROCmEvent(DeviceEvent):
         _ok(hip.hipEventRecord(ev, h_stream), "hipEventRecord")
         return cls(ev, dev)
 
-    def done(self) -> bool:
+    def _query(self) -> bool:
         res = _hip().hipEventQuery(self.handle)
         err = int(res[0] if isinstance(res, tuple) else res)
         if err == 0:
@@ -557,10 +546,7 @@ class ROCmEvent(DeviceEvent):
             return False
         raise RuntimeError(f"hipEventQuery failed: {_errstr(err)}")
 
-    def wait(self, timeout=None) -> None:
-        if timeout is not None:
-            self._wait_done(timeout)
-            return
+    def _synchronize(self) -> None:
         _ok(_hip().hipEventSynchronize(self.handle), "hipEventSynchronize")
 
     def __del__(self):
@@ -569,103 +555,32 @@ class ROCmEvent(DeviceEvent):
         except Exception:  # noqa: BLE001
             pass
 
-    def __repr__(self) -> str:
-        return f"<tk.Event (ROCm) {'done' if self.done() else 'pending'}>"
 
-
-class ROCmStream:
-    """A HIP stream. ``priority``: tk.High (> 0) is the device's greatest stream priority;
+class ROCmStream(DriverStream):
+    """A HIP stream (``hipStreamCreateWithPriority``, flags 0: a blocking stream, ordered with
+    the null stream). ``priority``: tk.High (> 0) is the device's greatest stream priority;
     tk.Normal and tk.Low are its least, the default streams'."""
+    label = "ROCm"
+    event_class = ROCmEvent
 
-    def __init__(self, backend: ROCm, priority: int = 0):
-        dev = backend._dev
-        self.backend, self.priority = backend, priority
-        self.hip_priority = dev.prio_greatest if priority > 0 else dev.prio_least
-        dev.activate()
-        # flags 0 (hipStreamDefault): a blocking stream, ordered with the null stream
-        self.handle = _ok(_hip().hipStreamCreateWithPriority(0, self.hip_priority), "hipStreamCreateWithPriority")
+    @property
+    def hip_priority(self) -> int:
+        return self.native_priority
 
-    def wait(self, event) -> None:
-        """Later work on this stream waits for ``event`` (on the device, not the host)."""
-        if not isinstance(event, Event):
-            raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
-        check_recorded(event, "Stream.wait")
-        if isinstance(event, ROCmEvent):
-            self.backend._dev.activate()
-            _ok(_hip().hipStreamWaitEvent(self.handle, event.handle, 0), "hipStreamWaitEvent")
-        elif not event.done():
-            event.wait()
+    def _create(self, native_priority: int):
+        return _ok(_hip().hipStreamCreateWithPriority(0, native_priority), "hipStreamCreateWithPriority")
 
-    def synchronize(self, timeout: float | None = None) -> None:
-        self.backend._dev.activate()
-        if timeout is None:
-            _ok(_hip().hipStreamSynchronize(self.handle), "hipStreamSynchronize")
-        elif not poll_until(ROCmEvent.record(self.backend._dev, self.handle).done, deadline_of(timeout)):
-            raise TimeoutError(f"the ROCm stream: work still running after {timeout} s")
+    def _wait_event(self, handle) -> None:
+        _ok(_hip().hipStreamWaitEvent(self.handle, handle, 0), "hipStreamWaitEvent")
 
-    def submit(self, fn) -> Event:
-        """Run a host function in stream order (after the stream's queued work)."""
-        self.synchronize()
-        fn()
-        return completed_event()
+    def _synchronize(self) -> None:
+        _ok(_hip().hipStreamSynchronize(self.handle), "hipStreamSynchronize")
 
-    def __del__(self):
-        try:
-            _hip().hipStreamDestroy(self.handle)
-        except Exception:  # noqa: BLE001
-            pass
-
-    def __repr__(self) -> str:
-        return f"<tk.Stream (ROCm:{self.backend.device}) priority={self.priority}>"
+    def _destroy(self) -> None:
+        _hip().hipStreamDestroy(self.handle)
 
 
 # ----------------------------------------------------------------------------- arguments
-
-_NP_PARAM = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
-             "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "float32": np.float32,
-             "float64": np.float64, "ptr": np.uint64}
-
-
-def arg_offsets(layout: list) -> tuple:
-    """Byte offsets of the kernel's parameters in its argument buffer (each at its natural
-    alignment, as the AMDGPU kernel ABI lays them out) and the buffer's size."""
-    offs, pos = [], 0
-    for _, _, ct in layout:
-        size = np.dtype(_NP_PARAM[ct]).itemsize
-        pos = -(-pos // size) * size
-        offs.append(pos)
-        pos += size
-    return offs, -(-pos // 8) * 8
-
-
-def arg_buffer(layout: list, values: dict, geom, err_ptr: int = 0) -> bytearray:
-    """The argument buffer of one launch (see :func:`arg_offsets`). ``layout``:
-    :func:`~tinykernels.codegen.hip.param_layout`; ``values``: argument by IR parameter name."""
-    offs, size = arg_offsets(layout)
-    buf = bytearray(max(size, 8))
-    for off, (kind, det, ct) in zip(offs, layout):
-        if kind in ("start", "count", "step"):
-            v = geom[3 * det + ("start", "count", "step").index(kind)]
-        elif kind == "ptr":
-            v = values[det.name].ptr
-        elif kind == "shape":
-            v = values[det[0].name].shape[det[1]]
-        elif kind == "stride":
-            a = values[det[0].name]
-            v = a.strides[det[1]] // a.dtype.itemsize
-        elif kind == "scalar":
-            v = scalar_value(values[det[0]], det[1])
-        else:  # err
-            v = err_ptr
-        b = np.asarray(v).astype(_NP_PARAM[ct]).tobytes()
-        buf[off:off + len(b)] = b
-    return buf
-
-
-def bind_args(ir, norm) -> dict:
-    """Kernel arguments by IR parameter name (arrays: ArrayInfo.name, scalars: their name)."""
-    return {(p[1].name if p[0] == "array" else p[1]): a for p, a in zip(ir.params, norm) if p[0] in ("array", "scalar")}
-
 
 def launch_config(buf: bytearray) -> tuple:
     """hipModuleLaunchKernel's ``extra``: (the address of the ``void *[5]`` array
@@ -675,16 +590,6 @@ def launch_config(buf: bytearray) -> tuple:
     cfg = (ctypes.c_void_p * 5)(_PARAM_BUFFER_POINTER, ctypes.addressof(data), _PARAM_BUFFER_SIZE,
                                 ctypes.addressof(size), _PARAM_END)
     return ctypes.addressof(cfg), (cfg, data, size)
-
-
-def grid_dims(geom, ndim: int, wg: tuple) -> tuple:
-    """(grid, block) in hardware order (x first): the last ndrange dimension is x."""
-    grid, block = [1, 1, 1], [1, 1, 1]
-    for d in range(ndim):
-        hw = ndim - 1 - d
-        grid[hw] = -(-geom[3 * d + 1] // wg[d])
-        block[hw] = wg[d]
-    return tuple(grid), tuple(block)
 
 
 # ----------------------------------------------------------------------------- kernels
