@@ -33,12 +33,13 @@ from .. import dtypes as D
 from ..codegen.hip import DEFAULT_ARCH, wave_size
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend, KernelInstance
-from .device import DeviceArray, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, \
-    clang_log_error, debug_flag, fits32, group_plan, is_host_array, same_shape, track_stream
-from .dlpack import _dlpack_capsule, _from_dlpack_capsule
+from .device import DeviceKernelInstance, arg_sig, check_debug_info, clang_log_error, debug_flag, fits32, \
+    group_plan, is_host_array, same_shape, track_stream
+from .dlpack import _from_dlpack_capsule
+from .drivermemory import DriverAllocation, DriverArray
+from .driverstream import DriverEvent, DriverStream, finish_within
 from .hostarray import Array
 from .paramblock import NP_PARAM as _NP_PARAM, arg_buffer, arg_offsets, bind_args, grid_dims  # noqa: F401
-from .driverstream import DriverEvent, DriverStream, finish_within
 from .streams import Event, completed_event
 
 HINT = ("install ROCm and the hip-python release matching it (e.g. pip install 'hip-python~=6.4.0' for "
@@ -407,92 +408,34 @@ def hip_source(kernel, *args, ndrange, workgroupsize=None, arch: str = DEFAULT_A
 
 # ----------------------------------------------------------------------------- arrays
 
-class _Allocation:
+class _Allocation(DriverAllocation):
     """Device memory from hipMalloc, freed when the last array using it goes."""
-    __slots__ = ("ptr", "dev", "__weakref__")
+    __slots__ = ()
 
-    def __init__(self, dev: _Device, nbytes: int):
-        dev.activate()
-        self.dev = dev
-        self.ptr = int(_ok(_hip().hipMalloc(max(int(nbytes), 1)), "hipMalloc"))
+    @staticmethod
+    def _malloc(nbytes: int) -> int:
+        return _ok(_hip().hipMalloc(nbytes), "hipMalloc")
 
-    def __del__(self):
-        try:
-            self.dev.activate()
-            _hip().hipFree(self.ptr)
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
+    @staticmethod
+    def _free(ptr: int) -> None:
+        _hip().hipFree(ptr)
 
 
-class ROCmArray(DeviceArray):
+class ROCmArray(DriverArray):
     """An array in an AMD GPU's memory: its own allocation, or a zero-copy view of another
-    library's ROCm tensor (through DLPack). Any strides."""
-    __slots__ = ("_ptr", "_strides", "_owner")
+    library's ROCm tensor (through DLPack, ``kDLROCM``). Any strides."""
+    __slots__ = ()
+    label = "ROCm"
+    dl_device_type = DL_ROCM
+    allocation = _Allocation
+    dlpack_ordered = (0, 1, 2, -1)       # the null stream (0, and CUDA's names 1, 2), and "no sync"
 
-    def __init__(self, backend, ptr: int, shape, dtype, strides=None, owner=None):
-        self._host = None
-        self._backend = backend
-        self._ptr = int(ptr)
-        self._shape = tuple(int(n) for n in shape)
-        self._dtype = np.dtype(dtype)
-        self._strides = tuple(int(s) for s in strides) if strides is not None else c_strides(self._shape, self._dtype)
-        self._owner = owner
+    def _to_host(self, dst: int, src: int, nbytes: int) -> None:
+        _ok(_hip().hipMemcpyDtoH(dst, src, nbytes), "hipMemcpyDtoH")
 
-    @classmethod
-    def empty(cls, backend: ROCm, shape, dtype) -> "ROCmArray":
-        dt = np.dtype(dtype)
-        alloc = _Allocation(backend._dev, int(np.prod(shape)) * dt.itemsize)
-        return cls(backend, alloc.ptr, shape, dt, None, alloc)
-
-    @property
-    def strides(self):
-        return self._strides
-
-    @property
-    def ptr(self) -> int:
-        return self._ptr
-
-    @property
-    def is_contiguous(self) -> bool:
-        return self._strides == c_strides(self._shape, self._dtype) or self.size <= 1
-
-    def _span(self) -> tuple:
-        """(lowest, highest + itemsize) byte offsets the elements occupy, relative to ptr."""
-        if self.size == 0:
-            return 0, 0
-        lo = sum((n - 1) * s for n, s in zip(self._shape, self._strides) if s < 0)
-        hi = sum((n - 1) * s for n, s in zip(self._shape, self._strides) if s > 0)
-        return lo, hi + self._dtype.itemsize
-
-    def numpy(self) -> np.ndarray:
-        """A host copy (after the work queued on the null stream and blocking streams)."""
-        lo, hi = self._span()
-        if hi - lo == 0:
-            return np.empty(self._shape, self._dtype)
-        raw = np.empty(hi - lo, np.uint8)
-        self._backend._dev.activate()
-        _ok(_hip().hipMemcpyDtoH(raw.ctypes.data, self._ptr + lo, hi - lo), "hipMemcpyDtoH")
-        return np.ascontiguousarray(np.ndarray(self._shape, self._dtype, buffer=raw, offset=-lo,
-                                               strides=self._strides))
-
-    @property
-    def __array_interface__(self):
-        raise AttributeError("a tk.Array on a ROCm device has no host address; use .numpy()")
-
-    def __dlpack_device__(self):
-        return (DL_ROCM, self._backend.device)
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule (``kDLROCM``) of this memory, no copy. ``stream``: the consumer's
-        stream; work queued on the null stream is ordered before it."""
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError(f"tk.Array on ROCm:{self._backend.device} cannot be exported to device {dl_device}")
-        if copy:
-            raise BufferError("tk.Array.__dlpack__(copy=True) is not supported")
-        if stream is not None and stream not in (0, 1, 2, -1):
-            ev = ROCmEvent.record(self._backend._dev, self._backend._dev.null)
-            _ok(_hip().hipStreamWaitEvent(int(stream), ev.handle, 0), "hipStreamWaitEvent")
-        return _dlpack_capsule(self)
+    def _consumer_waits(self, stream: int) -> None:
+        ev = ROCmEvent.record(self._backend._dev, self._backend._dev.null)
+        _ok(_hip().hipStreamWaitEvent(stream, ev.handle, 0), "hipStreamWaitEvent")
 
 
 def as_rocm_array(obj, backend: ROCm | None = None) -> ROCmArray | None:
