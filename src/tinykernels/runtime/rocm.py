@@ -34,11 +34,11 @@ from ..codegen.hip import DEFAULT_ARCH, wave_size
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend, KernelInstance
 from .device import DeviceKernelInstance, arg_sig, check_debug_info, clang_log_error, debug_flag, fits32, \
-    group_plan, is_host_array, same_shape, track_stream
+    group_plan, is_host_array
 from .dlpack import _from_dlpack_capsule
+from .driverbackend import DriverBackend, check_grid, check_stream, kernel_function, shared_device
 from .drivermemory import DriverAllocation, DriverArray
-from .driverstream import DriverEvent, DriverStream, finish_within
-from .hostarray import Array
+from .driverstream import DriverEvent, DriverStream
 from .paramblock import NP_PARAM as _NP_PARAM, arg_buffer, arg_offsets, bind_args, grid_dims  # noqa: F401
 from .streams import Event, completed_event
 
@@ -235,36 +235,22 @@ def _init() -> int:
 
 
 def _device(ordinal: int) -> _Device:
-    n = _init()
-    if not 0 <= ordinal < n:
-        raise BackendUnavailable(f"ROCm device {ordinal} does not exist: this machine has {n} device(s)")
-    with _DEVICES_LOCK:
-        dev = _DEVICES.get(ordinal)
-        if dev is None:
-            try:
-                dev = _DEVICES[ordinal] = _Device(ordinal)
-            except RuntimeError as e:
-                raise BackendUnavailable(f"ROCm device {ordinal} cannot be used: {e}") from None
-    return dev
+    return shared_device(_DEVICES, _DEVICES_LOCK, ordinal, _init(), _Device, "ROCm")
 
 
 # ----------------------------------------------------------------------------- backends
 
-class ROCm(Backend):
+class ROCm(DriverBackend):
     """An AMD GPU through the HIP runtime; kernels are compiled with hiprtc.
 
     ``device``: the device ordinal. ``debug``: bounds-check every array access (also
     ``TK_DEBUG=1``)."""
     name = "ROCm"
     dev = "ROCM"
-    is_host = False
-    supports_float64 = True
 
-    def __init__(self, device: int = 0, debug: bool | None = None):
-        self.device = int(device)
-        self.debug = debug_flag(debug)
-        self._dev = _device(self.device)
-        self.max_workgroupsize = self._dev.max_threads
+    @staticmethod
+    def _device_for(ordinal: int) -> _Device:
+        return _device(ordinal)
 
     @property
     def arch(self) -> str:
@@ -275,13 +261,6 @@ class ROCm(Backend):
     def wave(self) -> int:
         """Lanes per wavefront (64 on CDNA/GCN, 32 on RDNA)."""
         return self._dev.wave
-
-    @property
-    def device_name(self) -> str:
-        return self._dev.name
-
-    def key(self) -> tuple:
-        return ("ROCm", self.device, self.debug)
 
     def __repr__(self) -> str:
         return f"tk.ROCm(device={self.device}{', debug=True' if self.debug else ''}) # {self.device_name} ({self.arch})"
@@ -299,73 +278,29 @@ class ROCm(Backend):
             return False, f"ROCm probe failed: {e}"
         return True, f"{_text(p.name)} ({_text(p.gcnArchName)}), {n} device(s), hiprtc {major}.{minor}"
 
-    def supports(self, dtype) -> bool:
-        return D.from_any(dtype) is not None
+    # --- what DriverBackend asks of the HIP runtime ------------------------------------------
 
-    # --- memory -----------------------------------------------------------------------------
+    @staticmethod
+    def _adopt(obj) -> "ROCmArray | None":
+        return as_rocm_array(obj)             # e.g. a PyTorch for ROCm tensor
 
-    def array_from_host(self, h: np.ndarray) -> "ROCmArray":
-        h = np.require(h, requirements="C")
-        a = ROCmArray.empty(self, h.shape, h.dtype)
-        if h.nbytes:
-            self._dev.activate()
-            _ok(_hip().hipMemcpyHtoD(a.ptr, h.ctypes.data, h.nbytes), "hipMemcpyHtoD")
-        return a
+    @staticmethod
+    def _htod(ptr: int, host: int, nbytes: int) -> None:
+        _ok(_hip().hipMemcpyHtoD(ptr, host, nbytes), "hipMemcpyHtoD")
 
-    def copy(self, dst, src, stream=None):
-        """tk.copyto with a ROCm array on either side."""
-        hip = _hip()
-        self._dev.activate()
-        h_stream = stream.handle if stream is not None else self._dev.null
-        if not isinstance(src, (ROCmArray, np.ndarray)) and not (isinstance(src, Array) and src._host is not None):
-            src = as_rocm_array(src) or src
-        if isinstance(dst, ROCmArray) and isinstance(src, ROCmArray):
-            if src.backend.device != dst.backend.device:
-                raise ValueError(f"tk.copyto: src is on ROCm:{src.backend.device}, dst on ROCm:{dst.backend.device}")
-            same_shape(dst, src)
-            if dst.dtype != src.dtype or not dst.is_contiguous or not src.is_contiguous:
-                raise TypeError("tk.copyto between ROCm arrays needs the same dtype and contiguous arrays")
-            if src.nbytes:
-                _ok(hip.hipMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, h_stream), "hipMemcpyDtoDAsync")
-        elif isinstance(dst, ROCmArray):
-            from .hostarray import as_host_ndarray
-            h = as_host_ndarray(src) if not isinstance(src, Array) else src.numpy()
-            h = np.ascontiguousarray(np.asarray(src) if h is None else h, dtype=dst.dtype)
-            same_shape(dst, h)
-            if not dst.is_contiguous:
-                raise TypeError("tk.copyto into a non-contiguous ROCm array is not supported")
-            if h.nbytes:
-                if stream is not None:
-                    stream.synchronize()
-                _ok(hip.hipMemcpyHtoD(dst.ptr, h.ctypes.data, h.nbytes), "hipMemcpyHtoD")   # h may go after
-        else:
-            from .hostarray import as_host_ndarray
-            h = as_host_ndarray(dst)
-            if h is None:
-                raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
-            same_shape(h, src)
-            if stream is not None:
-                stream.synchronize()
-            np.copyto(h, src.numpy(), casting="same_kind")
-            return completed_event()
-        ev = ROCmEvent.record(self._dev, h_stream)
-        if stream is None:
-            ev.wait()
-        return ev
+    @staticmethod
+    def _copy_dtod(dst, src, h_stream) -> None:
+        _ok(_hip().hipMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, h_stream), "hipMemcpyDtoDAsync")
 
-    # --- streams ------------------------------------------------------------------------------
+    @staticmethod
+    def _copy_htod(dst, h: np.ndarray, stream, h_stream) -> None:
+        if stream is not None:
+            stream.synchronize()
+        _ok(_hip().hipMemcpyHtoD(dst.ptr, h.ctypes.data, h.nbytes), "hipMemcpyHtoD")   # h may go after
 
-    def stream(self, priority: int = 0) -> "ROCmStream":
-        return track_stream(self._dev, ROCmStream(self, priority))
-
-    def synchronize(self, timeout: float | None = None) -> None:
-        self._dev.activate()
-        if timeout is None:
-            _ok(_hip().hipDeviceSynchronize(), "hipDeviceSynchronize")
-            return
-        with self._dev.lock:
-            streams = [s.handle for s in list(self._dev.streams)]
-        finish_within(ROCmEvent, self._dev, [self._dev.null] + streams, timeout, repr(self))
+    @staticmethod
+    def _device_synchronize() -> None:
+        _ok(_hip().hipDeviceSynchronize(), "hipDeviceSynchronize")
 
     instance_class = None   # set below
 
@@ -589,19 +524,12 @@ class ROCmKernelInstance(DeviceKernelInstance):
         ir = self._ir(args, geom, ndim, ranges, wg)
         src, names = self._render(ir, ranges)
         dev = self.backend._dev
-        with dev.lock:
-            entry = dev.modules.get(src)
-            if entry is None:
-                image = compile_hip(src, dev.arch, self.name, FASTMATH_HIPRTC_OPTIONS if ir.fastmath else ())
-                dev.activate()
-                try:
-                    mod = _ok(hip.hipModuleLoadData(image), "hipModuleLoadData")
-                except RuntimeError as e:
-                    raise CompileError(f"the HIP runtime could not load the compiled kernel '{self.name}' "
-                                       f"({dev.arch}): {e}", ir.file, None, kernel=self.name) from None
-                fn = _ok(hip.hipModuleGetFunction(mod, b"tk_kernel"), "hipModuleGetFunction")
-                entry = dev.modules[src] = (mod, fn)
-        return entry[1], ir, names, param_layout(ir)
+        fn = kernel_function(dev, src, lambda: compile_hip(src, dev.arch, self.name,
+                                                           FASTMATH_HIPRTC_OPTIONS if ir.fastmath else ()),
+                             lambda image: _ok(hip.hipModuleLoadData(image), "hipModuleLoadData"),
+                             lambda mod: _ok(hip.hipModuleGetFunction(mod, b"tk_kernel"), "hipModuleGetFunction"),
+                             "HIP runtime", self.name, ir.file)
+        return fn, ir, names, param_layout(ir)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         if not isinstance(self.backend, ROCm):
@@ -613,14 +541,9 @@ class ROCmKernelInstance(DeviceKernelInstance):
         fn, ir, names, layout = self._specialize(norm, geom, ndim, ranges, wg)
         dev = self.backend._dev
         grid, block = grid_dims(geom, ndim, wg)
-        for k in range(3):
-            if grid[k] > dev.max_grid[k]:
-                raise LaunchError(f"kernel '{self.name}': {grid[k]} workgroups along hardware axis "
-                                  f"{'xyz'[k]} exceed the device's limit of {dev.max_grid[k]}; use a larger "
-                                  "workgroup in that dimension or put the largest dimension last")
+        check_grid(self.name, grid, dev.max_grid)
         self._check_args(ir, norm, geom, ndim)
-        if stream is not None and (not isinstance(stream, ROCmStream) or stream.backend != self.backend):
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, ROCmStream, self.backend)
         h_stream = stream.handle if stream is not None else dev.null
         err = None
         if ir.debug:
@@ -639,5 +562,6 @@ class ROCmKernelInstance(DeviceKernelInstance):
         return ev
 
 
+ROCm.array_type, ROCm.stream_type, ROCm.event_type = ROCmArray, ROCmStream, ROCmEvent
 ROCm.instance_class = ROCmKernelInstance
 ROCmTarget.instance_class = ROCmKernelInstance
