@@ -22,7 +22,8 @@ from .cuda_context import CURRENT  # noqa: F401 (CURRENT, SUCCESS, new_event: us
 from .cuda_driver import SUCCESS, checked, driver  # noqa: F401
 from .cuda_memory import CUDAArray
 from .cuda_streams import CUDAEvent, CUDAStream, new_event  # noqa: F401
-from .device import DeviceKernelInstance, arg_sig, check_debug_info, fits32, group_plan, is_host_array
+from .device import DeviceKernelInstance, arg_sig, check_debug_info, check_device_array, fits32, group_plan, \
+    is_host_array
 from .driverbackend import check_grid, check_stream, kernel_function
 from .launchplan import MAX_CACHED, Geo, geo_key, plan_key
 from .nvrtc import FASTMATH_NVRTC_OPTIONS, compile_cuda
@@ -172,15 +173,8 @@ class CUDAKernelInstance(DeviceKernelInstance):
             if launches and dev.backend.device != self.backend.device:
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' is on CUDA:{dev.backend.device}, "
                                   f"not on {self.backend!r}")
-            if dev._layout.usable:           # the checks below, passed once for this layout
-                return dev
-            if D.from_any(dev.dtype) is None:
-                raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {dev.dtype}")
-            if dev.ndim == 0 or dev.ndim > 8:
-                raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions")
-            if any(s % dev.dtype.itemsize for s in dev.strides):
-                raise LaunchError(f"kernel '{self.name}': argument '{name}' has strides that are not a "
-                                  "multiple of its item size")
+            if not dev._layout.usable:       # else these checks passed once for this layout
+                check_device_array(self.name, name, dev)
             return dev
         if not launches:
             return KernelInstance._normalize(self, a, name, kind)

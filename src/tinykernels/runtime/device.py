@@ -185,6 +185,19 @@ class HostErr:
         pass
 
 
+def check_device_array(kernel: str, name: str, a) -> None:
+    """LaunchError when the device array ``a`` passed as argument ``name`` has a dtype
+    tinykernels does not know, no dimension or more than 8, or strides that are not a
+    multiple of its item size."""
+    if D.from_any(a.dtype) is None:
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' has unsupported dtype {a.dtype}")
+    if a.ndim == 0 or a.ndim > 8:
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' must have 1 to 8 dimensions")
+    if any(s % a.dtype.itemsize for s in a.strides):
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' has strides that are not a multiple "
+                          "of its item size")
+
+
 def check_debug_info(info, names: list, file: str, kernel: str) -> None:
     """Raise the IndexError a debug kernel recorded in its copied-back error buffer ``info``
     (12 integers; ``info[0]`` set when an access was out of bounds)."""

@@ -33,8 +33,8 @@ from .. import dtypes as D
 from ..codegen.hip import DEFAULT_ARCH, wave_size
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend, KernelInstance
-from .device import DeviceKernelInstance, arg_sig, check_debug_info, clang_log_error, debug_flag, fits32, \
-    group_plan, is_host_array
+from .device import DeviceKernelInstance, arg_sig, check_debug_info, check_device_array, clang_log_error, \
+    debug_flag, fits32, group_plan, is_host_array
 from .dlpack import _from_dlpack_capsule
 from .driverbackend import DriverBackend, check_grid, check_stream, kernel_function, shared_device
 from .drivermemory import DriverAllocation, DriverArray
@@ -123,21 +123,15 @@ def hiprtc_options(arch: str, options=()) -> tuple:
 def compile_hip(source: str, arch: str, name: str = "kernel", options=(), cache: bool = True) -> bytes:
     """Compile HIP C++ with hiprtc to a code object for ``arch`` (a gcnArchName), cached on
     disk (:func:`code_object_path`). A compile error raises ``tk.CompileError`` with the log."""
-    from .compiler import _atomic_write, read_sealed, seal
+    from .compiler import cached_binary
     opts = hiprtc_options(arch, options)
-    path = code_object_path(source, arch, opts) if cache else None
-    if path is not None and path.exists():
-        data = read_sealed(path)               # None: truncated or corrupted, compile it again
-        if data is not None:
-            STATS["disk_hits"] += 1
-            return data
-    ok, log, data = _hiprtc_compile(source, name, opts)
-    if not ok:
-        raise _compile_error(name, source, log, arch)
-    STATS["compiles"] += 1
-    if path is not None:
-        _atomic_write(path, seal(data))
-    return data
+
+    def build() -> bytes:
+        ok, log, data = _hiprtc_compile(source, name, opts)
+        if not ok:
+            raise _compile_error(name, source, log, arch)
+        return data
+    return cached_binary(code_object_path(source, arch, opts) if cache else None, STATS, build)
 
 
 def _hiprtc_compile(source: str, name: str, opts) -> tuple:
@@ -493,13 +487,7 @@ class ROCmKernelInstance(DeviceKernelInstance):
         if isinstance(self.backend, ROCm) and dev.backend.device != self.backend.device:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' is on ROCm:{dev.backend.device}, "
                               f"not on {self.backend!r}")
-        if D.from_any(dev.dtype) is None:
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {dev.dtype}")
-        if dev.ndim == 0 or dev.ndim > 8:
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions")
-        if any(s % dev.dtype.itemsize for s in dev.strides):
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' has strides that are not a multiple "
-                              "of its item size")
+        check_device_array(self.name, name, dev)
         return dev
 
     def _fits32(self, args, geom, wg) -> bool:
