@@ -18,6 +18,12 @@ generated code with clang for gfx90a and gfx1100 instead (tests/test_rocm.py):
   ``kDLROCM`` and take other libraries' ROCm tensors (PyTorch for ROCm...) zero-copy;
 * streams are ``hipStreamCreateWithPriority`` streams (tk.High: the greatest priority),
   events are HIP events.
+
+What HIP has in common with CUDA's driver API is written once in the generic modules this
+one subclasses or calls: ``driverbackend.py`` (the backend's copies, streams and
+synchronization, the device registry, module loading, launch checks), ``drivermemory.py``
+(arrays), ``driverstream.py`` (streams, events), ``paramblock.py`` (argument values and
+the packed buffer) and ``compiler.cached_binary`` (the disk cache).
 """
 from __future__ import annotations
 
