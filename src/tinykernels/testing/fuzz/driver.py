@@ -235,6 +235,9 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
                     "repro": []})
         stop(conn, kill=True)
         feed(start())
+        for c, other in list(workers.items()):      # idle workers take the requeued seeds too
+            if other[1] is None and pending:
+                feed(c)
 
     for _ in range(min(jobs, len(pending))):
         feed(start())
