@@ -31,6 +31,9 @@ def main(argv=None) -> int:
     p.add_argument("--reference", default="INTERP", help="reference backend (INTERP or INTERP:CHECK)")
     p.add_argument("--jobs", type=int, default=1,
                    help="worker processes (each kernel under --timeout); 0: in this process, without a timeout")
+    p.add_argument("--batch", type=int, default=None,
+                   help="kernels a worker checks together (default: 40 with HIPCLANG, which compiles them in one "
+                        "clang run per architecture, else 1)")
     p.add_argument("--out", default=None, help="directory for reproducers of every mismatch")
     p.add_argument("--log", default=None, help="also append progress and findings to this file")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel before it counts as a hang")
@@ -87,7 +90,7 @@ def main(argv=None) -> int:
         f"jobs {a.jobs}, excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, a.reference, jobs=a.jobs, out_dir=a.out, opts=opts,
                 minimize_found=not a.no_minimize, timeout=a.timeout, min_budget=a.min_budget, log=log,
-                progress_every=a.progress)
+                progress_every=a.progress, batch=a.batch)
     log("done: " + summ.line())
     feats = ", ".join(f"{k} {v}" for k, v in sorted(summ.features.items()))
     log(f"features (kernels using each): {feats}")

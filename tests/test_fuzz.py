@@ -95,6 +95,75 @@ def test_bounded_fuzz_run_compiles_hip_with_clang():
     _no_mismatch(F.fuzz(range(0, 16), ["HIPCLANG:gfx90a+gfx1100"], "INTERP", jobs=1, minimize_found=False))
 
 
+@pytest.mark.skipif(not _hipclang_ok(), reason="clang cannot compile HIP here (clang, libamdhip64-dev)")
+def test_batched_hipclang_run_reports_each_rejected_kernel_by_its_seed(monkeypatch):
+    """The HIPCLANG target compiles a batch of kernels in one clang run per architecture; a
+    kernel clang rejects is still found (the batch is bisected) and reported for its seed
+    alone, with the error its compile alone gives."""
+    from tinykernels.testing.fuzz import run as R
+    render = R._hip_source
+    broken = {7, 12}
+
+    def planted(case, arch):
+        src = render(case, arch)
+        return src + "\nint tk_planted_error = ;\n" if case.seed in broken else src
+    monkeypatch.setattr(R, "_hip_source", planted)
+    summ = F.fuzz(range(0, 16), ["HIPCLANG:gfx90a+gfx1100"], "INTERP", jobs=0, minimize_found=False, batch=8)
+    assert summ.count == 16
+    assert sorted((m.seed, m.backend, m.kind) for m in summ.mismatches) == \
+        [(s, "HIPCLANG:gfx90a+gfx1100", "error") for s in sorted(broken)]
+    assert all("clang rejected" in m.detail and "(gfx90a)" in m.detail for m in summ.mismatches)
+    alone = F.check_case(F.generate(7), ["HIPCLANG:gfx90a+gfx1100"], "INTERP")
+    assert [m.detail for m in alone] == [m.detail for m in summ.mismatches if m.seed == 7]
+
+
+def test_batched_compile_outcomes_are_those_of_the_case_by_case_target(monkeypatch):
+    """hipclang_compile_batch gives each case the first failure of the sequence the single
+    case target runs (render, compile, for each architecture in turn)."""
+    from tinykernels import CompileError
+    from tinykernels.runtime import hipclang
+    from tinykernels.testing.fuzz import run as R
+    cases = [F.generate(s) for s in range(4)]
+
+    def render(case, arch):
+        if (case.seed, arch) == (1, "gfx1100"):
+            raise CompileError("render failed", None, None, 0)
+        return f"{case.seed}:{arch}"
+
+    def compile_one(src, arch="gfx90a", name="k"):
+        if src in ("2:gfx90a", "1:gfx90a", "3:gfx1100"):
+            raise CompileError(f"rejected {src}", None, None, 0)
+        return ""
+
+    def compile_batch(srcs, arch="gfx90a", names=None):
+        out = []
+        for s in srcs:
+            try:
+                compile_one(s, arch)
+                out.append(None)
+            except CompileError as e:
+                out.append(e)
+        return out
+    monkeypatch.setattr(R, "_hip_source", render)
+    monkeypatch.setattr(hipclang, "compile_hip_clang", compile_one)
+    monkeypatch.setattr(hipclang, "compile_hip_clang_batch", compile_batch)
+    batched = [str(e) if e else None for e in F.hipclang_compile_batch(cases, "HIPCLANG:gfx90a+gfx1100")]
+    single = []
+    for c in cases:
+        try:
+            single.append(F.hipclang_compile_case(c, "HIPCLANG:gfx90a+gfx1100"))
+        except CompileError as e:
+            single.append(str(e))
+    assert batched == single == [None, "rejected 1:gfx90a", "rejected 2:gfx90a", "rejected 3:gfx1100"]
+
+
+def test_batch_size_is_many_only_for_targets_that_compile_kernels_together():
+    assert F.batch_size(["CPU"], 1000, 2) == 1
+    assert F.batch_size(["HIPCLANG:gfx90a"], 2000, 2) == 40
+    assert F.batch_size(["CPU", "HIPCLANG"], 16, 2) == 8
+    assert F.batch_size(["HIPCLANG"], 1, 2) == 1
+
+
 def test_a_hipclang_failure_is_a_finding(monkeypatch):
     """A kernel clang rejects is reported as an error of the HIPCLANG target (not skipped)."""
     from tinykernels import CompileError
@@ -819,6 +888,14 @@ def test_one_job_runs_in_a_worker_process_so_a_hang_times_out():
     summ = F.fuzz([0], [HangingBackend()], "INTERP", jobs=1, minimize_found=False, timeout=5)
     assert summ.count == 1 and summ.timeouts == 1 and summ.mismatches[0].kind == "timeout"
     assert time.monotonic() - t0 < 60
+
+
+def test_a_batch_that_hangs_is_checked_again_seed_by_seed():
+    """A batch whose worker hangs is not reported as a whole: its seeds are checked again one
+    by one, so each timeout names its own seed."""
+    summ = F.fuzz([0, 1], [HangingBackend()], "INTERP", jobs=1, minimize_found=False, timeout=3, batch=2)
+    assert summ.count == 2 and summ.timeouts == 2
+    assert sorted(m.seed for m in summ.mismatches) == [0, 1] and {m.kind for m in summ.mismatches} == {"timeout"}
 
 
 @needs_cpu

@@ -217,6 +217,42 @@ def test_clang_errors_are_compile_errors_with_the_python_line():
 
 
 @needs_clang
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_batch_compiles_each_source_as_it_compiles_alone(arch):
+    """Many kernels in one clang run: each sees only its own macros and names (two define
+    the same macro differently, one checks that no other's macro leaks in, all are
+    ``tk_kernel``), and only the rejected ones are reported, with the message of their
+    compile alone (the batch is bisected)."""
+    x = _f32(4)
+    good = _src(saxpy, x, 1.0, x, ndrange=4, arch=arch)
+    coll = _src(collectives, x, x, x, x, ndrange=64, arch="gfx90a")    # wave 64: rejected on gfx1100
+    bad = good.replace("a_y[", "a_nope[", 1)
+    macro_a = good.replace("typedef int tk_idx;", "#define TK_MARK 1\ntypedef int tk_idx;")
+    macro_b = good.replace("typedef int tk_idx;", "#define TK_MARK 2\ntypedef int tk_idx;")
+    leak = good.replace("typedef int tk_idx;", '#ifdef TK_MARK\n#error "a macro leaked"\n#endif\ntypedef int tk_idx;')
+    srcs = [good, macro_a, leak, bad, macro_b, leak, coll, good]
+    names = [f"k{i}" for i in range(len(srcs))]
+    errs = hipclang.compile_hip_clang_batch(srcs, arch, names)
+    rejected = {3} | ({6} if arch == "gfx1100" else set())
+    assert {i for i, e in enumerate(errs) if e is not None} == rejected
+    for i in rejected:
+        with pytest.raises(tk.CompileError) as alone:
+            hipclang.compile_hip_clang(srcs[i], arch, names[i])
+        assert str(errs[i]) == str(alone.value) and errs[i].line == alone.value.line
+    assert hipclang.compile_hip_clang_batch([], arch) == []
+
+
+def test_batch_source_keeps_every_source_and_restores_its_macros():
+    srcs = ["#define A 1\n#undef B\nextern \"C\" __global__ void tk_kernel() {}", "int x;"]
+    tu = hipclang.batch_source(srcs)
+    assert srcs[0] in tu and srcs[1] in tu and "namespace tk_batch_1 {" in tu
+    first = tu[:tu.index(srcs[1])]
+    for name in ("A", "B", "tk_kernel"):
+        assert f'#pragma push_macro("{name}")' in first and f'#pragma pop_macro("{name}")' in first
+    assert "#define tk_kernel tk_kernel_0" in tu and "#define tk_kernel tk_kernel_1" in tu
+
+
+@needs_clang
 @pytest.mark.parametrize("idx32", [True, False])
 def test_argument_buffer_matches_the_abi_clang_compiles(idx32):
     """Offsets and sizes of every parameter in the runtime's buffer are the ones in the
@@ -287,8 +323,8 @@ out, targets, rootdir, paths = sys.argv[1], sys.argv[2].split(","), sys.argv[3],
 rc = pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", rootdir, *paths])
 K.KernelInstance._ir = _orig
 from tinykernels.runtime import rocm as rt
-from tinykernels.runtime.hipclang import compile_hip_clang
-seen, results, hiprtc_jobs = set(), [], []
+from tinykernels.runtime.hipclang import compile_hip_clang_batch
+seen, results, hiprtc_jobs, clang_jobs = set(), [], [], {}
 for kern, args, geom, ndim, ranges, wg, debug in list(CAPS):
     for target in targets:
         tool, arch = target.split(":")
@@ -312,10 +348,12 @@ for kern, args, geom, ndim, ranges, wg, debug in list(CAPS):
         if tool == "hiprtc":             # compiled by the test in a child process (see hiprtc_ctypes)
             hiprtc_jobs.append({"src": src, "arch": arch, "name": kern.name, "cache": False, "rec": rec})
             continue
-        try:
-            compile_hip_clang(src, arch, kern.name)
-        except Exception as e:
-            rec["error"] = f"{target}: {type(e).__name__}: {e}"
+        clang_jobs.setdefault(arch, []).append((src, kern.name, rec))
+for arch, jobs in clang_jobs.items():      # many kernels a clang run (rejected batches are bisected)
+    errs = compile_hip_clang_batch([j[0] for j in jobs], arch, [j[1] for j in jobs])
+    for (src, name, rec), e in zip(jobs, errs):
+        if e is not None:
+            rec["error"] = f"{rec['target']}: {type(e).__name__}: {e}"
             rec["source"] = src
         results.append(rec)
 json.dump({"pytest_rc": int(rc), "captured": len(CAPS), "results": results, "hiprtc_jobs": hiprtc_jobs},

@@ -297,6 +297,22 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def cached_binary(path: Path | None, stats: dict, build) -> bytes:
+    """The binary sealed in cache file ``path``, or ``build()``'s (a device compiler's output,
+    written to ``path`` atomically and sealed; None: no caching). A damaged file is built
+    again. ``stats``: its ``disk_hits`` and ``compiles`` are counted."""
+    if path is not None and path.exists():
+        data = read_sealed(path)               # None: truncated or corrupted, compile it again
+        if data is not None:
+            stats["disk_hits"] += 1
+            return data
+    data = build()
+    stats["compiles"] += 1
+    if path is not None:
+        _atomic_write(path, seal(data))
+    return data
+
+
 def library_path(source: str, tc: Toolchain, extra_flags=()) -> Path:
     key = hashlib.sha256((tc.identity + "\0" + " ".join(extra_flags) + "\0" + source).encode()).hexdigest()
     return cache_dir() / "kernels" / key[:2] / f"{key}.so"

@@ -26,12 +26,18 @@ The runtime is split by idea; this module is the backend's entry (what ``tk.CUDA
 * ``cuda_driver.py``: loading ``cuda.bindings.driver``, its error codes, cuInit, probing;
 * ``cuda_context.py``: one primary context per device, its limits and module cache;
 * ``cuda_memory.py``: allocations and :class:`CUDAArray`;
-* ``cuda_streams.py``: :class:`CUDAStream` and :class:`CUDAEvent` (pooled handles);
+* ``cuda_streams.py``: :class:`CUDAStream` and :class:`CUDAEvent` (pooled handles), on
+  ``driverstream.py``'s generic stream and event;
 * ``cuda_launch.py``: :class:`CUDAKernelInstance`: compiling, loading, launch plans;
 * ``nvrtc.py`` (compiling, no GPU needed) and ``dlpack.py`` (DLPack capsules);
 * generic pieces any driver-API runtime can use: ``arraylayout.py`` (interned array
   layouts), ``paramblock.py`` (the ``kernelParams`` argument block), ``launchplan.py``
   (exact cache keys of launch plans).
+
+What is not CUDA-specific is shared with the ROCm runtime: ``driverbackend.py`` (the
+backend's copies, streams and synchronization, device registry, module loading and launch
+checks), ``drivermemory.py`` (allocations and arrays) and ``driverstream.py`` (streams and
+events).
 
 This module holds the backend objects (:class:`CUDA`, the device-less :class:`CUDATarget`)
 and the adoption of other libraries' CUDA arrays, which needs them.
@@ -46,11 +52,11 @@ from .cuda_context import availability, device_for
 from .cuda_driver import checked, driver, init_driver
 from .cuda_launch import CUDAKernelInstance
 from .cuda_memory import CUDAArray
-from .cuda_streams import CUDAEvent, CUDAStream, finish_within
-from .device import debug_flag, same_shape, track_stream
+from .cuda_streams import CUDAEvent, CUDAStream
+from .device import debug_flag
 from .dlpack import _EXPORTS, _from_dlpack_capsule  # noqa: F401 (_EXPORTS: the tests count exports)
-from .hostarray import _DL_CUDA, _DL_CUDA_MANAGED, Array
-from .streams import completed_event
+from .driverbackend import DriverBackend
+from .hostarray import _DL_CUDA, _DL_CUDA_MANAGED
 
 # Re-exported: the names of the runtime's other modules that callers reach through this one
 # (tinykernels.runtime.cuda.compile_cuda, .pack_params, ...).
@@ -62,34 +68,26 @@ from .paramblock import bind_args, grid_dims, pack_params  # noqa: F401
 
 # ----------------------------------------------------------------------------- backend
 
-class CUDA(Backend):
+class CUDA(DriverBackend):
     """An NVIDIA GPU through the CUDA driver API; kernels are compiled with NVRTC.
 
     ``device``: the device ordinal. ``debug``: bounds-check every array access (also
     ``TK_DEBUG=1``)."""
     name = "CUDA"
     dev = "CUDA"
-    is_host = False
-    supports_float64 = True
     can_launch = True
+    array_type = CUDAArray
+    stream_type = CUDAStream
+    event_type = CUDAEvent
 
-    def __init__(self, device: int = 0, debug: bool | None = None):
-        self.device = int(device)
-        self.debug = debug_flag(debug)
-        self._dev = device_for(self.device)
-        self.max_workgroupsize = self._dev.max_threads
-
-    @property
-    def device_name(self) -> str:
-        return self._dev.name
+    @staticmethod
+    def _device_for(ordinal: int):
+        return device_for(ordinal)
 
     @property
     def arch(self) -> str:
         """What kernels are compiled for: ``sm_XY`` (cubin) or ``compute_XY`` (PTX)."""
         return self._dev.arch
-
-    def key(self) -> tuple:
-        return ("CUDA", self.device, self.debug)
 
     def __repr__(self) -> str:
         return f"tk.CUDA(device={self.device}{', debug=True' if self.debug else ''}) # {self.device_name}"
@@ -99,77 +97,33 @@ class CUDA(Backend):
         """(True, what) when device 0 can run kernels, else (False, why). Creates no context."""
         return availability()
 
-    def supports(self, dtype) -> bool:
-        return D.from_any(dtype) is not None
-
     def adopt_array(self, obj) -> CUDAArray | None:
         """``obj`` as a CUDAArray of this device's backend when it is a CUDA array (see
         :func:`as_cuda_array`), else None."""
         return as_cuda_array(obj, self)
 
-    # --- memory -----------------------------------------------------------------------------
+    # --- what DriverBackend asks of the driver -----------------------------------------------
 
-    def array_from_host(self, h: np.ndarray) -> "CUDAArray":
-        h = np.require(h, requirements="C")
-        a = CUDAArray.empty(self, h.shape, h.dtype)
-        if h.nbytes:
-            self._dev.activate()
-            checked(driver().cuMemcpyHtoD(a._dptr(), h.ctypes.data, h.nbytes), "cuMemcpyHtoD")
-        return a
+    @staticmethod
+    def _adopt(obj) -> CUDAArray | None:
+        return as_cuda_array(obj)             # a torch/CuPy/JAX array on a CUDA device
 
-    def copy(self, dst, src, stream=None):
-        """tk.copyto with a CUDA array on either side (device<->device, host->device, device->host)."""
-        drv = driver()
-        self._dev.activate()
-        h_stream = stream.handle if stream is not None else self._dev.null
-        if not isinstance(src, (CUDAArray, np.ndarray)) and not (isinstance(src, Array) and src._host is not None):
-            src = as_cuda_array(src) or src           # a torch/CuPy/JAX array on a CUDA device: no host trip
-        if isinstance(dst, CUDAArray) and isinstance(src, CUDAArray):
-            if src.backend.device != dst.backend.device:
-                raise ValueError(f"tk.copyto: src is on CUDA:{src.backend.device}, dst on CUDA:{dst.backend.device}")
-            same_shape(dst, src)
-            if dst.dtype != src.dtype or not dst.is_contiguous or not src.is_contiguous:
-                raise TypeError("tk.copyto between CUDA arrays needs the same dtype and contiguous arrays")
-            if src.nbytes:
-                checked(drv.cuMemcpyDtoDAsync(dst._dptr(), src._dptr(), src.nbytes, h_stream), "cuMemcpyDtoDAsync")
-        elif isinstance(dst, CUDAArray):
-            from .hostarray import as_host_ndarray
-            h = as_host_ndarray(src) if not isinstance(src, Array) else src.numpy()
-            h = np.ascontiguousarray(np.asarray(src) if h is None else h, dtype=dst.dtype)
-            same_shape(dst, h)
-            if not dst.is_contiguous:
-                raise TypeError("tk.copyto into a non-contiguous CUDA array is not supported")
-            if h.nbytes:
-                # pageable host memory: the call returns once the data is staged, so h may go
-                checked(drv.cuMemcpyHtoDAsync(dst._dptr(), h.ctypes.data, h.nbytes, h_stream), "cuMemcpyHtoDAsync")
-        else:
-            from .hostarray import as_host_ndarray
-            h = as_host_ndarray(dst)
-            if h is None:
-                raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
-            same_shape(h, src)
-            if stream is not None:
-                stream.synchronize()
-            np.copyto(h, src.numpy(), casting="same_kind")
-            return completed_event()
-        ev = CUDAEvent.record(self._dev, h_stream)
-        if stream is None:                    # tk.copyto without a stream is done when it returns
-            ev.wait()
-        return ev
+    @staticmethod
+    def _htod(ptr: int, host: int, nbytes: int) -> None:
+        checked(driver().cuMemcpyHtoD(driver().CUdeviceptr(ptr), host, nbytes), "cuMemcpyHtoD")
 
-    # --- streams ------------------------------------------------------------------------------
+    @staticmethod
+    def _copy_dtod(dst: CUDAArray, src: CUDAArray, h_stream) -> None:
+        checked(driver().cuMemcpyDtoDAsync(dst._dptr(), src._dptr(), src.nbytes, h_stream), "cuMemcpyDtoDAsync")
 
-    def stream(self, priority: int = 0) -> "CUDAStream":
-        return track_stream(self._dev, CUDAStream(self, priority))
+    @staticmethod
+    def _copy_htod(dst: CUDAArray, h: np.ndarray, stream, h_stream) -> None:
+        # pageable host memory: the call returns once the data is staged, so h may go
+        checked(driver().cuMemcpyHtoDAsync(dst._dptr(), h.ctypes.data, h.nbytes, h_stream), "cuMemcpyHtoDAsync")
 
-    def synchronize(self, timeout: float | None = None) -> None:
-        self._dev.activate()
-        if timeout is None:
-            checked(driver().cuCtxSynchronize(), "cuCtxSynchronize")
-            return
-        with self._dev.lock:
-            streams = [s.handle for s in list(self._dev.streams)]
-        finish_within(self._dev, [self._dev.null] + streams, timeout, repr(self))
+    @staticmethod
+    def _device_synchronize() -> None:
+        checked(driver().cuCtxSynchronize(), "cuCtxSynchronize")
 
     instance_class = None   # set below
 

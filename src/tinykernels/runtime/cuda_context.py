@@ -11,6 +11,7 @@ import weakref
 
 from ..errors import BackendUnavailable
 from .cuda_driver import checked, driver, init_driver, probe_device
+from .driverbackend import shared_device
 from .nvrtc import choose_arch, nvrtc_available
 
 CURRENT = threading.local()    # .ctx: the CUDADevice whose context is current on this thread
@@ -59,17 +60,7 @@ _DEVICES_LOCK = threading.Lock()
 
 def device_for(ordinal: int) -> CUDADevice:
     """The shared :class:`CUDADevice` of ``ordinal`` (BackendUnavailable when it cannot be used)."""
-    n = init_driver()
-    if not 0 <= ordinal < n:
-        raise BackendUnavailable(f"CUDA device {ordinal} does not exist: this machine has {n} device(s)")
-    with _DEVICES_LOCK:
-        dev = _DEVICES.get(ordinal)
-        if dev is None:
-            try:
-                dev = _DEVICES[ordinal] = CUDADevice(ordinal)
-            except RuntimeError as e:
-                raise BackendUnavailable(f"CUDA device {ordinal} cannot be used: {e}") from None
-    return dev
+    return shared_device(_DEVICES, _DEVICES_LOCK, ordinal, init_driver(), CUDADevice, "CUDA")
 
 
 def availability() -> tuple:

@@ -15,14 +15,16 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import BackendUnavailable, CompileError, LaunchError
+from ..errors import BackendUnavailable, LaunchError
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from .base import RECORDERS, KernelInstance
 from .cuda_context import CURRENT  # noqa: F401 (CURRENT, SUCCESS, new_event: used by the launcher templates)
 from .cuda_driver import SUCCESS, checked, driver  # noqa: F401
 from .cuda_memory import CUDAArray
 from .cuda_streams import CUDAEvent, CUDAStream, new_event  # noqa: F401
-from .device import DeviceKernelInstance, arg_sig, check_debug_info, fits32, group_plan, is_host_array
+from .device import DeviceKernelInstance, arg_sig, check_debug_info, check_device_array, fits32, group_plan, \
+    is_host_array
+from .driverbackend import check_grid, check_stream, kernel_function
 from .launchplan import MAX_CACHED, Geo, geo_key, plan_key
 from .nvrtc import FASTMATH_NVRTC_OPTIONS, compile_cuda
 from .paramblock import bind_args, grid_dims, pack_params, prepare_block
@@ -171,15 +173,8 @@ class CUDAKernelInstance(DeviceKernelInstance):
             if launches and dev.backend.device != self.backend.device:
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' is on CUDA:{dev.backend.device}, "
                                   f"not on {self.backend!r}")
-            if dev._layout.usable:           # the checks below, passed once for this layout
-                return dev
-            if D.from_any(dev.dtype) is None:
-                raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {dev.dtype}")
-            if dev.ndim == 0 or dev.ndim > 8:
-                raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions")
-            if any(s % dev.dtype.itemsize for s in dev.strides):
-                raise LaunchError(f"kernel '{self.name}': argument '{name}' has strides that are not a "
-                                  "multiple of its item size")
+            if not dev._layout.usable:       # else these checks passed once for this layout
+                check_device_array(self.name, name, dev)
             return dev
         if not launches:
             return KernelInstance._normalize(self, a, name, kind)
@@ -209,19 +204,12 @@ class CUDAKernelInstance(DeviceKernelInstance):
         ir = self._ir(args, geom, ndim, ranges, wg)
         src, names = self._render(ir, ranges)
         dev = self.backend._dev
-        with dev.lock:
-            entry = dev.modules.get(src)
-            if entry is None:
-                image = compile_cuda(src, dev.arch, self.name, FASTMATH_NVRTC_OPTIONS if ir.fastmath else ())
-                dev.activate()
-                try:
-                    mod = checked(drv.cuModuleLoadData(image), "cuModuleLoadData")
-                except RuntimeError as e:
-                    raise CompileError(f"the CUDA driver could not load the compiled kernel '{self.name}' "
-                                       f"({dev.arch}): {e}", ir.file, None, kernel=self.name) from None
-                fn = checked(drv.cuModuleGetFunction(mod, b"tk_kernel"), "cuModuleGetFunction")
-                entry = dev.modules[src] = (mod, fn)
-        return entry[1], ir, names, param_layout(ir)
+        fn = kernel_function(dev, src, lambda: compile_cuda(src, dev.arch, self.name,
+                                                            FASTMATH_NVRTC_OPTIONS if ir.fastmath else ()),
+                             lambda image: checked(drv.cuModuleLoadData(image), "cuModuleLoadData"),
+                             lambda mod: checked(drv.cuModuleGetFunction(mod, b"tk_kernel"), "cuModuleGetFunction"),
+                             "CUDA driver", self.name, ir.file)
+        return fn, ir, names, param_layout(ir)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         """The full path: every check, then the launch through a plan (built and cached here),
@@ -235,14 +223,9 @@ class CUDAKernelInstance(DeviceKernelInstance):
         fn, ir, names, layout = self._specialize(norm, geom, ndim, ranges, wg)
         dev = self.backend._dev
         grid, block = grid_dims(geom, ndim, wg)
-        for k in range(3):
-            if grid[k] > dev.max_grid[k]:
-                raise LaunchError(f"kernel '{self.name}': {grid[k]} workgroups along hardware axis "
-                                  f"{'xyz'[k]} exceed the device's limit of {dev.max_grid[k]}; use a larger "
-                                  "workgroup in that dimension or put the largest dimension last")
+        check_grid(self.name, grid, dev.max_grid)
         self._check_args(ir, norm, geom, ndim)
-        if stream is not None and (not isinstance(stream, CUDAStream) or stream.backend != self.backend):
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, CUDAStream, self.backend)
         if not ir.debug:
             h_stream = stream.handle if stream is not None else dev.null
             geo = self._geometry(ndrange, workgroupsize, geom, ndim, ranges, wg, grid + block)

@@ -3,7 +3,8 @@
 Streams are ``cuStreamCreateWithPriority`` streams (blocking: ordered with the legacy
 default stream, so ``.numpy()`` sees their work); events are CUDA events without timing,
 whose handles go back to their device's pool when the event is collected and are recorded
-again by later launches (:func:`record_event`).
+again by later launches (:func:`record_event`). What CUDA shares with HIP is in
+runtime/driverstream.py.
 """
 from __future__ import annotations
 
@@ -11,28 +12,22 @@ import threading
 
 from .cuda_context import CUDADevice
 from .cuda_driver import SUCCESS, checked, driver, error_string
-from .device import DeviceEvent
-from .streams import Event, check_recorded, completed_event, deadline_of, poll_until
+from .driverstream import DriverEvent, DriverStream, finish_within as _finish_within
 
 EVENT_POOL = 256             # CUevent handles kept per device for reuse
 
 
-class CUDAEvent(DeviceEvent):
+class CUDAEvent(DriverEvent):
     """A CUDA event recorded on a stream (None: already complete)."""
     __slots__ = ("handle", "_dev")
-
-    def __init__(self, handle, dev=None):
-        super().__init__()
-        self.handle, self._dev = handle, dev
+    label = "CUDA"
 
     @classmethod
     def record(cls, dev: CUDADevice, h_stream) -> "CUDAEvent":
         dev.activate()
         return record_event(driver(), dev, h_stream)
 
-    def done(self) -> bool:
-        if self.handle is None:
-            return True
+    def _query(self) -> bool:
         self._dev.activate()
         err, = driver().cuEventQuery(self.handle)
         if int(err) == 0:
@@ -41,12 +36,7 @@ class CUDAEvent(DeviceEvent):
             return False
         raise RuntimeError(f"cuEventQuery failed: {error_string(err)}")
 
-    def wait(self, timeout=None) -> None:
-        if self.handle is None:
-            return
-        if timeout is not None:
-            self._wait_done(timeout)
-            return
+    def _synchronize(self) -> None:
         self._dev.activate()
         checked(driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
 
@@ -64,19 +54,11 @@ class CUDAEvent(DeviceEvent):
         except Exception:  # noqa: BLE001
             pass
 
-    def __repr__(self) -> str:
-        return f"<tk.Event (CUDA) {'done' if self.done() else 'pending'}>"
-
-
 
 def finish_within(dev: CUDADevice, handles, timeout: float, what: str) -> None:
-    """Wait for the work queued so far on each stream, but ``TimeoutError`` after ``timeout`` s:
-    an event recorded on each, polled."""
-    deadline = deadline_of(timeout)
-    for h in handles:
-        ev = CUDAEvent.record(dev, h)
-        if not poll_until(ev.done, deadline):
-            raise TimeoutError(f"{what}: work still running after {timeout} s")
+    """Wait for the work queued so far on each stream, but ``TimeoutError`` after ``timeout`` s
+    (:func:`~tinykernels.runtime.driverstream.finish_within` with CUDA events)."""
+    _finish_within(CUDAEvent, dev, handles, timeout, what)
 
 
 def record_event(drv, dev: CUDADevice, h_stream) -> CUDAEvent:
@@ -107,51 +89,26 @@ def new_event(handle, dev: CUDADevice) -> CUDAEvent:
     return ev
 
 
-class CUDAStream:
-    """A CUDA stream. ``priority``: tk.High (> 0) is the device's greatest stream priority;
-    tk.Normal and tk.Low are its least, the default streams' (CUDA has none below)."""
+class CUDAStream(DriverStream):
+    """A CUDA stream (``cuStreamCreateWithPriority``, flags 0: a blocking stream, ordered with
+    the legacy default stream, so .numpy() sees its work). ``priority``: tk.High (> 0) is the
+    device's greatest stream priority; tk.Normal and tk.Low are its least, the default
+    streams' (CUDA has none below)."""
+    label = "CUDA"
+    event_class = CUDAEvent
 
-    def __init__(self, backend, priority: int = 0):
-        drv = driver()
-        dev = backend._dev
-        self.backend, self.priority = backend, priority
-        cuda_prio = dev.prio_greatest if priority > 0 else dev.prio_least
-        dev.activate()
-        # flags 0: a blocking stream, ordered with the legacy default stream (so .numpy() sees its work)
-        self.handle = checked(drv.cuStreamCreateWithPriority(0, cuda_prio), "cuStreamCreateWithPriority")
-        self.cuda_priority = cuda_prio
+    @property
+    def cuda_priority(self) -> int:
+        return self.native_priority
 
-    def wait(self, event) -> None:
-        """Later work on this stream waits for ``event`` (on the device, not the host)."""
-        if not isinstance(event, Event):
-            raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
-        check_recorded(event, "Stream.wait")
-        if isinstance(event, CUDAEvent) and event.handle is not None:
-            self.backend._dev.activate()
-            checked(driver().cuStreamWaitEvent(self.handle, event.handle, 0), "cuStreamWaitEvent")
-        elif not event.done():
-            event.wait()
+    def _create(self, native_priority: int):
+        return checked(driver().cuStreamCreateWithPriority(0, native_priority), "cuStreamCreateWithPriority")
 
-    def synchronize(self, timeout: float | None = None) -> None:
-        self.backend._dev.activate()
-        if timeout is None:
-            checked(driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
-        else:
-            finish_within(self.backend._dev, [self.handle], timeout, "the CUDA stream")
+    def _wait_event(self, handle) -> None:
+        checked(driver().cuStreamWaitEvent(self.handle, handle, 0), "cuStreamWaitEvent")
 
-    def submit(self, fn) -> Event:
-        """Run a host function in stream order (after the stream's queued work)."""
-        self.synchronize()
-        fn()
-        return completed_event()
+    def _synchronize(self) -> None:
+        checked(driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
 
-    def __del__(self):
-        try:
-            driver().cuStreamDestroy(self.handle)
-        except Exception:  # noqa: BLE001
-            pass
-
-    def __repr__(self) -> str:
-        return f"<tk.Stream (CUDA:{self.backend.device}) priority={self.priority}>"
-
-
+    def _destroy(self) -> None:
+        driver().cuStreamDestroy(self.handle)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import threading
 from typing import TypeVar
 
@@ -135,6 +136,18 @@ def tail(text: str, n: int = 30) -> str:
     return "\n".join(lines[-n:])
 
 
+def clang_log_error(msg: str, log: str, kernel: str) -> CompileError:
+    """A CompileError from clang's diagnostics ``log`` (hiprtc's and clang's own): ``msg``,
+    the Python line the ``#line`` directives point at and its first error, then up to ten
+    lines of the log that name an error."""
+    py = re.search(r'^(.*?\.py):(\d+):\d+: (?:fatal )?error:\s*(.*)$', log, re.M)
+    if py:
+        msg += f" (from {py.group(1)}:{py.group(2)}): {py.group(3)}"
+    errors = [ln for ln in log.splitlines() if "error" in ln] or log.strip().splitlines()
+    return CompileError(msg + ":\n" + "\n".join(errors[:10]), py.group(1) if py else None,
+                        int(py.group(2)) if py else None, 0, kernel=kernel)
+
+
 def compile_error_at(msg: str, loc: Loc | None, kernel: str, file: str | None = None) -> CompileError:
     """A CompileError at an IR location ``loc`` (with its source line), or in ``file`` when
     ``loc`` is None: a kernel asks for what the device does not have."""
@@ -170,6 +183,19 @@ class HostErr:
 
     def tk_clear_error(self) -> None:
         pass
+
+
+def check_device_array(kernel: str, name: str, a) -> None:
+    """LaunchError when the device array ``a`` passed as argument ``name`` has a dtype
+    tinykernels does not know, no dimension or more than 8, or strides that are not a
+    multiple of its item size."""
+    if D.from_any(a.dtype) is None:
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' has unsupported dtype {a.dtype}")
+    if a.ndim == 0 or a.ndim > 8:
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' must have 1 to 8 dimensions")
+    if any(s % a.dtype.itemsize for s in a.strides):
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' has strides that are not a multiple "
+                          "of its item size")
 
 
 def check_debug_info(info, names: list, file: str, kernel: str) -> None:

@@ -95,24 +95,18 @@ def compile_cuda(source: str, arch: str = "sm_90", name: str = "kernel", options
     Results are cached on disk (see :func:`cubin_path`). A compile error raises
     ``tk.CompileError`` with NVRTC's log, the Python line (from the ``#line`` directives)
     and the failing generated lines."""
-    from .compiler import _atomic_write, read_sealed, seal
+    from .compiler import cached_binary
     arch = normalize_arch(arch)
     options = tuple(options)
     base = tuple(o for o in NVRTC_OPTIONS if not (o.startswith("--fmad=") and any(x.startswith("--fmad=") for x in options)))
     opts = base + options
-    path = cubin_path(source, arch, opts) if cache else None
-    if path is not None and path.exists():
-        data = read_sealed(path)              # None: truncated or corrupted, compile it again
-        if data is not None:
-            STATS["disk_hits"] += 1
-            return data
-    ok, log, data = _nvrtc_compile(source, arch, name, opts)
-    if not ok:
-        raise _compile_error(name, source, log, arch, opts)
-    STATS["compiles"] += 1
-    if path is not None:
-        _atomic_write(path, seal(data))
-    return data
+
+    def build() -> bytes:
+        ok, log, data = _nvrtc_compile(source, arch, name, opts)
+        if not ok:
+            raise _compile_error(name, source, log, arch, opts)
+        return data
+    return cached_binary(cubin_path(source, arch, opts) if cache else None, STATS, build)
 
 
 def _nvrtc_compile(source: str, arch: str, name: str, opts) -> tuple:

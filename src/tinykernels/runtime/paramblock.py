@@ -1,5 +1,5 @@
 """The argument block of a driver-API kernel launch (generic: CUDA's ``cuLaunchKernel``,
-HIP's ``hipModuleLaunchKernel``, any API taking ``kernelParams``).
+HIP's ``hipModuleLaunchKernel``, any API taking ``kernelParams`` or one packed buffer).
 
 A kernel rendered from the SIMT scaffold takes the parameters its ``param_layout`` lists
 (:func:`tinykernels.codegen.cuda.param_layout`): the geometry (start, count, step per
@@ -7,7 +7,9 @@ dimension), array addresses, shapes and strides, scalars, and in debug mode the 
 buffer. Each goes in one 8-byte slot; ``kernelParams`` is an array of pointers to the
 slots. :func:`pack_params` writes a block from scratch; :func:`prepare_block` preallocates
 one for a launch plan, with the slots that do not change between launches (shapes,
-strides) written once and a ``struct`` format for the others.
+strides) written once and a ``struct`` format for the others. :func:`arg_buffer` packs the
+same values into one buffer at their natural alignments (the AMDGPU kernel ABI, which HIP's
+``extra`` launch protocol takes).
 """
 from __future__ import annotations
 
@@ -26,6 +28,23 @@ FMT = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint8": "B", "uin
        "uint64": "Q", "float32": "f", "float64": "d", "ptr": "Q"}
 
 
+def param_value(kind: str, det, values: dict, geom, err_ptr: int = 0):
+    """The value of one entry ``(kind, det, _)`` of a ``param_layout`` in a launch: a geometry
+    number, an array's address, shape or stride (in elements), a scalar, the error buffer."""
+    if kind in ("start", "count", "step"):
+        return geom[3 * det + ("start", "count", "step").index(kind)]
+    if kind == "ptr":
+        return values[det.name].ptr
+    if kind == "shape":
+        return values[det[0].name].shape[det[1]]
+    if kind == "stride":
+        a = values[det[0].name]
+        return a.strides[det[1]] // a.dtype.itemsize
+    if kind == "scalar":
+        return scalar_value(values[det[0]], det[1])
+    return err_ptr  # err
+
+
 def pack_params(layout: list, values: dict, geom, err_ptr: int = 0) -> tuple:
     """The argument block of a launch: (buffer of 8-byte slots, array of pointers to
     them). ``values``: kernel argument by IR parameter name (see :func:`bind_args`).
@@ -35,27 +54,34 @@ def pack_params(layout: list, values: dict, geom, err_ptr: int = 0) -> tuple:
     buf = np.zeros(max(len(layout), 1), np.uint64)
     raw = buf.view(np.uint8)
     for i, (kind, det, ct) in enumerate(layout):
-        if kind == "start":
-            v = geom[3 * det]
-        elif kind == "count":
-            v = geom[3 * det + 1]
-        elif kind == "step":
-            v = geom[3 * det + 2]
-        elif kind == "ptr":
-            v = values[det.name].ptr
-        elif kind == "shape":
-            v = values[det[0].name].shape[det[1]]
-        elif kind == "stride":
-            a = values[det[0].name]
-            v = a.strides[det[1]] // a.dtype.itemsize
-        elif kind == "scalar":
-            v = scalar_value(values[det[0]], det[1])
-        else:  # err
-            v = err_ptr
-        b = np.asarray(v).astype(NP_PARAM[ct]).tobytes()
+        b = np.asarray(param_value(kind, det, values, geom, err_ptr)).astype(NP_PARAM[ct]).tobytes()
         raw[8 * i:8 * i + len(b)] = np.frombuffer(b, np.uint8)
     ptrs = (np.arange(len(buf), dtype=np.uint64) * np.uint64(8)) + np.uint64(buf.ctypes.data)
     return buf, ptrs
+
+
+def arg_offsets(layout: list) -> tuple:
+    """Byte offsets of the kernel's parameters in one packed argument buffer (each at its
+    natural alignment, as the AMDGPU kernel ABI lays them out: HIP's ``extra`` launch
+    protocol) and the buffer's size."""
+    offs, pos = [], 0
+    for _, _, ct in layout:
+        size = np.dtype(NP_PARAM[ct]).itemsize
+        pos = -(-pos // size) * size
+        offs.append(pos)
+        pos += size
+    return offs, -(-pos // 8) * 8
+
+
+def arg_buffer(layout: list, values: dict, geom, err_ptr: int = 0) -> bytearray:
+    """The packed argument buffer of one launch (see :func:`arg_offsets`); the values are
+    :func:`pack_params`' (:func:`param_value`)."""
+    offs, size = arg_offsets(layout)
+    buf = bytearray(max(size, 8))
+    for off, (kind, det, ct) in zip(offs, layout):
+        b = np.asarray(param_value(kind, det, values, geom, err_ptr)).astype(NP_PARAM[ct]).tobytes()
+        buf[off:off + len(b)] = b
+    return buf
 
 
 def bind_args(ir, norm) -> dict:

@@ -18,12 +18,17 @@ generated code with clang for gfx90a and gfx1100 instead (tests/test_rocm.py):
   ``kDLROCM`` and take other libraries' ROCm tensors (PyTorch for ROCm...) zero-copy;
 * streams are ``hipStreamCreateWithPriority`` streams (tk.High: the greatest priority),
   events are HIP events.
+
+What HIP has in common with CUDA's driver API is written once in the generic modules this
+one subclasses or calls: ``driverbackend.py`` (the backend's copies, streams and
+synchronization, the device registry, module loading, launch checks), ``drivermemory.py``
+(arrays), ``driverstream.py`` (streams, events), ``paramblock.py`` (argument values and
+the packed buffer) and ``compiler.cached_binary`` (the disk cache).
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
-import re
 import threading
 import weakref
 from functools import lru_cache
@@ -34,11 +39,14 @@ from .. import dtypes as D
 from ..codegen.hip import DEFAULT_ARCH, wave_size
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend, KernelInstance
-from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, arg_sig, c_strides, check_debug_info, \
-    debug_flag, fits32, group_plan, is_host_array, same_shape, scalar_value, track_stream
-from .dlpack import _dlpack_capsule, _from_dlpack_capsule
-from .hostarray import Array
-from .streams import Event, check_recorded, completed_event, deadline_of, poll_until
+from .device import DeviceKernelInstance, arg_sig, check_debug_info, check_device_array, clang_log_error, \
+    debug_flag, fits32, group_plan, is_host_array
+from .dlpack import _from_dlpack_capsule
+from .driverbackend import DriverBackend, check_grid, check_stream, kernel_function, shared_device
+from .drivermemory import DriverAllocation, DriverArray
+from .driverstream import DriverEvent, DriverStream
+from .paramblock import NP_PARAM as _NP_PARAM, arg_buffer, arg_offsets, bind_args, grid_dims  # noqa: F401
+from .streams import Event, completed_event
 
 HINT = ("install ROCm and the hip-python release matching it (e.g. pip install 'hip-python~=6.4.0' for "
         "ROCm 6.4; see docs/rocm.md)")
@@ -121,21 +129,15 @@ def hiprtc_options(arch: str, options=()) -> tuple:
 def compile_hip(source: str, arch: str, name: str = "kernel", options=(), cache: bool = True) -> bytes:
     """Compile HIP C++ with hiprtc to a code object for ``arch`` (a gcnArchName), cached on
     disk (:func:`code_object_path`). A compile error raises ``tk.CompileError`` with the log."""
-    from .compiler import _atomic_write, read_sealed, seal
+    from .compiler import cached_binary
     opts = hiprtc_options(arch, options)
-    path = code_object_path(source, arch, opts) if cache else None
-    if path is not None and path.exists():
-        data = read_sealed(path)               # None: truncated or corrupted, compile it again
-        if data is not None:
-            STATS["disk_hits"] += 1
-            return data
-    ok, log, data = _hiprtc_compile(source, name, opts)
-    if not ok:
-        raise _compile_error(name, source, log, arch)
-    STATS["compiles"] += 1
-    if path is not None:
-        _atomic_write(path, seal(data))
-    return data
+
+    def build() -> bytes:
+        ok, log, data = _hiprtc_compile(source, name, opts)
+        if not ok:
+            raise _compile_error(name, source, log, arch)
+        return data
+    return cached_binary(code_object_path(source, arch, opts) if cache else None, STATS, build)
 
 
 def _hiprtc_compile(source: str, name: str, opts) -> tuple:
@@ -163,13 +165,7 @@ def _hiprtc_compile(source: str, name: str, opts) -> tuple:
 
 def _compile_error(name: str, source: str, log: str, arch: str) -> CompileError:
     """hiprtc's log (clang's diagnostics), the Python line its ``#line`` directives point at."""
-    py = re.search(r'^(.*?\.py):(\d+):\d+: (?:fatal )?error:\s*(.*)$', log, re.M)
-    msg = f"hiprtc rejected the generated HIP code for kernel '{name}' ({arch})"
-    if py:
-        msg += f" (from {py.group(1)}:{py.group(2)}): {py.group(3)}"
-    errors = [ln for ln in log.splitlines() if "error" in ln] or log.strip().splitlines()
-    msg += ":\n" + "\n".join(errors[:10])
-    return CompileError(msg, py.group(1) if py else None, int(py.group(2)) if py else None, 0, kernel=name)
+    return clang_log_error(f"hiprtc rejected the generated HIP code for kernel '{name}' ({arch})", log, name)
 
 
 # ----------------------------------------------------------------------------- devices
@@ -239,36 +235,22 @@ def _init() -> int:
 
 
 def _device(ordinal: int) -> _Device:
-    n = _init()
-    if not 0 <= ordinal < n:
-        raise BackendUnavailable(f"ROCm device {ordinal} does not exist: this machine has {n} device(s)")
-    with _DEVICES_LOCK:
-        dev = _DEVICES.get(ordinal)
-        if dev is None:
-            try:
-                dev = _DEVICES[ordinal] = _Device(ordinal)
-            except RuntimeError as e:
-                raise BackendUnavailable(f"ROCm device {ordinal} cannot be used: {e}") from None
-    return dev
+    return shared_device(_DEVICES, _DEVICES_LOCK, ordinal, _init(), _Device, "ROCm")
 
 
 # ----------------------------------------------------------------------------- backends
 
-class ROCm(Backend):
+class ROCm(DriverBackend):
     """An AMD GPU through the HIP runtime; kernels are compiled with hiprtc.
 
     ``device``: the device ordinal. ``debug``: bounds-check every array access (also
     ``TK_DEBUG=1``)."""
     name = "ROCm"
     dev = "ROCM"
-    is_host = False
-    supports_float64 = True
 
-    def __init__(self, device: int = 0, debug: bool | None = None):
-        self.device = int(device)
-        self.debug = debug_flag(debug)
-        self._dev = _device(self.device)
-        self.max_workgroupsize = self._dev.max_threads
+    @staticmethod
+    def _device_for(ordinal: int) -> _Device:
+        return _device(ordinal)
 
     @property
     def arch(self) -> str:
@@ -279,13 +261,6 @@ class ROCm(Backend):
     def wave(self) -> int:
         """Lanes per wavefront (64 on CDNA/GCN, 32 on RDNA)."""
         return self._dev.wave
-
-    @property
-    def device_name(self) -> str:
-        return self._dev.name
-
-    def key(self) -> tuple:
-        return ("ROCm", self.device, self.debug)
 
     def __repr__(self) -> str:
         return f"tk.ROCm(device={self.device}{', debug=True' if self.debug else ''}) # {self.device_name} ({self.arch})"
@@ -303,76 +278,29 @@ class ROCm(Backend):
             return False, f"ROCm probe failed: {e}"
         return True, f"{_text(p.name)} ({_text(p.gcnArchName)}), {n} device(s), hiprtc {major}.{minor}"
 
-    def supports(self, dtype) -> bool:
-        return D.from_any(dtype) is not None
+    # --- what DriverBackend asks of the HIP runtime ------------------------------------------
 
-    # --- memory -----------------------------------------------------------------------------
+    @staticmethod
+    def _adopt(obj) -> "ROCmArray | None":
+        return as_rocm_array(obj)             # e.g. a PyTorch for ROCm tensor
 
-    def array_from_host(self, h: np.ndarray) -> "ROCmArray":
-        h = np.require(h, requirements="C")
-        a = ROCmArray.empty(self, h.shape, h.dtype)
-        if h.nbytes:
-            self._dev.activate()
-            _ok(_hip().hipMemcpyHtoD(a.ptr, h.ctypes.data, h.nbytes), "hipMemcpyHtoD")
-        return a
+    @staticmethod
+    def _htod(ptr: int, host: int, nbytes: int) -> None:
+        _ok(_hip().hipMemcpyHtoD(ptr, host, nbytes), "hipMemcpyHtoD")
 
-    def copy(self, dst, src, stream=None):
-        """tk.copyto with a ROCm array on either side."""
-        hip = _hip()
-        self._dev.activate()
-        h_stream = stream.handle if stream is not None else self._dev.null
-        if not isinstance(src, (ROCmArray, np.ndarray)) and not (isinstance(src, Array) and src._host is not None):
-            src = as_rocm_array(src) or src
-        if isinstance(dst, ROCmArray) and isinstance(src, ROCmArray):
-            if src.backend.device != dst.backend.device:
-                raise ValueError(f"tk.copyto: src is on ROCm:{src.backend.device}, dst on ROCm:{dst.backend.device}")
-            same_shape(dst, src)
-            if dst.dtype != src.dtype or not dst.is_contiguous or not src.is_contiguous:
-                raise TypeError("tk.copyto between ROCm arrays needs the same dtype and contiguous arrays")
-            if src.nbytes:
-                _ok(hip.hipMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, h_stream), "hipMemcpyDtoDAsync")
-        elif isinstance(dst, ROCmArray):
-            from .hostarray import as_host_ndarray
-            h = as_host_ndarray(src) if not isinstance(src, Array) else src.numpy()
-            h = np.ascontiguousarray(np.asarray(src) if h is None else h, dtype=dst.dtype)
-            same_shape(dst, h)
-            if not dst.is_contiguous:
-                raise TypeError("tk.copyto into a non-contiguous ROCm array is not supported")
-            if h.nbytes:
-                if stream is not None:
-                    stream.synchronize()
-                _ok(hip.hipMemcpyHtoD(dst.ptr, h.ctypes.data, h.nbytes), "hipMemcpyHtoD")   # h may go after
-        else:
-            from .hostarray import as_host_ndarray
-            h = as_host_ndarray(dst)
-            if h is None:
-                raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
-            same_shape(h, src)
-            if stream is not None:
-                stream.synchronize()
-            np.copyto(h, src.numpy(), casting="same_kind")
-            return completed_event()
-        ev = ROCmEvent.record(self._dev, h_stream)
-        if stream is None:
-            ev.wait()
-        return ev
+    @staticmethod
+    def _copy_dtod(dst, src, h_stream) -> None:
+        _ok(_hip().hipMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, h_stream), "hipMemcpyDtoDAsync")
 
-    # --- streams ------------------------------------------------------------------------------
+    @staticmethod
+    def _copy_htod(dst, h: np.ndarray, stream, h_stream) -> None:
+        if stream is not None:
+            stream.synchronize()
+        _ok(_hip().hipMemcpyHtoD(dst.ptr, h.ctypes.data, h.nbytes), "hipMemcpyHtoD")   # h may go after
 
-    def stream(self, priority: int = 0) -> "ROCmStream":
-        return track_stream(self._dev, ROCmStream(self, priority))
-
-    def synchronize(self, timeout: float | None = None) -> None:
-        self._dev.activate()
-        if timeout is None:
-            _ok(_hip().hipDeviceSynchronize(), "hipDeviceSynchronize")
-            return
-        with self._dev.lock:
-            streams = [s.handle for s in list(self._dev.streams)]
-        deadline = deadline_of(timeout)
-        for h in [self._dev.null] + streams:
-            if not poll_until(ROCmEvent.record(self._dev, h).done, deadline):
-                raise TimeoutError(f"{self!r}: work still running after {timeout} s")
+    @staticmethod
+    def _device_synchronize() -> None:
+        _ok(_hip().hipDeviceSynchronize(), "hipDeviceSynchronize")
 
     instance_class = None   # set below
 
@@ -415,92 +343,34 @@ def hip_source(kernel, *args, ndrange, workgroupsize=None, arch: str = DEFAULT_A
 
 # ----------------------------------------------------------------------------- arrays
 
-class _Allocation:
+class _Allocation(DriverAllocation):
     """Device memory from hipMalloc, freed when the last array using it goes."""
-    __slots__ = ("ptr", "dev", "__weakref__")
+    __slots__ = ()
 
-    def __init__(self, dev: _Device, nbytes: int):
-        dev.activate()
-        self.dev = dev
-        self.ptr = int(_ok(_hip().hipMalloc(max(int(nbytes), 1)), "hipMalloc"))
+    @staticmethod
+    def _malloc(nbytes: int) -> int:
+        return _ok(_hip().hipMalloc(nbytes), "hipMalloc")
 
-    def __del__(self):
-        try:
-            self.dev.activate()
-            _hip().hipFree(self.ptr)
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
+    @staticmethod
+    def _free(ptr: int) -> None:
+        _hip().hipFree(ptr)
 
 
-class ROCmArray(DeviceArray):
+class ROCmArray(DriverArray):
     """An array in an AMD GPU's memory: its own allocation, or a zero-copy view of another
-    library's ROCm tensor (through DLPack). Any strides."""
-    __slots__ = ("_ptr", "_strides", "_owner")
+    library's ROCm tensor (through DLPack, ``kDLROCM``). Any strides."""
+    __slots__ = ()
+    label = "ROCm"
+    dl_device_type = DL_ROCM
+    allocation = _Allocation
+    dlpack_ordered = (0, 1, 2, -1)       # the null stream (0, and CUDA's names 1, 2), and "no sync"
 
-    def __init__(self, backend, ptr: int, shape, dtype, strides=None, owner=None):
-        self._host = None
-        self._backend = backend
-        self._ptr = int(ptr)
-        self._shape = tuple(int(n) for n in shape)
-        self._dtype = np.dtype(dtype)
-        self._strides = tuple(int(s) for s in strides) if strides is not None else c_strides(self._shape, self._dtype)
-        self._owner = owner
+    def _to_host(self, dst: int, src: int, nbytes: int) -> None:
+        _ok(_hip().hipMemcpyDtoH(dst, src, nbytes), "hipMemcpyDtoH")
 
-    @classmethod
-    def empty(cls, backend: ROCm, shape, dtype) -> "ROCmArray":
-        dt = np.dtype(dtype)
-        alloc = _Allocation(backend._dev, int(np.prod(shape)) * dt.itemsize)
-        return cls(backend, alloc.ptr, shape, dt, None, alloc)
-
-    @property
-    def strides(self):
-        return self._strides
-
-    @property
-    def ptr(self) -> int:
-        return self._ptr
-
-    @property
-    def is_contiguous(self) -> bool:
-        return self._strides == c_strides(self._shape, self._dtype) or self.size <= 1
-
-    def _span(self) -> tuple:
-        """(lowest, highest + itemsize) byte offsets the elements occupy, relative to ptr."""
-        if self.size == 0:
-            return 0, 0
-        lo = sum((n - 1) * s for n, s in zip(self._shape, self._strides) if s < 0)
-        hi = sum((n - 1) * s for n, s in zip(self._shape, self._strides) if s > 0)
-        return lo, hi + self._dtype.itemsize
-
-    def numpy(self) -> np.ndarray:
-        """A host copy (after the work queued on the null stream and blocking streams)."""
-        lo, hi = self._span()
-        if hi - lo == 0:
-            return np.empty(self._shape, self._dtype)
-        raw = np.empty(hi - lo, np.uint8)
-        self._backend._dev.activate()
-        _ok(_hip().hipMemcpyDtoH(raw.ctypes.data, self._ptr + lo, hi - lo), "hipMemcpyDtoH")
-        return np.ascontiguousarray(np.ndarray(self._shape, self._dtype, buffer=raw, offset=-lo,
-                                               strides=self._strides))
-
-    @property
-    def __array_interface__(self):
-        raise AttributeError("a tk.Array on a ROCm device has no host address; use .numpy()")
-
-    def __dlpack_device__(self):
-        return (DL_ROCM, self._backend.device)
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule (``kDLROCM``) of this memory, no copy. ``stream``: the consumer's
-        stream; work queued on the null stream is ordered before it."""
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError(f"tk.Array on ROCm:{self._backend.device} cannot be exported to device {dl_device}")
-        if copy:
-            raise BufferError("tk.Array.__dlpack__(copy=True) is not supported")
-        if stream is not None and stream not in (0, 1, 2, -1):
-            ev = ROCmEvent.record(self._backend._dev, self._backend._dev.null)
-            _ok(_hip().hipStreamWaitEvent(int(stream), ev.handle, 0), "hipStreamWaitEvent")
-        return _dlpack_capsule(self)
+    def _consumer_waits(self, stream: int) -> None:
+        ev = ROCmEvent.record(self._backend._dev, self._backend._dev.null)
+        _ok(_hip().hipStreamWaitEvent(stream, ev.handle, 0), "hipStreamWaitEvent")
 
 
 def as_rocm_array(obj, backend: ROCm | None = None) -> ROCmArray | None:
@@ -532,13 +402,10 @@ def from_dlpack(x) -> ROCmArray:
 
 # ----------------------------------------------------------------------------- events, streams
 
-class ROCmEvent(DeviceEvent):
+class ROCmEvent(DriverEvent):
     """A HIP event recorded on a stream."""
     __slots__ = ("handle", "_dev")
-
-    def __init__(self, handle, dev=None):
-        super().__init__()
-        self.handle, self._dev = handle, dev
+    label = "ROCm"
 
     @classmethod
     def record(cls, dev: _Device, h_stream) -> "ROCmEvent":
@@ -548,7 +415,7 @@ class ROCmEvent(DeviceEvent):
         _ok(hip.hipEventRecord(ev, h_stream), "hipEventRecord")
         return cls(ev, dev)
 
-    def done(self) -> bool:
+    def _query(self) -> bool:
         res = _hip().hipEventQuery(self.handle)
         err = int(res[0] if isinstance(res, tuple) else res)
         if err == 0:
@@ -557,10 +424,7 @@ class ROCmEvent(DeviceEvent):
             return False
         raise RuntimeError(f"hipEventQuery failed: {_errstr(err)}")
 
-    def wait(self, timeout=None) -> None:
-        if timeout is not None:
-            self._wait_done(timeout)
-            return
+    def _synchronize(self) -> None:
         _ok(_hip().hipEventSynchronize(self.handle), "hipEventSynchronize")
 
     def __del__(self):
@@ -569,103 +433,32 @@ class ROCmEvent(DeviceEvent):
         except Exception:  # noqa: BLE001
             pass
 
-    def __repr__(self) -> str:
-        return f"<tk.Event (ROCm) {'done' if self.done() else 'pending'}>"
 
-
-class ROCmStream:
-    """A HIP stream. ``priority``: tk.High (> 0) is the device's greatest stream priority;
+class ROCmStream(DriverStream):
+    """A HIP stream (``hipStreamCreateWithPriority``, flags 0: a blocking stream, ordered with
+    the null stream). ``priority``: tk.High (> 0) is the device's greatest stream priority;
     tk.Normal and tk.Low are its least, the default streams'."""
+    label = "ROCm"
+    event_class = ROCmEvent
 
-    def __init__(self, backend: ROCm, priority: int = 0):
-        dev = backend._dev
-        self.backend, self.priority = backend, priority
-        self.hip_priority = dev.prio_greatest if priority > 0 else dev.prio_least
-        dev.activate()
-        # flags 0 (hipStreamDefault): a blocking stream, ordered with the null stream
-        self.handle = _ok(_hip().hipStreamCreateWithPriority(0, self.hip_priority), "hipStreamCreateWithPriority")
+    @property
+    def hip_priority(self) -> int:
+        return self.native_priority
 
-    def wait(self, event) -> None:
-        """Later work on this stream waits for ``event`` (on the device, not the host)."""
-        if not isinstance(event, Event):
-            raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
-        check_recorded(event, "Stream.wait")
-        if isinstance(event, ROCmEvent):
-            self.backend._dev.activate()
-            _ok(_hip().hipStreamWaitEvent(self.handle, event.handle, 0), "hipStreamWaitEvent")
-        elif not event.done():
-            event.wait()
+    def _create(self, native_priority: int):
+        return _ok(_hip().hipStreamCreateWithPriority(0, native_priority), "hipStreamCreateWithPriority")
 
-    def synchronize(self, timeout: float | None = None) -> None:
-        self.backend._dev.activate()
-        if timeout is None:
-            _ok(_hip().hipStreamSynchronize(self.handle), "hipStreamSynchronize")
-        elif not poll_until(ROCmEvent.record(self.backend._dev, self.handle).done, deadline_of(timeout)):
-            raise TimeoutError(f"the ROCm stream: work still running after {timeout} s")
+    def _wait_event(self, handle) -> None:
+        _ok(_hip().hipStreamWaitEvent(self.handle, handle, 0), "hipStreamWaitEvent")
 
-    def submit(self, fn) -> Event:
-        """Run a host function in stream order (after the stream's queued work)."""
-        self.synchronize()
-        fn()
-        return completed_event()
+    def _synchronize(self) -> None:
+        _ok(_hip().hipStreamSynchronize(self.handle), "hipStreamSynchronize")
 
-    def __del__(self):
-        try:
-            _hip().hipStreamDestroy(self.handle)
-        except Exception:  # noqa: BLE001
-            pass
-
-    def __repr__(self) -> str:
-        return f"<tk.Stream (ROCm:{self.backend.device}) priority={self.priority}>"
+    def _destroy(self) -> None:
+        _hip().hipStreamDestroy(self.handle)
 
 
 # ----------------------------------------------------------------------------- arguments
-
-_NP_PARAM = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
-             "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "float32": np.float32,
-             "float64": np.float64, "ptr": np.uint64}
-
-
-def arg_offsets(layout: list) -> tuple:
-    """Byte offsets of the kernel's parameters in its argument buffer (each at its natural
-    alignment, as the AMDGPU kernel ABI lays them out) and the buffer's size."""
-    offs, pos = [], 0
-    for _, _, ct in layout:
-        size = np.dtype(_NP_PARAM[ct]).itemsize
-        pos = -(-pos // size) * size
-        offs.append(pos)
-        pos += size
-    return offs, -(-pos // 8) * 8
-
-
-def arg_buffer(layout: list, values: dict, geom, err_ptr: int = 0) -> bytearray:
-    """The argument buffer of one launch (see :func:`arg_offsets`). ``layout``:
-    :func:`~tinykernels.codegen.hip.param_layout`; ``values``: argument by IR parameter name."""
-    offs, size = arg_offsets(layout)
-    buf = bytearray(max(size, 8))
-    for off, (kind, det, ct) in zip(offs, layout):
-        if kind in ("start", "count", "step"):
-            v = geom[3 * det + ("start", "count", "step").index(kind)]
-        elif kind == "ptr":
-            v = values[det.name].ptr
-        elif kind == "shape":
-            v = values[det[0].name].shape[det[1]]
-        elif kind == "stride":
-            a = values[det[0].name]
-            v = a.strides[det[1]] // a.dtype.itemsize
-        elif kind == "scalar":
-            v = scalar_value(values[det[0]], det[1])
-        else:  # err
-            v = err_ptr
-        b = np.asarray(v).astype(_NP_PARAM[ct]).tobytes()
-        buf[off:off + len(b)] = b
-    return buf
-
-
-def bind_args(ir, norm) -> dict:
-    """Kernel arguments by IR parameter name (arrays: ArrayInfo.name, scalars: their name)."""
-    return {(p[1].name if p[0] == "array" else p[1]): a for p, a in zip(ir.params, norm) if p[0] in ("array", "scalar")}
-
 
 def launch_config(buf: bytearray) -> tuple:
     """hipModuleLaunchKernel's ``extra``: (the address of the ``void *[5]`` array
@@ -675,16 +468,6 @@ def launch_config(buf: bytearray) -> tuple:
     cfg = (ctypes.c_void_p * 5)(_PARAM_BUFFER_POINTER, ctypes.addressof(data), _PARAM_BUFFER_SIZE,
                                 ctypes.addressof(size), _PARAM_END)
     return ctypes.addressof(cfg), (cfg, data, size)
-
-
-def grid_dims(geom, ndim: int, wg: tuple) -> tuple:
-    """(grid, block) in hardware order (x first): the last ndrange dimension is x."""
-    grid, block = [1, 1, 1], [1, 1, 1]
-    for d in range(ndim):
-        hw = ndim - 1 - d
-        grid[hw] = -(-geom[3 * d + 1] // wg[d])
-        block[hw] = wg[d]
-    return tuple(grid), tuple(block)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -710,13 +493,7 @@ class ROCmKernelInstance(DeviceKernelInstance):
         if isinstance(self.backend, ROCm) and dev.backend.device != self.backend.device:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' is on ROCm:{dev.backend.device}, "
                               f"not on {self.backend!r}")
-        if D.from_any(dev.dtype) is None:
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {dev.dtype}")
-        if dev.ndim == 0 or dev.ndim > 8:
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions")
-        if any(s % dev.dtype.itemsize for s in dev.strides):
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' has strides that are not a multiple "
-                              "of its item size")
+        check_device_array(self.name, name, dev)
         return dev
 
     def _fits32(self, args, geom, wg) -> bool:
@@ -741,19 +518,12 @@ class ROCmKernelInstance(DeviceKernelInstance):
         ir = self._ir(args, geom, ndim, ranges, wg)
         src, names = self._render(ir, ranges)
         dev = self.backend._dev
-        with dev.lock:
-            entry = dev.modules.get(src)
-            if entry is None:
-                image = compile_hip(src, dev.arch, self.name, FASTMATH_HIPRTC_OPTIONS if ir.fastmath else ())
-                dev.activate()
-                try:
-                    mod = _ok(hip.hipModuleLoadData(image), "hipModuleLoadData")
-                except RuntimeError as e:
-                    raise CompileError(f"the HIP runtime could not load the compiled kernel '{self.name}' "
-                                       f"({dev.arch}): {e}", ir.file, None, kernel=self.name) from None
-                fn = _ok(hip.hipModuleGetFunction(mod, b"tk_kernel"), "hipModuleGetFunction")
-                entry = dev.modules[src] = (mod, fn)
-        return entry[1], ir, names, param_layout(ir)
+        fn = kernel_function(dev, src, lambda: compile_hip(src, dev.arch, self.name,
+                                                           FASTMATH_HIPRTC_OPTIONS if ir.fastmath else ()),
+                             lambda image: _ok(hip.hipModuleLoadData(image), "hipModuleLoadData"),
+                             lambda mod: _ok(hip.hipModuleGetFunction(mod, b"tk_kernel"), "hipModuleGetFunction"),
+                             "HIP runtime", self.name, ir.file)
+        return fn, ir, names, param_layout(ir)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         if not isinstance(self.backend, ROCm):
@@ -765,14 +535,9 @@ class ROCmKernelInstance(DeviceKernelInstance):
         fn, ir, names, layout = self._specialize(norm, geom, ndim, ranges, wg)
         dev = self.backend._dev
         grid, block = grid_dims(geom, ndim, wg)
-        for k in range(3):
-            if grid[k] > dev.max_grid[k]:
-                raise LaunchError(f"kernel '{self.name}': {grid[k]} workgroups along hardware axis "
-                                  f"{'xyz'[k]} exceed the device's limit of {dev.max_grid[k]}; use a larger "
-                                  "workgroup in that dimension or put the largest dimension last")
+        check_grid(self.name, grid, dev.max_grid)
         self._check_args(ir, norm, geom, ndim)
-        if stream is not None and (not isinstance(stream, ROCmStream) or stream.backend != self.backend):
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, ROCmStream, self.backend)
         h_stream = stream.handle if stream is not None else dev.null
         err = None
         if ir.debug:
@@ -791,5 +556,6 @@ class ROCmKernelInstance(DeviceKernelInstance):
         return ev
 
 
+ROCm.array_type, ROCm.stream_type, ROCm.event_type = ROCmArray, ROCmStream, ROCmEvent
 ROCm.instance_class = ROCmKernelInstance
 ROCmTarget.instance_class = ROCmKernelInstance

@@ -13,7 +13,7 @@ from .case import Options
 from .gen import generate
 from .minimizer import minimize
 from .reproducer import write_reproducer
-from .run import Mismatch, _err_text, check_case
+from .run import Mismatch, _err_text, check_case, compile_only_batch
 
 
 @dataclass
@@ -31,15 +31,22 @@ class Summary:
                 f"{self.seconds:.1f}s ({self.count / max(self.seconds, 1e-9):.1f} kernels/s)")
 
 
-def _one(seed, backends, reference, opts, out_dir, do_min, min_budget, notify=None) -> dict:
-    """Generate, check and (on a disagreement) minimise and save one seed; a plain dict result."""
+def _generated(seed, opts):
+    """(case, None), or (None, the result of a seed whose generation failed: a fuzzer bug)."""
     t0 = time.time()
     try:
-        case = generate(seed, opts)
+        return generate(seed, opts), None
     except Exception as e:  # noqa: BLE001 - a generator crash is a fuzzer bug, report it
         m = Mismatch(seed, "generator", "generator-error", detail=_err_text(e) + "\n" + traceback.format_exc())
-        return {"seed": seed, "mismatches": [m], "features": [], "seconds": time.time() - t0, "repro": []}
-    ms = check_case(case, backends, reference)
+        return None, {"seed": seed, "mismatches": [m], "features": [], "seconds": time.time() - t0, "repro": []}
+
+
+def _checked(case, backends, reference, out_dir, do_min, min_budget, notify=None, compiled=None, t0=None) -> dict:
+    """Check one generated case (``compiled``: outcomes of its compile-only targets already
+    computed in a batch), and on a disagreement save and minimise it; a plain dict result."""
+    seed = case.seed
+    t0 = time.time() if t0 is None else t0
+    ms = check_case(case, backends, reference, compiled)
     repro = []
     if ms and out_dir:
         if notify:
@@ -66,29 +73,70 @@ def _one(seed, backends, reference, opts, out_dir, do_min, min_budget, notify=No
             "repro": repro}
 
 
+def _one(seed, backends, reference, opts, out_dir, do_min, min_budget, notify=None) -> dict:
+    """Generate, check and (on a disagreement) minimise and save one seed; a plain dict result."""
+    case, failed = _generated(seed, opts)
+    return failed or _checked(case, backends, reference, out_dir, do_min, min_budget, notify)
+
+
+def _batch(seeds, backends, reference, opts, out_dir, do_min, min_budget, notify=None):
+    """Results of ``seeds`` (one dict each, yielded as each is done), the compile-only targets
+    that check many kernels faster together (:func:`.run.compile_only_batch`) run once for all."""
+    if len(seeds) == 1:
+        yield _one(seeds[0], backends, reference, opts, out_dir, do_min, min_budget, notify)
+        return
+    t0 = time.time()
+    cases = []
+    for seed in seeds:
+        case, failed = _generated(seed, opts)
+        if failed:
+            yield failed
+        else:
+            cases.append(case)
+    compiled = [{} for _ in cases]
+    for b in backends:
+        outcomes = compile_only_batch(cases, b) if isinstance(b, str) else None
+        for c, o in zip(compiled, outcomes or []):
+            c[b] = o
+    share = (time.time() - t0) / max(len(cases), 1)       # each case's part of the batch's time
+    for case, c in zip(cases, compiled):
+        yield _checked(case, backends, reference, out_dir, do_min, min_budget, notify, c, time.time() - share)
+
+
 def _worker(conn, backends, reference, opts, out_dir, do_min, min_budget):
     import warnings
     warnings.simplefilter("ignore")
     try:
         while True:
-            seed = conn.recv()
-            if seed is None:
+            seeds = conn.recv()
+            if seeds is None:
                 break
-            res = _one(seed, backends, reference, opts, out_dir, do_min, min_budget,
-                       notify=lambda: conn.send(("minimizing", seed)))
-            conn.send(("done", res))
+            for res in _batch(seeds, backends, reference, opts, out_dir, do_min, min_budget,
+                              notify=lambda s=seeds: conn.send(("minimizing", s))):
+                conn.send(("done", res))
     except (EOFError, KeyboardInterrupt):
         pass
 
 
+def batch_size(backends, count: int, jobs: int) -> int:
+    """Seeds a worker checks together: many where a target compiles many kernels in one run
+    (``HIPCLANG``: up to 40 per clang run, fewer so that every job gets work), else 1."""
+    if not any(isinstance(b, str) and b.upper().startswith("HIPCLANG") for b in backends):
+        return 1
+    return max(1, min(40, -(-count // max(jobs, 1))))
+
+
 def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=None, opts: Options | None = None,
          minimize_found: bool = True, timeout: float = 120.0, min_budget: float = 120.0, log=None,
-         progress_every: float = 30.0, recycle: int = 300) -> Summary:
+         progress_every: float = 30.0, recycle: int = 300, batch: int | None = None) -> Summary:
     """Check every seed of ``seeds`` in ``jobs`` worker processes (each case with a ``timeout``,
     workers recycled every ``recycle`` cases); ``jobs=0`` runs them in this process, without a
-    timeout (for debugging: a hanging kernel hangs the caller). Mismatches are saved to ``out_dir``."""
+    timeout (for debugging: a hanging kernel hangs the caller). Mismatches are saved to ``out_dir``.
+    ``batch``: seeds a worker checks together (default :func:`batch_size`); a batch that hangs
+    or kills its worker is checked again seed by seed, so the timeout names the seed."""
     opts = opts or Options()
     seeds = list(seeds)
+    batch = batch_size(backends, len(seeds), jobs) if batch is None else max(1, batch)
     summ = Summary()
     t0 = time.time()
     last = [t0]
@@ -119,8 +167,10 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for s in seeds:
-                record(_one(s, backends, reference, opts, out_dir, minimize_found, min_budget))
+            for i in range(0, len(seeds), batch):
+                for res in _batch(seeds[i:i + batch], backends, reference, opts, out_dir, minimize_found,
+                                  min_budget):
+                    record(res)
         summ.seconds = time.time() - t0
         return summ
 
@@ -129,8 +179,8 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
     # spawn, never fork: a process that already ran OpenMP kernels (GNU libgomp), PoCL or wgpu
     # has threads and locks a forked child inherits half-taken; it hangs in its first kernel
     ctx = mp.get_context("spawn")
-    pending = list(reversed(seeds))
-    workers = {}          # conn -> [process, seed or None, deadline, cases run]
+    pending = [seeds[i:i + batch] for i in range(0, len(seeds), batch)][::-1]     # batches, next last
+    workers = {}          # conn -> [process, [seeds not yet reported] or None, deadline, cases run, batch size]
 
     def start():
         a, b = ctx.Pipe()
@@ -138,7 +188,7 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
                                               min_budget), daemon=True)
         p.start()
         b.close()
-        workers[a] = [p, None, 0.0, 0]
+        workers[a] = [p, None, 0.0, 0, 0]
         return a
 
     def feed(conn):
@@ -148,10 +198,11 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
             conn = start()
             w = workers[conn]
         if pending:
-            s = pending.pop()
-            conn.send(s)
-            w[1], w[2] = s, time.time() + timeout
-            w[3] += 1
+            todo = pending.pop()
+            conn.send(todo)
+            # a batch first compiles all its kernels: a tenth of the timeout each, then the timeout per case
+            w[1], w[2], w[4] = list(todo), time.time() + timeout * (1 + (len(todo) - 1) / 10), len(todo)
+            w[3] += len(todo)
         else:
             w[1] = None
 
@@ -169,7 +220,26 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
             p.kill()
         conn.close()
 
-    for _ in range(min(jobs, len(seeds))):
+    def lost(conn, kind, detail):
+        """The worker hung or died: a lone seed is the finding; a batch's unreported seeds go
+        back to the queue one by one (the next failure names the seed)."""
+        w = workers[conn]
+        if w[4] > 1:
+            pending.extend([s] for s in reversed(w[1]))
+        else:
+            seed = w[1][0]
+            if kind == "timeout":
+                summ.timeouts += 1
+            record({"seed": seed, "mismatches": [Mismatch(seed, ",".join(map(str, backends)), kind,
+                    detail=detail(w))], "features": [], "seconds": timeout if kind == "timeout" else 0.0,
+                    "repro": []})
+        stop(conn, kill=True)
+        feed(start())
+        for c, other in list(workers.items()):      # idle workers take the requeued seeds too
+            if other[1] is None and pending:
+                feed(c)
+
+    for _ in range(min(jobs, len(pending))):
         feed(start())
     while any(w[1] is not None for w in workers.values()):
         busy = [c for c, w in workers.items() if w[1] is not None]
@@ -178,29 +248,21 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
             try:
                 kind, payload = conn.recv()
             except (EOFError, OSError):
-                w = workers[conn]
-                seed = w[1]
-                record({"seed": seed, "mismatches": [Mismatch(seed, ",".join(map(str, backends)), "crash",
-                        detail=f"worker process died (exit code {w[0].exitcode})")], "features": [],
-                        "seconds": 0.0, "repro": []})
-                stop(conn, kill=True)
-                feed(start())
+                lost(conn, "crash", lambda w: f"worker process died (exit code {w[0].exitcode})")
                 continue
+            w = workers[conn]
             if kind == "minimizing":
-                workers[conn][2] = time.time() + timeout + min_budget * 4
+                w[2] = time.time() + timeout + min_budget * 4
                 continue
             record(payload)
-            feed(conn)
+            w[1].remove(payload["seed"])
+            w[2] = time.time() + timeout
+            if not w[1]:
+                feed(conn)
         now = time.time()
         for conn, w in list(workers.items()):
             if w[1] is not None and now > w[2]:
-                seed = w[1]
-                summ.timeouts += 1
-                record({"seed": seed, "mismatches": [Mismatch(seed, ",".join(map(str, backends)), "timeout",
-                        detail=f"no result after {timeout:.0f}s")], "features": [], "seconds": timeout,
-                        "repro": []})
-                stop(conn, kill=True)
-                feed(start())
+                lost(conn, "timeout", lambda w: f"no result after {timeout:.0f}s")
     for conn in list(workers):
         stop(conn)
     summ.seconds = time.time() - t0

@@ -70,21 +70,60 @@ def compile_only_case(case: Case, spec: str) -> None:
     return nvrtc_compile_case(case, spec) if _is_nvrtc(spec) else hipclang_compile_case(case, spec)
 
 
+def _hip_archs(spec: str) -> list:
+    from ...runtime.hipclang import ARCHS
+    return [a for a in spec.split(":", 1)[1].split("+") if a] if ":" in spec else list(ARCHS)
+
+
+def _hip_source(case: Case, arch: str) -> str:
+    """``case``'s kernel rendered as HIP C++ for ``arch`` (its wavefront size)."""
+    from ...runtime.rocm import ROCmTarget
+    k = getattr(case, "kernel", None) or load_kernel(case.source, case.kname)
+    args, _ = make_args(case, None)
+    t = ROCmTarget(arch)
+    inst = k(t, case.static_wg) if case.static_wg is not None else k(t)
+    return inst.source(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
+
+
 def hipclang_compile_case(case: Case, spec: str = "HIPCLANG") -> None:
     """The compile-only target ``HIPCLANG`` / ``HIPCLANG:gfx90a+gfx1100``: render ``case`` as HIP
     C++ for each AMD architecture (its wavefront size) and compile it device-only with the
     system's clang (:mod:`tinykernels.runtime.hipclang`; gfx90a and gfx1100 by default). Needs no
     GPU; the values are checked only where an AMD GPU runs the ``ROCm`` backend."""
-    from ...runtime.hipclang import ARCHS, compile_hip_clang
-    from ...runtime.rocm import ROCmTarget
-    archs = [a for a in spec.split(":", 1)[1].split("+") if a] if ":" in spec else list(ARCHS)
-    k = getattr(case, "kernel", None) or load_kernel(case.source, case.kname)
-    args, _ = make_args(case, None)
-    for arch in archs:
-        t = ROCmTarget(arch)
-        inst = k(t, case.static_wg) if case.static_wg is not None else k(t)
-        src = inst.source(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
-        compile_hip_clang(src, arch, case.kname)
+    from ...runtime import hipclang
+    for arch in _hip_archs(spec):
+        hipclang.compile_hip_clang(_hip_source(case, arch), arch, case.kname)
+    return None
+
+
+def hipclang_compile_batch(cases, spec: str = "HIPCLANG") -> list:
+    """:func:`hipclang_compile_case` on many cases at once, with one clang run per architecture
+    for all of them (:func:`~tinykernels.runtime.hipclang.compile_hip_clang_batch`; a rejected
+    batch is bisected down to the kernels clang rejects alone). Per case, in order: None, or
+    the exception :func:`hipclang_compile_case` raises for it (the first of: rendering for the
+    first architecture, compiling for it, rendering for the next, ...)."""
+    from ...runtime import hipclang
+    out: list = [None] * len(cases)
+    for arch in _hip_archs(spec):
+        todo, srcs = [], []
+        for i, case in enumerate(cases):
+            if out[i] is None:
+                try:
+                    srcs.append(_hip_source(case, arch))
+                    todo.append(i)
+                except Exception as e:  # noqa: BLE001 - reported for this case, as check_case would
+                    out[i] = e
+        errs = hipclang.compile_hip_clang_batch(srcs, arch, [cases[i].kname for i in todo])
+        for i, e in zip(todo, errs):
+            out[i] = e
+    return out
+
+
+def compile_only_batch(cases, spec) -> list | None:
+    """The outcomes of the compile-only target ``spec`` on ``cases`` (None or the exception, per
+    case) where the target checks many kernels faster together (``HIPCLANG``); else None."""
+    if _is_hipclang(spec):
+        return hipclang_compile_batch(cases, spec)
     return None
 
 
@@ -311,8 +350,10 @@ def reference_magnitudes(case: Case, reference) -> dict:
     return run_case(case, reference, ns_kernel)
 
 
-def check_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
-    """Run ``case`` on the reference and every backend; the list of Mismatch (empty: all agree)."""
+def check_case(case: Case, backends=("CPU",), reference="INTERP", compiled=None) -> list:
+    """Run ``case`` on the reference and every backend; the list of Mismatch (empty: all agree).
+    ``compiled``: {compile-only target: None or exception}, outcomes already computed for this
+    case (by :func:`compile_only_batch`), used instead of compiling it again."""
     out = []
     try:
         want = run_case(case, reference)
@@ -327,7 +368,12 @@ def check_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
             out.append(Mismatch(case.seed, bname, "ref-error", detail=_err_text(ref_err)))
             continue
         try:
-            got = compile_only_case(case, bname) if is_compile_only(bname) else run_case(case, b)
+            if compiled is not None and bname in compiled:
+                got = None
+                if compiled[bname] is not None:
+                    raise compiled[bname]
+            else:
+                got = compile_only_case(case, bname) if is_compile_only(bname) else run_case(case, b)
             err = None
         except Exception as e:  # noqa: BLE001
             got, err = None, e
