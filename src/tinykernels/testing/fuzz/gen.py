@@ -1196,6 +1196,8 @@ class Gen:
                 f = ast.unparse(n.func)
                 if f in ("tk.index", "tk.ndrange", "tk.ngroups", "len") or f.startswith("f"):
                     return False
+                if f in ("math.isnan", "math.isinf", "math.isfinite"):
+                    return True           # of an integer operand they fold, whatever the operand
                 return all(mc(a) for a in n.args)
             if isinstance(n, ast.BinOp):
                 return mc(n.left) and mc(n.right)
