@@ -9,7 +9,8 @@
 Kernels (float32 unless said otherwise), written the way one writes them for a GPU:
 
 * row sum, row max: one workgroup of 64 per row, ``for j in range(lid, D, WG)`` + ``group_reduce``
-* RMSNorm, softmax over rows: the same shape, two or three passes over the row
+* RMSNorm, softmax over rows: the same shape, two or three passes over the row; softmax also
+  as a ``fastmath`` kernel (vectorized ``exp``) against a C reference built with ``-ffast-math``
 * transpose through a local-memory tile (16 x 17)
 * tiled matmul with local-memory tiles (GFLOP/s and the ratio to NumPy's BLAS)
 * histogram (256 bins, int32 keys): a local histogram with ``atomic_add``, merged into the
@@ -120,6 +121,9 @@ def softmax(out, X: tk.Const, D: tk.constexpr):
     inv = 1.0 / tk.group_reduce(s, "add")
     for j in range(lid, D, n):      # each item rescales the elements it wrote itself
         out[row, j] *= inv
+
+
+softmax_fast = tk.kernel(fastmath=True)(softmax.fn)
 
 
 @tk.kernel
@@ -339,12 +343,14 @@ _SIGS = {
 _CT = {"p": ctypes.c_void_p, "L": ctypes.c_int64, "i": ctypes.c_int, "f": ctypes.c_float}
 
 
-def build_ref(tmp: Path):
-    """The C reference, compiled with tinykernels' compiler and kernel flags (as bench_cpu.py)."""
+def build_ref(tmp: Path, extra_flags: tuple = ()):
+    """The C reference, compiled with tinykernels' compiler and kernel flags (as bench_cpu.py),
+    plus ``extra_flags`` (``-ffast-math`` for the references of fastmath kernels)."""
     tc = toolchain()
-    src, so = tmp / "ref.c", tmp / "ref.so"
+    tag = "fast" if extra_flags else "exact"
+    src, so = tmp / f"ref_{tag}.c", tmp / f"ref_{tag}.so"
     src.write_text(C_REF)
-    cmd = list(tc.cmd) + list(tc.flags) + ["-o", str(so), str(src), "-lm"]
+    cmd = list(tc.cmd) + list(tc.flags) + list(extra_flags) + ["-o", str(so), str(src), "-lm"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("building the C reference failed:\n" + " ".join(cmd) + "\n" + r.stderr)
@@ -433,14 +439,14 @@ class Bench:
         return rate
 
     def header(self):
-        print(f"{'kernel':<16} " + " ".join(f"{c:>8}" for c in self.COLS) + f" {'tk/C':>6} {'/memcpy':>8}")
+        print(f"{'kernel':<22} " + " ".join(f"{c:>8}" for c in self.COLS) + f" {'tk/C':>6} {'/memcpy':>8}")
 
     def print_row(self, kernel, unit, rate):
         cells = " ".join(f"{rate[c]:8.2f}" if c in rate else f"{'n/a':>8}" for c in self.COLS)
         t, c = rate.get("tk CPU"), rate.get("C ref")
         ratio = f"{t / c:6.2f}" if t and c else f"{'':>6}"
         mc = f"{t / self.memcpy_gbs:8.2f}" if t and unit == "GB/s" and self.memcpy_gbs else f"{'':>8}"
-        print(f"{kernel + ' ' + unit:<16} {cells} {ratio} {mc}", flush=True)
+        print(f"{kernel + ' ' + unit:<22} {cells} {ratio} {mc}", flush=True)
 
 
 def tk_pair(kernel_fn, backend, args_np, outs_idx, ndrange, wgs, consts=()):
@@ -495,6 +501,7 @@ def main() -> int:
     ndr_rows = R * WG
     with tempfile.TemporaryDirectory() as td:
         lib = build_ref(Path(td))
+        lib_fast = build_ref(Path(td), ("-ffast-math",))
         b = Bench(args, lib, nt)
 
         # copy reference (the /memcpy denominator): same bytes as X, read once and written once
@@ -551,6 +558,13 @@ def main() -> int:
             tX = torch.from_numpy(X)
             impls["torch"] = (lambda: torch.softmax(tX, 1), lambda: torch.softmax(tX, 1).numpy())
         b.row("softmax", 2 * X.nbytes, impls, want, 1e-4, 1e-7)
+
+        # softmax, fastmath: exp through the C library's SIMD variants (libmvec with glibc);
+        # the C reference compiled with -ffast-math, as a C programmer would for the same
+        o, co = np.zeros_like(X), np.zeros_like(X)
+        impls = with_cl({}, softmax_fast, [o, X], 0, ndr_rows, WG, (D,))
+        impls["C ref"] = c_pair(lambda: lib_fast.ref_softmax(ptr(co), ptr(X), R, D, nt), co)
+        b.row("softmax fastmath", 2 * X.nbytes, impls, want, 1e-4, 1e-7)
 
         # transpose through a local tile
         o, co = np.zeros((D, R), np.float32), np.zeros((D, R), np.float32)

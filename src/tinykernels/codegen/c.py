@@ -66,6 +66,29 @@ _HEADER = """\
 typedef union { int64_t i; double f; void *p; } tk_slot;
 """
 
+# A fastmath kernel's <math.h> declares glibc's SIMD variants of the math functions (libmvec:
+# expf as _ZGVdN8v_expf, ...), so that a loop calling exp/log/sin/... vectorizes. glibc
+# declares them exactly for the functions its libmvec has, but only when __FAST_MATH__ is
+# defined (as -ffast-math does, which would also assume finite values). Defined here around
+# <math.h> alone, it changes nothing else there (math_errhandling). Other C libraries and
+# compilers without the declarations keep the scalar calls.
+_FASTMATH_MATH_H = """\
+#if defined(__GLIBC__) && !defined(__FAST_MATH__)
+#define __FAST_MATH__ 1   /* fastmath: glibc declares its SIMD math variants (libmvec) */
+#include <math.h>
+#undef __FAST_MATH__
+#else
+#include <math.h>
+#endif
+"""
+
+
+def fastmath_header() -> str:
+    """The translation unit's includes for a ``fastmath`` kernel: as :data:`_HEADER`, with
+    ``<math.h>`` declaring the C library's SIMD math variants where it has them."""
+    return _HEADER.replace("#include <math.h>\n", _FASTMATH_MATH_H, 1)
+
+
 @lru_cache(maxsize=None)
 def _c_helpers() -> str:
     """GNU C atomics (compare-and-swap loops for floats and for min/max) on global memory, and
@@ -647,7 +670,7 @@ class CRenderer(CLikeRenderer):
         # 64-bit addressing even when every extent fits in 32 bits: on x86-64 and AArch64
         # it is free, and GCC does not vectorize loops whose int64 indices are narrowed.
         fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
-        head = fm + [_HEADER, "typedef int64_t tk_idx;",
+        head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
