@@ -279,3 +279,39 @@ def test_recomputed_locals_need_no_storage(n):
     cpu, ref = _both(remat_read_by_group, 8, args, n)
     assert np.array_equal(cpu[0], ref[0])
     np.testing.assert_array_equal(cpu[0][:n], want)   # (the group's first item has lid 0)
+
+
+# ----------------------------------------------------------------------------- blocked group order
+
+@tk.kernel
+def group_ids(out, count):
+    p = tk.index(tk.Global, tk.Cartesian)
+    g = tk.index(tk.Group, tk.Linear)
+    lid = tk.index(tk.Local, tk.Linear)
+    tk.synchronize()                       # grouped
+    out[p] = g * 1000 + lid
+    if lid == 0:
+        tk.atomic_add(count, g, 1)
+
+
+@pytest.mark.parametrize("nd,wg", [((45, 131), (4, 8)), ((300, 18), (4, 2)), ((3, 37, 70), (1, 4, 4)),
+                                   ((70, 9, 9), (4, 2, 2))])
+def test_blocked_group_order_runs_every_group_once(nd, wg):
+    """Multi-threaded launches of 2-D/3-D grids visit the groups in 8 x 8 blocks
+    (codegen/c.py: blocked_group_order), partial blocks and partial groups at the edges:
+    every group runs exactly once, with its own ids (every launch here has >= 4096 items, so
+    it runs on two threads)."""
+    ng = [(n + w - 1) // w for n, w in zip(nd, wg)]
+    out = np.full(nd, -1, np.int64)
+    count = np.zeros(int(np.prod(ng)), np.int32)
+    group_ids(tk.CPU(threads=2), wg)(out, count, ndrange=nd)
+    idx = np.indices(nd)
+    g = np.zeros(nd, np.int64)
+    lid = np.zeros(nd, np.int64)
+    for d in range(len(nd)):
+        g = g * ng[d] + idx[d] // wg[d]
+        lid = lid * wg[d] + idx[d] % wg[d]
+    np.testing.assert_array_equal(out, g * 1000 + lid)
+    np.testing.assert_array_equal(count, 1)
+    src = group_ids.source("CPU", out, count, ndrange=nd, workgroupsize=wg)
+    assert "tk_blocked_group(a, s)" in src

@@ -818,12 +818,17 @@ class CRenderer(CLikeRenderer):
         self.fallback_pool("for (int64_t g = w->t; g < w->total; g += w->nt) tk_group(w->a, g);",
                            "tk_parallel_groups")
         total = " * ".join(f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(k.ndim))
+        if k.ndim >= 2:
+            self.lines.extend(blocked_group_order(k.ndim, wg).splitlines())
         self.w("void tk_kernel(const tk_slot *a, int nthreads) {")
         self.w(f"    const int64_t ngroups = {total};")
         self.w("    if (nthreads <= 1 || ngroups <= 1) { for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g); return; }")
         self.w("#ifdef _OPENMP")
         self.w("    #pragma omp parallel for num_threads(nthreads) schedule(static)")
-        self.w("    for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g);")
+        if k.ndim >= 2:
+            self.w("    for (int64_t s = 0; s < ngroups; ++s) tk_group(a, tk_blocked_group(a, s));")
+        else:
+            self.w("    for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g);")
         self.w("#else")
         self.w("    tk_parallel_groups(a, ngroups, nthreads);")
         self.w("#endif")
@@ -855,6 +860,32 @@ static void {name}(const tk_slot *a, int64_t total, int nthreads) {{
 
 
 _OMP_OPS = {"add": "+", "mul": "*", "min": "min", "max": "max"}
+
+
+GROUP_BLOCK = 8     # multi-threaded launches of 2-D/3-D grids visit groups in blocks of 8 x 8
+
+
+def blocked_group_order(ndim: int, wg: tuple) -> str:
+    """``tk_blocked_group(a, s)``: the linear id of the ``s``-th group a multi-threaded launch
+    runs (each thread runs a contiguous range of ``s``). Over the last two grid dimensions
+    the groups go in blocks of ``GROUP_BLOCK`` x ``GROUP_BLOCK`` (row-major inside a block,
+    blocks row-major; partial blocks at the edges), outer dimensions outermost: a thread's
+    consecutive groups touch a compact 2-D region, so a kernel that reads rows and writes
+    columns (a transpose through a tile) writes whole runs of cache lines per output row
+    instead of one line in each of thousands of rows (pages). The order of groups is
+    unspecified in the language; ``tk.index(tk.Group, ...)`` is unchanged."""
+    B = GROUP_BLOCK
+    ng = [f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(ndim)]
+    return f"""\
+static inline int64_t tk_blocked_group(const tk_slot *a, int64_t s) {{
+    const int64_t nA = {ng[ndim - 2]}, nB = {ng[ndim - 1]}, plane = nA * nB;
+    const int64_t o = s / plane, r = s % plane;
+    const int64_t band = r / ({B} * nB), rr = r % ({B} * nB);
+    const int64_t h = nA - band * {B} < {B} ? nA - band * {B} : {B};
+    const int64_t bc = rr / (h * {B}), q = rr % (h * {B});
+    const int64_t w = nB - bc * {B} < {B} ? nB - bc * {B} : {B};
+    return o * plane + (band * {B} + q / w) * nB + bc * {B} + q % w;
+}}"""
 
 
 def simd_reduction_op(s: N.Collective, fastmath: bool) -> str | None:
