@@ -16,7 +16,7 @@ Kernels (float32 unless said otherwise), written the way one writes them for a G
 * histogram (256 bins, int32 keys): a local histogram with ``atomic_add``, merged into the
   global one with ``atomic_add``
 * prefix sum: ``group_scan`` per tile with a running carry, the tile totals scanned by one
-  group with the same kernel, then an offset pass
+  group with the same kernel, then an offset pass; also as a ``fastmath`` kernel (SIMD scans)
 * Q4_0 GEMV (ggml block layout): ``tinykernels.llm.matmul(llm.quantize(w, "q4_0"), x)``, and a
   plain kernel written here GPU-style (one group per row)
 
@@ -191,6 +191,9 @@ def scan_tiles(out, totals, x: tk.Const, PER: tk.constexpr):
         carry += tk.group_reduce(v, "add")
     if lid == 0:
         totals[grp] = carry
+
+
+scan_tiles_fast = tk.kernel(fastmath=True)(scan_tiles.fn)
 
 
 @tk.kernel
@@ -605,27 +608,30 @@ def main() -> int:
         tile_n = WG * SCAN_PER
         ntiles = NH // tile_n
         per2 = ntiles // WG
-        impls = {}
-        for col, be in (("tk CPU", cpu), ("tk PoCL", cl)):
-            if be is None:
-                continue
-            arrs = [np.zeros(NH, np.float32), np.zeros(ntiles, np.float32), np.zeros(ntiles, np.float32),
-                    np.zeros(1, np.float32), xs]
-            od, td_, ti, tt, xd = arrs if be is cpu else [tk.asarray(a, backend=be) for a in arrs]
-            k1, k3 = scan_tiles(be, WG), add_offsets(be)
+        # (twice: a default kernel, whose float group_scan is a sequential chain bit-exact with
+        # the interpreter, and a fastmath one, whose scans are SIMD scans; C ref with -ffast-math)
+        for label, scan_k, clib in (("prefix sum", scan_tiles, lib), ("prefix sum fastmath", scan_tiles_fast, lib_fast)):
+            impls = {}
+            for col, be in (("tk CPU", cpu), ("tk PoCL", cl)):
+                if be is None:
+                    continue
+                arrs = [np.zeros(NH, np.float32), np.zeros(ntiles, np.float32), np.zeros(ntiles, np.float32),
+                        np.zeros(1, np.float32), xs]
+                od, td_, ti, tt, xd = arrs if be is cpu else [tk.asarray(a, backend=be) for a in arrs]
+                k1, k3 = scan_k(be, WG), add_offsets(be)
 
-            def run(k1=k1, k3=k3, od=od, td_=td_, ti=ti, tt=tt, xd=xd, be=be):
-                k1(od, td_, xd, SCAN_PER, ndrange=ntiles * WG)
-                k1(ti, tt, td_, per2, ndrange=WG)
-                k3(od, ti, tile_n, ndrange=NH)
-                tk.synchronize(be)
-            impls[col] = (run, lambda od=od: od if isinstance(od, np.ndarray) else od.numpy())
-        cs = np.zeros(NH, np.float32)
-        impls["C ref"] = c_pair(lambda: lib.ref_scan(ptr(cs), ptr(xs), NH, nt), cs)
-        if torch is not None:
-            tx = torch.from_numpy(xs)
-            impls["torch"] = (lambda: torch.cumsum(tx, 0), lambda: torch.cumsum(tx, 0).numpy())
-        b.row("prefix sum", 2 * xs.nbytes, impls, want, 1e-4, 0)
+                def run(k1=k1, k3=k3, od=od, td_=td_, ti=ti, tt=tt, xd=xd, be=be):
+                    k1(od, td_, xd, SCAN_PER, ndrange=ntiles * WG)
+                    k1(ti, tt, td_, per2, ndrange=WG)
+                    k3(od, ti, tile_n, ndrange=NH)
+                    tk.synchronize(be)
+                impls[col] = (run, lambda od=od: od if isinstance(od, np.ndarray) else od.numpy())
+            cs = np.zeros(NH, np.float32)
+            impls["C ref"] = c_pair(lambda cs=cs, clib=clib: clib.ref_scan(ptr(cs), ptr(xs), NH, nt), cs)
+            if torch is not None:
+                tx = torch.from_numpy(xs)
+                impls["torch"] = (lambda: torch.cumsum(tx, 0), lambda: torch.cumsum(tx, 0).numpy())
+            b.row(label, 2 * xs.nbytes, impls, want, 1e-4, 0)
 
         # Q4_0 GEMV: tinykernels.llm.matmul and the plain one-group-per-row kernel
         if b.wanted("Q4_0"):
