@@ -176,6 +176,8 @@ class CRenderer(CLikeRenderer):
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
         self.lane_stack: list = []  # lanes shape: emitters of per-item loop variables, outermost first
         self.lane_outer = False     # lanes shape: the group's outer dimensions are bound by enclosing loops
+        # grouped path: id(group_reduce) -> the group_scan whose last item already holds its result
+        self.scan_totals = scan_totals(plan.body, plan.item_vars) if plan is not None and not plan.needs_done else {}
 
     # --- names ---------------------------------------------------------------------------
 
@@ -342,11 +344,11 @@ class CRenderer(CLikeRenderer):
         ``lanes``: the innermost loop is the one to vectorize, and it must stay a loop until
         the vectorizer sees it: GCC otherwise unrolls a full group's constant trip count
         first and then vectorizes the hoisted loop around it instead (a tiled matmul's
-        ``for q in range(T)`` over a 16-wide row: 6x slower)."""
+        ``for q in range(T)`` over a 16-wide row: 6x slower). See :func:`lanes_unroll`."""
         dims = list(dims)
         for d in dims:
             if lanes and d == dims[-1]:
-                self.w("#pragma GCC unroll 1")
+                self.w(f"#pragma GCC unroll {lanes_unroll(self.k.workgroup[d])}")
             self.w(f"for (int64_t tk_l{d} = 0; tk_l{d} < tk_nv{d}; ++tk_l{d})")
         self.w("{")
 
@@ -525,6 +527,9 @@ class CRenderer(CLikeRenderer):
         self.w("}")
 
     def s_Collective(self, s: N.Collective):
+        if id(s) in self.scan_totals:
+            self.total_from_scan(s, self.scan_totals[id(s)])
+            return
         red = simd_reduction_op(s, self.k.fastmath)
         if red is not None and not self.plan.needs_done and (s.kind == "reduce" or self.k.ndim == 1):
             self.simd_collective(s, red)
@@ -556,6 +561,28 @@ class CRenderer(CLikeRenderer):
             else:
                 self.w(f"    {store} = acc; acc = {comb};")
             self.w("  } }")
+
+    def total_from_scan(self, s: N.Collective, scan: N.Collective) -> None:
+        """``group_reduce(v, op)`` right after ``group_scan(v, op)`` (see :func:`scan_totals`):
+        the group's last valid item's inclusive scan is the reduction (its exclusive scan
+        combined with its own ``v``): the same chain of operations in the same order, so
+        the same bits, without a second pass over the items."""
+        t = self.ctype(s.ty)
+        _, comb = self.collective_parts(s)
+        k = self.k
+        last = "(tk_nv0 - 1)"
+        for d in range(1, k.ndim):
+            last = f"({last}) * {k.workgroup[d]} + (tk_nv{d} - 1)"
+        src = f"v_{mangle(s.src)}" + ("[tk_lid]" if s.src in self.plan.item_vars else "")
+        dst = f"v_{mangle(s.dst)}"
+        self.w(f"{{ const tk_idx tk_lid = {last}; /* group_reduce: the last item's group_scan */")
+        self.w(f"  {t} acc = v_{mangle(scan.dst)}[tk_lid];")
+        if scan.kind == "exscan":
+            self.w(f"  {{ {t} x = {src}; acc = {comb}; }}")
+        if s.dst in self.plan.item_vars:
+            self.w(f"  for (tk_idx tk_i = 0; tk_i < {_prod(k.workgroup)}; ++tk_i) {dst}[tk_i] = acc; }}")
+        else:
+            self.w(f"  {dst} = acc; }}")
 
     def simd_collective(self, s: N.Collective, red: str) -> None:
         """A collective as an ``omp simd`` horizontal operation over the valid items (``tk_nv``
@@ -860,6 +887,76 @@ static void {name}(const tk_slot *a, int64_t total, int nthreads) {{
 
 
 _OMP_OPS = {"add": "+", "mul": "*", "min": "min", "max": "max"}
+
+
+def _defined_in(stmts) -> set:
+    """Locals assigned anywhere in ``stmts`` (nested bodies and item loops included)."""
+    out: set = set()
+    for s in stmts:
+        out.update(defs(s))
+        for sub in (getattr(s, "body", None), getattr(s, "orelse", None)):
+            if sub:
+                out |= _defined_in(sub)
+    return out
+
+
+def _copied_var(e: N.Expr) -> str | None:
+    """``name`` when ``e`` is the local ``name`` (or a conversion of it), else ``None``."""
+    if isinstance(e, N.Cast):
+        e = e.a
+    return e.name if isinstance(e, N.Var) else None
+
+
+def scan_totals(body: list, item_vars: set) -> dict:
+    """``id(reduce) -> scan`` for each ``group_reduce(v, op)`` of a group-level block that
+    follows a ``group_scan(v, op)`` (inclusive or exclusive, same type) of the same block of
+    a local ``v`` not assigned in between: the reduction is the last valid item's inclusive
+    scan (a prefix sum's tile total). The frontend copies each collective's operand into a
+    fresh local (``csrc = v``) in the item code before it; those copies are matched. Only
+    where the scan's result is stored per item (``item_vars``), and not in kernels with
+    item-level returns (a returned item's scan is not stored)."""
+    out: dict = {}
+
+    def visit(stmts):
+        seq = []            # the block in order, item loops' top-level statements inline
+        for s in stmts:
+            seq.extend(s.body if isinstance(s, ItemLoop) else [s])
+        last_def: dict = {}     # local -> (index in seq, the variable it copies or None)
+        scans: dict = {}        # local -> a scan of a copy of it whose result is still stored
+        for b, s in enumerate(seq):
+            v = last_def.get(s.src, (None, None))[1] if isinstance(s, N.Collective) else None
+            if isinstance(s, N.Collective) and s.kind == "reduce" and v in scans:
+                p = scans[v]
+                if p.op == s.op and p.ty == s.ty:
+                    out[id(s)] = p
+            for name in (defs(s) if isinstance(s, (N.Assign, N.Collective)) else _defined_in([s])):
+                # an assignment ends the reuse of scans of that local and of scans stored in it
+                scans = {u: p for u, p in scans.items() if name not in (u, p.dst)}
+                last_def[name] = (b, _copied_var(s.value) if isinstance(s, N.Assign) and s.var == name else None)
+            if isinstance(s, N.Collective) and s.kind in ("scan", "exscan") and v is not None \
+                    and s.dst in item_vars and s.dst != v:
+                scans[v] = s
+            for sub in (getattr(s, "body", None), getattr(s, "orelse", None)):
+                if sub and not isinstance(s, ItemLoop):
+                    visit(sub)
+    visit(body)
+    return out
+
+
+LANES_UNROLL = 8    # at most this many vector iterations of a lanes loop are unrolled
+
+
+def lanes_unroll(lanes: int) -> int:
+    """The ``#pragma GCC unroll`` count of a lanes loop over ``lanes`` work items: below the
+    trip count of a full group, so that GCC does not unroll the scalar loop before the
+    vectorizer sees it (a tiled matmul: 6x slower), but at least the trip count of the
+    vectorized loop (``lanes`` / 16 float32 lanes with AVX-512, / 8 with AVX2), so that GCC
+    unrolls that completely after vectorizing: then the per-item values of the lanes (a row
+    sum's 64 accumulators, 4 AVX-512 registers) stay in registers across the hoisted loop
+    around it instead of making a round trip through the per-item array in memory every
+    iteration. Capped at ``LANES_UNROLL``: a loop that does not vectorize is unrolled by
+    this count at most."""
+    return max(1, min(LANES_UNROLL, lanes // 2))
 
 
 GROUP_BLOCK = 8     # multi-threaded launches of 2-D/3-D grids visit groups in blocks of 8 x 8
