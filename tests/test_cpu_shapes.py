@@ -296,15 +296,16 @@ def group_ids(out, count):
 
 @pytest.mark.parametrize("nd,wg", [((45, 131), (4, 8)), ((300, 18), (4, 2)), ((3, 37, 70), (1, 4, 4)),
                                    ((70, 9, 9), (4, 2, 2))])
-def test_blocked_group_order_runs_every_group_once(nd, wg):
-    """Multi-threaded launches of 2-D/3-D grids visit the groups in 8 x 8 blocks
-    (codegen/c.py: blocked_group_order), partial blocks and partial groups at the edges:
-    every group runs exactly once, with its own ids (every launch here has >= 4096 items, so
-    it runs on two threads)."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocked_group_order_runs_every_group_once(nd, wg, threads):
+    """Launches of 2-D/3-D grids visit the groups in 8 x 8 blocks (codegen/c.py:
+    blocked_group_order), partial blocks and partial groups at the edges: every group runs
+    exactly once, with its own ids, on one thread and on two (every launch here has >= 4096
+    items); also with the pthread pool of compilers without OpenMP."""
     ng = [(n + w - 1) // w for n, w in zip(nd, wg)]
     out = np.full(nd, -1, np.int64)
     count = np.zeros(int(np.prod(ng)), np.int32)
-    group_ids(tk.CPU(threads=2), wg)(out, count, ndrange=nd)
+    group_ids(tk.CPU(threads=threads), wg)(out, count, ndrange=nd)
     idx = np.indices(nd)
     g = np.zeros(nd, np.int64)
     lid = np.zeros(nd, np.int64)

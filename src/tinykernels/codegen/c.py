@@ -842,20 +842,22 @@ class CRenderer(CLikeRenderer):
             self.w(f"    if ({cond}) tk_group_body(a, g, {full});")
             self.w(f"    else tk_group_body(a, g, {', '.join(nvs)});")
         self.w("}")
-        self.fallback_pool("for (int64_t g = w->t; g < w->total; g += w->nt) tk_group(w->a, g);",
-                           "tk_parallel_groups")
-        total = " * ".join(f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(k.ndim))
         if k.ndim >= 2:
             self.lines.extend(blocked_group_order(k.ndim, wg).splitlines())
+            self.fallback_pool("for (int64_t s = w->total * w->t / w->nt, e = w->total * (w->t + 1) / w->nt; "
+                               "s < e; ++s) tk_group(w->a, tk_blocked_group(w->a, s));", "tk_parallel_groups")
+        else:
+            self.fallback_pool("for (int64_t g = w->t; g < w->total; g += w->nt) tk_group(w->a, g);",
+                               "tk_parallel_groups")
+        total = " * ".join(f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(k.ndim))
         self.w("void tk_kernel(const tk_slot *a, int nthreads) {")
         self.w(f"    const int64_t ngroups = {total};")
-        self.w("    if (nthreads <= 1 || ngroups <= 1) { for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g); return; }")
+        run = ("for (int64_t s = 0; s < ngroups; ++s) tk_group(a, tk_blocked_group(a, s));" if k.ndim >= 2
+               else "for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g);")
+        self.w(f"    if (nthreads <= 1 || ngroups <= 1) {{ {run} return; }}")
         self.w("#ifdef _OPENMP")
         self.w("    #pragma omp parallel for num_threads(nthreads) schedule(static)")
-        if k.ndim >= 2:
-            self.w("    for (int64_t s = 0; s < ngroups; ++s) tk_group(a, tk_blocked_group(a, s));")
-        else:
-            self.w("    for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g);")
+        self.w(f"    {run}")
         self.w("#else")
         self.w("    tk_parallel_groups(a, ngroups, nthreads);")
         self.w("#endif")
@@ -963,8 +965,8 @@ GROUP_BLOCK = 8     # multi-threaded launches of 2-D/3-D grids visit groups in b
 
 
 def blocked_group_order(ndim: int, wg: tuple) -> str:
-    """``tk_blocked_group(a, s)``: the linear id of the ``s``-th group a multi-threaded launch
-    runs (each thread runs a contiguous range of ``s``). Over the last two grid dimensions
+    """``tk_blocked_group(a, s)``: the linear id of the ``s``-th group a launch runs (each
+    thread of a multi-threaded launch runs a contiguous range of ``s``). Over the last two grid dimensions
     the groups go in blocks of ``GROUP_BLOCK`` x ``GROUP_BLOCK`` (row-major inside a block,
     blocks row-major; partial blocks at the edges), outer dimensions outermost: a thread's
     consecutive groups touch a compact 2-D region, so a kernel that reads rows and writes
