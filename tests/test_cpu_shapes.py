@@ -77,7 +77,7 @@ def test_3d_lanes_with_full_and_partial_groups(nd):
     args = [np.zeros((4, 6, 8)), x, 11]
     src = cube.source("CPU", *args, ndrange=nd, workgroupsize=wg)
     assert "work items as lanes" in src
-    assert "tk_group_body(a, g, 2, 3, 4);" in src and "#pragma GCC unroll 2" in src   # lanes_unroll(4)
+    assert "tk_group_body(a, g, tk_gr0, tk_gr1, tk_gr2, 2, 3, 4);" in src and "#pragma GCC unroll 2" in src   # lanes_unroll(4)
     assert "% 4" not in src.split("tk_group_body")[1].split("tk_item")[1]   # no division per item
     cpu, ref = _both(cube, wg, args, nd)
     assert np.array_equal(cpu[0], ref[0])
@@ -299,7 +299,7 @@ def group_ids(out, count):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_blocked_group_order_runs_every_group_once(nd, wg, threads):
     """Launches of 2-D/3-D grids visit the groups in 8 x 8 blocks (codegen/c.py:
-    blocked_group_order), partial blocks and partial groups at the edges: every group runs
+    group_walk), partial blocks and partial groups at the edges: every group runs
     exactly once, with its own ids, on one thread and on two (every launch here has >= 4096
     items); also with the pthread pool of compilers without OpenMP."""
     ng = [(n + w - 1) // w for n, w in zip(nd, wg)]
@@ -315,7 +315,7 @@ def test_blocked_group_order_runs_every_group_once(nd, wg, threads):
     np.testing.assert_array_equal(out, g * 1000 + lid)
     np.testing.assert_array_equal(count, 1)
     src = group_ids.source("CPU", out, count, ndrange=nd, workgroupsize=wg)
-    assert "tk_blocked_group(a, s)" in src
+    assert "tk_run_groups(a, ngroups * t / nt, ngroups * (t + 1) / nt)" in src and "(o * nA + i) * nB + j" in src
 
 
 # ----------------------------------------------------------------------------- lanes loops unrolled after vectorizing

@@ -792,17 +792,16 @@ class CRenderer(CLikeRenderer):
         # at the end of the ndrange has fewer) as parameters and is inlined twice: full groups
         # call it with the group size as constants, so item loops have compile-time trip
         # counts (fully vectorized, no remainder loops, a tile's accumulators in registers).
+        # The group's coordinates come as parameters too (the caller walks them without a
+        # division per group: see group_walk).
         nv_params = ", ".join(f"int64_t tk_nv{d}" for d in range(k.ndim))
+        gr_params = ", ".join(f"int64_t tk_gr{d}" for d in range(k.ndim))
         self.w("static inline __attribute__((always_inline)) void tk_group_body(const tk_slot *a, int64_t g, "
-               f"{nv_params}) {{")
+               f"{gr_params}, {nv_params}) {{")
         self.depth = 1
         for d in range(k.ndim):
-            self.w(f"(void)tk_nv{d};")
+            self.w(f"(void)tk_nv{d}; (void)tk_gr{d};")
         self.unpack()
-        rem = "g"
-        for d in range(k.ndim):
-            inner = " * ".join(f"tk_ng{e}" for e in range(d + 1, k.ndim)) or "1"
-            self.w(f"const int64_t tk_gr{d} = ({rem}) / ({inner}) % tk_ng{d}; (void)tk_gr{d};")
         self.w("const int64_t tk_grl = g; (void)tk_grl;")
         self.w("const int64_t tk_lid0 = 0; (void)tk_lid0;")
         # group-level context is work item 0 (for tk.uniform of per-item values)
@@ -826,38 +825,32 @@ class CRenderer(CLikeRenderer):
         self.w("tk_group_end: ;")
         self.w("}")
         full = ", ".join(str(x) for x in wg)
-        self.w("static void tk_group(const tk_slot *a, int64_t g) {")
+        grs = ", ".join(f"tk_gr{d}" for d in range(k.ndim))
+        self.w(f"static void tk_group(const tk_slot *a, int64_t g, {gr_params}) {{")
         if k.unsafe_indices:        # every item of every group runs
-            self.w(f"    tk_group_body(a, g, {full});")
+            self.w(f"    tk_group_body(a, g, {grs}, {full});")
         else:
             nvs = []
             for d in range(k.ndim):
-                self.w(f"    const int64_t tk_n{d} = a[{3 * d + 1}].i, tk_gr{d} = "
-                       f"g / ({' * '.join(f'((a[{3 * e + 1}].i + {wg[e] - 1}) / {wg[e]})' for e in range(d + 1, k.ndim)) or '1'})"
-                       f" % ((tk_n{d} + {wg[d] - 1}) / {wg[d]});")
+                self.w(f"    const int64_t tk_n{d} = a[{3 * d + 1}].i;")
                 self.w(f"    const int64_t tk_nv{d} = tk_n{d} - tk_gr{d} * {wg[d]} < {wg[d]} ? "
                        f"tk_n{d} - tk_gr{d} * {wg[d]} : {wg[d]};")
                 nvs.append(f"tk_nv{d}")
             cond = " && ".join(f"tk_nv{d} == {wg[d]}" for d in range(k.ndim))
-            self.w(f"    if ({cond}) tk_group_body(a, g, {full});")
-            self.w(f"    else tk_group_body(a, g, {', '.join(nvs)});")
+            self.w(f"    if ({cond}) tk_group_body(a, g, {grs}, {full});")
+            self.w(f"    else tk_group_body(a, g, {grs}, {', '.join(nvs)});")
         self.w("}")
-        if k.ndim >= 2:
-            self.lines.extend(blocked_group_order(k.ndim, wg).splitlines())
-            self.fallback_pool("for (int64_t s = w->total * w->t / w->nt, e = w->total * (w->t + 1) / w->nt; "
-                               "s < e; ++s) tk_group(w->a, tk_blocked_group(w->a, s));", "tk_parallel_groups")
-        else:
-            self.fallback_pool("for (int64_t g = w->t; g < w->total; g += w->nt) tk_group(w->a, g);",
-                               "tk_parallel_groups")
+        self.lines.extend(group_walk(k.ndim, wg).splitlines())
+        self.fallback_pool("tk_run_groups(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt);",
+                           "tk_parallel_groups")
         total = " * ".join(f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(k.ndim))
         self.w("void tk_kernel(const tk_slot *a, int nthreads) {")
         self.w(f"    const int64_t ngroups = {total};")
-        run = ("for (int64_t s = 0; s < ngroups; ++s) tk_group(a, tk_blocked_group(a, s));" if k.ndim >= 2
-               else "for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g);")
-        self.w(f"    if (nthreads <= 1 || ngroups <= 1) {{ {run} return; }}")
+        self.w("    if (nthreads <= 1 || ngroups <= 1) { tk_run_groups(a, 0, ngroups); return; }")
         self.w("#ifdef _OPENMP")
-        self.w("    #pragma omp parallel for num_threads(nthreads) schedule(static)")
-        self.w(f"    {run}")
+        self.w("    #pragma omp parallel num_threads(nthreads)")
+        self.w("    { const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();")
+        self.w("      tk_run_groups(a, ngroups * t / nt, ngroups * (t + 1) / nt); }")
         self.w("#else")
         self.w("    tk_parallel_groups(a, ngroups, nthreads);")
         self.w("#endif")
@@ -961,29 +954,45 @@ def lanes_unroll(lanes: int) -> int:
     return max(1, min(LANES_UNROLL, lanes // 2))
 
 
-GROUP_BLOCK = 8     # multi-threaded launches of 2-D/3-D grids visit groups in blocks of 8 x 8
+GROUP_BLOCK = 8     # launches of 2-D/3-D grids visit groups in blocks of 8 x 8 (group_walk)
 
 
-def blocked_group_order(ndim: int, wg: tuple) -> str:
-    """``tk_blocked_group(a, s)``: the linear id of the ``s``-th group a launch runs (each
-    thread of a multi-threaded launch runs a contiguous range of ``s``). Over the last two grid dimensions
-    the groups go in blocks of ``GROUP_BLOCK`` x ``GROUP_BLOCK`` (row-major inside a block,
-    blocks row-major; partial blocks at the edges), outer dimensions outermost: a thread's
-    consecutive groups touch a compact 2-D region, so a kernel that reads rows and writes
-    columns (a transpose through a tile) writes whole runs of cache lines per output row
-    instead of one line in each of thousands of rows (pages). The order of groups is
-    unspecified in the language; ``tk.index(tk.Group, ...)`` is unchanged."""
-    B = GROUP_BLOCK
+def group_walk(ndim: int, wg: tuple) -> str:
+    """``tk_run_groups(a, lo, hi)``: runs the groups at positions ``lo .. hi-1`` of the order
+    in which a launch visits them (a multi-threaded launch gives each thread a contiguous
+    range of positions), passing each group's coordinates, which it steps instead of
+    dividing per group. A 1-D grid goes in order of group ids. A 2-D/3-D grid goes in
+    blocks of ``GROUP_BLOCK`` x ``GROUP_BLOCK`` groups over its last two dimensions
+    (row-major inside a block, blocks row-major, partial blocks at the edges; outer
+    dimension outermost): a thread's consecutive groups touch a compact 2-D region, so a
+    kernel that reads rows and writes columns (a transpose through a tile) writes runs of
+    cache lines into each output row instead of one line into each of thousands of rows
+    (pages). The order of groups is unspecified in the language; their ids are unchanged."""
     ng = [f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(ndim)]
+    if ndim == 1:
+        return """\
+static void tk_run_groups(const tk_slot *a, int64_t lo, int64_t hi) {
+    for (int64_t g = lo; g < hi; ++g) tk_group(a, g, g);
+}"""
+    B = GROUP_BLOCK
+    outer = "o, " if ndim == 3 else ""
     return f"""\
-static inline int64_t tk_blocked_group(const tk_slot *a, int64_t s) {{
+static void tk_run_groups(const tk_slot *a, int64_t lo, int64_t hi) {{
     const int64_t nA = {ng[ndim - 2]}, nB = {ng[ndim - 1]}, plane = nA * nB;
-    const int64_t o = s / plane, r = s % plane;
-    const int64_t band = r / ({B} * nB), rr = r % ({B} * nB);
-    const int64_t h = nA - band * {B} < {B} ? nA - band * {B} : {B};
-    const int64_t bc = rr / (h * {B}), q = rr % (h * {B});
-    const int64_t w = nB - bc * {B} < {B} ? nB - bc * {B} : {B};
-    return o * plane + (band * {B} + q / w) * nB + bc * {B} + q % w;
+    for (int64_t s = lo; s < hi;) {{      /* one block (or the part of it in lo .. hi) */
+        const int64_t o = s / plane, r = s % plane; (void)o;
+        const int64_t band = r / ({B} * nB), rr = r % ({B} * nB);
+        const int64_t h = nA - band * {B} < {B} ? nA - band * {B} : {B};
+        const int64_t bc = rr / (h * {B}), q = rr % (h * {B});
+        const int64_t w = nB - bc * {B} < {B} ? nB - bc * {B} : {B};
+        const int64_t n = hi - s < h * w - q ? hi - s : h * w - q;
+        int64_t i = band * {B} + q / w, j = bc * {B} + q % w;
+        for (int64_t t = 0; t < n; ++t) {{
+            tk_group(a, (o * nA + i) * nB + j, {outer}i, j);
+            if (++j == bc * {B} + w) {{ j = bc * {B}; ++i; }}
+        }}
+        s += n;
+    }}
 }}"""
 
 
