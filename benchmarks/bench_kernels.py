@@ -9,13 +9,14 @@
 Kernels (float32 unless said otherwise), written the way one writes them for a GPU:
 
 * row sum, row max: one workgroup of 64 per row, ``for j in range(lid, D, WG)`` + ``group_reduce``
-* RMSNorm, softmax over rows: the same shape, two or three passes over the row
+* RMSNorm, softmax over rows: the same shape, two or three passes over the row; softmax also
+  as a ``fastmath`` kernel (vectorized ``exp``) against a C reference built with ``-ffast-math``
 * transpose through a local-memory tile (16 x 17)
 * tiled matmul with local-memory tiles (GFLOP/s and the ratio to NumPy's BLAS)
 * histogram (256 bins, int32 keys): a local histogram with ``atomic_add``, merged into the
   global one with ``atomic_add``
 * prefix sum: ``group_scan`` per tile with a running carry, the tile totals scanned by one
-  group with the same kernel, then an offset pass
+  group with the same kernel, then an offset pass; also as a ``fastmath`` kernel (SIMD scans)
 * Q4_0 GEMV (ggml block layout): ``tinykernels.llm.matmul(llm.quantize(w, "q4_0"), x)``, and a
   plain kernel written here GPU-style (one group per row)
 
@@ -122,6 +123,9 @@ def softmax(out, X: tk.Const, D: tk.constexpr):
         out[row, j] *= inv
 
 
+softmax_fast = tk.kernel(fastmath=True)(softmax.fn)
+
+
 @tk.kernel
 def transpose(out, a: tk.Const, T: tk.constexpr):
     i, j = tk.index(tk.Global, tk.Cartesian)
@@ -187,6 +191,9 @@ def scan_tiles(out, totals, x: tk.Const, PER: tk.constexpr):
         carry += tk.group_reduce(v, "add")
     if lid == 0:
         totals[grp] = carry
+
+
+scan_tiles_fast = tk.kernel(fastmath=True)(scan_tiles.fn)
 
 
 @tk.kernel
@@ -339,12 +346,14 @@ _SIGS = {
 _CT = {"p": ctypes.c_void_p, "L": ctypes.c_int64, "i": ctypes.c_int, "f": ctypes.c_float}
 
 
-def build_ref(tmp: Path):
-    """The C reference, compiled with tinykernels' compiler and kernel flags (as bench_cpu.py)."""
+def build_ref(tmp: Path, extra_flags: tuple = ()):
+    """The C reference, compiled with tinykernels' compiler and kernel flags (as bench_cpu.py),
+    plus ``extra_flags`` (``-ffast-math`` for the references of fastmath kernels)."""
     tc = toolchain()
-    src, so = tmp / "ref.c", tmp / "ref.so"
+    tag = "fast" if extra_flags else "exact"
+    src, so = tmp / f"ref_{tag}.c", tmp / f"ref_{tag}.so"
     src.write_text(C_REF)
-    cmd = list(tc.cmd) + list(tc.flags) + ["-o", str(so), str(src), "-lm"]
+    cmd = list(tc.cmd) + list(tc.flags) + list(extra_flags) + ["-o", str(so), str(src), "-lm"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("building the C reference failed:\n" + " ".join(cmd) + "\n" + r.stderr)
@@ -433,14 +442,14 @@ class Bench:
         return rate
 
     def header(self):
-        print(f"{'kernel':<16} " + " ".join(f"{c:>8}" for c in self.COLS) + f" {'tk/C':>6} {'/memcpy':>8}")
+        print(f"{'kernel':<22} " + " ".join(f"{c:>8}" for c in self.COLS) + f" {'tk/C':>6} {'/memcpy':>8}")
 
     def print_row(self, kernel, unit, rate):
         cells = " ".join(f"{rate[c]:8.2f}" if c in rate else f"{'n/a':>8}" for c in self.COLS)
         t, c = rate.get("tk CPU"), rate.get("C ref")
         ratio = f"{t / c:6.2f}" if t and c else f"{'':>6}"
         mc = f"{t / self.memcpy_gbs:8.2f}" if t and unit == "GB/s" and self.memcpy_gbs else f"{'':>8}"
-        print(f"{kernel + ' ' + unit:<16} {cells} {ratio} {mc}", flush=True)
+        print(f"{kernel + ' ' + unit:<22} {cells} {ratio} {mc}", flush=True)
 
 
 def tk_pair(kernel_fn, backend, args_np, outs_idx, ndrange, wgs, consts=()):
@@ -495,6 +504,7 @@ def main() -> int:
     ndr_rows = R * WG
     with tempfile.TemporaryDirectory() as td:
         lib = build_ref(Path(td))
+        lib_fast = build_ref(Path(td), ("-ffast-math",))
         b = Bench(args, lib, nt)
 
         # copy reference (the /memcpy denominator): same bytes as X, read once and written once
@@ -552,6 +562,13 @@ def main() -> int:
             impls["torch"] = (lambda: torch.softmax(tX, 1), lambda: torch.softmax(tX, 1).numpy())
         b.row("softmax", 2 * X.nbytes, impls, want, 1e-4, 1e-7)
 
+        # softmax, fastmath: exp through the C library's SIMD variants (libmvec with glibc);
+        # the C reference compiled with -ffast-math, as a C programmer would for the same
+        o, co = np.zeros_like(X), np.zeros_like(X)
+        impls = with_cl({}, softmax_fast, [o, X], 0, ndr_rows, WG, (D,))
+        impls["C ref"] = c_pair(lambda: lib_fast.ref_softmax(ptr(co), ptr(X), R, D, nt), co)
+        b.row("softmax fastmath", 2 * X.nbytes, impls, want, 1e-4, 1e-7)
+
         # transpose through a local tile
         o, co = np.zeros((D, R), np.float32), np.zeros((D, R), np.float32)
         impls = with_cl({}, transpose, [o, X], 0, X.shape, (TILE, TILE), (TILE,))
@@ -591,27 +608,30 @@ def main() -> int:
         tile_n = WG * SCAN_PER
         ntiles = NH // tile_n
         per2 = ntiles // WG
-        impls = {}
-        for col, be in (("tk CPU", cpu), ("tk PoCL", cl)):
-            if be is None:
-                continue
-            arrs = [np.zeros(NH, np.float32), np.zeros(ntiles, np.float32), np.zeros(ntiles, np.float32),
-                    np.zeros(1, np.float32), xs]
-            od, td_, ti, tt, xd = arrs if be is cpu else [tk.asarray(a, backend=be) for a in arrs]
-            k1, k3 = scan_tiles(be, WG), add_offsets(be)
+        # (twice: a default kernel, whose float group_scan is a sequential chain bit-exact with
+        # the interpreter, and a fastmath one, whose scans are SIMD scans; C ref with -ffast-math)
+        for label, scan_k, clib in (("prefix sum", scan_tiles, lib), ("prefix sum fastmath", scan_tiles_fast, lib_fast)):
+            impls = {}
+            for col, be in (("tk CPU", cpu), ("tk PoCL", cl)):
+                if be is None:
+                    continue
+                arrs = [np.zeros(NH, np.float32), np.zeros(ntiles, np.float32), np.zeros(ntiles, np.float32),
+                        np.zeros(1, np.float32), xs]
+                od, td_, ti, tt, xd = arrs if be is cpu else [tk.asarray(a, backend=be) for a in arrs]
+                k1, k3 = scan_k(be, WG), add_offsets(be)
 
-            def run(k1=k1, k3=k3, od=od, td_=td_, ti=ti, tt=tt, xd=xd, be=be):
-                k1(od, td_, xd, SCAN_PER, ndrange=ntiles * WG)
-                k1(ti, tt, td_, per2, ndrange=WG)
-                k3(od, ti, tile_n, ndrange=NH)
-                tk.synchronize(be)
-            impls[col] = (run, lambda od=od: od if isinstance(od, np.ndarray) else od.numpy())
-        cs = np.zeros(NH, np.float32)
-        impls["C ref"] = c_pair(lambda: lib.ref_scan(ptr(cs), ptr(xs), NH, nt), cs)
-        if torch is not None:
-            tx = torch.from_numpy(xs)
-            impls["torch"] = (lambda: torch.cumsum(tx, 0), lambda: torch.cumsum(tx, 0).numpy())
-        b.row("prefix sum", 2 * xs.nbytes, impls, want, 1e-4, 0)
+                def run(k1=k1, k3=k3, od=od, td_=td_, ti=ti, tt=tt, xd=xd, be=be):
+                    k1(od, td_, xd, SCAN_PER, ndrange=ntiles * WG)
+                    k1(ti, tt, td_, per2, ndrange=WG)
+                    k3(od, ti, tile_n, ndrange=NH)
+                    tk.synchronize(be)
+                impls[col] = (run, lambda od=od: od if isinstance(od, np.ndarray) else od.numpy())
+            cs = np.zeros(NH, np.float32)
+            impls["C ref"] = c_pair(lambda cs=cs, clib=clib: clib.ref_scan(ptr(cs), ptr(xs), NH, nt), cs)
+            if torch is not None:
+                tx = torch.from_numpy(xs)
+                impls["torch"] = (lambda: torch.cumsum(tx, 0), lambda: torch.cumsum(tx, 0).numpy())
+            b.row(label, 2 * xs.nbytes, impls, want, 1e-4, 0)
 
         # Q4_0 GEMV: tinykernels.llm.matmul and the plain one-group-per-row kernel
         if b.wanted("Q4_0"):

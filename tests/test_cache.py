@@ -125,7 +125,8 @@ def test_cache_writes_are_atomic(tmp_path):
 
 def test_threads_without_openmp(tmp_path):
     """TK_OPENMP=0 compiles without OpenMP: the pthread fallback (Apple clang) must give the same
-    results, for flat kernels and for kernels with barriers."""
+    results, for flat kernels and for kernels with barriers (1-D and 2-D grids: the pool runs
+    2-D grids in the blocked group order)."""
     code = textwrap.dedent("""
         import numpy as np, tinykernels as tk
         from tinykernels.runtime.compiler import toolchain
@@ -153,6 +154,18 @@ def test_threads_without_openmp(tmp_path):
         out = np.zeros(64 * 40 // 64)
         block_sum(cpu, 64)(out, x[:64 * 40], ndrange=64 * 40)
         assert np.array_equal(out, x[:64 * 40].reshape(-1, 64).sum(1))
+        @tk.kernel
+        def group_ids(out, count):
+            p = tk.index(tk.Global, tk.Cartesian)
+            g = tk.index(tk.Group, tk.Linear)
+            tk.synchronize()
+            out[p] = g
+            tk.atomic_add(count, g, 1)
+        nd, wg = (75, 131), (4, 8)      # 2-D grid, >= 4096 items: threads in blocks of groups
+        ids, count = np.zeros(nd, np.int64), np.zeros(19 * 17, np.int32)
+        group_ids(cpu, wg)(ids, count, ndrange=nd)
+        i, j = np.indices(nd)
+        assert np.array_equal(ids, (i // 4) * 17 + j // 8) and np.array_equal(count, np.bincount(ids.ravel()))
         print("ok")
     """)
     script = tmp_path / "noomp.py"

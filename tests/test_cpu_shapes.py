@@ -77,7 +77,7 @@ def test_3d_lanes_with_full_and_partial_groups(nd):
     args = [np.zeros((4, 6, 8)), x, 11]
     src = cube.source("CPU", *args, ndrange=nd, workgroupsize=wg)
     assert "work items as lanes" in src
-    assert "tk_group_body(a, g, 2, 3, 4);" in src and "#pragma GCC unroll 1" in src
+    assert "tk_group_body(a, g, tk_gr0, tk_gr1, tk_gr2, 2, 3, 4);" in src and "#pragma GCC unroll 2" in src   # lanes_unroll(4)
     assert "% 4" not in src.split("tk_group_body")[1].split("tk_item")[1]   # no division per item
     cpu, ref = _both(cube, wg, args, nd)
     assert np.array_equal(cpu[0], ref[0])
@@ -279,3 +279,93 @@ def test_recomputed_locals_need_no_storage(n):
     cpu, ref = _both(remat_read_by_group, 8, args, n)
     assert np.array_equal(cpu[0], ref[0])
     np.testing.assert_array_equal(cpu[0][:n], want)   # (the group's first item has lid 0)
+
+
+# ----------------------------------------------------------------------------- blocked group order
+
+@tk.kernel
+def group_ids(out, count):
+    p = tk.index(tk.Global, tk.Cartesian)
+    g = tk.index(tk.Group, tk.Linear)
+    lid = tk.index(tk.Local, tk.Linear)
+    tk.synchronize()                       # grouped
+    out[p] = g * 1000 + lid
+    if lid == 0:
+        tk.atomic_add(count, g, 1)
+
+
+@pytest.mark.parametrize("nd,wg", [((45, 131), (4, 8)), ((300, 18), (4, 2)), ((3, 37, 70), (1, 4, 4)),
+                                   ((70, 9, 9), (4, 2, 2))])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocked_group_order_runs_every_group_once(nd, wg, threads):
+    """Launches of 2-D/3-D grids visit the groups in 8 x 8 blocks (codegen/c.py:
+    group_walk), partial blocks and partial groups at the edges: every group runs
+    exactly once, with its own ids, on one thread and on two (every launch here has >= 4096
+    items); also with the pthread pool of compilers without OpenMP."""
+    ng = [(n + w - 1) // w for n, w in zip(nd, wg)]
+    out = np.full(nd, -1, np.int64)
+    count = np.zeros(int(np.prod(ng)), np.int32)
+    group_ids(tk.CPU(threads=threads), wg)(out, count, ndrange=nd)
+    idx = np.indices(nd)
+    g = np.zeros(nd, np.int64)
+    lid = np.zeros(nd, np.int64)
+    for d in range(len(nd)):
+        g = g * ng[d] + idx[d] // wg[d]
+        lid = lid * wg[d] + idx[d] % wg[d]
+    np.testing.assert_array_equal(out, g * 1000 + lid)
+    np.testing.assert_array_equal(count, 1)
+    src = group_ids.source("CPU", out, count, ndrange=nd, workgroupsize=wg)
+    assert "tk_run_groups(a, ngroups * t / nt, ngroups * (t + 1) / nt)" in src and "(o * nA + i) * nB + j" in src
+
+
+# ----------------------------------------------------------------------------- lanes loops unrolled after vectorizing
+
+def test_lanes_unroll_count():
+    """Below a full group's trip count (GCC must not unroll before vectorizing), at least the
+    vectorized loop's trip count for float32 lanes (so that it unrolls completely), at most 8."""
+    from tinykernels.codegen.c import lanes_unroll
+    assert [lanes_unroll(n) for n in (1, 2, 4, 16, 64, 256)] == [1, 1, 2, 8, 8, 8]
+    for n in (2, 4, 8, 16, 32, 64):
+        assert lanes_unroll(n) < n and lanes_unroll(n) >= min(8, n // 16)
+
+
+# ----------------------------------------------------------------------------- group_reduce after group_scan
+
+@tk.kernel
+def scan_then_reduce(out, tot, x: tk.Const, xi: tk.Const, PER: tk.constexpr):
+    p = tk.index(tk.Global, tk.Linear)
+    grp = tk.index(tk.Group, tk.Linear)
+    lid = tk.index(tk.Local, tk.Linear)
+    carry = x[0] * 0.0
+    imax = tk.int32(-1000)
+    for k in range(PER):
+        v = x[(p * PER + k) % x.shape[0]]
+        out[p, k] = carry + tk.group_scan(v, "add")          # inclusive
+        carry += tk.group_reduce(v, "add")                    # = the last item's scan
+        w = xi[(p * 7 + k) % xi.shape[0]]
+        e = tk.group_scan(w, "max", inclusive=False)
+        imax = max(imax, tk.group_reduce(w, "max") + e * 0)   # = last exclusive scan max last w
+        v = v * 2.0
+        s2 = tk.group_reduce(v, "add")                        # v changed since the scan: a real reduction
+        out[p, PER + k] = s2
+    tot[grp, 0] = carry
+    tot[grp, 1] = imax
+    if lid == 0:
+        out[p, 2 * PER] = carry
+
+
+@pytest.mark.parametrize("nd,wg", [((128,), (32,)), ((100,), (32,)), ((6, 20), (2, 8))])
+def test_group_reduce_after_group_scan_reuses_the_scan(nd, wg):
+    """``group_reduce(v)`` right after ``group_scan(v)`` of the same op takes the last valid
+    item's scan (codegen/c.py: scan_totals): bit for bit the interpreter's result, in full
+    and partial, 1-D and 2-D groups; a reduction of a value changed since the scan does not."""
+    n = int(np.prod(nd))
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(997) * 1e3).astype(np.float32)
+    xi = rng.integers(-500, 500, 331).astype(np.int32)
+    ngroups = int(np.prod([(a + b - 1) // b for a, b in zip(nd, wg)]))
+    args = [np.zeros((n, 9), np.float32), np.zeros((ngroups, 2), np.float32), x, xi, 4]
+    src = scan_then_reduce.source("CPU", *args, ndrange=nd, workgroupsize=wg)
+    assert src.count("group_reduce: the last item's group_scan") == 2
+    cpu, ref = _both(scan_then_reduce, wg, args, nd)
+    assert np.array_equal(cpu[0], ref[0]) and np.array_equal(cpu[1], ref[1])

@@ -121,3 +121,73 @@ def test_fastmath_does_not_assume_finite_values():
     out = np.zeros(4)
     keeps_inf_nan.launch(out, a, ndrange=4)
     assert out.tolist() == [1.0, 2.0, 0.0, 0.0]
+
+
+# ----------------------------------------------------------------------------- vector math functions
+
+@tk.kernel(fastmath=True)
+def math_fast(o_exp, o_log, o_sin, o_tanh, x: tk.Const):
+    i = tk.index()
+    o_exp[i] = math.exp(x[i])
+    o_log[i] = math.log(x[i])
+    o_sin[i] = math.sin(x[i])
+    o_tanh[i] = math.tanh(x[i])
+
+
+@tk.kernel
+def math_exact(o_exp, x: tk.Const):
+    i = tk.index()
+    o_exp[i] = math.exp(x[i])
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """float32 units in the last place between ``got`` and ``want`` (NaN == NaN, 0 == -0)."""
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    d = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
+    d[same] = 0
+    return d
+
+
+def test_fastmath_math_functions_vectorize_within_a_few_ulp():
+    """A fastmath kernel's exp/log/sin/... may use the C library's SIMD variants (glibc's
+    libmvec: at most 4 ulp from the correctly rounded result); inf, NaN, overflow, underflow
+    to subnormals and zero keep their meaning. A default kernel keeps the scalar libm calls."""
+    rng = np.random.default_rng(3)
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 88.7, 89.0, -87.5, -103.0, -104.0,
+               1e30, -1e30, 1.0, -1.0, 100.0]
+    x = np.concatenate([rng.standard_normal(4000) * 4, rng.uniform(0, 1e4, 1000), special]).astype(np.float32)
+    outs = [np.zeros_like(x) for _ in range(4)]
+    math_fast.launch(*outs, x, ndrange=x.size)
+    with np.errstate(all="ignore"):
+        x64 = x.astype(np.float64)
+        wants = [f(x64).astype(np.float32) for f in (np.exp, np.log, np.sin, np.tanh)]
+    for name, got, want in zip(("exp", "log", "sin", "tanh"), outs, wants):
+        u = _ulps(got, want)
+        assert u.max() <= 4, (name, x[u.argmax()], got[u.argmax()], want[u.argmax()])
+    fast = math_fast.source("CPU", *outs, x, ndrange=x.size)
+    exact = math_exact.source("CPU", outs[0], x, ndrange=x.size)
+    assert "#define __FAST_MATH__" in fast and "__FAST_MATH__" not in exact
+    o = np.zeros_like(x)
+    math_exact.launch(o, x, ndrange=x.size)      # the default kernel: libm's expf, as before
+    assert _ulps(o, wants[0]).max() <= 1
+
+
+def test_fastmath_exp_compiles_to_a_simd_call_with_gcc_and_glibc():
+    """Where the toolchain is GCC on glibc x86-64, the fastmath kernel's loop calls libmvec's
+    vector ``expf`` (``_ZGV...v_expf``); the default kernel only the scalar one."""
+    import platform
+    import subprocess
+    from tinykernels.runtime.compiler import compile_library, toolchain
+    from tinykernels.codegen.c import FASTMATH_CFLAGS
+    tc = toolchain()
+    if platform.machine() != "x86_64" or platform.libc_ver()[0] != "glibc" or "clang" in tc.version.lower():
+        pytest.skip("libmvec vector calls are checked with GCC on glibc x86-64")
+    x = np.zeros(4096, np.float32)
+    o = [np.zeros_like(x) for _ in range(4)]
+    syms = {}
+    for tag, src, flags in (("fast", math_fast.source("CPU", *o, x, ndrange=x.size), FASTMATH_CFLAGS),
+                            ("exact", math_exact.source("CPU", o[0], x, ndrange=x.size), ())):
+        lib = compile_library(src, "tk_test_" + tag, flags)
+        syms[tag] = subprocess.run(["nm", "-D", str(lib)], capture_output=True, text=True).stdout
+    assert "v_expf" in syms["fast"] and "_ZGV" in syms["fast"]
+    assert "_ZGV" not in syms["exact"]

@@ -66,6 +66,29 @@ _HEADER = """\
 typedef union { int64_t i; double f; void *p; } tk_slot;
 """
 
+# A fastmath kernel's <math.h> declares glibc's SIMD variants of the math functions (libmvec:
+# expf as _ZGVdN8v_expf, ...), so that a loop calling exp/log/sin/... vectorizes. glibc
+# declares them exactly for the functions its libmvec has, but only when __FAST_MATH__ is
+# defined (as -ffast-math does, which would also assume finite values). Defined here around
+# <math.h> alone, it changes nothing else there (math_errhandling). Other C libraries and
+# compilers without the declarations keep the scalar calls.
+_FASTMATH_MATH_H = """\
+#if defined(__GLIBC__) && !defined(__FAST_MATH__)
+#define __FAST_MATH__ 1   /* fastmath: glibc declares its SIMD math variants (libmvec) */
+#include <math.h>
+#undef __FAST_MATH__
+#else
+#include <math.h>
+#endif
+"""
+
+
+def fastmath_header() -> str:
+    """The translation unit's includes for a ``fastmath`` kernel: as :data:`_HEADER`, with
+    ``<math.h>`` declaring the C library's SIMD math variants where it has them."""
+    return _HEADER.replace("#include <math.h>\n", _FASTMATH_MATH_H, 1)
+
+
 @lru_cache(maxsize=None)
 def _c_helpers() -> str:
     """GNU C atomics (compare-and-swap loops for floats and for min/max) on global memory, and
@@ -153,6 +176,8 @@ class CRenderer(CLikeRenderer):
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
         self.lane_stack: list = []  # lanes shape: emitters of per-item loop variables, outermost first
         self.lane_outer = False     # lanes shape: the group's outer dimensions are bound by enclosing loops
+        # grouped path: id(group_reduce) -> the group_scan whose last item already holds its result
+        self.scan_totals = scan_totals(plan.body, plan.item_vars) if plan is not None and not plan.needs_done else {}
 
     # --- names ---------------------------------------------------------------------------
 
@@ -319,11 +344,11 @@ class CRenderer(CLikeRenderer):
         ``lanes``: the innermost loop is the one to vectorize, and it must stay a loop until
         the vectorizer sees it: GCC otherwise unrolls a full group's constant trip count
         first and then vectorizes the hoisted loop around it instead (a tiled matmul's
-        ``for q in range(T)`` over a 16-wide row: 6x slower)."""
+        ``for q in range(T)`` over a 16-wide row: 6x slower). See :func:`lanes_unroll`."""
         dims = list(dims)
         for d in dims:
             if lanes and d == dims[-1]:
-                self.w("#pragma GCC unroll 1")
+                self.w(f"#pragma GCC unroll {lanes_unroll(self.k.workgroup[d])}")
             self.w(f"for (int64_t tk_l{d} = 0; tk_l{d} < tk_nv{d}; ++tk_l{d})")
         self.w("{")
 
@@ -502,6 +527,9 @@ class CRenderer(CLikeRenderer):
         self.w("}")
 
     def s_Collective(self, s: N.Collective):
+        if id(s) in self.scan_totals:
+            self.total_from_scan(s, self.scan_totals[id(s)])
+            return
         red = simd_reduction_op(s, self.k.fastmath)
         if red is not None and not self.plan.needs_done and (s.kind == "reduce" or self.k.ndim == 1):
             self.simd_collective(s, red)
@@ -533,6 +561,28 @@ class CRenderer(CLikeRenderer):
             else:
                 self.w(f"    {store} = acc; acc = {comb};")
             self.w("  } }")
+
+    def total_from_scan(self, s: N.Collective, scan: N.Collective) -> None:
+        """``group_reduce(v, op)`` right after ``group_scan(v, op)`` (see :func:`scan_totals`):
+        the group's last valid item's inclusive scan is the reduction (its exclusive scan
+        combined with its own ``v``): the same chain of operations in the same order, so
+        the same bits, without a second pass over the items."""
+        t = self.ctype(s.ty)
+        _, comb = self.collective_parts(s)
+        k = self.k
+        last = "(tk_nv0 - 1)"
+        for d in range(1, k.ndim):
+            last = f"({last}) * {k.workgroup[d]} + (tk_nv{d} - 1)"
+        src = f"v_{mangle(s.src)}" + ("[tk_lid]" if s.src in self.plan.item_vars else "")
+        dst = f"v_{mangle(s.dst)}"
+        self.w(f"{{ const tk_idx tk_lid = {last}; /* group_reduce: the last item's group_scan */")
+        self.w(f"  {t} acc = v_{mangle(scan.dst)}[tk_lid];")
+        if scan.kind == "exscan":
+            self.w(f"  {{ {t} x = {src}; acc = {comb}; }}")
+        if s.dst in self.plan.item_vars:
+            self.w(f"  for (tk_idx tk_i = 0; tk_i < {_prod(k.workgroup)}; ++tk_i) {dst}[tk_i] = acc; }}")
+        else:
+            self.w(f"  {dst} = acc; }}")
 
     def simd_collective(self, s: N.Collective, red: str) -> None:
         """A collective as an ``omp simd`` horizontal operation over the valid items (``tk_nv``
@@ -647,7 +697,7 @@ class CRenderer(CLikeRenderer):
         # 64-bit addressing even when every extent fits in 32 bits: on x86-64 and AArch64
         # it is free, and GCC does not vectorize loops whose int64 indices are narrowed.
         fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
-        head = fm + [_HEADER, "typedef int64_t tk_idx;",
+        head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
@@ -742,17 +792,16 @@ class CRenderer(CLikeRenderer):
         # at the end of the ndrange has fewer) as parameters and is inlined twice: full groups
         # call it with the group size as constants, so item loops have compile-time trip
         # counts (fully vectorized, no remainder loops, a tile's accumulators in registers).
+        # The group's coordinates come as parameters too (the caller walks them without a
+        # division per group: see group_walk).
         nv_params = ", ".join(f"int64_t tk_nv{d}" for d in range(k.ndim))
+        gr_params = ", ".join(f"int64_t tk_gr{d}" for d in range(k.ndim))
         self.w("static inline __attribute__((always_inline)) void tk_group_body(const tk_slot *a, int64_t g, "
-               f"{nv_params}) {{")
+               f"{gr_params}, {nv_params}) {{")
         self.depth = 1
         for d in range(k.ndim):
-            self.w(f"(void)tk_nv{d};")
+            self.w(f"(void)tk_nv{d}; (void)tk_gr{d};")
         self.unpack()
-        rem = "g"
-        for d in range(k.ndim):
-            inner = " * ".join(f"tk_ng{e}" for e in range(d + 1, k.ndim)) or "1"
-            self.w(f"const int64_t tk_gr{d} = ({rem}) / ({inner}) % tk_ng{d}; (void)tk_gr{d};")
         self.w("const int64_t tk_grl = g; (void)tk_grl;")
         self.w("const int64_t tk_lid0 = 0; (void)tk_lid0;")
         # group-level context is work item 0 (for tk.uniform of per-item values)
@@ -776,31 +825,32 @@ class CRenderer(CLikeRenderer):
         self.w("tk_group_end: ;")
         self.w("}")
         full = ", ".join(str(x) for x in wg)
-        self.w("static void tk_group(const tk_slot *a, int64_t g) {")
+        grs = ", ".join(f"tk_gr{d}" for d in range(k.ndim))
+        self.w(f"static void tk_group(const tk_slot *a, int64_t g, {gr_params}) {{")
         if k.unsafe_indices:        # every item of every group runs
-            self.w(f"    tk_group_body(a, g, {full});")
+            self.w(f"    tk_group_body(a, g, {grs}, {full});")
         else:
             nvs = []
             for d in range(k.ndim):
-                self.w(f"    const int64_t tk_n{d} = a[{3 * d + 1}].i, tk_gr{d} = "
-                       f"g / ({' * '.join(f'((a[{3 * e + 1}].i + {wg[e] - 1}) / {wg[e]})' for e in range(d + 1, k.ndim)) or '1'})"
-                       f" % ((tk_n{d} + {wg[d] - 1}) / {wg[d]});")
+                self.w(f"    const int64_t tk_n{d} = a[{3 * d + 1}].i;")
                 self.w(f"    const int64_t tk_nv{d} = tk_n{d} - tk_gr{d} * {wg[d]} < {wg[d]} ? "
                        f"tk_n{d} - tk_gr{d} * {wg[d]} : {wg[d]};")
                 nvs.append(f"tk_nv{d}")
             cond = " && ".join(f"tk_nv{d} == {wg[d]}" for d in range(k.ndim))
-            self.w(f"    if ({cond}) tk_group_body(a, g, {full});")
-            self.w(f"    else tk_group_body(a, g, {', '.join(nvs)});")
+            self.w(f"    if ({cond}) tk_group_body(a, g, {grs}, {full});")
+            self.w(f"    else tk_group_body(a, g, {grs}, {', '.join(nvs)});")
         self.w("}")
-        self.fallback_pool("for (int64_t g = w->t; g < w->total; g += w->nt) tk_group(w->a, g);",
+        self.lines.extend(group_walk(k.ndim, wg).splitlines())
+        self.fallback_pool("tk_run_groups(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt);",
                            "tk_parallel_groups")
         total = " * ".join(f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(k.ndim))
         self.w("void tk_kernel(const tk_slot *a, int nthreads) {")
         self.w(f"    const int64_t ngroups = {total};")
-        self.w("    if (nthreads <= 1 || ngroups <= 1) { for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g); return; }")
+        self.w("    if (nthreads <= 1 || ngroups <= 1) { tk_run_groups(a, 0, ngroups); return; }")
         self.w("#ifdef _OPENMP")
-        self.w("    #pragma omp parallel for num_threads(nthreads) schedule(static)")
-        self.w("    for (int64_t g = 0; g < ngroups; ++g) tk_group(a, g);")
+        self.w("    #pragma omp parallel num_threads(nthreads)")
+        self.w("    { const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();")
+        self.w("      tk_run_groups(a, ngroups * t / nt, ngroups * (t + 1) / nt); }")
         self.w("#else")
         self.w("    tk_parallel_groups(a, ngroups, nthreads);")
         self.w("#endif")
@@ -832,6 +882,118 @@ static void {name}(const tk_slot *a, int64_t total, int nthreads) {{
 
 
 _OMP_OPS = {"add": "+", "mul": "*", "min": "min", "max": "max"}
+
+
+def _defined_in(stmts) -> set:
+    """Locals assigned anywhere in ``stmts`` (nested bodies and item loops included)."""
+    out: set = set()
+    for s in stmts:
+        out.update(defs(s))
+        for sub in (getattr(s, "body", None), getattr(s, "orelse", None)):
+            if sub:
+                out |= _defined_in(sub)
+    return out
+
+
+def _copied_var(e: N.Expr) -> str | None:
+    """``name`` when ``e`` is the local ``name`` (or a conversion of it), else ``None``."""
+    if isinstance(e, N.Cast):
+        e = e.a
+    return e.name if isinstance(e, N.Var) else None
+
+
+def scan_totals(body: list, item_vars: set) -> dict:
+    """``id(reduce) -> scan`` for each ``group_reduce(v, op)`` of a group-level block that
+    follows a ``group_scan(v, op)`` (inclusive or exclusive, same type) of the same block of
+    a local ``v`` not assigned in between: the reduction is the last valid item's inclusive
+    scan (a prefix sum's tile total). The frontend copies each collective's operand into a
+    fresh local (``csrc = v``) in the item code before it; those copies are matched. Only
+    where the scan's result is stored per item (``item_vars``), and not in kernels with
+    item-level returns (a returned item's scan is not stored)."""
+    out: dict = {}
+
+    def visit(stmts):
+        seq = []            # the block in order, item loops' top-level statements inline
+        for s in stmts:
+            seq.extend(s.body if isinstance(s, ItemLoop) else [s])
+        last_def: dict = {}     # local -> (index in seq, the variable it copies or None)
+        scans: dict = {}        # local -> a scan of a copy of it whose result is still stored
+        for b, s in enumerate(seq):
+            v = last_def.get(s.src, (None, None))[1] if isinstance(s, N.Collective) else None
+            if isinstance(s, N.Collective) and s.kind == "reduce" and v in scans:
+                p = scans[v]
+                if p.op == s.op and p.ty == s.ty:
+                    out[id(s)] = p
+            for name in (defs(s) if isinstance(s, (N.Assign, N.Collective)) else _defined_in([s])):
+                # an assignment ends the reuse of scans of that local and of scans stored in it
+                scans = {u: p for u, p in scans.items() if name not in (u, p.dst)}
+                last_def[name] = (b, _copied_var(s.value) if isinstance(s, N.Assign) and s.var == name else None)
+            if isinstance(s, N.Collective) and s.kind in ("scan", "exscan") and v is not None \
+                    and s.dst in item_vars and s.dst != v:
+                scans[v] = s
+            for sub in (getattr(s, "body", None), getattr(s, "orelse", None)):
+                if sub and not isinstance(s, ItemLoop):
+                    visit(sub)
+    visit(body)
+    return out
+
+
+LANES_UNROLL = 8    # at most this many vector iterations of a lanes loop are unrolled
+
+
+def lanes_unroll(lanes: int) -> int:
+    """The ``#pragma GCC unroll`` count of a lanes loop over ``lanes`` work items: below the
+    trip count of a full group, so that GCC does not unroll the scalar loop before the
+    vectorizer sees it (a tiled matmul: 6x slower), but at least the trip count of the
+    vectorized loop (``lanes`` / 16 float32 lanes with AVX-512, / 8 with AVX2), so that GCC
+    unrolls that completely after vectorizing: then the per-item values of the lanes (a row
+    sum's 64 accumulators, 4 AVX-512 registers) stay in registers across the hoisted loop
+    around it instead of making a round trip through the per-item array in memory every
+    iteration. Capped at ``LANES_UNROLL``: a loop that does not vectorize is unrolled by
+    this count at most."""
+    return max(1, min(LANES_UNROLL, lanes // 2))
+
+
+GROUP_BLOCK = 8     # launches of 2-D/3-D grids visit groups in blocks of 8 x 8 (group_walk)
+
+
+def group_walk(ndim: int, wg: tuple) -> str:
+    """``tk_run_groups(a, lo, hi)``: runs the groups at positions ``lo .. hi-1`` of the order
+    in which a launch visits them (a multi-threaded launch gives each thread a contiguous
+    range of positions), passing each group's coordinates, which it steps instead of
+    dividing per group. A 1-D grid goes in order of group ids. A 2-D/3-D grid goes in
+    blocks of ``GROUP_BLOCK`` x ``GROUP_BLOCK`` groups over its last two dimensions
+    (row-major inside a block, blocks row-major, partial blocks at the edges; outer
+    dimension outermost): a thread's consecutive groups touch a compact 2-D region, so a
+    kernel that reads rows and writes columns (a transpose through a tile) writes runs of
+    cache lines into each output row instead of one line into each of thousands of rows
+    (pages). The order of groups is unspecified in the language; their ids are unchanged."""
+    ng = [f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(ndim)]
+    if ndim == 1:
+        return """\
+static void tk_run_groups(const tk_slot *a, int64_t lo, int64_t hi) {
+    for (int64_t g = lo; g < hi; ++g) tk_group(a, g, g);
+}"""
+    B = GROUP_BLOCK
+    outer = "o, " if ndim == 3 else ""
+    return f"""\
+static void tk_run_groups(const tk_slot *a, int64_t lo, int64_t hi) {{
+    const int64_t nA = {ng[ndim - 2]}, nB = {ng[ndim - 1]}, plane = nA * nB;
+    for (int64_t s = lo; s < hi;) {{      /* one block (or the part of it in lo .. hi) */
+        const int64_t o = s / plane, r = s % plane; (void)o;
+        const int64_t band = r / ({B} * nB), rr = r % ({B} * nB);
+        const int64_t h = nA - band * {B} < {B} ? nA - band * {B} : {B};
+        const int64_t bc = rr / (h * {B}), q = rr % (h * {B});
+        const int64_t w = nB - bc * {B} < {B} ? nB - bc * {B} : {B};
+        const int64_t n = hi - s < h * w - q ? hi - s : h * w - q;
+        int64_t i = band * {B} + q / w, j = bc * {B} + q % w;
+        for (int64_t t = 0; t < n; ++t) {{
+            tk_group(a, (o * nA + i) * nB + j, {outer}i, j);
+            if (++j == bc * {B} + w) {{ j = bc * {B}; ++i; }}
+        }}
+        s += n;
+    }}
+}}"""
 
 
 def simd_reduction_op(s: N.Collective, fastmath: bool) -> str | None:
