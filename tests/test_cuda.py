@@ -1043,3 +1043,50 @@ def test_module_imports_without_cuda_bindings():
                        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     assert r.returncode == 0, r.stderr
     assert "False" in r.stdout
+
+
+_NVRTC_THEN_POCL = r"""
+import os, sys, numpy as np, tinykernels as tk, math
+from tinykernels.runtime import nvrtc, nvrtc_worker
+print("isolated", nvrtc_worker.isolation_wanted())
+nvrtc.compile_cuda('extern "C" __global__ void tk_kernel(float *x) { x[threadIdx.x] += 2.0f; }\n', "sm_80", "k")
+
+@tk.kernel
+def k(o):
+    o[0] = math.tanh(tk.float32(math.nan))
+
+o = tk.asarray(np.zeros(1, np.float32), backend=tk.backend("CL"))
+k(tk.backend("CL"))(o, ndrange=1).wait()
+print("tanh", o.numpy()[0])
+"""
+
+
+@needs_nvrtc
+@pytest.mark.skipif("CL" not in tk.backends_available(), reason="no OpenCL device")
+def test_nvrtc_runs_apart_from_pocls_llvm(tmp_path):
+    """NVRTC's LLVM in the same process breaks PoCL's (constant NaNs folded to 0, or a crash):
+    with pyopencl installed, NVRTC compiles in its worker process and PoCL stays right."""
+    env = dict(os.environ, TK_CACHE_DIR=str(tmp_path / "tk"), POCL_CACHE_DIR=str(tmp_path / "pocl"),
+               POCL_KERNEL_CACHE="0", PYTHONPATH=str(Path(__file__).resolve().parent.parent / "src"))
+    env.pop("TK_NVRTC_ISOLATE", None)
+    r = subprocess.run([sys.executable, "-c", _NVRTC_THEN_POCL], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "isolated True" in r.stdout and "tanh nan" in r.stdout, r.stdout
+
+
+@needs_nvrtc
+def test_nvrtc_worker_compiles_like_the_process_and_restarts(monkeypatch, tmp_path):
+    from tinykernels.runtime import nvrtc, nvrtc_worker
+    src = 'extern "C" __global__ void tk_kernel(float *x) { x[threadIdx.x] *= 3.0f; }\n'
+    here = nvrtc._nvrtc_compile(src, "sm_80", "k", nvrtc.NVRTC_OPTIONS)
+    there = nvrtc_worker.compile_isolated(src, "sm_80", "k", nvrtc.NVRTC_OPTIONS)
+    assert here[0] and there[0] and here[2] == there[2]
+    nvrtc_worker._CHILD[0].kill()
+    nvrtc_worker._CHILD[0].wait()
+    assert nvrtc_worker.compile_isolated(src, "sm_80", "k", nvrtc.NVRTC_OPTIONS)[2] == here[2]
+    bad = nvrtc_worker.compile_isolated("this is not CUDA", "sm_80", "bad", nvrtc.NVRTC_OPTIONS)
+    assert not bad[0] and "error" in bad[1]
+    monkeypatch.setenv("TK_NVRTC_ISOLATE", "0")
+    assert not nvrtc_worker.isolation_wanted()
+    monkeypatch.setenv("TK_NVRTC_ISOLATE", "1")
+    assert nvrtc_worker.isolation_wanted()

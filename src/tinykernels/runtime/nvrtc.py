@@ -102,11 +102,21 @@ def compile_cuda(source: str, arch: str = "sm_90", name: str = "kernel", options
     opts = base + options
 
     def build() -> bytes:
-        ok, log, data = _nvrtc_compile(source, arch, name, opts)
+        ok, log, data = _compile(source, arch, name, opts)
         if not ok:
             raise _compile_error(name, source, log, arch, opts)
         return data
     return cached_binary(cubin_path(source, arch, opts) if cache else None, STATS, build)
+
+
+def _compile(source: str, arch: str, name: str, opts) -> tuple:
+    """(ok, log, binary): in this process, or in the NVRTC worker process where an LLVM-based
+    driver may share this process (see :mod:`.nvrtc_worker`)."""
+    from . import nvrtc_worker
+    if nvrtc_worker.isolation_wanted():
+        nvrtc_version()                  # a clear BackendUnavailable here, not in the worker
+        return nvrtc_worker.compile_isolated(source, arch, name, opts)
+    return _nvrtc_compile(source, arch, name, opts)
 
 
 def _nvrtc_compile(source: str, arch: str, name: str, opts) -> tuple:
@@ -142,7 +152,7 @@ def _compile_error(name: str, source: str, log: str, arch: str, opts) -> Compile
     plain = re.sub(r'^#line .*$', "", source, flags=re.M)
     shown = ""
     if plain != source:
-        _, log2, _ = _nvrtc_compile(plain, arch, name, opts)
+        _, log2, _ = _compile(plain, arch, name, opts)
     else:
         log2 = log
     m = re.search(rf'^{re.escape(name)}\.cu\((\d+)\): (?:catastrophic )?error', log2, re.M)
