@@ -200,3 +200,8 @@ def choose_arch(cc: tuple, driver_version: int | None = None) -> str:
                 f"this driver (CUDA {driver_version // 1000}.{driver_version % 1000 // 10}): upgrade "
                 "nvidia-cuda-nvrtc to a version that supports this GPU")
     return f"compute_{max(older)}"
+
+
+if __name__ == "__main__":          # the NVRTC worker process (see nvrtc_worker.py)
+    from .nvrtc_worker import serve
+    serve(_nvrtc_compile)

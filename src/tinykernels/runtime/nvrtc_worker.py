@@ -7,9 +7,9 @@ first. :func:`compile_isolated` therefore runs NVRTC in one long-lived child pro
 (started on first use, restarted if it dies), talking over pipes: a compile costs a
 round trip, not a process start.
 
-Run as ``python -m tinykernels.runtime.nvrtc_worker``: it reads length-prefixed pickled
-``(source, arch, name, options)`` requests from stdin and answers ``(ok, log, binary)``,
-or ``("error", text)`` when the request itself failed.
+The child runs ``python -m tinykernels.runtime.nvrtc``, whose main calls :func:`serve`: it
+reads length-prefixed pickled ``(source, arch, name, options)`` requests from stdin and
+answers ``(ok, log, binary)``, or ``("error", text)`` when the request itself failed.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _child() -> subprocess.Popen:
         return _CHILD[0]
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=src + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
-    p = subprocess.Popen([sys.executable, "-m", "tinykernels.runtime.nvrtc_worker"], stdin=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", "tinykernels.runtime.nvrtc"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, env=env)
     _CHILD[:] = [p]
     return p
@@ -78,8 +78,8 @@ def compile_isolated(source: str, arch: str, name: str, opts) -> tuple:
     return out
 
 
-def _serve() -> None:
-    from .nvrtc import _nvrtc_compile
+def serve(compile_one) -> None:
+    """The worker's loop: ``compile_one(source, arch, name, options)`` for each request."""
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr            # nothing else may write into the reply pipe
     while True:
@@ -88,11 +88,7 @@ def _serve() -> None:
         except EOFError:
             return
         try:
-            res = _nvrtc_compile(*req)
+            res = compile_one(*req)
         except Exception as e:  # noqa: BLE001 - reported to the parent, which raises it
             res = ("error", f"{type(e).__name__}: {e}")
         _send(out, res)
-
-
-if __name__ == "__main__":
-    _serve()
