@@ -1078,9 +1078,9 @@ def test_nvrtc_runs_apart_from_pocls_llvm(tmp_path):
 def test_nvrtc_worker_compiles_like_the_process_and_restarts(monkeypatch, tmp_path):
     from tinykernels.runtime import nvrtc, nvrtc_worker
     src = 'extern "C" __global__ void tk_kernel(float *x) { x[threadIdx.x] *= 3.0f; }\n'
-    here = nvrtc._nvrtc_compile(src, "sm_80", "k", nvrtc.NVRTC_OPTIONS)
-    there = nvrtc_worker.compile_isolated(src, "sm_80", "k", nvrtc.NVRTC_OPTIONS)
-    assert here[0] and there[0] and here[2] == there[2]
+    # (never NVRTC in this process: pytest runs PoCL kernels in it; see the test above)
+    here = nvrtc_worker.compile_isolated(src, "sm_80", "k", nvrtc.NVRTC_OPTIONS)
+    assert here[0] and here[2][:4] == b"\x7fELF"
     nvrtc_worker._CHILD[0].kill()
     nvrtc_worker._CHILD[0].wait()
     assert nvrtc_worker.compile_isolated(src, "sm_80", "k", nvrtc.NVRTC_OPTIONS)[2] == here[2]
