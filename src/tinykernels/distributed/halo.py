@@ -13,7 +13,7 @@ right neighbour's left halo), ``2 * k + 1`` to the left, so two messages between
 same pair of ranks (two ranks along a periodic dimension) never mix.
 
 A periodic dimension that has a single rank is its own neighbour on both sides: there
-the send boxes are packed and unpacked straight into the opposite halos on the array's
+each send box is copied straight into the opposite halo by one kernel on the array's
 own stream, without MPI and without host staging (:func:`self_exchange`).
 """
 from __future__ import annotations
@@ -97,12 +97,11 @@ def self_exchange(arrays, stagings, streams, shape, d: int, sends, recvs) -> Non
     """A periodic dimension with one rank: each send box goes into the opposite halo.
 
     What the right neighbour (this rank) would receive into its left halo is this rank's
-    right send box, and the other way round; the copy goes through the packed buffer on
-    the array's own stream, so it needs neither MPI nor a host round trip.
+    right send box, and the other way round; one kernel per box copies it straight into
+    the halo on the array's own stream (no packed buffer, no MPI, no host round trip).
     """
     (s_lo, s_hi), (r_lo, r_hi) = sends, recvs
     for k, A in enumerate(arrays):
-        st, stream = stagings[k], streams[k]
-        for side, (src, dst) in enumerate(((s_hi, r_lo), (s_lo, r_hi))):
-            dev, _host = st.pack(A, halo_box(shape, d, src), ("self", d, side, k), stream)
-            st.unpack(A, halo_box(shape, d, dst), dev, stream)
+        for src, dst in ((s_hi, r_lo), (s_lo, r_hi)):
+            offsets = tuple(dst[0] - src[0] if j == d else 0 for j in range(len(shape)))
+            stagings[k].shift(A, halo_box(shape, d, src), offsets, streams[k])

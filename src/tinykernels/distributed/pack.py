@@ -32,6 +32,30 @@ def unpack_box(A, buf: tk.Const):
     A[tk.index(tk.Global, tk.Cartesian)] = buf[tk.index()]
 
 
+@tk.kernel
+def shift_box1(A, o0: int):
+    """``A[i + o0] = A[i]`` over the ndrange (a box whose image does not overlap it)."""
+    (i,) = tk.index(tk.Global, tk.Cartesian)
+    A[i + o0] = A[i]
+
+
+@tk.kernel
+def shift_box2(A, o0: int, o1: int):
+    """The 2-D :data:`shift_box1`."""
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    A[i + o0, j + o1] = A[i, j]
+
+
+@tk.kernel
+def shift_box3(A, o0: int, o1: int, o2: int):
+    """The 3-D :data:`shift_box1`."""
+    i, j, k = tk.index(tk.Global, tk.Cartesian)
+    A[i + o0, j + o1, k + o2] = A[i, j, k]
+
+
+SHIFT_BOX = {1: shift_box1, 2: shift_box2, 3: shift_box3}
+
+
 def ndrange_of(box: tuple[Range, ...]) -> tuple[range, ...]:
     """The box as a launch ndrange."""
     return tuple(range(a, b) for a, b in box)
@@ -46,6 +70,7 @@ class Staging:
         self.direct = self.is_host or (cuda_aware and getattr(backend, "name", "") == "CUDA")
         self._pack = pack_box(backend)
         self._unpack = unpack_box(backend)
+        self._shift = {r: k(backend) for r, k in SHIFT_BOX.items()}
         self._bufs: dict = {}
 
     def buffers(self, key, dtype, n: int):
@@ -87,3 +112,11 @@ class Staging:
     def unpack(self, A, box, dev, stream) -> None:
         """Queue the unpacking of ``dev`` into ``A[box]`` on ``stream`` (host backends: run it now)."""
         self._unpack(A, dev, ndrange=ndrange_of(box), stream=None if self.is_host else stream)
+
+    def shift(self, A, box, offsets, stream) -> None:
+        """Queue ``A[box + offsets] = A[box]`` on ``stream`` (host backends: run it now).
+
+        One kernel copies straight from the send box into the halo box (no packed buffer):
+        the local periodic exchange. The two boxes must not overlap.
+        """
+        self._shift[A.ndim](A, *offsets, ndrange=ndrange_of(box), stream=None if self.is_host else stream)
