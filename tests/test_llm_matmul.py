@@ -270,6 +270,19 @@ def test_quantize_activations_is_bit_exact_against_gguf(be, packed):
     np.testing.assert_array_equal(got, _gguf_q8_0(x))
 
 
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
+def test_host_int8_gemv_activations_as_int32_are_the_int8_values(be):
+    """The host q4_0 int8 route multiplies int32 activations (GCC vectorizes int32 products
+    in full registers): the same values as the int8 layout, and the same scales."""
+    rng = np.random.default_rng(34)
+    x = _activations(96 if be == "INTERP" else 4096, rng)
+    q8, d8 = mm._quantize_x(to(be, x), mm.X_INT8, None)
+    q32, d32 = mm._quantize_x(to(be, x), mm.X_INT32, None)
+    assert host(q32).dtype == np.int32
+    np.testing.assert_array_equal(host(q32), host(q8).astype(np.int32))
+    np.testing.assert_array_equal(host(d32), host(d8))
+
+
 def _int8_route(qtype, raw, x):
     """NumPy model of llama.cpp's route: per block the exact integer dot product of the weight
     and activation bytes, times d_w * d_x, summed in float64; and a bound on float32 rounding."""
