@@ -32,6 +32,7 @@ GROUP = 64          # work items per row on GPUs
 TILE = 16           # float GEMM tile
 CHUNK = 8           # blocks whose scales a host GEMV decodes before their weights
 FUSED_MAX_N = 8     # fused quantized GEMM up to this many columns; beyond, dequantize + GEMM
+GEMM_LANES = 128    # partial sums per row (at most) of the host fused quantized GEMM (_gemm_rows_q)
 X_INT8, X_INT32, X_PACKED = 0, 1, 2     # layouts of the quantized activations (_quantize_x_q8_0)
 
 
@@ -465,17 +466,23 @@ def _gemm_q8_0(out, data: tk.Const, bm: tk.Const):
 
 
 @tk.kernel
-def _gemm_rows_q(out, data: tk.Const, bm: tk.Const, q8: tk.constexpr):
+def _gemm_rows_q(out, data: tk.Const, bf: tk.Const, q8: tk.constexpr, N: tk.constexpr, P: tk.constexpr):
     """Host shape of the fused quantized GEMM (N <= FUSED_MAX_N): one work item per row of
     ``a``; each block is decoded once (scale, then 32 weights, as the GEMV) and multiplies the
-    N contiguous values ``bm[k, :]`` of each of its weights, so the weights are read once for
-    all N columns. Column ``n`` sums its terms in increasing ``k``."""
+    N contiguous values of ``b[k, :]`` of each of its weights, so the weights are read once for
+    all N columns. ``bf``: ``b`` [K, N] flattened; ``N`` and ``P`` (a power of two up to 32,
+    ``P * N <= GEMM_LANES``) are compile-time constants. ``P * N`` partial sums, lane ``p * N + n`` adding the
+    terms of column ``n`` with ``k % P == p`` in increasing ``k``, combined in order of ``p``:
+    the inner loop runs over ``P * N`` consecutive values of ``bf`` (the weights repeated N
+    times each in ``wx``), which the C compiler vectorizes with the partial sums in registers.
+    (One running sum per column, ``n`` innermost, was a chain of dependent adds per column and
+    a loop of run-time trip count: 6x slower.)"""
     i = tk.index()
-    N = bm.shape[1]
-    acc = tk.private(tk.float32, (FUSED_MAX_N,))
+    acc = tk.private(tk.float32, (P * N,))
     w = tk.private(tk.float32, (32,))
-    for n in range(N):
-        acc[n] = tk.float32(0)
+    wx = tk.private(tk.float32, (32 * N,))
+    for u in range(P * N):
+        acc[u] = tk.float32(0)
     bb = 34 if q8 else 18
     for b in range(data.shape[1] // bb):
         base = b * bb
@@ -488,12 +495,27 @@ def _gemm_rows_q(out, data: tk.Const, bm: tk.Const, q8: tk.constexpr):
                 w0, w1 = q4_0_pair(data, i, base, j, d)
                 w[j] = w0
                 w[j + 16] = w1
-        o = b * 32
         for j in range(32):
             for n in range(N):
-                acc[n] += w[j] * bm[o + j, n]
+                wx[j * N + n] = w[j]
+        o = b * 32 * N
+        for j0 in range(0, 32 * N, P * N):
+            for u in range(P * N):
+                acc[u] += wx[j0 + u] * bf[o + j0 + u]
     for n in range(N):
-        out[i, n] = acc[n]
+        s = acc[n]
+        for p in range(1, P):
+            s += acc[p * N + n]
+        out[i, n] = s
+
+
+def _gemm_lanes(n: int) -> int:
+    """``P`` of :func:`_gemm_rows_q` for ``n`` columns: the largest power of two up to 32 (the
+    weights of a block) with ``P * n <= GEMM_LANES``."""
+    p = 32
+    while p * n > GEMM_LANES:
+        p //= 2
+    return p
 
 
 @tk.kernel
@@ -586,7 +608,9 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
     elif len(bs) == 1:
         _gemv(qtype, amat, b, out, backend, stream)
     elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N and _host_backend(backend):
-        C.launch(_gemm_rows_q, backend, (out, amat, b, qtype == "q8_0"), m, stream=stream)
+        n = bs[1]
+        C.launch(_gemm_rows_q, backend, (out, amat, C.view(b, (k * n,)), qtype == "q8_0", n, _gemm_lanes(n)), m,
+                 stream=stream)
     elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N:
         C.launch(_FUSED_GEMM[qtype], backend, (out, amat, b), oshape, stream=stream)
     else:
