@@ -1,4 +1,6 @@
 """tinykernels.llm layout: argmax, gather, transpose, repeat, against NumPy (exact)."""
+import importlib
+
 import numpy as np
 import pytest
 
@@ -44,6 +46,32 @@ def test_host_argmax_lanes_match_numpy(be):
         cases.append(w)
     for x in cases:
         assert int(get(llm.argmax(put(x, b)))) == np.argmax(x), x
+
+
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
+def test_host_argmax_in_chunks_matches_numpy(be, monkeypatch):
+    """Arrays longer than ``ARGMAX_CHUNK`` run one work item per chunk (on all threads), then
+    combine the chunks in order: ties across chunks (the first wins), the maximum or a NaN
+    in the last, partial chunk, all -inf, all NaN."""
+    layout = importlib.import_module("tinykernels.llm.layout")
+    monkeypatch.setattr(layout, "ARGMAX_CHUNK", 48)
+    b = dev(be)
+    r = np.random.default_rng(45)
+    for n in (49, 96, 97, 300):
+        x = r.integers(-3, 3, n).astype(np.float32)
+        cases = [x, np.full(n, -np.inf, np.float32), np.full(n, np.nan, np.float32)]
+        y = x.copy()
+        y[-1] = 9
+        cases.append(y)
+        z = x.copy()
+        z[-1] = np.nan
+        z[n // 3] = np.nan
+        cases.append(z)
+        w = np.full(n, -np.inf, np.float32)
+        w[[50 % n, n - 1]] = -1e30
+        cases.append(w)
+        for x in cases:
+            assert int(get(llm.argmax(put(x, b)))) == np.argmax(x), (n, x)
 
 
 @pytest.mark.parametrize("be", backends())

@@ -69,6 +69,20 @@ def test_gemm(qtype, be, n):
     _check(host(llm.matmul(a, to(be, bm))), w64, bm, k)
 
 
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+def test_host_fused_gemm_every_small_n(qtype, be):
+    """The host fused GEMM compiles per N (1..FUSED_MAX_N) with P * N partial sums: each N
+    against float64, K not a multiple of the lanes' span."""
+    rng = np.random.default_rng(15)
+    m, k = (2, 64) if be == "INTERP" else (13, 32 * 19)
+    a, w64 = _weights(qtype, m, k, rng)
+    for n in range(1, mm.FUSED_MAX_N + 1) if be == "CPU" else (1, 3, 8):
+        assert mm._gemm_lanes(n) * n <= mm.GEMM_LANES and 32 % mm._gemm_lanes(n) == 0
+        bm = rng.standard_normal((k, n)).astype(np.float32)
+        _check(host(llm.matmul(to_q(be, a), to(be, bm))), w64, bm, k)
+
+
 @pytest.mark.parametrize("k", [1, 31, 33, 100])
 def test_float_gemv_and_gemm_ragged_k(k):
     """The 32-lane host GEMV has a tail loop; the tiled GEMM pads K to the tile."""
@@ -175,14 +189,17 @@ def _kernel_launches():
         cases += [(mm._HOST_GEMV[q], (out1, data[q], x), 4, None),
                   (mm._GROUP_GEMV[q], (out1, data[q], x), 4 * g, g)]
     xq8, xd = np.zeros(256, np.int8), np.zeros(8, f32)
-    cases += [(mm._quantize_x_q8_0, (xq8, xd, x, False), 8, None),
-              (mm._quantize_x_q8_0, (np.zeros(64, np.uint32), xd, x, True), 8, None)]
+    xq32 = np.zeros(256, np.int32)
+    cases += [(mm._quantize_x_q8_0, (xq8, xd, x, mm.X_INT8), 8, None),
+              (mm._quantize_x_q8_0, (xq32, xd, x, mm.X_INT32), 8, None),
+              (mm._quantize_x_q8_0, (np.zeros(64, np.uint32), xd, x, mm.X_PACKED), 8, None)]
     for q in ("q4_0", "q8_0"):
-        cases += [(mm._gemv_rows_i8, (out1, data[q], xq8, xd, q == "q8_0"), 4, None),
+        cases += [(mm._gemv_rows_i8, (out1, data[q], xq8 if q == "q8_0" else xq32, xd, q == "q8_0"), 4, None),
                   (mm._gemv_group_i8, (out1, data[q], np.zeros(64, np.uint32), xd, q == "q8_0"), 4 * g, g)]
     for q, kern in mm._FUSED_GEMM.items():
         cases.append((kern, (np.zeros((4, 3), f32), data[q], bm), (4, 3), None))
-        cases.append((mm._gemm_rows_q, (np.zeros((4, 3), f32), data[q], bm, q == "q8_0"), 4, None))
+        cases.append((mm._gemm_rows_q, (np.zeros((4, 3), f32), data[q], bm.reshape(-1), q == "q8_0", 3,
+                                        mm._gemm_lanes(3)), 4, None))
     return cases
 
 
@@ -268,6 +285,19 @@ def test_quantize_activations_is_bit_exact_against_gguf(be, packed):
     assert qs.dtype == (np.uint32 if packed else np.int8) and qs.shape == ((k // 4,) if packed else (k,))
     got = np.concatenate([d.astype("<f2").view(np.uint8).reshape(-1, 2), qs.view(np.uint8).reshape(-1, 32)], 1)
     np.testing.assert_array_equal(got, _gguf_q8_0(x))
+
+
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
+def test_host_int8_gemv_activations_as_int32_are_the_int8_values(be):
+    """The host q4_0 int8 route multiplies int32 activations (GCC vectorizes int32 products
+    in full registers): the same values as the int8 layout, and the same scales."""
+    rng = np.random.default_rng(34)
+    x = _activations(96 if be == "INTERP" else 4096, rng)
+    q8, d8 = mm._quantize_x(to(be, x), mm.X_INT8, None)
+    q32, d32 = mm._quantize_x(to(be, x), mm.X_INT32, None)
+    assert host(q32).dtype == np.int32
+    np.testing.assert_array_equal(host(q32), host(q8).astype(np.int32))
+    np.testing.assert_array_equal(host(d32), host(d8))
 
 
 def _int8_route(qtype, raw, x):

@@ -58,6 +58,8 @@ def _exercise():
     llm.fp8_add(f8, f8, 1.0, 2.0)
     llm.fp8_dequantize(f8, 0.5)
     llm.fp8_rms_norm(f8, np.ones(8, np.float16))
+    layout = importlib.import_module("tinykernels.llm.layout")
+    llm.argmax(np.zeros(layout.ARGMAX_CHUNK + 1, np.float32))      # the host's chunked shape
     c = np.zeros(1, np.int32)
     llm.counter_add(c)
     llm.counter_set(c)

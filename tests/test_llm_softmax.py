@@ -36,6 +36,30 @@ def test_softmax_every_axis_matches_torch(be, dt, grp, monkeypatch):
     close(s, x.astype(np.float64).sum(1), dt, ulps=8 * 4)
 
 
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_softmax_host_lanes_rows_around_the_lane_count(be, dt):
+    """The host shape keeps ``SM_LANES`` partial maxima and sums per row: rows shorter than,
+    equal to and a little longer than whole multiples of it, a -inf entry, the maximum in the
+    tail, float32 (the exponentials stashed in ``out``) and float16; a row with a NaN is NaN."""
+    sm = importlib.import_module("tinykernels.llm.softmax")
+    n = sm.SM_LANES
+    b = dev(be)
+    for L in (1, n - 1, n, n + 1, 2 * n + 3, 200 if be == "INTERP" else 1000):
+        x = (rng.standard_normal((3, L)) * 8).astype(dt)
+        if L > 1:
+            x[0, L // 2] = -np.inf
+        x[1, -1] = 40
+        got = get(llm.softmax(put(x, b), scale=1.5))
+        x64 = x.astype(np.float64) * 1.5
+        want = np.exp(x64 - x64.max(-1, keepdims=True))
+        close(got, want / want.sum(-1, keepdims=True), dt, ulps=8)
+    x = np.ones((2, 2 * n + 3), dt)
+    x[1, n + 1] = np.nan
+    got = get(llm.softmax(put(x, b)))
+    assert np.isnan(got[1]).all() and not np.isnan(got[0]).any()
+
+
 @pytest.mark.parametrize("be", backends())
 def test_sum_of_1d_is_0d_and_long_rows(be):
     b = dev(be)

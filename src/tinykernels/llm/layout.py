@@ -42,35 +42,36 @@ def _argmax(out, x):
 
 
 ARGMAX_LANES = 16        # lanes of the host argmax (one AVX-512 register of float32)
+ARGMAX_CHUNK = 1 << 16   # elements per work item of the host argmax (longer arrays: several items)
 
 
-@tk.kernel
-def _argmax_lanes(out, x: tk.Const):
-    """Host shape of :func:`_argmax` (CPU, interpreter; one work item): ``ARGMAX_LANES`` lanes,
-    lane ``u`` scanning the elements ``j % LANES == u`` in order with selects and min only (a
-    loop the C compiler vectorizes): its largest value and first index of it, and its first
-    NaN. A lane starts at its first element with the value -inf: if that element is -inf it
-    is the first -inf; if it is NaN, the NaN decides the result anyway. The lanes then
-    combine: the first NaN, else the smallest index among the lanes holding the maximum."""
-    N = x.shape[0]
-    NI = tk.int32(N)
+@tk.func
+def argmax_range(x, lo, hi, NI):
+    """The host argmax of ``x[lo:hi]`` (``lo < hi``) by one work item: ``(m, r, nan_i)``, its
+    largest value, the first index holding it, and its first NaN's index (``NI`` if none).
+    ``ARGMAX_LANES`` lanes, lane ``u`` scanning the elements ``(j - lo) % LANES == u`` in order
+    with selects and min only (a loop the C compiler vectorizes): its largest value and first
+    index of it, and its first NaN. A lane starts at its first element with the value -inf:
+    if that element is -inf it is the first -inf; if it is NaN, the NaN decides the result
+    anyway. The lanes then combine: the first NaN, else the smallest index among the lanes
+    holding the maximum."""
     L = ARGMAX_LANES
     best = tk.private(tk.float32, (L,))
     bi = tk.private(tk.int32, (L,))
     ni = tk.private(tk.int32, (L,))
     for u in range(L):
         best[u] = tk.float32(-math.inf)
-        bi[u] = tk.select(u < N, tk.int32(u), NI)
+        bi[u] = tk.select(lo + u < hi, tk.int32(lo + u), NI)
         ni[u] = NI
-    full = N - N % L
-    for j0 in range(0, full, L):
+    full = lo + (hi - lo) - (hi - lo) % L
+    for j0 in range(lo, full, L):
         for u in range(L):
             v = tk.float32(x[j0 + u])
             better = v > best[u]
             best[u] = tk.select(better, v, best[u])
             bi[u] = tk.select(better, tk.int32(j0 + u), bi[u])
             ni[u] = min(ni[u], tk.select(v != v, tk.int32(j0 + u), NI))
-    for j in range(full, N):
+    for j in range(full, hi):
         u = j - full
         v = tk.float32(x[j])
         better = v > best[u]
@@ -87,7 +88,45 @@ def _argmax_lanes(out, x: tk.Const):
     for u in range(L):
         if bi[u] < NI and best[u] == m:
             r = min(r, bi[u])
+    return m, r, nan_i
+
+
+@tk.kernel
+def _argmax_lanes(out, x: tk.Const):
+    """Host shape of :func:`_argmax` (CPU, interpreter) for one chunk: one work item."""
+    NI = tk.int32(x.shape[0])
+    m, r, nan_i = argmax_range(x, 0, x.shape[0], NI)
     out[0] = nan_i if nan_i < NI else r
+
+
+@tk.kernel
+def _argmax_chunks(cm, ci, cn, x: tk.Const):
+    """Host argmax of a long ``x``: work item ``c`` takes ``x[c * ARGMAX_CHUNK:][:ARGMAX_CHUNK]``
+    (the items run on all threads; one item scanned the whole array on one thread) and
+    writes its maximum, first index of it and first NaN to ``cm``, ``ci``, ``cn``."""
+    c = tk.index()
+    N = x.shape[0]
+    lo = c * ARGMAX_CHUNK
+    m, r, nan_i = argmax_range(x, lo, min(lo + ARGMAX_CHUNK, N), tk.int32(N))
+    cm[c] = m
+    ci[c] = r
+    cn[c] = nan_i
+
+
+@tk.kernel
+def _argmax_combine(out, cm: tk.Const, ci: tk.Const, cn: tk.Const, N):
+    """The chunks' results in order, as the lanes combine: the first NaN, else the first
+    index among the chunks holding the maximum."""
+    nan_i = tk.int32(N)
+    m = tk.float32(-math.inf)
+    for c in range(cm.shape[0]):
+        nan_i = min(nan_i, cn[c])
+        m = max(m, cm[c])
+    r = tk.int32(N)
+    for c in range(cm.shape[0]):
+        if cm[c] == m:
+            r = min(r, ci[c])
+    out[0] = nan_i if nan_i < N else r
 
 
 @tk.kernel
@@ -215,8 +254,13 @@ def argmax(x, out=None, stream=None):
     C.require(n > 0, fn, "x", "is empty (argmax of an empty sequence)")
     out = C.output(out, fn, x, (), np.int32, backend)
     W = C.row_group(backend, n)
-    if W == 1:
+    if W == 1 and n <= ARGMAX_CHUNK:
         C.launch(_argmax_lanes, backend, (C.view(out, (1,)), x), 1, stream=stream)
+    elif W == 1:
+        nc = -(-n // ARGMAX_CHUNK)
+        cm, ci, cn = (C.new_like(x, (nc,), dt, backend) for dt in (np.float32, np.int32, np.int32))
+        C.launch(_argmax_chunks, backend, (cm, ci, cn, x), nc, stream=stream)
+        C.launch(_argmax_combine, backend, (C.view(out, (1,)), cm, ci, cn, n), 1, stream=stream)
     else:
         C.launch(_argmax, backend, (C.view(out, (1,)), x), W, W, stream)
     return out

@@ -32,6 +32,8 @@ GROUP = 64          # work items per row on GPUs
 TILE = 16           # float GEMM tile
 CHUNK = 8           # blocks whose scales a host GEMV decodes before their weights
 FUSED_MAX_N = 8     # fused quantized GEMM up to this many columns; beyond, dequantize + GEMM
+GEMM_LANES = 128    # partial sums per row (at most) of the host fused quantized GEMM (_gemm_rows_q)
+X_INT8, X_INT32, X_PACKED = 0, 1, 2     # layouts of the quantized activations (_quantize_x_q8_0)
 
 
 # ----------------------------------------------------------------------------- decoding helpers
@@ -253,12 +255,13 @@ def round_away(v):
 
 
 @tk.kernel
-def _quantize_x_q8_0(qs, qd, x: tk.Const, packed: tk.constexpr):
+def _quantize_x_q8_0(qs, qd, x: tk.Const, fmt: tk.constexpr):
     """Activations ``x`` [K] to Q8_0, block ``b = tk.index()`` (32 values) per work item, as
     ggml's reference quantizer: ``d = max|x| / 127``, ``q = roundf(x / d)`` (by ``1 / d``).
-    ``qd[b]``: ``d`` rounded to float16 (the stored scale), as float32. ``qs``: the int8
-    values, one per element (``packed`` False: int8 [K]), or four per uint32 word, byte 0 the
-    lowest (``packed`` True: uint32 [K / 4], the operand of ``tk.dot4_i8``)."""
+    ``qd[b]``: ``d`` rounded to float16 (the stored scale), as float32. ``qs`` by ``fmt``:
+    the values one per element (``X_INT8``: int8 [K]; ``X_INT32``: int32 [K], for the host
+    GEMV, whose products are then int32 multiplies), or four per word, byte 0 the lowest
+    (``X_PACKED``: uint32 [K / 4], the operand of ``tk.dot4_i8``)."""
     b = tk.index()
     o = b * 32
     amax = tk.float32(0)
@@ -267,12 +270,15 @@ def _quantize_x_q8_0(qs, qd, x: tk.Const, packed: tk.constexpr):
     d = amax / tk.float32(127)
     inv = tk.select(d == 0, tk.float32(0), tk.float32(1) / d)
     qd[b] = tk.float32(tk.float16(d))
-    if packed:
+    if fmt == X_PACKED:
         for w in range(8):
             word = tk.uint32(0)
             for t in range(4):
                 word |= tk.uint32(round_away(x[o + 4 * w + t] * inv) & 255) << (8 * t)
             qs[8 * b + w] = word
+    elif fmt == X_INT32:
+        for j in range(32):
+            qs[o + j] = round_away(x[o + j] * inv)
     else:
         for j in range(32):
             qs[o + j] = tk.int8(round_away(x[o + j] * inv))
@@ -280,8 +286,8 @@ def _quantize_x_q8_0(qs, qd, x: tk.Const, packed: tk.constexpr):
 
 @tk.func
 def q8_0_block_idot(data, r, b, xq):
-    """The exact integer dot product of Q8_0 block ``b`` of row ``r`` with the int8
-    activations ``xq[32 b:32 b + 32]`` (a loop the C compiler vectorizes)."""
+    """The exact integer dot product of Q8_0 block ``b`` of row ``r`` with the quantized
+    activations ``xq[32 b:32 b + 32]`` (int8 or int32; a loop the C compiler vectorizes)."""
     base = b * 34 + 2
     o = b * 32
     s = tk.int32(0)
@@ -308,15 +314,19 @@ def q4_0_block_idot(data, r, b, xq):
 @tk.kernel
 def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.constexpr):
     """One work item per row, ``LANES`` float partial sums: lane ``j`` adds the exact int32
-    product of weight byte ``j`` and activation byte ``j`` of each block times the block's
-    ``d_w * d_x``. Blocks go in chunks of ``CHUNK``: the chunk's scales, then (Q4_0) its
-    nibbles decoded into bytes, then its products: loops without control flow that the C
-    compiler vectorizes. (Fewer lanes, e.g. eight holding the sums of four products each,
-    GCC 12 splits into scalars once the loop nest is inlined: 6x slower.)"""
+    product of weight ``j`` and activation ``j`` of each block times the block's
+    ``d_w * d_x``. ``xq``: the activations as int32. Blocks go in chunks of ``CHUNK``: the
+    chunk's scales, then per block its weights decoded into 32 int32 (Q4_0: the nibbles minus
+    8, two 16-trip loops; Q8_0: the sign-extended bytes), then one 32-trip loop of int32
+    products, conversions and float multiply-adds, which the C compiler vectorizes in full
+    AVX-512 registers (the shape of the exact GEMV). Int8 weights and activations multiplied
+    as bytes made GCC 12 widen through int16 in 128/256-bit registers: 1.8x slower. (Fewer
+    lanes, e.g. eight holding the sums of four products each, GCC 12 splits into scalars
+    once the loop nest is inlined: 6x slower.)"""
     r = tk.index()
     bb = 34 if q8 else 18
     acc = tk.private(tk.float32, (LANES,))
-    w = tk.private(tk.int8, (CHUNK * 32,))
+    w = tk.private(tk.int32, (32,))
     ds = tk.private(tk.float32, (CHUNK,))
     for j in range(LANES):
         acc[j] = tk.float32(0)
@@ -325,22 +335,19 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
     for b0 in range(0, full, CHUNK):
         for t in range(CHUNK):
             ds[t] = half_at(data, r, (b0 + t) * bb) * xd[b0 + t]
-        if not q8:
-            for t in range(CHUNK):
-                base = (b0 + t) * 18 + 2
-                for j in range(16):
-                    v = tk.int32(data[r, base + j])
-                    w[32 * t + j] = tk.int8((v & 15) - 8)
-                    w[32 * t + j + 16] = tk.int8((v >> 4) - 8)
         for t in range(CHUNK):
+            base = (b0 + t) * bb + 2
             o = (b0 + t) * 32
             if q8:
-                base = (b0 + t) * 34 + 2
                 for j in range(32):
                     acc[j] += tk.float32(tk.int32(tk.int8(data[r, base + j])) * tk.int32(xq[o + j])) * ds[t]
             else:
+                for j in range(16):
+                    v = tk.int32(data[r, base + j])
+                    w[j] = (v & 15) - 8
+                    w[j + 16] = (v >> 4) - 8
                 for j in range(32):
-                    acc[j] += tk.float32(tk.int32(w[32 * t + j]) * tk.int32(xq[o + j])) * ds[t]
+                    acc[j] += tk.float32(w[j] * xq[o + j]) * ds[t]
     tot = tk.float32(0)
     for j in range(LANES):
         tot += acc[j]
@@ -401,22 +408,30 @@ def quantize_activations(x, packed: bool = False, stream=None):
     C.require(len(s) == 1 and s[0] % 32 == 0, "quantize_activations", "x",
               f"expected a 1-D array whose length is a multiple of 32, got shape {s}")
     C.contiguous(x, "quantize_activations", "x")
+    return _quantize_x(x, X_PACKED if packed else X_INT8, stream)
+
+
+def _quantize_x(x, fmt: int, stream):
+    """:func:`quantize_activations` of a checked ``x``, ``qs`` in ``fmt``: ``X_PACKED``
+    (uint32 [K / 4]), ``X_INT8`` or ``X_INT32`` ([K], one value per element)."""
     backend = C.backend_of("quantize_activations", x=x)
-    k = s[0]
-    qs = C.new_like(x, (k // 4,) if packed else (k,), np.uint32 if packed else np.int8, backend)
+    k = C.shape_of(x)[0]
+    shape, dtype = {X_PACKED: ((k // 4,), np.uint32), X_INT8: ((k,), np.int8), X_INT32: ((k,), np.int32)}[fmt]
+    qs = C.new_like(x, shape, dtype, backend)
     d = C.new_like(x, (k // 32,), np.float32, backend)
     if k:
-        C.launch(_quantize_x_q8_0, backend, (qs, d, x, bool(packed)), k // 32, stream=stream)
+        C.launch(_quantize_x_q8_0, backend, (qs, d, x, fmt), k // 32, stream=stream)
     return qs, d
 
 
 def _gemv_int8(qtype, a, x, out, backend, stream):
     host = _host_backend(backend)
-    xq, xd = quantize_activations(x, packed=not host, stream=stream)
     m = out.shape[0]
     q8 = qtype == "q8_0"
     if host:
+        xq, xd = _quantize_x(x, X_INT8 if q8 else X_INT32, stream)
         return C.launch(_gemv_rows_i8, backend, (out, a, xq, xd, q8), m, stream=stream)
+    xq, xd = _quantize_x(x, X_PACKED, stream)
     return C.launch(_gemv_group_i8, backend, (out, a, xq, xd, q8), m * GROUP, GROUP, stream=stream)
 
 
@@ -451,17 +466,23 @@ def _gemm_q8_0(out, data: tk.Const, bm: tk.Const):
 
 
 @tk.kernel
-def _gemm_rows_q(out, data: tk.Const, bm: tk.Const, q8: tk.constexpr):
+def _gemm_rows_q(out, data: tk.Const, bf: tk.Const, q8: tk.constexpr, N: tk.constexpr, P: tk.constexpr):
     """Host shape of the fused quantized GEMM (N <= FUSED_MAX_N): one work item per row of
     ``a``; each block is decoded once (scale, then 32 weights, as the GEMV) and multiplies the
-    N contiguous values ``bm[k, :]`` of each of its weights, so the weights are read once for
-    all N columns. Column ``n`` sums its terms in increasing ``k``."""
+    N contiguous values of ``b[k, :]`` of each of its weights, so the weights are read once for
+    all N columns. ``bf``: ``b`` [K, N] flattened; ``N`` and ``P`` (a power of two up to 32,
+    ``P * N <= GEMM_LANES``) are compile-time constants. ``P * N`` partial sums, lane ``p * N + n`` adding the
+    terms of column ``n`` with ``k % P == p`` in increasing ``k``, combined in order of ``p``:
+    the inner loop runs over ``P * N`` consecutive values of ``bf`` (the weights repeated N
+    times each in ``wx``), which the C compiler vectorizes with the partial sums in registers.
+    (One running sum per column, ``n`` innermost, was a chain of dependent adds per column and
+    a loop of run-time trip count: 6x slower.)"""
     i = tk.index()
-    N = bm.shape[1]
-    acc = tk.private(tk.float32, (FUSED_MAX_N,))
+    acc = tk.private(tk.float32, (P * N,))
     w = tk.private(tk.float32, (32,))
-    for n in range(N):
-        acc[n] = tk.float32(0)
+    wx = tk.private(tk.float32, (32 * N,))
+    for u in range(P * N):
+        acc[u] = tk.float32(0)
     bb = 34 if q8 else 18
     for b in range(data.shape[1] // bb):
         base = b * bb
@@ -474,12 +495,27 @@ def _gemm_rows_q(out, data: tk.Const, bm: tk.Const, q8: tk.constexpr):
                 w0, w1 = q4_0_pair(data, i, base, j, d)
                 w[j] = w0
                 w[j + 16] = w1
-        o = b * 32
         for j in range(32):
             for n in range(N):
-                acc[n] += w[j] * bm[o + j, n]
+                wx[j * N + n] = w[j]
+        o = b * 32 * N
+        for j0 in range(0, 32 * N, P * N):
+            for u in range(P * N):
+                acc[u] += wx[j0 + u] * bf[o + j0 + u]
     for n in range(N):
-        out[i, n] = acc[n]
+        s = acc[n]
+        for p in range(1, P):
+            s += acc[p * N + n]
+        out[i, n] = s
+
+
+def _gemm_lanes(n: int) -> int:
+    """``P`` of :func:`_gemm_rows_q` for ``n`` columns: the largest power of two up to 32 (the
+    weights of a block) with ``P * n <= GEMM_LANES``."""
+    p = 32
+    while p * n > GEMM_LANES:
+        p //= 2
+    return p
 
 
 @tk.kernel
@@ -572,7 +608,9 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
     elif len(bs) == 1:
         _gemv(qtype, amat, b, out, backend, stream)
     elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N and _host_backend(backend):
-        C.launch(_gemm_rows_q, backend, (out, amat, b, qtype == "q8_0"), m, stream=stream)
+        n = bs[1]
+        C.launch(_gemm_rows_q, backend, (out, amat, C.view(b, (k * n,)), qtype == "q8_0", n, _gemm_lanes(n)), m,
+                 stream=stream)
     elif quant and qtype in _FUSED_GEMM and bs[1] <= FUSED_MAX_N:
         C.launch(_FUSED_GEMM[qtype], backend, (out, amat, b), oshape, stream=stream)
     else:

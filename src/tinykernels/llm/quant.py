@@ -97,20 +97,21 @@ class QTensor:
 
 @tk.func
 def half_at(data, r, i):
-    """The IEEE float16 stored little-endian at ``data[r, i:i + 2]`` (uint8), as float32.
-    Decoded arithmetically and exactly (every product below is a power of two times an
-    integer of at most 11 bits), without branches: selects only, so a loop that decodes a
-    scale per block stays one straight-line body whose inner loops the C compiler vectorizes.
-    Normal: ``(m | 1024) * 2**(e - 25)``; subnormal (``e == 0``): ``m * 2**-24``."""
+    """The IEEE float16 stored little-endian at ``data[r, i:i + 2]`` (uint8), as float32,
+    exactly: the half's exponent and mantissa bits moved into a float32's (``<< 13``, the
+    exponent rebased by ``112 << 23``; inf/NaN by twice that), the sign bit ORed in.
+    A subnormal half (``m * 2**-24``) is decoded as ``(1 + m / 1024) * 2**-14 - 2**-14``,
+    both exact normal floats, so no float32 subnormal appears (GPUs may flush them). Integer
+    arithmetic on 0/1 flags, no select and no branch: a loop decoding one scale per block
+    stays straight-line code (a select GCC turned into a branch on the scale's sign, a
+    mispredicted jump per block)."""
     h = tk.int32(data[r, i]) | (tk.int32(data[r, i + 1]) << 8)
-    e = (h >> 10) & 31
-    m = h & 1023
-    mant = tk.select(e > 0, m | 1024, m)
-    mag = tk.float32(mant) * tk.float32(1 << max(e, 1)) * 2.98023223876953125e-08      # * 2**-25
-    # e == 31: inf * 1 (m == 0) or inf * 0 = NaN; no select between constants (GCC would
-    # thread a path per case and duplicate the caller's loop)
-    mag = tk.select(e == 31, tk.float32(math.inf) * tk.float32(m == 0), mag)
-    return tk.select((h & 0x8000) != 0, -mag, mag)
+    em = h & 0x7FFF
+    sub = tk.int32(em < 0x0400)
+    big = tk.int32(em >= 0x7C00)
+    bits = (em << 13) + 0x38000000 + big * 0x38000000 + (sub << 23)
+    mag = tk.bitcast(bits, tk.float32) - tk.float32(sub) * tk.float32(6.103515625e-05)      # 2**-14
+    return tk.bitcast(tk.bitcast(mag, tk.uint32) | (tk.uint32(h & 0x8000) << 16), tk.float32)
 
 
 @tk.func

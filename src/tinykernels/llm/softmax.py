@@ -73,31 +73,40 @@ def _softmax(out, x, scale, L, inner, ax: tk.constexpr):
         put_axis(out, ax, c0, c1, c2, c3, l, math.exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m) / s)
 
 
+SM_LANES = 32
+"""Partial maxima and sums per row in the host softmax: 32 (two AVX-512 registers), not
+``LANES``: GCC unrolls a 16-trip lane loop completely and then vectorized its maxima not at
+all (16 scalar ``vmaxss`` per step) and kept its sums in memory (a store-to-load chain per
+step); a 32-trip loop is vectorized as a loop, accumulators in registers."""
+
+
 @tk.kernel
 def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr, stash: tk.constexpr):
     """The host shape (CPU, interpreter): one work item per row, each pass over the row keeping
-    ``LANES`` partial results (lane ``j`` takes the elements ``l`` with ``l % LANES == j``),
-    a loop the C compiler vectorizes without reassociating anything. ``stash``: ``out`` holds
-    float32, so the second pass stores ``exp(x * scale - m)`` there and the third divides it
-    in place instead of computing the exponential again."""
+    ``SM_LANES`` partial results (lane ``j`` takes the elements ``l`` with
+    ``l % SM_LANES == j``), a loop the C compiler vectorizes without reassociating anything.
+    ``stash``: ``out`` holds float32, so the second pass stores ``exp(x * scale - m)`` there
+    and the third scales it in place instead of computing the exponential again. The third
+    pass multiplies by ``1 / sum`` (one rounding more than a division, which was the slowest
+    instruction of the loop)."""
     r = tk.index()
     c0, c1, c2, c3 = row_start(x, r, L, inner)
-    full = L - L % LANES
-    acc = tk.private(tk.float32, (LANES,))
-    for j in range(LANES):
+    full = L - L % SM_LANES
+    acc = tk.private(tk.float32, (SM_LANES,))
+    for j in range(SM_LANES):
         acc[j] = tk.float32(-math.inf)
-    for l0 in range(0, full, LANES):
-        for j in range(LANES):
+    for l0 in range(0, full, SM_LANES):
+        for j in range(SM_LANES):
             acc[j] = max(acc[j], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale)
     for l in range(full, L):
         acc[l - full] = max(acc[l - full], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale)
     m = tk.float32(-math.inf)
-    for j in range(LANES):
+    for j in range(SM_LANES):
         m = max(m, acc[j])
-    for j in range(LANES):
+    for j in range(SM_LANES):
         acc[j] = tk.float32(0)
-    for l0 in range(0, full, LANES):
-        for j in range(LANES):
+    for l0 in range(0, full, SM_LANES):
+        for j in range(SM_LANES):
             e = _exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale - m, poly)
             acc[j] += e
             if stash:
@@ -108,14 +117,15 @@ def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr
         if stash:
             put_axis(out, ax, c0, c1, c2, c3, l, e)
     s = tk.float32(0)
-    for j in range(LANES):
+    for j in range(SM_LANES):
         s += acc[j]
+    inv = tk.float32(1) / s
     for l in range(L):
         if stash:
             e = tk.float32(at_axis(out, ax, c0, c1, c2, c3, l))
         else:
             e = _exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
-        put_axis(out, ax, c0, c1, c2, c3, l, e / s)
+        put_axis(out, ax, c0, c1, c2, c3, l, e * inv)
 
 
 @tk.func
