@@ -7,9 +7,12 @@ running output ``acc``; a new tile with maximum ``m'`` rescales both by ``exp(m 
 Scores, sums and the output accumulate in float32 for every input dtype and the output is
 rounded once, on store.
 
-Code shapes (chosen per backend as the norms are, through ``C.row_group``):
+Code shapes (chosen per backend, see :func:`_shape`):
 
-* host (CPU, interpreter): one work item per (batch, head, query row) with the loop over
+* CPU (``_fa_lanes``): one workgroup per block of 64 query rows, the rows as SIMD lanes
+  (per-row arrays in local memory, item innermost), keys in tiles of 64: two small matrix
+  products per tile with the online softmax between (docs/llm.md "Attention");
+* interpreter (``_fa_rows``): one work item per (batch, head, query row) with the loop over
   keys inside, keys in tiles of ``KT`` whose scores live in a private array;
 * GPUs (CL, WebGPU, CUDA): one workgroup per tile of ``BQ`` query rows (one row per item);
   the group stages a tile of K and V rows in local memory (float32, at most 16 KiB, the
