@@ -1,5 +1,6 @@
 """tinykernels.llm attention (flash_attention, flash_decode) against NumPy float64 and torch's
-scaled_dot_product_attention, in both code shapes (row per item, query tile per group)."""
+scaled_dot_product_attention, in every code shape (row per item, query tile per group, query
+rows as lanes)."""
 import importlib
 import math
 
@@ -47,7 +48,7 @@ def ulps(dt, d):
     return 4 if np.dtype(dt) == np.float16 else int(8 * math.sqrt(d))
 
 
-@pytest.fixture(params=[None, "rows", "tiles"], ids=["auto", "rows", "tiles"])
+@pytest.fixture(params=[None, "rows", "tiles", "lanes"], ids=["auto", "rows", "tiles", "lanes"])
 def shape_kind(request, monkeypatch):
     monkeypatch.setattr(A, "SHAPE", request.param)
 
@@ -106,6 +107,42 @@ def test_flash_attention_numpy_and_torch_in_out():
     z = llm.flash_attention(q, k[:, :, :0], v[:, :, :0], out=np.full_like(q, np.nan))
     assert np.array_equal(z, np.zeros_like(q))
     assert llm.flash_attention(q[:, :, :0], k, v).shape == (1, 2, 0, 8)
+
+
+@pytest.mark.parametrize("be", backends())
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_lanes_partial_tiles_and_blocks(be, causal, monkeypatch):
+    """The lanes shape (CPU default) at lengths around its 64-row query blocks and 64-key
+    tiles: key tiles cut short by Sk or by the causal diagonal (4-key steps plus 1-3
+    remainder keys), partial query blocks, Sq != Sk both ways (causal rows that see no key
+    are 0), odd head dims (4-column steps plus remainder), GQA and float16."""
+    monkeypatch.setattr(A, "SHAPE", "lanes")
+    b = dev(be)
+    cases = [(1, 2, 1, 3, 5, 8, np.float32), (1, 2, 2, 6, 3, 5, np.float32)] if be == "INTERP" else [
+        (1, 2, 1, 65, 65, 64, np.float32), (1, 3, 3, 64, 131, 7, np.float32), (2, 4, 2, 70, 45, 128, np.float32),
+        (1, 1, 1, 1, 67, 33, np.float32), (1, 2, 1, 129, 129, 64, np.float16), (1, 1, 1, 66, 63, 256, np.float32)]
+    for B, H, KH, SQ, SK, D, dt in cases:
+        if be == "WEBGPU" and dt == np.float16:
+            continue
+        q = rng.standard_normal((B, H, SQ, D)).astype(dt)
+        k = rng.standard_normal((B, KH, SK, D)).astype(dt)
+        v = rng.standard_normal((B, KH, SK, D)).astype(dt)
+        got = get(llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q, k, v)), causal=causal))
+        want = ref(q, k, v, causal)
+        if causal and SQ > SK:
+            assert np.all(got[:, :, :SQ - SK] == 0)
+        close(got, want, dt, ulps(dt, D))
+
+
+def test_flash_attention_picks_the_lanes_shape_on_the_cpu():
+    """The CPU runs the lanes kernel (query rows as SIMD lanes) unless a shape is forced; the
+    interpreter keeps the row shape."""
+    assert A._shape(tk.CPU(), 64) == "lanes" and A._shape(tk.CPU(), 512) == "lanes"
+    assert A._shape(tk.backend("INTERP"), 64) == "rows"
+    assert A._lanes_blocks(tk.CPU(), 64) == (64, A.LANES_BK)
+    src = A._fa_lanes.source("CPU", *(np.zeros((1, 1, 64, 64), np.float32),) * 4, 0.125, True, 64, A.LANES_BK, True,
+                             ndrange=(1, 64), workgroupsize=(1, 64))
+    assert "work items as lanes" in src
 
 
 def dec_ref(q, kc, vc, n, scale=None):

@@ -15,6 +15,7 @@ from tinykernels.runtime import cuda as rt
 
 NVRTC_OK, NVRTC_WHY = rt.nvrtc_available()
 C = importlib.import_module("tinykernels.llm._common")
+A = importlib.import_module("tinykernels.llm.attention")
 
 
 def _exercise():
@@ -49,8 +50,13 @@ def _exercise():
         llm.kv_append(cache, x.astype(np.float32)[:, :1], np.zeros(1, np.int32))
         q4 = r.standard_normal((1, 4, 3, 8)).astype(dt)
         kv4 = r.standard_normal((1, 2, 5, 8)).astype(dt)
-        llm.flash_attention(q4, kv4, kv4)
-        llm.flash_attention(q4, kv4, kv4, causal=True)
+        for shape in ("rows", "tiles", "lanes"):      # every flash_attention code shape
+            A.SHAPE = shape
+            try:
+                llm.flash_attention(q4, kv4, kv4)
+                llm.flash_attention(q4, kv4, kv4, causal=True)
+            finally:
+                A.SHAPE = None
         for sp in (1, 2):
             llm.flash_decode(q4[:, :, 0], kv4, kv4, 3, splits=sp)
             llm.flash_decode(q4[:, :, 0], kv4, kv4, np.ones(1, np.int32), offset=1, splits=sp)

@@ -7,9 +7,12 @@ running output ``acc``; a new tile with maximum ``m'`` rescales both by ``exp(m 
 Scores, sums and the output accumulate in float32 for every input dtype and the output is
 rounded once, on store.
 
-Code shapes (chosen per backend as the norms are, through ``C.row_group``):
+Code shapes (chosen per backend, see :func:`_shape`):
 
-* host (CPU, interpreter): one work item per (batch, head, query row) with the loop over
+* CPU (``_fa_lanes``): one workgroup per block of 64 query rows, the rows as SIMD lanes
+  (per-row arrays in local memory, item innermost), keys in tiles of 64: two small matrix
+  products per tile with the online softmax between (docs/llm.md "Attention");
+* interpreter (``_fa_rows``): one work item per (batch, head, query row) with the loop over
   keys inside, keys in tiles of ``KT`` whose scores live in a private array;
 * GPUs (CL, WebGPU, CUDA): one workgroup per tile of ``BQ`` query rows (one row per item);
   the group stages a tile of K and V rows in local memory (float32, at most 16 KiB, the
@@ -29,19 +32,20 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
-from ._math import exp as _exp, use_poly
+from ._math import exp as _exp, exp_f32, use_poly
 
 __all__ = ["flash_attention", "flash_decode"]
 
 KT = 16                 # keys per tile, host shape
 LANES = 16              # partial sums of a host q.k dot product (one 64-byte vector)
 BQ_MAX = 64             # query rows per workgroup, GPU shape
+LANES_BK = 64           # keys per tile, lanes shape (CPU)
 LOCAL_BYTES = 16384     # local memory for the K and V tiles (WebGPU's default limit)
 MAX_HEAD_DIM = 512
 DECODE_CHUNK = 256      # host: fewest keys per flash_decode chunk (chunks only to feed every thread)
 DECODE_CHUNK_GPU = 64   # GPUs: keys per chunk (many items: one per query head and chunk)
 
-# Which code shape flash_attention uses: None by backend; tests set "rows" or "tiles".
+# Which code shape flash_attention uses: None by backend; tests set "rows", "tiles" or "lanes".
 SHAPE: str | None = None
 
 
@@ -199,6 +203,124 @@ def _fa_tiles(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
             out[b, h, i, d] = out.dtype(finish(acc[d], l))
 
 
+@tk.kernel(fastmath=True)
+def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.constexpr, D: tk.constexpr,
+              BK: tk.constexpr, poly: tk.constexpr):
+    """Host shape: ndrange (batch * heads, Sq rounded up to BQ), workgroup (1, BQ); one query
+    row per item. Every per-row array lives in local memory with the item innermost
+    (``Qt[d, lid]``, ``P[j, lid]``, ``Acc[d, lid]``), so on the CPU the group's items are the
+    SIMD lanes (docs/cpu.md) of each loop: a score tile is ``BK`` keys, 4 at a time, each key
+    value broadcast against a vector of query rows; ``P @ V`` runs 4 output columns at a time
+    with the accumulators in registers across the keys. ``fastmath``: the C compiler
+    contracts ``a * b + c`` into FMAs (about 1.2x on the CPU; results differ from the other
+    shapes in the last bits, within the float32 accumulation error the tests allow)."""
+    bh, g = tk.index(tk.Group, tk.Cartesian)
+    lid = tk.index(tk.Local, tk.Linear)
+    BQ = tk.groupsize()[1]
+    # query blocks in the order 0, last, 1, last - 1, ...: a causal block's work grows with
+    # its index, and the CPU gives each thread a contiguous range of groups, so neighbouring
+    # groups pair a light block with a heavy one
+    nqb = tk.ndrange()[1] // BQ
+    qt = tk.select(g % 2 == 0, g // 2, nqb - 1 - g // 2)
+    H = q.shape[1]
+    Sq = q.shape[2]
+    Sk = k.shape[2]
+    b = bh // H
+    h = bh % H
+    kh = h // (H // k.shape[1])
+    D4 = D - D % 4
+    ninf = tk.float32(-math.inf)
+    n_group = visible(min(qt * BQ + BQ - 1, Sq - 1), Sq, Sk, causal)     # the group's last row
+    Qt = tk.localmem(tk.float32, (D, BQ))
+    Acc = tk.localmem(tk.float32, (D, BQ))
+    P = tk.localmem(tk.float32, (BK, BQ))
+    i = qt * BQ + lid
+    iq = min(i, Sq - 1)
+    for d in range(D):
+        Qt[d, lid] = tk.float32(q[b, h, iq, d])
+        Acc[d, lid] = tk.float32(0)
+    n = visible(iq, Sq, Sk, causal)
+    m = ninf
+    l = tk.float32(0)
+    for j0 in range(0, n_group, BK):
+        t = min(BK, n_group - j0)       # this tile's keys
+        for j4 in range(0, t // 4 * 4, 4):
+            # the sums start from their first term (0 + x is x): a zero fill of the
+            # accumulators becomes memset calls in GCC, which keep them out of registers
+            x0 = Qt[0, lid]
+            s0 = tk.float32(k[b, kh, j0 + j4, 0]) * x0
+            s1 = tk.float32(k[b, kh, j0 + j4 + 1, 0]) * x0
+            s2 = tk.float32(k[b, kh, j0 + j4 + 2, 0]) * x0
+            s3 = tk.float32(k[b, kh, j0 + j4 + 3, 0]) * x0
+            for ds in range(1, D):
+                x = Qt[ds, lid]
+                s0 += tk.float32(k[b, kh, j0 + j4, ds]) * x
+                s1 += tk.float32(k[b, kh, j0 + j4 + 1, ds]) * x
+                s2 += tk.float32(k[b, kh, j0 + j4 + 2, ds]) * x
+                s3 += tk.float32(k[b, kh, j0 + j4 + 3, ds]) * x
+            if causal:      # (all the tile's keys are visible otherwise)
+                P[j4, lid] = tk.select(j0 + j4 < n, s0 * scale, ninf)
+                P[j4 + 1, lid] = tk.select(j0 + j4 + 1 < n, s1 * scale, ninf)
+                P[j4 + 2, lid] = tk.select(j0 + j4 + 2 < n, s2 * scale, ninf)
+                P[j4 + 3, lid] = tk.select(j0 + j4 + 3 < n, s3 * scale, ninf)
+            else:
+                P[j4, lid] = s0 * scale
+                P[j4 + 1, lid] = s1 * scale
+                P[j4 + 2, lid] = s2 * scale
+                P[j4 + 3, lid] = s3 * scale
+        for j1 in range(t // 4 * 4, t):
+            s = tk.float32(k[b, kh, j0 + j1, 0]) * Qt[0, lid]
+            for d1 in range(1, D):
+                s += tk.float32(k[b, kh, j0 + j1, d1]) * Qt[d1, lid]
+            P[j1, lid] = tk.select(j0 + j1 < n, s * scale, ninf)
+        mt = m
+        for jm in range(t):
+            mt = max(mt, P[jm, lid])
+        ms = tk.select(mt > ninf, mt, tk.float32(0))   # a row that sees no key yet
+        # (``if poly`` is decided at compile time: a function taking it would assign it at
+        # group level, which splits this piece out of the CPU's lanes shape)
+        if poly:
+            corr = exp_f32(m - ms)
+        else:
+            corr = math.exp(m - ms)
+        l = l * corr
+        for je in range(t):
+            p = tk.float32(0)
+            if poly:
+                p = exp_f32(P[je, lid] - ms)
+            else:
+                p = math.exp(P[je, lid] - ms)
+            P[je, lid] = p
+            l += p
+        for d0 in range(0, D4, 4):
+            a0 = Acc[d0, lid] * corr
+            a1 = Acc[d0 + 1, lid] * corr
+            a2 = Acc[d0 + 2, lid] * corr
+            a3 = Acc[d0 + 3, lid] * corr
+            for jv in range(t):
+                pv = P[jv, lid]
+                a0 += pv * tk.float32(v[b, kh, j0 + jv, d0])
+                a1 += pv * tk.float32(v[b, kh, j0 + jv, d0 + 1])
+                a2 += pv * tk.float32(v[b, kh, j0 + jv, d0 + 2])
+                a3 += pv * tk.float32(v[b, kh, j0 + jv, d0 + 3])
+            Acc[d0, lid] = a0
+            Acc[d0 + 1, lid] = a1
+            Acc[d0 + 2, lid] = a2
+            Acc[d0 + 3, lid] = a3
+        for dr in range(D4, D):
+            a = Acc[dr, lid] * corr
+            for jr in range(t):
+                a += P[jr, lid] * tk.float32(v[b, kh, j0 + jr, dr])
+            Acc[dr, lid] = a
+        m = mt
+        # (no item reads another's lanes: this barrier only makes j0 and t uniform, one
+        # value per group, so the loops above have uniform bounds on the CPU)
+        tk.synchronize()
+    if i < Sq:
+        for do in range(D):
+            out[b, h, i, do] = out.dtype(finish(Acc[do, lid], l))
+
+
 @tk.kernel
 def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.Const, n_int, scale, chunk,
              use_arr: tk.constexpr, direct: tk.constexpr, D: tk.constexpr, G: tk.constexpr, poly: tk.constexpr):
@@ -335,10 +457,29 @@ naga/llvmpipe is not pinned down: a plain kernel with private arrays that large 
 barriers works). 256 keeps a wide margin and covers the usual 64/128/256."""
 
 
-def _use_rows(backend, head_dim: int) -> bool:
+def _shape(backend, head_dim: int) -> str:
+    """The code shape flash_attention uses: ``SHAPE`` when set; else "lanes" on the CPU, "rows"
+    on the interpreter and for heads past ``TILES_MAX_HEAD_DIM``, "tiles" on GPUs."""
     if SHAPE is not None:
-        return SHAPE == "rows"
-    return C.row_group(backend) == 1 or head_dim > TILES_MAX_HEAD_DIM
+        return SHAPE
+    if backend.name == "CPU":
+        return "lanes"
+    return "rows" if C.row_group(backend) == 1 or head_dim > TILES_MAX_HEAD_DIM else "tiles"
+
+
+def _lanes_blocks(backend, head_dim: int) -> tuple[int, int]:
+    """(query rows per group, keys per tile) of the lanes shape: 64 x 64 on the CPU (a row of
+    64 float32 lanes is 4 AVX-512 vectors), fewer rows for large heads (the group's Qt and Acc
+    are 2 * head_dim * rows floats of local memory, on the stack); on GPU backends (tests) as
+    many rows as fit ``LOCAL_BYTES`` with 16-key tiles."""
+    if backend.name == "CPU":
+        bq = 64 if head_dim <= 128 else 32 if head_dim <= 256 else 16
+        return bq, LANES_BK
+    bk = 16
+    bq = 64
+    while bq > 1 and (2 * head_dim + bk) * bq * 4 > LOCAL_BYTES:
+        bq //= 2
+    return bq, bk
 
 
 # ----------------------------------------------------------------------------- the API
@@ -369,7 +510,12 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
     if ks[2] == 0:
         from .elementwise import fill
         return fill(out, 0.0, stream=stream)
-    if _use_rows(backend, D):
+    shape = _shape(backend, D)
+    if shape == "lanes":
+        bq, bk = _lanes_blocks(backend, D)
+        C.launch(_fa_lanes, backend, (out, q, k, v, sc, bool(causal), D, bk, use_poly(backend, np.float32)),
+                 (B * H, -(-Sq // bq) * bq), (1, bq), stream=stream)
+    elif shape == "rows":
         C.launch(_fa_rows, backend, (out, q, k, v, sc, bool(causal), D, use_poly(backend, np.float32)), (B * H, Sq),
                  stream=stream)
     else:
