@@ -728,7 +728,27 @@ def sync_all(out):
     out[tk.index()] = lid
 
 
-def test_check_divergent_barrier():
+@pytest.mark.parametrize("backend", [INTERP, CHECK], ids=["INTERP", "CHECK"])
+def test_divergent_barrier_is_a_compile_error(backend):
+    # SPEC section 3: a barrier or collective under a condition that depends on the work item is
+    # a tk.CompileError naming the line on every backend (the interpreter used to run the kernel
+    # and raise DivergentBarrierError only when the items actually diverged)
+    with pytest.raises(tk.CompileError, match="non-uniform control flow") as e:
+        sync_some(backend, 16)(np.zeros(16, np.int32), ndrange=16)
+    assert f"{__file__}:{line_of(sync_some, 'tk.synchronize()')}" in str(e.value)
+    with pytest.raises(tk.CompileError, match="tk.group_reduce"):
+        reduce_or_sync(backend, 16)(np.zeros(16, np.int32), np.ones(16, np.int32), ndrange=16)
+    out = np.zeros(32, np.int32)
+    sync_all(backend, 16)(out, ndrange=32)
+    assert (out == np.arange(32) % 16).all()
+
+
+def test_check_divergent_barrier(monkeypatch):
+    # the lockstep scheduler's own run-time check, behind the static one (switched off here)
+    import tinykernels.runtime.interp.backend as interp_backend
+    monkeypatch.setattr(interp_backend, "_check_barriers", lambda ir: None)
+    for k in (sync_some, reduce_or_sync):     # forget what this test lets through, when it ends
+        monkeypatch.setattr(k(CHECK, 16), "_compiled", {})
     with pytest.raises(DivergentBarrierError) as e:
         sync_some(CHECK, 16)(np.zeros(16, np.int32), ndrange=16)
     msg = str(e.value)

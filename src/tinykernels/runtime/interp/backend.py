@@ -96,7 +96,8 @@ class InterpreterKernelInstance(KernelInstance):
                 return
         except TypeError:          # an unhashable constexpr: check every launch
             key = None
-        self._lower(norm, wg, ndim=ndim, allow_breakpoint=True)
+        ir = self._lower(norm, wg, ndim=ndim, allow_breakpoint=True)
+        _check_barriers(ir)
         if key is not None:
             with self._lock:
                 self._compiled[key] = True
@@ -121,6 +122,14 @@ class InterpreterKernelInstance(KernelInstance):
         raise NotImplementedError(
             f"kernel '{self.name}': the interpreter generates no source, it runs your Python function "
             "directly; for generated code use kernel.source('CPU', ...)")
+
+
+def _check_barriers(ir) -> None:
+    """The compiled backends' static check (SPEC section 3): a ``tk.synchronize()``, group
+    collective or ``tk.uniform`` under control flow that depends on the work item is a
+    CompileError naming its line here too, not only a DivergentBarrierError at run time."""
+    from ...passes.uniformity import check_barriers, uniform_vars
+    check_barriers(ir, uniform_vars(ir.body, ir.locals))
 
 
 class Interpreter(Backend):
