@@ -214,6 +214,46 @@ def test_certain_out_of_bounds_is_refused_at_launch(be, monkeypatch):
         np.testing.assert_array_equal(a, np.ones((3, 5)))
 
 
+@tk.kernel
+def last_of(out, u: tk.Const):
+    i = tk.index()
+    j = 2
+    out[i] = u[-1] + u[j + 1] + u[0]      # u[-1] is no NumPy wrap-around: outside the array
+
+
+@tk.kernel
+def const_within(out, u: tk.Const):
+    i = tk.index()
+    out[i] = u[0] + u[u.shape[0] - 1] + u[3]
+
+
+@pytest.mark.parametrize("be", ["CPU", "CPU-py"] + DEVICE)
+def test_constant_index_out_of_bounds_is_refused_at_launch(be, monkeypatch):
+    # a constant index outside the array (A[-1] written the NumPy way) read or wrote the memory
+    # next to the array on the compiled backends, silently
+    if be == "CPU-py":
+        monkeypatch.setenv("TK_PY_LAUNCHER", "1")
+        be = tk.CPU(threads=2)
+    conv = (lambda a: tk.asarray(a, backend=be)) if be in DEVICE else (lambda a: a)
+    u, out = conv(np.arange(10, dtype=np.float32)), conv(np.zeros(4, np.float32))
+    if be == "WebGPU":                                   # naga refuses a constant negative index itself
+        with pytest.raises(tk.CompileError, match="negative index"):
+            last_of(be)(out, u, ndrange=4)
+    else:
+        with pytest.raises(tk.LaunchError, match=r"kernel 'last_of' at .*test_launch_checks.py:\d+: argument 'u' "
+                                                 r"with shape \(10,\) is indexed out of bounds: index -1 in its "
+                                                 r"dimension 0 \(negative indices do not wrap around in kernels: "
+                                                 r"write u.shape\[0\] - 1\)"):
+            last_of(be)(out, u, ndrange=4)
+        last_of(be)(out, u, ndrange=0)                   # launches nothing: not an error
+    with pytest.raises(tk.LaunchError, match=r"argument 'u' with shape \(3,\) is indexed out of bounds: index 3 "):
+        const_within(be)(out, conv(np.zeros(3, np.float32)), ndrange=4)
+    const_within(be)(out, u, ndrange=4)
+    if be in DEVICE:
+        out = out.numpy()
+    np.testing.assert_array_equal(out, np.full(4, 12, np.float32))
+
+
 @pytest.mark.parametrize("be", ["CPU"] + DEVICE)
 def test_guarded_and_looped_accesses_are_not_refused(be):
     conv = (lambda a: tk.asarray(a, backend=be)) if be in DEVICE else (lambda a: a)
