@@ -89,6 +89,31 @@ def test_launch_errors_name_kernel_and_argument():
         axpy(CPU)(np.zeros(2), 1.0, np.zeros(2), ndrange=2, workgroupsize=4096)
 
 
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"] + [d for n, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"))
+                                                     if tk.backends()[n][0]])
+def test_arguments_by_keyword(dev):
+    # as in a Python call; used to be a TypeError from the instance's __call__
+    b = tk.backend(dev)
+    y, x = tk.asarray(np.ones(4, np.float32), backend=b), tk.asarray(np.arange(4, dtype=np.float32), backend=b)
+    axpy(b)(y, x=x, a=2.0, ndrange=4)
+    axpy(b)(a=2.0, y=y, x=x, ndrange=4).wait()
+    axpy.launch(y, 1.0, x=x, ndrange=4)
+    tk.synchronize(b)
+    np.testing.assert_array_equal(y.numpy(), 1 + 5 * np.arange(4))
+    if dev != "INTERP":
+        assert axpy.source(dev, y, 2.0, x=x, ndrange=4) == axpy.source(dev, y, 2.0, x, ndrange=4)
+    with pytest.raises(tk.LaunchError, match=r"kernel 'axpy' has no argument 'z' \(its arguments: y, a, x\)"):
+        axpy(b)(y, 2.0, z=x, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="kernel 'axpy': argument 'y' is given twice"):
+        axpy(b)(y, 2.0, x, y=y, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="kernel 'axpy': argument.s. 'x' missing"):
+        axpy(b)(y, a=2.0, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="kernel 'axpy': ndrange= is missing"):
+        axpy(b)(y, 2.0, x)
+    with pytest.raises(tk.LaunchError, match="kernel 'axpy': ndrange= is missing"):
+        axpy.launch(y, 2.0, x)
+
+
 def test_zero_sized_launch_is_a_no_op_and_returns_a_done_event():
     y = np.ones(3)
     ev = axpy(CPU)(y, 2.0, np.ones(3), ndrange=(3, 0))

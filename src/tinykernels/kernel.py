@@ -16,7 +16,8 @@ from . import lang
 from .lang import Func
 from .backends import Backend, backend as make_backend
 from .runtime.base import (DEFAULT_WORKGROUP, GROUPED_FEATURES, RECORDERS, KernelInstance,  # noqa: F401
-                           _check_debug, _norm_wg, expand_wg, launch_checks, parse_ndrange)
+                           _check_debug, _norm_wg, bind_launch_args, expand_wg, launch_checks,
+                           parse_ndrange)
 from .runtime.cpu import CPU_STACK_ARRAYS, Compiled, CPUKernelInstance, check_cpu_memory  # noqa: F401
 from .runtime.streams import Event
 from .tracebacks import api_boundary
@@ -89,9 +90,11 @@ class Kernel:
         return inst
 
     @api_boundary
-    def launch(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
-        """Launch on the backend the array arguments live on."""
+    def launch(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        """Launch on the backend the array arguments live on (arguments by position or name)."""
         from .array import get_backend
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.params, args, named, ndrange)
         b = None
         for a, (name, kind) in zip(args, self.params):
             if kind != "constexpr" and not isinstance(a, (bool, int, float, np.generic)):
@@ -103,9 +106,11 @@ class Kernel:
         return self(b)(*args, ndrange=ndrange, workgroupsize=workgroupsize, stream=stream)
 
     @api_boundary
-    def source(self, backend, *args, ndrange, workgroupsize=None) -> str:
+    def source(self, backend, *args, ndrange=None, workgroupsize=None, **named) -> str:
         """The complete generated source for these arguments (no device needed; ``"ROCm"``
         renders for gfx90a, ``"ROCm:gfx1100"`` for that architecture)."""
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.params, args, named, ndrange)
         if isinstance(backend, str):
             backend = _source_target(backend)
         return self(make_backend(backend)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ... import dtypes as D
 from ...errors import CompileError, LaunchError
-from ..base import RECORDERS, Backend, KernelInstance
+from ..base import RECORDERS, Backend, KernelInstance, bind_launch_args
 from .errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,
                      UninitializedReadError)
 from .context import RETURNED_VALUE, Group, Item, KernelContext, unravel
@@ -56,7 +56,9 @@ class InterpreterKernelInstance(KernelInstance):
         self._cmask = kernel.cmask
         self._nthreads = 1
 
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+    def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:                                   # inside tk.autodiff: it records, then launches
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         return self._launch(args, ndrange, workgroupsize, stream)
