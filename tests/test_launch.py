@@ -114,6 +114,17 @@ def test_arguments_by_keyword(dev):
         axpy.launch(y, 2.0, x)
 
 
+@pytest.mark.parametrize("params", ["A, v=3.0", "A, *rest", "A, *, v", "A, **kw"])
+def test_unbindable_parameters_are_a_compile_error_at_the_def(params, tmp_path):
+    # they were reported as a wrong argument count at the first launch ("takes 2 argument(s)
+    # (A, v), got 1"), or, given every argument, at the first compile
+    path = tmp_path / "sig.py"
+    path.write_text(f"import tinykernels as tk\n\n@tk.kernel\ndef k({params}):\n    A[tk.index()] = 1\n")
+    with pytest.raises(tk.CompileError, match=r"sig.py:4:1: in kernel 'k': kernels take plain positional "
+                                              r"parameters only \(no defaults, \*args or \*\*kwargs\)"):
+        exec(compile(path.read_text(), str(path), "exec"), {})
+
+
 def test_zero_sized_launch_is_a_no_op_and_returns_a_done_event():
     y = np.ones(3)
     ev = axpy(CPU)(y, 2.0, np.ones(3), ndrange=(3, 0))

@@ -44,6 +44,24 @@ def _param_kinds(fn) -> list:
     return out
 
 
+def _check_signature(fn) -> None:
+    """A CompileError at the ``def`` for parameters a launch cannot bind (defaults, ``*args``,
+    keyword-only, ``**kwargs``): raised when the kernel is defined, not as a misleading
+    argument count at its first launch."""
+    bad = [p for p in inspect.signature(fn).parameters.values()
+           if p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty]
+    if bad:
+        import linecache
+        from .errors import CompileError
+        code = getattr(fn, "__code__", None)
+        file, line = (code.co_filename, code.co_firstlineno) if code is not None else (None, None)
+        while line is not None and linecache.getline(file, line).lstrip().startswith("@"):
+            line += 1                   # the def, not its decorators
+        raise CompileError("kernels take plain positional parameters only (no defaults, *args or **kwargs): "
+                           + ", ".join(str(p) for p in bad), file, line, None,
+                           (linecache.getline(file, line) or None) if line else None, kernel=fn.__name__)
+
+
 class Kernel:
     """A kernel (``@tk.kernel``). Call it with a backend to get a launchable instance."""
     derived = False       # True for kernels made from another one's IR (autodiff): no Python source to run
@@ -53,6 +71,7 @@ class Kernel:
         self.name = fn.__name__
         self.unsafe_indices = unsafe_indices
         self.fastmath = bool(fastmath)
+        _check_signature(fn)
         self.params = _param_kinds(fn)
         self.cmask = sum(1 << i for i, (_, k) in enumerate(self.params) if k == "constexpr")
         self._src = None
