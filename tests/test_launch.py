@@ -125,6 +125,28 @@ def test_unbindable_parameters_are_a_compile_error_at_the_def(params, tmp_path):
         exec(compile(path.read_text(), str(path), "exec"), {})
 
 
+@tk.kernel
+def scale_by(out, x: tk.Const, v):
+    i = tk.index()
+    out[i] = x[i] * v
+
+
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"] + [d for n, d in (("OpenCL", "CL"),) if tk.backends()[n][0]])
+def test_zero_dimensional_arrays_are_scalar_arguments(dev):
+    # np.array(0.2) or torch.tensor(0.2) where a scalar goes: its NumPy scalar, strong as in
+    # NumPy (float32 * 0-d float64 computes in float64); was "must have 1 to 8 dimensions"
+    torch = pytest.importorskip("torch")
+    b = tk.backend(dev)
+    x = np.array([0.1, 0.3, 0.7], np.float32)
+    for v in (np.array(0.2), torch.tensor(0.2, dtype=torch.float64)):
+        out = tk.asarray(np.zeros(3, np.float64), backend=b)
+        scale_by(b)(out, tk.asarray(x, backend=b), v, ndrange=3)
+        np.testing.assert_array_equal(out.numpy(), x * np.array(0.2))         # float64, not float32
+    out = tk.asarray(np.zeros(3, np.float64), backend=b)
+    scale_by(b)(out, tk.asarray(x, backend=b), 0.2, ndrange=3)                 # a weak Python float
+    np.testing.assert_array_equal(out.numpy(), (x * np.float32(0.2)).astype(np.float64))
+
+
 def test_zero_sized_launch_is_a_no_op_and_returns_a_done_event():
     y = np.ones(3)
     ev = axpy(CPU)(y, 2.0, np.ones(3), ndrange=(3, 0))

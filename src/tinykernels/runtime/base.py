@@ -266,6 +266,8 @@ class KernelInstance:
                 raise LaunchError(_unusable_argument(self.name, name, a, self.backend))
         if D.from_any(arr.dtype) is None:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {arr.dtype}")
+        if arr.ndim == 0 and arr.dtype.kind in "biuf" and kind != "const":
+            return arr[()]          # a 0-d array (np.array(2.0), torch.tensor(2.0)): its NumPy scalar (strong)
         if arr.ndim == 0 or arr.ndim > 8:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions, got {arr.ndim}")
         if not arr.flags.aligned or arr.dtype.byteorder == ">" or any(s % arr.itemsize for s in arr.strides):
