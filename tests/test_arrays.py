@@ -380,3 +380,27 @@ def test_zero_dim_device_arrays_keep_their_shape(dev):
     for a in (tk.zeros((), tk.int32, backend=b), tk.asarray(np.float32(2.5), backend=b)):
         assert a.shape == () and a.numpy().shape == ()
     assert tk.asarray(np.float32(2.5), backend=b).numpy() == np.float32(2.5)
+
+
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"] + [d for n, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"))
+                                                     if __import__("tinykernels").backends()[n][0]])
+def test_one_element_arrays_convert_to_python_scalars(dev):
+    # int(llm.argmax(x)) (an int32 0-d array, SPEC section 10) was a TypeError, as were
+    # float(), .item() and using it as an index; conversions follow NumPy's rules
+    import operator
+
+    import tinykernels as tk
+    from tinykernels import llm
+    b = tk.backend(dev)
+    am = llm.argmax(tk.asarray(np.array([1, 5, 2], np.float32), backend=b))
+    assert int(am) == 1 and operator.index(am) == 1 and [10, 20, 30][am] == 20 and am.item() == 1
+    assert type(am.item()) is int and bool(am) is True
+    z = tk.asarray(np.array(2.5, np.float32), backend=b)
+    assert float(z) == 2.5 and z.item() == 2.5 and complex(z) == 2.5 and bool(tk.zeros((), backend=b)) is False
+    with pytest.raises(TypeError):
+        operator.index(z)                                  # a float is no index, as in NumPy
+    with pytest.raises((TypeError, ValueError)):
+        int(tk.zeros(3, backend=b))                        # not one element
+    with pytest.raises(ValueError):
+        tk.zeros(3, backend=b).item()
+    assert bool(tk.zeros(3, backend=b)) and not bool(tk.zeros((0, 2), backend=b))  # non-empty, as before

@@ -303,3 +303,53 @@ def test_an_array_of_another_backend_names_it_and_how_to_move_it():
     A = tk.zeros(4, backend=tk.OpenCL())
     with pytest.raises(tk.LaunchError, match=r"argument 'A' is an array on tk\.OpenCL.*run the kernel there.*tk\.asarray"):
         _fills(tk.CPU())(A, ndrange=4)
+
+
+@tk.func
+def _lerp_d(a, b, t=0.25, bias=0):
+    return a + (b - a) * t + bias
+
+
+@tk.func
+def _bump(c, k):
+    return tk.atomic_add(c, 0, k)
+
+
+@tk.kernel
+def func_keywords(out, x: tk.Const, c):
+    i = tk.index()
+    out[i, 0] = _lerp_d(x[i], 2.0)                      # both defaults
+    out[i, 1] = _lerp_d(x[i], 2.0, 0.5)
+    out[i, 2] = _lerp_d(x[i], b=2.0, bias=1)            # a keyword, a default between
+    out[i, 3] = _lerp_d(bias=x[i], t=1.0, b=3.0, a=0.0)
+    out[i, 4] = _bump(k=2, c=c) + _bump(c, 1) * 0       # keyword arguments lowered in source order
+
+
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"])
+def test_func_calls_take_keywords_and_defaults(dev):
+    # calls of a @tk.func bind as in Python; keywords were "not supported in kernel calls" and
+    # a default value was a wrong argument count
+    x = np.array([0.0, 1.0, 4.0], np.float32)
+    out, c = np.zeros((3, 5), np.float32), np.zeros(1, np.int32)
+    func_keywords(tk.backend(dev))(out, x, c, ndrange=3)
+    np.testing.assert_array_equal(out[:, 0], x + (2 - x) * np.float32(0.25))
+    np.testing.assert_array_equal(out[:, 1], x + (2 - x) * np.float32(0.5))
+    np.testing.assert_array_equal(out[:, 2], x + (2 - x) * np.float32(0.25) + 1)
+    np.testing.assert_array_equal(out[:, 3], 3 + x)
+    assert sorted(out[:, 4]) == [0, 3, 6] and c[0] == 9
+
+
+@pytest.mark.parametrize("call,msg", [
+    ("_lerp_d(x[i], 2.0, z=1.0)", r"@tk.func '_lerp_d' has no parameter 'z' \(its parameters: a, b, t, bias\)"),
+    ("_lerp_d(x[i], 2.0, a=1.0)", "got two values for parameter 'a'"),
+    ("_lerp_d(x[i])", r"takes 4 argument\(s\) \(a, b, t, bias\); missing 'b'"),
+    ("_lerp_d(x[i], 1.0, 1.0, 1.0, 1.0)", r"takes 4 argument\(s\), got 5"),
+])
+def test_func_call_binding_errors_name_the_call(call, msg, tmp_path):
+    path = tmp_path / "calls.py"
+    path.write_text("import tinykernels as tk\nfrom test_frontend import _lerp_d\n\n\n@tk.kernel\n"
+                    f"def k(out, x):\n    i = tk.index()\n    out[i] = {call}\n")
+    ns: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), ns)
+    with pytest.raises(tk.CompileError, match=rf"calls.py:8:\d+: in kernel 'k': .*{msg}"):
+        ns["k"](CPU)(np.zeros(2, np.float32), np.zeros(2, np.float32), ndrange=2)

@@ -728,7 +728,27 @@ def sync_all(out):
     out[tk.index()] = lid
 
 
-def test_check_divergent_barrier():
+@pytest.mark.parametrize("backend", [INTERP, CHECK], ids=["INTERP", "CHECK"])
+def test_divergent_barrier_is_a_compile_error(backend):
+    # SPEC section 3: a barrier or collective under a condition that depends on the work item is
+    # a tk.CompileError naming the line on every backend (the interpreter used to run the kernel
+    # and raise DivergentBarrierError only when the items actually diverged)
+    with pytest.raises(tk.CompileError, match="non-uniform control flow") as e:
+        sync_some(backend, 16)(np.zeros(16, np.int32), ndrange=16)
+    assert f"{__file__}:{line_of(sync_some, 'tk.synchronize()')}" in str(e.value)
+    with pytest.raises(tk.CompileError, match="tk.group_reduce"):
+        reduce_or_sync(backend, 16)(np.zeros(16, np.int32), np.ones(16, np.int32), ndrange=16)
+    out = np.zeros(32, np.int32)
+    sync_all(backend, 16)(out, ndrange=32)
+    assert (out == np.arange(32) % 16).all()
+
+
+def test_check_divergent_barrier(monkeypatch):
+    # the lockstep scheduler's own run-time check, behind the static one (switched off here)
+    import tinykernels.runtime.interp.backend as interp_backend
+    monkeypatch.setattr(interp_backend, "_check_barriers", lambda ir: None)
+    for k in (sync_some, reduce_or_sync):     # forget what this test lets through, when it ends
+        monkeypatch.setattr(k(CHECK, 16), "_compiled", {})
     with pytest.raises(DivergentBarrierError) as e:
         sync_some(CHECK, 16)(np.zeros(16, np.int32), ndrange=16)
     msg = str(e.value)
@@ -807,3 +827,46 @@ def test_autodiff_records_interpreter_launches():
     tk.autodiff(tk.Reverse, f, tk.Duplicated(A, dA))
     np.testing.assert_allclose(A.numpy(), a0 * a0)
     np.testing.assert_allclose(dA.numpy(), 2 * a0)
+
+
+@tk.kernel
+def weak_int_ops(out, x: tk.Const, v, f: tk.Const):
+    i = tk.index()
+    w = int(f[i])                       # a run-time Python int, like the argument v
+    out[i, 0] = x[i] + v
+    out[i, 1] = v - x[i]
+    out[i, 2] = x[i] * v
+    out[i, 3] = x[i] // v
+    out[i, 4] = x[i] % v
+    out[i, 5] = x[i] & v
+    out[i, 6] = x[i] | w
+    out[i, 7] = w ^ x[i]
+    out[i, 8] = x[i] >> v
+    out[i, 9] = x[i]
+    out[i, 9] += w
+    out[i, 10] = x[i]
+    out[i, 10] ^= v
+
+
+@pytest.mark.parametrize("t", [np.uint8, np.int8, np.int16, np.uint32])
+@pytest.mark.parametrize("v", [300, -1, 2**40 + 7])
+def test_run_time_python_int_that_does_not_fit_wraps_as_compiled(t, v):
+    # a Python int argument (or int(x)) outside the range of the integer it meets is converted
+    # to that type, wrapping, on the compiled backends; the interpreter raised NumPy's
+    # OverflowError instead (and agreed only for values in range)
+    x = np.array([1, 7, 100, 255 if t != np.int8 else -128], t)
+    f = np.full(4, float(v), np.float64)
+    outs = []
+    for b in (INTERP, tk.CPU()):
+        out = np.zeros((4, 11), t)
+        weak_int_ops(b)(out, x, v, f, ndrange=4)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    vw = np.array(v).astype(np.int64).astype(t)          # the wrapped value
+    with np.errstate(all="ignore"):
+        expect = [x + vw, vw - x, x * vw, x // vw if vw else 0 * x, x % vw if vw else 0 * x, x & vw, x | vw,
+                  vw ^ x, x >> vw, x + vw, x ^ vw]
+    bits = 8 * x.itemsize
+    if not 0 <= vw < bits:               # past the width: 0, or -1 for a negative value (language.md)
+        expect[8] = outs[1][:, 8] if vw < 0 else np.where(x < 0, -1, 0)
+    np.testing.assert_array_equal(outs[0], np.stack(expect, 1).astype(t))

@@ -89,6 +89,64 @@ def test_launch_errors_name_kernel_and_argument():
         axpy(CPU)(np.zeros(2), 1.0, np.zeros(2), ndrange=2, workgroupsize=4096)
 
 
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"] + [d for n, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"))
+                                                     if tk.backends()[n][0]])
+def test_arguments_by_keyword(dev):
+    # as in a Python call; used to be a TypeError from the instance's __call__
+    b = tk.backend(dev)
+    y, x = tk.asarray(np.ones(4, np.float32), backend=b), tk.asarray(np.arange(4, dtype=np.float32), backend=b)
+    axpy(b)(y, x=x, a=2.0, ndrange=4)
+    axpy(b)(a=2.0, y=y, x=x, ndrange=4).wait()
+    axpy.launch(y, 1.0, x=x, ndrange=4)
+    tk.synchronize(b)
+    np.testing.assert_array_equal(y.numpy(), 1 + 5 * np.arange(4))
+    if dev != "INTERP":
+        assert axpy.source(dev, y, 2.0, x=x, ndrange=4) == axpy.source(dev, y, 2.0, x, ndrange=4)
+    with pytest.raises(tk.LaunchError, match=r"kernel 'axpy' has no argument 'z' \(its arguments: y, a, x\)"):
+        axpy(b)(y, 2.0, z=x, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="kernel 'axpy': argument 'y' is given twice"):
+        axpy(b)(y, 2.0, x, y=y, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="kernel 'axpy': argument.s. 'x' missing"):
+        axpy(b)(y, a=2.0, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="kernel 'axpy': ndrange= is missing"):
+        axpy(b)(y, 2.0, x)
+    with pytest.raises(tk.LaunchError, match="kernel 'axpy': ndrange= is missing"):
+        axpy.launch(y, 2.0, x)
+
+
+@pytest.mark.parametrize("params", ["A, v=3.0", "A, *rest", "A, *, v", "A, **kw"])
+def test_unbindable_parameters_are_a_compile_error_at_the_def(params, tmp_path):
+    # they were reported as a wrong argument count at the first launch ("takes 2 argument(s)
+    # (A, v), got 1"), or, given every argument, at the first compile
+    path = tmp_path / "sig.py"
+    path.write_text(f"import tinykernels as tk\n\n@tk.kernel\ndef k({params}):\n    A[tk.index()] = 1\n")
+    with pytest.raises(tk.CompileError, match=r"sig.py:4:1: in kernel 'k': kernels take plain positional "
+                                              r"parameters only \(no defaults, \*args or \*\*kwargs\)"):
+        exec(compile(path.read_text(), str(path), "exec"), {})
+
+
+@tk.kernel
+def scale_by(out, x: tk.Const, v):
+    i = tk.index()
+    out[i] = x[i] * v
+
+
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"] + [d for n, d in (("OpenCL", "CL"),) if tk.backends()[n][0]])
+def test_zero_dimensional_arrays_are_scalar_arguments(dev):
+    # np.array(0.2) or torch.tensor(0.2) where a scalar goes: its NumPy scalar, strong as in
+    # NumPy (float32 * 0-d float64 computes in float64); was "must have 1 to 8 dimensions"
+    torch = pytest.importorskip("torch")
+    b = tk.backend(dev)
+    x = np.array([0.1, 0.3, 0.7], np.float32)
+    for v in (np.array(0.2), torch.tensor(0.2, dtype=torch.float64)):
+        out = tk.asarray(np.zeros(3, np.float64), backend=b)
+        scale_by(b)(out, tk.asarray(x, backend=b), v, ndrange=3)
+        np.testing.assert_array_equal(out.numpy(), x * np.array(0.2))         # float64, not float32
+    out = tk.asarray(np.zeros(3, np.float64), backend=b)
+    scale_by(b)(out, tk.asarray(x, backend=b), 0.2, ndrange=3)                 # a weak Python float
+    np.testing.assert_array_equal(out.numpy(), (x * np.float32(0.2)).astype(np.float64))
+
+
 def test_zero_sized_launch_is_a_no_op_and_returns_a_done_event():
     y = np.ones(3)
     ev = axpy(CPU)(y, 2.0, np.ones(3), ndrange=(3, 0))

@@ -214,6 +214,62 @@ def test_certain_out_of_bounds_is_refused_at_launch(be, monkeypatch):
         np.testing.assert_array_equal(a, np.ones((3, 5)))
 
 
+@tk.kernel
+def last_of(out, u: tk.Const):
+    i = tk.index()
+    j = 2
+    out[i] = u[-1] + u[j + 1] + u[0]      # u[-1] is no NumPy wrap-around: outside the array
+
+
+@tk.kernel
+def const_within(out, u: tk.Const):
+    i = tk.index()
+    out[i] = u[0] + u[u.shape[0] - 1] + u[3]
+
+
+@pytest.mark.parametrize("be", ["CPU", "CPU-py"] + DEVICE)
+def test_constant_index_out_of_bounds_is_refused_at_launch(be, monkeypatch):
+    # a constant index outside the array (A[-1] written the NumPy way) read or wrote the memory
+    # next to the array on the compiled backends, silently
+    if be == "CPU-py":
+        monkeypatch.setenv("TK_PY_LAUNCHER", "1")
+        be = tk.CPU(threads=2)
+    conv = (lambda a: tk.asarray(a, backend=be)) if be in DEVICE else (lambda a: a)
+    u, out = conv(np.arange(10, dtype=np.float32)), conv(np.zeros(4, np.float32))
+    with pytest.raises(tk.LaunchError, match=r"kernel 'last_of' at .*test_launch_checks.py:\d+: argument 'u' "
+                                             r"with shape \(10,\) is indexed out of bounds: index -1 in its "
+                                             r"dimension 0 \(negative indices do not wrap around in kernels: "
+                                             r"write u.shape\[0\] - 1\)"):
+        last_of(be)(out, u, ndrange=4)
+    last_of(be)(out, u, ndrange=0)                       # launches nothing: not an error
+    with pytest.raises(tk.LaunchError, match=r"argument 'u' with shape \(3,\) is indexed out of bounds: index 3 "):
+        const_within(be)(out, conv(np.zeros(3, np.float32)), ndrange=4)
+    const_within(be)(out, u, ndrange=4)
+    if be in DEVICE:
+        out = out.numpy()
+    np.testing.assert_array_equal(out, np.full(4, 12, np.float32))
+
+
+@tk.kernel
+def guarded_constants(out, n):
+    i = tk.index()
+    tile = tk.localmem(tk.float32, (4,))
+    tile[i % 4] = 1.0
+    if n > 100:                        # never taken here: the accesses below never run
+        out[-1] = tile[7]
+        tile[-2] = 3.0
+    out[i] = tile[i % 4] * 2
+
+
+@pytest.mark.parametrize("be", ["CPU", "INTERP"] + DEVICE)
+def test_constant_indices_outside_arrays_compile_where_they_never_run(be):
+    # naga (WebGPU) refused to compile such a kernel ("Accessing ... via a negative index is
+    # invalid"), which the other backends run
+    out = tk.asarray(np.zeros(4, np.float32), backend=be)
+    guarded_constants(be, 4)(out, 3, ndrange=4)
+    np.testing.assert_array_equal(out.numpy(), np.full(4, 2, np.float32))
+
+
 @pytest.mark.parametrize("be", ["CPU"] + DEVICE)
 def test_guarded_and_looped_accesses_are_not_refused(be):
     conv = (lambda a: tk.asarray(a, backend=be)) if be in DEVICE else (lambda a: a)

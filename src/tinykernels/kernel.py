@@ -16,7 +16,8 @@ from . import lang
 from .lang import Func
 from .backends import Backend, backend as make_backend
 from .runtime.base import (DEFAULT_WORKGROUP, GROUPED_FEATURES, RECORDERS, KernelInstance,  # noqa: F401
-                           _check_debug, _norm_wg, expand_wg, launch_checks, parse_ndrange)
+                           _check_debug, _norm_wg, bind_launch_args, expand_wg, launch_checks,
+                           parse_ndrange)
 from .runtime.cpu import CPU_STACK_ARRAYS, Compiled, CPUKernelInstance, check_cpu_memory  # noqa: F401
 from .runtime.streams import Event
 from .tracebacks import api_boundary
@@ -43,6 +44,24 @@ def _param_kinds(fn) -> list:
     return out
 
 
+def _check_signature(fn) -> None:
+    """A CompileError at the ``def`` for parameters a launch cannot bind (defaults, ``*args``,
+    keyword-only, ``**kwargs``): raised when the kernel is defined, not as a misleading
+    argument count at its first launch."""
+    bad = [p for p in inspect.signature(fn).parameters.values()
+           if p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty]
+    if bad:
+        import linecache
+        from .errors import CompileError
+        code = getattr(fn, "__code__", None)
+        file, line = (code.co_filename, code.co_firstlineno) if code is not None else (None, None)
+        while line is not None and linecache.getline(file, line).lstrip().startswith("@"):
+            line += 1                   # the def, not its decorators
+        raise CompileError("kernels take plain positional parameters only (no defaults, *args or **kwargs): "
+                           + ", ".join(str(p) for p in bad), file, line, None,
+                           (linecache.getline(file, line) or None) if line else None, kernel=fn.__name__)
+
+
 class Kernel:
     """A kernel (``@tk.kernel``). Call it with a backend to get a launchable instance."""
     derived = False       # True for kernels made from another one's IR (autodiff): no Python source to run
@@ -52,6 +71,7 @@ class Kernel:
         self.name = fn.__name__
         self.unsafe_indices = unsafe_indices
         self.fastmath = bool(fastmath)
+        _check_signature(fn)
         self.params = _param_kinds(fn)
         self.cmask = sum(1 << i for i, (_, k) in enumerate(self.params) if k == "constexpr")
         self._src = None
@@ -89,9 +109,11 @@ class Kernel:
         return inst
 
     @api_boundary
-    def launch(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
-        """Launch on the backend the array arguments live on."""
+    def launch(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        """Launch on the backend the array arguments live on (arguments by position or name)."""
         from .array import get_backend
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.params, args, named, ndrange)
         b = None
         for a, (name, kind) in zip(args, self.params):
             if kind != "constexpr" and not isinstance(a, (bool, int, float, np.generic)):
@@ -103,9 +125,11 @@ class Kernel:
         return self(b)(*args, ndrange=ndrange, workgroupsize=workgroupsize, stream=stream)
 
     @api_boundary
-    def source(self, backend, *args, ndrange, workgroupsize=None) -> str:
+    def source(self, backend, *args, ndrange=None, workgroupsize=None, **named) -> str:
         """The complete generated source for these arguments (no device needed; ``"ROCm"``
         renders for gfx90a, ``"ROCm:gfx1100"`` for that architecture)."""
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.params, args, named, ndrange)
         if isinstance(backend, str):
             backend = _source_target(backend)
         return self(make_backend(backend)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)

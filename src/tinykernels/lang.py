@@ -48,8 +48,8 @@ class Func:
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
-    def __call__(self, *args):
-        return self.fn(*args)  # plain Python call (used by the interpreter backend)
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)  # plain Python call (used by the interpreter backend)
 
     def __repr__(self) -> str:
         return f"<tk.func {self.name}>"

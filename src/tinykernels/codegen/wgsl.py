@@ -1334,6 +1334,15 @@ def check_support(k: N.Kernel) -> None:
 
 # --------------------------------------------------------------------------- the renderer
 
+
+def _constant_outside(a: N.ArrayInfo, idx: list) -> bool:
+    """Whether every index is an integer constant and one is negative, or past the extent of
+    a fixed-size (local or private) array."""
+    if not all(isinstance(i, N.Const) and isinstance(i.value, int) and not isinstance(i.value, bool) for i in idx):
+        return False
+    return any(i.value < 0 or (a.space != "global" and k < len(a.shape) and i.value >= a.shape[k])
+               for k, i in enumerate(idx))
+
 class _Scope:
     """A construct that ``break`` leaves: a user loop, or the one-pass loop wrapped around an
     inlined function (``func``) or an item piece (``item``)."""
@@ -1773,6 +1782,12 @@ class WGSLRenderer:
         parts = [self.as_i32(i) for i in idx]
         if not parts:
             return "0i"
+        if _constant_outside(a, idx):
+            # naga refuses a constant index it can see is outside the array (negative, or past
+            # a fixed-size array) even where it never runs (`if n > 8: A[-1] = ...`): made
+            # opaque as in tk_x, so that such a kernel compiles as on the other backends (and
+            # the launch checks or debug mode report the access where it does run)
+            parts = [f"({p} | bitcast<i32>(tk_z))" for p in parts]
         if a.contiguous:
             off = parts[0]
             for k in range(1, len(parts)):

@@ -827,7 +827,7 @@ class Lowerer:
     def e_Call(self, node):
         if node.keywords and not all(k.arg in ("inclusive",) for k in node.keywords):
             fn = self.resolve_py(node.func)
-            if fn is not lang.print:
+            if fn is not lang.print and not isinstance(fn, lang.Func):
                 raise self.err(node, "keyword arguments are not supported in kernel calls")
         fobj = self.expr(node.func)
         if isinstance(fobj, DTypeVal):
@@ -856,15 +856,42 @@ class Lowerer:
 
     # --- @tk.func inlining ------------------------------------------------------------------
 
+    def bind_call(self, func, fdef, node) -> tuple:
+        """``(parameter names, argument nodes, argument values)`` of a call of a @tk.func, bound
+        as Python binds them: by position, by keyword, else the parameter's default value (a
+        compile-time constant). Arguments are lowered in the order they are written."""
+        a = fdef.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+            raise self.err(node, f"@tk.func '{func.name}' may only have plain parameters (with or without "
+                                 "defaults; no *args, **kwargs or keyword-only ones)")
+        params = [p.arg for p in a.args]
+        dvals = getattr(func.fn, "__defaults__", None) or ()
+        defaults = dict(zip(params[len(params) - len(dvals):], dvals))
+        if len(node.args) > len(params):
+            raise self.err(node, f"@tk.func '{func.name}' takes {len(params)} argument(s), got {len(node.args)}")
+        given = dict(zip(params, ((n, self.expr(n)) for n in node.args)))
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.err(node, "**kwargs are not supported in kernel calls")
+            if kw.arg not in params:
+                raise self.err(node, f"@tk.func '{func.name}' has no parameter '{kw.arg}' "
+                                     f"(its parameters: {', '.join(params)})")
+            if kw.arg in given:
+                raise self.err(node, f"@tk.func '{func.name}' got two values for parameter '{kw.arg}'")
+            given[kw.arg] = (kw.value, self.expr(kw.value))
+        missing = [p for p in params if p not in given and p not in defaults]
+        if missing:
+            raise self.err(node, f"@tk.func '{func.name}' takes {len(params)} argument(s) ({', '.join(params)}); "
+                                 f"missing {', '.join(repr(p) for p in missing)}")
+        pairs = [given[p] if p in given else (node, self.py_value(defaults[p], node)) for p in params]
+        return params, [n for n, _ in pairs], [v for _, v in pairs]
+
     def inline(self, func, node):
         if func in self.calls:
             raise self.err(node, f"recursive call of @tk.func '{func.name}' (recursion is not supported)")
         src = func_source(func)
         fdef = src.tree
-        params = [a.arg for a in fdef.args.args]
-        if node.keywords or len(node.args) != len(params):
-            raise self.err(node, f"@tk.func '{func.name}' takes {len(params)} positional argument(s), got {len(node.args)}")
-        argvals = [self.expr(a) for a in node.args]
+        params, argnodes, argvals = self.bind_call(func, fdef, node)
         self.counter += 1
         prefix = f"_f{self.counter}_{func.name}_"
         fr = _Frame(src, prefix, _assigned_names(fdef))
@@ -872,7 +899,7 @@ class Lowerer:
         self.stack.append(fr)
         self.calls.append(func)
         try:
-            for p, v, a in zip(params, argvals, node.args):
+            for p, v, a in zip(params, argvals, argnodes):
                 if isinstance(v, (N.ArrayInfo, DTypeVal, PyObj)):
                     fr.bind[p] = v
                 elif isinstance(v, tuple):

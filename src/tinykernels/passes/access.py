@@ -6,7 +6,7 @@
   under any condition); a read-only (``writeable=False``) array must not be one of them.
 * ``affine``: accesses every work item of the ndrange certainly performs, whose index in
   some array dimension is a work-item coordinate plus a constant (``A[i + 1]`` with
-  ``i = tk.index()``). The launch compares the coordinate's extent with the array's shape:
+  ``i = tk.index()``) or a constant (``A[0]``, ``A[-1]``: no wrap-around). The launch compares the coordinate's extent with the array's shape:
   an access outside it is a certain out-of-bounds access, refused before the kernel runs.
 
 "Certainly performs" is conservative: only statements in the kernel's straight-line
@@ -21,14 +21,15 @@ from dataclasses import dataclass
 
 from ..ir import nodes as N
 
-COORD_KINDS = ("global_linear", "global", "global_pos")
+COORD_KINDS = ("global_linear", "global", "global_pos")     # and "const": no coordinate
 
 
 @dataclass(frozen=True)
 class Affine:
     """``array[..., coordinate + offset, ...]`` in dimension ``dim``, done by every work item.
     ``kind``: ``global_linear`` (0-based linear position), ``global`` (absolute coordinate
-    ``start + k * step`` of ndrange dimension ``axis``) or ``global_pos`` (0-based ``k``)."""
+    ``start + k * step`` of ndrange dimension ``axis``), ``global_pos`` (0-based ``k``) or
+    ``const`` (no coordinate: the index is ``offset``, e.g. ``A[-1]``, which does not wrap)."""
     array: str
     dim: int
     kind: str
@@ -79,7 +80,10 @@ def _assignment_counts(body) -> Counter:
 
 
 def _coord(e, env):
-    """``(kind, axis, offset)`` when ``e`` is a work-item coordinate plus a constant, else None."""
+    """``(kind, axis, offset)`` when ``e`` is a work-item coordinate plus a constant, or an
+    integer constant (kind ``const``, the constant as offset), else None."""
+    if _int_const(e) is not None:
+        return ("const", 0, e.value)
     if isinstance(e, N.Index):
         return (e.kind, e.dim, 0) if e.kind in COORD_KINDS else None
     if isinstance(e, N.Var):

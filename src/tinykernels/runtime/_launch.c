@@ -271,6 +271,7 @@ static int checks_ok(const int64_t *w, Py_ssize_t nw, PyObject *args, const tk_s
         const tk_slot *ga = g + 3 * axis;
         if (kind == 0) { lo = 0; hi = g[1].i * g[4].i * g[7].i - 1; }
         else if (kind == 2) { lo = 0; hi = ga[1].i - 1; }
+        else if (kind == 3) { lo = 0; hi = 0; }            /* a constant index: the offset */
         else {
             int64_t last = ga[0].i + (ga[1].i - 1) * ga[2].i;
             lo = last < ga[0].i ? last : ga[0].i;

@@ -97,6 +97,30 @@ def expand_wg(wg: int | tuple, ndim: int) -> tuple:
     return (1,) * (ndim - 1) + (wg,) if isinstance(wg, int) else wg
 
 
+def bind_launch_args(name: str, params, args: tuple, named: dict, ndrange) -> tuple:
+    """The positional arguments of a launch that passes some by keyword (bound by parameter
+    name, as in a Python call); a LaunchError naming the kernel for an unknown or repeated
+    name, or a missing ``ndrange=``."""
+    if ndrange is None:
+        raise LaunchError(f"kernel '{name}': ndrange= is missing (an int, or a tuple of 1 to 3 ints or ranges)")
+    if not named:
+        return args
+    names = [n for n, _ in params]
+    if len(args) > len(names):
+        raise LaunchError(f"kernel '{name}' takes {len(names)} argument(s) ({', '.join(names)}), got {len(args)} "
+                          f"positional and {len(named)} by keyword")
+    for key in named:
+        if key not in names:
+            raise LaunchError(f"kernel '{name}' has no argument '{key}' (its arguments: {', '.join(names)})")
+        if names.index(key) < len(args):
+            raise LaunchError(f"kernel '{name}': argument '{key}' is given twice (by position and by keyword)")
+    missing = [n for n in names[len(args):] if n not in named]
+    if missing:
+        raise LaunchError(f"kernel '{name}': argument(s) {', '.join(repr(n) for n in missing)} missing "
+                          f"(its arguments: {', '.join(names)})")
+    return tuple(args) + tuple(named[n] for n in names[len(args):])
+
+
 def parse_ndrange(ndrange, name) -> tuple:
     """(geometry 9-tuple, ndim, ranges, total items) from an int, tuple of ints/ranges.
 
@@ -183,7 +207,8 @@ class KernelInstance:
     def __repr__(self) -> str:
         return f"<{self.name} on {self.backend!r}{' wg=' + str(self.static_wg) if self.static_wg else ''}>"
 
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+    def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        """Launch (asynchronously) over ``ndrange``; arguments by position or by name."""
         raise NotImplementedError
 
     # --- the slow path: validate, normalise, specialise, compile ---------------------------
@@ -241,6 +266,8 @@ class KernelInstance:
                 raise LaunchError(_unusable_argument(self.name, name, a, self.backend))
         if D.from_any(arr.dtype) is None:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {arr.dtype}")
+        if arr.ndim == 0 and arr.dtype.kind in "biuf" and kind != "const":
+            return arr[()]          # a 0-d array (np.array(2.0), torch.tensor(2.0)): its NumPy scalar (strong)
         if arr.ndim == 0 or arr.ndim > 8:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions, got {arr.ndim}")
         if not arr.flags.aligned or arr.dtype.byteorder == ">" or any(s % arr.itemsize for s in arr.strides):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
-from .base import RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, launch_checks, _check_debug
+from .base import RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, launch_checks, _check_debug
 from .launchcheck import check_launch, fast_plan
 from .streams import Event, completed_event
 
@@ -82,7 +82,9 @@ class CPUKernelInstance(KernelInstance):
         self._fast = self._L.fast
         self._nthreads = getattr(backend, "threads", 1)
 
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+    def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         if stream is None:

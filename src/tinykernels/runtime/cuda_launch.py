@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import BackendUnavailable, LaunchError
 from ..tracebacks import USER_ERRORS, prepare as filtered
-from .base import RECORDERS, KernelInstance
+from .base import RECORDERS, KernelInstance, bind_launch_args
 from .cuda_context import CURRENT  # noqa: F401 (CURRENT, SUCCESS, new_event: used by the launcher templates)
 from .cuda_driver import SUCCESS, checked, driver  # noqa: F401
 from .cuda_memory import CUDAArray
@@ -146,7 +146,9 @@ class CUDAKernelInstance(DeviceKernelInstance):
         self._fast = _no_fast           # the fast function of the first eligible argument pattern
         self._pattern = None
 
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+    def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         try:

@@ -23,7 +23,7 @@ from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc
 from ..tracebacks import USER_ERRORS, prepare as filtered
-from .base import GROUPED_FEATURES, RECORDERS, KernelInstance, _check_debug, launch_checks
+from .base import GROUPED_FEATURES, RECORDERS, KernelInstance, _check_debug, bind_launch_args, launch_checks
 from .launchcheck import check_launch
 from .streams import Event, deadline_of, poll_until
 
@@ -220,7 +220,9 @@ class DeviceKernelInstance(KernelInstance):
         self._lock = threading.Lock()
         self._cmask = kernel.cmask
 
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+    def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         try:
@@ -235,8 +237,8 @@ class DeviceKernelInstance(KernelInstance):
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
                                   f"not on {self.backend!r}")
             return a
-        if kind != "constexpr" and is_host_array(a):
-            raise self._host_array_error(name)
+        if kind != "constexpr" and is_host_array(a) and getattr(a, "ndim", None) != 0:
+            raise self._host_array_error(name)      # (a 0-d host array is a scalar argument)
         return super()._normalize(a, name, kind)
 
     def source(self, *args, ndrange, workgroupsize=None) -> str:

@@ -14,6 +14,7 @@ constructors), so that the runtimes can derive from it without importing the API
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -157,6 +158,30 @@ class Array:
         if not shape:
             raise TypeError("len() of a 0-d tk.Array")
         return shape[0]
+
+    # --- one-element arrays as Python scalars (NumPy's rules): int(llm.argmax(x)) -------------
+
+    def item(self):
+        """The value of a one-element array as a Python scalar (``ndarray.item()``)."""
+        return self.numpy().item()
+
+    def __int__(self) -> int:
+        return int(self.numpy())
+
+    def __float__(self) -> float:
+        return float(self.numpy())
+
+    def __complex__(self) -> complex:
+        return complex(self.numpy())
+
+    def __index__(self) -> int:
+        return operator.index(self.numpy())
+
+    def __bool__(self) -> bool:
+        """A 0-d array is its value's truth, as in NumPy; other arrays are true when not empty."""
+        if not self.shape:
+            return bool(self.numpy())
+        return self.shape[0] != 0
 
     def __repr__(self) -> str:
         prefix = "tk.Array("

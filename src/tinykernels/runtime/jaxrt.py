@@ -21,7 +21,7 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import LaunchError
 from ..tracebacks import USER_ERRORS, prepare as filtered
-from .base import RECORDERS, Backend, KernelInstance
+from .base import RECORDERS, Backend, KernelInstance, bind_launch_args
 from .hostarray import Array
 from .device import DeviceArray, c_strides, is_host_array, same_shape
 from .streams import Event, completed_event
@@ -150,7 +150,9 @@ class JaxKernelInstance(KernelInstance):
         super().__init__(kernel, backend, wg)
         self._raised: dict = {}
 
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+    def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         try:

@@ -5,9 +5,9 @@
 * a ``tk.Const`` array that shares memory with another (non-``tk.Const``) array argument
   (:mod:`.memspan`): compiled backends assume ``const restrict``, so the result would
   depend on the backend;
-* an access that every work item makes at a work-item coordinate plus a constant
-  (:mod:`tinykernels.passes.access`) but whose extent over the ndrange leaves the array's
-  shape: a certain out-of-bounds access (not checked in debug mode, which reports the
+* an access that every work item makes at a work-item coordinate plus a constant, or at a
+  constant index (:mod:`tinykernels.passes.access`), but whose extent over the ndrange leaves
+  the array's shape: a certain out-of-bounds access (not checked in debug mode, which reports the
   first bad access itself).
 
 :func:`plan_checks` resolves these, once per compiled specialization, to argument
@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import LaunchError
 from .memspan import may_alias
 
-KIND_CODES = {"global_linear": 0, "global": 1, "global_pos": 2}
+KIND_CODES = {"global_linear": 0, "global": 1, "global_pos": 2, "const": 3}
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ def coord_extent(kind: int, axis: int, geom) -> tuple[int, int]:
     """The smallest and largest value a work-item coordinate takes over a (non-empty) ndrange."""
     if kind == 0:
         return 0, geom[1] * geom[4] * geom[7] - 1
+    if kind == 3:                       # a constant index: the offset alone
+        return 0, 0
     start, count, step = geom[3 * axis:3 * axis + 3]
     if kind == 2:
         return 0, count - 1
@@ -108,6 +110,11 @@ def check_launch(kernel: str, checks: LaunchChecks, norm, geom, ndim: int) -> No
         n = norm[i].shape[dim]
         lo, hi = coord_extent(kind, axis, geom)
         bad = lo + off if lo + off < 0 else hi + off if hi + off >= n else None
+        if bad is not None and kind == 3:
+            raise LaunchError(f"kernel '{kernel}' at {checks.file}:{line}: argument '{name}' with shape "
+                              f"{tuple(norm[i].shape)} is indexed out of bounds: index {bad} in its dimension {dim}"
+                              + (" (negative indices do not wrap around in kernels: write "
+                                 f"{name}.shape[{dim}] - {-bad})" if bad < 0 else ""))
         if bad is not None:
             raise LaunchError(f"kernel '{kernel}' at {checks.file}:{line}: argument '{name}' with shape "
                               f"{tuple(norm[i].shape)} is indexed out of bounds: its dimension {dim} reaches index "

@@ -30,7 +30,7 @@ import numpy as np
 
 from ... import dtypes as D
 from ...errors import CompileError, LaunchError
-from ..base import RECORDERS, Backend, KernelInstance
+from ..base import RECORDERS, Backend, KernelInstance, bind_launch_args
 from .errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,
                      UninitializedReadError)
 from .context import RETURNED_VALUE, Group, Item, KernelContext, unravel
@@ -56,7 +56,9 @@ class InterpreterKernelInstance(KernelInstance):
         self._cmask = kernel.cmask
         self._nthreads = 1
 
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None) -> Event:
+    def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if named or ndrange is None:
+            args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:                                   # inside tk.autodiff: it records, then launches
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         return self._launch(args, ndrange, workgroupsize, stream)
@@ -96,7 +98,8 @@ class InterpreterKernelInstance(KernelInstance):
                 return
         except TypeError:          # an unhashable constexpr: check every launch
             key = None
-        self._lower(norm, wg, ndim=ndim, allow_breakpoint=True)
+        ir = self._lower(norm, wg, ndim=ndim, allow_breakpoint=True)
+        _check_barriers(ir)
         if key is not None:
             with self._lock:
                 self._compiled[key] = True
@@ -121,6 +124,14 @@ class InterpreterKernelInstance(KernelInstance):
         raise NotImplementedError(
             f"kernel '{self.name}': the interpreter generates no source, it runs your Python function "
             "directly; for generated code use kernel.source('CPU', ...)")
+
+
+def _check_barriers(ir) -> None:
+    """The compiled backends' static check (SPEC section 3): a ``tk.synchronize()``, group
+    collective or ``tk.uniform`` under control flow that depends on the work item is a
+    CompileError naming its line here too, not only a DivergentBarrierError at run time."""
+    from ...passes.uniformity import check_barriers, uniform_vars
+    check_barriers(ir, uniform_vars(ir.body, ir.locals))
 
 
 class Interpreter(Backend):

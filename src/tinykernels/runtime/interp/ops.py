@@ -341,6 +341,34 @@ def common(values):
 
 # ----------------------------------------------------------------------------- operators
 
+def _weak_int_wrapped(a, b):
+    """``(a, b)`` with a Python int operand that does not fit the NumPy integer it meets
+    converted to that integer's type, wrapping (two's complement); None when neither is such.
+    NumPy raises OverflowError there (NEP 50); the compiled backends hold a run-time Python
+    int (a scalar argument, ``int(x)``) as an int64 and convert it to the other operand's type,
+    so ``x_uint8 + v`` with ``v = 300`` adds 44, as the kernel language defines."""
+    if type(a) is int and isinstance(b, np.integer):
+        return b.dtype.type(wrap_bits(a, 8 * b.dtype.itemsize, b.dtype.kind == "i")), b
+    if type(b) is int and isinstance(a, np.integer):
+        return a, a.dtype.type(wrap_bits(b, 8 * a.dtype.itemsize, a.dtype.kind == "i"))
+    return None
+
+
+def _int_op(fn):
+    """``fn(a, b)``, with the operands of :func:`_weak_int_wrapped` when NumPy refuses them."""
+    def op(a, b):
+        try:
+            return fn(a, b)
+        except OverflowError:
+            ab = _weak_int_wrapped(a, b)
+            if ab is None:
+                raise
+            return fn(*ab)
+    op.__name__, op.__doc__ = fn.__name__, fn.__doc__
+    return op
+
+
+@_int_op
 def op_add(a, b):
     r = a + b
     if type(r) is int and not _I64MIN <= r <= _I64MAX:
@@ -348,6 +376,7 @@ def op_add(a, b):
     return r
 
 
+@_int_op
 def op_sub(a, b):
     r = a - b
     if type(r) is int and not _I64MIN <= r <= _I64MAX:
@@ -355,11 +384,27 @@ def op_sub(a, b):
     return r
 
 
+@_int_op
 def op_mul(a, b):
     r = a * b
     if type(r) is int and not _I64MIN <= r <= _I64MAX:
         return wrap64(r)
     return r
+
+
+@_int_op
+def op_and(a, b):
+    return a & b
+
+
+@_int_op
+def op_or(a, b):
+    return a | b
+
+
+@_int_op
+def op_xor(a, b):
+    return a ^ b
 
 
 def op_truediv(a, b):
@@ -372,6 +417,7 @@ def op_truediv(a, b):
     return a / b
 
 
+@_int_op
 def op_floordiv(a, b):
     try:
         r = a // b
@@ -384,6 +430,7 @@ def op_floordiv(a, b):
     return r
 
 
+@_int_op
 def op_mod(a, b):
     try:
         return a % b
@@ -393,6 +440,7 @@ def op_mod(a, b):
         return 0
 
 
+@_int_op
 def op_pow(a, b):
     ta, tb = type(a), type(b)
     if ta in _PYNUM and tb in _PYNUM:
@@ -457,6 +505,7 @@ def fold(op: str, a, b):
     return _RUNTIME_OPS[op](a, b)
 
 
+@_int_op
 def op_lshift(a, b):
     if _isint(a) and _isint(b):
         if 0 <= b < 64:
@@ -466,6 +515,7 @@ def op_lshift(a, b):
     return a << b
 
 
+@_int_op
 def op_rshift(a, b):
     if _isint(a) and _isint(b):
         if 0 <= b < 64:
@@ -494,7 +544,7 @@ _PYOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator
           "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<<": operator.lshift,
           ">>": operator.rshift}
 _RUNTIME_OPS = {"+": op_add, "-": op_sub, "*": op_mul, "/": op_truediv, "//": op_floordiv, "%": op_mod,
-                "**": op_pow, "<<": op_lshift, ">>": op_rshift}
+                "**": op_pow, "<<": op_lshift, ">>": op_rshift, "&": op_and, "|": op_or, "^": op_xor}
 
 
 def aug_item(container, index, value, op):

@@ -39,7 +39,8 @@ from ...errors import CompileError
 # placeholders the rewritten code uses (inserted into every per-launch globals dict)
 BINOP_HELPERS = {ast.Add: "__tk_add", ast.Sub: "__tk_sub", ast.Mult: "__tk_mul", ast.Div: "__tk_truediv",
                  ast.FloorDiv: "__tk_floordiv", ast.Mod: "__tk_mod", ast.Pow: "__tk_pow",
-                 ast.LShift: "__tk_lshift", ast.RShift: "__tk_rshift"}
+                 ast.LShift: "__tk_lshift", ast.RShift: "__tk_rshift", ast.BitAnd: "__tk_and", ast.BitOr: "__tk_or",
+                 ast.BitXor: "__tk_xor"}
 FOLD_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
             ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>"}
 RETURNED = "__TK_RETURNED"           # value of an explicit ``return`` in a (generator) kernel
@@ -358,11 +359,12 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(t, ast.Name):
             load = ast.copy_location(ast.Name(id=t.id, ctx=ast.Load()), t)
             return ast.copy_location(ast.Assign(targets=[t], value=_call(h, [load, node.value], node)), node)
-        if isinstance(t, ast.Subscript) and isinstance(node.op, ast.Pow):
+        if isinstance(t, ast.Subscript) and (isinstance(node.op, ast.Pow) or not const_r):
+            # a run-time Python int operand that does not fit the element type wraps (ops.py)
             return ast.copy_location(ast.Expr(value=_call("__tk_augitem", [
                 t.value, t.slice, node.value, ast.copy_location(ast.Name(id=h, ctx=ast.Load()), node)], node)),
                 node)
-        return node          # A[i] op= v on NumPy scalars: NumPy's own semantics are the kernel's
+        return node          # A[i] op= c on NumPy scalars: NumPy's own semantics are the kernel's
 
     def visit_AnnAssign(self, node):
         node = self.generic_visit(node)
