@@ -586,3 +586,44 @@ def test_device_partial_sums_add_exactly_the_first_n(backend, dtype, n):
     for d, p in zip(dst, parts):
         want = 0.5 + np.sum(p[:n].astype(np.float64))
         np.testing.assert_allclose(d.numpy()[0], want, rtol=tol, atol=tol * max(1, n) ** 0.5)
+
+
+@pytest.mark.parametrize("backend,dtype", _backends())
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_strip_layouts_give_the_same_gradients(backend, dtype, contiguous, monkeypatch):
+    """Both strip layouts (each work item's STRIP items interleaved across the launch, for
+    GPUs; contiguous, for runtimes that run work items as a loop on a CPU, like PoCL) cover
+    every item once, with partial strips, starts and steps, in 1-D and 2-D."""
+    b = tk.backend(backend)
+    monkeypatch.setattr(b, "items_in_loops", contiguous)
+    for k, shape, ndr in ((scale2, (1000,), range(3, 1000, 3)), (weighted2, (13, 301), (range(1, 12, 2), range(2, 299))),
+                          (three_scalars, (4099,), 4099)):
+        x, w = RNG.standard_normal(shape), RNG.standard_normal(shape)
+        scalars = {"s": 0.7} if k is scale2 else {"p": 0.7, "q": -1.1} if k is weighted2 else \
+            {"p": 0.5, "q": -0.3, "r": 2.0}
+        arrays, seeds = {"y": np.zeros(shape), "x": x}, {"y": w}
+        ref, gref = grads("CPU", k, ndr, arrays, seeds, scalars)
+        got, g = grads(b, k, ndr, arrays, seeds, scalars, dtype)
+        tol = 1e-10 if dtype is np.float64 else 2e-4
+        np.testing.assert_allclose(got["x"], ref["x"], rtol=tol, atol=tol)
+        np.testing.assert_allclose(g, gref, rtol=tol * 10, atol=tol)
+
+
+def test_opencl_on_a_cpu_takes_contiguous_strips():
+    """PoCL runs a group's work items as a vectorized loop: interleaved strips read each
+    array as STRIP streams at once (triad's adjoint about 2x slower), so a CPU device gets
+    the contiguous layout (work item w: items STRIP w ... STRIP w + STRIP - 1)."""
+    if not tk.backends()["OpenCL"][0]:
+        pytest.skip("no OpenCL")
+    from tinykernels.autodiff import _main_mode
+    b = tk.backend("CL")
+    assert b.items_in_loops == (b._dev.device.type & 2 != 0)      # CL_DEVICE_TYPE_CPU
+    assert _main_mode(b, 0) == ("reverse_stripc" if b.items_in_loops else "reverse_strip")
+    assert _main_mode(tk.CPU(threads=2), 2) == "reverse_threads"
+    a = np.zeros(300, np.float32)
+    args = (a, a, a, a, np.float32(0.5), np.zeros(1, np.float32), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros((1, 2), np.int64), *(np.int64(1),) * 9)
+    srcs = {m: derived(scale2, m, ("y", "x", "s")).source("CL", *args, ndrange=300)
+            for m in ("reverse_strip", "reverse_stripc")}
+    assert "(uint64_t)(tk_p0) * (uint64_t)(INT64_C(16))" in srcs["reverse_stripc"]
+    assert "(uint64_t)(tk_p0) * (uint64_t)(INT64_C(16))" not in srcs["reverse_strip"]

@@ -111,6 +111,9 @@ class OpenCL(Backend):
         self._dev = dev
         self.supports_float64 = dev.fp64
         self.max_workgroupsize = int(d.max_work_group_size)
+        # a CPU device (PoCL) runs a work group's items as a vectorized loop: autodiff then
+        # gives each work item contiguous items (see passes/adjoint_gather.py, strip form)
+        self.items_in_loops = bool(d.type & _cl().device_type.CPU)
 
     @property
     def device_name(self) -> str:
