@@ -627,3 +627,58 @@ def test_opencl_on_a_cpu_takes_contiguous_strips():
             for m in ("reverse_strip", "reverse_stripc")}
     assert "(uint64_t)(tk_p0) * (uint64_t)(INT64_C(16))" in srcs["reverse_stripc"]
     assert "(uint64_t)(tk_p0) * (uint64_t)(INT64_C(16))" not in srcs["reverse_strip"]
+
+
+@tk.kernel
+def stencil_or_square(y, x: tk.Const, s, STENCIL: tk.constexpr):
+    i = tk.index()
+    if STENCIL:
+        y[i] = s * (x[i] + 2.0 * x[i + 2])
+    else:
+        y[i] = s * x[i] * x[i]
+
+
+def _device_backends():
+    return [(b, dt) for b, dt in _backends() if b != "INTERP"]
+
+
+@pytest.mark.parametrize("backend,dtype", _device_backends())
+def test_device_adjoint_plan_is_cached_per_signature(backend, dtype, monkeypatch):
+    """On device runtimes the adjoint's plan (tape, gathers, partials form) is looked up by
+    the arguments' types and shapes without normalizing them again: a repeated call prepares
+    the main adjoint once (its own launch), not twice. The key keeps apart what changes the
+    specialization: a constexpr value (gather form or not), a shape, a dtype."""
+    from tinykernels.autodiff import _main_mode
+    b = tk.backend(backend)
+    at = tk.adjoint(stencil_or_square)(b)
+    for stencil, n in ((True, 300), (False, 300), (True, 4099), (False, 4099), (True, 300)):
+        x, w = RNG.standard_normal(n), RNG.standard_normal(n)
+        w[n - 2:] = 0.0                  # items 0 .. n - 3 write y
+        dev = lambda v: tk.asarray(np.array(v, dtype=dtype), backend=b)  # noqa: E731
+        Y, dY, X, dX, dS = dev(np.zeros(n)), dev(w), dev(x), dev(np.zeros(n)), dev(np.zeros(1))
+        at(Y, dY, X, dX, dtype(0.7), dS, stencil, ndrange=n - 2)
+        tk.synchronize(b)
+        ws = w[:n - 2]
+        want_dx = np.zeros(n)
+        if stencil:
+            want_dx[:n - 2] += 0.7 * ws
+            want_dx[2:] += 1.4 * ws
+            want_s = (ws * (x[:n - 2] + 2.0 * x[2:])).sum()
+        else:
+            want_dx[:n - 2] = 1.4 * x[:n - 2] * ws
+            want_s = (ws * x[:n - 2] ** 2).sum()
+        tol = 1e-10 if dtype is np.float64 else 2e-4
+        np.testing.assert_allclose(dX.numpy(), want_dx, rtol=tol, atol=tol)
+        np.testing.assert_allclose(dS.numpy()[0], want_s, rtol=tol * 10, atol=tol)
+    # a repeated call: the main adjoint's instance is prepared once (by its launch)
+    x = RNG.standard_normal(300)
+    args = [tk.asarray(np.array(v, dtype=dtype), backend=b) for v in (np.zeros(300), x, x, np.zeros(300))]
+    dS = tk.asarray(np.zeros(1, dtype), backend=b)
+    call = lambda: at(args[0], args[1], args[2], args[3], dtype(0.5), dS, False, ndrange=300)  # noqa: E731
+    call()
+    adj = derived(stencil_or_square, _main_mode(b, 0), ("y", "x", "s"))(b)
+    calls = []
+    orig = type(adj)._prepare
+    monkeypatch.setattr(type(adj), "_prepare", lambda self, *a, **k: (calls.append(self), orig(self, *a, **k))[1])
+    call()
+    assert sum(1 for c in calls if c is adj) == 1

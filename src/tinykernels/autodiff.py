@@ -183,6 +183,46 @@ def _tape_dtypes(backend) -> tuple:
 
 
 _PLANS: dict = {}     # explicit cache: (adjoint instance, signature, ...) -> TapePlan
+_DEVICE_PLANS: dict = {}   # explicit cache, bounded: (adjoint instance, _device_plan_key) -> plan
+_DEVICE_PLANS_MAX = 1024
+
+
+def _device_plan_key(adj, args, ndrange, wg):
+    """A key that fixes the specialization (so the plan) of the device-runtime instance
+    ``adj`` for ``args`` without normalizing them, or None: every array argument a
+    contiguous device array of ``adj``'s runtime (its type, dtype and shape; the shape fixes
+    whether indices fit 32 bits), every other one a plain scalar (its type; a Python int
+    whether it is >= 2**63; a constexpr its value), ``ndrange`` and ``wg`` hashable. Arrays
+    of another device of the same runtime share the key: the launches that follow refuse
+    them."""
+    at = getattr(adj, "array_type", None)
+    if at is None:
+        return None
+    parts = []
+    for a, (_, kind) in zip(args, adj.kernel.params):
+        t = type(a)
+        if kind == "constexpr":
+            if not isinstance(a, (bool, int, float, np.generic)):
+                return None
+            parts.append((t, a))
+        elif isinstance(a, at):
+            if not a.is_contiguous:
+                return None
+            parts.append((t, a.dtype, a.shape))
+        elif t is int:
+            parts.append((t, a >= 1 << 63))
+        elif t is float or t is bool or isinstance(a, np.generic):
+            parts.append((t,))
+        else:
+            return None
+    if len(parts) != len(adj.kernel.params):
+        return None
+    key = (id(adj), tuple(parts), ndrange, wg)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class AdjointLauncher:
@@ -253,6 +293,11 @@ class AdjointLauncher:
     def plan(self, adj, args, ndrange, wg) -> tuple:
         """(tape plan, gathers, scalar partials form) of the adjoint specialization for these
         arguments (cached)."""
+        dkey = _device_plan_key(adj, args, ndrange, wg)
+        if dkey is not None:
+            p = _DEVICE_PLANS.get(dkey)
+            if p is not None:
+                return p
         L = getattr(adj, "_L", None)
         if L is not None and all(type(a) is np.ndarray or isinstance(a, (bool, int, float, np.generic))
                                  for a in args):
@@ -278,6 +323,10 @@ class AdjointLauncher:
             p = ir.tape, ir.gathers, getattr(ir, "partials", None)
             if key[1] is not None:
                 _PLANS[key] = p
+        if dkey is not None:
+            if len(_DEVICE_PLANS) >= _DEVICE_PLANS_MAX:     # launches of ever new shapes: start over
+                _DEVICE_PLANS.clear()
+            _DEVICE_PLANS[dkey] = p
         return p
 
     def launch(self, primal, shadows, ndrange, wg, restore):
