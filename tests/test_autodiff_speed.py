@@ -618,8 +618,10 @@ def test_opencl_on_a_cpu_takes_contiguous_strips():
     from tinykernels.autodiff import _main_mode
     b = tk.backend("CL")
     assert b.items_in_loops == (b._dev.device.type & 2 != 0)      # CL_DEVICE_TYPE_CPU
-    assert _main_mode(b, 0) == ("reverse_stripc" if b.items_in_loops else "reverse_strip")
-    assert _main_mode(tk.CPU(threads=2), 2) == "reverse_threads"
+    unit, stepped = (0, 300, 1) + (0, 1, 1) * 2, (0, 100, 3) + (0, 1, 1) * 2
+    assert _main_mode(b, 0, unit, 1) == ("reverse_stripc1" if b.items_in_loops else "reverse_strip1")
+    assert _main_mode(b, 0, stepped, 1) == ("reverse_stripc" if b.items_in_loops else "reverse_strip")
+    assert _main_mode(tk.CPU(threads=2), 2, unit, 1) == "reverse_threads"
     a = np.zeros(300, np.float32)
     args = (a, a, a, a, np.float32(0.5), np.zeros(1, np.float32), np.zeros(1), np.zeros(1, np.int64),
             np.zeros((1, 2), np.int64), *(np.int64(1),) * 9)
@@ -627,6 +629,13 @@ def test_opencl_on_a_cpu_takes_contiguous_strips():
             for m in ("reverse_strip", "reverse_stripc")}
     assert "(uint64_t)(tk_p0) * (uint64_t)(INT64_C(16))" in srcs["reverse_stripc"]
     assert "(uint64_t)(tk_p0) * (uint64_t)(INT64_C(16))" not in srcs["reverse_strip"]
+    # unit steps: an item's coordinate is start + position, a stride the compiler knows
+    a2 = np.zeros((4, 300), np.float32)
+    args2 = (a2, a2, a2, a2) + args[4:]
+    src2 = {m: derived(scale2d, m, ("y", "x", "s")).source("CL", *args2, ndrange=(4, range(2, 290)))
+            for m in ("reverse_stripc", "reverse_stripc1")}
+    assert "(uint64_t)(v__tk_spos) * (uint64_t)(p__tk_gt1)" in src2["reverse_stripc"]
+    assert "p__tk_gt1)" not in src2["reverse_stripc1"].split("{", 1)[1]
 
 
 @tk.kernel
@@ -676,7 +685,7 @@ def test_device_adjoint_plan_is_cached_per_signature(backend, dtype, monkeypatch
     dS = tk.asarray(np.zeros(1, dtype), backend=b)
     call = lambda: at(args[0], args[1], args[2], args[3], dtype(0.5), dS, False, ndrange=300)  # noqa: E731
     call()
-    adj = derived(stencil_or_square, _main_mode(b, 0), ("y", "x", "s"))(b)
+    adj = derived(stencil_or_square, _main_mode(b, 0, (0, 300, 1, 0, 1, 1, 0, 1, 1), 1), ("y", "x", "s"))(b)
     calls = []
     orig = type(adj)._prepare
     monkeypatch.setattr(type(adj), "_prepare", lambda self, *a, **k: (calls.append(self), orig(self, *a, **k))[1])

@@ -102,7 +102,7 @@ class DerivedKernel(Kernel):
             params += [("_tk_tape_f", "value"), ("_tk_tape_i", "value"), ("_tk_tape_off", "value")]
         if mode == "count":
             params.append(("_tk_counts", "value"))
-        if G.gather_mode(mode) or mode in ("reverse_strip", "reverse_stripc"):
+        if G.gather_mode(mode) or mode.startswith("reverse_strip"):
             params += [(n, "value") for n in G.gather_param_names()]
         if (G.gather_mode(mode) or ("", ""))[1].startswith("ring"):
             params += [(n, "value") for n in G.ring_param_names()]
@@ -337,7 +337,7 @@ class AdjointLauncher:
         fdt, idt = _tape_dtypes(b)
         geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
         threads = getattr(b, "threads", 0) if getattr(b, "name", "") == "CPU" else 0
-        adj = derived(self.kernel, _main_mode(b, threads), diff)(b, self.wg)
+        adj = derived(self.kernel, _main_mode(b, threads, geom, ndim), diff)(b, self.wg)
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
@@ -406,14 +406,17 @@ class AdjointLauncher:
         return ev
 
 
-def _main_mode(backend, threads: int) -> str:
-    """The main adjoint's mode: scalar partials per thread on the CPU backend, per strip of
-    items elsewhere; each work item's strip contiguous where the runtime runs a group's work
-    items as a loop on a CPU (``backend.items_in_loops``: PoCL), interleaved across work
-    items otherwise (GPUs coalesce neighbouring work items' accesses)."""
+def _main_mode(backend, threads: int, geom: tuple, ndim: int) -> str:
+    """The main adjoint's mode for a launch of geometry ``geom``: scalar partials per thread
+    on the CPU backend, per strip of items elsewhere; each work item's strip contiguous where
+    the runtime runs a group's work items as a loop on a CPU (``backend.items_in_loops``:
+    PoCL), interleaved across work items otherwise (GPUs coalesce neighbouring work items'
+    accesses); a "1" at the end when every step of the launch is 1 (the strip kernel then
+    knows its items' stride)."""
     if threads:
         return "reverse_threads"
-    return "reverse_stripc" if getattr(backend, "items_in_loops", False) else "reverse_strip"
+    mode = "reverse_stripc" if getattr(backend, "items_in_loops", False) else "reverse_strip"
+    return mode + "1" if all(geom[3 * d + 2] == 1 for d in range(ndim)) else mode
 
 
 def _partial_dtype(value, fdt, threads: int):
