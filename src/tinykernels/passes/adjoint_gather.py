@@ -339,7 +339,7 @@ def strip_scalar_partials(k: N.Kernel, scalar_shadows: set, partial_dtypes: dict
     extent: neighbouring work items take neighbouring items, as GPUs coalesce), or with
     ``contiguous`` the positions ``STRIP w, ..., STRIP w + STRIP - 1`` (for runtimes that run
     a group's work items as a vectorized loop on a CPU, like PoCL: there the interleaved
-    strips read each array as STRIP streams at once, about 1.6x slower for triad's adjoint);
+    strips read each array as STRIP streams at once: triad's adjoint kernel 1.6-2x slower);
     its scalar accumulators summed across them and stored to ``dS[its global_linear]``. The
     primal geometry comes in :func:`gather_param_names`; ``unit_steps``: the primal launch's
     steps are all 1, so an item's last coordinate is ``start + position`` (with a step from
