@@ -586,3 +586,108 @@ def test_device_partial_sums_add_exactly_the_first_n(backend, dtype, n):
     for d, p in zip(dst, parts):
         want = 0.5 + np.sum(p[:n].astype(np.float64))
         np.testing.assert_allclose(d.numpy()[0], want, rtol=tol, atol=tol * max(1, n) ** 0.5)
+
+
+@pytest.mark.parametrize("backend,dtype", _backends())
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_strip_layouts_give_the_same_gradients(backend, dtype, contiguous, monkeypatch):
+    """Both strip layouts (each work item's STRIP items interleaved across the launch, for
+    GPUs; contiguous, for runtimes that run work items as a loop on a CPU, like PoCL) cover
+    every item once, with partial strips, starts and steps, in 1-D and 2-D."""
+    b = tk.backend(backend)
+    monkeypatch.setattr(b, "items_in_loops", contiguous)
+    for k, shape, ndr in ((scale2, (1000,), range(3, 1000, 3)), (weighted2, (13, 301), (range(1, 12, 2), range(2, 299))),
+                          (three_scalars, (4099,), 4099)):
+        x, w = RNG.standard_normal(shape), RNG.standard_normal(shape)
+        scalars = {"s": 0.7} if k is scale2 else {"p": 0.7, "q": -1.1} if k is weighted2 else \
+            {"p": 0.5, "q": -0.3, "r": 2.0}
+        arrays, seeds = {"y": np.zeros(shape), "x": x}, {"y": w}
+        ref, gref = grads("CPU", k, ndr, arrays, seeds, scalars)
+        got, g = grads(b, k, ndr, arrays, seeds, scalars, dtype)
+        tol = 1e-10 if dtype is np.float64 else 2e-4
+        np.testing.assert_allclose(got["x"], ref["x"], rtol=tol, atol=tol)
+        np.testing.assert_allclose(g, gref, rtol=tol * 10, atol=tol)
+
+
+def test_opencl_on_a_cpu_takes_contiguous_strips():
+    """PoCL runs a group's work items as a vectorized loop: interleaved strips read each
+    array as STRIP streams at once (triad's adjoint about 2x slower), so a CPU device gets
+    the contiguous layout (work item w: items STRIP w ... STRIP w + STRIP - 1)."""
+    if not tk.backends()["OpenCL"][0]:
+        pytest.skip("no OpenCL")
+    from tinykernels.autodiff import _main_mode
+    b = tk.backend("CL")
+    assert b.items_in_loops == (b._dev.device.type & 2 != 0)      # CL_DEVICE_TYPE_CPU
+    unit, stepped = (0, 300, 1) + (0, 1, 1) * 2, (0, 100, 3) + (0, 1, 1) * 2
+    assert _main_mode(b, 0, unit, 1) == ("reverse_stripc1" if b.items_in_loops else "reverse_strip1")
+    assert _main_mode(b, 0, stepped, 1) == ("reverse_stripc" if b.items_in_loops else "reverse_strip")
+    assert _main_mode(tk.CPU(threads=2), 2, unit, 1) == "reverse_threads"
+    a = np.zeros(300, np.float32)
+    args = (a, a, a, a, np.float32(0.5), np.zeros(1, np.float32), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros((1, 2), np.int64), *(np.int64(1),) * 9)
+    srcs = {m: derived(scale2, m, ("y", "x", "s")).source("CL", *args, ndrange=300)
+            for m in ("reverse_strip", "reverse_stripc")}
+    assert "(uint64_t)(tk_p0) * (uint64_t)(INT64_C(16))" in srcs["reverse_stripc"]
+    assert "(uint64_t)(tk_p0) * (uint64_t)(INT64_C(16))" not in srcs["reverse_strip"]
+    # unit steps: an item's coordinate is start + position, a stride the compiler knows
+    a2 = np.zeros((4, 300), np.float32)
+    args2 = (a2, a2, a2, a2) + args[4:]
+    src2 = {m: derived(scale2d, m, ("y", "x", "s")).source("CL", *args2, ndrange=(4, range(2, 290)))
+            for m in ("reverse_stripc", "reverse_stripc1")}
+    assert "(uint64_t)(v__tk_spos) * (uint64_t)(p__tk_gt1)" in src2["reverse_stripc"]
+    assert "p__tk_gt1)" not in src2["reverse_stripc1"].split("{", 1)[1]
+
+
+@tk.kernel
+def stencil_or_square(y, x: tk.Const, s, STENCIL: tk.constexpr):
+    i = tk.index()
+    if STENCIL:
+        y[i] = s * (x[i] + 2.0 * x[i + 2])
+    else:
+        y[i] = s * x[i] * x[i]
+
+
+def _device_backends():
+    return [(b, dt) for b, dt in _backends() if b != "INTERP"]
+
+
+@pytest.mark.parametrize("backend,dtype", _device_backends())
+def test_device_adjoint_plan_is_cached_per_signature(backend, dtype, monkeypatch):
+    """On device runtimes the adjoint's plan (tape, gathers, partials form) is looked up by
+    the arguments' types and shapes without normalizing them again: a repeated call prepares
+    the main adjoint once (its own launch), not twice. The key keeps apart what changes the
+    specialization: a constexpr value (gather form or not), a shape, a dtype."""
+    from tinykernels.autodiff import _main_mode
+    b = tk.backend(backend)
+    at = tk.adjoint(stencil_or_square)(b)
+    for stencil, n in ((True, 300), (False, 300), (True, 4099), (False, 4099), (True, 300)):
+        x, w = RNG.standard_normal(n), RNG.standard_normal(n)
+        w[n - 2:] = 0.0                  # items 0 .. n - 3 write y
+        dev = lambda v: tk.asarray(np.array(v, dtype=dtype), backend=b)  # noqa: E731
+        Y, dY, X, dX, dS = dev(np.zeros(n)), dev(w), dev(x), dev(np.zeros(n)), dev(np.zeros(1))
+        at(Y, dY, X, dX, dtype(0.7), dS, stencil, ndrange=n - 2)
+        tk.synchronize(b)
+        ws = w[:n - 2]
+        want_dx = np.zeros(n)
+        if stencil:
+            want_dx[:n - 2] += 0.7 * ws
+            want_dx[2:] += 1.4 * ws
+            want_s = (ws * (x[:n - 2] + 2.0 * x[2:])).sum()
+        else:
+            want_dx[:n - 2] = 1.4 * x[:n - 2] * ws
+            want_s = (ws * x[:n - 2] ** 2).sum()
+        tol = 1e-10 if dtype is np.float64 else 2e-4
+        np.testing.assert_allclose(dX.numpy(), want_dx, rtol=tol, atol=tol)
+        np.testing.assert_allclose(dS.numpy()[0], want_s, rtol=tol * 10, atol=tol)
+    # a repeated call: the main adjoint's instance is prepared once (by its launch)
+    x = RNG.standard_normal(300)
+    args = [tk.asarray(np.array(v, dtype=dtype), backend=b) for v in (np.zeros(300), x, x, np.zeros(300))]
+    dS = tk.asarray(np.zeros(1, dtype), backend=b)
+    call = lambda: at(args[0], args[1], args[2], args[3], dtype(0.5), dS, False, ndrange=300)  # noqa: E731
+    call()
+    adj = derived(stencil_or_square, _main_mode(b, 0, (0, 300, 1, 0, 1, 1, 0, 1, 1), 1), ("y", "x", "s"))(b)
+    calls = []
+    orig = type(adj)._prepare
+    monkeypatch.setattr(type(adj), "_prepare", lambda self, *a, **k: (calls.append(self), orig(self, *a, **k))[1])
+    call()
+    assert sum(1 for c in calls if c is adj) == 1

@@ -102,7 +102,7 @@ class DerivedKernel(Kernel):
             params += [("_tk_tape_f", "value"), ("_tk_tape_i", "value"), ("_tk_tape_off", "value")]
         if mode == "count":
             params.append(("_tk_counts", "value"))
-        if G.gather_mode(mode) or mode == "reverse_strip":
+        if G.gather_mode(mode) or mode.startswith("reverse_strip"):
             params += [(n, "value") for n in G.gather_param_names()]
         if (G.gather_mode(mode) or ("", ""))[1].startswith("ring"):
             params += [(n, "value") for n in G.ring_param_names()]
@@ -183,6 +183,46 @@ def _tape_dtypes(backend) -> tuple:
 
 
 _PLANS: dict = {}     # explicit cache: (adjoint instance, signature, ...) -> TapePlan
+_DEVICE_PLANS: dict = {}   # explicit cache, bounded: (adjoint instance, _device_plan_key) -> plan
+_DEVICE_PLANS_MAX = 1024
+
+
+def _device_plan_key(adj, args, ndrange, wg):
+    """A key that fixes the specialization (so the plan) of the device-runtime instance
+    ``adj`` for ``args`` without normalizing them, or None: every array argument a
+    contiguous device array of ``adj``'s runtime (its type, dtype and shape; the shape fixes
+    whether indices fit 32 bits), every other one a plain scalar (its type; a Python int
+    whether it is >= 2**63; a constexpr its value), ``ndrange`` and ``wg`` hashable. Arrays
+    of another device of the same runtime share the key: the launches that follow refuse
+    them."""
+    at = getattr(adj, "array_type", None)
+    if at is None:
+        return None
+    parts = []
+    for a, (_, kind) in zip(args, adj.kernel.params):
+        t = type(a)
+        if kind == "constexpr":
+            if not isinstance(a, (bool, int, float, np.generic)):
+                return None
+            parts.append((t, a))
+        elif isinstance(a, at):
+            if not a.is_contiguous:
+                return None
+            parts.append((t, a.dtype, a.shape))
+        elif t is int:
+            parts.append((t, a >= 1 << 63))
+        elif t is float or t is bool or isinstance(a, np.generic):
+            parts.append((t,))
+        else:
+            return None
+    if len(parts) != len(adj.kernel.params):
+        return None
+    key = (id(adj), tuple(parts), ndrange, wg)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class AdjointLauncher:
@@ -253,6 +293,11 @@ class AdjointLauncher:
     def plan(self, adj, args, ndrange, wg) -> tuple:
         """(tape plan, gathers, scalar partials form) of the adjoint specialization for these
         arguments (cached)."""
+        dkey = _device_plan_key(adj, args, ndrange, wg)
+        if dkey is not None:
+            p = _DEVICE_PLANS.get(dkey)
+            if p is not None:
+                return p
         L = getattr(adj, "_L", None)
         if L is not None and all(type(a) is np.ndarray or isinstance(a, (bool, int, float, np.generic))
                                  for a in args):
@@ -278,6 +323,10 @@ class AdjointLauncher:
             p = ir.tape, ir.gathers, getattr(ir, "partials", None)
             if key[1] is not None:
                 _PLANS[key] = p
+        if dkey is not None:
+            if len(_DEVICE_PLANS) >= _DEVICE_PLANS_MAX:     # launches of ever new shapes: start over
+                _DEVICE_PLANS.clear()
+            _DEVICE_PLANS[dkey] = p
         return p
 
     def launch(self, primal, shadows, ndrange, wg, restore):
@@ -288,7 +337,7 @@ class AdjointLauncher:
         fdt, idt = _tape_dtypes(b)
         geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
         threads = getattr(b, "threads", 0) if getattr(b, "name", "") == "CPU" else 0
-        adj = derived(self.kernel, "reverse_threads" if threads else "reverse_strip", diff)(b, self.wg)
+        adj = derived(self.kernel, _main_mode(b, threads, geom, ndim), diff)(b, self.wg)
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
@@ -355,6 +404,19 @@ class AdjointLauncher:
             from ._autodiff_kernels import add_all
             ev = add_all(b, bufs, nparts)
         return ev
+
+
+def _main_mode(backend, threads: int, geom: tuple, ndim: int) -> str:
+    """The main adjoint's mode for a launch of geometry ``geom``: scalar partials per thread
+    on the CPU backend, per strip of items elsewhere; each work item's strip contiguous where
+    the runtime runs a group's work items as a loop on a CPU (``backend.items_in_loops``:
+    PoCL), interleaved across work items otherwise (GPUs coalesce neighbouring work items'
+    accesses); a "1" at the end when every step of the launch is 1 (the strip kernel then
+    knows its items' stride)."""
+    if threads:
+        return "reverse_threads"
+    mode = "reverse_stripc" if getattr(backend, "items_in_loops", False) else "reverse_strip"
+    return mode + "1" if all(geom[3 * d + 2] == 1 for d in range(ndim)) else mode
 
 
 def _partial_dtype(value, fdt, threads: int):

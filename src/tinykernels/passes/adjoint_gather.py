@@ -330,15 +330,22 @@ def strip_ndrange(geom: tuple, ndim: int) -> tuple:
     return tuple(out)
 
 
-def strip_scalar_partials(k: N.Kernel, scalar_shadows: set, partial_dtypes: dict | None = None):
+def strip_scalar_partials(k: N.Kernel, scalar_shadows: set, partial_dtypes: dict | None = None,
+                          contiguous: bool = False, unit_steps: bool = False):
     """One partial gradient per STRIP items, without group collectives (the kernel stays
     flat, and vectorizers that map work items to SIMD lanes, like PoCL's, keep working):
     work item ``w`` of a launch over :func:`strip_ndrange` runs the adjoint of the items at
     last-dimension positions ``w, w + W, ..., w + (STRIP - 1) W`` (``W`` that launch's last
-    extent: neighbouring work items take neighbouring items), its scalar accumulators
-    summed across them and stored to ``dS[its global_linear]``. The primal geometry comes in
-    :func:`gather_param_names`. None when the kernel uses other geometry than its global
-    index, position, linear index and extent."""
+    extent: neighbouring work items take neighbouring items, as GPUs coalesce), or with
+    ``contiguous`` the positions ``STRIP w, ..., STRIP w + STRIP - 1`` (for runtimes that run
+    a group's work items as a vectorized loop on a CPU, like PoCL: there the interleaved
+    strips read each array as STRIP streams at once: triad's adjoint kernel 1.6-2x slower);
+    its scalar accumulators summed across them and stored to ``dS[its global_linear]``. The
+    primal geometry comes in :func:`gather_param_names`; ``unit_steps``: the primal launch's
+    steps are all 1, so an item's last coordinate is ``start + position`` (with a step from
+    the arguments, its stride is unknown to the compiler: PoCL gathers every load). None
+    when the kernel uses other geometry than its global index, position, linear index and
+    extent."""
     f = _facts(k)
     if not f.kinds <= GATHER_INDEX_KINDS:
         return None
@@ -362,7 +369,7 @@ def strip_scalar_partials(k: N.Kernel, scalar_shadows: set, partial_dtypes: dict
     def sub(e):
         if isinstance(e, N.Index) and (e.kind == "global_linear" or e.dim == last):
             if e.kind == "global":
-                v = op("+", arg("s", last), op("*", vpos, arg("t", last)))
+                v = op("+", arg("s", last), vpos if unit_steps else op("*", vpos, arg("t", last)))
             elif e.kind == "global_pos":
                 v = vpos
             elif e.kind == "ndrange":
@@ -404,7 +411,9 @@ def strip_scalar_partials(k: N.Kernel, scalar_shadows: set, partial_dtypes: dict
                  if s.value.name in narrow else s for s in flush]
 
     def one(m):
-        return [N.Assign(loc, pos, op("+", N.Index(it, loc, "global_pos", last), op("*", m, width))),
+        gpos = N.Index(it, loc, "global_pos", last)
+        first = op("+", op("*", gpos, c(STRIP)), m) if contiguous else op("+", gpos, op("*", m, width))
+        return [N.Assign(loc, pos, first),
                 N.If(loc, N.Compare(B, loc, "<", vpos, arg("n", last)), item)]
     body = allocs + inits
     if sum(1 for _ in N.walk_stmts(item)) <= STRIP_UNROLL:     # unrolled: SIMD-lane vectorizers
@@ -882,7 +891,9 @@ def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "", partial_dtypes:
     that :func:`.autodiff.reverse_kernel` built for the parameters ``diff``. ``form``: how
     scalar partials are summed in a flat kernel: "threads" (the CPU: one per thread),
     "strip" (one per work item of a launch over :func:`strip_ndrange`; the kernel then
-    takes :func:`gather_param_names`, used or not) or "" (one per work group, as kernels
+    takes :func:`gather_param_names`, used or not), "stripc" (the same with each work
+    item's items contiguous, see :func:`strip_scalar_partials`), either with a "1" appended
+    (the primal launch's steps are all 1) or "" (one per work group, as kernels
     with barriers always do). The main adjoint's ``partials`` says which it got (None
     without scalar gradients). ``partial_dtypes``: the dtype of each scalar shadow's partials
     array as passed (see :func:`retype_partials`; float32 ones let the strip form sum in
@@ -896,8 +907,9 @@ def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "", partial_dtypes:
               and p[1].name not in {f"_d_{x}" for x in diff}}
     k = without_dead_stores(k, primal)
     scalars = {f"_d_{p[1]}" for p in adj.params if p[0] == "scalar" and p[1] in set(diff)}
-    stripped = strip_scalar_partials(k, scalars, partial_dtypes or {}) if form == "strip" and scalars \
-        and not grouped else None
+    strip = form in ("strip", "stripc", "strip1", "stripc1")
+    stripped = strip_scalar_partials(k, scalars, partial_dtypes or {}, form.startswith("stripc"),
+                                     form.endswith("1")) if strip and scalars and not grouped else None
     if not scalars:
         partials = None
     elif form == "threads" and not grouped:
@@ -906,7 +918,7 @@ def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "", partial_dtypes:
         k, partials = stripped, "strip"
     else:
         k, partials = reduce_scalar_partials(k, scalars), "groups"
-    if form == "strip" and partials != "strip":     # the geometry parameters, unused
+    if strip and partials != "strip":     # the geometry parameters, unused
         k = replace(k, params=list(k.params) + _gather_params(k))
     k.partials = partials
     return k, gathers

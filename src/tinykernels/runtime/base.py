@@ -37,6 +37,7 @@ class Backend:
     supports_float64 = True
     max_workgroupsize = 1024
     debug = False
+    items_in_loops = False        # a work group's items run as a (vectorized) loop on a CPU (PoCL)
 
     def key(self) -> tuple:
         """Everything that identifies the device and settings (equality, caches)."""

@@ -111,6 +111,9 @@ class OpenCL(Backend):
         self._dev = dev
         self.supports_float64 = dev.fp64
         self.max_workgroupsize = int(d.max_work_group_size)
+        # a CPU device (PoCL) runs a work group's items as a vectorized loop: autodiff then
+        # gives each work item contiguous items (see passes/adjoint_gather.py, strip form)
+        self.items_in_loops = bool(d.type & _cl().device_type.CPU)
 
     @property
     def device_name(self) -> str:
@@ -346,24 +349,25 @@ class CLKernelInstance(DeviceKernelInstance):
                     raise CompileError(f"the OpenCL compiler rejected the generated code for kernel "
                                        f"'{self.name}':\n{tail(str(e))}", ir.file, None, kernel=self.name) from None
                 dev.programs[src] = prog
-        return cl.Kernel(prog, "tk_kernel"), ir, names   # retrieved once per build
+        # retrieved once per build; its argument types are declared at the first launch
+        return cl.Kernel(prog, "tk_kernel"), ir, names, _ArgTypes()
 
-    def _set_args(self, kern, values: list) -> None:
-        """``kern.set_args(*values)``, with the scalar types declared once per kernel: without
-        them pyopencl tries each NumPy scalar as a buffer first and catches the error, about
-        10 us per argument (0.5 ms for an adjoint kernel's 50-70 values, more than PoCL's
-        enqueue); with them it packs the scalars directly (a few us in all). A kernel's value
-        list has the same layout at every launch (one cl.Kernel per specialization)."""
-        typed = self.__dict__.setdefault("_typed_kernels", {})
-        known = typed.get(id(kern))
-        if known is None or known[0] is not kern:
+    @staticmethod
+    def _set_args(kern, types: "_ArgTypes", values: list) -> None:
+        """``kern.set_args(*values)``, with the scalar types declared once per specialization
+        (``types``, kept with it in the build cache): without them pyopencl tries each NumPy
+        scalar as a buffer first and catches the error, about 10 us per argument (0.5 ms for
+        an adjoint kernel's 50-70 values, more than PoCL's enqueue); with them it packs the
+        scalars directly (a few us in all). A specialization's value list has the same
+        layout at every launch."""
+        if types.fast is None:
             cl = _cl()
             dts = [None if isinstance(v, cl.MemoryObjectHolder) else
                    np.dtype(type(v)) if isinstance(v, np.generic) else np.dtype(object) for v in values]
             fast = all(d is None or d.kind in "iuf" for d in dts)      # else pyopencl's own checks
             if fast:
                 kern.set_scalar_arg_dtypes(dts)
-            typed[id(kern)] = (kern, fast)
+            types.fast = fast
         kern.set_args(*values)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
@@ -371,7 +375,7 @@ class CLKernelInstance(DeviceKernelInstance):
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
         if total == 0:
             return CLEvent(None)
-        kern, ir, names = self._specialize(norm, geom, ndim, ranges, wg)
+        kern, ir, names, types = self._specialize(norm, geom, ndim, ranges, wg)
         self._check_args(ir, norm, geom, ndim)
         values = []
         for d in range(ndim):
@@ -388,7 +392,7 @@ class CLKernelInstance(DeviceKernelInstance):
             err = cl.Buffer(self.backend._dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                             hostbuf=np.zeros(12, np.int64))
             values.append(err)
-        self._set_args(kern, values)
+        self._set_args(kern, types, values)
         counts = [geom[3 * d + 1] for d in range(ndim)]
         gsize = tuple(-(-counts[d] // wg[d]) * wg[d] for d in reversed(range(ndim)))
         lsize = tuple(reversed(wg))
@@ -401,6 +405,16 @@ class CLKernelInstance(DeviceKernelInstance):
             cl.enqueue_copy(q, info, err, is_blocking=True)
             check_debug_info(info, names, ir.file, self.name)
         return CLEvent(ev)
+
+
+class _ArgTypes:
+    """Whether a specialization's kernel has its scalar argument types declared (``fast``:
+    None before its first launch, then True, or False where pyopencl's generic path is
+    kept: a value that is neither a buffer nor a NumPy number)."""
+    __slots__ = ("fast",)
+
+    def __init__(self) -> None:
+        self.fast = None
 
 
 MAX_GROUPS_PER_DIM = (1 << 32) - 1    # PoCL dies (SIGILL) beyond this; GPU drivers allow less
