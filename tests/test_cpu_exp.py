@@ -1,7 +1,8 @@
-"""The CPU backend's float32 ``exp`` in default kernels (``tk_exp_f32``, codegen/c.py): the
-float32 nearest to e^x (the whole float32 range is checked by scripts/check_exp_f32.py, here a
-dense sample), inf/NaN/overflow/subnormal/underflow results right, and no call of the C
-library's scalar ``expf`` left in the loop, so that it vectorizes (softmax was bound by it)."""
+"""The CPU backend's float32 ``exp`` and ``tanh`` in default kernels (``tk_exp_f32``,
+``tk_tanh_f32``, codegen/c.py): the float32 nearest to e^x and to tanh x (every float32 input is
+checked by scripts/check_exp_f32.py, here a dense sample), inf/NaN/overflow/subnormal/underflow
+and signed zeros right, and no call of the C library's scalar ``expf``/``tanhf`` left in the
+loop, so that it vectorizes (softmax was bound by it)."""
 import math
 import platform
 import subprocess
@@ -16,6 +17,12 @@ import tinykernels as tk
 def exp_k(out, x: tk.Const):
     i = tk.index()
     out[i] = math.exp(x[i])
+
+
+@tk.kernel
+def tanh_k(out, x: tk.Const):
+    i = tk.index()
+    out[i] = math.tanh(x[i])
 
 
 @tk.kernel
@@ -44,34 +51,35 @@ def softmax_rows(out, X: tk.Const, D: tk.constexpr):
         out[row, j] *= inv
 
 
-def _nearest_f32(x: np.ndarray):
-    """(e^x rounded to float32 through float64, mask of the inputs whose e^x lies so close to a
-    midpoint between two float32 values that float64's exp cannot decide the rounding)."""
+def _nearest_f32(x: np.ndarray, fn=np.exp):
+    """(fn(x) rounded to float32 through float64, mask of the inputs whose fn(x) lies so close
+    to a midpoint between two float32 values that float64 cannot decide the rounding)."""
     with np.errstate(all="ignore"):
-        d = np.exp(x.astype(np.float64))
+        d = fn(x.astype(np.float64))
         f = d.astype(np.float32)
         up = np.nextafter(f, np.float32(np.inf)).astype(np.float64) - f
         dn = f - np.nextafter(f, np.float32(0)).astype(np.float64)
-        ulp = np.where(d >= f, up, dn)
+        ulp = np.where(np.abs(d) >= np.abs(f), np.abs(up), np.abs(dn))
         frac = np.abs(f.astype(np.float64) - d) / ulp
-    near = np.isfinite(f) & (f > 0) & (frac > 0.5 - 1e-6)
+    near = np.isfinite(f) & (f != 0) & (frac > 0.5 - 1e-6)
     return f, near
 
 
-def test_exp_f32_is_correctly_rounded_on_a_dense_sample():
+@pytest.mark.parametrize("kernel,fn", [(exp_k, np.exp), (tanh_k, np.tanh)], ids=["exp", "tanh"])
+def test_f32_function_is_correctly_rounded_on_a_dense_sample(kernel, fn):
     """Every 509th float32 bit pattern (8.4 million inputs: every exponent, both signs, NaNs)."""
     bits = np.arange(0, 2**32, 509, dtype=np.uint64).astype(np.uint32)
     x = bits.view(np.float32)
     out = np.empty_like(x)
-    exp_k.launch(out, x, ndrange=x.size)
-    want, near = _nearest_f32(x)
+    kernel.launch(out, x, ndrange=x.size)
+    want, near = _nearest_f32(x, fn)
     nan = np.isnan(x)
     assert np.isnan(out[nan]).all()
     ok = ~nan & ~near
     bad = np.flatnonzero(ok & (out != want))
     assert bad.size == 0, [(float(x[i]), float(out[i]), float(want[i])) for i in bad[:5]]
     # the few near-midpoint inputs: within half an ulp and a hair
-    d = np.exp(x[near].astype(np.float64))
+    d = fn(x[near].astype(np.float64))
     assert (np.abs(out[near] - d) <= np.abs(np.spacing(out[near])) * (0.5 + 1e-6)).all()
 
 
@@ -93,6 +101,17 @@ def test_exp_f32_special_values():
     assert np.isnan(o).all()
 
 
+def test_tanh_f32_special_values():
+    x = np.array([0.0, -0.0, 1e-45, -1e-45, 1e-30, -1e-30, 2.0**-12, 0.5, -0.5, 9.0, 9.1, -9.1, 20.0, 1e30,
+                  np.inf, -np.inf, np.nan], np.float32)
+    out = np.empty_like(x)
+    tanh_k.launch(out, x, ndrange=x.size)
+    want, _ = _nearest_f32(x, np.tanh)
+    np.testing.assert_array_equal(out, want)
+    assert (np.signbit(out) == np.signbit(x))[:-1].all()      # tanh(-0.0) is -0.0
+    assert out[-4] == 1.0 and out[-2] == -1.0 and out[-5] == 1.0
+
+
 def test_sigmoid_and_narrow_floats_use_it():
     """tk.sigmoid is 1 / (1 + exp(-x)) over the same exp; float16 exp computes in float32 and
     rounds once more (within one float16 ulp)."""
@@ -105,7 +124,8 @@ def test_sigmoid_and_narrow_floats_use_it():
     h = (rng.standard_normal(5000) * 4).astype(np.float16)
     oh = np.empty_like(h)
     exp_k.launch(oh, h, ndrange=h.size)
-    want = np.exp(h.astype(np.float64)).astype(np.float16)
+    with np.errstate(over="ignore"):
+        want = np.exp(h.astype(np.float64)).astype(np.float16)
     ulps = np.abs(oh.view(np.int16).astype(np.int32) - want.view(np.int16).astype(np.int32))
     assert ulps.max() <= 1
 
@@ -123,19 +143,24 @@ def test_softmax_in_the_lanes_shape_matches_float64():
     assert "tk_exp_f32(" in src and "expf(" not in src.split("tk_exp_f32(float")[1].split("\n}\n", 1)[1]
 
 
-def _undefined_symbols(kernel, *args, n) -> str:
+def _undefined_symbols(kernel, *args, n) -> list:
+    """The dynamic symbols the kernel's compiled library imports (names without versions)."""
     from tinykernels.runtime.compiler import compile_library
     lib = compile_library(kernel.source("CPU", *args, ndrange=n), "tk_test_exp")
-    return subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True).stdout
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True).stdout
+    return [line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()]
 
 
 @pytest.mark.skipif(platform.system() != "Linux", reason="checks the library's dynamic symbols with nm")
 def test_default_exp_calls_no_scalar_libm_function():
-    """The default kernel's exp is inline code (which GCC and Clang vectorize), not a call of the
+    """The default kernel's exp and tanh are inline code (which GCC and Clang vectorize), not a call of the
     C library's expf per element; a fastmath kernel still calls the C library (libmvec's SIMD
     expf on glibc, faster than tk_exp_f32)."""
     x = np.zeros(4096, np.float32)
-    syms = _undefined_symbols(exp_k, np.zeros_like(x), x, n=x.size).split()
-    assert "expf" not in syms and "exp" not in syms
+    for kernel, names in ((exp_k, ("expf", "exp")), (tanh_k, ("tanhf", "tanh"))):
+        syms = _undefined_symbols(kernel, np.zeros_like(x), x, n=x.size)
+        assert not set(names) & set(syms), syms
     fast = tk.kernel(fastmath=True)(exp_k.fn)
     assert "tk_exp_f32(a_x" not in fast.source("CPU", np.zeros_like(x), x, ndrange=x.size)
+    syms = _undefined_symbols(fast, np.zeros_like(x), x, n=x.size)       # (the check sees imports)
+    assert any(s == "expf" or s.endswith("_expf") for s in syms), syms

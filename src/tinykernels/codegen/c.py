@@ -149,7 +149,8 @@ static int tk_oob(int64_t item, int64_t line, int64_t arr, int nd, int64_t i0, i
 """
 
 
-# exp of float32 in default kernels: ``tk_exp_f32``, instead of the C library's scalar expf
+# exp and tanh of float32 in default kernels: ``tk_exp_f32``/``tk_tanh_f32``, instead of the
+# C library's scalar expf/tanhf
 # (one call per element keeps a loop from vectorizing: softmax ran at 0.17 of memcpy). Plain
 # C that GCC and Clang vectorize: double arithmetic, bit tricks, no table, no branch.
 #   x = k ln2 + r, k = round(x / ln2) (1.5 * 2^52 added and subtracted), |r| <= ln2 / 2,
@@ -162,8 +163,9 @@ static int tk_oob(int64_t item, int64_t line, int64_t arr, int nd, int64_t i0, i
 # and 2^k stays a normal double), integer min and or: no comparison GCC could turn into a
 # branch; a NaN keeps its bits, so it propagates. Overflow to inf, subnormal results and
 # underflow to 0 come out of the one rounding to float32.
+# tanh from the same parts (tk_tanh_f32, below).
 # Accuracy, checked over every float32 input (scripts/check_exp_f32.py): correctly rounded
-# (the float32 nearest to e^x) for all of them, both with FMA (where the target has it) and
+# (the float32 nearest to e^x, to tanh x) for all of them, both with FMA (where the target has it) and
 # without, so the two compile to different code but give the same bits. Not for fastmath
 # translation units: -fassociative-math would fold the 1.5 * 2^52 rounding away.
 _EXP_F32 = r"""
@@ -172,16 +174,13 @@ _EXP_F32 = r"""
 #else
 #define TK_EXP_FMA(a, b, c) ((a) * (b) + (c))
 #endif
-TK_INLINE float tk_exp_f32(float xf) {
-    uint32_t u = tk_f32_bits(xf), m = u & 0x7fffffffu;
-    uint32_t c = m < 0x42f00000u ? m : 0x42f00000u;             /* |x| <= 120 */
-    c |= m & (0u - (uint32_t)(m > 0x7f800000u));                /* NaN stays NaN */
-    double x = (double)tk_bits_f32((u & 0x80000000u) | c);
+/* e^x = s (1 + p) for |x| <= 120 (a double; NaN propagates through p): s = 2^k, p = r + r^2 q(r) */
+TK_INLINE double tk_exp_parts(double x, double *s) {
     double t = x * 0x1.71547652b82fep+0 + 0x1.8p+52;            /* round(x / ln2) + 1.5 * 2^52 */
     double k = t - 0x1.8p+52;
     double r = (x - k * 0x1.62e42fefa3800p-1) - k * 0x1.ef35793c76730p-45;
-    double s = tk_bits_f64((tk_f64_bits(t) << 52) + ((uint64_t)1023 << 52));   /* 2^k */
     double q = 0x1.28803926c8ea8p-22;
+    *s = tk_bits_f64((tk_f64_bits(t) << 52) + ((uint64_t)1023 << 52));   /* 2^k */
     q = TK_EXP_FMA(q, r, 0x1.72c720b2e07bfp-19);
     q = TK_EXP_FMA(q, r, 0x1.a019c9ab213aap-16);
     q = TK_EXP_FMA(q, r, 0x1.a019adabfb6abp-13);
@@ -190,7 +189,27 @@ TK_INLINE float tk_exp_f32(float xf) {
     q = TK_EXP_FMA(q, r, 0x1.5555555554cb8p-5);
     q = TK_EXP_FMA(q, r, 0x1.5555555553b7dp-3);
     q = TK_EXP_FMA(q, r, 0x1p-1);
-    return (float)((1.0 + TK_EXP_FMA(r * r, q, r)) * s);
+    return TK_EXP_FMA(r * r, q, r);
+}
+/* the float's magnitude bits clamped to those of lim (a NaN keeps its bits) */
+TK_INLINE uint32_t tk_clamp_mag_f32(uint32_t m, uint32_t lim) {
+    uint32_t c = m < lim ? m : lim;
+    return c | (m & (0u - (uint32_t)(m > 0x7f800000u)));
+}
+TK_INLINE float tk_exp_f32(float xf) {
+    uint32_t u = tk_f32_bits(xf);
+    double s, p = tk_exp_parts((double)tk_bits_f32((u & 0x80000000u) | tk_clamp_mag_f32(u & 0x7fffffffu, 0x42f00000u)), &s);
+    return (float)((1.0 + p) * s);                              /* |x| <= 120 above */
+}
+/* tanh |x| = e / (e + 2) with e = e^(2|x|) - 1 = (s - 1) + s p (s - 1 is exact; no cancellation
+   for small |x|, where s = 1), the sign put back; |x| clamped to 20 (tanh is 1 in float32 from
+   about 9.01). */
+TK_INLINE float tk_tanh_f32(float xf) {
+    uint32_t u = tk_f32_bits(xf);
+    double s, a = (double)tk_bits_f32(tk_clamp_mag_f32(u & 0x7fffffffu, 0x41a00000u));
+    double p = tk_exp_parts(a + a, &s);
+    double e = (s - 1.0) + s * p;
+    return tk_bits_f32(tk_f32_bits((float)(e / (e + 2.0))) | (u & 0x80000000u));
 }
 """
 
@@ -228,11 +247,12 @@ class CRenderer(CLikeRenderer):
     # --- names ---------------------------------------------------------------------------
 
     def math_name(self, fn: str, d) -> str:
-        """``exp`` of float32 (and of the narrow floats, computed in float32) in a default
-        kernel is the prelude's vectorizable, correctly rounded ``tk_exp_f32``; a ``fastmath``
-        kernel keeps ``expf``, which glibc's libmvec vectorizes faster (and less accurately)."""
-        if fn == "exp" and not self.k.fastmath and self.compute_dtype(d).name == "float32":
-            return "tk_exp_f32"
+        """``exp`` and ``tanh`` of float32 (and of the narrow floats, computed in float32) in a
+        default kernel are the translation unit's vectorizable, correctly rounded
+        ``tk_exp_f32``/``tk_tanh_f32``; a ``fastmath`` kernel keeps ``expf``/``tanhf``, which
+        glibc's libmvec vectorizes faster (and less accurately)."""
+        if fn in ("exp", "tanh") and not self.k.fastmath and self.compute_dtype(d).name == "float32":
+            return f"tk_{fn}_f32"
         return super().math_name(fn, d)
 
     def var(self, name: str) -> str:
