@@ -149,6 +149,71 @@ static int tk_oob(int64_t item, int64_t line, int64_t arr, int nd, int64_t i0, i
 """
 
 
+# exp and tanh of float32 in default kernels: ``tk_exp_f32``/``tk_tanh_f32``, instead of the
+# C library's scalar expf/tanhf
+# (one call per element keeps a loop from vectorizing: softmax ran at 0.17 of memcpy). Plain
+# C that GCC and Clang vectorize: double arithmetic, bit tricks, no table, no branch.
+#   x = k ln2 + r, k = round(x / ln2) (1.5 * 2^52 added and subtracted), |r| <= ln2 / 2,
+#   r = (x - k LN2_HI) - k LN2_LO: LN2_HI has 42 significant bits, so k LN2_HI is exact;
+#   e^r = 1 + r + r^2 q(r), q of degree 8 interpolating (e^r - 1 - r) / r^2 at the Chebyshev
+#   nodes of [-ln2/2, ln2/2] (computed with mpmath, 60 digits; relative error 2^-49.6 after
+#   rounding the coefficients to double), e^x = e^r * 2^k with 2^k built in the exponent
+#   field, the result rounded once to float32.
+# |x| is clamped to 120 in the float's bits first (e^120 is inf in float32 and e^-120 is 0,
+# and 2^k stays a normal double), integer min and or: no comparison GCC could turn into a
+# branch; a NaN keeps its bits, so it propagates. Overflow to inf, subnormal results and
+# underflow to 0 come out of the one rounding to float32.
+# tanh from the same parts (tk_tanh_f32, below).
+# Accuracy, checked over every float32 input (scripts/check_exp_f32.py): correctly rounded
+# (the float32 nearest to e^x, to tanh x) for all of them, both with FMA (where the target has it) and
+# without, so the two compile to different code but give the same bits. Not for fastmath
+# translation units: -fassociative-math would fold the 1.5 * 2^52 rounding away.
+_EXP_F32 = r"""
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define TK_EXP_FMA(a, b, c) __builtin_fma(a, b, c)
+#else
+#define TK_EXP_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+/* e^x = s (1 + p) for |x| <= 120 (a double; NaN propagates through p): s = 2^k, p = r + r^2 q(r) */
+TK_INLINE double tk_exp_parts(double x, double *s) {
+    double t = x * 0x1.71547652b82fep+0 + 0x1.8p+52;            /* round(x / ln2) + 1.5 * 2^52 */
+    double k = t - 0x1.8p+52;
+    double r = (x - k * 0x1.62e42fefa3800p-1) - k * 0x1.ef35793c76730p-45;
+    double q = 0x1.28803926c8ea8p-22;
+    *s = tk_bits_f64((tk_f64_bits(t) << 52) + ((uint64_t)1023 << 52));   /* 2^k */
+    q = TK_EXP_FMA(q, r, 0x1.72c720b2e07bfp-19);
+    q = TK_EXP_FMA(q, r, 0x1.a019c9ab213aap-16);
+    q = TK_EXP_FMA(q, r, 0x1.a019adabfb6abp-13);
+    q = TK_EXP_FMA(q, r, 0x1.6c16c1738ecf7p-10);
+    q = TK_EXP_FMA(q, r, 0x1.1111111c45d5bp-7);
+    q = TK_EXP_FMA(q, r, 0x1.5555555554cb8p-5);
+    q = TK_EXP_FMA(q, r, 0x1.5555555553b7dp-3);
+    q = TK_EXP_FMA(q, r, 0x1p-1);
+    return TK_EXP_FMA(r * r, q, r);
+}
+/* the float's magnitude bits clamped to those of lim (a NaN keeps its bits) */
+TK_INLINE uint32_t tk_clamp_mag_f32(uint32_t m, uint32_t lim) {
+    uint32_t c = m < lim ? m : lim;
+    return c | (m & (0u - (uint32_t)(m > 0x7f800000u)));
+}
+TK_INLINE float tk_exp_f32(float xf) {
+    uint32_t u = tk_f32_bits(xf);
+    double s, p = tk_exp_parts((double)tk_bits_f32((u & 0x80000000u) | tk_clamp_mag_f32(u & 0x7fffffffu, 0x42f00000u)), &s);
+    return (float)((1.0 + p) * s);                              /* |x| <= 120 above */
+}
+/* tanh |x| = e / (e + 2) with e = e^(2|x|) - 1 = (s - 1) + s p (s - 1 is exact; no cancellation
+   for small |x|, where s = 1), the sign put back; |x| clamped to 20 (tanh is 1 in float32 from
+   about 9.01). */
+TK_INLINE float tk_tanh_f32(float xf) {
+    uint32_t u = tk_f32_bits(xf);
+    double s, a = (double)tk_bits_f32(tk_clamp_mag_f32(u & 0x7fffffffu, 0x41a00000u));
+    double p = tk_exp_parts(a + a, &s);
+    double e = (s - 1.0) + s * p;
+    return tk_bits_f32(tk_f32_bits((float)(e / (e + 2.0))) | (u & 0x80000000u));
+}
+"""
+
+
 def slot_layout(k: N.Kernel) -> list:
     """(param, first slot) for every runtime parameter, after the geometry slots."""
     out, pos = [], GEOMETRY_SLOTS
@@ -180,6 +245,15 @@ class CRenderer(CLikeRenderer):
         self.scan_totals = scan_totals(plan.body, plan.item_vars) if plan is not None and not plan.needs_done else {}
 
     # --- names ---------------------------------------------------------------------------
+
+    def math_name(self, fn: str, d) -> str:
+        """``exp`` and ``tanh`` of float32 (and of the narrow floats, computed in float32) in a
+        default kernel are the translation unit's vectorizable, correctly rounded
+        ``tk_exp_f32``/``tk_tanh_f32``; a ``fastmath`` kernel keeps ``expf``/``tanhf``, which
+        glibc's libmvec vectorizes faster (and less accurately)."""
+        if fn in ("exp", "tanh") and not self.k.fastmath and self.compute_dtype(d).name == "float32":
+            return f"tk_{fn}_f32"
+        return super().math_name(fn, d)
 
     def var(self, name: str) -> str:
         if name in self.var_over:
@@ -699,7 +773,7 @@ class CRenderer(CLikeRenderer):
         fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
-                portable_helpers(), _c_helpers(), _DEBUG if k.debug else ""]
+                portable_helpers(), _c_helpers(), _EXP_F32, _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
     def render_flat(self) -> list:
