@@ -183,6 +183,8 @@ def _tape_dtypes(backend) -> tuple:
 
 
 _PLANS: dict = {}     # explicit cache: (adjoint instance, signature, ...) -> TapePlan
+# (keyed by the instance itself, not its id(): a derived kernel replaced in _DERIVED frees its
+# instances, and a new one at the same address must not find their plans)
 _DEVICE_PLANS: dict = {}   # explicit cache, bounded: (adjoint instance, _device_plan_key) -> plan
 _DEVICE_PLANS_MAX = 1024
 
@@ -217,7 +219,7 @@ def _device_plan_key(adj, args, ndrange, wg):
             return None
     if len(parts) != len(adj.kernel.params):
         return None
-    key = (id(adj), tuple(parts), ndrange, wg)
+    key = (adj, tuple(parts), ndrange, wg)
     try:
         hash(key)
     except TypeError:
@@ -305,7 +307,7 @@ class AdjointLauncher:
             # _prepare's checks (the launches that follow make them)
             geom, ndim, ranges, _ = parse_ndrange(ndrange, adj.name)
             wgs = adj._workgroup(ndim, wg)
-            key = (id(adj), L.sig(adj._cmask, args, geom, ndim, 0, int(ranges)), wgs, ndim, ranges)
+            key = (adj, L.sig(adj._cmask, args, geom, ndim, 0, int(ranges)), wgs, ndim, ranges)
             p = _PLANS.get(key)
             if p is not None:
                 return p
@@ -316,7 +318,7 @@ class AdjointLauncher:
             sig = adj._key(norm, geom, ndim, ranges, wgs)
         else:
             sig = None
-        key = (id(adj), sig, wgs, ndim, ranges)
+        key = (adj, sig, wgs, ndim, ranges)
         p = _PLANS.get(key) if key[1] is not None else None
         if p is None:
             ir = adj._ir(norm, geom, ndim, ranges, wgs)
