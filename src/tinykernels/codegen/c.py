@@ -238,6 +238,7 @@ class CRenderer(CLikeRenderer):
         self.ranges = ranges        # 0: plain ndrange, 1: offset starts, 2: offsets and steps
         self.in_item = False        # rendering inside an item loop (grouped path)
         self.item_label = None
+        self.next_label = "tk_next"  # flat path: where a return jumps (the end of the item)
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
         self.lane_stack: list = []  # lanes shape: emitters of per-item loop variables, outermost first
         self.lane_outer = False     # lanes shape: the group's outer dimensions are bound by enclosing loops
@@ -334,7 +335,7 @@ class CRenderer(CLikeRenderer):
 
     def s_Return(self, s):
         if self.plan is None:
-            self.w("goto tk_next;")
+            self.w(f"goto {self.next_label};")
         elif self.in_item:
             self.w(f"tk_done[tk_lid] = 1; goto {self.item_label}_end;")
         else:
@@ -802,31 +803,17 @@ class CRenderer(CLikeRenderer):
             self.w("const int64_t tk_p0 = tk_r0, tk_p1 = tk_r1;")
         elif k.ndim == 2:
             self.w("const int64_t tk_p0 = tk_row;")
-        if sums and not k.debug:    # the sums' order may change: the loop still vectorizes
-            self.w("#ifdef _OPENMP")
-            self.w(f"#pragma omp simd reduction(+:{', '.join(f'tk_sum{n}' for n in range(len(sums)))})")
-            self.w("#endif")
-        self.w("for (tk_idx tk_pl = (tk_idx)c0; tk_pl < (tk_idx)c1; ++tk_pl) {")
-        self.depth += 1
-        self.w(f"const int64_t tk_p{last} = tk_pl;")
-        self.global_coords()
-        if "groupindex" in k.uses:
-            for d in range(k.ndim):
-                self.w(f"const int64_t tk_gr{d} = tk_p{d} / {k.workgroup[d]}, tk_l{d} = tk_p{d} % {k.workgroup[d]};"
-                       f" (void)tk_gr{d}; (void)tk_l{d};")
-            ll, grl = "tk_l0", "tk_gr0"
-            for d in range(1, k.ndim):
-                ll = f"({ll}) * {k.workgroup[d]} + tk_l{d}"
-                grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
-            self.w(f"const int64_t tk_ll = {ll}, tk_grl = {grl}; (void)tk_ll; (void)tk_grl;")
-        self.declare_locals(k.locals)
-        self.last_line = None
-        self.stmts(k.body)
-        self.w("tk_next: ;")
-        for n, (var, _) in enumerate(sums):
-            self.w(f"tk_sum{n} += {self.var(var)};")
-        self.depth -= 1
-        self.w("}")
+        peel = self.peel_bounds()
+        if peel is None:
+            self.item_loop("c0", "c1", k.body, "tk_next", sums)
+        else:               # the row split at the If's bounds: each loop runs one branch
+            lo, hi = peel
+            start = f"tk_s{last}" if self.ranges == 1 else "0"
+            self.w(f"const int64_t tk_pa = {lo} - {start} < c0 ? c0 : ({lo} - {start} > c1 ? c1 : {lo} - {start});")
+            self.w(f"const int64_t tk_pb = {hi} - {start} < tk_pa ? tk_pa : ({hi} - {start} > c1 ? c1 : {hi} - {start});")
+            self.item_loop("c0", "tk_pa", k.body[0].orelse, "tk_next", sums)
+            self.item_loop("tk_pa", "tk_pb", k.body[0].body, "tk_next_in", sums)
+            self.item_loop("tk_pb", "c1", k.body[0].orelse, "tk_next_hi", sums)
         self.w("q += c1 - c0;")
         self.w("c0 = 0;")
         if k.ndim == 3:
@@ -856,6 +843,46 @@ class CRenderer(CLikeRenderer):
         self.w("#endif")
         self.w("}")
         return self.lines
+
+    def peel_bounds(self):
+        """(lo, hi) in C of ``Kernel.peel_last`` when the body is its one If and the loop can
+        be split there (unit steps, no per-item sums, no group indices), else None."""
+        k = self.k
+        if k.peel_last is None or self.ranges == 2 or self.item_sums() or "groupindex" in k.uses \
+                or len(k.body) != 1 or not isinstance(k.body[0], N.If):
+            return None
+        return tuple(f"({self.expr(e)})" for e in k.peel_last)
+
+    def item_loop(self, c0: str, c1: str, body: list, label: str, sums) -> None:
+        """The loop over positions ``c0 <= tk_pl < c1`` of one row, running ``body``."""
+        k, last = self.k, self.k.ndim - 1
+        self.next_label = label
+        if sums and not k.debug:    # the sums' order may change: the loop still vectorizes
+            self.w("#ifdef _OPENMP")
+            self.w(f"#pragma omp simd reduction(+:{', '.join(f'tk_sum{n}' for n in range(len(sums)))})")
+            self.w("#endif")
+        self.w(f"for (tk_idx tk_pl = (tk_idx){c0}; tk_pl < (tk_idx){c1}; ++tk_pl) {{")
+        self.depth += 1
+        self.w(f"const int64_t tk_p{last} = tk_pl;")
+        self.global_coords()
+        if "groupindex" in k.uses:
+            for d in range(k.ndim):
+                self.w(f"const int64_t tk_gr{d} = tk_p{d} / {k.workgroup[d]}, tk_l{d} = tk_p{d} % {k.workgroup[d]};"
+                       f" (void)tk_gr{d}; (void)tk_l{d};")
+            ll, grl = "tk_l0", "tk_gr0"
+            for d in range(1, k.ndim):
+                ll = f"({ll}) * {k.workgroup[d]} + tk_l{d}"
+                grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
+            self.w(f"const int64_t tk_ll = {ll}, tk_grl = {grl}; (void)tk_ll; (void)tk_grl;")
+        self.declare_locals(k.locals)
+        self.last_line = None
+        self.stmts(body)
+        self.w(f"{label}: ;")
+        for n, (var, _) in enumerate(sums):
+            self.w(f"tk_sum{n} += {self.var(var)};")
+        self.depth -= 1
+        self.w("}")
+        self.next_label = "tk_next"
 
     def render_grouped(self) -> list:
         k, plan = self.k, self.plan

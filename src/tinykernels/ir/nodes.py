@@ -252,6 +252,9 @@ class Kernel:
     file: str = ""
     uses: set = field(default_factory=set)   # feature flags: barrier, localmem, collective, print, atomic, ...
     fastmath: bool = False           # @tk.kernel(fastmath=True): float reassociation and contraction allowed
+    # (lo, hi) expressions: the body is one If whose condition is lo <= the last global
+    # coordinate < hi; a renderer may run that range and the rest as separate loops
+    peel_last: tuple | None = None
 
 
 def walk_stmts(stmts):
