@@ -4,6 +4,7 @@ reads and dropped dead stores. Every shape is checked against central finite dif
 in float64 on the CPU and against the CPU's gradients on the interpreter, OpenCL (float64)
 and WebGPU (float32); the generated code is checked for the shape itself (no atomics)."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -203,6 +204,9 @@ def test_ring_kernels_move_only_their_slab_dimension():
     ring1 = _adjoint_source(diffuse2, "gather_ring1:T", *args, ndrange=(4, 4))
     assert "v__tk_gj0 = tk_g0;" in ring1 and "v__tk_gj1 = (tk_g1 + ((tk_g1 >= p__tk_gc1)" in ring1
     assert "&&" not in ring1[ring1.index("tk_chunk("):] and "? ((v__tk_graw0 == v__tk_gpos0) ?" in ring1
+    # the mask selects integer bits ANDed with the contribution's, not the float itself: GCC
+    # sinks the loads of a selected float under the condition and then vectorizes nothing
+    assert "tk_f64_bits(v__tk_gpart)" in ring1 and "? v__tk_gpart : 0.0" not in ring1
     ring = _adjoint_source(diffuse2, "gather_ring:T", *args, ndrange=(4, 4))
     assert "p__tk_gj0 :" not in ring and "p__tk_gj1 :" not in ring      # one launch: nothing moves
 
@@ -274,6 +278,103 @@ def test_footprint_covers_the_ring_and_clips_to_the_array():
     lin = Gather("x", "_d_x", "lin", ((-1,), (2,)))
     assert footprint(lin, (5, 3, 2, 0, 1, 1, 0, 1, 1), (20,)) == (range(0, 5),)
 
+
+
+@pytest.mark.parametrize("ndr,shape", [
+    ((range(1, 6), range(1, 5), range(1, 8)), (7, 6, 9)),
+    ((range(2, 5), range(1, 5), range(0, 9)), (7, 6, 9)),
+    ((7, 6, 9), (7, 6, 9)),
+])
+def test_peeled_gather_boxes_partition_the_footprint(ndr, shape):
+    """The CPU's peeled 3-D boxes ("gather_inP:", "gather_ring<d>P:") take the footprint's
+    whole last dimension and cover the footprint once, with no launch for the last
+    dimension's slabs; where a peeled kernel's last coordinate lies in the interior's range
+    (its unclamped loop) every source item in that coordinate exists; in 2-D nothing is
+    peeled."""
+    from tinykernels.kernel import parse_ndrange
+    from tinykernels.passes.adjoint_gather import gather_boxes
+    nd = len(shape)
+    offs = tuple(tuple(s * (d == e) for e in range(nd)) for d in range(nd) for s in (-1, 1)) + ((0,) * nd,)
+    g = Gather("T", "_d_T", "cart", offs)
+    geom = parse_ndrange(ndr, "k")[0]
+    ranges = ndr if isinstance(ndr[0], range) else tuple(range(n) for n in ndr)
+    fp = footprint(g, geom, shape)
+    boxes = gather_boxes(g, geom, shape, peel=True)
+    assert [m for m, _, _ in boxes] == ["gather_inP:"] + [f"gather_ring{d}P:" for d, _ in enumerate(boxes[1:])]
+    seen = []
+    lo, hi = ranges[-1].start + 1, ranges[-1].stop - 1          # last coordinates with both sources
+    for mode, box, jumps in boxes:
+        assert box[-1] == fp[-1]
+        for J in np.ndindex(*[len(r) for r in box]):
+            J = tuple(r[j] for r, j in zip(box, J))
+            if jumps:
+                J = tuple(j + (jump if j >= cut else 0) for j, (cut, jump) in zip(J, jumps))
+            seen.append(J)
+            if mode == "gather_inP:" and lo <= J[-1] < hi:
+                assert all(all(r.start <= a - c < r.stop for a, c, r in zip(J, o, ranges)) for o in offs)
+    assert len(seen) == len(set(seen)) == math.prod(len(r) for r in fp)
+    g2 = Gather("T", "_d_T", "cart", ((-1, 0), (1, 0), (0, -1), (0, 1), (0, 0)))
+    geom2 = parse_ndrange((range(1, 5), range(1, 7)), "k")[0]
+    assert [m for m, _, _ in gather_boxes(g2, geom2, (6, 8), peel=True)] == \
+        ["gather_in:", "gather_ring0:", "gather_ring1:"]
+
+
+def test_peeled_gather_kernel_splits_each_row_into_three_loops():
+    """The C of a peeled gather kernel runs a row's interior in a loop of its own without
+    clamping (it vectorizes) and the first and last few elements in loops that clamp and
+    mask the last coordinate; the unpeeled kernel is one loop."""
+    T = np.zeros((6, 6, 6))
+    args = (T, T, T, T, 0.1, np.zeros(1), np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 2), np.int64),
+            *(np.int64(1),) * 9)
+    src = derived(diffuse3, "gather_inP:T", ("T2", "T", "lam")).source("CPU", *args, ndrange=(6, 6, 6))
+    body = src[src.index("static void tk_chunk("):]
+    loops = body.split("for (tk_idx tk_pl = ")[1:]
+    assert [x[:x.index(";")] for x in loops] == ["(tk_idx)c0", "(tk_idx)tk_pa", "(tk_idx)tk_pb"]
+    assert "v__tk_graw2 = " in loops[0] and "v__tk_graw2 = " in loops[2]
+    assert not re.search(r"v__tk_graw\d = ", loops[1])
+    assert "v__tk_graw0 = " not in loops[0] and "if (" not in loops[1]
+    plain = derived(diffuse3, "gather_in:T", ("T2", "T", "lam")).source("CPU", *args, ndrange=(6, 6, 6))
+    assert plain[plain.index("static void tk_chunk("):].count("for (tk_idx tk_pl = ") == 1
+
+
+@pytest.mark.parametrize("backend", ["CPU", "INTERP"] + (["CL"] if tk.backends()["OpenCL"][0] else []))
+@pytest.mark.parametrize("nd", [2, 3])
+def test_ring_masks_are_exact_with_inf_and_nan_seeds(backend, nd):
+    """A ring kernel masks the contribution of a clamped source item: exactly 0, even where
+    that item's seed is inf or NaN (a mask by multiplication would give NaN); the gradient
+    equals NumPy's scatter of the seeds."""
+    shape = (6, 7, 8)[:nd]
+    rng = np.random.default_rng(5)
+    T = rng.standard_normal(shape)
+    seed = rng.standard_normal(shape)
+    seed[(1,) * nd] = np.inf                       # the first item of the launch range
+    seed[tuple(n - 2 for n in shape)] = np.nan     # the last
+    b = tk.backend(backend)
+    dev = lambda x: tk.asarray(np.array(x), backend=b)  # noqa: E731
+    dT, dT2, dl = dev(np.zeros(shape)), dev(seed), dev(np.zeros(1))
+    ndr = tuple(range(1, n - 1) for n in shape)
+    if nd == 2:
+        tk.adjoint(diffuse2)(b)(dev(np.zeros(shape)), dT2, dev(T), dT, 0.5, dev(np.zeros(1)), 0.25, dl, ndrange=ndr)
+        a, centre = 0.125, -4.0
+    else:
+        tk.adjoint(diffuse3)(b)(dev(np.zeros(shape)), dT2, dev(T), dT, 0.25, dl, ndrange=ndr)
+        a, centre = 0.25, -6.0
+    tk.synchronize(b)
+    w = seed[(slice(1, -1),) * nd]
+    want = np.zeros(shape)
+    with np.errstate(invalid="ignore"):
+        want[(slice(1, -1),) * nd] += w                 # per path, as the chain rule adds them:
+        want[(slice(1, -1),) * nd] += (a * w) * centre  # inf - inf is NaN at the inf item
+        for d in range(nd):
+            for lo, hi in ((0, -2), (2, None)):
+                sl = tuple(slice(lo, hi) if e == d else slice(1, -1) for e in range(nd))
+                want[sl] += a * w
+    got = dT.numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    ok = np.isfinite(want)
+    assert ok.sum() > 0.7 * ok.size
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-13, atol=1e-13)
 
 # --- shapes that keep the atomics -----------------------------------------------------------------
 

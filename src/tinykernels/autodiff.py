@@ -393,7 +393,7 @@ class AdjointLauncher:
             tape = [_dummy(b, max(1, int(sizes[0])), fdt), _dummy(b, max(1, int(sizes[1])), idt),
                     off if getattr(b, "is_host", False) else asarray(off, backend=b)]
         for g in gathers:    # before the main adjoint, which consumes the output shadows they read
-            for mode, box, jumps in G.gather_boxes(g, geom, tuple(named[g.array].shape)):
+            for mode, box, jumps in G.gather_boxes(g, geom, tuple(named[g.array].shape), peel=bool(threads)):
                 gk = derived(self.kernel, mode + g.array, diff)(b, self.wg)
                 extra = [idt(v) for v in G.ring_args(jumps)] if jumps else []
                 gk(*full, *tape, *gargs, *extra, ndrange=box, workgroupsize=wg)
