@@ -756,7 +756,8 @@ def _device_backends():
 def test_device_adjoint_plan_is_cached_per_signature(backend, dtype, monkeypatch):
     """On device runtimes the adjoint's plan (tape, gathers, partials form) is looked up by
     the arguments' types and shapes without normalizing them again: a repeated call prepares
-    the main adjoint once (its own launch), not twice. The key keeps apart what changes the
+    the main adjoint once (its own launch), not twice (on OpenCL not at all: the launch
+    itself is repeated without its host work). The key keeps apart what changes the
     specialization: a constexpr value (gather form or not), a shape, a dtype."""
     from tinykernels.autodiff import _main_mode
     b = tk.backend(backend)
@@ -791,4 +792,5 @@ def test_device_adjoint_plan_is_cached_per_signature(backend, dtype, monkeypatch
     orig = type(adj)._prepare
     monkeypatch.setattr(type(adj), "_prepare", lambda self, *a, **k: (calls.append(self), orig(self, *a, **k))[1])
     call()
-    assert sum(1 for c in calls if c is adj) == 1
+    # once by its launch; on OpenCL not at all (the repeated launch only enqueues again)
+    assert sum(1 for c in calls if c is adj) == (0 if backend == "CL" else 1)

@@ -150,3 +150,52 @@ def test_scalar_arguments_of_every_width_reach_the_kernel_launch_after_launch(cl
     fast = [entry[3].fast for entry in inst._compiled.values()]     # kept with the build
     assert fast == [True]
     assert "_typed_kernels" not in vars(inst)
+
+
+@tk.kernel
+def shift_add(y, x: tk.Const, c):
+    i = tk.index()
+    y[i] = x[i] + c
+
+
+def test_a_repeated_launch_skips_the_host_work_and_stays_right(cl, monkeypatch):
+    """A launch with the very same device arrays, equal scalars and ndrange only enqueues
+    again (no argument normalization, specialization or launch checks); anything else
+    (another array, a new scalar, a freed array whose place a new one takes, a 0-d host
+    array, which may change in place) takes the full path, and the kernel's argument values
+    are set again where another launch of the same specialization set its own."""
+    from tinykernels.runtime.opencl import CLKernelInstance
+    k = shift_add(cl)
+    prepared = []
+    real = CLKernelInstance._prepare
+    monkeypatch.setattr(CLKernelInstance, "_prepare", lambda self, *a, **kw: prepared.append(1) or real(self, *a, **kw))
+    dev = lambda v: tk.asarray(np.array(v, dtype=np.float64), backend=cl)  # noqa: E731
+    x1, x2 = dev([1.0, 2.0, 3.0]), dev([10.0, 20.0, 30.0])
+    y1, y2 = dev(np.zeros(3)), dev(np.zeros(3))
+    k(y1, x1, 0.5, ndrange=3)
+    k(y1, x1, 0.5, ndrange=3)
+    assert len(prepared) == 1
+    np.testing.assert_array_equal(y1.numpy(), [1.5, 2.5, 3.5])
+    k(y2, x2, 0.5, ndrange=3)                     # same specialization, its own values
+    tk.copyto(y1, np.zeros(3))
+    k(y1, x1, 0.5, ndrange=3)                      # full path: the last launch was another
+    k(y2, x2, 0.5, ndrange=3)
+    k(y2, x2, 0.5, ndrange=3)                      # repeated: values as set by the launch before
+    np.testing.assert_array_equal(y1.numpy(), [1.5, 2.5, 3.5])
+    np.testing.assert_array_equal(y2.numpy(), [10.5, 20.5, 30.5])
+    n = len(prepared)
+    k(y2, x2, 1.5, ndrange=3)                      # a new scalar value
+    k(y2, x2, np.float32(1.5), ndrange=3)          # equal value, another type
+    k(y2, x2, 1.5, ndrange=2)                      # another ndrange
+    assert len(prepared) == n + 3
+    np.testing.assert_array_equal(y2.numpy(), [11.5, 21.5, 31.5])
+    for _ in range(3):                             # freed arrays, new ones (maybe at their address)
+        del x1
+        x1 = dev([4.0, 5.0, 6.0])
+        k(y1, x1, 0.5, ndrange=3)
+        np.testing.assert_array_equal(y1.numpy(), [4.5, 5.5, 6.5])
+    c = np.array(0.25)                             # a 0-d host array is a scalar argument
+    k(y1, x1, c, ndrange=3)
+    c[()] = 2.0
+    k(y1, x1, c, ndrange=3)
+    np.testing.assert_array_equal(y1.numpy(), [6.0, 7.0, 8.0])
