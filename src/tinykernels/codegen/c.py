@@ -809,8 +809,9 @@ class CRenderer(CLikeRenderer):
         else:               # the row split at the If's bounds: each loop runs one branch
             lo, hi = peel
             start = f"tk_s{last}" if self.ranges == 1 else "0"
-            self.w(f"const int64_t tk_pa = {lo} - {start} < c0 ? c0 : ({lo} - {start} > c1 ? c1 : {lo} - {start});")
-            self.w(f"const int64_t tk_pb = {hi} - {start} < tk_pa ? tk_pa : ({hi} - {start} > c1 ? c1 : {hi} - {start});")
+            a, b = f"{lo} - {start}", f"{hi} - {start}"        # positions, clipped to the row's part
+            self.w(f"const int64_t tk_pa = {a} < c0 ? c0 : ({a} > c1 ? c1 : {a});")
+            self.w(f"const int64_t tk_pb = {b} < tk_pa ? tk_pa : ({b} > c1 ? c1 : {b});")
             self.item_loop("c0", "tk_pa", k.body[0].orelse, "tk_next", sums)
             self.item_loop("tk_pa", "tk_pb", k.body[0].body, "tk_next_in", sums)
             self.item_loop("tk_pb", "c1", k.body[0].orelse, "tk_next_hi", sums)

@@ -539,7 +539,10 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     dimension, launched with its last two dimensions swapped (launch dimension ``ndim - 2``
     gives the element's last coordinate and the other way round): their few elements per
     row become the outer loop, the rows the inner one; "" (any step) tests that each source
-    item exists."""
+    item exists. A "P" appended ("inP", "ring0P", "ring1P": the CPU's peeled 3-D form, see
+    :func:`gather_boxes`) makes the body one ``If``: the variant's body where the last
+    coordinate lies in the interior's range, else the same with the last coordinate clamped
+    and masked too (``Kernel.peel_last`` names the range for the C renderer)."""
     peel = variant.endswith("P")
     base = variant[:-1] if peel else variant
     interior, ring = base == "in", base.startswith("ring")
