@@ -208,6 +208,40 @@ def test_from_dlpack_of_device_memory_is_a_clear_error():
         A.asarray(GPUDLPack(np.zeros(2)), backend=CPU())
 
 
+class CudaInterface:
+    """Exports only __cuda_array_interface__ (a CuPy / Numba device array), no GPU needed."""
+    __cuda_array_interface__ = {"shape": (3,), "typestr": "<f4", "data": (0, False), "version": 3}
+
+
+def _fill_kernel():
+    import tinykernels as tk
+
+    @tk.kernel
+    def fill(A, v):
+        A[tk.index()] = v
+    return fill
+
+
+@pytest.mark.parametrize("name", ["CPU", "INTERP", "CL", "WEBGPU"])
+def test_cuda_and_foreign_device_arrays_are_named_errors(name):
+    """A __cuda_array_interface__ object or a torch tensor on another device (meta here) is
+    an error saying where the array lives, naming the kernel and argument, on every non-CUDA
+    backend (were 'unsupported type CAI' and 'arrays of dtype object' from tk.asarray)."""
+    import tinykernels as tk
+    if name not in tk.backends_available():
+        pytest.skip(f"{name} unavailable")
+    b, fill = tk.backend(name), _fill_kernel()
+    with pytest.raises(LaunchError, match="'fill'.*'A'.*CUDA device memory"):
+        fill(b)(CudaInterface(), 1.0, ndrange=3)
+    with pytest.raises(ValueError, match="CUDA device memory.*not in host memory"):
+        A.asarray(CudaInterface(), backend=b)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(LaunchError, match="'fill'.*'A'.*torch tensor on meta"):
+        fill(b)(torch.zeros(3, device="meta"), 1.0, ndrange=3)
+    with pytest.raises(ValueError, match="'meta' device"):
+        A.asarray(torch.zeros(3, device="meta"), backend=b)
+
+
 # ------------------------------------------------------------------ from_blob
 
 def test_from_blob_wraps_memory(cpu):

@@ -214,12 +214,19 @@ def asarray(obj, backend=None) -> Array:
         h = as_host_ndarray(obj)
         if h is None:
             if _is_torch(obj):                   # a torch tensor on a device: copy it to the host
+                if obj.device.type == "meta":
+                    raise ValueError("tk.asarray: the tensor is on torch's 'meta' device and has no data")
                 h = as_host_ndarray(obj.detach().cpu())
             else:
                 dev = _dl_device(obj) if hasattr(obj, "__dlpack__") else None
                 if dev is not None and dev[0] not in _DL_HOST_TYPES:
                     raise ValueError(f"tk.asarray: the {type(obj).__name__} lives on DLPack device "
                                      f"{_dl_name(dev)}, not in host memory; move it to the host first")
+                if dev is None and hasattr(obj, "__cuda_array_interface__") and \
+                        not hasattr(obj, "__array_interface__"):
+                    raise ValueError(f"tk.asarray: the {type(obj).__name__} lives in CUDA device memory "
+                                     f"(__cuda_array_interface__), not in host memory, and {backend!r} is not "
+                                     "a CUDA backend; use backend=tk.CUDA() or move it to the host first")
                 h = np.asarray(obj)              # lists, tuples, scalars, __array__ objects
     _check_supported(h, "tk.asarray")
     return _on(backend, h)

@@ -18,7 +18,7 @@ from .. import dtypes as D
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..tracebacks import api_boundary
-from .hostarray import Array, as_host_ndarray
+from .hostarray import Array, _is_torch, as_host_ndarray
 from .streams import Event
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
@@ -187,6 +187,14 @@ def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
         return (f"kernel '{kernel}': argument '{name}' is an array on {a.backend!r}, but the kernel runs on "
                 f"{backend!r}: run the kernel there ({kernel}({name}.backend)) or copy the array here "
                 f"(tk.asarray({name}.numpy(), backend=...), or {name}.numpy() for a NumPy copy)")
+    dev = getattr(a, "device", None)
+    if _is_torch(a) and getattr(dev, "type", "cpu") != "cpu":
+        return (f"kernel '{kernel}': argument '{name}' is a torch tensor on {dev}, but the kernel runs on "
+                f"{backend!r}: move it there (tensor.cpu() for a host backend)")
+    if hasattr(a, "__cuda_array_interface__") and not hasattr(a, "__array_interface__"):
+        return (f"kernel '{kernel}': argument '{name}' ({type(a).__name__}) is in CUDA device memory "
+                f"(__cuda_array_interface__), but the kernel runs on {backend!r}: launch it on tk.CUDA() "
+                "or copy the array to the host first")
     return (f"kernel '{kernel}': argument '{name}' has unsupported type {type(a).__name__} (expected an "
             "array (a tk.Array, a NumPy array, a CPU torch tensor, anything exporting DLPack or "
             "__array_interface__), a bool, int or float)")

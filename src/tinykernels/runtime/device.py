@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 
 from .. import dtypes as D
-from .hostarray import Array
+from .hostarray import Array, _is_torch
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc
@@ -73,6 +73,8 @@ class DeviceArray(Array):
 
 def is_host_array(a) -> bool:
     """Whether a kernel argument is an array in host memory (or an array exporter), not a scalar."""
+    if _is_torch(a):
+        return a.device.type == "cpu"               # (a tensor on a GPU or 'meta' is not in host memory)
     return ((isinstance(a, (np.ndarray, Array)) or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__"))
             and not isinstance(a, np.generic))
 
