@@ -249,6 +249,10 @@ def copyto(dst, src, stream=None):
     from .runtime.streams import completed_event
     if _is_device(dst) or _is_device(src):
         dev = dst if _is_device(dst) else src
+        from .runtime.base import stream_mismatch
+        why = stream_mismatch(stream, dev.backend)
+        if why is not None:
+            raise ValueError(f"tk.copyto: {why}")
         return dev.backend.copy(dst, src, stream)
     d = as_host_ndarray(dst)
     if d is None:

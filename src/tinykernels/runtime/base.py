@@ -180,6 +180,30 @@ def _fits32(args, geom) -> bool:
     return True
 
 
+def stream_mismatch(stream, backend: Backend) -> str | None:
+    """Why ``stream`` cannot order work on ``backend`` (None when it can): it must be a stream
+    ``backend.stream()`` made (backends that compare equal share streams); on a host backend
+    a plain ``tk.Stream()`` serves too. The caller raises its error with this text."""
+    if stream is None:
+        return None
+    from .streams import Stream
+    owner = getattr(stream, "backend", None)
+    if owner is None and isinstance(stream, Stream) and backend.is_host:
+        return None
+    if owner is None or not callable(getattr(stream, "synchronize", None)):
+        return f"stream= must be a stream of {backend!r} (backend.stream()), got {type(stream).__name__}"
+    if owner != backend:
+        return f"the stream belongs to another backend ({owner!r}), not to {backend!r}"
+    return None
+
+
+def check_stream(kernel: str, stream, backend: Backend) -> None:
+    """``tk.LaunchError`` naming the kernel when ``stream`` is not one of ``backend``'s."""
+    why = stream_mismatch(stream, backend)
+    if why is not None:
+        raise LaunchError(f"kernel '{kernel}': {why}")
+
+
 def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
     """The message for an argument this host backend cannot take: where an array of another
     backend lives and how to bring it here, else what types are accepted."""

@@ -13,12 +13,12 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
-from .base import Backend
+from .base import Backend, check_stream
 from .hostarray import Array
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     fits32, group_plan, same_shape, scalar_value, tail, track_stream
-from .streams import Event, check_recorded, deadline_of, poll_until
+from .streams import Event, check_recorded, deadline_of, poll_until, stream_priority
 
 _HINT = "pip install 'tinykernels[opencl]' (pyopencl) and an OpenCL driver, e.g. pip install pocl-binary-distribution"
 
@@ -180,7 +180,7 @@ class OpenCL(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "CLStream":
-        return track_stream(self._dev, CLStream(self, priority))
+        return track_stream(self._dev, CLStream(self, stream_priority(priority)))
 
     def synchronize(self, timeout: float | None = None) -> None:
         queues = [self._dev.queue] + [s.queue for s in list(self._dev.streams)]
@@ -292,6 +292,9 @@ class CLStream:
         except Exception:
             self.queue = cl.CommandQueue(backend._dev.ctx, backend._dev.device)
 
+    def __repr__(self) -> str:
+        return f"<tk.Stream (OpenCL) priority={self.priority}>"
+
     def wait(self, event) -> None:
         cl = _cl()
         if not isinstance(event, Event):
@@ -373,6 +376,7 @@ class CLKernelInstance(DeviceKernelInstance):
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         cl = _cl()
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        check_stream(self.name, stream, self.backend)
         if total == 0:
             return CLEvent(None)
         kern, ir, names, types = self._specialize(norm, geom, ndim, ranges, wg)

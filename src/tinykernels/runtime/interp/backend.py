@@ -30,7 +30,7 @@ import numpy as np
 
 from ... import dtypes as D
 from ...errors import CompileError, LaunchError
-from ..base import RECORDERS, Backend, KernelInstance, bind_launch_args
+from ..base import RECORDERS, Backend, KernelInstance, bind_launch_args, check_stream
 from .errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,
                      UninitializedReadError)
 from .context import RETURNED_VALUE, Group, Item, KernelContext, unravel
@@ -83,8 +83,7 @@ class InterpreterKernelInstance(KernelInstance):
         if stream is None:
             job()
             return completed_event()
-        if getattr(stream, "backend", self.backend) != self.backend:
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, self.backend)
         return stream.submit(job)
 
     def _frontend_check(self, norm, ndim, wg) -> None:
@@ -117,8 +116,7 @@ class InterpreterKernelInstance(KernelInstance):
         inst = self.kernel(CPU(threads=1, debug=True), self.static_wg)
         if stream is None:
             return inst(*args, ndrange=ndrange, workgroupsize=workgroupsize)
-        if getattr(stream, "backend", self.backend) != self.backend:
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, self.backend)
         return stream.submit(lambda: inst(*args, ndrange=ndrange, workgroupsize=workgroupsize))
 
     def source(self, *args, ndrange=None, workgroupsize=None) -> str:
