@@ -116,6 +116,11 @@ class DerivedKernel(Kernel):
     def source_info(self):
         return self.primal.source_info()
 
+    def array_params(self) -> frozenset:
+        """The primal's array parameters and their shadows (``_d_A``)."""
+        p = self.primal.array_params()
+        return p | {f"_d_{n}" for n in p}
+
     def lower_ir(self, src, specs, opts):
         from dataclasses import replace as dc_replace
         primal_specs = {n: specs[n] for n, _ in self.primal.params}

@@ -299,14 +299,22 @@ class KernelInstance:
                 raise LaunchError(_unusable_argument(self.name, name, a, self.backend))
         if D.from_any(arr.dtype) is None:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {arr.dtype}")
-        if arr.ndim == 0 and arr.dtype.kind in "biuf" and kind != "const":
+        if arr.ndim == 0 and arr.dtype.kind in "biuf" and not self._zero_d_is_array(name, kind):
             return arr[()]          # a 0-d array (np.array(2.0), torch.tensor(2.0)): its NumPy scalar (strong)
-        if arr.ndim == 0 or arr.ndim > 8:
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions, got {arr.ndim}")
+        if arr.ndim > 8:
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 0 to 8 dimensions, got {arr.ndim}")
         if not arr.flags.aligned or arr.dtype.byteorder == ">" or any(s % arr.itemsize for s in arr.strides):
             raise LaunchError(f"kernel '{self.name}': argument '{name}' is misaligned or byte-swapped; "
                               "pass np.ascontiguousarray(...) of it")
         return arr
+
+    def _zero_d_is_array(self, name: str, kind: str) -> bool:
+        """Whether a 0-d array passed for parameter ``name`` stays an array: a ``tk.Const``
+        one, or one the kernel uses as an array (``A[()] = v``); otherwise it is a scalar."""
+        if kind == "const":
+            return True
+        array_params = getattr(self.kernel, "array_params", None)
+        return array_params is not None and name in array_params()
 
     def _specs(self, args, wg):
         from ..frontend import ArraySpec, ConstexprSpec, ScalarSpec

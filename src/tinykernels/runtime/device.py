@@ -239,8 +239,9 @@ class DeviceKernelInstance(KernelInstance):
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
                                   f"not on {self.backend!r}")
             return a
-        if kind != "constexpr" and is_host_array(a) and getattr(a, "ndim", None) != 0:
-            raise self._host_array_error(name)      # (a 0-d host array is a scalar argument)
+        if kind != "constexpr" and is_host_array(a) and \
+                (getattr(a, "ndim", None) != 0 or self._zero_d_is_array(name, kind)):
+            raise self._host_array_error(name)      # (a 0-d host array is a scalar argument, unless indexed)
         return super()._normalize(a, name, kind)
 
     def source(self, *args, ndrange, workgroupsize=None) -> str:
