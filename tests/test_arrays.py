@@ -438,3 +438,33 @@ def test_one_element_arrays_convert_to_python_scalars(dev):
     with pytest.raises(ValueError):
         tk.zeros(3, backend=b).item()
     assert bool(tk.zeros(3, backend=b)) and not bool(tk.zeros((0, 2), backend=b))  # non-empty, as before
+
+
+@pytest.mark.parametrize("name", ["CL", "WEBGPU"])
+def test_device_copyto_casts_by_same_kind_and_handles_empty_arrays(name):
+    """tk.copyto onto a device follows the host's rule on every route: values converted with
+    NumPy's same_kind casting, a narrowing or float -> int copy a TypeError. OpenCL copied a
+    device array of another dtype byte for byte (float32 -> int32 gave the bit patterns,
+    float64 -> float32 failed in clEnqueueCopyBuffer), truncated host floats into int arrays,
+    and failed on empty arrays."""
+    import tinykernels as tk
+    if name not in tk.backends_available():
+        pytest.skip(f"{name} unavailable")
+    b = tk.backend(name)
+    wide = [(np.int32, np.float32), (np.int16, np.int32)] + \
+        ([(np.float32, np.float64), (np.float64, np.float32), (np.int64, np.int32)] if b.supports_float64 else [])
+    for sdt, ddt in wide:
+        src = (np.arange(6) * 3 - 7).astype(sdt)
+        for s in (tk.asarray(src, backend=b), src):
+            d = tk.zeros((6,), ddt, backend=b)
+            tk.copyto(d, s)
+            np.testing.assert_array_equal(d.numpy(), src.astype(ddt))
+    for s in (tk.asarray(np.full(3, 2.5, np.float32), backend=b), np.full(3, 2.5, np.float32), [2.5, 1.0, 0.0]):
+        d = tk.zeros((3,), tk.int32, backend=b)
+        with pytest.raises(TypeError, match="cannot cast float.* to int32"):
+            tk.copyto(d, s)
+        assert (d.numpy() == 0).all()
+    e = tk.zeros((0, 3), backend=b)
+    tk.copyto(e, tk.zeros((0, 3), backend=b))
+    tk.copyto(e, np.zeros((0, 3), np.float32))
+    tk.copyto(np.zeros((0, 3), np.float32), e)

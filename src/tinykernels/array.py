@@ -232,6 +232,20 @@ def asarray(obj, backend=None) -> Array:
     return _on(backend, h)
 
 
+def _copy_dtype(x) -> np.dtype | None:
+    """The NumPy dtype of a tk.copyto operand (an array's, or NumPy's for a list or scalar);
+    None where it cannot be told without touching a foreign device (the backend checks)."""
+    dt = getattr(x, "dtype", None)
+    if isinstance(dt, np.dtype):
+        return dt
+    h = as_host_ndarray(x)
+    if h is not None:
+        return h.dtype
+    if isinstance(x, (list, tuple, *_SCALARS)):
+        return np.asarray(x).dtype
+    return None
+
+
 @api_boundary
 def copyto(dst, src, stream=None):
     """Copy ``src`` into ``dst`` (shapes must match; values are cast with NumPy's
@@ -249,6 +263,9 @@ def copyto(dst, src, stream=None):
     from .runtime.streams import completed_event
     if _is_device(dst) or _is_device(src):
         dev = dst if _is_device(dst) else src
+        sdt, ddt = _copy_dtype(src), _copy_dtype(dst)
+        if sdt is not None and ddt is not None and not np.can_cast(sdt, ddt, casting="same_kind"):
+            raise TypeError(f"tk.copyto: cannot cast {sdt} to {ddt} (same_kind casting)")
         from .runtime.base import stream_mismatch
         why = stream_mismatch(stream, dev.backend)
         if why is not None:

@@ -158,19 +158,27 @@ class OpenCL(Backend):
     def copy(self, dst, src, stream=None):
         cl = _cl()
         q = stream.queue if stream is not None else self._dev.queue
-        if isinstance(dst, CLArray) and isinstance(src, CLArray):
+        if isinstance(dst, CLArray) and isinstance(src, CLArray) and dst.dtype == src.dtype:
             same_shape(dst, src)
+            if not src.nbytes:
+                return CLEvent(None)
             ev = cl.enqueue_copy(q, dst.buffer, src.buffer, byte_count=src.nbytes)
-        elif isinstance(dst, CLArray):
-            h = np.ascontiguousarray(np.asarray(src if not isinstance(src, Array) else src.numpy()), dst.dtype)
+        elif isinstance(dst, CLArray):          # from the host, or another dtype: converted on the host
+            if isinstance(src, CLArray):
+                q.finish()                      # (src.numpy() reads through the default queue)
+            h = np.asarray(src.numpy() if isinstance(src, (Array, CLArray)) else src)
             same_shape(dst, h)
+            h = np.ascontiguousarray(h.astype(dst.dtype, casting="same_kind", copy=False))
+            if not h.nbytes:
+                return CLEvent(None)
             ev = cl.enqueue_copy(q, dst.buffer, h, is_blocking=stream is None)
         else:
             from .hostarray import as_host_ndarray
             h = as_host_ndarray(dst)
             same_shape(h, src)
             tmp = np.empty(src.shape, src.dtype)
-            cl.enqueue_copy(q, tmp, src.buffer, is_blocking=True)
+            if tmp.nbytes:
+                cl.enqueue_copy(q, tmp, src.buffer, is_blocking=True)
             np.copyto(h, tmp, casting="same_kind")
             return CLEvent(None)
         if stream is None:
