@@ -208,6 +208,40 @@ def test_from_dlpack_of_device_memory_is_a_clear_error():
         A.asarray(GPUDLPack(np.zeros(2)), backend=CPU())
 
 
+class CudaInterface:
+    """Exports only __cuda_array_interface__ (a CuPy / Numba device array), no GPU needed."""
+    __cuda_array_interface__ = {"shape": (3,), "typestr": "<f4", "data": (0, False), "version": 3}
+
+
+def _fill_kernel():
+    import tinykernels as tk
+
+    @tk.kernel
+    def fill(A, v):
+        A[tk.index()] = v
+    return fill
+
+
+@pytest.mark.parametrize("name", ["CPU", "INTERP", "CL", "WEBGPU"])
+def test_cuda_and_foreign_device_arrays_are_named_errors(name):
+    """A __cuda_array_interface__ object or a torch tensor on another device (meta here) is
+    an error saying where the array lives, naming the kernel and argument, on every non-CUDA
+    backend (were 'unsupported type CAI' and 'arrays of dtype object' from tk.asarray)."""
+    import tinykernels as tk
+    if name not in tk.backends_available():
+        pytest.skip(f"{name} unavailable")
+    b, fill = tk.backend(name), _fill_kernel()
+    with pytest.raises(LaunchError, match="'fill'.*'A'.*CUDA device memory"):
+        fill(b)(CudaInterface(), 1.0, ndrange=3)
+    with pytest.raises(ValueError, match="CUDA device memory.*not in host memory"):
+        A.asarray(CudaInterface(), backend=b)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(LaunchError, match="'fill'.*'A'.*torch tensor on meta"):
+        fill(b)(torch.zeros(3, device="meta"), 1.0, ndrange=3)
+    with pytest.raises(ValueError, match="'meta' device"):
+        A.asarray(torch.zeros(3, device="meta"), backend=b)
+
+
 # ------------------------------------------------------------------ from_blob
 
 def test_from_blob_wraps_memory(cpu):
@@ -404,3 +438,33 @@ def test_one_element_arrays_convert_to_python_scalars(dev):
     with pytest.raises(ValueError):
         tk.zeros(3, backend=b).item()
     assert bool(tk.zeros(3, backend=b)) and not bool(tk.zeros((0, 2), backend=b))  # non-empty, as before
+
+
+@pytest.mark.parametrize("name", ["CL", "WEBGPU"])
+def test_device_copyto_casts_by_same_kind_and_handles_empty_arrays(name):
+    """tk.copyto onto a device follows the host's rule on every route: values converted with
+    NumPy's same_kind casting, a narrowing or float -> int copy a TypeError. OpenCL copied a
+    device array of another dtype byte for byte (float32 -> int32 gave the bit patterns,
+    float64 -> float32 failed in clEnqueueCopyBuffer), truncated host floats into int arrays,
+    and failed on empty arrays."""
+    import tinykernels as tk
+    if name not in tk.backends_available():
+        pytest.skip(f"{name} unavailable")
+    b = tk.backend(name)
+    wide = [(np.int32, np.float32), (np.int16, np.int32)] + \
+        ([(np.float32, np.float64), (np.float64, np.float32), (np.int64, np.int32)] if b.supports_float64 else [])
+    for sdt, ddt in wide:
+        src = (np.arange(6) * 3 - 7).astype(sdt)
+        for s in (tk.asarray(src, backend=b), src):
+            d = tk.zeros((6,), ddt, backend=b)
+            tk.copyto(d, s)
+            np.testing.assert_array_equal(d.numpy(), src.astype(ddt))
+    for s in (tk.asarray(np.full(3, 2.5, np.float32), backend=b), np.full(3, 2.5, np.float32), [2.5, 1.0, 0.0]):
+        d = tk.zeros((3,), tk.int32, backend=b)
+        with pytest.raises(TypeError, match="cannot cast float.* to int32"):
+            tk.copyto(d, s)
+        assert (d.numpy() == 0).all()
+    e = tk.zeros((0, 3), backend=b)
+    tk.copyto(e, tk.zeros((0, 3), backend=b))
+    tk.copyto(e, np.zeros((0, 3), np.float32))
+    tk.copyto(np.zeros((0, 3), np.float32), e)

@@ -320,3 +320,22 @@ def test_gradcheck_catches_a_wrong_gradient():
         y += 1e-3 * x_ ** 2          # a host-side change autodiff cannot see
     with pytest.raises(AssertionError, match="gradcheck failed"):
         tk.gradcheck(f, D(np.zeros(8), np.ones(8)), D(x), rtol=1e-7, atol=1e-9)
+
+
+def test_gradcheck_refuses_a_check_that_cannot_fail():
+    # with no differentiable input, or with every seed zero (loss identically 0), gradcheck
+    # returned True whatever the gradients were; even this wrong one passed:
+    x = RNG.standard_normal(8)
+
+    def f(y, x_):
+        scale_into(CPU)(y, x_, 2.0, ndrange=8)
+        y *= 3                         # invisible to autodiff
+    with pytest.raises(ValueError, match="every tk.Duplicated shadow is zero on entry"):
+        tk.gradcheck(f, D(np.zeros(8), np.zeros(8)), D(x))
+    with pytest.raises(ValueError, match="no argument is a float tk.Duplicated array or a tk.Active"):
+        tk.gradcheck(f, np.zeros(8), tk.Const(x))
+    with pytest.raises(ValueError, match="no argument is a float tk.Duplicated"):
+        tk.gradcheck(lambda y, x_: None, tk.Duplicated(np.zeros(8, np.int64), np.ones(8, np.int64)), np.arange(8))
+    with pytest.raises(AssertionError, match="gradcheck failed"):
+        tk.gradcheck(f, D(np.zeros(8), np.ones(8)), D(x))
+    assert tk.gradcheck(lambda y, x_: scale_into(CPU)(y, x_, 2.0, ndrange=8), D(np.zeros(8), np.ones(8)), D(x))

@@ -85,6 +85,31 @@ def test_launch_validation_matches_the_compiled_backends():
         fill(INTERP).source(a, 1.0, ndrange=4)
 
 
+@tk.kernel
+def _big_tile(A, n: tk.constexpr):
+    t = tk.localmem(tk.float32, (n,))
+    t[tk.index(tk.Local, tk.Linear)] = 1.0
+    tk.synchronize()
+    A[tk.index()] = t[0]
+
+
+def test_local_memory_limit_is_the_cpu_backends():
+    """The compiled backends refuse local arrays larger than the device's local memory; the
+    interpreter holds kernels to the CPU backend's limit (it ran any size before), a
+    CompileError at the tk.localmem line, checked before anything runs."""
+    from tinykernels.runtime.interp.backend import INTERP_LOCAL_MEMORY
+    from tinykernels.runtime.cpu import CPU_STACK_ARRAYS
+    assert INTERP_LOCAL_MEMORY == CPU_STACK_ARRAYS
+    a = np.zeros(8, np.float32)
+    _big_tile(INTERP)(a, INTERP_LOCAL_MEMORY // 4, ndrange=8)
+    assert (a == 1).all()
+    a[:] = 0
+    with pytest.raises(tk.CompileError, match=r"(?s)_big_tile.*tk.localmem arrays need 1048580 bytes.*"
+                                              r"allows 1048576.*tk.localmem\(tk.float32"):
+        _big_tile(INTERP)(a, INTERP_LOCAL_MEMORY // 4 + 1, ndrange=8)
+    assert (a == 0).all()
+
+
 def test_streams_events_and_errors_on_streams():
     s = INTERP.stream()
     a = tk.zeros(100, tk.float32, backend=INTERP)

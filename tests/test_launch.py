@@ -147,6 +147,58 @@ def test_zero_dimensional_arrays_are_scalar_arguments(dev):
     np.testing.assert_array_equal(out.numpy(), (x * np.float32(0.2)).astype(np.float64))
 
 
+@tk.func
+def _store0(o, v):
+    o[()] = v
+
+
+@tk.kernel
+def _sum_squares0(total, x: tk.Const, start: tk.Const):
+    i = tk.index()
+    if i == 0:
+        _store0(total, total[()] + start[()] * total.ndim)
+    tk.atomic_add(total, (), x[i] * x[i])
+
+
+@pytest.mark.parametrize("dev", ["CPU", "INTERP", "CL", "WEBGPU"])
+def test_zero_dimensional_arrays_the_kernel_indexes_are_arrays(dev):
+    # a 0-d array for a parameter the kernel uses as an array (A[()], an atomic's array, through
+    # a @tk.func) is an array, read and written in place, on every backend; host backends
+    # turned every 0-d host array into a scalar ("only arrays can be indexed here")
+    if dev not in tk.backends_available():
+        pytest.skip(f"{dev} unavailable")
+    b = tk.backend(dev)
+    x = np.array([0.5, 1.5, 2.0, 3.0], np.float32)
+    total = tk.zeros((), tk.float32, backend=b)
+    _sum_squares0(b)(total, tk.asarray(x, backend=b), tk.asarray(np.array(7.0, np.float32), backend=b),
+                     ndrange=4)
+    tk.synchronize(b)
+    assert total.shape == () and total.numpy()[()] == np.float32((x.astype(np.float64) ** 2).sum())
+    if b.is_host:                       # NumPy 0-d arrays too, written in place
+        h = np.zeros((), np.float32)
+        _sum_squares0(b)(h, x, np.array(7.0, np.float32), ndrange=4)
+        assert h[()] == total.numpy()[()]
+    else:                               # a host 0-d array the kernel indexes is a host array there
+        with pytest.raises(tk.LaunchError, match="'total' is a host array"):
+            _sum_squares0(b)(np.zeros((), np.float32), tk.asarray(x, backend=b),
+                             tk.asarray(np.array(7.0, np.float32), backend=b), ndrange=4)
+    out = tk.zeros((4,), tk.float32, backend=b)                   # still a scalar where used as one
+    scale_by(b)(out, tk.asarray(x, backend=b), np.array(2.0, np.float32), ndrange=4)
+    np.testing.assert_array_equal(out.numpy(), x * 2)
+
+
+def test_array_params_finds_array_uses():
+    from tinykernels.frontend.source import array_params, parse_function
+
+    def k(a, b, c, d, e, f, g, s):
+        a[()] = s
+        n = b.shape[0] + len(c) + d.ndim
+        tk.atomic_max(e, 0, n)
+        _store0(f, g + s)
+    assert array_params(parse_function(k)) == {"a", "b", "c", "d", "e", "f"}
+    assert _sum_squares0.array_params() == {"total", "x", "start"}
+
+
 def test_zero_sized_launch_is_a_no_op_and_returns_a_done_event():
     y = np.ones(3)
     ev = axpy(CPU)(y, 2.0, np.ones(3), ndrange=(3, 0))

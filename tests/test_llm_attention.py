@@ -197,6 +197,25 @@ def test_flash_decode_reads_the_length_on_the_device(be):
             assert np.isnan(got[0]).all() and np.isfinite(got[1]).all()
 
 
+@pytest.mark.parametrize("be", backends())
+def test_flash_decode_takes_a_0d_length(be):
+    """A 0-d kv_len is a count too: a 0-d host array (NumPy, torch) is its int, a 0-d device
+    array is read in the kernels like a [1] counter (both were 'shape () should be (1,)')."""
+    b = dev(be)
+    q = rng.standard_normal((1, 2, 8)).astype(np.float32)
+    kc, vc = (rng.standard_normal((1, 1, 6, 8)).astype(np.float32) for _ in range(2))
+    qd, kd, vd = (tk.asarray(x, backend=b) for x in (q, kc, vc))
+    want = dec_ref(q, kc, vc, 4)
+    for n in (np.array(4, np.int32), np.array(4, np.int64), tk.asarray(np.array(4, np.int32), backend=b)):
+        close(get(llm.flash_decode(qd, kd, vd, n)), want, np.float32, ulps(np.float32, 8))
+    if torch is not None:
+        close(get(llm.flash_decode(qd, kd, vd, torch.tensor(4))), want, np.float32, ulps(np.float32, 8))
+    with pytest.raises(ValueError, match="'kv_len'.*0-d float32"):
+        llm.flash_decode(qd, kd, vd, np.array(4.0, np.float32))
+    with pytest.raises(ValueError, match="'kv_len'"):
+        llm.flash_decode(qd, kd, vd, np.array(7, np.int32))
+
+
 def test_attention_errors_name_the_argument():
     q = np.zeros((1, 4, 3, 8), np.float32)
     kv = np.zeros((1, 2, 5, 8), np.float32)

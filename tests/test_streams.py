@@ -507,3 +507,36 @@ def test_device_events_and_synchronize_accept_a_timeout(dev):
     inc(b)(x, ndrange=4096)
     tk.synchronize(b, timeout=30)
     np.testing.assert_array_equal(x.numpy(), np.full(4096, 3, np.float32))
+
+
+@pytest.mark.parametrize("name", ["CPU", "INTERP", "CL", "WEBGPU"])
+def test_every_backend_checks_priorities_and_whose_stream_it_is(name):
+    """stream(priority=) takes only ints on every backend (OpenCL and WebGPU kept 'x'), and a
+    launch or tk.copyto on another backend's stream (or on a non-stream) is an error naming the
+    kernel (OpenCL raised AttributeError: 'Stream' object has no attribute 'queue')."""
+    import numpy as np
+    import tinykernels as tk
+    if name not in tk.backends_available():
+        pytest.skip(f"{name} unavailable")
+    b = tk.backend(name)
+    other = tk.backend("INTERP" if name == "CPU" else "CPU")
+
+    @tk.kernel
+    def one(A):
+        A[tk.index()] = 1.0
+    assert b.stream(priority=tk.High).priority == 1 and b.stream(priority=np.int8(-1)).priority == -1
+    for bad in ("x", 1.5, None):
+        with pytest.raises(TypeError, match="priority must be an int"):
+            b.stream(priority=bad)
+    a = tk.zeros((4,), backend=b)
+    with pytest.raises(tk.LaunchError, match=r"kernel 'one': the stream belongs to another backend \(tk\."):
+        one(b)(a, ndrange=4, stream=other.stream())
+    with pytest.raises(tk.LaunchError, match="kernel 'one': stream= must be a stream of .*got int"):
+        one(b)(a, ndrange=4, stream=3)
+    if not b.is_host:
+        with pytest.raises(ValueError, match="tk.copyto: the stream belongs to another backend"):
+            tk.copyto(a, np.ones(4, np.float32), stream=other.stream())
+    assert (a.numpy() == 0).all()
+    s = b.stream()
+    one(b)(a, ndrange=4, stream=s).wait()
+    assert (a.numpy() == 1).all() and "priority=0" in repr(s)

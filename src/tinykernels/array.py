@@ -214,15 +214,36 @@ def asarray(obj, backend=None) -> Array:
         h = as_host_ndarray(obj)
         if h is None:
             if _is_torch(obj):                   # a torch tensor on a device: copy it to the host
+                if obj.device.type == "meta":
+                    raise ValueError("tk.asarray: the tensor is on torch's 'meta' device and has no data")
                 h = as_host_ndarray(obj.detach().cpu())
             else:
                 dev = _dl_device(obj) if hasattr(obj, "__dlpack__") else None
                 if dev is not None and dev[0] not in _DL_HOST_TYPES:
                     raise ValueError(f"tk.asarray: the {type(obj).__name__} lives on DLPack device "
                                      f"{_dl_name(dev)}, not in host memory; move it to the host first")
+                if dev is None and hasattr(obj, "__cuda_array_interface__") and \
+                        not hasattr(obj, "__array_interface__"):
+                    raise ValueError(f"tk.asarray: the {type(obj).__name__} lives in CUDA device memory "
+                                     f"(__cuda_array_interface__), not in host memory, and {backend!r} is not "
+                                     "a CUDA backend; use backend=tk.CUDA() or move it to the host first")
                 h = np.asarray(obj)              # lists, tuples, scalars, __array__ objects
     _check_supported(h, "tk.asarray")
     return _on(backend, h)
+
+
+def _copy_dtype(x) -> np.dtype | None:
+    """The NumPy dtype of a tk.copyto operand (an array's, or NumPy's for a list or scalar);
+    None where it cannot be told without touching a foreign device (the backend checks)."""
+    dt = getattr(x, "dtype", None)
+    if isinstance(dt, np.dtype):
+        return dt
+    h = as_host_ndarray(x)
+    if h is not None:
+        return h.dtype
+    if isinstance(x, (list, tuple, *_SCALARS)):
+        return np.asarray(x).dtype
+    return None
 
 
 @api_boundary
@@ -242,6 +263,13 @@ def copyto(dst, src, stream=None):
     from .runtime.streams import completed_event
     if _is_device(dst) or _is_device(src):
         dev = dst if _is_device(dst) else src
+        sdt, ddt = _copy_dtype(src), _copy_dtype(dst)
+        if sdt is not None and ddt is not None and not np.can_cast(sdt, ddt, casting="same_kind"):
+            raise TypeError(f"tk.copyto: cannot cast {sdt} to {ddt} (same_kind casting)")
+        from .runtime.base import stream_mismatch
+        why = stream_mismatch(stream, dev.backend)
+        if why is not None:
+            raise ValueError(f"tk.copyto: {why}")
         return dev.backend.copy(dst, src, stream)
     d = as_host_ndarray(dst)
     if d is None:

@@ -116,6 +116,11 @@ class DerivedKernel(Kernel):
     def source_info(self):
         return self.primal.source_info()
 
+    def array_params(self) -> frozenset:
+        """The primal's array parameters and their shadows (``_d_A``)."""
+        p = self.primal.array_params()
+        return p | {f"_d_{n}" for n in p}
+
     def lower_ir(self, src, specs, opts):
         from dataclasses import replace as dc_replace
         primal_specs = {n: specs[n] for n, _ in self.primal.params}
@@ -913,6 +918,19 @@ def gradcheck_defaults(args) -> tuple:
     return _GRADCHECK_DEFAULTS[min(sizes)]
 
 
+def _check_gradcheck_args(dups, acts, x0, s0) -> None:
+    """A ``ValueError`` when the check would pass whatever the gradients are: no
+    differentiable input (no float ``tk.Duplicated`` array, no ``tk.Active`` scalar), or no
+    seed (every Duplicated shadow zero on entry, so the loss is identically 0)."""
+    if not acts and not any(x.dtype.kind == "f" for x in x0):
+        raise ValueError("tk.gradcheck: nothing to check: no argument is a float tk.Duplicated array or a "
+                         "tk.Active scalar (plain and tk.Const arguments are not differentiated)")
+    if not any(s.dtype.kind == "f" and np.any(s != 0) for s in s0):
+        raise ValueError("tk.gradcheck: nothing to check: every tk.Duplicated shadow is zero on entry, so the "
+                         "loss sum(shadow * output) is 0 whatever the gradients; seed the outputs' shadows "
+                         "(e.g. tk.Duplicated(y, np.ones_like(y)))")
+
+
 @api_boundary
 def gradcheck(fn, *args, eps: float | None = None, rtol: float | None = None, atol: float | None = None,
               directions: int = 3, seed: int = 0) -> bool:
@@ -937,6 +955,7 @@ def gradcheck(fn, *args, eps: float | None = None, rtol: float | None = None, at
     acts = [a for a in args if isinstance(a, Active)]
     x0 = [_host_copy(d.primal) for d in dups]
     s0 = [_host_copy(d.shadow) for d in dups]
+    _check_gradcheck_args(dups, acts, x0, s0)
 
     def primals(ds):
         out, k = [], 0

@@ -75,6 +75,7 @@ class Kernel:
         self.params = _param_kinds(fn)
         self.cmask = sum(1 << i for i, (_, k) in enumerate(self.params) if k == "constexpr")
         self._src = None
+        self._array_params = None
         self._instances: dict = {}
         self._lock = threading.Lock()
         self.__doc__ = fn.__doc__
@@ -85,6 +86,14 @@ class Kernel:
             from .frontend import parse_function      # the compiler is imported on first use
             self._src = parse_function(self.fn)
         return self._src
+
+    def array_params(self) -> frozenset:
+        """The parameters the kernel uses as arrays (frontend.source.array_params): a 0-d
+        array passed for one of them is an array (``A[()]``), elsewhere its scalar value."""
+        if self._array_params is None:
+            from .frontend.source import array_params
+            self._array_params = array_params(self.source_info())
+        return self._array_params
 
     def lower_ir(self, src, specs, opts):
         """Typed IR for one specialization (derived kernels, e.g. adjoints, transform it)."""

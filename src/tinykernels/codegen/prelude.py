@@ -484,12 +484,22 @@ TK_INLINE float tk_rand_uniform(uint64_t key, uint64_t counter) {
     return (float)(tk_rand_bits(key, counter) >> 8) * 5.9604644775390625e-08f;
 }
 
-/* Standard normal float32 (Box-Muller on words x and y). */
+/* Standard normal float32 (Box-Muller on words x and y), the host's tk.random.normal bit for
+   bit: each float32 step (log, sqrt, cos) is the double function rounded once to float, as a
+   correctly rounded float32 libm gives it (logf/cosf of C, OpenCL and CUDA may be an ulp off,
+   and differ between backends). Without double (TK_NO_F64) the float32 functions. */
 TK_INLINE float tk_rand_normal(uint64_t key, uint64_t counter) {
     tk_u32x4 r = tk_rand_block(key, counter);
     float u1 = (float)((r.x >> 8) + 1u) * 5.9604644775390625e-08f;   /* (0, 1] */
     float u2 = (float)(r.y >> 8) * 5.9604644775390625e-08f;          /* [0, 1) */
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864769f * u2);
+    float ang = 6.2831853071795864769f * u2;
+#ifndef TK_NO_F64
+    float lg = (float)log((double)u1);
+    float rad = (float)sqrt((double)(-2.0f * lg));
+    return rad * (float)cos((double)ang);
+#else
+    return sqrtf(-2.0f * logf(u1)) * cosf(ang);
+#endif
 }
 """
 

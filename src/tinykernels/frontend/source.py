@@ -131,3 +131,54 @@ def parse_function(fn) -> FuncSource:
     if fdef is None:
         raise CompileError(f"{fn!r} is not a function defined with def")
     return FuncSource(fn, fn.__name__, file, start, indent, lines, fdef, text)
+
+
+_ARRAY_ATTRS = frozenset({"shape", "ndim", "size", "dtype", "strides"})
+
+
+def array_params(src: FuncSource, _seen: frozenset = frozenset()) -> frozenset:
+    """The parameters ``src``'s body uses as arrays (``A[...]``, ``A.shape``/``ndim``/``size``/
+    ``dtype``, ``len(A)``, the array of a ``tk.atomic_*``), also through the ``@tk.func``
+    functions it passes them to. A launch uses it for 0-d arrays only: a 0-d array is an array
+    where the kernel uses the parameter as one (``A[()]``), and its scalar value elsewhere."""
+    from ..lang import Func
+    params = [a.arg for a in src.tree.args.args]
+    names = set(params)
+    used: set = set()
+    env = dict(getattr(src.fn, "__globals__", {}))
+    try:
+        env.update(inspect.getclosurevars(src.fn).nonlocals)
+    except (TypeError, ValueError):
+        pass
+
+    def callee(f):
+        obj = env.get(f.id) if isinstance(f, ast.Name) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+            obj = getattr(env.get(f.value.id), f.attr, None)
+        return obj
+
+    for node in ast.walk(src.tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            used.add(node.value.id)
+        elif isinstance(node, ast.Attribute) and node.attr in _ARRAY_ATTRS and isinstance(node.value, ast.Name):
+            used.add(node.value.id)
+        elif isinstance(node, ast.Call):
+            f, args = node.func, node.args
+            fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if (fname == "len" or fname.startswith("atomic_")) and args and isinstance(args[0], ast.Name):
+                used.add(args[0].id)
+            obj = callee(f)
+            if isinstance(obj, Func) and obj not in _seen:
+                try:
+                    inner_src = parse_function(obj.fn)
+                except CompileError:
+                    continue
+                inner = [a.arg for a in inner_src.tree.args.args]
+                inner_used = array_params(inner_src, _seen | {obj})
+                for k, a in enumerate(args):
+                    if isinstance(a, ast.Name) and k < len(inner) and inner[k] in inner_used:
+                        used.add(a.id)
+                for kw in node.keywords:
+                    if isinstance(kw.value, ast.Name) and kw.arg in inner_used:
+                        used.add(kw.value.id)
+    return frozenset(used & names)

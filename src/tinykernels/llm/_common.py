@@ -206,8 +206,8 @@ def is_debug(backend: Backend) -> bool:
 def view(x, shape: tuple):
     """``x`` (C-contiguous) seen with another ``shape`` of the same size, sharing memory.
 
-    Kernels take no 0-d arrays and tk.Array has no reshape, so 0-d results are launched
-    through a one-element view. NumPy and torch reshape; a device array is a copy of the
+    The llm kernels address arrays of rank 1 to 4 and tk.Array has no reshape, so 0-d
+    results are launched through a one-element view. NumPy and torch reshape; a device array is a copy of the
     handle with the new shape (its buffer is shared)."""
     shape = tuple(int(n) for n in shape)
     if isinstance(x, np.ndarray):

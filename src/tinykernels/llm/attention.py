@@ -549,6 +549,20 @@ def _decode_chunks(backend, rows: int, max_len: int, splits) -> int:
     return max(1, -(-max_len // DECODE_CHUNK_GPU))
 
 
+def _kv_len_arg(kv_len):
+    """``kv_len`` as flash_decode reads it: a 0-d host array (``np.array(7)``, a 0-d CPU torch
+    tensor) is its int, as a 0-d host array is a scalar in a launch; a 0-d device array is its
+    one-element [1] view (read in the kernels, like a [1] counter)."""
+    if not C.is_array(kv_len) or len(C.shape_of(kv_len)) != 0:
+        return kv_len
+    host = C._arr.as_host_ndarray(kv_len)
+    if host is not None:
+        C.require(host.dtype.kind in "iu", "flash_decode", "kv_len",
+                  f"expected an int or an int32 array, got a 0-d {host.dtype} array")
+        return int(host[()])
+    return C.view(kv_len, (1,))
+
+
 def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=None, stream=None, *,
                  offset: int = 0, splits: int | None = None):
     """One decode step of attention: ``q`` [batch, q_heads, head_dim] against the first
@@ -564,6 +578,7 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
     allocates no scratch memory."""
     fn = "flash_decode"
     C.require(C.is_array(q), fn, "q", f"expected an array, got {type(q).__name__}")
+    kv_len = _kv_len_arg(kv_len)
     arr_len = C.is_array(kv_len)
     backend = C.backend_of(fn, q=q, k_cache=k_cache, v_cache=v_cache, kv_len=kv_len if arr_len else None,
                            out=out)

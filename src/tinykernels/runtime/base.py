@@ -18,7 +18,7 @@ from .. import dtypes as D
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..tracebacks import api_boundary
-from .hostarray import Array, as_host_ndarray
+from .hostarray import Array, _is_torch, as_host_ndarray
 from .streams import Event
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
@@ -180,6 +180,30 @@ def _fits32(args, geom) -> bool:
     return True
 
 
+def stream_mismatch(stream, backend: Backend) -> str | None:
+    """Why ``stream`` cannot order work on ``backend`` (None when it can): it must be a stream
+    ``backend.stream()`` made (backends that compare equal share streams); on a host backend
+    a plain ``tk.Stream()`` serves too. The caller raises its error with this text."""
+    if stream is None:
+        return None
+    from .streams import Stream
+    owner = getattr(stream, "backend", None)
+    if owner is None and isinstance(stream, Stream) and backend.is_host:
+        return None
+    if owner is None or not callable(getattr(stream, "synchronize", None)):
+        return f"stream= must be a stream of {backend!r} (backend.stream()), got {type(stream).__name__}"
+    if owner != backend:
+        return f"the stream belongs to another backend ({owner!r}), not to {backend!r}"
+    return None
+
+
+def check_stream(kernel: str, stream, backend: Backend) -> None:
+    """``tk.LaunchError`` naming the kernel when ``stream`` is not one of ``backend``'s."""
+    why = stream_mismatch(stream, backend)
+    if why is not None:
+        raise LaunchError(f"kernel '{kernel}': {why}")
+
+
 def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
     """The message for an argument this host backend cannot take: where an array of another
     backend lives and how to bring it here, else what types are accepted."""
@@ -187,6 +211,14 @@ def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
         return (f"kernel '{kernel}': argument '{name}' is an array on {a.backend!r}, but the kernel runs on "
                 f"{backend!r}: run the kernel there ({kernel}({name}.backend)) or copy the array here "
                 f"(tk.asarray({name}.numpy(), backend=...), or {name}.numpy() for a NumPy copy)")
+    dev = getattr(a, "device", None)
+    if _is_torch(a) and getattr(dev, "type", "cpu") != "cpu":
+        return (f"kernel '{kernel}': argument '{name}' is a torch tensor on {dev}, but the kernel runs on "
+                f"{backend!r}: move it there (tensor.cpu() for a host backend)")
+    if hasattr(a, "__cuda_array_interface__") and not hasattr(a, "__array_interface__"):
+        return (f"kernel '{kernel}': argument '{name}' ({type(a).__name__}) is in CUDA device memory "
+                f"(__cuda_array_interface__), but the kernel runs on {backend!r}: launch it on tk.CUDA() "
+                "or copy the array to the host first")
     return (f"kernel '{kernel}': argument '{name}' has unsupported type {type(a).__name__} (expected an "
             "array (a tk.Array, a NumPy array, a CPU torch tensor, anything exporting DLPack or "
             "__array_interface__), a bool, int or float)")
@@ -267,14 +299,22 @@ class KernelInstance:
                 raise LaunchError(_unusable_argument(self.name, name, a, self.backend))
         if D.from_any(arr.dtype) is None:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {arr.dtype}")
-        if arr.ndim == 0 and arr.dtype.kind in "biuf" and kind != "const":
+        if arr.ndim == 0 and arr.dtype.kind in "biuf" and not self._zero_d_is_array(name, kind):
             return arr[()]          # a 0-d array (np.array(2.0), torch.tensor(2.0)): its NumPy scalar (strong)
-        if arr.ndim == 0 or arr.ndim > 8:
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 1 to 8 dimensions, got {arr.ndim}")
+        if arr.ndim > 8:
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 0 to 8 dimensions, got {arr.ndim}")
         if not arr.flags.aligned or arr.dtype.byteorder == ">" or any(s % arr.itemsize for s in arr.strides):
             raise LaunchError(f"kernel '{self.name}': argument '{name}' is misaligned or byte-swapped; "
                               "pass np.ascontiguousarray(...) of it")
         return arr
+
+    def _zero_d_is_array(self, name: str, kind: str) -> bool:
+        """Whether a 0-d array passed for parameter ``name`` stays an array: a ``tk.Const``
+        one, or one the kernel uses as an array (``A[()] = v``); otherwise it is a scalar."""
+        if kind == "const":
+            return True
+        array_params = getattr(self.kernel, "array_params", None)
+        return array_params is not None and name in array_params()
 
     def _specs(self, args, wg):
         from ..frontend import ArraySpec, ConstexprSpec, ScalarSpec

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
-from .base import RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, launch_checks, _check_debug
+from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream,
+                   launch_checks, _check_debug)
 from .launchcheck import check_launch, fast_plan
 from .streams import Event, completed_event
 
@@ -148,8 +149,7 @@ class CPUKernelInstance(KernelInstance):
         if stream is None:
             job()
             return completed_event()
-        if getattr(stream, "backend", self.backend) != self.backend:
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, self.backend)
         return stream.submit(job)
 
 

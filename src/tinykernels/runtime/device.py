@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 
 from .. import dtypes as D
-from .hostarray import Array
+from .hostarray import Array, _is_torch
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc
@@ -73,6 +73,8 @@ class DeviceArray(Array):
 
 def is_host_array(a) -> bool:
     """Whether a kernel argument is an array in host memory (or an array exporter), not a scalar."""
+    if _is_torch(a):
+        return a.device.type == "cpu"               # (a tensor on a GPU or 'meta' is not in host memory)
     return ((isinstance(a, (np.ndarray, Array)) or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__"))
             and not isinstance(a, np.generic))
 
@@ -237,8 +239,9 @@ class DeviceKernelInstance(KernelInstance):
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
                                   f"not on {self.backend!r}")
             return a
-        if kind != "constexpr" and is_host_array(a) and getattr(a, "ndim", None) != 0:
-            raise self._host_array_error(name)      # (a 0-d host array is a scalar argument)
+        if kind != "constexpr" and is_host_array(a) and \
+                (getattr(a, "ndim", None) != 0 or self._zero_d_is_array(name, kind)):
+            raise self._host_array_error(name)      # (a 0-d host array is a scalar argument, unless indexed)
         return super()._normalize(a, name, kind)
 
     def source(self, *args, ndrange, workgroupsize=None) -> str:

@@ -18,7 +18,7 @@ from .base import Backend
 from .device import debug_flag, same_shape, track_stream
 from .driverstream import finish_within
 from .hostarray import Array, as_host_ndarray
-from .streams import completed_event
+from .streams import completed_event, stream_priority
 
 
 def shared_device(devices: dict, lock, ordinal: int, count: int, make, label: str):
@@ -154,7 +154,7 @@ class DriverBackend(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0):
-        return track_stream(self._dev, self.stream_type(self, priority))
+        return track_stream(self._dev, self.stream_type(self, stream_priority(priority)))
 
     def synchronize(self, timeout: float | None = None) -> None:
         self._dev.activate()

@@ -21,7 +21,7 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import LaunchError
 from ..tracebacks import USER_ERRORS, prepare as filtered
-from .base import RECORDERS, Backend, KernelInstance, bind_launch_args
+from .base import RECORDERS, Backend, KernelInstance, bind_launch_args, check_stream
 from .hostarray import Array
 from .device import DeviceArray, c_strides, is_host_array, same_shape
 from .streams import Event, completed_event
@@ -210,8 +210,7 @@ class JaxKernelInstance(KernelInstance):
         if stream is None:
             job()
             return completed_event()
-        if getattr(stream, "backend", self.backend) != self.backend:
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, self.backend)
         return stream.submit(job)
 
     def source(self, *args, ndrange, workgroupsize=None) -> str:

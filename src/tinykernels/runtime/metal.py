@@ -34,11 +34,11 @@ import numpy as np
 
 from .. import dtypes as D
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from .base import Backend
+from .base import Backend, check_stream
 from .device import (DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, debug_flag, fits32,
                      group_plan, same_shape, scalar_value, tail, track_stream)
 from .hostarray import Array
-from .streams import Event, check_recorded
+from .streams import Event, check_recorded, stream_priority
 
 _HINT = "pip install pyobjc-framework-Metal, on macOS with a Metal GPU (Apple silicon, or an AMD/Intel Mac GPU)"
 _SUPPORTED = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
@@ -234,7 +234,7 @@ class Metal(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "MetalStream":
-        return track_stream(self._dev, MetalStream(self, priority))
+        return track_stream(self._dev, MetalStream(self, stream_priority(priority)))
 
     def synchronize(self, timeout: float | None = None) -> None:
         for s in self._dev.all_streams():
@@ -491,8 +491,7 @@ class MetalKernelInstance(DeviceKernelInstance):
             return MetalEvent(None)
         pso, ir, fields, names = self._specialize(norm, geom, ndim, ranges, wg)
         self._check_args(ir, norm, geom, ndim)
-        if stream is not None and getattr(stream, "backend", self.backend) != self.backend:
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, self.backend)
         dev = self.backend._dev
         byname = {p[1].name if p[0] == "array" else p[1]: a for p, a in zip(ir.params, norm)}
         data = pack_args(fields, geom, byname)

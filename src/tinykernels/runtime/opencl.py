@@ -13,12 +13,12 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
-from .base import Backend
+from .base import Backend, check_stream
 from .hostarray import Array
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     fits32, group_plan, same_shape, scalar_value, tail, track_stream
-from .streams import Event, check_recorded, deadline_of, poll_until
+from .streams import Event, check_recorded, deadline_of, poll_until, stream_priority
 
 _HINT = "pip install 'tinykernels[opencl]' (pyopencl) and an OpenCL driver, e.g. pip install pocl-binary-distribution"
 
@@ -158,19 +158,27 @@ class OpenCL(Backend):
     def copy(self, dst, src, stream=None):
         cl = _cl()
         q = stream.queue if stream is not None else self._dev.queue
-        if isinstance(dst, CLArray) and isinstance(src, CLArray):
+        if isinstance(dst, CLArray) and isinstance(src, CLArray) and dst.dtype == src.dtype:
             same_shape(dst, src)
+            if not src.nbytes:
+                return CLEvent(None)
             ev = cl.enqueue_copy(q, dst.buffer, src.buffer, byte_count=src.nbytes)
-        elif isinstance(dst, CLArray):
-            h = np.ascontiguousarray(np.asarray(src if not isinstance(src, Array) else src.numpy()), dst.dtype)
+        elif isinstance(dst, CLArray):          # from the host, or another dtype: converted on the host
+            if isinstance(src, CLArray):
+                q.finish()                      # (src.numpy() reads through the default queue)
+            h = np.asarray(src.numpy() if isinstance(src, (Array, CLArray)) else src)
             same_shape(dst, h)
+            h = np.ascontiguousarray(h.astype(dst.dtype, casting="same_kind", copy=False))
+            if not h.nbytes:
+                return CLEvent(None)
             ev = cl.enqueue_copy(q, dst.buffer, h, is_blocking=stream is None)
         else:
             from .hostarray import as_host_ndarray
             h = as_host_ndarray(dst)
             same_shape(h, src)
             tmp = np.empty(src.shape, src.dtype)
-            cl.enqueue_copy(q, tmp, src.buffer, is_blocking=True)
+            if tmp.nbytes:
+                cl.enqueue_copy(q, tmp, src.buffer, is_blocking=True)
             np.copyto(h, tmp, casting="same_kind")
             return CLEvent(None)
         if stream is None:
@@ -180,7 +188,7 @@ class OpenCL(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "CLStream":
-        return track_stream(self._dev, CLStream(self, priority))
+        return track_stream(self._dev, CLStream(self, stream_priority(priority)))
 
     def synchronize(self, timeout: float | None = None) -> None:
         queues = [self._dev.queue] + [s.queue for s in list(self._dev.streams)]
@@ -292,6 +300,9 @@ class CLStream:
         except Exception:
             self.queue = cl.CommandQueue(backend._dev.ctx, backend._dev.device)
 
+    def __repr__(self) -> str:
+        return f"<tk.Stream (OpenCL) priority={self.priority}>"
+
     def wait(self, event) -> None:
         cl = _cl()
         if not isinstance(event, Event):
@@ -376,6 +387,7 @@ class CLKernelInstance(DeviceKernelInstance):
         if memo is not None and memo.same(args, ndrange, workgroupsize):
             return memo.enqueue(cl, self, args, stream)
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        check_stream(self.name, stream, self.backend)
         if total == 0:
             return CLEvent(None)
         kern, ir, names, types = self._specialize(norm, geom, ndim, ranges, wg)

@@ -73,6 +73,7 @@ Threads and lifetime
 """
 from __future__ import annotations
 
+import operator
 import os
 import queue
 import sys
@@ -86,6 +87,17 @@ __all__ = ["High", "Normal", "Low", "Event", "Stream", "StreamSet", "completed_e
 High = 1
 Normal = 0
 Low = -1
+
+
+def stream_priority(priority) -> int:
+    """``priority`` as every backend's ``stream(priority=)`` takes it: ``tk.High``,
+    ``tk.Normal``, ``tk.Low`` or any int (NumPy ints too); anything else (a float, a string,
+    None) is a ``TypeError``."""
+    try:
+        return operator.index(priority)
+    except TypeError:
+        raise TypeError("stream priority must be an int (tk.High, tk.Normal, tk.Low), "
+                        f"got {priority!r}") from None
 
 #: Seconds of idleness after which a stream's worker thread ends (restarted on demand).
 IDLE_EXIT_S = 30.0
@@ -354,11 +366,7 @@ class Stream:
     """
 
     def __init__(self, priority: int = Normal, name: str = ""):
-        try:
-            priority = int(priority)
-        except (TypeError, ValueError):
-            raise TypeError("stream priority must be an int (tk.High, tk.Normal, tk.Low), "
-                            f"got {priority!r}") from None
+        priority = stream_priority(priority)
         self._state = _StreamState(str(name), priority)
         weakref.finalize(self, _stop, self._state.queue).atexit = False
 

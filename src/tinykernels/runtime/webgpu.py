@@ -21,13 +21,13 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
-from .base import Backend
+from .base import Backend, check_stream
 from .hostarray import Array
 from ..dtypes import Ty
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     group_plan, same_shape, tail, track_stream
-from .streams import Event, check_recorded
+from .streams import Event, check_recorded, stream_priority
 
 _HINT = ("pip install 'tinykernels[webgpu]' (the wgpu package) and a Vulkan, Metal or D3D12 driver, "
          "e.g. Debian's mesa-vulkan-drivers for a CPU (lavapipe) device")
@@ -264,7 +264,7 @@ class WebGPU(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "WGPUStream":
-        return track_stream(self._dev, WGPUStream(self, priority))
+        return track_stream(self._dev, WGPUStream(self, stream_priority(priority)))
 
     def synchronize(self, timeout: float | None = None) -> None:
         self._dev.wait_idle(timeout)
@@ -487,8 +487,7 @@ class WGPUKernelInstance(DeviceKernelInstance):
         _check_geometry(self.name, geom, ndim, wg)
         pipe, bgl, ir, layout, names = self._specialize(norm, geom, ndim, ranges, wg)
         self._check_args(ir, norm, geom, ndim)
-        if stream is not None and getattr(stream, "backend", self.backend) != self.backend:
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, self.backend)
         dev = self.backend._dev
         d = dev.device
         U = wgpu.BufferUsage

@@ -30,7 +30,7 @@ import numpy as np
 
 from ... import dtypes as D
 from ...errors import CompileError, LaunchError
-from ..base import RECORDERS, Backend, KernelInstance, bind_launch_args
+from ..base import RECORDERS, Backend, KernelInstance, bind_launch_args, check_stream
 from .errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,
                      UninitializedReadError)
 from .context import RETURNED_VALUE, Group, Item, KernelContext, unravel
@@ -83,8 +83,7 @@ class InterpreterKernelInstance(KernelInstance):
         if stream is None:
             job()
             return completed_event()
-        if getattr(stream, "backend", self.backend) != self.backend:
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, self.backend)
         return stream.submit(job)
 
     def _frontend_check(self, norm, ndim, wg) -> None:
@@ -100,6 +99,7 @@ class InterpreterKernelInstance(KernelInstance):
             key = None
         ir = self._lower(norm, wg, ndim=ndim, allow_breakpoint=True)
         _check_barriers(ir)
+        _check_local_memory(ir)
         if key is not None:
             with self._lock:
                 self._compiled[key] = True
@@ -116,8 +116,7 @@ class InterpreterKernelInstance(KernelInstance):
         inst = self.kernel(CPU(threads=1, debug=True), self.static_wg)
         if stream is None:
             return inst(*args, ndrange=ndrange, workgroupsize=workgroupsize)
-        if getattr(stream, "backend", self.backend) != self.backend:
-            raise LaunchError(f"kernel '{self.name}': the stream belongs to another backend")
+        check_stream(self.name, stream, self.backend)
         return stream.submit(lambda: inst(*args, ndrange=ndrange, workgroupsize=workgroupsize))
 
     def source(self, *args, ndrange=None, workgroupsize=None) -> str:
@@ -132,6 +131,23 @@ def _check_barriers(ir) -> None:
     CompileError naming its line here too, not only a DivergentBarrierError at run time."""
     from ...passes.uniformity import check_barriers, uniform_vars
     check_barriers(ir, uniform_vars(ir.body, ir.locals))
+
+
+INTERP_LOCAL_MEMORY = 1 << 20     # bytes of tk.localmem per workgroup: the CPU backend's limit
+
+
+def _check_local_memory(ir) -> None:
+    """The compiled backends refuse a kernel whose ``tk.localmem`` arrays exceed the device's
+    local memory; the interpreter has no device, so it holds kernels to the CPU backend's
+    limit (:data:`INTERP_LOCAL_MEMORY`, also PoCL's), a CompileError at the largest one's line,
+    so that what runs here runs on the CPU too."""
+    from ...passes.access import alloc_bytes
+    from ..device import compile_error_at
+    need, loc = alloc_bytes(ir, "local")
+    if need > INTERP_LOCAL_MEMORY:
+        raise compile_error_at(f"the kernel's tk.localmem arrays need {need} bytes per workgroup but the "
+                               f"interpreter allows {INTERP_LOCAL_MEMORY}, as the CPU backend does; use a global "
+                               "array (an argument) for large scratch space", loc, ir.name, ir.file)
 
 
 class Interpreter(Backend):
