@@ -540,3 +540,6 @@ def test_every_backend_checks_priorities_and_whose_stream_it_is(name):
     s = b.stream()
     one(b)(a, ndrange=4, stream=s).wait()
     assert (a.numpy() == 1).all() and "priority=0" in repr(s)
+    # a launch repeating the last one (OpenCL only enqueues it again) still checks its stream
+    with pytest.raises(tk.LaunchError, match=r"kernel 'one': the stream belongs to another backend \(tk\."):
+        one(b)(a, ndrange=4, stream=other.stream())

@@ -383,11 +383,11 @@ class CLKernelInstance(DeviceKernelInstance):
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         cl = _cl()
+        check_stream(self.name, stream, self.backend)
         memo = getattr(self, "_relaunch", None)
         if memo is not None and memo.same(args, ndrange, workgroupsize):
             return memo.enqueue(cl, self, args, stream)
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
-        check_stream(self.name, stream, self.backend)
         if total == 0:
             return CLEvent(None)
         kern, ir, names, types = self._specialize(norm, geom, ndim, ranges, wg)
