@@ -319,7 +319,10 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
     chunk's scales, then per block its weights decoded into 32 int32 (Q4_0: the nibbles minus
     8, two 16-trip loops; Q8_0: the sign-extended bytes), then one 32-trip loop of int32
     products, conversions and float multiply-adds, which the C compiler vectorizes in full
-    AVX-512 registers (the shape of the exact GEMV). Int8 weights and activations multiplied
+    AVX-512 registers (the shape of the exact GEMV). The lane update is one ``tk.fma``
+    (product times scale plus lane, rounded once): a vector FMA instead of a multiply and an
+    add (single-threaded, in cache: 1.66 -> 1.55 ns per q4_0 block), with results that do not
+    depend on the compiler. Int8 weights and activations multiplied
     as bytes made GCC 12 widen through int16 in 128/256-bit registers: 1.8x slower. (Fewer
     lanes, e.g. eight holding the sums of four products each, GCC 12 splits into scalars
     once the loop nest is inlined: 6x slower.)"""
@@ -340,14 +343,14 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
             o = (b0 + t) * 32
             if q8:
                 for j in range(32):
-                    acc[j] += tk.float32(tk.int32(tk.int8(data[r, base + j])) * tk.int32(xq[o + j])) * ds[t]
+                    acc[j] = tk.fma(tk.float32(tk.int32(tk.int8(data[r, base + j])) * tk.int32(xq[o + j])), ds[t], acc[j])
             else:
                 for j in range(16):
                     v = tk.int32(data[r, base + j])
                     w[j] = (v & 15) - 8
                     w[j + 16] = (v >> 4) - 8
                 for j in range(32):
-                    acc[j] += tk.float32(w[j] * xq[o + j]) * ds[t]
+                    acc[j] = tk.fma(tk.float32(w[j] * xq[o + j]), ds[t], acc[j])
     tot = tk.float32(0)
     for j in range(LANES):
         tot += acc[j]
