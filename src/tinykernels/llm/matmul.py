@@ -23,7 +23,7 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
-from .quant import QTensor, half_at, q4k_quarter, q4k_scale_min
+from .quant import QTensor, half_at, half_at_host, q4k_quarter, q4k_scale_min
 
 __all__ = ["matmul", "quantize_activations"]
 
@@ -94,11 +94,11 @@ def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
         for t in range(CHUNK):
-            ds[t] = half_at(data, r, (b0 + t) * 18)
+            ds[t] = half_at_host(data, r, (b0 + t) * 18)
         for t in range(CHUNK):
             q4_0_block_dot(acc, data, r, b0 + t, ds[t], x)
     for b in range(full, nb):
-        q4_0_block_dot(acc, data, r, b, half_at(data, r, b * 18), x)
+        q4_0_block_dot(acc, data, r, b, half_at_host(data, r, b * 18), x)
     s = tk.float32(0)
     for j in range(32):
         s += acc[j]
@@ -117,11 +117,11 @@ def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
         for t in range(CHUNK):
-            ds[t] = half_at(data, r, (b0 + t) * 34)
+            ds[t] = half_at_host(data, r, (b0 + t) * 34)
         for t in range(CHUNK):
             q8_0_block_dot(acc, data, r, b0 + t, ds[t], x)
     for b in range(full, nb):
-        q8_0_block_dot(acc, data, r, b, half_at(data, r, b * 34), x)
+        q8_0_block_dot(acc, data, r, b, half_at_host(data, r, b * 34), x)
     s = tk.float32(0)
     for j in range(32):
         s += acc[j]
@@ -136,8 +136,8 @@ def _gemv_rows_q4_k(out, data: tk.Const, x: tk.Const):
         acc[j] = tk.float32(0)
     for b in range(data.shape[1] // 144):
         base = b * 144
-        d = half_at(data, r, base)
-        dmin = half_at(data, r, base + 2)
+        d = half_at_host(data, r, base)
+        dmin = half_at_host(data, r, base + 2)
         for g in range(4):
             sc0, m0 = q4k_scale_min(data, r, base, 2 * g)
             sc1, m1 = q4k_scale_min(data, r, base, 2 * g + 1)
@@ -319,7 +319,10 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
     chunk's scales, then per block its weights decoded into 32 int32 (Q4_0: the nibbles minus
     8, two 16-trip loops; Q8_0: the sign-extended bytes), then one 32-trip loop of int32
     products, conversions and float multiply-adds, which the C compiler vectorizes in full
-    AVX-512 registers (the shape of the exact GEMV). Int8 weights and activations multiplied
+    AVX-512 registers (the shape of the exact GEMV). The lane update is one ``tk.fma``
+    (product times scale plus lane, rounded once): a vector FMA instead of a multiply and an
+    add (single-threaded, in cache: 1.66 -> 1.55 ns per q4_0 block), with results that do not
+    depend on the compiler. Int8 weights and activations multiplied
     as bytes made GCC 12 widen through int16 in 128/256-bit registers: 1.8x slower. (Fewer
     lanes, e.g. eight holding the sums of four products each, GCC 12 splits into scalars
     once the loop nest is inlined: 6x slower.)"""
@@ -334,25 +337,25 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
         for t in range(CHUNK):
-            ds[t] = half_at(data, r, (b0 + t) * bb) * xd[b0 + t]
+            ds[t] = half_at_host(data, r, (b0 + t) * bb) * xd[b0 + t]
         for t in range(CHUNK):
             base = (b0 + t) * bb + 2
             o = (b0 + t) * 32
             if q8:
                 for j in range(32):
-                    acc[j] += tk.float32(tk.int32(tk.int8(data[r, base + j])) * tk.int32(xq[o + j])) * ds[t]
+                    acc[j] = tk.fma(tk.float32(tk.int32(tk.int8(data[r, base + j])) * tk.int32(xq[o + j])), ds[t], acc[j])
             else:
                 for j in range(16):
                     v = tk.int32(data[r, base + j])
                     w[j] = (v & 15) - 8
                     w[j + 16] = (v >> 4) - 8
                 for j in range(32):
-                    acc[j] += tk.float32(w[j] * xq[o + j]) * ds[t]
+                    acc[j] = tk.fma(tk.float32(w[j] * xq[o + j]), ds[t], acc[j])
     tot = tk.float32(0)
     for j in range(LANES):
         tot += acc[j]
     for b in range(full, nb):
-        dd = half_at(data, r, b * bb) * xd[b]
+        dd = half_at_host(data, r, b * bb) * xd[b]
         if q8:
             tot += tk.float32(q8_0_block_idot(data, r, b, xq)) * dd
         else:
@@ -486,7 +489,7 @@ def _gemm_rows_q(out, data: tk.Const, bf: tk.Const, q8: tk.constexpr, N: tk.cons
     bb = 34 if q8 else 18
     for b in range(data.shape[1] // bb):
         base = b * bb
-        d = half_at(data, i, base)
+        d = half_at_host(data, i, base)
         if q8:
             for j in range(32):
                 w[j] = q8_0_at(data, i, base, j, d)

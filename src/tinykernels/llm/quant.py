@@ -115,6 +115,22 @@ def half_at(data, r, i):
 
 
 @tk.func
+def half_at_host(data, r, i):
+    """:func:`half_at` for the host backends (CPU, interpreter), bit for bit the same float32
+    for every non-NaN pattern (a NaN for a NaN; a signaling one stays signaling), in fewer
+    operations: the exponent and mantissa bits moved into a
+    float32's (``<< 13``) scaled by ``2**112`` (exact: a subnormal half becomes a float32
+    subnormal times a power of two, an exact normal), inf/NaN by ORing in the all-ones
+    exponent (the product keeps the mantissa bits), the sign ORed in. Relies on IEEE
+    subnormal arithmetic, which the host backends have and GPUs may not (they flush)."""
+    h = tk.int32(data[r, i]) | (tk.int32(data[r, i + 1]) << 8)
+    em = h & 0x7FFF
+    mag = tk.bitcast(em << 13, tk.float32) * tk.float32(5.192296858534828e+33)        # 2**112
+    big = tk.int32(em >= 0x7C00)
+    return tk.bitcast(tk.bitcast(mag, tk.int32) | (big * 0x7F800000) | ((h & 0x8000) << 16), tk.float32)
+
+
+@tk.func
 def q4k_scale_min(data, r, base, s):
     """The 6-bit (scale, min) of sub-block ``s`` (0..7) of the Q4_K block at ``data[r, base]``:
     bytes 4..15 of the block pack eight scales and eight mins."""
