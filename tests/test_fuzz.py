@@ -658,6 +658,26 @@ def test_bug_fma_finite_product_plus_infinity():
 
 
 @tk.kernel
+def k_fma_f32_rows(o, a: tk.Const, b: tk.Const, c: tk.Const):
+    i = tk.index()
+    o[i] = tk.fma(a[i], b[i], c[i])
+
+
+# fixed: fma-f32-max (seed 33004734: the interpreter raised OverflowError next to FLT_MAX)
+def test_bug_fma_float32_rounds_at_the_overflow_boundary():
+    # float32 results within half an ulp above FLT_MAX round to it, from half an ulp on to inf (the
+    # tie goes to the even 2**128, i.e. inf); float64 holds every exact value here, so NumPy's
+    # float64 -> float32 cast of it is the reference
+    m, h = float(np.finfo(np.float32).max), 2.0 ** 103      # h: half an ulp of FLT_MAX
+    a = np.array([-m, m, m, -m, -m, m], np.float32)
+    b = np.array([-1, 1, 1, 1, 1, -1], np.float32)
+    c = np.array([0.75, h, h - 2.0 ** 80, -h, -h + 2.0 ** 80, 1e30], np.float32)
+    want = (a.astype(np.float64) * b + c).astype(np.float32)
+    assert want.tolist() == [m, np.inf, m, -np.inf, -m, -m]
+    _check_all(k_fma_f32_rows, [np.zeros(6, np.float32), a, b, c], want)
+
+
+@tk.kernel
 def k_const_pow(o):
     i = tk.index()
     o[i, 0] = tk.float32(-0.0) ** 0.5            # both constant: still the sqrt fast path

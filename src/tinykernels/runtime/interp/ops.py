@@ -818,6 +818,17 @@ def _to_float(exact: Fraction) -> float:
         return math.inf if exact > 0 else -math.inf
 
 
+_F32_OVERFLOW = Fraction(2) ** 128      # where float32's exponent would continue past FLT_MAX
+
+
+def _f32_value(f: np.float32) -> Fraction:
+    """The exact value of a float32; +-inf stands for +-2**128, the neighbour of FLT_MAX under an
+    unbounded exponent (IEEE 754 rounds to infinity what rounds there)."""
+    if np.isinf(f):
+        return _F32_OVERFLOW if f > 0 else -_F32_OVERFLOW
+    return Fraction(float(f))
+
+
 def _round_f32(exact: Fraction) -> np.float32:
     """Correctly rounded float32 of an exact rational (no double rounding)."""
     r64 = _to_float(exact)
@@ -826,7 +837,7 @@ def _round_f32(exact: Fraction) -> np.float32:
         return f
     lo, hi = (np.nextafter(f, np.float32(-np.inf)), f) if Fraction(float(f)) > exact else \
         (f, np.nextafter(f, np.float32(np.inf)))
-    dlo, dhi = exact - Fraction(float(lo)), Fraction(float(hi)) - exact
+    dlo, dhi = exact - _f32_value(lo), _f32_value(hi) - exact
     if dlo != dhi:
         return lo if dlo < dhi else hi
     return lo if (lo.view(np.uint32) & 1) == 0 else hi

@@ -99,6 +99,8 @@ FIXED_BUGS = {
         'fixed: an explicit narrow cast of a narrow intermediate rounds (frontend/lower.py cast)'),
     'fma-overflow': ("tk.fma on float64 / Python floats whose exact result overflows raises OverflowError ('integer division result too large for a float') on the interpreter (interp_ops.fma converts the exact Fraction with float()); CPU gives inf",
         "fixed: the interpreter's exact fma rounds an overflowing result to +-inf (interp_ops._to_float)"),
+    'fma-f32-max': ("tk.fma on float32 whose exact result lies just beyond FLT_MAX (e.g. fma(-FLT_MAX, -1, 0.75)) raises OverflowError ('cannot convert Infinity to integer ratio') on the interpreter: interp_ops._round_f32 took the exact value of its neighbour inf (fuzz seed 33004734)",
+        "fixed: _round_f32 measures the distance to inf as to 2**128, so a result rounds to FLT_MAX or inf as IEEE 754 says (interp_ops._f32_value)"),
     'func-return-grouped': ("in a kernel with barriers or local memory (the group-by-group code shape), a `return` before the end of a @tk.func becomes a `goto` out of the per-item loop: only the group's first work item gets the function's results, the others read uninitialised values (CPU; nondeterministic output)",
         "fixed: a @tk.func's early return stays inside the per-item loop (passes/groups.py)"),
     'cl-const-nan': ('OpenCL on PoCL 3.1: operations the driver folds at compile time go wrong when a constant is NaN or infinite: exp, expm1, sinh, tanh and tk.sigmoid of a constant NaN (`math.tanh(tk.float32(math.nan))`) give 0.0, `tk.float8_e4m3fn(7) // 1e10` (7 // NaN) gives 0.0, `v = tk.float8_e5m2(1e10); v // (v / v)` gives -0.0 instead of NaN; the same operations on values loaded at run time are right',
