@@ -23,6 +23,8 @@ P2 = 8.3334519073e-3
 P3 = 4.1665795894e-2
 P4 = 1.6666665459e-1
 P5 = 5.0000001201e-1
+ROUND = 12582912.0             # 1.5 * 2**23: x + ROUND rounds x to an integer (|x| < 2**22)
+ROUND_BITS = 0x4B400000          # the bits of ROUND as a float32
 
 
 @tk.func
@@ -38,26 +40,25 @@ def exp_f32(x):
     come from their exponent bits (:func:`pow2_f32`).
 
     ``x = n * ln 2 + r`` (Cody-Waite: ``n * LN2_HI`` is exact), ``e ** r`` by a polynomial,
-    times ``2 ** n`` built exactly. Shaped for the vectorizer: no ``floorf`` call (the floor
-    of a positive value by truncation), no select (GCC would sink the work into one arm, where
-    the float-to-int conversion may not be speculated), and the only clamps act on ``|x|`` (a
-    clamp of ``x`` to a constant lets GCC thread a path on which everything after it is
-    constant, and the loop no longer vectorizes). ``|x| <= 104``: ``e**-104 < 2**-150``
-    gives 0; past 89 ``n`` stops at 128 and ``e**r >= 1`` overflows to inf. ``min`` returns
-    its first argument when the comparison is false: ``xn`` (for ``n``) turns NaN into
-    +-104, ``xr`` (for ``r``) keeps it, and it propagates to the result."""
-    ax = abs(x)
-    xn = math.copysign(min(tk.float32(104.0), ax), x)
-    xr = math.copysign(min(ax, tk.float32(104.0)), x)
-    ni = min(tk.int32(xn * tk.float32(LOG2E) + tk.float32(256.5)) - 256, 128)   # round(x / ln 2)
-    n = tk.float32(ni)
-    r = (xr - n * tk.float32(LN2_HI)) - n * tk.float32(LN2_LO)
-    p = ((((tk.float32(P0) * r + tk.float32(P1)) * r + tk.float32(P2)) * r + tk.float32(P3)) * r
-         + tk.float32(P4)) * r + tk.float32(P5)
-    y = ((r * r) * p + r) + tk.float32(1.0)
-    # 2**ni = 2**e * 2**mm with mm in the normal exponents [-126, 127] and e in [-24, 1]:
-    # y * 2**e is exact (a normal float), the second product rounds once (to a subnormal, a
-    # normal or inf)
+    times ``2 ** n`` built exactly. Every multiply-add is a ``tk.fma`` (one rounding: about
+    half the instructions of separate products and sums, and no less accurate). ``n`` is
+    rounded to nearest by adding and subtracting ``ROUND`` (1.5 * 2**23), so its integer comes
+    from the float's bits, with no float-to-int conversion (a NaN converted to an int would be
+    undefined C). ``x`` is clamped to [-104, 104] with ``max``/``min`` taking ``x`` first:
+    they return their first argument when the comparison is false, so a NaN is kept and
+    propagates to the result. ``e**-104 < 2**-150`` gives 0; past 89 ``n`` exceeds 128 and
+    the result overflows to inf."""
+    xc = min(max(x, tk.float32(-104.0)), tk.float32(104.0))
+    t = tk.fma(xc, tk.float32(LOG2E), tk.float32(ROUND))
+    n = t - tk.float32(ROUND)                       # round(x / ln 2), exactly, as a float
+    ni = tk.bitcast(t, tk.int32) - ROUND_BITS       # the same integer, from the bits
+    r = tk.fma(n, tk.float32(-LN2_LO), tk.fma(n, tk.float32(-LN2_HI), xc))
+    p = tk.fma(tk.fma(tk.fma(tk.fma(tk.fma(tk.float32(P0), r, tk.float32(P1)), r, tk.float32(P2)), r,
+                                    tk.float32(P3)), r, tk.float32(P4)), r, tk.float32(P5))
+    y = tk.fma(r * r, p, r) + tk.float32(1.0)
+    # 2**ni = 2**e * 2**mm with mm in the normal exponents [-126, 127] and e in [-24, 23]:
+    # y * 2**e is exact (a normal float; inf past the float range, where the result is inf
+    # anyway), the second product rounds once (to a subnormal, a normal or inf)
     mm = min(max(ni, -126), 127)
     e = ni - mm
     y = y * pow2_f32(e)
