@@ -23,6 +23,9 @@ def _exp_k(out, x):
     out[i] = M.exp_f32(x[i])
 
 
+_exp_k_fast = tk.kernel(fastmath=True)(_exp_k.fn)
+
+
 @tk.kernel
 def _half_k(out, data):
     i = tk.index()
@@ -65,6 +68,18 @@ def test_exp_f32_within_one_ulp_everywhere(be):
     nan = np.array([np.nan, -np.nan], np.float32)
     out = _run(_exp_k, be, np.empty_like(nan), nan)
     assert np.isnan(out).all()
+
+
+def test_exp_f32_within_one_ulp_in_fastmath_kernels():
+    """The flash attention kernel calls exp_f32 from a ``fastmath`` kernel: reassociation and
+    FMA contraction must not break its rounding steps (a ``(x + 1.5 * 2**23) - 1.5 * 2**23``
+    rounding would be folded to ``x``)."""
+    x = _exp_inputs(400_001)
+    got = _run(_exp_k_fast, "CPU", np.empty_like(x), x)
+    with np.errstate(over="ignore", under="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)
+    assert (_ulps(got, want) <= 1).all(), x[_ulps(got, want) > 1][:5]
+    assert got[x == np.inf][0] == np.inf and got[x == -np.inf][0] == 0
 
 
 @tk.kernel

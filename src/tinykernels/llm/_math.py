@@ -42,16 +42,17 @@ def exp_f32(x):
     ``x = n * ln 2 + r`` (Cody-Waite: ``n * LN2_HI`` is exact), ``e ** r`` by a polynomial,
     times ``2 ** n`` built exactly. Every multiply-add is a ``tk.fma`` (one rounding: about
     half the instructions of separate products and sums, and no less accurate). ``n`` is
-    rounded to nearest by adding and subtracting ``ROUND`` (1.5 * 2**23), so its integer comes
-    from the float's bits, with no float-to-int conversion (a NaN converted to an int would be
-    undefined C). ``x`` is clamped to [-104, 104] with ``max``/``min`` taking ``x`` first:
-    they return their first argument when the comparison is false, so a NaN is kept and
-    propagates to the result. ``e**-104 < 2**-150`` gives 0; past 89 ``n`` exceeds 128 and
+    rounded to nearest by adding ``ROUND`` (1.5 * 2**23): its integer is the sum's bits less
+    ROUND's, with no float-to-int conversion (a NaN converted to an int would be undefined C),
+    and no ``(t - ROUND)`` that the reassociation of a ``fastmath`` kernel could fold to ``t``.
+    ``x`` is clamped to [-104, 104] with ``max``/``min`` taking ``x`` first: they return
+    their first argument when the comparison is false, so a NaN is kept and propagates to
+    the result. ``e**-104 < 2**-150`` gives 0; past 89 ``n`` exceeds 128 and
     the result overflows to inf."""
     xc = min(max(x, tk.float32(-104.0)), tk.float32(104.0))
     t = tk.fma(xc, tk.float32(LOG2E), tk.float32(ROUND))
-    n = t - tk.float32(ROUND)                       # round(x / ln 2), exactly, as a float
-    ni = tk.bitcast(t, tk.int32) - ROUND_BITS       # the same integer, from the bits
+    ni = tk.bitcast(t, tk.int32) - ROUND_BITS       # round(x / ln 2), from the bits
+    n = tk.float32(ni)
     r = tk.fma(n, tk.float32(-LN2_LO), tk.fma(n, tk.float32(-LN2_HI), xc))
     p = tk.fma(tk.fma(tk.fma(tk.fma(tk.fma(tk.float32(P0), r, tk.float32(P1)), r, tk.float32(P2)), r,
                                     tk.float32(P3)), r, tk.float32(P4)), r, tk.float32(P5))
