@@ -67,6 +67,27 @@ def exp_f32(x):
 
 
 @tk.func
+def exp_neg_f32(x):
+    """``e ** x`` of a float32 ``x <= 0`` (or -inf, or NaN: kept), as :func:`exp_f32` (the
+    same reduction and polynomial, within 1 ulp, subnormal results rounded once) with less
+    work for the exponentials of a softmax, whose arguments ``x - max`` are never positive:
+    only the lower clamp, and ``2 ** n`` (n in [-150, 0]) as two normal powers ``2 ** e1 *
+    2 ** e2`` with ``e1 = n >> 1`` (``y * 2 ** e1`` is exact, the second product rounds
+    once), no integer clamps. Positive ``x`` is also right up to 176 (inf past 88.7); beyond,
+    undefined."""
+    xc = max(x, tk.float32(-104.0))
+    t = tk.fma(xc, tk.float32(LOG2E), tk.float32(ROUND))
+    ni = tk.bitcast(t, tk.int32) - ROUND_BITS
+    n = tk.float32(ni)
+    r = tk.fma(n, tk.float32(-LN2_LO), tk.fma(n, tk.float32(-LN2_HI), xc))
+    p = tk.fma(tk.fma(tk.fma(tk.fma(tk.fma(tk.float32(P0), r, tk.float32(P1)), r, tk.float32(P2)), r,
+                                    tk.float32(P3)), r, tk.float32(P4)), r, tk.float32(P5))
+    y = tk.fma(r * r, p, r) + tk.float32(1.0)
+    e1 = ni >> 1
+    return (y * pow2_f32(e1)) * pow2_f32(ni - e1)
+
+
+@tk.func
 def f16_bits(f):
     """The IEEE binary16 bits (an int32 in [0, 65535]) of the float32 ``f`` rounded to nearest
     even, bit for bit NumPy's ``astype(float16)`` (overflow to inf, NaN keeps its top payload
@@ -107,6 +128,16 @@ def exp(x, poly):
     else ``math.exp`` (the backend's function, in x's type)."""
     if poly:
         return exp_f32(tk.float32(x))
+    else:
+        return math.exp(x)
+
+
+@tk.func
+def exp_neg(x, poly):
+    """``e ** x`` for ``x <= 0`` (-inf, NaN): :func:`exp_neg_f32` when ``poly``, else
+    ``math.exp``."""
+    if poly:
+        return exp_neg_f32(tk.float32(x))
     else:
         return math.exp(x)
 
