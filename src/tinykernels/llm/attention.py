@@ -32,7 +32,7 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
-from ._math import exp as _exp, exp_f32, use_poly
+from ._math import exp_neg as _exp_neg, exp_neg_f32, use_poly
 
 __all__ = ["flash_attention", "flash_decode"]
 
@@ -123,12 +123,12 @@ def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.const
         for jj in range(t):
             sc[jj] = sc[jj] * scale
             mt = max(mt, sc[jj])
-        corr = _exp(m - mt, poly)
+        corr = _exp_neg(m - mt, poly)
         l = l * corr
         for d in range(D):
             acc[d] = acc[d] * corr
         for jj in range(t):
-            sc[jj] = _exp(sc[jj] - mt, poly)
+            sc[jj] = _exp_neg(sc[jj] - mt, poly)
         for jj in range(t):
             p = sc[jj]
             l += p
@@ -283,14 +283,14 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
         # (``if poly`` is decided at compile time: a function taking it would assign it at
         # group level, which splits this piece out of the CPU's lanes shape)
         if poly:
-            corr = exp_f32(m - ms)
+            corr = exp_neg_f32(m - ms)
         else:
             corr = math.exp(m - ms)
         l = l * corr
         for je in range(t):
             p = tk.float32(0)
             if poly:
-                p = exp_f32(P[je, lid] - ms)
+                p = exp_neg_f32(P[je, lid] - ms)
             else:
                 p = math.exp(P[je, lid] - ms)
             P[je, lid] = p
@@ -370,12 +370,12 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
             for jj in range(t):
                 sc[g * KT + jj] = sc[g * KT + jj] * scale
                 mt = max(mt, sc[g * KT + jj])
-            corr = _exp(m[g] - mt, poly)
+            corr = _exp_neg(m[g] - mt, poly)
             l[g] = l[g] * corr
             for d in range(D):
                 acc[g * D + d] = acc[g * D + d] * corr
             for jj in range(t):
-                sc[g * KT + jj] = _exp(sc[g * KT + jj] - mt, poly)
+                sc[g * KT + jj] = _exp_neg(sc[g * KT + jj] - mt, poly)
             for jj in range(t):
                 l[g] += sc[g * KT + jj]
             m[g] = mt
