@@ -23,6 +23,15 @@ def _exp_k(out, x):
     out[i] = M.exp_f32(x[i])
 
 
+_exp_k_fast = tk.kernel(fastmath=True)(_exp_k.fn)
+
+
+@tk.kernel
+def _exp_neg_k(out, x):
+    i = tk.index()
+    out[i] = M.exp_neg_f32(x[i])
+
+
 @tk.kernel
 def _half_k(out, data):
     i = tk.index()
@@ -65,6 +74,34 @@ def test_exp_f32_within_one_ulp_everywhere(be):
     nan = np.array([np.nan, -np.nan], np.float32)
     out = _run(_exp_k, be, np.empty_like(nan), nan)
     assert np.isnan(out).all()
+
+
+@pytest.mark.parametrize("be", backends()[:2])
+def test_exp_neg_f32_within_one_ulp_for_non_positive_x(be):
+    """The softmax / attention exponential (arguments x - max <= 0): within 1 ulp of the
+    correctly rounded e**x from 0 down past the subnormal results to 0, -inf gives 0, NaN
+    stays NaN; positive arguments up to the overflow are right too."""
+    x = _exp_inputs(400_001 if be == "CPU" else 4001)
+    x = np.concatenate([x[(x <= 100) | np.isnan(x)], np.float32([-np.inf, np.nan, -np.nan, -0.0, -1e-45])])
+    got = _run(_exp_neg_k, be, np.empty_like(x), x)
+    with np.errstate(over="ignore", under="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)
+    ok = ~np.isnan(x)
+    assert (_ulps(got[ok], want[ok]) <= 1).all(), x[ok][_ulps(got[ok], want[ok]) > 1][:5]
+    assert got[x == -np.inf][0] == 0 and np.isnan(got[~ok]).all()
+    assert (got[(x < -103.98) & ok] == 0).all() and (got[(x > -103.2) & (x < -87.4)] > 0).all()
+
+
+def test_exp_f32_within_one_ulp_in_fastmath_kernels():
+    """The flash attention kernel calls exp_f32 from a ``fastmath`` kernel: reassociation and
+    FMA contraction must not break its rounding steps (a ``(x + 1.5 * 2**23) - 1.5 * 2**23``
+    rounding would be folded to ``x``)."""
+    x = _exp_inputs(400_001)
+    got = _run(_exp_k_fast, "CPU", np.empty_like(x), x)
+    with np.errstate(over="ignore", under="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)
+    assert (_ulps(got, want) <= 1).all(), x[_ulps(got, want) > 1][:5]
+    assert got[x == np.inf][0] == np.inf and got[x == -np.inf][0] == 0
 
 
 @tk.kernel

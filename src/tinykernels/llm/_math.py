@@ -23,6 +23,8 @@ P2 = 8.3334519073e-3
 P3 = 4.1665795894e-2
 P4 = 1.6666665459e-1
 P5 = 5.0000001201e-1
+ROUND = 12582912.0             # 1.5 * 2**23: x + ROUND rounds x to an integer (|x| < 2**22)
+ROUND_BITS = 0x4B400000          # the bits of ROUND as a float32
 
 
 @tk.func
@@ -38,30 +40,51 @@ def exp_f32(x):
     come from their exponent bits (:func:`pow2_f32`).
 
     ``x = n * ln 2 + r`` (Cody-Waite: ``n * LN2_HI`` is exact), ``e ** r`` by a polynomial,
-    times ``2 ** n`` built exactly. Shaped for the vectorizer: no ``floorf`` call (the floor
-    of a positive value by truncation), no select (GCC would sink the work into one arm, where
-    the float-to-int conversion may not be speculated), and the only clamps act on ``|x|`` (a
-    clamp of ``x`` to a constant lets GCC thread a path on which everything after it is
-    constant, and the loop no longer vectorizes). ``|x| <= 104``: ``e**-104 < 2**-150``
-    gives 0; past 89 ``n`` stops at 128 and ``e**r >= 1`` overflows to inf. ``min`` returns
-    its first argument when the comparison is false: ``xn`` (for ``n``) turns NaN into
-    +-104, ``xr`` (for ``r``) keeps it, and it propagates to the result."""
-    ax = abs(x)
-    xn = math.copysign(min(tk.float32(104.0), ax), x)
-    xr = math.copysign(min(ax, tk.float32(104.0)), x)
-    ni = min(tk.int32(xn * tk.float32(LOG2E) + tk.float32(256.5)) - 256, 128)   # round(x / ln 2)
+    times ``2 ** n`` built exactly. Every multiply-add is a ``tk.fma`` (one rounding: about
+    half the instructions of separate products and sums, and no less accurate). ``n`` is
+    rounded to nearest by adding ``ROUND`` (1.5 * 2**23): its integer is the sum's bits less
+    ROUND's, with no float-to-int conversion (a NaN converted to an int would be undefined C),
+    and no ``(t - ROUND)`` that the reassociation of a ``fastmath`` kernel could fold to ``t``.
+    ``x`` is clamped to [-104, 104] with ``max``/``min`` taking ``x`` first: they return
+    their first argument when the comparison is false, so a NaN is kept and propagates to
+    the result. ``e**-104 < 2**-150`` gives 0; past 89 ``n`` exceeds 128 and
+    the result overflows to inf."""
+    xc = min(max(x, tk.float32(-104.0)), tk.float32(104.0))
+    t = tk.fma(xc, tk.float32(LOG2E), tk.float32(ROUND))
+    ni = tk.bitcast(t, tk.int32) - ROUND_BITS       # round(x / ln 2), from the bits
     n = tk.float32(ni)
-    r = (xr - n * tk.float32(LN2_HI)) - n * tk.float32(LN2_LO)
-    p = ((((tk.float32(P0) * r + tk.float32(P1)) * r + tk.float32(P2)) * r + tk.float32(P3)) * r
-         + tk.float32(P4)) * r + tk.float32(P5)
-    y = ((r * r) * p + r) + tk.float32(1.0)
-    # 2**ni = 2**e * 2**mm with mm in the normal exponents [-126, 127] and e in [-24, 1]:
-    # y * 2**e is exact (a normal float), the second product rounds once (to a subnormal, a
-    # normal or inf)
+    r = tk.fma(n, tk.float32(-LN2_LO), tk.fma(n, tk.float32(-LN2_HI), xc))
+    p = tk.fma(tk.fma(tk.fma(tk.fma(tk.fma(tk.float32(P0), r, tk.float32(P1)), r, tk.float32(P2)), r,
+                                    tk.float32(P3)), r, tk.float32(P4)), r, tk.float32(P5))
+    y = tk.fma(r * r, p, r) + tk.float32(1.0)
+    # 2**ni = 2**e * 2**mm with mm in the normal exponents [-126, 127] and e in [-24, 23]:
+    # y * 2**e is exact (a normal float; inf past the float range, where the result is inf
+    # anyway), the second product rounds once (to a subnormal, a normal or inf)
     mm = min(max(ni, -126), 127)
     e = ni - mm
     y = y * pow2_f32(e)
     return y * pow2_f32(mm)
+
+
+@tk.func
+def exp_neg_f32(x):
+    """``e ** x`` of a float32 ``x <= 0`` (or -inf, or NaN: kept), as :func:`exp_f32` (the
+    same reduction and polynomial, within 1 ulp, subnormal results rounded once) with less
+    work for the exponentials of a softmax, whose arguments ``x - max`` are never positive:
+    only the lower clamp, and ``2 ** n`` (n in [-150, 0]) as two normal powers ``2 ** e1 *
+    2 ** e2`` with ``e1 = n >> 1`` (``y * 2 ** e1`` is exact, the second product rounds
+    once), no integer clamps. Positive ``x`` is also right up to 176 (inf past 88.7); beyond,
+    undefined."""
+    xc = max(x, tk.float32(-104.0))
+    t = tk.fma(xc, tk.float32(LOG2E), tk.float32(ROUND))
+    ni = tk.bitcast(t, tk.int32) - ROUND_BITS
+    n = tk.float32(ni)
+    r = tk.fma(n, tk.float32(-LN2_LO), tk.fma(n, tk.float32(-LN2_HI), xc))
+    p = tk.fma(tk.fma(tk.fma(tk.fma(tk.fma(tk.float32(P0), r, tk.float32(P1)), r, tk.float32(P2)), r,
+                                    tk.float32(P3)), r, tk.float32(P4)), r, tk.float32(P5))
+    y = tk.fma(r * r, p, r) + tk.float32(1.0)
+    e1 = ni >> 1
+    return (y * pow2_f32(e1)) * pow2_f32(ni - e1)
 
 
 @tk.func
@@ -105,6 +128,16 @@ def exp(x, poly):
     else ``math.exp`` (the backend's function, in x's type)."""
     if poly:
         return exp_f32(tk.float32(x))
+    else:
+        return math.exp(x)
+
+
+@tk.func
+def exp_neg(x, poly):
+    """``e ** x`` for ``x <= 0`` (-inf, NaN): :func:`exp_neg_f32` when ``poly``, else
+    ``math.exp``."""
+    if poly:
+        return exp_neg_f32(tk.float32(x))
     else:
         return math.exp(x)
 

@@ -32,7 +32,7 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
-from ._math import exp as _exp, exp_f32, use_poly
+from ._math import exp_neg as _exp_neg, exp_neg_f32, use_poly
 
 __all__ = ["flash_attention", "flash_decode"]
 
@@ -123,12 +123,12 @@ def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.const
         for jj in range(t):
             sc[jj] = sc[jj] * scale
             mt = max(mt, sc[jj])
-        corr = _exp(m - mt, poly)
+        corr = _exp_neg(m - mt, poly)
         l = l * corr
         for d in range(D):
             acc[d] = acc[d] * corr
         for jj in range(t):
-            sc[jj] = _exp(sc[jj] - mt, poly)
+            sc[jj] = _exp_neg(sc[jj] - mt, poly)
         for jj in range(t):
             p = sc[jj]
             l += p
@@ -203,7 +203,7 @@ def _fa_tiles(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
             out[b, h, i, d] = out.dtype(finish(acc[d], l))
 
 
-@tk.kernel(fastmath=True)
+@tk.kernel
 def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.constexpr, D: tk.constexpr,
               BK: tk.constexpr, poly: tk.constexpr):
     """Host shape: ndrange (batch * heads, Sq rounded up to BQ), workgroup (1, BQ); one query
@@ -211,9 +211,12 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
     (``Qt[d, lid]``, ``P[j, lid]``, ``Acc[d, lid]``), so on the CPU the group's items are the
     SIMD lanes (docs/cpu.md) of each loop: a score tile is ``BK`` keys, 4 at a time, each key
     value broadcast against a vector of query rows; ``P @ V`` runs 4 output columns at a time
-    with the accumulators in registers across the keys. ``fastmath``: the C compiler
-    contracts ``a * b + c`` into FMAs (about 1.2x on the CPU; results differ from the other
-    shapes in the last bits, within the float32 accumulation error the tests allow)."""
+    with the accumulators in registers across the keys. Both products are written as
+    ``tk.fma`` (one instruction per term on the CPU, and the same bits with any compiler):
+    results differ from the other shapes in the last bits, within the float32 accumulation
+    error the tests allow. (It was a ``fastmath`` kernel; there, GCC's reassociation turned
+    ``s += a * b`` of two unrolled steps into ``s + (fma(a, b, c * d))``: 3 instructions per 2
+    terms instead of 2.)"""
     bh, g = tk.index(tk.Group, tk.Cartesian)
     lid = tk.index(tk.Local, tk.Linear)
     BQ = tk.groupsize()[1]
@@ -254,10 +257,10 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
             s3 = tk.float32(k[b, kh, j0 + j4 + 3, 0]) * x0
             for ds in range(1, D):
                 x = Qt[ds, lid]
-                s0 += tk.float32(k[b, kh, j0 + j4, ds]) * x
-                s1 += tk.float32(k[b, kh, j0 + j4 + 1, ds]) * x
-                s2 += tk.float32(k[b, kh, j0 + j4 + 2, ds]) * x
-                s3 += tk.float32(k[b, kh, j0 + j4 + 3, ds]) * x
+                s0 = tk.fma(tk.float32(k[b, kh, j0 + j4, ds]), x, s0)
+                s1 = tk.fma(tk.float32(k[b, kh, j0 + j4 + 1, ds]), x, s1)
+                s2 = tk.fma(tk.float32(k[b, kh, j0 + j4 + 2, ds]), x, s2)
+                s3 = tk.fma(tk.float32(k[b, kh, j0 + j4 + 3, ds]), x, s3)
             if causal:      # (all the tile's keys are visible otherwise)
                 P[j4, lid] = tk.select(j0 + j4 < n, s0 * scale, ninf)
                 P[j4 + 1, lid] = tk.select(j0 + j4 + 1 < n, s1 * scale, ninf)
@@ -271,7 +274,7 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
         for j1 in range(t // 4 * 4, t):
             s = tk.float32(k[b, kh, j0 + j1, 0]) * Qt[0, lid]
             for d1 in range(1, D):
-                s += tk.float32(k[b, kh, j0 + j1, d1]) * Qt[d1, lid]
+                s = tk.fma(tk.float32(k[b, kh, j0 + j1, d1]), Qt[d1, lid], s)
             P[j1, lid] = tk.select(j0 + j1 < n, s * scale, ninf)
         mt = m
         for jm in range(t):
@@ -280,14 +283,14 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
         # (``if poly`` is decided at compile time: a function taking it would assign it at
         # group level, which splits this piece out of the CPU's lanes shape)
         if poly:
-            corr = exp_f32(m - ms)
+            corr = exp_neg_f32(m - ms)
         else:
             corr = math.exp(m - ms)
         l = l * corr
         for je in range(t):
             p = tk.float32(0)
             if poly:
-                p = exp_f32(P[je, lid] - ms)
+                p = exp_neg_f32(P[je, lid] - ms)
             else:
                 p = math.exp(P[je, lid] - ms)
             P[je, lid] = p
@@ -299,10 +302,10 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
             a3 = Acc[d0 + 3, lid] * corr
             for jv in range(t):
                 pv = P[jv, lid]
-                a0 += pv * tk.float32(v[b, kh, j0 + jv, d0])
-                a1 += pv * tk.float32(v[b, kh, j0 + jv, d0 + 1])
-                a2 += pv * tk.float32(v[b, kh, j0 + jv, d0 + 2])
-                a3 += pv * tk.float32(v[b, kh, j0 + jv, d0 + 3])
+                a0 = tk.fma(pv, tk.float32(v[b, kh, j0 + jv, d0]), a0)
+                a1 = tk.fma(pv, tk.float32(v[b, kh, j0 + jv, d0 + 1]), a1)
+                a2 = tk.fma(pv, tk.float32(v[b, kh, j0 + jv, d0 + 2]), a2)
+                a3 = tk.fma(pv, tk.float32(v[b, kh, j0 + jv, d0 + 3]), a3)
             Acc[d0, lid] = a0
             Acc[d0 + 1, lid] = a1
             Acc[d0 + 2, lid] = a2
@@ -310,7 +313,7 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
         for dr in range(D4, D):
             a = Acc[dr, lid] * corr
             for jr in range(t):
-                a += P[jr, lid] * tk.float32(v[b, kh, j0 + jr, dr])
+                a = tk.fma(P[jr, lid], tk.float32(v[b, kh, j0 + jr, dr]), a)
             Acc[dr, lid] = a
         m = mt
         # (no item reads another's lanes: this barrier only makes j0 and t uniform, one
@@ -367,12 +370,12 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
             for jj in range(t):
                 sc[g * KT + jj] = sc[g * KT + jj] * scale
                 mt = max(mt, sc[g * KT + jj])
-            corr = _exp(m[g] - mt, poly)
+            corr = _exp_neg(m[g] - mt, poly)
             l[g] = l[g] * corr
             for d in range(D):
                 acc[g * D + d] = acc[g * D + d] * corr
             for jj in range(t):
-                sc[g * KT + jj] = _exp(sc[g * KT + jj] - mt, poly)
+                sc[g * KT + jj] = _exp_neg(sc[g * KT + jj] - mt, poly)
             for jj in range(t):
                 l[g] += sc[g * KT + jj]
             m[g] = mt

@@ -15,7 +15,7 @@ import tinykernels as tk
 
 from . import _common as C
 from ._index import ld4, st4, unflat4
-from ._math import exp as _exp, use_poly
+from ._math import exp_neg as _exp_neg, use_poly
 
 LANES = C.LANES
 
@@ -107,12 +107,12 @@ def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr
         acc[j] = tk.float32(0)
     for l0 in range(0, full, SM_LANES):
         for j in range(SM_LANES):
-            e = _exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale - m, poly)
+            e = _exp_neg(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale - m, poly)
             acc[j] += e
             if stash:
                 put_axis(out, ax, c0, c1, c2, c3, l0 + j, e)
     for l in range(full, L):
-        e = _exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
+        e = _exp_neg(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
         acc[l - full] += e
         if stash:
             put_axis(out, ax, c0, c1, c2, c3, l, e)
@@ -124,7 +124,7 @@ def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr
         if stash:
             e = tk.float32(at_axis(out, ax, c0, c1, c2, c3, l))
         else:
-            e = _exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
+            e = _exp_neg(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
         put_axis(out, ax, c0, c1, c2, c3, l, e * inv)
 
 
