@@ -19,6 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
+from ..passes.streaming import streamed_stores
 from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
 from .prelude import prelude
@@ -80,6 +81,61 @@ _FASTMATH_MATH_H = """\
 #else
 #include <math.h>
 #endif
+"""
+
+
+# Streaming (non-temporal) stores of a flat kernel's large outputs (passes/streaming.py): the
+# items of a block store into a small buffer in L1 (a loop GCC vectorizes), which is then
+# written out with non-temporal stores on x86 (whole aligned 64-byte lines; the partial lines at
+# either end with ordinary stores), so a line of a large output is not read before it is
+# overwritten. Other targets copy the buffer with memcpy. tk_stream_threshold: outputs of at
+# least this many bytes per launch stream (TK_CPU_STREAM_BYTES, else the last-level cache size).
+_STREAM = """\
+#include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#define TK_STREAM_BLOCK 4096
+static int64_t tk_stream_threshold(void) {
+    static int64_t cached = 0;
+    int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (t) return t;
+    const char *env = getenv("TK_CPU_STREAM_BYTES");
+    if (env && *env) t = strtoll(env, 0, 10);
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+    if (t <= 0) t = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    if (t <= 0) t = (int64_t)32 << 20;
+    __atomic_store_n(&cached, t, __ATOMIC_RELAXED);
+    return t;
+}
+static inline void tk_stream_bytes(void *dst, const void *src, int64_t n) {
+    char *d = (char *)dst; const char *s = (const char *)src;
+#if defined(__SSE2__)
+    int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63);
+    if (head > n) head = n;
+    memcpy(d, s, (size_t)head); d += head; s += head; n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+#if defined(__AVX512F__)
+        _mm512_stream_si512((void *)d, _mm512_loadu_si512((const void *)s));
+#elif defined(__AVX__)
+        _mm256_stream_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)s));
+        _mm256_stream_si256((__m256i *)(d + 32), _mm256_loadu_si256((const __m256i *)(s + 32)));
+#else
+        for (int j = 0; j < 64; j += 16)
+            _mm_stream_si128((__m128i *)(d + j), _mm_loadu_si128((const __m128i *)(s + j)));
+#endif
+    }
+#endif
+    memcpy(d, s, (size_t)n);
+}
+static inline void tk_stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
 """
 
 
@@ -241,6 +297,8 @@ class CRenderer(CLikeRenderer):
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
         self.lane_stack: list = []  # lanes shape: emitters of per-item loop variables, outermost first
         self.lane_outer = False     # lanes shape: the group's outer dimensions are bound by enclosing loops
+        self.staged: dict = {}      # flat path: id(Store) -> its staging buffer (streaming stores)
+        self.no_labels = False      # rendering a second copy of the flat body (labels must be unique)
         # grouped path: id(group_reduce) -> the group_scan whose last item already holds its result
         self.scan_totals = scan_totals(plan.body, plan.item_vars) if plan is not None and not plan.needs_done else {}
 
@@ -331,6 +389,21 @@ class CRenderer(CLikeRenderer):
         self.w("}")
         self.depth -= 1
         self.w("}")
+
+    def s_Store(self, s):
+        buf = self.staged.get(id(s))
+        if buf is None:
+            super().s_Store(s)
+        else:
+            self.w(f"{buf}[tk_pl - tk_b] = {self.stored_value(s.array, s.value)};")
+
+    def s_FuncBlock(self, s):
+        if not self.no_labels:
+            super().s_FuncBlock(s)
+        else:       # the streaming copy of a body without early exits: nothing jumps to it
+            self.w("{")
+            self.block(s.body)
+            self.w("}")
 
     def s_Return(self, s):
         if self.plan is None:
@@ -773,7 +846,8 @@ class CRenderer(CLikeRenderer):
         fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
-                portable_helpers(), _c_helpers(), "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else ""]
+                portable_helpers(), _c_helpers(), "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else "",
+                _STREAM if self.plan is None and streamed_stores(k, self.ranges) else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
     def render_flat(self) -> list:
@@ -791,6 +865,15 @@ class CRenderer(CLikeRenderer):
         # the first row's coordinates by division, the next rows' by counting (short rows
         # would otherwise pay a few 64-bit divisions each)
         self.w("if (lo >= hi) return;")
+        streams = streamed_stores(k, self.ranges)
+        if streams:
+            per_item = sum(s.array.dtype.itemsize for s, _ in streams)
+            total = " * ".join(f"tk_n{d}" for d in range(k.ndim))
+            narrow = min(s.array.dtype.itemsize for s, _ in streams)
+            # large outputs only (small ones stay in cache for the next kernel), rows of at
+            # least a few lines (else most stores would be the partial lines at the ends)
+            self.w(f"const int tk_stream = ({total}) * {per_item} >= tk_stream_threshold()"
+                   f" && tk_n{last} * {narrow} >= 256;")
         self.w("int64_t q = lo;")
         self.w(f"int64_t tk_row = lo / tk_n{last}, c0 = lo - tk_row * tk_n{last};")
         if k.ndim == 3:
@@ -802,31 +885,28 @@ class CRenderer(CLikeRenderer):
             self.w("const int64_t tk_p0 = tk_r0, tk_p1 = tk_r1;")
         elif k.ndim == 2:
             self.w("const int64_t tk_p0 = tk_row;")
+        if streams:
+            self.w("if (tk_stream) {")
+            self.depth += 1
+            self.flat_streaming(streams)
+            self.depth -= 1
+            self.w("} else {")
+            self.depth += 1
         if sums and not k.debug:    # the sums' order may change: the loop still vectorizes
             self.w("#ifdef _OPENMP")
             self.w(f"#pragma omp simd reduction(+:{', '.join(f'tk_sum{n}' for n in range(len(sums)))})")
             self.w("#endif")
         self.w("for (tk_idx tk_pl = (tk_idx)c0; tk_pl < (tk_idx)c1; ++tk_pl) {")
         self.depth += 1
-        self.w(f"const int64_t tk_p{last} = tk_pl;")
-        self.global_coords()
-        if "groupindex" in k.uses:
-            for d in range(k.ndim):
-                self.w(f"const int64_t tk_gr{d} = tk_p{d} / {k.workgroup[d]}, tk_l{d} = tk_p{d} % {k.workgroup[d]};"
-                       f" (void)tk_gr{d}; (void)tk_l{d};")
-            ll, grl = "tk_l0", "tk_gr0"
-            for d in range(1, k.ndim):
-                ll = f"({ll}) * {k.workgroup[d]} + tk_l{d}"
-                grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
-            self.w(f"const int64_t tk_ll = {ll}, tk_grl = {grl}; (void)tk_ll; (void)tk_grl;")
-        self.declare_locals(k.locals)
-        self.last_line = None
-        self.stmts(k.body)
+        self.flat_item()
         self.w("tk_next: ;")
         for n, (var, _) in enumerate(sums):
             self.w(f"tk_sum{n} += {self.var(var)};")
         self.depth -= 1
         self.w("}")
+        if streams:
+            self.depth -= 1
+            self.w("}")
         self.w("q += c1 - c0;")
         self.w("c0 = 0;")
         if k.ndim == 3:
@@ -837,6 +917,8 @@ class CRenderer(CLikeRenderer):
         self.w("}")
         for n, (_, arr) in enumerate(sums):
             self.w(f"a_{mangle(arr.name)}[tk_t] = tk_sum{n};")
+        if streams:
+            self.w("if (tk_stream) tk_stream_fence();")
         self.depth = 0
         self.w("}")
         self.fallback_pool("tk_chunk(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt, w->t);",
@@ -856,6 +938,58 @@ class CRenderer(CLikeRenderer):
         self.w("#endif")
         self.w("}")
         return self.lines
+
+    def flat_item(self) -> None:
+        """One work item of the flat loop (position ``tk_pl`` along the last dimension)."""
+        k = self.k
+        self.w(f"const int64_t tk_p{k.ndim - 1} = tk_pl;")
+        self.global_coords()
+        if "groupindex" in k.uses:
+            for d in range(k.ndim):
+                self.w(f"const int64_t tk_gr{d} = tk_p{d} / {k.workgroup[d]}, tk_l{d} = tk_p{d} % {k.workgroup[d]};"
+                       f" (void)tk_gr{d}; (void)tk_l{d};")
+            ll, grl = "tk_l0", "tk_gr0"
+            for d in range(1, k.ndim):
+                ll = f"({ll}) * {k.workgroup[d]} + tk_l{d}"
+                grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
+            self.w(f"const int64_t tk_ll = {ll}, tk_grl = {grl}; (void)tk_ll; (void)tk_grl;")
+        self.declare_locals(k.locals)
+        self.last_line = None
+        self.stmts(k.body)
+
+    def flat_streaming(self, streams: list) -> None:
+        """The row's items ``c0 <= tk_pl < c1`` in blocks: each block's items store the
+        ``streams`` (passes/streaming.py) into buffers in L1, which are then written to the
+        outputs with streaming stores, in program order."""
+        k = self.k
+        last = k.ndim - 1
+        block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
+        self.staged = {id(s): f"tk_stage{n}" for n, (s, _) in enumerate(streams)}
+        for n, (s, _) in enumerate(streams):
+            self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
+        self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
+        self.depth += 1
+        self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
+        self.w("for (tk_idx tk_pl = tk_b; tk_pl < tk_be; ++tk_pl) {")
+        self.depth += 1
+        self.no_labels = True
+        self.flat_item()
+        self.no_labels = False
+        self.depth -= 1
+        self.w("}")
+        self.w("{")
+        self.depth += 1
+        self.w(f"const int64_t tk_p{last} = tk_b;")
+        self.global_coords()
+        for n, (s, index) in enumerate(streams):
+            a = s.array
+            self.w(f"tk_stream_bytes(&{self.element(a, index)}, tk_stage{n}, "
+                   f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
+        self.depth -= 1
+        self.w("}")
+        self.depth -= 1
+        self.w("}")
+        self.staged = {}
 
     def render_grouped(self) -> list:
         k, plan = self.k, self.plan

@@ -1,0 +1,196 @@
+"""Streaming (non-temporal) stores on the CPU (docs/cpu.md, passes/streaming.py): which
+stores qualify, and that streamed results are bit-identical to ordinary stores for every
+dtype, odd sizes, misaligned arrays, 2-D rows and offset ndranges.
+
+``TK_CPU_STREAM_BYTES`` is read by a kernel library at its first launch, so every kernel
+that a test forces into streaming (or out of it) is defined inside that test: a new source
+line is a new library."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.ir import nodes as N
+from tinykernels.passes.streaming import streamed_stores
+
+CPU = tk.CPU()
+
+
+def _source(kernel, *args, ndrange):
+    return kernel.source("CPU", *args, ndrange=ndrange)
+
+
+@pytest.fixture
+def stream_always(monkeypatch):
+    monkeypatch.setenv("TK_CPU_STREAM_BYTES", "1")
+
+
+@pytest.fixture
+def stream_never(monkeypatch):
+    monkeypatch.setenv("TK_CPU_STREAM_BYTES", str(1 << 62))
+
+
+# ----------------------------------------------------------------------------- which stores
+
+@tk.kernel
+def triad(a, b: tk.Const, c: tk.Const, s):
+    i = tk.index()
+    a[i] = b[i] + s * c[i]
+
+
+@tk.kernel
+def inplace(a, s):
+    i = tk.index()
+    a[i] = a[i] * s                      # the output is read: no streaming
+
+
+@tk.kernel
+def conditional(a, b: tk.Const):
+    i = tk.index()
+    if b[i] > 0:
+        a[i] = b[i]                      # not every item stores: no streaming
+
+
+@tk.kernel
+def shifted(a, b: tk.Const):
+    i = tk.index()
+    a[i - 1] = b[i]                      # not the item's own position
+
+
+@tk.kernel
+def read_after(a, x, b: tk.Const):
+    i = tk.index()
+    a[i] = b[i]
+    x[i] = x[i] + 1.0                    # reads a writable array afterwards: it may alias a
+
+
+@tk.kernel
+def early_exit(a, b: tk.Const):
+    i = tk.index()
+    if i == 3:
+        return
+    a[i] = b[i]
+
+
+@tk.kernel
+def two_outputs(a, m, b: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    a[i, j] = b[i, j] * 2.0
+    m[i, j] = b[i, j] > 0.5
+
+
+def test_streams_top_level_stores_of_the_items_own_position():
+    x = np.zeros(1000, np.float32)
+    src = _source(triad, x, x, x, np.float32(2), ndrange=(1000,))
+    assert "tk_stream_bytes(&a_a[" in src and "tk_stream_fence();" in src
+    assert "tk_stage0[tk_pl - tk_b] =" in src
+    # the plain copy is still there, chosen at run time by the launch's output bytes
+    assert "tk_stream_threshold()" in src and "a_a[(tk_idx)(v_i)] =" in src
+
+
+@pytest.mark.parametrize("kernel, args", [
+    (inplace, (np.zeros(1000, np.float32), np.float32(2))),
+    (conditional, (np.zeros(1000, np.float32), np.zeros(1000, np.float32))),
+    (shifted, (np.zeros(1000, np.float32), np.zeros(1000, np.float32))),
+    (read_after, (np.zeros(1000, np.float32), np.zeros(1000, np.float32), np.zeros(1000, np.float32))),
+    (early_exit, (np.zeros(1000, np.float32), np.zeros(1000, np.float32))),
+])
+def test_no_streaming_where_a_delayed_store_could_be_observed(kernel, args):
+    assert "tk_stream" not in _source(kernel, *args, ndrange=(1000,))
+
+
+def test_debug_kernels_keep_plain_stores():
+    x = np.zeros(1000, np.float32)
+    assert "tk_stream" not in triad.source(tk.CPU(debug=True), x, x, x, np.float32(2), ndrange=(1000,))
+
+
+def test_analysis_picks_both_outputs_in_program_order():
+    a = np.zeros((4, 300), np.float32)
+    m = np.zeros((4, 300), np.bool_)
+    src = _source(two_outputs, a, m, a, ndrange=(4, 300))
+    assert src.index("tk_stream_bytes(&a_a[") < src.index("tk_stream_bytes(&a_m[")
+
+
+def test_streamed_stores_unit():
+    i = N.Index(None, None, "global_linear")
+    out = N.ArrayInfo("out", tk.float32, 1)
+    store = N.Store(None, out, [i], N.Var(None, None, "v"))
+    k = N.Kernel("k", [], [store], {}, 1, (256,))
+    assert [s for s, _ in streamed_stores(k, 0)] == [store]
+    k.debug = True
+    assert streamed_stores(k, 0) == []
+    k.debug = False
+    # ranges == 2 (a step between items): global coordinates are not unit stride
+    store2 = N.Store(None, out, [N.Index(None, None, "global", 0)], N.Var(None, None, "v"))
+    k.body = [store2]
+    assert streamed_stores(k, 0) and not streamed_stores(k, 2)
+
+
+# ----------------------------------------------------------------------------- identical results
+
+DTYPES = [np.float32, np.float64, np.float16, np.int8, np.uint16, np.int32, np.int64, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n, offset", [(1, 0), (37, 1), (4099, 0), (100003, 3)])
+def test_streamed_results_equal_numpy(dtype, n, offset, stream_always):
+    @tk.kernel
+    def scale(a, b: tk.Const):
+        i = tk.index()
+        a[i] = b[i] + b[i]
+
+    rng = np.random.default_rng(n)
+    src = (rng.random(n + offset) * 50).astype(dtype)
+    fill = np.array(7).astype(dtype)
+    buf = np.full(n + offset + 5, fill, dtype)
+    out = buf[offset:offset + n]                 # misaligned start, odd length
+    b = src[offset:]
+    scale(CPU)(out, b, ndrange=(n,))
+    tk.synchronize(CPU)
+    np.testing.assert_array_equal(out, (b + b).astype(dtype))
+    assert (buf[:offset] == fill).all() and (buf[offset + n:] == fill).all()   # nothing outside written
+
+
+def test_streamed_rows_offsets_and_threads(stream_always):
+    @tk.kernel
+    def rows(a, m, b: tk.Const, s):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        t = b[i, j] * s
+        a[i, j] = t + 1.0
+        m[i, j] = t > 0.5
+
+    rng = np.random.default_rng(1)
+    b = rng.random((67, 1029)).astype(np.float64)
+    for nd in [(67, 1029), (range(3, 60), range(5, 1000))]:
+        a = np.full((67, 1029), -1.0)
+        m = np.zeros((67, 1029), np.bool_)
+        for threads in (1, 2, 3):
+            a[:] = -1.0
+            m[:] = False
+            rows(tk.CPU(threads=threads))(a, m, b, 2.0, ndrange=nd)
+            r0 = range(67) if isinstance(nd[0], int) else nd[0]
+            r1 = range(1029) if isinstance(nd[1], int) else nd[1]
+            exp_a = np.full((67, 1029), -1.0)
+            exp_m = np.zeros((67, 1029), np.bool_)
+            sl = (slice(r0.start, r0.stop), slice(r1.start, r1.stop))
+            exp_a[sl] = b[sl] * 2.0 + 1.0
+            exp_m[sl] = b[sl] * 2.0 > 0.5
+            np.testing.assert_array_equal(a, exp_a)
+            np.testing.assert_array_equal(m, exp_m)
+
+
+def test_small_outputs_keep_plain_stores_by_default(monkeypatch):
+    """Without TK_CPU_STREAM_BYTES the threshold is the last-level cache size: a small output
+    takes the plain branch (observable here only through the source's guard) and is right."""
+    monkeypatch.delenv("TK_CPU_STREAM_BYTES", raising=False)
+
+    @tk.kernel
+    def small(a, b: tk.Const):
+        i = tk.index()
+        a[i] = b[i] * 3.0
+
+    b = np.arange(5000, dtype=np.float32)
+    a = np.zeros_like(b)
+    src = small.source("CPU", a, b, ndrange=(5000,))
+    assert "const int tk_stream = (tk_n0) * 4 >= tk_stream_threshold() && tk_n0 * 4 >= 256;" in src
+    small(CPU)(a, b, ndrange=(5000,))
+    np.testing.assert_array_equal(a, b * 3)
