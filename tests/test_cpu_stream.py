@@ -194,3 +194,108 @@ def test_small_outputs_keep_plain_stores_by_default(monkeypatch):
     assert "const int tk_stream = (tk_n0) * 4 >= tk_stream_threshold() && tk_n0 * 4 >= 256;" in src
     small(CPU)(a, b, ndrange=(5000,))
     np.testing.assert_array_equal(a, b * 3)
+
+
+# ----------------------------------------------------------------------------- grouped kernels: lanes runs
+
+INTERP = tk.Interpreter()
+
+
+@tk.kernel
+def softmax_like(out, X: tk.Const, D: tk.constexpr):
+    row = tk.index(tk.Group, tk.Linear)
+    lid = tk.index(tk.Local, tk.Linear)
+    tk.synchronize()                     # a grouped kernel (lanes shape)
+    for j in range(lid, D, tk.groupsize()[0]):
+        out[row, j] = X[row, j]
+    for j in range(lid, D, tk.groupsize()[0]):
+        out[row, j] *= 2.0               # reads the output: no streaming
+
+
+@tk.kernel
+def masked_store(out, X: tk.Const, D: tk.constexpr):
+    row = tk.index(tk.Group, tk.Linear)
+    lid = tk.index(tk.Local, tk.Linear)
+    tk.synchronize()                     # a grouped kernel (lanes shape)
+    for j in range(lid, D, tk.groupsize()[0]):
+        if X[row, j] > 0:
+            out[row, j] = 1.0            # not every lane stores: plain stores
+
+
+def test_lanes_source_streams_only_write_only_outputs_stored_by_every_lane():
+    X = np.zeros((4, 256), np.float32)
+    assert "tk_stream" not in softmax_like.source("CPU", X, X, 256, ndrange=(256,), workgroupsize=(64,))
+    assert "tk_stage" not in masked_store.source("CPU", X, X, 256, ndrange=(256,), workgroupsize=(64,))
+
+
+def _check(kernel, wg, args, ndrange, expected=None):
+    """CPU (streaming forced by the fixture) against the interpreter, bit for bit."""
+    outs = []
+    for b in (CPU, INTERP):
+        a = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+        kernel(b, wg)(*a, ndrange=ndrange)
+        tk.synchronize(b)
+        outs.append(a)
+    for x, y in zip(*outs):
+        if isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y)
+    if expected is not None:
+        np.testing.assert_array_equal(outs[0][0], expected)
+    return outs[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.bool_])
+@pytest.mark.parametrize("D, wg, offset", [(4096, 64, 0), (1000, 64, 1), (301, 48, 3), (64, 64, 0)])
+def test_lanes_streamed_rows_equal_interpreter(dtype, D, wg, offset, stream_always):
+    @tk.kernel
+    def scale_rows(out, X: tk.Const, w: tk.Const, D: tk.constexpr):
+        row = tk.index(tk.Group, tk.Linear)
+        lid = tk.index(tk.Local, tk.Linear)
+        tk.synchronize()
+        for j in range(lid, D, tk.groupsize()[0]):
+            out[row, j] = X[row, j] * w[j]
+
+    R = 5
+    rng = np.random.default_rng(D)
+    X = (rng.random((R, D)) * 10).astype(dtype)
+    w = (rng.random(D) * 3).astype(dtype)
+    fill = np.array(5).astype(dtype)
+    buf = np.full(R * D + offset + 3, fill, dtype)
+    out = buf[offset:offset + R * D].reshape(R, D)      # misaligned rows
+    src = scale_rows.source("CPU", out, X, w, D, ndrange=(R * wg,), workgroupsize=(wg,))
+    assert "tk_stage0[tk_l0] =" in src
+    scale_rows(CPU, wg)(out, X, w, D, ndrange=(R * wg,))
+    tk.synchronize(CPU)
+    ref = np.empty((R, D), dtype)
+    scale_rows(INTERP, wg)(ref, X, w, D, ndrange=(R * wg,))
+    np.testing.assert_array_equal(out, ref)
+    assert (buf[:offset] == fill).all() and (buf[offset + R * D:] == fill).all()
+
+
+def test_lanes_streamed_2d_groups_partial_and_uniform_loop(stream_always):
+    @tk.kernel
+    def planes(out, x: tk.Const, s, P: tk.constexpr):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        tk.synchronize()
+        for t in range(P):                       # uniform loop: hoisted, lanes along j
+            out[t, i, j] = x[i, j] * s + t
+
+    x = np.random.default_rng(2).random((21, 77)).astype(np.float32)
+    out = np.zeros((3, 21, 77), np.float32)
+    exp = np.stack([x * np.float32(1.5) + np.float32(t) for t in range(3)])
+    src = planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77), workgroupsize=(4, 16))
+    assert "tk_stream_bytes(&a_out[" in src
+    _check(planes, (4, 16), [out, x, np.float32(1.5), 3], (21, 77), exp)
+
+
+def test_lanes_without_streaming_are_unchanged(stream_never):
+    @tk.kernel
+    def scale_rows2(out, X: tk.Const, D: tk.constexpr):
+        row = tk.index(tk.Group, tk.Linear)
+        lid = tk.index(tk.Local, tk.Linear)
+        tk.synchronize()
+        for j in range(lid, D, tk.groupsize()[0]):
+            out[row, j] = X[row, j] + 1.0
+
+    X = np.random.default_rng(3).random((3, 700)).astype(np.float32)
+    _check(scale_rows2, 64, [np.zeros_like(X), X, 700], (3 * 64,), X + np.float32(1))

@@ -19,7 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
-from ..passes.streaming import streamed_stores
+from ..passes.streaming import lane_coef, streamed_stores, unobservable_after, write_only_arrays
 from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
 from .prelude import prelude
@@ -299,6 +299,13 @@ class CRenderer(CLikeRenderer):
         self.lane_outer = False     # lanes shape: the group's outer dimensions are bound by enclosing loops
         self.staged: dict = {}      # flat path: id(Store) -> its staging buffer (streaming stores)
         self.no_labels = False      # rendering a second copy of the flat body (labels must be unique)
+        # grouped path, lanes pieces: arrays that may stream; a C condition under which every
+        # valid lane runs the current lanes loop unmasked (None: unknown); hoisted loop vars
+        self.write_only = (write_only_arrays(kernel) if plan is not None and not plan.needs_done
+                           and not kernel.debug else set())
+        self.lane_full = None
+        self.lane_vars: dict = {}
+        self.stream_arrays: set = set()     # arrays some lanes run streams (grouped path)
         # grouped path: id(group_reduce) -> the group_scan whose last item already holds its result
         self.scan_totals = scan_totals(plan.body, plan.item_vars) if plan is not None and not plan.needs_done else {}
 
@@ -395,7 +402,7 @@ class CRenderer(CLikeRenderer):
         if buf is None:
             super().s_Store(s)
         else:
-            self.w(f"{buf}[tk_pl - tk_b] = {self.stored_value(s.array, s.value)};")
+            self.w(f"{buf} = {self.stored_value(s.array, s.value)};")
 
     def s_FuncBlock(self, s):
         if not self.no_labels:
@@ -434,7 +441,9 @@ class CRenderer(CLikeRenderer):
                 self.item_loop_head(range(k.ndim - 1))
                 self.depth += 1
             self.lane_outer = k.ndim > 1
+            self.lane_full = "1"
             self.lanes_block(s.body, None)
+            self.lane_full = None
             self.lane_outer = False
             if k.ndim > 1:
                 self.depth -= 1
@@ -470,7 +479,11 @@ class CRenderer(CLikeRenderer):
         def flush():
             if run:
                 body = list(run)
-                self.lane_items(mask, lambda: self.stmts(body))
+                streams = self.lane_streams(body)
+                if streams:
+                    self.lanes_streaming(body, mask, streams)
+                else:
+                    self.lane_items(mask, lambda: self.stmts(body))
                 run.clear()
         for s in stmts:
             if lane_loop(s):
@@ -584,11 +597,14 @@ class CRenderer(CLikeRenderer):
             self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_n; ++{tt}) {{")
             self.depth += 1
             self.w(f"const {ct} {n}_v = ({ct})((uint64_t){n}_s + {tt} * (uint64_t){n}_p);")
+            saved_lv = self.lane_vars.get(s.var, False)
+            self.lane_vars[s.var] = None
             if s.var in u:
                 self.w(f"{self.stored_var(s.var)} = {n}_v;")
                 self.lanes_block(s.body, mask)
             else:
                 self.with_lane_var(s.var, f"{n}_v", None, wb, lambda: self.lanes_block(s.body, mask))
+            self._restore_lane_var(s.var, saved_lv)
             self.depth -= 1
             self.w("}}")
             return
@@ -623,9 +639,87 @@ class CRenderer(CLikeRenderer):
             value = lambda: f"({ct})((uint64_t)({self.expr(s.start)}) + {tt} * (uint64_t)({self.expr(s.step)}))"
         else:
             value = lambda: f"({ct})((uint64_t){n}_st[tk_lid] + {tt} * (uint64_t){n}_sp[tk_lid])"
+        saved_lv = self.lane_vars.get(s.var, False)
+        if inline:
+            self.lane_vars[s.var] = (s.start, s.step)
+        else:       # start and step stored per item: nothing known about the lanes
+            self.lane_vars.pop(s.var, None)
+        saved_full = self.lane_full
+        self.lane_full = f"{n}_full" if mask is None and saved_full == "1" else None
         self.with_lane_var(s.var, f"{n}_v", (ct, value), wb, lambda: self.lanes_block(s.body, sub_mask))
+        self.lane_full = saved_full
+        self._restore_lane_var(s.var, saved_lv)
         self.depth -= 1
         self.w("}}")
+
+    def _restore_lane_var(self, var, saved) -> None:
+        if saved is False:
+            self.lane_vars.pop(var, None)
+        else:
+            self.lane_vars[var] = saved
+
+    def lane_streams(self, body: list) -> list:
+        """Stores of a lanes run (plain statements, one loop over the lanes) that may stream:
+        a write-only output (passes/streaming.py) at an address one element further per lane,
+        stored by every lane (a top-level statement of a run whose lanes all run, see
+        ``lane_full``) with nothing after it that could observe the delay."""
+        if not self.write_only or self.lane_full is None:
+            return []
+        k = self.k
+        out = []
+        for s in body:
+            if not (isinstance(s, N.Store) and s.array.name in self.write_only
+                    and len(s.index) == s.array.ndim):
+                continue
+            coefs = [lane_coef(e, k.ndim, self.ranges, self.plan.group_vars, self.plan.remat,
+                               self.lane_vars) for e in s.index]
+            if coefs[-1] == 1 and all(c == 0 for c in coefs[:-1]):
+                out.append(s)
+        if out:
+            first = next(i for i, s in enumerate(body) if s is out[0])
+            if not unobservable_after(body[first + 1:], {s.array.name for s in out}):
+                return []
+        return out
+
+    def lanes_streaming(self, body: list, mask, streams: list) -> None:
+        """A lanes run whose ``streams`` store into per-lane buffers, written to the outputs
+        with streaming stores after the loop (one contiguous run of the group's valid lanes
+        each), when the outputs are large and every lane runs; the plain loop otherwise."""
+        k = self.k
+        last = k.ndim - 1
+        width = k.workgroup[last]
+        self.stream_arrays.update(s.array.name for s in streams)
+        self.w(f"if (tk_stream && ({self.lane_full})) {{")
+        self.depth += 1
+        for n, s in enumerate(streams):
+            self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{width}] __attribute__((aligned(64)));")
+        self.staged = {id(s): f"tk_stage{n}[tk_l{last}]" for n, s in enumerate(streams)}
+        self.lane_items(mask, lambda: self.stmts(body))
+        self.staged = {}
+        # the outputs' addresses at lane 0 of this row of the group
+        self.w("{")
+        self.depth += 1
+        dims = range(k.ndim - 1 if self.lane_outer else 0, k.ndim)
+        for d in dims:
+            self.w(f"const int64_t tk_l{d} = 0;")
+        self.item_geometry(dims)
+        self.global_coords()
+        saved = self.in_item
+        self.in_item = True
+        for fn in self.lane_stack:
+            fn()
+        for n, s in enumerate(streams):
+            self.w(f"tk_stream_bytes(&{self.element(s.array, s.index)}, tk_stage{n}, "
+                   f"tk_nv{last} * (int64_t)sizeof(tk_stage{n}[0]));")
+        self.in_item = saved
+        self.depth -= 1
+        self.w("}")
+        self.depth -= 1
+        self.w("} else {")
+        self.depth += 1
+        self.lane_items(mask, lambda: self.stmts(body))
+        self.depth -= 1
+        self.w("}")
 
     def with_lane_var(self, var, cname, decl, write_back, emit) -> None:
         """Render ``emit`` with ``var`` read from ``cname`` (the body never assigns it, see
@@ -668,9 +762,11 @@ class CRenderer(CLikeRenderer):
         self.w(f"{{ bool {c}[{_prod(self.k.workgroup)}];")
         self.lane_items(mask, lambda: self.w(f"{c}[tk_lid] = {self.expr(s.cond)};"))
         both = (lambda m: m if mask is None else f"({mask}) && {m}")
+        saved_full, self.lane_full = self.lane_full, None
         self.lanes_block(s.body, both(f"{c}[tk_lid]"))
         if s.orelse:
             self.lanes_block(s.orelse, both(f"!{c}[tk_lid]"))
+        self.lane_full = saved_full
         self.w("}")
 
     def s_Collective(self, s: N.Collective):
@@ -847,7 +943,7 @@ class CRenderer(CLikeRenderer):
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else "",
-                _STREAM if self.plan is None and streamed_stores(k, self.ranges) else ""]
+                _STREAM if self.stream_arrays else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
     def render_flat(self) -> list:
@@ -866,6 +962,7 @@ class CRenderer(CLikeRenderer):
         # would otherwise pay a few 64-bit divisions each)
         self.w("if (lo >= hi) return;")
         streams = streamed_stores(k, self.ranges)
+        self.stream_arrays.update(s.array.name for s, _ in streams)
         if streams:
             per_item = sum(s.array.dtype.itemsize for s, _ in streams)
             total = " * ".join(f"tk_n{d}" for d in range(k.ndim))
@@ -964,7 +1061,7 @@ class CRenderer(CLikeRenderer):
         k = self.k
         last = k.ndim - 1
         block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
-        self.staged = {id(s): f"tk_stage{n}" for n, (s, _) in enumerate(streams)}
+        self.staged = {id(s): f"tk_stage{n}[tk_pl - tk_b]" for n, (s, _) in enumerate(streams)}
         for n, (s, _) in enumerate(streams):
             self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
         self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
@@ -1010,6 +1107,7 @@ class CRenderer(CLikeRenderer):
         for d in range(k.ndim):
             self.w(f"(void)tk_nv{d}; (void)tk_gr{d};")
         self.unpack()
+        flag_at = len(self.lines)
         self.w("const int64_t tk_grl = g; (void)tk_grl;")
         self.w("const int64_t tk_lid0 = 0; (void)tk_lid0;")
         # group-level context is work item 0 (for tk.uniform of per-item values)
@@ -1029,6 +1127,11 @@ class CRenderer(CLikeRenderer):
         self.last_line = None
         self.stmts(plan.body)
         self.w("goto tk_group_end;")
+        if self.stream_arrays:      # streaming stores when the outputs are large
+            arrays = {p[1].name: p[1] for p in k.params if p[0] == "array"}
+            size = " + ".join(f"{' * '.join(f'a_{mangle(n)}_sh{d}' for d in range(arrays[n].ndim))}"
+                              f" * {arrays[n].dtype.itemsize}" for n in sorted(self.stream_arrays))
+            self.lines.insert(flag_at, "    " + f"const int tk_stream = {size} >= tk_stream_threshold();")
         self.depth = 0
         self.w("tk_group_end: ;")
         self.w("}")
@@ -1049,6 +1152,13 @@ class CRenderer(CLikeRenderer):
             self.w(f"    else tk_group_body(a, g, {grs}, {', '.join(nvs)});")
         self.w("}")
         self.lines.extend(group_walk(k.ndim, wg).splitlines())
+        if self.stream_arrays:      # each thread's streaming stores complete before the launch returns
+            self.lines.extend([
+                "static void tk_run_groups_fenced(const tk_slot *a, int64_t lo, int64_t hi) {",
+                "    tk_run_groups(a, lo, hi);",
+                "    tk_stream_fence();",
+                "}",
+                "#define tk_run_groups tk_run_groups_fenced"])
         self.fallback_pool("tk_run_groups(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt);",
                            "tk_parallel_groups")
         total = " * ".join(f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(k.ndim))

@@ -67,6 +67,96 @@ def _exprs(stmts):
             yield from N.walk_expr(e)
 
 
+def write_only_arrays(k: N.Kernel) -> set:
+    """Global, writable, contiguous arrays that ``k`` stores in exactly one place and never
+    reads or updates atomically: candidates for streaming stores."""
+    stores: dict = {}
+    touched: set = set()
+    arrays: dict = {}
+    for s in N.walk_stmts(k.body):
+        if isinstance(s, N.Store):
+            stores[s.array.name] = stores.get(s.array.name, 0) + 1
+            arrays[s.array.name] = s.array
+    for e in _exprs(k.body):
+        if isinstance(e, (N.Load, N.Atomic)):
+            touched.add(e.array.name)
+    return {n for n, a in arrays.items()
+            if a.space == "global" and not a.const and a.contiguous and n not in touched and stores[n] == 1}
+
+
+def unobservable_after(rest: list, names: set) -> bool:
+    """Whether a store to one of ``names`` may be delayed past statements ``rest`` of the same
+    work item: they read no writable global array (it may alias the output), run no atomic,
+    print nothing and store to no other global array."""
+    for s in N.walk_stmts(rest):
+        if isinstance(s, N.Print) or (isinstance(s, N.Store) and s.array.space == "global"
+                                      and s.array.name not in names):
+            return False
+    for e in _exprs(rest):
+        if isinstance(e, N.Atomic) or (isinstance(e, N.Load) and e.array.space == "global"
+                                       and not e.array.const):
+            return False
+    return True
+
+
+def lane_coef(e: N.Expr, ndim: int, ranges: int, uniform: set, remat: dict, lane_vars: dict):
+    """How expression ``e`` changes from one work item to the next along the last group
+    dimension (the lanes of the CPU's lanes shape): 0 (the same in every lane), 1 (one more
+    per lane), another int, or None (unknown). ``uniform``: group-level locals; ``remat``:
+    locals recomputed from the item's geometry; ``lane_vars``: variables of loops hoisted
+    out of the lanes, to ``(start, step)`` of a per-item range or None for a uniform one."""
+    def c(x):
+        if isinstance(x, (N.Const, N.Arg, N.Shape)):
+            return 0
+        if isinstance(x, N.Var):
+            if x.name in lane_vars:
+                rng = lane_vars[x.name]
+                if rng is None:
+                    return 0
+                start, step = c(rng[0]), c(rng[1])
+                return start if step == 0 else None
+            if x.name in uniform:
+                return 0
+            if x.name in remat:
+                return c(remat[x.name])
+            return None
+        if isinstance(x, N.Index):
+            last = x.dim == ndim - 1
+            if x.kind in ("local_linear", "global_linear"):
+                return 1
+            if x.kind in ("local", "global_pos"):
+                return 1 if last else 0
+            if x.kind == "global":
+                return (1 if ranges < 2 else None) if last else 0
+            return 0        # group, ndrange, groupsize, ngroups, group_linear
+        if isinstance(x, N.BinOp) and x.op in ("+", "-", "*"):
+            a, b = c(x.a), c(x.b)
+            if a is None or b is None:
+                return None
+            if (a or b) and not (x.ty is not None and x.ty.dtype.kind in "iu" and x.ty.dtype.bits == 64):
+                return None     # narrower arithmetic may wrap between lanes
+            if x.op == "+":
+                return a + b
+            if x.op == "-":
+                return a - b
+            if a == 0 and b == 0:
+                return 0
+            if a == 0 and isinstance(x.a, N.Const) and isinstance(x.a.value, int):
+                return b * x.a.value
+            if b == 0 and isinstance(x.b, N.Const) and isinstance(x.b.value, int):
+                return a * x.b.value
+            return None
+        if isinstance(x, N.Cast):
+            inner = c(x.a)
+            if inner == 0:
+                return 0
+            return inner if x.ty.dtype.kind in "iu" and x.ty.dtype.bits == 64 else None
+        if isinstance(x, (N.Load, N.Atomic)):
+            return None
+        return 0 if all(c(y) == 0 for y in N.child_exprs(x)) else None
+    return c(e)
+
+
 def streamed_stores(k: N.Kernel, ranges: int) -> list:
     """The top-level stores of flat kernel ``k`` that may be staged and streamed (see the
     module docstring), in program order, each as ``(store, index)`` with the index's locals
@@ -77,36 +167,14 @@ def streamed_stores(k: N.Kernel, ranges: int) -> list:
         return []
     if any(isinstance(s, (N.Return, N.FuncExit, N.Barrier, N.Collective)) for s in N.walk_stmts(body)):
         return []
-    stores: dict = {}       # array name -> number of stores
-    touched: set = set()    # arrays loaded or updated atomically
-    for s in N.walk_stmts(body):
-        if isinstance(s, N.Store):
-            stores[s.array.name] = stores.get(s.array.name, 0) + 1
-    for e in _exprs(body):
-        if isinstance(e, (N.Load, N.Atomic)):
-            touched.add(e.array.name)
     defs = _geometry_defs(body)
-    picked = []
-    for s in body:
-        if not isinstance(s, N.Store):
-            continue
-        a = s.array
-        if (a.space != "global" or a.const or not a.contiguous or a.name in touched
-                or stores[a.name] != 1 or len(s.index) != a.ndim
-                or not all(_unit_stride(e, defs, k.ndim, ranges, d, a.ndim) for d, e in enumerate(s.index))):
-            continue
-        picked.append(s)
+    candidates = write_only_arrays(k)
+    picked = [s for s in body if isinstance(s, N.Store) and s.array.name in candidates
+              and len(s.index) == s.array.ndim
+              and all(_unit_stride(e, defs, k.ndim, ranges, d, s.array.ndim) for d, e in enumerate(s.index))]
     if not picked:
         return []
     first = next(i for i, s in enumerate(body) if s is picked[0])
-    names = {s.array.name for s in picked}
-    rest = body[first + 1:]
-    for s in N.walk_stmts(rest):
-        if isinstance(s, N.Print) or (isinstance(s, N.Store) and s.array.space == "global"
-                                      and s.array.name not in names):
-            return []
-    for e in _exprs(rest):
-        if isinstance(e, N.Atomic) or (isinstance(e, N.Load) and e.array.space == "global"
-                                       and not e.array.const):
-            return []
+    if not unobservable_after(body[first + 1:], {s.array.name for s in picked}):
+        return []
     return [(s, [defs.get(e.name, e) if isinstance(e, N.Var) else e for e in s.index]) for s in picked]
