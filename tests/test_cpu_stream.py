@@ -81,7 +81,8 @@ def two_outputs(a, m, b: tk.Const):
 def test_streams_top_level_stores_of_the_items_own_position():
     x = np.zeros(1000, np.float32)
     src = _source(triad, x, x, x, np.float32(2), ndrange=(1000,))
-    assert "tk_stream_bytes(&a_a[" in src and "tk_stream_fence();" in src
+    assert "tk_stream_bytes(&tk_pend_a, &a_a[" in src and "tk_stream_fence();" in src
+    assert "tk_pend_flush(&tk_pend_a);" in src
     assert "tk_stage0[tk_pl - tk_b] =" in src
     # the plain copy is still there, chosen at run time by the launch's output bytes
     assert "tk_stream_threshold()" in src and "a_a[(tk_idx)(v_i)] =" in src
@@ -107,7 +108,7 @@ def test_analysis_picks_both_outputs_in_program_order():
     a = np.zeros((4, 300), np.float32)
     m = np.zeros((4, 300), np.bool_)
     src = _source(two_outputs, a, m, a, ndrange=(4, 300))
-    assert src.index("tk_stream_bytes(&a_a[") < src.index("tk_stream_bytes(&a_m[")
+    assert src.index("tk_stream_bytes(&tk_pend_a, &a_a[") < src.index("tk_stream_bytes(&tk_pend_m, &a_m[")
 
 
 def test_streamed_stores_unit():
@@ -247,6 +248,7 @@ def _check(kernel, wg, args, ndrange, expected=None):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.bool_])
 @pytest.mark.parametrize("D, wg, offset", [(4096, 64, 0), (1000, 64, 1), (301, 48, 3), (64, 64, 0)])
 def test_lanes_streamed_rows_equal_interpreter(dtype, D, wg, offset, stream_always):
+    wg = max(wg, 256 // np.dtype(dtype).itemsize)       # rows of the group of >= 4 cache lines stream
     @tk.kernel
     def scale_rows(out, X: tk.Const, w: tk.Const, D: tk.constexpr):
         row = tk.index(tk.Group, tk.Linear)
@@ -283,19 +285,26 @@ def test_lanes_streamed_2d_groups_partial_and_uniform_loop(stream_always):
     x = np.random.default_rng(2).random((21, 77)).astype(np.float32)
     out = np.zeros((3, 21, 77), np.float32)
     exp = np.stack([x * np.float32(1.5) + np.float32(t) for t in range(3)])
-    src = planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77), workgroupsize=(4, 16))
-    assert "tk_stream_bytes(&a_out[" in src
-    _check(planes, (4, 16), [out, x, np.float32(1.5), 3], (21, 77), exp)
+    src = planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77), workgroupsize=(4, 64))
+    assert "tk_stream_bytes(&tk_pend_out, &a_out[" in src
+    _check(planes, (4, 64), [out, x, np.float32(1.5), 3], (21, 77), exp)
+    # a group row of one cache line (16 float32) keeps plain stores
+    assert "tk_stream" not in planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77),
+                                            workgroupsize=(4, 16))
 
 
-def test_lanes_without_streaming_are_unchanged(stream_never):
+def test_item_outer_piece_streams_through_a_local_tile(stream_always):
     @tk.kernel
-    def scale_rows2(out, X: tk.Const, D: tk.constexpr):
-        row = tk.index(tk.Group, tk.Linear)
-        lid = tk.index(tk.Local, tk.Linear)
+    def swap_pairs(out, a: tk.Const, W: tk.constexpr):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        li, lj = tk.index(tk.Local, tk.Cartesian)
+        tile = tk.localmem(a.dtype, (2, W))
+        tile[li, lj] = a[i, j]
         tk.synchronize()
-        for j in range(lid, D, tk.groupsize()[0]):
-            out[row, j] = X[row, j] + 1.0
+        out[i, j] = tile[li, lj] * 2.0 + tile[1 - li, lj]
 
-    X = np.random.default_rng(3).random((3, 700)).astype(np.float32)
-    _check(scale_rows2, 64, [np.zeros_like(X), X, 700], (3 * 64,), X + np.float32(1))
+    a = np.random.default_rng(4).random((8, 200)).astype(np.float64)
+    src = swap_pairs.source("CPU", a, a, 64, ndrange=(8, 200), workgroupsize=(2, 64))
+    assert "streaming stores */" in src
+    exp = a * 2.0 + a.reshape(4, 2, 200)[:, ::-1].reshape(8, 200)
+    _check(swap_pairs, (2, 64), [np.zeros_like(a), a, 64], (8, 200), exp)

@@ -104,6 +104,11 @@ static int64_t tk_stream_threshold(void) {
     if (t) return t;
     const char *env = getenv("TK_CPU_STREAM_BYTES");
     if (env && *env) t = strtoll(env, 0, 10);
+    if (t <= 0) {   /* Linux: the last-level cache one core shares (sysconf may report the package's) */
+        FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+        long kb = 0; char unit = 0;
+        if (f) { if (fscanf(f, "%ld%c", &kb, &unit) >= 1) t = (int64_t)kb << (unit == 'M' ? 20 : 10); fclose(f); }
+    }
 #if defined(_SC_LEVEL3_CACHE_SIZE)
     if (t <= 0) t = sysconf(_SC_LEVEL3_CACHE_SIZE);
 #endif
@@ -111,25 +116,50 @@ static int64_t tk_stream_threshold(void) {
     __atomic_store_n(&cached, t, __ATOMIC_RELAXED);
     return t;
 }
-static inline void tk_stream_bytes(void *dst, const void *src, int64_t n) {
-    char *d = (char *)dst; const char *s = (const char *)src;
-#if defined(__SSE2__)
-    int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63);
-    if (head > n) head = n;
-    memcpy(d, s, (size_t)head); d += head; s += head; n -= head;
-    for (; n >= 64; n -= 64, d += 64, s += 64) {
+/* A streamed run of an output: whole 64-byte lines with non-temporal stores; the partial line
+   at its end waits in tk_pend until the next run continues it (then it streams as a whole
+   line) or tk_pend_flush writes it with ordinary stores; a partial line at the start of a run
+   that does not continue the pending one is written with ordinary stores. */
+typedef struct { char *at; int64_t have; char buf[64] __attribute__((aligned(64))); } tk_pend;
+static inline void tk_pend_flush(tk_pend *p) {
+    if (p->have) memcpy(p->at, p->buf, (size_t)p->have);
+    p->have = 0;
+}
+static inline void tk_stream_line(char *d, const char *s) {
 #if defined(__AVX512F__)
-        _mm512_stream_si512((void *)d, _mm512_loadu_si512((const void *)s));
+    _mm512_stream_si512((void *)d, _mm512_loadu_si512((const void *)s));
 #elif defined(__AVX__)
-        _mm256_stream_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)s));
-        _mm256_stream_si256((__m256i *)(d + 32), _mm256_loadu_si256((const __m256i *)(s + 32)));
+    _mm256_stream_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)s));
+    _mm256_stream_si256((__m256i *)(d + 32), _mm256_loadu_si256((const __m256i *)(s + 32)));
+#elif defined(__SSE2__)
+    for (int j = 0; j < 64; j += 16)
+        _mm_stream_si128((__m128i *)(d + j), _mm_loadu_si128((const __m128i *)(s + j)));
 #else
-        for (int j = 0; j < 64; j += 16)
-            _mm_stream_si128((__m128i *)(d + j), _mm_loadu_si128((const __m128i *)(s + j)));
+    memcpy(d, s, 64);
 #endif
+}
+static void tk_stream_bytes(tk_pend *p, void *dst, const void *src, int64_t n) {
+    char *d = (char *)dst; const char *s = (const char *)src;
+    if (p->have && d == p->at + p->have) {          /* continues the pending line */
+        int64_t k = 64 - ((int64_t)((uintptr_t)d & 63));
+        if (k > n) k = n;
+        memcpy(p->buf + p->have, s, (size_t)k);
+        p->have += k; d += k; s += k; n -= k;
+        if (((uintptr_t)d & 63) == 0) {
+            if (((uintptr_t)p->at & 63) == 0) tk_stream_line(p->at, p->buf);
+            else memcpy(p->at, p->buf, (size_t)p->have);
+            p->have = 0;
+        } else {
+            return;
+        }
+    } else {
+        tk_pend_flush(p);
+        int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63);
+        if (head > n) head = n;
+        memcpy(d, s, (size_t)head); d += head; s += head; n -= head;
     }
-#endif
-    memcpy(d, s, (size_t)n);
+    for (; n >= 64; n -= 64, d += 64, s += 64) tk_stream_line(d, s);
+    if (n) { p->at = d; p->have = n; memcpy(p->buf, s, (size_t)n); }
 }
 static inline void tk_stream_fence(void) {
 #if defined(__SSE2__)
@@ -451,6 +481,8 @@ class CRenderer(CLikeRenderer):
             self.depth -= 1
             self.w("}")
             return
+        if self.item_outer_streaming(s):
+            return
         self.item_loop_head(range(k.ndim))
         self.depth += 1
         self.item_geometry(range(k.ndim))
@@ -467,6 +499,32 @@ class CRenderer(CLikeRenderer):
         self.w(f"{s.label}_end: ;")
         self.depth -= 1
         self.w("}")
+
+    def item_outer_streaming(self, s: ItemLoop) -> bool:
+        """An item-outer piece (no loop to hoist) with a store that may stream (a transpose's
+        ``out[gj * T + li, gi * T + lj] = tile[lj, li]``): rendered as one lanes run, the
+        last group dimension innermost as in the item-outer shape, so that each row of the
+        group's stores is staged and streamed. False (nothing rendered) otherwise."""
+        k = self.k
+        if not self.write_only or any(isinstance(x, (N.Return, N.Print, N.FuncBlock, N.FuncExit))
+                                      for x in N.walk_stmts(s.body)):
+            return False
+        self.lane_full, self.lane_outer = "1", k.ndim > 1
+        streams = self.lane_streams(s.body)
+        if streams:
+            self.w(f"/* {s.label}: streaming stores */ {{")
+            self.depth += 1
+            if k.ndim > 1:
+                self.item_loop_head(range(k.ndim - 1))
+                self.depth += 1
+            self.lanes_streaming(s.body, None, streams, sorted(self.plan.loop_vars.get(s.label, ())))
+            if k.ndim > 1:
+                self.depth -= 1
+                self.w("}")
+            self.depth -= 1
+            self.w("}")
+        self.lane_full, self.lane_outer = None, False
+        return bool(streams)
 
     # --- the lanes shape (see docs/cpu.md) -------------------------------------------------------
 
@@ -658,14 +716,19 @@ class CRenderer(CLikeRenderer):
         else:
             self.lane_vars[var] = saved
 
+    @staticmethod
+    def pend(a: N.ArrayInfo) -> str:
+        """The pending partial cache line of streamed output ``a`` (see ``_STREAM``)."""
+        return f"tk_pend_{mangle(a.name)}"
+
     def lane_streams(self, body: list) -> list:
         """Stores of a lanes run (plain statements, one loop over the lanes) that may stream:
         a write-only output (passes/streaming.py) at an address one element further per lane,
         stored by every lane (a top-level statement of a run whose lanes all run, see
         ``lane_full``) with nothing after it that could observe the delay."""
+        k = self.k
         if not self.write_only or self.lane_full is None:
             return []
-        k = self.k
         out = []
         for s in body:
             if not (isinstance(s, N.Store) and s.array.name in self.write_only
@@ -673,7 +736,10 @@ class CRenderer(CLikeRenderer):
                 continue
             coefs = [lane_coef(e, k.ndim, self.ranges, self.plan.group_vars, self.plan.remat,
                                self.lane_vars) for e in s.index]
-            if coefs[-1] == 1 and all(c == 0 for c in coefs[:-1]):
+            # a row of the group covers at least 4 cache lines: shorter ones (a 16-wide tile
+            # of float32 is one line, rarely aligned) would be mostly partial lines
+            if (coefs[-1] == 1 and all(c == 0 for c in coefs[:-1])
+                    and k.workgroup[-1] * s.array.dtype.itemsize >= 256):
                 out.append(s)
         if out:
             first = next(i for i, s in enumerate(body) if s is out[0])
@@ -681,7 +747,7 @@ class CRenderer(CLikeRenderer):
                 return []
         return out
 
-    def lanes_streaming(self, body: list, mask, streams: list) -> None:
+    def lanes_streaming(self, body: list, mask, streams: list, decls=()) -> None:
         """A lanes run whose ``streams`` store into per-lane buffers, written to the outputs
         with streaming stores after the loop (one contiguous run of the group's valid lanes
         each), when the outputs are large and every lane runs; the plain loop otherwise."""
@@ -694,7 +760,7 @@ class CRenderer(CLikeRenderer):
         for n, s in enumerate(streams):
             self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{width}] __attribute__((aligned(64)));")
         self.staged = {id(s): f"tk_stage{n}[tk_l{last}]" for n, s in enumerate(streams)}
-        self.lane_items(mask, lambda: self.stmts(body))
+        self.lane_items(mask, lambda: self.declared(decls, body))
         self.staged = {}
         # the outputs' addresses at lane 0 of this row of the group
         self.w("{")
@@ -709,7 +775,7 @@ class CRenderer(CLikeRenderer):
         for fn in self.lane_stack:
             fn()
         for n, s in enumerate(streams):
-            self.w(f"tk_stream_bytes(&{self.element(s.array, s.index)}, tk_stage{n}, "
+            self.w(f"tk_stream_bytes(&{self.pend(s.array)}, &{self.element(s.array, s.index)}, tk_stage{n}, "
                    f"tk_nv{last} * (int64_t)sizeof(tk_stage{n}[0]));")
         self.in_item = saved
         self.depth -= 1
@@ -717,9 +783,15 @@ class CRenderer(CLikeRenderer):
         self.depth -= 1
         self.w("} else {")
         self.depth += 1
-        self.lane_items(mask, lambda: self.stmts(body))
+        self.lane_items(mask, lambda: self.declared(decls, body))
         self.depth -= 1
         self.w("}")
+
+    def declared(self, names, body) -> None:
+        """``body`` inside an item loop, after declaring the item's own locals ``names``."""
+        for v in names:
+            self.w(f"{self.ctype(self.k.locals[v])} v_{mangle(v)};")
+        self.stmts(body)
 
     def with_lane_var(self, var, cname, decl, write_back, emit) -> None:
         """Render ``emit`` with ``var`` read from ``cname`` (the body never assigns it, see
@@ -971,6 +1043,8 @@ class CRenderer(CLikeRenderer):
             # least a few lines (else most stores would be the partial lines at the ends)
             self.w(f"const int tk_stream = ({total}) * {per_item} >= tk_stream_threshold()"
                    f" && tk_n{last} * {narrow} >= 256;")
+            for s, _ in streams:
+                self.w(f"tk_pend {self.pend(s.array)}; {self.pend(s.array)}.have = 0;")
         self.w("int64_t q = lo;")
         self.w(f"int64_t tk_row = lo / tk_n{last}, c0 = lo - tk_row * tk_n{last};")
         if k.ndim == 3:
@@ -1015,7 +1089,8 @@ class CRenderer(CLikeRenderer):
         for n, (_, arr) in enumerate(sums):
             self.w(f"a_{mangle(arr.name)}[tk_t] = tk_sum{n};")
         if streams:
-            self.w("if (tk_stream) tk_stream_fence();")
+            flush = " ".join(f"tk_pend_flush(&{self.pend(s.array)});" for s, _ in streams)
+            self.w(f"if (tk_stream) {{ {flush} tk_stream_fence(); }}")
         self.depth = 0
         self.w("}")
         self.fallback_pool("tk_chunk(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt, w->t);",
@@ -1080,7 +1155,7 @@ class CRenderer(CLikeRenderer):
         self.global_coords()
         for n, (s, index) in enumerate(streams):
             a = s.array
-            self.w(f"tk_stream_bytes(&{self.element(a, index)}, tk_stage{n}, "
+            self.w(f"tk_stream_bytes(&{self.pend(a)}, &{self.element(a, index)}, tk_stage{n}, "
                    f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
         self.depth -= 1
         self.w("}")
@@ -1131,9 +1206,13 @@ class CRenderer(CLikeRenderer):
             arrays = {p[1].name: p[1] for p in k.params if p[0] == "array"}
             size = " + ".join(f"{' * '.join(f'a_{mangle(n)}_sh{d}' for d in range(arrays[n].ndim))}"
                               f" * {arrays[n].dtype.itemsize}" for n in sorted(self.stream_arrays))
-            self.lines.insert(flag_at, "    " + f"const int tk_stream = {size} >= tk_stream_threshold();")
+            pends = " ".join(f"tk_pend {self.pend(arrays[n])}; {self.pend(arrays[n])}.have = 0;"
+                             for n in sorted(self.stream_arrays))
+            self.lines.insert(flag_at, "    " + f"const int tk_stream = {size} >= tk_stream_threshold(); {pends}")
         self.depth = 0
         self.w("tk_group_end: ;")
+        if self.stream_arrays:      # the group's last partial lines
+            self.w("    " + " ".join(f"tk_pend_flush(&{self.pend(arrays[n])});" for n in sorted(self.stream_arrays)))
         self.w("}")
         full = ", ".join(str(x) for x in wg)
         grs = ", ".join(f"tk_gr{d}" for d in range(k.ndim))

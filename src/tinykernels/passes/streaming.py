@@ -14,7 +14,9 @@ work item could observe the difference:
   is fully covered) and the body has no early exit (``return``, an inlined function's
   early exit);
 * the array is a global, contiguous, writable argument that the kernel never reads, never
-  updates atomically and stores nowhere else;
+  updates atomically and stores nowhere else, and the kernel reads no writable global
+  array and has no global atomics at all (the partial cache line at the end of a streamed
+  run is held back until the next run continues it or the thread's work ends);
 * after the first staged store, the item reads no writable global array, runs no atomic
   and prints nothing, and stores only to staged arrays (a writable array may alias the
   output: a later read of it must not see memory the delayed store has not written yet).
@@ -69,7 +71,10 @@ def _exprs(stmts):
 
 def write_only_arrays(k: N.Kernel) -> set:
     """Global, writable, contiguous arrays that ``k`` stores in exactly one place and never
-    reads or updates atomically: candidates for streaming stores."""
+    reads or updates atomically: candidates for streaming stores. None at all when the
+    kernel reads any writable global array or has global atomics: a streamed output's last
+    partial cache line may be written as late as the end of the thread's share of the
+    launch, which only such a read (of an aliasing array) could observe."""
     stores: dict = {}
     touched: set = set()
     arrays: dict = {}
@@ -80,6 +85,10 @@ def write_only_arrays(k: N.Kernel) -> set:
     for e in _exprs(k.body):
         if isinstance(e, (N.Load, N.Atomic)):
             touched.add(e.array.name)
+        if isinstance(e, N.Atomic) and e.array.space == "global":
+            return set()        # atomics may order or publish the stores
+        if isinstance(e, N.Load) and e.array.space == "global" and not e.array.const:
+            return set()        # a writable array may alias an output: it must see every store
     return {n for n, a in arrays.items()
             if a.space == "global" and not a.const and a.contiguous and n not in touched and stores[n] == 1}
 
