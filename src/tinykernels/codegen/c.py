@@ -121,8 +121,16 @@ static int64_t tk_stream_threshold(void) {
    line) or tk_pend_flush writes it with ordinary stores; a partial line at the start of a run
    that does not continue the pending one is written with ordinary stores. */
 typedef struct { char *at; int64_t have; char buf[64] __attribute__((aligned(64))); } tk_pend;
+static inline void tk_copy_small(char *d, const char *s, int64_t n) {   /* 0 <= n < 64 */
+#if defined(__AVX512BW__)
+    const __mmask64 m = (((__mmask64)1) << n) - 1;     /* no library call per partial line */
+    _mm512_mask_storeu_epi8((void *)d, m, _mm512_maskz_loadu_epi8(m, (const void *)s));
+#else
+    memcpy(d, s, (size_t)n);
+#endif
+}
 static inline void tk_pend_flush(tk_pend *p) {
-    if (p->have) memcpy(p->at, p->buf, (size_t)p->have);
+    if (p->have) tk_copy_small(p->at, p->buf, p->have);
     p->have = 0;
 }
 static inline void tk_stream_line(char *d, const char *s) {
@@ -138,28 +146,24 @@ static inline void tk_stream_line(char *d, const char *s) {
     memcpy(d, s, 64);
 #endif
 }
-static void tk_stream_bytes(tk_pend *p, void *dst, const void *src, int64_t n) {
+static inline void tk_stream_bytes(tk_pend *p, void *dst, const void *src, int64_t n) {
     char *d = (char *)dst; const char *s = (const char *)src;
     if (p->have && d == p->at + p->have) {          /* continues the pending line */
         int64_t k = 64 - ((int64_t)((uintptr_t)d & 63));
         if (k > n) k = n;
-        memcpy(p->buf + p->have, s, (size_t)k);
+        tk_copy_small(p->buf + p->have, s, k);
         p->have += k; d += k; s += k; n -= k;
-        if (((uintptr_t)d & 63) == 0) {
-            if (((uintptr_t)p->at & 63) == 0) tk_stream_line(p->at, p->buf);
-            else memcpy(p->at, p->buf, (size_t)p->have);
-            p->have = 0;
-        } else {
-            return;
-        }
+        if (((uintptr_t)d & 63) != 0) return;
+        tk_stream_line(p->at, p->buf);              /* p->at starts a line: see below */
+        p->have = 0;
     } else {
         tk_pend_flush(p);
         int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63);
         if (head > n) head = n;
-        memcpy(d, s, (size_t)head); d += head; s += head; n -= head;
+        tk_copy_small(d, s, head); d += head; s += head; n -= head;
     }
     for (; n >= 64; n -= 64, d += 64, s += 64) tk_stream_line(d, s);
-    if (n) { p->at = d; p->have = n; memcpy(p->buf, s, (size_t)n); }
+    if (n) { p->at = d; p->have = n; tk_copy_small(p->buf, s, n); }   /* d starts a line here */
 }
 static inline void tk_stream_fence(void) {
 #if defined(__SSE2__)
