@@ -94,9 +94,6 @@ _STREAM = """\
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 #define TK_STREAM_BLOCK 4096
 static int64_t tk_stream_threshold(void) {
     static int64_t cached = 0;
@@ -121,10 +118,14 @@ static int64_t tk_stream_threshold(void) {
    line) or tk_pend_flush writes it with ordinary stores; a partial line at the start of a run
    that does not continue the pending one is written with ordinary stores. */
 typedef struct { char *at; int64_t have; char buf[64] __attribute__((aligned(64))); } tk_pend;
+/* compiler builtins rather than <immintrin.h>, whose parsing alone costs about 0.1 s a kernel */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__AVX512BW__)
+typedef char tk_v64qi __attribute__((vector_size(64)));
+#endif
 static inline void tk_copy_small(char *d, const char *s, int64_t n) {   /* 0 <= n < 64 */
-#if defined(__AVX512BW__)
-    const __mmask64 m = (((__mmask64)1) << n) - 1;     /* no library call per partial line */
-    _mm512_mask_storeu_epi8((void *)d, m, _mm512_maskz_loadu_epi8(m, (const void *)s));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__AVX512BW__)
+    const unsigned long long m = (1ULL << n) - 1;     /* masked moves: no library call per partial line */
+    __builtin_ia32_storedquqi512_mask(d, __builtin_ia32_loaddquqi512_mask(s, (tk_v64qi){0}, m), m);
 #else
     memcpy(d, s, (size_t)n);
 #endif
@@ -133,15 +134,23 @@ static inline void tk_pend_flush(tk_pend *p) {
     if (p->have) tk_copy_small(p->at, p->buf, p->have);
     p->have = 0;
 }
-static inline void tk_stream_line(char *d, const char *s) {
-#if defined(__AVX512F__)
-    _mm512_stream_si512((void *)d, _mm512_loadu_si512((const void *)s));
-#elif defined(__AVX__)
-    _mm256_stream_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)s));
-    _mm256_stream_si256((__m256i *)(d + 32), _mm256_loadu_si256((const __m256i *)(s + 32)));
-#elif defined(__SSE2__)
-    for (int j = 0; j < 64; j += 16)
-        _mm_stream_si128((__m128i *)(d + j), _mm_loadu_si128((const __m128i *)(s + j)));
+typedef long long tk_v2di __attribute__((vector_size(16)));
+static inline void tk_stream_line(char *d, const char *s) {    /* d: 64-byte aligned */
+#if defined(__clang__) && defined(__SSE2__)
+    for (int j = 0; j < 64; j += 16) {
+        tk_v2di v; memcpy(&v, s + j, 16); __builtin_nontemporal_store(v, (tk_v2di *)(d + j));
+    }
+#elif defined(__GNUC__) && defined(__AVX512F__)
+    typedef long long tk_v8di __attribute__((vector_size(64)));
+    tk_v8di v; memcpy(&v, s, 64); __builtin_ia32_movntdq512((tk_v8di *)d, v);
+#elif defined(__GNUC__) && defined(__AVX__)
+    typedef long long tk_v4di __attribute__((vector_size(32)));
+    tk_v4di v0, v1; memcpy(&v0, s, 32); memcpy(&v1, s + 32, 32);
+    __builtin_ia32_movntdq256((tk_v4di *)d, v0); __builtin_ia32_movntdq256((tk_v4di *)(d + 32), v1);
+#elif defined(__GNUC__) && defined(__SSE2__)
+    for (int j = 0; j < 64; j += 16) {
+        tk_v2di v; memcpy(&v, s + j, 16); __builtin_ia32_movntdq((tk_v2di *)(d + j), v);
+    }
 #else
     memcpy(d, s, 64);
 #endif
@@ -167,7 +176,7 @@ static inline void tk_stream_bytes(tk_pend *p, void *dst, const void *src, int64
 }
 static inline void tk_stream_fence(void) {
 #if defined(__SSE2__)
-    _mm_sfence();
+    __builtin_ia32_sfence();
 #endif
 }
 """
