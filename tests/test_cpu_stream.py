@@ -81,11 +81,13 @@ def two_outputs(a, m, b: tk.Const):
 def test_streams_top_level_stores_of_the_items_own_position():
     x = np.zeros(1000, np.float32)
     src = _source(triad, x, x, x, np.float32(2), ndrange=(1000,))
-    assert "tk_stream_bytes(&tk_pend_a, &a_a[" in src and "tk_stream_fence();" in src
+    assert "tk_out0 = &a_a[" in src and "tk_stream_fence();" in src
+    assert "if (tk_stream) tk_stream_bytes(&tk_pend_a, tk_out0, tk_stage0," in src
     assert "tk_pend_flush(&tk_pend_a);" in src
-    assert "tk_stage0[tk_pl - tk_b] =" in src
-    # the plain copy is still there, chosen at run time by the launch's output bytes
-    assert "tk_stream_threshold()" in src and "a_a[(tk_idx)(v_i)] =" in src
+    # one copy of the loop: it stores through the stage buffer or the output itself,
+    # chosen at run time by the launch's output bytes
+    assert "tk_dst0 = tk_stream ? tk_stage0 : tk_out0;" in src and "tk_stream_threshold()" in src
+    assert src.count("tk_dst0[tk_pl - tk_b] =") == 1 and "a_a[(tk_idx)(v_i)] =" not in src
 
 
 @pytest.mark.parametrize("kernel, args", [
@@ -108,7 +110,7 @@ def test_analysis_picks_both_outputs_in_program_order():
     a = np.zeros((4, 300), np.float32)
     m = np.zeros((4, 300), np.bool_)
     src = _source(two_outputs, a, m, a, ndrange=(4, 300))
-    assert src.index("tk_stream_bytes(&tk_pend_a, &a_a[") < src.index("tk_stream_bytes(&tk_pend_m, &a_m[")
+    assert src.index("tk_stream_bytes(&tk_pend_a, tk_out0,") < src.index("tk_stream_bytes(&tk_pend_m, tk_out1,")
 
 
 def test_streamed_stores_unit():
@@ -265,7 +267,7 @@ def test_lanes_streamed_rows_equal_interpreter(dtype, D, wg, offset, stream_alwa
     buf = np.full(R * D + offset + 3, fill, dtype)
     out = buf[offset:offset + R * D].reshape(R, D)      # misaligned rows
     src = scale_rows.source("CPU", out, X, w, D, ndrange=(R * wg,), workgroupsize=(wg,))
-    assert "tk_stage0[tk_l0] =" in src
+    assert "tk_dst0[tk_l0] =" in src
     scale_rows(CPU, wg)(out, X, w, D, ndrange=(R * wg,))
     tk.synchronize(CPU)
     ref = np.empty((R, D), dtype)
@@ -286,7 +288,7 @@ def test_lanes_streamed_2d_groups_partial_and_uniform_loop(stream_always):
     out = np.zeros((3, 21, 77), np.float32)
     exp = np.stack([x * np.float32(1.5) + np.float32(t) for t in range(3)])
     src = planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77), workgroupsize=(4, 64))
-    assert "tk_stream_bytes(&tk_pend_out, &a_out[" in src
+    assert "tk_stream_bytes(&tk_pend_out, tk_out0," in src
     _check(planes, (4, 64), [out, x, np.float32(1.5), 3], (21, 77), exp)
     # a group row of one cache line (16 float32) keeps plain stores
     assert "tk_stream" not in planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77),
@@ -308,3 +310,23 @@ def test_item_outer_piece_streams_through_a_local_tile(stream_always):
     assert "streaming stores */" in src
     exp = a * 2.0 + a.reshape(4, 2, 200)[:, ::-1].reshape(8, 200)
     _check(swap_pairs, (2, 64), [np.zeros_like(a), a, 64], (8, 200), exp)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.bool_])
+def test_flat_plain_path_stores_through_the_output(dtype, stream_never):
+    """Small outputs (here: streaming off) run the same loop storing into the output itself."""
+    @tk.kernel
+    def shift_rows(a, b: tk.Const):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        a[i, j] = b[i, j] + b[i, j]
+
+    b = (np.random.default_rng(5).random((9, 2100)) * 20).astype(dtype)
+    for nd in [(9, 2100), (range(2, 9), range(3, 2099))]:
+        a = np.zeros_like(b)
+        shift_rows(tk.CPU(threads=2))(a, b, ndrange=nd)
+        r0 = range(9) if isinstance(nd[0], int) else nd[0]
+        r1 = range(2100) if isinstance(nd[1], int) else nd[1]
+        exp = np.zeros_like(b)
+        sl = (slice(r0.start, r0.stop), slice(r1.start, r1.stop))
+        exp[sl] = (b[sl] + b[sl]).astype(dtype)
+        np.testing.assert_array_equal(a, exp)

@@ -95,7 +95,7 @@ _STREAM = """\
 #include <stdlib.h>
 #include <unistd.h>
 #define TK_STREAM_BLOCK 4096
-static int64_t tk_stream_threshold(void) {
+__attribute__((cold, noinline)) static int64_t tk_stream_threshold(void) {
     static int64_t cached = 0;
     int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (t) return t;
@@ -130,7 +130,7 @@ static inline void tk_copy_small(char *d, const char *s, int64_t n) {   /* 0 <= 
     memcpy(d, s, (size_t)n);
 #endif
 }
-static inline void tk_pend_flush(tk_pend *p) {
+__attribute__((noinline)) static void tk_pend_flush(tk_pend *p) {
     if (p->have) tk_copy_small(p->at, p->buf, p->have);
     p->have = 0;
 }
@@ -155,7 +155,7 @@ static inline void tk_stream_line(char *d, const char *s) {    /* d: 64-byte ali
     memcpy(d, s, 64);
 #endif
 }
-static inline void tk_stream_bytes(tk_pend *p, void *dst, const void *src, int64_t n) {
+__attribute__((noinline)) static void tk_stream_bytes(tk_pend *p, void *dst, const void *src, int64_t n) {
     char *d = (char *)dst; const char *s = (const char *)src;
     if (p->have && d == p->at + p->have) {          /* continues the pending line */
         int64_t k = 64 - ((int64_t)((uintptr_t)d & 63));
@@ -341,7 +341,6 @@ class CRenderer(CLikeRenderer):
         self.lane_stack: list = []  # lanes shape: emitters of per-item loop variables, outermost first
         self.lane_outer = False     # lanes shape: the group's outer dimensions are bound by enclosing loops
         self.staged: dict = {}      # flat path: id(Store) -> its staging buffer (streaming stores)
-        self.no_labels = False      # rendering a second copy of the flat body (labels must be unique)
         # grouped path, lanes pieces: arrays that may stream; a C condition under which every
         # valid lane runs the current lanes loop unmasked (None: unknown); hoisted loop vars
         self.write_only = (write_only_arrays(kernel) if plan is not None and not plan.needs_done
@@ -446,14 +445,6 @@ class CRenderer(CLikeRenderer):
             super().s_Store(s)
         else:
             self.w(f"{buf} = {self.stored_value(s.array, s.value)};")
-
-    def s_FuncBlock(self, s):
-        if not self.no_labels:
-            super().s_FuncBlock(s)
-        else:       # the streaming copy of a body without early exits: nothing jumps to it
-            self.w("{")
-            self.block(s.body)
-            self.w("}")
 
     def s_Return(self, s):
         if self.plan is None:
@@ -768,13 +759,13 @@ class CRenderer(CLikeRenderer):
         last = k.ndim - 1
         width = k.workgroup[last]
         self.stream_arrays.update(s.array.name for s in streams)
-        self.w(f"if (tk_stream && ({self.lane_full})) {{")
+        on = "tk_on" + self.fresh("s")
+        self.w("{")
         self.depth += 1
+        self.w(f"const int {on} = tk_stream && ({self.lane_full});")
         for n, s in enumerate(streams):
-            self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{width}] __attribute__((aligned(64)));")
-        self.staged = {id(s): f"tk_stage{n}[tk_l{last}]" for n, s in enumerate(streams)}
-        self.lane_items(mask, lambda: self.declared(decls, body))
-        self.staged = {}
+            t = self.stype(s.array.dtype)
+            self.w(f"{t} tk_stage{n}[{width}] __attribute__((aligned(64))); {t} *tk_out{n}, *tk_dst{n};")
         # the outputs' addresses at lane 0 of this row of the group
         self.w("{")
         self.depth += 1
@@ -788,15 +779,17 @@ class CRenderer(CLikeRenderer):
         for fn in self.lane_stack:
             fn()
         for n, s in enumerate(streams):
-            self.w(f"tk_stream_bytes(&{self.pend(s.array)}, &{self.element(s.array, s.index)}, tk_stage{n}, "
-                   f"tk_nv{last} * (int64_t)sizeof(tk_stage{n}[0]));")
+            self.w(f"tk_out{n} = &{self.element(s.array, s.index)};")
+            self.w(f"tk_dst{n} = {on} ? tk_stage{n} : tk_out{n};")
         self.in_item = saved
         self.depth -= 1
         self.w("}")
-        self.depth -= 1
-        self.w("} else {")
-        self.depth += 1
+        self.staged = {id(s): f"tk_dst{n}[tk_l{last}]" for n, s in enumerate(streams)}
         self.lane_items(mask, lambda: self.declared(decls, body))
+        self.staged = {}
+        for n, s in enumerate(streams):
+            self.w(f"if ({on}) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
+                   f"tk_nv{last} * (int64_t)sizeof(tk_stage{n}[0]));")
         self.depth -= 1
         self.w("}")
 
@@ -1070,25 +1063,18 @@ class CRenderer(CLikeRenderer):
         elif k.ndim == 2:
             self.w("const int64_t tk_p0 = tk_row;")
         if streams:
-            self.w("if (tk_stream) {")
-            self.depth += 1
             self.flat_streaming(streams)
-            self.depth -= 1
-            self.w("} else {")
-            self.depth += 1
         if sums and not k.debug:    # the sums' order may change: the loop still vectorizes
             self.w("#ifdef _OPENMP")
             self.w(f"#pragma omp simd reduction(+:{', '.join(f'tk_sum{n}' for n in range(len(sums)))})")
             self.w("#endif")
-        self.w("for (tk_idx tk_pl = (tk_idx)c0; tk_pl < (tk_idx)c1; ++tk_pl) {")
-        self.depth += 1
-        self.flat_item()
-        self.w("tk_next: ;")
-        for n, (var, _) in enumerate(sums):
-            self.w(f"tk_sum{n} += {self.var(var)};")
-        self.depth -= 1
-        self.w("}")
-        if streams:
+        if not streams:
+            self.w("for (tk_idx tk_pl = (tk_idx)c0; tk_pl < (tk_idx)c1; ++tk_pl) {")
+            self.depth += 1
+            self.flat_item()
+            self.w("tk_next: ;")
+            for n, (var, _) in enumerate(sums):
+                self.w(f"tk_sum{n} += {self.var(var)};")
             self.depth -= 1
             self.w("}")
         self.w("q += c1 - c0;")
@@ -1143,35 +1129,39 @@ class CRenderer(CLikeRenderer):
         self.stmts(k.body)
 
     def flat_streaming(self, streams: list) -> None:
-        """The row's items ``c0 <= tk_pl < c1`` in blocks: each block's items store the
-        ``streams`` (passes/streaming.py) into buffers in L1, which are then written to the
-        outputs with streaming stores, in program order."""
+        """The row's items ``c0 <= tk_pl < c1`` in blocks. Each of the ``streams``
+        (passes/streaming.py) stores through a pointer chosen per block: for a large output
+        (``tk_stream``) a buffer in L1, then written to the output with streaming stores, else
+        the output itself, so that there is one copy of the loop (compile time)."""
         k = self.k
         last = k.ndim - 1
         block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
-        self.staged = {id(s): f"tk_stage{n}[tk_pl - tk_b]" for n, (s, _) in enumerate(streams)}
+        self.staged = {id(s): f"tk_dst{n}[tk_pl - tk_b]" for n, (s, _) in enumerate(streams)}
         for n, (s, _) in enumerate(streams):
             self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
         self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
         self.depth += 1
         self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
-        self.w("for (tk_idx tk_pl = tk_b; tk_pl < tk_be; ++tk_pl) {")
-        self.depth += 1
-        self.no_labels = True
-        self.flat_item()
-        self.no_labels = False
-        self.depth -= 1
-        self.w("}")
+        for n, (s, index) in enumerate(streams):
+            self.w(f"{self.stype(s.array.dtype)} *tk_out{n}, *tk_dst{n};")
         self.w("{")
         self.depth += 1
         self.w(f"const int64_t tk_p{last} = tk_b;")
         self.global_coords()
         for n, (s, index) in enumerate(streams):
-            a = s.array
-            self.w(f"tk_stream_bytes(&{self.pend(a)}, &{self.element(a, index)}, tk_stage{n}, "
-                   f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
+            self.w(f"tk_out{n} = &{self.element(s.array, index)};")
+            self.w(f"tk_dst{n} = tk_stream ? tk_stage{n} : tk_out{n};")
         self.depth -= 1
         self.w("}")
+        self.w("for (tk_idx tk_pl = tk_b; tk_pl < tk_be; ++tk_pl) {")
+        self.depth += 1
+        self.flat_item()
+        self.w("tk_next: ;")
+        self.depth -= 1
+        self.w("}")
+        for n, (s, _) in enumerate(streams):
+            self.w(f"if (tk_stream) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
+                   f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
         self.depth -= 1
         self.w("}")
         self.staged = {}
