@@ -95,7 +95,7 @@ _STREAM = """\
 #include <stdlib.h>
 #include <unistd.h>
 #define TK_STREAM_BLOCK 4096
-__attribute__((cold, noinline)) static int64_t tk_stream_threshold(void) {
+__attribute__((noinline)) static int64_t tk_stream_threshold(void) {
     static int64_t cached = 0;
     int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (t) return t;
@@ -765,7 +765,7 @@ class CRenderer(CLikeRenderer):
         self.w(f"const int {on} = tk_stream && ({self.lane_full});")
         for n, s in enumerate(streams):
             t = self.stype(s.array.dtype)
-            self.w(f"{t} tk_stage{n}[{width}] __attribute__((aligned(64))); {t} *tk_out{n}, *tk_dst{n};")
+            self.w(f"{t} tk_stage{n}[{width}] __attribute__((aligned(64))); {t} *tk_out{n}, *restrict tk_dst{n};")
         # the outputs' addresses at lane 0 of this row of the group
         self.w("{")
         self.depth += 1
@@ -1143,7 +1143,7 @@ class CRenderer(CLikeRenderer):
         self.depth += 1
         self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
         for n, (s, index) in enumerate(streams):
-            self.w(f"{self.stype(s.array.dtype)} *tk_out{n}, *tk_dst{n};")
+            self.w(f"{self.stype(s.array.dtype)} *tk_out{n}, *restrict tk_dst{n};")
         self.w("{")
         self.depth += 1
         self.w(f"const int64_t tk_p{last} = tk_b;")
