@@ -19,6 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
+from ..passes.streaming import lane_coef, streamed_stores, unobservable_after, write_only_arrays
 from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
 from .prelude import prelude
@@ -80,6 +81,104 @@ _FASTMATH_MATH_H = """\
 #else
 #include <math.h>
 #endif
+"""
+
+
+# Streaming (non-temporal) stores of a flat kernel's large outputs (passes/streaming.py): the
+# items of a block store into a small buffer in L1 (a loop GCC vectorizes), which is then
+# written out with non-temporal stores on x86 (whole aligned 64-byte lines; the partial lines at
+# either end with ordinary stores), so a line of a large output is not read before it is
+# overwritten. Other targets copy the buffer with memcpy. tk_stream_threshold: outputs of at
+# least this many bytes per launch stream (TK_CPU_STREAM_BYTES, else the last-level cache size).
+_STREAM = """\
+#include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+#define TK_STREAM_BLOCK 4096
+__attribute__((noinline)) static int64_t tk_stream_threshold(void) {
+    static int64_t cached = 0;
+    int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (t) return t;
+    const char *env = getenv("TK_CPU_STREAM_BYTES");
+    if (env && *env) t = strtoll(env, 0, 10);
+    if (t <= 0) {   /* Linux: the last-level cache one core shares (sysconf may report the package's) */
+        FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+        long kb = 0; char unit = 0;
+        if (f) { if (fscanf(f, "%ld%c", &kb, &unit) >= 1) t = (int64_t)kb << (unit == 'M' ? 20 : 10); fclose(f); }
+    }
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+    if (t <= 0) t = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    if (t <= 0) t = (int64_t)32 << 20;
+    __atomic_store_n(&cached, t, __ATOMIC_RELAXED);
+    return t;
+}
+/* A streamed run of an output: whole 64-byte lines with non-temporal stores; the partial line
+   at its end waits in tk_pend until the next run continues it (then it streams as a whole
+   line) or tk_pend_flush writes it with ordinary stores; a partial line at the start of a run
+   that does not continue the pending one is written with ordinary stores. */
+typedef struct { char *at; int64_t have; char buf[64] __attribute__((aligned(64))); } tk_pend;
+/* compiler builtins rather than <immintrin.h>, whose parsing alone costs about 0.1 s a kernel */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__AVX512BW__)
+typedef char tk_v64qi __attribute__((vector_size(64)));
+#endif
+static inline void tk_copy_small(char *d, const char *s, int64_t n) {   /* 0 <= n < 64 */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__AVX512BW__)
+    const unsigned long long m = (1ULL << n) - 1;     /* masked moves: no library call per partial line */
+    __builtin_ia32_storedquqi512_mask(d, __builtin_ia32_loaddquqi512_mask(s, (tk_v64qi){0}, m), m);
+#else
+    memcpy(d, s, (size_t)n);
+#endif
+}
+__attribute__((noinline)) static void tk_pend_flush(tk_pend *p) {
+    if (p->have) tk_copy_small(p->at, p->buf, p->have);
+    p->have = 0;
+}
+typedef long long tk_v2di __attribute__((vector_size(16)));
+static inline void tk_stream_line(char *d, const char *s) {    /* d: 64-byte aligned */
+#if defined(__clang__) && defined(__SSE2__)
+    for (int j = 0; j < 64; j += 16) {
+        tk_v2di v; memcpy(&v, s + j, 16); __builtin_nontemporal_store(v, (tk_v2di *)(d + j));
+    }
+#elif defined(__GNUC__) && defined(__AVX512F__)
+    typedef long long tk_v8di __attribute__((vector_size(64)));
+    tk_v8di v; memcpy(&v, s, 64); __builtin_ia32_movntdq512((tk_v8di *)d, v);
+#elif defined(__GNUC__) && defined(__AVX__)
+    typedef long long tk_v4di __attribute__((vector_size(32)));
+    tk_v4di v0, v1; memcpy(&v0, s, 32); memcpy(&v1, s + 32, 32);
+    __builtin_ia32_movntdq256((tk_v4di *)d, v0); __builtin_ia32_movntdq256((tk_v4di *)(d + 32), v1);
+#elif defined(__GNUC__) && defined(__SSE2__)
+    for (int j = 0; j < 64; j += 16) {
+        tk_v2di v; memcpy(&v, s + j, 16); __builtin_ia32_movntdq((tk_v2di *)(d + j), v);
+    }
+#else
+    memcpy(d, s, 64);
+#endif
+}
+__attribute__((noinline)) static void tk_stream_bytes(tk_pend *p, void *dst, const void *src, int64_t n) {
+    char *d = (char *)dst; const char *s = (const char *)src;
+    if (p->have && d == p->at + p->have) {          /* continues the pending line */
+        int64_t k = 64 - ((int64_t)((uintptr_t)d & 63));
+        if (k > n) k = n;
+        tk_copy_small(p->buf + p->have, s, k);
+        p->have += k; d += k; s += k; n -= k;
+        if (((uintptr_t)d & 63) != 0) return;
+        tk_stream_line(p->at, p->buf);              /* p->at starts a line: see below */
+        p->have = 0;
+    } else {
+        tk_pend_flush(p);
+        int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63);
+        if (head > n) head = n;
+        tk_copy_small(d, s, head); d += head; s += head; n -= head;
+    }
+    for (; n >= 64; n -= 64, d += 64, s += 64) tk_stream_line(d, s);
+    if (n) { p->at = d; p->have = n; tk_copy_small(p->buf, s, n); }   /* d starts a line here */
+}
+static inline void tk_stream_fence(void) {
+#if defined(__SSE2__)
+    __builtin_ia32_sfence();
+#endif
+}
 """
 
 
@@ -242,6 +341,14 @@ class CRenderer(CLikeRenderer):
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
         self.lane_stack: list = []  # lanes shape: emitters of per-item loop variables, outermost first
         self.lane_outer = False     # lanes shape: the group's outer dimensions are bound by enclosing loops
+        self.staged: dict = {}      # flat path: id(Store) -> its staging buffer (streaming stores)
+        # grouped path, lanes pieces: arrays that may stream; a C condition under which every
+        # valid lane runs the current lanes loop unmasked (None: unknown); hoisted loop vars
+        self.write_only = (write_only_arrays(kernel) if plan is not None and not plan.needs_done
+                           and not kernel.debug else set())
+        self.lane_full = None
+        self.lane_vars: dict = {}
+        self.stream_arrays: set = set()     # arrays some lanes run streams (grouped path)
         # grouped path: id(group_reduce) -> the group_scan whose last item already holds its result
         self.scan_totals = scan_totals(plan.body, plan.item_vars) if plan is not None and not plan.needs_done else {}
 
@@ -333,6 +440,13 @@ class CRenderer(CLikeRenderer):
         self.depth -= 1
         self.w("}")
 
+    def s_Store(self, s):
+        buf = self.staged.get(id(s))
+        if buf is None:
+            super().s_Store(s)
+        else:
+            self.w(f"{buf} = {self.stored_value(s.array, s.value)};")
+
     def s_Return(self, s):
         if self.plan is None:
             self.w(f"goto {self.next_label};")
@@ -362,13 +476,17 @@ class CRenderer(CLikeRenderer):
                 self.item_loop_head(range(k.ndim - 1))
                 self.depth += 1
             self.lane_outer = k.ndim > 1
+            self.lane_full = "1"
             self.lanes_block(s.body, None)
+            self.lane_full = None
             self.lane_outer = False
             if k.ndim > 1:
                 self.depth -= 1
                 self.w("}")
             self.depth -= 1
             self.w("}")
+            return
+        if self.item_outer_streaming(s):
             return
         self.item_loop_head(range(k.ndim))
         self.depth += 1
@@ -387,6 +505,32 @@ class CRenderer(CLikeRenderer):
         self.depth -= 1
         self.w("}")
 
+    def item_outer_streaming(self, s: ItemLoop) -> bool:
+        """An item-outer piece (no loop to hoist) with a store that may stream (a transpose's
+        ``out[gj * T + li, gi * T + lj] = tile[lj, li]``): rendered as one lanes run, the
+        last group dimension innermost as in the item-outer shape, so that each row of the
+        group's stores is staged and streamed. False (nothing rendered) otherwise."""
+        k = self.k
+        if not self.write_only or any(isinstance(x, (N.Return, N.Print, N.FuncBlock, N.FuncExit))
+                                      for x in N.walk_stmts(s.body)):
+            return False
+        self.lane_full, self.lane_outer = "1", k.ndim > 1
+        streams = self.lane_streams(s.body)
+        if streams:
+            self.w(f"/* {s.label}: streaming stores */ {{")
+            self.depth += 1
+            if k.ndim > 1:
+                self.item_loop_head(range(k.ndim - 1))
+                self.depth += 1
+            self.lanes_streaming(s.body, None, streams, sorted(self.plan.loop_vars.get(s.label, ())))
+            if k.ndim > 1:
+                self.depth -= 1
+                self.w("}")
+            self.depth -= 1
+            self.w("}")
+        self.lane_full, self.lane_outer = None, False
+        return bool(streams)
+
     # --- the lanes shape (see docs/cpu.md) -------------------------------------------------------
 
     def lanes_block(self, stmts, mask) -> None:
@@ -398,7 +542,11 @@ class CRenderer(CLikeRenderer):
         def flush():
             if run:
                 body = list(run)
-                self.lane_items(mask, lambda: self.stmts(body))
+                streams = self.lane_streams(body)
+                if streams:
+                    self.lanes_streaming(body, mask, streams)
+                else:
+                    self.lane_items(mask, lambda: self.stmts(body))
                 run.clear()
         for s in stmts:
             if lane_loop(s):
@@ -512,11 +660,14 @@ class CRenderer(CLikeRenderer):
             self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_n; ++{tt}) {{")
             self.depth += 1
             self.w(f"const {ct} {n}_v = ({ct})((uint64_t){n}_s + {tt} * (uint64_t){n}_p);")
+            saved_lv = self.lane_vars.get(s.var, False)
+            self.lane_vars[s.var] = None
             if s.var in u:
                 self.w(f"{self.stored_var(s.var)} = {n}_v;")
                 self.lanes_block(s.body, mask)
             else:
                 self.with_lane_var(s.var, f"{n}_v", None, wb, lambda: self.lanes_block(s.body, mask))
+            self._restore_lane_var(s.var, saved_lv)
             self.depth -= 1
             self.w("}}")
             return
@@ -551,9 +702,103 @@ class CRenderer(CLikeRenderer):
             value = lambda: f"({ct})((uint64_t)({self.expr(s.start)}) + {tt} * (uint64_t)({self.expr(s.step)}))"
         else:
             value = lambda: f"({ct})((uint64_t){n}_st[tk_lid] + {tt} * (uint64_t){n}_sp[tk_lid])"
+        saved_lv = self.lane_vars.get(s.var, False)
+        if inline:
+            self.lane_vars[s.var] = (s.start, s.step)
+        else:       # start and step stored per item: nothing known about the lanes
+            self.lane_vars.pop(s.var, None)
+        saved_full = self.lane_full
+        self.lane_full = f"{n}_full" if mask is None and saved_full == "1" else None
         self.with_lane_var(s.var, f"{n}_v", (ct, value), wb, lambda: self.lanes_block(s.body, sub_mask))
+        self.lane_full = saved_full
+        self._restore_lane_var(s.var, saved_lv)
         self.depth -= 1
         self.w("}}")
+
+    def _restore_lane_var(self, var, saved) -> None:
+        if saved is False:
+            self.lane_vars.pop(var, None)
+        else:
+            self.lane_vars[var] = saved
+
+    @staticmethod
+    def pend(a: N.ArrayInfo) -> str:
+        """The pending partial cache line of streamed output ``a`` (see ``_STREAM``)."""
+        return f"tk_pend_{mangle(a.name)}"
+
+    def lane_streams(self, body: list) -> list:
+        """Stores of a lanes run (plain statements, one loop over the lanes) that may stream:
+        a write-only output (passes/streaming.py) at an address one element further per lane,
+        stored by every lane (a top-level statement of a run whose lanes all run, see
+        ``lane_full``) with nothing after it that could observe the delay."""
+        k = self.k
+        if not self.write_only or self.lane_full is None:
+            return []
+        out = []
+        for s in body:
+            if not (isinstance(s, N.Store) and s.array.name in self.write_only
+                    and len(s.index) == s.array.ndim):
+                continue
+            coefs = [lane_coef(e, k.ndim, self.ranges, self.plan.group_vars, self.plan.remat,
+                               self.lane_vars) for e in s.index]
+            # a row of the group covers at least 4 cache lines: shorter ones (a 16-wide tile
+            # of float32 is one line, rarely aligned) would be mostly partial lines
+            if (coefs[-1] == 1 and all(c == 0 for c in coefs[:-1])
+                    and k.workgroup[-1] * s.array.dtype.itemsize >= 256):
+                out.append(s)
+        if out:
+            first = next(i for i, s in enumerate(body) if s is out[0])
+            if not unobservable_after(body[first + 1:], {s.array.name for s in out}):
+                return []
+        return out
+
+    def lanes_streaming(self, body: list, mask, streams: list, decls=()) -> None:
+        """A lanes run whose ``streams`` store into per-lane buffers, written to the outputs
+        with streaming stores after the loop (one contiguous run of the group's valid lanes
+        each), when the outputs are large and every lane runs; the plain loop otherwise."""
+        k = self.k
+        last = k.ndim - 1
+        width = k.workgroup[last]
+        self.stream_arrays.update(s.array.name for s in streams)
+        on = "tk_on" + self.fresh("s")
+        self.w("{")
+        self.depth += 1
+        self.w(f"const int {on} = tk_stream && ({self.lane_full});")
+        for n, s in enumerate(streams):
+            t = self.stype(s.array.dtype)
+            self.w(f"{t} tk_stage{n}[{width}] __attribute__((aligned(64))); {t} *tk_out{n}, *restrict tk_dst{n};")
+        # the outputs' addresses at lane 0 of this row of the group
+        self.w("{")
+        self.depth += 1
+        dims = range(k.ndim - 1 if self.lane_outer else 0, k.ndim)
+        for d in dims:
+            self.w(f"const int64_t tk_l{d} = 0;")
+        self.item_geometry(dims)
+        self.global_coords()
+        saved = self.in_item
+        self.in_item = True
+        for fn in self.lane_stack:
+            fn()
+        for n, s in enumerate(streams):
+            self.w(f"tk_out{n} = &{self.element(s.array, s.index)};")
+            self.w(f"tk_dst{n} = {on} ? tk_stage{n} : tk_out{n};")
+        self.in_item = saved
+        self.depth -= 1
+        self.w("}")
+        self.staged = {id(s): f"tk_dst{n}[tk_l{last}]" for n, s in enumerate(streams)}
+        self.lane_items(mask, lambda: self.declared(decls, body))
+        self.staged = {}
+        for n, s in enumerate(streams):
+            self.w(f"if ({on}) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
+                   f"tk_nv{last} * (int64_t)sizeof(tk_stage{n}[0]));")
+        self.depth -= 1
+        self.w("}")
+
+    def declared(self, names, body) -> None:
+        """``body`` inside an item loop, after declaring the item's own locals ``names``."""
+        for v in names:
+            self.w(f"{self.ctype(self.k.locals[v])} v_{mangle(v)};")
+        self.stmts(body)
 
     def with_lane_var(self, var, cname, decl, write_back, emit) -> None:
         """Render ``emit`` with ``var`` read from ``cname`` (the body never assigns it, see
@@ -596,9 +841,11 @@ class CRenderer(CLikeRenderer):
         self.w(f"{{ bool {c}[{_prod(self.k.workgroup)}];")
         self.lane_items(mask, lambda: self.w(f"{c}[tk_lid] = {self.expr(s.cond)};"))
         both = (lambda m: m if mask is None else f"({mask}) && {m}")
+        saved_full, self.lane_full = self.lane_full, None
         self.lanes_block(s.body, both(f"{c}[tk_lid]"))
         if s.orelse:
             self.lanes_block(s.orelse, both(f"!{c}[tk_lid]"))
+        self.lane_full = saved_full
         self.w("}")
 
     def s_Collective(self, s: N.Collective):
@@ -774,7 +1021,8 @@ class CRenderer(CLikeRenderer):
         fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
-                portable_helpers(), _c_helpers(), "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else ""]
+                portable_helpers(), _c_helpers(), "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else "",
+                _STREAM if self.stream_arrays else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
     def render_flat(self) -> list:
@@ -792,6 +1040,20 @@ class CRenderer(CLikeRenderer):
         # the first row's coordinates by division, the next rows' by counting (short rows
         # would otherwise pay a few 64-bit divisions each)
         self.w("if (lo >= hi) return;")
+        peel = self.peel_bounds()
+        # a peeled row (three loops) or per-item sums keep plain stores
+        streams = [] if peel is not None or sums else streamed_stores(k, self.ranges)
+        self.stream_arrays.update(s.array.name for s, _ in streams)
+        if streams:
+            per_item = sum(s.array.dtype.itemsize for s, _ in streams)
+            total = " * ".join(f"tk_n{d}" for d in range(k.ndim))
+            narrow = min(s.array.dtype.itemsize for s, _ in streams)
+            # large outputs only (small ones stay in cache for the next kernel), rows of at
+            # least a few lines (else most stores would be the partial lines at the ends)
+            self.w(f"const int tk_stream = ({total}) * {per_item} >= tk_stream_threshold()"
+                   f" && tk_n{last} * {narrow} >= 256;")
+            for s, _ in streams:
+                self.w(f"tk_pend {self.pend(s.array)}; {self.pend(s.array)}.have = 0;")
         self.w("int64_t q = lo;")
         self.w(f"int64_t tk_row = lo / tk_n{last}, c0 = lo - tk_row * tk_n{last};")
         if k.ndim == 3:
@@ -803,8 +1065,9 @@ class CRenderer(CLikeRenderer):
             self.w("const int64_t tk_p0 = tk_r0, tk_p1 = tk_r1;")
         elif k.ndim == 2:
             self.w("const int64_t tk_p0 = tk_row;")
-        peel = self.peel_bounds()
-        if peel is None:
+        if streams:
+            self.flat_streaming(streams)
+        elif peel is None:
             self.item_loop("c0", "c1", k.body, "tk_next", sums)
         else:               # the row split at the If's bounds: each loop runs one branch
             lo, hi = peel
@@ -825,6 +1088,9 @@ class CRenderer(CLikeRenderer):
         self.w("}")
         for n, (_, arr) in enumerate(sums):
             self.w(f"a_{mangle(arr.name)}[tk_t] = tk_sum{n};")
+        if streams:
+            flush = " ".join(f"tk_pend_flush(&{self.pend(s.array)});" for s, _ in streams)
+            self.w(f"if (tk_stream) {{ {flush} tk_stream_fence(); }}")
         self.depth = 0
         self.w("}")
         self.fallback_pool("tk_chunk(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt, w->t);",
@@ -856,7 +1122,7 @@ class CRenderer(CLikeRenderer):
 
     def item_loop(self, c0: str, c1: str, body: list, label: str, sums) -> None:
         """The loop over positions ``c0 <= tk_pl < c1`` of one row, running ``body``."""
-        k, last = self.k, self.k.ndim - 1
+        k = self.k
         self.next_label = label
         if sums and not k.debug:    # the sums' order may change: the loop still vectorizes
             self.w("#ifdef _OPENMP")
@@ -864,7 +1130,19 @@ class CRenderer(CLikeRenderer):
             self.w("#endif")
         self.w(f"for (tk_idx tk_pl = (tk_idx){c0}; tk_pl < (tk_idx){c1}; ++tk_pl) {{")
         self.depth += 1
-        self.w(f"const int64_t tk_p{last} = tk_pl;")
+        self.flat_item(body)
+        self.w(f"{label}: ;")
+        for n, (var, _) in enumerate(sums):
+            self.w(f"tk_sum{n} += {self.var(var)};")
+        self.depth -= 1
+        self.w("}")
+        self.next_label = "tk_next"
+
+    def flat_item(self, body: list) -> None:
+        """One work item of the flat loop (position ``tk_pl`` along the last dimension) running
+        ``body``."""
+        k = self.k
+        self.w(f"const int64_t tk_p{k.ndim - 1} = tk_pl;")
         self.global_coords()
         if "groupindex" in k.uses:
             for d in range(k.ndim):
@@ -878,12 +1156,44 @@ class CRenderer(CLikeRenderer):
         self.declare_locals(k.locals)
         self.last_line = None
         self.stmts(body)
-        self.w(f"{label}: ;")
-        for n, (var, _) in enumerate(sums):
-            self.w(f"tk_sum{n} += {self.var(var)};")
+
+    def flat_streaming(self, streams: list) -> None:
+        """The row's items ``c0 <= tk_pl < c1`` in blocks. Each of the ``streams``
+        (passes/streaming.py) stores through a pointer chosen per block: for a large output
+        (``tk_stream``) a buffer in L1, then written to the output with streaming stores, else
+        the output itself, so that there is one copy of the loop (compile time)."""
+        k = self.k
+        last = k.ndim - 1
+        block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
+        self.staged = {id(s): f"tk_dst{n}[tk_pl - tk_b]" for n, (s, _) in enumerate(streams)}
+        for n, (s, _) in enumerate(streams):
+            self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
+        self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
+        self.depth += 1
+        self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
+        for n, (s, index) in enumerate(streams):
+            self.w(f"{self.stype(s.array.dtype)} *tk_out{n}, *restrict tk_dst{n};")
+        self.w("{")
+        self.depth += 1
+        self.w(f"const int64_t tk_p{last} = tk_b;")
+        self.global_coords()
+        for n, (s, index) in enumerate(streams):
+            self.w(f"tk_out{n} = &{self.element(s.array, index)};")
+            self.w(f"tk_dst{n} = tk_stream ? tk_stage{n} : tk_out{n};")
         self.depth -= 1
         self.w("}")
-        self.next_label = "tk_next"
+        self.w("for (tk_idx tk_pl = tk_b; tk_pl < tk_be; ++tk_pl) {")
+        self.depth += 1
+        self.flat_item(k.body)
+        self.w("tk_next: ;")
+        self.depth -= 1
+        self.w("}")
+        for n, (s, _) in enumerate(streams):
+            self.w(f"if (tk_stream) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
+                   f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
+        self.depth -= 1
+        self.w("}")
+        self.staged = {}
 
     def render_grouped(self) -> list:
         k, plan = self.k, self.plan
@@ -904,6 +1214,7 @@ class CRenderer(CLikeRenderer):
         for d in range(k.ndim):
             self.w(f"(void)tk_nv{d}; (void)tk_gr{d};")
         self.unpack()
+        flag_at = len(self.lines)
         self.w("const int64_t tk_grl = g; (void)tk_grl;")
         self.w("const int64_t tk_lid0 = 0; (void)tk_lid0;")
         # group-level context is work item 0 (for tk.uniform of per-item values)
@@ -923,8 +1234,17 @@ class CRenderer(CLikeRenderer):
         self.last_line = None
         self.stmts(plan.body)
         self.w("goto tk_group_end;")
+        if self.stream_arrays:      # streaming stores when the outputs are large
+            arrays = {p[1].name: p[1] for p in k.params if p[0] == "array"}
+            size = " + ".join(f"{' * '.join(f'a_{mangle(n)}_sh{d}' for d in range(arrays[n].ndim))}"
+                              f" * {arrays[n].dtype.itemsize}" for n in sorted(self.stream_arrays))
+            pends = " ".join(f"tk_pend {self.pend(arrays[n])}; {self.pend(arrays[n])}.have = 0;"
+                             for n in sorted(self.stream_arrays))
+            self.lines.insert(flag_at, "    " + f"const int tk_stream = {size} >= tk_stream_threshold(); {pends}")
         self.depth = 0
         self.w("tk_group_end: ;")
+        if self.stream_arrays:      # the group's last partial lines
+            self.w("    " + " ".join(f"tk_pend_flush(&{self.pend(arrays[n])});" for n in sorted(self.stream_arrays)))
         self.w("}")
         full = ", ".join(str(x) for x in wg)
         grs = ", ".join(f"tk_gr{d}" for d in range(k.ndim))
@@ -943,6 +1263,13 @@ class CRenderer(CLikeRenderer):
             self.w(f"    else tk_group_body(a, g, {grs}, {', '.join(nvs)});")
         self.w("}")
         self.lines.extend(group_walk(k.ndim, wg).splitlines())
+        if self.stream_arrays:      # each thread's streaming stores complete before the launch returns
+            self.lines.extend([
+                "static void tk_run_groups_fenced(const tk_slot *a, int64_t lo, int64_t hi) {",
+                "    tk_run_groups(a, lo, hi);",
+                "    tk_stream_fence();",
+                "}",
+                "#define tk_run_groups tk_run_groups_fenced"])
         self.fallback_pool("tk_run_groups(w->a, w->total * w->t / w->nt, w->total * (w->t + 1) / w->nt);",
                            "tk_parallel_groups")
         total = " * ".join(f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(k.ndim))

@@ -366,14 +366,19 @@ class CLikeRenderer:
     def s_Assign(self, s):
         self.w(f"{self.var(s.var)} = {self.expr(s.value)};")
 
-    def s_Store(self, s):
-        a = s.array
-        v = self.expr(s.value)
+    def stored_value(self, a: N.ArrayInfo, value: N.Expr) -> str:
+        """``value`` converted to ``a``'s storage type."""
+        v = self.expr(value)
         conv = self.store_conv.get(a.dtype.name)
         if conv:
             v = f"{conv}({v})"
         elif a.dtype.kind == "b":
             v = f"(uint8_t)({v})"
+        return v
+
+    def s_Store(self, s):
+        a = s.array
+        v = self.stored_value(a, s.value)
         stmt = f"{self.element(a, s.index)} = {v};"
         chk = self.bounds_check(a, s.index, s.loc)
         self.w(f"if ({chk}) {stmt}" if chk else stmt)

@@ -1,0 +1,189 @@
+"""Which stores of a flat kernel may become streaming (non-temporal) stores on the CPU.
+
+A flat kernel's work items run in order of their position along the ndrange's last
+dimension. A store ``out[i]`` whose index is the item's own position (unit stride along
+that loop) and that every item executes writes one contiguous run of ``out`` per row, which
+the CPU backend can stage in a small buffer and write with non-temporal stores: a large
+output then costs two memory transfers per cache line (no read for ownership) instead of
+three. The C renderer decides at run time whether the output is large enough.
+
+Staging delays the store to the end of a block of items, so it is only allowed where no
+work item could observe the difference:
+
+* the store is a top-level statement of the body (every item executes it once, so the run
+  is fully covered) and the body has no early exit (``return``, an inlined function's
+  early exit);
+* the array is a global, contiguous, writable argument that the kernel never reads, never
+  updates atomically and stores nowhere else, and the kernel reads no writable global
+  array and has no global atomics at all (the partial cache line at the end of a streamed
+  run is held back until the next run continues it or the thread's work ends);
+* after the first staged store, the item reads no writable global array, runs no atomic
+  and prints nothing, and stores only to staged arrays (a writable array may alias the
+  output: a later read of it must not see memory the delayed store has not written yet).
+
+Reads by *other* work items of what an item wrote are data races in the language, as on
+GPUs, and need no care.
+"""
+from __future__ import annotations
+
+from ..ir import nodes as N
+
+
+def _unit_stride(e: N.Expr, defs: dict, ndim: int, ranges: int, k: int, arr_ndim: int) -> bool:
+    """Whether index expression ``e`` (dimension ``k`` of an ``arr_ndim``-D store) is the
+    item's own coordinate, so consecutive items along the last dimension store
+    consecutive elements."""
+    if isinstance(e, N.Var) and e.name in defs:
+        e = defs[e.name]
+    if not isinstance(e, N.Index):
+        return False
+    if arr_ndim == 1 and k == 0 and e.kind == "global_linear":
+        return True
+    if arr_ndim != ndim or e.dim != k:
+        return False
+    if e.kind == "global_pos":
+        return True
+    return e.kind == "global" and ranges < 2       # ranges == 2: a step between items
+
+
+def _geometry_defs(body: list) -> dict:
+    """Locals assigned exactly once in the kernel, at top level, from the item's geometry."""
+    counts: dict = {}
+    for s in N.walk_stmts(body):
+        if isinstance(s, N.Assign):
+            counts[s.var] = counts.get(s.var, 0) + 1
+        elif isinstance(s, N.Philox):
+            for v in s.outs:
+                counts[v] = counts.get(v, 0) + 2
+        elif isinstance(s, N.Collective):
+            counts[s.dst] = counts.get(s.dst, 0) + 2
+        elif isinstance(s, N.For):
+            counts[s.var] = counts.get(s.var, 0) + 2
+    return {s.var: s.value for s in body
+            if isinstance(s, N.Assign) and counts.get(s.var) == 1 and isinstance(s.value, N.Index)}
+
+
+def _exprs(stmts):
+    for s in N.walk_stmts(stmts):
+        for e in N.stmt_exprs(s):
+            yield from N.walk_expr(e)
+
+
+def write_only_arrays(k: N.Kernel) -> set:
+    """Global, writable, contiguous arrays that ``k`` stores in exactly one place and never
+    reads or updates atomically: candidates for streaming stores. None at all when the
+    kernel reads any writable global array or has global atomics: a streamed output's last
+    partial cache line may be written as late as the end of the thread's share of the
+    launch, which only such a read (of an aliasing array) could observe."""
+    stores: dict = {}
+    touched: set = set()
+    arrays: dict = {}
+    for s in N.walk_stmts(k.body):
+        if isinstance(s, N.Store):
+            stores[s.array.name] = stores.get(s.array.name, 0) + 1
+            arrays[s.array.name] = s.array
+    for e in _exprs(k.body):
+        if isinstance(e, (N.Load, N.Atomic)):
+            touched.add(e.array.name)
+        if isinstance(e, N.Atomic) and e.array.space == "global":
+            return set()        # atomics may order or publish the stores
+        if isinstance(e, N.Load) and e.array.space == "global" and not e.array.const:
+            return set()        # a writable array may alias an output: it must see every store
+    return {n for n, a in arrays.items()
+            if a.space == "global" and not a.const and a.contiguous and n not in touched and stores[n] == 1}
+
+
+def unobservable_after(rest: list, names: set) -> bool:
+    """Whether a store to one of ``names`` may be delayed past statements ``rest`` of the same
+    work item: they read no writable global array (it may alias the output), run no atomic,
+    print nothing and store to no other global array."""
+    for s in N.walk_stmts(rest):
+        if isinstance(s, N.Print) or (isinstance(s, N.Store) and s.array.space == "global"
+                                      and s.array.name not in names):
+            return False
+    for e in _exprs(rest):
+        if isinstance(e, N.Atomic) or (isinstance(e, N.Load) and e.array.space == "global"
+                                       and not e.array.const):
+            return False
+    return True
+
+
+def lane_coef(e: N.Expr, ndim: int, ranges: int, uniform: set, remat: dict, lane_vars: dict):
+    """How expression ``e`` changes from one work item to the next along the last group
+    dimension (the lanes of the CPU's lanes shape): 0 (the same in every lane), 1 (one more
+    per lane), another int, or None (unknown). ``uniform``: group-level locals; ``remat``:
+    locals recomputed from the item's geometry; ``lane_vars``: variables of loops hoisted
+    out of the lanes, to ``(start, step)`` of a per-item range or None for a uniform one."""
+    def c(x):
+        if isinstance(x, (N.Const, N.Arg, N.Shape)):
+            return 0
+        if isinstance(x, N.Var):
+            if x.name in lane_vars:
+                rng = lane_vars[x.name]
+                if rng is None:
+                    return 0
+                start, step = c(rng[0]), c(rng[1])
+                return start if step == 0 else None
+            if x.name in uniform:
+                return 0
+            if x.name in remat:
+                return c(remat[x.name])
+            return None
+        if isinstance(x, N.Index):
+            last = x.dim == ndim - 1
+            if x.kind in ("local_linear", "global_linear"):
+                return 1
+            if x.kind in ("local", "global_pos"):
+                return 1 if last else 0
+            if x.kind == "global":
+                return (1 if ranges < 2 else None) if last else 0
+            return 0        # group, ndrange, groupsize, ngroups, group_linear
+        if isinstance(x, N.BinOp) and x.op in ("+", "-", "*"):
+            a, b = c(x.a), c(x.b)
+            if a is None or b is None:
+                return None
+            if (a or b) and not (x.ty is not None and x.ty.dtype.kind in "iu" and x.ty.dtype.bits == 64):
+                return None     # narrower arithmetic may wrap between lanes
+            if x.op == "+":
+                return a + b
+            if x.op == "-":
+                return a - b
+            if a == 0 and b == 0:
+                return 0
+            if a == 0 and isinstance(x.a, N.Const) and isinstance(x.a.value, int):
+                return b * x.a.value
+            if b == 0 and isinstance(x.b, N.Const) and isinstance(x.b.value, int):
+                return a * x.b.value
+            return None
+        if isinstance(x, N.Cast):
+            inner = c(x.a)
+            if inner == 0:
+                return 0
+            return inner if x.ty.dtype.kind in "iu" and x.ty.dtype.bits == 64 else None
+        if isinstance(x, (N.Load, N.Atomic)):
+            return None
+        return 0 if all(c(y) == 0 for y in N.child_exprs(x)) else None
+    return c(e)
+
+
+def streamed_stores(k: N.Kernel, ranges: int) -> list:
+    """The top-level stores of flat kernel ``k`` that may be staged and streamed (see the
+    module docstring), in program order, each as ``(store, index)`` with the index's locals
+    replaced by the geometry they hold; ``ranges`` as in the C renderer (0: plain ndrange,
+    1: offsets, 2: offsets and steps)."""
+    body = k.body
+    if k.debug or getattr(k, "item_sums", ()):
+        return []
+    if any(isinstance(s, (N.Return, N.FuncExit, N.Barrier, N.Collective)) for s in N.walk_stmts(body)):
+        return []
+    defs = _geometry_defs(body)
+    candidates = write_only_arrays(k)
+    picked = [s for s in body if isinstance(s, N.Store) and s.array.name in candidates
+              and len(s.index) == s.array.ndim
+              and all(_unit_stride(e, defs, k.ndim, ranges, d, s.array.ndim) for d, e in enumerate(s.index))]
+    if not picked:
+        return []
+    first = next(i for i, s in enumerate(body) if s is picked[0])
+    if not unobservable_after(body[first + 1:], {s.array.name for s in picked}):
+        return []
+    return [(s, [defs.get(e.name, e) if isinstance(e, N.Var) else e for e in s.index]) for s in picked]

@@ -1,0 +1,332 @@
+"""Streaming (non-temporal) stores on the CPU (docs/cpu.md, passes/streaming.py): which
+stores qualify, and that streamed results are bit-identical to ordinary stores for every
+dtype, odd sizes, misaligned arrays, 2-D rows and offset ndranges.
+
+``TK_CPU_STREAM_BYTES`` is read by a kernel library at its first launch, so every kernel
+that a test forces into streaming (or out of it) is defined inside that test: a new source
+line is a new library."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.ir import nodes as N
+from tinykernels.passes.streaming import streamed_stores
+
+CPU = tk.CPU()
+
+
+def _source(kernel, *args, ndrange):
+    return kernel.source("CPU", *args, ndrange=ndrange)
+
+
+@pytest.fixture
+def stream_always(monkeypatch):
+    monkeypatch.setenv("TK_CPU_STREAM_BYTES", "1")
+
+
+@pytest.fixture
+def stream_never(monkeypatch):
+    monkeypatch.setenv("TK_CPU_STREAM_BYTES", str(1 << 62))
+
+
+# ----------------------------------------------------------------------------- which stores
+
+@tk.kernel
+def triad(a, b: tk.Const, c: tk.Const, s):
+    i = tk.index()
+    a[i] = b[i] + s * c[i]
+
+
+@tk.kernel
+def inplace(a, s):
+    i = tk.index()
+    a[i] = a[i] * s                      # the output is read: no streaming
+
+
+@tk.kernel
+def conditional(a, b: tk.Const):
+    i = tk.index()
+    if b[i] > 0:
+        a[i] = b[i]                      # not every item stores: no streaming
+
+
+@tk.kernel
+def shifted(a, b: tk.Const):
+    i = tk.index()
+    a[i - 1] = b[i]                      # not the item's own position
+
+
+@tk.kernel
+def read_after(a, x, b: tk.Const):
+    i = tk.index()
+    a[i] = b[i]
+    x[i] = x[i] + 1.0                    # reads a writable array afterwards: it may alias a
+
+
+@tk.kernel
+def early_exit(a, b: tk.Const):
+    i = tk.index()
+    if i == 3:
+        return
+    a[i] = b[i]
+
+
+@tk.kernel
+def two_outputs(a, m, b: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    a[i, j] = b[i, j] * 2.0
+    m[i, j] = b[i, j] > 0.5
+
+
+def test_streams_top_level_stores_of_the_items_own_position():
+    x = np.zeros(1000, np.float32)
+    src = _source(triad, x, x, x, np.float32(2), ndrange=(1000,))
+    assert "tk_out0 = &a_a[" in src and "tk_stream_fence();" in src
+    assert "if (tk_stream) tk_stream_bytes(&tk_pend_a, tk_out0, tk_stage0," in src
+    assert "tk_pend_flush(&tk_pend_a);" in src
+    # one copy of the loop: it stores through the stage buffer or the output itself,
+    # chosen at run time by the launch's output bytes
+    assert "tk_dst0 = tk_stream ? tk_stage0 : tk_out0;" in src and "tk_stream_threshold()" in src
+    assert src.count("tk_dst0[tk_pl - tk_b] =") == 1 and "a_a[(tk_idx)(v_i)] =" not in src
+
+
+@pytest.mark.parametrize("kernel, args", [
+    (inplace, (np.zeros(1000, np.float32), np.float32(2))),
+    (conditional, (np.zeros(1000, np.float32), np.zeros(1000, np.float32))),
+    (shifted, (np.zeros(1000, np.float32), np.zeros(1000, np.float32))),
+    (read_after, (np.zeros(1000, np.float32), np.zeros(1000, np.float32), np.zeros(1000, np.float32))),
+    (early_exit, (np.zeros(1000, np.float32), np.zeros(1000, np.float32))),
+])
+def test_no_streaming_where_a_delayed_store_could_be_observed(kernel, args):
+    assert "tk_stream" not in _source(kernel, *args, ndrange=(1000,))
+
+
+def test_debug_kernels_keep_plain_stores():
+    x = np.zeros(1000, np.float32)
+    assert "tk_stream" not in triad.source(tk.CPU(debug=True), x, x, x, np.float32(2), ndrange=(1000,))
+
+
+def test_analysis_picks_both_outputs_in_program_order():
+    a = np.zeros((4, 300), np.float32)
+    m = np.zeros((4, 300), np.bool_)
+    src = _source(two_outputs, a, m, a, ndrange=(4, 300))
+    assert src.index("tk_stream_bytes(&tk_pend_a, tk_out0,") < src.index("tk_stream_bytes(&tk_pend_m, tk_out1,")
+
+
+def test_streamed_stores_unit():
+    i = N.Index(None, None, "global_linear")
+    out = N.ArrayInfo("out", tk.float32, 1)
+    store = N.Store(None, out, [i], N.Var(None, None, "v"))
+    k = N.Kernel("k", [], [store], {}, 1, (256,))
+    assert [s for s, _ in streamed_stores(k, 0)] == [store]
+    k.debug = True
+    assert streamed_stores(k, 0) == []
+    k.debug = False
+    # ranges == 2 (a step between items): global coordinates are not unit stride
+    store2 = N.Store(None, out, [N.Index(None, None, "global", 0)], N.Var(None, None, "v"))
+    k.body = [store2]
+    assert streamed_stores(k, 0) and not streamed_stores(k, 2)
+
+
+# ----------------------------------------------------------------------------- identical results
+
+DTYPES = [np.float32, np.float64, np.float16, np.int8, np.uint16, np.int32, np.int64, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n, offset", [(1, 0), (37, 1), (4099, 0), (100003, 3)])
+def test_streamed_results_equal_numpy(dtype, n, offset, stream_always):
+    @tk.kernel
+    def scale(a, b: tk.Const):
+        i = tk.index()
+        a[i] = b[i] + b[i]
+
+    rng = np.random.default_rng(n)
+    src = (rng.random(n + offset) * 50).astype(dtype)
+    fill = np.array(7).astype(dtype)
+    buf = np.full(n + offset + 5, fill, dtype)
+    out = buf[offset:offset + n]                 # misaligned start, odd length
+    b = src[offset:]
+    scale(CPU)(out, b, ndrange=(n,))
+    tk.synchronize(CPU)
+    np.testing.assert_array_equal(out, (b + b).astype(dtype))
+    assert (buf[:offset] == fill).all() and (buf[offset + n:] == fill).all()   # nothing outside written
+
+
+def test_streamed_rows_offsets_and_threads(stream_always):
+    @tk.kernel
+    def rows(a, m, b: tk.Const, s):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        t = b[i, j] * s
+        a[i, j] = t + 1.0
+        m[i, j] = t > 0.5
+
+    rng = np.random.default_rng(1)
+    b = rng.random((67, 1029)).astype(np.float64)
+    for nd in [(67, 1029), (range(3, 60), range(5, 1000))]:
+        a = np.full((67, 1029), -1.0)
+        m = np.zeros((67, 1029), np.bool_)
+        for threads in (1, 2, 3):
+            a[:] = -1.0
+            m[:] = False
+            rows(tk.CPU(threads=threads))(a, m, b, 2.0, ndrange=nd)
+            r0 = range(67) if isinstance(nd[0], int) else nd[0]
+            r1 = range(1029) if isinstance(nd[1], int) else nd[1]
+            exp_a = np.full((67, 1029), -1.0)
+            exp_m = np.zeros((67, 1029), np.bool_)
+            sl = (slice(r0.start, r0.stop), slice(r1.start, r1.stop))
+            exp_a[sl] = b[sl] * 2.0 + 1.0
+            exp_m[sl] = b[sl] * 2.0 > 0.5
+            np.testing.assert_array_equal(a, exp_a)
+            np.testing.assert_array_equal(m, exp_m)
+
+
+def test_small_outputs_keep_plain_stores_by_default(monkeypatch):
+    """Without TK_CPU_STREAM_BYTES the threshold is the last-level cache size: a small output
+    takes the plain branch (observable here only through the source's guard) and is right."""
+    monkeypatch.delenv("TK_CPU_STREAM_BYTES", raising=False)
+
+    @tk.kernel
+    def small(a, b: tk.Const):
+        i = tk.index()
+        a[i] = b[i] * 3.0
+
+    b = np.arange(5000, dtype=np.float32)
+    a = np.zeros_like(b)
+    src = small.source("CPU", a, b, ndrange=(5000,))
+    assert "const int tk_stream = (tk_n0) * 4 >= tk_stream_threshold() && tk_n0 * 4 >= 256;" in src
+    small(CPU)(a, b, ndrange=(5000,))
+    np.testing.assert_array_equal(a, b * 3)
+
+
+# ----------------------------------------------------------------------------- grouped kernels: lanes runs
+
+INTERP = tk.Interpreter()
+
+
+@tk.kernel
+def softmax_like(out, X: tk.Const, D: tk.constexpr):
+    row = tk.index(tk.Group, tk.Linear)
+    lid = tk.index(tk.Local, tk.Linear)
+    tk.synchronize()                     # a grouped kernel (lanes shape)
+    for j in range(lid, D, tk.groupsize()[0]):
+        out[row, j] = X[row, j]
+    for j in range(lid, D, tk.groupsize()[0]):
+        out[row, j] *= 2.0               # reads the output: no streaming
+
+
+@tk.kernel
+def masked_store(out, X: tk.Const, D: tk.constexpr):
+    row = tk.index(tk.Group, tk.Linear)
+    lid = tk.index(tk.Local, tk.Linear)
+    tk.synchronize()                     # a grouped kernel (lanes shape)
+    for j in range(lid, D, tk.groupsize()[0]):
+        if X[row, j] > 0:
+            out[row, j] = 1.0            # not every lane stores: plain stores
+
+
+def test_lanes_source_streams_only_write_only_outputs_stored_by_every_lane():
+    X = np.zeros((4, 256), np.float32)
+    assert "tk_stream" not in softmax_like.source("CPU", X, X, 256, ndrange=(256,), workgroupsize=(64,))
+    assert "tk_stage" not in masked_store.source("CPU", X, X, 256, ndrange=(256,), workgroupsize=(64,))
+
+
+def _check(kernel, wg, args, ndrange, expected=None):
+    """CPU (streaming forced by the fixture) against the interpreter, bit for bit."""
+    outs = []
+    for b in (CPU, INTERP):
+        a = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+        kernel(b, wg)(*a, ndrange=ndrange)
+        tk.synchronize(b)
+        outs.append(a)
+    for x, y in zip(*outs):
+        if isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y)
+    if expected is not None:
+        np.testing.assert_array_equal(outs[0][0], expected)
+    return outs[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.bool_])
+@pytest.mark.parametrize("D, wg, offset", [(4096, 64, 0), (1000, 64, 1), (301, 48, 3), (64, 64, 0)])
+def test_lanes_streamed_rows_equal_interpreter(dtype, D, wg, offset, stream_always):
+    wg = max(wg, 256 // np.dtype(dtype).itemsize)       # rows of the group of >= 4 cache lines stream
+    @tk.kernel
+    def scale_rows(out, X: tk.Const, w: tk.Const, D: tk.constexpr):
+        row = tk.index(tk.Group, tk.Linear)
+        lid = tk.index(tk.Local, tk.Linear)
+        tk.synchronize()
+        for j in range(lid, D, tk.groupsize()[0]):
+            out[row, j] = X[row, j] * w[j]
+
+    R = 5
+    rng = np.random.default_rng(D)
+    X = (rng.random((R, D)) * 10).astype(dtype)
+    w = (rng.random(D) * 3).astype(dtype)
+    fill = np.array(5).astype(dtype)
+    buf = np.full(R * D + offset + 3, fill, dtype)
+    out = buf[offset:offset + R * D].reshape(R, D)      # misaligned rows
+    src = scale_rows.source("CPU", out, X, w, D, ndrange=(R * wg,), workgroupsize=(wg,))
+    assert "tk_dst0[tk_l0] =" in src
+    scale_rows(CPU, wg)(out, X, w, D, ndrange=(R * wg,))
+    tk.synchronize(CPU)
+    ref = np.empty((R, D), dtype)
+    scale_rows(INTERP, wg)(ref, X, w, D, ndrange=(R * wg,))
+    np.testing.assert_array_equal(out, ref)
+    assert (buf[:offset] == fill).all() and (buf[offset + R * D:] == fill).all()
+
+
+def test_lanes_streamed_2d_groups_partial_and_uniform_loop(stream_always):
+    @tk.kernel
+    def planes(out, x: tk.Const, s, P: tk.constexpr):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        tk.synchronize()
+        for t in range(P):                       # uniform loop: hoisted, lanes along j
+            out[t, i, j] = x[i, j] * s + t
+
+    x = np.random.default_rng(2).random((21, 77)).astype(np.float32)
+    out = np.zeros((3, 21, 77), np.float32)
+    exp = np.stack([x * np.float32(1.5) + np.float32(t) for t in range(3)])
+    src = planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77), workgroupsize=(4, 64))
+    assert "tk_stream_bytes(&tk_pend_out, tk_out0," in src
+    _check(planes, (4, 64), [out, x, np.float32(1.5), 3], (21, 77), exp)
+    # a group row of one cache line (16 float32) keeps plain stores
+    assert "tk_stream" not in planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77),
+                                            workgroupsize=(4, 16))
+
+
+def test_item_outer_piece_streams_through_a_local_tile(stream_always):
+    @tk.kernel
+    def swap_pairs(out, a: tk.Const, W: tk.constexpr):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        li, lj = tk.index(tk.Local, tk.Cartesian)
+        tile = tk.localmem(a.dtype, (2, W))
+        tile[li, lj] = a[i, j]
+        tk.synchronize()
+        out[i, j] = tile[li, lj] * 2.0 + tile[1 - li, lj]
+
+    a = np.random.default_rng(4).random((8, 200)).astype(np.float64)
+    src = swap_pairs.source("CPU", a, a, 64, ndrange=(8, 200), workgroupsize=(2, 64))
+    assert "streaming stores */" in src
+    exp = a * 2.0 + a.reshape(4, 2, 200)[:, ::-1].reshape(8, 200)
+    _check(swap_pairs, (2, 64), [np.zeros_like(a), a, 64], (8, 200), exp)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.bool_])
+def test_flat_plain_path_stores_through_the_output(dtype, stream_never):
+    """Small outputs (here: streaming off) run the same loop storing into the output itself."""
+    @tk.kernel
+    def shift_rows(a, b: tk.Const):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        a[i, j] = b[i, j] + b[i, j]
+
+    b = (np.random.default_rng(5).random((9, 2100)) * 20).astype(dtype)
+    for nd in [(9, 2100), (range(2, 9), range(3, 2099))]:
+        a = np.zeros_like(b)
+        shift_rows(tk.CPU(threads=2))(a, b, ndrange=nd)
+        r0 = range(9) if isinstance(nd[0], int) else nd[0]
+        r1 = range(2100) if isinstance(nd[1], int) else nd[1]
+        exp = np.zeros_like(b)
+        sl = (slice(r0.start, r0.stop), slice(r1.start, r1.stop))
+        exp[sl] = (b[sl] + b[sl]).astype(dtype)
+        np.testing.assert_array_equal(a, exp)
