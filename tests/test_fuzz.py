@@ -663,7 +663,8 @@ def k_fma_f32_rows(o, a: tk.Const, b: tk.Const, c: tk.Const):
     o[i] = tk.fma(a[i], b[i], c[i])
 
 
-# fixed: fma-f32-max (seed 33004734: the interpreter raised OverflowError next to FLT_MAX)
+# fixed: fma-f32-max
+# (fuzz seed 33004734: the interpreter raised OverflowError next to FLT_MAX)
 def test_bug_fma_float32_rounds_at_the_overflow_boundary():
     # float32 results within half an ulp above FLT_MAX round to it, from half an ulp on to inf (the
     # tie goes to the even 2**128, i.e. inf); float64 holds every exact value here, so NumPy's
