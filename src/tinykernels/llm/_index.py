@@ -34,6 +34,24 @@ def rows3(A, r):
 
 
 @tk.func
+def lead2(A, t):
+    """The padded coordinates (c0, c1) of block ``t`` of the grid ``(n0 * n1, n2, n3)`` of A
+    (:func:`grid3`): only rank 4 divides (a division per work item in a row's loop stops the
+    CPU backend from vectorizing it)."""
+    if A.ndim == 4:
+        return t // A.shape[1], t % A.shape[1]
+    return 0, t
+
+
+def grid3(shape: tuple) -> tuple:
+    """The ndrange ``(n0 * n1, n2, n3)`` of the padded extents of an array of ``shape`` (rank
+    1 to 4): one work item per element, a row of the last axis the innermost. The CPU
+    backend's loop over a row then sees the leading coordinates as constants of the row."""
+    n = (1,) * (4 - len(shape)) + tuple(int(e) for e in shape)
+    return (n[0] * n[1], n[2], n[3])
+
+
+@tk.func
 def unflat4(A, f):
     """The padded coordinates of A's element at C-order position ``f``."""
     n0, n1, n2, n3 = dims4(A)

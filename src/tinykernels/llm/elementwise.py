@@ -6,8 +6,9 @@ rule); float32 and float64 compute in their own type, rounded as NumPy rounds (n
 contraction), so ``add/sub/mul/div`` equal NumPy's results bit for bit. Math functions may
 differ from NumPy's in the last bits (the backend's libm).
 
-Every kernel runs over the ndrange ``(rows, last extent)``: a row is contiguous along its
-last axis, so the inner loop of the CPU backend is a unit-stride loop.
+Every kernel runs over the ndrange ``(n0 * n1, n2, n3)`` of the padded extents (``_index.grid3``):
+a row is contiguous along its last axis, so the inner loop of the CPU backend is a unit-stride
+loop, and the leading coordinates are the row's own (no division per element) up to rank 3.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
-from ._index import ld4, ldb4, rows3, st4
+from ._index import grid3, ld4, ldb4, lead2, st4
 from ._math import exp as _exp, f16_bits, use_poly
 
 __all__ = ["add", "sub", "mul", "div", "pow", "tanh_grad", "exp", "log", "sin", "cos", "tanh", "sqrt",
@@ -57,8 +58,8 @@ def _binary(out, a, b, sa, sb, op: tk.constexpr, a_last1: tk.constexpr, b_last1:
     """out = op(a * sa, b * sb) with broadcasting (``*_last1``: that operand's last extent is 1;
     ``b_scalar``: b is a scalar argument; ``scaled``: apply sa/sb, in float32; ``poly``: the
     vectorizable float32 exp of ``_math``)."""
-    r, j = tk.index(tk.Global, tk.Cartesian)
-    c0, c1, c2 = rows3(out, r)
+    t, c2, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1 = lead2(out, t)
     x = ldb4(a, c0, c1, c2, 0 if a_last1 else j)
     if scaled:
         x = tk.float32(x) * sa
@@ -74,8 +75,8 @@ def _binary(out, a, b, sa, sb, op: tk.constexpr, a_last1: tk.constexpr, b_last1:
 @tk.kernel
 def _unary(out, a, op: tk.constexpr, poly: tk.constexpr):
     """out = op(a), same shape; COPY converts to out's dtype."""
-    r, j = tk.index(tk.Global, tk.Cartesian)
-    c0, c1, c2 = rows3(out, r)
+    t, c2, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1 = lead2(out, t)
     x = ld4(a, c0, c1, c2, j)
     if op == EXP:
         st4(out, c0, c1, c2, j, _exp(x, poly))
@@ -105,14 +106,9 @@ def _f16_bits_of(out, x: tk.Const):
 
 @tk.kernel
 def _fill(out, value):
-    r, j = tk.index(tk.Global, tk.Cartesian)
-    c0, c1, c2 = rows3(out, r)
+    t, c2, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1 = lead2(out, t)
     st4(out, c0, c1, c2, j, value)
-
-
-def _grid(shape: tuple) -> tuple:
-    """ndrange (rows, last extent) of an array of ``shape``."""
-    return (int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1]))
 
 
 def _is_scalar(v) -> bool:
@@ -148,7 +144,7 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     sa, sb = (float(scales[0]), float(scales[1])) if scales is not None else (1.0, 1.0)
     C.launch(_binary, backend, (out, a, b, sa, sb, op, a_last1, b_last1, sb_shape is None, scales is not None,
                                      op == SWIGLU and use_poly(backend, dt)),
-             _grid(shape), stream=stream)
+             grid3(shape), stream=stream)
     return out
 
 
@@ -159,7 +155,7 @@ def _unary_call(fn: str, op: int, x, out=None, stream=None):
     dt = C.require_float(x, fn, "x", backend)
     out = C.output(out, fn, x, shape, dt, backend)
     if 0 not in shape:
-        C.launch(_unary, backend, (out, x, op, op == EXP and use_poly(backend, dt)), _grid(shape), stream=stream)
+        C.launch(_unary, backend, (out, x, op, op == EXP and use_poly(backend, dt)), grid3(shape), stream=stream)
     return out
 
 
@@ -240,7 +236,7 @@ def fill(x, value, stream=None):
     C.require(backend.supports(dt.name), "fill", "x", f"dtype {dt} is not supported on {backend!r}")
     if 0 not in shape:
         v = float(value) if dt.kind == "f" or (C.np_dtype("bfloat16") == dt) else int(value)
-        C.launch(_fill, backend, (x, v), _grid(shape), stream=stream)
+        C.launch(_fill, backend, (x, v), grid3(shape), stream=stream)
     return x
 
 
@@ -266,5 +262,5 @@ def cast(x, dtype, out=None, stream=None):
         if hx is not None and ho is not None:
             C.launch(_f16_bits_of, backend, (ho, hx), hx.size, stream=stream)
             return out
-    C.launch(_unary, backend, (out, x, COPY, False), _grid(shape), stream=stream)
+    C.launch(_unary, backend, (out, x, COPY, False), grid3(shape), stream=stream)
     return out

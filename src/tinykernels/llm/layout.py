@@ -9,7 +9,7 @@ import numpy as np
 import tinykernels as tk
 
 from . import _common as C
-from ._index import dims4, ld4, rows3, st4
+from ._index import dims4, grid3, ld4, lead2, rows3, st4
 
 __all__ = ["argmax", "gather", "transpose", "repeat"]
 
@@ -200,16 +200,16 @@ def pick(k, c0, c1, c2, c3):
 @tk.kernel
 def _permute(out, x: tk.Const, i0: tk.constexpr, i1: tk.constexpr, i2: tk.constexpr, i3: tk.constexpr):
     """out[c] = x[c'] with x's padded coordinate d equal to out's coordinate i_d."""
-    r, j = tk.index(tk.Global, tk.Cartesian)
-    c0, c1, c2 = rows3(out, r)
+    t, c2, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1 = lead2(out, t)
     v = ld4(x, pick(i0, c0, c1, c2, j), pick(i1, c0, c1, c2, j), pick(i2, c0, c1, c2, j), pick(i3, c0, c1, c2, j))
     st4(out, c0, c1, c2, j, v)
 
 
 @tk.kernel
 def _repeat(out, x: tk.Const, reps, ax: tk.constexpr):
-    r, j = tk.index(tk.Global, tk.Cartesian)
-    c0, c1, c2 = rows3(out, r)
+    t, c2, j = tk.index(tk.Global, tk.Cartesian)
+    c0, c1 = lead2(out, t)
     if ax == 0:
         v = ld4(x, c0 // reps, c1, c2, j)
     elif ax == 1:
@@ -320,7 +320,7 @@ def transpose(x, axes=None, out=None, stream=None):
         inv = [0] * 4
         for i, a in enumerate(axes4):
             inv[a] = i
-        C.launch(_permute, backend, (out, x, *inv), _grid(oshape), stream=stream)
+        C.launch(_permute, backend, (out, x, *inv), grid3(oshape), stream=stream)
     return out
 
 
@@ -349,5 +349,5 @@ def repeat(x, repeats: int, axis=None, out=None, stream=None):
         if ax4 < 3 and C.row_group(backend, oshape[-1]) == 1:
             C.launch(_repeat_rows, backend, (out, x, int(repeats), ax4), _grid(oshape)[0], stream=stream)
         else:
-            C.launch(_repeat, backend, (out, x, int(repeats), ax4), _grid(oshape), stream=stream)
+            C.launch(_repeat, backend, (out, x, int(repeats), ax4), grid3(oshape), stream=stream)
     return out
