@@ -219,7 +219,7 @@ def _llm_swiglu_op():
 
     def swiglu(a, b):
         return op(torch.empty_like(a), a, b, sa=1.0, sb=1.0, op=E.SWIGLU, a_last1=False, b_last1=False,
-                  b_scalar=False, scaled=False, poly=False, ndrange=(a.shape[0], a.shape[1]))
+                  b_scalar=False, scaled=False, poly=False, ndrange=(1, a.shape[0], a.shape[1]))
     return swiglu
 
 
