@@ -35,6 +35,22 @@ def pow2_f32(m):
 
 
 @tk.func
+def _exp_reduced(xc):
+    """``(n, e ** r)`` for a clamped float32 ``xc = n * ln 2 + r``: ``n = round(xc / ln 2)`` as
+    an int32, taken from the bits of ``xc / ln 2 + ROUND``; ``r`` by Cody-Waite (``n * LN2_HI``
+    exact); ``e ** r`` by the polynomial, every multiply-add a ``tk.fma``. The shared core of
+    :func:`exp_f32` and :func:`exp_neg_f32`, which differ only in the clamps and in how they
+    build ``2 ** n``."""
+    t = tk.fma(xc, tk.float32(LOG2E), tk.float32(ROUND))
+    ni = tk.bitcast(t, tk.int32) - ROUND_BITS       # round(x / ln 2), from the bits
+    n = tk.float32(ni)
+    r = tk.fma(n, tk.float32(-LN2_LO), tk.fma(n, tk.float32(-LN2_HI), xc))
+    p = tk.fma(tk.fma(tk.fma(tk.fma(tk.fma(tk.float32(P0), r, tk.float32(P1)), r, tk.float32(P2)), r,
+                                    tk.float32(P3)), r, tk.float32(P4)), r, tk.float32(P5))
+    return ni, tk.fma(r * r, p, r) + tk.float32(1.0)
+
+
+@tk.func
 def exp_f32(x):
     """``e ** x`` of a float32 ``x``, vectorizable (see the module docstring). Powers of two
     come from their exponent bits (:func:`pow2_f32`).
@@ -50,13 +66,7 @@ def exp_f32(x):
     the result. ``e**-104 < 2**-150`` gives 0; past 89 ``n`` exceeds 128 and
     the result overflows to inf."""
     xc = min(max(x, tk.float32(-104.0)), tk.float32(104.0))
-    t = tk.fma(xc, tk.float32(LOG2E), tk.float32(ROUND))
-    ni = tk.bitcast(t, tk.int32) - ROUND_BITS       # round(x / ln 2), from the bits
-    n = tk.float32(ni)
-    r = tk.fma(n, tk.float32(-LN2_LO), tk.fma(n, tk.float32(-LN2_HI), xc))
-    p = tk.fma(tk.fma(tk.fma(tk.fma(tk.fma(tk.float32(P0), r, tk.float32(P1)), r, tk.float32(P2)), r,
-                                    tk.float32(P3)), r, tk.float32(P4)), r, tk.float32(P5))
-    y = tk.fma(r * r, p, r) + tk.float32(1.0)
+    ni, y = _exp_reduced(xc)
     # 2**ni = 2**e * 2**mm with mm in the normal exponents [-126, 127] and e in [-24, 23]:
     # y * 2**e is exact (a normal float; inf past the float range, where the result is inf
     # anyway), the second product rounds once (to a subnormal, a normal or inf)
@@ -76,13 +86,7 @@ def exp_neg_f32(x):
     once), no integer clamps. Positive ``x`` is also right up to 176 (inf past 88.7); beyond,
     undefined."""
     xc = max(x, tk.float32(-104.0))
-    t = tk.fma(xc, tk.float32(LOG2E), tk.float32(ROUND))
-    ni = tk.bitcast(t, tk.int32) - ROUND_BITS
-    n = tk.float32(ni)
-    r = tk.fma(n, tk.float32(-LN2_LO), tk.fma(n, tk.float32(-LN2_HI), xc))
-    p = tk.fma(tk.fma(tk.fma(tk.fma(tk.fma(tk.float32(P0), r, tk.float32(P1)), r, tk.float32(P2)), r,
-                                    tk.float32(P3)), r, tk.float32(P4)), r, tk.float32(P5))
-    y = tk.fma(r * r, p, r) + tk.float32(1.0)
+    ni, y = _exp_reduced(xc)
     e1 = ni >> 1
     return (y * pow2_f32(e1)) * pow2_f32(ni - e1)
 
