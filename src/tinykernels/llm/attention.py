@@ -204,7 +204,7 @@ def _fa_tiles(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
 
 
 @tk.kernel
-def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.constexpr, D: tk.constexpr,
+def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, zero, causal: tk.constexpr, D: tk.constexpr,
               BK: tk.constexpr, poly: tk.constexpr):
     """Host shape: ndrange (batch * heads, Sq rounded up to BQ), workgroup (1, BQ); one query
     row per item. Every per-row array lives in local memory with the item innermost
@@ -216,7 +216,14 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
     results differ from the other shapes in the last bits, within the float32 accumulation
     error the tests allow. (It was a ``fastmath`` kernel; there, GCC's reassociation turned
     ``s += a * b`` of two unrolled steps into ``s + (fma(a, b, c * d))``: 3 instructions per 2
-    terms instead of 2.)"""
+    terms instead of 2.)
+
+    ``zero`` is always 0.0, subtracted from the query vector (scores) and the probability
+    vector (``P @ V``) before their four FMAs: ``x - 0.0`` is ``x`` for every float (-0.0 and
+    NaN included), so the results are bit for bit those without it, but GCC cannot fold a
+    subtraction of a run-time value, so it keeps the vector in a register for the four FMAs
+    instead of folding its 64-byte load into each of them (which made the loops load-bound
+    at about 75% of the FMA peak; one subtraction per vector runs on the add pipes)."""
     bh, g = tk.index(tk.Group, tk.Cartesian)
     lid = tk.index(tk.Local, tk.Linear)
     BQ = tk.groupsize()[1]
@@ -256,7 +263,7 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
             s2 = tk.float32(k[b, kh, j0 + j4 + 2, 0]) * x0
             s3 = tk.float32(k[b, kh, j0 + j4 + 3, 0]) * x0
             for ds in range(1, D):
-                x = Qt[ds, lid]
+                x = Qt[ds, lid] - zero
                 s0 = tk.fma(tk.float32(k[b, kh, j0 + j4, ds]), x, s0)
                 s1 = tk.fma(tk.float32(k[b, kh, j0 + j4 + 1, ds]), x, s1)
                 s2 = tk.fma(tk.float32(k[b, kh, j0 + j4 + 2, ds]), x, s2)
@@ -301,7 +308,7 @@ def _fa_lanes(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
             a2 = Acc[d0 + 2, lid] * corr
             a3 = Acc[d0 + 3, lid] * corr
             for jv in range(t):
-                pv = P[jv, lid]
+                pv = P[jv, lid] - zero
                 a0 = tk.fma(pv, tk.float32(v[b, kh, j0 + jv, d0]), a0)
                 a1 = tk.fma(pv, tk.float32(v[b, kh, j0 + jv, d0 + 1]), a1)
                 a2 = tk.fma(pv, tk.float32(v[b, kh, j0 + jv, d0 + 2]), a2)
@@ -516,7 +523,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
     shape = _shape(backend, D)
     if shape == "lanes":
         bq, bk = _lanes_blocks(backend, D)
-        C.launch(_fa_lanes, backend, (out, q, k, v, sc, bool(causal), D, bk, use_poly(backend, np.float32)),
+        C.launch(_fa_lanes, backend, (out, q, k, v, sc, 0.0, bool(causal), D, bk, use_poly(backend, np.float32)),
                  (B * H, -(-Sq // bq) * bq), (1, bq), stream=stream)
     elif shape == "rows":
         C.launch(_fa_rows, backend, (out, q, k, v, sc, bool(causal), D, use_poly(backend, np.float32)), (B * H, Sq),
