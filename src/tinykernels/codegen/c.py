@@ -273,13 +273,16 @@ _EXP_F32 = r"""
 #else
 #define TK_EXP_FMA(a, b, c) ((a) * (b) + (c))
 #endif
-/* e^x = s (1 + p) for |x| <= 120 (a double; NaN propagates through p): s = 2^k, p = r + r^2 q(r) */
+/* e^x = s (1 + p) for |x| <= 120 (a double; NaN propagates through p): s = 2^k, p = r + r^2 q(r).
+   t's low bits hold k + 1023 (the bias added with the rounding constant), so 2^k is one shift;
+   k * LN2_HI is exact (42 + 8 bits), so the first reduction step rounds once with or without FMA */
 TK_INLINE double tk_exp_parts(double x, double *s) {
-    double t = x * 0x1.71547652b82fep+0 + 0x1.8p+52;            /* round(x / ln2) + 1.5 * 2^52 */
-    double k = t - 0x1.8p+52;
-    double r = (x - k * 0x1.62e42fefa3800p-1) - k * 0x1.ef35793c76730p-45;
+    double t = TK_EXP_FMA(x, 0x1.71547652b82fep+0, 0x1.8p+52 + 1023.0);   /* round(x / ln2) + 1023 + 1.5 * 2^52 */
+    double k = t - (0x1.8p+52 + 1023.0);
+    double r = TK_EXP_FMA(k, -0x1.62e42fefa3800p-1, x);
     double q = 0x1.28803926c8ea8p-22;
-    *s = tk_bits_f64((tk_f64_bits(t) << 52) + ((uint64_t)1023 << 52));   /* 2^k */
+    r = TK_EXP_FMA(k, -0x1.ef35793c76730p-45, r);
+    *s = tk_bits_f64(tk_f64_bits(t) << 52);                     /* 2^k: k + 1023 in the exponent field */
     q = TK_EXP_FMA(q, r, 0x1.72c720b2e07bfp-19);
     q = TK_EXP_FMA(q, r, 0x1.a019c9ab213aap-16);
     q = TK_EXP_FMA(q, r, 0x1.a019adabfb6abp-13);
@@ -298,7 +301,7 @@ TK_INLINE uint32_t tk_clamp_mag_f32(uint32_t m, uint32_t lim) {
 TK_INLINE float tk_exp_f32(float xf) {
     uint32_t u = tk_f32_bits(xf);
     double s, p = tk_exp_parts((double)tk_bits_f32((u & 0x80000000u) | tk_clamp_mag_f32(u & 0x7fffffffu, 0x42f00000u)), &s);
-    return (float)((1.0 + p) * s);                              /* |x| <= 120 above */
+    return (float)TK_EXP_FMA(p, s, s);     /* = s * round(1 + p): s is a power of two, |x| <= 120 above */
 }
 /* tanh |x| = e / (e + 2) with e = e^(2|x|) - 1 = (s - 1) + s p (s - 1 is exact; no cancellation
    for small |x|, where s = 1), the sign put back; |x| clamped to 20 (tanh is 1 in float32 from
