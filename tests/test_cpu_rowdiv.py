@@ -151,3 +151,22 @@ def test_streamed_row_divisions_are_exact(monkeypatch):
         t = np.arange(n, dtype=np.int64) - 333
         np.testing.assert_array_equal(q, t // c)
         np.testing.assert_array_equal(r, t % c)
+
+
+def test_negated_local_holding_a_negative_constant():
+    """A dividend that negates a local holding a negative literal: evaluated once per run, the
+    local's value is substituted into the expression, and the C renderer must parenthesize
+    a negation's operand (it wrote ``--11``, which C reads as a decrement: fuzz seed 34002006)."""
+    @tk.kernel
+    def neg_local(q, r, c: tk.int64):
+        i = tk.index()
+        m = -11
+        m32 = tk.int32(-11)
+        q[i] = (i - -m) // c + (-m) // 5 + int(-m32) % 5
+        r[i] = (i + c) % 7
+    n = 300
+    q, r = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    neg_local(CPU2)(q, r, 4, ndrange=(n,))
+    i = np.arange(n, dtype=np.int64)
+    np.testing.assert_array_equal(q, (i - 11) // 4 + 11 // 5 + 11 % 5)
+    np.testing.assert_array_equal(r, (i + 4) % 7)
