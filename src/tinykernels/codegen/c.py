@@ -19,6 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
+from ..passes.rowdiv import row_divisions
 from ..passes.streaming import lane_coef, streamed_stores, unobservable_after, write_only_arrays
 from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
@@ -90,6 +91,21 @@ _FASTMATH_MATH_H = """\
 # either end with ordinary stores), so a line of a large output is not read before it is
 # overwritten. Other targets copy the buffer with memcpy. tk_stream_threshold: outputs of at
 # least this many bytes per launch stream (TK_CPU_STREAM_BYTES, else the last-level cache size).
+_DIV_RUN = """\
+/* The end of the run of positions s, s + 1, ... (before e) over which a // b keeps its value
+   (passes/rowdiv.py): the dividend a (at s) grows by one per position, r = a % b (Python's).
+   b > 0: the remainder climbs to b - 1; b < 0: to 0; b == 0: one position (a % 0 stays 0);
+   and a must not wrap past INT64_MAX inside the run. */
+TK_INLINE int64_t tk_div_run(int64_t s, int64_t e, int64_t a, int64_t b, int64_t r) {
+    int64_t n = e - s;
+    if (b > 0) { if (b - r < n) n = b - r; }
+    else if (b < 0) { if (-r < n) n = 1 - r; }
+    else n = 1;
+    if (a > 0 && n - 1 > INT64_MAX - a) n = INT64_MAX - a + 1;
+    return s + n;
+}
+"""
+
 _STREAM = """\
 #include <string.h>
 #include <stdlib.h>
@@ -345,6 +361,10 @@ class CRenderer(CLikeRenderer):
         self.lane_stack: list = []  # lanes shape: emitters of per-item loop variables, outermost first
         self.lane_outer = False     # lanes shape: the group's outer dimensions are bound by enclosing loops
         self.staged: dict = {}      # flat path: id(Store) -> its staging buffer (streaming stores)
+        # flat path: the divisions computed once per run of a row (passes/rowdiv.py), and while
+        # an item loop over such a run is rendered, id(BinOp) -> the C expression of its value
+        self.div_values: dict = {}
+        self.row_divs = row_divisions(kernel, ranges, self.expr) if plan is None else []
         # grouped path, lanes pieces: arrays that may stream; a C condition under which every
         # valid lane runs the current lanes loop unmasked (None: unknown); hoisted loop vars
         self.write_only = (write_only_arrays(kernel) if plan is not None and not plan.needs_done
@@ -402,6 +422,10 @@ class CRenderer(CLikeRenderer):
         self.w("fflush(stdout);")
 
     # --- statements specific to the grouped path -----------------------------------------------
+
+    def e_BinOp(self, e):
+        hoisted = self.div_values.get(id(e))
+        return hoisted if hoisted is not None else super().e_BinOp(e)
 
     def s_Assign(self, s):
         v = s.value
@@ -1025,7 +1049,7 @@ class CRenderer(CLikeRenderer):
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else "",
-                _STREAM if self.stream_arrays else ""]
+                _STREAM if self.stream_arrays else "", _DIV_RUN if self.row_divs else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
     def render_flat(self) -> list:
@@ -1125,9 +1149,12 @@ class CRenderer(CLikeRenderer):
 
     def item_loop(self, c0: str, c1: str, body: list, label: str, sums) -> None:
         """The loop over positions ``c0 <= tk_pl < c1`` of one row, running ``body``."""
-        k = self.k
         self.next_label = label
-        if sums and not k.debug:    # the sums' order may change: the loop still vectorizes
+        self.division_runs(c0, c1, lambda r0, r1: self._item_loop(r0, r1, body, label, sums))
+        self.next_label = "tk_next"
+
+    def _item_loop(self, c0: str, c1: str, body: list, label: str, sums) -> None:
+        if sums and not self.k.debug:    # the sums' order may change: the loop still vectorizes
             self.w("#ifdef _OPENMP")
             self.w(f"#pragma omp simd reduction(+:{', '.join(f'tk_sum{n}' for n in range(len(sums)))})")
             self.w("#endif")
@@ -1139,7 +1166,40 @@ class CRenderer(CLikeRenderer):
             self.w(f"tk_sum{n} += {self.var(var)};")
         self.depth -= 1
         self.w("}")
-        self.next_label = "tk_next"
+
+    def division_runs(self, c0: str, c1: str, emit) -> None:
+        """Positions ``c0 <= tk_pl < c1`` of a row: ``emit(start, end)`` renders the item loop
+        over a range. With row divisions (passes/rowdiv.py) the row is split into runs over
+        which every quotient stays the same: each run computes its quotients and remainders
+        once (the same helpers, at the run's first position), and the item loop reads them
+        (a remainder plus the position within the run), so it has no division."""
+        if not self.row_divs:
+            emit(c0, c1)
+            return
+        last = self.k.ndim - 1
+        self.w(f"for (tk_idx tk_ds = (tk_idx)({c0}), tk_de; tk_ds < (tk_idx)({c1}); tk_ds = tk_de) {{")
+        self.depth += 1
+        self.w(f"tk_de = (tk_idx)({c1});")
+        self.w("int64_t " + ", ".join(f"tk_dq{n}, tk_dr{n}" for n in range(len(self.row_divs))) + ";")
+        self.w("{")
+        self.depth += 1
+        self.w(f"const int64_t tk_p{last} = tk_ds;")
+        self.global_coords()
+        for n, d in enumerate(self.row_divs):
+            self.w(f"const int64_t tk_da{n} = {self.expr(d.a)}, tk_db{n} = {self.expr(d.b)};")
+            self.w(f"tk_dq{n} = tk_floordiv_i64(tk_da{n}, tk_db{n}); tk_dr{n} = tk_mod_i64(tk_da{n}, tk_db{n});")
+            if d.step:
+                self.w(f"tk_de = tk_div_run(tk_ds, tk_de, tk_da{n}, tk_db{n}, tk_dr{n});")
+        self.depth -= 1
+        self.w("}")
+        for n, d in enumerate(self.row_divs):
+            rem = f"(tk_dr{n} + (int64_t)(tk_pl - tk_ds))" if d.step else f"tk_dr{n}"
+            for e in d.ops:
+                self.div_values[id(e)] = f"tk_dq{n}" if e.op == "//" else rem
+        emit("tk_ds", "tk_de")
+        self.div_values = {}
+        self.depth -= 1
+        self.w("}")
 
     def flat_item(self, body: list) -> None:
         """One work item of the flat loop (position ``tk_pl`` along the last dimension) running
@@ -1185,18 +1245,21 @@ class CRenderer(CLikeRenderer):
             self.w(f"tk_dst{n} = tk_stream ? tk_stage{n} : tk_out{n};")
         self.depth -= 1
         self.w("}")
-        self.w("for (tk_idx tk_pl = tk_b; tk_pl < tk_be; ++tk_pl) {")
-        self.depth += 1
-        self.flat_item(k.body)
-        self.w("tk_next: ;")
-        self.depth -= 1
-        self.w("}")
+        self.division_runs("tk_b", "tk_be", self._streamed_items)
         for n, (s, _) in enumerate(streams):
             self.w(f"if (tk_stream) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
                    f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
         self.depth -= 1
         self.w("}")
         self.staged = {}
+
+    def _streamed_items(self, c0: str, c1: str) -> None:
+        self.w(f"for (tk_idx tk_pl = {c0}; tk_pl < {c1}; ++tk_pl) {{")
+        self.depth += 1
+        self.flat_item(self.k.body)
+        self.w("tk_next: ;")
+        self.depth -= 1
+        self.w("}")
 
     def render_grouped(self) -> list:
         k, plan = self.k, self.plan

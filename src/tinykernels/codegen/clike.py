@@ -249,7 +249,8 @@ class CLikeRenderer:
         a = self.expr(e.a)
         if e.op == "not":
             return f"(!{a})"
-        return self.wrap_narrow(e.ty, f"{e.op}{a}")
+        # the operand in parentheses: a negative constant after '-' would read as '--'
+        return self.wrap_narrow(e.ty, f"{e.op}({a})")
 
     def e_Compare(self, e):
         return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
