@@ -319,7 +319,11 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
     chunk's scales, then per block its weights decoded into 32 int32 (Q4_0: the nibbles minus
     8, two 16-trip loops; Q8_0: the sign-extended bytes), then one 32-trip loop of int32
     products, conversions and float multiply-adds, which the C compiler vectorizes in full
-    AVX-512 registers (the shape of the exact GEMV). The lane update is one ``tk.fma``
+    AVX-512 registers (the shape of the exact GEMV). Q4_0 adds the products of weights ``j``
+    and ``j + 16`` (the low and high nibble of byte ``j``) in int32 (exact) before converting,
+    so only the first 16 lanes are used: one conversion and one FMA per 16-lane pair instead
+    of two (9 instead of 11 512-bit operations per block; single-threaded, in cache: 2.43 ->
+    2.13 ns per block). The lane update is one ``tk.fma``
     (product times scale plus lane, rounded once): a vector FMA instead of a multiply and an
     add (single-threaded, in cache: 1.66 -> 1.55 ns per q4_0 block), with results that do not
     depend on the compiler. Int8 weights and activations multiplied
@@ -350,7 +354,9 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
                     w[j] = (v & 15) - 8
                     w[j + 16] = (v >> 4) - 8
                 for j in range(32):
-                    acc[j] = tk.fma(tk.float32(w[j] * xq[o + j]), ds[t], acc[j])
+                    w[j] = w[j] * xq[o + j]
+                for j in range(16):
+                    acc[j] = tk.fma(tk.float32(w[j] + w[j + 16]), ds[t], acc[j])
     tot = tk.float32(0)
     for j in range(LANES):
         tot += acc[j]
