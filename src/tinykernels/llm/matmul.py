@@ -510,7 +510,7 @@ def _gemm_rows_q(out, data: tk.Const, bf: tk.Const, q8: tk.constexpr, N: tk.cons
         o = b * 32 * N
         for j0 in range(0, 32 * N, P * N):
             for u in range(P * N):
-                acc[u] += wx[j0 + u] * bf[o + j0 + u]
+                acc[u] = tk.fma(wx[j0 + u], bf[o + j0 + u], acc[u])
     for n in range(N):
         s = acc[n]
         for p in range(1, P):
