@@ -72,13 +72,12 @@ def test_gemm(qtype, be, n):
 @pytest.mark.parametrize("be", ["CPU", "INTERP"])
 @pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
 def test_host_fused_gemm_every_small_n(qtype, be):
-    """The host fused GEMM compiles per N (1..FUSED_MAX_N) with P * N partial sums: each N
-    against float64, K not a multiple of the lanes' span."""
+    """The host fused GEMM compiles per N (1..FUSED_MAX_N) with 32 * N partial sums over the
+    transposed ``b``: each N against float64, K with an odd number of blocks."""
     rng = np.random.default_rng(15)
     m, k = (2, 64) if be == "INTERP" else (13, 32 * 19)
     a, w64 = _weights(qtype, m, k, rng)
     for n in range(1, mm.FUSED_MAX_N + 1) if be == "CPU" else (1, 3, 8):
-        assert mm._gemm_lanes(n) * n <= mm.GEMM_LANES and 32 % mm._gemm_lanes(n) == 0
         bm = rng.standard_normal((k, n)).astype(np.float32)
         _check(host(llm.matmul(to_q(be, a), to(be, bm))), w64, bm, k)
 
@@ -198,8 +197,9 @@ def _kernel_launches():
                   (mm._gemv_group_i8, (out1, data[q], np.zeros(64, np.uint32), xd, q == "q8_0"), 4 * g, g)]
     for q, kern in mm._FUSED_GEMM.items():
         cases.append((kern, (np.zeros((4, 3), f32), data[q], bm), (4, 3), None))
-        cases.append((mm._gemm_rows_q, (np.zeros((4, 3), f32), data[q], bm.reshape(-1), q == "q8_0", 3,
-                                        mm._gemm_lanes(3)), 4, None))
+        cases.append((mm._gemm_rows_q, (np.zeros((4, 3), f32), data[q], np.zeros((3, 256), f32), q == "q8_0", 3),
+                      4, None))
+    cases.append((mm._transpose_kn, (np.zeros((3, 256), f32), bm), (3, 256), None))
     return cases
 
 
