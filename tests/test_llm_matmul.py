@@ -356,3 +356,62 @@ def test_quantize_activations_errors_name_the_argument():
         llm.quantize_activations(np.zeros(64, np.float64))
     with pytest.raises(ValueError, match="x"):
         llm.quantize_activations(np.zeros((2, 32), np.float32))
+
+
+def _fma32(a, b, c):
+    """float32 fma: the product is exact in float64, the sum rounded to float64 and then to
+    float32 (a double rounding that can differ from one rounding only at rare halfway cases;
+    none in these tests' data)."""
+    return (np.float64(1) * a * b + c).astype(np.float32)
+
+
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+def test_host_fused_gemm_sums_each_column_in_32_fma_lanes(qtype):
+    """The host fused GEMM's documented order: column ``n`` in 32 partial sums (lane ``j``:
+    the terms ``k % 32 == j`` in increasing ``k``, one fma each), added in order of ``j``:
+    bit for bit a NumPy model (it pins the shape over the transposed ``b``)."""
+    rng = np.random.default_rng(40)
+    for n in (3, mm.FUSED_MAX_N):
+        m, k = 5, 32 * 7
+        a, _ = _weights(qtype, m, k, rng)
+        bm = rng.standard_normal((k, n)).astype(np.float32)
+        w = llm.dequantize(a)                   # the kernel's weights, exactly
+        acc = np.zeros((m, n, 32), np.float32)
+        for kk in range(k):
+            acc[:, :, kk % 32] = _fma32(w[:, kk, None], bm[None, kk], acc[:, :, kk % 32])
+        want = acc[:, :, 0]
+        for j in range(1, 32):
+            want = want + acc[:, :, j]
+        got = llm.matmul(a, bm)
+        assert got.dtype == np.float32 and np.array_equal(got, want), (qtype, n)
+
+
+def test_host_int8_route_q4_0_pairs_each_bytes_nibble_products():
+    """The host q4_0 int8 route adds the exact products of weights ``j`` and ``j + 16`` (one
+    byte's two nibbles) in int32, then converts and accumulates that sum in lane ``j`` with
+    one fma by ``d_w * d_x`` (chunks of CHUNK blocks; the remaining blocks after the lanes,
+    one integer block product each): bit for bit a NumPy model."""
+    rng = np.random.default_rng(41)
+    m, k = 6, 32 * (2 * mm.CHUNK + 3)
+    raw = random_blocks("q4_0", m, k // 32, rng)
+    x = _activations(k, rng)
+    qx, dx = llm.quantize_activations(x)
+    rb = raw.reshape(m, -1, 18)
+    dw = rb[:, :, :2].copy().view("<f2")[..., 0].astype(np.float32)
+    lo = (rb[:, :, 2:] & 15).astype(np.int64) - 8
+    hi = (rb[:, :, 2:] >> 4).astype(np.int64) - 8
+    qb = qx.reshape(-1, 32).astype(np.int64)
+    pairs = lo * qb[None, :, :16] + hi * qb[None, :, 16:]          # [m, nb, 16], exact
+    ds = dw * dx[None]                                                # float32 products
+    nb = k // 32
+    full = nb - nb % mm.CHUNK
+    acc = np.zeros((m, 16), np.float32)
+    for b in range(full):
+        acc = _fma32(pairs[:, b].astype(np.float32), ds[:, b, None], acc)
+    tot = np.zeros(m, np.float32)
+    for j in range(16):
+        tot = tot + acc[:, j]
+    for b in range(full, nb):
+        tot = tot + pairs[:, b].sum(1).astype(np.float32) * ds[:, b]
+    got = llm.matmul(llm.QTensor("q4_0", (m, k), raw), x, exact=False)
+    assert np.array_equal(got, tot)
