@@ -4,8 +4,9 @@ Routes (``a`` [M, K], ``b`` [K] for a GEMV or [K, N] for a GEMM, float32 ``b``):
 
 * ``a`` a ``QTensor`` (q4_0, q8_0, q4_k), ``b`` [K]: fused dequant-GEMV; the weights are
   decoded from their bytes inside the dot product, exactly as ``dequantize`` computes them.
-* ``a`` a q4_0/q8_0 ``QTensor``, ``b`` [K, N] with small N: fused dequant-GEMM (one work item
-  per output); larger N, and q4_k: ``dequantize`` into a float32 scratch, then the float GEMM.
+* ``a`` a q4_0/q8_0 ``QTensor``, ``b`` [K, N] with small N: fused dequant-GEMM (GPUs: one work
+  item per output; host backends: one per row of ``a``, over ``b`` transposed to [N, K]);
+  larger N, and q4_k: ``dequantize`` into a float32 scratch, then the float GEMM.
 * ``a`` float32: GEMV for ``b`` [K], tiled GEMM (16 x 16 tiles in local memory) for [K, N].
 
 Accumulation is float32. On the host backends (CPU, interpreter) a GEMV runs one work item
