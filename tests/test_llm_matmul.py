@@ -72,13 +72,12 @@ def test_gemm(qtype, be, n):
 @pytest.mark.parametrize("be", ["CPU", "INTERP"])
 @pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
 def test_host_fused_gemm_every_small_n(qtype, be):
-    """The host fused GEMM compiles per N (1..FUSED_MAX_N) with P * N partial sums: each N
-    against float64, K not a multiple of the lanes' span."""
+    """The host fused GEMM compiles per N (1..FUSED_MAX_N) with 32 * N partial sums over the
+    transposed ``b``: each N against float64, K with an odd number of blocks."""
     rng = np.random.default_rng(15)
     m, k = (2, 64) if be == "INTERP" else (13, 32 * 19)
     a, w64 = _weights(qtype, m, k, rng)
     for n in range(1, mm.FUSED_MAX_N + 1) if be == "CPU" else (1, 3, 8):
-        assert mm._gemm_lanes(n) * n <= mm.GEMM_LANES and 32 % mm._gemm_lanes(n) == 0
         bm = rng.standard_normal((k, n)).astype(np.float32)
         _check(host(llm.matmul(to_q(be, a), to(be, bm))), w64, bm, k)
 
@@ -198,8 +197,9 @@ def _kernel_launches():
                   (mm._gemv_group_i8, (out1, data[q], np.zeros(64, np.uint32), xd, q == "q8_0"), 4 * g, g)]
     for q, kern in mm._FUSED_GEMM.items():
         cases.append((kern, (np.zeros((4, 3), f32), data[q], bm), (4, 3), None))
-        cases.append((mm._gemm_rows_q, (np.zeros((4, 3), f32), data[q], bm.reshape(-1), q == "q8_0", 3,
-                                        mm._gemm_lanes(3)), 4, None))
+        cases.append((mm._gemm_rows_q, (np.zeros((4, 3), f32), data[q], np.zeros((3, 256), f32), q == "q8_0", 3),
+                      4, None))
+    cases.append((mm._transpose_kn, (np.zeros((3, 256), f32), bm), (3, 256), None))
     return cases
 
 
@@ -356,3 +356,62 @@ def test_quantize_activations_errors_name_the_argument():
         llm.quantize_activations(np.zeros(64, np.float64))
     with pytest.raises(ValueError, match="x"):
         llm.quantize_activations(np.zeros((2, 32), np.float32))
+
+
+def _fma32(a, b, c):
+    """float32 fma: the product is exact in float64, the sum rounded to float64 and then to
+    float32 (a double rounding that can differ from one rounding only at rare halfway cases;
+    none in these tests' data)."""
+    return (np.float64(1) * a * b + c).astype(np.float32)
+
+
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+def test_host_fused_gemm_sums_each_column_in_32_fma_lanes(qtype):
+    """The host fused GEMM's documented order: column ``n`` in 32 partial sums (lane ``j``:
+    the terms ``k % 32 == j`` in increasing ``k``, one fma each), added in order of ``j``:
+    bit for bit a NumPy model (it pins the shape over the transposed ``b``)."""
+    rng = np.random.default_rng(40)
+    for n in (3, mm.FUSED_MAX_N):
+        m, k = 5, 32 * 7
+        a, _ = _weights(qtype, m, k, rng)
+        bm = rng.standard_normal((k, n)).astype(np.float32)
+        w = llm.dequantize(a)                   # the kernel's weights, exactly
+        acc = np.zeros((m, n, 32), np.float32)
+        for kk in range(k):
+            acc[:, :, kk % 32] = _fma32(w[:, kk, None], bm[None, kk], acc[:, :, kk % 32])
+        want = acc[:, :, 0]
+        for j in range(1, 32):
+            want = want + acc[:, :, j]
+        got = llm.matmul(a, bm)
+        assert got.dtype == np.float32 and np.array_equal(got, want), (qtype, n)
+
+
+def test_host_int8_route_q4_0_pairs_each_bytes_nibble_products():
+    """The host q4_0 int8 route adds the exact products of weights ``j`` and ``j + 16`` (one
+    byte's two nibbles) in int32, then converts and accumulates that sum in lane ``j`` with
+    one fma by ``d_w * d_x`` (chunks of CHUNK blocks; the remaining blocks after the lanes,
+    one integer block product each): bit for bit a NumPy model."""
+    rng = np.random.default_rng(41)
+    m, k = 6, 32 * (2 * mm.CHUNK + 3)
+    raw = random_blocks("q4_0", m, k // 32, rng)
+    x = _activations(k, rng)
+    qx, dx = llm.quantize_activations(x)
+    rb = raw.reshape(m, -1, 18)
+    dw = rb[:, :, :2].copy().view("<f2")[..., 0].astype(np.float32)
+    lo = (rb[:, :, 2:] & 15).astype(np.int64) - 8
+    hi = (rb[:, :, 2:] >> 4).astype(np.int64) - 8
+    qb = qx.reshape(-1, 32).astype(np.int64)
+    pairs = lo * qb[None, :, :16] + hi * qb[None, :, 16:]          # [m, nb, 16], exact
+    ds = dw * dx[None]                                                # float32 products
+    nb = k // 32
+    full = nb - nb % mm.CHUNK
+    acc = np.zeros((m, 16), np.float32)
+    for b in range(full):
+        acc = _fma32(pairs[:, b].astype(np.float32), ds[:, b, None], acc)
+    tot = np.zeros(m, np.float32)
+    for j in range(16):
+        tot = tot + acc[:, j]
+    for b in range(full, nb):
+        tot = tot + pairs[:, b].sum(1).astype(np.float32) * ds[:, b]
+    got = llm.matmul(llm.QTensor("q4_0", (m, k), raw), x, exact=False)
+    assert np.array_equal(got, tot)
