@@ -923,7 +923,8 @@ def check_c_triad_adjoint(lib) -> None:
             lib.ref_triad_adjoint_f32(P(da), P(db), P(c), P(dc), 2.5, P(ds), n, 2)
         else:
             lib.ref_triad_adjoint_nos_f32(P(da), P(db), P(dc), 2.5, n, 2)
-        ok = (not da.any() and np.allclose(db, db0 + g, rtol=1e-6) and np.allclose(dc, dc0 + np.float32(2.5) * g, rtol=1e-6)
+        ok = (not da.any() and np.allclose(db, db0 + g, rtol=1e-6)
+              and np.allclose(dc, dc0 + np.float32(2.5) * g, rtol=1e-6)
               and (not with_s or np.isclose(ds[0], 0.5 + np.dot(g.astype(np.float64), c), rtol=1e-5)))
         if not ok:
             raise SystemExit("the C reference triad adjoint is wrong (with_s=%s)" % with_s)
