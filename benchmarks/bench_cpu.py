@@ -89,6 +89,33 @@ void ref_diffusion_f64(double *restrict T2, const double *restrict T, double dt,
 }
 
 void ref_empty3(void *a, const void *b, float s) { (void)a; (void)b; (void)s; }
+
+/* the adjoint of ref_triad_f32 as one would write it by hand (what tk.adjoint(tk_triad) does):
+   dB += dA, dC += s dA, dA = 0, and ds += sum(C dA) summed in double per thread */
+void ref_triad_adjoint_f32(float *restrict da, float *restrict db, const float *restrict c,
+                           float *restrict dc, float s, double *ds, int64_t n, int nt) {
+    double acc = 0.0;
+    #pragma omp parallel for simd schedule(static) num_threads(nt) reduction(+:acc)
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = da[i];
+        da[i] = 0.0f;
+        db[i] += g;
+        dc[i] += s * g;
+        acc += (double)(g * c[i]);
+    }
+    ds[0] += acc;
+}
+
+void ref_triad_adjoint_nos_f32(float *restrict da, float *restrict db, float *restrict dc,
+                               float s, int64_t n, int nt) {
+    #pragma omp parallel for simd schedule(static) num_threads(nt)
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = da[i];
+        da[i] = 0.0f;
+        db[i] += g;
+        dc[i] += s * g;
+    }
+}
 """
 
 
@@ -107,7 +134,10 @@ def build_c_reference(tmpdir: Path):
     lib.ref_triad_f32.argtypes = [vp, vp, vp, ctypes.c_float, i64, ci]
     lib.ref_diffusion_f64.argtypes = [vp, vp, ctypes.c_double, ctypes.c_double, i64, i64, ci]
     lib.ref_empty3.argtypes = [vp, vp, ctypes.c_float]
-    for f in (lib.ref_copy_f32, lib.ref_triad_f32, lib.ref_diffusion_f64, lib.ref_empty3):
+    lib.ref_triad_adjoint_f32.argtypes = [vp, vp, vp, vp, ctypes.c_float, vp, i64, ci]
+    lib.ref_triad_adjoint_nos_f32.argtypes = [vp, vp, vp, ctypes.c_float, i64, ci]
+    for f in (lib.ref_copy_f32, lib.ref_triad_f32, lib.ref_diffusion_f64, lib.ref_empty3,
+              lib.ref_triad_adjoint_f32, lib.ref_triad_adjoint_nos_f32):
         f.restype = None
     return lib, cmd
 
@@ -827,10 +857,12 @@ def cpu_model() -> str:
 T_ADJ = 3.0     # target: the adjoint takes at most 3x the forward kernel's time
 
 
-def _autodiff_cases(be, mb):
-    """[(adjoint case, forward case, forward launch, adjoint launch)] for one backend: triad with
-    and without the scalar gradient, the 2-D and 3-D diffusion stencils (interior ranges) with
-    dt and lam."""
+def _autodiff_cases(be, mb, lib=None, nt=1):
+    """[(adjoint case, forward case, forward launch, adjoint launch, reference)] for one backend:
+    triad with and without the scalar gradient, the 2-D and 3-D diffusion stencils (interior
+    ranges) with dt and lam. ``reference`` is None, or for triad on the host with the C
+    reference library ``lib`` the (forward, adjoint) pair of the hand-written C + OpenMP
+    kernels on the same arrays, timed in the same rounds."""
     rng = np.random.default_rng(7)
     dev = (lambda x: x) if be.is_host else (lambda x: tk.asarray(x, backend=be))  # noqa: E731
     n = int(mb * MiB) // 12
@@ -858,47 +890,81 @@ def _autodiff_cases(be, mb):
 
     def diff3():
         k3(U2, U, 0.1, 0.2, ndrange=ndr3)
+    ref_s = ref_nos = None
+    if lib is not None and be.is_host:
+        P = (lambda x: x.ctypes.data)  # noqa: E731
+        cds = np.zeros(1)
+
+        def cfwd():
+            lib.ref_triad_f32(P(a), P(b), P(c), s, n, nt)
+        ref_s = (cfwd, lambda: lib.ref_triad_adjoint_f32(P(da), P(db), P(c), P(dc), s, P(cds), n, nt))
+        ref_nos = (cfwd, lambda: lib.ref_triad_adjoint_nos_f32(P(da), P(db), P(dc), 2.0, n, nt))
     return [
         ("triad adjoint (arrays and the scalar s)", "triad forward", triad,
-         lambda: at(a, da, b, db, c, dc, s, ds, ndrange=n)),
+         lambda: at(a, da, b, db, c, dc, s, ds, ndrange=n), ref_s),
         ("triad adjoint (arrays; s an int, not differentiated)", "triad forward", triad,
-         lambda: at(a, da, b, db, c, dc, 2, ndrange=n)),
+         lambda: at(a, da, b, db, c, dc, 2, ndrange=n), ref_nos),
         ("diffusion 2-D adjoint (T, dt, lam)", "diffusion 2-D forward", diff2,
-         lambda: ad(T2, dT2, T, dT, 0.1, g1, 0.2, g2, ndrange=ndr2)),
+         lambda: ad(T2, dT2, T, dT, 0.1, g1, 0.2, g2, ndrange=ndr2), None),
         ("diffusion 3-D adjoint (T, dt, lam)", "diffusion 3-D forward", diff3,
-         lambda: a3(U2, dU2, U, dU, 0.1, g1, 0.2, g2, ndrange=ndr3)),
+         lambda: a3(U2, dU2, U, dU, 0.1, g1, 0.2, g2, ndrange=ndr3), None),
     ]
 
 
-def paired_ratio(fwd, adj, rounds: int, pairs: int, budget: float, warmup: int = 2):
+def check_c_triad_adjoint(lib) -> None:
+    """The hand-written C triad adjoints against NumPy (small arrays, float64 sums)."""
+    rng = np.random.default_rng(3)
+    n = 10007
+    c, g, db0, dc0 = (rng.random(n, dtype=np.float32) for _ in range(4))
+    for with_s in (True, False):
+        da, db, dc, ds = g.copy(), db0.copy(), dc0.copy(), np.full(1, 0.5)
+        P = (lambda x: x.ctypes.data)  # noqa: E731
+        if with_s:
+            lib.ref_triad_adjoint_f32(P(da), P(db), P(c), P(dc), 2.5, P(ds), n, 2)
+        else:
+            lib.ref_triad_adjoint_nos_f32(P(da), P(db), P(dc), 2.5, n, 2)
+        ok = (not da.any() and np.allclose(db, db0 + g, rtol=1e-6)
+              and np.allclose(dc, dc0 + np.float32(2.5) * g, rtol=1e-6)
+              and (not with_s or np.isclose(ds[0], 0.5 + np.dot(g.astype(np.float64), c), rtol=1e-5)))
+        if not ok:
+            raise SystemExit("the C reference triad adjoint is wrong (with_s=%s)" % with_s)
+
+
+def paired_ratio(fwd, adj, rounds: int, pairs: int, budget: float, warmup: int = 2, ref=None):
     """Adjoint/forward time ratio measured interleaved: each round alternates forward and
     adjoint calls (>= `pairs` pairs and >= `budget` s), takes the fastest call of each and
     their ratio; returns (median ratio over rounds, median forward, median adjoint time),
-    so load that slows a whole round cancels in its ratio."""
+    so load that slows a whole round cancels in its ratio. With ``ref`` (a reference
+    (forward, adjoint) pair) each pair of calls is followed by a pair of reference calls,
+    and the result has a second triple for the reference: the two ratios then come from the
+    same rounds, on the same machine state."""
+    calls = [fwd, adj] + (list(ref) if ref else [])
     for _ in range(warmup):
-        fwd()
-        adj()
-    ratios, tf, ta = [], [], []
+        for f in calls:
+            f()
+    ratios, times = [[] for _ in range(len(calls) // 2)], [[] for _ in calls]
     for _ in range(rounds):
-        f_t, a_t = [], []
+        ts = [[] for _ in calls]
         t_end = time.perf_counter() + budget
-        while len(f_t) < pairs or time.perf_counter() < t_end:
-            t0 = time.perf_counter()
-            fwd()
-            t1 = time.perf_counter()
-            adj()
-            t2 = time.perf_counter()
-            f_t.append(t1 - t0)
-            a_t.append(t2 - t1)
-        tf.append(min(f_t))
-        ta.append(min(a_t))
-        ratios.append(ta[-1] / tf[-1])
-    return statistics.median(ratios), statistics.median(tf), statistics.median(ta)
+        while len(ts[0]) < pairs or time.perf_counter() < t_end:
+            for f, t in zip(calls, ts):
+                t0 = time.perf_counter()
+                f()
+                t.append(time.perf_counter() - t0)
+        for k, t in enumerate(ts):
+            times[k].append(min(t))
+        for k in range(len(ratios)):
+            ratios[k].append(times[2 * k + 1][-1] / times[2 * k][-1])
+    out = tuple((statistics.median(ratios[k]), statistics.median(times[2 * k]), statistics.median(times[2 * k + 1]))
+                for k in range(len(ratios)))
+    return out[0] if ref is None else out
 
 
-def run_autodiff(args, nt, timer) -> list:
+def run_autodiff(args, nt, timer, lib=None) -> list:
     """Adjoint (tk.adjoint) time relative to the forward kernel: triad, 2-D and 3-D diffusion,
-    on the CPU backend and (when available) OpenCL; forward and adjoint calls alternate."""
+    on the CPU backend and (when available) OpenCL; forward and adjoint calls alternate. With
+    the C reference library ``lib``, the CPU triad rows also time the hand-written C + OpenMP
+    forward and adjoint in the same rounds (their ratio is the machine's, not tinykernels')."""
     mb = min(16 if args.quick else 64, args.max_mb)
     rounds, pairs, budget = (3, 3, 0.05) if args.quick else (9, 5, 0.15)
     backends = [("CPU", tk.CPU(threads=nt))]
@@ -912,13 +978,25 @@ def run_autodiff(args, nt, timer) -> list:
           "the median of the rounds' times\n")
     for label, be in backends:
         sync = (lambda: None) if be.is_host else (lambda: tk.synchronize(be))  # noqa: E731
-        for name, fname, fwd, adj in _autodiff_cases(be, mb):
-            r, tf, ta = paired_ratio(lambda f=fwd: (f(), sync()), lambda f=adj: (f(), sync()),
-                                     rounds, pairs, budget)
+        for name, fname, fwd, adj, ref in _autodiff_cases(be, mb, lib, nt):
+            res = paired_ratio(lambda f=fwd: (f(), sync()), lambda f=adj: (f(), sync()),
+                               rounds, pairs, budget, ref=ref)
+            (r, tf, ta), cref = (res[0], res[1]) if ref else (res, None)
             print(f"  {label:<4s} {fname:<55s} {tf * 1e3:9.3f} ms")
             print(f"  {label:<4s} {name:<55s} {ta * 1e3:9.3f} ms   {r:5.2f}x  {mark(r <= T_ADJ)}")
-            rows.append((f"{label} {name} / forward", f"{r:.2f}x", f"<= {T_ADJ}x", r <= T_ADJ))
+            note = ""
+            if cref:
+                cr, ctf, cta = cref
+                print(f"  {label:<4s} {'  C reference, same rounds: forward':<55s} {ctf * 1e3:9.3f} ms")
+                print(f"  {label:<4s} {'  C reference, same rounds: hand-written adjoint':<55s} {cta * 1e3:9.3f} ms   "
+                      f"{cr:5.2f}x")
+                note = f" (C ref {cr:.2f}x)"
+            rows.append((f"{label} {name} / forward{note}", f"{r:.2f}x", f"<= {T_ADJ}x", r <= T_ADJ))
             sys.stdout.flush()
+    if lib is not None:
+        print("  (C reference: the same triad forward and its adjoint written by hand in C + OpenMP, on the "
+              "same arrays,\n   timed in the same rounds; the ratio the memory system allows for these "
+              "streams: 3 for the forward,\n   6 for the adjoint, 7 with the scalar gradient)")
     print("  (stencil adjoints: gather kernels compute dT without atomics, the main adjoint the rest; "
           "scalar gradients\n   are summed per thread on the CPU, per 16 items on OpenCL; see docs/autodiff.md)")
     return rows
@@ -1018,8 +1096,11 @@ def main(argv=None) -> int:
                         f"<= {T_DISK_MS:.0f} ms", disk_total <= T_DISK_MS))
 
     if "autodiff" in sections:
-        for row in run_autodiff(args, nt, timer):
-            summary.append(row)
+        with tempfile.TemporaryDirectory(prefix="tkbench-cref-") as td:
+            lib, _ = build_c_reference(Path(td))
+            check_c_triad_adjoint(lib)
+            for row in run_autodiff(args, nt, timer, lib):
+                summary.append(row)
         sys.stdout.flush()
 
     if peers.errors:

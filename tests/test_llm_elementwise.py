@@ -164,3 +164,57 @@ def test_element_kernels_take_row_coordinates_from_the_ndrange(shape):
         np.testing.assert_array_equal(np.asarray(got), x + y)
         got = llm.exp(tk.asarray(x, backend=bk))
         np.testing.assert_allclose(np.asarray(got), np.exp(x.astype(np.float64)), rtol=2.4e-7, atol=0)
+
+
+def test_flat_cpu_kernels_stream_their_outputs():
+    """Same-shape contiguous elementwise calls on the CPU take flat kernels whose inputs are
+    tk.Const and whose op is the kernel's own compile-time constant: one top-level store of
+    the item's element, which the C renderer stages and streams (no read for ownership of a
+    large output; the general broadcasting kernel reads writable arrays and stores through an
+    inlined function, so it cannot). exp and swiglu keep ordinary stores (their inlined exp
+    returns early)."""
+    from importlib import import_module
+    E = import_module("tinykernels.llm.elementwise")
+    a = np.zeros(1000, np.float32)
+    streams = lambda src: "tk_stream_bytes(" in src[src.index("static void tk_chunk"):]  # noqa: E731
+    for op in (E.ADD, E.SUB, E.MUL, E.DIV):
+        assert streams(E._binary_flat.source("CPU", a, a, a, 1.0, 1.0, op, False, False, ndrange=1000))
+        assert streams(E._binary_flat_scalar.source("CPU", a, a, 2.0, 1.0, op, False, False, ndrange=1000))
+    for op in (E.COPY, E.SQRT, E.RSQRT):
+        assert streams(E._unary_flat.source("CPU", a, a, op, False, ndrange=1000))
+    assert streams(E._unary_flat.source("CPU", a.astype(np.float64), a, E.COPY, False, ndrange=1000))
+    assert not streams(E._binary.source("CPU", a, a, a, 1.0, 1.0, E.ADD, False, False, False, False, False,
+                                        ndrange=(1, 1, 1000)))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.float64])
+def test_flat_cpu_path_matches_numpy_in_place_and_overlapping(monkeypatch, dt):
+    """The flat CPU path (streaming forced on) gives NumPy's results bit for bit for arrays and
+    scalars; an output that is an input (the same array or a view of its memory) takes the
+    general kernel (a tk.Const input must not alias the output), never a LaunchError."""
+    monkeypatch.setenv("TK_CPU_STREAM_BYTES", "1")
+    n = 4099
+    x = rng.standard_normal(2 * n).astype(dt)
+    a, b = x[:n].copy(), x[n:].copy() + dt(3)
+    for fn, ref in ((llm.add, np.add), (llm.sub, np.subtract), (llm.mul, np.multiply), (llm.div, np.divide)):
+        np.testing.assert_array_equal(fn(a, b), ref(a, b))
+        np.testing.assert_array_equal(fn(a, 1.5), ref(a, dt(1.5)))
+        y = a.copy()
+        assert fn(y, b, out=y) is y                        # out is a
+        np.testing.assert_array_equal(y, ref(a, b))
+        y = b.copy()
+        fn(a, y, out=y)                                    # out is b
+        np.testing.assert_array_equal(y, ref(a, b))
+        z = np.concatenate([a, b])
+        fn(z[:n], z[n:], out=z[n:])                        # views of one buffer, out is b's view
+        np.testing.assert_array_equal(z[n:], ref(a, b))
+    pos = np.abs(a) + dt(0.5)
+    np.testing.assert_array_equal(llm.sqrt(pos), np.sqrt(pos))
+    y = pos.copy()
+    llm.sqrt(y, out=y)
+    np.testing.assert_array_equal(y, np.sqrt(pos))
+    for target in (np.float32, np.float64, np.float16):
+        np.testing.assert_array_equal(llm.cast(a, target), a.astype(target))
+    if torch is not None:                                   # torch CPU tensors take the same path
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        np.testing.assert_array_equal(llm.add(ta, tb).numpy(), a + b)
