@@ -129,15 +129,50 @@ def new_like(ref, shape: tuple, dtype, backend: Backend):
     return _arr.empty(shape, dtype, backend=backend)
 
 
-def output(out, fn: str, ref, shape: tuple, dtype, backend: Backend, name: str = "out"):
-    """``out`` checked against ``shape``/``dtype``/``backend``, or a new array like ``ref``."""
+def output(out, fn: str, ref, shape: tuple, dtype, backend: Backend, name: str = "out",
+           reads: dict | None = None, reads_across: dict | None = None):
+    """``out`` checked against ``shape``/``dtype``/``backend``, or a new array like ``ref``.
+
+    ``reads`` names the arrays the call reads (default ``{"x": ref}``): an ``out`` that overlaps
+    one of them without being the very same view is refused (each work item would read
+    elements that others overwrite: a race whose result depends on the schedule).
+    ``reads_across`` names arrays whose elements other work items read (a table, a matrix, a
+    permuted input): any overlap with them is refused, the same view included."""
     if out is None:
         return new_like(ref, tuple(shape), dtype, backend)
     require(is_array(out), fn, name, f"expected an array, got {type(out).__name__}")
     require_shape(out, fn, name, tuple(shape))
     require(dtype_of(out) == np.dtype(dtype), fn, name, f"dtype {dtype_of(out)} should be {np.dtype(dtype)}")
     require(_arr.get_backend(out) == backend, fn, name, f"is on {_arr.get_backend(out)!r}, expected {backend!r}")
+    for arg, x in (reads if reads is not None else {"x": ref}).items():
+        if is_array(x) and partly_overlaps(out, x):
+            raise ValueError(f"llm.{fn}: argument '{name}' overlaps argument '{arg}' without being the same "
+                             f"array (in-place use passes the same view; pass a copy of '{arg}' otherwise)")
+    for arg, x in (reads_across or {}).items():
+        if is_array(x) and shares_memory(out, x):
+            raise ValueError(f"llm.{fn}: argument '{name}' shares memory with argument '{arg}', which other "
+                             f"work items read while it is written; pass a copy of '{arg}' or another '{name}'")
     return out
+
+
+def shares_memory(a, b) -> bool:
+    """Whether host arrays ``a`` and ``b`` share memory; device arrays: whether they are the
+    same array (device arrays have no views)."""
+    ha, hb = _arr.as_host_ndarray(a), _arr.as_host_ndarray(b)
+    if ha is None or hb is None:
+        return a is b
+    return ha.size > 0 and hb.size > 0 and np.may_share_memory(ha, hb) and np.shares_memory(ha, hb)
+
+
+def partly_overlaps(a, b) -> bool:
+    """Whether host arrays ``a`` and ``b`` share memory without being the same view (same
+    address, shape, strides and item size). Device arrays have no views: False."""
+    ha, hb = _arr.as_host_ndarray(a), _arr.as_host_ndarray(b)
+    if ha is None or hb is None or ha.size == 0 or hb.size == 0 or not np.may_share_memory(ha, hb):
+        return False
+    same = (ha.__array_interface__["data"][0] == hb.__array_interface__["data"][0] and ha.shape == hb.shape
+            and ha.strides == hb.strides and ha.itemsize == hb.itemsize)
+    return not same and np.shares_memory(ha, hb)
 
 
 def launch(kernel, backend: Backend, args: tuple, ndrange, workgroupsize=None, stream=None):

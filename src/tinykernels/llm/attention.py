@@ -514,7 +514,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
     ks = _check_kv(fn, "k", "v", k, v, backend, B, H, D)
     C.require(isinstance(causal, (bool, np.bool_)), fn, "causal", f"expected a bool, got {causal!r}")
     sc = _check_scale(fn, scale, D)
-    out = C.output(out, fn, q, qs, dt, backend)
+    out = C.output(out, fn, q, qs, dt, backend, reads={"q": q}, reads_across={"k": k, "v": v})
     if B * H * Sq == 0:
         return out
     if ks[2] == 0:
@@ -613,7 +613,8 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
     C.require(splits is None or (isinstance(splits, (int, np.integer)) and not isinstance(splits, bool)
                                  and splits >= 1), fn, "splits", f"expected an int >= 1, got {splits!r}")
     sc = _check_scale(fn, scale, D)
-    out = C.output(out, fn, q, qs, dt, backend)
+    out = C.output(out, fn, q, qs, dt, backend, reads={"q": q},
+                   reads_across={"k_cache": k_cache, "v_cache": v_cache})
     if B * H == 0:
         return out
     G = _heads_per_item(backend, H // ks[1], D)

@@ -229,7 +229,7 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
         b = float(b) if scales is not None else b
     a_last1 = sa_shape[-1] == 1 and shape[-1] != 1
     odt = np.dtype(out_dtype) if out_dtype is not None else dt
-    out = C.output(out, fn, a, shape, odt, backend)
+    out = C.output(out, fn, a, shape, odt, backend, reads={"a": a, "b": b})
     if 0 in shape:
         return out
     sa, sb = (float(scales[0]), float(scales[1])) if scales is not None else (1.0, 1.0)

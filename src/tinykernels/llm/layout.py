@@ -280,7 +280,7 @@ def gather(table, indices, out=None, stream=None):
     C.require(backend.supports(idt.name), fn, "indices", f"dtype {idt} is not supported on {backend!r}")
     dt = C.dtype_of(table)
     C.require(backend.supports(dt.name), fn, "table", f"dtype {dt} is not supported on {backend!r}")
-    out = C.output(out, fn, table, (N, D), dt, backend)
+    out = C.output(out, fn, table, (N, D), dt, backend, reads_across={"table": table, "indices": indices})
     if N and D:
         args = (out, table, indices, not C.is_debug(backend))
         if C.row_group(backend, D) == 1:
@@ -306,7 +306,7 @@ def transpose(x, axes=None, out=None, stream=None):
               f"{axes!r} is not a permutation of the {n} axes")
     axes = tuple(int(a) % n for a in axes)
     oshape = tuple(shape[a] for a in axes)
-    out = C.output(out, fn, x, oshape, dt, backend)
+    out = C.output(out, fn, x, oshape, dt, backend, reads_across={"x": x})
     if 0 in shape:
         return out
     if axes == (1, 0) and C.row_group(backend, shape[1]) == 1:
@@ -343,7 +343,7 @@ def repeat(x, repeats: int, axis=None, out=None, stream=None):
               f"expected an int in [{-n}, {n}), got {axis!r}")
     axis = int(axis) % n
     oshape = shape[:axis] + (shape[axis] * int(repeats),) + shape[axis + 1:]
-    out = C.output(out, fn, x, oshape, dt, backend)
+    out = C.output(out, fn, x, oshape, dt, backend, reads_across={"x": x})
     if 0 not in oshape:
         ax4 = axis + 4 - n
         if ax4 < 3 and C.row_group(backend, oshape[-1]) == 1:

@@ -601,7 +601,7 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
     C.contiguous(b, "matmul", "b")
     backend = C.backend_of("matmul", a=amat, b=b, out=out)
     oshape = (m,) if len(bs) == 1 else (m, bs[1])
-    out = C.output(out, "matmul", b, oshape, np.float32, backend)
+    out = C.output(out, "matmul", b, oshape, np.float32, backend, reads_across={"a": amat, "b": b})
     C.contiguous(out, "matmul", "out")
     if m == 0 or (len(bs) == 2 and bs[1] == 0):
         return out

@@ -170,13 +170,16 @@ def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, s
         C.require(C.is_array(residual), fn, "residual", f"expected an array, got {type(residual).__name__}")
         C.require_shape(residual, fn, "residual", shape)
         C.require(C.dtype_of(residual) == dt, fn, "residual", f"dtype {C.dtype_of(residual)} differs from x's {dt}")
-    out = C.output(out, fn, x, shape, dt, backend)
+    out = C.output(out, fn, x, shape, dt, backend, reads={"x": x, "residual": residual},
+                   reads_across={"w": w})
     s_out = None
     if mode == RESIDUAL_FIRST:
-        s_out = C.output(residual_out, fn, x, shape, dt, backend, "residual_out")
+        s_out = C.output(residual_out, fn, x, shape, dt, backend, "residual_out", reads={"x": x, "residual": residual},
+                         reads_across={"w": w})
     scale = None
     if return_scale or scale_out is not None:
-        scale = C.output(scale_out, fn, x, shape[:-1], np.float32, backend, "scale_out")
+        scale = C.output(scale_out, fn, x, shape[:-1], np.float32, backend, "scale_out",
+                         reads={"x": x, "residual": residual}, reads_across={"w": w})
     rows = int(np.prod(shape[:-1], dtype=np.int64))
     if rows and shape[-1]:
         sc = C.view(scale, (1,)) if scale is not None and len(shape) == 1 else scale
@@ -231,7 +234,7 @@ def qk_norm_rope(x, w, cos, sin, eps: float = 1e-6, *, offset: int = 0, pos_coun
                   f"has {C.shape_of(cos)[0]} positions; positions {offset}..{offset + shape[-2] - 1} needed")
     else:
         check_counter(fn, "pos_counter", pos_counter)
-    out = C.output(out, fn, x, shape, dt, backend)
+    out = C.output(out, fn, x, shape, dt, backend, reads_across={"w": w, "cos": cos, "sin": sin})
     rows = int(np.prod(shape[:-1], dtype=np.int64))
     args = (out, x, w, cos, sin, cos if pos_counter is None else pos_counter, float(eps), int(offset),
             pos_counter is not None, not C.is_debug(backend))

@@ -205,7 +205,7 @@ def dequantize(qt: QTensor, out=None, stream=None):
     ``gguf.quants.dequantize`` (and ggml's reference dequantizers) compute."""
     C.require(isinstance(qt, QTensor), "dequantize", "qt", f"expected a QTensor, got {type(qt).__name__}")
     backend = C.backend_of("dequantize", qt=qt.data, out=out)
-    out = C.output(out, "dequantize", qt.data, qt.shape, np.float32, backend)
+    out = C.output(out, "dequantize", qt.data, qt.shape, np.float32, backend, reads_across={"qt": qt.data})
     C.contiguous(out, "dequantize", "out")
     kern, per_block = _DEQUANT[qt.qtype]
     m, k = qt.shape

@@ -118,7 +118,7 @@ def _rope_call(fn, x, cos, sin, pos, offset, out, stream):
                   f"has {C.shape_of(cos)[0]} positions; positions {offset}..{offset + shape[-2] - 1} needed")
     else:
         check_counter(fn, "pos_counter", pos)
-    out = C.output(out, fn, x, shape, dt, backend)
+    out = C.output(out, fn, x, shape, dt, backend, reads_across={"cos": cos, "sin": sin})
     rows = int(np.prod(shape[:-1], dtype=np.int64))
     args = (out, x, cos, sin, cos if pos is None else pos, int(offset), pos is not None, not C.is_debug(backend))
     if rows and C.row_group(backend, shape[-1]) == 1:
