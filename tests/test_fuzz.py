@@ -1102,3 +1102,24 @@ def test_predicates_of_python_ints_count_as_possible_constants():
     a uint32 array: a CompileError on every backend, reported as a mismatch)."""
     g = F.generate(61004497)
     assert "math.isfinite(g33)" in g.source and not F.check_case(g, ["CPU"], "INTERP")
+
+
+@tk.kernel
+def k_pow_neg_inf(o, x, y):
+    i = tk.index()
+    o[i, 0] = math.pow(x[i], y[i])
+    o[i, 1] = x[i] ** y[i]
+    o[i, 2] = math.pow(tk.float16(x[i]), tk.float16(y[i]))
+
+
+# fixed: pow-neg-inf
+# (fuzz seed 34003700: math.pow(C // -0.0, x) gave NaN on the interpreter, inf on the CPU)
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_bug_pow_of_negative_infinity_follows_c99(dt):
+    # pow(-inf, y): +inf for y > 0 not an odd integer, -inf for odd y > 0, +0 / -0 for y < 0,
+    # as C99 Annex F and math.pow say; NumPy's scalar power gives NaN for y = 0.5, 2.5
+    y = np.array([0.5, 2.5, 3.0, 2.0, -0.5, -3.0, 0.0], dt)
+    x = np.full(y.shape, -np.inf, dt)
+    want = np.array([math.pow(-math.inf, float(v)) for v in y])
+    assert want.tolist() == [math.inf, math.inf, -math.inf, math.inf, 0.0, -0.0, 1.0]
+    _check_all(k_pow_neg_inf, [np.zeros((7, 3), dt), x, y], np.repeat(want[:, None], 3, axis=1))

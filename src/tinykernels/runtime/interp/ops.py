@@ -244,7 +244,7 @@ def _nbin(a, b, fn):
 def _narrow_ops():
     import operator as op
     fns = {"add": op.add, "sub": op.sub, "mul": op.mul, "truediv": op.truediv,
-           "floordiv": op.floordiv, "mod": op.mod, "pow": op.pow}
+           "floordiv": op.floordiv, "mod": op.mod, "pow": lambda a, b: _scalar_pow(a, b)}
     for name, fn in fns.items():
         setattr(Narrow, f"__{name}__", lambda self, o, fn=fn: _nbin(self, o, fn))
         setattr(Narrow, f"__r{name}__", lambda self, o, fn=fn: _nbin(o, self, fn))
@@ -440,6 +440,27 @@ def op_mod(a, b):
         return 0
 
 
+def _neg_inf_pow(a, b, r):
+    """``r`` (a power ``a ** b`` NumPy computed) with C99's (IEEE 754's) pow(-inf, y) = +inf for
+    y > 0 not an integer, where NumPy's scalar power gives NaN (its array loops and every C
+    backend's pow give +inf)."""
+    if isinstance(r, np.floating) and np.isnan(r) and np.isneginf(a) and b > 0:
+        return type(r)(np.inf)
+    return r
+
+
+def c_pow(a, b):
+    """``math.pow`` of float scalars: NumPy's power, pow(-inf, y) as C99."""
+    with np.errstate(all="ignore"):
+        return _neg_inf_pow(a, b, np.power(a, b))
+
+
+def _scalar_pow(a, b):
+    """``a ** b`` of float scalars: NumPy's scalar power (C pow), pow(-inf, y) as C99."""
+    with np.errstate(all="ignore"):
+        return _neg_inf_pow(a, b, a ** b)
+
+
 @_int_op
 def op_pow(a, b):
     ta, tb = type(a), type(b)
@@ -448,7 +469,11 @@ def op_pow(a, b):
             if b < 0:
                 return 0
             return wrap64(pow(a, b, 1 << 64))
-        return float(np.float64(a) ** np.float64(b))
+        return float(_scalar_pow(np.float64(a), np.float64(b)))
+    if isinstance(a, Narrow) or isinstance(b, Narrow):
+        return a ** b
+    if isinstance(a, np.floating) or isinstance(b, np.floating):
+        return _scalar_pow(a, b)
     try:
         return a ** b
     except ValueError:                 # NumPy: integers to negative integer powers
@@ -759,7 +784,7 @@ _MATH1 = {"exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10, "log
           "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
           "erf": _erf_np(math.erf), "erfc": _erf_np(math.erfc), "floor": np.floor, "ceil": np.ceil,
           "trunc": np.trunc, "fabs": np.fabs}
-_MATH2 = {"atan2": np.arctan2, "pow": np.power, "copysign": np.copysign, "hypot": np.hypot,
+_MATH2 = {"atan2": np.arctan2, "pow": c_pow, "copysign": np.copysign, "hypot": np.hypot,
           "fmod": np.fmod}
 
 

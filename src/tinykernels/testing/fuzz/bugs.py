@@ -99,6 +99,11 @@ FIXED_BUGS = {
         'fixed: an explicit narrow cast of a narrow intermediate rounds (frontend/lower.py cast)'),
     'fma-overflow': ("tk.fma on float64 / Python floats whose exact result overflows raises OverflowError ('integer division result too large for a float') on the interpreter (interp_ops.fma converts the exact Fraction with float()); CPU gives inf",
         "fixed: the interpreter's exact fma rounds an overflowing result to +-inf (interp_ops._to_float)"),
+    'pow-neg-inf': ("pow(-inf, y) for y > 0 not an integer (math.pow, ** with a run-time exponent, float16/bf16 "
+                    "operands) gave NaN on the interpreter, +inf on the C backends (NumPy's scalar power differs "
+                    "from C99 there: `math.pow(C // -0.0, x)`, fuzz seed 34003700)",
+        "fixed: the interpreter's pow and ** answer pow(-inf, y) as C99 Annex F and math.pow do "
+        "(interp/ops.py _neg_inf_pow)"),
     'fma-f32-max': ("tk.fma on float32 whose exact result lies just beyond FLT_MAX (e.g. fma(-FLT_MAX, -1, 0.75)) raises OverflowError ('cannot convert Infinity to integer ratio') on the interpreter: interp_ops._round_f32 took the exact value of its neighbour inf (fuzz seed 33004734)",
         "fixed: _round_f32 measures the distance to inf as to 2**128, so a result rounds to FLT_MAX or inf as IEEE 754 says (interp_ops._f32_value)"),
     'func-return-grouped': ("in a kernel with barriers or local memory (the group-by-group code shape), a `return` before the end of a @tk.func becomes a `goto` out of the per-item loop: only the group's first work item gets the function's results, the others read uninitialised values (CPU; nondeterministic output)",
