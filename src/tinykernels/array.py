@@ -23,7 +23,7 @@ import numpy as np
 from . import dtypes as _dt
 from .errors import LaunchError
 from .runtime.hostarray import (_DL_CUDA, _DL_CUDA_MANAGED, _DL_HOST_TYPES, _NP2, _SCALARS, Array,  # noqa: F401
-                                _dl_device, _dl_name, _is_torch, _torch_host_view, as_host_ndarray)
+                                _dl_device, _dl_name, _is_torch, _torch_host_view, as_host_ndarray, host_from_dlpack)
 from .tracebacks import api_boundary
 
 __all__ = ["Array", "zeros", "ones", "empty", "full", "asarray", "copyto", "from_dlpack",
@@ -314,7 +314,7 @@ def from_dlpack(x) -> Array:
                          f"{_dl_name(dev)}; only host memory (CPU) can be wrapped in this release "
                          "(move it to the host first, e.g. tensor.cpu())")
     try:
-        h = np.from_dlpack(x)
+        h = host_from_dlpack(x)
     except BufferError as e:
         raise ValueError(f"tk.from_dlpack: cannot wrap the {type(x).__name__} without copying: {e}") from e
     _check_supported(h, "tk.from_dlpack")
