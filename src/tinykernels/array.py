@@ -184,8 +184,10 @@ def asarray(obj, backend=None) -> Array:
     exporting ``__array_interface__`` or DLPack.
 
     Zero-copy whenever ``obj`` already lives in host memory and the target is a host
-    backend; dtypes of arrays are kept (lists take NumPy's inferred dtype). An Array
-    already on ``backend`` (or any Array when ``backend`` is None) is returned as is.
+    backend; dtypes of arrays are kept (lists take NumPy's inferred dtype), in the
+    machine's byte order (a byte-swapped array, e.g. ``'>f4'`` on a little-endian host, is
+    converted: kernels and devices read native values). An Array already on ``backend``
+    (or any Array when ``backend`` is None) is returned as is.
     """
     if isinstance(obj, Array) and (backend is None or obj.backend == _resolve_backend(backend)):
         return obj
@@ -228,6 +230,8 @@ def asarray(obj, backend=None) -> Array:
                                      f"(__cuda_array_interface__), not in host memory, and {backend!r} is not "
                                      "a CUDA backend; use backend=tk.CUDA() or move it to the host first")
                 h = np.asarray(obj)              # lists, tuples, scalars, __array__ objects
+    if not h.dtype.isnative:                     # '>f4' on a little-endian host: native values
+        h = h.astype(h.dtype.newbyteorder("="))
     _check_supported(h, "tk.asarray")
     return _on(backend, h)
 
