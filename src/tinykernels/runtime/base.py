@@ -301,6 +301,9 @@ class KernelInstance:
         elif isinstance(a, (bool, int, float)) or (isinstance(a, np.generic) and np.dtype(type(a)).kind in "biuf"):
             if type(a) is int and not -(1 << 63) <= a < (1 << 64):
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' = {a} does not fit in 64 bits")
+            if isinstance(a, np.generic) and D.from_any(a.dtype) is None:    # np.longdouble
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' is a scalar of unsupported dtype "
+                                  f"{a.dtype} (pass float(x) or a NumPy scalar of a supported dtype)")
             return a
         else:
             try:
