@@ -10,7 +10,15 @@ import threading
 import numpy as np
 
 from .. import dtypes as D
-from .device import c_strides
+
+
+def c_strides(shape: tuple, dtype) -> tuple:
+    """The byte strides of a C-contiguous array of ``shape`` and ``dtype``."""
+    st, acc = [], np.dtype(dtype).itemsize
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(st))
 
 
 # DLPack dtype codes (dlpack.h): kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool, kDLFloat8_*
