@@ -208,6 +208,37 @@ def run_exchange(backend, log) -> bool:
     return ok
 
 
+def run_torch(log) -> bool:
+    """update_halo and gather of CPU torch tensors (zero-copy: the tensors themselves get the
+    halos); they failed with 'Cannot interpret torch.float64 as a data type' on several ranks."""
+    try:
+        import torch
+    except ImportError:
+        log("OK update_halo of torch tensors (skipped: no torch)")
+        return True
+    world = MPI.COMM_WORLD
+    ok = True
+    for ndim, periodic, h in ((2, False, 1), (3, True, 2)):
+        d = MPI.Compute_dims(world.size, [0] * ndim)
+        inner = (8, 6, 6)[:ndim]
+        gshape = tuple(n if periodic else n + 2 * h for n in inner)
+        with GlobalGrid(local_shape_for(gshape, h, d, (periodic,) * ndim), halo=h, periodic=periodic) as grid:
+            G = np.random.default_rng(ndim).random(gshape)
+            want = grid.local_part(G)
+            owned = tuple(slice(*owned_range(n, h, c, m, periodic))
+                          for n, c, m in zip(grid.local_shape, grid.coords, grid.dims))
+            T = torch.zeros(grid.local_shape, dtype=torch.float64)
+            T[owned] = torch.from_numpy(want[owned])
+            grid.update_halo(T)
+            good = bool(world.allreduce(np.array_equal(T.numpy(), want), op=MPI.LAND))
+            got = grid.gather(T)
+            good &= world.rank != 0 or np.array_equal(got, G)
+            good = bool(world.allreduce(good, op=MPI.LAND))
+        ok &= good
+        log(("OK " if good else "FAIL ") + f"update_halo of torch tensors, {ndim}-D halo {h}, and gather")
+    return ok
+
+
 def expect(log, name: str, exc_type, fn, needle: str) -> bool:
     try:
         fn()
@@ -231,6 +262,8 @@ def run_errors(backend, log) -> bool:
     with GlobalGrid((8, 8), halo=1) as freed:
         pass
     checks = [
+        ("halo not an int", TypeError, lambda: GlobalGrid((8, 8), halo=1.5), "halo: expected an int"),
+        ("local_shape not ints", TypeError, lambda: GlobalGrid((8.5, 8)), "local_shape: expected an int"),
         ("too small for the halo", ValueError, lambda: GlobalGrid((5, 8), halo=2, periodic=True), "3 * halo"),
         ("dims that do not fit", ValueError, lambda: GlobalGrid((8, 8), dims=(n + 1, 1)), "do not fit"),
         ("wrong shape", ValueError, lambda: grid.update_halo(good, np.zeros((8, 9))), "argument 2 has shape (8, 9)"),
@@ -274,6 +307,8 @@ def main() -> int:
         ok &= run_errors(backend, log)
     if a.cases in ("stencils", "all"):
         ok &= run_exchange(backend, log)
+        if backend == tk.CPU():
+            ok &= run_torch(log)
         ok &= run_stencils(backend, log)
     ok = MPI.COMM_WORLD.allreduce(ok, op=MPI.LAND)
     log("ALL OK" if ok else "SOME FAILED")

@@ -208,6 +208,62 @@ def test_from_dlpack_of_device_memory_is_a_clear_error():
         A.asarray(GPUDLPack(np.zeros(2)), backend=CPU())
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_dlpack_of_bfloat16_and_float8_both_ways(cpu, name):
+    """NumPy's DLPack exporter and importer refuse bfloat16 and float8 (DLPack codes 4, 10,
+    12): tk.Array exports them with its own capsule and tk.from_dlpack reads them with its
+    own importer, zero-copy, strides included (a torch tensor round trip)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("ml_dtypes")
+    a = A.asarray(np.arange(6, dtype=np.float32).reshape(2, 3).astype(D.to_numpy(D.BY_NAME[name])), backend=cpu)
+    t = torch.from_dlpack(a)
+    assert str(t.dtype) == f"torch.{name}" and t.shape == (2, 3)
+    assert t.float().tolist() == [[0, 1, 2], [3, 4, 5]]
+    t[1, 2] = 7                                           # zero-copy: the array sees it
+    assert float(a.numpy()[1, 2]) == 7
+    b = A.from_dlpack(t.T)                                # a transposed view, back to tinykernels
+    assert b.dtype == a.dtype and b.shape == (3, 2) and b.strides == a.strides[::-1]
+    assert np.shares_memory(b.numpy(), a.numpy())
+    assert b.numpy().astype(np.float32).tolist() == [[0, 3], [1, 4], [2, 7]]
+    assert b.numpy().flags.writeable                     # torch's versioned capsule allows writes
+    assert A.from_dlpack(torch.zeros((0, 3), dtype=t.dtype)).shape == (0, 3)
+    assert float(A.from_dlpack(torch.tensor(2.0, dtype=t.dtype)).numpy()) == 2.0
+    ro = A.asarray(a.numpy().copy(), backend=cpu)
+    ro.numpy().flags.writeable = False
+    with pytest.raises(BufferError, match="read-only"):
+        ro.__dlpack__()
+    assert torch.from_dlpack(ro.__dlpack__(copy=True)).float().tolist() == t.float().tolist()
+
+
+def test_from_dlpack_of_a_legacy_bfloat16_capsule_is_read_only(cpu):
+    """A legacy (unversioned) capsule cannot say the memory may be written: the view is
+    read-only, as NumPy's importer makes it, so a kernel writing it is a LaunchError."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("ml_dtypes")
+
+    class Legacy:
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None):
+            return self.t.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    w = A.from_dlpack(Legacy(torch.ones(4, dtype=torch.bfloat16)))
+    assert w.dtype.name == "bfloat16" and not w.numpy().flags.writeable
+    from tinykernels import kernel, index
+
+    @kernel
+    def twice(x):
+        i = index()
+        x[i] = x[i] * 2.0
+
+    with pytest.raises(LaunchError, match="read-only"):
+        twice(cpu)(w, ndrange=4)
+
+
 class CudaInterface:
     """Exports only __cuda_array_interface__ (a CuPy / Numba device array), no GPU needed."""
     __cuda_array_interface__ = {"shape": (3,), "typestr": "<f4", "data": (0, False), "version": 3}

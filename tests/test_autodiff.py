@@ -339,3 +339,26 @@ def test_gradcheck_refuses_a_check_that_cannot_fail():
     with pytest.raises(AssertionError, match="gradcheck failed"):
         tk.gradcheck(f, D(np.zeros(8), np.ones(8)), D(x))
     assert tk.gradcheck(lambda y, x_: scale_into(CPU)(y, x_, 2.0, ndrange=8), D(np.zeros(8), np.ones(8)), D(x))
+
+
+def test_api_misuse_is_a_clear_error():
+    """tk.adjoint of a non-kernel (a plain function, a @tk.func) and a non-callable fn are
+    TypeErrors saying what was expected (they were AttributeErrors, or an adjoint object that
+    failed later); tk.autodiff inside tk.autodiff is refused up front instead of a CompileError
+    about the adjoint's tape arrays."""
+    with pytest.raises(TypeError, match="expects a @tk.kernel, got function"):
+        tk.adjoint(lambda x: x)
+    with pytest.raises(TypeError, match="@tk.func is differentiated through the kernels"):
+        tk.adjoint(tk.func(lambda x: x))
+    with pytest.raises(TypeError, match="fn must be callable"):
+        tk.autodiff(tk.Reverse, 3, D([1.0]))
+    x, y = D(RNG.standard_normal(4)), D(np.zeros(4), np.ones(4))
+
+    def inner(yy, xx, a):
+        tk.autodiff(tk.Reverse, lambda *p: scale_into(CPU)(*p, ndrange=4), D(np.zeros(4), np.ones(4)),
+                    D(xx), tk.Active(a))
+
+    with pytest.raises(NotImplementedError, match="inside tk.autodiff"):
+        tk.autodiff(tk.Reverse, inner, y, x, tk.Active(2.0))
+    # the failed call left no recording behind
+    assert tk.autodiff(tk.Reverse, lambda *p: scale_into(CPU)(*p, ndrange=4), y, x, tk.Active(2.0))[0] != 0

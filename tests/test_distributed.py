@@ -170,6 +170,7 @@ def test_multi_rank_equals_single_rank_cpu(n):
     out = _run(n, "--backend", "CPU", "--cases", "all")
     # 1-, 2- and 3-D, periodic and not, halo 1 and 2, float32/float64/int32, both exchange paths
     assert out.count("OK ") >= 30 and "3-D periodic halo 2 int32" in out and "2-D not periodic halo 1 float32" in out
+    assert "OK halo not an int" in out and "OK update_halo of torch tensors" in out
 
 
 @needs_mpi

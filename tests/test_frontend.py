@@ -124,6 +124,43 @@ def print_helper(v):
     return v
 
 
+# Python's own spelling of what is refused (these said "'global' are not supported", "NamedExpr
+# expressions", "operator MatMult", "comparison Is").
+@case("global G", "'global' statements are not supported")
+def a_global_statement(A):
+    global G
+    A[0] = 1
+
+
+@case("assert n", "'assert' statements are not supported")
+def an_assert(A, n):
+    assert n > 0
+    A[0] = 1
+
+
+@case("(v := 2)", "assignment expressions (':=') are not supported")
+def a_walrus(A):
+    if (v := 2) > 1:
+        A[0] = v
+
+
+@case("A[0] @ A[1]", "operator '@' (matrix multiplication) is not supported")
+def a_matmul(A):
+    A[0] = A[0] @ A[1]
+
+
+@case("A[0] is None", "comparison 'is' is not supported")
+def an_is(A):
+    if A[0] is None:
+        A[0] = 1
+
+
+@case("n in (1, 2)", "comparison 'in' is not supported")
+def an_in(A, n):
+    if n in (1, 2):
+        A[0] = 1
+
+
 @pytest.mark.parametrize("fn,marker,fragments,args,wg", CASES)
 def test_errors_name_file_line_and_show_source(fn, marker, fragments, args, wg):
     err = _compile_error(fn, *(args or (np.zeros(4),) + ((3,) if "n" in inspect.signature(fn).parameters else ())), wg=wg)

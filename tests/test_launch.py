@@ -91,6 +91,27 @@ def test_launch_errors_name_kernel_and_argument():
 
 @pytest.mark.parametrize("dev", ["CPU", "INTERP"] + [d for n, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"))
                                                      if tk.backends()[n][0]])
+def test_a_numpy_scalar_of_an_unsupported_dtype_names_the_argument(dev):
+    """np.longdouble is a NumPy float the language has no type for: a LaunchError naming the
+    argument on every backend (the CPU said 'an argument could not be passed', the others
+    crashed with an AttributeError inside the compiler)."""
+    b = tk.backend(dev)
+    with pytest.raises(tk.LaunchError, match="axpy': argument 'a' is a scalar of unsupported dtype"):
+        axpy(b)(tk.zeros(2, backend=b), np.longdouble(2), tk.zeros(2, backend=b), ndrange=2)
+
+
+def test_calling_a_kernel_like_a_function_says_how_to_launch_it():
+    """axpy(y, a, x, ndrange=n) (Numba/Warp habits) and axpy(None): a TypeError that shows
+    both ways to launch (it was 'unexpected keyword argument ndrange', or a backend error)."""
+    for call in (lambda: axpy(np.zeros(2), 1.0, np.zeros(2), ndrange=2), lambda: axpy(np.zeros(2)),
+                 lambda: axpy(None)):
+        with pytest.raises(TypeError, match=r"axpy\(backend\)\(arguments\.\.\., ndrange=\.\.\.\).*axpy\.launch"):
+            call()
+    assert axpy("CPU") is axpy(CPU)                   # a DEV string still instantiates
+
+
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"] + [d for n, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"))
+                                                     if tk.backends()[n][0]])
 def test_arguments_by_keyword(dev):
     # as in a Python call; used to be a TypeError from the instance's __call__
     b = tk.backend(dev)

@@ -315,3 +315,37 @@ def test_debug_mode_reports_the_first_bad_work_item_whatever_the_thread_order():
     for _ in range(5):                 # threads 2-4 meet a bad index before thread 1 does
         with pytest.raises(IndexError, match=r"index 1000 is out of bounds for array 'u' with shape \(1000,\)"):
             late_reader(cpu)(np.zeros(200000, np.float32), np.zeros(1000, np.float32), ndrange=200000)
+
+
+# --- byte order and alignment of host arrays ------------------------------------------------------
+
+@pytest.mark.parametrize("name", HOST[:1] + HOST[2:] + DEVICE)
+def test_asarray_of_a_byte_swapped_array_holds_native_values(name):
+    """tk.asarray of a non-native byte order array ('>f4' on a little-endian host) converts it:
+    a device upload used to copy the swapped bytes and keep dtype '>f4', so a kernel computed
+    on garbage values (0..3 + 1 read back as 4.6e-41) without any error."""
+    be = np.arange(4, dtype=np.float32).astype(np.dtype(np.float32).newbyteorder(">" if np.little_endian else "<"))
+    a = tk.asarray(be, backend=tk.backend(name))
+    assert a.dtype == np.float32 and a.dtype.isnative
+    _, _, scale = _kernels()
+    scale(a.backend)(a, 2.0, ndrange=4)
+    tk.synchronize(a.backend)
+    np.testing.assert_array_equal(a.numpy(), [0, 2, 4, 6])
+
+
+def test_unaddressable_host_arrays_get_a_fix_that_works(host):
+    """A byte-swapped, misaligned or odd-strided host array is a LaunchError whose advice fixes
+    it (it advised np.ascontiguousarray, which keeps both the byte order and the misalignment)."""
+    _, _, scale = _kernels()
+    swapped = np.arange(4, dtype=np.float32).astype(np.dtype(np.float32).newbyteorder())
+    misaligned = np.zeros(17, np.uint8)[1:].view(np.float32)
+    odd = np.lib.stride_tricks.as_strided(np.zeros(10, np.float32), (3,), (6,))
+    for a, why, fix in ((swapped, "byte-swapped", lambda x: np.array(x, dtype=x.dtype.newbyteorder("="))),
+                        (misaligned, "not aligned", lambda x: x.copy()),
+                        (odd, "strides", lambda x: x.copy())):
+        with pytest.raises(tk.LaunchError, match=f"kernel 'scale': argument 'a' .*{why}"):
+            scale(tk.backend(host))(a, 2.0, ndrange=a.shape[0])
+        b = fix(a)
+        scale(tk.backend(host))(b, 2.0, ndrange=a.shape[0])
+        tk.synchronize(tk.backend(host))
+        np.testing.assert_array_equal(b, a.astype(np.float32) * 2)

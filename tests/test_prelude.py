@@ -548,6 +548,12 @@ def test_key_and_split():
     assert tkrandom.split(k, 0).shape == (0,)
     sub = tkrandom.split(ks[0], 4)
     assert not set(sub.tolist()) & set(ks.tolist())
+    # seeds and counts must be integers (int(1.5) silently made key(1.5) == key(1))
+    assert tkrandom.key(np.int64(7)) == tkrandom.key(7) and tkrandom.split(k, np.int32(3)).shape == (3,)
+    with pytest.raises(TypeError, match="seed must be an int, got float"):
+        tkrandom.key(1.5)
+    with pytest.raises(TypeError, match="n must be an int, got float"):
+        tkrandom.split(k, 2.5)
     # split keys never collide with draws from the parent key: different domain
     kk = int(k)
     x, y, _, _ = tkrandom.philox4x32(0, 0, 0x5EED, 0, kk & 0xFFFFFFFF, kk >> 32)

@@ -140,6 +140,13 @@ def test_refusals():
     assert torch.equal(x, torch.ones(4, dtype=torch.float64))
     with pytest.raises(LaunchError, match="expected 2 array argument"):
         FMA(y, a=1.0)
+    # a forgotten scalar: the message says scalars go by keyword (it looked like a missing array)
+    with pytest.raises(LaunchError, match=r"expected 3 array argument.*by keyword \(a=\.\.\.\)"):
+        FMA(y, x)
+    # not a tensor: a LaunchError naming the parameter (was torch's schema error about 'arrays')
+    for bad in ([0.0] * 4, np.zeros(4)):
+        with pytest.raises(LaunchError, match=r"argument 'y' must be a torch.Tensor.*got (list|ndarray)"):
+            FMA(bad, x, a=1.0)
     with pytest.raises(LaunchError, match="unknown keyword argument 'b'"):
         FMA(y, x, a=1.0, b=2.0)
     with pytest.raises(LaunchError, match="must be a Python scalar"):

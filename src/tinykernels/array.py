@@ -23,7 +23,7 @@ import numpy as np
 from . import dtypes as _dt
 from .errors import LaunchError
 from .runtime.hostarray import (_DL_CUDA, _DL_CUDA_MANAGED, _DL_HOST_TYPES, _NP2, _SCALARS, Array,  # noqa: F401
-                                _dl_device, _dl_name, _is_torch, _torch_host_view, as_host_ndarray)
+                                _dl_device, _dl_name, _is_torch, _torch_host_view, as_host_ndarray, host_from_dlpack)
 from .tracebacks import api_boundary
 
 __all__ = ["Array", "zeros", "ones", "empty", "full", "asarray", "copyto", "from_dlpack",
@@ -184,8 +184,10 @@ def asarray(obj, backend=None) -> Array:
     exporting ``__array_interface__`` or DLPack.
 
     Zero-copy whenever ``obj`` already lives in host memory and the target is a host
-    backend; dtypes of arrays are kept (lists take NumPy's inferred dtype). An Array
-    already on ``backend`` (or any Array when ``backend`` is None) is returned as is.
+    backend; dtypes of arrays are kept (lists take NumPy's inferred dtype), in the
+    machine's byte order (a byte-swapped array, e.g. ``'>f4'`` on a little-endian host, is
+    converted: kernels and devices read native values). An Array already on ``backend``
+    (or any Array when ``backend`` is None) is returned as is.
     """
     if isinstance(obj, Array) and (backend is None or obj.backend == _resolve_backend(backend)):
         return obj
@@ -228,6 +230,8 @@ def asarray(obj, backend=None) -> Array:
                                      f"(__cuda_array_interface__), not in host memory, and {backend!r} is not "
                                      "a CUDA backend; use backend=tk.CUDA() or move it to the host first")
                 h = np.asarray(obj)              # lists, tuples, scalars, __array__ objects
+    if not h.dtype.isnative:                     # '>f4' on a little-endian host: native values
+        h = h.astype(h.dtype.newbyteorder("="))
     _check_supported(h, "tk.asarray")
     return _on(backend, h)
 
@@ -314,7 +318,7 @@ def from_dlpack(x) -> Array:
                          f"{_dl_name(dev)}; only host memory (CPU) can be wrapped in this release "
                          "(move it to the host first, e.g. tensor.cpu())")
     try:
-        h = np.from_dlpack(x)
+        h = host_from_dlpack(x)
     except BufferError as e:
         raise ValueError(f"tk.from_dlpack: cannot wrap the {type(x).__name__} without copying: {e}") from e
     _check_supported(h, "tk.from_dlpack")

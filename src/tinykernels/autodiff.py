@@ -24,7 +24,7 @@ from . import dtypes as D
 from . import lang
 from .array import Array, as_host_ndarray, asarray, copyto
 from .errors import LaunchError
-from .kernel import GROUPED_FEATURES, RECORDERS, Kernel, parse_ndrange
+from .kernel import GROUPED_FEATURES, RECORDERS, Func, Kernel, parse_ndrange
 from .passes import adjoint_gather as G
 from .passes.autodiff import TapePlan, reverse_kernel, tangent_kernel
 from .passes.overwrites import check_overwrites
@@ -473,6 +473,11 @@ def adjoint(kernel: Kernel):
     the adjoint adds the gradient of ``sum(dOut * out)`` to the input shadows and consumes
     the output shadows (sets them to zero where the kernel overwrote the value).
     """
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"tk.adjoint expects a @tk.kernel, got {type(kernel).__name__}"
+                        + (" (a @tk.func is differentiated through the kernels that call it)"
+                           if isinstance(kernel, Func) else ""))
+
     class _Adjoint:
         def __call__(self, backend, workgroupsize=None):
             return AdjointLauncher(kernel, backend, workgroupsize)
@@ -865,6 +870,12 @@ def autodiff(mode, fn, *args):
     Duplicated float scalar (use tk.Active)."""
     if mode not in (Reverse, Forward):
         raise TypeError("the first argument of tk.autodiff must be tk.Reverse or tk.Forward")
+    if not callable(fn):
+        raise TypeError(f"tk.autodiff: fn must be callable (the function whose kernel launches are "
+                        f"differentiated), got {type(fn).__name__}")
+    if RECORDERS:
+        raise NotImplementedError("tk.autodiff inside tk.autodiff (a derivative of a derivative) is not "
+                                  "supported: the adjoint kernels have no adjoints of their own")
     primals, named = [], []
     for k, a in enumerate(args):
         if isinstance(a, Duplicated):

@@ -140,8 +140,12 @@ def bind(kernel: Kernel, outputs: tuple, n_arrays: int, kwargs: dict, what: str,
             pos += 1
     if pos != n_arrays:
         arr = [n for n, k in zip(names, kinds) if k == "A"]
+        hint = ""
+        if n_arrays < pos:              # the parameters left without a value may be scalars
+            hint = (f"; a scalar parameter goes by keyword ({', '.join(f'{n}=...' for n in arr[n_arrays:])}), "
+                    "or it is taken as an array")
         raise LaunchError(f"{what}: expected {pos} array argument(s) ({', '.join(arr)}) positionally, "
-                          f"got {n_arrays}")
+                          f"got {n_arrays}{hint}")
     out_pos = tuple(slots[names.index(o)] for o in outputs)
     b = Binding(kernel.name, tuple(names), tuple(kinds), tuple(slots), out_pos, tuple(consts),
                 _check_geometry(ndrange, what), workgroupsize)

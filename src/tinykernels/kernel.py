@@ -104,8 +104,14 @@ class Kernel:
         return f"<tk.kernel {self.name}>"
 
     @api_boundary
-    def __call__(self, backend, workgroupsize=None) -> "KernelInstance":
+    def __call__(self, backend, workgroupsize=None, *launch_args, **launch_kw) -> "KernelInstance":
         """Instantiate for a backend (or DEV string), optionally with a static workgroup size."""
+        if launch_args or launch_kw or not isinstance(backend, (str, Backend)):
+            raise TypeError(f"kernel '{self.name}' is instantiated on a backend, then launched: "
+                            f"{self.name}(backend)(arguments..., ndrange=...), or {self.name}.launch(arguments..., "
+                            f"ndrange=...) to take the backend from the arrays; got {self.name}("
+                            f"{type(backend).__name__}{', ...' if launch_args or workgroupsize is not None else ''}"
+                            f"{''.join(', ' + k + '=...' for k in launch_kw)})")
         b = make_backend(backend)
         wg = _norm_wg(workgroupsize, self.name) if workgroupsize is not None else None
         key = (b, wg)

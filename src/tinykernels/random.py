@@ -29,6 +29,7 @@ functions always use ``c2 = 0`` the two never overlap.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -106,8 +107,13 @@ def philox4x32(c0, c1, c2, c3, k0, k1):
 
 
 def key(seed: int) -> np.uint64:
-    """Derive a well-mixed key from any Python int seed (splitmix64 of seed mod 2**64)."""
-    z = (int(seed) + 0x9E3779B97F4A7C15) & _MASK64
+    """Derive a well-mixed key from any Python int seed (splitmix64 of seed mod 2**64).
+    A seed that is not an integer (``1.5``) is a TypeError, as in NumPy's ``default_rng``."""
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"tk.random.key: the seed must be an int, got {type(seed).__name__} {seed!r}") from None
+    z = (seed + 0x9E3779B97F4A7C15) & _MASK64
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
     return np.uint64(z ^ (z >> 31))
@@ -125,7 +131,10 @@ def split(k, n: int) -> np.ndarray:
     key = k).  The keys are distinct from each other and from ``k`` except with
     probability about ``n**2 / 2**65``.
     """
-    n = int(n)
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"tk.random.split: n must be an int, got {type(n).__name__} {n!r}") from None
     if n < 0:
         raise ValueError("n must be non-negative")
     if np.ndim(k) != 0:

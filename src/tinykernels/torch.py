@@ -121,8 +121,19 @@ class TorchOp:
             outs = self._eager(arrays, floats, ints, key)
         else:
             key, floats, ints = self._key(scalars, nd, wg)
+            for k, a in enumerate(arrays):
+                if not isinstance(a, torch.Tensor):
+                    self._not_a_tensor(k, a, scalars)
             outs = self._op(list(arrays), floats, ints, key)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _not_a_tensor(self, k: int, a, scalars: dict):
+        """The LaunchError for positional argument ``k`` that is not a tensor, naming its parameter."""
+        names = [n for n in self._names if n not in scalars]
+        which = f"'{names[k]}'" if k < len(names) else f"{k + 1}"
+        raise LaunchError(f"op {self.name}: argument {which} must be a torch.Tensor (the operator takes tensors "
+                          f"positionally, scalars by keyword), got {type(a).__name__}; convert it with "
+                          "torch.as_tensor(...)")
 
     def _eager_key(self, kw: dict, ndrange, workgroupsize) -> tuple:
         """:meth:`_key` of an eager call, remembered per call pattern (the keyword names in

@@ -1,6 +1,7 @@
 """``GlobalGrid``: a Cartesian grid of MPI ranks, each holding one block of a global array."""
 from __future__ import annotations
 
+import operator
 from typing import Callable, Sequence
 
 import numpy as np
@@ -10,6 +11,15 @@ import tinykernels as tk
 from . import _mpi, topology as T
 from .halo import exchange
 from .pack import Staging, ndrange_of
+
+
+def _integer(x, name: str) -> int:
+    """``x`` as an int; a TypeError naming the argument for anything else (``int(1.5)`` would
+    silently make a grid the caller did not ask for)."""
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"GlobalGrid: {name}: expected an int, got {x!r}") from None
 
 
 class GlobalGrid:
@@ -68,11 +78,12 @@ class GlobalGrid:
     @staticmethod
     def _arguments(MPI, nprocs: int, local_shape, halo, dims, periodic):
         """The constructor's arguments checked and normalized: (shape, halo, dims, periodic)."""
-        shape = (int(local_shape),) if isinstance(local_shape, (int, np.integer)) else tuple(int(n) for n in local_shape)
+        shape = (_integer(local_shape, "local_shape"),) if isinstance(local_shape, (int, np.integer)) else \
+            tuple(_integer(n, "local_shape") for n in local_shape)
         if not 1 <= len(shape) <= 3:
             raise ValueError(f"GlobalGrid: local_shape must have 1 to 3 dimensions, got {shape}")
         ndim = len(shape)
-        want = [0] * ndim if dims is None else [int(x) for x in dims]
+        want = [0] * ndim if dims is None else [_integer(x, "dims") for x in dims]
         if len(want) != ndim or any(x < 0 for x in want):
             raise ValueError(f"GlobalGrid: dims must be {ndim} non-negative ints (0: chosen), got {dims}")
         fixed = int(np.prod([x for x in want if x > 0])) if any(want) else 1
@@ -80,8 +91,9 @@ class GlobalGrid:
             raise ValueError(f"GlobalGrid: dims {tuple(want)} do not fit {nprocs} MPI ranks")
         dims = tuple(MPI.Compute_dims(nprocs, want))
         periodic = T.normalize_periodic(periodic, ndim)
-        T.check_local_shape(shape, int(halo), dims, periodic)
-        return shape, int(halo), dims, periodic
+        halo = _integer(halo, "halo")
+        T.check_local_shape(shape, halo, dims, periodic)
+        return shape, halo, dims, periodic
 
     def free(self) -> None:
         """Release the grid's Cartesian communicator (collective: every rank calls it). A grid
@@ -217,6 +229,9 @@ class GlobalGrid:
                 b = tk.get_backend(A)
             except tk.LaunchError:
                 raise TypeError(f"{what}: argument {k + 1} is a {type(A).__name__}, not an array") from None
+            if not isinstance(A, (np.ndarray, tk.Array)) and getattr(b, "is_host", False):
+                A = tk.asarray(A, backend=b).numpy()   # a CPU torch tensor, an array-interface or
+                                                        # DLPack object: its zero-copy NumPy view
             shape = tuple(getattr(A, "shape", ()))
             if shape != self.local_shape:
                 raise ValueError(f"{what}: argument {k + 1} has shape {shape}, but the grid's local arrays have "

@@ -65,14 +65,20 @@ class LowerOptions:
 
 _UNSUPPORTED = {
     ast.Try: "'try' statements", ast.With: "'with' statements", ast.ClassDef: "class definitions",
-    ast.FunctionDef: "nested function definitions", ast.Lambda: "lambdas", ast.Global: "'global'",
-    ast.Nonlocal: "'nonlocal'", ast.Delete: "'del'", ast.Raise: "'raise'", ast.Import: "imports",
+    ast.FunctionDef: "nested function definitions", ast.Lambda: "lambdas", ast.Global: "'global' statements",
+    ast.Nonlocal: "'nonlocal' statements", ast.Delete: "'del' statements", ast.Raise: "'raise' statements",
+    ast.Import: "imports",
     ast.ImportFrom: "imports", ast.ListComp: "list comprehensions", ast.GeneratorExp: "generators",
     ast.DictComp: "dict comprehensions", ast.SetComp: "set comprehensions", ast.Dict: "dicts",
     ast.List: "lists", ast.Set: "sets", ast.Slice: "slicing", ast.Starred: "'*' unpacking",
-    ast.Yield: "'yield'", ast.Await: "'await'", ast.JoinedStr: "f-strings", ast.Assert: "'assert'",
-    ast.AsyncFunctionDef: "async functions", ast.AsyncFor: "'async for'", ast.Match: "'match'",
+    ast.Yield: "'yield' expressions", ast.YieldFrom: "'yield from' expressions", ast.Await: "'await' expressions",
+    ast.JoinedStr: "f-strings", ast.Assert: "'assert' statements",
+    ast.AsyncFunctionDef: "async functions", ast.AsyncFor: "'async for' loops", ast.AsyncWith: "'async with' statements",
+    ast.Match: "'match' statements", ast.NamedExpr: "assignment expressions (':=')",
 }
+# Python's spelling of the operators a kernel does not support, for the error messages.
+_OP_TEXT = {ast.MatMult: "'@' (matrix multiplication)", ast.Is: "'is'", ast.IsNot: "'is not'", ast.In: "'in'",
+            ast.NotIn: "'not in'"}
 if hasattr(ast, "TryStar"):
     _UNSUPPORTED[ast.TryStar] = "'try' statements"
 
@@ -264,7 +270,7 @@ class Lowerer:
     def s_AugAssign(self, s):
         op = I.BINOPS.get(type(s.op))
         if op is None:
-            raise self.err(s, f"operator {type(s.op).__name__} is not supported")
+            raise self.err(s, f"operator {_OP_TEXT.get(type(s.op), type(s.op).__name__)} is not supported in kernels")
         if isinstance(s.target, ast.Name):
             cur = self.expr(ast.Name(id=s.target.id, ctx=ast.Load(), lineno=s.lineno, col_offset=s.col_offset))
             self.assign_target(s.target, self.binop(op, cur, self.expr(s.value), s), s)
@@ -662,7 +668,8 @@ class Lowerer:
     def e_BinOp(self, node):
         op = I.BINOPS.get(type(node.op))
         if op is None:
-            raise self.err(node, f"operator {type(node.op).__name__} is not supported")
+            raise self.err(node, f"operator {_OP_TEXT.get(type(node.op), type(node.op).__name__)} is not supported "
+                                 "in kernels")
         return self.binop(op, self.expr(node.left), self.expr(node.right), node)
 
     def binop(self, op, a, b, node) -> N.Expr:
@@ -766,7 +773,8 @@ class Lowerer:
         for opnode, rnode in zip(node.ops, node.comparators):
             op = I.CMPOPS.get(type(opnode))
             if op is None:
-                raise self.err(node, f"comparison {type(opnode).__name__} is not supported in kernels")
+                raise self.err(node, f"comparison {_OP_TEXT.get(type(opnode), type(opnode).__name__)} is not supported "
+                                     "in kernels (compare numbers with ==, !=, <, <=, >, >=)")
             right = self.as_expr(self.expr(rnode), rnode)
             c = self.compare(op, left, right, node)
             if result is not None:       # a chain is an `and`: a strong bool

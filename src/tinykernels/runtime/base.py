@@ -204,6 +204,19 @@ def check_stream(kernel: str, stream, backend: Backend) -> None:
         raise LaunchError(f"kernel '{kernel}': {why}")
 
 
+def _unaligned_argument(kernel: str, name: str, arr) -> str:
+    """The LaunchError message for a host array the kernel cannot address element by element:
+    byte-swapped, misaligned, or with strides that are not whole elements; with a fix that works
+    (``np.ascontiguousarray`` keeps the byte order, and the alignment of a contiguous array)."""
+    if not arr.dtype.isnative:
+        return (f"kernel '{kernel}': argument '{name}' has byte-swapped dtype {arr.dtype.str} (non-native byte "
+                f"order); pass a native-order copy: np.array(x, dtype=x.dtype.newbyteorder('='))")
+    why = ("is not aligned to its {0}-byte elements" if arr.flags.aligned is False and
+           not any(s % arr.itemsize for s in arr.strides) else "has strides {1} that are not multiples of its "
+           "{0}-byte elements").format(arr.itemsize, arr.strides)
+    return f"kernel '{kernel}': argument '{name}' {why}; pass an aligned copy (x.copy())"
+
+
 def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
     """The message for an argument this host backend cannot take: where an array of another
     backend lives and how to bring it here, else what types are accepted."""
@@ -288,6 +301,9 @@ class KernelInstance:
         elif isinstance(a, (bool, int, float)) or (isinstance(a, np.generic) and np.dtype(type(a)).kind in "biuf"):
             if type(a) is int and not -(1 << 63) <= a < (1 << 64):
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' = {a} does not fit in 64 bits")
+            if isinstance(a, np.generic) and D.from_any(a.dtype) is None:    # np.longdouble
+                raise LaunchError(f"kernel '{self.name}': argument '{name}' is a scalar of unsupported dtype "
+                                  f"{a.dtype} (pass float(x) or a NumPy scalar of a supported dtype)")
             return a
         else:
             try:
@@ -303,9 +319,8 @@ class KernelInstance:
             return arr[()]          # a 0-d array (np.array(2.0), torch.tensor(2.0)): its NumPy scalar (strong)
         if arr.ndim > 8:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' must have 0 to 8 dimensions, got {arr.ndim}")
-        if not arr.flags.aligned or arr.dtype.byteorder == ">" or any(s % arr.itemsize for s in arr.strides):
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' is misaligned or byte-swapped; "
-                              "pass np.ascontiguousarray(...) of it")
+        if not arr.flags.aligned or not arr.dtype.isnative or any(s % arr.itemsize for s in arr.strides):
+            raise LaunchError(_unaligned_argument(self.name, name, arr))
         return arr
 
     def _zero_d_is_array(self, name: str, kind: str) -> bool:

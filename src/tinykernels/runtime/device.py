@@ -24,6 +24,7 @@ from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from .base import GROUPED_FEATURES, RECORDERS, KernelInstance, _check_debug, bind_launch_args, launch_checks
+from .dlpack import c_strides  # noqa: F401 (re-exported: the runtimes import it from here)
 from .launchcheck import check_launch
 from .streams import Event, deadline_of, poll_until
 
@@ -39,15 +40,6 @@ def same_shape(a, b) -> None:
     """tk.copyto's shape check: ValueError unless ``a`` (dst) and ``b`` (src) have one shape."""
     if tuple(a.shape) != tuple(b.shape):
         raise ValueError(f"tk.copyto: shape mismatch: dst has shape {tuple(a.shape)}, src has shape {tuple(b.shape)}")
-
-
-def c_strides(shape: tuple, dtype) -> tuple:
-    """The byte strides of a C-contiguous array of ``shape`` and ``dtype``."""
-    st, acc = [], np.dtype(dtype).itemsize
-    for n in reversed(shape):
-        st.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(st))
 
 
 def track_stream(dev, stream: S) -> S:

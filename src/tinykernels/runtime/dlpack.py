@@ -10,7 +10,15 @@ import threading
 import numpy as np
 
 from .. import dtypes as D
-from .device import c_strides
+
+
+def c_strides(shape: tuple, dtype) -> tuple:
+    """The byte strides of a C-contiguous array of ``shape`` and ``dtype``."""
+    st, acc = [], np.dtype(dtype).itemsize
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(st))
 
 
 # DLPack dtype codes (dlpack.h): kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool, kDLFloat8_*
@@ -53,6 +61,7 @@ _DLManagedTensorVersioned._fields_ = [("version", _DLPackVersion), ("manager_ctx
                                       ("deleter", _DELETER_V), ("flags", ctypes.c_uint64),
                                       ("dl_tensor", _DLTensor)]
 
+_FLAG_READ_ONLY = 1           # DLPACK_FLAG_BITMASK_READ_ONLY of a versioned tensor
 _EXPORTS: dict = {}            # explicit registry: id -> what an exported capsule keeps alive
 _EXPORTS_LOCK = threading.Lock()
 _CAPSULE_NAME = b"dltensor"
@@ -144,7 +153,8 @@ class _DLImport:
 def _from_dlpack_capsule(capsule, source):
     """(ptr, shape, strides in bytes, numpy dtype, device tuple, owner) of a DLPack capsule."""
     api = _pyapi()
-    if api.PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+    versioned = bool(api.PyCapsule_IsValid(capsule, b"dltensor_versioned"))
+    if versioned:
         p = api.PyCapsule_GetPointer(capsule, b"dltensor_versioned")
         mt = ctypes.cast(p, ctypes.POINTER(_DLManagedTensorVersioned))
         t = mt.contents.dl_tensor
@@ -159,12 +169,55 @@ def _from_dlpack_capsule(capsule, source):
     else:
         raise ValueError("not a DLPack capsule")
     owner = _DLImport(mt, deleter, source)
+    # as NumPy's importer: a legacy tensor cannot say it may be written, so it is read-only
+    owner.readonly = not versioned or bool(mt.contents.flags & _FLAG_READ_ONLY)
     nd = t.ndim
     shape = tuple(t.shape[k] for k in range(nd))
     dtype = _np_from_dl(t.dtype.code, t.dtype.bits, t.dtype.lanes)
     item = dtype.itemsize
     strides = tuple(t.strides[k] * item for k in range(nd)) if t.strides else c_strides(shape, dtype)
     return (t.data or 0) + t.byte_offset, shape, strides, dtype, (t.device.device_type, t.device.device_id), owner
+
+
+def special_dtype(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is one DLPack codes but NumPy's DLPack exporter and importer refuse
+    (bfloat16, the float8 types: NumPy holds them through ml_dtypes)."""
+    d = D.from_any(dtype)
+    return d is not None and d.name in _DL_SPECIAL
+
+
+class _HostView:
+    """An ``__array_interface__`` over imported host memory that keeps the DLPack tensor alive
+    (``np.asarray`` of it has it as its base)."""
+
+    def __init__(self, ptr: int, shape: tuple, strides: tuple, typestr: str, readonly: bool, owner):
+        self.__array_interface__ = {"data": (ptr, readonly), "shape": shape, "strides": strides,
+                                    "typestr": typestr, "version": 3}
+        self.owner = owner
+
+
+def host_from_dlpack(obj) -> np.ndarray:
+    """A zero-copy NumPy view of ``obj``, a DLPack exporter in host memory, read through this
+    module's own importer, which also knows bfloat16 and float8 (NumPy's ``np.from_dlpack``
+    refuses them). The view is read-only, as NumPy's, unless a versioned (DLPack 1.x) tensor
+    says it may be written."""
+    try:
+        capsule = obj.__dlpack__(max_version=(1, 0))
+    except TypeError:                  # an exporter older than DLPack 1.0's keywords
+        capsule = obj.__dlpack__()
+    ptr, shape, strides, dtype, dev, owner = _from_dlpack_capsule(capsule, obj)
+    if dev[0] not in (1, 3, 11):       # kDLCPU, kDLCUDAHost, kDLROCMHost
+        raise BufferError(f"the tensor is on DLPack device type {dev[0]}, not in host memory")
+    as_uint = np.dtype(f"u{dtype.itemsize}") if dtype.itemsize in (1, 2, 4, 8) else dtype
+    size = int(np.prod(shape, dtype=np.int64))
+    view = _HostView(ptr if size else 0, shape, strides if size else None, as_uint.str, owner.readonly, owner)
+    return np.asarray(view).view(dtype)
+
+
+def host_capsule(a) -> object:
+    """A DLPack capsule (legacy, device kDLCPU) of the host ``tk.Array`` ``a``, for the dtypes
+    NumPy's exporter refuses (:func:`special_dtype`); the capsule keeps ``a`` alive."""
+    return _dlpack_capsule(a)
 
 
 def _np_from_dl(code, bits, lanes) -> np.dtype:

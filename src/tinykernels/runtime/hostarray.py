@@ -129,6 +129,15 @@ class Array:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export as a DLPack capsule (NumPy's exporter; host memory, so ``stream`` must be None)."""
         h = self._host
+        from .dlpack import host_capsule, special_dtype
+        if special_dtype(h.dtype):             # bfloat16, float8: NumPy's exporter refuses them
+            if stream is not None:
+                raise BufferError("tk.Array.__dlpack__: stream must be None for an array in host memory")
+            if dl_device is not None and tuple(dl_device) != (_DL_CPU, 0):
+                raise BufferError(f"tk.Array.__dlpack__: a host array cannot be exported to device {dl_device}")
+            if not h.flags.writeable and not copy:
+                raise BufferError("tk.Array.__dlpack__: cannot export a read-only array (copy=True copies it)")
+            return host_capsule(Array(h.copy(), self._backend) if copy else self)
         if max_version is None and dl_device is None and copy is None:
             return h.__dlpack__(stream=stream)        # also works with NumPy < 2.1
         return h.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
@@ -218,5 +227,20 @@ def as_host_ndarray(obj) -> np.ndarray | None:
     if hasattr(obj, "__dlpack__"):
         dev = _dl_device(obj)
         if dev is not None and dev[0] in _DL_HOST_TYPES:
-            return np.from_dlpack(obj)
+            return host_from_dlpack(obj)
     return None
+
+
+def host_from_dlpack(obj) -> np.ndarray:
+    """``np.from_dlpack(obj)`` for a DLPack exporter in host memory, also for bfloat16 and
+    float8 tensors (which NumPy's importer refuses: then read through our own importer)."""
+    try:
+        return np.from_dlpack(obj)
+    except BufferError:
+        raise
+    except (RuntimeError, TypeError, ValueError) as e:
+        from .dlpack import host_from_dlpack as own
+        try:
+            return own(obj)
+        except Exception:  # noqa: BLE001 - ours could not read it either: NumPy's reason stands
+            raise e from None
