@@ -27,6 +27,7 @@ GPUs, and need no care.
 from __future__ import annotations
 
 from ..ir import nodes as N
+from .rowdiv import row_invariant_defs
 
 
 def _unit_stride(e: N.Expr, defs: dict, ndim: int, ranges: int, k: int, arr_ndim: int) -> bool:
@@ -48,19 +49,7 @@ def _unit_stride(e: N.Expr, defs: dict, ndim: int, ranges: int, k: int, arr_ndim
 
 def _geometry_defs(body: list) -> dict:
     """Locals assigned exactly once in the kernel, at top level, from the item's geometry."""
-    counts: dict = {}
-    for s in N.walk_stmts(body):
-        if isinstance(s, N.Assign):
-            counts[s.var] = counts.get(s.var, 0) + 1
-        elif isinstance(s, N.Philox):
-            for v in s.outs:
-                counts[v] = counts.get(v, 0) + 2
-        elif isinstance(s, N.Collective):
-            counts[s.dst] = counts.get(s.dst, 0) + 2
-        elif isinstance(s, N.For):
-            counts[s.var] = counts.get(s.var, 0) + 2
-    return {s.var: s.value for s in body
-            if isinstance(s, N.Assign) and counts.get(s.var) == 1 and isinstance(s.value, N.Index)}
+    return {v: e for v, e in row_invariant_defs(body).items() if isinstance(e, N.Index)}
 
 
 def _exprs(stmts):
