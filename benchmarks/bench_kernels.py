@@ -409,6 +409,7 @@ class Bench:
         self.args, self.lib, self.nt = args, lib, nt
         self.bad = 0
         self.memcpy_gbs = None
+        self.copy_run, self.copy_bytes = None, 0     # the copy reference, timed again in every GB/s row
         self.rows = []
 
     def check(self, kernel, impl, got, want, rtol, atol) -> bool:
@@ -434,22 +435,28 @@ class Bench:
             run()
             if self.check(kernel, col, res(), want, rtol, atol):
                 ok[col] = run
-        times = measure(ok, self.args.min_time, self.args.min_reps)
+        copy = {"copy": self.copy_run} if self.copy_run is not None and unit == "GB/s" else {}
+        times = measure({**ok, **copy}, self.args.min_time, self.args.min_reps)
         work = nbytes if work is None else work
-        rate = {c: work / t / 1e9 for c, t in times.items()}
+        rate = {c: work / t / 1e9 for c, t in times.items() if c != "copy"}
+        if copy:        # the copy reference timed in this row's interleaved rounds
+            rate["copy"] = self.copy_bytes / times["copy"] / 1e9
         self.rows.append((kernel, unit, rate))
         self.print_row(kernel, unit, rate)
         return rate
 
     def header(self):
-        print(f"{'kernel':<22} " + " ".join(f"{c:>8}" for c in self.COLS) + f" {'tk/C':>6} {'/memcpy':>8}")
+        print(f"{'kernel':<22} " + " ".join(f"{c:>8}" for c in self.COLS)
+              + f" {'tk/C':>6} {'copy':>7} {'/memcpy':>8}")
 
     def print_row(self, kernel, unit, rate):
         cells = " ".join(f"{rate[c]:8.2f}" if c in rate else f"{'n/a':>8}" for c in self.COLS)
         t, c = rate.get("tk CPU"), rate.get("C ref")
         ratio = f"{t / c:6.2f}" if t and c else f"{'':>6}"
-        mc = f"{t / self.memcpy_gbs:8.2f}" if t and unit == "GB/s" and self.memcpy_gbs else f"{'':>8}"
-        print(f"{kernel + ' ' + unit:<22} {cells} {ratio} {mc}", flush=True)
+        ref = rate.get("copy") or (self.memcpy_gbs if unit == "GB/s" else None)
+        cp = f"{rate['copy']:7.2f}" if "copy" in rate else f"{'':>7}"
+        mc = f"{t / ref:8.2f}" if t and ref else f"{'':>8}"
+        print(f"{kernel + ' ' + unit:<22} {cells} {ratio} {cp} {mc}", flush=True)
 
 
 def tk_pair(kernel_fn, backend, args_np, outs_idx, ndrange, wgs, consts=()):
@@ -514,6 +521,7 @@ def main() -> int:
             t = measure({"copy": lambda: lib.ref_copy(ptr(cp), ptr(X), X.size, nt)}, args.min_time, args.min_reps)
             return 2 * X.nbytes / t["copy"] / 1e9
         b.memcpy_gbs = copy_gbs()
+        b.copy_run, b.copy_bytes = (lambda: lib.ref_copy(ptr(cp), ptr(X), X.size, nt)), 2 * X.nbytes
         print(f"\ncopy reference (C + OpenMP copy loop, {nt} threads), {X.nbytes / 2**20:.0f} MiB read + "
               f"written: {b.memcpy_gbs:.2f} GB/s\n")
         b.header()
@@ -681,7 +689,9 @@ def main() -> int:
 
     peers = [p for p in ("numba", "taichi", "warp") if importlib.util.find_spec(p) is not None]
     print("\nGB/s rows: T_eff, the bytes each kernel must move (inputs read once, outputs written once) / time;"
-          f"\n  /memcpy = tk CPU T_eff / the copy reference ({nt} threads). Row kernels: {R} x {D} float32;"
+          f"\n  copy = the copy reference ({nt} threads) timed again in the row's own interleaved rounds (the"
+          "\n  host's bandwidth can change during a run); /memcpy = tk CPU T_eff / that copy."
+          f"\n  Row kernels: {R} x {D} float32;"
           f"\n  histogram and prefix sum: {NH} elements; Q4_0: [{QM}, {QK}] weights ({QM * QK // 32 * 18 / 2**20:.1f} MiB, "
           "GB/s of weights).")
     print("  torch: n/a where PyTorch has no such op (Q4_0) or is not installed.")
