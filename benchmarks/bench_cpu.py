@@ -890,7 +890,15 @@ def _autodiff_cases(be, mb, lib=None, nt=1):
 
     def diff3():
         k3(U2, U, 0.1, 0.2, ndrange=ndr3)
-    ref_s = ref_nos = None
+    ref_s = ref_nos = ref_d2 = None
+    clr = _cl_reference(be)
+    if clr is not None:     # the hand-written OpenCL kernels on the same device buffers
+        def clfwd():
+            clr.triad(a, b, c, s, n)
+        ref_s = (clfwd, lambda: clr.triad_adjoint(da, db, c, dc, s, n, ds))
+        ref_nos = (clfwd, lambda: clr.triad_adjoint(da, db, c, dc, 2.0, n))
+        ref_d2 = (lambda: clr.diffusion(T2, T, 0.1, 0.2, nx),
+                  lambda: clr.diffusion_adjoint(dT2, T, dT, 0.1, g1, 0.2, g2, nx))
     if lib is not None and be.is_host:
         P = (lambda x: x.ctypes.data)  # noqa: E731
         cds = np.zeros(1)
@@ -905,10 +913,25 @@ def _autodiff_cases(be, mb, lib=None, nt=1):
         ("triad adjoint (arrays; s an int, not differentiated)", "triad forward", triad,
          lambda: at(a, da, b, db, c, dc, 2, ndrange=n), ref_nos),
         ("diffusion 2-D adjoint (T, dt, lam)", "diffusion 2-D forward", diff2,
-         lambda: ad(T2, dT2, T, dT, 0.1, g1, 0.2, g2, ndrange=ndr2), None),
+         lambda: ad(T2, dT2, T, dT, 0.1, g1, 0.2, g2, ndrange=ndr2), ref_d2),
         ("diffusion 3-D adjoint (T, dt, lam)", "diffusion 3-D forward", diff3,
          lambda: a3(U2, dU2, U, dU, 0.1, g1, 0.2, g2, ndrange=ndr3), None),
     ]
+
+
+def _cl_reference(be):
+    """The hand-written OpenCL references (benchmarks/cl_reference.py) for an OpenCL backend,
+    checked against NumPy; None on other backends or without pyopencl."""
+    if be.is_host or type(be).__name__ != "OpenCL":
+        return None
+    try:
+        from cl_reference import CLReference, check
+        ref = CLReference(be)
+    except Exception as e:   # noqa: BLE001 - a missing/failed reference only drops its rows
+        print(f"  (no hand-written OpenCL reference: {type(e).__name__}: {e})")
+        return None
+    check(ref, be)
+    return ref
 
 
 def check_c_triad_adjoint(lib) -> None:
@@ -987,16 +1010,21 @@ def run_autodiff(args, nt, timer, lib=None) -> list:
             note = ""
             if cref:
                 cr, ctf, cta = cref
-                print(f"  {label:<4s} {'  C reference, same rounds: forward':<55s} {ctf * 1e3:9.3f} ms")
-                print(f"  {label:<4s} {'  C reference, same rounds: hand-written adjoint':<55s} {cta * 1e3:9.3f} ms   "
-                      f"{cr:5.2f}x")
-                note = f" (C ref {cr:.2f}x)"
+                lang = "C" if be.is_host else "OpenCL C"
+                print(f"  {label:<4s} {'  ' + lang + ' reference, same rounds: forward':<55s} {ctf * 1e3:9.3f} ms")
+                print(f"  {label:<4s} {'  ' + lang + ' reference, same rounds: hand-written adjoint':<55s} "
+                      f"{cta * 1e3:9.3f} ms   {cr:5.2f}x")
+                note = f" ({lang} ref {cr:.2f}x)"
             rows.append((f"{label} {name} / forward{note}", f"{r:.2f}x", f"<= {T_ADJ}x", r <= T_ADJ))
             sys.stdout.flush()
     if lib is not None:
         print("  (C reference: the same triad forward and its adjoint written by hand in C + OpenMP, on the "
               "same arrays,\n   timed in the same rounds; the ratio the memory system allows for these "
               "streams: 3 for the forward,\n   6 for the adjoint, 7 with the scalar gradient)")
+    if len(backends) > 1:
+        print("  (OpenCL C reference: the triad and the 2-D stencil, forward and adjoint, written by hand in OpenCL C "
+              "\n   (benchmarks/cl_reference.py: a gather for dT, per-strip partial sums for dt and lam), run by pyopencl "
+              "\n   on the same buffers in the same rounds)")
     print("  (stencil adjoints: gather kernels compute dT without atomics, the main adjoint the rest; "
           "scalar gradients\n   are summed per thread on the CPU, per 16 items on OpenCL; see docs/autodiff.md)")
     return rows
