@@ -503,8 +503,8 @@ def _gemm_rows_q(out, data: tk.Const, bt: tk.Const, q8: tk.constexpr, N: tk.cons
         base = b * bb
         d = half_at_host(data, i, base)
         if q8:
-            for j in range(32):
-                w[j] = q8_0_at(data, i, base, j, d)
+            for j in range(32):     # sign-extended by an int8 conversion, as q8_0_block_dot
+                w[j] = tk.float32(tk.int32(tk.int8(data[i, base + 2 + j]))) * d
         else:
             for j in range(16):
                 w0, w1 = q4_0_pair(data, i, base, j, d)
