@@ -105,14 +105,16 @@ def test_quantized_matmul_uses_exactly_the_dequantized_weights():
 
 @pytest.mark.parametrize("be", ["CPU", "INTERP"])
 @pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
-def test_host_exact_gemv_decodes_every_byte_value(qtype, be):
+@pytest.mark.parametrize("blocks", ["one", "chunk", "chunks+tail"])
+def test_host_exact_gemv_decodes_every_byte_value(qtype, be, blocks):
     """The host exact GEMV (q8_0 sign-extends its bytes by an int8 conversion, q4_0 unpacks
-    nibbles) on rows whose weight bytes take all 256 values, K with full chunks of
-    ``CHUNK`` blocks and a remainder: bit for bit a NumPy model of its 32 lanes (lane ``j``
-    adds ``(d * q) * x`` for ``k % 32 == j`` in increasing ``k``, then the lanes in order),
-    which is also dequantize() + the float GEMV."""
+    nibbles) on rows whose weight bytes take all 256 values, K of one block (the tail loop
+    only), of one chunk of ``CHUNK`` blocks (no tail) and of full chunks and a remainder:
+    bit for bit a NumPy model of its 32 lanes (lane ``j`` adds ``(d * q) * x`` for
+    ``k % 32 == j`` in increasing ``k``, then the lanes in order), which is also
+    dequantize() + the float GEMV."""
     rng = np.random.default_rng(42)
-    nb = mm.CHUNK + 3 if be == "INTERP" else 2 * mm.CHUNK + 3
+    nb = {"one": 1, "chunk": mm.CHUNK, "chunks+tail": mm.CHUNK + 3 if be == "INTERP" else 2 * mm.CHUNK + 3}[blocks]
     m, k = 4, 32 * nb
     raw = random_blocks(qtype, m, nb, rng).reshape(m, nb, -1)
     nq = raw.shape[2] - 2
