@@ -103,6 +103,37 @@ def test_quantized_matmul_uses_exactly_the_dequantized_weights():
         assert np.array_equal(llm.matmul(a, x), llm.matmul(llm.dequantize(a), x)), qtype
 
 
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("blocks", ["one", "chunk", "chunks+tail"])
+def test_host_exact_gemv_decodes_every_byte_value(qtype, be, blocks):
+    """The host exact GEMV (q8_0 sign-extends its bytes by an int8 conversion, q4_0 unpacks
+    nibbles) on rows whose weight bytes take all 256 values, K of one block (the tail loop
+    only), of one chunk of ``CHUNK`` blocks (no tail) and of full chunks and a remainder:
+    bit for bit a NumPy model of its 32 lanes (lane ``j`` adds ``(d * q) * x`` for
+    ``k % 32 == j`` in increasing ``k``, then the lanes in order), which is also
+    dequantize() + the float GEMV."""
+    rng = np.random.default_rng(42)
+    nb = {"one": 1, "chunk": mm.CHUNK, "chunks+tail": mm.CHUNK + 3 if be == "INTERP" else 2 * mm.CHUNK + 3}[blocks]
+    m, k = 4, 32 * nb
+    raw = random_blocks(qtype, m, nb, rng).reshape(m, nb, -1)
+    nq = raw.shape[2] - 2
+    raw[:, :, 2:] = (np.arange(m * nb * nq) % 256).astype(np.uint8).reshape(m, nb, nq)
+    raw = raw.reshape(m, -1)
+    a = llm.QTensor(qtype, (m, k), raw)
+    x = rng.standard_normal(k).astype(np.float32)
+    w = ref_dequantize(qtype, raw).astype(np.float32)           # d * q, exact in float32
+    acc = np.zeros((m, 32), np.float32)
+    for kk in range(k):
+        acc[:, kk % 32] = acc[:, kk % 32] + w[:, kk] * x[kk]
+    want = acc[:, 0]
+    for j in range(1, 32):
+        want = want + acc[:, j]
+    got = host(llm.matmul(to_q(be, a), to(be, x)))
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    assert np.array_equal(got, host(llm.matmul(llm.dequantize(to_q(be, a)), to(be, x))))
+
+
 def test_out_is_written_in_place_and_returned():
     rng = np.random.default_rng(14)
     a, w64 = _weights("q8_0", 5, 64, rng)

@@ -72,11 +72,15 @@ def q4_0_block_dot(acc, data, r, b, d, x):
 
 @tk.func
 def q8_0_block_dot(acc, data, r, b, d, x):
-    """acc[j] += w[j] * x[32 b + j] for the 32 weights of Q8_0 block ``b`` of row ``r``."""
-    base = b * 34
+    """acc[j] += w[j] * x[32 b + j] for the 32 weights of Q8_0 block ``b`` of row ``r``
+    (host backends). The byte is sign-extended by a conversion to int8 (one ``vpmovsxbw``/
+    ``vpmovsxwd`` per 16 weights in GCC 12's code) rather than :func:`q8_0_at`'s portable
+    ``q - ((q & 128) << 1)`` (an and, a shift and a subtract per 8 weights): the same
+    values and the same float operations, ~30% fewer instructions per block."""
+    base = b * 34 + 2
     o = b * 32
     for j in range(32):
-        acc[j] += q8_0_at(data, r, base, j, d) * x[o + j]
+        acc[j] += tk.float32(tk.int32(tk.int8(data[r, base + j]))) * d * x[o + j]
 
 
 @tk.kernel
@@ -499,8 +503,8 @@ def _gemm_rows_q(out, data: tk.Const, bt: tk.Const, q8: tk.constexpr, N: tk.cons
         base = b * bb
         d = half_at_host(data, i, base)
         if q8:
-            for j in range(32):
-                w[j] = q8_0_at(data, i, base, j, d)
+            for j in range(32):     # sign-extended by an int8 conversion, as q8_0_block_dot
+                w[j] = tk.float32(tk.int32(tk.int8(data[i, base + 2 + j]))) * d
         else:
             for j in range(16):
                 w0, w1 = q4_0_pair(data, i, base, j, d)
