@@ -13,6 +13,8 @@ import numpy as np
 
 from .. import array as _arr
 from ..backends import Backend
+from ..errors import LaunchError
+from ..runtime.base import stream_mismatch
 
 ArrayLike = Any          # NumPy array, tk.Array, torch tensor, DLPack / array-interface object
 
@@ -45,9 +47,18 @@ def dtype_of(x) -> np.dtype:
     return np.dtype(t.np)
 
 
-def backend_of(fn: str, **arrays) -> Backend:
+class StreamError(LaunchError, ValueError):
+    """An llm function's ``stream=`` that cannot order work on its arrays' backend: a
+    ``tk.LaunchError`` (as a kernel's bad ``stream=``) and a ``ValueError`` (as every other bad
+    llm argument), naming the llm function and the argument."""
+
+
+def backend_of(fn: str, *, stream=None, **arrays) -> Backend:
     """The one backend all the named array arguments live on (None values are skipped);
-    ``ValueError`` naming the arguments when they live on different backends."""
+    ``ValueError`` naming the arguments when they live on different backends. ``stream``
+    (the call's ``stream=``) must be one of that backend's streams, checked here before any
+    allocation or launch: a :class:`StreamError` naming ``llm.fn`` and ``stream``, not one
+    naming an internal kernel."""
     found = None
     for name, a in arrays.items():
         if a is None or not is_array(a):
@@ -60,6 +71,9 @@ def backend_of(fn: str, **arrays) -> Backend:
                              "move them to one backend (tk.asarray(x, backend=...))")
     if found is None:
         raise ValueError(f"llm.{fn}: needs at least one array argument")
+    why = stream_mismatch(stream, found[1])
+    if why is not None:
+        raise StreamError(f"llm.{fn}: argument 'stream': {why}")
     return found[1]
 
 
