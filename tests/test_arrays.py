@@ -5,6 +5,7 @@ import threading
 import numpy as np
 import pytest
 
+import tinykernels as tk
 from tinykernels import array as A
 from tinykernels import dtypes as D
 from tinykernels.backends import CPU
@@ -352,8 +353,10 @@ def test_copyto_errors(cpu):
     d = A.zeros((2, 3), np.float32, backend=cpu)
     with pytest.raises(ValueError, match=r"shape mismatch.*\(2, 3\).*\(3, 2\)"):
         A.copyto(d, np.zeros((3, 2), np.float32))
+    with pytest.raises(ValueError, match=r"shape mismatch.*\(2, 3\).*\(2,\).*broadcast"):
+        A.copyto(d, np.zeros(2, np.float32))            # (2,) does not broadcast to (2, 3)
     with pytest.raises(ValueError, match="shape mismatch"):
-        A.copyto(d, np.zeros(3, np.float32))            # no broadcasting
+        A.copyto(np.zeros(3), np.zeros((2, 3)))         # nor does a larger source
     with pytest.raises(TypeError, match="cast"):
         A.copyto(A.zeros(2, np.int32, backend=cpu), np.zeros(2, np.float64))
     ro = np.zeros(3)
@@ -524,3 +527,32 @@ def test_device_copyto_casts_by_same_kind_and_handles_empty_arrays(name):
     tk.copyto(e, tk.zeros((0, 3), backend=b))
     tk.copyto(e, np.zeros((0, 3), np.float32))
     tk.copyto(np.zeros((0, 3), np.float32), e)
+
+
+@pytest.mark.parametrize("be", ["CPU", "INTERP", "CL", "WEBGPU"])
+def test_copyto_broadcasts_like_np_copyto(be):
+    """tk.copyto broadcasts ``src`` to ``dst``'s shape as np.copyto does: a Python scalar, a
+    0-d array, a row, a column; host or device on either side, with and without a stream."""
+    if be not in tk.backends_available():
+        pytest.skip(f"{be} unavailable")
+    b = tk.backend(be)
+    row = np.arange(3, dtype=np.float32)
+    col = np.arange(2, dtype=np.float32).reshape(2, 1)
+    for src in (2.5, np.float32(2.5), np.array(2.5, np.float32), row, col, [1, 2, 3]):
+        ref = np.zeros((2, 3), np.float32)
+        np.copyto(ref, src, casting="same_kind")
+        for dev_src in (False, True):
+            s = tk.asarray(np.asarray(src, np.float32), backend=b) if dev_src else src
+            d = A.zeros((2, 3), np.float32, backend=b)
+            A.copyto(d, s).wait()
+            np.testing.assert_array_equal(d.numpy(), ref)
+            h = np.zeros((2, 3), np.float32)
+            A.copyto(h, s).wait()                        # host destination
+            np.testing.assert_array_equal(h, ref)
+            st = b.stream()
+            d2 = A.zeros((2, 3), np.float32, backend=b)
+            A.copyto(d2, s, stream=st)
+            st.synchronize()
+            np.testing.assert_array_equal(d2.numpy(), ref)
+    with pytest.raises(TypeError, match="cast"):
+        A.copyto(A.zeros(3, np.int32, backend=b), 2.5)  # same_kind still applies
