@@ -276,6 +276,10 @@ def _broadcast_source(src, sshape: tuple, dshape: tuple, stream):
         raise ValueError(f"tk.copyto: shape mismatch: dst has shape {dshape}, src has shape {sshape}, "
                          "which does not broadcast to it")
     if _is_device(src):
+        from .runtime.base import stream_mismatch
+        why = stream_mismatch(stream, src.backend)
+        if why is not None:
+            raise ValueError(f"tk.copyto: {why}")
         if stream is not None:
             stream.synchronize()
         h = src.numpy()
@@ -333,11 +337,18 @@ def copyto(dst, src, stream=None):
 
 
 @api_boundary
-def from_dlpack(x) -> Array:
+def from_dlpack(x, *, copy: bool | None = None) -> Array:
     """Wrap an object exporting DLPack (``__dlpack__``) without copying.
 
-    Host memory only in this release: a tensor on a GPU raises ``ValueError``.
+    Host memory (and CUDA/ROCm device memory with those backends): a tensor on another
+    device raises ``ValueError``. ``copy=True`` returns a copy on the same backend instead
+    (the array API's ``from_dlpack(x, copy=True)``); ``copy=False`` and ``None`` never copy.
     """
+    if copy:
+        view = from_dlpack(x)
+        if view._host is not None:
+            return Array(np.array(view._host, copy=True), view.backend)
+        return asarray(view.numpy(), backend=view.backend)
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"tk.from_dlpack expects an object with __dlpack__ (a DLPack exporter), "
                         f"got {type(x).__name__}")
