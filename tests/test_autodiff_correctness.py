@@ -234,6 +234,20 @@ def test_a_duplicated_scalar_in_reverse_mode_is_refused():
         tk.autodiff(tk.Reverse, lambda s: None, tk.Duplicated(1.5, 0.0))
 
 
+def test_an_active_scalar_in_forward_mode_is_refused():
+    """Forward mode returns no gradients: tk.Active there was silently taken as a constant
+    (the user's scalar derivative was lost); the error names tk.Duplicated, which carries a
+    scalar's tangent, and a tangent so given reaches the output."""
+    y, x = np.zeros(3), np.arange(3.0)
+    with pytest.raises(ValueError, match=r"argument 1: tk.Active .* forward .* tk.Duplicated\(s, ds\)"):
+        tk.autodiff(tk.Forward, lambda y_, s, x_: scale(tk.CPU())(y_, x_, s, ndrange=3),
+                    tk.Duplicated(y, np.zeros(3)), tk.Active(2.0), tk.Const(x))
+    dy = np.zeros(3)
+    tk.autodiff(tk.Forward, lambda y_, s, x_: scale(tk.CPU())(y_, x_, s, ndrange=3),
+                tk.Duplicated(y, dy), tk.Duplicated(2.0, 1.0), tk.Const(x))
+    np.testing.assert_allclose(dy, x)                  # d(s * x)/ds = x
+
+
 # --- 5. host-side copies ---------------------------------------------------------------------------------
 
 def test_tk_copyto_inside_fn_is_differentiated(be):

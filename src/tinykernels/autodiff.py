@@ -876,7 +876,8 @@ def autodiff(mode, fn, *args):
 
     Raises ValueError for a shadow that does not match its array (dtype, shape, device),
     for Duplicated arrays or shadows that share memory, and (reverse mode) for a
-    Duplicated float scalar (use tk.Active)."""
+    Duplicated float scalar (use tk.Active), and (forward mode) for a tk.Active scalar
+    (its tangent is a tk.Duplicated(s, ds))."""
     if mode not in (Reverse, Forward):
         raise TypeError("the first argument of tk.autodiff must be tk.Reverse or tk.Forward")
     if not callable(fn):
@@ -900,6 +901,10 @@ def autodiff(mode, fn, *args):
             if isinstance(a, Active) and not _is_float_scalar(a.value):
                 raise ValueError(f"tk.autodiff: argument {k}: tk.Active takes a float scalar, "
                                  f"got {type(a.value).__name__}")
+            if isinstance(a, Active) and mode is Forward:
+                raise ValueError(f"tk.autodiff: argument {k}: tk.Active asks for a gradient, which forward "
+                                 "mode does not return; give the scalar's tangent with tk.Duplicated(s, ds), "
+                                 "or pass tk.Const(s)")
             primals.append(a.value)
         else:
             primals.append(a)
