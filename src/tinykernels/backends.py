@@ -138,10 +138,15 @@ def backends() -> BackendInfo:
 
 
 @lang.intrinsic("synchronize")     # in a kernel: the workgroup barrier
-def synchronize(b: Backend | None = None, timeout: float | None = None) -> None:
-    """Wait for all outstanding work on a backend (default: the default backend).
+def synchronize(b: Backend | str | None = None, timeout: float | None = None) -> None:
+    """Wait for all outstanding work on a backend (a backend or a DEV string, as
+    :func:`backend` takes; default: the default backend).
 
     With ``timeout`` (seconds), raise ``TimeoutError`` if work is still running by then (it
     keeps running; call again to wait more)."""
-    (b or default_backend()).synchronize(timeout)
+    if b is None:
+        b = default_backend()
+    elif isinstance(b, str) or not callable(getattr(b, "synchronize", None)):
+        b = backend(b)                # a DEV string; anything else: TypeError naming its type
+    b.synchronize(timeout)
 
