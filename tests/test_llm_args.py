@@ -88,3 +88,30 @@ def test_bool_fill_value_and_bool_parameters():
         llm.repeat(X, True, 0)
     with pytest.raises(ValueError, match="'axis'"):
         llm.sum(X, True)
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "bfloat16", "float16", "float32"])
+def test_fill_float_dtypes_keep_fractions(name):
+    """fill rounds the value to x's dtype: fp8 arrays (NumPy kind 'V', not 'f') were filled
+    with int(value) (0.5 -> 0)."""
+    ml = pytest.importorskip("ml_dtypes")
+    dt = np.dtype(getattr(ml, name, None) or name)
+    for value in (0.5, -1.25, 3):
+        x = np.zeros(5, dt)
+        llm.fill(x, value)
+        np.testing.assert_array_equal(x.astype(np.float64), np.full(5, value, dt).astype(np.float64))
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.int8, np.int32, np.uint32, np.int64])
+def test_fill_integer_values_as_numpy_stores_them(dt):
+    """Integer arrays: floats truncate and bools are 0/1 (as np.full); NaN, infinities and
+    values out of range are a ValueError naming 'value' (300 into uint8 wrapped to 44; NaN
+    was Python's bare 'cannot convert float NaN to integer')."""
+    info = np.iinfo(dt)
+    for value in (2.5, -1.5 if info.min < 0 else 1.5, True, info.max, info.min):
+        x = np.zeros(4, dt)
+        llm.fill(x, value)
+        np.testing.assert_array_equal(x, np.full(4, value).astype(dt))
+    for bad in (info.max + 1, info.min - 1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="llm.fill: argument 'value'"):
+            llm.fill(np.zeros(4, dt), bad)

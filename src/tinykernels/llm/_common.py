@@ -102,6 +102,20 @@ def require_dtype(x, fn: str, name: str, allowed) -> np.dtype:
     return dt
 
 
+def int_value(fn: str, name: str, value, dt: np.dtype) -> int:
+    """The scalar ``value`` as stored in an integer or bool array of dtype ``dt``: floats
+    truncate toward zero and bools are 0/1, as ``np.full`` stores them; NaN, infinities and
+    values out of ``dt``'s range are a ``ValueError`` naming the argument (NumPy refuses an
+    out-of-range Python int too), not a wrapped or arbitrary value."""
+    if dt.kind == "b":
+        return int(bool(value))
+    if isinstance(value, (float, np.floating)):
+        require(bool(np.isfinite(value)), fn, name, f"{value!r} cannot be stored in a {dt} array")
+    v, info = int(value), np.iinfo(dt)
+    require(info.min <= v <= info.max, fn, name, f"{value!r} is out of range for {dt} ({info.min} to {info.max})")
+    return v
+
+
 def require_shape(x, fn: str, name: str, shape: tuple) -> None:
     """``x`` has exactly ``shape`` (``None`` entries match any extent)."""
     s = shape_of(x)

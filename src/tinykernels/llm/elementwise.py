@@ -343,7 +343,7 @@ def fill(x, value, stream=None):
     dt = C.dtype_of(x)
     C.require(backend.supports(dt.name), "fill", "x", f"dtype {dt} is not supported on {backend!r}")
     if 0 not in shape:
-        v = float(value) if dt.kind == "f" or (C.np_dtype("bfloat16") == dt) else int(value)
+        v = C.int_value("fill", "value", value, dt) if dt.kind in "iub" else float(value)   # ml_dtypes: 'V'
         C.launch(_fill, backend, (x, v), grid3(shape), stream=stream)
     return x
 
