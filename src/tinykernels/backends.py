@@ -83,12 +83,16 @@ def backend(spec) -> Backend:
     if cls is None:
         raise BackendUnavailable(
             f"unknown backend {spec!r}: expected one of CPU, CUDA[:n], ROCM[:n], METAL, CL, WEBGPU, INTERP, JAX[:n]")
+    if cls.__name__ == "WebGPU":
+        return cls(int(arg) if arg.isdigit() else arg) if arg else cls()
+    if arg and not arg.strip().isdigit():
+        what = "thread count" if cls is CPU else "device number"
+        raise ValueError(f"bad {what} {arg!r} in the DEV string {spec!r}: expected a non-negative integer "
+                         f"(e.g. '{kind}:1')")
     if cls is CPU:
         return CPU(threads=int(arg)) if arg else CPU()
     if cls.__name__ == "OpenCL":
         return cls(device=int(arg)) if arg else cls()
-    if cls.__name__ == "WebGPU":
-        return cls(int(arg) if arg.isdigit() else arg) if arg else cls()
     return cls(int(arg)) if arg else cls()
 
 
