@@ -115,3 +115,22 @@ def test_fill_integer_values_as_numpy_stores_them(dt):
     for bad in (info.max + 1, info.min - 1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="llm.fill: argument 'value'"):
             llm.fill(np.zeros(4, dt), bad)
+
+
+@pytest.mark.parametrize("be", ["CPU", "CL"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+def test_zero_d_array_operand_broadcasts_as_in_numpy(be, dt):
+    """A 0-d array b broadcasts against a (NumPy: x + np.array(2.0)); it was 'has 0 dimensions;
+    expected 1 to 4'. Its dtype must still be a's."""
+    if be not in tk.backends_available():
+        pytest.skip(f"{be} unavailable")
+    b_ = tk.backend(be)
+    x = (np.abs(X) + 0.5).astype(dt)
+    s = np.array(1.75, dt)
+    for fn, op in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide),
+                   ("pow", np.power)):
+        got = getattr(llm, fn)(tk.asarray(x, backend=b_), tk.asarray(s, backend=b_))
+        ref = op(x.astype(np.float64), float(s)).astype(dt)
+        np.testing.assert_allclose(got.numpy().astype(np.float64), ref, rtol=2e-3 if dt == np.float16 else 1e-6)
+    with pytest.raises(ValueError, match="argument 'b': dtype float64 differs"):
+        llm.add(X, np.array(1.0))

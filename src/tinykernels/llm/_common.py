@@ -102,6 +102,17 @@ def require_dtype(x, fn: str, name: str, allowed) -> np.dtype:
     return dt
 
 
+def scalar_value(x, stream=None) -> float:
+    """The value of the 0-d array ``x`` as a Python float (exact for every float dtype); a
+    device array is read back after the work queued on ``stream``."""
+    h = _arr.as_host_ndarray(x)
+    if h is None:
+        if stream is not None:
+            stream.synchronize()
+        h = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+    return float(h.astype(np.float64))
+
+
 def int_value(fn: str, name: str, value, dt: np.dtype) -> int:
     """The scalar ``value`` as stored in an integer or bool array of dtype ``dt``: floats
     truncate toward zero and bools are 0/1, as ``np.full`` stores them; NaN, infinities and

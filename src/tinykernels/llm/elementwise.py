@@ -215,6 +215,9 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     backend = C.backend_of(fn, stream=stream, a=a, b=b, out=out)
     sa_shape = C.require_rank(a, fn, "a")
     dt = C.require_float(a, fn, "a", backend, allowed)
+    if C.is_array(b) and len(C.shape_of(b)) == 0:        # a 0-d array broadcasts as its value
+        C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
+        b = C.scalar_value(b, stream)
     if C.is_array(b):
         sb_shape = C.require_rank(b, fn, "b")
         C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
