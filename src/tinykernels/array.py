@@ -250,7 +250,6 @@ def _copy_dtype(x) -> np.dtype | None:
     return None
 
 
-@api_boundary
 def _shape_or_none(x) -> tuple | None:
     """The shape of a tk.copyto operand (NumPy's for a list or scalar); None if unknown."""
     shp = getattr(x, "shape", None)
@@ -290,6 +289,7 @@ def _broadcast_source(src, sshape: tuple, dshape: tuple, stream):
     return np.broadcast_to(h, dshape)
 
 
+@api_boundary
 def copyto(dst, src, stream=None):
     """Copy ``src`` into ``dst``, broadcasting ``src`` to ``dst``'s shape with NumPy's rules
     (a scalar or 0-d array fills ``dst``), values cast with NumPy's ``same_kind`` rule, as
