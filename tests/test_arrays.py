@@ -5,6 +5,7 @@ import threading
 import numpy as np
 import pytest
 
+import tinykernels as tk
 from tinykernels import array as A
 from tinykernels import dtypes as D
 from tinykernels.backends import CPU
@@ -352,8 +353,10 @@ def test_copyto_errors(cpu):
     d = A.zeros((2, 3), np.float32, backend=cpu)
     with pytest.raises(ValueError, match=r"shape mismatch.*\(2, 3\).*\(3, 2\)"):
         A.copyto(d, np.zeros((3, 2), np.float32))
+    with pytest.raises(ValueError, match=r"shape mismatch.*\(2, 3\).*\(2,\).*broadcast"):
+        A.copyto(d, np.zeros(2, np.float32))            # (2,) does not broadcast to (2, 3)
     with pytest.raises(ValueError, match="shape mismatch"):
-        A.copyto(d, np.zeros(3, np.float32))            # no broadcasting
+        A.copyto(np.zeros(3), np.zeros((2, 3)))         # nor does a larger source
     with pytest.raises(TypeError, match="cast"):
         A.copyto(A.zeros(2, np.int32, backend=cpu), np.zeros(2, np.float64))
     ro = np.zeros(3)
@@ -524,3 +527,100 @@ def test_device_copyto_casts_by_same_kind_and_handles_empty_arrays(name):
     tk.copyto(e, tk.zeros((0, 3), backend=b))
     tk.copyto(e, np.zeros((0, 3), np.float32))
     tk.copyto(np.zeros((0, 3), np.float32), e)
+
+
+@pytest.mark.parametrize("be", ["CPU", "INTERP", "CL", "WEBGPU"])
+def test_copyto_broadcasts_like_np_copyto(be):
+    """tk.copyto broadcasts ``src`` to ``dst``'s shape as np.copyto does: a Python scalar, a
+    0-d array, a row, a column; host or device on either side, with and without a stream."""
+    if be not in tk.backends_available():
+        pytest.skip(f"{be} unavailable")
+    b = tk.backend(be)
+    row = np.arange(3, dtype=np.float32)
+    col = np.arange(2, dtype=np.float32).reshape(2, 1)
+    for src in (2.5, np.float32(2.5), np.array(2.5, np.float32), row, col, [1, 2, 3]):
+        ref = np.zeros((2, 3), np.float32)
+        np.copyto(ref, src, casting="same_kind")
+        for dev_src in (False, True):
+            s = tk.asarray(np.asarray(src, np.float32), backend=b) if dev_src else src
+            d = A.zeros((2, 3), np.float32, backend=b)
+            A.copyto(d, s).wait()
+            np.testing.assert_array_equal(d.numpy(), ref)
+            h = np.zeros((2, 3), np.float32)
+            A.copyto(h, s).wait()                        # host destination
+            np.testing.assert_array_equal(h, ref)
+            st = b.stream()
+            d2 = A.zeros((2, 3), np.float32, backend=b)
+            A.copyto(d2, s, stream=st)
+            st.synchronize()
+            np.testing.assert_array_equal(d2.numpy(), ref)
+    with pytest.raises(TypeError, match="cast"):
+        A.copyto(A.zeros(3, np.int32, backend=b), 2.5)  # same_kind still applies
+
+
+def test_broadcasting_copyto_checks_the_stream_first():
+    if "CL" not in tk.backends_available():
+        pytest.skip("CL unavailable")
+    src = tk.asarray(np.array(1.0, np.float32), backend="CL")
+    with pytest.raises(ValueError, match="tk.copyto: stream= must be a stream"):
+        A.copyto(np.zeros(3, np.float32), src, stream="s")
+
+
+@pytest.mark.parametrize("name", ["float32", "int16", "bfloat16"])
+def test_dlpack_copy_true_copies_and_copy_false_shares(cpu, name):
+    """The DLPack standard: __dlpack__(copy=True) exports a copy, copy=False the array itself;
+    tk.from_dlpack(x, copy=True) likewise copies."""
+    if name == "bfloat16":
+        pytest.importorskip("ml_dtypes")
+    dt = D.to_numpy(D.BY_NAME[name])
+    a = A.asarray(np.arange(6).astype(dt), backend=cpu)
+    shared = A.from_dlpack(HostDLPack(a))                      # copy=None: zero-copy
+    assert np.shares_memory(shared.numpy(), a.numpy())
+    if name == "bfloat16":              # NumPy cannot read the capsule: through torch
+        torch = pytest.importorskip("torch")
+        a.numpy()[0] = 9
+        t_copy, t_view = torch.from_dlpack(a.__dlpack__(copy=True)), torch.from_dlpack(a.__dlpack__(copy=False))
+        a.numpy()[0] = 0
+        assert float(t_copy[0]) == 9 and float(t_view[0]) == 0
+    else:
+        for kw in ({"copy": False}, {"copy": False, "max_version": (1, 0)}):
+            v = np.from_dlpack(_Capsule(a.__dlpack__(**kw)))
+            assert np.shares_memory(v, a.numpy()), kw
+        for kw in ({"copy": True}, {"copy": True, "max_version": (1, 0)}):
+            v = np.from_dlpack(_Capsule(a.__dlpack__(**kw)))
+            assert not np.shares_memory(v, a.numpy()), kw
+            assert v.tolist() == list(range(6))
+    c = A.from_dlpack(a, copy=True)
+    assert not np.shares_memory(c.numpy(), a.numpy()) and c.dtype == a.dtype
+    assert np.shares_memory(A.from_dlpack(a, copy=False).numpy(), a.numpy())
+
+
+class _Capsule:
+    """Hands over an already made capsule (what a consumer receives from __dlpack__)."""
+
+    def __init__(self, cap):
+        self.cap = cap
+
+    def __dlpack__(self, **kw):
+        return self.cap
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("be", ["CL", "WEBGPU"])
+def test_device_arrays_export_a_host_copy_when_asked(be):
+    """OpenCL/WebGPU buffers cannot be exported, but a consumer asking for host memory
+    (dl_device=(kDLCPU, 0), e.g. np.from_dlpack(x, device='cpu')) gets a copy, as the DLPack
+    standard has the producer do; copy=False then is a BufferError, and so is any export
+    without dl_device."""
+    if be not in tk.backends_available():
+        pytest.skip(f"{be} unavailable")
+    x = tk.asarray(np.arange(5, dtype=np.float32), backend=be)
+    np.testing.assert_array_equal(np.from_dlpack(x, device="cpu"), np.arange(5))
+    np.testing.assert_array_equal(np.from_dlpack(x, device="cpu", copy=True), np.arange(5))
+    with pytest.raises(BufferError, match="copy=False forbids"):
+        x.__dlpack__(dl_device=(1, 0), copy=False)
+    for kw in ({}, {"copy": True}):
+        with pytest.raises(BufferError, match="cannot be exported through DLPack"):
+            x.__dlpack__(**kw)

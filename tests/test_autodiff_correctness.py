@@ -234,6 +234,20 @@ def test_a_duplicated_scalar_in_reverse_mode_is_refused():
         tk.autodiff(tk.Reverse, lambda s: None, tk.Duplicated(1.5, 0.0))
 
 
+def test_an_active_scalar_in_forward_mode_is_refused():
+    """Forward mode returns no gradients: tk.Active there was silently taken as a constant
+    (the user's scalar derivative was lost); the error names tk.Duplicated, which carries a
+    scalar's tangent, and a tangent so given reaches the output."""
+    y, x = np.zeros(3), np.arange(3.0)
+    with pytest.raises(ValueError, match=r"argument 1: tk.Active .* forward .* tk.Duplicated\(s, ds\)"):
+        tk.autodiff(tk.Forward, lambda y_, s, x_: scale(tk.CPU())(y_, x_, s, ndrange=3),
+                    tk.Duplicated(y, np.zeros(3)), tk.Active(2.0), tk.Const(x))
+    dy = np.zeros(3)
+    tk.autodiff(tk.Forward, lambda y_, s, x_: scale(tk.CPU())(y_, x_, s, ndrange=3),
+                tk.Duplicated(y, dy), tk.Duplicated(2.0, 1.0), tk.Const(x))
+    np.testing.assert_allclose(dy, x)                  # d(s * x)/ds = x
+
+
 # --- 5. host-side copies ---------------------------------------------------------------------------------
 
 def test_tk_copyto_inside_fn_is_differentiated(be):
@@ -261,6 +275,34 @@ def test_tk_copyto_in_forward_mode_carries_the_tangent(be):
     Y, dY = dev(np.zeros(4), be), dev(np.zeros(4), be)
     tk.autodiff(tk.Forward, f, tk.Duplicated(Y, dY), tk.Duplicated(dev(x0, be), dev(v, be)))
     np.testing.assert_allclose(host(dY), 2 * host(dev(x0, be)) * host(dev(v, be)), **tol(be))
+
+
+@tk.kernel
+def square2d(b, a: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    b[i, j] = a[i, j] * a[i, j]
+
+
+def test_broadcasting_tk_copyto_sums_the_gradient_back(be):
+    """z (2, 3) = x (3,) broadcast, y = z^2: dL/dx sums over the broadcast rows (2 * 2x); a
+    0-d source gets the sum over everything; forward mode broadcasts the tangent."""
+    x0, v = RNG.standard_normal(3), RNG.standard_normal(3)
+
+    def f(y, x):
+        z = dev(np.zeros((2, 3)), be)
+        tk.copyto(z, x)
+        square2d(be)(y, z, ndrange=(2, 3))
+    Y, dX = dev(np.zeros((2, 3)), be), dev(np.zeros(3), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(Y, dev(np.ones((2, 3)), be)), tk.Duplicated(dev(x0, be), dX))
+    np.testing.assert_allclose(host(dX), 4 * host(dev(x0, be)), **tol(be))
+    s0, dS = dev(np.array(0.7), be), dev(np.array(0.0), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(dev(np.zeros((2, 3)), be), dev(np.ones((2, 3)), be)),
+                tk.Duplicated(s0, dS))
+    np.testing.assert_allclose(host(dS), 6 * 2 * host(s0), **tol(be))
+    Y, dY = dev(np.zeros((2, 3)), be), dev(np.zeros((2, 3)), be)
+    tk.autodiff(tk.Forward, f, tk.Duplicated(Y, dY), tk.Duplicated(dev(x0, be), dev(v, be)))
+    np.testing.assert_allclose(host(dY), np.broadcast_to(2 * host(dev(x0, be)) * host(dev(v, be)), (2, 3)),
+                               **tol(be))
 
 
 def test_copyto_from_a_view_of_a_differentiated_array_is_refused():

@@ -235,3 +235,38 @@ print("ok")
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_env())
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+@needs_mpi
+def test_global_index_checks_its_arguments():
+    """global_index(i, dim) needs 0 <= dim < ndim and 0 <= i < local_shape[dim] (it returned
+    made-up indices past the local array, and wrapped a negative dim); integers only."""
+    code = """
+import numpy as np
+from mpi4py import MPI
+from tinykernels.distributed import GlobalGrid
+
+grid = GlobalGrid((6, 5), halo=1, comm=MPI.COMM_SELF)
+assert [grid.global_index(i, 1) for i in range(5)] == list(range(5))
+assert grid.global_index(np.int64(2), np.int32(0)) == 2
+for i, dim, err, text in ((6, 0, IndexError, "local index 6 is out of range along dim 0 (0 <= i < 6"),
+                          (-1, 0, IndexError, "local index -1"), (0, 2, IndexError, "dim 2 is out of range"),
+                          (0, -1, IndexError, "dim -1"), (1.0, 0, TypeError, "i must be an integer"),
+                          (True, 0, TypeError, "i must be an integer"), (0, "x", TypeError, "dim must be")):
+    try:
+        grid.global_index(i, dim)
+    except err as e:
+        assert text in str(e), str(e)
+    else:
+        raise AssertionError((i, dim))
+try:
+    grid.global_indices(2)
+except IndexError as e:
+    assert "GlobalGrid.global_indices: dim 2" in str(e), str(e)
+else:
+    raise AssertionError("global_indices(2)")
+grid.free()
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_env())
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

@@ -213,3 +213,36 @@ def test_driver_arrays_copy_strided_views_to_the_host():
         a.__array_interface__
     with pytest.raises(BufferError, match="tk.Array on FAKE:0 cannot be exported to device"):
         a.__dlpack__(dl_device=(2, 0))
+
+
+def test_driver_array_dlpack_copy_true_exports_a_new_allocation():
+    """__dlpack__(copy=True) exports a copy on the same device (it raised BufferError: the
+    DLPack standard has the producer copy); copy=None/False export the memory itself;
+    dl_device=(kDLCPU, 0) exports a host copy, which copy=False refuses."""
+    from tinykernels.runtime import dlpack as DL
+    import ctypes
+
+    def copy(dst, src):
+        if isinstance(src, np.ndarray):
+            ctypes.memmove(dst.ptr, np.ascontiguousarray(src).ctypes.data, src.nbytes)
+        else:
+            ctypes.memmove(dst.ptr, src.ptr, src.nbytes)
+    backend = SimpleNamespace(_dev=_Dev(), device=0, copy=copy, name="FAKE")
+    a = _Array.empty(backend, (2, 3), np.float32)
+    _Array.memory[a.ptr].view(np.float32)[:] = np.arange(6, dtype=np.float32)
+
+    def exported(cap):
+        return [v[3] for v in DL._EXPORTS.values()][-1]       # the array the last capsule keeps
+    for copy_flag in (None, False):
+        cap = a.__dlpack__(copy=copy_flag)
+        assert exported(cap) is a
+    cap = a.__dlpack__(copy=True)
+    c = exported(cap)
+    assert c is not a and c.ptr != a.ptr and c.shape == a.shape
+    np.testing.assert_array_equal(c.numpy(), a.numpy())
+    col = _Array(backend, a.ptr + 4, (2,), np.float32, (12,), a)            # a[:, 1], strided
+    cap = col.__dlpack__(copy=True)
+    assert exported(cap).is_contiguous and exported(cap).numpy().tolist() == [1, 4]
+    np.testing.assert_array_equal(np.from_dlpack(a, device="cpu"), np.arange(6).reshape(2, 3))
+    with pytest.raises(BufferError, match="copy=False forbids"):
+        a.__dlpack__(dl_device=(1, 0), copy=False)

@@ -193,6 +193,22 @@ def test_atomics_on_unsupported_dtype_name_it():
     assert "int8" in str(err) and err.line == _line(body, "atomic_add")
 
 
+def test_atomic_indices_must_be_integers():
+    """An atomic's index is checked as a subscript's: a float index was truncated silently
+    (tk.atomic_add(A, 1.5, v) updated A[1])."""
+    def flat(A, x):
+        tk.atomic_add(A, 1.5, 1.0)
+
+    def loaded(A, x):
+        tk.atomic_max(A, x[0], 1.0)
+
+    def pair(A, x):
+        tk.atomic_cas(A, (0, 1.0), 0.0, 1.0)
+    for body, shape in ((flat, (4,)), (loaded, (4,)), (pair, (2, 2))):
+        err = _compile_error(body, np.zeros(shape, np.float32), np.zeros(4, np.float32))
+        assert "array indices must be integers" in str(err) and err.line == _line(body, "tk.atomic_")
+
+
 def test_compile_time_features():
     SCALE = 3
 

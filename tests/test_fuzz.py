@@ -1123,3 +1123,21 @@ def test_bug_pow_of_negative_infinity_follows_c99(dt):
     want = np.array([math.pow(-math.inf, float(v)) for v in y])
     assert want.tolist() == [math.inf, math.inf, -math.inf, math.inf, 0.0, -0.0, 1.0]
     _check_all(k_pow_neg_inf, [np.zeros((7, 3), dt), x, y], np.repeat(want[:, None], 3, axis=1))
+
+
+# fixed: pow-neg-zero
+# (found by audit6's edge-value sweep of the math functions: math.pow(-0.0, 0.5) gave -0.0 on
+# the interpreter, +0.0 on the CPU)
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_bug_pow_of_negative_zero_follows_c99(dt):
+    # pow(-0, y): +0 for y > 0 not an odd integer, -0 for odd y > 0, -inf / +inf for y < 0, as
+    # C99 Annex F and math.pow say; NumPy's scalar power takes sqrt(-0) = -0 for y = 0.5
+    y = np.array([0.5, 2.5, 3.0, 2.0, -0.5, -3.0, 0.0, 1.0], dt)
+    x = np.full(y.shape, -0.0, dt)
+    want = np.array([math.pow(-0.0, float(v)) if v >= 0 else (-math.inf if v == -3 else math.inf) for v in y])
+    assert np.signbit(want).tolist() == [False, False, True, False, False, True, False, True]
+    expected = np.repeat(want[:, None], 3, axis=1)
+    _check_all(k_pow_neg_inf, [np.zeros((8, 3), dt), x, y], expected)
+    for b in _backends():                    # _check_all takes -0.0 == +0.0: the signs too
+        got = _run(k_pow_neg_inf, b, [np.zeros((8, 3), dt), x, y])[0]
+        assert np.signbit(got).tolist() == np.signbit(expected).tolist(), b

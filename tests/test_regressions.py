@@ -111,3 +111,17 @@ def test_augmented_power_by_a_constant_squares_exactly(dev):
     tk.synchronize()
     np.testing.assert_array_equal(y[:, 0], x * x)
     np.testing.assert_array_equal(y[:, 1], np.float32(1) / x)
+
+
+def test_malformed_dev_strings_and_thread_counts_say_what_is_wrong():
+    """tk.backend('CPU:x') was Python's bare "invalid literal for int() with base 10: 'x'"
+    and tk.CPU(threads='2') "'<' not supported between 'str' and 'int'"."""
+    with pytest.raises(ValueError, match=r"bad thread count 'x' in the DEV string 'CPU:x'.*'CPU:1'"):
+        tk.backend("CPU:x")
+    with pytest.raises(ValueError, match=r"bad device number '-1' in the DEV string 'CL:-1'"):
+        tk.backend("CL:-1")
+    with pytest.raises(TypeError, match=r"CPU\(threads=...\) must be an int, got str"):
+        tk.CPU(threads="2")
+    with pytest.raises(TypeError, match="got float"):
+        tk.CPU(threads=2.0)
+    assert tk.backend("CPU:1") == tk.CPU(threads=1) and tk.CPU(threads=np.int64(1)).threads == 1

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+import tinykernels as tk
 from tinykernels.runtime import streams as S
 from tinykernels.runtime.streams import Event, High, Low, Normal, Stream, StreamSet, completed_event
 
@@ -543,3 +544,16 @@ def test_every_backend_checks_priorities_and_whose_stream_it_is(name):
     # a launch repeating the last one (OpenCL only enqueues it again) still checks its stream
     with pytest.raises(tk.LaunchError, match=r"kernel 'one': the stream belongs to another backend \(tk\."):
         one(b)(a, ndrange=4, stream=other.stream())
+
+
+def test_tk_synchronize_takes_a_dev_string():
+    """tk.synchronize("CPU") waits for that backend, as tk.backend("CPU") names it (it was an
+    AttributeError: 'str' object has no attribute 'synchronize'); a non-backend is a TypeError."""
+    done = []
+    s = tk.backend("CPU").stream()
+    s.submit(lambda: (time.sleep(0.05), done.append(1)))
+    tk.synchronize("CPU")
+    assert done == [1]
+    tk.synchronize("INTERP")
+    with pytest.raises(TypeError, match="expected a backend or a DEV string, got int"):
+        tk.synchronize(3)

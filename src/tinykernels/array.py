@@ -250,10 +250,50 @@ def _copy_dtype(x) -> np.dtype | None:
     return None
 
 
+def _shape_or_none(x) -> tuple | None:
+    """The shape of a tk.copyto operand (NumPy's for a list or scalar); None if unknown."""
+    shp = getattr(x, "shape", None)
+    if shp is not None:
+        try:
+            return tuple(int(n) for n in shp)
+        except TypeError:
+            return None
+    if isinstance(x, (list, tuple, *_SCALARS)):
+        return np.shape(x)
+    return None
+
+
+def _broadcast_source(src, sshape: tuple, dshape: tuple, stream):
+    """``src`` as a host array broadcast to ``dshape`` (NumPy's rules, as ``np.copyto``), or a
+    ``ValueError`` naming both shapes. A device ``src`` is read back first, after the work
+    queued on ``stream`` (as a converting copy is)."""
+    try:
+        ok = np.broadcast_shapes(sshape, dshape) == dshape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"tk.copyto: shape mismatch: dst has shape {dshape}, src has shape {sshape}, "
+                         "which does not broadcast to it")
+    if _is_device(src):
+        from .runtime.base import stream_mismatch
+        why = stream_mismatch(stream, src.backend)
+        if why is not None:
+            raise ValueError(f"tk.copyto: {why}")
+        if stream is not None:
+            stream.synchronize()
+        h = src.numpy()
+    else:
+        h = as_host_ndarray(src)
+        if h is None:
+            h = np.asarray(src)
+    return np.broadcast_to(h, dshape)
+
+
 @api_boundary
 def copyto(dst, src, stream=None):
-    """Copy ``src`` into ``dst`` (shapes must match; values are cast with NumPy's
-    ``same_kind`` rule). Returns a :class:`tk.Event`.
+    """Copy ``src`` into ``dst``, broadcasting ``src`` to ``dst``'s shape with NumPy's rules
+    (a scalar or 0-d array fills ``dst``), values cast with NumPy's ``same_kind`` rule, as
+    ``np.copyto``. Returns a :class:`tk.Event`.
 
     ``stream=None``: the copy is done before returning (it does not wait for work queued
     on streams; synchronize those first) and a completed event is returned. Otherwise the
@@ -265,6 +305,9 @@ def copyto(dst, src, stream=None):
     if RECORDERS:                        # inside tk.autodiff: recorded (and differentiated)
         return RECORDERS[-1].copyto(dst, src, stream)
     from .runtime.streams import completed_event
+    dshape, sshape = _shape_or_none(dst), _shape_or_none(src)
+    if dshape is not None and sshape is not None and sshape != dshape:
+        src = _broadcast_source(src, sshape, dshape, stream)
     if _is_device(dst) or _is_device(src):
         dev = dst if _is_device(dst) else src
         sdt, ddt = _copy_dtype(src), _copy_dtype(dst)
@@ -294,11 +337,18 @@ def copyto(dst, src, stream=None):
 
 
 @api_boundary
-def from_dlpack(x) -> Array:
+def from_dlpack(x, *, copy: bool | None = None) -> Array:
     """Wrap an object exporting DLPack (``__dlpack__``) without copying.
 
-    Host memory only in this release: a tensor on a GPU raises ``ValueError``.
+    Host memory (and CUDA/ROCm device memory with those backends): a tensor on another
+    device raises ``ValueError``. ``copy=True`` returns a copy on the same backend instead
+    (the array API's ``from_dlpack(x, copy=True)``); ``copy=False`` and ``None`` never copy.
     """
+    if copy:
+        view = from_dlpack(x)
+        if view._host is not None:
+            return Array(np.array(view._host, copy=True), view.backend)
+        return asarray(view.numpy(), backend=view.backend)
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"tk.from_dlpack expects an object with __dlpack__ (a DLPack exporter), "
                         f"got {type(x).__name__}")

@@ -762,8 +762,8 @@ class _Recorder:
                 ev = copyto(dst, src, stream)
                 ev.wait()
                 if _is_float_array(_host(dst)):
-                    t = _host_copy(self.shadow(src, _backend_of(src))) if _is_float_array(_host(src)) \
-                        else np.zeros(dst.shape)
+                    t = np.broadcast_to(_host_copy(self.shadow(src, _backend_of(src))), tuple(dst.shape)) \
+                        if _is_float_array(_host(src)) else np.zeros(dst.shape)
                     _put(self.shadow(dst, _backend_of(dst)), t.astype(np.dtype(dst.dtype)))
                 return ev
             snap = self.before_write([src] if _is_array(src) else [], [dst])
@@ -850,8 +850,17 @@ class _Recorder:
         if _is_array(src) and _is_float_array(_host(src)):
             ds = self.shadow(src, _backend_of(src))
             h = _host_copy(ds)
-            h += g.astype(h.dtype)
+            h += _sum_to(g, h.shape).astype(h.dtype)
             _put(ds, h)
+
+
+def _sum_to(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """``g`` summed over the axes along which a ``shape`` array was broadcast to ``g``'s
+    shape (the adjoint of NumPy broadcasting)."""
+    lead = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(lead))) if lead else g
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
 
 
 def _backend_of(a):
@@ -867,7 +876,8 @@ def autodiff(mode, fn, *args):
 
     Raises ValueError for a shadow that does not match its array (dtype, shape, device),
     for Duplicated arrays or shadows that share memory, and (reverse mode) for a
-    Duplicated float scalar (use tk.Active)."""
+    Duplicated float scalar (use tk.Active), and (forward mode) for a tk.Active scalar
+    (its tangent is a tk.Duplicated(s, ds))."""
     if mode not in (Reverse, Forward):
         raise TypeError("the first argument of tk.autodiff must be tk.Reverse or tk.Forward")
     if not callable(fn):
@@ -891,6 +901,10 @@ def autodiff(mode, fn, *args):
             if isinstance(a, Active) and not _is_float_scalar(a.value):
                 raise ValueError(f"tk.autodiff: argument {k}: tk.Active takes a float scalar, "
                                  f"got {type(a.value).__name__}")
+            if isinstance(a, Active) and mode is Forward:
+                raise ValueError(f"tk.autodiff: argument {k}: tk.Active asks for a gradient, which forward "
+                                 "mode does not return; give the scalar's tangent with tk.Duplicated(s, ds), "
+                                 "or pass tk.Const(s)")
             primals.append(a.value)
         else:
             primals.append(a)

@@ -83,12 +83,16 @@ def backend(spec) -> Backend:
     if cls is None:
         raise BackendUnavailable(
             f"unknown backend {spec!r}: expected one of CPU, CUDA[:n], ROCM[:n], METAL, CL, WEBGPU, INTERP, JAX[:n]")
+    if cls.__name__ == "WebGPU":
+        return cls(int(arg) if arg.isdigit() else arg) if arg else cls()
+    if arg and not arg.strip().isdigit():
+        what = "thread count" if cls is CPU else "device number"
+        raise ValueError(f"bad {what} {arg!r} in the DEV string {spec!r}: expected a non-negative integer "
+                         f"(e.g. '{kind}:1')")
     if cls is CPU:
         return CPU(threads=int(arg)) if arg else CPU()
     if cls.__name__ == "OpenCL":
         return cls(device=int(arg)) if arg else cls()
-    if cls.__name__ == "WebGPU":
-        return cls(int(arg) if arg.isdigit() else arg) if arg else cls()
     return cls(int(arg)) if arg else cls()
 
 
@@ -138,10 +142,15 @@ def backends() -> BackendInfo:
 
 
 @lang.intrinsic("synchronize")     # in a kernel: the workgroup barrier
-def synchronize(b: Backend | None = None, timeout: float | None = None) -> None:
-    """Wait for all outstanding work on a backend (default: the default backend).
+def synchronize(b: Backend | str | None = None, timeout: float | None = None) -> None:
+    """Wait for all outstanding work on a backend (a backend or a DEV string, as
+    :func:`backend` takes; default: the default backend).
 
     With ``timeout`` (seconds), raise ``TimeoutError`` if work is still running by then (it
     keeps running; call again to wait more)."""
-    (b or default_backend()).synchronize(timeout)
+    if b is None:
+        b = default_backend()
+    elif isinstance(b, str) or not callable(getattr(b, "synchronize", None)):
+        b = backend(b)                # a DEV string; anything else: TypeError naming its type
+    b.synchronize(timeout)
 

@@ -115,13 +115,29 @@ class GlobalGrid:
     # --- coordinates -------------------------------------------------------------------------
 
     def global_index(self, i: int, dim: int = 0) -> int:
-        """The global index of local index ``i`` along ``dim`` (wrapped where periodic)."""
-        return T.global_index(i, self.local_shape[dim], self.halo, self.coords[dim], self.global_shape[dim],
-                              self.periodic[dim])
+        """The global index of local index ``i`` along ``dim`` (wrapped where periodic).
+
+        ``dim`` is one of the grid's dimensions and ``0 <= i < local_shape[dim]`` (halo
+        included); anything else is an ``IndexError`` (a ``TypeError`` for a non-integer)."""
+        dim, i = self._dim("global_index", dim), _int_arg("global_index", "i", i)
+        n = self.local_shape[dim]
+        if not 0 <= i < n:
+            raise IndexError(f"GlobalGrid.global_index: local index {i} is out of range along dim {dim} "
+                             f"(0 <= i < {n}, the local extent with halos)")
+        return T.global_index(i, n, self.halo, self.coords[dim], self.global_shape[dim], self.periodic[dim])
 
     def global_indices(self, dim: int = 0) -> np.ndarray:
         """The global indices of all local positions along ``dim`` (e.g. ``x = grid.global_indices(0) * dx``)."""
+        dim = self._dim("global_indices", dim)
         return np.array([self.global_index(i, dim) for i in range(self.local_shape[dim])], dtype=np.int64)
+
+    def _dim(self, fn: str, dim) -> int:
+        """``dim`` checked to be one of the grid's dimensions (0 .. ndim - 1)."""
+        dim = _int_arg(fn, "dim", dim)
+        if not 0 <= dim < self.ndim:
+            raise IndexError(f"GlobalGrid.{fn}: dim {dim} is out of range for a {self.ndim}-D grid "
+                             f"(0 <= dim < {self.ndim})")
+        return dim
 
     def local_part(self, global_array) -> np.ndarray:
         """This rank's local array (halos included), cut from a global array every rank holds."""
@@ -263,3 +279,10 @@ class GlobalGrid:
         if s is None:
             s = self._streams[k] = backend.stream(priority=priority)
         return s
+
+
+def _int_arg(fn: str, name: str, v) -> int:
+    """``v`` as an int (Python or NumPy integer; not a bool or float), else ``TypeError``."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"GlobalGrid.{fn}: {name} must be an integer, got {type(v).__name__}")
+    return int(v)

@@ -348,10 +348,7 @@ def _atomic(op):
             raise lw.err(node, f"atomics on {arr.dtype.name} are not supported (use one of {', '.join(ATOMIC_TYPES)})")
         if op in ("and", "or", "xor") and arr.dtype.is_float:
             raise lw.err(node, f"tk.atomic_{op} needs an integer array, '{arr.name}' is {arr.dtype.name}")
-        idx = args[1] if isinstance(args[1], tuple) else (args[1],)
-        idx = [lw.as_expr(i, node) for i in idx]
-        if len(idx) != arr.ndim:
-            raise lw.err(node, f"array '{arr.name}' has {arr.ndim} dimension(s) but {len(idx)} index(es) were given")
+        idx = lw.indices(arr, list(args[1]) if isinstance(args[1], tuple) else [args[1]], node)
         vals = [lw.cast(lw.as_expr(v, node), Ty(arr.dtype)) for v in args[2:]]
         return N.Atomic(Ty(arr.dtype), lw.loc(node), op, arr, idx, vals)
     return h

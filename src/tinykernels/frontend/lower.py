@@ -443,13 +443,18 @@ class Lowerer:
             raise self.err(node, "slicing is not supported in kernels; index single elements")
         idx = self.expr(node.slice)
         idx = list(idx) if isinstance(idx, tuple) else [idx]
+        return arr, self.indices(arr, idx, node)
+
+    def indices(self, arr, idx: list, node) -> list:
+        """The index values ``idx`` of an element of ``arr`` (a subscript, an atomic's index)
+        as expressions: one per dimension, each an integer (or bool)."""
         idx = [self.as_expr(i, node) for i in idx]
         if len(idx) != arr.ndim:
             raise self.err(node, f"array '{arr.name}' has {arr.ndim} dimension(s) but {len(idx)} index(es) were given")
         for i in idx:
             if not (i.ty.dtype.is_int or i.ty.dtype.kind == "b"):
                 raise self.err(node, f"array indices must be integers, got {i.ty}")
-        return arr, idx
+        return idx
 
     def load(self, arr, idx, node):
         return N.Load(Ty(arr.dtype), self.loc(node), arr, idx)

@@ -13,6 +13,8 @@ import numpy as np
 
 from .. import array as _arr
 from ..backends import Backend
+from ..errors import LaunchError
+from ..runtime.base import stream_mismatch
 
 ArrayLike = Any          # NumPy array, tk.Array, torch tensor, DLPack / array-interface object
 
@@ -45,9 +47,18 @@ def dtype_of(x) -> np.dtype:
     return np.dtype(t.np)
 
 
-def backend_of(fn: str, **arrays) -> Backend:
+class StreamError(LaunchError, ValueError):
+    """An llm function's ``stream=`` that cannot order work on its arrays' backend: a
+    ``tk.LaunchError`` (as a kernel's bad ``stream=``) and a ``ValueError`` (as every other bad
+    llm argument), naming the llm function and the argument."""
+
+
+def backend_of(fn: str, *, stream=None, **arrays) -> Backend:
     """The one backend all the named array arguments live on (None values are skipped);
-    ``ValueError`` naming the arguments when they live on different backends."""
+    ``ValueError`` naming the arguments when they live on different backends. ``stream``
+    (the call's ``stream=``) must be one of that backend's streams, checked here before any
+    allocation or launch: a :class:`StreamError` naming ``llm.fn`` and ``stream``, not one
+    naming an internal kernel."""
     found = None
     for name, a in arrays.items():
         if a is None or not is_array(a):
@@ -60,6 +71,9 @@ def backend_of(fn: str, **arrays) -> Backend:
                              "move them to one backend (tk.asarray(x, backend=...))")
     if found is None:
         raise ValueError(f"llm.{fn}: needs at least one array argument")
+    why = stream_mismatch(stream, found[1])
+    if why is not None:
+        raise StreamError(f"llm.{fn}: argument 'stream': {why}")
     return found[1]
 
 
@@ -86,6 +100,31 @@ def require_dtype(x, fn: str, name: str, allowed) -> np.dtype:
     if dt not in ok:                  # the message only on failure (formatting dtypes is slow)
         require(False, fn, name, f"dtype {dt} is not supported (expected {', '.join(str(o) for o in ok)})")
     return dt
+
+
+def scalar_value(x, stream=None) -> float:
+    """The value of the 0-d array ``x`` as a Python float (exact for every float dtype); a
+    device array is read back after the work queued on ``stream``."""
+    h = _arr.as_host_ndarray(x)
+    if h is None:
+        if stream is not None:
+            stream.synchronize()
+        h = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+    return float(h.astype(np.float64))
+
+
+def int_value(fn: str, name: str, value, dt: np.dtype) -> int:
+    """The scalar ``value`` as stored in an integer or bool array of dtype ``dt``: floats
+    truncate toward zero and bools are 0/1, as ``np.full`` stores them; NaN, infinities and
+    values out of ``dt``'s range are a ``ValueError`` naming the argument (NumPy refuses an
+    out-of-range Python int too), not a wrapped or arbitrary value."""
+    if dt.kind == "b":
+        return int(bool(value))
+    if isinstance(value, (float, np.floating)):
+        require(bool(np.isfinite(value)), fn, name, f"{value!r} cannot be stored in a {dt} array")
+    v, info = int(value), np.iinfo(dt)
+    require(info.min <= v <= info.max, fn, name, f"{value!r} is out of range for {dt} ({info.min} to {info.max})")
+    return v
 
 
 def require_shape(x, fn: str, name: str, shape: tuple) -> None:

@@ -506,7 +506,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
     accumulation; the result has q's dtype."""
     fn = "flash_attention"
     C.require(C.is_array(q), fn, "q", f"expected an array, got {type(q).__name__}")
-    backend = C.backend_of(fn, q=q, k=k, v=v, out=out)
+    backend = C.backend_of(fn, stream=stream, q=q, k=k, v=v, out=out)
     qs = C.require_rank(q, fn, "q", 4, 4)
     dt = C.require_float(q, fn, "q", backend, ("float32", "float16", "bfloat16"))
     B, H, Sq, D = qs
@@ -590,7 +590,7 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
     C.require(C.is_array(q), fn, "q", f"expected an array, got {type(q).__name__}")
     kv_len = _kv_len_arg(kv_len)
     arr_len = C.is_array(kv_len)
-    backend = C.backend_of(fn, q=q, k_cache=k_cache, v_cache=v_cache, kv_len=kv_len if arr_len else None,
+    backend = C.backend_of(fn, stream=stream, q=q, k_cache=k_cache, v_cache=v_cache, kv_len=kv_len if arr_len else None,
                            out=out)
     qs = C.require_rank(q, fn, "q", 3, 3)
     dt = C.require_float(q, fn, "q", backend, ("float32", "float16", "bfloat16"))

@@ -203,7 +203,8 @@ def _fill(out, value):
 
 
 def _is_scalar(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+    """A scalar operand: a Python or NumPy int, float or bool (NumPy's ``x + True`` adds 1)."""
+    return isinstance(v, (int, float, np.integer, np.floating, np.bool_))
 
 
 def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dtype=None,
@@ -211,9 +212,12 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     """Launch the broadcasting binary kernel; ``scales=(sa, sb)`` dequantizes both operands
     (in float32) first. Shared with the activations and fp8 families."""
     C.require(C.is_array(a), fn, "a", f"expected an array, got {type(a).__name__}")
-    backend = C.backend_of(fn, a=a, b=b, out=out)
+    backend = C.backend_of(fn, stream=stream, a=a, b=b, out=out)
     sa_shape = C.require_rank(a, fn, "a")
     dt = C.require_float(a, fn, "a", backend, allowed)
+    if C.is_array(b) and len(C.shape_of(b)) == 0:        # a 0-d array broadcasts as its value
+        C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
+        b = C.scalar_value(b, stream)
     if C.is_array(b):
         sb_shape = C.require_rank(b, fn, "b")
         C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
@@ -226,7 +230,7 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     else:
         C.require(_is_scalar(b), fn, "b", f"expected an array or a Python scalar, got {type(b).__name__}")
         shape, sb_shape, b_last1 = sa_shape, None, False
-        b = float(b) if scales is not None else b
+        b = float(b) if scales is not None else int(b) if isinstance(b, (bool, np.bool_)) else b
     a_last1 = sa_shape[-1] == 1 and shape[-1] != 1
     odt = np.dtype(out_dtype) if out_dtype is not None else dt
     out = C.output(out, fn, a, shape, odt, backend, reads={"a": a, "b": b})
@@ -252,7 +256,7 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
 
 def _unary_call(fn: str, op: int, x, out=None, stream=None):
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
-    backend = C.backend_of(fn, x=x, out=out)
+    backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.require_float(x, fn, "x", backend)
     out = C.output(out, fn, x, shape, dt, backend)
@@ -335,14 +339,14 @@ def rsqrt(x, out=None, stream=None):
 def fill(x, value, stream=None):
     """Set every element of ``x`` to ``value`` (rounded to x's dtype) in place; returns ``x``."""
     C.require(C.is_array(x), "fill", "x", f"expected an array, got {type(x).__name__}")
-    C.require(_is_scalar(value) or isinstance(value, bool), "fill", "value",
+    C.require(_is_scalar(value), "fill", "value",
               f"expected a Python scalar, got {type(value).__name__}")
-    backend = C.backend_of("fill", x=x)
+    backend = C.backend_of("fill", stream=stream, x=x)
     shape = C.require_rank(x, "fill", "x")
     dt = C.dtype_of(x)
     C.require(backend.supports(dt.name), "fill", "x", f"dtype {dt} is not supported on {backend!r}")
     if 0 not in shape:
-        v = float(value) if dt.kind == "f" or (C.np_dtype("bfloat16") == dt) else int(value)
+        v = C.int_value("fill", "value", value, dt) if dt.kind in "iub" else float(value)   # ml_dtypes: 'V'
         C.launch(_fill, backend, (x, v), grid3(shape), stream=stream)
     return x
 
@@ -354,7 +358,7 @@ def cast(x, dtype, out=None, stream=None):
     """``x`` converted to ``dtype`` (any pair of float32, float16, bfloat16, float64 and the
     fp8 storage types that the backend supports; rounding to nearest even, as NumPy/ml_dtypes)."""
     C.require(C.is_array(x), "cast", "x", f"expected an array, got {type(x).__name__}")
-    backend = C.backend_of("cast", x=x, out=out)
+    backend = C.backend_of("cast", stream=stream, x=x, out=out)
     shape = C.require_rank(x, "cast", "x")
     C.require_float(x, "cast", "x", backend, CAST_DTYPES)
     target = C.np_dtype(getattr(dtype, "name", dtype) if not isinstance(dtype, np.dtype) else dtype.name)

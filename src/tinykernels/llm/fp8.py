@@ -42,7 +42,7 @@ def _dequant_bits(out, x: tk.Const, s):
 def fp8_dequantize(x, scale: float = 1.0, out=None, stream=None):
     """``float16(float32(x) * scale)`` for an fp8 e4m3 array ``x`` (rank 1 to 4)."""
     s = _scale("fp8_dequantize", "scale", scale)
-    backend = C.backend_of("fp8_dequantize", x=x, out=out) if C.is_array(x) else None
+    backend = C.backend_of("fp8_dequantize", stream=stream, x=x, out=out) if C.is_array(x) else None
     if backend is not None and backend.name == "CPU" and C.dtype_of(x) == C.np_dtype("float8_e4m3fn"):
         shape = C.require_rank(x, "fp8_dequantize", "x")
         out = C.output(out, "fp8_dequantize", x, shape, np.float16, backend)
@@ -72,7 +72,7 @@ def fp8_rms_norm(x, w, eps: float = 1e-6, scale: float = 1.0, out=None, stream=N
     """RMSNorm over the last axis of the dequantized ``x * scale`` (x fp8 e4m3 [..., D],
     rank 1 to 4) times ``w`` (float16 [D]): float32 accumulation, float16 output."""
     fn = "fp8_rms_norm"
-    backend = C.backend_of(fn, x=x, w=w, out=out)
+    backend = C.backend_of(fn, stream=stream, x=x, w=w, out=out)
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     shape = C.require_rank(x, fn, "x")
     C.require_float(x, fn, "x", backend, FP8)

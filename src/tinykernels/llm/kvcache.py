@@ -70,7 +70,7 @@ def _int(fn: str, name: str, v) -> int:
 def counter_add(counter, n: int = 1, stream=None):
     """``counter[0] += n`` on the device; returns ``counter``."""
     check_counter("counter_add", "counter", counter)
-    backend = C.backend_of("counter_add", counter=counter)
+    backend = C.backend_of("counter_add", stream=stream, counter=counter)
     C.launch(_counter, backend, (counter, np.int32(_int("counter_add", "n", n)), True), 1, stream=stream)
     return counter
 
@@ -78,7 +78,7 @@ def counter_add(counter, n: int = 1, stream=None):
 def counter_set(counter, value: int = 0, stream=None):
     """``counter[0] = value`` on the device (``value=0``: reset); returns ``counter``."""
     check_counter("counter_set", "counter", counter)
-    backend = C.backend_of("counter_set", counter=counter)
+    backend = C.backend_of("counter_set", stream=stream, counter=counter)
     C.launch(_counter, backend, (counter, np.int32(_int("counter_set", "value", value)), False), 1, stream=stream)
     return counter
 
@@ -98,7 +98,7 @@ def kv_append(cache, rows, counter, stream=None):
     ``max_len`` are dropped (an ``IndexError`` in debug mode). The counter is not advanced:
     call :func:`counter_add` once all layers have appended. Returns ``cache``."""
     fn = "kv_append"
-    backend = C.backend_of(fn, cache=cache, rows=rows, counter=counter)
+    backend = C.backend_of(fn, stream=stream, cache=cache, rows=rows, counter=counter)
     for name, a in (("cache", cache), ("rows", rows)):
         C.require(C.is_array(a), fn, name, f"expected an array, got {type(a).__name__}")
         C.require_float(a, fn, name, backend, KV_DTYPES)

@@ -248,7 +248,7 @@ def argmax(x, out=None, stream=None):
     first one on ties, and the first NaN if there is one (as NumPy)."""
     fn = "argmax"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
-    backend = C.backend_of(fn, x=x, out=out)
+    backend = C.backend_of(fn, stream=stream, x=x, out=out)
     (n,) = C.require_rank(x, fn, "x", 1, 1)
     C.require_float(x, fn, "x", backend)
     C.require(n > 0, fn, "x", "is empty (argmax of an empty sequence)")
@@ -271,7 +271,7 @@ def gather(table, indices, out=None, stream=None):
     [N, D]. An index outside [0, V) is an ``IndexError`` in debug mode; otherwise its output
     row is zero (never a read outside the table)."""
     fn = "gather"
-    backend = C.backend_of(fn, table=table, indices=indices, out=out)
+    backend = C.backend_of(fn, stream=stream, table=table, indices=indices, out=out)
     C.require(C.is_array(table), fn, "table", f"expected an array, got {type(table).__name__}")
     C.require(C.is_array(indices), fn, "indices", f"expected an array, got {type(indices).__name__}")
     V, D = C.require_rank(table, fn, "table", 2, 2)
@@ -295,7 +295,7 @@ def transpose(x, axes=None, out=None, stream=None):
     new C-contiguous array; a 2-D transpose moves (16, 16) tiles through local memory."""
     fn = "transpose"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
-    backend = C.backend_of(fn, x=x, out=out)
+    backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.dtype_of(x)
     C.require(backend.supports(dt.name), fn, "x", f"dtype {dt} is not supported on {backend!r}")
@@ -329,7 +329,7 @@ def repeat(x, repeats: int, axis=None, out=None, stream=None):
     only for 1-D ``x``, where it is axis 0)."""
     fn = "repeat"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
-    backend = C.backend_of(fn, x=x, out=out)
+    backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.dtype_of(x)
     C.require(backend.supports(dt.name), fn, "x", f"dtype {dt} is not supported on {backend!r}")

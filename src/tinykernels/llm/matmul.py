@@ -427,7 +427,7 @@ def quantize_activations(x, packed: bool = False, stream=None):
 def _quantize_x(x, fmt: int, stream):
     """:func:`quantize_activations` of a checked ``x``, ``qs`` in ``fmt``: ``X_PACKED``
     (uint32 [K / 4]), ``X_INT8`` or ``X_INT32`` ([K], one value per element)."""
-    backend = C.backend_of("quantize_activations", x=x)
+    backend = C.backend_of("quantize_activations", stream=stream, x=x)
     k = C.shape_of(x)[0]
     shape, dtype = {X_PACKED: ((k // 4,), np.uint32), X_INT8: ((k,), np.int8), X_INT32: ((k,), np.int32)}[fmt]
     qs = C.new_like(x, shape, dtype, backend)
@@ -603,7 +603,7 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
     C.require(len(bs) in (1, 2) and bs[0] == k, "matmul", "b",
               f"shape {bs} does not match a's [M, K] = [{m}, {k}] (expected ({k},) or ({k}, N))")
     C.contiguous(b, "matmul", "b")
-    backend = C.backend_of("matmul", a=amat, b=b, out=out)
+    backend = C.backend_of("matmul", stream=stream, a=amat, b=b, out=out)
     oshape = (m,) if len(bs) == 1 else (m, bs[1])
     out = C.output(out, "matmul", b, oshape, np.float32, backend, reads_across={"a": amat, "b": b})
     C.contiguous(out, "matmul", "out")

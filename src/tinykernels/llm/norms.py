@@ -162,7 +162,7 @@ def _check_eps(fn, eps):
 
 
 def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, scale_out, stream):
-    backend = C.backend_of(fn, x=x, w=w, residual=residual, out=out, residual_out=residual_out,
+    backend = C.backend_of(fn, stream=stream, x=x, w=w, residual=residual, out=out, residual_out=residual_out,
                            scale_out=scale_out)
     shape, dt = _check_x_w(fn, x, w, backend)
     _check_eps(fn, eps)
@@ -222,7 +222,7 @@ def qk_norm_rope(x, w, cos, sin, eps: float = 1e-6, *, offset: int = 0, pos_coun
     :func:`tinykernels.llm.rope` does (table row ``offset + t``, plus ``pos_counter[0]`` when
     that device-resident int32 [1] counter is given). ``out=x`` works in place."""
     fn = "qk_norm_rope"
-    backend = C.backend_of(fn, x=x, w=w, cos=cos, sin=sin, pos_counter=pos_counter, out=out)
+    backend = C.backend_of(fn, stream=stream, x=x, w=w, cos=cos, sin=sin, pos_counter=pos_counter, out=out)
     shape, dt = _check_x_w(fn, x, w, backend)
     C.require(len(shape) >= 2, fn, "x", f"has shape {shape}; expected [..., seq, head_dim]")
     _check_eps(fn, eps)

@@ -204,7 +204,7 @@ def dequantize(qt: QTensor, out=None, stream=None):
     """The float32 ``[M, K]`` weights of ``qt``, on ``qt.data``'s backend, bit for bit what
     ``gguf.quants.dequantize`` (and ggml's reference dequantizers) compute."""
     C.require(isinstance(qt, QTensor), "dequantize", "qt", f"expected a QTensor, got {type(qt).__name__}")
-    backend = C.backend_of("dequantize", qt=qt.data, out=out)
+    backend = C.backend_of("dequantize", stream=stream, qt=qt.data, out=out)
     out = C.output(out, "dequantize", qt.data, qt.shape, np.float32, backend, reads_across={"qt": qt.data})
     C.contiguous(out, "dequantize", "out")
     kern, per_block = _DEQUANT[qt.qtype]

@@ -107,7 +107,7 @@ def check_counter(fn: str, name: str, c) -> None:
 
 def _rope_call(fn, x, cos, sin, pos, offset, out, stream):
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
-    backend = C.backend_of(fn, x=x, cos=cos, sin=sin, pos_counter=pos, out=out)
+    backend = C.backend_of(fn, stream=stream, x=x, cos=cos, sin=sin, pos_counter=pos, out=out)
     shape = C.require_rank(x, fn, "x", 2)
     dt = C.require_float(x, fn, "x", backend)
     h = check_tables(fn, shape, cos, sin, dt)

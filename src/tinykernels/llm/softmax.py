@@ -194,7 +194,7 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
     the maximum is subtracted first (numerically stable); float32 accumulation."""
     fn = "softmax"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
-    backend = C.backend_of(fn, x=x, out=out)
+    backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.require_float(x, fn, "x", backend)
     ax = _axis(fn, axis, len(shape))
@@ -215,7 +215,7 @@ def sum(x, axis: int, out=None, stream=None):
     """The sum of ``x`` along ``axis`` (x's dtype; float32 accumulation for 16-bit floats)."""
     fn = "sum"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
-    backend = C.backend_of(fn, x=x, out=out)
+    backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.require_float(x, fn, "x", backend)
     ax = _axis(fn, axis, len(shape))

@@ -35,6 +35,8 @@ class CPU(Backend):
     def __init__(self, threads: int | None = None, debug: bool | None = None):
         if threads is None:
             threads = int(os.environ.get("TK_NUM_THREADS", "0")) or (os.cpu_count() or 1)
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
+            raise TypeError(f"CPU(threads=...) must be an int, got {type(threads).__name__}")
         if threads < 1:
             raise ValueError("CPU(threads=...) must be >= 1")
         self.threads = int(threads)

@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 
 from .. import dtypes as D
-from .hostarray import Array, _is_torch
+from .hostarray import _DL_CPU, Array, _is_torch
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc
@@ -61,6 +61,26 @@ class DeviceArray(Array):
     @property
     def dtype(self) -> np.dtype:
         return self._dtype
+
+    def _host_capsule(self, dl_device, copy, max_version):
+        """The DLPack export of a host copy when the consumer asks for host memory
+        (``dl_device=(kDLCPU, 0)``) and allows a copy (``copy`` True or None: the producer
+        copies, as the DLPack standard has it); None when it asks for no host memory;
+        ``BufferError`` when it forbids the copy (``copy=False``)."""
+        if dl_device is None or tuple(dl_device) != (_DL_CPU, 0):
+            return None
+        if copy is False:
+            raise BufferError(f"tk.Array.__dlpack__: the array is in {self._backend.name} device memory; "
+                              "exporting it to the CPU needs a copy, which copy=False forbids")
+        return Array(np.ascontiguousarray(self.numpy()), self._backend).__dlpack__(max_version=max_version)
+
+    def _export_host_only(self, why: str, dl_device, copy, max_version):
+        """``__dlpack__`` of a runtime whose buffers cannot be exported: a host copy when the
+        consumer asks for one (:meth:`_host_capsule`), else ``BufferError(why)``."""
+        cap = self._host_capsule(dl_device, copy, max_version)
+        if cap is None:
+            raise BufferError(why)
+        return cap
 
 
 def is_host_array(a) -> bool:

@@ -100,13 +100,19 @@ class DriverArray(DeviceArray):
         return (self.dl_device_type, self._backend.device)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule of this memory, no copy. ``stream``: the consumer's stream; work
-        queued on the default stream is ordered before it."""
+        """A DLPack capsule of this memory (``copy=True``: of a new copy on the same device,
+        made before returning; ``dl_device=(kDLCPU, 0)``: of a host copy). ``stream``: the
+        consumer's stream; work queued on the default stream is ordered before it."""
+        cap = self._host_capsule(dl_device, copy, max_version)
+        if cap is not None:
+            return cap
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"tk.Array on {self.label}:{self._backend.device} cannot be exported to "
                               f"device {dl_device}")
+        src = self
         if copy:
-            raise BufferError("tk.Array.__dlpack__(copy=True) is not supported")
+            src = type(self).empty(self._backend, self._shape, self._dtype)
+            self._backend.copy(src, self if self.is_contiguous else self.numpy())   # done when it returns
         if stream is not None and stream not in self.dlpack_ordered:
-            self._consumer_waits(int(stream))
-        return _dlpack_capsule(self)
+            src._consumer_waits(int(stream))
+        return _dlpack_capsule(src)

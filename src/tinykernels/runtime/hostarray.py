@@ -238,8 +238,8 @@ def host_from_dlpack(obj) -> np.ndarray:
         return np.from_dlpack(obj)
     except BufferError:
         raise
-    except (RuntimeError, TypeError, ValueError) as e:
-        from .dlpack import host_from_dlpack as own
+    except (RuntimeError, TypeError, ValueError, SystemError) as e:   # SystemError: NumPy 2.x given a
+        from .dlpack import host_from_dlpack as own                    # legacy bfloat16 capsule
         try:
             return own(obj)
         except Exception:  # noqa: BLE001 - ours could not read it either: NumPy's reason stands

@@ -339,8 +339,10 @@ class MetalArray(DeviceArray):
     def __array_interface__(self):
         raise AttributeError("a tk.Array on Metal is no host array; use .numpy() (a copy) or .host_view()")
 
-    def __dlpack__(self, **kw):
-        raise BufferError("Metal buffers are not exported through DLPack; use .numpy() or .host_view()")
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """No export of the device buffer; a host copy for ``dl_device=(kDLCPU, 0)``."""
+        return self._export_host_only("Metal buffers are not exported through DLPack; use .numpy() or .host_view()"
+                                      " (or __dlpack__(dl_device=(1, 0)), a host copy)", dl_device, copy, max_version)
 
     def __dlpack_device__(self):
         return (8, 0)          # kDLMetal

@@ -250,8 +250,10 @@ class CLArray(DeviceArray):
     def __array_interface__(self):
         raise AttributeError("a tk.Array on an OpenCL device has no host address; use .numpy()")
 
-    def __dlpack__(self, **kw):
-        raise BufferError("OpenCL buffers cannot be exported through DLPack; use .numpy() for a host copy")
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """No export of the device buffer; a host copy for ``dl_device=(kDLCPU, 0)``."""
+        return self._export_host_only("OpenCL buffers cannot be exported through DLPack; use .numpy()"
+                                      " (or __dlpack__(dl_device=(1, 0)), a host copy)", dl_device, copy, max_version)
 
     def __dlpack_device__(self):
         return (4, self._backend.device_index)

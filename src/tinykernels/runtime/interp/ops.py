@@ -441,11 +441,15 @@ def op_mod(a, b):
 
 
 def _neg_inf_pow(a, b, r):
-    """``r`` (a power ``a ** b`` NumPy computed) with C99's (IEEE 754's) pow(-inf, y) = +inf for
-    y > 0 not an integer, where NumPy's scalar power gives NaN (its array loops and every C
-    backend's pow give +inf)."""
-    if isinstance(r, np.floating) and np.isnan(r) and np.isneginf(a) and b > 0:
-        return type(r)(np.inf)
+    """``r`` (a power ``a ** b`` NumPy computed) as C99 (IEEE 754) pow gives it where NumPy's
+    scalar power differs (its array loops and every C backend's pow agree with C99):
+    pow(-inf, y) = +inf for y > 0 not an integer (NumPy: NaN), and pow(-0, y) = +0 for y > 0
+    not an odd integer (NumPy takes sqrt(-0) = -0 for y = 0.5)."""
+    if isinstance(r, np.floating):
+        if np.isnan(r) and np.isneginf(a) and b > 0:
+            return type(r)(np.inf)
+        if r == 0 and np.signbit(r) and a == 0 and b > 0 and not (np.isfinite(b) and np.fmod(b, 2) == 1):
+            return type(r)(0.0)
     return r
 
 

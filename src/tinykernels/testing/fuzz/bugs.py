@@ -104,6 +104,11 @@ FIXED_BUGS = {
                     "from C99 there: `math.pow(C // -0.0, x)`, fuzz seed 34003700)",
         "fixed: the interpreter's pow and ** answer pow(-inf, y) as C99 Annex F and math.pow do "
         "(interp/ops.py _neg_inf_pow)"),
+    'pow-neg-zero': ("math.pow(-0.0, 0.5) (a run-time exponent; float16/bf16 operands too) gave -0.0 on the "
+                     "interpreter, +0.0 on the C backends: NumPy's scalar power takes sqrt(-0) = -0 for y = 0.5 "
+                     "where C99 says pow(-0, y) = +0 for y > 0 not an odd integer (audit6's edge-value sweep)",
+        "fixed: the interpreter's pow and ** answer pow(-0, y) as C99 Annex F and math.pow do "
+        "(interp/ops.py _neg_inf_pow)"),
     'fma-f32-max': ("tk.fma on float32 whose exact result lies just beyond FLT_MAX (e.g. fma(-FLT_MAX, -1, 0.75)) raises OverflowError ('cannot convert Infinity to integer ratio') on the interpreter: interp_ops._round_f32 took the exact value of its neighbour inf (fuzz seed 33004734)",
         "fixed: _round_f32 measures the distance to inf as to 2**128, so a result rounds to FLT_MAX or inf as IEEE 754 says (interp_ops._f32_value)"),
     'func-return-grouped': ("in a kernel with barriers or local memory (the group-by-group code shape), a `return` before the end of a @tk.func becomes a `goto` out of the per-item loop: only the group's first work item gets the function's results, the others read uninitialised values (CPU; nondeterministic output)",

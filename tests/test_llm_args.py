@@ -1,0 +1,136 @@
+"""Arguments every tinykernels.llm function shares: ``stream=`` is checked up front with an
+error naming the llm function and the argument (not an internal kernel), and scalar operands
+follow NumPy (a bool is 0 or 1)."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels import llm
+
+rng = np.random.default_rng(7)
+X = rng.standard_normal((2, 64)).astype(np.float32)
+W = rng.standard_normal(64).astype(np.float32)
+Q4 = rng.standard_normal((1, 2, 4, 32)).astype(np.float32)
+COS = np.ones((4, 16), np.float32)
+SIN = np.zeros((4, 16), np.float32)
+KC = rng.standard_normal((1, 2, 8, 32)).astype(np.float32)
+
+# name -> call taking the stream (each with valid arrays, so only the stream is wrong)
+CALLS = {
+    "add": lambda s: llm.add(X, X, stream=s),
+    "mul": lambda s: llm.mul(X, 2.0, stream=s),
+    "pow": lambda s: llm.pow(X, 2.0, stream=s),
+    "exp": lambda s: llm.exp(X, stream=s),
+    "rsqrt": lambda s: llm.rsqrt(X, stream=s),
+    "fill": lambda s: llm.fill(X.copy(), 1.0, stream=s),
+    "cast": lambda s: llm.cast(X, np.float16, stream=s),
+    "swiglu": lambda s: llm.swiglu(X, X, stream=s),
+    "rms_norm": lambda s: llm.rms_norm(X, W, stream=s),
+    "softmax": lambda s: llm.softmax(X, stream=s),
+    "sum": lambda s: llm.sum(X, 1, stream=s),
+    "argmax": lambda s: llm.argmax(W, stream=s),
+    "gather": lambda s: llm.gather(X, np.array([1, 0], np.int32), stream=s),
+    "transpose": lambda s: llm.transpose(X, stream=s),
+    "repeat": lambda s: llm.repeat(X, 2, 0, stream=s),
+    "rope": lambda s: llm.rope(Q4, COS, SIN, stream=s),
+    "matmul": lambda s: llm.matmul(X, W, stream=s),
+    "dequantize": lambda s: llm.dequantize(llm.quantize(X, "q8_0"), stream=s),
+    "flash_attention": lambda s: llm.flash_attention(Q4, Q4, Q4, stream=s),
+    "flash_decode": lambda s: llm.flash_decode(Q4[:, :, 0], KC, KC, 4, stream=s),
+    "counter_add": lambda s: llm.counter_add(np.zeros(1, np.int32), 1, stream=s),
+    "kv_append": lambda s: llm.kv_append(KC.copy(), Q4[:, :, :1], np.zeros(1, np.int32), stream=s),
+    "quantize_activations": lambda s: llm.quantize_activations(W, stream=s),
+}
+
+
+@pytest.mark.parametrize("fn", sorted(CALLS))
+def test_bad_stream_names_the_llm_function_and_argument(fn):
+    """A stream that is not a stream, or one of another backend, is refused before any work
+    with a LaunchError (also a ValueError, as llm's other argument errors) naming llm.<fn>
+    and 'stream'; a stream of the right backend works."""
+    for bad in ("s", 3, tk.backend("INTERP").stream()):
+        with pytest.raises(tk.LaunchError) as e:
+            CALLS[fn](bad)
+        assert isinstance(e.value, ValueError)
+        msg = str(e.value)
+        assert f"llm.{fn}: argument 'stream'" in msg and "kernel '" not in msg, msg
+    s = tk.backend("CPU").stream()
+    CALLS[fn](s)
+    s.synchronize()
+
+
+def test_bad_stream_is_refused_before_out_is_written():
+    out = np.full_like(X, 7.0)
+    with pytest.raises(tk.LaunchError):
+        llm.add(X, X, out=out, stream=object())
+    assert (out == 7.0).all()
+
+
+@pytest.mark.parametrize("fn, op", [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                                    ("div", np.divide), ("pow", np.power)])
+@pytest.mark.parametrize("b", [True, False, np.True_, np.False_])
+def test_bool_scalar_operands_are_zero_or_one_as_in_numpy(fn, op, b):
+    x = np.abs(X) + 0.5
+    with np.errstate(divide="ignore"):
+        ref = op(x, b)
+    got = getattr(llm, fn)(x, b)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
+def test_bool_fill_value_and_bool_parameters():
+    """Values follow NumPy (True is 1); parameters that are counts, axes or sizes still refuse
+    a bool (``repeat(x, True)`` is almost always a mistake)."""
+    y = X.copy()
+    llm.fill(y, np.True_)
+    assert (y == 1.0).all()
+    with pytest.raises(ValueError, match="'repeats'"):
+        llm.repeat(X, True, 0)
+    with pytest.raises(ValueError, match="'axis'"):
+        llm.sum(X, True)
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "bfloat16", "float16", "float32"])
+def test_fill_float_dtypes_keep_fractions(name):
+    """fill rounds the value to x's dtype: fp8 arrays (NumPy kind 'V', not 'f') were filled
+    with int(value) (0.5 -> 0)."""
+    ml = pytest.importorskip("ml_dtypes")
+    dt = np.dtype(getattr(ml, name, None) or name)
+    for value in (0.5, -1.25, 3):
+        x = np.zeros(5, dt)
+        llm.fill(x, value)
+        np.testing.assert_array_equal(x.astype(np.float64), np.full(5, value, dt).astype(np.float64))
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.int8, np.int32, np.uint32, np.int64])
+def test_fill_integer_values_as_numpy_stores_them(dt):
+    """Integer arrays: floats truncate and bools are 0/1 (as np.full); NaN, infinities and
+    values out of range are a ValueError naming 'value' (300 into uint8 wrapped to 44; NaN
+    was Python's bare 'cannot convert float NaN to integer')."""
+    info = np.iinfo(dt)
+    for value in (2.5, -1.5 if info.min < 0 else 1.5, True, info.max, info.min):
+        x = np.zeros(4, dt)
+        llm.fill(x, value)
+        np.testing.assert_array_equal(x, np.full(4, value).astype(dt))
+    for bad in (info.max + 1, info.min - 1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="llm.fill: argument 'value'"):
+            llm.fill(np.zeros(4, dt), bad)
+
+
+@pytest.mark.parametrize("be", ["CPU", "CL"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+def test_zero_d_array_operand_broadcasts_as_in_numpy(be, dt):
+    """A 0-d array b broadcasts against a (NumPy: x + np.array(2.0)); it was 'has 0 dimensions;
+    expected 1 to 4'. Its dtype must still be a's."""
+    if be not in tk.backends_available():
+        pytest.skip(f"{be} unavailable")
+    b_ = tk.backend(be)
+    x = (np.abs(X) + 0.5).astype(dt)
+    s = np.array(1.75, dt)
+    for fn, op in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide),
+                   ("pow", np.power)):
+        got = getattr(llm, fn)(tk.asarray(x, backend=b_), tk.asarray(s, backend=b_))
+        ref = op(x.astype(np.float64), float(s)).astype(dt)
+        np.testing.assert_allclose(got.numpy().astype(np.float64), ref, rtol=2e-3 if dt == np.float16 else 1e-6)
+    with pytest.raises(ValueError, match="argument 'b': dtype float64 differs"):
+        llm.add(X, np.array(1.0))
