@@ -201,6 +201,44 @@ def _transpose_lines(out, x: tk.Const, r0):
     out[gj * TILE + li, r0 + gi * TILE + lj] = tile[lj, li]
 
 
+@tk.kernel
+def _transpose_edges(out, x: tk.Const, r0, r1, c1):
+    """The part of ``x`` that :func:`_transpose_lines` leaves (its tiles cover the rows
+    ``r0:r1`` and columns ``:c1``), as :func:`_transpose_block` in one launch: one work item
+    per tile of the rows ``:r0``, then of the rows ``r1:``, then of the columns ``c1:`` of
+    the rows ``r0:r1``."""
+    t = tk.index()
+    R = x.shape[0]
+    Cn = x.shape[1]
+    nc = (Cn + TILE - 1) // TILE
+    top = (r0 + TILE - 1) // TILE * nc
+    bottom = (R - r1 + TILE - 1) // TILE * nc
+    i0 = r0
+    i1 = r1
+    j0 = c1
+    u = t - top - bottom
+    w = 1
+    if t < top:
+        i0 = 0
+        i1 = r0
+        j0 = 0
+        u = t
+        w = nc
+    elif t < top + bottom:
+        i0 = r1
+        i1 = R
+        j0 = 0
+        u = t - top
+        w = nc
+    a = i0 + u // w * TILE
+    b = j0 + u % w * TILE
+    ni = min(TILE, i1 - a)
+    nj = min(TILE, Cn - b)
+    for jj in range(nj):
+        for ii in range(ni):
+            out[b + jj, a + ii] = x[a + ii, b + jj]
+
+
 def _line_shift(out, dt: np.dtype, rows: int) -> int:
     """The first row of ``x`` whose column of the transposed output ``out`` (host memory,
     ``rows`` elements per row) starts a 64-byte cache line, so that tiles from there write
@@ -217,23 +255,19 @@ def _line_shift(out, dt: np.dtype, rows: int) -> int:
 def _transpose_cpu(out, x, dt: np.dtype, backend, stream) -> None:
     """``out = x.T`` on the CPU: whole tiles by :func:`_transpose_lines`, aligned so their
     output rows start cache lines; the rows before and after them and the last partial
-    column of tiles by :func:`_transpose_block`."""
+    column of tiles by :func:`_transpose_edges`."""
     R, Cn = C.shape_of(x)
     r0 = min(_line_shift(out, dt, R), R)
     ni, nj = (R - r0) // TILE, Cn // TILE
     if ni == 0 or nj == 0:
         r0, ni, nj = 0, 0, 0
     r1, c1 = r0 + ni * TILE, nj * TILE
-
-    def block(i0, i1, j0, j1):
-        if i1 > i0 and j1 > j0:
-            grid = (-(-(i1 - i0) // TILE), -(-(j1 - j0) // TILE))
-            C.launch(_transpose_block, backend, (out, x, i0, i1, j0, j1), grid, stream=stream)
     if ni:
         C.launch(_transpose_lines, backend, (out, x, r0), (ni * TILE, nj * TILE), (TILE, TILE), stream)
-    block(0, r0, 0, Cn)
-    block(r1, R, 0, Cn)
-    block(r0, r1, c1, Cn)
+    nc = -(-Cn // TILE)
+    edges = (-(-r0 // TILE) + -(-(R - r1) // TILE)) * nc + (-(-(r1 - r0) // TILE) if c1 < Cn else 0)
+    if edges:       # one launch: under load every extra launch waits for a descheduled thread
+        C.launch(_transpose_edges, backend, (out, x, r0, r1, c1), edges, stream=stream)
 
 
 @tk.func
