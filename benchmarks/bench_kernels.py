@@ -279,12 +279,55 @@ void ref_softmax(float *restrict out, const float *restrict X, int64_t R, int64_
         #pragma omp simd
         for (int64_t j = 0; j < D; ++j) o[j] *= inv; }
 }
+/* transpose: 16 x 16 tiles, a band of 16 input rows per step across all columns (16 sequential
+   read streams for the prefetchers). With AVX-512 and an output whose tile rows start cache
+   lines: each tile transposed in registers (unpack / shuffle network) and its 16 rows written
+   with non-temporal stores (whole lines: no read for ownership). Otherwise the tile goes
+   through a buffer (contiguous loads) and its rows are gathered from it. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline void tr16_stream(const float *a, int64_t lda, float *o, int64_t ldo) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(a + i * lda);
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]); }
+    for (int i = 0; i < 4; ++i) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE); }
+    for (int i = 0; i < 4; ++i) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD); }
+    for (int i = 0; i < 8; ++i) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD); }
+    for (int i = 0; i < 16; ++i) _mm512_stream_ps(o + i * ldo, r[i]);
+}
+#endif
 void ref_transpose(float *restrict out, const float *restrict a, int64_t R, int64_t C, int nt) {
+#if defined(__AVX512F__)
+    if (((uintptr_t)out & 63) == 0 && R % 16 == 0 && C % 16 == 0) {
+        #pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t i0 = 0; i0 < R; i0 += 16)
+            for (int64_t j0 = 0; j0 < C; j0 += 16) tr16_stream(a + i0 * C + j0, C, out + j0 * R + i0, R);
+        _mm_sfence();
+        return;
+    }
+#endif
     #pragma omp parallel for schedule(static) num_threads(nt)
     for (int64_t i0 = 0; i0 < R; i0 += 16)
-        for (int64_t j0 = 0; j0 < C; j0 += 16)
-            for (int64_t j = j0; j < j0 + 16; ++j)
-                for (int64_t i = i0; i < i0 + 16; ++i) out[j * R + i] = a[i * C + j];
+        for (int64_t j0 = 0; j0 < C; j0 += 16) {
+            const int64_t ni = R - i0 < 16 ? R - i0 : 16, nj = C - j0 < 16 ? C - j0 : 16;
+            float t[16][16];
+            for (int64_t i = 0; i < ni; ++i)
+                for (int64_t j = 0; j < nj; ++j) t[i][j] = a[(i0 + i) * C + j0 + j];
+            for (int64_t j = 0; j < nj; ++j)
+                for (int64_t i = 0; i < ni; ++i) out[(j0 + j) * R + i0 + i] = t[i][j];
+        }
 }
 void ref_matmul(float *restrict Cm, const float *restrict A, const float *restrict B, int64_t n, int nt) {
     #pragma omp parallel for schedule(static) num_threads(nt)
@@ -459,6 +502,15 @@ class Bench:
         print(f"{kernel + ' ' + unit:<22} {cells} {ratio} {cp} {mc}", flush=True)
 
 
+def aligned_zeros(shape: tuple, dtype=np.float32) -> np.ndarray:
+    """A zeroed C-contiguous array whose data starts a 64-byte cache line."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    buf = np.zeros(n + 64, np.uint8)
+    start = (-buf.ctypes.data) % 64
+    return buf[start:start + n].view(dtype).reshape(shape)
+
+
 def tk_pair(kernel_fn, backend, args_np, outs_idx, ndrange, wgs, consts=()):
     """(run, result) for a tinykernels launch on ``backend``: device copies of the arrays,
     ``outs_idx`` the position of the output whose value is checked."""
@@ -577,12 +629,15 @@ def main() -> int:
         impls["C ref"] = c_pair(lambda: lib_fast.ref_softmax(ptr(co), ptr(X), R, D, nt), co)
         b.row("softmax fastmath", 2 * X.nbytes, impls, want, 1e-4, 1e-7)
 
-        # transpose through a local tile
-        o, co = np.zeros((D, R), np.float32), np.zeros((D, R), np.float32)
-        impls = with_cl({}, transpose, [o, X], 0, X.shape, (TILE, TILE), (TILE,))
-        impls["C ref"] = c_pair(lambda: lib.ref_transpose(ptr(co), ptr(X), R, D, nt), co)
+        # transpose through a local tile; every column gets 64-byte aligned arrays, as a C
+        # programmer allocates them (NumPy's large arrays start 16 bytes into a line), so a
+        # tile row of 16 float32 is one whole cache line
+        o, co, Xa = aligned_zeros((D, R)), aligned_zeros((D, R)), aligned_zeros((R, D))
+        Xa[...] = X
+        impls = with_cl({}, transpose, [o, Xa], 0, X.shape, (TILE, TILE), (TILE,))
+        impls["C ref"] = c_pair(lambda: lib.ref_transpose(ptr(co), ptr(Xa), R, D, nt), co)
         if torch is not None:
-            tX = torch.from_numpy(X)
+            tX = torch.from_numpy(Xa)
             impls["torch"] = (lambda: tX.t().contiguous(), lambda: tX.t().contiguous().numpy())
         b.row("transpose", 2 * X.nbytes, impls, X64.T, 0, 0)
 

@@ -290,9 +290,81 @@ def test_lanes_streamed_2d_groups_partial_and_uniform_loop(stream_always):
     src = planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77), workgroupsize=(4, 64))
     assert "tk_stream_bytes(&tk_pend_out, tk_out0," in src
     _check(planes, (4, 64), [out, x, np.float32(1.5), 3], (21, 77), exp)
-    # a group row of one cache line (16 float32) keeps plain stores
-    assert "tk_stream" not in planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77),
-                                            workgroupsize=(4, 16))
+    # a group row of one cache line (16 float32) streams only whole, from a line's start
+    src = planes.source("CPU", out, x, np.float32(1.5), 3, ndrange=(21, 77), workgroupsize=(4, 16))
+    assert "tk_stream_lines((char *)tk_out0, (const char *)tk_stage0, 1);" in src
+    assert "tk_nv1 == 16 && ((uintptr_t)tk_out0 & 63) == 0" in src
+    assert "tk_stream_bytes(&tk_pend_out" not in src
+
+
+def _at(shape, dtype, offset):
+    """A zeroed array of ``shape`` starting ``offset`` elements after a 64-byte boundary."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    buf = np.zeros(n * dtype.itemsize + 64 + offset * dtype.itemsize, np.uint8)
+    start = (-buf.ctypes.data) % 64 + offset * dtype.itemsize
+    a = buf[start:start + n * dtype.itemsize].view(dtype).reshape(shape)
+    assert a.ctypes.data % 64 == offset * dtype.itemsize
+    return a
+
+
+@pytest.mark.parametrize("dtype, T", [(np.float32, 16), (np.float64, 8), (np.int32, 32), (np.float64, 16)])
+@pytest.mark.parametrize("R, C", [(64, 64), (64, 128), (128, 32)])
+@pytest.mark.parametrize("offset", [0, 1, 4])
+def test_tile_rows_of_whole_lines_stream(dtype, T, R, C, offset, stream_always):
+    """A local-memory tile transpose whose group rows are whole cache lines (16 float32, 8
+    float64: one line; 32 int32: two) streams the rows that start a line and stores the
+    others directly: bit-identical to the interpreter for aligned and misaligned outputs,
+    square and not."""
+    @tk.kernel
+    def transpose_tile(out, a: tk.Const, T: tk.constexpr):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        li, lj = tk.index(tk.Local, tk.Cartesian)
+        gi, gj = tk.index(tk.Group, tk.Cartesian)
+        tile = tk.localmem(a.dtype, (T, T + 1))
+        tile[li, lj] = a[i, j]
+        tk.synchronize()
+        out[gj * T + li, gi * T + lj] = tile[lj, li]
+
+    a = (np.random.default_rng(R + C).random((R, C)) * 100).astype(dtype)
+    out = _at((C, R), dtype, offset)
+    src = transpose_tile.source("CPU", out, a, T, ndrange=(R, C), workgroupsize=(T, T))
+    lines = T * np.dtype(dtype).itemsize // 64
+    assert f"tk_stream_lines((char *)tk_out0, (const char *)tk_stage0, {lines});" in src
+    res = _check(transpose_tile, (T, T), [out, a, T], (R, C), a.T)
+    np.testing.assert_array_equal(res[0], a.T)
+
+
+@pytest.mark.parametrize("offset", [0, 3])
+def test_short_rows_partial_groups_keep_plain_stores(offset, stream_always):
+    """Partial groups (77 = 4 * 16 + 13 columns, 21 rows of groups of 4) of a kernel whose
+    16-wide float32 group rows would stream: the last group of each row stores directly."""
+    @tk.kernel
+    def planes16(out, x: tk.Const, s, P: tk.constexpr):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        tk.synchronize()
+        for t in range(P):
+            out[t, i, j] = x[i, j] * s + t
+
+    x = np.random.default_rng(3).random((21, 80)).astype(np.float32)
+    for cols in (80, 77):
+        xs = np.ascontiguousarray(x[:, :cols])
+        out = _at((3, 21, cols), np.float32, offset)
+        exp = np.stack([xs * np.float32(1.5) + np.float32(t) for t in range(3)])
+        _check(planes16, (4, 16), [out, xs, np.float32(1.5), 3], (21, cols), exp)
+
+
+def test_rows_shorter_than_a_line_keep_plain_stores(stream_always):
+    """16 float16 are half a line: no streaming (a row would be a partial line)."""
+    @tk.kernel
+    def copy_tile(out, a: tk.Const):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        tk.synchronize()
+        out[i, j] = a[i, j]
+
+    a = np.random.default_rng(6).random((32, 32)).astype(np.float16)
+    assert "tk_stream" not in copy_tile.source("CPU", a, a, ndrange=(32, 32), workgroupsize=(16, 16))
+    _check(copy_tile, (16, 16), [np.zeros_like(a), a], (32, 32), a)
 
 
 def test_item_outer_piece_streams_through_a_local_tile(stream_always):

@@ -113,3 +113,66 @@ def test_layout_errors_name_the_argument():
         llm.transpose(np.zeros((2, 3), np.float32), (0, 0))
     with pytest.raises(ValueError, match="'repeats'"):
         llm.repeat(np.zeros(3, np.float32), -1)
+
+
+def _at(shape, dtype, offset):
+    """A zeroed array of ``shape`` starting ``offset`` elements after a 64-byte boundary."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    buf = np.zeros(n * dtype.itemsize + 64 + offset * dtype.itemsize, np.uint8)
+    start = (-buf.ctypes.data) % 64 + offset * dtype.itemsize
+    return buf[start:start + n * dtype.itemsize].view(dtype).reshape(shape)
+
+
+_CPU_TRANSPOSE_CHECK = """
+import numpy as np
+from tinykernels import llm
+from tinykernels.llm import layout as L
+from test_llm_layout import _at
+rng = np.random.default_rng(7)
+for R, C in [(1, 1), (3, 5), (16, 16), (17, 33), (64, 48), (100, 37), (31, 16), (16, 31), (257, 130), (128, 256)]:
+    for dt in (np.float32, np.float64, np.float16, np.int8):
+        x = (rng.standard_normal((R, C)) * 100).astype(dt)
+        for off in (0, 1, 5, 15):
+            out = _at((C, R), dt, off)
+            assert llm.transpose(x, out=out) is out
+            np.testing.assert_array_equal(out, x.T, err_msg=f"{R}x{C} {dt} offset {off}")
+        np.testing.assert_array_equal(llm.transpose(x), x.T)
+        xs = (rng.standard_normal((C, 2 * R)) * 100).astype(dt)[:, ::2].T     # strided x
+        np.testing.assert_array_equal(llm.transpose(xs), xs.T)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("stream", ["1", str(1 << 62)])
+def test_cpu_transpose_line_aligned_tiles_match_numpy(stream):
+    """The CPU's 2-D transpose (whole tiles shifted so their output rows start cache lines,
+    which then stream; the rows before and after and the last partial column of tiles copied
+    tile by tile) equals NumPy for partial tiles, non-square and tiny shapes, 1- to 8-byte
+    dtypes, outputs at every offset into a line and strided inputs; with streaming forced
+    on and off (``TK_CPU_STREAM_BYTES`` is read once per kernel and process: a subprocess)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, TK_CPU_STREAM_BYTES=stream,
+               PYTHONPATH=os.pathsep.join([str(here), str(here.parent / "src"), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", _CPU_TRANSPOSE_CHECK], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+def test_cpu_transpose_tiles_start_cache_lines():
+    """``_line_shift`` picks the first input row whose output column starts a 64-byte line;
+    ``_transpose_lines`` streams such rows (whole lines, all lanes running)."""
+    from tinykernels.llm import layout as L
+    for dt, per_line in ((np.float32, 16), (np.float64, 8)):
+        for off in range(per_line):
+            out = _at((64, 128), dt, off)
+            r0 = L._line_shift(out, np.dtype(dt), 128)
+            assert r0 == (per_line - off) % per_line and out[0, r0:].ctypes.data % 64 == 0
+    assert L._line_shift(_at((64, 100), np.float32, 3), np.dtype(np.float32), 100) == 0   # rows not whole lines
+    x = np.zeros((64, 64), np.float32)
+    src = L._transpose_lines.source("CPU", x, x, 3, ndrange=(48, 64), workgroupsize=(16, 16))
+    assert "tk_stream_lines((char *)tk_out0, (const char *)tk_stage0, 1);" in src

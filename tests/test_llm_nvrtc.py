@@ -43,6 +43,7 @@ def _exercise():
         llm.sum(x, 0)
         llm.argmax(x[0, 0])
         llm.transpose(x[0])
+        llm.transpose(r.standard_normal((40, 36)).astype(dt))     # CPU: line-aligned tiles + edges
         llm.transpose(x, (2, 0, 1))
         llm.repeat(x, 2, 1)
         llm.gather(x[0], np.array([0, 1], np.int64))

@@ -139,6 +139,7 @@ typedef struct { char *at; int64_t have; char buf[64] __attribute__((aligned(64)
 typedef char tk_v64qi __attribute__((vector_size(64)));
 #endif
 static inline void tk_copy_small(char *d, const char *s, int64_t n) {   /* 0 <= n < 64 */
+    if (n <= 0) return;     /* an empty masked store still costs (AMD: it may read the line) */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__AVX512BW__)
     const unsigned long long m = (1ULL << n) - 1;     /* masked moves: no library call per partial line */
     __builtin_ia32_storedquqi512_mask(d, __builtin_ia32_loaddquqi512_mask(s, (tk_v64qi){0}, m), m);
@@ -170,6 +171,9 @@ static inline void tk_stream_line(char *d, const char *s) {    /* d: 64-byte ali
 #else
     memcpy(d, s, 64);
 #endif
+}
+static inline void tk_stream_lines(char *d, const char *s, int nlines) {   /* d: 64-byte aligned */
+    for (int j = 0; j < nlines; ++j) tk_stream_line(d + 64 * j, s + 64 * j);
 }
 __attribute__((noinline)) static void tk_stream_bytes(tk_pend *p, void *dst, const void *src, int64_t n) {
     char *d = (char *)dst; const char *s = (const char *)src;
@@ -768,10 +772,11 @@ class CRenderer(CLikeRenderer):
                 continue
             coefs = [lane_coef(e, k.ndim, self.ranges, self.plan.group_vars, self.plan.remat,
                                self.lane_vars) for e in s.index]
-            # a row of the group covers at least 4 cache lines: shorter ones (a 16-wide tile
-            # of float32 is one line, rarely aligned) would be mostly partial lines
-            if (coefs[-1] == 1 and all(c == 0 for c in coefs[:-1])
-                    and k.workgroup[-1] * s.array.dtype.itemsize >= 256):
+            # a row of the group covers at least 4 cache lines, or whole lines (a 16-wide
+            # tile of float32 is one line), which stream only where they are line-aligned
+            # (see ``short_row``): a short misaligned row would be all partial lines
+            row = k.workgroup[-1] * s.array.dtype.itemsize
+            if coefs[-1] == 1 and all(c == 0 for c in coefs[:-1]) and (row >= 256 or row % 64 == 0):
                 out.append(s)
         if out:
             first = next(i for i, s in enumerate(body) if s is out[0])
@@ -794,6 +799,7 @@ class CRenderer(CLikeRenderer):
         for n, s in enumerate(streams):
             t = self.stype(s.array.dtype)
             self.w(f"{t} tk_stage{n}[{width}] __attribute__((aligned(64))); {t} *tk_out{n}, *restrict tk_dst{n};")
+            self.w(f"int tk_on{n};")
         # the outputs' addresses at lane 0 of this row of the group
         self.w("{")
         self.depth += 1
@@ -808,7 +814,11 @@ class CRenderer(CLikeRenderer):
             fn()
         for n, s in enumerate(streams):
             self.w(f"tk_out{n} = &{self.element(s.array, s.index)};")
-            self.w(f"tk_dst{n} = {on} ? tk_stage{n} : tk_out{n};")
+            # a short row streams whole (all its lanes run) from a line's start, inline
+            whole = (f" && tk_nv{last} == {width} && ((uintptr_t)tk_out{n} & 63) == 0"
+                     if short_row(width, s.array) else "")
+            self.w(f"tk_on{n} = {on}{whole};")
+            self.w(f"tk_dst{n} = tk_on{n} ? tk_stage{n} : tk_out{n};")
         self.in_item = saved
         self.depth -= 1
         self.w("}")
@@ -816,7 +826,11 @@ class CRenderer(CLikeRenderer):
         self.lane_items(mask, lambda: self.declared(decls, body))
         self.staged = {}
         for n, s in enumerate(streams):
-            self.w(f"if ({on}) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
+            if short_row(width, s.array):
+                self.w(f"if (tk_on{n}) tk_stream_lines((char *)tk_out{n}, (const char *)tk_stage{n}, "
+                       f"{width * s.array.dtype.itemsize // 64});")
+                continue
+            self.w(f"if (tk_on{n}) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
                    f"tk_nv{last} * (int64_t)sizeof(tk_stage{n}[0]));")
         self.depth -= 1
         self.w("}")
@@ -1434,6 +1448,13 @@ def scan_totals(body: list, item_vars: set) -> dict:
 
 
 LANES_UNROLL = 8    # at most this many vector iterations of a lanes loop are unrolled
+
+
+def short_row(width: int, a: N.ArrayInfo) -> bool:
+    """Whether a streamed row of ``width`` lanes of ``a`` is shorter than 4 cache lines (it is
+    then whole lines, see ``lane_streams``): such a row streams only where it starts a line
+    (run-time test per row), else it is all partial lines and keeps ordinary stores."""
+    return width * a.dtype.itemsize < 256
 
 
 def lanes_unroll(lanes: int) -> int:

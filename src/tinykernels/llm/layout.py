@@ -171,18 +171,103 @@ def _transpose2d(out, x: tk.Const):
 
 
 @tk.kernel
-def _transpose_tiles(out, x: tk.Const):
-    """Host shape of :func:`_transpose2d` (CPU, interpreter): one work item per (TILE, TILE)
-    tile, copied directly (no local memory, no barrier): the tile's source rows and its
-    destination rows stay in the L1 cache while it is copied."""
+def _transpose_block(out, x: tk.Const, i0, i1, j0, j1):
+    """Host shape of :func:`_transpose2d` (interpreter; the CPU's partial tiles) for the rows
+    ``i0:i1`` and columns ``j0:j1`` of ``x``: one work item per (TILE, TILE) tile of that
+    rectangle, copied directly (no local memory, no barrier): the tile's source rows and
+    its destination rows stay in the L1 cache while it is copied."""
     ti, tj = tk.index(tk.Global, tk.Cartesian)
-    i0 = ti * TILE
-    j0 = tj * TILE
-    ni = min(TILE, x.shape[0] - i0)
-    nj = min(TILE, x.shape[1] - j0)
+    a = i0 + ti * TILE
+    b = j0 + tj * TILE
+    ni = min(TILE, i1 - a)
+    nj = min(TILE, j1 - b)
     for jj in range(nj):
         for ii in range(ni):
-            out[j0 + jj, i0 + ii] = x[i0 + ii, j0 + jj]
+            out[b + jj, a + ii] = x[a + ii, b + jj]
+
+
+@tk.kernel
+def _transpose_lines(out, x: tk.Const, r0):
+    """CPU shape of :func:`_transpose2d` for whole tiles, the first at row ``r0`` of ``x``:
+    the work items of a group run as SIMD lanes, and each row of the tile they write
+    (``out[gj * TILE + li, r0 + gi * TILE + lj]``, TILE elements, one cache line of
+    float32) streams with a non-temporal store where it starts a cache line, which the
+    host makes every row do by its choice of ``r0`` (docs/cpu.md, streaming stores)."""
+    gi, gj = tk.index(tk.Group, tk.Cartesian)
+    li, lj = tk.index(tk.Local, tk.Cartesian)
+    tile = tk.localmem(x.dtype, (TILE, TILE + 1))
+    tile[li, lj] = x[r0 + gi * TILE + li, gj * TILE + lj]
+    tk.synchronize()
+    out[gj * TILE + li, r0 + gi * TILE + lj] = tile[lj, li]
+
+
+@tk.kernel
+def _transpose_edges(out, x: tk.Const, r0, r1, c1):
+    """The part of ``x`` that :func:`_transpose_lines` leaves (its tiles cover the rows
+    ``r0:r1`` and columns ``:c1``), as :func:`_transpose_block` in one launch: one work item
+    per tile of the rows ``:r0``, then of the rows ``r1:``, then of the columns ``c1:`` of
+    the rows ``r0:r1``."""
+    t = tk.index()
+    R = x.shape[0]
+    Cn = x.shape[1]
+    nc = (Cn + TILE - 1) // TILE
+    top = (r0 + TILE - 1) // TILE * nc
+    bottom = (R - r1 + TILE - 1) // TILE * nc
+    i0 = r0
+    i1 = r1
+    j0 = c1
+    u = t - top - bottom
+    w = 1
+    if t < top:
+        i0 = 0
+        i1 = r0
+        j0 = 0
+        u = t
+        w = nc
+    elif t < top + bottom:
+        i0 = r1
+        i1 = R
+        j0 = 0
+        u = t - top
+        w = nc
+    a = i0 + u // w * TILE
+    b = j0 + u % w * TILE
+    ni = min(TILE, i1 - a)
+    nj = min(TILE, Cn - b)
+    for jj in range(nj):
+        for ii in range(ni):
+            out[b + jj, a + ii] = x[a + ii, b + jj]
+
+
+def _line_shift(out, dt: np.dtype, rows: int) -> int:
+    """The first row of ``x`` whose column of the transposed output ``out`` (host memory,
+    ``rows`` elements per row) starts a 64-byte cache line, so that tiles from there write
+    whole lines (0 when ``out`` is not on the host, or its rows are not whole lines)."""
+    h = C._arr.as_host_ndarray(out)
+    if h is None or (rows * dt.itemsize) % 64 or dt.itemsize > 64:
+        return 0
+    addr = h.__array_interface__["data"][0]
+    if addr % dt.itemsize:
+        return 0
+    return (-addr) % 64 // dt.itemsize % TILE
+
+
+def _transpose_cpu(out, x, dt: np.dtype, backend, stream) -> None:
+    """``out = x.T`` on the CPU: whole tiles by :func:`_transpose_lines`, aligned so their
+    output rows start cache lines; the rows before and after them and the last partial
+    column of tiles by :func:`_transpose_edges`."""
+    R, Cn = C.shape_of(x)
+    r0 = min(_line_shift(out, dt, R), R)
+    ni, nj = (R - r0) // TILE, Cn // TILE
+    if ni == 0 or nj == 0:
+        r0, ni, nj = 0, 0, 0
+    r1, c1 = r0 + ni * TILE, nj * TILE
+    if ni:
+        C.launch(_transpose_lines, backend, (out, x, r0), (ni * TILE, nj * TILE), (TILE, TILE), stream)
+    nc = -(-Cn // TILE)
+    edges = (-(-r0 // TILE) + -(-(R - r1) // TILE)) * nc + (-(-(r1 - r0) // TILE) if c1 < Cn else 0)
+    if edges:       # one launch: under load every extra launch waits for a descheduled thread
+        C.launch(_transpose_edges, backend, (out, x, r0, r1, c1), edges, stream=stream)
 
 
 @tk.func
@@ -309,8 +394,11 @@ def transpose(x, axes=None, out=None, stream=None):
     out = C.output(out, fn, x, oshape, dt, backend, reads_across={"x": x})
     if 0 in shape:
         return out
-    if axes == (1, 0) and C.row_group(backend, shape[1]) == 1:
-        C.launch(_transpose_tiles, backend, (out, x), (-(-shape[0] // TILE), -(-shape[1] // TILE)), stream=stream)
+    if axes == (1, 0) and backend.name == "CPU" and C.ROW_GROUP is None:
+        _transpose_cpu(out, x, dt, backend, stream)
+    elif axes == (1, 0) and C.row_group(backend, shape[1]) == 1:
+        args = (out, x, 0, shape[0], 0, shape[1])
+        C.launch(_transpose_block, backend, args, (-(-shape[0] // TILE), -(-shape[1] // TILE)), stream=stream)
     elif axes == (1, 0):
         grid = (-(-shape[0] // TILE) * TILE, -(-shape[1] // TILE) * TILE)
         C.launch(_transpose2d, backend, (out, x), grid, (TILE, TILE), stream)
