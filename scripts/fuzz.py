@@ -44,7 +44,13 @@ def main(argv=None) -> int:
                         f"one): {', '.join(KNOWN_BUGS)}")
     p.add_argument("--no-narrow", action="store_true", help="no bfloat16 / fp8")
     p.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
+    p.add_argument("--stream", choices=("all", "auto"), default="all",
+                   help="CPU streaming (non-temporal) stores: 'all' (default) streams every eligible store "
+                        "whatever its size (TK_CPU_STREAM_BYTES=1), so the small arrays the fuzzer makes "
+                        "exercise that code; 'auto' keeps the size threshold (or the environment's setting)")
     a = p.parse_args(argv)
+    if a.stream == "all":       # read by each compiled kernel at its first launch (docs/cpu.md)
+        os.environ["TK_CPU_STREAM_BYTES"] = "1"
 
     inc = set(KNOWN_BUGS) if a.include_known_bugs == "all" else {x for x in a.include_known_bugs.split(",") if x}
     unknown = inc - set(KNOWN_BUGS)
