@@ -55,7 +55,7 @@ def test_float32_stores_round_like_numpy(be):
     np.testing.assert_array_equal(_bits(_run(be, np.zeros(x.size, np.float16), x)), _bits(want))
 
 
-@pytest.mark.parametrize("be", ["CPU"])
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
 def test_float64_stores_round_once(be):
     """float64 -> float16 rounds the double directly (not through float32: 1 + 2**-11 + 2**-40
     rounds up, where float32 would first make it the tie 1 + 2**-11 and round it to even)."""
@@ -96,3 +96,28 @@ def test_cpu_store_converts_once(name):
     conv = {"float16": "tk_f32_to_f16", "bfloat16": "tk_f32_to_bf16", "float8_e4m3fn": "tk_f32_to_e4m3",
             "float8_e5m2": "tk_f32_to_e5m2"}[name]
     assert store[0].count(conv) == 1 and "_to_f32(" not in store[0], store[0]
+
+
+@tk.kernel
+def _f64_sources(out, s, d: tk.float64):
+    out[0] = tk.float16(1.0004882812509095)
+    out[1] = 1.0004882812509095
+    out[2] = s
+    out[3] = tk.float16(s)
+    out[4] = d
+    out[5] = tk.float16(d)
+    out[6] = tk.float16(tk.float64(s) * 1.0)
+
+
+@pytest.mark.parametrize("be", backends())
+def test_float64_literals_and_scalars_round_once_to_float16(be):
+    """1 + 2**-11 + 2**-40 as a literal, a Python float argument, a float64 argument or a
+    float64 expression, cast or stored to float16: rounded once (up, 0x3c01) on every backend
+    (the interpreter used to round it to float32 first, making it a tie it then rounded to
+    even, 0x3c00). WebGPU has no float64: its floats arrive as float32."""
+    b = dev(be)
+    if be == "WEBGPU":
+        pytest.skip("no float64 on WebGPU")
+    o = tk.zeros(7, tk.float16, backend=b)
+    _f64_sources(b)(o, 1.0004882812509095, 1.0004882812509095, ndrange=1)
+    assert list(o.numpy().view(np.uint16)) == [0x3C01] * 7
