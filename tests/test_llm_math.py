@@ -203,9 +203,10 @@ def test_e4m3_value_every_byte(be):
         np.testing.assert_array_equal(out.numpy(), want.view(np.uint16).astype(np.int32))
 
 
-def test_cpu_cast_and_fp8_dequantize_take_the_bit_level_kernels(monkeypatch):
-    """On the CPU, float32 -> float16 casts and fp8_dequantize of contiguous host arrays run
-    the branch-free kernels (uint16 views of the outputs); results are NumPy's bit for bit."""
+def test_cpu_cast_and_fp8_dequantize_take_the_flat_kernels(monkeypatch):
+    """On the CPU, float32 -> float16 casts of contiguous host arrays run the flat kernel (its
+    float16 stores vectorize: the prelude's converter is branch-free) and fp8_dequantize the
+    branch-free bit-level kernel; results are NumPy's bit for bit."""
     ml = pytest.importorskip("ml_dtypes")
     C = importlib.import_module("tinykernels.llm._common")
     seen = []
@@ -218,12 +219,12 @@ def test_cpu_cast_and_fp8_dequantize_take_the_bit_level_kernels(monkeypatch):
         want = (f8.astype(np.float32) * np.float32(0.75)).astype(np.float16)
     np.testing.assert_array_equal(llm.fp8_dequantize(f8, 0.75).view(np.uint16), want.view(np.uint16))
     names = [getattr(k, "__name__", repr(k)) for k in seen]
-    assert any("_f16_bits_of" in n for n in names) and any("_dequant_bits" in n for n in names), names
+    assert any("_unary_flat" in n for n in names) and any("_dequant_bits" in n for n in names), names
     # strided: the general kernel
     seen.clear()
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(llm.cast(x[:, ::2], np.float16), x[:, ::2].astype(np.float16))
-    assert not any("_f16_bits_of" in getattr(k, "__name__", repr(k)) for k in seen)
+    assert not any("_unary_flat" in getattr(k, "__name__", repr(k)) for k in seen)
 
 
 def test_cpu_fp8_dequantize_table_path_matches_the_arithmetic_bit_for_bit(monkeypatch):
