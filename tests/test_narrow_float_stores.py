@@ -84,18 +84,72 @@ def test_other_narrow_stores_round_like_ml_dtypes(be, name):
     np.testing.assert_array_equal(_bits(got), _bits(want))
 
 
+@tk.kernel
+def _copy_if(out, x: tk.Const):
+    i = tk.index()
+    if x[i] != 12345.0:      # a conditional store: not staged (passes/streaming.py)
+        out[i] = x[i]
+
+
 @pytest.mark.parametrize("name", ["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"])
 def test_cpu_store_converts_once(name):
     """A store of a float32 value into a narrow array converts it once: the frontend's cast to
     the array's type is not converted back to float32 and again to the narrow type."""
     ml = pytest.importorskip("ml_dtypes")
     dt = np.dtype(getattr(ml, name, None) or name)
-    src = _copy.source("CPU", np.zeros(64, dt), np.zeros(64, np.float32), ndrange=64)
-    store = [ln for ln in src.splitlines() if "(a_x[" in ln and "=" in ln]
+    src = _copy_if.source("CPU", np.zeros(64, dt), np.zeros(64, np.float32), ndrange=64)
+    store = [ln for ln in src.splitlines() if "(a_x[" in ln and "] = " in ln]
     assert len(store) == 1, store
     conv = {"float16": "tk_f32_to_f16", "bfloat16": "tk_f32_to_bf16", "float8_e4m3fn": "tk_f32_to_e4m3",
             "float8_e5m2": "tk_f32_to_e5m2"}[name]
     assert store[0].count(conv) == 1 and "_to_f32(" not in store[0], store[0]
+
+
+def test_cpu_flat_float16_stores_stage_float32_blocks():
+    """A flat kernel's float16 output that the streaming pass stages: the items store float32
+    values into a block buffer, which tk_f16_block rounds (F16C's vector conversion where the
+    target has it); a float64 value keeps the one-step tk_f64_to_f16 store."""
+    src = _copy.source("CPU", np.zeros(64, np.float16), np.zeros(64, np.float32), ndrange=64)
+    assert "tk_f32_0[tk_pl - tk_b] = (float)(a_x[" in src and "tk_f16_block(tk_dst0, tk_f32_0," in src
+    assert "__builtin_ia32_vcvtps2ph256" in src
+    src = _copy.source("CPU", np.zeros(64, np.float16), np.zeros(64, np.float64), ndrange=64)
+    assert "tk_f32_0" not in src and "tk_f64_to_f16" in src
+
+
+@pytest.mark.parametrize("streaming", ["1", str(1 << 62)])
+def test_cpu_staged_float16_stores_are_numpys_bits(monkeypatch, streaming):
+    """The staged float16 stores (hardware conversion, NaN groups redone in software), with
+    streaming stores forced on and off (each kernel defined here: TK_CPU_STREAM_BYTES is read
+    at a library's first launch), from float32, float16 (signaling NaNs stay signaling) and
+    int32 values, odd lengths and an output starting 2 bytes into a line."""
+    monkeypatch.setenv("TK_CPU_STREAM_BYTES", streaming)
+
+    @tk.kernel
+    def conv(out, x: tk.Const):
+        i = tk.index()
+        out[i] = x[i]
+
+    @tk.kernel
+    def scaled(out, x: tk.Const, s):
+        i = tk.index()
+        out[i] = x[i] * s                  # (a product quiets a signaling NaN, in C and NumPy)
+
+    b = dev("CPU")
+    x = _f32_patterns(100_000)
+    h = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    k = rng.integers(-(1 << 20), 1 << 20, 9001).astype(np.int32)
+    for src, s in ((x, None), (x[3:], 0.75), (x[5:], 1.0), (h, None), (h[1:], 1.0), (k, None), (k, 3)):
+        buf = np.zeros(src.size + 1, np.float16)
+        out = buf[1:]                      # 2 bytes into the array (and into a line)
+        with np.errstate(all="ignore"):
+            if s is None:
+                conv(b)(out, src, ndrange=src.size)
+                want = src.astype(np.float16)
+            else:
+                scaled(b)(out, src, s, ndrange=src.size)
+                want = (src.astype(np.float32) * np.float32(s)).astype(np.float16)
+        np.testing.assert_array_equal(_bits(out), _bits(want))
+        assert buf[0] == 0
 
 
 @tk.kernel
