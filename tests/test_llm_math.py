@@ -203,9 +203,10 @@ def test_e4m3_value_every_byte(be):
         np.testing.assert_array_equal(out.numpy(), want.view(np.uint16).astype(np.int32))
 
 
-def test_cpu_cast_and_fp8_dequantize_take_the_bit_level_kernels(monkeypatch):
-    """On the CPU, float32 -> float16 casts and fp8_dequantize of contiguous host arrays run
-    the branch-free kernels (uint16 views of the outputs); results are NumPy's bit for bit."""
+def test_cpu_cast_and_fp8_dequantize_take_the_flat_kernels(monkeypatch):
+    """On the CPU, float32 -> float16 casts of contiguous host arrays run the flat kernel (its
+    float16 stores vectorize: the prelude's converter is branch-free) and fp8_dequantize the
+    branch-free bit-level kernel; results are NumPy's bit for bit."""
     ml = pytest.importorskip("ml_dtypes")
     C = importlib.import_module("tinykernels.llm._common")
     seen = []
@@ -218,9 +219,43 @@ def test_cpu_cast_and_fp8_dequantize_take_the_bit_level_kernels(monkeypatch):
         want = (f8.astype(np.float32) * np.float32(0.75)).astype(np.float16)
     np.testing.assert_array_equal(llm.fp8_dequantize(f8, 0.75).view(np.uint16), want.view(np.uint16))
     names = [getattr(k, "__name__", repr(k)) for k in seen]
-    assert any("_f16_bits_of" in n for n in names) and any("_dequant_bits" in n for n in names), names
+    assert any("_unary_flat" in n for n in names) and any("_dequant_bits" in n for n in names), names
     # strided: the general kernel
     seen.clear()
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(llm.cast(x[:, ::2], np.float16), x[:, ::2].astype(np.float16))
-    assert not any("_f16_bits_of" in getattr(k, "__name__", repr(k)) for k in seen)
+    assert not any("_unary_flat" in getattr(k, "__name__", repr(k)) for k in seen)
+
+
+def test_cpu_fp8_dequantize_table_path_matches_the_arithmetic_bit_for_bit(monkeypatch):
+    """Large fp8_dequantize inputs on the CPU go through a 256-entry table (_dequant_table,
+    then _dequant_lookup); every byte, at scales that give subnormal, overflowing, negative
+    and NaN results, matches ml_dtypes/NumPy and the one-launch kernel bit for bit."""
+    ml = pytest.importorskip("ml_dtypes")
+    C = importlib.import_module("tinykernels.llm._common")
+    fp8 = importlib.import_module("tinykernels.llm.fp8")
+    seen = []
+    real = C.launch
+    monkeypatch.setattr(C, "launch", lambda k, *a, **kw: (seen.append(getattr(k, "__name__", repr(k))), real(k, *a, **kw))[1])
+    n = fp8.LOOKUP_MIN + 77
+    b = np.random.default_rng(5).integers(0, 256, n).astype(np.uint8)
+    b[:256] = np.arange(256)
+    x = b.view(ml.float8_e4m3fn).reshape(1, n)
+    for s in (1.0, 0.37, 1e-3, 1e-7, 300.0, -2.0, 1e30, float("inf"), float("nan")):
+        with np.errstate(all="ignore"):
+            want = (x.astype(np.float32) * np.float32(s)).astype(np.float16).view(np.uint16)
+        seen.clear()
+        got = llm.fp8_dequantize(x, s).view(np.uint16)
+        assert any("_dequant_lookup" in k for k in seen) and not any("_dequant_bits" in k for k in seen), seen
+        small = llm.fp8_dequantize(x[:, :300], s).view(np.uint16)
+        assert any("_dequant_bits" in k for k in seen), seen
+        if s == s:       # a NaN scale: NaN results whose sign NumPy and C may order differently
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got[:, :300], small)
+    # on a stream: the table is written and read in order
+    stream = tk.backend("CPU").stream()
+    out = np.empty_like(x, dtype=np.float16)
+    llm.fp8_dequantize(x, 0.5, out=out, stream=stream)
+    stream.synchronize()
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(out, (x.astype(np.float32) * np.float32(0.5)).astype(np.float16))

@@ -199,6 +199,27 @@ static inline void tk_stream_fence(void) {
     __builtin_ia32_sfence();
 #endif
 }
+/* A block of float32 values, rounded to float16 bits (tk_f32_to_f16's bits): with F16C, eight
+   at a time by the hardware conversion (vcvtps2ph, round to nearest even), except that a NaN
+   keeps its payload as numpy does (the hardware quiets a signaling NaN), so a group of eight
+   with a NaN is redone in software; else the software conversion (a loop GCC vectorizes). */
+__attribute__((noinline)) static void tk_f16_block(uint16_t *restrict d, const float *restrict s, int64_t n) {
+    int64_t j = 0;
+#if defined(__F16C__) && defined(__GNUC__)
+    typedef float tk_v8sf __attribute__((vector_size(32)));
+    typedef int tk_v8si __attribute__((vector_size(32)));
+    typedef short tk_v8hi __attribute__((vector_size(16)));
+    for (; j + 8 <= n; j += 8) {
+        tk_v8sf f; tk_v8si x; memcpy(&f, s + j, 32); memcpy(&x, s + j, 32);
+        tk_v8hi h = __builtin_ia32_vcvtps2ph256(f, 0);
+        tk_v8si nan = (x & 0x7fffffff) > 0x7f800000;
+        memcpy(d + j, &h, 16);
+        if (__builtin_ia32_movmskps256((tk_v8sf)nan))
+            for (int64_t k = j; k < j + 8; ++k) d[k] = tk_f32_to_f16(s[k]);
+    }
+#endif
+    for (; j < n; ++j) d[j] = tk_f32_to_f16(s[j]);
+}
 """
 
 
@@ -475,6 +496,8 @@ class CRenderer(CLikeRenderer):
         buf = self.staged.get(id(s))
         if buf is None:
             super().s_Store(s)
+        elif isinstance(buf, tuple):        # a float32 staging buffer of a float16 output
+            self.w(f"{buf[0]} = (float)({self.expr(buf[1])});")
         else:
             self.w(f"{buf} = {self.stored_value(s.array, s.value)};")
 
@@ -1243,8 +1266,14 @@ class CRenderer(CLikeRenderer):
         last = k.ndim - 1
         block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
         self.staged = {id(s): f"tk_dst{n}[tk_pl - tk_b]" for n, (s, _) in enumerate(streams)}
+        # float16 outputs: the items store float32 values into tk_f32_<n> (a plain loop), which
+        # tk_f16_block then rounds (F16C's vector conversion where the target has it)
+        halves = {n: v for n, (s, _) in enumerate(streams) if (v := self.half_source(s)) is not None}
         for n, (s, _) in enumerate(streams):
             self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
+            if n in halves:
+                self.w(f"float tk_f32_{n}[{block}] __attribute__((aligned(64)));")
+                self.staged[id(s)] = (f"tk_f32_{n}[tk_pl - tk_b]", halves[n])
         self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
         self.depth += 1
         self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
@@ -1260,12 +1289,28 @@ class CRenderer(CLikeRenderer):
         self.depth -= 1
         self.w("}")
         self.division_runs("tk_b", "tk_be", self._streamed_items)
+        for n in halves:
+            self.w(f"tk_f16_block(tk_dst{n}, tk_f32_{n}, (int64_t)(tk_be - tk_b));")
         for n, (s, _) in enumerate(streams):
             self.w(f"if (tk_stream) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
                    f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
         self.depth -= 1
         self.w("}")
         self.staged = {}
+
+    def half_source(self, store) -> N.Expr | None:
+        """The expression whose value, converted to float32, rounds to the float16 that
+        ``store`` (into a float16 array) writes, or None: the value before the frontend's cast to float16 (an integer or
+        float32 value converted to float32 first, as ``narrow_bits`` does), or a float16
+        value itself (exact in float32); None for a float64 value (rounded once, directly)."""
+        if store.array.dtype.name != "float16":
+            return None
+        v = store.value
+        if isinstance(v, N.Cast) and v.ty.dtype == store.array.dtype:
+            v = v.a
+        if v.ty.dtype.name == "float64":
+            return None
+        return v
 
     def _streamed_items(self, c0: str, c1: str) -> None:
         self.w(f"for (tk_idx tk_pl = {c0}; tk_pl < {c1}; ++tk_pl) {{")

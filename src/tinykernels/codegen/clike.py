@@ -264,10 +264,15 @@ class CLikeRenderer:
         if dst.kind == "b":
             return f"(({a}) != 0)"
         if dst.is_storage_only:  # an explicit cast rounds to the narrow type (once)
-            if dst.name == "float16" and src.name == "float64":
-                return f"tk_f16_to_f32(tk_f64_to_f16((double)({a})))"
-            return f"{self.load_conv[dst.name]}({self.store_conv[dst.name]}((float)({a})))"
+            return f"{self.load_conv[dst.name]}({self.narrow_bits(dst, src, a)})"
         return f"(({self.ctype(e.ty)})({a}))"
+
+    def narrow_bits(self, dst: DType, src: DType, a: str) -> str:
+        """The bits of the storage-only ``dst`` (float16, bfloat16, fp8) nearest the value
+        ``a`` of type ``src``: rounded once (float64 to float16 directly)."""
+        if dst.name == "float16" and src.name == "float64":
+            return f"tk_f64_to_f16((double)({a}))"
+        return f"{self.store_conv[dst.name]}((float)({a}))"
 
     MATH_F32 = {"abs": "fabsf", "fabs": "fabsf", "rint": "rintf"}
 
@@ -369,8 +374,13 @@ class CLikeRenderer:
 
     def stored_value(self, a: N.ArrayInfo, value: N.Expr) -> str:
         """``value`` converted to ``a``'s storage type."""
-        v = self.expr(value)
         conv = self.store_conv.get(a.dtype.name)
+        if conv and isinstance(value, N.Cast) and value.ty.dtype == a.dtype and a.dtype.is_storage_only:
+            # the value was rounded to the array's type (the frontend's store cast): store
+            # those bits, not their float32 value converted again (the same bits: the
+            # storage's conversion of its own values is exact; a second one cost as much)
+            return self.narrow_bits(a.dtype, value.a.ty.dtype, self.expr(value.a))
+        v = self.expr(value)
         if conv:
             v = f"{conv}({v})"
         elif a.dtype.kind == "b":

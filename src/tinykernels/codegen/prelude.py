@@ -90,55 +90,40 @@ TK_INLINE uint32_t tk_shr_rne_u32(uint32_t v, uint32_t s) {
 # --------------------------------------------------------------------------
 _HALF = r"""
 /* ---- tinykernels prelude: half (IEEE binary16) ---- */
-/* binary16 bits -> float32 (exact; NaN payload kept, like numpy). */
+/* The two conversions are branch-free (every case computed, the result selected), so a C
+   compiler vectorizes the loops that call them; the selects are one deep (GCC if-converts no
+   nesting). No float arithmetic on subnormal float32 values is needed for the result (slow on
+   x86, flushed on some GPUs). */
+/* binary16 bits -> float32 (exact; NaN payload kept, like numpy). Exponent and mantissa move
+   to float32's places: rebiased for a normal half; for a subnormal one, m * 2^-24 is
+   2^-14 * (1 + m/1024) - 2^-14 (exact); all-ones exponent: inf or NaN. */
 TK_INLINE float tk_f16_to_f32(uint16_t h) {
     uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
-    uint32_t e = ((uint32_t)h >> 10) & 0x1fu;
-    uint32_t m = (uint32_t)h & 0x3ffu;
-    if (e == 0x1fu) {
-        return tk_bits_f32(sign | 0x7f800000u | (m << 13));
-    }
-    if (e == 0u) {
-        /* zero or subnormal: m * 2^-24 is exact in float32 */
-        float v = (float)m * 5.9604644775390625e-08f;
-        return tk_bits_f32(sign | tk_f32_bits(v));
-    }
-    return tk_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    uint32_t a = ((uint32_t)h & 0x7fffu) << 13;
+    uint32_t e = a & 0x0f800000u;
+    uint32_t sub = tk_f32_bits(tk_bits_f32(a | 0x38800000u) - 6.103515625e-05f);
+    uint32_t r = e == 0u ? sub : a + 0x38000000u;
+    r = e == 0x0f800000u ? (a | 0x7f800000u) : r;
+    return tk_bits_f32(sign | r);
 }
 
 /* float32 -> binary16 bits, round to nearest even, overflow to inf.
-   NaN keeps its top payload bits (quiet NaNs stay quiet), like numpy. */
+   NaN keeps its top payload bits (quiet NaNs stay quiet; one whose kept bits are all zero
+   becomes 0x7c01), like numpy. A normal half rounds by integer addition on the float's bits
+   (ties to even: plus the lowest kept bit); a subnormal one by one float addition:
+   |f| + 0.5 rounds |f| to a multiple of 2^-24, whose count is the difference of the bits. */
 TK_INLINE uint16_t tk_f32_to_f16(float f) {
     uint32_t x = tk_f32_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) {
-        if (ax == 0x7f800000u) {
-            return (uint16_t)(sign | 0x7c00u);
-        }
-        {
-            uint32_t r = 0x7c00u | ((ax & 0x7fffffu) >> 13);
-            if (r == 0x7c00u) {
-                r = 0x7c01u;
-            }
-            return (uint16_t)(sign | r);
-        }
-    }
-    if (ax >= 0x477ff000u) {            /* >= 65520 rounds to inf */
-        return (uint16_t)(sign | 0x7c00u);
-    }
-    if (ax >= 0x38800000u) {            /* normal half: >= 2^-14 */
-        uint32_t r = ax + 0x0fffu + ((ax >> 13) & 1u);
-        return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-    }
-    if (ax <= 0x33000000u) {            /* <= 2^-25 rounds to zero */
-        return (uint16_t)sign;
-    }
-    {                                   /* subnormal half, unit 2^-24 */
-        uint32_t e = ax >> 23;
-        uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-        return (uint16_t)(sign | tk_shr_rne_u32(m, 126u - e));
-    }
+    uint32_t normal = (ax + 0x0fffu + ((ax >> 13) & 1u) - 0x38000000u) >> 13;
+    uint32_t sub = tk_f32_bits(tk_bits_f32(ax) + 0.5f) - 0x3f000000u;
+    uint32_t top = (ax & 0x7fffffu) >> 13;
+    uint32_t nan = 0x7c00u | top | (uint32_t)(top == 0u);
+    uint32_t r = ax < 0x38800000u ? sub : normal;   /* below 2^-14: subnormal (or zero) */
+    r = ax >= 0x477ff000u ? 0x7c00u : r;            /* >= 65520 rounds to inf (also inf) */
+    r = ax > 0x7f800000u ? nan : r;
+    return (uint16_t)(sign | r);
 }
 
 #ifndef TK_NO_F64

