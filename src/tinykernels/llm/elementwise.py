@@ -213,8 +213,11 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     (in float32) first. Shared with the activations and fp8 families."""
     C.require(C.is_array(a), fn, "a", f"expected an array, got {type(a).__name__}")
     backend = C.backend_of(fn, stream=stream, a=a, b=b, out=out)
-    sa_shape = C.require_rank(a, fn, "a")
+    sa_shape = C.require_rank(a, fn, "a", lo=0)
     dt = C.require_float(a, fn, "a", backend, allowed)
+    a0 = a                                               # the caller's a: out's model, a read
+    if not sa_shape:                                     # a 0-d a broadcasts (NumPy): launched
+        a, sa_shape = C.view(a, (1,)), (1,)              # through a one-element view
     if C.is_array(b) and len(C.shape_of(b)) == 0:        # a 0-d array broadcasts as its value
         C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
         b = C.scalar_value(b, stream)
@@ -233,9 +236,12 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
         b = float(b) if scales is not None else int(b) if isinstance(b, (bool, np.bool_)) else b
     a_last1 = sa_shape[-1] == 1 and shape[-1] != 1
     odt = np.dtype(out_dtype) if out_dtype is not None else dt
-    out = C.output(out, fn, a, shape, odt, backend, reads={"a": a, "b": b})
+    res_shape = () if a is not a0 and sb_shape is None else shape     # 0-d op scalar: 0-d
+    res = out = C.output(out, fn, a0, res_shape, odt, backend, reads={"a": a0, "b": b})
     if 0 in shape:
-        return out
+        return res
+    if res_shape != shape:
+        out = C.view(out, shape)
     sa, sb = (float(scales[0]), float(scales[1])) if scales is not None else (1.0, 1.0)
     poly = op == SWIGLU and use_poly(backend, dt)
     if sa_shape == shape and (sb_shape is None or sb_shape == shape):
@@ -243,15 +249,15 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
         if flat is not None and sb_shape is None:
             C.launch(_binary_flat_scalar, backend, (flat[0], flat[1], b, sa, op, scales is not None, poly),
                      flat[0].size, stream=stream)
-            return out
+            return res
         if flat is not None:
             C.launch(_binary_flat, backend, (*flat, sa, sb, op, scales is not None, poly), flat[0].size,
                      stream=stream)
-            return out
+            return res
     C.launch(_binary, backend, (out, a, b, sa, sb, op, a_last1, b_last1, sb_shape is None, scales is not None,
                                      op == SWIGLU and use_poly(backend, dt)),
              grid3(shape), stream=stream)
-    return out
+    return res
 
 
 def _unary_call(fn: str, op: int, x, out=None, stream=None):
