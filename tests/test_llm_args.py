@@ -169,3 +169,41 @@ def test_zero_d_array_a_broadcasts_as_in_numpy(be, dt):
         llm.add(np.array(1.0, np.float32), np.ones(3))
     with pytest.raises(ValueError, match="argument 'out'"):
         llm.add(np.array(1.0, np.float32), np.ones(3, np.float32), out=np.zeros((), np.float32))
+
+
+def _python_calls(f) -> set:
+    """(file name, function name) of every Python function that ``f()`` calls."""
+    import sys
+    seen = set()
+
+    def prof(frame, event, arg):
+        if event == "call":
+            seen.add((frame.f_code.co_filename.replace("\\", "/"), frame.f_code.co_name))
+    sys.setprofile(prof)
+    try:
+        f()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["tk", "numpy"])
+def test_valid_calls_do_no_avoidable_host_work(kind):
+    """Host time per call: a valid call of a cached kernel formats no dtype names (NumPy's
+    dtype str/name run Python code: eager error messages and dtype lookups cost a few us
+    each) and, with tk.Array arguments on the CPU, takes the launcher's fast path instead of
+    validating the arguments in Python again (_prepare) on every launch."""
+    be = tk.backend("CPU")
+    wrap = (lambda a: tk.asarray(a, backend=be)) if kind == "tk" else (lambda a: a)
+    x, y = wrap(np.ones(4096, np.float32)), wrap(np.full(4096, 2.0, np.float32))
+    o = wrap(np.zeros(4096, np.float32))
+    xr, w, orr = wrap(np.ones((2, 4096), np.float32)), wrap(np.ones(4096, np.float32)), wrap(np.zeros((2, 4096), np.float32))
+    calls = {"add": lambda: llm.add(x, y, out=o), "add_new": lambda: llm.add(x, y), "exp": lambda: llm.exp(x, out=o),
+             "mul_scalar": lambda: llm.mul(x, 2.0, out=o), "rms_norm": lambda: llm.rms_norm(xr, w, out=orr),
+             "add_broadcast": lambda: llm.add(xr, w, out=orr)}
+    for name, f in calls.items():
+        f()
+        seen = _python_calls(f)
+        slow = sorted(c for c in seen if c[0].endswith("numpy/_core/_dtype.py") or c[1] == "_prepare")
+        assert not slow, f"{name}: {slow}"
+    np.testing.assert_allclose(np.asarray(orr.numpy() if kind == "tk" else orr), 2.0)

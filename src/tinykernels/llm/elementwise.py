@@ -218,14 +218,15 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     a0 = a                                               # the caller's a: out's model, a read
     if not sa_shape:                                     # a 0-d a broadcasts (NumPy): launched
         a, sa_shape = C.view(a, (1,)), (1,)              # through a one-element view
-    if C.is_array(b) and len(C.shape_of(b)) == 0:        # a 0-d array broadcasts as its value
-        C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
-        b = C.scalar_value(b, stream)
-    if C.is_array(b):
+    b_array = C.is_array(b)
+    if b_array and C.dtype_of(b) != dt:                  # (the message only on failure: slow)
+        C.require(False, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
+    if b_array and len(C.shape_of(b)) == 0:              # a 0-d array broadcasts as its value
+        b, b_array = C.scalar_value(b, stream), False
+    if b_array:
         sb_shape = C.require_rank(b, fn, "b")
-        C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
         try:
-            shape = np.broadcast_shapes(sa_shape, sb_shape)
+            shape = sa_shape if sa_shape == sb_shape else np.broadcast_shapes(sa_shape, sb_shape)
         except ValueError:
             raise ValueError(f"llm.{fn}: argument 'b': shape {sb_shape} does not broadcast with a's "
                              f"shape {sa_shape}") from None
@@ -350,7 +351,7 @@ def fill(x, value, stream=None):
     backend = C.backend_of("fill", stream=stream, x=x)
     shape = C.require_rank(x, "fill", "x")
     dt = C.dtype_of(x)
-    C.require(backend.supports(dt.name), "fill", "x", f"dtype {dt} is not supported on {backend!r}")
+    C.require_supported(backend, dt, "fill", "x")
     if 0 not in shape:
         v = C.int_value("fill", "value", value, dt) if dt.kind in "iub" else float(value)   # ml_dtypes: 'V'
         C.launch(_fill, backend, (x, v), grid3(shape), stream=stream)
