@@ -740,3 +740,6 @@ def test_device_arrays_export_a_host_copy_when_asked(be):
     for kw in ({}, {"copy": True}):
         with pytest.raises(BufferError, match="cannot be exported through DLPack"):
             x.__dlpack__(**kw)
+    kind, mt = _capsule_struct(cap := x.__dlpack__(dl_device=(1, 0), max_version=(1, 0)))  # (cap: keeps mt)
+    assert kind == "dltensor_versioned" and mt.flags == 2       # DLPack's is-copied flag: a host copy
+    assert _capsule_struct(cap := x.__dlpack__(dl_device=(1, 0)))[0] == "dltensor"

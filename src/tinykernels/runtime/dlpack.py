@@ -281,6 +281,16 @@ def relabel_capsule(capsule, dtype: np.dtype):
     raise BufferError("NumPy's DLPack exporter returned something that is not a DLPack capsule")
 
 
+def mark_copied(capsule):
+    """``capsule`` with DLPack's is-copied flag set when it is versioned (a legacy capsule has
+    no flags): for an export of a fresh copy the consumer alone owns."""
+    api = _pyapi()
+    if api.PyCapsule_IsValid(capsule, _CAPSULE_NAME_V):
+        p = api.PyCapsule_GetPointer(capsule, _CAPSULE_NAME_V)
+        ctypes.cast(p, ctypes.POINTER(_DLManagedTensorVersioned)).contents.flags |= _FLAG_IS_COPIED
+    return capsule
+
+
 def _np_from_dl(code, bits, lanes) -> np.dtype:
     if lanes != 1:
         raise ValueError("DLPack tensors with vector lanes are not supported")
