@@ -265,6 +265,122 @@ def test_from_dlpack_of_a_legacy_bfloat16_capsule_is_read_only(cpu):
         twice(cpu)(w, ndrange=4)
 
 
+def _capsule_struct(cap):
+    """(name, the DLManagedTensor(Versioned) struct) of an unconsumed DLPack capsule."""
+    from tinykernels.runtime import dlpack as dl
+    api = dl._pyapi()
+    for name, struct in ((b"dltensor_versioned", dl._DLManagedTensorVersioned), (b"dltensor", dl._DLManagedTensor)):
+        if api.PyCapsule_IsValid(cap, name):
+            return name.decode(), ctypes.cast(api.PyCapsule_GetPointer(cap, name), ctypes.POINTER(struct)).contents
+    raise AssertionError("not a DLPack capsule")
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float32"])
+def test_numpy_from_dlpack_of_any_dtype_is_a_clear_error_or_works(cpu, name):
+    """NumPy (>= 2.1) asks for a versioned capsule; it refuses bfloat16 and float8 with its own
+    error, never SystemError (a capsule with a Python destructor used to clear that error)."""
+    pytest.importorskip("ml_dtypes")
+    a = A.asarray(np.arange(6, dtype=np.float32).reshape(2, 3).astype(D.to_numpy(D.BY_NAME[name])), backend=cpu)
+    if name == "float32":
+        assert np.shares_memory(np.from_dlpack(a), a.numpy())
+        return
+    with pytest.raises((RuntimeError, BufferError, TypeError), match="(?i)dtype"):
+        np.from_dlpack(a)
+    b = A.from_dlpack(a)                                   # tinykernels' own importer reads it
+    assert b.dtype == a.dtype and np.shares_memory(b.numpy(), a.numpy()) and b.numpy().flags.writeable
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float32"])
+def test_dlpack_versioned_capsule_when_the_consumer_allows_it(cpu, name):
+    """max_version (1, x): a "dltensor_versioned" capsule with DLPack's flags (read-only for a
+    read-only array, is-copied for copy=True); no max_version: the legacy capsule."""
+    pytest.importorskip("ml_dtypes")
+    a = A.asarray(np.arange(4, dtype=np.float32).astype(D.to_numpy(D.BY_NAME[name])), backend=cpu)
+    code = {"bfloat16": 4, "float8_e4m3fn": 10, "float32": 2}[name]
+    kind, mt = _capsule_struct(cap := a.__dlpack__(max_version=(1, 0)))     # (cap: keeps mt alive)
+    assert kind == "dltensor_versioned" and mt.version.major == 1 and mt.flags == 0
+    assert (mt.dl_tensor.dtype.code, mt.dl_tensor.dtype.bits) == (code, 8 * a.dtype.itemsize)
+    assert mt.dl_tensor.data == a.numpy().ctypes.data
+    kind, mt = _capsule_struct(cap := a.__dlpack__(max_version=(1, 0), copy=True))
+    assert kind == "dltensor_versioned" and mt.flags == 2 and mt.dl_tensor.data != a.numpy().ctypes.data
+    kind, mt = _capsule_struct(cap := a.__dlpack__())
+    assert kind == "dltensor" and mt.dl_tensor.dtype.code == code
+    assert _capsule_struct(a.__dlpack__(max_version=(0, 8)))[0] == "dltensor"
+    ro = A.asarray(a.numpy().copy(), backend=cpu)
+    ro.numpy().flags.writeable = False
+    kind, mt = _capsule_struct(cap := ro.__dlpack__(max_version=(1, 0)))
+    assert kind == "dltensor_versioned" and mt.flags == 1
+    with pytest.raises(BufferError):
+        ro.__dlpack__()                                     # a legacy capsule cannot say read-only
+    r = A.from_dlpack(ro)                                   # zero-copy and still read-only
+    assert np.shares_memory(r.numpy(), ro.numpy()) and not r.numpy().flags.writeable
+
+
+def test_from_dlpack_asks_producers_for_versioned_capsules(cpu):
+    """tk.from_dlpack passes max_version to a DLPack 1.x producer and reads its versioned
+    capsule (torch, NumPy, tinykernels itself); an older producer still gets the old call."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("ml_dtypes")
+    seen = []
+
+    class Recorder:
+        def __init__(self, x, legacy=False):
+            self.x, self.legacy = x, legacy
+
+        def __dlpack__(self, **kw):
+            if self.legacy and kw:
+                raise TypeError("unexpected keyword")
+            seen.append(kw.get("max_version"))
+            return self.x.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.x.__dlpack_device__()
+
+    t = torch.arange(4, dtype=torch.float32).to(torch.bfloat16)
+    w = A.from_dlpack(Recorder(t))
+    assert seen and seen[-1] is not None and seen[-1][0] >= 1
+    assert w.numpy().flags.writeable                       # the versioned capsule allows writes
+    w.numpy()[0] = 9
+    assert float(t[0]) == 9
+    seen.clear()
+    v = A.from_dlpack(Recorder(t, legacy=True))            # legacy: read-only, as NumPy's importer
+    assert seen and set(seen) == {None} and not v.numpy().flags.writeable
+    n = np.arange(3.0)
+    assert np.shares_memory(A.from_dlpack(Recorder(n)).numpy(), n)
+
+
+def test_device_dlpack_capsule_versioned_flags_and_release():
+    """The capsule built for device memory (CUDA, ROCm) is versioned when asked, with the
+    is-copied flag, and frees what it keeps alive once consumed and released, or dropped."""
+    import gc
+    from tinykernels.runtime import dlpack as dl
+
+    class Fake:                                           # host memory standing in for a device array
+        def __init__(self, h):
+            self.h, self.ptr, self.shape, self.strides, self.dtype = h, h.ctypes.data, h.shape, h.strides, h.dtype
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    h = np.arange(6, dtype=np.float32).reshape(2, 3)
+    before = len(dl._EXPORTS)
+    cap = dl._dlpack_capsule(Fake(h), (1, 0), copied=True)
+    kind, mt = _capsule_struct(cap)
+    assert kind == "dltensor_versioned" and (mt.version.major, mt.version.minor) == (1, 0) and mt.flags == 2
+    ptr, shape, strides, dtype, dev, owner = dl._from_dlpack_capsule(cap, None)
+    assert (ptr, shape, strides, dtype, dev) == (h.ctypes.data, (2, 3), h.strides, np.float32, (1, 0))
+    assert not owner.readonly and len(dl._EXPORTS) == before + 1
+    del owner, cap
+    gc.collect()
+    assert len(dl._EXPORTS) == before                     # the consumer's deleter released it
+    cap = dl._dlpack_capsule(Fake(h), (1, 0))
+    assert len(dl._EXPORTS) == before + 1
+    del cap                                               # never consumed: the capsule frees it
+    gc.collect()
+    assert len(dl._EXPORTS) == before
+    assert _capsule_struct(dl._dlpack_capsule(Fake(h)))[0] == "dltensor"
+
+
 class CudaInterface:
     """Exports only __cuda_array_interface__ (a CuPy / Numba device array), no GPU needed."""
     __cuda_array_interface__ = {"shape": (3,), "typestr": "<f4", "data": (0, False), "version": 3}
@@ -624,3 +740,6 @@ def test_device_arrays_export_a_host_copy_when_asked(be):
     for kw in ({}, {"copy": True}):
         with pytest.raises(BufferError, match="cannot be exported through DLPack"):
             x.__dlpack__(**kw)
+    kind, mt = _capsule_struct(cap := x.__dlpack__(dl_device=(1, 0), max_version=(1, 0)))  # (cap: keeps mt)
+    assert kind == "dltensor_versioned" and mt.flags == 2       # DLPack's is-copied flag: a host copy
+    assert _capsule_struct(cap := x.__dlpack__(dl_device=(1, 0)))[0] == "dltensor"

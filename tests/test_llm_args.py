@@ -134,3 +134,76 @@ def test_zero_d_array_operand_broadcasts_as_in_numpy(be, dt):
         np.testing.assert_allclose(got.numpy().astype(np.float64), ref, rtol=2e-3 if dt == np.float16 else 1e-6)
     with pytest.raises(ValueError, match="argument 'b': dtype float64 differs"):
         llm.add(X, np.array(1.0))
+
+
+@pytest.mark.parametrize("be", ["CPU", "CL"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+def test_zero_d_array_a_broadcasts_as_in_numpy(be, dt):
+    """A 0-d array a broadcasts too (NumPy: np.array(2.0) - x): against an array b the result
+    has b's shape; against a 0-d array or a Python scalar b it is 0-d. It was 'argument 'a':
+    has 0 dimensions; expected 1 to 4'."""
+    if be not in tk.backends_available():
+        pytest.skip(f"{be} unavailable")
+    b_ = tk.backend(be)
+    x = (np.abs(X) + 0.5).astype(dt)
+    s, s2 = np.array(1.75, dt), np.array(0.5, dt)
+    tol = dict(rtol=2e-3 if dt == np.float16 else 1e-6)
+    for fn, op in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide),
+                   ("pow", np.power)):
+        f = getattr(llm, fn)
+        got = f(tk.asarray(s, backend=b_), tk.asarray(x, backend=b_))
+        assert got.shape == x.shape and got.dtype == dt
+        np.testing.assert_allclose(got.numpy().astype(np.float64),
+                                   op(float(s), x.astype(np.float64)).astype(dt).astype(np.float64), **tol)
+        for other in (tk.asarray(s2, backend=b_), 0.5):
+            got = f(tk.asarray(s, backend=b_), other)
+            assert got.shape == () and got.dtype == dt
+            np.testing.assert_allclose(float(got.numpy()), float(op(np.float64(s), 0.5).astype(dt)), **tol)
+        out = tk.zeros(x.shape, dt, backend=b_)
+        assert f(tk.asarray(s, backend=b_), tk.asarray(x, backend=b_), out=out) is out
+        np.testing.assert_allclose(out.numpy().astype(np.float64),
+                                   op(float(s), x.astype(np.float64)).astype(dt).astype(np.float64), **tol)
+    n = np.array(3.0, dt)                                  # NumPy in place on a 0-d array
+    assert llm.mul(n, 2.0, out=n) is n and float(n) == 6.0
+    with pytest.raises(ValueError, match="argument 'b': dtype float64 differs"):
+        llm.add(np.array(1.0, np.float32), np.ones(3))
+    with pytest.raises(ValueError, match="argument 'out'"):
+        llm.add(np.array(1.0, np.float32), np.ones(3, np.float32), out=np.zeros((), np.float32))
+
+
+def _python_calls(f) -> set:
+    """(file name, function name) of every Python function that ``f()`` calls."""
+    import sys
+    seen = set()
+
+    def prof(frame, event, arg):
+        if event == "call":
+            seen.add((frame.f_code.co_filename.replace("\\", "/"), frame.f_code.co_name))
+    sys.setprofile(prof)
+    try:
+        f()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["tk", "numpy"])
+def test_valid_calls_do_no_avoidable_host_work(kind):
+    """Host time per call: a valid call of a cached kernel formats no dtype names (NumPy's
+    dtype str/name run Python code: eager error messages and dtype lookups cost a few us
+    each) and, with tk.Array arguments on the CPU, takes the launcher's fast path instead of
+    validating the arguments in Python again (_prepare) on every launch."""
+    be = tk.backend("CPU")
+    wrap = (lambda a: tk.asarray(a, backend=be)) if kind == "tk" else (lambda a: a)
+    x, y = wrap(np.ones(4096, np.float32)), wrap(np.full(4096, 2.0, np.float32))
+    o = wrap(np.zeros(4096, np.float32))
+    xr, w, orr = wrap(np.ones((2, 4096), np.float32)), wrap(np.ones(4096, np.float32)), wrap(np.zeros((2, 4096), np.float32))
+    calls = {"add": lambda: llm.add(x, y, out=o), "add_new": lambda: llm.add(x, y), "exp": lambda: llm.exp(x, out=o),
+             "mul_scalar": lambda: llm.mul(x, 2.0, out=o), "rms_norm": lambda: llm.rms_norm(xr, w, out=orr),
+             "add_broadcast": lambda: llm.add(xr, w, out=orr)}
+    for name, f in calls.items():
+        f()
+        seen = _python_calls(f)
+        slow = sorted(c for c in seen if c[0].endswith("numpy/_core/_dtype.py") or c[1] == "_prepare")
+        assert not slow, f"{name}: {slow}"
+    np.testing.assert_allclose(np.asarray(orr.numpy() if kind == "tk" else orr), 2.0)

@@ -95,10 +95,24 @@ def from_any(obj) -> DType | None:
     if obj is float:
         return float64
     try:
+        hit = _FROM_ANY.get(obj)
+    except TypeError:                 # unhashable
+        hit = None
+    if hit is not None:
+        return hit
+    try:
         name = np.dtype(obj).name
     except TypeError:
         return None
-    return BY_NAME.get(name)
+    d = BY_NAME.get(name)
+    if d is not None and isinstance(obj, (str, np.dtype)):
+        _FROM_ANY[obj] = d            # only hits are kept: a name NumPy learns later still maps
+    return d
+
+
+# from_any's answers for names and NumPy dtypes (resolving one through NumPy, ``np.dtype(x).name``,
+# costs microseconds, and every llm call and launch resolves a few)
+_FROM_ANY: dict = {}
 
 
 def to_numpy(d: DType) -> np.dtype:

@@ -19,8 +19,13 @@ from ..runtime.base import stream_mismatch
 ArrayLike = Any          # NumPy array, tk.Array, torch tensor, DLPack / array-interface object
 
 
+_ARRAY_TYPES = frozenset((np.ndarray, _arr.Array))
+
+
 def is_array(x) -> bool:
     """True for anything a kernel takes as an array argument (not a Python/NumPy scalar)."""
+    if type(x) in _ARRAY_TYPES:       # the common case first (called a few times per llm call)
+        return True
     if isinstance(x, (bool, int, float, complex, np.generic, str, bytes, type(None))):
         return False
     return isinstance(x, (np.ndarray, _arr.Array)) or hasattr(x, "__dlpack__") or \
@@ -130,9 +135,12 @@ def int_value(fn: str, name: str, value, dt: np.dtype) -> int:
 def require_shape(x, fn: str, name: str, shape: tuple) -> None:
     """``x`` has exactly ``shape`` (``None`` entries match any extent)."""
     s = shape_of(x)
+    if s == shape:                    # the common case, without formatting a message
+        return
     ok = len(s) == len(shape) and all(w is None or int(w) == g for w, g in zip(shape, s))
-    want = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ")"
-    require(ok, fn, name, f"shape {s} does not match the expected {want}")
+    if not ok:
+        want = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ")"
+        require(False, fn, name, f"shape {s} does not match the expected {want}")
 
 
 def contiguous(x, fn: str, name: str) -> None:
@@ -181,8 +189,10 @@ def output(out, fn: str, ref, shape: tuple, dtype, backend: Backend, name: str =
         return new_like(ref, tuple(shape), dtype, backend)
     require(is_array(out), fn, name, f"expected an array, got {type(out).__name__}")
     require_shape(out, fn, name, tuple(shape))
-    require(dtype_of(out) == np.dtype(dtype), fn, name, f"dtype {dtype_of(out)} should be {np.dtype(dtype)}")
-    require(_arr.get_backend(out) == backend, fn, name, f"is on {_arr.get_backend(out)!r}, expected {backend!r}")
+    if dtype_of(out) != dtype:        # (messages formatted only on failure: dtype names are slow)
+        require(False, fn, name, f"dtype {dtype_of(out)} should be {np.dtype(dtype)}")
+    if _arr.get_backend(out) != backend:
+        require(False, fn, name, f"is on {_arr.get_backend(out)!r}, expected {backend!r}")
     for arg, x in (reads if reads is not None else {"x": ref}).items():
         if is_array(x) and partly_overlaps(out, x):
             raise ValueError(f"llm.{fn}: argument '{name}' overlaps argument '{arg}' without being the same "
@@ -264,10 +274,22 @@ def _float_dtypes(allowed: tuple) -> tuple:
     return tuple(d for d in (np_dtype(a) for a in allowed) if d is not None)
 
 
+@lru_cache(maxsize=None)
+def dtype_name(dt: np.dtype) -> str:
+    """``dt.name``, remembered per dtype (NumPy computes it in Python on every access)."""
+    return dt.name
+
+
+def require_supported(backend: Backend, dt: np.dtype, fn: str, name: str) -> None:
+    """``ValueError`` naming the argument unless ``backend`` supports arrays of ``dt``."""
+    if not backend.supports(dtype_name(dt)):
+        require(False, fn, name, f"dtype {dt} is not supported on {backend!r}")
+
+
 def require_float(x, fn: str, name: str, backend: Backend, allowed=FLOATS) -> np.dtype:
     """``x``'s dtype, one of ``allowed`` and supported by ``backend``."""
     dt = require_dtype(x, fn, name, _float_dtypes(tuple(allowed)))
-    if not backend.supports(dt.name):
+    if not backend.supports(dtype_name(dt)):
         require(False, fn, name, f"dtype {dt} is not supported on {backend!r}")
     return dt
 
@@ -275,7 +297,8 @@ def require_float(x, fn: str, name: str, backend: Backend, allowed=FLOATS) -> np
 def require_rank(x, fn: str, name: str, lo: int = 1, hi: int = MAX_RANK) -> tuple:
     """``x``'s shape, of rank ``lo`` to ``hi``."""
     s = shape_of(x)
-    require(lo <= len(s) <= hi, fn, name, f"has {len(s)} dimensions; expected {lo} to {hi}")
+    if not lo <= len(s) <= hi:
+        require(False, fn, name, f"has {len(s)} dimensions; expected {lo} to {hi}")
     return s
 
 

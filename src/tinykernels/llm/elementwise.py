@@ -205,16 +205,20 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     (in float32) first. Shared with the activations and fp8 families."""
     C.require(C.is_array(a), fn, "a", f"expected an array, got {type(a).__name__}")
     backend = C.backend_of(fn, stream=stream, a=a, b=b, out=out)
-    sa_shape = C.require_rank(a, fn, "a")
+    sa_shape = C.require_rank(a, fn, "a", lo=0)
     dt = C.require_float(a, fn, "a", backend, allowed)
-    if C.is_array(b) and len(C.shape_of(b)) == 0:        # a 0-d array broadcasts as its value
-        C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
-        b = C.scalar_value(b, stream)
-    if C.is_array(b):
+    a0 = a                                               # the caller's a: out's model, a read
+    if not sa_shape:                                     # a 0-d a broadcasts (NumPy): launched
+        a, sa_shape = C.view(a, (1,)), (1,)              # through a one-element view
+    b_array = C.is_array(b)
+    if b_array and C.dtype_of(b) != dt:                  # (the message only on failure: slow)
+        C.require(False, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
+    if b_array and len(C.shape_of(b)) == 0:              # a 0-d array broadcasts as its value
+        b, b_array = C.scalar_value(b, stream), False
+    if b_array:
         sb_shape = C.require_rank(b, fn, "b")
-        C.require(C.dtype_of(b) == dt, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
         try:
-            shape = np.broadcast_shapes(sa_shape, sb_shape)
+            shape = sa_shape if sa_shape == sb_shape else np.broadcast_shapes(sa_shape, sb_shape)
         except ValueError:
             raise ValueError(f"llm.{fn}: argument 'b': shape {sb_shape} does not broadcast with a's "
                              f"shape {sa_shape}") from None
@@ -225,9 +229,12 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
         b = float(b) if scales is not None else int(b) if isinstance(b, (bool, np.bool_)) else b
     a_last1 = sa_shape[-1] == 1 and shape[-1] != 1
     odt = np.dtype(out_dtype) if out_dtype is not None else dt
-    out = C.output(out, fn, a, shape, odt, backend, reads={"a": a, "b": b})
+    res_shape = () if a is not a0 and sb_shape is None else shape     # 0-d op scalar: 0-d
+    res = out = C.output(out, fn, a0, res_shape, odt, backend, reads={"a": a0, "b": b})
     if 0 in shape:
-        return out
+        return res
+    if res_shape != shape:
+        out = C.view(out, shape)
     sa, sb = (float(scales[0]), float(scales[1])) if scales is not None else (1.0, 1.0)
     poly = op == SWIGLU and use_poly(backend, dt)
     if sa_shape == shape and (sb_shape is None or sb_shape == shape):
@@ -235,15 +242,15 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
         if flat is not None and sb_shape is None:
             C.launch(_binary_flat_scalar, backend, (flat[0], flat[1], b, sa, op, scales is not None, poly),
                      flat[0].size, stream=stream)
-            return out
+            return res
         if flat is not None:
             C.launch(_binary_flat, backend, (*flat, sa, sb, op, scales is not None, poly), flat[0].size,
                      stream=stream)
-            return out
+            return res
     C.launch(_binary, backend, (out, a, b, sa, sb, op, a_last1, b_last1, sb_shape is None, scales is not None,
                                      op == SWIGLU and use_poly(backend, dt)),
              grid3(shape), stream=stream)
-    return out
+    return res
 
 
 def _unary_call(fn: str, op: int, x, out=None, stream=None):
@@ -336,7 +343,7 @@ def fill(x, value, stream=None):
     backend = C.backend_of("fill", stream=stream, x=x)
     shape = C.require_rank(x, "fill", "x")
     dt = C.dtype_of(x)
-    C.require(backend.supports(dt.name), "fill", "x", f"dtype {dt} is not supported on {backend!r}")
+    C.require_supported(backend, dt, "fill", "x")
     if 0 not in shape:
         v = C.int_value("fill", "value", value, dt) if dt.kind in "iub" else float(value)   # ml_dtypes: 'V'
         C.launch(_fill, backend, (x, v), grid3(shape), stream=stream)

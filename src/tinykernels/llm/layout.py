@@ -362,9 +362,9 @@ def gather(table, indices, out=None, stream=None):
     V, D = C.require_rank(table, fn, "table", 2, 2)
     (N,) = C.require_rank(indices, fn, "indices", 1, 1)
     idt = C.require_dtype(indices, fn, "indices", ("int32", "int64"))
-    C.require(backend.supports(idt.name), fn, "indices", f"dtype {idt} is not supported on {backend!r}")
+    C.require_supported(backend, idt, fn, "indices")
     dt = C.dtype_of(table)
-    C.require(backend.supports(dt.name), fn, "table", f"dtype {dt} is not supported on {backend!r}")
+    C.require_supported(backend, dt, fn, "table")
     out = C.output(out, fn, table, (N, D), dt, backend, reads_across={"table": table, "indices": indices})
     if N and D:
         args = (out, table, indices, not C.is_debug(backend))
@@ -383,7 +383,7 @@ def transpose(x, axes=None, out=None, stream=None):
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.dtype_of(x)
-    C.require(backend.supports(dt.name), fn, "x", f"dtype {dt} is not supported on {backend!r}")
+    C.require_supported(backend, dt, fn, "x")
     n = len(shape)
     axes = tuple(range(n))[::-1] if axes is None else axes
     ok = isinstance(axes, (tuple, list)) and all(isinstance(a, (int, np.integer)) for a in axes)
@@ -420,7 +420,7 @@ def repeat(x, repeats: int, axis=None, out=None, stream=None):
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.dtype_of(x)
-    C.require(backend.supports(dt.name), fn, "x", f"dtype {dt} is not supported on {backend!r}")
+    C.require_supported(backend, dt, fn, "x")
     C.require(isinstance(repeats, (int, np.integer)) and not isinstance(repeats, bool) and repeats >= 0, fn,
               "repeats", f"expected an int >= 0, got {repeats!r}")
     n = len(shape)

@@ -145,14 +145,17 @@ def _qk_norm_rope(out, x, w, cos, sin, pos, eps, offset, use_pos: tk.constexpr, 
         st4(out, c0, c1, c2, j, tk.float32(ld4(x, c0, c1, c2, j)) * inv * tk.float32(w[j]))
 
 
+_F32 = np.dtype("float32")
+
+
 def _check_x_w(fn, x, w, backend):
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     shape = C.require_rank(x, fn, "x")
     dt = C.require_float(x, fn, "x", backend)
     C.require(C.is_array(w), fn, "w", f"expected an array, got {type(w).__name__}")
     C.require_shape(w, fn, "w", (shape[-1],))
-    C.require(C.dtype_of(w) in (dt, np.dtype("float32")), fn, "w",
-              f"dtype {C.dtype_of(w)} should be x's {dt} or float32")
+    if C.dtype_of(w) not in (dt, _F32):                # (messages only on failure: dtype names are slow)
+        C.require(False, fn, "w", f"dtype {C.dtype_of(w)} should be x's {dt} or float32")
     return shape, dt
 
 
@@ -169,7 +172,8 @@ def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, s
     if residual is not None:
         C.require(C.is_array(residual), fn, "residual", f"expected an array, got {type(residual).__name__}")
         C.require_shape(residual, fn, "residual", shape)
-        C.require(C.dtype_of(residual) == dt, fn, "residual", f"dtype {C.dtype_of(residual)} differs from x's {dt}")
+        if C.dtype_of(residual) != dt:
+            C.require(False, fn, "residual", f"dtype {C.dtype_of(residual)} differs from x's {dt}")
     out = C.output(out, fn, x, shape, dt, backend, reads={"x": x, "residual": residual},
                    reads_across={"w": w})
     s_out = None
@@ -180,7 +184,7 @@ def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, s
     if return_scale or scale_out is not None:
         scale = C.output(scale_out, fn, x, shape[:-1], np.float32, backend, "scale_out",
                          reads={"x": x, "residual": residual}, reads_across={"w": w})
-    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    rows = math.prod(shape[:-1])
     if rows and shape[-1]:
         sc = C.view(scale, (1,)) if scale is not None and len(shape) == 1 else scale
         args = (out, s_out if s_out is not None else x, sc if sc is not None else w, x,

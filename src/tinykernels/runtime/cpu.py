@@ -18,6 +18,7 @@ from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
 from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream,
                    launch_checks, _check_debug)
+from .hostarray import Array as HostArray
 from .launchcheck import check_launch, fast_plan
 from .streams import Event, completed_event
 
@@ -92,6 +93,11 @@ class CPUKernelInstance(KernelInstance):
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         if stream is None:
             r = self._fast(self._plans, self._cmask, self._nthreads, args, ndrange, workgroupsize)
+            if r is None and any(type(a) is HostArray for a in args):
+                # the launcher reads NumPy arrays: a host tk.Array takes it through its array
+                # (as the slow path would), not validated in Python again on every launch
+                r = self._fast(self._plans, self._cmask, self._nthreads,
+                               tuple(a._host if type(a) is HostArray else a for a in args), ndrange, workgroupsize)
             if r is True:
                 return completed_event()
         try:

@@ -54,7 +54,7 @@ from .cuda_launch import CUDAKernelInstance
 from .cuda_memory import CUDAArray
 from .cuda_streams import CUDAEvent, CUDAStream
 from .device import debug_flag
-from .dlpack import _EXPORTS, _from_dlpack_capsule  # noqa: F401 (_EXPORTS: the tests count exports)
+from .dlpack import _EXPORTS, _from_dlpack_capsule, take_capsule  # noqa: F401 (_EXPORTS: the tests count exports)
 from .driverbackend import DriverBackend
 from .hostarray import _DL_CUDA, _DL_CUDA_MANAGED
 
@@ -241,10 +241,7 @@ def as_cuda_array(obj, backend: CUDA | None = None) -> CUDAArray | None:
         if int(t) not in (_DL_CUDA, _DL_CUDA_MANAGED):
             return None
         b = _backend_for(backend, int(i))        # BackendUnavailable before the capsule is taken
-        try:
-            cap = obj.__dlpack__(stream=1)       # ordered with the legacy default stream
-        except TypeError:
-            cap = obj.__dlpack__()
+        cap = take_capsule(obj, stream=1)   # ordered with the legacy default stream
         ptr, shape, strides, dt, dev, owner = _from_dlpack_capsule(cap, obj)
         return CUDAArray(b, ptr, shape, dt, strides, owner)
     return None

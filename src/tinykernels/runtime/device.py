@@ -72,7 +72,9 @@ class DeviceArray(Array):
         if copy is False:
             raise BufferError(f"tk.Array.__dlpack__: the array is in {self._backend.name} device memory; "
                               "exporting it to the CPU needs a copy, which copy=False forbids")
-        return Array(np.ascontiguousarray(self.numpy()), self._backend).__dlpack__(max_version=max_version)
+        from .dlpack import mark_copied
+        host = np.ascontiguousarray(self.numpy())       # a fresh host copy: is-copied
+        return mark_copied(Array(host, self._backend).__dlpack__(max_version=max_version))
 
     def _export_host_only(self, why: str, dl_device, copy, max_version):
         """``__dlpack__`` of a runtime whose buffers cannot be exported: a host copy when the

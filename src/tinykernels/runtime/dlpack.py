@@ -62,10 +62,14 @@ _DLManagedTensorVersioned._fields_ = [("version", _DLPackVersion), ("manager_ctx
                                       ("dl_tensor", _DLTensor)]
 
 _FLAG_READ_ONLY = 1           # DLPACK_FLAG_BITMASK_READ_ONLY of a versioned tensor
+_FLAG_IS_COPIED = 2           # DLPACK_FLAG_BITMASK_IS_COPIED: the export owns a fresh copy
 _EXPORTS: dict = {}            # explicit registry: id -> what an exported capsule keeps alive
 _EXPORTS_LOCK = threading.Lock()
 _CAPSULE_NAME = b"dltensor"
 _USED_NAME = b"used_dltensor"
+_CAPSULE_NAME_V = b"dltensor_versioned"
+_USED_NAME_V = b"used_dltensor_versioned"
+_FLOAT8_CODES = (10, 12)      # dtype codes that DLPack 1.1 added (kDLFloat8_e4m3fn, kDLFloat8_e5m2)
 _CAPSULE_DTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
@@ -82,8 +86,9 @@ def _pyapi():
     return api
 
 
-@_DELETER
-def _dl_deleter(mt_ptr):
+def _release(mt_ptr) -> None:
+    """Drop what the export ``mt_ptr`` (either struct: ``manager_ctx`` is its registry key)
+    keeps alive, the struct itself included."""
     try:
         key = mt_ptr.contents.manager_ctx
         with _EXPORTS_LOCK:
@@ -92,19 +97,33 @@ def _dl_deleter(mt_ptr):
         pass
 
 
+_dl_deleter = _DELETER(_release)
+_dl_deleter_v = _DELETER_V(_release)
+
+
 @_CAPSULE_DTOR
 def _capsule_dtor(capsule_ptr):
-    # an unconsumed capsule (still named "dltensor") frees its tensor; a consumed one was
-    # renamed "used_dltensor" and the consumer calls the deleter itself
+    # an unconsumed capsule (still named "dltensor" / "dltensor_versioned") frees its tensor;
+    # a consumed one was renamed "used_..." and the consumer calls the deleter itself
     try:
         obj = ctypes.cast(capsule_ptr, ctypes.py_object)
         api = _pyapi()
-        if api.PyCapsule_IsValid(obj, _CAPSULE_NAME):
-            p = api.PyCapsule_GetPointer(obj, _CAPSULE_NAME)
-            mt = ctypes.cast(p, ctypes.POINTER(_DLManagedTensor))
-            _dl_deleter(mt)
+        for name, struct in ((_CAPSULE_NAME, _DLManagedTensor), (_CAPSULE_NAME_V, _DLManagedTensorVersioned)):
+            if api.PyCapsule_IsValid(obj, name):
+                _release(ctypes.cast(api.PyCapsule_GetPointer(obj, name), ctypes.POINTER(struct)))
     except Exception:  # noqa: BLE001 - called from C
         pass
+
+
+def wants_versioned(max_version) -> bool:
+    """Whether a consumer's ``__dlpack__(max_version=...)`` accepts a DLPack >= 1.0
+    (versioned) capsule: ``max_version`` given with major version >= 1."""
+    if max_version is None:
+        return False
+    try:
+        return int(max_version[0]) >= 1
+    except (TypeError, ValueError, IndexError):
+        raise BufferError(f"__dlpack__: max_version must be a (major, minor) tuple, got {max_version!r}") from None
 
 
 def _dl_dtype(dtype: np.dtype) -> tuple:
@@ -114,9 +133,12 @@ def _dl_dtype(dtype: np.dtype) -> tuple:
     return _DL_CODES[dtype.kind], dtype.itemsize * 8
 
 
-def _dlpack_capsule(a):
-    """A DLPack capsule of the device array ``a`` (on its ``__dlpack_device__``: CUDA, ROCm)."""
-    mt = _DLManagedTensor()
+def _dlpack_capsule(a, max_version=None, *, copied: bool = False):
+    """A DLPack capsule of the device array ``a`` (on its ``__dlpack_device__``: CUDA, ROCm):
+    versioned ("dltensor_versioned", DLPack 1.x; ``copied``: the is-copied flag) when the
+    consumer's ``max_version`` allows it, else legacy ("dltensor")."""
+    versioned = wants_versioned(max_version)
+    mt = _DLManagedTensorVersioned() if versioned else _DLManagedTensor()
     nd = len(a.shape)
     shape = (ctypes.c_int64 * max(nd, 1))(*a.shape)
     strides = (ctypes.c_int64 * max(nd, 1))(*[s // a.dtype.itemsize for s in a.strides])
@@ -130,10 +152,15 @@ def _dlpack_capsule(a):
     mt.dl_tensor.byte_offset = 0
     key = ctypes.addressof(mt)
     mt.manager_ctx = key
-    mt.deleter = _dl_deleter
+    if versioned:
+        mt.version = _DLPackVersion(1, 1 if code in _FLOAT8_CODES else 0)
+        mt.flags = _FLAG_IS_COPIED if copied else 0
+        mt.deleter = _dl_deleter_v
+    else:
+        mt.deleter = _dl_deleter
     with _EXPORTS_LOCK:
         _EXPORTS[key] = (mt, shape, strides, a)
-    return _pyapi().PyCapsule_New(key, _CAPSULE_NAME, _capsule_dtor)
+    return _pyapi().PyCapsule_New(key, _CAPSULE_NAME_V if versioned else _CAPSULE_NAME, _capsule_dtor)
 
 
 class _DLImport:
@@ -150,16 +177,39 @@ class _DLImport:
             pass
 
 
+MAX_VERSION = (1, 1)           # the newest DLPack this module reads (1.1: the float8 codes)
+
+
+def take_capsule(obj, stream=None):
+    """``obj.__dlpack__`` as a DLPack 1.x consumer (``max_version``, so a producer that
+    supports it hands a versioned capsule), falling back to the older signatures of
+    exporters that predate the keyword (and ``stream``, when one is given)."""
+    kw = {} if stream is None else {"stream": stream}
+    try:
+        return obj.__dlpack__(max_version=MAX_VERSION, **kw)
+    except TypeError:                  # an exporter older than DLPack 1.0's keywords
+        pass
+    try:
+        return obj.__dlpack__(**kw)
+    except TypeError:
+        if not kw:
+            raise
+        return obj.__dlpack__()
+
+
 def _from_dlpack_capsule(capsule, source):
     """(ptr, shape, strides in bytes, numpy dtype, device tuple, owner) of a DLPack capsule."""
     api = _pyapi()
-    versioned = bool(api.PyCapsule_IsValid(capsule, b"dltensor_versioned"))
+    versioned = bool(api.PyCapsule_IsValid(capsule, _CAPSULE_NAME_V))
     if versioned:
-        p = api.PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+        p = api.PyCapsule_GetPointer(capsule, _CAPSULE_NAME_V)
         mt = ctypes.cast(p, ctypes.POINTER(_DLManagedTensorVersioned))
+        if mt.contents.version.major > 1:
+            raise BufferError(f"the DLPack tensor has version {mt.contents.version.major}."
+                              f"{mt.contents.version.minor}; only 1.x is supported")
         t = mt.contents.dl_tensor
         deleter = mt.contents.deleter
-        api.PyCapsule_SetName(capsule, b"used_dltensor_versioned")
+        api.PyCapsule_SetName(capsule, _USED_NAME_V)
     elif api.PyCapsule_IsValid(capsule, _CAPSULE_NAME):
         p = api.PyCapsule_GetPointer(capsule, _CAPSULE_NAME)
         mt = ctypes.cast(p, ctypes.POINTER(_DLManagedTensor))
@@ -201,10 +251,7 @@ def host_from_dlpack(obj) -> np.ndarray:
     module's own importer, which also knows bfloat16 and float8 (NumPy's ``np.from_dlpack``
     refuses them). The view is read-only, as NumPy's, unless a versioned (DLPack 1.x) tensor
     says it may be written."""
-    try:
-        capsule = obj.__dlpack__(max_version=(1, 0))
-    except TypeError:                  # an exporter older than DLPack 1.0's keywords
-        capsule = obj.__dlpack__()
+    capsule = take_capsule(obj)
     ptr, shape, strides, dtype, dev, owner = _from_dlpack_capsule(capsule, obj)
     if dev[0] not in (1, 3, 11):       # kDLCPU, kDLCUDAHost, kDLROCMHost
         raise BufferError(f"the tensor is on DLPack device type {dev[0]}, not in host memory")
@@ -214,10 +261,34 @@ def host_from_dlpack(obj) -> np.ndarray:
     return np.asarray(view).view(dtype)
 
 
-def host_capsule(a) -> object:
-    """A DLPack capsule (legacy, device kDLCPU) of the host ``tk.Array`` ``a``, for the dtypes
-    NumPy's exporter refuses (:func:`special_dtype`); the capsule keeps ``a`` alive."""
-    return _dlpack_capsule(a)
+def relabel_capsule(capsule, dtype: np.dtype):
+    """``capsule``, NumPy's DLPack export (legacy or versioned) of an array's bits as unsigned
+    integers of the same width, relabelled in place as ``dtype`` (bfloat16, float8: the types
+    NumPy's exporter refuses). Relabelling NumPy's capsule rather than building one keeps its
+    C destructor: a capsule whose destructor is Python code (a ctypes callback) would clear
+    the error of a consumer that refuses the dtype and drops the capsule (NumPy's
+    ``np.from_dlpack`` then fails with SystemError instead of its own error)."""
+    code, bits = _dl_dtype(dtype)
+    api = _pyapi()
+    for name, struct in ((_CAPSULE_NAME_V, _DLManagedTensorVersioned), (_CAPSULE_NAME, _DLManagedTensor)):
+        if api.PyCapsule_IsValid(capsule, name):
+            mt = ctypes.cast(api.PyCapsule_GetPointer(capsule, name), ctypes.POINTER(struct)).contents
+            assert mt.dl_tensor.dtype.bits == bits and mt.dl_tensor.dtype.code == 1   # kDLUInt
+            mt.dl_tensor.dtype.code = code
+            if name == _CAPSULE_NAME_V and code in _FLOAT8_CODES and mt.version.minor < 1:
+                mt.version.minor = 1       # the float8 codes are DLPack 1.1's
+            return capsule
+    raise BufferError("NumPy's DLPack exporter returned something that is not a DLPack capsule")
+
+
+def mark_copied(capsule):
+    """``capsule`` with DLPack's is-copied flag set when it is versioned (a legacy capsule has
+    no flags): for an export of a fresh copy the consumer alone owns."""
+    api = _pyapi()
+    if api.PyCapsule_IsValid(capsule, _CAPSULE_NAME_V):
+        p = api.PyCapsule_GetPointer(capsule, _CAPSULE_NAME_V)
+        ctypes.cast(p, ctypes.POINTER(_DLManagedTensorVersioned)).contents.flags |= _FLAG_IS_COPIED
+    return capsule
 
 
 def _np_from_dl(code, bits, lanes) -> np.dtype:

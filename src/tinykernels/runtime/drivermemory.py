@@ -115,4 +115,4 @@ class DriverArray(DeviceArray):
             self._backend.copy(src, self if self.is_contiguous else self.numpy())   # done when it returns
         if stream is not None and stream not in self.dlpack_ordered:
             src._consumer_waits(int(stream))
-        return _dlpack_capsule(src)
+        return _dlpack_capsule(src, max_version, copied=bool(copy))

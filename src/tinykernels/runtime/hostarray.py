@@ -127,20 +127,23 @@ class Array:
         return h.copy() if copy else h
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """Export as a DLPack capsule (NumPy's exporter; host memory, so ``stream`` must be None)."""
+        """Export as a DLPack capsule (NumPy's exporter; host memory, so ``stream`` must be None):
+        versioned (DLPack 1.x, with the read-only and is-copied flags) when ``max_version``
+        allows it, else legacy. bfloat16 and float8, which NumPy's exporter refuses, go out
+        as NumPy's export of their bits relabelled with their DLPack type code."""
         h = self._host
-        from .dlpack import host_capsule, special_dtype
-        if special_dtype(h.dtype):             # bfloat16, float8: NumPy's exporter refuses them
-            if stream is not None:
-                raise BufferError("tk.Array.__dlpack__: stream must be None for an array in host memory")
-            if dl_device is not None and tuple(dl_device) != (_DL_CPU, 0):
-                raise BufferError(f"tk.Array.__dlpack__: a host array cannot be exported to device {dl_device}")
-            if not h.flags.writeable and not copy:
-                raise BufferError("tk.Array.__dlpack__: cannot export a read-only array (copy=True copies it)")
-            return host_capsule(Array(h.copy(), self._backend) if copy else self)
+        from .dlpack import relabel_capsule, special_dtype, wants_versioned
+        special = special_dtype(h.dtype)
+        if special:
+            if not h.flags.writeable and not copy and not wants_versioned(max_version):
+                raise BufferError("tk.Array.__dlpack__: cannot export a read-only array to a DLPack < 1.0 "
+                                  "consumer, which cannot be told it is read-only (copy=True copies it)")
+            h = h.view(f"u{h.dtype.itemsize}")
         if max_version is None and dl_device is None and copy is None:
-            return h.__dlpack__(stream=stream)        # also works with NumPy < 2.1
-        return h.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+            cap = h.__dlpack__(stream=stream)         # also works with NumPy < 2.1
+        else:
+            cap = h.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        return relabel_capsule(cap, self._host.dtype) if special else cap
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self._host.__dlpack_device__()

@@ -41,7 +41,7 @@ from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend, KernelInstance
 from .device import DeviceKernelInstance, arg_sig, check_debug_info, check_device_array, clang_log_error, \
     debug_flag, fits32, group_plan, is_host_array
-from .dlpack import _from_dlpack_capsule
+from .dlpack import _from_dlpack_capsule, take_capsule
 from .driverbackend import DriverBackend, check_grid, check_stream, kernel_function, shared_device
 from .drivermemory import DriverAllocation, DriverArray
 from .driverstream import DriverEvent, DriverStream
@@ -384,10 +384,7 @@ def as_rocm_array(obj, backend: ROCm | None = None) -> ROCmArray | None:
     if int(t) != DL_ROCM:
         return None
     b = backend if isinstance(backend, ROCm) and backend.device == int(i) else ROCm(int(i))
-    try:
-        cap = obj.__dlpack__(stream=0)        # ordered with the null stream
-    except TypeError:
-        cap = obj.__dlpack__()
+    cap = take_capsule(obj, stream=0)   # ordered with the null stream
     ptr, shape, strides, dt, dev, owner = _from_dlpack_capsule(cap, obj)
     return ROCmArray(b, ptr, shape, dt, strides, owner)
 
