@@ -57,9 +57,12 @@ def _dequant_lookup(out, x: tk.Const, tab: tk.Const):
     out[i] = tk.uint16(tab[tk.int32(x[i])])
 
 
-LOOKUP_MIN = 1 << 16
+LOOKUP_MIN = 1 << 62
 """Arrays of at least this many elements are dequantized through a table (two launches: the
-table, then the lookups); smaller ones in one launch of the arithmetic kernel."""
+table, then the lookups); smaller ones in one launch of the arithmetic kernel. Off by
+default: on the idle 2-core test machine the arithmetic kernel was faster at every size
+measured, 1M elements to 22M (0.23 against 0.30-0.45 ms at 1M, 5.2 against 6.6 ms at 22M),
+although the table measured faster in cache on one thread under load (docs/llm.md)."""
 
 
 def fp8_dequantize(x, scale: float = 1.0, out=None, stream=None):
