@@ -289,8 +289,7 @@ def require_supported(backend: Backend, dt: np.dtype, fn: str, name: str) -> Non
 def require_float(x, fn: str, name: str, backend: Backend, allowed=FLOATS) -> np.dtype:
     """``x``'s dtype, one of ``allowed`` and supported by ``backend``."""
     dt = require_dtype(x, fn, name, _float_dtypes(tuple(allowed)))
-    if not backend.supports(dtype_name(dt)):
-        require(False, fn, name, f"dtype {dt} is not supported on {backend!r}")
+    require_supported(backend, dt, fn, name)
     return dt
 
 
