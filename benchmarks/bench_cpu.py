@@ -890,7 +890,7 @@ def _autodiff_cases(be, mb, lib=None, nt=1):
 
     def diff3():
         k3(U2, U, 0.1, 0.2, ndrange=ndr3)
-    ref_s = ref_nos = ref_d2 = None
+    ref_s = ref_nos = ref_d2 = ref_d3 = None
     clr = _cl_reference(be)
     if clr is not None:     # the hand-written OpenCL kernels on the same device buffers
         def clfwd():
@@ -899,6 +899,8 @@ def _autodiff_cases(be, mb, lib=None, nt=1):
         ref_nos = (clfwd, lambda: clr.triad_adjoint(da, db, c, dc, 2.0, n))
         ref_d2 = (lambda: clr.diffusion(T2, T, 0.1, 0.2, nx),
                   lambda: clr.diffusion_adjoint(dT2, T, dT, 0.1, g1, 0.2, g2, nx))
+        ref_d3 = (lambda: clr.diffusion3d(U2, U, 0.1, 0.2, n3),
+                  lambda: clr.diffusion3d_adjoint(dU2, U, dU, 0.1, g1, 0.2, g2, n3))
     if lib is not None and be.is_host:
         P = (lambda x: x.ctypes.data)  # noqa: E731
         cds = np.zeros(1)
@@ -915,7 +917,7 @@ def _autodiff_cases(be, mb, lib=None, nt=1):
         ("diffusion 2-D adjoint (T, dt, lam)", "diffusion 2-D forward", diff2,
          lambda: ad(T2, dT2, T, dT, 0.1, g1, 0.2, g2, ndrange=ndr2), ref_d2),
         ("diffusion 3-D adjoint (T, dt, lam)", "diffusion 3-D forward", diff3,
-         lambda: a3(U2, dU2, U, dU, 0.1, g1, 0.2, g2, ndrange=ndr3), None),
+         lambda: a3(U2, dU2, U, dU, 0.1, g1, 0.2, g2, ndrange=ndr3), ref_d3),
     ]
 
 
@@ -1022,7 +1024,7 @@ def run_autodiff(args, nt, timer, lib=None) -> list:
               "same arrays,\n   timed in the same rounds; the ratio the memory system allows for these "
               "streams: 3 for the forward,\n   6 for the adjoint, 7 with the scalar gradient)")
     if len(backends) > 1:
-        print("  (OpenCL C reference: the triad and the 2-D stencil, forward and adjoint, written by hand in OpenCL C "
+        print("  (OpenCL C reference: the triad and the 2-D and 3-D stencils, forward and adjoint, written by hand in OpenCL C "
               "\n   (benchmarks/cl_reference.py: a gather for dT, per-strip partial sums for dt and lam), run by pyopencl "
               "\n   on the same buffers in the same rounds)")
     print("  (stencil adjoints: gather kernels compute dT without atomics, the main adjoint the rest; "

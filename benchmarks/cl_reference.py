@@ -1,6 +1,6 @@
 """Hand-written OpenCL C references for the autodiff rows of bench_cpu.py on OpenCL.
 
-The triad and the 2-D diffusion stencil, forward and adjoint, written by hand for a CPU OpenCL device such as PoCL (a gather for the stencil's array
+The triad and the 2-D and 3-D diffusion stencils, forward and adjoint, written by hand for a CPU OpenCL device such as PoCL (a gather for the stencil's array
 gradient; scalar gradients summed over a strip of 16 items per work item, barrier-free,
 then by a one-group kernel: PoCL runs per-group tree reductions with barriers in a loop
 10-30x slower than the stream itself), run
@@ -102,6 +102,65 @@ __kernel void diffusion_adjoint_scalars(__global double *dT2, __global const dou
     }
     partial[(i - 1) * nstrips + w] = part;
 }
+
+#define AT3(a, i, j, k) a[((i) * nx + (j)) * nx + (k)]
+#define INNER3(i, j, k) ((i) >= 1 && (i) < nx - 1 && (j) >= 1 && (j) < nx - 1 && (k) >= 1 && (k) < nx - 1)
+#define LAP3(T, i, j, k) (AT3(T, i - 1, j, k) + AT3(T, i + 1, j, k) + AT3(T, i, j - 1, k) + AT3(T, i, j + 1, k) \
+                          + AT3(T, i, j, k - 1) + AT3(T, i, j, k + 1) - 6.0 * AT3(T, i, j, k))
+
+/* the 3-D stencil on an nx^3 cube (interior items); dimension 0 of the launch is the contiguous k */
+__kernel void diffusion3d(__global double *T2, __global const double *T, double dt, double lam, long nx) {
+    const long i = get_global_id(2) + 1, j = get_global_id(1) + 1, k = get_global_id(0) + 1;
+    if (i >= nx - 1 || j >= nx - 1 || k >= nx - 1) return;
+    AT3(T2, i, j, k) = AT3(T, i, j, k) + dt * lam * LAP3(T, i, j, k);
+}
+
+/* dT[p, q, r] += the contributions of the interior items that read T[p, q, r] (a gather): the
+   contributions of the 7 items of an element of the box [2, nx - 3]^3, all interior, without tests
+   (PoCL vectorizes it; a test per neighbour in every item makes it 2.5-3x slower) */
+__kernel void diffusion3d_adjoint_gather(__global double *dT, __global const double *dT2, double c, long nx) {
+    const long p = get_global_id(2) + 2, q = get_global_id(1) + 2, r = get_global_id(0) + 2;
+    if (p >= nx - 2 || q >= nx - 2 || r >= nx - 2) return;
+    AT3(dT, p, q, r) += (1.0 - 6.0 * c) * AT3(dT2, p, q, r)
+        + c * (AT3(dT2, p - 1, q, r) + AT3(dT2, p + 1, q, r) + AT3(dT2, p, q - 1, r) + AT3(dT2, p, q + 1, r)
+               + AT3(dT2, p, q, r - 1) + AT3(dT2, p, q, r + 1));
+}
+
+/* the same, each neighbour tested, for the shell outside that box (nx^3 - (nx - 4)^3 elements in one
+   1-D launch: the planes p < 2 and p >= nx - 2, then q's, then r's within the others) */
+__kernel void diffusion3d_adjoint_shell(__global double *dT, __global const double *dT2, double c, long nx) {
+    long id = get_global_id(0);
+    const long m = nx - 4, np = 4 * nx * nx, nq = 4 * m * nx, nr = 4 * m * m;
+    long p, q, r, e;
+    if (id < np) { e = id / (nx * nx); q = (id / nx) % nx; r = id % nx; p = e < 2 ? e : nx - 4 + e; }
+    else if ((id -= np) < nq) { e = id / (m * nx); p = 2 + (id / nx) % m; r = id % nx; q = e < 2 ? e : nx - 4 + e; }
+    else if ((id -= nq) < nr) { e = id / (m * m); p = 2 + (id / m) % m; q = 2 + id % m; r = e < 2 ? e : nx - 4 + e; }
+    else return;
+    double acc = 0.0;
+    if (INNER3(p, q, r)) acc += (1.0 - 6.0 * c) * AT3(dT2, p, q, r);
+    if (INNER3(p - 1, q, r)) acc += c * AT3(dT2, p - 1, q, r);
+    if (INNER3(p + 1, q, r)) acc += c * AT3(dT2, p + 1, q, r);
+    if (INNER3(p, q - 1, r)) acc += c * AT3(dT2, p, q - 1, r);
+    if (INNER3(p, q + 1, r)) acc += c * AT3(dT2, p, q + 1, r);
+    if (INNER3(p, q, r - 1)) acc += c * AT3(dT2, p, q, r - 1);
+    if (INNER3(p, q, r + 1)) acc += c * AT3(dT2, p, q, r + 1);
+    AT3(dT, p, q, r) += acc;
+}
+
+/* a strip of STRIP interior items of one row (i, j) per work item: the sum of dT2 * laplacian(T)
+   into partial, dT2 = 0 there */
+__kernel void diffusion3d_adjoint_scalars(__global double *dT2, __global const double *T, long nx,
+                                          long nstrips, __global double *partial) {
+    const long i = get_global_id(2) + 1, j = get_global_id(1) + 1, w = get_global_id(0);
+    if (i >= nx - 1 || j >= nx - 1 || w >= nstrips) return;
+    double part = 0.0;
+    for (long k = 1 + w * STRIP; k < nx - 1 && k < 1 + (w + 1) * STRIP; ++k) {
+        const double g = AT3(dT2, i, j, k);
+        AT3(dT2, i, j, k) = 0.0;
+        part += g * LAP3(T, i, j, k);
+    }
+    partial[((i - 1) * (nx - 2) + (j - 1)) * nstrips + w] = part;
+}
 """
 
 
@@ -115,7 +174,9 @@ class CLReference:
         self.ctx, self.queue = dev.ctx, dev.queue
         prog = cl.Program(self.ctx, _SRC).build()
         self.k = {n: cl.Kernel(prog, n) for n in ("finish", "triad", "triad_adjoint", "triad_adjoint_s", "diffusion",
-                                                  "diffusion_adjoint_gather", "diffusion_adjoint_scalars")}
+                                                  "diffusion_adjoint_gather", "diffusion_adjoint_scalars",
+                                                  "diffusion3d", "diffusion3d_adjoint_gather", "diffusion3d_adjoint_shell",
+                                                  "diffusion3d_adjoint_scalars")}
         self._partials: dict = {}
 
     def _run(self, name, queue, gsize, lsize, *args):
@@ -176,6 +237,32 @@ class CLReference:
         self._finish(part, ng, ddt.buffer, lam, dlam.buffer, dt)
         self.queue.finish()
 
+    # --- 3-D diffusion (interior items of an nx^3 cube; float64) ------------------------------
+
+    def diffusion3d(self, T2, T, dt, lam, nx):
+        g = -(-(nx - 2) // 16) * 16
+        g4 = -(-(nx - 2) // 4) * 4
+        self._run('diffusion3d', self.queue, (g, g4, g4), (16, 4, 4), T2.buffer, T.buffer, np.float64(dt),
+                  np.float64(lam), np.int64(nx))
+        self.queue.finish()
+
+    def diffusion3d_adjoint(self, dT2, T, dT, dt, ddt, lam, dlam, nx):
+        assert nx >= 5
+        ga, ga4 = -(-(nx - 4) // 16) * 16, -(-(nx - 4) // 4) * 4
+        c = np.float64(dt * lam)
+        self._run('diffusion3d_adjoint_gather', self.queue, (ga, ga4, ga4), (16, 4, 4), dT.buffer, dT2.buffer,
+                  c, np.int64(nx))
+        shell = nx ** 3 - (nx - 4) ** 3
+        self._run('diffusion3d_adjoint_shell', self.queue, (-(-shell // 256) * 256,), (256,), dT.buffer,
+                  dT2.buffer, c, np.int64(nx))
+        ns = -(-(nx - 2) // 16)
+        gs, gr = -(-ns // 4) * 4, -(-(nx - 2) // 8) * 8
+        part = self._partial(gs * gr * gr)
+        self._run('diffusion3d_adjoint_scalars', self.queue, (gs, gr, gr), (4, 8, 8), dT2.buffer, T.buffer,
+                  np.int64(nx), np.int64(ns), part)
+        self._finish(part, ns * (nx - 2) ** 2, ddt.buffer, lam, dlam.buffer, dt)
+        self.queue.finish()
+
 
 def check(ref: CLReference, backend) -> None:
     """Each hand-written kernel against NumPy on small arrays (SystemExit when wrong)."""
@@ -210,6 +297,27 @@ def check(ref: CLReference, backend) -> None:
     want[1:-1, 2:] += c * gi
     zeroed = G.copy()
     zeroed[1:-1, 1:-1] = 0
+    s = float(np.sum(gi * lap))
+    ok &= (np.allclose(dT.numpy(), want, rtol=1e-12) and np.array_equal(dT2.numpy(), zeroed)
+           and np.isclose(ddt.numpy()[0], lam * s, rtol=1e-9) and np.isclose(dlam.numpy()[0], dt * s, rtol=1e-9))
+    nx = 23
+    T, G, dT0 = rng.random((nx,) * 3), rng.random((nx,) * 3), rng.random((nx,) * 3)
+    T2 = dev(np.zeros((nx,) * 3))
+    ref.diffusion3d(T2, dev(T), dt, lam, nx)
+    m = slice(1, -1)
+    lap = (T[:-2, m, m] + T[2:, m, m] + T[m, :-2, m] + T[m, 2:, m] + T[m, m, :-2] + T[m, m, 2:]
+           - 6 * T[m, m, m])
+    ok &= np.allclose(T2.numpy()[m, m, m], T[m, m, m] + dt * lam * lap, rtol=1e-12)
+    dT2, dT, ddt, dlam = dev(G), dev(dT0), dev(np.zeros(1)), dev(np.zeros(1))
+    ref.diffusion3d_adjoint(dT2, dev(T), dT, dt, ddt, lam, dlam, nx)
+    gi = G[m, m, m]
+    want = dT0.copy()
+    want[m, m, m] += (1 - 6 * c) * gi
+    for sl in ((slice(None, -2), m, m), (slice(2, None), m, m), (m, slice(None, -2), m), (m, slice(2, None), m),
+               (m, m, slice(None, -2)), (m, m, slice(2, None))):
+        want[sl] += c * gi
+    zeroed = G.copy()
+    zeroed[m, m, m] = 0
     s = float(np.sum(gi * lap))
     ok &= (np.allclose(dT.numpy(), want, rtol=1e-12) and np.array_equal(dT2.numpy(), zeroed)
            and np.isclose(ddt.numpy()[0], lam * s, rtol=1e-9) and np.isclose(dlam.numpy()[0], dt * s, rtol=1e-9))
