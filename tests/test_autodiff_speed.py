@@ -794,3 +794,107 @@ def test_device_adjoint_plan_is_cached_per_signature(backend, dtype, monkeypatch
     call()
     # once by its launch; on OpenCL not at all (the repeated launch only enqueues again)
     assert sum(1 for c in calls if c is adj) == (0 if backend == "CL" else 1)
+
+
+# --- the gathers' work groups on CPU OpenCL devices (rows, see adjoint_gather.gather_workgroup) ---
+
+@tk.kernel
+def wide3(T2, T: tk.Const, w):
+    """3-D, offsets of 2 in every dimension, nonlinear."""
+    i, j, k = tk.index(tk.Global, tk.Cartesian)
+    T2[i, j, k] = w * (T[i - 2, j, k] + T[i, j + 2, k] * T[i, j, k] + T[i, j, k - 2] - math.sin(T[i, j, k + 1]))
+
+
+def _cpu_opencl():
+    if not tk.backends()["OpenCL"][0]:
+        pytest.skip("no OpenCL device")
+    b = tk.backend("CL")
+    if not b.items_in_loops:
+        pytest.skip("the OpenCL device is not a CPU")
+    return b
+
+
+def test_gather_workgroup_is_a_row_segment_where_items_run_in_loops():
+    from tinykernels.passes.adjoint_gather import GATHER_ROW, gather_workgroup
+    assert gather_workgroup(3, True, 4096) == (1, 1, GATHER_ROW)
+    assert gather_workgroup(2, True, 4096) == (1, GATHER_ROW)
+    assert gather_workgroup(3, True, 16) == (1, 1, 16)          # capped by the device
+    assert gather_workgroup(1, True, 4096) is None              # 1-D: the primal launch's groups
+    assert gather_workgroup(3, False, 1024) is None             # GPUs, WebGPU, the interpreter
+
+
+def test_opencl_gather_launches_take_row_groups(monkeypatch):
+    """On a CPU OpenCL device every gather launch of a 3-D stencil adjoint runs groups of one
+    row segment; the main adjoint keeps the primal launch's groups."""
+    b = _cpu_opencl()
+    from tinykernels.runtime import opencl as O
+    seen = []
+    orig = O.CLKernelInstance._launch
+
+    def spy(self, args, ndrange, wg, stream):
+        seen.append((self.name, wg))
+        return orig(self, args, ndrange, wg, stream)
+    monkeypatch.setattr(O.CLKernelInstance, "_launch", spy)
+    n = (6, 5, 70)
+    dev = (lambda x: tk.asarray(x, backend=b))  # noqa: E731
+    T, dT2 = RNG.standard_normal(n), RNG.standard_normal(n)
+    tk.adjoint(diffuse3)(b)(dev(np.zeros(n)), dev(dT2), dev(T), dev(np.zeros(n)), 0.2, dev(np.zeros(1)),
+                            ndrange=tuple(range(1, m - 1) for m in n), workgroupsize=(2, 2, 4))
+    tk.synchronize(b)
+    gathers = [wg for name, wg in seen if "gather" in name]
+    assert len(gathers) >= 2 and all(wg == (1, 1, 64) for wg in gathers), seen
+    assert [wg for name, wg in seen if "reverse" in name] == [(2, 2, 4)], seen
+
+
+ROW_CASES = {
+    "3d rows of 148, several groups a row": (diffuse3, (5, 4, 150), (range(1, 4), range(1, 3), range(1, 149)),
+                                             {"lam": 0.2}),
+    "3d non-cubic, offsets of 2": (wide3, (6, 7, 75), (range(2, 6), range(0, 5), range(2, 74)), {"w": 0.6}),
+    "3d 1-wide interior": (diffuse3, (3, 3, 3), (range(1, 2),) * 3, {"lam": 0.3}),
+    "3d 2-wide interior": (diffuse3, (4, 4, 4), (range(1, 3),) * 3, {"lam": 0.3}),
+    "3d 1-wide rows": (diffuse3, (9, 8, 3), (range(1, 8), range(1, 7), range(1, 2)), {"lam": 0.3}),
+    "2d rows of 128": (diffuse2, (3, 130), (range(1, 2), range(1, 129)), {"dt": 0.3, "lam": 0.7}),
+    "2d 2-wide rows": (diffuse2, (70, 4), (range(1, 69), range(1, 3)), {"dt": 0.3, "lam": 0.7}),
+}
+
+
+def _row_case(name):
+    kern, shape, ndr, scal = ROW_CASES[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    return kern, ndr, {"out": np.zeros(shape), "inp": rng.standard_normal(shape)}, \
+        {"out": rng.standard_normal(shape)}, scal
+
+
+@pytest.mark.parametrize("name", ["3d non-cubic, offsets of 2", "3d 1-wide interior"])
+def test_row_group_cases_match_finite_differences_on_the_cpu(name):
+    """The CPU's gradients, the reference of the next test, against central differences."""
+    kern, ndr, arrays, seeds, scal = _row_case(name)
+    args = [D(arrays["out"], seeds["out"]), D(arrays["inp"])] + [tk.Active(v) for v in scal.values()]
+    tk.gradcheck(lambda out, inp, *s: kern(CPU)(out, inp, *s, ndrange=ndr), *args, rtol=1e-6, directions=4)
+
+
+@pytest.mark.parametrize("name", list(ROW_CASES))
+def test_opencl_row_group_gathers_are_exact(name):
+    """Rows longer than a group (several groups a row, the last one partial), shorter than
+    one, 1- and 2-wide interiors, wider offsets: the OpenCL gradients equal the CPU's."""
+    _cpu_opencl()
+    kern, ndr, arrays, seeds, scal = _row_case(name)
+    ref, gref = grads("CPU", kern, ndr, arrays, seeds, scal)
+    got, g = grads("CL", kern, ndr, arrays, seeds, scal)
+    np.testing.assert_allclose(got["inp"], ref["inp"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got["out"], ref["out"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(g, gref, rtol=1e-9, atol=1e-8)
+
+
+def test_opencl_adjoint_of_an_instance_with_a_static_workgroup():
+    """The gathers take their own groups even when the adjoint was instantiated with a fixed
+    work-group size (which its main launch keeps)."""
+    b = _cpu_opencl()
+    kern, ndr, arrays, seeds, scal = _row_case("3d non-cubic, offsets of 2")
+    ref, gref = grads("CPU", kern, ndr, arrays, seeds, scal)
+    dev = (lambda x: tk.asarray(np.array(x, dtype=np.float64), backend=b))  # noqa: E731
+    dT2, dT, dw = dev(seeds["out"]), dev(np.zeros_like(arrays["inp"])), dev(np.zeros(1))
+    tk.adjoint(kern)(b, (2, 2, 8))(dev(arrays["out"]), dT2, dev(arrays["inp"]), dT, 0.6, dw, ndrange=ndr)
+    np.testing.assert_allclose(dT.numpy(), ref["inp"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dT2.numpy(), ref["out"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dw.numpy()[0], gref[0], rtol=1e-9, atol=1e-8)

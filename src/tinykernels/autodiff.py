@@ -397,11 +397,13 @@ class AdjointLauncher:
             sizes = c.sum(axis=0)
             tape = [_dummy(b, max(1, int(sizes[0])), fdt), _dummy(b, max(1, int(sizes[1])), idt),
                     off if getattr(b, "is_host", False) else asarray(off, backend=b)]
+        # the gathers' groups: rows on CPU OpenCL devices, else the primal launch's (flat kernels)
+        gwg = G.gather_workgroup(ndim, bool(getattr(b, "items_in_loops", False)), getattr(b, "max_workgroupsize", 1))
         for g in gathers:    # before the main adjoint, which consumes the output shadows they read
             for mode, box, jumps in G.gather_boxes(g, geom, tuple(named[g.array].shape), peel=bool(threads)):
-                gk = derived(self.kernel, mode + g.array, diff)(b, self.wg)
+                gk = derived(self.kernel, mode + g.array, diff)(b, self.wg if gwg is None else None)
                 extra = [idt(v) for v in G.ring_args(jumps)] if jumps else []
-                gk(*full, *tape, *gargs, *extra, ndrange=box, workgroupsize=wg)
+                gk(*full, *tape, *gargs, *extra, ndrange=box, workgroupsize=wg if gwg is None else gwg)
         ev = adj(*full, *tape, *main_extra, ndrange=main_ndrange, workgroupsize=wg)
         if bufs and getattr(b, "is_host", False):
             b.synchronize()
