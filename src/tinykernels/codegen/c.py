@@ -19,7 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
-from ..passes.rowdiv import row_divisions
+from ..passes.rowdiv import row_divisions, row_loads
 from ..passes.streaming import lane_coef, streamed_stores, unobservable_after, write_only_arrays
 from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
@@ -390,6 +390,10 @@ class CRenderer(CLikeRenderer):
         # an item loop over such a run is rendered, id(BinOp) -> the C expression of its value
         self.div_values: dict = {}
         self.row_divs = row_divisions(kernel, ranges, self.expr) if plan is None else []
+        # flat path: the loads done once per row (passes/rowdiv.py: row_loads), and while the
+        # row's items are rendered, id(Load) -> the C variable holding its value
+        self.row_loads = row_loads(kernel, ranges) if plan is None else []
+        self.load_values: dict = {}
         # grouped path, lanes pieces: arrays that may stream; a C condition under which every
         # valid lane runs the current lanes loop unmasked (None: unknown); hoisted loop vars
         self.write_only = (write_only_arrays(kernel) if plan is not None and not plan.needs_done
@@ -451,6 +455,10 @@ class CRenderer(CLikeRenderer):
     def e_BinOp(self, e):
         hoisted = self.div_values.get(id(e))
         return hoisted if hoisted is not None else super().e_BinOp(e)
+
+    def e_Load(self, e):
+        hoisted = self.load_values.get(id(e))
+        return hoisted if hoisted is not None else super().e_Load(e)
 
     def s_Assign(self, s):
         v = s.value
@@ -1129,6 +1137,7 @@ class CRenderer(CLikeRenderer):
             self.w("const int64_t tk_p0 = tk_r0, tk_p1 = tk_r1;")
         elif k.ndim == 2:
             self.w("const int64_t tk_p0 = tk_row;")
+        self.hoist_row_loads()
         if streams:
             self.flat_streaming(streams)
         elif peel is None:
@@ -1174,6 +1183,25 @@ class CRenderer(CLikeRenderer):
         self.w("#endif")
         self.w("}")
         return self.lines
+
+    def hoist_row_loads(self) -> None:
+        """The row's loads that are the same for all its items (passes/rowdiv.py: row_loads),
+        done once before its item loop (at its first position, ``c0``; the row has at least one
+        item); the items read ``tk_rl<N>``."""
+        if not self.row_loads:
+            return
+        last = self.k.ndim - 1
+        for n, (load, _) in enumerate(self.row_loads):
+            self.w(f"{self.ctype(load.ty)} tk_rl{n};")
+        self.w("{")
+        self.depth += 1
+        self.w(f"const int64_t tk_p{last} = c0; (void)tk_p{last};")
+        self.global_coords()
+        for n, (load, hoistable) in enumerate(self.row_loads):
+            self.w(f"tk_rl{n} = {self.expr(hoistable)};")
+            self.load_values[id(load)] = f"tk_rl{n}"
+        self.depth -= 1
+        self.w("}")
 
     def peel_bounds(self):
         """(lo, hi) in C of ``Kernel.peel_last`` when the body is its one If and the loop can

@@ -111,6 +111,8 @@ def _substitute(e: N.Expr, defs: dict) -> N.Expr:
         return replace(e, a=_substitute(e.a, defs), b=_substitute(e.b, defs))
     if isinstance(e, (N.Unary, N.Cast)):
         return replace(e, a=_substitute(e.a, defs))
+    if isinstance(e, N.Load):
+        return replace(e, index=[_substitute(i, defs) for i in e.index])
     if isinstance(e, N.Select):
         return replace(e, cond=_substitute(e.cond, defs), a=_substitute(e.a, defs), b=_substitute(e.b, defs))
     return e
@@ -142,3 +144,36 @@ def row_divisions(k: N.Kernel, ranges: int, key) -> list:
                 found[ident].ops.append(e)
     divs = list(found.values())
     return divs if any(d.step == 1 for d in divs) else []
+
+
+def _may_exit(s: N.Stmt) -> bool:
+    """Whether statement ``s`` may end the item before the statements after it run."""
+    return any(isinstance(t, N.Return) for t in N.walk_stmts([s]))
+
+
+def row_loads(k: N.Kernel, ranges: int) -> list:
+    """Loads that a flat kernel's CPU row loop may do once per row instead of once per item:
+    ``(load, hoistable)`` pairs, where ``load`` is the value of a top-level assignment
+    ``t = A[...]`` (possibly cast) that every item runs (no statement before it may end the
+    item), ``A`` is a read-only (``tk.Const``) global array, and every index is the same for
+    the whole row (``row_step`` 0); ``hoistable`` is the same load with the locals of its
+    indices replaced by their values, to be evaluated before the row's items. An embedding
+    gather's ``t = idx[n]`` is one: loaded per item, the C compiler could not tell that it
+    does not change along the row and gathered every element of the copied row. Empty in
+    debug kernels (their loads are bounds-checked where the program reads them)."""
+    if k.debug:
+        return []
+    defs = row_invariant_defs(k.body)
+    found = []
+    for s in k.body:
+        if _may_exit(s):
+            break
+        if not (isinstance(s, N.Assign) and s.var in defs):
+            continue
+        v = s.value
+        while isinstance(v, N.Cast):
+            v = v.a
+        if (isinstance(v, N.Load) and v.array.space == "global" and v.array.const
+                and all(row_step(i, defs, k.ndim, ranges) == 0 for i in v.index)):
+            found.append((v, _substitute(v, defs)))
+    return found
