@@ -120,3 +120,81 @@ def test_writable_moving_and_debug_loads_stay_per_item():
     assert "tk_rl" not in gather2d.source(tk.CPU(debug=True), out, table, idx, ndrange=out.shape)
     gather_writable(CPU2)(out, table, idx, ndrange=out.shape)
     np.testing.assert_array_equal(out, table[idx])
+
+
+# --- kernels that only copy stream each block straight from its source (passes/streaming.py:
+# copy_sources): no staging buffer, no item loop while streaming
+
+
+@pytest.fixture
+def stream_always(monkeypatch):
+    monkeypatch.setenv("TK_CPU_STREAM_BYTES", "1")
+
+
+@tk.kernel
+def copy1d(out, x: tk.Const, off: tk.int64):
+    i = tk.index()
+    out[i] = x[i + off]
+
+
+@tk.kernel
+def copy_scaled(out, x: tk.Const):
+    i = tk.index()
+    out[i] = x[i] * 2          # computes: staged
+
+
+@tk.kernel
+def copy_with_call(out, x: tk.Const, y: tk.Const):
+    i = tk.index()
+    m = max(y[i], 0)           # an assignment with a call: the items must run
+    out[i] = x[i]
+    y2 = m + 1                 # noqa: F841
+
+
+@tk.kernel
+def copy_cast(out, x: tk.Const):
+    i = tk.index()
+    out[i] = out.dtype(x[i])
+
+
+def test_copy_kernels_stream_from_the_source():
+    table, idx, out = _case()
+    src = gather2d.source("CPU", out, table, idx, ndrange=out.shape)
+    assert "tk_src0 = &a_table[" in src and "tk_stage0" not in src
+    x = np.zeros(100, np.float32)
+    assert "tk_src0 = &a_x[" in copy1d.source("CPU", x, x, 0, ndrange=(100,))
+    for kern, args in ((copy_scaled, (x, x)), (copy_with_call, (x, x, x)),
+                       (copy_cast, (np.zeros(100, np.float64), x)),
+                       (copy1d, (np.zeros(100, np.float16), np.zeros(100, np.float16), 0)),
+                       (copy1d, (np.zeros(100, bool), np.zeros(100, bool), 0))):
+        s = kern.source("CPU", *args, ndrange=(100,))
+        assert "tk_stage0" in s and "tk_src0" not in s, kern
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint32, np.int64, np.float32, np.float64])
+def test_streamed_copies_are_exact(stream_always, dtype):
+    """Every length around the 4 KB blocks and lines, sources and outputs misaligned by one
+    element, offsets, both threads."""
+    rng = np.random.default_rng(3)
+    base = (rng.standard_normal(20000) * 100).astype(dtype)
+    for n in (1, 63, 64, 65, 1000, 4096 // base.itemsize + 3, 9001):
+        for a in (0, 1):
+            for off in (0, 5):
+                x = base[a:a + n + off + 8]
+                buf = np.zeros(n + 1, dtype)
+                out = buf[a:a + n]
+                copy1d(CPU2)(out, x, off, ndrange=(n,))
+                np.testing.assert_array_equal(out, x[off:off + n])
+                assert (buf[a + n:] == 0).all() and (buf[:a] == 0).all()
+
+
+@pytest.mark.parametrize("shape", [(37, 1000), (3, 17), (5, 40000)])
+def test_streamed_gather_is_exact(stream_always, shape):
+    table, idx, out = _case(*shape, dtype=np.int64)
+    gather2d(CPU2)(out, table, idx, ndrange=out.shape)
+    np.testing.assert_array_equal(out, table[idx])
+    out[:] = -1
+    gather2d(CPU2)(out, table, idx, ndrange=(range(2, shape[0]), range(3, shape[1])))
+    ref = np.full_like(out, -1)
+    ref[2:, 3:] = table[idx[2:], 3:]
+    np.testing.assert_array_equal(out, ref)

@@ -20,7 +20,7 @@ from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
 from ..passes.rowdiv import row_divisions, row_loads
-from ..passes.streaming import lane_coef, streamed_stores, unobservable_after, write_only_arrays
+from ..passes.streaming import copy_sources, lane_coef, streamed_stores, unobservable_after, write_only_arrays
 from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
 from .prelude import prelude
@@ -1191,13 +1191,13 @@ class CRenderer(CLikeRenderer):
         if not self.row_loads:
             return
         last = self.k.ndim - 1
-        for n, (load, _) in enumerate(self.row_loads):
+        for n, (_, load, _) in enumerate(self.row_loads):
             self.w(f"{self.ctype(load.ty)} tk_rl{n};")
         self.w("{")
         self.depth += 1
         self.w(f"const int64_t tk_p{last} = c0; (void)tk_p{last};")
         self.global_coords()
-        for n, (load, hoistable) in enumerate(self.row_loads):
+        for n, (_, load, hoistable) in enumerate(self.row_loads):
             self.w(f"tk_rl{n} = {self.expr(hoistable)};")
             self.load_values[id(load)] = f"tk_rl{n}"
         self.depth -= 1
@@ -1289,16 +1289,20 @@ class CRenderer(CLikeRenderer):
         """The row's items ``c0 <= tk_pl < c1`` in blocks. Each of the ``streams``
         (passes/streaming.py) stores through a pointer chosen per block: for a large output
         (``tk_stream``) a buffer in L1, then written to the output with streaming stores, else
-        the output itself, so that there is one copy of the loop (compile time)."""
+        the output itself, so that there is one copy of the loop (compile time). A kernel that
+        only copies (``copy_sources``) streams each block straight from its source run and
+        runs the items only when not streaming."""
         k = self.k
         last = k.ndim - 1
         block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
+        copies = copy_sources(k, self.ranges, streams, frozenset(v for v, _, _ in self.row_loads))
         self.staged = {id(s): f"tk_dst{n}[tk_pl - tk_b]" for n, (s, _) in enumerate(streams)}
         # float16 outputs: the items store float32 values into tk_f32_<n> (a plain loop), which
         # tk_f16_block then rounds (F16C's vector conversion where the target has it)
         halves = {n: v for n, (s, _) in enumerate(streams) if (v := self.half_source(s)) is not None}
         for n, (s, _) in enumerate(streams):
-            self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
+            if copies is None:
+                self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
             if n in halves:
                 self.w(f"float tk_f32_{n}[{block}] __attribute__((aligned(64)));")
                 self.staged[id(s)] = (f"tk_f32_{n}[tk_pl - tk_b]", halves[n])
@@ -1307,21 +1311,36 @@ class CRenderer(CLikeRenderer):
         self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
         for n, (s, index) in enumerate(streams):
             self.w(f"{self.stype(s.array.dtype)} *tk_out{n}, *restrict tk_dst{n};")
+            if copies is not None:
+                self.w(f"const {self.stype(s.array.dtype)} *tk_src{n};")
         self.w("{")
         self.depth += 1
         self.w(f"const int64_t tk_p{last} = tk_b;")
         self.global_coords()
         for n, (s, index) in enumerate(streams):
             self.w(f"tk_out{n} = &{self.element(s.array, index)};")
-            self.w(f"tk_dst{n} = tk_stream ? tk_stage{n} : tk_out{n};")
+            if copies is None:
+                self.w(f"tk_dst{n} = tk_stream ? tk_stage{n} : tk_out{n};")
+            else:
+                src = copies[id(s)]
+                self.w(f"tk_dst{n} = tk_out{n}; tk_src{n} = &{self.element(src.array, src.index)};")
         self.depth -= 1
         self.w("}")
-        self.division_runs("tk_b", "tk_be", self._streamed_items)
-        for n in halves:
-            self.w(f"tk_f16_block(tk_dst{n}, tk_f32_{n}, (int64_t)(tk_be - tk_b));")
-        for n, (s, _) in enumerate(streams):
-            self.w(f"if (tk_stream) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
-                   f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
+        if copies is not None:
+            self.w("if (tk_stream) {")
+            for n, (s, _) in enumerate(streams):
+                self.w(f"    tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_src{n}, "
+                       f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(*tk_out{n}));")
+            self.w("    continue;")
+            self.w("}")
+            self.division_runs("tk_b", "tk_be", self._streamed_items)
+        else:
+            self.division_runs("tk_b", "tk_be", self._streamed_items)
+            for n in halves:
+                self.w(f"tk_f16_block(tk_dst{n}, tk_f32_{n}, (int64_t)(tk_be - tk_b));")
+            for n, (s, _) in enumerate(streams):
+                self.w(f"if (tk_stream) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
+                       f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
         self.depth -= 1
         self.w("}")
         self.staged = {}

@@ -27,7 +27,7 @@ GPUs, and need no care.
 from __future__ import annotations
 
 from ..ir import nodes as N
-from .rowdiv import row_invariant_defs
+from .rowdiv import row_invariant_defs, row_step, substitute
 
 
 def _unit_stride(e: N.Expr, defs: dict, ndim: int, ranges: int, k: int, arr_ndim: int) -> bool:
@@ -176,3 +176,46 @@ def streamed_stores(k: N.Kernel, ranges: int) -> list:
     if not unobservable_after(body[first + 1:], {s.array.name for s in picked}):
         return []
     return [(s, [defs.get(e.name, e) if isinstance(e, N.Var) else e for e in s.index]) for s in picked]
+
+
+_RAW_COPY_KINDS = "iuf"      # loaded and stored unchanged (not bool, not 8/16-bit floats)
+
+
+def _raw_copy(load: N.Load, store: N.Store) -> bool:
+    d = store.array.dtype
+    return (load.array.dtype == d and d.kind in _RAW_COPY_KINDS and not (d.kind == "f" and d.bits < 32)
+            and load.array.space == "global" and load.array.const and load.array.contiguous
+            and len(load.index) == load.array.ndim)
+
+
+def copy_sources(k: N.Kernel, ranges: int, streams: list, fixed: frozenset) -> dict | None:
+    """When flat kernel ``k`` only copies: ``id(store) -> source`` for each of its
+    ``streams`` (``streamed_stores``), the load whose value the store writes with its locals
+    replaced by their values (evaluated at a block's first position, it is the address of
+    the block's source run), else None. Each streamed store's value must be a load of a
+    read-only, contiguous global array of the same dtype (integer, float32, float64: bits
+    unchanged) at an address one element further per position along the row (the last index
+    grows by one, the others are fixed for the row; ``fixed``: locals loaded once per row,
+    ``rowdiv.row_loads``), and every other top-level statement an assignment without side
+    effects (no atomic, no call), so that a block of items is exactly a copy of contiguous
+    memory and the CPU can stream it from the source without running the items (a gather of
+    rows: the items' loop into the staging buffer and the streaming pass over it cost more
+    than ordinary stores)."""
+    if not streams:
+        return None
+    picked = {id(s) for s, _ in streams}
+    defs = row_invariant_defs(k.body)
+    out = {}
+    for st in k.body:
+        if isinstance(st, N.Store) and id(st) in picked:
+            v = st.value
+            if not (isinstance(v, N.Load) and _raw_copy(v, st)):
+                return None
+            *outer, last = v.index
+            if (any(row_step(e, defs, k.ndim, ranges, fixed=fixed) != 0 for e in outer)
+                    or row_step(last, defs, k.ndim, ranges, fixed=fixed) != 1):
+                return None
+            out[id(st)] = substitute(v, defs)
+        elif not isinstance(st, N.Assign) or any(isinstance(e, (N.Atomic, N.Call)) for e in N.walk_expr(st.value)):
+            return None
+    return out
