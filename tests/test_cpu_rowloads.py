@@ -198,3 +198,25 @@ def test_streamed_gather_is_exact(stream_always, shape):
     ref = np.full_like(out, -1)
     ref[2:, 3:] = table[idx[2:], 3:]
     np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("stream", ["1", str(1 << 62)])
+def test_gather_to_float16_converts_from_the_source(monkeypatch, stream):
+    """A gather that rounds float32 rows to float16: tk_f16_block reads each block from the
+    table row directly (no item loop), streamed or not; NumPy's bits."""
+    monkeypatch.setenv("TK_CPU_STREAM_BYTES", stream)
+
+    @tk.kernel
+    def gather_f16(out, table: tk.Const, idx: tk.Const):
+        n, j = tk.index(tk.Global, tk.Cartesian)
+        t = idx[n]
+        out[n, j] = out.dtype(table[t, j])
+
+    table, idx, _ = _case(23, 3001)
+    table[3, :40] = [np.nan, np.inf, -np.inf, 65520.0, 1e-8, -0.0] * 6 + [1.0, 2.0, 3.0, 4.0]
+    idx[:4] = 3
+    out = np.zeros((23, 3001), np.float16)
+    src = gather_f16.source("CPU", out, table, idx, ndrange=out.shape)
+    assert "tk_f16_block(tk_dst0, tk_src0," in src and "for (tk_idx tk_pl" not in src
+    gather_f16(CPU2)(out, table, idx, ndrange=out.shape)
+    np.testing.assert_array_equal(out.view(np.uint16), table[idx].astype(np.float16).view(np.uint16))

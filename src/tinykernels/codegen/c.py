@@ -200,11 +200,25 @@ static inline void tk_stream_fence(void) {
 #endif
 }
 /* A block of float32 values, rounded to float16 bits (tk_f32_to_f16's bits): with F16C, eight
-   at a time by the hardware conversion (vcvtps2ph, round to nearest even), except that a NaN
-   keeps its payload as numpy does (the hardware quiets a signaling NaN), so a group of eight
-   with a NaN is redone in software; else the software conversion (a loop GCC vectorizes). */
+   at a time by the hardware conversion (vcvtps2ph, round to nearest even; sixteen with
+   AVX-512F), except that a NaN keeps its payload as numpy does (the hardware quiets a
+   signaling NaN), so a group with a NaN is redone in software; else the software conversion
+   (a loop GCC vectorizes). */
 __attribute__((noinline)) static void tk_f16_block(uint16_t *restrict d, const float *restrict s, int64_t n) {
     int64_t j = 0;
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+    typedef float tk_v16sf __attribute__((vector_size(64)));
+    typedef int tk_v16si __attribute__((vector_size(64)));
+    typedef short tk_v16hi __attribute__((vector_size(32)));
+    for (; j + 16 <= n; j += 16) {
+        tk_v16sf f; tk_v16si x; memcpy(&f, s + j, 64); memcpy(&x, s + j, 64);
+        tk_v16hi h = __builtin_ia32_vcvtps2ph512_mask(f, 0, (tk_v16hi){0}, (unsigned short)-1);
+        tk_v16si nan = (x & 0x7fffffff) > 0x7f800000;
+        memcpy(d + j, &h, 32);
+        if (__builtin_ia32_ptestmd512(nan, nan, (unsigned short)-1))
+            for (int64_t k = j; k < j + 16; ++k) d[k] = tk_f32_to_f16(s[k]);
+    }
+#endif
 #if defined(__F16C__) && defined(__GNUC__)
     typedef float tk_v8sf __attribute__((vector_size(32)));
     typedef int tk_v8si __attribute__((vector_size(32)));
@@ -1290,8 +1304,9 @@ class CRenderer(CLikeRenderer):
         (passes/streaming.py) stores through a pointer chosen per block: for a large output
         (``tk_stream``) a buffer in L1, then written to the output with streaming stores, else
         the output itself, so that there is one copy of the loop (compile time). A kernel that
-        only copies (``copy_sources``) streams each block straight from its source run and
-        runs the items only when not streaming."""
+        only copies or converts to float16 (``copy_sources``) does each block straight from
+        its source run: a copy streams from it (the items run only when not streaming), a
+        conversion rounds it with ``tk_f16_block`` (no item loop at all)."""
         k = self.k
         last = k.ndim - 1
         block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
@@ -1301,9 +1316,9 @@ class CRenderer(CLikeRenderer):
         # tk_f16_block then rounds (F16C's vector conversion where the target has it)
         halves = {n: v for n, (s, _) in enumerate(streams) if (v := self.half_source(s)) is not None}
         for n, (s, _) in enumerate(streams):
-            if copies is None:
+            if copies is None or copies[id(s)][1] == "f16":
                 self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
-            if n in halves:
+            if n in halves and copies is None:
                 self.w(f"float tk_f32_{n}[{block}] __attribute__((aligned(64)));")
                 self.staged[id(s)] = (f"tk_f32_{n}[tk_pl - tk_b]", halves[n])
         self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
@@ -1312,35 +1327,43 @@ class CRenderer(CLikeRenderer):
         for n, (s, index) in enumerate(streams):
             self.w(f"{self.stype(s.array.dtype)} *tk_out{n}, *restrict tk_dst{n};")
             if copies is not None:
-                self.w(f"const {self.stype(s.array.dtype)} *tk_src{n};")
+                self.w(f"const {self.stype(copies[id(s)][0].array.dtype)} *tk_src{n};")
         self.w("{")
         self.depth += 1
         self.w(f"const int64_t tk_p{last} = tk_b;")
         self.global_coords()
         for n, (s, index) in enumerate(streams):
             self.w(f"tk_out{n} = &{self.element(s.array, index)};")
-            if copies is None:
+            if copies is None or copies[id(s)][1] == "f16":
                 self.w(f"tk_dst{n} = tk_stream ? tk_stage{n} : tk_out{n};")
             else:
-                src = copies[id(s)]
-                self.w(f"tk_dst{n} = tk_out{n}; tk_src{n} = &{self.element(src.array, src.index)};")
+                self.w(f"tk_dst{n} = tk_out{n};")
+            if copies is not None:
+                src = copies[id(s)][0]
+                self.w(f"tk_src{n} = &{self.element(src.array, src.index)};")
         self.depth -= 1
         self.w("}")
+        nbytes = "(int64_t)(tk_be - tk_b) * (int64_t)sizeof(*tk_out{n})"
         if copies is not None:
+            raw = [n for n, (s, _) in enumerate(streams) if copies[id(s)][1] == "copy"]
+            for n, (s, _) in enumerate(streams):
+                if n not in raw:
+                    self.w(f"tk_f16_block(tk_dst{n}, tk_src{n}, (int64_t)(tk_be - tk_b));")
             self.w("if (tk_stream) {")
             for n, (s, _) in enumerate(streams):
-                self.w(f"    tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_src{n}, "
-                       f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(*tk_out{n}));")
+                src = f"tk_src{n}" if n in raw else f"tk_stage{n}"
+                self.w(f"    tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, {src}, {nbytes.format(n=n)});")
             self.w("    continue;")
             self.w("}")
-            self.division_runs("tk_b", "tk_be", self._streamed_items)
+            if raw:         # all copies (copy_sources): the items store into the output
+                self.division_runs("tk_b", "tk_be", self._streamed_items)
         else:
             self.division_runs("tk_b", "tk_be", self._streamed_items)
             for n in halves:
                 self.w(f"tk_f16_block(tk_dst{n}, tk_f32_{n}, (int64_t)(tk_be - tk_b));")
             for n, (s, _) in enumerate(streams):
                 self.w(f"if (tk_stream) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
-                       f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
+                       f"{nbytes.format(n=n)});")
         self.depth -= 1
         self.w("}")
         self.staged = {}
