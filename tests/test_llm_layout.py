@@ -176,3 +176,25 @@ def test_cpu_transpose_tiles_start_cache_lines():
     x = np.zeros((64, 64), np.float32)
     src = L._transpose_lines.source("CPU", x, x, 3, ndrange=(48, 64), workgroupsize=(16, 16))
     assert "tk_stream_lines((char *)tk_out0, (const char *)tk_stage0, 1);" in src
+
+
+@pytest.mark.parametrize("idt", [np.int32, np.int64])
+def test_gather_large_outputs_take_the_streamed_copy(monkeypatch, idt):
+    """Outputs from ``COPY_MIN_BYTES`` on the CPU: a plain copy kernel (streamed from the
+    table) and, when not in debug mode, a second pass zeroing the rows of indices outside
+    the table."""
+    from tinykernels.llm import layout
+    monkeypatch.setattr(layout, "COPY_MIN_BYTES", 1)
+    monkeypatch.setenv("TK_CPU_STREAM_BYTES", "1")
+    rng = np.random.default_rng(7)
+    t = rng.standard_normal((50, 333)).astype(np.float32)
+    idx = rng.integers(0, 50, 41).astype(idt)
+    idx[[0, 7, 40]] = [-1, 50, np.iinfo(idt).max]
+    got = llm.gather(t, idx)
+    ref = t[np.clip(idx, 0, 49)]
+    ref[[0, 7, 40]] = 0
+    np.testing.assert_array_equal(got, ref)
+    src = layout._gather_copy.source("CPU", got, t, idx, True, ndrange=got.shape)
+    assert "tk_src0 = &a_table[" in src
+    with pytest.raises(IndexError):
+        llm.gather(tk.asarray(t, backend=tk.CPU(debug=True)), tk.asarray(idx, backend=tk.CPU(debug=True)))

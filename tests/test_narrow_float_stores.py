@@ -105,13 +105,23 @@ def test_cpu_store_converts_once(name):
     assert store[0].count(conv) == 1 and "_to_f32(" not in store[0], store[0]
 
 
+@tk.kernel
+def _halve(out, x: tk.Const):
+    i = tk.index()
+    out[i] = x[i] * 0.5
+
+
 def test_cpu_flat_float16_stores_stage_float32_blocks():
     """A flat kernel's float16 output that the streaming pass stages: the items store float32
     values into a block buffer, which tk_f16_block rounds (F16C's vector conversion where the
-    target has it); a float64 value keeps the one-step tk_f64_to_f16 store."""
+    target has it; 16 at a time with AVX-512F); a kernel that only converts float32 input
+    (passes/streaming.py: copy_sources) has tk_f16_block round its source directly, with no
+    item loop; a float64 value keeps the one-step tk_f64_to_f16 store."""
+    src = _halve.source("CPU", np.zeros(64, np.float16), np.zeros(64, np.float32), ndrange=64)
+    assert "tk_f32_0[tk_pl - tk_b] = " in src and "tk_f16_block(tk_dst0, tk_f32_0," in src
+    assert "__builtin_ia32_vcvtps2ph256" in src and "__builtin_ia32_vcvtps2ph512_mask" in src
     src = _copy.source("CPU", np.zeros(64, np.float16), np.zeros(64, np.float32), ndrange=64)
-    assert "tk_f32_0[tk_pl - tk_b] = (float)(a_x[" in src and "tk_f16_block(tk_dst0, tk_f32_0," in src
-    assert "__builtin_ia32_vcvtps2ph256" in src
+    assert "tk_f16_block(tk_dst0, tk_src0," in src and "float tk_f32_0[" not in src and "for (tk_idx tk_pl" not in src
     src = _copy.source("CPU", np.zeros(64, np.float16), np.zeros(64, np.float64), ndrange=64)
     assert "tk_f32_0" not in src and "tk_f64_to_f16" in src
 

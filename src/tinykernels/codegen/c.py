@@ -19,8 +19,8 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
-from ..passes.rowdiv import row_divisions
-from ..passes.streaming import lane_coef, streamed_stores, unobservable_after, write_only_arrays
+from ..passes.rowdiv import row_divisions, row_loads
+from ..passes.streaming import copy_sources, lane_coef, streamed_stores, unobservable_after, write_only_arrays
 from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
 from .prelude import prelude
@@ -200,11 +200,25 @@ static inline void tk_stream_fence(void) {
 #endif
 }
 /* A block of float32 values, rounded to float16 bits (tk_f32_to_f16's bits): with F16C, eight
-   at a time by the hardware conversion (vcvtps2ph, round to nearest even), except that a NaN
-   keeps its payload as numpy does (the hardware quiets a signaling NaN), so a group of eight
-   with a NaN is redone in software; else the software conversion (a loop GCC vectorizes). */
+   at a time by the hardware conversion (vcvtps2ph, round to nearest even; sixteen with
+   AVX-512F), except that a NaN keeps its payload as numpy does (the hardware quiets a
+   signaling NaN), so a group with a NaN is redone in software; else the software conversion
+   (a loop GCC vectorizes). */
 __attribute__((noinline)) static void tk_f16_block(uint16_t *restrict d, const float *restrict s, int64_t n) {
     int64_t j = 0;
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+    typedef float tk_v16sf __attribute__((vector_size(64)));
+    typedef int tk_v16si __attribute__((vector_size(64)));
+    typedef short tk_v16hi __attribute__((vector_size(32)));
+    for (; j + 16 <= n; j += 16) {
+        tk_v16sf f; tk_v16si x; memcpy(&f, s + j, 64); memcpy(&x, s + j, 64);
+        tk_v16hi h = __builtin_ia32_vcvtps2ph512_mask(f, 0, (tk_v16hi){0}, (unsigned short)-1);
+        tk_v16si nan = (x & 0x7fffffff) > 0x7f800000;
+        memcpy(d + j, &h, 32);
+        if (__builtin_ia32_ptestmd512(nan, nan, (unsigned short)-1))
+            for (int64_t k = j; k < j + 16; ++k) d[k] = tk_f32_to_f16(s[k]);
+    }
+#endif
 #if defined(__F16C__) && defined(__GNUC__)
     typedef float tk_v8sf __attribute__((vector_size(32)));
     typedef int tk_v8si __attribute__((vector_size(32)));
@@ -390,6 +404,10 @@ class CRenderer(CLikeRenderer):
         # an item loop over such a run is rendered, id(BinOp) -> the C expression of its value
         self.div_values: dict = {}
         self.row_divs = row_divisions(kernel, ranges, self.expr) if plan is None else []
+        # flat path: the loads done once per row (passes/rowdiv.py: row_loads), and while the
+        # row's items are rendered, id(Load) -> the C variable holding its value
+        self.row_loads = row_loads(kernel, ranges) if plan is None else []
+        self.load_values: dict = {}
         # grouped path, lanes pieces: arrays that may stream; a C condition under which every
         # valid lane runs the current lanes loop unmasked (None: unknown); hoisted loop vars
         self.write_only = (write_only_arrays(kernel) if plan is not None and not plan.needs_done
@@ -451,6 +469,10 @@ class CRenderer(CLikeRenderer):
     def e_BinOp(self, e):
         hoisted = self.div_values.get(id(e))
         return hoisted if hoisted is not None else super().e_BinOp(e)
+
+    def e_Load(self, e):
+        hoisted = self.load_values.get(id(e))
+        return hoisted if hoisted is not None else super().e_Load(e)
 
     def s_Assign(self, s):
         v = s.value
@@ -1129,6 +1151,7 @@ class CRenderer(CLikeRenderer):
             self.w("const int64_t tk_p0 = tk_r0, tk_p1 = tk_r1;")
         elif k.ndim == 2:
             self.w("const int64_t tk_p0 = tk_row;")
+        self.hoist_row_loads()
         if streams:
             self.flat_streaming(streams)
         elif peel is None:
@@ -1174,6 +1197,25 @@ class CRenderer(CLikeRenderer):
         self.w("#endif")
         self.w("}")
         return self.lines
+
+    def hoist_row_loads(self) -> None:
+        """The row's loads that are the same for all its items (passes/rowdiv.py: row_loads),
+        done once before its item loop (at its first position, ``c0``; the row has at least one
+        item); the items read ``tk_rl<N>``."""
+        if not self.row_loads:
+            return
+        last = self.k.ndim - 1
+        for n, (_, load, _) in enumerate(self.row_loads):
+            self.w(f"{self.ctype(load.ty)} tk_rl{n};")
+        self.w("{")
+        self.depth += 1
+        self.w(f"const int64_t tk_p{last} = c0; (void)tk_p{last};")
+        self.global_coords()
+        for n, (_, load, hoistable) in enumerate(self.row_loads):
+            self.w(f"tk_rl{n} = {self.expr(hoistable)};")
+            self.load_values[id(load)] = f"tk_rl{n}"
+        self.depth -= 1
+        self.w("}")
 
     def peel_bounds(self):
         """(lo, hi) in C of ``Kernel.peel_last`` when the body is its one If and the loop can
@@ -1261,17 +1303,22 @@ class CRenderer(CLikeRenderer):
         """The row's items ``c0 <= tk_pl < c1`` in blocks. Each of the ``streams``
         (passes/streaming.py) stores through a pointer chosen per block: for a large output
         (``tk_stream``) a buffer in L1, then written to the output with streaming stores, else
-        the output itself, so that there is one copy of the loop (compile time)."""
+        the output itself, so that there is one copy of the loop (compile time). A kernel that
+        only copies or converts to float16 (``copy_sources``) does each block straight from
+        its source run: a copy streams from it (the items run only when not streaming), a
+        conversion rounds it with ``tk_f16_block`` (no item loop at all)."""
         k = self.k
         last = k.ndim - 1
         block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
+        copies = copy_sources(k, self.ranges, streams, frozenset(v for v, _, _ in self.row_loads))
         self.staged = {id(s): f"tk_dst{n}[tk_pl - tk_b]" for n, (s, _) in enumerate(streams)}
         # float16 outputs: the items store float32 values into tk_f32_<n> (a plain loop), which
         # tk_f16_block then rounds (F16C's vector conversion where the target has it)
         halves = {n: v for n, (s, _) in enumerate(streams) if (v := self.half_source(s)) is not None}
         for n, (s, _) in enumerate(streams):
-            self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
-            if n in halves:
+            if copies is None or copies[id(s)][1] == "f16":
+                self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
+            if n in halves and copies is None:
                 self.w(f"float tk_f32_{n}[{block}] __attribute__((aligned(64)));")
                 self.staged[id(s)] = (f"tk_f32_{n}[tk_pl - tk_b]", halves[n])
         self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
@@ -1279,21 +1326,44 @@ class CRenderer(CLikeRenderer):
         self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
         for n, (s, index) in enumerate(streams):
             self.w(f"{self.stype(s.array.dtype)} *tk_out{n}, *restrict tk_dst{n};")
+            if copies is not None:
+                self.w(f"const {self.stype(copies[id(s)][0].array.dtype)} *tk_src{n};")
         self.w("{")
         self.depth += 1
         self.w(f"const int64_t tk_p{last} = tk_b;")
         self.global_coords()
         for n, (s, index) in enumerate(streams):
             self.w(f"tk_out{n} = &{self.element(s.array, index)};")
-            self.w(f"tk_dst{n} = tk_stream ? tk_stage{n} : tk_out{n};")
+            if copies is None or copies[id(s)][1] == "f16":
+                self.w(f"tk_dst{n} = tk_stream ? tk_stage{n} : tk_out{n};")
+            else:
+                self.w(f"tk_dst{n} = tk_out{n};")
+            if copies is not None:
+                src = copies[id(s)][0]
+                self.w(f"tk_src{n} = &{self.element(src.array, src.index)};")
         self.depth -= 1
         self.w("}")
-        self.division_runs("tk_b", "tk_be", self._streamed_items)
-        for n in halves:
-            self.w(f"tk_f16_block(tk_dst{n}, tk_f32_{n}, (int64_t)(tk_be - tk_b));")
-        for n, (s, _) in enumerate(streams):
-            self.w(f"if (tk_stream) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
-                   f"(int64_t)(tk_be - tk_b) * (int64_t)sizeof(tk_stage{n}[0]));")
+        nbytes = "(int64_t)(tk_be - tk_b) * (int64_t)sizeof(*tk_out{n})"
+        if copies is not None:
+            raw = [n for n, (s, _) in enumerate(streams) if copies[id(s)][1] == "copy"]
+            for n, (s, _) in enumerate(streams):
+                if n not in raw:
+                    self.w(f"tk_f16_block(tk_dst{n}, tk_src{n}, (int64_t)(tk_be - tk_b));")
+            self.w("if (tk_stream) {")
+            for n, (s, _) in enumerate(streams):
+                src = f"tk_src{n}" if n in raw else f"tk_stage{n}"
+                self.w(f"    tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, {src}, {nbytes.format(n=n)});")
+            self.w("    continue;")
+            self.w("}")
+            if raw:         # all copies (copy_sources): the items store into the output
+                self.division_runs("tk_b", "tk_be", self._streamed_items)
+        else:
+            self.division_runs("tk_b", "tk_be", self._streamed_items)
+            for n in halves:
+                self.w(f"tk_f16_block(tk_dst{n}, tk_f32_{n}, (int64_t)(tk_be - tk_b));")
+            for n, (s, _) in enumerate(streams):
+                self.w(f"if (tk_stream) tk_stream_bytes(&{self.pend(s.array)}, tk_out{n}, tk_stage{n}, "
+                       f"{nbytes.format(n=n)});")
         self.depth -= 1
         self.w("}")
         self.staged = {}

@@ -140,6 +140,33 @@ def _gather(out, table: tk.Const, idx: tk.Const, guard: tk.constexpr):
 
 
 @tk.kernel
+def _gather_copy(out, table: tk.Const, idx: tk.Const, guard: tk.constexpr):
+    """CPU shape of :func:`_gather` for large outputs: one work item per element, a plain copy
+    (an index outside the table reads row 0; :func:`_gather_zero` then clears those rows), so
+    the CPU loads ``idx[n]`` once per row and streams each row straight from the table
+    (docs/cpu.md: streaming stores)."""
+    n, j = tk.index(tk.Global, tk.Cartesian)
+    t = idx[n]
+    if guard:
+        out[n, j] = table[tk.select(t >= 0 and t < table.shape[0], t, 0), j]
+    else:
+        out[n, j] = table[t, j]
+
+
+@tk.kernel
+def _gather_zero(out, table: tk.Const, idx: tk.Const):
+    """The rows of ``out`` whose index is outside the table, zeroed (after :func:`_gather_copy`)."""
+    n = tk.index()
+    t = idx[n]
+    if t < 0 or t >= table.shape[0]:
+        for j in range(out.shape[1]):
+            out[n, j] = out.dtype(0)
+
+
+COPY_MIN_BYTES = 4 << 20    # CPU: outputs from this size take _gather_copy (two launches when not debug)
+
+
+@tk.kernel
 def _gather_rows(out, table: tk.Const, idx: tk.Const, guard: tk.constexpr):
     """Host shape of :func:`_gather` (CPU, interpreter): one work item per output row, the
     index test once per row and a unit-stride copy loop the C compiler vectorizes."""
@@ -367,8 +394,13 @@ def gather(table, indices, out=None, stream=None):
     C.require_supported(backend, dt, fn, "table")
     out = C.output(out, fn, table, (N, D), dt, backend, reads_across={"table": table, "indices": indices})
     if N and D:
-        args = (out, table, indices, not C.is_debug(backend))
-        if C.row_group(backend, D) == 1:
+        guard = not C.is_debug(backend)
+        args = (out, table, indices, guard)
+        if backend.name == "CPU" and V and N * D * np.dtype(dt).itemsize >= COPY_MIN_BYTES:
+            C.launch(_gather_copy, backend, args, (N, D), stream=stream)
+            if guard:
+                C.launch(_gather_zero, backend, (out, table, indices), N, stream=stream)
+        elif C.row_group(backend, D) == 1:
             C.launch(_gather_rows, backend, args, N, stream=stream)
         else:
             C.launch(_gather, backend, args, (N, D), stream=stream)

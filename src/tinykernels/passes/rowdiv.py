@@ -57,19 +57,23 @@ def row_invariant_defs(body: list) -> dict:
     return {s.var: s.value for s in body if isinstance(s, N.Assign) and counts.get(s.var) == 1}
 
 
-def row_step(e: N.Expr, defs: dict, ndim: int, ranges: int, seen: frozenset = frozenset()) -> int | None:
+def row_step(e: N.Expr, defs: dict, ndim: int, ranges: int, seen: frozenset = frozenset(),
+             fixed: frozenset = frozenset()) -> int | None:
     """How much ``e`` grows from one position of a flat kernel's row to the next: 0 (the same
     in the whole row), another int, or None (unknown, or not a pure function of the position
     and row-invariant values: loads, atomics, calls). Sums and multiples count only in 64-bit
     integer arithmetic (narrower may wrap between positions). ``ranges`` as in the C renderer
-    (2: the ndrange has steps, so the last coordinate moves by the step)."""
+    (2: the ndrange has steps, so the last coordinate moves by the step). ``fixed``: locals
+    known to hold the same value in the whole row (the loads of ``row_loads``)."""
     def c(x):
         if isinstance(x, (N.Const, N.Arg, N.Shape)):
             return 0
         if isinstance(x, N.Var):
+            if x.name in fixed:
+                return 0
             if x.name not in defs or x.name in seen:
                 return None
-            return row_step(defs[x.name], defs, ndim, ranges, seen | {x.name})
+            return row_step(defs[x.name], defs, ndim, ranges, seen | {x.name}, fixed)
         if isinstance(x, N.Index):
             last = x.dim == ndim - 1
             if x.kind == "global_linear":
@@ -103,16 +107,18 @@ def row_step(e: N.Expr, defs: dict, ndim: int, ranges: int, seen: frozenset = fr
     return c(e)
 
 
-def _substitute(e: N.Expr, defs: dict) -> N.Expr:
+def substitute(e: N.Expr, defs: dict) -> N.Expr:
     """``e`` with its locals (all in ``defs``) replaced by their values, recursively."""
     if isinstance(e, N.Var):
-        return _substitute(defs[e.name], defs)
+        return substitute(defs[e.name], defs)
     if isinstance(e, (N.BinOp, N.Compare)):
-        return replace(e, a=_substitute(e.a, defs), b=_substitute(e.b, defs))
+        return replace(e, a=substitute(e.a, defs), b=substitute(e.b, defs))
     if isinstance(e, (N.Unary, N.Cast)):
-        return replace(e, a=_substitute(e.a, defs))
+        return replace(e, a=substitute(e.a, defs))
+    if isinstance(e, N.Load):
+        return replace(e, index=[substitute(i, defs) for i in e.index])
     if isinstance(e, N.Select):
-        return replace(e, cond=_substitute(e.cond, defs), a=_substitute(e.a, defs), b=_substitute(e.b, defs))
+        return replace(e, cond=substitute(e.cond, defs), a=substitute(e.a, defs), b=substitute(e.b, defs))
     return e
 
 
@@ -135,10 +141,44 @@ def row_divisions(k: N.Kernel, ranges: int, key) -> list:
                 step = row_step(e.a, defs, k.ndim, ranges)
                 if step not in (0, 1) or row_step(e.b, defs, k.ndim, ranges) != 0:
                     continue
-                a, b = _substitute(e.a, defs), _substitute(e.b, defs)
+                a, b = substitute(e.a, defs), substitute(e.b, defs)
                 ident = (key(a), key(b))
                 if ident not in found:
                     found[ident] = RowDivision(a, b, step, [])
                 found[ident].ops.append(e)
     divs = list(found.values())
     return divs if any(d.step == 1 for d in divs) else []
+
+
+def _may_exit(s: N.Stmt) -> bool:
+    """Whether statement ``s`` may end the item before the statements after it run."""
+    return any(isinstance(t, N.Return) for t in N.walk_stmts([s]))
+
+
+def row_loads(k: N.Kernel, ranges: int) -> list:
+    """Loads that a flat kernel's CPU row loop may do once per row instead of once per item:
+    ``(load, hoistable)`` pairs, where ``load`` is the value of a top-level assignment
+    ``t = A[...]`` (possibly cast) that every item runs (no statement before it may end the
+    item), ``A`` is a read-only (``tk.Const``) global array, and every index is the same for
+    the whole row (``row_step`` 0); ``hoistable`` is the same load with the locals of its
+    indices replaced by their values, to be evaluated before the row's items. An embedding
+    gather's ``t = idx[n]`` is one: loaded per item, the C compiler could not tell that it
+    does not change along the row and gathered every element of the copied row. Returned as
+    ``(var, load, hoistable)`` triples (``var``: the local assigned). Empty in debug kernels
+    (their loads are bounds-checked where the program reads them)."""
+    if k.debug:
+        return []
+    defs = row_invariant_defs(k.body)
+    found = []
+    for s in k.body:
+        if _may_exit(s):
+            break
+        if not (isinstance(s, N.Assign) and s.var in defs):
+            continue
+        v = s.value
+        while isinstance(v, N.Cast):
+            v = v.a
+        if (isinstance(v, N.Load) and v.array.space == "global" and v.array.const
+                and all(row_step(i, defs, k.ndim, ranges) == 0 for i in v.index)):
+            found.append((s.var, v, substitute(v, defs)))
+    return found

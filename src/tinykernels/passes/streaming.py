@@ -27,7 +27,7 @@ GPUs, and need no care.
 from __future__ import annotations
 
 from ..ir import nodes as N
-from .rowdiv import row_invariant_defs
+from .rowdiv import row_invariant_defs, row_step, substitute
 
 
 def _unit_stride(e: N.Expr, defs: dict, ndim: int, ranges: int, k: int, arr_ndim: int) -> bool:
@@ -176,3 +176,76 @@ def streamed_stores(k: N.Kernel, ranges: int) -> list:
     if not unobservable_after(body[first + 1:], {s.array.name for s in picked}):
         return []
     return [(s, [defs.get(e.name, e) if isinstance(e, N.Var) else e for e in s.index]) for s in picked]
+
+
+_RAW_COPY_KINDS = "iuf"      # loaded and stored unchanged (not bool, not 8/16-bit floats)
+
+
+def _raw_copy(load: N.Load, store: N.Store) -> bool:
+    d = store.array.dtype
+    return load.array.dtype == d and d.kind in _RAW_COPY_KINDS and not (d.kind == "f" and d.bits < 32)
+
+
+def _loaded(e: N.Expr, defs: dict):
+    """The load whose value ``e`` is (directly, through locals assigned once, or through
+    conversions to the load's own dtype), else None."""
+    while True:
+        if isinstance(e, N.Var) and e.name in defs:
+            e = defs[e.name]
+        elif isinstance(e, N.Cast) and isinstance(e.a, (N.Load, N.Var, N.Cast)):
+            inner = _loaded(e.a, defs)
+            return inner if inner is not None and inner.ty.dtype == e.ty.dtype else None
+        else:
+            return e if isinstance(e, N.Load) else None
+
+
+def _copied_load(store: N.Store, defs: dict):
+    """``(load, kind)`` when ``store`` writes a load unchanged (``"copy"``: integer, float32 or
+    float64, same dtype) or a float32 load rounded to float16 (``"f16"``), else None."""
+    v, d = store.value, store.array.dtype
+    if d.name == "float16" and isinstance(v, N.Cast) and v.ty.dtype == d:
+        load, kind = _loaded(v.a, defs), "f16"
+        if load is None or load.array.dtype.name != "float32":
+            return None
+    else:
+        load, kind = _loaded(v, defs), "copy"
+        if load is None or not _raw_copy(load, store):
+            return None
+    a = load.array
+    ok = a.space == "global" and a.const and a.contiguous and len(load.index) == a.ndim
+    return (load, kind) if ok else None
+
+
+def copy_sources(k: N.Kernel, ranges: int, streams: list, fixed: frozenset) -> dict | None:
+    """When flat kernel ``k`` only copies or converts: ``id(store) -> (source, kind)`` for
+    each of its ``streams`` (``streamed_stores``): ``source`` is the load whose value the store
+    writes, with its locals replaced by their values (evaluated at a block's first position,
+    it is the address of the block's source run); ``kind`` is ``"copy"`` (the value unchanged:
+    integer, float32, float64) or ``"f16"`` (a float32 value rounded to float16), the same
+    for all. None otherwise. The load must be of a read-only, contiguous global array at an address one
+    element further per position along the row (the last index grows by one, the others are
+    fixed for the row; ``fixed``: locals loaded once per row, ``rowdiv.row_loads``), and every
+    other top-level statement an assignment without side effects (no atomic, no call), so
+    that a block of items is exactly a copy (or a conversion) of contiguous memory, which the
+    CPU does from the source without running the items (a gather of rows: the items' loop
+    into the staging buffer and the streaming pass over it cost more than ordinary stores;
+    a cast: the items only moved float32 values into the buffer that F16C then rounds)."""
+    if not streams:
+        return None
+    picked = {id(s) for s, _ in streams}
+    defs = row_invariant_defs(k.body)
+    out = {}
+    for st in k.body:
+        if isinstance(st, N.Store) and id(st) in picked:
+            found = _copied_load(st, defs)
+            if found is None:
+                return None
+            load, kind = found
+            *outer, last = load.index
+            if (any(row_step(e, defs, k.ndim, ranges, fixed=fixed) != 0 for e in outer)
+                    or row_step(last, defs, k.ndim, ranges, fixed=fixed) != 1):
+                return None
+            out[id(st)] = (substitute(load, defs), kind)
+        elif not isinstance(st, N.Assign) or any(isinstance(e, (N.Atomic, N.Call)) for e in N.walk_expr(st.value)):
+            return None
+    return out if len({kind for _, kind in out.values()}) == 1 else None
