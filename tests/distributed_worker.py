@@ -135,14 +135,14 @@ def stencil_cases(backend):
         for periodic in (False, True):
             for h in (1, 2):
                 for dt in dtypes:
-                    inner = (8, 12) if ndim == 2 else (8, 4, 8)
+                    inner = (12, 12) if ndim == 2 else (12, 4, 8)
                     shape = tuple(n if periodic else n + 2 * h for n in inner)
                     yield ndim, periodic, h, np.dtype(dt), shape, None
     # 1-D, and explicit dims: every rank along the last dimension
-    yield 1, False, 2, np.dtype(np.float32), (20,), None
-    yield 1, True, 1, np.dtype(np.int32), (16,), None
-    yield 3, False, 1, np.dtype(np.float32), (6, 6, 10), (1, 1, 0)
-    yield 2, True, 1, np.dtype(np.int32), (8, 6), (0, 1)
+    yield 1, False, 2, np.dtype(np.float32), (28,), None
+    yield 1, True, 1, np.dtype(np.int32), (24,), None
+    yield 3, False, 1, np.dtype(np.float32), (6, 6, 14), (1, 1, 0)
+    yield 2, True, 1, np.dtype(np.int32), (12, 6), (0, 1)
 
 
 def run_stencils(backend, log) -> bool:
@@ -184,7 +184,7 @@ def run_exchange(backend, log) -> bool:
     dts = [d for d in ("float16", "uint8", "bool", "int64", "float64", "int16") if backend.supports(d)]
     for ndim, periodic, h in ((2, True, 1), (3, False, 2), (3, True, 1)):
         d = MPI.Compute_dims(world.size, [0] * ndim)
-        inner = (8, 8, 4)[:ndim]
+        inner = (12, 8, 4)[:ndim]
         gshape = tuple(n if periodic else n + 2 * h for n in inner)
         grid = GlobalGrid(local_shape_for(gshape, h, d, (periodic,) * ndim), halo=h, periodic=periodic)
         rng = np.random.default_rng(ndim)
@@ -220,7 +220,7 @@ def run_torch(log) -> bool:
     ok = True
     for ndim, periodic, h in ((2, False, 1), (3, True, 2)):
         d = MPI.Compute_dims(world.size, [0] * ndim)
-        inner = (8, 6, 6)[:ndim]
+        inner = (12, 6, 6)[:ndim]
         gshape = tuple(n if periodic else n + 2 * h for n in inner)
         with GlobalGrid(local_shape_for(gshape, h, d, (periodic,) * ndim), halo=h, periodic=periodic) as grid:
             G = np.random.default_rng(ndim).random(gshape)

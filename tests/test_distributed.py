@@ -1,6 +1,6 @@
 """tinykernels.distributed: the index arithmetic (pure), and real runs under mpiexec.
 
-The MPI runs start ``tests/distributed_worker.py`` with ``mpiexec -n 1/2/4`` (MPICH's
+The MPI runs start ``tests/distributed_worker.py`` with ``mpiexec -n 1/2/3/4`` (MPICH's
 wheel runs 4 ranks on 2 cores without --oversubscribe); each compares the gathered
 multi-rank result with the single-rank one, bit for bit. They skip cleanly when mpi4py
 or mpiexec is missing.
@@ -165,8 +165,10 @@ def _run(n: int, *args: str, timeout: float = 120) -> str:
 
 
 @needs_mpi
-@pytest.mark.parametrize("n", [1, 2, 4])
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_multi_rank_equals_single_rank_cpu(n):
+    """3 ranks: an odd decomposition (dims (3, 1) / (3, 1, 1)); the worker's global sizes are
+    multiples of 12 so that 1 to 4 ranks split them."""
     out = _run(n, "--backend", "CPU", "--cases", "all")
     # 1-, 2- and 3-D, periodic and not, halo 1 and 2, float32/float64/int32, both exchange paths
     assert out.count("OK ") >= 30 and "3-D periodic halo 2 int32" in out and "2-D not periodic halo 1 float32" in out

@@ -246,3 +246,35 @@ def test_driver_array_dlpack_copy_true_exports_a_new_allocation():
     np.testing.assert_array_equal(np.from_dlpack(a, device="cpu"), np.arange(6).reshape(2, 3))
     with pytest.raises(BufferError, match="copy=False forbids"):
         a.__dlpack__(dl_device=(1, 0), copy=False)
+
+
+class _CudaLike(_Array):
+    __slots__ = ()
+    dl_device_type = 2                    # kDLCUDA: what a CUDA array exports
+
+
+def test_device_dlpack_capsule_keeps_a_failing_consumers_error_and_frees_the_export():
+    """A CUDA/ROCm capsule's destructor is C code (the launcher extension's
+    dlpack_capsule_dtor, saving the error state around the deleter): a consumer that takes the
+    capsule and then fails (NumPy refuses device memory) raises its own error (a Python
+    destructor turned it into "SystemError: from_dlpack returned NULL without setting an
+    exception"), and the dropped capsule releases its export (it stayed registered)."""
+    import gc
+
+    from tinykernels.runtime import dlpack as DL
+    from tinykernels.runtime import launcher
+    if isinstance(launcher.get(), launcher.PyLauncher):
+        pytest.skip("the ctypes launcher (no Python headers) keeps the Python destructor")
+    backend = SimpleNamespace(_dev=_Dev(), device=0)
+    a = _CudaLike.empty(backend, (2, 3), np.float32)
+    gc.collect()
+    before = len(DL._EXPORTS)
+    for _ in range(3):
+        with pytest.raises((RuntimeError, BufferError, ValueError), match="(?i)device"):
+            np.from_dlpack(a)                 # versioned capsule (NumPy asks max_version)
+    for mv in (None, (1, 0)):
+        cap = a.__dlpack__(max_version=mv)    # legacy and versioned, never consumed
+        assert len(DL._EXPORTS) == before + 1
+        del cap
+    gc.collect()
+    assert len(DL._EXPORTS) == before

@@ -207,3 +207,17 @@ def test_valid_calls_do_no_avoidable_host_work(kind):
         slow = sorted(c for c in seen if c[0].endswith("numpy/_core/_dtype.py") or c[1] == "_prepare")
         assert not slow, f"{name}: {slow}"
     np.testing.assert_allclose(np.asarray(orr.numpy() if kind == "tk" else orr), 2.0)
+
+
+def test_dtypes_may_be_torch_dtypes():
+    """llm.cast(t, torch.float16) and tk.zeros(..., dtype=torch.int32): a torch dtype names the
+    same dtype as its NumPy twin (it was "torch.float16 is not one of float32, ...")."""
+    torch = pytest.importorskip("torch")
+    x = torch.linspace(-3, 3, 12).reshape(3, 4)
+    for d in (torch.float16, torch.bfloat16, torch.float64, torch.float32):
+        r = llm.cast(x, d)
+        assert isinstance(r, torch.Tensor) and r.dtype == d
+        torch.testing.assert_close(r, x.to(d), rtol=0, atol=0)
+    assert tk.zeros(3, dtype=torch.int32).dtype == np.int32
+    with pytest.raises(ValueError, match="argument 'dtype': torch.int32 is not one of"):
+        llm.cast(x, torch.int32)

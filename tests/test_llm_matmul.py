@@ -171,8 +171,10 @@ def test_errors_name_the_argument():
         llm.matmul(np.ones(64, np.float32), x)
     with pytest.raises(ValueError, match="'a'.*QTensor"):
         llm.matmul([[1.0]], x)
-    with pytest.raises(ValueError, match="'b'.*contiguous"):
-        llm.matmul(np.ones((4, 64), np.float32), np.ones((64, 6), np.float32)[:, ::2])
+    # a strided b is multiplied as its contiguous copy (see
+    # test_strided_inputs_are_taken_as_contiguous_copies); a strided out is refused
+    with pytest.raises(ValueError, match="'out'.*contiguous"):
+        llm.matmul(np.ones((4, 64), np.float32), np.ones((64, 3), np.float32), out=np.zeros((4, 6), np.float32)[:, ::2])
 
 
 @pytest.mark.parametrize("be", [p for p in BACKENDS if p.id == "CL"])
@@ -446,3 +448,27 @@ def test_host_int8_route_q4_0_pairs_each_bytes_nibble_products():
         tot = tot + pairs[:, b].sum(1).astype(np.float32) * ds[:, b]
     got = llm.matmul(llm.QTensor("q4_0", (m, k), raw), x, exact=False)
     assert np.array_equal(got, tot)
+
+
+def test_strided_inputs_are_taken_as_contiguous_copies():
+    """A transposed or sliced a / b (NumPy, torch, tk.Array) is multiplied like its contiguous
+    copy (it was refused with 'must be C-contiguous'); quantize_activations likewise; an out
+    that is not contiguous is still refused (a copy would not receive the result)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((7, 5)).astype(np.float32)
+    b = rng.standard_normal((9, 7)).astype(np.float32)
+    ref = a.T.astype(np.float64) @ b.T.astype(np.float64)
+    got = llm.matmul(a.T, b.T)
+    assert isinstance(got, np.ndarray)
+    _check(got, a.T.astype(np.float64), b.T, 7)
+    _check(llm.matmul(a.T, b.T[:, 2]), a.T.astype(np.float64), b.T[:, 2], 7)      # GEMV, strided b
+    np.testing.assert_allclose(np.asarray(llm.matmul(tk.asarray(a.T), tk.asarray(b.T))), ref, rtol=1e-5, atol=1e-5)
+    torch = pytest.importorskip("torch")
+    t = llm.matmul(torch.from_numpy(a).t(), torch.from_numpy(b).t())
+    assert isinstance(t, torch.Tensor)
+    np.testing.assert_allclose(t.numpy(), ref, rtol=1e-5, atol=1e-5)
+    x = rng.standard_normal(64).astype(np.float32)
+    for u, v in zip(llm.quantize_activations(x), llm.quantize_activations(np.repeat(x, 2)[::2])):
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    with pytest.raises(ValueError, match="argument 'out': must be C-contiguous"):
+        llm.matmul(a.T, b.T, out=np.zeros((9, 5), np.float32).T)

@@ -324,3 +324,14 @@ def test_load_gguf_without_the_gguf_package_says_how_to_install(monkeypatch, tmp
     gio = importlib.import_module("tinykernels.llm.gguf_io")
     with pytest.raises(ImportError, match="pip install"):
         gio.load_gguf(tmp_path / "x.gguf")
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+def test_quantize_empty_matrices(qtype):
+    """Weights with no rows (or K = 0) quantize to a QTensor with no blocks whose data has
+    the format's row length (0 rows was 'argument data: shape (0, 0) does not match')."""
+    for m, k in ((0, 256), (3, 0), (0, 0)):
+        qt = llm.quantize(np.zeros((m, k), np.float32), qtype)
+        assert qt.shape == (m, k) and qt.data.shape == (m, k // qt.format.block * qt.format.block_bytes)
+        assert np.asarray(llm.dequantize(qt)).shape == (m, k)
+        np.testing.assert_array_equal(np.asarray(llm.matmul(qt, np.ones(k, np.float32))), np.zeros(m))

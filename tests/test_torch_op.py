@@ -438,3 +438,31 @@ def test_eager_kept_launch_large_outputs():
     if _kept_templates():
         assert any(isinstance(e, tktorch._Raw) and tktorch._LARGE_OUT in dict(e.alloc).values()
                    for e in _raw_entries(PATCHED))
+
+
+def test_vmap_runs_the_operator_per_batch_element():
+    """torch.vmap of an operator (it raised 'Batching rule not implemented ... could not
+    generate a fallback': the Tensor[] schema has no automatic fallback): each batch element
+    is one call, outputs stacked; in_dims/out_dims, unbatched arguments, nested vmap, two
+    outputs, an empty batch and vmap under torch.compile(fullgraph=True)."""
+    Y, X = rand(3, 5, grad=False), rand(3, 5, grad=False)
+    ref = Y * X + 2 * X
+    torch.testing.assert_close(torch.vmap(lambda a, b: FMA(a, b, a=2.0))(Y, X), ref)
+    torch.testing.assert_close(torch.vmap(lambda a, b: FMA(a, b, a=2.0), in_dims=(None, 0))(Y[0], X),
+                               Y[0] * X + 2 * X)
+    torch.testing.assert_close(torch.vmap(lambda a, b: FMA(a, b, a=2.0), in_dims=(1, 1), out_dims=1)(Y.T, X.T),
+                               ref.T)
+    Y4, X4 = rand(2, 3, 5, grad=False), rand(2, 3, 5, grad=False)
+    torch.testing.assert_close(torch.vmap(torch.vmap(lambda a, b: FMA(a, b, a=2.0)))(Y4, X4), Y4 * X4 + 2 * X4)
+    z = torch.zeros(5, dtype=torch.float64)
+    s, d = torch.vmap(lambda a, b: TWO(z, z, a, b, n=3))(Y, X)
+    torch.testing.assert_close(s, Y + 3 * X)
+    torch.testing.assert_close(d, Y * X - 0.5 * (Y + 3 * X))
+    img = rand(2, 4, 5, grad=False)
+    got = torch.vmap(lambda o, i: STENCIL(o, i, w=0.5, scale=2.0))(torch.zeros_like(img), img)
+    for k in range(2):
+        torch.testing.assert_close(got[k], STENCIL(torch.zeros(4, 5, dtype=torch.float64), img[k], w=0.5, scale=2.0))
+    assert torch.vmap(lambda a, b: FMA(a, b, a=2.0))(torch.zeros(0, 5), torch.zeros(0, 5)).shape == (0, 5)
+    torch._dynamo.reset()
+    f = torch.compile(torch.vmap(lambda a, b: FMA(a, b, a=2.0)), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(f(Y, X), ref)

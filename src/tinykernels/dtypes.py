@@ -83,7 +83,8 @@ PUBLIC = {d.name: _public(d.name) for d in ALL}
 
 
 def from_any(obj) -> DType | None:
-    """Map a public dtype, NumPy dtype or scalar type, or a DType to a DType (None if not a dtype)."""
+    """Map a public dtype, NumPy dtype or scalar type, torch dtype, or a DType to a DType (None if
+    not a dtype)."""
     if isinstance(obj, DType):
         return obj
     if isinstance(obj, _MissingDType):
@@ -100,6 +101,9 @@ def from_any(obj) -> DType | None:
         hit = None
     if hit is not None:
         return hit
+    t = type(obj)
+    if t.__name__ == "dtype" and t.__module__ == "torch":     # torch.float16 -> float16
+        return BY_NAME.get(str(obj).rpartition(".")[2])
     try:
         name = np.dtype(obj).name
     except TypeError:

@@ -105,6 +105,7 @@ class TorchOp:
             lib.impl(bwd, self._autograd_backward_op, "Autograd", with_keyset=True)
             torch.library.register_fake(f"{self.ns}::{fwd}", self._forward_fake, lib=lib)
             torch.library.register_fake(f"{self.ns}::{bwd}", self._backward_fake, lib=lib)
+            torch.library.register_vmap(f"{self.ns}::{fwd}", self._vmap, lib=lib)
             self._lib = lib
             self._op = getattr(getattr(torch.ops, self.ns), fwd).default
             self._op_bwd = getattr(getattr(torch.ops, self.ns), bwd).default
@@ -427,6 +428,22 @@ class TorchOp:
         self._check_writes(b, inst, args, nd)
         if interop.total_items(nd):
             inst(*args, ndrange=nd, workgroupsize=b.workgroupsize, stream=stream)
+
+    def _vmap(self, info, in_dims, arrays, floats, ints, key):
+        """``torch.vmap``: the operator once per batch element (the batched tensors' slices,
+        the others as they are), the outputs stacked along dimension 0."""
+        dims = in_dims[0]
+        per = [self._op([a if d is None else a.select(d, i) for a, d in zip(arrays, dims)], floats, ints, key)
+               for i in range(info.batch_size)]
+        if per:
+            outs = [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
+        else:                       # an empty batch: empty outputs of the elements' shapes
+            outs = []
+            for k in self._binding(key, len(arrays)).outputs:
+                a, d = arrays[k], dims[k]
+                shape = a.shape if d is None else a.shape[:d] + a.shape[d + 1:]
+                outs.append(a.new_empty((0, *shape)))
+        return outs, [0] * len(outs)
 
     def _forward_fake(self, arrays, floats, ints, key):
         b = self._binding(key, len(arrays))

@@ -152,6 +152,26 @@ def contiguous(x, fn: str, name: str) -> None:
     require(bool(ok), fn, name, "must be C-contiguous (np.ascontiguousarray)")
 
 
+def contiguous_input(x):
+    """An input array as a C-contiguous array of the same kind: ``x`` itself when it already
+    is one, else a contiguous copy (a transposed or sliced NumPy array, a strided torch
+    tensor or ``tk.Array`` view). Only for arrays the call reads: an ``out`` must be
+    contiguous itself (:func:`contiguous`), since writing a copy would not reach it."""
+    h = _arr.as_host_ndarray(x)
+    if h is not None:
+        if h.flags.c_contiguous:
+            return x
+        if _arr._is_torch(x):
+            return x.contiguous()
+        if isinstance(x, _arr.Array):
+            return _arr.asarray(np.ascontiguousarray(h), backend=_arr.get_backend(x))
+        return np.ascontiguousarray(h)
+    ok = getattr(x, "is_contiguous", None)          # a device torch tensor
+    if callable(ok) and not ok():
+        return x.contiguous()
+    return x
+
+
 def host_flat(x, dtype=None) -> np.ndarray | None:
     """A 1-D NumPy view of the C-contiguous host array ``x`` (its bits seen as ``dtype`` when
     given, of the same item size), or None (a device or strided array)."""

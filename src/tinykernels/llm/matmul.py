@@ -420,7 +420,7 @@ def quantize_activations(x, packed: bool = False, stream=None):
     s = C.shape_of(x)
     C.require(len(s) == 1 and s[0] % 32 == 0, "quantize_activations", "x",
               f"expected a 1-D array whose length is a multiple of 32, got shape {s}")
-    C.contiguous(x, "quantize_activations", "x")
+    x = C.contiguous_input(x)
     return _quantize_x(x, X_PACKED if packed else X_INT8, stream)
 
 
@@ -594,7 +594,7 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
         C.require_dtype(a, "matmul", "a", ["float32"])
         s = C.shape_of(a)
         C.require(len(s) == 2, "matmul", "a", f"expected a 2-D [M, K] array, got shape {s}")
-        C.contiguous(a, "matmul", "a")
+        a = C.contiguous_input(a)       # a transposed or sliced a: a contiguous copy
         m, k = s
         amat = a
     C.require(C.is_array(b), "matmul", "b", f"expected an array, got {type(b).__name__}")
@@ -602,7 +602,7 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
     bs = C.shape_of(b)
     C.require(len(bs) in (1, 2) and bs[0] == k, "matmul", "b",
               f"shape {bs} does not match a's [M, K] = [{m}, {k}] (expected ({k},) or ({k}, N))")
-    C.contiguous(b, "matmul", "b")
+    b = C.contiguous_input(b)
     backend = C.backend_of("matmul", stream=stream, a=amat, b=b, out=out)
     oshape = (m,) if len(bs) == 1 else (m, bs[1])
     out = C.output(out, "matmul", b, oshape, np.float32, backend, reads_across={"a": amat, "b": b})

@@ -315,7 +315,7 @@ def quantize(w, qtype: str) -> QTensor:
     m, k = s
     blocks = h.reshape(-1, fmt.block)
     data = _QUANT[fmt.name](blocks).reshape(m, k // fmt.block * fmt.block_bytes) if blocks.size \
-        else np.zeros((m, 0), np.uint8)
+        else np.zeros((m, k // fmt.block * fmt.block_bytes), np.uint8)     # no rows, or K = 0
     if not isinstance(w, np.ndarray):
         data = _arr.asarray(np.ascontiguousarray(data), backend=backend)
     return QTensor(fmt.name, (m, k), data)

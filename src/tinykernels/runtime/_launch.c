@@ -28,6 +28,13 @@
  *     without launching, when a value does not fit or a check fails (the caller then takes
  *     the checked path, which raises).
  *
+ * dlpack_capsule_dtor: the address of a PyCapsule destructor for DLPack capsules
+ *     (runtime/dlpack.py): an unconsumed "dltensor" / "dltensor_versioned" capsule calls its
+ *     tensor's deleter, with the interpreter's error state saved and restored around it (a
+ *     consumer that fails, e.g. np.from_dlpack of a device tensor, drops the capsule with its
+ *     error set; a destructor written in Python would run with that error set and turn it
+ *     into SystemError).
+ *
  * Slot layout (see codegen/c.py): 9 geometry slots (start, count, step per dimension),
  * then per array: data pointer, shape[ndim], strides in elements[ndim]; per scalar: one slot.
  */
@@ -448,6 +455,43 @@ static PyObject *py_raw(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     Py_RETURN_TRUE;
 }
 
+/* DLPack structs (dlpack.h): DLManagedTensor and DLManagedTensorVersioned */
+typedef struct {
+    void *data;
+    int32_t device_type, device_id;
+    int32_t ndim;
+    uint8_t code, bits;
+    uint16_t lanes;
+    int64_t *shape, *strides;
+    uint64_t byte_offset;
+} tk_dltensor;
+typedef struct tk_dlmanaged {
+    tk_dltensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct tk_dlmanaged *);
+} tk_dlmanaged;
+typedef struct tk_dlmanaged_v {
+    uint32_t major, minor;
+    void *manager_ctx;
+    void (*deleter)(struct tk_dlmanaged_v *);
+    uint64_t flags;
+    tk_dltensor dl_tensor;
+} tk_dlmanaged_v;
+
+static void tk_dlpack_capsule_dtor(PyObject *cap) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        tk_dlmanaged *m = (tk_dlmanaged *)PyCapsule_GetPointer(cap, "dltensor");
+        if (m && m->deleter) m->deleter(m);
+    } else if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        tk_dlmanaged_v *m = (tk_dlmanaged_v *)PyCapsule_GetPointer(cap, "dltensor_versioned");
+        if (m && m->deleter) m->deleter(m);
+    }
+    PyErr_Clear();          /* nothing of the deleter's escapes */
+    PyErr_Restore(et, ev, tb);
+}
+
 static PyMethodDef methods[] = {
     {"sig", py_sig, METH_VARARGS, "specialization key of a launch"},
     {"run", py_run, METH_VARARGS, "pack arguments and run a kernel"},
@@ -460,5 +504,10 @@ static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_tklaunch", NULL, -1, m
 
 PyMODINIT_FUNC PyInit__tklaunch(void) {
     import_array();
-    return PyModule_Create(&mod);
+    PyObject *m = PyModule_Create(&mod);
+    if (m && PyModule_AddObject(m, "dlpack_capsule_dtor", PyLong_FromVoidPtr((void *)tk_dlpack_capsule_dtor)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

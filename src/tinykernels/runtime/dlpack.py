@@ -160,7 +160,34 @@ def _dlpack_capsule(a, max_version=None, *, copied: bool = False):
         mt.deleter = _dl_deleter
     with _EXPORTS_LOCK:
         _EXPORTS[key] = (mt, shape, strides, a)
-    return _pyapi().PyCapsule_New(key, _CAPSULE_NAME_V if versioned else _CAPSULE_NAME, _capsule_dtor)
+    return _new_capsule(key, _CAPSULE_NAME_V if versioned else _CAPSULE_NAME)
+
+
+def _new_capsule(ptr: int, name: bytes):
+    """A capsule of the DLPack struct at ``ptr`` whose destructor is C code: the launcher
+    extension's ``dlpack_capsule_dtor`` (it saves the interpreter's error state around the
+    deleter, so a consumer that fails keeps its own error; a Python destructor would make
+    it SystemError). Without the extension (the ctypes launcher), the ctypes destructor."""
+    c = _c_capsule_new()
+    if c is None:
+        return _pyapi().PyCapsule_New(ptr, name, _capsule_dtor)
+    new, dtor = c
+    return new(ptr, name, dtor)
+
+
+_C_NEW: list = []
+
+
+def _c_capsule_new() -> tuple | None:
+    """(PyCapsule_New taking the destructor as an address, the launcher extension's
+    destructor address), looked up once; None with the ctypes launcher."""
+    if not _C_NEW:
+        from . import launcher
+        dtor = getattr(launcher.get(), "dlpack_capsule_dtor", None)
+        proto = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+        new = proto(ctypes.cast(ctypes.pythonapi.PyCapsule_New, ctypes.c_void_p).value)
+        _C_NEW.append((new, dtor) if dtor else None)
+    return _C_NEW[0]
 
 
 class _DLImport:
