@@ -87,10 +87,17 @@ def _run(kernel, wg, out, *args, ndrange, backend=CPU):
     return kernel.source("CPU", out, *args, ndrange=ndrange, workgroupsize=wg)
 
 
+def _copied(src: str) -> bool:
+    """Whether the source copies a tile transposed and reads the copy."""
+    return MARK in src and re.search(r"tk_item\d+_tr\d+\[\(tk_idx\)", src) is not None
+
+
 def _data(shape, dtype, seed=0):
     rng = np.random.default_rng(seed)
     if np.dtype(dtype).kind == "f":
         return rng.standard_normal(shape).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
     info = np.iinfo(dtype)
     return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=dtype)
 
@@ -104,7 +111,7 @@ def test_square_tiles(R, C):
     a = _data((R, C), np.float32)
     out = np.full((C, R), -1.0, np.float32)
     src = _run(tr_square, (16, 16), out, a, R, C, 16, 1, ndrange=(_up(R, 16), _up(C, 16)))
-    assert MARK in src
+    assert _copied(src)
     np.testing.assert_array_equal(out, a.T)
 
 
@@ -116,12 +123,12 @@ def test_partial_groups(R, C, wg):
     a = _data((C, R), np.float32, 11)
     out = np.full((R, C), -1.0, np.float32)
     src = _run(tr_partial, wg, out, a, ndrange=(R, C))
-    assert MARK in src
+    assert _copied(src)
     np.testing.assert_array_equal(out, a.T)
 
 
 @pytest.mark.parametrize("dtype,T", [(np.float64, 8), (np.float64, 16), (np.int64, 12), (np.int32, 16),
-                                     (np.uint8, 16), (np.int16, 16), (np.float16, 16), (np.float32, 24),
+                                     (np.uint8, 16), (np.bool_, 16), (np.int16, 16), (np.float16, 16), (np.float32, 24),
                                      (np.float32, 17), (np.float32, 32)])
 def test_dtypes_and_tile_sizes(dtype, T):
     """Every element size (8-lane blocks for 8 bytes, 16 for the others), tiles that are not a
@@ -133,7 +140,7 @@ def test_dtypes_and_tile_sizes(dtype, T):
         a[0, :3] = [np.nan, -0.0, np.inf]
     out = np.zeros((C, R), dtype)
     src = _run(tr_square, (T, T), out, a, R, C, T, 1, ndrange=(_up(R, T), _up(C, T)))
-    assert MARK in src
+    assert _copied(src)
     assert f"tk_tile_tr{np.dtype(dtype).itemsize}(" in src
     np.testing.assert_array_equal(out.view(np.uint8), np.ascontiguousarray(a.T).view(np.uint8))
 
@@ -145,7 +152,7 @@ def test_non_square_groups(R, C):
     TA, TB = 16, 32
     nd = (-(-C // TA) * TA, -(-R // TB) * TB)
     src = _run(tr_rect, (TA, TB), out, a, R, C, TA, TB, ndrange=nd)
-    assert MARK in src
+    assert _copied(src)
     np.testing.assert_array_equal(out, a.T)
 
 
@@ -299,3 +306,31 @@ def test_straight_line_pieces_keep_their_item_loop():
     loops = [n for n, x in enumerate(lines) if x.strip() == "for (int64_t tk_l1 = 0; tk_l1 < tk_nv1; ++tk_l1)"]
     assert len(loops) >= 2
     assert all(lines[n - 1].strip() == "#pragma GCC unroll 8" for n in loops)
+
+
+@tk.kernel
+def tr_scaled(out, a: tk.Const, K, T: tk.constexpr):
+    """out = sum over q < K of (q + 1) * a.T: the reading piece has a loop (the lanes shape)."""
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    li, lj = tk.index(tk.Local, tk.Cartesian)
+    gi, gj = tk.index(tk.Group, tk.Cartesian)
+    tile = tk.localmem(a.dtype, (T, T + 1))
+    tile[li, lj] = a[i, j]
+    tk.synchronize()
+    acc = 0.0
+    for q in range(K):
+        acc += tile[lj, li] * (q + 1)
+    out[gj * T + li, gi * T + lj] = acc
+
+
+def test_lanes_piece_reads_the_copy():
+    T, N, K = 16, 64, 3
+    a = _data((N, N), np.float64, 12)
+    out = np.zeros((N, N), np.float64)
+    src = _run(tr_scaled, (T, T), out, a, K, T, ndrange=(N, N))
+    assert MARK in src and "work items as lanes" in src
+    assert re.search(r"tk_item\d+_tr0\[\(tk_idx\)", src)       # the read is served from the copy
+    want = np.zeros_like(a)
+    for q in range(K):
+        want += a.T * (q + 1)
+    np.testing.assert_array_equal(out, want)
