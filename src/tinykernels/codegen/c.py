@@ -21,6 +21,7 @@ from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
 from ..passes.rowdiv import row_divisions, row_loads
 from ..passes.streaming import copy_sources, lane_coef, streamed_stores, unobservable_after, write_only_arrays
+from ..passes.tiletranspose import block_lanes, transposed_reads
 from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
 from .prelude import prelude
@@ -417,6 +418,11 @@ class CRenderer(CLikeRenderer):
         self.stream_arrays: set = set()     # arrays some lanes run streams (grouped path)
         # grouped path: id(group_reduce) -> the group_scan whose last item already holds its result
         self.scan_totals = scan_totals(plan.body, plan.item_vars) if plan is not None and not plan.needs_done else {}
+        # grouped path: ItemLoop label -> the local tiles it reads transposed (passes/tiletranspose.py);
+        # while such a loop is rendered, id(Load) -> (C name of the transposed copy, its row length)
+        self.tile_tr = transposed_reads(plan.body, plan.remat, kernel.workgroup) if plan is not None else {}
+        self.tr_loads: dict = {}
+        self.tr_sizes: set = set()          # element sizes whose tk_tile_tr helper the unit needs
 
     # --- names ---------------------------------------------------------------------------
 
@@ -541,6 +547,45 @@ class CRenderer(CLikeRenderer):
         super().s_AllocArray(s)
 
     def s_ItemLoop(self, s: ItemLoop):
+        found = self.tile_tr.get(s.label)
+        if not found:
+            self.piece(s)
+            return
+        # a tile this piece reads as tile[lj, li]: transpose the block it reads once, in
+        # registers, into a copy read as copy[li, lj] (unit stride along the lanes)
+        w0, w1 = self.k.workgroup
+        self.w(f"/* {s.label}: transposed tile reads */ {{")
+        self.depth += 1
+        for n, t in enumerate(found):
+            a = t.array
+            name = f"{s.label}_tr{n}"
+            size = a.dtype.itemsize
+            self.tr_sizes.add(size)
+            self.w(f"{self.stype(a.dtype)} {name}[{w0 * w1}] __attribute__((aligned(64)));")
+            # the tile in memory first: without this GCC forwards a full group's (unrolled)
+            # stores of the tile into the transpose's loads element by element, building
+            # each row vector from 16 scalar loads of the global input (slower than no copy)
+            self.w(f"__asm__ __volatile__(\"\" : : \"r\"({self.array_ptr(a)}) : \"memory\");")
+            self.w(f"tk_tile_tr{size}({name}, {w1}, {self.array_ptr(a)}, {a.shape[1]}, tk_nv1, tk_nv0);")
+            for ld in t.loads:
+                self.tr_loads[id(ld)] = (name, w1)
+        self.piece(s)
+        for t in found:
+            for ld in t.loads:
+                self.tr_loads.pop(id(ld), None)
+        self.depth -= 1
+        self.w("}")
+
+    def load_ref(self, e: N.Load) -> str:
+        tr = self.tr_loads.get(id(e))
+        if tr is None:
+            return super().load_ref(e)
+        name, ld = tr
+        return f"{name}[(tk_idx)({self.expr(e.index[1])}) * {ld} + (tk_idx)({self.expr(e.index[0])})]"
+
+    def piece(self, s: ItemLoop):
+        """One piece between barriers: the lanes shape, the streaming item-outer shape or the
+        item-outer shape (docs/cpu.md)."""
         k, plan = self.k, self.plan
         if s.label in plan.lanes:
             # outer dimensions of the group outside the hoisted loops, the last one innermost:
@@ -564,7 +609,12 @@ class CRenderer(CLikeRenderer):
             return
         if self.item_outer_streaming(s):
             return
-        self.item_loop_head(range(k.ndim))
+        # a straight-line piece (a tile's ``tile[li, lj] = a[i, j]``) keeps its innermost item
+        # loop a loop, as in the lanes shape: GCC otherwise unrolls a full group's 16 x 16
+        # copy completely and rebuilds it from scalar loads and stores (SLP), 14x the
+        # instructions of sixteen 16-wide row copies
+        straight = not any(isinstance(x, (N.For, N.While)) for x in N.walk_stmts(s.body))
+        self.item_loop_head(range(k.ndim), lanes=straight)
         self.depth += 1
         self.item_geometry(range(k.ndim))
         if plan.needs_done:
@@ -1108,7 +1158,8 @@ class CRenderer(CLikeRenderer):
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else "",
-                _STREAM if self.stream_arrays else "", _DIV_RUN if self.row_divs else ""]
+                _STREAM if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
+                (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
     def render_flat(self) -> list:
@@ -1583,6 +1634,66 @@ def lanes_unroll(lanes: int) -> int:
     iteration. Capped at ``LANES_UNROLL``: a loop that does not vectorize is unrolled by
     this count at most."""
     return max(1, min(LANES_UNROLL, lanes // 2))
+
+
+
+def tile_transpose_helper(itemsize: int) -> str:
+    """C of ``tk_tile_tr<itemsize>(dst, ldd, src, lds, rows, cols)``: ``dst[c * ldd + r] =
+    src[r * lds + c]`` for ``r < rows``, ``c < cols`` (elements of ``itemsize`` bytes, moved
+    as bits). Full ``L x L`` blocks (``L = passes.tiletranspose.block_lanes``) are
+    transposed in registers: each row one ``L``-lane vector (GNU C vector extensions), then
+    ``log2 L`` stages, each exchanging one bit of the row index with the same bit of the
+    column index between pairs of rows with two two-source shuffles (``vpermt2ps`` and
+    friends with AVX-512; GCC and Clang lower them for any target). The edges that do not
+    fill a block are copied element by element."""
+    lanes = block_lanes(itemsize)
+    ut = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}[itemsize]
+    vt = f"tk_trv{itemsize}"
+    name = f"tk_tile_tr{itemsize}"
+    out = [f"typedef {ut} {vt} __attribute__((vector_size({lanes * itemsize})));",
+           f"static inline __attribute__((always_inline)) void {name}(void *restrict dst, int64_t ldd, "
+           "const void *restrict src, int64_t lds, int64_t rows, int64_t cols) {",
+           "    char *restrict d = (char *)dst; const char *restrict s = (const char *)src;",
+           "    int64_t r0 = 0;",
+           f"    for (; r0 + {lanes} <= rows; r0 += {lanes}) {{",
+           "        int64_t c0 = 0;",
+           f"        for (; c0 + {lanes} <= cols; c0 += {lanes}) {{",
+           f"            {vt} " + ", ".join(f"t{i}" for i in range(lanes)) + ";"]
+    for i in range(lanes):
+        out.append(f"            memcpy(&t{i}, s + ((r0 + {i}) * lds + c0) * {itemsize}, {lanes * itemsize});")
+    h = lanes // 2
+    while h:
+        lo = [c if not c & h else lanes + c - h for c in range(lanes)]
+        hi = [c + h if not c & h else lanes + c for c in range(lanes)]
+        for i in range(lanes):
+            if i & h:
+                continue
+            out.append(f"            {{ const {vt} a = t{i}, b = t{i + h}; "
+                       f"t{i} = TK_SHUFFLE({vt}, a, b, {', '.join(map(str, lo))}); "
+                       f"t{i + h} = TK_SHUFFLE({vt}, a, b, {', '.join(map(str, hi))}); }}")
+        h //= 2
+    for i in range(lanes):
+        out.append(f"            memcpy(d + ((c0 + {i}) * ldd + r0) * {itemsize}, &t{i}, {lanes * itemsize});")
+    out += ["        }",
+            "        for (; c0 < cols; ++c0)",
+            f"            for (int64_t r = r0; r < r0 + {lanes}; ++r)",
+            f"                memcpy(d + (c0 * ldd + r) * {itemsize}, s + (r * lds + c0) * {itemsize}, {itemsize});",
+            "    }",
+            "    for (; r0 < rows; ++r0)",
+            "        for (int64_t c = 0; c < cols; ++c)",
+            f"            memcpy(d + (c * ldd + r0) * {itemsize}, s + (r0 * lds + c) * {itemsize}, {itemsize});",
+            "}"]
+    return "\n".join(out) + "\n"
+
+
+_SHUFFLE = """#ifndef TK_SHUFFLE
+#if defined(__clang__)
+#define TK_SHUFFLE(T, a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define TK_SHUFFLE(T, a, b, ...) __builtin_shuffle(a, b, (T){__VA_ARGS__})
+#endif
+#endif
+"""
 
 
 GROUP_BLOCK = 8     # launches of 2-D/3-D grids visit groups in blocks of 8 x 8 (group_walk)

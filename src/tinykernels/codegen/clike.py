@@ -201,8 +201,12 @@ class CLikeRenderer:
     def element(self, a: N.ArrayInfo, idx: list) -> str:
         return f"{self.array_ptr(a)}[{self.offset(a, idx)}]"
 
+    def load_ref(self, e: N.Load) -> str:
+        """The C lvalue a load reads (a renderer may serve some loads from a copy)."""
+        return self.element(e.array, e.index)
+
     def e_Load(self, e):
-        ref = self.element(e.array, e.index)
+        ref = self.load_ref(e)
         conv = self.load_conv.get(e.array.dtype.name)
         val = f"{conv}({ref})" if conv else (f"(bool)({ref})" if e.array.dtype.kind == "b" else ref)
         chk = self.bounds_check(e.array, e.index, e.loc)
