@@ -257,15 +257,53 @@ void ref_rowmax(float *restrict out, const float *restrict X, int64_t R, int64_t
         for (int64_t j = 0; j < D; ++j) m = X[r * D + j] > m ? X[r * D + j] : m;
         out[r] = m; }
 }
+/* RMSNorm: an output larger than the last-level cache (32 MiB here) is written with
+   non-temporal stores (no read for ownership), as a C programmer tuning for bandwidth would:
+   a row's lines from its first whole cache line on, the partial lines at its ends stored
+   directly (AVX-512 or AVX; plain stores elsewhere). */
+#if defined(__AVX512F__) || defined(__AVX__)
+#include <immintrin.h>
+#endif
+#define REF_STREAM_BYTES ((int64_t)32 << 20)
 void ref_rmsnorm(float *restrict out, const float *restrict X, const float *restrict w, int64_t R,
                  int64_t D, float eps, int nt) {
-    #pragma omp parallel for schedule(static) num_threads(nt)
+    const int stream = R * D * (int64_t)sizeof(float) >= REF_STREAM_BYTES;
+    #pragma omp parallel num_threads(nt)
+    {
+    #pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < R; ++r) { float acc = 0;
+        const float *x = X + r * D; float *o = out + r * D;
         #pragma omp simd reduction(+:acc)
-        for (int64_t j = 0; j < D; ++j) acc += X[r * D + j] * X[r * D + j];
+        for (int64_t j = 0; j < D; ++j) acc += x[j] * x[j];
         float s = 1.0f / sqrtf(acc / D + eps);
+        int64_t j = 0;
+#if defined(__AVX512F__) || defined(__AVX__)
+        if (stream && ((uintptr_t)o & 3) == 0) {
+#if defined(__AVX512F__)
+            enum { V = 16 };
+#else
+            enum { V = 8 };
+#endif
+            int64_t head = (int64_t)((64 - ((uintptr_t)o & 63)) & 63) / 4;
+            if (head > D) head = D;
+            for (; j < head; ++j) o[j] = x[j] * s * w[j];
+            for (; j + V <= D; j += V) {
+#if defined(__AVX512F__)
+                __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), _mm512_set1_ps(s)), _mm512_loadu_ps(w + j));
+                _mm512_stream_ps(o + j, v);
+#else
+                __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), _mm256_set1_ps(s)), _mm256_loadu_ps(w + j));
+                _mm256_stream_ps(o + j, v);
+#endif
+            }
+        }
+#endif
         #pragma omp simd
-        for (int64_t j = 0; j < D; ++j) out[r * D + j] = X[r * D + j] * s * w[j]; }
+        for (int64_t jj = j; jj < D; ++jj) o[jj] = x[jj] * s * w[jj]; }
+#if defined(__AVX512F__) || defined(__AVX__)
+    if (stream) _mm_sfence();       /* each thread orders its own streaming stores */
+#endif
+    }
 }
 void ref_softmax(float *restrict out, const float *restrict X, int64_t R, int64_t D, int nt) {
     #pragma omp parallel for schedule(static) num_threads(nt)

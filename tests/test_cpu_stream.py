@@ -402,3 +402,97 @@ def test_flat_plain_path_stores_through_the_output(dtype, stream_never):
         sl = (slice(r0.start, r0.stop), slice(r1.start, r1.stop))
         exp[sl] = (b[sl] + b[sl]).astype(dtype)
         np.testing.assert_array_equal(a, exp)
+
+
+# ----------------------------------------------------------------------------- outputs that do not start a line
+
+def _in_guard(n, dtype, byte_offset):
+    """(buffer, view): ``n`` elements starting ``byte_offset`` bytes after a 64-byte boundary
+    inside a buffer of sentinel bytes 0xA5 (two lines either side), to check that nothing
+    outside the view is written."""
+    dtype = np.dtype(dtype)
+    buf = np.full(n * dtype.itemsize + 4 * 64 + byte_offset, 0xA5, np.uint8)
+    start = (-buf.ctypes.data) % 64 + 128 + byte_offset
+    return buf, start, buf[start:start + n * dtype.itemsize].view(dtype)
+
+
+@pytest.mark.parametrize("dtype, byte_offsets", [
+    (np.float32, range(0, 64, 4)),           # every 4-byte position in a line (the register path)
+    (np.float64, (8, 24, 56)),
+    (np.float16, (2, 4, 62)),                # 2 mod 4: the general path
+    (np.int8, (1, 4, 63))])
+@pytest.mark.parametrize("R, D, wg, ndrange", [
+    (6, 4096, 64, None),                     # rows of whole group rows (RMSNorm's shape)
+    (5, 1000, 64, None),                     # a last group row with masked lanes
+    (4, 200, 128, None),                     # rows shorter than the group (masked lanes only)
+    (7, 1024, 64, 6 * 64 + 40)])             # a partial group: its row streams 40 lanes per run
+def test_lanes_streamed_rows_at_every_line_offset(dtype, byte_offsets, R, D, wg, ndrange, stream_always):
+    """A group-per-row kernel (RMSNorm's second pass) whose output starts at each byte offset
+    into a cache line: the streamed rows are bit-identical to the interpreter's and no byte
+    outside the output is written. (Regression: the runs of a line-misaligned output, such as
+    a NumPy array's 16-byte aligned data, now continue the pending line in registers.)"""
+    wg = max(wg, 256 // np.dtype(dtype).itemsize)       # group rows of >= 4 lines stream
+    @tk.kernel
+    def scale_rows_at(out, X: tk.Const, w: tk.Const, D: tk.constexpr):
+        row = tk.index(tk.Group, tk.Linear)
+        lid = tk.index(tk.Local, tk.Linear)
+        acc = 0.0
+        for j in range(lid, D, tk.groupsize()[0]):
+            acc += X[row, j]
+        s = tk.group_reduce(acc, "add") / D
+        for j in range(lid, D, tk.groupsize()[0]):
+            out[row, j] = X[row, j] * w[j] + s
+
+    rng = np.random.default_rng(D + wg)
+    X = (rng.random((R, D)) * 10).astype(dtype)
+    w = (rng.random(D) * 3).astype(dtype)
+    nd = R * wg if ndrange is None else ndrange
+    ref = np.zeros((R, D), dtype)
+    scale_rows_at(INTERP, wg)(ref, X, w, D, ndrange=nd)
+    src = scale_rows_at.source("CPU", ref, X, w, D, ndrange=nd, workgroupsize=wg)
+    assert "tk_dst0[tk_l0] =" in src
+    for off in byte_offsets:
+        buf, start, flat = _in_guard(R * D, dtype, off)
+        flat[:] = 0
+        scale_rows_at(CPU, wg)(flat.reshape(R, D), X, w, D, ndrange=nd)
+        tk.synchronize(CPU)
+        np.testing.assert_array_equal(flat.reshape(R, D), ref, err_msg=f"output at byte {off} of a line")
+        assert (buf[:start] == 0xA5).all() and (buf[start + flat.nbytes:] == 0xA5).all()
+
+
+@pytest.mark.parametrize("dtype, byte_offsets", [(np.float32, (4, 16, 44, 60)), (np.float64, (8, 40)),
+                                                 (np.float16, (2, 6))])
+@pytest.mark.parametrize("n", [16 * 1024 + 5, 4096, 100])
+def test_flat_streamed_blocks_at_every_line_offset(dtype, byte_offsets, n, stream_always):
+    """A flat kernel's staged blocks written to an output that starts inside a cache line:
+    bit-identical to NumPy, nothing outside written, with one thread and two."""
+    @tk.kernel
+    def twice_at(a, b: tk.Const):
+        i = tk.index()
+        a[i] = b[i] + b[i]
+
+    b = (np.random.default_rng(n).random(n) * 50).astype(dtype)
+    for off in byte_offsets:
+        for threads in (1, 2):
+            buf, start, out = _in_guard(n, dtype, off)
+            twice_at(tk.CPU(threads=threads))(out, b, ndrange=(n,))
+            tk.synchronize(CPU)
+            np.testing.assert_array_equal(out, b + b, err_msg=f"output at byte {off} of a line")
+            assert (buf[:start] == 0xA5).all() and (buf[start + out.nbytes:] == 0xA5).all()
+
+
+def test_misaligned_rows_below_the_threshold_store_directly(stream_never):
+    """The same row kernel with streaming off (an output below TK_CPU_STREAM_BYTES)."""
+    @tk.kernel
+    def scale_rows_small(out, X: tk.Const, D: tk.constexpr):
+        row = tk.index(tk.Group, tk.Linear)
+        lid = tk.index(tk.Local, tk.Linear)
+        for j in range(lid, D, tk.groupsize()[0]):
+            out[row, j] = X[row, j] * 3.0
+
+    X = np.random.default_rng(9).random((3, 1000)).astype(np.float32)
+    buf, start, flat = _in_guard(X.size, np.float32, 16)
+    scale_rows_small(CPU, 64)(flat.reshape(X.shape), X, 1000, ndrange=3 * 64)
+    tk.synchronize(CPU)
+    np.testing.assert_array_equal(flat.reshape(X.shape), X * np.float32(3.0))
+    assert (buf[:start] == 0xA5).all() and (buf[start + flat.nbytes:] == 0xA5).all()
