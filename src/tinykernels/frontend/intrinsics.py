@@ -412,6 +412,118 @@ def _dot4_i8(lw, node):
     return N.Call(t, lw.loc(node), "dot4_i8", es)
 
 
+BYTE_DOT_LANES = 4      # products per int32 lane of tk.dot_i8 / tk.dot_u4i8
+
+
+def _byte_dot(kind):
+    """``tk.dot_i8(out, a, i, b, j, n)`` / ``tk.dot_u4i8(out, a, i, b, j, n)``: ``n`` byte
+    products summed four at a time into the int32 lanes ``out[0 .. n/4 - 1]`` (lane ``l``: the
+    products of values ``4l .. 4l + 3``). ``dot_i8``: value ``k`` is byte ``a[i + k]`` as a
+    signed byte (int8 or uint8 arrays, reinterpreted), ``n`` a multiple of 32. ``dot_u4i8``:
+    ``n`` is 32 and the 16 bytes ``a[i .. i + 15]`` hold the unsigned 4-bit values, value
+    ``k < 16`` in the low nibble of byte ``k`` and value ``k + 16`` in its high nibble (the
+    GGUF q4_0 layout). The other operand is ``b[j + k]`` as a signed byte in both. Products
+    and lane sums are exact in int32.
+
+    Lowered to the reference loop (a marked block: every backend runs it); the C renderer
+    replaces the block by one call of the prelude's SIMD code (VNNI ``vpdpbusd`` or AVX2)."""
+    name = f"tk.{'dot_i8' if kind == 'i8' else 'dot_u4i8'}"
+
+    def h(lw, node):
+        if node.keywords:
+            raise lw.err(node, f"{name}(out, a, i, b, j, n) takes positional arguments only")
+        args = _args(lw, node, 6, name)
+        out, a, i, b, j, n = args
+        for arr, what in ((out, "out"), (a, "a"), (b, "b")):
+            if not isinstance(arr, N.ArrayInfo) or (what == "out" and arr.ndim != 1):
+                raise lw.err(node, f"{name}(out, a, i, b, j, n): {what} must be {'a 1-D array' if what == 'out' else 'an array'}")
+        if out.dtype.name != "int32":
+            raise lw.err(node, f"{name}: out must be an int32 array (its lanes), '{out.name}' is {out.dtype.name}")
+        if out.const:
+            raise lw.err(node, f"cannot write to '{out.name}': it is read-only (tk.Const)")
+        for arr, what in ((a, "a"), (b, "b")):
+            if arr.dtype.name not in ("int8", "uint8"):
+                raise lw.err(node, f"{name}: {what} must be an int8 or uint8 array (bytes), "
+                                   f"'{arr.name}' is {arr.dtype.name}")
+        n = lw.as_expr(n, node)
+        if not (isinstance(n, N.Const) and n.ty.dtype.is_int and not isinstance(n.value, bool)):
+            raise lw.err(node, f"{name}: n must be a compile-time integer (a literal or tk.constexpr)")
+        n = int(n.value)
+        if kind == "i8" and (n <= 0 or n % 32):
+            raise lw.err(node, f"tk.dot_i8: n must be a positive multiple of 32, got {n}")
+        if kind == "u4i8" and n != 32:
+            raise lw.err(node, f"tk.dot_u4i8: n must be 32 (one block of 16 bytes), got {n}")
+        lanes = n // BYTE_DOT_LANES
+        if out.space == "private" and out.shape and int(out.shape[0]) < lanes:
+            raise lw.err(node, f"{name}: out '{out.name}' has {out.shape[0]} elements, the {n} products "
+                               f"need {lanes} lanes")
+        loc = lw.loc(node)
+        it = Ty(lw.opts.default_int)
+        base = []
+        for arr, e, what in ((a, i, "i"), (b, j, "j")):
+            idx = list(e) if isinstance(e, tuple) else [e]
+            if len(idx) != arr.ndim:
+                raise lw.err(node, f"{name}: {what} must index an element of '{arr.name}' ({arr.ndim} index(es), "
+                                   f"a tuple for more than one); the bytes run along its last dimension")
+            vs = []
+            for x in idx:
+                x = lw.as_expr(x, node)
+                if not x.ty.dtype.is_int:
+                    raise lw.err(node, f"{name}: {what} must be an integer index, got {x.ty}")
+                v = lw.fresh(f"bd{what}")
+                lw.assign_var(v, lw.cast(x, it, explicit=True), node)
+                vs.append(N.Var(it, loc, v))
+            base.append(vs)
+        lv = lw.fresh("bdl")
+        lw.types[lv] = it
+        l_ = N.Var(it, loc, lv)
+        i32 = Ty(D.int32)
+
+        def c(v):
+            return N.Const(it, loc, v)
+
+        def at(arr, start, off):
+            k = N.BinOp(it, loc, "+", start[-1], N.BinOp(it, loc, "+", N.BinOp(it, loc, "*", l_, c(4)), c(off)))
+            return N.Cast(i32, loc, N.Load(Ty(arr.dtype), loc, arr, start[:-1] + [k]))
+
+        def signed(arr, start, off):        # the byte as int8, on integers every backend has
+            x = at(arr, start, off)
+            if arr.dtype.name == "int8":
+                return x
+            return N.BinOp(i32, loc, "-", x, N.BinOp(i32, loc, "<<", N.BinOp(i32, loc, "&", x, N.Const(i32, loc, 128)),
+                                                     N.Const(i32, loc, 1)))
+
+        def lane(terms):
+            acc = terms[0]
+            for t in terms[1:]:
+                acc = N.BinOp(i32, loc, "+", acc, t)
+            return acc
+
+        def store(idx, value):
+            return N.Store(loc, out, [idx], value)
+
+        ia, jb = base
+        if kind == "i8":
+            body = [store(l_, lane([N.BinOp(i32, loc, "*", signed(a, ia, t), signed(b, jb, t)) for t in range(4)]))]
+            stop = lanes
+        else:
+            def nib(t, hi):
+                x = N.BinOp(i32, loc, "&", at(a, ia, t), N.Const(i32, loc, 255))
+                if hi:
+                    x = N.BinOp(i32, loc, ">>", x, N.Const(i32, loc, 4))
+                return N.BinOp(i32, loc, "&", x, N.Const(i32, loc, 15))
+            jhi = jb[:-1] + [N.BinOp(it, loc, "+", jb[-1], c(16))]
+            body = [store(l_, lane([N.BinOp(i32, loc, "*", nib(t, False), signed(b, jb, t)) for t in range(4)])),
+                    store(N.BinOp(it, loc, "+", l_, c(4)),
+                          lane([N.BinOp(i32, loc, "*", nib(t, True), signed(b, jhi, t)) for t in range(4)]))]
+            stop = 4
+        loop = N.For(loc, lv, c(0), c(stop), c(1), body)
+        info = N.ByteDot(kind, out, a, ia, b, jb, n)
+        lw.emit(N.FuncBlock(loc, lw.fresh("bytedot"), [loop], info))
+        return NoValue(loc)
+    return h
+
+
 def _bitcast(lw, node):
     """``tk.bitcast(x, dtype)``: the bits of ``x`` read as ``dtype`` (same size; not bool). A
     float16/bfloat16/fp8 value (float32 inside a kernel) is rounded to its type first, as on
@@ -514,7 +626,8 @@ _HANDLERS.update({
     lang.index: _index, lang.ndrange: _geometry("ndrange"), lang.groupsize: _geometry("groupsize"),
     lang.ngroups: _geometry("ngroups"), lang.localmem: _alloc("local"), lang.private: _alloc("private"),
     lang.uniform: _uniform, lang.group_reduce: _collective("reduce"), lang.group_scan: _collective("scan"),
-    lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp, lang.dot4_i8: _dot4_i8, lang.bitcast: _bitcast,
+    lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp, lang.dot4_i8: _dot4_i8, lang.dot_i8: _byte_dot("i8"),
+    lang.dot_u4i8: _byte_dot("u4i8"), lang.bitcast: _bitcast,
     lang.sigmoid: _math1("sigmoid"), lang.print: _print,
     tkrandom.philox4x32: _philox, tkrandom.uniform: _rand("uniform", D.float32),
     tkrandom.normal: _rand("normal", D.float32), tkrandom.bits: _rand("bits", D.uint32),
