@@ -357,6 +357,91 @@ TK_INLINE float tk_tanh_f32(float xf) {
 """
 
 
+# tk.dot_i8 / tk.dot_u4i8 (a ByteDot block): 32 byte products into eight int32 lanes per step,
+# lane l the sum of products 4l .. 4l + 3, exact. The level is chosen once when the kernel's
+# library is loaded: 2 = AVX-512 VNNI (vpdpbusd on ymm, as inline assembly: the compiler probe
+# may have turned the compiler's own VNNI code generation off, see runtime/compiler.py),
+# 1 = AVX2 (vpmaddubsw / vpmaddwd), 0 = plain C; TK_CPU_BYTEDOT=c|avx2|vnni caps it (tests).
+_BYTEDOT = r"""
+#if defined(__x86_64__) && defined(__AVX2__)
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#define TK_BYTEDOT_SIMD 1
+static int tk_bytedot_level = 1;
+__attribute__((constructor)) static void tk_bytedot_init(void) {
+    const char *cap = getenv("TK_CPU_BYTEDOT");
+    __builtin_cpu_init();
+    int lv = (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) ? 2 : 1;
+    if (cap && !strcmp(cap, "c")) lv = 0;
+    else if (cap && !strcmp(cap, "avx2") && lv > 1) lv = 1;
+    tk_bytedot_level = lv;
+}
+static inline __attribute__((always_inline)) __m256i tk_dpbusd(__m256i acc, __m256i u, __m256i s) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));     /* acc += u8 x s8, 4 per lane */
+    return acc;
+}
+/* signed 32 x signed 32 bytes: VNNI as (a + 128) * b - 128 * b (exact for every byte value);
+   AVX2 through int16 (vpmaddubsw would saturate at -128 x -128) */
+static inline __attribute__((always_inline)) __m256i tk_dot_i8_v(__m256i a, __m256i b, int lv) {
+    if (lv == 2) {
+        __m256i k = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
+        return _mm256_sub_epi32(tk_dpbusd(z, _mm256_xor_si256(a, k), b), tk_dpbusd(z, k, b));
+    }
+    __m256i p0 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)),
+                                   _mm256_cvtepi8_epi16(_mm256_castsi256_si128(b)));
+    __m256i p1 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(a, 1)),
+                                   _mm256_cvtepi8_epi16(_mm256_extracti128_si256(b, 1)));
+    return _mm256_permute4x64_epi64(_mm256_hadd_epi32(p0, p1), 0xD8);
+}
+#endif
+static inline __attribute__((always_inline)) void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n) {
+    const int8_t *a = (const int8_t *)pa, *b = (const int8_t *)pb;
+#ifdef TK_BYTEDOT_SIMD
+    int lv = tk_bytedot_level;
+    if (lv) {
+        for (int c = 0; c < n; c += 32)
+            _mm256_storeu_si256((__m256i *)(o + c / 4), tk_dot_i8_v(_mm256_loadu_si256((const __m256i *)(a + c)),
+                                                                    _mm256_loadu_si256((const __m256i *)(b + c)), lv));
+        return;
+    }
+#endif
+    for (int l = 0; l < n / 4; l++) {
+        int32_t s = 0;
+        for (int t = 0; t < 4; t++) s += (int32_t)a[4 * l + t] * (int32_t)b[4 * l + t];
+        o[l] = s;
+    }
+}
+/* 16 bytes of unsigned nibbles (value k < 16 the low nibble of byte k, k + 16 its high one)
+   times 32 signed bytes */
+static inline __attribute__((always_inline)) void tk_dot_u4i8(int32_t *o, const void *pa, const void *pb, int n) {
+    const uint8_t *a = (const uint8_t *)pa;
+    const int8_t *b = (const int8_t *)pb;
+    (void)n;
+#ifdef TK_BYTEDOT_SIMD
+    int lv = tk_bytedot_level;
+    if (lv) {
+        __m128i q = _mm_loadu_si128((const __m128i *)a);
+        __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+        __m256i x = _mm256_loadu_si256((const __m256i *)b), r;
+        if (lv == 2) r = tk_dpbusd(_mm256_setzero_si256(), u, x);
+        else r = _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));  /* |pair| <= 3840 */
+        _mm256_storeu_si256((__m256i *)o, r);
+        return;
+    }
+#endif
+    for (int l = 0; l < 8; l++) {
+        int32_t s = 0;
+        for (int t = 0; t < 4; t++) {
+            int k = 4 * l + t;
+            s += (int32_t)(k < 16 ? a[k] & 15 : a[k - 16] >> 4) * (int32_t)b[k];
+        }
+        o[l] = s;
+    }
+}
+"""
+
+
 def slot_layout(k: N.Kernel) -> list:
     """(param, first slot) for every runtime parameter, after the geometry slots."""
     out, pos = [], GEOMETRY_SLOTS
@@ -380,6 +465,7 @@ class CRenderer(CLikeRenderer):
         self.plan = plan            # None: the flat path
         self.ranges = ranges        # 0: plain ndrange, 1: offset starts, 2: offsets and steps
         self.in_item = False        # rendering inside an item loop (grouped path)
+        self.byte_dots = False      # a tk.dot_i8 / tk.dot_u4i8 was lowered: include _BYTEDOT
         self.item_label = None
         self.next_label = "tk_next"  # flat path: where a return jumps (the end of the item)
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
@@ -445,6 +531,21 @@ class CRenderer(CLikeRenderer):
     def print_call(self, fmt, args):
         super().print_call(fmt, args)
         self.w("fflush(stdout);")
+
+    def s_FuncBlock(self, s):
+        """A ``tk.dot_i8``/``tk.dot_u4i8`` block becomes one call of the SIMD helpers
+        (``_BYTEDOT``); debug kernels (bounds checks) and strided arrays run the reference loop."""
+        bd = s.intrinsic
+        if isinstance(bd, N.ByteDot) and not self.k.debug and bd.a.contiguous and bd.b.contiguous \
+                and bd.out.contiguous:
+            self.byte_dots = True
+            zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
+            fn = "tk_dot_i8" if bd.kind == "i8" else "tk_dot_u4i8"
+            self.at(s.loc)
+            self.w(f"{fn}(&{self.element(bd.out, zero)}, &{self.element(bd.a, bd.i)}, "
+                   f"&{self.element(bd.b, bd.j)}, {bd.n});")
+            return
+        super().s_FuncBlock(s)
 
     # --- statements specific to the grouped path -----------------------------------------------
 
@@ -1085,7 +1186,7 @@ class CRenderer(CLikeRenderer):
         fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
-                portable_helpers(), _c_helpers(), "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else "",
+                portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "", "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else "",
                 _STREAM if self.stream_arrays else "", _DIV_RUN if self.row_divs else ""]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
