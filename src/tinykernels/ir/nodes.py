@@ -219,6 +219,8 @@ class ByteDot:
     b: ArrayInfo
     j: list
     n: int
+    scale: Any = None     # a float32 local: out is float32, out[l] = fma(float32(lane), scale, out[l])
+    zero: int = 0         # u4i8: subtracted from each 4-bit value
 
 
 @dataclass

@@ -730,23 +730,31 @@ def _sbyte(v) -> int:
     return v - 256 if v >= 128 else v
 
 
-def dot_i8(out, a, i, b, j, n):
-    """``tk.dot_i8``: lane ``l`` of ``out`` = the sum of the signed bytes ``a[i + k] * b[j + k]``
-    for ``k`` in ``4l .. 4l + 3``."""
+def _put_lane(out, lane, value, scale):
+    if scale is None:
+        out[lane] = np.int32(value)
+    else:
+        out[lane] = fma(np.float32(value), np.float32(scale), out[lane])
+
+
+def dot_i8(out, a, i, b, j, n, scale=None):
+    """``tk.dot_i8``: lane ``l`` = the sum of the signed bytes ``a[i + k] * b[j + k]`` for ``k``
+    in ``4l .. 4l + 3``, stored in ``out[l]`` (int32), or ``out[l] = fma(lane, scale, out[l])``."""
     for lane in range(int(n) // 4):
-        out[lane] = np.int32(sum(_sbyte(_at(a, i, k)) * _sbyte(_at(b, j, k)) for k in range(4 * lane, 4 * lane + 4)))
+        _put_lane(out, lane, sum(_sbyte(_at(a, i, k)) * _sbyte(_at(b, j, k)) for k in range(4 * lane, 4 * lane + 4)),
+                  scale)
 
 
-def dot_u4i8(out, a, i, b, j, n):
-    """``tk.dot_u4i8``: as ``dot_i8`` with value ``k`` the unsigned nibble of byte ``a[i + k % 16]``
-    (low for ``k < 16``, high above) times the signed byte ``b[j + k]``."""
+def dot_u4i8(out, a, i, b, j, n, scale=None, zero=0):
+    """``tk.dot_u4i8``: as ``dot_i8`` with value ``k`` the nibble of byte ``a[i + k % 16]`` (low
+    for ``k < 16``, high above) minus ``zero``, times the signed byte ``b[j + k]``."""
     half = int(n) // 2
     for lane in range(int(n) // 4):
         s = 0
         for k in range(4 * lane, 4 * lane + 4):
             byte = int(_at(a, i, k % half)) & 255
-            s += (byte >> 4 if k >= half else byte & 15) * _sbyte(_at(b, j, k))
-        out[lane] = np.int32(s)
+            s += ((byte >> 4 if k >= half else byte & 15) - int(zero)) * _sbyte(_at(b, j, k))
+        _put_lane(out, lane, s, scale)
 
 
 def bitcast(v, dtype):
