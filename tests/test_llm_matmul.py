@@ -221,12 +221,10 @@ def _kernel_launches():
         cases += [(mm._HOST_GEMV[q], (out1, data[q], x), 4, None),
                   (mm._GROUP_GEMV[q], (out1, data[q], x), 4 * g, g)]
     xq8, xd = np.zeros(256, np.int8), np.zeros(8, f32)
-    xq32 = np.zeros(256, np.int32)
     cases += [(mm._quantize_x_q8_0, (xq8, xd, x, mm.X_INT8), 8, None),
-              (mm._quantize_x_q8_0, (xq32, xd, x, mm.X_INT32), 8, None),
               (mm._quantize_x_q8_0, (np.zeros(64, np.uint32), xd, x, mm.X_PACKED), 8, None)]
     for q in ("q4_0", "q8_0"):
-        cases += [(mm._gemv_rows_i8, (out1, data[q], xq8 if q == "q8_0" else xq32, xd, q == "q8_0"), 4, None),
+        cases += [(mm._gemv_rows_i8, (out1, data[q], xq8, xd, q == "q8_0"), 4, None),
                   (mm._gemv_group_i8, (out1, data[q], np.zeros(64, np.uint32), xd, q == "q8_0"), 4 * g, g)]
     for q, kern in mm._FUSED_GEMM.items():
         cases.append((kern, (np.zeros((4, 3), f32), data[q], bm), (4, 3), None))
@@ -320,19 +318,6 @@ def test_quantize_activations_is_bit_exact_against_gguf(be, packed):
     np.testing.assert_array_equal(got, _gguf_q8_0(x))
 
 
-@pytest.mark.parametrize("be", ["CPU", "INTERP"])
-def test_host_int8_gemv_activations_as_int32_are_the_int8_values(be):
-    """The host q4_0 int8 route multiplies int32 activations (GCC vectorizes int32 products
-    in full registers): the same values as the int8 layout, and the same scales."""
-    rng = np.random.default_rng(34)
-    x = _activations(96 if be == "INTERP" else 4096, rng)
-    q8, d8 = mm._quantize_x(to(be, x), mm.X_INT8, None)
-    q32, d32 = mm._quantize_x(to(be, x), mm.X_INT32, None)
-    assert host(q32).dtype == np.int32
-    np.testing.assert_array_equal(host(q32), host(q8).astype(np.int32))
-    np.testing.assert_array_equal(host(d32), host(d8))
-
-
 def _int8_route(qtype, raw, x):
     """NumPy model of llama.cpp's route: per block the exact integer dot product of the weight
     and activation bytes, times d_w * d_x, summed in float64; and a bound on float32 rounding."""
@@ -419,34 +404,35 @@ def test_host_fused_gemm_sums_each_column_in_32_fma_lanes(qtype):
         assert got.dtype == np.float32 and np.array_equal(got, want), (qtype, n)
 
 
-def test_host_int8_route_q4_0_pairs_each_bytes_nibble_products():
-    """The host q4_0 int8 route adds the exact products of weights ``j`` and ``j + 16`` (one
-    byte's two nibbles) in int32, then converts and accumulates that sum in lane ``j`` with
-    one fma by ``d_w * d_x`` (chunks of CHUNK blocks; the remaining blocks after the lanes,
-    one integer block product each): bit for bit a NumPy model."""
-    rng = np.random.default_rng(41)
-    m, k = 6, 32 * (2 * mm.CHUNK + 3)
-    raw = random_blocks("q4_0", m, k // 32, rng)
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("m, nb", [(1, 1), (7, 2 * 8 + 3), (6, 8)])
+def test_host_int8_route_sums_eight_exact_lanes_per_block(qtype, m, nb):
+    """The host int8 route (``tk.dot_i8`` / ``tk.dot_u4i8`` with ``zero=8``): per block eight
+    exact int32 lanes (lane ``l``: weights ``4l .. 4l + 3``), accumulated with one fma by
+    ``d_w * d_x`` per lane and block in block order, the lanes then added in order: bit for
+    bit a NumPy model (K of one block, whole chunks, a tail; rows not a multiple of
+    anything)."""
+    rng = np.random.default_rng(41 + nb)
+    k = 32 * nb
+    raw = random_blocks(qtype, m, nb, rng)
     x = _activations(k, rng)
     qx, dx = llm.quantize_activations(x)
-    rb = raw.reshape(m, -1, 18)
+    fmt = llm.QTYPES[qtype]
+    rb = raw.reshape(m, nb, fmt.block_bytes)
     dw = rb[:, :, :2].copy().view("<f2")[..., 0].astype(np.float32)
-    lo = (rb[:, :, 2:] & 15).astype(np.int64) - 8
-    hi = (rb[:, :, 2:] >> 4).astype(np.int64) - 8
-    qb = qx.reshape(-1, 32).astype(np.int64)
-    pairs = lo * qb[None, :, :16] + hi * qb[None, :, 16:]          # [m, nb, 16], exact
+    if qtype == "q8_0":
+        qw = rb[:, :, 2:].view(np.int8).astype(np.int64)
+    else:
+        qw = np.concatenate([rb[:, :, 2:] & 15, rb[:, :, 2:] >> 4], axis=2).astype(np.int64) - 8
+    lanes = (qw * qx.reshape(nb, 32).astype(np.int64)[None]).reshape(m, nb, 8, 4).sum(-1)   # exact
     ds = dw * dx[None]                                                # float32 products
-    nb = k // 32
-    full = nb - nb % mm.CHUNK
-    acc = np.zeros((m, 16), np.float32)
-    for b in range(full):
-        acc = _fma32(pairs[:, b].astype(np.float32), ds[:, b, None], acc)
+    acc = np.zeros((m, 8), np.float32)
+    for b in range(nb):
+        acc = _fma32(lanes[:, b].astype(np.float32), ds[:, b, None], acc)
     tot = np.zeros(m, np.float32)
-    for j in range(16):
+    for j in range(8):
         tot = tot + acc[:, j]
-    for b in range(full, nb):
-        tot = tot + pairs[:, b].sum(1).astype(np.float32) * ds[:, b]
-    got = llm.matmul(llm.QTensor("q4_0", (m, k), raw), x, exact=False)
+    got = llm.matmul(llm.QTensor(qtype, (m, k), raw), x, exact=False)
     assert np.array_equal(got, tot)
 
 

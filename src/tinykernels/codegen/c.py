@@ -407,6 +407,127 @@ TK_INLINE float tk_tanh_f32(float xf) {
 """
 
 
+# tk.dot_i8 / tk.dot_u4i8 (a ByteDot block): 32 byte products into eight int32 lanes per step,
+# lane l the sum of products 4l .. 4l + 3, exact; the _acc forms then do out[l] =
+# fma(float(lane), s, out[l]) on the eight floats as one vector (a loop of them keeps out in a
+# register). The level is chosen once when the kernel's library is loaded: 2 = AVX-512 VNNI
+# (vpdpbusd on ymm, as inline assembly: the compiler probe may have turned the compiler's own
+# VNNI code generation off, see runtime/compiler.py), 1 = AVX2 (vpmaddubsw / vpmaddwd), 0 =
+# scalar C lanes; TK_CPU_BYTEDOT=c|avx2|vnni caps it (tests). Without AVX2: plain C only.
+_BYTEDOT = r"""
+static inline __attribute__((always_inline)) void tk_bd_lanes_c(int32_t *o, const void *pa, const void *pb,
+                                                              int u4, int zero) {
+    const uint8_t *a = (const uint8_t *)pa;
+    const int8_t *b = (const int8_t *)pb;
+    for (int l = 0; l < 8; l++) {
+        int32_t s = 0;
+        for (int t = 0; t < 4; t++) {
+            int k = 4 * l + t;
+            int32_t v = u4 ? (int32_t)(k < 16 ? a[k] & 15 : a[k - 16] >> 4) - zero : (int32_t)(int8_t)a[k];
+            s += v * (int32_t)b[k];
+        }
+        o[l] = s;
+    }
+}
+#if defined(__x86_64__) && defined(__AVX2__)
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#define TK_BYTEDOT_SIMD 1
+static int tk_bytedot_level = 1;
+__attribute__((constructor)) static void tk_bytedot_init(void) {
+    const char *cap = getenv("TK_CPU_BYTEDOT");
+    __builtin_cpu_init();
+    int lv = (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) ? 2 : 1;
+    if (cap && !strcmp(cap, "c")) lv = 0;
+    else if (cap && !strcmp(cap, "avx2") && lv > 1) lv = 1;
+    tk_bytedot_level = lv;
+}
+static inline __attribute__((always_inline)) __m256i tk_dpbusd(__m256i acc, __m256i u, __m256i s) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));     /* acc += u8 x s8, 4 per lane */
+    return acc;
+}
+/* the eight lanes of 32 signed x 32 signed bytes: VNNI as (a + 128) * b - 128 * b (exact for
+   every byte value); AVX2 through int16 (vpmaddubsw would saturate at -128 x -128) */
+static inline __attribute__((always_inline)) __m256i tk_bd_i8(const void *pa, const void *pb, int lv) {
+    if (lv == 0) {
+        int32_t t[8];
+        tk_bd_lanes_c(t, pa, pb, 0, 0);
+        return _mm256_loadu_si256((const __m256i *)t);
+    }
+    __m256i a = _mm256_loadu_si256((const __m256i *)pa), b = _mm256_loadu_si256((const __m256i *)pb);
+    if (lv == 2) {
+        __m256i k = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
+        return _mm256_sub_epi32(tk_dpbusd(z, _mm256_xor_si256(a, k), b), tk_dpbusd(z, k, b));
+    }
+    __m256i p0 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)),
+                                   _mm256_cvtepi8_epi16(_mm256_castsi256_si128(b)));
+    __m256i p1 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(a, 1)),
+                                   _mm256_cvtepi8_epi16(_mm256_extracti128_si256(b, 1)));
+    return _mm256_permute4x64_epi64(_mm256_hadd_epi32(p0, p1), 0xD8);
+}
+/* 16 bytes of 4-bit values minus zero (value k < 16 the low nibble of byte k, k + 16 its high
+   one) times 32 signed bytes */
+static inline __attribute__((always_inline)) __m256i tk_bd_u4(const void *pa, const void *pb, int zero, int lv) {
+    if (lv == 0) {
+        int32_t t[8];
+        tk_bd_lanes_c(t, pa, pb, 1, zero);
+        return _mm256_loadu_si256((const __m256i *)t);
+    }
+    __m128i q = _mm_loadu_si128((const __m128i *)pa);
+    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+    __m256i x = _mm256_loadu_si256((const __m256i *)pb);
+    if (lv == 2) {
+        __m256i r = tk_dpbusd(_mm256_setzero_si256(), u, x);
+        return zero ? _mm256_sub_epi32(r, tk_dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8((char)zero), x)) : r;
+    }
+    __m256i p = _mm256_maddubs_epi16(u, x);                 /* |pair| <= 2 * 15 * 128: exact */
+    if (zero)
+        p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi8((char)zero), x));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+static inline __attribute__((always_inline)) void tk_bd_acc(float *o, __m256i lanes, float s) {
+    _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(s), _mm256_loadu_ps(o)));
+}
+static inline __attribute__((always_inline)) void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n) {
+    int lv = tk_bytedot_level;
+    for (int c = 0; c < n; c += 32)
+        _mm256_storeu_si256((__m256i *)(o + c / 4), tk_bd_i8((const int8_t *)pa + c, (const int8_t *)pb + c, lv));
+}
+static inline __attribute__((always_inline)) void tk_dot_i8_acc(float *o, const void *pa, const void *pb, int n, float s) {
+    int lv = tk_bytedot_level;
+    for (int c = 0; c < n; c += 32)
+        tk_bd_acc(o + c / 4, tk_bd_i8((const int8_t *)pa + c, (const int8_t *)pb + c, lv), s);
+}
+static inline __attribute__((always_inline)) void tk_dot_u4i8(int32_t *o, const void *pa, const void *pb, int zero) {
+    _mm256_storeu_si256((__m256i *)o, tk_bd_u4(pa, pb, zero, tk_bytedot_level));
+}
+static inline __attribute__((always_inline)) void tk_dot_u4i8_acc(float *o, const void *pa, const void *pb, int zero, float s) {
+    tk_bd_acc(o, tk_bd_u4(pa, pb, zero, tk_bytedot_level), s);
+}
+#else
+static inline void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n) {
+    for (int c = 0; c < n; c += 32) tk_bd_lanes_c(o + c / 4, (const int8_t *)pa + c, (const int8_t *)pb + c, 0, 0);
+}
+static inline void tk_dot_i8_acc(float *o, const void *pa, const void *pb, int n, float s) {
+    int32_t t[8];
+    for (int c = 0; c < n; c += 32) {
+        tk_bd_lanes_c(t, (const int8_t *)pa + c, (const int8_t *)pb + c, 0, 0);
+        for (int l = 0; l < 8; l++) o[c / 4 + l] = __builtin_fmaf((float)t[l], s, o[c / 4 + l]);
+    }
+}
+static inline void tk_dot_u4i8(int32_t *o, const void *pa, const void *pb, int zero) {
+    tk_bd_lanes_c(o, pa, pb, 1, zero);
+}
+static inline void tk_dot_u4i8_acc(float *o, const void *pa, const void *pb, int zero, float s) {
+    int32_t t[8];
+    tk_bd_lanes_c(t, pa, pb, 1, zero);
+    for (int l = 0; l < 8; l++) o[l] = __builtin_fmaf((float)t[l], s, o[l]);
+}
+#endif
+"""
+
+
 def slot_layout(k: N.Kernel) -> list:
     """(param, first slot) for every runtime parameter, after the geometry slots."""
     out, pos = [], GEOMETRY_SLOTS
@@ -430,6 +551,7 @@ class CRenderer(CLikeRenderer):
         self.plan = plan            # None: the flat path
         self.ranges = ranges        # 0: plain ndrange, 1: offset starts, 2: offsets and steps
         self.in_item = False        # rendering inside an item loop (grouped path)
+        self.byte_dots = False      # a tk.dot_i8 / tk.dot_u4i8 was lowered: include _BYTEDOT
         self.item_label = None
         self.next_label = "tk_next"  # flat path: where a return jumps (the end of the item)
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
@@ -504,6 +626,24 @@ class CRenderer(CLikeRenderer):
     def print_call(self, fmt, args):
         super().print_call(fmt, args)
         self.w("fflush(stdout);")
+
+    def s_FuncBlock(self, s):
+        """A ``tk.dot_i8``/``tk.dot_u4i8`` block becomes one call of the SIMD helpers
+        (``_BYTEDOT``); debug kernels (bounds checks) and strided arrays run the reference loop."""
+        bd = s.intrinsic
+        if isinstance(bd, N.ByteDot) and not self.k.debug and bd.a.contiguous and bd.b.contiguous \
+                and bd.out.contiguous:
+            self.byte_dots = True
+            zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
+            fn = ("tk_dot_i8" if bd.kind == "i8" else "tk_dot_u4i8") + ("" if bd.scale is None else "_acc")
+            args = [f"&{self.element(bd.out, zero)}", f"&{self.element(bd.a, bd.i)}",
+                    f"&{self.element(bd.b, bd.j)}", str(bd.n if bd.kind == "i8" else bd.zero)]
+            if bd.scale is not None:
+                args.append(self.expr(bd.scale))
+            self.at(s.loc)
+            self.w(f"{fn}({', '.join(args)});")
+            return
+        super().s_FuncBlock(s)
 
     # --- statements specific to the grouped path -----------------------------------------------
 
@@ -1192,8 +1332,8 @@ class CRenderer(CLikeRenderer):
         fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
-                portable_helpers(), _c_helpers(), "" if k.fastmath else _EXP_F32, _DEBUG if k.debug else "",
-                _STREAM if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
+                portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "", "" if k.fastmath else _EXP_F32,
+                _DEBUG if k.debug else "", _STREAM if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 

@@ -412,6 +412,153 @@ def _dot4_i8(lw, node):
     return N.Call(t, lw.loc(node), "dot4_i8", es)
 
 
+BYTE_DOT_LANES = 4      # products per lane of tk.dot_i8 / tk.dot_u4i8
+
+
+def _byte_dot(kind):
+    """``tk.dot_i8(out, a, i, b, j, n, scale=None)`` /
+    ``tk.dot_u4i8(out, a, i, b, j, n, scale=None, zero=0)``: ``n`` byte products summed four at
+    a time into lanes (lane ``l``: the products of values ``4l .. 4l + 3``, exact in int32).
+    ``dot_i8``: value ``k`` is the byte after ``a[i]`` by ``k`` (along the last dimension) as
+    a signed byte (int8 or uint8 arrays, reinterpreted), ``n`` a multiple of 32. ``dot_u4i8``:
+    ``n`` is 32 and the 16 bytes from ``a[i]`` hold 4-bit values, value ``k < 16`` the low
+    nibble of byte ``k`` and value ``k + 16`` its high nibble (the GGUF q4_0 layout), minus
+    ``zero`` (a compile-time int, 0..15). The other operand is ``b``'s bytes from ``b[j]``,
+    signed. An int32 ``out`` receives the lanes (``out[l] = lane``, no ``scale``); a float32
+    ``out`` accumulates them: ``out[l] = fma(float32(lane), scale, out[l])``.
+
+    Lowered to the reference loop (a marked block: every backend runs it); the C renderer
+    replaces the block by its SIMD code (VNNI ``vpdpbusd`` or AVX2)."""
+    name = f"tk.{'dot_i8' if kind == 'i8' else 'dot_u4i8'}"
+    sig = f"{name}(out, a, i, b, j, n, scale=None{', zero=0' if kind == 'u4i8' else ''})"
+
+    def h(lw, node):
+        if not 6 <= len(node.args) <= (7 if kind == "i8" else 8):
+            raise lw.err(node, f"{sig} takes 6 to {7 if kind == 'i8' else 8} arguments, got {len(node.args)}")
+        args = [lw.expr(x) for x in node.args]
+        kws = {}
+        for kw in node.keywords:
+            if kw.arg not in (("scale",) if kind == "i8" else ("scale", "zero")) or kw.arg in kws:
+                raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
+            kws[kw.arg] = lw.expr(kw.value)
+        out, a, i, b, j, n = args[:6]
+        scale = args[6] if len(args) > 6 else kws.get("scale")
+        zero = args[7] if len(args) > 7 else kws.get("zero", 0)
+        for arr, what in ((out, "out"), (a, "a"), (b, "b")):
+            if not isinstance(arr, N.ArrayInfo) or (what == "out" and arr.ndim != 1):
+                raise lw.err(node, f"{sig}: {what} must be {'a 1-D array' if what == 'out' else 'an array'}")
+        if out.dtype.name not in ("int32", "float32"):
+            raise lw.err(node, f"{sig}: out must be an int32 array (the lanes) or a float32 one (scaled "
+                               f"accumulation), '{out.name}' is {out.dtype.name}")
+        if (out.dtype.name == "float32") != (scale is not None):
+            raise lw.err(node, f"{sig}: a float32 out needs scale= (out[l] = fma(lane, scale, out[l])), an "
+                               f"int32 out takes no scale")
+        if out.const:
+            raise lw.err(node, f"cannot write to '{out.name}': it is read-only (tk.Const)")
+        for arr, what in ((a, "a"), (b, "b")):
+            if arr.dtype.name not in ("int8", "uint8"):
+                raise lw.err(node, f"{sig}: {what} must be an int8 or uint8 array (bytes), "
+                                   f"'{arr.name}' is {arr.dtype.name}")
+        consts = []
+        for v, what in ((n, "n"), (zero, "zero")):
+            v = v if isinstance(v, int) else lw.as_expr(v, node)
+            if isinstance(v, N.Const):
+                v = v.value
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise lw.err(node, f"{sig}: {what} must be a compile-time integer (a literal or tk.constexpr)")
+            consts.append(int(v))
+        n, zero = consts
+        if kind == "i8" and (n <= 0 or n % 32):
+            raise lw.err(node, f"tk.dot_i8: n must be a positive multiple of 32, got {n}")
+        if kind == "u4i8" and n != 32:
+            raise lw.err(node, f"tk.dot_u4i8: n must be 32 (one block of 16 bytes), got {n}")
+        if not 0 <= zero <= 15:
+            raise lw.err(node, f"tk.dot_u4i8: zero must be in 0..15, got {zero}")
+        lanes = n // BYTE_DOT_LANES
+        if out.space == "private" and out.shape and int(out.shape[0]) < lanes:
+            raise lw.err(node, f"{sig}: out '{out.name}' has {out.shape[0]} elements, the {n} products "
+                               f"need {lanes} lanes")
+        loc = lw.loc(node)
+        it = Ty(lw.opts.default_int)
+        base = []
+        for arr, e, what in ((a, i, "i"), (b, j, "j")):
+            idx = list(e) if isinstance(e, tuple) else [e]
+            if len(idx) != arr.ndim:
+                raise lw.err(node, f"{sig}: {what} must index an element of '{arr.name}' ({arr.ndim} index(es), "
+                                   f"a tuple for more than one); the bytes run along its last dimension")
+            vs = []
+            for x in idx:
+                x = lw.as_expr(x, node)
+                if not x.ty.dtype.is_int:
+                    raise lw.err(node, f"{sig}: {what} must be an integer index, got {x.ty}")
+                v = lw.fresh(f"bd{what}")
+                lw.assign_var(v, lw.cast(x, it, explicit=True), node)
+                vs.append(N.Var(it, loc, v))
+            base.append(vs)
+        f32 = Ty(D.float32)
+        if scale is not None:
+            se = lw.as_expr(scale, node)
+            if not (se.ty.dtype.is_float or se.ty.dtype.is_int):
+                raise lw.err(node, f"{sig}: scale must be a number, got {se.ty}")
+            sv = lw.fresh("bds")
+            lw.assign_var(sv, lw.cast(se, f32, explicit=True), node)
+            scale = N.Var(f32, loc, sv)
+        lv = lw.fresh("bdl")
+        lw.types[lv] = it
+        l_ = N.Var(it, loc, lv)
+        i32 = Ty(D.int32)
+
+        def c(v):
+            return N.Const(it, loc, v)
+
+        def c32(v):
+            return N.Const(i32, loc, v)
+
+        def at(arr, start, off):
+            k = N.BinOp(it, loc, "+", start[-1], N.BinOp(it, loc, "+", N.BinOp(it, loc, "*", l_, c(4)), c(off)))
+            return N.Cast(i32, loc, N.Load(Ty(arr.dtype), loc, arr, start[:-1] + [k]))
+
+        def signed(arr, start, off):        # the byte as int8, on integers every backend has
+            x = at(arr, start, off)
+            if arr.dtype.name == "int8":
+                return x
+            return N.BinOp(i32, loc, "-", x, N.BinOp(i32, loc, "<<", N.BinOp(i32, loc, "&", x, c32(128)), c32(1)))
+
+        def lane(terms):
+            acc = terms[0]
+            for t in terms[1:]:
+                acc = N.BinOp(i32, loc, "+", acc, t)
+            return acc
+
+        def store(idx, value):
+            if scale is None:
+                return N.Store(loc, out, [idx], value)
+            cur = N.Load(f32, loc, out, [idx])
+            return N.Store(loc, out, [idx], N.Call(f32, loc, "fma", [N.Cast(f32, loc, value), scale, cur]))
+
+        ia, jb = base
+        if kind == "i8":
+            body = [store(l_, lane([N.BinOp(i32, loc, "*", signed(a, ia, t), signed(b, jb, t)) for t in range(4)]))]
+            stop = lanes
+        else:
+            def nib(t, hi):
+                x = N.BinOp(i32, loc, "&", at(a, ia, t), c32(255))
+                if hi:
+                    x = N.BinOp(i32, loc, ">>", x, c32(4))
+                x = N.BinOp(i32, loc, "&", x, c32(15))
+                return N.BinOp(i32, loc, "-", x, c32(zero)) if zero else x
+            jhi = jb[:-1] + [N.BinOp(it, loc, "+", jb[-1], c(16))]
+            body = [store(l_, lane([N.BinOp(i32, loc, "*", nib(t, False), signed(b, jb, t)) for t in range(4)])),
+                    store(N.BinOp(it, loc, "+", l_, c(4)),
+                          lane([N.BinOp(i32, loc, "*", nib(t, True), signed(b, jhi, t)) for t in range(4)]))]
+            stop = 4
+        loop = N.For(loc, lv, c(0), c(stop), c(1), body)
+        info = N.ByteDot(kind, out, a, ia, b, jb, n, scale, zero)
+        lw.emit(N.FuncBlock(loc, lw.fresh("bytedot"), [loop], info))
+        return NoValue(loc)
+    return h
+
+
 def _bitcast(lw, node):
     """``tk.bitcast(x, dtype)``: the bits of ``x`` read as ``dtype`` (same size; not bool). A
     float16/bfloat16/fp8 value (float32 inside a kernel) is rounded to its type first, as on
@@ -514,7 +661,8 @@ _HANDLERS.update({
     lang.index: _index, lang.ndrange: _geometry("ndrange"), lang.groupsize: _geometry("groupsize"),
     lang.ngroups: _geometry("ngroups"), lang.localmem: _alloc("local"), lang.private: _alloc("private"),
     lang.uniform: _uniform, lang.group_reduce: _collective("reduce"), lang.group_scan: _collective("scan"),
-    lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp, lang.dot4_i8: _dot4_i8, lang.bitcast: _bitcast,
+    lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp, lang.dot4_i8: _dot4_i8, lang.dot_i8: _byte_dot("i8"),
+    lang.dot_u4i8: _byte_dot("u4i8"), lang.bitcast: _bitcast,
     lang.sigmoid: _math1("sigmoid"), lang.print: _print,
     tkrandom.philox4x32: _philox, tkrandom.uniform: _rand("uniform", D.float32),
     tkrandom.normal: _rand("normal", D.float32), tkrandom.bits: _rand("bits", D.uint32),

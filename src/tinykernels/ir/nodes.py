@@ -194,9 +194,33 @@ class Return(Stmt):
 
 @dataclass
 class FuncBlock(Stmt):
-    """The inlined body of a ``@tk.func``; ``FuncExit`` jumps past its end."""
+    """The inlined body of a ``@tk.func``; ``FuncExit`` jumps past its end.
+
+    ``intrinsic`` (a :class:`ByteDot`, else None) marks a body that is the reference
+    expansion of a block-level intrinsic: a renderer may replace the whole block by its own
+    lowering of it; every other pass and renderer runs the body. A pass that rebuilds the
+    block without the field falls back to the body, which is always correct."""
     label: str
     body: list
+    intrinsic: Any = None
+
+
+@dataclass
+class ByteDot:
+    """``tk.dot_i8`` / ``tk.dot_u4i8``: ``n`` byte products of ``a`` from ``i`` and ``b`` from
+    ``j`` summed in groups of four into the int32 lanes ``out[0 .. n / 4 - 1]``. ``i`` and
+    ``j`` are lists of locals (an element's index, assigned before the block; the bytes run
+    along the last dimension); ``kind`` is ``i8`` (signed bytes times
+    signed bytes) or ``u4i8`` (``n / 2`` bytes of 4-bit unsigned values times signed bytes)."""
+    kind: str
+    out: ArrayInfo
+    a: ArrayInfo
+    i: list
+    b: ArrayInfo
+    j: list
+    n: int
+    scale: Any = None     # a float32 local: out is float32, out[l] = fma(float32(lane), scale, out[l])
+    zero: int = 0         # u4i8: subtracted from each 4-bit value
 
 
 @dataclass

@@ -33,7 +33,7 @@ GROUP = 64          # work items per row on GPUs
 TILE = 16           # float GEMM tile
 CHUNK = 8           # blocks whose scales a host GEMV decodes before their weights
 FUSED_MAX_N = 8     # fused quantized GEMM up to this many columns; beyond, dequantize + GEMM
-X_INT8, X_INT32, X_PACKED = 0, 1, 2     # layouts of the quantized activations (_quantize_x_q8_0)
+X_INT8, X_PACKED = 0, 2     # layouts of the quantized activations (_quantize_x_q8_0)
 
 
 # ----------------------------------------------------------------------------- decoding helpers
@@ -263,9 +263,9 @@ def _quantize_x_q8_0(qs, qd, x: tk.Const, fmt: tk.constexpr):
     """Activations ``x`` [K] to Q8_0, block ``b = tk.index()`` (32 values) per work item, as
     ggml's reference quantizer: ``d = max|x| / 127``, ``q = roundf(x / d)`` (by ``1 / d``).
     ``qd[b]``: ``d`` rounded to float16 (the stored scale), as float32. ``qs`` by ``fmt``:
-    the values one per element (``X_INT8``: int8 [K]; ``X_INT32``: int32 [K], for the host
-    GEMV, whose products are then int32 multiplies), or four per word, byte 0 the lowest
-    (``X_PACKED``: uint32 [K / 4], the operand of ``tk.dot4_i8``)."""
+    the values one per element (``X_INT8``: int8 [K], the operand of ``tk.dot_i8`` /
+    ``tk.dot_u4i8`` in the host GEMV), or four per word, byte 0 the lowest (``X_PACKED``:
+    uint32 [K / 4], the operand of ``tk.dot4_i8``)."""
     b = tk.index()
     o = b * 32
     amax = tk.float32(0)
@@ -280,66 +280,36 @@ def _quantize_x_q8_0(qs, qd, x: tk.Const, fmt: tk.constexpr):
             for t in range(4):
                 word |= tk.uint32(round_away(x[o + 4 * w + t] * inv) & 255) << (8 * t)
             qs[8 * b + w] = word
-    elif fmt == X_INT32:
-        for j in range(32):
-            qs[o + j] = round_away(x[o + j] * inv)
     else:
         for j in range(32):
             qs[o + j] = tk.int8(round_away(x[o + j] * inv))
 
 
 @tk.func
-def q8_0_block_idot(data, r, b, xq):
-    """The exact integer dot product of Q8_0 block ``b`` of row ``r`` with the quantized
-    activations ``xq[32 b:32 b + 32]`` (int8 or int32; a loop the C compiler vectorizes)."""
-    base = b * 34 + 2
-    o = b * 32
-    s = tk.int32(0)
-    for j in range(32):
-        s += tk.int32(tk.int8(data[r, base + j])) * tk.int32(xq[o + j])
-    return s
-
-
-@tk.func
-def q4_0_block_idot(data, r, b, xq):
-    """As :func:`q8_0_block_idot` for a Q4_0 block (nibbles minus 8): the low nibbles, then the
-    high ones, two contiguous 16-trip loops the C compiler vectorizes (one loop doing both it
-    does not)."""
-    base = b * 18 + 2
-    o = b * 32
-    s = tk.int32(0)
-    for j in range(16):
-        s += ((tk.int32(data[r, base + j]) & 15) - 8) * tk.int32(xq[o + j])
-    for j in range(16):
-        s += ((tk.int32(data[r, base + j]) >> 4) - 8) * tk.int32(xq[o + j + 16])
-    return s
+def block_acc_i8(acc, data, r, b, xq, s, q8):
+    """``acc[l] = fma(float32(lane_l), s, acc[l])`` for the eight exact int32 lanes of block ``b``
+    of row ``r`` times the quantized activations ``xq`` (lane ``l``: the products of weights
+    ``4l .. 4l + 3``): ``tk.dot_i8`` (Q8_0) or ``tk.dot_u4i8`` with ``zero=8`` (Q4_0)."""
+    if q8:
+        tk.dot_i8(acc, data, (r, b * 34 + 2), xq, b * 32, 32, s)
+    else:
+        tk.dot_u4i8(acc, data, (r, b * 18 + 2), xq, b * 32, 32, s, 8)
 
 
 @tk.kernel
 def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.constexpr):
-    """One work item per row, ``LANES`` float partial sums: lane ``j`` adds the exact int32
-    product of weight ``j`` and activation ``j`` of each block times the block's
-    ``d_w * d_x``. ``xq``: the activations as int32. Blocks go in chunks of ``CHUNK``: the
-    chunk's scales, then per block its weights decoded into 32 int32 (Q4_0: the nibbles minus
-    8, two 16-trip loops; Q8_0: the sign-extended bytes), then one 32-trip loop of int32
-    products, conversions and float multiply-adds, which the C compiler vectorizes in full
-    AVX-512 registers (the shape of the exact GEMV). Q4_0 adds the products of weights ``j``
-    and ``j + 16`` (the low and high nibble of byte ``j``) in int32 (exact) before converting,
-    so only the first 16 lanes are used: one conversion and one FMA per 16-lane pair instead
-    of two (9 instead of 11 512-bit operations per block; single-threaded, in cache: 2.43 ->
-    2.13 ns per block). The lane update is one ``tk.fma``
-    (product times scale plus lane, rounded once): a vector FMA instead of a multiply and an
-    add (single-threaded, in cache: 1.66 -> 1.55 ns per q4_0 block), with results that do not
-    depend on the compiler. Int8 weights and activations multiplied
-    as bytes made GCC 12 widen through int16 in 128/256-bit registers: 1.8x slower. (Fewer
-    lanes, e.g. eight holding the sums of four products each, GCC 12 splits into scalars
-    once the loop nest is inlined: 6x slower.)"""
+    """One work item per row, eight float partial sums: per block the language's block byte
+    dot product (``tk.dot_i8``/``tk.dot_u4i8``; on the CPU one or two ``vpdpbusd`` per 32
+    products, or AVX2 ``vpmaddubsw``/``vpmaddwd``) gives eight exact int32 lanes (lane ``l``:
+    weights ``4l .. 4l + 3``), accumulated as ``acc[l] = fma(float32(lane), d_w * d_x,
+    acc[l])`` (on the CPU a vector conversion and FMA, ``acc`` in a register); the lanes are
+    added in order at the end. ``xq``: the activations as int8. Blocks go in chunks of
+    ``CHUNK``: the chunk's scales first, then its blocks."""
     r = tk.index()
     bb = 34 if q8 else 18
-    acc = tk.private(tk.float32, (LANES,))
-    w = tk.private(tk.int32, (32,))
+    acc = tk.private(tk.float32, (8,))
     ds = tk.private(tk.float32, (CHUNK,))
-    for j in range(LANES):
+    for j in range(8):
         acc[j] = tk.float32(0)
     nb = data.shape[1] // bb
     full = nb - nb % CHUNK
@@ -347,29 +317,12 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
         for t in range(CHUNK):
             ds[t] = half_at_host(data, r, (b0 + t) * bb) * xd[b0 + t]
         for t in range(CHUNK):
-            base = (b0 + t) * bb + 2
-            o = (b0 + t) * 32
-            if q8:
-                for j in range(32):
-                    acc[j] = tk.fma(tk.float32(tk.int32(tk.int8(data[r, base + j])) * tk.int32(xq[o + j])), ds[t], acc[j])
-            else:
-                for j in range(16):
-                    v = tk.int32(data[r, base + j])
-                    w[j] = (v & 15) - 8
-                    w[j + 16] = (v >> 4) - 8
-                for j in range(32):
-                    w[j] = w[j] * xq[o + j]
-                for j in range(16):
-                    acc[j] = tk.fma(tk.float32(w[j] + w[j + 16]), ds[t], acc[j])
-    tot = tk.float32(0)
-    for j in range(LANES):
-        tot += acc[j]
+            block_acc_i8(acc, data, r, b0 + t, xq, ds[t], q8)
     for b in range(full, nb):
-        dd = half_at_host(data, r, b * bb) * xd[b]
-        if q8:
-            tot += tk.float32(q8_0_block_idot(data, r, b, xq)) * dd
-        else:
-            tot += tk.float32(q4_0_block_idot(data, r, b, xq)) * dd
+        block_acc_i8(acc, data, r, b, xq, half_at_host(data, r, b * bb) * xd[b], q8)
+    tot = tk.float32(0)
+    for j in range(8):
+        tot += acc[j]
     out[r] = tot
 
 
@@ -426,10 +379,10 @@ def quantize_activations(x, packed: bool = False, stream=None):
 
 def _quantize_x(x, fmt: int, stream):
     """:func:`quantize_activations` of a checked ``x``, ``qs`` in ``fmt``: ``X_PACKED``
-    (uint32 [K / 4]), ``X_INT8`` or ``X_INT32`` ([K], one value per element)."""
+    (uint32 [K / 4]) or ``X_INT8`` (int8 [K])."""
     backend = C.backend_of("quantize_activations", stream=stream, x=x)
     k = C.shape_of(x)[0]
-    shape, dtype = {X_PACKED: ((k // 4,), np.uint32), X_INT8: ((k,), np.int8), X_INT32: ((k,), np.int32)}[fmt]
+    shape, dtype = {X_PACKED: ((k // 4,), np.uint32), X_INT8: ((k,), np.int8)}[fmt]
     qs = C.new_like(x, shape, dtype, backend)
     d = C.new_like(x, (k // 32,), np.float32, backend)
     if k:
@@ -442,7 +395,7 @@ def _gemv_int8(qtype, a, x, out, backend, stream):
     m = out.shape[0]
     q8 = qtype == "q8_0"
     if host:
-        xq, xd = _quantize_x(x, X_INT8 if q8 else X_INT32, stream)
+        xq, xd = _quantize_x(x, X_INT8, stream)
         return C.launch(_gemv_rows_i8, backend, (out, a, xq, xd, q8), m, stream=stream)
     xq, xd = _quantize_x(x, X_PACKED, stream)
     return C.launch(_gemv_group_i8, backend, (out, a, xq, xd, q8), m * GROUP, GROUP, stream=stream)

@@ -718,6 +718,45 @@ def dot4_i8(a, b, acc):
     return np.int32(D.dot4_i8(int(a), int(b), int(acc)))
 
 
+def _at(arr, idx, k):
+    """Element ``k`` after index ``idx`` (an int, or a tuple: along the last dimension)."""
+    if isinstance(idx, tuple):
+        return arr[idx[:-1] + (int(idx[-1]) + k,)]
+    return arr[int(idx) + k]
+
+
+def _sbyte(v) -> int:
+    v = int(v) & 255
+    return v - 256 if v >= 128 else v
+
+
+def _put_lane(out, lane, value, scale):
+    if scale is None:
+        out[lane] = np.int32(value)
+    else:
+        out[lane] = fma(np.float32(value), np.float32(scale), out[lane])
+
+
+def dot_i8(out, a, i, b, j, n, scale=None):
+    """``tk.dot_i8``: lane ``l`` = the sum of the signed bytes ``a[i + k] * b[j + k]`` for ``k``
+    in ``4l .. 4l + 3``, stored in ``out[l]`` (int32), or ``out[l] = fma(lane, scale, out[l])``."""
+    for lane in range(int(n) // 4):
+        _put_lane(out, lane, sum(_sbyte(_at(a, i, k)) * _sbyte(_at(b, j, k)) for k in range(4 * lane, 4 * lane + 4)),
+                  scale)
+
+
+def dot_u4i8(out, a, i, b, j, n, scale=None, zero=0):
+    """``tk.dot_u4i8``: as ``dot_i8`` with value ``k`` the nibble of byte ``a[i + k % 16]`` (low
+    for ``k < 16``, high above) minus ``zero``, times the signed byte ``b[j + k]``."""
+    half = int(n) // 2
+    for lane in range(int(n) // 4):
+        s = 0
+        for k in range(4 * lane, 4 * lane + 4):
+            byte = int(_at(a, i, k % half)) & 255
+            s += ((byte >> 4 if k >= half else byte & 15) - int(zero)) * _sbyte(_at(b, j, k))
+        _put_lane(out, lane, s, scale)
+
+
 def bitcast(v, dtype):
     """``tk.bitcast(v, dtype)``: ``v``'s bits as ``dtype`` (a narrow float rounded to its type
     first; a Python int taken as an unsigned integer of ``dtype``'s size)."""
