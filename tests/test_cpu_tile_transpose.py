@@ -295,19 +295,6 @@ def test_other_backends_unchanged():
     np.testing.assert_array_equal(out, a.T)
 
 
-def test_straight_line_pieces_keep_their_item_loop():
-    """Every innermost item loop of a piece without loops carries the lanes' unroll cap: GCC
-    would otherwise unroll a full group's 16 x 16 tile copy completely and rebuild it from
-    scalar loads and stores instead of 16 row copies."""
-    R, C = 64, 48
-    a = _data((R, C), np.float32)
-    out = np.zeros((C, R), np.float32)
-    lines = tr_square.source("CPU", out, a, R, C, 16, 1, ndrange=(R, C), workgroupsize=(16, 16)).splitlines()
-    loops = [n for n, x in enumerate(lines) if x.strip() == "for (int64_t tk_l1 = 0; tk_l1 < tk_nv1; ++tk_l1)"]
-    assert len(loops) >= 2
-    assert all(lines[n - 1].strip() == "#pragma GCC unroll 8" for n in loops)
-
-
 @tk.kernel
 def tr_scaled(out, a: tk.Const, K, T: tk.constexpr):
     """out = sum over q < K of (q + 1) * a.T: the reading piece has a loop (the lanes shape)."""

@@ -784,12 +784,7 @@ class CRenderer(CLikeRenderer):
             return
         if self.item_outer_streaming(s):
             return
-        # a straight-line piece (a tile's ``tile[li, lj] = a[i, j]``) keeps its innermost item
-        # loop a loop, as in the lanes shape: GCC otherwise unrolls a full group's 16 x 16
-        # copy completely and rebuilds it from scalar loads and stores (SLP), 14x the
-        # instructions of sixteen 16-wide row copies
-        straight = not any(isinstance(x, (N.For, N.While)) for x in N.walk_stmts(s.body))
-        self.item_loop_head(range(k.ndim), lanes=straight)
+        self.item_loop_head(range(k.ndim))
         self.depth += 1
         self.item_geometry(range(k.ndim))
         if plan.needs_done:
