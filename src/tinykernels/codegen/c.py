@@ -509,20 +509,19 @@ static inline __attribute__((always_inline)) void tk_dot_u4i8_acc(float *o, cons
 static inline void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n) {
     for (int c = 0; c < n; c += 32) tk_bd_lanes_c(o + c / 4, (const int8_t *)pa + c, (const int8_t *)pb + c, 0, 0);
 }
-static inline void tk_dot_i8_acc(float *o, const void *pa, const void *pb, int n, float s) {
+static inline void tk_bd_acc_c(float *o, const void *pa, const void *pb, int u4, int zero, float s) {
     int32_t t[8];
-    for (int c = 0; c < n; c += 32) {
-        tk_bd_lanes_c(t, (const int8_t *)pa + c, (const int8_t *)pb + c, 0, 0);
-        for (int l = 0; l < 8; l++) o[c / 4 + l] = __builtin_fmaf((float)t[l], s, o[c / 4 + l]);
-    }
+    tk_bd_lanes_c(t, pa, pb, u4, zero);
+    for (int l = 0; l < 8; l++) o[l] = __builtin_fmaf((float)t[l], s, o[l]);
+}
+static inline void tk_dot_i8_acc(float *o, const void *pa, const void *pb, int n, float s) {
+    for (int c = 0; c < n; c += 32) tk_bd_acc_c(o + c / 4, (const int8_t *)pa + c, (const int8_t *)pb + c, 0, 0, s);
 }
 static inline void tk_dot_u4i8(int32_t *o, const void *pa, const void *pb, int zero) {
     tk_bd_lanes_c(o, pa, pb, 1, zero);
 }
 static inline void tk_dot_u4i8_acc(float *o, const void *pa, const void *pb, int zero, float s) {
-    int32_t t[8];
-    tk_bd_lanes_c(t, pa, pb, 1, zero);
-    for (int l = 0; l < 8; l++) o[l] = __builtin_fmaf((float)t[l], s, o[l]);
+    tk_bd_acc_c(o, pa, pb, 1, zero, s);
 }
 #endif
 """
@@ -1804,7 +1803,6 @@ def lanes_unroll(lanes: int) -> int:
     iteration. Capped at ``LANES_UNROLL``: a loop that does not vectorize is unrolled by
     this count at most."""
     return max(1, min(LANES_UNROLL, lanes // 2))
-
 
 
 def tile_transpose_helper(itemsize: int) -> str:

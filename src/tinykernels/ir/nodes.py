@@ -331,3 +331,11 @@ def stmt_exprs(s):
     if isinstance(s, Print):
         return [p for p in s.parts if isinstance(p, Expr)]
     return []
+
+
+def walk_exprs(stmts):
+    """Yield every expression the statements evaluate, nested statements and sub-expressions
+    included, depth first."""
+    for s in walk_stmts(stmts):
+        for e in stmt_exprs(s):
+            yield from walk_expr(e)

@@ -107,12 +107,6 @@ def _offset(idx: list, ndim: int, single: dict):
     return None
 
 
-def _exprs(stmts):
-    for s in N.walk_stmts(stmts):
-        for e in N.stmt_exprs(s):
-            yield from N.walk_expr(e)
-
-
 def _shadow_names(k: N.Kernel) -> dict:
     """Primal array name -> its shadow array's name (float arrays that get a gradient)."""
     names = [p[1].name for p in k.params if p[0] == "array"]
@@ -151,7 +145,7 @@ def _facts(k: N.Kernel) -> _Facts:
             f.other = True
         elif isinstance(s, N.AllocArray) and s.array.space != "private":
             f.other = True
-    for e in _exprs(k.body):
+    for e in N.walk_exprs(k.body):
         if isinstance(e, N.Load):
             f.loads.setdefault(e.array.name, []).append(e.index)
         elif isinstance(e, N.Atomic):
@@ -176,7 +170,7 @@ def _array_offsets(k: N.Kernel, single: dict, name: str):
 
 
 def _facts_loads(k: N.Kernel, name: str) -> list:
-    return [e.index for e in _exprs(k.body) if isinstance(e, N.Load) and e.array.name == name]
+    return [e.index for e in N.walk_exprs(k.body) if isinstance(e, N.Load) and e.array.name == name]
 
 
 def _candidates(k: N.Kernel):
@@ -569,7 +563,7 @@ def gather_kernel(k: N.Kernel, g: Gather, nf: int, ni: int, variant: str = "") -
     acc = fresh("_tk_gacc", st)
     tf = N.ArrayInfo("_tk_ptape_f", _tape_dtype(k, 0), 1, "private", False, True, (max(1, nf),))
     ti = N.ArrayInfo("_tk_ptape_i", _tape_dtype(k, 1), 1, "private", False, True, (max(1, ni),))
-    cursors = {e.index[0].name for e in _exprs(k.body) if isinstance(e, N.Load) and e.array.name in TAPES
+    cursors = {e.index[0].name for e in N.walk_exprs(k.body) if isinstance(e, N.Load) and e.array.name in TAPES
                and isinstance(e.index[0], N.Var)}
     cursors |= {s.index[0].name for s in N.walk_stmts(k.body) if isinstance(s, N.Store)
                 and s.array.name in TAPES and isinstance(s.index[0], N.Var)}

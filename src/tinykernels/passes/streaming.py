@@ -52,12 +52,6 @@ def _geometry_defs(body: list) -> dict:
     return {v: e for v, e in row_invariant_defs(body).items() if isinstance(e, N.Index)}
 
 
-def _exprs(stmts):
-    for s in N.walk_stmts(stmts):
-        for e in N.stmt_exprs(s):
-            yield from N.walk_expr(e)
-
-
 def write_only_arrays(k: N.Kernel) -> set:
     """Global, writable, contiguous arrays that ``k`` stores in exactly one place and never
     reads or updates atomically: candidates for streaming stores. None at all when the
@@ -71,7 +65,7 @@ def write_only_arrays(k: N.Kernel) -> set:
         if isinstance(s, N.Store):
             stores[s.array.name] = stores.get(s.array.name, 0) + 1
             arrays[s.array.name] = s.array
-    for e in _exprs(k.body):
+    for e in N.walk_exprs(k.body):
         if isinstance(e, (N.Load, N.Atomic)):
             touched.add(e.array.name)
         if isinstance(e, N.Atomic) and e.array.space == "global":
@@ -90,7 +84,7 @@ def unobservable_after(rest: list, names: set) -> bool:
         if isinstance(s, N.Print) or (isinstance(s, N.Store) and s.array.space == "global"
                                       and s.array.name not in names):
             return False
-    for e in _exprs(rest):
+    for e in N.walk_exprs(rest):
         if isinstance(e, N.Atomic) or (isinstance(e, N.Load) and e.array.space == "global"
                                        and not e.array.const):
             return False

@@ -58,21 +58,15 @@ def _local_dim(e: N.Expr, remat: dict, depth: int = 0):
     return None
 
 
-def _exprs(stmts):
-    for s in N.walk_stmts(stmts):
-        for e in N.stmt_exprs(s):
-            yield from N.walk_expr(e)
-
-
 def segment_transposes(body: list, remat: dict, workgroup: tuple) -> list:
     """The :class:`TileTranspose` of one item loop's ``body`` (see the module docstring)."""
     if len(workgroup) != 2:
         return []
     w0, w1 = workgroup
     written = {s.array.name for s in N.walk_stmts(body) if isinstance(s, N.Store)}
-    written |= {e.array.name for e in _exprs(body) if isinstance(e, N.Atomic)}
+    written |= {e.array.name for e in N.walk_exprs(body) if isinstance(e, N.Atomic)}
     found: dict = {}
-    for e in _exprs(body):
+    for e in N.walk_exprs(body):
         if not isinstance(e, N.Load):
             continue
         a = e.array

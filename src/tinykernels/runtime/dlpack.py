@@ -5,6 +5,7 @@ runtime (:mod:`.cuda`) uses it for ``CUDAArray.__dlpack__`` and ``tk.from_dlpack
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 
 import numpy as np
@@ -175,19 +176,16 @@ def _new_capsule(ptr: int, name: bytes):
     return new(ptr, name, dtor)
 
 
-_C_NEW: list = []
-
-
+@functools.lru_cache(maxsize=None)
 def _c_capsule_new() -> tuple | None:
     """(PyCapsule_New taking the destructor as an address, the launcher extension's
     destructor address), looked up once; None with the ctypes launcher."""
-    if not _C_NEW:
-        from . import launcher
-        dtor = getattr(launcher.get(), "dlpack_capsule_dtor", None)
-        proto = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
-        new = proto(ctypes.cast(ctypes.pythonapi.PyCapsule_New, ctypes.c_void_p).value)
-        _C_NEW.append((new, dtor) if dtor else None)
-    return _C_NEW[0]
+    from . import launcher
+    dtor = getattr(launcher.get(), "dlpack_capsule_dtor", None)
+    if not dtor:
+        return None
+    proto = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+    return proto(ctypes.cast(ctypes.pythonapi.PyCapsule_New, ctypes.c_void_p).value), dtor
 
 
 class _DLImport:
