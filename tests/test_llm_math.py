@@ -229,15 +229,16 @@ def test_cpu_cast_and_fp8_dequantize_take_the_flat_kernels(monkeypatch):
 
 def test_cpu_fp8_dequantize_table_path_matches_the_arithmetic_bit_for_bit(monkeypatch):
     """Large fp8_dequantize inputs on the CPU go through a 256-entry table (_dequant_table,
-    then _dequant_lookup); every byte, at scales that give subnormal, overflowing, negative
-    and NaN results, matches ml_dtypes/NumPy and the one-launch kernel bit for bit."""
+    made once per scale, then _dequant_lookup); every byte, at scales that give subnormal,
+    overflowing, negative and NaN results, matches ml_dtypes/NumPy and the one-launch kernel
+    bit for bit."""
     ml = pytest.importorskip("ml_dtypes")
     C = importlib.import_module("tinykernels.llm._common")
     fp8 = importlib.import_module("tinykernels.llm.fp8")
     seen = []
     real = C.launch
     monkeypatch.setattr(C, "launch", lambda k, *a, **kw: (seen.append(getattr(k, "__name__", repr(k))), real(k, *a, **kw))[1])
-    monkeypatch.setattr(fp8, "LOOKUP_MIN", 1 << 16)    # the table path is opt-in (off by default)
+    monkeypatch.setattr(fp8, "LOOKUP_MIN", 1 << 16)    # forced (by default only with AVX-512BW)
     n = fp8.LOOKUP_MIN + 77
     b = np.random.default_rng(5).integers(0, 256, n).astype(np.uint8)
     b[:256] = np.arange(256)
@@ -253,10 +254,62 @@ def test_cpu_fp8_dequantize_table_path_matches_the_arithmetic_bit_for_bit(monkey
         if s == s:       # a NaN scale: NaN results whose sign NumPy and C may order differently
             np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(got[:, :300], small)
-    # on a stream: the table is written and read in order
+    # on a stream (the table is made before the lookups are queued)
     stream = tk.backend("CPU").stream()
     out = np.empty_like(x, dtype=np.float16)
     llm.fp8_dequantize(x, 0.5, out=out, stream=stream)
     stream.synchronize()
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(out, (x.astype(np.float32) * np.float32(0.5)).astype(np.float16))
+
+
+@pytest.mark.parametrize("n", [1, 31, 33, 256, 4096 + 77, 100003])
+def test_cpu_fp8_dequantize_special_bits_on_both_routes(monkeypatch, n):
+    """Every e4m3 byte (NaN 0x7f/0xff, -0.0 0x80, the largest and the subnormals) at scales
+    of both signed zeros, both infinities, a NaN, subnormal and overflowing results: the table
+    route (on this CPU: AVX-512BW's register table where the target has it, any length, output
+    and input misaligned by one element) gives the arithmetic kernel's bits, NaN signs
+    included; 0.0 and -0.0 have tables of their own (the cache key is the scale's bits)."""
+    ml = pytest.importorskip("ml_dtypes")
+    fp8 = importlib.import_module("tinykernels.llm.fp8")
+    rng = np.random.default_rng(n)
+    b = rng.integers(0, 256, n + 1).astype(np.uint8)
+    b[1:min(n, 256) + 1] = np.arange(min(n, 256))
+    for s in (0.0, -0.0, float("inf"), -float("inf"), float("nan"), -1.0, 1e-7, 3e4, 0.37):
+        x = b[1:].view(ml.float8_e4m3fn)
+        monkeypatch.setattr(fp8, "LOOKUP_MIN", 1 << 62)
+        want = llm.fp8_dequantize(x, s).view(np.uint16)
+        monkeypatch.setattr(fp8, "LOOKUP_MIN", 1)
+        buf = np.zeros(n + 2, np.float16)
+        got = llm.fp8_dequantize(x, s, out=buf[1:n + 1]).view(np.uint16)
+        np.testing.assert_array_equal(got, want)
+        assert buf[0] == 0 and buf[-1] == 0
+        if s == s:
+            with np.errstate(all="ignore"):
+                ref = (x.astype(np.float32) * np.float32(s)).astype(np.float16).view(np.uint16)
+            ok = ~np.isnan(x.astype(np.float32) * np.float32(s))
+            np.testing.assert_array_equal(got[ok], ref[ok])
+            assert np.isnan(got[~ok].view(np.float16)).all()
+    zero = b[1:2].copy()
+    zero[0] = 0
+    z = zero.view(ml.float8_e4m3fn)
+    assert llm.fp8_dequantize(z, -0.0).view(np.uint16)[0] == 0x8000
+    assert llm.fp8_dequantize(z, 0.0).view(np.uint16)[0] == 0
+
+
+def test_cpu_fp8_dequantize_default_route(monkeypatch):
+    """By default (LOOKUP_MIN None) large inputs take the table where the CPU kernels have
+    AVX-512BW (fp8.REGISTER_TABLE_MIN elements and more), else the arithmetic kernel."""
+    ml = pytest.importorskip("ml_dtypes")
+    C = importlib.import_module("tinykernels.llm._common")
+    fp8 = importlib.import_module("tinykernels.llm.fp8")
+    from tinykernels.runtime.compiler import native_cpu_has
+    assert fp8.LOOKUP_MIN is None
+    seen = []
+    real = C.launch
+    monkeypatch.setattr(C, "launch", lambda k, *a, **kw: (seen.append(getattr(k, "__name__", repr(k))), real(k, *a, **kw))[1])
+    x = np.arange(fp8.REGISTER_TABLE_MIN, dtype=np.uint32).astype(np.uint8).view(ml.float8_e4m3fn)
+    llm.fp8_dequantize(x, 0.5)
+    assert ("_dequant_lookup" if native_cpu_has("avx512bw") else "_dequant_bits") in seen[-1], seen
+    llm.fp8_dequantize(x[:-1], 0.5)
+    assert "_dequant_bits" in seen[-1], seen

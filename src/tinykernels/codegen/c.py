@@ -316,6 +316,47 @@ def _c_helpers() -> str:
     return "\n".join(out) + "\n"
 
 
+# tk_lut16_block (passes/streaming.py copy_sources, kind "lut16"), rendered when a kernel uses it
+_LUT16 = r"""
+/* A block of 16-bit table entries at byte indices, d[j] = t[s[j]] (passes/streaming.py,
+   "lut16": fp8 dequantization through the table of its 256 results). With AVX-512BW and a
+   table of at least 256 entries, the table lives in eight zmm registers and 32 bytes are
+   looked up at a time: four two-register word permutes (vpermi2w, index bits 0-5) and two
+   selections by bits 6 and 7 (GCC does not generate this from the table load, it gathers);
+   else (or TK_CPU_LUT16=c) the plain loop. */
+#if defined(__AVX512BW__) && defined(__GNUC__) && !defined(__clang__)
+static int tk_lut16_simd = 1;
+__attribute__((constructor)) static void tk_lut16_init(void) {
+    const char *cap = getenv("TK_CPU_LUT16");
+    tk_lut16_simd = !(cap && !strcmp(cap, "c"));
+}
+#endif
+__attribute__((noinline)) static void tk_lut16_block(uint16_t *restrict d, const uint8_t *restrict s,
+                                                     const uint16_t *restrict t, int64_t nt, int64_t n) {
+    int64_t j = 0;
+#if defined(__AVX512BW__) && defined(__GNUC__) && !defined(__clang__)
+    if (nt >= 256 && tk_lut16_simd) {
+        typedef unsigned short tk_v32hu __attribute__((vector_size(64)));
+        typedef unsigned char tk_v32qu __attribute__((vector_size(32)));
+        tk_v32hu w[8];
+        memcpy(w, t, 512);
+        for (; j + 32 <= n; j += 32) {
+            tk_v32qu b; memcpy(&b, s + j, 32);
+            tk_v32hu i = __builtin_convertvector(b, tk_v32hu);
+            tk_v32hu r0 = __builtin_shuffle(w[0], w[1], i), r1 = __builtin_shuffle(w[2], w[3], i);
+            tk_v32hu r2 = __builtin_shuffle(w[4], w[5], i), r3 = __builtin_shuffle(w[6], w[7], i);
+            tk_v32hu m6 = (tk_v32hu)((i & 0x40) != 0), m7 = (tk_v32hu)((i & 0x80) != 0);
+            tk_v32hu lo = r0 ^ ((r0 ^ r1) & m6), hi = r2 ^ ((r2 ^ r3) & m6);
+            tk_v32hu r = lo ^ ((lo ^ hi) & m7);
+            memcpy(d + j, &r, 64);
+        }
+    }
+#endif
+    (void)nt;
+    for (; j < n; ++j) d[j] = t[s[j]];
+}
+"""
+
 _DEBUG = """\
 static int64_t tk_err[12];
 static int tk_err_lock;
@@ -550,6 +591,7 @@ class CRenderer(CLikeRenderer):
         self.plan = plan            # None: the flat path
         self.ranges = ranges        # 0: plain ndrange, 1: offset starts, 2: offsets and steps
         self.in_item = False        # rendering inside an item loop (grouped path)
+        self.lut16 = False          # a block of table lookups was rendered: include _LUT16
         self.byte_dots = False      # a tk.dot_i8 / tk.dot_u4i8 was lowered: include _BYTEDOT
         self.item_label = None
         self.next_label = "tk_next"  # flat path: where a return jumps (the end of the item)
@@ -1327,7 +1369,7 @@ class CRenderer(CLikeRenderer):
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "", "" if k.fastmath else _EXP_F32,
-                _DEBUG if k.debug else "", _STREAM if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
+                _DEBUG if k.debug else "", _STREAM if self.stream_arrays else "", _LUT16 if self.lut16 else "", _DIV_RUN if self.row_divs else "",
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
@@ -1524,9 +1566,10 @@ class CRenderer(CLikeRenderer):
         (passes/streaming.py) stores through a pointer chosen per block: for a large output
         (``tk_stream``) a buffer in L1, then written to the output with streaming stores, else
         the output itself, so that there is one copy of the loop (compile time). A kernel that
-        only copies or converts to float16 (``copy_sources``) does each block straight from
+        only copies or converts (``copy_sources``) does each block straight from
         its source run: a copy streams from it (the items run only when not streaming), a
-        conversion rounds it with ``tk_f16_block`` (no item loop at all)."""
+        conversion rounds it with ``tk_f16_block`` and a byte-indexed table lookup runs
+        ``tk_lut16_block`` (no item loop at all)."""
         k = self.k
         last = k.ndim - 1
         block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
@@ -1536,7 +1579,7 @@ class CRenderer(CLikeRenderer):
         # tk_f16_block then rounds (F16C's vector conversion where the target has it)
         halves = {n: v for n, (s, _) in enumerate(streams) if (v := self.half_source(s)) is not None}
         for n, (s, _) in enumerate(streams):
-            if copies is None or copies[id(s)][1] == "f16":
+            if copies is None or copies[id(s)][1] != "copy":
                 self.w(f"{self.stype(s.array.dtype)} tk_stage{n}[{block}] __attribute__((aligned(64)));")
             if n in halves and copies is None:
                 self.w(f"float tk_f32_{n}[{block}] __attribute__((aligned(64)));")
@@ -1554,7 +1597,7 @@ class CRenderer(CLikeRenderer):
         self.global_coords()
         for n, (s, index) in enumerate(streams):
             self.w(f"tk_out{n} = &{self.element(s.array, index)};")
-            if copies is None or copies[id(s)][1] == "f16":
+            if copies is None or copies[id(s)][1] != "copy":
                 self.w(f"tk_dst{n} = tk_stream ? tk_stage{n} : tk_out{n};")
             else:
                 self.w(f"tk_dst{n} = tk_out{n};")
@@ -1568,7 +1611,7 @@ class CRenderer(CLikeRenderer):
             raw = [n for n, (s, _) in enumerate(streams) if copies[id(s)][1] == "copy"]
             for n, (s, _) in enumerate(streams):
                 if n not in raw:
-                    self.w(f"tk_f16_block(tk_dst{n}, tk_src{n}, (int64_t)(tk_be - tk_b));")
+                    self.w(self.converted_block(n, copies[id(s)]))
             self.w("if (tk_stream) {")
             for n, (s, _) in enumerate(streams):
                 src = f"tk_src{n}" if n in raw else f"tk_stage{n}"
@@ -1587,6 +1630,19 @@ class CRenderer(CLikeRenderer):
         self.depth -= 1
         self.w("}")
         self.staged = {}
+
+    def converted_block(self, n: int, copy: tuple) -> str:
+        """The C statement converting block ``n``'s source run into ``tk_dst<n>`` for a
+        ``copy_sources`` entry of kind ``"f16"`` (``tk_f16_block``) or ``"lut16"``
+        (``tk_lut16_block`` with the table's pointer and length)."""
+        _, kind, table = copy
+        count = "(int64_t)(tk_be - tk_b)"
+        if kind == "f16":
+            return f"tk_f16_block(tk_dst{n}, tk_src{n}, {count});"
+        t = self.array_ptr(table)
+        self.lut16 = True
+        return (f"tk_lut16_block((uint16_t *)tk_dst{n}, (const uint8_t *)tk_src{n}, (const uint16_t *){t}, "
+                f"(int64_t){t}_sh0, {count});")
 
     def half_source(self, store) -> N.Expr | None:
         """The expression whose value, converted to float32, rounds to the float16 that

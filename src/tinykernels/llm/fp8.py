@@ -11,6 +11,8 @@ Scales are Python floats (host values; a scale is fixed per tensor when it is qu
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 import tinykernels as tk
@@ -41,28 +43,49 @@ def _dequant_bits(out, x: tk.Const, s):
 
 @tk.kernel
 def _dequant_table(tab, s):
-    """tab[b] (int32) = the float16 bits :func:`_dequant_bits` writes for the byte b: the
+    """tab[b] (uint16) = the float16 bits :func:`_dequant_bits` writes for the byte b: the
     whole conversion at one scale, computed by the same functions (so the same bits)."""
     b = tk.index()
-    tab[b] = f16_bits(e4m3_value(b) * s)
+    tab[b] = tk.uint16(f16_bits(e4m3_value(b) * s))
 
 
 @tk.kernel
 def _dequant_lookup(out, x: tk.Const, tab: tk.Const):
     """out (uint16 bits of float16) = tab[x] (x: uint8 bits of e4m3; tab from
-    :func:`_dequant_table`): one table load per element, which the CPU loop vectorizes as a
-    gather of the 256-entry table (1 KB, in L1): about 1.4x faster than the arithmetic of
-    :func:`_dequant_bits` per element."""
+    :func:`_dequant_table`): one table load per element. The CPU does each block of it with
+    ``tk_lut16_block`` (passes/streaming.py, kind "lut16"): with AVX-512BW the 512-byte table
+    sits in eight zmm registers and 32 bytes are looked up per four word permutes."""
     i = tk.index()
-    out[i] = tk.uint16(tab[tk.int32(x[i])])
+    out[i] = tab[tk.int32(x[i])]
 
 
-LOOKUP_MIN = 1 << 62
-"""Arrays of at least this many elements are dequantized through a table (two launches: the
-table, then the lookups); smaller ones in one launch of the arithmetic kernel. Off by
-default: on the idle 2-core test machine the arithmetic kernel was faster at every size
-measured, 1M elements to 22M (0.23 against 0.30-0.45 ms at 1M, 5.2 against 6.6 ms at 22M),
-although the table measured faster in cache on one thread under load (docs/llm.md)."""
+LOOKUP_MIN: int | None = None
+"""Arrays of at least this many elements are dequantized through the table of the 256
+results at the call's scale (:func:`_table`, made once per scale), smaller ones by the
+arithmetic kernel. None: 4096 where the CPU kernels have AVX-512BW (the table is held in
+registers, ``tk_lut16_block``: 2.5-3x faster than the arithmetic at 64 MiB, docs/llm.md),
+else never (the plain table loop is a gather, which measured slower than the arithmetic on
+the idle two-thread run)."""
+
+REGISTER_TABLE_MIN = 4096
+
+
+def _lookup_min() -> int:
+    if LOOKUP_MIN is not None:
+        return LOOKUP_MIN
+    from ..runtime.compiler import native_cpu_has
+    return REGISTER_TABLE_MIN if native_cpu_has("avx512bw") else 1 << 62
+
+
+@lru_cache(maxsize=64)
+def _table(backend, scale_bits: int) -> np.ndarray:
+    """The 256 float16 bits (uint16) of :func:`_dequant_table` at the float64 scale whose bits
+    are ``scale_bits`` (bits, not values: -0.0 and 0.0, NaN payloads give other tables),
+    computed by a synchronous launch (no stream: it reads nothing the caller wrote), read-only."""
+    tab = np.empty(256, np.uint16)
+    C.launch(_dequant_table, backend, (tab, float(np.uint64(scale_bits).view(np.float64))), 256)
+    tab.flags.writeable = False
+    return tab
 
 
 def fp8_dequantize(x, scale: float = 1.0, out=None, stream=None):
@@ -74,9 +97,8 @@ def fp8_dequantize(x, scale: float = 1.0, out=None, stream=None):
         out = C.output(out, "fp8_dequantize", x, shape, np.float16, backend)
         hx, ho = C.host_flat(x, np.uint8), C.host_flat(out, np.uint16)
         if hx is not None and ho is not None:
-            if hx.size >= LOOKUP_MIN:
-                tab = np.empty(256, np.int32)
-                C.launch(_dequant_table, backend, (tab, s), 256, stream=stream)
+            if hx.size >= _lookup_min():
+                tab = _table(backend, int(np.float64(s).view(np.uint64)))
                 C.launch(_dequant_lookup, backend, (ho, hx, tab), hx.size, stream=stream)
             elif hx.size:
                 C.launch(_dequant_bits, backend, (ho, hx, s), hx.size, stream=stream)

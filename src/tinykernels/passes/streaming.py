@@ -193,29 +193,57 @@ def _loaded(e: N.Expr, defs: dict):
             return e if isinstance(e, N.Load) else None
 
 
+def _table_lookup(store: N.Store, defs: dict):
+    """``(byte_load, table)`` when ``store`` writes ``table[b]`` unchanged for a uint8 load ``b``
+    (through an integer conversion): ``table`` a read-only, contiguous, 1-D global array of
+    the store's 16-bit integer dtype; else None."""
+    d = store.array.dtype
+    tab = _loaded(store.value, defs)
+    if d.kind not in "iu" or d.bits != 16 or tab is None or tab.array.dtype != d or len(tab.index) != 1:
+        return None
+    t = tab.array
+    if not (t.space == "global" and t.const and t.contiguous and t.ndim == 1):
+        return None
+    idx = tab.index[0]
+    while isinstance(idx, N.Var) and idx.name in defs:
+        idx = defs[idx.name]
+    if isinstance(idx, N.Cast) and idx.ty.dtype.kind in "iu" and idx.ty.dtype.bits >= 16:
+        idx = idx.a
+    while isinstance(idx, N.Var) and idx.name in defs:
+        idx = defs[idx.name]
+    if not (isinstance(idx, N.Load) and idx.array.dtype.name == "uint8"):
+        return None
+    return idx, t
+
+
 def _copied_load(store: N.Store, defs: dict):
-    """``(load, kind)`` when ``store`` writes a load unchanged (``"copy"``: integer, float32 or
-    float64, same dtype) or a float32 load rounded to float16 (``"f16"``), else None."""
-    v, d = store.value, store.array.dtype
+    """``(load, kind, table)`` when ``store`` writes a load unchanged (``"copy"``: integer,
+    float32 or float64, same dtype), a float32 load rounded to float16 (``"f16"``) or the entry
+    of a 16-bit table at a uint8 load (``"lut16"``, ``table`` the table's array; else None),
+    else None."""
+    v, d, table = store.value, store.array.dtype, None
     if d.name == "float16" and isinstance(v, N.Cast) and v.ty.dtype == d:
         load, kind = _loaded(v.a, defs), "f16"
         if load is None or load.array.dtype.name != "float32":
             return None
+    elif (found := _table_lookup(store, defs)) is not None:
+        (load, table), kind = found, "lut16"
     else:
         load, kind = _loaded(v, defs), "copy"
         if load is None or not _raw_copy(load, store):
             return None
     a = load.array
     ok = a.space == "global" and a.const and a.contiguous and len(load.index) == a.ndim
-    return (load, kind) if ok else None
+    return (load, kind, table) if ok else None
 
 
 def copy_sources(k: N.Kernel, ranges: int, streams: list, fixed: frozenset) -> dict | None:
-    """When flat kernel ``k`` only copies or converts: ``id(store) -> (source, kind)`` for
+    """When flat kernel ``k`` only copies or converts: ``id(store) -> (source, kind, table)`` for
     each of its ``streams`` (``streamed_stores``): ``source`` is the load whose value the store
     writes, with its locals replaced by their values (evaluated at a block's first position,
     it is the address of the block's source run); ``kind`` is ``"copy"`` (the value unchanged:
-    integer, float32, float64) or ``"f16"`` (a float32 value rounded to float16), the same
+    integer, float32, float64), ``"f16"`` (a float32 value rounded to float16) or ``"lut16"``
+    (the entry of the 16-bit ``table`` at a uint8 value; None for the other kinds), the same
     for all. None otherwise. The load must be of a read-only, contiguous global array at an address one
     element further per position along the row (the last index grows by one, the others are
     fixed for the row; ``fixed``: locals loaded once per row, ``rowdiv.row_loads``), and every
@@ -223,7 +251,8 @@ def copy_sources(k: N.Kernel, ranges: int, streams: list, fixed: frozenset) -> d
     that a block of items is exactly a copy (or a conversion) of contiguous memory, which the
     CPU does from the source without running the items (a gather of rows: the items' loop
     into the staging buffer and the streaming pass over it cost more than ordinary stores;
-    a cast: the items only moved float32 values into the buffer that F16C then rounds)."""
+    a cast: the items only moved float32 values into the buffer that F16C then rounds; a
+    byte-indexed table: AVX-512 looks up 32 bytes at a time in a table held in registers)."""
     if not streams:
         return None
     picked = {id(s) for s, _ in streams}
@@ -234,12 +263,12 @@ def copy_sources(k: N.Kernel, ranges: int, streams: list, fixed: frozenset) -> d
             found = _copied_load(st, defs)
             if found is None:
                 return None
-            load, kind = found
+            load, kind, table = found
             *outer, last = load.index
             if (any(row_step(e, defs, k.ndim, ranges, fixed=fixed) != 0 for e in outer)
                     or row_step(last, defs, k.ndim, ranges, fixed=fixed) != 1):
                 return None
-            out[id(st)] = (substitute(load, defs), kind)
+            out[id(st)] = (substitute(load, defs), kind, table)
         elif not isinstance(st, N.Assign) or any(isinstance(e, (N.Atomic, N.Call)) for e in N.walk_expr(st.value)):
             return None
-    return out if len({kind for _, kind in out.values()}) == 1 else None
+    return out if len({kind for _, kind, _ in out.values()}) == 1 else None

@@ -82,6 +82,20 @@ def _cpu_fingerprint() -> str:
         return platform.machine() + ":" + platform.processor()
 
 
+def native_cpu_has(flag: str) -> bool:
+    """Whether CPU kernels are compiled for this CPU (``-march=native``) and its
+    ``/proc/cpuinfo`` lists ``flag`` (x86: ``"avx512bw"``, ...): the instructions the
+    kernels' C then may use. False where either is unknown."""
+    try:
+        if "-march=native" not in toolchain().flags:
+            return False
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"^(flags|Features)\s*:(.*)$", f.read(65536), re.M)
+    except Exception:       # no compiler, no /proc: not known
+        return False
+    return bool(m) and flag in m.group(2).split()
+
+
 def _run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
