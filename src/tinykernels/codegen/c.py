@@ -1369,7 +1369,7 @@ class CRenderer(CLikeRenderer):
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "", "" if k.fastmath else _EXP_F32,
-                _DEBUG if k.debug else "", _STREAM if self.stream_arrays else "", _LUT16 if self.lut16 else "", _DIV_RUN if self.row_divs else "",
+                _DEBUG if k.debug else "", (_STREAM + (_LUT16 if self.lut16 else "")) if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
