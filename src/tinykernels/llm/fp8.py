@@ -71,8 +71,13 @@ REGISTER_TABLE_MIN = 4096
 
 
 def _lookup_min() -> int:
-    if LOOKUP_MIN is not None:
-        return LOOKUP_MIN
+    return LOOKUP_MIN if LOOKUP_MIN is not None else _default_lookup_min()
+
+
+@lru_cache(maxsize=None)
+def _default_lookup_min() -> int:
+    """REGISTER_TABLE_MIN where the CPU kernels have AVX-512BW, else never (once per process,
+    as the toolchain is probed)."""
     from ..runtime.compiler import native_cpu_has
     return REGISTER_TABLE_MIN if native_cpu_has("avx512bw") else 1 << 62
 

@@ -87,13 +87,21 @@ def native_cpu_has(flag: str) -> bool:
     ``/proc/cpuinfo`` lists ``flag`` (x86: ``"avx512bw"``, ...): the instructions the
     kernels' C then may use. False where either is unknown."""
     try:
-        if "-march=native" not in toolchain().flags:
-            return False
+        native = "-march=native" in toolchain().flags
+    except Exception:       # no compiler
+        return False
+    return native and flag in _cpu_flags()
+
+
+@lru_cache(maxsize=None)
+def _cpu_flags() -> frozenset:
+    """The feature flags ``/proc/cpuinfo`` lists for the first CPU (empty where unknown)."""
+    try:
         with open("/proc/cpuinfo") as f:
             m = re.search(r"^(flags|Features)\s*:(.*)$", f.read(65536), re.M)
-    except Exception:       # no compiler, no /proc: not known
-        return False
-    return bool(m) and flag in m.group(2).split()
+    except OSError:
+        return frozenset()
+    return frozenset(m.group(2).split()) if m else frozenset()
 
 
 def _run(cmd, **kw):
