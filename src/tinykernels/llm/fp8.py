@@ -63,7 +63,8 @@ LOOKUP_MIN: int | None = None
 """Arrays of at least this many elements are dequantized through the table of the 256
 results at the call's scale (:func:`_table`, made once per scale), smaller ones by the
 arithmetic kernel. None: 4096 where the CPU kernels have AVX-512BW (the table is held in
-registers, ``tk_lut16_block``: 2.5-3x faster than the arithmetic at 64 MiB, docs/llm.md),
+registers, ``tk_lut16_block``: 1.9-3.4x faster than the arithmetic at 64-256 MiB on the
+loaded machine; about the same at 4096 elements, where the host time dominates; docs/llm.md),
 else never (the plain table loop is a gather, which measured slower than the arithmetic on
 the idle two-thread run)."""
 
