@@ -101,6 +101,33 @@ def test_exp_f32_special_values():
     assert np.isnan(o).all()
 
 
+def _edges(*centres, width=300):
+    """float32 bit patterns within ``width`` of each centre (wrapping mod 2^32)."""
+    return np.unique(np.concatenate([(np.arange(-width, width + 1, dtype=np.int64) + c) % 2**32 for c in centres])).astype(np.uint32)
+
+
+@pytest.mark.parametrize("kernel,fn,lim", [(exp_k, np.exp, 120.0), (tanh_k, np.tanh, 20.0)], ids=["exp", "tanh"])
+def test_f32_clamp_edges_and_nan_bits(kernel, fn, lim):
+    """The input clamp (tk_clamp_f32: integer adds and mins on the float's bits, rotated so that
+    the NaNs of each sign escape the min) at every place its order changes: around +-0, the
+    clamp limits, +-inf and the first and last NaN of each sign (where the rotation wraps). Every
+    finite or infinite input gives the correctly rounded result, every NaN comes back with its
+    own bits (quieted: the quiet bit set), sign and payload included."""
+    lb = int(np.float32(lim).view(np.uint32))
+    bits = _edges(0, 0x80000000, lb, lb | 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000,
+                  0x7FFFFFFF, 0xFFFFFFFF)
+    x = bits.view(np.float32)
+    out = np.empty_like(x)
+    kernel.launch(out, x, ndrange=x.size)
+    nan = np.isnan(x)
+    assert nan.sum() > 1000 and (~nan).sum() > 1000
+    np.testing.assert_array_equal(out.view(np.uint32)[nan], bits[nan] | np.uint32(0x00400000))
+    want, near = _nearest_f32(x[~nan], fn)
+    assert not near.any()
+    np.testing.assert_array_equal(out[~nan], want)
+    assert (np.signbit(out[~nan]) == np.signbit(want)).all()
+
+
 def test_tanh_f32_special_values():
     x = np.array([0.0, -0.0, 1e-45, -1e-45, 1e-30, -1e-30, 2.0**-12, 0.5, -0.5, 9.0, 9.1, -9.1, 20.0, 1e30,
                   np.inf, -np.inf, np.nan], np.float32)

@@ -390,10 +390,11 @@ static int tk_oob(int64_t item, int64_t line, int64_t arr, int nd, int64_t i0, i
 #   nodes of [-ln2/2, ln2/2] (computed with mpmath, 60 digits; relative error 2^-49.6 after
 #   rounding the coefficients to double), e^x = e^r * 2^k with 2^k built in the exponent
 #   field, the result rounded once to float32.
-# |x| is clamped to 120 in the float's bits first (e^120 is inf in float32 and e^-120 is 0,
-# and 2^k stays a normal double), integer min and or: no comparison GCC could turn into a
-# branch; a NaN keeps its bits, so it propagates. Overflow to inf, subnormal results and
-# underflow to 0 come out of the one rounding to float32.
+# x is clamped to [-120, 120] in the float's bits first (e^120 is inf in float32 and e^-120 is 0,
+# and 2^k stays a normal double) with four integer operations and no comparison GCC could turn
+# into a branch (tk_clamp_f32: a NaN keeps its bits, so it propagates). The loop's time follows
+# its vector instruction count (docs/cpu.md): the earlier six-instruction clamp cost a tenth more.
+# Overflow to inf, subnormal results and underflow to 0 come out of the one rounding to float32.
 # tanh from the same parts (tk_tanh_f32, below).
 # Accuracy, checked over every float32 input (scripts/check_exp_f32.py): correctly rounded
 # (the float32 nearest to e^x, to tanh x) for all of them, both with FMA (where the target has it) and
@@ -425,14 +426,19 @@ TK_INLINE double tk_exp_parts(double x, double *s) {
     q = TK_EXP_FMA(q, r, 0x1p-1);
     return TK_EXP_FMA(r * r, q, r);
 }
-/* the float's magnitude bits clamped to those of lim (a NaN keeps its bits) */
-TK_INLINE uint32_t tk_clamp_mag_f32(uint32_t m, uint32_t lim) {
-    uint32_t c = m < lim ? m : lim;
-    return c | (m & (0u - (uint32_t)(m > 0x7f800000u)));
+/* the float with bits u clamped to [-L, L] (l: L's bits, L > 0), a NaN keeping its bits. Adding
+   0x7fffff moves the NaNs of each sign below the rest in the order of the next min: the positive
+   NaNs wrap to negative int32 (a signed min with L's rotated bits leaves them and clamps the
+   positive numbers), the negative NaNs wrap to small unsigned values (an unsigned min with -L's
+   rotated bits leaves them and everything positive, and clamps the negative numbers); subtracting
+   0x7fffff undoes the rotation. Four vector instructions for 16 floats. */
+TK_INLINE uint32_t tk_clamp_f32(uint32_t u, uint32_t l) {
+    int32_t w = (int32_t)(u + 0x7fffffu), lp = (int32_t)(l + 0x7fffffu);
+    uint32_t a = (uint32_t)(w < lp ? w : lp), ln = (l | 0x80000000u) + 0x7fffffu;
+    return (a < ln ? a : ln) - 0x7fffffu;
 }
 TK_INLINE float tk_exp_f32(float xf) {
-    uint32_t u = tk_f32_bits(xf);
-    double s, p = tk_exp_parts((double)tk_bits_f32((u & 0x80000000u) | tk_clamp_mag_f32(u & 0x7fffffffu, 0x42f00000u)), &s);
+    double s, p = tk_exp_parts((double)tk_bits_f32(tk_clamp_f32(tk_f32_bits(xf), 0x42f00000u)), &s);
     return (float)TK_EXP_FMA(p, s, s);     /* = s * round(1 + p): s is a power of two, |x| <= 120 above */
 }
 /* tanh |x| = e / (e + 2) with e = e^(2|x|) - 1 = (s - 1) + s p (s - 1 is exact; no cancellation
@@ -440,7 +446,7 @@ TK_INLINE float tk_exp_f32(float xf) {
    about 9.01). */
 TK_INLINE float tk_tanh_f32(float xf) {
     uint32_t u = tk_f32_bits(xf);
-    double s, a = (double)tk_bits_f32(tk_clamp_mag_f32(u & 0x7fffffffu, 0x41a00000u));
+    double s, a = (double)tk_bits_f32(tk_clamp_f32(u & 0x7fffffffu, 0x41a00000u));
     double p = tk_exp_parts(a + a, &s);
     double e = (s - 1.0) + s * p;
     return tk_bits_f32(tk_f32_bits((float)(e / (e + 2.0))) | (u & 0x80000000u));
