@@ -70,37 +70,65 @@ def softmax_grouped(out, X: tk.Const):
         out[row, j] *= inv
 
 
-@tk.kernel
-def row_sums_flat(out, X: tk.Const, off):
-    """One work item per row; the row index is computed (shifted, wrapped) from the item's."""
-    i = tk.index()
-    r = (i + off) % X.shape[0]
+@tk.func
+def lane_sum(X, r, sq):
+    """Sum (``sq``: of squares) of row r in 8 exact partial sums (a strip-mined loop)."""
     part = tk.private(tk.float32, (8,))
     for t in range(8):
         part[t] = tk.float32(0)
     full = X.shape[1] - X.shape[1] % 8
     for k0 in range(0, full, 8):
         for t in range(8):
-            part[t] += X[r, k0 + t]
+            v = X[r, k0 + t]
+            part[t] += v * v if sq else v
     for k in range(full, X.shape[1]):
-        part[k - full] += X[r, k]
+        v = X[r, k]
+        part[k - full] += v * v if sq else v
     acc = tk.float32(0)
     for t in range(8):
         acc += part[t]
-    out[i] = acc
+    return acc
+
+
+@tk.kernel
+def row_sums_flat(out, X: tk.Const, off):
+    """One work item per row, two passes over it; the row index is computed (shifted,
+    wrapped) from the item's."""
+    i = tk.index()
+    r = (i + off) % X.shape[0]
+    out[i] = lane_sum(X, r, False) + lane_sum(X, r, True)
+
+
+@tk.kernel
+def one_pass_flat(out, X: tk.Const):
+    """One pass over the row: nothing computes on it in cache, so nothing to prefetch."""
+    i = tk.index()
+    out[i] = lane_sum(X, i, False)
+
+
+@tk.kernel
+def one_pass_grouped(out, X: tk.Const):
+    row = tk.index(tk.Group, tk.Linear)
+    lid = tk.index(tk.Local, tk.Linear)
+    acc = 0.0
+    for j in range(lid, X.shape[1], tk.groupsize()[0]):
+        acc += X[row, j]
+    tot = tk.group_reduce(acc, "add")
+    if lid == 0:
+        out[row] = tot
 
 
 @tk.kernel
 def fixed_row(out, X: tk.Const):
-    """Every group reads row 0: nothing to prefetch."""
+    """Every group reads row 0 (twice): nothing to prefetch."""
     row = tk.index(tk.Group, tk.Linear)
     lid = tk.index(tk.Local, tk.Linear)
     acc = 0.0
     for j in range(lid, X.shape[1], tk.groupsize()[0]):
         acc += X[0, j]
     tot = tk.group_reduce(acc, "add")
-    if lid == 0:
-        out[row] = tot
+    for j in range(lid, X.shape[1], tk.groupsize()[0]):
+        out[row, j] = X[0, j] * tot
 
 
 @tk.kernel
@@ -114,14 +142,15 @@ def column_of_row(out, X: tk.Const):
 
 @tk.kernel
 def moving_row(out, X: tk.Const):
-    """The row index changes inside the loop: not a row of the group."""
+    """The row index changes inside the loops: not a row of the item."""
     g = tk.index()
     r = g
     acc = 0.0
-    for j in range(X.shape[1]):
-        for t in range(1):
-            acc += X[r, j]
-        r = (r + 1) % X.shape[0]
+    for p in range(2):
+        for j in range(X.shape[1]):
+            for t in range(1):
+                acc += X[r, j]
+            r = (r + 1) % X.shape[0]
     out[g] = acc
 
 
@@ -142,7 +171,7 @@ def test_which_kernels_prefetch():
     # the step sits in the strip-mined loop, not in the vectorized inner one
     body = s.split("tk_pf_step(&tk_pf0);")[1]
     assert "for (uint64_t" in body.split("tk_pf_step")[0]
-    for k, args, kw in ((fixed_row, (np.zeros(64, np.float32), X), dict(ndrange=64 * 64, workgroupsize=64)),
+    for k, args, kw in ((fixed_row, (o, X), dict(ndrange=64 * 64, workgroupsize=64)),
                         (column_of_row, (np.zeros(64, np.float32), X), dict(ndrange=64 * 64, workgroupsize=64)),
                         (moving_row, (np.zeros(64, np.float32), X), dict(ndrange=64))):
         assert "tk_pf_row" not in _src(k, *args, **kw), k.name
@@ -222,9 +251,10 @@ def test_on_and_off_bit_identical(tmp_path):
     np.testing.assert_array_equal(res[0].view(np.uint32), res[1].view(np.uint32))
 
 
-def test_llm_row_kernels_prefetch_their_input():
-    from tinykernels.llm import norms
+def test_llm_softmax_prefetches_its_input():
+    import importlib
+    sm = importlib.import_module("tinykernels.llm.softmax")
     x = np.ones((8, 1024), np.float32)
-    w = np.ones(1024, np.float32)
-    s = norms._rms_rows.source("CPU", np.empty_like(x), x, w, x, x, w, 1e-6, 0, False, ndrange=8)
+    s = sm._softmax_lanes.source("CPU", np.empty_like(x), x, 1.0, 1024, 1, 3, False, True, ndrange=8)
     assert "tk_pf_row(&tk_pf0" in s and "tk_pf_step(&tk_pf0)" in s
+    assert "tk_pf1" not in s        # out is written: not prefetched

@@ -134,10 +134,12 @@ TK_INLINE void tk_pf_row(tk_pf *f, int on, const void *x, const void *y, int64_t
     f->e = on ? b + itemsize : 0;
     f->per = 0;
 }
-/* A loop of `trips` iterations starts: spread what is left of the row over them. */
-TK_INLINE void tk_pf_plan(tk_pf *f, uint64_t trips) {
+/* A loop of `trips` iterations starts, the first of `loops` that will step the cursor: spread
+   its share of what is left of the row (1 / loops) over its iterations. */
+TK_INLINE void tk_pf_plan(tk_pf *f, uint64_t trips, uint64_t loops) {
     const uint64_t lines = f->p < f->e ? (uint64_t)(f->e - f->p + 63) / 64 : 0;
-    f->per = trips ? (lines + trips - 1) / trips : 0;
+    const uint64_t share = loops ? (lines + loops - 1) / loops : 0;
+    f->per = trips ? (share + trips - 1) / trips : 0;
 }
 /* One iteration: prefetch its share of lines (into L2: the current row stays in L1). */
 TK_INLINE void tk_pf_step(tk_pf *f) {
@@ -620,6 +622,8 @@ class CRenderer(CLikeRenderer):
         # the rows the next group (flat: item) reads, prefetched while this one computes
         # (passes/prefetch.py); cursors tk_pf<N>, stepped by the loops that read those arrays
         self.pf_rows = next_rows(kernel, plan is not None, ranges)
+        self.pf_left = 0                    # loops that will step the cursors, from here to the end
+        self.pf_first = False               # the next stepping loop is the first over the row
 
     # --- names ---------------------------------------------------------------------------
 
@@ -1487,6 +1491,12 @@ class CRenderer(CLikeRenderer):
         """At the start of a group (flat: item): point the cursors ``tk_pf<N>`` at the rows the
         next one reads (passes/prefetch.py), or at nothing when the row is outside the array,
         the array is small (``tk_pf_min_bytes``) or the row shorter than 8 lines."""
+        body = self.k.body if self.plan is None else self.plan.body
+        self.pf_left = sum(1 for s in N.walk_stmts(body) if isinstance(s, N.For) and self.prefetch_steps(s))
+        self.pf_first = True
+        if self.pf_left < 2:        # one pass over the row: nothing computes on a row in cache
+            self.pf_rows, self.pf_left = [], 0
+            return
         for n, r in enumerate(self.pf_rows):
             a, size = r.array, r.array.dtype.itemsize
             last = a.ndim - 1
@@ -1502,21 +1512,31 @@ class CRenderer(CLikeRenderer):
             self.w(f"  tk_pf_row(&tk_pf{n}, tk_on, tk_on ? (const void *)&{first} : 0, "
                    f"tk_on ? (const void *)&{final} : 0, {size}); }}")
 
-    def prefetch_plan(self, s: N.For, trips: str) -> bool:
-        """Before a loop of ``trips`` iterations: whether it steps the prefetch cursors (it
-        reads one of their arrays and holds no loop that does; a flat kernel's loop only when
-        it holds a loop, the vectorized one, since a prefetch inside that would stop GCC from
-        vectorizing it), and if so, spread the rest of the rows over its iterations."""
+    def prefetch_steps(self, s: N.For) -> bool:
+        """Whether loop ``s`` steps the prefetch cursors: it reads one of their arrays and holds
+        no loop that does; a flat kernel's loop only when it holds a loop (the vectorized one:
+        a prefetch inside that would stop GCC from vectorizing it)."""
         if not self.pf_rows or not reads_rows(s.body, self.pf_rows):
             return False
         inner = [t for t in N.walk_stmts(s.body) if isinstance(t, (N.For, N.While))]
         if self.plan is None:
-            if not inner or any(has_loop(t.body) for t in inner):
-                return False
-        elif any(isinstance(t, N.For) and reads_rows(t.body, self.pf_rows) for t in inner):
+            return bool(inner) and not any(has_loop(t.body) for t in inner)
+        return not any(isinstance(t, N.For) and reads_rows(t.body, self.pf_rows) for t in inner)
+
+    def prefetch_plan(self, s: N.For, trips: str) -> bool:
+        """Before a loop of ``trips`` iterations: if it steps the cursors, give it its share of
+        the rest of the rows. The first loop over the row does not prefetch (it is the one that
+        reads the row from DRAM; prefetching the next row there slowed a one-pass row sum by
+        a third); the later ones, which compute on the row in cache, share the next row evenly."""
+        if self.pf_left < 1 or not self.prefetch_steps(s):
             return False
+        self.pf_left -= 1
+        if self.pf_first:           # the pass that waits for DRAM: prefetching there competes with it
+            self.pf_first = False
+            return False
+        left = max(1, self.pf_left + 1)
         for n in range(len(self.pf_rows)):
-            self.w(f"  tk_pf_plan(&tk_pf{n}, {trips});")
+            self.w(f"  tk_pf_plan(&tk_pf{n}, {trips}, {left});")
         return True
 
     def prefetch_step(self, on: bool) -> None:

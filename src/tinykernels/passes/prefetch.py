@@ -144,9 +144,11 @@ def next_rows(k: N.Kernel, grouped: bool, ranges: int) -> list:
     if k.debug or (not grouped and ranges == 2):
         return []
     is_id = id_kinds(grouped, k.ndim)
+    stored = {s.array.name for s in N.walk_stmts(k.body) if isinstance(s, N.Store)}
+    stored |= {e.array.name for e in N.walk_exprs(k.body) if isinstance(e, N.Atomic)}
     found: list = []
     for e, env, in_loop in _row_loads(k.body):
-        if not (in_loop and e.array.space == "global" and e.array.ndim >= 2):
+        if not (in_loop and e.array.space == "global" and e.array.ndim >= 2 and e.array.name not in stored):
             continue
         lead = [resolve(i, env) for i in e.index[:-1]]
         if None in lead or not any(_uses_id(i, is_id) for i in lead) \
