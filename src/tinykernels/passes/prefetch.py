@@ -1,22 +1,21 @@
 """Next-row prefetch for the CPU's row kernels: which rows the next group (or work item) reads.
 
 A GPU-style row kernel (one workgroup per row, ``X[row, j]`` with ``row = tk.index(tk.Group,
-tk.Linear)``; or a flat kernel with one work item per row and a loop over it) reads its row
-from DRAM in a pass that computes little (a sum of squares, a maximum), and the next group's
-row only when that group starts: the hardware prefetchers stop at page boundaries and do not
-know where the next row is, so every row starts with a DRAM round trip while nothing
-computes. The next group's row is known, though: its address is the same expression of the
-group id, with the group id one higher. This pass finds those rows; the C renderer
-(``codegen/c.py``) computes their addresses when a group (item) starts and spreads software
-prefetches of them over the iterations of the loops that read the current row (a few lines
-per iteration, not one burst), so the next row is in cache when its group starts.
+tk.Linear)``; or a flat kernel with one work item per row and strip-mined loops over it) reads
+its row from DRAM in a first pass that computes little (a sum of squares, a maximum), then
+computes on the row in cache (the scaling of RMSNorm, the exponentials of softmax) while no
+memory moves; the next group's row is fetched only when that group starts. Its address is
+known, though: the same expression of the group id, with the id one higher. This pass finds
+those rows; the C renderer (``codegen/c.py``) points a cursor at each when a group (item)
+starts and spreads software prefetches of it over the iterations of the later passes (a few
+lines per iteration, not one burst), so the next row arrives while this one computes.
 
-A load qualifies when its array is a global argument of rank >= 2, its leading indices (all
-but the last) are pure functions of the group (item) id and values that are the same for the
-whole launch (arguments, shapes, constants, locals assigned once from those), at least one of
-them depends on the id, and its last index is not such a value (it moves along the row). A
-prefetch is a hint: it never changes results, and the renderer issues it only for rows that
-are in the array's bounds.
+A load qualifies when its array is a global argument of rank >= 2 that the kernel never
+writes, its leading indices (all but the last) are pure functions of the group (item) id and
+values that are the same for the whole group (arguments, shapes, constants, locals holding
+such values), at least one of them depends on the id, it sits in a loop, and its last index
+is not such a value (it moves along the row). A prefetch is a hint: it never changes results;
+the renderer issues it only for rows inside the array's bounds.
 """
 from __future__ import annotations
 
