@@ -135,11 +135,14 @@ TK_INLINE void tk_pf_row(tk_pf *f, int on, const void *x, const void *y, int64_t
     f->per = 0;
 }
 /* A loop of `trips` iterations starts, the first of `loops` that will step the cursor: spread
-   its share of what is left of the row (1 / loops) over its iterations. */
+   its share of what is left of the row (1 / loops) over its iterations, at most TK_PF_PER
+   lines per iteration (a short loop, such as a row's remainder, gets a few lines, not a burst). */
+#define TK_PF_PER 4
 TK_INLINE void tk_pf_plan(tk_pf *f, uint64_t trips, uint64_t loops) {
     const uint64_t lines = f->p < f->e ? (uint64_t)(f->e - f->p + 63) / 64 : 0;
     const uint64_t share = loops ? (lines + loops - 1) / loops : 0;
-    f->per = trips ? (share + trips - 1) / trips : 0;
+    const uint64_t per = trips ? (share + trips - 1) / trips : 0;
+    f->per = per < TK_PF_PER ? per : TK_PF_PER;
 }
 /* One iteration: prefetch its share of lines (into L2: the current row stays in L1). */
 TK_INLINE void tk_pf_step(tk_pf *f) {
