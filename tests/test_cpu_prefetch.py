@@ -258,3 +258,14 @@ def test_llm_softmax_prefetches_its_input():
     s = sm._softmax_lanes.source("CPU", np.empty_like(x), x, 1.0, 1024, 1, 3, False, True, ndrange=8)
     assert "tk_pf_row(&tk_pf0" in s and "tk_pf_step(&tk_pf0)" in s
     assert "tk_pf1" not in s        # out is written: not prefetched
+
+
+def test_llm_rms_norm_has_one_pass_and_no_prefetch():
+    """``_rms_rows``' second pass is the vectorized loop itself, so its only strip-mined loop is
+    the first pass: no cursors (and none for the arrays of its constexpr-dead branches)."""
+    from tinykernels.llm import norms
+    x = np.ones((8, 1024), np.float32)
+    w = np.ones(1024, np.float32)
+    for mode in (norms.PLAIN, norms.RESIDUAL_AFTER):
+        s = norms._rms_rows.source("CPU", np.empty_like(x), x, w, x, x, w, 1e-6, mode, False, ndrange=8)
+        assert "tk_pf_row" not in s

@@ -76,6 +76,22 @@ def resolve(e: N.Expr, env: dict) -> N.Expr | None:
     return None
 
 
+_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _known(cond: N.Expr | None) -> bool | None:
+    """The value of an ``if`` condition fixed at compile time (a constant, or a comparison of
+    constants, as a ``constexpr`` mode makes), else None: the branch that never runs is not
+    searched for rows."""
+    if isinstance(cond, N.Const):
+        return bool(cond.value)
+    if isinstance(cond, N.Compare) and isinstance(cond.a, N.Const) and isinstance(cond.b, N.Const) \
+            and cond.op in _COMPARE:
+        return bool(_COMPARE[cond.op](cond.a.value, cond.b.value))
+    return None
+
+
 def _row_loads(body: list):
     """``(load, env, in_loop)`` for every load of the kernel, ``env`` the values the locals
     hold where it is evaluated: a local assigned in straight-line code (top level, inlined
@@ -101,8 +117,10 @@ def _row_loads(body: list):
                 for v in defs(s):
                     env[v] = None
                 sub = isinstance(s, (N.For, N.While))
+                live = _known(resolve(s.cond, env)) if isinstance(s, N.If) else None
                 for attr in ("body", "orelse"):
-                    visit(getattr(s, attr, None) or [], True, loop or sub)
+                    if live is None or live == (attr == "body"):
+                        visit(getattr(s, attr, None) or [], True, loop or sub)
     visit(body, False, False)
     return out
 
