@@ -19,6 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
+from ..passes.prefetch import has_loop, next_rows, reads_rows
 from ..passes.rowdiv import row_divisions, row_loads
 from ..passes.streaming import copy_sources, lane_coef, streamed_stores, unobservable_after, write_only_arrays
 from ..passes.tiletranspose import block_lanes, transposed_reads
@@ -104,6 +105,48 @@ TK_INLINE int64_t tk_div_run(int64_t s, int64_t e, int64_t a, int64_t b, int64_t
     else n = 1;
     if (a > 0 && n - 1 > INT64_MAX - a) n = INT64_MAX - a + 1;
     return s + n;
+}
+"""
+
+# Next-row prefetch (passes/prefetch.py): a cursor over the bytes of a row the next group (or
+# work item) reads, advanced by a few lines per iteration of the loops that read the current
+# row. tk_pf_min_bytes: only arrays of at least this many bytes (TK_CPU_PREFETCH_BYTES, else
+# 2 MiB: a core's L2 here is 1 MiB, and rows of smaller arrays are likely in cache already).
+_PREFETCH = """\
+#include <stdlib.h>
+typedef struct { const char *p, *e; uint64_t per; } tk_pf;
+__attribute__((noinline)) static int64_t tk_pf_min_bytes(void) {
+    static int64_t cached = 0;
+    int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (t) return t;
+    const char *env = getenv("TK_CPU_PREFETCH_BYTES");
+    if (env && *env) t = strtoll(env, 0, 10);
+    if (t <= 0) t = (int64_t)2 << 20;
+    __atomic_store_n(&cached, t, __ATOMIC_RELAXED);
+    return t;
+}
+/* The row from element x to element y (either order: negative strides), itemsize bytes each;
+   nothing when !on. */
+TK_INLINE void tk_pf_row(tk_pf *f, int on, const void *x, const void *y, int64_t itemsize) {
+    const char *a = (const char *)x, *b = (const char *)y;
+    if (a > b) { const char *t = a; a = b; b = t; }
+    f->p = on ? (const char *)((uintptr_t)a & ~(uintptr_t)63) : 0;
+    f->e = on ? b + itemsize : 0;
+    f->per = 0;
+}
+/* A loop of `trips` iterations starts, the first of `loops` that will step the cursor: spread
+   its share of what is left of the row (1 / loops) over its iterations, at most TK_PF_PER
+   lines per iteration (a short loop, such as a row's remainder, gets a few lines, not a burst). */
+#define TK_PF_PER 4
+TK_INLINE void tk_pf_plan(tk_pf *f, uint64_t trips, uint64_t loops) {
+    const uint64_t lines = f->p < f->e ? (uint64_t)(f->e - f->p + 63) / 64 : 0;
+    const uint64_t share = loops ? (lines + loops - 1) / loops : 0;
+    const uint64_t per = trips ? (share + trips - 1) / trips : 0;
+    f->per = per < TK_PF_PER ? per : TK_PF_PER;
+}
+/* One iteration: prefetch its share of lines (into L2: the current row stays in L1). */
+TK_INLINE void tk_pf_step(tk_pf *f) {
+    for (uint64_t k = 0; k < f->per && f->p < f->e; ++k, f->p += 64) __builtin_prefetch(f->p, 0, 2);
 }
 """
 
@@ -627,6 +670,11 @@ class CRenderer(CLikeRenderer):
         self.tile_tr = transposed_reads(plan.body, plan.remat, kernel.workgroup) if plan is not None else {}
         self.tr_loads: dict = {}
         self.tr_sizes: set = set()          # element sizes whose tk_tile_tr helper the unit needs
+        # the rows the next group (flat: item) reads, prefetched while this one computes
+        # (passes/prefetch.py); cursors tk_pf<N>, stepped by the loops that read those arrays
+        self.pf_rows = next_rows(kernel, plan is not None, ranges)
+        self.pf_left = 0                    # loops that will step the cursors, from here to the end
+        self.pf_first = False               # the next stepping loop is the first over the row
 
     # --- names ---------------------------------------------------------------------------
 
@@ -1000,8 +1048,10 @@ class CRenderer(CLikeRenderer):
             self.w(f"{{ const {ct} {n}_s = {self.expr(s.start)}; const {ct} {n}_e = {self.expr(s.stop)}; "
                    f"const {ct} {n}_p = {self.expr(s.step)};")
             self.w(f"  const uint64_t {n}_n = {trips(f'{n}_s', f'{n}_e', f'{n}_p')};")
+            pf = self.prefetch_plan(s, f"{n}_n")
             self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_n; ++{tt}) {{")
             self.depth += 1
+            self.prefetch_step(pf)
             self.w(f"const {ct} {n}_v = ({ct})((uint64_t){n}_s + {tt} * (uint64_t){n}_p);")
             saved_lv = self.lane_vars.get(s.var, False)
             self.lane_vars[s.var] = None
@@ -1036,8 +1086,10 @@ class CRenderer(CLikeRenderer):
             self.w("}")
             self.w(f"{n}_tr[tk_lid] = {n}_c;")
         self.lane_items(None, prologue)
+        pf = self.prefetch_plan(s, f"{n}_hi")
         self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_hi; ++{tt}) {{")
         self.depth += 1
+        self.prefetch_step(pf)
         self.w(f"const int {n}_full = {tt} < {n}_lo; (void){n}_full;")
         inner = f"{tt} < {n}_tr[tk_lid]"
         sub_mask = f"({n}_full || {inner})" if mask is None else inner
@@ -1376,6 +1428,7 @@ class CRenderer(CLikeRenderer):
                 _prelude(),
                 portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "", "" if k.fastmath else _EXP_F32,
                 _DEBUG if k.debug else "", (_STREAM + (_LUT16 if self.lut16 else "")) if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
+                _PREFETCH if self.pf_rows else "",
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
@@ -1485,6 +1538,68 @@ class CRenderer(CLikeRenderer):
         self.depth -= 1
         self.w("}")
 
+    def prefetch_start(self) -> None:
+        """At the start of a group (flat: item): point the cursors ``tk_pf<N>`` at the rows the
+        next one reads (passes/prefetch.py), or at nothing when the row is outside the array,
+        the array is small (``tk_pf_min_bytes``) or the row shorter than 8 lines."""
+        body = self.k.body if self.plan is None else self.plan.body
+        self.pf_left = sum(1 for s in N.walk_stmts(body) if isinstance(s, N.For) and self.prefetch_steps(s))
+        self.pf_first = True
+        if self.pf_left < 2:        # one pass over the row: nothing computes on a row in cache
+            self.pf_rows, self.pf_left = [], 0
+            return
+        for n, r in enumerate(self.pf_rows):
+            a, size = r.array, r.array.dtype.itemsize
+            last = a.ndim - 1
+            ty, loc = r.lead[0].ty, r.lead[0].loc
+            idx = [f"(tk_idx)({self.expr(i)})" for i in r.lead]
+            inside = " && ".join(f"{i} >= 0 && {i} < {self.shape(a, d)}" for d, i in enumerate(idx))
+            total = " * ".join(self.shape(a, d) for d in range(a.ndim))
+            on = f"({total}) * {size} >= tk_pf_min_bytes() && {self.shape(a, last)} * {size} >= 512 && {inside}"
+            end = N.BinOp(ty, loc, "-", N.Shape(ty, loc, a, last), N.Const(ty, loc, 1))
+            first = self.element(a, r.lead + [N.Const(ty, loc, 0)])
+            final = self.element(a, r.lead + [end])
+            self.w(f"tk_pf tk_pf{n}; {{ const int tk_on = {on};")
+            self.w(f"  tk_pf_row(&tk_pf{n}, tk_on, tk_on ? (const void *)&{first} : 0, "
+                   f"tk_on ? (const void *)&{final} : 0, {size}); }}")
+
+    def prefetch_steps(self, s: N.For) -> bool:
+        """Whether loop ``s`` steps the prefetch cursors: it reads one of their arrays and holds
+        no loop that does; a flat kernel's loop only when it holds a loop (the vectorized one:
+        a prefetch inside that would stop GCC from vectorizing it)."""
+        if not self.pf_rows or not reads_rows(s.body, self.pf_rows):
+            return False
+        inner = [t for t in N.walk_stmts(s.body) if isinstance(t, (N.For, N.While))]
+        if self.plan is None:
+            return bool(inner) and not any(has_loop(t.body) for t in inner)
+        return not any(isinstance(t, N.For) and reads_rows(t.body, self.pf_rows) for t in inner)
+
+    def prefetch_plan(self, s: N.For, trips: str) -> bool:
+        """Before a loop of ``trips`` iterations: if it steps the cursors, give it its share of
+        the rest of the rows. The first loop over the row does not prefetch (it is the one that
+        reads the row from DRAM; prefetching the next row there slowed a one-pass row sum by
+        a third); the later ones, which compute on the row in cache, share the next row evenly."""
+        if self.pf_left < 1 or not self.prefetch_steps(s):
+            return False
+        self.pf_left -= 1
+        if self.pf_first:           # the pass that waits for DRAM: prefetching there competes with it
+            self.pf_first = False
+            return False
+        left = max(1, self.pf_left + 1)
+        for n in range(len(self.pf_rows)):
+            self.w(f"  tk_pf_plan(&tk_pf{n}, {trips}, {left});")
+        return True
+
+    def prefetch_step(self, on: bool) -> None:
+        if on:
+            self.w(" ".join(f"tk_pf_step(&tk_pf{n});" for n in range(len(self.pf_rows))))
+
+    def loop_started(self, s: N.For, trips: str):
+        return self.prefetch_plan(s, trips) if self.plan is None else False
+
+    def loop_iteration(self, state) -> None:
+        self.prefetch_step(state)
+
     def peel_bounds(self):
         """(lo, hi) in C of ``Kernel.peel_last`` when the body is its one If and the loop can
         be split there (unit steps, no per-item sums, no group indices), else None."""
@@ -1564,6 +1679,7 @@ class CRenderer(CLikeRenderer):
                 grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
             self.w(f"const int64_t tk_ll = {ll}, tk_grl = {grl}; (void)tk_ll; (void)tk_grl;")
         self.declare_locals(k.locals)
+        self.prefetch_start()
         self.last_line = None
         self.stmts(body)
 
@@ -1708,6 +1824,7 @@ class CRenderer(CLikeRenderer):
                 self.w(f"{self.stype(a.dtype)} a_{mangle(a.name)}[{_prod(wg)}][{size}];")
         if plan.needs_done:
             self.w(f"unsigned char tk_done[{_prod(wg)}] = {{0}};")
+        self.prefetch_start()
         self.last_line = None
         self.stmts(plan.body)
         self.w("goto tk_group_end;")

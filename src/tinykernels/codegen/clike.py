@@ -415,6 +415,14 @@ class CLikeRenderer:
         self.stmts(body)
         self.depth -= 1
 
+    def loop_started(self, s, trips: str):
+        """Hook: a ``range`` loop of ``trips`` (C) iterations starts; what it returns is given to
+        :meth:`loop_iteration` at the top of every iteration (the CPU's prefetch steps)."""
+        return None
+
+    def loop_iteration(self, state) -> None:
+        """Hook: the top of an iteration of a ``range`` loop (see :meth:`loop_started`)."""
+
     def s_For(self, s):
         """``range`` loops run a trip count computed once in uint64, so a counter that would
         step past the end of its type never wraps around (``range(0, 127, 2)`` on int8)."""
@@ -433,8 +441,10 @@ class CLikeRenderer:
         else:
             trips = f"({step} > 0 ? {up} : {down})"
         self.w(f"  const uint64_t {n} = {trips};")
+        hook = self.loop_started(s, n)
         self.w(f"  for (uint64_t {k} = 0; {k} < {n}; ++{k}) {{")
         self.depth += 1
+        self.loop_iteration(hook)
         self.w(f"{self.var(s.var)} = ({ct})((uint64_t){start} + {k} * (uint64_t){step});")
         self.depth -= 1
         self.block(s.body)
