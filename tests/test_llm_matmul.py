@@ -2,6 +2,10 @@
 float64 of the dequantized weights, on CPU, INTERP (small), CL and WEBGPU; out=, errors, and
 every kernel's CUDA source through NVRTC."""
 import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -404,18 +408,12 @@ def test_host_fused_gemm_sums_each_column_in_32_fma_lanes(qtype):
         assert got.dtype == np.float32 and np.array_equal(got, want), (qtype, n)
 
 
-@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
-@pytest.mark.parametrize("m, nb", [(1, 1), (7, 2 * 8 + 3), (6, 8)])
-def test_host_int8_route_sums_eight_exact_lanes_per_block(qtype, m, nb):
-    """The host int8 route (``tk.dot_i8`` / ``tk.dot_u4i8`` with ``zero=8``): per block eight
-    exact int32 lanes (lane ``l``: weights ``4l .. 4l + 3``), accumulated with one fma by
-    ``d_w * d_x`` per lane and block in block order, the lanes then added in order: bit for
-    bit a NumPy model (K of one block, whole chunks, a tail; rows not a multiple of
-    anything)."""
-    rng = np.random.default_rng(41 + nb)
-    k = 32 * nb
-    raw = random_blocks(qtype, m, nb, rng)
-    x = _activations(k, rng)
+def int8_route_model(qtype, raw, x):
+    """The host int8 route bit for bit in NumPy: per block eight exact int32 lanes (lane
+    ``l``: weights ``4l .. 4l + 3`` times the Q8_0 activations), accumulated with one fma by
+    ``d_w * d_x`` per lane and block in block order, the lanes then added in order."""
+    m, k = raw.shape[0], x.shape[0]
+    nb = k // 32
     qx, dx = llm.quantize_activations(x)
     fmt = llm.QTYPES[qtype]
     rb = raw.reshape(m, nb, fmt.block_bytes)
@@ -432,8 +430,55 @@ def test_host_int8_route_sums_eight_exact_lanes_per_block(qtype, m, nb):
     tot = np.zeros(m, np.float32)
     for j in range(8):
         tot = tot + acc[:, j]
-    got = llm.matmul(llm.QTensor(qtype, (m, k), raw), x, exact=False)
-    assert np.array_equal(got, tot)
+    return tot
+
+
+# rows: one, odd, many; blocks: one, whole chunks of 8, chunks and a tail, K not a multiple of 256
+INT8_SHAPES = [(1, 1), (7, 2 * 8 + 3), (6, 8), (301, 5 * 8 + 3)]
+
+
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("m, nb", INT8_SHAPES)
+def test_host_int8_route_sums_eight_exact_lanes_per_block(qtype, m, nb):
+    """The host int8 route (``tk.dot_i8`` / ``tk.dot_u4i8`` with ``zero=8``) is bit for bit
+    :func:`int8_route_model`."""
+    rng = np.random.default_rng(41 + nb)
+    raw = random_blocks(qtype, m, nb, rng)
+    x = _activations(32 * nb, rng)
+    got = llm.matmul(llm.QTensor(qtype, (m, 32 * nb), raw), x, exact=False)
+    assert np.array_equal(got, int8_route_model(qtype, raw, x))
+
+
+_LEVEL_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, {here!r})
+import test_llm_matmul as t
+res = []
+for qtype in ("q4_0", "q8_0"):
+    for m, nb in t.INT8_SHAPES:
+        rng = np.random.default_rng(m + nb)
+        raw = t.random_blocks(qtype, m, nb, rng)
+        x = t._activations(32 * nb, rng)
+        got = t.llm.matmul(t.llm.QTensor(qtype, (m, 32 * nb), raw), x, exact=False)
+        res.append(bool(np.array_equal(got, t.int8_route_model(qtype, raw, x))))
+print("RESULT", all(res), res)
+"""
+
+
+@pytest.mark.parametrize("level", ["c", "avx2", "vnni"])
+def test_host_int8_route_is_the_same_at_every_cpu_level(level, tmp_path):
+    """``TK_CPU_BYTEDOT`` (read when the kernel is compiled; a new process each): the int8
+    route's bits are the model's at the scalar C, AVX2 and VNNI levels (VNNI where the CPU
+    has it; the cap is then the CPU's level)."""
+    here = Path(__file__).resolve().parent
+    script = tmp_path / "levels.py"
+    script.write_text(_LEVEL_SCRIPT.format(here=str(here)))
+    env = dict(os.environ, TK_CPU_BYTEDOT=level, TK_QUIET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(here.parent / "src"), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "RESULT True" in r.stdout, r.stdout + r.stderr[-3000:]
 
 
 def test_strided_inputs_are_taken_as_contiguous_copies():

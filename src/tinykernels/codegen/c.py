@@ -500,10 +500,13 @@ TK_INLINE float tk_tanh_f32(float xf) {
 # tk.dot_i8 / tk.dot_u4i8 (a ByteDot block): 32 byte products into eight int32 lanes per step,
 # lane l the sum of products 4l .. 4l + 3, exact; the _acc forms then do out[l] =
 # fma(float(lane), s, out[l]) on the eight floats as one vector (a loop of them keeps out in a
-# register). The level is chosen once when the kernel's library is loaded: 2 = AVX-512 VNNI
-# (vpdpbusd on ymm, as inline assembly: the compiler probe may have turned the compiler's own
-# VNNI code generation off, see runtime/compiler.py), 1 = AVX2 (vpmaddubsw / vpmaddwd), 0 =
-# scalar C lanes; TK_CPU_BYTEDOT=c|avx2|vnni caps it (tests). Without AVX2: plain C only.
+# register). Levels: 2 = AVX-512 VNNI (vpdpbusd on ymm, as inline assembly: the compiler probe
+# may have turned the compiler's own VNNI code generation off, see runtime/compiler.py), 1 =
+# AVX2 (vpmaddubsw / vpmaddwd), 0 = scalar C lanes; TK_CPU_BYTEDOT=c|avx2|vnni caps it (tests).
+# Without AVX2: plain C only. A -march=native library is compiled with -DTK_BYTEDOT_LEVEL
+# (runtime/compiler.py): the level is then a constant, so only its code is emitted (no branch
+# per call) and calls sharing an operand share its work; otherwise it is chosen once when the
+# library is loaded.
 _BYTEDOT = r"""
 static inline __attribute__((always_inline)) void tk_bd_lanes_c(int32_t *o, const void *pa, const void *pb,
                                                               int u4, int zero) {
@@ -524,6 +527,9 @@ static inline __attribute__((always_inline)) void tk_bd_lanes_c(int32_t *o, cons
 #include <stdlib.h>
 #include <string.h>
 #define TK_BYTEDOT_SIMD 1
+#ifdef TK_BYTEDOT_LEVEL
+#define tk_bytedot_level TK_BYTEDOT_LEVEL
+#else
 static int tk_bytedot_level = 1;
 __attribute__((constructor)) static void tk_bytedot_init(void) {
     const char *cap = getenv("TK_CPU_BYTEDOT");
@@ -533,6 +539,7 @@ __attribute__((constructor)) static void tk_bytedot_init(void) {
     else if (cap && !strcmp(cap, "avx2") && lv > 1) lv = 1;
     tk_bytedot_level = lv;
 }
+#endif
 static inline __attribute__((always_inline)) __m256i tk_dpbusd(__m256i acc, __m256i u, __m256i s) {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));     /* acc += u8 x s8, 4 per lane */
     return acc;
@@ -546,9 +553,9 @@ static inline __attribute__((always_inline)) __m256i tk_bd_i8(const void *pa, co
         return _mm256_loadu_si256((const __m256i *)t);
     }
     __m256i a = _mm256_loadu_si256((const __m256i *)pa), b = _mm256_loadu_si256((const __m256i *)pb);
-    if (lv == 2) {
+    if (lv == 2) {       /* the sum starts at -128 * (b's four bytes): shared by calls on the same b */
         __m256i k = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
-        return _mm256_sub_epi32(tk_dpbusd(z, _mm256_xor_si256(a, k), b), tk_dpbusd(z, k, b));
+        return tk_dpbusd(_mm256_sub_epi32(z, tk_dpbusd(z, k, b)), _mm256_xor_si256(a, k), b);
     }
     __m256i p0 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)),
                                    _mm256_cvtepi8_epi16(_mm256_castsi256_si128(b)));
@@ -567,9 +574,9 @@ static inline __attribute__((always_inline)) __m256i tk_bd_u4(const void *pa, co
     __m128i q = _mm_loadu_si128((const __m128i *)pa);
     __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
     __m256i x = _mm256_loadu_si256((const __m256i *)pb);
-    if (lv == 2) {
-        __m256i r = tk_dpbusd(_mm256_setzero_si256(), u, x);
-        return zero ? _mm256_sub_epi32(r, tk_dpbusd(_mm256_setzero_si256(), _mm256_set1_epi8((char)zero), x)) : r;
+    if (lv == 2) {       /* the sum starts at -zero * (x's four bytes): shared by calls on the same x */
+        __m256i z = _mm256_setzero_si256();
+        return tk_dpbusd(zero ? _mm256_sub_epi32(z, tk_dpbusd(z, _mm256_set1_epi8((char)zero), x)) : z, u, x);
     }
     __m256i p = _mm256_maddubs_epi16(u, x);                 /* |pair| <= 2 * 15 * 128: exact */
     if (zero)

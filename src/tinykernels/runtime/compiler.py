@@ -104,6 +104,27 @@ def _cpu_flags() -> frozenset:
     return frozenset(m.group(2).split()) if m else frozenset()
 
 
+_BYTEDOT_LEVELS = {"c": 0, "avx2": 1, "vnni": 2}
+
+
+def bytedot_level_flags(cap: str | None) -> list:
+    """``-DTK_BYTEDOT_LEVEL=n``: the SIMD level of ``tk.dot_i8``/``tk.dot_u4i8`` (codegen/c.py),
+    fixed when a ``-march=native`` kernel is compiled (such a library is for this CPU anyway),
+    so the level is a constant in the C and the compiler folds the other levels away and shares
+    work between calls (the activations' loads, Q4_0's zero-point lanes). 2 = AVX-512 VNNI
+    and VL, 1 = AVX2, 0 = plain C; ``cap`` (``TK_CPU_BYTEDOT``) lowers it. Without
+    ``/proc/cpuinfo`` (or on another architecture): no flag; the library then picks the level
+    when it loads (``__builtin_cpu_supports``)."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return []
+    have = _cpu_flags()
+    if "avx2" not in have:
+        return []
+    lv = 2 if {"avx512_vnni", "avx512vl"} <= have else 1
+    lv = min(lv, _BYTEDOT_LEVELS.get(cap, 2))
+    return [f"-DTK_BYTEDOT_LEVEL={lv}"]
+
+
 def _run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
@@ -218,6 +239,7 @@ def _toolchain(cc_env: str | None, cache: str, use_openmp: bool = True) -> Toolc
     if info["native"]:
         flags.append("-march=native")
         flags += info.get("native_fix", [])
+        flags += bytedot_level_flags(os.environ.get("TK_CPU_BYTEDOT"))
     openmp = bool(info["openmp"]) and use_openmp
     flags += info["openmp"] if openmp else ["-pthread"]     # without OpenMP: the pthread fallback
     return Toolchain(tuple(cmd), info["version"], tuple(flags), openmp, _cpu_fingerprint())
