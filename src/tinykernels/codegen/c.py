@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from ..dtypes import Ty
 from ..ir import nodes as N
+from ..passes.grouporder import rows_first_when_streamed
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
 from ..passes.rowdiv import row_divisions, row_loads
 from ..passes.streaming import copy_sources, lane_coef, streamed_stores, unobservable_after, write_only_arrays
@@ -1610,6 +1611,14 @@ class CRenderer(CLikeRenderer):
         self.depth -= 1
         self.w("}")
 
+    def streamed_bytes(self, extent) -> str:
+        """C expression: the bytes of the arrays the grouped kernel streams (the run-time test
+        of streaming, against ``tk_stream_threshold()``), ``extent(name, d)`` giving an array's
+        extent along dimension ``d``."""
+        arrays = {p[1].name: p[1] for p in self.k.params if p[0] == "array"}
+        return " + ".join(f"{' * '.join(extent(n, d) for d in range(arrays[n].ndim))} * {arrays[n].dtype.itemsize}"
+                          for n in sorted(self.stream_arrays))
+
     def render_grouped(self) -> list:
         k, plan = self.k, self.plan
         self.lines = []
@@ -1651,8 +1660,7 @@ class CRenderer(CLikeRenderer):
         self.w("goto tk_group_end;")
         if self.stream_arrays:      # streaming stores when the outputs are large
             arrays = {p[1].name: p[1] for p in k.params if p[0] == "array"}
-            size = " + ".join(f"{' * '.join(f'a_{mangle(n)}_sh{d}' for d in range(arrays[n].ndim))}"
-                              f" * {arrays[n].dtype.itemsize}" for n in sorted(self.stream_arrays))
+            size = self.streamed_bytes(lambda n, d: f"a_{mangle(n)}_sh{d}")
             pends = " ".join(f"tk_pend {self.pend(arrays[n])}; {self.pend(arrays[n])}.have = 0;"
                              for n in sorted(self.stream_arrays))
             self.lines.insert(flag_at, "    " + f"const int tk_stream = {size} >= tk_stream_threshold(); {pends}")
@@ -1677,7 +1685,11 @@ class CRenderer(CLikeRenderer):
             self.w(f"    if ({cond}) tk_group_body(a, g, {grs}, {full});")
             self.w(f"    else tk_group_body(a, g, {grs}, {', '.join(nvs)});")
         self.w("}")
-        self.lines.extend(group_walk(k.ndim, wg).splitlines())
+        rows = None
+        if self.stream_arrays and rows_first_when_streamed(k):     # passes/grouporder.py
+            slots = {p[1].name: slot for p, slot in slot_layout(k) if p[0] == "array"}
+            rows = f"{self.streamed_bytes(lambda n, d: f'a[{slots[n] + 1 + d}].i')} >= tk_stream_threshold()"
+        self.lines.extend(group_walk(k.ndim, wg, rows).splitlines())
         if self.stream_arrays:      # each thread's streaming stores complete before the launch returns
             self.lines.extend([
                 "static void tk_run_groups_fenced(const tk_slot *a, int64_t lo, int64_t hi) {",
@@ -1867,7 +1879,7 @@ _SHUFFLE = """#ifndef TK_SHUFFLE
 GROUP_BLOCK = 8     # launches of 2-D/3-D grids visit groups in blocks of 8 x 8 (group_walk)
 
 
-def group_walk(ndim: int, wg: tuple) -> str:
+def group_walk(ndim: int, wg: tuple, rows_first: str | None = None) -> str:
     """``tk_run_groups(a, lo, hi)``: runs the groups at positions ``lo .. hi-1`` of the order
     in which a launch visits them (a multi-threaded launch gives each thread a contiguous
     range of positions), passing each group's coordinates, which it steps instead of
@@ -1877,7 +1889,9 @@ def group_walk(ndim: int, wg: tuple) -> str:
     dimension outermost): a thread's consecutive groups touch a compact 2-D region, so a
     kernel that reads rows and writes columns (a transpose through a tile) writes runs of
     cache lines into each output row instead of one line into each of thousands of rows
-    (pages). The order of groups is unspecified in the language; their ids are unchanged."""
+    (pages). Where ``rows_first`` (a C condition) holds at run time, a 2-D/3-D grid goes
+    row-major instead (passes/grouporder.py: a streamed launch of a loop-free kernel). The
+    order of groups is unspecified in the language; their ids are unchanged."""
     ng = [f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(ndim)]
     if ndim == 1:
         return """\
@@ -1886,9 +1900,18 @@ static void tk_run_groups(const tk_slot *a, int64_t lo, int64_t hi) {
 }"""
     B = GROUP_BLOCK
     outer = "o, " if ndim == 3 else ""
+    rows = "" if rows_first is None else f"""
+    if ({rows_first}) {{      /* row-major */
+        int64_t o = lo / plane, i = lo % plane / nB, j = lo % nB; (void)o;
+        for (int64_t s = lo; s < hi; ++s) {{
+            tk_group(a, s, {outer}i, j);
+            if (++j == nB) {{ j = 0; if (++i == nA) {{ i = 0; ++o; }} }}
+        }}
+        return;
+    }}"""
     return f"""\
 static void tk_run_groups(const tk_slot *a, int64_t lo, int64_t hi) {{
-    const int64_t nA = {ng[ndim - 2]}, nB = {ng[ndim - 1]}, plane = nA * nB;
+    const int64_t nA = {ng[ndim - 2]}, nB = {ng[ndim - 1]}, plane = nA * nB;{rows}
     for (int64_t s = lo; s < hi;) {{      /* one block (or the part of it in lo .. hi) */
         const int64_t o = s / plane, r = s % plane; (void)o;
         const int64_t band = r / ({B} * nB), rr = r % ({B} * nB);
