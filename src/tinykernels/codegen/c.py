@@ -719,7 +719,17 @@ class CRenderer(CLikeRenderer):
         a = s.array
         if a.space == "private" and self.plan is not None and a.name in self.plan.item_private:
             return  # declared per work item at group scope
-        super().s_AllocArray(s)
+        pitch = line_pitch(a)
+        if pitch is None:
+            super().s_AllocArray(s)
+        else:                       # rows padded to whole cache lines, the first one aligned
+            self.w(f"{self.stype(a.dtype)} {self.array_ptr(a)}[{a.shape[0] * pitch}] __attribute__((aligned(64)));")
+
+    def offset(self, a: N.ArrayInfo, idx: list) -> str:
+        pitch = line_pitch(a)
+        if pitch is None or len(idx) != 2:
+            return super().offset(a, idx)
+        return f"((tk_idx)({self.expr(idx[0])})) * {pitch} + (tk_idx)({self.expr(idx[1])})"
 
     def s_ItemLoop(self, s: ItemLoop):
         found = self.tile_tr.get(s.label)
@@ -741,7 +751,7 @@ class CRenderer(CLikeRenderer):
             # stores of the tile into the transpose's loads element by element, building
             # each row vector from 16 scalar loads of the global input (slower than no copy)
             self.w(f"__asm__ __volatile__(\"\" : : \"r\"({self.array_ptr(a)}) : \"memory\");")
-            self.w(f"tk_tile_tr{size}({name}, {w1}, {self.array_ptr(a)}, {a.shape[1]}, tk_nv1, tk_nv0);")
+            self.w(f"tk_tile_tr{size}({name}, {w1}, {self.array_ptr(a)}, {line_pitch(a) or a.shape[1]}, tk_nv1, tk_nv0);")
             for ld in t.loads:
                 self.tr_loads[id(ld)] = (name, w1)
         self.piece(s)
@@ -1948,6 +1958,25 @@ def simd_reduction_op(s: N.Collective, fastmath: bool) -> str | None:
 @lru_cache(maxsize=None)
 def _prelude() -> str:
     return prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"])
+
+
+def line_pitch(a: N.ArrayInfo) -> int | None:
+    """The row length in elements of a 2-D ``localmem`` array in the CPU's C when its rows are
+    padded to whole 64-byte cache lines (a ``(16, 17)`` float32 tile: rows of 32), else None.
+    Padded: a contiguous 2-D local array of static shape whose row is longer than a line but
+    not a whole number of lines, when the padding at most doubles the row. The GPU idiom of
+    one extra column (against bank conflicts) otherwise makes every 16-lane row vector of the
+    tile cross a line (docs/cpu.md, "Transposed tile reads"). Indexing and bounds stay the
+    logical shape's; only addresses change."""
+    if a.space != "local" or a.ndim != 2 or not a.contiguous:
+        return None
+    if not all(isinstance(n, int) for n in a.shape):
+        return None
+    row = a.shape[1] * a.dtype.itemsize
+    if row <= 64 or row % 64 == 0 or 64 % a.dtype.itemsize:
+        return None
+    padded = -(-row // 64) * 64
+    return padded // a.dtype.itemsize if padded <= 2 * row else None
 
 
 def _prod(xs) -> int:
