@@ -345,6 +345,8 @@ def test_line_pitch_rule():
     assert line_pitch(arr((16, 17), space="private")) is None
     assert line_pitch(arr((16, 17), space="global")) is None
     assert line_pitch(arr((4, 4, 17))) is None
+    assert line_pitch(arr((512, 33))) is None                # padded beyond PAD_MAX_BYTES (the stack)
+    assert line_pitch(arr((256, 33))) == 48                  # 48 KiB padded
 
 
 @tk.kernel

@@ -1960,11 +1960,16 @@ def _prelude() -> str:
     return prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"])
 
 
+PAD_MAX_BYTES = 64 << 10   # line_pitch pads tiles up to this size (the stack limit counts logical bytes)
+
+
 def line_pitch(a: N.ArrayInfo) -> int | None:
     """The row length in elements of a 2-D ``localmem`` array in the CPU's C when its rows are
     padded to whole 64-byte cache lines (a ``(16, 17)`` float32 tile: rows of 32), else None.
     Padded: a contiguous 2-D local array of static shape whose row is longer than a line but
-    not a whole number of lines, when the padding at most doubles the row. The GPU idiom of
+    not a whole number of lines, when the padding at most doubles the row and the padded
+    array stays within ``PAD_MAX_BYTES`` (runtime/cpu.py's stack limit counts the logical
+    bytes; a tile worth padding is L1-sized anyway). The GPU idiom of
     one extra column (against bank conflicts) otherwise makes every 16-lane row vector of the
     tile cross a line (docs/cpu.md, "Transposed tile reads"). Indexing and bounds stay the
     logical shape's; only addresses change."""
@@ -1976,7 +1981,9 @@ def line_pitch(a: N.ArrayInfo) -> int | None:
     if row <= 64 or row % 64 == 0 or 64 % a.dtype.itemsize:
         return None
     padded = -(-row // 64) * 64
-    return padded // a.dtype.itemsize if padded <= 2 * row else None
+    if padded > 2 * row or a.shape[0] * padded > PAD_MAX_BYTES:
+        return None
+    return padded // a.dtype.itemsize
 
 
 def _prod(xs) -> int:
