@@ -496,3 +496,113 @@ def test_misaligned_rows_below_the_threshold_store_directly(stream_never):
     tk.synchronize(CPU)
     np.testing.assert_array_equal(flat.reshape(X.shape), X * np.float32(3.0))
     assert (buf[:start] == 0xA5).all() and (buf[start + flat.nbytes:] == 0xA5).all()
+
+
+# ----------------------------------------------------------------------------- group order of streamed launches
+
+ROWS_FIRST = "/* row-major */"
+
+
+@pytest.mark.parametrize("dtype, T", [(np.float32, 16), (np.float64, 8), (np.float16, 32), (np.int32, 16),
+                                      (np.int64, 8)])
+@pytest.mark.parametrize("R, C", [(64, 64), (48, 160), (160, 32)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_streamed_loop_free_launch_walks_groups_row_major(dtype, T, R, C, threads, stream_always):
+    """A streamed launch of a loop-free 2-D kernel (passes/grouporder.py) visits its groups
+    row-major instead of in 8 x 8 blocks: a tile transpose of every element size whose tile
+    rows are whole lines (1-byte elements would need groups of 64 x 64, over the CPU's
+    limit), square and not, grids of groups narrower and wider than a block, one and two threads (each thread a
+    contiguous range of group positions), bit-identical to the interpreter and to NumPy."""
+    @tk.kernel
+    def transpose_rows_first(out, a: tk.Const, T: tk.constexpr):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        li, lj = tk.index(tk.Local, tk.Cartesian)
+        gi, gj = tk.index(tk.Group, tk.Cartesian)
+        tile = tk.localmem(a.dtype, (T, T + 1))
+        tile[li, lj] = a[i, j]
+        tk.synchronize()
+        out[gj * T + li, gi * T + lj] = tile[lj, li]
+
+    R, C = R * T // 16, C * T // 16
+    a = (np.random.default_rng(R * C).random((R, C)) * 100).astype(dtype)
+    out = _at((C, R), dtype, 0)
+    src = transpose_rows_first.source("CPU", out, a, T, ndrange=(R, C), workgroupsize=(T, T))
+    assert ROWS_FIRST in src and "tk_stream_lines" in src
+    for b in (tk.CPU(threads=threads), INTERP):
+        o = out.copy()
+        transpose_rows_first(b, (T, T))(o, a, T, ndrange=(R, C))
+        tk.synchronize(b)
+        np.testing.assert_array_equal(o, a.T)
+
+
+@pytest.mark.parametrize("nd, wg", [((45, 136), (4, 8)), ((3, 37, 72), (1, 4, 8)), ((300, 24), (5, 8))])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_streamed_row_major_walk_partial_groups_and_3d(nd, wg, threads, stream_always):
+    """The row-major walk of a streamed launch with partial groups at both edges and a 3-D
+    grid: every work item writes its own group and local ids (a 64-byte row of int64 per
+    group row streams), so a skipped group or wrong coordinates show as wrong ids."""
+    @tk.kernel
+    def ids_streamed(out):
+        p = tk.index(tk.Global, tk.Cartesian)
+        g = tk.index(tk.Group, tk.Linear)
+        lid = tk.index(tk.Local, tk.Linear)
+        tk.synchronize()
+        out[p] = g * 1000 + lid
+
+    out = np.full(nd, -1, np.int64)
+    assert ROWS_FIRST in ids_streamed.source("CPU", out, ndrange=nd, workgroupsize=wg)
+    ids_streamed(tk.CPU(threads=threads), wg)(out, ndrange=nd)
+    ng = [(n + w - 1) // w for n, w in zip(nd, wg)]
+    idx = np.indices(nd)
+    g = np.zeros(nd, np.int64)
+    lid = np.zeros(nd, np.int64)
+    for d in range(len(nd)):
+        g = g * ng[d] + idx[d] // wg[d]
+        lid = lid * wg[d] + idx[d] % wg[d]
+    np.testing.assert_array_equal(out, g * 1000 + lid)
+
+
+def test_kernels_with_loops_or_no_streams_keep_the_blocked_walk():
+    """A kernel with a loop (a tiled matmul re-reads its neighbours' rows and columns: the
+    8 x 8 blocks keep them in cache) or without streamed stores walks only in blocks; the
+    decision itself (``rows_first_when_streamed``) looks at loops anywhere in the body."""
+    from tinykernels.passes.grouporder import rows_first_when_streamed
+
+    @tk.kernel
+    def mm_tiled(C, A: tk.Const, B: tk.Const, T: tk.constexpr):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        li, lj = tk.index(tk.Local, tk.Cartesian)
+        As = tk.localmem(A.dtype, (T, T))
+        Bs = tk.localmem(B.dtype, (T, T))
+        acc = C.dtype(0)
+        for k0 in range(0, A.shape[1], T):
+            As[li, lj] = A[i, k0 + lj]
+            Bs[li, lj] = B[k0 + li, j]
+            tk.synchronize()
+            for k in range(T):
+                acc += As[li, k] * Bs[k, lj]
+            tk.synchronize()
+        C[i, j] = acc
+
+    A = np.ones((64, 64), np.float32)
+    src = mm_tiled.source("CPU", A.copy(), A, A, 16, ndrange=(64, 64), workgroupsize=(16, 16))
+    assert "tk_stream_lines" in src and ROWS_FIRST not in src and "(o * nA + i) * nB + j" in src
+    @tk.kernel
+    def ids_counted(out, count):
+        p = tk.index(tk.Global, tk.Cartesian)
+        g = tk.index(tk.Group, tk.Linear)
+        out[p] = g
+        tk.atomic_add(count, g, 1)
+
+    src = ids_counted.source("CPU", np.zeros((64, 64), np.int64), np.zeros(64, np.int32), ndrange=(64, 64),
+                             workgroupsize=(8, 8))
+    assert ROWS_FIRST not in src and "tk_stream" not in src      # a global atomic: nothing streams
+    i, j = N.Index(None, None, "global", 0), N.Index(None, None, "global", 1)
+    out = N.ArrayInfo("out", tk.float32, 2)
+    store = N.Store(None, out, [i, j], N.Var(None, None, "v"))
+    k = N.Kernel("k", [], [store], {}, 2, (16, 16))
+    assert rows_first_when_streamed(k)
+    k.body = [N.If(None, N.Var(None, None, "c"), [N.For(None, "t", None, None, None, [store])], [])]
+    assert not rows_first_when_streamed(k)          # a loop, even nested
+    k.body, k.ndim, k.workgroup = [store], 1, (256,)
+    assert not rows_first_when_streamed(k)          # 1-D grids walk in order of ids anyway

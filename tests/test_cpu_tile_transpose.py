@@ -321,3 +321,64 @@ def test_lanes_piece_reads_the_copy():
     for q in range(K):
         want += a.T * (q + 1)
     np.testing.assert_array_equal(out, want)
+
+
+# --- local tiles with rows padded to whole cache lines (codegen/c.py: line_pitch) ------------
+
+def test_line_pitch_rule():
+    """A 2-D local array whose row is longer than a cache line but not whole lines gets rows
+    of whole lines when that at most doubles them; nothing else is padded."""
+    from tinykernels.codegen.c import line_pitch
+    from tinykernels.dtypes import from_any
+    from tinykernels.ir import nodes as N
+
+    def arr(shape, dt=np.float32, space="local"):
+        return N.ArrayInfo("t", from_any(dt), len(shape), shape=tuple(shape), space=space)
+    assert line_pitch(arr((16, 17))) == 32
+    assert line_pitch(arr((8, 9), np.float64)) == 16
+    assert line_pitch(arr((32, 33), np.float16)) == 64
+    assert line_pitch(arr((80, 81), np.int8)) == 128
+    assert line_pitch(arr((4, 100))) == 112
+    assert line_pitch(arr((16, 16))) is None                 # whole lines already (the tiled matmul's tiles)
+    assert line_pitch(arr((8, 9))) is None                   # a row within one line
+    assert line_pitch(arr((4, 48))) is None                  # 192 bytes: whole lines
+    assert line_pitch(arr((16, 17), space="private")) is None
+    assert line_pitch(arr((16, 17), space="global")) is None
+    assert line_pitch(arr((4, 4, 17))) is None
+    assert line_pitch(arr((512, 33))) is None                # padded beyond PAD_MAX_BYTES (the stack)
+    assert line_pitch(arr((256, 33))) == 48                  # 48 KiB padded
+
+
+@tk.kernel
+def pad_column(out, a: tk.Const, T: tk.constexpr):
+    """Writes and reads the tile's extra column (``tile[li, T]``): it must stay its own
+    element, not the next row's first one, whatever the row pitch."""
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    li, lj = tk.index(tk.Local, tk.Cartesian)
+    tile = tk.localmem(a.dtype, (T, T + 1))
+    tile[li, lj] = a[i, j]
+    if lj == 0:
+        tile[li, T] = a[i, j] + a[i, j]
+    tk.synchronize()
+    out[i, j] = tile[li, (lj + 1) % (T + 1)] + tile[li, T] + tile[lj, li]
+
+
+@pytest.mark.parametrize("dtype, T", [(np.float32, 16), (np.float64, 8), (np.float16, 32), (np.int64, 8),
+                                      (np.int32, 16)])
+@pytest.mark.parametrize("R, C", [(64, 96), (96, 32)])
+def test_padded_tile_rows_keep_every_element(dtype, T, R, C):
+    """The padded layout (rows of whole lines, e.g. 32 elements for a 16 x 17 float32 tile):
+    the extra column, a read shifted along the row and the transposed read all equal the
+    interpreter, bit for bit, on one and two threads; the source indexes rows by the pitch."""
+    from tinykernels.codegen.c import line_pitch
+    from tinykernels.dtypes import from_any
+    from tinykernels.ir import nodes as N
+    a = _data((R, C), dtype, seed=R + T)
+    pitch = line_pitch(N.ArrayInfo("t", from_any(dtype), 2, shape=(T, T + 1), space="local"))
+    want = np.zeros((R, C), dtype)
+    pad_column(tk.Interpreter(), (T, T))(want, a, T, ndrange=(R, C))
+    for threads in (1, 2):
+        out = np.zeros((R, C), dtype)
+        src = _run(pad_column, (T, T), out, a, T, ndrange=(R, C), backend=tk.CPU(threads=threads))
+        np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+    assert pitch is not None and f") * {pitch} + (tk_idx)" in src and "__attribute__((aligned(64)))" in src

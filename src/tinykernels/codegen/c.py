@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from ..dtypes import Ty
 from ..ir import nodes as N
+from ..passes.grouporder import rows_first_when_streamed
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
 from ..passes.prefetch import has_loop, next_rows, reads_rows
 from ..passes.rowdiv import row_divisions, row_loads
@@ -821,7 +822,17 @@ class CRenderer(CLikeRenderer):
         a = s.array
         if a.space == "private" and self.plan is not None and a.name in self.plan.item_private:
             return  # declared per work item at group scope
-        super().s_AllocArray(s)
+        pitch = line_pitch(a)
+        if pitch is None:
+            super().s_AllocArray(s)
+        else:                       # rows padded to whole cache lines, the first one aligned
+            self.w(f"{self.stype(a.dtype)} {self.array_ptr(a)}[{a.shape[0] * pitch}] __attribute__((aligned(64)));")
+
+    def offset(self, a: N.ArrayInfo, idx: list) -> str:
+        pitch = line_pitch(a)
+        if pitch is None or len(idx) != 2:
+            return super().offset(a, idx)
+        return f"((tk_idx)({self.expr(idx[0])})) * {pitch} + (tk_idx)({self.expr(idx[1])})"
 
     def s_ItemLoop(self, s: ItemLoop):
         found = self.tile_tr.get(s.label)
@@ -843,7 +854,7 @@ class CRenderer(CLikeRenderer):
             # stores of the tile into the transpose's loads element by element, building
             # each row vector from 16 scalar loads of the global input (slower than no copy)
             self.w(f"__asm__ __volatile__(\"\" : : \"r\"({self.array_ptr(a)}) : \"memory\");")
-            self.w(f"tk_tile_tr{size}({name}, {w1}, {self.array_ptr(a)}, {a.shape[1]}, tk_nv1, tk_nv0);")
+            self.w(f"tk_tile_tr{size}({name}, {w1}, {self.array_ptr(a)}, {line_pitch(a) or a.shape[1]}, tk_nv1, tk_nv0);")
             for ld in t.loads:
                 self.tr_loads[id(ld)] = (name, w1)
         self.piece(s)
@@ -1795,6 +1806,14 @@ class CRenderer(CLikeRenderer):
         self.depth -= 1
         self.w("}")
 
+    def streamed_bytes(self, extent) -> str:
+        """C expression: the bytes of the arrays the grouped kernel streams (the run-time test
+        of streaming, against ``tk_stream_threshold()``), ``extent(name, d)`` giving an array's
+        extent along dimension ``d``."""
+        arrays = {p[1].name: p[1] for p in self.k.params if p[0] == "array"}
+        return " + ".join(f"{' * '.join(extent(n, d) for d in range(arrays[n].ndim))} * {arrays[n].dtype.itemsize}"
+                          for n in sorted(self.stream_arrays))
+
     def render_grouped(self) -> list:
         k, plan = self.k, self.plan
         self.lines = []
@@ -1837,8 +1856,7 @@ class CRenderer(CLikeRenderer):
         self.w("goto tk_group_end;")
         if self.stream_arrays:      # streaming stores when the outputs are large
             arrays = {p[1].name: p[1] for p in k.params if p[0] == "array"}
-            size = " + ".join(f"{' * '.join(f'a_{mangle(n)}_sh{d}' for d in range(arrays[n].ndim))}"
-                              f" * {arrays[n].dtype.itemsize}" for n in sorted(self.stream_arrays))
+            size = self.streamed_bytes(lambda n, d: f"a_{mangle(n)}_sh{d}")
             pends = " ".join(f"tk_pend {self.pend(arrays[n])}; {self.pend(arrays[n])}.have = 0;"
                              for n in sorted(self.stream_arrays))
             self.lines.insert(flag_at, "    " + f"const int tk_stream = {size} >= tk_stream_threshold(); {pends}")
@@ -1863,7 +1881,11 @@ class CRenderer(CLikeRenderer):
             self.w(f"    if ({cond}) tk_group_body(a, g, {grs}, {full});")
             self.w(f"    else tk_group_body(a, g, {grs}, {', '.join(nvs)});")
         self.w("}")
-        self.lines.extend(group_walk(k.ndim, wg).splitlines())
+        rows = None
+        if self.stream_arrays and rows_first_when_streamed(k):     # passes/grouporder.py
+            slots = {p[1].name: slot for p, slot in slot_layout(k) if p[0] == "array"}
+            rows = f"{self.streamed_bytes(lambda n, d: f'a[{slots[n] + 1 + d}].i')} >= tk_stream_threshold()"
+        self.lines.extend(group_walk(k.ndim, wg, rows).splitlines())
         if self.stream_arrays:      # each thread's streaming stores complete before the launch returns
             self.lines.extend([
                 "static void tk_run_groups_fenced(const tk_slot *a, int64_t lo, int64_t hi) {",
@@ -2053,7 +2075,7 @@ _SHUFFLE = """#ifndef TK_SHUFFLE
 GROUP_BLOCK = 8     # launches of 2-D/3-D grids visit groups in blocks of 8 x 8 (group_walk)
 
 
-def group_walk(ndim: int, wg: tuple) -> str:
+def group_walk(ndim: int, wg: tuple, rows_first: str | None = None) -> str:
     """``tk_run_groups(a, lo, hi)``: runs the groups at positions ``lo .. hi-1`` of the order
     in which a launch visits them (a multi-threaded launch gives each thread a contiguous
     range of positions), passing each group's coordinates, which it steps instead of
@@ -2063,7 +2085,9 @@ def group_walk(ndim: int, wg: tuple) -> str:
     dimension outermost): a thread's consecutive groups touch a compact 2-D region, so a
     kernel that reads rows and writes columns (a transpose through a tile) writes runs of
     cache lines into each output row instead of one line into each of thousands of rows
-    (pages). The order of groups is unspecified in the language; their ids are unchanged."""
+    (pages). Where ``rows_first`` (a C condition) holds at run time, a 2-D/3-D grid goes
+    row-major instead (passes/grouporder.py: a streamed launch of a loop-free kernel). The
+    order of groups is unspecified in the language; their ids are unchanged."""
     ng = [f"((a[{3 * d + 1}].i + {wg[d] - 1}) / {wg[d]})" for d in range(ndim)]
     if ndim == 1:
         return """\
@@ -2072,9 +2096,18 @@ static void tk_run_groups(const tk_slot *a, int64_t lo, int64_t hi) {
 }"""
     B = GROUP_BLOCK
     outer = "o, " if ndim == 3 else ""
+    rows = "" if rows_first is None else f"""
+    if ({rows_first}) {{      /* row-major */
+        int64_t o = lo / plane, i = lo % plane / nB, j = lo % nB; (void)o;
+        for (int64_t s = lo; s < hi; ++s) {{
+            tk_group(a, s, {outer}i, j);
+            if (++j == nB) {{ j = 0; if (++i == nA) {{ i = 0; ++o; }} }}
+        }}
+        return;
+    }}"""
     return f"""\
 static void tk_run_groups(const tk_slot *a, int64_t lo, int64_t hi) {{
-    const int64_t nA = {ng[ndim - 2]}, nB = {ng[ndim - 1]}, plane = nA * nB;
+    const int64_t nA = {ng[ndim - 2]}, nB = {ng[ndim - 1]}, plane = nA * nB;{rows}
     for (int64_t s = lo; s < hi;) {{      /* one block (or the part of it in lo .. hi) */
         const int64_t o = s / plane, r = s % plane; (void)o;
         const int64_t band = r / ({B} * nB), rr = r % ({B} * nB);
@@ -2111,6 +2144,32 @@ def simd_reduction_op(s: N.Collective, fastmath: bool) -> str | None:
 @lru_cache(maxsize=None)
 def _prelude() -> str:
     return prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"])
+
+
+PAD_MAX_BYTES = 64 << 10   # line_pitch pads tiles up to this size (the stack limit counts logical bytes)
+
+
+def line_pitch(a: N.ArrayInfo) -> int | None:
+    """The row length in elements of a 2-D ``localmem`` array in the CPU's C when its rows are
+    padded to whole 64-byte cache lines (a ``(16, 17)`` float32 tile: rows of 32), else None.
+    Padded: a contiguous 2-D local array of static shape whose row is longer than a line but
+    not a whole number of lines, when the padding at most doubles the row and the padded
+    array stays within ``PAD_MAX_BYTES`` (runtime/cpu.py's stack limit counts the logical
+    bytes; a tile worth padding is L1-sized anyway). The GPU idiom of
+    one extra column (against bank conflicts) otherwise makes every 16-lane row vector of the
+    tile cross a line (docs/cpu.md, "Transposed tile reads"). Indexing and bounds stay the
+    logical shape's; only addresses change."""
+    if a.space != "local" or a.ndim != 2 or not a.contiguous:
+        return None
+    if not all(isinstance(n, int) for n in a.shape):
+        return None
+    row = a.shape[1] * a.dtype.itemsize
+    if row <= 64 or row % 64 == 0 or 64 % a.dtype.itemsize:
+        return None
+    padded = -(-row // 64) * 64
+    if padded > 2 * row or a.shape[0] * padded > PAD_MAX_BYTES:
+        return None
+    return padded // a.dtype.itemsize
 
 
 def _prod(xs) -> int:
