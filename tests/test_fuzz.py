@@ -1141,3 +1141,21 @@ def test_bug_pow_of_negative_zero_follows_c99(dt):
     for b in _backends():                    # _check_all takes -0.0 == +0.0: the signs too
         got = _run(k_pow_neg_inf, b, [np.zeros((8, 3), dt), x, y])[0]
         assert np.signbit(got).tolist() == np.signbit(expected).tolist(), b
+
+
+@tk.kernel
+def k_signed_nan_const(o, x):
+    i = tk.index()
+    o[i, 0] = math.copysign(tk.float8_e4m3fn(2.0), -math.inf)
+    o[i, 1] = math.copysign(x[i], -math.nan)
+    o[i, 2] = math.copysign(x[i], tk.float8_e4m3fn(-math.inf))
+
+
+# fixed: signed-nan-const
+# (audit8's fuzz run, seed 37304320: a folded -NaN rendered as NAN in C, so copysign took +)
+def test_bug_folded_negative_nan_keeps_its_sign():
+    # float8_e4m3fn has no infinity: -inf rounds to -NaN, whose sign copysign passes on
+    x = np.array([2.0, 0.5, 3.0], np.float32)
+    want = np.repeat(-x[:, None], 3, axis=1)
+    want[:, 0] = -2.0
+    _check_all(k_signed_nan_const, [np.zeros((3, 3), np.float32), x], want)

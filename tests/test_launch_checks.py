@@ -349,3 +349,22 @@ def test_unaddressable_host_arrays_get_a_fix_that_works(host):
         scale(tk.backend(host))(b, 2.0, ndrange=a.shape[0])
         tk.synchronize(tk.backend(host))
         np.testing.assert_array_equal(b, a.astype(np.float32) * 2)
+
+
+def test_launch_names_the_kernel_and_argument_it_cannot_place():
+    """``kernel.launch`` takes its backend from the first array argument; an argument it cannot
+    place on a device (a list, None, a string, a torch tensor on the meta device) is a
+    tk.LaunchError naming the kernel and the argument (SPEC 2), as the instance's own check
+    does. It said only 'cannot tell which device a builtins.list lives on'."""
+    _, _, scale = _kernels()
+    for bad, what in (([1.0, 2.0], "builtins.list"), (None, "builtins.NoneType"), ("ab", "builtins.str")):
+        with pytest.raises(tk.LaunchError, match=f"kernel 'scale': argument 'a': cannot tell which device a {what}"):
+            scale.launch(bad, 2.0, ndrange=2)
+        with pytest.raises(tk.LaunchError, match="kernel 'scale': argument 'a' has unsupported type"):
+            scale(tk.CPU())(bad, 2.0, ndrange=2)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(tk.LaunchError, match="kernel 'scale': argument 'a': no tinykernels backend for a torch "
+                                             "tensor on meta"):
+        scale.launch(torch.zeros(2, device="meta"), 2.0, ndrange=2)
+    with pytest.raises(tk.LaunchError, match="kernel 'scale': argument 'a': cannot tell"):
+        scale.launch(s=2.0, a=[1.0], ndrange=1)

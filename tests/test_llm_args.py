@@ -171,6 +171,56 @@ def test_zero_d_array_a_broadcasts_as_in_numpy(be, dt):
         llm.add(np.array(1.0, np.float32), np.ones(3, np.float32), out=np.zeros((), np.float32))
 
 
+@pytest.mark.parametrize("be", ["CPU", "CL"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+def test_zero_d_array_unary_cast_and_fill_as_in_numpy(be, dt):
+    """The unary functions, cast and fill take a 0-d array as NumPy's ufuncs do (np.exp of a
+    0-d array is 0-d); they said 'has 0 dimensions; expected 1 to 4' while add/mul took it."""
+    if be not in tk.backends_available():
+        pytest.skip(f"{be} unavailable")
+    b_ = tk.backend(be)
+    x = np.array(1.75, dt)
+    tol = dict(rtol=2e-3 if dt == np.float16 else 1e-6)
+    for fn, ref in (("exp", np.exp), ("log", np.log), ("sin", np.sin), ("cos", np.cos),
+                    ("tanh", np.tanh), ("sqrt", np.sqrt), ("rsqrt", lambda v: 1 / np.sqrt(v))):
+        got = getattr(llm, fn)(tk.asarray(x, backend=b_))
+        assert got.shape == () and got.dtype == dt, fn
+        np.testing.assert_allclose(float(got.numpy()), float(ref(np.float64(x))), **tol, err_msg=fn)
+        out = tk.zeros((), dt, backend=b_)
+        assert getattr(llm, fn)(tk.asarray(x, backend=b_), out=out) is out
+        np.testing.assert_allclose(float(out.numpy()), float(ref(np.float64(x))), **tol, err_msg=fn)
+    got = llm.cast(tk.asarray(np.array(1.1, dt), backend=b_), np.float16)
+    assert got.shape == () and float(got.numpy()) == float(np.array(1.1, dt).astype(np.float16))
+    z = tk.zeros((), dt, backend=b_)
+    assert llm.fill(z, 2.5) is z and float(z.numpy()) == 2.5
+    n = np.array(4.0, dt)                                  # NumPy in, NumPy out, in place
+    assert llm.sqrt(n, out=n) is n and float(n) == 2.0
+    with pytest.raises(ValueError, match="argument 'out'"):
+        llm.exp(np.array(1.0, np.float32), out=np.zeros(1, np.float32))
+
+
+def test_errors_name_the_callers_arguments():
+    """The binary-shaped functions name their own arguments in errors (SPEC 10: 'raises
+    ValueError naming the argument'): tanh_grad's x and g, pow's x and y, swiglu's w1 and w3;
+    they said 'a' and 'b', names those functions do not have."""
+    a, bad_shape, bad_dt = np.zeros((3, 4), np.float32), np.zeros(5, np.float32), np.zeros(4, np.float16)
+    for fn, (na, nb) in (("tanh_grad", ("x", "g")), ("pow", ("x", "y")), ("swiglu", ("w1", "w3"))):
+        f = getattr(llm, fn)
+        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{nb}': shape .5,. does not broadcast "
+                                             f"with {na}'s shape"):
+            f(a, bad_shape)
+        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{nb}': dtype float16 differs from {na}'s"):
+            f(a, bad_dt)
+        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{na}': expected an array"):
+            f([1.0], a)
+        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{na}': dtype int32 is not supported"):
+            f(np.zeros(3, np.int32), 1.0)
+    with pytest.raises(ValueError, match="llm.pow: argument 'y': expected an array or a Python scalar"):
+        llm.pow(a, "2")
+    with pytest.raises(ValueError, match="llm.add: argument 'b': shape"):
+        llm.add(a, bad_shape)
+
+
 def _python_calls(f) -> set:
     """(file name, function name) of every Python function that ``f()`` calls."""
     import sys

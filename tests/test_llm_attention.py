@@ -33,7 +33,7 @@ def ref(q, k, v, causal=False, scale=None):
     mx = s.max(-1, keepdims=True)
     p = np.exp(s - np.where(np.isfinite(mx), mx, 0))
     den = p.sum(-1, keepdims=True)
-    return np.where(den > 0, p @ v / np.where(den > 0, den, 1), 0)
+    return np.where(den != 0, p @ v / np.where(den != 0, den, 1), 0)     # NaN stays NaN
 
 
 def sdpa(q, k, v, causal=False, scale=None):
@@ -343,3 +343,37 @@ def test_flash_attention_large_heads_on_gpu_backends(be, d):
     qd = q[:, :, 0]
     close(get(llm.flash_decode(*(tk.asarray(x, backend=b) for x in (qd, k, v)), 70)), dec_ref(qd, k, v, 70),
           np.float32, ulps(np.float32, d))
+
+
+@pytest.mark.parametrize("be", backends())
+def test_nan_scores_propagate_as_in_the_unfused_softmax(be, shape_kind):
+    """A NaN in a query row or a key makes the rows whose scores it reaches NaN, as
+    softmax(q @ k^T) @ v computed in float64 does (``ref``); they were 0, the value of a row
+    that sees no key, because the final ``acc / l`` tested ``l > 0``. A row that sees no key
+    (causal, Sq > Sk) stays 0."""
+    b = dev(be)
+    D = 8
+    q = rng.standard_normal((1, 2, 4, D)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 3, D)).astype(np.float32)
+    v = rng.standard_normal((1, 2, 3, D)).astype(np.float32)
+    q[0, 0, 1, 2] = np.nan                      # one query row of head 0
+    k[0, 1, 2, 5] = np.nan                      # one key of head 1: every row that sees it
+    for causal in (False, True):
+        with np.errstate(invalid="ignore"):
+            want = ref(q, k, v, causal)
+        got = get(llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q, k, v)), causal=causal))
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        fin = ~np.isnan(want)
+        close(got[fin], want[fin], np.float32, ulps(np.float32, D))
+    assert np.isnan(want[0, 0, 1]).all() and not np.isnan(want[0, 0, 0]).any()
+    assert np.isnan(want[0, 1, 3]).all() and not np.isnan(want[0, 1, 0]).any()   # causal
+    kc = rng.standard_normal((1, 1, 6, D)).astype(np.float32)
+    vc = rng.standard_normal((1, 1, 6, D)).astype(np.float32)
+    kc[0, 0, 1, 3] = np.nan
+    qd = rng.standard_normal((1, 2, D)).astype(np.float32)
+    for splits in (None, 1, 2):
+        dd = llm.flash_decode(*(tk.asarray(x, backend=b) for x in (qd, kc, vc)), 4, splits=splits)
+        assert np.isnan(get(dd)).all(), splits
+        ok = llm.flash_decode(*(tk.asarray(x, backend=b) for x in (qd, kc[:, :, 2:], vc[:, :, 2:])), 4,
+                              splits=splits)
+        close(get(ok), dec_ref(qd, kc[:, :, 2:], vc[:, :, 2:], 4), np.float32, ulps(np.float32, D))

@@ -19,6 +19,7 @@ from .runtime.base import (DEFAULT_WORKGROUP, GROUPED_FEATURES, RECORDERS, Kerne
                            _check_debug, _norm_wg, bind_launch_args, expand_wg, launch_checks,
                            parse_ndrange)
 from .runtime.cpu import CPU_STACK_ARRAYS, Compiled, CPUKernelInstance, check_cpu_memory  # noqa: F401
+from .errors import LaunchError
 from .runtime.streams import Event
 from .tracebacks import api_boundary
 
@@ -132,7 +133,10 @@ class Kernel:
         b = None
         for a, (name, kind) in zip(args, self.params):
             if kind != "constexpr" and not isinstance(a, (bool, int, float, np.generic)):
-                b = get_backend(a)
+                try:
+                    b = get_backend(a)
+                except LaunchError as e:         # (a list, None, a tensor on no backend)
+                    raise LaunchError(f"kernel '{self.name}': argument '{name}': {e}") from None
                 break
         if b is None:
             from .backends import default_backend

@@ -158,8 +158,8 @@ class CLikeRenderer:
         cd = self.compute_dtype(d)
         suffix = self.float_suffix if cd.bits == 32 else ""
         ct = self.ctype(cd)
-        if math.isnan(v):
-            return f"(({ct})NAN)"
+        if math.isnan(v):                # the sign of a NaN shows in copysign (-inf to fp8)
+            return f"(({ct})({'-' if math.copysign(1, v) < 0 else ''}NAN))"
         if math.isinf(v):
             return f"(({ct})({'-' if v < 0 else ''}INFINITY))"
         if cd.bits == 32:

@@ -130,8 +130,8 @@ def _lit(x: float) -> str:
     """A float32 literal that round-trips (decimal: MSL is C++14, hex float literals are C++17)."""
     with np.errstate(over="ignore"):
         v = float(np.float32(x))
-    if math.isnan(v):
-        return "NAN"
+    if math.isnan(v):                    # the sign of a NaN shows in copysign
+        return "(-NAN)" if math.copysign(1, v) < 0 else "NAN"
     if math.isinf(v):
         return "(-INFINITY)" if v < 0 else "INFINITY"
     s = f"{v:.9g}"

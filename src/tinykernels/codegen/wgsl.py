@@ -1438,8 +1438,8 @@ class WGSLRenderer:
                 return "(-2147483647i - 1i)"
             return f"{v}i" if v >= 0 else f"({v}i)"
         v = float(value)
-        if math.isnan(v):
-            return "tk_nan()"
+        if math.isnan(v):                # the sign of a NaN shows in copysign
+            return "(-tk_nan())" if math.copysign(1, v) < 0 else "tk_nan()"
         if math.isinf(v):
             return "tk_inf()" if v > 0 else "(-tk_inf())"
         import numpy as np

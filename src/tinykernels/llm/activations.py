@@ -10,4 +10,4 @@ __all__ = ["swiglu"]
 def swiglu(w1, w3, out=None, stream=None):
     """``w1 * sigmoid(w1) * w3`` elementwise (``w3`` broadcasts against ``w1`` as in
     :func:`tinykernels.llm.add`)."""
-    return binary("swiglu", SWIGLU, w1, w3, out, stream)
+    return binary("swiglu", SWIGLU, w1, w3, out, stream, names=("w1", "w3"))

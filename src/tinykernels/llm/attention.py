@@ -87,9 +87,10 @@ def dot_lanes(qp, off, K, b, kh, row, lanes, D):
 
 @tk.func
 def finish(acc_d, l):
-    """One output value: ``acc / l`` (0 for a row that sees no key)."""
+    """One output value: ``acc / l`` (0 for a row that sees no key, whose ``l`` is exactly 0;
+    a NaN ``l``, from a NaN or infinite score, gives NaN as the unfused softmax does)."""
     r = tk.float32(0)
-    if l > 0:
+    if l != 0:
         r = acc_d / l
     return r
 

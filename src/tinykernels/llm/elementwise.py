@@ -200,37 +200,39 @@ def _is_scalar(v) -> bool:
 
 
 def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dtype=None,
-           allowed=C.FLOATS):
+           allowed=C.FLOATS, names: tuple = ("a", "b")):
     """Launch the broadcasting binary kernel; ``scales=(sa, sb)`` dequantizes both operands
-    (in float32) first. Shared with the activations and fp8 families."""
-    C.require(C.is_array(a), fn, "a", f"expected an array, got {type(a).__name__}")
-    backend = C.backend_of(fn, stream=stream, a=a, b=b, out=out)
-    sa_shape = C.require_rank(a, fn, "a", lo=0)
-    dt = C.require_float(a, fn, "a", backend, allowed)
+    (in float32) first; ``names``: the caller's names of ``a`` and ``b``, for its errors.
+    Shared with the activations and fp8 families."""
+    na, nb = names
+    C.require(C.is_array(a), fn, na, f"expected an array, got {type(a).__name__}")
+    backend = C.backend_of(fn, stream=stream, **{na: a, nb: b}, out=out)
+    sa_shape = C.require_rank(a, fn, na, lo=0)
+    dt = C.require_float(a, fn, na, backend, allowed)
     a0 = a                                               # the caller's a: out's model, a read
     if not sa_shape:                                     # a 0-d a broadcasts (NumPy): launched
         a, sa_shape = C.view(a, (1,)), (1,)              # through a one-element view
     b_array = C.is_array(b)
     if b_array and C.dtype_of(b) != dt:                  # (the message only on failure: slow)
-        C.require(False, fn, "b", f"dtype {C.dtype_of(b)} differs from a's {dt}")
+        C.require(False, fn, nb, f"dtype {C.dtype_of(b)} differs from {na}'s {dt}")
     if b_array and len(C.shape_of(b)) == 0:              # a 0-d array broadcasts as its value
         b, b_array = C.scalar_value(b, stream), False
     if b_array:
-        sb_shape = C.require_rank(b, fn, "b")
+        sb_shape = C.require_rank(b, fn, nb)
         try:
             shape = sa_shape if sa_shape == sb_shape else np.broadcast_shapes(sa_shape, sb_shape)
         except ValueError:
-            raise ValueError(f"llm.{fn}: argument 'b': shape {sb_shape} does not broadcast with a's "
-                             f"shape {sa_shape}") from None
+            raise ValueError(f"llm.{fn}: argument '{nb}': shape {sb_shape} does not broadcast with "
+                             f"{na}'s shape {sa_shape}") from None
         b_last1 = sb_shape[-1] == 1 and shape[-1] != 1
     else:
-        C.require(_is_scalar(b), fn, "b", f"expected an array or a Python scalar, got {type(b).__name__}")
+        C.require(_is_scalar(b), fn, nb, f"expected an array or a Python scalar, got {type(b).__name__}")
         shape, sb_shape, b_last1 = sa_shape, None, False
         b = float(b) if scales is not None else int(b) if isinstance(b, (bool, np.bool_)) else b
     a_last1 = sa_shape[-1] == 1 and shape[-1] != 1
     odt = np.dtype(out_dtype) if out_dtype is not None else dt
     res_shape = () if a is not a0 and sb_shape is None else shape     # 0-d op scalar: 0-d
-    res = out = C.output(out, fn, a0, res_shape, odt, backend, reads={"a": a0, "b": b})
+    res = out = C.output(out, fn, a0, res_shape, odt, backend, reads={na: a0, nb: b})
     if 0 in shape:
         return res
     if res_shape != shape:
@@ -256,17 +258,26 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
 def _unary_call(fn: str, op: int, x, out=None, stream=None):
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
-    shape = C.require_rank(x, fn, "x")
+    shape = C.require_rank(x, fn, "x", lo=0)
     dt = C.require_float(x, fn, "x", backend)
     out = C.output(out, fn, x, shape, dt, backend)
-    if 0 not in shape:
-        poly = op == EXP and use_poly(backend, dt)
-        flat = _flat_views(backend, out, x)
-        if flat is not None:
-            C.launch(_unary_flat, backend, (*flat, op, poly), flat[0].size, stream=stream)
-        else:
-            C.launch(_unary, backend, (out, x, op, poly), grid3(shape), stream=stream)
+    _launch_unary(backend, out, x, op, op == EXP and use_poly(backend, dt), stream)
     return out
+
+
+def _launch_unary(backend, out, x, op: int, poly: bool, stream) -> None:
+    """Launch ``out = op(x)`` (same shapes, rank 0 to 4): the flat kernel where it applies;
+    a 0-d pair (NumPy) through one-element views; nothing for an empty shape."""
+    shape = C.shape_of(x)
+    if not shape:
+        x, out, shape = C.view(x, (1,)), C.view(out, (1,)), (1,)
+    if 0 in shape:
+        return
+    flat = _flat_views(backend, out, x)
+    if flat is not None:
+        C.launch(_unary_flat, backend, (*flat, op, poly), flat[0].size, stream=stream)
+    else:
+        C.launch(_unary, backend, (out, x, op, poly), grid3(shape), stream=stream)
 
 
 def add(a, b, out=None, stream=None):
@@ -291,12 +302,12 @@ def div(a, b, out=None, stream=None):
 
 def pow(x, y, out=None, stream=None):
     """``x ** y``; ``y`` an array (broadcasting as :func:`add`) or a Python scalar."""
-    return binary("pow", POW, x, y, out, stream)
+    return binary("pow", POW, x, y, out, stream, names=("x", "y"))
 
 
 def tanh_grad(x, g, out=None, stream=None):
     """``(1 - tanh(x)**2) * g``: the gradient of tanh at ``x`` applied to ``g``."""
-    return binary("tanh_grad", TANH_GRAD, x, g, out, stream)
+    return binary("tanh_grad", TANH_GRAD, x, g, out, stream, names=("x", "g"))
 
 
 def exp(x, out=None, stream=None):
@@ -341,12 +352,13 @@ def fill(x, value, stream=None):
     C.require(_is_scalar(value), "fill", "value",
               f"expected a Python scalar, got {type(value).__name__}")
     backend = C.backend_of("fill", stream=stream, x=x)
-    shape = C.require_rank(x, "fill", "x")
+    shape = C.require_rank(x, "fill", "x", lo=0)
     dt = C.dtype_of(x)
     C.require_supported(backend, dt, "fill", "x")
     if 0 not in shape:
         v = C.int_value("fill", "value", value, dt) if dt.kind in "iub" else float(value)   # ml_dtypes: 'V'
-        C.launch(_fill, backend, (x, v), grid3(shape), stream=stream)
+        xs, shape = (x, shape) if shape else (C.view(x, (1,)), (1,))     # 0-d: a one-element view
+        C.launch(_fill, backend, (xs, v), grid3(shape), stream=stream)
     return x
 
 
@@ -358,18 +370,12 @@ def cast(x, dtype, out=None, stream=None):
     fp8 storage types that the backend supports; rounding to nearest even, as NumPy/ml_dtypes)."""
     C.require(C.is_array(x), "cast", "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of("cast", stream=stream, x=x, out=out)
-    shape = C.require_rank(x, "cast", "x")
+    shape = C.require_rank(x, "cast", "x", lo=0)
     C.require_float(x, "cast", "x", backend, CAST_DTYPES)
     target = C.np_dtype(getattr(dtype, "name", dtype) if not isinstance(dtype, np.dtype) else dtype.name)
     C.require(target is not None and target.name in CAST_DTYPES, "cast", "dtype",
               f"{dtype!r} is not one of {', '.join(CAST_DTYPES)}")
     C.require(backend.supports(target.name), "cast", "dtype", f"{target} is not supported on {backend!r}")
     out = C.output(out, "cast", x, shape, target, backend)
-    if 0 in shape:
-        return out
-    flat = _flat_views(backend, out, x)
-    if flat is not None:
-        C.launch(_unary_flat, backend, (*flat, COPY, False), flat[0].size, stream=stream)
-        return out
-    C.launch(_unary, backend, (out, x, COPY, False), grid3(shape), stream=stream)
+    _launch_unary(backend, out, x, COPY, False, stream)
     return out

@@ -109,7 +109,8 @@ def fp8_dequantize(x, scale: float = 1.0, out=None, stream=None):
             elif hx.size:
                 C.launch(_dequant_bits, backend, (ho, hx, s), hx.size, stream=stream)
             return out
-    return binary("fp8_dequantize", MUL, x, 1.0, out, stream, scales=(s, 1.0), out_dtype=np.float16, allowed=FP8)
+    return binary("fp8_dequantize", MUL, x, 1.0, out, stream, scales=(s, 1.0), out_dtype=np.float16,
+                  allowed=FP8, names=("x", "b"))
 
 
 def fp8_add(a, b, scale_a: float = 1.0, scale_b: float = 1.0, out=None, stream=None):

@@ -127,4 +127,9 @@ FIXED_BUGS = {
         "s_Assign); language.md says so"),
     'fp8-int-operand': ('fp8 (float8_e4m3fn / float8_e5m2) combined with an int8/uint8 value: the compiler rounds the integer operand to the fp8 type (the promoted type), the interpreter converts it to float32 exactly: `x_fp8 + y_int8` with y = 17 gives 17 vs 18',
         'fixed: the interpreter converts an int8/uint8 operand to the promoted fp8 type, as NumPy and the compiler do (interp_ops._nbin)'),
+    'signed-nan-const': ('a folded constant NaN lost its sign in C, OpenCL, CUDA, HIP, Metal and WGSL: '
+                         '`math.copysign(tk.float8_e4m3fn(2.0), -math.inf)` (-inf rounds to float8_e4m3fn as '
+                         '-NaN, the type has no infinity) rendered copysignf(2, NAN) and gave +2 against the '
+                         "interpreter's -2 (fuzzer seed 37304320, audit8's run)",
+        'fixed: the renderers keep the sign bit of a constant NaN (-NAN; (-tk_nan()) in WGSL)'),
 }
