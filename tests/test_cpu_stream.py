@@ -528,6 +528,8 @@ def test_streamed_loop_free_launch_walks_groups_row_major(dtype, T, R, C, thread
     out = _at((C, R), dtype, 0)
     src = transpose_rows_first.source("CPU", out, a, T, ndrange=(R, C), workgroupsize=(T, T))
     assert ROWS_FIRST in src and "tk_stream_lines" in src
+    # such a launch streams from half the threshold, and both of its tests agree (codegen/c.py)
+    assert src.count("tk_stream_threshold() / 2") == 2 and "tk_stream_threshold();" not in src
     for b in (tk.CPU(threads=threads), INTERP):
         o = out.copy()
         transpose_rows_first(b, (T, T))(o, a, T, ndrange=(R, C))
@@ -587,6 +589,7 @@ def test_kernels_with_loops_or_no_streams_keep_the_blocked_walk():
     A = np.ones((64, 64), np.float32)
     src = mm_tiled.source("CPU", A.copy(), A, A, 16, ndrange=(64, 64), workgroupsize=(16, 16))
     assert "tk_stream_lines" in src and ROWS_FIRST not in src and "(o * nA + i) * nB + j" in src
+    assert "tk_stream_threshold() / 2" not in src and "tk_stream_threshold();" in src   # the whole cache
     @tk.kernel
     def ids_counted(out, count):
         p = tk.index(tk.Global, tk.Cartesian)

@@ -1814,6 +1814,17 @@ class CRenderer(CLikeRenderer):
         return " + ".join(f"{' * '.join(extent(n, d) for d in range(arrays[n].ndim))} * {arrays[n].dtype.itemsize}"
                           for n in sorted(self.stream_arrays))
 
+    def grouped_stream_test(self, size: str) -> str:
+        """C test whether a grouped launch whose streamed arrays are ``size`` bytes streams:
+        against ``tk_stream_threshold()``, or half of it for a kernel that then walks its
+        groups row-major (passes/grouporder.py: no loop, so no group re-reads another's data;
+        its tile rows, written with ordinary stores, are single lines scattered over the
+        output's rows). Measured idle, bench_llm's 64 MiB transpose (32 MiB - 7 KiB of
+        output): 4.2-4.4 ms plain, 1.4 ms streamed row-major; flat kernels keep the whole
+        threshold (a 64 MiB 3-D stencil's forward ran 1.4x slower streamed, docs/cpu.md)."""
+        half = " / 2" if rows_first_when_streamed(self.k) else ""
+        return f"{size} >= tk_stream_threshold(){half}"
+
     def render_grouped(self) -> list:
         k, plan = self.k, self.plan
         self.lines = []
@@ -1859,7 +1870,7 @@ class CRenderer(CLikeRenderer):
             size = self.streamed_bytes(lambda n, d: f"a_{mangle(n)}_sh{d}")
             pends = " ".join(f"tk_pend {self.pend(arrays[n])}; {self.pend(arrays[n])}.have = 0;"
                              for n in sorted(self.stream_arrays))
-            self.lines.insert(flag_at, "    " + f"const int tk_stream = {size} >= tk_stream_threshold(); {pends}")
+            self.lines.insert(flag_at, "    " + f"const int tk_stream = {self.grouped_stream_test(size)}; {pends}")
         self.depth = 0
         self.w("tk_group_end: ;")
         if self.stream_arrays:      # the group's last partial lines
@@ -1884,7 +1895,7 @@ class CRenderer(CLikeRenderer):
         rows = None
         if self.stream_arrays and rows_first_when_streamed(k):     # passes/grouporder.py
             slots = {p[1].name: slot for p, slot in slot_layout(k) if p[0] == "array"}
-            rows = f"{self.streamed_bytes(lambda n, d: f'a[{slots[n] + 1 + d}].i')} >= tk_stream_threshold()"
+            rows = self.grouped_stream_test(self.streamed_bytes(lambda n, d: f'a[{slots[n] + 1 + d}].i'))
         self.lines.extend(group_walk(k.ndim, wg, rows).splitlines())
         if self.stream_arrays:      # each thread's streaming stores complete before the launch returns
             self.lines.extend([
