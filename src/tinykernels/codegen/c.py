@@ -88,6 +88,21 @@ _FASTMATH_MATH_H = """\
 """
 
 
+def _env_bytes_fn(name: str, var: str, fallback: str) -> str:
+    """C: ``int64_t name(void)``, a byte count read once per library: the environment variable
+    ``var`` when it is a positive number, else what the C lines ``fallback`` leave in ``t``."""
+    return (f"__attribute__((noinline)) static int64_t {name}(void) {{\n"
+            "    static int64_t cached = 0;\n"
+            "    int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);\n"
+            "    if (t) return t;\n"
+            f"    const char *env = getenv(\"{var}\");\n"
+            "    if (env && *env) t = strtoll(env, 0, 10);\n"
+            f"{fallback}"
+            "    __atomic_store_n(&cached, t, __ATOMIC_RELAXED);\n"
+            "    return t;\n"
+            "}\n")
+
+
 # Streaming (non-temporal) stores of a flat kernel's large outputs (passes/streaming.py): the
 # items of a block store into a small buffer in L1 (a loop GCC vectorizes), which is then
 # written out with non-temporal stores on x86 (whole aligned 64-byte lines; the partial lines at
@@ -116,16 +131,9 @@ TK_INLINE int64_t tk_div_run(int64_t s, int64_t e, int64_t a, int64_t b, int64_t
 _PREFETCH = """\
 #include <stdlib.h>
 typedef struct { const char *p, *e; uint64_t per; } tk_pf;
-__attribute__((noinline)) static int64_t tk_pf_min_bytes(void) {
-    static int64_t cached = 0;
-    int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (t) return t;
-    const char *env = getenv("TK_CPU_PREFETCH_BYTES");
-    if (env && *env) t = strtoll(env, 0, 10);
+""" + _env_bytes_fn("tk_pf_min_bytes", "TK_CPU_PREFETCH_BYTES", """\
     if (t <= 0) t = (int64_t)2 << 20;
-    __atomic_store_n(&cached, t, __ATOMIC_RELAXED);
-    return t;
-}
+""") + """\
 /* The row from element x to element y (either order: negative strides), itemsize bytes each;
    nothing when !on. */
 TK_INLINE void tk_pf_row(tk_pf *f, int on, const void *x, const void *y, int64_t itemsize) {
@@ -156,12 +164,7 @@ _STREAM = """\
 #include <stdlib.h>
 #include <unistd.h>
 #define TK_STREAM_BLOCK 4096
-__attribute__((noinline)) static int64_t tk_stream_threshold(void) {
-    static int64_t cached = 0;
-    int64_t t = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (t) return t;
-    const char *env = getenv("TK_CPU_STREAM_BYTES");
-    if (env && *env) t = strtoll(env, 0, 10);
+""" + _env_bytes_fn("tk_stream_threshold", "TK_CPU_STREAM_BYTES", """\
     if (t <= 0) {   /* Linux: the last-level cache one core shares (sysconf may report the package's) */
         FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
         long kb = 0; char unit = 0;
@@ -171,9 +174,7 @@ __attribute__((noinline)) static int64_t tk_stream_threshold(void) {
     if (t <= 0) t = sysconf(_SC_LEVEL3_CACHE_SIZE);
 #endif
     if (t <= 0) t = (int64_t)32 << 20;
-    __atomic_store_n(&cached, t, __ATOMIC_RELAXED);
-    return t;
-}
+""") + """\
 /* A streamed run of an output: whole 64-byte lines with non-temporal stores; the partial line
    at its end waits in tk_pend until the next run continues it (then it streams as a whole
    line) or tk_pend_flush writes it with ordinary stores; a partial line at the start of a run
