@@ -15,29 +15,25 @@ SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_exp_simd
 pytestmark = pytest.mark.skipif(not tk.backends().get("CPU", (False,))[0], reason="no C compiler")
 
 
-def _load():
+def _run(args, capsys) -> tuple:
+    """The script module and what its main printed (skips where it measures nothing)."""
     spec = importlib.util.spec_from_file_location("bench_exp_simd_under_test", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod
+    assert mod.main(args) == 0
+    out = capsys.readouterr().out
+    if "nothing measured" in out:
+        pytest.skip("needs GCC and AVX-512")
+    return mod, out
 
 
 def test_every_variant_gives_the_bits_of_tk_exp_f32(capsys):
-    mod = _load()
-    assert mod.main(["--check", "--stride", "65521"]) == 0
-    out = capsys.readouterr().out
-    if "nothing measured" in out:
-        pytest.skip("needs GCC and AVX-512")
+    _, out = _run(["--check", "--stride", "65521"], capsys)
     assert out.count(": 0 results differ from tk_exp_f32") == 3
-    calls = int(out.split("called the AVX-512 variant ")[1].split()[0])
-    assert calls > 0
+    assert int(out.split("called the AVX-512 variant ")[1].split()[0]) > 0
 
 
 def test_the_timing_rows_print(capsys):
-    mod = _load()
-    assert mod.main(["--quick", "--n", "4096"]) == 0
-    out = capsys.readouterr().out
-    if "nothing measured" in out:
-        pytest.skip("needs GCC and AVX-512")
+    mod, out = _run(["--quick", "--n", "4096"], capsys)
     for row in mod.VARIANTS:
         assert f"  {row} " in out
