@@ -22,7 +22,15 @@ the median ns per element and the median of the per-round ratios to ``c``:
 * ``call floor``: the same, with a vector variant that returns its argument (the cost of the
   call and of the loop alone);
 * ``gather table``: plain C with the table as a ``static const`` array, which GCC vectorizes
-  with ``vgatherqpd``.
+  with ``vgatherqpd``;
+
+and softmax's exp pass over rows of 4096 (``e = exp(x - m)`` stored and summed in 16 lanes, as
+the lanes shape sums), each checked for the default pass's bits (outputs and sums) first:
+
+* ``pass c``: the default code, ``tk_exp_f32`` in the loop (the next two are ratios to it);
+* ``pass strip-mined``: the loop split into blocks of 256 (the arguments stored, the inline
+  AVX-512 body over them in place, then the sums): what a code generator could emit;
+* ``pass intrinsics``: the whole pass written with intrinsics (a bound for that route).
 
 ``--check`` runs the vectorized ``simd call`` loop (its 16-lane calls, the 8-lane epilogue
 variant and the scalar remainder), the intrinsics loop and the gather loop over every float32
@@ -50,7 +58,8 @@ from tinykernels.codegen.c import _EXP_F32
 from tinykernels.codegen.prelude import prelude
 from tinykernels.runtime.compiler import toolchain
 
-VARIANTS = ("c", "avx512 inline", "avx512 reload", "avx512 simd call", "call floor", "gather table")
+VARIANTS = ("c", "avx512 inline", "avx512 reload", "avx512 simd call", "call floor", "gather table",
+            "pass c", "pass strip-mined", "pass intrinsics")
 
 # e^x = 2^k T[j] (1 + p(r)), x = (16 k + j) ln2 / 16 + r, |r| <= ln2 / 32, in double (8 lanes per
 # half of the 16 floats). t = x 16 / ln2 + 1.5 2^52 holds m = 16 k + j in its low bits: j indexes
@@ -160,8 +169,57 @@ NOI void l_reload(float *restrict y, const float *restrict x, long n) {
 NOI void l_call(float *restrict y, const float *restrict x, long n) { for (long i = 0; i < n; i++) y[i] = tk_expv_f32(x[i]); }
 NOI void l_floor(float *restrict y, const float *restrict x, long n) { for (long i = 0; i < n; i++) y[i] = tk_idv_f32(x[i]); }
 NOI void l_gather(float *restrict y, const float *restrict x, long n) { for (long i = 0; i < n; i++) y[i] = tk_exp_gather(x[i]); }
-static loop_fn *const loops[] = {l_c, l_inline, l_reload, l_call, l_floor, l_gather};
-enum { NV = sizeof loops / sizeof loops[0] };
+/* softmax's exp pass over a row (e = exp(x - m), stored, summed in 16 lanes, the lanes shape's
+   per-lane sums; sum[0] is m, sum[1..16] the lanes): the default code, the loop strip-mined so
+   that the inline AVX-512 body runs over blocks of 256 arguments stored in y, and the whole pass
+   written with intrinsics */
+NOI void p_c(float *restrict y, const float *restrict x, long n, float *sum) {
+    float acc[16] = {0};
+    for (long i = 0; i < n; i += 16)
+        for (int l = 0; l < 16; l++) { float e = tk_exp_f32(x[i + l] - sum[0]); y[i + l] = e; acc[l] += e; }
+    for (int l = 0; l < 16; l++) sum[1 + l] = acc[l];
+}
+NOI void p_strip(float *restrict y, const float *restrict x, long n, float *sum) {
+    float acc[16] = {0};
+    for (long b = 0; b < n; b += 256) {
+        for (long i = b; i < b + 256; i++) y[i] = x[i] - sum[0];
+        for (long i = b; i < b + 256; i += 16) _mm512_storeu_ps(y + i, tk_exp16_body(_mm512_loadu_ps(y + i)));
+        for (long i = b; i < b + 256; i += 16)
+            for (int l = 0; l < 16; l++) acc[l] += y[i + l];
+    }
+    for (int l = 0; l < 16; l++) sum[1 + l] = acc[l];
+}
+NOI void p_fused(float *restrict y, const float *restrict x, long n, float *sum) {
+    __m512 acc = _mm512_setzero_ps(), m = _mm512_set1_ps(sum[0]);
+    for (long i = 0; i < n; i += 16) {
+        __m512 e = tk_exp16_body(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(y + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    _mm512_storeu_ps(sum + 1, acc);
+}
+typedef void pass_fn(float *restrict, const float *restrict, long, float *);
+enum { ROW = 4096 };
+/* pass f over the n inputs as rows of ROW floats (m = -1) */
+static void rows(pass_fn *f, float *restrict y, const float *restrict x, long n, float *sum) {
+    for (long r = 0; r + ROW <= n; r += ROW) { sum[0] = -1.0f; f(y + r, x + r, ROW, sum); }
+}
+NOI void l_pc(float *restrict y, const float *restrict x, long n) { float s[17]; rows(p_c, y, x, n, s); }
+NOI void l_pstrip(float *restrict y, const float *restrict x, long n) { float s[17]; rows(p_strip, y, x, n, s); }
+NOI void l_pfused(float *restrict y, const float *restrict x, long n) { float s[17]; rows(p_fused, y, x, n, s); }
+/* whether pass f gives p_c's bits (the outputs and the 16 lane sums) on every row */
+static int same_pass(pass_fn *f, const float *x, float *y, float *w, long n) {
+    int same = 1;
+    for (long r = 0; r + ROW <= n; r += ROW) {
+        float s[17] = {-1.0f}, t[17] = {-1.0f};
+        p_c(w, x + r, ROW, s);
+        f(y, x + r, ROW, t);
+        same &= !memcmp(w, y, 4 * ROW) && !memcmp(s, t, sizeof s);
+    }
+    return same;
+}
+static loop_fn *const loops[] = {l_c, l_inline, l_reload, l_call, l_floor, l_gather, l_pc, l_pstrip, l_pfused};
+enum { NV = sizeof loops / sizeof loops[0], NE = 6 };     /* loops[NE..]: the softmax pass */
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 static int cmpd(const void *a, const void *b) { double u = *(const double *)a, v = *(const double *)b; return u < v ? -1 : u > v; }
 static long diffs(loop_fn *f, const float *x, float *y, const float *want, long n) {
@@ -192,6 +250,8 @@ int main(int argc, char **argv) {
     long n = strtol(argv[2], 0, 10), rounds = strtol(argv[3], 0, 10), reps = strtol(argv[4], 0, 10);
     float *x = aligned_alloc(64, 4 * n + 64), *y = aligned_alloc(64, 4 * n + 64);
     for (long i = 0; i < n; i++) x[i] = -20.0f + 40.0f * (float)((i * 2654435761u) %% 100000u) / 100000.0f;
+    float *w = aligned_alloc(64, 4 * ROW);
+    printf("same %%d %%d\n", same_pass(p_strip, x, y, w, n), same_pass(p_fused, x, y, w, n));
     double *t = malloc(sizeof(double) * NV * rounds), *ratio = malloc(sizeof(double) * NV * rounds);
     for (long k = 0; k < rounds; k++)
         for (int v = 0; v < NV; v++) {
@@ -201,7 +261,7 @@ int main(int argc, char **argv) {
             t[u * rounds + k] = (now() - t0) / reps / n * 1e9;
         }
     for (int v = 0; v < NV; v++)
-        for (long k = 0; k < rounds; k++) ratio[v * rounds + k] = t[v * rounds + k] / t[k];
+        for (long k = 0; k < rounds; k++) ratio[v * rounds + k] = t[v * rounds + k] / t[(v < NE ? 0 : NE) * rounds + k];
     for (int v = 0; v < NV; v++) {
         qsort(t + v * rounds, rounds, 8, cmpd);
         qsort(ratio + v * rounds, rounds, 8, cmpd);
@@ -251,6 +311,8 @@ def main(argv=None) -> int:
         if a.check:
             args = ["check", str(a.stride)]
         else:
+            if a.n % 4096:
+                ap.error("--n must be a multiple of 4096 (the softmax pass's rows)")
             rounds, reps = (3, 2) if a.quick else (a.rounds, max(1, (1 << 21) // a.n))
             args = ["time", str(a.n), str(rounds), str(reps)]
         out = subprocess.run([exe, *args], check=True, capture_output=True, text=True).stdout
@@ -265,9 +327,16 @@ def main(argv=None) -> int:
         return 1 if any(int(b) for b in bad) or int(calls) == 0 else 0
     print(f"y = exp(x), {a.n} float32 in L2, one thread, medians of {rounds} interleaved rounds; "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    for line in out.splitlines():
+    lines = out.splitlines()
+    for line in lines[1:]:
         _, v, ns, ratio = line.split()
-        print(f"  {VARIANTS[int(v)]:<17} {float(ns):6.3f} ns/element  {float(ratio):5.3f} of c")
+        if int(v) == 6:
+            print("softmax's exp pass, rows of 4096 (e = exp(x - m) stored and summed in 16 lanes):")
+        ref = "c" if int(v) < 6 else "pass c"
+        print(f"  {VARIANTS[int(v)]:<17} {float(ns):6.3f} ns/element  {float(ratio):5.3f} of {ref}")
+    if lines[0].split()[1:] != ["1", "1"]:
+        print("the strip-mined or intrinsics pass differs from the default pass's bits")
+        return 1
     return 0
 
 
