@@ -17,7 +17,7 @@ import pytest
 
 import tinykernels as tk
 
-from llm_helpers import backends, get
+from llm_helpers import backends, compile_error_at_line, get
 
 HERE = Path(__file__).resolve().parent
 
@@ -221,16 +221,9 @@ def test_cuda_source_compiles_with_nvrtc():
 
 
 def _compile_error(body, match):
-    ns = {}
     src = f"import tinykernels as tk\n@tk.kernel\ndef bad(out, a, b, f):\n    p = tk.private(tk.int32, (8,))\n    {body}\n"
-    path = HERE / "_dot_bytes_bad_kernel.py"
-    import linecache
-    linecache.cache[str(path)] = (len(src), None, src.splitlines(True), str(path))
-    exec(compile(src, str(path), "exec"), ns)
     args = (np.zeros(8, np.int32), np.zeros(64, np.uint8), np.zeros(64, np.int8), np.zeros(64, np.float32))
-    with pytest.raises(tk.CompileError, match=match) as e:
-        ns["bad"](tk.CPU())(*args, ndrange=1)
-    assert e.value.line == 5
+    compile_error_at_line(src, HERE / "_dot_bytes_bad_kernel.py", args, match, 5)
 
 
 @pytest.mark.parametrize("body, match", [

@@ -626,6 +626,36 @@ static inline void tk_dot_u4i8_acc(float *o, const void *pa, const void *pb, int
 """
 
 
+# tk.load_halves (a HalfLoad block): n float16 values at a byte stride from p, exactly as
+# float32 (NumPy's conversion, tk_f16_to_f32's bits). With F16C eight at a time: eight 16-bit
+# loads into one vector and one vcvtph2ps (exact for every half; the scalar software decode is
+# ~20 instructions per value). The hardware quiets a signaling NaN where NumPy keeps it, so the
+# float's quiet bit is set back to the half's (bit 9 << 13) in the NaN lanes. The rest (n % 8,
+# or no F16C) in software.
+_HALVES = r"""
+#include <string.h>
+#if defined(__F16C__) && defined(__AVX2__)
+#include <immintrin.h>
+#endif
+static inline __attribute__((always_inline)) void tk_load_halves(float *o, const void *pa, int64_t n, int64_t s) {
+    const uint8_t *p = (const uint8_t *)pa;
+    int64_t t = 0;
+#if defined(__F16C__) && defined(__AVX2__)
+    for (; t + 8 <= n; t += 8) {
+        uint16_t h[8];
+        for (int k = 0; k < 8; ++k) memcpy(&h[k], p + (t + k) * s, 2);
+        __m128i v = _mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4],
+                                  (short)h[3], (short)h[2], (short)h[1], (short)h[0]);
+        __m256 f = _mm256_cvtph_ps(v);
+        __m256i q = _mm256_andnot_si256(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 13), _mm256_set1_epi32(0x400000));
+        __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+        _mm256_storeu_ps(o + t, _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_and_si256(q, nan), _mm256_castps_si256(f))));
+    }
+#endif
+    for (; t < n; ++t) o[t] = tk_f16_to_f32((uint16_t)(p[t * s] | (p[t * s + 1] << 8)));
+}
+"""
+
 def slot_layout(k: N.Kernel) -> list:
     """(param, first slot) for every runtime parameter, after the geometry slots."""
     out, pos = [], GEOMETRY_SLOTS
@@ -651,6 +681,7 @@ class CRenderer(CLikeRenderer):
         self.in_item = False        # rendering inside an item loop (grouped path)
         self.lut16 = False          # a block of table lookups was rendered: include _LUT16
         self.byte_dots = False      # a tk.dot_i8 / tk.dot_u4i8 was lowered: include _BYTEDOT
+        self.half_loads = False     # a tk.load_halves was lowered: include _HALVES
         self.item_label = None
         self.next_label = "tk_next"  # flat path: where a return jumps (the end of the item)
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
@@ -733,8 +764,14 @@ class CRenderer(CLikeRenderer):
 
     def s_FuncBlock(self, s):
         """A ``tk.dot_i8``/``tk.dot_u4i8`` block becomes one call of the SIMD helpers
-        (``_BYTEDOT``); debug kernels (bounds checks) and strided arrays run the reference loop."""
+        (``_BYTEDOT``), a ``tk.load_halves`` block one of ``tk_load_halves``; debug kernels (bounds checks) and strided arrays run the reference loop."""
         bd = s.intrinsic
+        if isinstance(bd, N.HalfLoad) and not self.k.debug and bd.a.contiguous and bd.out.contiguous:
+            self.half_loads = True
+            zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
+            self.at(s.loc)
+            self.w(f"tk_load_halves(&{self.element(bd.out, zero)}, &{self.element(bd.a, bd.i)}, {bd.n}, {bd.stride});")
+            return
         if isinstance(bd, N.ByteDot) and not self.k.debug and bd.a.contiguous and bd.b.contiguous \
                 and bd.out.contiguous:
             self.byte_dots = True
@@ -1445,7 +1482,8 @@ class CRenderer(CLikeRenderer):
         fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
-                portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "", "" if k.fastmath else _EXP_F32,
+                portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "",
+                _HALVES if self.half_loads else "", "" if k.fastmath else _EXP_F32,
                 _DEBUG if k.debug else "", (_STREAM + (_LUT16 if self.lut16 else "")) if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
                 _PREFETCH if self.pf_rows else "",
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))]

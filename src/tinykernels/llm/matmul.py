@@ -97,8 +97,7 @@ def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
     nb = data.shape[1] // 18
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
-        for t in range(CHUNK):
-            ds[t] = half_at_host(data, r, (b0 + t) * 18)
+        tk.load_halves(ds, data, (r, b0 * 18), CHUNK, 18)
         for t in range(CHUNK):
             q4_0_block_dot(acc, data, r, b0 + t, ds[t], x)
     for b in range(full, nb):
@@ -120,8 +119,7 @@ def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
     nb = data.shape[1] // 34
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
-        for t in range(CHUNK):
-            ds[t] = half_at_host(data, r, (b0 + t) * 34)
+        tk.load_halves(ds, data, (r, b0 * 34), CHUNK, 34)
         for t in range(CHUNK):
             q8_0_block_dot(acc, data, r, b0 + t, ds[t], x)
     for b in range(full, nb):
@@ -314,8 +312,9 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
     nb = data.shape[1] // bb
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
+        tk.load_halves(ds, data, (r, b0 * bb), CHUNK, 34 if q8 else 18)
         for t in range(CHUNK):
-            ds[t] = half_at_host(data, r, (b0 + t) * bb) * xd[b0 + t]
+            ds[t] *= xd[b0 + t]
         for t in range(CHUNK):
             block_acc_i8(acc, data, r, b0 + t, xq, ds[t], q8)
     for b in range(full, nb):

@@ -757,6 +757,14 @@ def dot_u4i8(out, a, i, b, j, n, scale=None, zero=0):
         _put_lane(out, lane, s, scale)
 
 
+def load_halves(out, a, i, n, stride=2):
+    """``tk.load_halves``: ``out[t]`` = the float16 stored little-endian in the bytes
+    ``stride * t`` and ``stride * t + 1`` after ``a[i]``, as float32 (NumPy's exact conversion)."""
+    for t in range(int(n)):
+        k = int(stride) * t
+        h = (int(_at(a, i, k)) & 255) | (int(_at(a, i, k + 1)) & 255) << 8
+        out[t] = np.array(h, np.uint16).view(np.float16).astype(np.float32)
+
 def bitcast(v, dtype):
     """``tk.bitcast(v, dtype)``: ``v``'s bits as ``dtype`` (a narrow float rounded to its type
     first; a Python int taken as an unsigned integer of ``dtype``'s size)."""
