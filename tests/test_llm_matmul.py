@@ -224,11 +224,12 @@ def _kernel_launches():
     for q in QTYPES:
         cases += [(mm._HOST_GEMV[q], (out1, data[q], x), 4, None),
                   (mm._GROUP_GEMV[q], (out1, data[q], x), 4 * g, g)]
-    xq8, xd = np.zeros(256, np.int8), np.zeros(8, f32)
-    cases += [(mm._quantize_x_q8_0, (xq8, xd, x, mm.X_INT8), 8, None),
-              (mm._quantize_x_q8_0, (np.zeros(64, np.uint32), xd, x, mm.X_PACKED), 8, None)]
+    xq8, xd, xz = np.zeros(256, np.int8), np.zeros(8, f32), np.zeros(64, np.int32)
+    cases += [(mm._quantize_x_q8_0, (xq8, xd, xz[:1], x, mm.X_INT8), 8, None),
+              (mm._quantize_x_q8_0, (xq8, xd, xz, x, mm.X_INT8_ZERO), 8, None),
+              (mm._quantize_x_q8_0, (np.zeros(64, np.uint32), xd, xz[:1], x, mm.X_PACKED), 8, None)]
     for q in ("q4_0", "q8_0"):
-        cases += [(mm._gemv_rows_i8, (out1, data[q], xq8, xd, q == "q8_0"), 4, None),
+        cases += [(mm._gemv_rows_i8, (out1, data[q], xq8, xd, xz, q == "q8_0"), 4, None),
                   (mm._gemv_group_i8, (out1, data[q], np.zeros(64, np.uint32), xd, q == "q8_0"), 4 * g, g)]
     for q, kern in mm._FUSED_GEMM.items():
         cases.append((kern, (np.zeros((4, 3), f32), data[q], bm), (4, 3), None))

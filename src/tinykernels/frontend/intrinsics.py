@@ -446,20 +446,22 @@ BYTE_DOT_LANES = 4      # products per lane of tk.dot_i8 / tk.dot_u4i8
 
 def _byte_dot(kind):
     """``tk.dot_i8(out, a, i, b, j, n, scale=None)`` /
-    ``tk.dot_u4i8(out, a, i, b, j, n, scale=None, zero=0)``: ``n`` byte products summed four at
-    a time into lanes (lane ``l``: the products of values ``4l .. 4l + 3``, exact in int32).
+    ``tk.dot_u4i8(out, a, i, b, j, n, scale=None, zero=0)``, both with ``start=None``: ``n``
+    byte products summed four at a time into lanes (lane ``l``: the products of values ``4l .. 4l + 3``, exact in int32).
     ``dot_i8``: value ``k`` is the byte after ``a[i]`` by ``k`` (along the last dimension) as
     a signed byte (int8 or uint8 arrays, reinterpreted), ``n`` a multiple of 32. ``dot_u4i8``:
     ``n`` is 32 and the 16 bytes from ``a[i]`` hold 4-bit values, value ``k < 16`` the low
     nibble of byte ``k`` and value ``k + 16`` its high nibble (the GGUF q4_0 layout), minus
     ``zero`` (a compile-time int, 0..15). The other operand is ``b``'s bytes from ``b[j]``,
     signed. An int32 ``out`` receives the lanes (``out[l] = lane``, no ``scale``); a float32
-    ``out`` accumulates them: ``out[l] = fma(float32(lane), scale, out[l])``.
+    ``out`` accumulates them: ``out[l] = fma(float32(lane), scale, out[l])``. ``start=(c, k)``
+    (an int32 array and an index): lane ``l`` starts at ``c[k + l]`` instead of 0, e.g. the
+    ``-zero * b`` lanes computed once for many calls on the same ``b``.
 
     Lowered to the reference loop (a marked block: every backend runs it); the C renderer
     replaces the block by its SIMD code (VNNI ``vpdpbusd`` or AVX2)."""
     name = f"tk.{'dot_i8' if kind == 'i8' else 'dot_u4i8'}"
-    sig = f"{name}(out, a, i, b, j, n, scale=None{', zero=0' if kind == 'u4i8' else ''})"
+    sig = f"{name}(out, a, i, b, j, n, scale=None{', zero=0' if kind == 'u4i8' else ''}, start=None)"
 
     def h(lw, node):
         if not 6 <= len(node.args) <= (7 if kind == "i8" else 8):
@@ -467,7 +469,7 @@ def _byte_dot(kind):
         args = [lw.expr(x) for x in node.args]
         kws = {}
         for kw in node.keywords:
-            if kw.arg not in (("scale",) if kind == "i8" else ("scale", "zero")) or kw.arg in kws:
+            if kw.arg not in (("scale", "start") if kind == "i8" else ("scale", "zero", "start")) or kw.arg in kws:
                 raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
             kws[kw.arg] = lw.expr(kw.value)
         out, a, i, b, j, n = args[:6]
@@ -502,6 +504,12 @@ def _byte_dot(kind):
         loc = lw.loc(node)
         it = Ty(lw.opts.default_int)
         base = [_element_locals(lw, node, sig, arr, e, what, "bd") for arr, e, what in ((a, i, "i"), (b, j, "j"))]
+        start = kws.get("start")
+        if start is not None:
+            if not (isinstance(start, tuple) and len(start) == 2 and isinstance(start[0], N.ArrayInfo)
+                    and start[0].ndim == 1 and start[0].dtype.name == "int32"):
+                raise lw.err(node, f"{sig}: start must be (c, k), c a 1-D int32 array (lane l starts at c[k + l])")
+            start = (start[0], _element_locals(lw, node, sig, start[0], start[1], "k", "bd"))
         f32 = Ty(D.float32)
         if scale is not None:
             se = lw.as_expr(scale, node)
@@ -531,8 +539,11 @@ def _byte_dot(kind):
                 return x
             return N.BinOp(i32, loc, "-", x, N.BinOp(i32, loc, "<<", N.BinOp(i32, loc, "&", x, c32(128)), c32(1)))
 
-        def lane(terms):
+        def lane(terms, first=0):
             acc = terms[0]
+            if start is not None:
+                k = N.BinOp(it, loc, "+", start[1][0], N.BinOp(it, loc, "+", l_, c(first)))
+                acc = N.BinOp(i32, loc, "+", N.Load(i32, loc, start[0], [k]), acc)
             for t in terms[1:]:
                 acc = N.BinOp(i32, loc, "+", acc, t)
             return acc
@@ -557,10 +568,10 @@ def _byte_dot(kind):
             jhi = jb[:-1] + [N.BinOp(it, loc, "+", jb[-1], c(16))]
             body = [store(l_, lane([N.BinOp(i32, loc, "*", nib(t, False), signed(b, jb, t)) for t in range(4)])),
                     store(N.BinOp(it, loc, "+", l_, c(4)),
-                          lane([N.BinOp(i32, loc, "*", nib(t, True), signed(b, jhi, t)) for t in range(4)]))]
+                          lane([N.BinOp(i32, loc, "*", nib(t, True), signed(b, jhi, t)) for t in range(4)], 4))]
             stop = 4
         loop = N.For(loc, lv, c(0), c(stop), c(1), body)
-        info = N.ByteDot(kind, out, a, ia, b, jb, n, scale, zero)
+        info = N.ByteDot(kind, out, a, ia, b, jb, n, scale, zero, start)
         lw.emit(N.FuncBlock(loc, lw.fresh("bytedot"), [loop], info))
         return NoValue(loc)
     return h
