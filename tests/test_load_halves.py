@@ -78,6 +78,19 @@ def test_one_dimensional_bytes_at_the_default_stride(adtype):
     np.testing.assert_array_equal(out.view(np.uint32), want.reshape(-1).view(np.uint32))
 
 
+def test_jax_raise_path_runs_the_reference_loop():
+    """``tinykernels.jax_raise`` runs the plain loop: NumPy's values, except that XLA's
+    float16 conversion quiets a signaling NaN (still a NaN)."""
+    pytest.importorskip("jax")
+    from tinykernels import jax_raise
+    n, stride = 8, 18
+    a, want = _patterns(512, n, stride, np.random.default_rng(6), np.random.default_rng(7).permutation(ALL16))
+    got = np.asarray(jax_raise.raise_kernel(halves_2d, ["out"], ndrange=512)(
+        np.zeros((512, n), np.float32), a, n=n, stride=stride))
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+    assert np.isnan(got[nan]).all() and nan.any()
+
 def test_cpu_source_calls_the_f16c_helper_and_debug_runs_the_loop():
     a, want = _patterns(8, 11, 18, np.random.default_rng(5), ALL16[::97])
     out = np.zeros((8, 11), np.float32)
