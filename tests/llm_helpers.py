@@ -43,3 +43,16 @@ def close(got, ref, dtype, ulps=4):
 def skip_16bit(name, dtype):
     if np.dtype(dtype) == np.float16 and name == "WEBGPU":
         pytest.skip("WebGPU tests run 32-bit dtypes only")
+
+
+def compile_error_at_line(src: str, path, args, match: str, line: int):
+    """Run the kernel ``bad`` that ``src`` defines (registered as the file ``path``, so errors
+    point into it) on the CPU with ``args``: a ``tk.CompileError`` matching ``match`` at
+    ``line``."""
+    import linecache
+    ns = {}
+    linecache.cache[str(path)] = (len(src), None, src.splitlines(True), str(path))
+    exec(compile(src, str(path), "exec"), ns)
+    with pytest.raises(tk.CompileError, match=match) as e:
+        ns["bad"](tk.CPU())(*args, ndrange=1)
+    assert e.value.line == line

@@ -17,7 +17,7 @@ import pytest
 
 import tinykernels as tk
 
-from llm_helpers import backends, get
+from llm_helpers import backends, compile_error_at_line, get
 
 HERE = Path(__file__).resolve().parent
 
@@ -148,6 +148,78 @@ def _scaled_case(rng, u4, nb=5, rows=7):
     return a, b, s
 
 
+@tk.kernel
+def started(out, lanes, a: tk.Const, b: tk.Const, c: tk.Const, s: tk.Const, u4: tk.constexpr):
+    """Row ``r`` with ``start=``: the int32 lanes of its first 64 values (``dot_i8``, two steps)
+    or first block (``dot_u4i8``, ``zero=3``) from ``c[0 ..]`` into ``lanes``; the scaled
+    accumulation over its blocks, block ``t``'s lanes from ``c[8 t ..]`` (``zero=8``), into
+    ``out``."""
+    r = tk.index()
+    p = tk.private(tk.int32, (16,))
+    acc = tk.private(tk.float32, (8,))
+    for l in range(16):
+        p[l] = 0
+    for l in range(8):
+        acc[l] = tk.float32(0.5)
+    if u4:
+        tk.dot_u4i8(p, a, (r, 0), b, 0, 32, zero=3, start=(c, 0))
+    else:
+        tk.dot_i8(p, a, (r, 0), b, 0, 64, start=(c, 0))
+    for t in range(s.shape[0]):
+        if u4:
+            tk.dot_u4i8(acc, a, (r, 16 * t), b, 32 * t, 32, s[t], 8, start=(c, 8 * t))
+        else:
+            tk.dot_i8(acc, a, (r, 32 * t), b, 32 * t, 32, scale=s[t], start=(c, 8 * t))
+    for l in range(16):
+        lanes[r, l] = p[l]
+    for l in range(8):
+        out[r, l] = acc[l]
+
+
+def _started_case(rng, u4):
+    a, b, s = _scaled_case(rng, u4)
+    c = rng.integers(-2**20, 2**20, 8 * s.size).astype(np.int32)
+    return a, b, c, s
+
+
+def _started_ref(a, b, c, s, u4):
+    """(lanes, out) of :func:`started` in NumPy."""
+    if u4:
+        lanes = _lanes(_nibbles(a[:, :16], 3), b[:32].view(np.int8)[None]) + c[:8]
+        lanes = np.concatenate([lanes, np.zeros_like(lanes)], 1)
+    else:
+        lanes = _lanes(a[:, :64].view(np.int8), b[:64].view(np.int8)[None]) + c[:16]
+    acc = np.full((a.shape[0], 8), 0.5, np.float32)
+    for t in range(s.size):
+        if u4:
+            lt = _lanes(_nibbles(a[:, 16 * t:16 * t + 16], 8), b[32 * t:32 * t + 32].view(np.int8)[None])
+        else:
+            lt = _lanes(a[:, 32 * t:32 * t + 32].view(np.int8), b[32 * t:32 * t + 32].view(np.int8)[None])
+        acc = _fma32((lt + c[8 * t:8 * t + 8]).astype(np.float32), s[t], acc)
+    return lanes, acc
+
+
+def _run_started(be, u4, rng):
+    a, b, c, s = _started_case(rng, u4)
+    out = tk.zeros((a.shape[0], 8), tk.float32, backend=be)
+    lanes = tk.zeros((a.shape[0], 16), tk.int32, backend=be)
+    started(be)(out, lanes, *(tk.asarray(v, backend=be) for v in (a, b, c, s)), u4, ndrange=a.shape[0])
+    want_lanes, want = _started_ref(a, b, c, s, u4)
+    return get(lanes), want_lanes, get(out), want
+
+
+@pytest.mark.parametrize("name", backends() + ["INTERP:CHECK"])
+@pytest.mark.parametrize("u4", [False, True])
+def test_start_lanes_begin_at_the_given_values(name, u4):
+    """``start=(c, k)``: lane ``l`` starts at ``c[k + l]`` (int32 and float forms, with and
+    without ``zero``; ``dot_i8`` over two steps takes ``c[k + 8 ..]`` for the second)."""
+    lanes, want_lanes, out, want = _run_started(tk.backend(name), u4, np.random.default_rng(9 + u4))
+    np.testing.assert_array_equal(lanes, want_lanes)
+    if name != "WEBGPU":
+        np.testing.assert_array_equal(out, want)
+    else:
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
 @pytest.mark.parametrize("name", backends() + ["INTERP:CHECK"])
 @pytest.mark.parametrize("u4", [False, True])
 def test_scaled_accumulation_is_one_fma_per_lane_and_block(name, u4):
@@ -191,6 +263,9 @@ a = t._bytes(rng, (3, 64)); b = t._bytes(rng, (3 * 64,), np.int8)
 out = np.zeros(3 * 16, np.int32)
 t.lanes_i8(t.tk.CPU())(out, a, b, 64, ndrange=3)
 res.append(bool(np.array_equal(out, t._lanes(a.view(np.int8), b.reshape(3, 64)).reshape(-1))))
+for u4 in (False, True):
+    lanes, want_lanes, out, want = t._run_started(t.tk.CPU(), u4, rng)
+    res.append(bool(np.array_equal(lanes, want_lanes) and np.array_equal(out, want)))
 print("RESULT", res)
 """
 
@@ -205,7 +280,7 @@ def test_every_cpu_level_gives_the_same_bits(level, tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), env.get("PYTHONPATH", "")])
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "RESULT [True, True, True]" in r.stdout, r.stdout + r.stderr[-3000:]
+    assert "RESULT [True, True, True, True, True]" in r.stdout, r.stdout + r.stderr[-3000:]
 
 
 def test_cuda_source_compiles_with_nvrtc():
@@ -221,16 +296,9 @@ def test_cuda_source_compiles_with_nvrtc():
 
 
 def _compile_error(body, match):
-    ns = {}
     src = f"import tinykernels as tk\n@tk.kernel\ndef bad(out, a, b, f):\n    p = tk.private(tk.int32, (8,))\n    {body}\n"
-    path = HERE / "_dot_bytes_bad_kernel.py"
-    import linecache
-    linecache.cache[str(path)] = (len(src), None, src.splitlines(True), str(path))
-    exec(compile(src, str(path), "exec"), ns)
     args = (np.zeros(8, np.int32), np.zeros(64, np.uint8), np.zeros(64, np.int8), np.zeros(64, np.float32))
-    with pytest.raises(tk.CompileError, match=match) as e:
-        ns["bad"](tk.CPU())(*args, ndrange=1)
-    assert e.value.line == 5
+    compile_error_at_line(src, HERE / "_dot_bytes_bad_kernel.py", args, match, 5)
 
 
 @pytest.mark.parametrize("body, match", [
@@ -243,6 +311,8 @@ def _compile_error(body, match):
     ("tk.dot_i8(p, a, 0, b, 0, out[0])", "compile-time integer"),
     ("tk.dot_i8(p, a, 0, b, 0, 64)", "8 elements"),
     ("tk.dot_i8(p, a, 0, b, 0, 32, bogus=1)", "unexpected keyword"),
+    ("tk.dot_i8(p, a, 0, b, 0, 32, start=(f, 0))", "start must be"),
+    ("tk.dot_u4i8(p, a, 0, b, 0, 32, start=p)", "start must be"),
 ])
 def test_bad_arguments_are_compile_errors_at_the_line(body, match):
     _compile_error(body, match)

@@ -224,11 +224,12 @@ def _kernel_launches():
     for q in QTYPES:
         cases += [(mm._HOST_GEMV[q], (out1, data[q], x), 4, None),
                   (mm._GROUP_GEMV[q], (out1, data[q], x), 4 * g, g)]
-    xq8, xd = np.zeros(256, np.int8), np.zeros(8, f32)
-    cases += [(mm._quantize_x_q8_0, (xq8, xd, x, mm.X_INT8), 8, None),
-              (mm._quantize_x_q8_0, (np.zeros(64, np.uint32), xd, x, mm.X_PACKED), 8, None)]
+    xq8, xd, xz = np.zeros(256, np.int8), np.zeros(8, f32), np.zeros(64, np.int32)
+    cases += [(mm._quantize_x_q8_0, (xq8, xd, xz[:1], x, mm.X_INT8), 8, None),
+              (mm._quantize_x_q8_0, (xq8, xd, xz, x, mm.X_INT8_ZERO), 8, None),
+              (mm._quantize_x_q8_0, (np.zeros(64, np.uint32), xd, xz[:1], x, mm.X_PACKED), 8, None)]
     for q in ("q4_0", "q8_0"):
-        cases += [(mm._gemv_rows_i8, (out1, data[q], xq8, xd, q == "q8_0"), 4, None),
+        cases += [(mm._gemv_rows_i8, (out1, data[q], xq8, xd, xz, q == "q8_0"), 4, None),
                   (mm._gemv_group_i8, (out1, data[q], np.zeros(64, np.uint32), xd, q == "q8_0"), 4 * g, g)]
     for q, kern in mm._FUSED_GEMM.items():
         cases.append((kern, (np.zeros((4, 3), f32), data[q], bm), (4, 3), None))
@@ -447,6 +448,26 @@ def test_host_int8_route_sums_eight_exact_lanes_per_block(qtype, m, nb):
     x = _activations(32 * nb, rng)
     got = llm.matmul(llm.QTensor(qtype, (m, 32 * nb), raw), x, exact=False)
     assert np.array_equal(got, int8_route_model(qtype, raw, x))
+
+
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+def test_host_gemv_scales_take_every_finite_float16(qtype):
+    """The host GEMVs read each chunk's scales with ``tk.load_halves`` (F16C on the CPU): on
+    rows whose block scales are every finite float16 pattern once (subnormals, both zeros,
+    the largest), the exact route is bit for bit dequantize() + the float GEMV and the int8
+    route bit for bit :func:`int8_route_model` (K = 1024 blocks, whole chunks)."""
+    rng = np.random.default_rng(44)
+    pats = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    pats = rng.permutation(pats[(pats & 0x7C00) != 0x7C00])           # 63488 finite halves
+    m, nb = 62, 1024
+    raw = random_blocks(qtype, m, nb, rng).reshape(m, nb, -1)
+    raw[:, :, 0] = (pats & 255).reshape(m, nb)
+    raw[:, :, 1] = (pats >> 8).reshape(m, nb)
+    raw = raw.reshape(m, -1)
+    a = llm.QTensor(qtype, (m, 32 * nb), raw)
+    x = _activations(32 * nb, rng)
+    assert np.array_equal(llm.matmul(a, x), llm.matmul(llm.dequantize(a), x))
+    assert np.array_equal(llm.matmul(a, x, exact=False), int8_route_model(qtype, raw, x))
 
 
 _LEVEL_SCRIPT = """

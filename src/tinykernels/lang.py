@@ -103,6 +103,7 @@ sigmoid = _kernel_only("sigmoid")
 dot4_i8 = _kernel_only("dot4_i8")
 dot_i8 = _kernel_only("dot_i8")
 dot_u4i8 = _kernel_only("dot_u4i8")
+load_halves = _kernel_only("load_halves")
 bitcast = _kernel_only("bitcast")
 print = _kernel_only("print")  # noqa: A001 - mirrors KernelAbstractions' @print
 

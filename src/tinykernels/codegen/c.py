@@ -500,7 +500,7 @@ TK_INLINE float tk_tanh_f32(float xf) {
 
 
 # tk.dot_i8 / tk.dot_u4i8 (a ByteDot block): 32 byte products into eight int32 lanes per step,
-# lane l the sum of products 4l .. 4l + 3, exact; the _acc forms then do out[l] =
+# lane l the sum of products 4l .. 4l + 3, exact (from c[l] when start= gives c, else from 0); the _acc forms then do out[l] =
 # fma(float(lane), s, out[l]) on the eight floats as one vector (a loop of them keeps out in a
 # register). Levels: 2 = AVX-512 VNNI (vpdpbusd on ymm, as inline assembly: the compiler probe
 # may have turned the compiler's own VNNI code generation off, see runtime/compiler.py), 1 =
@@ -511,11 +511,11 @@ TK_INLINE float tk_tanh_f32(float xf) {
 # library is loaded.
 _BYTEDOT = r"""
 static inline __attribute__((always_inline)) void tk_bd_lanes_c(int32_t *o, const void *pa, const void *pb,
-                                                              int u4, int zero) {
+                                                              int u4, int zero, const int32_t *c) {
     const uint8_t *a = (const uint8_t *)pa;
     const int8_t *b = (const int8_t *)pb;
     for (int l = 0; l < 8; l++) {
-        int32_t s = 0;
+        int32_t s = c ? c[l] : 0;
         for (int t = 0; t < 4; t++) {
             int k = 4 * l + t;
             int32_t v = u4 ? (int32_t)(k < 16 ? a[k] & 15 : a[k - 16] >> 4) - zero : (int32_t)(int8_t)a[k];
@@ -548,83 +548,126 @@ static inline __attribute__((always_inline)) __m256i tk_dpbusd(__m256i acc, __m2
 }
 /* the eight lanes of 32 signed x 32 signed bytes: VNNI as (a + 128) * b - 128 * b (exact for
    every byte value); AVX2 through int16 (vpmaddubsw would saturate at -128 x -128) */
-static inline __attribute__((always_inline)) __m256i tk_bd_i8(const void *pa, const void *pb, int lv) {
+static inline __attribute__((always_inline)) __m256i tk_bd_start(const int32_t *c) {
+    return c ? _mm256_loadu_si256((const __m256i *)c) : _mm256_setzero_si256();
+}
+static inline __attribute__((always_inline)) __m256i tk_bd_i8(const void *pa, const void *pb, int lv, const int32_t *c) {
     if (lv == 0) {
         int32_t t[8];
-        tk_bd_lanes_c(t, pa, pb, 0, 0);
+        tk_bd_lanes_c(t, pa, pb, 0, 0, c);
         return _mm256_loadu_si256((const __m256i *)t);
     }
     __m256i a = _mm256_loadu_si256((const __m256i *)pa), b = _mm256_loadu_si256((const __m256i *)pb);
     if (lv == 2) {       /* the sum starts at -128 * (b's four bytes): shared by calls on the same b */
         __m256i k = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
-        return tk_dpbusd(_mm256_sub_epi32(z, tk_dpbusd(z, k, b)), _mm256_xor_si256(a, k), b);
+        return tk_dpbusd(_mm256_sub_epi32(tk_bd_start(c), tk_dpbusd(z, k, b)), _mm256_xor_si256(a, k), b);
     }
     __m256i p0 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(a)),
                                    _mm256_cvtepi8_epi16(_mm256_castsi256_si128(b)));
     __m256i p1 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(a, 1)),
                                    _mm256_cvtepi8_epi16(_mm256_extracti128_si256(b, 1)));
-    return _mm256_permute4x64_epi64(_mm256_hadd_epi32(p0, p1), 0xD8);
+    __m256i r = _mm256_permute4x64_epi64(_mm256_hadd_epi32(p0, p1), 0xD8);
+    return c ? _mm256_add_epi32(r, tk_bd_start(c)) : r;
 }
 /* 16 bytes of 4-bit values minus zero (value k < 16 the low nibble of byte k, k + 16 its high
    one) times 32 signed bytes */
-static inline __attribute__((always_inline)) __m256i tk_bd_u4(const void *pa, const void *pb, int zero, int lv) {
+static inline __attribute__((always_inline)) __m256i tk_bd_u4(const void *pa, const void *pb, int zero, int lv,
+                                                              const int32_t *c) {
     if (lv == 0) {
         int32_t t[8];
-        tk_bd_lanes_c(t, pa, pb, 1, zero);
+        tk_bd_lanes_c(t, pa, pb, 1, zero, c);
         return _mm256_loadu_si256((const __m256i *)t);
     }
     __m128i q = _mm_loadu_si128((const __m128i *)pa);
     __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
     __m256i x = _mm256_loadu_si256((const __m256i *)pb);
     if (lv == 2) {       /* the sum starts at -zero * (x's four bytes): shared by calls on the same x */
-        __m256i z = _mm256_setzero_si256();
-        return tk_dpbusd(zero ? _mm256_sub_epi32(z, tk_dpbusd(z, _mm256_set1_epi8((char)zero), x)) : z, u, x);
+        __m256i z = _mm256_setzero_si256(), c0 = tk_bd_start(c);
+        return tk_dpbusd(zero ? _mm256_sub_epi32(c0, tk_dpbusd(z, _mm256_set1_epi8((char)zero), x)) : c0, u, x);
     }
     __m256i p = _mm256_maddubs_epi16(u, x);                 /* |pair| <= 2 * 15 * 128: exact */
     if (zero)
         p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi8((char)zero), x));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    __m256i r = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+    return c ? _mm256_add_epi32(r, tk_bd_start(c)) : r;
 }
 static inline __attribute__((always_inline)) void tk_bd_acc(float *o, __m256i lanes, float s) {
     _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(s), _mm256_loadu_ps(o)));
 }
-static inline __attribute__((always_inline)) void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n) {
+static inline __attribute__((always_inline)) void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n,
+                                                          const int32_t *c) {
     int lv = tk_bytedot_level;
-    for (int c = 0; c < n; c += 32)
-        _mm256_storeu_si256((__m256i *)(o + c / 4), tk_bd_i8((const int8_t *)pa + c, (const int8_t *)pb + c, lv));
+    for (int k = 0; k < n; k += 32)
+        _mm256_storeu_si256((__m256i *)(o + k / 4), tk_bd_i8((const int8_t *)pa + k, (const int8_t *)pb + k, lv,
+                                                             c ? c + k / 4 : 0));
 }
-static inline __attribute__((always_inline)) void tk_dot_i8_acc(float *o, const void *pa, const void *pb, int n, float s) {
+static inline __attribute__((always_inline)) void tk_dot_i8_acc(float *o, const void *pa, const void *pb, int n,
+                                                              const int32_t *c, float s) {
     int lv = tk_bytedot_level;
-    for (int c = 0; c < n; c += 32)
-        tk_bd_acc(o + c / 4, tk_bd_i8((const int8_t *)pa + c, (const int8_t *)pb + c, lv), s);
+    for (int k = 0; k < n; k += 32)
+        tk_bd_acc(o + k / 4, tk_bd_i8((const int8_t *)pa + k, (const int8_t *)pb + k, lv, c ? c + k / 4 : 0), s);
 }
-static inline __attribute__((always_inline)) void tk_dot_u4i8(int32_t *o, const void *pa, const void *pb, int zero) {
-    _mm256_storeu_si256((__m256i *)o, tk_bd_u4(pa, pb, zero, tk_bytedot_level));
+static inline __attribute__((always_inline)) void tk_dot_u4i8(int32_t *o, const void *pa, const void *pb, int zero,
+                                                            const int32_t *c) {
+    _mm256_storeu_si256((__m256i *)o, tk_bd_u4(pa, pb, zero, tk_bytedot_level, c));
 }
-static inline __attribute__((always_inline)) void tk_dot_u4i8_acc(float *o, const void *pa, const void *pb, int zero, float s) {
-    tk_bd_acc(o, tk_bd_u4(pa, pb, zero, tk_bytedot_level), s);
+static inline __attribute__((always_inline)) void tk_dot_u4i8_acc(float *o, const void *pa, const void *pb, int zero,
+                                                                const int32_t *c, float s) {
+    tk_bd_acc(o, tk_bd_u4(pa, pb, zero, tk_bytedot_level, c), s);
 }
 #else
-static inline void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n) {
-    for (int c = 0; c < n; c += 32) tk_bd_lanes_c(o + c / 4, (const int8_t *)pa + c, (const int8_t *)pb + c, 0, 0);
+static inline void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n, const int32_t *c) {
+    for (int k = 0; k < n; k += 32)
+        tk_bd_lanes_c(o + k / 4, (const int8_t *)pa + k, (const int8_t *)pb + k, 0, 0, c ? c + k / 4 : 0);
 }
-static inline void tk_bd_acc_c(float *o, const void *pa, const void *pb, int u4, int zero, float s) {
+static inline void tk_bd_acc_c(float *o, const void *pa, const void *pb, int u4, int zero, const int32_t *c, float s) {
     int32_t t[8];
-    tk_bd_lanes_c(t, pa, pb, u4, zero);
+    tk_bd_lanes_c(t, pa, pb, u4, zero, c);
     for (int l = 0; l < 8; l++) o[l] = __builtin_fmaf((float)t[l], s, o[l]);
 }
-static inline void tk_dot_i8_acc(float *o, const void *pa, const void *pb, int n, float s) {
-    for (int c = 0; c < n; c += 32) tk_bd_acc_c(o + c / 4, (const int8_t *)pa + c, (const int8_t *)pb + c, 0, 0, s);
+static inline void tk_dot_i8_acc(float *o, const void *pa, const void *pb, int n, const int32_t *c, float s) {
+    for (int k = 0; k < n; k += 32)
+        tk_bd_acc_c(o + k / 4, (const int8_t *)pa + k, (const int8_t *)pb + k, 0, 0, c ? c + k / 4 : 0, s);
 }
-static inline void tk_dot_u4i8(int32_t *o, const void *pa, const void *pb, int zero) {
-    tk_bd_lanes_c(o, pa, pb, 1, zero);
+static inline void tk_dot_u4i8(int32_t *o, const void *pa, const void *pb, int zero, const int32_t *c) {
+    tk_bd_lanes_c(o, pa, pb, 1, zero, c);
 }
-static inline void tk_dot_u4i8_acc(float *o, const void *pa, const void *pb, int zero, float s) {
-    tk_bd_acc_c(o, pa, pb, 1, zero, s);
+static inline void tk_dot_u4i8_acc(float *o, const void *pa, const void *pb, int zero, const int32_t *c, float s) {
+    tk_bd_acc_c(o, pa, pb, 1, zero, c, s);
 }
 #endif
 """
 
+
+# tk.load_halves (a HalfLoad block): n float16 values at a byte stride from p, exactly as
+# float32 (NumPy's conversion, tk_f16_to_f32's bits). With F16C eight at a time: eight 16-bit
+# loads into one vector and one vcvtph2ps (exact for every half; the scalar software decode is
+# ~20 instructions per value). The hardware quiets a signaling NaN where NumPy keeps it, so the
+# float's quiet bit is set back to the half's (bit 9 << 13) in the NaN lanes. The rest (n % 8,
+# or no F16C) in software.
+_HALVES = r"""
+#include <string.h>
+#if defined(__F16C__) && defined(__AVX2__)
+#include <immintrin.h>
+#endif
+static inline __attribute__((always_inline)) void tk_load_halves(float *o, const void *pa, int64_t n, int64_t s) {
+    const uint8_t *p = (const uint8_t *)pa;
+    int64_t t = 0;
+#if defined(__F16C__) && defined(__AVX2__)
+    for (; t + 8 <= n; t += 8) {
+        uint16_t h[8];
+        for (int k = 0; k < 8; ++k) memcpy(&h[k], p + (t + k) * s, 2);
+        __m128i v = _mm_set_epi16((short)h[7], (short)h[6], (short)h[5], (short)h[4],
+                                  (short)h[3], (short)h[2], (short)h[1], (short)h[0]);
+        __m256 f = _mm256_cvtph_ps(v);
+        __m256i q = _mm256_andnot_si256(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 13), _mm256_set1_epi32(0x400000));
+        __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+        _mm256_storeu_ps(o + t, _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_and_si256(q, nan), _mm256_castps_si256(f))));
+    }
+#endif
+    for (; t < n; ++t) o[t] = tk_f16_to_f32((uint16_t)(p[t * s] | (p[t * s + 1] << 8)));
+}
+"""
 
 def slot_layout(k: N.Kernel) -> list:
     """(param, first slot) for every runtime parameter, after the geometry slots."""
@@ -651,6 +694,7 @@ class CRenderer(CLikeRenderer):
         self.in_item = False        # rendering inside an item loop (grouped path)
         self.lut16 = False          # a block of table lookups was rendered: include _LUT16
         self.byte_dots = False      # a tk.dot_i8 / tk.dot_u4i8 was lowered: include _BYTEDOT
+        self.half_loads = False     # a tk.load_halves was lowered: include _HALVES
         self.item_label = None
         self.next_label = "tk_next"  # flat path: where a return jumps (the end of the item)
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
@@ -733,15 +777,22 @@ class CRenderer(CLikeRenderer):
 
     def s_FuncBlock(self, s):
         """A ``tk.dot_i8``/``tk.dot_u4i8`` block becomes one call of the SIMD helpers
-        (``_BYTEDOT``); debug kernels (bounds checks) and strided arrays run the reference loop."""
+        (``_BYTEDOT``), a ``tk.load_halves`` block one of ``tk_load_halves``; debug kernels (bounds checks) and strided arrays run the reference loop."""
         bd = s.intrinsic
+        if isinstance(bd, N.HalfLoad) and not self.k.debug and bd.a.contiguous and bd.out.contiguous:
+            self.half_loads = True
+            zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
+            self.at(s.loc)
+            self.w(f"tk_load_halves(&{self.element(bd.out, zero)}, &{self.element(bd.a, bd.i)}, {bd.n}, {bd.stride});")
+            return
         if isinstance(bd, N.ByteDot) and not self.k.debug and bd.a.contiguous and bd.b.contiguous \
-                and bd.out.contiguous:
+                and bd.out.contiguous and (bd.start is None or bd.start[0].contiguous):
             self.byte_dots = True
             zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
             fn = ("tk_dot_i8" if bd.kind == "i8" else "tk_dot_u4i8") + ("" if bd.scale is None else "_acc")
             args = [f"&{self.element(bd.out, zero)}", f"&{self.element(bd.a, bd.i)}",
-                    f"&{self.element(bd.b, bd.j)}", str(bd.n if bd.kind == "i8" else bd.zero)]
+                    f"&{self.element(bd.b, bd.j)}", str(bd.n if bd.kind == "i8" else bd.zero),
+                    "0" if bd.start is None else f"&{self.element(*bd.start)}"]
             if bd.scale is not None:
                 args.append(self.expr(bd.scale))
             self.at(s.loc)
@@ -1445,7 +1496,8 @@ class CRenderer(CLikeRenderer):
         fm = ["/* fastmath: compiled with " + " ".join(FASTMATH_CFLAGS) + " */"] if k.fastmath else []
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
-                portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "", "" if k.fastmath else _EXP_F32,
+                portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "",
+                _HALVES if self.half_loads else "", "" if k.fastmath else _EXP_F32,
                 _DEBUG if k.debug else "", (_STREAM + (_LUT16 if self.lut16 else "")) if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
                 _PREFETCH if self.pf_rows else "",
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))]

@@ -412,25 +412,56 @@ def _dot4_i8(lw, node):
     return N.Call(t, lw.loc(node), "dot4_i8", es)
 
 
+def _const_int(lw, node, sig: str, v, what: str) -> int:
+    """A compile-time integer argument (a literal or ``tk.constexpr``), else a CompileError."""
+    v = v if isinstance(v, int) else lw.as_expr(v, node)
+    if isinstance(v, N.Const):
+        v = v.value
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise lw.err(node, f"{sig}: {what} must be a compile-time integer (a literal or tk.constexpr)")
+    return int(v)
+
+
+def _element_locals(lw, node, sig: str, arr, e, what: str, prefix: str) -> list:
+    """The index ``e`` of an element of ``arr`` (an int, a tuple for more dimensions) as fresh
+    int locals assigned before a block-level intrinsic (the block reads along the last one)."""
+    idx = list(e) if isinstance(e, tuple) else [e]
+    if len(idx) != arr.ndim:
+        raise lw.err(node, f"{sig}: {what} must index an element of '{arr.name}' ({arr.ndim} index(es), "
+                           f"a tuple for more than one); the bytes run along its last dimension")
+    it = Ty(lw.opts.default_int)
+    vs = []
+    for x in idx:
+        x = lw.as_expr(x, node)
+        if not x.ty.dtype.is_int:
+            raise lw.err(node, f"{sig}: {what} must be an integer index, got {x.ty}")
+        v = lw.fresh(f"{prefix}{what}")
+        lw.assign_var(v, lw.cast(x, it, explicit=True), node)
+        vs.append(N.Var(it, lw.loc(node), v))
+    return vs
+
+
 BYTE_DOT_LANES = 4      # products per lane of tk.dot_i8 / tk.dot_u4i8
 
 
 def _byte_dot(kind):
     """``tk.dot_i8(out, a, i, b, j, n, scale=None)`` /
-    ``tk.dot_u4i8(out, a, i, b, j, n, scale=None, zero=0)``: ``n`` byte products summed four at
-    a time into lanes (lane ``l``: the products of values ``4l .. 4l + 3``, exact in int32).
+    ``tk.dot_u4i8(out, a, i, b, j, n, scale=None, zero=0)``, both with ``start=None``: ``n``
+    byte products summed four at a time into lanes (lane ``l``: the products of values ``4l .. 4l + 3``, exact in int32).
     ``dot_i8``: value ``k`` is the byte after ``a[i]`` by ``k`` (along the last dimension) as
     a signed byte (int8 or uint8 arrays, reinterpreted), ``n`` a multiple of 32. ``dot_u4i8``:
     ``n`` is 32 and the 16 bytes from ``a[i]`` hold 4-bit values, value ``k < 16`` the low
     nibble of byte ``k`` and value ``k + 16`` its high nibble (the GGUF q4_0 layout), minus
     ``zero`` (a compile-time int, 0..15). The other operand is ``b``'s bytes from ``b[j]``,
     signed. An int32 ``out`` receives the lanes (``out[l] = lane``, no ``scale``); a float32
-    ``out`` accumulates them: ``out[l] = fma(float32(lane), scale, out[l])``.
+    ``out`` accumulates them: ``out[l] = fma(float32(lane), scale, out[l])``. ``start=(c, k)``
+    (an int32 array and an index): lane ``l`` starts at ``c[k + l]`` instead of 0, e.g. the
+    ``-zero * b`` lanes computed once for many calls on the same ``b``.
 
     Lowered to the reference loop (a marked block: every backend runs it); the C renderer
     replaces the block by its SIMD code (VNNI ``vpdpbusd`` or AVX2)."""
     name = f"tk.{'dot_i8' if kind == 'i8' else 'dot_u4i8'}"
-    sig = f"{name}(out, a, i, b, j, n, scale=None{', zero=0' if kind == 'u4i8' else ''})"
+    sig = f"{name}(out, a, i, b, j, n, scale=None{', zero=0' if kind == 'u4i8' else ''}, start=None)"
 
     def h(lw, node):
         if not 6 <= len(node.args) <= (7 if kind == "i8" else 8):
@@ -438,7 +469,7 @@ def _byte_dot(kind):
         args = [lw.expr(x) for x in node.args]
         kws = {}
         for kw in node.keywords:
-            if kw.arg not in (("scale",) if kind == "i8" else ("scale", "zero")) or kw.arg in kws:
+            if kw.arg not in (("scale", "start") if kind == "i8" else ("scale", "zero", "start")) or kw.arg in kws:
                 raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
             kws[kw.arg] = lw.expr(kw.value)
         out, a, i, b, j, n = args[:6]
@@ -459,15 +490,7 @@ def _byte_dot(kind):
             if arr.dtype.name not in ("int8", "uint8"):
                 raise lw.err(node, f"{sig}: {what} must be an int8 or uint8 array (bytes), "
                                    f"'{arr.name}' is {arr.dtype.name}")
-        consts = []
-        for v, what in ((n, "n"), (zero, "zero")):
-            v = v if isinstance(v, int) else lw.as_expr(v, node)
-            if isinstance(v, N.Const):
-                v = v.value
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise lw.err(node, f"{sig}: {what} must be a compile-time integer (a literal or tk.constexpr)")
-            consts.append(int(v))
-        n, zero = consts
+        n, zero = (_const_int(lw, node, sig, v, what) for v, what in ((n, "n"), (zero, "zero")))
         if kind == "i8" and (n <= 0 or n % 32):
             raise lw.err(node, f"tk.dot_i8: n must be a positive multiple of 32, got {n}")
         if kind == "u4i8" and n != 32:
@@ -480,21 +503,13 @@ def _byte_dot(kind):
                                f"need {lanes} lanes")
         loc = lw.loc(node)
         it = Ty(lw.opts.default_int)
-        base = []
-        for arr, e, what in ((a, i, "i"), (b, j, "j")):
-            idx = list(e) if isinstance(e, tuple) else [e]
-            if len(idx) != arr.ndim:
-                raise lw.err(node, f"{sig}: {what} must index an element of '{arr.name}' ({arr.ndim} index(es), "
-                                   f"a tuple for more than one); the bytes run along its last dimension")
-            vs = []
-            for x in idx:
-                x = lw.as_expr(x, node)
-                if not x.ty.dtype.is_int:
-                    raise lw.err(node, f"{sig}: {what} must be an integer index, got {x.ty}")
-                v = lw.fresh(f"bd{what}")
-                lw.assign_var(v, lw.cast(x, it, explicit=True), node)
-                vs.append(N.Var(it, loc, v))
-            base.append(vs)
+        base = [_element_locals(lw, node, sig, arr, e, what, "bd") for arr, e, what in ((a, i, "i"), (b, j, "j"))]
+        start = kws.get("start")
+        if start is not None:
+            if not (isinstance(start, tuple) and len(start) == 2 and isinstance(start[0], N.ArrayInfo)
+                    and start[0].ndim == 1 and start[0].dtype.name == "int32"):
+                raise lw.err(node, f"{sig}: start must be (c, k), c a 1-D int32 array (lane l starts at c[k + l])")
+            start = (start[0], _element_locals(lw, node, sig, start[0], start[1], "k", "bd"))
         f32 = Ty(D.float32)
         if scale is not None:
             se = lw.as_expr(scale, node)
@@ -524,8 +539,11 @@ def _byte_dot(kind):
                 return x
             return N.BinOp(i32, loc, "-", x, N.BinOp(i32, loc, "<<", N.BinOp(i32, loc, "&", x, c32(128)), c32(1)))
 
-        def lane(terms):
+        def lane(terms, first=0):
             acc = terms[0]
+            if start is not None:
+                k = N.BinOp(it, loc, "+", start[1][0], N.BinOp(it, loc, "+", l_, c(first)))
+                acc = N.BinOp(i32, loc, "+", N.Load(i32, loc, start[0], [k]), acc)
             for t in terms[1:]:
                 acc = N.BinOp(i32, loc, "+", acc, t)
             return acc
@@ -550,13 +568,66 @@ def _byte_dot(kind):
             jhi = jb[:-1] + [N.BinOp(it, loc, "+", jb[-1], c(16))]
             body = [store(l_, lane([N.BinOp(i32, loc, "*", nib(t, False), signed(b, jb, t)) for t in range(4)])),
                     store(N.BinOp(it, loc, "+", l_, c(4)),
-                          lane([N.BinOp(i32, loc, "*", nib(t, True), signed(b, jhi, t)) for t in range(4)]))]
+                          lane([N.BinOp(i32, loc, "*", nib(t, True), signed(b, jhi, t)) for t in range(4)], 4))]
             stop = 4
         loop = N.For(loc, lv, c(0), c(stop), c(1), body)
-        info = N.ByteDot(kind, out, a, ia, b, jb, n, scale, zero)
+        info = N.ByteDot(kind, out, a, ia, b, jb, n, scale, zero, start)
         lw.emit(N.FuncBlock(loc, lw.fresh("bytedot"), [loop], info))
         return NoValue(loc)
     return h
+
+
+def _load_halves(lw, node):
+    """``tk.load_halves(out, a, i, n, stride=2)``: ``n`` IEEE float16 values stored
+    little-endian in the bytes of ``a`` (int8 or uint8), value ``t`` in the two bytes from
+    ``stride * t`` after ``a[i]`` along the last dimension, exactly as float32 into the 1-D
+    float32 ``out[0 .. n - 1]`` (``n`` and ``stride`` compile-time integers, ``stride >= 2``).
+
+    Lowered to the reference loop (``out[t] = float32(bitcast(uint16(bytes), float16))``, a
+    marked block every backend runs); the C renderer replaces it by F16C code (eight
+    ``vcvtph2ps`` conversions at a time) where the target has it."""
+    sig = "tk.load_halves(out, a, i, n, stride=2)"
+    if not 4 <= len(node.args) <= 5:
+        raise lw.err(node, f"{sig} takes 4 or 5 arguments, got {len(node.args)}")
+    args = [lw.expr(x) for x in node.args]
+    kws = {}
+    for kw in node.keywords:
+        if kw.arg != "stride" or kw.arg in kws:
+            raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
+        kws[kw.arg] = lw.expr(kw.value)
+    out, a, i, n = args[:4]
+    stride = args[4] if len(args) > 4 else kws.get("stride", 2)
+    if not isinstance(out, N.ArrayInfo) or out.ndim != 1 or out.dtype.name != "float32":
+        raise lw.err(node, f"{sig}: out must be a 1-D float32 array")
+    if out.const:
+        raise lw.err(node, f"cannot write to '{out.name}': it is read-only (tk.Const)")
+    if not isinstance(a, N.ArrayInfo) or a.dtype.name not in ("int8", "uint8"):
+        raise lw.err(node, f"{sig}: a must be an int8 or uint8 array (the halves' bytes)")
+    n, stride = (_const_int(lw, node, sig, v, what) for v, what in ((n, "n"), (stride, "stride")))
+    if n <= 0:
+        raise lw.err(node, f"{sig}: n must be positive, got {n}")
+    if stride < 2:
+        raise lw.err(node, f"{sig}: stride must be at least 2 (bytes per half), got {stride}")
+    if out.space == "private" and out.shape and int(out.shape[0]) < n:
+        raise lw.err(node, f"{sig}: out '{out.name}' has {out.shape[0]} elements, fewer than n = {n}")
+    loc = lw.loc(node)
+    it, i32 = Ty(lw.opts.default_int), Ty(D.int32)
+    ia = _element_locals(lw, node, sig, a, i, "i", "hl")
+    tv = lw.fresh("hlt")
+    lw.types[tv] = it
+    t_ = N.Var(it, loc, tv)
+
+    def byte(off):
+        k = N.BinOp(it, loc, "+", ia[-1], N.BinOp(it, loc, "+", N.BinOp(it, loc, "*", t_, N.Const(it, loc, stride)),
+                                                  N.Const(it, loc, off)))
+        return N.BinOp(i32, loc, "&", N.Cast(i32, loc, N.Load(Ty(a.dtype), loc, a, ia[:-1] + [k])), N.Const(i32, loc, 255))
+
+    h = N.BinOp(i32, loc, "|", byte(0), N.BinOp(i32, loc, "<<", byte(1), N.Const(i32, loc, 8)))
+    half = N.Call(Ty(D.float16), loc, "bitcast", [lw.cast(h, Ty(D.uint16), explicit=True)])
+    body = [N.Store(loc, out, [t_], lw.cast(half, Ty(D.float32), explicit=True))]
+    loop = N.For(loc, tv, N.Const(it, loc, 0), N.Const(it, loc, n), N.Const(it, loc, 1), body)
+    lw.emit(N.FuncBlock(loc, lw.fresh("halves"), [loop], N.HalfLoad(out, a, ia, n, stride)))
+    return NoValue(loc)
 
 
 def _bitcast(lw, node):
@@ -662,7 +733,7 @@ _HANDLERS.update({
     lang.ngroups: _geometry("ngroups"), lang.localmem: _alloc("local"), lang.private: _alloc("private"),
     lang.uniform: _uniform, lang.group_reduce: _collective("reduce"), lang.group_scan: _collective("scan"),
     lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp, lang.dot4_i8: _dot4_i8, lang.dot_i8: _byte_dot("i8"),
-    lang.dot_u4i8: _byte_dot("u4i8"), lang.bitcast: _bitcast,
+    lang.dot_u4i8: _byte_dot("u4i8"), lang.load_halves: _load_halves, lang.bitcast: _bitcast,
     lang.sigmoid: _math1("sigmoid"), lang.print: _print,
     tkrandom.philox4x32: _philox, tkrandom.uniform: _rand("uniform", D.float32),
     tkrandom.normal: _rand("normal", D.float32), tkrandom.bits: _rand("bits", D.uint32),

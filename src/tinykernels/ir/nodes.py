@@ -196,7 +196,7 @@ class Return(Stmt):
 class FuncBlock(Stmt):
     """The inlined body of a ``@tk.func``; ``FuncExit`` jumps past its end.
 
-    ``intrinsic`` (a :class:`ByteDot`, else None) marks a body that is the reference
+    ``intrinsic`` (a :class:`ByteDot` or :class:`HalfLoad`, else None) marks a body that is the reference
     expansion of a block-level intrinsic: a renderer may replace the whole block by its own
     lowering of it; every other pass and renderer runs the body. A pass that rebuilds the
     block without the field falls back to the body, which is always correct."""
@@ -221,6 +221,20 @@ class ByteDot:
     n: int
     scale: Any = None     # a float32 local: out is float32, out[l] = fma(float32(lane), scale, out[l])
     zero: int = 0         # u4i8: subtracted from each 4-bit value
+    start: Any = None     # (int32 ArrayInfo, [index local]): lane l starts at c[k + l], else 0
+
+
+@dataclass
+class HalfLoad:
+    """``tk.load_halves``: ``n`` IEEE float16 values stored little-endian in the bytes of ``a``,
+    value ``t`` in the two bytes ``stride * t`` elements after ``a[i]`` along the last
+    dimension, exactly as float32 into ``out[0 .. n - 1]``. ``i`` is a list of locals (an
+    element's index, assigned before the block)."""
+    out: ArrayInfo
+    a: ArrayInfo
+    i: list
+    n: int
+    stride: int
 
 
 @dataclass

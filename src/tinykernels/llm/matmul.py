@@ -33,7 +33,8 @@ GROUP = 64          # work items per row on GPUs
 TILE = 16           # float GEMM tile
 CHUNK = 8           # blocks whose scales a host GEMV decodes before their weights
 FUSED_MAX_N = 8     # fused quantized GEMM up to this many columns; beyond, dequantize + GEMM
-X_INT8, X_PACKED = 0, 2     # layouts of the quantized activations (_quantize_x_q8_0)
+X_INT8, X_INT8_ZERO, X_PACKED = 0, 1, 2     # layouts of the quantized activations (_quantize_x_q8_0)
+Q4_0_ZERO = 8       # q4_0's weights are their 4-bit values minus this
 
 
 # ----------------------------------------------------------------------------- decoding helpers
@@ -97,8 +98,7 @@ def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
     nb = data.shape[1] // 18
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
-        for t in range(CHUNK):
-            ds[t] = half_at_host(data, r, (b0 + t) * 18)
+        tk.load_halves(ds, data, (r, b0 * 18), CHUNK, 18)
         for t in range(CHUNK):
             q4_0_block_dot(acc, data, r, b0 + t, ds[t], x)
     for b in range(full, nb):
@@ -120,8 +120,7 @@ def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
     nb = data.shape[1] // 34
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
-        for t in range(CHUNK):
-            ds[t] = half_at_host(data, r, (b0 + t) * 34)
+        tk.load_halves(ds, data, (r, b0 * 34), CHUNK, 34)
         for t in range(CHUNK):
             q8_0_block_dot(acc, data, r, b0 + t, ds[t], x)
     for b in range(full, nb):
@@ -259,13 +258,15 @@ def round_away(v):
 
 
 @tk.kernel
-def _quantize_x_q8_0(qs, qd, x: tk.Const, fmt: tk.constexpr):
+def _quantize_x_q8_0(qs, qd, xz, x: tk.Const, fmt: tk.constexpr):
     """Activations ``x`` [K] to Q8_0, block ``b = tk.index()`` (32 values) per work item, as
     ggml's reference quantizer: ``d = max|x| / 127``, ``q = roundf(x / d)`` (by ``1 / d``).
     ``qd[b]``: ``d`` rounded to float16 (the stored scale), as float32. ``qs`` by ``fmt``:
     the values one per element (``X_INT8``: int8 [K], the operand of ``tk.dot_i8`` /
     ``tk.dot_u4i8`` in the host GEMV), or four per word, byte 0 the lowest (``X_PACKED``:
-    uint32 [K / 4], the operand of ``tk.dot4_i8``)."""
+    uint32 [K / 4], the operand of ``tk.dot4_i8``). ``X_INT8_ZERO``: as ``X_INT8``, and
+    ``xz`` (int32 [K / 4]) the q4_0 zero point's share of each lane of four,
+    ``xz[l] = -8 * (q[4l] + .. + q[4l + 3])``, which every row's blocks share."""
     b = tk.index()
     o = b * 32
     amax = tk.float32(0)
@@ -283,28 +284,38 @@ def _quantize_x_q8_0(qs, qd, x: tk.Const, fmt: tk.constexpr):
     else:
         for j in range(32):
             qs[o + j] = tk.int8(round_away(x[o + j] * inv))
+        if fmt == X_INT8_ZERO:
+            for w in range(8):
+                z = 0
+                for t in range(4):
+                    z += tk.int32(qs[o + 4 * w + t])
+                xz[8 * b + w] = -Q4_0_ZERO * z
 
 
 @tk.func
-def block_acc_i8(acc, data, r, b, xq, s, q8):
+def block_acc_i8(acc, data, r, b, xq, xz, s, q8):
     """``acc[l] = fma(float32(lane_l), s, acc[l])`` for the eight exact int32 lanes of block ``b``
     of row ``r`` times the quantized activations ``xq`` (lane ``l``: the products of weights
-    ``4l .. 4l + 3``): ``tk.dot_i8`` (Q8_0) or ``tk.dot_u4i8`` with ``zero=8`` (Q4_0)."""
+    ``4l .. 4l + 3``): ``tk.dot_i8`` (Q8_0); for Q4_0 ``tk.dot_u4i8`` of the unsigned nibbles
+    with the lanes starting at the zero point's share ``xz`` of the activations, computed once
+    per GEMV (the same int32 lanes as ``zero=8``, without its second ``vpdpbusd`` and
+    subtraction per block)."""
     if q8:
         tk.dot_i8(acc, data, (r, b * 34 + 2), xq, b * 32, 32, s)
     else:
-        tk.dot_u4i8(acc, data, (r, b * 18 + 2), xq, b * 32, 32, s, 8)
+        tk.dot_u4i8(acc, data, (r, b * 18 + 2), xq, b * 32, 32, s, start=(xz, 8 * b))
 
 
 @tk.kernel
-def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.constexpr):
+def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, xz: tk.Const, q8: tk.constexpr):
     """One work item per row, eight float partial sums: per block the language's block byte
-    dot product (``tk.dot_i8``/``tk.dot_u4i8``; on the CPU one or two ``vpdpbusd`` per 32
+    dot product (``tk.dot_i8``/``tk.dot_u4i8``; on the CPU one ``vpdpbusd`` per 32
     products, or AVX2 ``vpmaddubsw``/``vpmaddwd``) gives eight exact int32 lanes (lane ``l``:
     weights ``4l .. 4l + 3``), accumulated as ``acc[l] = fma(float32(lane), d_w * d_x,
     acc[l])`` (on the CPU a vector conversion and FMA, ``acc`` in a register); the lanes are
-    added in order at the end. ``xq``: the activations as int8. Blocks go in chunks of
-    ``CHUNK``: the chunk's scales first, then its blocks."""
+    added in order at the end. ``xq``: the activations as int8, ``xz`` Q4_0's zero-point
+    lanes (:func:`_quantize_x_q8_0`). Blocks go in chunks of ``CHUNK``: the chunk's scales
+    first (``tk.load_halves``), then its blocks."""
     r = tk.index()
     bb = 34 if q8 else 18
     acc = tk.private(tk.float32, (8,))
@@ -314,12 +325,13 @@ def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, q8: tk.conste
     nb = data.shape[1] // bb
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
+        tk.load_halves(ds, data, (r, b0 * bb), CHUNK, 34 if q8 else 18)
         for t in range(CHUNK):
-            ds[t] = half_at_host(data, r, (b0 + t) * bb) * xd[b0 + t]
+            ds[t] *= xd[b0 + t]
         for t in range(CHUNK):
-            block_acc_i8(acc, data, r, b0 + t, xq, ds[t], q8)
+            block_acc_i8(acc, data, r, b0 + t, xq, xz, ds[t], q8)
     for b in range(full, nb):
-        block_acc_i8(acc, data, r, b, xq, half_at_host(data, r, b * bb) * xd[b], q8)
+        block_acc_i8(acc, data, r, b, xq, xz, half_at_host(data, r, b * bb) * xd[b], q8)
     tot = tk.float32(0)
     for j in range(8):
         tot += acc[j]
@@ -374,20 +386,22 @@ def quantize_activations(x, packed: bool = False, stream=None):
     C.require(len(s) == 1 and s[0] % 32 == 0, "quantize_activations", "x",
               f"expected a 1-D array whose length is a multiple of 32, got shape {s}")
     x = C.contiguous_input(x)
-    return _quantize_x(x, X_PACKED if packed else X_INT8, stream)
+    return _quantize_x(x, X_PACKED if packed else X_INT8, stream)[:2]
 
 
 def _quantize_x(x, fmt: int, stream):
     """:func:`quantize_activations` of a checked ``x``, ``qs`` in ``fmt``: ``X_PACKED``
-    (uint32 [K / 4]) or ``X_INT8`` (int8 [K])."""
+    (uint32 [K / 4]) or ``X_INT8``/``X_INT8_ZERO`` (int8 [K]); returns ``(qs, d, xz)``, ``xz``
+    the zero-point lanes (int32 [K / 4]) with ``X_INT8_ZERO``, else a placeholder."""
     backend = C.backend_of("quantize_activations", stream=stream, x=x)
     k = C.shape_of(x)[0]
-    shape, dtype = {X_PACKED: ((k // 4,), np.uint32), X_INT8: ((k,), np.int8)}[fmt]
+    shape, dtype = ((k // 4,), np.uint32) if fmt == X_PACKED else ((k,), np.int8)
     qs = C.new_like(x, shape, dtype, backend)
     d = C.new_like(x, (k // 32,), np.float32, backend)
+    xz = C.new_like(x, (k // 4 if fmt == X_INT8_ZERO else 1,), np.int32, backend)
     if k:
-        C.launch(_quantize_x_q8_0, backend, (qs, d, x, fmt), k // 32, stream=stream)
-    return qs, d
+        C.launch(_quantize_x_q8_0, backend, (qs, d, xz, x, fmt), k // 32, stream=stream)
+    return qs, d, xz
 
 
 def _gemv_int8(qtype, a, x, out, backend, stream):
@@ -395,9 +409,9 @@ def _gemv_int8(qtype, a, x, out, backend, stream):
     m = out.shape[0]
     q8 = qtype == "q8_0"
     if host:
-        xq, xd = _quantize_x(x, X_INT8, stream)
-        return C.launch(_gemv_rows_i8, backend, (out, a, xq, xd, q8), m, stream=stream)
-    xq, xd = _quantize_x(x, X_PACKED, stream)
+        xq, xd, xz = _quantize_x(x, X_INT8 if q8 else X_INT8_ZERO, stream)
+        return C.launch(_gemv_rows_i8, backend, (out, a, xq, xd, xz, q8), m, stream=stream)
+    xq, xd, _ = _quantize_x(x, X_PACKED, stream)
     return C.launch(_gemv_group_i8, backend, (out, a, xq, xd, q8), m * GROUP, GROUP, stream=stream)
 
 

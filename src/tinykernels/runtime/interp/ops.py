@@ -737,25 +737,39 @@ def _put_lane(out, lane, value, scale):
         out[lane] = fma(np.float32(value), np.float32(scale), out[lane])
 
 
-def dot_i8(out, a, i, b, j, n, scale=None):
+def _start(start, lane) -> int:
+    """The value lane ``lane`` starts at: ``c[k + lane]`` for ``start=(c, k)``, else 0."""
+    return 0 if start is None else int(start[0][int(start[1]) + lane])
+
+
+def dot_i8(out, a, i, b, j, n, scale=None, start=None):
     """``tk.dot_i8``: lane ``l`` = the sum of the signed bytes ``a[i + k] * b[j + k]`` for ``k``
-    in ``4l .. 4l + 3``, stored in ``out[l]`` (int32), or ``out[l] = fma(lane, scale, out[l])``."""
+    in ``4l .. 4l + 3`` (plus ``c[k + l]`` with ``start=(c, k)``), stored in ``out[l]`` (int32),
+    or ``out[l] = fma(lane, scale, out[l])``."""
     for lane in range(int(n) // 4):
-        _put_lane(out, lane, sum(_sbyte(_at(a, i, k)) * _sbyte(_at(b, j, k)) for k in range(4 * lane, 4 * lane + 4)),
-                  scale)
+        _put_lane(out, lane, _start(start, lane) + sum(_sbyte(_at(a, i, k)) * _sbyte(_at(b, j, k))
+                                                       for k in range(4 * lane, 4 * lane + 4)), scale)
 
 
-def dot_u4i8(out, a, i, b, j, n, scale=None, zero=0):
+def dot_u4i8(out, a, i, b, j, n, scale=None, zero=0, start=None):
     """``tk.dot_u4i8``: as ``dot_i8`` with value ``k`` the nibble of byte ``a[i + k % 16]`` (low
     for ``k < 16``, high above) minus ``zero``, times the signed byte ``b[j + k]``."""
     half = int(n) // 2
     for lane in range(int(n) // 4):
-        s = 0
+        s = _start(start, lane)
         for k in range(4 * lane, 4 * lane + 4):
             byte = int(_at(a, i, k % half)) & 255
             s += ((byte >> 4 if k >= half else byte & 15) - int(zero)) * _sbyte(_at(b, j, k))
         _put_lane(out, lane, s, scale)
 
+
+def load_halves(out, a, i, n, stride=2):
+    """``tk.load_halves``: ``out[t]`` = the float16 stored little-endian in the bytes
+    ``stride * t`` and ``stride * t + 1`` after ``a[i]``, as float32 (NumPy's exact conversion)."""
+    for t in range(int(n)):
+        k = int(stride) * t
+        h = (int(_at(a, i, k)) & 255) | (int(_at(a, i, k + 1)) & 255) << 8
+        out[t] = np.array(h, np.uint16).view(np.float16).astype(np.float32)
 
 def bitcast(v, dtype):
     """``tk.bitcast(v, dtype)``: ``v``'s bits as ``dtype`` (a narrow float rounded to its type
