@@ -538,3 +538,49 @@ def test_tk_adjoint_refuses_aliasing_but_not_shared_reads(be):
         tk.adjoint(mul)(be)(x, dev(np.ones(4), be), x, dxa, dev(x0, be), dxb, ndrange=4)
     with pytest.raises(tk.LaunchError, match="share memory"):
         tk.adjoint(mul)(be)(y, dxa, x, dxa, x, dxb, ndrange=4)              # one array as two shadows
+
+
+# --- 7. forward mode leaves out operands that carry no tangent -------------------------------------
+
+@tk.kernel
+def const_operands(out, x: tk.Const, c: tk.Const, op: tk.constexpr):
+    i = tk.index()
+    e = c[i] * 1.0                     # a local computed from a constant array: no tangent
+    if op == 0:
+        out[i] = x[i] ** c[i]          # d/dc is NaN at x < 0, and c has no tangent
+    elif op == 1:
+        out[i] = x[i] ** e
+    elif op == 2:
+        out[i] = 2.0 ** x[i]           # d/d(base) is inf at a large x, and 2.0 has no tangent
+    elif op == 3:
+        out[i] = math.pow(e, x[i]) + x[i] / e
+
+
+def test_forward_mode_ignores_infinite_partials_of_constant_operands(be):
+    """The tangent of ``x ** c`` for a constant ``c`` is ``t_x * c * x**(c-1)``: the partial in
+    ``c`` (NaN for a negative ``x``, inf for ``2.0 ** x`` at a large ``x``) must not be multiplied
+    by ``c``'s absent tangent (0 * NaN = NaN), as torch.func.jvp and jax.jvp leave it out. Reverse
+    mode never had the problem; both are compared with the closed forms."""
+    big = 1000.0 if be.supports_float64 else 100.0
+    cases = [(0, [-2.0, -0.5, 3.0], [3.0, 2.0, 2.0], lambda x, c: c * x ** (c - 1)),
+             (1, [-2.0, -0.5, 3.0], [3.0, 2.0, 2.0], lambda x, c: c * x ** (c - 1)),
+             (2, [big, 1.0, -3.0], [1.0, 1.0, 1.0], lambda x, c: 2.0 ** x * math.log(2.0)),
+             (3, [0.5, 1.5, 2.0], [-2.0, -3.0, 0.0], lambda x, c: c ** x * np.log(c + 0j).real + 1 / c)]
+    for op, x0, c0, deriv in cases:
+        if op == 3:
+            c0 = [-2.0, -3.0, 4.0]
+        with np.errstate(all="ignore"):
+            want = deriv(np.array(x0), np.array(c0))
+        if op == 3:                    # pow(negative, x): d/dx = pow * log(negative) = NaN, as in PyTorch
+            want[:2] = np.nan
+        n = len(x0)
+        dO = dev(np.zeros(n), be)
+        tk.autodiff(tk.Forward, lambda o, x_, c_: const_operands(be)(o, x_, c_, op, ndrange=n),
+                    tk.Duplicated(dev(np.zeros(n), be), dO), tk.Duplicated(dev(x0, be), dev(np.ones(n), be)),
+                    tk.Const(dev(c0, be)))
+        dX = dev(np.zeros(n), be)
+        tk.autodiff(tk.Reverse, lambda o, x_, c_: const_operands(be)(o, x_, c_, op, ndrange=n),
+                    tk.Duplicated(dev(np.zeros(n), be), dev(np.ones(n), be)), tk.Duplicated(dev(x0, be), dX),
+                    tk.Const(dev(c0, be)))
+        for mode, got in (("forward", host(dO)), ("reverse", host(dX))):
+            np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"op {op}, {mode} mode")

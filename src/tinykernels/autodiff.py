@@ -740,7 +740,7 @@ class _Recorder:
             self.check_views([(f"kernel '{kernel.name}' argument '{n}'", a) for n, a in pa if _is_array(a)])
             self.check_scalars(kernel.name, pa)
             if self.mode is Forward:
-                return self.tangent_launch(inst, args, ndrange, workgroupsize)
+                return self.tangent_launch(inst, args, ndrange, workgroupsize, written)
             b = inst.backend
             snap = self.before_write([a for n, a in pa if n in read and _is_array(a)],
                                      [a for n, a in pa if n in written and _is_array(a)])
@@ -794,9 +794,19 @@ class _Recorder:
                 return buf
         return _dummy(backend, 1, _tape_dtypes(backend)[0])
 
-    def tangent_launch(self, inst, args, ndrange, wg):
+    def carries_tangent(self, name: str, a, written: set) -> bool:
+        """Whether a float argument has a tangent: a Duplicated array or scalar, an array an
+        earlier tangent launch gave one (a temporary), or an array this launch writes. Others
+        are constants: the tangent kernel leaves their terms out instead of multiplying a
+        zero tangent by a partial that may be infinite or NaN (``x ** c`` at a negative ``x``)."""
+        if _is_float_scalar(a):
+            return id(a) in self.tangents
+        return name in written or _mem_key(a) in self.shadows
+
+    def tangent_launch(self, inst, args, ndrange, wg, written: set):
         kernel, b = inst.kernel, inst.backend
-        diff = _diff_names(kernel, args)
+        names = set(_diff_names(kernel, args))
+        diff = tuple(n for (n, _), a in zip(kernel.params, args) if n in names and self.carries_tangent(n, a, written))
         full = []
         for (name, _), a in zip(kernel.params, args):
             full.append(a)
