@@ -467,6 +467,10 @@ def edges2(out, x: tk.Const, y: tk.Const, op: tk.constexpr):
         out[i] = a ** 0.0 + a ** 1.0 + 0.0 * b
     elif op == 9:
         out[i] = math.sqrt(a) + 0.0 * b
+    elif op == 10:
+        out[i] = tk.clamp(a, b, 0.75)
+    elif op == 11:
+        out[i] = tk.clamp(a, -1.0, b)
 
 
 EDGES = [  # (op, x, y, d/dx, d/dy) -- the values torch.autograd gives
@@ -480,6 +484,10 @@ EDGES = [  # (op, x, y, d/dx, d/dy) -- the values torch.autograd gives
     (7, 0.0, 1.0, 0.0, 0.0), (7, -3.0, 1.0, -1.0, 0.0),
     (8, 0.0, 1.0, 1.0, 0.0), (8, -2.0, 1.0, 1.0, 0.0),
     (9, 0.0, 1.0, math.inf, 0.0), (9, 4.0, 1.0, 0.25, 0.0),
+    # tk.clamp(x, lo, hi): at x == lo or x == hi the derivative is the clamped value's, 1 (torch.clamp,
+    # Warp's clamp; not half, as min(max(...)) written out gives)
+    (10, 0.25, 0.25, 1.0, 0.0), (10, 0.75, 0.25, 1.0, 0.0), (10, 0.1, 0.25, 0.0, 1.0), (10, 0.9, 0.25, 0.0, 0.0),
+    (10, 0.5, 0.25, 1.0, 0.0), (11, 0.5, 0.5, 1.0, 0.0), (11, 0.6, 0.5, 0.0, 1.0), (11, -1.0, 0.5, 1.0, 0.0),
 ]
 
 

@@ -666,6 +666,10 @@ class _Reverse:
             tp, tq, half = [], [], []
             self.bp(p, g, tp)
             self.bp(q, g, tq)
+            if e.clamp:              # tk.clamp: a tie goes to the clamped value (PyTorch, Warp)
+                if tp or tq:
+                    out.append(N.If(e.loc, pick_q, tq, tp))
+                return
             h = self.bind(b.op("*", g, b.c(0.5, e.ty)), half)
             n = len(half)
             self.bp(p, h, half)
@@ -830,6 +834,8 @@ class _Tangent:
             tp, tq = self.t(p), self.t(q)
             if _no_tangent(tp) and _no_tangent(tq):
                 return self.zero(e.ty)
+            if e.clamp:
+                return N.Select(e.ty, e.loc, b.cmp("<" if e.fn == "min" else ">", q, p), tq, tp)
             tie = N.Select(e.ty, e.loc, b.cmp("==", p, q), b.op("*", b.op("+", tp, tq), b.c(0.5, e.ty)), tp)
             return N.Select(e.ty, e.loc, b.cmp("<" if e.fn == "min" else ">", q, p), tq, tie)
         # calls: collect (argument, partial) pairs with the reverse-mode rules on a unit seed
