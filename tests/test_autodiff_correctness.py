@@ -592,3 +592,57 @@ def test_forward_mode_ignores_infinite_partials_of_constant_operands(be):
                     tk.Const(dev(c0, be)))
         for mode, got in (("forward", host(dO)), ("reverse", host(dX))):
             np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"op {op}, {mode} mode")
+
+
+# --- 8. group collectives: float sums, scans and min/max ------------------------------------------
+
+@tk.kernel
+def collectives(y, x: tk.Const, op: tk.constexpr, n):
+    i = tk.index()
+    v = math.exp(x[i]) if op < 4 else x[i]
+    if op == 0:
+        s = tk.group_reduce(v, "add")
+    elif op == 1:
+        s = tk.group_scan(v, "add")
+    elif op == 2:
+        s = tk.group_scan(v, "add", inclusive=False)
+    elif op == 3:
+        s = v
+        for k in range(n):             # reduced again and again: the results are taped
+            s = tk.group_reduce(s * 0.5, "add") + x[i] * s
+    elif op == 4:
+        s = tk.group_reduce(v * 2.0, "max")
+    else:
+        s = tk.group_reduce(v * 2.0, "min")
+    y[i] = s * math.sin(x[i])
+
+
+@pytest.mark.parametrize("op", range(6))
+def test_group_collectives_differentiate(be, op):
+    """group_reduce/group_scan: reverse mode against finite differences, forward mode against
+    reverse mode, with a partial last group (7 items in groups of 4: the items past the ndrange
+    take part in the collectives but must add nothing)."""
+    f = lambda y, x_: collectives(be, 4)(y, x_, op, 3, ndrange=7)   # noqa: E731
+    x0 = RNG.permutation(np.linspace(0.1, 0.9, 7))   # spaced: no finite-difference step changes a min/max
+    seed = RNG.standard_normal(7)
+    eps, rt = (1e-6, 1e-5) if be.supports_float64 else (1e-2, 2e-2)
+    tk.gradcheck(f, tk.Duplicated(dev(np.zeros(7), be), dev(seed, be)), tk.Duplicated(dev(x0, be), dev(np.zeros(7), be)),
+                 eps=eps, rtol=rt, atol=rt * 1e-2)
+    dX = dev(np.zeros(7), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(dev(np.zeros(7), be), dev(seed, be)), tk.Duplicated(dev(x0, be), dX))
+    v = RNG.standard_normal(7)
+    dY = dev(np.zeros(7), be)
+    tk.autodiff(tk.Forward, f, tk.Duplicated(dev(np.zeros(7), be), dY), tk.Duplicated(dev(x0, be), dev(v, be)))
+    np.testing.assert_allclose(np.dot(seed, host(dY)), np.dot(host(dX), v), rtol=1e-9 if be.supports_float64 else 1e-4)
+
+
+def test_group_max_ties_share_the_gradient(be):
+    """Two items hold the group's maximum: each gets half of the sum of the seeds, as max(a, b)
+    at a tie gives half to each argument."""
+    x0 = [1.0, 3.0, 3.0, 2.0]
+    f = lambda y, x_: collectives(be, 4)(y, x_, 4, 0, ndrange=4)   # noqa: E731   y = max(2x) * sin(x)
+    dX = dev(np.zeros(4), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(dev(np.zeros(4), be), dev(np.ones(4), be)), tk.Duplicated(dev(x0, be), dX))
+    x = np.array(x0)
+    want = 6.0 * np.cos(x) + np.array([0, 1.0, 1.0, 0]) * np.sin(x).sum()     # d max(2x) / dx_j = 2 * 1/2 at the ties
+    np.testing.assert_allclose(host(dX), want, **tol(be))

@@ -374,8 +374,11 @@ class _Reverse:
                     out += self.push(self.b.var(n), loc)
                     ni += 1
             elif isinstance(s, N.Collective):
-                self.fail(loc, "group_reduce/group_scan cannot be differentiated yet; write the reduction "
-                          "with tk.localmem and tk.synchronize()")
+                check_collective(s, self.k.name)
+                if s.dst in self.pushed:
+                    out += self.push(N.Var(self.locals[s.dst], loc, s.dst), loc)
+                    nf += 1
+                out.append(s)
             elif isinstance(s, N.Print):
                 continue
             elif isinstance(s, N.ExprStmt):
@@ -500,7 +503,38 @@ class _Reverse:
             return self.rev_while(s)
         if isinstance(s, N.Barrier):
             return [N.Barrier(loc)]
+        if isinstance(s, N.Collective):
+            return self.rev_collective(s)
         return []
+
+    def rev_collective(self, s: N.Collective) -> list:
+        """``dst = group_reduce/scan(src, op)`` backwards, every item of the group taking part
+        (the forward's control flow there is uniform): ``d src_j`` is the sum of ``d dst_i`` over
+        the items whose result includes ``src_j``: all of them for a sum, ``i >= j`` for an
+        inclusive scan (the total minus the exclusive scan of ``d dst``), ``i > j`` for an
+        exclusive one (the total minus the inclusive scan); for a min/max, the total shared
+        evenly by the items whose ``src`` is the extreme."""
+        b, loc, t = self.b, s.loc, s.ty
+        g, total = b.fresh("g", t), b.fresh("gsum", t)
+        d = self.dvar(s.dst)
+        out = [b.assign(g, b.var(d)), b.assign(d, b.c(0.0, t))]
+        out.append(N.Collective(loc, "reduce", "add", total, g, t))
+        inc = b.var(total)
+        if s.op in ("min", "max"):     # the items holding the extreme share the sum of d dst evenly
+            tie = b.cmp("==", b.var(s.src), b.cast(b.var(s.dst), self.locals[s.src]))
+            ties = tie_sums(b, loc, t, tie, b.c(1.0, t))     # ends in m = count / count
+            count = ties[-1].value.b
+            out += ties[:-1]
+            inc = N.Select(t, loc, tie, b.op("/", inc, count), b.c(0.0, t))
+        if s.dst in self.pushed:
+            out += self.pop(s.dst, loc)
+        if s.kind != "reduce":
+            before = b.fresh("gscan", t)
+            out.append(N.Collective(loc, "exscan" if s.kind == "scan" else "scan", "add", before, g, t))
+            inc = b.op("-", inc, b.var(before))
+        ds = self.dvar(s.src)
+        out.append(b.assign(ds, b.op("+", b.var(ds), b.cast(inc, self.locals[s.src]))))
+        return out
 
     def rev_while(self, s: N.While) -> list:
         b, loc = self.b, s.loc
@@ -894,7 +928,12 @@ class _Tangent:
             sh = self.shadow_of(s.array)
             return [s] + ([N.AllocArray(loc, sh)] if sh is not None else [])
         if isinstance(s, N.Collective):
-            raise _err(loc, "group_reduce/group_scan cannot be differentiated yet", self.k.name)
+            check_collective(s, self.k.name)
+            if s.op == "add":                   # a sum is linear: its tangent is the sum of the tangents
+                return [N.Collective(loc, s.kind, s.op, self.tvar(s.dst), self.tvar(s.src), s.ty), s]
+            tie = b.cmp("==", b.var(s.src), b.cast(b.var(s.dst), self.locals[s.src]))
+            ts = tie_sums(b, loc, s.ty, tie, b.var(self.tvar(s.src)))   # min/max: the mean of the tied tangents
+            return [s] + ts[:-1] + [b.assign(self.tvar(s.dst), ts[-1].value)]
         return [s]
 
     def build(self) -> N.Kernel:
@@ -931,6 +970,31 @@ class _PartialCollector:
         return [(a, g) for a, g in found if is_float(a.ty)]
 
 
+def check_collective(s: N.Collective, kernel: str) -> None:
+    """Group collectives differentiate as float sums (``group_reduce``/``group_scan`` with
+    ``"add"``); the others are a CompileError."""
+    if not s.ty.dtype.is_float:
+        raise _err(s.loc, f"group_{'reduce' if s.kind == 'reduce' else 'scan'} of an integer cannot be "
+                   "differentiated yet (only float sums can); compute it with tk.localmem and tk.synchronize()",
+                   kernel)
+    if not (s.op == "add" or s.op in ("min", "max") and s.kind == "reduce"):
+        raise _err(s.loc, f"group_{'reduce' if s.kind == 'reduce' else 'scan'} with op {s.op!r} cannot be "
+                   "differentiated yet (group_reduce with \"add\", \"min\" or \"max\" and group_scan with \"add\" "
+                   "can); write it with tk.localmem and tk.synchronize()", kernel)
+
+
+def tie_sums(b: _B, loc, t: Ty, tie: N.Expr, v: N.Expr) -> list:
+    """Statements ending in ``m = (sum of v over the group's items where tie) / (their number)``,
+    the derivative of a group min/max (ties share evenly, as ``max(a, b)`` does); ``v`` is
+    evaluated by every item, the collectives run in every item."""
+    sel, one = b.fresh("tiev", t), b.fresh("tie1", t)
+    tot, cn, m = b.fresh("tiesum", t), b.fresh("tien", t), b.fresh("tiemean", t)
+    zero = b.c(0.0, t)
+    return [b.assign(sel, N.Select(t, loc, tie, b.cast(v, t), zero)), b.assign(one, N.Select(t, loc, tie, b.c(1.0, t), zero)),
+            N.Collective(loc, "reduce", "add", tot, sel, t), N.Collective(loc, "reduce", "add", cn, one, t),
+            b.assign(m, b.op("/", b.var(tot), b.var(cn)))]
+
+
 def _no_tangent(t: N.Expr) -> bool:
     """Whether a tangent is the structural zero of a value that depends on no differentiated
     input (not a tangent that happens to be zero at run time)."""
@@ -939,8 +1003,9 @@ def _no_tangent(t: N.Expr) -> bool:
 
 def active_values(k: N.Kernel, diff: set) -> tuple:
     """(locals, arrays) whose values may depend on the differentiated arguments ``diff``: the
-    float arrays and scalars in ``diff``, and by a fixed point every local assigned, and every
-    local or private array stored or atomically updated, from an expression reading one of them."""
+    float arrays and scalars in ``diff``, and by a fixed point every local assigned (or group
+    reduced or scanned), and every local or private array stored or atomically updated, from an
+    expression reading one of them."""
     arrays = {p[1].name for p in k.params if p[0] == "array" and p[1].name in diff}
     scalars = {p[1] for p in k.params if p[0] == "scalar" and p[1] in diff}
     vars_: set = set()
@@ -958,6 +1023,9 @@ def active_values(k: N.Kernel, diff: set) -> tuple:
         for s in N.walk_stmts(k.body):
             if isinstance(s, N.Assign) and s.var not in vars_ and active(s.value):
                 vars_.add(s.var)
+                changed = True
+            elif isinstance(s, N.Collective) and s.dst not in vars_ and s.src in vars_:
+                vars_.add(s.dst)
                 changed = True
             elif isinstance(s, (N.Store, N.ExprStmt)):
                 target = s.array if isinstance(s, N.Store) else getattr(s.expr, "array", None)
