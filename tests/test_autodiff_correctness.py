@@ -532,6 +532,33 @@ def test_torch_cpu_tensors_as_duplicated_arrays():
         tk.Duplicated(x, torch.zeros(6, dtype=torch.float32))
 
 
+@tk.kernel
+def sin_times(y, x: tk.Const, w: tk.Const):
+    i = tk.index()
+    y[i] = math.sin(x[i]) * w[i]
+
+
+def test_bfloat16_arrays_get_gradients():
+    """bfloat16 (and fp8) host arrays are NumPy kind 'V' (ml_dtypes): they were taken for
+    non-float arrays and silently got zero gradients, in tk.autodiff and through torch_op and
+    jax_kernel. Against float64 closed forms, at bfloat16 precision."""
+    torch = pytest.importorskip("torch")
+    x0, w0 = np.linspace(0.1, 0.9, 8), np.linspace(0.5, 0.2, 8)
+    x, w = torch.tensor(x0, dtype=torch.bfloat16), torch.tensor(w0, dtype=torch.bfloat16)
+    dx, dw = torch.zeros(8, dtype=torch.bfloat16), torch.zeros(8, dtype=torch.bfloat16)
+    tk.autodiff(tk.Reverse, lambda a, b, c: sin_times(tk.CPU())(a, b, c, ndrange=8),
+                tk.Duplicated(torch.zeros(8, dtype=torch.bfloat16), torch.ones(8, dtype=torch.bfloat16)),
+                tk.Duplicated(x, dx), tk.Duplicated(w, dw))
+    xb, wb = x.double().numpy(), w.double().numpy()
+    np.testing.assert_allclose(dx.double().numpy(), np.cos(xb) * wb, rtol=1e-2, atol=1e-3)
+    np.testing.assert_allclose(dw.double().numpy(), np.sin(xb), rtol=1e-2, atol=1e-3)
+    import tinykernels.torch as tkt
+    op = tkt.torch_op(sin_times, outputs=["y"], name="tk_test_ad::sin_times_bf16")
+    xr = x.clone().requires_grad_(True)
+    op(torch.zeros(8, dtype=torch.bfloat16), xr, w).float().sum().backward()
+    np.testing.assert_allclose(xr.grad.double().numpy(), np.cos(xb) * wb, rtol=1e-2, atol=1e-3)
+
+
 def test_tk_adjoint_refuses_aliasing_but_not_shared_reads(be):
     @tk.kernel
     def mul(y, a: tk.Const, b: tk.Const):

@@ -227,6 +227,15 @@ def test_jvp_leaves_out_arguments_jax_holds_constant():
     np.testing.assert_allclose(jax.grad(lambda v: jnp.sum(P(jnp.zeros(3), v, c)))(x), want, rtol=1e-14)
 
 
+def test_grad_of_bfloat16_arrays():
+    """bfloat16 arrays were taken for non-float ones (NumPy kind 'V') and got zero gradients."""
+    P = tkjax.jax_kernel(power, outputs=["y"])
+    x, c = jnp.linspace(0.5, 1.5, 8).astype(jnp.bfloat16), jnp.full(8, 3.0, jnp.bfloat16)
+    g = jax.grad(lambda v: jnp.sum(P(jnp.zeros(8, jnp.bfloat16), v, c).astype(jnp.float32)))(x)
+    xf = np.asarray(x, np.float64)
+    np.testing.assert_allclose(np.asarray(g, np.float64), 3 * xf ** 2, rtol=2e-2)
+
+
 def test_grad_check_grads_float64():
     y0, x = r(14), r(14)
     check_grads(lambda u, v: FMA(u, v, a=0.7), (y0, x), order=1, modes=["rev"])
