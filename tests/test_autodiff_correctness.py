@@ -621,6 +621,24 @@ def test_forward_mode_ignores_infinite_partials_of_constant_operands(be):
             np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"op {op}, {mode} mode")
 
 
+def test_forward_mode_tangents_reach_temporaries_and_copies(be):
+    """The tangent kernels differentiate only arguments that carry a tangent; a temporary made
+    inside fn gets one from the launch that writes it, and a tk.copyto passes it on."""
+    x0, c0 = np.array([1.5, 2.0, 0.5]), np.array([2.0, 3.0, 0.5])
+    tx = np.array([1.0, 0.5, -1.0])
+
+    def f(z, x_, c_):
+        t, t2 = dev(np.zeros(3), be), dev(np.zeros(3), be)
+        square_into(be)(t, x_, ndrange=3)
+        tk.copyto(t2, t)
+        const_operands(be)(z, t2, c_, 0, ndrange=3)
+    dZ = dev(np.zeros(3), be)
+    tk.autodiff(tk.Forward, f, tk.Duplicated(dev(np.zeros(3), be), dZ), tk.Duplicated(dev(x0, be), dev(tx, be)),
+                tk.Const(dev(c0, be)))
+    y = x0 * x0
+    np.testing.assert_allclose(host(dZ), c0 * y ** (c0 - 1) * 2 * x0 * tx, **tol(be))
+
+
 # --- 8. group collectives: float sums, scans and min/max ------------------------------------------
 
 @tk.kernel
