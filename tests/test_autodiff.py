@@ -302,13 +302,23 @@ def test_float_atomic_max_is_refused():
         tk.autodiff(tk.Reverse, lambda m, x: mx(CPU)(m, x, ndrange=4), D(np.zeros(1), [1.0]), D(np.ones(4)))
 
 
-def test_group_collectives_are_refused():
+def test_group_collectives_without_a_derivative_rule_are_refused():
+    """Float group sums, scans and min/max differentiate (test_autodiff_correctness.py); a product,
+    a max-scan and an integer collective are a CompileError in both modes."""
     @tk.kernel
-    def red(o, x: tk.Const):
-        o[tk.index()] = tk.group_reduce(x[tk.index()], "add")
-    with pytest.raises(tk.CompileError, match="group_reduce"):
-        tk.autodiff(tk.Reverse, lambda o, x: red(CPU, 4)(o, x, ndrange=4), D(np.zeros(4), np.ones(4)),
-                    D(np.ones(4)))
+    def red(o, x: tk.Const, op: tk.constexpr):
+        i = tk.index()
+        if op == 0:
+            o[i] = tk.group_reduce(x[i], "mul")
+        elif op == 1:
+            o[i] = tk.group_scan(x[i], "max")
+        else:
+            o[i] = x[i] * tk.group_reduce(int(x[i]), "add")
+    for op, msg in ((0, "op 'mul'"), (1, "op 'max'"), (2, "of an integer")):
+        for mode in (tk.Reverse, tk.Forward):
+            with pytest.raises(tk.CompileError, match=msg):
+                tk.autodiff(mode, lambda o, x: red(CPU, 4)(o, x, op, ndrange=4), D(np.zeros(4), np.ones(4)),
+                            D(np.ones(4)))
 
 
 def test_gradcheck_catches_a_wrong_gradient():

@@ -467,6 +467,10 @@ def edges2(out, x: tk.Const, y: tk.Const, op: tk.constexpr):
         out[i] = a ** 0.0 + a ** 1.0 + 0.0 * b
     elif op == 9:
         out[i] = math.sqrt(a) + 0.0 * b
+    elif op == 10:
+        out[i] = tk.clamp(a, b, 0.75)
+    elif op == 11:
+        out[i] = tk.clamp(a, -1.0, b)
 
 
 EDGES = [  # (op, x, y, d/dx, d/dy) -- the values torch.autograd gives
@@ -480,6 +484,10 @@ EDGES = [  # (op, x, y, d/dx, d/dy) -- the values torch.autograd gives
     (7, 0.0, 1.0, 0.0, 0.0), (7, -3.0, 1.0, -1.0, 0.0),
     (8, 0.0, 1.0, 1.0, 0.0), (8, -2.0, 1.0, 1.0, 0.0),
     (9, 0.0, 1.0, math.inf, 0.0), (9, 4.0, 1.0, 0.25, 0.0),
+    # tk.clamp(x, lo, hi): at x == lo or x == hi the derivative is the clamped value's, 1 (torch.clamp,
+    # Warp's clamp; not half, as min(max(...)) written out gives)
+    (10, 0.25, 0.25, 1.0, 0.0), (10, 0.75, 0.25, 1.0, 0.0), (10, 0.1, 0.25, 0.0, 1.0), (10, 0.9, 0.25, 0.0, 0.0),
+    (10, 0.5, 0.25, 1.0, 0.0), (11, 0.5, 0.5, 1.0, 0.0), (11, 0.6, 0.5, 0.0, 1.0), (11, -1.0, 0.5, 1.0, 0.0),
 ]
 
 
@@ -524,6 +532,33 @@ def test_torch_cpu_tensors_as_duplicated_arrays():
         tk.Duplicated(x, torch.zeros(6, dtype=torch.float32))
 
 
+@tk.kernel
+def sin_times(y, x: tk.Const, w: tk.Const):
+    i = tk.index()
+    y[i] = math.sin(x[i]) * w[i]
+
+
+def test_bfloat16_arrays_get_gradients():
+    """bfloat16 (and fp8) host arrays are NumPy kind 'V' (ml_dtypes): they were taken for
+    non-float arrays and silently got zero gradients, in tk.autodiff and through torch_op and
+    jax_kernel. Against float64 closed forms, at bfloat16 precision."""
+    torch = pytest.importorskip("torch")
+    x0, w0 = np.linspace(0.1, 0.9, 8), np.linspace(0.5, 0.2, 8)
+    x, w = torch.tensor(x0, dtype=torch.bfloat16), torch.tensor(w0, dtype=torch.bfloat16)
+    dx, dw = torch.zeros(8, dtype=torch.bfloat16), torch.zeros(8, dtype=torch.bfloat16)
+    tk.autodiff(tk.Reverse, lambda a, b, c: sin_times(tk.CPU())(a, b, c, ndrange=8),
+                tk.Duplicated(torch.zeros(8, dtype=torch.bfloat16), torch.ones(8, dtype=torch.bfloat16)),
+                tk.Duplicated(x, dx), tk.Duplicated(w, dw))
+    xb, wb = x.double().numpy(), w.double().numpy()
+    np.testing.assert_allclose(dx.double().numpy(), np.cos(xb) * wb, rtol=1e-2, atol=1e-3)
+    np.testing.assert_allclose(dw.double().numpy(), np.sin(xb), rtol=1e-2, atol=1e-3)
+    import tinykernels.torch as tkt
+    op = tkt.torch_op(sin_times, outputs=["y"], name="tk_test_ad::sin_times_bf16")
+    xr = x.clone().requires_grad_(True)
+    op(torch.zeros(8, dtype=torch.bfloat16), xr, w).float().sum().backward()
+    np.testing.assert_allclose(xr.grad.double().numpy(), np.cos(xb) * wb, rtol=1e-2, atol=1e-3)
+
+
 def test_tk_adjoint_refuses_aliasing_but_not_shared_reads(be):
     @tk.kernel
     def mul(y, a: tk.Const, b: tk.Const):
@@ -538,3 +573,121 @@ def test_tk_adjoint_refuses_aliasing_but_not_shared_reads(be):
         tk.adjoint(mul)(be)(x, dev(np.ones(4), be), x, dxa, dev(x0, be), dxb, ndrange=4)
     with pytest.raises(tk.LaunchError, match="share memory"):
         tk.adjoint(mul)(be)(y, dxa, x, dxa, x, dxb, ndrange=4)              # one array as two shadows
+
+
+# --- 7. forward mode leaves out operands that carry no tangent -------------------------------------
+
+@tk.kernel
+def const_operands(out, x: tk.Const, c: tk.Const, op: tk.constexpr):
+    i = tk.index()
+    e = c[i] * 1.0                     # a local computed from a constant array: no tangent
+    if op == 0:
+        out[i] = x[i] ** c[i]          # d/dc is NaN at x < 0, and c has no tangent
+    elif op == 1:
+        out[i] = x[i] ** e
+    elif op == 2:
+        out[i] = 2.0 ** x[i]           # d/d(base) is inf at a large x, and 2.0 has no tangent
+    elif op == 3:
+        out[i] = math.pow(e, x[i]) + x[i] / e
+
+
+def test_forward_mode_ignores_infinite_partials_of_constant_operands(be):
+    """The tangent of ``x ** c`` for a constant ``c`` is ``t_x * c * x**(c-1)``: the partial in
+    ``c`` (NaN for a negative ``x``, inf for ``2.0 ** x`` at a large ``x``) must not be multiplied
+    by ``c``'s absent tangent (0 * NaN = NaN), as torch.func.jvp and jax.jvp leave it out. Reverse
+    mode never had the problem; both are compared with the closed forms."""
+    big = 1000.0 if be.supports_float64 else 100.0
+    cases = [(0, [-2.0, -0.5, 3.0], [3.0, 2.0, 2.0], lambda x, c: c * x ** (c - 1)),
+             (1, [-2.0, -0.5, 3.0], [3.0, 2.0, 2.0], lambda x, c: c * x ** (c - 1)),
+             (2, [big, 1.0, -3.0], [1.0, 1.0, 1.0], lambda x, c: 2.0 ** x * math.log(2.0)),
+             (3, [0.5, 1.5, 2.0], [-2.0, -3.0, 0.0], lambda x, c: c ** x * np.log(c + 0j).real + 1 / c)]
+    for op, x0, c0, deriv in cases:
+        if op == 3:
+            c0 = [-2.0, -3.0, 4.0]
+        with np.errstate(all="ignore"):
+            want = deriv(np.array(x0), np.array(c0))
+        if op == 3:                    # pow(negative, x): d/dx = pow * log(negative) = NaN, as in PyTorch
+            want[:2] = np.nan
+        n = len(x0)
+        dO = dev(np.zeros(n), be)
+        tk.autodiff(tk.Forward, lambda o, x_, c_: const_operands(be)(o, x_, c_, op, ndrange=n),
+                    tk.Duplicated(dev(np.zeros(n), be), dO), tk.Duplicated(dev(x0, be), dev(np.ones(n), be)),
+                    tk.Const(dev(c0, be)))
+        dX = dev(np.zeros(n), be)
+        tk.autodiff(tk.Reverse, lambda o, x_, c_: const_operands(be)(o, x_, c_, op, ndrange=n),
+                    tk.Duplicated(dev(np.zeros(n), be), dev(np.ones(n), be)), tk.Duplicated(dev(x0, be), dX),
+                    tk.Const(dev(c0, be)))
+        for mode, got in (("forward", host(dO)), ("reverse", host(dX))):
+            np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"op {op}, {mode} mode")
+
+
+def test_forward_mode_tangents_reach_temporaries_and_copies(be):
+    """The tangent kernels differentiate only arguments that carry a tangent; a temporary made
+    inside fn gets one from the launch that writes it, and a tk.copyto passes it on."""
+    x0, c0 = np.array([1.5, 2.0, 0.5]), np.array([2.0, 3.0, 0.5])
+    tx = np.array([1.0, 0.5, -1.0])
+
+    def f(z, x_, c_):
+        t, t2 = dev(np.zeros(3), be), dev(np.zeros(3), be)
+        square_into(be)(t, x_, ndrange=3)
+        tk.copyto(t2, t)
+        const_operands(be)(z, t2, c_, 0, ndrange=3)
+    dZ = dev(np.zeros(3), be)
+    tk.autodiff(tk.Forward, f, tk.Duplicated(dev(np.zeros(3), be), dZ), tk.Duplicated(dev(x0, be), dev(tx, be)),
+                tk.Const(dev(c0, be)))
+    y = x0 * x0
+    np.testing.assert_allclose(host(dZ), c0 * y ** (c0 - 1) * 2 * x0 * tx, **tol(be))
+
+
+# --- 8. group collectives: float sums, scans and min/max ------------------------------------------
+
+@tk.kernel
+def collectives(y, x: tk.Const, op: tk.constexpr, n):
+    i = tk.index()
+    v = math.exp(x[i]) if op < 4 else x[i]
+    if op == 0:
+        s = tk.group_reduce(v, "add")
+    elif op == 1:
+        s = tk.group_scan(v, "add")
+    elif op == 2:
+        s = tk.group_scan(v, "add", inclusive=False)
+    elif op == 3:
+        s = v
+        for k in range(n):             # reduced again and again: the results are taped
+            s = tk.group_reduce(s * 0.5, "add") + x[i] * s
+    elif op == 4:
+        s = tk.group_reduce(v * 2.0, "max")
+    else:
+        s = tk.group_reduce(v * 2.0, "min")
+    y[i] = s * math.sin(x[i])
+
+
+@pytest.mark.parametrize("op", range(6))
+def test_group_collectives_differentiate(be, op):
+    """group_reduce/group_scan: reverse mode against finite differences, forward mode against
+    reverse mode, with a partial last group (7 items in groups of 4: the items past the ndrange
+    take part in the collectives but must add nothing)."""
+    f = lambda y, x_: collectives(be, 4)(y, x_, op, 3, ndrange=7)   # noqa: E731
+    x0 = RNG.permutation(np.linspace(0.1, 0.9, 7))   # spaced: no finite-difference step changes a min/max
+    seed = RNG.standard_normal(7)
+    eps, rt = (1e-6, 1e-5) if be.supports_float64 else (1e-2, 2e-2)
+    tk.gradcheck(f, tk.Duplicated(dev(np.zeros(7), be), dev(seed, be)), tk.Duplicated(dev(x0, be), dev(np.zeros(7), be)),
+                 eps=eps, rtol=rt, atol=rt * 1e-2)
+    dX = dev(np.zeros(7), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(dev(np.zeros(7), be), dev(seed, be)), tk.Duplicated(dev(x0, be), dX))
+    v = RNG.standard_normal(7)
+    dY = dev(np.zeros(7), be)
+    tk.autodiff(tk.Forward, f, tk.Duplicated(dev(np.zeros(7), be), dY), tk.Duplicated(dev(x0, be), dev(v, be)))
+    np.testing.assert_allclose(np.dot(seed, host(dY)), np.dot(host(dX), v), rtol=1e-9 if be.supports_float64 else 1e-4)
+
+
+def test_group_max_ties_share_the_gradient(be):
+    """Two items hold the group's maximum: each gets half of the sum of the seeds, as max(a, b)
+    at a tie gives half to each argument."""
+    x0 = [1.0, 3.0, 3.0, 2.0]
+    f = lambda y, x_: collectives(be, 4)(y, x_, 4, 0, ndrange=4)   # noqa: E731   y = max(2x) * sin(x)
+    dX = dev(np.zeros(4), be)
+    tk.autodiff(tk.Reverse, f, tk.Duplicated(dev(np.zeros(4), be), dev(np.ones(4), be)), tk.Duplicated(dev(x0, be), dX))
+    x = np.array(x0)
+    want = 6.0 * np.cos(x) + np.array([0, 1.0, 1.0, 0]) * np.sin(x).sum()     # d max(2x) / dx_j = 2 * 1/2 at the ties
+    np.testing.assert_allclose(host(dX), want, **tol(be))

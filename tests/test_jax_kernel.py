@@ -208,6 +208,34 @@ def test_forward_mode_jvp_and_check_grads_fwd_rev():
         tkjax.jax_kernel(fma_update, outputs=["y"], autodiff="both")
 
 
+@tk.kernel
+def power(y, x: tk.Const, c: tk.Const):
+    i = tk.index()
+    y[i] = x[i] ** c[i]
+
+
+def test_jvp_leaves_out_arguments_jax_holds_constant():
+    """d(x ** c)/dc is NaN at a negative x; where c has no tangent (JAX holds it constant) the
+    jvp must not multiply that NaN by a zero tangent: jax.jvp of jnp's own power gives
+    c * x ** (c - 1). The jvp through the tangent kernel was NaN at x < 0."""
+    P = tkjax.jax_kernel(power, outputs=["y"], autodiff="jvp")
+    x, c = jnp.asarray([-2.0, -0.5, 3.0]), jnp.asarray([3.0, 2.0, 2.0])
+    _, t = jax.jvp(lambda v: P(jnp.zeros(3), v, c), (x,), (jnp.ones(3),))
+    _, want = jax.jvp(lambda v: v ** c, (x,), (jnp.ones(3),))
+    np.testing.assert_allclose(t, want, rtol=1e-14)
+    np.testing.assert_allclose(t, c * x ** (c - 1), rtol=1e-14)
+    np.testing.assert_allclose(jax.grad(lambda v: jnp.sum(P(jnp.zeros(3), v, c)))(x), want, rtol=1e-14)
+
+
+def test_grad_of_bfloat16_arrays():
+    """bfloat16 arrays were taken for non-float ones (NumPy kind 'V') and got zero gradients."""
+    P = tkjax.jax_kernel(power, outputs=["y"])
+    x, c = jnp.linspace(0.5, 1.5, 8).astype(jnp.bfloat16), jnp.full(8, 3.0, jnp.bfloat16)
+    g = jax.grad(lambda v: jnp.sum(P(jnp.zeros(8, jnp.bfloat16), v, c).astype(jnp.float32)))(x)
+    xf = np.asarray(x, np.float64)
+    np.testing.assert_allclose(np.asarray(g, np.float64), 3 * xf ** 2, rtol=2e-2)
+
+
 def test_grad_check_grads_float64():
     y0, x = r(14), r(14)
     check_grads(lambda u, v: FMA(u, v, a=0.7), (y0, x), order=1, modes=["rev"])

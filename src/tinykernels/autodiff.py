@@ -67,12 +67,20 @@ class Active:
 
 # ----------------------------------------------------------------------------- derived kernels
 
+def _is_float_dtype(dt) -> bool:
+    """Whether ``dt`` is one of the kernel language's float types: NumPy's kind ``"f"`` misses
+    bfloat16 and the fp8 types (ml_dtypes' kind ``"V"``), whose arrays would then silently get
+    no gradient."""
+    t = D.from_any(dt)
+    return t is not None and t.is_float
+
+
 def _is_float_array(a) -> bool:
-    return isinstance(a, (np.ndarray, Array)) and np.dtype(a.dtype).kind == "f"
+    return isinstance(a, (np.ndarray, Array)) and _is_float_dtype(a.dtype)
 
 
 def _is_float_scalar(a) -> bool:
-    return isinstance(a, float) or (isinstance(a, np.generic) and np.dtype(type(a)).kind == "f")
+    return isinstance(a, float) or (isinstance(a, np.generic) and _is_float_dtype(type(a)))
 
 
 def _host(a):
@@ -290,7 +298,7 @@ class AdjointLauncher:
                 _check_shadow(a, s, f"{what}: the shadow of '{name}'", LaunchError, disjoint=False)
                 named += [(f"'{name}'", a, name in self._writes), (f"the shadow of '{name}'", s, True)]
             else:
-                if not (_is_array(s) and np.dtype(s.dtype).kind == "f" and math.prod(s.shape) == 1):
+                if not (_is_array(s) and _is_float_dtype(s.dtype) and math.prod(s.shape) == 1):
                     raise LaunchError(f"{what}: the shadow of '{name}' must be a one-element float array "
                                       f"(it accumulates the scalar's gradient), got "
                                       f"{type(s).__name__}{' of shape ' + str(tuple(s.shape)) if _is_array(s) else ''}")
@@ -740,7 +748,7 @@ class _Recorder:
             self.check_views([(f"kernel '{kernel.name}' argument '{n}'", a) for n, a in pa if _is_array(a)])
             self.check_scalars(kernel.name, pa)
             if self.mode is Forward:
-                return self.tangent_launch(inst, args, ndrange, workgroupsize)
+                return self.tangent_launch(inst, args, ndrange, workgroupsize, written)
             b = inst.backend
             snap = self.before_write([a for n, a in pa if n in read and _is_array(a)],
                                      [a for n, a in pa if n in written and _is_array(a)])
@@ -794,9 +802,19 @@ class _Recorder:
                 return buf
         return _dummy(backend, 1, _tape_dtypes(backend)[0])
 
-    def tangent_launch(self, inst, args, ndrange, wg):
+    def carries_tangent(self, name: str, a, written: set) -> bool:
+        """Whether a float argument has a tangent: a Duplicated array or scalar, an array an
+        earlier tangent launch gave one (a temporary), or an array this launch writes. Others
+        are constants: the tangent kernel leaves their terms out instead of multiplying a
+        zero tangent by a partial that may be infinite or NaN (``x ** c`` at a negative ``x``)."""
+        if _is_float_scalar(a):
+            return id(a) in self.tangents
+        return name in written or _mem_key(a) in self.shadows
+
+    def tangent_launch(self, inst, args, ndrange, wg, written: set):
         kernel, b = inst.kernel, inst.backend
-        diff = _diff_names(kernel, args)
+        names = set(_diff_names(kernel, args))
+        diff = tuple(n for (n, _), a in zip(kernel.params, args) if n in names and self.carries_tangent(n, a, written))
         full = []
         for (name, _), a in zip(kernel.params, args):
             full.append(a)
@@ -938,7 +956,7 @@ def gradcheck_defaults(args) -> tuple:
     steps 1e-3 and compares to 1e-2 (a smaller step drowns in float32 rounding)."""
     sizes = [8]
     for a in args:
-        if isinstance(a, Duplicated) and _is_array(a.primal) and np.dtype(a.primal.dtype).kind == "f":
+        if isinstance(a, Duplicated) and _is_array(a.primal) and _is_float_dtype(a.primal.dtype):
             sizes.append(np.dtype(a.primal.dtype).itemsize)
         elif isinstance(a, Active) and isinstance(a.value, np.generic):
             sizes.append(np.dtype(type(a.value)).itemsize)
@@ -949,10 +967,10 @@ def _check_gradcheck_args(dups, acts, x0, s0) -> None:
     """A ``ValueError`` when the check would pass whatever the gradients are: no
     differentiable input (no float ``tk.Duplicated`` array, no ``tk.Active`` scalar), or no
     seed (every Duplicated shadow zero on entry, so the loss is identically 0)."""
-    if not acts and not any(x.dtype.kind == "f" for x in x0):
+    if not acts and not any(_is_float_dtype(x.dtype) for x in x0):
         raise ValueError("tk.gradcheck: nothing to check: no argument is a float tk.Duplicated array or a "
                          "tk.Active scalar (plain and tk.Const arguments are not differentiated)")
-    if not any(s.dtype.kind == "f" and np.any(s != 0) for s in s0):
+    if not any(_is_float_dtype(s.dtype) and np.any(s != 0) for s in s0):
         raise ValueError("tk.gradcheck: nothing to check: every tk.Duplicated shadow is zero on entry, so the "
                          "loss sum(shadow * output) is 0 whatever the gradients; seed the outputs' shadows "
                          "(e.g. tk.Duplicated(y, np.ones_like(y)))")
@@ -1016,7 +1034,7 @@ def gradcheck(fn, *args, eps: float | None = None, rtol: float | None = None, at
     g_arr = [_host_copy(w.shadow).astype(np.float64) for w in work]
     try:
         for _ in range(directions):
-            va = [rng.standard_normal(x.shape) if x.dtype.kind == "f" else np.zeros(x.shape) for x in x0]
+            va = [rng.standard_normal(x.shape) if _is_float_dtype(x.dtype) else np.zeros(x.shape) for x in x0]
             vs = list(rng.standard_normal(len(acts)))
             plus, pa, ps = loss([eps * v for v in va], [eps * v for v in vs])
             minus, ma, ms = loss([-eps * v for v in va], [-eps * v for v in vs])

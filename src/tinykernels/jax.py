@@ -367,7 +367,9 @@ class JaxKernel:
         b = call.binding
         n = len(host) - len(floats)
         prim = [np.array(a, copy=True) for a in host[:n]]
-        tans = {k: np.zeros_like(a) for k, a in enumerate(prim) if np.issubdtype(a.dtype, np.floating)}
+        # the outputs and the arguments with tangents are Duplicated; the rest are constants,
+        # whose (possibly infinite) partials the tangent kernel leaves out
+        tans = {b.outputs[j]: np.zeros_like(prim[b.outputs[j]]) for j in fouts}
         tans.update((k, np.array(t, dtype=prim[k].dtype, copy=True)) for k, t in zip(floats, host[n:]))
         wrapped = [Duplicated(prim[k], tans[k]) if k in tans else prim[k] for k in range(n)]
         args = b.kernel_args(wrapped, call.floats, call.ints)

@@ -668,7 +668,7 @@ def _clamp(lw, node):
     es = _exprs(lw, node, 3, "tk.clamp")
     t, (x, lo, hi) = _promote_all(lw, es)
     loc = lw.loc(node)
-    return N.Call(t, loc, "min", [N.Call(t, loc, "max", [x, lo]), hi])
+    return N.Call(t, loc, "min", [N.Call(t, loc, "max", [x, lo], clamp=True), hi], clamp=True)
 
 
 def _print(lw, node):

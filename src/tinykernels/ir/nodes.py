@@ -107,9 +107,12 @@ class Cast(Expr):
 
 @dataclass
 class Call(Expr):
-    """A math or helper function: ``fn`` is a language-neutral name such as ``exp``."""
+    """A math or helper function: ``fn`` is a language-neutral name such as ``exp``. ``clamp``
+    marks the ``min``/``max`` that ``tk.clamp`` is made of: their derivative gives a tie to the
+    clamped value (PyTorch's and Warp's ``clamp``), not half to each argument."""
     fn: str
     args: list
+    clamp: bool = False
 
 
 @dataclass

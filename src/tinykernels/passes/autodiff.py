@@ -374,8 +374,11 @@ class _Reverse:
                     out += self.push(self.b.var(n), loc)
                     ni += 1
             elif isinstance(s, N.Collective):
-                self.fail(loc, "group_reduce/group_scan cannot be differentiated yet; write the reduction "
-                          "with tk.localmem and tk.synchronize()")
+                check_collective(s, self.k.name)
+                if s.dst in self.pushed:
+                    out += self.push(N.Var(self.locals[s.dst], loc, s.dst), loc)
+                    nf += 1
+                out.append(s)
             elif isinstance(s, N.Print):
                 continue
             elif isinstance(s, N.ExprStmt):
@@ -500,7 +503,38 @@ class _Reverse:
             return self.rev_while(s)
         if isinstance(s, N.Barrier):
             return [N.Barrier(loc)]
+        if isinstance(s, N.Collective):
+            return self.rev_collective(s)
         return []
+
+    def rev_collective(self, s: N.Collective) -> list:
+        """``dst = group_reduce/scan(src, op)`` backwards, every item of the group taking part
+        (the forward's control flow there is uniform): ``d src_j`` is the sum of ``d dst_i`` over
+        the items whose result includes ``src_j``: all of them for a sum, ``i >= j`` for an
+        inclusive scan (the total minus the exclusive scan of ``d dst``), ``i > j`` for an
+        exclusive one (the total minus the inclusive scan); for a min/max, the total shared
+        evenly by the items whose ``src`` is the extreme."""
+        b, loc, t = self.b, s.loc, s.ty
+        g, total = b.fresh("g", t), b.fresh("gsum", t)
+        d = self.dvar(s.dst)
+        out = [b.assign(g, b.var(d)), b.assign(d, b.c(0.0, t))]
+        out.append(N.Collective(loc, "reduce", "add", total, g, t))
+        inc = b.var(total)
+        if s.op in ("min", "max"):     # the items holding the extreme share the sum of d dst evenly
+            tie = b.cmp("==", b.var(s.src), b.cast(b.var(s.dst), self.locals[s.src]))
+            ties = tie_sums(b, loc, t, tie, b.c(1.0, t))     # ends in m = count / count
+            count = ties[-1].value.b
+            out += ties[:-1]
+            inc = N.Select(t, loc, tie, b.op("/", inc, count), b.c(0.0, t))
+        if s.dst in self.pushed:
+            out += self.pop(s.dst, loc)
+        if s.kind != "reduce":
+            before = b.fresh("gscan", t)
+            out.append(N.Collective(loc, "exscan" if s.kind == "scan" else "scan", "add", before, g, t))
+            inc = b.op("-", inc, b.var(before))
+        ds = self.dvar(s.src)
+        out.append(b.assign(ds, b.op("+", b.var(ds), b.cast(inc, self.locals[s.src]))))
+        return out
 
     def rev_while(self, s: N.While) -> list:
         b, loc = self.b, s.loc
@@ -666,6 +700,10 @@ class _Reverse:
             tp, tq, half = [], [], []
             self.bp(p, g, tp)
             self.bp(q, g, tq)
+            if e.clamp:              # tk.clamp: a tie goes to the clamped value (PyTorch, Warp)
+                if tp or tq:
+                    out.append(N.If(e.loc, pick_q, tq, tp))
+                return
             h = self.bind(b.op("*", g, b.c(0.5, e.ty)), half)
             n = len(half)
             self.bp(p, h, half)
@@ -753,6 +791,7 @@ class _Tangent:
         self.b = _B(k, self.locals)
         self.tan: dict = {}
         self.shadow: dict = {}
+        self.active_vars, self.active_arrays = active_values(k, self.diff)
 
     def tvar(self, x: str) -> str:
         t = self.tan.get(x)
@@ -776,18 +815,24 @@ class _Tangent:
         if not is_float(e.ty) or isinstance(e, (N.Const, N.Index, N.Shape)):
             return self.zero(e.ty)
         if isinstance(e, N.Var):
-            return b.var(self.tvar(e.name))
+            return b.var(self.tvar(e.name)) if e.name in self.active_vars else self.zero(e.ty)
         if isinstance(e, N.Arg):
             return N.Arg(e.ty, e.loc, f"_d_{e.name}") if e.name in self.diff else self.zero(e.ty)
         if isinstance(e, N.Load):
             sh = self.shadow_of(e.array)
-            return N.Load(e.ty, e.loc, sh, e.index) if sh is not None else self.zero(e.ty)
+            active = sh is not None and e.array.name in self.active_arrays
+            return N.Load(e.ty, e.loc, sh, e.index) if active else self.zero(e.ty)
         if isinstance(e, N.Cast):
-            return b.cast(self.t(e.a), e.ty) if is_float(e.a.ty) else self.zero(e.ty)
+            ta = self.t(e.a) if is_float(e.a.ty) else self.zero(e.ty)
+            return self.zero(e.ty) if _no_tangent(ta) else b.cast(ta, e.ty)
         if isinstance(e, N.Unary):
-            return b.neg(self.t(e.a)) if e.op == "-" else self.zero(e.ty)
+            ta = self.t(e.a) if e.op == "-" else self.zero(e.ty)
+            return ta if _no_tangent(ta) else b.neg(ta)
         if isinstance(e, N.Select):
-            return N.Select(e.ty, e.loc, e.cond, self.t(e.a), self.t(e.b))
+            ta, tb = self.t(e.a), self.t(e.b)
+            if _no_tangent(ta) and _no_tangent(tb):
+                return self.zero(e.ty)
+            return N.Select(e.ty, e.loc, e.cond, ta, tb)
         if isinstance(e, (N.BinOp, N.Call)):
             return self.via_partials(e)
         raise _err(e.loc, f"cannot differentiate {type(e).__name__}", self.k.name)
@@ -798,38 +843,52 @@ class _Tangent:
         if isinstance(e, N.BinOp):
             a, c = e.a, e.b
             ta, tc = self.t(a), self.t(c)
+            if e.op in ("+", "-", "*", "/", "**", "%") and _no_tangent(ta) and _no_tangent(tc):
+                return self.zero(e.ty)
             if e.op == "+":
-                return b.op("+", ta, tc)
+                return tc if _no_tangent(ta) else ta if _no_tangent(tc) else b.op("+", ta, tc)
             if e.op == "-":
-                return b.op("-", ta, tc)
+                return b.neg(tc) if _no_tangent(ta) else ta if _no_tangent(tc) else b.op("-", ta, tc)
             if e.op == "*":
-                return b.op("+", b.op("*", ta, c), b.op("*", a, tc))
+                return self.terms(e.ty, [(ta, c), (tc, a)])
             if e.op == "/":
+                if _no_tangent(tc):
+                    return b.op("/", ta, c)
                 return b.op("/", b.op("-", b.op("*", ta, c), b.op("*", a, tc)), b.op("*", c, c))
             if e.op == "**":
                 da, dc = pow_partials(b, a, c, e)
-                r = b.op("*", ta, da)
-                return r if dc is None else b.op("+", r, b.op("*", tc, dc))
+                return self.terms(e.ty, [(ta, da)] + ([] if dc is None else [(tc, dc)]))
             if e.op == "%":
-                return b.op("-", ta, b.op("*", tc, b.call("floor", b.op("/", a, c))))
+                return self.terms(e.ty, [(ta, None), (tc, b.neg(b.call("floor", b.op("/", a, c))))])
             if e.op == "//":
                 return self.zero(e.ty)
             raise _err(e.loc, f"operator {e.op} on floats cannot be differentiated", self.k.name)
         if e.fn in ("min", "max"):   # a tie: the mean of both tangents, as in reverse mode
             p, q = e.args
             tp, tq = self.t(p), self.t(q)
+            if _no_tangent(tp) and _no_tangent(tq):
+                return self.zero(e.ty)
+            if e.clamp:
+                return N.Select(e.ty, e.loc, b.cmp("<" if e.fn == "min" else ">", q, p), tq, tp)
             tie = N.Select(e.ty, e.loc, b.cmp("==", p, q), b.op("*", b.op("+", tp, tq), b.c(0.5, e.ty)), tp)
             return N.Select(e.ty, e.loc, b.cmp("<" if e.fn == "min" else ">", q, p), tq, tie)
         # calls: collect (argument, partial) pairs with the reverse-mode rules on a unit seed
-        seeds = []
         rev = _PartialCollector(self, e)
-        for arg, partial in rev.pairs():
-            seeds.append(b.op("*", b.cast(self.t(arg), e.ty), partial))
-        if not seeds:
-            return self.zero(e.ty)
-        r = seeds[0]
-        for s in seeds[1:]:
-            r = b.op("+", r, s)
+        return self.terms(e.ty, [(self.t(arg), partial) for arg, partial in rev.pairs()])
+
+    def terms(self, ty: Ty, pairs) -> N.Expr:
+        """``sum(tangent * partial)`` over the pairs (a partial of ``None`` is 1), leaving out
+        the operands that have no tangent: a constant's partial may be infinite or NaN
+        (``2.0 ** x`` at a large ``x``, ``x ** c`` at a negative ``x`` for a constant array
+        ``c``), and it must not turn the tangent into NaN (``torch.func.jvp`` and ``jax.jvp``
+        leave such operands out too)."""
+        b = self.b
+        out = [b.cast(t, ty) if p is None else b.op("*", b.cast(t, ty), p) for t, p in pairs if not _no_tangent(t)]
+        if not out:
+            return self.zero(ty)
+        r = out[0]
+        for x in out[1:]:
+            r = b.op("+", r, x)
         return r
 
     def stmts(self, ss) -> list:
@@ -869,7 +928,12 @@ class _Tangent:
             sh = self.shadow_of(s.array)
             return [s] + ([N.AllocArray(loc, sh)] if sh is not None else [])
         if isinstance(s, N.Collective):
-            raise _err(loc, "group_reduce/group_scan cannot be differentiated yet", self.k.name)
+            check_collective(s, self.k.name)
+            if s.op == "add":                   # a sum is linear: its tangent is the sum of the tangents
+                return [N.Collective(loc, s.kind, s.op, self.tvar(s.dst), self.tvar(s.src), s.ty), s]
+            tie = b.cmp("==", b.var(s.src), b.cast(b.var(s.dst), self.locals[s.src]))
+            ts = tie_sums(b, loc, s.ty, tie, b.var(self.tvar(s.src)))   # min/max: the mean of the tied tangents
+            return [s] + ts[:-1] + [b.assign(self.tvar(s.dst), ts[-1].value)]
         return [s]
 
     def build(self) -> N.Kernel:
@@ -904,6 +968,72 @@ class _PartialCollector:
         seed = self.t.b.c(1.0, e.ty)
         _Reverse.bp_call(rv, e, seed, [])
         return [(a, g) for a, g in found if is_float(a.ty)]
+
+
+def check_collective(s: N.Collective, kernel: str) -> None:
+    """Group collectives differentiate as float sums (``group_reduce``/``group_scan`` with
+    ``"add"``); the others are a CompileError."""
+    if not s.ty.dtype.is_float:
+        raise _err(s.loc, f"group_{'reduce' if s.kind == 'reduce' else 'scan'} of an integer cannot be "
+                   "differentiated yet (only float sums can); compute it with tk.localmem and tk.synchronize()",
+                   kernel)
+    if not (s.op == "add" or s.op in ("min", "max") and s.kind == "reduce"):
+        raise _err(s.loc, f"group_{'reduce' if s.kind == 'reduce' else 'scan'} with op {s.op!r} cannot be "
+                   "differentiated yet (group_reduce with \"add\", \"min\" or \"max\" and group_scan with \"add\" "
+                   "can); write it with tk.localmem and tk.synchronize()", kernel)
+
+
+def tie_sums(b: _B, loc, t: Ty, tie: N.Expr, v: N.Expr) -> list:
+    """Statements ending in ``m = (sum of v over the group's items where tie) / (their number)``,
+    the derivative of a group min/max (ties share evenly, as ``max(a, b)`` does); ``v`` is
+    evaluated by every item, the collectives run in every item."""
+    sel, one = b.fresh("tiev", t), b.fresh("tie1", t)
+    tot, cn, m = b.fresh("tiesum", t), b.fresh("tien", t), b.fresh("tiemean", t)
+    zero = b.c(0.0, t)
+    return [b.assign(sel, N.Select(t, loc, tie, b.cast(v, t), zero)), b.assign(one, N.Select(t, loc, tie, b.c(1.0, t), zero)),
+            N.Collective(loc, "reduce", "add", tot, sel, t), N.Collective(loc, "reduce", "add", cn, one, t),
+            b.assign(m, b.op("/", b.var(tot), b.var(cn)))]
+
+
+def _no_tangent(t: N.Expr) -> bool:
+    """Whether a tangent is the structural zero of a value that depends on no differentiated
+    input (not a tangent that happens to be zero at run time)."""
+    return isinstance(t, N.Const) and t.value == 0
+
+
+def active_values(k: N.Kernel, diff: set) -> tuple:
+    """(locals, arrays) whose values may depend on the differentiated arguments ``diff``: the
+    float arrays and scalars in ``diff``, and by a fixed point every local assigned (or group
+    reduced or scanned), and every local or private array stored or atomically updated, from an
+    expression reading one of them."""
+    arrays = {p[1].name for p in k.params if p[0] == "array" and p[1].name in diff}
+    scalars = {p[1] for p in k.params if p[0] == "scalar" and p[1] in diff}
+    vars_: set = set()
+
+    def active(e) -> bool:
+        for x in N.walk_expr(e):
+            if isinstance(x, N.Var) and x.name in vars_ or isinstance(x, N.Arg) and x.name in scalars:
+                return True
+            if isinstance(x, (N.Load, N.Atomic)) and x.array.name in arrays:
+                return True
+        return False
+    changed = True
+    while changed:
+        changed = False
+        for s in N.walk_stmts(k.body):
+            if isinstance(s, N.Assign) and s.var not in vars_ and active(s.value):
+                vars_.add(s.var)
+                changed = True
+            elif isinstance(s, N.Collective) and s.dst not in vars_ and s.src in vars_:
+                vars_.add(s.dst)
+                changed = True
+            elif isinstance(s, (N.Store, N.ExprStmt)):
+                target = s.array if isinstance(s, N.Store) else getattr(s.expr, "array", None)
+                if target is not None and target.name not in arrays and target.space != "global" \
+                        and any(active(x) for x in N.stmt_exprs(s)):
+                    arrays.add(target.name)
+                    changed = True
+    return vars_, arrays
 
 
 def tangent_kernel(k: N.Kernel, diff) -> N.Kernel:
