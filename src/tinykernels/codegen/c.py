@@ -1740,10 +1740,15 @@ class CRenderer(CLikeRenderer):
             if n in halves and copies is None:
                 self.w(f"float tk_f32_{n}[{block}] __attribute__((aligned(64)));")
                 self.staged[id(s)] = (f"tk_f32_{n}[tk_pl - tk_b]", halves[n])
-        step = f"tk_stream ? {run} : {block}" if run != block else f"{block}"
-        self.w(f"for (tk_idx tk_b = (tk_idx)c0, tk_bs = {step}; tk_b < (tk_idx)c1; tk_b += tk_bs) {{")
-        self.depth += 1
-        self.w("const tk_idx tk_be = (tk_idx)c1 - tk_b < tk_bs ? (tk_idx)c1 : tk_b + tk_bs;")
+        if run != block:
+            self.w(f"for (tk_idx tk_b = (tk_idx)c0, tk_bs = tk_stream ? {run} : {block}; tk_b < (tk_idx)c1; "
+                   "tk_b += tk_bs) {")
+            self.depth += 1
+            self.w("const tk_idx tk_be = (tk_idx)c1 - tk_b < tk_bs ? (tk_idx)c1 : tk_b + tk_bs;")
+        else:
+            self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
+            self.depth += 1
+            self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
         for n, (s, index) in enumerate(streams):
             self.w(f"{self.stype(s.array.dtype)} *tk_out{n}, *restrict tk_dst{n};")
             if copies is not None:
