@@ -64,12 +64,13 @@ def staged_runs(copies: dict | None) -> bool:
     or ``tk_f16_block``'s rounding: ``copies`` is ``copy_sources``'s answer) and so takes
     blocks of ``STREAM_RUN_BYTES``: computing 4 KB and then streaming it out made the loads
     and the non-temporal stores alternate in bursts (a 256 MiB add: 1.1-1.5x torch's time,
-    against 0.6-0.9x with 256-byte blocks; loaded machine, docs/cpu.md). A copy streams from
+    against 0.5-1.0x with 256-byte blocks; loaded machine, docs/cpu.md). A copy streams from
     its source line by line anyway, and a table lookup loads its table into registers per
     block, so those keep ``STREAM_BLOCK_BYTES``. So do rows shorter than a block (a 3-D
     stencil's rows of 2 KB): a row is then at most one block, and shorter ones only add
     per-block work (the call of ``tk_stream_bytes``, the loop's setup); the 256 MiB 3-D
-    diffusion forward measured 1.0-2.4x slower with them (loaded, one thread)."""
+    diffusion forward took 0.8-1.4x its time with them, median 1.14 (seven alternate
+    processes, loaded, one thread)."""
     return copies is None or next(iter(copies.values()))[1] == "f16"
 
 
