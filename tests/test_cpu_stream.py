@@ -481,6 +481,84 @@ def test_flat_streamed_blocks_at_every_line_offset(dtype, byte_offsets, n, strea
             assert (buf[:start] == 0xA5).all() and (buf[start + out.nbytes:] == 0xA5).all()
 
 
+@tk.kernel
+def _sum_run(a, b: tk.Const, c: tk.Const):
+    i = tk.index()
+    a[i] = b[i] + c[i]
+
+
+@tk.kernel
+def _copy_run(a, b: tk.Const):
+    i = tk.index()
+    a[i] = b[i]
+
+
+def test_streamed_flat_blocks_are_256_bytes_where_staged():
+    """A streamed flat launch that computes into the staging buffer (items, or float16 rounding)
+    takes blocks of 256 bytes of output where its rows are at least 4 KB, else (shorter rows,
+    a launch that does not stream) 4 KB; a copy streams from its source in 4 KB blocks."""
+    for dt, run, block in ((np.float32, 64, 1024), (np.float64, 32, 512), (np.float16, 128, 2048),
+                           (np.int8, 256, 4096)):
+        x = np.zeros(100, dt)
+        staged = f"tk_bs = tk_stream && tk_n0 >= {block} ? {run} : {block};"
+        assert staged in _source(_sum_run, x, x, x, ndrange=100)
+        copied = _source(_copy_run, x, x, ndrange=100)
+        if dt == np.float16:                                         # rounded (tk_f16_block)
+            assert staged in copied
+        else:
+            assert f"tk_b += {block}) {{" in copied and "tk_bs" not in copied
+    src = _source(_copy_run, np.zeros(100, np.float16), np.zeros(100, np.float32), ndrange=100)
+    assert "tk_f16_block(tk_dst0, tk_src0," in src and "tk_bs = tk_stream && tk_n0 >= 2048 ? 128 : 2048;" in src
+
+
+@pytest.mark.parametrize("dtype, byte_offsets", [(np.float32, (0, 4, 16, 60)), (np.float64, (0, 8, 56)),
+                                                 (np.float16, (0, 2, 62)), (np.int8, (0, 1, 63))])
+def test_flat_streamed_runs_at_their_edges(dtype, byte_offsets, stream_always):
+    """Streamed 256-byte runs: lengths around a run's and a line's edges (a partial line, a
+    line, a run and a line, several runs), outputs starting anywhere in a line, one thread
+    and two (a launch of 4096 items or more is split): bit-identical to NumPy, nothing
+    outside written."""
+    @tk.kernel
+    def sum_edges(a, b: tk.Const, c: tk.Const):
+        i = tk.index()
+        a[i] = b[i] + c[i]
+
+    rng = np.random.default_rng(5)
+    per_line = 64 // np.dtype(dtype).itemsize
+    for n in (1, per_line - 1, per_line, per_line + 1, 4 * per_line - 1, 4 * per_line + 1,
+              5 * per_line + 3, 4096 + 4 * per_line + 1):
+        b, c = ((rng.random(n) * 50).astype(dtype) for _ in range(2))
+        for off in byte_offsets:
+            for threads in (1, 2):
+                buf, start, out = _in_guard(n, dtype, off)
+                sum_edges(tk.CPU(threads=threads))(out, b, c, ndrange=(n,))
+                tk.synchronize(CPU)
+                np.testing.assert_array_equal(out, b + c, err_msg=f"n={n}, output at byte {off} of a line")
+                assert (buf[:start] == 0xA5).all() and (buf[start + out.nbytes:] == 0xA5).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("cols", [300, 1029, 2100])
+def test_flat_streamed_2d_rows_shorter_and_longer_than_a_block(dtype, cols, stream_always):
+    """2-D flat launches over a sub-range whose rows are shorter than a 4 KB block (one block
+    per row) or longer (256-byte runs), one thread and two: bit-identical, the rest of the
+    output untouched."""
+    @tk.kernel
+    def rows_sum(a, b: tk.Const, c: tk.Const):
+        i, j = tk.index(tk.Global, tk.Cartesian)
+        a[i, j] = b[i, j] + c[i, j]
+
+    rng = np.random.default_rng(cols)
+    b, c = ((rng.random((9, cols)) * 50).astype(dtype) for _ in range(2))
+    for threads in (1, 2):
+        a = np.full((9, cols), 7, dtype)
+        rows_sum(tk.CPU(threads=threads))(a, b, c, ndrange=(range(1, 8), range(3, cols - 2)))
+        tk.synchronize(CPU)
+        want = np.full((9, cols), 7, dtype)
+        want[1:8, 3:cols - 2] = b[1:8, 3:cols - 2] + c[1:8, 3:cols - 2]
+        np.testing.assert_array_equal(a, want)
+
+
 def test_misaligned_rows_below_the_threshold_store_directly(stream_never):
     """The same row kernel with streaming off (an output below TK_CPU_STREAM_BYTES)."""
     @tk.kernel

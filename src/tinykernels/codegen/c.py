@@ -36,6 +36,8 @@ FASTMATH_CFLAGS = ("-ffp-contract=fast", "-fassociative-math", "-fno-signed-zero
 SERIAL_CUTOFF = 4096        # work items below which a launch stays on the calling thread
 SERIAL_CUTOFF_LOOPS = 64    # the same for kernels whose work items run a long loop
 SHORT_LOOP = 16             # a loop of at most this many (constant) trips is not a long loop
+STREAM_BLOCK_BYTES = 4096   # a flat kernel's streamed block: output bytes per block of items
+STREAM_RUN_BYTES = 256      # the same for a streamed launch that computes into the staging buffer
 
 
 
@@ -55,6 +57,21 @@ def serial_cutoff(k: N.Kernel) -> int:
     each run a long loop (a row of a GEMV, a row reduction) does enough work per item that a
     few dozen items already pay for starting the threads."""
     return SERIAL_CUTOFF_LOOPS if any(_long_loop(s) for s in N.walk_stmts(k.body)) else SERIAL_CUTOFF
+
+
+def staged_runs(copies: dict | None) -> bool:
+    """Whether a streamed flat launch computes each block into the staging buffer (its items,
+    or ``tk_f16_block``'s rounding: ``copies`` is ``copy_sources``'s answer) and so takes
+    blocks of ``STREAM_RUN_BYTES``: computing 4 KB and then streaming it out made the loads
+    and the non-temporal stores alternate in bursts (a 256 MiB add: 1.1-1.5x torch's time,
+    against 0.5-1.0x with 256-byte blocks; loaded machine, docs/cpu.md). A copy streams from
+    its source line by line anyway, and a table lookup loads its table into registers per
+    block, so those keep ``STREAM_BLOCK_BYTES``. So do rows shorter than a block (a 3-D
+    stencil's rows of 2 KB): a row is then at most one block, and shorter ones only add
+    per-block work (the call of ``tk_stream_bytes``, the loop's setup); the 256 MiB 3-D
+    diffusion forward took 0.8-1.4x its time with them, median 1.14 (seven alternate
+    processes, loaded, one thread)."""
+    return copies is None or next(iter(copies.values()))[1] == "f16"
 
 
 _HEADER = """\
@@ -1765,8 +1782,10 @@ class CRenderer(CLikeRenderer):
         ``tk_lut16_block`` (no item loop at all)."""
         k = self.k
         last = k.ndim - 1
-        block = 4096 // max(s.array.dtype.itemsize for s, _ in streams)
+        itemsize = max(s.array.dtype.itemsize for s, _ in streams)
+        block = STREAM_BLOCK_BYTES // itemsize
         copies = copy_sources(k, self.ranges, streams, frozenset(v for v, _, _ in self.row_loads))
+        run = STREAM_RUN_BYTES // itemsize if staged_runs(copies) else block
         self.staged = {id(s): f"tk_dst{n}[tk_pl - tk_b]" for n, (s, _) in enumerate(streams)}
         # float16 outputs: the items store float32 values into tk_f32_<n> (a plain loop), which
         # tk_f16_block then rounds (F16C's vector conversion where the target has it)
@@ -1777,9 +1796,15 @@ class CRenderer(CLikeRenderer):
             if n in halves and copies is None:
                 self.w(f"float tk_f32_{n}[{block}] __attribute__((aligned(64)));")
                 self.staged[id(s)] = (f"tk_f32_{n}[tk_pl - tk_b]", halves[n])
-        self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
-        self.depth += 1
-        self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
+        if run != block:        # rows shorter than a block keep one block per row (see staged_runs)
+            self.w(f"for (tk_idx tk_b = (tk_idx)c0, tk_bs = tk_stream && tk_n{last} >= {block} ? {run} : {block}; "
+                   "tk_b < (tk_idx)c1; tk_b += tk_bs) {")
+            self.depth += 1
+            self.w("const tk_idx tk_be = (tk_idx)c1 - tk_b < tk_bs ? (tk_idx)c1 : tk_b + tk_bs;")
+        else:
+            self.w(f"for (tk_idx tk_b = (tk_idx)c0; tk_b < (tk_idx)c1; tk_b += {block}) {{")
+            self.depth += 1
+            self.w(f"const tk_idx tk_be = (tk_idx)c1 - tk_b < {block} ? (tk_idx)c1 : tk_b + {block};")
         for n, (s, index) in enumerate(streams):
             self.w(f"{self.stype(s.array.dtype)} *tk_out{n}, *restrict tk_dst{n};")
             if copies is not None:
