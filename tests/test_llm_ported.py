@@ -1,0 +1,80 @@
+"""SPEC 10 edge cases in the manner of llama.cpp's test-backend-ops, PyTorch's OpInfo tests
+and gguf-py's tests (engineer llm9's audit): device-counter positions outside the cache or
+the RoPE table, argument validation, quantizer edge values, GGUF reading."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels import llm
+
+from llm_helpers import backends, dev, get
+
+
+def _on(a, b):
+    return a if b.name == "CPU" else tk.asarray(a, backend=b)
+
+
+# --- device counters: negative positions (set below 0, or int32 wraparound) ------------------
+
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("start", [-1, -3, 2**31 - 1])
+def test_kv_append_drops_negative_positions(name, start):
+    """A counter below 0 (set so, or wrapped past 2**31 - 1 by counter_add) must drop the
+    rows at negative positions like those past max_len: the store was unguarded below 0 and
+    wrote before the cache's buffer (the row of the previous head, or the heap: a crash)."""
+    b = dev(name)
+    backing = np.full(64 + 2 * 4 * 3, 7.0, np.float32)
+    backing[64:] = 0
+    cache = backing[64:].reshape(1, 2, 4, 3) if name == "CPU" else tk.asarray(backing[64:].reshape(1, 2, 4, 3), backend=b)
+    cnt = llm.new_counter(start, backend=b)
+    if start > 0:
+        llm.counter_add(cnt, 1)                   # int32 wraparound: -2**31
+        assert int(get(cnt)[0]) == -2**31
+        first = -2**31
+    else:
+        first = start
+    rows = (np.arange(2 * 4 * 3, dtype=np.float32).reshape(1, 2, 4, 3) + 1)
+    llm.kv_append(cache, _on(rows, b), cnt)
+    want = np.zeros((1, 2, 4, 3), np.float32)
+    for t in range(4):
+        if 0 <= first + t < 4:
+            want[:, :, first + t] = rows[:, :, t]
+    np.testing.assert_array_equal(get(cache), want)
+    if name == "CPU":
+        np.testing.assert_array_equal(backing[:64], 7.0)     # nothing written before the cache
+
+
+@pytest.mark.parametrize("name", backends())
+def test_rope_at_negative_position_is_nan_not_a_read_before_the_table(name):
+    b = dev(name)
+    x = np.arange(1, 1 + 3 * 4, dtype=np.float32).reshape(1, 1, 3, 4)
+    cos = np.ones((3, 2), np.float32)
+    sin = np.zeros((3, 2), np.float32)
+    cnt = llm.new_counter(-2, backend=b)
+    got = get(llm.rope_at(_on(x, b), _on(cos, b), _on(sin, b), cnt))[0, 0]
+    assert np.isnan(got[:2]).all()                          # rows -2, -1: outside the table
+    np.testing.assert_array_equal(got[2], x[0, 0, 2])       # row 0: cos 1, sin 0
+    w = np.ones(4, np.float32)
+    got = get(llm.qk_norm_rope(_on(x, b), _on(w, b), _on(cos, b), _on(sin, b), pos_counter=cnt))[0, 0]
+    assert np.isnan(got[:2]).all()
+    xr = x[0, 0, 2].astype(np.float64)
+    np.testing.assert_allclose(got[2], xr / np.sqrt(np.mean(xr ** 2) + 1e-6), rtol=4e-7)
+
+
+@pytest.mark.parametrize("fn", ["kv_append", "rope_at"])
+def test_negative_device_positions_are_index_errors_in_debug_mode(fn, monkeypatch):
+    monkeypatch.setenv("TK_DEBUG", "1")
+    b = dev("CPU")
+    cnt = llm.new_counter(-1, backend=b)
+    with pytest.raises(IndexError):
+        if fn == "kv_append":
+            llm.kv_append(np.zeros((1, 2, 4, 3), np.float32), np.ones((1, 2, 1, 3), np.float32), cnt)
+        else:
+            llm.rope_at(np.ones((1, 1, 1, 4), np.float32), np.ones((3, 2), np.float32),
+                        np.zeros((3, 2), np.float32), cnt)
+
+
+@pytest.mark.parametrize("value", [2**31, -2**31 - 1, 1.5, True, "3"])
+def test_new_counter_refuses_values_that_are_not_int32(value):
+    with pytest.raises(ValueError, match=r"new_counter.*'value'"):
+        llm.new_counter(value, backend=dev("CPU"))
