@@ -78,3 +78,33 @@ def test_negative_device_positions_are_index_errors_in_debug_mode(fn, monkeypatc
 def test_new_counter_refuses_values_that_are_not_int32(value):
     with pytest.raises(ValueError, match=r"new_counter.*'value'"):
         llm.new_counter(value, backend=dev("CPU"))
+
+
+# --- weak Python-int scalars beyond 64 bits (NumPy converts them to the array's dtype) ------
+
+@pytest.mark.parametrize("fn", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("v", [2**63, -2**63 - 1, 2**64 + 1, 3**80, 10**40, -10**40])
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.float64])
+def test_binary_ops_take_python_ints_beyond_64_bits_as_numpy_does(fn, v, dt):
+    x = np.array([1.5, -2.0, 0.0, 3e-3], dt)
+    with np.errstate(all="ignore"):
+        want = getattr(np, {"sub": "subtract", "mul": "multiply", "div": "divide"}.get(fn, fn))(x, v)
+    got = getattr(llm, fn)(x, v)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_fill_takes_python_ints_beyond_64_bits_as_numpy_does():
+    for v in (2**64 + 1, 10**40):
+        for dt in (np.float32, np.float64):
+            with np.errstate(all="ignore"):
+                np.testing.assert_array_equal(llm.fill(np.zeros(3, dt), v), np.full(3, v, dt))
+
+
+@pytest.mark.parametrize("call", [lambda v: llm.add(np.ones(2, np.float32), v),
+                                  lambda v: llm.pow(np.ones(2, np.float32), v)])
+def test_python_int_beyond_float64_is_a_value_error_naming_the_operand(call):
+    with pytest.raises(ValueError, match=r"argument '(b|y)': an int of \d+ bits is too large"):
+        call(10**400)
+    with pytest.raises(ValueError, match=r"llm.fill: argument 'value'"):
+        llm.fill(np.zeros(2, np.float32), -10**400)
