@@ -108,3 +108,44 @@ def test_python_int_beyond_float64_is_a_value_error_naming_the_operand(call):
         call(10**400)
     with pytest.raises(ValueError, match=r"llm.fill: argument 'value'"):
         llm.fill(np.zeros(2, np.float32), -10**400)
+
+
+# --- quantizers at the edges of float16 scales (gguf-py's quantize tests, extended) ---------
+
+def test_q4_k_quantize_refuses_weights_its_float16_scales_cannot_hold():
+    """q4_k's range quantizer rounds d = max(scale) / 63 and dmin = max(min) / 63 up to float16:
+    past 65504 they were infinite and every weight of the block dequantized to inf or NaN from
+    finite input. Now a ValueError naming w; the largest spans that fit still round-trip."""
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType as GT
+    for v in (3.4e38, 7e7, -5e6):
+        w = np.zeros((2, 256), np.float32)
+        w[1, 100] = v
+        with pytest.raises(ValueError, match=r"llm.quantize: argument 'w': values too large for q4_k"):
+            llm.quantize(w, "q4_k")
+    rng = np.random.default_rng(5)
+    w = rng.uniform(-4.1e6, 6.19e7 - 4.1e6, (3, 512)).astype(np.float32)
+    w[:, ::32] = -4.1e6
+    w[:, 1::32] = 6.19e7 - 4.1e6                                     # spans of ~6.19e7
+    q = llm.quantize(w, "q4_k")
+    back = gq.dequantize(q.data, GT.Q4_K)
+    assert np.isfinite(back).all()
+    d = back - w
+    step = 15 * 63 * 65504 / 15                                       # the largest step
+    assert np.abs(d).max() <= step / 2
+
+
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+def test_q4_0_q8_0_quantize_match_gguf_for_extreme_values(qtype):
+    """Bit for bit gguf.quants.quantize, also where the block scale overflows float16 (ggml
+    stores inf there too), for all-zero, -0.0, subnormal and equal rows."""
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType as GT
+    rng = np.random.default_rng(6)
+    rows = [np.full(64, 3.4e38), np.full(64, -3.4e38), rng.standard_normal(64) * 1e7,
+            np.zeros(64), np.full(64, -0.0), rng.standard_normal(64) * 1e-41, np.full(64, 0.7),
+            np.where(np.arange(64) % 2, 5.0, -5.0)]
+    w = np.stack(rows).astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = gq.quantize(w, GT.Q4_0 if qtype == "q4_0" else GT.Q8_0)
+    np.testing.assert_array_equal(llm.quantize(w, qtype).data, want)
