@@ -149,3 +149,65 @@ def test_q4_0_q8_0_quantize_match_gguf_for_extreme_values(qtype):
     with np.errstate(all="ignore"):
         want = gq.quantize(w, GT.Q4_0 if qtype == "q4_0" else GT.Q8_0)
     np.testing.assert_array_equal(llm.quantize(w, qtype).data, want)
+
+
+# --- GGUF reading: every tensor type gguf writes ---------------------------------------------
+
+def _write_one(path, gguf, qt, rng):
+    """A GGUF file holding one [3, K] tensor 't' of type ``qt``; returns what was written."""
+    from gguf import GGMLQuantizationType as GT
+    bs, ts = gguf.GGML_QUANT_SIZES[qt]
+    k = bs * 2 if bs > 1 else 32
+    w = gguf.GGUFWriter(str(path), "llama")
+    ints = {GT.I8: np.int8, GT.I16: np.int16, GT.I32: np.int32, GT.I64: np.int64, GT.F64: np.float64}
+    if qt in (GT.F32, GT.F16):
+        arr = rng.standard_normal((3, k)).astype(np.float32 if qt == GT.F32 else np.float16)
+        w.add_tensor("t", arr)
+    elif qt in ints:
+        arr = rng.integers(-100, 100, (3, k)).astype(ints[qt])
+        w.add_tensor("t", arr, raw_dtype=qt)
+    else:
+        arr = rng.integers(0, 256, (3, k // bs * ts), dtype=np.uint8)
+        w.add_tensor("t", arr, raw_shape=arr.shape, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return arr, k
+
+
+def test_load_gguf_reads_every_tensor_type_or_names_the_one_it_cannot(tmp_path):
+    """q4_0/q8_0/q4_k: QTensors over the file's bytes (no copy); plain types: memory-mapped
+    arrays; other block types: gguf.quants' float32 values; types nobody decodes (Q8_1, Q8_K):
+    an error naming the tensor and its type (was gguf's bare NotImplementedError)."""
+    gguf = pytest.importorskip("gguf")
+    from gguf import GGMLQuantizationType as GT
+    rng = np.random.default_rng(7)
+    undecodable = []
+    for qt in GT:
+        path = tmp_path / f"{qt.name}.gguf"
+        arr, k = _write_one(path, gguf, qt, rng)
+        try:
+            t = llm.load_gguf(path)["t"]
+        except ValueError as e:
+            assert isinstance(e, NotImplementedError)
+            assert f"tensor 't' has type {qt.name}" in str(e)
+            undecodable.append(qt.name)
+            continue
+        if qt.name.lower() in llm.QTYPES:
+            assert isinstance(t, llm.QTensor) and t.qtype == qt.name.lower() and t.shape == (3, k)
+            assert isinstance(t.data, np.memmap) or isinstance(getattr(t.data, "base", None), np.memmap)
+            np.testing.assert_array_equal(t.data, arr)
+            with np.errstate(all="ignore"):
+                want = gguf.quants.dequantize(arr, qt)
+            np.testing.assert_array_equal(llm.dequantize(t), want)
+        elif arr.dtype != np.uint8:
+            assert t.dtype == arr.dtype and t.shape == arr.shape
+            np.testing.assert_array_equal(t, arr)
+        else:
+            with np.errstate(all="ignore"):
+                want = gguf.quants.dequantize(arr, qt)
+            assert t.dtype == np.float32 and t.shape == (3, k)
+            np.testing.assert_array_equal(t, want.reshape(3, k))
+    assert {"Q4_0", "Q8_0", "Q4_K", "Q6_K", "BF16"}.isdisjoint(undecodable)
+    assert set(undecodable) <= {"Q8_1", "Q8_K", "Q1_0"}

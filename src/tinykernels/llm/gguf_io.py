@@ -30,6 +30,12 @@ def _import_gguf():
     return gguf
 
 
+class UnsupportedTensorType(ValueError, NotImplementedError):
+    """A GGUF tensor of a type neither tinykernels nor ``gguf.quants`` decodes (Q8_1, Q8_K:
+    llama.cpp's activation formats, which model files do not hold). Both a ``ValueError``
+    (the file's content) and the ``NotImplementedError`` gguf raises for it."""
+
+
 def _tensor(t, gguf, backend):
     """One ``ReaderTensor`` as a QTensor or a NumPy array (shape in NumPy order)."""
     ggml = int(t.tensor_type)
@@ -44,7 +50,12 @@ def _tensor(t, gguf, backend):
         return QTensor(fmt.name, (m, k), data)
     if t.data.dtype == np.uint8:            # the reader's view of every block format
         # another block format (q6_k, bf16, ...): decoded to float32 by gguf (a copy)
-        arr = gguf.quants.dequantize(t.data, t.tensor_type).reshape(dims)
+        try:
+            arr = gguf.quants.dequantize(t.data, t.tensor_type).reshape(dims)
+        except NotImplementedError as e:
+            raise UnsupportedTensorType(
+                f"llm.load_gguf: tensor {t.name!r} has type {t.tensor_type.name}, which neither "
+                f"tinykernels (q4_0, q8_0, q4_k) nor gguf.quants ({e}) can decode") from e
     else:
         arr = t.data.reshape(dims)
     if backend is not None and not backend.is_host:
