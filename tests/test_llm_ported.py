@@ -211,3 +211,35 @@ def test_load_gguf_reads_every_tensor_type_or_names_the_one_it_cannot(tmp_path):
             np.testing.assert_array_equal(t, want.reshape(3, k))
     assert {"Q4_0", "Q8_0", "Q4_K", "Q6_K", "BF16"}.isdisjoint(undecodable)
     assert set(undecodable) <= {"Q8_1", "Q8_K", "Q1_0"}
+
+
+# --- python -m tinykernels llm-demo: options and errors ---------------------------------------
+
+_SMALL = ["--layers", "1", "--dim", "64", "--heads", "4", "--kv-heads", "2", "--hidden", "64", "--vocab", "100"]
+
+
+@pytest.mark.parametrize("flag, field", [("--layers", "n_layers"), ("--vocab", "vocab"), ("--heads", "n_heads")])
+def test_llm_demo_zero_size_is_an_error_not_the_default(flag, field, capsys):
+    """``--layers 0`` ran the default 4 layers (``args.layers or default``)."""
+    from tinykernels.cli import main
+    argv = list(_SMALL)
+    argv[argv.index(flag) + 1] = "0"
+    assert main(["llm-demo", "--tokens", "1", *argv]) == 1
+    assert f"argument '{field}': expected an int >= 1, got 0" in capsys.readouterr().err
+
+
+def test_llm_demo_refuses_model_sizes_with_a_gguf_file(tmp_path, capsys):
+    from tinykernels.cli import main
+    assert main(["llm-demo", "--gguf", str(tmp_path / "m.gguf"), "--layers", "2", "--kv-heads", "1"]) == 1
+    assert "--layers, --kv-heads: sizes of the random model, not of a --gguf file" in capsys.readouterr().err
+
+
+def test_llm_demo_runs_a_small_model_and_reports_errors(capsys):
+    from tinykernels.cli import main
+    assert main(["llm-demo", "--backend", "CPU", "--tokens", "2", *_SMALL]) == 0
+    o = capsys.readouterr().out
+    assert "model: 1 layers, dim 64, 4 query / 2 KV heads of 16" in o and "match NumPy float64" in o
+    assert main(["llm-demo", "--tokens", "0", *_SMALL]) == 1
+    assert "--tokens must be >= 1" in capsys.readouterr().err
+    assert main(["llm-demo", "--tokens", "1", *_SMALL[:-6], "--kv-heads", "3", "--hidden", "64", "--vocab", "9"]) == 1
+    assert "argument 'n_kv_heads'" in capsys.readouterr().err
