@@ -243,3 +243,40 @@ def test_llm_demo_runs_a_small_model_and_reports_errors(capsys):
     assert "--tokens must be >= 1" in capsys.readouterr().err
     assert main(["llm-demo", "--tokens", "1", *_SMALL[:-6], "--kv-heads", "3", "--hidden", "64", "--vocab", "9"]) == 1
     assert "argument 'n_kv_heads'" in capsys.readouterr().err
+
+
+# --- flash_decode in place (out=q), which the docs allow ---------------------------------------
+
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("splits", [1, 3])
+def test_flash_decode_out_is_q(name, splits):
+    """``out=q`` (the same view: allowed) failed with the kernel's tk.Const aliasing error
+    ('q' shares memory with 'part') instead of computing in place."""
+    b = dev(name)
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((2, 4, 16)).astype(np.float32)
+    kc = rng.standard_normal((2, 2, 40, 16)).astype(np.float32)
+    vc = rng.standard_normal((2, 2, 40, 16)).astype(np.float32)
+    want = get(llm.flash_decode(_on(q, b), _on(kc, b), _on(vc, b), 33, splits=splits))
+    qd = _on(q.copy(), b)
+    got = llm.flash_decode(qd, _on(kc, b), _on(vc, b), 33, splits=splits, out=qd)
+    assert got is qd
+    np.testing.assert_array_equal(get(qd), want)
+    if name == "CPU":
+        qt = torch_q = pytest.importorskip("torch").from_numpy(q.copy())
+        llm.flash_decode(qt, kc, vc, 33, splits=splits, out=torch_q)
+        np.testing.assert_array_equal(qt.numpy(), want)
+
+
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_out_is_q(name, causal):
+    b = dev(name)
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((1, 4, 70, 16)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 75, 16)).astype(np.float32)
+    v = rng.standard_normal((1, 2, 75, 16)).astype(np.float32)
+    want = get(llm.flash_attention(_on(q, b), _on(k, b), _on(v, b), causal=causal))
+    qd = _on(q.copy(), b)
+    assert llm.flash_attention(qd, _on(k, b), _on(v, b), causal=causal, out=qd) is qd
+    np.testing.assert_array_equal(get(qd), want)
