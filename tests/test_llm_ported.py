@@ -280,3 +280,33 @@ def test_flash_attention_out_is_q(name, causal):
     qd = _on(q.copy(), b)
     assert llm.flash_attention(qd, _on(k, b), _on(v, b), causal=causal, out=qd) is qd
     np.testing.assert_array_equal(get(qd), want)
+
+
+# --- quantize_activations: NaN and infinite blocks as gguf -------------------------------------
+
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("packed", [False, True])
+def test_quantize_activations_nan_and_inf_blocks_match_gguf(name, packed):
+    """A block holding a NaN got d = 0 (the kernel's max dropped the NaN), so the int8 route
+    of matmul(..., exact=False) silently ignored NaN activations; gguf's quantizer (NumPy's
+    max) stores d = NaN, and q = 0 for the NaN and infinite blocks."""
+    gq = pytest.importorskip("gguf.quants")
+    from gguf import GGMLQuantizationType as GT
+    b = dev(name)
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal(32 * 6).astype(np.float32)
+    x[3] = np.nan                      # block 0
+    x[32 + 31] = np.nan                # block 1, last value
+    x[64] = np.inf                     # block 2
+    x[96:128] = 0                      # block 3: all zero
+    x[128 + 5] = -np.inf               # block 4
+    with np.errstate(all="ignore"):
+        ref = gq.quantize(x[None], GT.Q8_0).reshape(-1, 34)
+    qs, d = llm.quantize_activations(_on(x, b), packed=packed)
+    want_d = ref[:, :2].copy().view(np.float16).astype(np.float32).ravel()
+    np.testing.assert_array_equal(get(d), want_d)
+    np.testing.assert_array_equal(get(qs).view(np.uint8).ravel(), ref[:, 2:].ravel())
+    q = llm.quantize(rng.standard_normal((3, 32 * 6)).astype(np.float32), "q8_0")
+    qd = llm.QTensor("q8_0", q.shape, _on(q.data, b))
+    y = get(llm.matmul(qd, _on(np.where(np.isinf(x), 0, x).astype(np.float32), b), exact=False))
+    assert np.isnan(y).all()

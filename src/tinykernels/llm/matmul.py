@@ -258,6 +258,14 @@ def round_away(v):
     return tk.select(v < 0, -q, q)
 
 
+@tk.func
+def q8_value(v):
+    """:func:`round_away` of ``x * (1 / d)``, 0 for a NaN (a NaN or infinite block, whose
+    ``1 / d`` is NaN or 0): what gguf's NumPy quantizer stores there, and no float -> int
+    conversion of a NaN."""
+    return round_away(tk.select(v != v, tk.float32(0), v))
+
+
 @tk.kernel
 def _quantize_x_q8_0(qs, qd, x: tk.Const, fmt: tk.constexpr):
     """Activations ``x`` [K] to Q8_0, block ``b = tk.index()`` (32 values) per work item, as
@@ -270,7 +278,8 @@ def _quantize_x_q8_0(qs, qd, x: tk.Const, fmt: tk.constexpr):
     o = b * 32
     amax = tk.float32(0)
     for j in range(32):
-        amax = max(amax, abs(x[o + j]))
+        a = abs(x[o + j])
+        amax = tk.select(a > amax or a != a, a, amax)      # a NaN stays, as NumPy's max (gguf)
     d = amax / tk.float32(127)
     inv = tk.select(d == 0, tk.float32(0), tk.float32(1) / d)
     qd[b] = tk.float32(tk.float16(d))
@@ -278,11 +287,11 @@ def _quantize_x_q8_0(qs, qd, x: tk.Const, fmt: tk.constexpr):
         for w in range(8):
             word = tk.uint32(0)
             for t in range(4):
-                word |= tk.uint32(round_away(x[o + 4 * w + t] * inv) & 255) << (8 * t)
+                word |= tk.uint32(q8_value(x[o + 4 * w + t] * inv) & 255) << (8 * t)
             qs[8 * b + w] = word
     else:
         for j in range(32):
-            qs[o + j] = tk.int8(round_away(x[o + j] * inv))
+            qs[o + j] = tk.int8(q8_value(x[o + j] * inv))
 
 
 @tk.func
