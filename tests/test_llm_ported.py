@@ -310,3 +310,11 @@ def test_quantize_activations_nan_and_inf_blocks_match_gguf(name, packed):
     qd = llm.QTensor("q8_0", q.shape, _on(q.data, b))
     y = get(llm.matmul(qd, _on(np.where(np.isinf(x), 0, x).astype(np.float32), b), exact=False))
     assert np.isnan(y).all()
+
+
+@pytest.mark.parametrize("exact", ["no", 0, None])
+def test_matmul_exact_must_be_a_bool(exact):
+    """``exact="no"`` (truthy) ran the exact route silently; ``exact=0`` the int8 route."""
+    q = llm.quantize(np.ones((2, 32), np.float32), "q8_0")
+    with pytest.raises(ValueError, match=r"llm.matmul: argument 'exact': expected a bool"):
+        llm.matmul(q, np.ones(32, np.float32), exact=exact)

@@ -561,6 +561,7 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
         amat = a
     C.require(C.is_array(b), "matmul", "b", f"expected an array, got {type(b).__name__}")
     C.require_dtype(b, "matmul", "b", ["float32"])
+    C.require(isinstance(exact, (bool, np.bool_)), "matmul", "exact", f"expected a bool, got {exact!r}")
     bs = C.shape_of(b)
     C.require(len(bs) in (1, 2) and bs[0] == k, "matmul", "b",
               f"shape {bs} does not match a's [M, K] = [{m}, {k}] (expected ({k},) or ({k}, N))")
