@@ -263,8 +263,8 @@ def test_flash_decode_out_is_q(name, splits):
     assert got is qd
     np.testing.assert_array_equal(get(qd), want)
     if name == "CPU":
-        qt = torch_q = pytest.importorskip("torch").from_numpy(q.copy())
-        llm.flash_decode(qt, kc, vc, 33, splits=splits, out=torch_q)
+        qt = pytest.importorskip("torch").from_numpy(q.copy())
+        assert llm.flash_decode(qt, kc, vc, 33, splits=splits, out=qt) is qt
         np.testing.assert_array_equal(qt.numpy(), want)
 
 
