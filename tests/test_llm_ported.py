@@ -318,3 +318,29 @@ def test_matmul_exact_must_be_a_bool(exact):
     q = llm.quantize(np.ones((2, 32), np.float32), "q8_0")
     with pytest.raises(ValueError, match=r"llm.matmul: argument 'exact': expected a bool"):
         llm.matmul(q, np.ones(32, np.float32), exact=exact)
+
+
+# --- softmax: a relative error bound for every probability, not an absolute floor ------------
+
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("L", [7, 1000, 20000])
+def test_softmax_small_probabilities_have_a_relative_error_bound(name, L):
+    """The shared ``close`` helper has an absolute floor of a few float32 ulps of 1, which
+    passes any probability below ~1e-6. Each probability's relative error is bounded instead:
+    the float32 rounding of ``x - max`` (half an ulp of ``|x - max|``: ``|x - max| / 2``
+    ulps of the result after exp), the exponential (1-2 ulps), the row sum and the division
+    (a few ulps): ``(|x - max| / 2 + 16) * 2**-23``. Measured (llm9): at most 38 ulps at
+    L = 70000 with |x - max| up to ~70, on CPU, INTERP, CL and WEBGPU."""
+    b = dev(name)
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal((3, L)) * 8).astype(np.float32)
+    got = get(llm.softmax(_on(x, b))).astype(np.float64)
+    x64 = x.astype(np.float64)
+    dist = x64.max(-1, keepdims=True) - x64
+    e = np.exp(-dist)
+    want = e / e.sum(-1, keepdims=True)
+    keep = want > 1e-37                      # normal float32 results
+    rel = np.abs(got - want)[keep] / want[keep]
+    bound = (dist[keep] / 2 + 16) * 2.0 ** -23
+    assert (rel <= bound).all(), float((rel / bound).max())
+    assert want[keep].min() < 1e-12          # the rows reach far below the absolute floor
