@@ -344,3 +344,18 @@ def test_softmax_small_probabilities_have_a_relative_error_bound(name, L):
     bound = (dist[keep] / 2 + 16) * 2.0 ** -23
     assert (rel <= bound).all(), float((rel / bound).max())
     assert want[keep].min() < 1e-12          # the rows reach far below the absolute floor
+
+
+@pytest.mark.parametrize("reader", ["load_gguf", "read_gguf"])
+def test_gguf_readers_name_the_path_of_a_file_that_is_not_gguf(reader, tmp_path):
+    """read_gguf (llm-demo --gguf) let gguf's own 'Sorry, file appears to be version 0'
+    ValueError and a missing file's OSError through, without naming the function or path."""
+    pytest.importorskip("gguf")
+    from tinykernels.llm import model
+    fn = llm.load_gguf if reader == "load_gguf" else model.read_gguf
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + bytes(40))
+    with pytest.raises(ValueError, match=rf"llm.{reader}: argument 'path': .*bad.gguf' is not a readable GGUF file"):
+        fn(bad)
+    with pytest.raises(ValueError, match=rf"llm.{reader}: argument 'path': no such file"):
+        fn(tmp_path / "missing.gguf")

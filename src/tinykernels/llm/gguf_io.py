@@ -71,16 +71,21 @@ def load_gguf(path, backend=None) -> dict:
     file; float32/float16/integer tensors are memory-mapped NumPy arrays; other block formats
     (q6_k, bf16, ...) are decoded to float32 NumPy arrays by ``gguf.quants``. With ``backend``
     a device backend (``"CL"``, ``tk.CUDA()``...) every tensor is copied to it."""
-    gguf = _import_gguf()
-    C.require(isinstance(path, (str, os.PathLike)), "load_gguf", "path",
-              f"expected a file path, got {type(path).__name__}")
-    C.require(os.path.isfile(path), "load_gguf", "path", f"no such file: {os.fspath(path)!r}")
+    gguf, reader = open_reader(path, "load_gguf")
     if isinstance(backend, str):
         from ..backends import backend as _make
         backend = _make(backend)
-    try:
-        reader = gguf.GGUFReader(path, "r")
-    except (ValueError, OSError) as e:
-        raise ValueError(f"llm.load_gguf: argument 'path': {os.fspath(path)!r} is not a readable "
-                         f"GGUF file ({e})") from e
     return {t.name: _tensor(t, gguf, backend) for t in reader.tensors}
+
+
+def open_reader(path, fn: str) -> tuple:
+    """``(gguf module, GGUFReader)`` of the file at ``path``; a missing file or one gguf
+    cannot parse is a ``ValueError`` naming ``fn``'s argument ``path``."""
+    gguf = _import_gguf()
+    C.require(isinstance(path, (str, os.PathLike)), fn, "path", f"expected a file path, got {type(path).__name__}")
+    C.require(os.path.isfile(path), fn, "path", f"no such file: {os.fspath(path)!r}")
+    try:
+        return gguf, gguf.GGUFReader(os.fspath(path), "r")
+    except (ValueError, OSError) as e:
+        raise ValueError(f"llm.{fn}: argument 'path': {os.fspath(path)!r} is not a readable "
+                         f"GGUF file ({e})") from e
