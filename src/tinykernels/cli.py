@@ -212,16 +212,25 @@ def cmd_diffusion3d(args, out) -> int:
 
 # ---------------------------------------------------------------------------- llm-demo
 
+#: llm-demo's size options (argparse dest -> ModelConfig field)
+_DEMO_SIZES = {"layers": "n_layers", "dim": "dim", "heads": "n_heads", "kv_heads": "n_kv_heads",
+               "hidden": "hidden", "vocab": "vocab"}
+
+
 def cmd_llm_demo(args, out) -> int:
     import tinykernels as tk
     from tinykernels.llm import demo as llm_demo
     from tinykernels.llm.model import ModelConfig
     cfg = None
-    if args.gguf is None:
+    sizes = {f: getattr(args, a) for a, f in _DEMO_SIZES.items()}
+    given = [f"--{a.replace('_', '-')}" for a, f in _DEMO_SIZES.items() if sizes[f] is not None]
+    if args.gguf is not None and given:
+        print(f"error: llm-demo: {', '.join(given)}: sizes of the random model, not of a --gguf file",
+              file=sys.stderr)
+        return 1
+    if args.gguf is None:            # an option given as 0 stays 0 (ModelConfig refuses it)
         d = llm_demo.DEMO_CONFIG
-        cfg = ModelConfig(n_layers=args.layers or d.n_layers, dim=args.dim or d.dim, n_heads=args.heads or d.n_heads,
-                          n_kv_heads=args.kv_heads or d.n_kv_heads, hidden=args.hidden or d.hidden,
-                          vocab=args.vocab or d.vocab)
+        cfg = ModelConfig(**{f: getattr(d, f) if v is None else v for f, v in sizes.items()})
     try:
         llm_demo.run_llm_demo(backend=args.backend, gguf=args.gguf, tokens=args.tokens, cfg=cfg, seed=args.seed,
                               check=not args.no_check, out=out)

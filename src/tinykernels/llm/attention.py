@@ -521,6 +521,8 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
     if ks[2] == 0:
         from .elementwise import fill
         return fill(out, 0.0, stream=stream)
+    if C.shares_memory(out, q):      # in place (out=q): the kernels take q as tk.Const
+        q = _read_copy(q, backend, stream)
     shape = _shape(backend, D)
     if shape == "lanes":
         bq, bk = _lanes_blocks(backend, D)
@@ -574,6 +576,14 @@ def _kv_len_arg(kv_len):
     return C.view(kv_len, (1,))
 
 
+def _read_copy(x, backend, stream):
+    """A copy of ``x`` (ordered on ``stream``) for a kernel that reads it as ``tk.Const``
+    while writing ``out``, which is ``x`` itself (in-place use)."""
+    c = C.new_like(x, C.shape_of(x), C.dtype_of(x), backend)
+    tk.copyto(c, x, stream=stream)
+    return c
+
+
 def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=None, stream=None, *,
                  offset: int = 0, splits: int | None = None):
     """One decode step of attention: ``q`` [batch, q_heads, head_dim] against the first
@@ -618,6 +628,8 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
                    reads_across={"k_cache": k_cache, "v_cache": v_cache})
     if B * H == 0:
         return out
+    if C.shares_memory(out, q):      # in place (out=q): the kernels take q as tk.Const
+        q = _read_copy(q, backend, stream)
     G = _heads_per_item(backend, H // ks[1], D)
     nc = _decode_chunks(backend, B * H // G, L, splits)
     chunk = -(-L // nc)

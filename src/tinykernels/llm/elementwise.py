@@ -199,6 +199,22 @@ def _is_scalar(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating, np.bool_))
 
 
+def float_operand(fn: str, name: str, v):
+    """The scalar ``v`` as a float array's kernels take it: a bool as 0/1, an int of int64's
+    range unchanged (the kernel converts it, rounding once), a larger int as the nearest
+    float (NumPy's conversion of a weak Python int: ``x + 10**30``); an int beyond float64's
+    range is a ``ValueError`` naming the argument (NumPy: ``OverflowError``), not the launch
+    error of a 64-bit kernel argument."""
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    if isinstance(v, int) and not -(1 << 63) <= v < (1 << 63):
+        try:
+            return float(v)
+        except OverflowError:
+            C.require(False, fn, name, f"an int of {v.bit_length()} bits is too large for a float")
+    return v
+
+
 def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dtype=None,
            allowed=C.FLOATS, names: tuple = ("a", "b")):
     """Launch the broadcasting binary kernel; ``scales=(sa, sb)`` dequantizes both operands
@@ -228,7 +244,8 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     else:
         C.require(_is_scalar(b), fn, nb, f"expected an array or a Python scalar, got {type(b).__name__}")
         shape, sb_shape, b_last1 = sa_shape, None, False
-        b = float(b) if scales is not None else int(b) if isinstance(b, (bool, np.bool_)) else b
+        b = float_operand(fn, nb, b)
+        b = float(b) if scales is not None else b
     a_last1 = sa_shape[-1] == 1 and shape[-1] != 1
     odt = np.dtype(out_dtype) if out_dtype is not None else dt
     res_shape = () if a is not a0 and sb_shape is None else shape     # 0-d op scalar: 0-d
@@ -356,7 +373,8 @@ def fill(x, value, stream=None):
     dt = C.dtype_of(x)
     C.require_supported(backend, dt, "fill", "x")
     if 0 not in shape:
-        v = C.int_value("fill", "value", value, dt) if dt.kind in "iub" else float(value)   # ml_dtypes: 'V'
+        v = C.int_value("fill", "value", value, dt) if dt.kind in "iub" else \
+            float(float_operand("fill", "value", value))                    # ml_dtypes: 'V'
         xs, shape = (x, shape) if shape else (C.view(x, (1,)), (1,))     # 0-d: a one-element view
         C.launch(_fill, backend, (xs, v), grid3(shape), stream=stream)
     return x

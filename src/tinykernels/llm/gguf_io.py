@@ -30,6 +30,12 @@ def _import_gguf():
     return gguf
 
 
+class UnsupportedTensorType(ValueError, NotImplementedError):
+    """A GGUF tensor of a type neither tinykernels nor ``gguf.quants`` decodes (Q8_1, Q8_K:
+    llama.cpp's activation formats, which model files do not hold). Both a ``ValueError``
+    (the file's content) and the ``NotImplementedError`` gguf raises for it."""
+
+
 def _tensor(t, gguf, backend):
     """One ``ReaderTensor`` as a QTensor or a NumPy array (shape in NumPy order)."""
     ggml = int(t.tensor_type)
@@ -44,7 +50,12 @@ def _tensor(t, gguf, backend):
         return QTensor(fmt.name, (m, k), data)
     if t.data.dtype == np.uint8:            # the reader's view of every block format
         # another block format (q6_k, bf16, ...): decoded to float32 by gguf (a copy)
-        arr = gguf.quants.dequantize(t.data, t.tensor_type).reshape(dims)
+        try:
+            arr = gguf.quants.dequantize(t.data, t.tensor_type).reshape(dims)
+        except NotImplementedError as e:
+            raise UnsupportedTensorType(
+                f"llm.load_gguf: tensor {t.name!r} has type {t.tensor_type.name}, which neither "
+                f"tinykernels (q4_0, q8_0, q4_k) nor gguf.quants ({e}) can decode") from e
     else:
         arr = t.data.reshape(dims)
     if backend is not None and not backend.is_host:
@@ -60,16 +71,21 @@ def load_gguf(path, backend=None) -> dict:
     file; float32/float16/integer tensors are memory-mapped NumPy arrays; other block formats
     (q6_k, bf16, ...) are decoded to float32 NumPy arrays by ``gguf.quants``. With ``backend``
     a device backend (``"CL"``, ``tk.CUDA()``...) every tensor is copied to it."""
-    gguf = _import_gguf()
-    C.require(isinstance(path, (str, os.PathLike)), "load_gguf", "path",
-              f"expected a file path, got {type(path).__name__}")
-    C.require(os.path.isfile(path), "load_gguf", "path", f"no such file: {os.fspath(path)!r}")
+    gguf, reader = open_reader(path, "load_gguf")
     if isinstance(backend, str):
         from ..backends import backend as _make
         backend = _make(backend)
-    try:
-        reader = gguf.GGUFReader(path, "r")
-    except (ValueError, OSError) as e:
-        raise ValueError(f"llm.load_gguf: argument 'path': {os.fspath(path)!r} is not a readable "
-                         f"GGUF file ({e})") from e
     return {t.name: _tensor(t, gguf, backend) for t in reader.tensors}
+
+
+def open_reader(path, fn: str) -> tuple:
+    """``(gguf module, GGUFReader)`` of the file at ``path``; a missing file or one gguf
+    cannot parse is a ``ValueError`` naming ``fn``'s argument ``path``."""
+    gguf = _import_gguf()
+    C.require(isinstance(path, (str, os.PathLike)), fn, "path", f"expected a file path, got {type(path).__name__}")
+    C.require(os.path.isfile(path), fn, "path", f"no such file: {os.fspath(path)!r}")
+    try:
+        return gguf, gguf.GGUFReader(os.fspath(path), "r")
+    except (ValueError, OSError) as e:
+        raise ValueError(f"llm.{fn}: argument 'path': {os.fspath(path)!r} is not a readable "
+                         f"GGUF file ({e})") from e

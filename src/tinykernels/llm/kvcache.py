@@ -20,11 +20,12 @@ __all__ = ["kv_append", "new_counter", "counter_add", "counter_set"]
 
 @tk.kernel
 def _append(cache, rows, pos, guard: tk.constexpr):
-    """cache[..., pos[0] + t, j] = rows[..., t, j] (converted to the cache's dtype)."""
+    """cache[..., pos[0] + t, j] = rows[..., t, j] (converted to the cache's dtype); a position
+    outside the cache is dropped when ``guard`` (else the store's bounds check reports it)."""
     r, j = tk.index(tk.Global, tk.Cartesian)
     c0, c1, c2 = rows3(rows, r)
     p = c2 + pos[0]
-    if not guard or p < cache.shape[cache.ndim - 2]:
+    if not guard or (p >= 0 and p < cache.shape[cache.ndim - 2]):
         st4(cache, c0, c1, p, j, ld4(rows, c0, c1, c2, j))
 
 
@@ -37,7 +38,7 @@ def _append_rows(cache, rows, pos, guard: tk.constexpr):
     c0, c1, c2 = tk.index(tk.Global, tk.Cartesian)
     n0, n1, n2, D = dims4(rows)
     p = c2 + pos[0]
-    if not guard or p < cache.shape[cache.ndim - 2]:
+    if not guard or (p >= 0 and p < cache.shape[cache.ndim - 2]):
         for j in range(D):
             st4(cache, c0, c1, p, j, ld4(rows, c0, c1, c2, j))
 
@@ -53,12 +54,13 @@ def _counter(c, v, add: tk.constexpr):
 def new_counter(value: int = 0, backend=None, like=None):
     """A device-resident int32 counter [1] holding ``value``, on ``backend`` (or ``like``'s
     backend and kind: NumPy, torch or tk.Array)."""
+    value = _int("new_counter", "value", value)
     if like is not None:
         backend = C.backend_of("new_counter", like=like)
         c = C.new_like(like, (1,), np.int32, backend)
         counter_set(c, value)
         return c
-    return tk.full((1,), int(value), np.int32, backend=backend)
+    return tk.full((1,), value, np.int32, backend=backend)
 
 
 def _int(fn: str, name: str, v) -> int:
@@ -94,8 +96,9 @@ def _lead3(shape: tuple) -> tuple:
 def kv_append(cache, rows, counter, stream=None):
     """Write ``rows`` [..., n, D] into ``cache`` [..., max_len, D] (same leading extents) at
     positions ``counter[0] .. counter[0] + n - 1`` along the second-to-last axis, converting
-    to the cache's dtype (float32 -> float32, float32 -> float16, ...). Positions past
-    ``max_len`` are dropped (an ``IndexError`` in debug mode). The counter is not advanced:
+    to the cache's dtype (float32 -> float32, float32 -> float16, ...). Positions outside
+    ``0 .. max_len - 1`` (past the end, or negative from a counter set below 0 or wrapped
+    past 2**31 - 1) are dropped (an ``IndexError`` in debug mode). The counter is not advanced:
     call :func:`counter_add` once all layers have appended. Returns ``cache``."""
     fn = "kv_append"
     backend = C.backend_of(fn, stream=stream, cache=cache, rows=rows, counter=counter)

@@ -257,6 +257,14 @@ def round_away(v):
     return tk.select(v < 0, -q, q)
 
 
+@tk.func
+def q8_value(v):
+    """:func:`round_away` of ``x * (1 / d)``, 0 for a NaN (a NaN or infinite block, whose
+    ``1 / d`` is NaN or 0): what gguf's NumPy quantizer stores there, and no float -> int
+    conversion of a NaN."""
+    return round_away(tk.select(v != v, tk.float32(0), v))
+
+
 @tk.kernel
 def _quantize_x_q8_0(qs, qd, xz, x: tk.Const, fmt: tk.constexpr):
     """Activations ``x`` [K] to Q8_0, block ``b = tk.index()`` (32 values) per work item, as
@@ -271,7 +279,8 @@ def _quantize_x_q8_0(qs, qd, xz, x: tk.Const, fmt: tk.constexpr):
     o = b * 32
     amax = tk.float32(0)
     for j in range(32):
-        amax = max(amax, abs(x[o + j]))
+        a = abs(x[o + j])
+        amax = tk.select(a > amax or a != a, a, amax)      # a NaN stays, as NumPy's max (gguf)
     d = amax / tk.float32(127)
     inv = tk.select(d == 0, tk.float32(0), tk.float32(1) / d)
     qd[b] = tk.float32(tk.float16(d))
@@ -279,11 +288,11 @@ def _quantize_x_q8_0(qs, qd, xz, x: tk.Const, fmt: tk.constexpr):
         for w in range(8):
             word = tk.uint32(0)
             for t in range(4):
-                word |= tk.uint32(round_away(x[o + 4 * w + t] * inv) & 255) << (8 * t)
+                word |= tk.uint32(q8_value(x[o + 4 * w + t] * inv) & 255) << (8 * t)
             qs[8 * b + w] = word
     else:
         for j in range(32):
-            qs[o + j] = tk.int8(round_away(x[o + j] * inv))
+            qs[o + j] = tk.int8(q8_value(x[o + j] * inv))
         if fmt == X_INT8_ZERO:
             for w in range(8):
                 z = 0
@@ -566,6 +575,7 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
         amat = a
     C.require(C.is_array(b), "matmul", "b", f"expected an array, got {type(b).__name__}")
     C.require_dtype(b, "matmul", "b", ["float32"])
+    C.require(isinstance(exact, (bool, np.bool_)), "matmul", "exact", f"expected a bool, got {exact!r}")
     bs = C.shape_of(b)
     C.require(len(bs) in (1, 2) and bs[0] == k, "matmul", "b",
               f"shape {bs} does not match a's [M, K] = [{m}, {k}] (expected ({k},) or ({k}, N))")

@@ -174,9 +174,8 @@ def _f32(v) -> float:
 def read_gguf(path, max_len: int | None = None) -> tuple:
     """``(ModelConfig, weights)`` of a ``llama`` GGUF file (weights on the host, Q/K rows back
     in NeoX order; a missing ``output.weight`` is tied to ``token_embd.weight``)."""
-    from .gguf_io import _import_gguf, load_gguf
-    gguf = _import_gguf()
-    reader = gguf.GGUFReader(os.fspath(path), "r")
+    from .gguf_io import load_gguf, open_reader
+    _, reader = open_reader(path, "read_gguf")
     f = reader.fields
 
     def meta(key, default=None):

@@ -263,9 +263,16 @@ def _quant_q4_k(blocks: np.ndarray) -> np.ndarray:
     n = blocks.shape[0]
     sub = blocks.reshape(n, 8, 32)
     mins = np.maximum(np.float32(0), -sub.min(axis=2))                 # [n, 8], >= 0
-    scales = (sub.max(axis=2) + mins) / np.float32(15)                 # [n, 8], >= 0
-    d = _f16_at_least(scales.max(axis=1) / np.float32(63))             # [n]
-    dmin = _f16_at_least(mins.max(axis=1) / np.float32(63))
+    with np.errstate(over="ignore"):
+        scales = (sub.max(axis=2) + mins) / np.float32(15)             # [n, 8], >= 0
+    d, dmin = scales.max(axis=1) / np.float32(63), mins.max(axis=1) / np.float32(63)   # [n]
+    top = np.float32(np.finfo(np.float16).max)
+    C.require(bool((d <= top).all() and (dmin <= top).all()), "quantize", "w",
+              f"values too large for q4_k's float16 scales d and dmin: a 32-weight sub-block may span "
+              f"at most 15 * 63 * 65504 = {15 * 63 * 65504:.4g} and go down to -63 * 65504 = "
+              f"{-63 * 65504:.4g}; got a span of {float(scales.max()) * 15:.4g} and a minimum of "
+              f"{-float(mins.max()):.4g} (scale the weights down first)")
+    d, dmin = _f16_at_least(d), _f16_at_least(dmin)
     with np.errstate(divide="ignore", invalid="ignore"):
         sc = np.where(d[:, None] > 0, np.ceil(scales / d[:, None]), 0)
         mn = np.where(dmin[:, None] > 0, np.ceil(mins / dmin[:, None]), 0)

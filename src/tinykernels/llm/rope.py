@@ -6,8 +6,9 @@ are rotated as the pairs ``(x[j], x[j + rot/2])`` by the angle whose cosine and 
 Arithmetic is float32 (``x1*c - x2*s`` and ``x2*c + x1*s``, each product rounded, no
 contraction: what NumPy computes in float32) and rounds once on store.
 
-Positions past the table (``p >= cos.shape[0]``) are an ``IndexError`` in debug mode; without
-it they give NaN in that token's rotated dims (never a read outside the table).
+Positions outside the table (``p >= cos.shape[0]``, or ``p < 0`` from a negative device
+counter) are an ``IndexError`` in debug mode; without it they give NaN in that token's
+rotated dims (never a read outside the table).
 """
 from __future__ import annotations
 
@@ -25,10 +26,11 @@ __all__ = ["rope", "rope_at"]
 
 @tk.func
 def angle(cos, sin, p, k, guard):
-    """(cos, sin) of pair ``k`` at table row ``p`` as float32 (NaN past the table when ``guard``)."""
+    """(cos, sin) of pair ``k`` at table row ``p`` as float32 (NaN outside the table when
+    ``guard``: past its end, or before it from a negative position counter)."""
     c = tk.float32(math.nan)
     s = tk.float32(math.nan)
-    if not guard or p < cos.shape[0]:
+    if not guard or (p >= 0 and p < cos.shape[0]):
         c = tk.float32(cos[p, k])
         s = tk.float32(sin[p, k])
     return c, s
@@ -68,7 +70,7 @@ def _rope_rows(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.c
     p = c2 + offset
     if use_pos:
         p += pos[0]
-    if not guard or p < cos.shape[0]:
+    if not guard or (p >= 0 and p < cos.shape[0]):
         for k in range(h):
             c = tk.float32(cos[p, k])
             s = tk.float32(sin[p, k])
