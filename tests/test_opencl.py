@@ -199,3 +199,31 @@ def test_a_repeated_launch_skips_the_host_work_and_stays_right(cl, monkeypatch):
     c[()] = 2.0
     k(y1, x1, c, ndrange=3)
     np.testing.assert_array_equal(y1.numpy(), [6.0, 7.0, 8.0])
+
+
+@pytest.mark.parametrize("first, second, error", [
+    (dict(ndrange=np.int64(3)), dict(ndrange=()), "1 to 3 dimensions"),
+    (dict(ndrange=np.int64(3)), dict(ndrange=range(5, 2)), None),     # empty: launches nothing
+    (dict(ndrange=3), dict(ndrange=3.0), "must be ints or ranges"),
+    (dict(ndrange=1), dict(ndrange=True), "must be ints or ranges"),
+    (dict(ndrange=3), dict(ndrange=np.float64(3)), "must be ints or ranges"),
+    (dict(ndrange=3), dict(ndrange=np.array([3])), "must be ints or ranges"),
+    (dict(ndrange=3, workgroupsize=1), dict(ndrange=3, workgroupsize=True), "workgroupsize must be"),
+    (dict(ndrange=3, workgroupsize=1), dict(ndrange=3, workgroupsize=1.0), "workgroupsize must be"),
+])
+def test_a_repeated_launch_checks_its_geometry_as_the_first(cl, first, second, error):
+    """The repeated-launch memo compares ndrange and workgroupsize by type and value: an
+    ndrange or workgroup size that only compares equal to the last launch's (3.0, True, a
+    NumPy array) is a LaunchError as on a first launch, and a NumPy ndrange before an empty
+    one is not compared by broadcasting (that raised a bare ValueError)."""
+    k = shift_add(cl)
+    x = tk.asarray(np.array([1.0, 2.0, 3.0]), backend=cl)
+    y = tk.asarray(np.zeros(3), backend=cl)
+    k(y, x, 0.5, **first)
+    if error is None:
+        k(y, x, 0.5, **second)
+    else:
+        with pytest.raises(tk.LaunchError, match=error):
+            k(y, x, 0.5, **second)
+    n = int(first["ndrange"])                      # the first launch's items, once each
+    np.testing.assert_array_equal(y.numpy(), [1.5, 2.5, 3.5][:n] + [0.0] * (3 - n))
