@@ -1,4 +1,6 @@
 """The OpenCL backend (runs on PoCL in CI); skipped where no OpenCL device is available."""
+import math
+
 import numpy as np
 import pytest
 
@@ -227,3 +229,26 @@ def test_a_repeated_launch_checks_its_geometry_as_the_first(cl, first, second, e
             k(y, x, 0.5, **second)
     n = int(first["ndrange"])                      # the first launch's items, once each
     np.testing.assert_array_equal(y.numpy(), [1.5, 2.5, 3.5][:n] + [0.0] * (3 - n))
+
+
+@tk.kernel
+def tanh_and_grad(t, d, x: tk.Const):
+    i = tk.index()
+    t[i] = math.tanh(x[i])
+    d[i] = 1 - t[i] * t[i]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_reaches_one(cl, dtype):
+    """tanh is +-1 wherever it rounds to +-1, +-inf included (PoCL 3.1's float tanh gave
+    0.99999994 for every x >= 9.0109 and for inf: 1 - tanh(x)**2 was 1.2e-7, not 0)."""
+    x = np.array([np.inf, -np.inf, 9.010914, -9.010914, 9.010913, 20.0, 1e30, 0.5, -0.0, np.nan], dtype)
+    t = tk.zeros(x.shape, dtype, backend=cl)
+    d = tk.zeros(x.shape, dtype, backend=cl)
+    tanh_and_grad(cl)(t, d, tk.asarray(x, backend=cl), ndrange=x.size)
+    exact = np.array([math.tanh(v) for v in x.astype(np.float64)]).astype(dtype)
+    got = t.numpy()
+    assert np.array_equal(got[:7] == 1, exact[:7] == 1) and np.array_equal(got[:7] == -1, exact[:7] == -1)
+    np.testing.assert_allclose(got, exact, rtol=2 * np.finfo(dtype).eps)
+    assert np.signbit(got[8]) and np.isnan(got[9])
+    assert (d.numpy()[np.abs(exact) == 1] == 0).all()
