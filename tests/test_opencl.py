@@ -252,3 +252,18 @@ def test_tanh_reaches_one(cl, dtype):
     np.testing.assert_allclose(got, exact, rtol=2 * np.finfo(dtype).eps)
     assert np.signbit(got[8]) and np.isnan(got[9])
     assert (d.numpy()[np.abs(exact) == 1] == 0).all()
+
+
+def test_copyto_onto_itself_is_a_no_op(cl):
+    """tk.copyto(a, a) keeps a (OpenCL refuses a buffer copy onto itself: it raised pyopencl's
+    MEM_COPY_OVERLAP), with and without a stream, ordered after the stream's work."""
+    a = tk.asarray(np.arange(6, dtype=np.float32), backend=cl)
+    tk.copyto(a, a).wait()
+    s = cl.stream()
+    y = tk.zeros(6, tk.float32, backend=cl)
+    shift_add(cl)(y, a, 1.0, ndrange=6, stream=s)
+    ev = tk.copyto(y, y, stream=s)
+    ev.wait()
+    assert ev.done()
+    np.testing.assert_array_equal(a.numpy(), np.arange(6))
+    np.testing.assert_array_equal(y.numpy(), np.arange(6) + 1)

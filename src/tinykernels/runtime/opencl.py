@@ -162,7 +162,10 @@ class OpenCL(Backend):
             same_shape(dst, src)
             if not src.nbytes:
                 return CLEvent(None)
-            ev = cl.enqueue_copy(q, dst.buffer, src.buffer, byte_count=src.nbytes)
+            if dst.buffer == src.buffer:        # onto itself: nothing to copy (OpenCL refuses the
+                ev = cl.enqueue_marker(q)       # overlap, MEM_COPY_OVERLAP); ordered in the queue
+            else:
+                ev = cl.enqueue_copy(q, dst.buffer, src.buffer, byte_count=src.nbytes)
         elif isinstance(dst, CLArray):          # from the host, or another dtype: converted on the host
             if isinstance(src, CLArray):
                 q.finish()                      # (src.numpy() reads through the default queue)
