@@ -904,3 +904,25 @@ def test_run_time_python_int_that_does_not_fit_wraps_as_compiled(t, v):
     if not 0 <= vw < bits:               # past the width: 0, or -1 for a negative value (language.md)
         expect[8] = outs[1][:, 8] if vw < 0 else np.where(x < 0, -1, 0)
     np.testing.assert_array_equal(outs[0], np.stack(expect, 1).astype(t))
+
+
+@tk.kernel
+def _shifted_copy(a, b, k):
+    i = tk.index()
+    a[i] = b[i + k]
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_debug_argument_is_accepted_and_every_access_checked(check, monkeypatch):
+    """SPEC 3 and 9: a backend made with debug=True bounds-checks every access on every
+    backend; tk.Interpreter(debug=True) was a TypeError. The interpreter checks whatever
+    debug says (no negative wrap-around either) and reports the flag as the others do."""
+    monkeypatch.delenv("TK_DEBUG", raising=False)
+    assert tk.Interpreter(check=check, debug=True).debug and not tk.Interpreter(check=check).debug
+    monkeypatch.setenv("TK_DEBUG", "1")
+    assert tk.Interpreter(check=check).debug and not tk.Interpreter(check=check, debug=False).debug
+    for be in (tk.Interpreter(check=check, debug=True), tk.Interpreter(check=check, debug=False)):
+        a, b = np.zeros(4, np.float32), np.arange(4, dtype=np.float32)
+        for k, bad in ((1, "index 4 "), (-1, "index -1 ")):
+            with pytest.raises(IndexError, match=f"kernel '_shifted_copy' at .*test_interpreter.py:.*{bad}.*shape \\(4,\\)"):
+                _shifted_copy(be)(a, b, k, ndrange=4)

@@ -431,6 +431,8 @@ def test_fake_backend_is_available_and_arrays_share_host_memory(fake):
     y = tk.zeros(5, np.float32, backend=m)
     tk.copyto(y, x)                                        # device to device: a blit
     assert fake.committed[-1].encoders[0].calls[0][0] == "copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_"
+    tk.copyto(x, x)                                        # onto itself: no blit (Metal forbids the overlap)
+    assert not fake.committed[-1].encoders and x.numpy().tolist() == [0, 1, 7, 3, 4]
 
 
 def test_fake_launch_compiles_once_without_fast_math_and_packs_arguments(fake):

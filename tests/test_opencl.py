@@ -1,4 +1,6 @@
 """The OpenCL backend (runs on PoCL in CI); skipped where no OpenCL device is available."""
+import math
+
 import numpy as np
 import pytest
 
@@ -199,3 +201,69 @@ def test_a_repeated_launch_skips_the_host_work_and_stays_right(cl, monkeypatch):
     c[()] = 2.0
     k(y1, x1, c, ndrange=3)
     np.testing.assert_array_equal(y1.numpy(), [6.0, 7.0, 8.0])
+
+
+@pytest.mark.parametrize("first, second, error", [
+    (dict(ndrange=np.int64(3)), dict(ndrange=()), "1 to 3 dimensions"),
+    (dict(ndrange=np.int64(3)), dict(ndrange=range(5, 2)), None),     # empty: launches nothing
+    (dict(ndrange=3), dict(ndrange=3.0), "must be ints or ranges"),
+    (dict(ndrange=1), dict(ndrange=True), "must be ints or ranges"),
+    (dict(ndrange=3), dict(ndrange=np.float64(3)), "must be ints or ranges"),
+    (dict(ndrange=3), dict(ndrange=np.array([3])), "must be ints or ranges"),
+    (dict(ndrange=3, workgroupsize=1), dict(ndrange=3, workgroupsize=True), "workgroupsize must be"),
+    (dict(ndrange=3, workgroupsize=1), dict(ndrange=3, workgroupsize=1.0), "workgroupsize must be"),
+])
+def test_a_repeated_launch_checks_its_geometry_as_the_first(cl, first, second, error):
+    """The repeated-launch memo compares ndrange and workgroupsize by type and value: an
+    ndrange or workgroup size that only compares equal to the last launch's (3.0, True, a
+    NumPy array) is a LaunchError as on a first launch, and a NumPy ndrange before an empty
+    one is not compared by broadcasting (that raised a bare ValueError)."""
+    k = shift_add(cl)
+    x = tk.asarray(np.array([1.0, 2.0, 3.0]), backend=cl)
+    y = tk.asarray(np.zeros(3), backend=cl)
+    k(y, x, 0.5, **first)
+    if error is None:
+        k(y, x, 0.5, **second)
+    else:
+        with pytest.raises(tk.LaunchError, match=error):
+            k(y, x, 0.5, **second)
+    n = int(first["ndrange"])                      # the first launch's items, once each
+    np.testing.assert_array_equal(y.numpy(), [1.5, 2.5, 3.5][:n] + [0.0] * (3 - n))
+
+
+@tk.kernel
+def tanh_and_grad(t, d, x: tk.Const):
+    i = tk.index()
+    t[i] = math.tanh(x[i])
+    d[i] = 1 - t[i] * t[i]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_reaches_one(cl, dtype):
+    """tanh is +-1 wherever it rounds to +-1, +-inf included (PoCL 3.1's float tanh gave
+    0.99999994 for every x >= 9.0109 and for inf: 1 - tanh(x)**2 was 1.2e-7, not 0)."""
+    x = np.array([np.inf, -np.inf, 9.010914, -9.010914, 9.010913, 20.0, 1e30, 0.5, -0.0, np.nan], dtype)
+    t = tk.zeros(x.shape, dtype, backend=cl)
+    d = tk.zeros(x.shape, dtype, backend=cl)
+    tanh_and_grad(cl)(t, d, tk.asarray(x, backend=cl), ndrange=x.size)
+    exact = np.array([math.tanh(v) for v in x.astype(np.float64)]).astype(dtype)
+    got = t.numpy()
+    assert np.array_equal(got[:7] == 1, exact[:7] == 1) and np.array_equal(got[:7] == -1, exact[:7] == -1)
+    np.testing.assert_allclose(got, exact, rtol=2 * np.finfo(dtype).eps)
+    assert np.signbit(got[8]) and np.isnan(got[9])
+    assert (d.numpy()[np.abs(exact) == 1] == 0).all()
+
+
+def test_copyto_onto_itself_is_a_no_op(cl):
+    """tk.copyto(a, a) keeps a (OpenCL refuses a buffer copy onto itself: it raised pyopencl's
+    MEM_COPY_OVERLAP), with and without a stream, ordered after the stream's work."""
+    a = tk.asarray(np.arange(6, dtype=np.float32), backend=cl)
+    tk.copyto(a, a).wait()
+    s = cl.stream()
+    y = tk.zeros(6, tk.float32, backend=cl)
+    shift_add(cl)(y, a, 1.0, ndrange=6, stream=s)
+    ev = tk.copyto(y, y, stream=s)
+    ev.wait()
+    assert ev.done()
+    np.testing.assert_array_equal(a.numpy(), np.arange(6))
+    np.testing.assert_array_equal(y.numpy(), np.arange(6) + 1)

@@ -802,3 +802,13 @@ def test_array_dropped_while_a_launch_uses_it_keeps_its_data(gpu):
         del big
         s.synchronize()
         np.testing.assert_array_equal(o.numpy(), np.full(n, 3.0 * (k + 1), np.float32))
+
+
+def test_copyto_onto_itself_is_a_no_op(gpu):
+    """tk.copyto(a, a) keeps a (WebGPU refuses a buffer copy onto itself: it raised a
+    GPUValidationError), with and without a stream."""
+    a = tk.asarray(np.arange(6, dtype=np.float32), backend=gpu)
+    tk.copyto(a, a).wait()
+    ev = tk.copyto(a, a, stream=gpu.stream())
+    ev.wait()
+    np.testing.assert_array_equal(a.numpy(), np.arange(6))

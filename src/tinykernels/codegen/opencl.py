@@ -91,17 +91,27 @@ _NAN_FOLDED = ("exp", "expm1", "exp2", "exp10", "sinh", "cosh", "tanh", "floor",
 _INTEGRAL_FROM = {"float": "0x1p23f", "double": "0x1p52"}
 
 
+#: PoCL 3.1's float ``tanh`` never returns 1: it gives 0.99999994 for every x from 9.0109 on and
+#: for +inf (C99 and OpenCL say tanh(+-inf) is +-1), so ``1 - tanh(x)**2`` was 1.2e-7 instead of 0
+#: there and ``llm.tanh_grad(inf, inf)`` inf instead of NaN. From this float on (the first whose
+#: tanh rounds to 1) ``tk_tanh`` returns +-1 itself; PoCL's double ``tanh`` is right.
+_TANH_ONE_FROM = "0x1.205968p+3f"
+
+
 @lru_cache(maxsize=None)
 def _pocl_workarounds(with_f64: bool) -> str:
     """Driver workarounds, active under ``TK_POCL``: ``tk_<fn>`` NaN-passing wrappers (plain
-    ``<fn>`` otherwise; ``tk_rint`` also passes values that are integral by magnitude) and the
-    loop-exit barrier."""
+    ``<fn>`` otherwise; ``tk_rint`` also passes values that are integral by magnitude, the float
+    ``tk_tanh`` gives +-1 where tanh rounds to it) and the loop-exit barrier."""
     out = ["#ifdef TK_POCL", "#define TK_POCL_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"]
     for fn in _NAN_FOLDED:
         for t in ("float", "double") if with_f64 else ("float",):
             keep = f"isnan(x) || fabs(x) >= {_INTEGRAL_FROM[t]}" if fn == "rint" else "isnan(x)"
+            call = f"{fn}(x)"
+            if fn == "tanh" and t == "float":
+                call = f"fabs(x) >= {_TANH_ONE_FROM} ? copysign(1.0f, x) : tanh(x)"
             out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_{fn}({t} x) "
-                       f"{{ return ({keep}) ? x : {fn}(x); }}")
+                       f"{{ return ({keep}) ? x : {call}; }}")
     for t in ("float", "double") if with_f64 else ("float",):
         # PoCL folds pow of constant NaNs wrongly: pow(1, NaN) dropped the kernel's stores (seed
         # 20000789), pow(NaN, NaN) gave 0. pow(1, y) and pow(x, 0) are 1, else a NaN gives NaN.

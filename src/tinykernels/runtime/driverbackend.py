@@ -127,7 +127,7 @@ class DriverBackend(Backend):
             same_shape(dst, src)
             if dst.dtype != src.dtype or not dst.is_contiguous or not src.is_contiguous:
                 raise TypeError(f"tk.copyto between {label} arrays needs the same dtype and contiguous arrays")
-            if src.nbytes:
+            if src.nbytes and src.ptr != dst.ptr:                # onto itself: nothing to copy
                 self._copy_dtod(dst, src, h_stream)
         elif isinstance(dst, A):
             h = as_host_ndarray(src) if not isinstance(src, Array) else src.numpy()

@@ -205,7 +205,7 @@ class Metal(Backend):
             s = stream._s if stream is not None else self._dev.default
             with s.lock:
                 cb = s.command_buffer()
-                if src.nbytes:
+                if src.nbytes and src.buffer is not dst.buffer:     # onto itself: nothing to copy
                     blit = cb.blitCommandEncoder()
                     blit.copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
                         src.buffer, 0, dst.buffer, 0, src.nbytes)

@@ -162,7 +162,10 @@ class OpenCL(Backend):
             same_shape(dst, src)
             if not src.nbytes:
                 return CLEvent(None)
-            ev = cl.enqueue_copy(q, dst.buffer, src.buffer, byte_count=src.nbytes)
+            if dst.buffer == src.buffer:        # onto itself: nothing to copy (OpenCL refuses the
+                ev = cl.enqueue_marker(q)       # overlap, MEM_COPY_OVERLAP); ordered in the queue
+            else:
+                ev = cl.enqueue_copy(q, dst.buffer, src.buffer, byte_count=src.nbytes)
         elif isinstance(dst, CLArray):          # from the host, or another dtype: converted on the host
             if isinstance(src, CLArray):
                 q.finish()                      # (src.numpy() reads through the default queue)
@@ -463,7 +466,7 @@ class _Relaunch:
 
     def same(self, args, ndrange, wg) -> bool:
         """Whether a launch with these arguments is this one again."""
-        if ndrange != self.ndrange or wg != self.wg or len(args) != len(self.refs):
+        if not _same_value(ndrange, self.ndrange) or not _same_value(wg, self.wg) or len(args) != len(self.refs):
             return False
         for a, r in zip(args, self.refs):
             if type(r) is weakref.ref:
@@ -483,6 +486,18 @@ class _Relaunch:
             inst._args_set[id(kern)] = self
         q = stream.queue if stream is not None else inst.backend._dev.queue
         return CLEvent(cl.enqueue_nd_range_kernel(q, kern, self.gsize, self.lsize))
+
+
+def _same_value(a, b) -> bool:
+    """Whether a launch's ``ndrange`` or ``workgroupsize`` is the remembered one: equal and of
+    the same types, through tuples and lists, so that ``8.0`` or ``True`` (which the full path
+    rejects) never pass for ``8``, and a NumPy value is never compared by broadcasting
+    (``np.int64(8) != ()`` is an empty array, whose truth value raises)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    return a == b if isinstance(a, (int, range, np.integer)) else a is b
 
 
 class _ArgTypes:

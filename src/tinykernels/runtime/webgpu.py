@@ -233,7 +233,7 @@ class WebGPU(Backend):
         if isinstance(dst, WGPUArray) and isinstance(src, WGPUArray) and dst.dtype == src.dtype:
             same_shape(dst, src)
             enc = dev.device.create_command_encoder()
-            if src.nbytes:
+            if src.nbytes and src.buffer is not dst.buffer:     # onto itself: nothing to copy
                 enc.copy_buffer_to_buffer(src.buffer, 0, dst.buffer, 0, src.buffer.size)
             ev = dev.submit(enc)
         elif isinstance(dst, WGPUArray):

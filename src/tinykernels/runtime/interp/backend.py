@@ -155,7 +155,10 @@ class Interpreter(Backend):
 
     ``check=True`` (``DEV=INTERP:CHECK``) also reports data races, reads of uninitialized
     local memory and divergent barriers, naming the kernel, the line and the work items.
-    Slow (microseconds per work item): for debugging and testing, not for speed."""
+    Slow (microseconds per work item): for debugging and testing, not for speed. Every array
+    access is bounds-checked whatever ``debug`` says (an ``IndexError`` naming the kernel, the
+    line, the index and the shape); ``debug`` is accepted, and reported, as on the other
+    backends (``debug=None``: ``TK_DEBUG``)."""
     name = "INTERP"
     dev = "INTERP"
     is_host = True
@@ -163,8 +166,10 @@ class Interpreter(Backend):
     max_workgroupsize = 1024
     instance_class = InterpreterKernelInstance
 
-    def __init__(self, check: bool = False):
+    def __init__(self, check: bool = False, debug: bool | None = None):
+        from ..device import debug_flag
         self.check = bool(check)
+        self.debug = debug_flag(debug)
 
     def key(self) -> tuple:
         return ("INTERP", self.check)
