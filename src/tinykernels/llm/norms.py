@@ -28,32 +28,20 @@ LANES = C.LANES
 
 
 @tk.func
-def row_value(x, res, c0, c1, c2, j, mode):
-    """Element ``j`` of row (c0, c1, c2) as float32: of ``x``, or with ``mode`` RESIDUAL_FIRST
-    of the sum ``x + res`` rounded to x's dtype (what the fused residual add stores)."""
-    if mode == RESIDUAL_FIRST:
-        v = tk.float32(x.dtype(ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j)))
-    else:
-        v = tk.float32(ld4(x, c0, c1, c2, j))
-    return v
-
-
-@tk.func
-def sumsq_lanes(x, res, c0, c1, c2, D, mode):
-    """The float32 sum of squares of row (c0, c1, c2) (of ``x``, or with ``mode``
-    RESIDUAL_FIRST of ``x + res``, see :func:`row_value`) by one work item: ``LANES`` partial sums (lane ``t``
-    takes the elements ``k`` with ``k % LANES == t``; the C compiler vectorizes the loop over
-    the lanes without reassociating), combined in order."""
+def sumsq_lanes(x, c0, c1, c2, D):
+    """The float32 sum of squares of row (c0, c1, c2) by one work item: ``LANES`` partial sums
+    (lane ``t`` takes the elements ``k`` with ``k % LANES == t``; the C compiler vectorizes
+    the loop over the lanes without reassociating), combined in order."""
     part = tk.private(tk.float32, (LANES,))
     for t in range(LANES):
         part[t] = tk.float32(0)
     full = D - D % LANES
     for k0 in range(0, full, LANES):
         for t in range(LANES):
-            v = row_value(x, res, c0, c1, c2, k0 + t, mode)
+            v = tk.float32(ld4(x, c0, c1, c2, k0 + t))
             part[t] += v * v
     for k in range(full, D):
-        v = row_value(x, res, c0, c1, c2, k, mode)
+        v = tk.float32(ld4(x, c0, c1, c2, k))
         part[k - full] += v * v
     acc = tk.float32(0)
     for t in range(LANES):
@@ -67,7 +55,7 @@ def sumsq(x, c0, c1, c2, D, lid, W):
     its share, then a ``group_reduce`` (``W == 1``: :func:`sumsq_lanes`)."""
     acc = tk.float32(0)
     if W == 1:
-        acc = sumsq_lanes(x, x, c0, c1, c2, D, PLAIN)
+        acc = sumsq_lanes(x, c0, c1, c2, D)
     else:
         for j in range(lid, D, W):
             v = tk.float32(ld4(x, c0, c1, c2, j))
@@ -105,31 +93,28 @@ def _rms(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: 
         st4(out, c0, c1, c2, j, y)
 
 
-@tk.func
-def rms_row(out, s_out, scale_out, x, res, w, eps, mode, want_scale, reread):
-    """Row ``tk.index()`` of the host shape of :func:`_rms` (one work item per row; unit-stride
-    loops over the row that the C compiler vectorizes; the sum of squares in ``LANES``
-    partial sums, see :func:`sumsq_lanes`). RESIDUAL_FIRST: with ``reread`` the later passes
-    read the stored sum back from ``s_out`` (it may be ``res`` or ``x``: in place), else they
-    recompute ``x + res`` from the row in cache, so that the outputs are only written."""
+@tk.kernel
+def _rms_rows(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr):
+    """The host shape of :func:`_rms` (CPU, interpreter): one work item per row, a flat
+    ndrange (unit-stride loops over the row that the C compiler vectorizes; the sum of
+    squares in ``LANES`` partial sums, see :func:`sumsq_lanes`)."""
     r = tk.index()
     c0, c1, c2 = rows3(x, r)
     n0, n1, n2, D = dims4(x)
     if mode == RESIDUAL_FIRST:
         for j in range(D):
             st4(s_out, c0, c1, c2, j, ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j))
-    if mode == RESIDUAL_FIRST and reread:
-        acc = sumsq_lanes(s_out, s_out, c0, c1, c2, D, PLAIN)
+        acc = sumsq_lanes(s_out, c0, c1, c2, D)
     else:
-        acc = sumsq_lanes(x, res, c0, c1, c2, D, mode)
+        acc = sumsq_lanes(x, c0, c1, c2, D)
     inv = 1 / math.sqrt(acc / D + eps)
     if want_scale:
         st4(scale_out, 0, c0, c1, c2, inv)
     for j in range(D):
-        if mode == RESIDUAL_FIRST and reread:
+        if mode == RESIDUAL_FIRST:
             v = tk.float32(ld4(s_out, c0, c1, c2, j))
         else:
-            v = row_value(x, res, c0, c1, c2, j, mode)
+            v = tk.float32(ld4(x, c0, c1, c2, j))
         y = v * inv * tk.float32(w[j])
         if mode == RESIDUAL_AFTER:
             y = y + tk.float32(ld4(res, c0, c1, c2, j))
@@ -137,21 +122,23 @@ def rms_row(out, s_out, scale_out, x, res, w, eps, mode, want_scale, reread):
 
 
 @tk.kernel
-def _rms_rows(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr):
-    """The host shape of :func:`_rms` (CPU, interpreter) when an output shares memory with an
-    input (in place), and for RESIDUAL_FIRST: :func:`rms_row`, reading the residual sum back.
-    (RESIDUAL_FIRST with read-only inputs, recomputing the sum so that both outputs stream,
-    measured 0.86-0.90x on one thread of the loaded machine, docs/llm.md.)"""
-    rms_row(out, s_out, scale_out, x, res, w, eps, mode, want_scale, True)
-
-
-@tk.kernel
-def _rms_rows_ro(out, s_out, scale_out, x: tk.Const, res: tk.Const, w: tk.Const, eps, mode: tk.constexpr,
+def _rms_rows_ro(out, scale_out, x: tk.Const, res: tk.Const, w: tk.Const, eps, mode: tk.constexpr,
                  want_scale: tk.constexpr):
-    """The host shape of :func:`_rms` (CPU, interpreter) when no output shares memory with an
-    input: :func:`rms_row` with the inputs read-only (``tk.Const``), so the CPU's outputs may
-    stream (docs/cpu.md, "Streaming stores": stores in a row loop)."""
-    rms_row(out, s_out, scale_out, x, res, w, eps, mode, want_scale, False)
+    """:func:`_rms_rows` for PLAIN and RESIDUAL_AFTER when no output shares memory with an
+    input: the inputs are read-only (``tk.Const``) and ``out`` is only written, so the CPU
+    streams it from the second loop (docs/cpu.md, "Streaming stores": stores in a loop over a
+    row), whose blocks also prefetch the next row. The same arithmetic, so the same bits."""
+    r = tk.index()
+    c0, c1, c2 = rows3(x, r)
+    n0, n1, n2, D = dims4(x)
+    inv = 1 / math.sqrt(sumsq_lanes(x, c0, c1, c2, D) / D + eps)
+    if want_scale:
+        st4(scale_out, 0, c0, c1, c2, inv)
+    for j in range(D):
+        y = tk.float32(ld4(x, c0, c1, c2, j)) * inv * tk.float32(w[j])
+        if mode == RESIDUAL_AFTER:
+            y = y + tk.float32(ld4(res, c0, c1, c2, j))
+        st4(out, c0, c1, c2, j, y)
 
 
 @tk.kernel
@@ -223,14 +210,11 @@ def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, s
         args = (out, s_out if s_out is not None else x, sc if sc is not None else w, x,
                 residual if residual is not None else x, w, float(eps), mode, scale is not None)
         group = C.row_group(backend, shape[-1])
-        if group == 1:
-            outs = [a for a in (out, s_out, scale) if a is not None]
-            if mode == RESIDUAL_FIRST or any(C.shares_memory(o, i) for o in outs for i in (x, residual, w)
-                                             if i is not None):
-                C.launch(_rms_rows, backend, args, rows, stream=stream)
-            else:           # placeholders: an output (never touched), not an aliased tk.Const input
-                C.launch(_rms_rows_ro, backend, (out, s_out if s_out is not None else out,
-                                                 sc if sc is not None else out) + args[3:], rows, stream=stream)
+        if group == 1 and mode != RESIDUAL_FIRST and not any(
+                C.shares_memory(o, i) for o in (out, scale) if o is not None for i in (x, residual, w) if i is not None):
+            C.launch(_rms_rows_ro, backend, (out, sc if sc is not None else out) + args[3:], rows, stream=stream)
+        elif group == 1:
+            C.launch(_rms_rows, backend, args, rows, stream=stream)
         else:
             C.launch_rows(_rms, backend, args, rows, group, stream)
     res = (out,) + ((s_out,) if s_out is not None else ()) + ((scale,) if scale is not None else ())
