@@ -173,25 +173,40 @@ for dt in (np.float32, np.float16):
         x = rng.standard_normal(shape).astype(dt)
         w = (1 + 0.1 * rng.standard_normal(shape[-1])).astype(dt)
         res = rng.standard_normal(shape).astype(dt)
-        for mode, r in ((norms.PLAIN, None), (norms.RESIDUAL_AFTER, res)):
-            y = (llm.rms_norm(x, w) if r is None else llm.rms_norm_add(x, w, r))
-            ref = np.empty_like(x)
-            R = int(np.prod(shape[:-1]))
-            norms._rms_rows(tk.CPU())(ref, x, w, x, x if r is None else r, w, 1e-6, mode, False, ndrange=R)
-            assert np.array_equal(y, ref), (dt, shape, mode)
+        R = int(np.prod(shape[:-1]))
+        for mode, r in ((norms.PLAIN, None), (norms.RESIDUAL_AFTER, res), (norms.RESIDUAL_FIRST, res)):
+            for want in (False, True):
+                ref, s_ref, sc_ref = np.empty_like(x), np.empty_like(x), np.empty(shape[:-1], np.float32)
+                norms._rms_rows(tk.CPU())(ref, s_ref, sc_ref, x, x if r is None else r, w, 1e-6, mode, want,
+                                          ndrange=R)
+                if mode == norms.RESIDUAL_FIRST:
+                    got = llm.rms_norm(x, w, residual=r, return_scale=want)
+                    assert np.array_equal(got[1], s_ref), (dt, shape, mode)
+                else:
+                    got = (llm.rms_norm(x, w, return_scale=want) if r is None
+                           else llm.rms_norm_add(x, w, r, return_scale=want))
+                y = got[0] if isinstance(got, tuple) else got
+                assert np.array_equal(y, ref), (dt, shape, mode, want)
+                if want:
+                    assert np.array_equal(got[-1], sc_ref), (dt, shape, mode)
         xs = rng.standard_normal((9, 2 * shape[-1] + 3)).astype(dt)[::3, 1:1 + shape[-1]]   # a strided view
         assert np.array_equal(llm.rms_norm(xs, w), llm.rms_norm(np.ascontiguousarray(xs), w))
         xi = x.copy()
         assert np.array_equal(llm.rms_norm(xi, w, out=xi), llm.rms_norm(x, w))                 # in place
+        ri = res.copy()
+        want_y, want_s = llm.rms_norm(x, w, residual=res)
+        y, s = llm.rms_norm(x, w, residual=ri, residual_out=ri)                               # residual in place
+        assert np.array_equal(y, want_y) and np.array_equal(s, want_s) and s is ri
 print("ok")
 """
 
 
 @pytest.mark.parametrize("stream", ["1", str(1 << 62)])
 def test_llm_rms_norm_streamed_equals_the_plain_kernel(stream):
-    """llm.rms_norm's read-only host kernel (its output streams from the row loop) gives the
-    bits of the kernel with ordinary stores, streamed or not, on partial blocks, odd lengths,
-    float16, views and in place."""
+    """llm.rms_norm's read-only host kernel (its outputs stream from the row loops; the fused
+    residual add recomputes ``x + residual`` instead of reading it back) gives the bits of the
+    kernel with ordinary stores, streamed or not, in every mode, with and without the scale,
+    on partial blocks, odd lengths, float16, views and in place."""
     env = dict(os.environ, TK_CPU_STREAM_BYTES=stream, TK_QUIET="1", TK_NUM_THREADS="2")
     r = subprocess.run([sys.executable, "-c", _RMS_CHECK], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
