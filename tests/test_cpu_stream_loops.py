@@ -164,6 +164,7 @@ def test_streamed_row_loops_of_strided_views_and_offset_starts(stream_always):
 
 
 _RMS_CHECK = r"""
+import importlib
 import numpy as np, tinykernels as tk
 from tinykernels import llm
 from tinykernels.llm import norms
@@ -197,13 +198,29 @@ for dt in (np.float32, np.float16):
         want_y, want_s = llm.rms_norm(x, w, residual=res)
         y, s = llm.rms_norm(x, w, residual=ri, residual_out=ri)                               # residual in place
         assert np.array_equal(y, want_y) and np.array_equal(s, want_s) and s is ri
+softmax = importlib.import_module("tinykernels.llm.softmax")
+for dt in (np.float32, np.float16):
+    for shape in ((3, 1), (5, 37), (4, 4096), (2, 3, 1000), (4, 4097)):
+        x = (rng.standard_normal(shape) * 4).astype(dt)
+        x.reshape(-1)[::7] = -np.inf
+        for scale in (1.0, 0.125):
+            y = llm.softmax(x, scale=scale)
+            ref = np.empty_like(x)
+            R = int(np.prod(shape[:-1]))
+            softmax._softmax_lanes(tk.CPU())(ref, x, scale, shape[-1], 1, 3, True, dt == np.float32, ndrange=R)
+            assert np.array_equal(y, ref, equal_nan=True), (dt, shape, scale)
+        xs = rng.standard_normal((9, 2 * shape[-1] + 3)).astype(dt)[::3, 1:1 + shape[-1]]
+        assert np.array_equal(llm.softmax(xs), llm.softmax(np.ascontiguousarray(xs)))
+        xi = x.copy()
+        assert np.array_equal(llm.softmax(xi, out=xi), llm.softmax(x), equal_nan=True)
 print("ok")
 """
 
 
 @pytest.mark.parametrize("stream", ["1", str(1 << 62)])
-def test_llm_rms_norm_streamed_equals_the_plain_kernel(stream):
-    """llm.rms_norm's read-only host kernel (its outputs stream from the row loops; the fused
+def test_llm_rms_norm_and_softmax_streamed_equal_the_plain_kernels(stream):
+    """llm.softmax's read-only host kernel (the exponentials in a private row, the output
+    streamed) gives the bits of the kernel that keeps them in ``out``; llm.rms_norm's read-only host kernel (its outputs stream from the row loops; the fused
     residual add recomputes ``x + residual`` instead of reading it back) gives the bits of the
     kernel with ordinary stores, streamed or not, in every mode, with and without the scale,
     on partial blocks, odd lengths, float16, views and in place."""

@@ -351,6 +351,15 @@ def _loop_store_index(loop: N.For, store: N.Store, counts: dict):
     return index
 
 
+def _runs_through(body: list) -> bool:
+    """Whether every iteration of a loop with ``body`` runs to its end: no ``break``,
+    ``continue`` or ``return``, and every inlined function's early exit lands inside it."""
+    stmts = list(N.walk_stmts(body))
+    blocks = {s.label for s in stmts if isinstance(s, N.FuncBlock)}
+    return not any(isinstance(s, (N.Break, N.Continue, N.Return))
+                   or (isinstance(s, N.FuncExit) and s.label not in blocks) for s in stmts)
+
+
 def loop_streams(k: N.Kernel) -> dict:
     """The stores of flat kernel ``k`` that may stream from inside a loop over a row: ``id(loop)
     -> [(store, index)]``, for top-level ``range`` loops of step 1 (no ``break``/``continue``,
@@ -360,14 +369,15 @@ def loop_streams(k: N.Kernel) -> dict:
     consecutive elements) with the other indices loop-invariant; ``index`` with the locals the
     loop body assigns before the store replaced by their values (pure expressions of the
     loop variable and of values fixed in the loop). As for ``streamed_stores``, nothing from
-    the first such loop on may observe the delayed stores (``unobservable_after``), and the
-    kernel has no early exits, barriers or collectives. The C renderer runs such a loop in
+    the first such loop on may observe the delayed stores (``unobservable_after``), every
+    iteration runs to the end of the loop's body (``_runs_through``: an inlined function's
+    early exit inside it is fine), and the kernel has no barriers or collectives. The C renderer runs such a loop in
     blocks, each staged in L1 and streamed (the host row kernels of ``tinykernels.llm``:
     RMSNorm's output, softmax's)."""
     body = k.body
     if k.debug or getattr(k, "item_sums", ()):
         return {}
-    if any(isinstance(s, (N.Return, N.FuncExit, N.Barrier, N.Collective)) for s in N.walk_stmts(body)):
+    if any(isinstance(s, (N.Barrier, N.Collective)) for s in N.walk_stmts(body)):
         return {}
     candidates = write_only_arrays(k)
     if not candidates:
@@ -379,7 +389,7 @@ def loop_streams(k: N.Kernel) -> dict:
         if not (isinstance(loop, N.For) and isinstance(loop.step, N.Const) and loop.step.value == 1
                 and loop.var not in _assigned_in(loop.body)):
             continue
-        if any(isinstance(s, (N.Break, N.Continue)) for s in N.walk_stmts(loop.body)):
+        if not _runs_through(loop.body):
             continue
         picked = []
         for s in loop.body:
