@@ -247,7 +247,8 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
               "scale", f"expected a Python float, got {type(scale).__name__}")
     out = C.output(out, fn, x, shape, dt, backend)
     rows, L, inner, ax4 = _split(shape, ax)
-    if L and C.row_group(backend, L) == 1 and inner == 1 and L <= SM_ROW and not C.shares_memory(out, x):
+    if (L and backend.name in ("CPU", "INTERP") and C.row_group(backend, L) == 1 and inner == 1 and L <= SM_ROW
+            and not C.shares_memory(out, x)):      # (a GPU's work item has no room for a private row)
         C.launch(_softmax_rows_ro, backend, (out, x, float(scale), L, inner, use_poly(backend, dt)), rows,
                  stream=stream)
     elif L and C.row_group(backend, L) == 1:
