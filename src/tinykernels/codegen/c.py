@@ -22,7 +22,8 @@ from ..passes.grouporder import rows_first_when_streamed
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
 from ..passes.prefetch import has_loop, next_rows, reads_rows
 from ..passes.rowdiv import row_divisions, row_loads
-from ..passes.streaming import copy_sources, lane_coef, streamed_stores, unobservable_after, write_only_arrays
+from ..passes.streaming import (copy_sources, lane_coef, loop_streams, streamed_stores, unobservable_after,
+                                write_only_arrays)
 from ..passes.tiletranspose import block_lanes, transposed_reads
 from ..passes.uniformity import defs, is_uniform
 from .clike import TYPES, CLikeRenderer, mangle, portable_helpers
@@ -718,6 +719,7 @@ class CRenderer(CLikeRenderer):
         self.lane_stack: list = []  # lanes shape: emitters of per-item loop variables, outermost first
         self.lane_outer = False     # lanes shape: the group's outer dimensions are bound by enclosing loops
         self.staged: dict = {}      # flat path: id(Store) -> its staging buffer (streaming stores)
+        self.loop_streams: dict = {}    # flat path: id(For) -> its streamed stores (loop_streams)
         # flat path: the divisions computed once per run of a row (passes/rowdiv.py), and while
         # an item loop over such a run is rendered, id(BinOp) -> the C expression of its value
         self.div_values: dict = {}
@@ -1539,6 +1541,14 @@ class CRenderer(CLikeRenderer):
         # a peeled row (three loops) or per-item sums keep plain stores
         streams = [] if peel is not None or sums else streamed_stores(k, self.ranges)
         self.stream_arrays.update(s.array.name for s, _ in streams)
+        self.loop_streams = {} if streams or peel is not None or sums else loop_streams(k)
+        if self.loop_streams:
+            looped = {s.array.name: s.array for picked in self.loop_streams.values() for s, _ in picked}
+            self.stream_arrays.update(looped)
+            size = self.streamed_bytes(lambda n, d: f"a_{mangle(n)}_sh{d}")
+            self.w(f"const int tk_stream = {size} >= tk_stream_threshold();")
+            for a in looped.values():
+                self.w(f"tk_pend {self.pend(a)}; {self.pend(a)}.have = 0;")
         if streams:
             per_item = sum(s.array.dtype.itemsize for s, _ in streams)
             total = " * ".join(f"tk_n{d}" for d in range(k.ndim))
@@ -1584,8 +1594,8 @@ class CRenderer(CLikeRenderer):
         self.w("}")
         for n, (_, arr) in enumerate(sums):
             self.w(f"a_{mangle(arr.name)}[tk_t] = tk_sum{n};")
-        if streams:
-            flush = " ".join(f"tk_pend_flush(&{self.pend(s.array)});" for s, _ in streams)
+        if streams or self.loop_streams:
+            flush = " ".join(f"tk_pend_flush(&tk_pend_{mangle(n)});" for n in sorted(self.stream_arrays))
             self.w(f"if (tk_stream) {{ {flush} tk_stream_fence(); }}")
         self.depth = 0
         self.w("}")
@@ -1657,6 +1667,8 @@ class CRenderer(CLikeRenderer):
         a prefetch inside that would stop GCC from vectorizing it)."""
         if not self.pf_rows or not reads_rows(s.body, self.pf_rows):
             return False
+        if self.plan is None and id(s) in self.loop_streams:
+            return True         # its block loop holds the vectorized loop
         inner = [t for t in N.walk_stmts(s.body) if isinstance(t, (N.For, N.While))]
         if self.plan is None:
             return bool(inner) and not any(has_loop(t.body) for t in inner)
@@ -1848,6 +1860,63 @@ class CRenderer(CLikeRenderer):
         self.depth -= 1
         self.w("}")
         self.staged = {}
+
+    LOOP_BLOCK = 1024
+    """Bytes of output per block of a loop whose stores stream (``loop_streams``): a staging
+    buffer in L1, and one step of the next-row prefetch per block."""
+
+    def s_For(self, s):
+        if self.plan is not None or id(s) not in self.loop_streams:
+            return super().s_For(s)
+        self.streamed_loop(s, self.loop_streams[id(s)])
+
+    def streamed_loop(self, s: N.For, streams: list) -> None:
+        """A flat kernel's ``range`` loop of step 1 whose ``streams`` (passes/streaming.py:
+        ``loop_streams``) write consecutive elements per iteration, in blocks of
+        ``LOOP_BLOCK`` bytes: each stream stores through a pointer chosen per block, a
+        buffer in L1 that ``tk_stream_bytes`` then writes with non-temporal stores (a large
+        output, ``tk_stream``, and a run of at least 256 bytes) or the output itself. The
+        block loop holds the loop the C compiler vectorizes, so it steps the next-row
+        prefetch cursors (one step per block)."""
+        t = self.k.locals.get(s.var)
+        ct = self.ctype(t) if t is not None else "int64_t"
+        start, stop, n, b, e, k = (self.fresh(x) for x in ("start", "stop", "trips", "kb", "ke", "k"))
+        block = self.LOOP_BLOCK // max(st.array.dtype.itemsize for st, _ in streams)
+        narrow = min(st.array.dtype.itemsize for st, _ in streams)
+        self.w(f"{{ const {ct} {start} = {self.expr(s.start)}; const {ct} {stop} = {self.expr(s.stop)};")
+        self.w(f"  const uint64_t {n} = {stop} > {start} ? (uint64_t){stop} - (uint64_t){start} : 0u;")
+        self.w(f"  const int tk_lon = tk_stream && {n} * {narrow} >= 256;")
+        for i, (st, _) in enumerate(streams):
+            self.w(f"  {self.stype(st.array.dtype)} tk_lstage{i}[{block}] __attribute__((aligned(64)));")
+        # the prefetch cursors step LOOP_BLOCK / 256 times per block (each step at most TK_PF_PER lines),
+        # as often as a loop over 256 bytes of the row would
+        steps = self.LOOP_BLOCK // 256
+        hook = self.loop_started(s, f"(({n} + {block - 1}) / {block} * {steps})")
+        self.w(f"  for (uint64_t {b} = 0; {b} < {n}; {b} += {block}) {{")
+        self.depth += 1
+        for _ in range(steps if hook else 0):
+            self.loop_iteration(hook)
+        self.w(f"const uint64_t {e} = {n} - {b} < {block} ? {n} : {b} + {block};")
+        for i, (st, index) in enumerate(streams):
+            self.w(f"{self.stype(st.array.dtype)} *tk_lout{i}, *restrict tk_ldst{i};")
+        self.w(f"{self.var(s.var)} = ({ct})((uint64_t){start} + {b});")
+        for i, (st, index) in enumerate(streams):
+            self.w(f"tk_lout{i} = &{self.element(st.array, index)};")
+            self.w(f"tk_ldst{i} = tk_lon ? tk_lstage{i} : tk_lout{i};")
+        saved = self.staged
+        self.staged = {**saved, **{id(st): f"tk_ldst{i}[{k} - {b}]" for i, (st, _) in enumerate(streams)}}
+        self.w(f"for (uint64_t {k} = {b}; {k} < {e}; ++{k}) {{")
+        self.depth += 1
+        self.w(f"{self.var(s.var)} = ({ct})((uint64_t){start} + {k});")
+        self.depth -= 1
+        self.block(s.body)
+        self.w("}")
+        self.staged = saved
+        for i, (st, _) in enumerate(streams):
+            self.w(f"if (tk_lon) tk_stream_bytes(&{self.pend(st.array)}, tk_lout{i}, tk_lstage{i}, "
+                   f"(int64_t)({e} - {b}) * (int64_t)sizeof(tk_lstage{i}[0]));")
+        self.depth -= 1
+        self.w("}}")
 
     def converted_block(self, n: int, copy: tuple) -> str:
         """The C statement converting block ``n``'s source run into ``tk_dst<n>`` for a

@@ -28,20 +28,27 @@ LANES = C.LANES
 
 
 @tk.func
-def sumsq_lanes(x, c0, c1, c2, D):
-    """The float32 sum of squares of row (c0, c1, c2) by one work item: ``LANES`` partial sums
-    (lane ``t`` takes the elements ``k`` with ``k % LANES == t``; the C compiler vectorizes
-    the loop over the lanes without reassociating), combined in order."""
+def sumsq_lanes(x, res, c0, c1, c2, D, add):
+    """The float32 sum of squares of row (c0, c1, c2) (of ``x``; with ``add``, a constant, of
+    ``x + res`` rounded to x's dtype, as the fused residual add stores it) by one work item:
+    ``LANES`` partial sums (lane ``t`` takes the elements ``k`` with ``k % LANES == t``; the C
+    compiler vectorizes the loop over the lanes without reassociating), combined in order."""
     part = tk.private(tk.float32, (LANES,))
     for t in range(LANES):
         part[t] = tk.float32(0)
     full = D - D % LANES
     for k0 in range(0, full, LANES):
         for t in range(LANES):
-            v = tk.float32(ld4(x, c0, c1, c2, k0 + t))
+            if add:
+                v = tk.float32(x.dtype(ld4(x, c0, c1, c2, k0 + t) + ld4(res, c0, c1, c2, k0 + t)))
+            else:
+                v = tk.float32(ld4(x, c0, c1, c2, k0 + t))
             part[t] += v * v
     for k in range(full, D):
-        v = tk.float32(ld4(x, c0, c1, c2, k))
+        if add:
+            v = tk.float32(x.dtype(ld4(x, c0, c1, c2, k) + ld4(res, c0, c1, c2, k)))
+        else:
+            v = tk.float32(ld4(x, c0, c1, c2, k))
         part[k - full] += v * v
     acc = tk.float32(0)
     for t in range(LANES):
@@ -55,7 +62,7 @@ def sumsq(x, c0, c1, c2, D, lid, W):
     its share, then a ``group_reduce`` (``W == 1``: :func:`sumsq_lanes`)."""
     acc = tk.float32(0)
     if W == 1:
-        acc = sumsq_lanes(x, c0, c1, c2, D)
+        acc = sumsq_lanes(x, x, c0, c1, c2, D, False)
     else:
         for j in range(lid, D, W):
             v = tk.float32(ld4(x, c0, c1, c2, j))
@@ -104,15 +111,43 @@ def _rms_rows(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_sc
     if mode == RESIDUAL_FIRST:
         for j in range(D):
             st4(s_out, c0, c1, c2, j, ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j))
-        acc = sumsq_lanes(s_out, c0, c1, c2, D)
+        acc = sumsq_lanes(s_out, s_out, c0, c1, c2, D, False)
     else:
-        acc = sumsq_lanes(x, c0, c1, c2, D)
+        acc = sumsq_lanes(x, x, c0, c1, c2, D, False)
     inv = 1 / math.sqrt(acc / D + eps)
     if want_scale:
         st4(scale_out, 0, c0, c1, c2, inv)
     for j in range(D):
         if mode == RESIDUAL_FIRST:
             v = tk.float32(ld4(s_out, c0, c1, c2, j))
+        else:
+            v = tk.float32(ld4(x, c0, c1, c2, j))
+        y = v * inv * tk.float32(w[j])
+        if mode == RESIDUAL_AFTER:
+            y = y + tk.float32(ld4(res, c0, c1, c2, j))
+        st4(out, c0, c1, c2, j, y)
+
+
+@tk.kernel
+def _rms_rows_ro(out, s_out, scale_out, x: tk.Const, res: tk.Const, w: tk.Const, eps, mode: tk.constexpr,
+                 want_scale: tk.constexpr):
+    """:func:`_rms_rows` when no output shares memory with an input: the inputs are read-only
+    (``tk.Const``) and the outputs only written (RESIDUAL_FIRST recomputes ``x + res`` from
+    the row in cache instead of reading ``s_out`` back), so the CPU streams them from their
+    loops (docs/cpu.md, "Streaming stores": stores in a loop over a row), whose blocks also
+    prefetch the next row. The same arithmetic, so the same bits."""
+    r = tk.index()
+    c0, c1, c2 = rows3(x, r)
+    n0, n1, n2, D = dims4(x)
+    if mode == RESIDUAL_FIRST:
+        for j in range(D):
+            st4(s_out, c0, c1, c2, j, ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j))
+    inv = 1 / math.sqrt(sumsq_lanes(x, res, c0, c1, c2, D, mode == RESIDUAL_FIRST) / D + eps)
+    if want_scale:
+        st4(scale_out, 0, c0, c1, c2, inv)
+    for j in range(D):
+        if mode == RESIDUAL_FIRST:
+            v = tk.float32(x.dtype(ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j)))
         else:
             v = tk.float32(ld4(x, c0, c1, c2, j))
         y = v * inv * tk.float32(w[j])
@@ -190,7 +225,11 @@ def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, s
         args = (out, s_out if s_out is not None else x, sc if sc is not None else w, x,
                 residual if residual is not None else x, w, float(eps), mode, scale is not None)
         group = C.row_group(backend, shape[-1])
-        if group == 1:
+        if group == 1 and not any(C.shares_memory(o, i) for o in (out, s_out, scale) if o is not None
+                                  for i in (x, residual, w) if i is not None):
+            C.launch(_rms_rows_ro, backend, (out, s_out if s_out is not None else out, sc if sc is not None else out)
+                     + args[3:], rows, stream=stream)
+        elif group == 1:
             C.launch(_rms_rows, backend, args, rows, stream=stream)
         else:
             C.launch_rows(_rms, backend, args, rows, group, stream)

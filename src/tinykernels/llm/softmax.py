@@ -80,6 +80,27 @@ all (16 scalar ``vmaxss`` per step) and kept its sums in memory (a store-to-load
 step); a 32-trip loop is vectorized as a loop, accumulators in registers."""
 
 
+@tk.func
+def lanes_max(acc, x, scale, L, ax, c0, c1, c2, c3):
+    """The largest ``x * scale`` of the row at (c0, c1, c2, c3) along axis ``ax`` by one work
+    item, in the ``SM_LANES`` partial maxima ``acc`` (lane ``j`` takes the elements ``l`` with
+    ``l % SM_LANES == j``), combined in lane order; ``acc`` is left zeroed for the sums."""
+    full = L - L % SM_LANES
+    for j in range(SM_LANES):
+        acc[j] = tk.float32(-math.inf)
+    for l0 in range(0, full, SM_LANES):
+        for j in range(SM_LANES):
+            acc[j] = max(acc[j], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale)
+    for l in range(full, L):
+        acc[l - full] = max(acc[l - full], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale)
+    m = tk.float32(-math.inf)
+    for j in range(SM_LANES):
+        m = max(m, acc[j])
+    for j in range(SM_LANES):
+        acc[j] = tk.float32(0)
+    return m
+
+
 @tk.kernel
 def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr, stash: tk.constexpr):
     """The host shape (CPU, interpreter): one work item per row, each pass over the row keeping
@@ -93,18 +114,7 @@ def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr
     c0, c1, c2, c3 = row_start(x, r, L, inner)
     full = L - L % SM_LANES
     acc = tk.private(tk.float32, (SM_LANES,))
-    for j in range(SM_LANES):
-        acc[j] = tk.float32(-math.inf)
-    for l0 in range(0, full, SM_LANES):
-        for j in range(SM_LANES):
-            acc[j] = max(acc[j], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale)
-    for l in range(full, L):
-        acc[l - full] = max(acc[l - full], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale)
-    m = tk.float32(-math.inf)
-    for j in range(SM_LANES):
-        m = max(m, acc[j])
-    for j in range(SM_LANES):
-        acc[j] = tk.float32(0)
+    m = lanes_max(acc, x, scale, L, ax, c0, c1, c2, c3)
     for l0 in range(0, full, SM_LANES):
         for j in range(SM_LANES):
             e = _exp_neg(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale - m, poly)
@@ -126,6 +136,41 @@ def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr
         else:
             e = _exp_neg(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
         put_axis(out, ax, c0, c1, c2, c3, l, e * inv)
+
+
+SM_ROW = 4096
+"""The longest row whose exponentials :func:`_softmax_rows_ro` keeps in a private row (16 KiB
+of float32 on a work item's stack, in L1/L2 between the passes)."""
+
+
+@tk.kernel
+def _softmax_rows_ro(out, x: tk.Const, scale, L, inner, poly: tk.constexpr):
+    """:func:`_softmax_lanes` over the last axis (``inner == 1``) of rows of at most ``SM_ROW``
+    elements when ``out`` shares no memory with ``x``: the exponentials wait in a private row
+    instead of ``out``, ``x`` is read-only and ``out`` only written, so the CPU streams the
+    third pass's stores (docs/cpu.md, "Streaming stores": stores in a loop over a row). The
+    same arithmetic, so the same bits."""
+    r = tk.index()
+    c0, c1, c2, c3 = row_start(x, r, L, inner)
+    full = L - L % SM_LANES
+    acc = tk.private(tk.float32, (SM_LANES,))
+    row = tk.private(tk.float32, (SM_ROW,))
+    m = lanes_max(acc, x, scale, L, 3, c0, c1, c2, c3)
+    for l0 in range(0, full, SM_LANES):
+        for j in range(SM_LANES):
+            e = _exp_neg(tk.float32(ld4(x, c0, c1, c2, l0 + j)) * scale - m, poly)
+            acc[j] += e
+            row[l0 + j] = e
+    for l in range(full, L):
+        e = _exp_neg(tk.float32(ld4(x, c0, c1, c2, l)) * scale - m, poly)
+        acc[l - full] += e
+        row[l] = e
+    s = tk.float32(0)
+    for j in range(SM_LANES):
+        s += acc[j]
+    inv = tk.float32(1) / s
+    for l in range(L):
+        st4(out, c0, c1, c2, l, row[l] * inv)
 
 
 @tk.func
@@ -202,7 +247,11 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
               "scale", f"expected a Python float, got {type(scale).__name__}")
     out = C.output(out, fn, x, shape, dt, backend)
     rows, L, inner, ax4 = _split(shape, ax)
-    if L and C.row_group(backend, L) == 1:
+    if (L and backend.name in ("CPU", "INTERP") and C.row_group(backend, L) == 1 and inner == 1 and L <= SM_ROW
+            and not C.shares_memory(out, x)):      # (a GPU's work item has no room for a private row)
+        C.launch(_softmax_rows_ro, backend, (out, x, float(scale), L, inner, use_poly(backend, dt)), rows,
+                 stream=stream)
+    elif L and C.row_group(backend, L) == 1:
         stash = C.dtype_of(out) == np.float32
         C.launch(_softmax_lanes, backend, (out, x, float(scale), L, inner, ax4, use_poly(backend, dt), stash), rows,
                  stream=stream)

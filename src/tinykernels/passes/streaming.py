@@ -26,6 +26,8 @@ GPUs, and need no care.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ir import nodes as N
 from .rowdiv import row_invariant_defs, row_step, substitute
 
@@ -272,3 +274,135 @@ def copy_sources(k: N.Kernel, ranges: int, streams: list, fixed: frozenset) -> d
         elif not isinstance(st, N.Assign) or any(isinstance(e, (N.Atomic, N.Call)) for e in N.walk_expr(st.value)):
             return None
     return out if len({kind for _, kind, _ in out.values()}) == 1 else None
+
+
+def _assign_counts(body: list) -> dict:
+    """How often each local is assigned in ``body`` (a loop variable counts twice)."""
+    counts: dict = {}
+    for s in N.walk_stmts(body):
+        names = [s.var] if isinstance(s, N.Assign) else [s.var, s.var] if isinstance(s, N.For) else \
+            list(s.outs) * 2 if isinstance(s, N.Philox) else [s.dst] * 2 if isinstance(s, N.Collective) else []
+        for v in names:
+            counts[v] = counts.get(v, 0) + 1
+    return counts
+
+
+def _assigned_in(body: list) -> set:
+    """The locals that statements of ``body`` assign (loop variables included)."""
+    return {s.var for s in N.walk_stmts(body) if isinstance(s, (N.Assign, N.For))} | \
+        {v for s in N.walk_stmts(body) if isinstance(s, N.Philox) for v in s.outs} | \
+        {s.dst for s in N.walk_stmts(body) if isinstance(s, N.Collective)}
+
+
+def _pure(e: N.Expr) -> bool:
+    return not any(isinstance(x, (N.Load, N.Atomic, N.Call)) for x in N.walk_expr(e))
+
+
+def _loop_coef(e: N.Expr, var: str, inner: set):
+    """How ``e`` grows per iteration of the loop over ``var``: 0 (the same in the whole loop: no
+    local assigned in the loop), 1 (``var`` plus loop-invariant terms, 64-bit integers), or
+    None."""
+    if isinstance(e, N.Var):
+        return 1 if e.name == var else (None if e.name in inner else 0)
+    if isinstance(e, (N.Const, N.Arg, N.Shape, N.Index)):
+        return 0
+    if isinstance(e, N.BinOp) and e.op in ("+", "-"):
+        a, b = _loop_coef(e.a, var, inner), _loop_coef(e.b, var, inner)
+        if a is None or b is None:
+            return None
+        if (a or b) and not (e.ty is not None and e.ty.dtype.kind in "iu" and e.ty.dtype.bits == 64):
+            return None
+        r = a + b if e.op == "+" else a - b
+        return r if r in (0, 1) else None
+    if isinstance(e, N.Cast):
+        a = _loop_coef(e.a, var, inner)
+        return a if a == 0 or (a == 1 and e.ty.dtype.kind in "iu" and e.ty.dtype.bits == 64) else None
+    return 0 if all(_loop_coef(x, var, inner) == 0 for x in N.child_exprs(e)) else None
+
+
+def _loop_store_index(loop: N.For, store: N.Store, counts: dict):
+    """The index of ``store`` (a top-level statement of ``loop.body``) with the locals the loop
+    body assigns once before it replaced by their values, when its last index is the loop
+    variable plus loop-invariant terms and the others are loop-invariant; else None."""
+    inner = _assigned_in(loop.body)
+    defs = {}
+    for s in loop.body:
+        if s is store:
+            break
+        if isinstance(s, N.Assign) and counts.get(s.var) == 1 and _pure(s.value):
+            defs[s.var] = s.value
+
+    def resolve(e, seen=frozenset()):
+        if isinstance(e, N.Var) and e.name in defs and e.name not in seen:
+            return resolve(defs[e.name], seen | {e.name})
+        if isinstance(e, N.Var) or not N.child_exprs(e):
+            return e
+        if isinstance(e, (N.BinOp, N.Compare)):
+            return replace(e, a=resolve(e.a, seen), b=resolve(e.b, seen))
+        if isinstance(e, N.Cast):
+            return replace(e, a=resolve(e.a, seen))
+        return e
+    index = [resolve(e) for e in store.index]
+    *lead, last = index
+    if not all(_pure(e) and _loop_coef(e, loop.var, inner) == 0 for e in lead):
+        return None
+    if not _pure(last) or _loop_coef(last, loop.var, inner) != 1:
+        return None
+    return index
+
+
+def _runs_through(body: list) -> bool:
+    """Whether every iteration of a loop with ``body`` runs to its end: no ``break``,
+    ``continue`` or ``return``, and every inlined function's early exit lands inside it."""
+    stmts = list(N.walk_stmts(body))
+    blocks = {s.label for s in stmts if isinstance(s, N.FuncBlock)}
+    return not any(isinstance(s, (N.Break, N.Continue, N.Return))
+                   or (isinstance(s, N.FuncExit) and s.label not in blocks) for s in stmts)
+
+
+def loop_streams(k: N.Kernel) -> dict:
+    """The stores of flat kernel ``k`` that may stream from inside a loop over a row: ``id(loop)
+    -> [(store, index)]``, for top-level ``range`` loops of step 1 (no ``break``/``continue``,
+    the variable not reassigned) whose body stores, as a top-level statement (every
+    iteration), to a write-only output (``write_only_arrays``) at the loop variable plus
+    loop-invariant terms along its last axis (contiguous: consecutive iterations write
+    consecutive elements) with the other indices loop-invariant; ``index`` with the locals the
+    loop body assigns before the store replaced by their values (pure expressions of the
+    loop variable and of values fixed in the loop). As for ``streamed_stores``, nothing from
+    the first such loop on may observe the delayed stores (``unobservable_after``), every
+    iteration runs to the end of the loop's body (``_runs_through``: an inlined function's
+    early exit inside it is fine), and the kernel has no barriers or collectives. The C renderer runs such a loop in
+    blocks, each staged in L1 and streamed (the host row kernels of ``tinykernels.llm``:
+    RMSNorm's output, softmax's)."""
+    body = k.body
+    if k.debug or getattr(k, "item_sums", ()):
+        return {}
+    if any(isinstance(s, (N.Barrier, N.Collective)) for s in N.walk_stmts(body)):
+        return {}
+    candidates = write_only_arrays(k)
+    if not candidates:
+        return {}
+    counts = _assign_counts(body)
+    found: dict = {}
+    first = None
+    for i, loop in enumerate(body):
+        if not (isinstance(loop, N.For) and isinstance(loop.step, N.Const) and loop.step.value == 1
+                and loop.var not in _assigned_in(loop.body)):
+            continue
+        if not _runs_through(loop.body):
+            continue
+        picked = []
+        for s in loop.body:
+            if isinstance(s, N.Store) and s.array.name in candidates and len(s.index) == s.array.ndim:
+                index = _loop_store_index(loop, s, counts)
+                if index is not None:
+                    picked.append((s, index))
+        if picked:
+            found[id(loop)] = picked
+            first = i if first is None else first
+    if not found:
+        return {}
+    names = {s.array.name for picked in found.values() for s, _ in picked}
+    if not unobservable_after(body[first:], names):
+        return {}
+    return found
