@@ -55,6 +55,26 @@ def mangle(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", lambda m: f"_u{ord(m.group()):x}_", name)
 
 
+
+def oob_slots(ix: list, ns: list, zero: str, one: str, ok, sel) -> tuple:
+    """The three (index, extent) argument pairs of a debug kernel's ``tk_oob`` and its ``nd``
+    argument, for an access with index expressions ``ix`` and extents ``ns`` (target-language
+    strings; ``ok(i, n)`` an in-bounds test, ``sel(c, x, y)`` a select). Up to three
+    dimensions the pairs are the access's own. Beyond three, the third pair is the first
+    out-of-bounds dimension from the third on (else the third), and ``nd`` becomes
+    ``ndim + 16 * axis`` so that the host's message names that axis: every dimension is
+    checked, in a fixed-size error buffer."""
+    if len(ix) <= 3:
+        parts = []
+        for k in range(3):
+            parts += [ix[k], ns[k]] if k < len(ix) else [zero, one]
+        return parts, str(len(ix))
+    i2, n2, ax = ix[2], ns[2], "2"
+    for k in range(len(ix) - 1, 2, -1):
+        c = ok(ix[k], ns[k])
+        i2, n2, ax = sel(c, i2, ix[k]), sel(c, n2, ns[k]), sel(c, ax, str(k))
+    return [ix[0], ns[0], ix[1], ns[1], i2, n2], f"{len(ix)} + 16 * {ax}"
+
 class CLikeRenderer:
     """Expressions and statements of the IR in a C-like language."""
 
@@ -337,13 +357,11 @@ class CLikeRenderer:
             return None
         if a.name not in self.array_ids:
             self.array_ids.append(a.name)
-        parts = []
-        for k in range(3):
-            if k < len(idx):
-                parts += [f"(int64_t)({self.expr(idx[k])})", f"(int64_t){self.shape(a, k)}"]
-            else:
-                parts += ["0", "1"]
-        return f"tk_oob({self.oob_prefix}{loc.line}, {self.array_ids.index(a.name)}, {len(idx)}, {', '.join(parts)})"
+        ix = [f"(int64_t)({self.expr(i)})" for i in idx]
+        ns = [f"(int64_t){self.shape(a, k)}" for k in range(len(idx))]
+        parts, nd = oob_slots(ix, ns, "0", "1", lambda i, n: f"({i} >= 0 && {i} < {n})",
+                              lambda c, x, y: f"({c} ? {x} : {y})")
+        return f"tk_oob({self.oob_prefix}{loc.line}, {self.array_ids.index(a.name)}, {nd}, {', '.join(parts)})"
 
     oob_prefix = ""     # extra leading argument of tk_oob (an error buffer on devices)
 

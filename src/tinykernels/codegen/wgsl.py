@@ -46,7 +46,7 @@ from ..dtypes import DType, Ty
 from ..errors import CompileError
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop
-from .clike import mangle
+from .clike import mangle, oob_slots
 
 # --------------------------------------------------------------------------- type tables
 
@@ -1821,14 +1821,13 @@ class WGSLRenderer:
             return None
         if a.name not in self.array_ids:
             self.array_ids.append(a.name)
-        parts = []
-        for k in range(3):
-            if k < len(idx):
-                n = f"tk_a.{self.array_name(a)}_sh{k}" if a.space == "global" else f"{a.shape[k]}i"
-                parts += [self.as_i32(idx[k]), n]
-            else:
-                parts += ["0i", "1i"]
-        return f"tk_oob({loc.line}i, {self.array_ids.index(a.name)}i, {len(idx)}i, {', '.join(parts)})"
+        ix = [f"({self.as_i32(i)})" for i in idx]
+        ns = [f"tk_a.{self.array_name(a)}_sh{k}" if a.space == "global" else f"{a.shape[k]}i"
+              for k in range(len(idx))]
+        parts, nd = oob_slots(ix, ns, "0i", "1i", lambda i, n: f"({i} >= 0i && {i} < {n})",
+                              lambda c, x, y: f"select({y}, {x}, {c})")
+        nd = nd.replace(" + 16 * ", "i + 16i * ") if len(idx) > 3 else f"{nd}i"
+        return f"tk_oob({loc.line}i, {self.array_ids.index(a.name)}i, {nd}, {', '.join(parts)})"
 
     def load(self, a: N.ArrayInfo, off: str) -> str:
         name, d = self.array_name(a), a.dtype
