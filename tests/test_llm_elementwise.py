@@ -36,6 +36,52 @@ def test_binary_ops_broadcast_exactly_as_numpy(be, dt, sa, sb):
         np.testing.assert_array_equal(got, want)       # one rounding, as NumPy
 
 
+SCALARS = [2, -3, 0.1, 1 / 3, True, 10 ** 30, np.float64(0.1), np.float32(1 / 3), np.float16(0.1), np.int8(-3),
+           np.uint8(7), np.int16(-300), np.uint16(600), np.int32(-5), np.uint32(9), np.int64(-7),
+           np.uint64(2 ** 63), np.bool_(True)]
+
+
+def _weak(s, dt):
+    """What NumPy and torch compute with the scalar ``s`` and a ``dt`` array: ``s`` as a Python
+    number (torch's rule: a NumPy scalar's dtype does not promote the array's), rounded to dt."""
+    v = s.item() if isinstance(s, np.generic) else s
+    with np.errstate(over="ignore"):                   # 10**30 is inf in float16, as NumPy's
+        return dt(float(v))
+
+
+@pytest.mark.parametrize("be", backends())
+@pytest.mark.parametrize("dt", DT)
+def test_a_scalar_either_side_is_the_numpy_result(be, dt):
+    """``llm.add(2.0, x)``: a Python or NumPy scalar (of every dtype) or a 0-d array on either
+    side of add/sub/mul/div (sub and div reversed, not swapped) and pow; the result has the
+    array's dtype and NumPy's bits (2 - x is not x - 2). It was refused ('a': expected an array)."""
+    skip_16bit(be, dt)
+    b = dev(be)
+    x = (rng.standard_normal((3, 17)) + 3).astype(dt)
+    X = put(x, b)
+    ops = ((llm.add, np.add), (llm.sub, np.subtract), (llm.mul, np.multiply), (llm.div, np.divide))
+    for s in SCALARS:
+        w = _weak(s, dt)
+        for f, ref in ops:
+            for got, want in ((f(s, X), ref(w, x)), (f(X, s), ref(x, w))):
+                got = get(got)
+                assert got.dtype == dt and got.shape == x.shape, (f, s)
+                np.testing.assert_array_equal(got, want, err_msg=f"{f.__name__} {s!r}")
+    x64 = x.astype(np.float64)
+    close(get(llm.pow(2.5, X)), np.float64(dt(2.5)) ** x64, dt, ulps=8)
+    close(get(llm.pow(np.float32(0.5), X)), 0.5 ** x64, dt, ulps=8)
+    zero_d = np.asarray(3.0, dt)                       # a 0-d array: its value, either side
+    np.testing.assert_array_equal(get(llm.sub(put(zero_d, b), X)), zero_d - x)
+    np.testing.assert_array_equal(get(llm.div(X, put(zero_d, b))), x / zero_d)
+    for args in ((2.0, 3.0), (2.0, "x")):                 # no array: still an error naming 'a'
+        with pytest.raises(ValueError, match="'a'"):
+            llm.sub(*args)
+    with pytest.raises(ValueError, match="'a'.*complex"):     # a complex scalar names its side
+        llm.sub(1j, X)
+    with pytest.raises(ValueError, match="'x'"):             # tanh_grad is no scalar's op
+        llm.tanh_grad(1.0, X)
+
+
 @pytest.mark.parametrize("be", backends())
 @pytest.mark.parametrize("dt", DT)
 def test_unary_math_and_pow(be, dt):
