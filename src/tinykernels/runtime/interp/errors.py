@@ -12,6 +12,7 @@ import os
 import sys
 
 from ...errors import TinyKernelsError
+from ...ir.nodes import Loc
 
 
 class KernelCheckError(TinyKernelsError):
@@ -66,6 +67,34 @@ def user_frame(depth: int = 1):
             return f
         f = f.f_back
     return None
+
+
+_PKG = os.path.dirname(_HERE)[:-len("runtime")]          # .../tinykernels/
+_LANG = os.path.join(_PKG, "lang.py")                   # tk.func's __call__: a plain Python call
+
+
+def _caller(f):
+    """The user frame that called the user frame ``f`` (a kernel calling a @tk.func, through
+    tk.func's ``__call__``), or None where the interpreter or a launch called it."""
+    g = f.f_back
+    while g is not None and g.f_code.co_filename == _LANG:
+        g = g.f_back
+    return None if g is None or os.path.abspath(g.f_code.co_filename).startswith(_PKG) else g
+
+
+def frame_loc(f) -> Loc:
+    """The location the user frame ``f`` is at, with the call chain of the @tk.funcs it is in
+    (the compiled backends' Loc: ``site_text`` names the func's line and its call sites)."""
+    g = _caller(f)
+    if g is None:
+        return Loc(f.f_code.co_filename, f.f_lineno)
+    return Loc(f.f_code.co_filename, f.f_lineno, caller=frame_loc(g), func=f.f_code.co_name)
+
+
+def where_loc(depth: int = 1) -> Loc:
+    """:func:`where` as a Loc, with its call chain (:func:`frame_loc`)."""
+    f = user_frame(depth + 1)
+    return Loc("<unknown>", 0) if f is None else frame_loc(f)
 
 
 def where(depth: int = 1) -> tuple:
