@@ -917,6 +917,9 @@ class Lowerer:
             for p, v, a in zip(params, argvals, argnodes):
                 if isinstance(v, (N.ArrayInfo, DTypeVal, PyObj)):
                     fr.bind[p] = v
+                elif isinstance(v, N.Const) and p not in fr.local_names:
+                    fr.bind[p] = v      # a compile-time constant (a constexpr, a literal) stays one in
+                    #                     the func, as in the kernel: its ifs fold, dead branches vanish
                 elif isinstance(v, tuple):
                     self.bind_name(p, v, a)
                 else:
@@ -925,8 +928,12 @@ class Lowerer:
         finally:
             self.stack.pop()
             self.calls.pop()
-        if body and isinstance(body[-1], N.FuncExit):
-            body.pop()
+        # a return at the func's top level (written there, or in a branch a constant condition
+        # folded) ends the body: what follows is dead, and no jump is needed
+        end = next((k for k, s in enumerate(body) if isinstance(s, N.FuncExit) and s.label == fr.ret_label),
+                   None)
+        if end is not None:
+            del body[end:]
         if any(isinstance(s, N.FuncExit) for s in N.walk_stmts(body)):
             self.emit(N.FuncBlock(self.loc(node), fr.ret_label, body))
         else:

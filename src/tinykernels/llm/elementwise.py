@@ -108,8 +108,7 @@ def _unary(out, a, op: tk.constexpr, poly: tk.constexpr):
 
 # Flat shapes of _binary / _unary for the CPU backend, used when every array is C-contiguous
 # with the output's shape and the output shares no memory with an input (_flat_views): the
-# inputs are tk.Const and, the op being a compile-time constant of the kernel itself (an
-# inlined function's branches are not pruned, and its early returns stop staging), the store
+# inputs are tk.Const and, the op being a compile-time constant of the kernel itself, the store
 # is one top-level store of the item's own element, which the C renderer stages and writes
 # with streaming stores when the output is large (passes/streaming.py): no read for ownership,
 # a quarter less traffic for add, a third less for a copy or cast.
