@@ -23,7 +23,7 @@ from ... import lang
 from ... import random as tkrandom
 from . import ops as O
 from ...ir.nodes import site_text
-from .errors import KernelCheckError, where_loc
+from .errors import KernelCheckError, site_loc, where_site
 from .memory import KArray, RaceTracker, alloc
 from .transform import RETURNED
 
@@ -225,7 +225,7 @@ class KernelContext:
         """Raise ``cls`` at ``file:line`` (``site``: that place as an error names it, with
         its call chain), by default where the user's code is running."""
         if file is None:
-            loc = where_loc()
+            loc = site_loc(where_site())
             file, line, site = loc.file, loc.line, site_text(loc)
         if items is None:
             items = (self.cur.uid,) if self.cur is not None else ()
