@@ -471,6 +471,8 @@ def edges2(out, x: tk.Const, y: tk.Const, op: tk.constexpr):
         out[i] = tk.clamp(a, b, 0.75)
     elif op == 11:
         out[i] = tk.clamp(a, -1.0, b)
+    elif op == 12:
+        out[i] = tk.rsqrt(a) + 0.0 * b
 
 
 EDGES = [  # (op, x, y, d/dx, d/dy) -- the values torch.autograd gives
@@ -488,7 +490,57 @@ EDGES = [  # (op, x, y, d/dx, d/dy) -- the values torch.autograd gives
     # Warp's clamp; not half, as min(max(...)) written out gives)
     (10, 0.25, 0.25, 1.0, 0.0), (10, 0.75, 0.25, 1.0, 0.0), (10, 0.1, 0.25, 0.0, 1.0), (10, 0.9, 0.25, 0.0, 0.0),
     (10, 0.5, 0.25, 1.0, 0.0), (11, 0.5, 0.5, 1.0, 0.0), (11, 0.6, 0.5, 0.0, 1.0), (11, -1.0, 0.5, 1.0, 0.0),
+    # rsqrt: -rsqrt(x)**3 / 2; at -0.0 rsqrt is -inf and the derivative +inf (torch's x.rsqrt()
+    # backward, JAX's grad of 1 / sqrt(x), and this library's adjoint of 1 / math.sqrt(x)); it gave -inf
+    (12, 0.0, 1.0, -math.inf, 0.0), (12, -0.0, 1.0, math.inf, 0.0), (12, 4.0, 1.0, -1 / 16, 0.0),
 ]
+
+
+def _exact_partials(op, x, y):
+    """(d/dx, d/dy) of hypot (op 4) or atan2 (op 5) at the floats x, y, from exact rationals
+    rounded once (no intermediate underflow or overflow)."""
+    from fractions import Fraction as F
+    X, Y = F(x), F(y)
+    n2 = X * X + Y * Y
+    if op == 5:                         # atan2(x, y): d/dx = y / (x² + y²), d/dy = -x / (x² + y²)
+        return tuple(_round(v) for v in (Y / n2, -X / n2))
+    h = math.hypot(x, y)                # Python's hypot: scaled, correctly rounded in float64
+    return x / h, y / h                 # hypot: x / h, y / h (the quotients are <= 1: no range issue)
+
+
+def _round(v) -> float:
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
+TINY = [(1e-30, 1e-30), (3e-30, -2e-30), (1e-40, 2e-40), (-1e-42, 7e-43), (1e20, 1e20), (-3e19, 2e19)]
+TINY64 = [(1e-300, 1e-300), (3e-310, -2e-310), (1e-160, 1e-160), (1e200, -1e200)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_atan2_and_hypot_adjoints_do_not_underflow_at_tiny_arguments(be, dtype):
+    """The adjoints at tiny and huge arguments against exact derivatives: atan2's was
+    x / (x² + y²), whose squares underflow to 0 for 1e-30 in float32 (a derivative of 0 where
+    it is 5e29) and overflow for 1e20; now (x / h) / h with h = hypot(x, y). hypot's (x / h)
+    had no squares. With subnormal arguments, h = hypot(x, y) is itself a subnormal, exact to
+    its spacing only: the tolerance is that relative spacing (the primal's own precision)."""
+    if dtype == np.float64 and not be.supports_float64:
+        pytest.skip("no float64 on this backend")
+    points = TINY + (TINY64 if dtype == np.float64 else [])
+    for op in (4, 5):
+        for x, y in points:
+            x, y = float(dtype(x)), float(dtype(y))
+            dX, dY = dev([0.0], be, dtype), dev([0.0], be, dtype)
+            tk.autodiff(tk.Reverse, lambda o, x_, y_: edges2(be)(o, x_, y_, op, ndrange=1),
+                        tk.Duplicated(dev([0.0], be, dtype), dev([1.0], be, dtype)),
+                        tk.Duplicated(dev([x], be, dtype), dX), tk.Duplicated(dev([y], be, dtype), dY))
+            with np.errstate(over="ignore"):            # 1 / (2 * 1e-42): inf in float32, as the exact value
+                want = [float(dtype(w)) for w in _exact_partials(op, x, y)]
+            spacing = 2 * float(np.finfo(dtype).smallest_subnormal) / math.hypot(x, y)
+            np.testing.assert_allclose([host(dX)[0], host(dY)[0]], want, rtol=max(2e-6, spacing),
+                                       err_msg=f"op {op} at ({x}, {y}) {np.dtype(dtype)}")
 
 
 @pytest.mark.parametrize("mode", ["reverse", "forward"])

@@ -634,6 +634,21 @@ def test_bug_opencl_pow_of_one_and_a_constant_nan():
     assert got[:4].tolist() == [1.0, 5.0, 1.0, 1.0] and np.isnan(got[4]) and got[5] == 1.0 and np.isnan(got[6]), got
 
 
+@tk.kernel
+def k_log1p_tiny(o, x: tk.Const):
+    i = tk.index()
+    o[i] = math.log1p(x[i])
+
+
+# fixed: pocl-log1p-tiny
+def test_bug_opencl_log1p_of_subnormals():
+    """log1p(x) is x for tiny x; PoCL 3.1 gave +0.0 for +-the smallest subnormal."""
+    for dt in (np.float32, np.float64):
+        s = np.finfo(dt).smallest_subnormal
+        x = np.array([s, -s, 3 * s, np.finfo(dt).tiny / 3, -0.0], dt)
+        _check_all(k_log1p_tiny, [np.zeros(5, dt), x], x)
+
+
 def test_regression_kernels_agree_on_the_interpreter_with_numpy():
     """The expected values above are the reference semantics: the interpreter gives them where its
     own bug is not involved."""

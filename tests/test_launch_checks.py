@@ -292,7 +292,7 @@ def test_the_analysis_is_conservative():
     assert {(f.array, f.offset) for f in facts(looped, u, u, 4, ndrange=4).affine} == set()
     assert facts(unsafe, u, u, ndrange=4).affine == ()
     info = facts(stencil, u, u, ndrange=4)
-    assert info.written == {"out": info.affine[-1].line} and {f.offset for f in info.affine} == {-1, 0, 1}
+    assert info.written == {"out": info.affine[-1].site} and {f.offset for f in info.affine} == {-1, 0, 1}
 
 
 def test_debug_mode_reports_the_access_itself():

@@ -36,6 +36,52 @@ def test_binary_ops_broadcast_exactly_as_numpy(be, dt, sa, sb):
         np.testing.assert_array_equal(got, want)       # one rounding, as NumPy
 
 
+SCALARS = [2, -3, 0.1, 1 / 3, True, 10 ** 30, np.float64(0.1), np.float32(1 / 3), np.float16(0.1), np.int8(-3),
+           np.uint8(7), np.int16(-300), np.uint16(600), np.int32(-5), np.uint32(9), np.int64(-7),
+           np.uint64(2 ** 63), np.bool_(True)]
+
+
+def _weak(s, dt):
+    """What NumPy and torch compute with the scalar ``s`` and a ``dt`` array: ``s`` as a Python
+    number (torch's rule: a NumPy scalar's dtype does not promote the array's), rounded to dt."""
+    v = s.item() if isinstance(s, np.generic) else s
+    with np.errstate(over="ignore"):                   # 10**30 is inf in float16, as NumPy's
+        return dt(float(v))
+
+
+@pytest.mark.parametrize("be", backends())
+@pytest.mark.parametrize("dt", DT)
+def test_a_scalar_either_side_is_the_numpy_result(be, dt):
+    """``llm.add(2.0, x)``: a Python or NumPy scalar (of every dtype) or a 0-d array on either
+    side of add/sub/mul/div (sub and div reversed, not swapped) and pow; the result has the
+    array's dtype and NumPy's bits (2 - x is not x - 2). It was refused ('a': expected an array)."""
+    skip_16bit(be, dt)
+    b = dev(be)
+    x = (rng.standard_normal((3, 17)) + 3).astype(dt)
+    X = put(x, b)
+    ops = ((llm.add, np.add), (llm.sub, np.subtract), (llm.mul, np.multiply), (llm.div, np.divide))
+    for s in SCALARS:
+        w = _weak(s, dt)
+        for f, ref in ops:
+            for got, want in ((f(s, X), ref(w, x)), (f(X, s), ref(x, w))):
+                got = get(got)
+                assert got.dtype == dt and got.shape == x.shape, (f, s)
+                np.testing.assert_array_equal(got, want, err_msg=f"{f.__name__} {s!r}")
+    x64 = x.astype(np.float64)
+    close(get(llm.pow(2.5, X)), np.float64(dt(2.5)) ** x64, dt, ulps=8)
+    close(get(llm.pow(np.float32(0.5), X)), 0.5 ** x64, dt, ulps=8)
+    zero_d = np.asarray(3.0, dt)                       # a 0-d array: its value, either side
+    np.testing.assert_array_equal(get(llm.sub(put(zero_d, b), X)), zero_d - x)
+    np.testing.assert_array_equal(get(llm.div(X, put(zero_d, b))), x / zero_d)
+    for args in ((2.0, 3.0), (2.0, "x")):                 # no array: still an error naming 'a'
+        with pytest.raises(ValueError, match="'a'"):
+            llm.sub(*args)
+    with pytest.raises(ValueError, match="'a'.*complex"):     # a complex scalar names its side
+        llm.sub(1j, X)
+    with pytest.raises(ValueError, match="'x'"):             # tanh_grad is no scalar's op
+        llm.tanh_grad(1.0, X)
+
+
 @pytest.mark.parametrize("be", backends())
 @pytest.mark.parametrize("dt", DT)
 def test_unary_math_and_pow(be, dt):
@@ -171,8 +217,9 @@ def test_flat_cpu_kernels_stream_their_outputs():
     tk.Const and whose op is the kernel's own compile-time constant: one top-level store of
     the item's element, which the C renderer stages and streams (no read for ownership of a
     large output; the general broadcasting kernel reads writable arrays and stores through an
-    inlined function, so it cannot). exp and swiglu keep ordinary stores (their inlined exp
-    returns early)."""
+    inlined function, so it cannot). exp and swiglu stream too since a constexpr passed to an
+    inlined func folds there: their exp's ``if poly: return ...`` no longer leaves a jump
+    around the store (they kept ordinary stores before)."""
     from importlib import import_module
     E = import_module("tinykernels.llm.elementwise")
     a = np.zeros(1000, np.float32)
@@ -183,6 +230,9 @@ def test_flat_cpu_kernels_stream_their_outputs():
     for op in (E.COPY, E.SQRT, E.RSQRT):
         assert streams(E._unary_flat.source("CPU", a, a, op, False, ndrange=1000))
     assert streams(E._unary_flat.source("CPU", a.astype(np.float64), a, E.COPY, False, ndrange=1000))
+    for poly in (False, True):
+        assert streams(E._unary_flat.source("CPU", a, a, E.EXP, poly, ndrange=1000))
+        assert streams(E._binary_flat.source("CPU", a, a, a, 1.0, 1.0, E.SWIGLU, False, poly, ndrange=1000))
     assert not streams(E._binary.source("CPU", a, a, a, 1.0, 1.0, E.ADD, False, False, False, False, False,
                                         ndrange=(1, 1, 1000)))
 

@@ -240,7 +240,7 @@ class JaxKernel:
         src, names = inst._render(ir, ranges)
         sources, q = self._sources(b)
         src += render_handler(self.kernel.name, slot_layout(ir), sources, len(arrays), len(b.outputs), q,
-                              ir.debug, names, ir.file,
+                              ir.debug, names, ir.sites,
                               fresh=[(b.outputs.index(k), np.dtype(arrays[k].dtype).itemsize) for k in sorted(fresh)])
         return src, geom, fresh
 

@@ -361,7 +361,8 @@ class CLikeRenderer:
         ns = [f"(int64_t){self.shape(a, k)}" for k in range(len(idx))]
         parts, nd = oob_slots(ix, ns, "0", "1", lambda i, n: f"({i} >= 0 && {i} < {n})",
                               lambda c, x, y: f"({c} ? {x} : {y})")
-        return f"tk_oob({self.oob_prefix}{loc.line}, {self.array_ids.index(a.name)}, {nd}, {', '.join(parts)})"
+        return (f"tk_oob({self.oob_prefix}{N.site_id(self.k, loc)}, {self.array_ids.index(a.name)}, {nd}, "
+                f"{', '.join(parts)})")
 
     oob_prefix = ""     # extra leading argument of tk_oob (an error buffer on devices)
 

@@ -28,7 +28,6 @@ What cannot be raised faithfully is a located :class:`~tinykernels.errors.Compil
 """
 from __future__ import annotations
 
-import linecache
 import math
 
 import numpy as np
@@ -55,8 +54,7 @@ def _jnp():
 # ----------------------------------------------------------------------------- checks
 
 def _error(msg: str, loc: N.Loc, kernel: str) -> CompileError:
-    text = linecache.getline(loc.file, loc.line) if loc.line else None
-    return CompileError(msg, loc.file, loc.line or None, loc.col, text or None, kernel=kernel)
+    return N.error_at(msg, loc, kernel)
 
 
 def _invariant_vars(k: N.Kernel, uvars: set) -> set:

@@ -29,7 +29,6 @@
 """
 from __future__ import annotations
 
-import linecache
 import math
 from functools import lru_cache
 
@@ -270,10 +269,7 @@ _SIMD_REDUCE = {"add": "simd_sum", "mul": "simd_product", "min": "simd_min", "ma
 
 def _error(k: N.Kernel, msg: str, loc) -> CompileError:
     """A CompileError at ``loc`` (with its source line), or in the kernel's file."""
-    if loc is None or not loc.line:
-        return CompileError(msg, k.file, None, kernel=k.name)
-    return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None,
-                        kernel=k.name)
+    return N.error_at(msg, loc, k.name, k.file)
 
 
 _NO_F64 = "Metal has no float64 (double); use float32 (Python floats are float32 on Metal)"

@@ -98,11 +98,21 @@ _INTEGRAL_FROM = {"float": "0x1p23f", "double": "0x1p52"}
 _TANH_ONE_FROM = "0x1.205968p+3f"
 
 
+#: PoCL 3.1's ``log1p`` is wrong for tiny arguments, float and double: 0 for +-the smallest
+#: subnormal (log1p(x) is x there), 3 subnormal steps for 3 and one step off near the
+#: smallest normal. Below this magnitude log1p(x) rounds to x itself (|x|/2 is under half an
+#: ulp of x, for either sign), so ``tk_log1p`` returns x; from it on PoCL's log1p agrees with
+#: NumPy's to an ulp (tests/test_opencl.py scans every binade). Bug pocl-log1p-tiny.
+_LOG1P_IS_X_BELOW = {"float": "0x1p-25f", "double": "0x1p-54"}
+_TINY_FIXED = ("log1p",)
+
+
 @lru_cache(maxsize=None)
 def _pocl_workarounds(with_f64: bool) -> str:
     """Driver workarounds, active under ``TK_POCL``: ``tk_<fn>`` NaN-passing wrappers (plain
     ``<fn>`` otherwise; ``tk_rint`` also passes values that are integral by magnitude, the float
-    ``tk_tanh`` gives +-1 where tanh rounds to it) and the loop-exit barrier."""
+    ``tk_tanh`` gives +-1 where tanh rounds to it), ``tk_log1p`` (x for tiny x) and the
+    loop-exit barrier."""
     out = ["#ifdef TK_POCL", "#define TK_POCL_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"]
     for fn in _NAN_FOLDED:
         for t in ("float", "double") if with_f64 else ("float",):
@@ -113,12 +123,14 @@ def _pocl_workarounds(with_f64: bool) -> str:
             out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_{fn}({t} x) "
                        f"{{ return ({keep}) ? x : {call}; }}")
     for t in ("float", "double") if with_f64 else ("float",):
+        out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_log1p({t} x) "
+                   f"{{ return fabs(x) < {_LOG1P_IS_X_BELOW[t]} ? x : log1p(x); }}")
         # PoCL folds pow of constant NaNs wrongly: pow(1, NaN) dropped the kernel's stores (seed
         # 20000789), pow(NaN, NaN) gave 0. pow(1, y) and pow(x, 0) are 1, else a NaN gives NaN.
         out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_pow({t} x, {t} y) "
                    f"{{ return (x == ({t})1 || y == ({t})0) ? ({t})1 : (isnan(x) || isnan(y)) ? x + y : pow(x, y); }}")
     out += ["#else", "#define TK_POCL_BARRIER", "#define tk_pow pow"]
-    out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED]
+    out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED + _TINY_FIXED]
     out.append("#endif")
     return "\n".join(out) + "\n"
 
@@ -135,7 +147,7 @@ class OpenCLRenderer(GPURenderer):
 
     def math_name(self, fn: str, d) -> str:
         # OpenCL's math functions are overloaded on float and double
-        return "tk_" + fn if fn in _NAN_FOLDED or fn == "pow" else fn
+        return "tk_" + fn if fn in _NAN_FOLDED or fn in _TINY_FIXED or fn == "pow" else fn
 
     def atomic(self, e: N.Atomic) -> str:
         d = e.array.dtype

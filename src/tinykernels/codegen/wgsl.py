@@ -38,7 +38,6 @@ How WGSL's gaps are filled:
 """
 from __future__ import annotations
 
-import linecache
 import math
 
 from .. import dtypes as D
@@ -1235,7 +1234,7 @@ _BUILTIN = {"sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "floor": "
 # --------------------------------------------------------------------------- capability check
 
 def _error(loc: N.Loc, msg: str, kernel: str) -> CompileError:
-    return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, kernel)
+    return N.error_at(msg, loc, kernel)
 
 
 def _unsupported(d: DType, loc: N.Loc, kernel: str, what: str = "") -> CompileError:
@@ -1827,7 +1826,7 @@ class WGSLRenderer:
         parts, nd = oob_slots(ix, ns, "0i", "1i", lambda i, n: f"({i} >= 0i && {i} < {n})",
                               lambda c, x, y: f"select({y}, {x}, {c})")
         nd = nd.replace(" + 16 * ", "i + 16i * ") if len(idx) > 3 else f"{nd}i"
-        return f"tk_oob({loc.line}i, {self.array_ids.index(a.name)}i, {nd}, {', '.join(parts)})"
+        return f"tk_oob({N.site_id(self.k, loc)}i, {self.array_ids.index(a.name)}i, {nd}, {', '.join(parts)})"
 
     def load(self, a: N.ArrayInfo, off: str) -> str:
         name, d = self.array_name(a), a.dtype

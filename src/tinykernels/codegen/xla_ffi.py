@@ -13,6 +13,7 @@ XLA's buffers are dense row-major, so strides follow from the dimensions.
 """
 from __future__ import annotations
 
+from ..ir import nodes as N
 from .c import GEOMETRY_SLOTS
 
 ENTRY = "tk_xla_ffi"
@@ -88,6 +89,7 @@ _DEBUG = """\
         tk_get_error(e);
         if (e[0]) {{
             static const char *names[] = {{{names}}};
+            static const char *sites[] = {{{sites}}};
             char msg[512], idx[160] = "", shp[160] = "";
             int nd = (int)e[3];
             tk_clear_error();
@@ -96,8 +98,9 @@ _DEBUG = """\
                 snprintf(idx + li, sizeof idx - li, d ? ", %lld" : "%lld", (long long)e[4 + 2 * d]);
                 snprintf(shp + ls, sizeof shp - ls, d ? ", %lld" : "%lld", (long long)e[5 + 2 * d]);
             }}
-            snprintf(msg, sizeof msg, "kernel '{name}' at {file}:%lld: index %s%s%s is out of bounds for "
-                     "array '%s' with shape (%s%s)", (long long)e[1], nd > 1 ? "(" : "", idx, nd > 1 ? ")" : "",
+            snprintf(msg, sizeof msg, "kernel '{name}' at %s: index %s%s%s is out of bounds for "
+                     "array '%s' with shape (%s%s)", e[1] >= 0 && e[1] < {nsites} ? sites[e[1]] : "?",
+                     nd > 1 ? "(" : "", idx, nd > 1 ? ")" : "",
                      e[2] >= 0 && e[2] < {nnames} ? names[e[2]] : "local/private array", shp, nd == 1 ? "," : "");
             return tk_xla_fail(cf->api, XLA_FFI_Error_Code_OUT_OF_RANGE, msg);
         }}
@@ -110,12 +113,13 @@ def _c_string(s: str) -> str:
 
 
 def render_handler(name: str, layout: list, sources: dict, nargs: int, nrets: int, nscalars: int,
-                   debug: bool = False, array_names=(), file: str = "", fresh=()) -> str:
+                   debug: bool = False, array_names=(), sites=(), fresh=()) -> str:
     """The handler's C source.
 
     ``layout``: :func:`.c.slot_layout` of the kernel; ``sources``: per parameter name,
     ``("arg", i)`` / ``("ret", j)`` for an array, ``("scalar", q)`` for the ``q``-th scalar
-    slot of the attribute. ``array_names``: the debug table of :func:`.c.render_c`.
+    slot of the attribute. ``array_names``: the debug table of :func:`.c.render_c`;
+    ``sites``: the kernel IR's debug sites (``Kernel.sites``, filled by that rendering).
     ``fresh``: ``(j, element size)`` of the results that are not aliased to an operand (the
     kernel touches their pages first: huge pages are advised for large ones)."""
     advise = "".join(f"    b = (const XLA_FFI_Buffer *)cf->rets.rets[{j}];\n"
@@ -142,7 +146,9 @@ def render_handler(name: str, layout: list, sources: dict, nargs: int, nrets: in
     if debug:
         names = ", ".join(f'"{_c_string(n if not n.startswith("_") else "local/private array")}"'
                           for n in array_names) or '""'
-        dbg = _DEBUG.format(names=names, nnames=len(array_names), name=_c_string(name), file=_c_string(file))
+        texts = ", ".join(f'"{_c_string(N.site_text(loc))}"' for loc in sites) or '""'
+        dbg = _DEBUG.format(names=names, nnames=len(array_names), name=_c_string(name), sites=texts,
+                            nsites=len(sites))
     return _TEMPLATE.format(entry=ENTRY, nargs=nargs, nrets=nrets, nattr=GEOMETRY_SLOTS + nscalars + 1,
                             nslots=max(nslots, GEOMETRY_SLOTS + 1), geom=GEOMETRY_SLOTS, packs="\n".join(packs),
                             debug=dbg, name=_c_string(name), advise=advise)

@@ -86,8 +86,10 @@ if hasattr(ast, "TryStar"):
 class _Frame:
     """Name bindings of one function body (the kernel or an inlined ``@tk.func``)."""
 
-    def __init__(self, src: FuncSource, prefix: str, local_names: set):
+    def __init__(self, src: FuncSource, prefix: str, local_names: set, call: N.Loc | None = None,
+                 func: str = ""):
         self.src, self.prefix, self.local_names = src, prefix, local_names
+        self.call, self.func = call, func        # an inlined func's call site and name
         self.const_names = _single_top_level_names(src.tree)
         self.bind: dict = {}
         self.ret_vars: list | None = None
@@ -136,7 +138,7 @@ class Lowerer:
         self.ksrc, self.specs, self.opts = kernel_src, specs, opts
         self.prev = local_types            # types found by the previous pass
         self.types: dict = {}              # types assigned in this pass
-        self.read_before: dict = {}        # locals read with no type yet -> node
+        self.read_before: dict = {}        # locals read with no type yet -> their Loc
         self.counter = 0
         self.stack: list = []              # frames
         self.out: list = []                # current statement list
@@ -153,10 +155,12 @@ class Lowerer:
         return self.stack[-1]
 
     def err(self, node, msg) -> CompileError:
-        return self.frame.src.error(node, msg, kernel=self.opts.kernel_name)
+        return self.frame.src.error(node, msg + N.call_chain(self.loc(node)), kernel=self.opts.kernel_name)
 
     def loc(self, node) -> N.Loc:
-        return self.frame.src.loc(node)
+        """``node``'s location; in an inlined func, with the call site that inlined it."""
+        loc = self.frame.src.loc(node)
+        return loc if self.frame.call is None else dataclasses.replace(loc, caller=self.frame.call, func=self.frame.func)
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -215,7 +219,7 @@ class Lowerer:
     def var_ty(self, name: str, node) -> Ty:
         t = self.types.get(name) or self.prev.get(name)
         if t is None:
-            self.read_before.setdefault(name, node)
+            self.read_before.setdefault(name, self.loc(node))
             return self.weak_int()
         return self.prev.get(name, t)
 
@@ -481,9 +485,7 @@ class Lowerer:
         raise self.err(node, f"{getattr(v, 'obj', v)!r} cannot be used as a value in a kernel")
 
     def err_at(self, loc: N.Loc, msg: str) -> CompileError:
-        import linecache
-        return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None,
-                            kernel=self.opts.kernel_name)
+        return N.error_at(msg, loc, self.opts.kernel_name)
 
     def cast(self, e: N.Expr, t: Ty, explicit: bool = False) -> N.Expr:
         """``e`` converted to ``t``; an implicit conversion of a Python int that does not fit is
@@ -570,7 +572,7 @@ class Lowerer:
 
     def _unbound(self, node, name):
         vn = self.local_name(name)
-        self.read_before.setdefault(vn, node)
+        self.read_before.setdefault(vn, self.loc(node))
         return FuncBinding(vn, node)
 
     def lookup_global(self, name):
@@ -907,7 +909,7 @@ class Lowerer:
         params, argnodes, argvals = self.bind_call(func, fdef, node)
         self.counter += 1
         prefix = f"_f{self.counter}_{func.name}_"
-        fr = _Frame(src, prefix, _assigned_names(fdef))
+        fr = _Frame(src, prefix, _assigned_names(fdef), self.loc(node), func.name)
         fr.ret_label = f"{prefix}end"
         self.stack.append(fr)
         self.calls.append(func)
@@ -915,6 +917,9 @@ class Lowerer:
             for p, v, a in zip(params, argvals, argnodes):
                 if isinstance(v, (N.ArrayInfo, DTypeVal, PyObj)):
                     fr.bind[p] = v
+                elif isinstance(v, N.Const) and p not in fr.local_names:
+                    fr.bind[p] = v      # a compile-time constant (a constexpr, a literal) stays one in
+                    #                     the func, as in the kernel: its ifs fold, dead branches vanish
                 elif isinstance(v, tuple):
                     self.bind_name(p, v, a)
                 else:
@@ -923,8 +928,12 @@ class Lowerer:
         finally:
             self.stack.pop()
             self.calls.pop()
-        if body and isinstance(body[-1], N.FuncExit):
-            body.pop()
+        # a return at the func's top level (written there, or in a branch a constant condition
+        # folded) ends the body: what follows is dead, and no jump is needed
+        end = next((k for k, s in enumerate(body) if isinstance(s, N.FuncExit) and s.label == fr.ret_label),
+                   None)
+        if end is not None:
+            del body[end:]
         if any(isinstance(s, N.FuncExit) for s in N.walk_stmts(body)):
             self.emit(N.FuncBlock(self.loc(node), fr.ret_label, body))
         else:
@@ -952,9 +961,9 @@ def lower_kernel(src: FuncSource, specs: dict, opts: LowerOptions) -> N.Kernel:
                            src.file, src.first_line, 0, kernel=opts.kernel_name)
     missing = {k: v for k, v in lw.read_before.items() if k not in types}
     if missing:
-        name, node = next(iter(missing.items()))
-        raise src.error(node, f"local variable '{name.split('_', 3)[-1] if name.startswith('_f') else name}' "
-                        "is used before it is assigned", kernel=opts.kernel_name)
+        name, loc = next(iter(missing.items()))
+        raise N.error_at(f"local variable '{name.split('_', 3)[-1] if name.startswith('_f') else name}' "
+                         "is used before it is assigned", loc, opts.kernel_name)
     check_definite_assignment(body, lw.names, opts.kernel_name)
     k = N.Kernel(opts.kernel_name, lw.params, body, types, opts.ndim, tuple(opts.workgroup),
                  opts.unsafe_indices, opts.idx32, opts.debug, src.file, lw.uses, opts.fastmath)

@@ -6,21 +6,61 @@ continue, return); ``FuncExit`` jumps to the end of an inlined ``@tk.func`` body
 """
 from __future__ import annotations
 
+import linecache
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..dtypes import DType, Ty
+from ..errors import CompileError
 
 
 @dataclass(frozen=True)
 class Loc:
-    """A position in the user's Python source."""
+    """A position in the user's Python source; in an inlined ``@tk.func``, ``func`` names the
+    function and ``caller`` is the location of its call (itself in a func or the kernel)."""
     file: str
     line: int
     col: int = 0
+    caller: Loc | None = None
+    func: str = ""
 
 
 NOLOC = Loc("<tinykernels>", 0, 0)
+
+
+def call_chain(loc: Loc) -> str:
+    """The call sites that led to ``loc`` when it is in an inlined ``@tk.func`` (empty in the
+    kernel's own body): `` (in @tk.func 'f', called at k.py:11)``, outermost last."""
+    parts = []
+    while loc.caller is not None:
+        parts.append(f"in @tk.func '{loc.func}', called at {loc.caller.file}:{loc.caller.line}")
+        loc = loc.caller
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def site_text(loc: Loc) -> str:
+    """``file:line`` of ``loc``, followed by its call chain: what an error message names."""
+    return f"{loc.file}:{loc.line}{call_chain(loc)}"
+
+
+def error_at(msg: str, loc: Loc | None, kernel: str | None, file: str | None = None) -> CompileError:
+    """A CompileError at ``loc`` with its source line (in an inlined ``@tk.func``: its file and
+    line, the call chain after the message), or in ``file`` where ``loc`` has no line."""
+    if loc is None or not loc.line:
+        return CompileError(msg, file if file is not None or loc is None else loc.file, None, None, None,
+                            kernel=kernel)
+    return CompileError(msg + call_chain(loc), loc.file, loc.line, loc.col,
+                        linecache.getline(loc.file, loc.line) or None, kernel=kernel)
+
+
+def site_id(k: Kernel, loc: Loc) -> int:
+    """The number a debug kernel records for an access at ``loc``: its index in ``k.sites``
+    (added on first use; passes share the list, so the host decodes it from the IR it holds)."""
+    try:
+        return k.sites.index(loc)
+    except ValueError:
+        k.sites.append(loc)
+        return len(k.sites) - 1
 
 
 @dataclass
@@ -296,6 +336,7 @@ class Kernel:
     # (lo, hi) expressions: the body is one If whose condition is lo <= the last global
     # coordinate < hi; a renderer may run that range and the rest as separate loops
     peel_last: tuple | None = None
+    sites: list = field(default_factory=list)   # debug mode: the Locs a kernel's error buffer numbers
 
 
 def walk_stmts(stmts):

@@ -27,6 +27,10 @@ __all__ = ["add", "sub", "mul", "div", "pow", "tanh_grad", "exp", "log", "sin", 
 
 # binary op codes (module-level ints are compile-time constants in kernels)
 ADD, SUB, MUL, DIV, POW, TANH_GRAD, SWIGLU = 0, 1, 2, 3, 4, 5, 6
+# the reversed ops of a scalar first operand (``2 - x``: the kernels compute op(x, 2) reversed)
+RSUB, RDIV, RPOW = 7, 8, 9
+# op -> the op that computes it with its operands swapped (add and mul commute exactly in IEEE)
+REVERSED = {ADD: ADD, MUL: MUL, SUB: RSUB, DIV: RDIV, POW: RPOW}
 # unary op codes
 EXP, LOG, SIN, COS, TANH, SQRT, RSQRT, COPY = 0, 1, 2, 3, 4, 5, 6, 7
 
@@ -43,6 +47,12 @@ def _binop(x, y, op, poly):
         return x / y
     elif op == POW:
         return x ** y
+    elif op == RSUB:
+        return y - x
+    elif op == RDIV:
+        return y / x
+    elif op == RPOW:
+        return y ** x
     elif op == TANH_GRAD:
         t = math.tanh(x)
         return (1 - t * t) * y
@@ -98,8 +108,7 @@ def _unary(out, a, op: tk.constexpr, poly: tk.constexpr):
 
 # Flat shapes of _binary / _unary for the CPU backend, used when every array is C-contiguous
 # with the output's shape and the output shares no memory with an input (_flat_views): the
-# inputs are tk.Const and, the op being a compile-time constant of the kernel itself (an
-# inlined function's branches are not pruned, and its early returns stop staging), the store
+# inputs are tk.Const and, the op being a compile-time constant of the kernel itself, the store
 # is one top-level store of the item's own element, which the C renderer stages and writes
 # with streaming stores when the output is large (passes/streaming.py): no read for ownership,
 # a quarter less traffic for add, a third less for a copy or cast.
@@ -141,6 +150,10 @@ def _binary_flat_scalar(out, a: tk.Const, b, sa, op: tk.constexpr, scaled: tk.co
         out[i] = out.dtype(x * b)
     elif op == DIV:
         out[i] = out.dtype(x / b)
+    elif op == RSUB:
+        out[i] = out.dtype(b - x)
+    elif op == RDIV:
+        out[i] = out.dtype(b / x)
     else:
         out[i] = out.dtype(_binop(x, b, op, poly))
 
@@ -204,8 +217,12 @@ def float_operand(fn: str, name: str, v):
     range unchanged (the kernel converts it, rounding once), a larger int as the nearest
     float (NumPy's conversion of a weak Python int: ``x + 10**30``); an int beyond float64's
     range is a ``ValueError`` naming the argument (NumPy: ``OverflowError``), not the launch
-    error of a 64-bit kernel argument."""
-    if isinstance(v, (bool, np.bool_)):
+    error of a 64-bit kernel argument. A NumPy scalar counts as the Python scalar of its
+    value (as torch takes it): its dtype does not promote the array's (``np.float64(0.1)``
+    with a float32 array is 0.1 rounded once, a float32 result, on every backend, WebGPU too)."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bool):
         return int(v)
     if isinstance(v, int) and not -(1 << 63) <= v < (1 << 63):
         try:
@@ -219,7 +236,11 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
            allowed=C.FLOATS, names: tuple = ("a", "b")):
     """Launch the broadcasting binary kernel; ``scales=(sa, sb)`` dequantizes both operands
     (in float32) first; ``names``: the caller's names of ``a`` and ``b``, for its errors.
+    A scalar ``a`` with an array ``b`` (``2 - x``, as NumPy and torch) launches the reversed
+    op with the operands swapped, for the ops of ``REVERSED``.
     Shared with the activations and fp8 families."""
+    if op in REVERSED and scales is None and _is_scalar(a) and C.is_array(b):
+        a, b, op, names = b, a, REVERSED[op], names[::-1]
     na, nb = names
     C.require(C.is_array(a), fn, na, f"expected an array, got {type(a).__name__}")
     backend = C.backend_of(fn, stream=stream, **{na: a, nb: b}, out=out)
@@ -298,7 +319,8 @@ def _launch_unary(backend, out, x, op: int, poly: bool, stream) -> None:
 
 
 def add(a, b, out=None, stream=None):
-    """``a + b``; ``b`` an array (NumPy broadcasting, rank <= 4) or a Python scalar."""
+    """``a + b``; ``a`` and ``b`` arrays (NumPy broadcasting, rank <= 4), or one of them a
+    Python or NumPy scalar (the result has the array's dtype)."""
     return binary("add", ADD, a, b, out, stream)
 
 
@@ -318,7 +340,7 @@ def div(a, b, out=None, stream=None):
 
 
 def pow(x, y, out=None, stream=None):
-    """``x ** y``; ``y`` an array (broadcasting as :func:`add`) or a Python scalar."""
+    """``x ** y``; arrays (broadcasting as :func:`add`) or one of them a Python scalar."""
     return binary("pow", POW, x, y, out, stream, names=("x", "y"))
 
 

@@ -100,25 +100,31 @@ def _rms(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: 
         st4(out, c0, c1, c2, j, y)
 
 
-@tk.kernel
-def _rms_rows(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr):
-    """The host shape of :func:`_rms` (CPU, interpreter): one work item per row, a flat
-    ndrange (unit-stride loops over the row that the C compiler vectorizes; the sum of
-    squares in ``LANES`` partial sums, see :func:`sumsq_lanes`)."""
-    r = tk.index()
+@tk.func
+def _rms_row(out, s_out, scale_out, x, res, w, eps, r, mode, want_scale, recompute):
+    """Row ``r`` of :func:`_rms` by one work item (the host kernels below): unit-stride loops
+    over the row that the C compiler vectorizes, the sum of squares in ``LANES`` partial sums
+    (:func:`sumsq_lanes`). ``mode``, ``want_scale`` and ``recompute`` are compile-time
+    constants (the kernels' constexprs: the branches they rule out are not generated).
+    ``recompute``: RESIDUAL_FIRST recomputes ``x + res`` from the row in cache instead of
+    reading ``s_out`` back (only when no output shares memory with an input); the same
+    arithmetic, so the same bits."""
     c0, c1, c2 = rows3(x, r)
     n0, n1, n2, D = dims4(x)
     if mode == RESIDUAL_FIRST:
         for j in range(D):
             st4(s_out, c0, c1, c2, j, ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j))
+    if mode == RESIDUAL_FIRST and not recompute:
         acc = sumsq_lanes(s_out, s_out, c0, c1, c2, D, False)
     else:
-        acc = sumsq_lanes(x, x, c0, c1, c2, D, False)
+        acc = sumsq_lanes(x, res, c0, c1, c2, D, mode == RESIDUAL_FIRST)
     inv = 1 / math.sqrt(acc / D + eps)
     if want_scale:
         st4(scale_out, 0, c0, c1, c2, inv)
     for j in range(D):
-        if mode == RESIDUAL_FIRST:
+        if mode == RESIDUAL_FIRST and recompute:
+            v = tk.float32(x.dtype(ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j)))
+        elif mode == RESIDUAL_FIRST:
             v = tk.float32(ld4(s_out, c0, c1, c2, j))
         else:
             v = tk.float32(ld4(x, c0, c1, c2, j))
@@ -129,31 +135,20 @@ def _rms_rows(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_sc
 
 
 @tk.kernel
+def _rms_rows(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr):
+    """The host shape of :func:`_rms` (CPU, interpreter): one work item per row, a flat
+    ndrange; outputs may share memory with inputs (in place)."""
+    _rms_row(out, s_out, scale_out, x, res, w, eps, tk.index(), mode, want_scale, False)
+
+
+@tk.kernel
 def _rms_rows_ro(out, s_out, scale_out, x: tk.Const, res: tk.Const, w: tk.Const, eps, mode: tk.constexpr,
                  want_scale: tk.constexpr):
     """:func:`_rms_rows` when no output shares memory with an input: the inputs are read-only
-    (``tk.Const``) and the outputs only written (RESIDUAL_FIRST recomputes ``x + res`` from
-    the row in cache instead of reading ``s_out`` back), so the CPU streams them from their
-    loops (docs/cpu.md, "Streaming stores": stores in a loop over a row), whose blocks also
-    prefetch the next row. The same arithmetic, so the same bits."""
-    r = tk.index()
-    c0, c1, c2 = rows3(x, r)
-    n0, n1, n2, D = dims4(x)
-    if mode == RESIDUAL_FIRST:
-        for j in range(D):
-            st4(s_out, c0, c1, c2, j, ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j))
-    inv = 1 / math.sqrt(sumsq_lanes(x, res, c0, c1, c2, D, mode == RESIDUAL_FIRST) / D + eps)
-    if want_scale:
-        st4(scale_out, 0, c0, c1, c2, inv)
-    for j in range(D):
-        if mode == RESIDUAL_FIRST:
-            v = tk.float32(x.dtype(ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j)))
-        else:
-            v = tk.float32(ld4(x, c0, c1, c2, j))
-        y = v * inv * tk.float32(w[j])
-        if mode == RESIDUAL_AFTER:
-            y = y + tk.float32(ld4(res, c0, c1, c2, j))
-        st4(out, c0, c1, c2, j, y)
+    (``tk.Const``) and the outputs only written (RESIDUAL_FIRST recomputes ``x + res``), so the
+    CPU streams them from their loops (docs/cpu.md, "Streaming stores": stores in a loop over
+    a row), whose blocks also prefetch the next row."""
+    _rms_row(out, s_out, scale_out, x, res, w, eps, tk.index(), mode, want_scale, True)
 
 
 @tk.kernel

@@ -35,13 +35,13 @@ class Affine:
     kind: str
     axis: int
     offset: int
-    line: int
+    site: str              # where: N.site_text of the access (its file, line and call chain)
 
 
 @dataclass(frozen=True)
 class AccessInfo:
     """The result of :func:`analyze` (stored with each compiled specialization)."""
-    written: dict          # array name -> line of its first store or atomic
+    written: dict          # array name -> N.site_text of its first store or atomic
     affine: tuple          # Affine facts
 
 
@@ -50,11 +50,13 @@ def analyze(k: N.Kernel) -> AccessInfo:
     written: dict = {}
     for s in N.walk_stmts(k.body):
         if isinstance(s, N.Store) and s.array.space == "global":
-            written.setdefault(s.array.name, s.loc.line)
+            if s.array.name not in written:
+                written[s.array.name] = N.site_text(s.loc)
         for e in N.stmt_exprs(s):
             for x in N.walk_expr(e):
                 if isinstance(x, N.Atomic) and x.array.space == "global":
-                    written.setdefault(x.array.name, x.loc.line)
+                    if x.array.name not in written:
+                        written[x.array.name] = N.site_text(x.loc)
     facts: list = []
     if not k.unsafe_indices:
         counts = _assignment_counts(k.body)
@@ -135,7 +137,7 @@ def _record_access(arr: N.ArrayInfo, index, loc, env, facts) -> None:
     for d, ix in enumerate(index):
         c = _coord(ix, env)
         if c is not None:
-            facts.append(Affine(arr.name, d, c[0], c[1], c[2], loc.line))
+            facts.append(Affine(arr.name, d, c[0], c[1], c[2], N.site_text(loc)))
 
 
 def _exits(stmts) -> bool:

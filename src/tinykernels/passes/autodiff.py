@@ -31,7 +31,6 @@ What cannot be differentiated correctly is a :class:`~tinykernels.errors.Compile
 """
 from __future__ import annotations
 
-import linecache
 import math
 from dataclasses import dataclass, replace
 
@@ -46,7 +45,7 @@ B = Ty(D.bool_)
 
 
 def _err(loc: N.Loc, msg: str, kernel: str) -> CompileError:
-    return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, kernel)
+    return N.error_at(msg, loc, kernel)
 
 
 def is_float(t: Ty) -> bool:
@@ -656,7 +655,9 @@ class _Reverse:
             "log10": lambda: b.op("/", one, b.op("*", x, b.c(math.log(10), e.ty))),
             "log1p": lambda: b.op("/", one, b.op("+", one, x)),
             "sqrt": lambda: b.op("/", b.c(0.5, e.ty), e),
-            "rsqrt": lambda: b.op("*", b.c(-0.5, e.ty), b.op("/", e, x)),
+            # -rsqrt(x)**3 / 2 as -0.5 * (e / |x|): the sign of e**3 at -0.0 (rsqrt(-0) = -inf, its
+            # derivative +inf, as torch and the adjoint of 1 / sqrt(x) give; e / x gave -inf)
+            "rsqrt": lambda: b.op("*", b.c(-0.5, e.ty), b.op("/", e, b.call("fabs", x))),
             "sin": lambda: b.call("cos", x), "cos": lambda: b.neg(b.call("sin", x)),
             "tan": lambda: b.op("+", one, sq(e)),
             "asin": lambda: b.op("/", one, b.call("sqrt", b.op("-", one, sq(x)))),
@@ -682,10 +683,12 @@ class _Reverse:
         elif fn == "pow":
             self.bp_pow(x, e.args[1], e, g, out)
         elif fn == "atan2":          # at (0, 0): 0 (PyTorch's choice)
+            # x / (x² + y²) as (x / h) / h with h = hypot(x, y): the squares underflow to 0 for
+            # tiny arguments (1e-30 in float32: a derivative of 0 for 5e29) and overflow for large ones
             y_, x_ = e.args
-            den = self.bind(b.op("+", sq(x_), sq(y_)), out)
-            self.bp(y_, _unless_zero(b, den, b.op("/", b.op("*", g, x_), den)), out)
-            self.bp(x_, _unless_zero(b, den, b.neg(b.op("/", b.op("*", g, y_), den))), out)
+            h = self.bind(b.call("hypot", x_, y_), out)
+            self.bp(y_, _unless_zero(b, h, b.op("*", g, b.op("/", b.op("/", x_, h), h))), out)
+            self.bp(x_, _unless_zero(b, h, b.neg(b.op("*", g, b.op("/", b.op("/", y_, h), h)))), out)
         elif fn == "hypot":          # at (0, 0): 0, the minimum-norm subgradient
             self.bp(e.args[0], b.op("*", g, _unless_zero(b, e, b.op("/", e.args[0], e))), out)
             self.bp(e.args[1], b.op("*", g, _unless_zero(b, e, b.op("/", e.args[1], e))), out)

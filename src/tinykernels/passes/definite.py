@@ -10,7 +10,6 @@ assigns is not definitely assigned after it, unless the trip count is a positive
 """
 from __future__ import annotations
 
-import linecache
 
 from ..errors import CompileError
 from ..ir import nodes as N
@@ -53,8 +52,7 @@ class _Walk:
             msg = (f"'{shown}' may be used before it is assigned: some path reaches this read without "
                    "assigning it (assign it before the if/loop, or in every branch)")
         loc = var.loc
-        return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None,
-                            self.kernel)
+        return N.error_at(msg, loc, self.kernel)
 
     def read(self, e: N.Expr, st) -> None:
         if st is _UNREACHABLE:

@@ -12,7 +12,6 @@ or only updated with ``atomic_add``/``atomic_sub`` whose results are unused, are
 """
 from __future__ import annotations
 
-import linecache
 
 from ..errors import CompileError
 from ..ir import nodes as N
@@ -153,7 +152,7 @@ def check_overwrites(k: N.Kernel) -> None:
 
 
 def _err(k: N.Kernel, loc: N.Loc, msg: str) -> CompileError:
-    return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, k.name)
+    return N.error_at(msg, loc, k.name)
 
 
 def fully_overwritten(k: N.Kernel) -> frozenset:

@@ -6,7 +6,6 @@ arguments, constexprs, the group index, sizes, and locals derived from those.
 """
 from __future__ import annotations
 
-import linecache
 
 from ..errors import CompileError
 from ..ir import nodes as N
@@ -100,7 +99,7 @@ def uniform_vars(body: list, all_vars) -> set:
 
 
 def _error(loc: N.Loc, msg: str, kernel: str) -> CompileError:
-    return CompileError(msg, loc.file, loc.line, loc.col, linecache.getline(loc.file, loc.line) or None, kernel)
+    return N.error_at(msg, loc, kernel)
 
 
 def _contains_sync(stmts) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 from .. import dtypes as D
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
+from ..ir import nodes as N
 from ..tracebacks import api_boundary
 from .hostarray import Array, _is_torch, as_host_ndarray
 from .streams import Event
@@ -152,7 +153,7 @@ def launch_checks(kernel, ir, norm):
     certain out-of-bounds accesses; see :mod:`tinykernels.runtime.launchcheck`)."""
     from ..passes.access import analyze
     from .launchcheck import plan_checks
-    return plan_checks(kernel.params, analyze(ir), norm, ir.file, ir.debug)
+    return plan_checks(kernel.params, analyze(ir), norm, ir.debug)
 
 
 def _check_debug(c, name: str) -> None:
@@ -160,10 +161,10 @@ def _check_debug(c, name: str) -> None:
     c.lib.tk_get_error(buf)
     if buf[0]:
         c.lib.tk_clear_error()
-        line, arr, nd = buf[1], buf[2], buf[3]
+        site, arr, nd = buf[1], buf[2], buf[3]
         aname = c.array_names[arr] if 0 <= arr < len(c.array_names) else "?"
         aname = aname if not aname.startswith("_") else "local/private array"
-        where = f"kernel '{name}' at {c.file}:{line}"
+        where = f"kernel '{name}' at {N.site_text(c.sites[site]) if 0 <= site < len(c.sites) else '?'}"
         if nd > 15:         # more than three dimensions: the buffer holds axes 0, 1 and the bad one
             nd, axis = nd & 15, nd >> 4
             axis = next((d for d in (0, 1) if not 0 <= buf[4 + 2 * d] < buf[5 + 2 * d]), axis)

@@ -66,7 +66,7 @@ class Compiled:
     source: str
     array_names: list
     debug: bool
-    file: str = ""
+    sites: list = None        # debug mode: the IR's Locs that the error buffer numbers (Kernel.sites)
     checks: object = None     # runtime.launchcheck.LaunchChecks
 
 
@@ -127,7 +127,7 @@ class CPUKernelInstance(KernelInstance):
             if lib is None:
                 lib = _LIBS[path] = ctypes.CDLL(str(path))
         fnptr = ctypes.cast(lib.tk_kernel, ctypes.c_void_p).value
-        return Compiled(fnptr, lib, src, names, ir.debug, ir.file, launch_checks(self.kernel, ir, args))
+        return Compiled(fnptr, lib, src, names, ir.debug, ir.sites, launch_checks(self.kernel, ir, args))
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)

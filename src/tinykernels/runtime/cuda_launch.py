@@ -247,7 +247,7 @@ class CUDAKernelInstance(DeviceKernelInstance):
         ev = CUDAEvent.record(dev, h_stream)
         if err is not None:
             ev.wait()
-            check_debug_info(err.numpy(), names, ir.file, self.name)
+            check_debug_info(err.numpy(), names, ir.sites, self.name)
         return ev
 
     # --- launch plans (see above) ----------------------------------------------------------

@@ -9,7 +9,6 @@ launch in its own module.
 """
 from __future__ import annotations
 
-import linecache
 import os
 import re
 import threading
@@ -21,7 +20,7 @@ from .. import dtypes as D
 from .hostarray import _DL_CPU, Array, _is_torch
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
-from ..ir.nodes import Loc
+from ..ir.nodes import Loc, error_at
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from .base import GROUPED_FEATURES, RECORDERS, KernelInstance, _check_debug, bind_launch_args, launch_checks
 from .dlpack import c_strides  # noqa: F401 (re-exported: the runtimes import it from here)
@@ -167,10 +166,7 @@ def clang_log_error(msg: str, log: str, kernel: str) -> CompileError:
 def compile_error_at(msg: str, loc: Loc | None, kernel: str, file: str | None = None) -> CompileError:
     """A CompileError at an IR location ``loc`` (with its source line), or in ``file`` when
     ``loc`` is None: a kernel asks for what the device does not have."""
-    if loc is None:
-        return CompileError(msg, file, None, None, None, kernel=kernel)
-    return CompileError(msg, loc.file, loc.line, loc.col,
-                        (linecache.getline(loc.file, loc.line) or None) if loc.line else None, kernel=kernel)
+    return error_at(msg, loc, kernel, file)
 
 
 def group_plan(ir):
@@ -186,10 +182,10 @@ def group_plan(ir):
 
 class HostErr:
     """Adapts a copied-back error buffer to the CPU's debug-error reporter (it reads
-    ``c.lib.tk_get_error``, ``c.array_names`` and ``c.file`` of a compiled CPU kernel)."""
+    ``c.lib.tk_get_error``, ``c.array_names`` and ``c.sites`` of a compiled CPU kernel)."""
 
-    def __init__(self, info, names: list, file: str) -> None:
-        self.array_names, self.file = names, file
+    def __init__(self, info, names: list, sites: list) -> None:
+        self.array_names, self.sites = names, sites
         self.lib = self
         self._info = info
 
@@ -214,11 +210,12 @@ def check_device_array(kernel: str, name: str, a) -> None:
                           "of its item size")
 
 
-def check_debug_info(info, names: list, file: str, kernel: str) -> None:
+def check_debug_info(info, names: list, sites: list, kernel: str) -> None:
     """Raise the IndexError a debug kernel recorded in its copied-back error buffer ``info``
-    (12 integers; ``info[0]`` set when an access was out of bounds)."""
+    (12 integers; ``info[0]`` set when an access was out of bounds, ``info[1]`` its index in
+    ``sites``, the kernel IR's ``sites``)."""
     if info[0]:
-        _check_debug(HostErr(info, names, file), kernel)
+        _check_debug(HostErr(info, names, sites), kernel)
 
 
 class DeviceKernelInstance(KernelInstance):

@@ -31,10 +31,9 @@ KIND_CODES = {"global_linear": 0, "global": 1, "global_pos": 2, "const": 3}
 @dataclass(frozen=True)
 class LaunchChecks:
     """Argument positions to check (see the module)."""
-    readonly: tuple     # (position, name, line) of arrays the kernel writes
+    readonly: tuple     # (position, name, site) of arrays the kernel writes (site: "file:line ...")
     alias: tuple        # (position, name, position, name): a tk.Const array and another array
-    bounds: tuple       # (position, name, dim, kind code, axis, offset, line)
-    file: str = ""
+    bounds: tuple       # (position, name, dim, kind code, axis, offset, site)
 
     @property
     def empty(self) -> bool:
@@ -54,17 +53,17 @@ def alias_pairs(params, norm) -> tuple:
                  for j in arrays if j != i and params[j][1] != "const")
 
 
-def plan_checks(params, info, norm, file: str = "", debug: bool = False) -> LaunchChecks:
+def plan_checks(params, info, norm, debug: bool = False) -> LaunchChecks:
     """The checks of one specialization. ``params``: the kernel's ``(name, kind)`` list;
     ``info``: its :class:`~tinykernels.passes.access.AccessInfo`; ``norm``: the arguments of
     the launch that compiled it (which positions hold arrays). ``debug``: no bounds facts
     (debug mode reports out-of-bounds accesses itself, with the failing index)."""
     pos = {name: i for i, (name, _) in enumerate(params)}
-    readonly = tuple((pos[n], n, line) for n, line in info.written.items() if n in pos)
+    readonly = tuple((pos[n], n, site) for n, site in info.written.items() if n in pos)
     alias = alias_pairs(params, norm)
-    bounds = () if debug else tuple((pos[f.array], f.array, f.dim, KIND_CODES[f.kind], f.axis, f.offset, f.line)
+    bounds = () if debug else tuple((pos[f.array], f.array, f.dim, KIND_CODES[f.kind], f.axis, f.offset, f.site)
                                     for f in info.affine if f.array in pos)
-    return LaunchChecks(readonly, alias, bounds, file)
+    return LaunchChecks(readonly, alias, bounds)
 
 
 def coord_extent(kind: int, axis: int, geom) -> tuple[int, int]:
@@ -88,35 +87,35 @@ def _ndrange_text(geom, ndim: int) -> str:
     return dims[0] if ndim == 1 else "(" + ", ".join(dims) + ")"
 
 
-def readonly_message(kernel: str, name: str, file: str, line: int) -> str:
-    """The error for a read-only array argument that the kernel writes (at file:line)."""
+def readonly_message(kernel: str, name: str, site: str) -> str:
+    """The error for a read-only array argument that the kernel writes (at ``site``, "file:line")."""
     return (f"kernel '{kernel}': argument '{name}' is read-only (writeable=False) but the kernel writes to it "
-            f"({file}:{line}); pass a writeable array (e.g. a copy), or annotate the argument tk.Const "
+            f"({site}); pass a writeable array (e.g. a copy), or annotate the argument tk.Const "
             "if the kernel only reads it")
 
 
 def check_launch(kernel: str, checks: LaunchChecks, norm, geom, ndim: int) -> None:
     """Raise LaunchError when a launch breaks one of ``checks`` (see the module)."""
-    for i, name, line in checks.readonly:
+    for i, name, site in checks.readonly:
         a = norm[i]
         if isinstance(a, np.ndarray) and not a.flags.writeable:
-            raise LaunchError(readonly_message(kernel, name, checks.file, line))
+            raise LaunchError(readonly_message(kernel, name, site))
     for i, name, j, other in checks.alias:
         if may_alias(norm[i], norm[j]):
             raise LaunchError(f"kernel '{kernel}': argument '{name}' is annotated tk.Const (read-only, not aliased) "
                               f"but shares memory with argument '{other}'; pass a copy or drop the tk.Const "
                               "annotation")
-    for i, name, dim, kind, axis, off, line in checks.bounds:
+    for i, name, dim, kind, axis, off, site in checks.bounds:
         n = norm[i].shape[dim]
         lo, hi = coord_extent(kind, axis, geom)
         bad = lo + off if lo + off < 0 else hi + off if hi + off >= n else None
         if bad is not None and kind == 3:
-            raise LaunchError(f"kernel '{kernel}' at {checks.file}:{line}: argument '{name}' with shape "
+            raise LaunchError(f"kernel '{kernel}' at {site}: argument '{name}' with shape "
                               f"{tuple(norm[i].shape)} is indexed out of bounds: index {bad} in its dimension {dim}"
                               + (" (negative indices do not wrap around in kernels: write "
                                  f"{name}.shape[{dim}] - {-bad})" if bad < 0 else ""))
         if bad is not None:
-            raise LaunchError(f"kernel '{kernel}' at {checks.file}:{line}: argument '{name}' with shape "
+            raise LaunchError(f"kernel '{kernel}' at {site}: argument '{name}' with shape "
                               f"{tuple(norm[i].shape)} is indexed out of bounds: its dimension {dim} reaches index "
                               f"{bad} over the ndrange {_ndrange_text(geom, ndim)}; rerun with TK_DEBUG=1 to see "
                               "the first out-of-bounds access")

@@ -529,7 +529,7 @@ class MetalKernelInstance(DeviceKernelInstance):
             ev = s.commit(cb)
         if err is not None:
             ev.wait()
-            check_debug_info(err.host_view(), names, ir.file, self.name)
+            check_debug_info(err.host_view(), names, ir.sites, self.name)
         return ev
 
 

@@ -427,7 +427,7 @@ class CLKernelInstance(DeviceKernelInstance):
             ev.wait()
             info = np.empty(12, np.int64)
             cl.enqueue_copy(q, info, err, is_blocking=True)
-            check_debug_info(info, names, ir.file, self.name)
+            check_debug_info(info, names, ir.sites, self.name)
         return CLEvent(ev)
 
 

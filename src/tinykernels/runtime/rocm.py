@@ -549,7 +549,7 @@ class ROCmKernelInstance(DeviceKernelInstance):
         ev = ROCmEvent.record(dev, h_stream)
         if err is not None:
             ev.wait()
-            check_debug_info(err.numpy(), names, ir.file, self.name)
+            check_debug_info(err.numpy(), names, ir.sites, self.name)
         return ev
 
 

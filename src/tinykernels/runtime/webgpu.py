@@ -527,7 +527,7 @@ class WGPUKernelInstance(DeviceKernelInstance):
         if err is not None:
             with dev.lock:
                 info = np.frombuffer(dev.queue.read_buffer(err), np.int32).astype(np.int64)
-            check_debug_info(info, names, ir.file, self.name)
+            check_debug_info(info, names, ir.sites, self.name)
         return ev
 
 

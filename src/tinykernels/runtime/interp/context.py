@@ -22,7 +22,8 @@ from ... import dtypes as D
 from ... import lang
 from ... import random as tkrandom
 from . import ops as O
-from .errors import KernelCheckError, where
+from ...ir.nodes import site_text
+from .errors import KernelCheckError, site_loc, where_site
 from .memory import KArray, RaceTracker, alloc
 from .transform import RETURNED
 
@@ -220,14 +221,17 @@ class KernelContext:
                 ", ".join(self.describe_uid(u) for u in uids)
         return f"{len(uids)} work items: {self.describe_uid(uids[0])}, ..., {self.describe_uid(uids[-1])}"
 
-    def raise_error(self, cls, msg: str, items=None, file=None, line=None):
+    def raise_error(self, cls, msg: str, items=None, file=None, line=None, site=None):
+        """Raise ``cls`` at ``file:line`` (``site``: that place as an error names it, with
+        its call chain), by default where the user's code is running."""
         if file is None:
-            file, line = where()
+            loc = site_loc(where_site())
+            file, line, site = loc.file, loc.line, site_text(loc)
         if items is None:
             items = (self.cur.uid,) if self.cur is not None else ()
             if items:
                 msg += f" [{self.describe_uid(items[0])}]"
-        text = f"kernel '{self.kernel_name}' at {file}:{line}: {msg}"
+        text = f"kernel '{self.kernel_name}' at {site or f'{file}:{line}'}: {msg}"
         if isinstance(cls, type) and issubclass(cls, KernelCheckError):
             raise cls(text, self.kernel_name, file, line, tuple(self._item_tuple(u) for u in items))
         raise cls(text)

@@ -12,6 +12,7 @@ import os
 import sys
 
 from ...errors import TinyKernelsError
+from ...ir.nodes import Loc
 
 
 class KernelCheckError(TinyKernelsError):
@@ -66,6 +67,50 @@ def user_frame(depth: int = 1):
             return f
         f = f.f_back
     return None
+
+
+_PKG = os.path.dirname(_HERE)[:-len("runtime")]          # .../tinykernels/
+_LANG = os.path.join(_PKG, "lang.py")                   # tk.func's __call__: a plain Python call
+
+
+_IN_PKG: dict = {}
+
+
+def _caller(f):
+    """The user frame that called the user frame ``f`` (a kernel calling a @tk.func, through
+    tk.func's ``__call__``), or None where the interpreter or a launch called it."""
+    g = f.f_back
+    while g is not None and g.f_code.co_filename == _LANG:
+        g = g.f_back
+    if g is None:
+        return None
+    fn = g.f_code.co_filename
+    ours = _IN_PKG.get(fn)
+    if ours is None:
+        ours = _IN_PKG[fn] = os.path.abspath(fn).startswith(_PKG)
+    return None if ours else g
+
+
+def frame_site(f) -> tuple:
+    """``(file, line, func, caller's site or None)`` of the user frame ``f``: where it is, with
+    the call chain of the @tk.funcs it is in (plain tuples: check mode records one per access;
+    :func:`site_loc` makes the Loc an error names)."""
+    g = _caller(f)
+    code = f.f_code
+    return (code.co_filename, f.f_lineno, "", None) if g is None else \
+        (code.co_filename, f.f_lineno, code.co_name, frame_site(g))
+
+
+def site_loc(site: tuple) -> Loc:
+    """The Loc of a :func:`frame_site` (``ir.nodes.site_text`` names its file, line and chain)."""
+    file, line, func, caller = site
+    return Loc(file, line, caller=None if caller is None else site_loc(caller), func=func)
+
+
+def where_site(depth: int = 1) -> tuple:
+    """:func:`where` as a :func:`frame_site`, with its call chain."""
+    f = user_frame(depth + 1)
+    return ("<unknown>", 0, "", None) if f is None else frame_site(f)
 
 
 def where(depth: int = 1) -> tuple:

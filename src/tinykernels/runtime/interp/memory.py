@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import CompileError, LaunchError
-from .errors import DataRaceError, KernelIndexError, UninitializedReadError, where
+from ...ir.nodes import site_text
+from .errors import DataRaceError, KernelIndexError, UninitializedReadError, site_loc, where, where_site
 from ..launchcheck import readonly_message
 from .ops import DTypeCast, cast, dtype_cast, store_value
 
@@ -99,7 +100,7 @@ class KArray:
     def _const_error(self):
         file, line = where()
         if not self._const:          # a read-only NumPy array passed where the kernel writes
-            raise LaunchError(readonly_message(self._ctx.kernel_name, self._name, file, line))
+            raise LaunchError(readonly_message(self._ctx.kernel_name, self._name, f"{file}:{line}"))
         raise CompileError(f"cannot write to '{self._name}': it is read-only (tk.Const)", file, line,
                            kernel=self._ctx.kernel_name)
 
@@ -243,8 +244,8 @@ class RaceTracker:
         uid = it.uid
         self.seq += 1
         seq = self.seq
-        file, line = where()
-        rec = (uid, it.grl, ctx.group.epoch, seq, file, line, kind)
+        at = where_site()
+        rec = (uid, it.grl, ctx.group.epoch, seq, at[0], at[1], kind, at)
         w = W.get(off)
         if kind == "r":
             if w is not None and w[0] != uid and not self._ordered(w, rec):
@@ -290,9 +291,10 @@ class RaceTracker:
         why = ("with no tk.synchronize() between them" if prev[1] == now[1] else
                "from different workgroups, which only atomics may share within a launch")
         msg = (f"data race on {arr.describe()} element {shown}: {ctx.describe_uid(prev[0])} "
-               f"{verb[prev[6]]} it at {prev[4]}:{prev[5]} and {ctx.describe_uid(now[0])} "
-               f"{now_verb[now[6]]} it at {now[4]}:{now[5]}, {why}")
-        ctx.raise_error(DataRaceError, msg, items=(prev[0], now[0]), file=now[4], line=now[5])
+               f"{verb[prev[6]]} it at {site_text(site_loc(prev[7]))} and {ctx.describe_uid(now[0])} "
+               f"{now_verb[now[6]]} it at {site_text(site_loc(now[7]))}, {why}")
+        ctx.raise_error(DataRaceError, msg, items=(prev[0], now[0]), file=now[4], line=now[5],
+                        site=site_text(site_loc(now[7])))
 
 
 def make_array(a: np.ndarray, name: str, ctx, space: str = "global", const: bool = False) -> KArray:

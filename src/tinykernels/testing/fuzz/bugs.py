@@ -13,6 +13,11 @@ KNOWN_BUGS: dict = {}
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'pocl-log1p-tiny': ("OpenCL on PoCL 3.1: log1p of tiny arguments, float and double: +0.0 for +-the smallest "
+                        "subnormal (log1p(x) is x there), 5.6e-45 for 4.2e-45, an ulp off near the smallest normal",
+                        "under TK_POCL, tk_log1p returns x below 2**-25 (float) / 2**-54 (double), where log1p(x) "
+                        "rounds to x; above, PoCL's log1p is within an ulp of NumPy's in every binade "
+                        "(codegen/opencl.py _pocl_workarounds; tests/test_opencl.py)"),
     'pocl-const-pow-one-nan': ("OpenCL on PoCL 3.1: pow of folded constant NaNs: pow(1, NaN) dropped every store of "
                                "the kernel (`math.pow(tk.float8_e5m2(1.0), f(...))` with f returning math.nan, "
                                "seed 20000789 of the 2000-kernel OpenCL run), pow(NaN, NaN) gave 0, and "
