@@ -439,8 +439,10 @@ def int8_route_model(qtype, raw, x):
     return tot
 
 
-# rows: one, odd, many; blocks: one, whole chunks of 8, chunks and a tail, K not a multiple of 256
-INT8_SHAPES = [(1, 1), (7, 2 * 8 + 3), (6, 8), (301, 5 * 8 + 3)]
+# rows: one, odd, many, each of 1..8; blocks: one, whole chunks of 8, chunks and a tail (K not a
+# multiple of 256), only a tail, an odd count of whole chunks and a tail
+INT8_SHAPES = [(1, 1), (7, 2 * 8 + 3), (6, 8), (301, 5 * 8 + 3), (2, 11), (3, 9), (4, 1), (5, 16),
+               (8, 11)]
 
 
 @pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
