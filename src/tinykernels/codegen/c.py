@@ -597,7 +597,16 @@ static inline __attribute__((always_inline)) __m256i tk_bd_u4(const void *pa, co
         return _mm256_loadu_si256((const __m256i *)t);
     }
     __m128i q = _mm_loadu_si128((const __m128i *)pa);
+#if defined(__GFNI__) && !defined(TK_NO_GFNI)
+    /* [q & 15, q >> 4] per byte as one affine bit transform of [q, q]: the low half's matrix
+       keeps bits 0..3, the high half's moves bits 4..7 down (a broadcast load and one
+       vgf2p8affineqb for a shift, an insert and an and) */
+    __m256i u = _mm256_gf2p8affine_epi64_epi8(_mm256_broadcastsi128_si256(q),
+                                              _mm256_set_epi64x(0x1020408000000000LL, 0x1020408000000000LL,
+                                                                0x0102040800000000LL, 0x0102040800000000LL), 0);
+#else
     __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+#endif
     __m256i x = _mm256_loadu_si256((const __m256i *)pb);
     if (lv == 2) {       /* the sum starts at -zero * (x's four bytes): shared by calls on the same x */
         __m256i z = _mm256_setzero_si256(), c0 = tk_bd_start(c);
