@@ -116,6 +116,28 @@ def test_dot_u4i8_lanes_against_numpy(name, zero):
     np.testing.assert_array_equal(get(out), want)
 
 
+@tk.kernel
+def scaled_private(out, a: tk.Const, b: tk.Const, s: tk.Const, u4: tk.constexpr, P: tk.constexpr):
+    """:func:`scaled` with the scales read from a private float32 array of ``P`` elements,
+    refilled from ``s`` every ``P`` blocks (with P a multiple of 8 the C backend permutes each
+    scale out of the array's group of eight; otherwise it broadcasts the value)."""
+    r = tk.index()
+    acc = tk.private(tk.float32, (8,))
+    sp = tk.private(tk.float32, (P,))
+    for l in range(8):
+        acc[l] = tk.float32(0.5)
+    for t in range(s.shape[0]):
+        if t % P == 0:
+            for k in range(P):
+                sp[k] = s[t + k] if t + k < s.shape[0] else tk.float32(0)
+        if u4:
+            tk.dot_u4i8(acc, a, (r, 16 * t), b, 32 * t, 32, sp[t % P], 8)
+        else:
+            tk.dot_i8(acc, a, (r, 32 * t), b, 32 * t, 32, scale=sp[t % P])
+    for l in range(8):
+        out[r, l] = acc[l]
+
+
 def _scaled_ref(a, b, s, u4):
     rows, nb = a.shape[0], s.size
     acc = np.full((rows, 8), 0.5, np.float32)
@@ -236,6 +258,38 @@ def test_scaled_accumulation_is_one_fma_per_lane_and_block(name, u4):
     assert (np.abs(get(out) - ref) <= 2 * (s.size + 1) * 2.0**-24 * mag).all()
 
 
+@pytest.mark.parametrize("name", backends() + ["INTERP:CHECK"])
+@pytest.mark.parametrize("u4", [False, True])
+@pytest.mark.parametrize("P", [8, 12, 16])
+def test_scale_read_from_a_private_array_is_the_same_fma(name, u4, P):
+    """A scale that is an element of a private float32 array (the GEMV's chunk of block
+    scales; on the CPU permuted out of the array's group of eight when its length is a
+    multiple of 8, else broadcast) gives the bits of :func:`scaled` (19 blocks: groups 0
+    and 1 of a 16-array, a partly filled last refill)."""
+    be = tk.backend(name)
+    a, b, s = _scaled_case(np.random.default_rng(7 + u4 + P), u4, nb=19, rows=5)
+    out = tk.zeros((a.shape[0], 8), tk.float32, backend=be)
+    scaled_private(be)(out, *(tk.asarray(v, backend=be) for v in (a, b, s)), u4, P, ndrange=a.shape[0])
+    if name != "WEBGPU":
+        np.testing.assert_array_equal(get(out), _scaled_ref(a, b, s, u4))
+        return
+    ref, mag = _scaled_ref64(a, b, s, u4)
+    assert (np.abs(get(out) - ref) <= 2 * (s.size + 1) * 2.0**-24 * mag).all()
+
+
+def test_cpu_source_permutes_a_private_scale_out_of_its_group():
+    """The CPU source takes a scale read from a private array of 8m floats as that array's
+    element by ``TK_BD_SCALE_AT`` (one permute); a scale from an array of another length or
+    from a global array is a broadcast value (``TK_BD_SCALE``)."""
+    a, b, s = _scaled_case(np.random.default_rng(5), True)
+    out = np.zeros((a.shape[0], 8), np.float32)
+    for P, want in ((8, True), (16, True), (12, False)):
+        src = scaled_private.source(tk.CPU(), out, a, b, s, True, P, ndrange=a.shape[0])
+        assert ("tk_dot_u4i8_acc(&" in src) and (", TK_BD_SCALE_AT(&" in src) == want, P
+    src = scaled.source(tk.CPU(), out, a, b, s, True, ndrange=a.shape[0])
+    assert ", TK_BD_SCALE_AT(&" not in src and ", TK_BD_SCALE(" in src
+
+
 def test_cpu_source_calls_the_simd_helpers_and_debug_runs_the_loop():
     a, b, s = _scaled_case(np.random.default_rng(5), True)
     out = np.zeros((a.shape[0], 8), np.float32)
@@ -266,6 +320,11 @@ res.append(bool(np.array_equal(out, t._lanes(a.view(np.int8), b.reshape(3, 64)).
 for u4 in (False, True):
     lanes, want_lanes, out, want = t._run_started(t.tk.CPU(), u4, rng)
     res.append(bool(np.array_equal(lanes, want_lanes) and np.array_equal(out, want)))
+for u4 in (False, True):
+    a, b, s = t._scaled_case(rng, u4, nb=19, rows=5)
+    out = np.zeros((a.shape[0], 8), np.float32)
+    t.scaled_private(t.tk.CPU())(out, a, b, s, u4, 16, ndrange=a.shape[0])
+    res.append(bool(np.array_equal(out, t._scaled_ref(a, b, s, u4))))
 print("RESULT", res)
 """
 
@@ -280,7 +339,7 @@ def test_every_cpu_level_gives_the_same_bits(level, tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), env.get("PYTHONPATH", "")])
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "RESULT [True, True, True, True, True]" in r.stdout, r.stdout + r.stderr[-3000:]
+    assert "RESULT [True, True, True, True, True, True, True]" in r.stdout, r.stdout + r.stderr[-3000:]
 
 
 def test_cuda_source_compiles_with_nvrtc():

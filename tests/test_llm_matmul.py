@@ -412,7 +412,10 @@ def test_host_fused_gemm_sums_each_column_in_32_fma_lanes(qtype):
 def int8_route_model(qtype, raw, x):
     """The host int8 route bit for bit in NumPy: per block eight exact int32 lanes (lane
     ``l``: weights ``4l .. 4l + 3`` times the Q8_0 activations), accumulated with one fma by
-    ``d_w * d_x`` per lane and block in block order, the lanes then added in order."""
+    ``d_w * d_x`` per lane and block in block order into one of two sets of lanes: within
+    the whole chunks of ``mm.CHUNK`` blocks the even blocks into the first, the odd ones into
+    the second; the blocks after the last whole chunk into the first. At the end lane ``l``
+    of the first set plus lane ``l`` of the second, added in order of ``l``."""
     m, k = raw.shape[0], x.shape[0]
     nb = k // 32
     qx, dx = llm.quantize_activations(x)
@@ -425,17 +428,21 @@ def int8_route_model(qtype, raw, x):
         qw = np.concatenate([rb[:, :, 2:] & 15, rb[:, :, 2:] >> 4], axis=2).astype(np.int64) - 8
     lanes = (qw * qx.reshape(nb, 32).astype(np.int64)[None]).reshape(m, nb, 8, 4).sum(-1)   # exact
     ds = dw * dx[None]                                                # float32 products
-    acc = np.zeros((m, 8), np.float32)
+    acc = np.zeros((2, m, 8), np.float32)
+    full = nb - nb % mm.CHUNK
     for b in range(nb):
-        acc = _fma32(lanes[:, b].astype(np.float32), ds[:, b, None], acc)
+        s = b % 2 if b < full else 0
+        acc[s] = _fma32(lanes[:, b].astype(np.float32), ds[:, b, None], acc[s])
     tot = np.zeros(m, np.float32)
     for j in range(8):
-        tot = tot + acc[:, j]
+        tot = tot + (acc[0, :, j] + acc[1, :, j])
     return tot
 
 
-# rows: one, odd, many; blocks: one, whole chunks of 8, chunks and a tail, K not a multiple of 256
-INT8_SHAPES = [(1, 1), (7, 2 * 8 + 3), (6, 8), (301, 5 * 8 + 3)]
+# rows: one, odd, many, each of 1..8; blocks: one, whole chunks of 8, chunks and a tail (K not a
+# multiple of 256), only a tail, an odd count of whole chunks and a tail
+INT8_SHAPES = [(1, 1), (7, 2 * 8 + 3), (6, 8), (301, 5 * 8 + 3), (2, 11), (3, 9), (4, 1), (5, 16),
+               (8, 11)]
 
 
 @pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])

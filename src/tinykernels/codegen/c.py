@@ -597,7 +597,16 @@ static inline __attribute__((always_inline)) __m256i tk_bd_u4(const void *pa, co
         return _mm256_loadu_si256((const __m256i *)t);
     }
     __m128i q = _mm_loadu_si128((const __m128i *)pa);
+#if defined(__GFNI__) && !defined(TK_NO_GFNI)
+    /* [q & 15, q >> 4] per byte as one affine bit transform of [q, q]: the low half's matrix
+       keeps bits 0..3, the high half's moves bits 4..7 down (a broadcast load and one
+       vgf2p8affineqb for a shift, an insert and an and) */
+    __m256i u = _mm256_gf2p8affine_epi64_epi8(_mm256_broadcastsi128_si256(q),
+                                              _mm256_set_epi64x(0x1020408000000000LL, 0x1020408000000000LL,
+                                                                0x0102040800000000LL, 0x0102040800000000LL), 0);
+#else
     __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+#endif
     __m256i x = _mm256_loadu_si256((const __m256i *)pb);
     if (lv == 2) {       /* the sum starts at -zero * (x's four bytes): shared by calls on the same x */
         __m256i z = _mm256_setzero_si256(), c0 = tk_bd_start(c);
@@ -609,8 +618,16 @@ static inline __attribute__((always_inline)) __m256i tk_bd_u4(const void *pa, co
     __m256i r = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
     return c ? _mm256_add_epi32(r, tk_bd_start(c)) : r;
 }
-static inline __attribute__((always_inline)) void tk_bd_acc(float *o, __m256i lanes, float s) {
-    _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(s), _mm256_loadu_ps(o)));
+/* the float forms' scale in every lane: a value, or element k of a private float32 array of 8m
+   floats, permuted out of its group of eight (one vpermps; an extract and a broadcast cost two
+   or three instructions per call, most of a q4_0 block's scale work) */
+typedef __m256 tk_bd_scale_t;
+#define TK_BD_SCALE(v) _mm256_set1_ps(v)
+static inline __attribute__((always_inline)) __m256 TK_BD_SCALE_AT(const float *p, int64_t k) {
+    return _mm256_permutevar8x32_ps(_mm256_loadu_ps(p + (k & ~(int64_t)7)), _mm256_set1_epi32((int)(k & 7)));
+}
+static inline __attribute__((always_inline)) void tk_bd_acc(float *o, __m256i lanes, __m256 s) {
+    _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), s, _mm256_loadu_ps(o)));
 }
 static inline __attribute__((always_inline)) void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n,
                                                           const int32_t *c) {
@@ -620,7 +637,7 @@ static inline __attribute__((always_inline)) void tk_dot_i8(int32_t *o, const vo
                                                              c ? c + k / 4 : 0));
 }
 static inline __attribute__((always_inline)) void tk_dot_i8_acc(float *o, const void *pa, const void *pb, int n,
-                                                              const int32_t *c, float s) {
+                                                              const int32_t *c, tk_bd_scale_t s) {
     int lv = tk_bytedot_level;
     for (int k = 0; k < n; k += 32)
         tk_bd_acc(o + k / 4, tk_bd_i8((const int8_t *)pa + k, (const int8_t *)pb + k, lv, c ? c + k / 4 : 0), s);
@@ -630,10 +647,13 @@ static inline __attribute__((always_inline)) void tk_dot_u4i8(int32_t *o, const 
     _mm256_storeu_si256((__m256i *)o, tk_bd_u4(pa, pb, zero, tk_bytedot_level, c));
 }
 static inline __attribute__((always_inline)) void tk_dot_u4i8_acc(float *o, const void *pa, const void *pb, int zero,
-                                                                const int32_t *c, float s) {
+                                                                const int32_t *c, tk_bd_scale_t s) {
     tk_bd_acc(o, tk_bd_u4(pa, pb, zero, tk_bytedot_level, c), s);
 }
 #else
+typedef float tk_bd_scale_t;
+#define TK_BD_SCALE(v) (v)
+#define TK_BD_SCALE_AT(p, k) ((p)[k])
 static inline void tk_dot_i8(int32_t *o, const void *pa, const void *pb, int n, const int32_t *c) {
     for (int k = 0; k < n; k += 32)
         tk_bd_lanes_c(o + k / 4, (const int8_t *)pa + k, (const int8_t *)pb + k, 0, 0, c ? c + k / 4 : 0);
@@ -812,8 +832,10 @@ class CRenderer(CLikeRenderer):
             args = [f"&{self.element(bd.out, zero)}", f"&{self.element(bd.a, bd.i)}",
                     f"&{self.element(bd.b, bd.j)}", str(bd.n if bd.kind == "i8" else bd.zero),
                     "0" if bd.start is None else f"&{self.element(*bd.start)}"]
-            if bd.scale is not None:
-                args.append(self.expr(bd.scale))
+            if bd.scale_at is not None:
+                args.append(f"TK_BD_SCALE_AT(&{self.element(bd.scale_at[0], zero)}, {self.expr(bd.scale_at[1][0])})")
+            elif bd.scale is not None:
+                args.append(f"TK_BD_SCALE({self.expr(bd.scale)})")
             self.at(s.loc)
             self.w(f"{fn}({', '.join(args)});")
             return

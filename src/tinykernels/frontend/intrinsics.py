@@ -442,6 +442,19 @@ def _element_locals(lw, node, sig: str, arr, e, what: str, prefix: str) -> list:
 
 
 BYTE_DOT_LANES = 4      # products per lane of tk.dot_i8 / tk.dot_u4i8
+SCALE_GROUP = 8         # a scale read from a private float32 array of a multiple of this many
+
+
+def _scale_element(lw, node, sig: str, se):
+    """``(array, [index local])`` when a float form's ``scale`` is an element of a 1-D private
+    float32 array whose length is a multiple of ``SCALE_GROUP`` (e.g. a chunk's block scales),
+    else None: the C backend then takes the scale out of that array's group of eight as a
+    vector (one permute) instead of extracting and broadcasting a scalar (same value)."""
+    arr = se.array if isinstance(se, N.Load) else None
+    if (arr is None or arr.space != "private" or arr.ndim != 1 or arr.dtype.name != "float32"
+            or not arr.shape or int(arr.shape[0]) % SCALE_GROUP or not arr.contiguous):
+        return None
+    return arr, _element_locals(lw, node, sig, arr, tuple(se.index), "s", "bd")
 
 
 def _byte_dot(kind):
@@ -511,10 +524,12 @@ def _byte_dot(kind):
                 raise lw.err(node, f"{sig}: start must be (c, k), c a 1-D int32 array (lane l starts at c[k + l])")
             start = (start[0], _element_locals(lw, node, sig, start[0], start[1], "k", "bd"))
         f32 = Ty(D.float32)
+        scale_at = None
         if scale is not None:
             se = lw.as_expr(scale, node)
             if not (se.ty.dtype.is_float or se.ty.dtype.is_int):
                 raise lw.err(node, f"{sig}: scale must be a number, got {se.ty}")
+            scale_at = _scale_element(lw, node, sig, se)
             sv = lw.fresh("bds")
             lw.assign_var(sv, lw.cast(se, f32, explicit=True), node)
             scale = N.Var(f32, loc, sv)
@@ -571,7 +586,7 @@ def _byte_dot(kind):
                           lane([N.BinOp(i32, loc, "*", nib(t, True), signed(b, jhi, t)) for t in range(4)], 4))]
             stop = 4
         loop = N.For(loc, lv, c(0), c(stop), c(1), body)
-        info = N.ByteDot(kind, out, a, ia, b, jb, n, scale, zero, start)
+        info = N.ByteDot(kind, out, a, ia, b, jb, n, scale, zero, start, scale_at)
         lw.emit(N.FuncBlock(loc, lw.fresh("bytedot"), [loop], info))
         return NoValue(loc)
     return h

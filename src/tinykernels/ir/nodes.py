@@ -265,6 +265,7 @@ class ByteDot:
     scale: Any = None     # a float32 local: out is float32, out[l] = fma(float32(lane), scale, out[l])
     zero: int = 0         # u4i8: subtracted from each 4-bit value
     start: Any = None     # (int32 ArrayInfo, [index local]): lane l starts at c[k + l], else 0
+    scale_at: Any = None  # (private float32 ArrayInfo, [index local]) when scale was read from it, else None
 
 
 @dataclass

@@ -302,48 +302,55 @@ def _quantize_x_q8_0(qs, qd, xz, x: tk.Const, fmt: tk.constexpr):
 
 
 @tk.func
-def block_acc_i8(acc, data, r, b, xq, xz, s, q8):
-    """``acc[l] = fma(float32(lane_l), s, acc[l])`` for the eight exact int32 lanes of block ``b``
-    of row ``r`` times the quantized activations ``xq`` (lane ``l``: the products of weights
-    ``4l .. 4l + 3``): ``tk.dot_i8`` (Q8_0); for Q4_0 ``tk.dot_u4i8`` of the unsigned nibbles
-    with the lanes starting at the zero point's share ``xz`` of the activations, computed once
-    per GEMV (the same int32 lanes as ``zero=8``, without its second ``vpdpbusd`` and
-    subtraction per block)."""
+def block_acc_i8(acc, data, r, b, xq, xz, ds, t, q8):
+    """``acc[l] = fma(float32(lane_l), ds[t], acc[l])`` for the eight exact int32 lanes of block
+    ``b`` of row ``r`` times the quantized activations ``xq`` (lane ``l``: the products of
+    weights ``4l .. 4l + 3``): ``tk.dot_i8`` (Q8_0); for Q4_0 ``tk.dot_u4i8`` of the unsigned
+    nibbles with the lanes starting at the zero point's share ``xz`` of the activations,
+    computed once per GEMV (the same int32 lanes as ``zero=8``, without its second
+    ``vpdpbusd`` and subtraction per block). The scale is read as ``ds[t]`` from the chunk's
+    private array of ``CHUNK`` scales: the C backend permutes it out of that vector."""
     if q8:
-        tk.dot_i8(acc, data, (r, b * 34 + 2), xq, b * 32, 32, s)
+        tk.dot_i8(acc, data, (r, b * 34 + 2), xq, b * 32, 32, ds[t])
     else:
-        tk.dot_u4i8(acc, data, (r, b * 18 + 2), xq, b * 32, 32, s, start=(xz, 8 * b))
+        tk.dot_u4i8(acc, data, (r, b * 18 + 2), xq, b * 32, 32, ds[t], start=(xz, 8 * b))
 
 
 @tk.kernel
 def _gemv_rows_i8(out, data: tk.Const, xq: tk.Const, xd: tk.Const, xz: tk.Const, q8: tk.constexpr):
-    """One work item per row, eight float partial sums: per block the language's block byte
-    dot product (``tk.dot_i8``/``tk.dot_u4i8``; on the CPU one ``vpdpbusd`` per 32
-    products, or AVX2 ``vpmaddubsw``/``vpmaddwd``) gives eight exact int32 lanes (lane ``l``:
-    weights ``4l .. 4l + 3``), accumulated as ``acc[l] = fma(float32(lane), d_w * d_x,
-    acc[l])`` (on the CPU a vector conversion and FMA, ``acc`` in a register); the lanes are
-    added in order at the end. ``xq``: the activations as int8, ``xz`` Q4_0's zero-point
-    lanes (:func:`_quantize_x_q8_0`). Blocks go in chunks of ``CHUNK``: the chunk's scales
-    first (``tk.load_halves``), then its blocks."""
+    """One work item per row, two sets of eight float partial sums (even and odd blocks, so
+    that two chains of FMAs overlap): per block the language's block byte dot product
+    (``tk.dot_i8``/``tk.dot_u4i8``; on the CPU one ``vpdpbusd`` per 32 products, or AVX2
+    ``vpmaddubsw``/``vpmaddwd``) gives eight exact int32 lanes (lane ``l``: weights
+    ``4l .. 4l + 3``), accumulated as ``acc[l] = fma(float32(lane), d_w * d_x, acc[l])`` (on
+    the CPU a vector conversion and FMA, the sums in registers); at the end lane ``l`` of
+    the even set plus lane ``l`` of the odd set, added in order of ``l``. ``xq``: the
+    activations as int8, ``xz`` Q4_0's zero-point lanes (:func:`_quantize_x_q8_0`). Blocks go
+    in chunks of ``CHUNK``: the chunk's scales first (``tk.load_halves``), then its blocks;
+    the blocks after the last full chunk go to the even set."""
     r = tk.index()
     bb = 34 if q8 else 18
     acc = tk.private(tk.float32, (8,))
+    acc1 = tk.private(tk.float32, (8,))
     ds = tk.private(tk.float32, (CHUNK,))
     for j in range(8):
         acc[j] = tk.float32(0)
+        acc1[j] = tk.float32(0)
     nb = data.shape[1] // bb
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
         tk.load_halves(ds, data, (r, b0 * bb), CHUNK, 34 if q8 else 18)
         for t in range(CHUNK):
             ds[t] *= xd[b0 + t]
-        for t in range(CHUNK):
-            block_acc_i8(acc, data, r, b0 + t, xq, xz, ds[t], q8)
+        for t in range(0, CHUNK, 2):
+            block_acc_i8(acc, data, r, b0 + t, xq, xz, ds, t, q8)
+            block_acc_i8(acc1, data, r, b0 + t + 1, xq, xz, ds, t + 1, q8)
     for b in range(full, nb):
-        block_acc_i8(acc, data, r, b, xq, xz, half_at_host(data, r, b * bb) * xd[b], q8)
+        ds[0] = half_at_host(data, r, b * bb) * xd[b]
+        block_acc_i8(acc, data, r, b, xq, xz, ds, 0, q8)
     tot = tk.float32(0)
     for j in range(8):
-        tot += acc[j]
+        tot += acc[j] + acc1[j]
     out[r] = tot
 
 
