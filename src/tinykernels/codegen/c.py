@@ -762,6 +762,7 @@ class CRenderer(CLikeRenderer):
         self.tile_tr = transposed_reads(plan.body, plan.remat, kernel.workgroup) if plan is not None else {}
         self.tr_loads: dict = {}
         self.tr_sizes: set = set()          # element sizes whose tk_tile_tr helper the unit needs
+        self.tr_streams: set = set()        # ... and whose tk_tile_tr<size>_nt (streamed_tile_copy)
         # the rows the next group (flat: item) reads, prefetched while this one computes
         # (passes/prefetch.py); cursors tk_pf<N>, stepped by the loops that read those arrays
         self.pf_rows = next_rows(kernel, plan is not None, ranges)
@@ -947,15 +948,73 @@ class CRenderer(CLikeRenderer):
             # stores of the tile into the transpose's loads element by element, building
             # each row vector from 16 scalar loads of the global input (slower than no copy)
             self.w(f"__asm__ __volatile__(\"\" : : \"r\"({self.array_ptr(a)}) : \"memory\");")
-            self.w(f"tk_tile_tr{size}({name}, {w1}, {self.array_ptr(a)}, {line_pitch(a) or a.shape[1]}, tk_nv1, tk_nv0);")
+        fused = self.streamed_tile_copy(s, found)
+        if fused is not None:
+            self.w("} else {")
+            self.depth += 1
+        for n, t in enumerate(found):
+            a, name = t.array, f"{s.label}_tr{n}"
+            self.w(f"tk_tile_tr{a.dtype.itemsize}({name}, {w1}, {self.array_ptr(a)}, "
+                   f"{line_pitch(a) or a.shape[1]}, tk_nv1, tk_nv0);")
             for ld in t.loads:
                 self.tr_loads[id(ld)] = (name, w1)
         self.piece(s)
+        if fused is not None:
+            self.depth -= 1
+            self.w("}")
         for t in found:
             for ld in t.loads:
                 self.tr_loads.pop(id(ld), None)
         self.depth -= 1
         self.w("}")
+
+    def streamed_tile_copy(self, s: ItemLoop, found: list):
+        """A piece that only stores the transposed tile read to a streamed output,
+        ``out[gj * T + li, gi * T + lj] = tile[lj, li]`` (a transpose's second half): the
+        register transpose writes the output rows itself with non-temporal stores
+        (``tk_tile_tr<size>_nt``), with no copy in memory and no staged row in between.
+        Renders the test and that branch, opening the ``if`` whose ``else`` the caller
+        renders (the copy and the piece as before), and returns the store; None (nothing
+        rendered) unless: one tile, read once, the piece one streamed store of exactly that
+        read (same type), whole register blocks of 64-byte rows (float32, float64), the
+        address affine in both local indices. At run time: a streamed launch, a full group,
+        the first row and the row step multiples of 64 bytes (docs/cpu.md, "Transposed tile
+        reads")."""
+        k = self.k
+        if len(found) != 1 or len(found[0].loads) != 1 or len(s.body) != 1 or k.debug:
+            return None
+        t, st = found[0], s.body[0]
+        a, size = t.array, t.array.dtype.itemsize
+        lanes = block_lanes(size)
+        if not (isinstance(st, N.Store) and st.value is t.loads[0] and st.array.dtype == a.dtype
+                and lanes * size == 64 and all(w % lanes == 0 for w in k.workgroup)):
+            return None
+        self.lane_full, self.lane_outer = "1", True
+        streams = self.lane_streams(s.body) if self.write_only else []
+        self.lane_full, self.lane_outer = None, False
+        if streams != [st] or any(lane_coef(e, k.ndim, self.ranges, self.plan.group_vars, self.plan.remat,
+                                            self.lane_vars, dim=0) is None for e in st.index):
+            return None
+        self.stream_arrays.add(st.array.name)
+        self.tr_streams.add(size)
+        w0, w1 = k.workgroup
+        self.w("char *tk_trow0, *tk_trow1;")
+        for row in (0, 1):      # the row of local index 0 and of 1 (the address is affine in it)
+            self.w("{")
+            self.depth += 1
+            self.w(f"const int64_t tk_l0 = {row}, tk_l1 = 0;")
+            self.item_geometry(range(k.ndim))
+            self.global_coords()
+            saved, self.in_item = self.in_item, True
+            self.w(f"tk_trow{row} = (char *)&{self.element(st.array, st.index)};")
+            self.in_item = saved
+            self.depth -= 1
+            self.w("}")
+        self.w("const int64_t tk_trs = tk_trow1 - tk_trow0;")
+        self.w(f"if (tk_stream && tk_nv0 == {w0} && tk_nv1 == {w1} && (((uintptr_t)tk_trow0 | (uintptr_t)tk_trs) & 63) == 0) {{")
+        self.w(f"    tk_tile_tr{size}_nt(tk_trow0, tk_trs / {size}, {self.array_ptr(a)}, {line_pitch(a) or a.shape[1]}, "
+               f"{w1}, {w0});")
+        return st
 
     def load_ref(self, e: N.Load) -> str:
         tr = self.tr_loads.get(id(e))
@@ -1541,7 +1600,8 @@ class CRenderer(CLikeRenderer):
                 _HALVES if self.half_loads else "", "" if k.fastmath else _EXP_F32,
                 _DEBUG if k.debug else "", (_STREAM + (_LUT16 if self.lut16 else "")) if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
                 _PREFETCH if self.pf_rows else "",
-                (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))]
+                (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))
+                + "".join(tile_transpose_helper(n, True) for n in sorted(self.tr_streams))]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
 
     def render_flat(self) -> list:
@@ -2193,7 +2253,7 @@ def lanes_unroll(lanes: int) -> int:
     return max(1, min(LANES_UNROLL, lanes // 2))
 
 
-def tile_transpose_helper(itemsize: int) -> str:
+def tile_transpose_helper(itemsize: int, stream: bool = False) -> str:
     """C of ``tk_tile_tr<itemsize>(dst, ldd, src, lds, rows, cols)``: ``dst[c * ldd + r] =
     src[r * lds + c]`` for ``r < rows``, ``c < cols`` (elements of ``itemsize`` bytes, moved
     as bits). Full ``L x L`` blocks (``L = passes.tiletranspose.block_lanes``) are
@@ -2201,12 +2261,16 @@ def tile_transpose_helper(itemsize: int) -> str:
     ``log2 L`` stages, each exchanging one bit of the row index with the same bit of the
     column index between pairs of rows with two two-source shuffles (``vpermt2ps`` and
     friends with AVX-512; GCC and Clang lower them for any target). The edges that do not
-    fill a block are copied element by element."""
+    fill a block are copied element by element. ``stream``: ``tk_tile_tr<itemsize>_nt``,
+    which writes each transposed row of a full block (one 64-byte line: ``L * itemsize ==
+    64``) with a non-temporal store straight from its register (``tk_stream_line``; every
+    ``dst`` row of a block must start a cache line)."""
     lanes = block_lanes(itemsize)
     ut = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}[itemsize]
     vt = f"tk_trv{itemsize}"
-    name = f"tk_tile_tr{itemsize}"
-    out = [f"typedef {ut} {vt} __attribute__((vector_size({lanes * itemsize})));",
+    name = f"tk_tile_tr{itemsize}" + ("_nt" if stream else "")
+    out = [] if stream else [f"typedef {ut} {vt} __attribute__((vector_size({lanes * itemsize})));"]
+    out += [
            f"static inline __attribute__((always_inline)) void {name}(void *restrict dst, int64_t ldd, "
            "const void *restrict src, int64_t lds, int64_t rows, int64_t cols) {",
            "    char *restrict d = (char *)dst; const char *restrict s = (const char *)src;",
@@ -2229,7 +2293,9 @@ def tile_transpose_helper(itemsize: int) -> str:
                        f"t{i + h} = TK_SHUFFLE({vt}, a, b, {', '.join(map(str, hi))}); }}")
         h //= 2
     for i in range(lanes):
-        out.append(f"            memcpy(d + ((c0 + {i}) * ldd + r0) * {itemsize}, &t{i}, {lanes * itemsize});")
+        at = f"d + ((c0 + {i}) * ldd + r0) * {itemsize}"
+        out.append(f"            tk_stream_line({at}, (const char *)&t{i});" if stream
+                   else f"            memcpy({at}, &t{i}, {lanes * itemsize});")
     out += ["        }",
             "        for (; c0 < cols; ++c0)",
             f"            for (int64_t r = r0; r < r0 + {lanes}; ++r)",

@@ -93,12 +93,16 @@ def unobservable_after(rest: list, names: set) -> bool:
     return True
 
 
-def lane_coef(e: N.Expr, ndim: int, ranges: int, uniform: set, remat: dict, lane_vars: dict):
+def lane_coef(e: N.Expr, ndim: int, ranges: int, uniform: set, remat: dict, lane_vars: dict,
+              dim: int | None = None):
     """How expression ``e`` changes from one work item to the next along the last group
     dimension (the lanes of the CPU's lanes shape): 0 (the same in every lane), 1 (one more
     per lane), another int, or None (unknown). ``uniform``: group-level locals; ``remat``:
     locals recomputed from the item's geometry; ``lane_vars``: variables of loops hoisted
-    out of the lanes, to ``(start, step)`` of a per-item range or None for a uniform one."""
+    out of the lanes, to ``(start, step)`` of a per-item range or None for a uniform one.
+    ``dim``: the group dimension to step instead of the last one (the linear indices then
+    count as unknown)."""
+    lane = ndim - 1 if dim is None else dim
     def c(x):
         if isinstance(x, (N.Const, N.Arg, N.Shape)):
             return 0
@@ -115,9 +119,9 @@ def lane_coef(e: N.Expr, ndim: int, ranges: int, uniform: set, remat: dict, lane
                 return c(remat[x.name])
             return None
         if isinstance(x, N.Index):
-            last = x.dim == ndim - 1
+            last = x.dim == lane
             if x.kind in ("local_linear", "global_linear"):
-                return 1
+                return 1 if lane == ndim - 1 else None
             if x.kind in ("local", "global_pos"):
                 return 1 if last else 0
             if x.kind == "global":
