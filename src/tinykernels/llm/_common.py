@@ -295,11 +295,16 @@ def host_args(*arrays) -> tuple | None:
     return (found, hosts) if found.name == "CPU" else None
 
 
+# np.may_share_memory without its __array_function__ dispatch (a Python frame per call; the
+# arguments here are plain ndarrays, which no override concerns)
+_may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
+
+
 def disjoint(out: np.ndarray, *inputs: np.ndarray) -> bool:
     """Whether the NumPy array ``out`` shares no memory with any of ``inputs`` (their byte
     ranges: a conservative test, as the flat kernels' ``tk.Const`` inputs need)."""
     for x in inputs:
-        if np.may_share_memory(out, x):
+        if _may_share_memory(out, x):
             return False
     return True
 
