@@ -224,3 +224,21 @@ def test_fast_paths_run_few_python_frames():
         frames = _python_calls(f)
         assert len(frames) <= 12, f"{name}: {frames}"      # the general path: 40-90
         assert not any(fn in ("backend_of", "output", "require", "get_backend") for _, fn in frames), frames
+
+
+def test_read_only_out_is_the_launchers_error_on_both_paths(monkeypatch):
+    a = np.ones(8, np.float32)
+    x = np.ones((4, 8), np.float32)
+    for f, out in ((lambda o: llm.add(a, a, out=o), np.empty(8, np.float32)),
+                   (lambda o: llm.cast(a, np.float16, out=o), np.empty(8, np.float16)),
+                   (lambda o: llm.sum(x, -1, out=o), np.empty(4, np.float32))):
+        out.flags.writeable = False
+        msgs = []
+        for general in (False, True):
+            with monkeypatch.context() as m:
+                if general:
+                    _general(m)
+                with pytest.raises(tk.LaunchError, match="argument 'out' is read-only") as e:
+                    f(out)
+                msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
