@@ -40,7 +40,7 @@ _cpu_cache: dict = {}
 # encoded once. One dict lookup per name instead of os.environ.get's Python frames (Mapping.get,
 # __getitem__, encodekey, decode): every llm call on NumPy arrays reads them, and right after a
 # large kernel has swept the caches each such frame costs microseconds of cache misses
-# (docs/llm.md, "Host time per call"). Other Pythons: os.environ.get.
+# (docs/llm.md, "Host time right after a large kernel"). Other Pythons: os.environ.get.
 _ENV_DATA = getattr(os.environ, "_data", None)
 try:
     _ENV_KEYS = (os.environ.encodekey("TK_NUM_THREADS"), os.environ.encodekey("TK_DEBUG"))

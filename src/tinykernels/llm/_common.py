@@ -257,7 +257,8 @@ def instance(kernel, backend: Backend):
     """``kernel(backend)``, remembered per backend object: ``kernel(backend)`` hashes and
     compares the backend's ``key()`` tuples on every call, Python work that costs tens of
     microseconds when a large kernel has just evicted it from the caches (docs/llm.md, "Host
-    time per call"). The entry keeps the backend alive, so its id is not reused."""
+    time right after a large kernel"). The entry keeps the backend alive, so its id is not
+    reused."""
     hit = _INSTANCES.get((kernel, id(backend)))
     if hit is not None:
         return hit[1]

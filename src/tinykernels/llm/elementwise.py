@@ -279,8 +279,8 @@ def _flat_fast(out, *inputs) -> tuple | None:
     ``out`` shares no memory with an input; else None, and the caller takes its general path,
     which checks everything and launches the same kernel with the same arguments wherever this
     applies. It exists for the host time of a call right after a large kernel: each Python
-    frame and lookup of the general path's checks is then a chain of cache misses, 200-250 us
-    per call against torch's 100-140 (docs/llm.md, "Host time per call")."""
+    frame and lookup of the general path's checks is then a chain of cache misses, 240-285 us
+    per call against torch's 100-170 (docs/llm.md, "Host time right after a large kernel")."""
     host = C.host_args(out, *inputs)
     if host is None:
         return None
