@@ -190,8 +190,7 @@ def test_tk_arrays_on_one_cpu_backend_take_the_fast_path(monkeypatch):
 
 
 def test_instance_memo_is_the_kernels_instance():
-    from tinykernels.llm import elementwise as E  # noqa: F401  (the module, for its kernel)
-    E = importlib.import_module("tinykernels.llm.elementwise")
+    E = importlib.import_module("tinykernels.llm.elementwise")   # the module (llm.exp etc. shadow names)
     be = tk.CPU(threads=1)
     assert C.instance(E._binary_flat, be) is E._binary_flat(be) is C.instance(E._binary_flat, be)
 
