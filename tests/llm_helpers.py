@@ -56,3 +56,19 @@ def compile_error_at_line(src: str, path, args, match: str, line: int):
     with pytest.raises(tk.CompileError, match=match) as e:
         ns["bad"](tk.CPU())(*args, ndrange=1)
     assert e.value.line == line
+
+
+def python_calls(f) -> set:
+    """(file name, function name) of every Python function that ``f()`` calls."""
+    import sys
+    seen = set()
+
+    def prof(frame, event, arg):
+        if event == "call":
+            seen.add((frame.f_code.co_filename.replace("\\", "/"), frame.f_code.co_name))
+    sys.setprofile(prof)
+    try:
+        f()
+    finally:
+        sys.setprofile(None)
+    return seen

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from llm_helpers import python_calls
 from tinykernels import llm
 
 rng = np.random.default_rng(7)
@@ -221,22 +222,6 @@ def test_errors_name_the_callers_arguments():
         llm.add(a, bad_shape)
 
 
-def _python_calls(f) -> set:
-    """(file name, function name) of every Python function that ``f()`` calls."""
-    import sys
-    seen = set()
-
-    def prof(frame, event, arg):
-        if event == "call":
-            seen.add((frame.f_code.co_filename.replace("\\", "/"), frame.f_code.co_name))
-    sys.setprofile(prof)
-    try:
-        f()
-    finally:
-        sys.setprofile(None)
-    return seen
-
-
 @pytest.mark.parametrize("kind", ["tk", "numpy"])
 def test_valid_calls_do_no_avoidable_host_work(kind):
     """Host time per call: a valid call of a cached kernel formats no dtype names (NumPy's
@@ -253,7 +238,7 @@ def test_valid_calls_do_no_avoidable_host_work(kind):
              "add_broadcast": lambda: llm.add(xr, w, out=orr)}
     for name, f in calls.items():
         f()
-        seen = _python_calls(f)
+        seen = python_calls(f)
         slow = sorted(c for c in seen if c[0].endswith("numpy/_core/_dtype.py") or c[1] == "_prepare")
         assert not slow, f"{name}: {slow}"
     np.testing.assert_allclose(np.asarray(orr.numpy() if kind == "tk" else orr), 2.0)

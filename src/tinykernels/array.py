@@ -35,11 +35,30 @@ float32 = np.float32                     # the default dtype of the constructors
 
 _cpu_cache: dict = {}
 
+# The process environment as os.environ keeps it (CPython: a dict of encoded names and values,
+# updated by os.environ[...] = ... and monkeypatch.setenv), and the two names _cpu reads,
+# encoded once. One dict lookup per name instead of os.environ.get's Python frames (Mapping.get,
+# __getitem__, encodekey, decode): every llm call on NumPy arrays reads them, and right after a
+# large kernel has swept the caches each such frame costs microseconds of cache misses
+# (docs/llm.md, "Host time right after a large kernel"). Other Pythons: os.environ.get.
+_ENV_DATA = getattr(os.environ, "_data", None)
+try:
+    _ENV_KEYS = (os.environ.encodekey("TK_NUM_THREADS"), os.environ.encodekey("TK_DEBUG"))
+except AttributeError:
+    _ENV_DATA = None
+
+
+def _cpu_env() -> tuple:
+    """The values of ``TK_NUM_THREADS`` and ``TK_DEBUG`` (None when unset), as a cache key."""
+    if type(_ENV_DATA) is dict:
+        return _ENV_DATA.get(_ENV_KEYS[0]), _ENV_DATA.get(_ENV_KEYS[1])
+    return os.environ.get("TK_NUM_THREADS"), os.environ.get("TK_DEBUG")
+
 
 def _cpu():
     """``tk.CPU()`` with default settings. Cached per value of the environment variables its
     defaults read (constructing one calls os.cpu_count(), several microseconds)."""
-    env = (os.environ.get("TK_NUM_THREADS"), os.environ.get("TK_DEBUG"))
+    env = _cpu_env()
     b = _cpu_cache.get(env)
     if b is None:
         from .backends import CPU

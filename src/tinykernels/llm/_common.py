@@ -246,8 +246,72 @@ def partly_overlaps(a, b) -> bool:
 
 def launch(kernel, backend: Backend, args: tuple, ndrange, workgroupsize=None, stream=None):
     """Launch ``kernel`` on ``backend`` (a static workgroup size when given) and return its event."""
-    inst = kernel(backend, workgroupsize) if workgroupsize is not None else kernel(backend)
+    inst = kernel(backend, workgroupsize) if workgroupsize is not None else instance(kernel, backend)
     return inst(*args, ndrange=ndrange, stream=stream)
+
+
+_INSTANCES: dict = {}
+
+
+def instance(kernel, backend: Backend):
+    """``kernel(backend)``, remembered per backend object: ``kernel(backend)`` hashes and
+    compares the backend's ``key()`` tuples on every call, Python work that costs tens of
+    microseconds when a large kernel has just evicted it from the caches (docs/llm.md, "Host
+    time right after a large kernel"). The entry keeps the backend alive, so its id is not
+    reused."""
+    hit = _INSTANCES.get((kernel, id(backend)))
+    if hit is not None:
+        return hit[1]
+    inst = kernel(backend)
+    if len(_INSTANCES) >= 4096:       # many short-lived backend objects: start over
+        _INSTANCES.clear()
+    _INSTANCES[(kernel, id(backend))] = (backend, inst)
+    return inst
+
+
+def host_args(*arrays) -> tuple | None:
+    """``(backend, NumPy arrays)`` for the llm functions' host fast paths: every argument a
+    plain ``np.ndarray`` (on ``tk.CPU()`` with the environment's defaults) or a host
+    ``tk.Array`` (its NumPy array), all on one CPU backend; else None (the general
+    path decides). Only C-level type tests and attribute reads: a cold Python frame costs
+    microseconds right after a large kernel (see :func:`instance`)."""
+    found, plain, hosts = None, False, []
+    for a in arrays:
+        t = type(a)
+        if t is np.ndarray:
+            plain = True
+        elif t is _arr.Array and a._host is not None:
+            if found is None:
+                found = a.backend
+            elif a.backend is not found:
+                return None
+            a = a._host
+        else:
+            return None
+        hosts.append(a)
+    if found is None:
+        found = _arr._cpu()
+    elif plain and found is not _arr._cpu() and found != _arr._cpu():
+        return None
+    return (found, hosts) if found.name == "CPU" else None
+
+
+# np.may_share_memory without its __array_function__ dispatch (a Python frame per call; the
+# arguments here are plain ndarrays, which no override concerns)
+_may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
+
+
+def disjoint(out: np.ndarray, *inputs: np.ndarray) -> bool:
+    """Whether the NumPy array ``out`` shares no memory with any of ``inputs`` (their byte
+    ranges: a conservative test, as the flat kernels' ``tk.Const`` inputs need)."""
+    for x in inputs:
+        if _may_share_memory(out, x):
+            return False
+    return True
+
+
+FAST_FLOATS = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16))
+"""The float dtypes of the host fast paths (every host backend supports them)."""
 
 
 # ----------------------------------------------------------------------------- shared policy

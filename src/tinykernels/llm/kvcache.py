@@ -87,6 +87,29 @@ def counter_set(counter, value: int = 0, stream=None):
 
 KV_DTYPES = ("float32", "float16", "bfloat16")
 
+_I32 = np.dtype(np.int32)
+_FAST_KV = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+def _append_fast(cache, rows, counter, stream) -> bool:
+    """The host fast path of :func:`kv_append` (as ``elementwise._flat_fast``): host arrays
+    (``_common.host_args``), float32/float16 ``cache`` and ``rows`` of fitting shapes (no empty
+    extent), an int32 counter of shape (1,), the default stream and the one-item-per-row
+    kernel; the same launch as the general path, which every other call takes. False where it
+    does not apply."""
+    host = C.host_args(cache, rows, counter) if stream is None else None
+    if host is None:
+        return False
+    backend, (hc, hr, hn) = host
+    cs, rs = hc.shape, hr.shape
+    if not (2 <= len(rs) == len(cs) <= C.MAX_RANK and rs[:-2] == cs[:-2] and rs[-1] == cs[-1] and hr.size
+            and hc.dtype in _FAST_KV and hr.dtype in _FAST_KV and hn.dtype == _I32 and hn.shape == (1,)):
+        return False
+    if C.row_group(backend, rs[-1]) != 1:
+        return False
+    C.instance(_append_rows, backend)(hc, hr, hn, not C.is_debug(backend), ndrange=_lead3(rs))
+    return True
+
 
 def _lead3(shape: tuple) -> tuple:
     """The three leading extents of ``shape`` padded to rank 4 with leading 1s (the rows)."""
@@ -100,6 +123,8 @@ def kv_append(cache, rows, counter, stream=None):
     ``0 .. max_len - 1`` (past the end, or negative from a counter set below 0 or wrapped
     past 2**31 - 1) are dropped (an ``IndexError`` in debug mode). The counter is not advanced:
     call :func:`counter_add` once all layers have appended. Returns ``cache``."""
+    if _append_fast(cache, rows, counter, stream):
+        return cache
     fn = "kv_append"
     backend = C.backend_of(fn, stream=stream, cache=cache, rows=rows, counter=counter)
     for name, a in (("cache", cache), ("rows", rows)):

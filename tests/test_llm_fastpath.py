@@ -1,0 +1,229 @@
+"""The llm functions' host fast paths (add/sub/mul/div, the unary family and cast, sum,
+kv_append on host arrays): the same results as the general path, bit for bit, every case they
+do not cover left to the general path (its errors and in-place handling), the environment's
+CPU defaults followed, and the few Python frames that keep a call cheap after a large kernel
+has evicted the caches (docs/llm.md, "Host time per call")."""
+import importlib
+import sys
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+import tinykernels.array as A
+from llm_helpers import python_calls
+from tinykernels import llm
+
+C = importlib.import_module("tinykernels.llm._common")
+
+RNG = np.random.default_rng(7)
+
+
+def _general(monkeypatch):
+    """Force every call through the general path."""
+    monkeypatch.setattr(C, "host_args", lambda *a: None)
+
+
+def _both(monkeypatch, run):
+    """``run()`` through the fast path and through the general path, as NumPy arrays."""
+    fast = np.array(run(), copy=True)
+    with monkeypatch.context() as m:
+        _general(m)
+        slow = np.array(run(), copy=True)
+    return fast, slow
+
+
+def _bits(x):
+    return x.view(np.uint8)
+
+
+def _launches(monkeypatch):
+    """The (kernel name, backend) of each fast-path launch: the ``_common.instance`` calls not
+    made by the general path's ``_common.launch``."""
+    seen = []
+    real = C.instance
+
+    def instance(kernel, backend):
+        if sys._getframe(1).f_code.co_name != "launch":
+            seen.append((kernel.name, backend))
+        return real(kernel, backend)
+    monkeypatch.setattr(C, "instance", instance)
+    return seen
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape", [(1,), (1000,), (3, 5, 7), (2, 3, 4, 5)])
+@pytest.mark.parametrize("fn", ["add", "sub", "mul", "div"])
+def test_binary_fast_path_matches_general_and_numpy(monkeypatch, fn, shape, dt):
+    a = RNG.standard_normal(shape).astype(dt)
+    b = (RNG.standard_normal(shape) + 3).astype(dt)
+    out = np.empty(shape, dt)
+    seen = _launches(monkeypatch)
+    fast, slow = _both(monkeypatch, lambda: getattr(llm, fn)(a, b, out=out))
+    assert seen and seen[0][0] == "_binary_flat"
+    want = getattr(np, {"sub": "subtract", "mul": "multiply", "div": "divide"}.get(fn, fn))(a, b)
+    assert np.array_equal(_bits(fast), _bits(slow)) and np.array_equal(_bits(fast), _bits(want))
+
+
+@pytest.mark.parametrize("src,dst", [(np.float32, np.float16), (np.float16, np.float32), (np.float64, np.float32),
+                                     (np.float32, np.float64), (np.float32, np.float32)])
+def test_cast_fast_path_matches_general_and_numpy(monkeypatch, src, dst):
+    x = (RNG.standard_normal((3, 4099)) * 1e3).astype(src)
+    x.flat[:4] = [np.inf, -np.inf, np.nan, 0.0]
+    out = np.empty(x.shape, dst)
+    seen = _launches(monkeypatch)
+    for d in (dst, np.dtype(dst)):                   # a scalar type or a dtype object
+        fast, slow = _both(monkeypatch, lambda: llm.cast(x, d, out=out))
+        assert np.array_equal(_bits(fast), _bits(slow)) and np.array_equal(_bits(fast), _bits(x.astype(dst)))
+    assert [s[0] for s in seen] == ["_unary_flat", "_unary_flat"]
+
+
+@pytest.mark.parametrize("fn", ["exp", "log", "sin", "cos", "tanh", "sqrt", "rsqrt"])
+def test_unary_fast_path_matches_general(monkeypatch, fn):
+    x = (RNG.random(5000) * 4 + 0.1).astype(np.float32)
+    out = np.empty_like(x)
+    seen = _launches(monkeypatch)
+    fast, slow = _both(monkeypatch, lambda: getattr(llm, fn)(x, out=out))
+    assert seen and np.array_equal(_bits(fast), _bits(slow))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape,axis", [((7, 300), -1), ((7, 300), 0), ((2, 3, 40), 1), ((2, 3, 4, 33), 3),
+                                        ((5, 1), 0)])
+def test_sum_fast_path_matches_general(monkeypatch, shape, axis, dt):
+    x = RNG.standard_normal(shape).astype(dt)
+    out = np.empty(shape[:axis % len(shape)] + shape[axis % len(shape) + 1:], dt)
+    seen = _launches(monkeypatch)
+    fast, slow = _both(monkeypatch, lambda: llm.sum(x, axis, out=out))
+    assert seen and seen[0][0] in ("_sum_lanes", "_sum_lanes64")
+    assert np.array_equal(_bits(fast), _bits(slow))
+    np.testing.assert_allclose(fast, x.astype(np.float64).sum(axis), rtol=2e-3 if dt == np.float16 else 1e-5,
+                               atol=0.05 if dt == np.float16 else 1e-4)
+
+
+@pytest.mark.parametrize("cdt", [np.float32, np.float16])
+@pytest.mark.parametrize("pos", [0, 5, 14, -2])
+def test_kv_append_fast_path_matches_general(monkeypatch, cdt, pos):
+    rows = RNG.standard_normal((2, 3, 4, 16)).astype(np.float32)
+    for counter in (np.array([pos], np.int32), llm.new_counter(pos)):
+        seen = _launches(monkeypatch)
+        fast, slow = _both(monkeypatch, lambda: llm.kv_append(np.zeros((2, 3, 16, 16), cdt), rows, counter))
+        assert seen and seen[-1][0] == "_append_rows"
+        assert np.array_equal(_bits(fast), _bits(slow))
+        want = np.zeros((2, 3, 16, 16), cdt)
+        lo, hi = max(pos, 0), min(pos + 4, 16)
+        want[:, :, lo:hi] = rows[:, :, lo - pos:hi - pos]
+        assert np.array_equal(_bits(fast), _bits(want))
+
+
+def test_cases_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
+    """Aliasing, strides, mixed dtypes and shapes, bad ranks, empty arrays, scalars, streams and
+    torch tensors take the general path: its in-place handling, its errors naming arguments."""
+    seen = _launches(monkeypatch)
+    a = np.arange(12, dtype=np.float32)
+    r = llm.add(a, a, out=a)                                        # in place: the general kernel
+    assert r is a and np.array_equal(a, 2 * np.arange(12, dtype=np.float32))
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    o = np.empty((4, 3), np.float32)
+    llm.mul(x[:, ::2], x[:, 1::2], out=o)                           # strided inputs
+    assert np.array_equal(o, x[:, ::2] * x[:, 1::2])
+    half = np.arange(20, dtype=np.float32)
+    with pytest.raises(ValueError, match="argument 'out' overlaps argument 'a'"):
+        llm.add(half[:10], half[10:], out=half[5:15])               # partial overlap: refused as before
+    with pytest.raises(ValueError, match="argument 'b': dtype float64 differs"):
+        llm.add(a, a.astype(np.float64), out=a.copy())
+    with pytest.raises(ValueError, match="argument 'out'"):
+        llm.add(a, a, out=np.empty(11, np.float32))
+    with pytest.raises(ValueError, match="argument 'a': has 5 dimensions"):
+        z = np.ones((1, 1, 1, 1, 2), np.float32)
+        llm.add(z, z, out=np.empty_like(z))
+    e = np.empty(0, np.float32)
+    assert llm.add(e, e, out=np.empty(0, np.float32)).shape == (0,)
+    with pytest.raises(ValueError, match="argument 'out': dtype float16 should be float32"):
+        llm.exp(a, out=np.empty(12, np.float16))
+    with pytest.raises(ValueError, match="argument 'dtype'"):
+        llm.cast(a, np.int32, out=np.empty(12, np.int32))
+    with pytest.raises(ValueError, match="argument 'axis'"):
+        llm.sum(x, 2, out=np.empty(4, np.float32))
+    with pytest.raises(ValueError, match="argument 'out'"):
+        llm.sum(x, -1, out=np.empty(5, np.float32))
+    with pytest.raises(ValueError, match="argument 'rows'"):
+        llm.kv_append(np.zeros((2, 8, 4), np.float32), np.ones((3, 1, 4), np.float32), np.zeros(1, np.int32))
+    with pytest.raises(ValueError, match="argument 'counter'"):
+        llm.kv_append(np.zeros((2, 8, 4), np.float32), np.ones((2, 1, 4), np.float32), np.zeros(1, np.int64))
+    assert not seen, seen                                           # none of these took a fast path
+    be = A.get_backend(a)
+    o2 = np.empty_like(a)
+    llm.add(a, a, out=o2, stream=be.stream())                       # a stream: the general path
+    tk.synchronize(be)
+    assert np.array_equal(o2, 2 * a) and not seen, seen
+
+
+def test_fast_paths_follow_the_environment_defaults(monkeypatch):
+    """NumPy arrays launch on tk.CPU() with TK_NUM_THREADS / TK_DEBUG as they are now (the
+    fast path reads os.environ's dict directly)."""
+    seen = _launches(monkeypatch)
+    a = np.ones(64, np.float32)
+    for n in ("1", "2"):
+        monkeypatch.setenv("TK_NUM_THREADS", n)
+        llm.add(a, a, out=np.empty_like(a))
+        assert seen[-1][1] == tk.CPU(threads=int(n)) and seen[-1][1] is A.get_backend(a)
+    monkeypatch.delenv("TK_NUM_THREADS")
+    assert A._cpu_env()[0] is None and A._cpu() == tk.CPU()
+    monkeypatch.setenv("TK_DEBUG", "1")
+    rows = np.ones((1, 2, 4), np.float32)
+    with pytest.raises(IndexError):                                  # debug mode reports the position
+        llm.kv_append(np.zeros((1, 4, 4), np.float32), rows, np.array([3], np.int32))
+    assert seen[-1][1].debug
+
+
+def test_tk_arrays_on_one_cpu_backend_take_the_fast_path(monkeypatch):
+    be = tk.CPU(threads=1)
+    a = tk.asarray(np.arange(8, dtype=np.float32), backend=be)
+    o = tk.asarray(np.zeros(8, np.float32), backend=be)
+    seen = _launches(monkeypatch)
+    assert llm.add(a, a, out=o) is o and np.array_equal(o.numpy(), 2 * np.arange(8, dtype=np.float32))
+    assert seen == [("_binary_flat", be)]
+    other = tk.asarray(np.zeros(8, np.float32), backend=tk.CPU(threads=2))
+    with pytest.raises(ValueError, match="is on tk.CPU"):            # two backends: the general error
+        llm.add(a, a, out=other)
+
+
+def test_instance_memo_is_the_kernels_instance():
+    E = importlib.import_module("tinykernels.llm.elementwise")   # the module (llm.exp etc. shadow names)
+    be = tk.CPU(threads=1)
+    assert C.instance(E._binary_flat, be) is E._binary_flat(be) is C.instance(E._binary_flat, be)
+
+
+def test_fast_paths_run_few_python_frames():
+    """The point of the fast paths: a valid call runs a handful of small Python functions (each
+    one a chain of cache misses after a large kernel), not the general path's checks."""
+    a, b, o = (np.ones(4096, np.float32) for _ in range(3))
+    h = np.empty(4096, np.float16)
+    x, s = np.ones((4, 1024), np.float32), np.empty(4, np.float32)
+    kc, kr, cnt = np.zeros((8, 64, 128), np.float32), np.ones((8, 4, 128), np.float32), np.zeros(1, np.int32)
+    calls = {"add": lambda: llm.add(a, b, out=o), "cast": lambda: llm.cast(a, np.float16, out=h),
+             "sum": lambda: llm.sum(x, -1, out=s), "kv_append": lambda: llm.kv_append(kc, kr, cnt)}
+    for name, f in calls.items():
+        f()
+        frames = python_calls(f)
+        assert len(frames) <= 12, f"{name}: {sorted(frames)}"   # distinct functions; the general path: 30-60
+        assert not any(fn in ("backend_of", "output", "require", "get_backend") for _, fn in frames), frames
+
+
+def test_read_only_out_is_the_launchers_error_on_both_paths(monkeypatch):
+    a = np.ones(8, np.float32)
+    x = np.ones((4, 8), np.float32)
+    for f, out in ((lambda o: llm.add(a, a, out=o), np.empty(8, np.float32)),
+                   (lambda o: llm.cast(a, np.float16, out=o), np.empty(8, np.float16)),
+                   (lambda o: llm.sum(x, -1, out=o), np.empty(4, np.float32))):
+        out.flags.writeable = False
+        msgs = []
+        for general in (False, True):
+            with monkeypatch.context() as m:
+                if general:
+                    _general(m)
+                with pytest.raises(tk.LaunchError, match="argument 'out' is read-only") as e:
+                    f(out)
+                msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
