@@ -326,6 +326,35 @@ def test_compile_errors_show_the_users_frames_not_the_compilers():
     assert len(err.splitlines()) < 16, err
 
 
+def _undefined_name(A, B: tk.Const):
+    A[tk.index()] = B[tk.index()] * not_defined_anywhere  # noqa: F821
+
+
+@pytest.mark.parametrize("entry", ["CPU", "INTERP", "INTERP:CHECK", "launch", "source", "adjoint CPU",
+                                   "adjoint INTERP"])
+def test_every_entry_point_filters_the_compilers_frames(entry, monkeypatch):
+    """At most the raising frame of tinykernels stays: the interpreter's launches and adjoint
+    launches showed the whole compiler stack (13 frames of lower.py and friends), and a nested
+    API boundary (kernel.launch around an instance) kept the frames added after the inner one."""
+    import traceback
+    monkeypatch.delenv("TK_TRACEBACK_FILTERING", raising=False)
+    k = tk.kernel(_undefined_name)
+    a, b = np.zeros(4, np.float32), np.ones(4, np.float32)
+    with pytest.raises(tk.CompileError, match="not_defined_anywhere") as e:
+        if entry == "launch":
+            k.launch(a, b, ndrange=4)
+        elif entry == "source":
+            k.source("CPU", a, b, ndrange=4)
+        elif entry.startswith("adjoint"):
+            tk.adjoint(k)(tk.backend(entry.split()[1]))(a, a.copy(), b, b.copy(), ndrange=4)
+        else:
+            k(tk.backend(entry))(a, b, ndrange=4)
+    frames = traceback.extract_tb(e.value.__traceback__)
+    inside = [f for f in frames if "/tinykernels/" in f.filename.replace("\\", "/")]
+    assert len(inside) <= 1, frames
+    assert frames[0].filename == __file__
+
+
 def test_traceback_filtering_can_be_turned_off():
     r = _run_tb({"TK_TRACEBACK_FILTERING": "off"})
     lib_frames = [ln for ln in r.stderr.splitlines() if ln.strip().startswith("File") and "tinykernels" in ln]
