@@ -331,10 +331,11 @@ def _undefined_name(A, B: tk.Const):
 
 
 @pytest.mark.parametrize("entry", ["CPU", "INTERP", "INTERP:CHECK", "launch", "source", "adjoint CPU",
-                                   "adjoint INTERP"])
+                                   "adjoint INTERP", "jax_kernel", "raise_kernel", "torch_op"])
 def test_every_entry_point_filters_the_compilers_frames(entry, monkeypatch):
-    """At most the raising frame of tinykernels stays: the interpreter's launches and adjoint
-    launches showed the whole compiler stack (13 frames of lower.py and friends), and a nested
+    """At most the raising frame of tinykernels stays: the interpreter's launches, adjoint
+    launches and calls of jax_kernel / raise_kernel / torch_op functions showed the whole
+    compiler stack (13 to 16 frames of lower.py and friends), and a nested
     API boundary (kernel.launch around an instance) kept the frames added after the inner one."""
     import traceback
     monkeypatch.delenv("TK_TRACEBACK_FILTERING", raising=False)
@@ -345,6 +346,14 @@ def test_every_entry_point_filters_the_compilers_frames(entry, monkeypatch):
             k.launch(a, b, ndrange=4)
         elif entry == "source":
             k.source("CPU", a, b, ndrange=4)
+        elif entry in ("jax_kernel", "raise_kernel"):
+            pytest.importorskip("jax")
+            import tinykernels.jax as tkjax
+            getattr(tkjax, entry)(k, outputs=["A"])(a, b)
+        elif entry == "torch_op":
+            torch = pytest.importorskip("torch")
+            from tinykernels.torch import torch_op
+            torch_op(k, outputs=["A"], name="test_frontend::undefined_name")(torch.zeros(4), torch.ones(4))
         elif entry.startswith("adjoint"):
             tk.adjoint(k)(tk.backend(entry.split()[1]))(a, a.copy(), b, b.copy(), ndrange=4)
         else:
