@@ -133,6 +133,17 @@ def test_an_array_whose_elements_share_memory_is_refused_where_the_kernel_writes
     for _ in range(2):                                   # read through a stride 0: fine, also relaunched
         bump(host)(out, three, ndrange=4)
     np.testing.assert_array_equal(out, [6, 6, 6, 6])
+
+    @tk.kernel
+    def guarded(a):
+        i = tk.index()
+        if i < a.shape[0]:
+            a[i, 1] = 1
+
+    empty = np.zeros((0, 4), np.int32)                   # NumPy gives an empty array zero strides:
+    assert empty.strides == (0, 0)                       # it has no element to share
+    for _ in range(2):
+        guarded(host)(empty, ndrange=4)
     one = _expanded(kind, 1)                             # a stride 0 over one element shares nothing
     bump(host)(one, np.full(1, 5, np.int32), ndrange=1)
     assert int(one[0]) == 5

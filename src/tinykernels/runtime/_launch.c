@@ -77,7 +77,7 @@ static uint32_t arg_code(PyObject *o, int is_constexpr, uint64_t *extra, int *fi
             for (int d = 0; d < nd; ++d) {
                 npy_intp s = PyArray_STRIDES(a)[d] / isz;
                 span += (s < 0 ? -s : s) * (PyArray_DIMS(a)[d] > 0 ? PyArray_DIMS(a)[d] - 1 : 0);
-                if (s == 0 && PyArray_DIMS(a)[d] > 1) overlap = 4;
+                if (s == 0 && PyArray_DIMS(a)[d] > 1 && n > 0) overlap = 4;
             }
             if (span >= ((npy_intp)1 << 31)) *fits32 = 0;
         }
