@@ -483,6 +483,30 @@ def test_copyto_errors(cpu):
         A.copyto([0, 0], np.ones(2))
 
 
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"] + [d for n, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"))
+                                                      if tk.backends()[n][0]])
+def test_copyto_refuses_a_host_dst_it_cannot_write_element_by_element(dev):
+    """A read-only host dst is a ValueError from tk.copyto whatever the source (from a device
+    array it was NumPy's bare 'assignment destination is read-only'), and so is a dst whose
+    elements share memory (torch.expand, a writeable stride-0 view): the copy kept the last
+    element's value in all of them, where torch's copy_ refuses."""
+    b = tk.backend(dev)
+    src = A.asarray(np.arange(4, dtype=np.float32), backend=b)
+    ro = np.zeros(4, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="tk.copyto: dst is read-only"):
+        A.copyto(ro, src)
+    shared = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (4,), (0,))
+    for s in (src, np.arange(4, dtype=np.float32)):
+        with pytest.raises(ValueError, match=r"tk.copyto: dst has elements that share memory \(stride 0 along "
+                                             r"its dimension 0 of extent 4"):
+            A.copyto(shared, s)
+    assert shared[0] == 0
+    one = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (1,), (0,))
+    A.copyto(one, A.asarray(np.full(1, 7, np.float32), backend=b))          # one element: fine
+    assert one[0] == 7
+
+
 def test_copyto_async_on_a_stream_is_ordered(cpu):
     s = cpu.stream()
     src = A.full(1000, 3.0, np.float32, backend=cpu)

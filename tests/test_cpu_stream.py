@@ -687,3 +687,22 @@ def test_kernels_with_loops_or_no_streams_keep_the_blocked_walk():
     assert not rows_first_when_streamed(k)          # a loop, even nested
     k.body, k.ndim, k.workgroup = [store], 1, (256,)
     assert not rows_first_when_streamed(k)          # 1-D grids walk in order of ids anyway
+
+
+@pytest.mark.parametrize("dtype, out_dtype", [(np.float32, np.float32), (np.int16, np.int16),
+                                              (np.float64, np.float64), (np.float32, np.float16)])
+@pytest.mark.parametrize("n", [3, 5000])
+def test_a_zero_d_source_is_broadcast_not_streamed_as_a_copy(dtype, out_dtype, n, stream_always):
+    """``out[i] = A[()]`` (a 0-d tk.Const, every item reads the same element) is not a copy of
+    contiguous memory: the copy-source analysis unpacked the load's (empty) index and the
+    render failed with a bare ValueError."""
+    @tk.kernel
+    def broadcast0d(out, A: tk.Const):
+        i = tk.index()
+        out[i] = A[()]
+
+    a = np.array(2.5 if dtype != np.int16 else -7, dtype)
+    out = np.zeros(n, out_dtype)
+    broadcast0d(CPU)(out, a, ndrange=n)
+    tk.synchronize(CPU)
+    np.testing.assert_array_equal(out, np.full(n, a, out_dtype))

@@ -161,6 +161,34 @@ def an_in(A, n):
         A[0] = 1
 
 
+# Keywords were allowed on every call as long as they were all named 'inclusive' (and any on
+# tk.print): math.sin(x, inclusive=True) compiled, tk.group_reduce ignored inclusive= and a
+# third argument, tk.print ignored sep= / end=.
+@case("math.sin(A[0], inclusive=True)", "keyword arguments are not supported")
+def keyword_on_math(A):
+    A[0] = math.sin(A[0], inclusive=True)
+
+
+@case('tk.print("v", A[0], sep="-")', "keyword arguments are not supported")
+def keyword_on_print(A):
+    tk.print("v", A[0], sep="-")
+
+
+@case('tk.group_reduce(A[0], "add", inclusive=False)', "unexpected keyword argument 'inclusive'", wg=4)
+def inclusive_on_reduce(A):
+    A[0] = tk.group_reduce(A[0], "add", inclusive=False)
+
+
+@case('tk.group_reduce(A[0], "add", False)', "takes 2 arguments, got 3", wg=4)
+def three_arguments_to_reduce(A):
+    A[0] = tk.group_reduce(A[0], "add", False)
+
+
+@case('tk.group_scan(A[0], "add", True, inclusive=False)', "inclusive given twice", wg=4)
+def inclusive_twice(A):
+    A[0] = tk.group_scan(A[0], "add", True, inclusive=False)
+
+
 @pytest.mark.parametrize("fn,marker,fragments,args,wg", CASES)
 def test_errors_name_file_line_and_show_source(fn, marker, fragments, args, wg):
     err = _compile_error(fn, *(args or (np.zeros(4),) + ((3,) if "n" in inspect.signature(fn).parameters else ())), wg=wg)
@@ -298,6 +326,44 @@ def test_compile_errors_show_the_users_frames_not_the_compilers():
     assert len(err.splitlines()) < 16, err
 
 
+def _undefined_name(A, B: tk.Const):
+    A[tk.index()] = B[tk.index()] * not_defined_anywhere  # noqa: F821
+
+
+@pytest.mark.parametrize("entry", ["CPU", "INTERP", "INTERP:CHECK", "launch", "source", "adjoint CPU",
+                                   "adjoint INTERP", "jax_kernel", "raise_kernel", "torch_op"])
+def test_every_entry_point_filters_the_compilers_frames(entry, monkeypatch):
+    """At most the raising frame of tinykernels stays: the interpreter's launches, adjoint
+    launches and calls of jax_kernel / raise_kernel / torch_op functions showed the whole
+    compiler stack (13 to 16 frames of lower.py and friends), and a nested
+    API boundary (kernel.launch around an instance) kept the frames added after the inner one."""
+    import traceback
+    monkeypatch.delenv("TK_TRACEBACK_FILTERING", raising=False)
+    k = tk.kernel(_undefined_name)
+    a, b = np.zeros(4, np.float32), np.ones(4, np.float32)
+    with pytest.raises(tk.CompileError, match="not_defined_anywhere") as e:
+        if entry == "launch":
+            k.launch(a, b, ndrange=4)
+        elif entry == "source":
+            k.source("CPU", a, b, ndrange=4)
+        elif entry in ("jax_kernel", "raise_kernel"):
+            pytest.importorskip("jax")
+            import tinykernels.jax as tkjax
+            getattr(tkjax, entry)(k, outputs=["A"])(a, b)
+        elif entry == "torch_op":
+            torch = pytest.importorskip("torch")
+            from tinykernels.torch import torch_op
+            torch_op(k, outputs=["A"], name="test_frontend::undefined_name")(torch.zeros(4), torch.ones(4))
+        elif entry.startswith("adjoint"):
+            tk.adjoint(k)(tk.backend(entry.split()[1]))(a, a.copy(), b, b.copy(), ndrange=4)
+        else:
+            k(tk.backend(entry))(a, b, ndrange=4)
+    frames = traceback.extract_tb(e.value.__traceback__)
+    inside = [f for f in frames if "/tinykernels/" in f.filename.replace("\\", "/")]
+    assert len(inside) <= 1, frames
+    assert frames[0].filename == __file__
+
+
 def test_traceback_filtering_can_be_turned_off():
     r = _run_tb({"TK_TRACEBACK_FILTERING": "off"})
     lib_frames = [ln for ln in r.stderr.splitlines() if ln.strip().startswith("File") and "tinykernels" in ln]
@@ -406,3 +472,29 @@ def test_func_call_binding_errors_name_the_call(call, msg, tmp_path):
     exec(compile(path.read_text(), str(path), "exec"), ns)
     with pytest.raises(tk.CompileError, match=rf"calls.py:8:\d+: in kernel 'k': .*{msg}"):
         ns["k"](CPU)(np.zeros(2, np.float32), np.zeros(2, np.float32), ndrange=2)
+
+
+@tk.kernel
+def _scans(o, x: tk.Const):
+    i = tk.index()
+    o[i, 0] = tk.group_scan(x[i], "add", False)            # inclusive by position
+    o[i, 1] = tk.group_scan(x[i], "add", inclusive=False)
+    o[i, 2] = tk.group_scan(x[i], "add", True)
+    o[i, 3] = tk.group_scan(x[i], "max")
+
+
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"] + [d for n, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"))
+                                                      if tk.backends()[n][0]])
+def test_group_scan_takes_inclusive_by_position(dev):
+    """``tk.group_scan(v, op, False)`` is exclusive, as the signature (value, op, inclusive=True)
+    says and the interpreter did; the compiled backends ignored the third argument (inclusive)."""
+    b = tk.backend(dev)
+    x = np.array([3, 1, 4, 1, 5, 9, 2, 6], np.int32)
+    o = tk.asarray(np.zeros((8, 4), np.int32), backend=b)
+    _scans(b, 4)(o, tk.asarray(x, backend=b), ndrange=8)
+    tk.synchronize(b)
+    g = x.reshape(2, 4)
+    inc = np.cumsum(g, axis=1)
+    exc = np.concatenate([np.zeros((2, 1), np.int32), inc[:, :-1]], axis=1)
+    want = np.stack([exc.ravel(), exc.ravel(), inc.ravel(), np.maximum.accumulate(g, axis=1).ravel()], axis=1)
+    np.testing.assert_array_equal(o.numpy(), want)

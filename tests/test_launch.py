@@ -100,6 +100,39 @@ def test_a_numpy_scalar_of_an_unsupported_dtype_names_the_argument(dev):
         axpy(b)(tk.zeros(2, backend=b), np.longdouble(2), tk.zeros(2, backend=b), ndrange=2)
 
 
+@pytest.mark.parametrize("dev", ["CPU", "CPU-py", "INTERP"] + [d for n, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"))
+                                                               if tk.backends()[n][0]])
+def test_int_and_float_subclasses_are_their_values(dev, monkeypatch):
+    """An IntEnum member or a float subclass is a Python int/float argument (weak, as the
+    value): the CPU refused them ('an argument could not be passed to CPU', naming nothing)
+    while the interpreter and OpenCL took them."""
+    import enum
+
+    class Scale(enum.IntEnum):
+        THREE = 3
+
+    class Meters(float):
+        pass
+
+    if dev == "CPU-py":
+        monkeypatch.setenv("TK_PY_LAUNCHER", "1")
+        dev = "CPU"
+    b = tk.backend(dev)
+
+    @tk.kernel
+    def axpy_sub(y, a, x: tk.Const):
+        i = tk.index()
+        y[i] = a * x[i] + y[i]
+
+    x = tk.asarray(np.arange(4, dtype=np.float32), backend=b)
+    for a in (Scale.THREE, Meters(2.5), Scale.THREE):       # also once the specialization exists
+        y = tk.zeros(4, tk.float32, backend=b)
+        axpy_sub(b)(y, a, x, ndrange=4)
+        tk.synchronize(b)
+        assert y.numpy().dtype == np.float32                  # weak: float32 stays float32
+        np.testing.assert_array_equal(y.numpy(), float(a) * np.arange(4, dtype=np.float32))
+
+
 def test_calling_a_kernel_like_a_function_says_how_to_launch_it():
     """axpy(y, a, x, ndrange=n) (Numba/Warp habits) and axpy(None): a TypeError that shows
     both ways to launch (it was 'unexpected keyword argument ndrange', or a backend error)."""

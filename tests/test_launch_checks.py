@@ -98,6 +98,57 @@ def test_torch_tensors_are_writeable(host):
     np.testing.assert_array_equal(t.numpy(), 3 * np.arange(4.0))
 
 
+def _expanded(kind: str, n: int):
+    """A writeable array of ``n`` elements that all share one (stride 0)."""
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        return torch.zeros(1, dtype=torch.int32).expand(n)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.int32), (n,), (0,))
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+def test_an_array_whose_elements_share_memory_is_refused_where_the_kernel_writes(host, kind):
+    """torch.expand / a writeable stride-0 view: every item stored to one element, so the
+    CPU raced (4 of 4 increments, or fewer) while the interpreter kept one item's value;
+    torch itself refuses in-place updates of such tensors. A read is fine."""
+    _, count, _ = _kernels()
+
+    @tk.kernel
+    def bump(a, b: tk.Const):
+        i = tk.index()
+        a[i] = a[i] + b[i]
+
+    msg = (r"kernel '(bump|count)': argument '(a|hist)' has elements that share memory \(stride 0 along its "
+           r"dimension 0 of extent 4.*writes to it \(.*test_launch_checks.py:\d+\)")
+    for _ in range(2):                                   # also once the signature is known
+        with pytest.raises(tk.LaunchError, match=msg):
+            bump(host)(_expanded(kind, 4), np.ones(4, np.int32), ndrange=4)
+    with pytest.raises(tk.LaunchError, match=msg):
+        count(host)(_expanded(kind, 4), np.ones(4, np.int32), ndrange=4)
+    out, three = np.zeros(4, np.int32), _expanded(kind, 4)
+    if kind == "numpy":
+        three[:1] = 3
+    else:
+        three[:1].fill_(3)
+    for _ in range(2):                                   # read through a stride 0: fine, also relaunched
+        bump(host)(out, three, ndrange=4)
+    np.testing.assert_array_equal(out, [6, 6, 6, 6])
+
+    @tk.kernel
+    def guarded(a):
+        i = tk.index()
+        if i < a.shape[0]:
+            a[i, 1] = 1
+
+    empty = np.zeros((0, 4), np.int32)                   # NumPy gives an empty array zero strides:
+    assert empty.strides == (0, 0)                       # it has no element to share
+    for _ in range(2):
+        guarded(host)(empty, ndrange=4)
+    one = _expanded(kind, 1)                             # a stride 0 over one element shares nothing
+    bump(host)(one, np.full(1, 5, np.int32), ndrange=1)
+    assert int(one[0]) == 5
+
+
 def test_const_argument_aliasing_another_is_refused(host):
     add1, _, _ = _kernels()
     z = np.zeros(8, np.float32)

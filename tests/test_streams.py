@@ -411,6 +411,51 @@ def test_pending_work_does_not_keep_the_interpreter_alive():
     assert time.monotonic() - t0 < 20
 
 
+def test_a_job_is_released_before_its_event_completes():
+    """The worker drops a job (its closure: the launch's arrays) before completing its event,
+    so a waiter never returns while the stream still holds the job's objects: it dropped them
+    after, and a torch tensor freed that way during interpreter shutdown aborted the process."""
+    seen = []
+
+    class Tracked:
+        def __del__(self):
+            seen.append(ev.done())
+
+    s = Stream(name="release")
+    gate = threading.Event()
+    s.submit(lambda: gate.wait(T))       # hold the worker until the job's only holder is the job
+    ev = s.submit(lambda o=Tracked(): o)
+    gate.set()
+    ev.wait(timeout=T)
+    assert seen == [False]
+
+
+@pytest.mark.parametrize("dev", ["CPU", "INTERP"])
+def test_a_launch_holds_no_torch_tensor_once_its_event_completes(dev):
+    torch = pytest.importorskip("torch")
+    import weakref
+    k = _slow_kernel()
+    b = tk.backend(dev)
+    s = b.stream()
+    t = torch.zeros(64)
+    ref = weakref.ref(t)
+    ev = k(b)(t, 50, ndrange=64, stream=s)
+    del t
+    ev.wait(timeout=60)
+    assert ref() is None
+
+
+def _slow_kernel():
+    @tk.kernel
+    def count_up(a, n):
+        i = tk.index()
+        acc = a[i]
+        for _ in range(n):
+            acc += 1.0
+        a[i] = acc
+    return count_up
+
+
 # --- unrecorded events and timeouts (issue 10) -------------------------------------------------
 
 def _device_backends():

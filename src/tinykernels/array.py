@@ -308,6 +308,19 @@ def _broadcast_source(src, sshape: tuple, dshape: tuple, stream):
     return np.broadcast_to(h, dshape)
 
 
+def _check_host_dst(d: np.ndarray) -> None:
+    """ValueError when host array ``d`` cannot be copied into: read-only, or elements that
+    share memory (a stride 0: ``torch.expand``; the copy would keep one element's value, where
+    torch's ``copy_`` refuses)."""
+    from .runtime.memspan import overlapping_axis
+    if not d.flags.writeable:
+        raise ValueError("tk.copyto: dst is read-only")
+    ax = overlapping_axis(d.shape, d.strides)
+    if ax is not None:
+        raise ValueError(f"tk.copyto: dst has elements that share memory (stride 0 along its dimension {ax} of "
+                         f"extent {d.shape[ax]}: a broadcast or expanded view); copy into a contiguous array")
+
+
 @api_boundary
 def copyto(dst, src, stream=None):
     """Copy ``src`` into ``dst``, broadcasting ``src`` to ``dst``'s shape with NumPy's rules
@@ -327,6 +340,9 @@ def copyto(dst, src, stream=None):
     dshape, sshape = _shape_or_none(dst), _shape_or_none(src)
     if dshape is not None and sshape is not None and sshape != dshape:
         src = _broadcast_source(src, sshape, dshape, stream)
+    d = None if _is_device(dst) else as_host_ndarray(dst)
+    if d is not None:
+        _check_host_dst(d)
     if _is_device(dst) or _is_device(src):
         dev = dst if _is_device(dst) else src
         sdt, ddt = _copy_dtype(src), _copy_dtype(dst)
@@ -337,11 +353,8 @@ def copyto(dst, src, stream=None):
         if why is not None:
             raise ValueError(f"tk.copyto: {why}")
         return dev.backend.copy(dst, src, stream)
-    d = as_host_ndarray(dst)
     if d is None:
         raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
-    if not d.flags.writeable:
-        raise ValueError("tk.copyto: dst is read-only")
     s = as_host_ndarray(src)
     if s is None:
         s = np.asarray(src)

@@ -276,6 +276,7 @@ class AdjointLauncher:
             raise LaunchError(f"adjoint of '{self.kernel.name}': {len(rest)} argument(s) too many")
         return primal, shadows
 
+    @api_boundary
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None):
         primal, shadows = self.split(args)
         self.check(primal, shadows, ndrange, workgroupsize or self.wg)

@@ -41,6 +41,7 @@ from tinykernels.backends import CPU
 from tinykernels.errors import LaunchError
 from tinykernels.kernel import Kernel, launch_checks
 from tinykernels.runtime.launchcheck import check_launch
+from tinykernels.tracebacks import api_boundary
 
 __all__ = ["jax_kernel", "JaxKernel"]
 
@@ -104,6 +105,7 @@ class JaxKernel:
     def __repr__(self) -> str:
         return f"<tinykernels.jax kernel {self.kernel.name}, outputs={list(self.outputs)}>"
 
+    @api_boundary
     def __call__(self, *arrays, ndrange=None, workgroupsize=None, **scalars):
         """The outputs' new values (one array, or a tuple when there are several)."""
         b, floats, ints = interop.bind(self.kernel, self.outputs, len(arrays), scalars, self._what,

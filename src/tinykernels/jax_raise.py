@@ -26,6 +26,7 @@ from tinykernels.kernel import Kernel, launch_checks
 from tinykernels.runtime.base import KernelInstance
 from tinykernels.runtime.jaxrt import JAX, geometry
 from tinykernels.runtime.launchcheck import check_launch
+from tinykernels.tracebacks import api_boundary
 
 __all__ = ["raise_kernel", "RaisedKernel"]
 
@@ -45,6 +46,7 @@ class RaisedKernel:
     def __repr__(self) -> str:
         return f"<tinykernels.jax raised kernel {self.kernel.name}, outputs={list(self.outputs)}>"
 
+    @api_boundary
     def __call__(self, *arrays, ndrange=None, workgroupsize=None, **scalars):
         """The outputs' new values (one array, or a tuple when there are several)."""
         b, floats, ints = interop.bind(self.kernel, self.outputs, len(arrays), scalars, self._what,

@@ -37,6 +37,7 @@ from tinykernels.backends import CPU
 from tinykernels.errors import LaunchError
 from tinykernels.kernel import Kernel
 from tinykernels.runtime.base import RECORDERS
+from tinykernels.tracebacks import api_boundary
 
 __all__ = ["torch_op", "TorchOp"]
 
@@ -113,6 +114,7 @@ class TorchOp:
 
     # --- the call -----------------------------------------------------------------------
 
+    @api_boundary
     def __call__(self, *arrays, ndrange=None, workgroupsize=None, **scalars):
         """The outputs' new values (one tensor, or a tuple when there are several)."""
         nd = self.ndrange if ndrange is None else ndrange

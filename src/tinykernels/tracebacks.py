@@ -50,9 +50,11 @@ def prepare(e: BaseException) -> BaseException:
     """Filter ``e``'s traceback in place (when enabled); returns ``e``, for
     ``except USER_ERRORS as e: raise prepare(e)`` at an API boundary (free when nothing is
     raised, so it fits the launch fast path)."""
-    if not filtering_enabled() or getattr(e, "_tk_filtered", False):
+    if not filtering_enabled():
         return e
     e.with_traceback(filter_traceback(e.__traceback__))
+    if getattr(e, "_tk_filtered", False):   # an inner boundary filtered it: cut the frames added since
+        return e
     e._tk_filtered = True
     e.__cause__ = None
     e.__suppress_context__ = True          # "during handling of ..." is the compiler's business

@@ -358,16 +358,26 @@ COLLECTIVE_OPS = ("add", "mul", "min", "max", "and", "or")
 
 
 def _collective(kind):
+    scan = kind == "scan"
+    sig = "tk.group_scan(value, op, inclusive=True)" if scan else "tk.group_reduce(value, op)"
+
     def h(lw, node):
-        if not 2 <= len(node.args) <= 3:
-            raise lw.err(node, f"tk.group_{kind}(value, op) takes two arguments")
+        if not 2 <= len(node.args) <= (3 if scan else 2):
+            raise lw.err(node, f"{sig} takes {'2 or 3' if scan else 2} arguments, got {len(node.args)}")
+        flag = node.args[2] if len(node.args) > 2 else None
+        for kw in node.keywords:
+            if not scan or kw.arg != "inclusive":
+                raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
+            if flag is not None:
+                raise lw.err(node, f"{sig}: inclusive given twice (by position and by keyword)")
+            flag = kw.value
         v = lw.as_expr(lw.expr(node.args[0]), node)
         op = lw.expr(node.args[1])
         if not isinstance(op, PyObj) or op.obj not in COLLECTIVE_OPS:
             raise lw.err(node, f"op must be one of {', '.join(map(repr, COLLECTIVE_OPS))}")
         inclusive = True
-        for kw in node.keywords:
-            c = lw.expr(kw.value)
+        if flag is not None:
+            c = lw.expr(flag)
             if not isinstance(c, N.Const):
                 raise lw.err(node, "inclusive= must be a constant")
             inclusive = bool(c.value)

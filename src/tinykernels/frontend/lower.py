@@ -840,9 +840,10 @@ class Lowerer:
         return N.Select(t, self.loc(node), c, self.cast(a, t), self.cast(b, t))
 
     def e_Call(self, node):
-        if node.keywords and not all(k.arg in ("inclusive",) for k in node.keywords):
+        if node.keywords:           # only these check their keywords themselves; the rest take none
             fn = self.resolve_py(node.func)
-            if fn not in (lang.print, lang.dot_i8, lang.dot_u4i8, lang.load_halves) and not isinstance(fn, lang.Func):
+            if fn not in (lang.group_reduce, lang.group_scan, lang.dot_i8, lang.dot_u4i8, lang.load_halves) \
+                    and not isinstance(fn, lang.Func):
                 raise self.err(node, "keyword arguments are not supported in kernel calls")
         fobj = self.expr(node.func)
         if isinstance(fobj, DTypeVal):

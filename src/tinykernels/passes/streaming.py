@@ -239,7 +239,7 @@ def _copied_load(store: N.Store, defs: dict):
         if load is None or not _raw_copy(load, store):
             return None
     a = load.array
-    ok = a.space == "global" and a.const and a.contiguous and len(load.index) == a.ndim
+    ok = a.space == "global" and a.const and a.contiguous and len(load.index) == a.ndim >= 1
     return (load, kind, table) if ok else None
 
 

@@ -71,16 +71,18 @@ static uint32_t arg_code(PyObject *o, int is_constexpr, uint64_t *extra, int *fi
             for (int d = 0; d < nd; ++d) if (PyArray_STRIDES(a)[d] % isz) return 0;
         }
         if (n >= ((npy_intp)1 << 31)) *fits32 = 0;
+        uint32_t overlap = 0;  /* 4: elements share memory (a stride 0 along an extent > 1) */
         if (!contig) {  /* the furthest element reachable must fit too */
             npy_intp span = 0;
             for (int d = 0; d < nd; ++d) {
                 npy_intp s = PyArray_STRIDES(a)[d] / isz;
                 span += (s < 0 ? -s : s) * (PyArray_DIMS(a)[d] > 0 ? PyArray_DIMS(a)[d] - 1 : 0);
+                if (s == 0 && PyArray_DIMS(a)[d] > 1 && n > 0) overlap = 4;
             }
             if (span >= ((npy_intp)1 << 31)) *fits32 = 0;
         }
         return 0x41000000u | ((uint32_t)(tn & 0xff) << 8) | ((uint32_t)nd << 4) | (uint32_t)contig
-               | (PyArray_ISWRITEABLE(a) ? 0 : 2);
+               | (PyArray_ISWRITEABLE(a) ? 0 : 2) | overlap;
     }
     if (PyBool_Check(o)) return 0x62000000u;
     if (PyFloat_CheckExact(o)) return 0x66000000u;

@@ -307,6 +307,8 @@ class KernelInstance:
         if isinstance(a, np.ndarray):
             arr = a
         elif isinstance(a, (bool, int, float)) or (isinstance(a, np.generic) and np.dtype(type(a)).kind in "biuf"):
+            if type(a) not in (bool, int, float) and not isinstance(a, np.generic):
+                a = float(a) if isinstance(a, float) else int(a)     # a subclass (IntEnum, ...): its value
             if type(a) is int and not -(1 << 63) <= a < (1 << 64):
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' = {a} does not fit in 64 bits")
             if isinstance(a, np.generic) and D.from_any(a.dtype) is None:    # np.longdouble

@@ -105,6 +105,15 @@ class CPUKernelInstance(KernelInstance):
         except USER_ERRORS as e:      # the user sees their launch line, not the compiler's frames
             raise _filtered(e)
 
+    def _unpassable(self, norm) -> str:
+        """The error for a launch the launcher cannot encode, naming the first argument it refuses."""
+        from .launcher import PyLauncher
+        for a, (name, kind) in zip(norm, self.kernel.params):
+            if PyLauncher._code(a, kind == "constexpr", [True]) is None:
+                return (f"kernel '{self.name}': argument '{name}' ({type(a).__name__}) could not be passed to "
+                        f"{self.backend.name}")
+        return f"kernel '{self.name}': an argument could not be passed to {self.backend.name}"
+
     def _render(self, ir, ranges):
         from ..codegen.c import render_c
         from ..passes.groups import plan_groups
@@ -136,7 +145,7 @@ class CPUKernelInstance(KernelInstance):
         wgcode = 0 if workgroupsize is None else (int(workgroupsize) if isinstance(workgroupsize, (int, np.integer)) else -1)
         sig = self._L.sig(self._cmask, norm, geom, ndim, wgcode, int(ranges))
         if sig is None:
-            raise LaunchError(f"kernel '{self.name}': an argument could not be passed to {self.backend.name}")
+            raise LaunchError(self._unpassable(norm))
         ckey = (sig, wg)
         c = self._compiled.get(ckey)
         if c is None:

@@ -1,7 +1,8 @@
 """The checks every launch makes before a kernel touches memory, on every backend.
 
 * a read-only array (``writeable=False``: ``np.frombuffer`` of bytes, a read-only memmap)
-  passed where the kernel stores or updates atomically;
+  passed where the kernel stores or updates atomically, or one whose elements share memory
+  (a stride 0: ``torch.expand``, a writeable ``as_strided`` broadcast);
 * a ``tk.Const`` array that shares memory with another (non-``tk.Const``) array argument
   (:mod:`.memspan`): compiled backends assume ``const restrict``, so the result would
   depend on the backend;
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import LaunchError
-from .memspan import may_alias
+from .memspan import may_alias, overlapping_axis
 
 KIND_CODES = {"global_linear": 0, "global": 1, "global_pos": 2, "const": 3}
 
@@ -94,12 +95,25 @@ def readonly_message(kernel: str, name: str, site: str) -> str:
             "if the kernel only reads it")
 
 
+def overlap_message(kernel: str, name: str, a, site: str) -> str | None:
+    """The error for an array argument the kernel writes (at ``site``, "file:line") whose elements share
+    memory (:func:`~.memspan.overlapping_axis`), else None."""
+    d = overlapping_axis(a.shape, a.strides)
+    if d is None:
+        return None
+    return (f"kernel '{kernel}': argument '{name}' has elements that share memory (stride 0 along its dimension "
+            f"{d} of extent {a.shape[d]}: a broadcast or expanded view) but the kernel writes to it ({site}); "
+            "pass a copy (np.ascontiguousarray(x), tensor.contiguous())")
+
+
 def check_launch(kernel: str, checks: LaunchChecks, norm, geom, ndim: int) -> None:
     """Raise LaunchError when a launch breaks one of ``checks`` (see the module)."""
     for i, name, site in checks.readonly:
         a = norm[i]
         if isinstance(a, np.ndarray) and not a.flags.writeable:
             raise LaunchError(readonly_message(kernel, name, site))
+        if _is_array(a) and (why := overlap_message(kernel, name, a, site)) is not None:
+            raise LaunchError(why)
     for i, name, j, other in checks.alias:
         if may_alias(norm[i], norm[j]):
             raise LaunchError(f"kernel '{kernel}': argument '{name}' is annotated tk.Const (read-only, not aliased) "

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import compiler
+from .memspan import overlapping_axis
 
 _SRC = Path(__file__).with_name("_launch.c")
 
@@ -66,7 +67,8 @@ class PyLauncher:
                 return None
             if o.size >= 1 << 31:
                 fits[0] = False
-            return ("A", o.dtype.num, o.dtype.str, o.ndim, o.flags.c_contiguous, not o.flags.writeable)
+            return ("A", o.dtype.num, o.dtype.str, o.ndim, o.flags.c_contiguous, not o.flags.writeable,
+                    overlapping_axis(o.shape, o.strides) is not None)
         if isinstance(o, bool):
             return ("b",)
         if type(o) is float:

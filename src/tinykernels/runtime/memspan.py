@@ -30,6 +30,17 @@ def byte_span(ptr: int, shape, strides, itemsize: int) -> tuple[int, int]:
     return lo, hi + itemsize
 
 
+def overlapping_axis(shape, strides) -> int | None:
+    """The first axis along which an array's elements share memory (stride 0 over an extent
+    above 1: ``np.broadcast_to``, ``torch.expand``), else None. As torch's internal-overlap
+    test, only the certain case: a kernel writing to such an array would race (the CPU) or
+    keep one item's value (the interpreter), so a written one is refused. An empty array shares
+    nothing."""
+    if 0 in shape:
+        return None                                  # no element at all
+    return next((d for d, (n, s) in enumerate(zip(shape, strides)) if s == 0 and n > 1), None)
+
+
 def spans_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
     """Whether two half-open byte spans share a byte (empty spans share none)."""
     return a[0] < a[1] and b[0] < b[1] and a[0] < b[1] and b[0] < a[1]

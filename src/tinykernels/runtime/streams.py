@@ -69,7 +69,9 @@ Threads and lifetime
     ``StreamSet.synchronize`` still waits for them), and then the thread ends. A worker
     idle for ``IDLE_EXIT_S`` seconds also ends; the next submit starts a new one. So a
     program may create any number of streams; only streams with work pending or done
-    recently hold a thread.
+    recently hold a thread. A worker drops each job (its closure, so the arrays of a launch)
+    before completing its Event: once ``wait()`` or ``synchronize()`` returns, the stream
+    holds no reference to that work's arguments.
 """
 from __future__ import annotations
 
@@ -309,21 +311,25 @@ def _worker(state: _StreamState) -> None:
             return
         fn, ev = item
         item = None
+        exc = tb = None
         try:
             fn()
         except BaseException as e:  # noqa: BLE001 - the worker must survive anything a job raises
             _add_note(e, f"(raised by job #{ev._seq} on tinykernels {state.label()}, "
                          f"priority {state.priority}; reported by Event.wait / synchronize)")
-            tb = e.__traceback__
+            exc, tb = e, e.__traceback__
             if tb is not None and tb.tb_frame.f_code is _worker.__code__ and tb.tb_next is not None:
                 tb = tb.tb_next      # start the reported traceback at the job, not in this loop
             with state.lock:
                 state.failed.append(ev)
-            ev._finish(e, tb)
-            e = tb = None
-        else:
-            ev._finish()
-        fn = ev = None               # drop references (arrays, closures) before blocking again
+        # Drop the job (its closure holds the launch's arrays) BEFORE the event completes: once
+        # a waiter is released, its thread may drop its own references and exit; a torch tensor
+        # whose last reference this worker then dropped would be freed here during interpreter
+        # shutdown, and torch's deallocator, releasing the GIL, aborted the process
+        # ("terminate called without an active exception").
+        fn = None
+        ev._finish(exc, tb)
+        ev = exc = tb = None
 
 
 def _synchronize(st: _StreamState, deadline: float | None = None) -> None:

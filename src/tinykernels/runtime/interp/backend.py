@@ -38,6 +38,7 @@ from .memory import make_array
 from .ops import cast, collective, dtype_cast
 from .transform import SITES, transform
 from ..streams import Event, completed_event
+from ...tracebacks import USER_ERRORS, prepare
 
 __all__ = ["Interpreter", "InterpreterKernelInstance", "KernelCheckError", "KernelIndexError",
            "UninitializedReadError", "DataRaceError", "DivergentBarrierError", "run_kernel"]
@@ -61,7 +62,10 @@ class InterpreterKernelInstance(KernelInstance):
             args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:                                   # inside tk.autodiff: it records, then launches
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
-        return self._launch(args, ndrange, workgroupsize, stream)
+        try:
+            return self._launch(args, ndrange, workgroupsize, stream)
+        except USER_ERRORS as e:      # the user sees their launch line (and kernel), not the compiler's frames
+            raise prepare(e)
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         if _is_derived(self.kernel):

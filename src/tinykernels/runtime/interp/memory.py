@@ -14,7 +14,8 @@ import numpy as np
 from ...errors import CompileError, LaunchError
 from ...ir.nodes import site_text
 from .errors import DataRaceError, KernelIndexError, UninitializedReadError, site_loc, where, where_site
-from ..launchcheck import readonly_message
+from ..launchcheck import overlap_message, readonly_message
+from ..memspan import overlapping_axis
 from .ops import DTypeCast, cast, dtype_cast, store_value
 
 ATOMIC_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
@@ -23,7 +24,7 @@ ATOMIC_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
 class KArray:
     """A kernel's view of an array (see the module docstring)."""
     __slots__ = ("_a", "shape", "ndim", "size", "dtype", "_dc", "_name", "_ctx", "_n0", "_t", "_conv",
-                 "_const", "space", "_fast")
+                 "_const", "space", "_fast", "_locked")
 
     def __init__(self, a: np.ndarray, name: str, ctx, space: str = "global", const: bool = False):
         self._a = a
@@ -39,7 +40,9 @@ class KArray:
         self._conv = self._dc.compute if self._dc.storage else None
         self._const = const
         self.space = space
-        self._fast = not const and not self._dc.storage and a.flags.writeable
+        # stores and atomics fail: tk.Const, read-only, or elements sharing memory (a stride 0)
+        self._locked = const or not a.flags.writeable or overlapping_axis(a.shape, a.strides) is not None
+        self._fast = not self._locked and not self._dc.storage
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -65,7 +68,7 @@ class KArray:
             self._a[i] = v if type(v) is self._t else store_value(v, self._dc)
             return
         t = self._index(i)
-        if self._const or not self._a.flags.writeable:
+        if self._locked:
             self._const_error()
         self._a[t] = store_value(v, self._dc)
 
@@ -99,15 +102,17 @@ class KArray:
 
     def _const_error(self):
         file, line = where()
-        if not self._const:          # a read-only NumPy array passed where the kernel writes
-            raise LaunchError(readonly_message(self._ctx.kernel_name, self._name, f"{file}:{line}"))
+        if not self._const:          # a read-only or self-overlapping array passed where the kernel writes
+            if not self._a.flags.writeable:
+                raise LaunchError(readonly_message(self._ctx.kernel_name, self._name, f"{file}:{line}"))
+            raise LaunchError(overlap_message(self._ctx.kernel_name, self._name, self._a, f"{file}:{line}"))
         raise CompileError(f"cannot write to '{self._name}': it is read-only (tk.Const)", file, line,
                            kernel=self._ctx.kernel_name)
 
     # --- atomics --------------------------------------------------------------------------
 
     def _atomic(self, op: str, idx, vals):
-        if self._const or not self._a.flags.writeable:
+        if self._locked:
             self._const_error()
         if self._dc.name not in ATOMIC_TYPES or (op in ("and", "or", "xor") and self._dc.kind == "f"):
             file, line = where()
@@ -176,7 +181,7 @@ class CheckedArray(KArray):
 
     def __setitem__(self, i, v):
         t = self._index(i)
-        if self._const or not self._a.flags.writeable:
+        if self._locked:
             self._const_error()
         self._track(t, "w")
         self._a[t] = store_value(v, self._dc)
