@@ -12,6 +12,7 @@ import random
 
 import numpy as np
 
+from ... import random as tkrandom
 from .bugs import FIXED_BUGS
 from .case import ArgSpec, Arr, Case, Ex, Options, Var
 from .data import edge_values, int_valued, random_values
@@ -97,6 +98,7 @@ class Gen:
         self.for_depth = 0             # for loops around the code being generated (funcs count as inside)
         self.in_loop_phase = False     # grouped kernels: inside a uniform loop
         self.retired: dict = {}        # locals whose scope ended: name -> Var (their names may be reused)
+        self.rng_key = ""              # the np.uint64 key argument of tk.random calls ("": none)
 
     # --- small helpers --------------------------------------------------------------------
 
@@ -892,6 +894,10 @@ class Gen:
             opts += [("break", 1), ("continue", 0.7)]
         if any(len(fn[2]) > 1 for fn in self.funcs) and not f:
             opts.append(("callstmt", 1.5))
+        if self.opts.rng > 0:                  # only when asked: the draws of other seeds stay the same
+            opts.append(("rng", self.opts.rng))
+        if self.opts.prints > 0 and not f:
+            opts.append(("print", self.opts.prints))
         k = self.wchoice(opts)
         for _ in range(6):
             try:
@@ -1287,6 +1293,52 @@ class Gen:
         a = self.pick([a for a in self.arrays.values() if a.role == "private"])
         idx = self.index_expr(a.dim_code[0])
         self.emit(f"{a.name}[{idx}] = {self.castto(a.dtype, self.expr(self.any_type(), 2))}")
+
+    # --- random numbers and printing (Options.rng, Options.prints) --------------------------------
+
+    def rng_word(self) -> str:
+        """An integer for a Philox key or counter word: any int type (the call converts it to
+        uint32/uint64, wrapping), often the item's index."""
+        k = self.r.random()
+        names = {v.name for v in self.visible()}
+        if k < 0.3 and "li" in names:
+            return self.pick(["li", "li + 1", "2 * li", "li * 65537"])
+        if k < 0.45 and self.rng_key in names:
+            return self.rng_key
+        t = self.pick([x for x in self.types if x in INTS] + ["pyint", "bool", "lbool"])
+        return self.expr(t, 1).code
+
+    def s_rng(self, ctx):
+        """``tk.random``: Philox words, or bits/uniform/normal of (key, counter) (SPEC 8: the same
+        numbers on every backend; ``normal`` bit-exact where the backend has float64)."""
+        kind = self.pick(["philox", "bits", "uniform", "normal", "uniform", "normal"])
+        self.features.add("rng-" + kind)
+        if kind == "philox":
+            names = [self.fresh("r") for _ in range(4)]
+            self.emit(f"{', '.join(names)} = tk.random.philox4x32({', '.join(self.rng_word() for _ in range(6))})")
+            for n in names:
+                self.declare(Var(n, "uint32", mutable=False))
+            if self.in_func is None:           # (in a @tk.func the words flow on as locals)
+                for n in self.r.sample(names, self.r.randint(1, 4)):
+                    self.store_var(n, "uint32")
+            return
+        key = self.rng_key if self.rng_key in {v.name for v in self.visible()} and self.chance(0.7) \
+            else self.rng_word()
+        n = self.fresh("r")
+        t = "uint32" if kind == "bits" else "float32"
+        self.emit(f"{n} = tk.random.{kind}({key}, {self.rng_word()})")
+        self.declare(Var(n, t, mutable=False))
+        if self.in_func is None:
+            self.store_var(n, t)
+
+    def s_print(self, ctx):
+        """``tk.print`` of a tag, the item's index and a few values; the runner compares the
+        printed lines (sorted: groups run concurrently) with the reference's."""
+        vals = [self.expr(self.pick([x for x in self.types if x not in NARROW_X] + ["pyint", "pyfloat", "lbool"]),
+                          self.r.randint(1, 2)).code for _ in range(self.r.randint(0, 3))]
+        tag = self.fresh("P")
+        self.features.add("print")
+        self.guarded([f"tk.print({', '.join([repr(tag), 'li'] + vals)})"])
 
     # --- atomics --------------------------------------------------------------------------------
 
@@ -1798,6 +1850,12 @@ class Gen:
             params.append(name)
             specs.append(ArgSpec(name, "scalar", v))
             kscope[name] = Var(name, ty, True, False)
+        self.rng_key = ""
+        if o.rng > 0 and self.chance(0.7):              # a host-made key, as SPEC 8 uses them
+            self.rng_key = self.fresh("key")
+            params.append(self.rng_key)
+            specs.append(ArgSpec(self.rng_key, "scalar", tkrandom.key(r.randrange(1 << 32))))
+            kscope[self.rng_key] = Var(self.rng_key, "uint64", True, False)
         self.wg_constexpr = None
         for _ in range(r.randint(0, 2) + (1 if self.grouped else 0)):
             name = self.fresh("C")
