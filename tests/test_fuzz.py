@@ -287,6 +287,68 @@ def test_comparison_and_minimiser_find_a_planted_disagreement(monkeypatch):
     assert "math.floor" not in small.source
 
 
+def test_random_numbers_and_prints_are_generated_only_when_asked():
+    """``Options.rng`` / ``Options.prints`` add tk.random and tk.print statements; off by default,
+    so that every seed recorded before them keeps its kernel."""
+    for seed in range(100):
+        assert not any(f.startswith(("rng-", "print")) for f in F.generate(seed).features)
+    opts = F.Options(rng=1.0, prints=1.0)
+    feats, text = set(), ""
+    for seed in range(60):
+        c = F.generate(seed, opts)
+        feats |= c.features
+        text += c.source
+    assert {"rng-philox", "rng-bits", "rng-uniform", "rng-normal", "print"} <= feats
+    for needle in ("tk.random.philox4x32(", "tk.random.bits(", "tk.random.uniform(", "tk.random.normal(",
+                   "tk.print("):
+        assert needle in text, needle
+
+
+@needs_cpu
+def test_bounded_fuzz_run_with_random_numbers_and_prints():
+    summ = F.fuzz(range(40), ["CPU"], "INTERP", jobs=1, minimize_found=False, opts=F.Options(rng=1.0, prints=1.0))
+    _no_mismatch(summ)
+    assert summ.features.get("print", 0) >= 5 and summ.features.get("rng-normal", 0) >= 5
+
+
+def test_captured_stdout_sees_python_and_file_descriptor_writes():
+    from tinykernels.testing.fuzz import run as R
+    sink = []
+    with R.captured_stdout(sink):
+        print("from python")
+        os.write(1, b"from fd 1\n")
+    assert sink == ["from python\nfrom fd 1\n"]
+    assert R.printed_lines("b -nan 2\na nan\n") == ["a nan", "b nan 2"]
+
+
+@needs_cpu
+def test_a_printed_difference_is_a_finding(monkeypatch):
+    """A CPU printf planted to print integers in hex: check_case reports the printed lines."""
+    from tinykernels.codegen.clike import CLikeRenderer
+    from tinykernels.testing.fuzz import run as R
+    src = textwrap.dedent('''\
+        import tinykernels as tk
+
+
+        @tk.kernel
+        def printer(o):
+            li = tk.index()
+            tk.print("P", li, li * 3, 0.5)
+            o[li, 0] = li
+        ''')
+    case = F.Case(-2, src, "printer", [F.ArgSpec("o", "array", np.zeros((12, 1), np.int32), "out", tol=[0])], 12,
+                  features={"print"})
+    assert not F.check_case(case, ["CPU"], "INTERP")
+    want = R.run_case(case, "INTERP")[R.PRINTED]
+    assert want == sorted(f"P {i} {3 * i} 0.5" for i in range(12))
+    fmts = dict(CLikeRenderer.print_formats, i=("%llx", "long long"))
+    monkeypatch.setattr(CLikeRenderer, "print_formats", fmts)
+    case = F.Case(-3, src.replace("printer", "planted_printer"), "planted_printer", case.args, 12,
+                  features={"print"})          # a kernel not compiled before the planting
+    ms = F.check_case(case, ["CPU"], "INTERP")
+    assert [(m.kind, m.array) for m in ms] == [("value", R.PRINTED)]
+
+
 def test_ulp_comparison():
     want = np.array([[1.0, 1.0, np.nan, 0.0]], np.float32)
     got = np.array([[np.nextafter(np.float32(1), np.float32(2)), 1.0, np.nan, -0.0]], np.float32)
