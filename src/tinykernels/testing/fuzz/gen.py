@@ -1296,17 +1296,18 @@ class Gen:
 
     # --- random numbers and printing (Options.rng, Options.prints) --------------------------------
 
-    def rng_word(self) -> str:
-        """An integer for a Philox key or counter word: any int type (the call converts it to
-        uint32/uint64, wrapping), often the item's index."""
+    def rng_word(self, t: str = "uint32") -> str:
+        """An integer for a Philox key or counter word of type ``t``: any int type (the call
+        converts it, wrapping), often the item's index; a Python int that may be a compile-time
+        constant is cast explicitly (a constant that does not fit is a CompileError, seed 42003178)."""
         k = self.r.random()
         names = {v.name for v in self.visible()}
         if k < 0.3 and "li" in names:
             return self.pick(["li", "li + 1", "2 * li", "li * 65537"])
         if k < 0.45 and self.rng_key in names:
             return self.rng_key
-        t = self.pick([x for x in self.types if x in INTS] + ["pyint", "bool", "lbool"])
-        return self.expr(t, 1).code
+        src = self.pick([x for x in self.types if x in INTS] + ["pyint", "bool", "lbool"])
+        return self.store_code(t, self.expr(src, 1))
 
     def s_rng(self, ctx):
         """``tk.random``: Philox words, or bits/uniform/normal of (key, counter) (SPEC 8: the same
@@ -1323,10 +1324,10 @@ class Gen:
                     self.store_var(n, "uint32")
             return
         key = self.rng_key if self.rng_key in {v.name for v in self.visible()} and self.chance(0.7) \
-            else self.rng_word()
+            else self.rng_word("uint64")
         n = self.fresh("r")
         t = "uint32" if kind == "bits" else "float32"
-        self.emit(f"{n} = tk.random.{kind}({key}, {self.rng_word()})")
+        self.emit(f"{n} = tk.random.{kind}({key}, {self.rng_word('uint64')})")
         self.declare(Var(n, t, mutable=False))
         if self.in_func is None:
             self.store_var(n, t)
@@ -1476,7 +1477,8 @@ class Gen:
         if depth < 2:
             opts += [("loop", 2 if self.for_allowed() else 0), ("while", 1), ("uif", 1.5)]
         if depth == 0:
-            opts += [("latomic", 1 if self.opts.atomics else 0), ("ret", 0.4 if not self.unsafe else 0)]
+            opts += [("latomic", 1 if self.opts.atomics else 0), ("ret", 0.4 if not self.unsafe else 0),
+                     ("lown", 0.6 if self.opts.atomics else 0)]
         k = self.wchoice(opts)
         if k == "rw":
             lm = self.pick(lms)
@@ -1489,6 +1491,8 @@ class Gen:
         elif k == "flat":
             for _ in range(self.r.randint(1, 3)):
                 self.stmt({"loops": 0})
+        elif k == "lown":
+            self.local_owned_atomics()
         elif k == "collective":
             if depth > 0 and "pocl-collective-loop" in self.excl and self.in_loop_phase:
                 self.collective_guard_fallback()
@@ -1666,6 +1670,42 @@ class Gen:
         self.declare(Var(t2, t, mutable=False))
         self.store_var(t2, t)
 
+    def local_owned_atomics(self) -> None:
+        """Atomics of every op (exchange and compare-and-swap too) on the element of a local array
+        each item owns (its local index), their old values stored; then any element is read."""
+        t = self.pick([x for x in ATOMIC_TYPES if x in self.types])
+        la = Arr(self.fresh("la"), t, (math.prod(self.wg),), "local", dim_code=(self.wcode,), readable=False)
+        fl = t.startswith("float")
+        q = self.fresh("q")
+        self.emit(f"{la.name} = tk.localmem({self.dtype_spelling(t)}, ({self.wcode},))")
+        self.emit("if ll == 0:")
+        self.emit(f"    for {q} in range({self.wcode}):")
+        init = self.exact_float_value(t, -4, 4) if fl else f"tk.{t}({q} * 5 - 7)"
+        self.emit(f"        {la.name}[{q}] = {init}")
+        self.emit("tk.synchronize()")
+        for _ in range(self.r.randint(1, 3)):
+            op = self.pick(["add", "sub", "min", "max", "exchange", "cas"] + ([] if fl else ["and", "or", "xor"]))
+
+            def val():
+                return self.expr(self.pick([t, "pyfloat", t]), 2).code if fl else self.int_value(t)
+            if op == "cas":      # compared bit for bit: an expected value whose bits agree everywhere
+                exp = f"{la.name}[ll]" if self.chance(0.6) else (self.exact_float_value(t) if fl else val())
+                call = f"tk.atomic_cas({la.name}, ll, {exp}, {val()})"
+            else:
+                call = f"tk.atomic_{op}({la.name}, ll, {val()})"
+            old = self.fresh("old")
+            self.emit(f"{old} = {call}")
+            self.declare(Var(old, t, mutable=False))
+            self.store_var(old, t)
+        self.emit("tk.synchronize()")
+        la.readable = True
+        self.arrays[la.name] = la
+        self.features.add("local-atomic-own")
+        t2 = self.fresh("t")
+        self.emit(f"{t2} = {la.name}[{self.index_expr(self.wcode)}]")
+        self.declare(Var(t2, t, mutable=False))
+        self.store_var(t2, t)
+
     def grouped_body(self) -> None:
         wg = self.wg
         nd = self.ndim
@@ -1681,6 +1721,13 @@ class Gen:
             wcode = self.wg_constexpr
         else:
             wcode = " * ".join(f"tk.groupsize()[{d}]" for d in range(nd))
+        self.wcode = wcode
+        if self.chance(0.3):                 # the group's coordinates: uniform values
+            gcs = [self.fresh("gc") for _ in range(nd)]
+            self.emit(f"{', '.join(gcs)}{',' if nd == 1 else ''} = tk.index(tk.Group, tk.Cartesian)")
+            for n in gcs:
+                self.declare(Var(n, "pyint", uni=True, mutable=False))
+            self.features.add("group-cartesian")
         pre = self.r.randint(0, 4)
         ctx = {"loops": 0}
         for _ in range(pre):
