@@ -197,7 +197,8 @@ def test_generated_kernels_cover_the_language():
         feats |= F.generate(seed).features
     for f in ("grouped", "barrier", "localmem", "collective", "uniform", "atomic", "atomic-own", "local-atomic",
               "func", "func-tuple", "inexact", "io", "private", "strided", "ndim1", "ndim2", "ndim3",
-              "ndrange-offset", "partial-group", "unsafe_indices", "cartesian-store", "return-before-barrier"):
+              "ndrange-offset", "partial-group", "unsafe_indices", "cartesian-store", "return-before-barrier",
+              "local-atomic-own", "group-cartesian"):
         assert f in feats, f
     text = "\n".join(F.generate(s).source for s in range(60))
     for needle in ("while ", "for ", " in range(", "break", "continue", "elif ", " if ", " else ", " and ",
@@ -205,7 +206,8 @@ def test_generated_kernels_cover_the_language():
                    "tk.bfloat16(", "tk.float8_e4m3fn(", "np.uint64(", "int(", "float(", "bool(", "math.floor(",
                    "tk.clamp(", "tk.select(", "tk.fma(", "min(", "max(", "abs(", "tk.atomic_", "tk.group_reduce(",
                    "tk.group_scan(", "tk.uniform(", "tk.synchronize()", "tk.private(", "tk.constexpr", "tk.Const",
-                   "@tk.func", "tk.index(tk.Global, tk.Cartesian)", "tk.ngroups()", "tk.groupsize()"):
+                   "@tk.func", "tk.index(tk.Global, tk.Cartesian)", "tk.ngroups()", "tk.groupsize()",
+                   "tk.index(tk.Group, tk.Cartesian)", "tk.atomic_exchange(", "tk.atomic_cas("):
         assert needle in text, needle
 
 
