@@ -1335,7 +1335,7 @@ class Gen:
     def s_print(self, ctx):
         """``tk.print`` of a tag, the item's index and a few values; the runner compares the
         printed lines (sorted: groups run concurrently) with the reference's."""
-        vals = [self.expr(self.pick([x for x in self.types if x not in NARROW_X] + ["pyint", "pyfloat", "lbool"]),
+        vals = [self.expr(self.pick(list(self.types) + ["pyint", "pyfloat", "lbool"]),
                           self.r.randint(1, 2)).code for _ in range(self.r.randint(0, 3))]
         tag = self.fresh("P")
         self.features.add("print")
