@@ -324,7 +324,7 @@ def test_captured_stdout_sees_python_and_file_descriptor_writes():
 
 
 @needs_cpu
-def test_a_printed_difference_is_a_finding(monkeypatch):
+def test_a_printed_difference_is_a_finding(monkeypatch, tmp_path):
     """A CPU printf planted to print integers in hex: check_case reports the printed lines."""
     from tinykernels.codegen.clike import CLikeRenderer
     from tinykernels.testing.fuzz import run as R
@@ -349,6 +349,10 @@ def test_a_printed_difference_is_a_finding(monkeypatch):
                   features={"print"})          # a kernel not compiled before the planting
     ms = F.check_case(case, ["CPU"], "INTERP")
     assert [(m.kind, m.array) for m in ms] == [("value", R.PRINTED)]
+    path = F.write_reproducer(case, str(tmp_path / "printer.py"), ms, ["CPU"])
+    ns = {"__name__": "printer_repro", "__file__": path}
+    exec(compile(open(path).read(), path, "exec"), ns)
+    assert F.reproduce(ns, "planted_printer", verbose=False) == 1      # the reproducer compares the lines too
 
 
 def test_ulp_comparison():
