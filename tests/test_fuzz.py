@@ -198,7 +198,7 @@ def test_generated_kernels_cover_the_language():
     for f in ("grouped", "barrier", "localmem", "collective", "uniform", "atomic", "atomic-own", "local-atomic",
               "func", "func-tuple", "inexact", "io", "private", "strided", "ndim1", "ndim2", "ndim3",
               "ndrange-offset", "partial-group", "unsafe_indices", "cartesian-store", "return-before-barrier",
-              "local-atomic-own", "group-cartesian"):
+              "local-atomic-own", "group-cartesian", "strided-output"):
         assert f in feats, f
     text = "\n".join(F.generate(s).source for s in range(60))
     for needle in ("while ", "for ", " in range(", "break", "continue", "elif ", " if ", " else ", " and ",
@@ -311,6 +311,20 @@ def test_bounded_fuzz_run_with_random_numbers_and_prints():
     summ = F.fuzz(range(40), ["CPU"], "INTERP", jobs=1, minimize_found=False, opts=F.Options(rng=1.0, prints=1.0))
     _no_mismatch(summ)
     assert summ.features.get("print", 0) >= 5 and summ.features.get("rng-normal", 0) >= 5
+
+
+def test_a_write_between_the_elements_of_a_strided_output_is_a_finding():
+    """Strided outputs (``Options.strided_outputs``) are compared through their view, and the
+    elements the view skips must keep their bytes (a store that streams whole blocks would not)."""
+    from tinykernels.testing.fuzz import run as R
+    init = np.arange(12, dtype=np.int32).reshape(2, 6)
+    case = F.Case(-4, "", "k", [F.ArgSpec("o", "array", init, "out", tol=[0, 0, 0], view=2)], 2)
+    _, arrays = R.make_args(case, tk.CPU() if CPU_OK else INTERP)
+    arrays["o"][:] = -1                          # what a kernel may write: the view's elements
+    R.check_gaps(case, arrays)
+    arrays["o"].base[0, 1] = -1                  # a gap
+    with pytest.raises(AssertionError, match="between the elements of the strided output 'o'"):
+        R.check_gaps(case, arrays)
 
 
 def test_captured_stdout_sees_python_and_file_descriptor_writes():

@@ -1966,12 +1966,16 @@ class Gen:
         for a in self.arrays.values():
             if a.role in ("out", "io", "own"):
                 shape = (n, max(len(a.tol), 1))
+                view = None
+                if o.strided_outputs > 0 and self.chance(o.strided_outputs):   # the kernel must skip the gaps
+                    view = r.choice([2, 3])
+                    shape = (n, shape[1] * view)
                 if a.role == "own" and a.dtype.startswith("float") and self.chance(0.5):
                     data = int_valued(a.dtype, math.prod(shape), self.nprng).reshape(shape)
                 else:
                     data = random_values(a.dtype, math.prod(shape), self.nprng).reshape(shape)
                 front.append(a.name)
-                fspecs.append(ArgSpec(a.name, "array", data, a.role, tol=list(a.tol) or [0]))
+                fspecs.append(ArgSpec(a.name, "array", data, a.role, tol=list(a.tol) or [0], view=view))
             elif a.role == "acc":
                 data = int_valued(a.dtype, math.prod(a.shape), self.nprng).reshape(a.shape)
                 front.append(a.name)
@@ -2004,6 +2008,8 @@ class Gen:
             feats.add("unsafe_indices")
         if any(s.view for s in alls if s.kind == "array"):
             feats.add("strided")
+        if any(s.view for s in alls if s.kind == "array" and s.role != "in"):
+            feats.add("strided-output")
         if self.n_items % math.prod(self.wg) and (self.static_wg or self.launch_wg):
             feats.add("partial-group")
         return Case(self.seed, source, kname, alls, self.ndrange, self.launch_wg, self.static_wg, self.unsafe, feats)

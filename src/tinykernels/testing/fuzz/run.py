@@ -266,11 +266,29 @@ def run_case(case: Case, backend, kernel=None) -> dict:
             ev.wait()
         tk.synchronize(b)
     out = {PRINTED: printed_lines(printed[0])} if printed else {}
+    check_gaps(case, arrays)
     for s in case.args:
         if s.kind == "array" and s.role in ("out", "io", "own", "acc"):
             a = arrays[s.name]
-            out[s.name] = a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.asarray(a)
+            out[s.name] = a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.ascontiguousarray(a)
     return out
+
+
+def check_gaps(case: Case, arrays: dict) -> None:
+    """Raise when a launch wrote between the elements of a strided (``view``) output on the host:
+    the elements the view skips must keep their initial bytes."""
+    for s in case.args:
+        a = arrays.get(s.name)
+        if s.kind != "array" or not s.view or s.role == "in" or not isinstance(a, np.ndarray) or a.base is None:
+            continue
+        base = a.base if a.base.shape == np.shape(s.value) else None
+        if base is None:
+            continue
+        gaps = np.ones(base.shape, bool)
+        gaps[..., ::s.view] = False
+        if base[gaps].tobytes() != np.asarray(s.value)[gaps].tobytes():
+            raise AssertionError(f"the launch wrote between the elements of the strided output '{s.name}' "
+                                 f"(a [..., ::{s.view}] view)")
 
 
 @dataclass
