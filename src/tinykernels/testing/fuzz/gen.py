@@ -1379,27 +1379,25 @@ class Gen:
         self.features.add("atomic")
         self.guarded([f"tk.atomic_{op}({a.name}, {idx}, {v})"])
 
-    def s_own(self, ctx):
-        a = self.per_item("own", lambda d: d in ATOMIC_TYPES)
-        fl = a.dtype in ("float32", "float64")
-        if not a.tol or (self.chance(0.4) and len(a.tol) < 14):
-            a.tol.append(0)
-        k = self.r.randrange(len(a.tol))
+    def owned_atomic(self, arr: str, idx: str, elem: str, t: str) -> str:
+        """A call of any atomic (exchange and compare-and-swap too) on the element ``elem``
+        (``arr[idx]``) that only this item touches, so that its old value is defined."""
+        fl = t in ("float32", "float64")
         op = self.pick(["add", "sub", "min", "max", "exchange", "cas"] + ([] if fl else ["and", "or", "xor"]))
 
         def val():
-            if fl:
-                return self.expr(self.pick([a.dtype, "pyfloat", a.dtype]), 2).code
-            return self.int_value(a.dtype)
-        idx = f"(li, {k})"
-        if op == "cas":
-            if fl:       # compared bit for bit: only values whose bits are the same everywhere (no NaN)
-                exp = f"{a.name}[li, {k}]" if self.chance(0.6) else self.exact_float_value(a.dtype)
-            else:
-                exp = f"{a.name}[li, {k}]" if self.chance(0.6) else val()
-            call = f"tk.atomic_cas({a.name}, {idx}, {exp}, {val()})"
-        else:
-            call = f"tk.atomic_{op}({a.name}, {idx}, {val()})"
+            return self.expr(self.pick([t, "pyfloat", t]), 2).code if fl else self.int_value(t)
+        if op == "cas":      # compared bit for bit: only expected values whose bits agree everywhere (no NaN)
+            exp = elem if self.chance(0.6) else (self.exact_float_value(t) if fl else val())
+            return f"tk.atomic_cas({arr}, {idx}, {exp}, {val()})"
+        return f"tk.atomic_{op}({arr}, {idx}, {val()})"
+
+    def s_own(self, ctx):
+        a = self.per_item("own", lambda d: d in ATOMIC_TYPES)
+        if not a.tol or (self.chance(0.4) and len(a.tol) < 14):
+            a.tol.append(0)
+        k = self.r.randrange(len(a.tol))
+        call = self.owned_atomic(a.name, f"(li, {k})", f"{a.name}[li, {k}]", a.dtype)
         self.features.add("atomic-own")
         name = self.fresh("old")
         self.guarded([f"{name} = {call}"])
@@ -1661,14 +1659,7 @@ class Gen:
             op = self.pick(fam)
             v = self.exact_float_value(t) if fl else self.int_value(t)
             self.emit(f"tk.atomic_{op}({la.name}, {self.index_expr(str(m))}, {v})")
-        self.emit("tk.synchronize()")
-        la.readable = True
-        self.arrays[la.name] = la
-        self.features.add("local-atomic")
-        t2 = self.fresh("t")
-        self.emit(f"{t2} = {la.name}[{self.index_expr(str(m))}]")
-        self.declare(Var(t2, t, mutable=False))
-        self.store_var(t2, t)
+        self.read_after_atomics(la, "local-atomic")
 
     def local_owned_atomics(self) -> None:
         """Atomics of every op (exchange and compare-and-swap too) on the element of a local array
@@ -1684,27 +1675,22 @@ class Gen:
         self.emit(f"        {la.name}[{q}] = {init}")
         self.emit("tk.synchronize()")
         for _ in range(self.r.randint(1, 3)):
-            op = self.pick(["add", "sub", "min", "max", "exchange", "cas"] + ([] if fl else ["and", "or", "xor"]))
-
-            def val():
-                return self.expr(self.pick([t, "pyfloat", t]), 2).code if fl else self.int_value(t)
-            if op == "cas":      # compared bit for bit: an expected value whose bits agree everywhere
-                exp = f"{la.name}[ll]" if self.chance(0.6) else (self.exact_float_value(t) if fl else val())
-                call = f"tk.atomic_cas({la.name}, ll, {exp}, {val()})"
-            else:
-                call = f"tk.atomic_{op}({la.name}, ll, {val()})"
             old = self.fresh("old")
-            self.emit(f"{old} = {call}")
+            self.emit(f"{old} = {self.owned_atomic(la.name, 'll', f'{la.name}[ll]', t)}")
             self.declare(Var(old, t, mutable=False))
             self.store_var(old, t)
+        self.read_after_atomics(la, "local-atomic-own")
+
+    def read_after_atomics(self, la: Arr, feature: str) -> None:
+        """After a local array's atomics: a barrier, then every item reads one element and stores it."""
         self.emit("tk.synchronize()")
         la.readable = True
         self.arrays[la.name] = la
-        self.features.add("local-atomic-own")
+        self.features.add(feature)
         t2 = self.fresh("t")
-        self.emit(f"{t2} = {la.name}[{self.index_expr(self.wcode)}]")
-        self.declare(Var(t2, t, mutable=False))
-        self.store_var(t2, t)
+        self.emit(f"{t2} = {la.name}[{self.index_expr(la.dim_code[0])}]")
+        self.declare(Var(t2, la.dtype, mutable=False))
+        self.store_var(t2, la.dtype)
 
     def grouped_body(self) -> None:
         wg = self.wg
