@@ -43,6 +43,14 @@ def main(argv=None) -> int:
                    help="comma-separated KNOWN_BUGS ids whose constructs to generate again ('all' for every "
                         f"one): {', '.join(KNOWN_BUGS)}")
     p.add_argument("--no-narrow", action="store_true", help="no bfloat16 / fp8")
+    p.add_argument("--rng", type=float, default=0.0, metavar="W",
+                   help="weight of tk.random statements (Philox words, bits/uniform/normal; off by default so "
+                        "that earlier seeds keep their kernels; 1.0 is about one kernel in three)")
+    p.add_argument("--print", type=float, default=0.0, metavar="W", dest="prints",
+                   help="weight of tk.print statements, whose printed lines are compared (sorted) with the "
+                        "reference's; off by default")
+    p.add_argument("--fastmath", type=float, default=None, metavar="P",
+                   help="fraction of seeds that make a fastmath case (default 0.1; 1.0: only those)")
     p.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
     p.add_argument("--stream", choices=("all", "auto"), default="all",
                    help="CPU streaming (non-temporal) stores: 'all' (default) streams every eligible store "
@@ -56,7 +64,9 @@ def main(argv=None) -> int:
     unknown = inc - set(KNOWN_BUGS)
     if unknown:
         p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
-    opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow)
+    opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints)
+    if a.fastmath is not None:
+        opts.fastmath = a.fastmath
     backends = [b.strip() for b in a.backends.split(",") if b.strip()]
     if "CL" in [b.upper() for b in backends]:
         import tinykernels as tk
@@ -93,7 +103,8 @@ def main(argv=None) -> int:
             logf.flush()
 
     log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {a.reference}, "
-        f"jobs {a.jobs}, excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
+        f"jobs {a.jobs}, rng {opts.rng}, print {opts.prints}, fastmath {opts.fastmath}, stream {a.stream}, "
+        f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, a.reference, jobs=a.jobs, out_dir=a.out, opts=opts,
                 minimize_found=not a.no_minimize, timeout=a.timeout, min_budget=a.min_budget, log=log,
                 progress_every=a.progress, batch=a.batch)

@@ -197,7 +197,8 @@ def test_generated_kernels_cover_the_language():
         feats |= F.generate(seed).features
     for f in ("grouped", "barrier", "localmem", "collective", "uniform", "atomic", "atomic-own", "local-atomic",
               "func", "func-tuple", "inexact", "io", "private", "strided", "ndim1", "ndim2", "ndim3",
-              "ndrange-offset", "partial-group", "unsafe_indices", "cartesian-store", "return-before-barrier"):
+              "ndrange-offset", "partial-group", "unsafe_indices", "cartesian-store", "return-before-barrier",
+              "local-atomic-own", "group-cartesian", "strided-output"):
         assert f in feats, f
     text = "\n".join(F.generate(s).source for s in range(60))
     for needle in ("while ", "for ", " in range(", "break", "continue", "elif ", " if ", " else ", " and ",
@@ -205,7 +206,8 @@ def test_generated_kernels_cover_the_language():
                    "tk.bfloat16(", "tk.float8_e4m3fn(", "np.uint64(", "int(", "float(", "bool(", "math.floor(",
                    "tk.clamp(", "tk.select(", "tk.fma(", "min(", "max(", "abs(", "tk.atomic_", "tk.group_reduce(",
                    "tk.group_scan(", "tk.uniform(", "tk.synchronize()", "tk.private(", "tk.constexpr", "tk.Const",
-                   "@tk.func", "tk.index(tk.Global, tk.Cartesian)", "tk.ngroups()", "tk.groupsize()"):
+                   "@tk.func", "tk.index(tk.Global, tk.Cartesian)", "tk.ngroups()", "tk.groupsize()",
+                   "tk.index(tk.Group, tk.Cartesian)", "tk.atomic_exchange(", "tk.atomic_cas("):
         assert needle in text, needle
 
 
@@ -285,6 +287,86 @@ def test_comparison_and_minimiser_find_a_planted_disagreement(monkeypatch):
     assert len(small.source.splitlines()) < len(src.splitlines())
     assert "a, b = (b, a)" in small.source or "a, b = b, a" in small.source
     assert "math.floor" not in small.source
+
+
+def test_random_numbers_and_prints_are_generated_only_when_asked():
+    """``Options.rng`` / ``Options.prints`` add tk.random and tk.print statements; off by default,
+    so that every seed recorded before them keeps its kernel."""
+    for seed in range(100):
+        assert not any(f.startswith(("rng-", "print")) for f in F.generate(seed).features)
+    opts = F.Options(rng=1.0, prints=1.0)
+    feats, text = set(), ""
+    for seed in range(60):
+        c = F.generate(seed, opts)
+        feats |= c.features
+        text += c.source
+    assert {"rng-philox", "rng-bits", "rng-uniform", "rng-normal", "print"} <= feats
+    for needle in ("tk.random.philox4x32(", "tk.random.bits(", "tk.random.uniform(", "tk.random.normal(",
+                   "tk.print("):
+        assert needle in text, needle
+
+
+@needs_cpu
+def test_bounded_fuzz_run_with_random_numbers_and_prints():
+    summ = F.fuzz(range(40), ["CPU"], "INTERP", jobs=1, minimize_found=False, opts=F.Options(rng=1.0, prints=1.0))
+    _no_mismatch(summ)
+    assert summ.features.get("print", 0) >= 5 and summ.features.get("rng-normal", 0) >= 5
+
+
+def test_a_write_between_the_elements_of_a_strided_output_is_a_finding():
+    """Strided outputs (``Options.strided_outputs``) are compared through their view, and the
+    elements the view skips must keep their bytes (a store that streams whole blocks would not)."""
+    from tinykernels.testing.fuzz import run as R
+    init = np.arange(12, dtype=np.int32).reshape(2, 6)
+    case = F.Case(-4, "", "k", [F.ArgSpec("o", "array", init, "out", tol=[0, 0, 0], view=2)], 2)
+    _, arrays = R.make_args(case, tk.CPU() if CPU_OK else INTERP)
+    arrays["o"][:] = -1                          # what a kernel may write: the view's elements
+    R.check_gaps(case, arrays)
+    arrays["o"].base[0, 1] = -1                  # a gap
+    with pytest.raises(AssertionError, match="between the elements of the strided output 'o'"):
+        R.check_gaps(case, arrays)
+
+
+def test_captured_stdout_sees_python_and_file_descriptor_writes():
+    from tinykernels.testing.fuzz import run as R
+    sink = []
+    with R.captured_stdout(sink):
+        print("from python")
+        os.write(1, b"from fd 1\n")
+    assert sink == ["from python\nfrom fd 1\n"]
+    assert R.printed_lines("b -nan 2\na nan\n") == ["a nan", "b nan 2"]
+
+
+@needs_cpu
+def test_a_printed_difference_is_a_finding(monkeypatch, tmp_path):
+    """A CPU printf planted to print integers in hex: check_case reports the printed lines."""
+    from tinykernels.codegen.clike import CLikeRenderer
+    from tinykernels.testing.fuzz import run as R
+    src = textwrap.dedent('''\
+        import tinykernels as tk
+
+
+        @tk.kernel
+        def printer(o):
+            li = tk.index()
+            tk.print("P", li, li * 3, 0.5)
+            o[li, 0] = li
+        ''')
+    case = F.Case(-2, src, "printer", [F.ArgSpec("o", "array", np.zeros((12, 1), np.int32), "out", tol=[0])], 12,
+                  features={"print"})
+    assert not F.check_case(case, ["CPU"], "INTERP")
+    want = R.run_case(case, "INTERP")[R.PRINTED]
+    assert want == sorted(f"P {i} {3 * i} 0.5" for i in range(12))
+    fmts = dict(CLikeRenderer.print_formats, i=("%llx", "long long"))
+    monkeypatch.setattr(CLikeRenderer, "print_formats", fmts)
+    case = F.Case(-3, src.replace("printer", "planted_printer"), "planted_printer", case.args, 12,
+                  features={"print"})          # a kernel not compiled before the planting
+    ms = F.check_case(case, ["CPU"], "INTERP")
+    assert [(m.kind, m.array) for m in ms] == [("value", R.PRINTED)]
+    path = F.write_reproducer(case, str(tmp_path / "printer.py"), ms, ["CPU"])
+    ns = {"__name__": "printer_repro", "__file__": path}
+    exec(compile(open(path).read(), path, "exec"), ns)
+    assert F.reproduce(ns, "planted_printer", verbose=False) == 1      # the reproducer compares the lines too
 
 
 def test_ulp_comparison():

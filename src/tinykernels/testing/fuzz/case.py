@@ -24,6 +24,9 @@ class Options:
     max_items: int = 96                   # work items per launch (the interpreter runs them in Python)
     max_stmts: int = 28                   # statements per kernel body (roughly)
     fastmath: float = 0.1                 # fraction of seeds that make a fastmath case (fastmath.py)
+    strided_outputs: float = 0.15         # probability that an output array is a [..., ::2 or 3] view
+    rng: float = 0.0                      # weight of tk.random statements (SPEC 8: bit-exact everywhere)
+    prints: float = 0.0                   # weight of tk.print statements (their output compared as text)
 
     def key(self) -> str:
         d = dataclasses.asdict(self)

@@ -12,6 +12,7 @@ import random
 
 import numpy as np
 
+from ... import random as tkrandom
 from .bugs import FIXED_BUGS
 from .case import ArgSpec, Arr, Case, Ex, Options, Var
 from .data import edge_values, int_valued, random_values
@@ -97,6 +98,7 @@ class Gen:
         self.for_depth = 0             # for loops around the code being generated (funcs count as inside)
         self.in_loop_phase = False     # grouped kernels: inside a uniform loop
         self.retired: dict = {}        # locals whose scope ended: name -> Var (their names may be reused)
+        self.rng_key = ""              # the np.uint64 key argument of tk.random calls ("": none)
 
     # --- small helpers --------------------------------------------------------------------
 
@@ -892,6 +894,10 @@ class Gen:
             opts += [("break", 1), ("continue", 0.7)]
         if any(len(fn[2]) > 1 for fn in self.funcs) and not f:
             opts.append(("callstmt", 1.5))
+        if self.opts.rng > 0:                  # only when asked: the draws of other seeds stay the same
+            opts.append(("rng", self.opts.rng))
+        if self.opts.prints > 0 and not f:
+            opts.append(("print", self.opts.prints))
         k = self.wchoice(opts)
         for _ in range(6):
             try:
@@ -1288,6 +1294,53 @@ class Gen:
         idx = self.index_expr(a.dim_code[0])
         self.emit(f"{a.name}[{idx}] = {self.castto(a.dtype, self.expr(self.any_type(), 2))}")
 
+    # --- random numbers and printing (Options.rng, Options.prints) --------------------------------
+
+    def rng_word(self, t: str = "uint32") -> str:
+        """An integer for a Philox key or counter word of type ``t``: any int type (the call
+        converts it, wrapping), often the item's index; a Python int that may be a compile-time
+        constant is cast explicitly (a constant that does not fit is a CompileError, seed 42003178)."""
+        k = self.r.random()
+        names = {v.name for v in self.visible()}
+        if k < 0.3 and "li" in names:
+            return self.pick(["li", "li + 1", "2 * li", "li * 65537"])
+        if k < 0.45 and self.rng_key in names:
+            return self.rng_key
+        src = self.pick([x for x in self.types if x in INTS] + ["pyint", "bool", "lbool"])
+        return self.store_code(t, self.expr(src, 1))
+
+    def s_rng(self, ctx):
+        """``tk.random``: Philox words, or bits/uniform/normal of (key, counter) (SPEC 8: the same
+        numbers on every backend; ``normal`` bit-exact where the backend has float64)."""
+        kind = self.pick(["philox", "bits", "uniform", "normal", "uniform", "normal"])
+        self.features.add("rng-" + kind)
+        if kind == "philox":
+            names = [self.fresh("r") for _ in range(4)]
+            self.emit(f"{', '.join(names)} = tk.random.philox4x32({', '.join(self.rng_word() for _ in range(6))})")
+            for n in names:
+                self.declare(Var(n, "uint32", mutable=False))
+            if self.in_func is None:           # (in a @tk.func the words flow on as locals)
+                for n in self.r.sample(names, self.r.randint(1, 4)):
+                    self.store_var(n, "uint32")
+            return
+        key = self.rng_key if self.rng_key in {v.name for v in self.visible()} and self.chance(0.7) \
+            else self.rng_word("uint64")
+        n = self.fresh("r")
+        t = "uint32" if kind == "bits" else "float32"
+        self.emit(f"{n} = tk.random.{kind}({key}, {self.rng_word('uint64')})")
+        self.declare(Var(n, t, mutable=False))
+        if self.in_func is None:
+            self.store_var(n, t)
+
+    def s_print(self, ctx):
+        """``tk.print`` of a tag, the item's index and a few values; the runner compares the
+        printed lines (sorted: groups run concurrently) with the reference's."""
+        vals = [self.expr(self.pick(list(self.types) + ["pyint", "pyfloat", "lbool"]),
+                          self.r.randint(1, 2)).code for _ in range(self.r.randint(0, 3))]
+        tag = self.fresh("P")
+        self.features.add("print")
+        self.guarded([f"tk.print({', '.join([repr(tag), 'li'] + vals)})"])
+
     # --- atomics --------------------------------------------------------------------------------
 
     def acc_array(self) -> Arr:
@@ -1326,27 +1379,25 @@ class Gen:
         self.features.add("atomic")
         self.guarded([f"tk.atomic_{op}({a.name}, {idx}, {v})"])
 
-    def s_own(self, ctx):
-        a = self.per_item("own", lambda d: d in ATOMIC_TYPES)
-        fl = a.dtype in ("float32", "float64")
-        if not a.tol or (self.chance(0.4) and len(a.tol) < 14):
-            a.tol.append(0)
-        k = self.r.randrange(len(a.tol))
+    def owned_atomic(self, arr: str, idx: str, elem: str, t: str) -> str:
+        """A call of any atomic (exchange and compare-and-swap too) on the element ``elem``
+        (``arr[idx]``) that only this item touches, so that its old value is defined."""
+        fl = t in ("float32", "float64")
         op = self.pick(["add", "sub", "min", "max", "exchange", "cas"] + ([] if fl else ["and", "or", "xor"]))
 
         def val():
-            if fl:
-                return self.expr(self.pick([a.dtype, "pyfloat", a.dtype]), 2).code
-            return self.int_value(a.dtype)
-        idx = f"(li, {k})"
-        if op == "cas":
-            if fl:       # compared bit for bit: only values whose bits are the same everywhere (no NaN)
-                exp = f"{a.name}[li, {k}]" if self.chance(0.6) else self.exact_float_value(a.dtype)
-            else:
-                exp = f"{a.name}[li, {k}]" if self.chance(0.6) else val()
-            call = f"tk.atomic_cas({a.name}, {idx}, {exp}, {val()})"
-        else:
-            call = f"tk.atomic_{op}({a.name}, {idx}, {val()})"
+            return self.expr(self.pick([t, "pyfloat", t]), 2).code if fl else self.int_value(t)
+        if op == "cas":      # compared bit for bit: only expected values whose bits agree everywhere (no NaN)
+            exp = elem if self.chance(0.6) else (self.exact_float_value(t) if fl else val())
+            return f"tk.atomic_cas({arr}, {idx}, {exp}, {val()})"
+        return f"tk.atomic_{op}({arr}, {idx}, {val()})"
+
+    def s_own(self, ctx):
+        a = self.per_item("own", lambda d: d in ATOMIC_TYPES)
+        if not a.tol or (self.chance(0.4) and len(a.tol) < 14):
+            a.tol.append(0)
+        k = self.r.randrange(len(a.tol))
+        call = self.owned_atomic(a.name, f"(li, {k})", f"{a.name}[li, {k}]", a.dtype)
         self.features.add("atomic-own")
         name = self.fresh("old")
         self.guarded([f"{name} = {call}"])
@@ -1424,7 +1475,8 @@ class Gen:
         if depth < 2:
             opts += [("loop", 2 if self.for_allowed() else 0), ("while", 1), ("uif", 1.5)]
         if depth == 0:
-            opts += [("latomic", 1 if self.opts.atomics else 0), ("ret", 0.4 if not self.unsafe else 0)]
+            opts += [("latomic", 1 if self.opts.atomics else 0), ("ret", 0.4 if not self.unsafe else 0),
+                     ("lown", 0.6 if self.opts.atomics else 0)]
         k = self.wchoice(opts)
         if k == "rw":
             lm = self.pick(lms)
@@ -1437,6 +1489,8 @@ class Gen:
         elif k == "flat":
             for _ in range(self.r.randint(1, 3)):
                 self.stmt({"loops": 0})
+        elif k == "lown":
+            self.local_owned_atomics()
         elif k == "collective":
             if depth > 0 and "pocl-collective-loop" in self.excl and self.in_loop_phase:
                 self.collective_guard_fallback()
@@ -1605,14 +1659,38 @@ class Gen:
             op = self.pick(fam)
             v = self.exact_float_value(t) if fl else self.int_value(t)
             self.emit(f"tk.atomic_{op}({la.name}, {self.index_expr(str(m))}, {v})")
+        self.read_after_atomics(la, "local-atomic")
+
+    def local_owned_atomics(self) -> None:
+        """Atomics of every op (exchange and compare-and-swap too) on the element of a local array
+        each item owns (its local index), their old values stored; then any element is read."""
+        t = self.pick([x for x in ATOMIC_TYPES if x in self.types])
+        la = Arr(self.fresh("la"), t, (math.prod(self.wg),), "local", dim_code=(self.wcode,), readable=False)
+        fl = t.startswith("float")
+        q = self.fresh("q")
+        self.emit(f"{la.name} = tk.localmem({self.dtype_spelling(t)}, ({self.wcode},))")
+        self.emit("if ll == 0:")
+        self.emit(f"    for {q} in range({self.wcode}):")
+        init = self.exact_float_value(t, -4, 4) if fl else f"tk.{t}({q} * 5 - 7)"
+        self.emit(f"        {la.name}[{q}] = {init}")
+        self.emit("tk.synchronize()")
+        for _ in range(self.r.randint(1, 3)):
+            old = self.fresh("old")
+            self.emit(f"{old} = {self.owned_atomic(la.name, 'll', f'{la.name}[ll]', t)}")
+            self.declare(Var(old, t, mutable=False))
+            self.store_var(old, t)
+        self.read_after_atomics(la, "local-atomic-own")
+
+    def read_after_atomics(self, la: Arr, feature: str) -> None:
+        """After a local array's atomics: a barrier, then every item reads one element and stores it."""
         self.emit("tk.synchronize()")
         la.readable = True
         self.arrays[la.name] = la
-        self.features.add("local-atomic")
+        self.features.add(feature)
         t2 = self.fresh("t")
-        self.emit(f"{t2} = {la.name}[{self.index_expr(str(m))}]")
-        self.declare(Var(t2, t, mutable=False))
-        self.store_var(t2, t)
+        self.emit(f"{t2} = {la.name}[{self.index_expr(la.dim_code[0])}]")
+        self.declare(Var(t2, la.dtype, mutable=False))
+        self.store_var(t2, la.dtype)
 
     def grouped_body(self) -> None:
         wg = self.wg
@@ -1629,6 +1707,13 @@ class Gen:
             wcode = self.wg_constexpr
         else:
             wcode = " * ".join(f"tk.groupsize()[{d}]" for d in range(nd))
+        self.wcode = wcode
+        if self.chance(0.3):                 # the group's coordinates: uniform values
+            gcs = [self.fresh("gc") for _ in range(nd)]
+            self.emit(f"{', '.join(gcs)}{',' if nd == 1 else ''} = tk.index(tk.Group, tk.Cartesian)")
+            for n in gcs:
+                self.declare(Var(n, "pyint", uni=True, mutable=False))
+            self.features.add("group-cartesian")
         pre = self.r.randint(0, 4)
         ctx = {"loops": 0}
         for _ in range(pre):
@@ -1798,6 +1883,12 @@ class Gen:
             params.append(name)
             specs.append(ArgSpec(name, "scalar", v))
             kscope[name] = Var(name, ty, True, False)
+        self.rng_key = ""
+        if o.rng > 0 and self.chance(0.7):              # a host-made key, as SPEC 8 uses them
+            self.rng_key = self.fresh("key")
+            params.append(self.rng_key)
+            specs.append(ArgSpec(self.rng_key, "scalar", tkrandom.key(r.randrange(1 << 32))))
+            kscope[self.rng_key] = Var(self.rng_key, "uint64", True, False)
         self.wg_constexpr = None
         for _ in range(r.randint(0, 2) + (1 if self.grouped else 0)):
             name = self.fresh("C")
@@ -1861,12 +1952,16 @@ class Gen:
         for a in self.arrays.values():
             if a.role in ("out", "io", "own"):
                 shape = (n, max(len(a.tol), 1))
+                view = None
+                if o.strided_outputs > 0 and self.chance(o.strided_outputs):   # the kernel must skip the gaps
+                    view = r.choice([2, 3])
+                    shape = (n, shape[1] * view)
                 if a.role == "own" and a.dtype.startswith("float") and self.chance(0.5):
                     data = int_valued(a.dtype, math.prod(shape), self.nprng).reshape(shape)
                 else:
                     data = random_values(a.dtype, math.prod(shape), self.nprng).reshape(shape)
                 front.append(a.name)
-                fspecs.append(ArgSpec(a.name, "array", data, a.role, tol=list(a.tol) or [0]))
+                fspecs.append(ArgSpec(a.name, "array", data, a.role, tol=list(a.tol) or [0], view=view))
             elif a.role == "acc":
                 data = int_valued(a.dtype, math.prod(a.shape), self.nprng).reshape(a.shape)
                 front.append(a.name)
@@ -1899,6 +1994,8 @@ class Gen:
             feats.add("unsafe_indices")
         if any(s.view for s in alls if s.kind == "array"):
             feats.add("strided")
+        if any(s.view for s in alls if s.kind == "array" and s.role != "in"):
+            feats.add("strided-output")
         if self.n_items % math.prod(self.wg) and (self.static_wg or self.launch_wg):
             feats.add("partial-group")
         return Case(self.seed, source, kname, alls, self.ndrange, self.launch_wg, self.static_wg, self.unsafe, feats)

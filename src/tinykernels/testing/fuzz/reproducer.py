@@ -71,6 +71,8 @@ def write_reproducer(case: Case, path: str, mismatches=(), backends=("CPU",), re
     text += f"NDRANGE = {case.ndrange!r}\nWORKGROUPSIZE = {case.workgroupsize!r}\nSTATIC_WG = {case.static_wg!r}\n"
     if case.mag_kname:
         text += f"MAG_KERNEL = {case.mag_kname!r}\n"
+    if "print" in case.features:
+        text += "PRINTS = True\n"           # its printed lines are compared too
     text += f"SEED = {case.seed!r}\nBACKENDS = {list(backends)!r}\nREFERENCE = {reference!r}\n\n"
     text += f'if __name__ == "__main__":\n    raise SystemExit(reproduce(globals(), {case.kname!r}))\n'
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -84,6 +86,8 @@ def case_from_namespace(ns: dict, kname: str) -> Case:
     args = [ArgSpec(n, k, v, role, const, list(tol), view) for n, k, v, role, const, tol, view in ns["ARGS"]]
     c = Case(ns.get("SEED", 0), "", kname, args, ns["NDRANGE"], ns["WORKGROUPSIZE"], ns["STATIC_WG"])
     c.kernel = ns[kname]
+    if ns.get("PRINTS"):
+        c.features.add("print")
     if ns.get("MAG_KERNEL"):
         c.mag_kname = ns["MAG_KERNEL"]
         c.mag_kernel = ns[c.mag_kname]

@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import tempfile
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -216,24 +217,78 @@ def make_args(case: Case, backend) -> tuple:
     return args, arrays
 
 
+PRINTED = "<printed>"        # run_case's key of the lines a case with tk.print printed
+
+
+@contextmanager
+def captured_stdout(sink: list):
+    """Append to ``sink`` what the block writes to standard output: Python's ``sys.stdout`` (the
+    interpreter's ``tk.print``) and file descriptor 1 (a compiled kernel's ``printf``)."""
+    import ctypes
+    import io
+    import sys
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    libc.fflush(None)
+    saved, old, buf = os.dup(1), sys.stdout, io.StringIO()
+    with tempfile.TemporaryFile() as f:
+        os.dup2(f.fileno(), 1)
+        sys.stdout = buf
+        try:
+            yield
+        finally:
+            libc.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+            sys.stdout = old
+            f.seek(0)
+            sink.append(buf.getvalue() + f.read().decode(errors="replace"))
+
+
+def printed_lines(text: str) -> list:
+    """The printed lines in sorted order (the groups of a compiled launch run concurrently), a
+    NaN's sign dropped (C prints ``-nan``; NaNs are equal whatever their sign and payload)."""
+    return sorted(re.sub(r"-nan\b", "nan", ln) for ln in text.splitlines())
+
+
 def run_case(case: Case, backend, kernel=None) -> dict:
-    """Launch ``case`` on ``backend`` (an object or a DEV string); the output arrays (host copies)."""
+    """Launch ``case`` on ``backend`` (an object or a DEV string); the output arrays (host copies),
+    and under :data:`PRINTED` the sorted printed lines of a case that prints."""
     import tinykernels as tk
     b = _backend(backend)
     k = kernel if kernel is not None else getattr(case, "kernel", None) or load_kernel(case.source, case.kname)
     args, arrays = make_args(case, b)
     inst = k(b, case.static_wg) if case.static_wg is not None else k(b)
-    with np.errstate(all="ignore"):
+    printed: list = []
+    with np.errstate(all="ignore"), (captured_stdout(printed) if "print" in case.features else nullcontext()):
         ev = inst(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
         if ev is not None:
             ev.wait()
         tk.synchronize(b)
-    out = {}
+    out = {PRINTED: printed_lines(printed[0])} if printed else {}
+    check_gaps(case, arrays)
     for s in case.args:
         if s.kind == "array" and s.role in ("out", "io", "own", "acc"):
             a = arrays[s.name]
-            out[s.name] = a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.asarray(a)
+            out[s.name] = a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.ascontiguousarray(a)
     return out
+
+
+def check_gaps(case: Case, arrays: dict) -> None:
+    """Raise when a launch wrote between the elements of a strided (``view``) output on the host:
+    the elements the view skips must keep their initial bytes."""
+    for s in case.args:
+        a = arrays.get(s.name)
+        if s.kind != "array" or not s.view or s.role == "in" or not isinstance(a, np.ndarray) or a.base is None:
+            continue
+        base = a.base if a.base.shape == np.shape(s.value) else None
+        if base is None:
+            continue
+        gaps = np.ones(base.shape, bool)
+        gaps[..., ::s.view] = False
+        if base[gaps].tobytes() != np.asarray(s.value)[gaps].tobytes():
+            raise AssertionError(f"the launch wrote between the elements of the strided output '{s.name}' "
+                                 f"(a [..., ::{s.view}] view)")
 
 
 @dataclass
@@ -316,6 +371,15 @@ def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, tol: list, mag:
     return out
 
 
+def compare_printed(got: list, want: list) -> list:
+    """[(line number, got, want)] of the first printed lines that differ (both sorted)."""
+    if got == want:
+        return []
+    n = max(len(got), len(want))
+    diff = [i for i in range(n) if i >= len(got) or i >= len(want) or got[i] != want[i]]
+    return [((i,), got[i] if i < len(got) else "<none>", want[i] if i < len(want) else "<none>") for i in diff[:5]]
+
+
 def _fmt(v) -> str:
     if isinstance(v, (np.floating,)) or (hasattr(v, "dtype") and v.dtype.kind == "V"):
         return repr(float(v))
@@ -388,6 +452,11 @@ def check_case(case: Case, backends=("CPU",), reference="INTERP", compiled=None)
             continue
         tols = {s.name: s.tol for s in case.args if s.kind == "array"}
         for name in want:
+            if name == PRINTED:
+                where = compare_printed(got[name], want[name])
+                if where:
+                    out.append(Mismatch(case.seed, bname, "value", name, where))
+                continue
             where = compare_arrays(name, got[name], want[name], tols.get(name) or [0], mags.get(name))
             if where:
                 out.append(Mismatch(case.seed, bname, "value", name, where,
