@@ -5,6 +5,8 @@ dtype, odd sizes, misaligned arrays, 2-D rows and offset ndranges.
 ``TK_CPU_STREAM_BYTES`` is read by a kernel library at its first launch, so every kernel
 that a test forces into streaming (or out of it) is defined inside that test: a new source
 line is a new library."""
+import math
+
 import numpy as np
 import pytest
 
@@ -126,6 +128,54 @@ def test_streamed_stores_unit():
     store2 = N.Store(None, out, [N.Index(None, None, "global", 0)], N.Var(None, None, "v"))
     k.body = [store2]
     assert streamed_stores(k, 0) and not streamed_stores(k, 2)
+
+
+def test_compute_heavy_kernels_keep_ordinary_stores(stream_always):
+    """Staging costs a store, a load and the streamed store per element: a flat kernel that
+    computes more per byte moved than that pays for (a transcendental call, a long polynomial)
+    keeps ordinary stores; a light one streams. Results are NumPy's either way."""
+    from tinykernels.passes.streaming import compute_heavy
+
+    @tk.kernel
+    def light(out, a: tk.Const):
+        i = tk.index()
+        out[i] = a[i] * 2.0 + 1.0
+
+    @tk.kernel
+    def poly(out, a: tk.Const):
+        i = tk.index()
+        x = a[i]
+        out[i] = ((((((((x * 0.5 + 1.0) * x + 2.0) * x + 3.0) * x + 4.0) * x + 5.0) * x + 6.0) * x
+                   + 7.0) * x + 8.0) * x + 9.0
+
+    @tk.kernel
+    def trans(out, a: tk.Const):
+        i = tk.index()
+        out[i] = math.tanh(a[i])
+
+    a = np.linspace(-3, 3, 5000, dtype=np.float32)
+    chunk = lambda src: src[src.index("static void tk_chunk"):]  # noqa: E731
+    assert "tk_stream_bytes(" in chunk(light.source("CPU", a, a, ndrange=a.size))
+    for k in (poly, trans):
+        assert "tk_stream_bytes(" not in chunk(k.source("CPU", a, a, ndrange=a.size))
+    want = {light: a * np.float32(2) + np.float32(1), trans: np.tanh(a)}
+    for k, ref in want.items():
+        out = np.empty_like(a)
+        k(tk.CPU())(out, a, ndrange=a.size)
+        tk.synchronize()
+        np.testing.assert_allclose(out, ref, rtol=4e-7 if k is trans else 0, atol=0)
+    x = np.float64(a[-1])
+    out = np.empty_like(a)
+    poly(tk.CPU())(out, a, ndrange=a.size)
+    tk.synchronize()
+    np.testing.assert_allclose(out[-1], ((((((((x * .5 + 1) * x + 2) * x + 3) * x + 4) * x + 5) * x + 6) * x + 7) * x + 8) * x + 9,
+                               rtol=1e-5)
+    i = N.Index(None, None, "global_linear")
+    out_a = N.ArrayInfo("out", tk.float32, 1)
+    k = N.Kernel("k", [], [N.Store(None, out_a, [i], N.Call(None, None, "exp", [N.Var(None, None, "v")]))], {}, 1, (256,))
+    assert compute_heavy(k)
+    k.body = [N.Store(None, out_a, [i], N.Call(None, None, "max", [N.Var(None, None, "v"), N.Var(None, None, "v")]))]
+    assert not compute_heavy(k)
 
 
 # ----------------------------------------------------------------------------- identical results

@@ -23,11 +23,18 @@ work item could observe the difference:
 
 Reads by *other* work items of what an item wrote are data races in the language, as on
 GPUs, and need no care.
+
+Staging costs a store, a load and the streamed store per element. A kernel that computes
+so much per byte it moves that it is not memory-bound gains nothing from the saved read for
+ownership and pays that cost (:func:`compute_heavy`), so its stores stay ordinary.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
+from ..dtypes import DType
 from ..ir import nodes as N
 from .rowdiv import row_invariant_defs, row_step, substitute
 
@@ -155,13 +162,45 @@ def lane_coef(e: N.Expr, ndim: int, ranges: int, uniform: set, remat: dict, lane
     return c(e)
 
 
+# Arithmetic per byte that a flat kernel's loads and stores move above which staging its
+# stores does not pay (measured idle, 2 threads, 64 MiB, 2026-11-25: llm.exp's polynomial, 26
+# operations per 8 bytes, 2.07 ms streamed against 1.54 ms not; swiglu, 31 per 12 bytes, 1.45
+# against 1.41; add, 1 per 12 bytes, level at 64 MiB and ahead at 256 MiB).
+COMPUTE_HEAVY_OPS_PER_BYTE = 1.5
+# A call of a transcendental function counts as this many operations (a vector polynomial;
+# sqrt is one instruction and counts as one).
+TRANSCENDENTAL_OPS = 20
+_CHEAP_CALLS = frozenset({"min", "max", "abs", "fabs", "fma", "bitcast", "floor", "ceil", "trunc", "round", "sqrt",
+                          "copysign", "select", "clamp"})
+
+
+def _itemsize(a: N.ArrayInfo) -> int:
+    """Bytes per element of ``a`` (its dtype a DType, or a NumPy scalar type in hand-built IR)."""
+    return a.dtype.itemsize if isinstance(a.dtype, DType) else np.dtype(a.dtype).itemsize
+
+
+def compute_heavy(k: N.Kernel) -> bool:
+    """Whether flat kernel ``k`` does more than ``COMPUTE_HEAVY_OPS_PER_BYTE`` operations per
+    byte its loads and stores name (each counted once per item, cache reuse ignored)."""
+    ops = moved = 0
+    for e in N.walk_exprs(k.body):
+        if isinstance(e, N.Call):
+            ops += 1 if e.fn in _CHEAP_CALLS else TRANSCENDENTAL_OPS
+        elif isinstance(e, (N.BinOp, N.Unary, N.Select, N.Compare)):
+            ops += 1
+        elif isinstance(e, N.Load):
+            moved += _itemsize(e.array)
+    moved += sum(_itemsize(s.array) for s in N.walk_stmts(k.body) if isinstance(s, N.Store))
+    return ops > COMPUTE_HEAVY_OPS_PER_BYTE * max(moved, 1)
+
+
 def streamed_stores(k: N.Kernel, ranges: int) -> list:
     """The top-level stores of flat kernel ``k`` that may be staged and streamed (see the
     module docstring), in program order, each as ``(store, index)`` with the index's locals
     replaced by the geometry they hold; ``ranges`` as in the C renderer (0: plain ndrange,
     1: offsets, 2: offsets and steps)."""
     body = k.body
-    if k.debug or getattr(k, "item_sums", ()):
+    if k.debug or getattr(k, "item_sums", ()) or compute_heavy(k):
         return []
     if any(isinstance(s, (N.Return, N.FuncExit, N.Barrier, N.Collective)) for s in N.walk_stmts(body)):
         return []
