@@ -239,7 +239,7 @@ class Return(Stmt):
 class FuncBlock(Stmt):
     """The inlined body of a ``@tk.func``; ``FuncExit`` jumps past its end.
 
-    ``intrinsic`` (a :class:`ByteDot`, :class:`HalfLoad` or :class:`NibbleLookup`, else None) marks a body that is the reference
+    ``intrinsic`` (a :class:`ByteDot`, :class:`HalfLoad`, :class:`NibbleLookup` or :class:`ByteLoad`, else None) marks a body that is the reference
     expansion of a block-level intrinsic: a renderer may replace the whole block by its own
     lowering of it; every other pass and renderer runs the body. A pass that rebuilds the
     block without the field falls back to the body, which is always correct."""
@@ -289,6 +289,18 @@ class NibbleLookup:
     None) into ``out[0 .. 2 n - 1]``. ``i`` is a list of locals (assigned before the block)."""
     out: ArrayInfo
     table: ArrayInfo
+    a: ArrayInfo
+    i: list
+    n: int
+    scale: Any = None
+
+
+@dataclass
+class ByteLoad:
+    """``tk.load_i8``: the ``n`` bytes from ``a[i]`` along the last dimension as signed 8-bit
+    integers converted to float32 (times ``scale``, a float32 local, when not None) into
+    ``out[0 .. n - 1]``. ``i`` is a list of locals (assigned before the block)."""
+    out: ArrayInfo
     a: ArrayInfo
     i: list
     n: int

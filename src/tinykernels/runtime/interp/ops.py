@@ -784,6 +784,15 @@ def lookup_u4(out, table, a, i, n, scale=None):
             out[o] = t if s is None else np.float32(t * s)
 
 
+def load_i8(out, a, i, n, scale=None):
+    """``tk.load_i8``: ``out[k]`` = the byte ``k`` after ``a[i]`` as a signed 8-bit integer, as
+    float32 (times ``scale`` in float32 when given)."""
+    s = None if scale is None else np.float32(scale)
+    for k in range(int(n)):
+        v = np.float32(_sbyte(_at(a, i, k)))
+        out[k] = v if s is None else np.float32(v * s)
+
+
 def bitcast(v, dtype):
     """``tk.bitcast(v, dtype)``: ``v``'s bits as ``dtype`` (a narrow float rounded to its type
     first; a Python int taken as an unsigned integer of ``dtype``'s size)."""

@@ -1,8 +1,9 @@
-"""``tk.lookup_u4``: the 4-bit values of a run of bytes (the GGUF Q4_0 layout: low nibbles,
-then high nibbles) replaced by the entries of a 16-entry float32 table, optionally times a
-scale, on every backend.
+"""Byte runs as float32: ``tk.lookup_u4`` (the 4-bit values of a run of bytes, in the GGUF
+Q4_0 layout: low nibbles, then high nibbles, replaced by the entries of a 16-entry float32
+table) and ``tk.load_i8`` (the bytes as signed 8-bit integers, the GGUF Q8_0 layout), both
+optionally times a scale, on every backend.
 
-Checked bit for bit against NumPy (``table[v] * s`` in float32) for every byte value, int8 and
+Checked bit for bit against NumPy (``table[v] * s``, ``float32(int8) * s`` in float32) for every byte value, int8 and
 uint8 arrays, a 2-D array indexed by a tuple at an odd offset, run lengths that exercise the
 C backend's 16- and 8-wide steps and its scalar remainder, a private and a global table, and
 special values (signed zeros, infinities, subnormal products); on the CPU each SIMD level
@@ -49,6 +50,19 @@ def looked_up(out, a: tk.Const, tab: tk.Const, s: tk.Const, n: tk.constexpr, sca
         out[r, k] = w[k]
 
 
+@tk.kernel
+def loaded(out, a: tk.Const, s: tk.Const, n: tk.constexpr, scaled: tk.constexpr):
+    """Row ``r``: the ``n`` bytes of ``a[r, 3 ..]`` as signed, times ``s[r]`` when ``scaled``."""
+    r = tk.index()
+    w = tk.private(tk.float32, (n,))
+    if scaled:
+        tk.load_i8(w, a, (r, 3), n, scale=s[r])
+    else:
+        tk.load_i8(w, a, (r, 3), n)
+    for k in range(n):
+        out[r, k] = w[k]
+
+
 def _case(rng, n, dtype=np.uint8, rows=20):
     a = rng.integers(0, 256, (rows, n + 5)).astype(np.uint8)
     flat = a[:, 3:3 + n].reshape(-1)
@@ -71,6 +85,21 @@ def _ref(a, tab, s, n, scaled):
     return w.astype(np.float32)
 
 
+def _ref_i8(a, s, n, scaled):
+    w = a.view(np.int8)[:, 3:3 + n].astype(np.float32)
+    if scaled:
+        with np.errstate(all="ignore"):
+            w = w * s[:, None]
+    return w.astype(np.float32)
+
+
+def _run_i8(be, n, dtype, scaled, rng):
+    a, _, s = _case(rng, n, dtype)
+    out = tk.zeros((a.shape[0], n), tk.float32, backend=be)
+    loaded(be)(out, tk.asarray(a, backend=be), tk.asarray(s, backend=be), n, scaled, ndrange=a.shape[0])
+    return get(out), _ref_i8(a, s, n, scaled)
+
+
 def _run(be, n, dtype, scaled, private_table, rng):
     a, tab, s = _case(rng, n, dtype)
     out = tk.zeros((a.shape[0], 2 * n), tk.float32, backend=be)
@@ -90,6 +119,17 @@ def test_lookup_against_numpy(name, n, scaled):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.parametrize("name", backends() + ["INTERP:CHECK"])
+@pytest.mark.parametrize("n", LENGTHS + (32,))
+@pytest.mark.parametrize("scaled", [False, True])
+def test_load_i8_against_numpy(name, n, scaled):
+    be = tk.backend(name)
+    rng = np.random.default_rng(n + 100 * scaled)
+    for dtype in (np.uint8, np.int8):
+        got, want = _run_i8(be, n, dtype, scaled, rng)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def test_cpu_source_calls_the_simd_helper_and_debug_runs_the_loop():
     rng = np.random.default_rng(5)
     a, tab, s = _case(rng, 16)
@@ -100,18 +140,28 @@ def test_cpu_source_calls_the_simd_helper_and_debug_runs_the_loop():
     assert "tk_lookup_u4(&" not in dbg and "tk_oob(" in dbg
     looked_up(tk.CPU(debug=True))(out, a, tab, s, 16, True, True, ndrange=a.shape[0])
     np.testing.assert_array_equal(out, _ref(a, tab, s, 16, True))
+    out = np.zeros((a.shape[0], 16), np.float32)
+    src = loaded.source(tk.CPU(), out, a, s, 16, True, ndrange=a.shape[0])
+    assert "tk_load_i8(&" in src and "_mm512_cvtepi8_epi32" in src
+    dbg = loaded.source(tk.CPU(debug=True), out, a, s, 16, True, ndrange=a.shape[0])
+    assert "tk_load_i8(&" not in dbg and "tk_oob(" in dbg
+    loaded(tk.CPU(debug=True))(out, a, s, 16, True, ndrange=a.shape[0])
+    np.testing.assert_array_equal(out, _ref_i8(a, s, 16, True))
 
 
 _LEVEL_SCRIPT = """
 import sys
 import numpy as np
 sys.path.insert(0, {here!r})
-import test_lookup_u4 as t
+import test_byte_runs as t
 rng = np.random.default_rng(11)
 res = []
 for n in t.LENGTHS:
     for dtype, scaled, private_table in ((np.uint8, True, True), (np.int8, False, False), (np.uint8, False, True)):
         got, want = t._run(t.tk.CPU(), n, dtype, scaled, private_table, rng)
+        res.append(bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))))
+    for dtype, scaled in ((np.int8, True), (np.uint8, False)):
+        got, want = t._run_i8(t.tk.CPU(), n, dtype, scaled, rng)
         res.append(bool(np.array_equal(got.view(np.uint32), want.view(np.uint32))))
 print("RESULT", all(res), len(res))
 """
@@ -127,7 +177,7 @@ def test_every_cpu_level_gives_the_same_bits(level, tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), env.get("PYTHONPATH", "")])
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert f"RESULT True {3 * len(LENGTHS)}" in r.stdout, r.stdout + r.stderr[-3000:]
+    assert f"RESULT True {5 * len(LENGTHS)}" in r.stdout, r.stdout + r.stderr[-3000:]
 
 
 def test_cuda_source_compiles_with_nvrtc():
@@ -139,6 +189,8 @@ def test_cuda_source_compiles_with_nvrtc():
     out = np.zeros((a.shape[0], 32), np.float32)
     src = rt.cuda_source(looked_up, out, a, tab, s, 16, True, True, ndrange=a.shape[0])
     assert rt.compile_cuda(src, "sm_80", "looked_up", cache=False)[:4] == b"\x7fELF"
+    src = rt.cuda_source(loaded, out, a, s, 16, True, ndrange=a.shape[0])
+    assert rt.compile_cuda(src, "sm_80", "loaded", cache=False)[:4] == b"\x7fELF"
 
 
 @pytest.mark.parametrize("body, match", [
@@ -153,6 +205,12 @@ def test_cuda_source_compiles_with_nvrtc():
     ("tk.lookup_u4(w, t, a, 0, 16, bogus=1)", "unexpected keyword"),
     ("tk.lookup_u4(w, t, a, 0, 16, f)", "where a number is expected"),
     ("tk.lookup_u4(f, t, a, 0, 16)", "read-only"),
+    ("tk.load_i8(w, f, 0, 32)", "int8 or uint8"),
+    ("tk.load_i8(p, a, 0, 32)", "out must be a 1-D float32"),
+    ("tk.load_i8(w, a, 0, 33)", "fewer than n = 33"),
+    ("tk.load_i8(w, a, 0, -1)", "must be positive"),
+    ("tk.load_i8(w, a, 0, 32, 1.0, 2.0)", "takes 4 or 5 arguments"),
+    ("tk.load_i8(w, a, 0, 32, sc=1.0)", "unexpected keyword"),
 ])
 def test_bad_arguments_are_compile_errors_at_the_line(body, match):
     src = ("import tinykernels as tk\n@tk.kernel\ndef bad(out, a, f: tk.Const):\n"
@@ -160,4 +218,4 @@ def test_bad_arguments_are_compile_errors_at_the_line(body, match):
            "t8 = tk.private(tk.float32, (8,))\n"
            f"    {body}\n")
     args = (np.zeros(8, np.float32), np.zeros(64, np.uint8), np.zeros(64, np.float32))
-    compile_error_at_line(src, HERE / "_lookup_u4_bad_kernel.py", args, match, 5)
+    compile_error_at_line(src, HERE / "_byte_runs_bad_kernel.py", args, match, 5)
