@@ -481,20 +481,19 @@ def _gemm_rows_q(out, data: tk.Const, bt: tk.Const, q8: tk.constexpr, N: tk.cons
     i = tk.index()
     acc = tk.private(tk.float32, (32 * N,))
     w = tk.private(tk.float32, (32,))
+    tab = tk.private(tk.float32, (16,))
     for u in range(32 * N):
         acc[u] = tk.float32(0)
+    for v in range(16):
+        tab[v] = tk.float32(v - Q4_0_ZERO)
     bb = 34 if q8 else 18
     for b in range(data.shape[1] // bb):
         base = b * bb
         d = half_at_host(data, i, base)
-        if q8:
-            for j in range(32):     # sign-extended by an int8 conversion, as q8_0_block_dot
-                w[j] = tk.float32(tk.int32(tk.int8(data[i, base + 2 + j]))) * d
+        if q8:      # the weights decoded as the GEMV's blocks (q8_0_block_dot / q4_0_block_dot)
+            tk.load_i8(w, data, (i, base + 2), 32, d)
         else:
-            for j in range(16):
-                w0, w1 = q4_0_pair(data, i, base, j, d)
-                w[j] = w0
-                w[j + 16] = w1
+            tk.lookup_u4(w, tab, data, (i, base + 2), 16, d)
         o = b * 32
         for n in range(N):
             for j in range(32):
