@@ -20,7 +20,8 @@ from . import backends as _backends
 from .errors import BackendUnavailable, CompileError, LaunchError, TinyKernelsError
 from .lang import (Cartesian, Const, Global, Group, Linear, Local, atomic_add, atomic_and, atomic_cas,
                    atomic_exchange, atomic_max, atomic_min, atomic_or, atomic_sub, atomic_xor, clamp,
-                   bitcast, constexpr, dot4_i8, dot_i8, dot_u4i8, fma, group_reduce, group_scan, groupsize, index, load_halves, localmem, ndrange,
+                   bitcast, constexpr, dot4_i8, dot_i8, dot_u4i8, fma, group_reduce, group_scan, groupsize, index, load_halves, load_i8, localmem, lookup_u4,
+                   ndrange,
                    ngroups, private, rsqrt, select, sigmoid, uniform)
 from .lang import print  # noqa: A004 - tk.print is the in-kernel print
 from .backends import (CPU, Backend, backend, backends, default_backend,

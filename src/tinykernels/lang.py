@@ -104,6 +104,8 @@ dot4_i8 = _kernel_only("dot4_i8")
 dot_i8 = _kernel_only("dot_i8")
 dot_u4i8 = _kernel_only("dot_u4i8")
 load_halves = _kernel_only("load_halves")
+lookup_u4 = _kernel_only("lookup_u4")
+load_i8 = _kernel_only("load_i8")
 bitcast = _kernel_only("bitcast")
 print = _kernel_only("print")  # noqa: A001 - mirrors KernelAbstractions' @print
 

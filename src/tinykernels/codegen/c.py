@@ -708,6 +708,81 @@ static inline __attribute__((always_inline)) void tk_load_halves(float *o, const
 }
 """
 
+# tk.lookup_u4 (a NibbleLookup block) and tk.load_i8 (a ByteLoad block). lookup_u4: the 2n 4-bit values of n bytes (value k < n the low
+# nibble of byte k, k + n its high nibble), each replaced by tab[value] (times s when sc: the
+# table is scaled once, the same products as scaling each entry looked up). With AVX-512F the
+# 16-entry table is one zmm register and 16 values are one vpmovzxbd and one vpermps (which
+# reads the index's low four bits, so the low nibbles need no mask; the high ones one shift);
+# with AVX2 the table is two ymm halves, each permuted by the low three bits and blended on
+# bit 3. The level follows TK_BYTEDOT_LEVEL where it is defined (TK_CPU_BYTEDOT=c|avx2 caps
+# it, for tests); the rest (n % 16, n % 8) and targets without AVX2 in plain C. load_i8: n
+# signed bytes as float32 (times s when sc): one vpmovsxbd straight to 32 bits, a vcvtdq2ps
+# and a vmulps per 16 values (AVX2 per 8), where GCC's own loop over int8 widens through 16-bit
+# halves (vpmovsxbw, vextracti128, vpmovsxwd) in 256-bit registers.
+_BYTE_RUNS = r"""
+#if defined(__x86_64__) && defined(__AVX512F__) && (!defined(TK_BYTEDOT_LEVEL) || TK_BYTEDOT_LEVEL >= 2)
+#define TK_NIB_LEVEL 2
+#elif defined(__x86_64__) && defined(__AVX2__) && (!defined(TK_BYTEDOT_LEVEL) || TK_BYTEDOT_LEVEL >= 1)
+#define TK_NIB_LEVEL 1
+#else
+#define TK_NIB_LEVEL 0
+#endif
+#if TK_NIB_LEVEL
+#include <immintrin.h>
+#endif
+#if TK_NIB_LEVEL == 1
+static inline __attribute__((always_inline)) __m256 tk_nib8(__m256 lo, __m256 hi, __m256i i) {
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, i), _mm256_permutevar8x32_ps(hi, i),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)));
+}
+#endif
+static inline __attribute__((always_inline)) void tk_lookup_u4(float *o, const float *tab, const void *pa, int64_t n,
+                                                               int sc, float s) {
+    const uint8_t *p = (const uint8_t *)pa;
+    int64_t k = 0;
+#if TK_NIB_LEVEL == 2
+    __m512 t = _mm512_loadu_ps(tab);
+    if (sc) t = _mm512_mul_ps(t, _mm512_set1_ps(s));
+    for (; k + 16 <= n; k += 16) {
+        __m512i i = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + k)));
+        _mm512_storeu_ps(o + k, _mm512_permutexvar_ps(i, t));
+        _mm512_storeu_ps(o + n + k, _mm512_permutexvar_ps(_mm512_srli_epi32(i, 4), t));
+    }
+#elif TK_NIB_LEVEL == 1
+    __m256 lo = _mm256_loadu_ps(tab), hi = _mm256_loadu_ps(tab + 8);
+    if (sc) {
+        lo = _mm256_mul_ps(lo, _mm256_set1_ps(s));
+        hi = _mm256_mul_ps(hi, _mm256_set1_ps(s));
+    }
+    for (; k + 8 <= n; k += 8) {
+        __m256i i = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + k)));
+        _mm256_storeu_ps(o + k, tk_nib8(lo, hi, i));
+        _mm256_storeu_ps(o + n + k, tk_nib8(lo, hi, _mm256_srli_epi32(i, 4)));
+    }
+#endif
+    for (; k < n; ++k) {
+        o[k] = sc ? tab[p[k] & 15] * s : tab[p[k] & 15];
+        o[n + k] = sc ? tab[p[k] >> 4] * s : tab[p[k] >> 4];
+    }
+}
+static inline __attribute__((always_inline)) void tk_load_i8(float *o, const void *pa, int64_t n, int sc, float s) {
+    const int8_t *p = (const int8_t *)pa;
+    int64_t k = 0;
+#if TK_NIB_LEVEL == 2
+    for (; k + 16 <= n; k += 16) {
+        __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + k))));
+        _mm512_storeu_ps(o + k, sc ? _mm512_mul_ps(v, _mm512_set1_ps(s)) : v);
+    }
+#elif TK_NIB_LEVEL == 1
+    for (; k + 8 <= n; k += 8) {
+        __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + k))));
+        _mm256_storeu_ps(o + k, sc ? _mm256_mul_ps(v, _mm256_set1_ps(s)) : v);
+    }
+#endif
+    for (; k < n; ++k) o[k] = sc ? (float)p[k] * s : (float)p[k];
+}
+"""
+
 def slot_layout(k: N.Kernel) -> list:
     """(param, first slot) for every runtime parameter, after the geometry slots."""
     out, pos = [], GEOMETRY_SLOTS
@@ -734,6 +809,7 @@ class CRenderer(CLikeRenderer):
         self.lut16 = False          # a block of table lookups was rendered: include _LUT16
         self.byte_dots = False      # a tk.dot_i8 / tk.dot_u4i8 was lowered: include _BYTEDOT
         self.half_loads = False     # a tk.load_halves was lowered: include _HALVES
+        self.byte_runs = False      # a tk.lookup_u4 / tk.load_i8 was lowered: include _BYTE_RUNS
         self.item_label = None
         self.next_label = "tk_next"  # flat path: where a return jumps (the end of the item)
         self.var_over: dict = {}    # lanes shape: local -> the C name holding its value in this item
@@ -816,6 +892,10 @@ class CRenderer(CLikeRenderer):
         super().print_call(fmt, args)
         self.w("fflush(stdout);")
 
+    def scale_args(self, scale) -> str:
+        """The ``sc, s`` arguments of the byte-run helpers: ``0, 0.0f`` without a scale."""
+        return "0, 0.0f" if scale is None else f"1, {self.expr(scale)}"
+
     def s_FuncBlock(self, s):
         """A ``tk.dot_i8``/``tk.dot_u4i8`` block becomes one call of the SIMD helpers
         (``_BYTEDOT``), a ``tk.load_halves`` block one of ``tk_load_halves``; debug kernels (bounds checks) and strided arrays run the reference loop."""
@@ -825,6 +905,21 @@ class CRenderer(CLikeRenderer):
             zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
             self.at(s.loc)
             self.w(f"tk_load_halves(&{self.element(bd.out, zero)}, &{self.element(bd.a, bd.i)}, {bd.n}, {bd.stride});")
+            return
+        if isinstance(bd, N.NibbleLookup) and not self.k.debug and bd.a.contiguous and bd.out.contiguous \
+                and bd.table.contiguous:
+            self.byte_runs = True
+            zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
+            self.at(s.loc)
+            self.w(f"tk_lookup_u4(&{self.element(bd.out, zero)}, &{self.element(bd.table, zero)}, "
+                   f"&{self.element(bd.a, bd.i)}, {bd.n}, {self.scale_args(bd.scale)});")
+            return
+        if isinstance(bd, N.ByteLoad) and not self.k.debug and bd.a.contiguous and bd.out.contiguous:
+            self.byte_runs = True
+            zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
+            self.at(s.loc)
+            self.w(f"tk_load_i8(&{self.element(bd.out, zero)}, &{self.element(bd.a, bd.i)}, {bd.n}, "
+                   f"{self.scale_args(bd.scale)});")
             return
         if isinstance(bd, N.ByteDot) and not self.k.debug and bd.a.contiguous and bd.b.contiguous \
                 and bd.out.contiguous and (bd.start is None or bd.start[0].contiguous):
@@ -1598,7 +1693,7 @@ class CRenderer(CLikeRenderer):
         head = fm + [fastmath_header() if k.fastmath else _HEADER, "typedef int64_t tk_idx;",
                 _prelude(),
                 portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "",
-                _HALVES if self.half_loads else "", "" if k.fastmath else _EXP_F32,
+                _HALVES if self.half_loads else "", _BYTE_RUNS if self.byte_runs else "", "" if k.fastmath else _EXP_F32,
                 _DEBUG if k.debug else "", (_STREAM + (_LUT16 if self.lut16 else "")) if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
                 _PREFETCH if self.pf_rows else "",
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))

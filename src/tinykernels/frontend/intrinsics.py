@@ -655,6 +655,120 @@ def _load_halves(lw, node):
     return NoValue(loc)
 
 
+def _byte_run(lw, node, sig: str, table: bool):
+    """The checked arguments of ``tk.lookup_u4(out, table, a, i, n, scale=None)`` (``table``)
+    or ``tk.load_i8(out, a, i, n, scale=None)``: ``(out, table or None, a, [index locals], n,
+    scale as a float32 Var or None)``; ``out`` receives ``2 n`` (lookup) or ``n`` values."""
+    npos = 5 if table else 4
+    if not npos <= len(node.args) <= npos + 1:
+        raise lw.err(node, f"{sig} takes {npos} or {npos + 1} arguments, got {len(node.args)}")
+    args = [lw.expr(x) for x in node.args]
+    kws = {}
+    for kw in node.keywords:
+        if kw.arg != "scale" or kw.arg in kws:
+            raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
+        kws[kw.arg] = lw.expr(kw.value)
+    out, tab, a, i, n = args[:5] if table else [args[0], None] + args[1:4]
+    scale = args[npos] if len(args) > npos else kws.get("scale")
+    for arr, what in ((out, "out"), (tab, "table")):
+        if (arr is not None or what == "out") and (not isinstance(arr, N.ArrayInfo) or arr.ndim != 1
+                                                   or arr.dtype.name != "float32"):
+            raise lw.err(node, f"{sig}: {what} must be a 1-D float32 array")
+    if out.const:
+        raise lw.err(node, f"cannot write to '{out.name}': it is read-only (tk.Const)")
+    if not isinstance(a, N.ArrayInfo) or a.dtype.name not in ("int8", "uint8"):
+        raise lw.err(node, f"{sig}: a must be an int8 or uint8 array (the values' bytes)")
+    n = _const_int(lw, node, sig, n, "n")
+    if n <= 0:
+        raise lw.err(node, f"{sig}: n must be positive (bytes), got {n}")
+    want = 2 * n if table else n
+    if out.space == "private" and out.shape and int(out.shape[0]) < want:
+        raise lw.err(node, f"{sig}: out '{out.name}' has {out.shape[0]} elements, fewer than "
+                           f"{'2 n' if table else 'n'} = {want}")
+    if tab is not None and tab.space == "private" and tab.shape and int(tab.shape[0]) < 16:
+        raise lw.err(node, f"{sig}: table '{tab.name}' has {tab.shape[0]} elements, fewer than 16")
+    ia = _element_locals(lw, node, sig, a, i, "i", "br")
+    if scale is not None:
+        f32 = Ty(D.float32)
+        se = lw.as_expr(scale, node)
+        if not (se.ty.dtype.is_float or se.ty.dtype.is_int):
+            raise lw.err(node, f"{sig}: scale must be a number, got {se.ty}")
+        sv = lw.fresh("brs")
+        lw.assign_var(sv, lw.cast(se, f32, explicit=True), node)
+        scale = N.Var(f32, lw.loc(node), sv)
+    return out, tab, a, ia, n, scale
+
+
+def _byte_run_block(lw, node, label: str, n: int, stores, info):
+    """Emit the marked reference block ``for k in range(n): stores(k, byte_k)`` (``byte_k``
+    a function giving a fresh int32 expression of byte ``k``'s value, 0..255)."""
+    loc = lw.loc(node)
+    it, i32 = Ty(lw.opts.default_int), Ty(D.int32)
+    kv = lw.fresh("brk")
+    lw.types[kv] = it
+    k_ = N.Var(it, loc, kv)
+
+    def byte():
+        k = N.BinOp(it, loc, "+", info.i[-1], k_)
+        return N.BinOp(i32, loc, "&", N.Cast(i32, loc, N.Load(Ty(info.a.dtype), loc, info.a, info.i[:-1] + [k])),
+                       N.Const(i32, loc, 255))
+
+    loop = N.For(loc, kv, N.Const(it, loc, 0), N.Const(it, loc, n), N.Const(it, loc, 1), stores(k_, byte))
+    lw.emit(N.FuncBlock(loc, lw.fresh(label), [loop], info))
+    return NoValue(loc)
+
+
+def _scaled(loc, v, scale):
+    """``v`` times the float32 local ``scale`` (a fresh Var), or ``v`` when there is none."""
+    return v if scale is None else N.BinOp(v.ty, loc, "*", v, N.Var(scale.ty, loc, scale.name))
+
+
+def _lookup_u4(lw, node):
+    """``tk.lookup_u4(out, table, a, i, n, scale=None)``: the ``2 n`` 4-bit values in the ``n``
+    bytes from ``a[i]`` (int8 or uint8, along the last dimension; value ``k < n`` the low nibble
+    of byte ``k``, value ``k + n`` its high nibble: the GGUF Q4_0 layout at ``n = 16``), each
+    replaced by ``table[value]`` (a 1-D float32 array of at least 16 elements), times ``scale``
+    (float32, one rounding) when given, into the 1-D float32 ``out[0 .. 2 n - 1]``.
+
+    Lowered to the reference loop (a marked block every backend runs); the C renderer replaces
+    it by permutes of the (scaled) table in vector registers (AVX-512 ``vpermps``, AVX2 two
+    ``vpermps`` and a blend)."""
+    out, tab, a, ia, n, scale = _byte_run(lw, node, "tk.lookup_u4(out, table, a, i, n, scale=None)", True)
+    loc = lw.loc(node)
+    it, i32, f32 = Ty(lw.opts.default_int), Ty(D.int32), Ty(D.float32)
+
+    def entry(nib):
+        return _scaled(loc, N.Load(f32, loc, tab, [N.Cast(it, loc, nib)]), scale)
+
+    def stores(k_, byte):
+        return [N.Store(loc, out, [k_], entry(N.BinOp(i32, loc, "&", byte(), N.Const(i32, loc, 15)))),
+                N.Store(loc, out, [N.BinOp(it, loc, "+", k_, N.Const(it, loc, n))],
+                        entry(N.BinOp(i32, loc, ">>", byte(), N.Const(i32, loc, 4))))]
+
+    return _byte_run_block(lw, node, "nibbles", n, stores, N.NibbleLookup(out, tab, a, ia, n, scale))
+
+
+def _load_i8(lw, node):
+    """``tk.load_i8(out, a, i, n, scale=None)``: the ``n`` bytes from ``a[i]`` (int8 or uint8,
+    along the last dimension) as signed 8-bit integers converted to float32, times ``scale``
+    (float32, one rounding) when given, into the 1-D float32 ``out[0 .. n - 1]``.
+
+    Lowered to the reference loop (a marked block every backend runs); the C renderer replaces
+    it by one sign extension straight to 32 bits, a conversion and a multiply per 16 values
+    (AVX-512; AVX2 per 8), where GCC's own loop widens through 16 bits in halves."""
+    out, _, a, ia, n, scale = _byte_run(lw, node, "tk.load_i8(out, a, i, n, scale=None)", False)
+    loc = lw.loc(node)
+    i32, f32 = Ty(D.int32), Ty(D.float32)
+
+    def stores(k_, byte):
+        b = byte()
+        signed = N.BinOp(i32, loc, "-", b, N.BinOp(i32, loc, "<<", N.BinOp(i32, loc, "&", byte(), N.Const(i32, loc, 128)),
+                                                    N.Const(i32, loc, 1)))
+        return [N.Store(loc, out, [k_], _scaled(loc, N.Cast(f32, loc, signed), scale))]
+
+    return _byte_run_block(lw, node, "bytes", n, stores, N.ByteLoad(out, a, ia, n, scale))
+
+
 def _bitcast(lw, node):
     """``tk.bitcast(x, dtype)``: the bits of ``x`` read as ``dtype`` (same size; not bool). A
     float16/bfloat16/fp8 value (float32 inside a kernel) is rounded to its type first, as on
@@ -758,7 +872,8 @@ _HANDLERS.update({
     lang.ngroups: _geometry("ngroups"), lang.localmem: _alloc("local"), lang.private: _alloc("private"),
     lang.uniform: _uniform, lang.group_reduce: _collective("reduce"), lang.group_scan: _collective("scan"),
     lang.select: _select, lang.rsqrt: _math1("rsqrt"), lang.fma: _fma, lang.clamp: _clamp, lang.dot4_i8: _dot4_i8, lang.dot_i8: _byte_dot("i8"),
-    lang.dot_u4i8: _byte_dot("u4i8"), lang.load_halves: _load_halves, lang.bitcast: _bitcast,
+    lang.dot_u4i8: _byte_dot("u4i8"), lang.load_halves: _load_halves, lang.lookup_u4: _lookup_u4, lang.load_i8: _load_i8,
+    lang.bitcast: _bitcast,
     lang.sigmoid: _math1("sigmoid"), lang.print: _print,
     tkrandom.philox4x32: _philox, tkrandom.uniform: _rand("uniform", D.float32),
     tkrandom.normal: _rand("normal", D.float32), tkrandom.bits: _rand("bits", D.uint32),

@@ -842,7 +842,8 @@ class Lowerer:
     def e_Call(self, node):
         if node.keywords:           # only these check their keywords themselves; the rest take none
             fn = self.resolve_py(node.func)
-            if fn not in (lang.group_reduce, lang.group_scan, lang.dot_i8, lang.dot_u4i8, lang.load_halves) \
+            if fn not in (lang.group_reduce, lang.group_scan, lang.dot_i8, lang.dot_u4i8, lang.load_halves,
+                          lang.lookup_u4, lang.load_i8) \
                     and not isinstance(fn, lang.Func):
                 raise self.err(node, "keyword arguments are not supported in kernel calls")
         fobj = self.expr(node.func)

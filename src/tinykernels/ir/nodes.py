@@ -239,7 +239,7 @@ class Return(Stmt):
 class FuncBlock(Stmt):
     """The inlined body of a ``@tk.func``; ``FuncExit`` jumps past its end.
 
-    ``intrinsic`` (a :class:`ByteDot` or :class:`HalfLoad`, else None) marks a body that is the reference
+    ``intrinsic`` (a :class:`ByteDot`, :class:`HalfLoad`, :class:`NibbleLookup` or :class:`ByteLoad`, else None) marks a body that is the reference
     expansion of a block-level intrinsic: a renderer may replace the whole block by its own
     lowering of it; every other pass and renderer runs the body. A pass that rebuilds the
     block without the field falls back to the body, which is always correct."""
@@ -279,6 +279,32 @@ class HalfLoad:
     i: list
     n: int
     stride: int
+
+
+@dataclass
+class NibbleLookup:
+    """``tk.lookup_u4``: the ``2 n`` 4-bit values in the ``n`` bytes from ``a[i]`` along the
+    last dimension (value ``k < n`` the low nibble of byte ``k``, value ``k + n`` its high
+    nibble), each replaced by ``table[value]`` (times ``scale``, a float32 local, when not
+    None) into ``out[0 .. 2 n - 1]``. ``i`` is a list of locals (assigned before the block)."""
+    out: ArrayInfo
+    table: ArrayInfo
+    a: ArrayInfo
+    i: list
+    n: int
+    scale: Any = None
+
+
+@dataclass
+class ByteLoad:
+    """``tk.load_i8``: the ``n`` bytes from ``a[i]`` along the last dimension as signed 8-bit
+    integers converted to float32 (times ``scale``, a float32 local, when not None) into
+    ``out[0 .. n - 1]``. ``i`` is a list of locals (assigned before the block)."""
+    out: ArrayInfo
+    a: ArrayInfo
+    i: list
+    n: int
+    scale: Any = None
 
 
 @dataclass

@@ -56,32 +56,29 @@ def q8_0_at(data, r, base, j, d):
 # ----------------------------------------------------------------------------- host GEMV (row per item)
 
 @tk.func
-def q4_0_block_dot(acc, data, r, b, d, x):
+def q4_0_block_dot(acc, data, r, b, d, x, tab, w):
     """acc[j] += w[j] * x[32 b + j] for the 32 weights of Q4_0 block ``b`` of row ``r``: the
-    nibbles first into 32 integers (two 16-trip loops), then one 32-trip loop the C compiler
-    vectorizes like the Q8_0 one (measured 5x the loop that decodes and accumulates in one)."""
-    base = b * 18 + 2
+    weights ``d * (q - 8)`` looked up by their nibbles in ``tab`` = [-8 .. 7] scaled by ``d``
+    (``tk.lookup_u4``: the same products, rounded once; on the CPU one ``vpermps`` per 16
+    weights instead of a decode, a conversion and a multiply), then one 32-trip loop the C
+    compiler vectorizes."""
+    tk.lookup_u4(w, tab, data, (r, b * 18 + 2), 16, d)
     o = b * 32
-    q = tk.private(tk.int32, (32,))
-    for j in range(16):
-        v = tk.int32(data[r, base + j])
-        q[j] = (v & 15) - 8
-        q[j + 16] = (v >> 4) - 8
     for j in range(32):
-        acc[j] += d * tk.float32(q[j]) * x[o + j]
+        acc[j] += w[j] * x[o + j]
 
 
 @tk.func
-def q8_0_block_dot(acc, data, r, b, d, x):
-    """acc[j] += w[j] * x[32 b + j] for the 32 weights of Q8_0 block ``b`` of row ``r``
-    (host backends). The byte is sign-extended by a conversion to int8 (one ``vpmovsxbw``/
-    ``vpmovsxwd`` per 16 weights in GCC 12's code) rather than :func:`q8_0_at`'s portable
-    ``q - ((q & 128) << 1)`` (an and, a shift and a subtract per 8 weights): the same
-    values and the same float operations, ~30% fewer instructions per block."""
-    base = b * 34 + 2
+def q8_0_block_dot(acc, data, r, b, d, x, w):
+    """acc[j] += w[j] * x[32 b + j] for the 32 weights of Q8_0 block ``b`` of row ``r`` (host
+    backends): the weights ``float32(q) * d`` by ``tk.load_i8`` (on the CPU one sign extension
+    to 32 bits, a conversion and a multiply per 16 weights; GCC's own loop over the bytes widened
+    them through 16 bits in 256-bit halves), then one 32-trip loop; the same products as
+    :func:`q8_0_at`'s, bit for bit."""
+    tk.load_i8(w, data, (r, b * 34 + 2), 32, d)
     o = b * 32
     for j in range(32):
-        acc[j] += tk.float32(tk.int32(tk.int8(data[r, base + j]))) * d * x[o + j]
+        acc[j] += w[j] * x[o + j]
 
 
 @tk.kernel
@@ -93,16 +90,20 @@ def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
     r = tk.index()
     acc = tk.private(tk.float32, (32,))
     ds = tk.private(tk.float32, (CHUNK,))
+    tab = tk.private(tk.float32, (16,))
+    w = tk.private(tk.float32, (32,))
     for j in range(32):
         acc[j] = tk.float32(0)
+    for v in range(16):
+        tab[v] = tk.float32(v - Q4_0_ZERO)
     nb = data.shape[1] // 18
     full = nb - nb % CHUNK
     for b0 in range(0, full, CHUNK):
         tk.load_halves(ds, data, (r, b0 * 18), CHUNK, 18)
         for t in range(CHUNK):
-            q4_0_block_dot(acc, data, r, b0 + t, ds[t], x)
+            q4_0_block_dot(acc, data, r, b0 + t, ds[t], x, tab, w)
     for b in range(full, nb):
-        q4_0_block_dot(acc, data, r, b, half_at_host(data, r, b * 18), x)
+        q4_0_block_dot(acc, data, r, b, half_at_host(data, r, b * 18), x, tab, w)
     s = tk.float32(0)
     for j in range(32):
         s += acc[j]
@@ -115,6 +116,7 @@ def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
     r = tk.index()
     acc = tk.private(tk.float32, (32,))
     ds = tk.private(tk.float32, (CHUNK,))
+    w = tk.private(tk.float32, (32,))
     for j in range(32):
         acc[j] = tk.float32(0)
     nb = data.shape[1] // 34
@@ -122,9 +124,9 @@ def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
     for b0 in range(0, full, CHUNK):
         tk.load_halves(ds, data, (r, b0 * 34), CHUNK, 34)
         for t in range(CHUNK):
-            q8_0_block_dot(acc, data, r, b0 + t, ds[t], x)
+            q8_0_block_dot(acc, data, r, b0 + t, ds[t], x, w)
     for b in range(full, nb):
-        q8_0_block_dot(acc, data, r, b, half_at_host(data, r, b * 34), x)
+        q8_0_block_dot(acc, data, r, b, half_at_host(data, r, b * 34), x, w)
     s = tk.float32(0)
     for j in range(32):
         s += acc[j]
@@ -479,20 +481,19 @@ def _gemm_rows_q(out, data: tk.Const, bt: tk.Const, q8: tk.constexpr, N: tk.cons
     i = tk.index()
     acc = tk.private(tk.float32, (32 * N,))
     w = tk.private(tk.float32, (32,))
+    tab = tk.private(tk.float32, (16,))
     for u in range(32 * N):
         acc[u] = tk.float32(0)
+    for v in range(16):
+        tab[v] = tk.float32(v - Q4_0_ZERO)
     bb = 34 if q8 else 18
     for b in range(data.shape[1] // bb):
         base = b * bb
         d = half_at_host(data, i, base)
-        if q8:
-            for j in range(32):     # sign-extended by an int8 conversion, as q8_0_block_dot
-                w[j] = tk.float32(tk.int32(tk.int8(data[i, base + 2 + j]))) * d
+        if q8:      # the weights decoded as the GEMV's blocks (q8_0_block_dot / q4_0_block_dot)
+            tk.load_i8(w, data, (i, base + 2), 32, d)
         else:
-            for j in range(16):
-                w0, w1 = q4_0_pair(data, i, base, j, d)
-                w[j] = w0
-                w[j + 16] = w1
+            tk.lookup_u4(w, tab, data, (i, base + 2), 16, d)
         o = b * 32
         for n in range(N):
             for j in range(32):

@@ -108,7 +108,8 @@ _BYTEDOT_LEVELS = {"c": 0, "avx2": 1, "vnni": 2}
 
 
 def bytedot_level_flags(cap: str | None) -> list:
-    """``-DTK_BYTEDOT_LEVEL=n``: the SIMD level of ``tk.dot_i8``/``tk.dot_u4i8`` (codegen/c.py),
+    """``-DTK_BYTEDOT_LEVEL=n``: the SIMD level of ``tk.dot_i8``/``tk.dot_u4i8`` (codegen/c.py;
+    ``tk.lookup_u4``/``tk.load_i8`` follow it: AVX-512 at 2, AVX2 at 1),
     fixed when a ``-march=native`` kernel is compiled (such a library is for this CPU anyway),
     so the level is a constant in the C and the compiler folds the other levels away and shares
     work between calls (the activations' loads, Q4_0's zero-point lanes). 2 = AVX-512 VNNI

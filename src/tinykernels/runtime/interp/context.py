@@ -148,7 +148,7 @@ def _static_replacements() -> dict:
         r[id(f)] = g
     for t in _host_dtype_types():
         r[id(t)] = O.dtype_cast(t)
-    for name in ("select", "rsqrt", "fma", "clamp", "sigmoid", "dot4_i8", "dot_i8", "dot_u4i8", "load_halves", "bitcast"):
+    for name in ("select", "rsqrt", "fma", "clamp", "sigmoid", "dot4_i8", "dot_i8", "dot_u4i8", "load_halves", "lookup_u4", "load_i8", "bitcast"):
         r[id(getattr(lang, name))] = getattr(O, name)
     return r
 
@@ -390,7 +390,8 @@ class KernelContext:
                "group_scan": self._collective_stub, "print": self.print, "synchronize": self.synchronize,
                "select": O.select, "rsqrt": O.rsqrt, "fma": O.fma, "clamp": O.clamp, "sigmoid": O.sigmoid,
                "dot4_i8": O.dot4_i8, "dot_i8": O.dot_i8, "dot_u4i8": O.dot_u4i8,
-               "load_halves": O.load_halves, "bitcast": O.bitcast}
+               "load_halves": O.load_halves, "lookup_u4": O.lookup_u4, "load_i8": O.load_i8,
+               "bitcast": O.bitcast}
         for op in lang.ATOMIC_OPS:
             fns[f"atomic_{op}"] = self._atomic(op)
         for k, v in fns.items():

@@ -771,6 +771,28 @@ def load_halves(out, a, i, n, stride=2):
         h = (int(_at(a, i, k)) & 255) | (int(_at(a, i, k + 1)) & 255) << 8
         out[t] = np.array(h, np.uint16).view(np.float16).astype(np.float32)
 
+
+def lookup_u4(out, table, a, i, n, scale=None):
+    """``tk.lookup_u4``: ``out[k] = table[low nibble of byte k]``, ``out[k + n] = table[its high
+    nibble]`` for the ``n`` bytes after ``a[i]`` (times ``scale`` in float32 when given)."""
+    n = int(n)
+    s = None if scale is None else np.float32(scale)
+    for k in range(n):
+        byte = int(_at(a, i, k)) & 255
+        for o, v in ((k, byte & 15), (k + n, byte >> 4)):
+            t = np.float32(table[v])
+            out[o] = t if s is None else np.float32(t * s)
+
+
+def load_i8(out, a, i, n, scale=None):
+    """``tk.load_i8``: ``out[k]`` = the byte ``k`` after ``a[i]`` as a signed 8-bit integer, as
+    float32 (times ``scale`` in float32 when given)."""
+    s = None if scale is None else np.float32(scale)
+    for k in range(int(n)):
+        v = np.float32(_sbyte(_at(a, i, k)))
+        out[k] = v if s is None else np.float32(v * s)
+
+
 def bitcast(v, dtype):
     """``tk.bitcast(v, dtype)``: ``v``'s bits as ``dtype`` (a narrow float rounded to its type
     first; a Python int taken as an unsigned integer of ``dtype``'s size)."""
