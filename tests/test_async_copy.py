@@ -11,7 +11,7 @@ import tinykernels as tk
 
 # iterations of the spin kernel: long enough that the queued copy has not run when the
 # source is changed (on CPU and INTERP a gate job holds the stream as well)
-SPIN = {"CPU": 3_000_000, "CL": 3_000_000, "WEBGPU": 200_000, "INTERP": 200}
+SPIN = {"CPU": 3_000_000, "CL": 3_000_000, "WEBGPU": 200_000, "INTERP": 200, "JAX": 3_000_000}
 
 
 @tk.kernel
@@ -31,7 +31,7 @@ def fill(A, v):
 def _backends():
     out = [pytest.param("CPU", id="CPU"), pytest.param("INTERP", id="INTERP")]
     info = tk.backends()
-    for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU")):
+    for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"), ("JAX", "JAX")):
         ok, why = info[name]
         out.append(pytest.param(dev, id=dev, marks=pytest.mark.skipif(not ok, reason=f"{name}: {why}")))
     return out
@@ -45,7 +45,7 @@ def _busy_stream(dev):
     busy = tk.zeros(64, tk.float32, backend=b)
     spin(b)(busy, SPIN[dev], ndrange=64, stream=s)
     gate = threading.Event()
-    if dev in ("CPU", "INTERP"):
+    if dev in ("CPU", "INTERP", "JAX"):
         s.submit(lambda: gate.wait(30))
     return b, s, gate.set
 
