@@ -19,6 +19,7 @@ import importlib.util
 import numpy as np
 
 from .. import dtypes as D
+from ..globalreads import stale
 from ..errors import LaunchError
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from .base import RECORDERS, Backend, KernelInstance, bind_launch_args, check_stream
@@ -155,7 +156,13 @@ class JaxKernelInstance(KernelInstance):
         super().__init__(kernel, backend, wg)
         self._raised: dict = {}
 
+    def _forget(self) -> None:
+        super()._forget()
+        self._raised.clear()
+
     def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if self._reads and stale(self._reads):     # a global the compiled code folded in changed
+            self.kernel.globals_changed()
         if named or ndrange is None:
             args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:

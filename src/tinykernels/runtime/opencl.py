@@ -341,6 +341,10 @@ class CLKernelInstance(DeviceKernelInstance):
     def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
         return super()._key(norm, geom, ndim, ranges, wg) + (fits32(norm, geom, CLArray),)
 
+    def _forget(self) -> None:
+        super()._forget()
+        self._relaunch = None          # the repeated-launch memo holds the old program
+
     def _ir(self, args, geom, ndim, ranges, wg):
         # 32-bit indices only when the OpenCL arrays' sizes and spans fit (as the key says)
         df = D.float64 if self.backend.supports_float64 else D.float32
