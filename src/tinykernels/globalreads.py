@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from functools import partial
 from contextvars import ContextVar
 
 import numpy as np
@@ -26,7 +27,7 @@ _SINK: ContextVar = ContextVar("tk_global_reads", default=None)
 @contextmanager
 def recording():
     """Collect the reads of the lowering done inside the ``with``: yields a dict
-    ``(id(where), key) -> (where, key, value)``."""
+    ``(id(where), key) -> read``, a read being ``(get, key, value, where)`` (see :func:`note`)."""
     reads: dict = {}
     token = _SINK.set(reads)
     try:
@@ -35,22 +36,22 @@ def recording():
         _SINK.reset(token)
 
 
+def _cell_get(cell, key, default):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return default
+
+
 def note(where, key, value) -> None:
     """Record that lowering folded ``value``, read from ``where``: a module's globals dict
-    (``key`` the name) or a closure cell (``key`` None). A no-op outside :func:`recording`."""
+    (``key`` the name) or a closure cell (``key`` None). A no-op outside :func:`recording`.
+    The read keeps ``get``, with ``get(key, MISSING)`` the variable's value now: the dict's
+    bound ``get`` (no Python frame at launch), for a cell a partial of :func:`_cell_get`."""
     sink = _SINK.get()
     if sink is not None:
-        sink.setdefault((id(where), key), (where, key, value))
-
-
-def current(where, key):
-    """The variable's value now (:data:`MISSING` when unbound)."""
-    if key is None:
-        try:
-            return where.cell_contents
-        except ValueError:
-            return MISSING
-    return where.get(key, MISSING)
+        get = where.get if key is not None else partial(_cell_get, where)
+        sink.setdefault((id(where), key), (get, key, value, where))
 
 
 def same(a, b) -> bool:
@@ -73,14 +74,21 @@ def same(a, b) -> bool:
 
 
 def stale(reads: list) -> bool:
-    """Whether one of ``reads`` (``(where, key, value)``) no longer holds its value. An equal
-    value in a new object (``N = 4.0`` run again) replaces the recorded one, so that the next
-    check is an identity test again."""
-    for i, (where, key, value) in enumerate(reads):
-        cur = current(where, key)
-        if cur is value:
-            continue
-        if not same(value, cur):
-            return True
-        reads[i] = (where, key, cur)
+    """Whether one of ``reads`` no longer holds its value: one identity test per read (the
+    launch fast paths call it), :func:`same` only for a variable bound to a new object, whose
+    equal value then replaces the recorded one (``N = 4.0`` run again: the next check is an
+    identity test again)."""
+    for get, key, value, _ in reads:
+        if get(key, MISSING) is not value:
+            return _changed(reads)
+    return False
+
+
+def _changed(reads: list) -> bool:
+    for i, (get, key, value, where) in enumerate(reads):
+        cur = get(key, MISSING)
+        if cur is not value:
+            if not same(value, cur):
+                return True
+            reads[i] = (get, key, cur, where)
     return False

@@ -107,12 +107,12 @@ class Kernel:
         read before with another value means the other specializations hold a stale value
         (lowered without a launch, e.g. ``source()``): they are dropped."""
         with self._lock:
-            known = {(id(w), k): v for w, k, v in self._reads}
-            for w, k, v in reads:
-                old = known.get((id(w), k), globalreads.MISSING)
+            known = {(id(r[3]), r[1]): r[2] for r in self._reads}
+            for r in reads:
+                old = known.get((id(r[3]), r[1]), globalreads.MISSING)
                 if old is globalreads.MISSING:
-                    self._reads.append((w, k, v))
-                elif not globalreads.same(old, v):
+                    self._reads.append(r)
+                elif not globalreads.same(old, r[2]):
                     self._forget_locked()
                     self._reads.extend(reads)
                     return
