@@ -188,3 +188,36 @@ def test_the_disk_cache_keys_on_the_values(module, tmp_path, monkeypatch):
         module(N=n, SCALE=2.0, PAIR=(1, 2), NPS=np.float32(0.5))
         np.testing.assert_array_equal(_run(k_mixed, b), n + 4 + 1 + 0.5)
     assert len(built) == 3 and built[0] == built[2] and built[0] != built[1]
+
+
+@tk.kernel
+def k_scaled(y, x: tk.Const):
+    i = tk.index()
+    y[i] = x[i] * SCALE
+
+
+def test_a_torch_op_follows_rebinding(module):
+    torch = pytest.importorskip("torch")
+    import tinykernels.torch as tktorch
+    op = tktorch.torch_op(k_scaled, outputs=["y"], name="tkglobals::scaled")
+    x = torch.arange(4, dtype=torch.float32)
+    module(SCALE=2.0)
+    assert torch.equal(op(torch.zeros(4), x), x * 2)
+    xg = x.clone().requires_grad_()              # through the dispatcher (autograd), not the eager path
+    assert torch.equal(op(torch.zeros(4), xg).detach(), x * 2)
+    module(SCALE=3.0)
+    assert torch.equal(op(torch.zeros(4), x), x * 3)
+    module(SCALE=5.0)
+    assert torch.equal(op(torch.zeros(4), xg).detach(), x * 5)
+
+
+def test_a_jax_kernel_follows_rebinding(module):
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import tinykernels.jax as tkjax
+    op = tkjax.jax_kernel(k_scaled, outputs=["y"])
+    x = jnp.arange(4, dtype=jnp.float32)
+    module(SCALE=2.0)
+    np.testing.assert_array_equal(op(jnp.zeros(4, jnp.float32), x, ndrange=4), np.arange(4) * 2)
+    module(SCALE=3.0)
+    np.testing.assert_array_equal(op(jnp.zeros(4, jnp.float32), x, ndrange=4), np.arange(4) * 3)
