@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from backend_params import every_backend
 
 # iterations of the spin kernel: long enough that the queued copy has not run when the
 # source is changed (on CPU and INTERP a gate job holds the stream as well)
@@ -28,15 +29,6 @@ def fill(A, v):
     A[tk.index()] = v
 
 
-def _backends():
-    out = [pytest.param("CPU", id="CPU"), pytest.param("INTERP", id="INTERP")]
-    info = tk.backends()
-    for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"), ("JAX", "JAX")):
-        ok, why = info[name]
-        out.append(pytest.param(dev, id=dev, marks=pytest.mark.skipif(not ok, reason=f"{name}: {why}")))
-    return out
-
-
 def _busy_stream(dev):
     """A stream of ``dev`` with a long kernel queued (and, on host streams, a gate job that
     holds it until the returned release() is called)."""
@@ -50,7 +42,7 @@ def _busy_stream(dev):
     return b, s, gate.set
 
 
-@pytest.mark.parametrize("dev", _backends())
+@pytest.mark.parametrize("dev", every_backend())
 @pytest.mark.parametrize("case", ["same dtype", "converted", "broadcast", "host tk.Array"])
 def test_a_host_source_may_change_once_copyto_returns(dev, case):
     b, s, release = _busy_stream(dev)
@@ -70,7 +62,7 @@ def test_a_host_source_may_change_once_copyto_returns(dev, case):
     np.testing.assert_array_equal(dst.numpy(), want)
 
 
-@pytest.mark.parametrize("dev", _backends())
+@pytest.mark.parametrize("dev", every_backend())
 def test_a_backend_array_source_is_read_in_stream_order_and_the_host_dst_is_valid_after_synchronize(dev):
     b, s, release = _busy_stream(dev)
     a = tk.zeros(100, tk.float32, backend=b)

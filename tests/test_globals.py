@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from backend_params import every_backend
 from tinykernels import globalreads
 from tinykernels.runtime.cpu import CPUKernelInstance
 
@@ -68,15 +69,6 @@ def make_closure(c):
     return k_closure, set_c
 
 
-def _backends():
-    out = [pytest.param("CPU", id="CPU"), pytest.param("INTERP", id="INTERP")]
-    info = tk.backends()
-    for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"), ("JAX", "JAX")):
-        ok, why = info[name]
-        out.append(pytest.param(dev, id=dev, marks=pytest.mark.skipif(not ok, reason=f"{name}: {why}")))
-    return out
-
-
 def _run(kern, b, dtype=tk.float32):
     A = tk.zeros(4, dtype, backend=b)
     kern(b)(A, ndrange=4)
@@ -90,7 +82,7 @@ def module(monkeypatch):
     return lambda **kw: [monkeypatch.setattr(mod, k, v) for k, v in kw.items()]
 
 
-@pytest.mark.parametrize("dev", _backends())
+@pytest.mark.parametrize("dev", every_backend())
 def test_rebinding_a_global_recompiles_on_every_backend(dev, module):
     b = tk.backend(dev)
     module(N=3, SCALE=2.0, PAIR=(1, 2), NPS=np.float32(0.5))
@@ -105,7 +97,7 @@ def test_rebinding_a_global_recompiles_on_every_backend(dev, module):
     np.testing.assert_array_equal(_run(k_mixed, b), 3 + 4 + 1 + 0.5)
 
 
-@pytest.mark.parametrize("dev", _backends())
+@pytest.mark.parametrize("dev", every_backend())
 def test_a_global_dtype_and_a_branch_follow_rebinding(dev, module):
     b = tk.backend(dev)
     module(FLAG=False, DT=tk.float32)
@@ -118,7 +110,7 @@ def test_a_global_dtype_and_a_branch_follow_rebinding(dev, module):
         np.testing.assert_array_equal(_run(k_dtype, b, tk.float64), 1.0 / 3.0)
 
 
-@pytest.mark.parametrize("dev", _backends())
+@pytest.mark.parametrize("dev", every_backend())
 def test_a_closure_variable_follows_rebinding(dev):
     b = tk.backend(dev)
     kern, set_c = make_closure(1.5)
