@@ -5,6 +5,7 @@ current value. Kernels and @tk.func bodies, numbers, NumPy scalars, tuples, dtyp
 cells; arrays are a CompileError; the disk cache keys on the values."""
 import math
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -21,6 +22,8 @@ DT = tk.float32
 NPS = np.float32(0.5)
 FLAG = False
 ARR = np.arange(4.0)
+CFG = types.ModuleType("tk_test_cfg")        # a user's configuration module
+CFG.BLOCK = 4
 
 
 @tk.func
@@ -46,6 +49,11 @@ def k_flag(A):
         A[tk.index()] = 1.0
     else:
         A[tk.index()] = 2.0
+
+
+@tk.kernel
+def k_cfg(A):
+    A[tk.index()] = CFG.BLOCK + math.pi
 
 
 @tk.kernel
@@ -213,3 +221,12 @@ def test_a_jax_kernel_follows_rebinding(module):
     np.testing.assert_array_equal(op(jnp.zeros(4, jnp.float32), x, ndrange=4), np.arange(4) * 2)
     module(SCALE=3.0)
     np.testing.assert_array_equal(op(jnp.zeros(4, jnp.float32), x, ndrange=4), np.arange(4) * 3)
+
+
+def test_an_attribute_of_a_users_module_follows_rebinding(monkeypatch):
+    b = tk.CPU(threads=1)
+    monkeypatch.setattr(CFG, "BLOCK", 4)
+    np.testing.assert_array_equal(_run(k_cfg, b), np.float32(4 + math.pi))
+    monkeypatch.setattr(CFG, "BLOCK", 8)
+    np.testing.assert_array_equal(_run(k_cfg, b), np.float32(8 + math.pi))
+    assert [r[1] for r in k_cfg._reads] == ["BLOCK"]          # math.pi and the name CFG: not recorded

@@ -640,6 +640,8 @@ class Lowerer:
             if not hasattr(base.obj, attr):
                 raise self.err(node, f"{getattr(base.obj, '__name__', base.obj)!r} has no attribute '{attr}'")
             obj = self.no_array(node, getattr(base.obj, attr))
+            if isinstance(base.obj, ModuleType) and base.obj.__name__.partition(".")[0] not in _FIXED_MODULES:
+                _note_read(vars(base.obj), attr, obj)      # cfg.BLOCK of a user's module: checked too
             if isinstance(obj, (bool, int, float)) and not isinstance(obj, type):
                 return self.py_value(obj, node)
             d = D.from_any(obj) if isinstance(obj, (type, np.dtype, D.DType, D._MissingDType)) and obj not in (int, float, bool) else None
@@ -958,6 +960,9 @@ class Lowerer:
             self.names[v] = f"@func:{func.name}"
         vals = [FuncBinding(v) for v in fr.ret_vars]
         return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+_FIXED_MODULES = frozenset({"tinykernels", "math", "numpy", "builtins", "cmath", "operator"})   # attributes never rebound
 
 
 def _note_read(where, key, value) -> None:
