@@ -115,7 +115,6 @@ class TorchOp:
 
     # --- the call -----------------------------------------------------------------------
 
-    @api_boundary
     def _follow_globals(self) -> None:
         """A global the kernel folds in was rebound (globalreads): its compiled code, and the
         plans here that hold it, are dropped."""
@@ -124,6 +123,7 @@ class TorchOp:
             self._plans.clear()
             self._checked.clear()
 
+    @api_boundary
     def __call__(self, *arrays, ndrange=None, workgroupsize=None, **scalars):
         """The outputs' new values (one tensor, or a tuple when there are several)."""
         self._follow_globals()
