@@ -53,7 +53,7 @@ def mark(ok: bool) -> str:
 # tinykernels kernels
 # ---------------------------------------------------------------------------------------------
 
-from kernels import tk_copy, tk_tiny, tk_triad  # noqa: E402
+from kernels import tk_copy, tk_tiny, tk_tiny_globals, tk_triad  # noqa: E402
 from kernels import tk_diffusion2d as tk_diffusion  # noqa: E402
 from kernels import tk_diffusion3d  # noqa: E402
 
@@ -542,6 +542,13 @@ def run_launch(args, lib, peers, nt, timer):
         for _ in range(N):
             k(a, b, s, ndrange=1)
 
+    kg = tk_tiny_globals(cpu)
+    kg(a, b, s, ndrange=1)
+
+    def loop_globals():
+        for _ in range(N):
+            kg(a, b, s, ndrange=1)
+
     def loop_inst_backend():
         for _ in range(N):
             tk_tiny(cpu)(a, b, s, ndrange=1)
@@ -564,6 +571,7 @@ def run_launch(args, lib, peers, nt, timer):
 
     loops = [
         ("tinykernels  k(a, b, s, ndrange=1), k reused", loop_reused, True),
+        ("tinykernels  the same, k reading 3 globals and a @tk.func", loop_globals, False),
         ("tinykernels  kern(backend)(...), backend object reused", loop_inst_backend, False),
         ("tinykernels  kern(tk.CPU())(...), instantiate each time", loop_inst_new, False),
         ("tinykernels  kern.launch(...), backend from the arrays", loop_launch, False),

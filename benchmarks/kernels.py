@@ -31,3 +31,20 @@ def tk_diffusion3d(T2, T: tk.Const, dt, lam):
 def tk_tiny(a, b: tk.Const, s):
     i = tk.index()
     a[i] = b[i] * s
+
+
+TINY_ADD = 1.0        # module globals tk_tiny_globals folds in: each launch checks they are unchanged
+TINY_SCALE = 1.0
+TINY_OFFSET = 0.0
+
+
+@tk.func
+def _tiny_shift(x):
+    return x + TINY_OFFSET
+
+
+@tk.kernel
+def tk_tiny_globals(a, b: tk.Const, s):
+    """tk_tiny reading three globals and a @tk.func (four values the launch checks)."""
+    i = tk.index()
+    a[i] = _tiny_shift(b[i] * s * TINY_SCALE) * TINY_ADD

@@ -17,6 +17,7 @@ PKG = pathlib.Path(__file__).resolve().parents[1] / "src" / "tinykernels"
 LAYER_OF = {
     "tinykernels.errors": "core", "tinykernels.dtypes": "core", "tinykernels.lang": "core",
     "tinykernels.random": "core", "tinykernels.tracebacks": "core",
+    "tinykernels.globalreads": "core",
     "tinykernels.ir": "ir",
     "tinykernels.passes": "passes",
     "tinykernels.frontend": "frontend",

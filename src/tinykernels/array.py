@@ -22,7 +22,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .errors import LaunchError
-from .runtime.hostarray import (_DL_CUDA, _DL_CUDA_MANAGED, _DL_HOST_TYPES, _NP2, _SCALARS, Array,  # noqa: F401
+from .runtime.hostarray import (staged, _DL_CUDA, _DL_CUDA_MANAGED, _DL_HOST_TYPES, _NP2, _SCALARS, Array,  # noqa: F401
                                 _dl_device, _dl_name, _is_torch, _torch_host_view, as_host_ndarray, host_from_dlpack)
 from .tracebacks import api_boundary
 
@@ -329,7 +329,10 @@ def copyto(dst, src, stream=None):
 
     ``stream=None``: the copy is done before returning (it does not wait for work queued
     on streams; synchronize those first) and a completed event is returned. Otherwise the
-    copy is queued on ``stream``, ordered with its other work, and its event returned.
+    copy is queued on ``stream``, ordered with its other work, and its event returned: a
+    ``src`` in host memory that is not the backend's array (NumPy, a scalar) is read before
+    returning (it may be changed at once, as CUDA's copies from pageable memory), an array of
+    the backend in stream order; a host ``dst`` is filled by the time the stream is synchronized.
     Inside ``tk.autodiff`` the copy is recorded and differentiated (it completes before
     returning).
     """
@@ -337,6 +340,7 @@ def copyto(dst, src, stream=None):
     if RECORDERS:                        # inside tk.autodiff: recorded (and differentiated)
         return RECORDERS[-1].copyto(dst, src, stream)
     from .runtime.streams import completed_event
+    pageable = not isinstance(src, Array)      # host memory that is not a backend's array
     dshape, sshape = _shape_or_none(dst), _shape_or_none(src)
     if dshape is not None and sshape is not None and sshape != dshape:
         src = _broadcast_source(src, sshape, dshape, stream)
@@ -365,6 +369,8 @@ def copyto(dst, src, stream=None):
     if stream is None:
         np.copyto(d, s, casting="same_kind")
         return completed_event()
+    if pageable:                          # read before returning: the caller may change it then
+        s = staged(s, s)
     return stream.submit(lambda: np.copyto(d, s, casting="same_kind"))
 
 

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tinykernels import interop
+from tinykernels.globalreads import stale
 from tinykernels.autodiff import _accesses, _is_float_array, adjoint
 from tinykernels.backends import CPU
 from tinykernels.errors import LaunchError
@@ -108,6 +109,10 @@ class JaxKernel:
     @api_boundary
     def __call__(self, *arrays, ndrange=None, workgroupsize=None, **scalars):
         """The outputs' new values (one array, or a tuple when there are several)."""
+        if self.kernel._reads and stale(self.kernel._reads):     # a folded global was rebound
+            self.kernel.globals_changed()
+            for table in (self._targets, self._jitted, self._vmappable, self._elementwise):
+                table.clear()
         b, floats, ints = interop.bind(self.kernel, self.outputs, len(arrays), scalars, self._what,
                                        self.ndrange if ndrange is None else ndrange,
                                        self.workgroupsize if workgroupsize is None else workgroupsize)

@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from . import lang
+from . import globalreads, lang
 from .lang import Func
 from .backends import Backend, backend as make_backend
 from .runtime.base import (DEFAULT_WORKGROUP, GROUPED_FEATURES, RECORDERS, KernelInstance,  # noqa: F401
@@ -79,6 +79,7 @@ class Kernel:
         self._array_params = None
         self._instances: dict = {}
         self._lock = threading.Lock()
+        self._reads: list = []     # globalreads: (where, key, value) the compiled code folded in
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -100,6 +101,35 @@ class Kernel:
         """Typed IR for one specialization (derived kernels, e.g. adjoints, transform it)."""
         from .frontend import lower_kernel
         return lower_kernel(src, specs, opts)
+
+    def note_reads(self, reads) -> None:
+        """Keep the globals a specialization's lowering read (``globalreads.recording``). One
+        read before with another value means the other specializations hold a stale value
+        (lowered without a launch, e.g. ``source()``): they are dropped."""
+        with self._lock:
+            known = {(id(r[3]), r[1]): r[2] for r in self._reads}
+            for r in reads:
+                old = known.get((id(r[3]), r[1]), globalreads.MISSING)
+                if old is globalreads.MISSING:
+                    self._reads.append(r)
+                elif not globalreads.same(old, r[2]):
+                    self._forget_locked()
+                    self._reads.extend(reads)
+                    return
+
+    def globals_changed(self) -> None:
+        """A global or closure variable the compiled code folded in was rebound (the launch
+        fast paths check ``globalreads.stale``): drop every compiled specialization on every
+        backend, so the next launch compiles with the new values."""
+        with self._lock:
+            if globalreads.stale(self._reads):
+                self._forget_locked()
+
+    def _forget_locked(self) -> None:
+        self._reads.clear()
+        self._array_params = None
+        for inst in list(self._instances.values()):
+            inst._forget()
 
     def __repr__(self) -> str:
         return f"<tk.kernel {self.name}>"

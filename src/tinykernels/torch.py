@@ -31,6 +31,7 @@ import numpy as np
 import torch  # the real PyTorch: this module is tinykernels.torch (absolute imports only)
 
 from tinykernels import interop
+from tinykernels.globalreads import stale
 from tinykernels.array import _torch_host_view
 from tinykernels.autodiff import _accesses, _is_float_array, adjoint
 from tinykernels.backends import CPU
@@ -114,9 +115,18 @@ class TorchOp:
 
     # --- the call -----------------------------------------------------------------------
 
+    def _follow_globals(self) -> None:
+        """A global the kernel folds in was rebound (globalreads): its compiled code, and the
+        plans here that hold it, are dropped."""
+        if self.kernel._reads and stale(self.kernel._reads):
+            self.kernel.globals_changed()
+            self._plans.clear()
+            self._checked.clear()
+
     @api_boundary
     def __call__(self, *arrays, ndrange=None, workgroupsize=None, **scalars):
         """The outputs' new values (one tensor, or a tuple when there are several)."""
+        self._follow_globals()
         nd = self.ndrange if ndrange is None else ndrange
         wg = self.workgroupsize if workgroupsize is None else workgroupsize
         if _eager_direct(arrays):       # what the dispatcher would run, without its overhead
@@ -267,6 +277,7 @@ class TorchOp:
         """The CPU/CUDA implementation: clone the outputs' initial values and run the kernel
         on the clones. The CPU hot path is one call into the launcher extension with a plan
         whose signature already passed every check (write set, launch checks)."""
+        self._follow_globals()            # (the dispatcher's calls come here directly)
         p = self._plans.get((key, len(arrays))) or self._plan(key, len(arrays))
         b = p.binding
         cpu = not RECORDERS

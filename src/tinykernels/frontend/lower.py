@@ -11,11 +11,12 @@ import ast
 import dataclasses
 import builtins
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
 from .. import dtypes as D
-from .. import lang
+from .. import globalreads, lang
 from ..dtypes import Ty
 from ..errors import CompileError
 from ..ir import nodes as N
@@ -437,9 +438,6 @@ class Lowerer:
 
     def subscript_parts(self, node):
         arr = self.expr(node.value)
-        if isinstance(arr, PyObj) and isinstance(arr.obj, np.ndarray):
-            raise self.err(node, "a global NumPy array cannot be used in a kernel (globals must be ints, floats, "
-                                 "bools or dtypes); pass the array as an argument")
         if not isinstance(arr, N.ArrayInfo):
             raise self.err(node, "only arrays can be indexed here")
         if isinstance(node.slice, ast.Slice) or (isinstance(node.slice, ast.Tuple) and
@@ -580,23 +578,38 @@ class Lowerer:
         closure = getattr(fn, "__closure__", None)
         code = getattr(fn, "__code__", None)
         if closure and code and name in code.co_freevars:
+            cell = closure[code.co_freevars.index(name)]
             try:
-                return True, closure[code.co_freevars.index(name)].cell_contents
+                value = cell.cell_contents
             except ValueError:
                 return False, None
+            _note_read(cell, None, value)
+            return True, value
         g = getattr(fn, "__globals__", {})
         if name in g:
+            _note_read(g, name, g[name])
             return True, g[name]
         if hasattr(builtins, name):
             return True, getattr(builtins, name)
         return False, None
 
+    def no_array(self, node, obj):
+        """``obj`` (a global, a module's attribute), or a CompileError when it is an array:
+        arrays are arguments, never compile-time constants (not even their shape or size)."""
+        if not isinstance(obj, (type, np.generic)) and (isinstance(obj, np.ndarray) or hasattr(obj, "__array_interface__")
+                                          or hasattr(obj, "__dlpack__")):
+            what = "NumPy array" if isinstance(obj, np.ndarray) else f"array ({type(obj).__name__})"
+            raise self.err(node, f"a global {what} cannot be used in a kernel (globals must be ints, floats, "
+                                 "bools or dtypes); pass the array as an argument")
+        return obj
+
     def global_value(self, node, name):
         found, obj = self.lookup_global(name)
         if not found:
             raise self.err(node, f"name '{name}' is not defined")
-        if isinstance(obj, (bool, int, float, np.generic)) and not isinstance(obj, type):
-            return self.py_value(obj, node)
+        self.no_array(node, obj)
+        if isinstance(obj, (bool, int, float, np.generic, tuple)) and not isinstance(obj, type):
+            return self.py_value(obj, node)      # (a tuple of them: indexed with constants, unpacked)
         d = D.from_any(obj) if isinstance(obj, (type, np.dtype, D.DType, D._MissingDType)) and obj not in (int, float, bool) else None
         if d is not None:
             return DTypeVal(d)
@@ -626,7 +639,9 @@ class Lowerer:
         if isinstance(base, PyObj):
             if not hasattr(base.obj, attr):
                 raise self.err(node, f"{getattr(base.obj, '__name__', base.obj)!r} has no attribute '{attr}'")
-            obj = getattr(base.obj, attr)
+            obj = self.no_array(node, getattr(base.obj, attr))
+            if isinstance(base.obj, ModuleType) and base.obj.__name__.partition(".")[0] not in _FIXED_MODULES:
+                _note_read(vars(base.obj), attr, obj)      # cfg.BLOCK of a user's module: checked too
             if isinstance(obj, (bool, int, float)) and not isinstance(obj, type):
                 return self.py_value(obj, node)
             d = D.from_any(obj) if isinstance(obj, (type, np.dtype, D.DType, D._MissingDType)) and obj not in (int, float, bool) else None
@@ -946,6 +961,16 @@ class Lowerer:
             self.names[v] = f"@func:{func.name}"
         vals = [FuncBinding(v) for v in fr.ret_vars]
         return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+_FIXED_MODULES = frozenset({"tinykernels", "math", "numpy", "builtins", "cmath", "operator"})   # attributes never rebound
+
+
+def _note_read(where, key, value) -> None:
+    """A global or closure variable the code may fold in: recorded for the launch-time check
+    (globalreads); modules (``tk``, ``math``) are not, their attributes are read as constants."""
+    if not isinstance(value, ModuleType):
+        globalreads.note(where, key, value)
 
 
 def lower_kernel(src: FuncSource, specs: dict, opts: LowerOptions) -> N.Kernel:

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from .. import dtypes as D
+from .. import dtypes as D, globalreads
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir import nodes as N
@@ -257,6 +257,7 @@ class KernelInstance:
         self._compiled: dict = {}
         self._lock = threading.Lock()
         self._cmask = kernel.cmask
+        self._reads = kernel._reads       # the globals its code folded in: checked by every launch
 
     def __repr__(self) -> str:
         return f"<{self.name} on {self.backend!r}{' wg=' + str(self.static_wg) if self.static_wg else ''}>"
@@ -264,6 +265,14 @@ class KernelInstance:
     def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
         """Launch (asynchronously) over ``ndrange``; arguments by position or by name."""
         raise NotImplementedError
+
+    def _forget(self) -> None:
+        """Drop the compiled specializations (a global they folded in changed); runtimes with
+        more tables (fast-path plans, launch checks) extend it."""
+        self._compiled.clear()
+        plans = getattr(self, "_plans", None)
+        if plans is not None:
+            plans.clear()
 
     # --- the slow path: validate, normalise, specialise, compile ---------------------------
 
@@ -378,7 +387,10 @@ class KernelInstance:
                             debug=self.backend.debug,
                             kernel_name=k.name, **options)
         try:
-            return k.lower_ir(src, self._specs(args, wg), opts)
+            with globalreads.recording() as reads:
+                ir = k.lower_ir(src, self._specs(args, wg), opts)
+            k.note_reads(list(reads.values()))
+            return ir
         except CompileError:
             raise
         except RecursionError:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..globalreads import MISSING
 from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
 from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream,
@@ -87,6 +88,11 @@ class CPUKernelInstance(KernelInstance):
         self._nthreads = getattr(backend, "threads", 1)
 
     def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if self._reads:                     # a global the compiled code folded in was rebound?
+            for get, key, value, _ in self._reads:   # (globalreads.stale inlined: no Python frame)
+                if get(key, MISSING) is not value:
+                    self.kernel.globals_changed()
+                    break
         if named or ndrange is None:
             args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:

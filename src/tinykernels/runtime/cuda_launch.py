@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
+from ..globalreads import stale
 from ..errors import BackendUnavailable, LaunchError
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from .base import RECORDERS, KernelInstance, bind_launch_args
@@ -147,6 +148,8 @@ class CUDAKernelInstance(DeviceKernelInstance):
         self._pattern = None
 
     def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if self._reads and stale(self._reads):     # a global the compiled code folded in changed
+            self.kernel.globals_changed()
         if named or ndrange is None:
             args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it

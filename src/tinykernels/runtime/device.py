@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .hostarray import _DL_CPU, Array, _is_torch
+from ..globalreads import stale
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc, error_at
@@ -232,8 +233,15 @@ class DeviceKernelInstance(KernelInstance):
         self._checks: dict = {}           # id(ir) of a specialization -> its LaunchChecks
         self._lock = threading.Lock()
         self._cmask = kernel.cmask
+        self._reads = kernel._reads
+
+    def _forget(self) -> None:
+        super()._forget()
+        self._checks.clear()
 
     def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if self._reads and stale(self._reads):     # a global the compiled code folded in changed
+            self.kernel.globals_changed()
         if named or ndrange is None:
             args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:                   # inside tk.autodiff: the recorder launches (and replays) it

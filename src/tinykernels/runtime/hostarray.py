@@ -247,3 +247,11 @@ def host_from_dlpack(obj) -> np.ndarray:
             return own(obj)
         except Exception:  # noqa: BLE001 - ours could not read it either: NumPy's reason stands
             raise e from None
+
+
+def staged(h: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """What an asynchronous copy from pageable host memory reads: ``h`` itself when it is
+    already a private copy, else a copy of it made now, so that the caller may change
+    ``source`` as soon as ``tk.copyto(..., stream=s)`` returns (as CUDA's
+    ``cudaMemcpyAsync`` from pageable memory, CuPy and torch's ``non_blocking`` copies do)."""
+    return np.array(h, copy=True) if np.may_share_memory(h, source) else h

@@ -19,10 +19,11 @@ import importlib.util
 import numpy as np
 
 from .. import dtypes as D
+from ..globalreads import stale
 from ..errors import LaunchError
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from .base import RECORDERS, Backend, KernelInstance, bind_launch_args, check_stream
-from .hostarray import Array
+from .hostarray import Array, staged
 from .device import DeviceArray, c_strides, is_host_array, same_shape
 from .streams import Event, completed_event
 
@@ -72,6 +73,13 @@ class JAX(Backend):
         return JaxArray(self, _put(self, np.ascontiguousarray(h)))
 
     def copy(self, dst, src, stream=None) -> Event:
+        host = None
+        if isinstance(dst, JaxArray) and not isinstance(src, JaxArray):
+            host = np.asarray(src.numpy() if isinstance(src, Array) else src)
+            same_shape(dst, host)
+            if stream is not None:       # host memory: read before returning (the caller may change it)
+                host = staged(host, host)
+
         def job():
             if isinstance(dst, JaxArray):
                 if isinstance(src, JaxArray):
@@ -79,9 +87,7 @@ class JAX(Backend):
                     with _jax().enable_x64(True):
                         dst._data = src._data.astype(dst.dtype)
                 else:
-                    h = np.asarray(src.numpy() if isinstance(src, Array) else src)
-                    same_shape(dst, h)
-                    dst._data = _put(self, h.astype(dst.dtype, copy=False))
+                    dst._data = _put(self, host.astype(dst.dtype, copy=False))
             else:
                 from .hostarray import as_host_ndarray
                 h = as_host_ndarray(dst)
@@ -150,7 +156,13 @@ class JaxKernelInstance(KernelInstance):
         super().__init__(kernel, backend, wg)
         self._raised: dict = {}
 
+    def _forget(self) -> None:
+        super()._forget()
+        self._raised.clear()
+
     def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
+        if self._reads and stale(self._reads):     # a global the compiled code folded in changed
+            self.kernel.globals_changed()
         if named or ndrange is None:
             args = bind_launch_args(self.name, self.kernel.params, args, named, ndrange)
         if RECORDERS:

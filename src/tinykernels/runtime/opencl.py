@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .base import Backend, check_stream
-from .hostarray import Array
+from .hostarray import Array, staged
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     fits32, group_plan, same_shape, scalar_value, tail, track_stream
@@ -169,11 +169,13 @@ class OpenCL(Backend):
         elif isinstance(dst, CLArray):          # from the host, or another dtype: converted on the host
             if isinstance(src, CLArray):
                 q.finish()                      # (src.numpy() reads through the default queue)
-            h = np.asarray(src.numpy() if isinstance(src, (Array, CLArray)) else src)
-            same_shape(dst, h)
-            h = np.ascontiguousarray(h.astype(dst.dtype, casting="same_kind", copy=False))
+            host = np.asarray(src.numpy() if isinstance(src, (Array, CLArray)) else src)
+            same_shape(dst, host)
+            h = np.ascontiguousarray(host.astype(dst.dtype, casting="same_kind", copy=False))
             if not h.nbytes:
                 return CLEvent(None)
+            if stream is not None and not isinstance(src, CLArray):
+                h = staged(h, host)             # host memory: the caller may change it once this returns
             ev = cl.enqueue_copy(q, dst.buffer, h, is_blocking=stream is None)
         else:
             from .hostarray import as_host_ndarray
@@ -338,6 +340,10 @@ class CLKernelInstance(DeviceKernelInstance):
 
     def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
         return super()._key(norm, geom, ndim, ranges, wg) + (fits32(norm, geom, CLArray),)
+
+    def _forget(self) -> None:
+        super()._forget()
+        self._relaunch = None          # the repeated-launch memo holds the old program
 
     def _ir(self, args, geom, ndim, ranges, wg):
         # 32-bit indices only when the OpenCL arrays' sizes and spans fit (as the key says)

@@ -55,6 +55,7 @@ class InterpreterKernelInstance(KernelInstance):
         self._compiled: dict = {}
         self._lock = threading.Lock()
         self._cmask = kernel.cmask
+        self._reads = kernel._reads
         self._nthreads = 1
 
     def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
