@@ -1,0 +1,466 @@
+"""Autodiff cases in the style of NVIDIA Warp's test_grad.py / test_adjoint, Taichi's test_ad_*.py
+and Enzyme's tests, written against SPEC section 7. Every gradient is checked against central
+finite differences of the primal program computed independently here (float64 where the backend
+has it), every tangent against the same, on CPU, INTERP, INTERP:CHECK, CL and WEBGPU."""
+import math
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+
+RNG = np.random.default_rng(2026)
+
+
+def _backends():
+    out = [pytest.param(n, id=n) for n in ("CPU", "INTERP", "INTERP:CHECK")]
+    avail = tk.backends()
+    for name, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU")):
+        ok, why = avail.get(name, (False, "unknown"))
+        out.append(pytest.param(d, id=d, marks=() if ok else pytest.mark.skip(reason=f"{name}: {why}")))
+    return out
+
+
+@pytest.fixture(params=_backends(), scope="module")
+def be(request):
+    return tk.backend(request.param)
+
+
+def fdt(be):
+    return np.float64 if be.supports_float64 else np.float32
+
+
+def dev(x, be, dtype=None):
+    h = np.array(x, dtype=dtype or fdt(be))
+    return h if be.is_host else tk.asarray(h, backend=be)
+
+
+def host(a):
+    return np.array(a.numpy() if isinstance(a, tk.Array) else a, dtype=np.float64)
+
+
+def _loss(be, fn, args, seeds, dtypes):
+    """sum(seed * final value) of the program ``fn`` run on fresh copies of ``args``."""
+    dargs = [dev(a, be, dtypes[k]) if isinstance(a, np.ndarray) else a for k, a in enumerate(args)]
+    fn(*dargs)
+    return sum(float((host(dargs[k]) * s).sum()) for k, s in seeds.items())
+
+
+def check_reverse(be, fn, args, seeds, wrt, active=(), dtypes=None):
+    """Reverse mode of ``fn(*args)`` for the loss ``sum(seeds[k] * args[k])`` against central
+    differences: array arguments in ``wrt`` (indices) get checked gradients, scalars in
+    ``active`` are tk.Active. Arrays named in neither are tk.Const."""
+    dtypes = dtypes or {}
+    dtypes = {k: dtypes.get(k, fdt(be)) for k in range(len(args))}
+    f64 = be.supports_float64
+    eps, rtol, atol = (1e-6, 1e-5, 1e-7) if f64 else (1e-2, 3e-2, 3e-3)
+    wrapped, shadows = [], {}
+    for k, a in enumerate(args):
+        if isinstance(a, np.ndarray) and (k in wrt or k in seeds):
+            shadows[k] = dev(seeds.get(k, np.zeros(a.shape)), be, dtypes[k])
+            wrapped.append(tk.Duplicated(dev(a, be, dtypes[k]), shadows[k]))
+        elif k in active:
+            wrapped.append(tk.Active(a))
+        elif isinstance(a, np.ndarray):
+            wrapped.append(tk.Const(dev(a, be, dtypes[k])))
+        else:
+            wrapped.append(tk.Const(a))
+    got_scalars = tk.autodiff(tk.Reverse, fn, *wrapped)
+    for k in wrt:
+        g = host(shadows[k])
+        fd = np.zeros(args[k].shape)
+        for j in np.ndindex(args[k].shape):
+            p, m = [list(args) for _ in range(2)]
+            p[k], m[k] = args[k].copy(), args[k].copy()
+            p[k][j] += eps
+            m[k][j] -= eps
+            fd[j] = (_loss(be, fn, p, seeds, dtypes) - _loss(be, fn, m, seeds, dtypes)) / (2 * eps)
+        np.testing.assert_allclose(g, fd, rtol=rtol, atol=atol, err_msg=f"gradient of argument {k}")
+    for n, k in enumerate(active):
+        p, m = list(args), list(args)
+        p[k], m[k] = args[k] + eps, args[k] - eps
+        fd = (_loss(be, fn, p, seeds, dtypes) - _loss(be, fn, m, seeds, dtypes)) / (2 * eps)
+        np.testing.assert_allclose(got_scalars[n], fd, rtol=rtol, atol=atol, err_msg=f"gradient of scalar {k}")
+    return shadows, got_scalars
+
+
+def check_forward(be, fn, args, tangents, outs, dtypes=None):
+    """Forward mode: the tangents of the outputs ``outs`` along ``tangents`` (index -> array)
+    against central differences of the primal program along the same direction."""
+    dtypes = dtypes or {}
+    dtypes = {k: dtypes.get(k, fdt(be)) for k in range(len(args))}
+    f64 = be.supports_float64
+    eps, rtol, atol = (1e-6, 1e-5, 1e-7) if f64 else (1e-2, 3e-2, 3e-3)
+    wrapped, shadows = [], {}
+    for k, a in enumerate(args):
+        if isinstance(a, np.ndarray) and (k in tangents or k in outs):
+            shadows[k] = dev(tangents.get(k, np.zeros(a.shape)), be, dtypes[k])
+            wrapped.append(tk.Duplicated(dev(a, be, dtypes[k]), shadows[k]))
+        elif isinstance(a, np.ndarray):
+            wrapped.append(tk.Const(dev(a, be, dtypes[k])))
+        else:
+            wrapped.append(tk.Const(a))
+    tk.autodiff(tk.Forward, fn, *wrapped)
+
+    def run(sign):
+        a2 = [a.copy() + sign * eps * tangents[k] if k in tangents else (a.copy() if isinstance(a, np.ndarray) else a)
+              for k, a in enumerate(args)]
+        d = [dev(a, be, dtypes[k]) if isinstance(a, np.ndarray) else a for k, a in enumerate(a2)]
+        fn(*d)
+        return {k: host(d[k]) for k in outs}
+    p, m = run(1), run(-1)
+    for k in outs:
+        np.testing.assert_allclose(host(shadows[k]), (p[k] - m[k]) / (2 * eps), rtol=rtol, atol=atol,
+                                   err_msg=f"tangent of argument {k}")
+
+
+# --- kernels ------------------------------------------------------------------------------------
+
+@tk.kernel
+def loop_sum(out, x: tk.Const, n):
+    """one work item per output row sums a row of x with a data-independent loop (Warp test_for_loop_grad)"""
+    i = tk.index()
+    acc = 0.0
+    for k in range(n):
+        acc += math.sin(x[i, k]) * x[i, k]
+    out[i] = acc
+
+
+@tk.kernel
+def nested_loop(out, x: tk.Const, n, m):
+    i = tk.index()
+    acc = 1.0
+    for a in range(n):
+        for b in range(a, m):
+            acc = acc * 0.5 + x[i, b] * x[i, a]
+    out[i] = acc
+
+
+@tk.kernel
+def while_newton(out, x: tk.Const, iters):
+    """a while loop whose carried value is the iterate (Warp test_while_loop_grad)"""
+    i = tk.index()
+    y = x[i]
+    k = 0
+    while k < iters:
+        y = 0.5 * (y + x[i] / y)
+        k += 1
+    out[i] = y
+
+
+@tk.kernel
+def early_return(out, x: tk.Const):
+    i = tk.index()
+    if x[i] < 0.0:
+        out[i] = 2.0 * x[i]
+        return
+    out[i] = x[i] * x[i] * x[i]
+
+
+@tk.kernel
+def atomic_loss(loss, x: tk.Const, w):
+    """loss = sum(w * x^2) with atomics (Warp's canonical loss kernel)"""
+    i = tk.index()
+    tk.atomic_add(loss, 0, w * x[i] * x[i])
+
+
+@tk.func
+def poly_and_deriv(x, a):
+    return a * x * x + x, 2.0 * a * x + 1.0
+
+
+@tk.func
+def piecewise(x):
+    if x > 0.5:
+        return x * x
+    return -x
+
+
+@tk.kernel
+def with_funcs(out, x: tk.Const, a):
+    i = tk.index()
+    p, d = poly_and_deriv(x[i], a)
+    out[i] = p * d + piecewise(x[i])
+
+
+@tk.kernel
+def inplace_chain(a, b: tk.Const):
+    """several in-place updates of the own element in one kernel (Taichi test_ad_basics)"""
+    i = tk.index()
+    a[i] = a[i] * b[i]
+    a[i] += math.exp(a[i])
+    a[i] /= 1.0 + b[i] * b[i]
+
+
+@tk.kernel
+def builtins_mix(out, x: tk.Const, y: tk.Const):
+    i = tk.index()
+    u = x[i]
+    v = y[i]
+    out[i] = (tk.fma(u, v, 0.25) + tk.sigmoid(u) * tk.rsqrt(v * v + 1.0) + min(u, v) * max(u, 0.1)
+              + abs(u - v) + tk.clamp(u, -0.3, 0.3) + tk.select(u > v, u * v, u + v))
+
+
+@tk.kernel
+def math_mix(out, x: tk.Const, y: tk.Const):
+    i = tk.index()
+    u = x[i]
+    v = y[i]
+    out[i] = (math.atan2(u, v) + math.hypot(u, v) + math.pow(v, u) + math.log1p(v) + math.expm1(u)
+              + math.tanh(u) * math.cosh(v) + math.sinh(u) + math.erf(u) + math.asin(u * 0.5) + math.acos(v * 0.5)
+              + math.atan(u) + math.log2(v) + math.sqrt(v) + math.tan(u) + u ** 3 + v ** u
+              + math.copysign(v, u) + math.fmod(v * 3.0, 0.7) + 1.0 / v)
+
+
+@tk.kernel
+def stencil2d(out, x: tk.Const, c):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    out[i, j] = c * (x[i - 1, j] + x[i + 1, j] + x[i, j - 1] + x[i, j + 1] - 4.0 * x[i, j]) * x[i, j]
+
+
+@tk.kernel
+def gather_scatter(out, x: tk.Const, idx: tk.Const):
+    """data-dependent gather; duplicates in idx accumulate the gradient"""
+    i = tk.index()
+    out[i] = x[idx[i]] * x[idx[i]] + x[i]
+
+
+@tk.kernel
+def int_args(out, x: tk.Const, n, off):
+    i = tk.index()
+    out[i] = x[i] * n + float(off) * x[i] * x[i] + float(i)
+
+
+@tk.kernel
+def private_scan(out, x: tk.Const, n: tk.constexpr):
+    """a private array filled and read back in loops"""
+    i = tk.index()
+    p = tk.private(x.dtype, n)
+    for k in range(n):
+        p[k] = x[i, k] * (k + 1.0)
+    acc = 0.0
+    for k in range(n):
+        acc = acc * p[k] + p[n - 1 - k]
+    out[i] = acc
+
+
+@tk.kernel
+def local_reduce(out, x: tk.Const):
+    tmp = tk.localmem(x.dtype, 8)
+    l = tk.index(tk.Local, tk.Linear)
+    g = tk.index(tk.Group, tk.Linear)
+    i = tk.index()
+    tmp[l] = x[i] * x[i]
+    tk.synchronize()
+    s = 8 // 2
+    while s > 0:
+        if l < s:
+            tmp[l] += tmp[l + s]
+        tk.synchronize()
+        s = s // 2
+    if l == 0:
+        out[g] = math.sqrt(tmp[0])
+
+
+@tk.kernel
+def break_continue(out, x: tk.Const, n):
+    i = tk.index()
+    acc = 0.0
+    for k in range(n):
+        v = x[i, k]
+        if v < -1.0:
+            continue
+        if acc > 3.0:
+            break
+        acc += v * v
+    out[i] = acc
+
+
+# --- tests --------------------------------------------------------------------------------------
+
+def test_loop_reduction_per_item(be):
+    x = RNG.standard_normal((3, 5))
+    fn = lambda o, x_: loop_sum(be)(o, x_, 5, ndrange=3)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(3), x], {0: RNG.standard_normal(3)}, wrt=[1])
+    check_forward(be, fn, [np.zeros(3), x], {1: RNG.standard_normal((3, 5))}, outs=[0])
+
+
+def test_nested_loops_with_a_triangular_range(be):
+    x = RNG.uniform(-1, 1, (2, 4))
+    fn = lambda o, x_: nested_loop(be)(o, x_, 3, 4, ndrange=2)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(2), x], {0: np.array([1.0, -2.0])}, wrt=[1])
+    check_forward(be, fn, [np.zeros(2), x], {1: RNG.standard_normal((2, 4))}, outs=[0])
+
+
+def test_while_loop_iterate(be):
+    x = RNG.uniform(0.5, 3, 6)
+    fn = lambda o, x_: while_newton(be)(o, x_, 4, ndrange=6)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(6), x], {0: RNG.standard_normal(6)}, wrt=[1])
+    check_forward(be, fn, [np.zeros(6), x], {1: RNG.standard_normal(6)}, outs=[0])
+
+
+def test_early_return_takes_the_branch_each_item_took(be):
+    x = np.array([-1.5, 0.3, 2.0, -0.2, 1.1])
+    fn = lambda o, x_: early_return(be)(o, x_, ndrange=5)  # noqa: E731
+    sh, _ = check_reverse(be, fn, [np.zeros(5), x], {0: np.ones(5)}, wrt=[1])
+    np.testing.assert_allclose(host(sh[1]), np.where(x < 0, 2.0, 3 * x * x), rtol=1e-5)
+    check_forward(be, fn, [np.zeros(5), x], {1: RNG.standard_normal(5)}, outs=[0])
+
+
+def test_atomic_loss_and_active_weight(be):
+    x = RNG.standard_normal(37)
+    fn = lambda l, x_, w: atomic_loss(be)(l, x_, w, ndrange=37)  # noqa: E731
+    sh, (dw,) = check_reverse(be, fn, [np.zeros(1), x, 0.7], {0: np.ones(1)}, wrt=[1], active=[2])
+    np.testing.assert_allclose(host(sh[1]), 1.4 * host(dev(x, be)), rtol=1e-5)
+    check_forward(be, fn, [np.zeros(1), x, 0.7], {1: RNG.standard_normal(37)}, outs=[0])
+
+
+def test_funcs_returning_tuples_and_early_returns(be):
+    x = np.array([0.1, 0.7, 0.45, 0.9, -0.3])
+    fn = lambda o, x_, a: with_funcs(be)(o, x_, a, ndrange=5)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(5), x, 1.3], {0: RNG.standard_normal(5)}, wrt=[1], active=[2])
+    check_forward(be, fn, [np.zeros(5), x, 1.3], {1: RNG.standard_normal(5)}, outs=[0])
+
+
+def test_several_in_place_updates_of_one_element(be):
+    a, b = RNG.uniform(-1, 1, 7), RNG.uniform(-1, 1, 7)
+    fn = lambda a_, b_: inplace_chain(be)(a_, b_, ndrange=7)  # noqa: E731
+    check_reverse(be, fn, [a, b], {0: RNG.standard_normal(7)}, wrt=[0, 1])
+    check_forward(be, fn, [a, b], {0: RNG.standard_normal(7), 1: RNG.standard_normal(7)}, outs=[0])
+
+
+def test_builtins(be):
+    # points away from the kinks of min/max/abs/clamp/select
+    x = np.array([0.2, -0.7, 1.3, 0.05, -0.1])
+    y = np.array([0.9, -0.2, 0.4, 1.7, -1.2])
+    fn = lambda o, x_, y_: builtins_mix(be)(o, x_, y_, ndrange=5)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(5), x, y], {0: RNG.standard_normal(5)}, wrt=[1, 2])
+    check_forward(be, fn, [np.zeros(5), x, y], {1: RNG.standard_normal(5), 2: RNG.standard_normal(5)}, outs=[0])
+
+
+def test_math_functions(be):
+    x = np.array([0.2, -0.7, 1.3, 0.05, -0.4])
+    y = np.array([0.9, 0.3, 1.45, 1.7, 0.6])
+    fn = lambda o, x_, y_: math_mix(be)(o, x_, y_, ndrange=5)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(5), x, y], {0: RNG.standard_normal(5)}, wrt=[1, 2])
+    check_forward(be, fn, [np.zeros(5), x, y], {1: RNG.standard_normal(5), 2: RNG.standard_normal(5)}, outs=[0])
+
+
+def test_stencil_on_an_interior_range(be):
+    x = RNG.standard_normal((5, 6))
+    fn = lambda o, x_, c: stencil2d(be)(o, x_, c, ndrange=(range(1, 4), range(1, 5)))  # noqa: E731
+    seed = np.zeros((5, 6))
+    seed[1:4, 1:5] = RNG.standard_normal((3, 4))
+    check_reverse(be, fn, [np.zeros((5, 6)), x, 0.3], {0: seed}, wrt=[1], active=[2])
+    check_forward(be, fn, [np.zeros((5, 6)), x, 0.3], {1: RNG.standard_normal((5, 6))}, outs=[0])
+
+
+def test_gather_with_repeated_indices_accumulates(be):
+    x = RNG.standard_normal(6)
+    idx = np.array([0, 3, 3, 5, 0, 0], dtype=np.int32)
+    fn = lambda o, x_, i_: gather_scatter(be)(o, x_, i_, ndrange=6)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(6), x, idx], {0: RNG.standard_normal(6)}, wrt=[1], dtypes={2: np.int32})
+    check_forward(be, fn, [np.zeros(6), x, idx], {1: RNG.standard_normal(6)}, outs=[0], dtypes={2: np.int32})
+
+
+def test_integer_scalar_arguments_are_constants(be):
+    x = RNG.standard_normal(4)
+    fn = lambda o, x_, n, off: int_args(be)(o, x_, n, off, ndrange=4)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(4), x, 3, -2], {0: np.ones(4)}, wrt=[1])
+    check_forward(be, fn, [np.zeros(4), x, 3, -2], {1: np.ones(4)}, outs=[0])
+
+
+def test_private_arrays_in_loops(be):
+    x = RNG.uniform(-1, 1, (3, 4))
+    fn = lambda o, x_: private_scan(be)(o, x_, 4, ndrange=3)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(3), x], {0: RNG.standard_normal(3)}, wrt=[1])
+    check_forward(be, fn, [np.zeros(3), x], {1: RNG.standard_normal((3, 4))}, outs=[0])
+
+
+def test_local_memory_tree_reduction(be):
+    x = RNG.uniform(0.5, 1.5, 16)
+    fn = lambda o, x_: local_reduce(be, 8)(o, x_, ndrange=16)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(2), x], {0: np.array([0.5, -1.5])}, wrt=[1])
+    check_forward(be, fn, [np.zeros(2), x], {1: RNG.standard_normal(16)}, outs=[0])
+
+
+def test_break_and_continue_in_a_data_dependent_loop(be):
+    x = np.array([[0.5, -2.0, 1.0, 1.5, 0.3], [1.8, 0.1, -0.4, 0.9, -1.2], [-3.0, 0.2, 0.3, 0.4, 0.5]])
+    fn = lambda o, x_: break_continue(be)(o, x_, 5, ndrange=3)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(3), x], {0: RNG.standard_normal(3)}, wrt=[1])
+    check_forward(be, fn, [np.zeros(3), x], {1: RNG.standard_normal((3, 5))}, outs=[0])
+
+
+# --- accumulation, zeroing, several launches --------------------------------------------------
+
+def test_gradients_accumulate_into_nonzero_shadows(be):
+    x = RNG.standard_normal(5)
+    prior = RNG.standard_normal(5)
+    dx = dev(prior, be)
+    dy = dev(np.ones(5), be)
+    tk.autodiff(tk.Reverse, lambda o, x_: early_return(be)(o, x_, ndrange=5),
+                tk.Duplicated(dev(np.zeros(5), be), dy), tk.Duplicated(dev(x, be), dx))
+    xs = host(dev(x, be))
+    np.testing.assert_allclose(host(dx), prior + np.where(xs < 0, 2.0, 3 * xs * xs), rtol=1e-5, atol=1e-6)
+    # the overwritten output's seed is consumed
+    np.testing.assert_array_equal(host(dy), 0.0)
+
+
+def test_an_output_written_by_atomics_keeps_its_seed(be):
+    """atomic_add adds to the output: d loss / d loss_old is the seed itself, so it stays."""
+    x = RNG.standard_normal(8)
+    dl = dev([2.0], be)
+    dx = dev(np.zeros(8), be)
+    tk.autodiff(tk.Reverse, lambda l, x_: atomic_loss(be)(l, x_, 1.0, ndrange=8),
+                tk.Duplicated(dev([5.0], be), dl), tk.Duplicated(dev(x, be), dx))
+    np.testing.assert_allclose(host(dl), [2.0])
+    np.testing.assert_allclose(host(dx), 4.0 * host(dev(x, be)), rtol=1e-5)
+
+
+def test_one_kernel_launched_twice_on_a_chain(be):
+    """y = f(f(x)) through a temporary: the adjoints run in reverse order"""
+    x = RNG.uniform(-1, 1, 5)
+
+    def fn(y, x_):
+        t = dev(np.zeros(5), be)
+        early_return(be)(t, x_, ndrange=5)
+        early_return(be)(y, t, ndrange=5)
+    check_reverse(be, fn, [np.zeros(5), x], {0: RNG.standard_normal(5)}, wrt=[1])
+    check_forward(be, fn, [np.zeros(5), x], {1: RNG.standard_normal(5)}, outs=[0])
+
+
+def test_a_scalar_active_in_several_launches_sums_its_gradient(be):
+    x = RNG.standard_normal(6)
+
+    def fn(l, x_, w):
+        atomic_loss(be)(l, x_, w, ndrange=6)
+        atomic_loss(be)(l, x_, w, ndrange=3)
+    check_reverse(be, fn, [np.zeros(1), x, 0.4], {0: np.ones(1)}, wrt=[1], active=[2])
+
+
+def test_strided_views_as_duplicated_arrays():
+    """non-contiguous NumPy views (a column, a reversed array) carry gradients on the CPU"""
+    cpu = tk.CPU()
+    base = RNG.standard_normal((6, 4))
+    x = base[:, 1]                       # stride 32 bytes
+    y = np.zeros((6, 2))[:, 0]
+    dy = np.ones((6, 3))[::-1, 2]         # negative stride
+    dx = np.zeros((6, 2))[:, 1]
+    tk.autodiff(tk.Reverse, lambda o, x_: early_return(cpu)(o, x_, ndrange=6),
+                tk.Duplicated(y, dy), tk.Duplicated(x, dx))
+    np.testing.assert_allclose(dx, np.where(x < 0, 2.0, 3 * x * x), rtol=1e-12)
+    np.testing.assert_allclose(y, np.where(x < 0, 2 * x, x ** 3), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_narrow_float_arrays_get_gradients(be, dtype):
+    if dtype == np.float16 and not be.supports(tk.float16):
+        pytest.skip("no float16 on this backend")
+    x = np.array([0.5, -1.0, 0.25, 2.0], dtype=dtype)
+    dx = dev(np.zeros(4), be, dtype)
+    y = dev(np.zeros(4), be, dtype)
+    tk.autodiff(tk.Reverse, lambda o, x_: early_return(be)(o, x_, ndrange=4),
+                tk.Duplicated(y, dev(np.ones(4), be, dtype)), tk.Duplicated(dev(x, be, dtype), dx))
+    xs = x.astype(np.float64)
+    np.testing.assert_allclose(host(dx), np.where(xs < 0, 2.0, 3 * xs * xs), rtol=1e-3)
+    assert (dx.numpy() if isinstance(dx, tk.Array) else dx).dtype == dtype
