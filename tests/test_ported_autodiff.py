@@ -464,3 +464,92 @@ def test_narrow_float_arrays_get_gradients(be, dtype):
     xs = x.astype(np.float64)
     np.testing.assert_allclose(host(dx), np.where(xs < 0, 2.0, 3 * xs * xs), rtol=1e-3)
     assert (dx.numpy() if isinstance(dx, tk.Array) else dx).dtype == dtype
+
+
+# --- second batch: reversed loops, returns inside loops, steps, 2-D scalars, masking ----------
+
+@tk.kernel
+def reversed_loop_return(out, x: tk.Const, n):
+    i = tk.index()
+    acc = 1.0
+    for k in range(n - 1, -1, -1):
+        acc = acc * x[i, k] + 0.1
+        if acc > 4.0:
+            out[i] = acc * acc
+            return
+    out[i] = acc
+
+
+@tk.kernel
+def product(out, x: tk.Const, n):
+    i = tk.index()
+    p = 1.0
+    for k in range(n):
+        p *= x[i, k]
+    out[i] = p
+
+
+@tk.kernel
+def scaled2d(y, x: tk.Const, s, t):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    y[i, j] = s * x[i, j] * x[i, j] + math.sin(t * x[i, j])
+
+
+@tk.kernel
+def masked_group_sum(out, x: tk.Const, s, n):
+    tmp = tk.localmem(x.dtype, 8)
+    l = tk.index(tk.Local, tk.Linear)
+    g = tk.index(tk.Group, tk.Linear)
+    i = tk.index()
+    tmp[l] = s * x[i]
+    tk.synchronize()
+    if l == 0:
+        acc = 0.0
+        for k in range(min(8, n - g * 8)):      # masked items wrote nothing
+            acc += tmp[k] * tmp[k]
+        out[g] = acc
+
+
+def test_reversed_loop_with_a_return_inside(be):
+    x = np.array([[1.5, 2.0, 0.5, 1.1], [0.2, 0.4, 0.3, 0.9], [3.0, 1.9, 0.1, 0.8]])
+    fn = lambda o, x_: reversed_loop_return(be)(o, x_, 4, ndrange=3)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(3), x], {0: RNG.standard_normal(3)}, wrt=[1])
+    check_forward(be, fn, [np.zeros(3), x], {1: RNG.standard_normal((3, 4))}, outs=[0])
+
+
+def test_product_through_a_zero_factor(be):
+    """d prod / d x_k with an exact zero among the factors (a division-based adjoint gives NaN)"""
+    x = np.array([[0.5, 0.0, 2.0, -1.5], [1.0, 2.0, 3.0, 0.0]])
+    fn = lambda o, x_: product(be)(o, x_, 4, ndrange=2)  # noqa: E731
+    sh, _ = check_reverse(be, fn, [np.zeros(2), x], {0: np.ones(2)}, wrt=[1])
+    assert np.isfinite(host(sh[1])).all()
+
+
+def test_active_scalars_over_a_2d_range_with_steps(be):
+    x = RNG.uniform(-1, 1, (7, 9))
+    nd = (range(1, 7, 2), range(0, 9, 4))
+    seed = np.zeros((7, 9))
+    seed[1::2, 0::4] = RNG.standard_normal((3, 3))
+    fn = lambda y, x_, s, t: scaled2d(be)(y, x_, s, t, ndrange=nd)  # noqa: E731
+    check_reverse(be, fn, [np.zeros((7, 9)), x, 0.8, 1.7], {0: seed}, wrt=[1], active=[2, 3])
+
+
+def test_active_scalar_over_many_items_not_a_multiple_of_the_strip(be):
+    x = RNG.uniform(-1, 1, (13, 37))
+    fn = lambda y, x_, s, t: scaled2d(be)(y, x_, s, t, ndrange=(13, 37))  # noqa: E731
+    seed = RNG.standard_normal((13, 37))
+    sh = {0: dev(seed, be), 1: dev(np.zeros((13, 37)), be)}
+    ds, dt = tk.autodiff(tk.Reverse, fn, tk.Duplicated(dev(np.zeros((13, 37)), be), sh[0]),
+                         tk.Duplicated(dev(x, be), sh[1]), tk.Active(0.8), tk.Active(1.7))
+    xs = host(dev(x, be))
+    np.testing.assert_allclose(ds, (seed * xs * xs).sum(), rtol=1e-4 if not be.supports_float64 else 1e-10)
+    np.testing.assert_allclose(dt, (seed * xs * np.cos(1.7 * xs)).sum(), rtol=1e-4 if not be.supports_float64 else 1e-10)
+
+
+def test_masked_items_of_a_partial_group_add_nothing(be):
+    """ndrange 13 with groups of 8: the three masked items of the last group take part in the
+    barriers but contribute nothing to the gradient of x or of the scalar"""
+    x = RNG.uniform(-1, 1, 16)
+    fn = lambda o, x_, s: masked_group_sum(be, 8)(o, x_, s, 13, ndrange=13)  # noqa: E731
+    sh, (ds,) = check_reverse(be, fn, [np.zeros(2), x, 1.3], {0: np.array([0.7, -1.1])}, wrt=[1], active=[2])
+    np.testing.assert_array_equal(host(sh[1])[13:], 0.0)
