@@ -553,3 +553,91 @@ def test_masked_items_of_a_partial_group_add_nothing(be):
     fn = lambda o, x_, s: masked_group_sum(be, 8)(o, x_, s, 13, ndrange=13)  # noqa: E731
     sh, (ds,) = check_reverse(be, fn, [np.zeros(2), x, 1.3], {0: np.array([0.7, -1.1])}, wrt=[1], active=[2])
     np.testing.assert_array_equal(host(sh[1])[13:], 0.0)
+
+
+# --- third batch: zeroing semantics checked as gradients of the outputs' initial values -------
+
+@tk.kernel
+def conditional_store(y, x: tk.Const):
+    i = tk.index()
+    if x[i] > 0.0:
+        y[i] = x[i] * x[i]
+
+
+@tk.kernel
+def store_twice(y, x: tk.Const, b):
+    i = tk.index()
+    y[i] = x[i] + 1.0
+    y[i] = y[i] * b * y[i]
+
+
+@tk.kernel
+def accumulate(y, x: tk.Const):
+    i = tk.index()
+    y[i] += math.exp(x[i]) * y[i]
+
+
+@tk.kernel
+def noisy(y, x: tk.Const, key):
+    i = tk.index()
+    y[i] = x[i] * tk.random.uniform(key, i) + x[i] * x[i]
+
+
+def test_an_output_stored_only_by_some_items_keeps_the_other_seeds(be):
+    """d loss / d y_old is the seed where no item stored, zero where one did"""
+    x = np.array([0.5, -0.3, 1.2, -2.0, 0.1])
+    fn = lambda y, x_: conditional_store(be)(y, x_, ndrange=5)  # noqa: E731
+    seed = RNG.standard_normal(5)
+    sh, _ = check_reverse(be, fn, [RNG.standard_normal(5), x], {0: seed}, wrt=[0, 1])
+    np.testing.assert_allclose(host(sh[0]), np.where(x > 0, 0.0, host(dev(seed, be))))
+    check_forward(be, fn, [RNG.standard_normal(5), x], {0: RNG.standard_normal(5), 1: RNG.standard_normal(5)},
+                  outs=[0])
+
+
+def test_an_output_stored_twice_in_one_kernel(be):
+    x = RNG.standard_normal(6)
+    fn = lambda y, x_, b: store_twice(be)(y, x_, b, ndrange=6)  # noqa: E731
+    check_reverse(be, fn, [RNG.standard_normal(6), x, 0.6], {0: RNG.standard_normal(6)}, wrt=[0, 1], active=[2])
+
+
+def test_an_accumulating_output_passes_its_seed_through(be):
+    x = RNG.uniform(-1, 1, 6)
+    fn = lambda y, x_: accumulate(be)(y, x_, ndrange=6)  # noqa: E731
+    check_reverse(be, fn, [RNG.standard_normal(6), x], {0: RNG.standard_normal(6)}, wrt=[0, 1])
+    check_forward(be, fn, [RNG.standard_normal(6), x], {0: RNG.standard_normal(6), 1: RNG.standard_normal(6)},
+                  outs=[0])
+
+
+def test_an_output_overwritten_by_a_later_launch_has_no_gradient_from_the_first(be):
+    x, z = RNG.standard_normal(5), RNG.standard_normal(5)
+
+    def fn(y, x_, z_):
+        early_return(be)(y, x_, ndrange=5)
+        early_return(be)(y, z_, ndrange=5)
+    sh, _ = check_reverse(be, fn, [np.zeros(5), x, z], {0: RNG.standard_normal(5)}, wrt=[0, 1, 2])
+    np.testing.assert_array_equal(host(sh[1]), 0.0)
+
+
+def test_random_numbers_are_constants_to_the_gradient(be):
+    key = tk.random.key(7)
+    x = RNG.standard_normal(9)
+    fn = lambda y, x_, kk: noisy(be)(y, x_, kk, ndrange=9)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(9), x, key], {0: RNG.standard_normal(9)}, wrt=[1])
+    check_forward(be, fn, [np.zeros(9), x, key], {1: RNG.standard_normal(9)}, outs=[0])
+
+
+def test_a_duplicated_scalar_carries_its_tangent_in_forward_mode(be):
+    x = RNG.standard_normal(7)
+    X, dX = dev(x.reshape(1, 7), be), dev(np.zeros((1, 7)), be)
+    Y, dY = dev(np.zeros((1, 7)), be), dev(np.zeros((1, 7)), be)
+    tk.autodiff(tk.Forward, lambda y_, x_, s, t: scaled2d(be)(y_, x_, s, t, ndrange=(1, 7)),
+                tk.Duplicated(Y, dY), tk.Duplicated(X, dX), tk.Duplicated(0.5, 2.0), tk.Duplicated(1.5, -1.0))
+    xs = host(X)
+    want = 2.0 * xs * xs - 1.0 * xs * np.cos(1.5 * xs)
+    np.testing.assert_allclose(host(dY), want, rtol=1e-5 if be.supports_float64 else 1e-4, atol=1e-6)
+
+
+def test_active_integer_scalars_are_refused():
+    with pytest.raises((ValueError, TypeError), match="(?i)float"):
+        tk.autodiff(tk.Reverse, lambda y, x, s: scaled2d(tk.CPU())(y, x, s, 1.0, ndrange=(1, 2)),
+                    tk.Duplicated(np.zeros((1, 2)), np.ones((1, 2))), tk.Const(np.ones((1, 2))), tk.Active(3))
