@@ -641,3 +641,110 @@ def test_active_integer_scalars_are_refused():
     with pytest.raises((ValueError, TypeError), match="(?i)float"):
         tk.autodiff(tk.Reverse, lambda y, x, s: scaled2d(tk.CPU())(y, x, s, 1.0, ndrange=(1, 2)),
                     tk.Duplicated(np.zeros((1, 2)), np.ones((1, 2))), tk.Const(np.ones((1, 2))), tk.Active(3))
+
+
+# --- fourth batch: other atomics, local atomics, fastmath, unsafe indices, 3-D, float16 scalars --
+
+@tk.kernel
+def atomic_sub_loss(loss, x: tk.Const):
+    i = tk.index()
+    tk.atomic_sub(loss, 0, x[i] * x[i])
+
+
+@tk.kernel
+def local_atomic_sum(out, x: tk.Const):
+    acc = tk.localmem(x.dtype, 1)
+    l = tk.index(tk.Local, tk.Linear)
+    g = tk.index(tk.Group, tk.Linear)
+    if l == 0:
+        acc[0] = 0.0
+    tk.synchronize()
+    tk.atomic_add(acc, 0, math.sin(x[tk.index()]))
+    tk.synchronize()
+    if l == 0:
+        out[g] = acc[0] * acc[0]
+
+
+@tk.kernel(fastmath=True)
+def fast_norm(y, x: tk.Const, n):
+    i = tk.index()
+    s = 0.0
+    for k in range(n):
+        s += x[i, k] * x[i, k]
+    y[i] = math.sqrt(s)
+
+
+@tk.kernel(unsafe_indices=True)
+def guarded_cube(y, x: tk.Const, n):
+    i = tk.index()
+    if i < n:
+        y[i] = x[i] * x[i] * x[i]
+
+
+@tk.kernel
+def cartesian3(y, x: tk.Const, mode: tk.constexpr):
+    I = tk.index(tk.Global, tk.Cartesian)
+    if mode == 1:
+        y[I] = x[I] * x[I] * float(x.shape[2]) + math.cos(x[I])
+    else:
+        y[I] = x[I]
+
+
+def test_atomic_sub_differentiates(be):
+    x = RNG.standard_normal(11)
+    fn = lambda l, x_: atomic_sub_loss(be)(l, x_, ndrange=11)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(1), x], {0: np.array([1.5])}, wrt=[0, 1])
+    check_forward(be, fn, [np.zeros(1), x], {1: RNG.standard_normal(11)}, outs=[0])
+
+
+def test_atomic_add_on_local_memory_between_barriers(be):
+    if not be.supports_atomic(fdt(be)):
+        pytest.skip(f"no {np.dtype(fdt(be)).name} atomics on {be.name}")
+    x = RNG.uniform(-1, 1, 8)
+    fn = lambda o, x_: local_atomic_sum(be, 4)(o, x_, ndrange=8)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(2), x], {0: np.array([1.0, -0.5])}, wrt=[1])
+    check_forward(be, fn, [np.zeros(2), x], {1: RNG.standard_normal(8)}, outs=[0])
+
+
+def test_fastmath_kernels_differentiate(be):
+    x = RNG.uniform(0.2, 1, (3, 5))
+    fn = lambda y, x_: fast_norm(be)(y, x_, 5, ndrange=3)  # noqa: E731
+    check_reverse(be, fn, [np.zeros(3), x], {0: RNG.standard_normal(3)}, wrt=[1])
+
+
+def test_unsafe_indices_kernels_that_guard_themselves(be):
+    x = RNG.standard_normal(8)
+    fn = lambda y, x_: guarded_cube(be, 4)(y, x_, 6, ndrange=8)  # noqa: E731
+    sh, _ = check_reverse(be, fn, [np.zeros(8), x], {0: RNG.standard_normal(8)}, wrt=[0, 1])
+    np.testing.assert_array_equal(host(sh[1])[6:], 0.0)
+
+
+def test_three_dimensional_cartesian_index_tuples(be):
+    x = RNG.standard_normal((2, 3, 4))
+    fn = lambda y, x_: cartesian3(be)(y, x_, 1, ndrange=(2, 3, 4))  # noqa: E731
+    check_reverse(be, fn, [np.zeros((2, 3, 4)), x], {0: RNG.standard_normal((2, 3, 4))}, wrt=[1])
+    check_forward(be, fn, [np.zeros((2, 3, 4)), x], {1: RNG.standard_normal((2, 3, 4))}, outs=[0])
+
+
+def test_float16_arrays_with_an_active_scalar_and_forward_tangents(be):
+    if not be.supports(tk.float16):
+        pytest.skip("no float16 on this backend")
+    x = np.array([0.5, 1.0, 1.5, 2.0, -0.5, 0.25, 0.75, 1.25], np.float16)
+    h16 = lambda a: dev(a, be, np.float16)  # noqa: E731
+    dx = h16(np.zeros(8))
+    (ds,) = tk.autodiff(tk.Reverse, lambda y, x_, s: scale_f16(be)(y, x_, s, ndrange=8),
+                        tk.Duplicated(h16(np.zeros(8)), h16(np.ones(8))), tk.Duplicated(h16(x), dx),
+                        tk.Active(np.float16(2.0)))
+    np.testing.assert_allclose(ds, x.astype(np.float64).sum(), rtol=1e-3)
+    np.testing.assert_array_equal(host(dx), 2.0)
+    dy = h16(np.zeros(8))
+    tk.autodiff(tk.Forward, lambda y, x_, s: scale_f16(be)(y, x_, s, ndrange=8),
+                tk.Duplicated(h16(np.zeros(8)), dy), tk.Duplicated(h16(x), h16(np.ones(8))),
+                tk.Duplicated(np.float16(2.0), np.float16(1.0)))
+    np.testing.assert_allclose(host(dy), 2.0 + x.astype(np.float64), rtol=1e-3)
+
+
+@tk.kernel
+def scale_f16(y, x: tk.Const, s):
+    i = tk.index()
+    y[i] = x[i] * s
