@@ -748,3 +748,48 @@ def test_float16_arrays_with_an_active_scalar_and_forward_tangents(be):
 def scale_f16(y, x: tk.Const, s):
     i = tk.index()
     y[i] = x[i] * s
+
+
+# --- tk.adjoint's calling convention ------------------------------------------------------------
+
+@tk.kernel
+def mixed_args(y, x: tk.Const, idx: tk.Const, n, s, flag: tk.constexpr):
+    i = tk.index()
+    v = x[idx[i]] * s * n
+    if flag:
+        v = v * x[i]
+    y[i] = v
+
+
+def test_adjoint_by_hand_with_integer_arrays_int_scalars_and_keywords(be):
+    """ints and constexprs take no shadow; non-differentiable parameters after the positional
+    ones may go by keyword, as in a kernel launch (that was a TypeError)"""
+    x = np.array([0.5, 1.0, 1.5, 2.0])
+    idx = dev([3, 2, 1, 0], be, np.int32)
+    adj = tk.adjoint(mixed_args)(be)
+    xs = host(dev(x, be))
+    for kw in (dict(), dict(flag=True)):
+        dx, ds = dev(np.zeros(4), be), dev(np.zeros(1), be)
+        pos = (dev(np.zeros(4), be), dev(np.ones(4), be), dev(x, be), dx, idx, 3, 0.5, ds) + (() if kw else (True,))
+        adj(*pos, ndrange=4, **kw)
+        np.testing.assert_allclose(host(dx), 1.5 * 2 * xs[::-1], rtol=1e-6)
+        np.testing.assert_allclose(host(ds), 3 * (xs[::-1] * xs).sum(), rtol=1e-6)
+
+
+def test_adjoint_argument_errors_show_how_the_arguments_were_read():
+    cpu = tk.CPU()
+    adj = tk.adjoint(mixed_args)(cpu)
+    x, idx, ds = np.ones(4), np.arange(4, dtype=np.int32), np.zeros(1)
+    with pytest.raises(tk.LaunchError, match=r"missing argument 'flag' \(its arguments are y, x, idx, n, s, flag, "
+                                             r"each float array or float scalar followed by its shadow; the 8 "
+                                             r"positional argument\(s\) given read as y, the shadow of 'y', x, "
+                                             r"the shadow of 'x', idx, n, the shadow of 'n', s\)"):
+        adj(np.zeros(4), np.ones(4), x, idx, 3, 0.5, ds, True, ndrange=4)       # the shadow of x forgotten
+    with pytest.raises(tk.LaunchError, match=r"2 argument\(s\) too many"):
+        adj(np.zeros(4), np.ones(4), x, np.zeros(4), idx, np.zeros(4, np.int32), 3, 0.5, ds, True, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="argument 's' is differentiable, so it goes positionally"):
+        adj(np.zeros(4), np.ones(4), x, np.zeros(4), idx, 3, s=0.5, flag=True, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="no argument 'flg'"):
+        adj(np.zeros(4), np.ones(4), x, np.zeros(4), idx, 3, 0.5, ds, flg=True, ndrange=4)
+    with pytest.raises(tk.LaunchError, match="argument 'flag' is given twice"):
+        adj(np.zeros(4), np.ones(4), x, np.zeros(4), idx, 3, 0.5, ds, True, flag=True, ndrange=4)

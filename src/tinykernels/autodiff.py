@@ -257,28 +257,52 @@ class AdjointLauncher:
             a = self._scratch[key] = _dummy(self.backend, shape, dtype, empty=True)
         return a
 
-    def split(self, args) -> tuple:
-        """(primal args, {name: shadow}) from the interleaved argument list."""
-        primal, shadows, it = [], {}, iter(args)
+    def split(self, args, named=None) -> tuple:
+        """(primal args, {name: shadow}) from the interleaved argument list; parameters after
+        the positional ones may come by keyword (``named``), as in a kernel launch, unless they
+        are differentiable (they need their shadow after them)."""
+        primal, shadows, it, read = [], {}, iter(args), []
+        named = dict(named or {})
+        what = f"adjoint of '{self.kernel.name}'"
+        names = [n for n, _ in self.kernel.params]
+
+        def layout() -> str:
+            return (f"its arguments are {', '.join(names)}, each float array or float scalar followed by its "
+                    f"shadow; the {len(args)} positional argument(s) given read as "
+                    f"{', '.join(read) if read else 'nothing'}")
+        for key in named:
+            if key not in names:
+                raise LaunchError(f"{what}: no argument '{key}' ({layout()})")
         for name, kind in self.kernel.params:
             try:
                 a = next(it)
             except StopIteration:
-                raise LaunchError(f"adjoint of '{self.kernel.name}': missing argument '{name}'") from None
+                if name not in named:
+                    raise LaunchError(f"{what}: missing argument '{name}' ({layout()})") from None
+                a = named.pop(name)
+                if kind != "constexpr" and (_is_float_array(_host(a)) or _is_float_scalar(a)):
+                    raise LaunchError(f"{what}: argument '{name}' is differentiable, so it goes positionally, "
+                                      f"followed by its shadow, not by keyword ({layout()})")
+                primal.append(a)
+                continue
+            if name in named:
+                raise LaunchError(f"{what}: argument '{name}' is given twice (by position and by keyword)")
             primal.append(a)
+            read.append(name)
             if kind != "constexpr" and (_is_float_array(_host(a)) or _is_float_scalar(a)):
                 try:
                     shadows[name] = next(it)
                 except StopIteration:
-                    raise LaunchError(f"adjoint of '{self.kernel.name}': missing the shadow of '{name}'") from None
+                    raise LaunchError(f"{what}: missing the shadow of '{name}' ({layout()})") from None
+                read.append(f"the shadow of '{name}'")
         rest = list(it)
         if rest:
-            raise LaunchError(f"adjoint of '{self.kernel.name}': {len(rest)} argument(s) too many")
+            raise LaunchError(f"{what}: {len(rest)} argument(s) too many ({layout()})")
         return primal, shadows
 
     @api_boundary
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None):
-        primal, shadows = self.split(args)
+    def __call__(self, *args, ndrange, workgroupsize=None, stream=None, **named):
+        primal, shadows = self.split(args, named)
         self.check(primal, shadows, ndrange, workgroupsize or self.wg)
         return self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
 
