@@ -256,3 +256,22 @@ def test_copies_and_launches_keep_their_order(name):
         inc(B)(mk(), ndrange=4, stream=other.stream())
     with pytest.raises(TypeError, match="stream priority must be an int"):
         B.stream(priority="urgent")
+
+
+def test_lazy_negated_and_conjugated_torch_views_are_refused_not_read_wrong():
+    """torch's DLPack export of x._neg_view() hands out the memory of x, so np.from_dlpack
+    reads +1 for -1; tk.from_dlpack returned that wrong-signed array without a word"""
+    neg = torch.ones(3)._neg_view()
+    assert neg.is_neg() and neg[0].item() == -1.0
+    with pytest.raises(ValueError, match=r"tk.from_dlpack: the tensor is a lazy negated view .*resolve_neg\(\)"):
+        tk.from_dlpack(neg)
+    with pytest.raises(ValueError, match=r"tk.asarray: the tensor is a lazy negated view"):
+        tk.asarray(neg)
+    with pytest.raises(ValueError, match=r"tk.asarray: the tensor is a lazy conjugated view .*resolve_conj\(\)"):
+        tk.asarray(torch.ones(3, dtype=torch.complex64).conj())
+    with pytest.raises(tk.LaunchError, match=r"kernel 'twice': argument 'x' .* lazy negated view"):
+        twice.launch(np.zeros(3, np.float32), neg, ndrange=3)
+    y = np.zeros(3, np.float32)
+    _run(twice, y, neg.resolve_neg(), ndrange=3)
+    np.testing.assert_array_equal(y, -2.0)
+    np.testing.assert_array_equal(tk.from_dlpack(neg.resolve_neg()).numpy(), -1.0)
