@@ -15,7 +15,7 @@ RNG = np.random.default_rng(2026)
 def _backends():
     out = [pytest.param(n, id=n) for n in ("CPU", "INTERP", "INTERP:CHECK")]
     avail = tk.backends()
-    for name, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU")):
+    for name, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"), ("CUDA", "CUDA")):
         ok, why = avail.get(name, (False, "unknown"))
         out.append(pytest.param(d, id=d, marks=() if ok else pytest.mark.skip(reason=f"{name}: {why}")))
     return out
