@@ -328,6 +328,7 @@ class AdjointLauncher:
                                       f"(it accumulates the scalar's gradient), got "
                                       f"{type(s).__name__}{' of shape ' + str(tuple(s.shape)) if _is_array(s) else ''}")
                 named.append((f"the shadow of '{name}'", s, True))
+            _check_writable_shadow(s, f"{what}: the shadow of '{name}'", LaunchError)
         _check_disjoint(named, what, LaunchError)
 
     def plan(self, adj, args, ndrange, wg) -> tuple:
@@ -601,6 +602,17 @@ def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = 
             raise error(f"{what}: the shadow shares memory with the array")
     elif _is_float_scalar(primal) and not _is_float_scalar(shadow) and not isinstance(shadow, int):
         raise error(f"{what}: the tangent of a float scalar must be a float, got {type(shadow).__name__}")
+
+
+def _check_writable_shadow(shadow, what: str, error=ValueError) -> None:
+    """Raise ``error`` (``what`` names the shadow) if the array ``shadow``, which reverse mode
+    writes (gradients are added into it, an output's seed is consumed), is read-only (a JAX
+    array, a NumPy array with ``writeable=False``); found at the launch it was an error about
+    an internal kernel's ``_d_<name>`` argument, after the primal had run."""
+    h = _host(shadow)
+    if isinstance(h, np.ndarray) and not h.flags.writeable:
+        raise error(f"{what} is read-only (writeable=False, e.g. a JAX array), but reverse mode "
+                    "adds the gradient into it; pass a writeable array (e.g. np.zeros_like(x))")
 
 
 def _check_disjoint(named, what: str, error=ValueError) -> None:
@@ -939,6 +951,8 @@ def autodiff(mode, fn, *args):
             if mode is Reverse and not _is_array(a.primal):
                 raise ValueError(f"tk.autodiff: argument {k}: in reverse mode tk.Duplicated takes an array "
                                  "and its shadow; a float scalar's gradient is asked for with tk.Active(s)")
+            if mode is Reverse:
+                _check_writable_shadow(a.shadow, f"tk.autodiff: argument {k} (tk.Duplicated): the shadow")
             if _is_array(a.primal):
                 named += [(f"argument {k} (the array of a tk.Duplicated)", a.primal, True),
                           (f"argument {k} (the shadow of a tk.Duplicated)", a.shadow, True)]
