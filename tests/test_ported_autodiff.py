@@ -822,3 +822,7 @@ def test_read_only_shadows_are_refused_up_front_in_reverse_mode():
     dy = np.zeros(4)
     tk.autodiff(tk.Forward, fn, tk.Duplicated(np.zeros(4), dy), tk.Duplicated(np.ones(4), dx_ro))
     np.testing.assert_array_equal(dy, 3.0)
+    # ... but the tangent of an output is written
+    with pytest.raises(tk.LaunchError, match="tk.autodiff: the tangent of argument 'out' of kernel 'early_return' is "
+                                             "read-only"):
+        tk.autodiff(tk.Forward, fn, tk.Duplicated(np.zeros(4), ro), tk.Duplicated(np.ones(4), np.ones(4)))

@@ -604,15 +604,16 @@ def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = 
         raise error(f"{what}: the tangent of a float scalar must be a float, got {type(shadow).__name__}")
 
 
-def _check_writable_shadow(shadow, what: str, error=ValueError) -> None:
+def _check_writable_shadow(shadow, what: str, error=ValueError,
+                           why: str = "reverse mode adds the gradient into it") -> None:
     """Raise ``error`` (``what`` names the shadow) if the array ``shadow``, which reverse mode
     writes (gradients are added into it, an output's seed is consumed), is read-only (a JAX
     array, a NumPy array with ``writeable=False``); found at the launch it was an error about
     an internal kernel's ``_d_<name>`` argument, after the primal had run."""
     h = _host(shadow)
     if isinstance(h, np.ndarray) and not h.flags.writeable:
-        raise error(f"{what} is read-only (writeable=False, e.g. a JAX array), but reverse mode "
-                    "adds the gradient into it; pass a writeable array (e.g. np.zeros_like(x))")
+        raise error(f"{what} is read-only (writeable=False, e.g. a JAX array), but {why}; pass a writeable "
+                    "array (e.g. np.zeros_like(x))")
 
 
 def _check_disjoint(named, what: str, error=ValueError) -> None:
@@ -860,6 +861,10 @@ class _Recorder:
                     full.append(type(a)(self.tangents.get(id(a), 0.0)))
                 else:
                     full.append(self.shadow(a, b))
+                    if name in written:
+                        _check_writable_shadow(full[-1], f"tk.autodiff: the tangent of argument '{name}' of "
+                                               f"kernel '{kernel.name}'", LaunchError,
+                                               "forward mode writes the tangent of what a kernel writes")
         ev = derived(kernel, "tangent", diff)(b, inst.static_wg)(*full, ndrange=ndrange, workgroupsize=wg)
         b.synchronize()
         return ev
