@@ -23,7 +23,8 @@ import numpy as np
 from . import dtypes as _dt
 from .errors import LaunchError
 from .runtime.hostarray import (staged, _DL_CUDA, _DL_CUDA_MANAGED, _DL_HOST_TYPES, _NP2, _SCALARS, Array,  # noqa: F401
-                                _dl_device, _dl_name, _is_torch, _torch_host_view, as_host_ndarray, host_from_dlpack)
+                                _dl_device, _dl_name, _is_torch, _torch_host_view, as_host_ndarray,
+                                check_torch_lazy_view, host_from_dlpack)
 from .tracebacks import api_boundary
 
 __all__ = ["Array", "zeros", "ones", "empty", "full", "asarray", "copyto", "from_dlpack",
@@ -210,6 +211,8 @@ def asarray(obj, backend=None) -> Array:
     """
     if isinstance(obj, Array) and (backend is None or obj.backend == _resolve_backend(backend)):
         return obj
+    if _is_torch(obj):
+        check_torch_lazy_view(obj, "tk.asarray")
     backend = _resolve_backend(backend)
     if getattr(backend, "dev", None) == "CUDA" and not isinstance(obj, (np.ndarray, list, tuple, *_SCALARS)) \
             and not (isinstance(obj, Array) and obj._host is not None):
@@ -392,6 +395,8 @@ def from_dlpack(x, *, copy: bool | None = None) -> Array:
                         f"got {type(x).__name__}")
     if isinstance(x, Array) and x._host is not None:
         return Array(x._host, x.backend)
+    if _is_torch(x):
+        check_torch_lazy_view(x, "tk.from_dlpack")
     dev = _dl_device(x)
     if dev is not None and dev[0] in (_DL_CUDA, _DL_CUDA_MANAGED):
         _cuda_backend_of(x, f"DLPack device {_dl_name(dev)}", ValueError)

@@ -258,28 +258,52 @@ class AdjointLauncher:
             a = self._scratch[key] = _dummy(self.backend, shape, dtype, empty=True)
         return a
 
-    def split(self, args) -> tuple:
-        """(primal args, {name: shadow}) from the interleaved argument list."""
-        primal, shadows, it = [], {}, iter(args)
+    def split(self, args, named=None) -> tuple:
+        """(primal args, {name: shadow}) from the interleaved argument list; parameters after
+        the positional ones may come by keyword (``named``), as in a kernel launch, unless they
+        are differentiable (they need their shadow after them)."""
+        primal, shadows, it, read = [], {}, iter(args), []
+        named = dict(named or {})
+        what = f"adjoint of '{self.kernel.name}'"
+        names = [n for n, _ in self.kernel.params]
+
+        def layout() -> str:
+            return (f"its arguments are {', '.join(names)}, each float array or float scalar followed by its "
+                    f"shadow; the {len(args)} positional argument(s) given read as "
+                    f"{', '.join(read) if read else 'nothing'}")
+        for key in named:
+            if key not in names:
+                raise LaunchError(f"{what}: no argument '{key}' ({layout()})")
         for name, kind in self.kernel.params:
             try:
                 a = next(it)
             except StopIteration:
-                raise LaunchError(f"adjoint of '{self.kernel.name}': missing argument '{name}'") from None
+                if name not in named:
+                    raise LaunchError(f"{what}: missing argument '{name}' ({layout()})") from None
+                a = named.pop(name)
+                if kind != "constexpr" and (_is_float_array(_host(a)) or _is_float_scalar(a)):
+                    raise LaunchError(f"{what}: argument '{name}' is differentiable, so it goes positionally, "
+                                      f"followed by its shadow, not by keyword ({layout()})")
+                primal.append(a)
+                continue
+            if name in named:
+                raise LaunchError(f"{what}: argument '{name}' is given twice (by position and by keyword)")
             primal.append(a)
+            read.append(name)
             if kind != "constexpr" and (_is_float_array(_host(a)) or _is_float_scalar(a)):
                 try:
                     shadows[name] = next(it)
                 except StopIteration:
-                    raise LaunchError(f"adjoint of '{self.kernel.name}': missing the shadow of '{name}'") from None
+                    raise LaunchError(f"{what}: missing the shadow of '{name}' ({layout()})") from None
+                read.append(f"the shadow of '{name}'")
         rest = list(it)
         if rest:
-            raise LaunchError(f"adjoint of '{self.kernel.name}': {len(rest)} argument(s) too many")
+            raise LaunchError(f"{what}: {len(rest)} argument(s) too many ({layout()})")
         return primal, shadows
 
     @api_boundary
-    def __call__(self, *args, ndrange, workgroupsize=None, stream=None):
-        primal, shadows = self.split(args)
+    def __call__(self, *args, ndrange, workgroupsize=None, stream=None, **named):
+        primal, shadows = self.split(args, named)
         self.check(primal, shadows, ndrange, workgroupsize or self.wg)
         return self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
 
@@ -305,6 +329,7 @@ class AdjointLauncher:
                                       f"(it accumulates the scalar's gradient), got "
                                       f"{type(s).__name__}{' of shape ' + str(tuple(s.shape)) if _is_array(s) else ''}")
                 named.append((f"the shadow of '{name}'", s, True))
+            _check_writable_shadow(s, f"{what}: the shadow of '{name}'", LaunchError)
         _check_disjoint(named, what, LaunchError)
 
     def plan(self, adj, args, ndrange, wg) -> tuple:
@@ -580,6 +605,18 @@ def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = 
         raise error(f"{what}: the tangent of a float scalar must be a float, got {type(shadow).__name__}")
 
 
+def _check_writable_shadow(shadow, what: str, error=ValueError,
+                           why: str = "reverse mode adds the gradient into it") -> None:
+    """Raise ``error`` (``what`` names the shadow) if the array ``shadow``, which reverse mode
+    writes (gradients are added into it, an output's seed is consumed), is read-only (a JAX
+    array, a NumPy array with ``writeable=False``); found at the launch it was an error about
+    an internal kernel's ``_d_<name>`` argument, after the primal had run."""
+    h = _host(shadow)
+    if isinstance(h, np.ndarray) and not h.flags.writeable:
+        raise error(f"{what} is read-only (writeable=False, e.g. a JAX array), but {why}; pass a writeable "
+                    "array (e.g. np.zeros_like(x))")
+
+
 def _check_disjoint(named, what: str, error=ValueError) -> None:
     """Raise ``error`` naming the first two of ``named`` ((name, array, written) triples) that
     share memory where at least one of them is written."""
@@ -825,6 +862,10 @@ class _Recorder:
                     full.append(type(a)(self.tangents.get(id(a), 0.0)))
                 else:
                     full.append(self.shadow(a, b))
+                    if name in written:
+                        _check_writable_shadow(full[-1], f"tk.autodiff: the tangent of argument '{name}' of "
+                                               f"kernel '{kernel.name}'", LaunchError,
+                                               "forward mode writes the tangent of what a kernel writes")
         ev = derived(kernel, "tangent", diff)(b, inst.static_wg)(*full, ndrange=ndrange, workgroupsize=wg)
         b.synchronize()
         return ev
@@ -916,6 +957,8 @@ def autodiff(mode, fn, *args):
             if mode is Reverse and not _is_array(a.primal):
                 raise ValueError(f"tk.autodiff: argument {k}: in reverse mode tk.Duplicated takes an array "
                                  "and its shadow; a float scalar's gradient is asked for with tk.Active(s)")
+            if mode is Reverse:
+                _check_writable_shadow(a.shadow, f"tk.autodiff: argument {k} (tk.Duplicated): the shadow")
             if _is_array(a.primal):
                 named += [(f"argument {k} (the array of a tk.Duplicated)", a.primal, True),
                           (f"argument {k} (the shadow of a tk.Duplicated)", a.shadow, True)]

@@ -93,6 +93,10 @@ class JaxKernel:
         self._lock = threading.Lock()
         self.autodiff = autodiff
         self.inplace = bool(inplace)
+        # the primal as the derivative rules call it: differentiating it again (a second
+        # order derivative) is refused by name instead of JAX's error about an FFI call
+        self._rule_primal = jax.custom_jvp(self._primal, nondiff_argnums=(0,))
+        self._rule_primal.defjvp(self._refuse_second_order)
         if autodiff == "vjp":
             self._fn = jax.custom_vjp(self._primal, nondiff_argnums=(0,))
             self._fn.defvjp(self._fwd, self._bwd)
@@ -315,7 +319,14 @@ class JaxKernel:
     # --- reverse mode: the adjoint kernel ------------------------------------------------------
 
     def _fwd(self, call: _Call, *arrays):
-        return self._primal(call, *arrays), arrays
+        return self._rule_primal(call, *arrays), arrays
+
+    def _refuse_second_order(self, call: _Call, primals, tangents):
+        """The JVP of a derivative rule's primal: only reached by a second-order derivative."""
+        raise LaunchError(f"{self._what}: differentiating its derivative (jax.grad of jax.grad, jax.hessian, "
+                          "jax.jacfwd of jax.jacrev) is not supported: the derivative comes from tinykernels' "
+                          f"{'adjoint' if self.autodiff == 'vjp' else 'tangent'} kernel, which has no derivative "
+                          "of its own; use jax.test_util.check_grads(..., order=1) and first-order transforms")
 
     def _bwd(self, call: _Call, arrays, cts):
         b = call.binding
@@ -336,7 +347,7 @@ class JaxKernel:
         tinykernels' tangent kernel, as a ``linear_call`` whose transpose is the adjoint
         kernel (so reverse mode works by JAX's linearize-and-transpose)."""
         b = call.binding
-        outs = self._primal(call, *primals)
+        outs = self._rule_primal(call, *primals)
         # the linear arguments: float arrays whose tangents are not symbolic zeros (a
         # linear_call's linear operands must all be unknown when JAX transposes it)
         floats = [k for k in _float_positions(primals)

@@ -54,10 +54,24 @@ def _is_torch(obj) -> bool:
     return type(obj).__module__.startswith("torch") and hasattr(obj, "detach") and hasattr(obj, "device")
 
 
+def check_torch_lazy_view(t, what: str) -> None:
+    """ValueError for a torch tensor whose memory does not hold its values: a negated view
+    (``x.neg()`` of a conjugate, ``torch._neg_view``) or a lazily conjugated one
+    (``x.conj()``). torch's DLPack export hands out such memory as it is, without the sign
+    (``np.from_dlpack`` then reads the negatives), so a zero-copy view would be wrong."""
+    for flag, fix in (("is_neg", "resolve_neg"), ("is_conj", "resolve_conj")):
+        test = getattr(t, flag, None)
+        if test is not None and test():
+            raise ValueError(f"{what}: the tensor is a lazy {'negated' if flag == 'is_neg' else 'conjugated'} view "
+                             f"(tensor.{flag}() is True): its memory does not hold its values; pass "
+                             f"tensor.{fix}() (a copy with the values)")
+
+
 def _torch_host_view(t) -> np.ndarray | None:
     """Zero-copy NumPy view of a CPU torch tensor (None if it is not in host memory)."""
     if t.device.type != "cpu":
         return None
+    check_torch_lazy_view(t, "torch tensor")
     t = t.detach()                           # a view; lets tensors that require grad through
     name = str(t.dtype).rpartition(".")[2]
     via = _TORCH_VIEWS.get(name)
