@@ -13,6 +13,7 @@ import tinykernels as tk
 import tinykernels.array as A
 from llm_helpers import python_calls
 from tinykernels import llm
+from tinykernels.kernel import Kernel
 
 C = importlib.import_module("tinykernels.llm._common")
 
@@ -38,16 +39,16 @@ def _bits(x):
 
 
 def _launches(monkeypatch):
-    """The (kernel name, backend) of each fast-path launch: the ``_common.instance`` calls not
+    """The (kernel name, backend) of each fast-path launch: the ``Kernel.instance`` calls not
     made by the general path's ``_common.launch``."""
     seen = []
-    real = C.instance
+    real = Kernel.instance
 
     def instance(kernel, backend):
         if sys._getframe(1).f_code.co_name != "launch":
             seen.append((kernel.name, backend))
         return real(kernel, backend)
-    monkeypatch.setattr(C, "instance", instance)
+    monkeypatch.setattr(Kernel, "instance", instance)
     return seen
 
 
@@ -189,10 +190,18 @@ def test_tk_arrays_on_one_cpu_backend_take_the_fast_path(monkeypatch):
         llm.add(a, a, out=other)
 
 
-def test_instance_memo_is_the_kernels_instance():
+def test_instance_memo_is_the_kernels_own_instance_table():
+    """``Kernel.instance`` finds a backend object's instance by identity in the kernel's one
+    instance table: the instance ``kernel(backend)`` gives, for equal backend objects too, and
+    no second cache in front of it (the llm modules hold none)."""
     E = importlib.import_module("tinykernels.llm.elementwise")   # the module (llm.exp etc. shadow names)
-    be = tk.CPU(threads=1)
-    assert C.instance(E._binary_flat, be) is E._binary_flat(be) is C.instance(E._binary_flat, be)
+    be, be2 = tk.CPU(threads=1), tk.CPU(threads=1)
+    k = E._binary_flat
+    assert k.instance(be) is k(be) is k.instance(be) is k.instance(be2) is k(be2)
+    assert k.instance(be) is not k.instance(tk.CPU(threads=2))
+    assert k(be, 64) is not k.instance(be) and k(be, 64) is k(be2, 64)   # a static size: its own entry
+    assert k._by_backend[id(be)] == (be, k(be))                      # the entry keeps the backend alive
+    assert not any(isinstance(v, dict) and "INSTANCES" in n.upper() for n, v in vars(C).items())
 
 
 def test_fast_paths_run_few_python_frames():

@@ -79,6 +79,7 @@ class Kernel:
         self._array_params = None
         self._instances: dict = {}
         self._lock = threading.Lock()
+        self._by_backend: dict = {}
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -113,6 +114,10 @@ class Kernel:
                             f"ndrange=...) to take the backend from the arrays; got {self.name}("
                             f"{type(backend).__name__}{', ...' if launch_args or workgroupsize is not None else ''}"
                             f"{''.join(', ' + k + '=...' for k in launch_kw)})")
+        if workgroupsize is None:
+            hit = self._by_backend.get(id(backend))
+            if hit is not None:
+                return hit[1]
         b = make_backend(backend)
         wg = _norm_wg(workgroupsize, self.name) if workgroupsize is not None else None
         key = (b, wg)
@@ -122,7 +127,22 @@ class Kernel:
                 inst = self._instances.get(key)
                 if inst is None:
                     inst = self._instances[key] = _instance_class(b)(self, b, wg)
+        if wg is None and b is backend:
+            if len(self._by_backend) >= 256:       # many short-lived backend objects: start over
+                self._by_backend.clear()
+            self._by_backend[id(b)] = (b, inst)
         return inst
+
+    def instance(self, backend: Backend) -> "KernelInstance":
+        """``self(backend)`` for a backend object (no static workgroup size), found by the
+        object's identity in the kernel's own instance table: one dict lookup and no Python
+        frame beyond this one, where ``self(backend)`` hashes and compares the backend's
+        ``key()`` tuple (Python frames that cost tens of microseconds when a large kernel has
+        just evicted them from the caches: docs/llm.md, "Host time per call"). The llm
+        functions' launches call this; the index entry keeps the backend alive, so its id is
+        not reused while indexed."""
+        hit = self._by_backend.get(id(backend))
+        return hit[1] if hit is not None else self(backend)
 
     @api_boundary
     def launch(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:

@@ -246,27 +246,8 @@ def partly_overlaps(a, b) -> bool:
 
 def launch(kernel, backend: Backend, args: tuple, ndrange, workgroupsize=None, stream=None):
     """Launch ``kernel`` on ``backend`` (a static workgroup size when given) and return its event."""
-    inst = kernel(backend, workgroupsize) if workgroupsize is not None else instance(kernel, backend)
+    inst = kernel(backend, workgroupsize) if workgroupsize is not None else kernel.instance(backend)
     return inst(*args, ndrange=ndrange, stream=stream)
-
-
-_INSTANCES: dict = {}
-
-
-def instance(kernel, backend: Backend):
-    """``kernel(backend)``, remembered per backend object: ``kernel(backend)`` hashes and
-    compares the backend's ``key()`` tuples on every call, Python work that costs tens of
-    microseconds when a large kernel has just evicted it from the caches (docs/llm.md, "Host
-    time right after a large kernel"). The entry keeps the backend alive, so its id is not
-    reused."""
-    hit = _INSTANCES.get((kernel, id(backend)))
-    if hit is not None:
-        return hit[1]
-    inst = kernel(backend)
-    if len(_INSTANCES) >= 4096:       # many short-lived backend objects: start over
-        _INSTANCES.clear()
-    _INSTANCES[(kernel, id(backend))] = (backend, inst)
-    return inst
 
 
 def host_args(*arrays) -> tuple | None:
@@ -274,7 +255,7 @@ def host_args(*arrays) -> tuple | None:
     plain ``np.ndarray`` (on ``tk.CPU()`` with the environment's defaults) or a host
     ``tk.Array`` (its NumPy array), all on one CPU backend; else None (the general
     path decides). Only C-level type tests and attribute reads: a cold Python frame costs
-    microseconds right after a large kernel (see :func:`instance`)."""
+    microseconds right after a large kernel (see ``Kernel.instance``)."""
     found, plain, hosts = None, False, []
     for a in arrays:
         t = type(a)

@@ -323,7 +323,7 @@ def _binary_fast(op: int, a, b, out, stream) -> bool:
     fast = _flat_fast(out, a, b) if stream is None and out is not None else None
     if fast is None or fast[1][0].dtype is not fast[1][1].dtype:
         return False
-    C.instance(_binary_flat, fast[0])(*fast[1], 1.0, 1.0, op, False, False, ndrange=fast[1][0].size)
+    _binary_flat.instance(fast[0])(*fast[1], 1.0, 1.0, op, False, False, ndrange=fast[1][0].size)
     return True
 
 
@@ -339,7 +339,7 @@ def _unary_fast(op: int, x, out, stream, dtype=None) -> bool:
     if odt not in C.FAST_FLOATS or not (odt is idt if dtype is None else (dtype is odt or dtype is odt.type)):
         return False
     poly = op == EXP and use_poly(backend, idt)
-    C.instance(_unary_flat, backend)(*views, op, poly, ndrange=views[0].size)
+    _unary_flat.instance(backend)(*views, op, poly, ndrange=views[0].size)
     return True
 
 

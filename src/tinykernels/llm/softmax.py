@@ -254,7 +254,7 @@ def _sum_fast(x, axis, out, stream) -> bool:
     rows, L, inner, ax4 = _split(shape, ax)
     if not rows or C.row_group(backend, L) != 1:
         return False
-    C.instance(_sum_lanes64 if dt == np.float64 else _sum_lanes, backend)(ho, hx, L, inner, ax4, ndrange=rows)
+    (_sum_lanes64 if dt == np.float64 else _sum_lanes).instance(backend)(ho, hx, L, inner, ax4, ndrange=rows)
     return True
 
 
