@@ -118,8 +118,8 @@ def test_kv_append_fast_path_matches_general(monkeypatch, cdt, pos):
 
 
 def test_cases_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
-    """Aliasing, strides, mixed dtypes and shapes, bad ranks, empty arrays, scalars, streams and
-    torch tensors take the general path: its in-place handling, its errors naming arguments."""
+    """Aliasing, strides, mixed dtypes and shapes, bad ranks, empty arrays, scalars and streams
+    take the general path: its in-place handling, its errors naming arguments."""
     seen = _launches(monkeypatch)
     a = np.arange(12, dtype=np.float32)
     r = llm.add(a, a, out=a)                                        # in place: the general kernel
@@ -158,6 +158,95 @@ def test_cases_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
     llm.add(a, a, out=o2, stream=be.stream())                       # a stream: the general path
     tk.synchronize(be)
     assert np.array_equal(o2, 2 * a) and not seen, seen
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape", [(1,), (1, 4096), (3, 5, 7), (2, 3, 4, 33)])
+def test_row_fast_paths_match_general(monkeypatch, shape, dt):
+    """swiglu, rms_norm, rms_norm_add and softmax: bit for bit the general path's results."""
+    x, y, r = (RNG.standard_normal(shape).astype(dt) for _ in range(3))
+    w = RNG.standard_normal(shape[-1]).astype(dt)
+    w32 = w.astype(np.float32)
+    out = np.empty(shape, dt)
+    calls = {"_binary_flat": lambda: llm.swiglu(x, y, out=out),
+             "_rms_rows_ro": lambda: llm.rms_norm(x, w, 1e-5, out=out),
+             "_rms_rows_ro ": lambda: llm.rms_norm(x, w32, out=out),
+             "_rms_rows_ro  ": lambda: llm.rms_norm_add(x, w, r, 0.0, out=out),
+             "_softmax_rows_ro": lambda: llm.softmax(x, -1, 0.5, out=out),
+             "_softmax_rows_ro ": lambda: llm.softmax(x, len(shape) - 1, out=out)}
+    for kname, run in calls.items():
+        seen = _launches(monkeypatch)
+        fast, slow = _both(monkeypatch, run)
+        assert [k for k, _ in seen] == [kname.strip()], (kname, seen)
+        assert np.array_equal(_bits(fast), _bits(slow)), kname
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(llm.rms_norm(x, w, 1e-5, out=out),
+                               x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5) * w,
+                               rtol=5e-3 if dt == np.float16 else 1e-5, atol=5e-3 if dt == np.float16 else 1e-6)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    np.testing.assert_allclose(llm.softmax(x, out=out), e / e.sum(-1, keepdims=True),
+                               rtol=2e-3 if dt == np.float16 else 1e-5, atol=1e-3 if dt == np.float16 else 1e-7)
+
+
+def test_row_calls_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
+    seen = _launches(monkeypatch)
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    w = np.ones(8, np.float32)
+    o = np.empty_like(x)
+    llm.softmax(x, 0, out=o)                                        # another axis
+    llm.softmax(x, -1, 1, out=o)                                    # an int scale
+    llm.rms_norm(x, w, 1, out=o)                                    # an int eps
+    llm.rms_norm(x, w, out=o, return_scale=True)                    # a scale output
+    y = x.copy()
+    llm.rms_norm(y, w, out=y)                                       # in place
+    r = x.copy()
+    llm.rms_norm_add(x, w, r, out=r)                                # out=residual
+    llm.swiglu(x, x[:1], out=o)                                     # broadcasting
+    assert not seen, seen
+    for bad, msg in ((lambda: llm.softmax(x, 2, out=o), "argument 'axis'"),
+                     (lambda: llm.softmax(x, -3, out=o), "argument 'axis'"),
+                     (lambda: llm.rms_norm(x, w, -1.0, out=o), "argument 'eps'"),
+                     (lambda: llm.rms_norm(x, w, float("nan"), out=o), "argument 'eps'"),
+                     (lambda: llm.rms_norm(x, w[:4], out=o), "argument 'w'"),
+                     (lambda: llm.rms_norm(x, w.astype(np.float64), out=o), "argument 'w'"),
+                     (lambda: llm.rms_norm_add(x, w, x[:2], out=o), "argument 'residual'"),
+                     (lambda: llm.swiglu(x, x, out=o[:2]), "argument 'out'"),
+                     (lambda: llm.softmax(x, out=o.astype(np.float16)), "argument 'out'")):
+        with pytest.raises(ValueError, match=msg):
+            bad()
+    assert not seen, seen
+
+
+def test_torch_cpu_tensors_take_the_fast_paths(monkeypatch):
+    """CPU torch tensors of NumPy dtypes launch through their NumPy views on tk.CPU(), the
+    general path's backend, and the call returns the caller's tensor; bfloat16, tensors that
+    require grad and strided tensors as the general path has them."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(3, 64)
+    w = torch.randn(64)
+    for f, kname in ((lambda o: llm.add(x, x, out=o), "_binary_flat"),
+                     (lambda o: llm.rms_norm(x, w, out=o), "_rms_rows_ro"),
+                     (lambda o: llm.softmax(x, out=o), "_softmax_rows_ro"),
+                     (lambda o: llm.swiglu(x, x, out=o), "_binary_flat")):
+        o = torch.empty(3, 64)
+        seen = _launches(monkeypatch)
+        assert f(o) is o
+        assert seen == [(kname, A._cpu())], seen
+        with monkeypatch.context() as m:
+            _general(m)
+            o2 = torch.empty(3, 64)
+            assert f(o2) is o2
+        assert torch.equal(o, o2)
+    seen = _launches(monkeypatch)
+    g = torch.randn(3, 64, requires_grad=True)
+    o = torch.empty(3, 64)
+    assert llm.add(g, g, out=o) is o and torch.equal(o, 2 * g.detach())
+    b = x.to(torch.bfloat16)
+    ob = torch.empty(3, 64, dtype=torch.bfloat16)
+    assert llm.add(b, b, out=ob) is ob and torch.equal(ob, b + b)
+    assert [k for k, _ in seen] == ["_binary_flat"], seen            # bfloat16: the general path
+    llm.add(x.T, x.T, out=torch.empty(64, 3))                       # strided: the general path
+    assert len(seen) == 1, seen
 
 
 def test_fast_paths_follow_the_environment_defaults(monkeypatch):
@@ -211,8 +300,15 @@ def test_fast_paths_run_few_python_frames():
     h = np.empty(4096, np.float16)
     x, s = np.ones((4, 1024), np.float32), np.empty(4, np.float32)
     kc, kr, cnt = np.zeros((8, 64, 128), np.float32), np.ones((8, 4, 128), np.float32), np.zeros(1, np.int32)
+    w, xo = np.ones(1024, np.float32), np.empty((4, 1024), np.float32)
     calls = {"add": lambda: llm.add(a, b, out=o), "cast": lambda: llm.cast(a, np.float16, out=h),
-             "sum": lambda: llm.sum(x, -1, out=s), "kv_append": lambda: llm.kv_append(kc, kr, cnt)}
+             "sum": lambda: llm.sum(x, -1, out=s), "kv_append": lambda: llm.kv_append(kc, kr, cnt),
+             "swiglu": lambda: llm.swiglu(a, b, out=o), "rms_norm": lambda: llm.rms_norm(x, w, out=xo),
+             "rms_norm_add": lambda: llm.rms_norm_add(x, w, x, out=xo), "softmax": lambda: llm.softmax(x, out=xo)}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        ta, tb, to = (torch.from_numpy(v) for v in (a, b, o))
+        calls["add (torch)"] = lambda: llm.add(ta, tb, out=to)
     for name, f in calls.items():
         f()
         frames = python_calls(f)
