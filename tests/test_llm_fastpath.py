@@ -217,6 +217,42 @@ def test_row_calls_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch
     assert not seen, seen
 
 
+@pytest.mark.parametrize("qtype", [None, "q4_0", "q8_0", "q4_k"])
+def test_gemv_fast_path_matches_general(monkeypatch, qtype):
+    w = RNG.standard_normal((33, 512)).astype(np.float32)
+    a = w if qtype is None else llm.quantize(w, qtype)
+    x = RNG.standard_normal(512).astype(np.float32)
+    be = tk.CPU(threads=1)
+    for conv in (lambda v: v, lambda v: tk.asarray(v, backend=be)):
+        aa = conv(w) if qtype is None else llm.QTensor(qtype, a.shape, conv(A.as_host_ndarray(a.data)))
+        xx, out = conv(x), conv(np.empty(33, np.float32))
+        seen = _launches(monkeypatch)
+        fast, slow = _both(monkeypatch, lambda: A.as_host_ndarray(llm.matmul(aa, xx, out=out)))
+        assert [k for k, _ in seen] == [f"_gemv_rows_{qtype or 'f32'}"], seen
+        assert np.array_equal(_bits(fast), _bits(slow))
+    deq = w if qtype is None else A.as_host_ndarray(llm.dequantize(a))
+    np.testing.assert_allclose(fast, deq.astype(np.float64) @ x, rtol=1e-4, atol=1e-4)
+
+
+def test_gemv_calls_outside_the_fast_path_keep_the_general_behaviour(monkeypatch):
+    seen = _launches(monkeypatch)
+    w = RNG.standard_normal((32, 64)).astype(np.float32)
+    x = RNG.standard_normal(64).astype(np.float32)
+    q = llm.quantize(w, "q8_0")
+    o = np.empty(32, np.float32)
+    llm.matmul(q, x, out=o, exact=False)                            # the int8 route
+    llm.matmul(w.T.copy().T, x, out=o)                              # a Fortran-ordered a: a copy
+    assert not seen, seen
+    for bad, msg in ((lambda: llm.matmul(w, x[:32], out=o), "argument 'b'"),
+                     (lambda: llm.matmul(w, x, out=o[:16]), "argument 'out'"),
+                     (lambda: llm.matmul(w, x.astype(np.float64), out=o), "argument 'b'"),
+                     (lambda: llm.matmul(w, x, out=w[0, :32]), "argument 'out'"),
+                     (lambda: llm.matmul(w, x, out=o, exact=1), "argument 'exact'")):
+        with pytest.raises(ValueError, match=msg):
+            bad()
+    assert not seen, seen
+
+
 def test_torch_cpu_tensors_take_the_fast_paths(monkeypatch):
     """CPU torch tensors of NumPy dtypes launch through their NumPy views on tk.CPU(), the
     general path's backend, and the call returns the caller's tensor; bfloat16, tensors that
@@ -304,7 +340,8 @@ def test_fast_paths_run_few_python_frames():
     calls = {"add": lambda: llm.add(a, b, out=o), "cast": lambda: llm.cast(a, np.float16, out=h),
              "sum": lambda: llm.sum(x, -1, out=s), "kv_append": lambda: llm.kv_append(kc, kr, cnt),
              "swiglu": lambda: llm.swiglu(a, b, out=o), "rms_norm": lambda: llm.rms_norm(x, w, out=xo),
-             "rms_norm_add": lambda: llm.rms_norm_add(x, w, x, out=xo), "softmax": lambda: llm.softmax(x, out=xo)}
+             "rms_norm_add": lambda: llm.rms_norm_add(x, w, x, out=xo), "softmax": lambda: llm.softmax(x, out=xo),
+             "matmul": lambda: llm.matmul(x, w, out=s)}
     torch = sys.modules.get("torch")
     if torch is not None:
         ta, tb, to = (torch.from_numpy(v) for v in (a, b, o))
