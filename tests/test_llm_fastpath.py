@@ -253,6 +253,54 @@ def test_gemv_calls_outside_the_fast_path_keep_the_general_behaviour(monkeypatch
     assert not seen, seen
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("shape,h", [((5, 64), 32), ((2, 3, 64), 16), ((2, 4, 3, 32), 16)])
+def test_rope_fast_path_matches_general(monkeypatch, shape, h, dt):
+    x = RNG.standard_normal(shape).astype(dt)
+    ang = np.arange(12)[:, None] * RNG.random(h)[None]
+    for tdt in (np.float32, dt):
+        cos, sin = np.cos(ang).astype(tdt), np.sin(ang).astype(tdt)
+        for pos in (np.array([2], np.int32), np.array([11], np.int32)):     # 11: past the table for some rows
+            out = np.empty(shape, dt)
+            runs = {"rope": lambda: llm.rope(x, cos, sin, 1, out=out),
+                    "rope_at": lambda: llm.rope_at(x, cos, sin, pos, out=out),
+                    "in place": lambda: llm.rope_at(np.copyto(out, x) or out, cos, sin, pos, out=out)}
+            for name, run in runs.items():
+                seen = _launches(monkeypatch)
+                fast, slow = _both(monkeypatch, run)
+                assert [k for k, _ in seen] == ["_rope_rows"], (name, seen)
+                assert np.array_equal(_bits(fast), _bits(slow)), name
+    x64 = x.astype(np.float64)
+    c, sn = np.cos(ang)[1:1 + shape[-2]], np.sin(ang)[1:1 + shape[-2]]
+    x1, x2 = x64[..., :h], x64[..., h:2 * h]
+    want = np.concatenate([x1 * c - x2 * sn, x2 * c + x1 * sn, x64[..., 2 * h:]], -1)
+    got = llm.rope(x, np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32), 1, out=np.empty(shape, dt))
+    np.testing.assert_allclose(got, want, rtol=2e-3 if dt == np.float16 else 1e-5, atol=2e-3 if dt == np.float16 else 1e-6)
+
+
+def test_rope_calls_outside_the_fast_path_keep_the_general_behaviour(monkeypatch):
+    seen = _launches(monkeypatch)
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    cos, sin = np.ones((8, 4), np.float32), np.zeros((8, 4), np.float32)
+    o = np.empty_like(x)
+    llm.rope(x, cos, sin, np.int64(1), out=o)                       # a NumPy int offset
+    llm.rope(x[:, ::-1], cos, sin, out=o)                           # strided x
+    y = np.zeros(40, np.float32)
+    with pytest.raises(ValueError, match="argument 'out' overlaps argument 'x'"):
+        llm.rope(y[:32].reshape(4, 8), cos, sin, out=y[8:].reshape(4, 8))
+    for bad, msg in ((lambda: llm.rope(x, cos, sin, 5, out=o), "argument 'cos': has 8 positions"),
+                     (lambda: llm.rope(x, cos, sin, -1, out=o), "argument 'offset'"),
+                     (lambda: llm.rope(x, cos, sin.astype(np.float16), out=o), "argument 'sin'"),
+                     (lambda: llm.rope(x, cos[:, :3].copy(), sin[:, :3].copy(), out=o[:, :4]), "argument 'out'"),
+                     (lambda: llm.rope(x, np.ones((8, 5), np.float32), np.ones((8, 5), np.float32), out=o),
+                      "argument 'cos': rotates"),
+                     (lambda: llm.rope_at(x, cos, sin, np.zeros(1, np.int64), out=o), "argument 'pos_counter'"),
+                     (lambda: llm.rope(x, cos, sin, out=np.empty((4, 8), np.float64)), "argument 'out'")):
+        with pytest.raises(ValueError, match=msg):
+            bad()
+    assert not seen, seen
+
+
 def test_torch_cpu_tensors_take_the_fast_paths(monkeypatch):
     """CPU torch tensors of NumPy dtypes launch through their NumPy views on tk.CPU(), the
     general path's backend, and the call returns the caller's tensor; bfloat16, tensors that
@@ -341,7 +389,8 @@ def test_fast_paths_run_few_python_frames():
              "sum": lambda: llm.sum(x, -1, out=s), "kv_append": lambda: llm.kv_append(kc, kr, cnt),
              "swiglu": lambda: llm.swiglu(a, b, out=o), "rms_norm": lambda: llm.rms_norm(x, w, out=xo),
              "rms_norm_add": lambda: llm.rms_norm_add(x, w, x, out=xo), "softmax": lambda: llm.softmax(x, out=xo),
-             "matmul": lambda: llm.matmul(x, w, out=s)}
+             "matmul": lambda: llm.matmul(x, w, out=s),
+             "rope_at": lambda: llm.rope_at(xo, x[:, :16], x[:, 16:32], cnt, out=xo)}
     torch = sys.modules.get("torch")
     if torch is not None:
         ta, tb, to = (torch.from_numpy(v) for v in (a, b, o))
