@@ -118,12 +118,15 @@ def test_kv_append_fast_path_matches_general(monkeypatch, cdt, pos):
 
 
 def test_cases_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
-    """Aliasing, strides, mixed dtypes and shapes, bad ranks, empty arrays, scalars and streams
-    take the general path: its in-place handling, its errors naming arguments."""
+    """Aliasing (but the very array in place), strides, mixed dtypes and shapes, bad ranks,
+    empty arrays, scalars and streams take the general path: its in-place handling, its errors
+    naming arguments."""
     seen = _launches(monkeypatch)
     a = np.arange(12, dtype=np.float32)
-    r = llm.add(a, a, out=a)                                        # in place: the general kernel
+    r = llm.add(a, a[::-1].copy()[::-1], out=a)                     # a strided input
     assert r is a and np.array_equal(a, 2 * np.arange(12, dtype=np.float32))
+    r = llm.add(a, a, out=a.reshape(3, 4).reshape(12))              # in place through another view object
+    assert np.array_equal(a, 4 * np.arange(12, dtype=np.float32))
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
     o = np.empty((4, 3), np.float32)
     llm.mul(x[:, ::2], x[:, 1::2], out=o)                           # strided inputs
@@ -158,6 +161,29 @@ def test_cases_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
     llm.add(a, a, out=o2, stream=be.stream())                       # a stream: the general path
     tk.synchronize(be)
     assert np.array_equal(o2, 2 * a) and not seen, seen
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(7,), (3, 5, 7), (2, 3, 4, 33)])
+def test_in_place_flat_calls_take_the_general_kernel_on_the_fast_path(monkeypatch, shape, dt):
+    """``out`` the very array of an input (the decode step's ``swiglu(g, u, out=g)``,
+    ``add(x, o, out=x)``): the general path's non-``tk.Const`` kernel, the same bits."""
+    be = tk.CPU(threads=1)
+    x0 = (RNG.random(shape) + 0.5).astype(dt)
+    y0 = RNG.standard_normal(shape).astype(dt)
+    for conv in (lambda v: v, lambda v: tk.asarray(v, backend=be)):
+        calls = {"_binary": lambda x, y: llm.swiglu(x, y, out=x), "_binary ": lambda x, y: llm.div(y, x, out=x),
+                 "_binary  ": lambda x, y: llm.add(x, x, out=x), "_unary": lambda x, y: llm.exp(x, out=x),
+                 "_unary ": lambda x, y: llm.cast(x, dt, out=x)}
+        for kname, f in calls.items():
+            def run():
+                x, y = conv(x0.copy()), conv(y0)
+                f(x, y)
+                return A.as_host_ndarray(x)
+            seen = _launches(monkeypatch)
+            fast, slow = _both(monkeypatch, run)
+            assert [k for k, _ in seen] == [kname.strip()], (kname, seen)
+            assert np.array_equal(_bits(fast), _bits(slow)), kname
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])

@@ -296,12 +296,13 @@ def _torch_dtypes() -> frozenset:
 may_share_memory = _may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
 
 
-def host_same(out, *inputs) -> tuple | None:
+def host_same(out, *inputs, inplace: bool = False) -> tuple | None:
     """The shared test of the llm functions' host fast paths: ``(backend, (out, *inputs) as
     NumPy arrays)`` when every argument is a host array on one CPU backend (:func:`host_args`),
     all of one shape (rank 1 to 4, not empty), C-contiguous, the inputs of one float dtype of
     :data:`FAST_FLOATS` (``out``'s dtype is the caller's to check: a cast differs) and ``out``
-    sharing no memory with an input; else None, and the caller takes its general path, which
+    sharing no memory with an input (``inplace``: unless the input is the very array ``out``,
+    for kernels that may run in place); else None, and the caller takes its general path, which
     checks everything and launches the same kernel with the same arguments wherever this
     applies. It exists for the host time of a call right after a large kernel: each Python
     frame and lookup of the general path's checks is then a chain of cache misses, 240-285 us
@@ -314,7 +315,8 @@ def host_same(out, *inputs) -> tuple | None:
     if not 0 < len(s) <= MAX_RANK or not o.size or not o.flags.c_contiguous or dt not in FAST_FLOATS:
         return None
     for x in xs:                      # (disjoint() inline: one frame less per call)
-        if x.shape != s or x.dtype is not dt or not x.flags.c_contiguous or _may_share_memory(o, x):
+        if x.shape != s or x.dtype is not dt or not x.flags.c_contiguous or \
+                (_may_share_memory(o, x) and not (inplace and x is o)):
             return None
     return host
 

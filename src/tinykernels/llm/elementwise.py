@@ -294,24 +294,33 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
 
 
 def _flat_fast(out, *inputs) -> tuple | None:
-    """``_common.host_same``'s ``(backend, arrays)`` with the arrays as 1-D views (the flat
-    kernels' arguments), or None."""
-    host = C.host_same(out, *inputs)
+    """``(backend, arrays, in place)`` for the flat kernels' fast paths: ``_common.host_same``
+    (``out`` may be the very array of an input); the arrays as 1-D views (the flat kernels'
+    arguments), or as they are when ``out`` is an input (then the general kernel runs, as on
+    the general path: a flat kernel's ``tk.Const`` inputs must not alias its output); or None."""
+    host = C.host_same(out, *inputs, inplace=True)
     if host is None:
         return None
     backend, arrays = host
-    return backend, (tuple(arrays) if arrays[0].ndim == 1 else tuple(v.reshape(-1) for v in arrays))
+    for x in arrays[1:]:              # (a loop, not any(): a generator is one more Python frame)
+        if x is arrays[0]:
+            return backend, tuple(arrays), True
+    return backend, (tuple(arrays) if arrays[0].ndim == 1 else tuple(v.reshape(-1) for v in arrays)), False
 
 
 def _binary_fast(op: int, a, b, out, stream) -> bool:
     """``out = a op b`` through :func:`_flat_fast` (add, sub, mul, div, swiglu of same-shape
-    arrays, ``out=`` given, default stream); False where it does not apply."""
+    arrays, ``out=`` given, in place or not, default stream); False where it does not apply."""
     fast = _flat_fast(out, a, b) if stream is None and out is not None else None
     if fast is None or fast[1][0].dtype is not fast[1][1].dtype:
         return False
-    backend, views = fast
-    poly = op == SWIGLU and use_poly(backend, views[1].dtype)
-    _binary_flat.instance(backend)(*views, 1.0, 1.0, op, False, poly, ndrange=views[0].size)
+    backend, arrays, inplace = fast
+    poly = op == SWIGLU and use_poly(backend, arrays[1].dtype)
+    if inplace:
+        _binary.instance(backend)(*arrays, 1.0, 1.0, op, False, False, False, False, poly,
+                                  ndrange=grid3(arrays[0].shape))
+    else:
+        _binary_flat.instance(backend)(*arrays, 1.0, 1.0, op, False, poly, ndrange=arrays[0].size)
     return True
 
 
@@ -322,12 +331,15 @@ def _unary_fast(op: int, x, out, stream, dtype=None) -> bool:
     fast = _flat_fast(out, x) if stream is None and out is not None else None
     if fast is None:
         return False
-    backend, views = fast
-    odt, idt = views[0].dtype, views[1].dtype
+    backend, arrays, inplace = fast
+    odt, idt = arrays[0].dtype, arrays[1].dtype
     if odt not in C.FAST_FLOATS or not (odt is idt if dtype is None else (dtype is odt or dtype is odt.type)):
         return False
     poly = op == EXP and use_poly(backend, idt)
-    _unary_flat.instance(backend)(*views, op, poly, ndrange=views[0].size)
+    if inplace:
+        _unary.instance(backend)(*arrays, op, poly, ndrange=grid3(arrays[0].shape))
+    else:
+        _unary_flat.instance(backend)(*arrays, op, poly, ndrange=arrays[0].size)
     return True
 
 
