@@ -396,10 +396,14 @@ def test_instance_memo_is_the_kernels_own_instance_table():
     E = importlib.import_module("tinykernels.llm.elementwise")   # the module (llm.exp etc. shadow names)
     be, be2 = tk.CPU(threads=1), tk.CPU(threads=1)
     k = E._binary_flat
+    old = k(be)
     assert k.instance(be) is k(be) is k.instance(be) is k.instance(be2) is k(be2)
     assert k.instance(be) is not k.instance(tk.CPU(threads=2))
     assert k(be, 64) is not k.instance(be) and k(be, 64) is k(be2, 64)   # a static size: its own entry
-    assert k._by_backend[id(be)] == (be, k(be))                      # the entry keeps the backend alive
+    assert k._instances[id(be)] == (be, k(be))                      # the entry keeps the backend alive
+    k._instances.clear()                                            # one table: clearing forgets both entries
+    fresh = k.instance(be)
+    assert fresh is k(be) is k(be2) and fresh is not old
     assert not any(isinstance(v, dict) and "INSTANCES" in n.upper() for n, v in vars(C).items())
 
 

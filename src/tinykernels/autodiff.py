@@ -118,7 +118,6 @@ class DerivedKernel(Kernel):
         self.cmask = sum(1 << i for i, (_, k) in enumerate(params) if k == "constexpr")
         self._src = None
         self._instances = {}
-        self._by_backend = {}
         import threading
         self._lock = threading.Lock()
 

@@ -77,9 +77,8 @@ class Kernel:
         self.cmask = sum(1 << i for i, (_, k) in enumerate(self.params) if k == "constexpr")
         self._src = None
         self._array_params = None
-        self._instances: dict = {}
+        self._instances: dict = {}    # (backend, wg) -> instance; id(backend) -> (backend, instance)
         self._lock = threading.Lock()
-        self._by_backend: dict = {}
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -115,7 +114,7 @@ class Kernel:
                             f"{type(backend).__name__}{', ...' if launch_args or workgroupsize is not None else ''}"
                             f"{''.join(', ' + k + '=...' for k in launch_kw)})")
         if workgroupsize is None:
-            hit = self._by_backend.get(id(backend))
+            hit = self._instances.get(id(backend))
             if hit is not None:
                 return hit[1]
         b = make_backend(backend)
@@ -128,20 +127,22 @@ class Kernel:
                 if inst is None:
                     inst = self._instances[key] = _instance_class(b)(self, b, wg)
         if wg is None and b is backend:
-            if len(self._by_backend) >= 256:       # many short-lived backend objects: start over
-                self._by_backend.clear()
-            self._by_backend[id(b)] = (b, inst)
+            if len(self._instances) >= 512:        # many short-lived backend objects: forget them
+                for k in [k for k in self._instances if type(k) is int]:
+                    self._instances.pop(k, None)
+            self._instances[id(b)] = (b, inst)
         return inst
 
     def instance(self, backend: Backend) -> "KernelInstance":
         """``self(backend)`` for a backend object (no static workgroup size), found by the
-        object's identity in the kernel's own instance table: one dict lookup and no Python
-        frame beyond this one, where ``self(backend)`` hashes and compares the backend's
-        ``key()`` tuple (Python frames that cost tens of microseconds when a large kernel has
-        just evicted them from the caches: docs/llm.md, "Host time per call"). The llm
-        functions' launches call this; the index entry keeps the backend alive, so its id is
-        not reused while indexed."""
-        hit = self._by_backend.get(id(backend))
+        object's identity in the kernel's one instance table (an ``id(backend)`` entry beside
+        the ``(backend, wg)`` one): one dict lookup and no Python frame beyond this one, where
+        ``self(backend)`` hashes and compares the backend's ``key()`` tuple (Python frames that
+        cost tens of microseconds when a large kernel has just evicted them from the caches:
+        docs/llm.md, "Host time per call"). The llm functions' launches call this; the entry
+        keeps the backend alive, so its id is not reused while it is there, and clearing
+        ``_instances`` clears both kinds of entry."""
+        hit = self._instances.get(id(backend))
         return hit[1] if hit is not None else self(backend)
 
     @api_boundary
