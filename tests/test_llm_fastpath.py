@@ -327,6 +327,53 @@ def test_rope_calls_outside_the_fast_path_keep_the_general_behaviour(monkeypatch
     assert not seen, seen
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+def test_gather_and_argmax_fast_paths_match_general(monkeypatch, dt):
+    table = RNG.standard_normal((50, 40)).astype(dt)
+    be = tk.CPU(threads=1)
+    for idt in (np.int32, np.int64):
+        for idx in ([3, 0, 49, 3], [7], [-1, 50, 2]):                   # out of range: zero rows (not debug)
+            ind = np.array(idx, idt)
+            for conv in (lambda v: v, lambda v: tk.asarray(v, backend=be)):
+                t, i, out = conv(table), conv(ind), conv(np.empty((len(idx), 40), dt))
+                seen = _launches(monkeypatch)
+                fast, slow = _both(monkeypatch, lambda: A.as_host_ndarray(llm.gather(t, i, out=out)))
+                assert [k for k, _ in seen] == ["_gather_rows"], seen
+                assert np.array_equal(_bits(fast), _bits(slow))
+                ok = (ind >= 0) & (ind < 50)
+                assert np.array_equal(fast[ok], table[ind[ok]]) and not fast[~ok].any()
+    for x in (RNG.standard_normal(1000).astype(dt), np.array([1, 3, 3, np.nan, 5], dt), np.ones(7, dt)):
+        for conv in (lambda v: v, lambda v: tk.asarray(v, backend=be)):
+            xx, out = conv(x), conv(np.empty((), np.int32))
+            seen = _launches(monkeypatch)
+            fast, slow = _both(monkeypatch, lambda: A.as_host_ndarray(llm.argmax(xx, out=out)))
+            assert [k for k, _ in seen] == ["_argmax_lanes"], seen
+            assert fast == slow == np.argmax(x)
+
+
+def test_gather_and_argmax_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
+    seen = _launches(monkeypatch)
+    table = RNG.standard_normal((50, 40)).astype(np.float32)
+    ind = np.array([1, 2], np.int32)
+    o = np.empty((2, 40), np.float32)
+    llm.gather(table.astype(np.int32), ind, out=np.empty((2, 40), np.int32))   # an integer table
+    big = np.zeros((2, 40), np.float32)
+    llm.gather(table, np.array([1, 2], np.int64), out=big[:, ::-1])   # a strided out
+    assert np.array_equal(big[:, ::-1], table[[1, 2]])
+    assert not seen, seen
+    for bad, msg in ((lambda: llm.gather(table, ind.astype(np.int16), out=o), "argument 'indices'"),
+                     (lambda: llm.gather(table, ind, out=o[:1]), "argument 'out'"),
+                     (lambda: llm.gather(table, ind, out=table[:2]), "argument 'out'"),
+                     (lambda: llm.gather(table[0], ind, out=o), "argument 'table'"),
+                     (lambda: llm.argmax(table, out=np.empty((), np.int32)), "argument 'x'"),
+                     (lambda: llm.argmax(table[0], out=np.empty((), np.int64)), "argument 'out'"),
+                     (lambda: llm.argmax(table[0], out=np.empty(1, np.int32)), "argument 'out'"),
+                     (lambda: llm.argmax(table[0, :0], out=np.empty((), np.int32)), "argument 'x': is empty")):
+        with pytest.raises(ValueError, match=msg):
+            bad()
+    assert not seen, seen
+
+
 def test_torch_cpu_tensors_take_the_fast_paths(monkeypatch):
     """CPU torch tensors of NumPy dtypes launch through their NumPy views on tk.CPU(), the
     general path's backend, and the call returns the caller's tensor; bfloat16, tensors that
@@ -420,7 +467,8 @@ def test_fast_paths_run_few_python_frames():
              "swiglu": lambda: llm.swiglu(a, b, out=o), "rms_norm": lambda: llm.rms_norm(x, w, out=xo),
              "rms_norm_add": lambda: llm.rms_norm_add(x, w, x, out=xo), "softmax": lambda: llm.softmax(x, out=xo),
              "matmul": lambda: llm.matmul(x, w, out=s),
-             "rope_at": lambda: llm.rope_at(xo, x[:, :16], x[:, 16:32], cnt, out=xo)}
+             "rope_at": lambda: llm.rope_at(xo, x[:, :16], x[:, 16:32], cnt, out=xo),
+             "gather": lambda: llm.gather(x, cnt, out=xo[:1]), "argmax": lambda: llm.argmax(a, out=cnt[0:1].reshape(()))}
     torch = sys.modules.get("torch")
     if torch is not None:
         ta, tb, to = (torch.from_numpy(v) for v in (a, b, o))
