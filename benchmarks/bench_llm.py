@@ -414,11 +414,11 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="CPU", help="tinykernels backend (CPU, CL, ...; default CPU)")
     ap.add_argument("--threads", type=int, default=None, help="threads for torch and the memcpy (default: all cores)")
     ap.add_argument("--stat", choices=("best", "median"), default="best")
-    ap.add_argument("--only", choices=("memory", "matmul", "attention"), action="append",
+    ap.add_argument("--only", choices=("memory", "matmul", "attention", "latency"), action="append",
                     help="run only this section (may be repeated)")
     args = ap.parse_args(argv)
     sizes = args.sizes or ([4] if args.quick else [64, 256])
-    sections = args.only or ["memory", "matmul", "attention"]
+    sections = args.only or ["memory", "matmul", "attention", "latency"]
     nt = args.threads or os.cpu_count() or 1
     be = tk.backend(args.backend)
     torch = _torch()
@@ -465,6 +465,9 @@ def main(argv=None) -> int:
                 check(c)
                 rows.append((c, measure(c, timer, lambda: None)))
             print_table("flash_attention vs torch scaled_dot_product_attention (float32, 8 heads)", rows, flops=True)
+        if "latency" in sections:
+            import llm_latency
+            llm_latency.print_latency(llm_latency.run(be, torch, calls=200 if args.quick else 2000))
     except (AssertionError, ValueError, tk.CompileError, tk.LaunchError) as e:
         print(f"\nFAILED: {e}", file=sys.stderr)
         return 1

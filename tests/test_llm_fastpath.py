@@ -13,6 +13,7 @@ import tinykernels as tk
 import tinykernels.array as A
 from llm_helpers import python_calls
 from tinykernels import llm
+from tinykernels.kernel import Kernel
 
 C = importlib.import_module("tinykernels.llm._common")
 
@@ -38,16 +39,16 @@ def _bits(x):
 
 
 def _launches(monkeypatch):
-    """The (kernel name, backend) of each fast-path launch: the ``_common.instance`` calls not
+    """The (kernel name, backend) of each fast-path launch: the ``Kernel.instance`` calls not
     made by the general path's ``_common.launch``."""
     seen = []
-    real = C.instance
+    real = Kernel.instance
 
     def instance(kernel, backend):
         if sys._getframe(1).f_code.co_name != "launch":
             seen.append((kernel.name, backend))
         return real(kernel, backend)
-    monkeypatch.setattr(C, "instance", instance)
+    monkeypatch.setattr(Kernel, "instance", instance)
     return seen
 
 
@@ -117,12 +118,15 @@ def test_kv_append_fast_path_matches_general(monkeypatch, cdt, pos):
 
 
 def test_cases_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
-    """Aliasing, strides, mixed dtypes and shapes, bad ranks, empty arrays, scalars, streams and
-    torch tensors take the general path: its in-place handling, its errors naming arguments."""
+    """Aliasing (but the very array in place), strides, mixed dtypes and shapes, bad ranks,
+    empty arrays, scalars and streams take the general path: its in-place handling, its errors
+    naming arguments."""
     seen = _launches(monkeypatch)
     a = np.arange(12, dtype=np.float32)
-    r = llm.add(a, a, out=a)                                        # in place: the general kernel
+    r = llm.add(a, a[::-1].copy()[::-1], out=a)                     # a strided input
     assert r is a and np.array_equal(a, 2 * np.arange(12, dtype=np.float32))
+    r = llm.add(a, a, out=a.reshape(3, 4).reshape(12))              # in place through another view object
+    assert np.array_equal(a, 4 * np.arange(12, dtype=np.float32))
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
     o = np.empty((4, 3), np.float32)
     llm.mul(x[:, ::2], x[:, 1::2], out=o)                           # strided inputs
@@ -159,6 +163,249 @@ def test_cases_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
     assert np.array_equal(o2, 2 * a) and not seen, seen
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(7,), (3, 5, 7), (2, 3, 4, 33)])
+def test_in_place_flat_calls_take_the_general_kernel_on_the_fast_path(monkeypatch, shape, dt):
+    """``out`` the very array of an input (the decode step's ``swiglu(g, u, out=g)``,
+    ``add(x, o, out=x)``): the general path's non-``tk.Const`` kernel, the same bits."""
+    be = tk.CPU(threads=1)
+    x0 = (RNG.random(shape) + 0.5).astype(dt)
+    y0 = RNG.standard_normal(shape).astype(dt)
+    for conv in (lambda v: v, lambda v: tk.asarray(v, backend=be)):
+        calls = {"_binary": lambda x, y: llm.swiglu(x, y, out=x), "_binary ": lambda x, y: llm.div(y, x, out=x),
+                 "_binary  ": lambda x, y: llm.add(x, x, out=x), "_unary": lambda x, y: llm.exp(x, out=x),
+                 "_unary ": lambda x, y: llm.cast(x, dt, out=x)}
+        for kname, f in calls.items():
+            def run():
+                x, y = conv(x0.copy()), conv(y0)
+                f(x, y)
+                return A.as_host_ndarray(x)
+            seen = _launches(monkeypatch)
+            fast, slow = _both(monkeypatch, run)
+            assert [k for k, _ in seen] == [kname.strip()], (kname, seen)
+            assert np.array_equal(_bits(fast), _bits(slow)), kname
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape", [(1,), (1, 4096), (3, 5, 7), (2, 3, 4, 33)])
+def test_row_fast_paths_match_general(monkeypatch, shape, dt):
+    """swiglu, rms_norm, rms_norm_add and softmax: bit for bit the general path's results."""
+    x, y, r = (RNG.standard_normal(shape).astype(dt) for _ in range(3))
+    w = RNG.standard_normal(shape[-1]).astype(dt)
+    w32 = w.astype(np.float32)
+    out = np.empty(shape, dt)
+    calls = {"_binary_flat": lambda: llm.swiglu(x, y, out=out),
+             "_rms_rows_ro": lambda: llm.rms_norm(x, w, 1e-5, out=out),
+             "_rms_rows_ro ": lambda: llm.rms_norm(x, w32, out=out),
+             "_rms_rows_ro  ": lambda: llm.rms_norm_add(x, w, r, 0.0, out=out),
+             "_softmax_rows_ro": lambda: llm.softmax(x, -1, 0.5, out=out),
+             "_softmax_rows_ro ": lambda: llm.softmax(x, len(shape) - 1, out=out)}
+    for kname, run in calls.items():
+        seen = _launches(monkeypatch)
+        fast, slow = _both(monkeypatch, run)
+        assert [k for k, _ in seen] == [kname.strip()], (kname, seen)
+        assert np.array_equal(_bits(fast), _bits(slow)), kname
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(llm.rms_norm(x, w, 1e-5, out=out),
+                               x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5) * w,
+                               rtol=5e-3 if dt == np.float16 else 1e-5, atol=5e-3 if dt == np.float16 else 1e-6)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    np.testing.assert_allclose(llm.softmax(x, out=out), e / e.sum(-1, keepdims=True),
+                               rtol=2e-3 if dt == np.float16 else 1e-5, atol=1e-3 if dt == np.float16 else 1e-7)
+
+
+def test_row_calls_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
+    seen = _launches(monkeypatch)
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    w = np.ones(8, np.float32)
+    o = np.empty_like(x)
+    llm.softmax(x, 0, out=o)                                        # another axis
+    llm.softmax(x, -1, 1, out=o)                                    # an int scale
+    llm.rms_norm(x, w, 1, out=o)                                    # an int eps
+    llm.rms_norm(x, w, out=o, return_scale=True)                    # a scale output
+    y = x.copy()
+    llm.rms_norm(y, w, out=y)                                       # in place
+    r = x.copy()
+    llm.rms_norm_add(x, w, r, out=r)                                # out=residual
+    llm.swiglu(x, x[:1], out=o)                                     # broadcasting
+    assert not seen, seen
+    for bad, msg in ((lambda: llm.softmax(x, 2, out=o), "argument 'axis'"),
+                     (lambda: llm.softmax(x, -3, out=o), "argument 'axis'"),
+                     (lambda: llm.rms_norm(x, w, -1.0, out=o), "argument 'eps'"),
+                     (lambda: llm.rms_norm(x, w, float("nan"), out=o), "argument 'eps'"),
+                     (lambda: llm.rms_norm(x, w[:4], out=o), "argument 'w'"),
+                     (lambda: llm.rms_norm(x, w.astype(np.float64), out=o), "argument 'w'"),
+                     (lambda: llm.rms_norm_add(x, w, x[:2], out=o), "argument 'residual'"),
+                     (lambda: llm.swiglu(x, x, out=o[:2]), "argument 'out'"),
+                     (lambda: llm.softmax(x, out=o.astype(np.float16)), "argument 'out'")):
+        with pytest.raises(ValueError, match=msg):
+            bad()
+    assert not seen, seen
+
+
+@pytest.mark.parametrize("qtype", [None, "q4_0", "q8_0", "q4_k"])
+def test_gemv_fast_path_matches_general(monkeypatch, qtype):
+    w = RNG.standard_normal((33, 512)).astype(np.float32)
+    a = w if qtype is None else llm.quantize(w, qtype)
+    x = RNG.standard_normal(512).astype(np.float32)
+    be = tk.CPU(threads=1)
+    for conv in (lambda v: v, lambda v: tk.asarray(v, backend=be)):
+        aa = conv(w) if qtype is None else llm.QTensor(qtype, a.shape, conv(A.as_host_ndarray(a.data)))
+        xx, out = conv(x), conv(np.empty(33, np.float32))
+        seen = _launches(monkeypatch)
+        fast, slow = _both(monkeypatch, lambda: A.as_host_ndarray(llm.matmul(aa, xx, out=out)))
+        assert [k for k, _ in seen] == [f"_gemv_rows_{qtype or 'f32'}"], seen
+        assert np.array_equal(_bits(fast), _bits(slow))
+    deq = w if qtype is None else A.as_host_ndarray(llm.dequantize(a))
+    np.testing.assert_allclose(fast, deq.astype(np.float64) @ x, rtol=1e-4, atol=1e-4)
+
+
+def test_gemv_calls_outside_the_fast_path_keep_the_general_behaviour(monkeypatch):
+    seen = _launches(monkeypatch)
+    w = RNG.standard_normal((32, 64)).astype(np.float32)
+    x = RNG.standard_normal(64).astype(np.float32)
+    q = llm.quantize(w, "q8_0")
+    o = np.empty(32, np.float32)
+    llm.matmul(q, x, out=o, exact=False)                            # the int8 route
+    llm.matmul(w.T.copy().T, x, out=o)                              # a Fortran-ordered a: a copy
+    assert not seen, seen
+    for bad, msg in ((lambda: llm.matmul(w, x[:32], out=o), "argument 'b'"),
+                     (lambda: llm.matmul(w, x, out=o[:16]), "argument 'out'"),
+                     (lambda: llm.matmul(w, x.astype(np.float64), out=o), "argument 'b'"),
+                     (lambda: llm.matmul(w, x, out=w[0, :32]), "argument 'out'"),
+                     (lambda: llm.matmul(w, x, out=o, exact=1), "argument 'exact'")):
+        with pytest.raises(ValueError, match=msg):
+            bad()
+    assert not seen, seen
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("shape,h", [((5, 64), 32), ((2, 3, 64), 16), ((2, 4, 3, 32), 16)])
+def test_rope_fast_path_matches_general(monkeypatch, shape, h, dt):
+    x = RNG.standard_normal(shape).astype(dt)
+    ang = np.arange(12)[:, None] * RNG.random(h)[None]
+    for tdt in (np.float32, dt):
+        cos, sin = np.cos(ang).astype(tdt), np.sin(ang).astype(tdt)
+        for pos in (np.array([2], np.int32), np.array([11], np.int32)):     # 11: past the table for some rows
+            out = np.empty(shape, dt)
+            runs = {"rope": lambda: llm.rope(x, cos, sin, 1, out=out),
+                    "rope_at": lambda: llm.rope_at(x, cos, sin, pos, out=out),
+                    "in place": lambda: llm.rope_at(np.copyto(out, x) or out, cos, sin, pos, out=out)}
+            for name, run in runs.items():
+                seen = _launches(monkeypatch)
+                fast, slow = _both(monkeypatch, run)
+                assert [k for k, _ in seen] == ["_rope_rows"], (name, seen)
+                assert np.array_equal(_bits(fast), _bits(slow)), name
+    x64 = x.astype(np.float64)
+    c, sn = np.cos(ang)[1:1 + shape[-2]], np.sin(ang)[1:1 + shape[-2]]
+    x1, x2 = x64[..., :h], x64[..., h:2 * h]
+    want = np.concatenate([x1 * c - x2 * sn, x2 * c + x1 * sn, x64[..., 2 * h:]], -1)
+    got = llm.rope(x, np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32), 1, out=np.empty(shape, dt))
+    np.testing.assert_allclose(got, want, rtol=2e-3 if dt == np.float16 else 1e-5, atol=2e-3 if dt == np.float16 else 1e-6)
+
+
+def test_rope_calls_outside_the_fast_path_keep_the_general_behaviour(monkeypatch):
+    seen = _launches(monkeypatch)
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    cos, sin = np.ones((8, 4), np.float32), np.zeros((8, 4), np.float32)
+    o = np.empty_like(x)
+    llm.rope(x, cos, sin, np.int64(1), out=o)                       # a NumPy int offset
+    llm.rope(x[:, ::-1], cos, sin, out=o)                           # strided x
+    y = np.zeros(40, np.float32)
+    with pytest.raises(ValueError, match="argument 'out' overlaps argument 'x'"):
+        llm.rope(y[:32].reshape(4, 8), cos, sin, out=y[8:].reshape(4, 8))
+    for bad, msg in ((lambda: llm.rope(x, cos, sin, 5, out=o), "argument 'cos': has 8 positions"),
+                     (lambda: llm.rope(x, cos, sin, -1, out=o), "argument 'offset'"),
+                     (lambda: llm.rope(x, cos, sin.astype(np.float16), out=o), "argument 'sin'"),
+                     (lambda: llm.rope(x, cos[:, :3].copy(), sin[:, :3].copy(), out=o[:, :4]), "argument 'out'"),
+                     (lambda: llm.rope(x, np.ones((8, 5), np.float32), np.ones((8, 5), np.float32), out=o),
+                      "argument 'cos': rotates"),
+                     (lambda: llm.rope_at(x, cos, sin, np.zeros(1, np.int64), out=o), "argument 'pos_counter'"),
+                     (lambda: llm.rope(x, cos, sin, out=np.empty((4, 8), np.float64)), "argument 'out'")):
+        with pytest.raises(ValueError, match=msg):
+            bad()
+    assert not seen, seen
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
+def test_gather_and_argmax_fast_paths_match_general(monkeypatch, dt):
+    table = RNG.standard_normal((50, 40)).astype(dt)
+    be = tk.CPU(threads=1)
+    for idt in (np.int32, np.int64):
+        for idx in ([3, 0, 49, 3], [7], [-1, 50, 2]):                   # out of range: zero rows (not debug)
+            ind = np.array(idx, idt)
+            for conv in (lambda v: v, lambda v: tk.asarray(v, backend=be)):
+                t, i, out = conv(table), conv(ind), conv(np.empty((len(idx), 40), dt))
+                seen = _launches(monkeypatch)
+                fast, slow = _both(monkeypatch, lambda: A.as_host_ndarray(llm.gather(t, i, out=out)))
+                assert [k for k, _ in seen] == ["_gather_rows"], seen
+                assert np.array_equal(_bits(fast), _bits(slow))
+                ok = (ind >= 0) & (ind < 50)
+                assert np.array_equal(fast[ok], table[ind[ok]]) and not fast[~ok].any()
+    for x in (RNG.standard_normal(1000).astype(dt), np.array([1, 3, 3, np.nan, 5], dt), np.ones(7, dt)):
+        for conv in (lambda v: v, lambda v: tk.asarray(v, backend=be)):
+            xx, out = conv(x), conv(np.empty((), np.int32))
+            seen = _launches(monkeypatch)
+            fast, slow = _both(monkeypatch, lambda: A.as_host_ndarray(llm.argmax(xx, out=out)))
+            assert [k for k, _ in seen] == ["_argmax_lanes"], seen
+            assert fast == slow == np.argmax(x)
+
+
+def test_gather_and_argmax_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
+    seen = _launches(monkeypatch)
+    table = RNG.standard_normal((50, 40)).astype(np.float32)
+    ind = np.array([1, 2], np.int32)
+    o = np.empty((2, 40), np.float32)
+    llm.gather(table.astype(np.int32), ind, out=np.empty((2, 40), np.int32))   # an integer table
+    big = np.zeros((2, 40), np.float32)
+    llm.gather(table, np.array([1, 2], np.int64), out=big[:, ::-1])   # a strided out
+    assert np.array_equal(big[:, ::-1], table[[1, 2]])
+    assert not seen, seen
+    for bad, msg in ((lambda: llm.gather(table, ind.astype(np.int16), out=o), "argument 'indices'"),
+                     (lambda: llm.gather(table, ind, out=o[:1]), "argument 'out'"),
+                     (lambda: llm.gather(table, ind, out=table[:2]), "argument 'out'"),
+                     (lambda: llm.gather(table[0], ind, out=o), "argument 'table'"),
+                     (lambda: llm.argmax(table, out=np.empty((), np.int32)), "argument 'x'"),
+                     (lambda: llm.argmax(table[0], out=np.empty((), np.int64)), "argument 'out'"),
+                     (lambda: llm.argmax(table[0], out=np.empty(1, np.int32)), "argument 'out'"),
+                     (lambda: llm.argmax(table[0, :0], out=np.empty((), np.int32)), "argument 'x': is empty")):
+        with pytest.raises(ValueError, match=msg):
+            bad()
+    assert not seen, seen
+
+
+def test_torch_cpu_tensors_take_the_fast_paths(monkeypatch):
+    """CPU torch tensors of NumPy dtypes launch through their NumPy views on tk.CPU(), the
+    general path's backend, and the call returns the caller's tensor; bfloat16, tensors that
+    require grad and strided tensors as the general path has them."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(3, 64)
+    w = torch.randn(64)
+    for f, kname in ((lambda o: llm.add(x, x, out=o), "_binary_flat"),
+                     (lambda o: llm.rms_norm(x, w, out=o), "_rms_rows_ro"),
+                     (lambda o: llm.softmax(x, out=o), "_softmax_rows_ro"),
+                     (lambda o: llm.swiglu(x, x, out=o), "_binary_flat")):
+        o = torch.empty(3, 64)
+        seen = _launches(monkeypatch)
+        assert f(o) is o
+        assert seen == [(kname, A._cpu())], seen
+        with monkeypatch.context() as m:
+            _general(m)
+            o2 = torch.empty(3, 64)
+            assert f(o2) is o2
+        assert torch.equal(o, o2)
+    seen = _launches(monkeypatch)
+    g = torch.randn(3, 64, requires_grad=True)
+    o = torch.empty(3, 64)
+    assert llm.add(g, g, out=o) is o and torch.equal(o, 2 * g.detach())
+    b = x.to(torch.bfloat16)
+    ob = torch.empty(3, 64, dtype=torch.bfloat16)
+    assert llm.add(b, b, out=ob) is ob and torch.equal(ob, b + b)
+    assert [k for k, _ in seen] == ["_binary_flat"], seen            # bfloat16: the general path
+    llm.add(x.T, x.T, out=torch.empty(64, 3))                       # strided: the general path
+    assert len(seen) == 1, seen
+
+
 def test_fast_paths_follow_the_environment_defaults(monkeypatch):
     """NumPy arrays launch on tk.CPU() with TK_NUM_THREADS / TK_DEBUG as they are now (the
     fast path reads os.environ's dict directly)."""
@@ -189,10 +436,22 @@ def test_tk_arrays_on_one_cpu_backend_take_the_fast_path(monkeypatch):
         llm.add(a, a, out=other)
 
 
-def test_instance_memo_is_the_kernels_instance():
+def test_instance_memo_is_the_kernels_own_instance_table():
+    """``Kernel.instance`` finds a backend object's instance by identity in the kernel's one
+    instance table: the instance ``kernel(backend)`` gives, for equal backend objects too, and
+    no second cache in front of it (the llm modules hold none)."""
     E = importlib.import_module("tinykernels.llm.elementwise")   # the module (llm.exp etc. shadow names)
-    be = tk.CPU(threads=1)
-    assert C.instance(E._binary_flat, be) is E._binary_flat(be) is C.instance(E._binary_flat, be)
+    be, be2 = tk.CPU(threads=1), tk.CPU(threads=1)
+    k = E._binary_flat
+    old = k(be)
+    assert k.instance(be) is k(be) is k.instance(be) is k.instance(be2) is k(be2)
+    assert k.instance(be) is not k.instance(tk.CPU(threads=2))
+    assert k(be, 64) is not k.instance(be) and k(be, 64) is k(be2, 64)   # a static size: its own entry
+    assert k._instances[id(be)] == (be, k(be))                      # the entry keeps the backend alive
+    k._instances.clear()                                            # one table: clearing forgets both entries
+    fresh = k.instance(be)
+    assert fresh is k(be) is k(be2) and fresh is not old
+    assert not any(isinstance(v, dict) and "INSTANCES" in n.upper() for n, v in vars(C).items())
 
 
 def test_fast_paths_run_few_python_frames():
@@ -202,8 +461,18 @@ def test_fast_paths_run_few_python_frames():
     h = np.empty(4096, np.float16)
     x, s = np.ones((4, 1024), np.float32), np.empty(4, np.float32)
     kc, kr, cnt = np.zeros((8, 64, 128), np.float32), np.ones((8, 4, 128), np.float32), np.zeros(1, np.int32)
+    w, xo = np.ones(1024, np.float32), np.empty((4, 1024), np.float32)
     calls = {"add": lambda: llm.add(a, b, out=o), "cast": lambda: llm.cast(a, np.float16, out=h),
-             "sum": lambda: llm.sum(x, -1, out=s), "kv_append": lambda: llm.kv_append(kc, kr, cnt)}
+             "sum": lambda: llm.sum(x, -1, out=s), "kv_append": lambda: llm.kv_append(kc, kr, cnt),
+             "swiglu": lambda: llm.swiglu(a, b, out=o), "rms_norm": lambda: llm.rms_norm(x, w, out=xo),
+             "rms_norm_add": lambda: llm.rms_norm_add(x, w, x, out=xo), "softmax": lambda: llm.softmax(x, out=xo),
+             "matmul": lambda: llm.matmul(x, w, out=s),
+             "rope_at": lambda: llm.rope_at(xo, x[:, :16], x[:, 16:32], cnt, out=xo),
+             "gather": lambda: llm.gather(x, cnt, out=xo[:1]), "argmax": lambda: llm.argmax(a, out=cnt[0:1].reshape(()))}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        ta, tb, to = (torch.from_numpy(v) for v in (a, b, o))
+        calls["add (torch)"] = lambda: llm.add(ta, tb, out=to)
     for name, f in calls.items():
         f()
         frames = python_calls(f)

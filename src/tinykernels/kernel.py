@@ -77,7 +77,7 @@ class Kernel:
         self.cmask = sum(1 << i for i, (_, k) in enumerate(self.params) if k == "constexpr")
         self._src = None
         self._array_params = None
-        self._instances: dict = {}
+        self._instances: dict = {}    # (backend, wg) -> instance; id(backend) -> (backend, instance)
         self._lock = threading.Lock()
         self._reads: list = []     # globalreads: (where, key, value) the compiled code folded in
         self.__doc__ = fn.__doc__
@@ -143,6 +143,10 @@ class Kernel:
                             f"ndrange=...) to take the backend from the arrays; got {self.name}("
                             f"{type(backend).__name__}{', ...' if launch_args or workgroupsize is not None else ''}"
                             f"{''.join(', ' + k + '=...' for k in launch_kw)})")
+        if workgroupsize is None:
+            hit = self._instances.get(id(backend))
+            if hit is not None:
+                return hit[1]
         b = make_backend(backend)
         wg = _norm_wg(workgroupsize, self.name) if workgroupsize is not None else None
         key = (b, wg)
@@ -152,7 +156,24 @@ class Kernel:
                 inst = self._instances.get(key)
                 if inst is None:
                     inst = self._instances[key] = _instance_class(b)(self, b, wg)
+        if wg is None and b is backend:
+            if len(self._instances) >= 512:        # many short-lived backend objects: forget them
+                for k in [k for k in self._instances if type(k) is int]:
+                    self._instances.pop(k, None)
+            self._instances[id(b)] = (b, inst)
         return inst
+
+    def instance(self, backend: Backend) -> "KernelInstance":
+        """``self(backend)`` for a backend object (no static workgroup size), found by the
+        object's identity in the kernel's one instance table (an ``id(backend)`` entry beside
+        the ``(backend, wg)`` one): one dict lookup and no Python frame beyond this one, where
+        ``self(backend)`` hashes and compares the backend's ``key()`` tuple (Python frames that
+        cost tens of microseconds when a large kernel has just evicted them from the caches:
+        docs/llm.md, "Host time per call"). The llm functions' launches call this; the entry
+        keeps the backend alive, so its id is not reused while it is there, and clearing
+        ``_instances`` clears both kinds of entry."""
+        hit = self._instances.get(id(backend))
+        return hit[1] if hit is not None else self(backend)
 
     @api_boundary
     def launch(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:

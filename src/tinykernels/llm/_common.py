@@ -246,35 +246,17 @@ def partly_overlaps(a, b) -> bool:
 
 def launch(kernel, backend: Backend, args: tuple, ndrange, workgroupsize=None, stream=None):
     """Launch ``kernel`` on ``backend`` (a static workgroup size when given) and return its event."""
-    inst = kernel(backend, workgroupsize) if workgroupsize is not None else instance(kernel, backend)
+    inst = kernel(backend, workgroupsize) if workgroupsize is not None else kernel.instance(backend)
     return inst(*args, ndrange=ndrange, stream=stream)
-
-
-_INSTANCES: dict = {}
-
-
-def instance(kernel, backend: Backend):
-    """``kernel(backend)``, remembered per backend object: ``kernel(backend)`` hashes and
-    compares the backend's ``key()`` tuples on every call, Python work that costs tens of
-    microseconds when a large kernel has just evicted it from the caches (docs/llm.md, "Host
-    time right after a large kernel"). The entry keeps the backend alive, so its id is not
-    reused."""
-    hit = _INSTANCES.get((kernel, id(backend)))
-    if hit is not None:
-        return hit[1]
-    inst = kernel(backend)
-    if len(_INSTANCES) >= 4096:       # many short-lived backend objects: start over
-        _INSTANCES.clear()
-    _INSTANCES[(kernel, id(backend))] = (backend, inst)
-    return inst
 
 
 def host_args(*arrays) -> tuple | None:
     """``(backend, NumPy arrays)`` for the llm functions' host fast paths: every argument a
-    plain ``np.ndarray`` (on ``tk.CPU()`` with the environment's defaults) or a host
-    ``tk.Array`` (its NumPy array), all on one CPU backend; else None (the general
-    path decides). Only C-level type tests and attribute reads: a cold Python frame costs
-    microseconds right after a large kernel (see :func:`instance`)."""
+    plain ``np.ndarray`` or a CPU torch tensor of a NumPy dtype (on ``tk.CPU()`` with the
+    environment's defaults, as ``tk.get_backend`` puts them; a tensor as its zero-copy NumPy
+    view) or a host ``tk.Array`` (its NumPy array), all on one CPU backend; else None (the
+    general path decides). Only C-level type tests and attribute reads: a cold Python frame
+    costs microseconds right after a large kernel (see ``Kernel.instance``)."""
     found, plain, hosts = None, False, []
     for a in arrays:
         t = type(a)
@@ -286,6 +268,10 @@ def host_args(*arrays) -> tuple | None:
             elif a.backend is not found:
                 return None
             a = a._host
+        elif t.__name__ == "Tensor" and t.__module__ == "torch" and a.dtype in _torch_dtypes() \
+                and a.device.type == "cpu":
+            plain = True
+            a = a.detach().numpy()          # (detach: as the general path's host view)
         else:
             return None
         hosts.append(a)
@@ -296,9 +282,43 @@ def host_args(*arrays) -> tuple | None:
     return (found, hosts) if found.name == "CPU" else None
 
 
+@lru_cache(maxsize=1)
+def _torch_dtypes() -> frozenset:
+    """The torch dtypes whose tensors ``Tensor.numpy()`` views as NumPy arrays of the same
+    dtype (bfloat16 and fp8 take the general path, which views them through ml_dtypes)."""
+    import torch
+    return frozenset((torch.float32, torch.float64, torch.float16, torch.int32, torch.int64, torch.uint8,
+                      torch.int8, torch.int16, torch.bool))
+
+
 # np.may_share_memory without its __array_function__ dispatch (a Python frame per call; the
 # arguments here are plain ndarrays, which no override concerns)
-_may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
+may_share_memory = _may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
+
+
+def host_same(out, *inputs, inplace: bool = False) -> tuple | None:
+    """The shared test of the llm functions' host fast paths: ``(backend, (out, *inputs) as
+    NumPy arrays)`` when every argument is a host array on one CPU backend (:func:`host_args`),
+    all of one shape (rank 1 to 4, not empty), C-contiguous, the inputs of one float dtype of
+    :data:`FAST_FLOATS` (``out``'s dtype is the caller's to check: a cast differs) and ``out``
+    sharing no memory with an input (``inplace``: unless the input is the very array ``out``,
+    for kernels that may run in place); else None, and the caller takes its general path, which
+    checks everything and launches the same kernel with the same arguments wherever this
+    applies. It exists for the host time of a call right after a large kernel: each Python
+    frame and lookup of the general path's checks is then a chain of cache misses, 240-285 us
+    per call against torch's 100-170 (docs/llm.md, "Host time right after a large kernel")."""
+    host = host_args(out, *inputs)
+    if host is None:
+        return None
+    o, *xs = host[1]
+    s, dt = o.shape, xs[0].dtype
+    if not 0 < len(s) <= MAX_RANK or not o.size or not o.flags.c_contiguous or dt not in FAST_FLOATS:
+        return None
+    for x in xs:                      # (disjoint() inline: one frame less per call)
+        if x.shape != s or x.dtype is not dt or not x.flags.c_contiguous or \
+                (_may_share_memory(o, x) and not (inplace and x is o)):
+            return None
+    return host
 
 
 def disjoint(out: np.ndarray, *inputs: np.ndarray) -> bool:

@@ -294,36 +294,33 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
 
 
 def _flat_fast(out, *inputs) -> tuple | None:
-    """The host fast path of the flat kernels: ``(backend, 1-D views of out and inputs)`` when
-    ``out`` and ``inputs`` are host arrays (``_common.host_args``) of one shape (rank 1 to 4,
-    not empty), C-contiguous, of one float dtype (the inputs; ``out`` may differ, a cast) and
-    ``out`` shares no memory with an input; else None, and the caller takes its general path,
-    which checks everything and launches the same kernel with the same arguments wherever this
-    applies. It exists for the host time of a call right after a large kernel: each Python
-    frame and lookup of the general path's checks is then a chain of cache misses, 240-285 us
-    per call against torch's 100-170 (docs/llm.md, "Host time right after a large kernel")."""
-    host = C.host_args(out, *inputs)
+    """``(backend, arrays, in place)`` for the flat kernels' fast paths: ``_common.host_same``
+    (``out`` may be the very array of an input); the arrays as 1-D views (the flat kernels'
+    arguments), or as they are when ``out`` is an input (then the general kernel runs, as on
+    the general path: a flat kernel's ``tk.Const`` inputs must not alias its output); or None."""
+    host = C.host_same(out, *inputs, inplace=True)
     if host is None:
         return None
-    backend, (o, *xs) = host
-    s, dt = o.shape, xs[0].dtype
-    if not 0 < len(s) <= C.MAX_RANK or not o.size or not o.flags.c_contiguous or dt not in C.FAST_FLOATS:
-        return None
-    for x in xs:
-        if x.shape != s or x.dtype is not dt or not x.flags.c_contiguous:
-            return None
-    if not C.disjoint(o, *xs):
-        return None
-    return backend, ((o, *xs) if len(s) == 1 else tuple(v.reshape(-1) for v in (o, *xs)))
+    backend, arrays = host
+    for x in arrays[1:]:              # (a loop, not any(): a generator is one more Python frame)
+        if x is arrays[0]:
+            return backend, tuple(arrays), True
+    return backend, (tuple(arrays) if arrays[0].ndim == 1 else tuple(v.reshape(-1) for v in arrays)), False
 
 
 def _binary_fast(op: int, a, b, out, stream) -> bool:
-    """``out = a op b`` through :func:`_flat_fast` (add, sub, mul, div of same-shape arrays,
-    ``out=`` given, default stream); False where it does not apply."""
+    """``out = a op b`` through :func:`_flat_fast` (add, sub, mul, div, swiglu of same-shape
+    arrays, ``out=`` given, in place or not, default stream); False where it does not apply."""
     fast = _flat_fast(out, a, b) if stream is None and out is not None else None
     if fast is None or fast[1][0].dtype is not fast[1][1].dtype:
         return False
-    C.instance(_binary_flat, fast[0])(*fast[1], 1.0, 1.0, op, False, False, ndrange=fast[1][0].size)
+    backend, arrays, inplace = fast
+    poly = op == SWIGLU and use_poly(backend, arrays[1].dtype)
+    if inplace:
+        _binary.instance(backend)(*arrays, 1.0, 1.0, op, False, False, False, False, poly,
+                                  ndrange=grid3(arrays[0].shape))
+    else:
+        _binary_flat.instance(backend)(*arrays, 1.0, 1.0, op, False, poly, ndrange=arrays[0].size)
     return True
 
 
@@ -334,12 +331,15 @@ def _unary_fast(op: int, x, out, stream, dtype=None) -> bool:
     fast = _flat_fast(out, x) if stream is None and out is not None else None
     if fast is None:
         return False
-    backend, views = fast
-    odt, idt = views[0].dtype, views[1].dtype
+    backend, arrays, inplace = fast
+    odt, idt = arrays[0].dtype, arrays[1].dtype
     if odt not in C.FAST_FLOATS or not (odt is idt if dtype is None else (dtype is odt or dtype is odt.type)):
         return False
     poly = op == EXP and use_poly(backend, idt)
-    C.instance(_unary_flat, backend)(*views, op, poly, ndrange=views[0].size)
+    if inplace:
+        _unary.instance(backend)(*arrays, op, poly, ndrange=grid3(arrays[0].shape))
+    else:
+        _unary_flat.instance(backend)(*arrays, op, poly, ndrange=arrays[0].size)
     return True
 
 

@@ -107,7 +107,7 @@ def _append_fast(cache, rows, counter, stream) -> bool:
         return False
     if C.row_group(backend, rs[-1]) != 1:
         return False
-    C.instance(_append_rows, backend)(hc, hr, hn, not C.is_debug(backend), ndrange=_lead3(rs))
+    _append_rows.instance(backend)(hc, hr, hn, not C.is_debug(backend), ndrange=_lead3(rs))
     return True
 
 

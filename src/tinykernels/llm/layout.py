@@ -355,9 +355,30 @@ def _grid(shape):
     return (int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1]))
 
 
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _argmax_fast(x, out) -> bool:
+    """The host fast path of :func:`argmax` (as ``_common.host_same``): host ``x`` [n] (a
+    float dtype, 0 < n <= ARGMAX_CHUNK) and ``out`` (int32, 0-d) on one CPU backend, not
+    sharing memory: the general path's ``_argmax_lanes`` launch. The caller passes only calls
+    with ``out=`` and the default stream."""
+    host = C.host_args(out, x)
+    if host is None:
+        return False
+    backend, (ho, hx) = host
+    if hx.ndim != 1 or not 0 < hx.size <= ARGMAX_CHUNK or hx.dtype not in C.FAST_FLOATS or ho.shape \
+            or ho.dtype != _INDEX_DTYPES[0] or C.ROW_GROUP not in (None, 1) or C.may_share_memory(ho, hx):
+        return False
+    _argmax_lanes.instance(backend)(ho.reshape(1), hx, ndrange=1)
+    return True
+
+
 def argmax(x, out=None, stream=None):
     """The index of the largest element of the 1-D array ``x``, as an int32 0-d array: the
     first one on ties, and the first NaN if there is one (as NumPy)."""
+    if out is not None and stream is None and _argmax_fast(x, out):
+        return out
     fn = "argmax"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
@@ -378,10 +399,31 @@ def argmax(x, out=None, stream=None):
     return out
 
 
+def _gather_fast(table, indices, out) -> bool:
+    """The host fast path of :func:`gather` for small outputs (under ``COPY_MIN_BYTES``; the
+    larger ones are a copy per row, where the host time does not matter): host ``table`` [V,
+    D] of a float dtype, ``indices`` [N] int32/int64 and ``out`` [N, D] of table's dtype on
+    one CPU backend, ``out`` C-contiguous sharing no memory with them: the general path's
+    ``_gather_rows`` launch. The caller passes only calls with ``out=`` and the default stream."""
+    host = C.host_args(out, table, indices)
+    if host is None:
+        return False
+    backend, (ho, ht, hi) = host
+    if ht.ndim != 2 or hi.ndim != 1 or ho.shape != (hi.shape[0], ht.shape[1]) or not ho.size \
+            or ht.dtype not in C.FAST_FLOATS or ho.dtype is not ht.dtype or hi.dtype not in _INDEX_DTYPES \
+            or ho.nbytes >= COPY_MIN_BYTES or not ho.flags.c_contiguous or C.ROW_GROUP not in (None, 1) \
+            or C.may_share_memory(ho, ht) or C.may_share_memory(ho, hi):
+        return False
+    _gather_rows.instance(backend)(ho, ht, hi, not C.is_debug(backend), ndrange=hi.shape[0])
+    return True
+
+
 def gather(table, indices, out=None, stream=None):
     """``table[indices]``: rows of ``table`` [V, D] at ``indices`` (int32 or int64 [N]) ->
     [N, D]. An index outside [0, V) is an ``IndexError`` in debug mode; otherwise its output
     row is zero (never a read outside the table)."""
+    if out is not None and stream is None and _gather_fast(table, indices, out):
+        return out
     fn = "gather"
     backend = C.backend_of(fn, stream=stream, table=table, indices=indices, out=out)
     C.require(C.is_array(table), fn, "table", f"expected an array, got {type(table).__name__}")

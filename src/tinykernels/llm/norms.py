@@ -194,7 +194,34 @@ def _check_eps(fn, eps):
               fn, "eps", f"expected a float >= 0, got {eps!r}")
 
 
+def _norm_fast(mode, x, w, eps, residual, out) -> bool:
+    """The host fast path of :func:`rms_norm` (no residual) and :func:`rms_norm_add`
+    (``_common.host_same``: host ``out``, ``x`` and ``residual`` of one shape and float dtype,
+    ``out`` sharing no memory with them or with ``w`` [D] of x's dtype or float32), a float
+    ``eps >= 0``, no scale output, the one-item-per-row kernel: the general path's launch.
+    The callers pass only calls with ``out=`` and the default stream; False where it does
+    not apply."""
+    if type(eps) is not float or not eps >= 0:
+        return False
+    host = C.host_same(out, x) if residual is None else C.host_same(out, x, residual)
+    hw = C.host_args(w) if host is not None else None
+    if hw is None or hw[0] is not host[0]:
+        return False
+    backend, (ho, hx, *hr) = host
+    (hw,) = hw[1]
+    D = hx.shape[-1]
+    if ho.dtype is not hx.dtype or hw.shape != (D,) or hw.dtype not in (hx.dtype, _F32) \
+            or C.ROW_GROUP not in (None, 1) or C.may_share_memory(ho, hw):
+        return False
+    _rms_rows_ro.instance(backend)(ho, ho, ho, hx, hr[0] if hr else hx, hw, eps, mode, False,
+                                   ndrange=hx.size // D)
+    return True
+
+
 def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, scale_out, stream):
+    if (out is not None and stream is None and scale_out is None and not return_scale
+            and (mode != RESIDUAL_FIRST) and _norm_fast(mode, x, w, eps, residual, out)):
+        return out
     backend = C.backend_of(fn, stream=stream, x=x, w=w, residual=residual, out=out, residual_out=residual_out,
                            scale_out=scale_out)
     shape, dt = _check_x_w(fn, x, w, backend)
@@ -249,7 +276,8 @@ def rms_norm_add(x, w, residual, eps: float = 1e-6, *, out=None, return_scale: b
                  stream=None):
     """Fused RMSNorm then residual add: ``residual + rms_norm(x) * w`` (float32 throughout,
     rounded once). ``out=residual`` updates the residual stream in place."""
-    C.require(residual is not None, "rms_norm_add", "residual", "is required")
+    if residual is None:
+        C.require(False, "rms_norm_add", "residual", "is required")
     return _norm_call("rms_norm_add", RESIDUAL_AFTER, x, w, eps, residual, out, None, return_scale, scale_out,
                       stream)
 

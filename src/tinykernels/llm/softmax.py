@@ -254,13 +254,32 @@ def _sum_fast(x, axis, out, stream) -> bool:
     rows, L, inner, ax4 = _split(shape, ax)
     if not rows or C.row_group(backend, L) != 1:
         return False
-    C.instance(_sum_lanes64 if dt == np.float64 else _sum_lanes, backend)(ho, hx, L, inner, ax4, ndrange=rows)
+    (_sum_lanes64 if dt == np.float64 else _sum_lanes).instance(backend)(ho, hx, L, inner, ax4, ndrange=rows)
+    return True
+
+
+def _softmax_fast(x, axis, scale, out) -> bool:
+    """The host fast path of :func:`softmax` over the last axis (``_common.host_same``: host
+    ``x`` and ``out=`` of one shape and float dtype, sharing no memory), an int ``axis`` and a
+    float ``scale``, rows of at most ``SM_ROW``: the general path's ``_softmax_rows_ro``
+    launch. The caller passes only calls with ``out=`` and the default stream."""
+    host = C.host_same(out, x) if type(axis) is int and type(scale) is float else None
+    if host is None:
+        return False
+    backend, (ho, hx) = host
+    L = hx.shape[-1]
+    if ho.dtype is not hx.dtype or not -hx.ndim <= axis < hx.ndim or axis % hx.ndim != hx.ndim - 1 or L > SM_ROW \
+            or C.ROW_GROUP not in (None, 1):        # (row_group(backend) on the CPU, inline)
+        return False
+    _softmax_rows_ro.instance(backend)(ho, hx, scale, L, 1, use_poly(backend, hx.dtype), ndrange=hx.size // L)
     return True
 
 
 def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
     """``softmax(x * scale)`` along ``axis`` (x float32/float16/bfloat16/float64, rank 1 to 4):
     the maximum is subtracted first (numerically stable); float32 accumulation."""
+    if out is not None and stream is None and _softmax_fast(x, axis, scale, out):
+        return out
     fn = "softmax"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
