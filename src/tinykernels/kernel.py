@@ -128,8 +128,9 @@ class Kernel:
     def _forget_locked(self) -> None:
         self._reads.clear()
         self._array_params = None
-        for inst in list(self._instances.values()):
-            inst._forget()
+        for key, inst in list(self._instances.items()):
+            if type(key) is not int:          # the id(backend) entries hold (backend, instance) of the same instances
+                inst._forget()
 
     def __repr__(self) -> str:
         return f"<tk.kernel {self.name}>"
