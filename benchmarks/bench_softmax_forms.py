@@ -160,7 +160,8 @@ static void llm_now(float *out, const float *x, int64_t R) {
       _mm_sfence(); }
 }
 __attribute__((noinline)) static void stream_call(float *dst, const float *src, int n) { stream_block(dst, src, n); }
-static void llm_pipe(float *out, const float *x, int64_t R) {
+/* call: each step's lines written by the out-of-line stream_call (as tk_stream_bytes is) */
+static inline void llm_pipe_impl(float *out, const float *x, int64_t R, int call) {
     #pragma omp parallel
     { CHUNK
       float rows[2][L] __attribute__((aligned(64))), stage[LANES] __attribute__((aligned(64)));
@@ -176,7 +177,7 @@ static void llm_pipe(float *out, const float *x, int64_t R) {
               for (int j = 0; j < LANES; ++j) { float e = EXP(xr[l0 + j] - m); acc[j] += e; row[l0 + j] = e; }
               if (r > lo) {
                   for (int j = 0; j < LANES; ++j) stage[j] = prev[l0 + j] * pinv;
-                  stream_block(po + l0, stage, LANES);
+                  if (call) stream_call(po + l0, stage, LANES); else stream_block(po + l0, stage, LANES);
               }
           }
           float s = 0;
@@ -187,43 +188,13 @@ static void llm_pipe(float *out, const float *x, int64_t R) {
           float *prev = rows[(hi - 1) & 1], *po = out + (hi - 1) * L;
           for (int b = 0; b < L; b += LANES) {
               for (int j = 0; j < LANES; ++j) stage[j] = prev[b + j] * pinv;
-              stream_block(po + b, stage, LANES);
+              if (call) stream_call(po + b, stage, LANES); else stream_block(po + b, stage, LANES);
           }
       }
       _mm_sfence(); }
 }
-static void llm_pipe_call(float *out, const float *x, int64_t R) {
-    #pragma omp parallel
-    { CHUNK
-      float rows[2][L] __attribute__((aligned(64))), stage[LANES] __attribute__((aligned(64)));
-      float pinv = 0;
-      for (int64_t r = lo; r < hi; ++r) {
-          float *prev = rows[(r - 1) & 1], *row = rows[r & 1], *po = out + (r - 1) * L;
-          const float *xr = x + r * L;
-          const char *nx = r + 1 < R ? (const char *)(xr + L) : 0;
-          float m = row_max(xr, 1.0f), acc[LANES];
-          for (int j = 0; j < LANES; ++j) acc[j] = 0;
-          for (int l0 = 0; l0 < L; l0 += LANES) {
-              if (nx) pf_lines(nx + 2 * l0 / LANES * 64, 2);
-              for (int j = 0; j < LANES; ++j) { float e = EXP(xr[l0 + j] - m); acc[j] += e; row[l0 + j] = e; }
-              if (r > lo) {
-                  for (int j = 0; j < LANES; ++j) stage[j] = prev[l0 + j] * pinv;
-                  stream_call(po + l0, stage, LANES);
-              }
-          }
-          float s = 0;
-          for (int j = 0; j < LANES; ++j) s += acc[j];
-          pinv = 1.0f / s;
-      }
-      if (hi > lo) {
-          float *prev = rows[(hi - 1) & 1], *po = out + (hi - 1) * L;
-          for (int b = 0; b < L; b += LANES) {
-              for (int j = 0; j < LANES; ++j) stage[j] = prev[b + j] * pinv;
-              stream_block(po + b, stage, LANES);
-          }
-      }
-      _mm_sfence(); }
-}
+static void llm_pipe(float *out, const float *x, int64_t R) { llm_pipe_impl(out, x, R, 0); }
+static void llm_pipe_call(float *out, const float *x, int64_t R) { llm_pipe_impl(out, x, R, 1); }
 static void llm_pipe1k(float *out, const float *x, int64_t R) {
     #pragma omp parallel
     { CHUNK
