@@ -743,3 +743,10 @@ def test_group_max_ties_share_the_gradient(be):
     x = np.array(x0)
     want = 6.0 * np.cos(x) + np.array([0, 1.0, 1.0, 0]) * np.sin(x).sum()     # d max(2x) / dx_j = 2 * 1/2 at the ties
     np.testing.assert_allclose(host(dX), want, **tol(be))
+
+
+@pytest.mark.parametrize("primal", [[1.0, 2.0], (1.0,), "x", None, {"a": 1}])
+def test_duplicated_refuses_a_primal_that_is_neither_array_nor_scalar(primal):
+    """A list primal used to be accepted and fail only at the launch, far from the mistake."""
+    with pytest.raises(TypeError, match="tk.Duplicated: the primal must be an array"):
+        tk.Duplicated(primal, [0.0, 0.0])

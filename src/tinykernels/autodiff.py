@@ -48,6 +48,10 @@ class Duplicated:
     """An argument and its shadow (reverse: gradient accumulator; forward: tangent)."""
 
     def __init__(self, primal, shadow):
+        if not (_is_array(primal) or _is_float_scalar(primal) or isinstance(primal, (int, np.integer))):
+            raise TypeError(f"tk.Duplicated: the primal must be an array (NumPy, tk.Array, torch, JAX, ...) or a "
+                            f"float scalar, got {type(primal).__name__}"
+                            + ("; convert a list with np.asarray" if isinstance(primal, (list, tuple)) else ""))
         _check_shadow(primal, shadow, "tk.Duplicated")
         self.primal, self.shadow = primal, shadow
 
