@@ -275,3 +275,7 @@ def test_lazy_negated_and_conjugated_torch_views_are_refused_not_read_wrong():
     _run(twice, y, neg.resolve_neg(), ndrange=3)
     np.testing.assert_array_equal(y, -2.0)
     np.testing.assert_array_equal(tk.from_dlpack(neg.resolve_neg()).numpy(), -1.0)
+    with pytest.raises(ValueError, match=r"tk.copyto: src: the tensor is a lazy negated view"):
+        tk.copyto(np.zeros(3, np.float32), neg)
+    with pytest.raises(ValueError, match=r"tk.copyto: dst: the tensor is a lazy negated view"):
+        tk.copyto(neg, np.zeros(3, np.float32))

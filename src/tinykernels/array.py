@@ -343,6 +343,9 @@ def copyto(dst, src, stream=None):
     if RECORDERS:                        # inside tk.autodiff: recorded (and differentiated)
         return RECORDERS[-1].copyto(dst, src, stream)
     from .runtime.streams import completed_event
+    for name, a in (("dst", dst), ("src", src)):
+        if _is_torch(a):                       # a lazy negated/conjugated view: named here, not as "torch tensor"
+            check_torch_lazy_view(a, f"tk.copyto: {name}")
     pageable = not isinstance(src, Array)      # host memory that is not a backend's array
     dshape, sshape = _shape_or_none(dst), _shape_or_none(src)
     if dshape is not None and sshape is not None and sshape != dshape:
