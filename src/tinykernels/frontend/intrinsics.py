@@ -467,6 +467,21 @@ def _scale_element(lw, node, sig: str, se):
     return arr, _element_locals(lw, node, sig, arr, tuple(se.index), "s", "bd")
 
 
+def _args_and_keywords(lw, node, sig: str, lo: int, hi: int, names: tuple) -> tuple[list, dict]:
+    """The lowered positional arguments (``lo`` to ``hi`` of them) and keyword arguments (only
+    ``names``, each once) of a call to the intrinsic ``sig``; a CompileError otherwise."""
+    if not lo <= len(node.args) <= hi:
+        many = f"{lo} or {hi}" if hi == lo + 1 else f"{lo} to {hi}"
+        raise lw.err(node, f"{sig} takes {many} arguments, got {len(node.args)}")
+    args = [lw.expr(x) for x in node.args]
+    kws = {}
+    for kw in node.keywords:
+        if kw.arg not in names or kw.arg in kws:
+            raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
+        kws[kw.arg] = lw.expr(kw.value)
+    return args, kws
+
+
 def _byte_dot(kind):
     """``tk.dot_i8(out, a, i, b, j, n, scale=None)`` /
     ``tk.dot_u4i8(out, a, i, b, j, n, scale=None, zero=0)``, both with ``start=None``: ``n``
@@ -487,14 +502,8 @@ def _byte_dot(kind):
     sig = f"{name}(out, a, i, b, j, n, scale=None{', zero=0' if kind == 'u4i8' else ''}, start=None)"
 
     def h(lw, node):
-        if not 6 <= len(node.args) <= (7 if kind == "i8" else 8):
-            raise lw.err(node, f"{sig} takes 6 to {7 if kind == 'i8' else 8} arguments, got {len(node.args)}")
-        args = [lw.expr(x) for x in node.args]
-        kws = {}
-        for kw in node.keywords:
-            if kw.arg not in (("scale", "start") if kind == "i8" else ("scale", "zero", "start")) or kw.arg in kws:
-                raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
-            kws[kw.arg] = lw.expr(kw.value)
+        args, kws = _args_and_keywords(lw, node, sig, 6, 7 if kind == "i8" else 8,
+                                       ("scale", "start") if kind == "i8" else ("scale", "zero", "start"))
         out, a, i, b, j, n = args[:6]
         scale = args[6] if len(args) > 6 else kws.get("scale")
         zero = args[7] if len(args) > 7 else kws.get("zero", 0)
@@ -612,14 +621,7 @@ def _load_halves(lw, node):
     marked block every backend runs); the C renderer replaces it by F16C code (eight
     ``vcvtph2ps`` conversions at a time) where the target has it."""
     sig = "tk.load_halves(out, a, i, n, stride=2)"
-    if not 4 <= len(node.args) <= 5:
-        raise lw.err(node, f"{sig} takes 4 or 5 arguments, got {len(node.args)}")
-    args = [lw.expr(x) for x in node.args]
-    kws = {}
-    for kw in node.keywords:
-        if kw.arg != "stride" or kw.arg in kws:
-            raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
-        kws[kw.arg] = lw.expr(kw.value)
+    args, kws = _args_and_keywords(lw, node, sig, 4, 5, ("stride",))
     out, a, i, n = args[:4]
     stride = args[4] if len(args) > 4 else kws.get("stride", 2)
     if not isinstance(out, N.ArrayInfo) or out.ndim != 1 or out.dtype.name != "float32":
@@ -660,14 +662,7 @@ def _byte_run(lw, node, sig: str, table: bool):
     or ``tk.load_i8(out, a, i, n, scale=None)``: ``(out, table or None, a, [index locals], n,
     scale as a float32 Var or None)``; ``out`` receives ``2 n`` (lookup) or ``n`` values."""
     npos = 5 if table else 4
-    if not npos <= len(node.args) <= npos + 1:
-        raise lw.err(node, f"{sig} takes {npos} or {npos + 1} arguments, got {len(node.args)}")
-    args = [lw.expr(x) for x in node.args]
-    kws = {}
-    for kw in node.keywords:
-        if kw.arg != "scale" or kw.arg in kws:
-            raise lw.err(node, f"{sig}: unexpected keyword argument {kw.arg!r}")
-        kws[kw.arg] = lw.expr(kw.value)
+    args, kws = _args_and_keywords(lw, node, sig, npos, npos + 1, ("scale",))
     out, tab, a, i, n = args[:5] if table else [args[0], None] + args[1:4]
     scale = args[npos] if len(args) > npos else kws.get("scale")
     for arr, what in ((out, "out"), (tab, "table")):
