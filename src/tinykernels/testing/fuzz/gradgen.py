@@ -14,9 +14,9 @@ gathered through an index array) and in-place updates of the own element (``io[i
 
 Argument roles: ``in`` (float64 inputs, read only), ``idx`` (int32 index array, not
 differentiated), ``out`` (stored once per item), ``acc`` (``atomic_add`` targets), ``io`` (read and
-updated in place at the item's own element) and the scalar ``w`` (``tk.Active``). All float arrays
-have the extent ``n + 2`` (or ``n`` for ``out`` / ``io``) with ``n`` the ndrange, so ``x[i + 2]``
-is in bounds.
+updated in place at the item's own element) and the scalar ``w`` (``tk.Active``). With ``n`` the
+ndrange, inputs have ``n + 2`` elements (``x[i + 2]`` is in bounds), outputs and in-place arrays
+``n``, accumulators 3.
 """
 from __future__ import annotations
 
