@@ -55,6 +55,9 @@ def main(argv=None) -> int:
                    help="autodiff mode: random differentiable float64 kernels (testing/fuzz/gradgen.py); reverse "
                         "mode against finite differences, forward against reverse, and each backend's gradients "
                         "against the reference's (testing/fuzz/gradcheck.py)")
+    p.add_argument("--grad-local", type=float, default=0.0, metavar="P",
+                   help="with --grad: fraction of kernels with local memory, a barrier and a group reduction "
+                        "(off by default so that earlier seeds keep their kernels)")
     p.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
     p.add_argument("--stream", choices=("all", "auto"), default="all",
                    help="CPU streaming (non-temporal) stores: 'all' (default) streams every eligible store "
@@ -69,7 +72,7 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
     opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints,
-                   grad=a.grad)
+                   grad=a.grad, grad_local=a.grad_local)
     if a.fastmath is not None:
         opts.fastmath = a.fastmath
     backends = [b.strip() for b in a.backends.split(",") if b.strip()]

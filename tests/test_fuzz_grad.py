@@ -72,6 +72,14 @@ def test_grad_cases_cover_the_constructs_the_brief_names():
             "mod-read", "offset-read", "kink", "scalar", "div", "pow", "exp", "log"} <= feats
 
 
+def test_grouped_grad_cases_are_an_option_that_keeps_the_other_seeds():
+    for seed in range(45000000, 45000020):
+        assert F.generate(seed, GRAD).source == F.generate(seed, F.Options(grad=True, grad_local=0.0)).source
+        c = F.generate(seed, F.Options(grad=True, grad_local=1.0))
+        assert {"localmem", "barrier"} <= c.features and c.ndrange % c.workgroupsize == 0   # no masked items
+        assert F.generate(seed, GRAD).workgroupsize is None
+
+
 def test_default_options_still_make_the_forward_cases():
     assert F.generate(45000000).mode == "" and F.generate(45000000, F.Options()).mode == ""
 

@@ -28,6 +28,7 @@ class Options:
     rng: float = 0.0                      # weight of tk.random statements (SPEC 8: bit-exact everywhere)
     prints: float = 0.0                   # weight of tk.print statements (their output compared as text)
     grad: bool = False                    # autodiff cases only (gradgen.py: differentiable float64 kernels)
+    grad_local: float = 0.0               # autodiff cases: probability of local memory, a barrier, group_reduce
 
     def key(self) -> str:
         d = dataclasses.asdict(self)

@@ -60,7 +60,7 @@ def _launcher(case: Case, backend):
     inst = k(backend)
 
     def fn(*args):
-        inst(*args, ndrange=case.ndrange)
+        inst(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
     return fn
 
 

@@ -47,8 +47,13 @@ _LITS = ("0.5", "1.5", "-2.0", "0.25", "3.0", "-0.75")
 class _GradGen:
     """One differentiable kernel module (source lines built statement by statement)."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, local: float = 0.0):
         self.seed = seed
+        # grouped kernels (Options.grad_local) are decided by an RNG of their own, so that with
+        # the option off (the default) every seed keeps its kernel
+        gr = random.Random(seed ^ 0x10CA1)
+        self.wg = gr.choice((2, 4, 8)) if gr.random() < local else 0
+        self.groups = gr.randint(1, 3)
         self.r = random.Random(seed ^ 0x6AD0F)
         self.nprng = np.random.default_rng(seed ^ 0x6AD0F)
         self.body: list = []
@@ -231,6 +236,24 @@ class _GradGen:
         self.emit(f"{v} = {rd}", ind)
         self.locals.append(v)
 
+    def local_memory(self) -> None:
+        """Local memory written by every item, read at a neighbour's element after a barrier,
+        and a group sum (the ndrange is a multiple of the group size: every element is written)."""
+        wg, lm, v = self.wg, self.fresh("lm"), self.fresh("v")
+        self.features |= {"localmem", "barrier"}
+        self.emit("l = tk.index(tk.Local, tk.Linear)", 1)
+        self.emit(f"{lm} = tk.localmem(tk.float64, ({wg},))", 1)
+        self.emit(f"{lm}[l] = {self.expr(2)}", 1)
+        self.emit("tk.synchronize()", 1)
+        self.emit(f"{v} = {lm}[(l + {self.r.randint(1, wg)}) % {wg}] * {self.r.choice(_LITS)} + {lm}[l]", 1)
+        self.locals.append(v)
+        if self.r.random() < 0.5:
+            t = self.fresh("v")
+            self.features.add("group_reduce")
+            op = self.r.choice(("add", "max"))
+            self.emit(f"{t} = tk.group_reduce({self.expr(2)}, {op!r})", 1)
+            self.locals.append(t)
+
     # --- the module -------------------------------------------------------------------------
 
     def gen_func(self) -> None:
@@ -267,9 +290,11 @@ class _GradGen:
         r = self.r
         for _ in range(r.choice((0, 0, 1, 2))):
             self.gen_func()
-        n = r.randint(3, 24)
+        n = r.randint(3, 24) if not self.wg else self.wg * self.groups
         self.emit("i = tk.index()", 1)
         self.emit("n = y0.shape[0]", 1)
+        if self.wg:
+            self.local_memory()
         while self.stmts_left > 0:
             self.stmt(1)
         for y in self.outs:
@@ -286,14 +311,15 @@ class _GradGen:
                 [ArgSpec(x, "array", vals(n + 2), "in") for x in self.ins] +
                 [ArgSpec("idx", "array", self.nprng.integers(0, n, n).astype(np.int32), "in", const=True),
                  ArgSpec("w", "scalar", float(self.nprng.uniform(0.5, 1.5)))])
-        case = Case(self.seed, src, kname, args, n, features=self.features | {"grad"})
+        case = Case(self.seed, src, kname, args, n, workgroupsize=self.wg or None, features=self.features | {"grad"})
         case.mode = GRAD_MODE
         return case
 
 
-def generate_grad(seed: int) -> Case:
-    """The autodiff case of ``seed`` (deterministic)."""
-    return _GradGen(seed).generate()
+def generate_grad(seed: int, local: float = 0.0) -> Case:
+    """The autodiff case of ``seed`` (deterministic); ``local``: the probability of a kernel with
+    local memory, a barrier and a group reduction."""
+    return _GradGen(seed, local).generate()
 
 
 __all__ = ["GRAD_MODE", "generate_grad"]
