@@ -228,3 +228,23 @@ def test_fuzz_script_grad_mode_runs(tmp_path):
                         "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 kernels, 0 mismatches" in r.stdout
+
+
+@tk.kernel
+def k_dead_overflow(y, x):
+    i = tk.index()
+    d = math.exp(x[i] * 1000.0)       # never reaches y; inf for x[0] == 1
+    y[i] = x[i] * 2.0
+
+
+@pytest.mark.xfail(strict=True, reason="open (seed 45000047 of the --grad run): the reverse sweep propagates "
+                                       "a zero adjoint through a value no output depends on, 0 * inf = NaN; "
+                                       "needs an activity ('useful values') analysis in passes/autodiff.py")
+def test_open_ad_dead_overflow_poisons_the_gradient(be):
+    if not be.supports_float64:
+        pytest.skip("float64 kernel")
+    x, dx = dev([1.0, -1.0, 0.5], be), dev(np.zeros(3), be)
+    y, dy = dev(np.zeros(3), be), dev(np.ones(3), be)
+    tk.autodiff(tk.Reverse, lambda y, x: k_dead_overflow(be)(y, x, ndrange=3), tk.Duplicated(y, dy),
+                tk.Duplicated(x, dx))
+    np.testing.assert_array_equal(host(dx), [2.0, 2.0, 2.0])
