@@ -146,7 +146,9 @@ def _where(got: dict, want: dict, rtol: float):
     largest magnitude, or None."""
     for k in want:
         g, x = got[k], want[k]
-        mag = max(float(np.max(np.abs(x), initial=0.0)), float(np.max(np.abs(g), initial=0.0)), 1e-300)
+        # the largest finite magnitude: a NaN elsewhere in the array must not flag every element
+        fin = lambda a: np.abs(a[np.isfinite(a)])          # noqa: E731
+        mag = max(float(np.max(fin(x), initial=0.0)), float(np.max(fin(g), initial=0.0)), 1e-300)
         bad = ~((np.abs(g - x) <= rtol * mag) | (np.isnan(g) & np.isnan(x)))
         if bad.any():
             idx = np.argwhere(bad)[:5]
