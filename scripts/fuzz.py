@@ -51,6 +51,13 @@ def main(argv=None) -> int:
                         "reference's; off by default")
     p.add_argument("--fastmath", type=float, default=None, metavar="P",
                    help="fraction of seeds that make a fastmath case (default 0.1; 1.0: only those)")
+    p.add_argument("--grad", action="store_true",
+                   help="autodiff mode: random differentiable float64 kernels (testing/fuzz/gradgen.py); reverse "
+                        "mode against finite differences, forward against reverse, and each backend's gradients "
+                        "against the reference's (testing/fuzz/gradcheck.py)")
+    p.add_argument("--grad-local", type=float, default=0.0, metavar="P",
+                   help="with --grad: fraction of kernels with local memory, a barrier and a group reduction "
+                        "(off by default so that earlier seeds keep their kernels)")
     p.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
     p.add_argument("--stream", choices=("all", "auto"), default="all",
                    help="CPU streaming (non-temporal) stores: 'all' (default) streams every eligible store "
@@ -64,7 +71,8 @@ def main(argv=None) -> int:
     unknown = inc - set(KNOWN_BUGS)
     if unknown:
         p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
-    opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints)
+    opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints,
+                   grad=a.grad, grad_local=a.grad_local)
     if a.fastmath is not None:
         opts.fastmath = a.fastmath
     backends = [b.strip() for b in a.backends.split(",") if b.strip()]
@@ -103,7 +111,7 @@ def main(argv=None) -> int:
             logf.flush()
 
     log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {a.reference}, "
-        f"jobs {a.jobs}, rng {opts.rng}, print {opts.prints}, fastmath {opts.fastmath}, stream {a.stream}, "
+        f"jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, fastmath {opts.fastmath}, stream {a.stream}, "
         f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, a.reference, jobs=a.jobs, out_dir=a.out, opts=opts,
                 minimize_found=not a.no_minimize, timeout=a.timeout, min_budget=a.min_budget, log=log,

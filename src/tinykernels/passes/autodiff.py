@@ -383,6 +383,12 @@ class _Reverse:
             elif isinstance(s, N.ExprStmt):
                 self.check_atomic(s.expr, loc)
                 out.append(s)
+            elif isinstance(s, N.AllocArray) and not self.count:
+                # declared at the top of the adjoint: the reverse sweep reads the array (restored
+                # from the tape) outside the block that declared it (a tk.private in an `if` or a
+                # loop body was out of scope there, and the C compiler rejected the adjoint)
+                if all(a.array.name != s.array.name for a in self.allocs):
+                    self.allocs.insert(0, s)
             else:
                 out.append(s)
         return out, nf, ni
@@ -745,6 +751,12 @@ class _Reverse:
             body = init + fwd + tail
             return self.finish(body, []), TapePlan(self.static, nf, ni)
         rev = self.rev_block(self.k.body, {})
+        # every differentiated scalar gets a partial from every item, zero where nothing flows
+        # into it: the launcher's partials arrays are scratch memory, never cleared (a kernel
+        # not using ``w``, or using it only in integer code, left garbage in w's gradient)
+        for p in self.k.params:
+            if p[0] == "scalar" and p[1] in self.diff and p[1] not in self.scalar_acc:
+                self.scalar_acc[p[1]] = b.fresh(f"dacc_{p[1]}", self.F)
         # adjoints start at zero; shadow local memory is zeroed by the group before the reverse sweep
         zero_d = [b.assign(d, b.c(0.0, self.locals[d])) for d in sorted(self.dvars.values())]
         zero_d += [b.assign(a, b.c(0.0, self.F)) for a in self.scalar_acc.values()]

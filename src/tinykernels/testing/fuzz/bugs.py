@@ -13,6 +13,19 @@ KNOWN_BUGS: dict = {}
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    # found by the autodiff mode (--grad, gradgen.py); regression tests in tests/test_fuzz_grad.py
+    'ad-unused-scalar-partial': ("reverse mode: a differentiated float scalar that nothing differentiable "
+                                 "flows into (unused, or only compared) got garbage as its gradient on the "
+                                 "interpreter and the device backends (3.0, 5e-324: the partial-sums scratch "
+                                 "array, np.empty / tk.empty, was never written; seed 45000003)",
+                                 "the reverse pass gives every differentiated scalar an accumulator, so every "
+                                 "item (strip, group) writes its partial, 0 where nothing flows "
+                                 "(passes/autodiff.py _Reverse.build)"),
+    'ad-private-in-block': ("reverse mode: a tk.private array declared inside an `if` or a loop body: the "
+                            "reverse sweep read it outside that block, and the C compiler rejected the "
+                            "adjoint ('a__pm1' undeclared; seed 45000005)",
+                            "the adjoint declares the primal private/local arrays at its top "
+                            "(passes/autodiff.py _Reverse.fwd)"),
     'pocl-log1p-tiny': ("OpenCL on PoCL 3.1: log1p of tiny arguments, float and double: +0.0 for +-the smallest "
                         "subnormal (log1p(x) is x there), 5.6e-45 for 4.2e-45, an ulp off near the smallest normal",
                         "under TK_POCL, tk_log1p returns x below 2**-25 (float) / 2**-54 (double), where log1p(x) "

@@ -27,6 +27,8 @@ class Options:
     strided_outputs: float = 0.15         # probability that an output array is a [..., ::2 or 3] view
     rng: float = 0.0                      # weight of tk.random statements (SPEC 8: bit-exact everywhere)
     prints: float = 0.0                   # weight of tk.print statements (their output compared as text)
+    grad: bool = False                    # autodiff cases only (gradgen.py: differentiable float64 kernels)
+    grad_local: float = 0.0               # autodiff cases: probability of local memory, a barrier, group_reduce
 
     def key(self) -> str:
         d = dataclasses.asdict(self)
@@ -61,6 +63,7 @@ class Case:
     unsafe: bool = False
     features: set = field(default_factory=set)
     mag_kname: str = ""            # fastmath cases: the kernel computing the tolerance's magnitudes
+    mode: str = ""                 # "grad": an autodiff case (gradgen.py), checked by gradcheck.py
 
     def describe(self) -> str:
         return (f"seed {self.seed}: kernel {self.kname} ndrange={self.ndrange!r} workgroupsize={self.workgroupsize!r} "

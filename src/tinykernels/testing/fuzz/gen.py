@@ -17,6 +17,7 @@ from .bugs import FIXED_BUGS
 from .case import ArgSpec, Arr, Case, Ex, Options, Var
 from .data import edge_values, int_valued, random_values
 from .fastmath import generate_fastmath, is_fastmath_seed
+from .gradgen import generate_grad
 from .types import (ALL_TYPES, ATOMIC_TYPES, BINOPS, CMPS, FLOATS_ALL, FP8, INTS, NARROW, NARROW_X, PAIRS,
                      STRONG, WEAK, fits, float_max, int_range, is_float, is_int, np_dtype)
 
@@ -2023,6 +2024,8 @@ def generate(seed: int, opts: Options | None = None) -> Case:
     ``bug:<id>`` (only when ``opts.exclude`` lets them through) and those of fixed ones
     ``fixed:<id>``. A fraction ``opts.fastmath`` of the seeds make a fastmath case instead
     (:mod:`.fastmath`)."""
+    if opts is not None and opts.grad:
+        return generate_grad(seed, opts.grad_local)
     if is_fastmath_seed(seed, opts or Options()):
         return generate_fastmath(seed)
     case = Gen(seed, opts).generate()

@@ -71,6 +71,8 @@ def write_reproducer(case: Case, path: str, mismatches=(), backends=("CPU",), re
     text += f"NDRANGE = {case.ndrange!r}\nWORKGROUPSIZE = {case.workgroupsize!r}\nSTATIC_WG = {case.static_wg!r}\n"
     if case.mag_kname:
         text += f"MAG_KERNEL = {case.mag_kname!r}\n"
+    if getattr(case, "mode", ""):
+        text += f"MODE = {case.mode!r}\n"       # an autodiff case: checked by gradcheck.py
     if "print" in case.features:
         text += "PRINTS = True\n"           # its printed lines are compared too
     text += f"SEED = {case.seed!r}\nBACKENDS = {list(backends)!r}\nREFERENCE = {reference!r}\n\n"
@@ -86,6 +88,7 @@ def case_from_namespace(ns: dict, kname: str) -> Case:
     args = [ArgSpec(n, k, v, role, const, list(tol), view) for n, k, v, role, const, tol, view in ns["ARGS"]]
     c = Case(ns.get("SEED", 0), "", kname, args, ns["NDRANGE"], ns["WORKGROUPSIZE"], ns["STATIC_WG"])
     c.kernel = ns[kname]
+    c.mode = ns.get("MODE", "")
     if ns.get("PRINTS"):
         c.features.add("print")
     if ns.get("MAG_KERNEL"):

@@ -306,12 +306,15 @@ class Mismatch:
         if self.kind == "value":
             w = "; ".join(f"{i}: got {g} want {v}" for i, g, v in self.where)
             return f"seed {self.seed} {self.backend}: array '{self.array}' differs (tol {self.tol} ulp) at {w}"
+        if self.kind.startswith("grad-"):
+            w = "; ".join(f"{i}: got {g} want {v}" for i, g, v in self.where)
+            return f"seed {self.seed} {self.backend}: {self.kind} '{self.array}' differs at {w} {self.detail}"
         return f"seed {self.seed} {self.backend}: {self.kind}: {self.detail}"
 
     def signature(self) -> tuple:
         """What must stay the same while minimising: the array, or the error without its location."""
-        if self.kind == "value":
-            return ("value", self.array)
+        if self.kind == "value" or self.kind.startswith("grad-"):
+            return (self.kind, self.array)
         first = self.detail.split("\n", 1)[0]
         first = re.sub(r"\S+\.py:\d+(:\d+)?:?", "", first)
         first = re.sub(r"kernel '\w+'", "kernel", first)
@@ -417,7 +420,11 @@ def reference_magnitudes(case: Case, reference) -> dict:
 def check_case(case: Case, backends=("CPU",), reference="INTERP", compiled=None) -> list:
     """Run ``case`` on the reference and every backend; the list of Mismatch (empty: all agree).
     ``compiled``: {compile-only target: None or exception}, outcomes already computed for this
-    case (by :func:`compile_only_batch`), used instead of compiling it again."""
+    case (by :func:`compile_only_batch`), used instead of compiling it again. An autodiff case
+    (``case.mode == "grad"``) is checked by :func:`.gradcheck.check_grad_case` instead."""
+    if getattr(case, "mode", "") == "grad":
+        from .gradcheck import check_grad_case      # a lazy import: gradcheck imports this module
+        return check_grad_case(case, backends, reference)
     out = []
     try:
         want = run_case(case, reference)

@@ -1,0 +1,219 @@
+"""Checking an autodiff case (:mod:`.gradgen`): gradients against finite differences, forward
+mode against reverse mode, and the compiled backends against the interpreter.
+
+The kernel maps the state ``X`` (every float array: inputs, outputs, accumulators, in-place
+arrays; and the scalar ``w``) to the final values of the arrays, ``F(X)``, with Jacobian ``J``. On
+each backend (the reference first):
+
+- reverse mode with every array's shadow seeded with random ``u`` leaves ``J^T u`` in the shadows
+  (read-only inputs keep ``u`` plus their gradient, overwritten outputs are consumed to 0) and
+  returns ``w``'s gradient;
+- forward mode with random tangents ``v`` (``dw`` for ``w``) leaves ``J v`` in the shadows.
+
+Checks, each a :class:`.run.Mismatch` of its own kind:
+
+- ``grad-jvp``: ``<u, J v> == <J^T u, v>`` within ``1e-10`` of the sum of the absolute values
+  of the terms of both sides (the two modes round differently, nothing else);
+- ``grad-fd``: ``<J^T u, v>`` against the central difference ``(L(X + h v) - L(X - h v)) / 2h``
+  of ``L = <u, F(X)>`` in float64 (``h = 1e-5``: truncation ``~h**2``, rounding ``~1e-16 / h``),
+  run on the first backend. A point where the differences at ``h``, ``2h`` and ``h / 2`` disagree
+  with each other lies within a step of a kink or a jump (a branch, ``min``/``max``/``abs``): the
+  inputs are re-sampled (a new random point) up to :data:`RESAMPLES` times, and a case that finds
+  no smooth point is counted as ``skipped``, not as a mismatch;
+- ``grad-backend``: every compiled backend's ``J^T u``, ``w``'s gradient and ``J v`` against the
+  reference's, within ``1e-9`` relative to the array's largest magnitude (atomics and partial sums
+  add in another order);
+- ``error`` / ``ref-error``: a backend (or the reference) raised.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .case import Case
+from .run import Mismatch, _backend, _err_text, load_kernel
+
+H = 1e-5            # finite-difference step
+RESAMPLES = 4       # new random points tried when a step straddles a kink
+JVP_RTOL = 1e-10
+FD_RTOL = 1e-6
+BACKEND_RTOL = 1e-9
+
+
+def _state(case: Case, rng: np.random.Generator | None = None):
+    """The float arrays (name -> copy), the int arrays and the scalar ``w`` of ``case``; with
+    ``rng``, a new random point (the float values re-drawn the way the generator draws them)."""
+    floats, ints, w = {}, {}, None
+    for s in case.args:
+        if s.kind == "array" and np.asarray(s.value).dtype.kind == "f":
+            v = np.array(s.value, dtype=np.float64, copy=True)
+            floats[s.name] = rng.uniform(-1.5, 1.5, v.shape) if rng is not None else v
+        elif s.kind == "array":
+            ints[s.name] = np.array(s.value, copy=True)
+        elif s.kind == "scalar":
+            w = float(rng.uniform(0.5, 1.5)) if rng is not None else float(s.value)
+    return floats, ints, w
+
+
+def _launcher(case: Case, backend):
+    """``fn(*args)`` launching the case's kernel on ``backend`` (what tk.autodiff records)."""
+    k = getattr(case, "kernel", None) or load_kernel(case.source, case.kname)
+    inst = k(backend)
+
+    def fn(*args):
+        inst(*args, ndrange=case.ndrange, workgroupsize=case.workgroupsize)
+    return fn
+
+
+def _order(case: Case) -> list:
+    return [s.name for s in case.args]
+
+
+def _host(a) -> np.ndarray:
+    return a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def _dev(a: np.ndarray, b):
+    import tinykernels as tk
+    return a.copy() if getattr(b, "is_host", True) else tk.asarray(np.ascontiguousarray(a), backend=b)
+
+
+def _forward(case, b, fn, floats, ints, w) -> dict:
+    """The final values of the float arrays after one launch."""
+    import tinykernels as tk
+    arrs = {k: _dev(v, b) for k, v in floats.items()}
+    args = [arrs[n] if n in arrs else _dev(ints[n], b) if n in ints else w for n in _order(case)]
+    with np.errstate(all="ignore"):
+        fn(*args)
+    tk.synchronize(b)
+    return {k: _host(v).astype(np.float64) for k, v in arrs.items()}
+
+
+def _reverse(case, b, fn, floats, ints, w, u) -> tuple:
+    """(J^T u per array, w's gradient)."""
+    import tinykernels as tk
+    pairs = {k: (_dev(v, b), _dev(u[k], b)) for k, v in floats.items()}
+    wa = tk.Active(w)
+    args = [tk.Duplicated(*pairs[n]) if n in pairs else tk.Const(_dev(ints[n], b)) if n in ints else wa
+            for n in _order(case)]
+    with np.errstate(all="ignore"):
+        (gw,) = tk.autodiff(tk.Reverse, fn, *args)
+    tk.synchronize(b)
+    return {k: _host(p[1]).astype(np.float64) for k, p in pairs.items()}, float(gw)
+
+
+def _jvp(case, b, fn, floats, ints, w, v, dw) -> dict:
+    """J v per array."""
+    import tinykernels as tk
+    pairs = {k: (_dev(x, b), _dev(v[k], b)) for k, x in floats.items()}
+    args = [tk.Duplicated(*pairs[n]) if n in pairs else tk.Const(_dev(ints[n], b)) if n in ints
+            else tk.Duplicated(w, dw) for n in _order(case)]
+    with np.errstate(all="ignore"):
+        tk.autodiff(tk.Forward, fn, *args)
+    tk.synchronize(b)
+    return {k: _host(p[1]).astype(np.float64) for k, p in pairs.items()}
+
+
+def _dot(a: dict, b: dict) -> tuple:
+    """(sum of a*b over all arrays, sum of |a*b|)."""
+    s = sum(float(np.sum(a[k] * b[k])) for k in a)
+    m = sum(float(np.sum(np.abs(a[k] * b[k]))) for k in a)
+    return s, m
+
+
+def _fd(case, b, fn, floats, ints, w, u, v, dw, h) -> float:
+    """Central difference of <u, F(X)> along (v, dw) with step h."""
+    def loss(t):
+        xs = {k: floats[k] + t * v[k] for k in floats}
+        out = _forward(case, b, fn, xs, ints, w + t * dw)
+        return _dot(u, out)[0]
+    return (loss(h) - loss(-h)) / (2 * h)
+
+
+def _smooth_fd(case, b, fn, floats, ints, w, u, v, dw, ad):
+    """The finite difference at ``H`` when the differences at H/2, H and 2H agree (the point is
+    not within a step of a kink), else None."""
+    d1 = _fd(case, b, fn, floats, ints, w, u, v, dw, H)
+    d2 = _fd(case, b, fn, floats, ints, w, u, v, dw, 2 * H)
+    d0 = _fd(case, b, fn, floats, ints, w, u, v, dw, H / 2)
+    scale = abs(d1) + abs(ad) + 1e-3
+    if not all(np.isfinite((d0, d1, d2))) or abs(d1 - d2) > FD_RTOL * scale or abs(d0 - d1) > FD_RTOL * scale:
+        return None
+    return d1
+
+
+def _where(got: dict, want: dict, rtol: float):
+    """(array, [(index, got, want)]) of the first array whose values differ beyond rtol of its
+    largest magnitude, or None."""
+    for k in want:
+        g, x = got[k], want[k]
+        # the largest finite magnitude: a NaN elsewhere in the array must not flag every element
+        fin = lambda a: np.abs(a[np.isfinite(a)])          # noqa: E731
+        mag = max(float(np.max(fin(x), initial=0.0)), float(np.max(fin(g), initial=0.0)), 1e-300)
+        bad = ~((np.abs(g - x) <= rtol * mag) | (np.isnan(g) & np.isnan(x)))
+        if bad.any():
+            idx = np.argwhere(bad)[:5]
+            return k, [(tuple(int(j) for j in i), repr(float(g[tuple(i)])), repr(float(x[tuple(i)]))) for i in idx]
+    return None
+
+
+def _grads(case, b, floats, ints, w, u, v, dw):
+    fn = _launcher(case, b)
+    g, gw = _reverse(case, b, fn, floats, ints, w, u)
+    jv = _jvp(case, b, fn, floats, ints, w, v, dw)
+    return fn, g, gw, jv
+
+
+def check_grad_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
+    """The Mismatches of an autodiff case (see the module docstring); ``case.features`` gains
+    ``grad-skipped`` when no smooth point was found for the finite-difference check."""
+    seed = case.seed
+    rng = np.random.default_rng(seed ^ 0x9AD)
+    bnames = [b if isinstance(b, str) else getattr(b, "name", repr(b)) for b in backends]
+    floats, ints, w = _state(case)
+    ref = _backend(reference)
+    out: list = []
+    fd_b = _backend(backends[0]) if backends else ref
+    for attempt in range(RESAMPLES + 1):
+        if attempt:
+            floats, ints, w = _state(case, rng)
+        u = {k: rng.standard_normal(x.shape) for k, x in floats.items()}
+        v = {k: rng.standard_normal(x.shape) for k, x in floats.items()}
+        dw = float(rng.standard_normal())
+        try:
+            fn_ref, g, gw, jv = _grads(case, ref, floats, ints, w, u, v, dw)
+        except Exception as e:  # noqa: BLE001 - every failure is a finding
+            return [Mismatch(seed, bn, "ref-error", detail=_err_text(e)) for bn in bnames or [str(reference)]]
+        ad, mag_r = _dot(g, v)
+        ad += gw * dw
+        fd = _smooth_fd(case, fd_b, fn_ref if fd_b is ref else _launcher(case, fd_b), floats, ints, w, u, v, dw, ad)
+        if fd is not None or attempt == RESAMPLES:
+            break
+    # forward against reverse on the reference
+    fwd, mag_f = _dot(u, jv)
+    mag = mag_r + mag_f + abs(gw * dw)
+    if not abs(fwd - ad) <= JVP_RTOL * mag + 1e-300:
+        out.append(Mismatch(seed, str(reference), "grad-jvp", "<u,Jv>",
+                            [((), repr(fwd), repr(ad))], detail=f"<u, J v> = {fwd!r}, <J^T u, v> = {ad!r}"))
+    if fd is None:
+        case.features.add("grad-skipped")
+    elif not abs(fd - ad) <= FD_RTOL * (abs(fd) + mag + 1.0):
+        out.append(Mismatch(seed, str(reference), "grad-fd", "<J^T u,v>",
+                            [((), repr(ad), repr(fd))], detail=f"reverse {ad!r}, finite difference {fd!r}"))
+    for b, bn in zip(backends, bnames):
+        try:
+            _, gb, gwb, jvb = _grads(case, _backend(b), floats, ints, w, u, v, dw)
+        except Exception as e:  # noqa: BLE001
+            out.append(Mismatch(seed, bn, "error", detail=_err_text(e)))
+            continue
+        bad = (_where(gb, g, BACKEND_RTOL) or _where({"dw": np.array([gwb])}, {"dw": np.array([gw])}, BACKEND_RTOL)
+               or _where(jvb, jv, BACKEND_RTOL))
+        if bad:
+            out.append(Mismatch(seed, bn, "grad-backend", bad[0], bad[1]))
+        fwd_b, _ = _dot(u, jvb)
+        ad_b = _dot(gb, v)[0] + gwb * dw
+        if not abs(fwd_b - ad_b) <= JVP_RTOL * mag + 1e-300:
+            out.append(Mismatch(seed, bn, "grad-jvp", "<u,Jv>", [((), repr(fwd_b), repr(ad_b))]))
+    return out
+
+
+__all__ = ["check_grad_case"]
