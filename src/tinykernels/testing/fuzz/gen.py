@@ -896,8 +896,8 @@ class Gen:
             opts.append(("callstmt", 1.5))
         if self.opts.rng > 0:                  # only when asked: the draws of other seeds stay the same
             opts.append(("rng", self.opts.rng))
-        if self.opts.prints > 0 and not f:
-            opts.append(("print", self.opts.prints))
+        if self.opts.prints > 0 and not (f and self.unsafe):     # (a function has no validity guard)
+            opts.append(("print", self.opts.prints * (4 if f else 1)))   # (functions have few statements)
         k = self.wchoice(opts)
         for _ in range(6):
             try:
@@ -1333,12 +1333,17 @@ class Gen:
             self.store_var(n, t)
 
     def s_print(self, ctx):
-        """``tk.print`` of a tag, the item's index and a few values; the runner compares the
-        printed lines (sorted: groups run concurrently) with the reference's."""
+        """``tk.print`` of a tag, the item's index (in the kernel; a ``@tk.func`` prints its
+        values only, once per call) and a few values; the runner compares the printed lines
+        (sorted: groups run concurrently) with the reference's."""
         vals = [self.expr(self.pick(list(self.types) + ["pyint", "pyfloat", "lbool"]),
                           self.r.randint(1, 2)).code for _ in range(self.r.randint(0, 3))]
         tag = self.fresh("P")
         self.features.add("print")
+        if self.in_func is not None:
+            self.features.add("print-func")
+            self.emit(f"tk.print({', '.join([repr(tag)] + vals)})")
+            return
         self.guarded([f"tk.print({', '.join([repr(tag), 'li'] + vals)})"])
 
     # --- atomics --------------------------------------------------------------------------------
