@@ -1446,6 +1446,8 @@ class WGSLRenderer:
             f32 = float(np.float32(v))
         if math.isinf(f32):
             return "tk_inf()" if v > 0 else "(-tk_inf())"
+        if f32 == 0:       # opaque: Mesa's NIR folds x * 0.0 to 0.0 (NaN, inf) and x + 0.0 to x (-0.0)
+            return "bitcast<f32>(tk_z)" if math.copysign(1.0, f32) > 0 else "bitcast<f32>(0x80000000u | tk_z)"
         return _f(f32) if math.copysign(1.0, f32) > 0 else f"({_f(f32)})"
 
     # --- expressions ------------------------------------------------------------------------
@@ -2269,8 +2271,9 @@ class WGSLRenderer:
         ct = ctype(d)
         if d.kind == "b":
             conv, back = "b != 0u", "select(0u, 1u, v)"
-        elif d.name in _LOAD_CONV:
+        elif d.name in _LOAD_CONV:      # (the helpers exist for every packed array, used or not)
             conv, back = f"{_LOAD_CONV[d.name]}(b)", f"{_STORE_CONV[d.name]}(v)"
+            self.libs.add(_lib_of(d))
         elif d.kind == "i":
             conv, back = f"(bitcast<i32>(b) << {32 - bits}u) >> {32 - bits}u", "bitcast<u32>(v)"
         else:
