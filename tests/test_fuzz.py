@@ -3,6 +3,7 @@ kernels on the compiled backends against the interpreter, the generator's own gu
 regression test per disagreement the fuzzer ever found (strict xfail while the bug is open)."""
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -1256,3 +1257,84 @@ def test_bug_folded_negative_nan_keeps_its_sign():
     want = np.repeat(-x[:, None], 3, axis=1)
     want[:, 0] = -2.0
     _check_all(k_signed_nan_const, [np.zeros((3, 3), np.float32), x], want)
+
+
+WEBGPU_OK = tk.backends().get("WebGPU", (False,))[0]
+needs_webgpu = pytest.mark.skipif(not WEBGPU_OK, reason="no WebGPU adapter")
+
+
+@tk.kernel
+def k_wgsl_zero_const(o, x: tk.Const):
+    i = tk.index()
+    o[i, 0] = tk.float8_e4m3fn(1000) * tk.float8_e4m3fn(-0.0)     # NaN * -0.0 (e4m3fn has no inf)
+    o[i, 1] = tk.float16(1e6) * tk.float16(-0.0)                   # inf * -0.0
+    o[i, 2] = math.atan(tk.float8_e4m3fn(1000) * tk.float8_e4m3fn(-0.0))
+    o[i, 3] = x[i] + tk.float32(0.0)                               # -0.0 + 0.0 is +0.0, not x
+    o[i, 4] = x[i] * 0.0
+
+
+# fixed: wgsl-zero-const-fold
+# (fuzzer seed 44001016, WebGPU profile: lavapipe's NIR folded x * 0.0 to 0.0 for NaN and inf)
+@needs_webgpu
+def test_bug_wgsl_zero_constant_is_not_folded():
+    x = np.array([-0.0, np.inf, np.nan, 2.0], np.float32)
+    got = _run(k_wgsl_zero_const, "WEBGPU", [np.zeros((4, 5), np.float32), x])[0]
+    want = _run(k_wgsl_zero_const, INTERP, [np.zeros((4, 5), np.float32), x])[0]
+    assert np.isnan(got[:, :3]).all()
+    assert got.tobytes() == want.tobytes() or np.array_equal(got, want, equal_nan=True), (got, want)
+    assert np.signbit(got[:, 3]).tolist() == [False] * 3 + [False] and np.isnan(got[2, 4])
+
+
+@tk.kernel
+def k_wgsl_packed_unused(o, h, b8):
+    i = tk.index()
+    o[i] = tk.float32(i) * 2.0         # h (bfloat16) and b8 (fp8) are never touched
+
+
+# fixed: wgsl-packed-helper-lib
+# (fuzzer seeds 44001000 and 44001018: the packed helpers of an unused bfloat16 array failed to compile)
+@needs_webgpu
+def test_bug_wgsl_unused_packed_arrays_compile():
+    o = np.zeros(4, np.float32)
+    h = np.zeros(4, ml_dtypes.bfloat16)
+    b8 = np.zeros(4, ml_dtypes.float8_e5m2)
+    got = _run(k_wgsl_packed_unused, "WEBGPU", [o, h, b8])[0]
+    assert got.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+@tk.kernel
+def k_f32_const_overflow(o, x):
+    i = tk.index()
+    o[i] = x[i] * 1e300                # a weak Python float: float32 where Python floats are 32-bit
+
+
+# fixed: c-f32-const-overflow
+# (WebGPU profile seeds 44001005 and 44001012: the CPU32 reference rendered 1e300 as `inff`)
+@needs_cpu
+def test_bug_c_float32_constant_beyond_range_is_infinity():
+    from tinykernels.testing.fuzz.weak32 import CPU32
+    x = np.array([1.0, -2.0, 0.0], np.float32)
+    got = _run(k_f32_const_overflow, CPU32(), [np.zeros(3, np.float32), x])[0]
+    assert got[0] == np.inf and got[1] == -np.inf and np.isnan(got[2])
+    if WEBGPU_OK:
+        assert _run(k_f32_const_overflow, "WEBGPU", [np.zeros(3, np.float32), x])[0].tobytes() == got.tobytes()
+
+
+# the WebGPU profile: only 32-bit types and Python scalars, no tk.print / tk.random, checked
+# against CPU32 (the CPU with WebGPU's 32-bit Python scalars)
+def test_webgpu_profile_generates_only_what_webgpu_runs():
+    ref, opts = F.profile_for(["WEBGPU"], "INTERP", F.Options(prints=1.0, rng=1.0))
+    assert ref == "CPU32" and opts.profile == "webgpu" and opts.prints == 0 and opts.rng == 0
+    with pytest.raises(ValueError, match="alone"):
+        F.profile_for(["WEBGPU", "CPU"], "INTERP", F.Options())
+    for seed in range(44002000, 44002040):
+        c = F.generate(seed, opts)
+        assert not any(w in c.source for w in ("int64", "uint64", "float64", "tk.print", "tk.random")), seed
+        # (Python ints past int32; typed ones such as tk.int32(-2147483648) are fine)
+        assert not any(re.search(rf"(?<![-\d.]){n}(?![\d.])", c.source) for n in (2**31, 2**32, 2**40, 2**62)), seed
+
+
+@needs_webgpu
+@needs_cpu
+def test_fuzz_webgpu_profile():
+    _no_mismatch(F.fuzz(range(44002000, 44002012), backends=["WEBGPU"], jobs=0))

@@ -137,4 +137,24 @@ FIXED_BUGS = {
                          '-NaN, the type has no infinity) rendered copysignf(2, NAN) and gave +2 against the '
                          "interpreter's -2 (fuzzer seed 37304320, audit8's run)",
         'fixed: the renderers keep the sign bit of a constant NaN (-NAN; (-tk_nan()) in WGSL)'),
+    'wgsl-zero-const-fold': ("WebGPU on lavapipe: a float multiplied by a constant 0.0 gave 0.0 where it is "
+                             "NaN or infinite (`tk.float8_e4m3fn(1000) * tk.float8_e4m3fn(-0.0)`, NaN * -0.0, "
+                             "and `tk.float16(1e6) * tk.float16(-0.0)`, inf * -0.0): the operand went through "
+                             "the opaque tk_x but the literal `-0.0f` did not, and Mesa's NIR folds "
+                             "`x * 0.0` to 0.0 (and `x + 0.0` to x, wrong for -0.0) (fuzzer seed 44001016, "
+                             "the first WebGPU profile run)",
+        "fixed: WGSL renders a float constant 0.0 / -0.0 as bitcast<f32>(tk_z) / bitcast<f32>(0x80000000u | tk_z), "
+        "opaque like tk_nan() (codegen/wgsl.py const)"),
+    'wgsl-packed-helper-lib': ("WebGPU: a kernel with a bfloat16 / float16 / fp8 array that it never loads or "
+                               "stores through a conversion elsewhere failed to compile (`no definition in scope "
+                               "for identifier: tk_bf16_to_f32`): the packed-array helpers tk_ld_/tk_st_ call the "
+                               "conversion functions but did not request their library (fuzzer seeds 44001000, "
+                               "44001018)",
+        "fixed: packed_helpers adds the conversion library of the array's dtype (codegen/wgsl.py)"),
+    'c-f32-const-overflow': ("C renderers (CPU, OpenCL, CUDA, HIP, Metal): a float32 constant whose float64 "
+                             "value is finite but beyond float32's range (a weak Python float 1e300 computed in "
+                             "float32, as on backends whose Python floats are float32) was rendered `inff`, "
+                             "which no C compiler knows: the infinity test ran before the rounding to float32 "
+                             "(found by the WebGPU profile's CPU32 reference, seeds 44001005 and 44001012)",
+        "fixed: clike.const rounds to float32 first, then renders +-INFINITY (codegen/clike.py)"),
 }

@@ -27,6 +27,7 @@ class Options:
     strided_outputs: float = 0.15         # probability that an output array is a [..., ::2 or 3] view
     rng: float = 0.0                      # weight of tk.random statements (SPEC 8: bit-exact everywhere)
     prints: float = 0.0                   # weight of tk.print statements (their output compared as text)
+    profile: str = "full"                 # "webgpu": only what WebGPU runs (gen.WEBGPU_PROFILE)
 
     def key(self) -> str:
         d = dataclasses.asdict(self)
