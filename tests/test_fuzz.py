@@ -1338,3 +1338,27 @@ def test_webgpu_profile_generates_only_what_webgpu_runs():
 @needs_cpu
 def test_fuzz_webgpu_profile():
     _no_mismatch(F.fuzz(range(44002000, 44002012), backends=["WEBGPU"], jobs=0))
+
+
+@tk.kernel
+def k_wgsl_sub_self(o, x: tk.Const):
+    i = tk.index()
+    v = x[i]
+    o[i, 0] = (v * tk.float32(-math.inf)) - (v * tk.float32(-math.inf))
+    a = v * 3.0
+    b = v * 3.0
+    o[i, 1] = a - b
+    o[i, 2] = (v + v) - (v + v)
+    o[i, 3] = (v + 1.0) + -(v + 1.0)
+    o[i, 4] = v - v
+
+
+# fixed: wgsl-sub-self-fold
+# (fuzzer seed 44002001, WebGPU profile: (v * -inf) - (v * -inf) was folded to 0 by lavapipe)
+@needs_webgpu
+def test_bug_wgsl_self_subtraction_is_not_folded():
+    x = np.array([1.0, np.inf, np.nan, 0.0], np.float32)
+    got = _run(k_wgsl_sub_self, "WEBGPU", [np.zeros((4, 5), np.float32), x])[0]
+    want = _run(k_wgsl_sub_self, INTERP, [np.zeros((4, 5), np.float32), x])[0]
+    assert np.isnan(got[1:3]).all() and np.isnan(got[:, 0]).all()
+    assert np.array_equal(got, want, equal_nan=True), (got, want)

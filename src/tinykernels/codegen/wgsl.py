@@ -100,6 +100,10 @@ _lib("x", (), """
 // every compiler, so no float operation is reassociated, fused or folded across tk_x.
 var<private> tk_z: u32;
 fn tk_x(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) | tk_z); }
+// tk_y (XOR with tk_z) marks the left operand of a float + or -: a value NIR cannot merge with
+// the right one (tk_x(tk_x(e)) collapses to tk_x(e), and CSE merges equal expressions), so
+// e - e and e + -e are not folded to 0 (NaN for inf and NaN e).
+fn tk_y(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) ^ tk_z); }
 fn tk_nan() -> f32 { return bitcast<f32>(0x7fc00000u | tk_z); }
 fn tk_inf() -> f32 { return bitcast<f32>(0x7f800000u | tk_z); }
 fn tk_isnan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }
@@ -1510,8 +1514,10 @@ class WGSLRenderer:
                 b = f"tk_x({b})"           # x + 0.0 and x * 0.0 are not x and 0.0 for -0.0, inf, NaN
             elif isinstance(e.a, N.Const) and e.a.value == 0:
                 a = f"tk_x({a})"
-            elif a == b and op in ("-", "/"):
-                a = f"tk_x({a})"           # x - x is NaN for inf and NaN: keep compilers from folding it
+            elif op in ("+", "-"):
+                a = f"tk_y({a})"           # e - e, e + -e: NaN for inf and NaN e (see tk_y)
+            elif a == b and op == "/":
+                a = f"tk_x({a})"           # x / x is NaN for 0, inf and NaN: keep compilers from folding it
             if op in ("+", "-", "*"):
                 return self.x(f"{a} {op} {b}")
             if op == "/":

@@ -145,6 +145,13 @@ FIXED_BUGS = {
                              "the first WebGPU profile run)",
         "fixed: WGSL renders a float constant 0.0 / -0.0 as bitcast<f32>(tk_z) / bitcast<f32>(0x80000000u | tk_z), "
         "opaque like tk_nan() (codegen/wgsl.py const)"),
+    'wgsl-sub-self-fold': ("WebGPU on lavapipe: `e - e` and `e + -e` of a compound float expression (or of two "
+                           "variables holding the same expression) gave 0.0 where e is inf or NaN: the renderer's "
+                           "guard tk_x(tk_x(e)) - tk_x(e) collapses (NIR: (a | z) | z is a | z), CSE merges equal "
+                           "values, and NIR folds fsub(a, a) and fadd(a, -a) to 0 "
+                           "(`x //= (v * -inf) - (v * -inf)` gave inf for NaN; fuzzer seed 44002001)",
+        "fixed: the left operand of every float + and - goes through tk_y (XOR with the zero tk_z), which NIR "
+        "cannot merge with the right operand (codegen/wgsl.py e_BinOp)"),
     'wgsl-packed-helper-lib': ("WebGPU: a kernel with a bfloat16 / float16 / fp8 array that it never loads or "
                                "stores through a conversion elsewhere failed to compile (`no definition in scope "
                                "for identifier: tk_bf16_to_f32`): the packed-array helpers tk_ld_/tk_st_ call the "
