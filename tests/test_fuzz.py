@@ -1362,3 +1362,20 @@ def test_bug_wgsl_self_subtraction_is_not_folded():
     want = _run(k_wgsl_sub_self, INTERP, [np.zeros((4, 5), np.float32), x])[0]
     assert np.isnan(got[1:3]).all() and np.isnan(got[:, 0]).all()
     assert np.array_equal(got, want, equal_nan=True), (got, want)
+
+
+@tk.kernel
+def k_wgsl_const_wrap(o):
+    i = tk.index()
+    o[i, 0] = (-1) >> (127 << min(tk.int8(3), True))
+    o[i, 1] = tk.int8(127) << tk.int8(3)
+    o[i, 2] = tk.int16(32767) * tk.int16(3)
+
+
+# fixed: wgsl-const-wrap-shift
+# (fuzzer seed 44001044, WebGPU profile: naga rejected the constant sign extension of an int8 result)
+@needs_webgpu
+def test_bug_wgsl_constant_narrow_int_wraps():
+    got = _run(k_wgsl_const_wrap, "WEBGPU", [np.zeros((2, 3), np.int32)])[0]
+    assert got.tolist() == [[-1, -8, 32765]] * 2
+    assert got.tolist() == _run(k_wgsl_const_wrap, INTERP, [np.zeros((2, 3), np.int32)])[0].tolist()

@@ -1483,9 +1483,9 @@ class WGSLRenderer:
     def wrap(self, d: DType, text: str) -> str:
         """Wrap an i32/u32 result to an 8- or 16-bit type (no-op for 32-bit types)."""
         if d.is_int and d.bits < 32:
-            if d.kind == "i":
+            if d.kind == "i":       # (OR tk_z: naga rejects a constant << that overflows i32)
                 sh = 32 - d.bits
-                return f"((({text}) << {sh}u) >> {sh}u)"
+                return f"(((({text}) | bitcast<i32>(tk_z)) << {sh}u) >> {sh}u)"
             return f"(({text}) & {_mask(d.bits)})"
         return f"({text})"
 

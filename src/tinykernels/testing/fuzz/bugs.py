@@ -152,6 +152,11 @@ FIXED_BUGS = {
                            "(`x //= (v * -inf) - (v * -inf)` gave inf for NaN; fuzzer seed 44002001)",
         "fixed: the left operand of every float + and - goes through tk_y (XOR with the zero tk_z), which NIR "
         "cannot merge with the right operand (codegen/wgsl.py e_BinOp)"),
+    'wgsl-const-wrap-shift': ("WebGPU: an int8/int16 operation on constants whose result leaves the type "
+                              "(`tk.int8(127) << tk.int8(3)`, `(-1) >> (127 << min(tk.int8(3), True))`) failed "
+                              "to compile: the sign extension `(x << 24u) >> 24u` was a constant expression "
+                              "for naga, which rejects a << that overflows i32 (fuzzer seed 44001044)",
+        "fixed: the sign extension ORs tk_z into the value first, so naga does not evaluate it (codegen/wgsl.py wrap)"),
     'wgsl-packed-helper-lib': ("WebGPU: a kernel with a bfloat16 / float16 / fp8 array that it never loads or "
                                "stores through a conversion elsewhere failed to compile (`no definition in scope "
                                "for identifier: tk_bf16_to_f32`): the packed-array helpers tk_ld_/tk_st_ call the "
