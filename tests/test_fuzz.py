@@ -1379,3 +1379,23 @@ def test_bug_wgsl_constant_narrow_int_wraps():
     got = _run(k_wgsl_const_wrap, "WEBGPU", [np.zeros((2, 3), np.int32)])[0]
     assert got.tolist() == [[-1, -8, 32765]] * 2
     assert got.tolist() == _run(k_wgsl_const_wrap, INTERP, [np.zeros((2, 3), np.int32)])[0].tolist()
+
+
+@tk.kernel
+def k_wgsl_div_const_zero(io, o, C: tk.constexpr):
+    i = tk.index()
+    io[i] /= C
+    o[i] = tk.float32(io[i]) / tk.float32(C)
+
+
+# fixed: wgsl-const-div-zero
+# (fuzzer seed 44001113, WebGPU profile: x /= False gave NaN, not +-inf)
+@needs_webgpu
+def test_bug_wgsl_division_by_a_constant_zero():
+    x = np.array([1.0, -2.0, 0.0, 3.0], ml_dtypes.bfloat16)
+    for c in (False, 0, 0.0):
+        got = _run(k_wgsl_div_const_zero, "WEBGPU", [x, np.zeros(4, np.float32)], scalars=(c,))
+        want = _run(k_wgsl_div_const_zero, INTERP, [x, np.zeros(4, np.float32)], scalars=(c,))
+        assert np.asarray(got[0], np.float32).tolist()[:2] == [np.inf, -np.inf], c
+        for g, w in zip(got, want):
+            assert np.array_equal(np.asarray(g, np.float32), np.asarray(w, np.float32), equal_nan=True), (c, g, w)

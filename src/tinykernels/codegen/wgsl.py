@@ -1520,8 +1520,8 @@ class WGSLRenderer:
                 a = f"tk_x({a})"           # x / x is NaN for 0, inf and NaN: keep compilers from folding it
             if op in ("+", "-", "*"):
                 return self.x(f"{a} {op} {b}")
-            if op == "/":
-                return self.x(f"{a} / {b}")
+            if op == "/":         # an opaque divisor: NIR folded x / 0.0 (a constant) to NaN
+                return self.x(f"{a} / {b if b.startswith('tk_x(') else f'tk_x({b})'}")
             if op in ("//", "%"):
                 self.libs.add("floatdiv")
                 return f"tk_{'floordiv' if op == '//' else 'mod'}_f32({a}, {b})"
@@ -1672,7 +1672,7 @@ class WGSLRenderer:
             return a if cs == "bool" else f"({a} != {zero})"
         if cs == "bool":
             one = {"f32": "1.0f", "i32": "1i", "u32": "1u"}[cd]
-            zero = {"f32": "0.0f", "i32": "0i", "u32": "0u"}[cd]
+            zero = {"f32": self.const(0.0, Ty(D.float32)), "i32": "0i", "u32": "0u"}[cd]   # (opaque 0.0)
             return f"select({zero}, {one}, {a})"
         if cd == "f32":
             v = a if cs == "f32" else f"f32({a})"

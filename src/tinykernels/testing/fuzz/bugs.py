@@ -157,6 +157,11 @@ FIXED_BUGS = {
                               "to compile: the sign extension `(x << 24u) >> 24u` was a constant expression "
                               "for naga, which rejects a << that overflows i32 (fuzzer seed 44001044)",
         "fixed: the sign extension ORs tk_z into the value first, so naga does not evaluate it (codegen/wgsl.py wrap)"),
+    'wgsl-const-div-zero': ("WebGPU on lavapipe: `x /= C` with a constexpr `C = False` gave NaN where x / 0 is "
+                            "+-inf: the bool's cast rendered `select(0.0f, 1.0f, false)`, a constant naga folds "
+                            "to 0.0, and NIR folded the division by the constant 0.0 to NaN (fuzzer seed 44001113)",
+        "fixed: every float divisor goes through tk_x, and the bool-to-float cast uses the opaque 0.0 "
+        "(codegen/wgsl.py e_BinOp, cast)"),
     'wgsl-packed-helper-lib': ("WebGPU: a kernel with a bfloat16 / float16 / fp8 array that it never loads or "
                                "stores through a conversion elsewhere failed to compile (`no definition in scope "
                                "for identifier: tk_bf16_to_f32`): the packed-array helpers tk_ld_/tk_st_ call the "
