@@ -1399,3 +1399,27 @@ def test_bug_wgsl_division_by_a_constant_zero():
         assert np.asarray(got[0], np.float32).tolist()[:2] == [np.inf, -np.inf], c
         for g, w in zip(got, want):
             assert np.array_equal(np.asarray(g, np.float32), np.asarray(w, np.float32), equal_nan=True), (c, g, w)
+
+
+@tk.func
+def f_uniform_prints(x):
+    tk.print("F", x)
+    return x + 1
+
+
+@tk.kernel
+def k_uniform_side_effect(o):
+    i = tk.index()
+    o[i] = tk.uniform(f_uniform_prints(7))
+
+
+@needs_cpu
+@xfail_bug("uniform-side-effects")
+def test_bug_uniform_argument_runs_once_per_group(capfd):
+    # (fuzzer seed 44000644: 2 groups of 4 items print 2 lines on the interpreter, 8 on the CPU)
+    counts = []
+    for b in (INTERP, "CPU"):
+        o = np.zeros(8, np.int64)
+        _run(k_uniform_side_effect, b, [o], workgroupsize=4, static_wg=(4,))
+        counts.append(sum(1 for ln in capfd.readouterr().out.splitlines() if ln.startswith("F 7")))
+    assert counts == [2, 2], counts

@@ -8,7 +8,13 @@ from __future__ import annotations
 #: Bugs the fuzzer found (id -> description). The generator avoids the construct of every id in
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
-KNOWN_BUGS: dict = {}
+KNOWN_BUGS: dict = {
+    'uniform-side-effects': ("a side effect inside tk.uniform's argument (a @tk.func that calls tk.print) runs once "
+                             "per work item on the CPU (8 lines for 8 items in groups of 4) and once per group on the "
+                             "interpreter, which evaluates the argument in the group's first work item as "
+                             "language.md says (fuzzer seed 44000644, tk.print in functions, wgpu11); open: the "
+                             "generator calls no @tk.func inside tk.uniform while it is excluded"),
+}
 
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.

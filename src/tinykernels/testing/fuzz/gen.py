@@ -1530,7 +1530,13 @@ class Gen:
                 self.collective()
         elif k == "uniform":
             t = self.any_type()
-            e = self.expr(t, 2)
+            funcs = self.funcs
+            if "uniform-side-effects" in self.excl and self.opts.prints > 0:
+                self.funcs = []                     # (a function may print: known bug)
+            try:
+                e = self.expr(t, 2)
+            finally:
+                self.funcs = funcs
             u = self.fresh("u")
             self.emit(f"{u} = tk.uniform({e.code})")
             self.declare(Var(u, t, uni=True, mutable=False))
