@@ -1423,3 +1423,22 @@ def test_bug_uniform_argument_runs_once_per_group(capfd):
         _run(k_uniform_side_effect, b, [o], workgroupsize=4, static_wg=(4,))
         counts.append(sum(1 for ln in capfd.readouterr().out.splitlines() if ln.startswith("F 7")))
     assert counts == [2, 2], counts
+
+
+@tk.kernel
+def k_wgsl_const_shift(o, x: tk.Const):
+    i = tk.index()
+    n = max(tk.int32(40), tk.int32(3))           # a constant amount past the width, not a literal
+    o[i, 0] = x[i] << n
+    o[i, 1] = x[i] >> n
+    o[i, 2] = tk.int16(x[i]) << tk.int16(n - 30)
+
+
+# fixed: wgsl-const-shift-amount
+# (fuzzer seeds 44001157 and 44001185, WebGPU profile: naga rejected the constant shift in select's other side)
+@needs_webgpu
+def test_bug_wgsl_constant_shift_amount_past_the_width():
+    x = np.array([1, -5, 7], np.int32)
+    got = _run(k_wgsl_const_shift, "WEBGPU", [np.zeros((3, 3), np.int32), x])[0]
+    want = _run(k_wgsl_const_shift, INTERP, [np.zeros((3, 3), np.int32), x])[0]
+    assert got.tolist() == want.tolist()

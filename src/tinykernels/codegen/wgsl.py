@@ -1564,7 +1564,9 @@ class WGSLRenderer:
             if 0 <= n < d.bits:
                 return self.wrap(d, f"{a} << {n}u") if e.op == "<<" else f"({a} >> {n}u)"
             return zero if e.op == "<<" else neg
-        bu = f"u32({b})" if c == "i32" else b
+        # (the amount ORs tk_z: select() evaluates both sides, and naga rejects a constant
+        # amount >= 32 even in the side the guard does not take)
+        bu = f"(u32({b}) | tk_z)" if c == "i32" else f"({b} | tk_z)"
         ok = f"({b} >= 0i && {b} < {d.bits}i)" if c == "i32" else f"({b} < {d.bits}u)"
         if e.op == "<<":
             return f"select({zero}, {self.wrap(d, f'{a} << {bu}')}, {ok})"

@@ -168,6 +168,11 @@ FIXED_BUGS = {
                             "to 0.0, and NIR folded the division by the constant 0.0 to NaN (fuzzer seed 44001113)",
         "fixed: every float divisor goes through tk_x, and the bool-to-float cast uses the opaque 0.0 "
         "(codegen/wgsl.py e_BinOp, cast)"),
+    'wgsl-const-shift-amount': ("WebGPU: a shift by a run-time-looking but constant amount of 32 or more failed "
+                                "to compile (`RHS of shift operation is greater than or equal to 32`): the guard "
+                                "is a select(), which evaluates both sides, and naga rejects the constant shift in "
+                                "the side not taken (fuzzer seeds 44001157, 44001185)",
+        "fixed: the shift amount ORs tk_z, so naga does not evaluate it (codegen/wgsl.py shift)"),
     'wgsl-packed-helper-lib': ("WebGPU: a kernel with a bfloat16 / float16 / fp8 array that it never loads or "
                                "stores through a conversion elsewhere failed to compile (`no definition in scope "
                                "for identifier: tk_bf16_to_f32`): the packed-array helpers tk_ld_/tk_st_ call the "
