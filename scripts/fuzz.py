@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from tinykernels.testing.fuzz import KNOWN_BUGS, Options, fuzz  # noqa: E402
+from tinykernels.testing.fuzz import KNOWN_BUGS, Options, fuzz, profile_for  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -110,10 +110,12 @@ def main(argv=None) -> int:
             logf.write(line + "\n")
             logf.flush()
 
-    log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {a.reference}, "
-        f"jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, fastmath {opts.fastmath}, stream {a.stream}, "
+    reference, opts = profile_for(backends, a.reference, opts)     # WEBGPU: its profile, vs CPU32
+    log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {reference}, "
+        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, "
+        f"fastmath {opts.fastmath}, stream {a.stream}, "
         f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
-    summ = fuzz(range(a.seed, a.seed + a.count), backends, a.reference, jobs=a.jobs, out_dir=a.out, opts=opts,
+    summ = fuzz(range(a.seed, a.seed + a.count), backends, reference, jobs=a.jobs, out_dir=a.out, opts=opts,
                 minimize_found=not a.no_minimize, timeout=a.timeout, min_budget=a.min_budget, log=log,
                 progress_every=a.progress, batch=a.batch)
     log("done: " + summ.line())

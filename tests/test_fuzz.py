@@ -3,6 +3,7 @@ kernels on the compiled backends against the interpreter, the generator's own gu
 regression test per disagreement the fuzzer ever found (strict xfail while the bug is open)."""
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -1257,3 +1258,188 @@ def test_bug_folded_negative_nan_keeps_its_sign():
     want = np.repeat(-x[:, None], 3, axis=1)
     want[:, 0] = -2.0
     _check_all(k_signed_nan_const, [np.zeros((3, 3), np.float32), x], want)
+
+
+WEBGPU_OK = tk.backends().get("WebGPU", (False,))[0]
+needs_webgpu = pytest.mark.skipif(not WEBGPU_OK, reason="no WebGPU adapter")
+
+
+@tk.kernel
+def k_wgsl_zero_const(o, x: tk.Const):
+    i = tk.index()
+    o[i, 0] = tk.float8_e4m3fn(1000) * tk.float8_e4m3fn(-0.0)     # NaN * -0.0 (e4m3fn has no inf)
+    o[i, 1] = tk.float16(1e6) * tk.float16(-0.0)                   # inf * -0.0
+    o[i, 2] = math.atan(tk.float8_e4m3fn(1000) * tk.float8_e4m3fn(-0.0))
+    o[i, 3] = x[i] + tk.float32(0.0)                               # -0.0 + 0.0 is +0.0, not x
+    o[i, 4] = x[i] * 0.0
+
+
+# fixed: wgsl-zero-const-fold
+# (fuzzer seed 44001016, WebGPU profile: lavapipe's NIR folded x * 0.0 to 0.0 for NaN and inf)
+@needs_webgpu
+def test_bug_wgsl_zero_constant_is_not_folded():
+    x = np.array([-0.0, np.inf, np.nan, 2.0], np.float32)
+    got = _run(k_wgsl_zero_const, "WEBGPU", [np.zeros((4, 5), np.float32), x])[0]
+    want = _run(k_wgsl_zero_const, INTERP, [np.zeros((4, 5), np.float32), x])[0]
+    assert np.isnan(got[:, :3]).all()
+    assert got.tobytes() == want.tobytes() or np.array_equal(got, want, equal_nan=True), (got, want)
+    assert np.signbit(got[:, 3]).tolist() == [False] * 3 + [False] and np.isnan(got[2, 4])
+
+
+@tk.kernel
+def k_wgsl_packed_unused(o, h, b8):
+    i = tk.index()
+    o[i] = tk.float32(i) * 2.0         # h (bfloat16) and b8 (fp8) are never touched
+
+
+# fixed: wgsl-packed-helper-lib
+# (fuzzer seeds 44001000 and 44001018: the packed helpers of an unused bfloat16 array failed to compile)
+@needs_webgpu
+def test_bug_wgsl_unused_packed_arrays_compile():
+    o = np.zeros(4, np.float32)
+    h = np.zeros(4, ml_dtypes.bfloat16)
+    b8 = np.zeros(4, ml_dtypes.float8_e5m2)
+    got = _run(k_wgsl_packed_unused, "WEBGPU", [o, h, b8])[0]
+    assert got.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+@tk.kernel
+def k_f32_const_overflow(o, x):
+    i = tk.index()
+    o[i] = x[i] * 1e300                # a weak Python float: float32 where Python floats are 32-bit
+
+
+# fixed: c-f32-const-overflow
+# (WebGPU profile seeds 44001005 and 44001012: the CPU32 reference rendered 1e300 as `inff`)
+@needs_cpu
+def test_bug_c_float32_constant_beyond_range_is_infinity():
+    from tinykernels.testing.fuzz.weak32 import CPU32
+    x = np.array([1.0, -2.0, 0.0], np.float32)
+    got = _run(k_f32_const_overflow, CPU32(), [np.zeros(3, np.float32), x])[0]
+    assert got[0] == np.inf and got[1] == -np.inf and np.isnan(got[2])
+    if WEBGPU_OK:
+        assert _run(k_f32_const_overflow, "WEBGPU", [np.zeros(3, np.float32), x])[0].tobytes() == got.tobytes()
+
+
+# the WebGPU profile: only 32-bit types and Python scalars, no tk.print / tk.random, checked
+# against CPU32 (the CPU with WebGPU's 32-bit Python scalars)
+def test_webgpu_profile_generates_only_what_webgpu_runs():
+    ref, opts = F.profile_for(["WEBGPU"], "INTERP", F.Options(prints=1.0, rng=1.0))
+    assert ref == "CPU32" and opts.profile == "webgpu" and opts.prints == 0 and opts.rng == 0
+    with pytest.raises(ValueError, match="alone"):
+        F.profile_for(["WEBGPU", "CPU"], "INTERP", F.Options())
+    for seed in range(44002000, 44002040):
+        c = F.generate(seed, opts)
+        assert not any(w in c.source for w in ("int64", "uint64", "float64", "tk.print", "tk.random")), seed
+        # (Python ints past int32; typed ones such as tk.int32(-2147483648) are fine)
+        assert not any(re.search(rf"(?<![-\d.]){n}(?![\d.])", c.source) for n in (2**31, 2**32, 2**40, 2**62)), seed
+
+
+@needs_webgpu
+@needs_cpu
+def test_fuzz_webgpu_profile():
+    _no_mismatch(F.fuzz(range(44002000, 44002012), backends=["WEBGPU"], jobs=0))
+
+
+@tk.kernel
+def k_wgsl_sub_self(o, x: tk.Const):
+    i = tk.index()
+    v = x[i]
+    o[i, 0] = (v * tk.float32(-math.inf)) - (v * tk.float32(-math.inf))
+    a = v * 3.0
+    b = v * 3.0
+    o[i, 1] = a - b
+    o[i, 2] = (v + v) - (v + v)
+    o[i, 3] = (v + 1.0) + -(v + 1.0)
+    o[i, 4] = v - v
+
+
+# fixed: wgsl-sub-self-fold
+# (fuzzer seed 44002001, WebGPU profile: (v * -inf) - (v * -inf) was folded to 0 by lavapipe)
+@needs_webgpu
+def test_bug_wgsl_self_subtraction_is_not_folded():
+    x = np.array([1.0, np.inf, np.nan, 0.0], np.float32)
+    got = _run(k_wgsl_sub_self, "WEBGPU", [np.zeros((4, 5), np.float32), x])[0]
+    want = _run(k_wgsl_sub_self, INTERP, [np.zeros((4, 5), np.float32), x])[0]
+    assert np.isnan(got[1:3]).all() and np.isnan(got[:, 0]).all()
+    assert np.array_equal(got, want, equal_nan=True), (got, want)
+
+
+@tk.kernel
+def k_wgsl_const_wrap(o):
+    i = tk.index()
+    o[i, 0] = (-1) >> (127 << min(tk.int8(3), True))
+    o[i, 1] = tk.int8(127) << tk.int8(3)
+    o[i, 2] = tk.int16(32767) * tk.int16(3)
+
+
+# fixed: wgsl-const-wrap-shift
+# (fuzzer seed 44001044, WebGPU profile: naga rejected the constant sign extension of an int8 result)
+@needs_webgpu
+def test_bug_wgsl_constant_narrow_int_wraps():
+    got = _run(k_wgsl_const_wrap, "WEBGPU", [np.zeros((2, 3), np.int32)])[0]
+    assert got.tolist() == [[-1, -8, 32765]] * 2
+    assert got.tolist() == _run(k_wgsl_const_wrap, INTERP, [np.zeros((2, 3), np.int32)])[0].tolist()
+
+
+@tk.kernel
+def k_wgsl_div_const_zero(io, o, C: tk.constexpr):
+    i = tk.index()
+    io[i] /= C
+    o[i] = tk.float32(io[i]) / tk.float32(C)
+
+
+# fixed: wgsl-const-div-zero
+# (fuzzer seed 44001113, WebGPU profile: x /= False gave NaN, not +-inf)
+@needs_webgpu
+def test_bug_wgsl_division_by_a_constant_zero():
+    x = np.array([1.0, -2.0, 0.0, 3.0], ml_dtypes.bfloat16)
+    for c in (False, 0, 0.0):
+        got = _run(k_wgsl_div_const_zero, "WEBGPU", [x, np.zeros(4, np.float32)], scalars=(c,))
+        want = _run(k_wgsl_div_const_zero, INTERP, [x, np.zeros(4, np.float32)], scalars=(c,))
+        assert np.asarray(got[0], np.float32).tolist()[:2] == [np.inf, -np.inf], c
+        for g, w in zip(got, want):
+            assert np.array_equal(np.asarray(g, np.float32), np.asarray(w, np.float32), equal_nan=True), (c, g, w)
+
+
+@tk.func
+def f_uniform_prints(x):
+    tk.print("F", x)
+    return x + 1
+
+
+@tk.kernel
+def k_uniform_side_effect(o):
+    i = tk.index()
+    o[i] = tk.uniform(f_uniform_prints(7))
+
+
+@needs_cpu
+@xfail_bug("uniform-side-effects")
+def test_bug_uniform_argument_runs_once_per_group(capfd):
+    # (fuzzer seed 44000644: 2 groups of 4 items print 2 lines on the interpreter, 8 on the CPU)
+    counts = []
+    for b in (INTERP, "CPU"):
+        o = np.zeros(8, np.int64)
+        _run(k_uniform_side_effect, b, [o], workgroupsize=4, static_wg=(4,))
+        counts.append(sum(1 for ln in capfd.readouterr().out.splitlines() if ln.startswith("F 7")))
+    assert counts == [2, 2], counts
+
+
+@tk.kernel
+def k_wgsl_const_shift(o, x: tk.Const):
+    i = tk.index()
+    n = max(tk.int32(40), tk.int32(3))           # a constant amount past the width, not a literal
+    o[i, 0] = x[i] << n
+    o[i, 1] = x[i] >> n
+    o[i, 2] = tk.int16(x[i]) << tk.int16(n - 30)
+
+
+# fixed: wgsl-const-shift-amount
+# (fuzzer seeds 44001157 and 44001185, WebGPU profile: naga rejected the constant shift in select's other side)
+@needs_webgpu
+def test_bug_wgsl_constant_shift_amount_past_the_width():
+    x = np.array([1, -5, 7], np.int32)
+    got = _run(k_wgsl_const_shift, "WEBGPU", [np.zeros((3, 3), np.int32), x])[0]
+    want = _run(k_wgsl_const_shift, INTERP, [np.zeros((3, 3), np.int32), x])[0]
+    assert got.tolist() == want.tolist()

@@ -377,3 +377,64 @@ def test_nan_scores_propagate_as_in_the_unfused_softmax(be, shape_kind):
         ok = llm.flash_decode(*(tk.asarray(x, backend=b) for x in (qd, kc[:, :, 2:], vc[:, :, 2:])), 4,
                               splits=splits)
         close(get(ok), dec_ref(qd, kc[:, :, 2:], vc[:, :, 2:], 4), np.float32, ulps(np.float32, D))
+
+
+@pytest.mark.parametrize("be", [p for p in backends() if p.values[0] in ("CPU", "CL", "WEBGPU")])
+@pytest.mark.parametrize("kind", ["rows", "tiles"])
+def test_flash_attention_key_chunks_are_bit_exact(be, kind, monkeypatch):
+    """flash_attention split into launches of a few keys each (``KEYS_PER_ITEM``, what WebGPU
+    does for long sequences) continues each row's online softmax from the previous launch's
+    (m, l, acc) over the same tiles: bit for bit the one-launch result, causal or not, GQA,
+    rows that see no key (causal Sq > Sk) and chunks past a causal row's last key."""
+    b = dev(be)
+    monkeypatch.setattr(A, "SHAPE", kind)
+    q = rng.standard_normal((2, 4, 45, 24)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 2, 40, 24)).astype(np.float32) for _ in range(2))
+    qd, kd, vd = (tk.asarray(x, backend=b) for x in (q, k, v))
+    for causal in (False, True):
+        whole = get(llm.flash_attention(qd, kd, vd, causal=causal))
+        close(whole, ref(q, k, v, causal), np.float32, ulps(np.float32, 24))
+        for per in (16, 32):
+            monkeypatch.setattr(A, "KEYS_PER_ITEM", per)
+            np.testing.assert_array_equal(get(llm.flash_attention(qd, kd, vd, causal=causal)), whole)
+        monkeypatch.setattr(A, "KEYS_PER_ITEM", None)
+
+
+@needs_torch
+@pytest.mark.parametrize("be", [p for p in backends() if p.values[0] == "WEBGPU"])
+@pytest.mark.parametrize("kind", [None, "rows"])
+def test_flash_attention_long_keys_on_webgpu(be, kind, monkeypatch):
+    """lavapipe stops a work item's loops after 65535 back edges in total (docs/webgpu.md):
+    Sk = 1000 at head_dim 64 (rows) and 600 at head_dim 128 (tiles) came back with errors up
+    to 1e32 or NaN. flash_attention now visits the keys in launches of at most
+    ``_keys_per_item`` keys each (1000 keys: 6 launches at head_dim 64)."""
+    b = dev(be)
+    monkeypatch.setattr(A, "SHAPE", kind)
+    for H, KH, SQ, SK, D, causal in ((4, 2, 6, 1000, 64, False), (2, 1, 5, 600, 128, True),
+                                     (2, 2, 3, 300, 512, True)):
+        assert A._key_chunks(b, D, SK, 16) < SK
+        q = rng.standard_normal((1, H, SQ, D)).astype(np.float32)
+        k, v = (rng.standard_normal((1, KH, SK, D)).astype(np.float32) for _ in range(2))
+        got = get(llm.flash_attention(*(tk.asarray(x, backend=b) for x in (q, k, v)), causal=causal))
+        close(got, ref(q, k, v, causal), np.float32, ulps(np.float32, D))
+        # (torch's is_causal aligns the mask top-left when Sq != Sk: pass ours, bottom-right)
+        mask = np.arange(SK)[None, :] <= np.arange(SQ)[:, None] + SK - SQ if causal else np.ones((SQ, SK), bool)
+        t = torch.nn.functional.scaled_dot_product_attention(
+            *(torch.tensor(x.astype(np.float64)) for x in (q, k, v)), attn_mask=torch.tensor(mask),
+            enable_gqa=True).numpy()
+        close(got, t, np.float32, ulps(np.float32, D))
+
+
+@pytest.mark.parametrize("be", [p for p in backends() if p.values[0] == "WEBGPU"])
+def test_flash_decode_long_cache_large_heads_on_webgpu(be):
+    """flash_decode's 64-key chunks keep each WebGPU work item below lavapipe's loop limit even
+    at head_dim 512 (about 64 * 2 * 512 loop iterations, measured exact), so long caches
+    need no change there: 2000 keys, the length device-resident per batch row, GQA."""
+    b = dev(be)
+    B, H, KH, L, D = 2, 4, 2, 2000, 512
+    q = rng.standard_normal((B, H, D)).astype(np.float32)
+    kc, vc = (rng.standard_normal((B, KH, L, D)).astype(np.float32) for _ in range(2))
+    lens = tk.asarray(np.array([L - 1, 1500], np.int32), backend=b)
+    got = get(llm.flash_decode(*(tk.asarray(x, backend=b) for x in (q, kc, vc)), lens, offset=1))
+    close(got[0], dec_ref(q, kc, vc, L)[0], np.float32, ulps(np.float32, D))
+    close(got[1], dec_ref(q, kc, vc, 1501)[1], np.float32, ulps(np.float32, D))

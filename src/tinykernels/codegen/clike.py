@@ -178,13 +178,14 @@ class CLikeRenderer:
         cd = self.compute_dtype(d)
         suffix = self.float_suffix if cd.bits == 32 else ""
         ct = self.ctype(cd)
+        if cd.bits == 32:                # (first: a finite float64 past float32's range rounds to inf)
+            import numpy as np
+            with np.errstate(over="ignore"):
+                v = float(np.float32(v))
         if math.isnan(v):                # the sign of a NaN shows in copysign (-inf to fp8)
             return f"(({ct})({'-' if math.copysign(1, v) < 0 else ''}NAN))"
         if math.isinf(v):
             return f"(({ct})({'-' if v < 0 else ''}INFINITY))"
-        if cd.bits == 32:
-            import numpy as np
-            v = float(np.float32(v))
         return f"{v.hex()}{suffix}" if v != 0 else (f"-0.0{suffix}" if math.copysign(1, v) < 0 else f"0.0{suffix}")
 
     # --- expressions --------------------------------------------------------------------------

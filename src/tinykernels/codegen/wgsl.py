@@ -100,6 +100,10 @@ _lib("x", (), """
 // every compiler, so no float operation is reassociated, fused or folded across tk_x.
 var<private> tk_z: u32;
 fn tk_x(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) | tk_z); }
+// tk_y (XOR with tk_z) marks the left operand of a float + or -: a value NIR cannot merge with
+// the right one (tk_x(tk_x(e)) collapses to tk_x(e), and CSE merges equal expressions), so
+// e - e and e + -e are not folded to 0 (NaN for inf and NaN e).
+fn tk_y(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) ^ tk_z); }
 fn tk_nan() -> f32 { return bitcast<f32>(0x7fc00000u | tk_z); }
 fn tk_inf() -> f32 { return bitcast<f32>(0x7f800000u | tk_z); }
 fn tk_isnan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }
@@ -1446,6 +1450,8 @@ class WGSLRenderer:
             f32 = float(np.float32(v))
         if math.isinf(f32):
             return "tk_inf()" if v > 0 else "(-tk_inf())"
+        if f32 == 0:       # opaque: Mesa's NIR folds x * 0.0 to 0.0 (NaN, inf) and x + 0.0 to x (-0.0)
+            return "bitcast<f32>(tk_z)" if math.copysign(1.0, f32) > 0 else "bitcast<f32>(0x80000000u | tk_z)"
         return _f(f32) if math.copysign(1.0, f32) > 0 else f"({_f(f32)})"
 
     # --- expressions ------------------------------------------------------------------------
@@ -1477,9 +1483,9 @@ class WGSLRenderer:
     def wrap(self, d: DType, text: str) -> str:
         """Wrap an i32/u32 result to an 8- or 16-bit type (no-op for 32-bit types)."""
         if d.is_int and d.bits < 32:
-            if d.kind == "i":
+            if d.kind == "i":       # (OR tk_z: naga rejects a constant << that overflows i32)
                 sh = 32 - d.bits
-                return f"((({text}) << {sh}u) >> {sh}u)"
+                return f"(((({text}) | bitcast<i32>(tk_z)) << {sh}u) >> {sh}u)"
             return f"(({text}) & {_mask(d.bits)})"
         return f"({text})"
 
@@ -1508,12 +1514,14 @@ class WGSLRenderer:
                 b = f"tk_x({b})"           # x + 0.0 and x * 0.0 are not x and 0.0 for -0.0, inf, NaN
             elif isinstance(e.a, N.Const) and e.a.value == 0:
                 a = f"tk_x({a})"
-            elif a == b and op in ("-", "/"):
-                a = f"tk_x({a})"           # x - x is NaN for inf and NaN: keep compilers from folding it
+            elif op in ("+", "-"):
+                a = f"tk_y({a})"           # e - e, e + -e: NaN for inf and NaN e (see tk_y)
+            elif a == b and op == "/":
+                a = f"tk_x({a})"           # x / x is NaN for 0, inf and NaN: keep compilers from folding it
             if op in ("+", "-", "*"):
                 return self.x(f"{a} {op} {b}")
-            if op == "/":
-                return self.x(f"{a} / {b}")
+            if op == "/":         # an opaque divisor: NIR folded x / 0.0 (a constant) to NaN
+                return self.x(f"{a} / {b if b.startswith('tk_x(') else f'tk_x({b})'}")
             if op in ("//", "%"):
                 self.libs.add("floatdiv")
                 return f"tk_{'floordiv' if op == '//' else 'mod'}_f32({a}, {b})"
@@ -1556,7 +1564,9 @@ class WGSLRenderer:
             if 0 <= n < d.bits:
                 return self.wrap(d, f"{a} << {n}u") if e.op == "<<" else f"({a} >> {n}u)"
             return zero if e.op == "<<" else neg
-        bu = f"u32({b})" if c == "i32" else b
+        # (the amount ORs tk_z: select() evaluates both sides, and naga rejects a constant
+        # amount >= 32 even in the side the guard does not take)
+        bu = f"(u32({b}) | tk_z)" if c == "i32" else f"({b} | tk_z)"
         ok = f"({b} >= 0i && {b} < {d.bits}i)" if c == "i32" else f"({b} < {d.bits}u)"
         if e.op == "<<":
             return f"select({zero}, {self.wrap(d, f'{a} << {bu}')}, {ok})"
@@ -1664,7 +1674,7 @@ class WGSLRenderer:
             return a if cs == "bool" else f"({a} != {zero})"
         if cs == "bool":
             one = {"f32": "1.0f", "i32": "1i", "u32": "1u"}[cd]
-            zero = {"f32": "0.0f", "i32": "0i", "u32": "0u"}[cd]
+            zero = {"f32": self.const(0.0, Ty(D.float32)), "i32": "0i", "u32": "0u"}[cd]   # (opaque 0.0)
             return f"select({zero}, {one}, {a})"
         if cd == "f32":
             v = a if cs == "f32" else f"f32({a})"
@@ -2269,8 +2279,9 @@ class WGSLRenderer:
         ct = ctype(d)
         if d.kind == "b":
             conv, back = "b != 0u", "select(0u, 1u, v)"
-        elif d.name in _LOAD_CONV:
+        elif d.name in _LOAD_CONV:      # (the helpers exist for every packed array, used or not)
             conv, back = f"{_LOAD_CONV[d.name]}(b)", f"{_STORE_CONV[d.name]}(v)"
+            self.libs.add(_lib_of(d))
         elif d.kind == "i":
             conv, back = f"(bitcast<i32>(b) << {32 - bits}u) >> {32 - bits}u", "bitcast<u32>(v)"
         else:

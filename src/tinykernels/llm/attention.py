@@ -44,6 +44,11 @@ LOCAL_BYTES = 16384     # local memory for the K and V tiles (WebGPU's default l
 MAX_HEAD_DIM = 512
 DECODE_CHUNK = 256      # host: fewest keys per flash_decode chunk (chunks only to feed every thread)
 DECODE_CHUNK_GPU = 64   # GPUs: keys per chunk (many items: one per query head and chunk)
+LOOP_BUDGET = 32768     # WebGPU: loop back edges one work item may run (lavapipe stops at 65535)
+
+# Keys one work item visits per launch: None by backend (bounded on WebGPU only); tests set
+# an int to run the chunked flash_attention on any backend.
+KEYS_PER_ITEM: int | None = None
 
 # Which code shape flash_attention uses: None by backend; tests set "rows", "tiles" or "lanes".
 SHAPE: str | None = None
@@ -95,12 +100,30 @@ def finish(acc_d, l):
     return r
 
 
+@tk.func
+def load_acc(acc, acc_io, r, D):
+    """The running output of query row ``r`` left by the previous key chunk."""
+    for d in range(D):
+        acc[d] = acc_io[r, d]
+
+
+@tk.func
+def store_state(acc, acc_io, ml_io, r, m, l, D):
+    """Leaves query row ``r``'s running (m, l, acc) for the next key chunk."""
+    for d in range(D):
+        acc_io[r, d] = acc[d]
+    ml_io[r, 0] = m
+    ml_io[r, 1] = l
+
+
 @tk.kernel
 def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.constexpr, D: tk.constexpr,
-             poly: tk.constexpr):
+             poly: tk.constexpr, acc_io, ml_io, lo, hi, first, last, split: tk.constexpr):
     """Host shape: ndrange (batch * heads, Sq), one query row per item. A tile's scores become
     probabilities in one loop (the exponentials vectorize with ``poly``, see ``_math``)
-    before the loop that accumulates ``p * v``."""
+    before the loop that accumulates ``p * v``. With ``split`` the item visits only the keys
+    [lo, hi) (a chunk, see :func:`_key_chunks`), starting from the running state in
+    ``acc_io``/``ml_io`` unless ``first`` and leaving it there unless ``last``."""
     bh, i = tk.index(tk.Global, tk.Cartesian)
     H = q.shape[1]
     b = bh // H
@@ -116,7 +139,16 @@ def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.const
     n = visible(i, q.shape[2], k.shape[2], causal)
     m = tk.float32(-math.inf)
     l = tk.float32(0)
-    for j0 in range(0, n, KT):
+    j_lo = 0
+    r = bh * q.shape[2] + i
+    if split:
+        j_lo = lo
+        n = min(n, hi)
+        if not first:
+            load_acc(acc, acc_io, r, D)
+            m = ml_io[r, 0]
+            l = ml_io[r, 1]
+    for j0 in range(j_lo, n, KT):
         t = min(KT, n - j0)
         for jj in range(t):
             sc[jj] = dot_lanes(qp, 0, k, b, kh, j0 + jj, lanes, D)
@@ -136,15 +168,18 @@ def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.const
             for d in range(D):
                 acc[d] += p * tk.float32(v[b, kh, j0 + jj, d])
         m = mt
-    for d in range(D):
-        out[b, h, i, d] = out.dtype(finish(acc[d], l))
+    if split and not last:
+        store_state(acc, acc_io, ml_io, r, m, l, D)
+    else:
+        for d in range(D):
+            out[b, h, i, d] = out.dtype(finish(acc[d], l))
 
 
 @tk.kernel
 def _fa_tiles(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.constexpr, D: tk.constexpr,
-              BK: tk.constexpr):
+              BK: tk.constexpr, acc_io, ml_io, lo, hi, first, last, split: tk.constexpr):
     """GPU shape: ndrange (batch * heads, Sq rounded up to BQ), workgroup (1, BQ); the group
-    loads BK keys and values at a time into local memory."""
+    loads BK keys and values at a time into local memory. ``split`` etc.: as ``_fa_rows``."""
     bh, qt = tk.index(tk.Group, tk.Cartesian)
     lid = tk.index(tk.Local, tk.Linear)
     BQ = tk.groupsize()[1]
@@ -170,7 +205,17 @@ def _fa_tiles(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
     n_group = visible(min(qt * BQ + BQ - 1, Sq - 1), Sq, Sk, causal)     # the group's last row
     m = tk.float32(-math.inf)
     l = tk.float32(0)
-    for j0 in range(0, n_group, BK):
+    j_lo = 0
+    r = bh * Sq + i
+    if split:
+        j_lo = lo
+        n_group = min(n_group, hi)
+        n = min(n, hi)
+        if not first and i < Sq:
+            load_acc(acc, acc_io, r, D)
+            m = ml_io[r, 0]
+            l = ml_io[r, 1]
+    for j0 in range(j_lo, n_group, BK):
         for e in range(lid, BK * D, BQ):
             kk = e // D
             dd = e % D
@@ -200,8 +245,11 @@ def _fa_tiles(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.cons
             m = mt
         tk.synchronize()
     if i < Sq:
-        for d in range(D):
-            out[b, h, i, d] = out.dtype(finish(acc[d], l))
+        if split and not last:
+            store_state(acc, acc_io, ml_io, r, m, l, D)
+        else:
+            for d in range(D):
+                out[b, h, i, d] = out.dtype(finish(acc[d], l))
 
 
 @tk.kernel
@@ -468,6 +516,28 @@ naga/llvmpipe is not pinned down: a plain kernel with private arrays that large 
 barriers works). 256 keeps a wide margin and covers the usual 64/128/256."""
 
 
+def _keys_per_item(backend, head_dim: int) -> int | None:
+    """Most keys one attention work item may visit in one launch: ``KEYS_PER_ITEM`` when set;
+    no bound except on WebGPU, where lavapipe silently stops every loop of a work item after
+    65535 back edges in total (docs/webgpu.md). A key costs an item about ``2 * head_dim``
+    back edges (the q.k dot product and the ``p * v`` update, one per element, plus the tile
+    bookkeeping); half the limit leaves room for the rest of the kernel."""
+    if KEYS_PER_ITEM is not None:
+        return KEYS_PER_ITEM
+    if backend.name != "WEBGPU":
+        return None
+    return max(1, LOOP_BUDGET // (2 * head_dim + 40))
+
+
+def _key_chunks(backend, head_dim: int, n_keys: int, tile: int) -> int:
+    """Keys per flash_attention launch (a multiple of ``tile``, so the chunks' tiles are the
+    unsplit kernel's and the result is bit for bit the same), or ``n_keys`` for one launch."""
+    most = _keys_per_item(backend, head_dim)
+    if most is None or most >= n_keys:
+        return n_keys
+    return max(tile, most // tile * tile)
+
+
 def _shape(backend, head_dim: int) -> str:
     """The code shape flash_attention uses: ``SHAPE`` when set; else "lanes" on the CPU, "rows"
     on the interpreter and for heads past ``TILES_MAX_HEAD_DIM``, "tiles" on GPUs."""
@@ -529,14 +599,34 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
         C.launch(_fa_lanes, backend, (out, q, k, v, sc, 0.0, bool(causal), D, bk, use_poly(backend, np.float32)),
                  (B * H, -(-Sq // bq) * bq), (1, bq), stream=stream)
     elif shape == "rows":
-        C.launch(_fa_rows, backend, (out, q, k, v, sc, bool(causal), D, use_poly(backend, np.float32)), (B * H, Sq),
-                 stream=stream)
+        _launch_chunks(_fa_rows, backend, (out, q, k, v, sc, bool(causal), D, use_poly(backend, np.float32)),
+                       (B * H, Sq), None, _key_chunks(backend, D, ks[2], KT), ks[2], stream)
     else:
         bq = min(C.row_group(backend, Sq), BQ_MAX) if SHAPE is None else BQ_MAX
         bk = max(1, min(32, LOCAL_BYTES // (8 * D)))
-        C.launch(_fa_tiles, backend, (out, q, k, v, sc, bool(causal), D, bk),
-                 (B * H, -(-Sq // bq) * bq), (1, bq), stream=stream)
+        _launch_chunks(_fa_tiles, backend, (out, q, k, v, sc, bool(causal), D, bk),
+                       (B * H, -(-Sq // bq) * bq), (1, bq), _key_chunks(backend, D, ks[2], bk), ks[2], stream)
     return out
+
+
+def _launch_chunks(kernel, backend, args: tuple, ndrange, wgs, chunk: int, n_keys: int, stream) -> None:
+    """Launches ``kernel`` (``_fa_rows`` or ``_fa_tiles``) once over all ``n_keys`` keys, or,
+    when ``chunk < n_keys``, once per chunk of ``chunk`` keys in order: each launch continues
+    every query row's online softmax from the running (m, l, acc) the previous one left in a
+    float32 scratch of [rows, head_dim + 2] and the last one writes ``out``. The chunks'
+    tiles are those of one launch, so the result is bit for bit the same; what changes is
+    that no work item loops over more than ``chunk`` keys (lavapipe's loop limit)."""
+    out, q = args[0], args[1]
+    if chunk >= n_keys:
+        C.launch(kernel, backend, args + (out, out, 0, n_keys, 1, 1, False), ndrange, wgs, stream)
+        return
+    B, H, Sq, D = C.shape_of(q)
+    acc = C.new_like(None, (B * H * Sq, D), np.float32, backend)
+    ml = C.new_like(None, (B * H * Sq, 2), np.float32, backend)
+    for lo in range(0, n_keys, chunk):
+        hi = min(lo + chunk, n_keys)
+        C.launch(kernel, backend, args + (acc, ml, lo, hi, int(lo == 0), int(hi == n_keys), True), ndrange, wgs,
+                 stream)
 
 
 def _heads_per_item(backend, group: int, D: int) -> int:
@@ -552,7 +642,8 @@ def _heads_per_item(backend, group: int, D: int) -> int:
 
 
 def _decode_chunks(backend, rows: int, max_len: int, splits) -> int:
-    """How many chunks each head's keys are split into."""
+    """How many chunks each head's keys are split into. On GPUs chunks of 64 keys, which also
+    keeps WebGPU's work items below lavapipe's loop limit (measured exact at head_dim 512)."""
     if splits is not None:
         return splits
     if C.row_group(backend) == 1:       # host: enough items for every thread

@@ -245,6 +245,16 @@ def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
             "__array_interface__), a bool, int or float)")
 
 
+def python_ints_as_int32(specs: dict, args, params) -> dict:
+    """``specs`` with every Python int argument a weak int32 scalar, as on backends whose
+    Python ints are 32-bit (WebGPU; the fuzzer's CPU reference for it)."""
+    from ..frontend import ScalarSpec
+    for a, (name, kind) in zip(args, params):
+        if kind != "constexpr" and isinstance(a, int) and not isinstance(a, bool):
+            specs[name] = ScalarSpec(Ty(D.int32, True))
+    return specs
+
+
 class KernelInstance:
     """A kernel bound to a backend and (optionally) a static workgroup size: what every
     backend's instance shares (argument validation, specialization specs, lowering).

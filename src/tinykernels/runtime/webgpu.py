@@ -21,9 +21,8 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
-from .base import Backend, check_stream
+from .base import Backend, check_stream, python_ints_as_int32
 from .hostarray import Array
-from ..dtypes import Ty
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     group_plan, same_shape, tail, track_stream
@@ -429,12 +428,7 @@ class WGPUKernelInstance(DeviceKernelInstance):
         return super()._normalize(a, name, kind)
 
     def _specs(self, args, wg):
-        from ..frontend import ScalarSpec
-        out = super()._specs(args, wg)
-        for a, (name, kind) in zip(args, self.kernel.params):
-            if kind != "constexpr" and isinstance(a, int) and not isinstance(a, bool):
-                out[name] = ScalarSpec(Ty(D.int32, True))      # Python ints are weak int32 here
-        return out
+        return python_ints_as_int32(super()._specs(args, wg), args, self.kernel.params)
 
     def _ir(self, args, geom, ndim, ranges, wg):
         return self._lower(args, wg, ndim=ndim, default_float=D.float32, default_int=D.int32, idx32=True)

@@ -39,14 +39,14 @@ from .types import (INTS, FLOATS, NARROW_X, FLOATS_ALL, STRONG, WEAK, ALL_TYPES,
 from .data import edge_values, random_values, int_valued
 from .case import Options, ArgSpec, Case, Var, Arr, Ex
 from .gen import (INEXACT_MATH, INEXACT_ULPS, PYINT_LITS, PYFLOAT_LITS, Gen, MANT, store_ulps, generate,
-                  cases)
+                  cases, webgpu_options)
 from .run import (load_kernel, nvrtc_compile_case, hipclang_compile_case, hipclang_compile_batch, compile_only_batch,
                   metal_stub_compile_case, make_args, run_case, Mismatch, compare_arrays, check_case)
 from .reproducer import case_args_code, write_reproducer, case_from_namespace, reproduce
 from .reproducer import _arr as _arr, _scalar as _scalar
 from .minimizer import minimize
 from .minimizer import _print_signatures as _print_signatures
-from .driver import Summary, batch_size, fuzz
+from .driver import Summary, batch_size, fuzz, profile_for
 
 __all__ = ["KNOWN_BUGS", "FIXED_BUGS", "INTS", "FLOATS", "NARROW_X", "FLOATS_ALL", "STRONG", "WEAK",
            "ALL_TYPES", "ATOMIC_TYPES", "NARROW", "FP8", "is_float", "is_int", "is_boolish", "np_dtype",
@@ -57,4 +57,4 @@ __all__ = ["KNOWN_BUGS", "FIXED_BUGS", "INTS", "FLOATS", "NARROW_X", "FLOATS_ALL
            "hipclang_compile_batch", "compile_only_batch", "metal_stub_compile_case",
            "make_args", "run_case", "Mismatch",
            "compare_arrays", "check_case", "case_args_code", "write_reproducer", "case_from_namespace",
-           "reproduce", "minimize", "Summary", "batch_size", "fuzz"]
+           "reproduce", "minimize", "Summary", "batch_size", "fuzz", "profile_for", "webgpu_options"]

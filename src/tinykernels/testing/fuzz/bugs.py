@@ -8,7 +8,13 @@ from __future__ import annotations
 #: Bugs the fuzzer found (id -> description). The generator avoids the construct of every id in
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
-KNOWN_BUGS: dict = {}
+KNOWN_BUGS: dict = {
+    'uniform-side-effects': ("a side effect inside tk.uniform's argument (a @tk.func that calls tk.print) runs once "
+                             "per work item on the CPU (8 lines for 8 items in groups of 4) and once per group on the "
+                             "interpreter, which evaluates the argument in the group's first work item as "
+                             "language.md says (fuzzer seed 44000644, tk.print in functions, wgpu11); open: the "
+                             "generator calls no @tk.func inside tk.uniform while it is excluded"),
+}
 
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
@@ -150,4 +156,46 @@ FIXED_BUGS = {
                          '-NaN, the type has no infinity) rendered copysignf(2, NAN) and gave +2 against the '
                          "interpreter's -2 (fuzzer seed 37304320, audit8's run)",
         'fixed: the renderers keep the sign bit of a constant NaN (-NAN; (-tk_nan()) in WGSL)'),
+    'wgsl-zero-const-fold': ("WebGPU on lavapipe: a float multiplied by a constant 0.0 gave 0.0 where it is "
+                             "NaN or infinite (`tk.float8_e4m3fn(1000) * tk.float8_e4m3fn(-0.0)`, NaN * -0.0, "
+                             "and `tk.float16(1e6) * tk.float16(-0.0)`, inf * -0.0): the operand went through "
+                             "the opaque tk_x but the literal `-0.0f` did not, and Mesa's NIR folds "
+                             "`x * 0.0` to 0.0 (and `x + 0.0` to x, wrong for -0.0) (fuzzer seed 44001016, "
+                             "the first WebGPU profile run)",
+        "fixed: WGSL renders a float constant 0.0 / -0.0 as bitcast<f32>(tk_z) / bitcast<f32>(0x80000000u | tk_z), "
+        "opaque like tk_nan() (codegen/wgsl.py const)"),
+    'wgsl-sub-self-fold': ("WebGPU on lavapipe: `e - e` and `e + -e` of a compound float expression (or of two "
+                           "variables holding the same expression) gave 0.0 where e is inf or NaN: the renderer's "
+                           "guard tk_x(tk_x(e)) - tk_x(e) collapses (NIR: (a | z) | z is a | z), CSE merges equal "
+                           "values, and NIR folds fsub(a, a) and fadd(a, -a) to 0 "
+                           "(`x //= (v * -inf) - (v * -inf)` gave inf for NaN; fuzzer seed 44002001)",
+        "fixed: the left operand of every float + and - goes through tk_y (XOR with the zero tk_z), which NIR "
+        "cannot merge with the right operand (codegen/wgsl.py e_BinOp)"),
+    'wgsl-const-wrap-shift': ("WebGPU: an int8/int16 operation on constants whose result leaves the type "
+                              "(`tk.int8(127) << tk.int8(3)`, `(-1) >> (127 << min(tk.int8(3), True))`) failed "
+                              "to compile: the sign extension `(x << 24u) >> 24u` was a constant expression "
+                              "for naga, which rejects a << that overflows i32 (fuzzer seed 44001044)",
+        "fixed: the sign extension ORs tk_z into the value first, so naga does not evaluate it (codegen/wgsl.py wrap)"),
+    'wgsl-const-div-zero': ("WebGPU on lavapipe: `x /= C` with a constexpr `C = False` gave NaN where x / 0 is "
+                            "+-inf: the bool's cast rendered `select(0.0f, 1.0f, false)`, a constant naga folds "
+                            "to 0.0, and NIR folded the division by the constant 0.0 to NaN (fuzzer seed 44001113)",
+        "fixed: every float divisor goes through tk_x, and the bool-to-float cast uses the opaque 0.0 "
+        "(codegen/wgsl.py e_BinOp, cast)"),
+    'wgsl-const-shift-amount': ("WebGPU: a shift by a run-time-looking but constant amount of 32 or more failed "
+                                "to compile (`RHS of shift operation is greater than or equal to 32`): the guard "
+                                "is a select(), which evaluates both sides, and naga rejects the constant shift in "
+                                "the side not taken (fuzzer seeds 44001157, 44001185)",
+        "fixed: the shift amount ORs tk_z, so naga does not evaluate it (codegen/wgsl.py shift)"),
+    'wgsl-packed-helper-lib': ("WebGPU: a kernel with a bfloat16 / float16 / fp8 array that it never loads or "
+                               "stores through a conversion elsewhere failed to compile (`no definition in scope "
+                               "for identifier: tk_bf16_to_f32`): the packed-array helpers tk_ld_/tk_st_ call the "
+                               "conversion functions but did not request their library (fuzzer seeds 44001000, "
+                               "44001018)",
+        "fixed: packed_helpers adds the conversion library of the array's dtype (codegen/wgsl.py)"),
+    'c-f32-const-overflow': ("C renderers (CPU, OpenCL, CUDA, HIP, Metal): a float32 constant whose float64 "
+                             "value is finite but beyond float32's range (a weak Python float 1e300 computed in "
+                             "float32, as on backends whose Python floats are float32) was rendered `inff`, "
+                             "which no C compiler knows: the infinity test ran before the rounding to float32 "
+                             "(found by the WebGPU profile's CPU32 reference, seeds 44001005 and 44001012)",
+        "fixed: clike.const rounds to float32 first, then renders +-INFINITY (codegen/clike.py)"),
 }

@@ -29,6 +29,7 @@ class Options:
     prints: float = 0.0                   # weight of tk.print statements (their output compared as text)
     grad: bool = False                    # autodiff cases only (gradgen.py: differentiable float64 kernels)
     grad_local: float = 0.0               # autodiff cases: probability of local memory, a barrier, group_reduce
+    profile: str = "full"                 # "webgpu": only what WebGPU runs (gen.WEBGPU_PROFILE)
 
     def key(self) -> str:
         d = dataclasses.asdict(self)

@@ -10,7 +10,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from .case import Options
-from .gen import generate
+from .gen import generate, webgpu_options
 from .minimizer import minimize
 from .reproducer import write_reproducer
 from .run import Mismatch, _err_text, check_case, compile_only_batch
@@ -126,6 +126,19 @@ def batch_size(backends, count: int, jobs: int) -> int:
     return max(1, min(40, -(-count // max(jobs, 1))))
 
 
+def profile_for(backends, reference: str, opts: Options) -> tuple:
+    """(reference, opts) for checking ``backends``: with WEBGPU the WebGPU profile
+    (``gen.webgpu_options``: only what WebGPU runs) against ``CPU32`` (the CPU with WebGPU's
+    32-bit Python scalars, weak32.py) in place of the interpreter, which computes them in 64
+    bits. WEBGPU is checked alone (the other backends' Python scalars are 64-bit)."""
+    names = [b if isinstance(b, str) else getattr(b, "name", "") for b in backends]
+    if not any(n.upper().startswith("WEBGPU") for n in names):
+        return reference, opts
+    if len(names) > 1:
+        raise ValueError(f"backends {names}: WEBGPU is fuzzed alone (its Python scalars are 32-bit)")
+    return ("CPU32" if reference.upper().startswith("INTERP") else reference), webgpu_options(opts)
+
+
 def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=None, opts: Options | None = None,
          minimize_found: bool = True, timeout: float = 120.0, min_budget: float = 120.0, log=None,
          progress_every: float = 30.0, recycle: int = 300, batch: int | None = None) -> Summary:
@@ -134,7 +147,7 @@ def fuzz(seeds, backends=("CPU",), reference="INTERP", jobs: int = 1, out_dir=No
     timeout (for debugging: a hanging kernel hangs the caller). Mismatches are saved to ``out_dir``.
     ``batch``: seeds a worker checks together (default :func:`batch_size`); a batch that hangs
     or kills its worker is checked again seed by seed, so the timeout names the seed."""
-    opts = opts or Options()
+    reference, opts = profile_for(backends, reference, opts or Options())
     seeds = list(seeds)
     batch = batch_size(backends, len(seeds), jobs) if batch is None else max(1, batch)
     summ = Summary()

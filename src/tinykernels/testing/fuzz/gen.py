@@ -7,6 +7,7 @@ generated cases.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import random
 
@@ -19,7 +20,7 @@ from .data import edge_values, int_valued, random_values
 from .fastmath import generate_fastmath, is_fastmath_seed
 from .gradgen import generate_grad
 from .types import (ALL_TYPES, ATOMIC_TYPES, BINOPS, CMPS, FLOATS_ALL, FP8, INTS, NARROW, NARROW_X, PAIRS,
-                     STRONG, WEAK, fits, float_max, int_range, is_float, is_int, np_dtype)
+                     STRONG, WEAK, fits, float_max, int_range, is_float, is_int, np_dtype, promote)
 
 
 class _Retry(Exception):
@@ -73,16 +74,29 @@ def _lit_fits(code: str, t: str) -> bool:
     return math.isfinite(v) and abs(v) <= float_max(t)
 
 
+WIDE = ("int64", "uint64", "float64")
+
+
+def webgpu_options(opts: Options) -> Options:
+    """``opts`` restricted to what WebGPU runs (docs/webgpu.md): no 64-bit dtypes (so no
+    64-bit atomics), Python ints and floats weak int32 / float32 (``Gen.fits`` bounds Python-int
+    constants and arguments to int32), no ``tk.print`` (WGSL has no printf) and no
+    ``tk.random`` (its keys are uint64 values, which WebGPU passes but cannot compute with)."""
+    return dataclasses.replace(opts, profile="webgpu", prints=0.0, rng=0.0, fastmath=0.0)
+
+
 class Gen:
     """Generates one Case from a seed."""
 
     def __init__(self, seed: int, opts: Options | None = None):
         self.seed = seed
         self.opts = opts or Options()
+        self.bits32 = self.opts.profile == "webgpu"
         self.r = random.Random(seed)
         self.nprng = np.random.default_rng(seed)
         self.excl = self.opts.exclude
-        self.types = [t for t in STRONG if self.opts.narrow_floats or t not in NARROW_X]
+        self.types = [t for t in STRONG if (self.opts.narrow_floats or t not in NARROW_X)
+                      and not (self.bits32 and t in WIDE)]
         self.counter = 0
         self.scopes: list = [{}]
         self.arrays: dict = {}
@@ -157,17 +171,27 @@ class Gen:
     def vars_of(self, t: str, uni: bool = False, mutable: bool = False) -> list:
         return [v for v in self.visible() if v.ty == t and (v.uni or not uni) and (v.mutable or not mutable)]
 
+    def int_range(self, t: str) -> tuple:
+        """``types.int_range``, with Python ints int32 in the WebGPU profile."""
+        return int_range("int32" if t == "pyint" and self.bits32 else t)
+
+    def fits(self, v: int, t: str) -> bool:
+        """``types.fits``, with Python ints int32 in the WebGPU profile."""
+        return fits(v, "int32" if t == "pyint" and self.bits32 else t)
+
     # --- literals ---------------------------------------------------------------------------
 
     def lit(self, t: str, fit: str | None = None) -> Ex:
         r = self.r
         if t == "pyint":
-            cands = [v for v in PYINT_LITS if fit is None or fits(v, fit)]
+            if fit is None and self.bits32:
+                fit = "pyint"
+            cands = [v for v in PYINT_LITS if fit is None or self.fits(v, fit)]
             if fit is not None and fit != "pyint" and self.chance(0.3):
-                lo, hi = int_range(fit)
+                lo, hi = self.int_range(fit)
                 cands = [lo, hi, lo + 1, hi - 1] + cands
             v = self.pick(cands) if self.chance(0.8) else r.randint(-20, 20)
-            if fit is not None and not fits(v, fit):
+            if fit is not None and not self.fits(v, fit):
                 v = 0
             return Ex(f"({v})" if v < 0 else str(v), "pyint", True, v)
         if t == "pyfloat":
@@ -179,10 +203,10 @@ class Gen:
         if t == "bool":
             return Ex(f"{ns}.bool_({self.pick(['True', 'False', '0', '1', '2', '0.0'])})", t, True)
         if t in INTS:
-            lo, hi = int_range(t)
+            lo, hi = self.int_range(t)
             v = self.pick([0, 1, 2, 3, -1, 7, lo, hi, r.randint(-100, 100), r.randint(lo, hi)])
             if self.chance(0.1):
-                v = self.pick([300, -129, 70000, 2**33 + 5])   # explicit casts wrap
+                v = self.pick([300, -129, 70000, 2**33 + 5][:3 if self.bits32 else 4])   # explicit casts wrap
             return Ex(f"{ns}.{t}({v})", t, True)
         if t in NARROW_X:
             ns = "tk"
@@ -371,7 +395,7 @@ class Gen:
 
     def const_pyint(self, fit: str, uni: bool = False) -> Ex:
         """A compile-time Python int that fits ``fit`` (a literal, constexpr or global)."""
-        cs = [v for v in self.visible() if v.ty == "pyint" and v.cval is not None and fits(v.cval, fit)
+        cs = [v for v in self.visible() if v.ty == "pyint" and v.cval is not None and self.fits(v.cval, fit)
               and (v.name not in self.ct_names or "const-weak-mutation" not in self.excl)]
         if cs and self.chance(0.3):
             if any(v.name in self.ct_names for v in cs):
@@ -480,7 +504,7 @@ class Gen:
             if isinstance(n.op, ast.Not) or v[0] != "w":
                 return ("s",) if v[0] == "s" else ("c",)
             x = -v[1] if isinstance(n.op, ast.USub) else ~v[1] if isinstance(n.op, ast.Invert) else v[1]
-            return R if not fits(x, "pyint") else ("w", x)
+            return R if not self.fits(x, "pyint") else ("w", x)
         if isinstance(n, ast.IfExp):
             c, a, b = ev(n.test), ev(n.body), ev(n.orelse)
             if R in (c, a, b):
@@ -537,7 +561,7 @@ class Gen:
             v = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
                  "%": operator.mod, "**": operator.pow, "<<": operator.lshift, ">>": operator.rshift,
                  "&": operator.and_, "|": operator.or_, "^": operator.xor}[op](x, y)
-            return R if not fits(v, "pyint") else ("w", v)
+            return R if not self.fits(v, "pyint") else ("w", v)
         return None
 
     def pow_special(self, eb: Ex) -> bool:
@@ -581,7 +605,7 @@ class Gen:
             if self.chance(0.4):
                 b = a
             strong = a in STRONG or b in STRONG
-            if (t == "bool") != strong:
+            if (t == "bool") != strong or (self.bits32 and promote(a, b) == "float64"):
                 continue
             if ((a in FP8 and b in ("int8", "uint8")) or (b in FP8 and a in ("int8", "uint8"))):
                 if "fp8-int-operand" in self.excl:
@@ -626,7 +650,7 @@ class Gen:
     def float_to_int(self, e: Ex, target: str, wrap: str) -> str:
         """``wrap(e)`` for a float ``e`` and integer target: NaN -> 0, clamped into range first (C
         leaves out-of-range conversions undefined; docs/debugging.md)."""
-        bits = 64 if target == "pyint" else int(np.dtype(np_dtype(target)).itemsize * 8)
+        bits = (32 if self.bits32 else 64) if target == "pyint" else int(np.dtype(np_dtype(target)).itemsize * 8)
         signed = target == "pyint" or target.startswith("int")
         k = bits - 2 if signed else bits - 1
         fm = float_max(e.ty)
@@ -656,7 +680,7 @@ class Gen:
         src = self.pick(list(self.types) + ["pyint", "pyfloat", "lbool"])
         if src == t and t in NARROW:
             if "narrow-self-cast" in self.excl:
-                src = "float64"
+                src = "float32" if self.bits32 else "float64"
             else:
                 self.features.add("bug:narrow-self-cast")
         e = self.expr(src, d - 1, uni)
@@ -897,8 +921,8 @@ class Gen:
             opts.append(("callstmt", 1.5))
         if self.opts.rng > 0:                  # only when asked: the draws of other seeds stay the same
             opts.append(("rng", self.opts.rng))
-        if self.opts.prints > 0 and not f:
-            opts.append(("print", self.opts.prints))
+        if self.opts.prints > 0 and not (f and self.unsafe):     # (a function has no validity guard)
+            opts.append(("print", self.opts.prints * (4 if f else 1)))   # (functions have few statements)
         k = self.wchoice(opts)
         for _ in range(6):
             try:
@@ -1048,7 +1072,7 @@ class Gen:
         ints = [x for x in self.types if x in INTS]
         t = self.pick(ints)
         ns = self.pick(["tk", "np"])
-        lo, hi = int_range(t)
+        lo, hi = self.int_range(t)
         if k < 0.9:
             a, b = r.randint(0, 3), r.randint(0, 6)
             s = r.choice([1, 2, -1]) if lo < 0 else r.choice([1, 2])
@@ -1222,7 +1246,7 @@ class Gen:
     def store_code(self, dt: str, e: Ex) -> str:
         """``e`` for an implicit conversion to ``dt`` (store, atomic value): a Python int that may
         be a compile-time constant is cast explicitly (an explicit cast wraps)."""
-        if e.ty == "pyint" and dt in INTS + ("bool",) and not (e.const and fits(e.cval, dt)) and \
+        if e.ty == "pyint" and dt in INTS + ("bool",) and not (e.const and self.fits(e.cval, dt)) and \
                 self.maybe_const(e.code):
             return f"{self.dtype_spelling(dt)}({e.code})"
         return e.code
@@ -1256,6 +1280,7 @@ class Gen:
         dt = a.dtype
         cands = [(op, c) for op in BINOPS for r_ in ALL_TYPES for c in PAIRS.get((op, r_), ())
                  if c[0] == dt and self.allowed(c[3]) and not (is_float(r_) and dt in INTS)
+                 and not (self.bits32 and r_ in WIDE)
                  and (c[1] in self.types or c[1] in WEAK or c[1] == "lbool")]
         if not cands or self.chance(0.15):
             t = self.any_type() if not dt in INTS else self.pick([x for x in self.types if not is_float(x)] + ["pyint"])
@@ -1334,12 +1359,17 @@ class Gen:
             self.store_var(n, t)
 
     def s_print(self, ctx):
-        """``tk.print`` of a tag, the item's index and a few values; the runner compares the
-        printed lines (sorted: groups run concurrently) with the reference's."""
+        """``tk.print`` of a tag, the item's index (in the kernel; a ``@tk.func`` prints its
+        values only, once per call) and a few values; the runner compares the printed lines
+        (sorted: groups run concurrently) with the reference's."""
         vals = [self.expr(self.pick(list(self.types) + ["pyint", "pyfloat", "lbool"]),
                           self.r.randint(1, 2)).code for _ in range(self.r.randint(0, 3))]
         tag = self.fresh("P")
         self.features.add("print")
+        if self.in_func is not None:
+            self.features.add("print-func")
+            self.emit(f"tk.print({', '.join([repr(tag)] + vals)})")
+            return
         self.guarded([f"tk.print({', '.join([repr(tag), 'li'] + vals)})"])
 
     # --- atomics --------------------------------------------------------------------------------
@@ -1501,7 +1531,13 @@ class Gen:
                 self.collective()
         elif k == "uniform":
             t = self.any_type()
-            e = self.expr(t, 2)
+            funcs = self.funcs
+            if "uniform-side-effects" in self.excl and self.opts.prints > 0:
+                self.funcs = []                     # (a function may print: known bug)
+            try:
+                e = self.expr(t, 2)
+            finally:
+                self.funcs = funcs
             u = self.fresh("u")
             self.emit(f"{u} = tk.uniform({e.code})")
             self.declare(Var(u, t, uni=True, mutable=False))
@@ -1627,7 +1663,7 @@ class Gen:
                 v = self.exact_float_value(t, -100, 100) if op != "add" else self.exact_float_value(t, -8, 8)
         else:
             v = self.expr(t, 2).code
-        rt = "int64" if t in ("bool", "lbool") and op in ("add", "mul") else t
+        rt = ("int32" if self.bits32 else "int64") if t in ("bool", "lbool") and op in ("add", "mul") else t
         c = self.fresh("c")
         if kind == "reduce":
             call = f'tk.group_reduce({v}, "{op}")'
@@ -1824,7 +1860,7 @@ class Gen:
             g = self.fresh("G")
             k = r.random()
             if k < 0.4:
-                v = self.pick([0, 1, 2, 3, 5, 7, -4, 100, 2**40])
+                v = self.pick([0, 1, 2, 3, 5, 7, -4, 100, 2**40][:8 if self.bits32 else 9])
                 self.global_lines.append(f"{g} = {v}")
                 self.module_scope[g] = Var(g, "pyint", True, False, v)
             elif k < 0.6:
@@ -1867,7 +1903,8 @@ class Gen:
             name = self.fresh("s")
             k = r.random()
             if k < 0.3:
-                v = self.pick(PYINT_LITS[:32]) if self.chance(0.5) else r.randint(-1000, 1000)
+                v = self.pick([x for x in PYINT_LITS[:32] if self.fits(x, "pyint")]) if self.chance(0.5) \
+                    else r.randint(-1000, 1000)
                 ty = "pyint"
             elif k < 0.5:
                 v = float(self.pick(edge_values("pyfloat")))

@@ -187,7 +187,11 @@ def nvrtc_compile_case(case: Case, spec: str = "NVRTC") -> None:
 
 
 def _backend(spec):
+    """A backend object for a DEV string (``"CPU32"``: the WebGPU profile's reference, weak32.py)."""
     import tinykernels as tk
+    if spec == "CPU32":
+        from .weak32 import CPU32
+        return CPU32()
     return tk.backend(spec) if isinstance(spec, str) else spec
 
 
