@@ -81,15 +81,29 @@ def q8_0_block_dot(acc, data, r, b, d, x, w):
         acc[j] += w[j] * x[o + j]
 
 
+@tk.func
+def next_chunk_scales(ds, dn, data, r, b0, full, bb):
+    """``ds`` = the float16 scales of the chunk of ``CHUNK`` blocks (``bb`` bytes each) at
+    block ``b0`` of row ``r``, which the previous call decoded into ``dn``; then ``dn`` = the
+    next chunk's (while ``b0 + CHUNK < full``). Decoding one chunk ahead takes the scale
+    decode (``tk.load_halves``) off the path from a chunk's bytes to its weights: on the CPU
+    the C compiler then overlaps it with the previous chunk's blocks."""
+    for t in range(CHUNK):
+        ds[t] = dn[t]
+    if b0 + CHUNK < full:
+        tk.load_halves(dn, data, (r, (b0 + CHUNK) * bb), CHUNK, bb)
+
+
 @tk.kernel
 def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
     """One work item per row, ``LANES`` partial sums (lane ``j``: weights ``k % 32 == j``).
-    Blocks go in chunks of ``CHUNK``: first the chunk's float16 scales (a loop with selects),
-    then the chunk's weights, a loop nest without control flow whose inner loops the C
-    compiler vectorizes."""
+    Blocks go in chunks of ``CHUNK``: the chunk's float16 scales (``tk.load_halves``, decoded
+    one chunk ahead: :func:`next_chunk_scales`), then the chunk's weights, a loop nest
+    without control flow whose inner loops the C compiler vectorizes."""
     r = tk.index()
     acc = tk.private(tk.float32, (32,))
     ds = tk.private(tk.float32, (CHUNK,))
+    dn = tk.private(tk.float32, (CHUNK,))
     tab = tk.private(tk.float32, (16,))
     w = tk.private(tk.float32, (32,))
     for j in range(32):
@@ -98,8 +112,10 @@ def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
         tab[v] = tk.float32(v - Q4_0_ZERO)
     nb = data.shape[1] // 18
     full = nb - nb % CHUNK
+    if full > 0:
+        tk.load_halves(dn, data, (r, 0), CHUNK, 18)
     for b0 in range(0, full, CHUNK):
-        tk.load_halves(ds, data, (r, b0 * 18), CHUNK, 18)
+        next_chunk_scales(ds, dn, data, r, b0, full, 18)
         for t in range(CHUNK):
             q4_0_block_dot(acc, data, r, b0 + t, ds[t], x, tab, w)
     for b in range(full, nb):
@@ -116,13 +132,16 @@ def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
     r = tk.index()
     acc = tk.private(tk.float32, (32,))
     ds = tk.private(tk.float32, (CHUNK,))
+    dn = tk.private(tk.float32, (CHUNK,))
     w = tk.private(tk.float32, (32,))
     for j in range(32):
         acc[j] = tk.float32(0)
     nb = data.shape[1] // 34
     full = nb - nb % CHUNK
+    if full > 0:
+        tk.load_halves(dn, data, (r, 0), CHUNK, 34)
     for b0 in range(0, full, CHUNK):
-        tk.load_halves(ds, data, (r, b0 * 34), CHUNK, 34)
+        next_chunk_scales(ds, dn, data, r, b0, full, 34)
         for t in range(CHUNK):
             q8_0_block_dot(acc, data, r, b0 + t, ds[t], x, w)
     for b in range(full, nb):
