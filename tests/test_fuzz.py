@@ -1443,3 +1443,51 @@ def test_bug_wgsl_constant_shift_amount_past_the_width():
     got = _run(k_wgsl_const_shift, "WEBGPU", [np.zeros((3, 3), np.int32), x])[0]
     want = _run(k_wgsl_const_shift, INTERP, [np.zeros((3, 3), np.int32), x])[0]
     assert got.tolist() == want.tolist()
+
+
+@tk.func
+def _bump_first(A):
+    A[0] += 1.0
+    return A[0]
+
+
+@tk.func
+def _bump_positive(A):
+    A[1] += 1.0
+    return A[1] > 0.0
+
+
+@tk.kernel
+def k_ifexp_side_effects(o, A, c, C: tk.constexpr):
+    i = tk.index()
+    o[i, 0] = _bump_first(A) if c > 0 else 0.0          # a run-time condition
+    o[i, 1] = 0.0 if C > 0 else _bump_first(A)          # a compile-time one
+    o[i, 2] = 1.0 if (c > 0 and _bump_positive(A)) else 0.0
+    o[i, 3] = 1.0 if (c > 0 or _bump_positive(A)) else 0.0
+
+
+# fixed: ifexp-side-effects
+# (fuzzer seed 44000733, --print: the CPU printed from the branch of `a if True else ...` not taken)
+@needs_cpu
+@pytest.mark.parametrize("c,C", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_bug_conditional_expression_runs_only_the_chosen_side(c, C):
+    want_o = np.zeros((1, 4), np.float32)
+    want_a = np.zeros(2, np.float32)
+    if c > 0:                                           # Python's semantics, computed by hand
+        want_a[0] += 1.0
+        want_o[0, 0] = want_a[0]
+    if not C > 0:
+        want_a[0] += 1.0
+        want_o[0, 1] = want_a[0]
+    if c > 0:
+        want_a[1] += 1.0
+        want_o[0, 2] = float(want_a[1] > 0)
+    want_o[0, 3] = 1.0
+    if not c > 0:
+        want_a[1] += 1.0
+    backends = [INTERP, "CPU"] + (["CL"] if CL_OK else [])
+    for b in backends:
+        o, a = _run(k_ifexp_side_effects, b, [np.zeros((1, 4), np.float32), np.zeros(2, np.float32)], (c, C),
+                    ndrange=1)
+        np.testing.assert_array_equal(a, want_a, err_msg=str(b))
+        np.testing.assert_array_equal(o, want_o, err_msg=str(b))

@@ -780,14 +780,33 @@ class Lowerer:
 
     def e_BoolOp(self, node):
         op = "and" if isinstance(node.op, ast.And) else "or"
-        vals = [self.strong_bool(self.truth(self.expr(v), v)) for v in node.values]
-        out = vals[0]
-        for v in vals[1:]:
+        loc = self.loc(node)
+        out = self.strong_bool(self.truth(self.expr(node.values[0]), node.values[0]))
+        for vn in node.values[1:]:
+            stmts, v = self.apart_truth(vn)
             if isinstance(out, N.Const):
-                out = v if (out.value if op == "and" else not out.value) else out
+                if out.value if op == "and" else not out.value:
+                    self.out.extend(stmts)
+                    out = v
+                continue                      # short-circuited: vn is not evaluated
+            if stmts:                         # vn runs statements: only when it is evaluated (Python's short circuit)
+                t = self.fresh("boolop")
+                self.types[t] = Ty(D.bool_)
+                self.emit(N.Assign(loc, t, out))
+                tv = N.Var(Ty(D.bool_), loc, t)
+                self.emit(N.If(loc, tv if op == "and" else N.Unary(Ty(D.bool_), loc, "not", tv),
+                               stmts + [N.Assign(loc, t, v)]))
+                out = N.Var(Ty(D.bool_), loc, t)
                 continue
-            out = N.BinOp(Ty(D.bool_), self.loc(node), op, out, v)
+            out = N.BinOp(Ty(D.bool_), loc, op, out, v)
         return out
+
+    def apart_truth(self, node) -> tuple[list, N.Expr]:
+        """``apart`` for an operand of ``and``/``or``: its statements and its strong bool."""
+        saved, self.out = self.out, []
+        v = self.strong_bool(self.truth(self.expr(node), node))
+        stmts, self.out = self.out, saved
+        return stmts, v
 
     def e_Compare(self, node):
         left = self.as_expr(self.expr(node.left), node)
@@ -845,14 +864,31 @@ class Lowerer:
             return N.BinOp(BT, loc, "or", neg, as_u)
         return N.BinOp(BT, loc, "and", nonneg, as_u)
 
+    def apart(self, node) -> tuple[list, N.Expr]:
+        """``node`` lowered on its own: the statements it emitted (an inlined ``@tk.func``'s
+        body, a collective, ...) and its value. A conditional part of an expression runs them
+        only when it is evaluated, as Python does."""
+        saved, self.out = self.out, []
+        v = self.as_expr(self.expr(node), node)
+        stmts, self.out = self.out, saved
+        return stmts, v
+
     def e_IfExp(self, node):
         c = self.truth(self.expr(node.test), node.test)
-        a = self.as_expr(self.expr(node.body), node.body)
-        b = self.as_expr(self.expr(node.orelse), node.orelse)
+        (sa, a), (sb, b) = self.apart(node.body), self.apart(node.orelse)
         if isinstance(c, N.Const):
+            self.out.extend(sa if c.value else sb)
             return a if c.value else b
         t = D.promote(a.ty, b.ty, self.opts.default_float, self.opts.default_int)
-        return N.Select(t, self.loc(node), c, self.cast(a, t), self.cast(b, t))
+        loc = self.loc(node)
+        if not sa and not sb:
+            return N.Select(t, loc, c, self.cast(a, t), self.cast(b, t))
+        # a side emitted statements (a func's stores, prints, atomics, loads it guards): only the
+        # chosen side may run them, so the expression becomes an if statement into a temporary
+        v = self.fresh("ifexp")
+        self.types[v] = t
+        self.emit(N.If(loc, c, sa + [N.Assign(loc, v, self.cast(a, t))], sb + [N.Assign(loc, v, self.cast(b, t))]))
+        return N.Var(t, loc, v)
 
     def e_Call(self, node):
         if node.keywords:           # only these check their keywords themselves; the rest take none

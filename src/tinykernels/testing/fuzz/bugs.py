@@ -19,6 +19,11 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'ifexp-side-effects': ("a conditional expression `a if c else b` (and the right operand of `and`/`or`) ran the "
+                           "statements of both sides on the compiled backends: a @tk.func's stores, prints or "
+                           "guarded loads in the side not chosen happened anyway (fuzzer seed 44000733, --print)",
+        "fixed: the frontend lowers a side that emits statements apart and makes the expression an if "
+        "statement into a temporary (frontend/lower.py e_IfExp, e_BoolOp)"),
     # found by the autodiff mode (--grad, gradgen.py); regression tests in tests/test_fuzz_grad.py
     'ad-unused-scalar-partial': ("reverse mode: a differentiated float scalar that nothing differentiable "
                                  "flows into (unused, or only compared) got garbage as its gradient on the "
