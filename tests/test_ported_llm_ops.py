@@ -382,3 +382,52 @@ def test_fp8_e4m3_cast_of_out_of_range_and_nan_as_ml_dtypes(name):
     x = np.array([448, 464, 465, 500, 1e6, -1e6, np.inf, -np.inf, np.nan, 2.0 ** -9, 2.0 ** -11, -0.0], F32)
     got = get(llm.cast(_on(x, b), "float8_e4m3fn")).view(np.uint8)
     np.testing.assert_array_equal(got, x.astype(ml.float8_e4m3fn).view(np.uint8))
+
+
+# --- out= of the wrong shape for every other SPEC 10 function; stream= with out= -------------
+
+def _bad_out_calls(b):
+    A = lambda a: _on(a, b)
+    o = lambda *s: A(np.zeros(s, F32))
+    ones = lambda *s: A(np.ones(s, F32))
+    q = llm.quantize(ones(2, 32), "q8_0")
+    return {
+        "argmax": lambda: llm.argmax(ones(5), out=A(np.zeros(1, np.int32))),
+        "sum": lambda: llm.sum(ones(3, 5), 1, out=o(5)),
+        "gather": lambda: llm.gather(ones(4, 3), A(np.array([1], np.int32)), out=o(1, 4)),
+        "dequantize": lambda: llm.dequantize(q, out=o(2, 31)),
+        "transpose": lambda: llm.transpose(ones(2, 3), out=o(2, 3)),
+        "repeat": lambda: llm.repeat(ones(2, 3), 2, 0, out=o(4, 2)),
+        "rope": lambda: llm.rope(ones(2, 4), ones(2, 2), ones(2, 2), out=o(2, 5)),
+        "matmul": lambda: llm.matmul(ones(2, 3), ones(3, 4), out=o(2, 5)),
+        "qmatmul": lambda: llm.matmul(q, ones(32), out=o(3)),
+        "flash_attention": lambda: llm.flash_attention(ones(1, 1, 2, 4), ones(1, 1, 2, 4), ones(1, 1, 2, 4),
+                                                       out=o(1, 1, 2, 5)),
+        "flash_decode": lambda: llm.flash_decode(ones(1, 2, 4), ones(1, 1, 3, 4), ones(1, 1, 3, 4), 2, out=o(1, 2, 5)),
+    }
+
+
+@pytest.mark.parametrize("name", ["CPU", "CL"])
+def test_every_function_names_out_of_the_wrong_shape(name):
+    if name not in tk.backends_available():
+        pytest.skip(f"{name} unavailable")
+    for fn, call in _bad_out_calls(dev(name)).items():
+        with pytest.raises(ValueError, match="'out'"):
+            call()
+
+
+@pytest.mark.parametrize("name", backends())
+def test_stream_and_out_together(name):
+    """``out=`` with ``stream=``: the same object returned, written once the stream is
+    synchronized (launches on a stream are asynchronous: docs/llm.md)."""
+    b = dev(name)
+    s = b.stream()
+    x = np.arange(33, dtype=F32) / 8
+    o = _on(np.zeros((2, 33), F32), b)
+    r = llm.softmax(_on(np.stack([x, -x]), b), out=o, stream=s)
+    assert r is o
+    i = llm.argmax(_on(x, b), stream=s)
+    s.synchronize()
+    ref = torch.softmax(torch.from_numpy(np.stack([x, -x]).astype(np.float64)), -1).numpy()
+    np.testing.assert_allclose(get(o), ref, rtol=16 * float(np.finfo(F32).eps), atol=1e-9)
+    assert int(get(i)) == 32
