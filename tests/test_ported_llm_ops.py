@@ -353,7 +353,8 @@ def test_quantize_all_zero_tiny_and_huge_blocks_match_gguf(qtype):
     with warnings.catch_warnings():
         warnings.simplefilter("error")                     # no RuntimeWarning from 1/d or float16 overflow
         qt = llm.quantize(w, qtype)
-    ref = gguf.quantize(w, getattr(gguf.GGMLQuantizationType, qtype.upper()))
+    with np.errstate(all="ignore"):                     # gguf's own NumPy warnings
+        ref = gguf.quantize(w, getattr(gguf.GGMLQuantizationType, qtype.upper()))
     assert get(qt.data).tobytes() == np.asarray(ref).tobytes()
     deq = get(llm.dequantize(qt))
     np.testing.assert_array_equal(deq[:2], 0)
@@ -431,3 +432,26 @@ def test_stream_and_out_together(name):
     ref = torch.softmax(torch.from_numpy(np.stack([x, -x]).astype(np.float64)), -1).numpy()
     np.testing.assert_allclose(get(o), ref, rtol=16 * float(np.finfo(F32).eps), atol=1e-9)
     assert int(get(i)) == 32
+
+
+@pytest.mark.parametrize("name", backends())
+def test_float16_casts_and_arithmetic_bit_exact_with_numpy(name):
+    """float32 -> float16 rounding at the overflow edge (65519.99 stays finite, 65520 is inf),
+    subnormals and the underflow midpoint; float16 add/div rounded once from float32 as
+    NumPy does (WebGPU: casts only)."""
+    b = dev(name)
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.standard_normal(4097).astype(F32) * 3000,
+                        np.array([65519.99, 65520, -65520, 1e-8, 5.96e-8, 2.9802322e-08, -2.98e-8,
+                                  np.inf, np.nan, -0.0], F32)])
+    with np.errstate(over="ignore"):
+        ref = x.astype(F16)
+    np.testing.assert_array_equal(get(llm.cast(_on(x, b), F16)).view(np.uint16), ref.view(np.uint16))
+    h = (x / 1000).astype(F16)
+    np.testing.assert_array_equal(get(llm.cast(_on(h, b), F32)), h.astype(F32))
+    if name != "WEBGPU":
+        r = h[::-1].copy()
+        with np.errstate(all="ignore"):
+            for fn, op in (("add", np.add), ("div", np.divide)):
+                np.testing.assert_array_equal(get(getattr(llm, fn)(_on(h, b), _on(r, b))).view(np.uint16),
+                                              op(h, r).view(np.uint16))
