@@ -231,8 +231,7 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
 def _quant_q8_0(blocks: np.ndarray) -> np.ndarray:
     amax = np.abs(blocks).max(axis=1)
     d = amax / np.float32(127)
-    with np.errstate(divide="ignore"):
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+    inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
     q = _round_half_away(blocks * inv[:, None]).astype(np.int8)
     return np.concatenate([_f16_bytes(d), q.view(np.uint8)], axis=1)
 
@@ -241,8 +240,7 @@ def _quant_q4_0(blocks: np.ndarray) -> np.ndarray:
     # the signed value of largest magnitude (first on ties) maps to -8
     vmax = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=1)[:, None], axis=1)[:, 0]
     d = vmax / np.float32(-8)
-    with np.errstate(divide="ignore"):
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+    inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
     q = np.trunc(blocks * inv[:, None] + np.float32(8.5)).astype(np.uint8).clip(0, 15)
     qs = q[:, :16] | (q[:, 16:] << np.uint8(4))
     return np.concatenate([_f16_bytes(d), qs], axis=1)
@@ -263,8 +261,7 @@ def _quant_q4_k(blocks: np.ndarray) -> np.ndarray:
     n = blocks.shape[0]
     sub = blocks.reshape(n, 8, 32)
     mins = np.maximum(np.float32(0), -sub.min(axis=2))                 # [n, 8], >= 0
-    with np.errstate(over="ignore"):
-        scales = (sub.max(axis=2) + mins) / np.float32(15)             # [n, 8], >= 0
+    scales = (sub.max(axis=2) + mins) / np.float32(15)                 # [n, 8], >= 0
     d, dmin = scales.max(axis=1) / np.float32(63), mins.max(axis=1) / np.float32(63)   # [n]
     top = np.float32(np.finfo(np.float16).max)
     C.require(bool((d <= top).all() and (dmin <= top).all()), "quantize", "w",
@@ -273,15 +270,13 @@ def _quant_q4_k(blocks: np.ndarray) -> np.ndarray:
               f"{-63 * 65504:.4g}; got a span of {float(scales.max()) * 15:.4g} and a minimum of "
               f"{-float(mins.max()):.4g} (scale the weights down first)")
     d, dmin = _f16_at_least(d), _f16_at_least(dmin)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sc = np.where(d[:, None] > 0, np.ceil(scales / d[:, None]), 0)
-        mn = np.where(dmin[:, None] > 0, np.ceil(mins / dmin[:, None]), 0)
+    sc = np.where(d[:, None] > 0, np.ceil(scales / d[:, None]), 0)
+    mn = np.where(dmin[:, None] > 0, np.ceil(mins / dmin[:, None]), 0)
     sc = np.clip(sc, 0, 63).astype(np.uint8)
     mn = np.clip(mn, 0, 63).astype(np.uint8)
     step = d[:, None] * sc.astype(np.float32)                          # as the dequantizer computes
     off = dmin[:, None] * mn.astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.where(step[:, :, None] > 0, (sub + off[:, :, None]) / step[:, :, None], 0)
+    q = np.where(step[:, :, None] > 0, (sub + off[:, :, None]) / step[:, :, None], 0)
     q = np.clip(_round_half_away(q.astype(np.float32)), 0, 15).astype(np.uint8)   # [n, 8, 32]
     packed = np.empty((n, 12), np.uint8)
     packed[:, 0:4] = (sc[:, :4] & 63) | ((sc[:, 4:] >> 4) << 6)
@@ -321,8 +316,9 @@ def quantize(w, qtype: str) -> QTensor:
     C.require(bool(np.isfinite(h).all()), "quantize", "w", "contains NaN or infinity")
     m, k = s
     blocks = h.reshape(-1, fmt.block)
-    data = _QUANT[fmt.name](blocks).reshape(m, k // fmt.block * fmt.block_bytes) if blocks.size \
-        else np.zeros((m, k // fmt.block * fmt.block_bytes), np.uint8)     # no rows, or K = 0
+    with np.errstate(all="ignore"):     # zero, subnormal and huge blocks: 1/d, float16 overflow,
+        data = (_QUANT[fmt.name](blocks).reshape(m, k // fmt.block * fmt.block_bytes)  # as GGUF
+                if blocks.size else np.zeros((m, k // fmt.block * fmt.block_bytes), np.uint8))
     if not isinstance(w, np.ndarray):
         data = _arr.asarray(np.ascontiguousarray(data), backend=backend)
     return QTensor(fmt.name, (m, k), data)
