@@ -4,12 +4,18 @@ reference) and PyTorch's OpInfo sample inputs (empty and 0-d arrays, inf/NaN/-0.
 and float16-overflowing values). Engineer llmaudit11; written from SPEC and the docs."""
 import numpy as np
 import pytest
-import torch
+
+try:
+    import torch
+except ImportError:                                   # the minimal install: those tests skip
+    torch = None
 
 import tinykernels as tk
 from tinykernels import llm
 
 from llm_helpers import backends, dev, get, skip_16bit
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 LENGTHS = (1, 3, 31, 33, 4097)
 F32, F16 = np.float32, np.float16
@@ -148,6 +154,7 @@ def test_empty_and_zero_d_inputs():
     assert float(get(llm.mul(np.array(3.0, F32), np.array(2.0, F32)))) == 6.0
 
 
+@needs_torch
 def test_torch_cpu_tensors_in_and_out():
     x = torch.randn(5, 33)
     np.testing.assert_allclose(llm.softmax(x).numpy(), torch.softmax(x.double(), -1).numpy(), rtol=1e-6, atol=1e-8)
@@ -160,6 +167,7 @@ def test_torch_cpu_tensors_in_and_out():
 
 # --- softmax / rms_norm / sum: extreme rows, float16 with float32 accumulation ---------------
 
+@needs_torch
 @pytest.mark.parametrize("name", backends())
 @pytest.mark.parametrize("dt", [F32, F16])
 def test_softmax_extreme_rows_match_torch(name, dt):
@@ -429,7 +437,9 @@ def test_stream_and_out_together(name):
     assert r is o
     i = llm.argmax(_on(x, b), stream=s)
     s.synchronize()
-    ref = torch.softmax(torch.from_numpy(np.stack([x, -x]).astype(np.float64)), -1).numpy()
+    z = np.stack([x, -x]).astype(np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    ref = e / e.sum(-1, keepdims=True)
     np.testing.assert_allclose(get(o), ref, rtol=16 * float(np.finfo(F32).eps), atol=1e-9)
     assert int(get(i)) == 32
 
