@@ -600,10 +600,14 @@ class _Reverse:
 
     def guard_adds(self, stmts: list, cond: N.Expr) -> list:
         """``stmts`` (chain-rule output) with every added term ``t`` of an adjoint, scalar
-        accumulator or shadow element replaced by ``t if cond else 0``."""
+        accumulator or shadow element replaced by ``t if cond else 0``; ``t`` is computed into
+        a local first, so the select is a blend, not a branch around the term."""
+        out: list = []
+
         def sel(t: N.Expr) -> N.Expr:
-            return N.Select(t.ty, t.loc, cond, t, _zero_of(self.b, t.ty))
-        out = []
+            if isinstance(t, N.Cast):       # inside the widening (acc + (double)(g * c) stays that shape)
+                return replace(t, a=sel(t.a))
+            return N.Select(t.ty, t.loc, cond, self.bind(t, out), _zero_of(self.b, t.ty))
         for s in stmts:
             if isinstance(s, N.Assign) and isinstance(s.value, N.BinOp) and s.value.op == "+" \
                     and isinstance(s.value.a, N.Var) and s.value.a.name == s.var:
