@@ -215,7 +215,8 @@ def test_bug_ad_private_in_block(be):
 
 def test_every_grad_bug_is_registered():
     text = open(__file__).read()
-    for bug in ("ad-unused-scalar-partial", "ad-private-in-block", "ad-dead-value-nan", "ad-zero-adjoint-inf-partial"):
+    for bug in ("ad-unused-scalar-partial", "ad-private-in-block", "ad-dead-value-nan", "ad-zero-adjoint-inf-partial",
+                "ad-saturated-inf-partial"):
         assert bug in F.FIXED_BUGS and f"# fixed: {bug}\n" in text
 
 
@@ -298,6 +299,13 @@ def k_unchosen_local(y, x):
         y[i] = e + w
 
 
+@tk.kernel
+def k_saturated_overflow(y, x):
+    i = tk.index()
+    v = math.hypot(x[i] * 400.0, 2.0)               # seed 45100061: pow overflows, tanh saturates:
+    y[i] = math.tanh(math.pow(v * v + 0.5, v * 0.5)) + x[i] * 2.0     # tanh' = 0 times pow' = inf
+
+
 def _reverse_vs_fd(kern, be, xs):
     """d sum(u * y) / dx by reverse mode vs float64 central differences of the kernel itself."""
     n = len(xs)
@@ -325,11 +333,25 @@ def test_ad_dead_values_get_no_adjoint(be, kern):   # fixed: ad-dead-value-nan
     _reverse_vs_fd(kern, be, [1.0, -1.0, 0.5, 0.25])
 
 
-@pytest.mark.parametrize("kern", [k_min_inline, k_unchosen_local], ids=lambda k: k.name)
+@pytest.mark.parametrize("kern", [k_min_inline, k_unchosen_local, k_saturated_overflow], ids=lambda k: k.name)
 def test_ad_zero_adjoint_is_not_multiplied_by_an_infinite_partial(be, kern):   # fixed: ad-zero-adjoint-inf-partial
     if not be.supports_float64:
         pytest.skip("float64 kernel")
     _reverse_vs_fd(kern, be, [1.0, -1.0, 0.5, 0.25, -0.8])
+
+
+def test_ad_saturated_overflow_forward_mode(be):   # fixed: ad-saturated-inf-partial
+    """Forward mode on k_saturated_overflow: the overflowed operand's infinite tangent times its
+    saturated consumer's zero partial is 0, not NaN (the JVP matches reverse mode's VJP)."""
+    if not be.supports_float64:
+        pytest.skip("float64 kernel")
+    xs = np.array([1.0, -1.0, 0.5, 0.01])
+    x, tx = dev(xs, be), dev(np.ones(4), be)
+    y, ty = dev(np.zeros(4), be), dev(np.zeros(4), be)
+    tk.autodiff(tk.Forward, lambda y, x: k_saturated_overflow(be)(y, x, ndrange=4), tk.Duplicated(y, ty),
+                tk.Duplicated(x, tx))
+    assert np.isfinite(host(ty)).all()
+    np.testing.assert_allclose(host(ty)[:3], [2.0, 2.0, 2.0], rtol=1e-12)
 
 
 def test_ad_dead_values_emit_no_adjoint_code():

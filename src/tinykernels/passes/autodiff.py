@@ -586,17 +586,12 @@ class _Reverse:
         return False
 
     def bp_nonzero(self, e: N.Expr, g: str, out: list) -> None:
-        """:meth:`bp` of the adjoint in local ``g``, contributing nothing where ``g`` is exactly 0:
-        a live value's adjoint is 0 on the paths where no output uses it (the unchosen operand
-        of a select, min or max written as its own statement), and its partials may be infinite
-        there (``exp(1000 * x)``): ``0 * inf`` would be NaN. Each accumulation adds
-        ``term if g != 0 else 0`` (a select, no branch: the loops still vectorize); sums and
-        selects need no guard."""
-        body: list = []
-        self.bp(e, self.b.var(g), body)
-        if body and not linear(e):
-            body = self.guard_adds(body, self.b.cmp("!=", self.b.var(g), self.b.c(0.0, self.locals[g])))
-        out += body
+        """:meth:`bp` of the adjoint in local ``g``: every operation's chain rule contributes
+        nothing where its adjoint is exactly 0 (:meth:`guard_adds`): a live value's adjoint is 0
+        on the paths where no output uses it (the unchosen operand of a select, min or max
+        written as its own statement) or where its consumer saturates, and its partials may be
+        infinite there (``exp(1000 * x)``): ``0 * inf`` would be NaN."""
+        self.bp(e, self.b.var(g), out)
 
     def guard_adds(self, stmts: list, cond: N.Expr) -> list:
         """``stmts`` (chain-rule output) with every added term ``t`` of an adjoint, scalar
@@ -662,11 +657,15 @@ class _Reverse:
             if ta or tb:
                 out.append(N.If(loc, e.cond, ta, tb))
             return
-        if isinstance(e, N.BinOp):
-            self.bp_binop(e, g, out)
-            return
-        if isinstance(e, N.Call):
-            self.bp_call(e, g, out)
+        if isinstance(e, (N.BinOp, N.Call)):
+            body: list = []
+            (self.bp_binop if isinstance(e, N.BinOp) else self.bp_call)(e, g, body)
+            if body and isinstance(g, N.Var) and not linear(e):
+                # a zero adjoint contributes nothing, whatever the partials: the adjoint of an
+                # overflowing operand whose consumer saturates (tanh(pow(a, b)) with pow = inf:
+                # tanh' = 0) is 0, and 0 * inf would be NaN
+                body = self.guard_adds(body, b.cmp("!=", g, b.c(0.0, g.ty)))
+            out += body
             return
         if isinstance(e, N.Atomic):
             self.fail(loc, f"the value returned by atomic_{e.op} on a float array cannot be differentiated")
@@ -957,13 +956,23 @@ class _Tangent:
         ``c``), and it must not turn the tangent into NaN (``torch.func.jvp`` and ``jax.jvp``
         leave such operands out too)."""
         b = self.b
-        out = [b.cast(t, ty) if p is None else b.op("*", b.cast(t, ty), p) for t, p in pairs if not _no_tangent(t)]
+        out = [b.cast(t, ty) if p is None else self.times(b.cast(t, ty), p) for t, p in pairs if not _no_tangent(t)]
         if not out:
             return self.zero(ty)
         r = out[0]
         for x in out[1:]:
             r = b.op("+", r, x)
         return r
+
+    def times(self, t: N.Expr, p: N.Expr) -> N.Expr:
+        """``t * p``, 0 where the tangent ``t`` or the partial ``p`` is exactly 0: a zero
+        tangent times an infinite partial, or the infinite tangent of an overflowed operand
+        times the zero partial of its saturated consumer (``tanh(pow(a, b))`` with pow = inf),
+        must not be NaN (reverse mode skips zero adjoints the same way)."""
+        b = self.b
+        zero = b.c(0.0, t.ty)
+        return N.Select(t.ty, t.loc, b.cmp("!=", t, zero),
+                        N.Select(t.ty, t.loc, b.cmp("!=", p, zero), b.op("*", t, p), zero), zero)
 
     def stmts(self, ss) -> list:
         out = []

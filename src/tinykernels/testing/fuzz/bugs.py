@@ -40,6 +40,14 @@ FIXED_BUGS = {
                                     "the reverse sweep skips an assignment's chain rule where its adjoint is "
                                     "exactly 0, unless the value is linear (sums, selects) "
                                     "(passes/autodiff.py _Reverse.bp_nonzero)"),
+    'ad-saturated-inf-partial': ("reverse and forward mode: an operand that overflows to inf inside an "
+                                 "expression whose consumer saturates (tanh(pow(a, b)), tanh' = 0): reverse mode "
+                                 "multiplied the zero adjoint by pow's infinite partial, forward mode the infinite "
+                                 "tangent by tanh's zero partial: NaN on INTERP and CPU where finite differences "
+                                 "are finite (seed 45100061)",
+                                 "every operation's chain rule contributes nothing where its adjoint is exactly 0 "
+                                 "(passes/autodiff.py _Reverse.bp, guard_adds); a tangent times a partial is 0 "
+                                 "where either is exactly 0 (_Tangent.times)"),
     'pocl-log1p-tiny': ("OpenCL on PoCL 3.1: log1p of tiny arguments, float and double: +0.0 for +-the smallest "
                         "subnormal (log1p(x) is x there), 5.6e-45 for 4.2e-45, an ulp off near the smallest normal",
                         "under TK_POCL, tk_log1p returns x below 2**-25 (float) / 2**-54 (double), where log1p(x) "
