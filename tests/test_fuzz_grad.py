@@ -215,7 +215,8 @@ def test_bug_ad_private_in_block(be):
 
 def test_every_grad_bug_is_registered():
     text = open(__file__).read()
-    for bug in ("ad-unused-scalar-partial", "ad-private-in-block"):
+    for bug in ("ad-unused-scalar-partial", "ad-private-in-block", "ad-dead-value-nan", "ad-zero-adjoint-inf-partial",
+                "ad-saturated-inf-partial"):
         assert bug in F.FIXED_BUGS and f"# fixed: {bug}\n" in text
 
 
@@ -237,10 +238,7 @@ def k_dead_overflow(y, x):
     y[i] = x[i] * 2.0
 
 
-@pytest.mark.xfail(strict=True, reason="open (seed 45000047 of the --grad run): the reverse sweep propagates "
-                                       "a zero adjoint through a value no output depends on, 0 * inf = NaN; "
-                                       "needs an activity ('useful values') analysis in passes/autodiff.py")
-def test_open_ad_dead_overflow_poisons_the_gradient(be):
+def test_ad_dead_overflow_does_not_poison_the_gradient(be):   # fixed: ad-dead-value-nan
     if not be.supports_float64:
         pytest.skip("float64 kernel")
     x, dx = dev([1.0, -1.0, 0.5], be), dev(np.zeros(3), be)
@@ -248,3 +246,121 @@ def test_open_ad_dead_overflow_poisons_the_gradient(be):
     tk.autodiff(tk.Reverse, lambda y, x: k_dead_overflow(be)(y, x, ndrange=3), tk.Duplicated(y, dy),
                 tk.Duplicated(x, dx))
     np.testing.assert_array_equal(host(dx), [2.0, 2.0, 2.0])
+
+
+# --- values with infinite partials that no output uses (exp(1000 * x) is inf at x = 1), dead
+# everywhere (no adjoint code at all) or on the path taken (a zero adjoint, not multiplied in)
+
+@tk.func
+def _overflowing(v):
+    return math.exp(v * 1000.0)
+
+
+@tk.kernel
+def k_dead_only_compared(y, x):
+    i = tk.index()
+    t = math.exp(x[i] * 1000.0)                     # only a branch condition
+    m = int(math.tanh(math.exp(x[i] * 1000.0)))     # only an integer cast (then an integer operand)
+    y[i] = (x[i] * 2.0 if t > 1.0 else x[i] * 3.0) + m
+
+
+@tk.kernel
+def k_dead_func_result(y, x):
+    i = tk.index()
+    r = _overflowing(x[i])                          # a @tk.func result nothing reads
+    y[i] = x[i] * x[i]
+
+
+@tk.kernel
+def k_dead_loop(y, x):
+    i = tk.index()
+    s = 0.0
+    for j in range(3):                              # a loop whose accumulator no output reads
+        s += math.exp(x[i] * 1000.0 * (j + 1))
+    y[i] = math.sin(x[i])
+
+
+@tk.kernel
+def k_min_inline(y, x):
+    i = tk.index()
+    y[i] = min(x[i], math.exp(x[i] * 1000.0)) + max(x[i], -math.exp(x[i] * 1000.0))
+
+
+@tk.kernel
+def k_unchosen_local(y, x):
+    i = tk.index()
+    e = math.exp(x[i] * 1000.0)                     # live, but its adjoint is 0 on the path taken
+    f = e * 3.0
+    z = min(x[i], e) + max(x[i], -e) + abs(x[i])
+    w = f if x[i] < -0.7 else x[i]
+    if x[i] > -0.9:
+        y[i] = z + w
+    else:
+        y[i] = e + w
+
+
+@tk.kernel
+def k_saturated_overflow(y, x):
+    i = tk.index()
+    v = math.hypot(x[i] * 400.0, 2.0)               # seed 45100061: pow overflows, tanh saturates:
+    y[i] = math.tanh(math.pow(v * v + 0.5, v * 0.5)) + x[i] * 2.0     # tanh' = 0 times pow' = inf
+
+
+def _reverse_vs_fd(kern, be, xs):
+    """d sum(u * y) / dx by reverse mode vs float64 central differences of the kernel itself."""
+    n = len(xs)
+    u = np.linspace(0.5, 1.5, n)
+    xh = np.array(xs, dtype=np.float64)
+
+    def loss(xv):
+        y = dev(np.zeros(n), be)
+        kern(be)(y, dev(xv, be), ndrange=n)
+        return float(np.dot(u, host(y)))
+    x, dx = dev(xh, be), dev(np.zeros(n), be)
+    y, dy = dev(np.zeros(n), be), dev(u, be)
+    tk.autodiff(tk.Reverse, lambda y, x: kern(be)(y, x, ndrange=n), tk.Duplicated(y, dy), tk.Duplicated(x, dx))
+    h = 1e-6
+    fd = np.array([(loss(xh + h * e) - loss(xh - h * e)) / (2 * h) for e in np.eye(n)])
+    assert np.isfinite(fd).all()
+    np.testing.assert_allclose(host(dx), fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("kern", [k_dead_overflow, k_dead_only_compared, k_dead_func_result, k_dead_loop],
+                         ids=lambda k: k.name)
+def test_ad_dead_values_get_no_adjoint(be, kern):   # fixed: ad-dead-value-nan
+    if not be.supports_float64:
+        pytest.skip("float64 kernel")
+    _reverse_vs_fd(kern, be, [1.0, -1.0, 0.5, 0.25])
+
+
+@pytest.mark.parametrize("kern", [k_min_inline, k_unchosen_local, k_saturated_overflow], ids=lambda k: k.name)
+def test_ad_zero_adjoint_is_not_multiplied_by_an_infinite_partial(be, kern):   # fixed: ad-zero-adjoint-inf-partial
+    if not be.supports_float64:
+        pytest.skip("float64 kernel")
+    _reverse_vs_fd(kern, be, [1.0, -1.0, 0.5, 0.25, -0.8])
+
+
+def test_ad_saturated_overflow_forward_mode(be):   # fixed: ad-saturated-inf-partial
+    """Forward mode on k_saturated_overflow: the overflowed operand's infinite tangent times its
+    saturated consumer's zero partial is 0, not NaN (the JVP matches reverse mode's VJP)."""
+    if not be.supports_float64:
+        pytest.skip("float64 kernel")
+    xs = np.array([1.0, -1.0, 0.5, 0.01])
+    x, tx = dev(xs, be), dev(np.ones(4), be)
+    y, ty = dev(np.zeros(4), be), dev(np.zeros(4), be)
+    tk.autodiff(tk.Forward, lambda y, x: k_saturated_overflow(be)(y, x, ndrange=4), tk.Duplicated(y, ty),
+                tk.Duplicated(x, tx))
+    assert np.isfinite(host(ty)).all()
+    np.testing.assert_allclose(host(ty)[:3], [2.0, 2.0, 2.0], rtol=1e-12)
+
+
+def test_ad_dead_values_emit_no_adjoint_code():
+    """The activity analysis leaves no trace of a dead value in the adjoint: the reverse sweep
+    of k_dead_loop has no exp (the dead accumulator's partial) and the kernel's only exp is the
+    forward sweep's (a tape-free float local still gets recomputed there)."""
+    from tinykernels.autodiff import derived
+    n = 4
+    z = np.zeros(n)
+    src = derived(k_dead_loop, "reverse", ("y", "x")).source(
+        "CPU", z, z, z, z, np.zeros(1), np.zeros(1, np.int64), np.zeros((1, 2), np.int64), ndrange=n)
+    assert src.count("exp(") == 1, src

@@ -10,6 +10,9 @@ itself, recording on a per-item tape what the reverse needs) and then a *reverse
 * a store to an array the kernel also reads pushes the element's old value, and the
   reverse sweep puts it back, so every load in the reverse sweep sees what the forward
   sweep saw (in-place updates such as ``A[i] *= A[i]`` are right);
+* only *active* values get adjoint code: those that depend on a differentiated input and
+  that a store into a differentiated array depends on (:mod:`.activity`); an accumulation
+  adds nothing where the adjoint it scales is exactly 0 (``0 * inf`` would be NaN);
 * ``if`` pushes which branch ran; loops push their trip count; the kernel is first
   rewritten without ``break``/``continue``/``return`` (:mod:`.structurize`);
 * in kernels with barriers, values that are uniform across the group are never taped:
@@ -38,6 +41,7 @@ from .. import dtypes as D
 from ..dtypes import Ty
 from ..errors import CompileError
 from ..ir import nodes as N
+from .activity import linear, nondiff_call, useful_values
 from .structurize import structurize
 from .uniformity import defs, uniform_vars
 
@@ -206,6 +210,10 @@ class _Reverse:
         self.pushed = {v for v, (n, loop) in self.sites.items() if (n > 1 or loop) and v not in self.uniform}
         self.loaded = _loaded_arrays(self.k.body)
         self.single = _single_defs(self.k.body, self.sites)
+        # activity: adjoints only for values that depend on a differentiated input (active) and
+        # that some output depends on (useful); the others get no adjoint code at all
+        self.useful = useful_values(self.k, self.diff)
+        self.active_vars, self.active_arrays = active_values(self.k, self.diff)
         self.arrays = {p[1].name: p[1] for p in self.k.params if p[0] == "array"}
         self.shadow: dict = {}      # array name -> shadow ArrayInfo
         self.allocs: list = []      # shadow local/private declarations
@@ -457,14 +465,14 @@ class _Reverse:
         if isinstance(s, N.Assign):
             t = self.locals[s.var]
             g = None
-            if is_float(t) and s.var not in self.uniform:
+            if is_float(t) and s.var not in self.uniform and s.var in self.useful.vars and s.var in self.active_vars:
                 g = b.fresh("g", t)
                 d = self.dvar(s.var)
                 out += [b.assign(g, b.var(d)), b.assign(d, b.c(0.0, t))]
             if s.var in self.pushed:
                 out += self.pop(s.var, loc)
             if g is not None:
-                self.bp(s.value, b.var(g), out)
+                self.bp_nonzero(s.value, g, out)
             return out
         if isinstance(s, N.Philox):
             for o in reversed(s.outs):
@@ -473,7 +481,7 @@ class _Reverse:
             return out
         if isinstance(s, N.Store):
             a = s.array
-            sh = self.shadow_of(a)
+            sh = self.shadow_of(a) if a.space == "global" or a.name in self.useful.arrays else None
             g = None
             if sh is not None:
                 g = b.fresh("g", Ty(a.dtype))
@@ -483,15 +491,19 @@ class _Reverse:
             if a.name in self.loaded or a.space != "global":
                 out += self.pop_into(lambda v: N.Store(loc, a, s.index, v), Ty(a.dtype), loc)
             if g is not None:
-                self.bp(s.value, b.var(g), out)
+                self.bp_nonzero(s.value, g, out)
             return out
         if isinstance(s, N.ExprStmt):
             e = s.expr
             if isinstance(e, N.Atomic) and e.array.dtype.is_float:
+                if e.array.space != "global" and e.array.name not in self.useful.arrays:
+                    return out
                 sh = self.shadow_of(e.array)
                 if sh is not None:
-                    g = N.Load(Ty(e.array.dtype), loc, sh, self.shadow_index(e.array, e.index))
-                    self.bp(e.args[0], g if e.op == "add" else b.neg(g), out)
+                    g = b.fresh("g", Ty(e.array.dtype))
+                    load = N.Load(Ty(e.array.dtype), loc, sh, self.shadow_index(e.array, e.index))
+                    out.append(b.assign(g, load if e.op == "add" else b.neg(load)))
+                    self.bp_nonzero(e.args[0], g, out)
             return out
         if isinstance(s, N.If):
             if self.is_uniform_stmt(s):
@@ -564,9 +576,51 @@ class _Reverse:
 
     # --- expressions ---------------------------------------------------------------------------
 
+    def is_active(self, e: N.Expr) -> bool:
+        """Whether ``e``'s value may depend on a differentiated input."""
+        for x in N.walk_expr(e):
+            if isinstance(x, N.Var) and x.name in self.active_vars or isinstance(x, N.Arg) and x.name in self.diff:
+                return True
+            if isinstance(x, (N.Load, N.Atomic)) and x.array.name in self.active_arrays:
+                return True
+        return False
+
+    def bp_nonzero(self, e: N.Expr, g: str, out: list) -> None:
+        """:meth:`bp` of the adjoint in local ``g``: every operation's chain rule contributes
+        nothing where its adjoint is exactly 0 (:meth:`guard_adds`): a live value's adjoint is 0
+        on the paths where no output uses it (the unchosen operand of a select, min or max
+        written as its own statement) or where its consumer saturates, and its partials may be
+        infinite there (``exp(1000 * x)``): ``0 * inf`` would be NaN."""
+        self.bp(e, self.b.var(g), out)
+
+    def guard_adds(self, stmts: list, cond: N.Expr) -> list:
+        """``stmts`` (chain-rule output) with every added term ``t`` of an adjoint, scalar
+        accumulator or shadow element replaced by ``t if cond else 0``; ``t`` is computed into
+        a local first, so the select is a blend, not a branch around the term."""
+        out: list = []
+
+        def sel(t: N.Expr) -> N.Expr:
+            if isinstance(t, N.Cast):       # inside the widening (acc + (double)(g * c) stays that shape)
+                return replace(t, a=sel(t.a))
+            return N.Select(t.ty, t.loc, cond, self.bind(t, out), _zero_of(self.b, t.ty))
+        for s in stmts:
+            if isinstance(s, N.Assign) and isinstance(s.value, N.BinOp) and s.value.op == "+" \
+                    and isinstance(s.value.a, N.Var) and s.value.a.name == s.var:
+                s = replace(s, value=replace(s.value, b=sel(s.value.b)))
+            elif isinstance(s, N.Store) and isinstance(s.value, N.BinOp) and s.value.op == "+" \
+                    and isinstance(s.value.a, N.Load) and s.value.a.array.name == s.array.name:
+                s = replace(s, value=replace(s.value, b=sel(s.value.b)))
+            elif isinstance(s, N.ExprStmt) and isinstance(s.expr, N.Atomic):
+                s = replace(s, expr=replace(s.expr, args=[sel(s.expr.args[0])] + list(s.expr.args[1:])))
+            elif isinstance(s, N.If):
+                s = replace(s, body=self.guard_adds(s.body, cond), orelse=self.guard_adds(s.orelse, cond))
+            out.append(s)
+        return out
+
     def bp(self, e: N.Expr, g: N.Expr, out: list) -> None:
-        """Statements adding ``g * d e / d inputs`` to the adjoints of e's inputs."""
-        if not is_float(e.ty):
+        """Statements adding ``g * d e / d inputs`` to the adjoints of e's inputs (nothing for
+        the inputs that do not depend on a differentiated argument)."""
+        if not is_float(e.ty) or not self.is_active(e):
             return
         b, loc = self.b, e.loc
         if isinstance(e, (N.Const, N.Index, N.Shape)):
@@ -603,11 +657,15 @@ class _Reverse:
             if ta or tb:
                 out.append(N.If(loc, e.cond, ta, tb))
             return
-        if isinstance(e, N.BinOp):
-            self.bp_binop(e, g, out)
-            return
-        if isinstance(e, N.Call):
-            self.bp_call(e, g, out)
+        if isinstance(e, (N.BinOp, N.Call)):
+            body: list = []
+            (self.bp_binop if isinstance(e, N.BinOp) else self.bp_call)(e, g, body)
+            if body and isinstance(g, N.Var) and not linear(e):
+                # a zero adjoint contributes nothing, whatever the partials: the adjoint of an
+                # overflowing operand whose consumer saturates (tanh(pow(a, b)) with pow = inf:
+                # tanh' = 0) is 0, and 0 * inf would be NaN
+                body = self.guard_adds(body, b.cmp("!=", g, b.c(0.0, g.ty)))
+            out += body
             return
         if isinstance(e, N.Atomic):
             self.fail(loc, f"the value returned by atomic_{e.op} on a float array cannot be differentiated")
@@ -681,7 +739,7 @@ class _Reverse:
         }
         if fn in unary:
             self.bp(x, b.op("*", g, unary[fn]()), out)
-        elif fn in ("floor", "ceil", "trunc", "rint", "bitcast") or fn.startswith("rand_"):
+        elif nondiff_call(fn):
             return           # (a bit cast to a float: its bits, not a differentiable function)
         elif fn == "uniform":
             self.fail(e.loc, "tk.uniform() of a float cannot be differentiated (its value is the first work "
@@ -898,13 +956,23 @@ class _Tangent:
         ``c``), and it must not turn the tangent into NaN (``torch.func.jvp`` and ``jax.jvp``
         leave such operands out too)."""
         b = self.b
-        out = [b.cast(t, ty) if p is None else b.op("*", b.cast(t, ty), p) for t, p in pairs if not _no_tangent(t)]
+        out = [b.cast(t, ty) if p is None else self.times(b.cast(t, ty), p) for t, p in pairs if not _no_tangent(t)]
         if not out:
             return self.zero(ty)
         r = out[0]
         for x in out[1:]:
             r = b.op("+", r, x)
         return r
+
+    def times(self, t: N.Expr, p: N.Expr) -> N.Expr:
+        """``t * p``, 0 where the tangent ``t`` or the partial ``p`` is exactly 0: a zero
+        tangent times an infinite partial, or the infinite tangent of an overflowed operand
+        times the zero partial of its saturated consumer (``tanh(pow(a, b))`` with pow = inf),
+        must not be NaN (reverse mode skips zero adjoints the same way)."""
+        b = self.b
+        zero = b.c(0.0, t.ty)
+        return N.Select(t.ty, t.loc, b.cmp("!=", t, zero),
+                        N.Select(t.ty, t.loc, b.cmp("!=", p, zero), b.op("*", t, p), zero), zero)
 
     def stmts(self, ss) -> list:
         out = []

@@ -37,6 +37,28 @@ FIXED_BUGS = {
                             "adjoint ('a__pm1' undeclared; seed 45000005)",
                             "the adjoint declares the primal private/local arrays at its top "
                             "(passes/autodiff.py _Reverse.fwd)"),
+    'ad-dead-value-nan': ("reverse mode: a local no output depends on (dead, only compared, only cast to an "
+                          "integer, a discarded @tk.func result, a loop's unread accumulator) still got an adjoint: "
+                          "its zero adjoint times its infinite partial (exp(1000 * x) at x = 1) made the input's "
+                          "gradient NaN on INTERP, CPU and CL, forward mode and finite differences finite "
+                          "(seed 45000047)",
+                          "an activity analysis: only values that depend on a differentiated input and that a "
+                          "store/atomic into a shadowed array depends on get adjoint code "
+                          "(passes/activity.py useful_values, passes/autodiff.py _Reverse)"),
+    'ad-zero-adjoint-inf-partial': ("reverse mode: a live local whose adjoint is exactly 0 on the path taken "
+                                    "(the unchosen operand of a select/min/max/if written as its own "
+                                    "statement) multiplied that 0 by its infinite partial: NaN",
+                                    "the reverse sweep skips an assignment's chain rule where its adjoint is "
+                                    "exactly 0, unless the value is linear (sums, selects) "
+                                    "(passes/autodiff.py _Reverse.bp_nonzero)"),
+    'ad-saturated-inf-partial': ("reverse and forward mode: an operand that overflows to inf inside an "
+                                 "expression whose consumer saturates (tanh(pow(a, b)), tanh' = 0): reverse mode "
+                                 "multiplied the zero adjoint by pow's infinite partial, forward mode the infinite "
+                                 "tangent by tanh's zero partial: NaN on INTERP and CPU where finite differences "
+                                 "are finite (seed 45100061)",
+                                 "every operation's chain rule contributes nothing where its adjoint is exactly 0 "
+                                 "(passes/autodiff.py _Reverse.bp, guard_adds); a tangent times a partial is 0 "
+                                 "where either is exactly 0 (_Tangent.times)"),
     'pocl-log1p-tiny': ("OpenCL on PoCL 3.1: log1p of tiny arguments, float and double: +0.0 for +-the smallest "
                         "subnormal (log1p(x) is x there), 5.6e-45 for 4.2e-45, an ulp off near the smallest normal",
                         "under TK_POCL, tk_log1p returns x below 2**-25 (float) / 2**-54 (double), where log1p(x) "
