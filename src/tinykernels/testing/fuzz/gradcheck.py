@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .case import Case
-from .run import Mismatch, _backend, _err_text, load_kernel
+from .basics import Mismatch, _backend, _err_text, load_kernel
 
 H = 1e-5            # finite-difference step
 RESAMPLES = 4       # new random points tried when a step straddles a kink
