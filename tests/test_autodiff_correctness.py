@@ -9,37 +9,14 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from autodiff_helpers import backend_params, dev, fdt, host  # noqa: F401
 
 RNG = np.random.default_rng(11)
 
 
-def _backends():
-    out = [pytest.param("CPU", id="CPU"), pytest.param("INTERP", id="INTERP")]
-    avail = tk.backends()
-    for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU")):
-        ok, why = avail.get(name, (False, "unknown"))
-        out.append(pytest.param(dev, id=dev, marks=() if ok else pytest.mark.skip(reason=f"{name}: {why}")))
-    return out
-
-
-@pytest.fixture(params=_backends(), scope="module")
+@pytest.fixture(params=backend_params('CPU', 'INTERP', 'CL', 'WEBGPU'), scope="module")
 def be(request):
     return tk.backend(request.param)
-
-
-def fdt(be):
-    """The float dtype the tests use on a backend: float64, or float32 where it has none."""
-    return np.float64 if be.supports_float64 else np.float32
-
-
-def dev(x, be, dtype=None):
-    """``x`` (a copy) as an array of ``be``: NumPy on host backends, a device array otherwise."""
-    h = np.array(x, dtype=dtype or fdt(be))
-    return h if be.is_host else tk.asarray(h, backend=be)
-
-
-def host(a):
-    return np.asarray(a.numpy() if isinstance(a, tk.Array) else a, dtype=np.float64)
 
 
 def tol(be):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from autodiff_helpers import backend_params, dev, fdt, host  # noqa: F401
 from tinykernels.passes import autodiff as PAD
 from tinykernels.testing import fuzz as F
 
@@ -21,30 +22,9 @@ GRAD = F.Options(grad=True)
 AD = importlib.import_module("tinykernels.autodiff")     # the module (tk.autodiff is the function)
 
 
-def _backends():
-    out = [pytest.param("INTERP", id="INTERP"),
-           pytest.param("CPU", id="CPU", marks=() if CPU_OK else pytest.mark.skip(reason="no C compiler"))]
-    ok, why = tk.backends().get("OpenCL", (False, "unknown"))
-    out.append(pytest.param("CL", id="CL", marks=() if ok else pytest.mark.skip(reason=f"OpenCL: {why}")))
-    return out
-
-
-@pytest.fixture(params=_backends(), scope="module")
+@pytest.fixture(params=backend_params('INTERP', 'CPU', 'CL'), scope="module")
 def be(request):
     return tk.backend(request.param)
-
-
-def fdt(be):
-    return np.float64 if be.supports_float64 else np.float32
-
-
-def dev(x, be, dtype=None):
-    h = np.array(x, dtype=dtype or fdt(be))
-    return h if be.is_host else tk.asarray(h, backend=be)
-
-
-def host(a):
-    return np.asarray(a.numpy() if isinstance(a, tk.Array) else a, dtype=np.float64)
 
 
 # ----------------------------------------------------------------------------- the generator

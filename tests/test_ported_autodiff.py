@@ -8,35 +8,14 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from autodiff_helpers import backend_params, dev, fdt, host  # noqa: F401
 
 RNG = np.random.default_rng(2026)
 
 
-def _backends():
-    out = [pytest.param(n, id=n) for n in ("CPU", "INTERP", "INTERP:CHECK")]
-    avail = tk.backends()
-    for name, d in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"), ("CUDA", "CUDA")):
-        ok, why = avail.get(name, (False, "unknown"))
-        out.append(pytest.param(d, id=d, marks=() if ok else pytest.mark.skip(reason=f"{name}: {why}")))
-    return out
-
-
-@pytest.fixture(params=_backends(), scope="module")
+@pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
 def be(request):
     return tk.backend(request.param)
-
-
-def fdt(be):
-    return np.float64 if be.supports_float64 else np.float32
-
-
-def dev(x, be, dtype=None):
-    h = np.array(x, dtype=dtype or fdt(be))
-    return h if be.is_host else tk.asarray(h, backend=be)
-
-
-def host(a):
-    return np.array(a.numpy() if isinstance(a, tk.Array) else a, dtype=np.float64)
 
 
 def _loss(be, fn, args, seeds, dtypes):

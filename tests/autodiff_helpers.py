@@ -1,0 +1,41 @@
+"""Shared by the autodiff test files: backend parameters, and arrays in the precision a backend
+tests gradients in (float64, or float32 where it has none)."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+
+_NAMES = {"CL": "OpenCL", "WEBGPU": "WebGPU", "CUDA": "CUDA"}
+
+
+def backend_params(*devs: str) -> list:
+    """pytest parameters for the DEV strings ``devs``, each skipped (with the reason) where this
+    machine lacks it (the interpreter is always there)."""
+    avail = tk.backends()
+    out = []
+    for d in devs:
+        if d.startswith("INTERP"):
+            ok, why = True, ""
+        elif d == "CPU":
+            ok, why = tk.CPU.available()[0], "no C compiler for the CPU backend"
+        else:
+            ok, why = avail.get(_NAMES[d], (False, "unknown"))
+            why = f"{_NAMES[d]}: {why}"
+        out.append(pytest.param(d, id=d, marks=() if ok else pytest.mark.skip(reason=why)))
+    return out
+
+
+def fdt(be):
+    """The float dtype the tests use on a backend: float64, or float32 where it has none."""
+    return np.float64 if be.supports_float64 else np.float32
+
+
+def dev(x, be, dtype=None):
+    """``x`` (a copy) as an array of ``be``: NumPy on host backends, a device array otherwise."""
+    h = np.array(x, dtype=dtype or fdt(be))
+    return h if be.is_host else tk.asarray(h, backend=be)
+
+
+def host(a):
+    """A float64 NumPy copy of a host or device array."""
+    return np.array(a.numpy() if isinstance(a, tk.Array) else a, dtype=np.float64)
