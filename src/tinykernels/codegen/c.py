@@ -906,20 +906,15 @@ class CRenderer(CLikeRenderer):
             self.at(s.loc)
             self.w(f"tk_load_halves(&{self.element(bd.out, zero)}, &{self.element(bd.a, bd.i)}, {bd.n}, {bd.stride});")
             return
-        if isinstance(bd, N.NibbleLookup) and not self.k.debug and bd.a.contiguous and bd.out.contiguous \
-                and bd.table.contiguous:
+        lookup = isinstance(bd, N.NibbleLookup)
+        if (lookup or isinstance(bd, N.ByteLoad)) and not self.k.debug and bd.a.contiguous \
+                and bd.out.contiguous and (not lookup or bd.table.contiguous):
             self.byte_runs = True
             zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
+            table = f"&{self.element(bd.table, zero)}, " if lookup else ""
             self.at(s.loc)
-            self.w(f"tk_lookup_u4(&{self.element(bd.out, zero)}, &{self.element(bd.table, zero)}, "
+            self.w(f"tk_{'lookup_u4' if lookup else 'load_i8'}(&{self.element(bd.out, zero)}, {table}"
                    f"&{self.element(bd.a, bd.i)}, {bd.n}, {self.scale_args(bd.scale)});")
-            return
-        if isinstance(bd, N.ByteLoad) and not self.k.debug and bd.a.contiguous and bd.out.contiguous:
-            self.byte_runs = True
-            zero = [N.Const(bd.i[-1].ty, s.loc, 0)]
-            self.at(s.loc)
-            self.w(f"tk_load_i8(&{self.element(bd.out, zero)}, &{self.element(bd.a, bd.i)}, {bd.n}, "
-                   f"{self.scale_args(bd.scale)});")
             return
         if isinstance(bd, N.ByteDot) and not self.k.debug and bd.a.contiguous and bd.b.contiguous \
                 and bd.out.contiguous and (bd.start is None or bd.start[0].contiguous):
