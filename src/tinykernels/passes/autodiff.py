@@ -67,6 +67,15 @@ def diff_params(k: N.Kernel) -> list:
     return out
 
 
+def own_partials_unit(e: N.Expr) -> bool:
+    """Whether the chain rule through the operation ``e`` itself (not its operands) multiplies
+    the adjoint by constants +-1 only (sums, differences, floor divisions' zero, calls without
+    derivatives): no guard is needed at ``e``, its operands' operations guard themselves."""
+    if isinstance(e, N.BinOp):
+        return e.op in ("+", "-", "//")
+    return isinstance(e, N.Call) and linear(e)
+
+
 @dataclass
 class TapePlan:
     """How big each work item's tape is: ``static`` (counts known at compile time) or not."""
@@ -660,7 +669,7 @@ class _Reverse:
         if isinstance(e, (N.BinOp, N.Call)):
             body: list = []
             (self.bp_binop if isinstance(e, N.BinOp) else self.bp_call)(e, g, body)
-            if body and isinstance(g, N.Var) and not linear(e):
+            if body and isinstance(g, N.Var) and not own_partials_unit(e):
                 # a zero adjoint contributes nothing, whatever the partials: the adjoint of an
                 # overflowing operand whose consumer saturates (tanh(pow(a, b)) with pow = inf:
                 # tanh' = 0) is 0, and 0 * inf would be NaN
