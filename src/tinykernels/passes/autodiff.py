@@ -68,12 +68,29 @@ def diff_params(k: N.Kernel) -> list:
 
 
 def own_partials_unit(e: N.Expr) -> bool:
-    """Whether the chain rule through the operation ``e`` itself (not its operands) multiplies
-    the adjoint by constants +-1 only (sums, differences, floor divisions' zero, calls without
-    derivatives): no guard is needed at ``e``, its operands' operations guard themselves."""
+    """Whether the chain rule through the operation ``e`` itself (not its operands) cannot turn
+    a zero adjoint into NaN, so no zero-adjoint guard is needed at ``e`` (its operands'
+    operations guard themselves): sums and differences (partials +-1), floor divisions, calls
+    without derivatives, and a product whose factors are plain inputs (loads, arguments,
+    constants and their sums and products: a partial there is infinite only where an input
+    is, as in PyTorch and JAX). Calls (``exp``, ``pow``, ...), divisions and products with
+    a computed local keep the guard: their partials overflow from finite inputs."""
     if isinstance(e, N.BinOp):
-        return e.op in ("+", "-", "//")
+        if e.op in ("+", "-", "//"):
+            return True
+        return e.op == "*" and _plain(e.a) and _plain(e.b)
     return isinstance(e, N.Call) and linear(e)
+
+
+def _plain(e: N.Expr) -> bool:
+    """Built from loads, arguments and constants by +, -, * and casts only."""
+    if isinstance(e, (N.Load, N.Arg, N.Const, N.Index, N.Shape)):
+        return True
+    if isinstance(e, N.Cast):
+        return _plain(e.a)
+    if isinstance(e, N.Unary):
+        return e.op == "-" and _plain(e.a)
+    return isinstance(e, N.BinOp) and e.op in ("+", "-", "*") and _plain(e.a) and _plain(e.b)
 
 
 @dataclass
