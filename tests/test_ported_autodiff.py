@@ -25,18 +25,20 @@ def _loss(be, fn, args, seeds, dtypes):
     return sum(float((host(dargs[k]) * s).sum()) for k, s in seeds.items())
 
 
-def check_reverse(be, fn, args, seeds, wrt, active=(), dtypes=None):
-    """Reverse mode of ``fn(*args)`` for the loss ``sum(seeds[k] * args[k])`` against central
-    differences: array arguments in ``wrt`` (indices) get checked gradients, scalars in
-    ``active`` are tk.Active. Arrays named in neither are tk.Const."""
+def _dtypes_and_tolerances(be, args, dtypes):
+    """Each argument's dtype (the backend's float unless given) and (eps, rtol, atol)."""
     dtypes = dtypes or {}
     dtypes = {k: dtypes.get(k, fdt(be)) for k in range(len(args))}
-    f64 = be.supports_float64
-    eps, rtol, atol = (1e-6, 1e-5, 1e-7) if f64 else (1e-2, 3e-2, 3e-3)
+    return dtypes, ((1e-6, 1e-5, 1e-7) if be.supports_float64 else (1e-2, 3e-2, 3e-3))
+
+
+def _wrap(be, args, shadow_values, duplicated, active, dtypes):
+    """tk.Duplicated for the arrays in ``duplicated`` (shadows start from ``shadow_values`` or
+    zeros), tk.Active for the scalars in ``active``, tk.Const for the rest; and the shadows."""
     wrapped, shadows = [], {}
     for k, a in enumerate(args):
-        if isinstance(a, np.ndarray) and (k in wrt or k in seeds):
-            shadows[k] = dev(seeds.get(k, np.zeros(a.shape)), be, dtypes[k])
+        if isinstance(a, np.ndarray) and k in duplicated:
+            shadows[k] = dev(shadow_values.get(k, np.zeros(a.shape)), be, dtypes[k])
             wrapped.append(tk.Duplicated(dev(a, be, dtypes[k]), shadows[k]))
         elif k in active:
             wrapped.append(tk.Active(a))
@@ -44,6 +46,15 @@ def check_reverse(be, fn, args, seeds, wrt, active=(), dtypes=None):
             wrapped.append(tk.Const(dev(a, be, dtypes[k])))
         else:
             wrapped.append(tk.Const(a))
+    return wrapped, shadows
+
+
+def check_reverse(be, fn, args, seeds, wrt, active=(), dtypes=None):
+    """Reverse mode of ``fn(*args)`` for the loss ``sum(seeds[k] * args[k])`` against central
+    differences: array arguments in ``wrt`` (indices) get checked gradients, scalars in
+    ``active`` are tk.Active. Arrays named in neither are tk.Const."""
+    dtypes, (eps, rtol, atol) = _dtypes_and_tolerances(be, args, dtypes)
+    wrapped, shadows = _wrap(be, args, seeds, set(wrt) | set(seeds), active, dtypes)
     got_scalars = tk.autodiff(tk.Reverse, fn, *wrapped)
     for k in wrt:
         g = host(shadows[k])
@@ -66,19 +77,8 @@ def check_reverse(be, fn, args, seeds, wrt, active=(), dtypes=None):
 def check_forward(be, fn, args, tangents, outs, dtypes=None):
     """Forward mode: the tangents of the outputs ``outs`` along ``tangents`` (index -> array)
     against central differences of the primal program along the same direction."""
-    dtypes = dtypes or {}
-    dtypes = {k: dtypes.get(k, fdt(be)) for k in range(len(args))}
-    f64 = be.supports_float64
-    eps, rtol, atol = (1e-6, 1e-5, 1e-7) if f64 else (1e-2, 3e-2, 3e-3)
-    wrapped, shadows = [], {}
-    for k, a in enumerate(args):
-        if isinstance(a, np.ndarray) and (k in tangents or k in outs):
-            shadows[k] = dev(tangents.get(k, np.zeros(a.shape)), be, dtypes[k])
-            wrapped.append(tk.Duplicated(dev(a, be, dtypes[k]), shadows[k]))
-        elif isinstance(a, np.ndarray):
-            wrapped.append(tk.Const(dev(a, be, dtypes[k])))
-        else:
-            wrapped.append(tk.Const(a))
+    dtypes, (eps, rtol, atol) = _dtypes_and_tolerances(be, args, dtypes)
+    wrapped, shadows = _wrap(be, args, tangents, set(tangents) | set(outs), (), dtypes)
     tk.autodiff(tk.Forward, fn, *wrapped)
 
     def run(sign):
