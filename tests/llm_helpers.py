@@ -72,3 +72,22 @@ def python_calls(f) -> set:
     finally:
         sys.setprofile(None)
     return seen
+
+
+def run_at_bytedot_level(script_template: str, level: str, tmp_path) -> str:
+    """Run ``script_template`` (formatted with ``here``, this directory) in a new Python process
+    whose CPU kernels are compiled with ``TK_CPU_BYTEDOT=level`` (the SIMD level cap of the byte
+    intrinsics: read when a kernel is compiled, so each level needs its own process); assert it
+    exited cleanly and return its stdout."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    script = tmp_path / "levels.py"
+    script.write_text(script_template.format(here=str(here)))
+    env = dict(os.environ, TK_CPU_BYTEDOT=level, TK_QUIET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(here.parent / "src"), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout

@@ -10,9 +10,6 @@ special values (signed zeros, infinities, subnormal products); on the CPU each S
 (AVX-512 ``vpermps``, AVX2 two permutes and a blend, plain C: ``TK_CPU_BYTEDOT``) in its own
 process; debug kernels run the reference loop (bounds checked); the CUDA source compiles with
 NVRTC; bad arguments are a CompileError at the user's line."""
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +17,7 @@ import pytest
 
 import tinykernels as tk
 
-from llm_helpers import backends, compile_error_at_line, get
+from llm_helpers import backends, compile_error_at_line, get, run_at_bytedot_level
 
 HERE = Path(__file__).resolve().parent
 LENGTHS = (16, 7, 24, 40)       # one AVX-512 step; remainder only; 16 + 8; 2 x 16 + 8
@@ -171,13 +168,8 @@ print("RESULT", all(res), len(res))
 def test_every_cpu_level_gives_the_same_bits(level, tmp_path):
     """``TK_CPU_BYTEDOT`` caps the SIMD level the kernel is compiled for (a new process each):
     plain C, AVX2 (two table halves and a blend), AVX-512 (where the CPU has it) agree."""
-    script = tmp_path / "levels.py"
-    script.write_text(_LEVEL_SCRIPT.format(here=str(HERE)))
-    env = dict(os.environ, TK_CPU_BYTEDOT=level, TK_QUIET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert f"RESULT True {5 * len(LENGTHS)}" in r.stdout, r.stdout + r.stderr[-3000:]
+    out = run_at_bytedot_level(_LEVEL_SCRIPT, level, tmp_path)
+    assert f"RESULT True {5 * len(LENGTHS)}" in out, out
 
 
 def test_cuda_source_compiles_with_nvrtc():

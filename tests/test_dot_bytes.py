@@ -7,9 +7,6 @@ Checked bit for bit against NumPy (int64 products, lanes of four) with the edge 
 on the CPU each SIMD level (VNNI, AVX2, scalar C: ``TK_CPU_BYTEDOT``) in its own process;
 debug kernels run the reference loop (bounds checked); the CUDA source compiles with NVRTC;
 bad arguments are a CompileError at the user's line."""
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +14,7 @@ import pytest
 
 import tinykernels as tk
 
-from llm_helpers import backends, compile_error_at_line, get
+from llm_helpers import backends, compile_error_at_line, get, run_at_bytedot_level
 
 HERE = Path(__file__).resolve().parent
 
@@ -333,13 +330,8 @@ print("RESULT", res)
 def test_every_cpu_level_gives_the_same_bits(level, tmp_path):
     """``TK_CPU_BYTEDOT`` caps the level chosen when the kernel's library loads (a new
     process each): the scalar C lanes, AVX2, VNNI (where the CPU has it) agree bit for bit."""
-    script = tmp_path / "levels.py"
-    script.write_text(_LEVEL_SCRIPT.format(here=str(HERE)))
-    env = dict(os.environ, TK_CPU_BYTEDOT=level, TK_QUIET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "RESULT [True, True, True, True, True, True, True]" in r.stdout, r.stdout + r.stderr[-3000:]
+    out = run_at_bytedot_level(_LEVEL_SCRIPT, level, tmp_path)
+    assert "RESULT [True, True, True, True, True, True, True]" in out, out
 
 
 def test_cuda_source_compiles_with_nvrtc():

@@ -2,10 +2,6 @@
 float64 of the dequantized weights, on CPU, INTERP (small), CL and WEBGPU; out=, errors, and
 every kernel's CUDA source through NVRTC."""
 import importlib
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +10,7 @@ import tinykernels as tk
 from tinykernels import llm
 from tinykernels.runtime import cuda as rt
 
+from llm_helpers import run_at_bytedot_level
 from llm_quant_helpers import BACKENDS, QTYPES, host, random_blocks, ref_dequantize, to, to_q
 
 mm = importlib.import_module("tinykernels.llm.matmul")
@@ -499,14 +496,8 @@ def test_host_int8_route_is_the_same_at_every_cpu_level(level, tmp_path):
     """``TK_CPU_BYTEDOT`` (read when the kernel is compiled; a new process each): the int8
     route's bits are the model's at the scalar C, AVX2 and VNNI levels (VNNI where the CPU
     has it; the cap is then the CPU's level)."""
-    here = Path(__file__).resolve().parent
-    script = tmp_path / "levels.py"
-    script.write_text(_LEVEL_SCRIPT.format(here=str(here)))
-    env = dict(os.environ, TK_CPU_BYTEDOT=level, TK_QUIET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(here.parent / "src"), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "RESULT True" in r.stdout, r.stdout + r.stderr[-3000:]
+    out = run_at_bytedot_level(_LEVEL_SCRIPT, level, tmp_path)
+    assert "RESULT True" in out, out
 
 
 def test_strided_inputs_are_taken_as_contiguous_copies():
