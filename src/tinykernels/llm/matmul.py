@@ -128,8 +128,8 @@ def gemv_row(acc, da, db, data, r, x, tab, w, bb, q8):
 def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
     """One work item per row, ``LANES`` partial sums (lane ``j``: weights ``k % 32 == j``),
     the blocks in chunks of ``CHUNK`` (:func:`gemv_row`): the chunk's float16 scales, then
-    its weights, a loop nest without control flow whose inner loops the C compiler
-    vectorizes."""
+    its weights, loop nests without control flow around the blocks, whose inner loops the C
+    compiler vectorizes."""
     r = tk.index()
     acc = tk.private(tk.float32, (32,))
     da = tk.private(tk.float32, (CHUNK,))
