@@ -269,3 +269,17 @@ def test_llm_rms_norm_has_one_pass_and_no_prefetch():
     for mode in (norms.PLAIN, norms.RESIDUAL_AFTER):
         s = norms._rms_rows.source("CPU", np.empty_like(x), x, w, x, x, w, 1e-6, mode, False, ndrange=8)
         assert "tk_pf_row" not in s
+
+
+def test_one_cursor_per_row_read_at_several_sites():
+    """The host q4_0/q8_0 GEMVs read a weight row at several lines of inlined ``@tk.func``s,
+    whose row index is a cast of the item's (``tk.int64``/weak int): one row, so one cursor
+    (rows compare without source locations and no-op casts: ``prefetch.row_key``). Each
+    duplicate cursor stepped the same lines again: with four chunk loops the exact GEMV ran
+    1.4-1.8x slower (gemv15)."""
+    import importlib
+    mm = importlib.import_module("tinykernels.llm.matmul")
+    f32 = np.float32
+    for kern, bb in ((mm._gemv_rows_q4_0, 18), (mm._gemv_rows_q8_0, 34)):
+        s = kern.source("CPU", np.zeros(4, f32), np.zeros((4, 128 * bb), np.uint8), np.zeros(4096, f32), ndrange=4)
+        assert "tk_pf_row(&tk_pf0" in s and "tk_pf1" not in s, kern.name

@@ -82,44 +82,65 @@ def q8_0_block_dot(acc, data, r, b, d, x, w):
 
 
 @tk.func
-def next_chunk_scales(ds, dn, data, r, b0, full, bb):
-    """``ds`` = the float16 scales of the chunk of ``CHUNK`` blocks (``bb`` bytes each) at
-    block ``b0`` of row ``r``, which the previous call decoded into ``dn``; then ``dn`` = the
-    next chunk's (while ``b0 + CHUNK < full``). Decoding one chunk ahead takes the scale
-    decode (``tk.load_halves``) off the path from a chunk's bytes to its weights: on the CPU
-    the C compiler then overlaps it with the previous chunk's blocks."""
+def chunk_dot(acc, data, r, b0, ds, x, tab, w, q8):
+    """The ``CHUNK`` blocks of row ``r`` from block ``b0`` into ``acc``, block ``b0 + t``
+    scaled by ``ds[t]``: :func:`q8_0_block_dot` (``q8``) or :func:`q4_0_block_dot`."""
     for t in range(CHUNK):
-        ds[t] = dn[t]
-    if b0 + CHUNK < full:
-        tk.load_halves(dn, data, (r, (b0 + CHUNK) * bb), CHUNK, bb)
+        if q8:
+            q8_0_block_dot(acc, data, r, b0 + t, ds[t], x, w)
+        else:
+            q4_0_block_dot(acc, data, r, b0 + t, ds[t], x, tab, w)
+
+
+@tk.func
+def gemv_row(acc, da, db, data, r, x, tab, w, bb, q8):
+    """``acc[j]`` += the terms of lane ``j`` of row ``r`` (blocks of ``bb`` bytes; Q8_0 when
+    ``q8``, else Q4_0). Whole chunks of ``CHUNK`` blocks go in pairs, their float16 scales
+    decoded one chunk ahead (``tk.load_halves``) into two arrays by turns, ``da`` for the
+    even chunks and ``db`` for the odd ones: a chunk's scale decode is off the path from its
+    bytes to its weights (the C compiler overlaps it with the previous chunk's blocks), and
+    no array is overwritten while its scales are still to be read, so the C compiler takes
+    each block's scale straight from memory as the table multiply's broadcast operand
+    (``vmulps m32{1to16}``: a load) rather than copying the chunk's scales into registers and
+    broadcasting one per block (a shuffle, on the shuffle pipes the weights' permutes need).
+    The blocks after the last whole chunk decode their own scales (``half_at_host``)."""
+    nb = data.shape[1] // bb
+    full = nb - nb % CHUNK
+    pairs = nb - nb % (2 * CHUNK)
+    if full > 0:
+        tk.load_halves(da, data, (r, 0), CHUNK, bb)
+    for b0 in range(0, pairs, 2 * CHUNK):
+        tk.load_halves(db, data, (r, (b0 + CHUNK) * bb), CHUNK, bb)
+        chunk_dot(acc, data, r, b0, da, x, tab, w, q8)
+        if b0 + 2 * CHUNK < full:
+            tk.load_halves(da, data, (r, (b0 + 2 * CHUNK) * bb), CHUNK, bb)
+        chunk_dot(acc, data, r, b0 + CHUNK, db, x, tab, w, q8)
+    if pairs < full:
+        chunk_dot(acc, data, r, pairs, da, x, tab, w, q8)
+    for b in range(full, nb):
+        if q8:
+            q8_0_block_dot(acc, data, r, b, half_at_host(data, r, b * bb), x, w)
+        else:
+            q4_0_block_dot(acc, data, r, b, half_at_host(data, r, b * bb), x, tab, w)
 
 
 @tk.kernel
 def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
-    """One work item per row, ``LANES`` partial sums (lane ``j``: weights ``k % 32 == j``).
-    Blocks go in chunks of ``CHUNK``: the chunk's float16 scales (``tk.load_halves``, decoded
-    one chunk ahead: :func:`next_chunk_scales`), then the chunk's weights, a loop nest
-    without control flow whose inner loops the C compiler vectorizes."""
+    """One work item per row, ``LANES`` partial sums (lane ``j``: weights ``k % 32 == j``),
+    the blocks in chunks of ``CHUNK`` (:func:`gemv_row`): the chunk's float16 scales, then
+    its weights, loop nests without control flow around the blocks, whose inner loops the C
+    compiler vectorizes."""
     r = tk.index()
     acc = tk.private(tk.float32, (32,))
-    ds = tk.private(tk.float32, (CHUNK,))
-    dn = tk.private(tk.float32, (CHUNK,))
+    da = tk.private(tk.float32, (CHUNK,))
+    db = tk.private(tk.float32, (CHUNK,))
     tab = tk.private(tk.float32, (16,))
     w = tk.private(tk.float32, (32,))
     for j in range(32):
         acc[j] = tk.float32(0)
     for v in range(16):
         tab[v] = tk.float32(v - Q4_0_ZERO)
-    nb = data.shape[1] // 18
-    full = nb - nb % CHUNK
-    if full > 0:
-        tk.load_halves(dn, data, (r, 0), CHUNK, 18)
-    for b0 in range(0, full, CHUNK):
-        next_chunk_scales(ds, dn, data, r, b0, full, 18)
-        for t in range(CHUNK):
-            q4_0_block_dot(acc, data, r, b0 + t, ds[t], x, tab, w)
-    for b in range(full, nb):
-        q4_0_block_dot(acc, data, r, b, half_at_host(data, r, b * 18), x, tab, w)
+    gemv_row(acc, da, db, data, r, x, tab, w, 18, False)
     s = tk.float32(0)
     for j in range(32):
         s += acc[j]
@@ -131,21 +152,13 @@ def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
     """As :func:`_gemv_rows_q4_0`, for Q8_0 blocks."""
     r = tk.index()
     acc = tk.private(tk.float32, (32,))
-    ds = tk.private(tk.float32, (CHUNK,))
-    dn = tk.private(tk.float32, (CHUNK,))
+    da = tk.private(tk.float32, (CHUNK,))
+    db = tk.private(tk.float32, (CHUNK,))
+    tab = tk.private(tk.float32, (16,))
     w = tk.private(tk.float32, (32,))
     for j in range(32):
         acc[j] = tk.float32(0)
-    nb = data.shape[1] // 34
-    full = nb - nb % CHUNK
-    if full > 0:
-        tk.load_halves(dn, data, (r, 0), CHUNK, 34)
-    for b0 in range(0, full, CHUNK):
-        next_chunk_scales(ds, dn, data, r, b0, full, 34)
-        for t in range(CHUNK):
-            q8_0_block_dot(acc, data, r, b0 + t, ds[t], x, w)
-    for b in range(full, nb):
-        q8_0_block_dot(acc, data, r, b, half_at_host(data, r, b * 34), x, w)
+    gemv_row(acc, da, db, data, r, x, tab, w, 34, True)
     s = tk.float32(0)
     for j in range(32):
         s += acc[j]

@@ -19,7 +19,7 @@ the renderer issues it only for rows inside the array's bounds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ..ir import nodes as N
 from .uniformity import defs
@@ -174,9 +174,26 @@ def next_rows(k: N.Kernel, grouped: bool, ranges: int) -> list:
         if resolve(e.index[-1], env) is not None:
             continue        # the last index does not move along the loop: not a row
         row = NextRow(e.array, [bump(i, is_id) for i in lead])
-        if row not in found:
+        if all(row_key(row) != row_key(f) for f in found):
             found.append(row)
     return found
+
+
+def expr_key(e):
+    """``e``'s structure without source locations and with casts to its operand's own type
+    dropped: two loads of one row from different lines (an inlined ``@tk.func``'s, whose row
+    index is a cast of the caller's) have the same key."""
+    if isinstance(e, N.Cast) and e.ty.dtype == e.a.ty.dtype:
+        return expr_key(e.a)
+    if not isinstance(e, N.Expr):
+        return e
+    return (type(e).__name__,) + tuple(expr_key(getattr(e, f.name)) if isinstance(getattr(e, f.name), N.Expr)
+                                       else getattr(e, f.name) for f in fields(e) if f.name != "loc")
+
+
+def row_key(row: NextRow) -> tuple:
+    """What makes two :class:`NextRow` the same row (one prefetch cursor for both)."""
+    return (row.array.name, tuple(expr_key(i) for i in row.lead))
 
 
 def reads_rows(stmts: list, rows: list) -> bool:
