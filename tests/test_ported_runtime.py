@@ -279,3 +279,35 @@ def test_concurrent_processes_compile_one_kernel_into_one_cache(tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0 and "compiles 0" in r.stdout, r.stdout + r.stderr
     assert not [p for p in (tmp_path / "cache").rglob(".tmp*")]
+
+
+# ------------------------------------- SPEC 1/2: a 0-d device array for a scalar parameter
+
+@tk.kernel
+def third(O, s):
+    i = tk.index()
+    O[i] = s / 3
+
+
+@tk.kernel
+def set0d(S, v):
+    S[()] = v
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_a_0d_array_is_a_scalar_argument_on_every_backend(dev):
+    """A 0-d OpenCL/WebGPU array passed for a scalar parameter was a CompileError ('array 's'
+    used where a number is expected') where the CPU reads its value, as Warp and Numba read
+    0-d arrays; relaunches read the new value. Indexed (S[()]) it stays an array."""
+    b = tk.backend(dev)
+    s = tk.full((), 3.0, tk.float32, backend=b)
+    for v in (3.0, 6.0, 9.0):
+        tk.copyto(s, np.float32(v)).wait()
+        out = tk.zeros(1, tk.float32, backend=b)
+        third(b)(out, s, ndrange=1).wait()
+        assert out.numpy()[0] == np.float32(v) / np.float32(3)          # float32: a strong scalar
+    out = tk.zeros(1, tk.float32, backend=b)
+    third(b)(out, tk.full((), 7, tk.int32, backend=b), ndrange=1).wait()
+    assert out.numpy()[0] == np.float32(7 / 3)                           # int32 / int -> float64, stored
+    set0d(b)(s, 5.0, ndrange=1).wait()
+    assert s.numpy()[()] == 5.0
