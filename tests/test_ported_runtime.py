@@ -311,3 +311,21 @@ def test_a_0d_array_is_a_scalar_argument_on_every_backend(dev):
     assert out.numpy()[0] == np.float32(7 / 3)                           # int32 / int -> float64, stored
     set0d(b)(s, 5.0, ndrange=1).wait()
     assert s.numpy()[()] == 5.0
+
+
+def test_host_random_errors_name_the_function_and_argument():
+    """'expected integers, got dtype float64' and 'n must be non-negative' named neither the
+    function nor the argument (as jax.random's and NumPy's errors do)."""
+    k = tk.random.key(1)
+    with pytest.raises(TypeError, match=r"tk.random.uniform: the counter must be an integer"):
+        tk.random.uniform(k, 1.5)
+    with pytest.raises(TypeError, match=r"tk.random.normal: the key must be an integer"):
+        tk.random.normal(1.5, 1)
+    with pytest.raises(TypeError, match=r"tk.random.bits: the counter must be an integer"):
+        tk.random.bits(k, np.array([1.0]))
+    with pytest.raises(ValueError, match=r"tk.random.split: n must be non-negative, got -1"):
+        tk.random.split(k, -1)
+    with pytest.raises(ValueError, match=r"tk.random.split: the key must be a single key, got an array of shape \(2,\)"):
+        tk.random.split(np.array([k, k]), 2)
+    assert np.array_equal(tk.random.split(k, 5)[:3], tk.random.split(k, 3))     # a prefix: same keys
+    assert len(set(tk.random.split(k, 4096).tolist()) | {int(k)}) == 4097        # distinct, and not k
