@@ -329,3 +329,37 @@ def test_host_random_errors_name_the_function_and_argument():
         tk.random.split(np.array([k, k]), 2)
     assert np.array_equal(tk.random.split(k, 5)[:3], tk.random.split(k, 3))     # a prefix: same keys
     assert len(set(tk.random.split(k, 4096).tolist()) | {int(k)}) == 4097        # distinct, and not k
+
+
+# ---------------------------------------- SPEC 5: backend= and the array API's from_dlpack
+
+@pytest.mark.parametrize("make", [lambda b: tk.zeros(3, backend=b), lambda b: tk.full(3, 1.0, tk.float32, b),
+                                  lambda b: tk.asarray([1.0], backend=b),
+                                  lambda b: tk.from_blob(np.zeros(2).ctypes.data, 2, tk.float64, b)])
+def test_a_backend_that_is_not_one_is_a_type_error_naming_backend(make):
+    """tk.zeros(3, backend=5) said 'arrays on the int backend is not implemented yet'."""
+    for bad in (5, object(), 1.5):
+        with pytest.raises(TypeError, match=rf"backend= must be a backend \(tk.CPU\(\), ...\) or a DEV string, "
+                                            rf"got {type(bad).__name__}"):
+            make(bad)
+
+
+def test_from_dlpack_takes_the_array_api_device_keyword():
+    x = np.arange(3, dtype=np.float32)
+    for dev in (None, "CPU", tk.CPU()):                       # where x lives: a view
+        v = tk.from_dlpack(x, device=dev)
+        v.numpy()[0] = 7
+        assert x[0] == 7 and v.backend == tk.CPU()
+    c = tk.from_dlpack(x, device="CPU", copy=True)            # a copy on request
+    c.numpy()[0] = 1
+    assert x[0] == 7
+    i = tk.from_dlpack(x, device=tk.Interpreter())
+    assert i.backend == tk.Interpreter() and i.numpy().tolist() == [7, 1, 2]
+    with pytest.raises(TypeError, match=r"device= must be a backend"):
+        tk.from_dlpack(x, device=5)
+    if _available("CL"):
+        cl = tk.backend("CL")
+        d = tk.from_dlpack(x, device=cl)                       # moved: a copy there
+        assert d.backend == cl and d.numpy().tolist() == [7, 1, 2]
+        with pytest.raises(ValueError, match=r"copy=False forbids moving it"):
+            tk.from_dlpack(x, device=cl, copy=False)

@@ -67,14 +67,16 @@ def _cpu():
     return b
 
 
-def _resolve_backend(backend):
+def _resolve_backend(backend, what: str = "backend"):
+    """None: the default backend; a DEV string or a backend; anything else a TypeError naming
+    the argument ``what``."""
     if backend is None:
         from .backends import default_backend
         return default_backend()
-    if isinstance(backend, str):
-        from .backends import backend as _make
-        return _make(backend)
-    return backend
+    from .backends import Backend, backend as _make
+    if not isinstance(backend, (str, Backend)):
+        raise TypeError(f"{what}= must be a backend (tk.CPU(), ...) or a DEV string, got {type(backend).__name__}")
+    return _make(backend)
 
 
 def _require_host(backend, what: str):
@@ -406,13 +408,23 @@ def copyto(dst, src, stream=None):
 
 
 @api_boundary
-def from_dlpack(x, *, copy: bool | None = None) -> Array:
+def from_dlpack(x, *, device=None, copy: bool | None = None) -> Array:
     """Wrap an object exporting DLPack (``__dlpack__``) without copying.
 
     Host memory (and CUDA/ROCm device memory with those backends): a tensor on another
     device raises ``ValueError``. ``copy=True`` returns a copy on the same backend instead
     (the array API's ``from_dlpack(x, copy=True)``); ``copy=False`` and ``None`` never copy.
+    ``device`` (the array API's keyword: a backend or a DEV string; None: where ``x`` lives)
+    places the result there: a copy unless it is where ``x`` is (refused with ``copy=False``).
     """
+    if device is not None:
+        target, view = _resolve_backend(device, "device"), from_dlpack(x, copy=copy)
+        if view.backend == target:
+            return view
+        if copy is False:
+            raise ValueError(f"tk.from_dlpack: the {type(x).__name__} is on {view.backend!r}, not on "
+                             f"device={target!r}, and copy=False forbids moving it")
+        return asarray(view, backend=target)
     if copy:
         view = from_dlpack(x)
         if view._host is not None:
