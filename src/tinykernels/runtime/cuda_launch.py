@@ -180,7 +180,7 @@ class CUDAKernelInstance(DeviceKernelInstance):
                                   f"not on {self.backend!r}")
             if not dev._layout.usable:       # else these checks passed once for this layout
                 check_device_array(self.name, name, dev)
-            return self._zero_d_value(dev, name, kind)
+            return dev
         if not launches:
             return KernelInstance._normalize(self, a, name, kind)
         if is_host_array(a):

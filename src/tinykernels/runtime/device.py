@@ -259,18 +259,11 @@ class DeviceKernelInstance(KernelInstance):
             if a.backend != self.backend:
                 raise LaunchError(f"kernel '{self.name}': argument '{name}' is on {a.backend!r}, "
                                   f"not on {self.backend!r}")
-            return self._zero_d_value(a, name, kind)
+            return a
         if kind != "constexpr" and is_host_array(a) and \
                 (getattr(a, "ndim", None) != 0 or self._zero_d_is_array(name, kind)):
             raise self._host_array_error(name)      # (a 0-d host array is a scalar argument, unless indexed)
         return super()._normalize(a, name, kind)
-
-    def _zero_d_value(self, a, name: str, kind: str):
-        """A 0-d device array passed for a scalar parameter: its value (a NumPy scalar, read
-        back now), as a 0-d host array is on the CPU; else the array itself."""
-        if a.ndim == 0 and a.dtype.kind in "biuf" and not self._zero_d_is_array(name, kind):
-            return a.numpy()[()]
-        return a
 
     def source(self, *args, ndrange, workgroupsize=None) -> str:
         """The generated source for these arguments; host arrays stand in for device arrays

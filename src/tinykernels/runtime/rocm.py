@@ -491,7 +491,7 @@ class ROCmKernelInstance(DeviceKernelInstance):
             raise LaunchError(f"kernel '{self.name}': argument '{name}' is on ROCm:{dev.backend.device}, "
                               f"not on {self.backend!r}")
         check_device_array(self.name, name, dev)
-        return self._zero_d_value(dev, name, kind)
+        return dev
 
     def _fits32(self, args, geom, wg) -> bool:
         return fits32(args, geom, (np.ndarray, ROCmArray), wg)
