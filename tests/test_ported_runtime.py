@@ -351,3 +351,18 @@ def test_from_dlpack_takes_the_array_api_device_keyword():
         assert d.backend == cl and d.numpy().tolist() == [7, 1, 2]
         with pytest.raises(ValueError, match=r"copy=False forbids moving it"):
             tk.from_dlpack(x, device=cl, copy=False)
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+@pytest.mark.parametrize("ndrange, match", [
+    (2**64, r"ndrange dimension 0 \(18446744073709551616\) does not fit in 64 bits"),
+    ((range(0, 2**70, 2**66),), r"ndrange dimension 0 \(range\(0, 1180591620717411303424, .*\) does not fit in 64 bits"),
+    ((range(-2**64, 0, 2**62),), r"ndrange dimension 0 .* does not fit in 64 bits"),
+    ((2**40, 2**40), r"ndrange \(1099511627776, 1099511627776\) has 1208925819614629174706176 work items, more than 2\*\*63 - 1"),
+])
+def test_an_ndrange_beyond_64_bits_is_a_launch_error(dev, ndrange, match):
+    """The CPU packed such an ndrange into int64 and failed with a bare 'OverflowError: int too
+    big to convert' (SPEC 9: no bare error from inside; SPEC 2: sizes are LaunchErrors)."""
+    b = tk.backend(dev)
+    with pytest.raises(tk.LaunchError, match=rf"kernel 'inc': {match}"):
+        inc(b)(tk.zeros(4, tk.float32, backend=b), ndrange=ndrange)
