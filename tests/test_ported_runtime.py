@@ -366,3 +366,55 @@ def test_an_ndrange_beyond_64_bits_is_a_launch_error(dev, ndrange, match):
     b = tk.backend(dev)
     with pytest.raises(tk.LaunchError, match=rf"kernel 'inc': {match}"):
         inc(b)(tk.zeros(4, tk.float32, backend=b), ndrange=ndrange)
+
+
+# ------------------------- SPEC 1: source() is a complete translation unit, on any machine
+
+@tk.kernel
+def group_sum(out, x: tk.Const):
+    lid = tk.index(tk.Local, tk.Linear)
+    t = tk.localmem(tk.float32, (64,))
+    t[lid] = x[tk.index()]
+    tk.synchronize()
+    v = tk.group_reduce(t[lid], "add")
+    if lid == 0:
+        tk.atomic_add(out, 0, v)
+
+
+def _source_cases():
+    x = np.ones(64, np.float32)
+    return [(inc, (x,), dict(ndrange=64)),
+            (group_sum, (np.zeros(1, np.float32), x), dict(ndrange=64, workgroupsize=64)),
+            (draws, (x, np.zeros(64, np.uint32), tk.random.key(2)), dict(ndrange=64)),
+            (kat, (np.zeros((3, 4), np.uint32), KAT_IN), dict(ndrange=3)),
+            (coords2, (np.zeros((64, 2), np.int32),), dict(ndrange=(range(2, 10), range(20, 4, -2)), workgroupsize=(2, 4)))]
+
+
+def test_source_compiles_as_is_with_each_backends_compiler(tmp_path):
+    """Warp/CuPy-style: the text source() returns is accepted as is by the C compiler, PoCL,
+    NVRTC and wgpu's WGSL front end (those present here), with no device for CUDA."""
+    tc = compiler.toolchain()                 # the compiler and flags the CPU backend uses
+    checks = {"CPU": lambda src, n: _cc_compiles(list(tc.cmd) + list(tc.flags), src, tmp_path / f"{n}.c")}
+    if _available("CL"):
+        import pyopencl as cl
+        ctx = tk.backend("CL")._dev.ctx
+        checks["CL"] = lambda src, n: cl.Program(ctx, src).build()
+    from tinykernels.runtime.nvrtc import compile_cuda, nvrtc_available
+    if nvrtc_available()[0]:
+        checks["CUDA:1"] = lambda src, n: compile_cuda(src, "sm_80", name=n, cache=False)
+    if _available("WEBGPU"):
+        import wgpu
+        gdev = wgpu.gpu.request_adapter_sync().request_device_sync()
+        checks["WEBGPU"] = lambda src, n: gdev.create_shader_module(code=src)
+    for k, args, kw in _source_cases():
+        for dev, check in checks.items():
+            a = tuple(np.asarray(v, np.int32) if dev == "WEBGPU" and getattr(v, "dtype", None) == np.int64 else v
+                      for v in args)
+            check(k.source(dev, *a, **kw), f"{k.name}_{dev.replace(':', '_')}")
+
+
+def _cc_compiles(cc, src: str, path) -> None:
+    path.write_text(src)
+    r = subprocess.run(cc + ["-c", str(path), "-o", str(path.with_suffix(".o"))],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[:2000]
