@@ -67,14 +67,16 @@ def _cpu():
     return b
 
 
-def _resolve_backend(backend):
+def _resolve_backend(backend, what: str = "backend"):
+    """None: the default backend; a DEV string or a backend; anything else a TypeError naming
+    the argument ``what``."""
     if backend is None:
         from .backends import default_backend
         return default_backend()
-    if isinstance(backend, str):
-        from .backends import backend as _make
-        return _make(backend)
-    return backend
+    from .backends import Backend, backend as _make
+    if not isinstance(backend, (str, Backend)):
+        raise TypeError(f"{what}= must be a backend (tk.CPU(), ...) or a DEV string, got {type(backend).__name__}")
+    return _make(backend)
 
 
 def _require_host(backend, what: str):
@@ -252,10 +254,24 @@ def asarray(obj, backend=None) -> Array:
                                      f"(__cuda_array_interface__), not in host memory, and {backend!r} is not "
                                      "a CUDA backend; use backend=tk.CUDA() or move it to the host first")
                 h = np.asarray(obj)              # lists, tuples, scalars, __array__ objects
+                if isinstance(obj, (list, tuple, int, float)):
+                    h = _narrow_inferred(h, backend)
     if not h.dtype.isnative:                     # '>f4' on a little-endian host: native values
         h = h.astype(h.dtype.newbyteorder("="))
     _check_supported(h, "tk.asarray")
     return _on(backend, h)
+
+
+def _narrow_inferred(h: np.ndarray, backend) -> np.ndarray:
+    """A list's or Python number's inferred float64 (int64) as float32 (int32, where every
+    value fits) on a backend without 64-bit types (WebGPU, Metal): NumPy chose the width,
+    not the caller, as for a kernel's Python float arguments there (SPEC 4)."""
+    narrow = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}.get(h.dtype)
+    if narrow is None or backend.supports(h.dtype):
+        return h
+    if narrow is np.int32 and h.size and (h.min() < -2**31 or h.max() >= 2**31):
+        return h                                 # (refused by the backend, naming the dtype)
+    return h.astype(narrow)
 
 
 def _copy_dtype(x) -> np.dtype | None:
@@ -270,6 +286,16 @@ def _copy_dtype(x) -> np.dtype | None:
     if isinstance(x, (list, tuple, *_SCALARS)):
         return np.asarray(x).dtype
     return None
+
+
+def _is_array_like(x) -> bool:
+    """Whether ``x`` may hold array memory (a tk.Array, or an object exporting DLPack, the
+    CUDA or NumPy array interface); lists, tuples and scalars are values, not memory."""
+    if isinstance(x, Array):
+        return True
+    if isinstance(x, (list, tuple, *_SCALARS)):
+        return False
+    return any(hasattr(x, a) for a in ("__dlpack__", "__cuda_array_interface__", "__array_interface__"))
 
 
 def _shape_or_none(x) -> tuple | None:
@@ -347,10 +373,13 @@ def copyto(dst, src, stream=None):
         if _is_torch(a):                       # a lazy negated/conjugated view: named here, not as "torch tensor"
             check_torch_lazy_view(a, f"tk.copyto: {name}")
     pageable = not isinstance(src, Array)      # host memory that is not a backend's array
+    d = None if _is_device(dst) else as_host_ndarray(dst)
+    if d is None and not _is_array_like(dst):  # before the shapes: a str or a list has one too
+        raise TypeError(f"tk.copyto: dst must be an array (a tk.Array, a NumPy array, a tensor), "
+                        f"got {type(dst).__name__}")
     dshape, sshape = _shape_or_none(dst), _shape_or_none(src)
     if dshape is not None and sshape is not None and sshape != dshape:
         src = _broadcast_source(src, sshape, dshape, stream)
-    d = None if _is_device(dst) else as_host_ndarray(dst)
     if d is not None:
         _check_host_dst(d)
     if _is_device(dst) or _is_device(src):
@@ -363,8 +392,6 @@ def copyto(dst, src, stream=None):
         if why is not None:
             raise ValueError(f"tk.copyto: {why}")
         return dev.backend.copy(dst, src, stream)
-    if d is None:
-        raise TypeError(f"tk.copyto: dst must be a tk.Array or a host array, got {type(dst).__name__}")
     s = as_host_ndarray(src)
     if s is None:
         s = np.asarray(src)
@@ -381,13 +408,23 @@ def copyto(dst, src, stream=None):
 
 
 @api_boundary
-def from_dlpack(x, *, copy: bool | None = None) -> Array:
+def from_dlpack(x, *, device=None, copy: bool | None = None) -> Array:
     """Wrap an object exporting DLPack (``__dlpack__``) without copying.
 
     Host memory (and CUDA/ROCm device memory with those backends): a tensor on another
     device raises ``ValueError``. ``copy=True`` returns a copy on the same backend instead
     (the array API's ``from_dlpack(x, copy=True)``); ``copy=False`` and ``None`` never copy.
+    ``device`` (the array API's keyword: a backend or a DEV string; None: where ``x`` lives)
+    places the result there: a copy unless it is where ``x`` is (refused with ``copy=False``).
     """
+    if device is not None:
+        target, view = _resolve_backend(device, "device"), from_dlpack(x, copy=copy)
+        if view.backend == target:
+            return view
+        if copy is False:
+            raise ValueError(f"tk.from_dlpack: the {type(x).__name__} is on {view.backend!r}, not on "
+                             f"device={target!r}, and copy=False forbids moving it")
+        return asarray(view, backend=target)
     if copy:
         view = from_dlpack(x)
         if view._host is not None:

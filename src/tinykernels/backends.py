@@ -64,6 +64,37 @@ def _interpreter_class():
         return _gpu_unavailable("Interpreter", "the Python interpreter backend is not implemented yet in this release")
 
 
+_INTERP_KINDS = ("INTERP", "INTERPRETER", "PYTHON")
+
+
+def parse_dev(spec: str, source: bool = False) -> tuple[str, str]:
+    """Split and check a DEV string: ``(class name, argument)``, e.g. ``("CUDA", "1")`` for
+    ``"cuda:1"``, ``("Interpreter", "CHECK")``. An unknown kind is ``tk.BackendUnavailable``; a
+    device number (thread count for CPU) that is not a non-negative (positive) integer is a
+    ``ValueError``. WebGPU's argument (an adapter name) and, for ``source()``, ROCm's
+    ``gfx...`` architecture are passed on as they are."""
+    kind, _, arg = spec.strip().partition(":")
+    k, arg = kind.upper(), arg.strip()
+    if k in _INTERP_KINDS:
+        if arg and arg.upper() != "CHECK":
+            raise BackendUnavailable(f"unknown interpreter option {arg!r} in {spec!r}: use INTERP or INTERP:CHECK")
+        return "Interpreter", arg.upper()
+    cls = _KINDS.get(k)
+    if cls is None:
+        raise BackendUnavailable(
+            f"unknown backend {spec!r}: expected one of CPU, CUDA[:n], ROCM[:n], METAL, CL, WEBGPU, INTERP, JAX[:n]")
+    name = "CPU" if cls is CPU else cls
+    if not arg or name == "WebGPU" or (source and name == "ROCm" and arg.lower().startswith("gfx")):
+        return name, arg
+    if name == "CPU" and (not arg.isdigit() or int(arg) < 1):
+        raise ValueError(f"bad thread count {arg!r} in the DEV string {spec!r}: expected a positive integer "
+                         f"(e.g. '{kind}:1')")
+    if not arg.isdigit():
+        raise ValueError(f"bad device number {arg!r} in the DEV string {spec!r}: expected a non-negative integer "
+                         f"(e.g. '{kind}:1')")
+    return name, arg
+
+
 @api_boundary
 def backend(spec) -> Backend:
     """Make a backend from a DEV string (``"CPU"``, ``"CUDA:1"``, ``"CL"``, ``"INTERP"``) or return a backend as is."""
@@ -71,27 +102,15 @@ def backend(spec) -> Backend:
         return spec
     if not isinstance(spec, str):
         raise TypeError(f"expected a backend or a DEV string, got {type(spec).__name__}")
-    kind, _, arg = spec.strip().partition(":")
-    k = kind.upper()
-    if k in ("INTERP", "INTERPRETER", "PYTHON"):
-        if arg and arg.upper() != "CHECK":
-            raise BackendUnavailable(f"unknown interpreter option {arg!r} in {spec!r}: use INTERP or INTERP:CHECK")
+    name, arg = parse_dev(spec)
+    if name == "Interpreter":
         return _interpreter_class()(check=True) if arg else _interpreter_class()()
-    cls = _KINDS.get(k)
-    if isinstance(cls, str):
-        cls = _runtime_class(cls)
-    if cls is None:
-        raise BackendUnavailable(
-            f"unknown backend {spec!r}: expected one of CPU, CUDA[:n], ROCM[:n], METAL, CL, WEBGPU, INTERP, JAX[:n]")
-    if cls.__name__ == "WebGPU":
-        return cls(int(arg) if arg.isdigit() else arg) if arg else cls()
-    if arg and not arg.strip().isdigit():
-        what = "thread count" if cls is CPU else "device number"
-        raise ValueError(f"bad {what} {arg!r} in the DEV string {spec!r}: expected a non-negative integer "
-                         f"(e.g. '{kind}:1')")
-    if cls is CPU:
+    if name == "CPU":
         return CPU(threads=int(arg)) if arg else CPU()
-    if cls.__name__ == "OpenCL":
+    cls = _runtime_class(name)
+    if name == "WebGPU":
+        return cls(int(arg) if arg.isdigit() else arg) if arg else cls()
+    if name == "OpenCL":
         return cls(device=int(arg)) if arg else cls()
     return cls(int(arg)) if arg else cls()
 
@@ -99,7 +118,10 @@ def backend(spec) -> Backend:
 @lru_cache(maxsize=None)
 def _default_from_env(dev: str | None) -> Backend:
     if dev:
-        return backend(dev)
+        try:
+            return backend(dev)
+        except (BackendUnavailable, ValueError) as e:   # say where the string came from
+            raise type(e)(f"the DEV environment variable ({dev!r}): {e}") from None
     for cls in (_runtime_class("CUDA"), _runtime_class("ROCm"), _runtime_class("Metal")):
         if cls.available()[0]:
             return cls()

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import globalreads, lang
 from .lang import Func
-from .backends import Backend, backend as make_backend
+from .backends import Backend, backend as make_backend, parse_dev
 from .runtime.base import (DEFAULT_WORKGROUP, GROUPED_FEATURES, RECORDERS, KernelInstance,  # noqa: F401
                            _check_debug, _norm_wg, bind_launch_args, expand_wg, launch_checks,
                            parse_ndrange)
@@ -209,15 +209,14 @@ class Kernel:
 def _source_target(dev: str):
     """For ``source()``: the device-free renderer target of a GPU DEV string (CUDA C++, HIP
     C++ and MSL need no device), else the DEV string itself."""
-    kind, _, rest = dev.strip().partition(":")
-    kind = kind.upper()
-    if kind in ("CUDA", "GPU", "NV"):
+    kind, rest = parse_dev(dev, source=True)      # a bad DEV string fails as in tk.backend
+    if kind == "CUDA":
         from .runtime.cuda import CUDATarget
         return CUDATarget()
-    if kind in ("ROCM", "HIP", "AMD"):
+    if kind == "ROCm":
         from .runtime.rocm import ROCmTarget       # gfx90a, or "ROCm:gfx1100" for that architecture
         return ROCmTarget(rest) if rest.lower().startswith("gfx") else ROCmTarget()
-    if kind == "METAL":
+    if kind == "Metal":
         from .runtime.metal import MetalTarget
         return MetalTarget()
     return dev

@@ -48,8 +48,8 @@ _TWO_PI_F32 = np.float32(6.2831853071795864769)
 _INV_2_24 = np.float32(2.0**-24)
 
 
-def _u32(v: Any) -> np.ndarray:
-    """Convert ints / int arrays to uint32 (wrapping modulo 2**32)."""
+def _u32(v: Any, what: str = "tk.random.philox4x32: a word") -> np.ndarray:
+    """Convert ints / int arrays to uint32 (wrapping modulo 2**32); ``what`` names the argument."""
     if isinstance(v, int):
         return np.asarray(v & 0xFFFFFFFF, dtype=np.uint32)
     a = np.asarray(v)
@@ -59,11 +59,11 @@ def _u32(v: Any) -> np.ndarray:
         return a.astype(np.uint32)
     if a.dtype == object:
         return np.vectorize(lambda x: int(x) & 0xFFFFFFFF, otypes=[np.uint32])(a)
-    raise TypeError(f"expected integers, got dtype {a.dtype}")
+    raise TypeError(f"{what} must be an integer or an integer array, got dtype {a.dtype}")
 
 
-def _u64(v: Any) -> np.ndarray:
-    """Convert ints / int arrays to uint64 (wrapping modulo 2**64)."""
+def _u64(v: Any, what: str) -> np.ndarray:
+    """Convert ints / int arrays to uint64 (wrapping modulo 2**64); ``what`` names the argument."""
     if isinstance(v, int):
         return np.asarray(v & _MASK64, dtype=np.uint64)
     a = np.asarray(v)
@@ -73,7 +73,7 @@ def _u64(v: Any) -> np.ndarray:
         return a.astype(np.uint64)
     if a.dtype == object:
         return np.vectorize(lambda x: int(x) & _MASK64, otypes=[np.uint64])(a)
-    raise TypeError(f"expected integers, got dtype {a.dtype}")
+    raise TypeError(f"{what} must be an integer or an integer array, got dtype {a.dtype}")
 
 
 def _out(a: np.ndarray) -> Any:
@@ -119,8 +119,8 @@ def key(seed: int) -> np.uint64:
     return np.uint64(z ^ (z >> 31))
 
 
-def _key_words(k) -> tuple[np.ndarray, np.ndarray]:
-    k = _u64(k)
+def _key_words(k, fn: str) -> tuple[np.ndarray, np.ndarray]:
+    k = _u64(k, f"tk.random.{fn}: the key")
     return (k & _MASK32).astype(np.uint32), (k >> _SHIFT32).astype(np.uint32)
 
 
@@ -136,10 +136,10 @@ def split(k, n: int) -> np.ndarray:
     except TypeError:
         raise TypeError(f"tk.random.split: n must be an int, got {type(n).__name__} {n!r}") from None
     if n < 0:
-        raise ValueError("n must be non-negative")
+        raise ValueError(f"tk.random.split: n must be non-negative, got {n}")
     if np.ndim(k) != 0:
-        raise ValueError("split expects a single key")
-    k0, k1 = _key_words(k)
+        raise ValueError(f"tk.random.split: the key must be a single key, got an array of shape {np.shape(k)}")
+    k0, k1 = _key_words(k, "split")
     i = np.arange(n, dtype=np.uint64)
     x, y, _, _ = philox4x32((i & _MASK32).astype(np.uint32), (i >> _SHIFT32).astype(np.uint32),
                             _SPLIT_DOMAIN, 0, k0, k1)
@@ -148,21 +148,21 @@ def split(k, n: int) -> np.ndarray:
     return (y << _SHIFT32) | x
 
 
-def _block(k, counter):
-    k0, k1 = _key_words(k)
-    c = _u64(counter)
+def _block(k, counter, fn: str):
+    k0, k1 = _key_words(k, fn)
+    c = _u64(counter, f"tk.random.{fn}: the counter")
     return philox4x32((c & _MASK32).astype(np.uint32), (c >> _SHIFT32).astype(np.uint32), 0, 0, k0, k1)
 
 
 def bits(k, counter):
     """32 random bits (uint32) for each counter; same as C ``tk_rand_bits``."""
-    x, _, _, _ = _block(k, counter)
+    x, _, _, _ = _block(k, counter, "bits")
     return x
 
 
 def uniform(k, counter):
     """Uniform float32 in [0, 1) for each counter; same as C ``tk_rand_uniform``."""
-    x = np.asarray(bits(k, counter))
+    x = np.asarray(_block(k, counter, "uniform")[0])
     return _out((x >> np.uint32(8)).astype(np.float32) * _INV_2_24)
 
 
@@ -172,7 +172,7 @@ def normal(k, counter):
     Each float32 libm step (logf, sqrtf, cosf) is evaluated in float64 and
     rounded to float32, i.e. as by a correctly rounded libm.
     """
-    x, y, _, _ = _block(k, counter)
+    x, y, _, _ = _block(k, counter, "normal")
     x = np.asarray(x)
     y = np.asarray(y)
     u1 = ((x >> np.uint32(8)) + np.uint32(1)).astype(np.float32) * _INV_2_24

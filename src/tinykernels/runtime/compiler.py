@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import linecache
 import os
 import platform
 import re
@@ -397,16 +398,29 @@ def compile_library(source: str, name: str, extra_flags=(), tc: Toolchain | None
     return path
 
 
+def _python_error(stderr: str) -> tuple[str, int, str] | None:
+    """(file, line, message) of the first error at a Python line. An error reported elsewhere
+    (``<command-line>``: a macro from ``CC``'s flags) is placed at the first Python line the
+    compiler's notes name, with the first error's message."""
+    py = re.search(r'^(.*?\.py):(\d+):(?:\d+:)?\s*error:\s*(.*)$', stderr, re.M)
+    if py is not None:
+        return py.group(1), int(py.group(2)), py.group(3)
+    err = re.search(r'error:\s*(.*)$', stderr, re.M)
+    at = re.search(r'^(.*?\.py):(\d+):', stderr, re.M)
+    return (at.group(1), int(at.group(2)), err.group(1)) if err and at else None
+
+
 def _compile_error(name: str, source: str, stderr: str, tc: Toolchain, extra_flags) -> CompileError:
     """Show the Python line (from #line) and the generated lines the compiler rejected."""
-    py = re.search(r'^(.*?\.py):(\d+):(?:\d+:)?\s*error:\s*(.*)$', stderr, re.M)
+    py = _python_error(stderr)
     plain = re.sub(r'^#line .*$', "", source, flags=re.M)
     shown = ""
     with tempfile.TemporaryDirectory() as td:
         p = Path(td) / f"{name}.c"
         p.write_text(plain)
         r = _run(list(tc.cmd) + list(tc.flags) + list(extra_flags) + ["-o", str(Path(td) / "x.so"), str(p)])
-        m = re.search(rf'{re.escape(str(p))}:(\d+):(?:\d+:)?\s*error:', r.stderr)
+        m = (re.search(rf'{re.escape(str(p))}:(\d+):(?:\d+:)?\s*error:', r.stderr)
+             or re.search(rf'{re.escape(str(p))}:(\d+):', r.stderr))   # an error in a macro: its note
         if m:
             ln = int(m.group(1))
             lines = plain.splitlines()
@@ -414,12 +428,16 @@ def _compile_error(name: str, source: str, stderr: str, tc: Toolchain, extra_fla
             shown = "\n".join(f"{'>' if k + 1 == ln else ' '} {k + 1:5d} | {lines[k]}" for k in range(lo, hi))
     msg = f"the C compiler rejected the generated code for kernel '{name}'"
     if py:
-        msg += f" (from {py.group(1)}:{py.group(2)}): {py.group(3)}"
+        msg += f" (from {py[0]}:{py[1]}): {py[2]}"
     else:
         msg += ":\n" + "\n".join(stderr.strip().splitlines()[:10])
     if shown:
         msg += "\ngenerated source:\n" + shown
-    return CompileError(msg, py.group(1) if py else None, int(py.group(2)) if py else None, 0, kernel=name)
+    if not py:
+        return CompileError(msg, kernel=name)
+    text = linecache.getline(py[0], py[1]) or None          # the Python line itself, as the frontend's errors show it
+    col = len(text) - len(text.lstrip()) if text else 0
+    return CompileError(msg, py[0], py[1], col, source_line=text, kernel=name)
 
 
 def python_build_info() -> dict:

@@ -89,7 +89,9 @@ def is_host_array(a) -> bool:
     """Whether a kernel argument is an array in host memory (or an array exporter), not a scalar."""
     if _is_torch(a):
         return a.device.type == "cpu"               # (a tensor on a GPU or 'meta' is not in host memory)
-    return ((isinstance(a, (np.ndarray, Array)) or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__"))
+    if isinstance(a, Array):
+        return a._host is not None                  # (another device backend's array is not either)
+    return ((isinstance(a, np.ndarray) or hasattr(a, "__array_interface__") or hasattr(a, "__dlpack__"))
             and not isinstance(a, np.generic))
 
 
