@@ -9,16 +9,20 @@ from __future__ import annotations
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
 KNOWN_BUGS: dict = {
-    'uniform-side-effects': ("a side effect inside tk.uniform's argument (a @tk.func that calls tk.print) runs once "
-                             "per work item on the CPU (8 lines for 8 items in groups of 4) and once per group on the "
-                             "interpreter, which evaluates the argument in the group's first work item as "
-                             "language.md says (fuzzer seed 44000644, tk.print in functions, wgpu11); open: the "
-                             "generator calls no @tk.func inside tk.uniform while it is excluded"),
 }
 
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'uniform-side-effects': ("a side effect inside tk.uniform's argument (a @tk.func that calls tk.print, stores "
+                             "or updates atomically) ran once per work item on the CPU, OpenCL and WebGPU (8 lines "
+                             "for 8 items in groups of 4) and once per group on the interpreter, which evaluates "
+                             "the argument in the group's first running work item as language.md says (fuzzer "
+                             "seed 44000644, tk.print in functions, wgpu11): the inlined function's statements "
+                             "were emitted as ordinary item-level statements before the uniform",
+        "fixed: the frontend guards the statements a tk.uniform argument emits with `if local index == "
+        "tk.uniform(local index)`, so only the evaluating item (the first running one, on every backend) runs "
+        "them and the uniform reads its result (frontend/intrinsics.py _in_evaluating_item)"),
     'ifexp-side-effects': ("a conditional expression `a if c else b` (and the right operand of `and`/`or`) ran the "
                            "statements of both sides on the compiled backends: a @tk.func's stores, prints or "
                            "guarded loads in the side not chosen happened anyway (fuzzer seed 44000733, --print)",
