@@ -1478,6 +1478,26 @@ def test_bug_wgsl_constant_shift_amount_past_the_width():
     assert got.tolist() == want.tolist()
 
 
+@tk.kernel
+def k_wgsl_const_tree_zero(o, x: tk.Const):
+    i = tk.index()
+    z = tk.float32(tk.int32(1) ** tk.int32(-8))   # 0 (an integer power with a negative exponent)
+    o[i, 0] = x[i] * np.float16(True ** tk.int32(-820547046))
+    o[i, 1] = x[i] * z
+    o[i, 2] = x[i] + z
+
+
+# fixed: wgsl-const-tree-zero
+# (fuzzer seeds 44001178 and 44001270, WebGPU profile: got 0.0 want NaN / -0.0)
+@needs_webgpu
+def test_bug_wgsl_zero_computed_from_constants_is_opaque():
+    x = np.array([np.inf, -np.inf, np.nan, -0.0, -3.0, 2.0], np.float32)
+    got = _run(k_wgsl_const_tree_zero, "WEBGPU", [np.zeros((6, 3), np.float32), x])[0]
+    want = _run(k_wgsl_const_tree_zero, INTERP, [np.zeros((6, 3), np.float32), x])[0]
+    assert np.isnan(want[:3, :2]).all() and np.signbit(want[3:5, :2]).all() and not np.signbit(want[3, 2])
+    assert got.tobytes() == want.tobytes(), (got, want)
+
+
 @tk.func
 def _bump_first(A):
     A[0] += 1.0

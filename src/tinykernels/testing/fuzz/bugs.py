@@ -14,6 +14,15 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'wgsl-const-tree-zero': ("WebGPU (naga + lavapipe's NIR): a float computed from constants only, not a literal "
+                             "(`np.float16(True ** tk.int32(-820547046))`, an integer power with a negative exponent, "
+                             "is 0; `tk.float32(tk.int32(1) ** -8)` in a local), was folded to a constant 0.0 by "
+                             "the drivers, and NIR then folded `x * 0.0` to 0.0 (NaN, inf and negative x) and "
+                             "`x + 0.0` to x (-0.0), as for the literal zeros wgsl-zero-const-fold made opaque "
+                             "(fuzzer seeds 44001178 and 44001270, `got 0.0 want nan` / `want -0.0`)",
+        "fixed: the WGSL renderer makes every float expression built from constants only opaque where it is "
+        "made (`tk_x(...)` around the largest such subtree; codegen/wgsl.py expr, _const_tree), so the value "
+        "stays opaque in a local too; a literal keeps the existing rule (zeros opaque)"),
     'uniform-side-effects': ("a side effect inside tk.uniform's argument (a @tk.func that calls tk.print, stores "
                              "or updates atomically) ran once per work item on the CPU, OpenCL and WebGPU (8 lines "
                              "for 8 items in groups of 4) and once per group on the interpreter, which evaluates "
