@@ -342,8 +342,9 @@ def _in_evaluating_item(lw, node, stmts: list, x: N.Expr) -> N.Expr:
     work item that evaluates the uniform, the group's first running one (whose local index a
     uniform of the local index gives), and returns a local holding ``x`` there (zero in the
     other items, which never read it). Statements that every item must reach (a barrier, a
-    collective) stay unguarded; the uniformity check rejects a divergent one."""
-    if any(isinstance(s, (N.Barrier, N.Collective)) for s in N.walk_stmts(stmts)):
+    collective, a nested tk.uniform) keep them all unguarded, run by every item (open: the
+    uniformity check would reject them under the guard)."""
+    if any(_reached_by_all(s) for s in N.walk_stmts(stmts)):
         lw.out.extend(stmts)
         return x
     loc, t = lw.loc(node), lw.weak_int()
@@ -355,6 +356,11 @@ def _in_evaluating_item(lw, node, stmts: list, x: N.Expr) -> N.Expr:
     is_who = N.Compare(Ty(D.bool_, False), loc, "==", lid, N.Var(lw.types[who], loc, who))
     lw.emit(N.If(loc, is_who, stmts + [N.Assign(loc, val, x)], []))
     return N.Var(x.ty, loc, val)
+
+
+def _reached_by_all(s) -> bool:
+    return isinstance(s, (N.Barrier, N.Collective)) or (
+        isinstance(s, N.Assign) and isinstance(s.value, N.Call) and s.value.fn == "uniform")
 
 
 ATOMIC_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
