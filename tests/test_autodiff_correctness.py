@@ -726,3 +726,76 @@ def test_duplicated_refuses_a_primal_that_is_neither_array_nor_scalar(primal):
     """A list primal used to be accepted and fail only at the launch, far from the mistake."""
     with pytest.raises(TypeError, match="tk.Duplicated: the primal must be an array"):
         tk.Duplicated(primal, [0.0, 0.0])
+
+
+@tk.kernel
+def inf_adjoint(o, x: tk.Const, op: tk.constexpr, inner: tk.constexpr):
+    i = tk.index()
+    v = x[i]
+    r = v
+    if op == 0:
+        r = math.floor(v)
+    elif op == 1:
+        r = v ** 0
+    elif op == 2:
+        r = v * 0.0
+    elif op == 3:
+        r = abs(v)
+    elif op == 4:
+        r = v * v
+    elif op == 5:
+        r = min(v, 5.0)
+    elif op == 6:
+        r = math.trunc(v)
+    elif op == 7:
+        r = v - v
+    elif op == 8:
+        r = math.copysign(2.0, v)
+    elif op == 9:
+        r = math.sqrt(v)
+    elif op == 10:
+        r = 7.0 if v > 0 else v
+    elif op == 11:
+        r = math.exp(v * 0.0)
+    o[i] = math.exp(80.0 + r) if inner else r      # exp(80 + r) overflows: an infinite adjoint inside
+
+
+def _torch_inf_adjoint(torch, op, inner, x, dtype):
+    f = [torch.floor, lambda v: v ** 0, lambda v: v * 0.0, torch.abs, lambda v: v * v,
+         lambda v: torch.clamp(v, max=5.0), torch.trunc, lambda v: v - v,
+         lambda v: torch.copysign(torch.full_like(v, 2.0), v), torch.sqrt,
+         lambda v: torch.where(v > 0, torch.full_like(v, 7.0), v), lambda v: torch.exp(v * 0.0)][op]
+    xt = torch.tensor(x, dtype=dtype, requires_grad=True)
+    r = f(xt)
+    if inner:
+        torch.exp(80.0 + r).backward(torch.ones_like(xt))
+    else:
+        r.backward(torch.full_like(xt, math.inf))
+    return np.zeros_like(x) if xt.grad is None else xt.grad.double().numpy()
+
+
+@pytest.mark.parametrize("inner", [False, True], ids=["inf-seed", "inf-inside"])
+def test_an_infinite_adjoint_times_a_zero_partial_is_what_torch_gives(be, inner):
+    """An infinite adjoint (the seed, or exp overflowing after the operation) meets partials of
+    exactly 0: where PyTorch gives a finite gradient (floor, trunc, x ** 0, copysign's sign
+    operand: no partial at all; min and select route the adjoint to the chosen operand) so does
+    reverse mode; where PyTorch multiplies inf by 0 (x * 0.0, x - x, abs and x * x at 0, exp of
+    x * 0.0) both give NaN (docs/autodiff.md)."""
+    torch = pytest.importorskip("torch")
+    dt = fdt(be)
+    x = np.array([0.0, 2.5, -1.5, 7.0, 9.0], dt)
+    bad = []
+    for op in range(12):
+        dX = dev(np.zeros(5), be)
+        seed = dev(np.ones(5) if inner else np.full(5, np.inf), be)
+        with np.errstate(all="ignore"):
+            tk.autodiff(tk.Reverse, lambda o, x_: inf_adjoint(be)(o, x_, op, inner, ndrange=5),
+                        tk.Duplicated(dev(np.zeros(5), be), seed), tk.Duplicated(dev(x, be), dX))
+        with np.errstate(all="ignore"):
+            want = _torch_inf_adjoint(torch, op, inner, x, torch.float64 if dt == np.float64 else torch.float32)
+        got = host(dX)
+        fin = np.isfinite(want)              # NaN and inf where torch has them; exp's rounding in float32
+        if not (np.array_equal(got[~fin], want[~fin], equal_nan=True) and np.isfinite(got[fin]).all()
+                and np.allclose(got[fin], want[fin], rtol=1e-5, atol=0)):
+            bad.append(f"op {op}: {got.tolist()} != torch {want.tolist()}")
+    assert not bad, "; ".join(bad)

@@ -1414,8 +1414,8 @@ def k_uniform_side_effect(o):
     o[i] = tk.uniform(f_uniform_prints(7))
 
 
+# fixed: uniform-side-effects
 @needs_cpu
-@xfail_bug("uniform-side-effects")
 def test_bug_uniform_argument_runs_once_per_group(capfd):
     # (fuzzer seed 44000644: 2 groups of 4 items print 2 lines on the interpreter, 8 on the CPU)
     counts = []
@@ -1424,6 +1424,39 @@ def test_bug_uniform_argument_runs_once_per_group(capfd):
         _run(k_uniform_side_effect, b, [o], workgroupsize=4, static_wg=(4,))
         counts.append(sum(1 for ln in capfd.readouterr().out.splitlines() if ln.startswith("F 7")))
     assert counts == [2, 2], counts
+
+
+@tk.func
+def f_uniform_claims(cnt, who, x, i):
+    tk.atomic_add(cnt, 0, 1)                      # once per group: the group's count
+    who[i] = 1                                    # by the evaluating item only
+    return x[i] * 10
+
+
+@tk.kernel
+def k_uniform_stores(o, cnt, who, x: tk.Const):
+    i = tk.index()
+    lid = tk.index(tk.Local, tk.Linear)
+    if lid == 0 and i > 0:                        # the first item of every group but the first returns
+        return
+    o[i] = tk.uniform(f_uniform_claims(cnt, who, x, i) if x[0] >= 0 else 0)
+
+
+# fixed: uniform-side-effects (stores and atomics, after a return, a partial last group)
+@pytest.mark.parametrize("backend", ["INTERP", "INTERP:CHECK", "CPU", "CL", "WEBGPU"])
+def test_bug_uniform_argument_side_effects_in_the_evaluating_item_only(backend):
+    """Groups of 4 over 10 items: the first running item of each group (0, 5, 9) runs the
+    function once: 3 atomic adds, 3 marks, and every running item gets that item's x * 10."""
+    available = {"INTERP": True, "INTERP:CHECK": True, "CPU": CPU_OK, "CL": CL_OK,
+                 "WEBGPU": tk.backends().get("WebGPU", (False,))[0]}
+    if not available[backend]:
+        pytest.skip(f"{backend} is not available")
+    x = np.arange(10, dtype=np.int32) + 1
+    o, cnt, who, _ = _run(k_uniform_stores, backend, [np.full(10, -1, np.int32), np.zeros(1, np.int32),
+                                                      np.zeros(10, np.int32), x], workgroupsize=4)
+    assert cnt.tolist() == [3]
+    assert who.tolist() == [1, 0, 0, 0, 0, 1, 0, 0, 0, 1]
+    assert o.tolist() == [10, 10, 10, 10, -1, 60, 60, 60, -1, 100]
 
 
 @tk.kernel
@@ -1443,6 +1476,26 @@ def test_bug_wgsl_constant_shift_amount_past_the_width():
     got = _run(k_wgsl_const_shift, "WEBGPU", [np.zeros((3, 3), np.int32), x])[0]
     want = _run(k_wgsl_const_shift, INTERP, [np.zeros((3, 3), np.int32), x])[0]
     assert got.tolist() == want.tolist()
+
+
+@tk.kernel
+def k_wgsl_const_tree_zero(o, x: tk.Const):
+    i = tk.index()
+    z = tk.float32(tk.int32(1) ** tk.int32(-8))   # 0 (an integer power with a negative exponent)
+    o[i, 0] = x[i] * np.float16(True ** tk.int32(-820547046))
+    o[i, 1] = x[i] * z
+    o[i, 2] = x[i] + z
+
+
+# fixed: wgsl-const-tree-zero
+# (fuzzer seeds 44001178 and 44001270, WebGPU profile: got 0.0 want NaN / -0.0)
+@needs_webgpu
+def test_bug_wgsl_zero_computed_from_constants_is_opaque():
+    x = np.array([np.inf, -np.inf, np.nan, -0.0, -3.0, 2.0], np.float32)
+    got = _run(k_wgsl_const_tree_zero, "WEBGPU", [np.zeros((6, 3), np.float32), x])[0]
+    want = _run(k_wgsl_const_tree_zero, INTERP, [np.zeros((6, 3), np.float32), x])[0]
+    assert np.isnan(want[:3, :2]).all() and np.signbit(want[3:5, :2]).all() and not np.signbit(want[3, 2])
+    assert got.tobytes() == want.tobytes(), (got, want)
 
 
 @tk.func

@@ -1346,6 +1346,15 @@ def _constant_outside(a: N.ArrayInfo, idx: list) -> bool:
     return any(i.value < 0 or (a.space != "global" and k < len(a.shape) and i.value >= a.shape[k])
                for k, i in enumerate(idx))
 
+def _const_tree(e: N.Expr) -> bool:
+    """Whether ``e`` is computed from constants only (a compiler can fold it)."""
+    if isinstance(e, N.Const):
+        return True
+    if isinstance(e, (N.BinOp, N.Unary, N.Compare, N.Select, N.Cast)) or (isinstance(e, N.Call) and e.args):
+        return all(_const_tree(c) for c in N.child_exprs(e))
+    return False
+
+
 class _Scope:
     """A construct that ``break`` leaves: a user loop, or the one-pass loop wrapped around an
     inlined function (``func``) or an item piece (``item``)."""
@@ -1457,7 +1466,17 @@ class WGSLRenderer:
     # --- expressions ------------------------------------------------------------------------
 
     def expr(self, e: N.Expr) -> str:
-        return getattr(self, "e_" + type(e).__name__)(e)
+        if isinstance(e, N.Const) or getattr(self, "_in_const_tree", False) or ctype(e.ty) != "f32" \
+                or not _const_tree(e):
+            return getattr(self, "e_" + type(e).__name__)(e)
+        # a float computed from constants only (f32(ipow(1, -8)), an f16 round trip of one): naga
+        # and NIR fold it, and NIR then folds x * 0.0 to 0.0 and x + -0.0 to x as for a literal
+        # zero (see const); made opaque where it is made, wherever it goes (fuzzer 44001178)
+        self._in_const_tree = True
+        try:
+            return f"tk_x({getattr(self, 'e_' + type(e).__name__)(e)})"
+        finally:
+            self._in_const_tree = False
 
     def e_Const(self, e):
         return self.const(e.value, e.ty, e.loc)

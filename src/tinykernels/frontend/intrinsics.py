@@ -322,14 +322,45 @@ def _synchronize(lw, node):
 
 def _uniform(lw, node):
     """``tk.uniform(e)``: evaluated once per group (by its first work item) into a local that
-    every item reads; backends run it as a group-level statement."""
-    (x,) = _exprs(lw, node, 1, "tk.uniform")
+    every item reads; backends run it as a group-level statement. Statements ``e`` emits (an
+    inlined ``@tk.func``'s prints, stores, atomics) run in that work item only."""
+    if len(node.args) != 1:
+        raise lw.err(node, f"tk.uniform() takes 1 argument(s), got {len(node.args)}")
+    stmts, x = lw.apart(node.args[0])
+    c = compile_time_int(lw, x)
+    if stmts:
+        x = _in_evaluating_item(lw, node, stmts, x)
     name = lw.fresh("uniform")
     lw.assign_var(name, N.Call(x.ty, lw.loc(node), "uniform", [x]), node)
-    c = compile_time_int(lw, x)
     if isinstance(c, N.Const):
         lw.consts[name] = c     # a constant is uniform: still a compile-time value (for shapes)
     return N.Var(lw.types[name], lw.loc(node), name)
+
+
+def _in_evaluating_item(lw, node, stmts: list, x: N.Expr) -> N.Expr:
+    """Emits ``stmts`` (what a ``tk.uniform`` argument ``x`` needs) guarded to run only in the
+    work item that evaluates the uniform, the group's first running one (whose local index a
+    uniform of the local index gives), and returns a local holding ``x`` there (zero in the
+    other items, which never read it). Statements that every item must reach (a barrier, a
+    collective, a nested tk.uniform) keep them all unguarded, run by every item (open: the
+    uniformity check would reject them under the guard)."""
+    if any(_reached_by_all(s) for s in N.walk_stmts(stmts)):
+        lw.out.extend(stmts)
+        return x
+    loc, t = lw.loc(node), lw.weak_int()
+    lid = N.Index(t, loc, "local_linear")
+    who, val = lw.fresh("uniform_item"), lw.fresh("uniform_arg")
+    lw.assign_var(who, N.Call(t, loc, "uniform", [lid]), node)
+    lw.types[val] = x.ty
+    lw.emit(N.Assign(loc, val, N.Const(x.ty, loc, False if x.ty.dtype.kind == "b" else 0)))
+    is_who = N.Compare(Ty(D.bool_, False), loc, "==", lid, N.Var(lw.types[who], loc, who))
+    lw.emit(N.If(loc, is_who, stmts + [N.Assign(loc, val, x)], []))
+    return N.Var(x.ty, loc, val)
+
+
+def _reached_by_all(s) -> bool:
+    return isinstance(s, (N.Barrier, N.Collective)) or (
+        isinstance(s, N.Assign) and isinstance(s.value, N.Call) and s.value.fn == "uniform")
 
 
 ATOMIC_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")

@@ -9,16 +9,30 @@ from __future__ import annotations
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
 KNOWN_BUGS: dict = {
-    'uniform-side-effects': ("a side effect inside tk.uniform's argument (a @tk.func that calls tk.print) runs once "
-                             "per work item on the CPU (8 lines for 8 items in groups of 4) and once per group on the "
-                             "interpreter, which evaluates the argument in the group's first work item as "
-                             "language.md says (fuzzer seed 44000644, tk.print in functions, wgpu11); open: the "
-                             "generator calls no @tk.func inside tk.uniform while it is excluded"),
 }
 
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'wgsl-const-tree-zero': ("WebGPU (naga + lavapipe's NIR): a float computed from constants only, not a literal "
+                             "(`np.float16(True ** tk.int32(-820547046))`, an integer power with a negative exponent, "
+                             "is 0; `tk.float32(tk.int32(1) ** -8)` in a local), was folded to a constant 0.0 by "
+                             "the drivers, and NIR then folded `x * 0.0` to 0.0 (NaN, inf and negative x) and "
+                             "`x + 0.0` to x (-0.0), as for the literal zeros wgsl-zero-const-fold made opaque "
+                             "(fuzzer seeds 44001178 and 44001270, `got 0.0 want nan` / `want -0.0`)",
+        "fixed: the WGSL renderer makes every float expression built from constants only opaque where it is "
+        "made (`tk_x(...)` around the largest such subtree; codegen/wgsl.py expr, _const_tree), so the value "
+        "stays opaque in a local too; a literal keeps the existing rule (zeros opaque)"),
+    'uniform-side-effects': ("a side effect inside tk.uniform's argument (a @tk.func that calls tk.print, stores "
+                             "or updates atomically) ran once per work item on the CPU, OpenCL and WebGPU (8 lines "
+                             "for 8 items in groups of 4) and once per group on the interpreter, which evaluates "
+                             "the argument in the group's first running work item as language.md says (fuzzer "
+                             "seed 44000644, tk.print in functions, wgpu11): the inlined function's statements "
+                             "were emitted as ordinary item-level statements before the uniform",
+        "fixed: the frontend guards the statements a tk.uniform argument emits with `if local index == "
+        "tk.uniform(local index)`, so only the evaluating item (the first running one, on every backend) runs "
+        "them and the uniform reads its result (frontend/intrinsics.py _in_evaluating_item); still open: an "
+        "argument whose function itself calls tk.uniform (or holds a barrier or collective) is left unguarded"),
     'ifexp-side-effects': ("a conditional expression `a if c else b` (and the right operand of `and`/`or`) ran the "
                            "statements of both sides on the compiled backends: a @tk.func's stores, prints or "
                            "guarded loads in the side not chosen happened anyway (fuzzer seed 44000733, --print)",

@@ -1531,13 +1531,7 @@ class Gen:
                 self.collective()
         elif k == "uniform":
             t = self.any_type()
-            funcs = self.funcs
-            if "uniform-side-effects" in self.excl and self.opts.prints > 0:
-                self.funcs = []                     # (a function may print: known bug)
-            try:
-                e = self.expr(t, 2)
-            finally:
-                self.funcs = funcs
+            e = self.expr(t, 2)
             u = self.fresh("u")
             self.emit(f"{u} = tk.uniform({e.code})")
             self.declare(Var(u, t, uni=True, mutable=False))
