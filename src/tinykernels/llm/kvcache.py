@@ -59,7 +59,7 @@ def _append_split(cache, rows, pos, guard: tk.constexpr, chunk):
             st4(cache, c0, c1, p, j, ld4(rows, c0, c1, c2, j))
 
 
-SPLIT_MIN_BYTES = 16 << 10
+SPLIT_MIN_BYTES = 64 << 10
 """The least bytes of a row piece :func:`_append_split` gives one work item."""
 
 
