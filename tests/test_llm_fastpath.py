@@ -681,6 +681,37 @@ def test_residual_rms_norm_and_counter_add_fast_paths_match_general(monkeypatch,
         llm.counter_add(cv(np.zeros(1, np.int64)))
 
 
+def _general_checks(monkeypatch) -> list:
+    """The llm names of the general path's ``backend_of`` calls, as they happen (the fast
+    paths make none; kernels they launch through ``_common.launch`` too)."""
+    checked = []
+    real = C.backend_of
+    monkeypatch.setattr(C, "backend_of", lambda fn, **kw: checked.append(fn) or real(fn, **kw))
+    return checked
+
+
+def _fast_and_general(monkeypatch, checked: list, name: str, f, new_out, typ) -> list:
+    """``f(out)`` with ``out`` None and ``new_out()``, each through the fast path and the
+    general path: the path taken as intended, the result ``out`` or of type ``typ``, the same
+    bits on both; the fast results as NumPy arrays."""
+    fast = []
+    for given in (False, True):
+        results = []
+        for general in (False, True):
+            o = new_out() if given else None
+            checked.clear()
+            with monkeypatch.context() as m:
+                if general:
+                    _general(m)
+                r = f(o)
+            assert bool(checked) == general, (name, checked)
+            assert isinstance(r, typ) and (o is None or r is o), name
+            results.append(np.array(A.as_host_ndarray(r)))
+        assert np.array_equal(_bits(results[0]), _bits(results[1])), name
+        fast.append(results[0])
+    return fast
+
+
 @pytest.mark.parametrize("kind", range(3))
 def test_transpose_and_fp8_dequantize_fast_paths_match_general(monkeypatch, kind):
     """2-D ``transpose`` (strided inputs too) and ``fp8_dequantize`` (torch fp8 tensors through
@@ -703,24 +734,10 @@ def test_transpose_and_fp8_dequantize_fast_paths_match_general(monkeypatch, kind
              "transpose (1, 0)": (lambda o: llm.transpose(x, (1, 0), out=o), (70, 37), np.float32, x0.T),
              "fp8_dequantize": (lambda o: llm.fp8_dequantize(q, 0.25, out=o), (5, 300), np.float16,
                                 (q0.astype(np.float32) * 0.25).astype(np.float16))}
-    checked = []                      # the general path's calls of backend_of (the fast paths make none)
-    real = C.backend_of
-    monkeypatch.setattr(C, "backend_of", lambda fn, **k: checked.append(fn) or real(fn, **k))
+    checked = _general_checks(monkeypatch)
     for name, (f, shape, dt, want) in calls.items():
-        for given in (False, True):
-            results = []
-            for general in (False, True):
-                o = cv(np.empty(shape, dt)) if given else None
-                checked.clear()
-                with monkeypatch.context() as m:
-                    if general:
-                        _general(m)
-                    r = f(o)
-                assert bool(checked) == general, (name, checked)
-                assert isinstance(r, typ) and (o is None or r is o), name
-                results.append(np.array(A.as_host_ndarray(r)))
-            assert np.array_equal(_bits(results[0]), _bits(results[1])), name
-            assert np.array_equal(_bits(results[0]), _bits(np.ascontiguousarray(want))), name
+        for fast in _fast_and_general(monkeypatch, checked, name, f, lambda: cv(np.empty(shape, dt)), typ):
+            assert np.array_equal(_bits(fast), _bits(np.ascontiguousarray(want))), name
     checked.clear()
     assert np.array_equal(A.as_host_ndarray(llm.transpose(x, [1, 0])), x0.T)      # a list: the general path
     assert np.array_equal(A.as_host_ndarray(llm.transpose(cv(x0[None]), (0, 2, 1))), x0[None].transpose(0, 2, 1))
@@ -748,26 +765,12 @@ def test_flash_decode_fast_path_matches_general(monkeypatch, kind):
     q0 = rng.standard_normal((2, 8, 32)).astype(np.float32)
     k0, v0 = (rng.standard_normal((2, 2, 40, 32)).astype(np.float16) for _ in range(2))
     q, k, v, cnt = cv(q0), cv(k0), cv(v0), cv(np.array([30], np.int32))
-    checked = []
-    real = C.backend_of
-    monkeypatch.setattr(C, "backend_of", lambda fn, **kw: checked.append(fn) or real(fn, **kw))
+    checked = _general_checks(monkeypatch)
     calls = {"int": lambda o: llm.flash_decode(q, k, v, 17, out=o),
              "counter": lambda o: llm.flash_decode(q, k, v, cnt, 0.3, out=o, offset=1),
              "splits": lambda o: llm.flash_decode(q, k, v, 40, out=o, splits=3)}
     for name, f in calls.items():
-        for given in (False, True):
-            results = []
-            for general in (False, True):
-                o = cv(np.empty_like(q0)) if given else None
-                checked.clear()
-                with monkeypatch.context() as m:
-                    if general:
-                        _general(m)
-                    r = f(o)
-                assert bool(checked) == general, (name, checked)
-                assert isinstance(r, typ) and (o is None or r is o), name
-                results.append(np.array(A.as_host_ndarray(r)))
-            assert np.array_equal(_bits(results[0]), _bits(results[1])), name
+        _fast_and_general(monkeypatch, checked, name, f, lambda: cv(np.empty_like(q0)), typ)
     n = 17
     kk, vv = k0.astype(np.float64).repeat(4, 1)[:, :, :n], v0.astype(np.float64).repeat(4, 1)[:, :, :n]
     s = np.einsum("bhd,bhnd->bhn", q0, kk) / np.sqrt(32)
@@ -777,7 +780,8 @@ def test_flash_decode_fast_path_matches_general(monkeypatch, kind):
     for bad, msg in ((lambda: llm.flash_decode(q, k, v, 41), "argument 'kv_len'"),
                      (lambda: llm.flash_decode(q, k, cv(v0[:, :1]), 4), "argument 'v_cache'"),
                      (lambda: llm.flash_decode(q, k, v, cv(np.array([3], np.int64))), "argument 'kv_len'"),
-                     (lambda: llm.flash_decode(q, k, v, 4, out=cv(np.empty((2, 8, 31), np.float32))), "argument 'out'")):
+                     (lambda: llm.flash_decode(q, k, v, 4, out=cv(np.empty((2, 8, 31), np.float32))),
+                      "argument 'out'")):
         checked.clear()
         with pytest.raises(ValueError, match=msg):
             bad()

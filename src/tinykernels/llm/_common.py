@@ -314,8 +314,7 @@ def host_new(ref, shape: tuple, dtype: np.dtype) -> tuple:
 @lru_cache(maxsize=1)
 def _torch_dtypes() -> frozenset:
     """The torch dtypes whose tensors ``Tensor.numpy()`` views as NumPy arrays of the same
-    dtype (bfloat16 and fp8 take the general path, which views them through ml_dtypes)."""
-    import torch
+    dtype (bfloat16 and fp8 are viewed through ml_dtypes: ``tk.as_host_ndarray``)."""
     return frozenset(_torch_dtype_of().values())
 
 

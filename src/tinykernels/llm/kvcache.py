@@ -73,12 +73,12 @@ def _append_shape(backend, rs: tuple, itemsize: int) -> tuple:
     for e in rs[:-1]:
         n *= e
     if getattr(backend, "threads", 1) < 2 or n >= SERIAL_CUTOFF_LOOPS:
-        return _append_rows, (), _lead3(rs)
+        return _append_rows, (), ((1, 1, 1) + rs)[-4:-1]     # (the rows' padded leading extents)
     parts = min(-(-SERIAL_CUTOFF_LOOPS // n), rs[-1] * itemsize // SPLIT_MIN_BYTES)
     chunk = (-(-rs[-1] // parts) + 63) // 64 * 64 if parts > 1 else rs[-1]   # (whole cache lines)
     pieces = -(-rs[-1] // chunk)
     if n * pieces < SERIAL_CUTOFF_LOOPS:
-        return _append_rows, (), _lead3(rs)
+        return _append_rows, (), ((1, 1, 1) + rs)[-4:-1]
     return _append_split, (chunk,), (n, pieces)
 
 
@@ -153,11 +153,6 @@ def _append_fast(cache, rows, counter, stream) -> bool:
     kernel, extra, nd = _append_shape(backend, rs, hc.itemsize)
     kernel.instance(backend)(hc, hr, hn, not C.is_debug(backend), *extra, ndrange=nd)
     return True
-
-
-def _lead3(shape: tuple) -> tuple:
-    """The three leading extents of ``shape`` padded to rank 4 with leading 1s (the rows)."""
-    return ((1, 1, 1) + tuple(shape))[-4:-1]
 
 
 def kv_append(cache, rows, counter, stream=None):
