@@ -786,3 +786,19 @@ def test_flash_decode_fast_path_matches_general(monkeypatch, kind):
         with pytest.raises(ValueError, match=msg):
             bad()
         assert checked == ["flash_decode"], checked
+
+
+def test_torch_dtypes_without_a_view_keep_the_general_paths_error(monkeypatch):
+    """A torch dtype NumPy and ml_dtypes cannot view (complex64) reaches the general path and
+    its error naming the argument, with or without the fast paths."""
+    torch = pytest.importorskip("torch")
+    z = torch.ones(2, 8, dtype=torch.complex64)
+    msgs = []
+    for general in (False, True):
+        with monkeypatch.context() as m:
+            if general:
+                _general(m)
+            with pytest.raises(ValueError, match="argument 'x'") as e:
+                llm.exp(z)
+            msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]

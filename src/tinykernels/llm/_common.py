@@ -282,10 +282,12 @@ def host_args(*arrays) -> tuple | None:
             a = a._host
         elif t.__name__ == "Tensor" and t.__module__ == "torch" and a.is_cpu:   # (is_cpu: 10x device.type)
             plain = True                    # (detach where needed: as the general path's host view;
-            if a.dtype not in _torch_dtypes():                      # bfloat16 and fp8: ml_dtypes)
-                a = _arr.as_host_ndarray(a)
-            else:
+            if a.dtype in _torch_dtypes():
                 a = a.numpy() if not a.requires_grad else a.detach().numpy()
+            elif a.dtype in _torch_ml_dtypes():                     # bfloat16 and fp8: ml_dtypes)
+                a = _arr.as_host_ndarray(a)
+            else:                           # (complex, quantized, ...: the general path's errors)
+                return None
         elif a is not None or hosts:        # (None: only an out not given, first)
             return None
         hosts.append(a)
@@ -319,6 +321,14 @@ def _torch_dtypes() -> frozenset:
     import torch
     return frozenset((torch.float32, torch.float64, torch.float16, torch.int32, torch.int64, torch.uint8,
                       torch.int8, torch.int16, torch.bool))
+
+
+@lru_cache(maxsize=1)
+def _torch_ml_dtypes() -> frozenset:
+    """The torch dtypes ``tk.as_host_ndarray`` views through ml_dtypes (those torch has)."""
+    import torch
+    names = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+    return frozenset(getattr(torch, n) for n in names if hasattr(torch, n))
 
 
 # np.may_share_memory without its __array_function__ dispatch (a Python frame per call; the
