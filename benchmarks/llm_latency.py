@@ -23,12 +23,14 @@ N = 4096
 class Row:
     """One function: ``call(args, out)`` (``out`` None: allocated by the call), the arrays it
     takes as NumPy arrays, an ``out`` template (None: the function has no ``out=``) and the
-    torch equivalent ``torch_call(targs, tout)`` (None where torch has none)."""
+    torch equivalent ``torch_call(targs, tout)`` (None where torch has none); ``inplace``:
+    ``out`` is the first argument itself in the out= columns."""
     name: str
     call: Callable
     args: tuple
     out: np.ndarray | None
     torch_call: Callable | None = None
+    inplace: bool = False             # the out= columns pass the first argument as out (in place)
 
 
 def rows(torch) -> list:
@@ -48,6 +50,9 @@ def rows(torch) -> list:
             lambda a, o: torch.sum(a[0], -1, out=o)),
         Row("rms_norm", lambda a, o: llm.rms_norm(*a, out=o), (x, w), np.empty_like(x),
             lambda a, o: F.rms_norm(a[0], (N,), a[1], 1e-6)),
+        Row("rms_norm residual, residual_out=r", lambda a, o: llm.rms_norm(a[0], a[1], residual=a[2], out=o,
+                                                                          residual_out=a[2]),
+            (x, w, y.copy()), np.empty_like(x), None),
         Row("rms_norm_add", lambda a, o: llm.rms_norm_add(*a, out=o), (x, w, y), np.empty_like(x), None),
         Row("softmax", lambda a, o: llm.softmax(a[0], -1, out=o), (x,), np.empty_like(x),
             lambda a, o: torch.softmax(a[0], -1)),
@@ -61,6 +66,10 @@ def rows(torch) -> list:
             np.empty((1, N), np.float32), lambda a, o: torch.index_select(a[0], 0, a[1].long(), out=o)),
         Row("transpose", lambda a, o: llm.transpose(a[0], out=o), (f32(64, 64),), np.empty((64, 64), np.float32),
             lambda a, o: o.copy_(a[0].T) if o is not None else a[0].T.contiguous()),
+        Row("add in place (out=a)", lambda a, o: llm.add(*a, out=o), (x.copy(), y), np.empty_like(x),
+            lambda a, o: torch.add(*a, out=a[0]), inplace=True),
+        Row("counter_add", lambda a, o: llm.counter_add(a[0]), (np.zeros(1, np.int32),), None,
+            lambda a, o: a[0].add_(1)),
         Row("kv_append", lambda a, o: llm.kv_append(*a), (np.zeros((32, 64, 128), np.float32), f32(32, 1, 128),
                                                          np.array([7], np.int32)), None,
             lambda a, o: a[0][:, 7:8].copy_(a[1])),
@@ -108,7 +117,8 @@ def run(be, torch, calls: int = 2000) -> list:
         cols = {}
         for kind, conv in kinds(be, torch).items():
             a = tuple(conv(v) for v in r.args)
-            outs = (("out=", conv(r.out)), ("", None)) if r.out is not None else (("", None),)
+            outs = (("out=", a[0] if r.inplace else conv(r.out)), ("", None)) if r.out is not None else \
+                (("", None),)
             for tag, o in outs:
                 cols[f"{kind} {tag}".strip()] = median_us(lambda: r.call(a, o), calls)
         if r.torch_call is not None and torch is not None:

@@ -496,3 +496,309 @@ def test_read_only_out_is_the_launchers_error_on_both_paths(monkeypatch):
                     f(out)
                 msgs.append(str(e.value))
         assert msgs[0] == msgs[1]
+
+
+def _kinds():
+    """Converters of a NumPy array to each argument kind the fast paths take, and the type of
+    the result the caller gets back for it (NumPy in, NumPy out; torch in, torch out)."""
+    be = tk.CPU(threads=1)
+    k = [(lambda v: v, np.ndarray), (lambda v: tk.asarray(v, backend=be), A.Array)]
+    try:
+        import torch
+        k.append((torch.from_numpy, torch.Tensor))
+    except ImportError:               # (the minimal install has no torch)
+        pass
+    return k
+
+
+def _no_out_calls(cv):
+    """(kernel name, call without ``out=``) of every family with a host fast path."""
+    rng = np.random.default_rng(11)
+    x, y = (cv(rng.standard_normal((3, 96)).astype(np.float32)) for _ in range(2))
+    w = cv(rng.standard_normal(96).astype(np.float32))
+    cs = cv(rng.standard_normal((8, 16)).astype(np.float32))
+    h4 = cv(rng.standard_normal((2, 3, 32)).astype(np.float32))
+    idx, cnt = cv(np.array([2, 0], np.int32)), cv(np.array([1], np.int32))
+    v = cv(rng.standard_normal(96).astype(np.float32))
+    return {"add": ("_binary_flat", lambda: llm.add(x, y)), "div": ("_binary_flat", lambda: llm.div(x, y)),
+            "exp": ("_unary_flat", lambda: llm.exp(x)), "cast": ("_unary_flat", lambda: llm.cast(x, np.float16)),
+            "cast dtype": ("_unary_flat", lambda: llm.cast(x, np.dtype(np.float64))),
+            "swiglu": ("_binary_flat", lambda: llm.swiglu(x, y)), "sum": ("_sum_lanes", lambda: llm.sum(x, -1)),
+            "sum 0": ("_sum_lanes", lambda: llm.sum(x, 0)),
+            "rms_norm": ("_rms_rows_ro", lambda: llm.rms_norm(x, w)),
+            "rms_norm_add": ("_rms_rows_ro", lambda: llm.rms_norm_add(x, w, y)),
+            "softmax": ("_softmax_rows_ro", lambda: llm.softmax(x, -1, 0.5)),
+            "rope": ("_rope_rows", lambda: llm.rope(h4, cs, cs, 3)),
+            "rope_at": ("_rope_rows", lambda: llm.rope_at(h4, cs, cs, cnt)),
+            "argmax": ("_argmax_lanes", lambda: llm.argmax(v)), "gather": ("_gather_rows", lambda: llm.gather(x, idx)),
+            "matmul": ("_gemv_rows_f32", lambda: llm.matmul(x, v))}
+
+
+@pytest.mark.parametrize("kind", range(3))
+def test_calls_without_out_take_the_fast_path_in_the_callers_kind(monkeypatch, kind):
+    """``out`` not given: the fast path allocates the result in the kind of the argument the
+    general path models it on (``_common.host_new``), launches the same kernel, and the
+    result is the general path's, bit for bit, of the same type, shape and dtype."""
+    kinds = _kinds()
+    if kind >= len(kinds):
+        pytest.skip("torch is not installed")
+    cv, typ = kinds[kind]
+    for name, (kname, run) in _no_out_calls(cv).items():
+        seen = _launches(monkeypatch)
+        fast = run()
+        assert [k for k, _ in seen] == [kname], (name, seen)
+        with monkeypatch.context() as m:
+            _general(m)
+            slow = run()
+        assert isinstance(fast, typ) and type(fast) is type(slow), (name, type(fast), type(slow))
+        hf, hs = A.as_host_ndarray(fast), A.as_host_ndarray(slow)
+        assert hf.shape == hs.shape and hf.dtype == hs.dtype and hf.flags.c_contiguous, name
+        assert np.array_equal(_bits(hf.reshape(-1)), _bits(hs.reshape(-1))), name
+        if typ is A.Array:
+            assert fast.backend is slow.backend and fast.backend.threads == 1, name
+
+
+def test_no_out_fast_path_runs_few_python_frames():
+    a, b = np.ones(4096, np.float32), np.ones(4096, np.float32)
+    calls = {"add": lambda: llm.add(a, b), "rms_norm": lambda: llm.rms_norm(a, b), "sum": lambda: llm.sum(a[None], -1)}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        calls["add (torch)"] = lambda: llm.add(ta, tb)
+        calls["add (torch, in place)"] = lambda: llm.add(ta, tb, out=ta)
+    for name, f in calls.items():
+        f()
+        frames = python_calls(f)
+        assert len(frames) <= 12, f"{name}: {sorted(frames)}"
+        assert not any(fn in ("backend_of", "output", "require", "get_backend", "new_like") for _, fn in frames), \
+            (name, frames)
+
+
+def test_torch_in_place_calls_take_the_fast_path(monkeypatch):
+    """``out`` the very torch tensor of an input (each ``Tensor.numpy()`` is a new NumPy
+    object, so in place is told by the arguments themselves): the general path's kernel and
+    bits, the tensor itself returned; another tensor over the same memory is not in place."""
+    torch = pytest.importorskip("torch")
+    x0 = (RNG.random((3, 64)) + 0.5).astype(np.float32)
+    y0 = RNG.standard_normal((3, 64)).astype(np.float32)
+    cs = RNG.standard_normal((8, 16)).astype(np.float32)
+    calls = {"add": ("_binary", lambda x, y: llm.add(x, y, out=x)),
+             "swiglu": ("_binary", lambda x, y: llm.swiglu(y, x, out=x)),
+             "exp": ("_unary", lambda x, y: llm.exp(x, out=x)),
+             "rope": ("_rope_rows", lambda x, y: llm.rope(x.view(3, 2, 32), torch.from_numpy(cs),
+                                                           torch.from_numpy(cs), out=x.view(3, 2, 32)))}
+    for name, (kname, f) in calls.items():
+        def run():
+            x, y = torch.from_numpy(x0.copy()), torch.from_numpy(y0)
+            r = f(x, y)
+            assert r is x or r.data_ptr() == x.data_ptr(), name
+            return x.numpy()
+        seen = _launches(monkeypatch)
+        fast, slow = _both(monkeypatch, run)
+        if name != "rope":            # (rope's views are new tensors: not the very array)
+            assert [k for k, _ in seen] == [kname], (name, seen)
+        assert np.array_equal(_bits(fast), _bits(slow)), name
+    x = torch.from_numpy(x0.copy())
+    seen = _launches(monkeypatch)
+    llm.add(x, x, out=x.view(3, 64))                 # the same memory through another tensor object
+    assert not seen and np.array_equal(x.numpy(), 2 * x0)
+
+
+def test_torch_argument_errors_name_the_argument_on_both_paths(monkeypatch):
+    """Wrong torch dtypes, shapes, devices and aliasing: the same ``ValueError`` naming the
+    argument whether or not ``out=`` is given and whether or not the fast path is enabled."""
+    torch = pytest.importorskip("torch")
+    a = torch.ones(2, 8)
+    bad = [(lambda o: llm.add(a, torch.ones(2, 8, dtype=torch.float64), out=o), "argument 'b': dtype float64"),
+           (lambda o: llm.add(a, torch.ones(3, 8), out=o), "argument 'b': shape"),
+           (lambda o: llm.exp(torch.ones(2, 8, dtype=torch.int32), out=o), "argument 'x': dtype int32"),
+           (lambda o: llm.rms_norm(a, torch.ones(4), out=o), "argument 'w'"),
+           (lambda o: llm.softmax(a, 2, out=o), "argument 'axis'"),
+           (lambda o: llm.matmul(a, torch.ones(4), out=o), "argument 'b'"),
+           (lambda o: llm.add(a, torch.ones(2, 8, device="meta"), out=o), "argument 'b': no tinykernels backend")]
+    for f, msg in bad:
+        msgs = []
+        for general in (False, True):
+            for o in (None, torch.empty(2, 8)):
+                with monkeypatch.context() as m:
+                    if general:
+                        _general(m)
+                    with pytest.raises(ValueError, match=msg) as e:
+                        f(o)
+                    msgs.append(str(e.value))
+        assert len(set(msgs[::2])) == 1 and len(set(msgs[1::2])) == 1, msgs
+    with pytest.raises(ValueError, match="argument 'out': dtype float16 should be float32"):
+        llm.add(a, a, out=torch.empty(2, 8, dtype=torch.float16))
+    with pytest.raises(ValueError, match="argument 'out' overlaps argument 'a'"):
+        big = torch.ones(40)
+        llm.add(big[:16].view(2, 8), a, out=big[8:24].view(2, 8))
+
+
+@pytest.mark.parametrize("kind", range(3))
+def test_residual_rms_norm_and_counter_add_fast_paths_match_general(monkeypatch, kind):
+    """``rms_norm(x, w, residual=r)`` (the decode step's fused residual add, ``residual_out``
+    the residual itself, another array or not given) and ``counter_add``: the general path's
+    kernels and bits, results of the caller's kind; a ``residual_out`` overlapping an input
+    (``x``) takes the general path."""
+    kinds = _kinds()
+    if kind >= len(kinds):
+        pytest.skip("torch is not installed")
+    cv, typ = kinds[kind]
+    x0, r0 = (RNG.standard_normal((3, 200)).astype(np.float32) for _ in range(2))
+    w = cv(RNG.standard_normal(200).astype(np.float32))
+    calls = {"in place": ("_rms_rows", lambda x, r, o: llm.rms_norm(x, w, 1e-5, residual=r, out=o, residual_out=r)),
+             "new": ("_rms_rows_ro", lambda x, r, o: llm.rms_norm(x, w, 1e-5, residual=r, out=o)),
+             "given": ("_rms_rows_ro", lambda x, r, o: llm.rms_norm(x, w, 1e-5, residual=r, out=o,
+                                                                     residual_out=cv(np.empty_like(x0))))}
+    for name, (kname, f) in calls.items():
+        results = []
+        for general in (False, True):
+            x, r, o = cv(x0.copy()), cv(r0.copy()), cv(np.empty_like(x0))
+            seen = _launches(monkeypatch)
+            with monkeypatch.context() as m:
+                if general:
+                    _general(m)
+                got = f(x, r, o)
+            assert [k for k, _ in seen] == ([] if general else [kname]), (name, seen)
+            assert got[0] is o and isinstance(got[1], typ) and (name != "in place" or got[1] is r), name
+            results.append([np.array(A.as_host_ndarray(v)) for v in (*got, r)])
+        for a, b in zip(*results):
+            assert np.array_equal(_bits(a), _bits(b)), name
+    s = (x0 + r0).astype(np.float64)
+    np.testing.assert_allclose(results[0][0], s / np.sqrt((s ** 2).mean(-1, keepdims=True) + 1e-5)
+                               * A.as_host_ndarray(w), rtol=1e-5, atol=1e-5)
+    x, r = cv(x0.copy()), cv(r0.copy())
+    seen = _launches(monkeypatch)
+    _, s = llm.rms_norm(x, w, residual=r, out=cv(np.empty_like(x0)), residual_out=x)   # the sum into x
+    assert not seen and s is x and np.array_equal(A.as_host_ndarray(x), x0 + r0)
+    c = cv(np.array([5], np.int32))
+    seen = _launches(monkeypatch)
+    assert llm.counter_add(c, 3) is c and llm.counter_add(c) is c
+    assert [k for k, _ in seen] == ["_counter", "_counter"] and A.as_host_ndarray(c)[0] == 9
+    with pytest.raises(ValueError, match="argument 'n'"):
+        llm.counter_add(c, 1 << 31)
+    with pytest.raises(ValueError, match="argument 'counter'"):
+        llm.counter_add(cv(np.zeros(1, np.int64)))
+
+
+def _general_checks(monkeypatch) -> list:
+    """The llm names of the general path's ``backend_of`` calls, as they happen (the fast
+    paths make none; kernels they launch through ``_common.launch`` too)."""
+    checked = []
+    real = C.backend_of
+    monkeypatch.setattr(C, "backend_of", lambda fn, **kw: checked.append(fn) or real(fn, **kw))
+    return checked
+
+
+def _fast_and_general(monkeypatch, checked: list, name: str, f, new_out, typ) -> list:
+    """``f(out)`` with ``out`` None and ``new_out()``, each through the fast path and the
+    general path: the path taken as intended, the result ``out`` or of type ``typ``, the same
+    bits on both; the fast results as NumPy arrays."""
+    fast = []
+    for given in (False, True):
+        results = []
+        for general in (False, True):
+            o = new_out() if given else None
+            checked.clear()
+            with monkeypatch.context() as m:
+                if general:
+                    _general(m)
+                r = f(o)
+            assert bool(checked) == general, (name, checked)
+            assert isinstance(r, typ) and (o is None or r is o), name
+            results.append(np.array(A.as_host_ndarray(r)))
+        assert np.array_equal(_bits(results[0]), _bits(results[1])), name
+        fast.append(results[0])
+    return fast
+
+
+@pytest.mark.parametrize("kind", range(3))
+def test_transpose_and_fp8_dequantize_fast_paths_match_general(monkeypatch, kind):
+    """2-D ``transpose`` (strided inputs too) and ``fp8_dequantize`` (torch fp8 tensors through
+    their ml_dtypes view), ``out=`` given and not: the general path's kernels and bits, the
+    result in the caller's kind; N-D permutations, axes as a list and fp8 views sharing
+    memory with ``out`` take the general path."""
+    kinds = _kinds()
+    if kind >= len(kinds):
+        pytest.skip("torch is not installed")
+    cv, typ = kinds[kind]
+    x0 = RNG.standard_normal((37, 70)).astype(np.float32)
+    q0 = RNG.integers(0, 126, (5, 300)).astype(np.uint8).view(tk.float8_e4m3fn)
+    if typ is not np.ndarray and typ is not A.Array:
+        import torch
+        q = torch.from_numpy(q0.view(np.uint8)).view(torch.float8_e4m3fn)
+    else:
+        q = cv(q0)
+    x = cv(x0)
+    calls = {"transpose": (lambda o: llm.transpose(x, out=o), (70, 37), np.float32, x0.T),
+             "transpose (1, 0)": (lambda o: llm.transpose(x, (1, 0), out=o), (70, 37), np.float32, x0.T),
+             "fp8_dequantize": (lambda o: llm.fp8_dequantize(q, 0.25, out=o), (5, 300), np.float16,
+                                (q0.astype(np.float32) * 0.25).astype(np.float16))}
+    checked = _general_checks(monkeypatch)
+    for name, (f, shape, dt, want) in calls.items():
+        for fast in _fast_and_general(monkeypatch, checked, name, f, lambda: cv(np.empty(shape, dt)), typ):
+            assert np.array_equal(_bits(fast), _bits(np.ascontiguousarray(want))), name
+    checked.clear()
+    assert np.array_equal(A.as_host_ndarray(llm.transpose(x, [1, 0])), x0.T)      # a list: the general path
+    assert np.array_equal(A.as_host_ndarray(llm.transpose(cv(x0[None]), (0, 2, 1))), x0[None].transpose(0, 2, 1))
+    assert checked == ["transpose", "transpose"], checked
+    xs = x0[::2, 1::3]                                                             # strided: the fast path
+    assert np.array_equal(llm.transpose(xs), xs.T)
+    with pytest.raises(ValueError, match="argument 'axes'"):
+        llm.transpose(x, (0, 0))
+    with pytest.raises(ValueError, match="argument 'out'"):
+        llm.transpose(x, out=cv(np.empty((37, 70), np.float32)))
+    with pytest.raises(ValueError, match="argument 'out'"):
+        llm.fp8_dequantize(q, out=cv(np.empty((5, 300), np.float32)))
+
+
+@pytest.mark.parametrize("kind", range(3))
+def test_flash_decode_fast_path_matches_general(monkeypatch, kind):
+    """flash_decode on host arrays (an int or a device-resident counter, grouped-query heads,
+    one chunk or several, ``out=`` given or not): the general path's launches and bits, the
+    result in q's kind; the general path's errors name the argument as before."""
+    kinds = _kinds()
+    if kind >= len(kinds):
+        pytest.skip("torch is not installed")
+    cv, typ = kinds[kind]
+    rng = np.random.default_rng(5)
+    q0 = rng.standard_normal((2, 8, 32)).astype(np.float32)
+    k0, v0 = (rng.standard_normal((2, 2, 40, 32)).astype(np.float16) for _ in range(2))
+    q, k, v, cnt = cv(q0), cv(k0), cv(v0), cv(np.array([30], np.int32))
+    checked = _general_checks(monkeypatch)
+    calls = {"int": lambda o: llm.flash_decode(q, k, v, 17, out=o),
+             "counter": lambda o: llm.flash_decode(q, k, v, cnt, 0.3, out=o, offset=1),
+             "splits": lambda o: llm.flash_decode(q, k, v, 40, out=o, splits=3)}
+    for name, f in calls.items():
+        _fast_and_general(monkeypatch, checked, name, f, lambda: cv(np.empty_like(q0)), typ)
+    n = 17
+    kk, vv = k0.astype(np.float64).repeat(4, 1)[:, :, :n], v0.astype(np.float64).repeat(4, 1)[:, :, :n]
+    s = np.einsum("bhd,bhnd->bhn", q0, kk) / np.sqrt(32)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = np.einsum("bhn,bhnd->bhd", p / p.sum(-1, keepdims=True), vv)
+    np.testing.assert_allclose(A.as_host_ndarray(llm.flash_decode(q, k, v, 17)), want, rtol=1e-4, atol=1e-5)
+    for bad, msg in ((lambda: llm.flash_decode(q, k, v, 41), "argument 'kv_len'"),
+                     (lambda: llm.flash_decode(q, k, cv(v0[:, :1]), 4), "argument 'v_cache'"),
+                     (lambda: llm.flash_decode(q, k, v, cv(np.array([3], np.int64))), "argument 'kv_len'"),
+                     (lambda: llm.flash_decode(q, k, v, 4, out=cv(np.empty((2, 8, 31), np.float32))),
+                      "argument 'out'")):
+        checked.clear()
+        with pytest.raises(ValueError, match=msg):
+            bad()
+        assert checked == ["flash_decode"], checked
+
+
+def test_torch_dtypes_without_a_view_keep_the_general_paths_error(monkeypatch):
+    """A torch dtype NumPy and ml_dtypes cannot view (complex64) reaches the general path and
+    its error naming the argument, with or without the fast paths."""
+    torch = pytest.importorskip("torch")
+    z = torch.ones(2, 8, dtype=torch.complex64)
+    msgs = []
+    for general in (False, True):
+        with monkeypatch.context() as m:
+            if general:
+                _general(m)
+            with pytest.raises(ValueError, match="argument 'x'") as e:
+                llm.exp(z)
+            msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]

@@ -65,6 +65,36 @@ def test_host_append_has_no_per_row_division():
     from importlib import import_module
     kv = import_module("tinykernels.llm.kvcache")
     src = kv._append_rows.source("CPU", np.zeros((2, 3, 7, 5), np.float32), np.zeros((2, 3, 3, 5), np.float32),
-                                 np.zeros(1, np.int32), True, ndrange=kv._lead3((2, 3, 3, 5)))
+                                 np.zeros(1, np.int32), True,
+                                 ndrange=kv._append_shape(tk.CPU(threads=1), (2, 3, 3, 5), 4)[2])
     body = src[src.index("static void tk_chunk"):]
     assert "tk_floordiv" not in body and "tk_mod" not in body
+
+
+@pytest.mark.parametrize("cdt", [np.float32, np.float16])
+@pytest.mark.parametrize("rs", [(1, 1, 300001), (2, 1, 2, 70001), (1, 3, 1, 40000)])
+def test_long_rows_split_over_threads(monkeypatch, rs, cdt):
+    """Fewer rows than a CPU launch needs to leave the calling thread, each long: pieces of
+    rows over the threads (``_append_split``), every position written as NumPy (the last
+    piece short, positions past the end dropped); one thread or short rows: one item per row."""
+    import importlib
+    K = importlib.import_module("tinykernels.llm.kvcache")
+    from tinykernels.kernel import Kernel
+    monkeypatch.setattr(K, "SPLIT_MIN_BYTES", 1024)
+    seen = []
+    real = Kernel.instance
+    monkeypatch.setattr(Kernel, "instance", lambda k, b: seen.append(k.name) or real(k, b))
+    rows = np.random.default_rng(1).standard_normal(rs).astype(np.float32)
+    for threads, want_kernel in ((2, "_append_split"), (1, "_append_rows")):
+        be = tk.CPU(threads=threads)
+        for pos in (0, 2, 4):
+            cache = tk.asarray(np.zeros(rs[:-2] + (5, rs[-1]), cdt), backend=be)
+            seen.clear()
+            llm.kv_append(cache, tk.asarray(rows, backend=be), tk.asarray(np.array([pos], np.int32), backend=be))
+            assert want_kernel in seen, (threads, seen)
+            want = np.zeros(rs[:-2] + (5, rs[-1]), cdt)
+            n = rs[-2]
+            want[..., pos:min(pos + n, 5), :] = rows[..., :min(n, 5 - pos), :]
+            assert np.array_equal(cache.numpy(), want), (threads, pos)
+    assert K._append_shape(tk.CPU(threads=2), (1, 1, 4096), 4)[0] is K._append_rows     # short: not split
+    assert K._append_shape(tk.CPU(threads=2), (64, 1, 300001), 4)[0] is K._append_rows  # rows enough

@@ -58,6 +58,12 @@ class StreamError(LaunchError, ValueError):
     llm argument), naming the llm function and the argument."""
 
 
+class PlacementError(LaunchError, ValueError):
+    """An llm function's array argument that lives where no tinykernels backend is (a torch
+    tensor on the ``meta`` device, ...): ``tk.get_backend``'s ``tk.LaunchError``, and a
+    ``ValueError`` as every other bad llm argument, naming the llm function and the argument."""
+
+
 def backend_of(fn: str, *, stream=None, **arrays) -> Backend:
     """The one backend all the named array arguments live on (None values are skipped);
     ``ValueError`` naming the arguments when they live on different backends. ``stream``
@@ -68,7 +74,10 @@ def backend_of(fn: str, *, stream=None, **arrays) -> Backend:
     for name, a in arrays.items():
         if a is None or not is_array(a):
             continue
-        b = _arr.get_backend(a)
+        try:
+            b = _arr.get_backend(a)
+        except LaunchError as e:
+            raise PlacementError(f"llm.{fn}: argument '{name}': {e}") from None
         if found is None:
             found = (name, b)
         elif b != found[1]:
@@ -254,9 +263,12 @@ def host_args(*arrays) -> tuple | None:
     """``(backend, NumPy arrays)`` for the llm functions' host fast paths: every argument a
     plain ``np.ndarray`` or a CPU torch tensor of a NumPy dtype (on ``tk.CPU()`` with the
     environment's defaults, as ``tk.get_backend`` puts them; a tensor as its zero-copy NumPy
-    view) or a host ``tk.Array`` (its NumPy array), all on one CPU backend; else None (the
-    general path decides). Only C-level type tests and attribute reads: a cold Python frame
-    costs microseconds right after a large kernel (see ``Kernel.instance``)."""
+    view, bfloat16 and fp8 through ml_dtypes as ``tk.as_host_ndarray`` views them) or a host
+    ``tk.Array`` (its NumPy array), all on one CPU backend; else None (the
+    general path decides). The first argument may be None (an ``out=`` not given): it stays
+    None, for the caller to allocate with :func:`host_new` once its checks pass. Only C-level
+    type tests and attribute reads: a cold Python frame costs microseconds right after a
+    large kernel (see ``Kernel.instance``)."""
     found, plain, hosts = None, False, []
     for a in arrays:
         t = type(a)
@@ -268,11 +280,15 @@ def host_args(*arrays) -> tuple | None:
             elif a.backend is not found:
                 return None
             a = a._host
-        elif t.__name__ == "Tensor" and t.__module__ == "torch" and a.dtype in _torch_dtypes() \
-                and a.device.type == "cpu":
-            plain = True
-            a = a.detach().numpy()          # (detach: as the general path's host view)
-        else:
+        elif t.__name__ == "Tensor" and t.__module__ == "torch" and a.is_cpu:   # (is_cpu: 10x device.type)
+            plain = True                    # (detach where needed: as the general path's host view;
+            if a.dtype in _torch_dtypes():
+                a = a.numpy() if not a.requires_grad else a.detach().numpy()
+            elif a.dtype in _torch_ml_dtypes():                     # bfloat16 and fp8: ml_dtypes)
+                a = _arr.as_host_ndarray(a)
+            else:                           # (complex, quantized, ...: the general path's errors)
+                return None
+        elif a is not None or hosts:        # (None: only an out not given, first)
             return None
         hosts.append(a)
     if found is None:
@@ -282,13 +298,37 @@ def host_args(*arrays) -> tuple | None:
     return (found, hosts) if found.name == "CPU" else None
 
 
+def host_new(ref, shape: tuple, dtype: np.dtype) -> tuple:
+    """``(result, its NumPy array)``: a new C-contiguous output of ``shape``/``dtype`` for a
+    host fast path whose ``out=`` was not given, of the kind of the argument ``ref`` that
+    :func:`host_args` accepted (as :func:`new_like` on the general path): a NumPy array, a
+    host ``tk.Array`` on ``ref``'s backend, or a CPU torch tensor over a new NumPy array
+    (``torch.from_numpy``: zero-copy, and 2x faster than ``torch.empty`` and its ``.numpy()``
+    view)."""
+    t, h = type(ref), np.empty(shape, dtype)
+    if t is np.ndarray:
+        return h, h
+    if t is _arr.Array:
+        return _arr.Array(h, ref._backend), h
+    import torch
+    return torch.from_numpy(h), h
+
+
 @lru_cache(maxsize=1)
 def _torch_dtypes() -> frozenset:
     """The torch dtypes whose tensors ``Tensor.numpy()`` views as NumPy arrays of the same
-    dtype (bfloat16 and fp8 take the general path, which views them through ml_dtypes)."""
+    dtype (bfloat16 and fp8 are viewed through ml_dtypes: ``tk.as_host_ndarray``)."""
     import torch
     return frozenset((torch.float32, torch.float64, torch.float16, torch.int32, torch.int64, torch.uint8,
                       torch.int8, torch.int16, torch.bool))
+
+
+@lru_cache(maxsize=1)
+def _torch_ml_dtypes() -> frozenset:
+    """The torch dtypes ``tk.as_host_ndarray`` views through ml_dtypes (those torch has)."""
+    import torch
+    names = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+    return frozenset(getattr(torch, n) for n in names if hasattr(torch, n))
 
 
 # np.may_share_memory without its __array_function__ dispatch (a Python frame per call; the
@@ -296,13 +336,17 @@ def _torch_dtypes() -> frozenset:
 may_share_memory = _may_share_memory = getattr(np.may_share_memory, "_implementation", np.may_share_memory)
 
 
-def host_same(out, *inputs, inplace: bool = False) -> tuple | None:
+def host_same(out, *inputs, inplace: bool = False, dtype: np.dtype | None = None) -> tuple | None:
     """The shared test of the llm functions' host fast paths: ``(backend, (out, *inputs) as
-    NumPy arrays)`` when every argument is a host array on one CPU backend (:func:`host_args`),
-    all of one shape (rank 1 to 4, not empty), C-contiguous, the inputs of one float dtype of
-    :data:`FAST_FLOATS` (``out``'s dtype is the caller's to check: a cast differs) and ``out``
-    sharing no memory with an input (``inplace``: unless the input is the very array ``out``,
-    for kernels that may run in place); else None, and the caller takes its general path, which
+    NumPy arrays, result)`` when every argument is a host array on one CPU backend
+    (:func:`host_args`), all of one shape (rank 1 to 4, not empty), C-contiguous, the inputs
+    of one float dtype of :data:`FAST_FLOATS` (``out``'s dtype is the caller's to check: a
+    cast differs) and ``out`` sharing no memory with an input (``inplace``: unless the input
+    is the very array ``out``, for kernels that may run in place; that input's slot then
+    holds ``out``'s own NumPy array, so ``x is arrays[0]`` tells, for torch tensors too).
+    ``out`` None: ``result`` is a new array of the inputs' shape and ``dtype`` (default: their
+    dtype) of the kind of the first input (:func:`host_new`, as the general path allocates);
+    else ``result`` is ``out``. None otherwise, and the caller takes its general path, which
     checks everything and launches the same kernel with the same arguments wherever this
     applies. It exists for the host time of a call right after a large kernel: each Python
     frame and lookup of the general path's checks is then a chain of cache misses, 240-285 us
@@ -310,15 +354,28 @@ def host_same(out, *inputs, inplace: bool = False) -> tuple | None:
     host = host_args(out, *inputs)
     if host is None:
         return None
-    o, *xs = host[1]
-    s, dt = o.shape, xs[0].dtype
-    if not 0 < len(s) <= MAX_RANK or not o.size or not o.flags.c_contiguous or dt not in FAST_FLOATS:
+    arrays = host[1]
+    o, x0 = arrays[0], arrays[1]
+    s, dt = x0.shape, x0.dtype
+    if not 0 < len(s) <= MAX_RANK or not x0.size or dt not in FAST_FLOATS:
         return None
-    for x in xs:                      # (disjoint() inline: one frame less per call)
-        if x.shape != s or x.dtype is not dt or not x.flags.c_contiguous or \
-                (_may_share_memory(o, x) and not (inplace and x is o)):
+    if o is None:
+        for x in arrays[1:]:
+            if x.shape != s or x.dtype is not dt or not x.flags.c_contiguous:
+                return None
+        res, arrays[0] = host_new(inputs[0], s, dt if dtype is None else dtype)
+        return host[0], arrays, res
+    if o.shape != s or not o.flags.c_contiguous:
+        return None
+    for i in range(1, len(arrays)):   # (disjoint() inline: one frame less per call)
+        x = arrays[i]
+        if x.shape != s or x.dtype is not dt or not x.flags.c_contiguous:
             return None
-    return host
+        if _may_share_memory(o, x):
+            if not (inplace and inputs[i - 1] is out):
+                return None
+            arrays[i] = o
+    return host[0], arrays, out
 
 
 def disjoint(out: np.ndarray, *inputs: np.ndarray) -> bool:
@@ -332,6 +389,9 @@ def disjoint(out: np.ndarray, *inputs: np.ndarray) -> bool:
 
 FAST_FLOATS = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16))
 """The float dtypes of the host fast paths (every host backend supports them)."""
+
+FAST_DTYPE_OF = {**{d: d for d in FAST_FLOATS}, **{d.type: d for d in FAST_FLOATS}}
+"""A dtype of :data:`FAST_FLOATS` given as itself or as its NumPy scalar type -> the dtype."""
 
 
 # ----------------------------------------------------------------------------- shared policy

@@ -47,7 +47,7 @@ def grid3(shape: tuple) -> tuple:
     """The ndrange ``(n0 * n1, n2, n3)`` of the padded extents of an array of ``shape`` (rank
     1 to 4): one work item per element, a row of the last axis the innermost. The CPU
     backend's loop over a row then sees the leading coordinates as constants of the row."""
-    n = (1,) * (4 - len(shape)) + tuple(int(e) for e in shape)
+    n = (1,) * (4 - len(shape)) + tuple(map(int, shape))         # (map: no generator frame)
     return (n[0] * n[1], n[2], n[3])
 
 

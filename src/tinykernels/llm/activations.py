@@ -10,6 +10,7 @@ __all__ = ["swiglu"]
 def swiglu(w1, w3, out=None, stream=None):
     """``w1 * sigmoid(w1) * w3`` elementwise (``w3`` broadcasts against ``w1`` as in
     :func:`tinykernels.llm.add`)."""
-    if _binary_fast(SWIGLU, w1, w3, out, stream):
-        return out
+    res = _binary_fast(SWIGLU, w1, w3, out, stream)
+    if res is not None:
+        return res
     return binary("swiglu", SWIGLU, w1, w3, out, stream, names=("w1", "w3"))

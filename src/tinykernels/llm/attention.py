@@ -688,6 +688,9 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
     offset``. A device count outside 1..max_len makes that row NaN. ``splits``: how many
     chunks the keys are split into (default by backend and cache length); ``splits=1``
     allocates no scratch memory."""
+    res = _decode_fast(q, k_cache, v_cache, kv_len, scale, out, offset, splits) if stream is None else None
+    if res is not None:
+        return res
     fn = "flash_decode"
     C.require(C.is_array(q), fn, "q", f"expected an array, got {type(q).__name__}")
     kv_len = _kv_len_arg(kv_len)
@@ -721,19 +724,68 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
         return out
     if C.shares_memory(out, q):      # in place (out=q): the kernels take q as tk.Const
         q = _read_copy(q, backend, stream)
+    _decode_launch(backend, out, q, k_cache, v_cache, kv_len if arr_len else None, n_int, sc, ks, splits, stream)
+    return out
+
+
+def _decode_launch(backend, out, q, k_cache, v_cache, lens, n_int: int, sc: float, ks: tuple, splits, stream):
+    """flash_decode's launches for checked arguments (``out`` sharing no memory with the
+    inputs; ``lens`` the device count or None, ``ks`` the caches' shape): one ``_fd_part``
+    per group of heads, or chunks of keys into float32 scratch then ``_fd_merge``."""
+    B, H, D = C.shape_of(q)
+    L, arr_len = ks[2], lens is not None
     G = _heads_per_item(backend, H // ks[1], D)
     nc = _decode_chunks(backend, B * H // G, L, splits)
     chunk = -(-L // nc)
-    lens = kv_len if arr_len else q
+    lens = lens if arr_len else q
     if nc == 1:
         C.launch(_fd_part, backend, (out, out, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, True, D, G,
                                      use_poly(backend, np.float32)),
                  (B * H // G, 1), stream=stream)
-        return out
+        return
     part = C.new_like(None, (B * H, nc, D), np.float32, backend)
     ml = C.new_like(None, (B * H, nc, 2), np.float32, backend)
     C.launch(_fd_part, backend, (part, ml, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, False, D, G,
                                  use_poly(backend, np.float32)),
              (B * H // G, nc), stream=stream)
     C.launch(_fd_merge, backend, (out, part, ml), (B * H, D), stream=stream)
-    return out
+
+
+_DECODE_FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+_I32 = np.dtype(np.int32)
+
+
+def _decode_fast(q, k_cache, v_cache, kv_len, scale, out, offset, splits):
+    """The host fast path of :func:`flash_decode` (as ``_common.host_same``): host ``q`` [B,
+    H, D] and caches [B, KVH, L, D] (float32/float16, H a multiple of KVH, 1 <= D <=
+    MAX_HEAD_DIM), a Python int ``kv_len`` (1 <= kv_len + offset <= L) or an int32 [1] or [B]
+    counter, ``out`` of q's shape and dtype sharing no memory with the inputs (or not given:
+    a new one like ``q``), int ``offset`` and ``splits``, a float or default ``scale``: the
+    general path's launches (:func:`_decode_launch`). The result, or None where it does not
+    apply."""
+    if type(offset) is not int or not (splits is None or type(splits) is int and splits >= 1) \
+            or not (scale is None or type(scale) is float and math.isfinite(scale)):
+        return None
+    arr_len = type(kv_len) is not int
+    host = C.host_args(out, q, k_cache, v_cache, kv_len) if arr_len else C.host_args(out, q, k_cache, v_cache)
+    if host is None:
+        return None
+    backend, (ho, hq, hk, hv, *hl) = host
+    if hq.ndim != 3 or hk.ndim != 4 or hq.dtype not in _DECODE_FLOATS or hk.dtype not in _DECODE_FLOATS:
+        return None
+    (B, H, D), ks = hq.shape, hk.shape
+    if hv.shape != ks or hv.dtype is not hk.dtype or ks[0] != B or ks[3] != D or not 1 <= D <= MAX_HEAD_DIM \
+            or not B * H or ks[1] < 1 or H % ks[1]:
+        return None
+    if arr_len and (hl[0].dtype != _I32 or hl[0].ndim != 1 or hl[0].shape[0] not in (1, B)):
+        return None
+    n_int = offset if arr_len else kv_len + offset
+    if not arr_len and not 1 <= n_int <= ks[2]:
+        return None
+    res, ho = (out, ho) if ho is not None else C.host_new(q, hq.shape, hq.dtype)
+    if ho.shape != hq.shape or ho.dtype is not hq.dtype or C.may_share_memory(ho, hq) \
+            or C.may_share_memory(ho, hk) or C.may_share_memory(ho, hv):
+        return None
+    sc = 1.0 / math.sqrt(D) if scale is None else scale
+    _decode_launch(backend, ho, hq, hk, hv, hl[0] if arr_len else None, n_int, sc, ks, splits, None)
+    return res

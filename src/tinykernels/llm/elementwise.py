@@ -293,59 +293,68 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     return res
 
 
-def _flat_fast(out, *inputs) -> tuple | None:
-    """``(backend, arrays, in place)`` for the flat kernels' fast paths: ``_common.host_same``
-    (``out`` may be the very array of an input); the arrays as 1-D views (the flat kernels'
-    arguments), or as they are when ``out`` is an input (then the general kernel runs, as on
-    the general path: a flat kernel's ``tk.Const`` inputs must not alias its output); or None."""
-    host = C.host_same(out, *inputs, inplace=True)
+def _flat_fast(out, *inputs, dtype=None) -> tuple | None:
+    """``(backend, arrays, in place, result)`` for the flat kernels' fast paths:
+    ``_common.host_same`` (``out`` may be the very array of an input, or None: a new array of
+    ``dtype``, default the inputs'); the arrays as 1-D views (the flat kernels' arguments),
+    or as they are when ``out`` is an input (then the general kernel runs, as on the general
+    path: a flat kernel's ``tk.Const`` inputs must not alias its output); or None."""
+    host = C.host_same(out, *inputs, inplace=True, dtype=dtype)
     if host is None:
         return None
-    backend, arrays = host
+    backend, arrays, res = host
     for x in arrays[1:]:              # (a loop, not any(): a generator is one more Python frame)
         if x is arrays[0]:
-            return backend, tuple(arrays), True
-    return backend, (tuple(arrays) if arrays[0].ndim == 1 else tuple(v.reshape(-1) for v in arrays)), False
+            return backend, tuple(arrays), True, res
+    return backend, (tuple(arrays) if arrays[0].ndim == 1 else tuple(v.reshape(-1) for v in arrays)), False, res
 
 
-def _binary_fast(op: int, a, b, out, stream) -> bool:
+def _binary_fast(op: int, a, b, out, stream):
     """``out = a op b`` through :func:`_flat_fast` (add, sub, mul, div, swiglu of same-shape
-    arrays, ``out=`` given, in place or not, default stream); False where it does not apply."""
-    fast = _flat_fast(out, a, b) if stream is None and out is not None else None
+    arrays, ``out=`` given or not, in place or not, default stream): the result, or None
+    where it does not apply."""
+    fast = _flat_fast(out, a, b) if stream is None else None
     if fast is None or fast[1][0].dtype is not fast[1][1].dtype:
-        return False
-    backend, arrays, inplace = fast
+        return None
+    backend, arrays, inplace, res = fast
     poly = op == SWIGLU and use_poly(backend, arrays[1].dtype)
     if inplace:
         _binary.instance(backend)(*arrays, 1.0, 1.0, op, False, False, False, False, poly,
                                   ndrange=grid3(arrays[0].shape))
     else:
         _binary_flat.instance(backend)(*arrays, 1.0, 1.0, op, False, poly, ndrange=arrays[0].size)
-    return True
+    return res
 
 
-def _unary_fast(op: int, x, out, stream, dtype=None) -> bool:
+def _unary_fast(op: int, x, out, stream, dtype=None):
     """``out = op(x)`` through :func:`_flat_fast`; with ``dtype`` (a cast: ``op`` is ``COPY``)
     ``out``'s dtype must be it (a NumPy dtype or scalar type; names take the general path),
-    else ``x``'s. False where it does not apply."""
-    fast = _flat_fast(out, x) if stream is None and out is not None else None
+    else ``x``'s. The result, or None where it does not apply."""
+    if stream is not None:
+        return None
+    if dtype is not None and out is None:
+        dtype = C.FAST_DTYPE_OF.get(dtype)       # (a NumPy float dtype or its scalar type)
+        if dtype is None:
+            return None
+    fast = _flat_fast(out, x, dtype=dtype)
     if fast is None:
-        return False
-    backend, arrays, inplace = fast
+        return None
+    backend, arrays, inplace, res = fast
     odt, idt = arrays[0].dtype, arrays[1].dtype
     if odt not in C.FAST_FLOATS or not (odt is idt if dtype is None else (dtype is odt or dtype is odt.type)):
-        return False
+        return None
     poly = op == EXP and use_poly(backend, idt)
     if inplace:
         _unary.instance(backend)(*arrays, op, poly, ndrange=grid3(arrays[0].shape))
     else:
         _unary_flat.instance(backend)(*arrays, op, poly, ndrange=arrays[0].size)
-    return True
+    return res
 
 
 def _unary_call(fn: str, op: int, x, out=None, stream=None):
-    if _unary_fast(op, x, out, stream):
-        return out
+    res = _unary_fast(op, x, out, stream)
+    if res is not None:
+        return res
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x", lo=0)
@@ -373,29 +382,33 @@ def _launch_unary(backend, out, x, op: int, poly: bool, stream) -> None:
 def add(a, b, out=None, stream=None):
     """``a + b``; ``a`` and ``b`` arrays (NumPy broadcasting, rank <= 4), or one of them a
     Python or NumPy scalar (the result has the array's dtype)."""
-    if _binary_fast(ADD, a, b, out, stream):
-        return out
+    res = _binary_fast(ADD, a, b, out, stream)
+    if res is not None:
+        return res
     return binary("add", ADD, a, b, out, stream)
 
 
 def sub(a, b, out=None, stream=None):
     """``a - b`` (broadcasting as :func:`add`)."""
-    if _binary_fast(SUB, a, b, out, stream):
-        return out
+    res = _binary_fast(SUB, a, b, out, stream)
+    if res is not None:
+        return res
     return binary("sub", SUB, a, b, out, stream)
 
 
 def mul(a, b, out=None, stream=None):
     """``a * b`` (broadcasting as :func:`add`)."""
-    if _binary_fast(MUL, a, b, out, stream):
-        return out
+    res = _binary_fast(MUL, a, b, out, stream)
+    if res is not None:
+        return res
     return binary("mul", MUL, a, b, out, stream)
 
 
 def div(a, b, out=None, stream=None):
     """``a / b`` (broadcasting as :func:`add`)."""
-    if _binary_fast(DIV, a, b, out, stream):
-        return out
+    res = _binary_fast(DIV, a, b, out, stream)
+    if res is not None:
+        return res
     return binary("div", DIV, a, b, out, stream)
 
 
@@ -468,8 +481,9 @@ CAST_DTYPES = ("float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "fl
 def cast(x, dtype, out=None, stream=None):
     """``x`` converted to ``dtype`` (any pair of float32, float16, bfloat16, float64 and the
     fp8 storage types that the backend supports; rounding to nearest even, as NumPy/ml_dtypes)."""
-    if _unary_fast(COPY, x, out, stream, dtype):
-        return out
+    res = _unary_fast(COPY, x, out, stream, dtype)
+    if res is not None:
+        return res
     C.require(C.is_array(x), "cast", "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of("cast", stream=stream, x=x, out=out)
     shape = C.require_rank(x, "cast", "x", lo=0)

@@ -94,20 +94,53 @@ def _table(backend, scale_bits: int) -> np.ndarray:
     return tab
 
 
+_F16 = np.dtype(np.float16)
+_E4M3 = C.np_dtype("float8_e4m3fn")          # (None without ml_dtypes: no fast path)
+
+
+def _dequantize_fast(x, s: float, out):
+    """The host fast path of :func:`fp8_dequantize` (as ``_common.host_same``): host ``x``
+    (e4m3, rank 1 to 4, C-contiguous, not empty) and ``out`` (float16 of x's shape,
+    C-contiguous, sharing no memory with ``x``; or not given: a new one like ``x``) on one
+    CPU backend (``_common.host_args``): the general path's launch, which every other call
+    takes. The result, or None where it does not apply."""
+    host = C.host_args(out, x)
+    if host is None:
+        return None
+    backend, (ho, hx) = host
+    if hx.dtype != _E4M3 or not 0 < hx.ndim <= C.MAX_RANK or not hx.size \
+            or not hx.flags.c_contiguous:
+        return None
+    res, ho = (out, ho) if ho is not None else C.host_new(x, hx.shape, _F16)
+    if ho.shape != hx.shape or ho.dtype is not _F16 or not ho.flags.c_contiguous or C.may_share_memory(ho, hx):
+        return None
+    _launch_dequantize(backend, ho.reshape(-1).view(np.uint16), hx.reshape(-1).view(np.uint8), s, None)
+    return res
+
+
+def _launch_dequantize(backend, ho: np.ndarray, hx: np.ndarray, s: float, stream) -> None:
+    """``ho`` (float16 bits) = the e4m3 bytes ``hx`` times ``s``: a table lookup for large
+    arrays, the bit arithmetic for small ones."""
+    if hx.size >= _lookup_min():
+        tab = _table(backend, int(np.float64(s).view(np.uint64)))
+        C.launch(_dequant_lookup, backend, (ho, hx, tab), hx.size, stream=stream)
+    elif hx.size:
+        C.launch(_dequant_bits, backend, (ho, hx, s), hx.size, stream=stream)
+
+
 def fp8_dequantize(x, scale: float = 1.0, out=None, stream=None):
     """``float16(float32(x) * scale)`` for an fp8 e4m3 array ``x`` (rank 1 to 4)."""
     s = _scale("fp8_dequantize", "scale", scale)
+    res = _dequantize_fast(x, s, out) if stream is None else None
+    if res is not None:
+        return res
     backend = C.backend_of("fp8_dequantize", stream=stream, x=x, out=out) if C.is_array(x) else None
     if backend is not None and backend.name == "CPU" and C.dtype_of(x) == C.np_dtype("float8_e4m3fn"):
         shape = C.require_rank(x, "fp8_dequantize", "x")
         out = C.output(out, "fp8_dequantize", x, shape, np.float16, backend)
         hx, ho = C.host_flat(x, np.uint8), C.host_flat(out, np.uint16)
         if hx is not None and ho is not None:
-            if hx.size >= _lookup_min():
-                tab = _table(backend, int(np.float64(s).view(np.uint64)))
-                C.launch(_dequant_lookup, backend, (ho, hx, tab), hx.size, stream=stream)
-            elif hx.size:
-                C.launch(_dequant_bits, backend, (ho, hx, s), hx.size, stream=stream)
+            _launch_dequantize(backend, ho, hx, s, stream)
             return out
     return binary("fp8_dequantize", MUL, x, 1.0, out, stream, scales=(s, 1.0), out_dtype=np.float16,
                   allowed=FP8, names=("x", "b"))

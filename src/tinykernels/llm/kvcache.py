@@ -11,6 +11,7 @@ import numpy as np
 
 import tinykernels as tk
 
+from ..codegen.c import SERIAL_CUTOFF_LOOPS
 from . import _common as C
 from ._index import dims4, ld4, rows3, st4
 from .rope import check_counter
@@ -44,6 +45,44 @@ def _append_rows(cache, rows, pos, guard: tk.constexpr):
 
 
 @tk.kernel
+def _append_split(cache, rows, pos, guard: tk.constexpr, chunk):
+    """:func:`_append_rows` for a few long rows: work item ``(r, k)`` copies elements
+    ``k * chunk`` to ``(k + 1) * chunk - 1`` of row ``r``, so one long row (a 64 MiB single
+    token of a wide cache) spreads over the threads instead of running on one."""
+    r, k = tk.index(tk.Global, tk.Cartesian)
+    c0, c1, c2 = rows3(rows, r)
+    n0, n1, n2, D = dims4(rows)
+    p = c2 + pos[0]
+    if not guard or (p >= 0 and p < cache.shape[cache.ndim - 2]):
+        lo = k * chunk
+        for j in range(lo, min(lo + chunk, D)):
+            st4(cache, c0, c1, p, j, ld4(rows, c0, c1, c2, j))
+
+
+SPLIT_MIN_BYTES = 64 << 10
+"""The least bytes of a row piece :func:`_append_split` gives one work item."""
+
+
+def _append_shape(backend, rs: tuple, itemsize: int) -> tuple:
+    """``(kernel, extra arguments, ndrange)`` of the host shape for rows of shape ``rs``:
+    :func:`_append_rows` (one item per row), or :func:`_append_split` on several threads
+    when there are fewer rows than a launch needs to leave the calling thread (the CPU
+    runs a loop kernel of under ``SERIAL_CUTOFF_LOOPS`` items serially) and the rows hold
+    that many pieces of ``SPLIT_MIN_BYTES``: a single 64 MiB row ran on one thread."""
+    n = 1
+    for e in rs[:-1]:
+        n *= e
+    if getattr(backend, "threads", 1) < 2 or n >= SERIAL_CUTOFF_LOOPS:
+        return _append_rows, (), ((1, 1, 1) + rs)[-4:-1]     # (the rows' padded leading extents)
+    parts = min(-(-SERIAL_CUTOFF_LOOPS // n), rs[-1] * itemsize // SPLIT_MIN_BYTES)
+    chunk = (-(-rs[-1] // parts) + 63) // 64 * 64 if parts > 1 else rs[-1]   # (whole cache lines)
+    pieces = -(-rs[-1] // chunk)
+    if n * pieces < SERIAL_CUTOFF_LOOPS:
+        return _append_rows, (), ((1, 1, 1) + rs)[-4:-1]
+    return _append_split, (chunk,), (n, pieces)
+
+
+@tk.kernel
 def _counter(c, v, add: tk.constexpr):
     if add:
         c[0] += v
@@ -71,6 +110,10 @@ def _int(fn: str, name: str, v) -> int:
 
 def counter_add(counter, n: int = 1, stream=None):
     """``counter[0] += n`` on the device; returns ``counter``."""
+    host = C.host_args(counter) if stream is None and type(n) is int and -(1 << 31) <= n < (1 << 31) else None
+    if host is not None and host[1][0].dtype == _I32 and host[1][0].shape == (1,):
+        _counter.instance(host[0])(host[1][0], np.int32(n), True, ndrange=1)     # (the host fast path)
+        return counter
     check_counter("counter_add", "counter", counter)
     backend = C.backend_of("counter_add", stream=stream, counter=counter)
     C.launch(_counter, backend, (counter, np.int32(_int("counter_add", "n", n)), True), 1, stream=stream)
@@ -97,7 +140,7 @@ def _append_fast(cache, rows, counter, stream) -> bool:
     extent), an int32 counter of shape (1,), the default stream and the one-item-per-row
     kernel; the same launch as the general path, which every other call takes. False where it
     does not apply."""
-    host = C.host_args(cache, rows, counter) if stream is None else None
+    host = C.host_args(cache, rows, counter) if stream is None and cache is not None else None
     if host is None:
         return False
     backend, (hc, hr, hn) = host
@@ -107,13 +150,9 @@ def _append_fast(cache, rows, counter, stream) -> bool:
         return False
     if C.row_group(backend, rs[-1]) != 1:
         return False
-    _append_rows.instance(backend)(hc, hr, hn, not C.is_debug(backend), ndrange=_lead3(rs))
+    kernel, extra, nd = _append_shape(backend, rs, hc.itemsize)
+    kernel.instance(backend)(hc, hr, hn, not C.is_debug(backend), *extra, ndrange=nd)
     return True
-
-
-def _lead3(shape: tuple) -> tuple:
-    """The three leading extents of ``shape`` padded to rank 4 with leading 1s (the rows)."""
-    return ((1, 1, 1) + tuple(shape))[-4:-1]
 
 
 def kv_append(cache, rows, counter, stream=None):
@@ -138,7 +177,8 @@ def kv_append(cache, rows, counter, stream=None):
     n = int(np.prod(rs[:-1], dtype=np.int64))
     args = (cache, rows, counter, not C.is_debug(backend))
     if n and rs[-1] and C.row_group(backend, rs[-1]) == 1:
-        C.launch(_append_rows, backend, args, _lead3(rs), stream=stream)
+        kernel, extra, nd = _append_shape(backend, rs, C.dtype_of(cache).itemsize)
+        C.launch(kernel, backend, args + extra, nd, stream=stream)
     elif n and rs[-1]:
         C.launch(_append, backend, args, (n, rs[-1]), stream=stream)
     return cache

@@ -361,24 +361,29 @@ _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 def _argmax_fast(x, out) -> bool:
     """The host fast path of :func:`argmax` (as ``_common.host_same``): host ``x`` [n] (a
     float dtype, 0 < n <= ARGMAX_CHUNK) and ``out`` (int32, 0-d) on one CPU backend, not
-    sharing memory: the general path's ``_argmax_lanes`` launch. The caller passes only calls
-    with ``out=`` and the default stream."""
+    sharing memory: the general path's ``_argmax_lanes`` launch; ``out`` None: a new one like
+    ``x`` (``_common.host_new``). The caller passes only calls with the default stream;
+    the result, or None where it does not apply."""
     host = C.host_args(out, x)
     if host is None:
-        return False
+        return None
     backend, (ho, hx) = host
-    if hx.ndim != 1 or not 0 < hx.size <= ARGMAX_CHUNK or hx.dtype not in C.FAST_FLOATS or ho.shape \
-            or ho.dtype != _INDEX_DTYPES[0] or C.ROW_GROUP not in (None, 1) or C.may_share_memory(ho, hx):
-        return False
+    if hx.ndim != 1 or not 0 < hx.size <= ARGMAX_CHUNK or hx.dtype not in C.FAST_FLOATS \
+            or C.ROW_GROUP not in (None, 1):
+        return None
+    res, ho = (out, ho) if ho is not None else C.host_new(x, (), _INDEX_DTYPES[0])
+    if ho.shape or ho.dtype != _INDEX_DTYPES[0] or C.may_share_memory(ho, hx):
+        return None
     _argmax_lanes.instance(backend)(ho.reshape(1), hx, ndrange=1)
-    return True
+    return res
 
 
 def argmax(x, out=None, stream=None):
     """The index of the largest element of the 1-D array ``x``, as an int32 0-d array: the
     first one on ties, and the first NaN if there is one (as NumPy)."""
-    if out is not None and stream is None and _argmax_fast(x, out):
-        return out
+    res = _argmax_fast(x, out) if stream is None else None
+    if res is not None:
+        return res
     fn = "argmax"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
@@ -404,26 +409,33 @@ def _gather_fast(table, indices, out) -> bool:
     larger ones are a copy per row, where the host time does not matter): host ``table`` [V,
     D] of a float dtype, ``indices`` [N] int32/int64 and ``out`` [N, D] of table's dtype on
     one CPU backend, ``out`` C-contiguous sharing no memory with them: the general path's
-    ``_gather_rows`` launch. The caller passes only calls with ``out=`` and the default stream."""
+    ``_gather_rows`` launch; ``out`` None: a new one like ``table`` (``_common.host_new``).
+    The caller passes only calls with the default stream; the result, or None where it does
+    not apply."""
     host = C.host_args(out, table, indices)
     if host is None:
-        return False
+        return None
     backend, (ho, ht, hi) = host
-    if ht.ndim != 2 or hi.ndim != 1 or ho.shape != (hi.shape[0], ht.shape[1]) or not ho.size \
-            or ht.dtype not in C.FAST_FLOATS or ho.dtype is not ht.dtype or hi.dtype not in _INDEX_DTYPES \
-            or ho.nbytes >= COPY_MIN_BYTES or not ho.flags.c_contiguous or C.ROW_GROUP not in (None, 1) \
+    if ht.ndim != 2 or hi.ndim != 1 or ht.dtype not in C.FAST_FLOATS or hi.dtype not in _INDEX_DTYPES \
+            or not hi.shape[0] * ht.shape[1] or hi.shape[0] * ht.shape[1] * ht.itemsize >= COPY_MIN_BYTES \
+            or C.ROW_GROUP not in (None, 1):
+        return None
+    oshape = (hi.shape[0], ht.shape[1])
+    res, ho = (out, ho) if ho is not None else C.host_new(table, oshape, ht.dtype)
+    if ho.shape != oshape or ho.dtype is not ht.dtype or ho.nbytes >= COPY_MIN_BYTES or not ho.flags.c_contiguous \
             or C.may_share_memory(ho, ht) or C.may_share_memory(ho, hi):
-        return False
+        return None
     _gather_rows.instance(backend)(ho, ht, hi, not C.is_debug(backend), ndrange=hi.shape[0])
-    return True
+    return res
 
 
 def gather(table, indices, out=None, stream=None):
     """``table[indices]``: rows of ``table`` [V, D] at ``indices`` (int32 or int64 [N]) ->
     [N, D]. An index outside [0, V) is an ``IndexError`` in debug mode; otherwise its output
     row is zero (never a read outside the table)."""
-    if out is not None and stream is None and _gather_fast(table, indices, out):
-        return out
+    res = _gather_fast(table, indices, out) if stream is None else None
+    if res is not None:
+        return res
     fn = "gather"
     backend = C.backend_of(fn, stream=stream, table=table, indices=indices, out=out)
     C.require(C.is_array(table), fn, "table", f"expected an array, got {type(table).__name__}")
@@ -449,9 +461,33 @@ def gather(table, indices, out=None, stream=None):
     return out
 
 
+def _transpose_fast(x, axes, out):
+    """The host fast path of the 2-D :func:`transpose` (as ``_common.host_same``): host ``x``
+    [R, C] of a float dtype (any strides, not empty) and ``out`` [C, R] of its dtype,
+    C-contiguous, sharing no memory with it (or not given: a new one like ``x``), on one CPU
+    backend, ``axes`` None or (1, 0): the general path's ``_transpose_cpu``. The caller passes
+    only calls with the default stream; the result, or None where it does not apply."""
+    host = C.host_args(out, x) if (axes is None or type(axes) is tuple and axes == (1, 0)) \
+        and C.ROW_GROUP is None else None
+    if host is None:
+        return None
+    backend, (ho, hx) = host
+    if hx.ndim != 2 or not hx.size or hx.dtype not in C.FAST_FLOATS:
+        return None
+    oshape = hx.shape[::-1]
+    res, ho = (out, ho) if ho is not None else C.host_new(x, oshape, hx.dtype)
+    if ho.shape != oshape or ho.dtype is not hx.dtype or not ho.flags.c_contiguous or C.may_share_memory(ho, hx):
+        return None
+    _transpose_cpu(ho, hx, hx.dtype, backend, None)
+    return res
+
+
 def transpose(x, axes=None, out=None, stream=None):
     """``np.transpose(x, axes)`` for rank 1 to 4 (``axes=None`` reverses them), written to a
     new C-contiguous array; a 2-D transpose moves (16, 16) tiles through local memory."""
+    res = _transpose_fast(x, axes, out) if stream is None else None
+    if res is not None:
+        return res
     fn = "transpose"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)

@@ -600,20 +600,24 @@ def _gemv_fast(a, b, out) -> bool:
     [K] host float32 arrays and ``a`` a ``QTensor`` with host data or a float32 [M, K] host
     array, all C-contiguous on one CPU backend (``_common.host_args``), ``out`` sharing no
     memory with ``a`` or ``b``, M and K not 0: the general path's ``_HOST_GEMV`` launch. The
-    caller passes only calls with ``out=``, the default stream and ``exact=True``."""
+    caller passes only calls with the default stream and ``exact=True``; ``out`` None: a new
+    array like ``b`` (``_common.host_new``). The result, or None where it does not apply."""
     quant = type(a) is QTensor
     host = C.host_args(out, a.data if quant else a, b)
     if host is None:
-        return False
+        return None
     backend, (ho, ha, hb) = host
     m, k = a.shape if quant else (ha.shape + (0, 0))[:2]
-    if ho.shape != (m,) or hb.shape != (k,) or not m or not k or ho.dtype is not _F32 or hb.dtype is not _F32 \
+    if hb.shape != (k,) or not m or not k or hb.dtype is not _F32 \
             or not (quant or (ha.ndim == 2 and ha.dtype is _F32)) or not ha.flags.c_contiguous \
-            or not hb.flags.c_contiguous or not ho.flags.c_contiguous \
+            or not hb.flags.c_contiguous:
+        return None
+    res, ho = (out, ho) if ho is not None else C.host_new(b, (m,), _F32)
+    if ho.shape != (m,) or ho.dtype is not _F32 or not ho.flags.c_contiguous \
             or C.may_share_memory(ho, ha) or C.may_share_memory(ho, hb):
-        return False
+        return None
     _HOST_GEMV[a.qtype if quant else None].instance(backend)(ho, ha, hb, ndrange=m)
-    return True
+    return res
 
 
 def matmul(a, b, out=None, stream=None, exact: bool = True):
@@ -625,8 +629,9 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
     to Q8_0 (:func:`quantize_activations`) and each block is an exact int8 x int8 dot product
     scaled by the two blocks' scales, so the result differs from the exact route by the
     activations' rounding, as llama.cpp's does. Other shapes and formats ignore it."""
-    if out is not None and stream is None and exact is True and _gemv_fast(a, b, out):
-        return out
+    res = _gemv_fast(a, b, out) if stream is None and exact is True else None
+    if res is not None:
+        return res
     quant = isinstance(a, QTensor)
     if quant:
         m, k = a.shape

@@ -194,34 +194,54 @@ def _check_eps(fn, eps):
               fn, "eps", f"expected a float >= 0, got {eps!r}")
 
 
-def _norm_fast(mode, x, w, eps, residual, out) -> bool:
-    """The host fast path of :func:`rms_norm` (no residual) and :func:`rms_norm_add`
-    (``_common.host_same``: host ``out``, ``x`` and ``residual`` of one shape and float dtype,
-    ``out`` sharing no memory with them or with ``w`` [D] of x's dtype or float32), a float
-    ``eps >= 0``, no scale output, the one-item-per-row kernel: the general path's launch.
-    The callers pass only calls with ``out=`` and the default stream; False where it does
-    not apply."""
+def _norm_fast(mode, x, w, eps, residual, out, residual_out=None):
+    """The host fast path of :func:`rms_norm` and :func:`rms_norm_add` (``_common.host_same``:
+    host ``out``, ``x`` and ``residual`` of one shape and float dtype, ``out`` sharing no
+    memory with them or with ``w`` [D] of x's dtype or float32), a float ``eps >= 0``, no
+    scale output, the one-item-per-row kernel: the general path's launch. ``out`` None: a
+    new array like ``x`` (``_common.host_same``). The fused residual add first
+    (``RESIDUAL_FIRST``) also writes the sum to ``residual_out``: a new array like ``x``,
+    the very array ``residual`` (in place: the general path's ``_rms_rows``, as the decode
+    step calls it), or one sharing no memory with the others. The callers pass only calls
+    with the default stream; the result, or None where it does not apply."""
     if type(eps) is not float or not eps >= 0:
-        return False
+        return None
     host = C.host_same(out, x) if residual is None else C.host_same(out, x, residual)
     hw = C.host_args(w) if host is not None else None
     if hw is None or hw[0] is not host[0]:
-        return False
-    backend, (ho, hx, *hr) = host
+        return None
+    backend, (ho, hx, *hr), res = host
     (hw,) = hw[1]
     D = hx.shape[-1]
     if ho.dtype is not hx.dtype or hw.shape != (D,) or hw.dtype not in (hx.dtype, _F32) \
             or C.ROW_GROUP not in (None, 1) or C.may_share_memory(ho, hw):
-        return False
-    _rms_rows_ro.instance(backend)(ho, ho, ho, hx, hr[0] if hr else hx, hw, eps, mode, False,
-                                   ndrange=hx.size // D)
-    return True
+        return None
+    if mode != RESIDUAL_FIRST:
+        _rms_rows_ro.instance(backend)(ho, ho, ho, hx, hr[0] if hr else hx, hw, eps, mode, False,
+                                       ndrange=hx.size // D)
+        return res
+    if residual_out is residual:          # in place on the residual stream
+        _rms_rows.instance(backend)(ho, hr[0], hw, hx, hr[0], hw, eps, mode, False, ndrange=hx.size // D)
+        return res, residual_out
+    if residual_out is None:
+        s_res, hs = C.host_new(x, hx.shape, hx.dtype)
+    else:
+        hs = C.host_args(residual_out)
+        if hs is None or hs[0] is not backend:
+            return None
+        s_res, (hs,) = residual_out, hs[1]
+        if hs.shape != hx.shape or hs.dtype is not hx.dtype or not hs.flags.c_contiguous \
+                or not C.disjoint(hs, ho, hx, hr[0], hw):
+            return None
+    _rms_rows_ro.instance(backend)(ho, hs, ho, hx, hr[0], hw, eps, mode, False, ndrange=hx.size // D)
+    return res, s_res
 
 
 def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, scale_out, stream):
-    if (out is not None and stream is None and scale_out is None and not return_scale
-            and (mode != RESIDUAL_FIRST) and _norm_fast(mode, x, w, eps, residual, out)):
-        return out
+    if stream is None and scale_out is None and not return_scale:
+        res = _norm_fast(mode, x, w, eps, residual, out, residual_out)
+        if res is not None:
+            return res
     backend = C.backend_of(fn, stream=stream, x=x, w=w, residual=residual, out=out, residual_out=residual_out,
                            scale_out=scale_out)
     shape, dt = _check_x_w(fn, x, w, backend)

@@ -119,32 +119,38 @@ def _rope_fast(x, cos, sin, pos, offset, out) -> bool:
     shape (rank 2 to 4, not empty) and float dtype, ``out`` the very array ``x`` (in place)
     or sharing no memory with it, neither with ``cos``/``sin`` (2-D, one dtype: float32 or
     x's, 0 < 2 * rot/2 <= head_dim, enough positions for ``offset``), an int32 [1] counter,
-    an int ``offset >= 0``: the general path's ``_rope_rows`` launch. The caller passes only
-    calls with ``out=`` and the default stream."""
+    an int ``offset >= 0``: the general path's ``_rope_rows`` launch; ``out`` None: a new
+    array like ``x`` (``_common.host_new``). The caller passes only calls with the default
+    stream; the result, or None where it does not apply."""
     if type(offset) is not int or offset < 0:
-        return False
+        return None
     host = C.host_args(out, x, cos, sin) if pos is None else C.host_args(out, x, cos, sin, pos)
     if host is None:
-        return False
+        return None
     backend, (ho, hx, hc, hs, *hp) = host
     s, dt = hx.shape, hx.dtype
-    if not 2 <= len(s) <= C.MAX_RANK or not hx.size or dt not in C.FAST_FLOATS or ho.shape != s \
-            or ho.dtype is not dt or not hx.flags.c_contiguous or not ho.flags.c_contiguous \
+    if not 2 <= len(s) <= C.MAX_RANK or not hx.size or dt not in C.FAST_FLOATS or not hx.flags.c_contiguous \
             or hc.ndim != 2 or hs.shape != hc.shape or hs.dtype is not hc.dtype or hc.dtype not in (_F32, dt) \
             or not 0 < 2 * hc.shape[1] <= s[-1] or C.ROW_GROUP not in (None, 1):
-        return False
+        return None
     if (hp and (hp[0].dtype != _I32 or hp[0].shape != (1,))) or (not hp and offset + s[-2] > hc.shape[0]):
-        return False
+        return None
+    res, ho = (out, ho) if ho is not None else C.host_new(x, s, dt)
+    if ho.shape != s or ho.dtype is not dt or not ho.flags.c_contiguous:
+        return None
+    if out is x:                      # in place (the very array; for torch, its own new view)
+        hx = ho
     if (ho is not hx and C.may_share_memory(ho, hx)) or C.may_share_memory(ho, hc) or C.may_share_memory(ho, hs):
-        return False
+        return None
     _rope_rows.instance(backend)(ho, hx, hc, hs, hp[0] if hp else hc, offset, bool(hp), not C.is_debug(backend),
                                  ndrange=hx.size // s[-1])
-    return True
+    return res
 
 
 def _rope_call(fn, x, cos, sin, pos, offset, out, stream):
-    if out is not None and stream is None and _rope_fast(x, cos, sin, pos, offset, out):
-        return out
+    res = _rope_fast(x, cos, sin, pos, offset, out) if stream is None else None
+    if res is not None:
+        return res
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of(fn, stream=stream, x=x, cos=cos, sin=sin, pos_counter=pos, out=out)
     shape = C.require_rank(x, fn, "x", 2)

@@ -234,52 +234,56 @@ def _split(shape: tuple, axis: int) -> tuple:
     return rows, shape[axis], inner, axis + 4 - len(shape)
 
 
-def _sum_fast(x, axis, out, stream) -> bool:
+def _sum_fast(x, axis, out, stream):
     """The host fast path of :func:`sum` (as ``elementwise._flat_fast``): host ``x`` and
     ``out=`` (``_common.host_args``; of ``x``'s float dtype and the reduced shape, at least
-    1-D, sharing no memory with ``x``), an int ``axis``, the default stream, the
-    one-item-per-row kernel; the same launch as the general path, which every other call
-    takes. False where it does not apply."""
-    host = C.host_args(x, out) if stream is None and out is not None and type(axis) is int else None
+    1-D, sharing no memory with ``x``; or not given: ``_common.host_new``), an int
+    ``axis``, the default stream, the one-item-per-row kernel; the same launch as the general
+    path, which every other call takes. The result, or None where it does not apply."""
+    host = C.host_args(out, x) if stream is None and type(axis) is int else None
     if host is None:
-        return False
-    backend, (hx, ho) = host
+        return None
+    backend, (ho, hx) = host
     shape, dt = hx.shape, hx.dtype
     nd = len(shape)
-    if not 0 < nd <= C.MAX_RANK or not -nd <= axis < nd or dt not in C.FAST_FLOATS or ho.dtype is not dt:
-        return False
+    if not 1 < nd <= C.MAX_RANK or not -nd <= axis < nd or dt not in C.FAST_FLOATS:
+        return None
     ax = axis % nd
-    if not ho.shape or ho.shape != shape[:ax] + shape[ax + 1:] or not C.disjoint(ho, hx):
-        return False
+    oshape = shape[:ax] + shape[ax + 1:]
     rows, L, inner, ax4 = _split(shape, ax)
     if not rows or C.row_group(backend, L) != 1:
-        return False
+        return None
+    res, ho = (out, ho) if ho is not None else C.host_new(x, oshape, dt)
+    if ho.dtype is not dt or ho.shape != oshape or C.may_share_memory(ho, hx):
+        return None
     (_sum_lanes64 if dt == np.float64 else _sum_lanes).instance(backend)(ho, hx, L, inner, ax4, ndrange=rows)
-    return True
+    return res
 
 
 def _softmax_fast(x, axis, scale, out) -> bool:
     """The host fast path of :func:`softmax` over the last axis (``_common.host_same``: host
     ``x`` and ``out=`` of one shape and float dtype, sharing no memory), an int ``axis`` and a
     float ``scale``, rows of at most ``SM_ROW``: the general path's ``_softmax_rows_ro``
-    launch. The caller passes only calls with ``out=`` and the default stream."""
+    launch; ``out`` None: a new array like ``x``. The caller passes only calls with the
+    default stream; the result, or None where it does not apply."""
     host = C.host_same(out, x) if type(axis) is int and type(scale) is float else None
     if host is None:
-        return False
-    backend, (ho, hx) = host
+        return None
+    backend, (ho, hx), res = host
     L = hx.shape[-1]
     if ho.dtype is not hx.dtype or not -hx.ndim <= axis < hx.ndim or axis % hx.ndim != hx.ndim - 1 or L > SM_ROW \
             or C.ROW_GROUP not in (None, 1):        # (row_group(backend) on the CPU, inline)
-        return False
+        return None
     _softmax_rows_ro.instance(backend)(ho, hx, scale, L, 1, use_poly(backend, hx.dtype), ndrange=hx.size // L)
-    return True
+    return res
 
 
 def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
     """``softmax(x * scale)`` along ``axis`` (x float32/float16/bfloat16/float64, rank 1 to 4):
     the maximum is subtracted first (numerically stable); float32 accumulation."""
-    if out is not None and stream is None and _softmax_fast(x, axis, scale, out):
-        return out
+    res = _softmax_fast(x, axis, scale, out) if stream is None else None
+    if res is not None:
+        return res
     fn = "softmax"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
@@ -305,8 +309,9 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
 
 def sum(x, axis: int, out=None, stream=None):
     """The sum of ``x`` along ``axis`` (x's dtype; float32 accumulation for 16-bit floats)."""
-    if _sum_fast(x, axis, out, stream):
-        return out
+    res = _sum_fast(x, axis, out, stream)
+    if res is not None:
+        return res
     fn = "sum"
     C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
