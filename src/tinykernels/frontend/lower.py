@@ -809,20 +809,43 @@ class Lowerer:
         return stmts, v
 
     def e_Compare(self, node):
-        left = self.as_expr(self.expr(node.left), node)
-        result = None
-        for opnode, rnode in zip(node.ops, node.comparators):
+        """``a < b < c`` is ``a < b and b < c`` with ``b`` evaluated once and, as in Python,
+        ``c`` evaluated (its func's stores, atomics, prints run) only when ``a < b`` holds."""
+        ops = []
+        for opnode in node.ops:
             op = I.CMPOPS.get(type(opnode))
             if op is None:
                 raise self.err(node, f"comparison {_OP_TEXT.get(type(opnode), type(opnode).__name__)} is not supported "
                                      "in kernels (compare numbers with ==, !=, <, <=, >, >=)")
-            right = self.as_expr(self.expr(rnode), rnode)
-            c = self.compare(op, left, right, node)
-            if result is not None:       # a chain is an `and`: a strong bool
-                c = N.BinOp(Ty(D.bool_), self.loc(node), "and", self.strong_bool(result), self.strong_bool(c))
-            result = c
-            left = right
-        return result
+            ops.append(op)
+        left = self.as_expr(self.expr(node.left), node)
+        return self.chain(left, ops, node.comparators, node)
+
+    def chain(self, left, ops: list, rnodes: list, node) -> N.Expr:
+        """The comparison chain ``left ops[0] rnodes[0] ops[1] rnodes[1] ...``: its tail after
+        the first comparison runs (statements included) only where that comparison holds."""
+        right = self.as_expr(self.expr(rnodes[0]), rnodes[0])
+        first = self.compare(ops[0], left, right, node)
+        if len(ops) == 1:
+            return first
+        first, loc = self.strong_bool(first), self.loc(node)      # a chain gives a strong bool
+        if isinstance(first, N.Const) and not first.value:
+            return first                      # short-circuited: the tail is not evaluated
+        if any(isinstance(n, ast.Call) for r in rnodes[1:] for n in ast.walk(r)):
+            right = self.as_expr(self.snapshot(right, rnodes[0]), rnodes[0])   # read before the tail's calls
+        saved, self.out = self.out, []
+        rest = self.strong_bool(self.chain(right, ops[1:], rnodes[1:], node))
+        stmts, self.out = self.out, saved
+        if isinstance(first, N.Const):        # True: the chain is its tail
+            self.out.extend(stmts)
+            return rest
+        if not stmts:
+            return N.BinOp(Ty(D.bool_), loc, "and", first, rest)
+        t = self.fresh("chain")
+        self.types[t] = Ty(D.bool_)
+        self.emit(N.Assign(loc, t, first))
+        self.emit(N.If(loc, N.Var(Ty(D.bool_), loc, t), stmts + [N.Assign(loc, t, rest)]))
+        return N.Var(Ty(D.bool_), loc, t)
 
     def compare(self, op, a, b, node) -> N.Expr:
         """``a op b`` exactly, as NumPy 2 compares: mixed signed/unsigned 64-bit integers and
