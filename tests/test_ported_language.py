@@ -84,3 +84,28 @@ def test_python_int_past_int64_after_a_small_one(name):
     for v in (1, 2 ** 63, -2 ** 63, 2 ** 64 - 1, 7):
         o, _ = run(add_scalar, name, np.zeros(2, np.float32), x, v, ndrange=2)
         np.testing.assert_array_equal(o, x + np.float32(float(v)))
+
+
+# -- a local's type is the promotion of every value assigned to it, also without float64 -------
+
+@tk.kernel
+def int_local_becomes_float(o, x: tk.Const, y: tk.Const):
+    i = tk.index()
+    v = x[i]
+    v += 1.5                 # int32 with a Python float: float64 in NumPy
+    w = x[i]
+    w = w / 2
+    u = x[i]
+    u = u * y[i]             # int32 with float32: float64 in NumPy
+    o[i, 0] = v
+    o[i, 1] = w
+    o[i, 2] = u
+
+
+@pytest.mark.parametrize("name", backends())
+def test_int_local_reassigned_a_float(name):
+    """On WebGPU (no float64) NumPy's float64 results are float32, as `/` on ints is: a local
+    assigned an int32 and then such a value was float64 there, a CompileError."""
+    x, y = np.array([1, -3, 7], np.int32), np.array([0.5, 0.25, 3.0], np.float32)
+    o, _, _ = run(int_local_becomes_float, name, np.zeros((3, 3), np.float32), x, y, ndrange=3)
+    np.testing.assert_array_equal(o, np.stack([x + 1.5, x / 2, x * y.astype(np.float64)], 1).astype(np.float32))
