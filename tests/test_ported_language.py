@@ -109,3 +109,111 @@ def test_int_local_reassigned_a_float(name):
     x, y = np.array([1, -3, 7], np.int32), np.array([0.5, 0.25, 3.0], np.float32)
     o, _, _ = run(int_local_becomes_float, name, np.zeros((3, 3), np.float32), x, y, ndrange=3)
     np.testing.assert_array_equal(o, np.stack([x + 1.5, x / 2, x * y.astype(np.float64)], 1).astype(np.float32))
+
+
+# -- integer operators at the edges, against NumPy (Numba's test_operators, Taichi's test_bit_operations)
+
+@tk.kernel
+def int_ops(o, a: tk.Const, b: tk.Const):
+    i = tk.index()
+    o[i, 0] = a[i] // b[i]
+    o[i, 1] = a[i] % b[i]
+    o[i, 2] = a[i] << b[i]
+    o[i, 3] = a[i] >> b[i]
+    o[i, 4] = a[i] * b[i]
+    o[i, 5] = a[i] - b[i]
+    o[i, 6] = -a[i]
+    o[i, 7] = abs(a[i])
+
+
+def _int_edges(dt):
+    info = np.iinfo(dt)
+    v = {0, 1, 2, 7, -1, -7, info.min, info.max, info.min + 1, info.bits - 1, info.bits, info.bits + 1}
+    return [x for x in sorted(v) if info.min <= x <= info.max]
+
+
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64])
+def test_integer_operators_at_the_edges_match_numpy(name, dt):
+    """Floor division and modulo of negative and minimum values and by zero (0, as NumPy's
+    arrays give), shifts by the width or more and by negative amounts, wrapping products,
+    -INT_MIN and abs(INT_MIN): NumPy's values bit for bit."""
+    if name == "WEBGPU" and np.dtype(dt).itemsize != 4:
+        pytest.skip("WebGPU has 32-bit integers only")
+    v = _int_edges(dt)
+    a = np.repeat(np.array(v, dt), len(v))
+    b = np.tile(np.array(v, dt), len(v))
+    o, _, _ = run(int_ops, name, np.zeros((a.size, 8), dt), a, b, ndrange=a.size)
+    with np.errstate(all="ignore"):
+        want = np.stack([a // b, a % b, np.left_shift(a, b), np.right_shift(a, b), a * b, a - b, -a, np.abs(a)], 1)
+    np.testing.assert_array_equal(o, want)
+
+
+# -- group collectives over partial groups, every op, inclusive and exclusive (KA, CUB-style) --
+
+@tk.kernel
+def scans(o, x: tk.Const, incl: tk.constexpr):
+    i = tk.index()
+    v = x[i]
+    o[i, 0] = tk.group_reduce(v, "add")
+    o[i, 1] = tk.group_reduce(v, "max")
+    o[i, 2] = tk.group_scan(v, "add", inclusive=incl)
+    o[i, 3] = tk.group_scan(v, "mul", inclusive=incl)
+    o[i, 4] = tk.group_scan(v, "min", inclusive=incl)
+    o[i, 5] = tk.group_scan(v, "and", inclusive=incl)
+    o[i, 6] = tk.group_scan(v, "or", inclusive=incl)
+
+
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("incl", [True, False])
+def test_group_scans_over_a_partial_last_group(name, incl):
+    n, wg = 13, 8
+    x = np.array([3, -1, 2, 5, -4, 1, 1, 2, 7, -2, 3, 1, 6], np.int32)
+    o, _ = run(scans, name, np.zeros((n, 7), np.int32), x, incl, ndrange=n, workgroupsize=wg)
+    want = np.zeros((n, 7), np.int32)
+    ident = [0, 1, np.iinfo(np.int32).max, -1, 0]
+    for g in range(0, n, wg):
+        s = x[g:g + wg]
+        want[g:g + wg, 0], want[g:g + wg, 1] = s.sum(), s.max()
+        for c, (f, e) in enumerate(zip([np.add, np.multiply, np.minimum, np.bitwise_and, np.bitwise_or], ident)):
+            acc = f.accumulate(s)
+            want[g:g + wg, 2 + c] = acc if incl else np.concatenate([[e], acc[:-1]])
+    np.testing.assert_array_equal(o, want)
+
+
+# -- loops and ranges (Warp's test_codegen, KA's nditeration) ----------------------------------
+
+@tk.kernel
+def range_sum(o, n: int, step: int):
+    i = tk.index()
+    s = 0
+    c = 0
+    for k in range(i, n, step):
+        s += k
+        c += 1
+    o[i, 0] = s
+    o[i, 1] = c
+
+
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("n,step", [(10, 3), (10, -1), (-5, -2), (10, 100), (3, 1)])
+def test_range_with_run_time_steps(name, n, step):
+    (o,) = run(range_sum, name, np.zeros((6, 2), np.int32), n, step, ndrange=6)
+    np.testing.assert_array_equal(o, [[sum(range(i, n, step)), len(range(i, n, step))] for i in range(6)])
+
+
+@tk.kernel
+def cartesian_ranges(o):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    o[i, j] = tk.index() + 1
+
+
+@pytest.mark.parametrize("name", backends())
+def test_cartesian_index_of_stepped_and_reversed_ranges(name):
+    """Absolute coordinates start + k*step (a negative step too); the linear index stays the
+    0-based position, the last dimension fastest."""
+    (o,) = run(cartesian_ranges, name, np.zeros((8, 9), np.int32), ndrange=(range(1, 7, 2), range(8, 2, -3)))
+    want = np.zeros((8, 9), np.int32)
+    for k, (i, j) in enumerate((i, j) for i in range(1, 7, 2) for j in range(8, 2, -3)):
+        want[i, j] = k + 1
+    np.testing.assert_array_equal(o, want)
