@@ -217,3 +217,26 @@ def test_cartesian_index_of_stepped_and_reversed_ranges(name):
     for k, (i, j) in enumerate((i, j) for i in range(1, 7, 2) for j in range(8, 2, -3)):
         want[i, j] = k + 1
     np.testing.assert_array_equal(o, want)
+
+
+# -- tk.print: the same text on every backend that prints -------------------------------------
+
+@tk.kernel
+def print_specials(x: tk.Const):
+    i = tk.index()
+    tk.print(i, x[i], -x[i], tk.float16(x[i]), x[i] > 0.0)
+
+
+@pytest.mark.parametrize("name", [p for p in backends() if p.values[0] not in ("INTERP", "INTERP:CHECK", "WEBGPU")])
+def test_print_of_nan_infinities_and_signed_zeros_matches_the_interpreter(name, capfd):
+    """A NaN prints "nan" whatever its sign (Python's "%g"): the C backend printed "-nan"
+    for -x of a NaN, glibc's printf does."""
+    import sys
+    x = np.array([np.nan, -np.inf, -0.0, 1e-45], np.float32)
+    run(print_specials, "INTERP", x, ndrange=4)
+    sys.stdout.flush()
+    want = capfd.readouterr().out
+    assert want.splitlines()[0] == "0 nan nan nan 0"
+    run(print_specials, name, x, ndrange=4, workgroupsize=1)
+    got = capfd.readouterr().out
+    assert sorted(got.splitlines()) == sorted(want.splitlines())
