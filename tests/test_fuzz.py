@@ -1516,3 +1516,19 @@ def test_bug_chained_comparison_runs_later_operands_only_when_needed(c):
                     ndrange=1)
         np.testing.assert_array_equal(a, want_a, err_msg=str(b))
         np.testing.assert_array_equal(o, want_o, err_msg=str(b))
+
+
+@tk.kernel
+def k_wgsl_narrow_self_cast(o, h: tk.Const):
+    i = tk.index()
+    o[i] = tk.float16(h[i] * 3.0) - 0.1
+
+
+# fixed: wgsl-narrow-self-cast
+@needs_webgpu
+def test_bug_wgsl_cast_of_a_narrow_value_to_its_own_type_rounds():
+    h = np.array([0.3303, 0.581, -0.7363], np.float16)
+    got = _run(k_wgsl_narrow_self_cast, "WEBGPU", [np.zeros(3, np.float32), h])[0]
+    want = _run(k_wgsl_narrow_self_cast, INTERP, [np.zeros(3, np.float32), h])[0]
+    assert got.tolist() == want.tolist()
+    assert want[0] == np.float32(np.float16(0.9912109375)) - np.float32(np.float16(0.1))
