@@ -264,3 +264,42 @@ def test_cast_of_a_narrow_float_expression_to_its_own_type_rounds(name, dt):
     o, _ = run(narrow_self_cast, name, np.zeros((5, 3), np.float32), a, getattr(tk, dt), ndrange=5)
     r = (a.astype(np.float32) * np.float32(3.0)).astype(ndt).astype(np.float32) - np.float32(np.array(0.1).astype(ndt))
     np.testing.assert_array_equal(o, np.stack([r, r, r], 1))
+
+
+# -- @tk.func results: nested tuples, as Python returns them (Warp's test_func) -----------------
+
+@tk.func
+def sum_and_max(x, n, scale=1.0):
+    s = 0.0
+    m = x[0]
+    for k in range(n):
+        s += x[k]
+        m = max(m, x[k])
+    return s * scale, m
+
+
+@tk.func
+def nested_result(x, n):
+    a, b = sum_and_max(x, n, scale=2.0)
+    if n < 0:
+        return (b, a), b
+    return (a, b), a - b
+
+
+@tk.kernel
+def use_nested_result(o, x: tk.Const):
+    i = tk.index()
+    (s, m), d = nested_result(x, len(x))
+    o[i, 0] = s
+    o[i, 1] = m
+    o[i, 2] = d
+    t = nested_result(x, 2)
+    o[i, 3] = t[0][1]
+
+
+@pytest.mark.parametrize("name", backends())
+def test_func_returning_a_nested_tuple(name):
+    """`return (a, b), c` was "a tuple was used where a number is expected"."""
+    x = np.array([1.0, 4.0, -2.0], np.float32)
+    o, _ = run(use_nested_result, name, np.zeros((2, 4), np.float32), x, ndrange=2)
+    np.testing.assert_array_equal(o, [[6.0, 4.0, 2.0, 4.0]] * 2)

@@ -94,6 +94,7 @@ class _Frame:
         self.const_names = _single_top_level_names(src.tree)
         self.bind: dict = {}
         self.ret_vars: list | None = None
+        self.ret_shape = None                    # the returned value's tuple nesting (see _flatten)
         self.ret_label: str | None = None
         self.loop_depth = 0
 
@@ -425,10 +426,11 @@ class Lowerer:
             self.emit(N.Return(self.loc(s)))
             return
         value = self.expr(s.value) if s.value is not None else None
-        vals = value if isinstance(value, tuple) else (() if value is None else (value,))
+        vals, shape = _flatten(value) if value is not None else ([], ())
         if fr.ret_vars is None:
             fr.ret_vars = [self.fresh(f"ret{k}") for k in range(len(vals))]
-        if len(vals) != len(fr.ret_vars):
+            fr.ret_shape = shape
+        if len(vals) != len(fr.ret_vars) or shape != fr.ret_shape:
             raise self.err(s, "every return of a @tk.func must return the same number of values")
         for name, v in zip(fr.ret_vars, vals):
             self.assign_var(name, self.as_expr(v, s), s)
@@ -1018,8 +1020,21 @@ class Lowerer:
             return NoValue(self.loc(node))
         for v in fr.ret_vars:
             self.names[v] = f"@func:{func.name}"
-        vals = [FuncBinding(v) for v in fr.ret_vars]
-        return vals[0] if len(vals) == 1 else tuple(vals)
+        return _unflatten(iter(FuncBinding(v) for v in fr.ret_vars), fr.ret_shape)
+
+
+def _flatten(value) -> tuple[list, object]:
+    """A returned value's leaves and its nesting: None for one value, a tuple of the parts'
+    nestings for a tuple (``return (a, b), c`` returns three values, shaped ((None, None), None))."""
+    if not isinstance(value, tuple):
+        return [value], None
+    parts = [_flatten(v) for v in value]
+    return [leaf for leaves, _ in parts for leaf in leaves], tuple(sh for _, sh in parts)
+
+
+def _unflatten(leaves, shape):
+    """The inverse of :func:`_flatten`: the values of ``leaves`` (an iterator) nested as ``shape``."""
+    return next(leaves) if shape is None else tuple(_unflatten(leaves, sh) for sh in shape)
 
 
 _FIXED_MODULES = frozenset({"tinykernels", "math", "numpy", "builtins", "cmath", "operator"})   # attributes never rebound
