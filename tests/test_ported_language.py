@@ -303,3 +303,28 @@ def test_func_returning_a_nested_tuple(name):
     x = np.array([1.0, 4.0, -2.0], np.float32)
     o, _ = run(use_nested_result, name, np.zeros((2, 4), np.float32), x, ndrange=2)
     np.testing.assert_array_equal(o, [[6.0, 4.0, 2.0, 4.0]] * 2)
+
+
+# -- comparisons with a Python int argument >= 2**63 are exact (NumPy 2) ------------------------
+
+@tk.kernel
+def compare_scalar(o, x: tk.Const, v):
+    i = tk.index()
+    o[i, 0] = x[i] < v
+    o[i, 1] = x[i] == v
+    o[i, 2] = v > x[i]
+    o[i, 3] = v <= x[i]
+
+
+@pytest.mark.parametrize("name", [p for p in backends() if p.values[0] != "WEBGPU"])
+@pytest.mark.parametrize("dt", [np.int64, np.uint64, np.int32, np.uint8])
+def test_comparison_with_a_python_int_past_int64(name, dt):
+    """A Python int in [2**63, 2**64) is a weak uint64: compared with an int64 (or narrower)
+    value it was wrapped to int64 on the compiled backends (x_i64 == 2**63 held for INT64_MIN,
+    x_u64 < 2**64 - 1 was False)."""
+    info = np.iinfo(dt)
+    x = np.array([info.min, info.min // 2, 0, info.max], dt)
+    for v in (2 ** 63, 2 ** 64 - 1, 2 ** 63 + 5, -1, 7):
+        o, _ = run(compare_scalar, name, np.zeros((4, 4), np.bool_), x, v, ndrange=4)
+        want = [[int(a) < v, int(a) == v, v > int(a), v <= int(a)] for a in x]
+        np.testing.assert_array_equal(o, want, err_msg=f"v = {v}")

@@ -864,6 +864,13 @@ class Lowerer:
                 return N.Const(BT, loc, {"<": above, "<=": above, ">": not above, ">=": not above,
                                          "==": False, "!=": True}[o])
         weak_const = (isinstance(a, N.Const) and a.ty.weak) or (isinstance(b, N.Const) and b.ty.weak)
+        if da.is_int and db.is_int and not weak_const and \
+                any(x.ty.weak and x.ty.dtype.name == "uint64" for x in (a, b)):
+            # a Python int >= 2**63 (weak uint64) against any integer: by value, never wrapped to int64
+            if "i" in (da.kind, db.kind):
+                s_, u_, o = (a, b, op) if da.kind == "i" else (b, a, I.FLIP[op])
+                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc)
+            return N.Compare(BT, loc, op, self.cast(a, Ty(D.uint64)), self.cast(b, Ty(D.uint64)))
         if da.is_int and db.is_int and not weak_const and (a.ty.weak != b.ty.weak or {da.kind, db.kind} == {"i", "u"}):
             strong64 = not a.ty.weak and not b.ty.weak and {da.name, db.name} == {"int64", "uint64"}
             weak_u64 = (a.ty.weak and db.name == "uint64") or (b.ty.weak and da.name == "uint64")
