@@ -1544,3 +1544,44 @@ def test_bug_conditional_expression_runs_only_the_chosen_side(c, C):
                     ndrange=1)
         np.testing.assert_array_equal(a, want_a, err_msg=str(b))
         np.testing.assert_array_equal(o, want_o, err_msg=str(b))
+
+
+@tk.kernel
+def k_chain_side_effects(o, A, c):
+    i = tk.index()
+    o[i, 0] = c < 1 < _bump_first(A)               # the call runs only where c < 1
+    o[i, 1] = 0 < c < _bump_first(A) < 10           # likewise, where 0 < c
+
+
+# fixed: chain-side-effects
+@needs_cpu
+@pytest.mark.parametrize("c", [0, 1])
+def test_bug_chained_comparison_runs_later_operands_only_when_needed(c):
+    want_o, want_a = np.zeros((1, 2), np.float32), np.zeros(2, np.float32)
+    if c < 1:                                           # Python's semantics, computed by hand
+        want_a[0] += 1.0
+        want_o[0, 0] = 1 < want_a[0]
+    if 0 < c:
+        want_a[0] += 1.0
+        want_o[0, 1] = c < want_a[0] < 10
+    for b in [INTERP, "CPU"] + (["CL"] if CL_OK else []):
+        o, a = _run(k_chain_side_effects, b, [np.zeros((1, 2), np.float32), np.zeros(2, np.float32)], (c,),
+                    ndrange=1)
+        np.testing.assert_array_equal(a, want_a, err_msg=str(b))
+        np.testing.assert_array_equal(o, want_o, err_msg=str(b))
+
+
+@tk.kernel
+def k_wgsl_narrow_self_cast(o, h: tk.Const):
+    i = tk.index()
+    o[i] = tk.float16(h[i] * 3.0) - 0.1
+
+
+# fixed: wgsl-narrow-self-cast
+@needs_webgpu
+def test_bug_wgsl_cast_of_a_narrow_value_to_its_own_type_rounds():
+    h = np.array([0.3303, 0.581, -0.7363], np.float16)
+    got = _run(k_wgsl_narrow_self_cast, "WEBGPU", [np.zeros(3, np.float32), h])[0]
+    want = _run(k_wgsl_narrow_self_cast, INTERP, [np.zeros(3, np.float32), h])[0]
+    assert got.tolist() == want.tolist()
+    assert want[0] == np.float32(np.float16(0.9912109375)) - np.float32(np.float16(0.1))

@@ -159,7 +159,8 @@ def _strong(a: DType, b: DType) -> DType:
 
 
 def promote(a: Ty, b: Ty, default_float: DType = float64, default_int: DType = int64) -> Ty:
-    """NEP 50: the result type of a binary operation on ``a`` and ``b``."""
+    """NEP 50: the result type of a binary operation on ``a`` and ``b``; ``default_float`` is
+    what Python floats (and results NumPy would give in float64) are on this backend."""
     if a.weak and b.weak:
         d = a.dtype if _KIND_RANK[a.dtype.kind] >= _KIND_RANK[b.dtype.kind] else b.dtype
         return Ty(d, True)
@@ -171,7 +172,10 @@ def promote(a: Ty, b: Ty, default_float: DType = float64, default_int: DType = i
         if w.dtype.kind == "f":
             return Ty(s.dtype if s.dtype.is_float else default_float)
         return Ty(default_int)  # bool with a Python int
-    return Ty(_strong(a.dtype, b.dtype))
+    d = _strong(a.dtype, b.dtype)
+    # without float64 (default_float float32: WebGPU, Metal) NumPy's float64 results (int32
+    # with float32, as when a local holds an int32 and later `v / 2`) are float32, as `/` is
+    return Ty(default_float if d == float64 and default_float.bits < 64 else d)
 
 
 def true_divide_type(t: Ty, default_float: DType = float64) -> Ty:

@@ -495,15 +495,23 @@ class CLikeRenderer:
         self.w("  " + " ".join(f"{self.var(o)} = {t}.{c};" for o, c in zip(s.outs, "xyzw")) + " }")
 
     def s_Print(self, s):
-        fmt, args = [], []
+        fmt, args, temps = [], [], []
         for p in s.parts:
             if isinstance(p, str):
                 fmt.append(p.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("\n", "\\n"))
                 continue
             f, a = self.print_value(p)
+            if p.ty.dtype.is_float:     # a NaN prints "nan" whatever its sign, as Python's %g does
+                t = self.fresh("pr")
+                temps.append(f"{self.print_formats['f'][1]} {t} = {a};")
+                a = f"({t} != {t} ? fabs({t}) : {t})"
             fmt.append(f)
             args.append(a)
+        if temps:
+            self.w("{ " + " ".join(temps))
         self.print_call(" ".join(fmt), args)
+        if temps:
+            self.w("}")
 
     print_formats = {"f": ("%g", "double"), "u": ("%llu", "unsigned long long"), "i": ("%lld", "long long")}
 

@@ -1682,8 +1682,10 @@ class WGSLRenderer:
         return self.cast_str(self.expr(e.a), src, dst)
 
     def cast_str(self, a: str, src: DType, dst: DType) -> str:
-        """The WGSL of converting the value ``a`` of type ``src`` to ``dst`` (32-bit types)."""
-        if src == dst:
+        """The WGSL of converting the value ``a`` of type ``src`` to ``dst`` (32-bit types). A
+        narrow float (float16, bfloat16, fp8) computes in f32: a cast to one rounds even from
+        its own type (``tk.float16(h * 3.0)``), as on the other backends."""
+        if src == dst and not dst.is_storage_only:
             return a
         cs, cd = ctype(src), ctype(dst)
         if dst.kind == "b":

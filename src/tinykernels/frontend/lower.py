@@ -94,6 +94,7 @@ class _Frame:
         self.const_names = _single_top_level_names(src.tree)
         self.bind: dict = {}
         self.ret_vars: list | None = None
+        self.ret_shape = None                    # the returned value's tuple nesting (see _flatten)
         self.ret_label: str | None = None
         self.loop_depth = 0
 
@@ -425,10 +426,11 @@ class Lowerer:
             self.emit(N.Return(self.loc(s)))
             return
         value = self.expr(s.value) if s.value is not None else None
-        vals = value if isinstance(value, tuple) else (() if value is None else (value,))
+        vals, shape = _flatten(value) if value is not None else ([], ())
         if fr.ret_vars is None:
             fr.ret_vars = [self.fresh(f"ret{k}") for k in range(len(vals))]
-        if len(vals) != len(fr.ret_vars):
+            fr.ret_shape = shape
+        if len(vals) != len(fr.ret_vars) or shape != fr.ret_shape:
             raise self.err(s, "every return of a @tk.func must return the same number of values")
         for name, v in zip(fr.ret_vars, vals):
             self.assign_var(name, self.as_expr(v, s), s)
@@ -809,20 +811,43 @@ class Lowerer:
         return stmts, v
 
     def e_Compare(self, node):
-        left = self.as_expr(self.expr(node.left), node)
-        result = None
-        for opnode, rnode in zip(node.ops, node.comparators):
+        """``a < b < c`` is ``a < b and b < c`` with ``b`` evaluated once and, as in Python,
+        ``c`` evaluated (its func's stores, atomics, prints run) only when ``a < b`` holds."""
+        ops = []
+        for opnode in node.ops:
             op = I.CMPOPS.get(type(opnode))
             if op is None:
                 raise self.err(node, f"comparison {_OP_TEXT.get(type(opnode), type(opnode).__name__)} is not supported "
                                      "in kernels (compare numbers with ==, !=, <, <=, >, >=)")
-            right = self.as_expr(self.expr(rnode), rnode)
-            c = self.compare(op, left, right, node)
-            if result is not None:       # a chain is an `and`: a strong bool
-                c = N.BinOp(Ty(D.bool_), self.loc(node), "and", self.strong_bool(result), self.strong_bool(c))
-            result = c
-            left = right
-        return result
+            ops.append(op)
+        left = self.as_expr(self.expr(node.left), node)
+        return self.chain(left, ops, node.comparators, node)
+
+    def chain(self, left, ops: list, rnodes: list, node) -> N.Expr:
+        """The comparison chain ``left ops[0] rnodes[0] ops[1] rnodes[1] ...``: its tail after
+        the first comparison runs (statements included) only where that comparison holds."""
+        right = self.as_expr(self.expr(rnodes[0]), rnodes[0])
+        first = self.compare(ops[0], left, right, node)
+        if len(ops) == 1:
+            return first
+        first, loc = self.strong_bool(first), self.loc(node)      # a chain gives a strong bool
+        if isinstance(first, N.Const) and not first.value:
+            return first                      # short-circuited: the tail is not evaluated
+        if any(isinstance(n, ast.Call) for r in rnodes[1:] for n in ast.walk(r)):
+            right = self.as_expr(self.snapshot(right, rnodes[0]), rnodes[0])   # read before the tail's calls
+        saved, self.out = self.out, []
+        rest = self.strong_bool(self.chain(right, ops[1:], rnodes[1:], node))
+        stmts, self.out = self.out, saved
+        if isinstance(first, N.Const):        # True: the chain is its tail
+            self.out.extend(stmts)
+            return rest
+        if not stmts:
+            return N.BinOp(Ty(D.bool_), loc, "and", first, rest)
+        t = self.fresh("chain")
+        self.types[t] = Ty(D.bool_)
+        self.emit(N.Assign(loc, t, first))
+        self.emit(N.If(loc, N.Var(Ty(D.bool_), loc, t), stmts + [N.Assign(loc, t, rest)]))
+        return N.Var(Ty(D.bool_), loc, t)
 
     def compare(self, op, a, b, node) -> N.Expr:
         """``a op b`` exactly, as NumPy 2 compares: mixed signed/unsigned 64-bit integers and
@@ -839,6 +864,13 @@ class Lowerer:
                 return N.Const(BT, loc, {"<": above, "<=": above, ">": not above, ">=": not above,
                                          "==": False, "!=": True}[o])
         weak_const = (isinstance(a, N.Const) and a.ty.weak) or (isinstance(b, N.Const) and b.ty.weak)
+        if da.is_int and db.is_int and not weak_const and \
+                any(x.ty.weak and x.ty.dtype.name == "uint64" for x in (a, b)):
+            # a Python int >= 2**63 (weak uint64) against any integer: by value, never wrapped to int64
+            if "i" in (da.kind, db.kind):
+                s_, u_, o = (a, b, op) if da.kind == "i" else (b, a, I.FLIP[op])
+                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc)
+            return N.Compare(BT, loc, op, self.cast(a, Ty(D.uint64)), self.cast(b, Ty(D.uint64)))
         if da.is_int and db.is_int and not weak_const and (a.ty.weak != b.ty.weak or {da.kind, db.kind} == {"i", "u"}):
             strong64 = not a.ty.weak and not b.ty.weak and {da.name, db.name} == {"int64", "uint64"}
             weak_u64 = (a.ty.weak and db.name == "uint64") or (b.ty.weak and da.name == "uint64")
@@ -995,8 +1027,21 @@ class Lowerer:
             return NoValue(self.loc(node))
         for v in fr.ret_vars:
             self.names[v] = f"@func:{func.name}"
-        vals = [FuncBinding(v) for v in fr.ret_vars]
-        return vals[0] if len(vals) == 1 else tuple(vals)
+        return _unflatten(iter(FuncBinding(v) for v in fr.ret_vars), fr.ret_shape)
+
+
+def _flatten(value) -> tuple[list, object]:
+    """A returned value's leaves and its nesting: None for one value, a tuple of the parts'
+    nestings for a tuple (``return (a, b), c`` returns three values, shaped ((None, None), None))."""
+    if not isinstance(value, tuple):
+        return [value], None
+    parts = [_flatten(v) for v in value]
+    return [leaf for leaves, _ in parts for leaf in leaves], tuple(sh for _, sh in parts)
+
+
+def _unflatten(leaves, shape):
+    """The inverse of :func:`_flatten`: the values of ``leaves`` (an iterator) nested as ``shape``."""
+    return next(leaves) if shape is None else tuple(_unflatten(leaves, sh) for sh in shape)
 
 
 _FIXED_MODULES = frozenset({"tinykernels", "math", "numpy", "builtins", "cmath", "operator"})   # attributes never rebound

@@ -198,7 +198,7 @@ class CUDAKernelInstance(DeviceKernelInstance):
         # CUDA arrays may be strided; a Python int >= 2**63 is carried as uint64
         if kind != "constexpr" and isinstance(a, CUDAArray):
             return a._layout.sig                     # arg_sig's, computed once per layout
-        return arg_sig(a, kind, CUDAArray, layout=True, wide_ints=True)
+        return arg_sig(a, kind, CUDAArray, layout=True)
 
     def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
         return super()._key(norm, geom, ndim, ranges, wg) + (_fits32(norm, geom, wg),)

@@ -95,21 +95,21 @@ def is_host_array(a) -> bool:
             and not isinstance(a, np.generic))
 
 
-def arg_sig(a, kind: str, array_type: type, *, layout: bool = False, wide_ints: bool = False) -> tuple:
+def arg_sig(a, kind: str, array_type: type, *, layout: bool = False) -> tuple:
     """The part of a compile-cache key one normalized argument contributes.
 
     ``array_type``: the runtime's device array class. ``layout``: an array's key also says
-    whether it is contiguous (CUDA arrays may have any strides). ``wide_ints``: a Python
-    int's key also says whether it is >= 2**63 (then carried as uint64)."""
+    whether it is contiguous (CUDA arrays may have any strides). A Python int's key says
+    whether it is >= 2**63: such an int is a weak uint64, the others weak int64, on every
+    backend (OpenCL and Metal keyed on the type alone, so 2**63 after 1 reused the int64
+    build and passed -2**63)."""
     if kind == "constexpr":
         return ("C", type(a).__name__, a)
     if isinstance(a, array_type):
         return ("A", a.dtype.str, a.ndim, a.is_contiguous) if layout else ("A", a.dtype.str, a.ndim)
     if isinstance(a, np.generic):
         return ("S", a.dtype.str)
-    if wide_ints:
-        return (type(a).__name__, a >= 1 << 63 if isinstance(a, int) and not isinstance(a, bool) else None)
-    return (type(a).__name__,)
+    return (type(a).__name__, a >= 1 << 63 if isinstance(a, int) and not isinstance(a, bool) else None)
 
 
 def fits32(args, geom, array_types, wg: tuple | None = None, spans: bool = True) -> bool:

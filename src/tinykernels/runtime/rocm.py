@@ -504,7 +504,7 @@ class ROCmKernelInstance(DeviceKernelInstance):
         return render_hip(ir, group_plan(ir), ranges, self.backend.wave)
 
     def _sig(self, a, kind: str) -> tuple:
-        return arg_sig(a, kind, ROCmArray, layout=True, wide_ints=True)
+        return arg_sig(a, kind, ROCmArray, layout=True)
 
     def _key(self, norm, geom, ndim, ranges, wg) -> tuple:
         return super()._key(norm, geom, ndim, ranges, wg) + (self._fits32(norm, geom, wg),)

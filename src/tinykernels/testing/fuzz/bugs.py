@@ -38,6 +38,18 @@ FIXED_BUGS = {
                            "guarded loads in the side not chosen happened anyway (fuzzer seed 44000733, --print)",
         "fixed: the frontend lowers a side that emits statements apart and makes the expression an if "
         "statement into a temporary (frontend/lower.py e_IfExp, e_BoolOp)"),
+    'chain-side-effects': ("a chained comparison `a < b < c` evaluated `c` even where `a < b` is False on the "
+                           "compiled backends: a @tk.func's stores, atomics or prints in `c` ran anyway (the "
+                           "interpreter short-circuits, as Python does; found by audit15a, the class of "
+                           "ifexp-side-effects)",
+        "fixed: the frontend lowers each later comparator apart and runs its statements under an if on the "
+        "chain so far, the middle operand read once before them (frontend/lower.py e_Compare)"),
+    'wgsl-narrow-self-cast': ("WebGPU: a cast to float16/bfloat16/fp8 of a value already of that type "
+                              "(tk.float16(h * 3.0) with float16 h, A.dtype(...), an annotated local) did not "
+                              "round: the WGSL renderer took it for a no-op, but the narrow-typed value is an "
+                              "unrounded f32 (found by audit15a; 0.3303 * 3 is a float16 tie)",
+        "fixed: cast_str converts through the narrow type whenever the target is storage-only, even from "
+        "the same type (codegen/wgsl.py)"),
     # found by the autodiff mode (--grad, gradgen.py); regression tests in tests/test_fuzz_grad.py
     'ad-unused-scalar-partial': ("reverse mode: a differentiated float scalar that nothing differentiable "
                                  "flows into (unused, or only compared) got garbage as its gradient on the "
