@@ -926,3 +926,35 @@ def test_debug_argument_is_accepted_and_every_access_checked(check, monkeypatch)
         for k, bad in ((1, "index 4 "), (-1, "index -1 ")):
             with pytest.raises(IndexError, match=f"kernel '_shifted_copy' at .*test_interpreter.py:.*{bad}.*shape \\(4,\\)"):
                 _shifted_copy(be)(a, b, k, ndrange=4)
+
+
+@tk.kernel
+def cas_loop_max(A, x: tk.Const):
+    """The compare-and-swap loop as CUDA's guide writes it: a plain first read, then CAS until
+    the value read is the one replaced."""
+    v = x[tk.index()]
+    cur = A[0]
+    while cur < v:
+        old = tk.atomic_cas(A, 0, cur, v)
+        if old == cur:
+            break
+        cur = old
+
+
+@tk.kernel
+def plain_write_vs_atomic(A):
+    i = tk.index()
+    if i == 0:
+        A[0] = 5
+    else:
+        tk.atomic_add(A, 0, 1)
+
+
+def test_check_mode_accepts_the_cas_loop_and_reports_a_plain_write_beside_an_atomic():
+    x = np.random.default_rng(3).integers(-1000, 1000, 300).astype(np.int32)
+    for wgs in (1, 64):
+        A = np.full(1, -2**31, np.int32)
+        cas_loop_max(CHECK, wgs)(A, x, ndrange=x.size)                    # no false positive
+        assert A[0] == x.max()
+    with pytest.raises(DataRaceError, match="atomically updates|wrote it"):
+        plain_write_vs_atomic(CHECK, 4)(np.zeros(1, np.int32), ndrange=8)

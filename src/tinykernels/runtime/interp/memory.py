@@ -228,8 +228,10 @@ class RaceTracker:
     they are ordered: by a barrier (same group, earlier barrier interval) or by atomics (the
     earlier item did an atomic on some location after its access, and the later item did an
     atomic on the same location after that and before its access: lock, flag and ticket
-    patterns). Global memory is tracked by address, so aliased arguments are seen; each
-    group's local memory by its own tables."""
+    patterns). A plain read and an atomic do not race (the read sees some value the atomics
+    left: the compare-and-swap loop's first read); a plain write and an atomic do. Global memory
+    is tracked by address, so aliased arguments are seen; each group's local memory by its own
+    tables."""
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -253,7 +255,7 @@ class RaceTracker:
         rec = (uid, it.grl, ctx.group.epoch, seq, at[0], at[1], kind, at)
         w = W.get(off)
         if kind == "r":
-            if w is not None and w[0] != uid and not self._ordered(w, rec):
+            if w is not None and w[0] != uid and w[6] != "a" and not self._ordered(w, rec):
                 self._race(arr, t, w, rec)
             r = R.get(off)
             if r is None:
@@ -266,7 +268,7 @@ class RaceTracker:
         if w is not None and w[0] != uid and not (kind == "a" and w[6] == "a") and not self._ordered(w, rec):
             self._race(arr, t, w, rec)
         r = R.pop(off, None)
-        if r is not None:
+        if r is not None and kind != "a":
             for q in (r.values() if type(r) is dict else (r,)):
                 if q[0] != uid and not self._ordered(q, rec):
                     self._race(arr, t, q, rec)
