@@ -328,7 +328,8 @@ def test_byte_runs_are_generated_only_when_asked():
         text += c.source
     kinds = ("load_i8", "lookup_u4", "load_halves", "dot_i8", "dot_u4i8")
     assert {"bytes-" + k for k in kinds} <= feats
-    for needle in [f"tk.{k}(" for k in kinds] + ["scale=", "stride=", "zero=", "start=("]:
+    assert "bytes-dot4_i8" in feats
+    for needle in [f"tk.{k}(" for k in kinds] + ["tk.dot4_i8(", "scale=", "stride=", "zero=", "start=("]:
         assert needle in text, needle
 
 

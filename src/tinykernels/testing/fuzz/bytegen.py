@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-from .case import ArgSpec, Arr, Var
+from .case import ArgSpec, Arr, Ex, Var
+from .types import INTS
 
 KINDS = ("load_i8", "lookup_u4", "load_halves", "dot_i8", "dot_u4i8")
 
@@ -83,6 +84,18 @@ class ByteRuns:
             self.emit(f"{name}[{m}] = tk.float32({self.expr(self.pick(['float32', 'pyint', 'pyfloat']), 2).code})")
             self.ind -= 1
         return name
+
+    def x_dot4(self, t, d, uni):
+        """``tk.dot4_i8(a, b, acc)`` (int32, wraps) of int32/uint32 words, or any integer cast
+        to int32 (an explicit cast wraps)."""
+        def word():
+            src = self.pick(["int32", "uint32", "cast"])
+            if src == "cast":
+                return f"tk.int32({self.expr(self.pick([x for x in self.types if x in INTS]), d - 1, uni).code})"
+            return self.expr(src, d - 1, uni).code
+        args = [word() for _ in range(3)]
+        self.features.add("bytes-dot4_i8")
+        return Ex(f"tk.dot4_i8({', '.join(args)})", "int32", uni)
 
     def s_bytes(self, ctx):
         """One byte-run call, then a few of its results stored (and the array left readable)."""

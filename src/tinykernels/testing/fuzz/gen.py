@@ -360,6 +360,8 @@ class Gen(ByteRuns):
             opts += [("logic", 3), ("chain", 1)]
         if self.funcs and not uni and any(len(f[2]) == 1 and f[2][0] == t for f in self.funcs):
             opts.append(("func", 2))
+        if t == "int32" and self.opts.bytes > 0:          # (only when asked: other seeds keep their kernels)
+            opts.append(("dot4", 1))
         k = self.wchoice(opts)
         e = getattr(self, "x_" + k)(t, d, uni)
         if is_float(t) and "cl-const-nan" in self.excl and self.const_special(e.code):
