@@ -124,11 +124,11 @@ class ByteRuns:
             kw = "" if stride == 2 and self.chance(0.5) else f", stride={stride}"
             self.emit(f"tk.load_halves({out}, {a.name}, {self.run_at(a, stride * (n - 1) + 2)}, {n}{kw})")
         else:
-            n = 32 if kind == "dot_u4i8" or width < 64 or self.chance(0.6) else 64
+            b = self.pick(self.byte_arrs)       # (both runs must fit: seed 47000086 took n from a alone)
+            n = 32 if kind == "dot_u4i8" or min(width, b.shape[-1]) < 64 or self.chance(0.6) else 64
             nout = n // 4
             fl = self.chance(0.5)
             out = self.byte_out(nout, "float32" if fl else "int32", fl)
-            b = self.pick(self.byte_arrs)
             ia = self.run_at(a, 16 if kind == "dot_u4i8" else n)
             ib = self.run_at(b, n)
             if fl:
