@@ -46,6 +46,9 @@ def main(argv=None) -> int:
     p.add_argument("--rng", type=float, default=0.0, metavar="W",
                    help="weight of tk.random statements (Philox words, bits/uniform/normal; off by default so "
                         "that earlier seeds keep their kernels; 1.0 is about one kernel in three)")
+    p.add_argument("--bytes", type=float, default=0.0, metavar="W",
+                   help="weight of byte-run statements (tk.load_i8, tk.lookup_u4, tk.load_halves, tk.dot_i8, "
+                        "tk.dot_u4i8 on int8/uint8 arrays; off by default so that earlier seeds keep their kernels)")
     p.add_argument("--print", type=float, default=0.0, metavar="W", dest="prints",
                    help="weight of tk.print statements, whose printed lines are compared (sorted) with the "
                         "reference's; off by default")
@@ -71,7 +74,7 @@ def main(argv=None) -> int:
     unknown = inc - set(KNOWN_BUGS)
     if unknown:
         p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
-    opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints,
+    opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints, bytes=a.bytes,
                    grad=a.grad, grad_local=a.grad_local)
     if a.fastmath is not None:
         opts.fastmath = a.fastmath
@@ -112,7 +115,7 @@ def main(argv=None) -> int:
 
     reference, opts = profile_for(backends, a.reference, opts)     # WEBGPU: its profile, vs CPU32
     log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {reference}, "
-        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, "
+        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, "
         f"fastmath {opts.fastmath}, stream {a.stream}, "
         f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, reference, jobs=a.jobs, out_dir=a.out, opts=opts,

@@ -315,6 +315,31 @@ def test_bounded_fuzz_run_with_random_numbers_and_prints():
     assert summ.features.get("print", 0) >= 5 and summ.features.get("rng-normal", 0) >= 5
 
 
+def test_byte_runs_are_generated_only_when_asked():
+    """``Options.bytes`` adds tk.load_i8 / lookup_u4 / load_halves / dot_i8 / dot_u4i8 statements
+    (bytegen.py); off by default, so that every seed recorded before it keeps its kernel."""
+    for seed in range(100):
+        assert F.generate(seed).source == F.generate(seed, F.Options(bytes=0.0)).source
+        assert not any(f.startswith("bytes-") for f in F.generate(seed).features)
+    feats, text = set(), ""
+    for seed in range(80):
+        c = F.generate(seed, F.Options(bytes=8.0))
+        feats |= c.features
+        text += c.source
+    kinds = ("load_i8", "lookup_u4", "load_halves", "dot_i8", "dot_u4i8")
+    assert {"bytes-" + k for k in kinds} <= feats
+    assert "bytes-dot4_i8" in feats
+    for needle in [f"tk.{k}(" for k in kinds] + ["tk.dot4_i8(", "scale=", "stride=", "zero=", "start=("]:
+        assert needle in text, needle
+
+
+@needs_cpu
+def test_bounded_fuzz_run_with_byte_runs():
+    summ = F.fuzz(range(30), ["CPU"], "INTERP", jobs=1, minimize_found=False, opts=F.Options(bytes=8.0))
+    _no_mismatch(summ)
+    assert sum(v for k, v in summ.features.items() if k.startswith("bytes-")) >= 10
+
+
 def test_a_write_between_the_elements_of_a_strided_output_is_a_finding():
     """Strided outputs (``Options.strided_outputs``) are compared through their view, and the
     elements the view skips must keep their bytes (a store that streams whole blocks would not)."""
@@ -1319,6 +1344,31 @@ def test_bug_c_float32_constant_beyond_range_is_infinity():
     assert got[0] == np.inf and got[1] == -np.inf and np.isnan(got[2])
     if WEBGPU_OK:
         assert _run(k_f32_const_overflow, "WEBGPU", [np.zeros(3, np.float32), x])[0].tobytes() == got.tobytes()
+
+
+@tk.kernel
+def k_wgsl_trig_range(o, x: tk.Const):
+    i = tk.index()
+    o[i, 0] = math.sin(x[i])
+    o[i, 1] = math.cos(x[i])
+    o[i, 2] = math.tan(x[i])
+
+
+# (fuzzer seed 46400006, WebGPU profile: tan(np.float32(1e10)) gave -1.0 against CPU32's -0.558)
+@needs_webgpu
+@xfail_bug("wgsl-trig-range")
+def test_bug_wgsl_trig_of_large_arguments():
+    x = np.array([1.0, 4.0, 1e5, 3.3e7, 1e8, 1e9, 1e10, 1e30, -3e38], np.float32)
+    got = _run(k_wgsl_trig_range, "WEBGPU", [np.zeros((len(x), 3), np.float32), x])[0]
+    want = np.stack([np.sin(x), np.cos(x), np.tan(x)], 1)
+    assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (got, want)
+
+
+def test_webgpu_profile_keeps_trig_arguments_in_range_while_wgsl_trig_range_is_open():
+    _, opts = F.profile_for(["WEBGPU"], "INTERP", F.Options())
+    text = "".join(F.generate(seed, opts).source for seed in range(46400000, 46400060))
+    calls = re.findall(r"math\.(?:sin|cos|tan)\((.{0,10})", text)
+    assert calls and all(c.startswith("math.fmod(") for c in calls), calls
 
 
 # the WebGPU profile: only 32-bit types and Python scalars, no tk.print / tk.random, checked

@@ -15,6 +15,7 @@ import numpy as np
 
 from ... import random as tkrandom
 from .bugs import FIXED_BUGS
+from .bytegen import ByteRuns
 from .case import ArgSpec, Arr, Case, Ex, Options, Var
 from .data import edge_values, int_valued, random_values
 from .fastmath import generate_fastmath, is_fastmath_seed
@@ -85,7 +86,7 @@ def webgpu_options(opts: Options) -> Options:
     return dataclasses.replace(opts, profile="webgpu", prints=0.0, rng=0.0, fastmath=0.0)
 
 
-class Gen:
+class Gen(ByteRuns):
     """Generates one Case from a seed."""
 
     def __init__(self, seed: int, opts: Options | None = None):
@@ -359,6 +360,8 @@ class Gen:
             opts += [("logic", 3), ("chain", 1)]
         if self.funcs and not uni and any(len(f[2]) == 1 and f[2][0] == t for f in self.funcs):
             opts.append(("func", 2))
+        if t == "int32" and self.opts.bytes > 0:          # (only when asked: other seeds keep their kernels)
+            opts.append(("dot4", 1))
         k = self.wchoice(opts)
         e = getattr(self, "x_" + k)(t, d, uni)
         if is_float(t) and "cl-const-nan" in self.excl and self.const_special(e.code):
@@ -854,6 +857,11 @@ class Gen:
         es = self.float_args(t, n, 2, False)
         if name == "math.pow" and "pow-fastpath" in self.excl and es[1].code in ("0.5",):
             es[1] = Ex("1.5", "pyfloat")
+        if self.bits32 and name in ("math.sin", "math.cos", "math.tan"):
+            if "wgsl-trig-range" in self.excl:           # (fmod is exact: the argument within +-3)
+                es = [Ex(f"math.fmod({e.code}, 3.0)", e.ty, e.uni) for e in es]
+            else:
+                self.features.add("bug:wgsl-trig-range")
         return f"{name}({', '.join(e.code for e in es)})", t, ulps
 
     # --- statements -------------------------------------------------------------------------------
@@ -923,6 +931,8 @@ class Gen:
             opts.append(("rng", self.opts.rng))
         if self.opts.prints > 0 and not (f and self.unsafe):     # (a function has no validity guard)
             opts.append(("print", self.opts.prints * (4 if f else 1)))   # (functions have few statements)
+        if self.opts.bytes > 0 and self.bytes_here(ctx):
+            opts.append(("bytes", self.opts.bytes))
         k = self.wchoice(opts)
         for _ in range(6):
             try:
@@ -1746,7 +1756,7 @@ class Gen:
                 self.declare(Var(n, "pyint", uni=True, mutable=False))
             self.features.add("group-cartesian")
         pre = self.r.randint(0, 4)
-        ctx = {"loops": 0}
+        ctx = {"loops": 0, "bytes_ok": True}      # (read only with Options.bytes: top level of the body)
         for _ in range(pre):
             self.stmt(ctx)
         nlm = self.r.choice([1, 1, 2])
@@ -1891,6 +1901,8 @@ class Gen:
             const = self.chance(0.8)
             params.append(f"{name}: tk.Const" if const else name)
             specs.append(ArgSpec(name, "array", data, "in", const, view=view))
+        if o.bytes > 0 and self.chance(0.8):           # byte runs (bytegen.py): only when asked
+            self.byte_args(params, specs)
         # scalars and constexprs
         kscope = dict(self.module_scope)
         for _ in range(r.randint(0, 4)):
