@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .case import ArgSpec, Arr, Ex, Var
+from .case import ArgSpec, Arr, Ex, Var, _Retry
 from .types import INTS
 
 KINDS = ("load_i8", "lookup_u4", "load_halves", "dot_i8", "dot_u4i8")
@@ -99,7 +99,6 @@ class ByteRuns:
 
     def s_bytes(self, ctx):
         """One byte-run call, then a few of its results stored (and the array left readable)."""
-        from .gen import _Retry
         if not self.bytes_here(ctx):
             raise _Retry
         r = self.r

@@ -103,3 +103,7 @@ class Ex:
     @property
     def const(self) -> bool:
         return self.cval is not None
+
+
+class _Retry(Exception):
+    """A generator step gave up in this spot; the caller draws another (gen.py, bytegen.py)."""

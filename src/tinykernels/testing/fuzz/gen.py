@@ -16,16 +16,12 @@ import numpy as np
 from ... import random as tkrandom
 from .bugs import FIXED_BUGS
 from .bytegen import ByteRuns
-from .case import ArgSpec, Arr, Case, Ex, Options, Var
+from .case import ArgSpec, Arr, Case, Ex, Options, Var, _Retry
 from .data import edge_values, int_valued, random_values
 from .fastmath import generate_fastmath, is_fastmath_seed
 from .gradgen import generate_grad
 from .types import (ALL_TYPES, ATOMIC_TYPES, BINOPS, CMPS, FLOATS_ALL, FP8, INTS, NARROW, NARROW_X, PAIRS,
                      STRONG, WEAK, fits, float_max, int_range, is_float, is_int, np_dtype, promote)
-
-
-class _Retry(Exception):
-    pass
 
 
 # transcendental functions: (name, arity, allowed ulps in the computation type)
