@@ -44,6 +44,8 @@ LOCAL_BYTES = 16384     # local memory for the K and V tiles (WebGPU's default l
 MAX_HEAD_DIM = 512
 DECODE_CHUNK = 256      # host: fewest keys per flash_decode chunk (chunks only to feed every thread)
 DECODE_CHUNK_GPU = 64   # GPUs: keys per chunk (many items: one per query head and chunk)
+PARALLEL_ITEMS = 64     # the CPU runs a launch of fewer (long-loop) items on one thread
+                        # (codegen/c.py: SERIAL_CUTOFF_LOOPS, docs/cpu.md "Launching")
 LOOP_BUDGET = 32768     # WebGPU: loop back edges one work item may run (lavapipe stops at 65535)
 
 # Keys one work item visits per launch: None by backend (bounded on WebGPU only); tests set
@@ -647,10 +649,21 @@ def _decode_chunks(backend, rows: int, max_len: int, splits) -> int:
     if splits is not None:
         return splits
     if C.row_group(backend) == 1:       # host: enough items for every thread
-        threads = int(getattr(backend, "threads", 1) or 1)
-        want = -(-4 * threads // max(rows, 1))
-        return max(1, min(want, -(-max_len // DECODE_CHUNK)))
+        return _host_decode_chunks(int(getattr(backend, "threads", 1) or 1), rows, max_len)
     return max(1, -(-max_len // DECODE_CHUNK_GPU))
+
+
+def _host_decode_chunks(threads: int, rows: int, max_len: int) -> int:
+    """Chunks per head on the host (``rows`` items per chunk): about 4 items per thread, and
+    at least ``PARALLEL_ITEMS`` items in all, below which the CPU runs the launch on the
+    calling thread (a batch-1 step of 8 KV heads was 8 items: one thread did all the work,
+    the other idled); no chunk of fewer than ``DECODE_CHUNK`` keys. Where that still leaves
+    fewer than ``PARALLEL_ITEMS`` items (a short cache, one thread) the launch runs on one
+    thread anyway, and chunks would only add the merge: one pass."""
+    rows = max(rows, 1)
+    want = max(-(-4 * threads // rows), -(-PARALLEL_ITEMS // rows)) if threads > 1 else 1
+    nc = max(1, min(want, -(-max_len // DECODE_CHUNK)))
+    return nc if rows * nc >= PARALLEL_ITEMS else 1
 
 
 def _kv_len_arg(kv_len):
