@@ -301,6 +301,24 @@ def test_flash_decode_query_groups_per_item(heads, kv_heads, d):
     assert A._heads_per_item(tk.CPU(), 12, 512) == 6
 
 
+def test_flash_decode_host_chunks_feed_the_threads():
+    """On the host a long cache is split so the launch has at least PARALLEL_ITEMS items (the
+    CPU runs fewer long-loop items on the calling thread: a batch-1 step with 8 KV heads ran
+    on one thread); where that cannot be reached (short cache, one thread) it stays one pass."""
+    from tinykernels.codegen.c import SERIAL_CUTOFF_LOOPS
+    assert A.PARALLEL_ITEMS == SERIAL_CUTOFF_LOOPS
+    hc = A._host_decode_chunks
+    assert hc(2, 8, 8192) == 8                      # 64 items of 1024 keys
+    assert hc(2, 8, 1024) == 1                      # 4 chunks of 256 keys are 32 items: serial anyway
+    assert hc(2, 8, 512) == 1 and hc(2, 8, 64) == 1 # short caches: one pass, no merge
+    assert hc(1, 8, 8192) == 1                      # one thread: one pass
+    assert hc(16, 4, 8192) == 16                    # 4 items per thread and >= 64 items
+    assert hc(2, 64, 8192) == 1 and hc(16, 64, 8192) == 1
+    for th, rows, n in ((2, 8, 8192), (16, 3, 4000), (4, 1, 300)):
+        nc = hc(th, rows, n)
+        assert nc == 1 or (rows * nc >= A.PARALLEL_ITEMS and -(-n // nc) >= A.DECODE_CHUNK)
+
+
 @pytest.mark.parametrize("be", [p for p in backends() if p.values[0] in ("CPU", "CL")])
 def test_attention_on_a_stream(be):
     """flash_decode's chunk and merge launches (with their per-call scratch) and

@@ -44,6 +44,8 @@ LOCAL_BYTES = 16384     # local memory for the K and V tiles (WebGPU's default l
 MAX_HEAD_DIM = 512
 DECODE_CHUNK = 256      # host: fewest keys per flash_decode chunk (chunks only to feed every thread)
 DECODE_CHUNK_GPU = 64   # GPUs: keys per chunk (many items: one per query head and chunk)
+PARALLEL_ITEMS = 64     # the CPU runs a launch of fewer (long-loop) items on one thread
+                        # (codegen/c.py: SERIAL_CUTOFF_LOOPS, docs/cpu.md "Launching")
 LOOP_BUDGET = 32768     # WebGPU: loop back edges one work item may run (lavapipe stops at 65535)
 
 # Keys one work item visits per launch: None by backend (bounded on WebGPU only); tests set
@@ -67,27 +69,35 @@ def visible(i, Sq, Sk, causal):
 
 
 @tk.func
-def dot_lanes(qp, off, K, b, kh, row, lanes, D):
-    """``sum_d qp[off + d] * K[b, kh, row, d]`` in float32 as LANES (16) interleaved partial
-    sums (lane u adds the terms d with d % LANES == u, in order; the lanes are then added as a
-    tree): a loop over contiguous memory the C compiler vectorizes without reassociating."""
+def dot_heads(qp, K, b, kh, row, lanes, sc, jj, D, G):
+    """``sc[g * KT + jj] = sum_d qp[g * D + d] * K[b, kh, row, d]`` for the G query rows of
+    ``qp`` (``lanes``: G * LANES floats of scratch), in float32 as LANES (16) interleaved
+    partial sums per row (lane u adds the terms d with d % LANES == u, in order, with
+    ``tk.fma``; the lanes are then added as a tree: 8 + 8, 4 + 4, 2 + 2, 1 + 1, vector adds
+    where a left to right sum is a chain of 15 dependent scalar adds): loops over contiguous
+    memory the C compiler vectorizes without reassociating. Each block of the key row is
+    loaded once for all G rows, and the G rows' lane vectors are G independent chains."""
     D0 = D - D % LANES
-    for u in range(LANES):
-        lanes[u] = tk.float32(0)
-    for d0 in range(0, D0, LANES):
+    for g in range(G):
         for u in range(LANES):
-            lanes[u] += qp[off + d0 + u] * tk.float32(K[b, kh, row, d0 + u])
+            lanes[g * LANES + u] = tk.float32(0)
+    for d0 in range(0, D0, LANES):
+        for g in range(G):
+            for u in range(LANES):
+                lanes[g * LANES + u] = tk.fma(qp[g * D + d0 + u], tk.float32(K[b, kh, row, d0 + u]),
+                                              lanes[g * LANES + u])
     for d in range(D0, D):
-        lanes[d - D0] += qp[off + d] * tk.float32(K[b, kh, row, d])
-    # the lanes combine as a tree (8 + 8, 4 + 4, 2 + 2, 1 + 1): vector adds, where a left
-    # to right sum is a chain of 15 dependent scalar adds per score
-    for u in range(8):
-        lanes[u] += lanes[u + 8]
-    for u in range(4):
-        lanes[u] += lanes[u + 4]
-    for u in range(2):
-        lanes[u] += lanes[u + 2]
-    return lanes[0] + lanes[1]
+        for g in range(G):
+            lanes[g * LANES + d - D0] = tk.fma(qp[g * D + d], tk.float32(K[b, kh, row, d]), lanes[g * LANES + d - D0])
+    for g in range(G):
+        o = g * LANES
+        for u in range(8):
+            lanes[o + u] += lanes[o + u + 8]
+        for u in range(4):
+            lanes[o + u] += lanes[o + u + 4]
+        for u in range(2):
+            lanes[o + u] += lanes[o + u + 2]
+        sc[g * KT + jj] = lanes[o] + lanes[o + 1]
 
 
 @tk.func
@@ -151,7 +161,7 @@ def _fa_rows(out, q: tk.Const, k: tk.Const, v: tk.Const, scale, causal: tk.const
     for j0 in range(j_lo, n, KT):
         t = min(KT, n - j0)
         for jj in range(t):
-            sc[jj] = dot_lanes(qp, 0, k, b, kh, j0 + jj, lanes, D)
+            dot_heads(qp, k, b, kh, j0 + jj, lanes, sc, jj, D, 1)
         mt = m
         for jj in range(t):
             sc[jj] = sc[jj] * scale
@@ -388,7 +398,9 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
     rows are read once for all G) over keys [c*chunk, (c+1)*chunk). ``direct`` (one chunk):
     writes the normalized rows to ``out``; else each head's unnormalized ``acc`` to
     ``part[b*q_heads + h, c, :]`` and its (m, l) to ``ml[..., c, :]``. A key count outside
-    1..max_len gives NaN."""
+    1..max_len gives NaN. The G heads' scores of a key share its row's loads (``dot_heads``);
+    both products are ``tk.fma``, with which GCC keeps the G heads' ``p @ V`` accumulators in
+    registers across a tile's keys (docs/llm.md "Attention")."""
     r, c = tk.index(tk.Global, tk.Cartesian)
     H = q.shape[1]
     NG = H // G
@@ -407,7 +419,7 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
     qp = tk.private(tk.float32, (G * D,))
     acc = tk.private(tk.float32, (G * D,))
     sc = tk.private(tk.float32, (G * KT,))
-    lanes = tk.private(tk.float32, (LANES,))
+    lg = tk.private(tk.float32, (G * LANES,))
     m = tk.private(tk.float32, (G,))
     l = tk.private(tk.float32, (G,))
     for g in range(G):
@@ -419,8 +431,7 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
     for j0 in range(lo, hi, KT):
         t = min(KT, hi - j0)
         for jj in range(t):
-            for g in range(G):
-                sc[g * KT + jj] = dot_lanes(qp, g * D, kc, b, kh, j0 + jj, lanes, D)
+            dot_heads(qp, kc, b, kh, j0 + jj, lg, sc, jj, D, G)
         for g in range(G):
             mt = m[g]
             for jj in range(t):
@@ -439,7 +450,7 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
             for g in range(G):
                 p = sc[g * KT + jj]
                 for d in range(D):
-                    acc[g * D + d] += p * tk.float32(vc[b, kh, j0 + jj, d])
+                    acc[g * D + d] = tk.fma(p, tk.float32(vc[b, kh, j0 + jj, d]), acc[g * D + d])
     for g in range(G):
         if direct:
             for d in range(D):
@@ -647,10 +658,21 @@ def _decode_chunks(backend, rows: int, max_len: int, splits) -> int:
     if splits is not None:
         return splits
     if C.row_group(backend) == 1:       # host: enough items for every thread
-        threads = int(getattr(backend, "threads", 1) or 1)
-        want = -(-4 * threads // max(rows, 1))
-        return max(1, min(want, -(-max_len // DECODE_CHUNK)))
+        return _host_decode_chunks(int(getattr(backend, "threads", 1) or 1), rows, max_len)
     return max(1, -(-max_len // DECODE_CHUNK_GPU))
+
+
+def _host_decode_chunks(threads: int, rows: int, max_len: int) -> int:
+    """Chunks per head on the host (``rows`` items per chunk): about 4 items per thread, and
+    at least ``PARALLEL_ITEMS`` items in all, below which the CPU runs the launch on the
+    calling thread (a batch-1 step of 8 KV heads was 8 items: one thread did all the work,
+    the other idled); no chunk of fewer than ``DECODE_CHUNK`` keys. Where that still leaves
+    fewer than ``PARALLEL_ITEMS`` items (a short cache, one thread) the launch runs on one
+    thread anyway, and chunks would only add the merge: one pass."""
+    rows = max(rows, 1)
+    want = max(-(-4 * threads // rows), -(-PARALLEL_ITEMS // rows)) if threads > 1 else 1
+    nc = max(1, min(want, -(-max_len // DECODE_CHUNK)))
+    return nc if rows * nc >= PARALLEL_ITEMS else 1
 
 
 def _kv_len_arg(kv_len):
