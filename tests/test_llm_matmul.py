@@ -520,5 +520,5 @@ def test_strided_inputs_are_taken_as_contiguous_copies():
     x = rng.standard_normal(64).astype(np.float32)
     for u, v in zip(llm.quantize_activations(x), llm.quantize_activations(np.repeat(x, 2)[::2])):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
-    with pytest.raises(ValueError, match="argument 'out': must be C-contiguous"):
+    with pytest.raises(ValueError, match="argument 'out': expected a C-contiguous array"):
         llm.matmul(a.T, b.T, out=np.zeros((9, 5), np.float32).T)

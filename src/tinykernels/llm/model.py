@@ -53,7 +53,7 @@ class ModelConfig:
         """``ValueError`` naming the field that makes the configuration unusable."""
         for f in ("n_layers", "dim", "n_heads", "n_kv_heads", "hidden", "vocab", "max_len"):
             v = getattr(self, f)
-            C.require(isinstance(v, (int, np.integer)) and v >= 1, "ModelConfig", f, f"expected an int >= 1, got {v!r}")
+            C.require(C.is_int(v) and v >= 1, "ModelConfig", f, f"expected an int >= 1, got {v!r}")
         C.require(self.dim % self.n_heads == 0 and self.head_dim % 2 == 0, "ModelConfig", "n_heads",
                   f"dim {self.dim} must split into {self.n_heads} heads of an even size")
         C.require(self.n_heads % self.n_kv_heads == 0, "ModelConfig", "n_kv_heads",
@@ -312,7 +312,7 @@ class Decoder:
         if token is None:
             idx = C.view(self.next_tok, (1,))
         else:
-            C.require(isinstance(token, (int, np.integer)) and 0 <= token < cfg.vocab, "Decoder.step", "token",
+            C.require(C.is_int(token) and 0 <= token < cfg.vocab, "Decoder.step", "token",
                       f"expected an int in [0, {cfg.vocab}), got {token!r}")
             self.tok = _arr.asarray(np.array([token], np.int32), backend=self.backend)
             idx = self.tok
