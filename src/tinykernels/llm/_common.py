@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import array as _arr
+from ..argcheck import is_int  # noqa: F401 (the llm functions' int check: a bool is no int)
 from ..backends import Backend
 from ..errors import LaunchError
 from ..runtime.base import stream_mismatch
@@ -94,11 +95,6 @@ def require(cond: bool, fn: str, name: str, what: str) -> None:
 def expected(fn: str, name: str, want: str, got: str) -> None:
     """Raise ``ValueError('llm.fn: argument name: expected want, got got')``."""
     require(False, fn, name, f"expected {want}, got {got}")
-
-
-def is_int(v) -> bool:
-    """A Python or NumPy integer, not a bool (``True`` is no size, offset or count)."""
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def shape_str(shape: tuple) -> str:
