@@ -68,7 +68,7 @@ LLM_BAD = [
     (lambda: llm.fill(np.zeros(3, np.int8), 300), "fill", "value",
      "expected a value in int8's range -128 to 127, got 300"),
     (lambda: llm.rms_norm(tk.asarray(X, backend=tk.Interpreter()), W), "rms_norm", "w",
-     "expected an array on tk.Interpreter() (as argument 'x'), got one on tk.CPU("),
+     "expected an array on the backend of argument 'x' (tk.Interpreter()), got one on tk.CPU("),
 ]
 
 

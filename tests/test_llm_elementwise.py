@@ -149,7 +149,7 @@ def test_errors_name_the_argument():
         llm.mul(a, np.zeros((3,), np.float16))
     with pytest.raises(ValueError, match="'a'.*int32"):
         llm.add(np.zeros(3, np.int32), 1)
-    with pytest.raises(ValueError, match="'x'.*5 dimensions"):
+    with pytest.raises(ValueError, match=r"'x': expected a 0-D to 4-D array, got shape \(1, 1, 1, 1, 1\)"):
         llm.exp(np.zeros((1,) * 5, np.float32))
     with pytest.raises(ValueError, match="'out'.*shape"):
         llm.add(a, 1.0, out=np.zeros((3, 2), np.float32))

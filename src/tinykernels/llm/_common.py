@@ -73,8 +73,8 @@ def backend_of(fn: str, *, stream=None, **arrays) -> Backend:
         if found is None:
             found = (name, b)
         elif b != found[1]:
-            raise ValueError(f"llm.{fn}: argument '{name}': expected an array on {found[1]!r} (as "
-                             f"argument '{found[0]}'), got one on {b!r}; move them to one backend "
+            raise ValueError(f"llm.{fn}: argument '{name}': expected an array on the backend of argument "
+                             f"'{found[0]}' ({found[1]!r}), got one on {b!r}; move them to one backend "
                              "(tk.asarray(x, backend=...))")
     if found is None:
         raise ValueError(f"llm.{fn}: arguments {', '.join(repr(n) for n in arrays)}: expected at least "

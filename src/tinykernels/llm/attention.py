@@ -504,7 +504,8 @@ def _check_kv(fn: str, kname: str, vname: str, k, v, backend, batch: int, heads:
     C.require(ks[0] == batch, fn, kname, f"expected batch {batch} ({qname}'s), got shape {C.shape_str(ks)}")
     C.require(ks[3] == head_dim, fn, kname, f"expected head_dim {head_dim} ({qname}'s), got shape {C.shape_str(ks)}")
     C.require(ks[1] >= 1 and heads % ks[1] == 0, fn, kname,
-              f"expected a number of heads dividing {qname}'s {heads} (grouped-query), got shape {C.shape_str(ks)}")
+              f"expected a number of heads that {qname}'s {heads} heads are a multiple of (grouped-query), "
+              f"got shape {C.shape_str(ks)}")
     return ks
 
 
