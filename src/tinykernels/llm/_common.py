@@ -238,12 +238,14 @@ def output(out, fn: str, ref, shape: tuple, dtype, backend: Backend, name: str =
         expected(fn, name, f"an array on {backend!r}", f"one on {_arr.get_backend(out)!r}")
     for arg, x in (reads if reads is not None else {"x": ref}).items():
         if is_array(x) and partly_overlaps(out, x):
-            raise ValueError(f"llm.{fn}: argument '{name}' overlaps argument '{arg}' without being the same "
-                             f"array (in-place use passes the same view; pass a copy of '{arg}' otherwise)")
+            raise ValueError(f"llm.{fn}: argument '{name}': expected argument '{arg}' itself (in-place use "
+                             f"passes the same view) or an array disjoint from it, got one that overlaps "
+                             f"argument '{arg}'; pass a copy of '{arg}' otherwise")
     for arg, x in (reads_across or {}).items():
         if is_array(x) and shares_memory(out, x):
-            raise ValueError(f"llm.{fn}: argument '{name}' shares memory with argument '{arg}', which other "
-                             f"work items read while it is written; pass a copy of '{arg}' or another '{name}'")
+            raise ValueError(f"llm.{fn}: argument '{name}': expected an array sharing no memory with argument "
+                             f"'{arg}' (other work items read it while '{name}' is written), got one that shares "
+                             f"memory with argument '{arg}'; pass a copy of '{arg}' or another '{name}'")
     return out
 
 
