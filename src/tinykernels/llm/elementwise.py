@@ -228,7 +228,7 @@ def float_operand(fn: str, name: str, v):
         try:
             return float(v)
         except OverflowError:
-            C.require(False, fn, name, f"expected a value a float can hold, got an int of {v.bit_length()} bits")
+            C.require(False, fn, name, f"an int of {v.bit_length()} bits is too large for a float")
     return v
 
 
