@@ -370,11 +370,12 @@ class _NotRun(Exception):
 
 def _check_not_stopped(st: _StreamState, ev: Event) -> None:
     """``_NotRun`` when an earlier failed job of ``st`` stops job ``ev`` (see the module
-    docstring); a job submitted after that failure was reported ends the stop."""
+    docstring); a job submitted after that failure was reported ends the stop. Only the
+    worker sets ``stopped_by``, so it reads it without the lock (no cost per job)."""
+    if st.stopped_by is None:
+        return
     with st.lock:
         bad = st.stopped_by
-        if bad is None:
-            return
         if st.stopped_until is not None and ev._seq > st.stopped_until:
             st.stopped_by = st.stopped_until = None
             return
