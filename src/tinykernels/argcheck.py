@@ -19,14 +19,15 @@ def is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def int_arg(owner: str, name: str, value, lo: int | None = None) -> int:
-    """``value`` as an int (anything with ``__index__`` but a bool), at least ``lo`` when given."""
+def int_arg(owner: str, name: str, value, lo: int | None = None, what: str = "an int") -> int:
+    """``value`` as an int (anything with ``__index__`` but a bool), at least ``lo`` when given;
+    ``what`` is what the TypeError says was expected."""
     if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{owner}: argument '{name}': expected an int, got bool {value!r}")
+        raise TypeError(f"{owner}: argument '{name}': expected {what}, got bool {value!r}")
     try:
         v = operator.index(value)
     except TypeError:
-        raise TypeError(f"{owner}: argument '{name}': expected an int, got "
+        raise TypeError(f"{owner}: argument '{name}': expected {what}, got "
                         f"{type(value).__name__} {value!r}") from None
     if lo is not None and v < lo:
         raise ValueError(f"{owner}: argument '{name}': expected an int >= {lo}, got {v}")

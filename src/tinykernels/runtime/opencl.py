@@ -74,7 +74,7 @@ def _selector(name: str, value):
     """``OpenCL(platform=/device=)``: None, an index >= 0 or part of a name."""
     if value is None or isinstance(value, str):
         return value
-    return int_arg("tk.OpenCL", name, value, 0)
+    return int_arg("tk.OpenCL", name, value, 0, "an index (int) or part of a name (str)")
 
 
 def _pick(platform, device) -> tuple:

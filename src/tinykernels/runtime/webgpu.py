@@ -73,7 +73,8 @@ def _adapters() -> tuple:
 def _pick(device) -> tuple:
     """(cache key, adapter) for ``WebGPU(device)``."""
     if device is not None and not isinstance(device, str):
-        device = int_arg("tk.WebGPU", "device", device, 0)
+        device = int_arg("tk.WebGPU", "device", device, 0, "an adapter index (int), part of its name (str), "
+                         "'high-performance' or 'low-power'")
     if device is None or device in ("high-performance", "low-power"):
         power = device or "high-performance"
         return ("power", power), _adapter(power)
