@@ -18,6 +18,7 @@ LAYER_OF = {
     "tinykernels.errors": "core", "tinykernels.dtypes": "core", "tinykernels.lang": "core",
     "tinykernels.random": "core", "tinykernels.tracebacks": "core",
     "tinykernels.globalreads": "core",
+    "tinykernels.argcheck": "core",
     "tinykernels.ir": "ir",
     "tinykernels.passes": "passes",
     "tinykernels.frontend": "frontend",

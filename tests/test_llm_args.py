@@ -133,7 +133,7 @@ def test_zero_d_array_operand_broadcasts_as_in_numpy(be, dt):
         got = getattr(llm, fn)(tk.asarray(x, backend=b_), tk.asarray(s, backend=b_))
         ref = op(x.astype(np.float64), float(s)).astype(dt)
         np.testing.assert_allclose(got.numpy().astype(np.float64), ref, rtol=2e-3 if dt == np.float16 else 1e-6)
-    with pytest.raises(ValueError, match="argument 'b': dtype float64 differs"):
+    with pytest.raises(ValueError, match="argument 'b': expected dtype .*, got dtype float64"):
         llm.add(X, np.array(1.0))
 
 
@@ -166,7 +166,7 @@ def test_zero_d_array_a_broadcasts_as_in_numpy(be, dt):
                                    op(float(s), x.astype(np.float64)).astype(dt).astype(np.float64), **tol)
     n = np.array(3.0, dt)                                  # NumPy in place on a 0-d array
     assert llm.mul(n, 2.0, out=n) is n and float(n) == 6.0
-    with pytest.raises(ValueError, match="argument 'b': dtype float64 differs"):
+    with pytest.raises(ValueError, match="argument 'b': expected dtype .*, got dtype float64"):
         llm.add(np.array(1.0, np.float32), np.ones(3))
     with pytest.raises(ValueError, match="argument 'out'"):
         llm.add(np.array(1.0, np.float32), np.ones(3, np.float32), out=np.zeros((), np.float32))
@@ -207,18 +207,18 @@ def test_errors_name_the_callers_arguments():
     a, bad_shape, bad_dt = np.zeros((3, 4), np.float32), np.zeros(5, np.float32), np.zeros(4, np.float16)
     for fn, (na, nb) in (("tanh_grad", ("x", "g")), ("pow", ("x", "y")), ("swiglu", ("w1", "w3"))):
         f = getattr(llm, fn)
-        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{nb}': shape .5,. does not broadcast "
-                                             f"with {na}'s shape"):
+        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{nb}': expected a shape that broadcasts "
+                                             f"with {na}'s .*, got shape .5,."):
             f(a, bad_shape)
-        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{nb}': dtype float16 differs from {na}'s"):
+        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{nb}': expected dtype float32 .{na}'s."):
             f(a, bad_dt)
         with pytest.raises(ValueError, match=f"llm.{fn}: argument '{na}': expected an array"):
             f([1.0], a)
-        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{na}': dtype int32 is not supported"):
+        with pytest.raises(ValueError, match=f"llm.{fn}: argument '{na}': expected dtype .*, got dtype int32"):
             f(np.zeros(3, np.int32), 1.0)
     with pytest.raises(ValueError, match="llm.pow: argument 'y': expected an array or a Python scalar"):
         llm.pow(a, "2")
-    with pytest.raises(ValueError, match="llm.add: argument 'b': shape"):
+    with pytest.raises(ValueError, match="llm.add: argument 'b': expected a shape"):
         llm.add(a, bad_shape)
 
 
@@ -254,5 +254,5 @@ def test_dtypes_may_be_torch_dtypes():
         assert isinstance(r, torch.Tensor) and r.dtype == d
         torch.testing.assert_close(r, x.to(d), rtol=0, atol=0)
     assert tk.zeros(3, dtype=torch.int32).dtype == np.int32
-    with pytest.raises(ValueError, match="argument 'dtype': torch.int32 is not one of"):
+    with pytest.raises(ValueError, match="argument 'dtype': expected one of .*, got torch.int32"):
         llm.cast(x, torch.int32)

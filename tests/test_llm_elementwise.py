@@ -149,7 +149,7 @@ def test_errors_name_the_argument():
         llm.mul(a, np.zeros((3,), np.float16))
     with pytest.raises(ValueError, match="'a'.*int32"):
         llm.add(np.zeros(3, np.int32), 1)
-    with pytest.raises(ValueError, match="'x'.*5 dimensions"):
+    with pytest.raises(ValueError, match=r"'x': expected a 0-D to 4-D array, got shape \(1, 1, 1, 1, 1\)"):
         llm.exp(np.zeros((1,) * 5, np.float32))
     with pytest.raises(ValueError, match="'out'.*shape"):
         llm.add(a, 1.0, out=np.zeros((3, 2), np.float32))
@@ -170,9 +170,9 @@ def test_argument_checks_reuse_their_dtype_tables_and_keep_their_messages():
     llm.pow(a, a)
     assert C._float_dtypes.cache_info().hits > hits
     assert C.require_dtype(a, "f", "a", ["float32", "float16"]) == np.float32      # a list: fine
-    with pytest.raises(ValueError, match=r"llm.f: argument 'a': dtype float32 is not supported \(expected int8\)"):
+    with pytest.raises(ValueError, match=r"llm.f: argument 'a': expected dtype int8, got dtype float32"):
         C.require_dtype(a, "f", "a", ("int8",))
-    with pytest.raises(ValueError, match=r"llm.add: argument 'a': dtype int32 is not supported"):
+    with pytest.raises(ValueError, match=r"llm.add: argument 'a': expected dtype .*, got dtype int32"):
         llm.add(np.ones(8, np.int32), np.ones(8, np.int32))
     assert C.np_dtype("float16") == np.float16 and C.np_dtype("no-such-type") is None
 

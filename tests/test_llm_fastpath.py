@@ -132,18 +132,18 @@ def test_cases_outside_the_fast_paths_keep_the_general_behaviour(monkeypatch):
     llm.mul(x[:, ::2], x[:, 1::2], out=o)                           # strided inputs
     assert np.array_equal(o, x[:, ::2] * x[:, 1::2])
     half = np.arange(20, dtype=np.float32)
-    with pytest.raises(ValueError, match="argument 'out' overlaps argument 'a'"):
+    with pytest.raises(ValueError, match="argument 'out': .*got one that overlaps argument 'a'"):
         llm.add(half[:10], half[10:], out=half[5:15])               # partial overlap: refused as before
-    with pytest.raises(ValueError, match="argument 'b': dtype float64 differs"):
+    with pytest.raises(ValueError, match="argument 'b': expected dtype .*, got dtype float64"):
         llm.add(a, a.astype(np.float64), out=a.copy())
     with pytest.raises(ValueError, match="argument 'out'"):
         llm.add(a, a, out=np.empty(11, np.float32))
-    with pytest.raises(ValueError, match="argument 'a': has 5 dimensions"):
+    with pytest.raises(ValueError, match=r"argument 'a': expected a 0-D to 4-D array, got shape \(1, 1, 1, 1, 2\)"):
         z = np.ones((1, 1, 1, 1, 2), np.float32)
         llm.add(z, z, out=np.empty_like(z))
     e = np.empty(0, np.float32)
     assert llm.add(e, e, out=np.empty(0, np.float32)).shape == (0,)
-    with pytest.raises(ValueError, match="argument 'out': dtype float16 should be float32"):
+    with pytest.raises(ValueError, match="argument 'out': expected dtype float32, got dtype float16"):
         llm.exp(a, out=np.empty(12, np.float16))
     with pytest.raises(ValueError, match="argument 'dtype'"):
         llm.cast(a, np.int32, out=np.empty(12, np.int32))
@@ -312,14 +312,14 @@ def test_rope_calls_outside_the_fast_path_keep_the_general_behaviour(monkeypatch
     llm.rope(x, cos, sin, np.int64(1), out=o)                       # a NumPy int offset
     llm.rope(x[:, ::-1], cos, sin, out=o)                           # strided x
     y = np.zeros(40, np.float32)
-    with pytest.raises(ValueError, match="argument 'out' overlaps argument 'x'"):
+    with pytest.raises(ValueError, match="argument 'out': .*got one that overlaps argument 'x'"):
         llm.rope(y[:32].reshape(4, 8), cos, sin, out=y[8:].reshape(4, 8))
-    for bad, msg in ((lambda: llm.rope(x, cos, sin, 5, out=o), "argument 'cos': has 8 positions"),
+    for bad, msg in ((lambda: llm.rope(x, cos, sin, 5, out=o), "argument 'cos': expected at least 9 positions"),
                      (lambda: llm.rope(x, cos, sin, -1, out=o), "argument 'offset'"),
                      (lambda: llm.rope(x, cos, sin.astype(np.float16), out=o), "argument 'sin'"),
                      (lambda: llm.rope(x, cos[:, :3].copy(), sin[:, :3].copy(), out=o[:, :4]), "argument 'out'"),
                      (lambda: llm.rope(x, np.ones((8, 5), np.float32), np.ones((8, 5), np.float32), out=o),
-                      "argument 'cos': rotates"),
+                      "argument 'cos': expected shape \\(positions, 1..4\\)"),
                      (lambda: llm.rope_at(x, cos, sin, np.zeros(1, np.int64), out=o), "argument 'pos_counter'"),
                      (lambda: llm.rope(x, cos, sin, out=np.empty((4, 8), np.float64)), "argument 'out'")):
         with pytest.raises(ValueError, match=msg):
@@ -368,7 +368,7 @@ def test_gather_and_argmax_outside_the_fast_paths_keep_the_general_behaviour(mon
                      (lambda: llm.argmax(table, out=np.empty((), np.int32)), "argument 'x'"),
                      (lambda: llm.argmax(table[0], out=np.empty((), np.int64)), "argument 'out'"),
                      (lambda: llm.argmax(table[0], out=np.empty(1, np.int32)), "argument 'out'"),
-                     (lambda: llm.argmax(table[0, :0], out=np.empty((), np.int32)), "argument 'x': is empty")):
+                     (lambda: llm.argmax(table[0, :0], out=np.empty((), np.int32)), "argument 'x': expected a non-empty array")):
         with pytest.raises(ValueError, match=msg):
             bad()
     assert not seen, seen
@@ -432,7 +432,7 @@ def test_tk_arrays_on_one_cpu_backend_take_the_fast_path(monkeypatch):
     assert llm.add(a, a, out=o) is o and np.array_equal(o.numpy(), 2 * np.arange(8, dtype=np.float32))
     assert seen == [("_binary_flat", be)]
     other = tk.asarray(np.zeros(8, np.float32), backend=tk.CPU(threads=2))
-    with pytest.raises(ValueError, match="is on tk.CPU"):            # two backends: the general error
+    with pytest.raises(ValueError, match="got one on tk.CPU|on tk.CPU.*got one"):            # two backends: the general error
         llm.add(a, a, out=other)
 
 

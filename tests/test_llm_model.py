@@ -65,7 +65,7 @@ def test_decoder_errors_name_the_argument():
         dec.step(32)
     dec.step(1)
     dec.step(2)
-    with pytest.raises(ValueError, match="'token'.*holds 2"):
+    with pytest.raises(ValueError, match="'token'.*full cache \\(2 positions\\)"):
         dec.step(3)
     with pytest.raises(ValueError, match="'n_kv_heads'"):
         M.ModelConfig(n_heads=4, n_kv_heads=3).check()

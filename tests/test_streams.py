@@ -121,8 +121,9 @@ def test_error_reraised_by_event_wait_once_and_worker_survives():
 
     e1 = s.submit(boom)
     e2 = s.submit(lambda: out.append("after"))
-    e2.wait(timeout=T)
-    assert out == ["after"]                     # not sticky: later jobs still ran
+    with pytest.raises(tk.LaunchError, match=r"job #2 did not run: job #1 .*ValueError: kaboom") as skipped:
+        e2.wait(timeout=T)                      # stopped behind the unreported failure
+    assert out == [] and isinstance(skipped.value.__cause__, ValueError)
     assert e1.done()
     with pytest.raises(ValueError, match="kaboom") as info:
         e1.wait(timeout=T)
@@ -133,6 +134,8 @@ def test_error_reraised_by_event_wait_once_and_worker_survives():
     e1.wait(timeout=T)                          # reported once per event
     s.synchronize()                             # already reported by Event.wait
     assert "failed" in repr(e1)
+    s.submit(lambda: out.append("later")).wait(timeout=T)
+    assert out == ["later"]                     # the worker survived; reported, the stream runs again
 
 
 def test_error_reraised_by_synchronize_once():
@@ -157,15 +160,23 @@ def test_error_reraised_by_synchronize_once():
     ok.wait()
 
 
-def test_stream_wait_does_not_propagate_errors():
+def test_stream_wait_propagates_an_unreported_error_and_a_reported_one_only_orders():
     a, b = Stream(), Stream()
+    out = []
     ea = a.submit(lambda: 1 / 0)
     b.wait(ea)
-    eb = b.submit(lambda: None)
-    eb.wait(timeout=T)
-    b.synchronize()
+    eb = b.submit(lambda: out.append("b"))
+    with pytest.raises(tk.LaunchError, match="waited for .*failed") as info:
+        b.synchronize()                         # b's wait failed; its later job did not run
+    assert isinstance(info.value.__cause__, ZeroDivisionError) and out == []
+    with pytest.raises(tk.LaunchError, match="did not run"):
+        eb.wait(timeout=T)
     with pytest.raises(ZeroDivisionError):
         a.synchronize()
+    b.wait(ea)                                  # reported: waiting for it only orders work
+    b.submit(lambda: out.append("b2"))
+    b.synchronize()
+    assert out == ["b2"]
 
 
 def test_event_wait_timeout_and_completed_event():
@@ -572,7 +583,7 @@ def test_every_backend_checks_priorities_and_whose_stream_it_is(name):
         A[tk.index()] = 1.0
     assert b.stream(priority=tk.High).priority == 1 and b.stream(priority=np.int8(-1)).priority == -1
     for bad in ("x", 1.5, None):
-        with pytest.raises(TypeError, match="priority must be an int"):
+        with pytest.raises(TypeError, match="argument 'priority': expected an int"):
             b.stream(priority=bad)
     a = tk.zeros((4,), backend=b)
     with pytest.raises(tk.LaunchError, match=r"kernel 'one': the stream belongs to another backend \(tk\."):

@@ -107,10 +107,10 @@ def _check_supported(h: np.ndarray, what: str) -> None:
 
 def _shape(shape) -> tuple[int, ...]:
     try:
-        if isinstance(shape, (int, np.integer)):
-            dims = (operator.index(shape),)
-        else:
-            dims = tuple(operator.index(s) for s in shape)
+        items = (shape,) if isinstance(shape, (int, np.integer, np.bool_)) else tuple(shape)
+        if any(isinstance(s, (bool, np.bool_)) for s in items):
+            raise TypeError                           # True is no extent (NumPy takes it as 1)
+        dims = tuple(operator.index(s) for s in items)
     except TypeError:
         raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
     if any(s < 0 for s in dims):

@@ -108,8 +108,11 @@ def philox4x32(c0, c1, c2, c3, k0, k1):
 
 def key(seed: int) -> np.uint64:
     """Derive a well-mixed key from any Python int seed (splitmix64 of seed mod 2**64).
-    A seed that is not an integer (``1.5``) is a TypeError, as in NumPy's ``default_rng``."""
+    A seed that is not an integer (``1.5``, ``True``) is a TypeError, as in NumPy's ``default_rng``
+    (which refuses floats; a bool is no seed either)."""
     try:
+        if isinstance(seed, (bool, np.bool_)):
+            raise TypeError                               # True is no seed
         seed = operator.index(seed)
     except TypeError:
         raise TypeError(f"tk.random.key: the seed must be an int, got {type(seed).__name__} {seed!r}") from None

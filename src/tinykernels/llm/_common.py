@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import array as _arr
+from ..argcheck import is_int  # noqa: F401 (the llm functions' int check: a bool is no int)
 from ..backends import Backend
 from ..errors import LaunchError
 from ..runtime.base import stream_mismatch
@@ -81,10 +82,12 @@ def backend_of(fn: str, *, stream=None, **arrays) -> Backend:
         if found is None:
             found = (name, b)
         elif b != found[1]:
-            raise ValueError(f"llm.{fn}: '{name}' is on {b!r} but '{found[0]}' is on {found[1]!r}; "
-                             "move them to one backend (tk.asarray(x, backend=...))")
+            raise ValueError(f"llm.{fn}: argument '{name}': expected an array on the backend of argument "
+                             f"'{found[0]}' ({found[1]!r}), got one on {b!r}; move them to one backend "
+                             "(tk.asarray(x, backend=...))")
     if found is None:
-        raise ValueError(f"llm.{fn}: needs at least one array argument")
+        raise ValueError(f"llm.{fn}: arguments {', '.join(repr(n) for n in arrays)}: expected at least "
+                         "one array, got none")
     why = stream_mismatch(stream, found[1])
     if why is not None:
         raise StreamError(f"llm.{fn}: argument 'stream': {why}")
@@ -92,9 +95,27 @@ def backend_of(fn: str, *, stream=None, **arrays) -> Backend:
 
 
 def require(cond: bool, fn: str, name: str, what: str) -> None:
-    """``ValueError('llm.fn: argument name: what')`` unless ``cond``."""
+    """``ValueError('llm.fn: argument name: what')`` unless ``cond``. The one grammar of every
+    llm argument error: ``what`` reads "expected <what was expected>, got <what was given>"."""
     if not cond:
         raise ValueError(f"llm.{fn}: argument '{name}': {what}")
+
+
+def expected(fn: str, name: str, want: str, got: str) -> None:
+    """Raise ``ValueError('llm.fn: argument name: expected want, got got')``."""
+    require(False, fn, name, f"expected {want}, got {got}")
+
+
+def shape_str(shape: tuple) -> str:
+    """A shape as Python writes a tuple (``(4,)``, ``()``), ``None`` entries as ``*``."""
+    items = ["*" if w is None else str(int(w)) for w in shape]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def one_of(names) -> str:
+    """``'a, b or c'``."""
+    names = [str(n) for n in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 @lru_cache(maxsize=None)
@@ -112,7 +133,7 @@ def require_dtype(x, fn: str, name: str, allowed) -> np.dtype:
     except TypeError:                 # an unhashable entry: convert this once
         ok = tuple(np.dtype(a) for a in allowed)
     if dt not in ok:                  # the message only on failure (formatting dtypes is slow)
-        require(False, fn, name, f"dtype {dt} is not supported (expected {', '.join(str(o) for o in ok)})")
+        expected(fn, name, f"dtype {one_of(ok)}", f"dtype {dt}")
     return dt
 
 
@@ -135,9 +156,11 @@ def int_value(fn: str, name: str, value, dt: np.dtype) -> int:
     if dt.kind == "b":
         return int(bool(value))
     if isinstance(value, (float, np.floating)):
-        require(bool(np.isfinite(value)), fn, name, f"{value!r} cannot be stored in a {dt} array")
+        if not np.isfinite(value):
+            expected(fn, name, f"a finite value for a {dt} array", repr(value))
     v, info = int(value), np.iinfo(dt)
-    require(info.min <= v <= info.max, fn, name, f"{value!r} is out of range for {dt} ({info.min} to {info.max})")
+    if not info.min <= v <= info.max:
+        expected(fn, name, f"a value in {dt}'s range {info.min} to {info.max}", repr(value))
     return v
 
 
@@ -148,8 +171,7 @@ def require_shape(x, fn: str, name: str, shape: tuple) -> None:
         return
     ok = len(s) == len(shape) and all(w is None or int(w) == g for w, g in zip(shape, s))
     if not ok:
-        want = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ")"
-        require(False, fn, name, f"shape {s} does not match the expected {want}")
+        expected(fn, name, f"shape {shape_str(shape)}", f"shape {shape_str(s)}")
 
 
 def contiguous(x, fn: str, name: str) -> None:
@@ -158,7 +180,8 @@ def contiguous(x, fn: str, name: str) -> None:
     ok = h.flags.c_contiguous if h is not None else getattr(x, "is_contiguous", True)
     if callable(ok):
         ok = ok()
-    require(bool(ok), fn, name, "must be C-contiguous (np.ascontiguousarray)")
+    if not ok:
+        expected(fn, name, "a C-contiguous array", "a strided view (pass np.ascontiguousarray(...))")
 
 
 def contiguous_input(x):
@@ -216,20 +239,22 @@ def output(out, fn: str, ref, shape: tuple, dtype, backend: Backend, name: str =
     permuted input): any overlap with them is refused, the same view included."""
     if out is None:
         return new_like(ref, tuple(shape), dtype, backend)
-    require(is_array(out), fn, name, f"expected an array, got {type(out).__name__}")
+    require_array(out, fn, name)
     require_shape(out, fn, name, tuple(shape))
     if dtype_of(out) != dtype:        # (messages formatted only on failure: dtype names are slow)
-        require(False, fn, name, f"dtype {dtype_of(out)} should be {np.dtype(dtype)}")
+        expected(fn, name, f"dtype {np.dtype(dtype)}", f"dtype {dtype_of(out)}")
     if _arr.get_backend(out) != backend:
-        require(False, fn, name, f"is on {_arr.get_backend(out)!r}, expected {backend!r}")
+        expected(fn, name, f"an array on {backend!r}", f"one on {_arr.get_backend(out)!r}")
     for arg, x in (reads if reads is not None else {"x": ref}).items():
         if is_array(x) and partly_overlaps(out, x):
-            raise ValueError(f"llm.{fn}: argument '{name}' overlaps argument '{arg}' without being the same "
-                             f"array (in-place use passes the same view; pass a copy of '{arg}' otherwise)")
+            raise ValueError(f"llm.{fn}: argument '{name}': expected argument '{arg}' itself (in-place use "
+                             f"passes the same view) or an array disjoint from it, got one that overlaps "
+                             f"argument '{arg}'; pass a copy of '{arg}' otherwise")
     for arg, x in (reads_across or {}).items():
         if is_array(x) and shares_memory(out, x):
-            raise ValueError(f"llm.{fn}: argument '{name}' shares memory with argument '{arg}', which other "
-                             f"work items read while it is written; pass a copy of '{arg}' or another '{name}'")
+            raise ValueError(f"llm.{fn}: argument '{name}': expected an array sharing no memory with argument "
+                             f"'{arg}' (other work items read it while '{name}' is written), got one that shares "
+                             f"memory with argument '{arg}'; pass a copy of '{arg}' or another '{name}'")
     return out
 
 
@@ -447,7 +472,7 @@ def dtype_name(dt: np.dtype) -> str:
 def require_supported(backend: Backend, dt: np.dtype, fn: str, name: str) -> None:
     """``ValueError`` naming the argument unless ``backend`` supports arrays of ``dt``."""
     if not backend.supports(dtype_name(dt)):
-        require(False, fn, name, f"dtype {dt} is not supported on {backend!r}")
+        expected(fn, name, f"a dtype {backend!r} supports", f"dtype {dt}")
 
 
 def require_float(x, fn: str, name: str, backend: Backend, allowed=FLOATS) -> np.dtype:
@@ -461,8 +486,20 @@ def require_rank(x, fn: str, name: str, lo: int = 1, hi: int = MAX_RANK) -> tupl
     """``x``'s shape, of rank ``lo`` to ``hi``."""
     s = shape_of(x)
     if not lo <= len(s) <= hi:
-        require(False, fn, name, f"has {len(s)} dimensions; expected {lo} to {hi}")
+        expected(fn, name, f"a {lo}-D array" if lo == hi else f"a {lo}-D to {hi}-D array", f"shape {shape_str(s)}")
     return s
+
+
+def given(x) -> str:
+    """What a non-array argument is, for a message: its type, and its value when short."""
+    r = repr(x)
+    return f"{type(x).__name__} {r}" if len(r) <= 40 and not isinstance(x, (list, tuple, dict)) else type(x).__name__
+
+
+def require_array(x, fn: str, name: str, what: str = "an array") -> None:
+    """``x`` is an array argument (NumPy, ``tk.Array``, torch, DLPack), not a scalar or a list."""
+    if not is_array(x):
+        expected(fn, name, what, given(x))
 
 
 def row_group(backend: Backend, n: int = 1 << 30) -> int:

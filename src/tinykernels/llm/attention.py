@@ -499,23 +499,24 @@ def _check_scale(fn: str, scale, head_dim: int) -> float:
 
 
 def _check_head_dim(fn: str, name: str, d: int) -> None:
-    C.require(1 <= d <= MAX_HEAD_DIM, fn, name, f"head_dim {d} is outside 1..{MAX_HEAD_DIM}")
+    C.require(1 <= d <= MAX_HEAD_DIM, fn, name, f"expected a head_dim of 1 to {MAX_HEAD_DIM}, got head_dim {d}")
 
 
 def _check_kv(fn: str, kname: str, vname: str, k, v, backend, batch: int, heads: int, head_dim: int, qname="q"):
     """K and V of rank 4 [batch, kv_heads, n, head_dim] matching each other and q."""
     for name, a in ((kname, k), (vname, v)):
-        C.require(C.is_array(a), fn, name, f"expected an array, got {type(a).__name__}")
+        C.require_array(a, fn, name)
         C.require_float(a, fn, name, backend, ("float32", "float16", "bfloat16"))
         C.require_rank(a, fn, name, 4, 4)
     ks = C.shape_of(k)
     C.require_shape(v, fn, vname, ks)
     if C.dtype_of(v) != C.dtype_of(k):                  # (the message only on failure: dtype names are slow)
-        C.require(False, fn, vname, f"dtype {C.dtype_of(v)} differs from {kname}'s {C.dtype_of(k)}")
-    C.require(ks[0] == batch, fn, kname, f"batch {ks[0]} differs from {qname}'s {batch}")
-    C.require(ks[3] == head_dim, fn, kname, f"head_dim {ks[3]} differs from {qname}'s {head_dim}")
+        C.expected(fn, vname, f"dtype {C.dtype_of(k)} ({kname}'s)", f"dtype {C.dtype_of(v)}")
+    C.require(ks[0] == batch, fn, kname, f"expected batch {batch} ({qname}'s), got shape {C.shape_str(ks)}")
+    C.require(ks[3] == head_dim, fn, kname, f"expected head_dim {head_dim} ({qname}'s), got shape {C.shape_str(ks)}")
     C.require(ks[1] >= 1 and heads % ks[1] == 0, fn, kname,
-              f"has {ks[1]} heads; {qname}'s {heads} heads must be a multiple of them (grouped-query)")
+              f"expected a number of heads that {qname}'s {heads} heads are a multiple of (grouped-query), "
+              f"got shape {C.shape_str(ks)}")
     return ks
 
 
@@ -587,7 +588,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, o
     this is ``j <= i``, torch's ``is_causal``); a row that sees no key is 0. Float32
     accumulation; the result has q's dtype."""
     fn = "flash_attention"
-    C.require(C.is_array(q), fn, "q", f"expected an array, got {type(q).__name__}")
+    C.require_array(q, fn, "q")
     backend = C.backend_of(fn, stream=stream, q=q, k=k, v=v, out=out)
     qs = C.require_rank(q, fn, "q", 4, 4)
     dt = C.require_float(q, fn, "q", backend, ("float32", "float16", "bfloat16"))
@@ -714,7 +715,7 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
     if res is not None:
         return res
     fn = "flash_decode"
-    C.require(C.is_array(q), fn, "q", f"expected an array, got {type(q).__name__}")
+    C.require_array(q, fn, "q")
     kv_len = _kv_len_arg(kv_len)
     arr_len = C.is_array(kv_len)
     backend = C.backend_of(fn, stream=stream, q=q, k_cache=k_cache, v_cache=v_cache, kv_len=kv_len if arr_len else None,
@@ -730,13 +731,13 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
     if arr_len:
         C.require_dtype(kv_len, fn, "kv_len", ("int32",))
         C.require(len(C.shape_of(kv_len)) == 1 and C.shape_of(kv_len)[0] in (1, B), fn, "kv_len",
-                  f"shape {C.shape_of(kv_len)} should be (1,) or (batch,) = ({B},)")
+                  f"expected shape (1,) or (batch,) = ({B},), got shape {C.shape_str(C.shape_of(kv_len))}")
         n_int = int(offset)
     else:
         C.require(isinstance(kv_len, (int, np.integer)) and not isinstance(kv_len, bool), fn, "kv_len",
                   f"expected an int or an int32 array, got {type(kv_len).__name__}")
         n_int = int(kv_len) + int(offset)
-        C.require(1 <= n_int <= L, fn, "kv_len", f"{n_int} keys requested; the caches hold 1..{L}")
+        C.require(1 <= n_int <= L, fn, "kv_len", f"expected 1 to {L} keys (the caches' length), got {n_int}")
     C.require(splits is None or (isinstance(splits, (int, np.integer)) and not isinstance(splits, bool)
                                  and splits >= 1), fn, "splits", f"expected an int >= 1, got {splits!r}")
     sc = _check_scale(fn, scale, D)

@@ -242,7 +242,7 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
     if op in REVERSED and scales is None and _is_scalar(a) and C.is_array(b):
         a, b, op, names = b, a, REVERSED[op], names[::-1]
     na, nb = names
-    C.require(C.is_array(a), fn, na, f"expected an array, got {type(a).__name__}")
+    C.require_array(a, fn, na)
     backend = C.backend_of(fn, stream=stream, **{na: a, nb: b}, out=out)
     sa_shape = C.require_rank(a, fn, na, lo=0)
     dt = C.require_float(a, fn, na, backend, allowed)
@@ -251,7 +251,7 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
         a, sa_shape = C.view(a, (1,)), (1,)              # through a one-element view
     b_array = C.is_array(b)
     if b_array and C.dtype_of(b) != dt:                  # (the message only on failure: slow)
-        C.require(False, fn, nb, f"dtype {C.dtype_of(b)} differs from {na}'s {dt}")
+        C.expected(fn, nb, f"dtype {dt} ({na}'s)", f"dtype {C.dtype_of(b)}")
     if b_array and len(C.shape_of(b)) == 0:              # a 0-d array broadcasts as its value
         b, b_array = C.scalar_value(b, stream), False
     if b_array:
@@ -259,11 +259,11 @@ def binary(fn: str, op: int, a, b, out=None, stream=None, *, scales=None, out_dt
         try:
             shape = sa_shape if sa_shape == sb_shape else np.broadcast_shapes(sa_shape, sb_shape)
         except ValueError:
-            raise ValueError(f"llm.{fn}: argument '{nb}': shape {sb_shape} does not broadcast with "
-                             f"{na}'s shape {sa_shape}") from None
+            raise ValueError(f"llm.{fn}: argument '{nb}': expected a shape that broadcasts with {na}'s "
+                             f"{C.shape_str(sa_shape)}, got shape {C.shape_str(sb_shape)}") from None
         b_last1 = sb_shape[-1] == 1 and shape[-1] != 1
     else:
-        C.require(_is_scalar(b), fn, nb, f"expected an array or a Python scalar, got {type(b).__name__}")
+        C.require(_is_scalar(b), fn, nb, f"expected an array or a Python scalar, got {C.given(b)}")
         shape, sb_shape, b_last1 = sa_shape, None, False
         b = float_operand(fn, nb, b)
         b = float(b) if scales is not None else b
@@ -355,7 +355,7 @@ def _unary_call(fn: str, op: int, x, out=None, stream=None):
     res = _unary_fast(op, x, out, stream)
     if res is not None:
         return res
-    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x", lo=0)
     dt = C.require_float(x, fn, "x", backend)
@@ -460,9 +460,9 @@ def rsqrt(x, out=None, stream=None):
 
 def fill(x, value, stream=None):
     """Set every element of ``x`` to ``value`` (rounded to x's dtype) in place; returns ``x``."""
-    C.require(C.is_array(x), "fill", "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, "fill", "x")
     C.require(_is_scalar(value), "fill", "value",
-              f"expected a Python scalar, got {type(value).__name__}")
+              f"expected a Python scalar, got {C.given(value)}")
     backend = C.backend_of("fill", stream=stream, x=x)
     shape = C.require_rank(x, "fill", "x", lo=0)
     dt = C.dtype_of(x)
@@ -484,14 +484,14 @@ def cast(x, dtype, out=None, stream=None):
     res = _unary_fast(COPY, x, out, stream, dtype)
     if res is not None:
         return res
-    C.require(C.is_array(x), "cast", "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, "cast", "x")
     backend = C.backend_of("cast", stream=stream, x=x, out=out)
     shape = C.require_rank(x, "cast", "x", lo=0)
     C.require_float(x, "cast", "x", backend, CAST_DTYPES)
     target = C.np_dtype(getattr(dtype, "name", dtype) if not isinstance(dtype, np.dtype) else dtype.name)
     C.require(target is not None and target.name in CAST_DTYPES, "cast", "dtype",
-              f"{dtype!r} is not one of {', '.join(CAST_DTYPES)}")
-    C.require(backend.supports(target.name), "cast", "dtype", f"{target} is not supported on {backend!r}")
+              f"expected one of {C.one_of(CAST_DTYPES)}, got {dtype!r}")
+    C.require(backend.supports(target.name), "cast", "dtype", f"expected a dtype {backend!r} supports, got {target}")
     out = C.output(out, "cast", x, shape, target, backend)
     _launch_unary(backend, out, x, COPY, False, stream)
     return out

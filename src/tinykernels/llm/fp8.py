@@ -149,14 +149,14 @@ def fp8_dequantize(x, scale: float = 1.0, out=None, stream=None):
 def fp8_add(a, b, scale_a: float = 1.0, scale_b: float = 1.0, out=None, stream=None):
     """``float16(a * scale_a + b * scale_b)`` for fp8 e4m3 arrays (float32 arithmetic)."""
     s = (_scale("fp8_add", "scale_a", scale_a), _scale("fp8_add", "scale_b", scale_b))
-    C.require(C.is_array(b), "fp8_add", "b", f"expected an fp8 array, got {type(b).__name__}")
+    C.require_array(b, "fp8_add", "b", "an fp8 array")
     return binary("fp8_add", ADD, a, b, out, stream, scales=s, out_dtype=np.float16, allowed=FP8)
 
 
 def fp8_mul(a, b, scale_a: float = 1.0, scale_b: float = 1.0, out=None, stream=None):
     """``float16((a * scale_a) * (b * scale_b))`` for fp8 e4m3 arrays (float32 arithmetic)."""
     s = (_scale("fp8_mul", "scale_a", scale_a), _scale("fp8_mul", "scale_b", scale_b))
-    C.require(C.is_array(b), "fp8_mul", "b", f"expected an fp8 array, got {type(b).__name__}")
+    C.require_array(b, "fp8_mul", "b", "an fp8 array")
     return binary("fp8_mul", MUL, a, b, out, stream, scales=s, out_dtype=np.float16, allowed=FP8)
 
 
@@ -165,15 +165,15 @@ def fp8_rms_norm(x, w, eps: float = 1e-6, scale: float = 1.0, out=None, stream=N
     rank 1 to 4) times ``w`` (float16 [D]): float32 accumulation, float16 output."""
     fn = "fp8_rms_norm"
     backend = C.backend_of(fn, stream=stream, x=x, w=w, out=out)
-    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, fn, "x")
     shape = C.require_rank(x, fn, "x")
     C.require_float(x, fn, "x", backend, FP8)
-    C.require(C.is_array(w), fn, "w", f"expected a float16 array, got {type(w).__name__}")
+    C.require_array(w, fn, "w", "a float16 array")
     C.require_shape(w, fn, "w", (shape[-1],))
     C.require_dtype(w, fn, "w", ("float16",))
     _check_eps(fn, eps)
     s = _scale(fn, "scale", scale)
-    C.require(s > 0, fn, "scale", f"must be > 0, got {s}")
+    C.require(s > 0, fn, "scale", f"expected a float > 0, got {s}")
     out = C.output(out, fn, x, shape, np.float16, backend)
     rows = int(np.prod(shape[:-1], dtype=np.int64))
     if rows and shape[-1]:

@@ -167,12 +167,13 @@ def kv_append(cache, rows, counter, stream=None):
     fn = "kv_append"
     backend = C.backend_of(fn, stream=stream, cache=cache, rows=rows, counter=counter)
     for name, a in (("cache", cache), ("rows", rows)):
-        C.require(C.is_array(a), fn, name, f"expected an array, got {type(a).__name__}")
+        C.require_array(a, fn, name)
         C.require_float(a, fn, name, backend, KV_DTYPES)
     cs = C.require_rank(cache, fn, "cache", 2)
     rs = C.require_rank(rows, fn, "rows", 2)
     C.require(len(rs) == len(cs) and rs[:-2] == cs[:-2] and rs[-1] == cs[-1], fn, "rows",
-              f"shape {rs} does not fit cache shape {cs} (expected {cs[:-2] + ('n', cs[-1])})")
+              f"expected shape {C.shape_str(cs[:-2] + (None, cs[-1]))} (the cache's {C.shape_str(cs)} with "
+              f"any row count), got shape {C.shape_str(rs)}")
     check_counter(fn, "counter", counter)
     n = int(np.prod(rs[:-1], dtype=np.int64))
     args = (cache, rows, counter, not C.is_debug(backend))

@@ -385,11 +385,11 @@ def argmax(x, out=None, stream=None):
     if res is not None:
         return res
     fn = "argmax"
-    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     (n,) = C.require_rank(x, fn, "x", 1, 1)
     C.require_float(x, fn, "x", backend)
-    C.require(n > 0, fn, "x", "is empty (argmax of an empty sequence)")
+    C.require(n > 0, fn, "x", "expected a non-empty array (argmax of an empty sequence), got shape (0,)")
     out = C.output(out, fn, x, (), np.int32, backend)
     W = C.row_group(backend, n)
     if W == 1 and n <= ARGMAX_CHUNK:
@@ -438,8 +438,8 @@ def gather(table, indices, out=None, stream=None):
         return res
     fn = "gather"
     backend = C.backend_of(fn, stream=stream, table=table, indices=indices, out=out)
-    C.require(C.is_array(table), fn, "table", f"expected an array, got {type(table).__name__}")
-    C.require(C.is_array(indices), fn, "indices", f"expected an array, got {type(indices).__name__}")
+    C.require_array(table, fn, "table")
+    C.require_array(indices, fn, "indices")
     V, D = C.require_rank(table, fn, "table", 2, 2)
     (N,) = C.require_rank(indices, fn, "indices", 1, 1)
     idt = C.require_dtype(indices, fn, "indices", ("int32", "int64"))
@@ -489,7 +489,7 @@ def transpose(x, axes=None, out=None, stream=None):
     if res is not None:
         return res
     fn = "transpose"
-    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.dtype_of(x)
@@ -498,7 +498,7 @@ def transpose(x, axes=None, out=None, stream=None):
     axes = tuple(range(n))[::-1] if axes is None else axes
     ok = isinstance(axes, (tuple, list)) and all(isinstance(a, (int, np.integer)) for a in axes)
     C.require(ok and sorted(int(a) % n if -n <= a < n else -1 for a in axes) == list(range(n)), fn, "axes",
-              f"{axes!r} is not a permutation of the {n} axes")
+              f"expected a permutation of the {n} axes, got {axes!r}")
     axes = tuple(int(a) % n for a in axes)
     oshape = tuple(shape[a] for a in axes)
     out = C.output(out, fn, x, oshape, dt, backend, reads_across={"x": x})
@@ -526,7 +526,7 @@ def repeat(x, repeats: int, axis=None, out=None, stream=None):
     """``np.repeat(x, repeats, axis)`` with an int ``repeats`` >= 0 (rank 1 to 4; ``axis=None``
     only for 1-D ``x``, where it is axis 0)."""
     fn = "repeat"
-    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.dtype_of(x)
@@ -535,9 +535,9 @@ def repeat(x, repeats: int, axis=None, out=None, stream=None):
               "repeats", f"expected an int >= 0, got {repeats!r}")
     n = len(shape)
     if axis is None:
-        C.require(n == 1, fn, "axis", "axis=None (flattening) is supported for 1-D x only; pass an axis")
+        C.require(n == 1, fn, "axis", f"expected an int (axis=None flattens 1-D x only), got None for a {n}-D x")
         axis = 0
-    C.require(isinstance(axis, (int, np.integer)) and -n <= axis < n, fn, "axis",
+    C.require(C.is_int(axis) and -n <= axis < n, fn, "axis",
               f"expected an int in [{-n}, {n}), got {axis!r}")
     axis = int(axis) % n
     oshape = shape[:axis] + (shape[axis] * int(repeats),) + shape[axis + 1:]

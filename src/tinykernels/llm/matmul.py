@@ -430,7 +430,7 @@ def quantize_activations(x, packed: bool = False, stream=None):
     for bit as ggml's (and ``gguf.quants``') quantizer: returns ``(qs, d)``, ``qs`` the int8
     values [K] (``packed``: uint32 [K / 4], four per word, byte 0 the lowest) and ``d`` the
     float32 values of the blocks' float16 scales [K / 32]."""
-    C.require(C.is_array(x), "quantize_activations", "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, "quantize_activations", "x")
     C.require_dtype(x, "quantize_activations", "x", ["float32"])
     s = C.shape_of(x)
     C.require(len(s) == 1 and s[0] % 32 == 0, "quantize_activations", "x",
@@ -637,19 +637,19 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
         m, k = a.shape
         amat = a.data
     else:
-        C.require(C.is_array(a), "matmul", "a", f"expected a QTensor or an array, got {type(a).__name__}")
+        C.require_array(a, "matmul", "a", "a QTensor or an array")
         C.require_dtype(a, "matmul", "a", ["float32"])
         s = C.shape_of(a)
         C.require(len(s) == 2, "matmul", "a", f"expected a 2-D [M, K] array, got shape {s}")
         a = C.contiguous_input(a)       # a transposed or sliced a: a contiguous copy
         m, k = s
         amat = a
-    C.require(C.is_array(b), "matmul", "b", f"expected an array, got {type(b).__name__}")
+    C.require_array(b, "matmul", "b")
     C.require_dtype(b, "matmul", "b", ["float32"])
     C.require(isinstance(exact, (bool, np.bool_)), "matmul", "exact", f"expected a bool, got {exact!r}")
     bs = C.shape_of(b)
     C.require(len(bs) in (1, 2) and bs[0] == k, "matmul", "b",
-              f"shape {bs} does not match a's [M, K] = [{m}, {k}] (expected ({k},) or ({k}, N))")
+              f"expected shape ({k},) or ({k}, N) (a's [M, K] = [{m}, {k}]), got shape {C.shape_str(bs)}")
     b = C.contiguous_input(b)
     backend = C.backend_of("matmul", stream=stream, a=amat, b=b, out=out)
     oshape = (m,) if len(bs) == 1 else (m, bs[1])

@@ -53,11 +53,11 @@ class ModelConfig:
         """``ValueError`` naming the field that makes the configuration unusable."""
         for f in ("n_layers", "dim", "n_heads", "n_kv_heads", "hidden", "vocab", "max_len"):
             v = getattr(self, f)
-            C.require(isinstance(v, (int, np.integer)) and v >= 1, "ModelConfig", f, f"expected an int >= 1, got {v!r}")
+            C.require(C.is_int(v) and v >= 1, "ModelConfig", f, f"expected an int >= 1, got {v!r}")
         C.require(self.dim % self.n_heads == 0 and self.head_dim % 2 == 0, "ModelConfig", "n_heads",
-                  f"dim {self.dim} must split into {self.n_heads} heads of an even size")
+                  f"expected a divisor of dim {self.dim} giving an even head size, got {self.n_heads}")
         C.require(self.n_heads % self.n_kv_heads == 0, "ModelConfig", "n_kv_heads",
-                  f"{self.n_heads} query heads are not a multiple of {self.n_kv_heads}")
+                  f"expected a divisor of n_heads {self.n_heads}, got {self.n_kv_heads}")
         return self
 
 
@@ -183,10 +183,10 @@ def read_gguf(path, max_len: int | None = None) -> tuple:
         return default if fld is None else fld.contents()
 
     arch = meta("general.architecture", "llama")
-    C.require(arch == "llama", "read_gguf", "path", f"architecture {arch!r} is not 'llama'")
+    C.require(arch == "llama", "read_gguf", "path", f"expected a 'llama' model, got architecture {arch!r}")
     w = load_gguf(path)
     emb = w.get("token_embd.weight")
-    C.require(emb is not None, "read_gguf", "path", "has no token_embd.weight")
+    C.require(emb is not None, "read_gguf", "path", "expected a model with token_embd.weight, got one without it")
     n_heads = int(meta("llama.attention.head_count"))
     ctx = int(meta("llama.context_length", 2048))
     cfg = ModelConfig(n_layers=int(meta("llama.block_count")), dim=int(meta("llama.embedding_length")),
@@ -200,7 +200,7 @@ def read_gguf(path, max_len: int | None = None) -> tuple:
         w[f"blk.{i}.attn_q.weight"] = _permute(w[f"blk.{i}.attn_q.weight"], cfg.n_heads, False)
         w[f"blk.{i}.attn_k.weight"] = _permute(w[f"blk.{i}.attn_k.weight"], cfg.n_kv_heads, False)
     missing = [n for n, _ in _names(cfg) if n not in w]
-    C.require(not missing, "read_gguf", "path", f"lacks the tensors {', '.join(missing[:4])}")
+    C.require(not missing, "read_gguf", "path", f"expected every tensor of the model, got one without {', '.join(missing[:4])}")
     return cfg, w
 
 
@@ -256,7 +256,7 @@ class Decoder:
         self.backend = backend
         self.w = {}
         for name, _ in _names(cfg):
-            C.require(name in weights, "Decoder", "weights", f"lacks {name!r}")
+            C.require(name in weights, "Decoder", "weights", f"expected a dict with {name!r}, got one without it")
             w = weights[name]
             if isinstance(w, QTensor):
                 self.w[name] = QTensor(w.qtype, w.shape, self._dev(w.data))
@@ -307,12 +307,12 @@ class Decoder:
         from .attention import flash_decode
         from .matmul import matmul
         cfg, w = self.cfg, self.w
-        C.require(self.n < cfg.max_len, "Decoder.step", "token", f"the cache holds {cfg.max_len} positions")
+        C.require(self.n < cfg.max_len, "Decoder.step", "token", f"expected a free cache position, got a full cache ({cfg.max_len} positions)")
         hd, H, KH = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
         if token is None:
             idx = C.view(self.next_tok, (1,))
         else:
-            C.require(isinstance(token, (int, np.integer)) and 0 <= token < cfg.vocab, "Decoder.step", "token",
+            C.require(C.is_int(token) and 0 <= token < cfg.vocab, "Decoder.step", "token",
                       f"expected an int in [0, {cfg.vocab}), got {token!r}")
             self.tok = _arr.asarray(np.array([token], np.int32), backend=self.backend)
             idx = self.tok

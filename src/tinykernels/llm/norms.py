@@ -179,13 +179,14 @@ _F32 = np.dtype("float32")
 
 
 def _check_x_w(fn, x, w, backend):
-    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, fn, "x")
     shape = C.require_rank(x, fn, "x")
     dt = C.require_float(x, fn, "x", backend)
-    C.require(C.is_array(w), fn, "w", f"expected an array, got {type(w).__name__}")
+    C.require_array(w, fn, "w")
     C.require_shape(w, fn, "w", (shape[-1],))
     if C.dtype_of(w) not in (dt, _F32):                # (messages only on failure: dtype names are slow)
-        C.require(False, fn, "w", f"dtype {C.dtype_of(w)} should be x's {dt} or float32")
+        C.expected(fn, "w", f"dtype {C.one_of(dict.fromkeys((str(dt), 'float32')))} (x's or float32)",
+                   f"dtype {C.dtype_of(w)}")
     return shape, dt
 
 
@@ -247,10 +248,10 @@ def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, s
     shape, dt = _check_x_w(fn, x, w, backend)
     _check_eps(fn, eps)
     if residual is not None:
-        C.require(C.is_array(residual), fn, "residual", f"expected an array, got {type(residual).__name__}")
+        C.require_array(residual, fn, "residual")
         C.require_shape(residual, fn, "residual", shape)
         if C.dtype_of(residual) != dt:
-            C.require(False, fn, "residual", f"dtype {C.dtype_of(residual)} differs from x's {dt}")
+            C.expected(fn, "residual", f"dtype {dt} (x's)", f"dtype {C.dtype_of(residual)}")
     out = C.output(out, fn, x, shape, dt, backend, reads={"x": x, "residual": residual},
                    reads_across={"w": w})
     s_out = None
@@ -297,7 +298,7 @@ def rms_norm_add(x, w, residual, eps: float = 1e-6, *, out=None, return_scale: b
     """Fused RMSNorm then residual add: ``residual + rms_norm(x) * w`` (float32 throughout,
     rounded once). ``out=residual`` updates the residual stream in place."""
     if residual is None:
-        C.require(False, "rms_norm_add", "residual", "is required")
+        C.expected("rms_norm_add", "residual", "an array", "None")
     return _norm_call("rms_norm_add", RESIDUAL_AFTER, x, w, eps, residual, out, None, return_scale, scale_out,
                       stream)
 
@@ -313,11 +314,12 @@ def qk_norm_rope(x, w, cos, sin, eps: float = 1e-6, *, offset: int = 0, pos_coun
     C.require(len(shape) >= 2, fn, "x", f"has shape {shape}; expected [..., seq, head_dim]")
     _check_eps(fn, eps)
     h = check_tables(fn, shape, cos, sin, dt)
-    C.require(isinstance(offset, (int, np.integer)) and offset >= 0, fn, "offset",
+    C.require(C.is_int(offset) and offset >= 0, fn, "offset",
               f"expected an int >= 0, got {offset!r}")
     if pos_counter is None:
         C.require(offset + shape[-2] <= C.shape_of(cos)[0], fn, "cos",
-                  f"has {C.shape_of(cos)[0]} positions; positions {offset}..{offset + shape[-2] - 1} needed")
+                  f"expected at least {offset + shape[-2]} positions (offset {offset} + {shape[-2]}), "
+                  f"got shape {C.shape_str(C.shape_of(cos))}")
     else:
         check_counter(fn, "pos_counter", pos_counter)
     out = C.output(out, fn, x, shape, dt, backend, reads_across={"w": w, "cos": cos, "sin": sin})

@@ -50,8 +50,7 @@ QTYPES = {
 def qformat(qtype, fn: str = "QTensor", name: str = "qtype") -> QFormat:
     """The format named ``qtype`` (case-insensitive), or ``ValueError`` naming the argument."""
     key = str(qtype).lower() if isinstance(qtype, str) else None
-    C.require(key in QTYPES, fn, name, f"unknown quantization type {qtype!r} (expected one of "
-              f"{', '.join(repr(q) for q in QTYPES)})")
+    C.require(key in QTYPES, fn, name, f"expected a quantization type {C.one_of(repr(q) for q in QTYPES)}, got {qtype!r}")
     return QTYPES[key]
 
 
@@ -66,12 +65,12 @@ class QTensor:
     def __init__(self, qtype: str, shape, data):
         fmt = qformat(qtype)
         C.require(isinstance(shape, (tuple, list)) and len(shape) == 2 and
-                  all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape),
+                  all(C.is_int(n) and n >= 0 for n in shape),
                   "QTensor", "shape", f"expected (M, K) with non-negative ints, got {shape!r}")
         m, k = (int(n) for n in shape)
         C.require(k % fmt.block == 0, "QTensor", "shape",
-                  f"K = {k} is not a multiple of {fmt.name}'s block of {fmt.block} weights")
-        C.require(C.is_array(data), "QTensor", "data", f"expected a uint8 array, got {type(data).__name__}")
+                  f"expected a row length K that is a multiple of {fmt.name}'s block of {fmt.block}, got K = {k}")
+        C.require_array(data, "QTensor", "data", "a uint8 array")
         C.require_dtype(data, "QTensor", "data", ["uint8"])
         C.require_shape(data, "QTensor", "data", (m, k // fmt.block * fmt.block_bytes))
         C.contiguous(data, "QTensor", "data")
@@ -305,15 +304,15 @@ def quantize(w, qtype: str) -> QTensor:
     search): every weight is within half a quantization step of its dequantized value. Runs in
     NumPy on the host; the bytes go back to ``w``'s backend (NumPy in, NumPy out)."""
     fmt = qformat(qtype, "quantize")
-    C.require(C.is_array(w), "quantize", "w", f"expected an array, got {type(w).__name__}")
+    C.require_array(w, "quantize", "w")
     C.require_dtype(w, "quantize", "w", ["float32"])
     s = C.shape_of(w)
     C.require(len(s) == 2, "quantize", "w", f"expected a 2-D [M, K] array, got shape {s}")
     C.require(s[1] % fmt.block == 0, "quantize", "w",
-              f"row length K = {s[1]} is not a multiple of {fmt.name}'s block of {fmt.block}")
+              f"expected a row length K that is a multiple of {fmt.name}'s block of {fmt.block}, got K = {s[1]}")
     backend = C.backend_of("quantize", w=w)
     h = np.ascontiguousarray(_host(w), dtype=np.float32)
-    C.require(bool(np.isfinite(h).all()), "quantize", "w", "contains NaN or infinity")
+    C.require(bool(np.isfinite(h).all()), "quantize", "w", "expected finite values, got NaN or infinity")
     m, k = s
     blocks = h.reshape(-1, fmt.block)
     with np.errstate(all="ignore"):     # zero, subnormal and huge blocks: 1/d, float16 overflow,

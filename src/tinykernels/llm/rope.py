@@ -87,18 +87,19 @@ def _rope_rows(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.c
 
 def check_tables(fn: str, x_shape: tuple, cos, sin, dt) -> int:
     """Validate rope tables against x's shape; returns rot/2."""
-    C.require(C.is_array(cos), fn, "cos", f"expected an array, got {type(cos).__name__}")
-    C.require(C.is_array(sin), fn, "sin", f"expected an array, got {type(sin).__name__}")
+    C.require_array(cos, fn, "cos")
+    C.require_array(sin, fn, "sin")
     cs = C.require_rank(cos, fn, "cos", 2, 2)
     C.require_shape(sin, fn, "sin", cs)
     ok = (np.dtype("float32"), dt)
     if C.dtype_of(cos) not in ok:                        # (messages only on failure: dtype names are slow)
-        C.require(False, fn, "cos", f"dtype {C.dtype_of(cos)} should be float32 or x's {dt}")
+        C.expected(fn, "cos", f"dtype {C.one_of(dict.fromkeys(map(str, ok)))} (float32 or x's)", f"dtype {C.dtype_of(cos)}")
     if C.dtype_of(sin) != C.dtype_of(cos):
-        C.require(False, fn, "sin", f"dtype {C.dtype_of(sin)} differs from cos's")
+        C.expected(fn, "sin", f"dtype {C.dtype_of(cos)} (cos's)", f"dtype {C.dtype_of(sin)}")
     h = cs[1]
     C.require(0 < 2 * h <= x_shape[-1], fn, "cos",
-              f"rotates 2 * {h} dims but x's head_dim is {x_shape[-1]} (shape [positions, rot/2])")
+              f"expected shape (positions, 1..{x_shape[-1] // 2}) (x's head_dim {x_shape[-1]} / 2 at most), "
+              f"got shape {C.shape_str(cs)}")
     return h
 
 
@@ -151,16 +152,17 @@ def _rope_call(fn, x, cos, sin, pos, offset, out, stream):
     res = _rope_fast(x, cos, sin, pos, offset, out) if stream is None else None
     if res is not None:
         return res
-    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, cos=cos, sin=sin, pos_counter=pos, out=out)
     shape = C.require_rank(x, fn, "x", 2)
     dt = C.require_float(x, fn, "x", backend)
     h = check_tables(fn, shape, cos, sin, dt)
-    C.require(isinstance(offset, (int, np.integer)) and offset >= 0, fn, "offset",
+    C.require(C.is_int(offset) and offset >= 0, fn, "offset",
               f"expected an int >= 0, got {offset!r}")
     if pos is None:
         C.require(offset + shape[-2] <= C.shape_of(cos)[0], fn, "cos",
-                  f"has {C.shape_of(cos)[0]} positions; positions {offset}..{offset + shape[-2] - 1} needed")
+                  f"expected at least {offset + shape[-2]} positions (offset {offset} + {shape[-2]}), "
+                  f"got shape {C.shape_str(C.shape_of(cos))}")
     else:
         check_counter(fn, "pos_counter", pos)
     out = C.output(out, fn, x, shape, dt, backend, reads_across={"cos": cos, "sin": sin})

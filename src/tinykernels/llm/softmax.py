@@ -285,7 +285,7 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
     if res is not None:
         return res
     fn = "softmax"
-    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.require_float(x, fn, "x", backend)
@@ -313,7 +313,7 @@ def sum(x, axis: int, out=None, stream=None):
     if res is not None:
         return res
     fn = "sum"
-    C.require(C.is_array(x), fn, "x", f"expected an array, got {type(x).__name__}")
+    C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
     dt = C.require_float(x, fn, "x", backend)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..argcheck import debug_flag, int_arg
 from ..globalreads import MISSING
 from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
@@ -37,12 +38,8 @@ class CPU(Backend):
     def __init__(self, threads: int | None = None, debug: bool | None = None):
         if threads is None:
             threads = int(os.environ.get("TK_NUM_THREADS", "0")) or (os.cpu_count() or 1)
-        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
-            raise TypeError(f"CPU(threads=...) must be an int, got {type(threads).__name__}")
-        if threads < 1:
-            raise ValueError("CPU(threads=...) must be >= 1")
-        self.threads = int(threads)
-        self.debug = bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
+        self.threads = int_arg("tk.CPU", "threads", threads, 1)
+        self.debug = debug_flag(debug, self)
 
     def key(self) -> tuple:
         return ("CPU", self.threads, self.debug)

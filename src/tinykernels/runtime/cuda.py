@@ -139,7 +139,7 @@ class CUDATarget(Backend):
     can_launch = False
 
     def __init__(self, debug: bool | None = None):
-        self.debug = debug_flag(debug)
+        self.debug = debug_flag(debug, self)
 
     def key(self) -> tuple:
         return ("CUDA-source", self.debug)

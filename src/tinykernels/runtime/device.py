@@ -9,7 +9,6 @@ launch in its own module.
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 from typing import TypeVar
@@ -18,6 +17,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .hostarray import _DL_CPU, Array, _is_torch
+from ..argcheck import debug_flag  # noqa: F401 (re-exported: the runtimes import it from here)
 from ..globalreads import stale
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
@@ -29,11 +29,6 @@ from .launchcheck import check_launch
 from .streams import Event, deadline_of, poll_until
 
 S = TypeVar("S")
-
-
-def debug_flag(debug: bool | None) -> bool:
-    """A backend's ``debug`` argument, or ``TK_DEBUG`` from the environment when it is None."""
-    return bool(int(os.environ.get("TK_DEBUG", "0") or 0)) if debug is None else bool(debug)
 
 
 def same_shape(a, b) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as D
+from ..argcheck import int_arg
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend
 from .device import debug_flag, same_shape, track_stream
@@ -87,8 +88,8 @@ class DriverBackend(Backend):
     event_type: type = None
 
     def __init__(self, device: int = 0, debug: bool | None = None):
-        self.device = int(device)
-        self.debug = debug_flag(debug)
+        self.device = int_arg(f"tk.{type(self).__name__}", "device", device, 0)
+        self.debug = debug_flag(debug, self)
         self._dev = self._device_for(self.device)
         self.max_workgroupsize = self._dev.max_threads
 

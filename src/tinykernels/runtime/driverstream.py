@@ -79,8 +79,8 @@ class DriverStream:
         if isinstance(event, self.event_class) and event.handle is not None:
             self.backend._dev.activate()
             self._wait_event(event.handle)
-        elif not event.done():
-            event.wait()
+        else:
+            event.wait()            # another backend's event: wait on the host, raising its unreported error (docs: streams)
 
     def synchronize(self, timeout: float | None = None) -> None:
         self.backend._dev.activate()

@@ -19,6 +19,7 @@ import importlib.util
 import numpy as np
 
 from .. import dtypes as D
+from ..argcheck import int_arg
 from ..globalreads import stale
 from ..errors import LaunchError
 from ..tracebacks import USER_ERRORS, prepare as filtered
@@ -43,7 +44,7 @@ class JAX(Backend):
     max_workgroupsize = 1024
 
     def __init__(self, device: int | None = None):
-        self.device = None if device is None else int(device)
+        self.device = None if device is None else int_arg("tk.JAX", "device", device, 0)
 
     def key(self) -> tuple:
         return ("JAX", self.device)

@@ -33,6 +33,7 @@ import weakref
 import numpy as np
 
 from .. import dtypes as D
+from ..argcheck import int_arg
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend, check_stream
 from .device import (DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, debug_flag, fits32,
@@ -134,8 +135,8 @@ class Metal(Backend):
 
     def __init__(self, device: int = 0, debug: bool | None = None):
         M = _metal()
-        self.debug = debug_flag(debug)
-        self.index = int(device)
+        self.debug = debug_flag(debug, self)
+        self.index = int_arg("tk.Metal", "device", device, 0)
         with _DEVICES_LOCK:
             dev = _DEVICES.get(self.index)
             if dev is None:
@@ -255,7 +256,7 @@ class MetalTarget(Backend):
     max_workgroupsize = 1024
 
     def __init__(self, debug: bool | None = None):
-        self.debug = debug_flag(debug)
+        self.debug = debug_flag(debug, self)
 
     def key(self) -> tuple:
         return ("METAL-source", self.debug)
@@ -392,8 +393,8 @@ class MetalStream:
             if event._sev is not None and not event.done():
                 with self._s.lock:
                     self._s.waits.append((event._sev, event._value))
-        elif not event.done():
-            event.wait()               # another backend's event: wait on the host
+        else:
+            event.wait()               # another backend's event: wait on the host, raising its unreported error (docs: streams)
 
     def synchronize(self, timeout: float | None = None) -> None:
         ev = self._s.last

@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
+from ..argcheck import int_arg
 from .base import Backend, check_stream
 from .hostarray import Array, staged
 from ..errors import BackendUnavailable, CompileError, LaunchError
@@ -69,7 +70,15 @@ _DEVICES: dict = {}        # explicit cache: (platform index, device index) -> _
 _DEVICES_LOCK = threading.Lock()
 
 
+def _selector(name: str, value):
+    """``OpenCL(platform=/device=)``: None, an index >= 0 or part of a name."""
+    if value is None or isinstance(value, str):
+        return value
+    return int_arg("tk.OpenCL", name, value, 0, "an index (int) or part of a name (str)")
+
+
 def _pick(platform, device) -> tuple:
+    platform, device = _selector("platform", platform), _selector("device", device)
     devs = _devices()
     if not devs:
         raise BackendUnavailable(f"no OpenCL device found: {_HINT}")
@@ -103,7 +112,7 @@ class OpenCL(Backend):
     def __init__(self, platform=None, device=None, debug: bool | None = None):
         pi, di, p, d = _pick(platform, device)
         self.platform_index, self.device_index = pi, di
-        self.debug = debug_flag(debug)
+        self.debug = debug_flag(debug, self)
         with _DEVICES_LOCK:
             dev = _DEVICES.get((pi, di))
             if dev is None:
@@ -318,8 +327,8 @@ class CLStream:
         ev = getattr(event, "_cl_event", None)
         if ev is not None:
             cl.enqueue_marker(self.queue, wait_for=[ev])
-        elif not event.done():
-            event.wait()
+        else:
+            event.wait()            # another backend's event: wait on the host, raising its unreported error (docs: streams)
 
     def synchronize(self, timeout: float | None = None) -> None:
         if timeout is None:

@@ -318,7 +318,7 @@ class ROCmTarget(Backend):
     def __init__(self, arch: str = DEFAULT_ARCH, debug: bool | None = None):
         self.wave = wave_size(arch)          # ValueError for an unknown architecture
         self.arch = str(arch)
-        self.debug = debug_flag(debug)
+        self.debug = debug_flag(debug, self)
 
     def key(self) -> tuple:
         return ("ROCm-source", self.arch, self.debug)

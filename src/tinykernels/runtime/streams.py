@@ -8,10 +8,21 @@ concurrently with each other and with the Python thread that submitted the work.
 :meth:`Stream.submit` returns an :class:`Event` that completes when its job has run.
 
 Errors
-    A job that raises does NOT poison its stream. (This is deliberately unlike CUDA's
-    "sticky" errors, where one fault makes every later call on the context fail.) The
-    worker survives, the job's Event completes with the exception, and the later jobs
-    of the stream still run (they may see whatever the failed job left half-written).
+    A job that raises stops the work that depends on it until its error is reported (as
+    Warp and CuPy raise an asynchronous error at the next synchronize; unlike CUDA's
+    "sticky" errors, the stream is usable again afterwards). The worker survives and the
+    job's Event completes with the exception; then
+
+    * the later jobs of the same stream, submitted before the error was reported, do not
+      run (they would read whatever the failed job left half-written): each one's Event
+      completes with a ``tk.LaunchError`` "did not run" whose ``__cause__`` is the error;
+    * a stream that waits for the failed job's event (:meth:`Stream.wait` called before
+      the error was reported) is stopped the same way: its waiting job fails with a ``tk.LaunchError`` caused by the error, and its
+      later jobs do not run until that error is reported on the waiting stream;
+    * work submitted after the error was reported (by ``Event.wait`` on the failed job, or
+      a synchronize of its stream) runs: a reported error is handled and stops nothing more
+      (waiting for its event then only orders work).
+
     The exception is reported
 
     * by :meth:`Event.wait` on that job's event, once (the first call raises; later calls
@@ -25,8 +36,8 @@ Errors
     works for debug-mode bounds errors), re-raised with the traceback it had in the worker
     (the ``wait()``/``synchronize()`` frame on top, then the frames of the job) and, on
     Python 3.11+, a note naming the stream and the job number.
-    Waiting for another stream's event (:meth:`Stream.wait`) orders work but does not
-    carry that event's error over to the waiting stream.
+    A "did not run" event reports its own ``LaunchError`` the same way (``Event.wait``, or
+    the synchronize of its stream when nothing failed before it there).
 
 Timeouts and unrecorded events
     ``Event.wait(timeout=None)``, ``Stream.synchronize(timeout=None)`` and
@@ -84,6 +95,11 @@ import time
 import weakref
 from typing import Callable
 
+import numpy as np
+
+from ..argcheck import timeout_arg
+from ..errors import LaunchError
+
 __all__ = ["High", "Normal", "Low", "Event", "Stream", "StreamSet", "completed_event"]
 
 High = 1
@@ -95,11 +111,13 @@ def stream_priority(priority) -> int:
     """``priority`` as every backend's ``stream(priority=)`` takes it: ``tk.High``,
     ``tk.Normal``, ``tk.Low`` or any int (NumPy ints too); anything else (a float, a string,
     None) is a ``TypeError``."""
-    try:
-        return operator.index(priority)
-    except TypeError:
-        raise TypeError("stream priority must be an int (tk.High, tk.Normal, tk.Low), "
-                        f"got {priority!r}") from None
+    if not isinstance(priority, (bool, np.bool_)):
+        try:
+            return operator.index(priority)
+        except TypeError:
+            pass
+    raise TypeError("stream(): argument 'priority': expected an int (tk.High, tk.Normal, tk.Low), "
+                    f"got {type(priority).__name__} {priority!r}")
 
 #: Seconds of idleness after which a stream's worker thread ends (restarted on demand).
 IDLE_EXIT_S = 30.0
@@ -132,7 +150,8 @@ def check_recorded(event: "Event", what: str) -> None:
 
 def deadline_of(timeout: float | None) -> float | None:
     """The ``time.monotonic()`` deadline of a ``timeout`` in seconds (None: none)."""
-    return None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+    timeout = timeout_arg("synchronize", timeout)
+    return None if timeout is None else time.monotonic() + max(0.0, timeout)
 
 
 def remaining(deadline: float | None) -> float | None:
@@ -195,7 +214,7 @@ class Event:
         if timeout is None:
             ok = self._lock.acquire()
         else:
-            ok = self._lock.acquire(True, max(0.0, float(timeout)))
+            ok = self._lock.acquire(True, max(0.0, timeout_arg("Event.wait", timeout)))
         if ok:
             self._lock.release()
         return ok
@@ -218,6 +237,7 @@ class Event:
             if self._waited:
                 return
             self._waited = True
+        _reported(self)
         _reraise(self._exc, self._tb)
 
     def __repr__(self) -> str:
@@ -243,7 +263,7 @@ def completed_event() -> Event:
 class _StreamState:
     """What a stream shares with its worker thread (the worker never references the Stream)."""
     __slots__ = ("name", "priority", "queue", "lock", "thread", "worker_ident", "seq", "last",
-                 "failed", "__weakref__")
+                 "failed", "stopped_by", "stopped_until", "__weakref__")
 
     def __init__(self, name: str, priority: int):
         self.name = name
@@ -255,6 +275,8 @@ class _StreamState:
         self.seq = 0
         self.last: Event | None = None         # the newest job's event
         self.failed: list[Event] = []          # failed jobs since the last synchronize
+        self.stopped_by: Event | None = None   # the failed job whose later jobs do not run ...
+        self.stopped_until: int | None = None  # ... up to this job number (None: until reported)
 
     def label(self) -> str:
         return f"stream {self.name!r}" if self.name else f"stream@{id(self):x}"
@@ -313,7 +335,12 @@ def _worker(state: _StreamState) -> None:
         item = None
         exc = tb = None
         try:
+            _check_not_stopped(state, ev)
             fn()
+        except _NotRun as e:
+            exc = e.error
+            with state.lock:
+                state.failed.append(ev)
         except BaseException as e:  # noqa: BLE001 - the worker must survive anything a job raises
             _add_note(e, f"(raised by job #{ev._seq} on tinykernels {state.label()}, "
                          f"priority {state.priority}; reported by Event.wait / synchronize)")
@@ -322,6 +349,7 @@ def _worker(state: _StreamState) -> None:
                 tb = tb.tb_next      # start the reported traceback at the job, not in this loop
             with state.lock:
                 state.failed.append(ev)
+                state.stopped_by, state.stopped_until = ev, None
         # Drop the job (its closure holds the launch's arrays) BEFORE the event completes: once
         # a waiter is released, its thread may drop its own references and exit; a torch tensor
         # whose last reference this worker then dropped would be freed here during interpreter
@@ -330,6 +358,62 @@ def _worker(state: _StreamState) -> None:
         fn = None
         ev._finish(exc, tb)
         ev = exc = tb = None
+
+
+class _NotRun(Exception):
+    """Raised in the worker instead of running a job that a reported-later failure stops."""
+
+    def __init__(self, error: LaunchError):
+        super().__init__()
+        self.error = error
+
+
+def _check_not_stopped(st: _StreamState, ev: Event) -> None:
+    """``_NotRun`` when an earlier failed job of ``st`` stops job ``ev`` (see the module
+    docstring); a job submitted after that failure was reported ends the stop. Only the
+    worker sets ``stopped_by``, so it reads it without the lock (no cost per job)."""
+    if st.stopped_by is None:
+        return
+    with st.lock:
+        bad = st.stopped_by
+        if st.stopped_until is not None and ev._seq > st.stopped_until:
+            st.stopped_by = st.stopped_until = None
+            return
+    cause = bad._exc
+    err = LaunchError(f"{st.label()} job #{ev._seq} did not run: job #{bad._seq} of the stream failed before it "
+                      f"({type(cause).__name__}: {cause}); its error is reported by Event.wait or synchronize, "
+                      "after which new work runs again")
+    err.__cause__ = cause
+    raise _NotRun(err)
+
+
+def _reported(ev: Event) -> None:
+    """``ev``'s error has just been raised to the user: it stops its stream's jobs up to the
+    newest one submitted now, not the ones submitted later."""
+    st = ev._state
+    if st is None:
+        return
+    with st.lock:
+        if st.stopped_by is ev and st.stopped_until is None:
+            st.stopped_until = st.seq
+
+
+def _failed_unreported(ev: Event) -> BaseException | None:
+    """The error of the completed ``ev`` when it failed and has not been reported, else None."""
+    exc = getattr(ev, "_exc", None)
+    if exc is None or getattr(ev, "_waited", False) or getattr(ev, "_synced", False):
+        return None
+    return exc
+
+
+def _waited_for(ev: Event) -> None:
+    """The job :meth:`Stream.wait` queues (while ``ev``'s error, if any, was unreported):
+    block until ``ev`` completes; a ``LaunchError`` caused by its error when it failed."""
+    ev._block()
+    cause = getattr(ev, "_exc", None)
+    if cause is not None:
+        raise LaunchError(f"waited for {ev!r}, which failed: the work queued behind this wait does not run "
+                          "until that error is reported (Event.wait or synchronize)") from cause
 
 
 def _synchronize(st: _StreamState, deadline: float | None = None) -> None:
@@ -355,6 +439,7 @@ def _synchronize(st: _StreamState, deadline: float | None = None) -> None:
                 first = ev
                 break
     if first is not None:
+        _reported(first)
         _reraise(first._exc, first._tb)
 
 
@@ -403,15 +488,15 @@ class Stream:
     def wait(self, event: Event) -> None:
         """Make this stream's later jobs wait until ``event`` has completed. Never blocks.
 
-        The event's error, if any, is not carried over: it is reported by the event and
-        by its own stream.
+        When ``event``'s job fails and its error was not reported before this call, this
+        stream's later jobs do not run (see the module docstring, Errors).
         """
         if not isinstance(event, Event):
             raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
         check_recorded(event, "Stream.wait")
-        if event._done or event._state is self._state:
-            return                   # already complete, or an earlier job of this very stream
-        self.submit(event._block)
+        if event._state is self._state or (event._done and _failed_unreported(event) is None):
+            return                   # an earlier job of this very stream, or already complete and fine
+        self.submit(lambda: _waited_for(event))
 
     def synchronize(self, timeout: float | None = None) -> None:
         """Block until all work submitted so far has finished; raise the first unreported error.

@@ -21,6 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import dtypes as D
+from ..argcheck import int_arg
 from .base import Backend, check_stream, python_ints_as_int32
 from .hostarray import Array
 from ..errors import BackendUnavailable, CompileError, LaunchError
@@ -71,6 +72,9 @@ def _adapters() -> tuple:
 
 def _pick(device) -> tuple:
     """(cache key, adapter) for ``WebGPU(device)``."""
+    if device is not None and not isinstance(device, str):
+        device = int_arg("tk.WebGPU", "device", device, 0, "an adapter index (int), part of its name (str), "
+                         "'high-performance' or 'low-power'")
     if device is None or device in ("high-performance", "low-power"):
         power = device or "high-performance"
         return ("power", power), _adapter(power)
@@ -161,7 +165,7 @@ class WebGPU(Backend):
     supports_float64 = False
 
     def __init__(self, device=None, debug: bool | None = None):
-        self.debug = debug_flag(debug)
+        self.debug = debug_flag(debug, self)
         key, a = _pick(device)
         self._key = key
         with _DEVICES_LOCK:
@@ -397,8 +401,8 @@ class WGPUStream:
         if not isinstance(event, Event):
             raise TypeError(f"Stream.wait expects a tk.Event, got {type(event).__name__}")
         check_recorded(event, "Stream.wait")
-        if not isinstance(event, WGPUEvent) and not event.done():
-            event.wait()        # another backend's event: wait on the host
+        if not isinstance(event, WGPUEvent):
+            event.wait()        # another backend's event: wait on the host, raising its unreported error (docs: streams)
         # a WebGPU event: already ordered before anything submitted later to the one queue
 
     def synchronize(self, timeout: float | None = None) -> None:

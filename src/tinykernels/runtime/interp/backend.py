@@ -172,9 +172,10 @@ class Interpreter(Backend):
     instance_class = InterpreterKernelInstance
 
     def __init__(self, check: bool = False, debug: bool | None = None):
+        from ...argcheck import flag_arg
         from ..device import debug_flag
-        self.check = bool(check)
-        self.debug = debug_flag(debug)
+        self.check = flag_arg("tk.Interpreter", "check", check)
+        self.debug = debug_flag(debug, self)
 
     def key(self) -> tuple:
         return ("INTERP", self.check)
