@@ -1364,6 +1364,30 @@ def test_bug_wgsl_trig_of_large_arguments():
     assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (got, want)
 
 
+@tk.kernel
+def k_wgsl_repeated_operand(o, f, a: tk.Const, b: tk.Const):
+    i = tk.index()
+    o[i] = np.uint32(tk.clamp(a[i] // b[i], 0.0, 256.0))
+    f[i] = max(min(a[i] % b[i], 2.0), -2.0)
+
+
+# fixed: wgsl-repeated-operand
+# (fuzzer seed 46400086, WebGPU profile: no result in 200 s; lavapipe compiling 39 inlined
+# copies of tk_floordiv_f32)
+@needs_webgpu
+def test_bug_wgsl_operand_used_twice_is_rendered_once():
+    src = k_wgsl_repeated_operand(tk.WebGPU()).source(
+        np.zeros(8, np.uint32), np.zeros(8, np.float32), np.ones(8, np.float32), np.ones(8, np.float32), ndrange=8)
+    body = src[src.index("@compute"):]
+    assert body.count("tk_floordiv_f32(") == 1 and body.count("tk_mod_f32(") == 1, body
+    a = np.array([7.0, -7.0, 300.5, 3.0, 1.0, 5.0, -0.5, 9.0], np.float32)
+    b = np.array([2.0, 2.0, 1.0, 1.0, 0.0, np.inf, 3.0, -4.0], np.float32)
+    got, gotf = _run(k_wgsl_repeated_operand, "WEBGPU", [np.zeros(8, np.uint32), np.zeros(8, np.float32), a, b])[:2]
+    want, wantf = _run(k_wgsl_repeated_operand, "CPU", [np.zeros(8, np.uint32), np.zeros(8, np.float32), a, b])[:2]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(gotf, wantf)
+
+
 def test_webgpu_profile_takes_trig_of_any_argument():
     _, opts = F.profile_for(["WEBGPU"], "INTERP", F.Options())
     text = "".join(F.generate(seed, opts).source for seed in range(46400000, 46400060))

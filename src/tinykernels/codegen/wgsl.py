@@ -40,6 +40,7 @@ How WGSL's gaps are filled:
 from __future__ import annotations
 
 import math
+import re
 
 from .. import dtypes as D
 from ..dtypes import DType, Ty
@@ -1354,6 +1355,10 @@ def library(names) -> str:
     return "".join(_LIB[n][1] for n in sorted(want, key=order.index))
 
 
+#: WGSL text that repeats for free (a name, a literal, the opaque zero)
+_ATOM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9a-fA-FxXpP.+-]*[iuf]?|bitcast<f32>\(tk_z\)")
+
+
 # functions: IR name -> (helper function, library section); the rest are WGSL builtins
 _SOFT = {"exp": ("tk_exp", "exp"), "log": ("tk_log", "log"), "log2": ("tk_log2", "log2"),
          "log10": ("tk_log10", "log10"), "log1p": ("tk_log1p", "log1p"), "expm1": ("tk_expm1", "expm1"),
@@ -1539,6 +1544,18 @@ class WGSLRenderer:
     def fresh(self, base="t") -> str:
         self.tmp += 1
         return f"tk_{base}{self.tmp}"
+
+    def once(self, a: str, c: str) -> str:
+        """``a`` (of WGSL type ``c``) where the rendering uses it more than once: a name or
+        literal as it is, anything else bound to a ``let`` first. Repeating an expression's text
+        repeats its work, and each repeat of a call inlines the helper again: a float -> u32
+        conversion of a clamp of ``a // b`` held 12 copies of tk_floordiv_f32 (4 loops each),
+        which lavapipe took minutes to compile (fuzzer seed 46400086)."""
+        if _ATOM.fullmatch(a):
+            return a
+        t = self.fresh("v")
+        self.pre.append(f"let {t}: {c} = {a};")
+        return t
 
     def at(self, loc) -> None:
         if loc is not None and loc.line and loc.line != self.last_line:
@@ -1840,6 +1857,7 @@ class WGSLRenderer:
             if cd == "i32":
                 return self.wrap(dst, f"i32({a})")
             if dst.bits == 32:
+                a = self.once(a, "f32")
                 return f"select(u32({a}), bitcast<u32>(i32({a})), {a} < 0.0f)"
             return self.wrap(dst, f"bitcast<u32>(i32({a}))")
         if cs == cd:                     # i32 -> narrower signed, u32 -> narrower unsigned
@@ -1890,6 +1908,7 @@ class WGSLRenderer:
             cmp = "<" if fn == "min" else ">"
             if ctype(e.ty) == "bool":
                 return f"({a} {'&&' if fn == 'min' else '||'} {b})"
+            a, b = self.once(a, ctype(e.ty)), self.once(b, ctype(e.ty))
             return f"select({a}, {b}, {b} {cmp} {a})"
         if fn == "bitcast":
             return self.bitcast(e.args[0], d, args[0])
