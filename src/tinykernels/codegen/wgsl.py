@@ -28,7 +28,8 @@ How WGSL's gaps are filled:
   therefore passed through ``tk_x``, an OR with a run-time zero from the argument buffer that
   no compiler can see through, so results round exactly as NumPy's float32.
 * **Math.** WGSL builtins are used where they are exact or nearly so (sqrt, floor, ceil,
-  trunc, round, abs, fma, sin, cos, tan); exp, log, log2, log10, log1p, expm1, the inverse
+  trunc, round, abs, fma; sin, cos, tan after an exact Payne-Hanek argument reduction for
+  |x| >= 8192); exp, log, log2, log10, log1p, expm1, the inverse
   trigonometric and hyperbolic functions, erf, erfc, pow, fmod and hypot are ports of the
   FreeBSD msun / musl single-precision functions (about 1 ulp), because the builtins of
   common drivers are far less accurate (lavapipe's log and atan2 are off by 1e-4).
@@ -39,6 +40,7 @@ How WGSL's gaps are filled:
 from __future__ import annotations
 
 import math
+import re
 
 from .. import dtypes as D
 from ..dtypes import DType, Ty
@@ -675,6 +677,137 @@ fn tk_acos(x: f32) -> f32 {{
 }}
 """)
 
+def _two_over_pi_words(n: int) -> list:
+    """The first ``32 n`` fraction bits of 2/pi as u32 words (most significant first), exactly:
+    pi from Machin's formula in integer arithmetic, with 64 guard bits."""
+    g = 32 * n + 64
+    one = 1 << g
+
+    def atan_inv(k: int) -> int:                 # atan(1/k) * 2**g
+        s, t, i = 0, one // k, 0
+        while t:
+            s += -(t // (2 * i + 1)) if i % 2 else t // (2 * i + 1)
+            t //= k * k
+            i += 1
+        return s
+    pi = 16 * atan_inv(5) - 4 * atan_inv(239)
+    v = (2 << (g + 32 * n)) // pi                # 2/pi * 2**(32 n)
+    return [(v >> (32 * (n - 1 - j))) & 0xffffffff for j in range(n)]
+
+
+#: |x| from which sin/cos/tan reduce their argument exactly before calling the builtin:
+#: lavapipe's builtins are within an ulp or two below it (docs/webgpu.md).
+_TRIG_REDUCE_FROM = 8192.0
+
+
+def _f32_bits(v: float) -> int:
+    import numpy as np
+    return int(np.float32(v).view(np.uint32))
+
+
+def _c3(v: float) -> tuple:
+    """``v`` as c1 + c2 + c3: c1 and c2 of 12 significant bits (their products with 12-bit
+    integers are exact in float32), c3 the float32 nearest to the rest."""
+    import numpy as np
+    e = math.frexp(v)[1]
+    c1 = math.floor(v * 2.0 ** (12 - e)) * 2.0 ** (e - 12)
+    c2 = math.floor((v - c1) * 2.0 ** (24 - e)) * 2.0 ** (e - 24)
+    return c1, c2, float(np.float32(v - c1 - c2))
+
+
+_PIO2 = _c3(math.pi / 2)          # (math.pi is pi to 53 bits: c3 carries 24 of them past c1 + c2)
+_2OPI = ", ".join(f"0x{w:08x}u" for w in _two_over_pi_words(8))
+
+_lib("trig", ("x",), f"""
+// sin/cos/tan of any float32: the builtins for |x| < {_TRIG_REDUCE_FROM:g}; beyond, an exact argument
+// reduction x = (q + f) * pi/2, |f| <= 1/2 (Payne-Hanek in u32 arithmetic, 224 bits of 2/pi),
+// then the builtins of r = f * pi/2 (|r| <= pi/4, where they are exact) by the quadrant q
+fn tk_mul32(a: u32, b: u32) -> vec2<u32> {{   // a * b as (low word, high word)
+    let a0 = a & 0xffffu; let a1 = a >> 16u; let b0 = b & 0xffffu; let b1 = b >> 16u;
+    let p00 = a0 * b0; let p01 = a0 * b1; let p10 = a1 * b0;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    return vec2<u32>((p00 & 0xffffu) | (mid << 16u), a1 * b1 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));
+}}
+fn tk_2opi_bits(k: i32) -> u32 {{   // the 32 bits of 2/pi of weights 2^-k .. 2^-(k+31) (k <= 0: zeros)
+    var t = array<u32, 8>({_2OPI});
+    let j = (k - 1i) >> 5u;
+    let s = u32((k - 1i) & 31i);
+    var a = 0u;
+    var b = 0u;
+    if (j >= 0i && j < 8i) {{ a = t[j]; }}
+    if (j >= -1i && j < 7i) {{ b = t[j + 1i]; }}
+    if (s == 0u) {{ return a; }}
+    return (a << s) | (b >> (32u - s));
+}}
+fn tk_rem_pio2(ax: f32) -> vec2<f32> {{   // ax finite, >= 1: (r, q mod 4)
+    let u = bitcast<u32>(ax);
+    let e = i32(u >> 23u) - 150i;                 // ax = m * 2^e
+    let m = (u & 0x7fffffu) | 0x800000u;
+    let w0 = tk_2opi_bits(e - 1i);
+    let w1 = tk_2opi_bits(e + 31i);
+    let w2 = tk_2opi_bits(e + 63i);
+    // the low 96 bits of m * (w0 w1 w2): 2^94 is the unit, bits 95..94 the quadrant (higher
+    // bits are multiples of 4 quarter turns), bits 93..0 the fraction
+    let p2 = tk_mul32(m, w2);
+    let p1 = tk_mul32(m, w1);
+    let r1 = p2.y + p1.x;
+    let r0 = p1.y + m * w0 + select(0u, 1u, r1 < p1.x);
+    var q = r0 >> 30u;
+    var h = (r0 << 2u) | (r1 >> 30u);
+    var l = (r1 << 2u) | (p2.x >> 30u);
+    var t = p2.x << 2u;
+    let neg = (h >> 31u) != 0u;
+    if (neg) {{                                   // f >= 1/2: the next quadrant, f - 1
+        q = q + 1u;
+        h = ~h; l = ~l; t = ~t;
+        t = t + 1u;
+        if (t == 0u) {{ l = l + 1u; if (l == 0u) {{ h = h + 1u; }} }}
+    }}
+    var sh = 0i;
+    if (h == 0u) {{ h = l; l = t; t = 0u; sh = 32i; }}
+    let z = countLeadingZeros(h);
+    if (z != 0u && z != 32u) {{
+        h = (h << z) | (l >> (32u - z));
+        l = (l << z) | (t >> (32u - z));
+    }}
+    // |f| = 2^-(z + sh) * (h + l 2^-32) 2^-32, h normalised: three float pieces (12, 12, 32 bits)
+    let f1 = f32(h >> 20u);
+    let f2 = f32((h >> 8u) & 0xfffu);
+    let f3 = f32(((h & 0xffu) << 24u) | (l >> 8u));
+    let c1 = {_f(_PIO2[0] * 2.0 ** -12)}; let c2 = {_f(_PIO2[1] * 2.0 ** -12)}; let c3 = {_f(_PIO2[2] * 2.0 ** -12)};
+    let lo = tk_x(tk_x(tk_x(f2 * {_f(_PIO2[1] * 2.0 ** -24)}) + tk_x(f1 * c3)) + tk_x(f3 * {_f(_PIO2[0] * 2.0 ** -56)}));
+    let mid = tk_x(tk_x(f1 * c2) + tk_x(f2 * {_f(_PIO2[0] * 2.0 ** -24)}));
+    let r = ldexp(tk_x(tk_x(f1 * c1) + tk_x(mid + lo)), -i32(z) - sh);
+    return vec2<f32>(select(r, -r, neg), f32(q & 3u));
+}}
+fn tk_trig_big(x: f32) -> bool {{ let u = bitcast<u32>(x) & 0x7fffffffu; return u >= {_f32_bits(_TRIG_REDUCE_FROM)}u && u < 0x7f800000u; }}
+fn tk_sin(x: f32) -> f32 {{
+    if (!tk_trig_big(x)) {{ return sin(x); }}
+    let rq = tk_rem_pio2(abs(x));
+    let q = u32(rq.y);
+    var s = sin(rq.x);
+    if ((q & 1u) != 0u) {{ s = cos(rq.x); }}
+    if ((q >= 2u) != (x < 0.0f)) {{ s = -s; }}
+    return s;
+}}
+fn tk_cos(x: f32) -> f32 {{
+    if (!tk_trig_big(x)) {{ return cos(x); }}
+    let rq = tk_rem_pio2(abs(x));
+    let q = u32(rq.y);
+    var c = cos(rq.x);
+    if ((q & 1u) != 0u) {{ c = sin(rq.x); }}
+    if (q == 1u || q == 2u) {{ c = -c; }}
+    return c;
+}}
+fn tk_tan(x: f32) -> f32 {{
+    if (!tk_trig_big(x)) {{ return tan(x); }}
+    let rq = tk_rem_pio2(abs(x));
+    var t = tan(rq.x);
+    if ((u32(rq.y) & 1u) != 0u) {{ t = tk_x(-1.0f / t); }}
+    return select(t, -t, x < 0.0f);
+}}
+""")
+
 _lib("asin", ("x",), f"""
 // asinf (FreeBSD e_asinf.c; |x| >= 0.5 through 2*asin(sqrt((1-|x|)/2)) in two parts)
 fn tk_asin(x: f32) -> f32 {{
@@ -1222,6 +1355,10 @@ def library(names) -> str:
     return "".join(_LIB[n][1] for n in sorted(want, key=order.index))
 
 
+#: WGSL text that repeats for free (a name, a literal, the opaque zero)
+_ATOM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|-?[0-9][0-9a-fA-FxXpP.+-]*[iuf]?|bitcast<f32>\(tk_z\)")
+
+
 # functions: IR name -> (helper function, library section); the rest are WGSL builtins
 _SOFT = {"exp": ("tk_exp", "exp"), "log": ("tk_log", "log"), "log2": ("tk_log2", "log2"),
          "log10": ("tk_log10", "log10"), "log1p": ("tk_log1p", "log1p"), "expm1": ("tk_expm1", "expm1"),
@@ -1230,8 +1367,9 @@ _SOFT = {"exp": ("tk_exp", "exp"), "log": ("tk_log", "log"), "log2": ("tk_log2",
          "tanh": ("tk_tanh", "tanh"), "asinh": ("tk_asinh", "asinh"), "acosh": ("tk_acosh", "acosh"),
          "atanh": ("tk_atanh", "atanh"), "erf": ("tk_erf", "erf"), "erfc": ("tk_erfc", "erf"),
          "pow": ("tk_pow", "pow"), "hypot": ("tk_hypot", "hypot"), "fmod": ("tk_fmod", "fmod"),
-         "copysign": ("tk_copysign", "x")}
-_BUILTIN = {"sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "floor": "floor", "ceil": "ceil",
+         "copysign": ("tk_copysign", "x"), "sin": ("tk_sin", "trig"), "cos": ("tk_cos", "trig"),
+         "tan": ("tk_tan", "trig")}
+_BUILTIN = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil",
             "trunc": "trunc", "fabs": "abs", "rint": "round", "fma": "fma"}
 
 
@@ -1406,6 +1544,18 @@ class WGSLRenderer:
     def fresh(self, base="t") -> str:
         self.tmp += 1
         return f"tk_{base}{self.tmp}"
+
+    def once(self, a: str, c: str) -> str:
+        """``a`` (of WGSL type ``c``) where the rendering uses it more than once: a name or
+        literal as it is, anything else bound to a ``let`` first. Repeating an expression's text
+        repeats its work, and each repeat of a call inlines the helper again: a float -> u32
+        conversion of a clamp of ``a // b`` held 12 copies of tk_floordiv_f32 (4 loops each),
+        which lavapipe took minutes to compile (fuzzer seed 46400086)."""
+        if _ATOM.fullmatch(a):
+            return a
+        t = self.fresh("v")
+        self.pre.append(f"let {t}: {c} = {a};")
+        return t
 
     def at(self, loc) -> None:
         if loc is not None and loc.line and loc.line != self.last_line:
@@ -1707,6 +1857,7 @@ class WGSLRenderer:
             if cd == "i32":
                 return self.wrap(dst, f"i32({a})")
             if dst.bits == 32:
+                a = self.once(a, "f32")
                 return f"select(u32({a}), bitcast<u32>(i32({a})), {a} < 0.0f)"
             return self.wrap(dst, f"bitcast<u32>(i32({a}))")
         if cs == cd:                     # i32 -> narrower signed, u32 -> narrower unsigned
@@ -1757,6 +1908,7 @@ class WGSLRenderer:
             cmp = "<" if fn == "min" else ">"
             if ctype(e.ty) == "bool":
                 return f"({a} {'&&' if fn == 'min' else '||'} {b})"
+            a, b = self.once(a, ctype(e.ty)), self.once(b, ctype(e.ty))
             return f"select({a}, {b}, {b} {cmp} {a})"
         if fn == "bitcast":
             return self.bitcast(e.args[0], d, args[0])

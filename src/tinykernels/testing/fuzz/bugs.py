@@ -9,17 +9,32 @@ from __future__ import annotations
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
 KNOWN_BUGS: dict = {
-    'wgsl-trig-range': ("WebGPU: math.sin/cos/tan of a float32 beyond about 2**25 in magnitude are wrong on "
-                        "lavapipe (WGSL's builtins, whose range reduction is exact to about 3.3e7: sin(1e8) off "
-                        "by 7e-4, sin/cos/tan(1e9), (1e10), (1e30) give +-1; tan(1e10) is -1.0 against -0.558, "
-                        "fuzzer seed 46400006, WebGPU profile, fuzz15); the C, OpenCL and CUDA backends reduce "
-                        "exactly. Open: a WGSL Payne-Hanek reduction in u32 arithmetic (WGSL has no f64) is the "
-                        "fix; while it is excluded the WebGPU profile takes sin/cos/tan of math.fmod(x, 3.0)"),
 }
 
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'wgsl-repeated-operand': ("WebGPU: no result in 200 s for fuzzer seed 46400086 (WebGPU profile, fuzz15): "
+                              "`np.uint32(tk.clamp(x // y, 0.0, 256.0))` with the operand once more in an "
+                              "`if X == X` - not a run-time hang but lavapipe (LLVM) compiling the shader for "
+                              "minutes: the WGSL renderer repeated an operand's text wherever it used it twice "
+                              "(min/max as select(a, b, b < a), clamp as min(max()), float -> u32 as select(u32(a), "
+                              "bitcast<u32>(i32(a)), a < 0)), so the text of `x // y` appeared 12 times per clamp and "
+                              "conversion, 39 times in the kernel, each an inlined tk_floordiv_f32 with tk_fmod's "
+                              "four loops (12 copies alone took 22 s to compile)",
+        "fixed: the WGSL renderer binds an operand it uses more than once to a `let` unless it is a name or "
+        "literal (codegen/wgsl.py Renderer.once, used by min/max/clamp and the float -> u32 conversion), so each "
+        "subexpression is computed and compiled once; the seed runs in 1.6 s (wgpu15)"),
+    'wgsl-trig-range': ("WebGPU: math.sin/cos/tan of a float32 beyond about 2**25 in magnitude were wrong on "
+                        "lavapipe (WGSL's builtins, whose range reduction is exact to about 3.3e7: sin(1e8) off "
+                        "by 7e-4, sin/cos/tan(1e9), (1e10), (1e30) gave +-1; tan(1e10) was -1.0 against -0.558, "
+                        "fuzzer seed 46400006, WebGPU profile, fuzz15); the C, OpenCL and CUDA backends reduce "
+                        "exactly",
+        "fixed: the WGSL prelude's tk_sin/tk_cos/tk_tan call the builtins directly below |x| = 8192 and beyond "
+        "reduce exactly first (tk_rem_pio2: Payne-Hanek in u32 arithmetic with 224 bits of 2/pi, the fraction "
+        "times pi/2 in three float pieces), so the builtins see |r| <= pi/4 and pick the quadrant "
+        "(codegen/wgsl.py, wgpu15); the WebGPU profile takes sin/cos/tan of any argument again (it wrapped them "
+        "in math.fmod(x, 3.0))"),
     'wgsl-const-tree-zero': ("WebGPU (naga + lavapipe's NIR): a float computed from constants only, not a literal "
                              "(`np.float16(True ** tk.int32(-820547046))`, an integer power with a negative exponent, "
                              "is 0; `tk.float32(tk.int32(1) ** -8)` in a local), was folded to a constant 0.0 by "

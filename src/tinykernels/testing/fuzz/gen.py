@@ -854,10 +854,7 @@ class Gen(ByteRuns):
         if name == "math.pow" and "pow-fastpath" in self.excl and es[1].code in ("0.5",):
             es[1] = Ex("1.5", "pyfloat")
         if self.bits32 and name in ("math.sin", "math.cos", "math.tan"):
-            if "wgsl-trig-range" in self.excl:           # (fmod is exact: the argument within +-3)
-                es = [Ex(f"math.fmod({e.code}, 3.0)", e.ty, e.uni) for e in es]
-            else:
-                self.features.add("bug:wgsl-trig-range")
+            self.features.add("bug:wgsl-trig-range")
         return f"{name}({', '.join(e.code for e in es)})", t, ulps
 
     # --- statements -------------------------------------------------------------------------------
