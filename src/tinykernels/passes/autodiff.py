@@ -913,7 +913,8 @@ class _Tangent:
         """``e`` computed once into a fresh local (appended to :attr:`pre`), for a tangent or
         partial used more than once: a nested expression inlined at every use doubles per
         level (a 6-deep expression made a 117 KB tangent kernel that GCC took minutes on)."""
-        if isinstance(e, (N.Var, N.Const, N.Arg, N.Load)):
+        leaves = (N.Var, N.Const, N.Arg, N.Load)
+        if isinstance(e, leaves) or isinstance(e, N.Cast) and isinstance(e.a, leaves):
             return e
         v = self.b.fresh("t", e.ty)
         self.pre.append(self.b.assign(v, e))
