@@ -212,6 +212,9 @@ def test_cpu_cast_and_fp8_dequantize_take_the_flat_kernels(monkeypatch):
     seen = []
     real = C.launch
     monkeypatch.setattr(C, "launch", lambda k, *a, **kw: (seen.append(k), real(k, *a, **kw))[1])
+    # the general path's choice (the host fast path launches the same flat kernel itself, not
+    # through _common.launch; tests/test_llm_fastpath.py compares the two paths bit for bit)
+    monkeypatch.setattr(C, "host_args", lambda *a: None)
     x = _f32_patterns(5000)[:4 * 999].reshape(4, 999)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(llm.cast(x, np.float16).view(np.uint16), x.astype(np.float16).view(np.uint16))
