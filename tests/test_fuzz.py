@@ -1388,6 +1388,30 @@ def test_bug_wgsl_operand_used_twice_is_rendered_once():
     np.testing.assert_array_equal(gotf, wantf)
 
 
+@tk.kernel
+def k_wgsl_repeated_int_operands(o, c, a: tk.Const, b: tk.Const, u: tk.Const):
+    i = tk.index()
+    o[i] = (a[i] // b[i]) >> (a[i] % b[i])          # a run-time shift: value and amount used twice
+    c[i] = tk.int32(u[i] // 3 < a[i] // b[i])        # uint32 vs int32: compare32 uses its int side twice
+
+
+# fixed: wgsl-repeated-operand (the renderer's other repeats: a run-time shift's value and
+# amount, compare32's signed side)
+@needs_webgpu
+def test_bug_wgsl_shift_and_mixed_compare_operands_are_rendered_once():
+    a = np.array([7, -7, 300, -3, 1, 5, -1, 9, 2**31 - 1, -2**31], np.int32)
+    b = np.array([2, 2, 7, 5, 3, 9, 4, -4, 40, -3], np.int32)
+    u = np.array([0, 1, 2**32 - 1, 5, 9, 2**31, 3, 7, 12, 100], np.uint32)
+    arrays = [np.zeros(10, np.int32), np.zeros(10, np.int32), a, b, u]
+    src = k_wgsl_repeated_int_operands(tk.WebGPU()).source(*arrays, ndrange=10)
+    body = src[src.index("@compute"):]
+    assert body.count("tk_floordiv_i32(") == 2 and body.count("tk_mod_i32(") == 1, body
+    got = _run(k_wgsl_repeated_int_operands, "WEBGPU", arrays)[:2]
+    want = _run(k_wgsl_repeated_int_operands, "CPU", arrays)[:2]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_webgpu_profile_takes_trig_of_any_argument():
     _, opts = F.profile_for(["WEBGPU"], "INTERP", F.Options())
     text = "".join(F.generate(seed, opts).source for seed in range(46400000, 46400060))

@@ -1734,7 +1734,10 @@ class WGSLRenderer:
                 return self.wrap(d, f"{a} << {n}u") if e.op == "<<" else f"({a} >> {n}u)"
             return zero if e.op == "<<" else neg
         # (the amount ORs tk_z: select() evaluates both sides, and naga rejects a constant
-        # amount >= 32 even in the side the guard does not take)
+        # amount >= 32 even in the side the guard does not take; the value and the amount are
+        # each used twice, so each is computed once)
+        a, b = self.once(a, c), self.once(b, c)
+        zero, neg = ("0i", f"select(0i, -1i, {a} < 0i)") if c == "i32" else ("0u", "0u")
         bu = f"(u32({b}) | tk_z)" if c == "i32" else f"({b} | tk_z)"
         ok = f"({b} >= 0i && {b} < {d.bits}i)" if c == "i32" else f"({b} < {d.bits}u)"
         if e.op == "<<":
@@ -1802,6 +1805,7 @@ class WGSLRenderer:
         if cx == "u32":                  # make it signed op unsigned
             sx, sy, op = sy, sx, flip[op]
         neg = "true" if op in ("<", "<=", "!=") else "false"     # a negative value vs any unsigned
+        sx = self.once(sx, "i32")                                  # (used twice)
         return f"select((bitcast<u32>({sx}) {op} {sy}), {neg}, {sx} < 0i)"
 
     def e_Select(self, e):
@@ -1825,9 +1829,9 @@ class WGSLRenderer:
         if dst == D.uint64:
             return self.u64(e)
         if src == D.uint64:
-            v = f"({self.u64(e.a)}).x"
             if dst.kind == "b":
                 return f"any({self.u64(e.a)} != vec2<u32>(0u, 0u))"
+            v = f"({self.u64(e.a)}).x"
             return self.int_from_u32(dst, v)
         return self.cast_str(self.expr(e.a), src, dst)
 
@@ -1888,6 +1892,7 @@ class WGSLRenderer:
             if c == "bool":
                 return f"vec2<u32>(select(0u, 1u, {a}), 0u)"
             if c == "i32":
+                a = self.once(a, "i32")
                 return f"vec2<u32>(bitcast<u32>({a}), select(0u, 0xffffffffu, {a} < 0i))"
             if c == "u32":
                 return f"vec2<u32>({a}, 0u)"
