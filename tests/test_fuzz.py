@@ -1412,6 +1412,26 @@ def test_bug_wgsl_shift_and_mixed_compare_operands_are_rendered_once():
         np.testing.assert_array_equal(g, w)
 
 
+@tk.kernel
+def k_weak_float_arg_compare(acc, s):
+    tk.atomic_sub(acc, 0, False < s)
+
+
+def test_cpu32_takes_python_float_arguments_as_float32():
+    """The WebGPU profile's reference computes a Python float argument in float32, as WebGPU
+    does (SPEC 4): 2**-1022 is 0.0 there, so `False < s` is False (fuzzer seed 46400272: CPU32
+    kept the argument float64 and subtracted 1 per item)."""
+    from tinykernels.testing.fuzz.weak32 import CPU32
+    acc = np.full(1, 16, np.uint32)
+    k_weak_float_arg_compare(CPU32())(acc, 2.0 ** -1022, ndrange=8)
+    assert acc[0] == 16
+    k_weak_float_arg_compare(CPU32())(acc, 2.0 ** -100, ndrange=8)
+    assert acc[0] == 8
+    if "WEBGPU" in tk.backends_available():
+        got = _run(k_weak_float_arg_compare, "WEBGPU", [np.full(1, 16, np.uint32)], scalars=(2.0 ** -1022,), ndrange=8)
+        assert got[0][0] == 16
+
+
 def test_webgpu_profile_takes_trig_of_any_argument():
     _, opts = F.profile_for(["WEBGPU"], "INTERP", F.Options())
     text = "".join(F.generate(seed, opts).source for seed in range(46400000, 46400060))
