@@ -1616,6 +1616,27 @@ def test_bug_wgsl_zero_computed_from_constants_is_opaque():
     assert got.tobytes() == want.tobytes(), (got, want)
 
 
+@tk.kernel
+def k_wgsl_int_local_zero(o, x: tk.Const):
+    i = tk.index()
+    v = 0
+    w = ~True
+    o[i, 0] = x[i] * v
+    o[i, 1] = x[i] * (w + False)
+    o[i, 2] = x[i] + tk.int32(v)
+
+
+# fixed: wgsl-int-local-zero
+# (fuzzer seeds 46400370 and 46400384, WebGPU profile: got 0.0 want NaN / -0.0)
+@needs_webgpu
+def test_bug_wgsl_int_local_converted_to_float_is_opaque():
+    x = np.array([np.inf, -np.inf, np.nan, -0.0, -3.0, 2.0], np.float32)
+    got = _run(k_wgsl_int_local_zero, "WEBGPU", [np.zeros((6, 3), np.float32), x])[0]
+    want = _run(k_wgsl_int_local_zero, INTERP, [np.zeros((6, 3), np.float32), x])[0]
+    assert np.isnan(want[:3, 0]).all() and np.signbit(want[3:5, 0]).all() and not np.signbit(want[3, 2])
+    assert got.tobytes() == want.tobytes(), (got, want)
+
+
 @tk.func
 def _bump_first(A):
     A[0] += 1.0

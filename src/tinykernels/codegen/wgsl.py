@@ -1852,7 +1852,9 @@ class WGSLRenderer:
             zero = {"f32": self.const(0.0, Ty(D.float32)), "i32": "0i", "u32": "0u"}[cd]   # (opaque 0.0)
             return f"select({zero}, {one}, {a})"
         if cd == "f32":
-            v = a if cs == "f32" else f"f32({a})"
+            # an int converted to float is opaque: NIR propagates an int local's constant through
+            # the conversion and then folds x * 0.0 to 0.0 (fuzzer seeds 46400370, 46400384)
+            v = a if cs == "f32" else (f"tk_x(f32({a}))" if self.exact else f"f32({a})")
             if dst.is_storage_only:      # an explicit cast rounds to the narrow type
                 self.libs.add(_lib_of(dst))
                 return f"{_LOAD_CONV[dst.name]}({_STORE_CONV[dst.name]}({v}))"

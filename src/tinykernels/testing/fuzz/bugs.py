@@ -35,6 +35,13 @@ FIXED_BUGS = {
         "times pi/2 in three float pieces), so the builtins see |r| <= pi/4 and pick the quadrant "
         "(codegen/wgsl.py, wgpu15); the WebGPU profile takes sin/cos/tan of any argument again (it wrapped them "
         "in math.fmod(x, 3.0))"),
+    'wgsl-int-local-zero': ("WebGPU (lavapipe's NIR): an integer or bool local holding a constant (`v = 0`, "
+                            "`v = ~True`), converted to float where it meets a float (`x *= v`), was propagated "
+                            "through the conversion and `x * 0.0` folded to 0.0 (NaN, inf and negative x; fuzzer "
+                            "seeds 46400370 `got 0.0 want nan` and 46400384 `got 0.0 want -0.0`, found after "
+                            "wgsl-const-tree-zero's fix, which covered float expressions only)",
+        "fixed: the WGSL renderer makes every int -> float conversion opaque (`tk_x(f32(i))`, one OR; "
+        "codegen/wgsl.py cast_str)"),
     'wgsl-const-tree-zero': ("WebGPU (naga + lavapipe's NIR): a float computed from constants only, not a literal "
                              "(`np.float16(True ** tk.int32(-820547046))`, an integer power with a negative exponent, "
                              "is 0; `tk.float32(tk.int32(1) ** -8)` in a local), was folded to a constant 0.0 by "
