@@ -1711,6 +1711,33 @@ def test_bug_chained_comparison_runs_later_operands_only_when_needed(c):
 
 
 @tk.kernel
+def k_chain_pure_calls_in_while(o, x: tk.Const):
+    i = tk.index()
+    w = 0
+    while x[len(x) - 1] <= x[i] > x[abs(w) % len(x)] and w < 8:     # pure calls in the tail
+        w += 1
+    o[i] = w
+
+
+def test_chained_comparison_with_pure_calls_stays_usable_in_a_while_condition():
+    """The chain-side-effects fix snapshots a chain's middle operand before a tail that calls
+    something which may store; `abs`/`len` do not, so no statement is needed and the chain may
+    sit in a `while` condition (fuzzer seeds 60000058, 60001374: 'this call cannot be used in a
+    while condition' after the fix)."""
+    x = np.array([3.0, 1.0, 5.0, 2.0], np.float32)
+    want = np.zeros(4, np.int32)
+    for i in range(4):                                   # the loop in Python
+        w = 0
+        while x[len(x) - 1] <= x[i] > x[abs(w) % len(x)] and w < 8:
+            w += 1
+        want[i] = w
+    assert set(want) == {0, 2}
+    for b in [INTERP, "CPU"] + (["CL"] if CL_OK else []):
+        o = _run(k_chain_pure_calls_in_while, b, [np.zeros(4, np.int32), x])[0]
+        np.testing.assert_array_equal(o, want, err_msg=str(b))
+
+
+@tk.kernel
 def k_wgsl_narrow_self_cast(o, h: tk.Const):
     i = tk.index()
     o[i] = tk.float16(h[i] * 3.0) - 0.1

@@ -833,7 +833,7 @@ class Lowerer:
         first, loc = self.strong_bool(first), self.loc(node)      # a chain gives a strong bool
         if isinstance(first, N.Const) and not first.value:
             return first                      # short-circuited: the tail is not evaluated
-        if any(isinstance(n, ast.Call) for r in rnodes[1:] for n in ast.walk(r)):
+        if self.calls_with_effects(rnodes[1:]):
             right = self.as_expr(self.snapshot(right, rnodes[0]), rnodes[0])   # read before the tail's calls
         saved, self.out = self.out, []
         rest = self.strong_bool(self.chain(right, ops[1:], rnodes[1:], node))
@@ -848,6 +848,18 @@ class Lowerer:
         self.emit(N.Assign(loc, t, first))
         self.emit(N.If(loc, N.Var(Ty(D.bool_), loc, t), stmts + [N.Assign(loc, t, rest)]))
         return N.Var(Ty(D.bool_), loc, t)
+
+    def calls_with_effects(self, nodes) -> bool:
+        """Whether the expressions ``nodes`` call a @tk.func, an atomic or tk.print (calls that
+        may store); pure calls (``abs``, ``len``, ``math.*``, casts) do not count, so a chain
+        of them needs no snapshot statement and stays usable in a ``while`` condition."""
+        for r in nodes:
+            for n in ast.walk(r):
+                if isinstance(n, ast.Call):
+                    fn = self.resolve_py(n.func)
+                    if isinstance(fn, lang.Func) or str(getattr(fn, "__name__", "")).startswith(("atomic_", "print")):
+                        return True
+        return False
 
     def compare(self, op, a, b, node) -> N.Expr:
         """``a op b`` exactly, as NumPy 2 compares: mixed signed/unsigned 64-bit integers and
