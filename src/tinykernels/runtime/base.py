@@ -143,18 +143,15 @@ def parse_ndrange(ndrange, name) -> tuple:
                 raise LaunchError(f"kernel '{name}': ndrange dimension {d} is negative ({x})")
         else:
             raise LaunchError(f"kernel '{name}': ndrange dimensions must be ints or ranges, got {x!r}")
-        if not all(_fits_i64(v) for v in (start, step, start + max(count - 1, 0) * step, count)):
+        last = start + max(count - 1, 0) * step
+        if min(start, step, last) < -2**63 or max(start, step, last, count) >= 2**63:   # (per launch: no calls)
             raise LaunchError(f"kernel '{name}': ndrange dimension {d} ({x!r}) does not fit in 64 bits "
                               "(its coordinates and size must be int64)")
         geom[3 * d:3 * d + 3] = [start, count, step]
         total *= count
-    if not _fits_i64(total):
+    if total >= 2**63:
         raise LaunchError(f"kernel '{name}': ndrange {ndrange!r} has {total} work items, more than 2**63 - 1")
     return tuple(geom), len(dims), ranges, total
-
-
-def _fits_i64(v: int) -> bool:
-    return -2**63 <= v < 2**63
 
 
 def launch_checks(kernel, ir, norm):
