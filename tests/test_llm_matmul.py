@@ -27,6 +27,52 @@ def _check(got, w64, b, k):
     assert (err <= bound).all(), float((err / bound).max())
 
 
+def _fma32(a, b, c):
+    """float32 ``fma(a, b, c)`` (rounded once) where ``a * b`` is exact in float64 (the
+    host GEMV's products: a weight of <= 8 bits or a float16 scale times a float32): the sum
+    in float64 rounded to odd (TwoSum's error decides the last bit), so that the rounding
+    to float32 is the single correct one."""
+    p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    c = np.asarray(c, np.float64)
+    s = p + c
+    bv = s - p
+    e = (p - (s - bv)) + (c - bv)
+    even = (s.view(np.uint64) & 1) == 0
+    s = np.where((e != 0) & even, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
+
+
+def exact_route_model(qtype, raw, x, pair_lanes=True):
+    """The host exact q4_0/q8_0 GEMV in NumPy, bit for bit: per block ``b``, with ``w`` the
+    block's integers (``q - 8`` / int8) and ``d`` its scale, ``s_j = w_j x_j`` rounded, then
+    ``s_j = fma(w_{j+16}, x_{j+16}, s_j)`` and lane ``h + j`` = ``fma(d, s_j, lane)``
+    (``j < 16``; ``h = 16`` for the odd blocks before the last whole chunk of ``CHUNK``,
+    else 0; always 0 without ``pair_lanes``); the 32 lanes added in order."""
+    raw = np.asarray(raw)
+    m = raw.shape[0]
+    bb = 18 if qtype == "q4_0" else 34
+    nb = raw.shape[1] // bb
+    blocks = raw.reshape(m, nb, bb)
+    ds = blocks[:, :, :2].copy().view(np.float16)[:, :, 0].astype(np.float32)
+    if qtype == "q4_0":
+        q = blocks[:, :, 2:].astype(np.int64)
+        w = np.concatenate([(q & 15) - 8, (q >> 4) - 8], axis=2).astype(np.float64)
+    else:
+        w = blocks[:, :, 2:].view(np.int8).astype(np.float64)
+    full = nb - nb % mm.CHUNK
+    acc = np.zeros((m, 32), np.float32)
+    for b in range(nb):
+        h = 16 if pair_lanes and b < full and b % 2 else 0
+        xb = x[32 * b: 32 * b + 32]
+        s = (w[:, b, :16] * xb[:16].astype(np.float64)).astype(np.float32)
+        s = _fma32(w[:, b, 16:], xb[16:], s)
+        acc[:, h:h + 16] = _fma32(ds[:, b, None], s, acc[:, h:h + 16])
+    out = acc[:, 0]
+    for j in range(1, 32):
+        out = out + acc[:, j]
+    return out
+
+
 def _weights(qtype, m, k, rng):
     """A QTensor from random valid blocks (any byte pattern) or a float32 matrix; and its
     float64 values."""
@@ -95,25 +141,32 @@ def test_float_gemv_and_gemm_ragged_k(k):
 
 
 def test_quantized_matmul_uses_exactly_the_dequantized_weights():
-    """On the CPU the fused GEMV accumulates the same products as dequantize() + float GEMV
-    in the same order: bit-identical results."""
+    """On the CPU the fused GEMV multiplies by exactly dequantize()'s weights: q4_k in the
+    float GEMV's order (bit-identical results); q4_0/q8_0 with the block's scale factored
+    out of its 32 products (bit for bit :func:`exact_route_model`, and within the float32
+    bound of the float64 product of dequantize()'s values)."""
     rng = np.random.default_rng(13)
     for qtype in QTYPES:
-        a, _ = _weights(qtype, 9, 512, rng)
+        a, w64 = _weights(qtype, 9, 512, rng)
         x = rng.standard_normal(512).astype(np.float32)
-        assert np.array_equal(llm.matmul(a, x), llm.matmul(llm.dequantize(a), x)), qtype
+        got = llm.matmul(a, x)
+        _check(got, w64, x, 512)
+        if qtype == "q4_k":
+            assert np.array_equal(got, llm.matmul(llm.dequantize(a), x)), qtype
+        else:
+            assert np.array_equal(got, exact_route_model(qtype, a.data, x)), qtype
 
 
 @pytest.mark.parametrize("be", ["CPU", "INTERP"])
 @pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
 @pytest.mark.parametrize("blocks", ["one", "chunk", "chunks+tail"])
 def test_host_exact_gemv_decodes_every_byte_value(qtype, be, blocks):
-    """The host exact GEMV (q8_0 sign-extends its bytes by an int8 conversion, q4_0 unpacks
-    nibbles) on rows whose weight bytes take all 256 values, K of one block (the tail loop
-    only), of one chunk of ``CHUNK`` blocks (no tail) and of full chunks and a remainder:
-    bit for bit a NumPy model of its 32 lanes (lane ``j`` adds ``(d * q) * x`` for
-    ``k % 32 == j`` in increasing ``k``, then the lanes in order), which is also
-    dequantize() + the float GEMV."""
+    """The host exact GEMV (q8_0 sign-extends its bytes, q4_0 looks its nibbles up) on rows
+    whose weight bytes take all 256 values, K of one block (the tail loop only), of one
+    chunk of ``CHUNK`` blocks (no tail) and of full chunks and a remainder: bit for bit
+    :func:`exact_route_model` (the same bits on the CPU and the interpreter: one kernel
+    source), which a swapped nibble, block, scale or lane would break, and within the
+    float32 bound of dequantize()'s values times ``x`` in float64."""
     rng = np.random.default_rng(42)
     nb = {"one": 1, "chunk": mm.CHUNK, "chunks+tail": mm.CHUNK + 3 if be == "INTERP" else 2 * mm.CHUNK + 3}[blocks]
     m, k = 4, 32 * nb
@@ -123,16 +176,35 @@ def test_host_exact_gemv_decodes_every_byte_value(qtype, be, blocks):
     raw = raw.reshape(m, -1)
     a = llm.QTensor(qtype, (m, k), raw)
     x = rng.standard_normal(k).astype(np.float32)
-    w = ref_dequantize(qtype, raw).astype(np.float32)           # d * q, exact in float32
-    acc = np.zeros((m, 32), np.float32)
-    for kk in range(k):
-        acc[:, kk % 32] = acc[:, kk % 32] + w[:, kk] * x[kk]
-    want = acc[:, 0]
-    for j in range(1, 32):
-        want = want + acc[:, j]
     got = host(llm.matmul(to_q(be, a), to(be, x)))
-    assert got.dtype == np.float32 and np.array_equal(got, want)
-    assert np.array_equal(got, host(llm.matmul(llm.dequantize(to_q(be, a)), to(be, x))))
+    assert got.dtype == np.float32 and np.array_equal(got, exact_route_model(qtype, raw, x))
+    _check(got, ref_dequantize(qtype, raw).astype(np.float64), x, k)
+
+
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+def test_exact_route_model_tells_a_wrong_order_apart(qtype):
+    """The model is not a tautology: a swapped nibble order, a neighbour block's scale or all
+    blocks into one set of lanes give other bits than the kernel's."""
+    rng = np.random.default_rng(45)
+    nb = 2 * mm.CHUNK + 3
+    raw = random_blocks(qtype, 5, nb, rng)
+    x = rng.standard_normal(32 * nb).astype(np.float32)
+    got = llm.matmul(llm.QTensor(qtype, (5, 32 * nb), raw), x)
+    assert np.array_equal(got, exact_route_model(qtype, raw, x))
+    bb = 18 if qtype == "q4_0" else 34
+    blocks = raw.reshape(5, nb, bb)
+    wrong = []
+    if qtype == "q4_0":
+        sw = blocks.copy()
+        sw[:, :, 2:] = (blocks[:, :, 2:] >> 4) | (blocks[:, :, 2:] << 4)    # nibbles swapped
+        wrong.append(sw)
+    sh = blocks.copy()
+    sh[:, :, :2] = np.roll(blocks[:, :, :2], 1, axis=1)                      # scales shifted
+    wrong.append(sh)
+    for w in wrong:
+        assert not np.array_equal(got, exact_route_model(qtype, w.reshape(5, -1), x))
+    assert not np.array_equal(got, exact_route_model(qtype, raw, x, pair_lanes=False))
+    assert not np.array_equal(got, llm.matmul(llm.dequantize(llm.QTensor(qtype, (5, 32 * nb), raw)), x))
 
 
 def test_out_is_written_in_place_and_returned():
@@ -458,7 +530,7 @@ def test_host_int8_route_sums_eight_exact_lanes_per_block(qtype, m, nb):
 def test_host_gemv_scales_take_every_finite_float16(qtype):
     """The host GEMVs read each chunk's scales with ``tk.load_halves`` (F16C on the CPU): on
     rows whose block scales are every finite float16 pattern once (subnormals, both zeros,
-    the largest), the exact route is bit for bit dequantize() + the float GEMV and the int8
+    the largest), the exact route is bit for bit :func:`exact_route_model` and the int8
     route bit for bit :func:`int8_route_model` (K = 1024 blocks, whole chunks)."""
     rng = np.random.default_rng(44)
     pats = np.arange(65536, dtype=np.uint32).astype(np.uint16)
@@ -470,7 +542,7 @@ def test_host_gemv_scales_take_every_finite_float16(qtype):
     raw = raw.reshape(m, -1)
     a = llm.QTensor(qtype, (m, 32 * nb), raw)
     x = _activations(32 * nb, rng)
-    assert np.array_equal(llm.matmul(a, x), llm.matmul(llm.dequantize(a), x))
+    assert np.array_equal(llm.matmul(a, x), exact_route_model(qtype, raw, x))
     assert np.array_equal(llm.matmul(a, x, exact=False), int8_route_model(qtype, raw, x))
 
 

@@ -10,9 +10,11 @@ Routes (``a`` [M, K], ``b`` [K] for a GEMV or [K, N] for a GEMM, float32 ``b``):
 * ``a`` float32: GEMV for ``b`` [K], tiled GEMM (16 x 16 tiles in local memory) for [K, N].
 
 Accumulation is float32. On the host backends (CPU, interpreter) a GEMV runs one work item
-per output row with 32 independent partial sums (lane ``j`` sums the weights ``k`` with
-``k % 32 == j``), a shape GCC vectorizes without reassociating anything; on GPUs one workgroup
-per row strides over the row and ends in ``tk.group_reduce``.
+per output row with 32 independent partial sums, a shape GCC vectorizes without reassociating
+anything: q4_k and float32 ``a``: lane ``j`` sums the weights ``k`` with ``k % 32 == j``;
+q4_0/q8_0: each block's integers times ``x`` in 16 block sums, scaled once per lane by an FMA
+into lanes 0-15 (even blocks) or 16-31 (odd ones) (:func:`q4_0_block_dot`); on GPUs one
+workgroup per row strides over the row and ends in ``tk.group_reduce``.
 """
 from __future__ import annotations
 
@@ -56,54 +58,64 @@ def q8_0_at(data, r, base, j, d):
 # ----------------------------------------------------------------------------- host GEMV (row per item)
 
 @tk.func
-def q4_0_block_dot(acc, data, r, b, d, x, tab, w):
-    """acc[j] += w[j] * x[32 b + j] for the 32 weights of Q4_0 block ``b`` of row ``r``: the
-    weights ``d * (q - 8)`` looked up by their nibbles in ``tab`` = [-8 .. 7] scaled by ``d``
-    (``tk.lookup_u4``: the same products, rounded once; on the CPU one ``vpermps`` per 16
-    weights instead of a decode, a conversion and a multiply), then one 32-trip loop the C
-    compiler vectorizes."""
-    tk.lookup_u4(w, tab, data, (r, b * 18 + 2), 16, d)
-    o = b * 32
-    for j in range(32):
-        acc[j] += w[j] * x[o + j]
+def scaled_block_sums(acc, h, d, x, o, w):
+    """The 32 integer weights ``w`` of a block (exact in float32) times ``x[o ..]`` into the 16
+    lanes ``acc[h ..]``: ``s_j = w_j x_{o+j}`` then ``fma(w_{j+16}, x_{o+j+16}, s_j)``, and
+    ``acc[h + j] = fma(d, s_j, acc[h + j])``: the block's scale ``d`` applied once per lane,
+    not to each weight (on the CPU one multiply and two FMAs per block)."""
+    for j in range(16):
+        s = w[j] * x[o + j]
+        s = tk.fma(w[j + 16], x[o + j + 16], s)
+        acc[h + j] = tk.fma(d, s, acc[h + j])
 
 
 @tk.func
-def q8_0_block_dot(acc, data, r, b, d, x, w):
-    """acc[j] += w[j] * x[32 b + j] for the 32 weights of Q8_0 block ``b`` of row ``r`` (host
-    backends): the weights ``float32(q) * d`` by ``tk.load_i8`` (on the CPU one sign extension
-    to 32 bits, a conversion and a multiply per 16 weights; GCC's own loop over the bytes widened
-    them through 16 bits in 256-bit halves), then one 32-trip loop; the same products as
-    :func:`q8_0_at`'s, bit for bit."""
-    tk.load_i8(w, data, (r, b * 34 + 2), 32, d)
-    o = b * 32
-    for j in range(32):
-        acc[j] += w[j] * x[o + j]
+def q4_0_block_dot(acc, h, data, r, b, d, x, tab, w):
+    """Q4_0 block ``b`` of row ``r`` (scale ``d``) into ``acc[h ..]`` (:func:`scaled_block_sums`),
+    its ``q - 8`` looked up by the nibbles in ``tab`` = [-8 .. 7] (``tk.lookup_u4`` unscaled:
+    on the CPU one ``vpermps`` per 16 weights, and no table multiply)."""
+    tk.lookup_u4(w, tab, data, (r, b * 18 + 2), 16)
+    scaled_block_sums(acc, h, d, x, b * 32, w)
+
+
+@tk.func
+def q8_0_block_dot(acc, h, data, r, b, d, x, w):
+    """As :func:`q4_0_block_dot` for Q8_0 block ``b`` (its int8 values, exact, by
+    ``tk.load_i8``: on the CPU one sign extension to 32 bits and a conversion per 16)."""
+    tk.load_i8(w, data, (r, b * 34 + 2), 32)
+    scaled_block_sums(acc, h, d, x, b * 32, w)
+
+
+@tk.func
+def block_dot(acc, h, data, r, b, d, x, tab, w, q8):
+    """:func:`q8_0_block_dot` (``q8``) or :func:`q4_0_block_dot` into ``acc[h ..]``."""
+    if q8:
+        q8_0_block_dot(acc, h, data, r, b, d, x, w)
+    else:
+        q4_0_block_dot(acc, h, data, r, b, d, x, tab, w)
 
 
 @tk.func
 def chunk_dot(acc, data, r, b0, ds, x, tab, w, q8):
     """The ``CHUNK`` blocks of row ``r`` from block ``b0`` into ``acc``, block ``b0 + t``
-    scaled by ``ds[t]``: :func:`q8_0_block_dot` (``q8``) or :func:`q4_0_block_dot`."""
-    for t in range(CHUNK):
-        if q8:
-            q8_0_block_dot(acc, data, r, b0 + t, ds[t], x, w)
-        else:
-            q4_0_block_dot(acc, data, r, b0 + t, ds[t], x, tab, w)
+    scaled by ``ds[t]``, the even ``t`` into lanes 0-15 and the odd ones into 16-31 (two
+    independent chains of FMAs)."""
+    for t in range(0, CHUNK, 2):
+        block_dot(acc, 0, data, r, b0 + t, ds[t], x, tab, w, q8)
+        block_dot(acc, 16, data, r, b0 + t + 1, ds[t + 1], x, tab, w, q8)
 
 
 @tk.func
 def gemv_row(acc, da, db, data, r, x, tab, w, bb, q8):
-    """``acc[j]`` += the terms of lane ``j`` of row ``r`` (blocks of ``bb`` bytes; Q8_0 when
-    ``q8``, else Q4_0). Whole chunks of ``CHUNK`` blocks go in pairs, their float16 scales
-    decoded one chunk ahead (``tk.load_halves``) into two arrays by turns, ``da`` for the
-    even chunks and ``db`` for the odd ones: a chunk's scale decode is off the path from its
-    bytes to its weights (the C compiler overlaps it with the previous chunk's blocks), and
-    no array is overwritten while its scales are still to be read, so the C compiler takes
-    each block's scale straight from memory as the table multiply's broadcast operand
-    (``vmulps m32{1to16}``: a load) rather than copying the chunk's scales into registers and
-    broadcasting one per block (a shuffle, on the shuffle pipes the weights' permutes need).
-    The blocks after the last whole chunk decode their own scales (``half_at_host``)."""
+    """``acc`` += row ``r``'s blocks (``bb`` bytes each; Q8_0 when ``q8``, else Q4_0), each
+    into 16 lanes (:func:`chunk_dot`). Whole chunks of ``CHUNK`` blocks go in pairs, their
+    float16 scales decoded one chunk ahead (``tk.load_halves``) into two arrays by turns,
+    ``da`` for the even chunks and ``db`` for the odd ones: a chunk's scale decode is off the
+    path from its bytes to its weights (the C compiler overlaps it with the previous chunk's
+    blocks), and no array is overwritten while its scales are still to be read, so the C
+    compiler takes each block's scale straight from memory as a broadcast operand (a load,
+    not a shuffle). The blocks after the last whole chunk decode their own scales
+    (``half_at_host``) and go into lanes 0-15."""
     nb = data.shape[1] // bb
     full = nb - nb % CHUNK
     pairs = nb - nb % (2 * CHUNK)
@@ -118,16 +130,13 @@ def gemv_row(acc, da, db, data, r, x, tab, w, bb, q8):
     if pairs < full:
         chunk_dot(acc, data, r, pairs, da, x, tab, w, q8)
     for b in range(full, nb):
-        if q8:
-            q8_0_block_dot(acc, data, r, b, half_at_host(data, r, b * bb), x, w)
-        else:
-            q4_0_block_dot(acc, data, r, b, half_at_host(data, r, b * bb), x, tab, w)
+        block_dot(acc, 0, data, r, b, half_at_host(data, r, b * bb), x, tab, w, q8)
 
 
 @tk.kernel
 def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
-    """One work item per row, ``LANES`` partial sums (lane ``j``: weights ``k % 32 == j``),
-    the blocks in chunks of ``CHUNK`` (:func:`gemv_row`): the chunk's float16 scales, then
+    """One work item per row, ``LANES`` partial sums (:func:`chunk_dot`), the blocks in
+    chunks of ``CHUNK`` (:func:`gemv_row`): the chunk's float16 scales, then
     its weights, loop nests without control flow around the blocks, whose inner loops the C
     compiler vectorizes."""
     r = tk.index()
