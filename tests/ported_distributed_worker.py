@@ -151,7 +151,8 @@ def staggered_case(comm, local, h, dims, periodic, shapes, where, fails):
 
 
 def staggered_errors(comm, fails):
-    """shapes ImplicitGlobalGrid refuses, refused with a ValueError naming the argument"""
+    """shapes ImplicitGlobalGrid refuses, refused with a ValueError naming the argument; a
+    gather root or boundary width that is not an int, a TypeError naming it"""
     with GlobalGrid((7, 8), halo=1, periodic=(True, False), comm=comm) as grid:
         for args, what in ((((7, 8), (5, 8)), "argument 2 has shape \\(5, 8\\)"),
                            (((6, 7),), "no halo"), (((7, 8, 1),), "argument 1 has shape")):
@@ -169,6 +170,20 @@ def staggered_errors(comm, fails):
             except ValueError as e:
                 if what not in str(e):
                     fails.append(f"gather {shape}: {e}")
+        for root in (1.0, True, None):          # int() would take 1.0 and True as rank 1
+            try:
+                grid.gather(np.zeros((7, 8)), root=root)
+                fails.append(f"gather accepted root={root!r}")
+            except TypeError as e:
+                if "gather: root must be an integer" not in str(e):
+                    fails.append(f"gather root={root!r}: {e}")
+        for width in (1.5, True, (1, 2.0)):       # int() would truncate 1.5 and take True as 1
+            try:
+                grid.hide_communication(width, lambda nd, st: None, np.zeros((7, 8)))
+                fails.append(f"hide_communication accepted boundary_width={width!r}")
+            except TypeError as e:
+                if "hide_communication: boundary_width must be an int" not in str(e):
+                    fails.append(f"hide_communication boundary_width={width!r}: {e}")
         try:
             grid.hide_communication(1, lambda nd, st: None, np.zeros((8, 8)))
             fails.append("hide_communication accepted a staggered array")

@@ -187,7 +187,7 @@ class GlobalGrid:
         b = backends[0]
         if any(x.key() != b.key() for x in backends):
             raise ValueError("hide_communication: all arrays must live on one backend (the step runs on its streams)")
-        widths = T.normalize_widths(boundary_width, self.ndim, "boundary_width")
+        widths = T.normalize_widths(boundary_width, self.ndim, "hide_communication: boundary_width")
         ex = T.exchanges(self.dims, self.periodic)
         for d in range(self.ndim):
             if ex[d] and widths[d] < self.halo:
@@ -215,6 +215,7 @@ class GlobalGrid:
         ``A`` has ``local_shape``, or is staggered as in :meth:`update_halo` along the
         non-periodic dimensions: its global shape is then :meth:`array_global_shape`."""
         MPI = self._MPI
+        root = _int_arg("gather", "root", root)
         (A,), (b,) = self._check_arrays("gather", (A,), writable=False, staggered=True)
         self._check_alive("gather")
         tk.synchronize(b)

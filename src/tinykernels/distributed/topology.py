@@ -24,7 +24,10 @@ has halos along ``d`` only where ``s >= 0`` (:func:`has_halo`).
 from __future__ import annotations
 
 import math
+import operator
 from typing import Sequence
+
+import numpy as np
 
 Range = tuple[int, int]          # a half-open interval [start, stop) of local indices
 
@@ -40,8 +43,20 @@ def normalize_periodic(periodic, ndim: int) -> tuple[bool, ...]:
 
 
 def normalize_widths(width, ndim: int, what: str) -> tuple[int, ...]:
-    """An int or a tuple of ints, one per dimension, each >= 0."""
-    w = (int(width),) * ndim if isinstance(width, int) else tuple(int(x) for x in width)
+    """An int or a tuple of ints, one per dimension, each >= 0 (a float or bool, which ``int()``
+    would truncate or take as 0/1, is a TypeError naming ``what``)."""
+    def one(x) -> int:
+        if isinstance(x, (bool, np.bool_)):
+            raise TypeError(f"{what} must be an int or one int per dimension, got {width!r}")
+        try:
+            return operator.index(x)
+        except TypeError:
+            raise TypeError(f"{what} must be an int or one int per dimension, got {width!r}") from None
+    try:
+        items = None if isinstance(width, (int, np.integer)) else list(width)
+    except TypeError:
+        raise TypeError(f"{what} must be an int or one int per dimension, got {width!r}") from None
+    w = (one(width),) * ndim if items is None else tuple(one(x) for x in items)
     if len(w) != ndim:
         raise ValueError(f"{what} has {len(w)} entries for a {ndim}-D grid")
     if any(x < 0 for x in w):
