@@ -84,3 +84,20 @@ def test_causal_attention_is_torch_lower_right_mask(name, Sq, Sk, D):
         np.testing.assert_array_equal(got[:, :, :Sq - Sk], 0)          # rows that see no key
     top_left = sdpa(tq, tk_, tv, is_causal=True).numpy()
     assert np.allclose(got, top_left, rtol=1e-5, atol=2e-6) == (Sq == Sk or Sk == 1 and Sq == 1)
+
+
+@pytest.mark.parametrize("name", backends())
+def test_transpose_axes_as_numpy_takes_them(name):
+    """axes as NumPy takes them: a tuple, a list, an int array, NumPy ints, negative axes;
+    floats and bools are a ValueError naming 'axes' (the 2-D host fast path compared
+    (1.0, 0.0) == (1, 0) and transposed)"""
+    b = dev(name)
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for axes in ((2, 0, 1), [2, 0, 1], np.array([2, 0, 1]), np.array([-1, 0, -2]), (np.int64(2), np.int32(0), 1)):
+        got = get(llm.transpose(tk.asarray(x, backend=b), axes))
+        np.testing.assert_array_equal(got, np.transpose(x, axes))
+    x2 = x[0]
+    for axes in ((1.0, 0.0), (True, False), np.array([1.0, 0.0]), (1, 0.0)):
+        for arg in (x2, tk.asarray(x2, backend=b)):
+            with pytest.raises(ValueError, match="llm.transpose: argument 'axes': expected a permutation"):
+                llm.transpose(arg, axes)
