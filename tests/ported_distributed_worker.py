@@ -153,6 +153,16 @@ def staggered_case(comm, local, h, dims, periodic, shapes, where, fails):
 def staggered_errors(comm, fails):
     """shapes ImplicitGlobalGrid refuses, refused with a ValueError naming the argument; a
     gather root or boundary width that is not an int, a TypeError naming it"""
+    for periodic, err in (("yes", TypeError), (2, ValueError), ((1, 2), ValueError)):   # bool() took them
+        try:
+            GlobalGrid((7, 8), halo=1, periodic=periodic, comm=comm).free()
+            fails.append(f"GlobalGrid accepted periodic={periodic!r}")
+        except err as e:
+            if "periodic must be a bool or 0/1" not in str(e):
+                fails.append(f"periodic={periodic!r}: {e}")
+    with GlobalGrid((7, 8), halo=1, periodic=(1, 0), comm=comm) as grid:        # ImplicitGlobalGrid's 0/1
+        if grid.periodic != (True, False):
+            fails.append(f"periodic=(1, 0) gave {grid.periodic}")
     with GlobalGrid((7, 8), halo=1, periodic=(True, False), comm=comm) as grid:
         for args, what in ((((7, 8), (5, 8)), "argument 2 has shape \\(5, 8\\)"),
                            (((6, 7),), "no halo"), (((7, 8, 1),), "argument 1 has shape")):

@@ -33,10 +33,21 @@ Range = tuple[int, int]          # a half-open interval [start, stop) of local i
 
 
 def normalize_periodic(periodic, ndim: int) -> tuple[bool, ...]:
-    """``periodic`` as one bool per dimension (a single bool applies to all)."""
-    if isinstance(periodic, (bool, int)):
-        return (bool(periodic),) * ndim
-    p = tuple(bool(x) for x in periodic)
+    """``periodic`` as one bool per dimension (a single bool applies to all); each a bool or
+    0/1 (ImplicitGlobalGrid's ``periodx=1``), anything else a TypeError/ValueError naming it."""
+    def one(x) -> bool:
+        if isinstance(x, (bool, np.bool_)):
+            return bool(x)
+        if isinstance(x, (int, np.integer)) and x in (0, 1):
+            return bool(x)
+        if isinstance(x, (int, np.integer)):
+            raise ValueError(f"periodic must be a bool or 0/1 (one per dimension), got {periodic!r}")
+        raise TypeError(f"periodic must be a bool or 0/1, or one per dimension, got {periodic!r}")
+    if isinstance(periodic, (bool, int, np.bool_, np.integer)):
+        return (one(periodic),) * ndim
+    if isinstance(periodic, (str, bytes)):
+        raise TypeError(f"periodic must be a bool or 0/1, or one per dimension, got {periodic!r}")
+    p = tuple(one(x) for x in periodic)
     if len(p) != ndim:
         raise ValueError(f"periodic has {len(p)} entries for a {ndim}-D grid")
     return p
