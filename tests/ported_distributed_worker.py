@@ -3,7 +3,9 @@
 the *global coordinates* of their points (computed here from the ImplicitGlobalGrid overlap
 rule, independently of the grid's own helpers), wipes the planes a neighbour owns, exchanges
 halos and checks that every point holds its own coordinate again; then gathers onto every
-rank in turn and checks the global array is the coordinate array. Prints ``OK`` on success."""
+rank in turn and checks the global array is the coordinate array. Staggered arrays (one plane
+longer or shorter along a dimension, as ImplicitGlobalGrid's) are exchanged together with
+unstaggered ones and gathered the same way. Prints ``OK`` on success."""
 import itertools
 import sys
 
@@ -85,6 +87,121 @@ def case(comm, local, h, dims, periodic, dtypes, where, fails):
                 fails.append(f"gather root={root}: rank {grid.rank} got an array")
 
 
+def staggered_coordinates(grid, shape, dtype):
+    """The global coordinate of every point of a staggered array of ``shape`` (ImplicitGlobalGrid:
+    local ``i`` is global ``c * (n - 2h) + i`` whatever the staggering; the global extent is ``s``
+    longer where not periodic), and that global array."""
+    h, gsh, idx = grid.halo, [], []
+    for n, m, c, p, k in zip(grid.local_shape, grid.dims, grid.coords, grid.periodic, shape):
+        G = m * (n - 2 * h) + (0 if p else 2 * h + (k - n))
+        g = c * (n - 2 * h) + np.arange(k)
+        idx.append((g - h) % G if p else g)
+        gsh.append(G)
+    lin = np.ravel_multi_index(np.ix_(*idx), gsh)
+    return lin.astype(dtype), np.arange(int(np.prod(gsh))).reshape(gsh).astype(dtype)
+
+
+def wipe_staggered_halos(A, grid):
+    """-1 in every halo plane a neighbour fills, along the dimensions where ``A`` has halos
+    (its extent at least the grid's local one)"""
+    h = grid.halo
+    for d in range(grid.ndim):
+        m, c, p = grid.dims[d], grid.coords[d], grid.periodic[d]
+        if A.shape[d] < grid.local_shape[d]:
+            continue
+        lo = [slice(None)] * grid.ndim
+        hi = [slice(None)] * grid.ndim
+        lo[d], hi[d] = slice(0, h), slice(A.shape[d] - h, A.shape[d])
+        if p or c > 0:
+            A[tuple(lo)] = -1
+        if p or c < m - 1:
+            A[tuple(hi)] = -1
+
+
+def staggered_case(comm, local, h, dims, periodic, shapes, where, fails):
+    """update_halo of arrays of several staggerings at once (+1, -1, 0 along each dimension),
+    then gather of each (where no periodic dimension is staggered)"""
+    with GlobalGrid(local, halo=h, dims=dims, periodic=periodic, comm=comm) as grid:
+        arrays, wants = [], []
+        for shape in shapes:
+            want, _ = staggered_coordinates(grid, shape, np.float64)
+            A = want.copy()
+            wipe_staggered_halos(A, grid)
+            arrays.append(as_backend(A, where))
+            wants.append(want)
+        grid.update_halo(*arrays)
+        for A, want in zip(arrays, wants):
+            got = to_host(A)
+            if not np.array_equal(got, want):
+                bad = np.argwhere(got != want)
+                fails.append(f"staggered update_halo {got.shape} of {local} h={h} dims={grid.dims} "
+                             f"periodic={grid.periodic} {where}: rank {grid.rank}: {len(bad)} wrong, first at {bad[0]}")
+        for A in arrays:
+            shape = tuple(A.shape)
+            if any(p and k != n for k, n, p in zip(shape, grid.local_shape, grid.periodic)):
+                continue
+            _, full = staggered_coordinates(grid, shape, np.float64)
+            if tuple(grid.array_global_shape(shape)) != full.shape:
+                fails.append(f"array_global_shape {shape}: {grid.array_global_shape(shape)} != {full.shape}")
+            G = grid.gather(A, root=grid.nprocs - 1)
+            if grid.rank == grid.nprocs - 1 and (G is None or not np.array_equal(G, full)):
+                fails.append(f"staggered gather {shape} of {local} h={h} dims={grid.dims} {where}")
+            elif grid.rank != grid.nprocs - 1 and G is not None:
+                fails.append("staggered gather: a rank that is not root got an array")
+
+
+def staggered_errors(comm, fails):
+    """shapes ImplicitGlobalGrid refuses, refused with a ValueError naming the argument; a
+    gather root or boundary width that is not an int, a TypeError naming it"""
+    for periodic, err in (("yes", TypeError), (2, ValueError), ((1, 2), ValueError)):   # bool() took them
+        try:
+            GlobalGrid((7, 8), halo=1, periodic=periodic, comm=comm).free()
+            fails.append(f"GlobalGrid accepted periodic={periodic!r}")
+        except err as e:
+            if "periodic must be a bool or 0/1" not in str(e):
+                fails.append(f"periodic={periodic!r}: {e}")
+    with GlobalGrid((7, 8), halo=1, periodic=(1, 0), comm=comm) as grid:        # ImplicitGlobalGrid's 0/1
+        if grid.periodic != (True, False):
+            fails.append(f"periodic=(1, 0) gave {grid.periodic}")
+    with GlobalGrid((7, 8), halo=1, periodic=(True, False), comm=comm) as grid:
+        for args, what in ((((7, 8), (5, 8)), "argument 2 has shape \\(5, 8\\)"),
+                           (((6, 7),), "no halo"), (((7, 8, 1),), "argument 1 has shape")):
+            try:
+                grid.update_halo(*[np.zeros(s) for s in args])
+                fails.append(f"update_halo accepted shapes {args}")
+            except ValueError as e:
+                import re
+                if not re.search(what, str(e)):
+                    fails.append(f"update_halo {args}: {e}")
+        for shape, what in (((8, 8), "periodic"),):
+            try:
+                grid.gather(np.zeros(shape))
+                fails.append(f"gather accepted {shape}")
+            except ValueError as e:
+                if what not in str(e):
+                    fails.append(f"gather {shape}: {e}")
+        for root in (1.0, True, None):          # int() would take 1.0 and True as rank 1
+            try:
+                grid.gather(np.zeros((7, 8)), root=root)
+                fails.append(f"gather accepted root={root!r}")
+            except TypeError as e:
+                if "gather: root must be an integer" not in str(e):
+                    fails.append(f"gather root={root!r}: {e}")
+        for width in (1.5, True, (1, 2.0)):       # int() would truncate 1.5 and take True as 1
+            try:
+                grid.hide_communication(width, lambda nd, st: None, np.zeros((7, 8)))
+                fails.append(f"hide_communication accepted boundary_width={width!r}")
+            except TypeError as e:
+                if "hide_communication: boundary_width must be an int" not in str(e):
+                    fails.append(f"hide_communication boundary_width={width!r}: {e}")
+        try:
+            grid.hide_communication(1, lambda nd, st: None, np.zeros((8, 8)))
+            fails.append("hide_communication accepted a staggered array")
+        except ValueError as e:
+            if "shape (8, 8)" not in str(e):
+                fails.append(f"hide_communication: {e}")
+
+
 def main():
     comm = MPI.COMM_WORLD
     n = comm.Get_size()
@@ -102,6 +219,14 @@ def main():
             for dims in dims_3d:
                 case(comm, (6, 7, 8), 1, dims, (periodic,) * 3, [np.float64, np.int16], where, fails)
             case(comm, (8, 9, 10), 2, None, (periodic, not periodic, periodic), [np.float64], where, fails)
+        for periodic in (False, True):
+            staggered_case(comm, (9,), 1, None, periodic, [(10,), (9,)], where, fails)
+            for dims in dims_2d:
+                staggered_case(comm, (7, 8), 1, dims, (False, periodic), [(8, 8), (7, 9), (6, 9), (8, 7)], where, fails)
+                staggered_case(comm, (10, 9), 2, dims, (periodic, periodic), [(11, 9), (8, 10), (10, 7)], where, fails)
+            staggered_case(comm, (6, 7, 8), 1, dims_3d[1 if n > 1 else 0], (False, periodic, False),
+                           [(7, 7, 8), (6, 8, 9), (5, 7, 9), (7, 6, 7)], where, fails)
+    staggered_errors(comm, fails)
     every = comm.allgather(fails)
     if comm.Get_rank() == 0:
         flat = list(itertools.chain.from_iterable(every))

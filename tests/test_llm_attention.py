@@ -207,7 +207,7 @@ def test_flash_decode_matches_numpy_and_torch(be, cdt, splits):
 @pytest.mark.parametrize("be", [p for p in backends() if p.values[0] != "INTERP"])
 def test_flash_decode_reads_the_length_on_the_device(be):
     """The same call with the same arguments follows the counter (advanced by a kernel), per
-    batch row with a [batch] array; lengths outside 1..max_len give NaN rows."""
+    batch row with a [batch] array; lengths outside 0..max_len give NaN rows."""
     b = dev(be)
     q = rng.standard_normal((2, 4, 32)).astype(np.float16)
     kc, vc = (rng.standard_normal((2, 1, 40, 32)).astype(np.float32) for _ in range(2))
@@ -222,7 +222,7 @@ def test_flash_decode_reads_the_length_on_the_device(be):
     got = get(llm.flash_decode(qd, kd, vd, lens))
     close(got[0], dec_ref(q, kc, vc, 7)[0], np.float16)
     close(got[1], dec_ref(q, kc, vc, 40)[1], np.float16)
-    for bad in ([0, 5], [41, 5]):
+    for bad in ([-1, 5], [41, 5]):
         for sp in (1, 3):
             got = get(llm.flash_decode(qd, kd, vd, tk.asarray(np.array(bad, np.int32), backend=b), splits=sp))
             assert np.isnan(got[0]).all() and np.isfinite(got[1]).all()

@@ -212,8 +212,8 @@ class TorchOp:
             if name not in self._names:
                 raise LaunchError(f"op {self.name}: unknown keyword argument '{name}'; the kernel's parameters "
                                   f"are {', '.join(self._names)}")
-        parts.append("nd=" + repr(ndrange))
-        parts.append("wg=" + repr(workgroupsize))
+        parts.append("nd=" + repr(_plain_geometry(ndrange)))
+        parts.append("wg=" + repr(_plain_geometry(workgroupsize)))
         return ";".join(parts), floats, ints
 
     def _binding(self, key: str, n_arrays: int) -> interop.Binding:
@@ -226,9 +226,9 @@ class TorchOp:
             kw, nd, wg = {}, None, None
             for part in key.split(";"):
                 if part.startswith("nd="):
-                    nd = ast.literal_eval(part[3:])
+                    nd = self._geometry("ndrange", part[3:])
                 elif part.startswith("wg="):
-                    wg = ast.literal_eval(part[3:])
+                    wg = self._geometry("workgroupsize", part[3:])
                 else:
                     kind, _, rest = part.partition(":")
                     name, _, val = rest.partition("=")
@@ -236,6 +236,14 @@ class TorchOp:
             b = interop.bind(self.kernel, self.outputs, n_arrays, kw, f"op {self.name}", nd, wg)[0]
             p = self._plans[(key, n_arrays)] = _Plan(b)
         return p
+
+    def _geometry(self, name: str, text: str):
+        """The ndrange or workgroup size a key holds (its repr); one that is no literal (a
+        ``range``, another object) is a LaunchError naming the argument, not ast's error."""
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise LaunchError(f"op {self.name}: {name} must be an int or a tuple of ints, got {text}") from None
 
     # --- implementations ------------------------------------------------------------------
 
@@ -524,6 +532,17 @@ class TorchOp:
 _RAW_MAX = 1024                         # kept launches per call pattern (one per tensor metadata)
 _KEY_MEMO = 64                          # eager call patterns remembered per operator (_eager_key)
 _EMPTY, _CLONE, _LARGE_OUT = 0, 1, 2     # how _Raw allocates an output (see TorchOp._raw_entry)
+
+
+def _plain_geometry(v):
+    """An ndrange or workgroup size with NumPy integers as Python ints (the operator's key
+    holds its repr, which :meth:`TorchOp._geometry` reads back: ``np.int64(6)`` is no
+    literal); anything else as given, for ``interop.bind`` to check."""
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (tuple, list)):
+        return tuple(int(d) if isinstance(d, np.integer) else d for d in v)
+    return v
 
 
 class _Raw:

@@ -153,11 +153,14 @@ class GlobalGrid:
         """Exchange the ``halo`` planes of ``arrays`` with the neighbours; returns when done.
 
         Any number of arrays of ``local_shape``, any dtype, on any backend (NumPy arrays,
-        ``tk.Array`` on the CPU, OpenCL, CUDA...). Work queued on the arrays' backends is
+        ``tk.Array`` on the CPU, OpenCL, CUDA...). As in ImplicitGlobalGrid, arrays may be
+        staggered: ``local_shape[d] + s`` long along a dimension (``s >= -halo``); one longer
+        (``s > 0``) exchanges its own planes, one shorter has no halos along that dimension
+        and is left alone there (an array shorter along every dimension is a ValueError). Work queued on the arrays' backends is
         finished first (``tk.synchronize``). Every rank must call it with the same arrays'
         dtypes, in the same order.
         """
-        arrays, backends = self._check_arrays("update_halo", arrays)
+        arrays, backends = self._check_arrays("update_halo", arrays, staggered=True)
         self._check_alive("update_halo")
         for b in {b.key(): b for b in backends}.values():
             tk.synchronize(b)
@@ -184,7 +187,7 @@ class GlobalGrid:
         b = backends[0]
         if any(x.key() != b.key() for x in backends):
             raise ValueError("hide_communication: all arrays must live on one backend (the step runs on its streams)")
-        widths = T.normalize_widths(boundary_width, self.ndim, "boundary_width")
+        widths = T.normalize_widths(boundary_width, self.ndim, "hide_communication: boundary_width")
         ex = T.exchanges(self.dims, self.periodic)
         for d in range(self.ndim):
             if ex[d] and widths[d] < self.halo:
@@ -207,36 +210,70 @@ class GlobalGrid:
     # --- gathering ---------------------------------------------------------------------------
 
     def gather(self, A, root: int = 0) -> np.ndarray | None:
-        """The global array (NumPy) on rank ``root``, assembled from each rank's own points; None elsewhere."""
+        """The global array (NumPy) on rank ``root``, assembled from each rank's own points; None elsewhere.
+
+        ``A`` has ``local_shape``, or is staggered as in :meth:`update_halo` along the
+        non-periodic dimensions: its global shape is then :meth:`array_global_shape`."""
         MPI = self._MPI
-        (A,), (b,) = self._check_arrays("gather", (A,), writable=False)
+        root = _int_arg("gather", "root", root)
+        (A,), (b,) = self._check_arrays("gather", (A,), writable=False, staggered=True)
         self._check_alive("gather")
         tk.synchronize(b)
         h = np.ascontiguousarray(A.numpy() if isinstance(A, tk.Array) else np.asarray(A))
         if not 0 <= root < self.nprocs:
             raise ValueError(f"gather: root {root} is not a rank of the grid (0..{self.nprocs - 1})")
+        shape = tuple(h.shape)
+        if any(p and m != w for m, w, p in zip(shape, self.local_shape, self.periodic)):
+            raise ValueError(f"gather: the array has shape {shape}, staggered along a periodic dimension of the "
+                             f"grid (local shape {self.local_shape}, periodic {self.periodic}): its points do not "
+                             "tile the global grid; gather an unstaggered array there")
         is_root = self.rank == root
-        blocks = np.empty((self.nprocs,) + self.local_shape, h.dtype) if is_root else None
+        blocks = np.empty((self.nprocs,) + shape, h.dtype) if is_root else None
         self.comm.Gather([h.view(np.uint8), MPI.BYTE],
                          [blocks.view(np.uint8), MPI.BYTE] if is_root else None, root=root)
         if not is_root:
             return None
-        G = np.empty(self.global_shape, h.dtype)
+        G = np.empty(self.array_global_shape(shape), h.dtype)
         for r in range(self.nprocs):
             coords = self.comm.Get_coords(r)
             src, dst = [], []
             for d in range(self.ndim):
                 n, m, p = self.local_shape[d], self.dims[d], self.periodic[d]
-                a, e = T.owned_range(n, self.halo, coords[d], m, p)
+                a, e = T.owned_range(n, self.halo, coords[d], m, p, shape[d])
                 g = T.global_index(a, n, self.halo, coords[d], self.global_shape[d], p)
                 src.append(slice(a, e))
                 dst.append(slice(g, g + e - a))
             G[tuple(dst)] = blocks[r][tuple(src)]
         return G
 
+    def array_global_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """The global shape of arrays of local ``shape``: :attr:`global_shape` for the grid's
+        ``local_shape``; a staggered array's (``local_shape[d] + s`` long) is ``s`` longer
+        along each dimension, as ImplicitGlobalGrid's ``nx_g(A)``."""
+        return tuple(T.array_global_size(n, self.halo, m, p, w)
+                     for n, m, p, w in zip(self.local_shape, self.dims, self.periodic, shape))
+
     # --- helpers -----------------------------------------------------------------------------
 
-    def _check_arrays(self, what: str, arrays, writable: bool = True):
+    def _check_shape(self, what: str, k: int, shape: tuple, staggered: bool) -> None:
+        """Argument ``k + 1``'s shape: the grid's ``local_shape``, or where ``staggered``,
+        ImplicitGlobalGrid's staggered arrays: as many dimensions, each at least
+        ``local_shape[d] - halo`` long, with halos (at least ``local_shape[d]``) along one."""
+        n, h = self.local_shape, self.halo
+        if shape == n:
+            return
+        if not staggered:
+            raise ValueError(f"{what}: argument {k + 1} has shape {shape}, but the grid's local arrays have "
+                             f"shape {n}")
+        if len(shape) != self.ndim or any(m < max(1, w - h) for m, w in zip(shape, n)):
+            raise ValueError(f"{what}: argument {k + 1} has shape {shape}, but the grid's local arrays have "
+                             f"shape {n} (staggered ones at least local_shape - halo = "
+                             f"{tuple(max(1, w - h) for w in n)} along every dimension)")
+        if not any(T.has_halo(w, m) for m, w in zip(shape, n)):
+            raise ValueError(f"{what}: argument {k + 1} has shape {shape}, shorter than the grid's local shape "
+                             f"{n} along every dimension: it has no halo to exchange; remove it from the call")
+
+    def _check_arrays(self, what: str, arrays, writable: bool = True, staggered: bool = False):
         if not arrays:
             raise TypeError(f"{what}: no arrays given")
         out, backends, seen = [], [], set()
@@ -248,10 +285,7 @@ class GlobalGrid:
             if not isinstance(A, (np.ndarray, tk.Array)) and getattr(b, "is_host", False):
                 A = tk.asarray(A, backend=b).numpy()   # a CPU torch tensor, an array-interface or
                                                         # DLPack object: its zero-copy NumPy view
-            shape = tuple(getattr(A, "shape", ()))
-            if shape != self.local_shape:
-                raise ValueError(f"{what}: argument {k + 1} has shape {shape}, but the grid's local arrays have "
-                                 f"shape {self.local_shape}")
+            self._check_shape(what, k, tuple(getattr(A, "shape", ())), staggered)
             if writable:
                 h = getattr(A, "flags", None)
                 if h is not None and not h.writeable:

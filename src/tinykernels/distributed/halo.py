@@ -12,6 +12,10 @@ Message tags: ``2 * k`` for array ``k``'s planes travelling to the right (into t
 right neighbour's left halo), ``2 * k + 1`` to the left, so two messages between the
 same pair of ranks (two ranks along a periodic dimension) never mix.
 
+A staggered array (one plane longer or shorter than the grid's local extent along a
+dimension, as ImplicitGlobalGrid's) sends and receives its own planes (:func:`planes`); one
+shorter along a dimension has no halos there and is left alone along it.
+
 A periodic dimension that has a single rank is its own neighbour on both sides: there
 each send box is copied straight into the opposite halo by one kernel on the array's
 own stream, without MPI and without host staging (:func:`self_exchange`).
@@ -21,12 +25,24 @@ from __future__ import annotations
 import time
 
 from . import _mpi
-from .topology import box_size, recv_ranges, send_ranges
+from .topology import box_size, has_halo, recv_ranges, send_ranges
 
 
 def halo_box(shape, d: int, r) -> tuple:
     """The box that is ``r`` along dimension ``d`` and everything along the others."""
     return tuple(r if k == d else (0, n) for k, n in enumerate(shape))
+
+
+def planes(grid, A, d: int):
+    """``((send_lo, send_hi), (recv_lo, recv_hi))``: the boxes array ``A`` sends and receives
+    along dimension ``d`` (its own shape, so a staggered array's planes), or None when it has
+    no halos there (an array shorter than the grid's local extent: ImplicitGlobalGrid's rule)."""
+    n, size = grid.local_shape[d], A.shape[d]
+    if not has_halo(n, size):
+        return None
+    (s_lo, s_hi), (r_lo, r_hi) = send_ranges(n, grid.halo, size), recv_ranges(size, grid.halo)
+    return ((halo_box(A.shape, d, s_lo), halo_box(A.shape, d, s_hi)),
+            (halo_box(A.shape, d, r_lo), halo_box(A.shape, d, r_hi)))
 
 
 def exchange(grid, arrays, stagings, streams, delay_s: float = 0.0) -> float:
@@ -47,22 +63,22 @@ def exchange(grid, arrays, stagings, streams, delay_s: float = 0.0) -> float:
         left, right = grid.neighbors[d]
         if left == MPI.PROC_NULL and right == MPI.PROC_NULL:
             continue
-        n = grid.local_shape[d]
-        s_lo, s_hi = send_ranges(n, grid.halo)
-        r_lo, r_hi = recv_ranges(n, grid.halo)
-        shape = grid.local_shape
+        boxes = [planes(grid, A, d) for A in arrays]
         if left == right == comm.rank:
-            self_exchange(arrays, stagings, streams, shape, d, (s_lo, s_hi), (r_lo, r_hi))
+            self_exchange(arrays, stagings, streams, d, boxes)
             for s in unique_streams:
                 s.synchronize()
             continue
         sends = []          # (k, tag, neighbour, dev, host)
         for k, A in enumerate(arrays):
+            if boxes[k] is None:
+                continue
             st, stream = stagings[k], streams[k]
+            (s_lo, s_hi), _ = boxes[k]
             if right != MPI.PROC_NULL:
-                sends.append((k, 2 * k, right, *st.pack(A, halo_box(shape, d, s_hi), ("s", d, 1, k), stream)))
+                sends.append((k, 2 * k, right, *st.pack(A, s_hi, ("s", d, 1, k), stream)))
             if left != MPI.PROC_NULL:
-                sends.append((k, 2 * k + 1, left, *st.pack(A, halo_box(shape, d, s_lo), ("s", d, 0, k), stream)))
+                sends.append((k, 2 * k + 1, left, *st.pack(A, s_lo, ("s", d, 0, k), stream)))
         for s in unique_streams:
             s.synchronize()
         for k, _tag, _nb, dev, host in sends:
@@ -70,11 +86,13 @@ def exchange(grid, arrays, stagings, streams, delay_s: float = 0.0) -> float:
         t0 = time.perf_counter()
         reqs, recvs = [], []
         for k, A in enumerate(arrays):
+            if boxes[k] is None:
+                continue
             st = stagings[k]
-            for tag, nb, r, side in ((2 * k, left, r_lo, 0), (2 * k + 1, right, r_hi, 1)):
+            r_lo, r_hi = boxes[k][1]
+            for tag, nb, box, side in ((2 * k, left, r_lo, 0), (2 * k + 1, right, r_hi, 1)):
                 if nb == MPI.PROC_NULL:
                     continue
-                box = halo_box(shape, d, r)
                 dev, host = st.buffers(("r", d, side, k), A.dtype, box_size(box))
                 reqs.append(comm.Irecv(_mpi.byte_spec(MPI, st.message(dev, host)), source=nb, tag=tag))
                 recvs.append((k, box, dev, host))
@@ -93,15 +111,18 @@ def exchange(grid, arrays, stagings, streams, delay_s: float = 0.0) -> float:
 
 
 
-def self_exchange(arrays, stagings, streams, shape, d: int, sends, recvs) -> None:
+def self_exchange(arrays, stagings, streams, d: int, boxes) -> None:
     """A periodic dimension with one rank: each send box goes into the opposite halo.
 
     What the right neighbour (this rank) would receive into its left halo is this rank's
     right send box, and the other way round; one kernel per box copies it straight into
     the halo on the array's own stream (no packed buffer, no MPI, no host round trip).
+    ``boxes[k]`` is array ``k``'s :func:`planes` along ``d`` (None: not exchanged there).
     """
-    (s_lo, s_hi), (r_lo, r_hi) = sends, recvs
     for k, A in enumerate(arrays):
+        if boxes[k] is None:
+            continue
+        (s_lo, s_hi), (r_lo, r_hi) = boxes[k]
         for src, dst in ((s_hi, r_lo), (s_lo, r_hi)):
-            offsets = tuple(dst[0] - src[0] if j == d else 0 for j in range(len(shape)))
-            stagings[k].shift(A, halo_box(shape, d, src), offsets, streams[k])
+            offsets = tuple(dst[j][0] - src[j][0] for j in range(len(src)))
+            stagings[k].shift(A, src, offsets, streams[k])

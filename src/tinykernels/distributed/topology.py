@@ -15,28 +15,59 @@ the rank's Cartesian coordinate ``c``:
 
 Each global point is *owned* by exactly one rank (:func:`owned_range`), which is where
 :meth:`GlobalGrid.gather` takes it from.
+
+Staggered arrays (ImplicitGlobalGrid's): an array whose extent along ``d`` is ``n + s``
+(``s = +1`` for a field on cell faces, ``-1`` on cell centres) keeps the same global index
+``c * (n - 2h) + i`` for its local ``i``; it overlaps its neighbour by ``2h + s`` planes and
+has halos along ``d`` only where ``s >= 0`` (:func:`has_halo`).
 """
 from __future__ import annotations
 
 import math
+import operator
 from typing import Sequence
+
+import numpy as np
 
 Range = tuple[int, int]          # a half-open interval [start, stop) of local indices
 
 
 def normalize_periodic(periodic, ndim: int) -> tuple[bool, ...]:
-    """``periodic`` as one bool per dimension (a single bool applies to all)."""
-    if isinstance(periodic, (bool, int)):
-        return (bool(periodic),) * ndim
-    p = tuple(bool(x) for x in periodic)
+    """``periodic`` as one bool per dimension (a single bool applies to all); each a bool or
+    0/1 (ImplicitGlobalGrid's ``periodx=1``), anything else a TypeError/ValueError naming it."""
+    def one(x) -> bool:
+        if isinstance(x, (bool, np.bool_)):
+            return bool(x)
+        if isinstance(x, (int, np.integer)) and x in (0, 1):
+            return bool(x)
+        if isinstance(x, (int, np.integer)):
+            raise ValueError(f"periodic must be a bool or 0/1 (one per dimension), got {periodic!r}")
+        raise TypeError(f"periodic must be a bool or 0/1, or one per dimension, got {periodic!r}")
+    if isinstance(periodic, (bool, int, np.bool_, np.integer)):
+        return (one(periodic),) * ndim
+    if isinstance(periodic, (str, bytes)):
+        raise TypeError(f"periodic must be a bool or 0/1, or one per dimension, got {periodic!r}")
+    p = tuple(one(x) for x in periodic)
     if len(p) != ndim:
         raise ValueError(f"periodic has {len(p)} entries for a {ndim}-D grid")
     return p
 
 
 def normalize_widths(width, ndim: int, what: str) -> tuple[int, ...]:
-    """An int or a tuple of ints, one per dimension, each >= 0."""
-    w = (int(width),) * ndim if isinstance(width, int) else tuple(int(x) for x in width)
+    """An int or a tuple of ints, one per dimension, each >= 0 (a float or bool, which ``int()``
+    would truncate or take as 0/1, is a TypeError naming ``what``)."""
+    def one(x) -> int:
+        if isinstance(x, (bool, np.bool_)):
+            raise TypeError(f"{what} must be an int or one int per dimension, got {width!r}")
+        try:
+            return operator.index(x)
+        except TypeError:
+            raise TypeError(f"{what} must be an int or one int per dimension, got {width!r}") from None
+    try:
+        items = None if isinstance(width, (int, np.integer)) else list(width)
+    except TypeError:
+        raise TypeError(f"{what} must be an int or one int per dimension, got {width!r}") from None
+    w = (one(width),) * ndim if items is None else tuple(one(x) for x in items)
     if len(w) != ndim:
         raise ValueError(f"{what} has {len(w)} entries for a {ndim}-D grid")
     if any(x < 0 for x in w):
@@ -77,21 +108,50 @@ def global_index(i: int, n: int, halo: int, coord: int, size: int, periodic: boo
     return (g - halo) % size if periodic else g
 
 
-def owned_range(n: int, halo: int, coord: int, dims: int, periodic: bool) -> Range:
-    """The local indices whose global points this rank owns (they tile the global grid)."""
+def owned_range(n: int, halo: int, coord: int, dims: int, periodic: bool, size: int | None = None) -> Range:
+    """The local indices whose global points this rank owns (they tile the global grid).
+
+    ``size`` is the array's extent along the dimension when it is staggered (``n + s``,
+    see :func:`stagger`; default ``n``): the last rank then owns up to its end. Along a
+    periodic dimension only an unstaggered array tiles the global grid this way."""
+    size = n if size is None else size
     if periodic:
         return halo, n - halo
-    return (0 if coord == 0 else halo), (n if coord == dims - 1 else n - halo)
+    return (0 if coord == 0 else halo), (size if coord == dims - 1 else n - halo)
 
 
-def send_ranges(n: int, halo: int) -> tuple[Range, Range]:
-    """(to the left neighbour, to the right neighbour): the planes just inside the halos."""
-    return (halo, 2 * halo), (n - 2 * halo, n - halo)
+def stagger(n: int, size: int) -> int:
+    """How much longer than the grid's local extent ``n`` an array's extent ``size`` is
+    (``+1`` for a field on the cells' faces, ``-1`` on their centres, as ImplicitGlobalGrid's
+    staggered arrays). Its overlap with a neighbour is then ``2 * halo + s`` planes."""
+    return size - n
 
 
-def recv_ranges(n: int, halo: int) -> tuple[Range, Range]:
-    """(from the left neighbour, from the right neighbour): the halo planes."""
-    return (0, halo), (n - halo, n)
+def has_halo(n: int, size: int) -> bool:
+    """Whether an array of extent ``size`` has halos along a dimension of local extent ``n``:
+    its overlap ``2 * halo + s`` is at least ``2 * halo`` (ImplicitGlobalGrid's rule; a
+    shorter array only overlaps its neighbour and is not exchanged along it)."""
+    return stagger(n, size) >= 0
+
+
+def send_ranges(n: int, halo: int, size: int | None = None) -> tuple[Range, Range]:
+    """(to the left neighbour, to the right neighbour): the planes just inside the halos of an
+    array of extent ``size`` (default ``n``) along a dimension of local extent ``n``. The
+    right neighbour's first plane is global plane ``n - 2 * halo`` here whatever the
+    staggering, so the planes sent to the left move with it: ``halo + s`` onwards."""
+    s = stagger(n, n if size is None else size)
+    return (halo + s, 2 * halo + s), (n - 2 * halo, n - halo)
+
+
+def recv_ranges(size: int, halo: int) -> tuple[Range, Range]:
+    """(from the left neighbour, from the right neighbour): the halo planes of an array of
+    extent ``size``."""
+    return (0, halo), (size - halo, size)
+
+
+def array_global_size(n: int, halo: int, dims: int, periodic: bool, size: int) -> int:
+    """The global extent of an array of local extent ``size`` (staggered by ``size - n``)."""
+    return global_size(n, halo, dims, periodic) + stagger(n, size)
 
 
 def local_shape_for(global_shape: Sequence[int], halo: int, dims: Sequence[int],

@@ -397,8 +397,8 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
     ``hg*G .. hg*G + G - 1`` (``r = b * (q_heads / G) + hg``; they share one KV head, whose
     rows are read once for all G) over keys [c*chunk, (c+1)*chunk). ``direct`` (one chunk):
     writes the normalized rows to ``out``; else each head's unnormalized ``acc`` to
-    ``part[b*q_heads + h, c, :]`` and its (m, l) to ``ml[..., c, :]``. A key count outside
-    1..max_len gives NaN. The G heads' scores of a key share its row's loads (``dot_heads``);
+    ``part[b*q_heads + h, c, :]`` and its (m, l) to ``ml[..., c, :]``. A key count of 0 gives 0
+    (no key, as a row that sees none in flash_attention); one outside 0..max_len NaN. The G heads' scores of a key share its row's loads (``dot_heads``);
     both products are ``tk.fma``, with which GCC keeps the G heads' ``p @ V`` accumulators in
     registers across a tile's keys (docs/llm.md "Attention")."""
     r, c = tk.index(tk.Global, tk.Cartesian)
@@ -411,7 +411,7 @@ def _fd_part(part, ml, out, q: tk.Const, kc: tk.Const, vc: tk.Const, kv_len: tk.
     n = n_int
     if use_arr:             # kv_len[b], or kv_len[0] for a [1] array
         n += kv_len[min(b, kv_len.shape[0] - 1)]
-    bad = n < 1 or n > L
+    bad = n < 0 or n > L
     lo = c * chunk
     hi = min(lo + chunk, n)
     if bad:
@@ -705,10 +705,12 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
     multiple of ``kv_heads``: grouped-query; the caches may be float32/float16/bfloat16 and
     of another dtype than q). The result has q's shape and dtype.
 
-    ``kv_len``: the key count, a Python int (1..max_len), or a device-resident int32 array
+    ``kv_len``: the key count, a Python int (0..max_len), or a device-resident int32 array
     of shape [1] or [batch] (e.g. the counter of :func:`tinykernels.llm.new_counter`) read
     inside the kernels, so the launches do not depend on its value; ``n = kv_len[b] +
-    offset``. A device count outside 1..max_len makes that row NaN. ``splits``: how many
+    offset``. No key (``n == 0``) gives 0, as torch's SDPA over an empty key set and
+    :func:`flash_attention` with no visible key; a device count outside 0..max_len makes that
+    row NaN. ``splits``: how many
     chunks the keys are split into (default by backend and cache length); ``splits=1``
     allocates no scratch memory."""
     res = _decode_fast(q, k_cache, v_cache, kv_len, scale, out, offset, splits) if stream is None else None
@@ -737,7 +739,7 @@ def flash_decode(q, k_cache, v_cache, kv_len, scale: float | None = None, out=No
         C.require(isinstance(kv_len, (int, np.integer)) and not isinstance(kv_len, bool), fn, "kv_len",
                   f"expected an int or an int32 array, got {type(kv_len).__name__}")
         n_int = int(kv_len) + int(offset)
-        C.require(1 <= n_int <= L, fn, "kv_len", f"expected 1 to {L} keys (the caches' length), got {n_int}")
+        C.require(0 <= n_int <= L, fn, "kv_len", f"expected 0 to {L} keys (the caches' length), got {n_int}")
     C.require(splits is None or (isinstance(splits, (int, np.integer)) and not isinstance(splits, bool)
                                  and splits >= 1), fn, "splits", f"expected an int >= 1, got {splits!r}")
     sc = _check_scale(fn, scale, D)
@@ -781,7 +783,7 @@ _I32 = np.dtype(np.int32)
 def _decode_fast(q, k_cache, v_cache, kv_len, scale, out, offset, splits):
     """The host fast path of :func:`flash_decode` (as ``_common.host_same``): host ``q`` [B,
     H, D] and caches [B, KVH, L, D] (float32/float16, H a multiple of KVH, 1 <= D <=
-    MAX_HEAD_DIM), a Python int ``kv_len`` (1 <= kv_len + offset <= L) or an int32 [1] or [B]
+    MAX_HEAD_DIM), a Python int ``kv_len`` (0 <= kv_len + offset <= L) or an int32 [1] or [B]
     counter, ``out`` of q's shape and dtype sharing no memory with the inputs (or not given:
     a new one like ``q``), int ``offset`` and ``splits``, a float or default ``scale``: the
     general path's launches (:func:`_decode_launch`). The result, or None where it does not
@@ -803,7 +805,7 @@ def _decode_fast(q, k_cache, v_cache, kv_len, scale, out, offset, splits):
     if arr_len and (hl[0].dtype != _I32 or hl[0].ndim != 1 or hl[0].shape[0] not in (1, B)):
         return None
     n_int = offset if arr_len else kv_len + offset
-    if not arr_len and not 1 <= n_int <= ks[2]:
+    if not arr_len and not 0 <= n_int <= ks[2]:
         return None
     res, ho = (out, ho) if ho is not None else C.host_new(q, hq.shape, hq.dtype)
     if ho.shape != hq.shape or ho.dtype is not hq.dtype or C.may_share_memory(ho, hq) \

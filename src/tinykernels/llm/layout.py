@@ -467,7 +467,8 @@ def _transpose_fast(x, axes, out):
     C-contiguous, sharing no memory with it (or not given: a new one like ``x``), on one CPU
     backend, ``axes`` None or (1, 0): the general path's ``_transpose_cpu``. The caller passes
     only calls with the default stream; the result, or None where it does not apply."""
-    host = C.host_args(out, x) if (axes is None or type(axes) is tuple and axes == (1, 0)) \
+    host = C.host_args(out, x) if (axes is None or type(axes) is tuple and axes == (1, 0)
+                                   and type(axes[0]) is int and type(axes[1]) is int) \
         and C.ROW_GROUP is None else None
     if host is None:
         return None
@@ -496,7 +497,9 @@ def transpose(x, axes=None, out=None, stream=None):
     C.require_supported(backend, dt, fn, "x")
     n = len(shape)
     axes = tuple(range(n))[::-1] if axes is None else axes
-    ok = isinstance(axes, (tuple, list)) and all(isinstance(a, (int, np.integer)) for a in axes)
+    if isinstance(axes, np.ndarray) and axes.ndim == 1:        # NumPy takes an array of axes too
+        axes = tuple(axes.tolist())
+    ok = isinstance(axes, (tuple, list)) and all(C.is_int(a) for a in axes)
     C.require(ok and sorted(int(a) % n if -n <= a < n else -1 for a in axes) == list(range(n)), fn, "axes",
               f"expected a permutation of the {n} axes, got {axes!r}")
     axes = tuple(int(a) % n for a in axes)
