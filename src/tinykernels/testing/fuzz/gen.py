@@ -1115,12 +1115,8 @@ class Gen(ByteRuns):
         w = self.fresh("w")
         self.emit(f"{w} = 0")
         self.declare(Var(w, "pyint", mutable=False))
-        funcs, self.funcs = self.funcs, []          # no @tk.func calls in while conditions
-        try:
-            b = self.small_bound(False, 5)
-            c = self.cond(1)
-        finally:
-            self.funcs = funcs
+        b = self.small_bound(False, 5)
+        c = self.cond(1)                            # @tk.func calls too: they run before every test
         form = self.r.random()
         head = f"{w} < {b.code}" if form < 0.3 else f"{w} < {b.code} and {c.code}" if form < 0.7 else \
             f"{c.code} and {w} < {b.code}"
