@@ -256,3 +256,43 @@ def test_while_condition_with_statements_around_barriers(b):
         nb = np.roll(x.reshape(2, 4), -1, 1).ravel()
         np.testing.assert_array_equal(o, nb * sum(range(1, trips + 1)))
 
+
+# --- a run-time range() step of zero: no iteration; debug and check mode report the line
+
+@tk.kernel
+def zero_step(o, a: tk.int32, b: tk.int32, s: tk.int32):
+    i = tk.index()
+    n = 0
+    for k in range(a, b, s):                 # line reported in debug / check mode
+        n += 1
+    o[i] = n
+
+
+@pytest.mark.parametrize("b", ALL, ids=lambda b: b.name)
+def test_zero_range_step_runs_no_iteration(b):
+    if getattr(b, "check", False):
+        pytest.skip("check mode reports it (below)")
+    for lo, hi in ((0, 5), (5, 0), (3, 3)):   # 5 > 0 would divide by the zero step in C
+        o = _launch(zero_step(b), b, [np.full(3, -1, np.int32)], (np.int32(lo), np.int32(hi), np.int32(0)), 3)[0]
+        assert o.tolist() == [0, 0, 0], (lo, hi)
+    o = _launch(zero_step(b), b, [np.zeros(3, np.int32)], (np.int32(5), np.int32(0), np.int32(-2)), 3)[0]
+    assert o.tolist() == [3, 3, 3]
+
+
+def _debug_backends():
+    out = [tk.Interpreter(check=True), tk.CPU(debug=True)]
+    have = tk.backends()
+    if have.get("OpenCL", (False,))[0]:
+        out.append(tk.OpenCL(debug=True))
+    if have.get("WebGPU", (False,))[0]:
+        out.append(tk.WebGPU(debug=True))
+    return out
+
+
+@pytest.mark.parametrize("b", _debug_backends(), ids=lambda b: b.name)
+def test_zero_range_step_is_an_error_naming_the_line_in_debug_and_check_mode(b):
+    with pytest.raises(ValueError, match=r"kernel 'zero_step' at .*test_regressions\.py:\d+.*range\(\) step is zero") as ei:
+        _launch(zero_step(b), b, [np.zeros(3, np.int32)], (np.int32(0), np.int32(5), np.int32(0)), 3)
+    line = int(str(ei.value).split("test_regressions.py:")[1].split()[0].rstrip(":,"))
+    with open(__file__) as f:
+        assert "for k in range(a, b, s)" in f.read().splitlines()[line - 1]

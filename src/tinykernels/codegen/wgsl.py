@@ -2286,6 +2286,8 @@ class WGSLRenderer:
                 self.w(down)
             else:
                 self.w(f"if ({step} > 0i) {{ {up} }} else if ({step} < 0i) {{ {down} }}")
+        if sign == 0 and self.k.debug:          # a run-time zero step: reported (it runs no iteration)
+            self.w(f"if ({step} == {rt}(0)) {{ _ = tk_oob({N.site_id(self.k, s.loc)}i, -1i, 1i, 0i, 0i, 0i, 1i, 0i, 1i); }}")
         k = f"{n}_k"
         self.w(f"for (var {k}: u32 = 0u; {k} < {trip}; {k} = {k} + 1u) {{")
         self.depth += 1
