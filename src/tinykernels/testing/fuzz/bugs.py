@@ -35,6 +35,14 @@ FIXED_BUGS = {
         "times pi/2 in three float pieces), so the builtins see |r| <= pi/4 and pick the quadrant "
         "(codegen/wgsl.py, wgpu15); the WebGPU profile takes sin/cos/tan of any argument again (it wrapped them "
         "in math.fmod(x, 3.0))"),
+    'wgsl-trig-zeros': ("WebGPU: sin/cos/tan next to a zero of sin or cos (x near k pi/2, |x| < 8192) lost "
+                        "their relative accuracy: `math.cos(3 * math.pi / 2)` 6 ulp off on lavapipe (the "
+                        "fuzzer's limit is 4), the floats next to k pi/2 up to 688 ulp (sin, cos) and 985 "
+                        "(tan): below 8192 the prelude called the builtins, whose reduction keeps about 32 "
+                        "bits of pi/2",
+        "fixed: the exact reduction (tk_rem_pio2) runs from |x| = 25/32 on, the builtins only see "
+        "|r| <= pi/4 (codegen/wgsl.py _TRIG_REDUCE_FROM, bugs16); tests/test_webgpu.py checks the floats "
+        "around every k pi/2 below 8300"),
     'wgsl-int-local-zero': ("WebGPU (lavapipe's NIR): an integer or bool local holding a constant (`v = 0`, "
                             "`v = ~True`), converted to float where it meets a float (`x *= v`), was propagated "
                             "through the conversion and `x * 0.0` folded to 0.0 (NaN, inf and negative x; fuzzer "
