@@ -296,3 +296,74 @@ def test_zero_range_step_is_an_error_naming_the_line_in_debug_and_check_mode(b):
     line = int(str(ei.value).split("test_regressions.py:")[1].split()[0].rstrip(":,"))
     with open(__file__) as f:
         assert "for k in range(a, b, s)" in f.read().splitlines()[line - 1]
+
+
+# --- tk.uniform of a function holding a barrier, collective or tk.uniform (nested uniform)
+
+@tk.func
+def _synced(x, i):
+    tk.synchronize()
+    return x[i] * 2.0
+
+
+@tk.func
+def _printed_uniform(x, i):
+    tk.print("evaluated", i)
+    return tk.uniform(x[i]) + 1.0
+
+
+@tk.func
+def _branchy_reduce(x, i):
+    if x[i] > 100.0:
+        return 0.0
+    return tk.group_reduce(x[i], "add")
+
+
+@tk.func
+def _group_sum(x, i):
+    return tk.group_reduce(x[i], "add")
+
+
+@tk.kernel
+def uniform_of_barrier(o, x: tk.Const):
+    i = tk.index()
+    o[i] = tk.uniform(_synced(x, i))
+
+
+@tk.kernel
+def uniform_of_uniform_with_print(o, x: tk.Const):
+    i = tk.index()
+    o[i] = tk.uniform(_printed_uniform(x, i))
+
+
+@tk.kernel
+def uniform_of_branchy_reduce(o, x: tk.Const):
+    i = tk.index()
+    o[i] = tk.uniform(_branchy_reduce(x, i))
+
+
+@tk.kernel
+def uniform_of_collectives(o, x: tk.Const):
+    i = tk.index()
+    o[i, 0] = tk.uniform(_group_sum(x, i))                      # every item takes part
+    o[i, 1] = tk.uniform(tk.group_reduce(x[i], "max"))
+    o[i, 2] = tk.uniform(x[tk.uniform(i) + 1] + 1.0)            # nested, no side effects
+
+
+@pytest.mark.parametrize("b", ALL, ids=lambda b: b.name)
+def test_uniform_of_what_every_item_must_reach(b):
+    """A barrier in tk.uniform's argument, or a collective / tk.uniform under a func's control
+    flow or beside side effects, is a CompileError on every backend (the interpreter evaluates
+    the argument in one work item: it gave per-item values for the barrier and ran the print
+    once per group where the compiled code ran it in every item); a collective or tk.uniform
+    at the argument's top level without side effects runs in every item, the same everywhere."""
+    x = np.arange(8, dtype=np.float32)
+    for k, what in ((uniform_of_barrier, r"tk\.synchronize\(\)"), (uniform_of_uniform_with_print, r"tk\.uniform\(\)"),
+                    (uniform_of_branchy_reduce, r"tk\.group_reduce\(\)")):
+        with pytest.raises(tk.CompileError, match=rf"argument of tk\.uniform\(\) reaches {what} \(line \d+\).*"
+                                                  r"compute it before tk\.uniform\(\)"):
+            _launch(k(b, 4), b, [np.zeros(8, np.float32), x], ndrange=8)
+    o = _launch(uniform_of_collectives(b, 4), b, [np.zeros((8, 3), np.float32), x], ndrange=8)[0]
+    np.testing.assert_array_equal(o[:, 0], np.repeat([6.0, 22.0], 4))
+    np.testing.assert_array_equal(o[:, 1], np.repeat([3.0, 7.0], 4))
+    np.testing.assert_array_equal(o[:, 2], np.repeat([2.0, 6.0], 4))

@@ -67,8 +67,10 @@ FIXED_BUGS = {
                              "were emitted as ordinary item-level statements before the uniform",
         "fixed: the frontend guards the statements a tk.uniform argument emits with `if local index == "
         "tk.uniform(local index)`, so only the evaluating item (the first running one, on every backend) runs "
-        "them and the uniform reads its result (frontend/intrinsics.py _in_evaluating_item); still open: an "
-        "argument whose function itself calls tk.uniform (or holds a barrier or collective) is left unguarded"),
+        "them and the uniform reads its result (frontend/intrinsics.py _in_evaluating_item); an argument that "
+        "reaches a barrier, or a collective / tk.uniform under a function's control flow or beside side effects, "
+        "is a CompileError since bugs16 (it was left unguarded; a collective or tk.uniform without side effects "
+        "runs in every item)"),
     'ifexp-side-effects': ("a conditional expression `a if c else b` (and the right operand of `and`/`or`) ran the "
                            "statements of both sides on the compiled backends: a @tk.func's stores, prints or "
                            "guarded loads in the side not chosen happened anyway (fuzzer seed 44000733, --print)",
