@@ -268,11 +268,18 @@ def zero_step(o, a: tk.int32, b: tk.int32, s: tk.int32):
     o[i] = n
 
 
-@pytest.mark.parametrize("b", ALL, ids=lambda b: b.name)
+def _with_jax():
+    try:
+        return ALL + [tk.backend("JAX")]
+    except tk.BackendUnavailable:       # no JAX on this machine
+        return ALL
+
+
+@pytest.mark.parametrize("b", _with_jax(), ids=lambda b: b.name)
 def test_zero_range_step_runs_no_iteration(b):
     if getattr(b, "check", False):
         pytest.skip("check mode reports it (below)")
-    for lo, hi in ((0, 5), (5, 0), (3, 3)):   # 5 > 0 would divide by the zero step in C
+    for lo, hi in ((0, 5), (5, 0), (3, 3)):   # 5 > 0 divided by the zero step in C, ran 5 trips on JAX
         o = _launch(zero_step(b), b, [np.full(3, -1, np.int32)], (np.int32(lo), np.int32(hi), np.int32(0)), 3)[0]
         assert o.tolist() == [0, 0, 0], (lo, hi)
     o = _launch(zero_step(b), b, [np.zeros(3, np.int32)], (np.int32(5), np.int32(0), np.int32(-2)), 3)[0]
