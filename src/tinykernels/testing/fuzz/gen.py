@@ -1116,7 +1116,13 @@ class Gen(ByteRuns):
         self.emit(f"{w} = 0")
         self.declare(Var(w, "pyint", mutable=False))
         b = self.small_bound(False, 5)
-        c = self.cond(1)                            # @tk.func calls too: they run before every test
+        c = self.cond(1)
+        singles = [f[2][0] for f in self.funcs if len(f[2]) == 1]
+        if singles and self.chance(0.3):            # a @tk.func call: it runs before every test
+            try:
+                c = self.x_func(self.pick(singles), 1, False)
+            except _Retry:
+                pass
         form = self.r.random()
         head = f"{w} < {b.code}" if form < 0.3 else f"{w} < {b.code} and {c.code}" if form < 0.7 else \
             f"{c.code} and {w} < {b.code}"
