@@ -374,3 +374,25 @@ def test_uniform_of_what_every_item_must_reach(b):
     np.testing.assert_array_equal(o[:, 0], np.repeat([6.0, 22.0], 4))
     np.testing.assert_array_equal(o[:, 1], np.repeat([3.0, 7.0], 4))
     np.testing.assert_array_equal(o[:, 2], np.repeat([2.0, 6.0], 4))
+
+
+@tk.func
+def _left(c, i):
+    if i > 2:
+        return 0
+    return 3 - c[i]
+
+
+@tk.kernel
+def while_func_cond_item_barrier(o, c):
+    i = tk.index()
+    while _left(c, i) > 0:                   # depends on the work item: cannot hold a barrier
+        tk.synchronize()
+        c[i] += 1
+    o[i] = 1
+
+
+def test_item_dependent_while_condition_with_statements_around_a_barrier_names_the_condition():
+    with pytest.raises(tk.CompileError, match=r"this while condition depends on the work item, but its loop "
+                                              r"contains tk\.synchronize\(\)"):
+        while_func_cond_item_barrier(tk.CPU(), 4)(np.zeros(4, np.int32), np.zeros(4, np.int32), ndrange=4)
