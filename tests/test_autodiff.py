@@ -372,3 +372,39 @@ def test_api_misuse_is_a_clear_error():
         tk.autodiff(tk.Reverse, inner, y, x, tk.Active(2.0))
     # the failed call left no recording behind
     assert tk.autodiff(tk.Reverse, lambda *p: scale_into(CPU)(*p, ndrange=4), y, x, tk.Active(2.0))[0] != 0
+
+
+@tk.func
+def _step_size(g, x):
+    if g > 10.0:                        # a func with statements, called in the while condition
+        return g * 0.0 + 1.0
+    return math.sin(g) * x + 2.0
+
+
+@tk.kernel
+def grow_func_cond(y, x: tk.Const):
+    i = tk.index()
+    g = x[i]
+    k = 0
+    while g < 30.0 - _step_size(g, x[i]) and k < 40:   # statements in the condition, a value in it too
+        g = g * 1.5 + math.sin(g) * x[i] * 0.1
+        k += 1
+        if g > 25.0:
+            continue                    # tests the condition (and runs its func) again
+        g = g + 0.5 * x[i]
+    y[i] = g
+
+
+def test_while_loop_whose_condition_runs_a_func():
+    """The condition's statements run before every test (``while True: ...; if not c: break``):
+    both modes against finite differences (and forward against reverse)."""
+    x = RNG.uniform(1.0, 3.0, 30)
+    tk.gradcheck(lambda y, x_: grow_func_cond(CPU)(y, x_, ndrange=30), D(np.zeros(30), RNG.standard_normal(30)),
+                 D(x), eps=1e-7, rtol=1e-5)
+    run = lambda y, x_: grow_func_cond(CPU)(y, x_, ndrange=30)  # noqa: E731
+    dx = np.zeros(30)
+    tk.autodiff(tk.Reverse, run, tk.Duplicated(np.zeros(30), np.ones(30)), tk.Duplicated(x.copy(), dx))
+    dy = np.zeros(30)                   # elementwise: both modes give the diagonal
+    tk.autodiff(tk.Forward, run, tk.Duplicated(np.zeros(30), dy), tk.Duplicated(x.copy(), np.ones(30)))
+    np.testing.assert_allclose(dy, dx, rtol=1e-12)
+    assert np.all(dx != 0.0)

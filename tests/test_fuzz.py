@@ -1364,6 +1364,18 @@ def test_bug_wgsl_trig_of_large_arguments():
     assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (got, want)
 
 
+# fixed: wgsl-trig-zeros
+# (cos(3 pi/2) 6 ulp off on lavapipe: the builtins' own reduction below 8192)
+@needs_webgpu
+def test_bug_wgsl_trig_next_to_zeros():
+    x = np.float32([3 * np.pi / 2, np.pi, 2238.3848, 4476.7695, 252.89821])
+    got = _run(k_wgsl_trig_range, "WEBGPU", [np.zeros((len(x), 3), np.float32), x])[0]
+    x64 = x.astype(np.float64)
+    want = np.stack([np.sin(x64), np.cos(x64), np.tan(x64)], 1).astype(np.float32)
+    ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want)).astype(np.float64)
+    assert ulps.max() <= 3, (got, want, ulps)
+
+
 @tk.kernel
 def k_wgsl_repeated_operand(o, f, a: tk.Const, b: tk.Const):
     i = tk.index()

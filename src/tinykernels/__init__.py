@@ -49,7 +49,7 @@ _LAZY = {
     "JAX": ("backends", "JAX"), "ROCm": ("backends", "ROCm"), "Metal": ("backends", "Metal"),
     "Interpreter": ("runtime.interp", "Interpreter"),
     **{n: ("runtime.interp", n) for n in ("DataRaceError", "DivergentBarrierError", "KernelCheckError",
-                                               "KernelIndexError", "UninitializedReadError")},
+                                               "KernelIndexError", "UninitializedReadError", "ZeroStepError")},
     **{n: ("autodiff", n) for n in ("Active", "Duplicated", "Forward", "Reverse", "adjoint", "autodiff",
                                     "gradcheck")},
 }

@@ -367,6 +367,13 @@ class CLikeRenderer:
 
     oob_prefix = ""     # extra leading argument of tk_oob (an error buffer on devices)
 
+    def zero_step_check(self, s: N.For) -> str | None:
+        """Debug mode: a call that reports the run-time zero step of the range loop ``s`` (through
+        tk_oob with array id -1, which the launch raises as a ValueError naming the line), or None."""
+        if not self.k.debug:
+            return None
+        return f"tk_oob({self.oob_prefix}{N.site_id(self.k, s.loc)}, -1, 1, 0, 0, 0, 1, 0, 1)"
+
     def collective_parts(self, s: N.Collective) -> tuple:
         """(identity, combine expression of ``acc`` and ``x``) of a group reduction or scan."""
         sfx = self.fsuffix(s.ty.dtype)
@@ -458,8 +465,11 @@ class CLikeRenderer:
                 f"((uint64_t)0 - (uint64_t){step}) + 1u : 0u)")
         if isinstance(s.step, N.Const):
             trips = up if s.step.value > 0 else down
-        else:
-            trips = f"({step} > 0 ? {up} : {down})"
+        else:           # a run-time step of zero runs no iteration (and never divides by zero)
+            trips = f"({step} > 0 ? {up} : {step} < 0 ? {down} : 0u)"
+            zero = self.zero_step_check(s)
+            if zero:
+                self.w(f"  if ({step} == 0) (void){zero};")
         self.w(f"  const uint64_t {n} = {trips};")
         hook = self.loop_started(s, n)
         self.w(f"  for (uint64_t {k} = 0; {k} < {n}; ++{k}) {{")

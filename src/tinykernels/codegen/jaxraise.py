@@ -803,7 +803,7 @@ def _trips(start, stop, step, up: bool, down: bool):
         elif down:
             r = dn
         else:
-            r = xp.where(step > 0, upn, dn)
+            r = xp.where(step > 0, upn, xp.where(step < 0, dn, np.uint64(0)))    # a zero step: none
     return r[()] if not _is_traced(r) and np.ndim(r) == 0 else r
 
 

@@ -695,9 +695,11 @@ def _two_over_pi_words(n: int) -> list:
     return [(v >> (32 * (n - 1 - j))) & 0xffffffff for j in range(n)]
 
 
-#: |x| from which sin/cos/tan reduce their argument exactly before calling the builtin:
-#: lavapipe's builtins are within an ulp or two below it (docs/webgpu.md).
-_TRIG_REDUCE_FROM = 8192.0
+#: |x| from which sin/cos/tan reduce their argument exactly before calling the builtin (25/32,
+#: just below pi/4): lavapipe's builtins reduce with pi/2 to about 32 bits, so next to a zero of
+#: sin/cos (x near k pi/2) their results lost relative accuracy already from k = 3 (cos(3 pi/2)
+#: 6 ulp off, 688 ulp near 2238; docs/webgpu.md). Below it they are within an ulp.
+_TRIG_REDUCE_FROM = 0.78125
 
 
 def _f32_bits(v: float) -> int:
@@ -739,7 +741,7 @@ fn tk_2opi_bits(k: i32) -> u32 {{   // the 32 bits of 2/pi of weights 2^-k .. 2^
     if (s == 0u) {{ return a; }}
     return (a << s) | (b >> (32u - s));
 }}
-fn tk_rem_pio2(ax: f32) -> vec2<f32> {{   // ax finite, >= 1: (r, q mod 4)
+fn tk_rem_pio2(ax: f32) -> vec2<f32> {{   // ax finite, >= 0.5: (r, q mod 4)
     let u = bitcast<u32>(ax);
     let e = i32(u >> 23u) - 150i;                 // ax = m * 2^e
     let m = (u & 0x7fffffu) | 0x800000u;
@@ -2286,6 +2288,8 @@ class WGSLRenderer:
                 self.w(down)
             else:
                 self.w(f"if ({step} > 0i) {{ {up} }} else if ({step} < 0i) {{ {down} }}")
+        if sign == 0 and self.k.debug:          # a run-time zero step: reported (it runs no iteration)
+            self.w(f"if ({step} == {rt}(0)) {{ _ = tk_oob({N.site_id(self.k, s.loc)}i, -1i, 1i, 0i, 0i, 0i, 1i, 0i, 1i); }}")
         k = f"{n}_k"
         self.w(f"for (var {k}: u32 = 0u; {k} < {trip}; {k} = {k} + 1u) {{")
         self.depth += 1

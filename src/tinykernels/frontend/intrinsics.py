@@ -341,12 +341,32 @@ def _in_evaluating_item(lw, node, stmts: list, x: N.Expr) -> N.Expr:
     """Emits ``stmts`` (what a ``tk.uniform`` argument ``x`` needs) guarded to run only in the
     work item that evaluates the uniform, the group's first running one (whose local index a
     uniform of the local index gives), and returns a local holding ``x`` there (zero in the
-    other items, which never read it). Statements that every item must reach (a barrier, a
-    collective, a nested tk.uniform) keep them all unguarded, run by every item (open: the
-    uniformity check would reject them under the guard)."""
-    if any(_reached_by_all(s) for s in N.walk_stmts(stmts)):
-        lw.out.extend(stmts)
-        return x
+    other items, which never read it).
+
+    A statement every item must reach (a barrier, a collective, a nested tk.uniform) cannot
+    run in one item. A collective or tk.uniform at the argument's top level (written in it,
+    ``tk.uniform(tk.group_reduce(v, op))``, ``tk.uniform(x[tk.uniform(j)])``, or at the top
+    level of a @tk.func it calls) runs in every item with the rest of the statements, which is
+    right without side effects; a barrier, one under a @tk.func's control flow, or one beside
+    stores, atomics or prints is a CompileError (the interpreter disagreed on each: per-item
+    values, or side effects once per group where the compiled code ran them in every item)."""
+    held = [s for s in N.walk_stmts(stmts) if _reached_by_all(s)]
+    if held:
+        top = {id(s) for s in stmts}
+        bad = next((s for s in held if id(s) not in top or isinstance(s, N.Barrier)), None)
+        if bad is None and _has_effects(stmts):
+            bad = held[0]
+        if bad is None:
+            lw.out.extend(stmts)
+            return x
+        what = ("tk.synchronize()" if isinstance(bad, N.Barrier) else
+                f"tk.group_{'reduce' if bad.kind == 'reduce' else 'scan'}()" if isinstance(bad, N.Collective)
+                else "tk.uniform()")
+        raise lw.err(node, f"the argument of tk.uniform() reaches {what} (line {bad.loc.line}), which every work "
+                           "item of the group must reach, but one work item evaluates the argument (a barrier, "
+                           "a collective or tk.uniform() under a @tk.func's control flow, or beside stores, "
+                           "atomics or prints, cannot be evaluated so): compute it before tk.uniform() (the "
+                           "result of a collective or a tk.uniform() is uniform already)")
     loc, t = lw.loc(node), lw.weak_int()
     lid = N.Index(t, loc, "local_linear")
     who, val = lw.fresh("uniform_item"), lw.fresh("uniform_arg")
@@ -356,6 +376,16 @@ def _in_evaluating_item(lw, node, stmts: list, x: N.Expr) -> N.Expr:
     is_who = N.Compare(Ty(D.bool_, False), loc, "==", lid, N.Var(lw.types[who], loc, who))
     lw.emit(N.If(loc, is_who, stmts + [N.Assign(loc, val, x)], []))
     return N.Var(x.ty, loc, val)
+
+
+_NO_EFFECT = (N.Assign, N.If, N.For, N.While, N.Break, N.Continue, N.FuncBlock, N.FuncExit, N.Barrier,
+              N.Collective, N.AllocArray)
+
+
+def _has_effects(stmts: list) -> bool:
+    """Whether ``stmts`` may store, update atomically or print (any other kind of statement counts)."""
+    return any(not isinstance(s, _NO_EFFECT) for s in N.walk_stmts(stmts)) or \
+        any(isinstance(e, N.Atomic) for e in N.walk_exprs(stmts))
 
 
 def _reached_by_all(s) -> bool:

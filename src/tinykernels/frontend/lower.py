@@ -404,13 +404,18 @@ class Lowerer:
             raise self.err(s, "'while ... else' is not supported in kernels")
         saved, self.out = self.out, []
         cond = self.truth(self.expr(s.test), s.test)
-        if self.out:
-            raise self.err(s.test, "this call cannot be used in a while condition; compute it in the loop body")
-        self.out = saved
+        test, self.out = self.out, saved
         self.frame.loop_depth += 1
         body = self.block(s.body)
         self.frame.loop_depth -= 1
-        self.emit(N.While(self.loc(s), cond, body))
+        loc = self.loc(s)
+        if test:
+            # the condition emitted statements (a @tk.func's body, an atomic, a chain's copy):
+            # ``while True: <test>; if not cond: break; <body>``, so they run once per test and
+            # a ``continue`` tests again
+            leave = N.If(loc, N.Unary(Ty(D.bool_), loc, "not", self.strong_bool(cond)), [N.Break(loc, True)])
+            body, cond = test + [leave] + body, N.Const(Ty(D.bool_), loc, True)
+        self.emit(N.While(loc, cond, body))
 
     def s_Break(self, s):
         self.emit(N.Break(self.loc(s)))

@@ -222,7 +222,8 @@ class While(Stmt):
 
 @dataclass
 class Break(Stmt):
-    pass
+    #: the break of ``while True: <test>; if not cond: break`` (a while condition with statements)
+    test: bool = False
 
 
 @dataclass

@@ -130,7 +130,8 @@ def check_barriers(k: N.Kernel, u: set) -> None:
                 w = why if why is not None or uni else s.loc
                 if w is None and _contains_sync(s.body) and _has_divergent_jump(s.body, u, all_funcs=False):
                     jump = _first_divergent_jump(s.body, u)
-                    what = "return" if isinstance(jump, N.FuncExit) else "break/continue"
+                    what = "return" if isinstance(jump, N.FuncExit) else \
+                        "while condition" if getattr(jump, "test", False) else "break/continue"
                     raise _error(jump.loc, f"this {what} depends on the work item, but its loop "
                                  "contains tk.synchronize(): every work item must run the same iterations", k.name)
                 visit(s.body, w)

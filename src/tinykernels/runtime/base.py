@@ -168,9 +168,11 @@ def _check_debug(c, name: str) -> None:
     if buf[0]:
         c.lib.tk_clear_error()
         site, arr, nd = buf[1], buf[2], buf[3]
+        where = f"kernel '{name}' at {N.site_text(c.sites[site]) if 0 <= site < len(c.sites) else '?'}"
+        if arr == -1:       # codegen clike/wgsl zero_step_check
+            raise ValueError(f"{where}: range() step is zero (the loop runs no iteration outside check and debug mode)")
         aname = c.array_names[arr] if 0 <= arr < len(c.array_names) else "?"
         aname = aname if not aname.startswith("_") else "local/private array"
-        where = f"kernel '{name}' at {N.site_text(c.sites[site]) if 0 <= site < len(c.sites) else '?'}"
         if nd > 15:         # more than three dimensions: the buffer holds axes 0, 1 and the bad one
             nd, axis = nd & 15, nd >> 4
             axis = next((d for d in (0, 1) if not 0 <= buf[4 + 2 * d] < buf[5 + 2 * d]), axis)

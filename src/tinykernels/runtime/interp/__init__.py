@@ -11,4 +11,4 @@ It runs the kernel's own Python code, one work item at a time (the reference sem
 """
 from .backend import Interpreter, InterpreterKernelInstance  # noqa: F401
 from .errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,  # noqa: F401
-                     UninitializedReadError)
+                     UninitializedReadError, ZeroStepError)

@@ -32,7 +32,7 @@ from ... import dtypes as D
 from ...errors import CompileError, LaunchError
 from ..base import RECORDERS, Backend, KernelInstance, bind_launch_args, check_stream
 from .errors import (DataRaceError, DivergentBarrierError, KernelCheckError, KernelIndexError,
-                     UninitializedReadError)
+                     UninitializedReadError, ZeroStepError)
 from .context import RETURNED_VALUE, Group, Item, KernelContext, unravel
 from .memory import make_array
 from .ops import cast, collective, dtype_cast
@@ -41,7 +41,7 @@ from ..streams import Event, completed_event
 from ...tracebacks import USER_ERRORS, prepare
 
 __all__ = ["Interpreter", "InterpreterKernelInstance", "KernelCheckError", "KernelIndexError",
-           "UninitializedReadError", "DataRaceError", "DivergentBarrierError", "run_kernel"]
+           "UninitializedReadError", "DataRaceError", "DivergentBarrierError", "ZeroStepError", "run_kernel"]
 
 
 class InterpreterKernelInstance(KernelInstance):

@@ -23,7 +23,7 @@ from ... import lang
 from ... import random as tkrandom
 from . import ops as O
 from ...ir.nodes import site_text
-from .errors import KernelCheckError, site_loc, where_site
+from .errors import KernelCheckError, ZeroStepError, site_loc, where_site
 from .memory import KArray, RaceTracker, alloc
 from .transform import RETURNED
 
@@ -236,6 +236,17 @@ class KernelContext:
             raise cls(text, self.kernel_name, file, line, tuple(self._item_tuple(u) for u in items))
         raise cls(text)
 
+    def range(self, *args):
+        """``range()`` as the compiled loops run it: a run-time step of zero runs no iteration,
+        and is a ZeroStepError naming the line in check mode (the compiled backends' debug mode
+        reports it too)."""
+        if len(args) == 3 and args[2] == 0:
+            if self.check:
+                self.raise_error(ZeroStepError, "range() step is zero (the loop runs no iteration outside "
+                                                "check and debug mode)")
+            return ()
+        return O.tk_range(*args)
+
     def _item_tuple(self, uid):
         grl, ll = divmod(uid, self.wgsize)
         gr, l = unravel(grl, self.ngroups_t), self.lcoords[ll]
@@ -428,7 +439,7 @@ class KernelContext:
                 d[k] = r
         for k, v in BUILTINS.items():
             if k not in g:
-                d[k] = v
+                d[k] = self.range if k == "range" else v
         d.update(self.helpers)
         self._gcache[id(g)] = d
         return d

@@ -42,7 +42,12 @@ class DivergentBarrierError(KernelCheckError):
     """The work items of a group do not all reach the same barrier or collective."""
 
 
-for _cls in (KernelCheckError, KernelIndexError, UninitializedReadError, DataRaceError, DivergentBarrierError):
+class ZeroStepError(KernelCheckError, ValueError):
+    """A ``range()`` loop whose run-time step is zero (check mode; it runs no iteration otherwise)."""
+
+
+for _cls in (KernelCheckError, KernelIndexError, UninitializedReadError, DataRaceError, DivergentBarrierError,
+             ZeroStepError):
     _cls.__module__ = "tinykernels.runtime.interp"     # where they are documented
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

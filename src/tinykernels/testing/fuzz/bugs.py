@@ -35,6 +35,14 @@ FIXED_BUGS = {
         "times pi/2 in three float pieces), so the builtins see |r| <= pi/4 and pick the quadrant "
         "(codegen/wgsl.py, wgpu15); the WebGPU profile takes sin/cos/tan of any argument again (it wrapped them "
         "in math.fmod(x, 3.0))"),
+    'wgsl-trig-zeros': ("WebGPU: sin/cos/tan next to a zero of sin or cos (x near k pi/2, |x| < 8192) lost "
+                        "their relative accuracy: `math.cos(3 * math.pi / 2)` 6 ulp off on lavapipe (the "
+                        "fuzzer's limit is 4), the floats next to k pi/2 up to 688 ulp (sin, cos) and 985 "
+                        "(tan): below 8192 the prelude called the builtins, whose reduction keeps about 32 "
+                        "bits of pi/2",
+        "fixed: the exact reduction (tk_rem_pio2) runs from |x| = 25/32 on, the builtins only see "
+        "|r| <= pi/4 (codegen/wgsl.py _TRIG_REDUCE_FROM, bugs16); tests/test_webgpu.py checks the floats "
+        "around every k pi/2 below 8300"),
     'wgsl-int-local-zero': ("WebGPU (lavapipe's NIR): an integer or bool local holding a constant (`v = 0`, "
                             "`v = ~True`), converted to float where it meets a float (`x *= v`), was propagated "
                             "through the conversion and `x * 0.0` folded to 0.0 (NaN, inf and negative x; fuzzer "
@@ -59,8 +67,10 @@ FIXED_BUGS = {
                              "were emitted as ordinary item-level statements before the uniform",
         "fixed: the frontend guards the statements a tk.uniform argument emits with `if local index == "
         "tk.uniform(local index)`, so only the evaluating item (the first running one, on every backend) runs "
-        "them and the uniform reads its result (frontend/intrinsics.py _in_evaluating_item); still open: an "
-        "argument whose function itself calls tk.uniform (or holds a barrier or collective) is left unguarded"),
+        "them and the uniform reads its result (frontend/intrinsics.py _in_evaluating_item); an argument that "
+        "reaches a barrier, or a collective / tk.uniform under a function's control flow or beside side effects, "
+        "is a CompileError since bugs16 (it was left unguarded; a collective or tk.uniform without side effects "
+        "runs in every item)"),
     'ifexp-side-effects': ("a conditional expression `a if c else b` (and the right operand of `and`/`or`) ran the "
                            "statements of both sides on the compiled backends: a @tk.func's stores, prints or "
                            "guarded loads in the side not chosen happened anyway (fuzzer seed 44000733, --print)",

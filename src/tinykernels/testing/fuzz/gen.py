@@ -1115,12 +1115,14 @@ class Gen(ByteRuns):
         w = self.fresh("w")
         self.emit(f"{w} = 0")
         self.declare(Var(w, "pyint", mutable=False))
-        funcs, self.funcs = self.funcs, []          # no @tk.func calls in while conditions
-        try:
-            b = self.small_bound(False, 5)
-            c = self.cond(1)
-        finally:
-            self.funcs = funcs
+        b = self.small_bound(False, 5)
+        c = self.cond(1)
+        singles = [f[2][0] for f in self.funcs if len(f[2]) == 1]
+        if singles and self.chance(0.3):            # a @tk.func call: it runs before every test
+            try:
+                c = self.x_func(self.pick(singles), 1, False)
+            except _Retry:
+                pass
         form = self.r.random()
         head = f"{w} < {b.code}" if form < 0.3 else f"{w} < {b.code} and {c.code}" if form < 0.7 else \
             f"{c.code} and {w} < {b.code}"
