@@ -399,3 +399,45 @@ def test_forward_and_reverse_mode_are_transposes(be, case):
     }[case]
     jv, vj = jvp_vjp(be, fn, args, outs, ins)
     np.testing.assert_allclose(jv, vj, rtol=1e-9 if be.supports_float64 else 1e-4)
+
+
+@tk.kernel
+def edge_math(o, x: tk.Const, y: tk.Const):
+    i = tk.index()
+    o[i, 0] = math.sqrt(x[i])
+    o[i, 1] = math.log(x[i])
+    o[i, 2] = math.fmod(x[i], y[i])
+    o[i, 3] = math.copysign(x[i], y[i])
+    o[i, 4] = math.atan2(x[i], y[i])
+    o[i, 5] = math.hypot(x[i], y[i])
+    o[i, 6] = x[i] ** y[i]
+
+
+def test_sqrt_log_fmod_copysign_atan2_hypot_pow_at_zero_in_both_modes(be):
+    """sqrt and log at 0 give inf, fmod's d/dy is -trunc(x / y), copysign at 0 gives 0, atan2 and
+    hypot at (0, 0) give 0 (docs/autodiff.md), 0 ** negative gives -inf in both slots (PyTorch's
+    pow backward); the tangent along (1, 1) is d/dx + d/dy, the same numbers in forward mode"""
+    x, y = np.array([0.0, 0.0, 2.5]), np.array([0.0, -1.5, 0.7])
+    r2 = np.where(x * x + y * y > 0, x * x + y * y, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want_dx = np.stack([0.5 / np.sqrt(x), 1 / x, np.ones(3), np.where(x == 0, 0.0, np.sign(x) * np.sign(y)),
+                            y / r2, x / np.sqrt(r2), np.where(y == 0, 0.0, y * x ** (y - 1))], 1)
+        want_dy = np.stack([0 * x, 0 * x, -np.trunc(x / y), 0 * x, -x / r2, np.where(r2 > 0, y, 0) / np.sqrt(r2) *
+                            (x * x + y * y > 0), np.where(x > 0, np.log(np.where(x > 0, x, 1)) * x ** y,
+                                                          np.where(y >= 0, 0.0, -np.inf))], 1)
+    rtol = 1e-12 if be.supports_float64 else 1e-6
+    for col in range(7):
+        seed = np.zeros((3, 7))
+        seed[:, col] = 1.0
+        dx, dy = dev(np.zeros(3), be), dev(np.zeros(3), be)
+        fn = lambda o, a, c: edge_math(be)(o, a, c, ndrange=3)  # noqa: E731
+        tk.autodiff(tk.Reverse, fn, tk.Duplicated(dev(np.zeros((3, 7)), be), dev(seed, be)),
+                    tk.Duplicated(dev(x, be), dx), tk.Duplicated(dev(y, be), dy))
+        np.testing.assert_allclose(host(dx), want_dx[:, col], rtol=rtol, err_msg=f"d/dx column {col}")
+        np.testing.assert_allclose(host(dy), want_dy[:, col], rtol=rtol, err_msg=f"d/dy column {col}")
+        do = dev(np.zeros((3, 7)), be)
+        tk.autodiff(tk.Forward, fn, tk.Duplicated(dev(np.zeros((3, 7)), be), do),
+                    tk.Duplicated(dev(x, be), dev(np.ones(3), be)), tk.Duplicated(dev(y, be), dev(np.ones(3), be)))
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(host(do)[:, col], want_dx[:, col] + want_dy[:, col], rtol=rtol,
+                                       err_msg=f"tangent of column {col}")
