@@ -1763,3 +1763,51 @@ def test_bug_wgsl_cast_of_a_narrow_value_to_its_own_type_rounds():
     want = _run(k_wgsl_narrow_self_cast, INTERP, [np.zeros(3, np.float32), h])[0]
     assert got.tolist() == want.tolist()
     assert want[0] == np.float32(np.float16(0.9912109375)) - np.float32(np.float16(0.1))
+
+
+@tk.kernel
+def rotated_and_reversed_local_reads(o, x: tk.Const):
+    """GCC 12.2 -O3 -march=native on an AVX-512 CPU packed the fully unrolled item loop after
+    the barrier into 512-bit vectors with a wrong lane permutation: items 3 and 4 got their
+    neighbours' values (audit16a; the compiler probe now turns basic-block SLP off there)"""
+    a = tk.localmem(x.dtype, 8)
+    b = tk.localmem(x.dtype, 8)
+    l = tk.index(tk.Local, tk.Linear)
+    i = tk.index()
+    a[l] = x[i] * x[i]
+    tk.synchronize()
+    b[l] = a[(l + 1) % 8] * a[l]
+    b[l] += math.sin(a[7 - l])
+    tk.synchronize()
+    o[i] = b[l]
+
+
+# fixed: gcc-slp-permute
+# (audit16a: a wrong gradient of a local-memory kernel on the CPU; the primal was wrong)
+@needs_cpu
+@pytest.mark.parametrize("b", [tk.CPU(), INTERP], ids=lambda b: b.name)
+def test_bug_gcc_slp_permute_rotated_and_reversed_local_reads_after_a_barrier(b):
+    x = np.random.default_rng(5).uniform(-1, 1, 24)
+    o = np.zeros(24)
+    rotated_and_reversed_local_reads(b, 8)(o, x, ndrange=24)
+    a = (x * x).reshape(3, 8)
+    want = (np.roll(a, -1, axis=1) * a + np.sin(a[:, ::-1])).ravel()
+    np.testing.assert_allclose(o, want, rtol=1e-15, atol=0)
+
+
+@needs_cpu
+def test_the_native_miscompile_probes_run_right_with_the_toolchains_flags(tmp_path):
+    """Each probe program of a known -march=native miscompile, compiled with the flags kernels
+    get, computes the right result (the probe found a fix, or the compiler has no such bug)."""
+    import subprocess
+    from tinykernels.runtime import compiler
+    tc = compiler.toolchain()
+    if "-march=native" not in tc.flags:
+        pytest.skip("kernels are not compiled with -march=native here")
+    flags = [f for f in tc.flags if f not in ("-shared", "-fPIC", "-w") and not f.startswith("-D")]
+    for name, text, _ in compiler._NATIVE_PROBES:
+        src = tmp_path / f"{name}.c"
+        src.write_text(text)
+        exe = str(tmp_path / name)
+        subprocess.run(list(tc.cmd) + flags + ["-o", exe, str(src), "-lm"], check=True, capture_output=True)
+        assert subprocess.run([exe]).returncode == 0, f"{name}: {tc.flags}"

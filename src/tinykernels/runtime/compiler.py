@@ -177,22 +177,71 @@ int main(void) {
 _VNNI_OFF = ["-mno-avx512vnni", "-mno-avxvnni"]
 
 
-def _native_workaround(cmd: list, td: str) -> list:
-    """Extra flags after -march=native that avoid a known miscompile of this compiler on
-    this CPU (none where the probe program runs right or cannot be built or run)."""
-    src = Path(td) / "vnni.c"
-    src.write_text(_VNNI_PROBE)
-    exe = str(Path(td) / "vnni")
-    if _run(cmd + ["-O3", "-march=native", "-fwrapv", "-o", exe, str(src)]).returncode != 0:
-        return []
+# GCC 12.2 with -march=native on an AVX-512 CPU miscompiles a basic block that the SLP
+# vectorizer packs into 512-bit vectors from a rotated and a reversed read of one small array
+# (a workgroup's local memory after a barrier, its item loop fully unrolled: b[l] =
+# a[(l + 1) % 8] * a[l] + sin(a[7 - l])): the lane permutation is wrong, so two of the eight
+# items get their neighbours' values (audit16a; -O2, -mno-avx512f, 256-bit vectors or no
+# basic-block SLP compile it right). The probe runs that block and, where it comes out wrong,
+# compiles without basic-block SLP (loops are still vectorized by the loop vectorizer).
+_SLP_PERMUTE_PROBE = r"""
+#include <math.h>
+#include <stdint.h>
+static inline int64_t md(int64_t a, int64_t b) { int64_t r = a % b; return r != 0 && ((r < 0) != (b < 0)) ? r + b : r; }
+static inline __attribute__((always_inline)) void body(const double *restrict x, double *out, int64_t nv) {
+    double a1[8], a2[8];
+    for (int64_t l = 0; l < nv; ++l) a1[l] = x[l] * x[l];
+    for (int64_t l = 0; l < nv; ++l) {
+        a2[l] = a1[md(l + 1, 8)] * a1[l];
+        a2[l] = a2[l] + sin(a1[7 - l]);
+    }
+    for (int64_t l = 0; l < nv; ++l) out[l] = a2[l];
+}
+__attribute__((noinline)) void grp(const double *restrict x, double *out, int64_t nv) {
+    if (nv == 8) body(x, out, 8); else body(x, out, nv);
+}
+int main(void) {
+    double x[8], o[8];
+    for (int i = 0; i < 8; ++i) x[i] = 0.1 * (i + 1);
+    grp(x, o, 8);
+    for (int l = 0; l < 8; ++l) {
+        volatile double p = (x[(l + 1) % 8] * x[(l + 1) % 8]) * (x[l] * x[l]);
+        volatile double q = sin(x[7 - l] * x[7 - l]);
+        if (o[l] != p + q) return 1;
+    }
+    return 0;
+}
+"""
+
+#: (name, probe program, candidate flags that avoid the miscompile, in order of preference)
+_NATIVE_PROBES = (("vnni", _VNNI_PROBE, (_VNNI_OFF,)),
+                  ("slp-permute", _SLP_PERMUTE_PROBE, (["-fno-tree-slp-vectorize"], ["-mprefer-vector-width=256"])))
+
+
+def _probe_runs_right(cmd: list, src: Path, exe: str, extra: list) -> bool | None:
+    """Whether ``src`` compiled with -O3 -march=native ``extra`` runs right (exit status 0);
+    None where it cannot be built or run."""
+    if _run(cmd + ["-O3", "-march=native", "-fwrapv", "-ffp-contract=off", "-fno-math-errno", *extra,
+                   "-o", exe, str(src), "-lm"]).returncode != 0:
+        return None
     try:
-        if _run([exe], timeout=30).returncode == 0:
-            return []
+        return _run([exe], timeout=30).returncode == 0
     except (OSError, subprocess.SubprocessError):
-        return []
-    if _run(cmd + ["-O3", "-march=native", *_VNNI_OFF, "-fwrapv", "-o", exe, str(src)]).returncode != 0:
-        return []
-    return list(_VNNI_OFF)
+        return None
+
+
+def _native_workaround(cmd: list, td: str) -> list:
+    """Extra flags after -march=native that avoid the known miscompiles of this compiler on
+    this CPU (none for a probe program that runs right or cannot be built or run)."""
+    flags: list = []
+    for name, text, fixes in _NATIVE_PROBES:
+        src = Path(td) / f"{name}.c"
+        src.write_text(text)
+        exe = str(Path(td) / name)
+        if _probe_runs_right(cmd, src, exe, flags) is not False:
+            continue
+        flags += next((list(f) for f in fixes if _probe_runs_right(cmd, src, exe, flags + list(f))), [])
+    return flags
 
 
 @lru_cache(maxsize=None)
@@ -206,7 +255,7 @@ def first_use_notice() -> None:
           f"(once per machine; cached in {cache_dir()})", file=sys.stderr, flush=True)
 
 
-_PROBE_VERSION = 2      # bumped when the probe learns something new (its disk cache key)
+_PROBE_VERSION = 3      # bumped when the probe learns something new (its disk cache key)
 
 
 def _probe_cached(cmd: list) -> dict:

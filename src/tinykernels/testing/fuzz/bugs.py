@@ -88,6 +88,12 @@ FIXED_BUGS = {
                               "unrounded f32 (found by audit15a; 0.3303 * 3 is a float16 tie)",
         "fixed: cast_str converts through the narrow type whenever the target is storage-only, even from "
         "the same type (codegen/wgsl.py)"),
+    'gcc-slp-permute': ("CPU: GCC 12.2 -O3 -march=native on an AVX-512 CPU packed a barrier kernel's fully "
+                        "unrolled item loop `b[l] = a[(l + 1) % 8] * a[l]; b[l] += sin(a[7 - l])` (local memory) "
+                        "into 512-bit vectors with a wrong lane permutation: items 3 and 4 got their neighbours' "
+                        "values (found by audit16a as a wrong gradient; INTERP and OpenCL were right)",
+        "worked around: the compiler probe runs that block at the first use and, where it comes out wrong, "
+        "kernels are compiled with -fno-tree-slp-vectorize (runtime/compiler.py _NATIVE_PROBES)"),
     # found by the autodiff mode (--grad, gradgen.py); regression tests in tests/test_fuzz_grad.py
     'ad-unused-scalar-partial': ("reverse mode: a differentiated float scalar that nothing differentiable "
                                  "flows into (unused, or only compared) got garbage as its gradient on the "
