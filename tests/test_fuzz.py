@@ -794,6 +794,29 @@ def test_bug_opencl_log1p_of_subnormals():
         _check_all(k_log1p_tiny, [np.zeros(5, dt), x], x)
 
 
+@tk.kernel
+def k_print_doubles(o, x: tk.Const, s):
+    i = tk.index()
+    o[i] = x[i]
+    tk.print("P", i, 1e-40, 1e300, s, x[i], tk.float32(x[i]))
+
+
+# fixed: pocl-printf-double
+def test_bug_opencl_print_of_a_double_is_not_rounded_to_float32():
+    """PoCL 3.1's printf read a double passed for %g as a float: 1e-40 printed 9.99995e-41,
+    1e300 inf and 1e-310 0 (fuzzer seed 49910003); every backend prints what the interpreter does."""
+    from tinykernels.testing.fuzz import run as R
+    x = np.array([1e-310, -2.5e-39, 1e200, 0.1], np.float64)
+    out = {}
+    for b in _backends():
+        sink = []
+        with R.captured_stdout(sink):
+            _run(k_print_doubles, b, [np.zeros(4), x], (1e-310,))
+        out[b] = R.printed_lines(sink[0])
+    assert out[INTERP][0] == "P 0 1e-40 1e+300 1e-310 1e-310 0", out[INTERP]
+    assert all(v == out[INTERP] for v in out.values()), out
+
+
 def test_regression_kernels_agree_on_the_interpreter_with_numpy():
     """The expected values above are the reference semantics: the interpreter gives them where its
     own bug is not involved."""

@@ -1561,7 +1561,7 @@ class Gen(ByteRuns, Hazards):
                     self.features.add("bug:pocl-collective-loop")
                 self.collective()
         elif k == "uniform":
-            if self.efuncs and self.chance(0.7):       # (hazards.py: effect calls evaluated once per group)
+            if self.single_efuncs() and self.chance(0.7):    # (hazards.py: effect calls, once per group)
                 e = self.hazard_expr(2)
                 t = e.ty
                 self.features.add("uniform-effect")

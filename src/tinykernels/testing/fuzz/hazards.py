@@ -78,9 +78,13 @@ class Hazards:
 
     # --- expressions ----------------------------------------------------------------------------
 
+    def single_efuncs(self) -> list:
+        """The effect functions that return one value (not a nested tuple)."""
+        return [f for f in self.efuncs if len(f[2]) == 1]
+
     def effect_call(self, d: int = 2, t: str | None = None) -> Ex:
         """A call of a single-value effect function (of type ``t`` when given)."""
-        fs = [f for f in self.efuncs if len(f[2]) == 1 and (t is None or f[2][0] == t)]
+        fs = [f for f in self.single_efuncs() if t is None or f[2][0] == t]
         if not fs:
             raise _Retry
         name, params, rets, _ = self.pick(fs)
