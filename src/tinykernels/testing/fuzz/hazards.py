@@ -116,8 +116,13 @@ class Hazards:
         calls run: the call alone, ``x if c else y``, a chained comparison, ``and``/``or``."""
         a = self.effect_call(d)
         k = self.r.random()
-        if k < 0.15:
+        if k < 0.1:
             return a
+        if k < 0.2:                   # a call's arguments all run, whatever is chosen
+            other = self.maybe_effect(a.ty, d)
+            if self.chance(0.5) and a.ty not in ("lbool",):
+                return Ex(f"tk.select({self.effect_cond(d).code}, {a.code}, {other.code})", a.ty)
+            return Ex(f"{self.pick(['min', 'max'])}({a.code}, {other.code})", a.ty)
         if k < 0.45:
             other = self.maybe_effect(a.ty, d)
             x, y = (a, other) if self.chance(0.5) else (other, a)
@@ -158,12 +163,32 @@ class Hazards:
         nested = [f for f in self.efuncs if isinstance(f[2][0], tuple)]
         if nested and k < 0.5:
             return self.nested_stmt(self.pick(nested))
+        if k > 0.85:
+            return self.hazard_if()
         e = self.hazard_expr(2)
         v = self.fresh("v")
         self.emit(f"{v} = {e.code}")
         self.declare(Var(v, e.ty))
         self.store_var(v, e.ty)
         self.features.add("hazard")
+
+    def hazard_if(self) -> None:
+        """``if``/``elif``/``else`` on hazard conditions (a later condition runs only when the
+        earlier ones failed), each branch assigning one local, stored after."""
+        t = self.any_type()
+        name = self.fresh("b")
+        heads = [f"if {self.hazard_expr(1).code}:"]
+        if self.chance(0.6):
+            heads.append(f"elif {self.hazard_expr(1).code}:")
+        heads.append("else:")
+        for h in heads:
+            self.emit(h)
+            self.ind += 1
+            self.emit(f"{name} = {self.maybe_effect(t, 1).code}")
+            self.ind -= 1
+        self.declare(Var(name, t))
+        self.store_var(name, t)
+        self.features.add("hazard-if")
 
     def nested_stmt(self, f: tuple) -> None:
         """``(a, b), c = f(...)`` or ``t = f(...)`` and its elements, stored."""
