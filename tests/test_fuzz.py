@@ -346,7 +346,8 @@ def test_hazards_are_generated_only_when_asked():
     ``tk.uniform``, ``x if c else y``, ``and``/``or`` and chained comparisons, nested tuple returns
     and Python int arguments near 2**63 and 2**64; off by default, so every earlier seed keeps its
     kernel, and never in a ``while`` condition (whose generation is bugs16's)."""
-    new = ("effect-func", "hazard", "uniform-effect", "nested-tuple", "big-int", "big-int-arg")
+    new = ("effect-func", "effect-store", "hazard", "hazard-if", "uniform-effect", "nested-tuple", "big-int",
+           "big-int-arg")
     for seed in range(100):
         assert F.generate(seed).source == F.generate(seed, F.Options(hazards=0.0)).source
         assert not set(new) & F.generate(seed).features

@@ -1447,11 +1447,12 @@ class Gen(ByteRuns, Hazards):
 
     # --- device functions -------------------------------------------------------------------------
 
-    def gen_func(self, effect: Arr | None = None, rets: list | None = None) -> tuple:
+    def gen_func(self, effect: list | None = None, rets: list | None = None) -> tuple:
         """A ``@tk.func`` (recorded in ``self.funcs``, or returned only when ``effect`` is given):
         scalar and array parameters, a few statements, returns of ``rets`` (drawn when None; an
-        element may be a tuple of types, a nested tuple return). ``effect`` (hazards.py): an
-        accumulator array the function takes as its last parameter and adds to atomically."""
+        element may be a tuple of types, a nested tuple return). ``effect`` (hazards.py): the
+        arrays (an accumulator, maybe a per-item output) the function takes as its last
+        parameters and changes (``effect_stmts``)."""
         name = self.fresh("f")
         params = []
         pnames = []
@@ -1463,8 +1464,8 @@ class Gen(ByteRuns, Hazards):
             a = self.pick(ins)
             params.append(("array", (a.dtype, len(a.shape))))
             pnames.append(self.fresh("A"))
-        if effect is not None:
-            params.append(("effect", effect.name))
+        for a in effect or ():
+            params.append(("effect", a.name))
             pnames.append(self.fresh("E"))
         if rets is None:
             rets = [self.any_type() for _ in range(self.pick([1, 1, 1, 2, 3]))]
@@ -1485,7 +1486,7 @@ class Gen(ByteRuns, Hazards):
         at = self.r.randint(0, self.stmts_left) if effect is not None else None
         while self.stmts_left > 0 or at is not None:
             if at is not None and self.stmts_left <= at:          # (blocks take several statements)
-                self.effect_stmts(pnames[-1], effect)
+                self.effect_stmts(pnames[-len(effect):], effect)
                 at = None
             if self.stmts_left > 0:
                 self.stmt(ctx)

@@ -23,7 +23,7 @@ Drawn only when ``opts.hazards`` > 0, so every other seed keeps its kernel. Not 
 from __future__ import annotations
 
 from .case import ArgSpec, Arr, Ex, Var, _Retry
-from .types import CMPS, FP8, INTS, STRONG, promote
+from .types import CMPS, FP8, INTS, STRONG, is_float, promote
 
 NEAR_INT64 = [2**63 - 1, 2**63 - 2, -2**63, -2**63 + 1, 2**62 + 3, -2**62, 2**32 + 1, -2**31 - 1]
 NEAR_UINT64 = [2**63, 2**63 + 1, 2**64 - 1, 2**64 - 2, 2**63 + 2**62, 2**64 - 2**32]
@@ -59,17 +59,35 @@ class Hazards:
         acc = Arr(self.fresh("ea"), t, (n,), "acc", dim_code=(str(n),), own="add")
         self.arrays[acc.name] = acc
         for _ in range(self.r.randint(1, 3)):
+            effect = [acc]
+            if self.chance(0.4):                 # and a store into a slot of the item's own row
+                try:
+                    out = self.per_item("out", lambda d: True)
+                except _Retry:
+                    out = None
+                if out is not None:
+                    out.tol.append(0)
+                    effect.append(Arr(out.name, out.dtype, (), "out", tol=[len(out.tol) - 1]))
             self.scopes = [dict(self.module_scope)]
             rets = [self.any_type()] if self.chance(0.75) else [(self.any_type(), self.any_type()), self.any_type()]
-            self.efuncs.append(self.gen_func(effect=acc, rets=rets))
+            self.efuncs.append(self.gen_func(effect=effect, rets=rets))
 
-    def effect_stmts(self, ename: str, acc: Arr) -> None:
-        """In an effect function: the atomic count (and a print), sometimes under a condition."""
+    def effect_stmts(self, names: list, arrs: list) -> None:
+        """In an effect function: the atomic count (and a print, and a store of a value of the
+        parameters into the item's slot: the last call's value stays), sometimes under a condition."""
         under = self.chance(0.3)
         if under:
             self.emit(f"if {self.cond(1).code}:")
             self.ind += 1
-        self.emit(f"tk.atomic_add({ename}, {self.r.randrange(acc.shape[0])}, {self.r.choice([1, 2, 3])})")
+        self.emit(f"tk.atomic_add({names[0]}, {self.r.randrange(arrs[0].shape[0])}, {self.r.choice([1, 2, 3])})")
+        if len(arrs) > 1:
+            o = arrs[1]
+            t = self.any_type()
+            if is_float(t) and not is_float(o.dtype):          # (a float into an integer: C leaves it undefined)
+                t = self.pick([x for x in self.types if x in INTS] + ["pyint", "lbool"])
+            e = self.expr(t, 1)
+            self.emit(f"{names[1]}[tk.index(), {o.tol[0]}] = {self.store_code(o.dtype, e)}")
+            self.features.add("effect-store")
         if self.opts.prints > 0 and self.chance(0.5):
             self.s_print({})
         if under:
