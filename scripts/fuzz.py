@@ -49,6 +49,11 @@ def main(argv=None) -> int:
     p.add_argument("--bytes", type=float, default=0.0, metavar="W",
                    help="weight of byte-run statements (tk.load_i8, tk.lookup_u4, tk.load_halves, tk.dot_i8, "
                         "tk.dot_u4i8 on int8/uint8 arrays; off by default so that earlier seeds keep their kernels)")
+    p.add_argument("--hazards", type=float, default=0.0, metavar="W",
+                   help="weight of side-effect hazards (testing/fuzz/hazards.py): @tk.funcs with atomics and prints "
+                        "called inside tk.uniform, x if c else y, and/or and chained comparisons, nested tuple "
+                        "returns, Python int arguments near 2**63 and 2**64; off by default so that earlier seeds "
+                        "keep their kernels")
     p.add_argument("--print", type=float, default=0.0, metavar="W", dest="prints",
                    help="weight of tk.print statements, whose printed lines are compared (sorted) with the "
                         "reference's; off by default")
@@ -75,6 +80,7 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
     opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints, bytes=a.bytes,
+                   hazards=a.hazards,
                    grad=a.grad, grad_local=a.grad_local)
     if a.fastmath is not None:
         opts.fastmath = a.fastmath
@@ -115,7 +121,7 @@ def main(argv=None) -> int:
 
     reference, opts = profile_for(backends, a.reference, opts)     # WEBGPU: its profile, vs CPU32
     log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {reference}, "
-        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, "
+        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, "
         f"fastmath {opts.fastmath}, stream {a.stream}, "
         f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, reference, jobs=a.jobs, out_dir=a.out, opts=opts,

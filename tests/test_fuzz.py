@@ -1,6 +1,7 @@
 """The differential fuzzer (tinykernels.testing.fuzz, docs/fuzzing.md): a bounded run of generated
 kernels on the compiled backends against the interpreter, the generator's own guarantees, and one
 regression test per disagreement the fuzzer ever found (strict xfail while the bug is open)."""
+import ast
 import math
 import os
 import re
@@ -338,6 +339,42 @@ def test_bounded_fuzz_run_with_byte_runs():
     summ = F.fuzz(range(30), ["CPU"], "INTERP", jobs=1, minimize_found=False, opts=F.Options(bytes=8.0))
     _no_mismatch(summ)
     assert sum(v for k, v in summ.features.items() if k.startswith("bytes-")) >= 10
+
+
+def test_hazards_are_generated_only_when_asked():
+    """``Options.hazards`` (hazards.py) adds effect functions (atomics, prints) called in
+    ``tk.uniform``, ``x if c else y``, ``and``/``or`` and chained comparisons, nested tuple returns
+    and Python int arguments near 2**63 and 2**64; off by default, so every earlier seed keeps its
+    kernel, and never in a ``while`` condition (whose generation is bugs16's)."""
+    new = ("effect-func", "effect-store", "hazard", "hazard-if", "uniform-effect", "nested-tuple", "big-int",
+           "big-int-arg")
+    for seed in range(100):
+        assert F.generate(seed).source == F.generate(seed, F.Options(hazards=0.0)).source
+        assert not set(new) & F.generate(seed).features
+    feats, text = set(), ""
+    opts = F.Options(hazards=4.0, prints=1.0)
+    for seed in range(60):
+        c = F.generate(seed, opts)
+        feats |= c.features
+        text += c.source
+        tree = ast.parse(c.source)
+        effect = {f.name for f in tree.body if isinstance(f, ast.FunctionDef) and f.args.args
+                  and f.args.args[-1].arg.startswith("E")}
+        for w in (n for n in ast.walk(tree) if isinstance(n, ast.While)):
+            called = {ast.unparse(n.func) for n in ast.walk(w.test) if isinstance(n, ast.Call)}
+            assert not called & effect, ast.unparse(w.test)
+    assert set(new) <= feats, set(new) - feats
+    for needle in ("tk.atomic_add(E", "tk.uniform(f", " if ", " and ", " or ", "), v", "9223372036854775"):
+        assert needle in text, needle
+    assert "18446744073709551615" in text or "9223372036854775808" in text or "9223372036854775809" in text
+
+
+@needs_cpu
+def test_bounded_fuzz_run_with_hazards():
+    summ = F.fuzz(range(30), ["CPU"], "INTERP", jobs=1, minimize_found=False,
+                  opts=F.Options(hazards=4.0, prints=1.0))
+    _no_mismatch(summ)
+    assert summ.features.get("hazard", 0) >= 5 and summ.features.get("effect-func", 0) >= 10
 
 
 def test_a_write_between_the_elements_of_a_strided_output_is_a_finding():
@@ -756,6 +793,29 @@ def test_bug_opencl_log1p_of_subnormals():
         s = np.finfo(dt).smallest_subnormal
         x = np.array([s, -s, 3 * s, np.finfo(dt).tiny / 3, -0.0], dt)
         _check_all(k_log1p_tiny, [np.zeros(5, dt), x], x)
+
+
+@tk.kernel
+def k_print_doubles(o, x: tk.Const, s):
+    i = tk.index()
+    o[i] = x[i]
+    tk.print("P", i, 1e-40, 1e300, s, x[i], tk.float32(x[i]))
+
+
+# fixed: pocl-printf-double
+def test_bug_opencl_print_of_a_double_is_not_rounded_to_float32():
+    """PoCL 3.1's printf read a double passed for %g as a float: 1e-40 printed 9.99995e-41,
+    1e300 inf and 1e-310 0 (fuzzer seed 49910003); every backend prints what the interpreter does."""
+    from tinykernels.testing.fuzz import run as R
+    x = np.array([1e-310, -2.5e-39, 1e200, 0.1], np.float64)
+    out = {}
+    for b in _backends():
+        sink = []
+        with R.captured_stdout(sink):
+            _run(k_print_doubles, b, [np.zeros(4), x], (1e-310,))
+        out[b] = R.printed_lines(sink[0])
+    assert out[INTERP][0] == "P 0 1e-40 1e+300 1e-310 1e-310 0", out[INTERP]
+    assert all(v == out[INTERP] for v in out.values()), out
 
 
 def test_regression_kernels_agree_on_the_interpreter_with_numpy():

@@ -107,13 +107,22 @@ _LOG1P_IS_X_BELOW = {"float": "0x1p-25f", "double": "0x1p-54"}
 _TINY_FIXED = ("log1p",)
 
 
+#: PoCL 3.1's ``printf`` reads a double passed for ``%g`` as a float: ``tk.print`` of 1e-40 printed
+#: 9.99995e-41, 1e300 ``inf`` and 1e-310 ``0`` (fuzzer seed 49910003, fuzz16). ``%lg`` (C99: the
+#: ``l`` does nothing for ``g``) makes it read the double; other drivers keep ``%g``. The renderer
+#: splices the macro into the format string (``"x " TK_PRINT_G "\n"``, one literal after
+#: concatenation). Bug pocl-printf-double.
+_PRINT_G = {True: '#define TK_PRINT_G "%lg"', False: '#define TK_PRINT_G "%g"'}
+
+
 @lru_cache(maxsize=None)
 def _pocl_workarounds(with_f64: bool) -> str:
     """Driver workarounds, active under ``TK_POCL``: ``tk_<fn>`` NaN-passing wrappers (plain
     ``<fn>`` otherwise; ``tk_rint`` also passes values that are integral by magnitude, the float
     ``tk_tanh`` gives +-1 where tanh rounds to it), ``tk_log1p`` (x for tiny x) and the
-    loop-exit barrier."""
-    out = ["#ifdef TK_POCL", "#define TK_POCL_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)"]
+    loop-exit barrier; ``TK_PRINT_G``, the printf conversion of a double."""
+    out = ["#ifdef TK_POCL", "#define TK_POCL_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
+           _PRINT_G[True]]
     for fn in _NAN_FOLDED:
         for t in ("float", "double") if with_f64 else ("float",):
             keep = f"isnan(x) || fabs(x) >= {_INTEGRAL_FROM[t]}" if fn == "rint" else "isnan(x)"
@@ -129,7 +138,7 @@ def _pocl_workarounds(with_f64: bool) -> str:
         # 20000789), pow(NaN, NaN) gave 0. pow(1, y) and pow(x, 0) are 1, else a NaN gives NaN.
         out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_pow({t} x, {t} y) "
                    f"{{ return (x == ({t})1 || y == ({t})0) ? ({t})1 : (isnan(x) || isnan(y)) ? x + y : pow(x, y); }}")
-    out += ["#else", "#define TK_POCL_BARRIER", "#define tk_pow pow"]
+    out += ["#else", "#define TK_POCL_BARRIER", "#define tk_pow pow", _PRINT_G[False]]
     out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED + _TINY_FIXED]
     out.append("#endif")
     return "\n".join(out) + "\n"
@@ -142,8 +151,10 @@ class OpenCLRenderer(GPURenderer):
     def __init__(self, kernel, plan, ranges, fp64: bool = True):
         super().__init__(kernel, plan, ranges)
         self.fp64 = fp64
-        self.print_formats = {"f": ("%g", "double" if fp64 else "float"), "u": ("%lu", "ulong"),
-                              "i": ("%ld", "long")}
+        # a double's conversion is TK_PRINT_G (%lg under TK_POCL: bug pocl-printf-double), spliced
+        # into the format literal
+        self.print_formats = {"f": ('" TK_PRINT_G "' if fp64 else "%g", "double" if fp64 else "float"),
+                              "u": ("%lu", "ulong"), "i": ("%ld", "long")}
 
     def math_name(self, fn: str, d) -> str:
         # OpenCL's math functions are overloaded on float and double

@@ -134,6 +134,13 @@ FIXED_BUGS = {
                         "under TK_POCL, tk_log1p returns x below 2**-25 (float) / 2**-54 (double), where log1p(x) "
                         "rounds to x; above, PoCL's log1p is within an ulp of NumPy's in every binade "
                         "(codegen/opencl.py _pocl_workarounds; tests/test_opencl.py)"),
+    'pocl-printf-double': ("OpenCL on PoCL 3.1: tk.print of a float64 or Python float printed it rounded to float32: "
+                           "1e-40 as 9.99995e-41, 1e300 as inf, 1e-310 as 0 (fuzzer seed 49910003, --hazards --print, "
+                           "fuzz16: `tk.print('P38', li, 1e-40)`); PoCL's printf reads a double passed for %g as a "
+                           "float",
+                           "the OpenCL renderer formats a double with TK_PRINT_G, `\"%lg\"` under TK_POCL (C99: the l "
+                           "does nothing for g, and PoCL then reads the double), `\"%g\"` elsewhere "
+                           "(codegen/opencl.py _PRINT_G)"),
     'pocl-const-pow-one-nan': ("OpenCL on PoCL 3.1: pow of folded constant NaNs: pow(1, NaN) dropped every store of "
                                "the kernel (`math.pow(tk.float8_e5m2(1.0), f(...))` with f returning math.nan, "
                                "seed 20000789 of the 2000-kernel OpenCL run), pow(NaN, NaN) gave 0, and "

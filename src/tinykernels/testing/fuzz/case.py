@@ -28,6 +28,7 @@ class Options:
     rng: float = 0.0                      # weight of tk.random statements (SPEC 8: bit-exact everywhere)
     prints: float = 0.0                   # weight of tk.print statements (their output compared as text)
     bytes: float = 0.0                    # weight of byte-run statements (tk.load_i8, lookup_u4, load_halves, dot_i8, dot_u4i8)
+    hazards: float = 0.0                  # weight of side-effect hazards (hazards.py: effect funcs, big int arguments)
     grad: bool = False                    # autodiff cases only (gradgen.py: differentiable float64 kernels)
     grad_local: float = 0.0               # autodiff cases: probability of local memory, a barrier, group_reduce
     profile: str = "full"                 # "webgpu": only what WebGPU runs (gen.WEBGPU_PROFILE)

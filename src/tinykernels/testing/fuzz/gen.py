@@ -20,6 +20,7 @@ from .case import ArgSpec, Arr, Case, Ex, Options, Var, _Retry
 from .data import edge_values, int_valued, random_values
 from .fastmath import generate_fastmath, is_fastmath_seed
 from .gradgen import generate_grad
+from .hazards import Hazards
 from .types import (ALL_TYPES, ATOMIC_TYPES, BINOPS, CMPS, FLOATS_ALL, FP8, INTS, NARROW, NARROW_X, PAIRS,
                      STRONG, WEAK, fits, float_max, int_range, is_float, is_int, np_dtype, promote)
 
@@ -82,7 +83,7 @@ def webgpu_options(opts: Options) -> Options:
     return dataclasses.replace(opts, profile="webgpu", prints=0.0, rng=0.0, fastmath=0.0)
 
 
-class Gen(ByteRuns):
+class Gen(ByteRuns, Hazards):
     """Generates one Case from a seed."""
 
     def __init__(self, seed: int, opts: Options | None = None):
@@ -99,6 +100,8 @@ class Gen(ByteRuns):
         self.arrays: dict = {}
         self.features: set = set()
         self.funcs: list = []          # (name, param types, return types, source)
+        self.efuncs: list = []         # effect functions (hazards.py), called by hazard statements only
+        self.big_args: list = []       # Python int arguments in [2**63, 2**64) (hazards.py)
         self.func_lines: list = []
         self.global_lines: list = []
         self.stmts_left = self.opts.max_stmts
@@ -820,6 +823,8 @@ class Gen(ByteRuns):
 
     def func_arg(self, p, d) -> str:
         kind, ty = p
+        if kind == "effect":                 # (hazards.py: the accumulator the function adds to)
+            return ty
         if kind == "array":
             cands = [a for a in self.arrays.values() if a.role == "in" and a.dtype == ty[0] and len(a.shape) == ty[1]]
             return self.pick(cands).name
@@ -926,6 +931,8 @@ class Gen(ByteRuns):
             opts.append(("print", self.opts.prints * (4 if f else 1)))   # (functions have few statements)
         if self.opts.bytes > 0 and self.bytes_here(ctx):
             opts.append(("bytes", self.opts.bytes))
+        if self.opts.hazards > 0 and self.hazard_here(ctx):
+            opts.append(("hazard", self.opts.hazards))
         k = self.wchoice(opts)
         for _ in range(6):
             try:
@@ -1166,7 +1173,7 @@ class Gen(ByteRuns):
             self.features.add("bug:func-return-grouped")
         self.emit(f"if {self.cond(2).code}:")
         self.ind += 1
-        self.emit("return " + ", ".join(self.expr(t, 2).code for t in rets))
+        self.emit("return " + self.ret_code(rets, 2))
         self.ind -= 1
 
     def s_callstmt(self, ctx):
@@ -1442,7 +1449,12 @@ class Gen(ByteRuns):
 
     # --- device functions -------------------------------------------------------------------------
 
-    def gen_func(self) -> None:
+    def gen_func(self, effect: list | None = None, rets: list | None = None) -> tuple:
+        """A ``@tk.func`` (recorded in ``self.funcs``, or returned only when ``effect`` is given):
+        scalar and array parameters, a few statements, returns of ``rets`` (drawn when None; an
+        element may be a tuple of types, a nested tuple return). ``effect`` (hazards.py): the
+        arrays (an accumulator, maybe a per-item output) the function takes as its last
+        parameters and changes (``effect_stmts``)."""
         name = self.fresh("f")
         params = []
         pnames = []
@@ -1454,7 +1466,11 @@ class Gen(ByteRuns):
             a = self.pick(ins)
             params.append(("array", (a.dtype, len(a.shape))))
             pnames.append(self.fresh("A"))
-        rets = [self.any_type() for _ in range(self.pick([1, 1, 1, 2, 3]))]
+        for a in effect or ():
+            params.append(("effect", a.name))
+            pnames.append(self.fresh("E"))
+        if rets is None:
+            rets = [self.any_type() for _ in range(self.pick([1, 1, 1, 2, 3]))]
         saved = (self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth)
         self.out, self.ind, self.in_func = [], 1, rets
         self.for_depth = 1                         # a call may sit in a loop
@@ -1465,20 +1481,33 @@ class Gen(ByteRuns):
                 dt, nd = ty
                 self.arrays[pn] = Arr(pn, dt, (1,) * nd, "in",
                                       dim_code=tuple(f"len({pn})" if d == 0 else f"{pn}.shape[{d}]" for d in range(nd)))
-            else:
+            elif kind == "scalar":
                 self.declare(Var(pn, ty, mutable=False))
         self.stmts_left = self.r.randint(0, 5)
         ctx = {"top": False}
-        while self.stmts_left > 0:
-            self.stmt(ctx)
-        self.emit("return " + ", ".join(self.expr(t, 3).code for t in rets))
+        at = self.r.randint(0, self.stmts_left) if effect is not None else None
+        while self.stmts_left > 0 or at is not None:
+            if at is not None and self.stmts_left <= at:          # (blocks take several statements)
+                self.effect_stmts(pnames[-len(effect):], effect)
+                at = None
+            if self.stmts_left > 0:
+                self.stmt(ctx)
+        self.emit("return " + self.ret_code(rets, 3))
         body = self.out
         self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth = saved
         src = "@tk.func\n" + f"def {name}({', '.join(pnames)}):\n" + "\n".join(body) + "\n"
-        self.funcs.append((name, params, rets, src))
-        self.features.add("func")
-        if len(rets) > 1:
-            self.features.add("func-tuple")
+        fn = (name, params, rets, src)
+        if effect is None:
+            self.funcs.append(fn)
+            self.features.add("func")
+            if len(rets) > 1:
+                self.features.add("func-tuple")
+        return fn
+
+    def ret_code(self, rets: list, d: int) -> str:
+        """The values of a ``return`` of types ``rets`` (a tuple element: a nested tuple)."""
+        return ", ".join(f"({self.ret_code(list(t), d)})" if isinstance(t, tuple) else self.expr(t, d).code
+                         for t in rets)
 
     # --- kernel bodies --------------------------------------------------------------------------
 
@@ -1507,7 +1536,7 @@ class Gen(ByteRuns):
     def phase(self, depth: int) -> None:
         """One stretch of a grouped kernel; barriers only under uniform control flow."""
         lms = [a for a in self.arrays.values() if a.role == "local" and not a.name.startswith("la")]
-        opts = [("rw", 4), ("flat", 3), ("collective", 2), ("uniform", 1)]
+        opts = [("rw", 4), ("flat", 3), ("collective", 2), ("uniform", 1 + 2 * self.opts.hazards * bool(self.efuncs))]
         if depth < 2:
             opts += [("loop", 2 if self.for_allowed() else 0), ("while", 1), ("uif", 1.5)]
         if depth == 0:
@@ -1535,8 +1564,13 @@ class Gen(ByteRuns):
                     self.features.add("bug:pocl-collective-loop")
                 self.collective()
         elif k == "uniform":
-            t = self.any_type()
-            e = self.expr(t, 2)
+            if self.single_efuncs() and self.chance(0.7):    # (hazards.py: effect calls, once per group)
+                e = self.hazard_expr(2)
+                t = e.ty
+                self.features.add("uniform-effect")
+            else:
+                t = self.any_type()
+                e = self.expr(t, 2)
             u = self.fresh("u")
             self.emit(f"{u} = tk.uniform({e.code})")
             self.declare(Var(u, t, uni=True, mutable=False))
@@ -1928,6 +1962,8 @@ class Gen(ByteRuns):
             params.append(self.rng_key)
             specs.append(ArgSpec(self.rng_key, "scalar", tkrandom.key(r.randrange(1 << 32))))
             kscope[self.rng_key] = Var(self.rng_key, "uint64", True, False)
+        if o.hazards > 0:                               # (only when asked: other seeds keep their kernels)
+            self.hazard_args(params, specs, kscope)
         self.wg_constexpr = None
         for _ in range(r.randint(0, 2) + (1 if self.grouped else 0)):
             name = self.fresh("C")
@@ -1953,6 +1989,8 @@ class Gen(ByteRuns):
             for _ in range(self.pick([0, 0, 1, 1, 2, 3])):
                 self.scopes = [dict(self.module_scope)]
                 self.gen_func()
+        if o.hazards > 0 and not self.unsafe:
+            self.hazard_funcs()
         # the kernel
         self.scopes = [kscope]
         self.emit("li = tk.index()")
@@ -2019,7 +2057,7 @@ class Gen(ByteRuns):
         deco = "@tk.kernel(unsafe_indices=True)" if self.unsafe else "@tk.kernel"
         lines = ["import math", "import numpy as np", "import tinykernels as tk", ""]
         lines += self.global_lines + ([""] if self.global_lines else [])
-        for f in self.funcs:
+        for f in self.funcs + self.efuncs:
             lines += ["", f[3].rstrip("\n"), ""]
         lines += ["", deco, f"def {kname}({', '.join(allp)}):"] + self.out
         source = "\n".join(lines) + "\n"
