@@ -351,7 +351,7 @@ def test_hazards_are_generated_only_when_asked():
     for seed in range(100):
         assert F.generate(seed).source == F.generate(seed, F.Options(hazards=0.0)).source
         assert not set(new) & F.generate(seed).features
-    feats, text = set(), ""
+    feats, text, while_calls = set(), "", 0
     opts = F.Options(hazards=4.0, prints=1.0)
     for seed in range(60):
         c = F.generate(seed, opts)
@@ -360,10 +360,18 @@ def test_hazards_are_generated_only_when_asked():
         tree = ast.parse(c.source)
         effect = {f.name for f in tree.body if isinstance(f, ast.FunctionDef) and f.args.args
                   and f.args.args[-1].arg.startswith("E")}
+        funcs = {f.name for f in tree.body if isinstance(f, ast.FunctionDef)} - effect
         for w in (n for n in ast.walk(tree) if isinstance(n, ast.While)):
             called = {ast.unparse(n.func) for n in ast.walk(w.test) if isinstance(n, ast.Call)}
             assert not called & effect, ast.unparse(w.test)
+            while_calls += bool(called & funcs)
     assert set(new) <= feats, set(new) - feats
+    assert while_calls >= 1             # (bugs16: @tk.func calls in while conditions, with hazards only)
+    for seed in range(100):             # ... never without: earlier seeds keep their kernels
+        tree = ast.parse(F.generate(seed).source)
+        funcs = {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}
+        for w in (n for n in ast.walk(tree) if isinstance(n, ast.While)):
+            assert not {ast.unparse(n.func) for n in ast.walk(w.test) if isinstance(n, ast.Call)} & funcs
     for needle in ("tk.atomic_add(E", "tk.uniform(f", " if ", " and ", " or ", "), v", "9223372036854775"):
         assert needle in text, needle
     assert "18446744073709551615" in text or "9223372036854775808" in text or "9223372036854775809" in text

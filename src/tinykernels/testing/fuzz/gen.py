@@ -1122,10 +1122,15 @@ class Gen(ByteRuns, Hazards):
         w = self.fresh("w")
         self.emit(f"{w} = 0")
         self.declare(Var(w, "pyint", mutable=False))
-        b = self.small_bound(False, 5)
-        c = self.cond(1)
+        calls = self.opts.hazards > 0          # @tk.func calls in while conditions: only with --hazards,
+        funcs, self.funcs = self.funcs, (self.funcs if calls else [])  # so other seeds keep their kernels
+        try:
+            b = self.small_bound(False, 5)
+            c = self.cond(1)
+        finally:
+            self.funcs = funcs
         singles = [f[2][0] for f in self.funcs if len(f[2]) == 1]
-        if singles and self.chance(0.3):            # a @tk.func call: it runs before every test
+        if calls and singles and self.chance(0.3):  # a @tk.func call: it runs before every test
             try:
                 c = self.x_func(self.pick(singles), 1, False)
             except _Retry:
