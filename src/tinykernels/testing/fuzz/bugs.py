@@ -111,7 +111,7 @@ FIXED_BUGS = {
                                  "tangent by tanh's zero partial: NaN on INTERP and CPU where finite differences "
                                  "are finite (seed 45100061)",
                                  "every operation's chain rule contributes nothing where its adjoint is exactly 0 "
-                                 "(passes/autodiff.py _Reverse.bp, guard_adds); a tangent times a partial is 0 "
+                                 "(passes/autodiff.py _Reverse.bp, guarded); a tangent times a partial is 0 "
                                  "where either is exactly 0 (_Tangent.times)"),
     'pocl-log1p-tiny': ("OpenCL on PoCL 3.1: log1p of tiny arguments, float and double: +0.0 for +-the smallest "
                         "subnormal (log1p(x) is x there), 5.6e-45 for 4.2e-45, an ulp off near the smallest normal",
