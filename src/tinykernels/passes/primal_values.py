@@ -13,8 +13,8 @@ the local. Names are scoped like the statements that compute them: a value compu
 condition (a select's branch) is visible only in blocks under the same condition
 (:meth:`branch`, :meth:`nested`). A select's value is an ``if`` on its condition, so only the
 chosen branch is evaluated, as in the primal (the other may read out of bounds). The arithmetic
-is the primal's, operation for operation: the values, and so the gradients, are bit-identical
-to the inlined formulas'.
+is the primal's, operation for operation, as in the inlined formulas (docs/autodiff.md: the
+gradients compared bit for bit with them).
 """
 from __future__ import annotations
 
