@@ -89,15 +89,18 @@ def _tangent_growth(kernel, n=8) -> int:
 
 @pytest.mark.parametrize("short, long", PAIRS, ids=[p[0].name for p in PAIRS])
 def test_adjoint_source_grows_linearly_with_the_chain(short, long):
-    # 4x the operations: about 4x the code when linear (16x when quadratic: 9-14x measured before)
+    # 4x the operations: 2.9-3.7x the code now (the fixed part of the adjoint weighs); before,
+    # 10.8x (Horner), 4.5x (calls: each level's partial is large beside the operands it repeats)
+    # and no result (min/max: exponential)
     g8, g32 = _adjoint_growth(short), _adjoint_growth(long)
-    assert 0 < g32 < 6 * g8, (g8, g32)
+    assert 0 < g32 < 4.2 * g8, (g8, g32)
 
 
 @pytest.mark.parametrize("short, long", PAIRS, ids=[p[0].name for p in PAIRS])
 def test_tangent_source_grows_linearly_with_the_chain(short, long):
+    # 3.8-3.9x now; before 8.4x (Horner), 5.6x (calls)
     g8, g32 = _tangent_growth(short), _tangent_growth(long)
-    assert 0 < g32 < 6 * g8, (g8, g32)
+    assert 0 < g32 < 4.2 * g8, (g8, g32)
 
 
 def _fd(kernel, x, v, h=1e-6):
