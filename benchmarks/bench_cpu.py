@@ -1040,6 +1040,149 @@ def run_autodiff(args, nt, timer, lib=None) -> list:
     return rows
 
 
+def _fd_check(name: str, run, xs: list, vs: list, jvp: np.ndarray, h: float = 1e-6) -> None:
+    """Exit 1 unless ``jvp`` matches the central float64 finite difference of ``run`` (inputs
+    -> output) along the tangents ``vs``."""
+    fd = (run([x + h * v for x, v in zip(xs, vs)]) - run([x - h * v for x, v in zip(xs, vs)])) / (2 * h)
+    if not np.allclose(jvp, fd, rtol=1e-6, atol=1e-7 * (np.abs(fd).max() + 1)):
+        raise SystemExit(f"{name}: the JVP disagrees with finite differences (max error "
+                         f"{np.abs(jvp - fd).max():.3g})")
+
+
+def _forward_mode_cases(be, mb, nt):
+    """[(name, primal launch, tk.Forward JVP, {peer: JVP})] for triad (float32, tangents of b,
+    c and s) and the 2-D diffusion stencil (float64, tangents of T and dt); each JVP (tk's
+    and the peers') is first checked against float64 finite differences on small inputs."""
+    rng = np.random.default_rng(11)
+    cpu = tk.CPU(threads=nt)
+    kt, kd = tk_triad(cpu), tk_diffusion(cpu)
+
+    def triad_tk(a, b, c, s, db, dc, ds, n):
+        da = np.zeros_like(a)
+        tk.autodiff(tk.Forward, lambda a_, b_, c_, s_: kt(a_, b_, c_, s_, ndrange=n), tk.Duplicated(a, da),
+                    tk.Duplicated(b, db), tk.Duplicated(c, dc), tk.Duplicated(s, ds))
+        return da
+
+    def diff_tk(T2, T, dt, dT, ddt, nx):
+        dT2 = np.zeros_like(T2)
+        tk.autodiff(tk.Forward, lambda y, x, t: kd(y, x, t, 0.2, ndrange=(range(1, nx - 1),) * 2),
+                    tk.Duplicated(T2, dT2), tk.Duplicated(T, dT), tk.Duplicated(dt, ddt))
+        return dT2
+    # small float64 checks against finite differences
+    m = 1000
+    b, c, db, dc = (rng.standard_normal(m) for _ in range(4))
+    _fd_check("triad tk.Forward", lambda x: x[0] + x[2] * x[1], [b, c, 1.5], [db, dc, 0.3],
+              triad_tk(np.zeros(m), b, c, 1.5, db, dc, 0.3, m))
+    k = 34
+    T, dT = rng.standard_normal((k, k)), rng.standard_normal((k, k))
+
+    def diff_np(x):
+        out = np.zeros((k, k))
+        X, t = x[0], x[1]
+        out[1:-1, 1:-1] = X[1:-1, 1:-1] + t * 0.2 * (X[:-2, 1:-1] + X[2:, 1:-1] + X[1:-1, :-2] + X[1:-1, 2:]
+                                                      - 4.0 * X[1:-1, 1:-1])
+        return out
+    _fd_check("diffusion 2-D tk.Forward", diff_np, [T, 0.1], [dT, 0.7], diff_tk(np.zeros((k, k)), T, 0.1, dT, 0.7, k))
+
+    n = int(mb * MiB) // 12
+    a, b, c = (rng.random(n, dtype=np.float32) for _ in range(3))
+    db, dc = (rng.random(n, dtype=np.float32) for _ in range(2))
+    s, ds = np.float32(2.5), np.float32(0.5)
+    nx = int((mb * MiB / 16) ** 0.5)
+    T, T2, dT = rng.random((nx, nx)), np.zeros((nx, nx)), rng.random((nx, nx))
+    ndr = (range(1, nx - 1),) * 2
+    da, dT2 = np.zeros_like(a), np.zeros_like(T2)
+    cases = [
+        ("triad (tangents of b, c, s; float32)", lambda: kt(a, b, c, s, ndrange=n),
+         lambda: tk.autodiff(tk.Forward, lambda a_, b_, c_, s_: kt(a_, b_, c_, s_, ndrange=n), tk.Duplicated(a, da),
+                             tk.Duplicated(b, db), tk.Duplicated(c, dc), tk.Duplicated(s, ds)),
+         _jvp_peers("triad", nt, (b, c, s), (db, dc, ds), lambda x, y, z: x + z * y, None)),
+        ("diffusion 2-D (tangents of T, dt; float64)", lambda: kd(T2, T, 0.1, 0.2, ndrange=ndr),
+         lambda: tk.autodiff(tk.Forward, lambda y, x, t: kd(y, x, t, 0.2, ndrange=ndr), tk.Duplicated(T2, dT2),
+                             tk.Duplicated(T, dT), tk.Duplicated(0.1, 0.7)),
+         _jvp_peers("diffusion", nt, (T, np.float64(0.1)), (dT, np.float64(0.7)),
+                    lambda X, t: X[1:-1, 1:-1] + t * 0.2 * (X[:-2, 1:-1] + X[2:, 1:-1] + X[1:-1, :-2]
+                                                             + X[1:-1, 2:] - 4.0 * X[1:-1, 1:-1]), (diff_np, k))),
+    ]
+    return cases
+
+
+def _jvp_peers(name, nt, primals, tangents, f, small) -> dict:
+    """{peer: JVP call} for torch.func.jvp and jax.jvp (jitted) of ``f`` when installed, each
+    checked first: against float64 finite differences of ``small`` = (numpy function, size)
+    for the stencil, against the closed form ``db + s dc + ds c`` for triad."""
+    out = {}
+    rng = np.random.default_rng(13)
+    try:
+        import torch
+        import torch.func
+        torch.set_num_threads(nt)
+        tp = [torch.from_numpy(np.asarray(x)) if np.ndim(x) else torch.tensor(x) for x in primals]
+        tt = [torch.from_numpy(np.asarray(x)) if np.ndim(x) else torch.tensor(x) for x in tangents]
+        out["torch.func.jvp"] = (lambda: torch.func.jvp(f, tuple(tp), tuple(tt)))
+    except ImportError:
+        pass
+    try:
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        jf = jax.jit(lambda p, t: jax.jvp(f, p, t))
+        jp, jt = tuple(jax.numpy.asarray(x) for x in primals), tuple(jax.numpy.asarray(x) for x in tangents)
+        out["jax.jvp (jit)"] = (lambda: jax.block_until_ready(jf(jp, jt)))
+    except ImportError:
+        pass
+    for peer, call in out.items():       # the peers' JVPs, checked on small float64 inputs
+        if name == "triad":
+            b, c, db, dc = (rng.standard_normal(64) for _ in range(4))
+            xs, vs = [b, c, 1.5], [db, dc, 0.3]
+            want = db + 1.5 * dc + 0.3 * c
+        else:
+            fn_np, k = small
+            xs, vs = [rng.standard_normal((k, k)), 0.1], [rng.standard_normal((k, k)), 0.7]
+            want = None
+        if peer.startswith("torch"):
+            import torch
+            got = torch.func.jvp(f, tuple(torch.tensor(x, dtype=torch.float64) for x in xs),
+                                 tuple(torch.tensor(v, dtype=torch.float64) for v in vs))[1].numpy()
+        else:
+            import jax
+            got = np.asarray(jax.jvp(f, tuple(jax.numpy.asarray(x, dtype=np.float64) for x in xs),
+                                     tuple(jax.numpy.asarray(v, dtype=np.float64) for v in vs))[1])
+        if want is not None:
+            if not np.allclose(got, want, rtol=1e-12):
+                raise SystemExit(f"{name} {peer}: wrong JVP")
+        else:
+            full = np.zeros((k, k))
+            full[1:-1, 1:-1] = got
+            _fd_check(f"{name} {peer}", fn_np, xs, vs, full)
+    return out
+
+
+def run_forward_mode(args, nt) -> list:
+    """tk.Forward (JVP) time relative to the primal kernel on the CPU, beside torch.func.jvp
+    and jax.jvp when installed: each JVP alternates with the primal kernel in the same rounds
+    (paired_ratio), so each ratio is over the primal launch measured with it."""
+    mb = min(16 if args.quick else 64, args.max_mb)
+    rounds, pairs, budget = (3, 3, 0.05) if args.quick else (9, 5, 0.15)
+    print(f"\n== 5. Autodiff forward mode: JVP time / primal kernel time (CPU, {mb:g} MiB of primal traffic; "
+          f"target <= {T_ADJ}x) ==\n")
+    print("  tk.autodiff(tk.Forward, ...) runs the tangent kernel (primal and tangent in one pass); each JVP is\n"
+          "  checked against float64 finite differences first; the peers compute the same JVP of the same\n"
+          "  function (torch.func.jvp eagerly, jax.jvp jitted), each timed against tinykernels' primal kernel\n"
+          "  in its own interleaved rounds\n")
+    rows = []
+    for name, fwd, jvp, peers in _forward_mode_cases(tk.CPU(threads=nt), mb, nt):
+        r, tf, tj = paired_ratio(fwd, jvp, rounds, pairs, budget)
+        print(f"  CPU  {name + ': primal kernel':<62s} {tf * 1e3:9.3f} ms")
+        print(f"  CPU  {name + ': tk.Forward JVP':<62s} {tj * 1e3:9.3f} ms   {r:5.2f}x  {mark(r <= T_ADJ)}")
+        rows.append((f"CPU {name} tk.Forward JVP / primal", f"{r:.2f}x", f"<= {T_ADJ}x", r <= T_ADJ))
+        for peer, call in peers.items():
+            pr, ptf, ptj = paired_ratio(fwd, call, rounds, pairs, budget)
+            print(f"  CPU  {'  ' + peer + ' (same rounds: primal ' + f'{ptf * 1e3:.3f} ms)':<62s} "
+                  f"{ptj * 1e3:9.3f} ms   {pr:5.2f}x")
+        sys.stdout.flush()
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1139,6 +1282,7 @@ def main(argv=None) -> int:
             check_c_triad_adjoint(lib)
             for row in run_autodiff(args, nt, timer, lib):
                 summary.append(row)
+            summary += run_forward_mode(args, nt)
         sys.stdout.flush()
 
     if peers.errors:

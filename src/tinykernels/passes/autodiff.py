@@ -42,6 +42,7 @@ from ..dtypes import Ty
 from ..errors import CompileError
 from ..ir import nodes as N
 from .activity import linear, nondiff_call, useful_values
+from .primal_values import PrimalValues
 from .structurize import structurize
 from .uniformity import defs, uniform_vars
 
@@ -211,6 +212,62 @@ def pow_partials(b: _B, a: N.Expr, c: N.Expr, e: N.Expr) -> tuple:
     return da, dc
 
 
+# ----------------------------------------------------------------------------- math partials
+
+_UNARY_OF_RESULT = frozenset({"exp", "sqrt", "rsqrt", "tan", "tanh", "sigmoid"})
+_UNARY = frozenset({"exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "asin",
+                    "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "sigmoid",
+                    "abs", "fabs"})
+
+
+def unary_partial(b: _B, fn: str, x: N.Expr, e, ty: Ty) -> N.Expr:
+    """d fn(x) / dx for a one-argument math function; ``e()`` is the value fn(x) (called only
+    by the functions in ``_UNARY_OF_RESULT``, whose derivative is written with it)."""
+    one = b.c(1.0, ty)
+    sq = lambda v: b.op("*", v, v)  # noqa: E731
+    if fn == "exp":
+        return e()
+    if fn == "expm1":
+        return b.call("exp", x)
+    if fn == "log":
+        return b.op("/", one, x)
+    if fn in ("log2", "log10"):
+        return b.op("/", one, b.op("*", x, b.c(math.log(2 if fn == "log2" else 10), ty)))
+    if fn == "log1p":
+        return b.op("/", one, b.op("+", one, x))
+    if fn == "sqrt":
+        return b.op("/", b.c(0.5, ty), e())
+    if fn == "rsqrt":
+        # -rsqrt(x)**3 / 2 as -0.5 * (e / |x|): the sign of e**3 at -0.0 (rsqrt(-0) = -inf, its
+        # derivative +inf, as torch and the adjoint of 1 / sqrt(x) give; e / x gave -inf)
+        return b.op("*", b.c(-0.5, ty), b.op("/", e(), b.call("fabs", x)))
+    if fn in ("sin", "cos", "sinh", "cosh"):
+        d = b.call({"sin": "cos", "cos": "sin", "sinh": "cosh", "cosh": "sinh"}[fn], x)
+        return b.neg(d) if fn == "cos" else d
+    if fn == "tan":
+        return b.op("+", one, sq(e()))
+    if fn in ("asin", "acos"):
+        d = b.op("/", one, b.call("sqrt", b.op("-", one, sq(x))))
+        return b.neg(d) if fn == "acos" else d
+    if fn == "atan":
+        return b.op("/", one, b.op("+", one, sq(x)))
+    if fn == "tanh":
+        return b.op("-", one, sq(e()))
+    if fn == "asinh":
+        return b.op("/", one, b.call("sqrt", b.op("+", sq(x), one)))
+    if fn == "acosh":
+        return b.op("/", one, b.call("sqrt", b.op("-", sq(x), one)))
+    if fn == "atanh":
+        return b.op("/", one, b.op("-", one, sq(x)))
+    if fn in ("erf", "erfc"):
+        c = (2 if fn == "erf" else -2) / math.sqrt(math.pi)
+        return b.op("*", b.c(c, ty), b.call("exp", b.neg(sq(x))))
+    if fn == "sigmoid":
+        v = e()
+        return b.op("*", v, b.op("-", one, v))
+    return _sign(b, x, ty)     # abs, fabs
+
+
 # ----------------------------------------------------------------------------- reverse mode
 
 class _Reverse:
@@ -251,6 +308,9 @@ class _Reverse:
         self.ci = self.b.fresh("ci", self.I)
         self.dvars: dict = {}
         self.snap_n = 0
+        # the primal values the partials of one statement need
+        self.pv = PrimalValues(self.b, uniform_vars(self.k.body, self.k.locals))
+        self.live = None                 # the zero-adjoint guard of the operation at hand (bp)
 
     # --- errors ---------------------------------------------------------------------
 
@@ -327,7 +387,7 @@ class _Reverse:
         if sh is None:
             return
         sidx = self.shadow_index(a, idx)
-        g = self.b.cast(g, Ty(a.dtype))
+        g = self.guarded(self.b.cast(g, Ty(a.dtype)), out)
         if self.own_index(a, idx):
             out.append(N.Store(loc, sh, sidx, self.b.op("+", N.Load(Ty(a.dtype), loc, sh, sidx), g)))
         elif a.dtype.name in ("float32", "float64"):
@@ -613,35 +673,37 @@ class _Reverse:
 
     def bp_nonzero(self, e: N.Expr, g: str, out: list) -> None:
         """:meth:`bp` of the adjoint in local ``g``: every operation's chain rule contributes
-        nothing where its adjoint is exactly 0 (:meth:`guard_adds`): a live value's adjoint is 0
+        nothing where its adjoint is exactly 0 (:meth:`guarded`): a live value's adjoint is 0
         on the paths where no output uses it (the unchosen operand of a select, min or max
         written as its own statement) or where its consumer saturates, and its partials may be
         infinite there (``exp(1000 * x)``): ``0 * inf`` would be NaN."""
+        self.pv.reset()
+        self.live = None
         self.bp(e, self.b.var(g), out)
 
-    def guard_adds(self, stmts: list, cond: N.Expr) -> list:
-        """``stmts`` (chain-rule output) with every added term ``t`` of an adjoint, scalar
-        accumulator or shadow element replaced by ``t if cond else 0``; ``t`` is computed into
-        a local first, so the select is a blend, not a branch around the term."""
-        out: list = []
+    def val(self, e: N.Expr, out: list) -> N.Expr:
+        """The primal value ``e`` for a derivative formula: a named local (:mod:`.primal_values`)."""
+        return self.pv.val(e, out)
 
-        def sel(t: N.Expr) -> N.Expr:
-            if isinstance(t, N.Cast):       # inside the widening (acc + (double)(g * c) stays that shape)
-                return replace(t, a=sel(t.a))
-            return N.Select(t.ty, t.loc, cond, self.bind(t, out), _zero_of(self.b, t.ty))
-        for s in stmts:
-            if isinstance(s, N.Assign) and isinstance(s.value, N.BinOp) and s.value.op == "+" \
-                    and isinstance(s.value.a, N.Var) and s.value.a.name == s.var:
-                s = replace(s, value=replace(s.value, b=sel(s.value.b)))
-            elif isinstance(s, N.Store) and isinstance(s.value, N.BinOp) and s.value.op == "+" \
-                    and isinstance(s.value.a, N.Load) and s.value.a.array.name == s.array.name:
-                s = replace(s, value=replace(s.value, b=sel(s.value.b)))
-            elif isinstance(s, N.ExprStmt) and isinstance(s.expr, N.Atomic):
-                s = replace(s, expr=replace(s.expr, args=[sel(s.expr.args[0])] + list(s.expr.args[1:])))
-            elif isinstance(s, N.If):
-                s = replace(s, body=self.guard_adds(s.body, cond), orelse=self.guard_adds(s.orelse, cond))
-            out.append(s)
-        return out
+    def guarded(self, t: N.Expr, out: list) -> N.Expr:
+        """The term ``t`` added to an adjoint, scalar accumulator or shadow element, as ``t if
+        live else 0`` under the enclosing operations' zero-adjoint guard (:attr:`live`); ``t`` is
+        computed into a local first, so the select is a blend, not a branch around the term."""
+        if self.live is None:
+            return t
+        if isinstance(t, N.Cast):       # inside the widening (acc + (double)(g * c) stays that shape)
+            return replace(t, a=self.guarded(t.a, out))
+        return N.Select(t.ty, t.loc, self.live, self.bind(t, out), _zero_of(self.b, t.ty))
+
+    def conjoin(self, cond: N.Expr, out: list) -> N.Expr:
+        """The guard inside an operation guarded by ``cond``: ``cond``, and the enclosing guard.
+        One local per guarded operation (a term under k guarded operations was wrapped in k
+        selects, one per level, which grew quadratically in a chain of them)."""
+        if self.live is None:
+            return cond
+        v = self.b.fresh("live", B)
+        out.append(self.b.assign(v, N.BinOp(B, cond.loc, "and", self.live, cond)))
+        return self.b.var(v)
 
     def bp(self, e: N.Expr, g: N.Expr, out: list) -> None:
         """Statements adding ``g * d e / d inputs`` to the adjoints of e's inputs (nothing for
@@ -655,14 +717,14 @@ class _Reverse:
             if e.name in self.uniform:
                 return  # uniform values do not depend on per-item data
             d = self.dvar(e.name)
-            out.append(b.assign(d, b.op("+", b.var(d), b.cast(g, e.ty))))
+            out.append(b.assign(d, b.op("+", b.var(d), self.guarded(b.cast(g, e.ty), out))))
             return
         if isinstance(e, N.Arg):
             acc = self.scalar_acc.get(e.name)
             if acc is None and e.name in self.diff:
                 acc = self.scalar_acc[e.name] = b.fresh(f"dacc_{e.name}", self.F)
             if acc is not None:
-                out.append(b.assign(acc, b.op("+", b.var(acc), b.cast(g, self.F))))
+                out.append(b.assign(acc, b.op("+", b.var(acc), self.guarded(b.cast(g, self.F), out))))
             return
         if isinstance(e, N.Load):
             self.accumulate(e.array, e.index, g, loc, out)
@@ -678,20 +740,28 @@ class _Reverse:
             return
         if isinstance(e, N.Select):
             ta, tb = [], []
-            self.bp(e.a, g, ta)
-            self.bp(e.b, g, tb)
+            with self.pv.branch(e, True):
+                self.bp(e.a, g, ta)
+            with self.pv.branch(e, False):
+                self.bp(e.b, g, tb)
             if ta or tb:
                 out.append(N.If(loc, e.cond, ta, tb))
             return
         if isinstance(e, (N.BinOp, N.Call)):
             body: list = []
-            (self.bp_binop if isinstance(e, N.BinOp) else self.bp_call)(e, g, body)
-            if body and isinstance(g, N.Var) and not own_partials_unit(e):
+            outer = self.live
+            if isinstance(g, N.Var) and not own_partials_unit(e):
                 # a zero adjoint contributes nothing, whatever the partials: the adjoint of an
                 # overflowing operand whose consumer saturates (tanh(pow(a, b)) with pow = inf:
                 # tanh' = 0) is 0, and 0 * inf would be NaN
-                body = self.guard_adds(body, b.cmp("!=", g, b.c(0.0, g.ty)))
-            out += body
+                self.live = self.conjoin(b.cmp("!=", g, b.c(0.0, g.ty)), body)
+            n = len(body)
+            try:
+                (self.bp_binop if isinstance(e, N.BinOp) else self.bp_call)(e, g, body)
+            finally:
+                self.live = outer
+            if len(body) > n:
+                out += body
             return
         if isinstance(e, N.Atomic):
             self.fail(loc, f"the value returned by atomic_{e.op} on a float array cannot be differentiated")
@@ -714,23 +784,29 @@ class _Reverse:
             self.bp(a, g, out)
             self.bp(c, b.neg(g), out)
         elif op == "*":
-            self.bp(a, b.op("*", g, c), out)
-            self.bp(c, b.op("*", g, a), out)
+            va, vc = self.val(a, out), self.val(c, out)
+            self.bp(a, b.op("*", g, vc), out)
+            self.bp(c, b.op("*", g, va), out)
         elif op == "/":
-            self.bp(a, b.op("/", g, c), out)
-            self.bp(c, b.neg(b.op("/", b.op("*", g, e), c)), out)
+            vc = self.val(c, out)
+            self.bp(a, b.op("/", g, vc), out)
+            if self.is_active(c):
+                self.bp(c, b.neg(b.op("/", b.op("*", g, self.val(e, out)), vc)), out)
         elif op == "**":
             self.bp_pow(a, c, e, g, out)
         elif op == "%":
             self.bp(a, g, out)
-            self.bp(c, b.neg(b.op("*", g, b.call("floor", b.op("/", a, c)))), out)
+            if self.is_active(c):
+                va, vc = self.val(a, out), self.val(c, out)
+                self.bp(c, b.neg(b.op("*", g, b.call("floor", b.op("/", va, vc)))), out)
         elif op == "//":
             return
         else:
             self.fail(e.loc, f"operator {op} on floats cannot be differentiated")
 
     def bp_pow(self, a, c, e, g, out) -> None:
-        da, dc = pow_partials(self.b, a, c, e)
+        dc_needed = not isinstance(c, N.Const) and self.is_active(c)    # d/dc is the only one using e
+        da, dc = pow_partials(self.b, self.val(a, out), self.val(c, out), self.val(e, out) if dc_needed else e)
         self.bp(a, self.b.op("*", g, da), out)
         if dc is not None:
             self.bp(c, self.b.op("*", g, dc), out)
@@ -738,33 +814,12 @@ class _Reverse:
     def bp_call(self, e: N.Call, g, out) -> None:
         b, fn, x = self.b, e.fn, e.args[0]
         one = b.c(1.0, e.ty)
-        sq = lambda v: b.op("*", v, v)  # noqa: E731
-        unary = {
-            "exp": lambda: e, "expm1": lambda: b.call("exp", x),
-            "log": lambda: b.op("/", one, x), "log2": lambda: b.op("/", one, b.op("*", x, b.c(math.log(2), e.ty))),
-            "log10": lambda: b.op("/", one, b.op("*", x, b.c(math.log(10), e.ty))),
-            "log1p": lambda: b.op("/", one, b.op("+", one, x)),
-            "sqrt": lambda: b.op("/", b.c(0.5, e.ty), e),
-            # -rsqrt(x)**3 / 2 as -0.5 * (e / |x|): the sign of e**3 at -0.0 (rsqrt(-0) = -inf, its
-            # derivative +inf, as torch and the adjoint of 1 / sqrt(x) give; e / x gave -inf)
-            "rsqrt": lambda: b.op("*", b.c(-0.5, e.ty), b.op("/", e, b.call("fabs", x))),
-            "sin": lambda: b.call("cos", x), "cos": lambda: b.neg(b.call("sin", x)),
-            "tan": lambda: b.op("+", one, sq(e)),
-            "asin": lambda: b.op("/", one, b.call("sqrt", b.op("-", one, sq(x)))),
-            "acos": lambda: b.neg(b.op("/", one, b.call("sqrt", b.op("-", one, sq(x))))),
-            "atan": lambda: b.op("/", one, b.op("+", one, sq(x))),
-            "sinh": lambda: b.call("cosh", x), "cosh": lambda: b.call("sinh", x),
-            "tanh": lambda: b.op("-", one, sq(e)),
-            "asinh": lambda: b.op("/", one, b.call("sqrt", b.op("+", sq(x), one))),
-            "acosh": lambda: b.op("/", one, b.call("sqrt", b.op("-", sq(x), one))),
-            "atanh": lambda: b.op("/", one, b.op("-", one, sq(x))),
-            "erf": lambda: b.op("*", b.c(2 / math.sqrt(math.pi), e.ty), b.call("exp", b.neg(sq(x)))),
-            "erfc": lambda: b.op("*", b.c(-2 / math.sqrt(math.pi), e.ty), b.call("exp", b.neg(sq(x)))),
-            "sigmoid": lambda: b.op("*", e, b.op("-", one, e)),
-            "abs": lambda: _sign(b, x, e.ty), "fabs": lambda: _sign(b, x, e.ty),
-        }
-        if fn in unary:
-            self.bp(x, b.op("*", g, unary[fn]()), out)
+        if fn in _UNARY:
+            if not self.is_active(x):
+                return
+            vx = self.val(x, out)
+            ve = (lambda: self.val(e, out)) if fn in _UNARY_OF_RESULT else None
+            self.bp(x, b.op("*", g, unary_partial(b, fn, vx, ve, e.ty)), out)
         elif nondiff_call(fn):
             return           # (a bit cast to a float: its bits, not a differentiable function)
         elif fn == "uniform":
@@ -776,44 +831,65 @@ class _Reverse:
             # x / (x² + y²) as (x / h) / h with h = hypot(x, y): the squares underflow to 0 for
             # tiny arguments (1e-30 in float32: a derivative of 0 for 5e29) and overflow for large ones
             y_, x_ = e.args
-            h = self.bind(b.call("hypot", x_, y_), out)
-            self.bp(y_, _unless_zero(b, h, b.op("*", g, b.op("/", b.op("/", x_, h), h))), out)
-            self.bp(x_, _unless_zero(b, h, b.neg(b.op("*", g, b.op("/", b.op("/", y_, h), h)))), out)
+            vy, vx = self.val(y_, out), self.val(x_, out)
+            h = self.bind(b.call("hypot", vx, vy), out)
+            self.bp(y_, _unless_zero(b, h, b.op("*", g, b.op("/", b.op("/", vx, h), h))), out)
+            self.bp(x_, _unless_zero(b, h, b.neg(b.op("*", g, b.op("/", b.op("/", vy, h), h)))), out)
         elif fn == "hypot":          # at (0, 0): 0, the minimum-norm subgradient
-            self.bp(e.args[0], b.op("*", g, _unless_zero(b, e, b.op("/", e.args[0], e))), out)
-            self.bp(e.args[1], b.op("*", g, _unless_zero(b, e, b.op("/", e.args[1], e))), out)
+            p, q = e.args
+            vp, vq, ve = self.val(p, out), self.val(q, out), self.val(e, out)
+            self.bp(p, b.op("*", g, _unless_zero(b, ve, b.op("/", vp, ve))), out)
+            self.bp(q, b.op("*", g, _unless_zero(b, ve, b.op("/", vq, ve))), out)
         elif fn == "fma":
             p, q, r = e.args
-            self.bp(p, b.op("*", g, q), out)
-            self.bp(q, b.op("*", g, p), out)
+            vp, vq = self.val(p, out), self.val(q, out)
+            self.bp(p, b.op("*", g, vq), out)
+            self.bp(q, b.op("*", g, vp), out)
             self.bp(r, g, out)
-        elif fn in ("min", "max"):   # a tie splits the gradient evenly (PyTorch, JAX)
-            p, q = e.args
-            pick_q = b.cmp("<" if fn == "min" else ">", q, p)
-            tp, tq, half = [], [], []
-            self.bp(p, g, tp)
-            self.bp(q, g, tq)
-            if e.clamp:              # tk.clamp: a tie goes to the clamped value (PyTorch, Warp)
-                if tp or tq:
-                    out.append(N.If(e.loc, pick_q, tq, tp))
-                return
-            h = self.bind(b.op("*", g, b.c(0.5, e.ty)), half)
-            n = len(half)
-            self.bp(p, h, half)
-            self.bp(q, h, half)
-            if len(half) > n:
-                out.append(N.If(e.loc, pick_q, tq, [N.If(e.loc, b.cmp("==", p, q), half, tp)]))
+        elif fn in ("min", "max"):
+            self.bp_minmax(e, g, out)
         elif fn == "copysign":       # at p == 0: 0 (PyTorch's choice)
             p, q = e.args
-            same = b.cmp("==", b.call("copysign", one, p), b.call("copysign", one, q))
+            vp, vq = self.val(p, out), self.val(q, out)
+            same = b.cmp("==", b.call("copysign", one, vp), b.call("copysign", one, vq))
             sign = N.Select(e.ty, e.loc, same, one, b.c(-1.0, e.ty))
-            self.bp(p, b.op("*", g, _unless_zero(b, p, sign)), out)
+            self.bp(p, b.op("*", g, _unless_zero(b, vp, sign)), out)
         elif fn == "fmod":
             p, q = e.args
             self.bp(p, g, out)
-            self.bp(q, b.neg(b.op("*", g, b.call("trunc", b.op("/", p, q)))), out)
+            if self.is_active(q):
+                vp, vq = self.val(p, out), self.val(q, out)
+                self.bp(q, b.neg(b.op("*", g, b.call("trunc", b.op("/", vp, vq)))), out)
         else:
             self.fail(e.loc, f"{fn}() cannot be differentiated")
+
+    def bp_minmax(self, e: N.Call, g, out) -> None:
+        """min/max: the adjoint goes to the chosen operand; a tie splits it evenly (PyTorch,
+        JAX), except for tk.clamp, where it goes to the clamped value (PyTorch, Warp). Each
+        operand's chain rule is written once, under the condition where it receives anything
+        (written in two branches, the tie's and its own, it doubled with every nested min/max)."""
+        b, (p, q) = self.b, e.args
+        vp, vq = self.val(p, out), self.val(q, out)
+        pick_q = b.cmp("<" if e.fn == "min" else ">", vq, vp)
+        tp, tq = [], []
+        if e.clamp:
+            with self.pv.nested():
+                self.bp(p, g, tp)
+            with self.pv.nested():
+                self.bp(q, g, tq)
+            if tp or tq:
+                out.append(N.If(e.loc, pick_q, tq, tp))
+            return
+        tie = b.cmp("==", vp, vq)
+        h = b.op("*", g, b.c(0.5, e.ty))
+        with self.pv.nested():
+            self.bp(p, N.Select(e.ty, e.loc, tie, h, g), tp)
+        with self.pv.nested():
+            self.bp(q, N.Select(e.ty, e.loc, pick_q, g, h), tq)
+        if tp:
+            out.append(N.If(e.loc, pick_q, [], tp))
+        if tq:
+            out.append(N.If(e.loc, N.BinOp(B, e.loc, "or", pick_q, tie), tq, []))
 
     # --- the whole kernel ---------------------------------------------------------------------
 
@@ -892,6 +968,8 @@ class _Tangent:
         self.shadow: dict = {}
         self.active_vars, self.active_arrays = active_values(k, self.diff)
         self.pre: list = []     # statements computing the bound tangents and partials of the statement at hand
+        self.pv = PrimalValues(self.b, uniform_vars(k.body, k.locals))   # the primal values its partials
+        # need, named in self.pre
 
     def tvar(self, x: str) -> str:
         t = self.tan.get(x)
@@ -923,7 +1001,12 @@ class _Tangent:
     def t_of(self, e: N.Expr) -> N.Expr:
         """:meth:`t` of ``e`` with the statements it needs placed before the statement at hand."""
         self.pre = []
+        self.pv.reset()
         return self.t(e)
+
+    def val(self, e: N.Expr) -> N.Expr:
+        """The primal value ``e`` for a partial: a named local computed in :attr:`pre`."""
+        return self.pv.val(e, self.pre)
 
     def t(self, e: N.Expr) -> N.Expr:
         """The tangent of a float expression."""
@@ -955,9 +1038,11 @@ class _Tangent:
         under an ``if`` on the condition, as the primal evaluates only the chosen operand."""
         outer = self.pre
         self.pre = []
-        ta, pa = self.t(e.a), self.pre
+        with self.pv.branch(e, True):
+            ta, pa = self.t(e.a), self.pre
         self.pre = []
-        tb, pb = self.t(e.b), self.pre
+        with self.pv.branch(e, False):
+            tb, pb = self.t(e.b), self.pre
         self.pre = outer
         if _no_tangent(ta) and _no_tangent(tb):
             return self.zero(e.ty)
@@ -980,16 +1065,20 @@ class _Tangent:
             if e.op == "-":
                 return b.neg(tc) if _no_tangent(ta) else ta if _no_tangent(tc) else b.op("-", ta, tc)
             if e.op == "*":
-                return self.terms(e.ty, [(ta, c), (tc, a)])
+                return self.terms(e.ty, [(ta, None if _no_tangent(ta) else self.val(c)),
+                                         (tc, None if _no_tangent(tc) else self.val(a))])
             if e.op == "/":
                 if _no_tangent(tc):
-                    return b.op("/", ta, c)
-                return b.op("/", b.op("-", b.op("*", ta, c), b.op("*", a, tc)), b.op("*", c, c))
+                    return b.op("/", ta, self.val(c))
+                va, vc = self.val(a), self.val(c)
+                return b.op("/", b.op("-", b.op("*", ta, vc), b.op("*", va, tc)), b.op("*", vc, vc))
             if e.op == "**":
-                da, dc = pow_partials(b, a, c, e)
+                dc_needed = not isinstance(c, N.Const) and not _no_tangent(tc)
+                da, dc = pow_partials(b, self.val(a), self.val(c), self.val(e) if dc_needed else e)
                 return self.terms(e.ty, [(ta, da)] + ([] if dc is None else [(tc, dc)]))
             if e.op == "%":
-                return self.terms(e.ty, [(ta, None), (tc, b.neg(b.call("floor", b.op("/", a, c))))])
+                dc = None if _no_tangent(tc) else b.neg(b.call("floor", b.op("/", self.val(a), self.val(c))))
+                return self.terms(e.ty, [(ta, None), (tc, dc)])
             if e.op == "//":
                 return self.zero(e.ty)
             raise _err(e.loc, f"operator {e.op} on floats cannot be differentiated", self.k.name)
@@ -999,6 +1088,7 @@ class _Tangent:
             if _no_tangent(tp) and _no_tangent(tq):
                 return self.zero(e.ty)
             tp, tq = self.bind(tp), self.bind(tq)
+            p, q = self.val(p), self.val(q)
             if e.clamp:
                 return N.Select(e.ty, e.loc, b.cmp("<" if e.fn == "min" else ">", q, p), tq, tp)
             tie = N.Select(e.ty, e.loc, b.cmp("==", p, q), b.op("*", b.op("+", tp, tq), b.c(0.5, e.ty)), tp)
@@ -1105,7 +1195,8 @@ class _PartialCollector:
     def pairs(self):
         e = self.e
         rv = _Reverse.__new__(_Reverse)
-        rv.b, rv.uniform, rv.diff, rv.k = self.t.b, set(), set(), self.t.k
+        rv.b, rv.uniform, rv.diff, rv.k = self.t.b, set(), self.t.diff, self.t.k
+        rv.active_vars, rv.active_arrays = self.t.active_vars, self.t.active_arrays
         rv.scalar_acc, rv.dvars, rv.locals = {}, {}, self.t.locals
         found = []
 
@@ -1113,6 +1204,7 @@ class _PartialCollector:
             found.append((arg, g))
         rv.bp = collect                      # the rules call bp(argument, partial * seed)
         rv.bind = lambda g, out: g
+        rv.val = lambda x, out: self.t.val(x)    # named in the tangent's statements
         seed = self.t.b.c(1.0, e.ty)
         _Reverse.bp_call(rv, e, seed, [])
         return [(a, g) for a, g in found if is_float(a.ty)]
