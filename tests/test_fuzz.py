@@ -1865,17 +1865,19 @@ def test_bug_gcc_slp_permute_rotated_and_reversed_local_reads_after_a_barrier(b)
 
 @needs_cpu
 def test_the_native_miscompile_probes_run_right_with_the_toolchains_flags(tmp_path):
-    """Each probe program of a known -march=native miscompile, compiled with the flags kernels
-    get, computes the right result (the probe found a fix, or the compiler has no such bug)."""
+    """Each probe program of a known -march=native miscompile, compiled with the flags the kernels
+    of its scope get (every kernel, or grouped ones: ``kernel_flags(True)``), computes the right
+    result (the probe found a fix, or the compiler has no such bug)."""
     import subprocess
     from tinykernels.runtime import compiler
     tc = compiler.toolchain()
     if "-march=native" not in tc.flags:
         pytest.skip("kernels are not compiled with -march=native here")
     flags = [f for f in tc.flags if f not in ("-shared", "-fPIC", "-w") and not f.startswith("-D")]
-    for name, text, _ in compiler._NATIVE_PROBES:
+    for name, text, _, scope in compiler._NATIVE_PROBES:
         src = tmp_path / f"{name}.c"
         src.write_text(text)
         exe = str(tmp_path / name)
-        subprocess.run(list(tc.cmd) + flags + ["-o", exe, str(src), "-lm"], check=True, capture_output=True)
+        extra = list(tc.kernel_flags(scope == "grouped"))
+        subprocess.run(list(tc.cmd) + flags + extra + ["-o", exe, str(src), "-lm"], check=True, capture_output=True)
         assert subprocess.run([exe]).returncode == 0, f"{name}: {tc.flags}"

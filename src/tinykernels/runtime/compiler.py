@@ -65,10 +65,16 @@ class Toolchain:
     flags: tuple          # flags for kernels
     openmp: bool
     cpu: str              # CPU feature fingerprint
+    grouped_flags: tuple = ()   # added for kernels with work groups (a miscompile's workaround)
 
     @property
     def identity(self) -> str:
-        return hashlib.sha256(json.dumps([self.cmd, self.version, self.flags, self.cpu]).encode()).hexdigest()
+        return hashlib.sha256(json.dumps([self.cmd, self.version, self.flags, self.cpu,
+                                          self.grouped_flags]).encode()).hexdigest()
+
+    def kernel_flags(self, grouped: bool) -> tuple:
+        """The extra flags of one kernel: ``grouped_flags`` for a kernel with work groups."""
+        return self.grouped_flags if grouped else ()
 
 
 def _cpu_fingerprint() -> str:
@@ -146,8 +152,9 @@ def _probe(cmd: list) -> dict:
             if _run(cmd + flags + ["-fPIC", "-shared", "-o", so, str(src)]).returncode == 0:
                 omp_flags = flags
                 break
-        native_fix = _native_workaround(cmd, td) if native else []
-    return {"version": version, "native": native, "openmp": omp_flags, "native_fix": native_fix}
+        fix = _native_workaround(cmd, td) if native else {"all": [], "grouped": []}
+    return {"version": version, "native": native, "openmp": omp_flags, "native_fix": fix["all"],
+            "native_fix_grouped": fix["grouped"]}
 
 
 # GCC 12 with -march=native on a CPU with AVX-512 VNNI (or AVX-VNNI) compiles the sum of
@@ -213,9 +220,14 @@ int main(void) {
 }
 """
 
-#: (name, probe program, candidate flags that avoid the miscompile, in order of preference)
-_NATIVE_PROBES = (("vnni", _VNNI_PROBE, (_VNNI_OFF,)),
-                  ("slp-permute", _SLP_PERMUTE_PROBE, (["-fno-tree-slp-vectorize"], ["-mprefer-vector-width=256"])))
+#: (name, probe program, candidate flags that avoid the miscompile in order of preference, scope):
+#: scope "all" adds the flags to every kernel, "grouped" only to kernels with work groups (local
+#: memory, barriers, collectives, tk.uniform), whose fully unrolled item loops over small arrays
+#: are the shape the SLP miscompile was seen in. Flat kernels keep basic-block SLP: the int8
+#: GEMVs' lane loops need it (1.5x slower without it, idle A/B, docs/cpu.md "Flags").
+_NATIVE_PROBES = (("vnni", _VNNI_PROBE, (_VNNI_OFF,), "all"),
+                  ("slp-permute", _SLP_PERMUTE_PROBE, (["-fno-tree-slp-vectorize"], ["-mprefer-vector-width=256"]),
+                   "grouped"))
 
 
 def _probe_runs_right(cmd: list, src: Path, exe: str, extra: list) -> bool | None:
@@ -230,18 +242,19 @@ def _probe_runs_right(cmd: list, src: Path, exe: str, extra: list) -> bool | Non
         return None
 
 
-def _native_workaround(cmd: list, td: str) -> list:
+def _native_workaround(cmd: list, td: str) -> dict:
     """Extra flags after -march=native that avoid the known miscompiles of this compiler on
-    this CPU (none for a probe program that runs right or cannot be built or run)."""
-    flags: list = []
-    for name, text, fixes in _NATIVE_PROBES:
+    this CPU, by scope ("all" kernels, "grouped" ones only; none for a probe program that runs
+    right or cannot be built or run)."""
+    out: dict = {"all": [], "grouped": []}
+    for name, text, fixes, scope in _NATIVE_PROBES:
         src = Path(td) / f"{name}.c"
         src.write_text(text)
         exe = str(Path(td) / name)
-        if _probe_runs_right(cmd, src, exe, flags) is not False:
+        if _probe_runs_right(cmd, src, exe, out["all"]) is not False:
             continue
-        flags += next((list(f) for f in fixes if _probe_runs_right(cmd, src, exe, flags + list(f))), [])
-    return flags
+        out[scope] += next((list(f) for f in fixes if _probe_runs_right(cmd, src, exe, out["all"] + list(f))), [])
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -255,7 +268,7 @@ def first_use_notice() -> None:
           f"(once per machine; cached in {cache_dir()})", file=sys.stderr, flush=True)
 
 
-_PROBE_VERSION = 3      # bumped when the probe learns something new (its disk cache key)
+_PROBE_VERSION = 4      # bumped when the probe learns something new (its disk cache key)
 
 
 def _probe_cached(cmd: list) -> dict:
@@ -287,13 +300,15 @@ def _toolchain(cc_env: str | None, cache: str, use_openmp: bool = True) -> Toolc
     info = _probe_cached(cmd)
     flags = ["-O3", "-fPIC", "-shared", "-std=gnu11", "-fwrapv", "-ffp-contract=off", "-fno-math-errno",
              "-fno-strict-aliasing", "-w"]
+    grouped: list = []
     if info["native"]:
         flags.append("-march=native")
         flags += info.get("native_fix", [])
+        grouped = info.get("native_fix_grouped", [])
         flags += bytedot_level_flags(os.environ.get("TK_CPU_BYTEDOT"))
     openmp = bool(info["openmp"]) and use_openmp
     flags += info["openmp"] if openmp else ["-pthread"]     # without OpenMP: the pthread fallback
-    return Toolchain(tuple(cmd), info["version"], tuple(flags), openmp, _cpu_fingerprint())
+    return Toolchain(tuple(cmd), info["version"], tuple(flags), openmp, _cpu_fingerprint(), tuple(grouped))
 
 
 def toolchain() -> Toolchain:

@@ -130,10 +130,11 @@ class CPUKernelInstance(KernelInstance):
 
     def _compile(self, args, geom, ndim, ranges, wg) -> Compiled:
         from ..codegen.c import FASTMATH_CFLAGS
-        from .compiler import compile_library
+        from .compiler import compile_library, toolchain
         ir = self._ir(args, geom, ndim, ranges, wg)
         src, names = self._render(ir, ranges)
-        path = compile_library(src, self.name, FASTMATH_CFLAGS if ir.fastmath else ())
+        extra = (FASTMATH_CFLAGS if ir.fastmath else ()) + toolchain().kernel_flags(bool(ir.uses & GROUPED_FEATURES))
+        path = compile_library(src, self.name, extra)
         with _LIBS_LOCK:
             lib = _LIBS.get(path)
             if lib is None:
