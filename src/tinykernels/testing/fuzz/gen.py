@@ -950,19 +950,25 @@ class Gen(ByteRuns, Hazards):
     def s_branch(self, ctx):
         """A local assigned in every branch of an if/elif/else, then used: definitely assigned.
         (Dropping one branch's assignment must be a CompileError; tests/test_fuzz.py checks it.)"""
+        self.branch_assign(lambda: self.cond(2), lambda t: self.expr(t, 2), 0.4)
+        self.features.add("branch-assign")
+
+    def branch_assign(self, cond, value, elif_p: float) -> tuple:
+        """``if``/(``elif`` with probability ``elif_p``)/``else``, each branch assigning
+        ``value(t)`` to one fresh local of a random type ``t``, declared after; returns (name, t)."""
         t = self.any_type()
         name = self.fresh("b")
-        heads = [f"if {self.cond(2).code}:"]
-        if self.chance(0.4):
-            heads.append(f"elif {self.cond(2).code}:")
+        heads = [f"if {cond().code}:"]
+        if self.chance(elif_p):
+            heads.append(f"elif {cond().code}:")
         heads.append("else:")
         for h in heads:
             self.emit(h)
             self.ind += 1
-            self.emit(f"{name} = {self.expr(t, 2).code}")
+            self.emit(f"{name} = {value(t).code}")
             self.ind -= 1
         self.declare(Var(name, t))
-        self.features.add("branch-assign")
+        return name, t
 
     def s_chain(self, ctx):
         t = self.any_type()

@@ -193,18 +193,7 @@ class Hazards:
     def hazard_if(self) -> None:
         """``if``/``elif``/``else`` on hazard conditions (a later condition runs only when the
         earlier ones failed), each branch assigning one local, stored after."""
-        t = self.any_type()
-        name = self.fresh("b")
-        heads = [f"if {self.hazard_expr(1).code}:"]
-        if self.chance(0.6):
-            heads.append(f"elif {self.hazard_expr(1).code}:")
-        heads.append("else:")
-        for h in heads:
-            self.emit(h)
-            self.ind += 1
-            self.emit(f"{name} = {self.maybe_effect(t, 1).code}")
-            self.ind -= 1
-        self.declare(Var(name, t))
+        name, t = self.branch_assign(lambda: self.hazard_expr(1), lambda t: self.maybe_effect(t, 1), 0.6)
         self.store_var(name, t)
         self.features.add("hazard-if")
 
