@@ -429,7 +429,8 @@ def _float_positions(arrays) -> list:
 
 
 def geom_shape(nd) -> tuple:
-    """An ndrange as a shape tuple."""
+    """An ndrange as a shape tuple (a range dimension stays a range, so no array has that
+    shape: such a launch neither folds a vmap batch nor gets a fresh output)."""
     return tuple(nd) if isinstance(nd, tuple) else (nd,)
 
 
