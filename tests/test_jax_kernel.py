@@ -490,9 +490,8 @@ def test_range_ndrange_like_a_direct_launch(route, nd):
                 tk.Duplicated(out0.copy(), w.copy()), tk.Duplicated(u.copy(), du))
     assert np.abs(du).max() > 0
     np.testing.assert_allclose(gu, du, rtol=1e-13, atol=1e-13)
-    if route != "ffi-jvp":          # (JAX has no batching rule for linear_call, see docs/jax.md)
-        gb = jax.vmap(jax.grad(lambda v: jnp.sum(w * f(out0, v, a=0.3, ndrange=nd))))(jnp.stack([u, u]))
-        np.testing.assert_allclose(gb, np.stack([gu, gu]), rtol=1e-13, atol=1e-13)
+    gb = jax.vmap(jax.grad(lambda v: jnp.sum(w * f(out0, v, a=0.3, ndrange=nd))))(jnp.stack([u, u]))
+    np.testing.assert_allclose(gb, np.stack([gu, gu]), rtol=1e-13, atol=1e-13)
 
 
 def test_range_ndrange_refusals_name_ndrange():
@@ -502,3 +501,32 @@ def test_range_ndrange_refusals_name_ndrange():
             FMA(y0, x, a=1.0, ndrange=bad)
     with pytest.raises(LaunchError, match="ndrange"):       # 4 dimensions, as a direct launch
         FMA(y0, x, a=1.0, ndrange=(range(1), 1, 1, 1))
+
+
+def test_jvp_mode_derivatives_batch_under_vmap():
+    """autodiff="jvp" pairs the tangent and adjoint kernels in a linear_call, which JAX cannot
+    batch by itself ("Batching rule for 'linear_call' not implemented"): tinykernels.jax_batching
+    supplies the rule, so vmap of grad and of jvp, jacfwd and jacrev run through the kernel's own
+    derived kernels and agree with the default mode's reverse Jacobian and with the raised
+    kernel's (JAX-differentiated) Jacobians."""
+    nd = (range(1, 5), range(1, 4))
+    u, out0 = RNG.standard_normal((6, 5)), RNG.standard_normal((6, 5))
+    fj = tkjax.jax_kernel(interior, outputs=["out"], autodiff="jvp")
+    fv = tkjax.jax_kernel(interior, outputs=["out"])
+    fr = tkjax.raise_kernel(interior, outputs=["out"])
+
+    def h(f):
+        return lambda v: jnp.tanh(f(out0, v, a=0.3, ndrange=nd)) * v
+
+    want = jax.jacrev(h(fv))(u)
+    assert np.abs(want).max() > 0
+    for jac in (jax.jacfwd(h(fj))(u), jax.jacrev(h(fj))(u), jax.jacfwd(h(fr))(u)):
+        np.testing.assert_allclose(jac, want, rtol=1e-13, atol=1e-14)
+    us = jnp.stack([u, 2 * u, -u])
+    loss = lambda f: lambda v: jnp.sum(h(f)(v) ** 2)   # noqa: E731
+    np.testing.assert_allclose(jax.vmap(jax.grad(loss(fj)))(us), jax.vmap(jax.grad(loss(fv)))(us),
+                               rtol=1e-13, atol=1e-14)
+    ts = jnp.stack([out0, u, -u])
+    tj = jax.vmap(lambda v, t: jax.jvp(h(fj), (v,), (t,))[1])(us, ts)
+    for k in range(3):
+        np.testing.assert_allclose(tj[k], jax.jvp(h(fr), (us[k],), (ts[k],))[1], rtol=1e-13, atol=1e-14)
