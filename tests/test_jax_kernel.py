@@ -530,3 +530,14 @@ def test_jvp_mode_derivatives_batch_under_vmap():
     tj = jax.vmap(lambda v, t: jax.jvp(h(fj), (v,), (t,))[1])(us, ts)
     for k in range(3):
         np.testing.assert_allclose(tj[k], jax.jvp(h(fr), (us[k],), (ts[k],))[1], rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("nd", [range(0, 16), range(3, 16, 2)])
+def test_range_ndrange_vmap_of_an_elementwise_kernel(nd):
+    """An elementwise kernel over a range ndrange: the batch is not folded into one launch
+    (whose ndrange would have to be the arrays' shape), each element matches a direct launch."""
+    ys, xs = RNG.standard_normal((3, 16)), RNG.standard_normal((3, 16))
+    want = ys.copy()
+    for k in range(3):
+        fma_update(tk.CPU())(want[k], xs[k], 1.5, ndrange=nd)
+    np.testing.assert_array_equal(jax.vmap(lambda y, x: FMA(y, x, a=1.5, ndrange=nd))(ys, xs), want)

@@ -749,8 +749,9 @@ def torch_op(kernel: Kernel, outputs, name: str, ndrange=None, workgroupsize=Non
 
     ``outputs``: the names of the array parameters the kernel writes. Call the result with
     the kernel's array arguments positionally (the outputs' initial values among them) and
-    its scalars and constexprs by keyword; ``ndrange`` (default: the first output's shape)
-    and ``workgroupsize`` may be given here or per call. It returns the outputs' new values
+    its scalars and constexprs by keyword; ``ndrange`` (default: the first output's shape; a
+    dimension may be a Python ``range``, as in a direct launch) and ``workgroupsize`` may be
+    given here or per call. It returns the outputs' new values
     (a tuple when there are several) and leaves its inputs unchanged; gradients flow to the
     float tensors through the kernel's adjoint (not to scalars)."""
     return TorchOp(kernel, outputs, name, ndrange, workgroupsize)
