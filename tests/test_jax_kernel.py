@@ -457,8 +457,9 @@ RANGE_CASES = [(range(1, 8), range(1, 6)), (range(1, 8, 3), range(2, 6, 2)), (ra
 def test_range_ndrange_like_a_direct_launch(route, nd):
     """SPEC 2: an ndrange dimension may be a Python range. Through the FFI (both autodiff
     modes) and the raised route, eager, under jit and vmap (per batch element: an offset
-    index space does not fold), bit for bit against a direct CPU launch and NumPy (the raised route within XLA's FMA contraction); gradients
-    against float64 finite differences (check_grads) and against tk.autodiff's adjoint."""
+    index space does not fold), bit for bit against a direct CPU launch and NumPy (the raised
+    route within XLA's FMA contraction); gradients against float64 finite differences
+    (check_grads) and against tk.autodiff's adjoint, also under vmap."""
     u, out0 = RNG.standard_normal((9, 7)), RNG.standard_normal((9, 7))
     direct = out0.copy()
     interior(tk.CPU())(direct, u, 0.3, ndrange=nd)

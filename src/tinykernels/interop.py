@@ -79,12 +79,6 @@ def _check_geometry(ndrange, what: str):
     return norm if isinstance(ndrange, (tuple, list)) else norm[0]
 
 
-def has_ranges(geometry) -> bool:
-    """Whether an ndrange has a ``range`` dimension (an offset or stepped index space)."""
-    dims = geometry if isinstance(geometry, tuple) else (geometry,)
-    return any(isinstance(d, range) for d in dims)
-
-
 def check_outputs(kernel: Kernel, outputs) -> tuple:
     """The validated output names (a non-empty list of the kernel's non-constexpr parameters)."""
     if not isinstance(kernel, Kernel):

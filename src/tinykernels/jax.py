@@ -442,9 +442,10 @@ def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backen
     ``outputs``: the names of the array parameters the kernel writes. Call the result with
     the kernel's array arguments positionally (the outputs' initial values among them) and
     its scalars and constexprs by keyword (static Python values); ``ndrange`` (default: the
-    first output's shape; a dimension may be a Python ``range``, as in a direct launch) and ``workgroupsize`` may be given here or per call. It returns
-    the outputs' new values (a tuple when there are several). ``backend``: a ``tk.CPU``
-    (threads, debug mode); default ``tk.CPU()``.
+    first output's shape; a dimension may be a Python ``range``, as in a direct launch) and
+    ``workgroupsize`` may be given here or per call. It returns the outputs' new values (a
+    tuple when there are several). ``backend``: a ``tk.CPU`` (threads, debug mode); default
+    ``tk.CPU()``.
 
     ``autodiff``: ``"vjp"`` (default) differentiates in reverse mode through the adjoint
     kernel (``jax.custom_vjp``: ``jax.grad``, also under ``jax.vmap``; JAX refuses
