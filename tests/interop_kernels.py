@@ -1,6 +1,8 @@
 """Kernels the JAX and PyTorch interop tests share (tests/test_jax_kernel.py, tests/test_torch_op.py)."""
 import math
 
+import numpy as np
+
 import tinykernels as tk
 
 
@@ -28,3 +30,19 @@ def two_outputs(s, d, a: tk.Const, b: tk.Const, n):
 def gather(y, x: tk.Const, idx: tk.Const):
     i = tk.index()
     y[i] = x[idx[i]] * x[idx[i]]
+
+
+@tk.kernel
+def interior(out, u: tk.Const, a):
+    """A nonlinear 2-D stencil at absolute coordinates, for offset and stepped ndranges
+    (``ndrange=(range(1, n - 1, 2), range(1, m - 1))``)."""
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    out[i, j] = u[i, j] * u[i, j + 1] + a * (u[i - 1, j] - u[i + 1, j] + u[i, j - 1])
+
+
+def interior_numpy(out0, u, a, rows: range, cols: range):
+    """NumPy's ``interior`` over the index space ``rows`` x ``cols`` (ranges with positive steps)."""
+    out = out0.copy()
+    r, c = np.ix_(np.arange(rows.start, rows.stop, rows.step), np.arange(cols.start, cols.stop, cols.step))
+    out[r, c] = u[r, c] * u[r, c + 1] + a * (u[r - 1, c] - u[r + 1, c] + u[r, c - 1])
+    return out

@@ -1,6 +1,7 @@
 """tinykernels.jax.jax_kernel: kernels through XLA's FFI (SPEC section 11): eager, jit, vmap,
 grad (check_grads and against tk.autodiff on the same kernel), aliasing, errors."""
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ jax.config.update("jax_enable_x64", True)
 RNG = np.random.default_rng(11)
 
 
-from interop_kernels import fma_update, gather, stencil2d, two_outputs  # noqa: E402
+from interop_kernels import fma_update, gather, interior, interior_numpy, stencil2d, two_outputs  # noqa: E402
 
 
 @tk.kernel
@@ -446,3 +447,98 @@ def test_cuda_ffi_handler_packs_what_the_cuda_runtime_packs(tmp_path):
         np.testing.assert_array_equal(out, want[:len(layout)])
         grid, block = grid_dims(geom, ndim, wg)
         assert list(meta) == [0x7777, 0x5151, *grid, *block]
+
+
+RANGE_CASES = [(range(1, 8), range(1, 6)), (range(1, 8, 3), range(2, 6, 2)), (range(7, 0, -2), range(1, 6))]
+
+
+@pytest.mark.parametrize("nd", RANGE_CASES, ids=["offset", "stepped", "negative-step"])
+@pytest.mark.parametrize("route", ["ffi", "ffi-jvp", "raised"])
+def test_range_ndrange_like_a_direct_launch(route, nd):
+    """SPEC 2: an ndrange dimension may be a Python range. Through the FFI (both autodiff
+    modes) and the raised route, eager, under jit and vmap (per batch element: an offset
+    index space does not fold), bit for bit against a direct CPU launch and NumPy (the raised
+    route within XLA's FMA contraction); gradients against float64 finite differences
+    (check_grads) and against tk.autodiff's adjoint, also under vmap."""
+    u, out0 = RNG.standard_normal((9, 7)), RNG.standard_normal((9, 7))
+    direct = out0.copy()
+    interior(tk.CPU())(direct, u, 0.3, ndrange=nd)
+    rows = nd[0] if nd[0].step > 0 else range(nd[0][-1], nd[0].start + 1, -nd[0].step)
+    np.testing.assert_array_equal(direct, interior_numpy(out0, u, 0.3, rows, nd[1]))
+    # the raised code under jit: XLA's CPU contracts a * b + c into an FMA (docs/jax.md)
+    same = partial(np.testing.assert_allclose, rtol=1e-15, atol=1e-15) if route == "raised" else \
+        np.testing.assert_array_equal
+    make = tkjax.raise_kernel if route == "raised" else \
+        lambda k, outputs: tkjax.jax_kernel(k, outputs=outputs, autodiff="jvp" if route == "ffi-jvp" else "vjp")
+    f = make(interior, outputs=["out"])
+    same(f(out0, u, a=0.3, ndrange=nd), direct)
+    same(jax.jit(lambda o, v: f(o, v, a=0.3, ndrange=nd))(out0, u), direct)
+    batched = jax.vmap(lambda v: f(out0, v, a=0.3, ndrange=nd))(jnp.stack([u, 2 * u]))
+    direct2 = out0.copy()
+    interior(tk.CPU())(direct2, 2 * u, 0.3, ndrange=nd)
+    same(batched, np.stack([direct, direct2]))
+    # the ndrange given to jax_kernel(...) instead of per call
+    g = make(interior, outputs=["out"]) if route == "raised" else \
+        tkjax.jax_kernel(interior, outputs=["out"], ndrange=nd)
+    if route != "raised":
+        same(g(out0, u, a=0.3), direct)
+    modes = ("fwd", "rev") if route != "ffi" else ("rev",)
+    check_grads(lambda o, v: f(o, v, a=0.3, ndrange=nd), (out0, u), order=1, modes=modes)
+    w = RNG.standard_normal((9, 7))
+    gu = jax.grad(lambda v: jnp.sum(w * f(out0, v, a=0.3, ndrange=nd)))(u)
+    du = np.zeros_like(u)
+    tk.autodiff(tk.Reverse, lambda o, v: interior(tk.CPU())(o, v, 0.3, ndrange=nd),
+                tk.Duplicated(out0.copy(), w.copy()), tk.Duplicated(u.copy(), du))
+    assert np.abs(du).max() > 0
+    np.testing.assert_allclose(gu, du, rtol=1e-13, atol=1e-13)
+    gb = jax.vmap(jax.grad(lambda v: jnp.sum(w * f(out0, v, a=0.3, ndrange=nd))))(jnp.stack([u, u]))
+    np.testing.assert_allclose(gb, np.stack([gu, gu]), rtol=1e-13, atol=1e-13)
+
+
+def test_range_ndrange_refusals_name_ndrange():
+    y0, x = jnp.ones(8), jnp.arange(8.0)
+    for bad in ((range(0, 4), 2.0), [range(3), True], "range(3)"):
+        with pytest.raises(LaunchError, match="ndrange"):
+            FMA(y0, x, a=1.0, ndrange=bad)
+    with pytest.raises(LaunchError, match="ndrange"):       # 4 dimensions, as a direct launch
+        FMA(y0, x, a=1.0, ndrange=(range(1), 1, 1, 1))
+
+
+def test_jvp_mode_derivatives_batch_under_vmap():
+    """autodiff="jvp" pairs the tangent and adjoint kernels in a linear_call, which JAX cannot
+    batch by itself ("Batching rule for 'linear_call' not implemented"): tinykernels.jax_batching
+    supplies the rule, so vmap of grad and of jvp, jacfwd and jacrev run through the kernel's own
+    derived kernels and agree with the default mode's reverse Jacobian and with the raised
+    kernel's (JAX-differentiated) Jacobians."""
+    nd = (range(1, 5), range(1, 4))
+    u, out0 = RNG.standard_normal((6, 5)), RNG.standard_normal((6, 5))
+    fj = tkjax.jax_kernel(interior, outputs=["out"], autodiff="jvp")
+    fv = tkjax.jax_kernel(interior, outputs=["out"])
+    fr = tkjax.raise_kernel(interior, outputs=["out"])
+
+    def h(f):
+        return lambda v: jnp.tanh(f(out0, v, a=0.3, ndrange=nd)) * v
+
+    want = jax.jacrev(h(fv))(u)
+    assert np.abs(want).max() > 0
+    for jac in (jax.jacfwd(h(fj))(u), jax.jacrev(h(fj))(u), jax.jacfwd(h(fr))(u)):
+        np.testing.assert_allclose(jac, want, rtol=1e-13, atol=1e-14)
+    us = jnp.stack([u, 2 * u, -u])
+    loss = lambda f: lambda v: jnp.sum(h(f)(v) ** 2)   # noqa: E731
+    np.testing.assert_allclose(jax.vmap(jax.grad(loss(fj)))(us), jax.vmap(jax.grad(loss(fv)))(us),
+                               rtol=1e-13, atol=1e-14)
+    ts = jnp.stack([out0, u, -u])
+    tj = jax.vmap(lambda v, t: jax.jvp(h(fj), (v,), (t,))[1])(us, ts)
+    for k in range(3):
+        np.testing.assert_allclose(tj[k], jax.jvp(h(fr), (us[k],), (ts[k],))[1], rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("nd", [range(0, 16), range(3, 16, 2)])
+def test_range_ndrange_vmap_of_an_elementwise_kernel(nd):
+    """An elementwise kernel over a range ndrange: the batch is not folded into one launch
+    (whose ndrange would have to be the arrays' shape), each element matches a direct launch."""
+    ys, xs = RNG.standard_normal((3, 16)), RNG.standard_normal((3, 16))
+    want = ys.copy()
+    for k in range(3):
+        fma_update(tk.CPU())(want[k], xs[k], 1.5, ndrange=nd)
+    np.testing.assert_array_equal(jax.vmap(lambda y, x: FMA(y, x, a=1.5, ndrange=nd))(ys, xs), want)

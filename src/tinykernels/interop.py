@@ -62,13 +62,21 @@ class Binding:
         return out
 
 
+def _is_count(d) -> bool:
+    return isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+
+
 def _check_geometry(ndrange, what: str):
+    """The ndrange as an int, a Python ``range`` or a tuple of them (SPEC section 2: a
+    dimension may be a range, for offset or stepped index spaces); LaunchError otherwise."""
     if ndrange is None:
         return None
     dims = ndrange if isinstance(ndrange, (tuple, list)) else (ndrange,)
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims):
-        raise LaunchError(f"{what}: ndrange must be an int or a tuple of non-negative ints, got {ndrange!r}")
-    return tuple(int(d) for d in dims) if isinstance(ndrange, (tuple, list)) else int(ndrange)
+    if not all(_is_count(d) or isinstance(d, range) for d in dims):
+        raise LaunchError(f"{what}: ndrange must be an int, a range or a tuple of non-negative ints and "
+                          f"ranges, got {ndrange!r}")
+    norm = tuple(d if isinstance(d, range) else int(d) for d in dims)
+    return norm if isinstance(ndrange, (tuple, list)) else norm[0]
 
 
 def check_outputs(kernel: Kernel, outputs) -> tuple:
@@ -162,5 +170,6 @@ def check_shapes(b: Binding, shapes, what: str) -> None:
 
 
 def total_items(geometry) -> int:
+    """The number of work items of an ndrange (its ranges count by their length)."""
     dims = geometry if isinstance(geometry, tuple) else (geometry,)
-    return math.prod(dims)
+    return math.prod(len(d) if isinstance(d, range) else d for d in dims)

@@ -35,7 +35,7 @@ import jax.custom_derivatives
 import jax.numpy as jnp
 import numpy as np
 
-from tinykernels import interop
+from tinykernels import interop, jax_batching
 from tinykernels.globalreads import stale
 from tinykernels.autodiff import _accesses, _is_float_array, adjoint
 from tinykernels.backends import CPU
@@ -103,6 +103,7 @@ class JaxKernel:
         else:
             self._fn = jax.custom_jvp(self._primal, nondiff_argnums=(0,))
             self._fn.defjvp(self._jvp, symbolic_zeros=True)
+            jax_batching.register()          # jax.vmap of its derivatives (vmap(grad), jacfwd)
         self._jitted: dict = {}      # _Call -> jax.jit of it (an eager call then costs one dispatch)
         self._vmappable: dict = {}   # _Call -> its FFI call as a custom_vmap function
         self._elementwise: dict = {}  # (binding, dtypes, rank) -> whether a vmap batch folds into the ndrange
@@ -429,7 +430,8 @@ def _float_positions(arrays) -> list:
 
 
 def geom_shape(nd) -> tuple:
-    """An ndrange as a shape tuple."""
+    """An ndrange as a shape tuple (a range dimension stays a range, so no array has that
+    shape: such a launch neither folds a vmap batch nor gets a fresh output)."""
     return tuple(nd) if isinstance(nd, tuple) else (nd,)
 
 
@@ -440,16 +442,17 @@ def jax_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None, backen
     ``outputs``: the names of the array parameters the kernel writes. Call the result with
     the kernel's array arguments positionally (the outputs' initial values among them) and
     its scalars and constexprs by keyword (static Python values); ``ndrange`` (default: the
-    first output's shape) and ``workgroupsize`` may be given here or per call. It returns
-    the outputs' new values (a tuple when there are several). ``backend``: a ``tk.CPU``
-    (threads, debug mode); default ``tk.CPU()``.
+    first output's shape; a dimension may be a Python ``range``, as in a direct launch) and
+    ``workgroupsize`` may be given here or per call. It returns the outputs' new values (a
+    tuple when there are several). ``backend``: a ``tk.CPU`` (threads, debug mode); default
+    ``tk.CPU()``.
 
     ``autodiff``: ``"vjp"`` (default) differentiates in reverse mode through the adjoint
     kernel (``jax.custom_vjp``: ``jax.grad``, also under ``jax.vmap``; JAX refuses
     ``jax.jvp``); ``"jvp"`` in forward mode through the tangent kernel (``jax.custom_jvp``:
     ``jax.jvp`` and ``jax.grad`` by transposing the tangent kernel into the
-    adjoint kernel), but derivatives then cannot be batched by ``jax.vmap`` (JAX has no
-    batching rule for the ``linear_call`` that pairs the two kernels).
+    adjoint kernel; ``jax.vmap`` of either, ``jax.jacfwd`` and ``jax.jacrev`` through
+    :mod:`tinykernels.jax_batching`'s rule for the ``linear_call`` that pairs the two kernels).
 
     ``inplace``: every output is written into the buffer of its initial value
     (``input_output_aliases``), also one the kernel fully overwrites (which by default gets a

@@ -11,7 +11,8 @@ arrays live on, shards it, and JAX differentiates it (``jax.grad``, ``jax.jvp``)
 it (``jax.vmap``) like any JAX code. The function is pure: the outputs' new values are
 returned. Same calling convention as ``jax_kernel`` (:mod:`tinykernels.interop`): arrays
 positionally in the kernel's order, scalars and constexprs by keyword (static values, not
-differentiated), ``ndrange=`` (default: the first output's shape) and ``workgroupsize=``.
+differentiated), ``ndrange=`` (default: the first output's shape; ints or Python ``range``
+dimensions, as a direct launch) and ``workgroupsize=``.
 """
 from __future__ import annotations
 
@@ -110,7 +111,8 @@ def raise_kernel(kernel: Kernel, outputs, ndrange=None, workgroupsize=None) -> R
     ``outputs``: the names of the array parameters the kernel writes. Call the result with
     the kernel's array arguments positionally (the outputs' initial values among them) and
     its scalars and constexprs by keyword (static values); ``ndrange`` (default: the first
-    output's shape) and ``workgroupsize`` here or per call. Returns the outputs' new values
-    (a tuple when there are several). What cannot be raised faithfully (``atomic_cas``, racing
-    stores of different values to one element, ...) is a ``tk.CompileError`` naming the line."""
+    output's shape; a dimension may be a Python ``range``) and ``workgroupsize`` here or per
+    call. Returns the outputs' new values (a tuple when there are several). What cannot be
+    raised faithfully (``atomic_cas``, racing stores of different values to one element, ...)
+    is a ``tk.CompileError`` naming the line."""
     return RaisedKernel(kernel, outputs, ndrange, workgroupsize)

@@ -212,8 +212,8 @@ class TorchOp:
             if name not in self._names:
                 raise LaunchError(f"op {self.name}: unknown keyword argument '{name}'; the kernel's parameters "
                                   f"are {', '.join(self._names)}")
-        parts.append("nd=" + repr(_plain_geometry(ndrange)))
-        parts.append("wg=" + repr(_plain_geometry(workgroupsize)))
+        parts.append("nd=" + _geometry_text(ndrange))
+        parts.append("wg=" + _geometry_text(workgroupsize))
         return ";".join(parts), floats, ints
 
     def _binding(self, key: str, n_arrays: int) -> interop.Binding:
@@ -238,12 +238,13 @@ class TorchOp:
         return p
 
     def _geometry(self, name: str, text: str):
-        """The ndrange or workgroup size a key holds (its repr); one that is no literal (a
-        ``range``, another object) is a LaunchError naming the argument, not ast's error."""
+        """The ndrange or workgroup size a key holds (:func:`_geometry_text`); one that is no
+        literal (nor a ``range`` of int literals) is a LaunchError naming the argument, not ast's error."""
         try:
-            return ast.literal_eval(text)
+            return _geometry_value(ast.parse(text, mode="eval").body)
         except (ValueError, SyntaxError):
-            raise LaunchError(f"op {self.name}: {name} must be an int or a tuple of ints, got {text}") from None
+            raise LaunchError(f"op {self.name}: {name} must be an int, a range or a tuple of them, "
+                              f"got {text}") from None
 
     # --- implementations ------------------------------------------------------------------
 
@@ -534,15 +535,30 @@ _KEY_MEMO = 64                          # eager call patterns remembered per ope
 _EMPTY, _CLONE, _LARGE_OUT = 0, 1, 2     # how _Raw allocates an output (see TorchOp._raw_entry)
 
 
-def _plain_geometry(v):
-    """An ndrange or workgroup size with NumPy integers as Python ints (the operator's key
-    holds its repr, which :meth:`TorchOp._geometry` reads back: ``np.int64(6)`` is no
-    literal); anything else as given, for ``interop.bind`` to check."""
-    if isinstance(v, np.integer):
-        return int(v)
+def _geometry_text(v) -> str:
+    """An ndrange or workgroup size as the text the operator's key holds (read back by
+    :meth:`TorchOp._geometry`): NumPy integers as Python ints, a ``range`` as
+    ``range(start, stop, step)``, anything else by its repr, for ``interop.bind`` to check.
+    Plain string operations, so that TorchDynamo traces it without a graph break."""
+    if isinstance(v, range):
+        return "range(" + str(v.start) + ", " + str(v.stop) + ", " + str(v.step) + ")"
     if isinstance(v, (tuple, list)):
-        return tuple(int(d) if isinstance(d, np.integer) else d for d in v)
-    return v
+        return "(" + "".join(_geometry_text(d) + ", " for d in v) + ")"
+    return repr(int(v) if isinstance(v, np.integer) else v)
+
+
+def _geometry_value(node: ast.expr):
+    """The value of a :func:`_geometry_text` (a parsed expression): literals, tuples and
+    ``range(...)`` of int literals; ValueError for anything else."""
+    if isinstance(node, ast.Tuple):
+        return tuple(_geometry_value(e) for e in node.elts)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
+            and not node.keywords:
+        args = [ast.literal_eval(a) for a in node.args]
+        if 1 <= len(args) <= 3 and all(type(a) is int for a in args):
+            return range(*args)
+        raise ValueError("range of non-ints")
+    return ast.literal_eval(node)
 
 
 class _Raw:
@@ -733,8 +749,9 @@ def torch_op(kernel: Kernel, outputs, name: str, ndrange=None, workgroupsize=Non
 
     ``outputs``: the names of the array parameters the kernel writes. Call the result with
     the kernel's array arguments positionally (the outputs' initial values among them) and
-    its scalars and constexprs by keyword; ``ndrange`` (default: the first output's shape)
-    and ``workgroupsize`` may be given here or per call. It returns the outputs' new values
+    its scalars and constexprs by keyword; ``ndrange`` (default: the first output's shape; a
+    dimension may be a Python ``range``, as in a direct launch) and ``workgroupsize`` may be
+    given here or per call. It returns the outputs' new values
     (a tuple when there are several) and leaves its inputs unchanged; gradients flow to the
     float tensors through the kernel's adjoint (not to scalars)."""
     return TorchOp(kernel, outputs, name, ndrange, workgroupsize)

@@ -172,14 +172,18 @@ class GlobalGrid:
 
         ``step(ndrange, stream)`` must launch the step's kernels on ``ndrange`` (a tuple of
         ``range``, one per dimension) on ``stream``. The step's region is every point but
-        the halos; ``boundary_width`` planes (an int or one per dimension, at least
-        ``halo``) at each end of every exchanging dimension form the boundary slabs. The
-        slabs run first on a high-priority stream; as soon as they finish, the halos of
-        ``arrays`` (what the step writes) are exchanged, while the interior runs on a
-        low-priority stream. Returns when both are done. The result equals ``step`` on the
-        whole region followed by ``update_halo(*arrays)``, bit for bit.
+        the halos of the longest array: along dimension ``d``, ``halo .. N - halo`` where
+        ``N`` is the largest of ``local_shape[d]`` and the arrays' extents (arrays may be
+        staggered as in :meth:`update_halo`; the step's kernels then guard each array's own
+        extent, as ParallelStencil's ``@inn``). ``boundary_width`` planes (an int or one per
+        dimension, at least ``halo`` plus the largest staggering ``s`` along it, so that the
+        slabs hold every array's send planes) at each end of every exchanging dimension form
+        the boundary slabs. The slabs run first on a high-priority stream; as soon as they
+        finish, the halos of ``arrays`` (what the step writes) are exchanged, while the
+        interior runs on a low-priority stream. Returns when both are done. The result
+        equals ``step`` on the whole region followed by ``update_halo(*arrays)``, bit for bit.
         """
-        arrays, backends = self._check_arrays("hide_communication", arrays)
+        arrays, backends = self._check_arrays("hide_communication", arrays, staggered=True)
         self._check_alive("hide_communication")
         if not callable(step):
             raise TypeError(f"hide_communication: step must be callable as step(ndrange, stream), "
@@ -189,11 +193,16 @@ class GlobalGrid:
             raise ValueError("hide_communication: all arrays must live on one backend (the step runs on its streams)")
         widths = T.normalize_widths(boundary_width, self.ndim, "hide_communication: boundary_width")
         ex = T.exchanges(self.dims, self.periodic)
+        extents = [max([n] + [A.shape[d] for A in arrays]) for d, n in enumerate(self.local_shape)]
         for d in range(self.ndim):
-            if ex[d] and widths[d] < self.halo:
+            need = self.halo + T.stagger(self.local_shape[d], extents[d])
+            if ex[d] and widths[d] < need:
+                longest = "" if need == self.halo else \
+                    f" plus the longest array's staggering ({need - self.halo}: extent {extents[d]})"
                 raise ValueError(f"hide_communication: boundary_width[{d}] = {widths[d]} is less than the halo "
-                                 f"({self.halo}): the planes sent to the neighbours must be in the boundary slabs")
-        slabs, inner = T.split_boundary(T.interior(self.local_shape, self.halo),
+                                 f"({self.halo}){longest}: the planes sent to the neighbours must be in the "
+                                 f"boundary slabs (at least {need} planes)")
+        slabs, inner = T.split_boundary(T.interior(extents, self.halo),
                                         [w if e else 0 for w, e in zip(widths, ex)])
         hi, lo = self._stream(b, tk.High), self._stream(b, tk.Low)
         tk.synchronize(b)
