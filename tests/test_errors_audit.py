@@ -59,8 +59,8 @@ LLM_BAD = [
      "expected a quantization type 'q4_0', 'q8_0' or 'q4_k', got 'q9'"),
     (lambda: llm.flash_attention(Q4, KC[..., :16], KC[..., :16]), "flash_attention", "k",
      "expected head_dim 32 (q's), got shape (1, 2, 8, 16)"),
-    (lambda: llm.flash_decode(Q4[:, :, 0], KC, KC, 0), "flash_decode", "kv_len",
-     "expected 1 to 8 keys (the caches' length), got 0"),
+    (lambda: llm.flash_decode(Q4[:, :, 0], KC, KC, 9), "flash_decode", "kv_len",
+     "expected 0 to 8 keys (the caches' length), got 9"),
     (lambda: llm.cast(X, "nope"), "cast", "dtype", "expected one of float32, float16, bfloat16, float64, "
                                                    "float8_e4m3fn or float8_e5m2, got 'nope'"),
     (lambda: llm.counter_add(np.zeros(1, np.float32), 1), "counter_add", "counter",

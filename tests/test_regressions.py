@@ -113,6 +113,16 @@ def test_augmented_power_by_a_constant_squares_exactly(dev):
     np.testing.assert_array_equal(y[:, 1], np.float32(1) / x)
 
 
+def test_the_jax_backend_without_jax_is_unavailable_when_made(monkeypatch):
+    """As CL, WEBGPU and CUDA: tk.backend("JAX") without jax raises tk.BackendUnavailable (it was
+    made, and the first launch or array failed with a bare ModuleNotFoundError)."""
+    from tinykernels.runtime import jaxrt
+    real = jaxrt.importlib.util.find_spec
+    monkeypatch.setattr(jaxrt.importlib.util, "find_spec", lambda n, *a: None if n == "jax" else real(n, *a))
+    with pytest.raises(tk.BackendUnavailable, match=r"the JAX backend needs jax: pip install 'tinykernels\[jax\]'"):
+        tk.backend("JAX")
+
+
 def test_malformed_dev_strings_and_thread_counts_say_what_is_wrong():
     """tk.backend('CPU:x') was Python's bare "invalid literal for int() with base 10: 'x'"
     and tk.CPU(threads='2') "'<' not supported between 'str' and 'int'"."""

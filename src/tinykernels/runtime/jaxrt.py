@@ -21,7 +21,7 @@ import numpy as np
 from .. import dtypes as D
 from ..argcheck import int_arg
 from ..globalreads import stale
-from ..errors import LaunchError
+from ..errors import BackendUnavailable, LaunchError
 from ..tracebacks import USER_ERRORS, prepare as filtered
 from .base import RECORDERS, Backend, KernelInstance, bind_launch_args, check_stream
 from .hostarray import Array, staged
@@ -44,6 +44,9 @@ class JAX(Backend):
     max_workgroupsize = 1024
 
     def __init__(self, device: int | None = None):
+        ok, why = self.available()
+        if not ok:          # as the other backends: refused when made, not at the first launch
+            raise BackendUnavailable(f"the JAX backend needs jax: pip install 'tinykernels[jax]' ({why})")
         self.device = None if device is None else int_arg("tk.JAX", "device", device, 0)
 
     def key(self) -> tuple:
