@@ -108,8 +108,8 @@ class DerivedKernel(Kernel):
         params = []
         for name, kind in primal.params:
             params.append((name, kind))
-            if name in self.diff:
-                params.append((f"_d_{name}", "value"))
+            if name in self.diff:       # a tk.Const array's tangent is read only, not aliased either
+                params.append((f"_d_{name}", "const" if mode == "tangent" and kind == "const" else "value"))
         if mode != "tangent":
             params += [("_tk_tape_f", "value"), ("_tk_tape_i", "value"), ("_tk_tape_off", "value")]
         if mode == "count":
