@@ -661,10 +661,16 @@ def _put(dst, src) -> None:
 
 
 def _accesses(inst, args, ndrange, wg) -> tuple:
-    """(names of the global arrays the kernel reads, names it writes); atomics do both."""
-    from .ir import nodes as N
+    """(names of the global arrays the kernel reads, names it writes); atomics do both.
+    Found once per specialization (``KernelInstance.ir_fact``)."""
     norm, geom, ndim, ranges, total, wgs = inst._prepare(args, ndrange, wg)
-    ir = inst._ir(norm, geom, ndim, ranges, wgs)
+    read, written = inst.ir_fact("accesses", _ir_accesses, norm, geom, ndim, ranges, wgs)
+    return set(read), set(written)
+
+
+def _ir_accesses(ir) -> tuple:
+    """(frozenset of the global arrays ``ir`` reads, frozenset of those it writes)."""
+    from .ir import nodes as N
     read, written = set(), set()
     for s in N.walk_stmts(ir.body):
         if isinstance(s, N.Store) and s.array.space == "global":
@@ -676,7 +682,7 @@ def _accesses(inst, args, ndrange, wg) -> tuple:
                 elif isinstance(x, N.Atomic) and x.array.space == "global":
                     read.add(x.array.name)
                     written.add(x.array.name)
-    return read, written
+    return frozenset(read), frozenset(written)
 
 
 class _Recorder:
