@@ -402,7 +402,8 @@ class KernelInstance:
         the kernel reads and writes; lowering the kernel again for it cost about 1 ms per
         launch of the 2-D stencil."""
         specs = self._specs(args, wg)
-        key = ("fact", name, tuple(specs.items()), ndim, wg, _fits32(args, geom))
+        key = ("fact", name, tuple((n, s, type(getattr(s, "value", None))) for n, s in specs.items()),
+               ndim, wg, _fits32(args, geom))     # the value's type too: constexpr 1 == 1.0 == True
         try:
             value = self._compiled.get(key)
         except TypeError:            # an unhashable constexpr value: not cached
