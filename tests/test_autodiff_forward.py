@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from autodiff_helpers import backend_params, dev, host
 from tinykernels.autodiff import derived
 from tinykernels.runtime.base import KernelInstance
 
@@ -29,25 +30,30 @@ def stencil(T2, T: tk.Const, dt):
     T2[i] = T[i] + dt * (T[i - 1] + T[i + 1] - 2.0 * T[i])
 
 
-def jvp_scaled(kernel, x, dx, c):
-    y, dy = np.zeros_like(x), np.zeros_like(x)
-    tk.autodiff(tk.Forward, lambda y_, x_, c_: kernel(CPU)(y_, x_, c_, ndrange=len(x)),
-                tk.Duplicated(y, dy), tk.Duplicated(x, dx), c)
-    return dy
+@pytest.fixture(params=backend_params('CPU', 'INTERP', 'CL', 'WEBGPU'), scope="module")
+def be(request):
+    return tk.backend(request.param)
 
 
-def test_a_guarded_product_is_plus_zero_where_a_factor_is_zero():
+def jvp_scaled(be, kernel, x, dx, c):
+    y, dy = dev(np.zeros_like(x), be), dev(np.zeros_like(x), be)
+    tk.autodiff(tk.Forward, lambda y_, x_, c_: kernel(be)(y_, x_, c_, ndrange=len(x)),
+                tk.Duplicated(y, dy), tk.Duplicated(dev(x, be), dev(dx, be)), dev(c, be))
+    return host(dy)
+
+
+def test_a_guarded_product_is_plus_zero_where_a_factor_is_zero(be):
     # tangent, partial: a zero tangent times an infinite partial and an infinite tangent times
     # a zero partial are 0, not NaN; a signed zero factor gives +0 as the guard's select did
     # (an unguarded -0.0 * 3.0 is -0.0)
     x = np.array([1.0, 1.0, 1.0, 1.0, 2.0, np.nan])
     dx = np.array([-0.0, 0.0, np.inf, 1.0, -2.0, 1.0])
     c = np.array([3.0, np.inf, 0.0, -0.0, 4.0, 2.0])
-    dy = jvp_scaled(scaled, x, dx, c)
+    dy = jvp_scaled(be, scaled, x, dx, c)
     np.testing.assert_array_equal(dy, [0.0, 0.0, 0.0, 0.0, -8.0, 2.0])
     assert not np.signbit(dy[:4]).any()
     # a constant partial (2.5): the tangent -0.0 and the tangent inf times c = 0
-    dy = jvp_scaled(scaled_twice, x, dx, c)
+    dy = jvp_scaled(be, scaled_twice, x, dx, c)
     np.testing.assert_array_equal(dy, [0.0, 0.0, 0.0, 0.0, -20.0, 5.0])
     assert not np.signbit(dy[:4]).any()
 
