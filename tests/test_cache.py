@@ -273,3 +273,18 @@ def test_damaged_cubin_is_compiled_again(tmp_path, monkeypatch):
     assert rt.STATS["compiles"] == before + 1
     assert rt.compile_cuda(src, "sm_80", "k") == first      # and now a disk hit again
     assert rt.STATS["compiles"] == before + 1
+
+
+def test_gcc_kernels_get_the_alias_check_parameter_and_other_compilers_do_not():
+    """GCC's vectorizer gives up beyond 10 run-time alias checks (the 2-D stencil's tangent
+    kernel needs 13): GCC kernels raise the limit; clang would reject GCC's --param."""
+    from tinykernels.runtime import compiler
+    for v in ("gcc (GCC) 13.2.1 20230801", "cc (Debian 12.2.0-14+deb12u1) 12.2.0",
+              "x86_64-linux-gnu-gcc-12 (Debian 12.2.0-14) 12.2.0"):
+        assert compiler.is_gcc(v), v
+    for v in ("Debian clang version 14.0.6", "Apple clang version 15.0.0 (clang-1500.1.0.2.5)",
+              "Intel(R) oneAPI DPC++/C++ Compiler 2024.0.0 (2024.0.0.20231017)", "cc: unknown"):
+        assert not compiler.is_gcc(v), v
+    tc = compiler.toolchain()
+    flags = " ".join(tc.flags)
+    assert ("vect-max-version-for-alias-checks" in flags) == compiler.is_gcc(tc.version)

@@ -71,12 +71,24 @@ class Active:
 
 # ----------------------------------------------------------------------------- derived kernels
 
+_FLOAT_DTYPES: dict = {}      # dtype or scalar type -> whether it is a float type
+
+
 def _is_float_dtype(dt) -> bool:
     """Whether ``dt`` is one of the kernel language's float types: NumPy's kind ``"f"`` misses
     bfloat16 and the fp8 types (ml_dtypes' kind ``"V"``), whose arrays would then silently get
-    no gradient."""
+    no gradient. Remembered per dtype: ``tk.autodiff`` asks about 20 times per launch, and
+    ``D.from_any`` (NumPy's dtype name) made a third of its Python time per launch."""
+    try:
+        return _FLOAT_DTYPES[dt]
+    except KeyError:
+        pass
+    except TypeError:                # unhashable: not remembered
+        t = D.from_any(dt)
+        return t is not None and t.is_float
     t = D.from_any(dt)
-    return t is not None and t.is_float
+    r = _FLOAT_DTYPES[dt] = t is not None and t.is_float
+    return r
 
 
 def _is_float_array(a) -> bool:
@@ -108,8 +120,8 @@ class DerivedKernel(Kernel):
         params = []
         for name, kind in primal.params:
             params.append((name, kind))
-            if name in self.diff:
-                params.append((f"_d_{name}", "value"))
+            if name in self.diff:       # a tk.Const array's tangent is read only, not aliased either
+                params.append((f"_d_{name}", "const" if mode == "tangent" and kind == "const" else "value"))
         if mode != "tangent":
             params += [("_tk_tape_f", "value"), ("_tk_tape_i", "value"), ("_tk_tape_off", "value")]
         if mode == "count":
@@ -661,10 +673,16 @@ def _put(dst, src) -> None:
 
 
 def _accesses(inst, args, ndrange, wg) -> tuple:
-    """(names of the global arrays the kernel reads, names it writes); atomics do both."""
-    from .ir import nodes as N
+    """(names of the global arrays the kernel reads, names it writes); atomics do both.
+    Found once per specialization (``KernelInstance.ir_fact``)."""
     norm, geom, ndim, ranges, total, wgs = inst._prepare(args, ndrange, wg)
-    ir = inst._ir(norm, geom, ndim, ranges, wgs)
+    read, written = inst.ir_fact("accesses", _ir_accesses, norm, geom, ndim, ranges, wgs)
+    return set(read), set(written)
+
+
+def _ir_accesses(ir) -> tuple:
+    """(frozenset of the global arrays ``ir`` reads, frozenset of those it writes)."""
+    from .ir import nodes as N
     read, written = set(), set()
     for s in N.walk_stmts(ir.body):
         if isinstance(s, N.Store) and s.array.space == "global":
@@ -676,7 +694,7 @@ def _accesses(inst, args, ndrange, wg) -> tuple:
                 elif isinstance(x, N.Atomic) and x.array.space == "global":
                     read.add(x.array.name)
                     written.add(x.array.name)
-    return read, written
+    return frozenset(read), frozenset(written)
 
 
 class _Recorder:

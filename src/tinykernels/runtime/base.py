@@ -395,6 +395,23 @@ class KernelInstance:
         return self._lower(args, wg, ndim=ndim, idx32=_fits32(args, geom),
                            default_float=D.float64 if self.backend.supports_float64 else D.float32)
 
+    def ir_fact(self, name: str, fact, args, geom, ndim, ranges, wg):
+        """``fact(ir)`` of this launch's specialization (``name`` tells facts apart): computed
+        once per specialization and kept with the compiled code, which ``_forget`` drops when
+        a global the kernel folded in changes. ``tk.autodiff`` asks every launch which arrays
+        the kernel reads and writes; lowering the kernel again for it cost about 1 ms per
+        launch of the 2-D stencil."""
+        specs = self._specs(args, wg)
+        key = ("fact", name, tuple((n, s, type(getattr(s, "value", None))) for n, s in specs.items()),
+               ndim, wg, _fits32(args, geom))     # the value's type too: constexpr 1 == 1.0 == True
+        try:
+            value = self._compiled.get(key)
+        except TypeError:            # an unhashable constexpr value: not cached
+            return fact(self._ir(args, geom, ndim, ranges, wg))
+        if value is None:
+            value = self._compiled[key] = fact(self._ir(args, geom, ndim, ranges, wg))
+        return value
+
     def _lower(self, args, wg, **options):
         """The kernel's IR for these arguments; ``options``: the backend's LowerOptions fields
         besides the workgroup, ``unsafe_indices``, ``debug`` and the kernel name."""
