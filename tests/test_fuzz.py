@@ -1863,6 +1863,78 @@ def test_bug_gcc_slp_permute_rotated_and_reversed_local_reads_after_a_barrier(b)
     np.testing.assert_allclose(o, want, rtol=1e-15, atol=0)
 
 
+@tk.kernel
+def rotated_and_reversed_private_reads(o, x: tk.Const):
+    """A flat kernel: GCC 12.2 -O3 -march=native on an AVX-512 CPU loop-vectorized the item loop,
+    its 8-trip loops unrolled, with the permutation {1, 1, 7, 6, 5, 5, 6, 7} of eight doubles,
+    which the back end compiled to an in-lane vpermilpd: items' elements 2 and 3 came out wrong
+    (slpfuzz16, scripts/slp_perm_fuzz.py seed 1326; -fno-tree-slp-vectorize did not help)"""
+    i = tk.index()
+    a = tk.private(x.dtype, 8)
+    b = tk.private(x.dtype, 8)
+    for j in range(8):
+        a[j] = x[i * 8 + j] * x[i * 8 + j]
+    for j in range(8):
+        b[j] = a[j] * a[(7 - j + 2) % 8]
+        b[j] += a[(j + 4) % 8] * a[(j + 4) % 8]
+    for j in range(8):
+        o[i * 8 + j] = b[j]
+
+
+@tk.func
+def half_sine_plus(v):
+    return math.sin(v) * 0.5 + v
+
+
+@tk.kernel
+def permuted_private_reads_with_calls(o, x: tk.Const):
+    """As rotated_and_reversed_private_reads, with a device function and floor in the sums
+    (slp_perm_fuzz.py's first flat finding: items' elements 2 and 3 wrong)"""
+    i = tk.index()
+    a = tk.private(x.dtype, 8)
+    b = tk.private(x.dtype, 8)
+    for j in range(8):
+        a[j] = x[i * 8 + j] * x[i * 8 + j]
+    for j in range(8):
+        b[j] = a[(7 - j + 2) % 8] * a[j]
+        b[j] += half_sine_plus(a[j])
+        b[j] += math.floor(a[(j * 7) % 8] * 3.0)
+        b[j] += math.floor(a[(7 - j + 7) % 8] * 3.0)
+    for j in range(8):
+        o[i * 8 + j] = b[j]
+
+
+def _rows(x):
+    return (x * x).reshape(-1, 8)
+
+
+# fixed: gcc-slp-permute
+# (slpfuzz16: the same back-end bug in flat kernels over tk.private arrays)
+@needs_cpu
+@pytest.mark.parametrize("b", [tk.CPU(), INTERP], ids=lambda b: b.name)
+def test_bug_gcc_slp_permute_flat_kernel_permuted_private_reads(b):
+    x = np.random.default_rng(1326).uniform(-1, 1, 24)
+    o = np.zeros(24)
+    rotated_and_reversed_private_reads(b)(o, x, ndrange=3)
+    a = _rows(x)
+    want = (a * a[:, [(9 - j) % 8 for j in range(8)]] + a[:, [(j + 4) % 8 for j in range(8)]] ** 2).ravel()
+    np.testing.assert_array_equal(o, want)
+
+
+# fixed: gcc-slp-permute
+@needs_cpu
+@pytest.mark.parametrize("b", [tk.CPU(), INTERP], ids=lambda b: b.name)
+def test_bug_gcc_slp_permute_flat_kernel_permuted_private_reads_with_calls(b):
+    x = np.random.default_rng(299).uniform(-1, 1, 24)
+    o = np.zeros(24)
+    permuted_private_reads_with_calls(b)(o, x, ndrange=3)
+    a = _rows(x)
+    perm = lambda f: a[:, [f(j) for j in range(8)]]     # noqa: E731
+    want = perm(lambda j: (9 - j) % 8) * a + (np.sin(a) * 0.5 + a) + np.floor(perm(lambda j: j * 7 % 8) * 3.0) \
+        + np.floor(perm(lambda j: (14 - j) % 8) * 3.0)
+    np.testing.assert_allclose(o, want.ravel(), rtol=1e-15, atol=0)
+
+
 @needs_cpu
 def test_the_native_miscompile_probes_run_right_with_the_toolchains_flags(tmp_path):
     """Each probe program of a known -march=native miscompile, compiled with the flags the kernels

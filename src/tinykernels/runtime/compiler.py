@@ -184,13 +184,49 @@ int main(void) {
 _VNNI_OFF = ["-mno-avx512vnni", "-mno-avxvnni"]
 
 
-# GCC 12.2 with -march=native on an AVX-512 CPU miscompiles a basic block that the SLP
-# vectorizer packs into 512-bit vectors from a rotated and a reversed read of one small array
-# (a workgroup's local memory after a barrier, its item loop fully unrolled: b[l] =
-# a[(l + 1) % 8] * a[l] + sin(a[7 - l])): the lane permutation is wrong, so two of the eight
-# items get their neighbours' values (audit16a; -O2, -mno-avx512f, 256-bit vectors or no
-# basic-block SLP compile it right). The probe runs that block and, where it comes out wrong,
-# compiles without basic-block SLP (loops are still vectorized by the loop vectorizer).
+# GCC 12.2 with -march=native on an AVX-512 CPU (here a Zen 3/4 EPYC, -march=znver3) compiles
+# some constant one-operand permutations of eight doubles (a 512-bit VEC_PERM_EXPR) to a
+# single in-lane vpermilpd, which cannot move an element across 128-bit lanes: wrong lanes.
+# Seen for masks whose 128-bit lanes come from source lanes (0, 2 or 3, 2, 3), e.g.
+# {1, 1, 7, 6, 5, 5, 6, 7} -> vpermilpd $183 (the i386 back end's expansion, not the
+# vectorizer: the masks in the tree dump are right, and __builtin_shuffle with that mask is
+# compiled wrong too). The vectorizers make such permutations from reads of a small array at
+# permuted constant indices, in any kernel: a flat kernel's fully unrolled loop over a
+# tk.private array (loop-aware SLP inside the item loop, which -fno-tree-slp-vectorize does not
+# turn off) as well as a group's item loop over local memory (basic-block SLP). The probe runs
+# the flat shape (slpfuzz16: scripts/slp_perm_fuzz.py); with 256-bit vectors (the vectorizers'
+# preferred width) no eight-double vector, so no such permutation, is formed.
+_PERMUTE_V8DF_PROBE = r"""
+#include <stdint.h>
+__attribute__((noinline)) void items(const double *restrict x, double *restrict out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        double a[8], b[8];
+        for (int64_t j = 0; j < 8; ++j) a[j] = x[8 * i + j] * x[8 * i + j];
+        for (int64_t j = 0; j < 8; ++j) b[j] = a[j] * a[(9 - j) % 8] + a[(j + 4) % 8] * a[(j + 4) % 8];
+        for (int64_t j = 0; j < 8; ++j) out[8 * i + j] = b[j];
+    }
+}
+int main(void) {
+    double x[24], o[24];
+    for (int i = 0; i < 24; ++i) x[i] = 0.1 * (i + 1);
+    items(x, o, 3);
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 8; ++j) {
+            const double *a = x + 8 * i;
+            volatile double p = (a[j] * a[j]) * (a[(9 - j) % 8] * a[(9 - j) % 8]);
+            volatile double q = (a[(j + 4) % 8] * a[(j + 4) % 8]) * (a[(j + 4) % 8] * a[(j + 4) % 8]);
+            if (o[8 * i + j] != p + q) return 1;
+        }
+    return 0;
+}
+"""
+
+# The first shape the permutation miscompile above was seen in (audit16a): a group's fully
+# unrolled item loop after a barrier, b[l] = a[(l + 1) % 8] * a[l] + sin(a[7 - l]) over local
+# memory, packed by basic-block SLP into 512-bit vectors: two of the eight items got their
+# neighbours' values. With the flags of the probe above (256-bit vectors) it runs right;
+# elsewhere (another compiler or CPU where only this shape fails) grouped kernels get the
+# first of its fixes that works.
 _SLP_PERMUTE_PROBE = r"""
 #include <math.h>
 #include <stdint.h>
@@ -222,11 +258,13 @@ int main(void) {
 
 #: (name, probe program, candidate flags that avoid the miscompile in order of preference, scope):
 #: scope "all" adds the flags to every kernel, "grouped" only to kernels with work groups (local
-#: memory, barriers, collectives, tk.uniform), whose fully unrolled item loops over small arrays
-#: are the shape the SLP miscompile was seen in. Flat kernels keep basic-block SLP: the int8
-#: GEMVs' lane loops need it (1.5x slower without it, idle A/B, docs/cpu.md "Flags").
+#: memory, barriers, collectives, tk.uniform). Probes run in order, each with the "all" flags
+#: found before it: where "permute-v8df" finds its fix, "slp-permute" runs right with it and adds
+#: nothing, so every kernel keeps basic-block SLP (the int8 GEMVs' lane loops need it: 1.5x
+#: slower without it, idle A/B, docs/cpu.md "Flags").
 _NATIVE_PROBES = (("vnni", _VNNI_PROBE, (_VNNI_OFF,), "all"),
-                  ("slp-permute", _SLP_PERMUTE_PROBE, (["-fno-tree-slp-vectorize"], ["-mprefer-vector-width=256"]),
+                  ("permute-v8df", _PERMUTE_V8DF_PROBE, (["-mprefer-vector-width=256"],), "all"),
+                  ("slp-permute", _SLP_PERMUTE_PROBE, (["-mprefer-vector-width=256"], ["-fno-tree-slp-vectorize"]),
                    "grouped"))
 
 
@@ -268,7 +306,7 @@ def first_use_notice() -> None:
           f"(once per machine; cached in {cache_dir()})", file=sys.stderr, flush=True)
 
 
-_PROBE_VERSION = 4      # bumped when the probe learns something new (its disk cache key)
+_PROBE_VERSION = 5      # bumped when the probe learns something new (its disk cache key)
 
 
 def _probe_cached(cmd: list) -> dict:
