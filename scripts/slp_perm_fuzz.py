@@ -121,7 +121,7 @@ def set_kernel_flags(flags: str | None) -> None:
     tc = compiler.toolchain()
     drop = set(WORKAROUNDS)
     patched = dataclasses.replace(tc, flags=tuple(f for f in tc.flags if f not in drop) + tuple(flags.split()),
-                                  grouped_flags=())
+                                  scoped_flags=())
     compiler.toolchain = lambda: patched
 
 

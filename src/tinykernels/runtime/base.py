@@ -19,11 +19,12 @@ from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir import nodes as N
 from ..tracebacks import api_boundary
+from .compiler import SCOPE_FEATURES
 from .hostarray import Array, _is_torch, as_host_ndarray
 from .streams import Event
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
-GROUPED_FEATURES = {"barrier", "localmem", "collective", "uniform"}   # need the group-by-group code shape
+GROUPED_FEATURES = SCOPE_FEATURES["grouped"]     # need the group-by-group code shape
 RECORDERS: list = []      # active tk.autodiff recordings (innermost last); launches go through them
 
 _STREAMS: dict = {}            # explicit cache: backend key -> StreamSet

@@ -58,6 +58,12 @@ def find_compiler() -> list | None:
     return None
 
 
+#: The kernel features (``Kernel.uses``) of each probe scope but "all": a kernel gets the flags of
+#: every scope whose features it has (``Toolchain.kernel_flags``).
+SCOPE_FEATURES = {"grouped": frozenset({"barrier", "localmem", "collective", "uniform"}),   # work groups
+                  "float64": frozenset({"float64"})}
+
+
 @dataclass(frozen=True)
 class Toolchain:
     cmd: tuple            # compiler command
@@ -65,16 +71,18 @@ class Toolchain:
     flags: tuple          # flags for kernels
     openmp: bool
     cpu: str              # CPU feature fingerprint
-    grouped_flags: tuple = ()   # added for kernels with work groups (a miscompile's workaround)
+    scoped_flags: tuple = ()    # ((scope, flags), ...): miscompile workarounds for some kernels only
 
     @property
     def identity(self) -> str:
         return hashlib.sha256(json.dumps([self.cmd, self.version, self.flags, self.cpu,
-                                          self.grouped_flags]).encode()).hexdigest()
+                                          self.scoped_flags]).encode()).hexdigest()
 
-    def kernel_flags(self, grouped: bool) -> tuple:
-        """The extra flags of one kernel: ``grouped_flags`` for a kernel with work groups."""
-        return self.grouped_flags if grouped else ()
+    def kernel_flags(self, uses) -> tuple:
+        """The extra flags of a kernel with the features ``uses`` (``Kernel.uses``): those of each
+        scope (SCOPE_FEATURES) it falls in, each flag once."""
+        return tuple(dict.fromkeys(f for scope, flags in self.scoped_flags
+                                   if SCOPE_FEATURES[scope] & set(uses) for f in flags))
 
 
 def _cpu_fingerprint() -> str:
@@ -152,9 +160,9 @@ def _probe(cmd: list) -> dict:
             if _run(cmd + flags + ["-fPIC", "-shared", "-o", so, str(src)]).returncode == 0:
                 omp_flags = flags
                 break
-        fix = _native_workaround(cmd, td) if native else {"all": [], "grouped": []}
-    return {"version": version, "native": native, "openmp": omp_flags, "native_fix": fix["all"],
-            "native_fix_grouped": fix["grouped"]}
+        fix = _native_workaround(cmd, td) if native else {"all": []}
+    return {"version": version, "native": native, "openmp": omp_flags, "native_fix": fix.pop("all"),
+            "native_fix_scoped": fix}
 
 
 # GCC 12 with -march=native on a CPU with AVX-512 VNNI (or AVX-VNNI) compiles the sum of
@@ -263,9 +271,9 @@ int main(void) {
 #: nothing, so every kernel keeps basic-block SLP (the int8 GEMVs' lane loops need it: 1.5x
 #: slower without it, idle A/B, docs/cpu.md "Flags").
 _NATIVE_PROBES = (("vnni", _VNNI_PROBE, (_VNNI_OFF,), "all"),
-                  ("permute-v8df", _PERMUTE_V8DF_PROBE, (["-mprefer-vector-width=256"],), "all"),
+                  ("permute-v8df", _PERMUTE_V8DF_PROBE, (["-mprefer-vector-width=256"],), "float64"),
                   ("slp-permute", _SLP_PERMUTE_PROBE, (["-mprefer-vector-width=256"], ["-fno-tree-slp-vectorize"]),
-                   "grouped"))
+                   "float64"))
 
 
 def _probe_runs_right(cmd: list, src: Path, exe: str, extra: list) -> bool | None:
@@ -282,16 +290,18 @@ def _probe_runs_right(cmd: list, src: Path, exe: str, extra: list) -> bool | Non
 
 def _native_workaround(cmd: list, td: str) -> dict:
     """Extra flags after -march=native that avoid the known miscompiles of this compiler on
-    this CPU, by scope ("all" kernels, "grouped" ones only; none for a probe program that runs
-    right or cannot be built or run)."""
-    out: dict = {"all": [], "grouped": []}
+    this CPU, by scope ("all" kernels, or those of a SCOPE_FEATURES scope; none for a probe
+    program that runs right or cannot be built or run). Each probe runs with the flags its
+    kernels already get from the probes before it."""
+    out: dict = {"all": [], **{scope: [] for scope in SCOPE_FEATURES}}
     for name, text, fixes, scope in _NATIVE_PROBES:
         src = Path(td) / f"{name}.c"
         src.write_text(text)
         exe = str(Path(td) / name)
-        if _probe_runs_right(cmd, src, exe, out["all"]) is not False:
+        have = out["all"] + (out[scope] if scope != "all" else [])
+        if _probe_runs_right(cmd, src, exe, have) is not False:
             continue
-        out[scope] += next((list(f) for f in fixes if _probe_runs_right(cmd, src, exe, out["all"] + list(f))), [])
+        out[scope] += next((list(f) for f in fixes if _probe_runs_right(cmd, src, exe, have + list(f))), [])
     return out
 
 
@@ -306,7 +316,7 @@ def first_use_notice() -> None:
           f"(once per machine; cached in {cache_dir()})", file=sys.stderr, flush=True)
 
 
-_PROBE_VERSION = 5      # bumped when the probe learns something new (its disk cache key)
+_PROBE_VERSION = 6      # bumped when the probe learns something new (its disk cache key)
 
 
 def _probe_cached(cmd: list) -> dict:
@@ -338,15 +348,15 @@ def _toolchain(cc_env: str | None, cache: str, use_openmp: bool = True) -> Toolc
     info = _probe_cached(cmd)
     flags = ["-O3", "-fPIC", "-shared", "-std=gnu11", "-fwrapv", "-ffp-contract=off", "-fno-math-errno",
              "-fno-strict-aliasing", "-w"]
-    grouped: list = []
+    scoped: tuple = ()
     if info["native"]:
         flags.append("-march=native")
         flags += info.get("native_fix", [])
-        grouped = info.get("native_fix_grouped", [])
+        scoped = tuple((scope, tuple(f)) for scope, f in sorted(info.get("native_fix_scoped", {}).items()) if f)
         flags += bytedot_level_flags(os.environ.get("TK_CPU_BYTEDOT"))
     openmp = bool(info["openmp"]) and use_openmp
     flags += info["openmp"] if openmp else ["-pthread"]     # without OpenMP: the pthread fallback
-    return Toolchain(tuple(cmd), info["version"], tuple(flags), openmp, _cpu_fingerprint(), tuple(grouped))
+    return Toolchain(tuple(cmd), info["version"], tuple(flags), openmp, _cpu_fingerprint(), scoped)
 
 
 def toolchain() -> Toolchain:

@@ -133,7 +133,7 @@ class CPUKernelInstance(KernelInstance):
         from .compiler import compile_library, toolchain
         ir = self._ir(args, geom, ndim, ranges, wg)
         src, names = self._render(ir, ranges)
-        extra = (FASTMATH_CFLAGS if ir.fastmath else ()) + toolchain().kernel_flags(bool(ir.uses & GROUPED_FEATURES))
+        extra = (FASTMATH_CFLAGS if ir.fastmath else ()) + toolchain().kernel_flags(ir.uses)
         path = compile_library(src, self.name, extra)
         with _LIBS_LOCK:
             lib = _LIBS.get(path)
