@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Targeted fuzzing of GCC's basic-block SLP vectorizer (the ``gcc-slp-permute`` miscompile):
+"""Targeted fuzzing of GCC's vectorized permutations (the ``gcc-slp-permute`` miscompile):
 kernels that read a small array (``tk.private`` or ``tk.localmem``; float64 or float32; 4, 8 or
 16 elements) at constant permutations of the loop or item index (identity, rotated, reversed,
 strided, xor-gathered), mix the reads with calls (math.sin/exp/floor/fmod, a ``@tk.func``) and
 store back, in flat kernels (loops over ``j`` with constant trip counts) and grouped ones (one
 item per element, barriers). Each kernel runs on the CPU and the interpreter and the outputs are
 compared. ``--flags`` compiles every kernel with the given flags instead of the toolchain's
-miscompile workarounds (``''``: none, ``-fno-tree-slp-vectorize``, ``-mprefer-vector-width=256``),
+miscompile workarounds (``''``: none, ``=-fno-tree-slp-vectorize``, ``=-mprefer-vector-width=256``),
 so that one seed range answers which flag choice is right.
 
     PYTHONPATH=src python3 scripts/slp_perm_fuzz.py --count 400 --seed 1000 --shape flat --flags ''
+    PYTHONPATH=src python3 scripts/slp_perm_fuzz.py --count 1 --seed 1326 --flags=-fno-tree-slp-vectorize
     PYTHONPATH=src python3 scripts/slp_perm_fuzz.py --count 400 --seed 1000 --shape flat
 
 Prints one line per mismatching kernel (seed, shape, the kernel's source with --show) and a
