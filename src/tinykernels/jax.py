@@ -227,7 +227,7 @@ class JaxKernel:
 
     def _render_cpu(self, b, arrays, nd) -> tuple:
         """(C source: the kernel and its FFI handler, geometry slots, fresh outputs, the
-        kernel's features: ``Kernel.uses``, for ``Toolchain.kernel_flags``)."""
+        kernel's features for ``Toolchain.kernel_flags``: ``runtime.base.kernel_features``)."""
         from tinykernels.codegen.c import slot_layout
         from tinykernels.codegen.xla_ffi import ENTRY, render_handler
         from tinykernels.passes.overwrites import fully_overwritten
@@ -254,7 +254,8 @@ class JaxKernel:
         src += render_handler(self.kernel.name, slot_layout(ir), sources, len(arrays), len(b.outputs), q,
                               ir.debug, names, ir.sites,
                               fresh=[(b.outputs.index(k), np.dtype(arrays[k].dtype).itemsize) for k in sorted(fresh)])
-        return src, geom, fresh, frozenset(ir.uses)
+        from tinykernels.runtime.base import kernel_features
+        return src, geom, fresh, kernel_features(ir)
 
     def _build(self, b, arrays, nd) -> tuple:
         from tinykernels.codegen.xla_ffi import ENTRY

@@ -1098,8 +1098,6 @@ def lower_kernel(src: FuncSource, specs: dict, opts: LowerOptions) -> N.Kernel:
 
 def _feature_scan(k: N.Kernel) -> None:
     for s in N.walk_stmts(k.body):
-        if _touches_float64(s):
-            k.uses.add("float64")
         if isinstance(s, N.Barrier):
             k.uses.add("barrier")
         elif isinstance(s, N.AllocArray):
@@ -1119,15 +1117,4 @@ def _feature_scan(k: N.Kernel) -> None:
                 elif isinstance(x, N.Atomic):
                     k.uses.add("atomic")
 
-
-def _touches_float64(s: N.Stmt) -> bool:
-    """Whether statement ``s`` (not its nested statements) computes, loads or stores a float64
-    value ("float64" in the kernel's uses: the C compiler may vectorize it in vectors of doubles,
-    runtime/compiler.py _NATIVE_PROBES)."""
-    arr = getattr(s, "array", None)
-    if arr is not None and arr.dtype == D.float64:
-        return True
-    return any((x.ty is not None and x.ty.dtype == D.float64 and not x.ty.weak)
-               or (isinstance(x, (N.Load, N.Atomic)) and x.array.dtype == D.float64)
-               for e in N.stmt_exprs(s) for x in N.walk_expr(e))
 

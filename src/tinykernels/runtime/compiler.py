@@ -58,8 +58,9 @@ def find_compiler() -> list | None:
     return None
 
 
-#: The kernel features (``Kernel.uses``) of each probe scope but "all": a kernel gets the flags of
-#: every scope whose features it has (``Toolchain.kernel_flags``).
+#: The kernel features (``runtime.base.kernel_features``: ``Kernel.uses`` and "float64") of each
+#: probe scope but "all": a kernel gets the flags of every scope whose features it has
+#: (``Toolchain.kernel_flags``).
 SCOPE_FEATURES = {"grouped": frozenset({"barrier", "localmem", "collective", "uniform"}),   # work groups
                   "float64": frozenset({"float64"})}
 
@@ -79,7 +80,7 @@ class Toolchain:
                                           self.scoped_flags]).encode()).hexdigest()
 
     def kernel_flags(self, uses) -> tuple:
-        """The extra flags of a kernel with the features ``uses`` (``Kernel.uses``): those of each
+        """The extra flags of a kernel with the features ``uses`` (``kernel_features``): those of each
         scope (SCOPE_FEATURES) it falls in, each flag once."""
         return tuple(dict.fromkeys(f for scope, flags in self.scoped_flags
                                    if SCOPE_FEATURES[scope] & set(uses) for f in flags))
