@@ -1863,10 +1863,118 @@ def test_bug_gcc_slp_permute_rotated_and_reversed_local_reads_after_a_barrier(b)
     np.testing.assert_allclose(o, want, rtol=1e-15, atol=0)
 
 
+@tk.kernel
+def rotated_and_reversed_private_reads(o, x: tk.Const):
+    """A flat kernel: GCC 12.2 -O3 -march=native on an AVX-512 CPU loop-vectorized the item loop,
+    its 8-trip loops unrolled, with the permutation {1, 1, 7, 6, 5, 5, 6, 7} of eight doubles,
+    which the back end compiled to an in-lane vpermilpd: items' elements 2 and 3 came out wrong
+    (slpfuzz16, scripts/slp_perm_fuzz.py seed 1326; -fno-tree-slp-vectorize did not help)"""
+    i = tk.index()
+    a = tk.private(x.dtype, 8)
+    b = tk.private(x.dtype, 8)
+    for j in range(8):
+        a[j] = x[i * 8 + j] * x[i * 8 + j]
+    for j in range(8):
+        b[j] = a[j] * a[(7 - j + 2) % 8]
+        b[j] += a[(j + 4) % 8] * a[(j + 4) % 8]
+    for j in range(8):
+        o[i * 8 + j] = b[j]
+
+
+@tk.func
+def half_sine_plus(v):
+    return math.sin(v) * 0.5 + v
+
+
+@tk.kernel
+def permuted_private_reads_with_calls(o, x: tk.Const):
+    """As rotated_and_reversed_private_reads, with a device function and floor in the sums
+    (slp_perm_fuzz.py's first flat finding: items' elements 2 and 3 wrong)"""
+    i = tk.index()
+    a = tk.private(x.dtype, 8)
+    b = tk.private(x.dtype, 8)
+    for j in range(8):
+        a[j] = x[i * 8 + j] * x[i * 8 + j]
+    for j in range(8):
+        b[j] = a[(7 - j + 2) % 8] * a[j]
+        b[j] += half_sine_plus(a[j])
+        b[j] += math.floor(a[(j * 7) % 8] * 3.0)
+        b[j] += math.floor(a[(7 - j + 7) % 8] * 3.0)
+    for j in range(8):
+        o[i * 8 + j] = b[j]
+
+
+def _rows(x):
+    return (x * x).reshape(-1, 8)
+
+
+# fixed: gcc-slp-permute
+# (slpfuzz16: the same back-end bug in flat kernels over tk.private arrays)
+@needs_cpu
+@pytest.mark.parametrize("b", [tk.CPU(), INTERP], ids=lambda b: b.name)
+def test_bug_gcc_slp_permute_flat_kernel_permuted_private_reads(b):
+    x = np.random.default_rng(1326).uniform(-1, 1, 24)
+    o = np.zeros(24)
+    rotated_and_reversed_private_reads(b)(o, x, ndrange=3)
+    a = _rows(x)
+    want = (a * a[:, [(9 - j) % 8 for j in range(8)]] + a[:, [(j + 4) % 8 for j in range(8)]] ** 2).ravel()
+    np.testing.assert_array_equal(o, want)
+
+
+# fixed: gcc-slp-permute
+@needs_cpu
+@pytest.mark.parametrize("b", [tk.CPU(), INTERP], ids=lambda b: b.name)
+def test_bug_gcc_slp_permute_flat_kernel_permuted_private_reads_with_calls(b):
+    x = np.random.default_rng(299).uniform(-1, 1, 24)
+    o = np.zeros(24)
+    permuted_private_reads_with_calls(b)(o, x, ndrange=3)
+    a = _rows(x)
+    perm = lambda f: a[:, [f(j) for j in range(8)]]     # noqa: E731
+    want = perm(lambda j: (9 - j) % 8) * a + (np.sin(a) * 0.5 + a) + np.floor(perm(lambda j: j * 7 % 8) * 3.0) \
+        + np.floor(perm(lambda j: (14 - j) % 8) * 3.0)
+    np.testing.assert_allclose(o, want.ravel(), rtol=1e-15, atol=0)
+
+
+@tk.kernel
+def reversed_private_reads(o, x: tk.Const):
+    i = tk.index()
+    a = tk.private(x.dtype, 8)
+    for j in range(8):
+        a[j] = x[i * 8 + j]
+    for j in range(8):
+        o[i * 8 + j] = a[7 - j] * a[j]
+
+
+@needs_cpu
+def test_the_float64_workaround_reaches_float64_kernels_only(monkeypatch):
+    """The permute-v8df workaround (scope "float64": the miscompiled permutation is of eight
+    doubles) is given to a kernel computing in float64 and not to the same kernel in float32, nor
+    to the int8 GEMV (it keeps 512-bit vectors)."""
+    from tinykernels import llm
+    from tinykernels.runtime import compiler
+    seen = {}
+    real = compiler.compile_library
+    monkeypatch.setattr(compiler, "compile_library",
+                        lambda src, name, extra=(), tc=None: seen.setdefault(name, []).append(tuple(extra))
+                        or real(src, name, extra, tc))
+    for dt in (np.float64, np.float32):
+        x = np.arange(16, dtype=dt)
+        o = np.zeros(16, dt)
+        reversed_private_reads(tk.CPU())(o, x, ndrange=2)
+        np.testing.assert_array_equal(o, (x.reshape(2, 8)[:, ::-1] * x.reshape(2, 8)).ravel())
+    w = np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32)
+    llm.matmul(llm.quantize(w, "q8_0"), np.ones(64, np.float32), out=np.zeros(32, np.float32), exact=False)
+    tc = compiler.toolchain()
+    assert seen["reversed_private_reads"] == [tc.kernel_flags({"float64"}), ()]
+    assert all(f == () for f in seen.get("_gemv_rows_i8", []))     # (not compiled again if cached in-process)
+    assert tc.kernel_flags({"float64", "barrier"}) == tuple(dict.fromkeys(
+        tc.kernel_flags({"float64"}) + tc.kernel_flags({"barrier"})))
+
+
 @needs_cpu
 def test_the_native_miscompile_probes_run_right_with_the_toolchains_flags(tmp_path):
     """Each probe program of a known -march=native miscompile, compiled with the flags the kernels
-    of its scope get (every kernel, or grouped ones: ``kernel_flags(True)``), computes the right
+    of its scope get (every kernel, or those of a scope: ``kernel_flags(SCOPE_FEATURES[scope])``), computes the right
     result (the probe found a fix, or the compiler has no such bug)."""
     import subprocess
     from tinykernels.runtime import compiler
@@ -1878,6 +1986,6 @@ def test_the_native_miscompile_probes_run_right_with_the_toolchains_flags(tmp_pa
         src = tmp_path / f"{name}.c"
         src.write_text(text)
         exe = str(tmp_path / name)
-        extra = list(tc.kernel_flags(scope == "grouped"))
+        extra = list(tc.kernel_flags(compiler.SCOPE_FEATURES.get(scope, frozenset())))
         subprocess.run(list(tc.cmd) + flags + extra + ["-o", exe, str(src), "-lm"], check=True, capture_output=True)
         assert subprocess.run([exe]).returncode == 0, f"{name}: {tc.flags}"

@@ -227,8 +227,8 @@ class JaxKernel:
         return hit
 
     def _render_cpu(self, b, arrays, nd) -> tuple:
-        """(C source: the kernel and its FFI handler, geometry slots, fresh outputs, whether the
-        kernel has work groups)."""
+        """(C source: the kernel and its FFI handler, geometry slots, fresh outputs, the
+        kernel's features for ``Toolchain.kernel_flags``: ``runtime.base.kernel_features``)."""
         from tinykernels.codegen.c import slot_layout
         from tinykernels.codegen.xla_ffi import ENTRY, render_handler
         from tinykernels.passes.overwrites import fully_overwritten
@@ -255,16 +255,16 @@ class JaxKernel:
         src += render_handler(self.kernel.name, slot_layout(ir), sources, len(arrays), len(b.outputs), q,
                               ir.debug, names, ir.sites,
                               fresh=[(b.outputs.index(k), np.dtype(arrays[k].dtype).itemsize) for k in sorted(fresh)])
-        from tinykernels.runtime.base import GROUPED_FEATURES
-        return src, geom, fresh, bool(ir.uses & GROUPED_FEATURES)
+        from tinykernels.runtime.base import kernel_features
+        return src, geom, fresh, kernel_features(ir)
 
     def _build(self, b, arrays, nd) -> tuple:
         from tinykernels.codegen.xla_ffi import ENTRY
         from tinykernels.runtime.compiler import compile_library, toolchain
         ffi = _ffi_module()
-        src, geom, fresh, grouped = self._render_cpu(b, arrays, nd)
+        src, geom, fresh, uses = self._render_cpu(b, arrays, nd)
         path = compile_library(src, self.kernel.name,
-                               extra_flags=(f"-I{ffi.include_dir()}", *toolchain().kernel_flags(grouped)))
+                               extra_flags=(f"-I{ffi.include_dir()}", *toolchain().kernel_flags(uses)))
         digest = hashlib.sha256(src.encode()).hexdigest()[:20]
         with _TARGETS_LOCK:
             target = _TARGETS.get(digest)

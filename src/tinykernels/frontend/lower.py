@@ -1117,3 +1117,4 @@ def _feature_scan(k: N.Kernel) -> None:
                 elif isinstance(x, N.Atomic):
                     k.uses.add("atomic")
 
+

@@ -58,6 +58,13 @@ def find_compiler() -> list | None:
     return None
 
 
+#: The kernel features (``runtime.base.kernel_features``: ``Kernel.uses`` and "float64") of each
+#: probe scope but "all": a kernel gets the flags of every scope whose features it has
+#: (``Toolchain.kernel_flags``).
+SCOPE_FEATURES = {"grouped": frozenset({"barrier", "localmem", "collective", "uniform"}),   # work groups
+                  "float64": frozenset({"float64"})}
+
+
 @dataclass(frozen=True)
 class Toolchain:
     cmd: tuple            # compiler command
@@ -65,16 +72,18 @@ class Toolchain:
     flags: tuple          # flags for kernels
     openmp: bool
     cpu: str              # CPU feature fingerprint
-    grouped_flags: tuple = ()   # added for kernels with work groups (a miscompile's workaround)
+    scoped_flags: tuple = ()    # ((scope, flags), ...): miscompile workarounds for some kernels only
 
     @property
     def identity(self) -> str:
         return hashlib.sha256(json.dumps([self.cmd, self.version, self.flags, self.cpu,
-                                          self.grouped_flags]).encode()).hexdigest()
+                                          self.scoped_flags]).encode()).hexdigest()
 
-    def kernel_flags(self, grouped: bool) -> tuple:
-        """The extra flags of one kernel: ``grouped_flags`` for a kernel with work groups."""
-        return self.grouped_flags if grouped else ()
+    def kernel_flags(self, uses) -> tuple:
+        """The extra flags of a kernel with the features ``uses`` (``kernel_features``): those of each
+        scope (SCOPE_FEATURES) it falls in, each flag once."""
+        return tuple(dict.fromkeys(f for scope, flags in self.scoped_flags
+                                   if SCOPE_FEATURES[scope] & set(uses) for f in flags))
 
 
 def _cpu_fingerprint() -> str:
@@ -152,9 +161,9 @@ def _probe(cmd: list) -> dict:
             if _run(cmd + flags + ["-fPIC", "-shared", "-o", so, str(src)]).returncode == 0:
                 omp_flags = flags
                 break
-        fix = _native_workaround(cmd, td) if native else {"all": [], "grouped": []}
-    return {"version": version, "native": native, "openmp": omp_flags, "native_fix": fix["all"],
-            "native_fix_grouped": fix["grouped"]}
+        fix = _native_workaround(cmd, td) if native else {"all": []}
+    return {"version": version, "native": native, "openmp": omp_flags, "native_fix": fix.pop("all"),
+            "native_fix_scoped": fix}
 
 
 # GCC 12 with -march=native on a CPU with AVX-512 VNNI (or AVX-VNNI) compiles the sum of
@@ -184,13 +193,49 @@ int main(void) {
 _VNNI_OFF = ["-mno-avx512vnni", "-mno-avxvnni"]
 
 
-# GCC 12.2 with -march=native on an AVX-512 CPU miscompiles a basic block that the SLP
-# vectorizer packs into 512-bit vectors from a rotated and a reversed read of one small array
-# (a workgroup's local memory after a barrier, its item loop fully unrolled: b[l] =
-# a[(l + 1) % 8] * a[l] + sin(a[7 - l])): the lane permutation is wrong, so two of the eight
-# items get their neighbours' values (audit16a; -O2, -mno-avx512f, 256-bit vectors or no
-# basic-block SLP compile it right). The probe runs that block and, where it comes out wrong,
-# compiles without basic-block SLP (loops are still vectorized by the loop vectorizer).
+# GCC 12.2 with -march=native on an AVX-512 CPU (here a Zen 3/4 EPYC, -march=znver3) compiles
+# some constant one-operand permutations of eight doubles (a 512-bit VEC_PERM_EXPR) to a
+# single in-lane vpermilpd, which cannot move an element across 128-bit lanes: wrong lanes.
+# Seen for masks whose 128-bit lanes come from source lanes (0, 2 or 3, 2, 3), e.g.
+# {1, 1, 7, 6, 5, 5, 6, 7} -> vpermilpd $183 (the i386 back end's expansion, not the
+# vectorizer: the masks in the tree dump are right, and __builtin_shuffle with that mask is
+# compiled wrong too). The vectorizers make such permutations from reads of a small array at
+# permuted constant indices, in any kernel: a flat kernel's fully unrolled loop over a
+# tk.private array (loop-aware SLP inside the item loop, which -fno-tree-slp-vectorize does not
+# turn off) as well as a group's item loop over local memory (basic-block SLP). The probe runs
+# the flat shape (slpfuzz16: scripts/slp_perm_fuzz.py); with 256-bit vectors (the vectorizers'
+# preferred width) no eight-double vector, so no such permutation, is formed.
+_PERMUTE_V8DF_PROBE = r"""
+#include <stdint.h>
+__attribute__((noinline)) void items(const double *restrict x, double *restrict out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        double a[8], b[8];
+        for (int64_t j = 0; j < 8; ++j) a[j] = x[8 * i + j] * x[8 * i + j];
+        for (int64_t j = 0; j < 8; ++j) b[j] = a[j] * a[(9 - j) % 8] + a[(j + 4) % 8] * a[(j + 4) % 8];
+        for (int64_t j = 0; j < 8; ++j) out[8 * i + j] = b[j];
+    }
+}
+int main(void) {
+    double x[24], o[24];
+    for (int i = 0; i < 24; ++i) x[i] = 0.1 * (i + 1);
+    items(x, o, 3);
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 8; ++j) {
+            const double *a = x + 8 * i;
+            volatile double p = (a[j] * a[j]) * (a[(9 - j) % 8] * a[(9 - j) % 8]);
+            volatile double q = (a[(j + 4) % 8] * a[(j + 4) % 8]) * (a[(j + 4) % 8] * a[(j + 4) % 8]);
+            if (o[8 * i + j] != p + q) return 1;
+        }
+    return 0;
+}
+"""
+
+# The first shape the permutation miscompile above was seen in (audit16a): a group's fully
+# unrolled item loop after a barrier, b[l] = a[(l + 1) % 8] * a[l] + sin(a[7 - l]) over local
+# memory, packed by basic-block SLP into 512-bit vectors: two of the eight items got their
+# neighbours' values. With the flags of the probe above (256-bit vectors) it runs right;
+# elsewhere (another compiler or CPU where only this shape fails) grouped kernels get the
+# first of its fixes that works.
 _SLP_PERMUTE_PROBE = r"""
 #include <math.h>
 #include <stdint.h>
@@ -222,12 +267,14 @@ int main(void) {
 
 #: (name, probe program, candidate flags that avoid the miscompile in order of preference, scope):
 #: scope "all" adds the flags to every kernel, "grouped" only to kernels with work groups (local
-#: memory, barriers, collectives, tk.uniform), whose fully unrolled item loops over small arrays
-#: are the shape the SLP miscompile was seen in. Flat kernels keep basic-block SLP: the int8
-#: GEMVs' lane loops need it (1.5x slower without it, idle A/B, docs/cpu.md "Flags").
+#: memory, barriers, collectives, tk.uniform). Probes run in order, each with the "all" flags
+#: found before it: where "permute-v8df" finds its fix, "slp-permute" runs right with it and adds
+#: nothing, so every kernel keeps basic-block SLP (the int8 GEMVs' lane loops need it: 1.5x
+#: slower without it, idle A/B, docs/cpu.md "Flags").
 _NATIVE_PROBES = (("vnni", _VNNI_PROBE, (_VNNI_OFF,), "all"),
-                  ("slp-permute", _SLP_PERMUTE_PROBE, (["-fno-tree-slp-vectorize"], ["-mprefer-vector-width=256"]),
-                   "grouped"))
+                  ("permute-v8df", _PERMUTE_V8DF_PROBE, (["-mprefer-vector-width=256"],), "float64"),
+                  ("slp-permute", _SLP_PERMUTE_PROBE, (["-mprefer-vector-width=256"], ["-fno-tree-slp-vectorize"]),
+                   "float64"))
 
 
 def _probe_runs_right(cmd: list, src: Path, exe: str, extra: list) -> bool | None:
@@ -244,16 +291,18 @@ def _probe_runs_right(cmd: list, src: Path, exe: str, extra: list) -> bool | Non
 
 def _native_workaround(cmd: list, td: str) -> dict:
     """Extra flags after -march=native that avoid the known miscompiles of this compiler on
-    this CPU, by scope ("all" kernels, "grouped" ones only; none for a probe program that runs
-    right or cannot be built or run)."""
-    out: dict = {"all": [], "grouped": []}
+    this CPU, by scope ("all" kernels, or those of a SCOPE_FEATURES scope; none for a probe
+    program that runs right or cannot be built or run). Each probe runs with the flags its
+    kernels already get from the probes before it."""
+    out: dict = {"all": [], **{scope: [] for scope in SCOPE_FEATURES}}
     for name, text, fixes, scope in _NATIVE_PROBES:
         src = Path(td) / f"{name}.c"
         src.write_text(text)
         exe = str(Path(td) / name)
-        if _probe_runs_right(cmd, src, exe, out["all"]) is not False:
+        have = out["all"] + (out[scope] if scope != "all" else [])
+        if _probe_runs_right(cmd, src, exe, have) is not False:
             continue
-        out[scope] += next((list(f) for f in fixes if _probe_runs_right(cmd, src, exe, out["all"] + list(f))), [])
+        out[scope] += next((list(f) for f in fixes if _probe_runs_right(cmd, src, exe, have + list(f))), [])
     return out
 
 
@@ -268,7 +317,7 @@ def first_use_notice() -> None:
           f"(once per machine; cached in {cache_dir()})", file=sys.stderr, flush=True)
 
 
-_PROBE_VERSION = 4      # bumped when the probe learns something new (its disk cache key)
+_PROBE_VERSION = 6      # bumped when the probe learns something new (its disk cache key)
 
 
 def _probe_cached(cmd: list) -> dict:
@@ -318,15 +367,15 @@ def _toolchain(cc_env: str | None, cache: str, use_openmp: bool = True) -> Toolc
              "-fno-strict-aliasing", "-w"]
     if is_gcc(info["version"]):
         flags += GCC_VECTOR_FLAGS
-    grouped: list = []
+    scoped: tuple = ()
     if info["native"]:
         flags.append("-march=native")
         flags += info.get("native_fix", [])
-        grouped = info.get("native_fix_grouped", [])
+        scoped = tuple((scope, tuple(f)) for scope, f in sorted(info.get("native_fix_scoped", {}).items()) if f)
         flags += bytedot_level_flags(os.environ.get("TK_CPU_BYTEDOT"))
     openmp = bool(info["openmp"]) and use_openmp
     flags += info["openmp"] if openmp else ["-pthread"]     # without OpenMP: the pthread fallback
-    return Toolchain(tuple(cmd), info["version"], tuple(flags), openmp, _cpu_fingerprint(), tuple(grouped))
+    return Toolchain(tuple(cmd), info["version"], tuple(flags), openmp, _cpu_fingerprint(), scoped)
 
 
 def toolchain() -> Toolchain:

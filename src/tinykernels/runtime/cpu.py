@@ -19,7 +19,7 @@ from ..globalreads import MISSING
 from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
 from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream,
-                   launch_checks, _check_debug)
+                   kernel_features, launch_checks, _check_debug)
 from .hostarray import Array as HostArray
 from .launchcheck import check_launch, fast_plan
 from .streams import Event, completed_event
@@ -133,7 +133,7 @@ class CPUKernelInstance(KernelInstance):
         from .compiler import compile_library, toolchain
         ir = self._ir(args, geom, ndim, ranges, wg)
         src, names = self._render(ir, ranges)
-        extra = (FASTMATH_CFLAGS if ir.fastmath else ()) + toolchain().kernel_flags(bool(ir.uses & GROUPED_FEATURES))
+        extra = (FASTMATH_CFLAGS if ir.fastmath else ()) + toolchain().kernel_flags(kernel_features(ir))
         path = compile_library(src, self.name, extra)
         with _LIBS_LOCK:
             lib = _LIBS.get(path)

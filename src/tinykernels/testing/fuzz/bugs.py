@@ -98,12 +98,16 @@ FIXED_BUGS = {
                               "unrounded f32 (found by audit15a; 0.3303 * 3 is a float16 tie)",
         "fixed: cast_str converts through the narrow type whenever the target is storage-only, even from "
         "the same type (codegen/wgsl.py)"),
-    'gcc-slp-permute': ("CPU: GCC 12.2 -O3 -march=native on an AVX-512 CPU packed a barrier kernel's fully "
-                        "unrolled item loop `b[l] = a[(l + 1) % 8] * a[l]; b[l] += sin(a[7 - l])` (local memory) "
-                        "into 512-bit vectors with a wrong lane permutation: items 3 and 4 got their neighbours' "
-                        "values (found by audit16a as a wrong gradient; INTERP and OpenCL were right)",
-        "worked around: the compiler probe runs that block at the first use and, where it comes out wrong, "
-        "kernels are compiled with -fno-tree-slp-vectorize (runtime/compiler.py _NATIVE_PROBES)"),
+    'gcc-slp-permute': ("CPU: GCC 12.2 -O3 -march=native on an AVX-512 CPU compiled some constant permutations "
+                        "of eight doubles (e.g. {1, 1, 7, 6, 5, 5, 6, 7}: 128-bit lanes from source lanes 0, 2|3, 2, 3) "
+                        "to an in-lane vpermilpd: wrong lanes. The vectorizers make them from reads of a small array "
+                        "at permuted constant indices: a barrier kernel's unrolled item loop `b[l] = a[(l + 1) % 8] * "
+                        "a[l]; b[l] += sin(a[7 - l])` over local memory (found by audit16a as a wrong gradient) and "
+                        "flat kernels' loops over tk.private arrays (slpfuzz16, scripts/slp_perm_fuzz.py)",
+        "worked around: the compiler probes (runtime/compiler.py _NATIVE_PROBES permute-v8df, slp-permute) run "
+        "those shapes at the first use and, where they come out wrong, kernels that compute in float64 are "
+        "compiled with -mprefer-vector-width=256 (no eight-double vectors; -fno-tree-slp-vectorize does not "
+        "fix the flat shape, loop-aware SLP makes the same permutation)"),
     # found by the autodiff mode (--grad, gradgen.py); regression tests in tests/test_fuzz_grad.py
     'ad-unused-scalar-partial': ("reverse mode: a differentiated float scalar that nothing differentiable "
                                  "flows into (unused, or only compared) got garbage as its gradient on the "
