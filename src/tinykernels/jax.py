@@ -230,7 +230,7 @@ class JaxKernel:
         """(C source: the kernel and its FFI handler, geometry slots, fresh outputs, the
         kernel's features for ``Toolchain.kernel_flags``: ``runtime.base.kernel_features``)."""
         from tinykernels.codegen.c import slot_layout
-        from tinykernels.codegen.xla_ffi import ENTRY, render_handler
+        from tinykernels.codegen.xla_ffi import render_handler
         from tinykernels.passes.overwrites import fully_overwritten
         inst = self.kernel(self.backend)
         # NumPy stand-ins with the arrays' shapes and dtypes (pages never touched): the
