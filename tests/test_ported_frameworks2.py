@@ -33,11 +33,14 @@ def test_torch_op_takes_numpy_int_geometry(geom):
 
 def test_torch_op_geometry_that_is_no_int_is_a_launch_error_naming_it():
     y0, x = torch.zeros(6), torch.ones(6)
-    with pytest.raises(tk.LaunchError, match=r"op ported16::fma: ndrange must be an int or a tuple of ints, "
-                                             r"got \(range\(1, 5\),\)"):
-        FMA(y0, x, a=1.0, ndrange=(range(1, 5),))
+    with pytest.raises(tk.LaunchError, match=r"op ported16::fma: ndrange must be an int, a range or a tuple of "
+                                             r"non-negative ints and ranges, got \(1\.5,\)"):
+        FMA(y0, x, a=1.0, ndrange=(1.5,))
     with pytest.raises(tk.LaunchError, match="ndrange must be an int"):
         FMA(y0.requires_grad_(True), x, a=1.0, ndrange=6.0)
+    # a range dimension is a launch like any other since fw16 (SPEC 2); tk.index() (Linear) is the
+    # 0-based position within the range, so fma_update writes y[0:4]
+    torch.testing.assert_close(FMA(y0, x, a=1.0, ndrange=(range(1, 5),)), torch.tensor([1., 1., 1., 1., 0., 0.]))
 
 
 @pytest.mark.parametrize("raised", [False, True])
