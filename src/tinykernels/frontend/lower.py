@@ -857,7 +857,7 @@ class Lowerer:
     def calls_with_effects(self, nodes) -> bool:
         """Whether the expressions ``nodes`` call a @tk.func, an atomic or tk.print (calls that
         may store); pure calls (``abs``, ``len``, ``math.*``, casts) do not count, so a chain
-        of them needs no snapshot statement and stays usable in a ``while`` condition."""
+        of them needs no snapshot statement (a temporary the chain's middle operand is copied to)."""
         for r in nodes:
             for n in ast.walk(r):
                 if isinstance(n, ast.Call):
