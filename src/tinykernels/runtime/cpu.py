@@ -20,8 +20,9 @@ from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
 from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream,
                    kernel_features, launch_checks, _check_debug)
-from .hostarray import Array as HostArray
+from .hostarray import _is_torch
 from .launchcheck import check_launch, fast_plan
+from .launcher import note_torch
 from .streams import Event, completed_event
 
 
@@ -95,13 +96,9 @@ class CPUKernelInstance(KernelInstance):
         if RECORDERS:
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         if stream is None:
-            r = self._fast(self._plans, self._cmask, self._nthreads, args, ndrange, workgroupsize)
-            if r is None and any(type(a) is HostArray for a in args):
-                # the launcher reads NumPy arrays: a host tk.Array takes it through its array
-                # (as the slow path would), not validated in Python again on every launch
-                r = self._fast(self._plans, self._cmask, self._nthreads,
-                               tuple(a._host if type(a) is HostArray else a for a in args), ndrange, workgroupsize)
-            if r is True:
+            # NumPy arrays, host tk.Arrays and CPU torch tensors (of a dtype a checked launch
+            # registered) are read by the launcher itself: one call, no Python per argument
+            if self._fast(self._plans, self._cmask, self._nthreads, args, ndrange, workgroupsize) is True:
                 return completed_event()
         try:
             return self._launch(args, ndrange, workgroupsize, stream)
@@ -144,6 +141,9 @@ class CPUKernelInstance(KernelInstance):
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        for a, n in zip(args, norm):
+            if n is not a and _is_torch(a):
+                note_torch(self._L, a, n)      # later launches read such tensors in the launcher
         if total == 0:
             return completed_event()
         wgcode = 0 if workgroupsize is None else (int(workgroupsize) if isinstance(workgroupsize, (int, np.integer)) else -1)

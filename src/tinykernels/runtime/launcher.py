@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import compiler
+from .hostarray import Array
 from .memspan import overlapping_axis
 
 _SRC = Path(__file__).with_name("_launch.c")
@@ -133,6 +134,12 @@ class PyLauncher:
     def raw(self, entry, nthreads, vals):
         return False
 
+    def register_host_array(self, t):
+        pass
+
+    def register_torch(self, types, strided, dtype, typenum, itemsize):
+        pass
+
 
 @lru_cache(maxsize=None)
 def _entry(fnptr: int):
@@ -145,6 +152,7 @@ def _get(cache: str, force_py: bool):
         try:
             mod = _build_extension()
             if mod is not None:
+                mod.register_host_array(Array)      # it reads a host tk.Array's NumPy array itself
                 return mod
         except (OSError, ImportError):
             pass
@@ -154,3 +162,23 @@ def _get(cache: str, force_py: bool):
 def get():
     """The launcher for this process (``TK_PY_LAUNCHER=1`` forces the ctypes fallback)."""
     return _get(str(compiler.cache_dir()), os.environ.get("TK_PY_LAUNCHER", "0") == "1")
+
+
+_TORCH_SEEN: set = set()       # torch dtypes registered with the extension
+
+
+def note_torch(launcher, tensor, view) -> None:
+    """Let ``launcher`` read CPU torch tensors of ``tensor``'s dtype itself, without a NumPy
+    view: ``view`` is the NumPy view the checked path made of ``tensor`` (its type number and
+    item size are what the extension then uses for tensors of that dtype, so a tensor and its
+    view have the same specialization key). Only plain tensors (``torch.Tensor``,
+    ``nn.Parameter``; not subclasses, which may override the accessors) of a dtype the checked
+    path accepted."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None or tensor.dtype in _TORCH_SEEN or not isinstance(view, np.ndarray):
+        return
+    types = (torch.Tensor, torch.nn.Parameter)
+    if type(tensor) in types and view.dtype.isnative:
+        launcher.register_torch(types, torch.strided, tensor.dtype, view.dtype.num, view.itemsize)
+        _TORCH_SEEN.add(tensor.dtype)
