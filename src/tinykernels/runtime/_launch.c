@@ -1,5 +1,11 @@
 /* The launch fast path of the CPU backend, as a small CPython extension.
  *
+ * An array argument may be a NumPy array, a host tk.Array (register_host_array: its NumPy
+ * array) or a plain CPU torch tensor of a dtype registered by register_torch (read through
+ * is_cpu, layout, dtype, is_neg(), shape, stride() and data_ptr(): no NumPy view, no DLPack);
+ * each argument is gathered once per call (tk_arg) and the key, the checks and the packing
+ * read that record. A tensor's key is its NumPy view's key, so both share specializations.
+ *
  * sig(cmask, args, geom, ndim, wg, ranges) -> bytes | None
  *     The specialization key of a launch: per argument a code (array dtype, ndim and
  *     layout; scalar kind; constexpr value hash), then the ndrange rank, whether every
@@ -15,6 +21,9 @@
  *     that must not share memory (byte spans) and accesses whose work-item coordinate
  *     range must stay inside an array dimension. When one fails, fast() returns the key
  *     as on a miss, and the Python slow path raises the error.
+ * prepare(plans, cmask, args, ndrange, wg) -> (entry,) | key | None
+ *     fast() without the call: its key lookup and checks now, the slots packed now, as a
+ *     raw() entry (no patches, no pairs) for a launch that runs later (a stream's job).
  * template(cmask, args, ndrange) -> (slots bytes, first slot per argument) | None
  *     The packed slots of a launch (as fast() would pass them) and, per argument, the index
  *     of its first slot (-1 for a constexpr), for callers that keep a launch's slots and
@@ -27,6 +36,9 @@
  *     pointers must not share bytes ([ptr + lo, ptr + hi), empty when lo == hi). False,
  *     without launching, when a value does not fit or a check fails (the caller then takes
  *     the checked path, which raises).
+ *
+ * register_host_array(type), register_torch(types, strided, dtype, typenum, itemsize)
+ *     The argument kinds besides NumPy arrays (see above); runtime/launcher.py registers them.
  *
  * dlpack_capsule_dtor: the address of a PyCapsule destructor for DLPack capsules
  *     (runtime/dlpack.py): an unconsumed "dltensor" / "dltensor_versioned" capsule calls its
@@ -484,12 +496,14 @@ static PyObject *py_run(PyObject *self, PyObject *a) {
     Py_RETURN_NONE;
 }
 
-static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    if (na != 6) { PyErr_SetString(PyExc_TypeError, "fast() takes 6 arguments"); return NULL; }
-    PyObject *plans = a[0], *args = a[3], *nd = a[4], *wgo = a[5];
+/* fast() and prepare(): the key of a launch, its plan and checks, the packed slots.
+ * Returns Py_True with the entry point in *fnp and the slots in s (used in *used) when the
+ * launch may go ahead; else a new reference to what fast() returns instead (the key, None),
+ * or NULL with an exception set. */
+static PyObject *plan_launch(PyObject *const *a, tk_slot *s, int *used, uint64_t *fnp) {
+    PyObject *plans = a[0], *args = a[2], *nd = a[3], *wgo = a[4];
     if (!PyDict_CheckExact(plans) || !PyTuple_CheckExact(args)) Py_RETURN_NONE;
     uint64_t cmask = PyLong_AsUnsignedLongLong(a[1]);
-    int nthreads = (int)PyLong_AsLong(a[2]);
     if (PyErr_Occurred()) return NULL;
     long wg = 0;
     if (wgo != Py_None) {
@@ -497,7 +511,6 @@ static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
         wg = PyLong_AsLong(wgo);
         if (wg <= 0) { PyErr_Clear(); Py_RETURN_NONE; }
     }
-    tk_slot s[MAX_SLOTS];
     int ndim, ranges;
     if (parse_ndrange(nd, s, &ndim, &ranges) < 0) Py_RETURN_NONE;
     tk_arg xs[MAX_ARGS];
@@ -507,23 +520,53 @@ static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (!key) { ret = PyErr_Occurred() ? NULL : Py_NewRef(Py_None); goto out; }
     PyObject *fn = PyDict_GetItemWithError(plans, key);
     if (!fn) { ret = PyErr_Occurred() ? NULL : Py_NewRef(key); goto out; }
-    uint64_t fnp;
     if (PyBytes_CheckExact(fn)) {
         const int64_t *w = (const int64_t *)PyBytes_AS_STRING(fn);
         if (!checks_ok(w, PyBytes_GET_SIZE(fn) / 8, xs, n, s)) { ret = Py_NewRef(key); goto out; }  /* the slow path raises */
-        fnp = (uint64_t)w[0];
+        *fnp = (uint64_t)w[0];
     } else {
-        fnp = PyLong_AsUnsignedLongLong(fn);
+        *fnp = PyLong_AsUnsignedLongLong(fn);
         if (PyErr_Occurred()) goto out;
     }
-    int used;
-    if (pack(cmask, xs, n, s, &used) < 0) goto out;
-    call((tk_entry)(uintptr_t)fnp, s, nthreads);
+    if (pack(cmask, xs, n, s, used) < 0) goto out;
     ret = Py_NewRef(Py_True);
 out:
     Py_XDECREF(key);
     release(xs, n);
     return ret;
+}
+
+static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 6) { PyErr_SetString(PyExc_TypeError, "fast() takes 6 arguments"); return NULL; }
+    int nthreads = (int)PyLong_AsLong(a[2]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *pa[5] = {a[0], a[1], a[3], a[4], a[5]};
+    tk_slot s[MAX_SLOTS];
+    int used;
+    uint64_t fnp;
+    PyObject *r = plan_launch(pa, s, &used, &fnp);
+    if (r == Py_True) call((tk_entry)(uintptr_t)fnp, s, nthreads);
+    return r;
+}
+
+static PyObject *py_prepare(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 5) { PyErr_SetString(PyExc_TypeError, "prepare() takes 5 arguments"); return NULL; }
+    tk_slot s[MAX_SLOTS];
+    int used;
+    uint64_t fnp;
+    PyObject *r = plan_launch(a, s, &used, &fnp);
+    if (r != Py_True) return r;
+    Py_DECREF(r);
+    /* raw()'s entry: fnptr, nslots, slot*, no patches, no pairs */
+    PyObject *entry = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(used + 4) * 8);
+    if (!entry) return NULL;
+    int64_t *w = (int64_t *)PyBytes_AS_STRING(entry);
+    w[0] = (int64_t)fnp;
+    w[1] = used;
+    memcpy(w + 2, s, (size_t)used * sizeof(tk_slot));
+    w[2 + used] = 0;
+    w[3 + used] = 0;
+    return Py_BuildValue("(N)", entry);
 }
 
 static PyObject *py_template(PyObject *self, PyObject *const *a, Py_ssize_t na) {
@@ -683,6 +726,8 @@ static PyMethodDef methods[] = {
     {"sig", py_sig, METH_VARARGS, "specialization key of a launch"},
     {"run", py_run, METH_VARARGS, "pack arguments and run a kernel"},
     {"fast", (PyCFunction)(void (*)(void))py_fast, METH_FASTCALL, "key lookup and launch in one call"},
+    {"prepare", (PyCFunction)(void (*)(void))py_prepare, METH_FASTCALL,
+     "fast() without the call: (raw() entry,) for a later launch"},
     {"template", (PyCFunction)(void (*)(void))py_template, METH_FASTCALL, "a launch's packed slots"},
     {"raw", (PyCFunction)(void (*)(void))py_raw, METH_FASTCALL, "launch from kept slots and new values"},
     {"register_host_array", py_register_host_array, METH_O, "the tk.Array type (its _host is read)"},

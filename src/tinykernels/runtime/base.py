@@ -127,6 +127,12 @@ def bind_launch_args(name: str, params, args: tuple, named: dict, ndrange) -> tu
         raise LaunchError(f"kernel '{name}': ndrange= is missing (an int, or a tuple of 1 to 3 ints or ranges)")
     if not named:
         return args
+    first = len(args)
+    if first + len(named) == len(params):     # the usual call: the rest of the parameters, each once
+        try:
+            return tuple(args) + tuple([named[p[0]] for p in params[first:]])
+        except KeyError:                      # some name unknown or given twice: say which below
+            pass
     names = [n for n, _ in params]
     if len(args) > len(names):
         raise LaunchError(f"kernel '{name}' takes {len(names)} argument(s) ({', '.join(names)}), got {len(args)} "
@@ -222,8 +228,10 @@ def stream_mismatch(stream, backend: Backend) -> str | None:
     a plain ``tk.Stream()`` serves too. The caller raises its error with this text."""
     if stream is None:
         return None
-    from .streams import Stream
     owner = getattr(stream, "backend", None)
+    if owner is backend:
+        return None
+    from .streams import Stream
     if owner is None and isinstance(stream, Stream) and backend.is_host:
         return None
     if owner is None or not callable(getattr(stream, "synchronize", None)):

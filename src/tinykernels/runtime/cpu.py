@@ -11,6 +11,7 @@ import ctypes
 import os
 import threading
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from ..argcheck import debug_flag, int_arg
 from ..globalreads import MISSING
 from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
-from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream,
+from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream, stream_mismatch,
                    kernel_features, launch_checks, _check_debug)
 from .hostarray import _is_torch
 from .launchcheck import check_launch, fast_plan
@@ -100,6 +101,11 @@ class CPUKernelInstance(KernelInstance):
             # registered) are read by the launcher itself: one call, no Python per argument
             if self._fast(self._plans, self._cmask, self._nthreads, args, ndrange, workgroupsize) is True:
                 return completed_event()
+        elif stream_mismatch(stream, self.backend) is None:
+            # the same lookup and checks now, the slots packed now; the job only calls the kernel
+            r = self._L.prepare(self._plans, self._cmask, args, ndrange, workgroupsize)
+            if type(r) is tuple:
+                return stream.submit(partial(_run_entry, self._L.raw, r[0], self._nthreads, args))
         try:
             return self._launch(args, ndrange, workgroupsize, stream)
         except USER_ERRORS as e:      # the user sees their launch line, not the compiler's frames
@@ -175,6 +181,13 @@ class CPUKernelInstance(KernelInstance):
 
 
 CPU.instance_class = CPUKernelInstance
+
+
+def _run_entry(raw, entry: bytes, nthreads: int, args: tuple) -> None:
+    """A stream job of a launch the launcher prepared (``prepare``: key, plan and checks at
+    submit time, the slots packed then); ``args`` keeps its arrays alive until it ran."""
+    if raw(entry, nthreads, ()) is not True:     # an entry without patches or pairs always runs
+        raise LaunchError(f"internal error: a prepared launch was refused ({len(args)} arguments)")
 
 
 CPU_STACK_ARRAYS = 1 << 20   # bytes of tk.localmem / tk.private a CPU workgroup may have (on the stack)

@@ -1,6 +1,6 @@
 """Getting argument slots into a compiled kernel: a small C extension, or ctypes.
 
-:func:`get` returns an object with ``sig``, ``run``, ``fast``, ``template`` and ``raw`` (see
+:func:`get` returns an object with ``sig``, ``run``, ``fast``, ``prepare``, ``template`` and ``raw`` (see
 ``_launch.c``). The C extension is built once per machine, Python and NumPy version (into the
 disk cache); where Python's headers are missing, a pure-Python version with ctypes does the
 same, slower.
@@ -127,6 +127,9 @@ class PyLauncher:
 
     def fast(self, plans, cmask, nthreads, args, ndrange, wg):
         return None
+
+    def prepare(self, plans, cmask, args, ndrange, wg):
+        return None               # stream launches take the checked path
 
     def template(self, cmask, args, ndrange):
         return None               # no kept templates: raw() callers take the checked path
