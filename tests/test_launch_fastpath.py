@@ -67,7 +67,17 @@ def _views():
     return [base, base.t(), base[:, ::2], base[::2], base[:1], base[:, :1], base[2:3, 1:7],
             torch.ones(4, 7)[:, :1], base.reshape(48)[5:], torch.zeros(0, 3), torch.ones(3).expand(4, 3),
             base.to(torch.float64), base.to(torch.int32).t(), base.to(torch.bfloat16) if _has_ml_dtypes() else base,
-            torch.nn.Parameter(base.clone()), base.clone().requires_grad_()]
+            torch.nn.Parameter(base.clone()), base.clone().requires_grad_(), _from_read_only()]
+
+
+def _from_read_only():
+    """A tensor over a read-only NumPy array (torch warns; its numpy() view is writeable)."""
+    import warnings
+    ro = np.arange(8, dtype=np.float32)
+    ro.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.from_numpy(ro)
 
 
 def _has_ml_dtypes():
@@ -79,7 +89,7 @@ def _has_ml_dtypes():
 
 
 @needs_ext
-@pytest.mark.parametrize("i", range(16))
+@pytest.mark.parametrize("i", range(17))
 def test_torch_key_equals_its_numpy_views_key(cpu, i):
     """The specialization key of a torch tensor read by the launcher is the key of the NumPy
     view the checked path makes of it (dtype number, rank, contiguity as NumPy decides it,

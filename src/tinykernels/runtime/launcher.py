@@ -167,21 +167,17 @@ def get():
     return _get(str(compiler.cache_dir()), os.environ.get("TK_PY_LAUNCHER", "0") == "1")
 
 
-_TORCH_SEEN: set = set()       # torch dtypes registered with the extension
-
-
 def note_torch(launcher, tensor, view) -> None:
     """Let ``launcher`` read CPU torch tensors of ``tensor``'s dtype itself, without a NumPy
     view: ``view`` is the NumPy view the checked path made of ``tensor`` (its type number and
     item size are what the extension then uses for tensors of that dtype, so a tensor and its
     view have the same specialization key). Only plain tensors (``torch.Tensor``,
     ``nn.Parameter``; not subclasses, which may override the accessors) of a dtype the checked
-    path accepted."""
+    path accepted. Called by checked launches only (a dict store in the extension)."""
     import sys
     torch = sys.modules.get("torch")
-    if torch is None or tensor.dtype in _TORCH_SEEN or not isinstance(view, np.ndarray):
+    if torch is None or not isinstance(view, np.ndarray):
         return
     types = (torch.Tensor, torch.nn.Parameter)
     if type(tensor) in types and view.dtype.isnative:
         launcher.register_torch(types, torch.strided, tensor.dtype, view.dtype.num, view.itemsize)
-        _TORCH_SEEN.add(tensor.dtype)
