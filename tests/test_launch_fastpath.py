@@ -271,3 +271,72 @@ def test_stream_launches_prepared_at_submit(cpu, kind, monkeypatch):
     with pytest.raises(tk.LaunchError, match="stream"):
         k(a, b, 2.0, ndrange=64, stream=tk.CPU(threads=2).stream())
     s.synchronize()
+
+
+def _constexpr_kernels():
+    """Fresh kernels (their instances pick up a monkeypatched TK_PY_LAUNCHER)."""
+    @tk.kernel
+    def addc(a, c: tk.constexpr):
+        i = tk.index()
+        a[i] = a[i] + c
+
+    @tk.kernel
+    def recip(a, c: tk.constexpr):
+        i = tk.index()
+        a[i] = 1.0 / c
+    return addc, recip
+
+
+@tk.kernel
+def recip_scalar(a, s):
+    i = tk.index()
+    a[i] = 1.0 / s
+
+
+@pytest.mark.parametrize("py", [False, True])
+def test_constexpr_values_that_hash_alike_compile_apart(cpu, py, monkeypatch):
+    """The launcher keyed constexprs by hash: -1 and -2 (hash -2 both), 0 and 2**61 - 1 shared
+    one build. 0.0 == -0.0 (and hash alike) but 1 / c tells them apart."""
+    if py:
+        monkeypatch.setenv("TK_PY_LAUNCHER", "1")
+    addc, recip = _constexpr_kernels()
+    k = addc(cpu)
+    if py:
+        assert type(k._L).__name__ == "PyLauncher"
+    a = np.zeros(4, np.int64)
+    for c in (-1, -1, -2, 0, 2**61 - 1):
+        before = a.copy()
+        k(a, c, ndrange=4)
+        np.testing.assert_array_equal(a, before + c)
+    r = recip(cpu)
+    out = np.zeros(2)
+    r(out, 0.0, ndrange=2)
+    assert np.all(np.isposinf(out))
+    r(out, -0.0, ndrange=2)
+    assert np.all(np.isneginf(out))
+    r(out, np.float32(-0.0), ndrange=2)
+    assert np.all(np.isneginf(out))
+
+
+def test_value_key_is_exact():
+    from tinykernels.runtime.launchplan import value_key
+    assert value_key(0.0) != value_key(-0.0)
+    assert value_key(np.float32(0.0)) != value_key(np.float32(-0.0))
+    assert value_key(1) != value_key(1.0) != value_key(True)
+    assert value_key(-1) != value_key(-2)
+    assert value_key(np.float32) == value_key(np.float32)
+    with pytest.raises(TypeError):
+        value_key([1])
+
+
+@pytest.mark.parametrize("be", ["INTERP"] + [dev for name, dev in (("OpenCL", "CL"), ("WebGPU", "WEBGPU"))
+                                             if tk.backends()[name][0]])
+def test_constexpr_signed_zero_on_other_backends(be):
+    """The device runtimes keyed a constexpr by type name and value, and OpenCL's repeated-launch
+    memo compared scalars by value: -0.0 reused 0.0's build, or 0.0's argument value."""
+    _, recip = _constexpr_kernels()
+    out = tk.asarray(np.zeros(2, np.float32), backend=be)
+    for k in (recip(be), recip_scalar(be)):
+        for s in (0.0, -0.0, np.float32(0.0), np.float32(-0.0)):
+            k(out, s, ndrange=2)
+            assert np.all(np.copysign(1, out.numpy()) == np.copysign(1, s)), (k, s)

@@ -8,7 +8,7 @@
  *
  * sig(cmask, args, geom, ndim, wg, ranges) -> bytes | None
  *     The specialization key of a launch: per argument a code (array dtype, ndim and
- *     layout; scalar kind; constexpr value hash), then the ndrange rank, whether every
+ *     layout; scalar kind; constexpr type and exact value, constexpr_code), then the ndrange rank, whether every
  *     extent fits in 32 bits, the launch workgroup size and whether ranges are used.
  *     None when an argument is not something this module understands.
  * run(fnptr, nthreads, cmask, args, geom)
@@ -204,14 +204,51 @@ static int gather_all(uint64_t cmask, PyObject *args, tk_arg *xs) {
     return 0;
 }
 
+/* A constexpr's value for the key (its type goes beside it): the value itself, never its hash
+ * alone (hash(-1) == hash(-2), hash(0.0) == hash(-0.0), hash(2**61 - 1) == hash(0): a key
+ * of hashes reused one value's build for another). 'C' | 0: *v is the value's 64 bits (a
+ * bool, an int in [-2**63, 2**64), a float's bits, a NumPy scalar's bytes (<= 8), a
+ * fixed-size dtype's type number and byte order); 'C' | 1: *v is the hash of an object without such bits (a
+ * type: its identity; others: the key compares them by hash, as before); 0: unhashable. */
+static uint32_t constexpr_code(PyObject *o, uint64_t *v) {
+    *v = 0;
+    if (PyBool_Check(o)) { *v = (o == Py_True); return 0x43000000u; }
+    if (PyFloat_CheckExact(o)) { double d = PyFloat_AS_DOUBLE(o); memcpy(v, &d, 8); return 0x43000000u; }
+    if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (!overflow) { *v = (uint64_t)x; return 0x43000000u; }
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(o);
+            if (!PyErr_Occurred()) { *v = (uint64_t)u; return 0x43000002u; }   /* [2**63, 2**64) */
+            PyErr_Clear();
+        }
+    } else if (PyArray_IsScalar(o, Generic)) {
+        PyArray_Descr *d = PyArray_DescrFromScalar(o);
+        if (!d) { PyErr_Clear(); return 0; }
+        int tn = d->type_num;
+        Py_DECREF(d);
+        if (tn <= NPY_DOUBLE || tn == NPY_HALF) { PyArray_ScalarAsCtype(o, v); return 0x43000000u; }  /* <= 8 bytes */
+    } else if (PyArray_DescrCheck(o)) {
+        PyArray_Descr *d = (PyArray_Descr *)o;   /* a fixed-size type: its number and byte order say it all */
+        int tn = d->type_num;
+        if (tn <= NPY_DOUBLE || tn == NPY_HALF || tn >= NPY_USERDEF) {
+            *v = (uint64_t)(uint32_t)tn | ((uint64_t)(unsigned char)d->byteorder << 56);
+            return 0x43000000u;
+        }
+    }
+    Py_hash_t h = PyObject_Hash(o);
+    if (h == -1) { PyErr_Clear(); return 0; }
+    *v = (uint64_t)h;
+    return 0x43000001u;
+}
+
 /* one 32-bit code per argument; 0 means "not understood" */
 static uint32_t arg_code(const tk_arg *x, int is_constexpr, uint64_t *extra, int *fits32) {
     PyObject *o = x->o;
-    if (is_constexpr) {
-        Py_hash_t h = PyObject_Hash(o);
-        if (h == -1) { PyErr_Clear(); return 0; }
-        *extra = (uint64_t)h ^ ((uint64_t)(uintptr_t)Py_TYPE(o) << 1);
-        return 0x43000000u;  /* 'C' */
+    if (is_constexpr) {      /* its type (extra[0]) and its exact value (extra[1]) */
+        extra[0] = (uint64_t)(uintptr_t)Py_TYPE(o);
+        return constexpr_code(o, &extra[1]);
     }
     if (x->is_array) {
         int nd = x->nd, tn = x->typenum, contig = x->contig;
@@ -305,15 +342,18 @@ static int parse_ndrange(PyObject *nd, tk_slot *g, int *ndim, int *ranges) {
 static PyObject *make_key(uint64_t cmask, const tk_arg *xs, Py_ssize_t n, const tk_slot *g, int ndim, long wg,
                           int ranges) {
     if (n > MAX_ARGS) return NULL;
-    uint32_t buf[3 * MAX_ARGS + 4];
+    uint32_t buf[5 * MAX_ARGS + 4];
     int k = 0, fits32 = 1;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        uint64_t extra = 0;
+        uint64_t extra[2] = {0, 0};
         int isc = (int)((cmask >> i) & 1);
-        uint32_t c = arg_code(&xs[i], isc, &extra, &fits32);
+        uint32_t c = arg_code(&xs[i], isc, extra, &fits32);
         if (!c) return NULL;
         buf[k++] = c;
-        if (isc) { buf[k++] = (uint32_t)extra; buf[k++] = (uint32_t)(extra >> 32); }
+        if (isc) {
+            memcpy(buf + k, extra, 16);
+            k += 4;
+        }
         /* the full type number: user dtypes (ml_dtypes' bfloat16, fp8) have numbers >= 256 */
         if ((c >> 24) == 0x41) buf[k++] = (uint32_t)xs[i].typenum;
     }

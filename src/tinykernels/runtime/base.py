@@ -21,6 +21,7 @@ from ..ir import nodes as N
 from ..tracebacks import api_boundary
 from .compiler import SCOPE_FEATURES
 from .hostarray import Array, _is_torch, as_host_ndarray
+from .launchplan import value_key
 from .streams import Event
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
@@ -429,10 +430,11 @@ class KernelInstance:
         a global the kernel folded in changes. ``tk.autodiff`` asks every launch which arrays
         the kernel reads and writes; lowering the kernel again for it cost about 1 ms per
         launch of the 2-D stencil."""
+        from ..frontend import ConstexprSpec
         specs = self._specs(args, wg)
-        key = ("fact", name, tuple((n, s, type(getattr(s, "value", None))) for n, s in specs.items()),
-               ndim, wg, _fits32(args, geom))     # the value's type too: constexpr 1 == 1.0 == True
-        try:
+        try:        # a constexpr's exact value: 1 == 1.0 == True and 0.0 == -0.0 compile apart
+            key = ("fact", name, tuple((n, s, value_key(s.value) if isinstance(s, ConstexprSpec) else None)
+                                       for n, s in specs.items()), ndim, wg, _fits32(args, geom))
             value = self._compiled.get(key)
         except TypeError:            # an unhashable constexpr value: not cached
             return fact(self._ir(args, geom, ndim, ranges, wg))

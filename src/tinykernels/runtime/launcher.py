@@ -19,6 +19,7 @@ import numpy as np
 
 from . import compiler
 from .hostarray import Array
+from .launchplan import value_key
 from .memspan import overlapping_axis
 
 _SRC = Path(__file__).with_name("_launch.c")
@@ -61,7 +62,7 @@ class PyLauncher:
     @staticmethod
     def _code(o, is_constexpr, fits):
         if is_constexpr:
-            return ("C", type(o).__name__, hash(o))
+            return ("C",) + value_key(o)
         if isinstance(o, np.ndarray):
             isz = o.itemsize
             if not o.flags.aligned or o.dtype.byteorder == ">" or any(s % isz for s in o.strides):
