@@ -21,7 +21,7 @@ from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
 from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream, stream_mismatch,
                    kernel_features, launch_checks, _check_debug)
-from .hostarray import _is_torch
+from .hostarray import Array as HostArray, _is_torch
 from .launchcheck import check_launch, fast_plan
 from .launcher import note_torch
 from .streams import Event, completed_event
@@ -83,6 +83,7 @@ class CPUKernelInstance(KernelInstance):
         self._plans: dict = {}        # signature -> entry point (fast path)
         from . import launcher
         self._L = launcher.get()
+        self._L.register_host_array(HostArray)   # it reads a host tk.Array's NumPy array itself
         self._fast = self._L.fast
         self._nthreads = getattr(backend, "threads", 1)
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from . import compiler
-from .hostarray import Array
 from .launchplan import value_key
 from .memspan import overlapping_axis
 
@@ -156,7 +155,6 @@ def _get(cache: str, force_py: bool):
         try:
             mod = _build_extension()
             if mod is not None:
-                mod.register_host_array(Array)      # it reads a host tk.Array's NumPy array itself
                 return mod
         except (OSError, ImportError):
             pass
