@@ -29,8 +29,8 @@ def value_key(value) -> tuple:
     ``copysign`` tell them apart), so a float keys on its bits; a hash is no key at all
     (``hash(-1) == hash(-2)``: the CPU launcher's key of hashes reused one's build for the
     other). TypeError for an unhashable value."""
-    if type(value) is float:
-        k = (float, struct.pack("<d", value))
+    if isinstance(value, float):             # float, its subclasses, np.float64
+        k = (type(value), struct.pack("<d", value))
     elif isinstance(value, np.floating):
         k = (type(value), value.tobytes())
     else:
