@@ -575,8 +575,9 @@ def run_launch(args, lib, peers, nt, timer):
         ("tinykernels  kern(backend)(...), backend object reused", loop_inst_backend, False),
         ("tinykernels  kern(tk.CPU())(...), instantiate each time", loop_inst_new, False),
         ("tinykernels  kern.launch(...), backend from the arrays", loop_launch, False),
-        ("C reference  ctypes call of an empty 3-arg C function", loop_cref, False),
     ]
+    loops += launch_kinds(k, cpu, a, b, s, N)
+    loops.append(("C reference  ctypes call of an empty 3-arg C function", loop_cref, False))
     if peers.nb:
         nbt = peers.nb["tiny"]
         nbt(a, b, s)
@@ -609,6 +610,41 @@ def run_launch(args, lib, peers, nt, timer):
     tk.synchronize(cpu)
     np.testing.assert_allclose(a, [6.0])
     return res, N, rounds, base
+
+
+def launch_kinds(k, cpu, a, b, s, N) -> list:
+    """Loops of ``k``'s launch with each kind of argument (and keywords, a stream), and the
+    torch CPU op doing the same work where torch is installed: (label, loop, target) rows."""
+    ka, kb = tk.asarray(a, backend=cpu), tk.asarray(b, backend=cpu)
+    st = cpu.stream()
+    fs = 2.0
+
+    def loop(f):
+        def run():
+            for _ in range(N):
+                f()
+        return run
+
+    def loop_stream():
+        for _ in range(N):
+            k(a, b, s, ndrange=1, stream=st)
+        st.synchronize()
+    rows = [("tinykernels  the same, Python float scalar", loop(lambda: k(a, b, fs, ndrange=1))),
+            ("tinykernels  the same, by keyword k(a, b=b, s=s, ...)", loop(lambda: k(a, b=b, s=s, ndrange=1))),
+            ("tinykernels  the same, tk.Array arguments", loop(lambda: k(ka, kb, s, ndrange=1))),
+            ("tinykernels  the same, stream=s (+ one synchronize)", loop_stream)]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        ta, tb = torch.from_numpy(a.copy()), torch.from_numpy(b.copy())
+        rows += [("tinykernels  the same, CPU torch tensors", loop(lambda: k(ta, tb, fs, ndrange=1))),
+                 ("torch        torch.mul(b, s, out=a), CPU tensors", loop(lambda: torch.mul(tb, fs, out=ta)))]
+    else:
+        rows += [("tinykernels  the same, CPU torch tensors", None),
+                 ("torch        torch.mul(b, s, out=a), CPU tensors", None)]
+    return [(label, fn, False) for label, fn in rows]
 
 
 def _time_loop(fn, _):

@@ -1090,3 +1090,20 @@ def test_nvrtc_worker_compiles_like_the_process_and_restarts(monkeypatch, tmp_pa
     assert not nvrtc_worker.isolation_wanted()
     monkeypatch.setenv("TK_NVRTC_ISOLATE", "1")
     assert nvrtc_worker.isolation_wanted()
+
+
+def test_fake_plan_constexpr_signed_zero(fake, monkeypatch):
+    """The plan keys (and the fast function's inline keys) compared a constexpr by value: -0.0
+    took 0.0's plan and build. Each is its own now, and each repeats from its plan."""
+    @tk.kernel
+    def scaled0(y, k: tk.constexpr):
+        i = tk.index()
+        y[i] = 1.0 / k
+    b = rt.CUDA(0)
+    y = b.array_from_host(np.zeros(8, np.float32))
+    inst = scaled0(b)
+    full = _count_full_launches(monkeypatch, inst)
+    for k in (0.0, -0.0, 0.0, -0.0):
+        inst(y, k, ndrange=8)
+    assert len(full) == 2
+    assert len({id(e) for e in inst._compiled.values()}) == 2

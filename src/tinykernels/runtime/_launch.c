@@ -1,8 +1,14 @@
 /* The launch fast path of the CPU backend, as a small CPython extension.
  *
+ * An array argument may be a NumPy array, a host tk.Array (register_host_array: its NumPy
+ * array) or a plain CPU torch tensor of a dtype registered by register_torch (read through
+ * is_cpu, layout, dtype, is_neg(), shape, stride() and data_ptr(): no NumPy view, no DLPack);
+ * each argument is gathered once per call (tk_arg) and the key, the checks and the packing
+ * read that record. A tensor's key is its NumPy view's key, so both share specializations.
+ *
  * sig(cmask, args, geom, ndim, wg, ranges) -> bytes | None
  *     The specialization key of a launch: per argument a code (array dtype, ndim and
- *     layout; scalar kind; constexpr value hash), then the ndrange rank, whether every
+ *     layout; scalar kind; constexpr type and exact value, constexpr_code), then the ndrange rank, whether every
  *     extent fits in 32 bits, the launch workgroup size and whether ranges are used.
  *     None when an argument is not something this module understands.
  * run(fnptr, nthreads, cmask, args, geom)
@@ -15,6 +21,9 @@
  *     that must not share memory (byte spans) and accesses whose work-item coordinate
  *     range must stay inside an array dimension. When one fails, fast() returns the key
  *     as on a miss, and the Python slow path raises the error.
+ * prepare(plans, cmask, args, ndrange, wg) -> (entry,) | key | None
+ *     fast() without the call: its key lookup and checks now, the slots packed now, as a
+ *     raw() entry (no patches, no pairs) for a launch that runs later (a stream's job).
  * template(cmask, args, ndrange) -> (slots bytes, first slot per argument) | None
  *     The packed slots of a launch (as fast() would pass them) and, per argument, the index
  *     of its first slot (-1 for a constexpr), for callers that keep a launch's slots and
@@ -27,6 +36,9 @@
  *     pointers must not share bytes ([ptr + lo, ptr + hi), empty when lo == hi). False,
  *     without launching, when a value does not fit or a check fails (the caller then takes
  *     the checked path, which raises).
+ *
+ * register_host_array(type), register_torch(types, strided, dtype, typenum, itemsize)
+ *     The argument kinds besides NumPy arrays (see above); runtime/launcher.py registers them.
  *
  * dlpack_capsule_dtor: the address of a PyCapsule destructor for DLPack capsules
  *     (runtime/dlpack.py): an unconsumed "dltensor" / "dltensor_versioned" capsule calls its
@@ -53,36 +65,211 @@ typedef void (*tk_entry)(const tk_slot *, int);
 #define MAX_ARGS 64
 #define RELEASE_GIL_ITEMS 32768
 
-/* one 32-bit code per argument; 0 means "not understood" */
-static uint32_t arg_code(PyObject *o, int is_constexpr, uint64_t *extra, int *fits32) {
-    if (is_constexpr) {
-        Py_hash_t h = PyObject_Hash(o);
-        if (h == -1) { PyErr_Clear(); return 0; }
-        *extra = (uint64_t)h ^ ((uint64_t)(uintptr_t)Py_TYPE(o) << 1);
-        return 0x43000000u;  /* 'C' */
+/* What the launcher reads of one argument, gathered once per launch (the key, the checks and
+ * the packing all read it): an array's data pointer, layout and flags, whichever object holds
+ * it: a NumPy array, a host tk.Array (its ``_host``) or a CPU torch tensor (see
+ * register_torch); a scalar or constexpr keeps only its object. */
+typedef struct {
+    PyObject *o;              /* the argument */
+    PyObject *own;            /* a reference held until the launch returns (a tk.Array's _host), or NULL */
+    int is_array, nd, typenum, writeable, aligned, contig;
+    char *data;
+    npy_intp isz, size, dims[8], strides[8];   /* strides in bytes, as NumPy's */
+} tk_arg;
+
+static PyTypeObject *host_array_type = NULL;   /* tk.Array (the exact type: device arrays derive from it) */
+static PyObject *host_attr = NULL;             /* "_host" */
+static PyObject *torch_types = NULL;           /* tuple of exact torch tensor types (torch.Tensor, nn.Parameter) */
+static PyObject *torch_strided = NULL;         /* torch.strided */
+static PyObject *torch_dtypes = NULL;          /* torch dtype -> NumPy type number << 16 | item size */
+static PyObject *s_is_cpu, *s_layout, *s_dtype, *s_is_neg, *s_shape, *s_stride, *s_data_ptr;
+
+static void release(tk_arg *xs, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; ++i) Py_CLEAR(xs[i].own);
+}
+
+/* NumPy's C-contiguity rule (_UpdateContiguousFlags): an empty array is contiguous, extents of
+ * 1 are skipped; the key must say what a NumPy view of the same memory would say */
+static int c_contiguous(const tk_arg *x) {
+    npy_intp sd = x->isz;
+    int c = 1;
+    for (int d = x->nd - 1; d >= 0; --d) {
+        if (x->dims[d] == 0) return 1;
+        if (x->dims[d] != 1) {
+            if (x->strides[d] != sd) c = 0;
+            sd *= x->dims[d];
+        }
     }
-    if (PyArray_Check(o)) {
-        PyArrayObject *a = (PyArrayObject *)o;
-        int nd = PyArray_NDIM(a), tn = PyArray_TYPE(a);
-        if (nd > 8 || !PyArray_ISALIGNED(a) || PyArray_DESCR(a)->byteorder == '>') return 0;
-        int contig = PyArray_IS_C_CONTIGUOUS(a);
-        npy_intp isz = PyArray_ITEMSIZE(a), n = PyArray_SIZE(a);
+    return c;
+}
+
+static int fill_numpy(PyArrayObject *a, tk_arg *x) {
+    int nd = PyArray_NDIM(a);
+    if (nd > 8 || PyArray_DESCR(a)->byteorder == '>') return -1;
+    x->is_array = 1;
+    x->nd = nd;
+    x->typenum = PyArray_TYPE(a);
+    x->isz = PyArray_ITEMSIZE(a);
+    x->size = PyArray_SIZE(a);
+    x->data = PyArray_BYTES(a);
+    x->writeable = PyArray_ISWRITEABLE(a) ? 1 : 0;
+    x->aligned = PyArray_ISALIGNED(a) ? 1 : 0;
+    x->contig = PyArray_IS_C_CONTIGUOUS(a) ? 1 : 0;
+    for (int d = 0; d < nd; ++d) { x->dims[d] = PyArray_DIMS(a)[d]; x->strides[d] = PyArray_STRIDES(a)[d]; }
+    return 1;
+}
+
+/* a CPU torch tensor read through its own accessors (no NumPy view, no DLPack): only what the
+ * checked path already turned into a NumPy view of the same dtype (register_torch), on the
+ * CPU, strided, not a lazily negated view, with a data pointer; -1 (no exception) otherwise */
+static int fill_torch(PyObject *o, tk_arg *x) {
+    int ok = -1;
+    PyObject *cpu = NULL, *layout = NULL, *dt = NULL, *neg = NULL, *shape = NULL, *stride = NULL, *ptr = NULL;
+    long long code;
+    cpu = PyObject_GetAttr(o, s_is_cpu);
+    if (cpu != Py_True) goto out;
+    layout = PyObject_GetAttr(o, s_layout);
+    if (layout != torch_strided) goto out;
+    dt = PyObject_GetAttr(o, s_dtype);
+    PyObject *c = dt ? PyDict_GetItemWithError(torch_dtypes, dt) : NULL;
+    if (!c || (code = PyLong_AsLongLong(c)) < 0) goto out;
+    neg = PyObject_CallMethodNoArgs(o, s_is_neg);
+    if (neg != Py_False) goto out;
+    shape = PyObject_GetAttr(o, s_shape);
+    stride = PyObject_CallMethodNoArgs(o, s_stride);
+    if (!shape || !stride || !PyTuple_Check(shape) || !PyTuple_Check(stride)) goto out;
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    if (nd > 8 || PyTuple_GET_SIZE(stride) != nd) goto out;
+    x->isz = (npy_intp)(code & 0xffff);
+    x->typenum = (int)(code >> 16);
+    x->size = 1;
+    for (Py_ssize_t d = 0; d < nd; ++d) {
+        long long n = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
+        long long st = PyLong_AsLongLong(PyTuple_GET_ITEM(stride, d));
+        if (PyErr_Occurred() || n < 0 || st < 0) goto out;
+        x->dims[d] = (npy_intp)n;
+        x->strides[d] = (npy_intp)st * x->isz;
+        x->size *= (npy_intp)n;
+    }
+    ptr = PyObject_CallMethodNoArgs(o, s_data_ptr);   /* raises for tensors without storage */
+    if (!ptr) goto out;
+    x->data = (char *)PyLong_AsVoidPtr(ptr);
+    if (!x->data || PyErr_Occurred()) goto out;      /* 0: an empty tensor, a ZeroTensor */
+    x->is_array = 1;
+    x->nd = (int)nd;
+    x->writeable = 1;                                /* tensor.numpy() is always writeable */
+    x->aligned = x->isz > 0 && (uintptr_t)x->data % (uintptr_t)x->isz == 0;
+    x->contig = c_contiguous(x);
+    ok = 1;
+out:
+    Py_XDECREF(cpu); Py_XDECREF(layout); Py_XDECREF(dt); Py_XDECREF(neg);
+    Py_XDECREF(shape); Py_XDECREF(stride); Py_XDECREF(ptr);
+    if (ok < 0) { PyErr_Clear(); x->is_array = 0; }
+    return ok;
+}
+
+/* gather argument ``o``: 1 an array, 0 a scalar or constexpr (arg_code decides), -1 an array
+ * this module does not read (no exception set; the caller takes the checked path) */
+static int gather(PyObject *o, int is_constexpr, tk_arg *x) {
+    x->o = o;
+    x->own = NULL;
+    x->is_array = 0;
+    if (is_constexpr) return 0;
+    if (PyArray_Check(o)) return fill_numpy((PyArrayObject *)o, x);
+    if (host_array_type && Py_TYPE(o) == host_array_type) {
+        PyObject *h = PyObject_GetAttr(o, host_attr);
+        if (!h || !PyArray_Check(h)) { Py_XDECREF(h); PyErr_Clear(); return -1; }
+        x->own = h;                        /* the array stays alive while the kernel runs */
+        return fill_numpy((PyArrayObject *)h, x);
+    }
+    if (torch_types) {
+        Py_ssize_t nt = PyTuple_GET_SIZE(torch_types);
+        for (Py_ssize_t i = 0; i < nt; ++i)
+            if ((PyObject *)Py_TYPE(o) == PyTuple_GET_ITEM(torch_types, i)) return fill_torch(o, x);
+    }
+    return 0;
+}
+
+/* every argument of ``args`` into ``xs``; -1 (references released, no exception) when one is
+ * not understood */
+static int gather_all(uint64_t cmask, PyObject *args, tk_arg *xs) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n > MAX_ARGS) return -1;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        if (gather(PyTuple_GET_ITEM(args, i), (int)((cmask >> i) & 1), &xs[i]) < 0) {
+            release(xs, i + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A constexpr's value for the key (its type goes beside it): the value itself, never its hash
+ * alone (hash(-1) == hash(-2), hash(0.0) == hash(-0.0), hash(2**61 - 1) == hash(0): a key
+ * of hashes reused one value's build for another). 'C' | 0: *v is the value's 64 bits (a
+ * bool, an int in [-2**63, 2**64), a float's bits, a NumPy scalar's bytes (<= 8), a
+ * fixed-size dtype's type number and byte order); 'C' | 1: *v is the hash of an object without such bits (a
+ * type: its identity; others: the key compares them by hash, as before); 0: unhashable. */
+static uint32_t constexpr_code(PyObject *o, uint64_t *v) {
+    *v = 0;
+    if (PyBool_Check(o)) { *v = (o == Py_True); return 0x43000000u; }
+    if (PyFloat_CheckExact(o)) { double d = PyFloat_AS_DOUBLE(o); memcpy(v, &d, 8); return 0x43000000u; }
+    if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (!overflow) { *v = (uint64_t)x; return 0x43000000u; }
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(o);
+            if (!PyErr_Occurred()) { *v = (uint64_t)u; return 0x43000002u; }   /* [2**63, 2**64) */
+            PyErr_Clear();
+        }
+    } else if (PyArray_IsScalar(o, Generic)) {
+        PyArray_Descr *d = PyArray_DescrFromScalar(o);
+        if (!d) { PyErr_Clear(); return 0; }
+        int tn = d->type_num;
+        Py_DECREF(d);
+        if (tn <= NPY_DOUBLE || tn == NPY_HALF) { PyArray_ScalarAsCtype(o, v); return 0x43000000u; }  /* <= 8 bytes */
+    } else if (PyArray_DescrCheck(o)) {
+        PyArray_Descr *d = (PyArray_Descr *)o;   /* a fixed-size type: its number and byte order say it all */
+        int tn = d->type_num;
+        if (tn <= NPY_DOUBLE || tn == NPY_HALF || tn >= NPY_USERDEF) {
+            *v = (uint64_t)(uint32_t)tn | ((uint64_t)(unsigned char)d->byteorder << 56);
+            return 0x43000000u;
+        }
+    }
+    Py_hash_t h = PyObject_Hash(o);
+    if (h == -1) { PyErr_Clear(); return 0; }
+    *v = (uint64_t)h;
+    return 0x43000001u;
+}
+
+/* one 32-bit code per argument; 0 means "not understood" */
+static uint32_t arg_code(const tk_arg *x, int is_constexpr, uint64_t *extra, int *fits32) {
+    PyObject *o = x->o;
+    if (is_constexpr) {      /* its type (extra[0]) and its exact value (extra[1]) */
+        extra[0] = (uint64_t)(uintptr_t)Py_TYPE(o);
+        return constexpr_code(o, &extra[1]);
+    }
+    if (x->is_array) {
+        int nd = x->nd, tn = x->typenum, contig = x->contig;
+        npy_intp isz = x->isz, n = x->size;
+        if (!x->aligned) return 0;
         if (!contig) {
-            for (int d = 0; d < nd; ++d) if (PyArray_STRIDES(a)[d] % isz) return 0;
+            for (int d = 0; d < nd; ++d) if (x->strides[d] % isz) return 0;
         }
         if (n >= ((npy_intp)1 << 31)) *fits32 = 0;
         uint32_t overlap = 0;  /* 4: elements share memory (a stride 0 along an extent > 1) */
         if (!contig) {  /* the furthest element reachable must fit too */
             npy_intp span = 0;
             for (int d = 0; d < nd; ++d) {
-                npy_intp s = PyArray_STRIDES(a)[d] / isz;
-                span += (s < 0 ? -s : s) * (PyArray_DIMS(a)[d] > 0 ? PyArray_DIMS(a)[d] - 1 : 0);
-                if (s == 0 && PyArray_DIMS(a)[d] > 1 && n > 0) overlap = 4;
+                npy_intp s = x->strides[d] / isz;
+                span += (s < 0 ? -s : s) * (x->dims[d] > 0 ? x->dims[d] - 1 : 0);
+                if (s == 0 && x->dims[d] > 1 && n > 0) overlap = 4;
             }
             if (span >= ((npy_intp)1 << 31)) *fits32 = 0;
         }
         return 0x41000000u | ((uint32_t)(tn & 0xff) << 8) | ((uint32_t)nd << 4) | (uint32_t)contig
-               | (PyArray_ISWRITEABLE(a) ? 0 : 2) | overlap;
+               | (x->writeable ? 0 : 2) | overlap;
     }
     if (PyBool_Check(o)) return 0x62000000u;
     if (PyFloat_CheckExact(o)) return 0x66000000u;
@@ -152,20 +339,23 @@ static int parse_ndrange(PyObject *nd, tk_slot *g, int *ndim, int *ranges) {
 }
 
 /* the key bytes; returns NULL (no exception) if an argument is not understood */
-static PyObject *make_key(uint64_t cmask, PyObject *args, const tk_slot *g, int ndim, long wg, int ranges) {
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
+static PyObject *make_key(uint64_t cmask, const tk_arg *xs, Py_ssize_t n, const tk_slot *g, int ndim, long wg,
+                          int ranges) {
     if (n > MAX_ARGS) return NULL;
-    uint32_t buf[3 * MAX_ARGS + 4];
+    uint32_t buf[5 * MAX_ARGS + 4];
     int k = 0, fits32 = 1;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        uint64_t extra = 0;
+        uint64_t extra[2] = {0, 0};
         int isc = (int)((cmask >> i) & 1);
-        uint32_t c = arg_code(PyTuple_GET_ITEM(args, i), isc, &extra, &fits32);
+        uint32_t c = arg_code(&xs[i], isc, extra, &fits32);
         if (!c) return NULL;
         buf[k++] = c;
-        if (isc) { buf[k++] = (uint32_t)extra; buf[k++] = (uint32_t)(extra >> 32); }
+        if (isc) {
+            memcpy(buf + k, extra, 16);
+            k += 4;
+        }
         /* the full type number: user dtypes (ml_dtypes' bfloat16, fp8) have numbers >= 256 */
-        if ((c >> 24) == 0x41) buf[k++] = (uint32_t)PyArray_TYPE((PyArrayObject *)PyTuple_GET_ITEM(args, i));
+        if ((c >> 24) == 0x41) buf[k++] = (uint32_t)xs[i].typenum;
     }
     int64_t total = g[1].i * g[4].i * g[7].i;
     if (total >= ((int64_t)1 << 31)) fits32 = 0;
@@ -175,20 +365,18 @@ static PyObject *make_key(uint64_t cmask, PyObject *args, const tk_slot *g, int 
 }
 
 /* pack slots; -1 with an exception set on failure */
-static int pack(uint64_t cmask, PyObject *args, tk_slot *s, int *used) {
+static int pack(uint64_t cmask, const tk_arg *xs, Py_ssize_t n, tk_slot *s, int *used) {
     int k = 9;
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
     for (Py_ssize_t i = 0; i < n; ++i) {
         if ((cmask >> i) & 1) continue;
-        PyObject *o = PyTuple_GET_ITEM(args, i);
-        if (PyArray_Check(o)) {
-            PyArrayObject *a = (PyArrayObject *)o;
-            int nd = PyArray_NDIM(a);
+        const tk_arg *x = &xs[i];
+        PyObject *o = x->o;
+        if (x->is_array) {
+            int nd = x->nd;
             if (k + 1 + 2 * nd > MAX_SLOTS) goto too_many;
-            npy_intp isz = PyArray_ITEMSIZE(a);
-            s[k++].p = PyArray_DATA(a);
-            for (int d = 0; d < nd; ++d) s[k++].i = PyArray_DIMS(a)[d];
-            for (int d = 0; d < nd; ++d) s[k++].i = PyArray_STRIDES(a)[d] / isz;
+            s[k++].p = x->data;
+            for (int d = 0; d < nd; ++d) s[k++].i = x->dims[d];
+            for (int d = 0; d < nd; ++d) s[k++].i = x->strides[d] / x->isz;
             continue;
         }
         if (k + 1 > MAX_SLOTS) goto too_many;
@@ -243,30 +431,29 @@ too_many:
 }
 
 /* the byte span [lo, hi) an array reaches; lo == hi when it is empty */
-static void byte_span(PyArrayObject *a, char **lo, char **hi) {
-    char *l = PyArray_BYTES(a), *h = l;
-    int nd = PyArray_NDIM(a);
-    for (int d = 0; d < nd; ++d) {
-        npy_intp n = PyArray_DIMS(a)[d], st = PyArray_STRIDES(a)[d];
+static void byte_span(const tk_arg *a, char **lo, char **hi) {
+    char *l = a->data, *h = l;
+    for (int d = 0; d < a->nd; ++d) {
+        npy_intp n = a->dims[d], st = a->strides[d];
         if (n == 0) { *lo = *hi = l; return; }
         if (st < 0) l += st * (n - 1); else h += st * (n - 1);
     }
-    *lo = l; *hi = h + PyArray_ITEMSIZE(a);
+    *lo = l; *hi = h + a->isz;
 }
 
 /* the launch checks of a plan's words (see the top); 1 when the launch may go ahead */
-static int checks_ok(const int64_t *w, Py_ssize_t nw, PyObject *args, const tk_slot *g) {
-    Py_ssize_t k = 1, n = PyTuple_GET_SIZE(args);
+static int checks_ok(const int64_t *w, Py_ssize_t nw, const tk_arg *xs, Py_ssize_t n, const tk_slot *g) {
+    Py_ssize_t k = 1;
     if (nw < 3) return 0;
     int64_t npairs = w[k++];
     if (npairs < 0 || k + 2 * npairs + 1 > nw) return 0;
     for (int64_t p = 0; p < npairs; ++p, k += 2) {
         if (w[k] < 0 || w[k] >= n || w[k + 1] < 0 || w[k + 1] >= n) return 0;
-        PyObject *x = PyTuple_GET_ITEM(args, w[k]), *y = PyTuple_GET_ITEM(args, w[k + 1]);
-        if (!PyArray_Check(x) || !PyArray_Check(y)) return 0;
+        const tk_arg *x = &xs[w[k]], *y = &xs[w[k + 1]];
+        if (!x->is_array || !y->is_array) return 0;
         char *xl, *xh, *yl, *yh;
-        byte_span((PyArrayObject *)x, &xl, &xh);
-        byte_span((PyArrayObject *)y, &yl, &yh);
+        byte_span(x, &xl, &xh);
+        byte_span(y, &yl, &yh);
         if (xl < xh && yl < yh && xl < yh && yl < xh) return 0;
     }
     int64_t nfacts = w[k++];
@@ -274,9 +461,9 @@ static int checks_ok(const int64_t *w, Py_ssize_t nw, PyObject *args, const tk_s
     for (int64_t f = 0; f < nfacts; ++f, k += 5) {
         int64_t i = w[k], dim = w[k + 1], kind = w[k + 2], axis = w[k + 3], off = w[k + 4];
         if (i < 0 || i >= n || axis < 0 || axis > 2) return 0;
-        PyObject *x = PyTuple_GET_ITEM(args, i);
-        if (!PyArray_Check(x) || dim < 0 || dim >= PyArray_NDIM((PyArrayObject *)x)) return 0;
-        int64_t size = PyArray_DIMS((PyArrayObject *)x)[dim], lo, hi;
+        const tk_arg *x = &xs[i];
+        if (!x->is_array || dim < 0 || dim >= x->nd) return 0;
+        int64_t size = x->dims[dim], lo, hi;
         const tk_slot *ga = g + 3 * axis;
         if (kind == 0) { lo = 0; hi = g[1].i * g[4].i * g[7].i - 1; }
         else if (kind == 2) { lo = 0; hi = ga[1].i - 1; }
@@ -302,17 +489,26 @@ static void call(tk_entry fn, const tk_slot *s, int nthreads) {
     }
 }
 
+static int geom_from_tuple(PyObject *geom, tk_slot *g) {
+    if (PyTuple_GET_SIZE(geom) != 9) { PyErr_SetString(PyExc_ValueError, "geom must have 9 ints"); return -1; }
+    for (int i = 0; i < 9; ++i) {
+        g[i].i = PyLong_AsLongLong(PyTuple_GET_ITEM(geom, i));
+        if (g[i].i == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_sig(PyObject *self, PyObject *a) {
     unsigned long long cmask; PyObject *args, *geom; int ndim, ranges; long wg;
     if (!PyArg_ParseTuple(a, "KO!O!ili", &cmask, &PyTuple_Type, &args, &PyTuple_Type, &geom,
                           &ndim, &wg, &ranges)) return NULL;
     tk_slot g[9];
-    if (PyTuple_GET_SIZE(geom) != 9) { PyErr_SetString(PyExc_ValueError, "geom must have 9 ints"); return NULL; }
-    for (int i = 0; i < 9; ++i) {
-        g[i].i = PyLong_AsLongLong(PyTuple_GET_ITEM(geom, i));
-        if (g[i].i == -1 && PyErr_Occurred()) return NULL;
-    }
-    PyObject *key = make_key(cmask, args, g, ndim, wg, ranges);
+    if (geom_from_tuple(geom, g) < 0) return NULL;
+    tk_arg xs[MAX_ARGS];
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (gather_all(cmask, args, xs) < 0) Py_RETURN_NONE;
+    PyObject *key = make_key(cmask, xs, n, g, ndim, wg, ranges);
+    release(xs, n);
     if (!key) { if (PyErr_Occurred()) return NULL; Py_RETURN_NONE; }
     return key;
 }
@@ -322,25 +518,32 @@ static PyObject *py_run(PyObject *self, PyObject *a) {
     if (!PyArg_ParseTuple(a, "KiKO!O!", &fnp, &nthreads, &cmask, &PyTuple_Type, &args, &PyTuple_Type, &geom))
         return NULL;
     tk_slot s[MAX_SLOTS];
-    if (PyTuple_GET_SIZE(geom) != 9) { PyErr_SetString(PyExc_ValueError, "geom must have 9 ints"); return NULL; }
-    for (int i = 0; i < 9; ++i) {
-        s[i].i = PyLong_AsLongLong(PyTuple_GET_ITEM(geom, i));
-        if (s[i].i == -1 && PyErr_Occurred()) return NULL;
+    if (geom_from_tuple(geom, s) < 0) return NULL;
+    tk_arg xs[MAX_ARGS];
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (gather_all(cmask, args, xs) < 0) {
+        PyErr_SetString(PyExc_TypeError, "run(): an argument is not an array or scalar the launcher reads");
+        return NULL;
     }
-    int used;
-    if (pack(cmask, args, s, &used) < 0) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    ((tk_entry)(uintptr_t)fnp)(s, nthreads);
-    Py_END_ALLOW_THREADS
+    int used, r = pack(cmask, xs, n, s, &used);
+    if (r == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        ((tk_entry)(uintptr_t)fnp)(s, nthreads);
+        Py_END_ALLOW_THREADS
+    }
+    release(xs, n);
+    if (r < 0) return NULL;
     Py_RETURN_NONE;
 }
 
-static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    if (na != 6) { PyErr_SetString(PyExc_TypeError, "fast() takes 6 arguments"); return NULL; }
-    PyObject *plans = a[0], *args = a[3], *nd = a[4], *wgo = a[5];
+/* fast() and prepare(): the key of a launch, its plan and checks, the packed slots.
+ * Returns Py_True with the entry point in *fnp and the slots in s (used in *used) when the
+ * launch may go ahead; else a new reference to what fast() returns instead (the key, None),
+ * or NULL with an exception set. */
+static PyObject *plan_launch(PyObject *const *a, tk_slot *s, int *used, uint64_t *fnp) {
+    PyObject *plans = a[0], *args = a[2], *nd = a[3], *wgo = a[4];
     if (!PyDict_CheckExact(plans) || !PyTuple_CheckExact(args)) Py_RETURN_NONE;
     uint64_t cmask = PyLong_AsUnsignedLongLong(a[1]);
-    int nthreads = (int)PyLong_AsLong(a[2]);
     if (PyErr_Occurred()) return NULL;
     long wg = 0;
     if (wgo != Py_None) {
@@ -348,27 +551,62 @@ static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
         wg = PyLong_AsLong(wgo);
         if (wg <= 0) { PyErr_Clear(); Py_RETURN_NONE; }
     }
-    tk_slot s[MAX_SLOTS];
     int ndim, ranges;
     if (parse_ndrange(nd, s, &ndim, &ranges) < 0) Py_RETURN_NONE;
-    PyObject *key = make_key(cmask, args, s, ndim, wg, ranges);
-    if (!key) { if (PyErr_Occurred()) return NULL; Py_RETURN_NONE; }
+    tk_arg xs[MAX_ARGS];
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (gather_all(cmask, args, xs) < 0) Py_RETURN_NONE;
+    PyObject *key = make_key(cmask, xs, n, s, ndim, wg, ranges), *ret = NULL;
+    if (!key) { ret = PyErr_Occurred() ? NULL : Py_NewRef(Py_None); goto out; }
     PyObject *fn = PyDict_GetItemWithError(plans, key);
-    if (!fn) { if (PyErr_Occurred()) { Py_DECREF(key); return NULL; } return key; }
-    uint64_t fnp;
+    if (!fn) { ret = PyErr_Occurred() ? NULL : Py_NewRef(key); goto out; }
     if (PyBytes_CheckExact(fn)) {
         const int64_t *w = (const int64_t *)PyBytes_AS_STRING(fn);
-        if (!checks_ok(w, PyBytes_GET_SIZE(fn) / 8, args, s)) return key;   /* the slow path raises */
-        fnp = (uint64_t)w[0];
+        if (!checks_ok(w, PyBytes_GET_SIZE(fn) / 8, xs, n, s)) { ret = Py_NewRef(key); goto out; }  /* the slow path raises */
+        *fnp = (uint64_t)w[0];
     } else {
-        fnp = PyLong_AsUnsignedLongLong(fn);
-        if (PyErr_Occurred()) { Py_DECREF(key); return NULL; }
+        *fnp = PyLong_AsUnsignedLongLong(fn);
+        if (PyErr_Occurred()) goto out;
     }
-    Py_DECREF(key);
+    if (pack(cmask, xs, n, s, used) < 0) goto out;
+    ret = Py_NewRef(Py_True);
+out:
+    Py_XDECREF(key);
+    release(xs, n);
+    return ret;
+}
+
+static PyObject *py_fast(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 6) { PyErr_SetString(PyExc_TypeError, "fast() takes 6 arguments"); return NULL; }
+    int nthreads = (int)PyLong_AsLong(a[2]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *pa[5] = {a[0], a[1], a[3], a[4], a[5]};
+    tk_slot s[MAX_SLOTS];
     int used;
-    if (pack(cmask, args, s, &used) < 0) return NULL;
-    call((tk_entry)(uintptr_t)fnp, s, nthreads);
-    Py_RETURN_TRUE;
+    uint64_t fnp;
+    PyObject *r = plan_launch(pa, s, &used, &fnp);
+    if (r == Py_True) call((tk_entry)(uintptr_t)fnp, s, nthreads);
+    return r;
+}
+
+static PyObject *py_prepare(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 5) { PyErr_SetString(PyExc_TypeError, "prepare() takes 5 arguments"); return NULL; }
+    tk_slot s[MAX_SLOTS];
+    int used;
+    uint64_t fnp;
+    PyObject *r = plan_launch(a, s, &used, &fnp);
+    if (r != Py_True) return r;
+    Py_DECREF(r);
+    /* raw()'s entry: fnptr, nslots, slot*, no patches, no pairs */
+    PyObject *entry = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(used + 4) * 8);
+    if (!entry) return NULL;
+    int64_t *w = (int64_t *)PyBytes_AS_STRING(entry);
+    w[0] = (int64_t)fnp;
+    w[1] = used;
+    memcpy(w + 2, s, (size_t)used * sizeof(tk_slot));
+    w[2 + used] = 0;
+    w[3 + used] = 0;
+    return Py_BuildValue("(N)", entry);
 }
 
 static PyObject *py_template(PyObject *self, PyObject *const *a, Py_ssize_t na) {
@@ -380,23 +618,30 @@ static PyObject *py_template(PyObject *self, PyObject *const *a, Py_ssize_t na) 
     tk_slot s[MAX_SLOTS];
     int ndim, ranges, used;
     if (parse_ndrange(a[2], s, &ndim, &ranges) < 0) Py_RETURN_NONE;
-    if (pack(cmask, args, s, &used) < 0) return NULL;
+    tk_arg xs[MAX_ARGS];
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    PyObject *starts = PyTuple_New(n);
-    if (!starts) return NULL;
+    if (gather_all(cmask, args, xs) < 0) Py_RETURN_NONE;
+    PyObject *starts = NULL, *slots = NULL;
+    if (pack(cmask, xs, n, s, &used) < 0) goto fail;
+    starts = PyTuple_New(n);
+    if (!starts) goto fail;
     int k = 9;
     for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject *o = PyTuple_GET_ITEM(args, i);
         long st = -1;
         if (!((cmask >> i) & 1)) {
             st = k;
-            k += PyArray_Check(o) ? 1 + 2 * PyArray_NDIM((PyArrayObject *)o) : 1;
+            k += xs[i].is_array ? 1 + 2 * xs[i].nd : 1;
         }
         PyTuple_SET_ITEM(starts, i, PyLong_FromLong(st));
     }
-    PyObject *slots = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)used * sizeof(tk_slot));
-    if (!slots) { Py_DECREF(starts); return NULL; }
+    slots = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)used * sizeof(tk_slot));
+    if (!slots) goto fail;
+    release(xs, n);
     return Py_BuildValue("(NN)", slots, starts);
+fail:
+    Py_XDECREF(starts);
+    release(xs, n);
+    return NULL;
 }
 
 static PyObject *py_raw(PyObject *self, PyObject *const *a, Py_ssize_t na) {
@@ -494,18 +739,51 @@ static void tk_dlpack_capsule_dtor(PyObject *cap) {
     PyErr_Restore(et, ev, tb);
 }
 
+static PyObject *py_register_host_array(PyObject *self, PyObject *t) {
+    if (!PyType_Check(t)) { PyErr_SetString(PyExc_TypeError, "register_host_array() takes a type"); return NULL; }
+    Py_XSETREF(host_array_type, (PyTypeObject *)Py_NewRef(t));
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_register_torch(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 5 || !PyTuple_CheckExact(a[0])) {
+        PyErr_SetString(PyExc_TypeError, "register_torch(types, strided, dtype, typenum, itemsize)");
+        return NULL;
+    }
+    long typenum = PyLong_AsLong(a[3]), isz = PyLong_AsLong(a[4]);
+    if (PyErr_Occurred()) return NULL;
+    if (typenum < 0 || isz <= 0 || isz > 0xffff) { PyErr_SetString(PyExc_ValueError, "bad type number or size"); return NULL; }
+    if (!torch_dtypes && !(torch_dtypes = PyDict_New())) return NULL;
+    PyObject *code = PyLong_FromLongLong(((long long)typenum << 16) | isz);
+    if (!code || PyDict_SetItem(torch_dtypes, a[2], code) < 0) { Py_XDECREF(code); return NULL; }
+    Py_DECREF(code);
+    Py_XSETREF(torch_types, Py_NewRef(a[0]));
+    Py_XSETREF(torch_strided, Py_NewRef(a[1]));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"sig", py_sig, METH_VARARGS, "specialization key of a launch"},
     {"run", py_run, METH_VARARGS, "pack arguments and run a kernel"},
     {"fast", (PyCFunction)(void (*)(void))py_fast, METH_FASTCALL, "key lookup and launch in one call"},
+    {"prepare", (PyCFunction)(void (*)(void))py_prepare, METH_FASTCALL,
+     "fast() without the call: (raw() entry,) for a later launch"},
     {"template", (PyCFunction)(void (*)(void))py_template, METH_FASTCALL, "a launch's packed slots"},
     {"raw", (PyCFunction)(void (*)(void))py_raw, METH_FASTCALL, "launch from kept slots and new values"},
+    {"register_host_array", py_register_host_array, METH_O, "the tk.Array type (its _host is read)"},
+    {"register_torch", (PyCFunction)(void (*)(void))py_register_torch, METH_FASTCALL,
+     "a torch dtype whose CPU tensors the launcher reads directly"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_tklaunch", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__tklaunch(void) {
     import_array();
+    if (!(host_attr = PyUnicode_InternFromString("_host")) || !(s_is_cpu = PyUnicode_InternFromString("is_cpu"))
+        || !(s_layout = PyUnicode_InternFromString("layout")) || !(s_dtype = PyUnicode_InternFromString("dtype"))
+        || !(s_is_neg = PyUnicode_InternFromString("is_neg")) || !(s_shape = PyUnicode_InternFromString("shape"))
+        || !(s_stride = PyUnicode_InternFromString("stride"))
+        || !(s_data_ptr = PyUnicode_InternFromString("data_ptr"))) return NULL;
     PyObject *m = PyModule_Create(&mod);
     if (m && PyModule_AddObject(m, "dlpack_capsule_dtor", PyLong_FromVoidPtr((void *)tk_dlpack_capsule_dtor)) < 0) {
         Py_DECREF(m);

@@ -21,6 +21,7 @@ from ..ir import nodes as N
 from ..tracebacks import api_boundary
 from .compiler import SCOPE_FEATURES
 from .hostarray import Array, _is_torch, as_host_ndarray
+from .launchplan import value_key
 from .streams import Event
 
 DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
@@ -127,6 +128,12 @@ def bind_launch_args(name: str, params, args: tuple, named: dict, ndrange) -> tu
         raise LaunchError(f"kernel '{name}': ndrange= is missing (an int, or a tuple of 1 to 3 ints or ranges)")
     if not named:
         return args
+    first = len(args)
+    if first + len(named) == len(params):     # the usual call: the rest of the parameters, each once
+        try:
+            return tuple(args) + tuple([named[p[0]] for p in params[first:]])
+        except KeyError:                      # some name unknown or given twice: say which below
+            pass
     names = [n for n, _ in params]
     if len(args) > len(names):
         raise LaunchError(f"kernel '{name}' takes {len(names)} argument(s) ({', '.join(names)}), got {len(args)} "
@@ -222,8 +229,10 @@ def stream_mismatch(stream, backend: Backend) -> str | None:
     a plain ``tk.Stream()`` serves too. The caller raises its error with this text."""
     if stream is None:
         return None
-    from .streams import Stream
     owner = getattr(stream, "backend", None)
+    if owner is backend:
+        return None
+    from .streams import Stream
     if owner is None and isinstance(stream, Stream) and backend.is_host:
         return None
     if owner is None or not callable(getattr(stream, "synchronize", None)):
@@ -421,10 +430,11 @@ class KernelInstance:
         a global the kernel folded in changes. ``tk.autodiff`` asks every launch which arrays
         the kernel reads and writes; lowering the kernel again for it cost about 1 ms per
         launch of the 2-D stencil."""
+        from ..frontend import ConstexprSpec
         specs = self._specs(args, wg)
-        key = ("fact", name, tuple((n, s, type(getattr(s, "value", None))) for n, s in specs.items()),
-               ndim, wg, _fits32(args, geom))     # the value's type too: constexpr 1 == 1.0 == True
-        try:
+        try:        # a constexpr's exact value: 1 == 1.0 == True and 0.0 == -0.0 compile apart
+            key = ("fact", name, tuple((n, s, value_key(s.value) if isinstance(s, ConstexprSpec) else None)
+                                       for n, s in specs.items()), ndim, wg, _fits32(args, geom))
             value = self._compiled.get(key)
         except TypeError:            # an unhashable constexpr value: not cached
             return fact(self._ir(args, geom, ndim, ranges, wg))

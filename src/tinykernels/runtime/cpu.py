@@ -11,6 +11,7 @@ import ctypes
 import os
 import threading
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -18,10 +19,11 @@ from ..argcheck import debug_flag, int_arg
 from ..globalreads import MISSING
 from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
-from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream,
+from .base import (RECORDERS, GROUPED_FEATURES, Backend, KernelInstance, bind_launch_args, check_stream, stream_mismatch,
                    kernel_features, launch_checks, _check_debug)
-from .hostarray import Array as HostArray
+from .hostarray import Array as HostArray, _is_torch
 from .launchcheck import check_launch, fast_plan
+from .launcher import note_torch
 from .streams import Event, completed_event
 
 
@@ -81,6 +83,7 @@ class CPUKernelInstance(KernelInstance):
         self._plans: dict = {}        # signature -> entry point (fast path)
         from . import launcher
         self._L = launcher.get()
+        self._L.register_host_array(HostArray)   # it reads a host tk.Array's NumPy array itself
         self._fast = self._L.fast
         self._nthreads = getattr(backend, "threads", 1)
 
@@ -95,14 +98,15 @@ class CPUKernelInstance(KernelInstance):
         if RECORDERS:
             return RECORDERS[-1].launch(self, args, ndrange, workgroupsize, stream)
         if stream is None:
-            r = self._fast(self._plans, self._cmask, self._nthreads, args, ndrange, workgroupsize)
-            if r is None and any(type(a) is HostArray for a in args):
-                # the launcher reads NumPy arrays: a host tk.Array takes it through its array
-                # (as the slow path would), not validated in Python again on every launch
-                r = self._fast(self._plans, self._cmask, self._nthreads,
-                               tuple(a._host if type(a) is HostArray else a for a in args), ndrange, workgroupsize)
-            if r is True:
+            # NumPy arrays, host tk.Arrays and CPU torch tensors (of a dtype a checked launch
+            # registered) are read by the launcher itself: one call, no Python per argument
+            if self._fast(self._plans, self._cmask, self._nthreads, args, ndrange, workgroupsize) is True:
                 return completed_event()
+        elif stream_mismatch(stream, self.backend) is None:
+            # the same lookup and checks now, the slots packed now; the job only calls the kernel
+            r = self._L.prepare(self._plans, self._cmask, args, ndrange, workgroupsize)
+            if type(r) is tuple:
+                return stream.submit(partial(_run_entry, self._L.raw, r[0], self._nthreads, args))
         try:
             return self._launch(args, ndrange, workgroupsize, stream)
         except USER_ERRORS as e:      # the user sees their launch line, not the compiler's frames
@@ -144,6 +148,9 @@ class CPUKernelInstance(KernelInstance):
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
+        for a, n in zip(args, norm):
+            if n is not a and _is_torch(a):
+                note_torch(self._L, a, n)      # later launches read such tensors in the launcher
         if total == 0:
             return completed_event()
         wgcode = 0 if workgroupsize is None else (int(workgroupsize) if isinstance(workgroupsize, (int, np.integer)) else -1)
@@ -175,6 +182,13 @@ class CPUKernelInstance(KernelInstance):
 
 
 CPU.instance_class = CPUKernelInstance
+
+
+def _run_entry(raw, entry: bytes, nthreads: int, args: tuple) -> None:
+    """A stream job of a launch the launcher prepared (``prepare``: key, plan and checks at
+    submit time, the slots packed then); ``args`` keeps its arrays alive until it ran."""
+    if raw(entry, nthreads, ()) is not True:     # an entry without patches or pairs always runs
+        raise LaunchError(f"internal error: a prepared launch was refused ({len(args)} arguments)")
 
 
 CPU_STACK_ARRAYS = 1 << 20   # bytes of tk.localmem / tk.private a CPU workgroup may have (on the stack)

@@ -26,7 +26,7 @@ from .cuda_streams import CUDAEvent, CUDAStream, new_event  # noqa: F401
 from .device import DeviceKernelInstance, arg_sig, check_debug_info, check_device_array, fits32, group_plan, \
     is_host_array
 from .driverbackend import check_grid, check_stream, kernel_function
-from .launchplan import MAX_CACHED, Geo, geo_key, plan_key
+from .launchplan import MAX_CACHED, Geo, geo_key, plan_key, value_key
 from .nvrtc import FASTMATH_NVRTC_OPTIONS, compile_cuda
 from .paramblock import bind_args, grid_dims, pack_params, prepare_block
 from .streams import Event, completed_event
@@ -51,7 +51,7 @@ def _fits32(args, geom, wg) -> bool:
 #   code depends on (ndim, ranges, workgroup, whether the padded ndrange fits 32 bits);
 # * a plan per (geometry token, argument keys): an argument key is the array's ArrayLayout
 #   (interned: dtype, shape, strides, device), the scalar's type, or a constexpr's
-#   (type, value). The plan is a launcher function with a preallocated argument block:
+#   (type, exact value: launchplan.value_key). The plan is a launcher function with a preallocated argument block:
 #   8-byte slots, the array shapes and strides written once, and a struct that writes the
 #   geometry, the array addresses and the scalars into the first slots at each launch; the
 #   kernelParams pointer array (its int address goes to cuLaunchKernel) is built once too;
@@ -311,7 +311,7 @@ class CUDAKernelInstance(DeviceKernelInstance):
         keys = []
         for i, (a, n, (_, kind)) in enumerate(zip(args, norm, self.kernel.params)):
             if kind == "constexpr":
-                keys.append(f"(a{i}.__class__, a{i})")
+                keys.append(f"value_key(a{i})")          # as plan_key: 0.0 and -0.0 apart
             elif a is not n:
                 return
             elif isinstance(a, CUDAArray):

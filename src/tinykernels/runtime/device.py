@@ -26,6 +26,7 @@ from ..tracebacks import USER_ERRORS, prepare as filtered
 from .base import GROUPED_FEATURES, RECORDERS, KernelInstance, _check_debug, bind_launch_args, launch_checks
 from .dlpack import c_strides  # noqa: F401 (re-exported: the runtimes import it from here)
 from .launchcheck import check_launch
+from .launchplan import value_key
 from .streams import Event, deadline_of, poll_until
 
 S = TypeVar("S")
@@ -99,7 +100,7 @@ def arg_sig(a, kind: str, array_type: type, *, layout: bool = False) -> tuple:
     backend (OpenCL and Metal keyed on the type alone, so 2**63 after 1 reused the int64
     build and passed -2**63)."""
     if kind == "constexpr":
-        return ("C", type(a).__name__, a)
+        return ("C",) + value_key(a)
     if isinstance(a, array_type):
         return ("A", a.dtype.str, a.ndim, a.is_contiguous) if layout else ("A", a.dtype.str, a.ndim)
     if isinstance(a, np.generic):

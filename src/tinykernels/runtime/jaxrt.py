@@ -26,6 +26,7 @@ from ..tracebacks import USER_ERRORS, prepare as filtered
 from .base import RECORDERS, Backend, KernelInstance, bind_launch_args, check_stream
 from .hostarray import Array, staged
 from .device import DeviceArray, c_strides, is_host_array, same_shape
+from .launchplan import value_key
 from .streams import Event, completed_event
 
 
@@ -240,7 +241,7 @@ JAX.instance_class = JaxKernelInstance
 
 def _sig(a, kind):
     if kind == "constexpr":
-        return ("C", type(a).__name__, a)
+        return ("C",) + value_key(a)
     if isinstance(a, (JaxArray, np.ndarray)):
         return ("A", a.dtype.str, a.ndim)
     if isinstance(a, np.generic):

@@ -1,6 +1,6 @@
 """Getting argument slots into a compiled kernel: a small C extension, or ctypes.
 
-:func:`get` returns an object with ``sig``, ``run``, ``fast``, ``template`` and ``raw`` (see
+:func:`get` returns an object with ``sig``, ``run``, ``fast``, ``prepare``, ``template`` and ``raw`` (see
 ``_launch.c``). The C extension is built once per machine, Python and NumPy version (into the
 disk cache); where Python's headers are missing, a pure-Python version with ctypes does the
 same, slower.
@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import compiler
+from .launchplan import value_key
 from .memspan import overlapping_axis
 
 _SRC = Path(__file__).with_name("_launch.c")
@@ -60,7 +61,7 @@ class PyLauncher:
     @staticmethod
     def _code(o, is_constexpr, fits):
         if is_constexpr:
-            return ("C", type(o).__name__, hash(o))
+            return ("C",) + value_key(o)
         if isinstance(o, np.ndarray):
             isz = o.itemsize
             if not o.flags.aligned or o.dtype.byteorder == ">" or any(s % isz for s in o.strides):
@@ -127,11 +128,20 @@ class PyLauncher:
     def fast(self, plans, cmask, nthreads, args, ndrange, wg):
         return None
 
+    def prepare(self, plans, cmask, args, ndrange, wg):
+        return None               # stream launches take the checked path
+
     def template(self, cmask, args, ndrange):
         return None               # no kept templates: raw() callers take the checked path
 
     def raw(self, entry, nthreads, vals):
         return False
+
+    def register_host_array(self, t):
+        pass
+
+    def register_torch(self, types, strided, dtype, typenum, itemsize):
+        pass
 
 
 @lru_cache(maxsize=None)
@@ -154,3 +164,19 @@ def _get(cache: str, force_py: bool):
 def get():
     """The launcher for this process (``TK_PY_LAUNCHER=1`` forces the ctypes fallback)."""
     return _get(str(compiler.cache_dir()), os.environ.get("TK_PY_LAUNCHER", "0") == "1")
+
+
+def note_torch(launcher, tensor, view) -> None:
+    """Let ``launcher`` read CPU torch tensors of ``tensor``'s dtype itself, without a NumPy
+    view: ``view`` is the NumPy view the checked path made of ``tensor`` (its type number and
+    item size are what the extension then uses for tensors of that dtype, so a tensor and its
+    view have the same specialization key). Only plain tensors (``torch.Tensor``,
+    ``nn.Parameter``; not subclasses, which may override the accessors) of a dtype the checked
+    path accepted. Called by checked launches only (a dict store in the extension)."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(view, np.ndarray):
+        return
+    types = (torch.Tensor, torch.nn.Parameter)
+    if type(tensor) in types and view.dtype.isnative:
+        launcher.register_torch(types, torch.strided, tensor.dtype, view.dtype.num, view.itemsize)

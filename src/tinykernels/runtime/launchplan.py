@@ -10,15 +10,33 @@ only when every value the prepared launch depends on is the same.
 * a :class:`Geo` per key: the values of the kernel's geometry parameters, the grid and
   block, and a token standing for what the compiled code depends on;
 * :func:`plan_key`: the geometry token plus one entry per argument (an array's interned
-  layout, a scalar's type, a constexpr's type and value).
+  layout, a scalar's type, a constexpr's type and exact value: :func:`value_key`).
 """
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 
 WG_KEY = object()             # geometry keys that include a workgroup size start with this
 WIDE_INT = object()           # plan-key entry of a Python int in [2**63, 2**64) (passed as uint64)
 MAX_CACHED = 1024             # geometries / plans kept per kernel instance (then the cache restarts)
+
+
+def value_key(value) -> tuple:
+    """The cache-key entry of a ``tk.constexpr`` value (or of any scalar a cache compares): its
+    type and its exact value. Equal values of one type can compile (or run) differently (``0.0 == -0.0``, but ``1 / c`` and
+    ``copysign`` tell them apart), so a float keys on its bits; a hash is no key at all
+    (``hash(-1) == hash(-2)``: the CPU launcher's key of hashes reused one's build for the
+    other). TypeError for an unhashable value."""
+    if isinstance(value, float):             # float, its subclasses, np.float64
+        k = (type(value), struct.pack("<d", value))
+    elif isinstance(value, np.floating):
+        k = (type(value), value.tobytes())
+    else:
+        k = (type(value), value)
+    hash(k)
+    return k
 
 
 class Geo:
@@ -86,8 +104,7 @@ def plan_key(token, norm, params, array_type: type) -> tuple | None:
     try:
         for a, (_, kind) in zip(norm, params):
             if kind == "constexpr":
-                k = (a.__class__, a)
-                hash(k)
+                k = value_key(a)
             elif isinstance(a, array_type):
                 k = a._layout
             elif a.__class__ is int and a >= 1 << 63:

@@ -16,6 +16,7 @@ from .. import dtypes as D
 from ..argcheck import int_arg
 from .base import Backend, check_stream
 from .hostarray import Array, staged
+from .launchplan import value_key
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     fits32, group_plan, same_shape, scalar_value, tail, track_stream
@@ -487,7 +488,7 @@ class _Relaunch:
             if type(r) is weakref.ref:
                 if r() is not a:
                     return False
-            elif type(a) is not type(r) or not a == r:      # NaN: never the same
+            elif type(a) is not type(r) or value_key(a) != value_key(r):    # -0.0 is not 0.0
                 return False
         return True
 
