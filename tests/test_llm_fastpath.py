@@ -260,13 +260,36 @@ def test_gemv_fast_path_matches_general(monkeypatch, qtype):
     np.testing.assert_allclose(fast, deq.astype(np.float64) @ x, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+def test_int8_gemv_fast_path_matches_general(monkeypatch, qtype):
+    """``exact=False`` on host arrays: the activations' quantizer and the int8 GEMV launched
+    straight (new NumPy scratch arrays), the general path's bits; ``out=None`` a new array; a
+    different answer from the exact route (the activations are rounded)."""
+    w = RNG.standard_normal((33, 512)).astype(np.float32)
+    a = llm.quantize(w, qtype)
+    x = RNG.standard_normal(512).astype(np.float32)
+    be = tk.CPU(threads=1)
+    for conv in (lambda v: v, lambda v: tk.asarray(v, backend=be)):
+        aa = llm.QTensor(qtype, a.shape, conv(A.as_host_ndarray(a.data)))
+        xx, out = conv(x), conv(np.empty(33, np.float32))
+        seen = _launches(monkeypatch)
+        fast, slow = _both(monkeypatch, lambda: A.as_host_ndarray(llm.matmul(aa, xx, out=out, exact=False)))
+        assert [k for k, _ in seen] == ["_quantize_x_q8_0", "_gemv_rows_i8"], seen
+        assert np.array_equal(_bits(fast), _bits(slow))
+        new = llm.matmul(aa, xx, exact=False)
+        assert np.array_equal(_bits(A.as_host_ndarray(new)), _bits(fast)) and type(new) is type(xx)
+    assert not np.array_equal(fast, A.as_host_ndarray(llm.matmul(a, x)))
+    deq = A.as_host_ndarray(llm.dequantize(a)).astype(np.float64)
+    assert (np.abs(fast - deq @ x) <= 0.01 * (np.abs(deq) @ np.abs(x))).all()     # x's rounding: <= 1/254 of a block's max
+
+
 def test_gemv_calls_outside_the_fast_path_keep_the_general_behaviour(monkeypatch):
     seen = _launches(monkeypatch)
     w = RNG.standard_normal((32, 64)).astype(np.float32)
     x = RNG.standard_normal(64).astype(np.float32)
     q = llm.quantize(w, "q8_0")
     o = np.empty(32, np.float32)
-    llm.matmul(q, x, out=o, exact=False)                            # the int8 route
+    llm.matmul(q, np.stack([x, x], 1)[:, 0], out=o, exact=False)   # a strided b: a copy
     llm.matmul(w.T.copy().T, x, out=o)                              # a Fortran-ordered a: a copy
     assert not seen, seen
     for bad, msg in ((lambda: llm.matmul(w, x[:32], out=o), "argument 'b'"),

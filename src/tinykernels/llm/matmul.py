@@ -604,13 +604,15 @@ def _gemm(a, bm, out, backend, stream):
 _F32 = np.dtype(np.float32)
 
 
-def _gemv_fast(a, b, out) -> bool:
-    """The host fast path of the exact GEMV (as ``_common.host_same``): ``out`` [M] and ``b``
-    [K] host float32 arrays and ``a`` a ``QTensor`` with host data or a float32 [M, K] host
+def _gemv_fast(a, b, out, exact: bool):
+    """The host fast path of the GEMV (as ``_common.host_same``): ``out`` [M] and ``b`` [K]
+    host float32 arrays and ``a`` a ``QTensor`` with host data or a float32 [M, K] host
     array, all C-contiguous on one CPU backend (``_common.host_args``), ``out`` sharing no
-    memory with ``a`` or ``b``, M and K not 0: the general path's ``_HOST_GEMV`` launch. The
-    caller passes only calls with the default stream and ``exact=True``; ``out`` None: a new
-    array like ``b`` (``_common.host_new``). The result, or None where it does not apply."""
+    memory with ``a`` or ``b``, M and K not 0: the general path's launches, ``_HOST_GEMV``'s
+    (``exact``) or for ``exact=False`` and a q4_0/q8_0 ``a`` the int8 route's two
+    (:func:`_gemv_int8_host`). The caller passes only calls with the default stream and a
+    bool ``exact``; ``out`` None: a new array like ``b`` (``_common.host_new``). The result,
+    or None where it does not apply."""
     quant = type(a) is QTensor
     host = C.host_args(out, a.data if quant else a, b)
     if host is None:
@@ -625,8 +627,21 @@ def _gemv_fast(a, b, out) -> bool:
     if ho.shape != (m,) or ho.dtype is not _F32 or not ho.flags.c_contiguous \
             or C.may_share_memory(ho, ha) or C.may_share_memory(ho, hb):
         return None
-    _HOST_GEMV[a.qtype if quant else None].instance(backend)(ho, ha, hb, ndrange=m)
+    if not exact and quant and a.qtype in ("q4_0", "q8_0"):
+        _gemv_int8_host(a.qtype, ha, hb, ho, backend)
+    else:
+        _HOST_GEMV[a.qtype if quant else None].instance(backend)(ho, ha, hb, ndrange=m)
     return res
+
+
+def _gemv_int8_host(qtype, ha, hb, ho, backend):
+    """:func:`_gemv_int8`'s host launches on checked NumPy arrays (``_gemv_fast``): the
+    activations quantized into new NumPy arrays, then the int8 GEMV; no stream, so no event."""
+    k, q8 = hb.shape[0], qtype == "q8_0"
+    xq, xd = np.empty(k, np.int8), np.empty(k // 32, _F32)
+    xz = np.empty(1 if q8 else k // 4, np.int32)
+    _quantize_x_q8_0.instance(backend)(xq, xd, xz, hb, X_INT8 if q8 else X_INT8_ZERO, ndrange=k // 32)
+    _gemv_rows_i8.instance(backend)(ho, ha, xq, xd, xz, q8, ndrange=ho.shape[0])
 
 
 def matmul(a, b, out=None, stream=None, exact: bool = True):
@@ -638,7 +653,7 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
     to Q8_0 (:func:`quantize_activations`) and each block is an exact int8 x int8 dot product
     scaled by the two blocks' scales, so the result differs from the exact route by the
     activations' rounding, as llama.cpp's does. Other shapes and formats ignore it."""
-    res = _gemv_fast(a, b, out) if stream is None and exact is True else None
+    res = _gemv_fast(a, b, out, exact) if stream is None and (exact is True or exact is False) else None
     if res is not None:
         return res
     quant = isinstance(a, QTensor)
