@@ -137,3 +137,40 @@ def test_torch_func_differentiation_under_torch_compile_is_an_error_not_a_zero()
     g = torch.compile(torch.func.vmap(lambda u: MIX(s, d0, u, b, n=0.5)[1]), fullgraph=True)
     batch = torch.rand(2, 5, dtype=F64)
     torch.testing.assert_close(g(batch), torch.stack([mix_ref(s, r, b, 0.5)[1] for r in batch]))
+
+
+@tk.kernel
+def fma_update(y, x: tk.Const, a):
+    i = tk.index()
+    y[i] = y[i] * x[i] + a * x[i]
+
+
+FMA = torch_op(fma_update, outputs=["y"], name="ported17::fma")
+
+
+@pytest.mark.parametrize("how", ["dynamic=True", "automatic", "mark_dynamic"])
+def test_torch_compile_dynamic_shapes_with_an_ndrange_from_a_shape(how):
+    """an ndrange computed from a tensor's shape is a SymInt under dynamic shapes (also after
+    torch.compile's automatic recompile on a new shape): it was Dynamo's 'repr_impl not
+    implemented' from the operator's key; the explicit ndrange specializes (recompiles per
+    value), the default one (the output's shape) stays dynamic"""
+    torch._dynamo.reset()        # (the lambdas' code objects are shared between the parameters)
+    kw = {"dynamic": True} if how == "dynamic=True" else {}
+    f = torch.compile(lambda y, x: FMA(y, x, a=0.5, ndrange=y.shape[0] - 1), fullgraph=True, **kw)
+    g = torch.compile(lambda y, x: FMA(y, x, a=0.5).sum(), fullgraph=True, **kw)
+    for n in (4, 9, 17):
+        y, x = torch.rand(n, dtype=F64), torch.rand(n, dtype=F64, requires_grad=True)
+        if how == "mark_dynamic":    # (mark_dynamic: the ndrange's specialization violates it, as torch says)
+            torch._dynamo.maybe_mark_dynamic(y, 0)
+            torch._dynamo.maybe_mark_dynamic(x, 0)
+        want = y.clone()
+        want[:-1] = y[:-1] * x.detach()[:-1] + 0.5 * x.detach()[:-1]
+        torch.testing.assert_close(f(y, x), want)
+        g(y, x).backward()
+        torch.testing.assert_close(x.grad, y + 0.5)
+    if how == "mark_dynamic":
+        y, x = torch.rand(6, dtype=F64), torch.rand(6, dtype=F64)
+        torch._dynamo.mark_dynamic(y, 0)
+        torch._dynamo.mark_dynamic(x, 0)
+        torch.testing.assert_close(torch.compile(lambda y_, x_: FMA(y_, x_, a=0.5), fullgraph=True)(y, x),
+                                   y * x + 0.5 * x)

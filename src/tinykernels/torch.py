@@ -589,10 +589,16 @@ def _geometry_text(v) -> str:
     ``range(start, stop, step)``, anything else by its repr, for ``interop.bind`` to check.
     Plain string operations, so that TorchDynamo traces it without a graph break."""
     if isinstance(v, range):
-        return "range(" + str(v.start) + ", " + str(v.stop) + ", " + str(v.step) + ")"
+        return f"range({v.start}, {v.stop}, {v.step})"
     if isinstance(v, (tuple, list)):
         return "(" + "".join(_geometry_text(d) + ", " for d in v) + ")"
-    return repr(int(v) if isinstance(v, np.integer) else v)
+    if type(v) is not bool and isinstance(v, (int, np.integer, torch.SymInt)):
+        # f-strings, not repr(): under torch.compile a size computed from a shape is symbolic
+        # (dynamic shapes, also after an automatic recompile); formatting specializes it (a
+        # guard: a new value recompiles), where repr() was Dynamo's "repr_impl not
+        # implemented" (audit17a)
+        return f"{int(v)}"
+    return repr(v)
 
 
 def _geometry_value(node: ast.expr):
