@@ -130,7 +130,8 @@ def test_torch_func_differentiation_under_torch_compile_is_an_error_not_a_zero()
     s, a, b = _inputs()
     d0 = torch.zeros(5, dtype=F64)
     ones = torch.ones(5, dtype=F64)
-    f = torch.compile(lambda a_: torch.func.jvp(lambda u: MIX(s, d0, u, b, n=0.5)[1], (a_,), (ones,))[1], fullgraph=True)
+    f = torch.compile(lambda a_: torch.func.jvp(lambda u: MIX(s, d0, u, b, n=0.5)[1], (a_,), (ones,))[1],
+                      fullgraph=True)
     with pytest.raises(Exception, match="torch.func transforms that differentiate"):
         f(a)
     # plain vmap under torch.compile still traces the operator's vmap rule
@@ -174,3 +175,19 @@ def test_torch_compile_dynamic_shapes_with_an_ndrange_from_a_shape(how):
         torch._dynamo.mark_dynamic(x, 0)
         torch.testing.assert_close(torch.compile(lambda y_, x_: FMA(y_, x_, a=0.5), fullgraph=True)(y, x),
                                    y * x + 0.5 * x)
+
+
+def test_opcheck_on_the_derivative_operators():
+    """torch.library.opcheck on ns::op_backward and ns::op_jvp (schema, fake tensors, autograd
+    registration, AOT dispatch), with missing tangents among the inputs"""
+    s, a, b = _inputs()
+    arrays = [s, torch.zeros(5, dtype=F64), a, b]
+    key, floats, ints = MIX._key({"n": 2.0}, None, None)
+    for args in ((arrays, [None, None, torch.ones(5, dtype=F64), None], floats, ints, key),
+                 (arrays, [torch.ones(5, dtype=F64), None, torch.rand(5, dtype=F64), torch.rand(5, dtype=F64)],
+                  floats, ints, key)):
+        res = torch.library.opcheck(MIX._op_jvp, args)
+        assert all(v == "SUCCESS" for v in res.values()), res
+    grads = [torch.ones(5, dtype=F64), torch.ones(5, dtype=F64)]
+    res = torch.library.opcheck(MIX._op_bwd, (arrays, grads, floats, ints, key))
+    assert all(v == "SUCCESS" for v in res.values()), res
