@@ -36,3 +36,28 @@ def test_autodiff_on_a_stream_that_waits_on_another_streams_fill(mode, filled):
         np.testing.assert_allclose(seed, x, rtol=1e-15, atol=1e-15)
         if mode == "reverse":
             np.testing.assert_allclose(d, y0 + 0.5)
+
+
+def test_reverse_mode_copy_on_a_stream_that_waits_on_another_streams_fill():
+    """tk.copyto(tmp, y, stream=s1) inside fn, y still being filled on s2: the copy's snapshot
+    waits for s1 too (one run in three had a wrong gradient before audit17a)"""
+    cpu = tk.CPU()
+    n = 1 << 18
+    x = np.linspace(0.0, 2.0, n)
+    for _trial in range(3):
+        y, tmp = np.zeros(n), np.zeros(n)
+        s1, s2 = cpu.stream(), cpu.stream()
+        fill = fma_update(cpu)
+        for _ in range(32):
+            ev = fill(y, np.ones(n), 1 / 32, ndrange=n, stream=s2)      # y -> 1.0 on s2
+        s1.wait(ev)
+        k = fma_update(cpu)
+        dx, dy = np.zeros(n), np.zeros(n)
+
+        def fn(yy, xx, tt):
+            tk.copyto(tt, yy, stream=s1)                     # tmp = y
+            k(tt, xx, 0.5, ndrange=n, stream=s1)             # tmp = tmp * x + 0.5 x
+        tk.autodiff(tk.Reverse, fn, tk.Duplicated(y, dy), tk.Duplicated(x, dx), tk.Duplicated(tmp, np.ones(n)))
+        np.testing.assert_allclose(tmp, 1.5 * x, rtol=1e-15, atol=1e-15)
+        np.testing.assert_allclose(dx, 1.5)
+        np.testing.assert_allclose(dy, x, rtol=1e-15, atol=1e-15)
