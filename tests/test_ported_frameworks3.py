@@ -191,3 +191,21 @@ def test_opcheck_on_the_derivative_operators():
     grads = [torch.ones(5, dtype=F64), torch.ones(5, dtype=F64)]
     res = torch.library.opcheck(MIX._op_bwd, (arrays, grads, floats, ints, key))
     assert all(v == "SUCCESS" for v in res.values()), res
+
+
+def test_the_operator_twice_in_one_graph_and_no_grad_modes():
+    """gradients of two calls in one graph (retain_graph accumulates), and no recording under
+    torch.no_grad / torch.inference_mode"""
+    x = torch.rand(6, dtype=F64, requires_grad=True)
+    out = FMA(FMA(torch.ones(6, dtype=F64), x, a=1.0), x, a=0.5)       # 2 x^2 + x / 2
+    out.sum().backward(retain_graph=True)
+    torch.testing.assert_close(x.grad, 4 * x.detach() + 0.5)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, 2 * (4 * x.detach() + 0.5))
+    with torch.no_grad():
+        r = FMA(torch.ones(6, dtype=F64), x, a=1.0)
+    assert r.grad_fn is None and not r.requires_grad
+    with torch.inference_mode():
+        r = FMA(torch.ones(6, dtype=F64), x, a=1.0)
+    assert r.is_inference()
+    torch.testing.assert_close(r, 2 * x.detach())

@@ -74,3 +74,23 @@ def test_a_traced_scalar_is_refused_by_name():
     x = jnp.linspace(0.0, 1.0, 6)
     with pytest.raises(tk.LaunchError, match="keyword argument 'a' must be a Python or NumPy scalar"):
         jax.vmap(lambda a, b, s: f(a, b, a=s))(jnp.stack([x, x]), jnp.stack([x, x]), jnp.array([0.5, 1.0]))
+
+
+@pytest.mark.parametrize("mode", ["vjp", "jvp"])
+def test_donation_float16_pytrees_and_the_kernel_twice_in_one_gradient(mode, x64):
+    dt, x, y = _data(x64)
+    f = tkjax.jax_kernel(fma_update, outputs=["y"], autodiff=mode)
+    T = tkjax.jax_kernel(two_outputs, outputs=["s", "d"], autodiff=mode)
+    rt = 1e-12 if x64 else 1e-6
+    step = jax.jit(lambda a, b: f(a, b, a=0.5), donate_argnums=0)
+    y1 = jnp.array(y)
+    np.testing.assert_allclose(step(y1, x), y * x + 0.5 * x, rtol=rt)
+    assert y1.is_deleted()
+    h, xh = y.astype(jnp.float16), x.astype(jnp.float16)
+    want = (h.astype(np.float32) * xh.astype(np.float32) + 0.5 * xh.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(f(h, xh, a=0.5), want)
+    out = jax.jit(lambda a, b: {"pair": T(jnp.zeros(6, dt), jnp.zeros(6, dt), a, b, n=2.0)})(x, y)
+    np.testing.assert_allclose(out["pair"][0], x + 2 * y, rtol=rt)
+    # twice in one gradient: f(f(1, b), b) = (b + b) b + b / 2 = 2 b^2 + b / 2
+    np.testing.assert_allclose(jax.grad(lambda b: f(f(jnp.ones(6, dt), b, a=1.0), b, a=0.5).sum())(x), 4 * x + 0.5,
+                               rtol=rt)
