@@ -697,6 +697,17 @@ def _ir_accesses(ir) -> tuple:
     return frozenset(read), frozenset(written)
 
 
+def _settle(backend, stream) -> None:
+    """Wait until ``stream`` (the backend's streams when None) has done what it was given,
+    including its waits on other streams' events: a recorded launch's copy-on-write snapshots
+    are taken on the host and must see what the launch will read (before audit17a a primal
+    that another stream was still filling was snapshotted early: a wrong gradient)."""
+    if stream is not None:
+        stream.synchronize()
+    else:
+        backend.synchronize()
+
+
 class _Recorder:
     """Records the launches (and host copies) of ``fn`` and replays their adjoints.
 
@@ -809,8 +820,9 @@ class _Recorder:
             self.check_views([(f"kernel '{kernel.name}' argument '{n}'", a) for n, a in pa if _is_array(a)])
             self.check_scalars(kernel.name, pa)
             if self.mode is Forward:
-                return self.tangent_launch(inst, args, ndrange, workgroupsize, written)
+                return self.tangent_launch(inst, args, ndrange, workgroupsize, written, stream)
             b = inst.backend
+            _settle(b, stream)            # the snapshots read what the launch would read
             snap = self.before_write([a for n, a in pa if n in read and _is_array(a)],
                                      [a for n, a in pa if n in written and _is_array(a)])
             self.keep.extend(args)
@@ -837,6 +849,7 @@ class _Recorder:
                         if _is_float_array(_host(src)) else np.zeros(dst.shape)
                     _put(self.shadow(dst, _backend_of(dst)), t.astype(np.dtype(dst.dtype)))
                 return ev
+            _settle(_backend_of(dst), stream)
             snap = self.before_write([src] if _is_array(src) else [], [dst])
             self.keep += [dst, src]
             self.records.append(_Record(None, (dst, src), None, None, snap))
@@ -872,7 +885,10 @@ class _Recorder:
             return id(a) in self.tangents
         return name in written or _mem_key(a) in self.shadows
 
-    def tangent_launch(self, inst, args, ndrange, wg, written: set):
+    def tangent_launch(self, inst, args, ndrange, wg, written: set, stream=None):
+        """The tangent kernel in place of the launch, on the launch's stream: ordered after
+        what that stream waits on (an event of another stream that fills a primal or a
+        shadow; before audit17a it ran on no stream and raced with that work)."""
         kernel, b = inst.kernel, inst.backend
         names = set(_diff_names(kernel, args))
         diff = tuple(n for (n, _), a in zip(kernel.params, args) if n in names and self.carries_tangent(n, a, written))
@@ -888,7 +904,8 @@ class _Recorder:
                         _check_writable_shadow(full[-1], f"tk.autodiff: the tangent of argument '{name}' of "
                                                f"kernel '{kernel.name}'", LaunchError,
                                                "forward mode writes the tangent of what a kernel writes")
-        ev = derived(kernel, "tangent", diff)(b, inst.static_wg)(*full, ndrange=ndrange, workgroupsize=wg)
+        ev = derived(kernel, "tangent", diff)(b, inst.static_wg)(*full, ndrange=ndrange, workgroupsize=wg,
+                                                                 stream=stream)
         b.synchronize()
         return ev
 

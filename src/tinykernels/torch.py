@@ -4,15 +4,16 @@
     saxpy_op = tktorch.torch_op(saxpy, outputs=["y"], name="mylib::saxpy")
     y = saxpy_op(y0, x, a=2.0)        # y0 is not modified; y is a new tensor
 
-Each call of :func:`torch_op` defines two ``torch.library`` operators with the lower-level
+Each call of :func:`torch_op` defines three ``torch.library`` operators with the lower-level
 ``Library.define``/``impl`` route and Autograd kernels of their own (less per-call overhead
 than ``torch.library.custom_op`` or ``register_autograd``, see docs/torch.md): ``ns::op(Tensor[]
-arrays, float[] floats, int[] ints, str key) -> Tensor[]`` and ``ns::op_backward``, its
-adjoint (tinykernels' own adjoint kernel, see docs/autodiff.md; not differentiable again).
+arrays, float[] floats, int[] ints, str key) -> Tensor[]``, ``ns::op_backward``, its
+adjoint (tinykernels' own adjoint kernel, see docs/autodiff.md), and ``ns::op_jvp``, its
+forward-mode derivative (the tangent kernel); the derivatives are not differentiable again.
 An eager call with nothing for autograd to record runs the CPU implementation directly
 (:func:`_eager_direct`). ``key`` carries the static part of a call (which parameters are scalars
 given by keyword, constexpr values, ndrange, workgroup size), so the same operator serves
-every call pattern. Both have fake implementations derived from the kernel's signature (the
+every call pattern. All three have fake implementations derived from the kernel's signature (the
 outputs have the shapes and dtypes of the arrays that give their initial values), so they
 trace under ``torch.compile(fullgraph=True)`` without graph breaks.
 
@@ -26,9 +27,11 @@ import ctypes
 import re
 import sys
 import threading
+from functools import partial
 
 import numpy as np
 import torch  # the real PyTorch: this module is tinykernels.torch (absolute imports only)
+import torch.autograd.forward_ad as _fwad
 
 from tinykernels import interop
 from tinykernels.globalreads import stale
@@ -96,21 +99,34 @@ class TorchOp:
                 lib.define(f"{fwd}(Tensor[] arrays, float[] floats, int[] ints, str key) -> Tensor[]")
                 lib.define(f"{bwd}(Tensor[] arrays, Tensor[] grads, float[] floats, int[] ints, str key) "
                            "-> Tensor[]")
+                lib.define(f"{fwd}_jvp(Tensor[] arrays, Tensor?[] tangents, float[] floats, int[] ints, str key) "
+                           "-> Tensor[]")
             except RuntimeError as e:
                 raise ValueError(f"torch_op: cannot define {self.name!r}: {e}") from None
             for dk in ("CPU", "CUDA"):
                 lib.impl(fwd, self._forward, dk)
                 lib.impl(bwd, self._backward, dk)
+                lib.impl(fwd + "_jvp", self._tangent, dk)
             # autograd: our own Python kernels at the Autograd key (cheaper per call than
             # torch.library.register_autograd's generic wrapper, see docs/torch.md)
             lib.impl(fwd, self._autograd_forward, "Autograd", with_keyset=True)
             lib.impl(bwd, self._autograd_backward_op, "Autograd", with_keyset=True)
+            lib.impl(fwd + "_jvp", self._autograd_tangent_op, "Autograd", with_keyset=True)
             torch.library.register_fake(f"{self.ns}::{fwd}", self._forward_fake, lib=lib)
             torch.library.register_fake(f"{self.ns}::{bwd}", self._backward_fake, lib=lib)
-            torch.library.register_vmap(f"{self.ns}::{fwd}", self._vmap, lib=lib)
+            torch.library.register_fake(f"{self.ns}::{fwd}_jvp", self._tangent_fake, lib=lib)
             self._lib = lib
-            self._op = getattr(getattr(torch.ops, self.ns), fwd).default
-            self._op_bwd = getattr(getattr(torch.ops, self.ns), bwd).default
+            ops = getattr(torch.ops, self.ns)
+            self._op = getattr(ops, fwd).default
+            self._op_bwd = getattr(ops, bwd).default
+            self._op_jvp = getattr(ops, fwd + "_jvp").default
+            # torch.vmap of each (also of the derivatives: torch.func.jacrev/jacfwd, batched
+            # gradients): one call per batch element
+            for name, op, n_lists, shapes in ((fwd, self._op, 1, self._out_templates),
+                                              (bwd, self._op_bwd, 2, lambda key, arrays: arrays),
+                                              (fwd + "_jvp", self._op_jvp, 2, self._out_templates)):
+                torch.library.register_vmap(f"{self.ns}::{name}", partial(_vmap_per_element, op, n_lists, shapes),
+                                            lib=lib)
             _LIBS[self.name] = self
 
     # --- the call -----------------------------------------------------------------------
@@ -137,7 +153,12 @@ class TorchOp:
             for k, a in enumerate(arrays):
                 if not isinstance(a, torch.Tensor):
                     self._not_a_tensor(k, a, scalars)
-            outs = self._op(list(arrays), floats, ints, key)
+            if torch._C._are_functorch_transforms_active() and not torch.compiler.is_compiling():
+                # torch.func, eagerly: autograd.Function's own route (under torch.compile, the
+                # operator's vmap rule traces; see docs/torch.md)
+                outs = _Grad.apply(_Static(self, floats, ints, key), *arrays)
+            else:
+                outs = self._op(list(arrays), floats, ints, key)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _not_a_tensor(self, k: int, a, scalars: dict):
@@ -451,21 +472,9 @@ class TorchOp:
         if interop.total_items(nd):
             inst(*args, ndrange=nd, workgroupsize=b.workgroupsize, stream=stream)
 
-    def _vmap(self, info, in_dims, arrays, floats, ints, key):
-        """``torch.vmap``: the operator once per batch element (the batched tensors' slices,
-        the others as they are), the outputs stacked along dimension 0."""
-        dims = in_dims[0]
-        per = [self._op([a if d is None else a.select(d, i) for a, d in zip(arrays, dims)], floats, ints, key)
-               for i in range(info.batch_size)]
-        if per:
-            outs = [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
-        else:                       # an empty batch: empty outputs of the elements' shapes
-            outs = []
-            for k in self._binding(key, len(arrays)).outputs:
-                a, d = arrays[k], dims[k]
-                shape = a.shape if d is None else a.shape[:d] + a.shape[d + 1:]
-                outs.append(a.new_empty((0, *shape)))
-        return outs, [0] * len(outs)
+    def _out_templates(self, key, arrays) -> list:
+        """The arrays that give the outputs' shapes and dtypes in a call with these arrays."""
+        return [arrays[k] for k in self._binding(key, len(arrays)).outputs]
 
     def _forward_fake(self, arrays, floats, ints, key):
         b = self._binding(key, len(arrays))
@@ -506,27 +515,66 @@ class TorchOp:
     def _backward_fake(self, arrays, grads, floats, ints, key):
         return [torch.empty_like(a, memory_format=torch.contiguous_format) for a in arrays]
 
+    def _tangent(self, arrays, tangents, floats, ints, key):
+        """The outputs' tangents (forward mode) through tinykernels' tangent kernel
+        (``tk.autodiff(tk.Forward, ...)``, see docs/autodiff.md): ``arrays`` are the operator's
+        inputs, ``tangents`` theirs (None: held constant, as JAX's symbolic zeros are; an
+        output's initial value's tangent seeds the output's). Non-float outputs get zeros."""
+        from tinykernels.autodiff import Duplicated, Forward, autodiff
+        b = self._binding(key, len(arrays))
+        backend, stream, conv = self._target(arrays[0].device)
+        prim = [a.contiguous().clone() if k in b.outputs else a.contiguous() for k, a in enumerate(arrays)]
+        tans = {k: torch.zeros_like(prim[k]) for k in b.outputs if prim[k].is_floating_point()}
+        for k, t in enumerate(tangents):
+            if t is not None and prim[k].is_floating_point():
+                tans[k] = t.to(prim[k].dtype).contiguous().clone()
+        wrapped = [Duplicated(conv(p), conv(tans[k])) if k in tans else conv(p) for k, p in enumerate(prim)]
+        args = b.kernel_args(wrapped, floats, ints)
+        nd = b.geometry([tuple(a.shape) for a in arrays])
+        if interop.total_items(nd):
+            inst = self.kernel(backend)
+            autodiff(Forward, lambda *a: inst(*a, ndrange=nd, workgroupsize=b.workgroupsize, stream=stream), *args)
+        return [tans[k] if k in tans else torch.zeros_like(prim[k]) for k in b.outputs]
+
+    def _tangent_fake(self, arrays, tangents, floats, ints, key):
+        b = self._binding(key, len(arrays))
+        return [torch.empty_like(arrays[k], memory_format=torch.contiguous_format) for k in b.outputs]
+
     # --- autograd ----------------------------------------------------------------------------
 
     def _autograd_forward(self, keyset, arrays, floats, ints, key):
-        """The operator's Autograd kernel: recorded through :class:`_Grad` when a float
-        input requires grad, else straight to the device implementation."""
-        if torch.is_grad_enabled():
-            for t in arrays:
-                if t.requires_grad:
-                    return list(_Grad.apply(self, keyset, floats, ints, key, *arrays))
+        """The operator's Autograd kernel: recorded through :class:`_Grad` when autograd may
+        record the call (:func:`_may_record`), else straight to the device implementation."""
+        if _may_record(arrays):
+            if torch._C._are_functorch_transforms_active():
+                raise LaunchError(f"op {self.name}: torch.func transforms that differentiate (grad, vjp, jacrev, jvp, "
+                                  "jacfwd) reach the operator only through its Python wrapper, eagerly: not under "
+                                  "torch.compile and not through the raw torch.ops overload; use them without "
+                                  "torch.compile, or torch.autograd (backward, autograd.grad) under torch.compile")
+            # the single-level apply: inside the dispatcher, torch.func's route
+            # (custom_function_call) finds no kernel; a torch.func transform calls _Grad.apply
+            # before dispatching (__call__)
+            return list(_apply_here(_Grad, _Static(self, floats, ints, key, keyset), *arrays))
         with torch._C._AutoDispatchBelowAutograd():
             return self._op.redispatch(keyset & torch._C._after_autograd_keyset, arrays, floats, ints, key)
 
     def _autograd_backward_op(self, keyset, arrays, grads, floats, ints, key):
-        """The backward operator's Autograd kernel: its results are not differentiable again;
-        differentiating through them (double backward) raises :class:`_NoDoubleBackward`'s
-        error instead of giving silently wrong higher derivatives."""
+        """The backward operator's Autograd kernel (see :meth:`_autograd_derivative`)."""
+        return self._autograd_derivative(self._op_bwd, keyset, arrays, grads, floats, ints, key)
+
+    def _autograd_tangent_op(self, keyset, arrays, tangents, floats, ints, key):
+        """The forward-mode operator's Autograd kernel (see :meth:`_autograd_derivative`)."""
+        return self._autograd_derivative(self._op_jvp, keyset, arrays, tangents, floats, ints, key)
+
+    def _autograd_derivative(self, op, keyset, arrays, more, floats, ints, key):
+        """A derivative operator's Autograd kernel: its results are not differentiable again;
+        differentiating through them (double backward, forward over reverse, forward over
+        forward) raises :class:`_NoDoubleBackward`'s error instead of giving silently wrong
+        (zero) higher derivatives. Under ``torch.func``, :class:`_Grad` guards its results."""
         with torch._C._AutoDispatchBelowAutograd():
-            res = self._op_bwd.redispatch(keyset & torch._C._after_autograd_keyset, arrays, grads, floats, ints,
-                                          key)
-        if torch.is_grad_enabled() and any(t.requires_grad for t in (*arrays, *grads)):
-            res = list(_NoDoubleBackward.apply(self.name, len(res), *res, *arrays, *grads))
+            res = op.redispatch(keyset & torch._C._after_autograd_keyset, arrays, more, floats, ints, key)
+        if not torch._C._are_functorch_transforms_active():
+            res = _guard(self.name, res, [t for t in (*arrays, *more) if t is not None])
         return res
 
 
@@ -541,10 +589,16 @@ def _geometry_text(v) -> str:
     ``range(start, stop, step)``, anything else by its repr, for ``interop.bind`` to check.
     Plain string operations, so that TorchDynamo traces it without a graph break."""
     if isinstance(v, range):
-        return "range(" + str(v.start) + ", " + str(v.stop) + ", " + str(v.step) + ")"
+        return f"range({v.start}, {v.stop}, {v.step})"
     if isinstance(v, (tuple, list)):
         return "(" + "".join(_geometry_text(d) + ", " for d in v) + ")"
-    return repr(int(v) if isinstance(v, np.integer) else v)
+    if type(v) is not bool and isinstance(v, (int, np.integer, torch.SymInt)):
+        # f-strings, not repr(): under torch.compile a size computed from a shape is symbolic
+        # (dynamic shapes, also after an automatic recompile); formatting specializes it (a
+        # guard: a new value recompiles), where repr() was Dynamo's "repr_impl not
+        # implemented" (audit17a)
+        return f"{int(v)}"
+    return repr(v)
 
 
 def _geometry_value(node: ast.expr):
@@ -606,7 +660,7 @@ def _eager_direct(arrays) -> bool:
     """Whether an eager call may run the operator's CPU implementation directly: plain CPU
     tensors, no gradient to record, and nothing that intercepts operators (torch.compile
     tracing, torch function / dispatch modes such as FakeTensorMode, functorch transforms,
-    the profiler, TorchScript tracing), no lazily negated view (``is_neg()``, e.g. the
+    the profiler, TorchScript tracing, a forward-mode AD level), no lazily negated view (``is_neg()``, e.g. the
     ``.imag`` of a conjugate: the dispatcher materializes it) and only dense (strided)
     tensors (the dispatcher refuses sparse and MKL-DNN ones). Otherwise the call goes
     through the dispatcher."""
@@ -614,7 +668,7 @@ def _eager_direct(arrays) -> bool:
         return False
     C = torch._C
     if (C._len_torch_function_stack() or C._len_torch_dispatch_stack() or C._are_functorch_transforms_active()
-            or C._autograd._profiler_enabled() or C._get_tracing_state() is not None):
+            or C._autograd._profiler_enabled() or C._get_tracing_state() is not None or _fwad._current_level >= 0):
         return False
     strided = torch.strided
     if C.is_grad_enabled():
@@ -628,16 +682,41 @@ def _eager_direct(arrays) -> bool:
     return True
 
 
+class _Static:
+    """The static part of a call (one pytree leaf, so that torch.func's generated vmap rule
+    sees one non-tensor input, not lists of scalars): the operator, scalars and key, and the
+    dispatch key set when the Autograd kernel made it (the forward then redispatches below
+    autograd instead of a second trip through the dispatcher: 4 to 5 us per recorded call)."""
+    __slots__ = ("op", "floats", "ints", "key", "keyset")
+
+    def __init__(self, op: TorchOp, floats, ints, key: str, keyset=None):
+        self.op, self.floats, self.ints, self.key, self.keyset = op, floats, ints, key, keyset
+
+
 class _Grad(torch.autograd.Function):
-    """Autograd of ``ns::op``: the backward is ``ns::op_backward`` (the adjoint kernel)."""
+    """Autograd of ``ns::op``: the backward is ``ns::op_backward`` (the adjoint kernel), the
+    forward-mode derivative ``ns::op_jvp`` (the tangent kernel). Written with
+    ``setup_context`` and a generated vmap rule, so the ``torch.func`` transforms (``grad``,
+    ``vjp``, ``jacrev``, ``jvp``, ``jacfwd``, ``vmap`` of them) run it: each overload has a
+    vmap rule of its own (:func:`_vmap_per_element`)."""
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, op, keyset, floats, ints, key, *arrays):
-        with torch._C._AutoDispatchBelowAutograd():
-            outs = op._op.redispatch(keyset & torch._C._after_autograd_keyset, list(arrays), floats, ints, key)
+    def forward(static, *arrays):
+        op = static.op
+        if static.keyset is not None:       # from the Autograd kernel: below autograd, directly
+            with torch._C._AutoDispatchBelowAutograd():
+                return tuple(op._op.redispatch(static.keyset & torch._C._after_autograd_keyset, list(arrays),
+                                               static.floats, static.ints, static.key))
+        # (torch.func: grad mode is off in here, the Autograd kernel redispatches below autograd)
+        return tuple(op._op(list(arrays), static.floats, static.ints, static.key))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        static, *arrays = inputs
         ctx.save_for_backward(*arrays)
-        ctx.op, ctx.floats, ctx.ints, ctx.key = op, floats, ints, key
-        return tuple(outs)
+        ctx.save_for_forward(*arrays)
+        ctx.op, ctx.floats, ctx.ints, ctx.key = static.op, static.floats, static.ints, static.key
 
     @staticmethod
     def backward(ctx, *grads):
@@ -646,23 +725,107 @@ class _Grad(torch.autograd.Function):
         g = [torch.zeros_like(arrays[k], memory_format=torch.contiguous_format) if gr is None else gr
              for k, gr in zip(b.outputs, grads)]
         res = op._op_bwd(list(arrays), g, ctx.floats, ctx.ints, ctx.key)
-        return (None,) * 5 + tuple(r if a.is_floating_point() else None for r, a in zip(res, arrays))
+        if torch._C._are_functorch_transforms_active():   # torch.func.grad of torch.func.grad: refused
+            res = _guard(op.name, res, [*arrays, *g], _NoDoubleBackward.apply)
+        return (None,) + tuple(r if a.is_floating_point() else None for r, a in zip(res, arrays))
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        op, arrays = ctx.op, ctx.saved_tensors
+        b = op._binding(ctx.key, len(arrays))
+        tans = list(tangents[1:])
+        res = op._op_jvp(list(arrays), tans, ctx.floats, ctx.ints, ctx.key)
+        if torch._C._are_functorch_transforms_active():   # torch.func.jacfwd of torch.func.jacfwd: refused
+            res = _guard(op.name, res, [t for t in (*arrays, *tans) if t is not None], _NoDoubleBackward.apply)
+        return tuple(r if arrays[k].is_floating_point() else None for r, k in zip(res, b.outputs))
+
+
+def _guard(name: str, res, inputs, apply=None) -> list:
+    """A derivative operator's results ``res``, through :class:`_NoDoubleBackward` (connected
+    to ``inputs``) when autograd could differentiate them; ``apply``: how to apply it
+    (default :func:`_apply_here`, inside the dispatcher; ``_NoDoubleBackward.apply`` under
+    ``torch.func``, where the guard is needed whatever the inputs say)."""
+    if apply is None:
+        if not ((torch.is_grad_enabled() and any(t.requires_grad for t in inputs)) or _forward_ad_active()):
+            return res
+        return list(_apply_here(_NoDoubleBackward, name, len(res), *res, *inputs))
+    return list(apply(name, len(res), *res, *inputs))
+
+
+def _apply_here(fn, *args):
+    """``fn.apply(*args)`` recorded at the current autograd level (the single-level apply),
+    for calls inside the dispatcher: there, ``torch.autograd.Function.apply``'s route for
+    ``torch.func`` transforms (``custom_function_call``) finds no kernel or asks for
+    ``setup_context``; the transforms reach :class:`_Grad` through ``TorchOp.__call__``."""
+    return super(torch.autograd.Function, fn).apply(*args)
+
+
+def _forward_ad_active() -> bool:
+    """Whether a forward-mode AD level (``torch.autograd.forward_ad.dual_level``) or a
+    ``torch.func`` transform is active: a call's inputs may then carry tangents that autograd
+    must see (they were dropped silently, a zero tangent, before audit17a)."""
+    return (_fwad._current_level >= 0 and torch._C._is_fwd_grad_enabled()) \
+        or torch._C._are_functorch_transforms_active()
+
+
+def _may_record(arrays) -> bool:
+    """Whether autograd may record a call: an input requires grad (with grad mode on), or
+    forward-mode AD or a ``torch.func`` transform is active."""
+    if torch.is_grad_enabled():
+        for t in arrays:
+            if t.requires_grad:
+                return True
+    return _forward_ad_active()
+
+
+def _vmap_per_element(op, n_lists: int, templates, info, in_dims, *args):
+    """``torch.vmap`` of an overload whose first ``n_lists`` arguments are tensor lists (the
+    last argument is the key): the overload once per batch element (the batched tensors'
+    slices, the others as they are), each result stacked along dimension 0. An empty batch
+    gives empty results shaped like ``templates(key, unbatched arrays)``."""
+    lists = args[:n_lists]
+    dims = [d if d is not None else [None] * len(lst) for lst, d in zip(lists, in_dims[:n_lists])]
+
+    def element(i):
+        return [[t if t is None or d is None else t.select(d, i) for t, d in zip(lst, ds)]
+                for lst, ds in zip(lists, dims)]
+    per = [op(*element(i), *args[n_lists:]) for i in range(info.batch_size)]
+    if per:
+        outs = [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
+    else:
+        unbatched = [a if d is None else a.new_empty(a.shape[:d] + a.shape[d + 1:])
+                     for a, d in zip(lists[0], dims[0])]
+        outs = [t.new_empty((0, *t.shape)) for t in templates(args[-1], unbatched)]
+    return outs, [0] * len(outs)
 
 
 class _NoDoubleBackward(torch.autograd.Function):
     """Identity on the gradients ``ns::op_backward`` returns (the first ``n`` tensors),
-    connected to its inputs (the rest); differentiating it raises."""
+    connected to its inputs (the rest); differentiating it raises. Written with
+    ``setup_context`` so that ``torch.func.grad`` of ``torch.func.grad`` reaches the error."""
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, name, n, *tensors):
-        ctx.name = name
+    def forward(name, n, *tensors):
         return tuple(r.view_as(r) for r in tensors[:n])
 
     @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.name = inputs[0]
+
+    @staticmethod
     def backward(ctx, *grads):
-        raise LaunchError(f"op {ctx.name}: double backward (differentiating its gradient, e.g. after "
-                          "backward(create_graph=True)) is not supported: the gradient comes from "
-                          "tinykernels' adjoint kernel, which has no adjoint itself")
+        raise LaunchError(_no_second_order(ctx.name))
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise LaunchError(_no_second_order(ctx.name))
+
+
+def _no_second_order(name: str) -> str:
+    return (f"op {name}: double backward (differentiating its derivative, e.g. after backward(create_graph=True), "
+            "torch.func.grad of torch.func.grad, hessians, jacfwd of jacrev or of jacfwd) is not supported: the "
+            "derivatives come from tinykernels' adjoint and tangent kernels, which have no derivatives themselves")
 
 
 _NUMPY_DTYPES = frozenset([torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16,
