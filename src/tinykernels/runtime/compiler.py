@@ -58,11 +58,11 @@ def find_compiler() -> list | None:
     return None
 
 
-#: The kernel features (``runtime.base.kernel_features``: ``Kernel.uses`` and "float64") of each
+#: The kernel features (``runtime.base.kernel_features``: ``Kernel.uses`` and "permuted-doubles") of each
 #: probe scope but "all": a kernel gets the flags of every scope whose features it has
 #: (``Toolchain.kernel_flags``).
 SCOPE_FEATURES = {"grouped": frozenset({"barrier", "localmem", "collective", "uniform"}),   # work groups
-                  "float64": frozenset({"float64"})}
+                  "float64": frozenset({"permuted-doubles"})}   # may permute vectors of doubles
 
 
 @dataclass(frozen=True)
