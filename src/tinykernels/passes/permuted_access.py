@@ -6,8 +6,10 @@ Its vectorizers make a constant permutation when the lanes of a vector (items of
 a group's lanes, the unrolled iterations of a small loop) read or write elements in an order
 other than the lanes' own: a reversed or strided index, ``(j + 1) % 8``, ``j ^ 1``, ``j // 2``,
 constant positions of a small array. An index that moves one element per lane, in the lanes'
-order, makes none: ``x[i + c]`` (stencils), ``x[i * n + j]`` with ``n`` unknown to the compiler,
-``x[8 * i + j]`` with ``j`` over ``range(8)`` (the eight lanes of an item read in order).
+order, makes none: ``x[i + c]`` (stencils), ``x[j * n + i]`` or ``x[i * n + j]`` with ``n`` a
+runtime stride (no constant permutation), ``a[j]`` of a private array in a flat kernel.
+Not ``x[8 * i + j]``: the item loop's lanes are items, and that is an interleaved group GCC
+transposes with permutations.
 
 :func:`permuted_accesses` lists the accesses whose index is not provably such an index,
 conservatively: any non-affine index (a ``%``, a ``//``, a load, a local assigned twice) counts.
@@ -48,21 +50,18 @@ def _double_type(d) -> bool:
     return d is not None and d.is_float and (d.bits == 64 or d.is_storage_only)
 
 
-def permuted_accesses(k: N.Kernel) -> list:
-    """The loads, stores and atomics of ``k`` whose index may not be in the lanes' order."""
+def permuted_accesses(k: N.Kernel, grouped: bool = False) -> list:
+    """The loads, stores and atomics of ``k`` whose index may not be in the lanes' order
+    (``grouped``: ``k`` is compiled group by group, its items the lanes of a loop)."""
     counts = _assign_counts(k.body)
     defs = {s.var: s.value for s in N.walk_stmts(k.body) if isinstance(s, N.Assign) and counts[s.var] == 1}
-    loops = [s for s in N.walk_stmts(k.body) if isinstance(s, N.For) and counts[s.var] == 0]
-    env = _Env(defs, {s.var for s in loops})
-    for s in loops:     # a variable several loops share has their common trip count, if any
-        t = _trip(s, env)
-        env.trips[s.var] = t if env.trips.get(s.var, t) == t else None
+    env = _Env(defs, {s.var for s in N.walk_stmts(k.body) if isinstance(s, N.For) and counts[s.var] == 0})
     out = []
     for s in N.walk_stmts(k.body):
         accesses = [(s.array, s.index)] if isinstance(s, N.Store) else []
         accesses += [(x.array, x.index) for e in N.stmt_exprs(s) for x in N.walk_expr(e)
                      if isinstance(x, (N.Load, N.Atomic))]
-        out += [(arr, idx) for arr, idx in accesses if not in_lane_order(arr, idx, env)]
+        out += [(arr, idx) for arr, idx in accesses if not in_lane_order(arr, idx, env, grouped)]
     return out
 
 
@@ -84,7 +83,6 @@ class _Env:
 
     def __init__(self, defs: dict, loops: set):
         self.defs, self.loops = defs, loops
-        self.trips: dict = {}     # loop variable -> constant trip count of range(0, n, 1), or None
 
 
 def linear_form(e: N.Expr, env: _Env, seen: frozenset = frozenset()) -> dict | None:
@@ -178,44 +176,30 @@ def flat_form(arr: N.ArrayInfo, index: list, env: _Env) -> dict | None:
     return total
 
 
-def _trip(loop: N.For, env: _Env) -> int | None:
-    """The constant trip count of a loop ``for v in range(0, n, 1)``, else None."""
-    f = [linear_form(x, env) for x in (loop.start, loop.stop, loop.step)]
-    if any(x is None or not _uniform(x) or isinstance(x.get("", 0), str) for x in f):
-        return None
-    start, stop, step = (x.get("", 0) for x in f)
-    return stop if start == 0 and step == 1 else None
-
-
-def in_lane_order(arr: N.ArrayInfo, index: list, env: _Env) -> bool:
+def in_lane_order(arr: N.ArrayInfo, index: list, env: _Env, grouped: bool = False) -> bool:
     """Whether ``arr[index]`` reads or writes, lane by lane, elements in the lanes' own order.
 
     Global arrays (memory the compiler cannot scalarize): every varying value has coefficient 1
-    (any constant offset: ``x[i + 1]``), an unknown one (a runtime stride), or a constant ``C``
-    on a work-item index next to a ``range(C)`` loop variable with coefficient 1 (``x[C * i +
-    j]``: each item's ``C`` elements in order). Local and private arrays (small, their elements
-    may become registers): one element of its own per lane, ``a[j]``, or a single element
-    (a one-element array); a constant index into a longer array counts as permuted (the
-    elements of several lanes, read by position)."""
+    (any constant offset: ``x[i + 1]``) or an unknown one (a runtime stride: no constant
+    permutation). A constant coefficient does not count as in order, whatever it is with: the
+    item loop's lanes are items, so ``x[8 * i + j]`` over the unrolled ``j`` is an interleaved
+    group of eight, which GCC loads as eight vectors and transposes (vpermt2pd, vpermpd).
+    Local arrays: ``a[l]`` (one element of its own per lane, no offset) or a one-element array.
+    Private arrays: the same in a flat kernel; in a grouped kernel (``grouped``) only a
+    one-element array, as the lanes loop keeps each item's private array at a stride. A
+    constant index into a longer array counts as permuted (elements of several lanes read by
+    position)."""
     f = flat_form(arr, index, env)
     if f is None:
         return False
     varying = {k: v for k, v in f.items() if k != ""}
-    if arr.space != "global":
-        size = 1
-        for n in arr.shape:
-            size = size * n if isinstance(n, int) else None if size is None else size
-        if size == 1:
-            return True
-        return f.get("", 0) == 0 and len(varying) >= 1 and all(v == 1 for v in varying.values()) \
-            and len(varying) == 1
-    if not varying:
+    if arr.space == "global":
+        return all(c == 1 or c == UNKNOWN for c in varying.values())
+    size = 1
+    for n in arr.shape:
+        size = size * n if isinstance(n, int) and size is not None else None
+    if size == 1:
         return True
-    for sym, c in varying.items():
-        if c == 1 or c == UNKNOWN:
-            continue
-        if sym[0] == "index" and any(v == 1 and s[0] == "loop" and env.trips.get(s[1]) == c
-                                     for s, v in varying.items()):
-            continue
+    if grouped and arr.space == "private":
         return False
-    return True
+    return f.get("", 0) == 0 and len(varying) == 1 and next(iter(varying.values())) == 1

@@ -35,7 +35,7 @@ def kernel_features(ir: N.Kernel) -> frozenset:
     vector lanes' order (``passes.permuted_access``): the C compiler may then permute vectors
     of doubles."""
     from ..passes.permuted_access import computes_doubles, permuted_accesses
-    permuted = computes_doubles(ir) and bool(permuted_accesses(ir))
+    permuted = computes_doubles(ir) and bool(permuted_accesses(ir, bool(ir.uses & GROUPED_FEATURES)))
     return frozenset(ir.uses) | ({"permuted-doubles"} if permuted else frozenset())
 
 
