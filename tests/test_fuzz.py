@@ -1948,7 +1948,8 @@ def reversed_private_reads(o, x: tk.Const):
 @needs_cpu
 def test_the_float64_workaround_reaches_float64_kernels_only(monkeypatch):
     """The permute-v8df workaround (scope "float64": the miscompiled permutation is of eight
-    doubles) is given to a kernel computing in float64 and not to the same kernel in float32, nor
+    doubles) is given to a kernel computing in float64 at permuted indices (kernel feature
+    "permuted-doubles", passes/permuted_access.py) and not to the same kernel in float32, nor
     to the int8 GEMV (it keeps 512-bit vectors)."""
     from tinykernels import llm
     from tinykernels.runtime import compiler
@@ -1965,10 +1966,10 @@ def test_the_float64_workaround_reaches_float64_kernels_only(monkeypatch):
     w = np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32)
     llm.matmul(llm.quantize(w, "q8_0"), np.ones(64, np.float32), out=np.zeros(32, np.float32), exact=False)
     tc = compiler.toolchain()
-    assert seen["reversed_private_reads"] == [tc.kernel_flags({"float64"}), ()]
+    assert seen["reversed_private_reads"] == [tc.kernel_flags({"permuted-doubles"}), ()]
     assert all(f == () for f in seen.get("_gemv_rows_i8", []))     # (not compiled again if cached in-process)
-    assert tc.kernel_flags({"float64", "barrier"}) == tuple(dict.fromkeys(
-        tc.kernel_flags({"float64"}) + tc.kernel_flags({"barrier"})))
+    assert tc.kernel_flags({"permuted-doubles", "barrier"}) == tuple(dict.fromkeys(
+        tc.kernel_flags({"permuted-doubles"}) + tc.kernel_flags({"barrier"})))
 
 
 @needs_cpu

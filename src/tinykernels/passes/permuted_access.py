@@ -15,7 +15,7 @@ transposes with permutations.
 conservatively: any non-affine index (a ``%``, a ``//``, a load, a local assigned twice) counts.
 :func:`computes_doubles` says whether a kernel has 64-bit float values at all, including those
 the C prelude computes for float32 work (``exp``/``tanh``/``sigmoid`` of float32, normal random
-numbers, conversions to the 16- and 8-bit floats). A permutation may be of any element type at
+numbers). A permutation may be of any element type at
 the load and still end up on doubles (the vectorizer moves permutations across conversions), so
 the workaround goes to kernels with both.
 """
@@ -28,7 +28,9 @@ from ..ir import nodes as N
 #: A coefficient known to be a non-constant value for the C compiler (a runtime stride or extent).
 UNKNOWN = "unknown"
 #: Functions whose float32 (and narrower) forms the C prelude evaluates in double.
-DOUBLE_PRELUDE_FNS = frozenset({"exp", "tanh", "sigmoid"})
+#: (tk_exp_f32, tk_tanh_f32, sigmoid through exp; tk_rand_normal's log, sqrt and cos.) Narrow
+#: floats convert through float32, but for float64 -> float16, a float64 value already.
+DOUBLE_PRELUDE_FNS = frozenset({"exp", "tanh", "sigmoid", "rand_normal"})
 
 
 def computes_doubles(k: N.Kernel) -> bool:
@@ -41,13 +43,13 @@ def computes_doubles(k: N.Kernel) -> bool:
             for x in N.walk_expr(e):
                 if (x.ty is not None and _double_type(x.ty.dtype) and not x.ty.weak) \
                         or (isinstance(x, (N.Load, N.Atomic)) and _double_type(x.array.dtype)) \
-                        or (isinstance(x, N.Call) and (x.fn in DOUBLE_PRELUDE_FNS or x.fn.startswith("rand_"))):
+                        or (isinstance(x, N.Call) and x.fn in DOUBLE_PRELUDE_FNS):
                     return True
     return False
 
 
 def _double_type(d) -> bool:
-    return d is not None and d.is_float and (d.bits == 64 or d.is_storage_only)
+    return d is not None and d.is_float and d.bits == 64
 
 
 def permuted_accesses(k: N.Kernel, grouped: bool = False) -> list:
