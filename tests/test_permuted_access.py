@@ -179,3 +179,31 @@ def test_the_compile_command_has_the_workaround_for_permuted_kernels_only(monkey
     assert tc.kernel_flags({"permuted-doubles"}) == tc.kernel_flags(compiler.SCOPE_FEATURES["float64"])
     if dict(tc.scoped_flags).get("float64"):        # the probe found the miscompile here
         assert "-mprefer-vector-width=256" in seen["private_reads"][0]
+
+
+@needs_cpu
+def test_jax_kernel_cpu_libraries_follow_the_same_rule(monkeypatch):
+    """``jax_kernel``'s CPU libraries get the scoped flags by the same features
+    (``runtime.base.kernel_features``): none for the stencil, the float64 scope's for the
+    permuted kernel."""
+    jax = pytest.importorskip("jax")
+    import tinykernels.jax as tkjax
+    from tinykernels.runtime import compiler
+    if not hasattr(jax, "ffi"):
+        pytest.skip("jax.ffi needs jax >= 0.4.31")
+    jax.config.update("jax_enable_x64", True)
+    seen = {}
+    real = compiler.compile_library
+    monkeypatch.setattr(compiler, "compile_library",
+                        lambda src, name, extra_flags=(), tc=None: seen.setdefault(name, []).append(tuple(extra_flags))
+                        or real(src, name, extra_flags, tc))
+    tc = compiler.toolchain()
+    x = np.random.default_rng(5).uniform(-1, 1, 96)
+    o = tkjax.jax_kernel(stencil_1d, outputs=["o"])(np.zeros(90), x)
+    np.testing.assert_array_equal(np.asarray(o), x[:90] + x[2:92] - 2.0 * x[1:91])
+    o = tkjax.jax_kernel(private_reads, outputs=["o"], ndrange=12)(np.zeros(96), x, form=0)
+    a = (x * x).reshape(12, 8)
+    np.testing.assert_array_equal(np.asarray(o), (a[:, ::-1] * a).ravel())
+    scoped = {f for _, fl in tc.scoped_flags for f in fl}
+    assert not scoped & set(seen["stencil_1d"][0])
+    assert set(tc.kernel_flags({"permuted-doubles"})) <= set(seen["private_reads"][0])
