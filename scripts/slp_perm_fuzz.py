@@ -14,8 +14,11 @@ docs cite): reads of the private or local array *or straight from the global arr
 index forms (``j // 2``, ``j ^ 1``, interleaves and de-interleaves, strides 2..8 modulo n, a
 constant index, ``j + 1``), stores at permuted positions (into the second array and into the
 output), a flat form written out lane by lane with a constant index list (``b[0] = a[5] * a[2]``,
-...), and "mixed" kernels (float32 arrays, float64 private or local arrays: doubles inside a
-float32 kernel). Each kernel is also classified by the narrow rule (``runtime/base.py
+...), "mixed" kernels (float32 arrays, float64 private or local arrays: doubles inside a
+float32 kernel), and "stream" kernels (one element per item over 77 items, so that the loop
+vectorizer vectorizes the item loop: ``x[i + c]``, ``x[2 i + c]``, ``x[i ^ 1]``, ``x[i // 2]``,
+reversed, an 8 x 9 transpose, ``x[i * k + c]`` with a runtime ``k``; stores at ``i``, reversed or
+``i ^ 1``). Each kernel is also classified by the narrow rule (``runtime/base.py
 kernel_features``: "permuted-doubles", which gets ``-mprefer-vector-width=256``); the summary
 counts the flagged and unflagged kernels and the mismatches among each. With ``--flags ''`` every
 mismatch must be among the flagged kernels (the rule misses none); with the toolchain's choice
@@ -150,10 +153,26 @@ def wide_perm(rng: random.Random, n: int, kinds=FORMS) -> str:
     return f"(j + 1) % {n}"        # "shift": a rotation by one
 
 
+STREAM_ITEMS = 77       # "stream" kernels: enough items for the loop vectorizer's 8-lane body and a tail
+STREAM_FORMS = ("i + c", "i + c", "i + c", "2 * i + c", "3 * i + c", "i ^ 1", "i // 2", "rev", "(i % 8) * 9 + i // 8",
+                "i * k + c")
+
+
+def stream_index(rng: random.Random) -> str:
+    """An index of x in the item ``i`` for "stream" kernels (x holds 4 * STREAM_ITEMS + 16 elements;
+    ``k`` is a runtime argument, 1 or 2)."""
+    form = rng.choice(STREAM_FORMS)
+    c = rng.randrange(8)
+    if form == "rev":
+        return f"{STREAM_ITEMS - 1} - i + {c}"
+    return form.replace("c", str(c))
+
+
 @dataclass(frozen=True)
 class WideShape:
     """One kernel of the wide generator."""
-    kind: str           # "flat", "unrolled" (flat, written out lane by lane) or "grouped"
+    kind: str           # "flat", "unrolled" (flat, written out lane by lane), "grouped" or "stream" (one
+    #                     element per item, the item loop vectorized: x[i + c], x[2 i], x[i ^ 1], ...)
     mem: str            # where the reads come from: "private", "localmem" or "global"
     dtype: str          # "float64", "float32" or "mixed" (float32 arrays, float64 scratch)
     n: int
@@ -164,7 +183,14 @@ class WideShape:
 
 
 def random_wide_shape(rng: random.Random, only: str | None) -> WideShape:
-    kind = only or rng.choice(("flat", "flat", "unrolled", "grouped", "grouped"))
+    kind = only or rng.choice(("flat", "flat", "unrolled", "grouped", "grouped", "stream"))
+    if kind == "stream":
+        k = rng.randint(1, 3)
+        ordered = rng.random() < 0.3
+        reads = tuple(f"i + {rng.randrange(8)}" if ordered else stream_index(rng) for _ in range(k + 2))
+        out = "i" if ordered or rng.random() < 0.7 else rng.choice((f"{STREAM_ITEMS - 1} - i", "i ^ 1"))
+        return WideShape("stream", "global", rng.choice(("float64", "float64", "float32", "mixed")), 8, reads,
+                         tuple(rng.choice(CALLS) for _ in range(k)), "i", out)
     if kind == "flat" and only == "flat" and rng.random() < 0.25:
         kind = "unrolled"
     mem = rng.choice(("private", "global", "localmem") if kind == "grouped" else ("private", "global"))
@@ -194,6 +220,12 @@ def wide_source(s: WideShape) -> str:
     scratch = "tk.float64" if s.dtype == "mixed" else "x.dtype"
     widen = (lambda v: f"tk.float64({v})") if s.dtype == "mixed" else (lambda v: v)
     narrow = (lambda v: f"tk.float32({v})") if s.dtype == "mixed" else (lambda v: v)
+    if s.kind == "stream":
+        reads = [widen(f"x[{r}]") for r in s.reads]
+        lines = ["    i = tk.index()", f"    v = {reads[0]} * {reads[1]}"]
+        lines += [f"    v += {call_expr(c, r)}" for c, r in zip(s.calls, reads[2:])]
+        lines += [f"    o[{s.out}] = {narrow('v')}"]
+        return "\n".join(head[:-1] + ["def k(o, x: tk.Const, k):"] + lines) + "\n"
     grouped_local = s.kind == "grouped" and s.mem == "localmem"
     base = "(i - j)" if grouped_local else f"i * {s.n}"
 
@@ -261,7 +293,7 @@ def watch_rule() -> None:
 
 def run_one(seed: int, only: str | None, forms: str = "classic") -> tuple:
     """Shape, source and the elements where the CPU and the interpreter differ (beyond 1e-12 relative
-    in float64, 1e-5 in float32; infinities and NaNs must match) of seed ``seed``'s kernel."""
+    and absolute in float64, 1e-5 in float32; infinities and NaNs must match) of seed ``seed``'s kernel."""
     import tinykernels as tk
     from tinykernels.testing.fuzz.basics import load_kernel
     rng = random.Random(seed)
@@ -269,20 +301,23 @@ def run_one(seed: int, only: str | None, forms: str = "classic") -> tuple:
     text = source(s) if forms == "classic" else wide_source(s)
     kern = load_kernel(text, "k")
     local = s.kind == "grouped" and s.mem == "localmem"
-    items = 2 * s.n if local else 3
-    size = items if local else items * s.n
+    stream = s.kind == "stream"
+    items = STREAM_ITEMS if stream else 2 * s.n if local else 3
+    size = items if local or stream else items * s.n
     dtype = "float32" if s.dtype == "mixed" else s.dtype
-    x = np.random.default_rng(seed).uniform(-1, 1, size + 2 * s.n).astype(dtype)     # room for x[... + n]
+    room = 3 * STREAM_ITEMS + 16 if stream else 2 * s.n             # x[... + n], x[3 i + c]
+    x = np.random.default_rng(seed).uniform(-1, 1, size + room).astype(dtype)
+    extra = (1 + seed % 2,) if stream else ()                       # k of x[i * k + c]
     outs = []
     RULE["flagged"] = None
     for b in (tk.CPU(), tk.Interpreter()):
         o = np.zeros(size, dtype)
         inst = kern(b, s.n) if local else kern(b, 1) if s.kind == "grouped" else kern(b)
-        inst(o, x, ndrange=items)
+        inst(o, x, *extra, ndrange=items)
         outs.append(o.astype(np.float64))
     got, want = outs
-    tol = 1e-12 if s.dtype == "float64" else 1e-5
-    return s, text, np.flatnonzero(~np.isclose(got, want, rtol=tol, atol=0, equal_nan=True)).tolist()
+    tol = 1e-12 if s.dtype == "float64" else 1e-5      # also absolute: sums of O(1) terms may cancel
+    return s, text, np.flatnonzero(~np.isclose(got, want, rtol=tol, atol=tol, equal_nan=True)).tolist()
 
 
 def main(argv=None) -> int:
@@ -292,7 +327,8 @@ def main(argv=None) -> int:
     p.add_argument("--flags", default=None,
                    help="compile every kernel with these flags instead of the toolchain's miscompile workarounds "
                         "('' for none; default: the toolchain's choice)")
-    p.add_argument("--shape", choices=("flat", "grouped"), default=None, help="only this kind of kernel")
+    p.add_argument("--shape", choices=("flat", "grouped", "stream"), default=None, help="only this kind of kernel "
+                   "(stream: --forms all only)")
     p.add_argument("--show", action="store_true", help="print each mismatching kernel's source")
     p.add_argument("--forms", choices=("classic", "all"), default="classic",
                    help="the classic generator (the seeds docs/cpu.md cites) or the wide one")
