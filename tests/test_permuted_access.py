@@ -102,6 +102,18 @@ def _ir(kern, args, ndrange, *, wg=None):
     return inst._ir(norm, geom, ndim, ranges, w)
 
 
+def _spy_compiles(monkeypatch) -> tuple:
+    """({library name: [extra flags of each compile]}, the toolchain): records what
+    ``compile_library`` is given from now on."""
+    from tinykernels.runtime import compiler
+    seen: dict = {}
+    real = compiler.compile_library
+    monkeypatch.setattr(compiler, "compile_library",
+                        lambda src, name, extra_flags=(), tc=None: seen.setdefault(name, []).append(tuple(extra_flags))
+                        or real(src, name, extra_flags, tc))
+    return seen, compiler.toolchain()
+
+
 def _features(kern, args, ndrange, **kw):
     from tinykernels.runtime.base import kernel_features
     return kernel_features(_ir(kern, args, ndrange, **kw))
@@ -155,12 +167,7 @@ def test_the_compile_command_has_the_workaround_for_permuted_kernels_only(monkey
     float64 kernel those of the scope "float64" (``-mprefer-vector-width=256`` where the probe
     found GCC 12.2's miscompile, nothing on a compiler without it); results right either way."""
     from tinykernels.runtime import compiler
-    seen = {}
-    real = compiler.compile_library
-    monkeypatch.setattr(compiler, "compile_library",
-                        lambda src, name, extra=(), tc=None: seen.setdefault(name, []).append(tuple(extra))
-                        or real(src, name, extra, tc))
-    tc = compiler.toolchain()
+    seen, tc = _spy_compiles(monkeypatch)
     x = np.random.default_rng(3).uniform(-1, 1, 96)
     o = np.zeros(90)
     stencil_1d(tk.CPU())(o, x, ndrange=90)
@@ -192,12 +199,7 @@ def test_jax_kernel_cpu_libraries_follow_the_same_rule(monkeypatch):
     if not hasattr(jax, "ffi"):
         pytest.skip("jax.ffi needs jax >= 0.4.31")
     jax.config.update("jax_enable_x64", True)
-    seen = {}
-    real = compiler.compile_library
-    monkeypatch.setattr(compiler, "compile_library",
-                        lambda src, name, extra_flags=(), tc=None: seen.setdefault(name, []).append(tuple(extra_flags))
-                        or real(src, name, extra_flags, tc))
-    tc = compiler.toolchain()
+    seen, tc = _spy_compiles(monkeypatch)
     x = np.random.default_rng(5).uniform(-1, 1, 96)
     o = tkjax.jax_kernel(stencil_1d, outputs=["o"])(np.zeros(90), x)
     np.testing.assert_array_equal(np.asarray(o), x[:90] + x[2:92] - 2.0 * x[1:91])
