@@ -15,7 +15,7 @@ index forms (``j // 2``, ``j ^ 1``, interleaves and de-interleaves, strides 2..8
 constant index, ``j + 1``), stores at permuted positions (into the second array and into the
 output), a flat form written out lane by lane with a constant index list (``b[0] = a[5] * a[2]``,
 ...), "mixed" kernels (float32 arrays, float64 private or local arrays: doubles inside a
-float32 kernel), and "stream" kernels (one element per item over 77 items, so that the loop
+float32 kernel), and "stream" kernels (one element per item over 78 items, so that the loop
 vectorizer vectorizes the item loop: ``x[i + c]``, ``x[2 i + c]``, ``x[i ^ 1]``, ``x[i // 2]``,
 reversed, an 8 x 9 transpose, ``x[i * k + c]`` with a runtime ``k``; stores at ``i``, reversed or
 ``i ^ 1``). Each kernel is also classified by the narrow rule (``runtime/base.py
@@ -153,7 +153,7 @@ def wide_perm(rng: random.Random, n: int, kinds=FORMS) -> str:
     return f"(j + 1) % {n}"        # "shift": a rotation by one
 
 
-STREAM_ITEMS = 77       # "stream" kernels: enough items for the loop vectorizer's 8-lane body and a tail
+STREAM_ITEMS = 78       # "stream" kernels: enough items for the loop vectorizer's 8-lane body and a tail (even: i ^ 1)
 STREAM_FORMS = ("i + c", "i + c", "i + c", "2 * i + c", "3 * i + c", "i ^ 1", "i // 2", "rev", "(i % 8) * 9 + i // 8",
                 "i * k + c")
 
