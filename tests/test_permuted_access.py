@@ -84,6 +84,14 @@ def constant_rows(o, x: tk.Const):
 
 
 @tk.kernel
+def stride_n(o, x: tk.Const, n: tk.constexpr, m):
+    """x[i * n]: a constant stride when n is a constexpr (the C has the literal), an unknown one
+    when m is a runtime argument"""
+    i = tk.index()
+    o[i] = x[i * n] * x[i * m]
+
+
+@tk.kernel
 def reversed_global(o, x: tk.Const, n):
     i = tk.index()
     o[i] = x[n - 1 - i] * 2.0
@@ -149,6 +157,8 @@ def test_strided_reversed_and_constant_strides_are_permuted():
     assert "permuted-doubles" in _features(reversed_global, (np.zeros(96), x, 96), 96)
     # x[8 * i + j]: an interleaved group of eight per item, which GCC transposes with permutations
     assert "permuted-doubles" in _features(constant_rows, (np.zeros(96), x), 12)
+    assert "permuted-doubles" in _features(stride_n, (np.zeros(40), x, 2, 1), 40)
+    assert "permuted-doubles" not in _features(stride_n, (np.zeros(40), x, 1, 2), 40)
 
 
 @needs_cpu
