@@ -15,10 +15,9 @@ transposes with permutations.
 conservatively: any non-affine index (a ``%``, a ``//``, a load, a local assigned twice) counts.
 :func:`computes_doubles` says whether a kernel has 64-bit float values at all, including those
 the C prelude computes for float32 work (``exp``/``tanh``/``sigmoid`` of float32, normal random
-numbers). A permutation may be of any element type at
-the load and still end up on doubles (GCC's SLP pass may move a permutation through lane-wise
-operations, conversions among them: not seen, a precaution), so the workaround goes to kernels
-with both.
+numbers). A permutation may be of any element type at the load and still end up on doubles
+(GCC's SLP pass may move a permutation through lane-wise operations, conversions among them:
+not seen, a precaution), so the workaround goes to kernels with both.
 """
 from __future__ import annotations
 
