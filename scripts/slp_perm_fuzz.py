@@ -9,9 +9,25 @@ compared. ``--flags`` compiles every kernel with the given flags instead of the 
 miscompile workarounds (``''``: none, ``=-fno-tree-slp-vectorize``, ``=-mprefer-vector-width=256``),
 so that one seed range answers which flag choice is right.
 
+``--forms all`` (f64narrow17) widens the generator beyond the classic one above (whose seeds the
+docs cite): reads of the private or local array *or straight from the global array* at more
+index forms (``j // 2``, ``j ^ 1``, interleaves and de-interleaves, strides 2..8 modulo n, a
+constant index, ``j + 1``), stores at permuted positions (into the second array and into the
+output), a flat form written out lane by lane with a constant index list (``b[0] = a[5] * a[2]``,
+...), "mixed" kernels (float32 arrays, float64 private or local arrays: doubles inside a
+float32 kernel), and "stream" kernels (one element per item over 78 items, so that the loop
+vectorizer vectorizes the item loop: ``x[i + c]``, ``x[2 i + c]``, ``x[i ^ 1]``, ``x[i // 2]``,
+reversed, an 8 x 9 transpose, ``x[i * k + c]`` with a runtime ``k``; stores at ``i``, reversed or
+``i ^ 1``). Each kernel is also classified by the narrow rule (``runtime/base.py
+kernel_features``: "permuted-doubles", which gets ``-mprefer-vector-width=256``); the summary
+counts the flagged and unflagged kernels and the mismatches among each. With ``--flags ''`` every
+mismatch must be among the flagged kernels (the rule misses none); with the toolchain's choice
+there must be none.
+
     PYTHONPATH=src python3 scripts/slp_perm_fuzz.py --count 400 --seed 1000 --shape flat --flags ''
     PYTHONPATH=src python3 scripts/slp_perm_fuzz.py --count 1 --seed 1326 --flags=-fno-tree-slp-vectorize
     PYTHONPATH=src python3 scripts/slp_perm_fuzz.py --count 400 --seed 1000 --shape flat
+    PYTHONPATH=src python3 scripts/slp_perm_fuzz.py --count 600 --seed 20000 --forms all --flags ''
 
 Prints one line per mismatching kernel (seed, shape, the kernel's source with --show) and a
 summary; exit status 1 when any kernel mismatched. docs/cpu.md "Flags" has the results.
@@ -111,6 +127,139 @@ def source(s: Shape) -> str:
     return "\n".join(head + body) + "\n"
 
 
+FORMS = ("id", "rot", "rev", "stride", "xor", "revrot", "half", "pairswap", "interleave", "deinterleave",
+         "stride2", "const", "shift")
+BIJECTIVE = ("id", "rot", "rev", "stride", "xor", "revrot", "pairswap", "interleave", "deinterleave")
+
+
+def wide_perm(rng: random.Random, n: int, kinds=FORMS) -> str:
+    """An index expression in ``j`` over range(n) of the wide generator (``--forms all``);
+    ``kinds`` limits it (BIJECTIVE: a permutation of range(n), for stores)."""
+    kind = rng.choice(kinds)
+    if kind in ("rot", "rev", "stride", "xor", "revrot", "id"):
+        return perm_expr(random.Random(rng.random()), n) if kind != "id" else "j"
+    if kind == "half":
+        return "j // 2"
+    if kind == "pairswap":
+        return "j ^ 1"
+    if kind == "interleave":
+        return f"(j % 2) * {n // 2} + j // 2"
+    if kind == "deinterleave":
+        return f"(j * 2) % {n} + (j * 2) // {n}"
+    if kind == "stride2":
+        return f"(j * {rng.randint(2, 8)}) % {n}"
+    if kind == "const":
+        return str(rng.randrange(n))
+    return f"(j + 1) % {n}"        # "shift": a rotation by one
+
+
+STREAM_ITEMS = 78       # "stream" kernels: enough items for the loop vectorizer's 8-lane body and a tail (even: i ^ 1)
+STREAM_FORMS = ("i + c", "i + c", "i + c", "2 * i + c", "3 * i + c", "i ^ 1", "i // 2", "rev", "(i % 8) * 9 + i // 8",
+                "i * k + c")
+
+
+def stream_index(rng: random.Random) -> str:
+    """An index of x in the item ``i`` for "stream" kernels (x holds 4 * STREAM_ITEMS + 16 elements;
+    ``k`` is a runtime argument, 1 or 2)."""
+    form = rng.choice(STREAM_FORMS)
+    c = rng.randrange(8)
+    if form == "rev":
+        return f"{STREAM_ITEMS - 1} - i + {c}"
+    return form.replace("c", str(c))
+
+
+@dataclass(frozen=True)
+class WideShape:
+    """One kernel of the wide generator."""
+    kind: str           # "flat", "unrolled" (flat, written out lane by lane), "grouped" or "stream" (one
+    #                     element per item, the item loop vectorized: x[i + c], x[2 i], x[i ^ 1], ...)
+    mem: str            # where the reads come from: "private", "localmem" or "global"
+    dtype: str          # "float64", "float32" or "mixed" (float32 arrays, float64 scratch)
+    n: int
+    reads: tuple        # index expressions in j of the reads (unrolled: tuples of constants)
+    calls: tuple
+    store: str          # index expression of the store into b (a permutation of range(n))
+    out: str            # index expression of the output's store (a permutation)
+
+
+def random_wide_shape(rng: random.Random, only: str | None) -> WideShape:
+    kind = only or rng.choice(("flat", "flat", "unrolled", "grouped", "grouped", "stream"))
+    if kind == "stream":
+        k = rng.randint(1, 3)
+        ordered = rng.random() < 0.3
+        reads = tuple(f"i + {rng.randrange(8)}" if ordered else stream_index(rng) for _ in range(k + 2))
+        out = "i" if ordered or rng.random() < 0.7 else rng.choice((f"{STREAM_ITEMS - 1} - i", "i ^ 1"))
+        return WideShape("stream", "global", rng.choice(("float64", "float64", "float32", "mixed")), 8, reads,
+                         tuple(rng.choice(CALLS) for _ in range(k)), "i", out)
+    if kind == "flat" and only == "flat" and rng.random() < 0.25:
+        kind = "unrolled"
+    mem = rng.choice(("private", "global", "localmem") if kind == "grouped" else ("private", "global"))
+    n = rng.choice((4, 8, 8, 16))
+    k = rng.randint(1, 3)
+    ordered = rng.random() < 0.25          # only reads in the lanes' order (what the narrow rule leaves alone)
+    if kind == "unrolled":
+        reads = tuple(tuple(j if ordered or rng.random() >= 0.7 else rng.randrange(n) for j in range(n))
+                      for _ in range(k + 2))
+    elif ordered:
+        reads = tuple(rng.choice(("j", f"j + {rng.randint(1, n)}")) if mem == "global" else "j" for _ in range(k + 2))
+    else:
+        reads = tuple(wide_perm(rng, n) if mem != "global" or rng.random() < 0.8 else f"j + {rng.randint(1, n)}"
+                      for _ in range(k + 2))
+    calls = tuple(rng.choice(CALLS) for _ in range(k))
+    store = wide_perm(rng, n, BIJECTIVE) if rng.random() < 0.3 and not ordered else "j"
+    out = wide_perm(rng, n, BIJECTIVE) if rng.random() < 0.2 and not ordered else "j"
+    return WideShape(kind, mem, rng.choice(("float64", "float64", "float32", "mixed")), n, reads, calls,
+                     store, out)
+
+
+def wide_source(s: WideShape) -> str:
+    """The module text of the wide shape ``s``'s kernel ``k``."""
+    head = ["import math", "import tinykernels as tk", "", "",
+            "@tk.func", "def g(v):", "    return math.sin(v) * 0.5 + v", "", "", "@tk.kernel",
+            "def k(o, x: tk.Const):"]
+    scratch = "tk.float64" if s.dtype == "mixed" else "x.dtype"
+    widen = (lambda v: f"tk.float64({v})") if s.dtype == "mixed" else (lambda v: v)
+    narrow = (lambda v: f"tk.float32({v})") if s.dtype == "mixed" else (lambda v: v)
+    if s.kind == "stream":
+        reads = [widen(f"x[{r}]") for r in s.reads]
+        lines = ["    i = tk.index()", f"    v = {reads[0]} * {reads[1]}"]
+        lines += [f"    v += {call_expr(c, r)}" for c, r in zip(s.calls, reads[2:])]
+        lines += [f"    o[{s.out}] = {narrow('v')}"]
+        return "\n".join(head[:-1] + ["def k(o, x: tk.Const, k):"] + lines) + "\n"
+    grouped_local = s.kind == "grouped" and s.mem == "localmem"
+    base = "(i - j)" if grouped_local else f"i * {s.n}"
+
+    def read(p) -> str:
+        return widen(f"x[{base} + ({p})]") if s.mem == "global" else f"a[{p}]"
+
+    def body(j: str, reads: list, target: str, indent: str) -> list:
+        first = f"{reads[0]} * {reads[1]}"
+        return [f"{indent}{target} = {first}"] + [f"{indent}{target} += {call_expr(c, r)}"
+                                                  for c, r in zip(s.calls, reads[2:])]
+    if grouped_local:
+        lines = [f"    a = tk.localmem({scratch}, {s.n})", f"    b = tk.localmem({scratch}, {s.n})",
+                 "    j = tk.index(tk.Local, tk.Linear)", "    i = tk.index()",
+                 f"    a[j] = {widen('x[i]')} * {widen('x[i]')}", "    tk.synchronize()"]
+        lines += body("j", [read(p) for p in s.reads], f"b[{s.store}]", "    ")
+        lines += ["    tk.synchronize()", f"    o[(i - j) + {s.out}] = {narrow('b[j]')}"]
+        return "\n".join(head + lines) + "\n"
+    lines = [f"    a = tk.private({scratch}, {s.n})", f"    b = tk.private({scratch}, {s.n})"]
+    if s.kind == "grouped":
+        lines.insert(0, f"    sh = tk.localmem({scratch}, 1)")
+    lines += ["    i = tk.index()", f"    for j in range({s.n}):",
+              f"        a[j] = {widen(f'x[i * {s.n} + j]')} * {widen(f'x[i * {s.n} + j]')}"]
+    if s.kind == "unrolled":
+        for j in range(s.n):
+            lines += body(str(j), [read(r[j]) for r in s.reads], f"b[{j}]", "    ")
+    else:
+        lines += [f"    for j in range({s.n}):"] + body("j", [read(p) for p in s.reads], f"b[{s.store}]", "        ")
+    tail = " + sh[0] * 0.0" if s.kind == "grouped" else ""
+    if s.kind == "grouped":
+        lines += ["    sh[0] = a[0]", "    tk.synchronize()"]
+    lines += [f"    for j in range({s.n}):", f"        o[i * {s.n} + {s.out}] = {narrow(f'b[j]{tail}')}"]
+    return "\n".join(head + lines) + "\n"
+
+
 def set_kernel_flags(flags: str | None) -> None:
     """Compile every kernel with ``flags`` (a space-separated string) in place of the toolchain's
     miscompile workarounds (the probes' flags, for all kernels and for grouped ones); None: keep
@@ -126,28 +275,49 @@ def set_kernel_flags(flags: str | None) -> None:
     compiler.toolchain = lambda: patched
 
 
-def run_one(seed: int, only: str | None) -> tuple[Shape, str, list]:
+RULE = {"flagged": None}     # the narrow rule's verdict on the last compiled kernel
+
+
+def watch_rule() -> None:
+    """Record, for each compiled kernel, whether the narrow rule (``kernel_features``: the feature
+    "permuted-doubles") gives it the permutation workaround."""
+    from tinykernels.runtime import cpu
+    real = cpu.kernel_features
+
+    def features(ir):
+        f = real(ir)
+        RULE["flagged"] = "permuted-doubles" in f
+        return f
+    cpu.kernel_features = features
+
+
+def run_one(seed: int, only: str | None, forms: str = "classic") -> tuple:
     """Shape, source and the elements where the CPU and the interpreter differ (beyond 1e-12 relative
-    in float64, 1e-5 in float32; infinities and NaNs must match) of seed ``seed``'s kernel."""
+    and absolute in float64, 1e-5 in float32; infinities and NaNs must match) of seed ``seed``'s kernel."""
     import tinykernels as tk
     from tinykernels.testing.fuzz.basics import load_kernel
     rng = random.Random(seed)
-    s = random_shape(rng, only)
-    text = source(s)
+    s = random_shape(rng, only) if forms == "classic" else random_wide_shape(rng, only)
+    text = source(s) if forms == "classic" else wide_source(s)
     kern = load_kernel(text, "k")
-    items = 2 * s.n if s.kind == "grouped" and s.mem == "localmem" else 3
-    size = items if s.kind == "grouped" and s.mem == "localmem" else items * s.n
-    x = np.random.default_rng(seed).uniform(-1, 1, size).astype(s.dtype)
+    local = s.kind == "grouped" and s.mem == "localmem"
+    stream = s.kind == "stream"
+    items = STREAM_ITEMS if stream else 2 * s.n if local else 3
+    size = items if local or stream else items * s.n
+    dtype = "float32" if s.dtype == "mixed" else s.dtype
+    room = 3 * STREAM_ITEMS + 16 if stream else 2 * s.n             # x[... + n], x[3 i + c]
+    x = np.random.default_rng(seed).uniform(-1, 1, size + room).astype(dtype)
+    extra = (1 + seed % 2,) if stream else ()                       # k of x[i * k + c]
     outs = []
+    RULE["flagged"] = None
     for b in (tk.CPU(), tk.Interpreter()):
-        o = np.zeros(size, s.dtype)
-        inst = kern(b, s.n) if s.kind == "grouped" and s.mem == "localmem" else \
-            kern(b, 1) if s.kind == "grouped" else kern(b)
-        inst(o, x, ndrange=items)
+        o = np.zeros(size, dtype)
+        inst = kern(b, s.n) if local else kern(b, 1) if s.kind == "grouped" else kern(b)
+        inst(o, x, *extra, ndrange=items)
         outs.append(o.astype(np.float64))
     got, want = outs
-    tol = 1e-12 if s.dtype == "float64" else 1e-5
-    return s, text, np.flatnonzero(~np.isclose(got, want, rtol=tol, atol=0, equal_nan=True)).tolist()
+    tol = 1e-12 if s.dtype == "float64" else 1e-5      # also absolute: sums of O(1) terms may cancel
+    return s, text, np.flatnonzero(~np.isclose(got, want, rtol=tol, atol=tol, equal_nan=True)).tolist()
 
 
 def main(argv=None) -> int:
@@ -157,19 +327,30 @@ def main(argv=None) -> int:
     p.add_argument("--flags", default=None,
                    help="compile every kernel with these flags instead of the toolchain's miscompile workarounds "
                         "('' for none; default: the toolchain's choice)")
-    p.add_argument("--shape", choices=("flat", "grouped"), default=None, help="only this kind of kernel")
+    p.add_argument("--shape", choices=("flat", "grouped", "stream"), default=None, help="only this kind of kernel "
+                   "(stream: --forms all only)")
     p.add_argument("--show", action="store_true", help="print each mismatching kernel's source")
+    p.add_argument("--forms", choices=("classic", "all"), default="classic",
+                   help="the classic generator (the seeds docs/cpu.md cites) or the wide one")
     a = p.parse_args(argv)
     set_kernel_flags(a.flags)
-    bad = 0
+    watch_rule()
+    bad, flagged, bad_flagged = 0, 0, 0
     for seed in range(a.seed, a.seed + a.count):
-        s, text, wrong = run_one(seed, a.shape)
+        s, text, wrong = run_one(seed, a.shape, a.forms)
+        flagged += bool(RULE["flagged"])
         if wrong:
             bad += 1
-            print(f"MISMATCH seed {seed} elements {wrong[:16]} {s}", flush=True)
+            bad_flagged += bool(RULE["flagged"])
+            print(f"MISMATCH seed {seed} elements {wrong[:16]} rule={'flagged' if RULE['flagged'] else 'NOT flagged'} "
+                  f"{s}", flush=True)
             if a.show:
                 print(text)
-    print(f"{a.count} kernels, {bad} mismatches (--flags {a.flags!r}, shape {a.shape or 'any'})")
+        if (seed - a.seed + 1) % 250 == 0:
+            print(f"... {seed - a.seed + 1} kernels, {bad} mismatches", flush=True)
+    print(f"{a.count} kernels, {bad} mismatches (--flags {a.flags!r}, shape {a.shape or 'any'}, forms {a.forms}); "
+          f"narrow rule: {flagged} flagged ({bad_flagged} of the mismatches), {a.count - flagged} not "
+          f"({bad - bad_flagged} of the mismatches)")
     return 1 if bad else 0
 
 

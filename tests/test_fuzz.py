@@ -1936,6 +1936,71 @@ def test_bug_gcc_slp_permute_flat_kernel_permuted_private_reads_with_calls(b):
 
 
 @tk.kernel
+def strided_private_reads_with_exp(o, x: tk.Const):
+    """slp_perm_fuzz.py --forms all seed 20256 (f64narrow17): sixteen doubles per item read at
+    (4 j) % 16; without the workaround items' elements 11 and 12 came out wrong"""
+    a = tk.private(x.dtype, 16)
+    b = tk.private(x.dtype, 16)
+    i = tk.index()
+    for j in range(16):
+        a[j] = x[i * 16 + j] * x[i * 16 + j]
+    for j in range(16):
+        b[j] = a[(j * 4) % 16] * a[j]
+        b[j] += math.exp(a[j])
+    for j in range(16):
+        o[i * 16 + j] = b[j]
+
+
+@tk.kernel
+def interleaved_private_reads_in_groups(o, x: tk.Const):
+    """slp_perm_fuzz.py --forms all seed 40205 (f64narrow17): a grouped kernel's private arrays
+    read at j ^ 1, an interleave, 7 j % 8 and 7 - j; without the workaround element 3 was wrong"""
+    sh = tk.localmem(x.dtype, 1)
+    a = tk.private(x.dtype, 8)
+    b = tk.private(x.dtype, 8)
+    i = tk.index()
+    for j in range(8):
+        a[j] = x[i * 8 + j] * x[i * 8 + j]
+    for j in range(8):
+        b[j] = a[j ^ 1] * a[(j % 2) * 4 + j // 2]
+        b[j] += math.fmod(a[(j * 7) % 8], 0.37)
+        b[j] += (a[7 - j] * a[7 - j])
+        b[j] += math.fmod(a[(j % 2) * 4 + j // 2], 0.37)
+    sh[0] = a[0]
+    tk.synchronize()
+    for j in range(8):
+        o[i * 8 + j] = b[j] + sh[0] * 0.0
+
+
+# fixed: gcc-slp-permute
+# (f64narrow17: found without the workaround by the wide generator; the narrow rule marks it)
+@needs_cpu
+@pytest.mark.parametrize("b", [tk.CPU(), INTERP], ids=lambda b: b.name)
+def test_bug_gcc_slp_permute_strided_private_reads_of_sixteen(b):
+    x = np.random.default_rng(20256).uniform(-1, 1, 48)
+    o = np.zeros(48)
+    strided_private_reads_with_exp(b)(o, x, ndrange=3)
+    a = (x * x).reshape(3, 16)
+    want = a[:, [(j * 4) % 16 for j in range(16)]] * a + np.exp(a)
+    np.testing.assert_allclose(o, want.ravel(), rtol=1e-14, atol=0)
+
+
+# fixed: gcc-slp-permute
+@needs_cpu
+@pytest.mark.parametrize("b", [tk.CPU(), INTERP], ids=lambda b: b.name)
+def test_bug_gcc_slp_permute_interleaved_private_reads_in_a_grouped_kernel(b):
+    x = np.random.default_rng(40205).uniform(-1, 1, 24)
+    o = np.zeros(24)
+    interleaved_private_reads_in_groups(b, 1)(o, x, ndrange=3)
+    a = _rows(x)
+    perm = lambda f: a[:, [f(j) for j in range(8)]]     # noqa: E731
+    il = perm(lambda j: (j % 2) * 4 + j // 2)
+    want = perm(lambda j: j ^ 1) * il + np.fmod(perm(lambda j: j * 7 % 8), 0.37) + perm(lambda j: 7 - j) ** 2 \
+        + np.fmod(il, 0.37)
+    np.testing.assert_allclose(o, want.ravel(), rtol=1e-14, atol=0)
+
+
+@tk.kernel
 def reversed_private_reads(o, x: tk.Const):
     i = tk.index()
     a = tk.private(x.dtype, 8)
@@ -1948,7 +2013,8 @@ def reversed_private_reads(o, x: tk.Const):
 @needs_cpu
 def test_the_float64_workaround_reaches_float64_kernels_only(monkeypatch):
     """The permute-v8df workaround (scope "float64": the miscompiled permutation is of eight
-    doubles) is given to a kernel computing in float64 and not to the same kernel in float32, nor
+    doubles) is given to a kernel computing in float64 at permuted indices (kernel feature
+    "permuted-doubles", passes/permuted_access.py) and not to the same kernel in float32, nor
     to the int8 GEMV (it keeps 512-bit vectors)."""
     from tinykernels import llm
     from tinykernels.runtime import compiler
@@ -1965,10 +2031,10 @@ def test_the_float64_workaround_reaches_float64_kernels_only(monkeypatch):
     w = np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32)
     llm.matmul(llm.quantize(w, "q8_0"), np.ones(64, np.float32), out=np.zeros(32, np.float32), exact=False)
     tc = compiler.toolchain()
-    assert seen["reversed_private_reads"] == [tc.kernel_flags({"float64"}), ()]
+    assert seen["reversed_private_reads"] == [tc.kernel_flags({"permuted-doubles"}), ()]
     assert all(f == () for f in seen.get("_gemv_rows_i8", []))     # (not compiled again if cached in-process)
-    assert tc.kernel_flags({"float64", "barrier"}) == tuple(dict.fromkeys(
-        tc.kernel_flags({"float64"}) + tc.kernel_flags({"barrier"})))
+    assert tc.kernel_flags({"permuted-doubles", "barrier"}) == tuple(dict.fromkeys(
+        tc.kernel_flags({"permuted-doubles"}) + tc.kernel_flags({"barrier"})))
 
 
 @needs_cpu

@@ -28,23 +28,18 @@ DEFAULT_WORKGROUP = {1: (256,), 2: (16, 16), 3: (4, 8, 8)}
 GROUPED_FEATURES = SCOPE_FEATURES["grouped"]     # need the group-by-group code shape
 
 
-def _touches_float64(s: N.Stmt) -> bool:
-    """Whether statement ``s`` (not its nested statements) computes, loads or stores a float64 value."""
-    arr = getattr(s, "array", None)
-    if arr is not None and arr.dtype == D.float64:
-        return True
-    return any((x.ty is not None and x.ty.dtype == D.float64 and not x.ty.weak)
-               or (isinstance(x, (N.Load, N.Atomic)) and x.array.dtype == D.float64)
-               for e in N.stmt_exprs(s) for x in N.walk_expr(e))
-
-
 def kernel_features(ir: N.Kernel) -> frozenset:
     """The features of the kernel ``ir`` as compiled (after every pass) for the C compiler's
-    scoped flags (``Toolchain.kernel_flags``): its ``uses``, and "float64" where it computes,
-    loads or stores float64 values (the C compiler may then vectorize in vectors of doubles;
-    autodiff's float64 partial sums of a float32 kernel count)."""
-    f64 = any(_touches_float64(s) for s in N.walk_stmts(ir.body))
-    return frozenset(ir.uses) | ({"float64"} if f64 else frozenset())
+    scoped flags (``Toolchain.kernel_flags``): its ``uses``, and "permuted-doubles" where it
+    computes with 64-bit floats (float64 values, autodiff's float64 partial sums of a float32
+    kernel, the prelude's double evaluations) and has an access whose index may not follow the
+    vector lanes' order (``passes.permuted_access``): the C compiler may then permute vectors
+    of doubles."""
+    from ..passes.permuted_access import computes_doubles, permuted_accesses
+    permuted = computes_doubles(ir) and bool(permuted_accesses(ir, bool(ir.uses & GROUPED_FEATURES)))
+    return frozenset(ir.uses) | ({"permuted-doubles"} if permuted else frozenset())
+
+
 RECORDERS: list = []      # active tk.autodiff recordings (innermost last); launches go through them
 
 _STREAMS: dict = {}            # explicit cache: backend key -> StreamSet

@@ -58,11 +58,11 @@ def find_compiler() -> list | None:
     return None
 
 
-#: The kernel features (``runtime.base.kernel_features``: ``Kernel.uses`` and "float64") of each
+#: The kernel features (``runtime.base.kernel_features``: ``Kernel.uses`` and "permuted-doubles") of each
 #: probe scope but "all": a kernel gets the flags of every scope whose features it has
 #: (``Toolchain.kernel_flags``).
 SCOPE_FEATURES = {"grouped": frozenset({"barrier", "localmem", "collective", "uniform"}),   # work groups
-                  "float64": frozenset({"float64"})}
+                  "float64": frozenset({"permuted-doubles"})}   # may permute vectors of doubles
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,7 @@ int main(void) {
 # unrolled item loop after a barrier, b[l] = a[(l + 1) % 8] * a[l] + sin(a[7 - l]) over local
 # memory, packed by basic-block SLP into 512-bit vectors: two of the eight items got their
 # neighbours' values. With the flags of the probe above (256-bit vectors) it runs right;
-# elsewhere (another compiler or CPU where only this shape fails) float64 kernels get the
+# elsewhere (another compiler or CPU where only this shape fails) the float64 scope gets the
 # first of its fixes that works.
 _SLP_PERMUTE_PROBE = r"""
 #include <math.h>
@@ -267,7 +267,8 @@ int main(void) {
 
 #: (name, probe program, candidate flags that avoid the miscompile in order of preference, scope):
 #: scope "all" adds the flags to every kernel, another scope (SCOPE_FEATURES: "grouped",
-#: "float64") only to kernels with its features. Probes run in order, each with the flags its
+#: "float64": kernels that may permute vectors of doubles, passes/permuted_access.py) only to
+#: kernels with its features. Probes run in order, each with the flags its
 #: scope already has from the probes before it: where "permute-v8df" finds its fix, "slp-permute" runs right with it and adds
 #: nothing, so every kernel keeps basic-block SLP (the int8 GEMVs' lane loops need it: 1.5x
 #: slower without it, idle A/B, docs/cpu.md "Flags").

@@ -105,8 +105,10 @@ FIXED_BUGS = {
                         "a[l]; b[l] += sin(a[7 - l])` over local memory (found by audit16a as a wrong gradient) and "
                         "flat kernels' loops over tk.private arrays (slpfuzz16, scripts/slp_perm_fuzz.py)",
         "worked around: the compiler probes (runtime/compiler.py _NATIVE_PROBES permute-v8df, slp-permute) run "
-        "those shapes at the first use and, where they come out wrong, kernels that compute in float64 are "
-        "compiled with -mprefer-vector-width=256 (no eight-double vectors; -fno-tree-slp-vectorize does not "
+        "those shapes at the first use and, where they come out wrong, kernels that compute with doubles and "
+        "access an array at an index that may not follow the vector lanes' order (passes/permuted_access.py, "
+        "feature 'permuted-doubles'; f64narrow17: stencils and other unit-stride kernels keep 512-bit vectors) "
+        "are compiled with -mprefer-vector-width=256 (no eight-double vectors; -fno-tree-slp-vectorize does not "
         "fix the flat shape, loop-aware SLP makes the same permutation)"),
     # found by the autodiff mode (--grad, gradgen.py); regression tests in tests/test_fuzz_grad.py
     'ad-unused-scalar-partial': ("reverse mode: a differentiated float scalar that nothing differentiable "
