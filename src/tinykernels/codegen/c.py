@@ -19,6 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.grouporder import rows_first_when_streamed
+from ..passes.gridstride import strided_reads
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
 from ..passes.prefetch import has_loop, next_rows, reads_rows
 from ..passes.rowdiv import row_divisions, row_loads
@@ -174,6 +175,37 @@ TK_INLINE void tk_pf_plan(tk_pf *f, uint64_t trips, uint64_t loops) {
 /* One iteration: prefetch its share of lines (into L2: the current row stays in L1). */
 TK_INLINE void tk_pf_step(tk_pf *f) {
     for (uint64_t k = 0; k < f->per && f->p < f->e; ++k, f->p += 64) __builtin_prefetch(f->p, 0, 2);
+}
+"""
+
+# Grid-stride prefetch (passes/gridstride.py): a strided loop's reads, fetched a few iterations
+# ahead when consecutive iterations are far apart (the hardware prefetchers do not follow).
+_GRIDSTRIDE = """\
+/* Whether a read at x (iteration 0) and y (iteration 1), the group reading span bytes of it per
+   iteration, strides far enough to prefetch: 512-byte steps over 256-byte spans the hardware
+   follows, 1 KiB ones it does not (measured, docs/cpu.md "Grid-stride loops"). */
+TK_INLINE int tk_gs_far(const void *x, const void *y, int64_t span) {
+    const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y, d = a > b ? a - b : b - a;
+    return d >= 1024 && d >= 2 * (uint64_t)span;
+}
+/* The bytes from x to y (either order) that a group reads of one read per iteration. */
+TK_INLINE int64_t tk_gs_span(const void *x, const void *y, int64_t itemsize) {
+    const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
+    return (int64_t)(a > b ? a - b : b - a) + itemsize;
+}
+/* How many iterations ahead to prefetch when an iteration reads `bytes`: about 4 KiB in flight
+   (at least 2, at most 32 iterations). */
+TK_INLINE uint64_t tk_gs_dist(int64_t bytes) {
+    const int64_t lines = (bytes + 63) / 64, d = 64 / (lines > 0 ? lines : 1);
+    return (uint64_t)(d < 2 ? 2 : d > 32 ? 32 : d);
+}
+/* Prefetch (into L2) the lines from x to y, either order; a range over 1 KiB (a read that is not
+   contiguous across the group) only at its ends. */
+TK_INLINE void tk_gs_fetch(const void *x, const void *y) {
+    uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
+    if (a > b) { const uintptr_t t = a; a = b; b = t; }
+    if (b - a > 1024) { __builtin_prefetch(x, 0, 2); __builtin_prefetch(y, 0, 2); return; }
+    for (a &= ~(uintptr_t)63; a <= b; a += 64) __builtin_prefetch((const void *)a, 0, 2);
 }
 """
 
@@ -845,6 +877,7 @@ class CRenderer(CLikeRenderer):
         self.pf_rows = next_rows(kernel, plan is not None, ranges)
         self.pf_left = 0                    # loops that will step the cursors, from here to the end
         self.pf_first = False               # the next stepping loop is the first over the row
+        self.gridstride = False             # a strided loop prefetches ahead: include _GRIDSTRIDE
 
     # --- names ---------------------------------------------------------------------------
 
@@ -1310,9 +1343,13 @@ class CRenderer(CLikeRenderer):
                    f"const {ct} {n}_p = {self.expr(s.step)};")
             self.w(f"  const uint64_t {n}_n = {trips(f'{n}_s', f'{n}_e', f'{n}_p')};")
             pf = self.prefetch_plan(s, f"{n}_n")
+            gs = self.lanes_stride_start(s, f"{n}_n", lambda at: f"({ct})((uint64_t){n}_s + ({at}) * (uint64_t){n}_p)",
+                                         ct, tt)
             self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_n; ++{tt}) {{")
             self.depth += 1
             self.prefetch_step(pf)
+            if gs is not None:
+                self.stride_step(*gs)
             self.w(f"const {ct} {n}_v = ({ct})((uint64_t){n}_s + {tt} * (uint64_t){n}_p);")
             saved_lv = self.lane_vars.get(s.var, False)
             self.lane_vars[s.var] = None
@@ -1348,9 +1385,16 @@ class CRenderer(CLikeRenderer):
             self.w(f"{n}_tr[tk_lid] = {n}_c;")
         self.lane_items(None, prologue)
         pf = self.prefetch_plan(s, f"{n}_hi")
+        gs = None
+        if inline:
+            gs = self.lanes_stride_start(
+                s, f"{n}_hi", lambda at: f"({ct})((uint64_t)({self.expr(s.start)}) + ({at}) * (uint64_t)({self.expr(s.step)}))",
+                ct, tt)
         self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_hi; ++{tt}) {{")
         self.depth += 1
         self.prefetch_step(pf)
+        if gs is not None:
+            self.stride_step(*gs)
         self.w(f"const int {n}_full = {tt} < {n}_lo; (void){n}_full;")
         inner = f"{tt} < {n}_tr[tk_lid]"
         sub_mask = f"({n}_full || {inner})" if mask is None else inner
@@ -1690,7 +1734,7 @@ class CRenderer(CLikeRenderer):
                 portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "",
                 _HALVES if self.half_loads else "", _BYTE_RUNS if self.byte_runs else "", "" if k.fastmath else _EXP_F32,
                 _DEBUG if k.debug else "", (_STREAM + (_LUT16 if self.lut16 else "")) if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
-                _PREFETCH if self.pf_rows else "",
+                _PREFETCH if self.pf_rows else "", _GRIDSTRIDE if self.gridstride else "",
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))
                 + "".join(tile_transpose_helper(n, True) for n in sorted(self.tr_streams))]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
@@ -1867,11 +1911,123 @@ class CRenderer(CLikeRenderer):
         if on:
             self.w(" ".join(f"tk_pf_step(&tk_pf{n});" for n in range(len(self.pf_rows))))
 
-    def loop_started(self, s: N.For, trips: str):
-        return self.prefetch_plan(s, trips) if self.plan is None else False
+    def loop_started(self, s: N.For, trips: str, names=None):
+        pf = self.prefetch_plan(s, trips) if self.plan is None else False
+        gs = self.item_stride_start(s, trips, names) if names is not None else None
+        return pf if gs is None else (pf, gs)
 
     def loop_iteration(self, state) -> None:
-        self.prefetch_step(state)
+        pf, gs = state if isinstance(state, tuple) else (state, None)
+        self.prefetch_step(pf)
+        if gs is not None:
+            self.stride_step(*gs)
+
+    # --- grid-stride prefetch (passes/gridstride.py) -------------------------------------
+
+    def address_at(self, s: N.For, value: str, loads: list, ct: str) -> list:
+        """C pointers to the elements ``loads`` read when the variable of loop ``s`` is
+        ``value`` (C)."""
+        name = self.fresh("gsv")
+        self.w(f"const {ct} {name} = {value}; (void){name};")
+        saved = self.var_over.get(s.var)
+        self.var_over[s.var] = name
+        try:
+            return [f"(const void *)&{self.element(e.array, e.index)}" for e in loads]
+        finally:
+            if saved is None:
+                self.var_over.pop(s.var, None)
+            else:
+                self.var_over[s.var] = saved
+
+    def item_stride_start(self, s: N.For, trips: str, names):
+        """Before a work item's own ``range`` loop (flat kernels, item-outer pieces): which of
+        its reads stride far (``tk_gs_far``), and how many iterations ahead to fetch them."""
+        loads = [] if self.k.debug else strided_reads(s)
+        if not loads:
+            return None
+        self.gridstride = True
+        start, step, k = names
+        t = self.k.locals.get(s.var)
+        ct = self.ctype(t) if t is not None else "int64_t"
+        g = self.fresh("gs")
+        self.w(f"  int {g}_on[{len(loads)}]; uint64_t {g}_d = 0;")
+        self.w("  {")
+        a0 = self.address_at(s, start, loads, ct)
+        a1 = self.address_at(s, f"({ct})((uint64_t){start} + (uint64_t){step})", loads, ct)
+        for r, e in enumerate(loads):
+            size = e.array.dtype.itemsize
+            self.w(f"    {g}_on[{r}] = {trips} > 1 && tk_gs_far({a0[r]}, {a1[r]}, {size}); "
+                   f"{g}_d += {g}_on[{r}] ? {size} : 0;")
+        self.w(f"  }} {g}_d = {g}_d ? tk_gs_dist({g}_d) : 0;")
+        value = lambda ahead: f"({ct})((uint64_t){start} + ({ahead}) * (uint64_t){step})"
+        return (s, loads, g, k, trips, ct, value, None)
+
+    def stride_step(self, s, loads, g, k, trips, ct, value, lanes) -> None:
+        """The top of an iteration: fetch the reads ``{g}_d`` iterations ahead (``lanes``: the
+        C emitter binding the first and the last valid lane, lanes shape)."""
+        self.w(f"if ({g}_d && {k} + {g}_d < {trips}) {{")
+        self.depth += 1
+        if lanes is None:
+            for r, ptr in enumerate(self.address_at(s, value(f"{k} + {g}_d"), loads, ct)):
+                self.w(f"if ({g}_on[{r}]) __builtin_prefetch({ptr}, 0, 2);")
+        else:
+            ends = [self.at_lane(lane, lambda: self.address_at(s, value(f"{k} + {g}_d"), loads, ct), f"{g}_p{i}")
+                    for i, lane in enumerate(lanes)]
+            for r in range(len(loads)):
+                self.w(f"if ({g}_on[{r}]) tk_gs_fetch({g}_p0[{r}], {g}_p1[{r}]);")
+        self.depth -= 1
+        self.w("}")
+
+    def at_lane(self, lane: str, addresses, out: str) -> None:
+        """``const void *out[]`` = the pointers ``addresses()`` renders for the work item whose
+        last local coordinate is ``lane`` (C), the outer ones bound by enclosing item loops of
+        a lanes piece, else 0 (lanes shape, group level)."""
+        k = self.k
+        dims = range(k.ndim - 1 if self.lane_outer else 0, k.ndim)
+        self.w(f"const void *{out}[4];")
+        self.w("{")
+        self.depth += 1
+        for d in dims:
+            self.w(f"const int64_t tk_l{d} = {lane if d == k.ndim - 1 else 0};")
+        self.item_geometry(dims)
+        self.global_coords()
+        saved = self.in_item
+        self.in_item = True
+        ptrs = addresses()
+        self.in_item = saved
+        for r, p in enumerate(ptrs):
+            self.w(f"{out}[{r}] = {p};")
+        self.depth -= 1
+        self.w("}")
+
+    def lanes_stride_start(self, s: N.For, trips: str, value, ct: str, k: str):
+        """Before a hoisted loop of a lanes piece: which of its reads stride far, judged from
+        the first valid lane's addresses at iterations 0 and 1 and the span of the group's
+        lanes (first to last) at iteration 0; ``value(t)``: the loop variable's C value at
+        iteration ``t`` in a lane's context."""
+        plan = self.plan
+        fixed = lambda name: name not in self.var_over and (
+            name in plan.remat or name in plan.group_vars or name in plan.item_vars)
+        loads = [] if self.k.debug else strided_reads(s, fixed)
+        if not loads:
+            return None
+        self.gridstride = True
+        g = self.fresh("gs")
+        last = f"tk_nv{self.k.ndim - 1} - 1"
+        self.w(f"int {g}_on[{len(loads)}]; uint64_t {g}_d = 0;")
+        self.w("{")
+        self.depth += 1
+        self.at_lane("0", lambda: self.address_at(s, value("0"), loads, ct), f"{g}_a")
+        self.at_lane("0", lambda: self.address_at(s, value("1"), loads, ct), f"{g}_b")
+        self.at_lane(last, lambda: self.address_at(s, value("0"), loads, ct), f"{g}_c")
+        for r, e in enumerate(loads):
+            size = e.array.dtype.itemsize
+            self.w(f"const int64_t {g}_s{r} = tk_gs_span({g}_a[{r}], {g}_c[{r}], {size});")
+            self.w(f"{g}_on[{r}] = {trips} > 1 && tk_gs_far({g}_a[{r}], {g}_b[{r}], {g}_s{r}); "
+                   f"{g}_d += {g}_on[{r}] ? {g}_s{r} : 0;")
+        self.depth -= 1
+        self.w(f"}} {g}_d = {g}_d ? tk_gs_dist({g}_d) : 0;")
+        return (s, loads, g, k, trips, ct, value, ("0", last))
 
     def peel_bounds(self):
         """(lo, hi) in C of ``Kernel.peel_last`` when the body is its one If and the loop can
@@ -2067,7 +2223,7 @@ class CRenderer(CLikeRenderer):
         hook = self.loop_started(s, f"(({n} + {block - 1}) / {block} * {steps})")
         self.w(f"  for (uint64_t {b} = 0; {b} < {n}; {b} += {block}) {{")
         self.depth += 1
-        for _ in range(steps if hook else 0):
+        for _ in range(steps if hook else 0):     # (no names: no grid-stride state, a step-1 loop)
             self.loop_iteration(hook)
         self.w(f"const uint64_t {e} = {n} - {b} < {block} ? {n} : {b} + {block};")
         for i, (st, index) in enumerate(streams):
