@@ -73,7 +73,7 @@ def strided_reads(s: N.For, fixed=lambda name: True) -> list:
         return []
     assigned = {v for t in N.walk_stmts(s.body) for v in defs(t)}
     ok = lambda name: name not in assigned and name != s.var and fixed(name)
-    found, keys = [], set()
+    found, keys = [], []
     for e in _direct_loads(s.body):
         if e.array.space != "global":
             continue
@@ -81,7 +81,7 @@ def strided_reads(s: N.For, fixed=lambda name: True) -> list:
         if None in kinds or not any(kinds):
             continue
         key = (e.array.name, tuple(expr_key(i) for i in e.index))
-        if key not in keys:
-            keys.add(key)
+        if key not in keys:         # (a list: keys hold ArrayInfos, which do not hash)
+            keys.append(key)
             found.append(e)
     return found[:MAX_READS]

@@ -1,0 +1,243 @@
+"""Grid-stride prefetch on the CPU (passes/gridstride.py, docs/cpu.md "Grid-stride loops"):
+the reads of a loop with a run-time step, affine in its variable, are prefetched a few
+iterations ahead when the iterations are far apart at run time. Which loops and reads get it
+(the source), and that it never changes results: several arrays, partial groups, steps below a
+cache line, negative steps, steps that are not multiples of the group size, break / continue /
+early return, reads and writes of one array, 2-D ndranges, lanes and item-outer pieces and
+flat kernels; compared with NumPy and bit for bit with the interpreter."""
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.ir import nodes as N
+from tinykernels.passes.gridstride import strided_reads, strided_step
+
+CPU1, CPU2 = tk.CPU(threads=1), tk.CPU(threads=2)
+INTERP = tk.Interpreter()
+RNG = np.random.default_rng(17)
+
+
+@tk.kernel
+def histogram(hist, keys: tk.Const, w: tk.Const, NB: tk.constexpr):
+    """bench_kernels' histogram, weighted: two arrays read in the grid-stride loop."""
+    g = tk.index()
+    lid = tk.index(tk.Local, tk.Linear)
+    lh = tk.localmem(tk.int32, (NB,))
+    for b in range(lid, NB, tk.groupsize()[0]):
+        lh[b] = 0
+    tk.synchronize()
+    for i in range(g, keys.shape[0], tk.ndrange()[0]):
+        tk.atomic_add(lh, keys[i], w[i])
+    tk.synchronize()
+    for b in range(lid, NB, tk.groupsize()[0]):
+        tk.atomic_add(hist, b, lh[b])
+
+
+@tk.kernel
+def axpy_flat(out, a: tk.Const, b: tk.Const, c: tk.Const, s):
+    """Flat grid-stride over three inputs (c at an offset, and at i // 2: not affine)."""
+    for i in range(tk.index(), out.shape[0], tk.ndrange()[0]):
+        out[i] = a[i] * s + b[i] - c[i // 2] * c[out.shape[0] - 1 - i]
+
+
+@tk.kernel
+def axpy_grouped(out, a: tk.Const, b: tk.Const, s):
+    """The same loop in a grouped kernel (a lanes piece), with a step of ndrange + extra."""
+    g = tk.index()
+    extra = s.shape[0] - 1
+    for i in range(g, out.shape[0], tk.ndrange()[0] + extra):
+        out[i] = a[i] * s[0] + b[i]
+    tk.synchronize()
+
+
+@tk.kernel
+def reverse_scale(x, y: tk.Const):
+    """Negative step; reads and writes of x in the loop (in place)."""
+    n = x.shape[0]
+    for i in range(n - 1 - tk.index(), -1, -tk.ndrange()[0]):
+        x[i] = x[i] * 2.0 + y[n - 1 - i]
+
+
+@tk.func
+def plus_one_until_negative(out, a, g):
+    for i in range(g, a.shape[0], tk.ndrange()[0]):
+        if a[i] < -0.9:
+            break
+        if a[i] > 0.5:
+            continue
+        out[i] = a[i] + 1.0
+
+
+@tk.kernel
+def until_negative(out, a: tk.Const):
+    """break / continue / early return in the grid-stride loop of a flat kernel."""
+    g = tk.index()
+    if g == 3:
+        return
+    plus_one_until_negative(out, a, g)
+
+
+@tk.kernel
+def until_negative_grouped(out, a: tk.Const):
+    """The same with a barrier: item-outer pieces (their loop has break / continue)."""
+    tk.synchronize()
+    plus_one_until_negative(out, a, tk.index())
+
+
+@tk.kernel
+def rows_2d(out, a: tk.Const):
+    """2-D ndrange: each item walks rows with the ndrange's first extent as the step."""
+    r0, c = tk.index(tk.Global, tk.Cartesian)
+    for r in range(r0, a.shape[0], tk.ndrange()[0]):
+        out[r, c] = a[r, c] * 3.0 - a[r, a.shape[1] - 1 - c]
+
+
+@tk.kernel
+def rows_2d_grouped(out, a: tk.Const):
+    r0, c = tk.index(tk.Global, tk.Cartesian)
+    for r in range(r0, a.shape[0], tk.ndrange()[0]):
+        out[r, c] = a[r, c] * 3.0 - a[r, a.shape[1] - 1 - c]
+    tk.synchronize()
+
+
+def _run(kernel, backend, arrays, *scalars, **launch):
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
+    kernel(backend)(*args, *scalars, **launch)
+    return args
+
+
+def _same(kernel, arrays, *scalars, **launch):
+    """CPU (one and two threads) against the interpreter, bit for bit; the CPU's arrays."""
+    want = _run(kernel, INTERP, arrays, *scalars, **launch)
+    for be in (CPU1, CPU2):
+        got = _run(kernel, be, arrays, *scalars, **launch)
+        for w, g in zip(want, got):
+            if isinstance(w, np.ndarray):
+                np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
+    return got
+
+
+def _fetches(kernel, *args, **launch) -> int:
+    src = kernel.source("CPU", *args, **launch)
+    return src.count("tk_gs_fetch(tk_gs") + src.count("__builtin_prefetch((const void *)&")
+
+
+@pytest.mark.parametrize("nd, wg", [(1024, 64), (64, 64), (128, 64), (16, 16), (4, 4), (4096, 256)])
+def test_histogram(nd, wg):
+    keys = RNG.integers(0, 256, 1 << 18, dtype=np.int32)
+    w = RNG.integers(-3, 9, keys.size, dtype=np.int32)
+    want = np.bincount(keys, weights=w, minlength=256).astype(np.int32)
+    for be in (CPU1, CPU2):
+        h = np.zeros(256, np.int32)
+        histogram(be, wg)(h, keys, w, 256, ndrange=nd)
+        np.testing.assert_array_equal(h, want)
+    assert _fetches(histogram, np.zeros(256, np.int32), keys, w, 256, ndrange=nd, workgroupsize=wg) == 2
+
+
+def test_histogram_partial_group():
+    """A partial last group (1000 = 15 x 64 + 40): its items 40..63 do not exist, so its local
+    bins 40..63 are never merged (the kernel's semantics); the CPU agrees with the interpreter."""
+    keys = RNG.integers(0, 256, 1 << 15, dtype=np.int32)
+    w = np.ones(keys.size, np.int32)
+    got = _same(histogram, [np.zeros(256, np.int32), keys, w], 256, ndrange=1000, workgroupsize=64)[0]
+    assert got.sum() < keys.size and (got[:40] == np.bincount(keys, minlength=256)[:40]).all()
+
+
+@pytest.mark.parametrize("nd", [7, 256, 1000, 4099])
+def test_flat_several_arrays(nd):
+    n = 50_000
+    a, b, c = (RNG.standard_normal(n).astype(np.float32) for _ in range(3))
+    out = np.zeros(n, np.float32)
+    got = _same(axpy_flat, [out, a, b, c], np.float32(1.5), ndrange=nd)[0]
+    np.testing.assert_array_equal(got, a * np.float32(1.5) + b - c[np.arange(n) // 2] * c[::-1])
+    # a[i], b[i] and c[n - 1 - i]: affine; c[i // 2]: not
+    assert _fetches(axpy_flat, out, a, b, c, np.float32(1.5), ndrange=nd) == 3
+
+
+@pytest.mark.parametrize("nd, extra", [(512, 0), (500, 3), (64, 0), (8, 5)])
+def test_grouped_step_not_multiple_of_group(nd, extra):
+    n = 40_000
+    a, b = RNG.standard_normal(n).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
+    s = np.full(extra + 1, 0.75, np.float32)
+    out = np.zeros(n, np.float32)
+    got = _same(axpy_grouped, [out, a, b, s], ndrange=nd, workgroupsize=64 if nd % 64 == 0 or nd > 64 else nd)[0]
+    covered = np.zeros(n, bool)
+    for g in range(nd):
+        covered[g::nd + extra] = True
+    np.testing.assert_array_equal(got[covered], (a * np.float32(0.75) + b)[covered])
+    assert (got[~covered] == 0).all()
+    assert _fetches(axpy_grouped, out, a, b, s, ndrange=nd, workgroupsize=64) == 2
+
+
+@pytest.mark.parametrize("nd", [1, 3, 300, 2048])
+def test_negative_step_in_place(nd):
+    n = 30_001
+    x, y = RNG.standard_normal(n).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
+    got = _same(reverse_scale, [x, y], ndrange=nd)[0]
+    np.testing.assert_array_equal(got, x * np.float32(2) + y[::-1])
+    assert _fetches(reverse_scale, x, y, ndrange=nd) == 2
+
+
+@pytest.mark.parametrize("kernel", [until_negative, until_negative_grouped])
+@pytest.mark.parametrize("nd", [5, 640])
+def test_break_continue_return(kernel, nd):
+    n = 30_000
+    a = RNG.uniform(-1, 1, n).astype(np.float32)
+    a[:nd * 3] = np.clip(a[:nd * 3], -0.8, 1)      # the first iterations do not break
+    out = np.zeros(n, np.float32)
+    launch = dict(ndrange=nd) if kernel is until_negative else dict(ndrange=nd, workgroupsize=5 if nd == 5 else 64)
+    got = _same(kernel, [out, a], **launch)[0]
+    want = np.zeros(n, np.float32)
+    for g in range(nd):
+        if g == 3 and kernel is until_negative:
+            continue
+        for i in range(g, n, nd):
+            if a[i] < -0.9:
+                break
+            if a[i] <= 0.5:
+                want[i] = a[i] + np.float32(1)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kernel", [rows_2d, rows_2d_grouped])
+@pytest.mark.parametrize("nd", [(4, 16), (33, 8), (64, 48)])
+def test_2d_ndrange(kernel, nd):
+    a = RNG.standard_normal((3000, 48)).astype(np.float32)
+    out = np.zeros_like(a)
+    launch = dict(ndrange=nd) if kernel is rows_2d else dict(ndrange=nd, workgroupsize=(1, nd[1]) if nd[1] < 48 else (2, 16))
+    got = _same(kernel, [out, a], **launch)[0]
+    cols = nd[1]
+    np.testing.assert_array_equal(got[:, :cols], (a * np.float32(3) - a[:, ::-1])[:, :cols])
+    assert _fetches(kernel, out, a, **launch) == 2
+
+
+def test_not_in_debug_kernels_nor_gpu_code():
+    keys = np.zeros(4096, np.int32)
+    h = np.zeros(256, np.int32)
+    assert "tk_gs" not in histogram.source(tk.CPU(debug=True), h, keys, keys, 256, ndrange=1024, workgroupsize=64)
+    assert "tk_gs" not in histogram.source("CL", h, keys, keys, 256, ndrange=1024, workgroupsize=64)
+
+
+def test_which_loops_and_reads():
+    """The pass's rules on hand-made IR: a run-time step or a large constant one; affine reads
+    of global arrays whose other locals the loop does not assign, deduplicated; not
+    ``a[i * i]``, ``a[idx[i]]`` (but ``idx[i]`` itself), local memory or ``a[i + m]`` with ``m``
+    assigned in the loop."""
+    from tinykernels import dtypes
+    c = lambda v: N.Const(None, None, v)
+    var = lambda name: N.Var(None, None, name)
+    op = lambda o, x, y: N.BinOp(None, None, o, x, y)
+    a, idx = N.ArrayInfo("a", dtypes.float32, 1), N.ArrayInfo("idx", dtypes.int64, 1)
+    lm = N.ArrayInfo("lm", dtypes.float32, 1, space="local")
+    i, n, m = var("i"), var("n"), var("m")
+    load = lambda arr, e: N.Load(None, None, arr, [e])
+    reads = [load(a, i), load(a, op("*", i, i)), load(a, load(idx, i)), load(lm, i),
+             load(a, op("+", i, m)), load(a, op("+", op("*", c(2), i), n)), load(a, i)]
+    body = [N.Assign(None, "m", c(1))] + [N.Assign(None, f"t{k}", r) for k, r in enumerate(reads)]
+    loop = lambda step: N.For(None, "i", c(0), n, step, body)
+    assert not strided_step(loop(c(1))) and not strided_step(loop(c(-15)))
+    assert strided_step(loop(c(-16))) and strided_step(loop(n))
+    assert strided_reads(loop(c(4))) == []
+    got = strided_reads(loop(n))
+    assert [(e.array.name, e.index[0]) for e in got] == [("a", i), ("idx", i), ("a", reads[5].index[0])]
+    assert strided_reads(loop(n), fixed=lambda name: name != "n") == got[:2]
