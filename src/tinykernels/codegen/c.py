@@ -19,7 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.grouporder import rows_first_when_streamed
-from ..passes.gridstride import strided_reads
+from ..passes.gridstride import constant_locals, strided_reads
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
 from ..passes.prefetch import has_loop, next_rows, reads_rows
 from ..passes.rowdiv import row_divisions, row_loads
@@ -878,6 +878,7 @@ class CRenderer(CLikeRenderer):
         self.pf_left = 0                    # loops that will step the cursors, from here to the end
         self.pf_first = False               # the next stepping loop is the first over the row
         self.gridstride = False             # a strided loop prefetches ahead: include _GRIDSTRIDE
+        self.gs_consts = constant_locals(kernel.body)   # (loops whose step is such a local are not strided)
 
     # --- names ---------------------------------------------------------------------------
 
@@ -1942,7 +1943,8 @@ class CRenderer(CLikeRenderer):
     def item_stride_start(self, s: N.For, trips: str, names):
         """Before a work item's own ``range`` loop (flat kernels, item-outer pieces): which of
         its reads stride far (``tk_gs_far``), and how many iterations ahead to fetch them."""
-        loads = [] if self.k.debug else strided_reads(s)
+        loads = [] if self.k.debug else strided_reads(s, consts=self.gs_consts,
+                                                      group_items=_prod(self.k.workgroup) if self.plan else 0)
         if not loads:
             return None
         self.gridstride = True
@@ -2008,7 +2010,7 @@ class CRenderer(CLikeRenderer):
         plan = self.plan
         fixed = lambda name: name not in self.var_over and (
             name in plan.remat or name in plan.group_vars or name in plan.item_vars)
-        loads = [] if self.k.debug else strided_reads(s, fixed)
+        loads = [] if self.k.debug else strided_reads(s, fixed, self.gs_consts, _prod(self.k.workgroup))
         if not loads:
             return None
         self.gridstride = True
