@@ -1735,7 +1735,7 @@ class CRenderer(CLikeRenderer):
                 portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "",
                 _HALVES if self.half_loads else "", _BYTE_RUNS if self.byte_runs else "", "" if k.fastmath else _EXP_F32,
                 _DEBUG if k.debug else "", (_STREAM + (_LUT16 if self.lut16 else "")) if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
-                _PREFETCH if self.pf_rows else "", _GRIDSTRIDE if self.gridstride else "",
+                (_PREFETCH if self.pf_rows else "") + (_GRIDSTRIDE if self.gridstride else ""),
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))
                 + "".join(tile_transpose_helper(n, True) for n in sorted(self.tr_streams))]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
