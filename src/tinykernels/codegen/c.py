@@ -1943,8 +1943,7 @@ class CRenderer(CLikeRenderer):
     def item_stride_start(self, s: N.For, trips: str, names):
         """Before a work item's own ``range`` loop (flat kernels, item-outer pieces): which of
         its reads stride far (``tk_gs_far``), and how many iterations ahead to fetch them."""
-        loads = [] if self.k.debug else strided_reads(s, consts=self.gs_consts,
-                                                      group_items=_prod(self.k.workgroup) if self.plan else 0)
+        loads = [] if self.k.debug else strided_reads(s, consts=self.gs_consts)
         if not loads:
             return None
         self.gridstride = True
@@ -2010,7 +2009,7 @@ class CRenderer(CLikeRenderer):
         plan = self.plan
         fixed = lambda name: name not in self.var_over and (
             name in plan.remat or name in plan.group_vars or name in plan.item_vars)
-        loads = [] if self.k.debug else strided_reads(s, fixed, self.gs_consts, _prod(self.k.workgroup))
+        loads = [] if self.k.debug else strided_reads(s, fixed, self.gs_consts)
         if not loads:
             return None
         self.gridstride = True

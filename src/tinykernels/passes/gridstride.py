@@ -10,10 +10,10 @@ prefetches each of them ``d`` iterations ahead when, at run time, consecutive it
 far apart (at least 1 KiB, and at least twice what the group reads per iteration). A prefetch
 is a hint: it never changes results.
 
-A loop qualifies when its step is not a small constant: a run-time value, or a constant (also
-through a local assigned once, ``n = tk.groupsize()[0]``) of at least ``MIN_CONST_STEP`` and,
-in a grouped kernel, more than the group's size (``range(lid, D, WG)`` sweeps its row
-contiguously: the hardware follows it). A read qualifies when it loads a global array, sits in the loop
+A loop qualifies when its step is known only at run time (``tk.ndrange()[0]``, an argument, a
+shape): not a constant, directly or through a local assigned once (``n = tk.groupsize()[0]``).
+Constant steps are the strip-mined and ``range(lid, D, WG)`` loops, which sweep their rows
+contiguously (the hardware follows them; ``tinykernels.llm``'s kernels keep their code). A read qualifies when it loads a global array, sits in the loop
 (not in a nested loop), each index is loop-invariant or affine in the loop variable (``+``,
 ``-``, ``*`` by an invariant, integer casts), at least one index uses the variable, and the
 other locals it reads are not assigned in the loop. At most ``MAX_READS`` reads per loop.
@@ -24,7 +24,6 @@ from ..ir import nodes as N
 from .prefetch import assign_counts, expr_key
 from .uniformity import defs
 
-MIN_CONST_STEP = 16     # a constant step below this many elements: the hardware follows it
 MAX_READS = 4
 
 
@@ -35,18 +34,11 @@ def constant_locals(body: list) -> dict:
             if isinstance(s, N.Assign) and counts.get(s.var) == 1 and isinstance(s.value, N.Const)}
 
 
-def strided_step(s: N.For, consts: dict | None = None, group_items: int = 0) -> bool:
-    """Whether loop ``s`` may stride far: a run-time step, or a constant one (``consts``: the
-    kernel's :func:`constant_locals`) of at least ``MIN_CONST_STEP`` and more than
-    ``group_items`` (the group's size; 0 in a flat kernel)."""
+def strided_step(s: N.For, consts: dict | None = None) -> bool:
+    """Whether loop ``s`` may stride far: its step is not a constant, directly or through a
+    local of ``consts`` (the kernel's :func:`constant_locals`)."""
     step = s.step
-    if isinstance(step, N.Var) and consts and step.name in consts:
-        value = consts[step.name]
-    elif isinstance(step, N.Const):
-        value = step.value
-    else:
-        return True
-    return abs(int(value)) >= max(MIN_CONST_STEP, group_items + 1)
+    return not (isinstance(step, N.Const) or (isinstance(step, N.Var) and step.name in (consts or {})))
 
 
 def _affine(e: N.Expr, var: str, fixed) -> bool | None:
@@ -83,12 +75,12 @@ def _direct_loads(stmts: list):
             yield from _direct_loads(getattr(s, attr, None) or [])
 
 
-def strided_reads(s: N.For, fixed=lambda name: True, consts: dict | None = None, group_items: int = 0) -> list:
+def strided_reads(s: N.For, fixed=lambda name: True, consts: dict | None = None) -> list:
     """The loads of loop ``s`` to prefetch ahead (deduplicated by array and index), per the
     module's rules; ``fixed(name)``: whether the renderer can read local ``name`` where the
-    prefetch is issued (besides not being assigned in the loop); ``consts`` and
-    ``group_items`` as for :func:`strided_step`."""
-    if not strided_step(s, consts, group_items):
+    prefetch is issued (besides not being assigned in the loop); ``consts`` as for
+    :func:`strided_step`."""
+    if not strided_step(s, consts):
         return []
     assigned = {v for t in N.walk_stmts(s.body) for v in defs(t)}
     ok = lambda name: name not in assigned and name != s.var and fixed(name)
