@@ -100,6 +100,16 @@ def rows_2d_grouped(out, a: tk.Const):
     tk.synchronize()
 
 
+@tk.kernel
+def nested_grouped(out, a: tk.Const):
+    """A strided loop inside a hoisted per-item loop, its start using that loop's variable."""
+    g = tk.index()
+    for rep in range(tk.index(tk.Local, tk.Linear) % 3, 3, 3):
+        for i in range(g + rep, a.shape[0], tk.ndrange()[0]):
+            out[rep, i] = a[i] * tk.float32(rep + 1)
+    tk.synchronize()
+
+
 def _run(kernel, backend, arrays, *scalars, **launch):
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
     kernel(backend)(*args, *scalars, **launch)
@@ -209,6 +219,17 @@ def test_2d_ndrange(kernel, nd):
     cols = nd[1]
     np.testing.assert_array_equal(got[:, :cols], (a * np.float32(3) - a[:, ::-1])[:, :cols])
     assert _fetches(kernel, out, a, **launch) == 2
+
+
+def test_nested_in_hoisted_loop():
+    a = RNG.standard_normal(20_000).astype(np.float32)
+    out = np.zeros((3, a.size), np.float32)
+    got = _same(nested_grouped, [out, a], ndrange=512, workgroupsize=64)[0]
+    want = np.zeros_like(out)
+    for g in range(512):
+        rep = g % 64 % 3
+        want[rep, g + rep::512] = a[g + rep::512] * np.float32(rep + 1)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_not_in_debug_kernels_nor_gpu_code():

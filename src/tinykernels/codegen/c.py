@@ -2010,7 +2010,8 @@ class CRenderer(CLikeRenderer):
         fixed = lambda name: name not in self.var_over and (
             name in plan.remat or name in plan.group_vars or name in plan.item_vars)
         loads = [] if self.k.debug else strided_reads(s, fixed, self.gs_consts)
-        if not loads:
+        bounds = [x.name for e in (s.start, s.step) for x in N.walk_expr(e) if isinstance(x, N.Var)]
+        if not loads or not all(fixed(v) for v in bounds):     # (an enclosing hoisted loop's variable)
             return None
         self.gridstride = True
         g = self.fresh("gs")
