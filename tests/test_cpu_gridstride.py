@@ -5,6 +5,10 @@ iterations ahead when the iterations are far apart at run time. Which loops and 
 cache line, negative steps, steps that are not multiples of the group size, break / continue /
 early return, reads and writes of one array, 2-D ndranges, lanes and item-outer pieces and
 flat kernels; compared with NumPy and bit for bit with the interpreter."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -230,6 +234,22 @@ def test_nested_in_hoisted_loop():
         rep = g % 64 % 3
         want[rep, g + rep::512] = a[g + rep::512] * np.float32(rep + 1)
     np.testing.assert_array_equal(got, want)
+
+
+def test_every_step_prefetching():
+    """``TK_CPU_GRIDSTRIDE_BYTES=1`` (read once per library): every strided read prefetches,
+    steps below a cache line and contiguous sweeps included; results unchanged. In a fresh
+    process, since this one's kernels have read the default."""
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import test_cpu_gridstride as t\n"
+        "t.test_flat_several_arrays(7); t.test_negative_step_in_place(3)\n"
+        "t.test_grouped_step_not_multiple_of_group(8, 5); t.test_histogram(64, 64)\n"
+        "t.test_2d_ndrange(t.rows_2d_grouped, (4, 16)); t.test_nested_in_hoisted_loop()\n"
+        "print('ok')\n") % os.path.dirname(__file__)
+    env = dict(os.environ, TK_CPU_GRIDSTRIDE_BYTES="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
 def test_not_in_debug_kernels_nor_gpu_code():

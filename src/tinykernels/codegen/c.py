@@ -180,13 +180,18 @@ TK_INLINE void tk_pf_step(tk_pf *f) {
 
 # Grid-stride prefetch (passes/gridstride.py): a strided loop's reads, fetched a few iterations
 # ahead when consecutive iterations are far apart (the hardware prefetchers do not follow).
+# tk_gs_min_bytes: the smallest step that prefetches (TK_CPU_GRIDSTRIDE_BYTES, else 1 KiB).
 _GRIDSTRIDE = """\
+#include <stdlib.h>
+""" + _env_bytes_fn("tk_gs_min_bytes", "TK_CPU_GRIDSTRIDE_BYTES", """\
+    if (t <= 0) t = 1024;
+""") + """\
 /* Whether a read at x (iteration 0) and y (iteration 1), the group reading span bytes of it per
    iteration, strides far enough to prefetch: 512-byte steps over 256-byte spans the hardware
    follows, 1 KiB ones it does not (measured, docs/cpu.md "Grid-stride loops"). */
 TK_INLINE int tk_gs_far(const void *x, const void *y, int64_t span) {
     const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y, d = a > b ? a - b : b - a;
-    return d >= 1024 && d >= 2 * (uint64_t)span;
+    return d >= (uint64_t)tk_gs_min_bytes() && d >= 2 * (uint64_t)span;
 }
 /* The bytes from x to y (either order) that a group reads of one read per iteration. */
 TK_INLINE int64_t tk_gs_span(const void *x, const void *y, int64_t itemsize) {
