@@ -19,7 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.grouporder import rows_first_when_streamed
-from ..passes.gridstride import constant_locals, strided_reads
+from ..passes.gridstride import MAX_READS, constant_locals, strided_reads
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
 from ..passes.prefetch import has_loop, next_rows, reads_rows
 from ..passes.rowdiv import row_divisions, row_loads
@@ -1970,15 +1970,15 @@ class CRenderer(CLikeRenderer):
 
     def stride_step(self, s, loads, g, k, trips, ct, value, lanes) -> None:
         """The top of an iteration: fetch the reads ``{g}_d`` iterations ahead (``lanes``: the
-        C emitter binding the first and the last valid lane, lanes shape)."""
+        C values of the first and the last valid lane, lanes shape; None: the item's own)."""
         self.w(f"if ({g}_d && {k} + {g}_d < {trips}) {{")
         self.depth += 1
         if lanes is None:
             for r, ptr in enumerate(self.address_at(s, value(f"{k} + {g}_d"), loads, ct)):
                 self.w(f"if ({g}_on[{r}]) __builtin_prefetch({ptr}, 0, 2);")
         else:
-            ends = [self.at_lane(lane, lambda: self.address_at(s, value(f"{k} + {g}_d"), loads, ct), f"{g}_p{i}")
-                    for i, lane in enumerate(lanes)]
+            for i, lane in enumerate(lanes):
+                self.at_lane(lane, lambda: self.address_at(s, value(f"{k} + {g}_d"), loads, ct), f"{g}_p{i}")
             for r in range(len(loads)):
                 self.w(f"if ({g}_on[{r}]) tk_gs_fetch({g}_p0[{r}], {g}_p1[{r}]);")
         self.depth -= 1
@@ -1990,7 +1990,7 @@ class CRenderer(CLikeRenderer):
         a lanes piece, else 0 (lanes shape, group level)."""
         k = self.k
         dims = range(k.ndim - 1 if self.lane_outer else 0, k.ndim)
-        self.w(f"const void *{out}[4];")
+        self.w(f"const void *{out}[{MAX_READS}];")
         self.w("{")
         self.depth += 1
         for d in dims:
