@@ -1917,16 +1917,11 @@ class CRenderer(CLikeRenderer):
         if on:
             self.w(" ".join(f"tk_pf_step(&tk_pf{n});" for n in range(len(self.pf_rows))))
 
-    def loop_started(self, s: N.For, trips: str, names=None):
-        pf = self.prefetch_plan(s, trips) if self.plan is None else False
-        gs = self.item_stride_start(s, trips, names) if names is not None else None
-        return pf if gs is None else (pf, gs)
+    def loop_started(self, s: N.For, trips: str):
+        return self.prefetch_plan(s, trips) if self.plan is None else False
 
     def loop_iteration(self, state) -> None:
-        pf, gs = state if isinstance(state, tuple) else (state, None)
-        self.prefetch_step(pf)
-        if gs is not None:
-            self.stride_step(*gs)
+        self.prefetch_step(state)
 
     # --- grid-stride prefetch (passes/gridstride.py) -------------------------------------
 
@@ -1945,42 +1940,15 @@ class CRenderer(CLikeRenderer):
             else:
                 self.var_over[s.var] = saved
 
-    def item_stride_start(self, s: N.For, trips: str, names):
-        """Before a work item's own ``range`` loop (flat kernels, item-outer pieces): which of
-        its reads stride far (``tk_gs_far``), and how many iterations ahead to fetch them."""
-        loads = [] if self.k.debug else strided_reads(s, consts=self.gs_consts)
-        if not loads:
-            return None
-        self.gridstride = True
-        start, step, k = names
-        t = self.k.locals.get(s.var)
-        ct = self.ctype(t) if t is not None else "int64_t"
-        g = self.fresh("gs")
-        self.w(f"  int {g}_on[{len(loads)}]; uint64_t {g}_d = 0;")
-        self.w("  {")
-        a0 = self.address_at(s, start, loads, ct)
-        a1 = self.address_at(s, f"({ct})((uint64_t){start} + (uint64_t){step})", loads, ct)
-        for r, e in enumerate(loads):
-            size = e.array.dtype.itemsize
-            self.w(f"    {g}_on[{r}] = {trips} > 1 && tk_gs_far({a0[r]}, {a1[r]}, {size}); "
-                   f"{g}_d += {g}_on[{r}] ? {size} : 0;")
-        self.w(f"  }} {g}_d = {g}_d ? tk_gs_dist({g}_d) : 0;")
-        value = lambda ahead: f"({ct})((uint64_t){start} + ({ahead}) * (uint64_t){step})"
-        return (s, loads, g, k, trips, ct, value, None)
-
     def stride_step(self, s, loads, g, k, trips, ct, value, lanes) -> None:
-        """The top of an iteration: fetch the reads ``{g}_d`` iterations ahead (``lanes``: the
-        C values of the first and the last valid lane, lanes shape; None: the item's own)."""
+        """The top of an iteration of a hoisted loop: fetch its reads ``{g}_d`` iterations
+        ahead, from the first to the last valid lane (``lanes``: their C values)."""
         self.w(f"if ({g}_d && {k} + {g}_d < {trips}) {{")
         self.depth += 1
-        if lanes is None:
-            for r, ptr in enumerate(self.address_at(s, value(f"{k} + {g}_d"), loads, ct)):
-                self.w(f"if ({g}_on[{r}]) __builtin_prefetch({ptr}, 0, 2);")
-        else:
-            for i, lane in enumerate(lanes):
-                self.at_lane(lane, lambda: self.address_at(s, value(f"{k} + {g}_d"), loads, ct), f"{g}_p{i}")
-            for r in range(len(loads)):
-                self.w(f"if ({g}_on[{r}]) tk_gs_fetch({g}_p0[{r}], {g}_p1[{r}]);")
+        for i, lane in enumerate(lanes):
+            self.at_lane(lane, lambda: self.address_at(s, value(f"{k} + {g}_d"), loads, ct), f"{g}_p{i}")
+        for r in range(len(loads)):
+            self.w(f"if ({g}_on[{r}]) tk_gs_fetch({g}_p0[{r}], {g}_p1[{r}]);")
         self.depth -= 1
         self.w("}")
 
@@ -2030,7 +1998,7 @@ class CRenderer(CLikeRenderer):
         for r, e in enumerate(loads):
             size = e.array.dtype.itemsize
             self.w(f"const int64_t {g}_s{r} = tk_gs_span({g}_a[{r}], {g}_c[{r}], {size});")
-            self.w(f"{g}_on[{r}] = {trips} > 1 && tk_gs_far({g}_a[{r}], {g}_b[{r}], {g}_s{r}); "
+            self.w(f"{g}_on[{r}] = {trips} > 4 && tk_gs_far({g}_a[{r}], {g}_b[{r}], {g}_s{r}); "
                    f"{g}_d += {g}_on[{r}] ? {g}_s{r} : 0;")
         self.depth -= 1
         self.w(f"}} {g}_d = {g}_d ? tk_gs_dist({g}_d) : 0;")
@@ -2230,7 +2198,7 @@ class CRenderer(CLikeRenderer):
         hook = self.loop_started(s, f"(({n} + {block - 1}) / {block} * {steps})")
         self.w(f"  for (uint64_t {b} = 0; {b} < {n}; {b} += {block}) {{")
         self.depth += 1
-        for _ in range(steps if hook else 0):     # (no names: no grid-stride state, a step-1 loop)
+        for _ in range(steps if hook else 0):
             self.loop_iteration(hook)
         self.w(f"const uint64_t {e} = {n} - {b} < {block} ? {n} : {b} + {block};")
         for i, (st, index) in enumerate(streams):

@@ -442,9 +442,8 @@ class CLikeRenderer:
         self.stmts(body)
         self.depth -= 1
 
-    def loop_started(self, s, trips: str, names=None):
-        """Hook: a ``range`` loop of ``trips`` (C) iterations starts (``names``: the C names of
-        its start, step and iteration counter); what it returns is given to
+    def loop_started(self, s, trips: str):
+        """Hook: a ``range`` loop of ``trips`` (C) iterations starts; what it returns is given to
         :meth:`loop_iteration` at the top of every iteration (the CPU's prefetch steps)."""
         return None
 
@@ -472,7 +471,7 @@ class CLikeRenderer:
             if zero:
                 self.w(f"  if ({step} == 0) (void){zero};")
         self.w(f"  const uint64_t {n} = {trips};")
-        hook = self.loop_started(s, n, (start, step, k))
+        hook = self.loop_started(s, n)
         self.w(f"  for (uint64_t {k} = 0; {k} < {n}; ++{k}) {{")
         self.depth += 1
         self.loop_iteration(hook)
