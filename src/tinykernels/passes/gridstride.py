@@ -1,14 +1,14 @@
 """Grid-stride prefetch for the CPU: which reads of a strided loop to prefetch ahead.
 
 The grid-stride loop of CUDA/Warp/Numba code, ``for i in range(g, n, tk.ndrange()[0])``,
-makes each CPU work item (or, in the lanes shape, each group) read a few bytes of every
-``ndrange * itemsize`` bytes: a stride of kilobytes, across pages, that the hardware
-prefetchers do not follow, so every iteration waits for DRAM. The addresses are known,
-though: the same index with the loop variable ``d`` steps further. This pass finds the reads
-of such a loop whose address is affine in its variable; the C renderer (``codegen/c.py``)
-prefetches each of them ``d`` iterations ahead when, at run time, consecutive iterations are
-far apart (at least 1 KiB, and at least twice what the group reads per iteration). A prefetch
-is a hint: it never changes results.
+makes each group of a grouped CPU kernel (its loop hoisted out of the item loop: the lanes
+shape) read a few bytes of every ``ndrange * itemsize`` bytes: a stride of kilobytes, across
+pages, that the hardware prefetchers do not follow, so every iteration waits for DRAM. The
+addresses are known, though: the same index with the loop variable ``d`` steps further. This
+pass finds the reads of such a loop whose address is affine in its variable; the C renderer
+(``codegen/c.py``, lanes pieces only) prefetches each of them ``d`` iterations ahead when, at
+run time, consecutive iterations are far apart (at least 1 KiB, and at least twice what the
+group reads per iteration). A prefetch is a hint: it never changes results.
 
 A loop qualifies when its step is known only at run time (``tk.ndrange()[0]``, an argument, a
 shape): not a constant, directly or through a local assigned once (``n = tk.groupsize()[0]``).
