@@ -13,7 +13,7 @@ group reads per iteration). A prefetch is a hint: it never changes results.
 A loop qualifies when its step is known only at run time (``tk.ndrange()[0]``, an argument, a
 shape): not a constant, directly or through a local assigned once (``n = tk.groupsize()[0]``).
 Constant steps are the strip-mined and ``range(lid, D, WG)`` loops, which sweep their rows
-contiguously (the hardware follows them; ``tinykernels.llm``'s kernels keep their code). A
+contiguously (the hardware follows them; every loop of ``tinykernels.llm`` has one). A
 read qualifies when it loads a global array, sits in the loop (not in a nested loop), each index is loop-invariant or affine in the loop variable (``+``,
 ``-``, ``*`` by an invariant, integer casts), at least one index uses the variable, and the
 other locals it reads are not assigned in the loop. At most ``MAX_READS`` reads per loop.
