@@ -19,6 +19,7 @@ from functools import lru_cache
 from ..dtypes import Ty
 from ..ir import nodes as N
 from ..passes.grouporder import rows_first_when_streamed
+from ..passes.gridstride import MAX_READS, constant_locals, strided_reads
 from ..passes.groups import GroupPlan, ItemLoop, has_lane_loop, lane_loop
 from ..passes.prefetch import has_loop, next_rows, reads_rows
 from ..passes.rowdiv import row_divisions, row_loads
@@ -174,6 +175,42 @@ TK_INLINE void tk_pf_plan(tk_pf *f, uint64_t trips, uint64_t loops) {
 /* One iteration: prefetch its share of lines (into L2: the current row stays in L1). */
 TK_INLINE void tk_pf_step(tk_pf *f) {
     for (uint64_t k = 0; k < f->per && f->p < f->e; ++k, f->p += 64) __builtin_prefetch(f->p, 0, 2);
+}
+"""
+
+# Grid-stride prefetch (passes/gridstride.py): a strided loop's reads, fetched a few iterations
+# ahead when consecutive iterations are far apart (the hardware prefetchers do not follow).
+# tk_gs_min_bytes: the smallest step that prefetches (TK_CPU_GRIDSTRIDE_BYTES, else 1 KiB).
+_GRIDSTRIDE = """\
+#include <stdlib.h>
+""" + _env_bytes_fn("tk_gs_min_bytes", "TK_CPU_GRIDSTRIDE_BYTES", """\
+    if (t <= 0) t = 1024;
+""") + """\
+/* Whether a read at x (iteration 0) and y (iteration 1), the group reading span bytes of it per
+   iteration, strides far enough to prefetch: 512-byte steps over 256-byte spans the hardware
+   follows, 1 KiB ones it does not (measured, docs/cpu.md "Grid-stride loops"). */
+TK_INLINE int tk_gs_far(const void *x, const void *y, int64_t span) {
+    const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y, d = a > b ? a - b : b - a;
+    return d >= (uint64_t)tk_gs_min_bytes() && d >= 2 * (uint64_t)span;
+}
+/* The bytes from x to y (either order) that a group reads of one read per iteration. */
+TK_INLINE int64_t tk_gs_span(const void *x, const void *y, int64_t itemsize) {
+    const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
+    return (int64_t)(a > b ? a - b : b - a) + itemsize;
+}
+/* How many iterations ahead to prefetch when an iteration reads `bytes`: about 4 KiB in flight
+   (at least 2, at most 32 iterations). */
+TK_INLINE uint64_t tk_gs_dist(int64_t bytes) {
+    const int64_t lines = (bytes + 63) / 64, d = 64 / (lines > 0 ? lines : 1);
+    return (uint64_t)(d < 2 ? 2 : d > 32 ? 32 : d);
+}
+/* Prefetch (into L2) the lines from x to y, either order; a range over 1 KiB (a read that is not
+   contiguous across the group) only at its ends. */
+TK_INLINE void tk_gs_fetch(const void *x, const void *y) {
+    uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
+    if (a > b) { const uintptr_t t = a; a = b; b = t; }
+    if (b - a > 1024) { __builtin_prefetch(x, 0, 2); __builtin_prefetch(y, 0, 2); return; }
+    for (a &= ~(uintptr_t)63; a <= b; a += 64) __builtin_prefetch((const void *)a, 0, 2);
 }
 """
 
@@ -845,6 +882,8 @@ class CRenderer(CLikeRenderer):
         self.pf_rows = next_rows(kernel, plan is not None, ranges)
         self.pf_left = 0                    # loops that will step the cursors, from here to the end
         self.pf_first = False               # the next stepping loop is the first over the row
+        self.gridstride = False             # a strided loop prefetches ahead: include _GRIDSTRIDE
+        self.gs_consts = constant_locals(kernel.body)   # (loops whose step is such a local are not strided)
 
     # --- names ---------------------------------------------------------------------------
 
@@ -1310,9 +1349,13 @@ class CRenderer(CLikeRenderer):
                    f"const {ct} {n}_p = {self.expr(s.step)};")
             self.w(f"  const uint64_t {n}_n = {trips(f'{n}_s', f'{n}_e', f'{n}_p')};")
             pf = self.prefetch_plan(s, f"{n}_n")
+            gs = self.lanes_stride_start(s, f"{n}_n", lambda at: f"({ct})((uint64_t){n}_s + ({at}) * (uint64_t){n}_p)",
+                                         ct, tt)
             self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_n; ++{tt}) {{")
             self.depth += 1
             self.prefetch_step(pf)
+            if gs is not None:
+                self.stride_step(*gs)
             self.w(f"const {ct} {n}_v = ({ct})((uint64_t){n}_s + {tt} * (uint64_t){n}_p);")
             saved_lv = self.lane_vars.get(s.var, False)
             self.lane_vars[s.var] = None
@@ -1348,9 +1391,16 @@ class CRenderer(CLikeRenderer):
             self.w(f"{n}_tr[tk_lid] = {n}_c;")
         self.lane_items(None, prologue)
         pf = self.prefetch_plan(s, f"{n}_hi")
+        gs = None
+        if inline:
+            gs = self.lanes_stride_start(
+                s, f"{n}_hi", lambda at: f"({ct})((uint64_t)({self.expr(s.start)}) + ({at}) * (uint64_t)({self.expr(s.step)}))",
+                ct, tt)
         self.w(f"  for (uint64_t {tt} = 0; {tt} < {n}_hi; ++{tt}) {{")
         self.depth += 1
         self.prefetch_step(pf)
+        if gs is not None:
+            self.stride_step(*gs)
         self.w(f"const int {n}_full = {tt} < {n}_lo; (void){n}_full;")
         inner = f"{tt} < {n}_tr[tk_lid]"
         sub_mask = f"({n}_full || {inner})" if mask is None else inner
@@ -1690,7 +1740,7 @@ class CRenderer(CLikeRenderer):
                 portable_helpers(), _c_helpers(), _BYTEDOT if self.byte_dots else "",
                 _HALVES if self.half_loads else "", _BYTE_RUNS if self.byte_runs else "", "" if k.fastmath else _EXP_F32,
                 _DEBUG if k.debug else "", (_STREAM + (_LUT16 if self.lut16 else "")) if self.stream_arrays else "", _DIV_RUN if self.row_divs else "",
-                _PREFETCH if self.pf_rows else "",
+                (_PREFETCH if self.pf_rows else "") + (_GRIDSTRIDE if self.gridstride else ""),
                 (_SHUFFLE if self.tr_sizes else "") + "".join(tile_transpose_helper(n) for n in sorted(self.tr_sizes))
                 + "".join(tile_transpose_helper(n, True) for n in sorted(self.tr_streams))]
         return "\n".join(head) + "\n" + "\n".join(body_lines) + "\n"
@@ -1872,6 +1922,87 @@ class CRenderer(CLikeRenderer):
 
     def loop_iteration(self, state) -> None:
         self.prefetch_step(state)
+
+    # --- grid-stride prefetch (passes/gridstride.py) -------------------------------------
+
+    def address_at(self, s: N.For, value: str, loads: list, ct: str) -> list:
+        """C pointers to the elements ``loads`` read when the variable of loop ``s`` is
+        ``value`` (C)."""
+        name = self.fresh("gsv")
+        self.w(f"const {ct} {name} = {value}; (void){name};")
+        saved = self.var_over.get(s.var)
+        self.var_over[s.var] = name
+        try:
+            return [f"(const void *)&{self.element(e.array, e.index)}" for e in loads]
+        finally:
+            if saved is None:
+                self.var_over.pop(s.var, None)
+            else:
+                self.var_over[s.var] = saved
+
+    def stride_step(self, s, loads, g, k, trips, ct, value, lanes) -> None:
+        """The top of an iteration of a hoisted loop: fetch its reads ``{g}_d`` iterations
+        ahead, from the first to the last valid lane (``lanes``: their C values)."""
+        self.w(f"if ({g}_d && {k} + {g}_d < {trips}) {{")
+        self.depth += 1
+        for i, lane in enumerate(lanes):
+            self.at_lane(lane, lambda: self.address_at(s, value(f"{k} + {g}_d"), loads, ct), f"{g}_p{i}")
+        for r in range(len(loads)):
+            self.w(f"if ({g}_on[{r}]) tk_gs_fetch({g}_p0[{r}], {g}_p1[{r}]);")
+        self.depth -= 1
+        self.w("}")
+
+    def at_lane(self, lane: str, addresses, out: str) -> None:
+        """``const void *out[]`` = the pointers ``addresses()`` renders for the work item whose
+        last local coordinate is ``lane`` (C), the outer ones bound by enclosing item loops of
+        a lanes piece, else 0 (lanes shape, group level)."""
+        k = self.k
+        dims = range(k.ndim - 1 if self.lane_outer else 0, k.ndim)
+        self.w(f"const void *{out}[{MAX_READS}];")
+        self.w("{")
+        self.depth += 1
+        for d in dims:
+            self.w(f"const int64_t tk_l{d} = {lane if d == k.ndim - 1 else 0};")
+        self.item_geometry(dims)
+        self.global_coords()
+        saved = self.in_item
+        self.in_item = True
+        ptrs = addresses()
+        self.in_item = saved
+        for r, p in enumerate(ptrs):
+            self.w(f"{out}[{r}] = {p};")
+        self.depth -= 1
+        self.w("}")
+
+    def lanes_stride_start(self, s: N.For, trips: str, value, ct: str, k: str):
+        """Before a hoisted loop of a lanes piece: which of its reads stride far, judged from
+        the first valid lane's addresses at iterations 0 and 1 and the span of the group's
+        lanes (first to last) at iteration 0; ``value(t)``: the loop variable's C value at
+        iteration ``t`` in a lane's context."""
+        plan = self.plan
+        fixed = lambda name: name not in self.var_over and (
+            name in plan.remat or name in plan.group_vars or name in plan.item_vars)
+        loads = [] if self.k.debug else strided_reads(s, fixed, self.gs_consts)
+        bounds = [x.name for e in (s.start, s.step) for x in N.walk_expr(e) if isinstance(x, N.Var)]
+        if not loads or not all(fixed(v) for v in bounds):     # (an enclosing hoisted loop's variable)
+            return None
+        self.gridstride = True
+        g = self.fresh("gs")
+        last = f"tk_nv{self.k.ndim - 1} - 1"
+        self.w(f"int {g}_on[{len(loads)}]; uint64_t {g}_d = 0;")
+        self.w("{")
+        self.depth += 1
+        self.at_lane("0", lambda: self.address_at(s, value("0"), loads, ct), f"{g}_a")
+        self.at_lane("0", lambda: self.address_at(s, value("1"), loads, ct), f"{g}_b")
+        self.at_lane(last, lambda: self.address_at(s, value("0"), loads, ct), f"{g}_c")
+        for r, e in enumerate(loads):
+            size = e.array.dtype.itemsize
+            self.w(f"const int64_t {g}_s{r} = tk_gs_span({g}_a[{r}], {g}_c[{r}], {size});")
+            self.w(f"{g}_on[{r}] = {trips} > 4 && tk_gs_far({g}_a[{r}], {g}_b[{r}], {g}_s{r}); "
+                   f"{g}_d += {g}_on[{r}] ? {g}_s{r} : 0;")
+        self.depth -= 1
+        self.w(f"}} {g}_d = {g}_d ? tk_gs_dist({g}_d) : 0;")
+        return (s, loads, g, k, trips, ct, value, ("0", last))
 
     def peel_bounds(self):
         """(lo, hi) in C of ``Kernel.peel_last`` when the body is its one If and the loop can

@@ -45,7 +45,7 @@ def id_kinds(grouped: bool, ndim: int):
     return is_id
 
 
-def _assign_counts(body: list) -> dict:
+def assign_counts(body: list) -> dict:
     """How often each local is assigned in the kernel (loops, collectives, Philox: many)."""
     counts: dict = {}
     for s in N.walk_stmts(body):
@@ -98,7 +98,7 @@ def _row_loads(body: list):
     functions without conditional exits) holds its last value there; one assigned once in the
     kernel holds its value everywhere after; any other is unknown inside and after the
     statement that assigns it."""
-    counts = _assign_counts(body)
+    counts = assign_counts(body)
     env: dict = {}
     out: list = []
 
