@@ -1138,6 +1138,34 @@ def test_generator_finds_a_stale_barrier_loop_counter(monkeypatch):
 
 # ----------------------------------------------------------------------------- fastmath cases
 
+# fixed: interp-int-pow-negative-type
+@tk.kernel
+def pow_negative_exponent_keeps_the_type(out, x: tk.Const, e: tk.Const):
+    i = tk.index()
+    v = np.bool_(2) ** e[i]              # an integer to a negative power: 0 (docs/language.md)
+    v ^= 128                             # int16 128 (an int64 one made the power below not wrap)
+    w = np.uint8(3) ** e[i]              # uint8 with int16: int16 (NumPy's promotion)
+    w += 32767
+    out[i] = x[i] ** v + (w + np.int16(1))   # wraps to -32768 in int16, not in int64
+
+
+@pytest.mark.parametrize("b", [tk.CPU(), INTERP], ids=lambda b: b.name)
+def test_bug_interp_int_pow_negative_keeps_the_promoted_type(b):
+    if b is not INTERP and not CPU_OK:
+        pytest.skip("no C compiler for the CPU backend")
+    # seed 17180765: the interpreter's fallback for NumPy's refusal of a negative integer power
+    # (`a * 0 + b * 0`) made bool ** int16 an int64, so `x ** v` did not wrap in int16 (CPU
+    # -28159 = int16(-19) ** 128, INTERP 8.2e17, inf once stored to float16).
+    x = np.array([-19, -4, 3, 7], np.int16)
+    e = np.array([-3, -1, -7, -2], np.int16)
+    out = np.zeros(4, np.int16)
+    pow_negative_exponent_keeps_the_type(b)(out, x, e, ndrange=4)
+    tk.synchronize(b)
+    with np.errstate(over="ignore"):
+        want = x ** np.int16(128) + (np.int16(32767) + np.int16(1))
+    np.testing.assert_array_equal(out, want)
+
+
 import ast  # noqa: E402
 
 from tinykernels.testing.fuzz import fastmath as FM  # noqa: E402

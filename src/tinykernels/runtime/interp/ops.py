@@ -491,7 +491,7 @@ def op_pow(a, b):
     try:
         return a ** b
     except ValueError:                 # NumPy: integers to negative integer powers
-        return a * 0 + b * 0
+        return np.result_type(a, b).type(0)   # the operands' promoted type (a bool base too)
 
 
 def _fast_pow(x, y):

@@ -14,6 +14,11 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'interp-int-pow-negative-type': ("INTERP: an integer to a negative integer power (0 by the documented rule) took "
+                                     "the type of `a * 0 + b * 0`, so a bool base made int64 where the kernel types "
+                                     "int16 (NumPy's bool * weak int is int64): a later power did not wrap "
+                                     "(seed 17180765, found by gridstride17's slice; CPU right). Now the operands' "
+                                     "promoted type."),
     'ad-adjoint-size': ("autodiff (--grad, CPU): no result in 120 s for fuzzer seeds 48100035, 48100047, "
                         "48100048 (ad16): statements of nested pow/atan2/products whose adjoint grew quadratically "
                         "in the statement's length, each partial re-rendering the primal operands below it (the "
