@@ -156,9 +156,21 @@ def _astype(v, dt):
     if getattr(v, "dtype", None) == dt:
         return v
     if _is_traced(v):
+        if v.dtype == bool and dt.kind == "f":
+            return _bool_to_float(v, dt)
         return v.astype(dt)
     with np.errstate(all="ignore"):
         return np.asarray(v).astype(dt)[()] if np.ndim(v) == 0 else np.asarray(v).astype(dt)
+
+
+def _bool_to_float(v, dt: np.dtype):
+    """A traced bool as float ``dt``, through the bits of 1.0: XLA's simplifier rewrites
+    ``convert(pred) * x`` to ``select(pred, x, 0)``, which gives 0 for ``False * -1.0`` (NumPy:
+    -0.0) and ``False * inf`` (NaN); it does not see through a bitcast."""
+    from jax import lax
+    ut = np.dtype(f"uint{dt.itemsize * 8}")
+    one = np.ones((), dt).view(ut)
+    return lax.bitcast_convert_type(v.astype(ut) * one, dt)
 
 
 def _const(value, t: Ty):
