@@ -28,6 +28,7 @@ import functools
 import hashlib
 import itertools
 import math
+import operator as O
 import os
 import tempfile
 
@@ -197,6 +198,11 @@ OPNAME = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "fdiv", "%": "mo
           "==": "eq", "!=": "ne", "and": "land", "or": "lor", "min": "min", "max": "max"}
 
 
+PYOP = {"+": O.add, "-": O.sub, "*": O.mul, "/": O.truediv, "//": O.floordiv, "%": O.mod, "**": O.pow,
+        "<<": O.lshift, ">>": O.rshift, "&": O.and_, "|": O.or_, "^": O.xor, "<": O.lt, "<=": O.le, ">": O.gt,
+        ">=": O.ge, "==": O.eq, "!=": O.ne}
+
+
 def src_of(op, x, y):
     return f"{op}({x}, {y})" if op in ("min", "max") else f"({x}) {op} ({y})"
 
@@ -213,7 +219,7 @@ def numpy_of(op, a, b):
         r = np.asarray(np.power(a, np.where(b < 0, 0, b).astype(b.dtype)))
         if r.dtype.kind in "iu":
             return np.where(b < 0, 0, r).astype(r.dtype)                   # documented: negative exponent -> 0
-    return eval(f"a {op} b", {"a": a, "b": b, "np": np})
+    return PYOP[op](a, b)
 
 
 def shift_counts(ta, tb, n):
@@ -279,6 +285,251 @@ def test_binary_operators_on_special_values(be_name, ta, tb):
         try:
             assert_same(got, want, f"{be_name}: {nm(ta)} {op} {nm(tb)}", ctx, mask=not_flushed(be_name, want, *ctx.values()),
                         ulps=16 if op == "**" and is_float(want.dtype) else 0)
+        except AssertionError as e:
+            errors.append(str(e))
+    assert not errors, "\n".join(errors)
+
+
+# --------------------------------------------------------------------------- weak Python scalar arguments
+
+WEAK = {"int": [0, 1, 2, 7, 100], "float": [0.0, -0.0, 1.5, 2.5, -7.25, math.inf, -math.inf, math.nan, 1e-40]}
+WEAK_OPS = ["+", "-", "*", "/", "//", "%", "<", "==", "min", "max"]
+
+
+@functools.lru_cache(maxsize=None)
+def weak_results(be_name, t, kind, side):
+    """``a[i] OP s`` (or ``s OP a[i]``) with ``s`` a Python scalar argument (weak, NEP 50)."""
+    a = specials(t)
+    f64 = tk.backend(be_name).supports_float64
+    x = np.ones(2, t)
+    ops = []
+    for op in WEAK_OPS:
+        r = np_eval(lambda: numpy_of(op, x, np.asarray(WEAK[kind][1])))
+        if r is not None and np_eval(lambda: PYOP.get(op, O.add)(x, WEAK[kind][1])) is not None \
+                and (f64 or r.dtype.itemsize < 8):
+            ops.append(op)
+    ops = [op for op in ops if op != "-" or t.kind != "b"]
+    body = [f"o_{OPNAME[op]}[i] = {src_of(op, 's', 'a[i]') if side else src_of(op, 'a[i]', 's')}" for op in ops]
+    k = make_kernel("k_weak", tuple(f"o_{OPNAME[op]}" for op in ops) + ("a", "s"), tuple(body))
+    res = []
+    for s in WEAK[kind]:
+        want = {}
+        for op in ops:
+            if t == BF16:
+                # NEP 50 (SPEC 3): the weak scalar takes bfloat16 (ml_dtypes' NumPy loops give float32)
+                sv = np.full(len(a), s, BF16).astype(np.float32)
+                r = np.asarray(numpy_of(op, sv, a.astype(np.float32)) if side else numpy_of(op, a.astype(np.float32), sv))
+                want[op] = r.astype(BF16) if r.dtype.kind == "f" else r
+            elif op in ("min", "max"):
+                rt = np.result_type(a, s)                                # NEP 50: s is weak
+                av, sv = a.astype(rt), np.full(len(a), s, rt)
+                want[op] = numpy_of(op, sv, av) if side else numpy_of(op, av, sv)
+            else:
+                want[op] = np_eval(lambda: PYOP[op](s, a) if side else PYOP[op](a, s))
+        got = launch(k, be_name, [np.zeros(len(a), want[op].dtype) for op in ops], [a, s])
+        res += [(op, s, g, want[op]) for op, g in zip(ops, got)]
+    return a, res
+
+
+@pytest.mark.parametrize("be_name", backend_params())
+@pytest.mark.parametrize("side", [0, 1], ids=["arr_op_s", "s_op_arr"])
+@pytest.mark.parametrize("kind", list(WEAK))
+@pytest.mark.parametrize("t", [t for t in ALL if t.kind != "b"], ids=nm)
+def test_weak_python_scalar_arguments(be_name, t, kind, side):
+    """NEP 50: a Python int/float argument takes the array's type (a float with an integer array: float64)."""
+    skip_unsupported(be_name, t)
+    if kind == "float" and t.kind in "iu" and not tk.backend(be_name).supports_float64:
+        pytest.skip("int array with a Python float is float64 in NumPy")
+    a, res = weak_results(be_name, t, kind, side)
+    errors = []
+    for op, s, got, want in res:
+        try:
+            assert_same(got, want, f"{be_name}: {'s ' + op + ' ' + nm(t) if side else nm(t) + ' ' + op + ' s'} (s={s!r})",
+                        {"a": a}, mask=not_flushed(be_name, want, a, np.full(len(a), s, want.dtype) if is_float(want.dtype) else a))
+        except AssertionError as e:
+            errors.append(str(e))
+    assert not errors, "\n".join(errors)
+
+
+# --------------------------------------------------------------------------- unary operators, builtins and casts
+
+CAST_TARGETS = ["bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                "float16", "bfloat16", "float32", "float64"]
+
+
+def _target(name):
+    return np.dtype(bool) if name == "bool_" else BF16 if name == "bfloat16" else np.dtype(name)
+
+
+def unary_numpy(op, a):
+    if op == "neg":
+        return -a
+    if op == "inv":
+        return ~a
+    if op == "abs":
+        return np.abs(a)
+    if op == "not":
+        return np.logical_not(a)
+    if op == "bool":
+        return a.astype(bool)
+    if op == "int":
+        return a.astype(np.int64)
+    if op == "float":
+        return a.astype(np.float64)
+    if op == "round":
+        return np.round(a.astype(np.float64)).astype(np.int64) if is_float(a.dtype) else a.astype(np.int64)
+    return a.astype(_target(op[5:]))                                     # "cast_<dtype>"
+
+
+UNARY_SRC = {"neg": "-a[i]", "inv": "~a[i]", "abs": "abs(a[i])", "not": "not a[i]", "bool": "bool(a[i])",
+             "int": "int(a[i])", "float": "float(a[i])", "round": "round(a[i])"}
+
+
+def unary_ops(t, be):
+    ops = ["abs", "not", "bool", "int", "float", "round"] + [f"cast_{n}" for n in CAST_TARGETS]
+    if t.kind != "b":
+        ops.append("neg")
+    if t.kind in "biu":
+        ops.append("inv")
+    if t.kind == "b":
+        ops.remove("round")
+    return [op for op in ops if not op.startswith("cast_") or be.supports(_target(op[5:]))]
+
+
+def out_dtype(op, t, be):
+    """The result dtype; Python's int/float/round are int64/float64 (int32/float32 without 64-bit types)."""
+    if op in ("int", "round"):
+        return np.dtype(np.int64 if be.supports_float64 else np.int32)
+    if op == "float":
+        return np.dtype(np.float64 if be.supports_float64 else np.float32)
+    if op in ("not", "bool"):
+        return np.dtype(bool)
+    if op.startswith("cast_"):
+        return _target(op[5:])
+    return t
+
+
+def defined(op, a, dt):
+    """Where the result is defined: a float -> integer conversion of NaN, an infinity or an
+    out-of-range value gives what the hardware gives (docs/language.md), so it is not checked."""
+    if not is_float(a.dtype) or dt.kind not in "iu":
+        return np.ones(len(a), bool)
+    x = a.astype(np.float64)
+    if op == "round":
+        x = np.round(x)
+    info = np.iinfo(dt)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(x) & (np.trunc(x) >= int(info.min)) & (np.trunc(x) <= int(info.max))
+
+
+@pytest.mark.parametrize("be_name", backend_params())
+@pytest.mark.parametrize("t", ALL, ids=nm)
+def test_unary_builtins_and_casts(be_name, t):
+    skip_unsupported(be_name, t)
+    be = tk.backend(be_name)
+    a = specials(t)
+    ops = unary_ops(t, be)
+    body = tuple(f"o_{op}[i] = {UNARY_SRC.get(op) or 'tk.' + op[5:] + '(a[i])'}" for op in ops)
+    k = make_kernel("k_unary", tuple(f"o_{op}" for op in ops) + ("a",), body)
+    got = launch(k, be_name, [np.zeros(len(a), out_dtype(op, t, be)) for op in ops], [a])
+    errors = []
+    for op, g in zip(ops, got):
+        dt = out_dtype(op, t, be)
+        want = np_eval(lambda: unary_numpy(op, a))
+        if dt.itemsize < want.dtype.itemsize and op in ("int", "round", "float"):
+            with np.errstate(all="ignore"):
+                want = want.astype(dt)                                  # no 64-bit types: int32 / float32
+        mask = defined(op, a, dt)
+        if be_name == "JAX":
+            mask &= not_flushed(be_name, a, want)
+        try:
+            assert_same(g, want, f"{be_name}: {op}({nm(t)})", {"a": a}, mask=mask)
+        except AssertionError as e:
+            errors.append(str(e))
+    assert not errors, "\n".join(errors)
+
+
+# --------------------------------------------------------------------------- math functions
+
+# name: (source, float64 reference, allowed ulps (docs/fuzzing.md's table))
+MATH1 = {
+    "exp": ("math.exp", np.exp, 4), "log": ("math.log", np.log, 4), "log2": ("math.log2", np.log2, 4),
+    "log1p": ("math.log1p", np.log1p, 4), "expm1": ("math.expm1", np.expm1, 4), "sqrt": ("math.sqrt", np.sqrt, 0),
+    "sin": ("math.sin", np.sin, 4), "cos": ("math.cos", np.cos, 4), "tan": ("math.tan", np.tan, 6),
+    "asin": ("math.asin", np.arcsin, 4), "acos": ("math.acos", np.arccos, 4), "atan": ("math.atan", np.arctan, 6),
+    "sinh": ("math.sinh", np.sinh, 4), "cosh": ("math.cosh", np.cosh, 4), "tanh": ("math.tanh", np.tanh, 6),
+    "erf": ("math.erf", np.vectorize(math.erf, otypes=[np.float64]), 16),
+    "floor": ("math.floor", np.floor, 0), "ceil": ("math.ceil", np.ceil, 0), "trunc": ("math.trunc", np.trunc, 0),
+    "fabs": ("math.fabs", np.abs, 0), "rsqrt": ("tk.rsqrt", lambda x: 1 / np.sqrt(x), 4),
+    "sigmoid": ("tk.sigmoid", lambda x: 1 / (1 + np.exp(-x)), 8),
+}
+MATH_BOOL = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
+MATH2 = {
+    "atan2": ("math.atan2", np.arctan2, 6), "pow": ("math.pow", np.power, 16), "hypot": ("math.hypot", np.hypot, 4),
+    "copysign": ("math.copysign", np.copysign, 0), "fmod": ("math.fmod", np.fmod, 0),
+}
+MATH_VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1.5, 3.0, -3.0, 10.0, -10.0, 0.75, 1e-3, 88.0, -88.0,
+               100.0, -104.0, 710.0, 1e30, 1e-30, math.pi, -math.pi / 2, math.inf, -math.inf, math.nan]
+
+
+def math_values(t):
+    f = ml_dtypes.finfo(t) if t == BF16 else np.finfo(t)
+    v = MATH_VALUES + [float(f.max), -float(f.max), float(f.tiny), float(f.smallest_subnormal),
+                       -float(f.smallest_subnormal)]
+    with np.errstate(over="ignore"):
+        return np.array(v).astype(t)
+
+
+def reference(fn, *args, t):
+    """``fn`` in float64 of the exact float64 arguments, rounded to ``t``."""
+    with np.errstate(all="ignore"):
+        return np.asarray(fn(*[x.astype(np.float64) for x in args])).astype(t)
+
+
+def math_check(be_name, name, got, want, ulps, ctx, t):
+    """Within ``ulps`` (of float32 for the narrow floats, which compute in float32; then one ulp of
+    the stored type), special values (inf, nan, zeros, exact results) exactly."""
+    if t in (np.dtype(np.float16), BF16) and ulps:
+        ulps = 1
+    special = ~np.isfinite(want.astype(np.float64)) | (want.astype(np.float64) == 0)
+    for v in ctx.values():
+        special |= ~np.isfinite(v.astype(np.float64))
+    if name == "pow":                                    # C99 F.9.4.4: pow(x, +-0) = 1, pow(+1, y) = 1
+        special |= (ctx["b"].astype(np.float64) == 0) | (ctx["a"].astype(np.float64) == 1)
+    mask = not_flushed(be_name, want, *ctx.values())
+    assert_same(np.where(special, want, got).astype(t), want, f"{be_name}: {name}({nm(t)}) (accuracy)", ctx, ulps=ulps,
+                mask=mask)
+    assert_same(got[special], want[special], f"{be_name}: {name}({nm(t)}) (special values)",
+                {k: v[special] for k, v in ctx.items()}, mask=None if mask is None else mask[special])
+
+
+@pytest.mark.parametrize("be_name", backend_params())
+@pytest.mark.parametrize("t", FLOATS, ids=nm)
+def test_math_functions_on_special_values(be_name, t):
+    skip_unsupported(be_name, t)
+    a = math_values(t)
+    n1 = list(MATH1)
+    body = [f"o_{n}[i] = {MATH1[n][0]}(a[i])" for n in n1] + [f"o_{n}[i] = math.{n}(a[i])" for n in MATH_BOOL]
+    k = make_kernel("k_math1", tuple(f"o_{n}" for n in n1 + list(MATH_BOOL)) + ("a",), tuple(body))
+    got = launch(k, be_name, [np.zeros(len(a), t) for _ in n1] + [np.zeros(len(a), bool) for _ in MATH_BOOL], [a])
+    errors = []
+    for n, g in zip(n1 + list(MATH_BOOL), got):
+        try:
+            if n in MATH_BOOL:
+                assert_same(g, MATH_BOOL[n](a.astype(np.float64)), f"{be_name}: {n}({nm(t)})", {"a": a})
+            else:
+                math_check(be_name, n, g, reference(MATH1[n][1], a, t=t), MATH1[n][2], {"a": a}, t)
+        except AssertionError as e:
+            errors.append(str(e))
+    x, y = np.repeat(a, len(a)), np.tile(a, len(a))
+    n2 = list(MATH2)
+    body = [f"o_{n}[i] = {MATH2[n][0]}(a[i], b[i])" for n in n2]
+    body += ["o_fma[i] = tk.fma(a[i], b[i], a[i])", "o_clamp[i] = tk.clamp(a[i], b[i], b[i] + 1)"]
+    k = make_kernel("k_math2", tuple(f"o_{n}" for n in n2) + ("o_fma", "o_clamp", "a", "b"), tuple(body))
+    got = launch(k, be_name, [np.zeros(len(x), t) for _ in range(len(n2) + 2)], [x, y])
+    for n, g in zip(n2, got):
+        try:
+            math_check(be_name, n, g, reference(MATH2[n][1], x, y, t=t), MATH2[n][2], {"a": x, "b": y}, t)
         except AssertionError as e:
             errors.append(str(e))
     assert not errors, "\n".join(errors)
