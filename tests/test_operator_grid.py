@@ -46,7 +46,7 @@ UINTS = [np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64")]
 FLOATS = [np.dtype(t) for t in ("float16", "float32", "float64")] + [BF16]
 ALL = [np.dtype(bool)] + SINTS + UINTS + FLOATS
 MIXED = [("int8", "uint8"), ("int16", "uint16"), ("int32", "uint32"), ("int64", "uint64"), ("uint8", "int64"),
-         ("int32", "float32"), ("int64", "float64"), ("uint64", "float32"), ("int16", "float16"),
+         ("int32", "float32"), ("uint32", "float32"), ("int64", "float64"), ("uint64", "float32"), ("int16", "float16"),
          ("float16", "float32"), ("float32", "float64"), ("bool", "int8"), ("bool", "float32"),
          ("uint32", "int8"), ("bfloat16", "float16"), ("bfloat16", "float32")]
 
