@@ -14,6 +14,31 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'jax-bool-times-float': ("JAX backend / raise_kernel: `b * x` with a bool `b` and a float `x` gave +0.0 for "
+                             "False * -1.0 (NumPy -0.0) and 0.0 for False * inf and False * nan (NumPy nan): XLA's "
+                             "simplifier rewrites convert(pred) * x to select(pred, x, 0) (audit17b's operator grid, "
+                             "tests/test_operator_grid.py, bool x float32)",
+        "fixed: a traced bool becomes a float through the bits of 1.0 (codegen/jaxraise.py _bool_to_float: "
+        "bitcast_convert_type(uint(b) * bits(1.0))), which the simplifier does not see through"),
+    'jax-scalar-constants': ("JAX backend: float scalar arguments were baked into the trace as constants, so "
+                             "(1) a launch with s = -0.0 reused the trace of an earlier s = 0.0 (the cache key "
+                             "compared values, -0.0 == 0.0): x / s gave +inf for -inf; (2) XLA folded a division by "
+                             "the constant into a multiplication by its reciprocal: int16 7 // 1e-40 gave 7e40, "
+                             "NumPy 7.000000000000001e40 (audit17b's operator grid, weak Python float arguments)",
+        "fixed: float scalars are arguments of the jitted function (runtime/jaxrt.py), keyed by dtype; the other "
+        "scalars' keys tell -0.0 from 0.0 (_value_key)"),
+    'wgsl-pow-signed-zero': ("WebGPU: math.pow / ** of a negative base and an odd integer exponent whose result "
+                             "underflows gave +0.0 (pow(-3.4e38, -3.0), pow(-1e-45, 3.0); NumPy and C99 -0.0): "
+                             "the prelude's powf (msun) returned `sn * 0.0`, which the driver folds to +0.0 "
+                             "(audit17b's operator grid)",
+        "fixed: the zero is built from the sign bit (codegen/wgsl.py tk_signed_zero)"),
+    'wgsl-int-float-compare': ("WebGPU (and Metal, any backend without float64): an int32 or uint32 compared with a "
+                               "float32 was compared in float32, where NumPy compares in float64: int32 "
+                               "2147483646 < float32(2**31) was False, 2147483647 == float32(2**31) True "
+                               "(audit17b's operator grid)",
+        "fixed: the frontend compares exactly (frontend/lower.py int_float_compare: the float32 order of "
+        "float(i) and f where they differ, else i against int(f), or 'below' where f is one past the type's "
+        "maximum)"),
     'ad-adjoint-size': ("autodiff (--grad, CPU): no result in 120 s for fuzzer seeds 48100035, 48100047, "
                         "48100048 (ad16): statements of nested pow/atan2/products whose adjoint grew quadratically "
                         "in the statement's length, each partial re-rendering the primal operands below it (the "
