@@ -345,7 +345,7 @@ def test_weak_python_scalar_arguments(be_name, t, kind, side):
     for op, s, got, want in res:
         try:
             assert_same(got, want, f"{be_name}: {'s ' + op + ' ' + nm(t) if side else nm(t) + ' ' + op + ' s'} (s={s!r})",
-                        {"a": a}, mask=not_flushed(be_name, want, a, np.full(len(a), s, want.dtype) if is_float(want.dtype) else a))
+                        {"a": a}, mask=not_flushed(be_name, want, a, np.full(len(a), s, t) if is_float(t) else a))
         except AssertionError as e:
             errors.append(str(e))
     assert not errors, "\n".join(errors)
@@ -419,7 +419,7 @@ def defined(op, a, dt):
         x = np.round(x)
     info = np.iinfo(dt)
     with np.errstate(invalid="ignore"):
-        return np.isfinite(x) & (np.trunc(x) >= int(info.min)) & (np.trunc(x) <= int(info.max))
+        return np.isfinite(x) & (np.trunc(x) >= float(info.min)) & (np.trunc(x) < float(info.max) + 1)
 
 
 @pytest.mark.parametrize("be_name", backend_params())
@@ -497,6 +497,10 @@ def math_check(be_name, name, got, want, ulps, ctx, t):
     if name == "pow":                                    # C99 F.9.4.4: pow(x, +-0) = 1, pow(+1, y) = 1
         special |= (ctx["b"].astype(np.float64) == 0) | (ctx["a"].astype(np.float64) == 1)
     mask = not_flushed(be_name, want, *ctx.values())
+    if be_name == "JAX":     # XLA flushes subnormal intermediates too: asin(smallest normal) is 0
+        f = ml_dtypes.finfo(t) if t == BF16 else np.finfo(t)
+        for v in ctx.values():
+            mask &= ~(np.abs(v.astype(np.float64)) <= float(f.tiny)) | (v.astype(np.float64) == 0)
     assert_same(np.where(special, want, got).astype(t), want, f"{be_name}: {name}({nm(t)}) (accuracy)", ctx, ulps=ulps,
                 mask=mask)
     assert_same(got[special], want[special], f"{be_name}: {name}({nm(t)}) (special values)",
