@@ -851,10 +851,11 @@ def _opaque(a, b):
 
 def binop(op: str, a, b, d: D.DType):
     """``a op b`` on values already of the result type ``d`` (tinykernels' semantics)."""
-    if d.is_float and op in ("+", "-", "*", "/"):
+    if d.is_float and op in ("+", "-", "*", "/", "//", "%"):
         a, b = _opaque(a, b)
-        if op == "/" and np.ndim(b) == 0 and np.ndim(a) > 0:
-            # XLA turns a / broadcast(b) into a * broadcast(1 / b) (not what NumPy rounds)
+        if op in ("/", "//", "%") and np.ndim(b) == 0 and np.ndim(a) > 0:
+            # XLA turns a / broadcast(b) into a * broadcast(1 / b) (not what NumPy rounds; float
+            # `//` and `%` divide too: until audit17b 1.8e308 // 7 was an ulp off)
             jnp = _jnp()
             b = _jax().lax.optimization_barrier(jnp.broadcast_to(jnp.asarray(b), jnp.shape(a)))
     xp = _xp(a, b)
@@ -880,7 +881,7 @@ def binop(op: str, a, b, d: D.DType):
         if op == "*":
             return xp.multiply(a, b)
         if op == "/":
-            return xp.true_divide(a, _opaque_divisor(a, b))
+            return xp.true_divide(a, b)
         if op == "&":
             return xp.bitwise_and(a, b)
         if op == "|":
@@ -889,7 +890,7 @@ def binop(op: str, a, b, d: D.DType):
             return xp.bitwise_xor(a, b)
         if op in ("//", "%"):
             if d.is_float:
-                return _float_divmod(op, a, _opaque_divisor(a, b))
+                return _float_divmod(op, a, b)
             zero, one = _zero(a), _astype(1, a.dtype)
             bad = b == zero
             if d.kind == "i":
@@ -907,16 +908,6 @@ def binop(op: str, a, b, d: D.DType):
                 return xp.power(a, b)
             return _ipow(a, b, d)
     raise NotImplementedError(op)
-
-
-def _opaque_divisor(a, b):
-    """A constant float divisor of a traced value, hidden from XLA's simplifier, which rewrites
-    ``x / c`` as ``x * (1 / c)`` (not correctly rounded: 7 / 1e-40 gave 7e40, NumPy
-    7.000000000000001e40; x // 7 was an ulp off for x = 1.8e308)."""
-    if not _is_traced(a) or _is_traced(b) or np.dtype(getattr(b, "dtype", np.float64)).kind != "f":
-        return b
-    from jax import lax
-    return lax.optimization_barrier(_jnp().asarray(b))
 
 
 def _float_divmod(op: str, a, b):

@@ -27,6 +27,16 @@ FIXED_BUGS = {
                              "NumPy 7.000000000000001e40 (audit17b's operator grid, weak Python float arguments)",
         "fixed: float scalars are arguments of the jitted function (runtime/jaxrt.py), keyed by dtype; the other "
         "scalars' keys tell -0.0 from 0.0 (_value_key)"),
+    'jax-constant-divisor': ("JAX backend / raise_kernel: a division by a constant (a literal, an int scalar "
+                             "argument) was XLA's multiplication by the reciprocal, not correctly rounded: "
+                             "float64 1.8e308 // 7 an ulp off, float32 3.4e38 // 100 too (audit17b's operator grid)",
+        "fixed: float `//` and `%` hide their operands from the simplifier as `/` did (codegen/jaxraise.py "
+        "binop: constants and 0-d divisors through lax.optimization_barrier), so XLA divides"),
+    'jax-sinh-cosh': ("JAX backend / raise_kernel: math.sinh / math.cosh were XLA's, far off for large arguments: "
+                      "cosh(710.0) 300 ulp, sinh(88.0) float32 12 ulp, sinh(10.0) float32 5 ulp (the fuzzer's "
+                      "bound is 4; audit17b's operator grid)",
+        "fixed: above 2 in magnitude (h / 2) * h -+ (1/2) / (h * h) with h = exp(|x| / 2) "
+        "(codegen/jaxraise.py _sinh_cosh), within the 4 ulp of the grid's values"),
     'wgsl-pow-signed-zero': ("WebGPU: math.pow / ** of a negative base and an odd integer exponent whose result "
                              "underflows gave +0.0 (pow(-3.4e38, -3.0), pow(-1e-45, 3.0); NumPy and C99 -0.0): "
                              "the prelude's powf (msun) returned `sn * 0.0`, which the driver folds to +0.0 "
