@@ -121,8 +121,11 @@ def ordered(x):
     return np.where(i < 0, np.iinfo(it).min - i, i)
 
 
+ML_FLOATS = {np.dtype(getattr(ml_dtypes, n)) for n in ("bfloat16", "float8_e4m3fn", "float8_e5m2")}
+
+
 def is_float(dt):
-    return np.dtype(dt).kind == "f" or np.dtype(dt) == BF16
+    return np.dtype(dt).kind == "f" or np.dtype(dt) in ML_FLOATS
 
 
 def assert_same(got, want, what, ctx, ulps=0, mask=None):
@@ -354,11 +357,13 @@ def test_weak_python_scalar_arguments(be_name, t, kind, side):
 # --------------------------------------------------------------------------- unary operators, builtins and casts
 
 CAST_TARGETS = ["bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                "float16", "bfloat16", "float32", "float64"]
+                "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2"]
 
 
 def _target(name):
-    return np.dtype(bool) if name == "bool_" else BF16 if name == "bfloat16" else np.dtype(name)
+    if name.startswith("float8") or name == "bfloat16":
+        return np.dtype(getattr(ml_dtypes, name))
+    return np.dtype(bool) if name == "bool_" else np.dtype(name)
 
 
 def unary_numpy(op, a):
