@@ -321,7 +321,8 @@ def weak_results(be_name, t, kind, side):
             if t == BF16:
                 # NEP 50 (SPEC 3): the weak scalar takes bfloat16 (ml_dtypes' NumPy loops give float32)
                 sv = np.full(len(a), s, BF16).astype(np.float32)
-                r = np.asarray(numpy_of(op, sv, a.astype(np.float32)) if side else numpy_of(op, a.astype(np.float32), sv))
+                r = np_eval(lambda: numpy_of(op, sv, a.astype(np.float32)) if side else
+                            numpy_of(op, a.astype(np.float32), sv))
                 want[op] = r.astype(BF16) if r.dtype.kind == "f" else r
             elif op in ("min", "max"):
                 rt = np.result_type(a, s)                                # NEP 50: s is weak
