@@ -105,7 +105,7 @@ def specials(dt):
         if dt.kind == "i":
             v += [-1, -2, -3, -7, lo // 2]
         return np.array(sorted(set(v)), dtype=dt)
-    f = ml_dtypes.finfo(dt) if dt == BF16 else np.finfo(dt)
+    f = finfo(dt)
     mx, tiny, sub = float(f.max), float(f.tiny), float(f.smallest_subnormal)
     v = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, -7.0, 0.1, 1e4, -1e4, mx, -mx, tiny, -tiny, sub,
          -sub, sub * 3, math.inf, -math.inf, math.nan, 127.5, -128.5, 255.5, 65504.0, 2.0**31, -2.0**31, 2.0**63]
@@ -122,6 +122,10 @@ def ordered(x):
 
 
 ML_FLOATS = {np.dtype(getattr(ml_dtypes, n)) for n in ("bfloat16", "float8_e4m3fn", "float8_e5m2")}
+
+
+def finfo(dt):
+    return ml_dtypes.finfo(dt) if np.dtype(dt) in ML_FLOATS else np.finfo(dt)
 
 
 def is_float(dt):
@@ -171,7 +175,7 @@ def subnormal(x):
     x = np.asarray(x)
     if not is_float(x.dtype):
         return np.zeros(x.shape, bool)
-    f = ml_dtypes.finfo(x.dtype) if x.dtype == BF16 else np.finfo(x.dtype)
+    f = finfo(x.dtype)
     x64 = x.astype(np.float64)
     return (x64 != 0) & (np.abs(x64) < float(f.tiny))
 
@@ -282,6 +286,8 @@ def _binop_params():
 @pytest.mark.parametrize("be_name", backend_params())
 @pytest.mark.parametrize("ta,tb", _binop_params())
 def test_binary_operators_on_special_values(be_name, ta, tb):
+    if be_name == "JAX" and (nm(tb), nm(ta)) in MIXED:
+        pytest.skip("JAX: each mixed pair in one order (an XLA compile per kernel; the full grid took 9 minutes)")
     skip_unsupported(be_name, ta, tb)
     errors = []
     for op, (got, want, ctx) in binop_results(be_name, ta, tb).items():
@@ -315,7 +321,8 @@ def weak_results(be_name, t, kind, side):
     body = [f"o_{OPNAME[op]}[i] = {src_of(op, 's', 'a[i]') if side else src_of(op, 'a[i]', 's')}" for op in ops]
     k = make_kernel("k_weak", tuple(f"o_{OPNAME[op]}" for op in ops) + ("a", "s"), tuple(body))
     res = []
-    for s in WEAK[kind]:
+    values = WEAK[kind][::2] if be_name == "JAX" and kind == "int" else WEAK[kind]   # JAX: a compile per int value
+    for s in values:
         want = {}
         for op in ops:
             if t == BF16:
@@ -479,7 +486,7 @@ MATH_VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1.5, 3.0, -3.0, 10.0,
 
 
 def math_values(t):
-    f = ml_dtypes.finfo(t) if t == BF16 else np.finfo(t)
+    f = finfo(t)
     v = MATH_VALUES + [float(f.max), -float(f.max), float(f.tiny), float(f.smallest_subnormal),
                        -float(f.smallest_subnormal)]
     with np.errstate(over="ignore"):
@@ -504,7 +511,7 @@ def math_check(be_name, name, got, want, ulps, ctx, t):
         special |= (ctx["b"].astype(np.float64) == 0) | (ctx["a"].astype(np.float64) == 1)
     mask = not_flushed(be_name, want, *ctx.values())
     if be_name == "JAX":     # XLA flushes subnormal intermediates too: asin(smallest normal) is 0
-        f = ml_dtypes.finfo(t) if t == BF16 else np.finfo(t)
+        f = finfo(t)
         for v in ctx.values():
             mask &= ~(np.abs(v.astype(np.float64)) <= float(f.tiny)) | (v.astype(np.float64) == 0)
     assert_same(np.where(special, want, got).astype(t), want, f"{be_name}: {name}({nm(t)}) (accuracy)", ctx, ulps=ulps,
