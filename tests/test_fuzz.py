@@ -2083,3 +2083,106 @@ def test_the_native_miscompile_probes_run_right_with_the_toolchains_flags(tmp_pa
         extra = list(tc.kernel_flags(compiler.SCOPE_FEATURES.get(scope, frozenset())))
         subprocess.run(list(tc.cmd) + flags + extra + ["-o", exe, str(src), "-lm"], check=True, capture_output=True)
         assert subprocess.run([exe]).returncode == 0, f"{name}: {tc.flags}"
+
+
+# ----------------------------------------------------------------------------- audit17b's operator grid
+# (tests/test_operator_grid.py found these; each is checked here once more on its own)
+
+JAX_OK = tk.backends().get("JAX", (False, ""))[0]
+needs_jax = pytest.mark.skipif(not JAX_OK, reason="no JAX")
+
+
+@tk.kernel
+def k_bool_times_float(o, b, x):
+    i = tk.index()
+    o[i] = b[i] * x[i]
+
+
+# fixed: jax-bool-times-float
+# (XLA rewrote convert(pred) * x to select(pred, x, 0): False * -1.0 gave 0.0, False * inf 0.0)
+@needs_jax
+def test_bug_jax_bool_times_float():
+    b, x = np.array([False, False, True]), np.array([-1.0, np.inf, -2.0], np.float32)
+    got = _run(k_bool_times_float, "JAX", [np.zeros(3, np.float32), b, x])[0]
+    assert np.signbit(got[0]) and got[0] == 0 and np.isnan(got[1]) and got[2] == -2.0, got
+
+
+@tk.kernel
+def k_div_scalar(o, x, s):
+    i = tk.index()
+    o[i] = x[i] / s
+
+
+# fixed: jax-scalar-constants
+# (a launch with s = -0.0 reused the trace of s = 0.0: -1.0 / -0.0 gave -inf)
+@needs_jax
+def test_bug_jax_scalar_minus_zero_is_not_zero():
+    x = np.array([-1.0, 1.0])
+    assert _run(k_div_scalar, "JAX", [np.zeros(2), x], (0.0,))[0].tolist() == [-np.inf, np.inf]
+    assert _run(k_div_scalar, "JAX", [np.zeros(2), x], (-0.0,))[0].tolist() == [np.inf, -np.inf]
+
+
+@tk.kernel
+def k_floordiv_const(o, x):
+    i = tk.index()
+    o[i] = x[i] // 7
+
+
+# fixed: jax-constant-divisor
+# (XLA's x * (1/7) for x // 7: an ulp off for x = 1.8e308)
+@needs_jax
+def test_bug_jax_floordiv_by_a_constant_divides():
+    x = np.array([np.finfo(np.float64).max, -np.finfo(np.float64).max, 1e300])
+    np.testing.assert_array_equal(_run(k_floordiv_const, "JAX", [np.zeros(3), x])[0], x // 7)
+
+
+@tk.kernel
+def k_sinh_cosh(o, x):
+    i = tk.index()
+    o[i, 0] = math.sinh(x[i])
+    o[i, 1] = math.cosh(x[i])
+
+
+# fixed: jax-sinh-cosh
+# (XLA's cosh(710.0) was 300 ulp off)
+@needs_jax
+def test_bug_jax_sinh_cosh_of_large_arguments():
+    x = np.array([3.0, 10.0, 88.0, -104.0, 700.0, 710.0, -710.0])
+    got = _run(k_sinh_cosh, "JAX", [np.zeros((len(x), 2)), x])[0]
+    want = np.stack([np.sinh(x), np.cosh(x)], 1)
+    assert (np.abs(got - want) / np.spacing(np.abs(want))).max() <= 4, (got, want)
+
+
+@tk.kernel
+def k_pow_pairs(o, x, y):
+    i = tk.index()
+    o[i] = math.pow(x[i], y[i])
+
+
+# fixed: wgsl-pow-signed-zero
+# (the driver folded sn * 0.0 to +0.0: pow(-3.4e38, -3.0) gave +0.0)
+@needs_webgpu
+def test_bug_wgsl_pow_underflow_keeps_the_sign():
+    x, y = np.float32([-3.4e38, -1e-45, -1e-20]), np.float32([-3.0, 3.0, 5.0])
+    got = _run(k_pow_pairs, "WEBGPU", [np.zeros(3, np.float32), x, y])[0]
+    assert got.tolist() == [0.0, 0.0, 0.0] and np.signbit(got).all(), got
+
+
+@tk.kernel
+def k_int_float_compare(o, a, f):
+    i = tk.index()
+    o[i, 0] = a[i] < f[i]
+    o[i, 1] = a[i] == f[i]
+    o[i, 2] = f[i] <= a[i]
+
+
+# fixed: wgsl-int-float-compare
+# (int32 2147483646 < float32 2**31 was False on WebGPU: compared in float32)
+@needs_webgpu
+@pytest.mark.parametrize("it", [np.int32, np.uint32])
+def test_bug_wgsl_int32_float32_compare_is_exact(it):
+    info = np.iinfo(it)
+    a = np.array([info.max, info.max - 1, info.min, info.min + 1, 16777217, 0], it)
+    f = np.float32([float(info.max) + 1, float(info.max) + 1, float(info.min), float(info.min), 16777216, np.nan])
+    got = _run(k_int_float_compare, "WEBGPU", [np.zeros((6, 3), bool), a, f])[0]
+    np.testing.assert_array_equal(got, np.stack([a < f, a == f, f <= a], 1))

@@ -1073,6 +1073,9 @@ fn tk_hypot(x: f32, y: f32) -> f32 {{
 _lib("pow", ("x", "scalbn"), f"""
 // powf (FreeBSD e_powf.c)
 fn tk_trunc12(v: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(v) & 0xfffff000u); }}
+// a zero with the sign of s, in bits: the driver folded `sn * 0.0` to +0.0, so pow(-x, odd)
+// that underflows gave +0.0 (NumPy -0.0)
+fn tk_signed_zero(s: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(s) & 0x80000000u); }}
 fn tk_pow(x: f32, y: f32) -> f32 {{
     let hx = bitcast<i32>(x);
     let hy = bitcast<i32>(y);
@@ -1118,8 +1121,8 @@ fn tk_pow(x: f32, y: f32) -> f32 {{
     var t1: f32;
     var t2: f32;
     if (iy > 0x4d000000i) {{
-        if (ix < 0x3f7ffff8i) {{ return select(tk_x(sn * 0.0f), tk_x(sn * tk_inf()), hy < 0i); }}
-        if (ix > 0x3f800007i) {{ return select(tk_x(sn * 0.0f), tk_x(sn * tk_inf()), hy > 0i); }}
+        if (ix < 0x3f7ffff8i) {{ return select(tk_signed_zero(sn), tk_x(sn * tk_inf()), hy < 0i); }}
+        if (ix > 0x3f800007i) {{ return select(tk_signed_zero(sn), tk_x(sn * tk_inf()), hy > 0i); }}
         let t = tk_x(ax - 1.0f);
         let w = tk_x(tk_x(t * t) * tk_x(0.5f - tk_x(t * tk_x({_f(0.333333333333)} - tk_x(t * 0.25f)))));
         let u = tk_x({_f(1.4426879883e+00)} * t);
@@ -1170,8 +1173,8 @@ fn tk_pow(x: f32, y: f32) -> f32 {{
     let j = bitcast<i32>(z);
     if (j > 0x43000000i) {{ return tk_x(sn * tk_inf()); }}
     else if (j == 0x43000000i) {{ if (tk_x(p_l + {_f(4.2995665694e-08)}) > tk_x(z - p_h)) {{ return tk_x(sn * tk_inf()); }} }}
-    else if ((j & 0x7fffffffi) > 0x43160000i) {{ return tk_x(sn * 0.0f); }}
-    else if (j == bitcast<i32>(0xc3160000u)) {{ if (p_l <= tk_x(z - p_h)) {{ return tk_x(sn * 0.0f); }} }}
+    else if ((j & 0x7fffffffi) > 0x43160000i) {{ return tk_signed_zero(sn); }}
+    else if (j == bitcast<i32>(0xc3160000u)) {{ if (p_l <= tk_x(z - p_h)) {{ return tk_signed_zero(sn); }} }}
     let i = j & 0x7fffffffi;
     var k = (i >> 23u) - 0x7fi;
     var n = 0i;

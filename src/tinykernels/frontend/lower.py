@@ -898,10 +898,28 @@ class Lowerer:
             if a.ty.weak != b.ty.weak:    # a Python int against a narrower integer type: compare in int64
                 a, b = self.cast(a, Ty(D.int64)), self.cast(b, Ty(D.int64))
         t = D.promote(a.ty, b.ty, self.opts.default_float, self.opts.default_int)
+        if t.dtype != D.promote(a.ty, b.ty).dtype and not isinstance(a, N.Const) and not isinstance(b, N.Const):
+            for i_, f_, o in ((a, b, op), (b, a, I.FLIP[op])):
+                if i_.ty.dtype.is_int and not i_.ty.weak and f_.ty.dtype.is_float and t.dtype == D.float32 \
+                        and i_.ty.dtype.bits > 24:                   # float32 holds the integers up to 2**24
+                    return self.int_float_compare(o, i_, self.cast(f_, t), loc)
         a, b = self.cast(a, t), self.cast(b, t)
         if isinstance(a, N.Const) and isinstance(b, N.Const):
             return N.Const(BT, loc, bool(I.PYCMP[op](a.value, b.value)))
         return N.Compare(BT, loc, op, a, b)
+
+    def int_float_compare(self, op, i_, f_, loc) -> N.Expr:
+        """Integer ``i_`` op float ``f_`` exactly, where NumPy compares in float64 but this backend
+        has none (WebGPU, Metal: float32, which does not hold every int32). Rounding is monotonic,
+        so where ``float(i_) != f_`` their order is the answer; where they are equal ``f_`` is an
+        integer in the type's range, or one past its maximum (then ``i_ < f_``)."""
+        BT, ft = Ty(D.bool_), f_.ty
+        fi = self.cast(i_, ft)
+        limit = N.Const(ft, loc, float(2 ** (i_.ty.dtype.bits - (i_.ty.dtype.kind == "i"))))
+        past = N.Const(BT, loc, op in ("<", "<=", "!="))
+        as_int = N.Compare(BT, loc, op, i_, N.Cast(i_.ty, loc, f_))
+        tie = N.Select(BT, loc, N.Compare(BT, loc, ">=", f_, limit), past, as_int)
+        return N.Select(BT, loc, N.Compare(BT, loc, "!=", fi, f_), N.Compare(BT, loc, op, fi, f_), tie)
 
     def mixed_compare(self, op, s_, u_, loc) -> N.Expr:
         """int64 ``s_`` op uint64 ``u_``, exactly."""

@@ -2,7 +2,7 @@
 
 A kernel specialization is lowered as for every backend, then raised
 (:mod:`tinykernels.codegen.jaxraise`) into a function of JAX arrays vectorized over the work
-items, compiled once per argument signature, launch geometry and scalar values with
+items, compiled once per argument signature, launch geometry and integer and bool scalar values with
 ``jax.jit`` and run on JAX's default device (or ``tk.JAX(device=n)``: ``jax.devices()[n]``).
 Arrays (:class:`JaxArray`) hold a JAX array; a launch replaces the arrays it writes with the
 function's results (a functional update), so a ``tk.Array`` keeps its identity across
@@ -213,15 +213,21 @@ class JaxKernelInstance(KernelInstance):
         arrays = [(name, a) for a, (name, kind) in zip(norm, self.kernel.params) if isinstance(a, JaxArray)]
         scalars = tuple((name, type(a).__name__, a) for a, (name, kind) in zip(norm, self.kernel.params)
                         if kind != "constexpr" and not isinstance(a, JaxArray))
-        fkey = (tuple((n, a.shape, a.dtype.str) for n, a in arrays), geom, ndim, wg, scalars)
+        # float scalars are arguments of the jitted function: a constant divisor is folded by XLA
+        # into a multiplication by its reciprocal (x / 1e-40 gave 7e40 for 7, NumPy 7.000000000000001e40)
+        traced = [(n, np.float64(v) if isinstance(v, float) else v) for n, _, v in scalars if _is_float(v)]
+        static = tuple((n, t, _value_key(v)) for n, t, v in scalars if not _is_float(v))
+        fkey = (tuple((n, a.shape, a.dtype.str) for n, a in arrays), geom, ndim, wg, static,
+                tuple((n, np.asarray(v).dtype.str) for n, v in traced))
         fn = r.jitted.get(fkey)
         if fn is None:
-            fn = r.jitted[fkey] = _jit(r, [n for n, _ in arrays], dict((n, v) for n, _, v in scalars),
+            fn = r.jitted[fkey] = _jit(r, [n for n, _ in arrays], [n for n, _ in traced],
+                                       dict((n, v) for n, _, v in scalars if not _is_float(v)),
                                        geometry(geom, ndim, wg, self.kernel.unsafe_indices))
         by_name = dict(arrays)
 
         def job():
-            outs = fn(*[a._data for _, a in arrays])
+            outs = fn(*[a._data for _, a in arrays], *[v for _, v in traced])
             for name, val in outs.items():
                 by_name[name]._data = val
         if stream is None:
@@ -271,12 +277,29 @@ def geometry(geom, ndim, wg, unsafe: bool):
     return Geometry(counts, starts, steps, wg, unsafe)
 
 
-def _jit(r, names: list, scalars: dict, g):
-    """``r`` under ``jax.jit`` for one launch's array names, scalar values and geometry."""
+def _is_float(v) -> bool:
+    return isinstance(v, (float, np.floating))
+
+
+def _value_key(v):
+    """A scalar's value as a cache key that tells -0.0 from 0.0 (equal, with equal hashes, as
+    floats: a launch with -0.0 reused the trace of an earlier 0.0, so `x / s` gave +inf for
+    -inf) and matches a NaN with a NaN of the same bits."""
+    if isinstance(v, np.generic):
+        return v.tobytes()
+    if isinstance(v, float):
+        return v.hex()
+    return v
+
+
+def _jit(r, names: list, traced_names: list, scalars: dict, g):
+    """``r`` under ``jax.jit`` for one launch's array names, the names of the scalars passed as
+    arguments (after the arrays), the other scalars' values and the geometry."""
     jax = _jax()
 
-    def f(*arrays):
-        return r.run(dict(zip(names, arrays)), scalars, g)
+    def f(*values):
+        arrays, traced = values[:len(names)], values[len(names):]
+        return r.run(dict(zip(names, arrays)), {**scalars, **dict(zip(traced_names, traced))}, g)
     jf = jax.jit(f)
 
     def call(*arrays):

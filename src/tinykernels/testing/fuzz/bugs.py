@@ -16,9 +16,45 @@ KNOWN_BUGS: dict = {
 FIXED_BUGS = {
     'interp-int-pow-negative-type': ("INTERP: an integer to a negative integer power (0 by the documented rule) took "
                                      "the type of `a * 0 + b * 0`, so a bool base made int64 where the kernel types "
-                                     "int16 (NumPy's bool * weak int is int64): a later power did not wrap "
-                                     "(seed 17180765, found by gridstride17's slice; CPU right). Now the operands' "
-                                     "promoted type."),
+                                     "int16 (NumPy's bool * weak int is int64): a later power did not wrap, CPU "
+                                     "-28159, INTERP 8.2e17 (seed 17180765, found by gridstride17's fuzz slice)",
+        "fixed: the fallback for NumPy's refusal returns 0 of the operands' promoted type "
+        "(runtime/interp/ops.py op_pow: np.result_type(a, b))"),
+    'jax-bool-times-float': ("JAX backend / raise_kernel: `b * x` with a bool `b` and a float `x` gave +0.0 for "
+                             "False * -1.0 (NumPy -0.0) and 0.0 for False * inf and False * nan (NumPy nan): XLA's "
+                             "simplifier rewrites convert(pred) * x to select(pred, x, 0) (audit17b's operator grid, "
+                             "tests/test_operator_grid.py, bool x float32)",
+        "fixed: a traced bool becomes a float through the bits of 1.0 (codegen/jaxraise.py _bool_to_float: "
+        "bitcast_convert_type(uint(b) * bits(1.0))), which the simplifier does not see through"),
+    'jax-scalar-constants': ("JAX backend: float scalar arguments were baked into the trace as constants, so "
+                             "(1) a launch with s = -0.0 reused the trace of an earlier s = 0.0 (the cache key "
+                             "compared values, -0.0 == 0.0): x / s gave +inf for -inf; (2) XLA folded a division by "
+                             "the constant into a multiplication by its reciprocal: int16 7 // 1e-40 gave 7e40, "
+                             "NumPy 7.000000000000001e40 (audit17b's operator grid, weak Python float arguments)",
+        "fixed: float scalars are arguments of the jitted function (runtime/jaxrt.py), keyed by dtype; the other "
+        "scalars' keys tell -0.0 from 0.0 (_value_key)"),
+    'jax-constant-divisor': ("JAX backend / raise_kernel: a division by a constant (a literal, an int scalar "
+                             "argument) was XLA's multiplication by the reciprocal, not correctly rounded: "
+                             "float64 1.8e308 // 7 an ulp off, float32 3.4e38 // 100 too (audit17b's operator grid)",
+        "fixed: float `//` and `%` hide their operands from the simplifier as `/` did (codegen/jaxraise.py "
+        "binop: constants and 0-d divisors through lax.optimization_barrier), so XLA divides"),
+    'jax-sinh-cosh': ("JAX backend / raise_kernel: math.sinh / math.cosh were XLA's, far off for large arguments: "
+                      "cosh(710.0) 300 ulp, sinh(88.0) float32 12 ulp, sinh(10.0) float32 5 ulp (the fuzzer's "
+                      "bound is 4; audit17b's operator grid)",
+        "fixed: above 2 in magnitude (h / 2) * h -+ (1/2) / (h * h) with h = exp(|x| / 2) "
+        "(codegen/jaxraise.py _sinh_cosh), within the 4 ulp of the grid's values"),
+    'wgsl-pow-signed-zero': ("WebGPU: math.pow / ** of a negative base and an odd integer exponent whose result "
+                             "underflows gave +0.0 (pow(-3.4e38, -3.0), pow(-1e-45, 3.0); NumPy and C99 -0.0): "
+                             "the prelude's powf (msun) returned `sn * 0.0`, which the driver folds to +0.0 "
+                             "(audit17b's operator grid)",
+        "fixed: the zero is built from the sign bit (codegen/wgsl.py tk_signed_zero)"),
+    'wgsl-int-float-compare': ("WebGPU (and Metal, any backend without float64): an int32 or uint32 compared with a "
+                               "float32 was compared in float32, where NumPy compares in float64: int32 "
+                               "2147483646 < float32(2**31) was False, 2147483647 == float32(2**31) True "
+                               "(audit17b's operator grid)",
+        "fixed: the frontend compares exactly (frontend/lower.py int_float_compare: the float32 order of "
+        "float(i) and f where they differ, else i against int(f), or 'below' where f is one past the type's "
+        "maximum)"),
     'ad-adjoint-size': ("autodiff (--grad, CPU): no result in 120 s for fuzzer seeds 48100035, 48100047, "
                         "48100048 (ad16): statements of nested pow/atan2/products whose adjoint grew quadratically "
                         "in the statement's length, each partial re-rendering the primal operands below it (the "
