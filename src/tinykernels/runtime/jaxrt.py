@@ -216,7 +216,7 @@ class JaxKernelInstance(KernelInstance):
         # float scalars are arguments of the jitted function: a constant divisor is folded by XLA
         # into a multiplication by its reciprocal (x / 1e-40 gave 7e40 for 7, NumPy 7.000000000000001e40)
         traced = [(n, np.float64(v) if isinstance(v, float) else v) for n, _, v in scalars if _is_float(v)]
-        static = tuple((n, t, _value_key(v)) for n, t, v in scalars if not _is_float(v))
+        static = tuple((n, t, value_key(v)) for n, t, v in scalars if not _is_float(v))
         fkey = (tuple((n, a.shape, a.dtype.str) for n, a in arrays), geom, ndim, wg, static,
                 tuple((n, np.asarray(v).dtype.str) for n, v in traced))
         fn = r.jitted.get(fkey)
@@ -279,17 +279,6 @@ def geometry(geom, ndim, wg, unsafe: bool):
 
 def _is_float(v) -> bool:
     return isinstance(v, (float, np.floating))
-
-
-def _value_key(v):
-    """A scalar's value as a cache key that tells -0.0 from 0.0 (equal, with equal hashes, as
-    floats: a launch with -0.0 reused the trace of an earlier 0.0, so `x / s` gave +inf for
-    -inf) and matches a NaN with a NaN of the same bits."""
-    if isinstance(v, np.generic):
-        return v.tobytes()
-    if isinstance(v, float):
-        return v.hex()
-    return v
 
 
 def _jit(r, names: list, traced_names: list, scalars: dict, g):

@@ -32,7 +32,7 @@ FIXED_BUGS = {
                              "the constant into a multiplication by its reciprocal: int16 7 // 1e-40 gave 7e40, "
                              "NumPy 7.000000000000001e40 (audit17b's operator grid, weak Python float arguments)",
         "fixed: float scalars are arguments of the jitted function (runtime/jaxrt.py), keyed by dtype; the other "
-        "scalars' keys tell -0.0 from 0.0 (_value_key)"),
+        "scalars' keys tell -0.0 from 0.0 (runtime/launchplan.value_key)"),
     'jax-constant-divisor': ("JAX backend / raise_kernel: a division by a constant (a literal, an int scalar "
                              "argument) was XLA's multiplication by the reciprocal, not correctly rounded: "
                              "float64 1.8e308 // 7 an ulp off, float32 3.4e38 // 100 too (audit17b's operator grid)",
