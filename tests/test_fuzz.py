@@ -1989,3 +1989,88 @@ def test_the_native_miscompile_probes_run_right_with_the_toolchains_flags(tmp_pa
         extra = list(tc.kernel_flags(compiler.SCOPE_FEATURES.get(scope, frozenset())))
         subprocess.run(list(tc.cmd) + flags + extra + ["-o", exe, str(src), "-lm"], check=True, capture_output=True)
         assert subprocess.run([exe]).returncode == 0, f"{name}: {tc.flags}"
+
+
+@tk.kernel
+def k_array_bind_in_branch(x, y, o):
+    i = tk.index()
+    a = x
+    if y[i] > 0:
+        a = y                                       # Python: y only where y[i] > 0
+    o[i] = a[i]
+
+
+@tk.kernel
+def k_private_in_branch(x, o):
+    i = tk.index()
+    if x[i] > 0:
+        p = tk.private(np.float32, (2,))
+        p[0] = x[i]
+        p[1] = 2.0
+    o[i] = p[1]                                     # Python: UnboundLocalError where x[i] <= 0
+
+
+@tk.kernel
+def k_private_in_loop(x, o):
+    i = tk.index()
+    for j in range(2):
+        p = tk.private(np.float32, (2,))
+        p[j] = x[i]
+    o[i] = p[1]                                     # Python: the last iteration's array
+
+
+@tk.kernel
+def k_array_rebound_in_loop(x, y, o):
+    i = tk.index()
+    a = x
+    for j in range(2):
+        o[i] += a[i]                                # Python: x, then y
+        a = y
+
+
+@tk.kernel
+def k_array_bind_flow_ok(x, y, o):
+    i = tk.index()
+    a = x
+    t = x.dtype
+    if y[i] > 0:
+        t = x.dtype                                 # the same dtype on every path
+        a = y
+        o[i] = a[i]                                 # read where it was bound
+    else:
+        o[i] = a[i] * 2.0                           # the else branch sees the binding before the if
+    for j in range(2):
+        p = tk.private(t, (2,))                     # allocated and used inside the loop body
+        p[j % 2] = x[i]
+        p[(j + 1) % 2] = 1.0
+        o[i] += p[0] + p[1]
+
+
+# fixed: array-bind-flow
+@pytest.mark.parametrize("kern,where", [(k_array_bind_in_branch, "a"), (k_private_in_branch, "p"),
+                                        (k_private_in_loop, "p"), (k_array_rebound_in_loop, "a")])
+def test_bug_array_bound_under_control_flow_is_a_compile_error(kern, where):
+    """Fuzzer seed 71000041 (--calls): a tk.private bound inside an if and read after it was C that
+    did not compile ('a__pm1' undeclared) where the interpreter raised UnboundLocalError, and an
+    argument rebound in a branch (k_array_bind_in_branch) silently read the array bound last on the
+    CPU ([1, -5] where Python gives [1, -2]). Arrays, dtypes and Python objects are bound when the
+    kernel compiles: every backend now rejects such a read, naming the variable."""
+    x = np.array([1.0, -2.0], np.float32)
+    y = np.array([1.0, -5.0], np.float32)
+    arrays = [x, y, np.zeros(2, np.float32)] if kern is not k_private_in_branch and kern is not k_private_in_loop \
+        else [x, np.zeros(2, np.float32)]
+    for b in _backends():
+        with pytest.raises(tk.CompileError, match=f"'{where}' is bound to an array"):
+            _run(kern, b, arrays, ndrange=2)
+
+
+def test_array_bound_once_per_path_still_compiles():
+    """What the array-bind-flow check keeps: a binding read in the branch that made it, the else
+    branch seeing the binding before the if, the same dtype bound on every path, a private array
+    allocated and used inside a loop body; against the same computation in NumPy."""
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    y = np.array([4.0, -5.0, 6.0], np.float32)
+    want = np.where(y > 0, y, x * 2.0) + 2 * (x + 1.0)
+    for b in _backends():
+        o = _run(k_array_bind_flow_ok, b, [x, y, np.zeros(3, np.float32)], ndrange=3)[2]
+        np.testing.assert_array_equal(o, want.astype(np.float32), err_msg=str(b))

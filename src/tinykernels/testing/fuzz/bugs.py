@@ -14,6 +14,17 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'array-bind-flow': ("frontend (every backend): a name bound to an array (a tk.private/tk.localmem array, an "
+                        "argument), a dtype or a Python object inside an if/else branch or a loop body was a "
+                        "compile-time binding that ignored control flow: a tk.private made in a branch and read "
+                        "after it gave C that did not compile ('a__pm1' undeclared) where Python raises "
+                        "UnboundLocalError (fuzzer seed 71000041, --calls, fuzz17), and an argument rebound in a "
+                        "branch (`a = x; if c: a = y; o[i] = a[i]`) silently read the array bound last on every "
+                        "path on the CPU; an array rebound in a loop body was the first one in every iteration",
+        "fixed: the lowering merges the bindings of an if's branches (the else branch starts from those before "
+        "the if) and of a loop's body with those before it; a name the paths bind to different compile-time "
+        "values becomes a FlowBound, whose read is a located CompileError naming it, and one rebound in a loop "
+        "body is a CompileError (frontend/lower.py flow_merge, loop_body)"),
     'ad-adjoint-size': ("autodiff (--grad, CPU): no result in 120 s for fuzzer seeds 48100035, 48100047, "
                         "48100048 (ad16): statements of nested pow/atan2/products whose adjoint grew quadratically "
                         "in the statement's length, each partial re-rendering the primal operands below it (the "
