@@ -385,6 +385,37 @@ def test_bounded_fuzz_run_with_hazards():
     assert summ.features.get("hazard", 0) >= 5 and summ.features.get("effect-func", 0) >= 10
 
 
+def test_calls_are_generated_only_when_asked():
+    """``Options.calls`` (calls.py, fuzz17) adds effect functions called from other functions, from
+    collectives' arguments and uniform ``while`` conditions, default and keyword arguments, tuple
+    returns in conditions, 2-D private arrays of small ints, small-int/float16 mixes, division by
+    run-time 0/-1 and shifts by run-time amounts up to twice the width; off by default, so hazard
+    seeds keep their kernels too."""
+    new = ("effect-wrapper", "effect-in-func", "collective-effect", "uniform-while-effect", "uniform-while-nested",
+           "default-arg", "keyword-arg", "tuple-cond", "private-2d", "small-mix", "div-edge", "shift-edge")
+    for seed in range(60):
+        c = F.generate(seed, F.Options(hazards=3.0))
+        assert c.source == F.generate(seed, F.Options(hazards=3.0, calls=0.0)).source
+        assert not set(new) & c.features
+    feats, text = set(), ""
+    for seed in range(120):
+        c = F.generate(seed, F.Options(hazards=2.0, calls=2.0))
+        feats |= c.features
+        text += c.source
+    assert set(new) <= feats, set(new) - feats
+    for needle in ("tk.group_reduce(f", "and tk.uniform(bool(f", ") % 4 - 2)", "=0", "=True"):
+        assert needle in text, needle
+    assert re.search(r"tk\.private\((np|tk)\.u?int(8|16), \(\d+, \d+\)\)", text)
+
+
+@needs_cpu
+def test_bounded_fuzz_run_with_calls():
+    summ = F.fuzz(range(70000000, 70000020), ["CPU"], "INTERP", jobs=1, minimize_found=False,
+                  opts=F.Options(hazards=2.0, calls=2.0))
+    _no_mismatch(summ)
+    assert summ.features.get("effect-in-func", 0) >= 3 and summ.features.get("div-edge", 0) >= 3
+
+
 def test_a_write_between_the_elements_of_a_strided_output_is_a_finding():
     """Strided outputs (``Options.strided_outputs``) are compared through their view, and the
     elements the view skips must keep their bytes (a store that streams whole blocks would not)."""

@@ -82,12 +82,16 @@ class Calls:
                                        for a in self.arrays.values()) for k, ty in f[1])
 
     def default_params(self, params: list, pnames: list) -> dict:
-        """Defaults for the trailing weak scalar parameters (index -> literal code)."""
+        """Defaults for some trailing scalar parameters (index -> literal code), made weak (a Python
+        int, float or bool: the default's type) before the body is generated."""
         out = {}
         for k in range(len(params) - 1, -1, -1):
             kind, ty = params[k]
-            if kind != "scalar" or ty not in DEFAULTS or not self.chance(0.5):
+            if kind != "scalar" or not self.chance(0.6):
                 break
+            if ty not in DEFAULTS:
+                ty = self.pick(list(DEFAULTS))
+                params[k] = ("scalar", ty)
             out[k] = self.pick(DEFAULTS[ty])
         return out
 
@@ -131,9 +135,15 @@ class Calls:
 
     # --- collectives and uniform loops ------------------------------------------------------------
 
+    def collective_type(self, t: str) -> str:
+        """Often the (integer or bool) return type of an effect function instead of ``t``."""
+        ts = [f[2][0] for f in self.single_efuncs() if (is_int(f[2][0]) or f[2][0] in ("bool", "lbool"))
+              and self.can_call(f)]
+        return self.pick(ts) if ts and self.chance(0.6) else t
+
     def collective_arg(self, t: str, v: str) -> str:
         """An effect call of type ``t`` (an integer or bool) as a collective's argument, else ``v``."""
-        if not (is_int(t) or t in ("bool", "lbool")) or not self.chance(0.5):
+        if not (is_int(t) or t in ("bool", "lbool")) or not self.chance(0.8):
             return v
         fs = [f for f in self.single_efuncs() if f[2][0] == t and self.can_call(f)]
         if not fs:

@@ -1703,6 +1703,8 @@ class Gen(ByteRuns, Hazards, Calls):
     def collective(self) -> None:
         kind = self.pick(["reduce", "reduce", "scan"])
         t = self.pick([x for x in self.types] + ["pyint", "lbool"])
+        if self.opts.calls > 0:                         # (calls.py: an effect function's type)
+            t = self.collective_type(t)
         if t in ("bool", "lbool"):
             op = self.pick(["and", "or", "min", "max", "add", "mul"])
         elif is_float(t):
