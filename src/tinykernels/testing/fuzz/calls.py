@@ -245,7 +245,7 @@ class Calls:
         if "pyint" in (ta, tb):           # (a Python int meets a typed integer only where it fits)
             ta = tb = "pyint"
         pt = promote(ta, tb)
-        if not is_int(pt):
+        if not is_int(pt) or (pt != "pyint" and pt not in self.types):     # (uint32 with int32: int64)
             raise _Retry
         a = self.runtime_int(ta)
         k = f"({self.item_lin()} + {self.expr('pyint', 1).code})"
@@ -256,7 +256,7 @@ class Calls:
             self.features.add("div-edge")
         else:
             op = self.pick(["<<", ">>"])
-            width = 64 if pt == "pyint" else np.dtype(np_dtype(pt)).itemsize * 8
+            width = (32 if self.bits32 else 64) if pt == "pyint" else np.dtype(np_dtype(pt)).itemsize * 8
             hi = 2 * width + 4 if tb == "pyint" else min(2 * width + 4, int(np.iinfo(np_dtype(tb)).max) + 1)
             d = f"{conv}({k} % {hi})"
             self.features.add("shift-edge")
