@@ -2105,3 +2105,83 @@ def test_array_bound_once_per_path_still_compiles():
     for b in _backends():
         o = _run(k_array_bind_flow_ok, b, [x, y, np.zeros(3, np.float32)], ndrange=3)[2]
         np.testing.assert_array_equal(o, want.astype(np.float32), err_msg=str(b))
+
+
+@tk.func
+def _early_exit(v):
+    if v > 3:                                       # a per-item early return
+        return v + 1
+    return v
+
+
+@tk.kernel
+def k_uniform_of_early_return_in_while(x, o):
+    i = tk.index()
+    w = 0
+    while tk.uniform(_early_exit(x[i]) > 0):
+        w += 1
+        tk.synchronize()
+        if w > 3:
+            break
+    o[i] = w
+
+
+@tk.kernel
+def k_uniform_of_early_return_in_for(x, o):
+    i = tk.index()
+    w = 0
+    for j in range(3):
+        u = tk.uniform(_early_exit(x[i] + j) > 1)
+        tk.synchronize()
+        if u:
+            break
+        w += 1
+    o[i] = w
+
+
+@tk.kernel
+def k_early_return_result_in_barrier_loop(x, o):
+    i = tk.index()
+    for j in range(3):
+        t = _early_exit(x[i] + j)                   # per item: its break must stay an error
+        tk.synchronize()
+        if t > 2:
+            break
+    o[i] = 1
+
+
+# fixed: uniform-func-exit
+def test_bug_uniform_of_a_function_with_an_early_return_is_uniform_in_a_barrier_loop():
+    """Fuzzer construct of --calls (uniform_while, fuzz17): `while tk.uniform(f(x[i]) > 0):` with a
+    barrier in the loop, `f` returning early under a per-item condition, was a CompileError ('this
+    while condition depends on the work item') on every backend, and so was `u = tk.uniform(f(..))`
+    then `if u: break`: the uniformity analysis took the early return, which only leaves the
+    function inlined inside the loop (under the evaluating item's guard), for a jump out of the
+    loop's iteration. Values against the loops written in Python (the group's first item
+    evaluates the uniform); a per-item result of the function stays an error."""
+    x = np.arange(8, dtype=np.int32) - 3
+    want_w = np.zeros(8, np.int32)
+    want_f = np.zeros(8, np.int32)
+    for g in range(2):
+        x0 = int(x[4 * g])
+        e = (lambda v: v + 1 if v > 3 else v)
+        w = 0
+        while e(x0) > 0:
+            w += 1
+            if w > 3:
+                break
+        want_w[4 * g:4 * g + 4] = w
+        w = 0
+        for j in range(3):
+            if e(x0 + j) > 1:
+                break
+            w += 1
+        want_f[4 * g:4 * g + 4] = w
+    assert set(want_w) == {0, 4} and set(want_f) == {1, 3}
+    for b in _backends():
+        o = _run(k_uniform_of_early_return_in_while, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)[1]
+        np.testing.assert_array_equal(o, want_w, err_msg=str(b))
+        o = _run(k_uniform_of_early_return_in_for, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)[1]
+        np.testing.assert_array_equal(o, want_f, err_msg=str(b))
+        with pytest.raises(tk.CompileError, match="depends on the work item"):
+            _run(k_early_return_result_in_barrier_loop, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)

@@ -14,6 +14,16 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'uniform-func-exit': ("uniformity analysis (every backend): `while tk.uniform(f(x[i]) > 0):` around a barrier, "
+                          "or `u = tk.uniform(f(...))` then `if u: break` in a loop with a barrier, was a "
+                          "CompileError ('this while condition / break depends on the work item') when `f` returned "
+                          "early under a per-item condition: the early return, which only leaves the function "
+                          "inlined inside the loop (in the evaluating item's guard), counted as a jump out of the "
+                          "loop's iteration, so every local the loop assigned was taken as per-item (found with the "
+                          "--calls generator's uniform while loops, fuzz17)",
+        "fixed: uniform_vars asks _has_divergent_jump(inner_exits=False) about loops: the exits of functions "
+        "inlined inside the body do not count (every item reaches the function's end; what the function assigns "
+        "after its exit is judged by its own FuncBlock) (passes/uniformity.py)"),
     'array-bind-flow': ("frontend (every backend): a name bound to an array (a tk.private/tk.localmem array, an "
                         "argument), a dtype or a Python object inside an if/else branch or a loop body was a "
                         "compile-time binding that ignored control flow: a tk.private made in a branch and read "
