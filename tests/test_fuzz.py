@@ -2139,6 +2139,43 @@ def k_uniform_of_early_return_in_for(x, o):
     o[i] = w
 
 
+@tk.func
+def _calls_early_exit(v, j):
+    _early_exit(v)                                  # its early return ends inside this function
+    return j * 2                                    # uniform
+
+
+@tk.func
+def _own_early_exit(v, j):
+    if v > 3:                                       # this function's own per-item return
+        return 0
+    return j * 2
+
+
+@tk.kernel
+def k_func_calling_early_return_in_barrier_loop(x, o):
+    i = tk.index()
+    w = 0
+    for j in range(4):
+        t = _calls_early_exit(x[i], j)
+        tk.synchronize()
+        if t > 2:
+            break
+        w += 1
+    o[i] = w
+
+
+@tk.kernel
+def k_own_early_return_in_barrier_loop(x, o):
+    i = tk.index()
+    for j in range(3):
+        t = _own_early_exit(x[i], j)                # per item: its break must stay an error
+        tk.synchronize()
+        if t > 2:
+            break
+    o[i] = 1
+
+
 @tk.kernel
 def k_early_return_result_in_barrier_loop(x, o):
     i = tk.index()
@@ -2158,7 +2195,8 @@ def test_bug_uniform_of_a_function_with_an_early_return_is_uniform_in_a_barrier_
     then `if u: break`: the uniformity analysis took the early return, which only leaves the
     function inlined inside the loop (under the evaluating item's guard), for a jump out of the
     loop's iteration. Values against the loops written in Python (the group's first item
-    evaluates the uniform); a per-item result of the function stays an error."""
+    evaluates the uniform); likewise a function that calls one returning early had every local it
+    assigned after the call taken as per-item. A per-item result of the function stays an error."""
     x = np.arange(8, dtype=np.int32) - 3
     want_w = np.zeros(8, np.int32)
     want_f = np.zeros(8, np.int32)
@@ -2183,5 +2221,9 @@ def test_bug_uniform_of_a_function_with_an_early_return_is_uniform_in_a_barrier_
         np.testing.assert_array_equal(o, want_w, err_msg=str(b))
         o = _run(k_uniform_of_early_return_in_for, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)[1]
         np.testing.assert_array_equal(o, want_f, err_msg=str(b))
-        with pytest.raises(tk.CompileError, match="depends on the work item"):
-            _run(k_early_return_result_in_barrier_loop, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)
+        o = _run(k_func_calling_early_return_in_barrier_loop, b, [x, np.zeros(8, np.int32)], ndrange=8,
+                 workgroupsize=4)[1]
+        np.testing.assert_array_equal(o, np.full(8, 2, np.int32), err_msg=str(b))   # j = 0, 1, then t = 4
+        for kern in (k_early_return_result_in_barrier_loop, k_own_early_return_in_barrier_loop):
+            with pytest.raises(tk.CompileError, match="depends on the work item"):
+                _run(kern, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)

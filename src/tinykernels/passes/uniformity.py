@@ -95,8 +95,8 @@ def uniform_vars(body: list, all_vars) -> set:
                                  all(is_uniform(x, u) for x in (s.start, s.stop, s.step)))
                     c = c and not _has_divergent_jump(s.body, u, inner_exits=False)
                     visit(s.body, c)
-                elif isinstance(s, N.FuncBlock):
-                    visit(s.body, ctl and not _has_divergent_jump(s.body, u))
+                elif isinstance(s, N.FuncBlock):      # (its own exits; those of functions it inlines end in it)
+                    visit(s.body, ctl and not _has_divergent_jump(s.body, u, inner_exits=False))
         visit(body, True)
         if not (bad & u):
             return u

@@ -21,8 +21,9 @@ FIXED_BUGS = {
                           "inlined inside the loop (in the evaluating item's guard), counted as a jump out of the "
                           "loop's iteration, so every local the loop assigned was taken as per-item (found with the "
                           "--calls generator's uniform while loops, fuzz17)",
-        "fixed: uniform_vars asks _has_divergent_jump(inner_exits=False) about loops: the exits of functions "
-        "inlined inside the body do not count (every item reaches the function's end; what the function assigns "
+        "fixed: uniform_vars asks _has_divergent_jump(inner_exits=False) about loops and inlined functions (a "
+        "function calling one that returns early had every later local taken as per-item too): the exits of "
+        "functions inlined inside the body do not count (every item reaches the function's end; what the function assigns "
         "after its exit is judged by its own FuncBlock) (passes/uniformity.py)"),
     'array-bind-flow': ("frontend (every backend): a name bound to an array (a tk.private/tk.localmem array, an "
                         "argument), a dtype or a Python object inside an if/else branch or a loop body was a "
