@@ -2227,3 +2227,60 @@ def test_bug_uniform_of_a_function_with_an_early_return_is_uniform_in_a_barrier_
         for kern in (k_early_return_result_in_barrier_loop, k_own_early_return_in_barrier_loop):
             with pytest.raises(tk.CompileError, match="depends on the work item"):
                 _run(kern, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)
+
+
+@tk.kernel
+def k_barrier_in_one_branch(o, s):
+    li = tk.index()
+    if s > 100:
+        o[li, 0] = 5.0
+    else:
+        tk.synchronize()
+        o[li, 1] = 3.0
+
+
+@tk.kernel
+def k_uniform_in_else_of_group_if(o, s):
+    li = tk.index()
+    gl = tk.index(tk.Group, tk.Linear)
+    if gl:
+        o[li, 0] = 5.0
+    else:
+        o[li, 1] = tk.uniform(s + 1.0)
+
+
+@tk.kernel
+def k_barrier_in_then_branch(o, s):
+    li = tk.index()
+    if s < 100:
+        tk.synchronize()
+        o[li, 1] = 3.0
+    else:
+        o[li, 0] = 5.0
+
+
+# fixed: pocl-barrier-one-branch
+@pytest.mark.parametrize("wg,nd", [((4,), 3), ((4,), 6), ((2, 3, 2), (1, 4, 2))])
+def test_bug_barrier_in_one_branch_of_an_if_else_in_a_partial_group(wg, nd):
+    """Fuzzer seed 70000427 (--hazards --print --rng on CL): a tk.uniform in the else of `if gl:`
+    came out as garbage on PoCL in a partial group. PoCL 3.1 lost the stores after the barrier of
+    an if/else branch that held one when the other branch held none (partial groups only); the
+    OpenCL renderer now writes such an if/else as two fenced ifs on the condition's value."""
+    n, s = int(np.prod(nd)), 7
+    one = np.full((n, 2), -1, np.float32)
+    one[:, 1] = 3.0                                     # s = 7: the branch with the barrier everywhere
+    gsize = int(np.prod(wg))
+    first = np.full((n, 2), -1, np.float32)             # group 0 takes the else (s + 1), the others 5.0
+    pos = np.indices(nd if isinstance(nd, tuple) else (nd,)).reshape(len(wg), -1)
+    grp = np.zeros(n, np.int64)
+    ngroups = [-(-d // w) for d, w in zip(nd if isinstance(nd, tuple) else (nd,), wg)]
+    for d in range(len(wg)):
+        grp = grp * ngroups[d] + pos[d] // wg[d]
+    first[grp == 0, 1] = s + 1.0
+    first[grp != 0, 0] = 5.0
+    assert gsize > 1 and (grp == 0).any()
+    for b in _backends():
+        for kern, want in ((k_barrier_in_one_branch, one), (k_barrier_in_then_branch, one),
+                           (k_uniform_in_else_of_group_if, first)):
+            o = _run(kern, b, [np.full((n, 2), -1, np.float32)], (s,), ndrange=nd, static_wg=wg)[0]
+            np.testing.assert_array_equal(o, want, err_msg=f"{b} {kern}")

@@ -14,6 +14,15 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'pocl-barrier-one-branch': ("OpenCL on PoCL 3.1: in a partial group, a uniform if/else whose one branch held a "
+                                "barrier followed by a store and whose other branch held none lost the stores after "
+                                "the barrier (the output kept its old values; `if s > 100: o[li, 0] = 5.0 else: "
+                                "tk.synchronize(); o[li, 1] = 3.0` with ndrange 3, workgroup 4); fuzzer seed "
+                                "70000427 (--hazards --print --rng, fuzz17): a tk.uniform in the else of `if gl:`. "
+                                "pocl-barrier-if-mask's fence barriers around the if did not prevent it, nor did a "
+                                "barrier at the start or the end of both branches",
+        "worked around: the OpenCL renderer writes an if/else that holds a barrier as two ifs on the "
+        "condition's value (uniform, computed once), fenced by TK_POCL_BARRIER (codegen/opencl.py split_if)"),
     'uniform-func-exit': ("uniformity analysis (every backend): `while tk.uniform(f(x[i]) > 0):` around a barrier, "
                           "or `u = tk.uniform(f(...))` then `if u: break` in a loop with a barrier, was a "
                           "CompileError ('this while condition / break depends on the work item') when `f` returned "
