@@ -2284,3 +2284,23 @@ def test_bug_barrier_in_one_branch_of_an_if_else_in_a_partial_group(wg, nd):
                            (k_uniform_in_else_of_group_if, first)):
             o = _run(kern, b, [np.full((n, 2), -1, np.float32)], (s,), ndrange=nd, static_wg=wg)[0]
             np.testing.assert_array_equal(o, want, err_msg=f"{b} {kern}")
+
+
+@tk.kernel
+def k_weak_u64_compare_is_a_python_bool(o, s):
+    li = tk.index()
+    v = (s == li + 2**62) ^ (s > li)                # Python bools: a Python scalar against a Python scalar
+    o[li] = True - v + (s != li) * 3
+
+
+# fixed: weak-u64-compare-bool
+@pytest.mark.parametrize("s", [5, 2**63 - 1, 2**63, 2**64 - 2])
+def test_bug_comparing_a_python_int_above_int64_gives_a_python_bool(s):
+    """Fuzzer seed 70000488 (--hazards on the CPU and CL): `v = (s7 == <Python int>)` with `s7` a
+    Python int argument in [2**63, 2**64) gave a NumPy bool, so `True - v` was a CompileError
+    ('-' is not defined for bools) where the same kernel with s7 < 2**63 compiled: the exact
+    mixed-sign comparison (audit15a) typed its result strong whatever its operands. Against Python."""
+    want = np.array([True - ((s == li + 2**62) ^ (s > li)) + (s != li) * 3 for li in range(3)], np.int64)
+    for b in _backends():
+        o = _run(k_weak_u64_compare_is_a_python_bool, b, [np.zeros(3, np.int64)], (s,), ndrange=3)[0]
+        np.testing.assert_array_equal(o, want, err_msg=str(b))

@@ -951,7 +951,7 @@ class Lowerer:
             # a Python int >= 2**63 (weak uint64) against any integer: by value, never wrapped to int64
             if "i" in (da.kind, db.kind):
                 s_, u_, o = (a, b, op) if da.kind == "i" else (b, a, I.FLIP[op])
-                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc)
+                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc, BT)
             return N.Compare(BT, loc, op, self.cast(a, Ty(D.uint64)), self.cast(b, Ty(D.uint64)))
         if da.is_int and db.is_int and not weak_const and (a.ty.weak != b.ty.weak or {da.kind, db.kind} == {"i", "u"}):
             strong64 = not a.ty.weak and not b.ty.weak and {da.name, db.name} == {"int64", "uint64"}
@@ -959,7 +959,7 @@ class Lowerer:
             if strong64 or weak_u64:
                 signed_left = a.ty.weak or da.kind == "i"
                 s_, u_, o = (a, b, op) if signed_left else (b, a, I.FLIP[op])
-                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc)
+                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc, BT)
             if a.ty.weak != b.ty.weak:    # a Python int against a narrower integer type: compare in int64
                 a, b = self.cast(a, Ty(D.int64)), self.cast(b, Ty(D.int64))
         t = D.promote(a.ty, b.ty, self.opts.default_float, self.opts.default_int)
@@ -968,15 +968,16 @@ class Lowerer:
             return N.Const(BT, loc, bool(I.PYCMP[op](a.value, b.value)))
         return N.Compare(BT, loc, op, a, b)
 
-    def mixed_compare(self, op, s_, u_, loc) -> N.Expr:
-        """int64 ``s_`` op uint64 ``u_``, exactly."""
+    def mixed_compare(self, op, s_, u_, loc, bt: Ty) -> N.Expr:
+        """int64 ``s_`` op uint64 ``u_``, exactly, of type ``bt`` (a weak bool when both operands
+        were Python scalars, as compare() says: a Python int >= 2**63 is one too)."""
         BT = Ty(D.bool_)
         neg = N.Compare(BT, loc, "<", s_, N.Const(Ty(D.int64), loc, 0))
         nonneg = N.Compare(BT, loc, ">=", s_, N.Const(Ty(D.int64), loc, 0))
         as_u = N.Compare(BT, loc, op, N.Cast(Ty(D.uint64), loc, s_), u_)
         if op in ("<", "<=", "!="):
-            return N.BinOp(BT, loc, "or", neg, as_u)
-        return N.BinOp(BT, loc, "and", nonneg, as_u)
+            return N.BinOp(bt, loc, "or", neg, as_u)
+        return N.BinOp(bt, loc, "and", nonneg, as_u)
 
     def apart(self, node) -> tuple[list, N.Expr]:
         """``node`` lowered on its own: the statements it emitted (an inlined ``@tk.func``'s

@@ -14,6 +14,13 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'weak-u64-compare-bool': ("every backend: a comparison of a Python int argument in [2**63, 2**64) (a weak "
+                              "uint64) with another Python scalar gave a NumPy bool, not a Python bool, so "
+                              "`True - (s7 == i)` was a CompileError ('-' is not defined for bools) only when s7 "
+                              ">= 2**63 (fuzzer seed 70000488, --hazards, fuzz17: the exact mixed-sign comparison "
+                              "of audit15a typed its result strong)",
+        "fixed: mixed_compare gives the comparison's own result type, weak when both operands are Python "
+        "scalars (frontend/lower.py)"),
     'pocl-barrier-one-branch': ("OpenCL on PoCL 3.1: in a partial group, a uniform if/else whose one branch held a "
                                 "barrier followed by a store and whose other branch held none lost the stores after "
                                 "the barrier (the output kept its old values; `if s > 100: o[li, 0] = 5.0 else: "
