@@ -54,6 +54,11 @@ def main(argv=None) -> int:
                         "called inside tk.uniform, x if c else y, and/or and chained comparisons, nested tuple "
                         "returns, Python int arguments near 2**63 and 2**64; off by default so that earlier seeds "
                         "keep their kernels")
+    p.add_argument("--calls", type=float, default=0.0, metavar="W",
+                   help="weight of testing/fuzz/calls.py's constructs: effect functions called from @tk.funcs, "
+                        "collectives' arguments and uniform while conditions, default and keyword arguments, "
+                        "tuple returns in conditions, 2-D private arrays of small ints, small-int/float16 "
+                        "mixes, // and % by run-time 0/-1, shifts by run-time amounts >= the width; off by default")
     p.add_argument("--print", type=float, default=0.0, metavar="W", dest="prints",
                    help="weight of tk.print statements, whose printed lines are compared (sorted) with the "
                         "reference's; off by default")
@@ -80,7 +85,7 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
     opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints, bytes=a.bytes,
-                   hazards=a.hazards,
+                   hazards=a.hazards, calls=a.calls,
                    grad=a.grad, grad_local=a.grad_local)
     if a.fastmath is not None:
         opts.fastmath = a.fastmath
@@ -121,7 +126,7 @@ def main(argv=None) -> int:
 
     reference, opts = profile_for(backends, a.reference, opts)     # WEBGPU: its profile, vs CPU32
     log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {reference}, "
-        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, "
+        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, calls {opts.calls}, "
         f"fastmath {opts.fastmath}, stream {a.stream}, "
         f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, reference, jobs=a.jobs, out_dir=a.out, opts=opts,

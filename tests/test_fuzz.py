@@ -385,6 +385,37 @@ def test_bounded_fuzz_run_with_hazards():
     assert summ.features.get("hazard", 0) >= 5 and summ.features.get("effect-func", 0) >= 10
 
 
+def test_calls_are_generated_only_when_asked():
+    """``Options.calls`` (calls.py, fuzz17) adds effect functions called from other functions, from
+    collectives' arguments and uniform ``while`` conditions, default and keyword arguments, tuple
+    returns in conditions, 2-D private arrays of small ints, small-int/float16 mixes, division by
+    run-time 0/-1 and shifts by run-time amounts up to twice the width; off by default, so hazard
+    seeds keep their kernels too."""
+    new = ("effect-wrapper", "effect-in-func", "collective-effect", "uniform-while-effect", "uniform-while-nested",
+           "default-arg", "keyword-arg", "tuple-cond", "private-2d", "small-mix", "div-edge", "shift-edge")
+    for seed in range(60):
+        c = F.generate(seed, F.Options(hazards=3.0))
+        assert c.source == F.generate(seed, F.Options(hazards=3.0, calls=0.0)).source
+        assert not set(new) & c.features
+    feats, text = set(), ""
+    for seed in range(120):
+        c = F.generate(seed, F.Options(hazards=2.0, calls=2.0))
+        feats |= c.features
+        text += c.source
+    assert set(new) <= feats, set(new) - feats
+    for needle in ("tk.group_reduce(f", "and tk.uniform(bool(f", ") % 4 - 2)", "=0", "=True"):
+        assert needle in text, needle
+    assert re.search(r"tk\.private\((np|tk)\.u?int(8|16), \(\d+, \d+\)\)", text)
+
+
+@needs_cpu
+def test_bounded_fuzz_run_with_calls():
+    summ = F.fuzz(range(70000000, 70000020), ["CPU"], "INTERP", jobs=1, minimize_found=False,
+                  opts=F.Options(hazards=2.0, calls=2.0))
+    _no_mismatch(summ)
+    assert summ.features.get("effect-in-func", 0) >= 3 and summ.features.get("div-edge", 0) >= 3
+
+
 def test_a_write_between_the_elements_of_a_strided_output_is_a_finding():
     """Strided outputs (``Options.strided_outputs``) are compared through their view, and the
     elements the view skips must keep their bytes (a store that streams whole blocks would not)."""
@@ -2186,3 +2217,287 @@ def test_bug_wgsl_int32_float32_compare_is_exact(it):
     f = np.float32([float(info.max) + 1, float(info.max) + 1, float(info.min), float(info.min), 16777216, np.nan])
     got = _run(k_int_float_compare, "WEBGPU", [np.zeros((6, 3), bool), a, f])[0]
     np.testing.assert_array_equal(got, np.stack([a < f, a == f, f <= a], 1))
+
+
+@tk.kernel
+def k_array_bind_in_branch(x, y, o):
+    i = tk.index()
+    a = x
+    if y[i] > 0:
+        a = y                                       # Python: y only where y[i] > 0
+    o[i] = a[i]
+
+
+@tk.kernel
+def k_private_in_branch(x, o):
+    i = tk.index()
+    if x[i] > 0:
+        p = tk.private(np.float32, (2,))
+        p[0] = x[i]
+        p[1] = 2.0
+    o[i] = p[1]                                     # Python: UnboundLocalError where x[i] <= 0
+
+
+@tk.kernel
+def k_private_in_loop(x, o):
+    i = tk.index()
+    for j in range(2):
+        p = tk.private(np.float32, (2,))
+        p[j] = x[i]
+    o[i] = p[1]                                     # Python: the last iteration's array
+
+
+@tk.kernel
+def k_array_rebound_in_loop(x, y, o):
+    i = tk.index()
+    a = x
+    for j in range(2):
+        o[i] += a[i]                                # Python: x, then y
+        a = y
+
+
+@tk.kernel
+def k_array_bind_flow_ok(x, y, o):
+    i = tk.index()
+    a = x
+    t = x.dtype
+    if y[i] > 0:
+        t = x.dtype                                 # the same dtype on every path
+        a = y
+        o[i] = a[i]                                 # read where it was bound
+    else:
+        o[i] = a[i] * 2.0                           # the else branch sees the binding before the if
+    for j in range(2):
+        p = tk.private(t, (2,))                     # allocated and used inside the loop body
+        p[j % 2] = x[i]
+        p[(j + 1) % 2] = 1.0
+        o[i] += p[0] + p[1]
+
+
+# fixed: array-bind-flow
+@pytest.mark.parametrize("kern,where", [(k_array_bind_in_branch, "a"), (k_private_in_branch, "p"),
+                                        (k_private_in_loop, "p"), (k_array_rebound_in_loop, "a")])
+def test_bug_array_bound_under_control_flow_is_a_compile_error(kern, where):
+    """Fuzzer seed 71000041 (--calls): a tk.private bound inside an if and read after it was C that
+    did not compile ('a__pm1' undeclared) where the interpreter raised UnboundLocalError, and an
+    argument rebound in a branch (k_array_bind_in_branch) silently read the array bound last on the
+    CPU ([1, -5] where Python gives [1, -2]). Arrays, dtypes and Python objects are bound when the
+    kernel compiles: every backend now rejects such a read, naming the variable."""
+    x = np.array([1.0, -2.0], np.float32)
+    y = np.array([1.0, -5.0], np.float32)
+    arrays = [x, y, np.zeros(2, np.float32)] if kern is not k_private_in_branch and kern is not k_private_in_loop \
+        else [x, np.zeros(2, np.float32)]
+    for b in _backends():
+        with pytest.raises(tk.CompileError, match=f"'{where}' is bound to an array"):
+            _run(kern, b, arrays, ndrange=2)
+
+
+def test_array_bound_once_per_path_still_compiles():
+    """What the array-bind-flow check keeps: a binding read in the branch that made it, the else
+    branch seeing the binding before the if, the same dtype bound on every path, a private array
+    allocated and used inside a loop body; against the same computation in NumPy."""
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    y = np.array([4.0, -5.0, 6.0], np.float32)
+    want = np.where(y > 0, y, x * 2.0) + 2 * (x + 1.0)
+    for b in _backends():
+        o = _run(k_array_bind_flow_ok, b, [x, y, np.zeros(3, np.float32)], ndrange=3)[2]
+        np.testing.assert_array_equal(o, want.astype(np.float32), err_msg=str(b))
+
+
+@tk.func
+def _early_exit(v):
+    if v > 3:                                       # a per-item early return
+        return v + 1
+    return v
+
+
+@tk.kernel
+def k_uniform_of_early_return_in_while(x, o):
+    i = tk.index()
+    w = 0
+    while tk.uniform(_early_exit(x[i]) > 0):
+        w += 1
+        tk.synchronize()
+        if w > 3:
+            break
+    o[i] = w
+
+
+@tk.kernel
+def k_uniform_of_early_return_in_for(x, o):
+    i = tk.index()
+    w = 0
+    for j in range(3):
+        u = tk.uniform(_early_exit(x[i] + j) > 1)
+        tk.synchronize()
+        if u:
+            break
+        w += 1
+    o[i] = w
+
+
+@tk.func
+def _calls_early_exit(v, j):
+    _early_exit(v)                                  # its early return ends inside this function
+    return j * 2                                    # uniform
+
+
+@tk.func
+def _own_early_exit(v, j):
+    if v > 3:                                       # this function's own per-item return
+        return 0
+    return j * 2
+
+
+@tk.kernel
+def k_func_calling_early_return_in_barrier_loop(x, o):
+    i = tk.index()
+    w = 0
+    for j in range(4):
+        t = _calls_early_exit(x[i], j)
+        tk.synchronize()
+        if t > 2:
+            break
+        w += 1
+    o[i] = w
+
+
+@tk.kernel
+def k_own_early_return_in_barrier_loop(x, o):
+    i = tk.index()
+    for j in range(3):
+        t = _own_early_exit(x[i], j)                # per item: its break must stay an error
+        tk.synchronize()
+        if t > 2:
+            break
+    o[i] = 1
+
+
+@tk.kernel
+def k_early_return_result_in_barrier_loop(x, o):
+    i = tk.index()
+    for j in range(3):
+        t = _early_exit(x[i] + j)                   # per item: its break must stay an error
+        tk.synchronize()
+        if t > 2:
+            break
+    o[i] = 1
+
+
+# fixed: uniform-func-exit
+def test_bug_uniform_of_a_function_with_an_early_return_is_uniform_in_a_barrier_loop():
+    """Fuzzer construct of --calls (uniform_while, fuzz17): `while tk.uniform(f(x[i]) > 0):` with a
+    barrier in the loop, `f` returning early under a per-item condition, was a CompileError ('this
+    while condition depends on the work item') on every backend, and so was `u = tk.uniform(f(..))`
+    then `if u: break`: the uniformity analysis took the early return, which only leaves the
+    function inlined inside the loop (under the evaluating item's guard), for a jump out of the
+    loop's iteration. Values against the loops written in Python (the group's first item
+    evaluates the uniform); likewise a function that calls one returning early had every local it
+    assigned after the call taken as per-item. A per-item result of the function stays an error."""
+    x = np.arange(8, dtype=np.int32) - 3
+    want_w = np.zeros(8, np.int32)
+    want_f = np.zeros(8, np.int32)
+    for g in range(2):
+        x0 = int(x[4 * g])
+        e = (lambda v: v + 1 if v > 3 else v)
+        w = 0
+        while e(x0) > 0:
+            w += 1
+            if w > 3:
+                break
+        want_w[4 * g:4 * g + 4] = w
+        w = 0
+        for j in range(3):
+            if e(x0 + j) > 1:
+                break
+            w += 1
+        want_f[4 * g:4 * g + 4] = w
+    assert set(want_w) == {0, 4} and set(want_f) == {1, 3}
+    for b in _backends():
+        o = _run(k_uniform_of_early_return_in_while, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)[1]
+        np.testing.assert_array_equal(o, want_w, err_msg=str(b))
+        o = _run(k_uniform_of_early_return_in_for, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)[1]
+        np.testing.assert_array_equal(o, want_f, err_msg=str(b))
+        o = _run(k_func_calling_early_return_in_barrier_loop, b, [x, np.zeros(8, np.int32)], ndrange=8,
+                 workgroupsize=4)[1]
+        np.testing.assert_array_equal(o, np.full(8, 2, np.int32), err_msg=str(b))   # j = 0, 1, then t = 4
+        for kern in (k_early_return_result_in_barrier_loop, k_own_early_return_in_barrier_loop):
+            with pytest.raises(tk.CompileError, match="depends on the work item"):
+                _run(kern, b, [x, np.zeros(8, np.int32)], ndrange=8, workgroupsize=4)
+
+
+@tk.kernel
+def k_barrier_in_one_branch(o, s):
+    li = tk.index()
+    if s > 100:
+        o[li, 0] = 5.0
+    else:
+        tk.synchronize()
+        o[li, 1] = 3.0
+
+
+@tk.kernel
+def k_uniform_in_else_of_group_if(o, s):
+    li = tk.index()
+    gl = tk.index(tk.Group, tk.Linear)
+    if gl:
+        o[li, 0] = 5.0
+    else:
+        o[li, 1] = tk.uniform(s + 1.0)
+
+
+@tk.kernel
+def k_barrier_in_then_branch(o, s):
+    li = tk.index()
+    if s < 100:
+        tk.synchronize()
+        o[li, 1] = 3.0
+    else:
+        o[li, 0] = 5.0
+
+
+# fixed: pocl-barrier-one-branch
+@pytest.mark.parametrize("wg,nd", [((4,), 3), ((4,), 6), ((2, 3, 2), (1, 4, 2))])
+def test_bug_barrier_in_one_branch_of_an_if_else_in_a_partial_group(wg, nd):
+    """Fuzzer seed 70000427 (--hazards --print --rng on CL): a tk.uniform in the else of `if gl:`
+    came out as garbage on PoCL in a partial group. PoCL 3.1 lost the stores after the barrier of
+    an if/else branch that held one when the other branch held none (partial groups only); the
+    OpenCL renderer now writes such an if/else as two fenced ifs on the condition's value."""
+    n, s = int(np.prod(nd)), 7
+    one = np.full((n, 2), -1, np.float32)
+    one[:, 1] = 3.0                                     # s = 7: the branch with the barrier everywhere
+    gsize = int(np.prod(wg))
+    first = np.full((n, 2), -1, np.float32)             # group 0 takes the else (s + 1), the others 5.0
+    pos = np.indices(nd if isinstance(nd, tuple) else (nd,)).reshape(len(wg), -1)
+    grp = np.zeros(n, np.int64)
+    ngroups = [-(-d // w) for d, w in zip(nd if isinstance(nd, tuple) else (nd,), wg)]
+    for d in range(len(wg)):
+        grp = grp * ngroups[d] + pos[d] // wg[d]
+    first[grp == 0, 1] = s + 1.0
+    first[grp != 0, 0] = 5.0
+    assert gsize > 1 and (grp == 0).any()
+    for b in _backends():
+        for kern, want in ((k_barrier_in_one_branch, one), (k_barrier_in_then_branch, one),
+                           (k_uniform_in_else_of_group_if, first)):
+            o = _run(kern, b, [np.full((n, 2), -1, np.float32)], (s,), ndrange=nd, static_wg=wg)[0]
+            np.testing.assert_array_equal(o, want, err_msg=f"{b} {kern}")
+
+
+@tk.kernel
+def k_weak_u64_compare_is_a_python_bool(o, s):
+    li = tk.index()
+    v = (s == li + 2**62) ^ (s > li)                # Python bools: a Python scalar against a Python scalar
+    o[li] = True - v + (s != li) * 3
+
+
+# fixed: weak-u64-compare-bool
+@pytest.mark.parametrize("s", [5, 2**63 - 1, 2**63, 2**64 - 2])
+def test_bug_comparing_a_python_int_above_int64_gives_a_python_bool(s):
+    """Fuzzer seed 70000488 (--hazards on the CPU and CL): `v = (s7 == <Python int>)` with `s7` a
+    Python int argument in [2**63, 2**64) gave a NumPy bool, so `True - v` was a CompileError
+    ('-' is not defined for bools) where the same kernel with s7 < 2**63 compiled: the exact
+    mixed-sign comparison (audit15a) typed its result strong whatever its operands. Against Python."""
+    want = np.array([True - ((s == li + 2**62) ^ (s > li)) + (s != li) * 3 for li in range(3)], np.int64)
+    for b in _backends():
+        o = _run(k_weak_u64_compare_is_a_python_bool, b, [np.zeros(3, np.int64)], (s,), ndrange=3)[0]
+        np.testing.assert_array_equal(o, want, err_msg=str(b))

@@ -180,7 +180,23 @@ class OpenCLRenderer(GPURenderer):
     # TK_POCL only). The statement is uniform (it holds a barrier): every work item gets there.
 
     def s_If(self, s):
-        self.fenced(s.body + (s.orelse or []), super().s_If, s)
+        self.fenced(s.body + (s.orelse or []), self.split_if, s)
+
+    def split_if(self, s) -> None:
+        """The ``if``; one with an ``else`` that holds a barrier is two ``if``s on the condition's
+        value (it is uniform): PoCL 3.1 lost the stores after the barrier of the branch that held
+        one, the other holding none, in a partial group (bug pocl-barrier-one-branch)."""
+        if not (s.orelse and self.holds_barrier(s.body + s.orelse)):
+            return super().s_If(s)
+        self.split_ifs = getattr(self, "split_ifs", 0) + 1
+        c = f"tk_if{self.split_ifs}"
+        self.w(f"const bool {c} = {self.expr(s.cond)};")
+        for k, (cond, branch) in enumerate(((c, s.body), (f"!{c}", s.orelse))):
+            if k:
+                self.w("TK_POCL_BARRIER;")             # (each if fenced, as fenced() does)
+            self.w(f"if ({cond}) {{")
+            self.block(branch)
+            self.w("}")
 
     def s_For(self, s):
         self.fenced(s.body, super().s_For, s)

@@ -23,7 +23,7 @@ from ..ir import nodes as N
 from ..passes.definite import check_definite_assignment
 from . import intrinsics as I
 from .source import FuncSource, parse_function
-from .values import DTypeVal, FuncBinding, PyObj, NoValue
+from .values import DTypeVal, FlowBound, FuncBinding, PyObj, NoValue
 
 #: NumPy ufuncs that have a ``math`` counterpart kernels can call (the hint for ``np.exp``).
 _MATH_NAMES = frozenset("exp log log2 log10 log1p expm1 sqrt sin cos tan arcsin arccos arctan arctan2 sinh cosh "
@@ -82,6 +82,27 @@ _OP_TEXT = {ast.MatMult: "'@' (matrix multiplication)", ast.Is: "'is'", ast.IsNo
             ast.NotIn: "'not in'"}
 if hasattr(ast, "TryStar"):
     _UNSUPPORTED[ast.TryStar] = "'try' statements"
+
+
+def _run_time(b) -> bool:
+    """Whether a binding is a run-time local (or a tuple of them): its value flows through the IR,
+    so binding it on some paths only is the definite-assignment check's business."""
+    if isinstance(b, tuple):
+        return all(_run_time(x) for x in b)
+    return b is None or isinstance(b, FuncBinding)
+
+
+def _same_binding(a, b) -> bool:
+    """Whether two bindings of a name stand for the same value on every path."""
+    if a is b:
+        return True
+    if isinstance(a, FuncBinding) and isinstance(b, FuncBinding):
+        return a.var == b.var
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same_binding(x, y) for x, y in zip(a, b))
+    if isinstance(a, DTypeVal) and isinstance(b, DTypeVal):
+        return a.dtype == b.dtype
+    return isinstance(a, PyObj) and isinstance(b, PyObj) and a.obj is b.obj
 
 
 class _Frame:
@@ -361,9 +382,51 @@ class Lowerer:
             for x in (s.body if cond.value else s.orelse):
                 self.stmt(x)
             return
+        bind = self.frame.bind
+        before = dict(bind)
         body = self.block(s.body)
+        after_body = dict(bind)
+        bind.clear()
+        bind.update(before)                     # the else branch starts from the bindings before the if
         orelse = self.block(s.orelse)
+        self.flow_merge([after_body, dict(bind)], s)
         self.emit(N.If(self.loc(s), cond, body, orelse))
+
+    def flow_merge(self, branches: list, s) -> None:
+        """The frame's bindings after an ``if`` (``branches``: the bindings at the end of each
+        branch) or a loop (the bindings before it and at the end of its body). Arrays, dtypes and
+        Python objects are bound when the kernel compiles, not at run time: a name that the paths
+        bind to different ones (``p = tk.private(...)`` in a branch or a loop body, ``a = y`` on one
+        path only) becomes a ``FlowBound``, whose reads are a CompileError (they read garbage in C,
+        or the array bound last, where Python reads the one the path bound)."""
+        bind = self.frame.bind
+        bind.clear()
+        for name in dict.fromkeys(n for br in branches for n in br):
+            vals = [br.get(name) for br in branches]
+            if all(_same_binding(vals[0], v) for v in vals[1:]) or all(_run_time(v) for v in vals):
+                v = next((v for v in reversed(vals) if v is not None), None)
+                if v is not None:
+                    bind[name] = v
+            else:
+                bind[name] = FlowBound(name, self.loc(s))
+
+    def loop_body(self, s) -> list:
+        """A loop's body, lowered once for every iteration: a name bound to an array, dtype or
+        Python object before the loop and rebound in the body would be the new one in later
+        iterations (a CompileError); one first bound in the body cannot be read after the loop."""
+        bind = self.frame.bind
+        before = dict(bind)
+        self.frame.loop_depth += 1
+        body = self.block(s.body)
+        self.frame.loop_depth -= 1
+        for name, v in bind.items():
+            old = before.get(name)
+            if old is not None and not _run_time(old) and not _same_binding(old, v):
+                raise self.err(s, f"'{name}' is bound to an array, dtype or Python object before this loop and "
+                               "rebound inside it: the loop body is compiled once, so every iteration would "
+                               "see one binding; use another name inside the loop")
+        self.flow_merge([before, dict(bind)], s)
+        return body
 
     def s_For(self, s):
         if s.orelse:
@@ -394,9 +457,7 @@ class Lowerer:
         old = self.types.get(name)
         self.types[name] = t if old is None else D.promote(old, t, self.opts.default_float, self.opts.default_int)
         self.frame.bind[s.target.id] = FuncBinding(name)
-        self.frame.loop_depth += 1
-        body = self.block(s.body)
-        self.frame.loop_depth -= 1
+        body = self.loop_body(s)
         self.emit(N.For(self.loc(s), name, start, stop, step, body))
 
     def s_While(self, s):
@@ -405,9 +466,7 @@ class Lowerer:
         saved, self.out = self.out, []
         cond = self.truth(self.expr(s.test), s.test)
         test, self.out = self.out, saved
-        self.frame.loop_depth += 1
-        body = self.block(s.body)
-        self.frame.loop_depth -= 1
+        body = self.loop_body(s)
         loc = self.loc(s)
         if test:
             # the condition emitted statements (a @tk.func's body, an atomic, a chain's copy):
@@ -567,6 +626,12 @@ class Lowerer:
         for fr in (self.frame,):
             if name in fr.bind:
                 b = fr.bind[name]
+                if isinstance(b, FlowBound):
+                    raise self.err(node, f"'{name}' is bound to an array, dtype or Python object inside an "
+                                   f"if/else branch or loop body (line {b.loc.line}) that not every path to here "
+                                   "goes through, or differently on different paths: such values are fixed when "
+                                   "the kernel compiles; bind it once, before the if/loop, at the level where it "
+                                   "is used")
                 return FuncBinding(b.var, node) if isinstance(b, FuncBinding) else b
             if name in fr.local_names:
                 vn = self.local_name(name)
@@ -886,7 +951,7 @@ class Lowerer:
             # a Python int >= 2**63 (weak uint64) against any integer: by value, never wrapped to int64
             if "i" in (da.kind, db.kind):
                 s_, u_, o = (a, b, op) if da.kind == "i" else (b, a, I.FLIP[op])
-                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc)
+                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc, BT)
             return N.Compare(BT, loc, op, self.cast(a, Ty(D.uint64)), self.cast(b, Ty(D.uint64)))
         if da.is_int and db.is_int and not weak_const and (a.ty.weak != b.ty.weak or {da.kind, db.kind} == {"i", "u"}):
             strong64 = not a.ty.weak and not b.ty.weak and {da.name, db.name} == {"int64", "uint64"}
@@ -894,7 +959,7 @@ class Lowerer:
             if strong64 or weak_u64:
                 signed_left = a.ty.weak or da.kind == "i"
                 s_, u_, o = (a, b, op) if signed_left else (b, a, I.FLIP[op])
-                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc)
+                return self.mixed_compare(o, self.cast(s_, Ty(D.int64)), self.cast(u_, Ty(D.uint64)), loc, BT)
             if a.ty.weak != b.ty.weak:    # a Python int against a narrower integer type: compare in int64
                 a, b = self.cast(a, Ty(D.int64)), self.cast(b, Ty(D.int64))
         t = D.promote(a.ty, b.ty, self.opts.default_float, self.opts.default_int)
@@ -921,15 +986,16 @@ class Lowerer:
         tie = N.Select(BT, loc, N.Compare(BT, loc, ">=", f_, limit), past, as_int)
         return N.Select(BT, loc, N.Compare(BT, loc, "!=", fi, f_), N.Compare(BT, loc, op, fi, f_), tie)
 
-    def mixed_compare(self, op, s_, u_, loc) -> N.Expr:
-        """int64 ``s_`` op uint64 ``u_``, exactly."""
+    def mixed_compare(self, op, s_, u_, loc, bt: Ty) -> N.Expr:
+        """int64 ``s_`` op uint64 ``u_``, exactly, of type ``bt`` (a weak bool when both operands
+        were Python scalars, as compare() says: a Python int >= 2**63 is one too)."""
         BT = Ty(D.bool_)
         neg = N.Compare(BT, loc, "<", s_, N.Const(Ty(D.int64), loc, 0))
         nonneg = N.Compare(BT, loc, ">=", s_, N.Const(Ty(D.int64), loc, 0))
         as_u = N.Compare(BT, loc, op, N.Cast(Ty(D.uint64), loc, s_), u_)
         if op in ("<", "<=", "!="):
-            return N.BinOp(BT, loc, "or", neg, as_u)
-        return N.BinOp(BT, loc, "and", nonneg, as_u)
+            return N.BinOp(bt, loc, "or", neg, as_u)
+        return N.BinOp(bt, loc, "and", nonneg, as_u)
 
     def apart(self, node) -> tuple[list, N.Expr]:
         """``node`` lowered on its own: the statements it emitted (an inlined ``@tk.func``'s

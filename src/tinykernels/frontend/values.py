@@ -27,6 +27,15 @@ class FuncBinding:
     at: object = None
 
 
+@dataclass
+class FlowBound:
+    """A name that an ``if``/``else`` branch or a loop body bound to a compile-time value (an
+    array, a dtype, a Python object) that not every path to here agrees on: reading it is a
+    CompileError (``lower.Lowerer.flow_merge``)."""
+    name: str
+    loc: N.Loc
+
+
 class NoValue(N.Expr):
     """The result of calling a @tk.func that returns nothing."""
 

@@ -41,23 +41,28 @@ def is_uniform(e: N.Expr, uvars: set) -> bool:
     return all(is_uniform(c, uvars) for c in N.child_exprs(e))
 
 
-def _has_divergent_jump(body, uvars, all_funcs: bool = True) -> bool:
+def _has_divergent_jump(body, uvars, all_funcs: bool = True, inner_exits: bool = True) -> bool:
     """A break/continue/exit under a non-uniform condition inside ``body`` (not in nested loops).
     ``all_funcs=False``: only exits of functions that hold a barrier (an early return skips
-    the rest of its function only; that matters to barriers only when the function has one)."""
-    def visit(stmts, uniform):
+    the rest of its function only; that matters to barriers only when the function has one).
+    ``inner_exits=False``: not the exits of functions inlined inside ``body`` (every item reaches
+    such a function's end, so a loop's iteration goes on alike after it; what the function assigns
+    after its exit is judged by its own FuncBlock)."""
+    def visit(stmts, uniform, inner):
         for s in stmts:
-            if isinstance(s, (N.Break, N.Continue, N.FuncExit)) and not uniform:
+            if isinstance(s, (N.Break, N.Continue)) and not uniform:
+                return True
+            if isinstance(s, N.FuncExit) and not uniform and (inner_exits or s.label not in inner):
                 return True
             if isinstance(s, N.If):
                 u = uniform and is_uniform(s.cond, uvars)
-                if visit(s.body, u) or visit(s.orelse, u):
+                if visit(s.body, u, inner) or visit(s.orelse, u, inner):
                     return True
             elif isinstance(s, N.FuncBlock) and (all_funcs or _contains_sync(s.body)):
-                if visit(s.body, uniform):
+                if visit(s.body, uniform, inner | {s.label}):
                     return True
         return False
-    return visit(body, True)
+    return visit(body, True, frozenset())
 
 
 def uniform_vars(body: list, all_vars) -> set:
@@ -88,10 +93,10 @@ def uniform_vars(body: list, all_vars) -> set:
                 elif isinstance(s, (N.For, N.While)):
                     c = ctl and (is_uniform(s.cond, u) if isinstance(s, N.While) else
                                  all(is_uniform(x, u) for x in (s.start, s.stop, s.step)))
-                    c = c and not _has_divergent_jump(s.body, u)
+                    c = c and not _has_divergent_jump(s.body, u, inner_exits=False)
                     visit(s.body, c)
-                elif isinstance(s, N.FuncBlock):
-                    visit(s.body, ctl and not _has_divergent_jump(s.body, u))
+                elif isinstance(s, N.FuncBlock):      # (its own exits; those of functions it inlines end in it)
+                    visit(s.body, ctl and not _has_divergent_jump(s.body, u, inner_exits=False))
         visit(body, True)
         if not (bad & u):
             return u

@@ -55,6 +55,44 @@ FIXED_BUGS = {
         "fixed: the frontend compares exactly (frontend/lower.py int_float_compare: the float32 order of "
         "float(i) and f where they differ, else i against int(f), or 'below' where f is one past the type's "
         "maximum)"),
+    'weak-u64-compare-bool': ("every backend: a comparison of a Python int argument in [2**63, 2**64) (a weak "
+                              "uint64) with another Python scalar gave a NumPy bool, not a Python bool, so "
+                              "`True - (s7 == i)` was a CompileError ('-' is not defined for bools) only when s7 "
+                              ">= 2**63 (fuzzer seed 70000488, --hazards, fuzz17: the exact mixed-sign comparison "
+                              "of audit15a typed its result strong)",
+        "fixed: mixed_compare gives the comparison's own result type, weak when both operands are Python "
+        "scalars (frontend/lower.py)"),
+    'pocl-barrier-one-branch': ("OpenCL on PoCL 3.1: in a partial group, a uniform if/else whose one branch held a "
+                                "barrier followed by a store and whose other branch held none lost the stores after "
+                                "the barrier (the output kept its old values; `if s > 100: o[li, 0] = 5.0 else: "
+                                "tk.synchronize(); o[li, 1] = 3.0` with ndrange 3, workgroup 4); fuzzer seed "
+                                "70000427 (--hazards --print --rng, fuzz17): a tk.uniform in the else of `if gl:`. "
+                                "pocl-barrier-if-mask's fence barriers around the if did not prevent it, nor did a "
+                                "barrier at the start or the end of both branches",
+        "worked around: the OpenCL renderer writes an if/else that holds a barrier as two ifs on the "
+        "condition's value (uniform, computed once), fenced by TK_POCL_BARRIER (codegen/opencl.py split_if)"),
+    'uniform-func-exit': ("uniformity analysis (every backend): `while tk.uniform(f(x[i]) > 0):` around a barrier, "
+                          "or `u = tk.uniform(f(...))` then `if u: break` in a loop with a barrier, was a "
+                          "CompileError ('this while condition / break depends on the work item') when `f` returned "
+                          "early under a per-item condition: the early return, which only leaves the function "
+                          "inlined inside the loop (in the evaluating item's guard), counted as a jump out of the "
+                          "loop's iteration, so every local the loop assigned was taken as per-item (found with the "
+                          "--calls generator's uniform while loops, fuzz17)",
+        "fixed: uniform_vars asks _has_divergent_jump(inner_exits=False) about loops and inlined functions (a "
+        "function calling one that returns early had every later local taken as per-item too): the exits of "
+        "functions inlined inside the body do not count (every item reaches the function's end; what the function assigns "
+        "after its exit is judged by its own FuncBlock) (passes/uniformity.py)"),
+    'array-bind-flow': ("frontend (every backend): a name bound to an array (a tk.private/tk.localmem array, an "
+                        "argument), a dtype or a Python object inside an if/else branch or a loop body was a "
+                        "compile-time binding that ignored control flow: a tk.private made in a branch and read "
+                        "after it gave C that did not compile ('a__pm1' undeclared) where Python raises "
+                        "UnboundLocalError (fuzzer seed 71000041, --calls, fuzz17), and an argument rebound in a "
+                        "branch (`a = x; if c: a = y; o[i] = a[i]`) silently read the array bound last on every "
+                        "path on the CPU; an array rebound in a loop body was the first one in every iteration",
+        "fixed: the lowering merges the bindings of an if's branches (the else branch starts from those before "
+        "the if) and of a loop's body with those before it; a name the paths bind to different compile-time "
+        "values becomes a FlowBound, whose read is a located CompileError naming it, and one rebound in a loop "
+        "body is a CompileError (frontend/lower.py flow_merge, loop_body)"),
     'ad-adjoint-size': ("autodiff (--grad, CPU): no result in 120 s for fuzzer seeds 48100035, 48100047, "
                         "48100048 (ad16): statements of nested pow/atan2/products whose adjoint grew quadratically "
                         "in the statement's length, each partial re-rendering the primal operands below it (the "

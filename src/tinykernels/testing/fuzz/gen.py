@@ -16,6 +16,7 @@ import numpy as np
 from ... import random as tkrandom
 from .bugs import FIXED_BUGS
 from .bytegen import ByteRuns
+from .calls import Calls
 from .case import ArgSpec, Arr, Case, Ex, Options, Var, _Retry
 from .data import edge_values, int_valued, random_values
 from .fastmath import generate_fastmath, is_fastmath_seed
@@ -83,7 +84,7 @@ def webgpu_options(opts: Options) -> Options:
     return dataclasses.replace(opts, profile="webgpu", prints=0.0, rng=0.0, fastmath=0.0)
 
 
-class Gen(ByteRuns, Hazards):
+class Gen(ByteRuns, Hazards, Calls):
     """Generates one Case from a seed."""
 
     def __init__(self, seed: int, opts: Options | None = None):
@@ -102,6 +103,11 @@ class Gen(ByteRuns, Hazards):
         self.funcs: list = []          # (name, param types, return types, source)
         self.efuncs: list = []         # effect functions (hazards.py), called by hazard statements only
         self.big_args: list = []       # Python int arguments in [2**63, 2**64) (hazards.py)
+        self.efunc_views: dict = {}    # effect function -> the output-slot views it stores into (hazards.py)
+        self.wrapping = False          # generating a wrapper function (calls.py)
+        self.effect_alias: dict = {}   # in a function: kernel array name -> its effect parameter (calls.py)
+        self.func_pnames: dict = {}    # function -> parameter names (keyword calls, calls.py)
+        self.func_defaults: dict = {}  # function -> {parameter index: default literal} (calls.py)
         self.func_lines: list = []
         self.global_lines: list = []
         self.stmts_left = self.opts.max_stmts
@@ -819,12 +825,12 @@ class Gen(ByteRuns, Hazards):
         if not fs:
             raise _Retry
         name, params, rets, _ = self.pick(fs)
-        return Ex(f"{name}({', '.join(self.func_arg(p, d) for p in params)})", t)
+        return Ex(self.call_code(name, params, d), t)
 
     def func_arg(self, p, d) -> str:
         kind, ty = p
         if kind == "effect":                 # (hazards.py: the accumulator the function adds to)
-            return ty
+            return self.effect_alias.get(ty, ty)
         if kind == "array":
             cands = [a for a in self.arrays.values() if a.role == "in" and a.dtype == ty[0] and len(a.shape) == ty[1]]
             return self.pick(cands).name
@@ -933,6 +939,8 @@ class Gen(ByteRuns, Hazards):
             opts.append(("bytes", self.opts.bytes))
         if self.opts.hazards > 0 and self.hazard_here(ctx):
             opts.append(("hazard", self.opts.hazards))
+        if self.opts.calls > 0:                # (calls.py; only when asked)
+            opts += self.calls_stmts(ctx)
         k = self.wchoice(opts)
         for _ in range(6):
             try:
@@ -1192,7 +1200,7 @@ class Gen(ByteRuns, Hazards):
         if not fs:
             raise _Retry
         name, params, rets, _ = self.pick(fs)
-        call = f"{name}({', '.join(self.func_arg(p, 2) for p in params)})"
+        call = self.call_code(name, params, 2)
         if self.chance(0.6):
             names = [self.fresh("v") for _ in rets]
             self.emit(f"{', '.join(names)} = {call}")
@@ -1340,7 +1348,7 @@ class Gen(ByteRuns, Hazards):
 
     def s_pstore(self, ctx):
         a = self.pick([a for a in self.arrays.values() if a.role == "private"])
-        idx = self.index_expr(a.dim_code[0])
+        idx = ", ".join(self.index_expr(c) for c in a.dim_code)          # (2-D ones: calls.py)
         self.emit(f"{a.name}[{idx}] = {self.castto(a.dtype, self.expr(self.any_type(), 2))}")
 
     # --- random numbers and printing (Options.rng, Options.prints) --------------------------------
@@ -1482,7 +1490,10 @@ class Gen(ByteRuns, Hazards):
             pnames.append(self.fresh("E"))
         if rets is None:
             rets = [self.any_type() for _ in range(self.pick([1, 1, 1, 2, 3]))]
-        saved = (self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth)
+        dflt = self.default_params(params, pnames) if self.opts.calls > 0 else {}
+        saved = (self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth,
+                 self.effect_alias)
+        self.effect_alias = {a.name: pn for a, pn in zip(effect, pnames[-len(effect):])} if effect else {}
         self.out, self.ind, self.in_func = [], 1, rets
         self.for_depth = 1                         # a call may sit in a loop
         self.scopes = [dict(self.module_scope)]
@@ -1505,8 +1516,11 @@ class Gen(ByteRuns, Hazards):
                 self.stmt(ctx)
         self.emit("return " + self.ret_code(rets, 3))
         body = self.out
-        self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth = saved
-        src = "@tk.func\n" + f"def {name}({', '.join(pnames)}):\n" + "\n".join(body) + "\n"
+        (self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth,
+         self.effect_alias) = saved
+        self.func_pnames[name], self.func_defaults[name] = pnames, dflt
+        heads = [f"{pn}={dflt[k]}" if k in dflt else pn for k, pn in enumerate(pnames)]
+        src = "@tk.func\n" + f"def {name}({', '.join(heads)}):\n" + "\n".join(body) + "\n"
         fn = (name, params, rets, src)
         if effect is None:
             self.funcs.append(fn)
@@ -1550,6 +1564,8 @@ class Gen(ByteRuns, Hazards):
         opts = [("rw", 4), ("flat", 3), ("collective", 2), ("uniform", 1 + 2 * self.opts.hazards * bool(self.efuncs))]
         if depth < 2:
             opts += [("loop", 2 if self.for_allowed() else 0), ("while", 1), ("uif", 1.5)]
+            if self.opts.calls > 0:                      # (calls.py; only when asked)
+                opts.append(("uwhile", self.opts.calls))
         if depth == 0:
             opts += [("latomic", 1 if self.opts.atomics else 0), ("ret", 0.4 if not self.unsafe else 0),
                      ("lown", 0.6 if self.opts.atomics else 0)]
@@ -1648,6 +1664,8 @@ class Gen(ByteRuns, Hazards):
                 self.phase(depth + 1)
                 self.ind -= 1
                 self.scopes.pop()
+        elif k == "uwhile":
+            self.uniform_while(depth)
         elif k == "latomic":
             self.local_atomics()
         elif k == "ret":
@@ -1685,6 +1703,8 @@ class Gen(ByteRuns, Hazards):
     def collective(self) -> None:
         kind = self.pick(["reduce", "reduce", "scan"])
         t = self.pick([x for x in self.types] + ["pyint", "lbool"])
+        if self.opts.calls > 0:                         # (calls.py: an effect function's type)
+            t = self.collective_type(t)
         if t in ("bool", "lbool"):
             op = self.pick(["and", "or", "min", "max", "add", "mul"])
         elif is_float(t):
@@ -1707,6 +1727,8 @@ class Gen(ByteRuns, Hazards):
                 v = self.exact_float_value(t, -100, 100) if op != "add" else self.exact_float_value(t, -8, 8)
         else:
             v = self.expr(t, 2).code
+        if self.opts.calls > 0:                         # (calls.py: an effect call, every item's runs)
+            v = self.collective_arg(t, v)
         rt = ("int32" if self.bits32 else "int64") if t in ("bool", "lbool") and op in ("add", "mul") else t
         c = self.fresh("c")
         if kind == "reduce":
@@ -2000,8 +2022,10 @@ class Gen(ByteRuns, Hazards):
             for _ in range(self.pick([0, 0, 1, 1, 2, 3])):
                 self.scopes = [dict(self.module_scope)]
                 self.gen_func()
-        if o.hazards > 0 and not self.unsafe:
+        if (o.hazards > 0 or o.calls > 0) and not self.unsafe:
             self.hazard_funcs()
+        if o.calls > 0 and not self.unsafe:
+            self.wrapper_funcs()
         # the kernel
         self.scopes = [kscope]
         self.emit("li = tk.index()")

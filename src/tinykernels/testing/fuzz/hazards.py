@@ -70,7 +70,9 @@ class Hazards:
                     effect.append(Arr(out.name, out.dtype, (), "out", tol=[len(out.tol) - 1]))
             self.scopes = [dict(self.module_scope)]
             rets = [self.any_type()] if self.chance(0.75) else [(self.any_type(), self.any_type()), self.any_type()]
-            self.efuncs.append(self.gen_func(effect=effect, rets=rets))
+            fn = self.gen_func(effect=effect, rets=rets)
+            self.efuncs.append(fn)
+            self.efunc_views[fn[0]] = effect[1:]
 
     def effect_stmts(self, names: list, arrs: list) -> None:
         """In an effect function: the atomic count (and a print, and a store of a value of the
@@ -102,11 +104,11 @@ class Hazards:
 
     def effect_call(self, d: int = 2, t: str | None = None) -> Ex:
         """A call of a single-value effect function (of type ``t`` when given)."""
-        fs = [f for f in self.single_efuncs() if t is None or f[2][0] == t]
+        fs = [f for f in self.single_efuncs() if (t is None or f[2][0] == t) and self.can_call(f)]
         if not fs:
             raise _Retry
         name, params, rets, _ = self.pick(fs)
-        return Ex(f"{name}({', '.join(self.func_arg(p, d) for p in params)})", rets[0])
+        return Ex(self.call_code(name, params, d), rets[0])
 
     def maybe_effect(self, t: str, d: int) -> Ex:
         """An effect call of type ``t`` if there is one (half the time), else an expression."""
@@ -200,7 +202,7 @@ class Hazards:
     def nested_stmt(self, f: tuple) -> None:
         """``(a, b), c = f(...)`` or ``t = f(...)`` and its elements, stored."""
         name, params, rets, _ = f
-        call = f"{name}({', '.join(self.func_arg(p, 2) for p in params)})"
+        call = self.call_code(name, params, 2)
         (t0, t1), t2 = rets
         if self.chance(0.6):
             a, b, c = self.fresh("v"), self.fresh("v"), self.fresh("v")
