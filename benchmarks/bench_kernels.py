@@ -704,7 +704,11 @@ def main() -> int:
         b.row("histogram", keys.nbytes, impls, want, 0, 0)
 
         # prefix sum with group_scan: tiles, then the tile totals (one group), then offsets
-        xs = rng.random(NH).astype(np.float32)
+        # 0 or 1/8: every partial sum (<= 2**21) is exact in float32, so every summation order
+        # (tiles, threads, SIMD scans, the C reference's single chain) gives the same bits and the
+        # check is exact; with random floats a one-thread float32 running sum over 16M elements
+        # drifts past any fixed tolerance (the C reference was reported wrong with --threads 1)
+        xs = (rng.random(NH) < 0.5).astype(np.float32) * np.float32(0.125)
         want = np.cumsum(xs.astype(np.float64))
         tile_n = WG * SCAN_PER
         ntiles = NH // tile_n
@@ -732,7 +736,7 @@ def main() -> int:
             if torch is not None:
                 tx = torch.from_numpy(xs)
                 impls["torch"] = (lambda: torch.cumsum(tx, 0), lambda: torch.cumsum(tx, 0).numpy())
-            b.row(label, 2 * xs.nbytes, impls, want, 1e-4, 0)
+            b.row(label, 2 * xs.nbytes, impls, want, 0, 0)
 
         # Q4_0 GEMV: tinykernels.llm.matmul and the plain one-group-per-row kernel
         if b.wanted("Q4_0"):
