@@ -28,6 +28,7 @@ from .kernel import GROUPED_FEATURES, RECORDERS, Func, Kernel, parse_ndrange
 from .passes import adjoint_gather as G
 from .passes.autodiff import TapePlan, reverse_kernel, tangent_kernel
 from .passes.overwrites import check_overwrites
+from .runtime.launchplan import value_key
 from .runtime.memspan import byte_span
 from .tracebacks import api_boundary
 
@@ -546,6 +547,8 @@ def _span(a):
     """Where an array argument's elements lie: ``(memory, first byte, end byte)``, or None for
     a scalar or an empty array. Host arrays are byte ranges of the address space; a device
     array is its whole buffer (device arrays are never views)."""
+    if type(a) is np.ndarray:         # the common case first: no isinstance chain
+        return _host_span(a)
     if isinstance(a, Array) and a._host is None:
         buf = getattr(a, "buffer", None)
         if buf is not None:
@@ -555,8 +558,13 @@ def _span(a):
         except (AttributeError, TypeError):
             return (id(a), 0, max(1, a.nbytes))
         return (a.backend, lo, lo + max(1, a.nbytes))
-    h = a if type(a) is np.ndarray else _host(a) if not isinstance(a, _SCALAR_TYPES) else None
-    if not isinstance(h, np.ndarray) or h.size == 0:
+    h = _host(a) if not isinstance(a, _SCALAR_TYPES) else None
+    return _host_span(h) if isinstance(h, np.ndarray) else None
+
+
+def _host_span(h: np.ndarray):
+    """:func:`_span` of a NumPy array."""
+    if h.size == 0:
         return None
     lo = h.__array_interface__["data"][0]
     if h.flags.c_contiguous:
@@ -572,7 +580,7 @@ def _overlap(s, t) -> bool:
 def _layout(a) -> tuple:
     """(shape, byte strides, NumPy dtype) of an array argument (a NumPy array, a tk.Array, or
     any host array-like such as a CPU torch tensor)."""
-    h = _host(a)
+    h = a if type(a) is np.ndarray else _host(a)
     if isinstance(h, np.ndarray):
         return h.shape, h.strides, h.dtype
     return tuple(a.shape), tuple(getattr(a, "strides", ())), np.dtype(a.dtype)
@@ -584,6 +592,33 @@ def _mem_key(a, span=None):
     span = span if span is not None else _span(a)
     shape, strides, dtype = _layout(a)
     return (span, tuple(shape), tuple(strides), dtype.str)
+
+
+class _Memo:
+    """The spans and memory keys of the arrays of one recorded launch (or of ``tk.autodiff``'s
+    arguments), each found once: a launch's checks, copy-on-write and shadows asked about 20
+    times per launch, each building the array's ``__array_interface__``. Only for the span
+    of one step, in which no user code runs that could move, resize or free an array (the
+    arguments keep the ids alive); nothing is kept from one launch to the next."""
+    __slots__ = ("spans", "keys")
+
+    def __init__(self):
+        self.spans: dict = {}
+        self.keys: dict = {}
+
+    def span(self, a):
+        try:
+            return self.spans[id(a)]
+        except KeyError:
+            s = self.spans[id(a)] = _span(a)
+            return s
+
+    def key(self, a):
+        try:
+            return self.keys[id(a)]
+        except KeyError:
+            k = self.keys[id(a)] = _mem_key(a, self.span(a))
+            return k
 
 
 _SCALAR_TYPES = (int, float, complex, bool, np.generic, str, bytes, type(None))
@@ -633,10 +668,11 @@ def _check_writable_shadow(shadow, what: str, error=ValueError,
                     "array (e.g. np.zeros_like(x))")
 
 
-def _check_disjoint(named, what: str, error=ValueError) -> None:
+def _check_disjoint(named, what: str, error=ValueError, memo: _Memo | None = None) -> None:
     """Raise ``error`` naming the first two of ``named`` ((name, array, written) triples) that
     share memory where at least one of them is written."""
-    spans = [(n, _span(a), w) for n, a, w in named]
+    span = memo.span if memo is not None else _span
+    spans = [(n, span(a), w) for n, a, w in named]
     for k, (n1, s1, w1) in enumerate(spans):
         for n2, s2, w2 in spans[k + 1:]:
             if (w1 or w2) and _overlap(s1, s2):
@@ -674,10 +710,59 @@ def _put(dst, src) -> None:
 
 def _accesses(inst, args, ndrange, wg) -> tuple:
     """(names of the global arrays the kernel reads, names it writes); atomics do both.
-    Found once per specialization (``KernelInstance.ir_fact``)."""
-    norm, geom, ndim, ranges, total, wgs = inst._prepare(args, ndrange, wg)
-    read, written = inst.ir_fact("accesses", _ir_accesses, norm, geom, ndim, ranges, wgs)
+    Found once per specialization (``KernelInstance.ir_fact``) and remembered per
+    :func:`_access_key` beside it (``inst._compiled``, which ``_forget`` drops when a global
+    the kernel folded in changes): a launch of a signature seen before skips ``_prepare``
+    (about 20 µs of a tiny forward launch's 90)."""
+    key = _access_key(inst, args, ndrange, wg)
+    found = inst._compiled.get(key) if key is not None else None
+    if found is None:
+        norm, geom, ndim, ranges, total, wgs = inst._prepare(args, ndrange, wg)
+        found = inst.ir_fact("accesses", _ir_accesses, norm, geom, ndim, ranges, wgs)
+        if key is not None:
+            inst._compiled[key] = found
+    read, written = found
     return set(read), set(written)
+
+
+_ACCESS_TAG = object()     # first entry of _access_key's keys (apart from ir_fact's)
+
+
+def _access_key(inst, args, ndrange, wg):
+    """A key that fixes what ``inst._prepare`` makes of ``args`` (so the specialization and
+    its access sets), or None: every array argument a NumPy array or a host tk.Array (its
+    dtype, shape, byte strides and alignment: everything ``_normalize`` checks and ``_specs``
+    and ``_fits32`` read), every scalar a bool, float, NumPy scalar (its type) or int (its
+    type and 64-bit range), a constexpr its exact value, ``ndrange`` and ``wg`` hashable.
+    Nothing is cached about a data pointer: the access sets do not depend on it."""
+    params = inst.kernel.params
+    if len(args) != len(params):
+        return None
+    parts = []
+    try:
+        for a, (_, kind) in zip(args, params):
+            t = type(a)
+            if kind == "constexpr":
+                parts.append(value_key(a))
+                continue
+            if t is Array:
+                a = a._host
+                if type(a) is not np.ndarray:
+                    return None
+                t = np.ndarray
+            if t is np.ndarray:
+                parts.append((t, a.dtype, a.shape, a.strides, a.flags.aligned))
+            elif t is float or t is bool or isinstance(a, np.generic):
+                parts.append(t)
+            elif t is int:
+                parts.append((t, a >= 1 << 63, a < -(1 << 63), a >= 1 << 64))
+            else:
+                return None
+        key = (_ACCESS_TAG, tuple(parts), ndrange, wg)
+        hash(key)
+    except TypeError:                       # an unhashable constexpr, ndrange or workgroup size
+        return None
+    return key
 
 
 def _ir_accesses(ir) -> tuple:
@@ -719,7 +804,8 @@ class _Recorder:
     tk.Array wrapping it share one; a view that overlaps an array carrying gradients
     without being it is refused, since its gradient would be lost."""
 
-    def __init__(self, mode, activities):
+    def __init__(self, mode, activities, memo: _Memo | None = None):
+        memo = memo or _Memo()
         self.mode = mode
         self.records: list = []
         self.shadows: dict = {}       # memory key -> shadow
@@ -734,7 +820,7 @@ class _Recorder:
                 if _is_float_scalar(a.primal):
                     self.tangents[id(a.primal)] = a.shadow
                 elif _is_array(a.primal):
-                    key = _mem_key(a.primal)
+                    key = memo.key(a.primal)
                     self.shadows[key] = a.shadow
                     self.tracked.append((key[0], key, "a tk.Duplicated array"))
                 self.keep.append(a.primal)
@@ -744,12 +830,13 @@ class _Recorder:
 
     # --- during fn ---------------------------------------------------------------------
 
-    def check_views(self, named) -> None:
+    def check_views(self, named, memo: _Memo | None = None) -> None:
         """Refuse a float array that overlaps an array carrying gradients without being it."""
+        memo = memo or _Memo()
         for name, a in named:
             if not _is_float_array(_host(a)):
                 continue
-            key = _mem_key(a)
+            key = memo.key(a)
             if key in self.shadows:
                 continue
             for span, k, what in self.tracked:
@@ -771,17 +858,18 @@ class _Recorder:
                                   "scalars are tracked by identity: pass the very object fn received)",
                                   stacklevel=4)
 
-    def before_write(self, reads: list, writes: list) -> list:
+    def before_write(self, reads: list, writes: list, memo: _Memo | None = None) -> list:
         """Copy-on-write: the snapshots a record needs of the arrays ``writes`` it overwrites
         (those that overlap anything read so far or by this record), then note its accesses."""
+        memo = memo or _Memo()
         for a in reads:
-            span = _span(a)
+            span = memo.span(a)
             if span is not None:
-                self.reads.setdefault(_mem_key(a, span), span)
+                self.reads.setdefault(memo.key(a), span)
         snap, seen = [], set()
         for a in writes:
-            span = _span(a)
-            key = _mem_key(a, span)
+            span = memo.span(a)
+            key = memo.key(a)
             if key in seen or span is None:
                 continue
             seen.add(key)
@@ -815,16 +903,17 @@ class _Recorder:
             kernel = inst.kernel
             read, written = _accesses(inst, args, ndrange, workgroupsize)
             pa = [(n, a) for (n, kind), a in zip(kernel.params, args) if kind != "constexpr"]
+            memo = _Memo()
             _check_disjoint([(f"argument '{n}'", a, n in written) for n, a in pa if _is_array(a)],
-                            f"tk.autodiff: kernel '{kernel.name}'", LaunchError)
-            self.check_views([(f"kernel '{kernel.name}' argument '{n}'", a) for n, a in pa if _is_array(a)])
+                            f"tk.autodiff: kernel '{kernel.name}'", LaunchError, memo)
+            self.check_views([(f"kernel '{kernel.name}' argument '{n}'", a) for n, a in pa if _is_array(a)], memo)
             self.check_scalars(kernel.name, pa)
             if self.mode is Forward:
-                return self.tangent_launch(inst, args, ndrange, workgroupsize, written, stream)
+                return self.tangent_launch(inst, args, ndrange, workgroupsize, written, stream, memo)
             b = inst.backend
             _settle(b, stream)            # the snapshots read what the launch would read
             snap = self.before_write([a for n, a in pa if n in read and _is_array(a)],
-                                     [a for n, a in pa if n in written and _is_array(a)])
+                                     [a for n, a in pa if n in written and _is_array(a)], memo)
             self.keep.extend(args)
             self.records.append(_Record(inst, args, ndrange, workgroupsize, snap))
             ev = inst(*args, ndrange=ndrange, workgroupsize=workgroupsize, stream=stream)
@@ -859,8 +948,8 @@ class _Recorder:
         finally:
             RECORDERS.append(self)
 
-    def shadow(self, a, backend):
-        key = _mem_key(a)
+    def shadow(self, a, backend, memo: _Memo | None = None):
+        key = memo.key(a) if memo is not None else _mem_key(a)
         s = self.shadows.get(key)
         if s is None:
             s = self.shadows[key] = _zeros_like(_host(a) if not isinstance(a, Array) else a, backend)
@@ -876,22 +965,22 @@ class _Recorder:
                 return buf
         return _dummy(backend, 1, _tape_dtypes(backend)[0])
 
-    def carries_tangent(self, name: str, a, written: set) -> bool:
+    def carries_tangent(self, name: str, a, written: set, memo: _Memo) -> bool:
         """Whether a float argument has a tangent: a Duplicated array or scalar, an array an
         earlier tangent launch gave one (a temporary), or an array this launch writes. Others
         are constants: the tangent kernel leaves their terms out instead of multiplying a
         zero tangent by a partial that may be infinite or NaN (``x ** c`` at a negative ``x``)."""
         if _is_float_scalar(a):
             return id(a) in self.tangents
-        return name in written or _mem_key(a) in self.shadows
+        return name in written or memo.key(a) in self.shadows
 
-    def tangent_launch(self, inst, args, ndrange, wg, written: set, stream=None):
+    def tangent_launch(self, inst, args, ndrange, wg, written: set, stream, memo: _Memo):
         """The tangent kernel in place of the launch, on the launch's stream: ordered after
         what that stream waits on (an event of another stream that fills a primal or a
         shadow; before audit17a it ran on no stream and raced with that work)."""
         kernel, b = inst.kernel, inst.backend
         names = set(_diff_names(kernel, args))
-        diff = tuple(n for (n, _), a in zip(kernel.params, args) if n in names and self.carries_tangent(n, a, written))
+        diff = tuple(n for (n, _), a in zip(kernel.params, args) if n in names and self.carries_tangent(n, a, written, memo))
         full = []
         for (name, _), a in zip(kernel.params, args):
             full.append(a)
@@ -899,7 +988,7 @@ class _Recorder:
                 if _is_float_scalar(a):
                     full.append(type(a)(self.tangents.get(id(a), 0.0)))
                 else:
-                    full.append(self.shadow(a, b))
+                    full.append(self.shadow(a, b, memo))
                     if name in written:
                         _check_writable_shadow(full[-1], f"tk.autodiff: the tangent of argument '{name}' of "
                                                f"kernel '{kernel.name}'", LaunchError,
@@ -1012,8 +1101,9 @@ def autodiff(mode, fn, *args):
             primals.append(a.value)
         else:
             primals.append(a)
-    _check_disjoint(named, "tk.autodiff")
-    rec = _Recorder(mode, args)
+    memo = _Memo()
+    _check_disjoint(named, "tk.autodiff", memo=memo)
+    rec = _Recorder(mode, args, memo)
     RECORDERS.append(rec)
     try:
         fn(*primals)
