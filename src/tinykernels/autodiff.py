@@ -188,9 +188,11 @@ def derived(kernel: Kernel, mode: str, diff: tuple) -> DerivedKernel:
     return d
 
 
-def _diff_names(kernel: Kernel, args) -> tuple:
+def _diff_names(kernel: Kernel, args, host=_host) -> tuple:
+    """The differentiable parameters of a launch with ``args``: its float arrays and float
+    scalars (``host``: how to find an array's host view; a launch's ``_Memo.host``)."""
     return tuple(name for (name, kind), a in zip(kernel.params, args)
-                 if kind != "constexpr" and (_is_float_array(_host(a)) or _is_float_scalar(a)))
+                 if kind != "constexpr" and (_is_float_array(host(a)) or _is_float_scalar(a)))
 
 
 def _zeros_like(a, backend, dtype=None):
@@ -258,6 +260,9 @@ def _device_plan_key(adj, args, ndrange, wg):
     return key
 
 
+_SCRATCH_MAX = 64      # scratch arrays one AdjointLauncher keeps
+
+
 class AdjointLauncher:
     """``tk.adjoint(kernel)(backend)``: launch with each differentiable argument followed by
     its shadow (a float scalar's shadow is a one-element float64 array that accumulates)."""
@@ -269,9 +274,11 @@ class AdjointLauncher:
         self._writes = None         # names of the parameters the kernel writes (found once)
 
     def scratch(self, tag, shape, dtype):
-        key = (tag, shape, np.dtype(dtype))
+        key = (tag, shape, dtype)
         a = self._scratch.get(key)
         if a is None:
+            if len(self._scratch) >= _SCRATCH_MAX:     # launches of ever new sizes: start over
+                self._scratch.clear()
             a = self._scratch[key] = _dummy(self.backend, shape, dtype, empty=True)
         return a
 
@@ -467,6 +474,20 @@ class AdjointLauncher:
         return ev
 
 
+_LAUNCHER_TAG = object()     # inst._compiled key of the instance's AdjointLauncher
+
+
+def _launcher_of(inst) -> AdjointLauncher:
+    """The AdjointLauncher that replays the adjoints of ``inst``'s launches, kept beside its
+    compiled code (``_forget`` drops it): its scratch arrays (dummies, partial sums, static
+    tapes: about 8 allocations) are reused from one ``tk.autodiff`` call to the next, as
+    ``tk.adjoint``'s launcher reuses them from one launch to the next."""
+    la = inst._compiled.get(_LAUNCHER_TAG)
+    if la is None:
+        la = inst._compiled[_LAUNCHER_TAG] = AdjointLauncher(inst.kernel, inst.backend, inst.static_wg)
+    return la
+
+
 def _main_mode(backend, threads: int, geom: tuple, ndim: int) -> str:
     """The main adjoint's mode for a launch of geometry ``geom``: scalar partials per thread
     on the CPU backend, per strip of items elsewhere; each work item's strip contiguous where
@@ -600,24 +621,36 @@ class _Memo:
     times per launch, each building the array's ``__array_interface__``. Only for the span
     of one step, in which no user code runs that could move, resize or free an array (the
     arguments keep the ids alive); nothing is kept from one launch to the next."""
-    __slots__ = ("spans", "keys")
+    __slots__ = ("hosts", "spans", "keys")
 
     def __init__(self):
+        self.hosts: dict = {}
         self.spans: dict = {}
         self.keys: dict = {}
+
+    def host(self, a):
+        """``_host(a)``: a host array's NumPy view (a CPU torch tensor's costs about 5 µs),
+        else ``a`` itself (a device array, a scalar)."""
+        if type(a) is np.ndarray:
+            return a
+        try:
+            return self.hosts[id(a)]
+        except KeyError:
+            h = self.hosts[id(a)] = a if isinstance(a, _SCALAR_TYPES) else _host(a)
+            return h
 
     def span(self, a):
         try:
             return self.spans[id(a)]
         except KeyError:
-            s = self.spans[id(a)] = _span(a)
+            s = self.spans[id(a)] = _span(self.host(a))
             return s
 
     def key(self, a):
         try:
             return self.keys[id(a)]
         except KeyError:
-            k = self.keys[id(a)] = _mem_key(a, self.span(a))
+            k = self.keys[id(a)] = _mem_key(self.host(a), self.span(a))
             return k
 
 
@@ -633,15 +666,17 @@ def _device_of(a):
     return "host" if not (isinstance(a, Array) and a._host is None) else a.backend
 
 
-def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = True) -> None:
+def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = True,
+                  memo: _Memo | None = None) -> None:
     """Raise ``error`` unless ``shadow`` can be the shadow of ``primal`` (same dtype, shape and
     device for an array, and, with ``disjoint``, no shared memory; a float for a float
-    scalar)."""
+    scalar). ``memo``: the host views and spans found for the same step."""
     if _is_array(primal):
         if not _is_array(shadow):
             raise error(f"{what}: the shadow of an array must be an array of the same dtype and shape, "
                         f"got {type(shadow).__name__}")
-        (ps, _, pd), (ss, _, sd) = _layout(primal), _layout(shadow)
+        memo = memo or _Memo()
+        (ps, _, pd), (ss, _, sd) = _layout(memo.host(primal)), _layout(memo.host(shadow))
         if sd != pd:
             raise error(f"{what}: the shadow has dtype {sd} but the array has dtype {pd}")
         if tuple(ss) != tuple(ps):
@@ -650,7 +685,7 @@ def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = 
         if dp != ds:
             where = lambda d: "host memory" if d == "host" else repr(d)  # noqa: E731
             raise error(f"{what}: the shadow lives in {where(ds)} but the array lives in {where(dp)}")
-        if disjoint and _overlap(_span(primal), _span(shadow)):
+        if disjoint and _overlap(memo.span(primal), memo.span(shadow)):
             raise error(f"{what}: the shadow shares memory with the array")
     elif _is_float_scalar(primal) and not _is_float_scalar(shadow) and not isinstance(shadow, int):
         raise error(f"{what}: the tangent of a float scalar must be a float, got {type(shadow).__name__}")
@@ -708,13 +743,15 @@ def _put(dst, src) -> None:
         np.copyto(_host(dst), _host(src))
 
 
-def _accesses(inst, args, ndrange, wg) -> tuple:
+def _accesses(inst, args, ndrange, wg, host=None) -> tuple:
     """(names of the global arrays the kernel reads, names it writes); atomics do both.
     Found once per specialization (``KernelInstance.ir_fact``) and remembered per
     :func:`_access_key` beside it (``inst._compiled``, which ``_forget`` drops when a global
     the kernel folded in changes): a launch of a signature seen before skips ``_prepare``
-    (about 20 µs of a tiny forward launch's 90)."""
-    key = _access_key(inst, args, ndrange, wg)
+    (about 20 µs of a tiny forward launch's 90). ``host``: how to find a host array's NumPy
+    view (a launch's ``_Memo.host``; without it only NumPy arrays and host tk.Arrays are
+    keyed)."""
+    key = _access_key(inst, args, ndrange, wg, host)
     found = inst._compiled.get(key) if key is not None else None
     if found is None:
         norm, geom, ndim, ranges, total, wgs = inst._prepare(args, ndrange, wg)
@@ -728,14 +765,19 @@ def _accesses(inst, args, ndrange, wg) -> tuple:
 _ACCESS_TAG = object()     # first entry of _access_key's keys (apart from ir_fact's)
 
 
-def _access_key(inst, args, ndrange, wg):
+def _access_key(inst, args, ndrange, wg, host=None):
     """A key that fixes what ``inst._prepare`` makes of ``args`` (so the specialization and
-    its access sets), or None: every array argument a NumPy array or a host tk.Array (its
-    dtype, shape, byte strides and alignment: everything ``_normalize`` checks and ``_specs``
-    and ``_fits32`` read), every scalar a bool, float, NumPy scalar (its type) or int (its
-    type and 64-bit range), a constexpr its exact value, ``ndrange`` and ``wg`` hashable.
-    Nothing is cached about a data pointer: the access sets do not depend on it."""
+    its access sets), or None: every array argument a NumPy array or a host tk.Array (or, on
+    a host backend with ``host`` given, any array ``host`` views as a NumPy array: a CPU
+    torch tensor), keyed by its type and its view's dtype, shape, byte strides and alignment
+    (everything ``_normalize`` checks and ``_specs`` and ``_fits32`` read); every scalar a
+    bool, float, NumPy scalar (its type) or int (its type and whether it fits 32, 63 and 64
+    bits: WebGPU refuses an int beyond 32); a constexpr its exact value; ``ndrange`` and
+    ``wg`` hashable. A launch whose ``_prepare`` raises stores nothing, so each key's first
+    launch raises what it always raised. Nothing about a data pointer is kept: the access
+    sets do not depend on it."""
     params = inst.kernel.params
+    on_host = host is not None and getattr(inst.backend, "is_host", False)
     if len(args) != len(params):
         return None
     parts = []
@@ -745,19 +787,26 @@ def _access_key(inst, args, ndrange, wg):
             if kind == "constexpr":
                 parts.append(value_key(a))
                 continue
-            if t is Array:
-                a = a._host
-                if type(a) is not np.ndarray:
-                    return None
-                t = np.ndarray
-            if t is np.ndarray:
-                parts.append((t, a.dtype, a.shape, a.strides, a.flags.aligned))
-            elif t is float or t is bool or isinstance(a, np.generic):
+            if t is float or t is bool or isinstance(a, np.generic):
                 parts.append(t)
-            elif t is int:
-                parts.append((t, a >= 1 << 63, a < -(1 << 63), a >= 1 << 64))
+                continue
+            if t is int:
+                parts.append((t, -(1 << 31) <= a < 1 << 31, a >= 1 << 63, a < -(1 << 63), a >= 1 << 64))
+                continue
+            if t is Array:
+                h = a._host
+            elif t is np.ndarray:
+                h = a
+            elif on_host and not isinstance(a, _SCALAR_TYPES):
+                try:
+                    h = host(a)
+                except Exception:  # noqa: BLE001 - _prepare raises its LaunchError for it
+                    return None
             else:
                 return None
+            if type(h) is not np.ndarray:
+                return None
+            parts.append((t, h.dtype, h.shape, h.strides, h.flags.aligned))
         key = (_ACCESS_TAG, tuple(parts), ndrange, wg)
         hash(key)
     except TypeError:                       # an unhashable constexpr, ndrange or workgroup size
@@ -834,7 +883,7 @@ class _Recorder:
         """Refuse a float array that overlaps an array carrying gradients without being it."""
         memo = memo or _Memo()
         for name, a in named:
-            if not _is_float_array(_host(a)):
+            if not _is_float_array(memo.host(a)):
                 continue
             key = memo.key(a)
             if key in self.shadows:
@@ -877,7 +926,7 @@ class _Recorder:
             if copied:
                 snap.append((a, _copy(a)))
             self.note_write(a, span, key, copied)
-            if _is_float_array(_host(a)) and all(k != key for _, k, _ in self.tracked):
+            if _is_float_array(memo.host(a)) and all(k != key for _, k, _ in self.tracked):
                 self.tracked.append((span, key, "an array written earlier in fn"))
         return snap
 
@@ -900,10 +949,9 @@ class _Recorder:
     def launch(self, inst, args, ndrange, workgroupsize, stream):
         RECORDERS.pop()               # launches made here run normally
         try:
-            kernel = inst.kernel
-            read, written = _accesses(inst, args, ndrange, workgroupsize)
+            kernel, memo = inst.kernel, _Memo()
+            read, written = _accesses(inst, args, ndrange, workgroupsize, memo.host)
             pa = [(n, a) for (n, kind), a in zip(kernel.params, args) if kind != "constexpr"]
-            memo = _Memo()
             _check_disjoint([(f"argument '{n}'", a, n in written) for n, a in pa if _is_array(a)],
                             f"tk.autodiff: kernel '{kernel.name}'", LaunchError, memo)
             self.check_views([(f"kernel '{kernel.name}' argument '{n}'", a) for n, a in pa if _is_array(a)], memo)
@@ -979,7 +1027,7 @@ class _Recorder:
         what that stream waits on (an event of another stream that fills a primal or a
         shadow; before audit17a it ran on no stream and raced with that work)."""
         kernel, b = inst.kernel, inst.backend
-        names = set(_diff_names(kernel, args))
+        names = set(_diff_names(kernel, args, memo.host))
         diff = tuple(n for (n, _), a in zip(kernel.params, args) if n in names and self.carries_tangent(n, a, written, memo))
         full = []
         for (name, _), a in zip(kernel.params, args):
@@ -1028,7 +1076,7 @@ class _Recorder:
         for (name, _), a in zip(kernel.params, r.args):
             if name in diff:
                 shadows[name] = self.scalar_shadow(a, b) if _is_float_scalar(a) else self.shadow(a, b)
-        AdjointLauncher(kernel, b, inst.static_wg).launch(list(r.args), shadows, r.ndrange, r.wg, restore)
+        _launcher_of(inst).launch(list(r.args), shadows, r.ndrange, r.wg, restore)
         restore()                     # the adjoint's forward sweep rewrote what the launch wrote
 
     def replay_copy(self, dst, src) -> None:
@@ -1077,11 +1125,12 @@ def autodiff(mode, fn, *args):
     if RECORDERS:
         raise NotImplementedError("tk.autodiff inside tk.autodiff (a derivative of a derivative) is not "
                                   "supported: the adjoint kernels have no adjoints of their own")
-    primals, named = [], []
+    primals, named, memo = [], [], _Memo()
     for k, a in enumerate(args):
         if isinstance(a, Duplicated):
             primals.append(a.primal)
-            _check_shadow(a.primal, a.shadow, f"tk.autodiff: argument {k} (tk.Duplicated)", disjoint=False)
+            _check_shadow(a.primal, a.shadow, f"tk.autodiff: argument {k} (tk.Duplicated)", disjoint=False,
+                          memo=memo)
             if mode is Reverse and not _is_array(a.primal):
                 raise ValueError(f"tk.autodiff: argument {k}: in reverse mode tk.Duplicated takes an array "
                                  "and its shadow; a float scalar's gradient is asked for with tk.Active(s)")
@@ -1101,7 +1150,6 @@ def autodiff(mode, fn, *args):
             primals.append(a.value)
         else:
             primals.append(a)
-    memo = _Memo()
     _check_disjoint(named, "tk.autodiff", memo=memo)
     rec = _Recorder(mode, args, memo)
     RECORDERS.append(rec)
