@@ -658,7 +658,7 @@ _SCALAR_TYPES = (int, float, complex, bool, np.generic, str, bytes, type(None))
 
 
 def _is_array(a) -> bool:
-    return not isinstance(a, _SCALAR_TYPES) and hasattr(a, "shape") and hasattr(a, "dtype")
+    return type(a) is np.ndarray or not isinstance(a, _SCALAR_TYPES) and hasattr(a, "shape") and hasattr(a, "dtype")
 
 
 def _device_of(a):
