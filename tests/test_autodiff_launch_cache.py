@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from autodiff_helpers import backend_params
 
 CPU = tk.CPU()
 MODE = 0          # a global the kernel folds in: which array `switch` writes
@@ -200,3 +201,18 @@ def test_a_global_change_reaches_a_temporary_written_only_in_one_mode():
             np.testing.assert_allclose(gx, 2 * x if mode == 0 else 6.0)
     finally:
         MODE = 0
+
+
+@pytest.mark.parametrize("devname", backend_params("CL"))
+def test_backend_mismatch_refused_on_a_known_signature(devname):
+    """A shadow on another device, and a device array passed to a CPU launch, after the same
+    call site ran with host arrays: the errors that name the argument still come."""
+    dv = tk.backend(devname)
+    a, b, c = arrays(8)
+    for mode in (tk.Forward, tk.Reverse):
+        run(mode, a, np.ones(8), b, np.zeros(8), c, np.zeros(8), 1.0, ds=0.0)
+        with pytest.raises(ValueError, match="the shadow lives in"):
+            run(mode, a, np.ones(8), b, tk.asarray(np.zeros(8), backend=dv), c, np.zeros(8), 1.0, ds=0.0)
+        with pytest.raises(tk.LaunchError, match="argument 'c'"):
+            tk.autodiff(mode, lambda a_, b_: triad(CPU)(a_, b_, tk.asarray(c, backend=dv), 1.0, ndrange=8),
+                        tk.Duplicated(a, np.ones(8)), tk.Duplicated(b, np.zeros(8)))
