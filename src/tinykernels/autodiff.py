@@ -337,7 +337,7 @@ class AdjointLauncher:
         what = f"adjoint of '{self.kernel.name}'"
         if self._writes is None:
             self._writes = _accesses(self.kernel(self.backend, self.wg), primal, ndrange, wg)[1]
-        named = []
+        named, memo = [], _Memo()
         for (name, _), a in zip(self.kernel.params, primal):
             if name not in shadows:
                 if _is_array(a):
@@ -345,7 +345,7 @@ class AdjointLauncher:
                 continue
             s = shadows[name]
             if _is_array(a):
-                _check_shadow(a, s, f"{what}: the shadow of '{name}'", LaunchError, disjoint=False)
+                _check_shadow(a, s, f"{what}: the shadow of '{name}'", LaunchError, disjoint=False, memo=memo)
                 named += [(f"'{name}'", a, name in self._writes), (f"the shadow of '{name}'", s, True)]
             else:
                 if not (_is_array(s) and _is_float_dtype(s.dtype) and math.prod(s.shape) == 1):
@@ -354,7 +354,7 @@ class AdjointLauncher:
                                       f"{type(s).__name__}{' of shape ' + str(tuple(s.shape)) if _is_array(s) else ''}")
                 named.append((f"the shadow of '{name}'", s, True))
             _check_writable_shadow(s, f"{what}: the shadow of '{name}'", LaunchError)
-        _check_disjoint(named, what, LaunchError)
+        _check_disjoint(named, what, LaunchError, memo)
 
     def plan(self, adj, args, ndrange, wg) -> tuple:
         """(tape plan, gathers, scalar partials form) of the adjoint specialization for these
