@@ -28,6 +28,7 @@ from .kernel import GROUPED_FEATURES, RECORDERS, Func, Kernel, parse_ndrange
 from .passes import adjoint_gather as G
 from .passes.autodiff import TapePlan, reverse_kernel, tangent_kernel
 from .passes.overwrites import check_overwrites
+from .runtime.launchplan import value_key
 from .runtime.memspan import byte_span
 from .tracebacks import api_boundary
 
@@ -187,9 +188,11 @@ def derived(kernel: Kernel, mode: str, diff: tuple) -> DerivedKernel:
     return d
 
 
-def _diff_names(kernel: Kernel, args) -> tuple:
+def _diff_names(kernel: Kernel, args, host=_host) -> tuple:
+    """The differentiable parameters of a launch with ``args``: its float arrays and float
+    scalars (``host``: how to find an array's host view; a launch's ``_Memo.host``)."""
     return tuple(name for (name, kind), a in zip(kernel.params, args)
-                 if kind != "constexpr" and (_is_float_array(_host(a)) or _is_float_scalar(a)))
+                 if kind != "constexpr" and (_is_float_array(host(a)) or _is_float_scalar(a)))
 
 
 def _zeros_like(a, backend, dtype=None):
@@ -257,6 +260,9 @@ def _device_plan_key(adj, args, ndrange, wg):
     return key
 
 
+_SCRATCH_MAX = 64      # scratch arrays one AdjointLauncher keeps
+
+
 class AdjointLauncher:
     """``tk.adjoint(kernel)(backend)``: launch with each differentiable argument followed by
     its shadow (a float scalar's shadow is a one-element float64 array that accumulates)."""
@@ -268,9 +274,11 @@ class AdjointLauncher:
         self._writes = None         # names of the parameters the kernel writes (found once)
 
     def scratch(self, tag, shape, dtype):
-        key = (tag, shape, np.dtype(dtype))
+        key = (tag, shape, dtype)
         a = self._scratch.get(key)
         if a is None:
+            if len(self._scratch) >= _SCRATCH_MAX:     # launches of ever new sizes: start over
+                self._scratch.clear()
             a = self._scratch[key] = _dummy(self.backend, shape, dtype, empty=True)
         return a
 
@@ -329,7 +337,7 @@ class AdjointLauncher:
         what = f"adjoint of '{self.kernel.name}'"
         if self._writes is None:
             self._writes = _accesses(self.kernel(self.backend, self.wg), primal, ndrange, wg)[1]
-        named = []
+        named, memo = [], _Memo()
         for (name, _), a in zip(self.kernel.params, primal):
             if name not in shadows:
                 if _is_array(a):
@@ -337,7 +345,7 @@ class AdjointLauncher:
                 continue
             s = shadows[name]
             if _is_array(a):
-                _check_shadow(a, s, f"{what}: the shadow of '{name}'", LaunchError, disjoint=False)
+                _check_shadow(a, s, f"{what}: the shadow of '{name}'", LaunchError, disjoint=False, memo=memo)
                 named += [(f"'{name}'", a, name in self._writes), (f"the shadow of '{name}'", s, True)]
             else:
                 if not (_is_array(s) and _is_float_dtype(s.dtype) and math.prod(s.shape) == 1):
@@ -346,7 +354,7 @@ class AdjointLauncher:
                                       f"{type(s).__name__}{' of shape ' + str(tuple(s.shape)) if _is_array(s) else ''}")
                 named.append((f"the shadow of '{name}'", s, True))
             _check_writable_shadow(s, f"{what}: the shadow of '{name}'", LaunchError)
-        _check_disjoint(named, what, LaunchError)
+        _check_disjoint(named, what, LaunchError, memo)
 
     def plan(self, adj, args, ndrange, wg) -> tuple:
         """(tape plan, gathers, scalar partials form) of the adjoint specialization for these
@@ -466,6 +474,20 @@ class AdjointLauncher:
         return ev
 
 
+_LAUNCHER_TAG = object()     # inst._compiled key of the instance's AdjointLauncher
+
+
+def _launcher_of(inst) -> AdjointLauncher:
+    """The AdjointLauncher that replays the adjoints of ``inst``'s launches, kept beside its
+    compiled code (``_forget`` drops it): its scratch arrays (dummies, partial sums, static
+    tapes: about 8 allocations) are reused from one ``tk.autodiff`` call to the next, as
+    ``tk.adjoint``'s launcher reuses them from one launch to the next."""
+    la = inst._compiled.get(_LAUNCHER_TAG)
+    if la is None:
+        la = inst._compiled[_LAUNCHER_TAG] = AdjointLauncher(inst.kernel, inst.backend, inst.static_wg)
+    return la
+
+
 def _main_mode(backend, threads: int, geom: tuple, ndim: int) -> str:
     """The main adjoint's mode for a launch of geometry ``geom``: scalar partials per thread
     on the CPU backend, per strip of items elsewhere; each work item's strip contiguous where
@@ -546,6 +568,8 @@ def _span(a):
     """Where an array argument's elements lie: ``(memory, first byte, end byte)``, or None for
     a scalar or an empty array. Host arrays are byte ranges of the address space; a device
     array is its whole buffer (device arrays are never views)."""
+    if type(a) is np.ndarray:         # the common case first: no isinstance chain
+        return _host_span(a)
     if isinstance(a, Array) and a._host is None:
         buf = getattr(a, "buffer", None)
         if buf is not None:
@@ -555,8 +579,13 @@ def _span(a):
         except (AttributeError, TypeError):
             return (id(a), 0, max(1, a.nbytes))
         return (a.backend, lo, lo + max(1, a.nbytes))
-    h = a if type(a) is np.ndarray else _host(a) if not isinstance(a, _SCALAR_TYPES) else None
-    if not isinstance(h, np.ndarray) or h.size == 0:
+    h = _host(a) if not isinstance(a, _SCALAR_TYPES) else None
+    return _host_span(h) if isinstance(h, np.ndarray) else None
+
+
+def _host_span(h: np.ndarray):
+    """:func:`_span` of a NumPy array."""
+    if h.size == 0:
         return None
     lo = h.__array_interface__["data"][0]
     if h.flags.c_contiguous:
@@ -572,7 +601,7 @@ def _overlap(s, t) -> bool:
 def _layout(a) -> tuple:
     """(shape, byte strides, NumPy dtype) of an array argument (a NumPy array, a tk.Array, or
     any host array-like such as a CPU torch tensor)."""
-    h = _host(a)
+    h = a if type(a) is np.ndarray else _host(a)
     if isinstance(h, np.ndarray):
         return h.shape, h.strides, h.dtype
     return tuple(a.shape), tuple(getattr(a, "strides", ())), np.dtype(a.dtype)
@@ -586,11 +615,50 @@ def _mem_key(a, span=None):
     return (span, tuple(shape), tuple(strides), dtype.str)
 
 
+class _Memo:
+    """The spans and memory keys of the arrays of one recorded launch (or of ``tk.autodiff``'s
+    arguments), each found once: a launch's checks, copy-on-write and shadows asked about 20
+    times per launch, each building the array's ``__array_interface__``. Only for the span
+    of one step, in which no user code runs that could move, resize or free an array (the
+    arguments keep the ids alive); nothing is kept from one launch to the next."""
+    __slots__ = ("hosts", "spans", "keys")
+
+    def __init__(self):
+        self.hosts: dict = {}
+        self.spans: dict = {}
+        self.keys: dict = {}
+
+    def host(self, a):
+        """``_host(a)``: a host array's NumPy view (a CPU torch tensor's costs about 5 µs),
+        else ``a`` itself (a device array, a scalar)."""
+        if type(a) is np.ndarray:
+            return a
+        try:
+            return self.hosts[id(a)]
+        except KeyError:
+            h = self.hosts[id(a)] = a if isinstance(a, _SCALAR_TYPES) else _host(a)
+            return h
+
+    def span(self, a):
+        try:
+            return self.spans[id(a)]
+        except KeyError:
+            s = self.spans[id(a)] = _span(self.host(a))
+            return s
+
+    def key(self, a):
+        try:
+            return self.keys[id(a)]
+        except KeyError:
+            k = self.keys[id(a)] = _mem_key(self.host(a), self.span(a))
+            return k
+
+
 _SCALAR_TYPES = (int, float, complex, bool, np.generic, str, bytes, type(None))
 
 
 def _is_array(a) -> bool:
-    return not isinstance(a, _SCALAR_TYPES) and hasattr(a, "shape") and hasattr(a, "dtype")
+    return type(a) is np.ndarray or not isinstance(a, _SCALAR_TYPES) and hasattr(a, "shape") and hasattr(a, "dtype")
 
 
 def _device_of(a):
@@ -598,15 +666,17 @@ def _device_of(a):
     return "host" if not (isinstance(a, Array) and a._host is None) else a.backend
 
 
-def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = True) -> None:
+def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = True,
+                  memo: _Memo | None = None) -> None:
     """Raise ``error`` unless ``shadow`` can be the shadow of ``primal`` (same dtype, shape and
     device for an array, and, with ``disjoint``, no shared memory; a float for a float
-    scalar)."""
+    scalar). ``memo``: the host views and spans found for the same step."""
     if _is_array(primal):
         if not _is_array(shadow):
             raise error(f"{what}: the shadow of an array must be an array of the same dtype and shape, "
                         f"got {type(shadow).__name__}")
-        (ps, _, pd), (ss, _, sd) = _layout(primal), _layout(shadow)
+        memo = memo or _Memo()
+        (ps, _, pd), (ss, _, sd) = _layout(memo.host(primal)), _layout(memo.host(shadow))
         if sd != pd:
             raise error(f"{what}: the shadow has dtype {sd} but the array has dtype {pd}")
         if tuple(ss) != tuple(ps):
@@ -615,7 +685,7 @@ def _check_shadow(primal, shadow, what: str, error=ValueError, disjoint: bool = 
         if dp != ds:
             where = lambda d: "host memory" if d == "host" else repr(d)  # noqa: E731
             raise error(f"{what}: the shadow lives in {where(ds)} but the array lives in {where(dp)}")
-        if disjoint and _overlap(_span(primal), _span(shadow)):
+        if disjoint and _overlap(memo.span(primal), memo.span(shadow)):
             raise error(f"{what}: the shadow shares memory with the array")
     elif _is_float_scalar(primal) and not _is_float_scalar(shadow) and not isinstance(shadow, int):
         raise error(f"{what}: the tangent of a float scalar must be a float, got {type(shadow).__name__}")
@@ -633,10 +703,11 @@ def _check_writable_shadow(shadow, what: str, error=ValueError,
                     "array (e.g. np.zeros_like(x))")
 
 
-def _check_disjoint(named, what: str, error=ValueError) -> None:
+def _check_disjoint(named, what: str, error=ValueError, memo: _Memo | None = None) -> None:
     """Raise ``error`` naming the first two of ``named`` ((name, array, written) triples) that
     share memory where at least one of them is written."""
-    spans = [(n, _span(a), w) for n, a, w in named]
+    span = memo.span if memo is not None else _span
+    spans = [(n, span(a), w) for n, a, w in named]
     for k, (n1, s1, w1) in enumerate(spans):
         for n2, s2, w2 in spans[k + 1:]:
             if (w1 or w2) and _overlap(s1, s2):
@@ -672,12 +743,75 @@ def _put(dst, src) -> None:
         np.copyto(_host(dst), _host(src))
 
 
-def _accesses(inst, args, ndrange, wg) -> tuple:
+def _accesses(inst, args, ndrange, wg, host=None) -> tuple:
     """(names of the global arrays the kernel reads, names it writes); atomics do both.
-    Found once per specialization (``KernelInstance.ir_fact``)."""
-    norm, geom, ndim, ranges, total, wgs = inst._prepare(args, ndrange, wg)
-    read, written = inst.ir_fact("accesses", _ir_accesses, norm, geom, ndim, ranges, wgs)
+    Found once per specialization (``KernelInstance.ir_fact``) and remembered per
+    :func:`_access_key` beside it (``inst._compiled``, which ``_forget`` drops when a global
+    the kernel folded in changes): a launch of a signature seen before skips ``_prepare``
+    (about 20 µs of a tiny forward launch's 90). ``host``: how to find a host array's NumPy
+    view (a launch's ``_Memo.host``; without it only NumPy arrays and host tk.Arrays are
+    keyed)."""
+    key = _access_key(inst, args, ndrange, wg, host)
+    found = inst._compiled.get(key) if key is not None else None
+    if found is None:
+        norm, geom, ndim, ranges, total, wgs = inst._prepare(args, ndrange, wg)
+        found = inst.ir_fact("accesses", _ir_accesses, norm, geom, ndim, ranges, wgs)
+        if key is not None:
+            inst._compiled[key] = found
+    read, written = found
     return set(read), set(written)
+
+
+_ACCESS_TAG = object()     # first entry of _access_key's keys (apart from ir_fact's)
+
+
+def _access_key(inst, args, ndrange, wg, host=None):
+    """A key that fixes what ``inst._prepare`` makes of ``args`` (so the specialization and
+    its access sets), or None: every array argument a NumPy array or a host tk.Array (or, on
+    a host backend with ``host`` given, any array ``host`` views as a NumPy array: a CPU
+    torch tensor), keyed by its type and its view's dtype, shape, byte strides and alignment
+    (everything ``_normalize`` checks and ``_specs`` and ``_fits32`` read); every scalar a
+    bool, float, NumPy scalar (its type) or int (its type and whether it fits 32, 63 and 64
+    bits: WebGPU refuses an int beyond 32); a constexpr its exact value; ``ndrange`` and
+    ``wg`` hashable. A launch whose ``_prepare`` raises stores nothing, so each key's first
+    launch raises what it always raised. Nothing about a data pointer is kept: the access
+    sets do not depend on it."""
+    params = inst.kernel.params
+    on_host = host is not None and getattr(inst.backend, "is_host", False)
+    if len(args) != len(params):
+        return None
+    parts = []
+    try:
+        for a, (_, kind) in zip(args, params):
+            t = type(a)
+            if kind == "constexpr":
+                parts.append(value_key(a))
+                continue
+            if t is float or t is bool or isinstance(a, np.generic):
+                parts.append(t)
+                continue
+            if t is int:
+                parts.append((t, -(1 << 31) <= a < 1 << 31, a >= 1 << 63, a < -(1 << 63), a >= 1 << 64))
+                continue
+            if t is Array:
+                h = a._host
+            elif t is np.ndarray:
+                h = a
+            elif on_host and not isinstance(a, _SCALAR_TYPES):
+                try:
+                    h = host(a)
+                except Exception:  # noqa: BLE001 - _prepare raises its LaunchError for it
+                    return None
+            else:
+                return None
+            if type(h) is not np.ndarray:
+                return None
+            parts.append((t, h.dtype, h.shape, h.strides, h.flags.aligned))
+        key = (_ACCESS_TAG, tuple(parts), ndrange, wg)
+        hash(key)
+    except TypeError:                       # an unhashable constexpr, ndrange or workgroup size
+        return None
+    return key
 
 
 def _ir_accesses(ir) -> tuple:
@@ -719,7 +853,8 @@ class _Recorder:
     tk.Array wrapping it share one; a view that overlaps an array carrying gradients
     without being it is refused, since its gradient would be lost."""
 
-    def __init__(self, mode, activities):
+    def __init__(self, mode, activities, memo: _Memo | None = None):
+        memo = memo or _Memo()
         self.mode = mode
         self.records: list = []
         self.shadows: dict = {}       # memory key -> shadow
@@ -734,7 +869,7 @@ class _Recorder:
                 if _is_float_scalar(a.primal):
                     self.tangents[id(a.primal)] = a.shadow
                 elif _is_array(a.primal):
-                    key = _mem_key(a.primal)
+                    key = memo.key(a.primal)
                     self.shadows[key] = a.shadow
                     self.tracked.append((key[0], key, "a tk.Duplicated array"))
                 self.keep.append(a.primal)
@@ -744,12 +879,13 @@ class _Recorder:
 
     # --- during fn ---------------------------------------------------------------------
 
-    def check_views(self, named) -> None:
+    def check_views(self, named, memo: _Memo | None = None) -> None:
         """Refuse a float array that overlaps an array carrying gradients without being it."""
+        memo = memo or _Memo()
         for name, a in named:
-            if not _is_float_array(_host(a)):
+            if not _is_float_array(memo.host(a)):
                 continue
-            key = _mem_key(a)
+            key = memo.key(a)
             if key in self.shadows:
                 continue
             for span, k, what in self.tracked:
@@ -771,17 +907,18 @@ class _Recorder:
                                   "scalars are tracked by identity: pass the very object fn received)",
                                   stacklevel=4)
 
-    def before_write(self, reads: list, writes: list) -> list:
+    def before_write(self, reads: list, writes: list, memo: _Memo | None = None) -> list:
         """Copy-on-write: the snapshots a record needs of the arrays ``writes`` it overwrites
         (those that overlap anything read so far or by this record), then note its accesses."""
+        memo = memo or _Memo()
         for a in reads:
-            span = _span(a)
+            span = memo.span(a)
             if span is not None:
-                self.reads.setdefault(_mem_key(a, span), span)
+                self.reads.setdefault(memo.key(a), span)
         snap, seen = [], set()
         for a in writes:
-            span = _span(a)
-            key = _mem_key(a, span)
+            span = memo.span(a)
+            key = memo.key(a)
             if key in seen or span is None:
                 continue
             seen.add(key)
@@ -789,7 +926,7 @@ class _Recorder:
             if copied:
                 snap.append((a, _copy(a)))
             self.note_write(a, span, key, copied)
-            if _is_float_array(_host(a)) and all(k != key for _, k, _ in self.tracked):
+            if _is_float_array(memo.host(a)) and all(k != key for _, k, _ in self.tracked):
                 self.tracked.append((span, key, "an array written earlier in fn"))
         return snap
 
@@ -812,19 +949,19 @@ class _Recorder:
     def launch(self, inst, args, ndrange, workgroupsize, stream):
         RECORDERS.pop()               # launches made here run normally
         try:
-            kernel = inst.kernel
-            read, written = _accesses(inst, args, ndrange, workgroupsize)
+            kernel, memo = inst.kernel, _Memo()
+            read, written = _accesses(inst, args, ndrange, workgroupsize, memo.host)
             pa = [(n, a) for (n, kind), a in zip(kernel.params, args) if kind != "constexpr"]
             _check_disjoint([(f"argument '{n}'", a, n in written) for n, a in pa if _is_array(a)],
-                            f"tk.autodiff: kernel '{kernel.name}'", LaunchError)
-            self.check_views([(f"kernel '{kernel.name}' argument '{n}'", a) for n, a in pa if _is_array(a)])
+                            f"tk.autodiff: kernel '{kernel.name}'", LaunchError, memo)
+            self.check_views([(f"kernel '{kernel.name}' argument '{n}'", a) for n, a in pa if _is_array(a)], memo)
             self.check_scalars(kernel.name, pa)
             if self.mode is Forward:
-                return self.tangent_launch(inst, args, ndrange, workgroupsize, written, stream)
+                return self.tangent_launch(inst, args, ndrange, workgroupsize, written, stream, memo)
             b = inst.backend
             _settle(b, stream)            # the snapshots read what the launch would read
             snap = self.before_write([a for n, a in pa if n in read and _is_array(a)],
-                                     [a for n, a in pa if n in written and _is_array(a)])
+                                     [a for n, a in pa if n in written and _is_array(a)], memo)
             self.keep.extend(args)
             self.records.append(_Record(inst, args, ndrange, workgroupsize, snap))
             ev = inst(*args, ndrange=ndrange, workgroupsize=workgroupsize, stream=stream)
@@ -859,8 +996,8 @@ class _Recorder:
         finally:
             RECORDERS.append(self)
 
-    def shadow(self, a, backend):
-        key = _mem_key(a)
+    def shadow(self, a, backend, memo: _Memo | None = None):
+        key = memo.key(a) if memo is not None else _mem_key(a)
         s = self.shadows.get(key)
         if s is None:
             s = self.shadows[key] = _zeros_like(_host(a) if not isinstance(a, Array) else a, backend)
@@ -876,22 +1013,22 @@ class _Recorder:
                 return buf
         return _dummy(backend, 1, _tape_dtypes(backend)[0])
 
-    def carries_tangent(self, name: str, a, written: set) -> bool:
+    def carries_tangent(self, name: str, a, written: set, memo: _Memo) -> bool:
         """Whether a float argument has a tangent: a Duplicated array or scalar, an array an
         earlier tangent launch gave one (a temporary), or an array this launch writes. Others
         are constants: the tangent kernel leaves their terms out instead of multiplying a
         zero tangent by a partial that may be infinite or NaN (``x ** c`` at a negative ``x``)."""
         if _is_float_scalar(a):
             return id(a) in self.tangents
-        return name in written or _mem_key(a) in self.shadows
+        return name in written or memo.key(a) in self.shadows
 
-    def tangent_launch(self, inst, args, ndrange, wg, written: set, stream=None):
+    def tangent_launch(self, inst, args, ndrange, wg, written: set, stream, memo: _Memo):
         """The tangent kernel in place of the launch, on the launch's stream: ordered after
         what that stream waits on (an event of another stream that fills a primal or a
         shadow; before audit17a it ran on no stream and raced with that work)."""
         kernel, b = inst.kernel, inst.backend
-        names = set(_diff_names(kernel, args))
-        diff = tuple(n for (n, _), a in zip(kernel.params, args) if n in names and self.carries_tangent(n, a, written))
+        names = set(_diff_names(kernel, args, memo.host))
+        diff = tuple(n for (n, _), a in zip(kernel.params, args) if n in names and self.carries_tangent(n, a, written, memo))
         full = []
         for (name, _), a in zip(kernel.params, args):
             full.append(a)
@@ -899,7 +1036,7 @@ class _Recorder:
                 if _is_float_scalar(a):
                     full.append(type(a)(self.tangents.get(id(a), 0.0)))
                 else:
-                    full.append(self.shadow(a, b))
+                    full.append(self.shadow(a, b, memo))
                     if name in written:
                         _check_writable_shadow(full[-1], f"tk.autodiff: the tangent of argument '{name}' of "
                                                f"kernel '{kernel.name}'", LaunchError,
@@ -939,7 +1076,7 @@ class _Recorder:
         for (name, _), a in zip(kernel.params, r.args):
             if name in diff:
                 shadows[name] = self.scalar_shadow(a, b) if _is_float_scalar(a) else self.shadow(a, b)
-        AdjointLauncher(kernel, b, inst.static_wg).launch(list(r.args), shadows, r.ndrange, r.wg, restore)
+        _launcher_of(inst).launch(list(r.args), shadows, r.ndrange, r.wg, restore)
         restore()                     # the adjoint's forward sweep rewrote what the launch wrote
 
     def replay_copy(self, dst, src) -> None:
@@ -988,11 +1125,12 @@ def autodiff(mode, fn, *args):
     if RECORDERS:
         raise NotImplementedError("tk.autodiff inside tk.autodiff (a derivative of a derivative) is not "
                                   "supported: the adjoint kernels have no adjoints of their own")
-    primals, named = [], []
+    primals, named, memo = [], [], _Memo()
     for k, a in enumerate(args):
         if isinstance(a, Duplicated):
             primals.append(a.primal)
-            _check_shadow(a.primal, a.shadow, f"tk.autodiff: argument {k} (tk.Duplicated)", disjoint=False)
+            _check_shadow(a.primal, a.shadow, f"tk.autodiff: argument {k} (tk.Duplicated)", disjoint=False,
+                          memo=memo)
             if mode is Reverse and not _is_array(a.primal):
                 raise ValueError(f"tk.autodiff: argument {k}: in reverse mode tk.Duplicated takes an array "
                                  "and its shadow; a float scalar's gradient is asked for with tk.Active(s)")
@@ -1012,8 +1150,8 @@ def autodiff(mode, fn, *args):
             primals.append(a.value)
         else:
             primals.append(a)
-    _check_disjoint(named, "tk.autodiff")
-    rec = _Recorder(mode, args)
+    _check_disjoint(named, "tk.autodiff", memo=memo)
+    rec = _Recorder(mode, args, memo)
     RECORDERS.append(rec)
     try:
         fn(*primals)
