@@ -25,8 +25,6 @@ values (C99 Annex F: exp(-inf) = 0, log(0) = -inf, pow(x, 0) = 1, atan2's signed
 hypot(inf, nan) = inf, ...) must be exact.
 """
 import functools
-import hashlib
-import itertools
 import math
 import operator as O
 import os
@@ -36,6 +34,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from gen_kernels import make_kernel as _make_kernel
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -68,18 +67,8 @@ _GEN_DIR = os.path.join(tempfile.gettempdir(), "tinykernels_test_operator_grid")
 
 @functools.lru_cache(maxsize=None)
 def make_kernel(name, params, body):
-    """A kernel from generated source, written to a content-addressed file (the frontend reads it)."""
-    src = f"def {name}({', '.join(params)}):\n    i = tk.index()\n" + "".join(f"    {ln}\n" for ln in body)
-    path = os.path.join(_GEN_DIR, f"{name}_{hashlib.sha1(src.encode()).hexdigest()[:16]}.py")
-    if not os.path.exists(path):
-        os.makedirs(_GEN_DIR, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=_GEN_DIR, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(src)
-        os.replace(tmp, path)
-    ns = {"tk": tk, "math": math}
-    exec(compile(src, path, "exec"), ns)
-    return tk.kernel(ns[name])
+    """A kernel from generated source (tests/gen_kernels.py), one per source."""
+    return _make_kernel(_GEN_DIR, name, params, body)
 
 
 def launch(kernel, be_name, outs, ins):

@@ -18,7 +18,6 @@ dtypes) and each specialization is compiled once per process (and cached on disk
 Known bugs are kept as ``xfail(strict=True, reason="BUG: ...")`` tests.
 """
 import functools
-import hashlib
 import itertools
 import math
 import operator as O
@@ -30,6 +29,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
+from gen_kernels import make_kernel as _make_kernel
 from tinykernels import dtypes as D
 from tinykernels.dtypes import Ty
 
@@ -377,19 +377,8 @@ _GEN_DIR = os.path.join(tempfile.gettempdir(), "tinykernels_test_types")
 
 
 def make_kernel(name, params, body, **kw):
-    """A kernel from generated source (written to a content-addressed file so that the
-    frontend can read it back and the disk cache stays warm across runs)."""
-    src = f"def {name}({', '.join(params)}):\n    i = tk.index()\n" + "".join(f"    {ln}\n" for ln in body)
-    path = os.path.join(_GEN_DIR, f"{name}_{hashlib.sha1(src.encode()).hexdigest()[:16]}.py")
-    if not os.path.exists(path):
-        os.makedirs(_GEN_DIR, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=_GEN_DIR, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(src)
-        os.replace(tmp, path)
-    ns = {"tk": tk, "math": math, "np": np}
-    exec(compile(src, path, "exec"), ns)
-    return tk.kernel(ns[name], **kw)
+    """A kernel from generated source (tests/gen_kernels.py)."""
+    return _make_kernel(_GEN_DIR, name, params, body, **kw)
 
 
 @functools.lru_cache(maxsize=None)
