@@ -1,4 +1,5 @@
-"""Kernels from generated source, for the table-driven tests (test_types, test_operator_grid)."""
+"""Helpers of the table-driven tests (test_types, test_operator_grid): kernels from generated
+source, and NumPy's reference results."""
 import hashlib
 import math
 import os
@@ -24,3 +25,12 @@ def make_kernel(gen_dir: str, name: str, params, body, **kw):
     ns = {"tk": tk, "math": math, "np": np}
     exec(compile(src, path, "exec"), ns)
     return tk.kernel(ns[name], **kw)
+
+
+def np_eval(fn):
+    """NumPy's result, or None when NumPy rejects the operation (TypeError / OverflowError / ValueError)."""
+    with np.errstate(all="ignore"):
+        try:
+            return np.asarray(fn())
+        except (TypeError, OverflowError, ValueError):
+            return None

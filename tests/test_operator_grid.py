@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from gen_kernels import make_kernel as _make_kernel
+from gen_kernels import make_kernel as _make_kernel, np_eval
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -175,14 +175,6 @@ def not_flushed(be_name, *arrays):
     if be_name != "JAX":
         return None
     return ~np.logical_or.reduce([subnormal(np.broadcast_to(a, np.shape(arrays[0]))) for a in arrays])
-
-
-def np_eval(fn):
-    with np.errstate(all="ignore"):
-        try:
-            return np.asarray(fn())
-        except (TypeError, OverflowError, ValueError):
-            return None
 
 
 # --------------------------------------------------------------------------- binary operators

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from gen_kernels import make_kernel as _make_kernel
+from gen_kernels import make_kernel as _make_kernel, np_eval
 from tinykernels import dtypes as D
 from tinykernels.dtypes import Ty
 
@@ -118,15 +118,6 @@ def assert_same(actual, expected, ulps=0, ctx=None, what=""):
             inp = ", ".join(f"{n}={np.broadcast_to(v, actual.shape)[k]!r}" for n, v in (ctx or {}).items())
             lines.append(f"  [{k}] {inp} -> got {actual[k]!r}, NumPy {expected[k]!r}")
         raise AssertionError(f"{what}: {len(idx)} of {actual.size} differ from NumPy\n" + "\n".join(lines))
-
-
-def np_eval(fn):
-    """NumPy's result, or None when NumPy rejects the operation (TypeError / OverflowError)."""
-    with np.errstate(all="ignore"):
-        try:
-            return np.asarray(fn())
-        except (TypeError, OverflowError, ValueError):
-            return None
 
 
 # --------------------------------------------------------------------------- test data
