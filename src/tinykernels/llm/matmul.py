@@ -154,8 +154,8 @@ def lane_sum(acc):
 def gemv_row_pair(out, data, x, bb, q8):
     """Work item ``i``'s rows ``2i`` and ``2i + 1`` (the last row twice when the row count is
     odd: the same sums, stored twice) of the exact host Q4_0/Q8_0 GEMV (:func:`gemv_rows`):
-    two rows per item read ``x`` once for both and keep two rows' streams of weights in
-    flight (issue 13, q4x18)."""
+    each core keeps two rows' weight streams in flight, which from DRAM is what pays (the
+    shared ``x`` loads do not: docs/llm-quant.md, "Two rows per work item")."""
     r = 2 * tk.index()
     r2 = r + 1 if r + 1 < data.shape[0] else r
     acc = tk.private(tk.float32, (32,))
