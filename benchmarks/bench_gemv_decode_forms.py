@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The exact q4_0 host GEMV's block loop in C (issue 13, gemv17): what the per-chunk decode of
-the float16 block scales and the next-row prefetch cost, and which decode shapes would pay.
+"""The exact q4_0 host GEMV's block loop in C (issue 13, gemv17, q4x18): what the per-chunk
+decode of the float16 block scales and the next-row prefetch cost, which decode shapes would
+pay, and two rows per call (the kernels' form since q4x18).
 
     PYTHONPATH=src python3 benchmarks/bench_gemv_decode_forms.py               # L2: 128 rows, 1 thread
     PYTHONPATH=src python3 benchmarks/bench_gemv_decode_forms.py --rows 29127 --threads 2 --rounds 15
@@ -11,7 +12,7 @@ is bench_llm's 64 MiB), random bytes with finite scales, compiled with the CPU b
 compiler and flags (``runtime/compiler.py``). Every variant is the kernel's block arithmetic
 (``matmul.q4_0_block_dot``: ``vpmovzxbd``, two ``vpermps``, ``vpsrld``, a multiply and two FMAs,
 the even blocks of a chunk into one register of lanes and the odd ones into another) and the
-kernel's loop shape (``matmul.gemv_row``: whole chunks in pairs, the scales decoded one chunk
+kernel's loop shape (``matmul.gemv_rows``: whole chunks in pairs, the scales decoded one chunk
 ahead into two arrays by turns, read as ``{1to16}`` broadcasts); they differ in how the scales
 are decoded and prefetched:
 
@@ -24,7 +25,10 @@ are decoded and prefetched:
 * ``chunks of 16``: the kernel's decode twice per chunk of 16 blocks;
 * ``16, vbmi, zmm``: chunks of 16, two VBMI gathers, one 512-bit conversion and a mask-register
   fix-up;
-* ``no decode``: the scales read from a float array prepared beforehand (the floor).
+* ``no decode``: the scales read from a float array prepared beforehand (the floor);
+* ``two rows``: the kernel's loop (and decode) for rows ``r`` and ``r + 1`` in one call, each
+  block's ``x`` loaded once for both, the next pair's two rows prefetched (the kernel's form
+  since issue 13's q4x18: ``matmul.gemv_row_pair``); odd row counts end with ``kernel``.
 
 Each executable alternates the variants per round (thread CPU time per pass, OpenMP threads
 summed) and prints the median ns per block and the median of the per-round ratios to
@@ -128,11 +132,51 @@ ROW(v_gpr, dec_gpr, 8, 1, 3, 64)
 ROW(v_k16, dec_kernel16, 16, 1, 3, 64)
 ROW(v_vbmi16, dec_vbmi16, 16, 1, 3, 64)
 ROW(v_none, dec_none, 8, 1, 3, 64)
+static inline __attribute__((always_inline)) void block2(__m512 *acc, __m512 *acc2, const uint8_t *p, const uint8_t *p2,
+                                                         const float *x, float d, float d2, __m512 tab) {
+    __m512 xl = _mm512_loadu_ps(x), xh = _mm512_loadu_ps(x + 16);
+    __m512i i = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 2)));
+    __m512i i2 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p2 + 2)));
+    __m512 s = _mm512_mul_ps(_mm512_permutexvar_ps(i, tab), xl), s2 = _mm512_mul_ps(_mm512_permutexvar_ps(i2, tab), xl);
+    s = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(i, 4), tab), xh, s);
+    s2 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(i2, 4), tab), xh, s2);
+    *acc = _mm512_fmadd_ps(_mm512_set1_ps(d), s, *acc);
+    *acc2 = _mm512_fmadd_ps(_mm512_set1_ps(d2), s2, *acc2);
+}
+static inline __attribute__((always_inline)) void pf3(const char **pf, const char *pe) {
+    for (int k = 0; k < 3 && *pf < pe; ++k, *pf += 64) __builtin_prefetch(*pf, 0, 2);
+}
+/* rows `row` and `row + RB` in one pass (chunks of 8 in pairs, both rows' scales one chunk
+   ahead), the next pair `next` (2 rows) prefetched: 3 lines of each row per block pair */
+__attribute__((noinline)) static void v_two(const uint8_t *row, const uint8_t *next, const float *x, float *o) {
+    const __m512 tab = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    const uint8_t *row2 = row + RB;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
+    float da[8], db[8], ea[8], eb[8];
+    const char *pf = (const char *)next, *pe = pf + RB, *pf2 = pe, *pe2 = pe + RB;
+    dec_kernel(da, row); dec_kernel(ea, row2);
+    for (int b0 = 0; b0 < NB; b0 += 16) {
+        dec_kernel(db, row + (b0 + 8) * BB); dec_kernel(eb, row2 + (b0 + 8) * BB);
+        for (int t = 0; t < 8; t += 2) {
+            block2(&a0, &c0, row + (b0 + t) * BB, row2 + (b0 + t) * BB, x + (b0 + t) * 32, da[t], ea[t], tab);
+            block2(&a1, &c1, row + (b0 + t + 1) * BB, row2 + (b0 + t + 1) * BB, x + (b0 + t + 1) * 32, da[t + 1], ea[t + 1], tab); }
+        if (b0 + 16 < NB) { dec_kernel(da, row + (b0 + 16) * BB); dec_kernel(ea, row2 + (b0 + 16) * BB); }
+        for (int t = 0; t < 8; t += 2) {
+            pf3(&pf, pe); pf3(&pf2, pe2);
+            block2(&a0, &c0, row + (b0 + 8 + t) * BB, row2 + (b0 + 8 + t) * BB, x + (b0 + 8 + t) * 32, db[t], eb[t], tab);
+            block2(&a1, &c1, row + (b0 + 9 + t) * BB, row2 + (b0 + 9 + t) * BB, x + (b0 + 9 + t) * 32, db[t + 1], eb[t + 1], tab); }
+    }
+    float r[32], s = 0, s2 = 0;
+    _mm512_storeu_ps(r, a0); _mm512_storeu_ps(r + 16, a1); for (int j = 0; j < 32; ++j) s += r[j];
+    _mm512_storeu_ps(r, c0); _mm512_storeu_ps(r + 16, c1); for (int j = 0; j < 32; ++j) s2 += r[j];
+    o[0] = s; o[1] = s2;
+}
 typedef float (*rowfn)(const uint8_t *, const uint8_t *, const float *);
-static const rowfn FS[] = {v_kernel, v_nopf, v_pf2nd, v_vbmi, v_gpr, v_k16, v_vbmi16, v_none};
+static const rowfn FS[] = {v_kernel, v_nopf, v_pf2nd, v_vbmi, v_gpr, v_k16, v_vbmi16, v_none, 0};
 static const char *NAMES[] = {"kernel", "no prefetch", "prefetch 2nd lines", "vbmi gather", "gpr gather",
-                              "chunks of 16", "16, vbmi, zmm", "no decode"};
-#define NF 8
+                              "chunks of 16", "16, vbmi, zmm", "no decode", "two rows"};
+#define NF 9
+#define TWO 8   /* FS index of "two rows" (pass_two) */
 static double tcpu(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 static double pass(rowfn f, const uint8_t *w, const float *x, float *out, int rows) {
@@ -145,6 +189,22 @@ static double pass(rowfn f, const uint8_t *w, const float *x, float *out, int ro
         c += tcpu() - t0;
     }
     return c;
+}
+static double pass_two(const uint8_t *w, const float *x, float *out, int rows) {
+    double c = 0;
+    #pragma omp parallel reduction(+:c)
+    {
+        double t0 = tcpu();
+        #pragma omp for schedule(static)
+        for (int i = 0; i < rows / 2; ++i)
+            v_two(w + (size_t)2 * i * RB, w + (size_t)(2 * i + 3 < rows ? 2 * i + 2 : 2 * i) * RB, x, out + 2 * i);
+        c += tcpu() - t0;
+    }
+    if (rows % 2) out[rows - 1] = v_kernel(w + (size_t)(rows - 1) * RB, w + (size_t)(rows - 1) * RB, x);
+    return c;
+}
+static double run(int f, const uint8_t *w, const float *x, float *out, int rows) {
+    return f == TWO ? pass_two(w, x, out, rows) : pass(FS[f], w, x, out, rows);
 }
 int main(int argc, char **argv) {
     int rows = atoi(argv[1]), rounds = atoi(argv[2]);
@@ -159,9 +219,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NB * 32; ++i) x[i] = rand() / (float)RAND_MAX - 0.5f;
     int same = 1;
     pass(FS[0], w, x, ref, rows);
-    for (int f = 1; f < NF; ++f) { pass(FS[f], w, x, out, rows); same &= memcmp(out, ref, rows * 4) == 0; }
+    for (int f = 1; f < NF; ++f) { run(f, w, x, out, rows); same &= memcmp(out, ref, rows * 4) == 0; }
     for (int k = 0; k < rounds; ++k)
-        for (int f0 = 0; f0 < NF; ++f0) { int f = (f0 + k) % NF; t[f * rounds + k] = pass(FS[f], w, x, out, rows) / ((double)rows * NB) * 1e9; }
+        for (int f0 = 0; f0 < NF; ++f0) { int f = (f0 + k) % NF; t[f * rounds + k] = run(f, w, x, out, rows) / ((double)rows * NB) * 1e9; }
     printf("same %d\n", same);
     for (int f = 0; f < NF; ++f) {
         for (int k = 0; k < rounds; ++k) { q[k] = t[f * rounds + k] / t[k]; tmp[k] = t[f * rounds + k]; }

@@ -273,13 +273,16 @@ def test_llm_rms_norm_has_one_pass_and_no_prefetch():
 
 def test_one_cursor_per_row_read_at_several_sites():
     """The host q4_0/q8_0 GEMVs read a weight row at several lines of inlined ``@tk.func``s,
-    whose row index is a cast of the item's (``tk.int64``/weak int): one row, so one cursor
-    (rows compare without source locations and no-op casts: ``prefetch.row_key``). Each
-    duplicate cursor stepped the same lines again: with four chunk loops the exact GEMV ran
-    1.4-1.8x slower (gemv15)."""
+    whose row index is a cast of the item's (``tk.int64``/weak int): one cursor per row (rows
+    compare without source locations and no-op casts: ``prefetch.row_key``). Each duplicate
+    cursor stepped the same lines again: with four chunk loops the exact GEMV ran 1.4-1.8x
+    slower (gemv15). Since q4x18 an item takes two rows (``2i`` and, but for an odd last
+    one, ``2i + 1``): two cursors, each at the next item's row of the same place."""
     import importlib
     mm = importlib.import_module("tinykernels.llm.matmul")
     f32 = np.float32
     for kern, bb in ((mm._gemv_rows_q4_0, 18), (mm._gemv_rows_q8_0, 34)):
         s = kern.source("CPU", np.zeros(4, f32), np.zeros((4, 128 * bb), np.uint8), np.zeros(4096, f32), ndrange=4)
-        assert "tk_pf_row(&tk_pf0" in s and "tk_pf1" not in s, kern.name
+        assert "tk_pf_row(&tk_pf0" in s and "tk_pf_row(&tk_pf1" in s and "tk_pf2" not in s, kern.name
+        assert "(INT64_C(2) * (tk_gl + INT64_C(1)))" in s, kern.name      # the rows 2 (i + 1) ...
+        assert "((INT64_C(2) * (tk_gl + INT64_C(1))) + INT64_C(1))" in s, kern.name  # ... and 2 (i + 1) + 1

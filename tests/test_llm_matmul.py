@@ -181,6 +181,35 @@ def test_host_exact_gemv_decodes_every_byte_value(qtype, be, blocks):
     _check(got, ref_dequantize(qtype, raw).astype(np.float64), x, k)
 
 
+@pytest.mark.parametrize("be", ["CPU", "INTERP"])
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
+def test_host_exact_gemv_two_rows_per_item_any_row_count(qtype, be):
+    """The host exact GEMV takes rows ``2i`` and ``2i + 1`` in work item ``i``
+    (``matmul.host_items``), the last row alone (computed twice) when the count is odd: every
+    row count gives each row its own :func:`exact_route_model` bits, through the host fast
+    path and through a stream's launch, at one and three threads (the pairs split across
+    threads differently), rows all different so a row written from its neighbour shows."""
+    rng = np.random.default_rng(43)
+    nb = 2 * mm.CHUNK + 3 if be == "CPU" else mm.CHUNK + 1
+    for m in (1, 2, 3, 5, 8):
+        raw = random_blocks(qtype, m, nb, rng)
+        x = rng.standard_normal(32 * nb).astype(np.float32)
+        want = exact_route_model(qtype, raw, x)
+        assert len(set(want.tolist())) == m
+        a = llm.QTensor(qtype, (m, 32 * nb), raw)
+        assert mm.host_items(qtype, m) == (m + 1) // 2
+        backends = [tk.CPU(threads=t) for t in (1, 3)] if be == "CPU" else [tk.backend("INTERP")]
+        for b in backends:
+            out = np.full(m, np.nan, np.float32)
+            mm._HOST_GEMV[qtype](b)(out, raw, x, ndrange=mm.host_items(qtype, m))
+            assert np.array_equal(out, want), (m, b)
+        assert np.array_equal(host(llm.matmul(to_q(be, a), to(be, x))), want), m
+        s = tk.backend(be).stream()
+        got = llm.matmul(to_q(be, a), to(be, x), stream=s)
+        s.synchronize()
+        assert np.array_equal(host(got), want), m
+
+
 @pytest.mark.parametrize("qtype", ["q4_0", "q8_0"])
 def test_exact_route_model_tells_a_wrong_order_apart(qtype):
     """The model is not a tautology: a swapped nibble order, a neighbour block's scale or all
@@ -358,7 +387,7 @@ def test_cpu_runs_row_loops_of_a_few_rows_on_all_threads():
     for threads in (1, 3):
         _check(llm.matmul(llm.QTensor("q4_0", a.shape, a.data), x), w64, x, 256)
         out = np.zeros(300, f32)
-        mm._gemv_rows_q4_0(tk.CPU(threads=threads))(out, a.data, x, ndrange=300)
+        mm._gemv_rows_q4_0(tk.CPU(threads=threads))(out, a.data, x, ndrange=mm.host_items("q4_0", 300))
         _check(out, w64, x, 256)
 
 

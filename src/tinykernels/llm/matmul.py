@@ -96,82 +96,100 @@ def block_dot(acc, h, data, r, b, d, x, tab, w, q8):
 
 
 @tk.func
-def chunk_dot(acc, data, r, b0, ds, x, tab, w, q8):
-    """The ``CHUNK`` blocks of row ``r`` from block ``b0`` into ``acc``, block ``b0 + t``
-    scaled by ``ds[t]``, the even ``t`` into lanes 0-15 and the odd ones into 16-31 (two
-    independent chains of FMAs)."""
+def chunk_dot(acc, acc2, data, r, r2, b0, ds, es, x, tab, w, w2, q8):
+    """The ``CHUNK`` blocks of rows ``r`` (into ``acc``, block ``b0 + t`` scaled by ``ds[t]``)
+    and ``r2`` (into ``acc2``, scaled by ``es[t]``) from block ``b0``, the two rows' blocks
+    interleaved so that each ``x`` piece serves both; in each row the even ``t`` go into lanes
+    0-15 and the odd ones into 16-31 (two independent chains of FMAs per row)."""
     for t in range(0, CHUNK, 2):
         block_dot(acc, 0, data, r, b0 + t, ds[t], x, tab, w, q8)
+        block_dot(acc2, 0, data, r2, b0 + t, es[t], x, tab, w2, q8)
         block_dot(acc, 16, data, r, b0 + t + 1, ds[t + 1], x, tab, w, q8)
+        block_dot(acc2, 16, data, r2, b0 + t + 1, es[t + 1], x, tab, w2, q8)
 
 
 @tk.func
-def gemv_row(acc, da, db, data, r, x, tab, w, bb, q8):
-    """``acc`` += row ``r``'s blocks (``bb`` bytes each; Q8_0 when ``q8``, else Q4_0), each
-    into 16 lanes (:func:`chunk_dot`). Whole chunks of ``CHUNK`` blocks go in pairs, their
-    float16 scales decoded one chunk ahead (``tk.load_halves``) into two arrays by turns,
-    ``da`` for the even chunks and ``db`` for the odd ones: a chunk's scale decode is off the
-    path from its bytes to its weights (the C compiler overlaps it with the previous chunk's
-    blocks), and no array is overwritten while its scales are still to be read, so the C
-    compiler takes each block's scale straight from memory as a broadcast operand (a load,
-    not a shuffle). The blocks after the last whole chunk decode their own scales
-    (``half_at_host``) and go into lanes 0-15."""
+def gemv_rows(acc, acc2, da, db, ea, eb, data, r, r2, x, tab, w, w2, bb, q8):
+    """``acc`` += row ``r``'s blocks and ``acc2`` += row ``r2``'s (``bb`` bytes each; Q8_0 when
+    ``q8``, else Q4_0), each block into 16 lanes (:func:`chunk_dot`). Whole chunks of ``CHUNK``
+    blocks go in pairs, their float16 scales decoded one chunk ahead (``tk.load_halves``) into
+    two arrays per row by turns, ``da``/``ea`` for the even chunks and ``db``/``eb`` for the odd
+    ones: a chunk's scale decode is off the path from its bytes to its weights (the C compiler
+    overlaps it with the previous chunk's blocks), and no array is overwritten while its
+    scales are still to be read, so the C compiler takes each block's scale straight from
+    memory as a broadcast operand (a load, not a shuffle). The blocks after the last whole
+    chunk decode their own scales (``half_at_host``) and go into lanes 0-15. Each row's sums
+    are those of a row alone: the second row only shares the loop (and ``x``'s loads)."""
     nb = data.shape[1] // bb
     full = nb - nb % CHUNK
     pairs = nb - nb % (2 * CHUNK)
     if full > 0:
         tk.load_halves(da, data, (r, 0), CHUNK, bb)
+        tk.load_halves(ea, data, (r2, 0), CHUNK, bb)
     for b0 in range(0, pairs, 2 * CHUNK):
         tk.load_halves(db, data, (r, (b0 + CHUNK) * bb), CHUNK, bb)
-        chunk_dot(acc, data, r, b0, da, x, tab, w, q8)
+        tk.load_halves(eb, data, (r2, (b0 + CHUNK) * bb), CHUNK, bb)
+        chunk_dot(acc, acc2, data, r, r2, b0, da, ea, x, tab, w, w2, q8)
         if b0 + 2 * CHUNK < full:
             tk.load_halves(da, data, (r, (b0 + 2 * CHUNK) * bb), CHUNK, bb)
-        chunk_dot(acc, data, r, b0 + CHUNK, db, x, tab, w, q8)
+            tk.load_halves(ea, data, (r2, (b0 + 2 * CHUNK) * bb), CHUNK, bb)
+        chunk_dot(acc, acc2, data, r, r2, b0 + CHUNK, db, eb, x, tab, w, w2, q8)
     if pairs < full:
-        chunk_dot(acc, data, r, pairs, da, x, tab, w, q8)
+        chunk_dot(acc, acc2, data, r, r2, pairs, da, ea, x, tab, w, w2, q8)
     for b in range(full, nb):
         block_dot(acc, 0, data, r, b, half_at_host(data, r, b * bb), x, tab, w, q8)
+        block_dot(acc2, 0, data, r2, b, half_at_host(data, r2, b * bb), x, tab, w2, q8)
+
+
+@tk.func
+def lane_sum(acc):
+    """The 32 lanes of ``acc`` added in order."""
+    s = tk.float32(0)
+    for j in range(32):
+        s += acc[j]
+    return s
+
+
+@tk.func
+def gemv_row_pair(out, data, x, bb, q8):
+    """Work item ``i``'s rows ``2i`` and ``2i + 1`` (the last row twice when the row count is
+    odd: the same sums, stored twice) of the exact host Q4_0/Q8_0 GEMV (:func:`gemv_rows`):
+    each core keeps two rows' weight streams in flight, which from DRAM is what pays (the
+    shared ``x`` loads do not: docs/llm-quant.md, "Two rows per work item")."""
+    r = 2 * tk.index()
+    r2 = r + 1 if r + 1 < data.shape[0] else r
+    acc = tk.private(tk.float32, (32,))
+    acc2 = tk.private(tk.float32, (32,))
+    da = tk.private(tk.float32, (CHUNK,))
+    db = tk.private(tk.float32, (CHUNK,))
+    ea = tk.private(tk.float32, (CHUNK,))
+    eb = tk.private(tk.float32, (CHUNK,))
+    tab = tk.private(tk.float32, (16,))
+    w = tk.private(tk.float32, (32,))
+    w2 = tk.private(tk.float32, (32,))
+    for j in range(32):
+        acc[j] = tk.float32(0)
+        acc2[j] = tk.float32(0)
+    for v in range(16):
+        tab[v] = tk.float32(v - Q4_0_ZERO)
+    gemv_rows(acc, acc2, da, db, ea, eb, data, r, r2, x, tab, w, w2, bb, q8)
+    out[r] = lane_sum(acc)
+    out[r2] = lane_sum(acc2)
 
 
 @tk.kernel
 def _gemv_rows_q4_0(out, data: tk.Const, x: tk.Const):
-    """One work item per row, ``LANES`` partial sums (:func:`chunk_dot`), the blocks in
-    chunks of ``CHUNK`` (:func:`gemv_row`): the chunk's float16 scales, then
-    its weights, loop nests without control flow around the blocks, whose inner loops the C
-    compiler vectorizes."""
-    r = tk.index()
-    acc = tk.private(tk.float32, (32,))
-    da = tk.private(tk.float32, (CHUNK,))
-    db = tk.private(tk.float32, (CHUNK,))
-    tab = tk.private(tk.float32, (16,))
-    w = tk.private(tk.float32, (32,))
-    for j in range(32):
-        acc[j] = tk.float32(0)
-    for v in range(16):
-        tab[v] = tk.float32(v - Q4_0_ZERO)
-    gemv_row(acc, da, db, data, r, x, tab, w, 18, False)
-    s = tk.float32(0)
-    for j in range(32):
-        s += acc[j]
-    out[r] = s
+    """Two rows per work item (:func:`gemv_row_pair`; launch ``host_items`` items), ``LANES``
+    partial sums per row (:func:`chunk_dot`), the blocks in chunks of ``CHUNK``
+    (:func:`gemv_rows`): the chunk's float16 scales, then its weights, loop nests without
+    control flow around the blocks, whose inner loops the C compiler vectorizes."""
+    gemv_row_pair(out, data, x, 18, False)
 
 
 @tk.kernel
 def _gemv_rows_q8_0(out, data: tk.Const, x: tk.Const):
     """As :func:`_gemv_rows_q4_0`, for Q8_0 blocks."""
-    r = tk.index()
-    acc = tk.private(tk.float32, (32,))
-    da = tk.private(tk.float32, (CHUNK,))
-    db = tk.private(tk.float32, (CHUNK,))
-    tab = tk.private(tk.float32, (16,))
-    w = tk.private(tk.float32, (32,))
-    for j in range(32):
-        acc[j] = tk.float32(0)
-    gemv_row(acc, da, db, data, r, x, tab, w, 34, True)
-    s = tk.float32(0)
-    for j in range(32):
-        s += acc[j]
-    out[r] = s
+    gemv_row_pair(out, data, x, 34, True)
 
 
 @tk.kernel
@@ -580,6 +598,13 @@ def _gemm_f32(out, a: tk.Const, bm: tk.Const):
 # ----------------------------------------------------------------------------- the API
 
 _HOST_GEMV = {"q4_0": _gemv_rows_q4_0, "q8_0": _gemv_rows_q8_0, "q4_k": _gemv_rows_q4_k, None: _gemv_rows_f32}
+_ROWS_PER_ITEM = {"q4_0": 2, "q8_0": 2}     # the exact q4_0/q8_0 host GEMVs: gemv_row_pair
+
+
+def host_items(qtype, m: int) -> int:
+    """Work items of ``_HOST_GEMV[qtype]`` for ``m`` rows."""
+    n = _ROWS_PER_ITEM.get(qtype, 1)
+    return -(-m // n)
 _GROUP_GEMV = {"q4_0": _gemv_group_q4_0, "q8_0": _gemv_group_q8_0, "q4_k": _gemv_group_q4_k, None: _gemv_group_f32}
 _FUSED_GEMM = {"q4_0": _gemm_q4_0, "q8_0": _gemm_q8_0}
 
@@ -591,7 +616,7 @@ def _host_backend(backend) -> bool:
 def _gemv(qtype, a, x, out, backend, stream):
     m = out.shape[0]
     if _host_backend(backend):
-        return C.launch(_HOST_GEMV[qtype], backend, (out, a, x), m, stream=stream)
+        return C.launch(_HOST_GEMV[qtype], backend, (out, a, x), host_items(qtype, m), stream=stream)
     return C.launch(_GROUP_GEMV[qtype], backend, (out, a, x), m * GROUP, GROUP, stream=stream)
 
 
@@ -630,7 +655,8 @@ def _gemv_fast(a, b, out, exact: bool):
     if not exact and quant and a.qtype in ("q4_0", "q8_0"):
         _gemv_int8_host(a.qtype, ha, hb, ho, backend)
     else:
-        _HOST_GEMV[a.qtype if quant else None].instance(backend)(ho, ha, hb, ndrange=m)
+        qtype = a.qtype if quant else None
+        _HOST_GEMV[qtype].instance(backend)(ho, ha, hb, ndrange=host_items(qtype, m))
     return res
 
 
