@@ -323,6 +323,35 @@ def test_fma_rounds_once(be):
     assert dt(dt(a[0] * b[0]) + c[0]) == 0                 # rounded twice, the low bit is lost
 
 
+def _fma_exact(a, b, c):
+    """a * b + c rounded once to float32 (exact rationals; round half to even)."""
+    from fractions import Fraction
+    out = []
+    for x, y, z in zip(a, b, c):
+        f = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+        r = np.float32(float(f))
+        near = [np.nextafter(r, np.float32(-np.inf)), r, np.nextafter(r, np.float32(np.inf))]
+        out.append(min(near, key=lambda q: (abs(Fraction(float(q)) - f), int(q.view(np.uint32)) & 1)))
+    return np.array(out, np.float32)
+
+
+def test_fma_correctly_rounded_over_exponents(be):
+    """test_fma_f4 widened: products from 2^-60 to 2^60 with addends that cancel them to the last
+    bits, far below (only the sign breaks a tie) or far above them: the exactly rounded
+    result on every backend (WebGPU's builtin fma rounded the product first on lavapipe; it is
+    emulated now, see docs/webgpu.md). Results stay out of the subnormal range."""
+    n = 600
+    a = (RNG.standard_normal(n) * 2.0 ** RNG.integers(-30, 30, n)).astype(np.float32)
+    b = (RNG.standard_normal(n) * 2.0 ** RNG.integers(-30, 30, n)).astype(np.float32)
+    c = (-(a.astype(np.float64) * b) * (1 + RNG.integers(-3, 4, n) * 2.0 ** -23)).astype(np.float32)
+    c[::3] = (RNG.standard_normal(n) * 2.0 ** RNG.integers(-90, 90, n))[::3].astype(np.float32)
+    a[:2], b[:2], c[:2] = 1 + 2.0 ** -12, 1 + 2.0 ** -12, [2.0 ** -80, -(2.0 ** -80)]   # ties broken by c
+    r, *_ = run(be, fma_k, np.zeros(n, np.float32), a, b, c, ndrange=n)
+    want = _fma_exact(a, b, c)
+    assert (np.abs(want[want != 0]) > np.finfo(np.float32).tiny).all()
+    np.testing.assert_array_equal(r, want)
+
+
 def test_float16_add_mul_as_numpy(be):
     """test_hadd / test_hmul: float16 arithmetic rounds to float16 as NumPy's does (SPEC:
     computed in float32, rounded on store; float32 is wide enough that this is exact); a
