@@ -2501,3 +2501,20 @@ def test_bug_comparing_a_python_int_above_int64_gives_a_python_bool(s):
     for b in _backends():
         o = _run(k_weak_u64_compare_is_a_python_bool, b, [np.zeros(3, np.int64)], (s,), ndrange=3)[0]
         np.testing.assert_array_equal(o, want, err_msg=str(b))
+
+
+@tk.kernel
+def k_wgsl_fma(o, a: tk.Const, b: tk.Const, c: tk.Const):
+    i = tk.index()
+    o[i] = tk.fma(a[i], b[i], c[i])
+
+
+# fixed: wgsl-fma-rounds-twice
+# (audit18a, Numba's test_fma ported: lavapipe's fma rounded the product first)
+@needs_webgpu
+def test_bug_wgsl_fma_rounds_once():
+    a = np.array([1 + 2.0 ** -12, 3.0, 1 + 2.0 ** -12], np.float32)
+    c = np.array([-(1 + 2.0 ** -11), 1.0, 2.0 ** -80], np.float32)
+    got = _run(k_wgsl_fma, "WEBGPU", [np.zeros(3, np.float32), a, a, c])[0]
+    want = _run(k_wgsl_fma, INTERP, [np.zeros(3, np.float32), a, a, c])[0]
+    assert got.tolist() == want.tolist() and got[0] == 2.0 ** -24

@@ -208,7 +208,8 @@ class Kernel:
 
 def _source_target(dev: str):
     """For ``source()``: the device-free renderer target of a GPU DEV string (CUDA C++, HIP
-    C++ and MSL need no device), else the DEV string itself."""
+    C++ and MSL need no device; OpenCL C and WGSL where pyopencl / wgpu or the device is
+    missing), else the DEV string itself."""
     kind, rest = parse_dev(dev, source=True)      # a bad DEV string fails as in tk.backend
     if kind == "CUDA":
         from .runtime.cuda import CUDATarget
@@ -219,6 +220,12 @@ def _source_target(dev: str):
     if kind == "Metal":
         from .runtime.metal import MetalTarget
         return MetalTarget()
+    if kind == "OpenCL" and not rest:              # no pyopencl or no device: render for a generic one
+        from .runtime.opencl import OpenCL, OpenCLTarget
+        return dev if OpenCL.available()[0] else OpenCLTarget()
+    if kind == "WebGPU" and not rest:
+        from .runtime.webgpu import WebGPU, WebGPUTarget
+        return dev if WebGPU.available()[0] else WebGPUTarget()
     return dev
 
 

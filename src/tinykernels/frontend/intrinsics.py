@@ -411,8 +411,41 @@ def _atomic(op):
             raise lw.err(node, f"tk.atomic_{op} needs an integer array, '{arr.name}' is {arr.dtype.name}")
         idx = lw.indices(arr, list(args[1]) if isinstance(args[1], tuple) else [args[1]], node)
         vals = [lw.cast(lw.as_expr(v, node), Ty(arr.dtype)) for v in args[2:]]
+        if arr.space == "private":
+            return _private_update(lw, node, op, arr, idx, vals)
         return N.Atomic(Ty(arr.dtype), lw.loc(node), op, arr, idx, vals)
     return h
+
+
+_PRIVATE_OPS = {"add": "+", "sub": "-", "and": "&", "or": "|", "xor": "^"}
+
+
+def _private_update(lw, node, op: str, arr: N.ArrayInfo, idx: list, vals: list) -> N.Expr:
+    """An atomic on a ``tk.private`` array: a plain read-modify-write returning the old value
+    (nothing else can touch a work item's own memory; OpenCL, CUDA, HIP and Metal have no
+    atomics on private memory, so every backend gets these statements). Index and operands are
+    evaluated once, before the read; min/max keep the stored value when either is NaN (as the
+    atomics do), compare-and-swap compares the bits (-0.0 != 0.0, a NaN matches its own bits)."""
+    loc, t = lw.loc(node), Ty(arr.dtype)
+    idx = [lw.as_expr(lw.snapshot(i, node), node) for i in idx]
+    vals = [lw.as_expr(lw.snapshot(v, node), node) for v in vals]
+    old = lw.as_expr(lw.snapshot(N.Load(t, loc, arr, idx), node), node)
+    if op == "cas":
+        same = N.Compare(Ty(D.bool_), loc, "==", old, vals[0])
+        if arr.dtype.is_float:
+            bits = Ty(D.uint32 if arr.dtype.bits == 32 else D.uint64)
+            same = N.Compare(Ty(D.bool_), loc, "==", N.Call(bits, loc, "bitcast", [old]),
+                             N.Call(bits, loc, "bitcast", [vals[0]]))
+        lw.emit(N.If(loc, same, [N.Store(loc, arr, idx, vals[1])], []))
+        return old
+    if op in ("min", "max"):
+        new = N.Call(t, loc, op, [old, vals[0]])
+    elif op == "exchange":
+        new = vals[0]
+    else:
+        new = lw.binop(_PRIVATE_OPS[op], old, vals[0], node)
+    lw.emit(N.Store(loc, arr, idx, lw.cast(new, t)))
+    return old
 
 
 COLLECTIVE_OPS = ("add", "mul", "min", "max", "and", "or")

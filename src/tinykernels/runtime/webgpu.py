@@ -598,4 +598,31 @@ def _explain(msg: str, src: str) -> str:
     return "\n".join(out)
 
 
+class WebGPUTarget(Backend):
+    """What the WGSL generator needs, with no wgpu or adapter: ``kernel.source("WEBGPU", ...)``
+    on any machine (SPEC 1). It cannot launch."""
+    name = "WEBGPU"
+    dev = "WEBGPU"
+    is_host = False
+    supports_float64 = False
+    max_workgroupsize = 256
+
+    def __init__(self, debug: bool | None = None):
+        self.debug = debug_flag(debug, self)
+
+    def key(self) -> tuple:
+        return ("WEBGPU-source", self.debug)
+
+    def __repr__(self) -> str:
+        return f"tk.runtime.webgpu.WebGPUTarget(debug={self.debug})"
+
+    @staticmethod
+    def available() -> tuple:
+        return False, "a code-generation target only"
+
+    supports = WebGPU.supports
+    supports_atomic = WebGPU.supports_atomic
+
+
 WebGPU.instance_class = WGPUKernelInstance
+WebGPUTarget.instance_class = WGPUKernelInstance

@@ -397,4 +397,10 @@ FIXED_BUGS = {
                              "which no C compiler knows: the infinity test ran before the rounding to float32 "
                              "(found by the WebGPU profile's CPU32 reference, seeds 44001005 and 44001012)",
         "fixed: clike.const rounds to float32 first, then renders +-INFINITY (codegen/clike.py)"),
+    'wgsl-fma-rounds-twice': ("WebGPU: tk.fma was the WGSL fma builtin, which may round a * b before adding c "
+                              "(lavapipe's does): fma(1 + 2^-12, 1 + 2^-12, -(1 + 2^-11)) gave 0, CPU and the "
+                              "interpreter 2^-24 (audit18a, porting Numba's test_fma; the fuzzer's operands "
+                              "rarely cancel to the product's last bits)",
+        "fixed: tk_fma emulates a single rounding (Boldo-Melquiond: exact product, TwoSum, round-to-odd; "
+        "codegen/wgsl.py); a subnormal result may still round twice (docs/webgpu.md)"),
 }
