@@ -56,6 +56,14 @@ ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
 BY_NAME = {d.name: d for d in ALL}
 
 
+def unsupported(dtype) -> str:
+    """What to say of an array of a NumPy ``dtype`` no kernel takes: the dtypes kernels take
+    and how to convert."""
+    how = "x.real and x.imag as two arrays" if np.dtype(dtype).kind == "c" else "x.astype(np.float32), say"
+    return (f"unsupported dtype {dtype} (kernels take arrays of bool, int8..int64, uint8..uint64, float16, "
+            f"bfloat16, float32, float64, float8_e4m3fn, float8_e5m2): pass {how}")
+
+
 class _MissingDType:
     """Stand-in for a public dtype whose host representation needs ``ml_dtypes``."""
 

@@ -288,6 +288,10 @@ def _static_shape(lw, node, v):
                 raise lw.err(node, f"array dimensions must be positive, got {x.value}")
             out.append(x.value)
             continue
+        if isinstance(x, N.Arg):
+            raise lw.err(node, f"the shape must be integers known at compile time, but a dimension is the "
+                         f"kernel argument '{x.name}', a value known only at run time: annotate it "
+                         f"'{x.name}: tk.constexpr' (the kernel then compiles once per value of it)")
         if isinstance(x, N.Const):
             what = f"{x.value!r}, not an integer"
         elif isinstance(x, (N.Expr, FuncBinding)):

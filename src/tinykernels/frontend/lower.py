@@ -77,6 +77,10 @@ _UNSUPPORTED = {
     ast.AsyncFunctionDef: "async functions", ast.AsyncFor: "'async for' loops", ast.AsyncWith: "'async with' statements",
     ast.Match: "'match' statements", ast.NamedExpr: "assignment expressions (':=')",
 }
+# What to do instead, for the unsupported constructs beginners reach for.
+_NO_GLOBAL = ("; a kernel cannot change Python variables: pass the value as an argument and write results "
+              "into an array argument (module-level ints, floats, bools and dtypes can be read as constants)")
+_HINTS = {ast.Global: _NO_GLOBAL, ast.Nonlocal: _NO_GLOBAL}
 # Python's spelling of the operators a kernel does not support, for the error messages.
 _OP_TEXT = {ast.MatMult: "'@' (matrix multiplication)", ast.Is: "'is'", ast.IsNot: "'is not'", ast.In: "'in'",
             ast.NotIn: "'not in'"}
@@ -263,7 +267,7 @@ class Lowerer:
     def stmt(self, s) -> None:
         t = type(s)
         if t in _UNSUPPORTED:
-            raise self.err(s, f"{_UNSUPPORTED[t]} are not supported in kernels")
+            raise self.err(s, f"{_UNSUPPORTED[t]} are not supported in kernels{_HINTS.get(t, '')}")
         meth = getattr(self, "s_" + t.__name__, None)
         if meth is None:
             raise self.err(s, f"{t.__name__} statements are not supported in kernels")

@@ -272,9 +272,10 @@ def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
         return (f"kernel '{kernel}': argument '{name}' ({type(a).__name__}) is in CUDA device memory "
                 f"(__cuda_array_interface__), but the kernel runs on {backend!r}: launch it on tk.CUDA() "
                 "or copy the array to the host first")
+    hint = f": make it an array first, e.g. np.asarray({name}, np.float32)" if isinstance(a, (list, tuple)) else ""
     return (f"kernel '{kernel}': argument '{name}' has unsupported type {type(a).__name__} (expected an "
             "array (a tk.Array, a NumPy array, a CPU torch tensor, anything exporting DLPack or "
-            "__array_interface__), a bool, int or float)")
+            f"__array_interface__), a bool, int or float){hint}")
 
 
 def python_ints_as_int32(specs: dict, args, params) -> dict:
@@ -375,7 +376,7 @@ class KernelInstance:
             if arr is None:
                 raise LaunchError(_unusable_argument(self.name, name, a, self.backend))
         if D.from_any(arr.dtype) is None:
-            raise LaunchError(f"kernel '{self.name}': argument '{name}' has unsupported dtype {arr.dtype}")
+            raise LaunchError(f"kernel '{self.name}': argument '{name}' has {D.unsupported(arr.dtype)}")
         if arr.ndim == 0 and arr.dtype.kind in "biuf" and not self._zero_d_is_array(name, kind):
             return arr[()]          # a 0-d array (np.array(2.0), torch.tensor(2.0)): its NumPy scalar (strong)
         if arr.ndim > 8:

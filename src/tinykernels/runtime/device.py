@@ -201,7 +201,7 @@ def check_device_array(kernel: str, name: str, a) -> None:
     tinykernels does not know, no dimension or more than 8, or strides that are not a
     multiple of its item size."""
     if D.from_any(a.dtype) is None:
-        raise LaunchError(f"kernel '{kernel}': argument '{name}' has unsupported dtype {a.dtype}")
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' has {D.unsupported(a.dtype)}")
     if a.ndim == 0 or a.ndim > 8:
         raise LaunchError(f"kernel '{kernel}': argument '{name}' must have 1 to 8 dimensions")
     if any(s % a.dtype.itemsize for s in a.strides):
