@@ -288,3 +288,18 @@ def test_gcc_kernels_get_the_alias_check_parameter_and_other_compilers_do_not():
     tc = compiler.toolchain()
     flags = " ".join(tc.flags)
     assert ("vect-max-version-for-alias-checks" in flags) == compiler.is_gcc(tc.version)
+
+
+def test_gcc_10_and_later_kernels_skip_stride_versioning():
+    """The generated C indexes arrays by their shapes, so GCC's "this stride is 1" loop copies
+    are dead code (docs/cpu.md, "Transposed tile reads"): GCC 10+ kernels turn them off; older
+    GCC (no such option) and other compilers do not get the flag."""
+    from tinykernels.runtime import compiler
+    for v, major in (("gcc (GCC) 13.2.1 20230801", 13), ("cc (Debian 12.2.0-14+deb12u1) 12.2.0", 12),
+                     ("x86_64-linux-gnu-gcc-12 (Debian 12.2.0-14) 12.2.0", 12),
+                     ("gcc (Ubuntu 9.4.0-1ubuntu1~20.04.2) 9.4.0", 9), ("Debian clang version 14.0.6", 0),
+                     ("cc: unknown", 0)):
+        assert compiler.gcc_major(v) == major, v
+    tc = compiler.toolchain()
+    want = compiler.is_gcc(tc.version) and compiler.gcc_major(tc.version) >= 10
+    assert ("-fno-version-loops-for-strides" in tc.flags) == want
