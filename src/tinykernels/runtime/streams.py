@@ -208,6 +208,9 @@ class Event:
             return True
         check_recorded(self, "Event.wait")
         st = self._state
+        if st is not None and self._seq <= st.lost_upto:
+            self._finish(_lost_at_fork(st, self._seq))
+            return True
         if st is not None and st.worker_ident == threading.get_ident():
             raise RuntimeError(f"deadlock: a job of {st.label()} waits for {self!r}, "
                                "a later job of the same stream")
@@ -263,7 +266,7 @@ def completed_event() -> Event:
 class _StreamState:
     """What a stream shares with its worker thread (the worker never references the Stream)."""
     __slots__ = ("name", "priority", "queue", "lock", "thread", "worker_ident", "seq", "last",
-                 "failed", "stopped_by", "stopped_until", "__weakref__")
+                 "failed", "stopped_by", "stopped_until", "lost_upto", "__weakref__")
 
     def __init__(self, name: str, priority: int):
         self.name = name
@@ -277,6 +280,7 @@ class _StreamState:
         self.failed: list[Event] = []          # failed jobs since the last synchronize
         self.stopped_by: Event | None = None   # the failed job whose later jobs do not run ...
         self.stopped_until: int | None = None  # ... up to this job number (None: until reported)
+        self.lost_upto = 0                     # jobs up to this number were pending at a fork (a child)
 
     def label(self) -> str:
         return f"stream {self.name!r}" if self.name else f"stream@{id(self):x}"
@@ -443,8 +447,42 @@ def _synchronize(st: _StreamState, deadline: float | None = None) -> None:
         _reraise(first._exc, first._tb)
 
 
-def _stop(q: queue.SimpleQueue) -> None:
-    q.put(_STOP)
+def _stop(st: _StreamState) -> None:
+    st.queue.put(_STOP)
+
+
+_ALL_STATES: "weakref.WeakSet[_StreamState]" = weakref.WeakSet()   # every stream's state (for fork)
+_ALL_LOCK = threading.Lock()
+
+
+def _lost_at_fork(st: _StreamState, seq: int) -> LaunchError:
+    return LaunchError(f"{st.label()} job #{seq} was still queued or running when the process forked: a forked "
+                       "child has none of its parent's worker threads, so that work never completes in the "
+                       "child and what it writes is undefined there (synchronize before forking)")
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the thread that forked: give every stream a fresh queue, lock and
+    (lazily started) worker, so new work runs; the jobs pending at the fork complete with a
+    ``LaunchError`` (``Event.wait``, and the stream's next synchronize, report it) instead of
+    waiting forever for a worker that does not exist here."""
+    global _ALL_LOCK, _report_lock
+    _ALL_LOCK = threading.Lock()
+    _report_lock = threading.Lock()
+    for st in list(_ALL_STATES):
+        st.lock = threading.Lock()
+        st.queue = queue.SimpleQueue()
+        st.thread = None
+        st.worker_ident = None
+        last = st.last
+        if last is not None and not last._done:
+            st.lost_upto = st.seq
+            last._finish(_lost_at_fork(st, last._seq))
+            st.failed.append(last)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Stream:
@@ -459,7 +497,9 @@ class Stream:
     def __init__(self, priority: int = Normal, name: str = ""):
         priority = stream_priority(priority)
         self._state = _StreamState(str(name), priority)
-        weakref.finalize(self, _stop, self._state.queue).atexit = False
+        weakref.finalize(self, _stop, self._state).atexit = False
+        with _ALL_LOCK:
+            _ALL_STATES.add(self._state)
 
     @property
     def priority(self) -> int:
