@@ -1,0 +1,254 @@
+"""Fault injection: a failing environment (fork, a hanging or missing compiler, an unusable or
+full cache directory, Ctrl-C) gives a clear error or keeps working; never a hang.
+
+Each scenario runs in a subprocess with a timeout (a hang fails the test instead of hanging CI).
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.runtime import compiler
+
+ROOT = Path(__file__).resolve().parents[1]
+
+KERNELS = textwrap.dedent("""
+    import tinykernels as tk
+
+    @tk.kernel
+    def spin(A, n):
+        i = tk.index()
+        acc = 0.0
+        for k in range(n):
+            acc = acc + 1.0
+        A[i] = acc
+
+    @tk.kernel
+    def hang_me(A):
+        i = tk.index()
+        A[i] = 2.0
+""")
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+
+
+def _script(tmp_path, body: str) -> Path:
+    (tmp_path / "rkernels.py").write_text(KERNELS)
+    p = tmp_path / "scenario.py"
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+def _run(tmp_path, body: str, timeout: float = 120, **env) -> subprocess.CompletedProcess:
+    e = dict(os.environ, PYTHONPATH=str(ROOT / "src"), TK_QUIET="1", **env)
+    return subprocess.run([sys.executable, str(_script(tmp_path, body))], env=e, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# ------------------------------------------------------------------------------- fork
+
+@needs_fork
+def test_direct_launch_in_a_forked_child_after_openmp_ran(tmp_path):
+    """The forking thread's libgomp pool is gone in the child: its launches run on one thread
+    (they hung in the pool's barrier before), and the results are right."""
+    r = _run(tmp_path, """
+        import os, faulthandler, numpy as np, tinykernels as tk
+        from rkernels import spin
+        A = np.zeros(1 << 16, np.float32)
+        spin(tk.CPU(threads=2))(A, 1, ndrange=A.shape)           # an OpenMP team in this thread
+        pid = os.fork()
+        if pid == 0:
+            faulthandler.dump_traceback_later(60, exit=True)
+            B = np.zeros(1 << 16, np.float32)
+            spin(tk.CPU(threads=2))(B, 3, ndrange=B.shape)
+            os._exit(0 if (B == 3).all() else 3)
+        _, st = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(st))
+        spin(tk.CPU(threads=2))(A, 4, ndrange=A.shape)            # the parent's pool still works
+        print("parent", int(A.min()), int(A.max()))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "child 0" in r.stdout and "parent 4 4" in r.stdout, r.stdout + r.stderr
+
+
+@needs_fork
+def test_streams_in_a_forked_child(tmp_path):
+    """A child has none of the parent's stream workers: work pending at the fork fails with a
+    LaunchError (it never completes there); new work on the same stream runs."""
+    r = _run(tmp_path, """
+        import os, faulthandler, numpy as np, tinykernels as tk
+        from rkernels import spin
+        cpu = tk.CPU(threads=2)
+        s = cpu.stream()
+        A = np.zeros(1 << 16, np.float32)
+        spin(cpu)(A, 1, ndrange=A.shape, stream=s).wait()        # the worker exists
+        gate = s.submit(lambda: __import__("time").sleep(1.0))    # still running at the fork
+        pid = os.fork()
+        if pid == 0:
+            faulthandler.dump_traceback_later(60, exit=True)
+            try:
+                gate.wait()
+                os._exit(4)
+            except tk.LaunchError as e:
+                assert "forked" in str(e), e
+            assert gate.done()
+            B = np.zeros(1000, np.float32)
+            spin(cpu)(B, 5, ndrange=B.shape, stream=s).wait()
+            s.synchronize()
+            tk.synchronize(cpu)
+            os._exit(0 if (B == 5).all() else 3)
+        _, st = os.waitpid(pid, 0)
+        gate.wait()
+        print("child", os.waitstatus_to_exitcode(st))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "child 0" in r.stdout, r.stdout + r.stderr
+
+
+@needs_fork
+def test_pending_work_at_fork_is_reported_by_synchronize(tmp_path):
+    r = _run(tmp_path, """
+        import os, time, tinykernels as tk
+        s = tk.CPU().stream()
+        s.submit(lambda: time.sleep(1.0))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                s.synchronize()
+                os._exit(4)
+            except tk.LaunchError:
+                pass
+            s.synchronize()                    # reported once; the stream is usable
+            os._exit(0)
+        _, st = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(st))
+    """)
+    assert "child 0" in r.stdout, r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------ compiler and cache
+
+def test_hanging_compiler_is_killed_at_the_timeout(tmp_path):
+    """A compiler that never finishes (here a wrapper whose child sleeps, keeping the pipes
+    open) is killed, process group and all, after TK_COMPILE_TIMEOUT: a CompileError naming
+    the kernel; other kernels still compile."""
+    cc = tmp_path / "slowcc"
+    cc.write_text('#!/bin/sh\ncase "$*" in *hang_me*) sleep 600 & wait ;; esac\nexec gcc "$@"\n')
+    cc.chmod(0o755)
+    r = _run(tmp_path, """
+        import time, numpy as np, tinykernels as tk
+        from rkernels import hang_me, spin
+        A = np.zeros(8, np.float32)
+        t = time.time()
+        try:
+            hang_me.launch(A, ndrange=8)
+        except tk.CompileError as e:
+            print("error", round(time.time() - t), str(e).splitlines()[0])
+        spin.launch(A, 3, ndrange=8)
+        print("then", A[0])
+    """, timeout=240, CC=str(cc), TK_COMPILE_TIMEOUT="3", TK_CACHE_DIR=str(tmp_path / "cache"))
+    assert r.returncode == 0, r.stderr
+    assert "hang_me" in r.stdout and "did not finish within 3 s" in r.stdout and "then 3.0" in r.stdout, r.stdout
+    assert int(r.stdout.split("error ")[1].split()[0]) < 60
+    kernels = tmp_path / "cache" / "kernels"
+    assert not [p for p in kernels.rglob(".tmp-*")]            # its temporaries were removed
+
+
+def test_compiler_that_cannot_run_is_backend_unavailable(tmp_path):
+    cc = tmp_path / "notacc"
+    cc.write_text("not a program\n")
+    cc.chmod(0o755)
+    r = _run(tmp_path, """
+        import numpy as np, tinykernels as tk
+        from rkernels import spin
+        try:
+            spin.launch(np.zeros(4, np.float32), 1, ndrange=4)
+        except tk.BackendUnavailable as e:
+            print("unavailable:", e)
+    """, CC=str(cc), TK_CACHE_DIR=str(tmp_path / "cache"))
+    assert "unavailable:" in r.stdout and "notacc" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("how", ["a file", "under /proc"])
+def test_unusable_cache_dir_falls_back_with_a_warning(tmp_path, how):
+    bad = tmp_path / "afile" if how == "a file" else Path("/proc/tinykernels-cache")
+    if how == "a file":
+        bad.write_text("x")
+    elif not Path("/proc").is_dir():
+        pytest.skip("no /proc")
+    r = _run(tmp_path, """
+        import numpy as np, tinykernels as tk
+        from rkernels import spin
+        A = np.zeros(4, np.float32)
+        spin.launch(A, 2, ndrange=4)
+        print("ok", A[0])
+    """, TK_CACHE_DIR=str(bad))
+    assert r.returncode == 0, r.stderr
+    assert "ok 2.0" in r.stdout
+    assert "is not usable" in r.stderr and str(bad) in r.stderr
+
+
+def test_cache_write_failure_is_a_warning(tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")                          # a file where the directory should be
+    with pytest.warns(RuntimeWarning, match="could not write the cache file"):
+        data = compiler.cached_binary(blocker / "sub" / "k.bin", {"disk_hits": 0, "compiles": 0}, lambda: b"binary")
+    assert data == b"binary"
+
+
+def test_full_disk_during_a_compile_is_a_compile_error(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+    monkeypatch.setenv("TK_CACHE_DIR", str(tmp_path / "cache"))
+    real = tempfile.mkstemp
+
+    def full(*a, **k):
+        if str(k.get("dir", "")).startswith(str(tmp_path / "cache" / "kernels")):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*a, **k)
+    tc = compiler.toolchain()
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    with pytest.raises(tk.CompileError, match="No space left on device.*TK_CACHE_DIR"):
+        compiler.compile_library("int tk_kernel_x(void) { return 7; }\n", "disk_full_kernel", (), tc)
+
+
+def test_compile_timeout_must_be_a_number(monkeypatch):
+    monkeypatch.setenv("TK_COMPILE_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="TK_COMPILE_TIMEOUT"):
+        compiler.compile_timeout()
+
+
+# ------------------------------------------------------------------------------ signals
+
+def test_ctrl_c_during_a_stream_synchronize(tmp_path):
+    """KeyboardInterrupt interrupts synchronize() at once; the stream finishes its work and
+    stays usable. (A launch without a stream runs in C and sees Ctrl-C when it returns.)"""
+    r = _run(tmp_path, """
+        import os, signal, threading, time, numpy as np, tinykernels as tk
+        from rkernels import spin
+        cpu = tk.CPU(threads=1)
+        s = cpu.stream()
+        gate = threading.Event()
+        s.submit(gate.wait)                                 # blocks the stream until released
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        t = time.time()
+        try:
+            s.synchronize()
+        except KeyboardInterrupt:
+            print("interrupted", time.time() - t < 30)
+        gate.set()
+        B = np.zeros(16, np.float32)
+        spin(cpu)(B, 2, ndrange=16, stream=s).wait()
+        s.synchronize()
+        print("usable", B[0])
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "interrupted True" in r.stdout and "usable 2.0" in r.stdout, r.stdout + r.stderr
