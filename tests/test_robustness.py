@@ -134,6 +134,36 @@ def test_pending_work_at_fork_is_reported_by_synchronize(tmp_path):
     assert "child 0" in r.stdout, r.stdout + r.stderr
 
 
+@needs_fork
+def test_fork_while_another_thread_compiles(tmp_path):
+    """A thread compiling a kernel holds its compile lock for the whole compile; a child forked
+    meanwhile has no such thread, so the lock is released there (runtime/forksafe.py): the
+    child compiles and launches the same kernel instead of waiting forever."""
+    cc = tmp_path / "slowcc"
+    cc.write_text('#!/bin/sh\ncase "$*" in *hang_me*) sleep 3 ;; esac\nexec gcc "$@"\n')
+    cc.chmod(0o755)
+    r = _run(tmp_path, """
+        import os, threading, time, faulthandler, numpy as np, tinykernels as tk
+        from rkernels import hang_me
+        cpu = tk.CPU(threads=1)
+        A = np.zeros(8, np.float32)
+        t = threading.Thread(target=lambda: hang_me(cpu)(A, ndrange=8))
+        t.start()
+        time.sleep(1.0)                                   # the compile (3 s) is under way
+        pid = os.fork()
+        if pid == 0:
+            faulthandler.dump_traceback_later(60, exit=True)
+            B = np.zeros(8, np.float64)                   # a new specialization: takes the lock
+            hang_me(cpu)(B, ndrange=8)
+            os._exit(0 if (B == 2).all() else 3)
+        _, st = os.waitpid(pid, 0)
+        t.join()
+        print("child", os.waitstatus_to_exitcode(st), "parent", A[0])
+    """, timeout=180, CC=str(cc), TK_CACHE_DIR=str(tmp_path / "cache"))
+    assert r.returncode == 0, r.stderr
+    assert "child 0 parent 2.0" in r.stdout, r.stdout + r.stderr
+
+
 # ------------------------------------------------------------------ compiler and cache
 
 def test_hanging_compiler_is_killed_at_the_timeout(tmp_path):

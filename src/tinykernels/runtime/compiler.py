@@ -46,6 +46,13 @@ def cache_dir() -> Path:
     return _usable_cache_dir(os.environ.get("TK_CACHE_DIR") or None)
 
 
+def configured_cache_dir() -> Path:
+    """The cache directory as configured (``TK_CACHE_DIR`` or the default), not created or
+    checked: what ``python -m tinykernels cache`` shows and clears."""
+    d = os.environ.get("TK_CACHE_DIR")
+    return Path(d) if d else Path.home() / ".cache" / "tinykernels"
+
+
 def _writable(d: Path) -> str | None:
     """None when files can be created in ``d`` (made if missing), else why not."""
     try:
@@ -60,7 +67,7 @@ def _writable(d: Path) -> str | None:
 
 @lru_cache(maxsize=None)
 def _usable_cache_dir(configured: str | None) -> Path:
-    d = Path(configured) if configured else Path.home() / ".cache" / "tinykernels"
+    d = configured_cache_dir()
     why = _writable(d)
     if why is None:
         return d

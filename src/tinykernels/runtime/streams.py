@@ -83,6 +83,12 @@ Threads and lifetime
     recently hold a thread. A worker drops each job (its closure, so the arrays of a launch)
     before completing its Event: once ``wait()`` or ``synchronize()`` returns, the stream
     holds no reference to that work's arguments.
+
+Fork
+    A forked child has only the thread that forked. Every stream gets a fresh queue, lock
+    and (lazily started) worker there; the jobs queued or running at the fork never complete
+    in the child, so their events complete with a ``tk.LaunchError`` (reported by
+    ``Event.wait`` and by the stream's next synchronize, once); new work runs.
 """
 from __future__ import annotations
 
@@ -99,6 +105,7 @@ import numpy as np
 
 from ..argcheck import timeout_arg
 from ..errors import LaunchError
+from .forksafe import ForkSafeLock
 
 __all__ = ["High", "Normal", "Low", "Event", "Stream", "StreamSet", "completed_event"]
 
@@ -564,7 +571,7 @@ class StreamSet:
     """
 
     def __init__(self):
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
         self._states: weakref.WeakSet[_StreamState] = weakref.WeakSet()
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._default: Stream | None = None
