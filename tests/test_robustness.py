@@ -282,3 +282,9 @@ def test_ctrl_c_during_a_stream_synchronize(tmp_path):
     """)
     assert r.returncode == 0, r.stderr
     assert "interrupted True" in r.stdout and "usable 2.0" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("bad, exc", [(float("nan"), ValueError), ("1", TypeError), (True, TypeError)])
+def test_synchronize_checks_its_timeout_with_nothing_pending(bad, exc):
+    with pytest.raises(exc, match="timeout"):
+        tk.synchronize(tk.CPU(), timeout=bad)
