@@ -37,6 +37,14 @@ KERNELS = textwrap.dedent("""
         A[i] = 2.0
 """)
 
+
+
+@tk.kernel
+def _scaled(out, x: tk.Const, s):
+    i = tk.index()
+    out[i] = x[i] * s
+
+
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
 
 
@@ -288,3 +296,56 @@ def test_ctrl_c_during_a_stream_synchronize(tmp_path):
 def test_synchronize_checks_its_timeout_with_nothing_pending(bad, exc):
     with pytest.raises(exc, match="timeout"):
         tk.synchronize(tk.CPU(), timeout=bad)
+
+
+# ----------------------------------------------------------------------------- lifetimes
+
+@pytest.mark.parametrize("kind", ["numpy", "tk", "torch"])
+def test_inputs_dropped_while_queued_stay_alive_until_the_job_ran(kind):
+    """The stream's job keeps its arrays alive: dropping the caller's last reference (and
+    collecting, and reusing the memory) before the job runs changes nothing."""
+    import gc
+    import threading
+    cpu = tk.CPU(threads=1)
+    s = cpu.stream()
+    gate = threading.Event()
+    s.submit(lambda: gate.wait(60))                 # the launches below wait behind this
+    n = 1 << 15
+    outs, evs = [], []
+    for j in range(4):
+        if kind == "numpy":
+            x = np.full(n, j + 1, np.float32)
+        elif kind == "tk":
+            x = tk.full(n, j + 1, tk.float32, backend=cpu)
+        else:
+            x = pytest.importorskip("torch").full((n,), float(j + 1))
+        out = np.zeros(n, np.float32)
+        evs.append(_scaled(cpu)(out, x, 2.0, ndrange=n, stream=s))
+        outs.append(out)
+        del x
+    gc.collect()
+    junk = [np.full(n, -7, np.float32) for _ in range(16)]   # reuse freed memory if it were freed
+    gate.set()
+    s.synchronize(timeout=60)
+    for j, out in enumerate(outs):
+        assert (out == 2 * (j + 1)).all(), (j, out[:4])
+    assert len(junk) == 16
+
+
+def test_host_exports_after_a_synchronize_see_the_result_and_share_memory():
+    """Reading a host array while a stream writes it is not waited for (docs/debugging.md):
+    after the wait every export (.numpy(), np.asarray, DLPack to NumPy and torch) is a
+    zero-copy view that sees the result, and later kernel writes."""
+    torch = pytest.importorskip("torch")
+    cpu = tk.CPU()
+    s = cpu.stream()
+    x = tk.full(1000, 3, tk.float32, backend=cpu)
+    out = tk.zeros(1000, tk.float32, backend=cpu)
+    _scaled(cpu)(out, x, 2.0, ndrange=1000, stream=s)
+    s.synchronize()
+    views = [out.numpy(), np.asarray(out), np.from_dlpack(out), torch.from_dlpack(out).numpy()]
+    for v in views:
+        assert (v == 6).all()
+    _scaled(cpu)(out, x, 5.0, ndrange=1000, stream=s).wait()
+    for v in views:
+        assert (v == 15).all()
