@@ -99,15 +99,23 @@ def test_streams_in_a_forked_child(tmp_path):
         A = np.zeros(1 << 16, np.float32)
         spin(cpu)(A, 1, ndrange=A.shape, stream=s).wait()        # the worker exists
         gate = s.submit(lambda: __import__("time").sleep(1.0))    # still running at the fork
+        queued = s.submit(lambda: None)                           # queued behind it
         pid = os.fork()
         if pid == 0:
             faulthandler.dump_traceback_later(60, exit=True)
+            if not queued.done():
+                os._exit(5)
             try:
                 gate.wait()
                 os._exit(4)
             except tk.LaunchError as e:
                 assert "forked" in str(e), e
             assert gate.done()
+            try:
+                s.synchronize()                               # reports the queued job's error
+                os._exit(6)
+            except tk.LaunchError as e:
+                assert "job #3" in str(e), e
             B = np.zeros(1000, np.float32)
             spin(cpu)(B, 5, ndrange=B.shape, stream=s).wait()
             s.synchronize()

@@ -232,7 +232,10 @@ class Event:
     # -- public -------------------------------------------------------------------
     def done(self) -> bool:
         """True when the job has finished (successfully or with an error). Never blocks."""
-        return self._done
+        if self._done:
+            return True
+        st = self._state
+        return st is not None and self._seq <= st.lost_upto and self._block(0)   # pending at a fork: failed
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the job has finished; raise its exception (the first time only).
