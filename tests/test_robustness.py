@@ -357,3 +357,20 @@ def test_host_exports_after_a_synchronize_see_the_result_and_share_memory():
     _scaled(cpu)(out, x, 5.0, ndrange=1000, stream=s).wait()
     for v in views:
         assert (v == 15).all()
+
+
+def test_device_synchronize_raises_the_root_error_not_its_consequence():
+    """A job fails on one stream and other streams wait for it: tk.synchronize(backend) raises
+    the job's own error, whichever stream it visits first (a set: no order; with six waiting
+    streams it used to raise a waiting stream's LaunchError most of the time)."""
+    cpu = tk.CPU(debug=True)
+    s = cpu.stream()
+    out = np.zeros(8, np.float32)
+    ev = _scaled(cpu)(out, np.zeros(4, np.float32), 1.0, ndrange=8, stream=s)    # reads past x's end
+    waiting = [cpu.stream() for _ in range(6)]
+    for w in waiting:
+        w.wait(ev)
+        w.submit(lambda: None)
+    with pytest.raises(IndexError, match="out of bounds"):
+        tk.synchronize(cpu)
+    tk.synchronize(cpu)                                  # everything was reported

@@ -31,6 +31,9 @@ Errors
       i.e. ``tk.synchronize(backend)``), once, unless :meth:`Event.wait` already raised it.
       If several jobs failed since the last synchronize, the first one's error is raised
       (the others stay available through their events).
+      ``tk.synchronize(backend)`` raises one error of all its streams', a job's own error rather
+      than a "did not run" / "waited for a failed event" ``LaunchError`` it caused on another
+      stream (that one's ``__cause__``), whatever order it visits the streams in.
 
     The exception raised is the job's original exception object (so ``except IndexError``
     works for debug-mode bounds errors), re-raised with the traceback it had in the worker
@@ -457,6 +460,12 @@ def _synchronize(st: _StreamState, deadline: float | None = None) -> None:
         _reraise(first._exc, first._tb)
 
 
+def _consequence(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``LaunchError`` this module raised because of another job's error
+    (its ``__cause__``): work that did not run, or a wait for a failed event."""
+    return isinstance(exc, LaunchError) and exc.__cause__ is not None
+
+
 def _stop(st: _StreamState) -> None:
     st.queue.put(_STOP)
 
@@ -606,7 +615,9 @@ class StreamSet:
             return list(self._streams)
 
     def synchronize(self, timeout: float | None = None) -> None:
-        """Wait for all work on every stream of the set; then raise the first unreported error.
+        """Wait for all work on every stream of the set; then raise the first unreported error,
+        preferring a job's own error to a stream's "waited for a failed event" / "did not run"
+        error caused by it (streams are visited in no particular order).
 
         Raises ``TimeoutError`` if some work is still running after ``timeout`` seconds."""
         deadline = deadline_of(timeout)
@@ -617,7 +628,7 @@ class StreamSet:
             try:
                 _synchronize(st, deadline)
             except BaseException as e:  # noqa: BLE001 - finish waiting for the others first
-                if first is None:
+                if first is None or (_consequence(first) and not _consequence(e)):
                     first = e
         if first is not None:
             try:
