@@ -45,6 +45,18 @@ def _scaled(out, x: tk.Const, s):
     out[i] = x[i] * s
 
 
+@tk.kernel
+def _put_at(A, v):
+    I = tk.index(tk.Global, tk.Cartesian)
+    A[I] = v
+
+
+@tk.kernel
+def _put_row2(A, v):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    A[i + 2, j] = v + tk.int8(j % 7)
+
+
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
 
 
@@ -374,3 +386,23 @@ def test_device_synchronize_raises_the_root_error_not_its_consequence():
     with pytest.raises(IndexError, match="out of bounds"):
         tk.synchronize(cpu)
     tk.synchronize(cpu)                                  # everything was reported
+
+
+# ---------------------------------------------------------------------------------- sizes
+
+def test_indices_past_2_to_the_31_do_not_wrap():
+    """Element offsets beyond int32 (an int8 array over 2 GiB: np.zeros maps it lazily, only
+    the pages written are touched): an ndrange range starting past 2**31, and a row offset
+    past 2**31 reached from a small ndrange (the 32-bit specialization must not apply)."""
+    big = 2**31 + 64
+    A = np.zeros(big, np.int8)
+    _put_at.launch(A, 5, ndrange=(range(2**31 + 3, 2**31 + 40),))
+    window = A[2**31 - 64:]
+    assert np.flatnonzero(window).tolist() == list(range(64 + 3, 64 + 40))
+    assert not A[:64].any() and not A[2**31 - 2**31 % 4096 - 4096:2**31 - 64].any()   # no wrapped writes
+    del A, window
+    m = 2**30 + 8
+    B = np.zeros((3, m), np.int8)                      # row 2 starts at byte 2**31 + 16
+    _put_row2.launch(B, 1, ndrange=(1, 16))
+    assert B[2, :16].tolist() == [1 + j % 7 for j in range(16)]
+    assert not B[2, 16:4096].any() and not B[0, :4096].any() and not B[1, m - 4096:].any()
