@@ -406,3 +406,35 @@ def test_indices_past_2_to_the_31_do_not_wrap():
     _put_row2.launch(B, 1, ndrange=(1, 16))
     assert B[2, :16].tolist() == [1 + j % 7 for j in range(16)]
     assert not B[2, 16:4096].any() and not B[0, :4096].any() and not B[1, m - 4096:].any()
+
+
+# ---------------------------------------------------------------------------------- leaks
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="Linux /proc")
+def test_many_launches_leak_no_memory_or_file_descriptors():
+    """Direct and stream launches of several signatures (NumPy, tk.Array; float32 and float64):
+    resident memory and open file descriptors stay flat after a warm-up round."""
+    import gc
+    cpu = tk.CPU(threads=1)
+    s = cpu.stream()
+    args = [(np.zeros(64, np.float32), np.ones(64, np.float32)), (np.zeros(64), np.ones(64)),
+            (tk.zeros(64, tk.float32, backend=cpu), tk.ones(64, tk.float32, backend=cpu))]
+
+    def round_(n):
+        for j in range(n):
+            out, x = args[j % 3]
+            _scaled(cpu)(out, x, 2.0, ndrange=64)
+            if j % 8 == 0:
+                _scaled(cpu)(out, x, 3.0, ndrange=64, stream=s)
+        s.synchronize()
+        gc.collect()
+
+    def rss_kib():
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+    round_(5000)
+    rss0, fds0 = rss_kib(), len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        round_(10000)
+    assert len(os.listdir("/proc/self/fd")) <= fds0
+    assert rss_kib() - rss0 < 4096, (rss0, rss_kib())
