@@ -175,6 +175,6 @@ def synchronize(b: Backend | str | None = None, timeout: float | None = None) ->
         b = default_backend()
     elif isinstance(b, str) or not callable(getattr(b, "synchronize", None)):
         b = backend(b)                # a DEV string; anything else: TypeError naming its type
-    timeout_arg("tk.synchronize", timeout)   # a bad timeout is an error even when nothing is pending
+    timeout_arg("synchronize", timeout)   # a bad timeout is an error even when nothing is pending
     b.synchronize(timeout)
 
