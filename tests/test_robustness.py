@@ -278,6 +278,28 @@ def test_full_disk_during_a_compile_is_a_compile_error(tmp_path, monkeypatch):
         compiler.compile_library("int tk_kernel_x(void) { return 7; }\n", "disk_full_kernel", (), tc)
 
 
+@pytest.mark.parametrize("content", [b"{}", b'{"version": 3, "native": "x"}', b"{trunc"])
+def test_damaged_toolchain_probe_cache_is_probed_again(tmp_path, content):
+    """The compiler probe's cached result (toolchains/*.json) is sealed and checked: valid JSON
+    of the wrong shape raised KeyError / TypeError on every later run."""
+    cache = tmp_path / "cache"
+    body = """
+        import numpy as np, tinykernels as tk
+        from rkernels import spin
+        A = np.zeros(4, np.float32)
+        spin.launch(A, 2, ndrange=4)
+        print("ok", A[0])
+    """
+    assert "ok 2.0" in _run(tmp_path, body, TK_CACHE_DIR=str(cache)).stdout
+    files = list((cache / "toolchains").glob("*.json"))
+    assert files
+    for f in files:
+        f.write_bytes(content)
+    r = _run(tmp_path, body, TK_CACHE_DIR=str(cache))
+    assert r.returncode == 0 and "ok 2.0" in r.stdout, r.stderr
+    assert all(compiler.unseal(f.read_bytes()) is not None for f in files)     # rewritten, sealed
+
+
 def test_compile_timeout_must_be_a_number(monkeypatch):
     monkeypatch.setenv("TK_COMPILE_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="TK_COMPILE_TIMEOUT"):

@@ -408,14 +408,26 @@ def _probe_cached(cmd: list) -> dict:
         stamp = [exe, 0, 0, cmd, _PROBE_VERSION, _cpu_fingerprint()]
     key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:24]
     path = cache_dir() / "toolchains" / f"{key}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass
+    data = read_sealed(path) if path.exists() else None
+    if data is not None:
+        try:
+            info = json.loads(data)
+        except ValueError:
+            info = None
+        if _probe_ok(info):
+            return info
     first_use_notice()
     info = _probe(cmd)
-    cache_write(path, json.dumps(info).encode())
+    cache_write(path, seal(json.dumps(info).encode()))
     return info
+
+
+def _probe_ok(info) -> bool:
+    """Whether a cached probe result has the shape :func:`_probe` writes (a damaged or foreign
+    file, even valid JSON, is probed again instead of failing every later run)."""
+    return (isinstance(info, dict) and isinstance(info.get("version"), str) and isinstance(info.get("native"), bool)
+            and (info.get("openmp") is None or isinstance(info.get("openmp"), list))
+            and isinstance(info.get("native_fix", []), list) and isinstance(info.get("native_fix_scoped", {}), dict))
 
 
 #: GCC vectorizes a loop whose arrays it cannot prove disjoint behind run-time overlap
