@@ -136,8 +136,8 @@ class DerivedKernel(Kernel):
         self._src = None
         self._instances = {}
         self._reads = []
-        import threading
-        self._lock = threading.Lock()
+        from .runtime.forksafe import ForkSafeLock
+        self._lock = ForkSafeLock()
 
     def source_info(self):
         return self.primal.source_info()

@@ -10,6 +10,7 @@ import os
 from functools import lru_cache
 
 from . import lang
+from .argcheck import timeout_arg
 from .errors import BackendUnavailable
 from .runtime.base import Backend
 from .runtime.cpu import CPU
@@ -174,5 +175,6 @@ def synchronize(b: Backend | str | None = None, timeout: float | None = None) ->
         b = default_backend()
     elif isinstance(b, str) or not callable(getattr(b, "synchronize", None)):
         b = backend(b)                # a DEV string; anything else: TypeError naming its type
+    timeout_arg("synchronize", timeout)   # a bad timeout is an error even when nothing is pending
     b.synchronize(timeout)
 

@@ -112,8 +112,8 @@ def _scan(d: Path) -> tuple[int, int]:
 
 
 def cmd_cache(args, out) -> int:
-    from tinykernels.runtime.compiler import cache_dir
-    root = cache_dir()
+    from tinykernels.runtime.compiler import configured_cache_dir
+    root = configured_cache_dir()
     action = args.action or "info"
     if action == "path":
         print(root, file=out)

@@ -8,12 +8,12 @@ call into the launcher extension.
 from __future__ import annotations
 
 import inspect
-import threading
 
 import numpy as np
 
 from . import globalreads, lang
 from .lang import Func
+from .runtime.forksafe import ForkSafeLock
 from .backends import Backend, backend as make_backend, parse_dev
 from .runtime.base import (DEFAULT_WORKGROUP, GROUPED_FEATURES, RECORDERS, KernelInstance,  # noqa: F401
                            _check_debug, _norm_wg, bind_launch_args, expand_wg, launch_checks,
@@ -78,7 +78,7 @@ class Kernel:
         self._src = None
         self._array_params = None
         self._instances: dict = {}    # (backend, wg) -> instance; id(backend) -> (backend, instance)
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
         self._reads: list = []     # globalreads: (where, key, value) the compiled code folded in
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn

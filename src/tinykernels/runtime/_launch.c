@@ -57,6 +57,9 @@
 #include <numpy/arrayscalars.h>
 #include <stdint.h>
 #include <string.h>
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 
 typedef union { int64_t i; double f; void *p; } tk_slot;
 typedef void (*tk_entry)(const tk_slot *, int);
@@ -478,7 +481,23 @@ static int checks_ok(const int64_t *w, Py_ssize_t nw, const tk_arg *xs, Py_ssize
     return 1;
 }
 
+/* GCC's libgomp is not fork-safe: a thread that ran a parallel region keeps a pool of worker
+ * threads, and in a child forked from it that pool's threads no longer exist, so its next
+ * parallel region waits for them forever. In a child, launches from the thread that forked
+ * (the only thread that survives a fork) therefore run on one thread (no OpenMP call; every
+ * kernel has that path); threads started in the child get fresh pools and run in parallel.
+ * PyTorch does the same for its OpenMP pool. */
+#ifndef _WIN32
+static int forked = 0;
+static pthread_t fork_thread;
+static void after_fork_child(void) { forked = 1; fork_thread = pthread_self(); }
+#define FORK_SAFE(n) ((forked && pthread_equal(pthread_self(), fork_thread)) ? 1 : (n))
+#else
+#define FORK_SAFE(n) (n)
+#endif
+
 static void call(tk_entry fn, const tk_slot *s, int nthreads) {
+    nthreads = FORK_SAFE(nthreads);
     int64_t total = s[1].i * s[4].i * s[7].i;
     if (total >= RELEASE_GIL_ITEMS || nthreads > 1) {
         Py_BEGIN_ALLOW_THREADS
@@ -528,7 +547,7 @@ static PyObject *py_run(PyObject *self, PyObject *a) {
     int used, r = pack(cmask, xs, n, s, &used);
     if (r == 0) {
         Py_BEGIN_ALLOW_THREADS
-        ((tk_entry)(uintptr_t)fnp)(s, nthreads);
+        ((tk_entry)(uintptr_t)fnp)(s, FORK_SAFE(nthreads));
         Py_END_ALLOW_THREADS
     }
     release(xs, n);
@@ -779,6 +798,10 @@ static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_tklaunch", NULL, -1, m
 
 PyMODINIT_FUNC PyInit__tklaunch(void) {
     import_array();
+#ifndef _WIN32
+    static int atfork_done = 0;
+    if (!atfork_done && pthread_atfork(NULL, NULL, after_fork_child) == 0) atfork_done = 1;
+#endif
     if (!(host_attr = PyUnicode_InternFromString("_host")) || !(s_is_cpu = PyUnicode_InternFromString("is_cpu"))
         || !(s_layout = PyUnicode_InternFromString("layout")) || !(s_dtype = PyUnicode_InternFromString("dtype"))
         || !(s_is_neg = PyUnicode_InternFromString("is_neg")) || !(s_shape = PyUnicode_InternFromString("shape"))

@@ -10,13 +10,13 @@ API layer (docs/architecture.md, tests/test_layers.py).
 from __future__ import annotations
 
 import ctypes
-import threading
 
 import numpy as np
 
 from .. import dtypes as D, globalreads
 from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
+from .forksafe import ForkSafeLock
 from ..ir import nodes as N
 from ..tracebacks import api_boundary
 from .compiler import SCOPE_FEATURES
@@ -43,7 +43,7 @@ def kernel_features(ir: N.Kernel) -> frozenset:
 RECORDERS: list = []      # active tk.autodiff recordings (innermost last); launches go through them
 
 _STREAMS: dict = {}            # explicit cache: backend key -> StreamSet
-_STREAMS_LOCK = threading.Lock()
+_STREAMS_LOCK = ForkSafeLock()
 
 
 class Backend:
@@ -298,7 +298,7 @@ class KernelInstance:
         self.kernel, self.backend, self.static_wg = kernel, backend, wg
         self.name = kernel.name
         self._compiled: dict = {}
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()       # held while compiling (runtime/forksafe.py)
         self._cmask = kernel.cmask
         self._reads = kernel._reads       # the globals its code folded in: checked by every launch
 

@@ -40,9 +40,54 @@ _SEAL_LEN = len(_SEAL) + 32
 
 
 def cache_dir() -> Path:
-    """Where compiled kernels live (``TK_CACHE_DIR`` or ``~/.cache/tinykernels``)."""
+    """Where compiled kernels live: ``TK_CACHE_DIR`` or ``~/.cache/tinykernels``; where that
+    cannot be created or written (read-only, a file, no permission), a per-user directory
+    under the system's temporary directory, with a warning (once per configured path)."""
+    return _usable_cache_dir(os.environ.get("TK_CACHE_DIR") or None)
+
+
+def configured_cache_dir() -> Path:
+    """The cache directory as configured (``TK_CACHE_DIR`` or the default), not created or
+    checked: what ``python -m tinykernels cache`` shows and clears."""
     d = os.environ.get("TK_CACHE_DIR")
     return Path(d) if d else Path.home() / ".cache" / "tinykernels"
+
+
+def _writable(d: Path) -> str | None:
+    """None when files can be created in ``d`` (made if missing), else why not."""
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=temp_prefix("probe-"))
+        os.close(fd)
+        os.unlink(tmp)
+        return None
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+@lru_cache(maxsize=None)
+def _usable_cache_dir(configured: str | None) -> Path:
+    d = configured_cache_dir()
+    why = _writable(d)
+    if why is None:
+        return d
+    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    fallback = Path(tempfile.gettempdir()) / f"tinykernels-cache-{uid}"
+    if _writable(fallback) is not None:
+        fallback = Path(tempfile.mkdtemp(prefix="tinykernels-cache-"))   # private to this process
+    import warnings
+    warnings.warn(f"tinykernels: the kernel cache directory {d} is not usable ({why}); compiled kernels go "
+                  f"to {fallback} instead (set TK_CACHE_DIR to a writable directory)", RuntimeWarning, stacklevel=2)
+    return fallback
+
+
+def compile_timeout() -> float:
+    """Seconds a compiler run may take (``TK_COMPILE_TIMEOUT``, default 600) before it is killed."""
+    try:
+        t = float(os.environ.get("TK_COMPILE_TIMEOUT", "600"))
+    except ValueError:
+        raise ValueError(f"TK_COMPILE_TIMEOUT must be a number of seconds, got {os.environ['TK_COMPILE_TIMEOUT']!r}") from None
+    return t if t > 0 else 600.0
 
 
 def find_compiler() -> list | None:
@@ -142,13 +187,44 @@ def bytedot_level_flags(cap: str | None) -> list:
     return [f"-DTK_BYTEDOT_LEVEL={lv}"]
 
 
-def _run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+#: _run's return code for a command killed at its timeout.
+TIMED_OUT = -9
+
+
+def _run(cmd, input: str | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run a compiler (or probe) command, capturing its output. It runs in its own process
+    group, killed as a whole after ``timeout`` seconds (default :func:`compile_timeout`): a
+    hanging compiler (or a wrapper script whose children keep the pipes open) cannot hang the
+    caller. A killed run returns ``TIMED_OUT`` with a message on stderr; a command that cannot
+    be started returns 127."""
+    import signal
+    timeout = compile_timeout() if timeout is None else timeout
+    try:
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    except OSError as e:
+        return subprocess.CompletedProcess(cmd, 127, "", f"tinykernels: cannot run {cmd[0]}: {e}\n")
+    try:
+        out, err = p.communicate(input, timeout=timeout)
+    except BaseException as e:       # the timeout, or KeyboardInterrupt: never leave the compiler running
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        p.communicate()
+        if not isinstance(e, subprocess.TimeoutExpired):
+            raise
+        return subprocess.CompletedProcess(cmd, TIMED_OUT, "", f"tinykernels: {cmd[0]} did not finish within "
+                                           f"{timeout:g} s and was killed (TK_COMPILE_TIMEOUT sets the limit)\n")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def _probe(cmd: list) -> dict:
     """Version, -march=native support and OpenMP support of a compiler (slow: run once)."""
     out = _run(cmd + ["--version"])
+    if out.returncode in (TIMED_OUT, 127):       # hangs or cannot run: not cached as a probe result
+        from ..errors import BackendUnavailable
+        raise BackendUnavailable(f"the CPU backend's C compiler {' '.join(cmd)} does not work: {out.stderr.strip()}")
     version = (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else "unknown"
     with tempfile.TemporaryDirectory() as td:
         src = Path(td) / "probe.c"
@@ -285,7 +361,8 @@ def _probe_runs_right(cmd: list, src: Path, exe: str, extra: list) -> bool | Non
                    "-o", exe, str(src), "-lm"]).returncode != 0:
         return None
     try:
-        return _run([exe], timeout=30).returncode == 0
+        r = _run([exe], timeout=30)
+        return None if r.returncode == TIMED_OUT else r.returncode == 0
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -331,14 +408,26 @@ def _probe_cached(cmd: list) -> dict:
         stamp = [exe, 0, 0, cmd, _PROBE_VERSION, _cpu_fingerprint()]
     key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:24]
     path = cache_dir() / "toolchains" / f"{key}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass
+    data = read_sealed(path) if path.exists() else None
+    if data is not None:
+        try:
+            info = json.loads(data)
+        except ValueError:
+            info = None
+        if _probe_ok(info):
+            return info
     first_use_notice()
     info = _probe(cmd)
-    _atomic_write(path, json.dumps(info).encode())
+    cache_write(path, seal(json.dumps(info).encode()))
     return info
+
+
+def _probe_ok(info) -> bool:
+    """Whether a cached probe result has the shape :func:`_probe` writes (a damaged or foreign
+    file, even valid JSON, is probed again instead of failing every later run)."""
+    return (isinstance(info, dict) and isinstance(info.get("version"), str) and isinstance(info.get("native"), bool)
+            and (info.get("openmp") is None or isinstance(info.get("openmp"), list))
+            and isinstance(info.get("native_fix", []), list) and isinstance(info.get("native_fix_scoped", {}), dict))
 
 
 #: GCC vectorizes a loop whose arrays it cannot prove disjoint behind run-time overlap
@@ -494,6 +583,19 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def cache_write(path: Path, data: bytes) -> bool:
+    """Write a cache file atomically; a failure (a full disk, a directory that became read-only)
+    is a warning, not an error: the cache only saves time. Returns whether it was written."""
+    try:
+        _atomic_write(path, data)
+        return True
+    except OSError as e:
+        import warnings
+        warnings.warn(f"tinykernels: could not write the cache file {path} ({type(e).__name__}: {e}); "
+                      "continuing without caching it", RuntimeWarning, stacklevel=3)
+        return False
+
+
 def cached_binary(path: Path | None, stats: dict, build) -> bytes:
     """The binary sealed in cache file ``path``, or ``build()``'s (a device compiler's output,
     written to ``path`` atomically and sealed; None: no caching). A damaged file is built
@@ -506,7 +608,7 @@ def cached_binary(path: Path | None, stats: dict, build) -> bytes:
     data = build()
     stats["compiles"] += 1
     if path is not None:
-        _atomic_write(path, seal(data))
+        cache_write(path, seal(data))
     return data
 
 
@@ -524,24 +626,31 @@ def compile_library(source: str, name: str, extra_flags=(), tc: Toolchain | None
     if path.exists() and read_sealed(path) is not None:
         STATS["disk_hits"] += 1
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_temporaries(path.parent)
     t0 = time.perf_counter()
-    fd, tmp_src = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(name + "-"), suffix=".c")
-    tmp_so = tmp_src[:-2] + ".so"
+    tmp_src = tmp_so = ""
     try:
-        with os.fdopen(fd, "w") as f:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_temporaries(path.parent)
+        fd, tmp_src = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(name[:64] + "-"), suffix=".c")
+        tmp_so = tmp_src[:-2] + ".so"
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(source)
         cmd = list(tc.cmd) + list(tc.flags) + list(extra_flags) + ["-o", tmp_so, tmp_src, "-lm"]
         r = _run(cmd)
+        if r.returncode == TIMED_OUT:
+            raise CompileError(r.stderr.strip().removeprefix("tinykernels: "), kernel=name)
         if r.returncode != 0:
             raise _compile_error(name, source, r.stderr, tc, extra_flags)
         seal_file(tmp_so)
         os.replace(tmp_so, path)
+    except OSError as e:              # a full disk, a cache directory that became read-only
+        raise CompileError(f"could not write to the kernel cache {path.parent} "
+                           f"({type(e).__name__}: {e}); free some space or set TK_CACHE_DIR", kernel=name) from e
     finally:
         for p in (tmp_src, tmp_so):
             try:
-                os.unlink(p)
+                if p:
+                    os.unlink(p)
             except OSError:
                 pass
     STATS["compiles"] += 1

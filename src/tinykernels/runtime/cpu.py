@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
 from ..argcheck import debug_flag, int_arg
+from .forksafe import ForkSafeLock
 from ..globalreads import MISSING
 from ..tracebacks import USER_ERRORS, prepare as _filtered
 from ..errors import LaunchError
@@ -71,7 +71,7 @@ class Compiled:
 
 
 _LIBS: dict = {}          # explicit cache: library path -> loaded library (shared by instances)
-_LIBS_LOCK = threading.Lock()
+_LIBS_LOCK = ForkSafeLock()
 
 
 class CPUKernelInstance(KernelInstance):

@@ -10,12 +10,12 @@ launch in its own module.
 from __future__ import annotations
 
 import re
-import threading
 from typing import TypeVar
 
 import numpy as np
 
 from .. import dtypes as D
+from .forksafe import ForkSafeLock
 from .hostarray import _DL_CPU, Array, _is_torch
 from ..argcheck import debug_flag  # noqa: F401 (re-exported: the runtimes import it from here)
 from ..globalreads import stale
@@ -229,7 +229,7 @@ class DeviceKernelInstance(KernelInstance):
         self.name = kernel.name
         self._compiled: dict = {}
         self._checks: dict = {}           # id(ir) of a specialization -> its LaunchChecks
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
         self._cmask = kernel.cmask
         self._reads = kernel._reads
 

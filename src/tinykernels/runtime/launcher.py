@@ -12,6 +12,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,6 +23,12 @@ from .launchplan import value_key
 from .memspan import overlapping_axis
 
 _SRC = Path(__file__).with_name("_launch.c")
+
+#: The thread that forked this process (a forked child's only surviving thread), whose OpenMP
+#: pool (GCC's libgomp) is broken: launches from it run on one thread, as _launch.c's FORK_SAFE.
+_FORK_THREAD = [None]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _FORK_THREAD.__setitem__(0, threading.get_ident()))
 
 
 def _build_extension():
@@ -123,7 +130,7 @@ class PyLauncher:
                 buf[k] = int.from_bytes(np.float64(v).tobytes(), "little", signed=True)
             else:
                 buf[k] = v or 0
-        _entry(fnptr)(buf, nthreads)
+        _entry(fnptr)(buf, 1 if threading.get_ident() == _FORK_THREAD[0] else nthreads)   # see _launch.c: FORK_SAFE
 
     def fast(self, plans, cmask, nthreads, args, ndrange, wg):
         return None

@@ -31,6 +31,9 @@ Errors
       i.e. ``tk.synchronize(backend)``), once, unless :meth:`Event.wait` already raised it.
       If several jobs failed since the last synchronize, the first one's error is raised
       (the others stay available through their events).
+      ``tk.synchronize(backend)`` raises one error of all its streams', a job's own error rather
+      than a "did not run" / "waited for a failed event" ``LaunchError`` it caused on another
+      stream (that one's ``__cause__``), whatever order it visits the streams in.
 
     The exception raised is the job's original exception object (so ``except IndexError``
     works for debug-mode bounds errors), re-raised with the traceback it had in the worker
@@ -83,6 +86,12 @@ Threads and lifetime
     recently hold a thread. A worker drops each job (its closure, so the arrays of a launch)
     before completing its Event: once ``wait()`` or ``synchronize()`` returns, the stream
     holds no reference to that work's arguments.
+
+Fork
+    A forked child has only the thread that forked. Every stream gets a fresh queue, lock
+    and (lazily started) worker there; the jobs queued or running at the fork never complete
+    in the child, so their events complete with a ``tk.LaunchError`` (reported by
+    ``Event.wait`` and by the stream's next synchronize, once); new work runs.
 """
 from __future__ import annotations
 
@@ -99,6 +108,7 @@ import numpy as np
 
 from ..argcheck import timeout_arg
 from ..errors import LaunchError
+from .forksafe import ForkSafeLock
 
 __all__ = ["High", "Normal", "Low", "Event", "Stream", "StreamSet", "completed_event"]
 
@@ -208,6 +218,9 @@ class Event:
             return True
         check_recorded(self, "Event.wait")
         st = self._state
+        if st is not None and self._seq <= st.lost_upto:
+            self._finish(_lost_at_fork(st, self._seq))
+            return True
         if st is not None and st.worker_ident == threading.get_ident():
             raise RuntimeError(f"deadlock: a job of {st.label()} waits for {self!r}, "
                                "a later job of the same stream")
@@ -222,7 +235,10 @@ class Event:
     # -- public -------------------------------------------------------------------
     def done(self) -> bool:
         """True when the job has finished (successfully or with an error). Never blocks."""
-        return self._done
+        if self._done:
+            return True
+        st = self._state
+        return st is not None and self._seq <= st.lost_upto and self._block(0)   # pending at a fork: failed
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the job has finished; raise its exception (the first time only).
@@ -263,7 +279,7 @@ def completed_event() -> Event:
 class _StreamState:
     """What a stream shares with its worker thread (the worker never references the Stream)."""
     __slots__ = ("name", "priority", "queue", "lock", "thread", "worker_ident", "seq", "last",
-                 "failed", "stopped_by", "stopped_until", "__weakref__")
+                 "failed", "stopped_by", "stopped_until", "lost_upto", "__weakref__")
 
     def __init__(self, name: str, priority: int):
         self.name = name
@@ -277,6 +293,7 @@ class _StreamState:
         self.failed: list[Event] = []          # failed jobs since the last synchronize
         self.stopped_by: Event | None = None   # the failed job whose later jobs do not run ...
         self.stopped_until: int | None = None  # ... up to this job number (None: until reported)
+        self.lost_upto = 0                     # jobs up to this number were pending at a fork (a child)
 
     def label(self) -> str:
         return f"stream {self.name!r}" if self.name else f"stream@{id(self):x}"
@@ -443,8 +460,48 @@ def _synchronize(st: _StreamState, deadline: float | None = None) -> None:
         _reraise(first._exc, first._tb)
 
 
-def _stop(q: queue.SimpleQueue) -> None:
-    q.put(_STOP)
+def _consequence(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``LaunchError`` this module raised because of another job's error
+    (its ``__cause__``): work that did not run, or a wait for a failed event."""
+    return isinstance(exc, LaunchError) and exc.__cause__ is not None
+
+
+def _stop(st: _StreamState) -> None:
+    st.queue.put(_STOP)
+
+
+_ALL_STATES: "weakref.WeakSet[_StreamState]" = weakref.WeakSet()   # every stream's state (for fork)
+_ALL_LOCK = threading.Lock()
+
+
+def _lost_at_fork(st: _StreamState, seq: int) -> LaunchError:
+    return LaunchError(f"{st.label()} job #{seq} was still queued or running when the process forked: a forked "
+                       "child has none of its parent's worker threads, so that work never completes in the "
+                       "child and what it writes is undefined there (synchronize before forking)")
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the thread that forked: give every stream a fresh queue, lock and
+    (lazily started) worker, so new work runs; the jobs pending at the fork complete with a
+    ``LaunchError`` (``Event.wait``, and the stream's next synchronize, report it) instead of
+    waiting forever for a worker that does not exist here."""
+    global _ALL_LOCK, _report_lock
+    _ALL_LOCK = threading.Lock()
+    _report_lock = threading.Lock()
+    for st in list(_ALL_STATES):
+        st.lock = threading.Lock()
+        st.queue = queue.SimpleQueue()
+        st.thread = None
+        st.worker_ident = None
+        last = st.last
+        if last is not None and not last._done:
+            st.lost_upto = st.seq
+            last._finish(_lost_at_fork(st, last._seq))
+            st.failed.append(last)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Stream:
@@ -459,7 +516,9 @@ class Stream:
     def __init__(self, priority: int = Normal, name: str = ""):
         priority = stream_priority(priority)
         self._state = _StreamState(str(name), priority)
-        weakref.finalize(self, _stop, self._state.queue).atexit = False
+        weakref.finalize(self, _stop, self._state).atexit = False
+        with _ALL_LOCK:
+            _ALL_STATES.add(self._state)
 
     @property
     def priority(self) -> int:
@@ -524,7 +583,7 @@ class StreamSet:
     """
 
     def __init__(self):
-        self._lock = threading.Lock()
+        self._lock = ForkSafeLock()
         self._states: weakref.WeakSet[_StreamState] = weakref.WeakSet()
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._default: Stream | None = None
@@ -556,7 +615,9 @@ class StreamSet:
             return list(self._streams)
 
     def synchronize(self, timeout: float | None = None) -> None:
-        """Wait for all work on every stream of the set; then raise the first unreported error.
+        """Wait for all work on every stream of the set; then raise the first unreported error,
+        preferring a job's own error to a stream's "waited for a failed event" / "did not run"
+        error caused by it (streams are visited in no particular order).
 
         Raises ``TimeoutError`` if some work is still running after ``timeout`` seconds."""
         deadline = deadline_of(timeout)
@@ -567,7 +628,7 @@ class StreamSet:
             try:
                 _synchronize(st, deadline)
             except BaseException as e:  # noqa: BLE001 - finish waiting for the others first
-                if first is None:
+                if first is None or (_consequence(first) and not _consequence(e)):
                     first = e
         if first is not None:
             try:
