@@ -73,6 +73,22 @@ class ArrayInfo:
     const: bool = False
     contiguous: bool = True
     shape: tuple = ()            # static shape for local / private arrays
+    label: str = field(default="", compare=False)   # local / private: the kernel's variable name
+
+
+def debug_name(a: ArrayInfo) -> str:
+    """An array's entry in the debug-mode table of array names: a global array's parameter
+    name; a local or private array's ``_<space> array '<variable>'`` (the leading ``_`` marks
+    it; :func:`debug_phrase` turns either into the phrase an IndexError names)."""
+    if a.space == "global":
+        return a.name
+    return f"_{a.space} array" + (f" '{a.label}'" if a.label else "")
+
+
+def debug_phrase(name: str) -> str:
+    """The words an out-of-bounds message uses for a :func:`debug_name` entry:
+    ``array 'a'`` or ``local array 's'``."""
+    return name[1:] if name.startswith("_") else f"array '{name}'"
 
 
 # ----------------------------------------------------------------------------- expressions
