@@ -263,3 +263,23 @@ def test_debug_and_plain_builds_are_cached_apart(make):
         else:
             _shift(be)(_put(be, np.zeros(65, np.float32)), 1, ndrange=64)   # in bounds: runs
             _shift(be)(a, 0, ndrange=64)
+
+
+@tk.kernel
+def _window(y, x: tk.Const, o):
+    i = tk.index()
+    w = tk.private(tk.float32, 4)
+    for k in range(4):
+        w[k] = x[i]
+    y[i] = w[i % 4 + o]
+
+
+def test_jax_ffi_path_names_the_private_array():
+    jax = pytest.importorskip("jax")
+    import tinykernels.jax as tkjax
+    f = tkjax.jax_kernel(_window, outputs=["y"], backend=tk.CPU(debug=True))
+    x, y0 = jax.numpy.arange(8.0, dtype="float32"), jax.numpy.zeros(8, "float32")
+    np.testing.assert_array_equal(f(y0, x, o=0), np.arange(8.0))
+    with pytest.raises(Exception, match=r"kernel '_window' at .*:\d+: index 4 is out of bounds "
+                                        r"for private array 'w' with shape \(4,\)"):
+        jax.jit(lambda u, v: f(u, v, o=1))(y0, x).block_until_ready()
