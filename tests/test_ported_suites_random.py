@@ -142,6 +142,23 @@ def test_autodiff_replays_the_same_numbers(dev):
     np.testing.assert_array_equal(y.numpy(), x.numpy() * u)
 
 
+@pytest.mark.parametrize("dev", DEVS)
+def test_key_as_a_python_int_or_numpy_uint64(dev):
+    be = _backend(dev)
+    key, n = R.key(2024), 64
+    assert isinstance(key, np.uint64) and int(key) >= 1 << 32
+    u, nrm, bts = (tk.zeros(n, dt, backend=be) for dt in (tk.float32, tk.float32, tk.uint32))
+    _draw(be)(u, nrm, bts, key, ndrange=n)
+    want = R.bits(key, np.arange(n, dtype=np.uint64))
+    np.testing.assert_array_equal(bts.numpy(), want)
+    if dev == "WEBGPU":                 # Python ints are int32 there: a clear error naming the fix
+        with pytest.raises(tk.LaunchError, match="argument 'key'.*np.uint64"):
+            _draw(be)(u, nrm, bts, int(key), ndrange=n)
+    else:
+        _draw(be)(u, nrm, bts, int(key), ndrange=n)
+        np.testing.assert_array_equal(bts.numpy(), want)
+
+
 def test_host_api_argument_errors():
     with pytest.raises(TypeError, match="seed"):
         R.key(1.5)
