@@ -50,7 +50,7 @@ def test_asarray_round_trips_every_dtype(dev, dt):
 
 
 @pytest.mark.parametrize("dev", DEVS)
-def test_zero_d_fortran_and_bfloat16(dev):
+def test_zero_d_fortran_and_unsupported_dtypes(dev):
     be = tk.backend(dev)
     z = tk.asarray(np.float32(3.5), backend=be)
     assert z.shape == () and z.numpy().shape == () and z.numpy() == 3.5
@@ -59,12 +59,16 @@ def test_zero_d_fortran_and_bfloat16(dev):
     np.testing.assert_array_equal(a.numpy(), f)
     _inc2(be)(a, ndrange=(3, 4))
     np.testing.assert_array_equal(a.numpy(), np.arange(12).reshape(3, 4) + 1)
-    torch = pytest.importorskip("torch")
-    h = tk.asarray(torch.arange(6, dtype=torch.bfloat16), backend=be)
-    assert str(h.dtype) == "bfloat16" and h.numpy().astype(np.float32).tolist() == list(range(6))
     for bad in (np.ones(3, np.complex64), np.array([object()]), "abc"):
         with pytest.raises(TypeError, match="not supported"):
             tk.asarray(bad, backend=be)
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_asarray_of_a_torch_bfloat16_tensor(dev):
+    torch = pytest.importorskip("torch")
+    h = tk.asarray(torch.arange(6, dtype=torch.bfloat16), backend=tk.backend(dev))
+    assert str(h.dtype) == "bfloat16" and h.numpy().astype(np.float32).tolist() == list(range(6))
 
 
 @pytest.mark.parametrize("dev", HOST)
