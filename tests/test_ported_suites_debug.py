@@ -268,6 +268,28 @@ def test_debug_and_plain_builds_are_cached_apart(make):
 
 
 @tk.kernel
+def _unsigned(a, b):
+    i = tk.index()
+    a[tk.uint32(i) - tk.uint32(1)] = 1.0
+    b[1, tk.uint32(i) - tk.uint32(1)] = 1.0
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_an_unsigned_index_is_reported_as_its_value(dev):
+    """uint32 0 - 1 is 4294967295 (out of bounds), not -1: WebGPU's 32-bit signed error slots
+    held it as -1 until the debug word marked unsigned slots (ir/nodes.OOB_UNSIGNED)."""
+    be = _backend(dev)
+    _raises(lambda: _unsigned(be)(_zeros(be, 8), _zeros(be, (2, 8)), ndrange=8), "index 4294967295 ",
+            "shape (8,)")
+
+    @tk.kernel
+    def second(b):
+        i = tk.index()
+        b[1, tk.uint32(i) - tk.uint32(1)] = 1.0
+    _raises(lambda: second(be)(_zeros(be, (2, 8)), ndrange=8), "index (1, 4294967295)", "shape (2, 8)")
+
+
+@tk.kernel
 def _window(y, x: tk.Const, o):
     i = tk.index()
     w = tk.private(tk.float32, 4)

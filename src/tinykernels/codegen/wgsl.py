@@ -2021,6 +2021,10 @@ class WGSLRenderer:
         parts, nd = oob_slots(ix, ns, "0i", "1i", lambda i, n: f"({i} >= 0i && {i} < {n})",
                               lambda c, x, y: f"select({y}, {x}, {c})")
         nd = nd.replace(" + 16 * ", "i + 16i * ") if len(idx) > 3 else f"{nd}i"
+        uns = [ctype(i.ty) == "u32" for i in idx]     # a u32 index past 2**31 reaches tk_oob negative:
+        mask = uns[0] + 2 * (len(uns) > 1 and uns[1]) + 4 * (len(uns) > 2 and all(uns[2:]))
+        if mask:                                      # the host adds 2**32 back (runtime.base)
+            nd = f"{nd} + {N.OOB_UNSIGNED * mask}i"
         return f"tk_oob({N.site_id(self.k, loc)}i, {self.array_ids.index(N.debug_name(a))}i, {nd}, {', '.join(parts)})"
 
     def load(self, a: N.ArrayInfo, off: str) -> str:

@@ -85,6 +85,10 @@ def debug_name(a: ArrayInfo) -> str:
     return f"_{a.space} array" + (f" '{a.label}'" if a.label else "")
 
 
+OOB_UNSIGNED = 256   # debug buffers' ``nd`` word: bit ``OOB_UNSIGNED << d`` marks slot d's index as a
+#                      32-bit unsigned value stored in a signed 32-bit slot (WebGPU)
+
+
 def debug_phrase(name: str) -> str:
     """The words an out-of-bounds message uses for a :func:`debug_name` entry:
     ``array 'a'`` or ``local array 's'``."""

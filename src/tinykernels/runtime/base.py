@@ -189,7 +189,10 @@ def _check_debug(c, name: str) -> None:
     c.lib.tk_get_error(buf)
     if buf[0]:
         c.lib.tk_clear_error()
-        site, arr, nd = buf[1], buf[2], buf[3]
+        site, arr, nd = buf[1], buf[2], buf[3] % N.OOB_UNSIGNED
+        for d in range(3):                  # a u32 index that a 32-bit slot holds as negative
+            if buf[3] // N.OOB_UNSIGNED >> d & 1 and buf[4 + 2 * d] < 0:
+                buf[4 + 2 * d] += 1 << 32
         where = f"kernel '{name}' at {N.site_text(c.sites[site]) if 0 <= site < len(c.sites) else '?'}"
         if arr == -1:       # codegen clike/wgsl zero_step_check
             raise ValueError(f"{where}: range() step is zero (the loop runs no iteration outside check and debug mode)")
