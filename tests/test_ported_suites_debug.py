@@ -268,6 +268,20 @@ def test_debug_and_plain_builds_are_cached_apart(make):
 
 
 @tk.kernel
+def _underscored(_a, n: int):
+    i = tk.index()
+    _a[i + n] = 1.0
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_a_parameter_named_with_an_underscore_is_named(dev):
+    """Before the debug table marked local arrays with '@', a global array whose name began
+    with '_' was reported as 'local/private array'."""
+    be = _backend(dev)
+    _raises(lambda: _underscored(be)(_zeros(be, 4), 1, ndrange=4), "array '_a' with shape (4,)")
+
+
+@tk.kernel
 def _unsigned(a, b):
     i = tk.index()
     a[tk.uint32(i) - tk.uint32(1)] = 1.0
