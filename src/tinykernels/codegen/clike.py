@@ -356,13 +356,13 @@ class CLikeRenderer:
         """Debug mode: a call that reports an out-of-bounds index (and returns 0), or None."""
         if not self.k.debug:
             return None
-        if a.name not in self.array_ids:
-            self.array_ids.append(a.name)
+        if N.debug_name(a) not in self.array_ids:
+            self.array_ids.append(N.debug_name(a))
         ix = [f"(int64_t)({self.expr(i)})" for i in idx]
         ns = [f"(int64_t){self.shape(a, k)}" for k in range(len(idx))]
         parts, nd = oob_slots(ix, ns, "0", "1", lambda i, n: f"({i} >= 0 && {i} < {n})",
                               lambda c, x, y: f"({c} ? {x} : {y})")
-        return (f"tk_oob({self.oob_prefix}{N.site_id(self.k, loc)}, {self.array_ids.index(a.name)}, {nd}, "
+        return (f"tk_oob({self.oob_prefix}{N.site_id(self.k, loc)}, {self.array_ids.index(N.debug_name(a))}, {nd}, "
                 f"{', '.join(parts)})")
 
     oob_prefix = ""     # extra leading argument of tk_oob (an error buffer on devices)

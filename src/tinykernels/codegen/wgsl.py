@@ -2059,15 +2059,19 @@ class WGSLRenderer:
     def bounds_check(self, a: N.ArrayInfo, idx: list, loc: N.Loc):
         if not self.k.debug:
             return None
-        if a.name not in self.array_ids:
-            self.array_ids.append(a.name)
+        if N.debug_name(a) not in self.array_ids:
+            self.array_ids.append(N.debug_name(a))
         ix = [f"({self.as_i32(i)})" for i in idx]
         ns = [f"tk_a.{self.array_name(a)}_sh{k}" if a.space == "global" else f"{a.shape[k]}i"
               for k in range(len(idx))]
         parts, nd = oob_slots(ix, ns, "0i", "1i", lambda i, n: f"({i} >= 0i && {i} < {n})",
                               lambda c, x, y: f"select({y}, {x}, {c})")
         nd = nd.replace(" + 16 * ", "i + 16i * ") if len(idx) > 3 else f"{nd}i"
-        return f"tk_oob({N.site_id(self.k, loc)}i, {self.array_ids.index(a.name)}i, {nd}, {', '.join(parts)})"
+        uns = [ctype(i.ty) == "u32" for i in idx]     # a u32 index past 2**31 reaches tk_oob negative:
+        mask = uns[0] + 2 * (len(uns) > 1 and uns[1]) + 4 * (len(uns) > 2 and all(uns[2:]))
+        if mask:                                      # the host adds 2**32 back (runtime.base)
+            nd = f"{nd} + {N.OOB_UNSIGNED * mask}i"
+        return f"tk_oob({N.site_id(self.k, loc)}i, {self.array_ids.index(N.debug_name(a))}i, {nd}, {', '.join(parts)})"
 
     def load(self, a: N.ArrayInfo, off: str) -> str:
         name, d = self.array_name(a), a.dtype

@@ -99,9 +99,9 @@ _DEBUG = """\
                 snprintf(shp + ls, sizeof shp - ls, d ? ", %lld" : "%lld", (long long)e[5 + 2 * d]);
             }}
             snprintf(msg, sizeof msg, "kernel '{name}' at %s: index %s%s%s is out of bounds for "
-                     "array '%s' with shape (%s%s)", e[1] >= 0 && e[1] < {nsites} ? sites[e[1]] : "?",
+                     "%s with shape (%s%s)", e[1] >= 0 && e[1] < {nsites} ? sites[e[1]] : "?",
                      nd > 1 ? "(" : "", idx, nd > 1 ? ")" : "",
-                     e[2] >= 0 && e[2] < {nnames} ? names[e[2]] : "local/private array", shp, nd == 1 ? "," : "");
+                     e[2] >= 0 && e[2] < {nnames} ? names[e[2]] : "array '?'", shp, nd == 1 ? "," : "");
             return tk_xla_fail(cf->api, XLA_FFI_Error_Code_OUT_OF_RANGE, msg);
         }}
     }}
@@ -144,7 +144,7 @@ def render_handler(name: str, layout: list, sources: dict, nargs: int, nrets: in
             nslots = pos + 1
     dbg = ""
     if debug:
-        names = ", ".join(f'"{_c_string(n if not n.startswith("_") else "local/private array")}"'
+        names = ", ".join(f'"{_c_string(N.debug_phrase(n))}"'
                           for n in array_names) or '""'
         texts = ", ".join(f'"{_c_string(N.site_text(loc))}"' for loc in sites) or '""'
         dbg = _DEBUG.format(names=names, nnames=len(array_names), name=_c_string(name), sites=texts,

@@ -362,6 +362,8 @@ class Lowerer:
                     parts.append(v)
             fr.bind[name] = tuple(parts)
         elif isinstance(value, (N.ArrayInfo, DTypeVal, PyObj)):
+            if isinstance(value, N.ArrayInfo) and value.space != "global" and not value.label:
+                value.label = name          # what debug messages call `s = tk.localmem(...)`
             fr.bind[name] = value
         elif isinstance(value, N.Expr):
             vn = self.local_name(name)

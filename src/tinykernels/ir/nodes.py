@@ -73,6 +73,26 @@ class ArrayInfo:
     const: bool = False
     contiguous: bool = True
     shape: tuple = ()            # static shape for local / private arrays
+    label: str = field(default="", compare=False)   # local / private: the kernel's variable name
+
+
+def debug_name(a: ArrayInfo) -> str:
+    """An array's entry in the debug-mode table of array names: a global array's parameter
+    name; a local or private array's ``@<space> array '<variable>'`` (``@``, which no Python
+    name holds, marks it; :func:`debug_phrase` turns either into the phrase an IndexError names)."""
+    if a.space == "global":
+        return a.name
+    return f"@{a.space} array" + (f" '{a.label}'" if a.label else "")
+
+
+OOB_UNSIGNED = 256   # debug buffers' ``nd`` word: bit ``OOB_UNSIGNED << d`` marks slot d's index as a
+#                      32-bit unsigned value stored in a signed 32-bit slot (WebGPU)
+
+
+def debug_phrase(name: str) -> str:
+    """The words an out-of-bounds message uses for a :func:`debug_name` entry:
+    ``array 'a'`` or ``local array 's'``."""
+    return name[1:] if name.startswith("@") else f"array '{name}'"
 
 
 # ----------------------------------------------------------------------------- expressions

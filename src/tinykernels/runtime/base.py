@@ -189,22 +189,24 @@ def _check_debug(c, name: str) -> None:
     c.lib.tk_get_error(buf)
     if buf[0]:
         c.lib.tk_clear_error()
-        site, arr, nd = buf[1], buf[2], buf[3]
+        site, arr, nd = buf[1], buf[2], buf[3] % N.OOB_UNSIGNED
+        for d in range(3):                  # a u32 index that a 32-bit slot holds as negative
+            if buf[3] // N.OOB_UNSIGNED >> d & 1 and buf[4 + 2 * d] < 0:
+                buf[4 + 2 * d] += 1 << 32
         where = f"kernel '{name}' at {N.site_text(c.sites[site]) if 0 <= site < len(c.sites) else '?'}"
         if arr == -1:       # codegen clike/wgsl zero_step_check
             raise ValueError(f"{where}: range() step is zero (the loop runs no iteration outside check and debug mode)")
-        aname = c.array_names[arr] if 0 <= arr < len(c.array_names) else "?"
-        aname = aname if not aname.startswith("_") else "local/private array"
+        what = N.debug_phrase(c.array_names[arr]) if 0 <= arr < len(c.array_names) else "array '?'"
         if nd > 15:         # more than three dimensions: the buffer holds axes 0, 1 and the bad one
             nd, axis = nd & 15, nd >> 4
             axis = next((d for d in (0, 1) if not 0 <= buf[4 + 2 * d] < buf[5 + 2 * d]), axis)
             i, n = buf[4 + 2 * min(axis, 2)], buf[5 + 2 * min(axis, 2)]
             raise IndexError(f"{where}: index {i} along axis {axis} of a {nd}-dimensional index is out of "
-                             f"bounds for array '{aname}', whose extent along axis {axis} is {n}")
+                             f"bounds for {what}, whose extent along axis {axis} is {n}")
         idx = tuple(buf[4 + 2 * d] for d in range(nd))
         shape = tuple(buf[5 + 2 * d] for d in range(nd))
         raise IndexError(f"{where}: index {idx if nd > 1 else idx[0]} is out of "
-                         f"bounds for array '{aname}' with shape {shape}")
+                         f"bounds for {what} with shape {shape}")
 
 
 def _fits32(args, geom) -> bool:

@@ -428,7 +428,8 @@ class WGPUKernelInstance(DeviceKernelInstance):
         # Python ints are int32 here (an int is no array, so this check may come first)
         if kind != "constexpr" and isinstance(a, int) and not isinstance(a, bool) and not _I32[0] <= a <= _I32[1]:
             raise LaunchError(f"kernel '{self.name}': argument '{name}' = {a} does not fit in 32 bits "
-                              "(Python ints are int32 on WebGPU)")
+                              "(Python ints are int32 on WebGPU; a tk.random key is passed as the "
+                              "np.uint64 that tk.random.key/split return)")
         return super()._normalize(a, name, kind)
 
     def _specs(self, args, wg):
