@@ -221,18 +221,23 @@ class Lowerer:
             raise self.err(fdef, "kernels take plain positional parameters only (no defaults, *args or **kwargs)")
         for a in args.args:
             spec = self.specs[a.arg]
+            dt = self.param_dtype(a)
             if isinstance(spec, ArraySpec):
+                self.check_array_annotation(a, dt, spec.dtype)
                 info = N.ArrayInfo(a.arg, spec.dtype, spec.ndim, "global", spec.const, spec.contiguous)
                 frame.bind[a.arg] = info
                 self.params.append(("array", info))
             elif isinstance(spec, ScalarSpec):
-                if a.arg in frame.local_names:   # a reassigned parameter becomes a local copy
+                arg = N.Arg(spec.ty, self.loc(a), a.arg)
+                if a.arg in frame.local_names or dt is not None:
+                    # a reassigned or dtype-annotated parameter becomes a local copy; `n: tk.int32`
+                    # casts the argument, as the annotated assignment `n: tk.int32 = n` does
                     v = self.fresh(a.arg)
                     self.names[v] = a.arg
                     frame.bind[a.arg] = FuncBinding(v)
-                    self.assign_var(v, N.Arg(spec.ty, self.loc(a), a.arg), a)
+                    self.assign_var(v, arg if dt is None else self.cast(arg, Ty(dt), explicit=True), a)
                 else:
-                    frame.bind[a.arg] = N.Arg(spec.ty, self.loc(a), a.arg)
+                    frame.bind[a.arg] = arg
                 self.params.append(("scalar", a.arg, spec.ty))
             else:
                 frame.bind[a.arg] = self.py_value(spec.value, a)
@@ -240,6 +245,23 @@ class Lowerer:
         for s in fdef.body:
             self.stmt(s)
         return self.out
+
+    def param_dtype(self, a: ast.arg):
+        """The dtype a kernel or @tk.func parameter is annotated with (``n: tk.int32``), else
+        None (no annotation, ``tk.Const``, ``tk.constexpr`` or any other Python hint)."""
+        if a.annotation is None:
+            return None
+        try:
+            ann = self.expr(a.annotation)
+        except CompileError:
+            return None
+        return ann.dtype if isinstance(ann, DTypeVal) else None
+
+    def check_array_annotation(self, a: ast.arg, dt, got) -> None:
+        """An array passed for a parameter annotated with a dtype must have that dtype."""
+        if dt is not None and dt != got:
+            raise self.err(a, f"parameter '{a.arg}' is annotated {dt.name} but receives an array "
+                              f"of {got.name}; pass a {dt.name} array or remove the annotation")
 
     # --- locals -------------------------------------------------------------------------
 
@@ -1106,7 +1128,12 @@ class Lowerer:
         self.stack.append(fr)
         self.calls.append(func)
         try:
-            for p, v, a in zip(params, argvals, argnodes):
+            for p, v, a, parg in zip(params, argvals, argnodes, fdef.args.args):
+                dt = self.param_dtype(parg)
+                if isinstance(v, N.ArrayInfo):
+                    self.check_array_annotation(parg, dt, v.dtype)
+                elif dt is not None and not isinstance(v, (DTypeVal, PyObj, tuple)):
+                    v = self.cast(self.as_expr(v, a), Ty(dt), explicit=True)   # `t: tk.float32` casts
                 if isinstance(v, (N.ArrayInfo, DTypeVal, PyObj)):
                     fr.bind[p] = v
                 elif isinstance(v, N.Const) and p not in fr.local_names:

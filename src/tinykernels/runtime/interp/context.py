@@ -136,7 +136,7 @@ HELPERS = {"__tk_add": O.op_add, "__tk_sub": O.op_sub, "__tk_mul": O.op_mul, "__
            "__tk_floordiv": O.op_floordiv, "__tk_mod": O.op_mod, "__tk_pow": O.op_pow, "__tk_powc": O.op_powc, "__tk_fold": O.fold,
            "__tk_lshift": O.op_lshift, "__tk_rshift": O.op_rshift, "__tk_neg": O.op_neg, "__tk_inv": O.op_inv,
            "__tk_and": O.op_and, "__tk_or": O.op_or, "__tk_xor": O.op_xor,
-           "__tk_truth": builtins.bool, "__tk_bool": np.bool_, "__tk_augitem": O.aug_item, "__tk_annot": O.annotate,
+           "__tk_truth": builtins.bool, "__tk_bool": np.bool_, "__tk_augitem": O.aug_item, "__tk_annot": O.annotate, "__tk_annot_param": O.annotate_param,
            RETURNED: RETURNED_VALUE}
 
 

@@ -601,6 +601,14 @@ def annotate(ann, value):
         return value
 
 
+def annotate_param(ann, value):
+    """A parameter annotated with a dtype (``n: tk.int32``): a scalar argument is cast; an array
+    is passed as is (the frontend check refuses one of another dtype)."""
+    if hasattr(value, "shape") and not isinstance(value, np.generic):
+        return value
+    return annotate(ann, value)
+
+
 # ----------------------------------------------------------------------------- builtins
 
 def to_int(x) -> int:

@@ -101,6 +101,16 @@ def _has_contents(cell) -> bool:
         return False
 
 
+def _param_cast(a: ast.arg, rw) -> ast.stmt | None:
+    """``n = __tk_annot_param(T, n)`` for a parameter annotated with anything but
+    ``tk.constexpr``/``tk.Const``: a dtype annotation casts a scalar argument, as the compiler does."""
+    if a.annotation is None or rw.resolve(a.annotation) in (None, lang.constexpr, lang.Const):
+        return None
+    call = ast.Call(ast.Name("__tk_annot_param", ast.Load()), [a.annotation, ast.Name(a.arg, ast.Load())], [])
+    stmt = ast.Assign([ast.Name(a.arg, ast.Store())], call)
+    return ast.fix_missing_locations(ast.copy_location(stmt, a))
+
+
 def _transform(fn, kernel: bool) -> Transformed:
     if fn.__code__ in _ACTIVE:
         raise CompileError(f"recursive call of @tk.func '{fn.__name__}' (recursion is not supported)",
@@ -126,10 +136,11 @@ def _transform(fn, kernel: bool) -> Transformed:
         rw = _Rewriter(fn, fdef, kernel, fn.__code__.co_filename)
         fdef.decorator_list = []
         fdef.returns = None
+        prologue = [_param_cast(a, rw) for a in fdef.args.args]
         for a in fdef.args.args + fdef.args.posonlyargs + fdef.args.kwonlyargs:
             a.annotation = None
         fdef.body = [rw.visit(s) for s in fdef.body]
-        fdef.body = [s for s in fdef.body if s is not None] or [ast.Pass()]
+        fdef.body = [s for s in prologue if s is not None] + [s for s in fdef.body if s is not None] or [ast.Pass()]
         code = _compile(fn, fdef)
         return Transformed(fn, code, rw.is_gen, rw.funcs, f"__tk_func_{next(_func_ids)}")
     finally:
