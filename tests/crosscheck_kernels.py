@@ -151,6 +151,16 @@ def private_indexed(y, x: tk.Const, idx: tk.Const):
     y[i] = s
 
 
+@tk.kernel
+def guarded(y, x: tk.Const):
+    i = tk.index()
+    v = x[i]
+    if v > 0.0:
+        y[i] = math.sqrt(v) + 1.0 / v
+    else:
+        y[i] = v * v
+
+
 @tk.func
 def f_inner(a, b):
     return math.exp(math.tanh(a)) * b
@@ -194,6 +204,7 @@ CASES = [
     ("pow_off_zero", pow_at_zero, [np.zeros(8), np.array([0.5, -1.5, 2.0, 1.5, -0.5, 0.25, 0.7, -2.0]),
                                    np.array([0.0, 2.0, 1.0, 0.5, 3.0, 1.5, 2.5, -1.0])], 8, None),
     ("private_indexed", private_indexed, [np.zeros(10), _r(10), _IDX], 10, None),
+    ("guarded", guarded, [np.zeros(8), np.array([0.0, -1.0, 0.5, 2.0, -0.0, 1e-3, -3.0, 0.0])], 8, None),
     ("func_chain", func_chain, [np.zeros(9), _r(9), 0.8], 9, None),
 ]
 
