@@ -228,6 +228,24 @@ def _is_true(m) -> bool:
     return not _is_traced(m) and bool(np.all(m))
 
 
+def _grad_in_lanes(v, active):
+    """A float value read under the mask ``active``, differentiated only in the active lanes.
+
+    Masked-out lanes (an ``if`` not taken, items past the ndrange) still compute, on values
+    the kernel never sees there (locals are 0 in lanes that never assigned them), and their
+    results are dropped by ``where``; but their cotangent, 0, times an infinite partial there
+    (``1 / s`` at ``s == 0``, ``sqrt`` at 0) is NaN, which a load's transposed gather added
+    into a real array element (a softmax row's ``x[0, 0]`` had a NaN gradient). Each read
+    passes through ``where(active, v, stop_gradient(v))``: the same value, and the select's
+    transpose zeroes the masked-out lanes' cotangents (JAX's "double where")."""
+    if _is_true(active) or not _is_traced(v) or np.dtype(v.dtype).kind != "f":
+        return v
+    if np.ndim(v) not in (0, np.ndim(active)) or (np.ndim(v) and np.shape(v) != np.shape(active)):
+        return v
+    import jax
+    return _jnp().where(active, v, jax.lax.stop_gradient(v))
+
+
 # ----------------------------------------------------------------------------- the launch geometry
 
 class Geometry:
@@ -641,7 +659,7 @@ class _Run:
         v = self.st.get("v:" + e.name)
         if v is None:                  # read before any lane assigned it (masked-out lanes only)
             return np.zeros((), _np_dtype(e.ty.dtype))[()]
-        return _astype(v, _np_dtype(e.ty.dtype))
+        return _grad_in_lanes(_astype(v, _np_dtype(e.ty.dtype)), active)
 
     def e_Arg(self, e, active):
         return _astype(self.scalars[e.name], _np_dtype(e.ty.dtype))
@@ -689,7 +707,7 @@ class _Run:
         off = self.offset(a, e.index, active)
         jnp = _jnp()
         v = flat.at[jnp.asarray(off)].get(mode="fill", fill_value=0)
-        return _astype(v, _np_dtype(e.ty.dtype))
+        return _grad_in_lanes(_astype(v, _np_dtype(e.ty.dtype)), active)
 
     def e_BinOp(self, e, active):
         d = e.ty.dtype

@@ -1,0 +1,114 @@
+"""tk.autodiff cross-checked (SPEC 7, 11): reverse and forward mode against jax.vjp / jax.jvp of
+the same kernel raised into JAX operations (an independent derivative), and the adjoint identity
+<u, J v> == <J^T u, v> between tk.autodiff's two modes, on hand-written classics
+(tests/crosscheck_kernels.py) and on the fuzzer's gradient kernels
+(src/tinykernels/testing/adcross.py is the checker)."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import tinykernels as tk
+from tinykernels.testing.adcross import crosscheck, tk_reverse
+
+import crosscheck_kernels as ck
+
+HAS_JAX = importlib.util.find_spec("jax") is not None
+needs_jax = pytest.mark.skipif(not HAS_JAX, reason="jax is not installed")
+
+#: kernels whose raised form JAX cannot reverse (a data-dependent trip count is a while loop):
+#: forward mode is still compared
+WHILE_LOOPS = {"data_trip_for", "data_trip_while"}
+
+
+def _args(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+@pytest.mark.parametrize("case", ck.CASES + [ck.TIE_CASE, ck.POW_CASE], ids=lambda c: c[0])
+def test_adjoint_identity(case):
+    """<u, J v> == <J^T u, v> between forward and reverse mode (float scalars included)."""
+    name, k, args, nd, wg = case
+    fs = crosscheck(k, _args(args), nd, wg, backend="INTERP", seed=3, jax=False)
+    assert fs == [], fs
+
+
+@needs_jax
+@pytest.mark.parametrize("case", ck.CASES, ids=lambda c: c[0])
+def test_against_jax_of_the_raised_kernel(case):
+    name, k, args, nd, wg = case
+    fs = crosscheck(k, _args(args), nd, wg, backend="INTERP", seed=5)
+    unraised = [f for f in fs if f.kind == "unraised"]
+    assert [f for f in fs if f.mismatch] == [], fs
+    assert bool(unraised) == (name in WHILE_LOOPS), unraised
+
+
+@needs_jax
+def test_raised_kernel_gradient_has_no_nan_from_masked_lanes():
+    """jax.grad of a raised kernel: lanes an 'if' masks out (and lanes past the ndrange, whose
+    locals are 0) compute 1/v and sqrt(v) at v <= 0 too; their cotangent 0 times the infinite
+    or NaN partial was NaN, added into x by the load's transpose (ad18: a softmax row's
+    x[0, 0], and here every x <= 0). Now 0, as tk.autodiff and finite differences say."""
+    import jax
+    import jax.numpy as jnp
+    from tinykernels.jax import raise_kernel
+    x = np.array([0.0, -1.0, 0.5, 2.0, -0.0, 1e-3, -3.0, 0.0])
+    g = raise_kernel(ck.guarded, outputs=["y"], ndrange=7)
+    with jax.enable_x64(True):
+        got = np.asarray(jax.grad(lambda x_: jnp.sum(g(jnp.zeros(8), x_)))(jnp.asarray(x)))
+    pos = x > 0
+    want = np.where(pos, 0.5 / np.sqrt(np.where(pos, x, 1.0)) - 1.0 / np.where(pos, x, 1.0) ** 2, 2 * x)
+    want[7] = 0.0                                     # past the ndrange
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    sm = raise_kernel(ck.softmax_row, outputs=["y"], ndrange=2)
+    xs = np.random.default_rng(0).uniform(-3, 3, (2, 5))
+    w = np.arange(10.0).reshape(2, 5)
+    with jax.enable_x64(True):
+        got = np.asarray(jax.grad(lambda x_: jnp.sum(sm(jnp.zeros((2, 5)), x_) * w))(jnp.asarray(xs)))
+    p = np.exp(xs - xs.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(got, p * (w - (p * w).sum(1, keepdims=True)), rtol=1e-12, atol=1e-15)
+
+
+def test_kinks_at_ties_follow_the_documented_conventions():
+    """At x == x2 (and x == 0) JAX's raised min/max/abs pick a side; tk.autodiff keeps its own
+    conventions (docs/autodiff.md): a tie of max/min gives half to each operand, abs has 0 at 0,
+    a comparison that is false at the tie takes the else branch. y = 1.5 max(x, x2) +
+    1.5 min(2x, 2x2) + |x - x2| + |x| + (x if x > x2 else 3 x2)."""
+    name, k, args, nd, wg = ck.TIE_CASE
+    x = args[1]
+    u = {0: np.ones(8), 1: np.zeros(8), 2: np.zeros(8)}
+    inst = k(tk.backend("INTERP"))
+    (jtu, _) = tk_reverse(lambda *a: inst(*a, ndrange=nd), _args(args), u, tk.backend("INTERP"))
+    np.testing.assert_array_equal(jtu[1], 1.5 * 0.5 + 1.5 * 2 * 0.5 + 0.0 + np.sign(x))
+    np.testing.assert_array_equal(jtu[2], 1.5 * 0.5 + 1.5 * 2 * 0.5 + 0.0 + 3.0)
+    np.testing.assert_array_equal(jtu[0], 0.0)       # the output's seed is consumed
+
+
+def test_pow_at_zero_follows_the_documented_conventions():
+    """x ** e at x == 0: d/dx = 0 where e == 0, d/dx = e x**(e-1) (0 for e > 1, e for e == 1),
+    d/de = 0 (not 0 * log 0); y = x ** e + pow(x, 2) + x ** 0 * e."""
+    name, k, args, nd, wg = ck.POW_CASE
+    x, e = args[1], args[2]
+    u = {0: np.ones(8), 1: np.zeros(8), 2: np.zeros(8)}
+    inst = k(tk.backend("INTERP"))
+    (jtu, _) = tk_reverse(lambda *a: inst(*a, ndrange=nd), _args(args), u, tk.backend("INTERP"))
+    with np.errstate(all="ignore"):
+        dx = np.where(e == 0, 0.0, e * x ** (e - 1)) + 2 * x
+        de = np.where(x == 0, 0.0, np.log(np.where(x > 0, x, 1.0)) * x ** e) + 1.0
+    np.testing.assert_allclose(jtu[1], dx, rtol=1e-14)
+    np.testing.assert_allclose(jtu[2], de, rtol=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(85000000, 85000006))
+def test_fuzz_gradient_kernels_adjoint_identity(seed):
+    """A few of gradgen's kernels (the runs over thousands: docs/autodiff.md, "Cross-checked")."""
+    from tinykernels.testing.fuzz.basics import load_kernel
+    from tinykernels.testing.fuzz.gradgen import generate_grad
+    case = generate_grad(seed, local=0.3)
+    k = load_kernel(case.source, case.kname)
+    args = [a.value.copy() if isinstance(a.value, np.ndarray) else a.value for a in case.args]
+    fs = crosscheck(k, args, case.ndrange, case.workgroupsize, backend="INTERP", seed=seed, jax=HAS_JAX)
+    assert [f for f in fs if f.mismatch] == [], fs
