@@ -456,9 +456,19 @@ class Lowerer:
         self.names[name] = s.target.id
         old = self.types.get(name)
         self.types[name] = t if old is None else D.promote(old, t, self.opts.default_float, self.opts.default_int)
+        final = self.prev.get(name, self.types[name])
         self.frame.bind[s.target.id] = FuncBinding(name)
         body = self.loop_body(s)
-        self.emit(N.For(self.loc(s), name, start, stop, step, body))
+        loc = self.loc(s)
+        if final.dtype != t.dtype:
+            # the variable's type (the promotion of everything assigned to it, e.g. uint8 from an
+            # earlier loop) is not range()'s: count in range()'s type, so the trip count is
+            # Python's, and assign the variable each value converted (fuzz18 'for-var-retyped')
+            ctr = self.fresh("for")
+            self.types[ctr] = t
+            body = [N.Assign(loc, name, self.cast(N.Var(t, loc, ctr), final))] + body
+            name = ctr
+        self.emit(N.For(loc, name, start, stop, step, body))
 
     def s_While(self, s):
         if s.orelse:

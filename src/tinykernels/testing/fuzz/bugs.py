@@ -397,4 +397,11 @@ FIXED_BUGS = {
                              "which no C compiler knows: the infinity test ran before the rounding to float32 "
                              "(found by the WebGPU profile's CPU32 reference, seeds 44001005 and 44001012)",
         "fixed: clike.const rounds to float32 first, then renders +-INFINITY (codegen/clike.py)"),
+    'for-var-retyped': ("every backend: a `for` variable whose type (the promotion of everything assigned to "
+                        "it) is not its range()'s, e.g. `j` of `for j in range(n - 1)` with a uint8 `n` reused "
+                        "by `for j in range(m)` with a Python int `m`, counted the loop in the variable's type: "
+                        "`m = -2` ran 254 iterations, `m = 300` 44 (range()'s bounds cast to uint8; found "
+                        "writing fuzz18's trip-count statements, `--edges`)",
+        "fixed: such a loop counts in range()'s own type in a hidden counter and assigns the variable each "
+        "value converted (frontend/lower.py s_For); the trip count is Python's on every backend"),
 }
