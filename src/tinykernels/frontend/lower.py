@@ -154,6 +154,26 @@ def _single_top_level_names(fdef: ast.FunctionDef) -> set:
     return {n for n in top if counts[n] == 1 and n not in params}
 
 
+def _holds(d: D.DType, r: D.DType) -> bool:
+    """Whether integer (or bool) type ``d`` represents every value of integer type ``r``."""
+    if not d.is_int:
+        return False
+    if r.kind == "b":
+        return True
+    if d.kind == "u":
+        return r.kind == "u" and d.bits >= r.bits
+    return d.bits > r.bits or (r.kind == "i" and d.bits == r.bits)
+
+
+def _counts_exactly(var: D.DType, rng: D.DType, bounds) -> bool:
+    """Whether a ``range`` loop of type ``rng`` may count in its variable's type ``var`` (the
+    codegen does): every value of ``rng`` fits in ``var``, or the bounds are constants that do."""
+    if var == rng or _holds(var, rng):
+        return True
+    return var.is_int and all(isinstance(b, N.Const) and isinstance(b.value, (int, np.integer))
+                              and not isinstance(b.value, bool) and D.fits(int(b.value), var) for b in bounds)
+
+
 class Lowerer:
     """One typing pass over a kernel; see :func:`lower_kernel`."""
 
@@ -460,7 +480,7 @@ class Lowerer:
         self.frame.bind[s.target.id] = FuncBinding(name)
         body = self.loop_body(s)
         loc = self.loc(s)
-        if final.dtype != t.dtype:
+        if not _counts_exactly(final.dtype, t.dtype, (start, stop, step)):
             # the variable's type (the promotion of everything assigned to it, e.g. uint8 from an
             # earlier loop) is not range()'s: count in range()'s type, so the trip count is
             # Python's, and assign the variable each value converted (fuzz18 'for-var-retyped')
