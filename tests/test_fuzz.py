@@ -420,7 +420,8 @@ def test_edges_are_generated_only_when_asked():
     """``Options.edges`` (edges.py, fuzz18) adds loops whose trip count is a kernel argument (mostly
     0 or negative), private arrays written by a function that calls a reader, and small ints with
     Python ints near their bounds; off by default, so calls/hazards seeds keep their kernels."""
-    new = ("trip-arg", "trip-loop", "trip-minus", "trip-wrap", "private-func", "private-func-call", "small-wrap")
+    new = ("trip-arg", "trip-loop", "trip-minus", "trip-wrap", "trip-reused-name", "private-func", "private-func-call",
+           "small-wrap")
     for seed in range(60):
         c = F.generate(seed, F.Options(hazards=2.0, calls=2.0))
         assert c.source == F.generate(seed, F.Options(hazards=2.0, calls=2.0, edges=0.0)).source
@@ -443,6 +444,17 @@ def test_bounded_fuzz_run_with_edges():
                   opts=F.Options(edges=3.0))
     _no_mismatch(summ)
     assert summ.features.get("trip-loop", 0) >= 5 and summ.features.get("private-func-call", 0) >= 2
+
+
+# fixed: for-var-retyped
+@needs_cpu
+def test_fuzz_seed_with_a_reused_loop_name_and_a_negative_trip_count():
+    """Seed 84000184 (``--edges 3``) reuses an earlier unsigned local as the variable of
+    ``range(n)`` with a negative Python int ``n``: before the fix the CPU counted the loop in the
+    unsigned type and did not finish in 60 s."""
+    case = F.generate(84000184, F.Options(edges=3.0))
+    assert "trip-reused-name" in case.features
+    _no_mismatch(F.fuzz([84000184], ["CPU"], "INTERP", jobs=0, minimize_found=False, opts=F.Options(edges=3.0)))
 
 
 @tk.kernel

@@ -5,7 +5,8 @@ constructs the general grammar (gen.py) never produced.
   scalar) that are mostly 0, 1 or a small negative, used directly as loop bounds: ``range(n)``,
   ``range(k, n)``, ``range(n, k)``, ``range(k, n, -1)``, ``range(n - 1)`` (for a uint8 ``n`` of 0
   that wraps to 255 iterations) and ``while w < n``; a local updated in the body is stored after
-  the loop, so a zero-trip loop must leave its value from before the loop. (gen.py's loop bounds
+  the loop, so a zero-trip loop must leave its value from before the loop. Sometimes the loop
+  variable is an earlier integer local's name of another type (FIXED_BUGS ``for-var-retyped``). (gen.py's loop bounds
   were always ``expr % k`` or literals: an argument of 0 straight in ``range`` never appeared.)
 * *private arrays through nested functions*: a ``@tk.func`` that writes a ``tk.private`` array
   passed to it and calls a second one that reads it, the reader also called on an input array of
@@ -103,6 +104,22 @@ class Edges:
             return f"range({n.name} - 1)", t
         return None, "pyint"
 
+    def reused_counter(self, n: Var, hdr: str) -> str | None:
+        """Sometimes, for ``range(n)`` / ``range(k, n)`` of a Python int ``n``, the name of an
+        earlier per-item integer local of another type (its type stays the compiler's type of the
+        name, so the loop must still run Python's trip count: FIXED_BUGS ``for-var-retyped``).
+        The body does not read it: the interpreter types the name by its last value."""
+        if n.ty != "pyint" or not (hdr == f"range({n.name})" or hdr.endswith(f", {n.name})")) \
+                or hdr.count(",") > 1 or not self.chance(0.4):
+            return None
+        live = {v.name for v in self.visible()}
+        cands = sorted(k for k, v in self.retired.items() if k.isidentifier() and k not in live and not v.uni
+                       and (v.ty in INTS or v.ty == "pyint"))
+        if not cands:
+            return None
+        self.features.add("trip-reused-name")
+        return self.pick(cands)
+
     def s_trip(self, ctx) -> None:
         """A local, a loop whose trip count is an argument (mostly 0) updating it, the local stored."""
         if not self.for_allowed():
@@ -122,10 +139,11 @@ class Edges:
             pre = [f"{w} += 1"]
             declare = ()
         else:
-            j = self.fresh("j")
+            reused = self.reused_counter(n, hdr)
+            j = reused or self.fresh("j")
             self.emit(f"for {j} in {hdr}:")
             pre = []
-            declare = (Var(j, vt, mutable=False),)
+            declare = () if reused else (Var(j, vt, mutable=False),)
 
         def body() -> None:
             for line in pre:
