@@ -164,18 +164,7 @@ class Edges:
         """A private array filled, passed to the writer function, then readable by the kernel; the
         reader also called on an input array of the same dtype when there is one."""
         fw, fr, t = self.pfuncs
-        m = self.r.randint(1, 5)
-        a = Arr(self.fresh("pv"), t, (m,), "private", dim_code=(str(m),), readable=False)
-        i = self.fresh("m")
-        self.emit(f"{a.name} = tk.private({self.dtype_spelling(t)}, ({m},))")
-        self.emit(f"for {i} in range({m}):")
-        self.scopes.append({i: Var(i, "pyint", mutable=False)})
-        self.ind += 1
-        self.emit(f"{a.name}[{i}] = {self.castto(t, self.expr(self.any_type(), 2))}")
-        self.ind -= 1
-        self.scopes.pop()
-        a.readable = True
-        self.arrays[a.name] = a
+        a = self.new_private(t, self.r.randint(1, 5))
         v = self.fresh("v")
         self.emit(f"{v} = {fw}({a.name}, {self.expr('pyint', 1).code}, {self.expr('pyint', 1).code})")
         self.declare(Var(v, t))

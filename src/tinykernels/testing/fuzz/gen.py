@@ -1338,7 +1338,11 @@ class Gen(ByteRuns, Hazards, Calls, Edges):
 
     def s_private(self, ctx):
         t = self.pick(self.types)
-        n = self.r.randint(1, 5)
+        self.new_private(t, self.r.randint(1, 5))
+        self.features.add("private")
+
+    def new_private(self, t: str, n: int) -> Arr:
+        """A 1-D ``tk.private`` array of ``n`` elements of ``t``, filled, readable from here on."""
         a = Arr(self.fresh("pv"), t, (n,), "private", dim_code=(str(n),), readable=False)
         m = self.fresh("m")
         self.emit(f"{a.name} = tk.private({self.dtype_spelling(t)}, ({n},))")
@@ -1350,7 +1354,7 @@ class Gen(ByteRuns, Hazards, Calls, Edges):
         self.scopes.pop()
         a.readable = True
         self.arrays[a.name] = a
-        self.features.add("private")
+        return a
 
     def s_pstore(self, ctx):
         a = self.pick([a for a in self.arrays.values() if a.role == "private"])
