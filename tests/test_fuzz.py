@@ -1809,6 +1809,25 @@ def test_bug_wgsl_constant_shift_amount_past_the_width():
 
 
 @tk.kernel
+def k_wgsl_const_shl_overflow(o, u, x: tk.Const):
+    i = tk.index()
+    o[i, 0] = abs(np.int32(2147483647)) << 1      # a constant value and amount: wraps to -2
+    o[i, 1] = (x[i] | 1073741824) << 2
+    u[i] = abs(np.uint32(4294967295)) << 3
+
+
+# fixed: wgsl-const-shl-overflow
+# (fuzzer seed 82000391, WebGPU profile, fuzz18: naga rejected `abs(2147483647i) << 1u`, "<< operation overflowed")
+@needs_webgpu
+def test_bug_wgsl_constant_left_shift_that_overflows_32_bits():
+    args = [np.zeros((3, 2), np.int32), np.zeros(3, np.uint32), np.array([1, -5, 7], np.int32)]
+    got = _run(k_wgsl_const_shl_overflow, "WEBGPU", args)[:2]
+    want = _run(k_wgsl_const_shl_overflow, INTERP, args)[:2]
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    assert want[0][0, 0] == -2
+
+
+@tk.kernel
 def k_wgsl_const_tree_zero(o, x: tk.Const):
     i = tk.index()
     z = tk.float32(tk.int32(1) ** tk.int32(-8))   # 0 (an integer power with a negative exponent)

@@ -1736,6 +1736,9 @@ class WGSLRenderer:
         if isinstance(e.b, N.Const):
             n = int(e.b.value)
             if 0 <= n < d.bits:
+                if e.op == "<<" and d.bits == 32:     # (OR tk_z: naga rejects a constant << that
+                    z = "bitcast<i32>(tk_z)" if c == "i32" else "tk_z"   # overflows, abs(2147483647i) << 1u)
+                    return f"(({a} | {z}) << {n}u)"
                 return self.wrap(d, f"{a} << {n}u") if e.op == "<<" else f"({a} >> {n}u)"
             return zero if e.op == "<<" else neg
         # (the amount ORs tk_z: select() evaluates both sides, and naga rejects a constant

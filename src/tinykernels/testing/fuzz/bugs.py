@@ -404,4 +404,9 @@ FIXED_BUGS = {
                         "writing fuzz18's trip-count statements, `--edges`)",
         "fixed: such a loop counts in range()'s own type in a hidden counter and assigns the variable each "
         "value converted (frontend/lower.py s_For); the trip count is Python's on every backend"),
+    'wgsl-const-shl-overflow': ("WebGPU: a 32-bit `<<` by a constant amount of a value naga can evaluate at "
+                                "compile time (`abs(np.int32(2147483647)) << 1`) failed to compile (`<< operation "
+                                "overflowed`), where the language wraps (fuzzer seed 82000391, WebGPU profile, "
+                                "fuzz18; the 8/16-bit types already went through the opaque tk_z in wrap)",
+        "fixed: the value ORs tk_z before a constant left shift of an i32/u32 (codegen/wgsl.py shift)"),
 }
