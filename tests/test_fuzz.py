@@ -1828,6 +1828,25 @@ def test_bug_wgsl_constant_left_shift_that_overflows_32_bits():
 
 
 @tk.kernel
+def k_wgsl_round_negative_zero(o, x: tk.Const):
+    i = tk.index()
+    o[i, 0] = round(x[i])                          # an int: round(-0.3) is 0, stored as +0.0
+    o[i, 1] = int(x[i]) + tk.uint32(0)
+    o[i, 2] = round(tk.clamp(-0.0, -1.0, 1.0))
+
+
+# fixed: wgsl-round-int-float-fold
+# (fuzzer seed 82000361, WebGPU profile, fuzz18: lavapipe folded f32(i32(round(x))) to round(x))
+@needs_webgpu
+def test_bug_wgsl_float_of_a_rounded_int_is_positive_zero():
+    args = [np.ones((4, 3), np.float32), np.array([-0.0, -0.3, -0.5, 2.5], np.float32)]
+    got = _run(k_wgsl_round_negative_zero, "WEBGPU", args)[0]
+    want = _run(k_wgsl_round_negative_zero, INTERP, args)[0]
+    assert got.tobytes() == want.tobytes(), (got, want)
+    assert not np.signbit(want).any()
+
+
+@tk.kernel
 def k_wgsl_const_tree_zero(o, x: tk.Const):
     i = tk.index()
     z = tk.float32(tk.int32(1) ** tk.int32(-8))   # 0 (an integer power with a negative exponent)

@@ -1861,8 +1861,11 @@ class WGSLRenderer:
             return f"select({zero}, {one}, {a})"
         if cd == "f32":
             # an int converted to float is opaque: NIR propagates an int local's constant through
-            # the conversion and then folds x * 0.0 to 0.0 (fuzzer seeds 46400370, 46400384)
-            v = a if cs == "f32" else (f"tk_x(f32({a}))" if self.exact else f"f32({a})")
+            # the conversion and then folds x * 0.0 to 0.0 (fuzzer seeds 46400370, 46400384); and
+            # the int ORs tk_z, else lavapipe folds f32(i32(round(x))) to round(x), -0.0 for
+            # round(-0.3) where the int 0 converts to +0.0 (fuzz18 seed 82000361)
+            z = "bitcast<i32>(tk_z)" if cs == "i32" else "tk_z"
+            v = a if cs == "f32" else (f"tk_x(f32(({a}) | {z}))" if self.exact else f"f32({a})")
             if dst.is_storage_only:      # an explicit cast rounds to the narrow type
                 self.libs.add(_lib_of(dst))
                 return f"{_LOAD_CONV[dst.name]}({_STORE_CONV[dst.name]}({v}))"

@@ -409,4 +409,8 @@ FIXED_BUGS = {
                                 "overflowed`), where the language wraps (fuzzer seed 82000391, WebGPU profile, "
                                 "fuzz18; the 8/16-bit types already went through the opaque tk_z in wrap)",
         "fixed: the value ORs tk_z before a constant left shift of an i32/u32 (codegen/wgsl.py shift)"),
+    'wgsl-round-int-float-fold': ("WebGPU on lavapipe: `round(x)` (an int) stored into a float array gave -0.0 "
+                                  "for x in (-0.5, -0.0] where the int 0 converts to +0.0: NIR folded "
+                                  "`f32(i32(round(x)))` to `round(x)` (fuzzer seed 82000361, WebGPU profile, fuzz18)",
+        "fixed: an int converted to f32 ORs tk_z first, so NIR cannot see the round trip (codegen/wgsl.py cast)"),
 }
