@@ -58,7 +58,12 @@ def main(argv=None) -> int:
                    help="weight of testing/fuzz/calls.py's constructs: effect functions called from @tk.funcs, "
                         "collectives' arguments and uniform while conditions, default and keyword arguments, "
                         "tuple returns in conditions, 2-D private arrays of small ints, small-int/float16 "
-                        "mixes, // and % by run-time 0/-1, shifts by run-time amounts >= the width; off by default")
+                        "mixes, // and %% by run-time 0/-1, shifts by run-time amounts >= the width; off by default")
+    p.add_argument("--edges", type=float, default=0.0, metavar="W",
+                   help="weight of testing/fuzz/edges.py's constructs: loops whose trip count is a kernel argument "
+                        "(mostly 0 or negative; a uint8 0 minus 1 wraps), tk.private arrays written by a @tk.func "
+                        "that calls another reading them, small-int arithmetic with Python ints near the type's "
+                        "bounds (NEP 50 wraparound); off by default")
     p.add_argument("--print", type=float, default=0.0, metavar="W", dest="prints",
                    help="weight of tk.print statements, whose printed lines are compared (sorted) with the "
                         "reference's; off by default")
@@ -85,7 +90,7 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
     opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints, bytes=a.bytes,
-                   hazards=a.hazards, calls=a.calls,
+                   hazards=a.hazards, calls=a.calls, edges=a.edges,
                    grad=a.grad, grad_local=a.grad_local)
     if a.fastmath is not None:
         opts.fastmath = a.fastmath
@@ -126,7 +131,7 @@ def main(argv=None) -> int:
 
     reference, opts = profile_for(backends, a.reference, opts)     # WEBGPU: its profile, vs CPU32
     log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {reference}, "
-        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, calls {opts.calls}, "
+        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, calls {opts.calls}, edges {opts.edges}, "
         f"fastmath {opts.fastmath}, stream {a.stream}, "
         f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, reference, jobs=a.jobs, out_dir=a.out, opts=opts,

@@ -416,6 +416,79 @@ def test_bounded_fuzz_run_with_calls():
     assert summ.features.get("effect-in-func", 0) >= 3 and summ.features.get("div-edge", 0) >= 3
 
 
+def test_edges_are_generated_only_when_asked():
+    """``Options.edges`` (edges.py, fuzz18) adds loops whose trip count is a kernel argument (mostly
+    0 or negative), private arrays written by a function that calls a reader, and small ints with
+    Python ints near their bounds; off by default, so calls/hazards seeds keep their kernels."""
+    new = ("trip-arg", "trip-loop", "trip-minus", "trip-wrap", "trip-reused-name", "private-func", "private-func-call",
+           "small-wrap")
+    for seed in range(60):
+        c = F.generate(seed, F.Options(hazards=2.0, calls=2.0))
+        assert c.source == F.generate(seed, F.Options(hazards=2.0, calls=2.0, edges=0.0)).source
+        assert not set(new) & c.features
+    feats, text, zero = set(), "", 0
+    for seed in range(200):
+        c = F.generate(seed, F.Options(edges=3.0))
+        feats |= c.features
+        text += c.source
+        trips = {a.name: a.value for a in c.args if a.kind == "scalar" and a.name.startswith("n")}
+        zero += any(v == 0 and re.search(rf"range\({n}\)", c.source) for n, v in trips.items())
+    assert set(new) <= feats, set(new) - feats
+    assert zero >= 5                       # an argument of 0 straight in range(): the loop runs nothing
+    assert re.search(r"= fw\d+\(pv\d+, ", text) and re.search(r"v = fr\d+\(P, q \+ s\)", text)
+
+
+@needs_cpu
+def test_bounded_fuzz_run_with_edges():
+    summ = F.fuzz(range(84000000, 84000020), ["CPU"], "INTERP", jobs=1, minimize_found=False,
+                  opts=F.Options(edges=3.0))
+    _no_mismatch(summ)
+    assert summ.features.get("trip-loop", 0) >= 5 and summ.features.get("private-func-call", 0) >= 2
+
+
+# fixed: for-var-retyped
+@needs_cpu
+def test_fuzz_seed_with_a_reused_loop_name_and_a_negative_trip_count():
+    """Seed 84000184 (``--edges 3``) reuses an earlier unsigned local as the variable of
+    ``range(n)`` with a negative Python int ``n``: before the fix the CPU counted the loop in the
+    unsigned type and did not finish in 60 s."""
+    case = F.generate(84000184, F.Options(edges=3.0))
+    assert "trip-reused-name" in case.features
+    _no_mismatch(F.fuzz([84000184], ["CPU"], "INTERP", jobs=0, minimize_found=False, opts=F.Options(edges=3.0)))
+
+
+@tk.kernel
+def k_trip_edges(o, n, m):
+    i = tk.index()
+    a = i + 10
+    for j in range(n - 1):           # uint8 0 - 1 wraps to 255: 255 iterations
+        a += 1
+    b = i
+    for j in range(m):               # m <= 0: no iteration, b keeps its value; m = 300: 300
+        b += 1
+    w = 0
+    while w < m:
+        w += 1
+    o[i, 0] = a
+    o[i, 1] = b
+    o[i, 2] = w
+
+
+# fixed: for-var-retyped
+@pytest.mark.parametrize("m", [0, -2, np.int16(0), np.int64(-1), 300])
+def test_trip_count_arguments_of_zero_and_wrapped_uint8(m):
+    """What edges.py's trip loops check, by hand: the trip count is an argument, 0 or negative
+    (no iteration: the locals keep their values from before the loop), and ``n - 1`` of a uint8 0
+    is 255 (NEP 50: the weak 1 takes n's type, which wraps). The second loop reuses ``j``, which
+    the first made uint8: until fuzz18 the compiled loop counted in uint8, so ``m = -2`` ran 254
+    times and ``m = 300`` 44 (FIXED_BUGS ``for-var-retyped``)."""
+    i = np.arange(3)
+    trips = max(int(m), 0)
+    _check_all(k_trip_edges, [np.full((3, 3), -7, np.int64)],
+               np.stack([i + 10 + 255, i + trips, 0 * i + trips], axis=1),
+               scalars=(np.uint8(0), m))
+
+
 def test_a_write_between_the_elements_of_a_strided_output_is_a_finding():
     """Strided outputs (``Options.strided_outputs``) are compared through their view, and the
     elements the view skips must keep their bytes (a store that streams whole blocks would not)."""
@@ -1733,6 +1806,44 @@ def test_bug_wgsl_constant_shift_amount_past_the_width():
     got = _run(k_wgsl_const_shift, "WEBGPU", [np.zeros((3, 3), np.int32), x])[0]
     want = _run(k_wgsl_const_shift, INTERP, [np.zeros((3, 3), np.int32), x])[0]
     assert got.tolist() == want.tolist()
+
+
+@tk.kernel
+def k_wgsl_const_shl_overflow(o, u, x: tk.Const):
+    i = tk.index()
+    o[i, 0] = abs(np.int32(2147483647)) << 1      # a constant value and amount: wraps to -2
+    o[i, 1] = (x[i] | 1073741824) << 2
+    u[i] = abs(np.uint32(4294967295)) << 3
+
+
+# fixed: wgsl-const-shl-overflow
+# (fuzzer seed 82000391, WebGPU profile, fuzz18: naga rejected `abs(2147483647i) << 1u`, "<< operation overflowed")
+@needs_webgpu
+def test_bug_wgsl_constant_left_shift_that_overflows_32_bits():
+    args = [np.zeros((3, 2), np.int32), np.zeros(3, np.uint32), np.array([1, -5, 7], np.int32)]
+    got = _run(k_wgsl_const_shl_overflow, "WEBGPU", args)[:2]
+    want = _run(k_wgsl_const_shl_overflow, INTERP, args)[:2]
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    assert want[0][0, 0] == -2
+
+
+@tk.kernel
+def k_wgsl_round_negative_zero(o, x: tk.Const):
+    i = tk.index()
+    o[i, 0] = round(x[i])                          # an int: round(-0.3) is 0, stored as +0.0
+    o[i, 1] = int(x[i]) + tk.uint32(0)
+    o[i, 2] = round(tk.clamp(-0.0, -1.0, 1.0))
+
+
+# fixed: wgsl-round-int-float-fold
+# (fuzzer seed 82000361, WebGPU profile, fuzz18: lavapipe folded f32(i32(round(x))) to round(x))
+@needs_webgpu
+def test_bug_wgsl_float_of_a_rounded_int_is_positive_zero():
+    args = [np.ones((4, 3), np.float32), np.array([-0.0, -0.3, -0.5, 2.5], np.float32)]
+    got = _run(k_wgsl_round_negative_zero, "WEBGPU", args)[0]
+    want = _run(k_wgsl_round_negative_zero, INTERP, args)[0]
+    assert got.tobytes() == want.tobytes(), (got, want)
+    assert not np.signbit(want).any()
 
 
 @tk.kernel

@@ -1782,6 +1782,9 @@ class WGSLRenderer:
         if isinstance(e.b, N.Const):
             n = int(e.b.value)
             if 0 <= n < d.bits:
+                if e.op == "<<" and d.bits == 32:     # (OR tk_z: naga rejects a constant << that
+                    z = "bitcast<i32>(tk_z)" if c == "i32" else "tk_z"   # overflows, abs(2147483647i) << 1u)
+                    return f"(({a} | {z}) << {n}u)"
                 return self.wrap(d, f"{a} << {n}u") if e.op == "<<" else f"({a} >> {n}u)"
             return zero if e.op == "<<" else neg
         # (the amount ORs tk_z: select() evaluates both sides, and naga rejects a constant
@@ -1904,8 +1907,11 @@ class WGSLRenderer:
             return f"select({zero}, {one}, {a})"
         if cd == "f32":
             # an int converted to float is opaque: NIR propagates an int local's constant through
-            # the conversion and then folds x * 0.0 to 0.0 (fuzzer seeds 46400370, 46400384)
-            v = a if cs == "f32" else (f"tk_x(f32({a}))" if self.exact else f"f32({a})")
+            # the conversion and then folds x * 0.0 to 0.0 (fuzzer seeds 46400370, 46400384); and
+            # the int ORs tk_z, else lavapipe folds f32(i32(round(x))) to round(x), -0.0 for
+            # round(-0.3) where the int 0 converts to +0.0 (fuzz18 seed 82000361)
+            z = "bitcast<i32>(tk_z)" if cs == "i32" else "tk_z"
+            v = a if cs == "f32" else (f"tk_x(f32(({a}) | {z}))" if self.exact else f"f32({a})")
             if dst.is_storage_only:      # an explicit cast rounds to the narrow type
                 self.libs.add(_lib_of(dst))
                 return f"{_LOAD_CONV[dst.name]}({_STORE_CONV[dst.name]}({v}))"

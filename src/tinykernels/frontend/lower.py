@@ -158,6 +158,26 @@ def _single_top_level_names(fdef: ast.FunctionDef) -> set:
     return {n for n in top if counts[n] == 1 and n not in params}
 
 
+def _holds(d: D.DType, r: D.DType) -> bool:
+    """Whether integer (or bool) type ``d`` represents every value of integer type ``r``."""
+    if not d.is_int:
+        return False
+    if r.kind == "b":
+        return True
+    if d.kind == "u":
+        return r.kind == "u" and d.bits >= r.bits
+    return d.bits > r.bits or (r.kind == "i" and d.bits == r.bits)
+
+
+def _counts_exactly(var: D.DType, rng: D.DType, bounds) -> bool:
+    """Whether a ``range`` loop of type ``rng`` may count in its variable's type ``var`` (the
+    codegen does): every value of ``rng`` fits in ``var``, or the bounds are constants that do."""
+    if var == rng or _holds(var, rng):
+        return True
+    return var.is_int and all(isinstance(b, N.Const) and isinstance(b.value, (int, np.integer))
+                              and not isinstance(b.value, bool) and D.fits(int(b.value), var) for b in bounds)
+
+
 class Lowerer:
     """One typing pass over a kernel; see :func:`lower_kernel`."""
 
@@ -484,9 +504,19 @@ class Lowerer:
         self.names[name] = s.target.id
         old = self.types.get(name)
         self.types[name] = t if old is None else D.promote(old, t, self.opts.default_float, self.opts.default_int)
+        final = self.prev.get(name, self.types[name])
         self.frame.bind[s.target.id] = FuncBinding(name)
         body = self.loop_body(s)
-        self.emit(N.For(self.loc(s), name, start, stop, step, body))
+        loc = self.loc(s)
+        if not _counts_exactly(final.dtype, t.dtype, (start, stop, step)):
+            # the variable's type (the promotion of everything assigned to it, e.g. uint8 from an
+            # earlier loop) is not range()'s: count in range()'s type, so the trip count is
+            # Python's, and assign the variable each value converted (fuzz18 'for-var-retyped')
+            ctr = self.fresh("for")
+            self.types[ctr] = t
+            body = [N.Assign(loc, name, self.cast(N.Var(t, loc, ctr), final))] + body
+            name = ctr
+        self.emit(N.For(loc, name, start, stop, step, body))
 
     def s_While(self, s):
         if s.orelse:

@@ -403,4 +403,20 @@ FIXED_BUGS = {
                               "rarely cancel to the product's last bits)",
         "fixed: tk_fma emulates a single rounding (Boldo-Melquiond: exact product, TwoSum, round-to-odd; "
         "codegen/wgsl.py); a subnormal result may still round twice (docs/webgpu.md)"),
+    'for-var-retyped': ("every backend: a `for` variable whose type (the promotion of everything assigned to "
+                        "it) is not its range()'s, e.g. `j` of `for j in range(n - 1)` with a uint8 `n` reused "
+                        "by `for j in range(m)` with a Python int `m`, counted the loop in the variable's type: "
+                        "`m = -2` ran 254 iterations, `m = 300` 44 (range()'s bounds cast to uint8; found "
+                        "writing fuzz18's trip-count statements, `--edges`)",
+        "fixed: such a loop counts in range()'s own type in a hidden counter and assigns the variable each "
+        "value converted (frontend/lower.py s_For); the trip count is Python's on every backend"),
+    'wgsl-const-shl-overflow': ("WebGPU: a 32-bit `<<` by a constant amount of a value naga can evaluate at "
+                                "compile time (`abs(np.int32(2147483647)) << 1`) failed to compile (`<< operation "
+                                "overflowed`), where the language wraps (fuzzer seed 82000391, WebGPU profile, "
+                                "fuzz18; the 8/16-bit types already went through the opaque tk_z in wrap)",
+        "fixed: the value ORs tk_z before a constant left shift of an i32/u32 (codegen/wgsl.py shift)"),
+    'wgsl-round-int-float-fold': ("WebGPU on lavapipe: `round(x)` (an int) stored into a float array gave -0.0 "
+                                  "for x in (-0.5, -0.0] where the int 0 converts to +0.0: NIR folded "
+                                  "`f32(i32(round(x)))` to `round(x)` (fuzzer seed 82000361, WebGPU profile, fuzz18)",
+        "fixed: an int converted to f32 ORs tk_z first, so NIR cannot see the round trip (codegen/wgsl.py cast)"),
 }

@@ -30,6 +30,7 @@ class Options:
     bytes: float = 0.0                    # weight of byte-run statements (tk.load_i8, lookup_u4, load_halves, dot_i8, dot_u4i8)
     hazards: float = 0.0                  # weight of side-effect hazards (hazards.py: effect funcs, big int arguments)
     calls: float = 0.0                    # weight of calls.py's constructs (effects in funcs/collectives, int edges)
+    edges: float = 0.0                    # weight of edges.py's constructs (trip-count arguments, private arrays in funcs, wraps)
     grad: bool = False                    # autodiff cases only (gradgen.py: differentiable float64 kernels)
     grad_local: float = 0.0               # autodiff cases: probability of local memory, a barrier, group_reduce
     profile: str = "full"                 # "webgpu": only what WebGPU runs (gen.WEBGPU_PROFILE)

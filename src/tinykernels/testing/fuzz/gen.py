@@ -19,6 +19,7 @@ from .bytegen import ByteRuns
 from .calls import Calls
 from .case import ArgSpec, Arr, Case, Ex, Options, Var, _Retry
 from .data import edge_values, int_valued, random_values
+from .edges import Edges
 from .fastmath import generate_fastmath, is_fastmath_seed
 from .gradgen import generate_grad
 from .hazards import Hazards
@@ -84,7 +85,7 @@ def webgpu_options(opts: Options) -> Options:
     return dataclasses.replace(opts, profile="webgpu", prints=0.0, rng=0.0, fastmath=0.0)
 
 
-class Gen(ByteRuns, Hazards, Calls):
+class Gen(ByteRuns, Hazards, Calls, Edges):
     """Generates one Case from a seed."""
 
     def __init__(self, seed: int, opts: Options | None = None):
@@ -120,6 +121,9 @@ class Gen(ByteRuns, Hazards, Calls):
         self.in_loop_phase = False     # grouped kernels: inside a uniform loop
         self.retired: dict = {}        # locals whose scope ended: name -> Var (their names may be reused)
         self.rng_key = ""              # the np.uint64 key argument of tk.random calls ("": none)
+        self.trips: list = []          # trip-count scalar arguments (edges.py)
+        self.pfuncs = None             # (writer, reader, dtype) of the private-array functions (edges.py)
+        self.edge_fns: list = []       # their (name, params, rets, source) (edges.py; not in self.funcs)
 
     # --- small helpers --------------------------------------------------------------------
 
@@ -941,6 +945,8 @@ class Gen(ByteRuns, Hazards, Calls):
             opts.append(("hazard", self.opts.hazards))
         if self.opts.calls > 0:                # (calls.py; only when asked)
             opts += self.calls_stmts(ctx)
+        if self.opts.edges > 0:                # (edges.py; only when asked)
+            opts += self.edges_stmts(ctx)
         k = self.wchoice(opts)
         for _ in range(6):
             try:
@@ -1332,7 +1338,11 @@ class Gen(ByteRuns, Hazards, Calls):
 
     def s_private(self, ctx):
         t = self.pick(self.types)
-        n = self.r.randint(1, 5)
+        self.new_private(t, self.r.randint(1, 5))
+        self.features.add("private")
+
+    def new_private(self, t: str, n: int) -> Arr:
+        """A 1-D ``tk.private`` array of ``n`` elements of ``t``, filled, readable from here on."""
         a = Arr(self.fresh("pv"), t, (n,), "private", dim_code=(str(n),), readable=False)
         m = self.fresh("m")
         self.emit(f"{a.name} = tk.private({self.dtype_spelling(t)}, ({n},))")
@@ -1344,7 +1354,7 @@ class Gen(ByteRuns, Hazards, Calls):
         self.scopes.pop()
         a.readable = True
         self.arrays[a.name] = a
-        self.features.add("private")
+        return a
 
     def s_pstore(self, ctx):
         a = self.pick([a for a in self.arrays.values() if a.role == "private"])
@@ -1997,6 +2007,8 @@ class Gen(ByteRuns, Hazards, Calls):
             kscope[self.rng_key] = Var(self.rng_key, "uint64", True, False)
         if o.hazards > 0:                               # (only when asked: other seeds keep their kernels)
             self.hazard_args(params, specs, kscope)
+        if o.edges > 0:
+            self.edge_args(params, specs, kscope)
         self.wg_constexpr = None
         for _ in range(r.randint(0, 2) + (1 if self.grouped else 0)):
             name = self.fresh("C")
@@ -2026,6 +2038,8 @@ class Gen(ByteRuns, Hazards, Calls):
             self.hazard_funcs()
         if o.calls > 0 and not self.unsafe:
             self.wrapper_funcs()
+        if o.edges > 0 and self.chance(0.6):
+            self.edge_funcs()
         # the kernel
         self.scopes = [kscope]
         self.emit("li = tk.index()")
@@ -2092,7 +2106,7 @@ class Gen(ByteRuns, Hazards, Calls):
         deco = "@tk.kernel(unsafe_indices=True)" if self.unsafe else "@tk.kernel"
         lines = ["import math", "import numpy as np", "import tinykernels as tk", ""]
         lines += self.global_lines + ([""] if self.global_lines else [])
-        for f in self.funcs + self.efuncs:
+        for f in self.funcs + self.efuncs + self.edge_fns:
             lines += ["", f[3].rstrip("\n"), ""]
         lines += ["", deco, f"def {kname}({', '.join(allp)}):"] + self.out
         source = "\n".join(lines) + "\n"
