@@ -489,6 +489,76 @@ def test_trip_count_arguments_of_zero_and_wrapped_uint8(m):
                scalars=(np.uint8(0), m))
 
 
+_GROUP_LOOP_ITEM_COND = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import tinykernels as tk
+
+    @tk.kernel
+    def k(o, n, m):
+        li = tk.index()
+        lm = tk.localmem(tk.float32, (4,))   # a grouped kernel: split at its (implicit) pieces
+        w = 0
+        while w < 5:                         # w is per item: the for loop below breaks divergently
+            w += 1
+            t = m                            # t looked uniform, which made the while group-level
+            for j in range(n - 1):
+                t = t + 1
+            o[li] = t
+        for w in range(6):
+            if li > 100:
+                break
+
+    b = tk.backend(sys.argv[1])
+    o = tk.zeros(7, tk.int32, backend=b)
+    k(b)(o, np.int32(-2), np.int32(3), ndrange=7)
+    tk.synchronize(b)
+    assert o.numpy().tolist() == [3] * 7, o.numpy().tolist()
+    print("ok")
+""")
+
+
+# fixed: group-loop-item-condition
+def test_group_level_loop_with_a_per_item_condition_terminates(tmp_path):
+    """Fuzzer seed 84000159 (``--edges 3 --calls 1``) hung on OpenCL: a ``while`` whose condition
+    reads a per-item local (demoted from uniform because a later ``for`` reusing its name breaks
+    divergently) was kept group-level because it assigned another local that looked uniform; the
+    items past the ndrange ran it with their increments masked off and never left it. Each
+    backend runs in a subprocess with a time limit, so a regression fails instead of hanging."""
+    path = tmp_path / "group_loop_item_cond.py"
+    path.write_text(_GROUP_LOOP_ITEM_COND)
+    devs = ["INTERP"] + (["CPU"] if CPU_OK else []) + (["CL"] if CL_OK else []) + \
+        (["WEBGPU"] if tk.backends()["WebGPU"][0] else [])
+    for dev in devs:
+        r = subprocess.run([sys.executable, str(path), dev], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and "ok" in r.stdout, (dev, r.stdout, r.stderr[-2000:])
+
+
+@tk.kernel
+def k_divergent_for_var_barrier(o, x):
+    li = tk.index(tk.Local, tk.Linear)
+    lm = tk.localmem(tk.float32, (4,))
+    j = 0
+    for j in range(4):
+        if x[li] > j:
+            break                        # the items leave with different j
+    if j > 1:
+        tk.synchronize()
+    o[li] = j
+
+
+# fixed: divergent-for-var-uniform
+def test_loop_variable_after_a_divergent_break_is_not_uniform():
+    """A ``for`` variable after a break under a per-item condition differs between the items; the
+    uniformity analysis counted it uniform, so a barrier under ``if j > 1`` compiled (and items
+    skipped it: a divergent barrier, undefined on GPUs). Now the CompileError every backend gives
+    for a barrier under non-uniform control."""
+    for b in _backends():
+        with pytest.raises(tk.CompileError, match="non-uniform control flow"):
+            _run(k_divergent_for_var_barrier, b, [np.zeros(4, np.int32), np.array([0, 5, 5, 5], np.float32)],
+                 workgroupsize=4)
+
+
 def test_a_write_between_the_elements_of_a_strided_output_is_a_finding():
     """Strided outputs (``Options.strided_outputs``) are compared through their view, and the
     elements the view skips must keep their bytes (a store that streams whole blocks would not)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import nodes as N
-from .uniformity import defs
+from .uniformity import defs, uniform_vars
 
 
 @dataclass
@@ -179,7 +179,10 @@ def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
         _group_assigned(k.body, gvars, item_assigned, False)
         if not (item_assigned & gvars):
             break
-        gvars -= item_assigned
+        # what is computed from the demoted locals, or assigned under control flow that tests
+        # them, is per work item too (a loop made group-level by such an assignment would run
+        # with a per-item condition in every item: inactive items never left it)
+        gvars = uniform_vars(k.body, gvars - item_assigned)
     made: list = []
     kbody = _item_counters(k.body, gvars, k.locals, made)
     for name, ty in made:

@@ -79,7 +79,10 @@ def uniform_vars(body: list, all_vars) -> set:
                     if isinstance(s, N.Assign):
                         ok = ok and is_uniform(s.value, u)
                     elif isinstance(s, N.For):
-                        ok = ok and all(is_uniform(x, u) for x in (s.start, s.stop, s.step))
+                        # a break under a non-uniform condition leaves the items with different
+                        # values of the loop variable
+                        ok = ok and all(is_uniform(x, u) for x in (s.start, s.stop, s.step)) \
+                            and not _has_divergent_jump(s.body, u, inner_exits=False)
                     elif isinstance(s, N.Philox):
                         ok = ok and all(is_uniform(x, u) for x in s.args)
                     elif isinstance(s, N.Collective):

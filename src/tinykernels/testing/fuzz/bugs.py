@@ -403,6 +403,20 @@ FIXED_BUGS = {
                               "rarely cancel to the product's last bits)",
         "fixed: tk_fma emulates a single rounding (Boldo-Melquiond: exact product, TwoSum, round-to-odd; "
         "codegen/wgsl.py); a subnormal result may still round twice (docs/webgpu.md)"),
+    'group-loop-item-condition': ("OpenCL/WebGPU/Metal/CUDA (grouped kernels): a loop whose condition reads a "
+                                  "local demoted to per-item (plan_groups removes locals assigned at item level "
+                                  "from the uniform set) stayed group-level when it also assigned a local that "
+                                  "had looked uniform only through it: every item ran the loop, the items past "
+                                  "the ndrange with their increments masked off, so they never left it (fuzzer "
+                                  "seed 84000159, --edges 3 --calls 1: OpenCL hung)",
+        "fixed: plan_groups recomputes the uniform locals (data and control dependence) after each demotion "
+        "(passes/groups.py)"),
+    'divergent-for-var-uniform': ("every backend: a `for` variable was counted uniform after a break under a "
+                                  "per-item condition, where the items leave the loop with different values, so "
+                                  "a barrier under `if j > 1` compiled (a divergent barrier); found with "
+                                  "group-loop-item-condition",
+        "fixed: a for loop's variable is uniform only if its body has no divergent jump (passes/uniformity.py); "
+        "such a barrier is the CompileError for non-uniform control flow"),
     'for-var-retyped': ("every backend: a `for` variable whose type (the promotion of everything assigned to "
                         "it) is not its range()'s, e.g. `j` of `for j in range(n - 1)` with a uint8 `n` reused "
                         "by `for j in range(m)` with a Python int `m`, counted the loop in the variable's type: "
