@@ -28,7 +28,8 @@ How WGSL's gaps are filled:
   therefore passed through ``tk_x``, an OR with a run-time zero from the argument buffer that
   no compiler can see through, so results round exactly as NumPy's float32.
 * **Math.** WGSL builtins are used where they are exact or nearly so (sqrt, floor, ceil,
-  trunc, round, abs; fma is emulated, the builtin may round twice; sin, cos, tan after an exact Payne-Hanek argument reduction for
+  trunc, round, abs, fma (lavapipe's rounds the product first: KNOWN_BUGS wgsl-fma-rounds-twice);
+  sin, cos, tan after an exact Payne-Hanek argument reduction for
   |x| >= 8192); exp, log, log2, log10, log1p, expm1, the inverse
   trigonometric and hyperbolic functions, erf, erfc, pow, fmod and hypot are ports of the
   FreeBSD msun / musl single-precision functions (about 1 ulp), because the builtins of
@@ -1070,52 +1071,6 @@ fn tk_hypot(x: f32, y: f32) -> f32 {{
 }}
 """)
 
-_lib("fma", ("x",), f"""
-// fma rounded once (the WGSL builtin may round a * b first: lavapipe's does). Boldo and
-// Melquiond's emulation (IEEE TC 2008): a * b = p + e exactly (Dekker), c + p = s + t exactly
-// (TwoSum), v = t + e rounded to odd, fma = s + v rounded to nearest; on a and b scaled to
-// [1, 2) (c scaled alike, or to a sticky 2^-60 when far below), so nothing under- or overflows
-// in between. Infinite/NaN operands or a zero product: a * b + c (exact there).
-fn tk_two_prod_err(a: f32, b: f32, p: f32) -> f32 {{
-    let ta = tk_x(a * 4097.0f);
-    let ah = tk_x(ta - tk_x(ta - a));
-    let al = tk_x(a - ah);
-    let tb = tk_x(b * 4097.0f);
-    let bh = tk_x(tb - tk_x(tb - b));
-    let bl = tk_x(b - bh);
-    return tk_x(tk_x(tk_x(tk_x(tk_x(ah * bh) - p) + tk_x(ah * bl)) + tk_x(al * bh)) + tk_x(al * bl));
-}}
-fn tk_fma(a: f32, b: f32, c: f32) -> f32 {{
-    if (!tk_isfinite(a) || !tk_isfinite(b) || !tk_isfinite(c) || a == 0.0f || b == 0.0f) {{
-        return tk_x(tk_x(a * b) + c);
-    }}
-    let fa = frexp(a);
-    let fb = frexp(b);
-    let ma = tk_x(fa.fract * 2.0f);
-    let mb = tk_x(fb.fract * 2.0f);
-    let ex = fa.exp + fb.exp - 2i;
-    var cs = 0.0f;
-    if (c != 0.0f) {{
-        let ec = frexp(c).exp - 1i - ex;
-        if (ec > 60i) {{ return c; }}                   // |a b| < 2^-58 ulp(c): c is the result
-        cs = select(ldexp(c, -ex), tk_copysign({_f(2.0**-60)}, c), ec < -60i);
-    }}
-    let p = tk_x(ma * mb);
-    let e = tk_two_prod_err(ma, mb, p);
-    let s = tk_x(cs + p);
-    let bb = tk_x(s - cs);
-    let t = tk_x(tk_x(cs - tk_x(s - bb)) + tk_x(p - bb));
-    var v = tk_x(t + e);
-    let vb = tk_x(v - t);
-    let ve = tk_x(tk_x(t - tk_x(v - vb)) + tk_x(e - vb));
-    let vu = bitcast<u32>(v);
-    if (ve != 0.0f && (vu & 1u) == 0u) {{            // inexact and even: round to odd
-        v = bitcast<f32>(select(vu - 1u, vu + 1u, (ve > 0.0f) == (v > 0.0f)));
-    }}
-    return ldexp(tk_x(s + v), ex);
-}}
-""")
-
 _lib("pow", ("x", "scalbn"), f"""
 // powf (FreeBSD e_powf.c)
 fn tk_trunc12(v: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(v) & 0xfffff000u); }}
@@ -1419,9 +1374,9 @@ _SOFT = {"exp": ("tk_exp", "exp"), "log": ("tk_log", "log"), "log2": ("tk_log2",
          "atanh": ("tk_atanh", "atanh"), "erf": ("tk_erf", "erf"), "erfc": ("tk_erfc", "erf"),
          "pow": ("tk_pow", "pow"), "hypot": ("tk_hypot", "hypot"), "fmod": ("tk_fmod", "fmod"),
          "copysign": ("tk_copysign", "x"), "sin": ("tk_sin", "trig"), "cos": ("tk_cos", "trig"),
-         "tan": ("tk_tan", "trig"), "fma": ("tk_fma", "fma")}
+         "tan": ("tk_tan", "trig")}
 _BUILTIN = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil",
-            "trunc": "trunc", "fabs": "abs", "rint": "round"}
+            "trunc": "trunc", "fabs": "abs", "rint": "round", "fma": "fma"}
 
 
 # --------------------------------------------------------------------------- capability check
