@@ -6,6 +6,7 @@ the same kernel raised into JAX operations (an independent derivative), and the 
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import numpy as np
 import pytest
@@ -70,6 +71,37 @@ def test_raised_kernel_gradient_has_no_nan_from_masked_lanes():
     p = np.exp(xs - xs.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
     np.testing.assert_allclose(got, p * (w - (p * w).sum(1, keepdims=True)), rtol=1e-12, atol=1e-15)
+
+
+@tk.kernel
+def hypot_in_a_branch(io0, x1, x2, idx):
+    """gradgen seed 85000126, minimized: XLA miscompiled the jitted JVP of jnp.hypot here."""
+    i = tk.index()
+    n = io0.shape[0]
+    v1 = x1[idx[i]] - abs(x2[i + 1])
+    v2 = math.exp(v1)
+    p3 = tk.private(tk.float64, (3,))
+    for m4 in range(3):
+        p3[m4] = (x2[(i + m4) % n] if float(m4) <= v1 else v1)
+    v5 = p3[0] * p3[2]
+    if v1 <= v5:
+        io0[i] = math.hypot(v2, v5 + 2.0)
+
+
+@needs_jax
+def test_raised_hypot_has_the_right_jvp_under_jit():
+    """jax.jvp of the jitted raised kernel gave item 3's tangent as ~0 (finite differences and
+    tk.autodiff: -0.159; right without jit or with XLA's algsimp pass disabled): XLA's simplifier
+    miscompiled jnp.hypot's maximum/minimum JVP selects. The raise path now writes hypot with one
+    select (codegen/jaxraise.py _hypot); tk.autodiff was right."""
+    x1 = [1.0697880696834856, -1.0655636459305429, 1.279655981254269, -0.9402085634648643, -0.5095078644754943,
+          -0.1145472181267626, 0.3897571840908822, 0.20669003269176578, -1.489109630173771, -0.7216506852980101]
+    x2 = [0.4470302481314925, -1.0421481574827358, 1.0871037758830528, -0.4914795761351507, 1.401407614129917,
+          -0.930748676146384, 0.724761893032488, 1.2757420653854634, 0.4929729382581869, 0.2968208656674425]
+    args = [np.random.default_rng(0).uniform(-1.5, 1.5, 8), np.array(x1), np.array(x2),
+            np.array([4, 3, 4, 1, 2, 5, 3, 3], np.int32)]
+    fs = crosscheck(hypot_in_a_branch, args, (8,), None, backend="INTERP", seed=5)
+    assert fs == [], fs
 
 
 def test_kinks_at_ties_follow_the_documented_conventions():

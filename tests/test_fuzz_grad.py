@@ -286,6 +286,18 @@ def k_saturated_overflow(y, x):
     y[i] = math.tanh(math.pow(v * v + 0.5, v * 0.5)) + x[i] * 2.0     # tanh' = 0 times pow' = inf
 
 
+@tk.kernel
+def k_atan2_overflow(y, x):
+    i = tk.index()                                   # seed 85000131: atan2(cos(.), pow(.) ** 2 + 1)
+    y[i] = math.atan2(math.cos(x[i]), math.pow(2.0, 1000.0 * x[i]) + 1.0) + x[i] * 2.0
+
+
+@tk.kernel
+def k_hypot(y, a, b):
+    i = tk.index()
+    y[i] = math.hypot(a[i], b[i])
+
+
 def _reverse_vs_fd(kern, be, xs):
     """d sum(u * y) / dx by reverse mode vs float64 central differences of the kernel itself."""
     n = len(xs)
@@ -332,6 +344,42 @@ def test_ad_saturated_overflow_forward_mode(be):   # fixed: ad-saturated-inf-par
                 tk.Duplicated(x, tx))
     assert np.isfinite(host(ty)).all()
     np.testing.assert_allclose(host(ty)[:3], [2.0, 2.0, 2.0], rtol=1e-12)
+
+
+def test_ad_atan2_of_an_overflowed_argument(be):   # fixed: ad-atan2-hypot-inf-partial
+    """atan2(y, x) with x overflowed to inf (x >= 1.03 here): both partials are 0 (their limit;
+    (x / h) / h was inf / inf: NaN), as finite differences say, in reverse and forward mode."""
+    if not be.supports_float64:
+        pytest.skip("float64 kernel")
+    xs = [1.5, -1.0, 0.5, 2.0, 0.25]
+    _reverse_vs_fd(k_atan2_overflow, be, xs)
+    x, tx = dev(np.array(xs), be), dev(np.ones(5), be)
+    y, ty = dev(np.zeros(5), be), dev(np.zeros(5), be)
+    tk.autodiff(tk.Forward, lambda y, x: k_atan2_overflow(be)(y, x, ndrange=5), tk.Duplicated(y, ty),
+                tk.Duplicated(x, tx))
+    t = host(ty)
+    np.testing.assert_array_equal(t[[0, 3]], [2.0, 2.0])
+    assert np.isfinite(t).all()
+
+
+def test_ad_hypot_at_an_infinite_argument(be):   # fixed: ad-atan2-hypot-inf-partial
+    """d hypot(a, b) = (a da + b db) / h: where a alone is infinite, its limit sign(a) da (a / h
+    was inf / inf: NaN); 0 for the finite one; NaN stays at hypot(inf, inf) (no limit)."""
+    if not be.supports_float64:
+        pytest.skip("float64 kernel")
+    inf = math.inf
+    a, b = np.array([inf, -inf, 0.5, 3.0, inf]), np.array([2.0, -1.0, inf, -4.0, inf])
+    want_a, want_b = np.array([1.0, -1.0, 0.0, 0.6, np.nan]), np.array([0.0, 0.0, 1.0, -0.8, np.nan])
+    da, db = dev(np.zeros(5), be), dev(np.zeros(5), be)
+    tk.autodiff(tk.Reverse, lambda y, a, b: k_hypot(be)(y, a, b, ndrange=5),
+                tk.Duplicated(dev(np.zeros(5), be), dev(np.ones(5), be)), tk.Duplicated(dev(a, be), da),
+                tk.Duplicated(dev(b, be), db))
+    np.testing.assert_allclose(host(da), want_a, rtol=1e-15)
+    np.testing.assert_allclose(host(db), want_b, rtol=1e-15)
+    ty = dev(np.zeros(5), be)
+    tk.autodiff(tk.Forward, lambda y, a, b: k_hypot(be)(y, a, b, ndrange=5), tk.Duplicated(dev(np.zeros(5), be), ty),
+                tk.Duplicated(dev(a, be), dev(np.ones(5), be)), tk.Duplicated(dev(b, be), dev(np.zeros(5), be)))
+    np.testing.assert_allclose(host(ty), want_a, rtol=1e-15)
 
 
 def test_ad_dead_values_emit_no_adjoint_code():

@@ -1031,10 +1031,28 @@ def call(fn: str, args: list, d: D.DType):
             return getattr(special, fn)(args[0])
         if fn == "sqrt":
             return _sqrt(args[0])
+        if fn == "hypot" and xp is not np:
+            return _hypot(*args)
         if fn in ("sinh", "cosh") and xp is not np:
             return _sinh_cosh(fn, args[0])
         name = _MATH.get(fn, fn)
         return getattr(xp, name)(*args)
+
+
+def _hypot(a, b):
+    """``hypot``: ``jnp.hypot``'s formula (``hi * sqrt(1 + (lo / hi)^2)``, inf if either is
+    inf), with ``hi``/``lo`` chosen by one select instead of ``maximum``/``minimum``: XLA's
+    algebraic simplifier miscompiled the jitted JVP of ``jnp.hypot``'s ``maximum``/``minimum``
+    tie-splitting selects in a raised kernel (gradgen seed 85000126: one lane's tangent 0
+    where finite differences give 0.16; correct without jit or with algsimp disabled)."""
+    jnp = _jnp()
+    x, y = jnp.abs(a), jnp.abs(b)
+    swap = y > x
+    hi, lo = jnp.where(swap, y, x), jnp.where(swap, x, y)
+    one = jnp.ones_like(hi)
+    # hi == 0: hi + lo is 0, or NaN where the other argument is (then hi was not chosen by a NaN test)
+    r = jnp.where(hi == 0, hi + lo, hi * jnp.sqrt(one + jnp.square(lo / jnp.where(hi == 0, one, hi))))
+    return jnp.where(jnp.isposinf(x) | jnp.isposinf(y), jnp.full_like(r, np.inf), r)
 
 
 def _sinh_cosh(fn: str, x):

@@ -189,6 +189,18 @@ def _unless_zero(b: _B, x: N.Expr, v: N.Expr) -> N.Expr:
     return N.Select(v.ty, v.loc, b.cmp("==", x, _zero_of(b, x.ty)), _zero_of(b, v.ty), v)
 
 
+def _unless_inf(b: _B, x: N.Expr, v: N.Expr) -> N.Expr:
+    """``0 if x is infinite else v`` (a derivative whose limit is 0 where its formula is inf/inf)."""
+    return N.Select(v.ty, v.loc, b.call("isinf", x, ty=B), _zero_of(b, v.ty), v)
+
+
+def _hypot_partial(b: _B, p: N.Expr, q: N.Expr, h: N.Expr) -> N.Expr:
+    """d hypot(p, q) / dp = p / h: 0 at (0, 0) (the minimum-norm subgradient) and its limit
+    sign(p) where p alone is infinite (p / h is inf / inf there; NaN stays where both are)."""
+    lim = N.Select(p.ty, p.loc, b.call("isinf", q, ty=B), b.op("/", p, h), b.call("copysign", b.c(1.0, p.ty), p))
+    return N.Select(p.ty, p.loc, b.call("isinf", p, ty=B), lim, _unless_zero(b, h, b.op("/", p, h)))
+
+
 def _sign(b: _B, x: N.Expr, ty: Ty) -> N.Expr:
     """d|x|/dx: -1, 0 at x == 0 (the minimum-norm subgradient, PyTorch's choice), 1."""
     zero = b.c(0.0, ty)
@@ -832,14 +844,17 @@ class _Reverse:
             # tiny arguments (1e-30 in float32: a derivative of 0 for 5e29) and overflow for large ones
             y_, x_ = e.args
             vy, vx = self.val(y_, out), self.val(x_, out)
+            # (x / h) / h is NaN where an argument is infinite (inf / inf); both partials are at
+            # most 1 / h in magnitude, so their value there is the limit 0 (gradgen seed 85000131)
             h = self.bind(b.call("hypot", vx, vy), out)
-            self.bp(y_, _unless_zero(b, h, b.op("*", g, b.op("/", b.op("/", vx, h), h))), out)
-            self.bp(x_, _unless_zero(b, h, b.neg(b.op("*", g, b.op("/", b.op("/", vy, h), h)))), out)
+            flat = lambda v: _unless_inf(b, h, _unless_zero(b, h, v))     # noqa: E731
+            self.bp(y_, flat(b.op("*", g, b.op("/", b.op("/", vx, h), h))), out)
+            self.bp(x_, flat(b.neg(b.op("*", g, b.op("/", b.op("/", vy, h), h)))), out)
         elif fn == "hypot":          # at (0, 0): 0, the minimum-norm subgradient
             p, q = e.args
             vp, vq, ve = self.val(p, out), self.val(q, out), self.val(e, out)
-            self.bp(p, b.op("*", g, _unless_zero(b, ve, b.op("/", vp, ve))), out)
-            self.bp(q, b.op("*", g, _unless_zero(b, ve, b.op("/", vq, ve))), out)
+            self.bp(p, b.op("*", g, _hypot_partial(b, vp, vq, ve)), out)
+            self.bp(q, b.op("*", g, _hypot_partial(b, vq, vp, ve)), out)
         elif fn == "fma":
             p, q, r = e.args
             vp, vq = self.val(p, out), self.val(q, out)

@@ -229,6 +229,14 @@ FIXED_BUGS = {
                                  "every operation's chain rule contributes nothing where its adjoint is exactly 0 "
                                  "(passes/autodiff.py _Reverse.bp, guarded); a tangent times a partial is 0 "
                                  "where either is exactly 0 (_Tangent.times)"),
+    'ad-atan2-hypot-inf-partial': ("reverse and forward mode: atan2's partials (x / h) / h and hypot's p / h "
+                                   "(h = hypot) are inf / inf where an argument is infinite (an overflowed "
+                                   "pow(a, v) + 1.0 as atan2's x): NaN gradients on INTERP and CPU where finite "
+                                   "differences are finite (gradgen seed 85000131: reverse NaN, finite difference "
+                                   "258; jax.vjp/jvp of the raised kernel NaN there too)",
+                                   "their limits: both atan2 partials are 0 where h is infinite (they are at most "
+                                   "1 / h), hypot's is sign(p) where p alone is infinite; NaN stays at "
+                                   "hypot(inf, inf) (passes/autodiff.py bp_call, _unless_inf, _hypot_partial)"),
     'pocl-log1p-tiny': ("OpenCL on PoCL 3.1: log1p of tiny arguments, float and double: +0.0 for +-the smallest "
                         "subnormal (log1p(x) is x there), 5.6e-45 for 4.2e-45, an ulp off near the smallest normal",
                         "under TK_POCL, tk_log1p returns x below 2**-25 (float) / 2**-54 (double), where log1p(x) "
