@@ -53,7 +53,7 @@ from .cuda_driver import checked, driver, init_driver
 from .cuda_launch import CUDAKernelInstance
 from .cuda_memory import CUDAArray
 from .cuda_streams import CUDAEvent, CUDAStream
-from .device import debug_flag
+from .device import SourceTarget, debug_flag
 from .dlpack import _EXPORTS, _from_dlpack_capsule, take_capsule  # noqa: F401 (_EXPORTS: the tests count exports)
 from .driverbackend import DriverBackend
 from .hostarray import _DL_CUDA, _DL_CUDA_MANAGED
@@ -128,31 +128,13 @@ class CUDA(DriverBackend):
     instance_class = None   # set below
 
 
-class CUDATarget(Backend):
+class CUDATarget(SourceTarget):
     """What the code generator needs to know about CUDA, with no device: used by
     ``kernel.source("CUDA", ...)`` on machines without a GPU. It cannot launch."""
     name = "CUDA"
     dev = "CUDA"
-    is_host = False
     supports_float64 = True
     max_workgroupsize = 1024
-    can_launch = False
-
-    def __init__(self, debug: bool | None = None):
-        self.debug = debug_flag(debug, self)
-
-    def key(self) -> tuple:
-        return ("CUDA-source", self.debug)
-
-    def __repr__(self) -> str:
-        return f"tk.runtime.cuda.CUDATarget(debug={self.debug})"
-
-    @staticmethod
-    def available() -> tuple:
-        return False, "a code-generation target only"
-
-    def supports(self, dtype) -> bool:
-        return D.from_any(dtype) is not None
 
     @staticmethod
     def adopt_array(obj) -> CUDAArray | None:

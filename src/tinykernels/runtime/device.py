@@ -23,7 +23,7 @@ from ..dtypes import Ty
 from ..errors import CompileError, LaunchError
 from ..ir.nodes import Loc, error_at
 from ..tracebacks import USER_ERRORS, prepare as filtered
-from .base import GROUPED_FEATURES, RECORDERS, KernelInstance, _check_debug, bind_launch_args, launch_checks
+from .base import GROUPED_FEATURES, RECORDERS, Backend, KernelInstance, _check_debug, bind_launch_args, launch_checks
 from .dlpack import c_strides  # noqa: F401 (re-exported: the runtimes import it from here)
 from .launchcheck import check_launch
 from .launchplan import value_key
@@ -43,6 +43,31 @@ def track_stream(dev, stream: S) -> S:
     with dev.lock:
         dev.streams.add(stream)
     return stream
+
+
+class SourceTarget(Backend):
+    """A backend that only renders source (``kernel.source(dev, ...)`` on a machine without the
+    runtime or a device, SPEC 1); subclasses set ``name``, ``dev`` and the device limits. It
+    cannot launch."""
+    is_host = False
+    can_launch = False
+
+    def __init__(self, debug: bool | None = None):
+        self.debug = debug_flag(debug, self)
+
+    def key(self) -> tuple:
+        return (f"{self.dev}-source", self.debug)
+
+    def __repr__(self) -> str:
+        module = type(self).__module__.replace("tinykernels.", "tk.", 1)
+        return f"{module}.{type(self).__name__}(debug={self.debug})"
+
+    @staticmethod
+    def available() -> tuple:
+        return False, "a code-generation target only"
+
+    def supports(self, dtype) -> bool:
+        return D.from_any(dtype) is not None
 
 
 class DeviceArray(Array):

@@ -36,7 +36,7 @@ from .. import dtypes as D
 from ..argcheck import int_arg
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend, check_stream
-from .device import (DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, debug_flag, fits32,
+from .device import (SourceTarget, DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, debug_flag, fits32,
                      group_plan, same_shape, scalar_value, tail, track_stream)
 from .hostarray import Array
 from .streams import Event, check_recorded, stream_priority
@@ -246,27 +246,13 @@ class Metal(Backend):
     instance_class = None   # set below
 
 
-class MetalTarget(Backend):
+class MetalTarget(SourceTarget):
     """What the code generator needs to know about Metal, with no device: used by
     ``kernel.source("Metal", ...)`` on any machine. It cannot launch."""
     name = "Metal"
     dev = "METAL"
-    is_host = False
     supports_float64 = False
     max_workgroupsize = 1024
-
-    def __init__(self, debug: bool | None = None):
-        self.debug = debug_flag(debug, self)
-
-    def key(self) -> tuple:
-        return ("METAL-source", self.debug)
-
-    def __repr__(self) -> str:
-        return f"tk.runtime.metal.MetalTarget(debug={self.debug})"
-
-    @staticmethod
-    def available() -> tuple:
-        return False, "a code-generation target only"
 
     def supports(self, dtype) -> bool:
         d = D.from_any(dtype)

@@ -18,7 +18,7 @@ from .base import Backend, check_stream
 from .hostarray import Array, staged
 from .launchplan import value_key
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
+from .device import SourceTarget, DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     fits32, group_plan, same_shape, scalar_value, tail, track_stream
 from .streams import Event, check_recorded, deadline_of, poll_until, stream_priority
 
@@ -586,32 +586,15 @@ def _check_capabilities(ir, backend) -> None:
                                            x.loc, ir.name)
 
 
-class OpenCLTarget(Backend):
+class OpenCLTarget(SourceTarget):
     """What the OpenCL C generator needs, with no OpenCL runtime: ``kernel.source("CL", ...)``
     on a machine without pyopencl or a device (SPEC 1: any machine). It assumes a device with
     cl_khr_fp64 and 64-bit atomics, and cannot launch."""
     name = "CL"
     dev = "CL"
-    is_host = False
     supports_float64 = True
     max_workgroupsize = 256
     items_in_loops = False
-
-    def __init__(self, debug: bool | None = None):
-        self.debug = debug_flag(debug, self)
-
-    def key(self) -> tuple:
-        return ("CL-source", self.debug)
-
-    def __repr__(self) -> str:
-        return f"tk.runtime.opencl.OpenCLTarget(debug={self.debug})"
-
-    @staticmethod
-    def available() -> tuple:
-        return False, "a code-generation target only"
-
-    def supports(self, dtype) -> bool:
-        return D.from_any(dtype) is not None
 
 
 OpenCL.instance_class = CLKernelInstance

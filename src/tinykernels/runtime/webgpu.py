@@ -25,7 +25,7 @@ from ..argcheck import int_arg
 from .base import Backend, check_stream, python_ints_as_int32
 from .hostarray import Array
 from ..errors import BackendUnavailable, CompileError, LaunchError
-from .device import DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
+from .device import SourceTarget, DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     group_plan, same_shape, tail, track_stream
 from .streams import Event, check_recorded, stream_priority
 
@@ -599,27 +599,13 @@ def _explain(msg: str, src: str) -> str:
     return "\n".join(out)
 
 
-class WebGPUTarget(Backend):
+class WebGPUTarget(SourceTarget):
     """What the WGSL generator needs, with no wgpu or adapter: ``kernel.source("WEBGPU", ...)``
     on any machine (SPEC 1). It cannot launch."""
     name = "WEBGPU"
     dev = "WEBGPU"
-    is_host = False
     supports_float64 = False
     max_workgroupsize = 256
-
-    def __init__(self, debug: bool | None = None):
-        self.debug = debug_flag(debug, self)
-
-    def key(self) -> tuple:
-        return ("WEBGPU-source", self.debug)
-
-    def __repr__(self) -> str:
-        return f"tk.runtime.webgpu.WebGPUTarget(debug={self.debug})"
-
-    @staticmethod
-    def available() -> tuple:
-        return False, "a code-generation target only"
 
     supports = WebGPU.supports
     supports_atomic = WebGPU.supports_atomic
