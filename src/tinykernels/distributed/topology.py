@@ -108,6 +108,23 @@ def global_index(i: int, n: int, halo: int, coord: int, size: int, periodic: boo
     return (g - halo) % size if periodic else g
 
 
+def coordinate(i: int, n: int, halo: int, coord: int, size: int, periodic: bool, extent: int,
+               wrap: bool = True) -> float:
+    """The position, in grid spacings, of local index ``i`` of an array of ``extent`` points
+    along a dimension of local extent ``n`` (ImplicitGlobalGrid's ``x_g(ix, dx, A) / dx``). An
+    array staggered by ``s = extent - n`` is centred on the grid: its point ``i`` sits at
+    ``global index - s / 2`` (a face array's first point half a cell before the first cell's
+    centre). Where periodic, the position is shifted by ``-halo`` and, with ``wrap``, its
+    whole-spacing part wrapped into ``0 .. size - 1`` (the half spacing of an odd staggering
+    stays, so a face point may sit at ``-0.5``)."""
+    s = extent - n
+    g = coord * (n - 2 * halo) + i
+    if not periodic:
+        return g - s / 2
+    whole = g - halo - s // 2                  # s // 2: floor, so s / 2 - s // 2 is 0 or 0.5
+    return (whole % size if wrap else whole) - (s / 2 - s // 2)
+
+
 def owned_range(n: int, halo: int, coord: int, dims: int, periodic: bool, size: int | None = None) -> Range:
     """The local indices whose global points this rank owns (they tile the global grid).
 
