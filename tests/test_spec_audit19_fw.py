@@ -106,9 +106,25 @@ def test_opcheck_passes_on_the_natural_call(which):
              ("two", (t64(5), t64(5), t64(5, grad=True), t64(5, grad=True)), {}),
              ("img", (t64(3, 4), t64(3, 4, grad=True)), {"c": 0.25, "p": 2}),
              ("take", (t64(4), t64(6, grad=True), torch.tensor([0, 5, 5, 2], dtype=torch.int64)), {})]
-    for name, args, kwargs in cases:
-        res = torch.library.opcheck(pick(name), args, kwargs)
-        assert set(res.values()) == {"SUCCESS"}, (name, res)
+    for k, (name, args, kwargs) in enumerate(cases):
+        res = torch.library.opcheck(pick(name), args, kwargs, test_utils="ALL" if k == 0 else
+                                    ("test_schema", "test_autograd_registration", "test_faketensor",
+                                     "test_aot_dispatch_dynamic"))
+        assert set(res.values()) == {"SUCCESS"} and len(res) >= 4, (name, res)
+
+
+@needs_torch
+def test_torch_export_keeps_the_operator_by_name():
+    _ops()
+
+    class Model(torch.nn.Module):
+        def forward(self, y0, x):
+            return torch.ops.audit19.saxpy(y0, x, a=2.0) * 2
+
+    y0, x = t64(6), t64(6)
+    ep = torch.export.export(Model(), (y0, x))
+    assert "torch.ops.audit19.saxpy.default(y0, x, a = 2.0)" in ep.graph_module.code
+    torch.testing.assert_close(ep.module()(y0, x), 2 * (2 * x + y0))
 
 
 @needs_torch
