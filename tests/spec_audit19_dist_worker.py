@@ -127,6 +127,45 @@ def case_update_several_fields():
         assert G == (g.dims[0] * 5 + 2, g.dims[1] * 4)
 
 
+def case_complex_and_other_dtypes():
+    """"Any dtype (the messages are bytes)": complex64/complex128 NumPy arrays, a complex CPU
+    torch tensor and datetime64 exchanged in one call, periodic and not, and gathered. Before
+    fw19 a complex array was a TypeError from the packing buffer on some ranks only (the others
+    went on: a hang in a real run)."""
+    for periodic in (True, False):
+        with GlobalGrid((7, 5, 6), periodic=periodic) as g:
+            lin = np.ravel_multi_index(np.ix_(*[g.global_indices(d) for d in range(3)]), g.global_shape)
+            fields = [(lin + 1j * (lin + 0.5)).astype(np.complex64), (lin - 2j * lin).astype(np.complex128),
+                      lin.astype(np.int64).astype("datetime64[s]")]
+            try:
+                import torch
+                fields.append(torch.from_numpy((3j * lin + 1).astype(np.complex128)))
+            except ImportError:
+                pass
+            hosts = [np.asarray(f) if not hasattr(f, "numpy") else f.numpy() for f in fields]
+            refs = [h.copy() for h in hosts]
+            for X in hosts:                       # zero (the epoch for datetime64) every received plane
+                for d in range(3):
+                    sl = [slice(None)] * 3
+                    if periodic or g.coords[d] > 0:
+                        sl[d] = 0
+                        X[tuple(sl)] = np.zeros((), X.dtype)
+                    if periodic or g.coords[d] < g.dims[d] - 1:
+                        sl[d] = -1
+                        X[tuple(sl)] = np.zeros((), X.dtype)
+            if periodic or NPROCS > 1:         # something to receive
+                assert not any(np.array_equal(X, R) for X, R in zip(hosts, refs))
+            g.update_halo(*fields)
+            for X, R in zip(hosts, refs):
+                np.testing.assert_array_equal(X, R)
+            G = g.gather(hosts[1])
+            if RANK == 0:
+                assert G.dtype == np.complex128
+                np.testing.assert_array_equal(G, (lambda k: k - 2j * k)(np.arange(np.prod(g.global_shape))
+                                                                     .reshape(g.global_shape)))
+            raises(TypeError, lambda: g.update_halo(np.zeros((7, 5, 6), np.longdouble)), "cannot be exchanged")
+
+
 def case_thin_dimension():
     """A 2-D problem written as 3-D (nz = 1): the chosen split never splits z (as
     ImplicitGlobalGrid's nz == 1 gives dimz = 1), and its halos are exchanged along x, y."""

@@ -3,7 +3,8 @@ would (audit fw19), under ``mpiexec -n 1/2/4`` (tests/spec_audit19_dist_worker.p
 constructor's defaults and global sizes, ImplicitGlobalGrid's x_g/y_g/z_g known values
 (``GlobalGrid.global_coordinates``, new in fw19, with staggered arrays), coordinates gathered
 across ranks, ``local_part`` of staggered global arrays (fw19), update_halo on several fields
-of several dtypes and staggerings, a thin dimension that the chosen split leaves alone (fw19:
+of several dtypes and staggerings, complex and datetime arrays (fw19: a complex array was a
+TypeError on some ranks only), a thin dimension that the chosen split leaves alone (fw19:
 ``GlobalGrid((6, 6, 1))`` on 8 ranks split z and failed), ``select_device`` (fw19), errors and
 ``free``. Skips cleanly without mpi4py or mpiexec."""
 from __future__ import annotations
@@ -46,8 +47,8 @@ def _run(n: int, *cases: str, timeout: float = 240) -> str:
     return r.stdout
 
 
-ALL = ["defaults", "coordinates_across_ranks", "update_several_fields", "thin_dimension", "select_device",
-       "errors_and_free"]
+ALL = ["defaults", "coordinates_across_ranks", "update_several_fields", "complex_and_other_dtypes", "thin_dimension",
+       "select_device", "errors_and_free"]
 
 
 def test_one_rank_and_igg_known_coordinates():

@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 import tinykernels as tk
+from tinykernels.dtypes import from_any as _kernel_dtype
 
 from . import _mpi, topology as T
 from .halo import exchange
@@ -259,7 +260,7 @@ class GlobalGrid:
         finished first (``tk.synchronize``). Every rank must call it with the same arrays'
         dtypes, in the same order.
         """
-        arrays, backends = self._check_arrays("update_halo", arrays, staggered=True)
+        arrays, backends = _bit_views("update_halo", *self._check_arrays("update_halo", arrays, staggered=True))
         self._check_alive("update_halo")
         for b in {b.key(): b for b in backends}.values():
             tk.synchronize(b)
@@ -282,7 +283,7 @@ class GlobalGrid:
         interior runs on a low-priority stream. Returns when both are done. The result
         equals ``step`` on the whole region followed by ``update_halo(*arrays)``, bit for bit.
         """
-        arrays, backends = self._check_arrays("hide_communication", arrays, staggered=True)
+        arrays, backends = _bit_views("hide_communication", *self._check_arrays("hide_communication", arrays, staggered=True))
         self._check_alive("hide_communication")
         if not callable(step):
             raise TypeError(f"hide_communication: step must be callable as step(ndrange, stream), "
@@ -391,8 +392,11 @@ class GlobalGrid:
             except tk.LaunchError:
                 raise TypeError(f"{what}: argument {k + 1} is a {type(A).__name__}, not an array") from None
             if not isinstance(A, (np.ndarray, tk.Array)) and getattr(b, "is_host", False):
-                A = tk.asarray(A, backend=b).numpy()   # a CPU torch tensor, an array-interface or
-                                                        # DLPack object: its zero-copy NumPy view
+                try:
+                    A = tk.asarray(A, backend=b).numpy()   # a CPU torch tensor, an array-interface or
+                                                            # DLPack object: its zero-copy NumPy view
+                except TypeError:                           # a dtype kernels do not take (complex):
+                    A = _host_view(A)                       # NumPy's own zero-copy view
             self._check_shape(what, k, tuple(getattr(A, "shape", ())), staggered)
             if writable:
                 h = getattr(A, "flags", None)
@@ -421,6 +425,43 @@ class GlobalGrid:
         if s is None:
             s = self._streams[k] = backend.stream(priority=priority)
         return s
+
+
+def _host_view(A) -> np.ndarray:
+    """NumPy's zero-copy view of a host array-like whose dtype tinykernels does not take
+    (a complex CPU torch tensor: through DLPack); a TypeError when there is none."""
+    for make in (np.from_dlpack, np.asarray):
+        try:
+            h = make(A)
+        except (TypeError, ValueError, BufferError, RuntimeError, AttributeError):
+            continue
+        if isinstance(h, np.ndarray) and h.flags.writeable:
+            return h
+    raise TypeError(f"update_halo: cannot view a {type(A).__name__} of dtype {getattr(A, 'dtype', '?')} as a "
+                    "writable NumPy array")
+
+
+def _bit_views(what: str, arrays, backends):
+    """The arrays as the exchange's kernels take them. The exchange only copies elements, so a
+    host array of a dtype that kernels do not take is exchanged through views of dtypes they
+    do: a complex array as its ``.real`` and ``.imag`` (strided views), any other of 1, 2, 4 or
+    8 bytes (datetime64, ...) as unsigned integers of its size. Every rank passes the same
+    dtypes, so every rank expands them alike (the messages' tags stay matched)."""
+    out, outb = [], []
+    for A, b in zip(arrays, backends):
+        if isinstance(A, np.ndarray) and _kernel_dtype(A.dtype) is None:
+            if A.dtype.kind == "c" and _kernel_dtype(A.real.dtype) is not None:
+                out += [A.real, A.imag]
+                outb += [b, b]
+                continue
+            if A.dtype.itemsize in (1, 2, 4, 8) and not A.dtype.hasobject:
+                A = A.view(np.dtype(f"u{A.dtype.itemsize}"))
+            else:
+                raise TypeError(f"{what}: arrays of dtype {A.dtype} cannot be exchanged (complex or of "
+                                "1, 2, 4 or 8 bytes, or a dtype tinykernels kernels take)")
+        out.append(A)
+        outb.append(b)
+    return out, outb
 
 
 def _int_arg(fn: str, name: str, v) -> int:
