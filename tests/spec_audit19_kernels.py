@@ -37,3 +37,10 @@ def scale_by(y, s, x: tk.Const):
 def take(y, x: tk.Const, idx: tk.Const):
     i = tk.index()
     y[i] = x[idx[i]] * 2.0
+
+
+@tk.kernel
+def overwrite(y, x: tk.Const, a):
+    """Overwrites the output where it runs: the initial value's gradient is 0 there, 1 elsewhere."""
+    i = tk.index()
+    y[i] = a * x[i] * x[i]

@@ -16,7 +16,7 @@ import pytest
 
 import tinykernels as tk
 
-from spec_audit19_kernels import saxpy, scale_by, sin_scale2d, sum_diff, take
+from spec_audit19_kernels import overwrite, saxpy, scale_by, sin_scale2d, sum_diff, take
 
 RNG = np.random.default_rng(19)
 
@@ -49,7 +49,8 @@ def _ops():
                                 two=make(sum_diff, ["d", "s"], "audit19::sum_diff"),
                                 img=make(sin_scale2d, ["out"], "audit19::sin_scale2d"),
                                 mid=make(scale_by, ["y"], "audit19::scale_by"),
-                                take=make(take, ["y"], "audit19::take"))
+                                take=make(take, ["y"], "audit19::take"),
+                                over=make(overwrite, ["y"], "audit19::overwrite"))
     return got
 
 
@@ -253,3 +254,37 @@ def test_jax_calling_convention_errors_name_the_argument(route):
         f(y0, jnp.ones(2), a=1.0)
     with pytest.raises(tk.LaunchError, match="unsupported dtype complex64"):
         f(jnp.ones(4, jnp.complex64), jnp.ones(4, jnp.complex64), a=1.0)
+
+
+def _overwrite_grads(n=6, m=4):
+    """d/dy0 and d/dx of sum(overwrite(y0, x, a=3, ndrange=m)): 0 / 6 x inside the ndrange, 1 / 0 past it."""
+    x = np.linspace(1.0, 2.0, n)
+    return np.r_[np.zeros(m), np.ones(n - m)], np.r_[6.0 * x[:m], np.zeros(n - m)], x
+
+
+@needs_torch
+def test_torch_gradient_of_an_overwritten_initial_value():
+    _ops()
+    gy_want, gx_want, x = _overwrite_grads()
+    for call in (lambda y, x_: _ops()["over"](y, x_, a=3.0, ndrange=4),
+                 lambda y, x_: torch.ops.audit19.overwrite(y, x_, a=3.0, ndrange=[4])):
+        y0 = torch.arange(6.0, dtype=torch.float64, requires_grad=True)
+        xt = torch.tensor(x, requires_grad=True)
+        call(y0, xt).sum().backward()
+        np.testing.assert_allclose(y0.grad.numpy(), gy_want, rtol=1e-15)
+        np.testing.assert_allclose(xt.grad.numpy(), gx_want, rtol=1e-15)
+    res = torch.library.opcheck(_ops()["over"], (torch.arange(6.0, dtype=torch.float64, requires_grad=True),
+                                                  torch.tensor(x, requires_grad=True)), {"a": 3.0, "ndrange": [4]})
+    assert set(res.values()) == {"SUCCESS"}
+
+
+@needs_jax
+@pytest.mark.parametrize("route", ["jax_kernel", "raise_kernel"])
+def test_jax_gradient_of_an_overwritten_initial_value(route):
+    gy_want, gx_want, x = _overwrite_grads()
+    f = getattr(tkjax, route)(overwrite, outputs=["y"])
+    with jax.enable_x64(True):
+        gy, gx = jax.grad(lambda y, x_: f(y, x_, a=3.0, ndrange=4).sum(), argnums=(0, 1))(jnp.arange(6.0),
+                                                                                          jnp.asarray(x))
+        np.testing.assert_allclose(gy, gy_want, rtol=1e-15)
+        np.testing.assert_allclose(gx, gx_want, rtol=1e-15)

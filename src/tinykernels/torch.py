@@ -98,6 +98,7 @@ class TorchOp(_OpDefBase):
             raise ValueError(f"torch_op: name must look like 'namespace::opname', got {name!r}")
         self.name = name
         self.ns, self.opname = m.groups()
+        self._namespace, self._name = self.ns, self.opname     # CustomOpDef's names (its _qualname)
         self.ndrange, self.workgroupsize = ndrange, workgroupsize
         self._names = tuple(n for n, _ in kernel.params)
         self._constexprs = frozenset(n for n, k in kernel.params if k == "constexpr")
