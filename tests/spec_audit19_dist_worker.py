@@ -63,6 +63,12 @@ def case_igg_coordinates():
                    g.global_coordinates(2, dz, arr, wrap_periodic=False).tolist())
             assert got == (x, y, z, zu), (name, got)
         assert g.global_coordinates(0, 0.5, origin=-1.0).tolist() == [-1.0, -0.5, 0.0, 0.5, 1.0]
+        # ImplicitGlobalGrid's nx_g(A), ny_g(A), nz_g(A): an array or its shape
+        for arr, want_g in ((P, (5, 5, 3)), (Vx, (6, 5, 3)), (Vz, (5, 5, 4)), (A, (7, 5, 5)), (Sxz, (3, 4, 1))):
+            assert g.array_global_shape(arr) == want_g, (arr, g.array_global_shape(arr))
+        assert g.array_global_shape(np.zeros(A)) == (7, 5, 5)
+        raises(ValueError, lambda: g.array_global_shape((5, 5)), "not a 3-D shape")
+        raises(TypeError, lambda: g.array_global_shape((5.0, 5, 5)), "expected a shape")
         # the global indices of a face array run on past the grid's
         assert g.global_indices(0, Vx).tolist() == [0, 1, 2, 3, 4, 5]
         assert g.global_indices(2, Vz).tolist() == [2, 0, 1, 2, 0, 1]

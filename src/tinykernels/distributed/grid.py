@@ -355,10 +355,23 @@ class GlobalGrid:
             G[tuple(dst)] = blocks[r][tuple(src)]
         return G
 
-    def array_global_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
-        """The global shape of arrays of local ``shape``: :attr:`global_shape` for the grid's
+    def array_global_shape(self, shape) -> tuple[int, ...]:
+        """The global shape of arrays of local ``shape`` (a shape, or an array whose shape it
+        takes, as ImplicitGlobalGrid's ``nx_g(A)``): :attr:`global_shape` for the grid's
         ``local_shape``; a staggered array's (``local_shape[d] + s`` long) is ``s`` longer
-        along each dimension, as ImplicitGlobalGrid's ``nx_g(A)``."""
+        along each dimension."""
+        if hasattr(shape, "shape"):
+            shape = shape.shape
+        if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+            shape = (shape,)
+        try:
+            shape = tuple(_int_arg("array_global_shape", "shape", m) for m in shape)
+        except TypeError:
+            raise TypeError(f"GlobalGrid.array_global_shape: expected a shape (ints) or an array, got "
+                            f"{shape!r}") from None
+        if len(shape) != self.ndim or any(m < 1 for m in shape):
+            raise ValueError(f"GlobalGrid.array_global_shape: {shape} is not a {self.ndim}-D shape of positive "
+                             f"extents (the grid's local shape is {self.local_shape})")
         return tuple(T.array_global_size(n, self.halo, m, p, w)
                      for n, m, p, w in zip(self.local_shape, self.dims, self.periodic, shape))
 
