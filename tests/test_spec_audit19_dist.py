@@ -27,8 +27,8 @@ def _mpiexec() -> str | None:
     return str(local) if local.exists() else shutil.which("mpiexec")
 
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or _mpiexec() is None,
-                                reason="needs mpi4py and mpiexec (pip install 'tinykernels[mpi]' mpich)")
+needs_mpi = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or _mpiexec() is None,
+                               reason="needs mpi4py and mpiexec (pip install 'tinykernels[mpi]' mpich)")
 
 
 def _run(n: int, *cases: str, timeout: float = 240) -> str:
@@ -51,10 +51,37 @@ ALL = ["defaults", "coordinates_across_ranks", "update_several_fields", "complex
        "select_device", "errors_and_free"]
 
 
+@needs_mpi
 def test_one_rank_and_igg_known_coordinates():
     _run(1, "igg_coordinates", *ALL)
 
 
+@needs_mpi
 @pytest.mark.parametrize("n", [2, 4])
 def test_several_ranks(n):
     _run(n, *ALL)
+
+
+def test_local_shape_for_takes_the_grids_argument_forms():
+    """local_shape_for(global_shape, halo, dims, periodic) with the argument forms GlobalGrid
+    takes (pure: no MPI). Before fw19 ``periodic=False`` was "'bool' object is not iterable"
+    and a dims longer than the shape was cut silently."""
+    import numpy as np
+
+    from tinykernels.distributed import local_shape_for
+    assert local_shape_for((10, 6, 6), 1, (2, 1, 1), False) == (6, 6, 6)
+    assert local_shape_for((10, 6, 6), 1, (2, 1, 1)) == (6, 6, 6)               # periodic defaults to False
+    assert local_shape_for((12, 6), 1, (2, 1), (True, 0)) == (8, 6)
+    assert local_shape_for(10, 2, 3) == (6,) and local_shape_for(np.array([10, 6]), 1, (2, 1)) == (6, 6)
+    with pytest.raises(ValueError, match="cannot be split into 2 blocks"):
+        local_shape_for((11, 6), 1, (2, 1))
+    with pytest.raises(ValueError, match="dims must be 2 positive ints"):
+        local_shape_for((10, 6), 1, (2, 1, 1))
+    with pytest.raises(TypeError, match="dims .* must be given"):
+        local_shape_for((10, 6), 1, None)
+    with pytest.raises(TypeError, match="global_shape must be an int"):
+        local_shape_for((10.0, 6), 1, (2, 1))
+    with pytest.raises(TypeError, match="halo must be an int"):
+        local_shape_for((10, 6), True, (2, 1))
+    with pytest.raises(TypeError, match="periodic must be a bool"):
+        local_shape_for((10, 6), 1, (2, 1), "yes")

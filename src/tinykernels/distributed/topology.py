@@ -172,8 +172,38 @@ def array_global_size(n: int, halo: int, dims: int, periodic: bool, size: int) -
 
 
 def local_shape_for(global_shape: Sequence[int], halo: int, dims: Sequence[int],
-                    periodic: Sequence[bool]) -> tuple[int, ...]:
-    """The local shape that makes ``global_shape`` on a ``dims`` grid (ValueError if none)."""
+                    periodic: bool | Sequence[bool] = False) -> tuple[int, ...]:
+    """The local shape that makes ``global_shape`` on a ``dims`` grid (ValueError if none).
+
+    ``global_shape`` and ``dims`` (ranks per dimension) are ints or one int per dimension,
+    ``periodic`` a bool or one per dimension, as :class:`GlobalGrid` takes them; a float, a
+    missing ``dims`` or lengths that disagree are a TypeError/ValueError naming the argument
+    (before fw19 ``periodic=False`` was "'bool' object is not iterable" and extra entries were
+    dropped silently)."""
+    def ints(v, name):
+        vs = (v,) if isinstance(v, (int, np.integer)) else v
+        try:
+            vs = tuple(vs)
+        except TypeError:
+            vs = (None,)
+        if any(isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) for x in vs):
+            raise TypeError(f"local_shape_for: {name} must be an int or one int per dimension, got {v!r}")
+        return tuple(int(x) for x in vs)
+    global_shape = ints(global_shape, "global_shape")
+    ndim = len(global_shape)
+    if not 1 <= ndim <= 3:
+        raise ValueError(f"local_shape_for: global_shape must have 1 to 3 dimensions, got {global_shape}")
+    if dims is None:
+        raise TypeError("local_shape_for: dims (the ranks per dimension) must be given, e.g. grid.dims")
+    dims = ints(dims, "dims")
+    if len(dims) != ndim or any(m < 1 for m in dims):
+        raise ValueError(f"local_shape_for: dims must be {ndim} positive ints, got {dims}")
+    if isinstance(halo, (bool, np.bool_)) or not isinstance(halo, (int, np.integer)):
+        raise TypeError(f"local_shape_for: halo must be an int, got {halo!r}")
+    if halo < 1:
+        raise ValueError(f"local_shape_for: halo must be at least 1, got {halo}")
+    halo = int(halo)
+    periodic = normalize_periodic(periodic, ndim)
     out = []
     for d, (g, m, p) in enumerate(zip(global_shape, dims, periodic)):
         inner = g if p else g - 2 * halo
