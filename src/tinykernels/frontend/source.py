@@ -130,7 +130,11 @@ def parse_function(fn) -> FuncSource:
     fdef = next((n for n in mod.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     if fdef is None:
         raise CompileError(f"{fn!r} is not a function defined with def")
-    return FuncSource(fn, fn.__name__, file, start, indent, lines, fdef, text)
+    src = FuncSource(fn, fn.__name__, file, start, indent, lines, fdef, text)
+    if isinstance(fdef, ast.AsyncFunctionDef):      # its body would compile, but a call of it is a coroutine
+        raise src.error(fdef, "an 'async def' function cannot be a kernel or a @tk.func: define it with "
+                              "plain 'def'", kernel=fn.__name__)
+    return src
 
 
 _ARRAY_ATTRS = frozenset({"shape", "ndim", "size", "dtype", "strides"})
