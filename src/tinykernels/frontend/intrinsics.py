@@ -926,8 +926,19 @@ def _print(lw, node):
     return NoValue(lw.loc(node), _call_name(node))
 
 
+def _integer_words(lw, node, es, fn: str, what) -> None:
+    """The words of a random function must be integers (or bools), as the host functions of
+    the same names require (a TypeError there): a float key or counter was truncated to an
+    integer silently, so ``uniform(key, x[i])`` drew the same number for 0.2 and 0.7."""
+    for k, (e, a) in enumerate(zip(es, node.args)):
+        if e.ty.dtype.is_float:
+            raise lw.err(a, f"tk.random.{fn}: {what(k)} must be an integer (as on the host), got "
+                            f"{'a Python float' if e.ty.weak else e.ty.dtype.name}")
+
+
 def _philox(lw, node):
     es = _exprs(lw, node, 6, "tk.random.philox4x32")
+    _integer_words(lw, node, es, "philox4x32", lambda k: f"word {('c0', 'c1', 'c2', 'c3', 'k0', 'k1')[k]}")
     es = [lw.cast(e, Ty(D.uint32)) for e in es]
     name = lw.fresh("philox")
     outs = [f"{name}_{k}" for k in range(4)]
@@ -940,6 +951,7 @@ def _philox(lw, node):
 def _rand(fn, t):
     def h(lw, node):
         key, ctr = _exprs(lw, node, 2, f"tk.random.{fn}")
+        _integer_words(lw, node, (key, ctr), fn, lambda k: ("the key", "the counter")[k])
         return N.Call(Ty(t), lw.loc(node), "rand_" + fn, [lw.cast(key, Ty(D.uint64)), lw.cast(ctr, Ty(D.uint64))])
     return h
 
