@@ -119,6 +119,46 @@ def calls_no_return(A):
     A[tk.index()] = 3.0
 
 
+@tk.kernel
+def draws(U, Bt, W, key):
+    i = tk.index()
+    U[i] = tk.random.uniform(key, i)
+    Bt[i] = tk.random.bits(key, i)
+    w0, w1, w2, w3 = tk.random.philox4x32(0, 0, 0, 0, 0, 0)
+    if i == 0:
+        W[0] = w0
+        W[1] = w1
+        W[2] = w2
+        W[3] = w3
+
+
+@tk.kernel
+def float_counter(O, key):
+    i = tk.index()
+    O[i] = tk.random.uniform(key, i * 0.5)
+
+
+@tk.kernel
+def float_key(O, X: tk.Const):
+    i = tk.index()
+    O[i] = tk.random.normal(X[i], i)
+
+
+@tk.kernel
+def float_word(O):
+    a, b, c, d = tk.random.philox4x32(0, 0, 0, 0, 1.5, 0)
+    O[tk.index()] = a
+
+
+@tk.kernel
+def slow_loop(A, n):
+    i = tk.index()
+    acc = A[i]
+    for k in range(n):
+        acc = acc * 0.5 + 1.0
+    A[i] = acc
+
+
 async def async_kernel(A):
     A[tk.index()] = 1.0
 
@@ -633,6 +673,73 @@ def test_streams_priorities_events_and_cross_stream_waits(dev):
         lo.wait(None)
     with pytest.raises(tk.LaunchError, match="stream"):
         add_one(b)(A, ndrange=n, stream=5)
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_equal_backends_share_their_streams(dev):
+    """Backends that compare equal share streams: synchronizing a second instance waits for work
+    queued on a stream of the first."""
+    b1 = tk.backend(dev)
+    b2 = {"CPU": lambda: tk.CPU(), "CL": lambda: tk.OpenCL(0, 0)}.get(dev, lambda: tk.backend(dev))()
+    assert b1 == b2
+    A = tk.zeros(64, backend=b1)
+    ev = slow_loop(b1)(A, 2000 if dev.startswith("INTERP") else 200000, ndrange=64, stream=b1.stream())
+    tk.synchronize(b2)
+    assert ev.done()
+    np.testing.assert_array_equal(A.numpy(), 2.0)
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_synchronize_waits_for_the_work_of_a_dropped_stream_was_not_on_opencl(dev):
+    """tk.synchronize(backend) waits for all work, also on a stream the caller no longer holds;
+    OpenCL forgot the queue of a dropped stream and returned while its kernel still ran."""
+    import gc
+    b = tk.backend(dev)
+    A = tk.zeros(64, backend=b)
+    slow_loop(b)(A, 1, ndrange=64).wait()
+    s = b.stream()
+    ev = slow_loop(b)(A, 2000 if dev.startswith("INTERP") else 1000000, ndrange=64, stream=s)
+    del s
+    gc.collect()
+    tk.synchronize(b)
+    assert ev.done()
+    np.testing.assert_array_equal(A.numpy(), 2.0)
+
+
+# ------------------------------------------------------------------- section 8: random numbers
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_random_numbers_equal_the_host_and_random123(dev):
+    b = tk.backend(dev)
+    key = tk.random.key(1234)
+    U, Bt, W = tk.zeros(64, backend=b), tk.zeros(64, tk.uint32, backend=b), tk.zeros(4, tk.uint32, backend=b)
+    draws(b)(U, Bt, W, key, ndrange=64).wait()
+    assert W.numpy().tolist() == [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]
+    ctr = np.arange(64)
+    np.testing.assert_array_equal(U.numpy(), tk.random.uniform(key, ctr))
+    np.testing.assert_array_equal(Bt.numpy(), tk.random.bits(key, ctr))
+    assert (U.numpy() >= 0).all() and (U.numpy() < 1).all()
+    keys = tk.random.split(key, 3)
+    assert len(set(int(k) for k in keys) | {int(key)}) == 4
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+@pytest.mark.parametrize("kern,what", [(float_counter, "tk.random.uniform: the counter must be an integer "
+                                                       r"\(as on the host\), got a Python float"),
+                                       (float_key, "tk.random.normal: the key must be an integer .*got float32"),
+                                       (float_word, "tk.random.philox4x32: word k0 must be an integer")],
+                         ids=["counter", "key", "word"])
+def test_a_float_random_key_or_counter_is_a_compile_error_was_truncated(dev, kern, what):
+    """In a kernel a float counter or key was converted to an integer silently (uniform(key,
+    i * 0.5) drew the same number for items 0 and 1); the host functions raise TypeError."""
+    b = tk.backend(dev)
+    args = {"float_counter": (tk.zeros(4, backend=b), tk.random.key(1)),
+            "float_key": (tk.zeros(4, backend=b), tk.zeros(4, backend=b)),
+            "float_word": (tk.zeros(4, tk.uint32, backend=b),)}[kern.name]
+    with pytest.raises(tk.CompileError, match=rf"test_spec_audit19.py:\d+:\d+: in kernel '{kern.name}': {what}"):
+        kern(b)(*args, ndrange=4)
+    with pytest.raises(TypeError, match="must be an integer"):
+        tk.random.uniform(tk.random.key(1), 0.5)
 
 
 # ------------------------------------------------------ section 1: definitions and source()
