@@ -364,6 +364,18 @@ def test_an_unavailable_backend_says_what_is_missing(name, dev):
     assert not _AVAIL[name][0] and _AVAIL[name][1]          # tk.backends() says why
 
 
+def test_a_jax_device_index_that_does_not_exist_is_unavailable_was_made():
+    """tk.backend("JAX:5") on a machine with one JAX device was made, and the first allocation
+    raised a LaunchError; "CL:1" there is a BackendUnavailable."""
+    if not _AVAIL["JAX"][0]:
+        pytest.skip(_AVAIL["JAX"][1])
+    import jax
+    n = len(jax.devices())
+    with pytest.raises(tk.BackendUnavailable, match=rf"tk.JAX\(device={n}\): JAX has {n} device"):
+        tk.backend(f"JAX:{n}")
+    assert tk.backend(f"JAX:{n - 1}") == tk.JAX(device=n - 1)
+
+
 @pytest.mark.parametrize("dev", BACKENDS)
 def test_capability_queries(dev):
     b = tk.backend(dev)
