@@ -4,6 +4,7 @@ INTERP, INTERP:CHECK, OpenCL (PoCL) and WebGPU (lavapipe) where they are availab
 named ``..._was_...`` failed before this audit's fixes (what they were is in their docstrings)."""
 import ctypes
 import os
+import re
 import subprocess
 import sys
 
@@ -828,18 +829,29 @@ def test_error_classes():
         assert issubclass(cls, Exception)
 
 
-@pytest.mark.parametrize("dev", ["CPU", "INTERP"])
+_DEBUG = {"CPU": lambda: tk.CPU(debug=True), "INTERP": lambda: tk.Interpreter(debug=True),
+          "INTERP:CHECK": lambda: tk.Interpreter(check=True), "CL": lambda: tk.OpenCL(debug=True),
+          "WEBGPU": lambda: tk.WebGPU(debug=True)}
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
 def test_debug_mode_raises_index_error_naming_kernel_line_index_and_shape(dev):
-    b = tk.Interpreter(debug=True) if dev == "INTERP" else tk.CPU(debug=True)
-    A = np.zeros(8, np.float32)
-    with pytest.raises(IndexError) as e:
-        _oob(b)(A, 8, ndrange=8)
-        tk.synchronize(b)
-    msg = str(e.value)
-    assert "_oob" in msg and "8" in msg and "test_spec_audit19.py" in msg
+    b = _DEBUG[dev]()
+    for k, shape, nd, n, index in ((_oob, (8,), 8, 8, "index 8"), (_oob2, (3, 4), (3, 4), 1, r"index \(0, 4\)")):
+        A = tk.zeros(shape, backend=b)
+        with pytest.raises(IndexError, match=rf"kernel '{k.name}' at .*test_spec_audit19.py:\d+: {index} is out of "
+                                             rf"bounds for array '\w' with shape {re.escape(str(shape))}"):
+            k(b)(A, n, ndrange=nd)
+            tk.synchronize(b)
 
 
 @tk.kernel
 def _oob(A, n):
     i = tk.index()
     A[i + n - 7] = 1.0
+
+
+@tk.kernel
+def _oob2(M, n):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    M[i, j + n] = 1.0
