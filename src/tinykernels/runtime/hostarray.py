@@ -242,7 +242,8 @@ class Array:
             body = np.array2string(self.numpy(), separator=", ", prefix=prefix, threshold=100)
         except Exception:  # noqa: BLE001 - a repr must not fail (e.g. data not readable)
             body = f"<shape={self.shape}>"
-        return f"{prefix}{body}, dtype={self.dtype.name}, backend={self._backend!r})"
+        backend = repr(self._backend).split(" # ", 1)[0]   # not "tk.OpenCL(...) # device name)": the ")" in the comment
+        return f"{prefix}{body}, dtype={self.dtype.name}, backend={backend})"
 
 
 def as_host_ndarray(obj) -> np.ndarray | None:
