@@ -340,6 +340,44 @@ def test_python_scalars_are_weak_numpy_scalars_strong(dev):
     np.testing.assert_array_equal(h.numpy(), np.full(8, 3.0, np.float16) * 0.1)    # 0.1 rounds to float16 first
 
 
+def _many_arguments_kernel(tmp_path, n_arrays):
+    """A kernel of ``n_arrays`` arrays, then a Python float and two constexprs (past bit 64 of
+    the constexpr mask): A_k[i] = A_k[i] + k + a + c0 * c1."""
+    params = [f"A{k}" for k in range(n_arrays)] + ["a", "c0: tk.constexpr", "c1: tk.constexpr"]
+    body = "".join(f"    A{k}[i] = A{k}[i] + {k} + a + c0 * c1\n" for k in range(n_arrays))
+    src = f"def many_args({', '.join(params)}):\n    i = tk.index()\n{body}"
+    path = tmp_path / f"many_args_{n_arrays}.py"
+    path.write_text(src)
+    ns = {"tk": tk}
+    exec(compile(src, str(path), "exec"), ns)
+    return tk.kernel(ns["many_args"])
+
+
+@pytest.mark.parametrize("dev", [d for d in BACKENDS if d.values[0] != "WEBGPU"])
+@pytest.mark.parametrize("n_arrays", [61, 62, 100])
+def test_kernels_with_more_than_64_arguments_was_unpassable_on_the_cpu(tmp_path, dev, n_arrays):
+    """A CPU launch of more than 64 arguments was a LaunchError "an argument could not be passed
+    to CPU" (the C launcher packs 64); OpenCL and the interpreter took them."""
+    b = tk.backend(dev)
+    k = _many_arguments_kernel(tmp_path, n_arrays)
+    arrs = [tk.zeros(4, backend=b) if j % 2 or not b.is_host else np.zeros(4, np.float32) for j in range(n_arrays)]
+    k(b)(*arrs, 0.5, 2, 3, ndrange=4).wait()
+    s = b.stream()
+    k(b)(*arrs, 0.5, 2, 3, ndrange=4, stream=s)
+    s.synchronize()
+    for j, a in enumerate(arrs):
+        np.testing.assert_array_equal(a if isinstance(a, np.ndarray) else a.numpy(), 2 * (j + 6.5))
+
+
+def test_webgpu_names_its_storage_buffer_limit(tmp_path):
+    if not _AVAIL["WebGPU"][0]:
+        pytest.skip(_AVAIL["WebGPU"][1])
+    b = tk.WebGPU()
+    k = _many_arguments_kernel(tmp_path, 100)
+    with pytest.raises(tk.CompileError, match="binds 100 storage buffers but .* allows"):
+        k(b)(*[tk.zeros(4, backend=b) for _ in range(100)], 0.5, 2, 3, ndrange=4)
+
+
 # ---------------------------------------------------------------- section 4: backends, devices
 
 def test_backends_from_strings_compare_equal_and_share_streams():
