@@ -317,6 +317,30 @@ def test_ints_near_2_to_the_63_into_int64_and_uint64(dev):
         store_scalar(b)(dev_array(np.zeros(2, np.float64), b), 2**64, ndrange=2)
 
 
+@tk.kernel
+def scale_by_0d(y, x: tk.Const, a):
+    i = tk.index()
+    y[i] = x[i] * a[()]
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_a_bfloat16_or_float8_scalar_says_how_to_pass_it(dev):
+    """An ml_dtypes scalar (bfloat16, float8) was refused as "unsupported type bfloat16 (expected
+    ... a bool, int or float)"; the message now says why and what works, and what it proposes does."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    b = tk.backend(dev)
+    x = tk.asarray(np.arange(4, dtype=np.float32), backend=b)
+    y = tk.zeros(4, backend=b)
+    for v in (ml_dtypes.bfloat16(1.5), ml_dtypes.float8_e4m3fn(1.5)):
+        name = np.dtype(type(v)).name
+        with pytest.raises(tk.LaunchError, match=rf"scale_by.*argument 'a' is a {name} scalar: .*pass np.float32\(a\)"):
+            scale_by(b)(y, x, v, ndrange=4)
+        scale_by(b)(y, x, np.float32(v), ndrange=4).wait()
+        np.testing.assert_array_equal(y.numpy(), np.arange(4) * 1.5)
+        scale_by_0d(b)(y, x, tk.asarray(np.array(v), backend=b), ndrange=4).wait()
+        np.testing.assert_array_equal(y.numpy(), np.arange(4) * 1.5)
+
+
 @pytest.mark.parametrize("dev", BACKENDS)
 def test_python_scalars_are_weak_numpy_scalars_strong(dev):
     """saxpy(y, 2.0, x) on float32 computes in float32; np.float64 arguments are strong (NEP 50).
