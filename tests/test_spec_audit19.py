@@ -160,6 +160,30 @@ def slow_loop(A, n):
     A[i] = acc
 
 
+@tk.kernel
+def prints(X: tk.Const, I: tk.Const, U: tk.Const, B: tk.Const):
+    i = tk.index()
+    tk.print("item", i, "x =", X[i], I[i], U[i], B[i], X[i] * 2.5)
+
+
+@tk.func
+def print_pair(tag, v):
+    tk.print(tag, v)
+
+
+@tk.kernel
+def prints_in_groups(A: tk.Const):
+    i = tk.index()
+    l = tk.index(tk.Local, tk.Linear)
+    s = tk.localmem(tk.float32, 4)
+    s[l] = A[i]
+    tk.synchronize()
+    print_pair(i, s[3 - l])
+    total = tk.group_reduce(A[i], "add")
+    if l == 0:
+        tk.print("sum", total)
+
+
 async def async_kernel(A):
     A[tk.index()] = 1.0
 
@@ -866,6 +890,46 @@ def test_an_async_def_is_a_compile_error_at_its_def():
     k = tk.kernel(async_kernel)
     with pytest.raises(tk.CompileError, match=r"test_spec_audit19.py:\d+:1: in kernel 'async_kernel': an 'async def'"):
         k(tk.CPU())(np.zeros(4, np.float32), ndrange=4)
+
+
+# ---------------------------------------------------------------------------- section 3: tk.print
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_tk_print_prints_on_every_backend_was_a_compile_error_on_webgpu(dev, capfd):
+    """tk.print writes a line per call, its arguments separated by spaces (floats as %g, bools as
+    1/0), on every backend; on WebGPU (no printf in WGSL) it was a CompileError."""
+    b = tk.backend(dev)
+    x = np.array([1.5, -0.0, np.nan, 1e-40, 3e38, np.inf], np.float32)
+    ii = np.array([-5, 0, 2**31 - 1, -2**31, 7, -1], np.int32)
+    u = np.array([0, 1, 2**32 - 1, 5, 6, 7], np.uint32)
+    bb = np.array([True, False] * 3)
+    capfd.readouterr()
+    prints(b)(*(dev_array(v, b) for v in (x, ii, u, bb)), ndrange=6).wait()
+    tk.synchronize(b)
+    out = capfd.readouterr().out
+    with np.errstate(over="ignore"):
+        want = sorted(f"item {k} x = {'%g' % x[k]} {ii[k]} {u[k]} {int(bb[k])} {'%g' % (x[k] * np.float32(2.5))}"
+                      for k in range(6))
+    assert sorted(ln.replace("-nan", "nan") for ln in out.splitlines()) == want
+    A = dev_array(np.arange(8, dtype=np.float32), b)
+    prints_in_groups(b, 4)(A, ndrange=8).wait()
+    tk.synchronize(b)
+    out = capfd.readouterr().out
+    want = sorted([f"{k} {'%g' % (4 * (k // 4) + 3 - k % 4)}" for k in range(8)] + ["sum 6", "sum 22"])
+    assert sorted(out.splitlines()) == want
+
+
+def test_webgpu_print_buffer_overflow_is_reported():
+    if not _AVAIL["WebGPU"][0]:
+        pytest.skip(_AVAIL["WebGPU"][1])
+    from tinykernels.runtime.webgpu import PRINT_WORDS, format_prints
+    sites = [(("a", None), ("i",)), ((None, None), ("f", "U"))]
+    words = np.zeros(8, np.uint32)
+    words[:] = [9, 1, 7, 2, np.float32(0.5).view(np.uint32), 5, 1, 0]     # the last record did not fit
+    assert format_prints(words, sites).splitlines() == ["a 7", "0.5 4294967301",
+                                                        "[tinykernels: tk.print output truncated: 2 more words "
+                                                        "than the 8-word print buffer of a WebGPU launch]"]
+    assert PRINT_WORDS >= 1 << 16
 
 
 # --------------------------------------------------------------------------- section 9: errors
