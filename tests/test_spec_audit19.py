@@ -114,10 +114,20 @@ def binds_print_value(A):
     A[tk.index()] = 1.0
 
 
+@tk.func
+def store_three(A, i):
+    A[i] = 3.0
+
+
+@tk.func
+def passes_on(A, i):
+    return store_three(A, i)          # Python: returns None; here a bare return after the call
+
+
 @tk.kernel
 def calls_no_return(A):
     no_return(1.0)
-    A[tk.index()] = 3.0
+    passes_on(A, tk.index())
 
 
 @tk.kernel
@@ -947,8 +957,24 @@ def test_using_the_result_of_a_call_without_one_is_a_compile_error(dev, kern, wh
                                               rf"{what} returns no value, so its result cannot be used here"):
         kern(b)(dev_array(np.zeros(4, np.float32), b), ndrange=4)
     A = dev_array(np.zeros(4, np.float32), b)
-    calls_no_return(b)(A, ndrange=4).wait()                     # called as a statement it is fine
+    calls_no_return(b)(A, ndrange=4).wait()       # called as a statement, or returned by a func, it is fine
     np.testing.assert_array_equal(A.numpy(), 3)
+
+
+def test_a_kernel_whose_file_changed_after_import_is_a_compile_error_was_a_key_error(tmp_path):
+    """The compiler reads a kernel's source when it first compiles: a file edited after the import
+    put another def at the kernel's line, and the compiler failed with a KeyError on one of that
+    def's parameters (found when this file was edited while its tests ran)."""
+    import linecache
+    path = tmp_path / "edited_kernels.py"
+    path.write_text("import tinykernels as tk\n\n@tk.kernel\ndef fill(A):\n    A[tk.index()] = 1.0\n")
+    ns: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), ns)
+    path.write_text("import tinykernels as tk\n\n\ndef other(dev, n):\n    return dev\n")
+    linecache.checkcache(str(path))
+    with pytest.raises(tk.CompileError, match=r"the source of 'fill' at .*edited_kernels.py:3 is not that function's "
+                                              r"any more \(found 'def other\(...\)' there\)"):
+        ns["fill"](tk.CPU())(np.zeros(4, np.float32), ndrange=4)
 
 
 def test_error_classes():

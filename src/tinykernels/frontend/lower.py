@@ -550,6 +550,8 @@ class Lowerer:
             self.emit(N.Return(self.loc(s)))
             return
         value = self.expr(s.value) if s.value is not None else None
+        if isinstance(value, NoValue):          # `return g(x)` of a g that returns nothing: g runs, then
+            value = None                        # a bare return (Python returns None)
         vals, shape = _flatten(value) if value is not None else ([], ())
         if fr.ret_vars is None:
             fr.ret_vars = [self.fresh(f"ret{k}") for k in range(len(vals))]
