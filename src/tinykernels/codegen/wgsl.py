@@ -1416,7 +1416,7 @@ def _narrow_compare(e):
 
 def check_support(k: N.Kernel) -> None:
     """Raise CompileError at the first use of what WGSL lacks: 64-bit types (except uint64
-    random keys, which travel as two 32-bit words) and ``tk.print``."""
+    random keys, which travel as two 32-bit words)."""
     u64_vars = {v for v, t in k.locals.items() if t.dtype == D.uint64}
 
     def u64_ok(e) -> None:
@@ -1461,9 +1461,11 @@ def check_support(k: N.Kernel) -> None:
             expr(c)
 
     for s in N.walk_stmts(k.body):
-        if isinstance(s, N.Print):
-            raise _error(s.loc, "tk.print is not available on WebGPU: WGSL has no printf (write the "
-                         "values into an array instead)", k.name)
+        if isinstance(s, N.Print):            # printed through the tk_print buffer (WGSLRenderer.s_Print)
+            for p in s.parts:
+                if not isinstance(p, str):
+                    (u64_ok if p.ty.dtype == D.uint64 else expr)(p)
+            continue
         if isinstance(s, N.AllocArray) and s.array.dtype.name in UNSUPPORTED:
             raise _unsupported(s.array.dtype, s.loc, k.name, f" {s.array.space} array")
         if isinstance(s, N.Collective) and s.ty.dtype.name in UNSUPPORTED:
@@ -1519,6 +1521,7 @@ class WGSLRenderer:
         self.last_line = None
         self.libs: set = {"x"}
         self.pre: list = []                 # statements an expression needs first
+        self.prints: list = []              # tk.print sites: (texts, value kinds), numbered in order
         self.scopes: list = []
         self.item = None                    # the ItemLoop being rendered
         self.scratch: dict = {}             # collective scratch: WGSL type -> name
@@ -2405,7 +2408,44 @@ class WGSLRenderer:
         self.w("  " + " ".join(f"{self.var(o)} = {t}.{c};" for o, c in zip(s.outs, "xyzw")) + " }")
 
     def s_Print(self, s):
-        raise _error(s.loc, "tk.print is not available on WebGPU", self.k.name)
+        """``tk.print``: WGSL has no printf, so a call appends a record to the ``tk_print`` buffer
+        (word 0 counts the words used): the print site's number plus 1, then each value's 32-bit words
+        (two for a uint64 key). The runtime formats the records as the CPU's printf does (``%g``
+        for floats, decimal integers, 1/0 for bools) once the kernel is done
+        (``runtime.webgpu.format_prints``); records past the buffer's end are counted, not kept."""
+        kinds, words = [], []
+        for p in s.parts:
+            if isinstance(p, str):
+                continue
+            d = p.ty.dtype
+            e = self.expr(p)
+            if d.kind == "b":
+                kinds.append("b")
+                words.append(f"select(0u, 1u, {e})")
+            elif d.is_float:
+                kinds.append("f")
+                words.append(f"bitcast<u32>(f32({e}))")
+            elif d.bits == 64:
+                v = self.once(e, "vec2<u32>")
+                kinds.append("U")
+                words += [f"{v}.x", f"{v}.y"]
+            elif d.kind == "u":
+                kinds.append("u")
+                words.append(f"u32({e})")
+            else:
+                kinds.append("i")
+                words.append(f"bitcast<u32>(i32({e}))")
+        self.flush()
+        site = len(self.prints)
+        self.prints.append((tuple(p if isinstance(p, str) else None for p in s.parts), tuple(kinds)))
+        n = 1 + len(words)
+        t = self.fresh("pr")
+        self.w(f"{{ let {t} = atomicAdd(&tk_print[0], {n}u) + 1u;")
+        self.w(f"  if ({t} + {n}u <= arrayLength(&tk_print)) {{")
+        self.w(f"    atomicStore(&tk_print[{t}], {site + 1}u);")     # 0: a record that did not fit
+        for j, wexpr in enumerate(words):
+            self.w(f"    atomicStore(&tk_print[{t} + {j + 1}u], {wexpr});")
+        self.w("  } }")
 
     # --- the whole module -------------------------------------------------------------------------
 
@@ -2552,6 +2592,9 @@ class WGSLRenderer:
             binding += 1
         if k.debug:
             head.append(f"@group(0) @binding({binding}) var<storage, read_write> tk_err: array<atomic<i32>>;")
+            binding += 1
+        if self.prints:
+            head.append(f"@group(0) @binding({binding}) var<storage, read_write> tk_print: array<atomic<u32>>;")
         head += local_decls
         for t, name in self.scratch.items():
             head.append(f"var<workgroup> {name}: array<{t}, {self.wg + 1}>;")
@@ -2614,7 +2657,7 @@ def _prod(xs) -> int:
 
 def render_wgsl(kernel: N.Kernel, plan: GroupPlan | None, ranges: int) -> tuple:
     """(WGSL source, uniform argument layout, debug array-name table, (workgroup memory bytes,
-    location of the first localmem)) of a specialized kernel."""
+    location of the first localmem), tk.print sites) of a specialized kernel."""
     r = WGSLRenderer(kernel, plan, ranges)
     src = r.render()
-    return src, r.args_layout, list(r.array_ids), (r.workgroup_bytes, r.local_loc)
+    return src, r.args_layout, list(r.array_ids), (r.workgroup_bytes, r.local_loc), r.prints

@@ -64,6 +64,7 @@ class _Device:
         if "Portable Computing Language" in platform.name:
             self.build_options.append("-DTK_POCL=1")
         self.streams = weakref.WeakSet()
+        self.orphans: list = []      # queues of dropped streams, until a synchronize finishes them
         self.lock = threading.Lock()
 
 
@@ -203,15 +204,24 @@ class OpenCL(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "CLStream":
-        return track_stream(self._dev, CLStream(self, stream_priority(priority)))
+        s = track_stream(self._dev, CLStream(self, stream_priority(priority)))
+        weakref.finalize(s, _orphan_queue, self._dev, s.queue).atexit = False
+        return s
 
     def synchronize(self, timeout: float | None = None) -> None:
-        queues = [self._dev.queue] + [s.queue for s in list(self._dev.streams)]
+        dev = self._dev
+        with dev.lock:
+            orphans = list(dev.orphans)
+        queues = [dev.queue] + [s.queue for s in list(dev.streams)] + orphans
         if timeout is None:
             for q in queues:
                 q.finish()
-            return
-        _finish_within(queues, timeout, repr(self))
+        else:
+            _finish_within(queues, timeout, repr(self))
+        if orphans:
+            with dev.lock:
+                done = {id(q) for q in orphans}
+                dev.orphans[:] = [q for q in dev.orphans if id(q) not in done]
 
     instance_class = None   # set below
 
@@ -298,6 +308,24 @@ class CLEvent(DeviceEvent):
 
     def __repr__(self) -> str:
         return f"<tk.Event (OpenCL) {'done' if self.done() else 'pending'}>"
+
+
+def _orphan_queue(dev, queue) -> None:
+    """A dropped stream's queue may still hold work, which ``tk.synchronize(backend)`` must wait
+    for (as CUDA completes the work of a destroyed stream, and as the CPU's synchronize waits for
+    a dropped stream's jobs): it is kept in ``dev.orphans`` until a synchronize has finished it
+    (until audit spec19 it was forgotten with the stream, and synchronize returned while its
+    kernels ran). Beyond 32 such queues the oldest are finished here (idle by then, as a rule)."""
+    try:
+        queue.flush()
+    except Exception:  # noqa: BLE001 - a finalizer must not raise; synchronize finishes it anyway
+        pass
+    with dev.lock:
+        dev.orphans.append(queue)
+        old = dev.orphans[:-32]
+        del dev.orphans[:-32]
+    for q in old:
+        q.finish()
 
 
 class CLStream:
