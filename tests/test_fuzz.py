@@ -1317,8 +1317,8 @@ def test_generator_finds_a_stale_barrier_loop_counter(monkeypatch):
 @tk.kernel
 def pow_negative_exponent_keeps_the_type(out, x: tk.Const, e: tk.Const):
     i = tk.index()
-    v = np.bool_(2) ** e[i]              # an integer to a negative power: 0 (docs/language.md)
-    v ^= 128                             # int16 128 (an int64 one made the power below not wrap)
+    v = np.bool_(2) ** e[i]              # True to a negative power: 1 (docs/language.md)
+    v ^= 128                             # int16 129 (an int64 one made the power below not wrap)
     w = np.uint8(3) ** e[i]              # uint8 with int16: int16 (NumPy's promotion)
     w += 32767
     out[i] = x[i] ** v + (w + np.int16(1))   # wraps to -32768 in int16, not in int64
@@ -1337,7 +1337,7 @@ def test_bug_interp_int_pow_negative_keeps_the_promoted_type(b):
     pow_negative_exponent_keeps_the_type(b)(out, x, e, ndrange=4)
     tk.synchronize(b)
     with np.errstate(over="ignore"):
-        want = x ** np.int16(128) + (np.int16(32767) + np.int16(1))
+        want = x ** np.int16(129) + (np.int16(32767) + np.int16(1))
     np.testing.assert_array_equal(out, want)
 
 
@@ -1922,8 +1922,8 @@ def test_bug_wgsl_float_of_a_rounded_int_is_positive_zero():
 @tk.kernel
 def k_wgsl_const_tree_zero(o, x: tk.Const):
     i = tk.index()
-    z = tk.float32(tk.int32(1) ** tk.int32(-8))   # 0 (an integer power with a negative exponent)
-    o[i, 0] = x[i] * np.float16(True ** tk.int32(-820547046))
+    z = tk.float32(tk.int32(2) ** tk.int32(-8))   # 0 (an integer power with a negative exponent)
+    o[i, 0] = x[i] * np.float16(tk.int32(3) ** tk.int32(-820547046))
     o[i, 1] = x[i] * z
     o[i, 2] = x[i] + z
 

@@ -137,7 +137,8 @@ fn tk_mod_u32(a: u32, b: u32) -> u32 { if (b == 0u) { return 0u; } return a % b;
 """)
 
 _lib("ipow", (), """
-// base ** e by squaring, wrapping; a negative exponent gives 0
+// base ** e by squaring, wrapping; a negative exponent gives 1 / base ** -e truncated toward
+// zero (1 for base 1, +-1 for base -1, else 0)
 fn tk_ipow_u32(base: u32, e: u32) -> u32 {
     var r = 1u;
     var b = base;
@@ -151,7 +152,7 @@ fn tk_ipow_u32(base: u32, e: u32) -> u32 {
     return r;
 }
 fn tk_ipow_i32(base: i32, e: i32) -> i32 {
-    if (e < 0i) { return 0i; }
+    if (e < 0i) { return select(select(0i, select(1i, -1i, (e & 1i) != 0i), base == -1i), 1i, base == 1i); }
     return bitcast<i32>(tk_ipow_u32(bitcast<u32>(base), u32(e)));
 }
 """)
