@@ -33,15 +33,19 @@ Where SPEC differs from upstream:
   are int32 there."""
 import math
 import operator
+import os
+import tempfile
 
 import numpy as np
 import pytest
 
 import tinykernels as tk
 from autodiff_helpers import backend_params
+from gen_kernels import make_kernel
 
 RNG = np.random.default_rng(1919)
 WG = 64
+EPS32 = float(np.finfo(np.float32).eps)
 ADD, MAX, MIN = 0, 1, 2                  # constexpr codes of the operators (a str is no constexpr)
 OPS = {"add": ADD, "max": MAX, "min": MIN}
 
@@ -847,3 +851,461 @@ def test_key_value_sorter(be):
     assert st[-1] == n
     for k in range(nkeys):
         np.testing.assert_array_equal(np.sort(lst[st[k]:st[k + 1]]), np.sort(values[keys == k]))
+
+
+# --- test_array.py: elementwise arithmetic, comparisons, bitwise ------------------------------
+
+_GEN = os.path.join(tempfile.gettempdir(), "tinykernels_ported_suites_pyopencl")
+SYM = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "and_": "&", "or_": "|", "xor": "^",
+       "eq": "==", "ne": "!=", "le": "<=", "lt": "<", "ge": ">=", "gt": ">"}
+
+
+def binop(name, form):
+    """``out[i] = a[i] op b[i]`` (form "aa"), ``a[i] op s`` ("as"), ``s op a[i]`` ("sa"), or the
+    in-place ``a[i] op= b[i]`` ("ia") / ``a[i] op= s`` ("is")."""
+    o = SYM[name]
+    body = {"aa": f"out[i] = a[i] {o} b[i]", "as": f"out[i] = a[i] {o} b",
+            "sa": f"out[i] = b {o} a[i]", "ia": f"a[i] {o}= b[i]", "is": f"a[i] {o}= b"}[form]
+    params = ["a", "b"] if form[0] == "i" else ["out", "a", "b"]
+    return make_kernel(_GEN, f"{name}_{form}", params, [body])
+
+
+def wide(be, dtype):
+    """The widest array type of ``dtype``'s kind on ``be``: a result stored there keeps the type
+    it was computed in, so a wrongly promoted computation shows."""
+    k = np.dtype(dtype).kind
+    if k == "b":
+        return np.bool_
+    if k == "f":
+        return fdt(be)
+    return np.int64 if be.supports(np.dtype(np.int64)) else np.int32
+
+
+def launch(be, k, n, *args):
+    k(be)(*args, ndrange=n)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.float32])
+def test_div_type_matches_numpy(be, dtype):
+    """test_div_type_matches_numpy: (4a) / (3a) is float64 for integers (float32 without
+    float64), float32 for float32."""
+    need(be, dtype)
+    a = (np.arange(10) + 1).astype(dtype)
+    k = make_kernel(_GEN, "div43", ["out", "a"], ["out[i] = (4 * a[i]) / (3 * a[i])"])
+    out = empty(be, 10, fdt(be))
+    launch(be, k, 10, out, put(be, a))
+    want = (4 * a) / (3 * a)
+    if not be.supports_float64:
+        want = np.float32(4) * a.astype(np.float32) / (np.float32(3) * a.astype(np.float32))
+    np.testing.assert_array_equal(get(out), want.astype(fdt(be)))
+
+
+DIV_DTYPES = [np.uint8, np.uint16, np.uint32, np.int8, np.int16, np.int32, np.float32, np.float64]
+
+
+def _np_or_f32(be, fn, *xs):
+    """NumPy's result, or on a backend without float64 the float32 computation it documents
+    for results NumPy gives in float64."""
+    want = fn(*xs)
+    if not be.supports_float64 and want.dtype == np.float64:
+        want = fn(*(np.asarray(x).astype(np.float32) if np.asarray(x).dtype.kind in "iuf" else x
+                    for x in xs))
+    return want
+
+
+@pytest.mark.parametrize("ds", DIV_DTYPES)
+@pytest.mark.parametrize("da", DIV_DTYPES)
+def test_divide_scalar(be, da, ds):
+    """test_divide_scalar: a / s and s / a for a NumPy scalar s = ds(40) (strong, as in
+    NumPy), every pair of upstream's real dtypes; the quotient is computed in NumPy's type."""
+    need(be, da)
+    need(be, ds)
+    a = np.array([10, 20, 30, 40, 50, 60, 70, 80, 90, 100]).astype(da)
+    s = ds(40)
+    for form, fn in (("as", lambda x, y: x / y), ("sa", lambda x, y: y / x)):
+        want = _np_or_f32(be, fn, a, s)
+        out = empty(be, 10, wide(be, want.dtype))
+        launch(be, binop("truediv", form), 10, out, put(be, a), s)
+        np.testing.assert_array_equal(get(out), want.astype(out.dtype), err_msg=form)
+
+
+@pytest.mark.parametrize("db", [np.float32, np.float64])
+@pytest.mark.parametrize("da", [np.float32, np.float64])
+def test_divide_array(be, da, db):
+    """test_divide_array (real dtypes): a / b and b / a, promoted as NumPy."""
+    need(be, da)
+    need(be, db)
+    a = np.array([10, 20, 30, 40, 50, 60, 70, 80, 90, 100]).astype(da)
+    b = np.full(10, 10).astype(db)
+    b[1::2] = 3
+    for x, y in ((a, b), (b, a)):
+        out = empty(be, 10, fdt(be))
+        launch(be, binop("truediv", "aa"), 10, out, put(be, x), put(be, y))
+        np.testing.assert_array_equal(get(out), (x / y).astype(fdt(be)))
+
+
+@pytest.mark.parametrize("ds", DIV_DTYPES)
+@pytest.mark.parametrize("da", DIV_DTYPES)
+def test_divide_inplace(be, da, ds):
+    """test_divide_inplace_scalar / _array: ``a[i] /= s`` and ``a[i] /= b[i]``. NumPy refuses
+    ``a /= s`` on a whole integer array (the float quotient cannot be cast back); an element
+    assignment, which is what the kernel writes, casts it (truncating) as NumPy's
+    ``a[i] /= s`` on one element does: the reference is that loop."""
+    need(be, da)
+    need(be, ds)
+    a = np.array([10, 20, 30, 40, 50, 60, 70, 80, 90, 100]).astype(da)
+    s = ds(40)
+    b = np.full(10, 40).astype(ds)
+    want_s, want_b = a.copy(), a.copy()
+    with np.errstate(all="ignore"):
+        for i in range(10):
+            want_s[i] = _np_or_f32(be, lambda x, y: x / y, a[i], s)
+            want_b[i] = _np_or_f32(be, lambda x, y: x / y, a[i], b[i])
+    x = put(be, a)
+    launch(be, binop("truediv", "is"), 10, x, s)
+    np.testing.assert_array_equal(get(x), want_s)
+    x = put(be, a)
+    launch(be, binop("truediv", "ia"), 10, x, put(be, b))
+    np.testing.assert_array_equal(get(x), want_b)
+
+
+@pytest.mark.parametrize(("da", "db"), [(np.float32, np.float32), (np.float32, np.int32),
+                                        (np.int32, np.int32), (np.int64, np.int32),
+                                        (np.int64, np.uint32)])
+def test_subtract_array(be, da, db):
+    """test_subtract_array: a - b and b - a over upstream's mixed dtype pairs (float32 - int32
+    is float64, int64 - uint32 is int64)."""
+    need(be, da)
+    need(be, db)
+    a = np.arange(1, 11).astype(da)
+    b = (10 * np.arange(1, 11)).astype(db)
+    for x, y in ((a, b), (b, a)):
+        want = _np_or_f32(be, lambda p, q: p - q, x, y)
+        out = empty(be, 10, wide(be, want.dtype))
+        launch(be, binop("sub", "aa"), 10, out, put(be, x), put(be, y))
+        np.testing.assert_array_equal(get(out), want.astype(out.dtype))
+
+
+@pytest.mark.parametrize("n", [10, 50000])
+def test_add_sub_mul_scalar_and_array(be, n):
+    """test_multiply / test_multiply_array / test_addition_array / test_addition_scalar /
+    test_subtract_scalar: float32 with a Python int (weak: float32 stays) on either side."""
+    n = min(n, 5000) if interp(be) else n
+    a = (RNG.random(n) * 100).astype(np.float32)
+    for name, fn in (("mul", operator.mul), ("add", operator.add), ("sub", operator.sub)):
+        for form, s in (("as", 2), ("sa", 7), ("as", 7)):
+            out = empty(be, n, fdt(be))
+            launch(be, binop(name, form), n, out, put(be, a), s)
+            want = fn(a, s) if form == "as" else fn(s, a)
+            assert want.dtype == np.float32
+            np.testing.assert_array_equal(get(out), want.astype(fdt(be)), err_msg=f"{name} {form}")
+        out = empty(be, n, fdt(be))
+        launch(be, binop(name, "aa"), n, out, put(be, a), put(be, a))
+        np.testing.assert_array_equal(get(out), fn(a, a).astype(fdt(be)))
+
+
+@tk.kernel
+def pow_k(p, q, a: tk.Const):
+    i = tk.index()
+    p[i] = a[i] ** a[i]
+    q[i] = a[i] ** 2
+
+
+def test_pow_array_and_number(be):
+    """test_pow_array / test_pow_number: float32 a ** a (a math function: within 2 ulp) and
+    a ** 2 (a square, exact)."""
+    a = np.arange(1, 11).astype(np.float32)
+    p, q = empty(be, 10, np.float32), empty(be, 10, np.float32)
+    pow_k(be)(p, q, put(be, a), ndrange=10)
+    np.testing.assert_allclose(get(p), a.astype(np.float64) ** a, rtol=2 * EPS32)
+    np.testing.assert_array_equal(get(q), a ** 2)
+
+
+BIT_DTYPES = [np.int64, np.int32, np.int16, np.int8]
+
+
+@pytest.mark.parametrize("db", BIT_DTYPES)
+@pytest.mark.parametrize("da", BIT_DTYPES)
+def test_bitwise(be, da, db):
+    """test_bitwise: &, |, ^ between arrays, with a Python int on either side, in place, and ~,
+    on every pair of signed integer types (values from the int32 range, wrapped as
+    ``astype``); where NumPy refuses the Python int (OverflowError) the case is skipped, as
+    upstream does (tinykernels wraps it, docs/language.md)."""
+    need(be, da)
+    need(be, db)
+    i32 = np.iinfo(np.int32)
+    a = RNG.integers(i32.min, i32.max + 1, 16, dtype=np.int64).astype(da)
+    b = RNG.integers(i32.min, i32.max + 1, 16, dtype=np.int64).astype(db)
+    s = int(np.int64(RNG.integers(i32.min, i32.max + 1)).astype(db))
+    for name in ("and_", "or_", "xor"):
+        fn = getattr(operator, name)
+        cases = [("aa", fn(a, b), b)]
+        for form, f in (("as", lambda: fn(a, s)), ("sa", lambda: fn(s, a))):
+            try:
+                cases.append((form, f(), s))
+            except OverflowError:
+                pass
+        for form, want, other in cases:
+            out = empty(be, 16, wide(be, want.dtype))
+            launch(be, binop(name, form), 16, out, put(be, a),
+                   put(be, other) if form == "aa" else other)
+            np.testing.assert_array_equal(get(out), want.astype(out.dtype), err_msg=f"{name} {form}")
+        # a[i] op= b[i] casts the result back to a's type, as an element assignment does
+        # (NumPy's whole-array a op= b refuses the narrowing cast instead)
+        x = put(be, a)
+        launch(be, binop(name, "ia"), 16, x, put(be, b))
+        np.testing.assert_array_equal(get(x), fn(a, b).astype(da), err_msg=f"i{name}")
+    k = make_kernel(_GEN, "invert", ["out", "a"], ["out[i] = ~a[i]"])
+    out = empty(be, 16, da)
+    launch(be, k, 16, out, put(be, a))
+    np.testing.assert_array_equal(get(out), ~a)
+
+
+@pytest.mark.parametrize("name", ["eq", "ne", "le", "lt", "ge", "gt"])
+def test_comparisons(be, name):
+    """test_comparisons: array op array, array op 0, 0 op array, and 0 op (a bool result)."""
+    n = 2000
+    a, b = RNG.random(n, np.float32), RNG.random(n, np.float32)
+    a[:100] = b[:100]
+    a[100:200] = 0
+    fn = getattr(operator, name)
+    out = empty(be, n, np.bool_)
+    launch(be, binop(name, "aa"), n, out, put(be, a), put(be, b))
+    res = get(out)
+    np.testing.assert_array_equal(res, fn(a, b))
+    for form, want in (("as", fn(a, 0)), ("sa", fn(0, b))):
+        out = empty(be, n, np.bool_)
+        launch(be, binop(name, form), n, out, put(be, a if form == "as" else b), 0)
+        np.testing.assert_array_equal(get(out), want, err_msg=form)
+    out = empty(be, n, np.bool_)
+    launch(be, binop(name, "sa"), n, out, put(be, res), 0)
+    np.testing.assert_array_equal(get(out), fn(0, res))
+
+
+@tk.kernel
+def mul_k(out, a: tk.Const, b: tk.Const):
+    i = tk.index()
+    out[i] = a[i] * b[i]
+
+
+def test_nan_arithmetic(be):
+    """test_nan_arithmetic: a product is NaN exactly where an operand is."""
+    n = 1 << 16
+    a, b = RNG.standard_normal(n, np.float32), RNG.standard_normal(n, np.float32)
+    a[RNG.integers(0, n, n // 10)] = np.nan
+    b[RNG.integers(0, n, n // 10)] = np.nan
+    out = empty(be, n, np.float32)
+    mul_k(be)(out, put(be, a), put(be, b), ndrange=n)
+    np.testing.assert_array_equal(np.isnan(get(out)), np.isnan(a * b))
+    np.testing.assert_array_equal(get(out), a * b)
+
+
+@tk.kernel
+def diff_k(out, a: tk.Const):
+    i = tk.index()
+    out[i] = a[i + 1] - a[i]
+
+
+def test_diff(be):
+    """test_diff: a[1:] - a[:-1]."""
+    a = RNG.random(20000, np.float32)
+    out = empty(be, a.size - 1, np.float32)
+    diff_k(be)(out, put(be, a), ndrange=a.size - 1)
+    np.testing.assert_array_equal(get(out), np.diff(a))
+
+
+@tk.kernel
+def any_all_groups(anyp, allp, a: tk.Const):
+    i = tk.index()
+    p = a[i] != 0
+    s = tk.group_reduce(p, "or")
+    e = tk.group_reduce(p, "and")
+    if tk.index(tk.Local, tk.Linear) == 0:
+        g = tk.index(tk.Group, tk.Linear)
+        anyp[g] = s
+        allp[g] = e
+
+
+def _any_all(be, a):
+    n = a.shape[0]
+    ng = -(-n // WG)
+    anyp, allp = empty(be, ng, np.int32), empty(be, ng, np.int32)
+    any_all_groups(be, WG)(anyp, allp, a, ndrange=n)
+    return bool(reduce(be, anyp, "max")), bool(reduce(be, allp, "min"))
+
+
+def test_any_all(be):
+    """test_any_all: int8 zeros, one element set, then all ones."""
+    n = 20000
+    a = np.zeros(n, np.int8)
+    assert _any_all(be, put(be, a)) == (False, False)
+    a[15213] = 1
+    assert _any_all(be, put(be, a)) == (True, False)
+    assert _any_all(be, put(be, np.ones(n, np.int8))) == (True, True)
+
+
+@tk.kernel
+def logical_k(land, lor, lnot, x: tk.Const, y: tk.Const):
+    i = tk.index(tk.Global, tk.Cartesian)
+    land[i] = x[i] and y[i]
+    lor[i] = x[i] or y[i]
+    lnot[i] = not x[i]
+
+
+@tk.kernel
+def logical_s(land, lor, x: tk.Const, s):
+    i = tk.index(tk.Global, tk.Cartesian)
+    land[i] = x[i] and s
+    lor[i] = x[i] or s
+
+
+def test_logical_and_or_not(be):
+    """test_logical_and_or / test_logical_not: against random, zero and one arrays and the
+    scalars 1.0 and 0.0; the results are bools, as NumPy's."""
+    dt = fdt(be)
+    x = RNG.random((10, 4)).astype(dt)
+    x[0] = 0
+    for y in (RNG.random((10, 4)).astype(dt), np.zeros((10, 4), dt), np.ones((10, 4), dt)):
+        outs = [empty(be, (10, 4), np.bool_) for _ in range(3)]
+        logical_k(be)(*outs, put(be, x), put(be, y), ndrange=(10, 4))
+        for o, want in zip(outs, (np.logical_and(x, y), np.logical_or(x, y), np.logical_not(x))):
+            np.testing.assert_array_equal(get(o), want)
+    for s in (1.0, 0.0):
+        outs = [empty(be, (10, 4), np.bool_) for _ in range(2)]
+        logical_s(be)(*outs, put(be, x), s, ndrange=(10, 4))
+        np.testing.assert_array_equal(get(outs[0]), np.logical_and(x, s))
+        np.testing.assert_array_equal(get(outs[1]), np.logical_or(x, s))
+
+
+# --- test_array.py: reductions with an initial value and NaNs ---------------------------------
+
+@tk.kernel
+def np_reduce_groups(partial, x: tk.Const, op: tk.constexpr):
+    """NumPy's sum / max / min per group: a NaN anywhere makes the result NaN (group_reduce's
+    max and min leave NaNs out, see the module docstring)."""
+    (i,) = tk.index(tk.Global, tk.Cartesian)
+    v = x[i]
+    nan = tk.group_reduce(math.isnan(v), "or")
+    if op == ADD:
+        r = tk.group_reduce(v, "add")
+    elif op == MAX:
+        r = tk.group_reduce(v, "max")
+    else:
+        r = tk.group_reduce(v, "min")
+    if tk.index(tk.Local, tk.Linear) == 0:
+        partial[tk.index(tk.Group, tk.Linear)] = math.nan if nan else r
+
+
+@tk.kernel
+def fold_initial(out, partial: tk.Const, initial, op: tk.constexpr):
+    """The initial value folded in, NaN first (NumPy: ``max(nan, 5) = nan``)."""
+    r = initial
+    for g in range(partial.shape[0]):
+        v = partial[g]
+        if op == ADD:
+            r = r + v
+        elif math.isnan(v) or math.isnan(r):
+            r = v + r
+        elif op == MAX:
+            r = max(r, v)
+        else:
+            r = min(r, v)
+    out[0] = r
+
+
+def np_reduce(be, x, op, initial):
+    ng = -(-x.shape[0] // WG)
+    partial = empty(be, ng, x.dtype)
+    if ng:
+        np_reduce_groups(be, WG)(partial, x, OPS[op], ndrange=x.shape[0])
+    out = empty(be, 1, x.dtype)
+    fold_initial(be)(out, partial, initial, OPS[op], ndrange=1)
+    return get(out)[0]
+
+
+@pytest.mark.parametrize("op", ["add", "max", "min"])
+def test_empty_reductions_with_initial(be, op):
+    """test_empty_reductions_vs_numpy (the cases with ``initial``): an empty array gives the
+    initial value, a non-empty one folds it in (the initial-less max/min of an empty array,
+    a ValueError in NumPy, is a library check with nothing to port)."""
+    dt = fdt(be)
+    npop = {"add": np.sum, "max": np.max, "min": np.min}[op]
+    x = np.array([], dt)
+    assert np_reduce(be, put(be, x), op, 5.0) == npop(x, initial=5.0)
+    x = np.linspace(-1, 1, 10).astype(dt)
+    for init in (5.0, -5.0):
+        np.testing.assert_allclose(np_reduce(be, put(be, x), op, init), npop(x, initial=init),
+                                   rtol=4 * np.finfo(dt).eps, atol=4 * np.finfo(dt).eps)
+
+
+@pytest.mark.parametrize("initial", [None, 5.0])
+@pytest.mark.parametrize("case", ["only nans", "mixed"])
+@pytest.mark.parametrize("op", ["add", "max", "min"])
+def test_reduction_nan_handling(be, op, case, initial):
+    """test_reduction_nan_handling: sum, max and min propagate NaN as NumPy's; and the
+    documented difference: ``group_reduce``'s max/min leave the NaN out."""
+    dt = fdt(be)
+    x = np.array([np.nan, np.nan] if case == "only nans" else [np.nan, 1.0], dt)
+    npop = {"add": np.sum, "max": np.max, "min": np.min}[op]
+    ident = {"add": 0.0, "max": -np.inf, "min": np.inf}[op]
+    got = np_reduce(be, put(be, x), op, ident if initial is None else initial)
+    want = npop(x) if initial is None else npop(x, initial=initial)
+    assert np.isnan(want) and np.isnan(got)
+    raw = reduce(be, put(be, x), op)
+    if op == "add":
+        assert np.isnan(raw)
+    else:
+        assert raw == (ident if case == "only nans" else 1.0)
+
+
+# --- test_array.py / test_clrandom.py: random numbers -----------------------------------------
+
+@tk.kernel
+def fill_uniform(out, key, a, b):
+    i = tk.index()
+    out[i] = a + (b - a) * tk.random.uniform(key, i)
+
+
+@tk.kernel
+def fill_normal(out, key, mu, sigma):
+    i = tk.index()
+    out[i] = mu + sigma * tk.random.normal(key, i)
+
+
+@tk.kernel
+def fill_int(out, key, a, b):
+    i = tk.index()
+    out[i] = a + out.dtype(tk.random.bits(key, i) % tk.uint32(b - a))
+
+
+@pytest.mark.parametrize("n", [300, 301, 302, 303, 10007])
+def test_random_float_in_range(be, n):
+    """test_random_float_in_range: uniform in [0, 1] and in [4, 7] for float32 and float64,
+    and normal(mu=10, sigma=3) with plausible moments."""
+    key = tk.random.key(n)
+    for dt in ([np.float32, np.float64] if be.supports_float64 else [np.float32]):
+        for a, b in ((0.0, 1.0), (4.0, 7.0)):
+            out = empty(be, n, dt)
+            fill_uniform(be)(out, key, dt(a), dt(b), ndrange=n)
+            r = get(out)
+            assert ((a <= r) & (r <= b)).all(), (a, b, r.min(), r.max())
+            assert r.max() - r.min() > 0.9 * (b - a) * (1 - 2 / n)
+        out = empty(be, n, dt)
+        fill_normal(be)(out, key, dt(10), dt(3), ndrange=n)
+        r = get(out)
+        assert np.isfinite(r).all()
+        assert abs(r.mean() - 10) < 5 * 3 / math.sqrt(n)
+        assert abs(r.std() - 3) < 0.5
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_random_int_in_range(be, dtype):
+    """test_random_int_in_range: integers in [200, 300) that reach above 295."""
+    need(be, dtype)
+    n = 100003
+    out = empty(be, n, dtype)
+    fill_int(be)(out, tk.random.key(7), dtype(200), dtype(300), ndrange=n)
+    r = get(out)
+    assert (200 <= r).all() and (r < 300).all()
+    assert r.max() > 295
+    assert np.bincount(r - 200, minlength=100).min() > 0.7 * n / 100
