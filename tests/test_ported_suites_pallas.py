@@ -315,3 +315,114 @@ def test_fused_attention_fwd(be, batch, seq, heads, head_dim, causal, use_seg):
     np.testing.assert_allclose(got, want, atol=0.05)
     tol = 1e-3 + 2 * float(np.finfo(np.float16).eps) * np.abs(want)   # the float16 store's rounding
     assert (np.abs(got - want) <= tol).all(), np.abs(got - want).max()
+
+
+# --- pallas_test.py: control flow in kernels (lax.cond / fori_loop / while_loop / switch) ------
+
+@tk.kernel
+def cond_threadwise(o, x: tk.Const):
+    """test_cond_threadwise: each item takes its own branch (lax.cond on x > 0)."""
+    i = tk.index()
+    if x[i] > 0:
+        o[i] = x[i] * 2
+    else:
+        o[i] = -x[i] + 1
+
+
+@tk.kernel
+def conditional_write(o, x: tk.Const, pred):
+    """test_conditional_write: a store only when a scalar predicate holds (pl.when)."""
+    i = tk.index()
+    o[i] = x[i]
+    if pred:
+        o[i] = x[i] + 10
+
+
+@tk.kernel
+def fori_accumulate(o, x: tk.Const, lower, upper):
+    """test_fori_loop_simple / _with_nonzero_lower_bound / _accumulates: o[i] = x[i] + sum of
+    the loop indices in [lower, upper), carried in a float32 local."""
+    i = tk.index()
+    acc = x[i]
+    for j in range(lower, upper):
+        acc += j
+    o[i] = acc
+
+
+@tk.kernel
+def while_collatz(steps, x: tk.Const):
+    """test_while_loop: a data-dependent trip count per item (the Collatz steps of x[i])."""
+    i = tk.index()
+    v = x[i]
+    n = 0
+    while v != 1:
+        v = v // 2 if v % 2 == 0 else 3 * v + 1
+        n += 1
+    steps[i] = n
+
+
+@tk.kernel
+def nested_while(o, m: tk.Const):
+    """test_nested_while_loop: an inner while bounded by the outer counter."""
+    i = tk.index()
+    total = 0
+    a = 0
+    while a < m[i]:
+        b = 0
+        while b < a:
+            total += 1
+            b += 1
+        a += 1
+    o[i] = total
+
+
+@tk.kernel
+def switch_k(o, x: tk.Const, idx: tk.Const):
+    """test_switch: lax.switch clamps the branch index into range (index < 0 -> first branch,
+    past the end -> last)."""
+    i = tk.index()
+    k = min(max(idx[i], 0), 2)
+    if k == 0:
+        o[i] = x[i] + 1
+    elif k == 1:
+        o[i] = x[i] * 3
+    else:
+        o[i] = -x[i]
+
+
+def test_control_flow(be):
+    """PallasControlFlowTest in the kernel language: per-item branches, a predicated write,
+    counted loops with a non-zero lower bound and an empty range, data-dependent while loops
+    (nested too) and a clamped switch, exact against NumPy."""
+    n = 64
+    x = RNG.standard_normal(n).astype(np.float32)
+    o = put(be, np.zeros(n, np.float32))
+    cond_threadwise(be)(o, put(be, x), ndrange=n)
+    np.testing.assert_array_equal(get(o), np.where(x > 0, x * 2, -x + 1))
+    for pred in (True, False):
+        conditional_write(be)(o, put(be, x), pred, ndrange=n)
+        np.testing.assert_array_equal(get(o), x + np.float32(10 if pred else 0))
+    for lo, hi in ((0, 5), (3, 9), (7, 7), (9, 3)):
+        fori_accumulate(be)(o, put(be, x), lo, hi, ndrange=n)
+        want = x.copy()
+        for j in range(lo, hi):                    # float32, rounded after every step
+            want = want + np.float32(j)
+        np.testing.assert_array_equal(get(o), want, err_msg=str((lo, hi)))
+    v = RNG.integers(1, 200, n).astype(np.int32)
+    steps = put(be, np.zeros(n, np.int32))
+    while_collatz(be)(steps, put(be, v), ndrange=n)
+
+    def collatz(a):
+        c = 0
+        while a != 1:
+            a, c = (a // 2 if a % 2 == 0 else 3 * a + 1), c + 1
+        return c
+    np.testing.assert_array_equal(get(steps), [collatz(int(a)) for a in v])
+    m = RNG.integers(0, 12, n).astype(np.int32)
+    tot = put(be, np.zeros(n, np.int32))
+    nested_while(be)(tot, put(be, m), ndrange=n)
+    np.testing.assert_array_equal(get(tot), m * (m - 1) // 2)
+    idx = RNG.integers(-2, 5, n).astype(np.int32)
+    switch_k(be)(o, put(be, x), put(be, idx), ndrange=n)
+    k = np.clip(idx, 0, 2)
+    np.testing.assert_array_equal(get(o), np.select([k == 0, k == 1], [x + 1, x * 3], -x))
