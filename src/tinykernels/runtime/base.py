@@ -55,6 +55,9 @@ class Backend:
     max_workgroupsize = 1024
     debug = False
     items_in_loops = False        # a work group's items run as a (vectorized) loop on a CPU (PoCL)
+    bounded_loops = False         # the driver may stop a work item's loops after a fixed count of
+                                  # back edges (lavapipe: 65535, docs/webgpu.md): generated code
+                                  # must not pack several items' loops into one work item
 
     def key(self) -> tuple:
         """Everything that identifies the device and settings (equality, caches)."""

@@ -164,6 +164,7 @@ class WebGPU(Backend):
     dev = "WEBGPU"
     is_host = False
     supports_float64 = False
+    bounded_loops = True          # lavapipe's 65535 back edges per work item (docs/webgpu.md)
 
     def __init__(self, device=None, debug: bool | None = None):
         self.debug = debug_flag(debug, self)
