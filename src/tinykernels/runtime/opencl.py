@@ -6,6 +6,7 @@ its own binary cache on disk). PoCL on the CPU is what CI tests with.
 """
 from __future__ import annotations
 
+import collections
 import threading
 import weakref
 from functools import lru_cache
@@ -64,7 +65,7 @@ class _Device:
         if "Portable Computing Language" in platform.name:
             self.build_options.append("-DTK_POCL=1")
         self.streams = weakref.WeakSet()
-        self.orphans: list = []      # queues of dropped streams, until a synchronize finishes them
+        self.orphans = collections.deque()   # queues of dropped streams, until a synchronize finishes them
         self.lock = threading.Lock()
 
 
@@ -210,18 +211,18 @@ class OpenCL(Backend):
 
     def synchronize(self, timeout: float | None = None) -> None:
         dev = self._dev
-        with dev.lock:
-            orphans = list(dev.orphans)
+        orphans = list(dev.orphans)
         queues = [dev.queue] + [s.queue for s in list(dev.streams)] + orphans
         if timeout is None:
             for q in queues:
                 q.finish()
         else:
             _finish_within(queues, timeout, repr(self))
-        if orphans:
-            with dev.lock:
-                done = {id(q) for q in orphans}
-                dev.orphans[:] = [q for q in dev.orphans if id(q) not in done]
+        for q in orphans:
+            try:
+                dev.orphans.remove(q)
+            except ValueError:          # finished and dropped by _orphan_queue meanwhile
+                pass
 
     instance_class = None   # set below
 
@@ -315,17 +316,19 @@ def _orphan_queue(dev, queue) -> None:
     for (as CUDA completes the work of a destroyed stream, and as the CPU's synchronize waits for
     a dropped stream's jobs): it is kept in ``dev.orphans`` until a synchronize has finished it
     (until audit spec19 it was forgotten with the stream, and synchronize returned while its
-    kernels ran). Beyond 32 such queues the oldest are finished here (idle by then, as a rule)."""
+    kernels ran). Beyond 32 such queues the oldest are finished here (idle by then, as a rule).
+    A finalizer runs whenever the garbage collector does, even while this thread holds
+    ``dev.lock``: so no lock here, only the deque's atomic operations."""
     try:
         queue.flush()
     except Exception:  # noqa: BLE001 - a finalizer must not raise; synchronize finishes it anyway
         pass
-    with dev.lock:
-        dev.orphans.append(queue)
-        old = dev.orphans[:-32]
-        del dev.orphans[:-32]
-    for q in old:
-        q.finish()
+    dev.orphans.append(queue)
+    while len(dev.orphans) > 32:
+        try:
+            dev.orphans.popleft().finish()
+        except IndexError:              # a synchronize emptied it meanwhile
+            break
 
 
 class CLStream:
