@@ -527,24 +527,28 @@ def transpose(x, axes=None, out=None, stream=None):
 
 def repeat(x, repeats: int, axis=None, out=None, stream=None):
     """``np.repeat(x, repeats, axis)`` with an int ``repeats`` >= 0 (rank 1 to 4; ``axis=None``
-    only for 1-D ``x``, where it is axis 0)."""
+    repeats the elements of ``x`` flattened in C order into a 1-D result, as NumPy does, for
+    ``x`` of rank 0 to 4)."""
     fn = "repeat"
     C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
-    shape = C.require_rank(x, fn, "x")
+    shape = C.require_rank(x, fn, "x", lo=0 if axis is None else 1)
     dt = C.dtype_of(x)
     C.require_supported(backend, dt, fn, "x")
     C.require(isinstance(repeats, (int, np.integer)) and not isinstance(repeats, bool) and repeats >= 0, fn,
               "repeats", f"expected an int >= 0, got {repeats!r}")
-    n = len(shape)
+    x_in = x
     if axis is None:
-        C.require(n == 1, fn, "axis", f"expected an int (axis=None flattens 1-D x only), got None for a {n}-D x")
+        if len(shape) != 1:          # NumPy: the C-order flattening (a copy for a strided view)
+            shape = (math.prod(shape),)
+            x = C.view(C.contiguous_input(x), shape)
         axis = 0
+    n = len(shape)
     C.require(C.is_int(axis) and -n <= axis < n, fn, "axis",
               f"expected an int in [{-n}, {n}), got {axis!r}")
     axis = int(axis) % n
     oshape = shape[:axis] + (shape[axis] * int(repeats),) + shape[axis + 1:]
-    out = C.output(out, fn, x, oshape, dt, backend, reads_across={"x": x})
+    out = C.output(out, fn, x_in, oshape, dt, backend, reads_across={"x": x_in})
     if 0 not in oshape:
         ax4 = axis + 4 - n
         if ax4 < 3 and C.row_group(backend, oshape[-1]) == 1:
