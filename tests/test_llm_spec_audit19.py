@@ -502,6 +502,64 @@ def test_matmul_ggml_2880_wide_rows(qtype):
     np.testing.assert_allclose(llm.matmul(A, x[:, 3].copy()), ad @ x[:, 3], rtol=0, atol=bound)
 
 
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("adt, bdt", [(F16, F32), (F16, F16), (F32, F16), ("bfloat16", F32), ("bfloat16", "bfloat16"),
+                                      (F16, "bfloat16")])
+def test_matmul_float16_and_bfloat16_weights(name, adt, bdt):
+    """test_mul_mat(F16, F32 / F16, m = 16, n = 1..9, k = 256) and the GEMV: a float16 or
+    bfloat16 [M, K] (GGUF's F16/BF16 weights) times float32/float16/bfloat16 b, summed in
+    float32; a float32 result (NumPy's and ggml's for mixed dtypes), the 16-bit dtype when
+    both operands have it (NumPy, torch), rounded once. It was a ValueError naming 'a'."""
+    import ml_dtypes
+    adt, bdt = (np.dtype(ml_dtypes.bfloat16) if d == "bfloat16" else np.dtype(d) for d in (adt, bdt))
+    skip_16bit(name, F16)
+    b = dev(name)
+    rng = np.random.default_rng(22)
+    a = rng.standard_normal((16, 256)).astype(adt)
+    odt = adt if adt == bdt else np.dtype(F32)
+    tol = {np.dtype(F16): 2 * float(np.finfo(F16).eps), np.dtype(ml_dtypes.bfloat16): 2 * 2.0 ** -8}.get(odt, 1e-5)
+    for n in ((None, 1, 9) if small(b) else (None, 1, 2, 5, 9)):
+        x = rng.standard_normal((256,) if n is None else (256, n)).astype(bdt)
+        got = get(llm.matmul(on(a, b), on(x, b)))
+        assert got.dtype == odt and got.shape == ((16,) if n is None else (16, n))
+        want = a.astype(np.float64) @ x.astype(np.float64)
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol * np.abs(want).max(),
+                                   err_msg=f"n={n}")
+    z = get(llm.matmul(on(np.zeros((3, 0), adt), b), on(np.zeros((0, 2), bdt), b)))
+    assert z.dtype == odt and z.shape == (3, 2) and (z == 0).all()
+
+
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0", "q4_k"])
+def test_quantize_takes_float16_and_bfloat16_and_keeps_torch_kind(qtype):
+    """quantize of float16/bfloat16 weights gives the bytes of their float32 values (gguf's
+    quantize takes float16 the same way); a torch w gives a torch uint8 data tensor (the
+    result's kind is the argument's, SPEC 10; it was a tk.Array), which dequantize and matmul
+    take and answer in torch; a float16 w was a ValueError"""
+    import ml_dtypes
+    rng = np.random.default_rng(23)
+    w = rng.standard_normal((3, 256)).astype(F32)
+    for dt in (F16, ml_dtypes.bfloat16):
+        w16 = w.astype(dt)
+        want = llm.quantize(w16.astype(F32), qtype)
+        got = llm.quantize(w16, qtype)
+        np.testing.assert_array_equal(got.data, want.data)
+        if qtype != "q4_k":
+            quants, T = _gguf()
+            if dt == F16:
+                np.testing.assert_array_equal(got.data, quants.quantize(w16, T[qtype]))
+    if torch is None:
+        return
+    q = llm.quantize(torch.tensor(w), qtype)
+    assert isinstance(q.data, torch.Tensor) and q.data.dtype == torch.uint8
+    np.testing.assert_array_equal(q.data.numpy(), llm.quantize(w, qtype).data)
+    d = llm.dequantize(q)
+    assert isinstance(d, torch.Tensor)
+    x = torch.tensor(rng.standard_normal(256).astype(F32))
+    y = llm.matmul(q, x)
+    assert isinstance(y, torch.Tensor)
+    np.testing.assert_allclose(y.numpy(), d.double().numpy() @ x.double().numpy(), rtol=1e-5, atol=1e-4)
+
+
 # --- attention: flash_attn_ext's head dims, key counts, GQA ------------------------------------
 
 def _sdpa(q, k, v, causal=False, scale=None):
