@@ -226,6 +226,43 @@ def test_rms_norm_long_single_rows_match_torch(name):
                                    atol=ulps(F32, 8), err_msg=f"n={n}")
 
 
+@pytest.mark.parametrize("name", [p for p in backends() if p.values[0] != "WEBGPU"])
+def test_float64_rows_are_computed_in_float64(name):
+    """float64 inputs (NumPy's default dtype) to rms_norm (plain, residual first, residual
+    after), softmax (last and first axis) and rope/qk_norm_rope give float64 results with
+    float64 accuracy; they came back as float64 arrays computed in float32 (relative errors
+    2e-7, RoPE 5e-6, against softmax's own docstring), so assert_allclose's default rtol of
+    1e-7 failed on NumPy's default dtype"""
+    b = dev(name)
+    rng = np.random.default_rng(25)
+    x, y = rng.uniform(0.5, 2, (3, 100)), rng.uniform(0.5, 2, (3, 100))
+    w = rng.standard_normal(100)
+    cos, sin = rng.uniform(-1, 1, (3, 40)), rng.uniform(-1, 1, (3, 40))
+    xr = x.reshape(1, 1, 3, 100)
+
+    def rms(v):
+        return v / np.sqrt((v * v).mean(-1, keepdims=True) + 1e-6) * w
+
+    def soft(v, ax):
+        e = np.exp(v - v.max(ax, keepdims=True))
+        return e / e.sum(ax, keepdims=True)
+
+    X, Y, W, XR, CO, SI = (on(a, b) for a in (x, y, w, xr, cos, sin))
+    got = {"rms_norm": llm.rms_norm(X, W), "residual": llm.rms_norm(X, W, residual=Y)[0],
+           "rms_norm_add": llm.rms_norm_add(X, W, Y), "softmax": llm.softmax(X, scale=0.7),
+           "softmax axis 0": llm.softmax(X, axis=0), "rope": llm.rope(XR, CO, SI),
+           "rope float32 tables": llm.rope(XR, on(cos.astype(F32), b), on(sin.astype(F32), b)),
+           "qk_norm_rope": llm.qk_norm_rope(XR, W, CO, SI)}
+    c32, s32 = cos.astype(F32).astype(np.float64), sin.astype(F32).astype(np.float64)
+    want = {"rms_norm": rms(x), "residual": rms(x + y), "rms_norm_add": y + rms(x), "softmax": soft(x * 0.7, -1),
+            "softmax axis 0": soft(x, 0), "rope": _rope_ref(xr, cos, sin), "rope float32 tables": _rope_ref(xr, c32, s32),
+            "qk_norm_rope": _rope_ref(rms(xr), cos, sin)}
+    for k, g in got.items():
+        g = get(g)
+        assert g.dtype == np.float64, k
+        np.testing.assert_allclose(g, want[k], rtol=1e-13, atol=1e-13, err_msg=k)
+
+
 # --- softmax: ggml's rows, scales and the long rows ----------------------------------------------
 
 @pytest.mark.parametrize("name", backends())
