@@ -832,6 +832,35 @@ def test_every_function_refuses_a_stream_of_another_backend(fn):
         call(lambda a: a, None, other)
 
 
+@pytest.mark.parametrize("name", backends())
+def test_out_may_be_an_input_where_the_function_works_in_place(name):
+    """docs/llm.md: an out that is the very same view as an input is fine for the elementwise
+    and row-wise functions (each element or row read before it is written): every such
+    function with out= each of its same-shape inputs equals the out-of-place result"""
+    b = dev(name)
+    rng = np.random.default_rng(26)
+    x = rng.uniform(0.5, 2, (3, 5, 33)).astype(F32)
+    y = rng.uniform(0.5, 2, (3, 5, 33)).astype(F32)
+    w = rng.uniform(-1, 1, 33).astype(F32)
+    cos, sin = (rng.uniform(-1, 1, (5, 8)).astype(F32) for _ in range(2))
+    calls = {"add": (lambda p, q, o: llm.add(p, q, out=o), 2), "sub": (lambda p, q, o: llm.sub(p, q, out=o), 2),
+             "mul": (lambda p, q, o: llm.mul(p, q, out=o), 2), "div": (lambda p, q, o: llm.div(p, q, out=o), 2),
+             "pow": (lambda p, q, o: llm.pow(p, q, out=o), 2), "pow 2": (lambda p, q, o: llm.pow(p, 2, out=o), 1),
+             "tanh_grad": (lambda p, q, o: llm.tanh_grad(p, q, out=o), 2),
+             "swiglu": (lambda p, q, o: llm.swiglu(p, q, out=o), 2), "exp": (lambda p, q, o: llm.exp(p, out=o), 1),
+             "rsqrt": (lambda p, q, o: llm.rsqrt(p, out=o), 1),
+             "rms_norm": (lambda p, q, o: llm.rms_norm(p, on(w, b), out=o), 1),
+             "softmax": (lambda p, q, o: llm.softmax(p, out=o), 1),
+             "softmax axis 0": (lambda p, q, o: llm.softmax(p, axis=0, scale=0.5, out=o), 1),
+             "rope": (lambda p, q, o: llm.rope(p, on(cos, b), on(sin, b), out=o), 1)}
+    for fn, (call, n_in) in calls.items():
+        want = get(call(on(x, b), on(y, b), None))
+        for i in range(n_in):
+            ins = [on(x.copy(), b), on(y.copy(), b)]
+            assert call(ins[0], ins[1], ins[i]) is ins[i]
+            np.testing.assert_array_equal(get(ins[i]), want, err_msg=f"{fn} out=input {i}")
+
+
 # --- documented errors -------------------------------------------------------------------------
 
 def _errors(b):
