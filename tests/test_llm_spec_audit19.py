@@ -263,6 +263,23 @@ def test_float64_rows_are_computed_in_float64(name):
         np.testing.assert_allclose(g, want[k], rtol=1e-13, atol=1e-13, err_msg=k)
 
 
+@pytest.mark.parametrize("name", [p for p in backends() if p.values[0] != "WEBGPU"])
+def test_argmax_of_float64_compares_float64_values(name):
+    """argmax of float64 values that one float32 cannot tell apart (1 and 1 + 1e-12; 1e39 and
+    1e40, both inf in float32; -1e300 and -1e299, both -inf): NumPy's index. The kernels
+    compared float32 roundings and answered 0 for all three (the host chunks of a long array
+    too)"""
+    b = dev(name)
+    cases = [np.array([1.0, 1.0 + 1e-12, 1.0]), np.array([1e39, 1e40]), np.array([-1e300, -1e299])]
+    if not small(b):
+        long = np.full(70001, 1.0)
+        long[69000] = 1.0 + 1e-13                     # past the first host chunk of 65536
+        cases.append(long)
+    for x in cases:
+        g = get(llm.argmax(on(x, b)))
+        assert g.dtype == np.int32 and int(g) == int(np.argmax(x)), x[:3]
+
+
 # --- softmax: ggml's rows, scales and the long rows ----------------------------------------------
 
 @pytest.mark.parametrize("name", backends())
