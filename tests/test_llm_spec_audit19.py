@@ -534,6 +534,29 @@ def test_dequantize_special_scales_bit_exact_with_gguf(name, qtype):
     _same_bits(get(llm.dequantize(llm.QTensor(qtype, (7, 3 * fmt.block), on(raw, b)))), want)
 
 
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("qtype", ["q4_0", "q8_0", "q4_k"])
+def test_gguf_py_test_quants_cases(name, qtype):
+    """gguf-py's tests/test_quants.py, its cases that apply here (rows of 1024, smaller): a
+    normal tensor with an all-zero row quantized (q4_0, q8_0) bit for bit as gguf, and random
+    float16 values in [0, 1) viewed as block bytes dequantized bit for bit as gguf"""
+    quants, T = _gguf()
+    b = dev(name)
+    rng = np.random.default_rng(27)
+    rows = 2 if small(b) else 16
+    r = rng.standard_normal((rows, 1024)).astype(F32)
+    r[0] = 0
+    if qtype != "q4_k":
+        q = llm.quantize(on(r, b), qtype)
+        np.testing.assert_array_equal(get(q.data), quants.quantize(r, T[qtype]))
+        _same_bits(get(llm.dequantize(q)), quants.dequantize(quants.quantize(r, T[qtype]), T[qtype]))
+    fmt = llm.QTYPES[qtype]
+    nbytes = 1024 // fmt.block * fmt.block_bytes
+    rq = rng.random((rows, nbytes // 2)).astype(F16).view(np.uint8)
+    got = get(llm.dequantize(llm.QTensor(qtype, (rows, 1024), on(rq, b))))
+    _same_bits(got, quants.dequantize(rq, T[qtype]))
+
+
 def test_q4_k_quantize_round_trip_within_the_format_bound():
     """Q4_K: gguf has no quantizer, so the round trip: gguf dequantizes our bytes to our floats
     bit for bit, each weight within one quantization step (d * sc + dmin * m span / 15) plus
