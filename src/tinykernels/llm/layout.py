@@ -375,7 +375,7 @@ def _argmax_fast(x, out) -> bool:
     res, ho = (out, ho) if ho is not None else C.host_new(x, (), _INDEX_DTYPES[0])
     if ho.shape or ho.dtype != _INDEX_DTYPES[0] or C.may_share_memory(ho, hx):
         return None
-    _argmax_lanes.instance(backend)(ho.reshape(1), hx, C.compute_type(hx.dtype), ndrange=1)
+    _argmax_lanes.instance(backend)(ho.reshape(1), hx, C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE), ndrange=1)
     return res
 
 

@@ -222,10 +222,10 @@ def _norm_fast(mode, x, w, eps, residual, out, residual_out=None):
         return None
     if mode != RESIDUAL_FIRST:
         _rms_rows_ro.instance(backend)(ho, ho, ho, hx, hr[0] if hr else hx, hw, eps, mode, False,
-                                       C.compute_type(hx.dtype), ndrange=hx.size // D)
+                                       C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE), ndrange=hx.size // D)
         return res
     if residual_out is residual:          # in place on the residual stream
-        _rms_rows.instance(backend)(ho, hr[0], hw, hx, hr[0], hw, eps, mode, False, C.compute_type(hx.dtype),
+        _rms_rows.instance(backend)(ho, hr[0], hw, hx, hr[0], hw, eps, mode, False, C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE),
                                     ndrange=hx.size // D)
         return res, residual_out
     if residual_out is None:
@@ -238,7 +238,7 @@ def _norm_fast(mode, x, w, eps, residual, out, residual_out=None):
         if hs.shape != hx.shape or hs.dtype is not hx.dtype or not hs.flags.c_contiguous \
                 or not C.disjoint(hs, ho, hx, hr[0], hw):
             return None
-    _rms_rows_ro.instance(backend)(ho, hs, ho, hx, hr[0], hw, eps, mode, False, C.compute_type(hx.dtype),
+    _rms_rows_ro.instance(backend)(ho, hs, ho, hx, hr[0], hw, eps, mode, False, C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE),
                                    ndrange=hx.size // D)
     return res, s_res
 

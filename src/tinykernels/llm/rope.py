@@ -146,7 +146,7 @@ def _rope_fast(x, cos, sin, pos, offset, out) -> bool:
     if (ho is not hx and C.may_share_memory(ho, hx)) or C.may_share_memory(ho, hc) or C.may_share_memory(ho, hs):
         return None
     _rope_rows.instance(backend)(ho, hx, hc, hs, hp[0] if hp else hc, offset, bool(hp), not C.is_debug(backend),
-                                 C.compute_type(dt), ndrange=hx.size // s[-1])
+                                 C.COMPUTE_TYPES.get(dt, C.F32_TYPE), ndrange=hx.size // s[-1])
     return res
 
 

@@ -276,7 +276,7 @@ def _softmax_fast(x, axis, scale, out) -> bool:
     if ho.dtype is not hx.dtype or not -hx.ndim <= axis < hx.ndim or axis % hx.ndim != hx.ndim - 1 or L > SM_ROW \
             or C.ROW_GROUP not in (None, 1):        # (row_group(backend) on the CPU, inline)
         return None
-    _softmax_rows_ro.instance(backend)(ho, hx, scale, L, 1, use_poly(backend, hx.dtype), C.compute_type(hx.dtype),
+    _softmax_rows_ro.instance(backend)(ho, hx, scale, L, 1, use_poly(backend, hx.dtype), C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE),
                                        ndrange=hx.size // L)
     return res
 
