@@ -2690,9 +2690,9 @@ def k_wgsl_fma(o, a: tk.Const, b: tk.Const, c: tk.Const):
     o[i] = tk.fma(a[i], b[i], c[i])
 
 
-# (audit18a, Numba's test_fma ported: lavapipe's fma rounds the product first)
+# fixed: wgsl-fma-rounds-twice
+# (audit18a, Numba's test_fma ported: lavapipe's fma rounded the product first)
 @needs_webgpu
-@xfail_bug("wgsl-fma-rounds-twice")
 def test_bug_wgsl_fma_rounds_once():
     a = np.array([1 + 2.0 ** -12, 3.0, 1 + 2.0 ** -12], np.float32)
     c = np.array([-(1 + 2.0 ** -11), 1.0, 2.0 ** -80], np.float32)
