@@ -29,10 +29,11 @@ How WGSL's gaps are filled:
   no compiler can see through, so results round exactly as NumPy's float32.
 * **Math.** WGSL builtins are used where they are exact or nearly so (sqrt, floor, ceil,
   trunc, round, abs; sin, cos, tan after an exact Payne-Hanek argument reduction for
-  |x| >= 8192; fma is emulated, lavapipe's builtin rounds the product first); exp, log, log2, log10, log1p, expm1, the inverse
-  trigonometric and hyperbolic functions, erf, erfc, pow, fmod and hypot are ports of the
-  FreeBSD msun / musl single-precision functions (about 1 ulp), because the builtins of
-  common drivers are far less accurate (lavapipe's log and atan2 are off by 1e-4).
+  |x| >= 8192); fma is emulated (lavapipe's builtin rounds the product first); exp, log,
+  log2, log10, log1p, expm1, the inverse trigonometric and hyperbolic functions, erf, erfc,
+  pow, fmod and hypot are ports of the FreeBSD msun / musl single-precision functions
+  (about 1 ulp), because the builtins of common drivers are far less accurate (lavapipe's
+  log and atan2 are off by 1e-4).
 * **Uniformity.** Group-level statements only read uniform values (workgroup id, the
   uniform argument buffer, constants and locals assigned only from those), so barriers sit
   in uniform control flow as WGSL requires.
