@@ -1081,7 +1081,7 @@ _lib("fma", ("x",), f"""
 // moved back in the bits (inf past the range). A result below 2^-126 is rounded again, to the
 // multiples of 2^-149, from y and the sign of the exact x - y (x is on y's side of every
 // midpoint of that grid except y itself: x - y decides only there). No frexp/ldexp (WGSL leaves
-// them undefined out of range) and no branch on the scaled values but that last one.
+// them undefined out of range).
 fn tk_fma_unpack(u: u32) -> vec2<i32> {{       // |f| = m 2^(E - 23), m in [2^23, 2^24), for u != 0
     let f = u & 0x7fffffu;
     let eb = i32(u >> 23u);
