@@ -14,6 +14,12 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'c-weak-int32-shape-index': ("CPU32 (the WebGPU profile's reference): A.shape[k] and tk.index() values, weak "
+                                 "int32 there as on WebGPU, were rendered as the C backend's int64 variables, so "
+                                 "int(x) * (-8 * A.shape[0]) was computed in 64 bits where WebGPU wraps at 32 "
+                                 "(fuzzer seed 88700350, --edges 1: -1.01e11 against WebGPU's 1.61e9)",
+        "fixed: the C-like renderers cast a shape or index typed narrower than 64 bits to its type "
+        "(codegen/clike.py); kernels of the other backends, typed int64 there, render as before"),
     'wgsl-fma-rounds-twice': ("WebGPU on lavapipe: tk.fma was the WGSL fma builtin, which rounds a * b before "
                               "adding c: fma(1 + 2^-12, 1 + 2^-12, -(1 + 2^-11)) gave 0, CPU and the interpreter "
                               "2^-24 (audit18a, porting Numba's test_fma; the fuzzer's operands rarely cancel to "
