@@ -1618,6 +1618,30 @@ def test_bug_c_float32_constant_beyond_range_is_infinity():
 
 
 @tk.kernel
+def k_c_weak_int32_shape_index(o, x: tk.Const, y: tk.Const):
+    i = tk.index()
+    o[i, 0] = int(x[i]) * (-8 * y.shape[0])      # weak int32 (WebGPU's Python ints): wraps
+    o[i, 1] = (i + 1073741824) * 4
+
+
+# fixed: c-weak-int32-shape-index
+# (fuzzer seed 88700350, WebGPU profile with --edges: CPU32 computed int(x) * A.shape[0] in 64 bits)
+@needs_cpu
+def test_bug_c_shapes_and_indices_keep_their_32_bit_type():
+    from tinykernels.testing.fuzz.weak32 import CPU32
+    x = np.array([3379964676, 5, 2 ** 31 + 7, 1811939328], np.uint32)
+    y = np.zeros(7, np.bool_)
+    with np.errstate(over="ignore"):
+        want = np.stack([x.view(np.int32) * np.int32(-56), (np.arange(4, dtype=np.int32) + np.int32(2 ** 30)) * np.int32(4)],
+                        axis=1).astype(np.float32)
+    got = _run(k_c_weak_int32_shape_index, CPU32(), [np.zeros((4, 2), np.float32), x, y], ndrange=4)[0]
+    np.testing.assert_array_equal(got, want)
+    if WEBGPU_OK:
+        np.testing.assert_array_equal(_run(k_c_weak_int32_shape_index, "WEBGPU", [np.zeros((4, 2), np.float32), x, y],
+                                           ndrange=4)[0], want)
+
+
+@tk.kernel
 def k_wgsl_trig_range(o, x: tk.Const):
     i = tk.index()
     o[i, 0] = math.sin(x[i])
@@ -2693,9 +2717,9 @@ def k_wgsl_fma(o, a: tk.Const, b: tk.Const, c: tk.Const):
     o[i] = tk.fma(a[i], b[i], c[i])
 
 
-# (audit18a, Numba's test_fma ported: lavapipe's fma rounds the product first)
+# fixed: wgsl-fma-rounds-twice
+# (audit18a, Numba's test_fma ported: lavapipe's fma rounded the product first)
 @needs_webgpu
-@xfail_bug("wgsl-fma-rounds-twice")
 def test_bug_wgsl_fma_rounds_once():
     a = np.array([1 + 2.0 ** -12, 3.0, 1 + 2.0 ** -12], np.float32)
     c = np.array([-(1 + 2.0 ** -11), 1.0, 2.0 ** -80], np.float32)
