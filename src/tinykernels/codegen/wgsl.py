@@ -105,8 +105,11 @@ var<private> tk_z: u32;
 fn tk_x(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) | tk_z); }
 // tk_y (XOR with tk_z) marks the left operand of a float + or -: a value NIR cannot merge with
 // the right one (tk_x(tk_x(e)) collapses to tk_x(e), and CSE merges equal expressions), so
-// e - e and e + -e are not folded to 0 (NaN for inf and NaN e).
-fn tk_y(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) ^ tk_z); }
+// e - e and e + -e are not folded to 0 (NaN for inf and NaN e). Its mask is tk_z << 1, not
+// tk_z: a left operand that folds to an opaque zero (`select(bitcast<f32>(tk_z), 1.0f, false)`)
+// would cancel with tk_z ^ tk_z to a literal +0.0, and NIR then folds 0.0 - e to -e (-0.0 for
+// e = +0.0; fuzzer seed 88701127).
+fn tk_y(v: f32) -> f32 { return bitcast<f32>(bitcast<u32>(v) ^ (tk_z << 1u)); }
 fn tk_nan() -> f32 { return bitcast<f32>(0x7fc00000u | tk_z); }
 fn tk_inf() -> f32 { return bitcast<f32>(0x7f800000u | tk_z); }
 fn tk_isnan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }

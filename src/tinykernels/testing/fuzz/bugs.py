@@ -156,6 +156,12 @@ FIXED_BUGS = {
                             "wgsl-const-tree-zero's fix, which covered float expressions only)",
         "fixed: the WGSL renderer makes every int -> float conversion opaque (`tk_x(f32(i))`, one OR; "
         "codegen/wgsl.py cast_str)"),
+    'wgsl-xor-mark-cancels': ("WebGPU (lavapipe's NIR): the left operand of a float - is marked tk_y (bits XOR the "
+                              "opaque zero tk_z); where that operand folds to the opaque zero itself "
+                              "(`~True - tk.float8_e4m3fn(0.0) / 1`: select(bitcast<f32>(tk_z), 1.0, false)), "
+                              "tk_z ^ tk_z cancelled to a literal +0.0 and NIR folded 0.0 - e to -e: -0.0 where "
+                              "NumPy gives +0.0 (fuzzer seed 88701127, found by fma19)",
+        "fixed: tk_y XORs tk_z << 1, which no operand built from tk_z cancels (codegen/wgsl.py)"),
     'wgsl-const-tree-zero': ("WebGPU (naga + lavapipe's NIR): a float computed from constants only, not a literal "
                              "(`np.float16(True ** tk.int32(-820547046))`, an integer power with a negative exponent, "
                              "is 0; `tk.float32(tk.int32(1) ** -8)` in a local), was folded to a constant 0.0 by "
