@@ -898,3 +898,43 @@ def test_opencl_adjoint_of_an_instance_with_a_static_workgroup():
     np.testing.assert_allclose(dT.numpy(), ref["inp"], rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(dT2.numpy(), ref["out"], rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(dw.numpy()[0], gref[0], rtol=1e-9, atol=1e-8)
+
+
+@tk.kernel
+def _row_rms(y, x: tk.Const, w: tk.Const, eps):
+    row = tk.index()
+    n = x.shape[1]
+    ss = x[row, 0] * 0
+    for c in range(n):
+        ss += x[row, c] * x[row, c]
+    r = 1 / math.sqrt(ss / n + eps)
+    for c in range(n):
+        y[row, c] = x[row, c] * r * w[c]
+
+
+def test_webgpu_adjoint_runs_one_item_per_work_item():
+    """lavapipe stops a work item's loops after 65535 back edges (docs/webgpu.md). The strip
+    form of the main adjoint ran 16 primal items in one work item, so a row kernel whose
+    items each loop 2 x 1024 times (plus the CAS retries of the float atomics into dw) lost
+    the adjoint of rows 12-31 of 32 silently (dx rows 0, dw short of their terms; found
+    porting Pallas's RmsNormTest). On backends with ``bounded_loops`` the partials of the
+    scalar (eps) are per work group instead, and every row's gradient is there."""
+    if not tk.backends()["WebGPU"][0]:
+        pytest.skip("WebGPU: no wgpu adapter")
+    from tinykernels.autodiff import _main_mode
+    b = tk.backend("WEBGPU")
+    assert b.bounded_loops and _main_mode(b, 0, (0, 32, 1), 1) == "reverse"
+    rows, n, eps = 32, 1024, 1e-6
+    rng = np.random.default_rng(65535)
+    x = rng.standard_normal((rows, n)).astype(np.float32)
+    w = rng.standard_normal(n).astype(np.float32)
+    dx, dw = tk.zeros((rows, n), backend=b), tk.zeros(n, backend=b)
+    tk.autodiff(tk.Reverse, lambda y_, x_, w_: _row_rms(b)(y_, x_, w_, eps, ndrange=rows),
+                tk.Duplicated(tk.zeros((rows, n), backend=b), tk.asarray(np.ones((rows, n), np.float32), backend=b)),
+                tk.Duplicated(tk.asarray(x, backend=b), dx), tk.Duplicated(tk.asarray(w, backend=b), dw))
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    r = 1 / np.sqrt((x64 * x64).mean(1, keepdims=True) + eps)
+    want_dx = r * w64 - x64 * r ** 3 * (x64 * w64).mean(1, keepdims=True)
+    want_dw = (x64 * r).sum(0)
+    np.testing.assert_allclose(dx.numpy(), want_dx, rtol=0, atol=1e-3 * np.abs(want_dx).max())
+    np.testing.assert_allclose(dw.numpy(), want_dw, rtol=0, atol=1e-4 * np.abs(x64 * r).sum(0).max())

@@ -255,7 +255,7 @@ def test_llm_softmax_prefetches_its_input():
     import importlib
     sm = importlib.import_module("tinykernels.llm.softmax")
     x = np.ones((8, 1024), np.float32)
-    s = sm._softmax_lanes.source("CPU", np.empty_like(x), x, 1.0, 1024, 1, 3, False, True, ndrange=8)
+    s = sm._softmax_lanes.source("CPU", np.empty_like(x), x, 1.0, 1024, 1, 3, False, True, tk.float32, ndrange=8)
     assert "tk_pf_row(&tk_pf0" in s and "tk_pf_step(&tk_pf0)" in s
     assert "tk_pf1" not in s        # out is written: not prefetched
 
@@ -267,7 +267,7 @@ def test_llm_rms_norm_has_one_pass_and_no_prefetch():
     x = np.ones((8, 1024), np.float32)
     w = np.ones(1024, np.float32)
     for mode in (norms.PLAIN, norms.RESIDUAL_AFTER):
-        s = norms._rms_rows.source("CPU", np.empty_like(x), x, w, x, x, w, 1e-6, mode, False, ndrange=8)
+        s = norms._rms_rows.source("CPU", np.empty_like(x), x, w, x, x, w, 1e-6, mode, False, tk.float32, ndrange=8)
         assert "tk_pf_row" not in s
 
 

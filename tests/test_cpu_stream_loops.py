@@ -168,6 +168,7 @@ import importlib
 import numpy as np, tinykernels as tk
 from tinykernels import llm
 from tinykernels.llm import norms
+from tinykernels.llm import _common as C
 rng = np.random.default_rng(0)
 for dt in (np.float32, np.float16):
     for shape in ((3, 1), (5, 37), (4, 4099), (2, 3, 1000)):
@@ -179,7 +180,7 @@ for dt in (np.float32, np.float16):
             for want in (False, True):
                 ref, s_ref, sc_ref = np.empty_like(x), np.empty_like(x), np.empty(shape[:-1], np.float32)
                 norms._rms_rows(tk.CPU())(ref, s_ref, sc_ref, x, x if r is None else r, w, 1e-6, mode, want,
-                                          ndrange=R)
+                                          C.compute_type(x.dtype), ndrange=R)
                 if mode == norms.RESIDUAL_FIRST:
                     got = llm.rms_norm(x, w, residual=r, return_scale=want)
                     assert np.array_equal(got[1], s_ref), (dt, shape, mode)
@@ -207,7 +208,8 @@ for dt in (np.float32, np.float16):
             y = llm.softmax(x, scale=scale)
             ref = np.empty_like(x)
             R = int(np.prod(shape[:-1]))
-            softmax._softmax_lanes(tk.CPU())(ref, x, scale, shape[-1], 1, 3, True, dt == np.float32, ndrange=R)
+            softmax._softmax_lanes(tk.CPU())(ref, x, scale, shape[-1], 1, 3, True, dt == np.float32,
+                                             C.compute_type(x.dtype), ndrange=R)
             assert np.array_equal(y, ref, equal_nan=True), (dt, shape, scale)
         xs = rng.standard_normal((9, 2 * shape[-1] + 3)).astype(dt)[::3, 1:1 + shape[-1]]
         assert np.array_equal(llm.softmax(xs), llm.softmax(np.ascontiguousarray(xs)))

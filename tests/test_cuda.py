@@ -591,6 +591,30 @@ def test_fake_timeouts_and_unrecorded_events(fake, monkeypatch):
         tk.synchronize(b, timeout=0.05)
 
 
+def test_fake_synchronize_with_timeout_waits_for_a_dropped_stream(fake, monkeypatch):
+    # audit19: a dropped stream's work (which CUDA still completes) was forgotten by
+    # tk.synchronize(b, timeout=), which only polled the live streams; the device-wide
+    # synchronize without a timeout covered it. An event is now recorded on it before the
+    # stream is destroyed.
+    import gc
+    b = rt.CUDA(0)
+    a = b.array_from_host(np.zeros((10, 70), np.float64))
+    c = b.array_from_host(np.zeros((10, 70), np.float64))
+    s = b.stream()
+    copy2d(b)(a, c, ndrange=(10, 70), stream=s)
+    del s
+    gc.collect()
+    assert len(b._dev.orphans) == 1
+    orphan = b._dev.orphans[0].handle
+    busy = int(fake.CUresult.CUDA_ERROR_NOT_READY)
+    monkeypatch.setattr(type(fake), "cuEventQuery", lambda self, e: (busy,) if e is orphan else (0,))
+    with pytest.raises(TimeoutError):
+        tk.synchronize(b, timeout=0.05)                    # the dropped stream's work is still running
+    monkeypatch.setattr(type(fake), "cuEventQuery", lambda self, e: (0,))
+    tk.synchronize(b, timeout=1)
+    assert len(b._dev.orphans) == 0
+
+
 def test_fake_debug_launch_reports_out_of_bounds(fake):
     b = rt.CUDA(0, debug=True)
     y = b.array_from_host(np.ones(8, np.float32))

@@ -2,6 +2,7 @@
 kernels on the compiled backends against the interpreter, the generator's own guarantees, and one
 regression test per disagreement the fuzzer ever found (strict xfail while the bug is open)."""
 import ast
+import dataclasses
 import math
 import os
 import re
@@ -1346,8 +1347,8 @@ def test_generator_finds_a_stale_barrier_loop_counter(monkeypatch):
 @tk.kernel
 def pow_negative_exponent_keeps_the_type(out, x: tk.Const, e: tk.Const):
     i = tk.index()
-    v = np.bool_(2) ** e[i]              # an integer to a negative power: 0 (docs/language.md)
-    v ^= 128                             # int16 128 (an int64 one made the power below not wrap)
+    v = np.bool_(2) ** e[i]              # True to a negative power: 1 (docs/language.md)
+    v ^= 128                             # int16 129 (an int64 one made the power below not wrap)
     w = np.uint8(3) ** e[i]              # uint8 with int16: int16 (NumPy's promotion)
     w += 32767
     out[i] = x[i] ** v + (w + np.int16(1))   # wraps to -32768 in int16, not in int64
@@ -1366,7 +1367,7 @@ def test_bug_interp_int_pow_negative_keeps_the_promoted_type(b):
     pow_negative_exponent_keeps_the_type(b)(out, x, e, ndrange=4)
     tk.synchronize(b)
     with np.errstate(over="ignore"):
-        want = x ** np.int16(128) + (np.int16(32767) + np.int16(1))
+        want = x ** np.int16(129) + (np.int16(32767) + np.int16(1))
     np.testing.assert_array_equal(out, want)
 
 
@@ -1647,6 +1648,30 @@ def test_bug_c_float32_constant_beyond_range_is_infinity():
 
 
 @tk.kernel
+def k_c_weak_int32_shape_index(o, x: tk.Const, y: tk.Const):
+    i = tk.index()
+    o[i, 0] = int(x[i]) * (-8 * y.shape[0])      # weak int32 (WebGPU's Python ints): wraps
+    o[i, 1] = (i + 1073741824) * 4
+
+
+# fixed: c-weak-int32-shape-index
+# (fuzzer seed 88700350, WebGPU profile with --edges: CPU32 computed int(x) * A.shape[0] in 64 bits)
+@needs_cpu
+def test_bug_c_shapes_and_indices_keep_their_32_bit_type():
+    from tinykernels.testing.fuzz.weak32 import CPU32
+    x = np.array([3379964676, 5, 2 ** 31 + 7, 1811939328], np.uint32)
+    y = np.zeros(7, np.bool_)
+    with np.errstate(over="ignore"):
+        want = np.stack([x.view(np.int32) * np.int32(-56), (np.arange(4, dtype=np.int32) + np.int32(2 ** 30)) * np.int32(4)],
+                        axis=1).astype(np.float32)
+    got = _run(k_c_weak_int32_shape_index, CPU32(), [np.zeros((4, 2), np.float32), x, y], ndrange=4)[0]
+    np.testing.assert_array_equal(got, want)
+    if WEBGPU_OK:
+        np.testing.assert_array_equal(_run(k_c_weak_int32_shape_index, "WEBGPU", [np.zeros((4, 2), np.float32), x, y],
+                                           ndrange=4)[0], want)
+
+
+@tk.kernel
 def k_wgsl_trig_range(o, x: tk.Const):
     i = tk.index()
     o[i, 0] = math.sin(x[i])
@@ -1751,11 +1776,13 @@ def test_webgpu_profile_takes_trig_of_any_argument():
     assert calls and not any(c.startswith("math.fmod(") for c in calls), calls
 
 
-# the WebGPU profile: only 32-bit types and Python scalars, no tk.print / tk.random, checked
-# against CPU32 (the CPU with WebGPU's 32-bit Python scalars)
+# the WebGPU profile: only 32-bit types and Python scalars, no tk.random (tk.print as asked:
+# WebGPU prints through a buffer since audit spec19), checked against CPU32 (the CPU with
+# WebGPU's 32-bit Python scalars)
 def test_webgpu_profile_generates_only_what_webgpu_runs():
     ref, opts = F.profile_for(["WEBGPU"], "INTERP", F.Options(prints=1.0, rng=1.0))
-    assert ref == "CPU32" and opts.profile == "webgpu" and opts.prints == 0 and opts.rng == 0
+    assert ref == "CPU32" and opts.profile == "webgpu" and opts.prints == 1.0 and opts.rng == 0
+    opts = dataclasses.replace(opts, prints=0.0)
     with pytest.raises(ValueError, match="alone"):
         F.profile_for(["WEBGPU", "CPU"], "INTERP", F.Options())
     for seed in range(44002000, 44002040):
@@ -1949,8 +1976,8 @@ def test_bug_wgsl_float_of_a_rounded_int_is_positive_zero():
 @tk.kernel
 def k_wgsl_const_tree_zero(o, x: tk.Const):
     i = tk.index()
-    z = tk.float32(tk.int32(1) ** tk.int32(-8))   # 0 (an integer power with a negative exponent)
-    o[i, 0] = x[i] * np.float16(True ** tk.int32(-820547046))
+    z = tk.float32(tk.int32(2) ** tk.int32(-8))   # 0 (an integer power with a negative exponent)
+    o[i, 0] = x[i] * np.float16(tk.int32(3) ** tk.int32(-820547046))
     o[i, 1] = x[i] * z
     o[i, 2] = x[i] + z
 
@@ -2720,9 +2747,9 @@ def k_wgsl_fma(o, a: tk.Const, b: tk.Const, c: tk.Const):
     o[i] = tk.fma(a[i], b[i], c[i])
 
 
-# (audit18a, Numba's test_fma ported: lavapipe's fma rounds the product first)
+# fixed: wgsl-fma-rounds-twice
+# (audit18a, Numba's test_fma ported: lavapipe's fma rounded the product first)
 @needs_webgpu
-@xfail_bug("wgsl-fma-rounds-twice")
 def test_bug_wgsl_fma_rounds_once():
     a = np.array([1 + 2.0 ** -12, 3.0, 1 + 2.0 ** -12], np.float32)
     c = np.array([-(1 + 2.0 ** -11), 1.0, 2.0 ** -80], np.float32)

@@ -445,9 +445,11 @@ def test_flash_attention_long_keys_on_webgpu(be, kind, monkeypatch):
 
 @pytest.mark.parametrize("be", [p for p in backends() if p.values[0] == "WEBGPU"])
 def test_flash_decode_long_cache_large_heads_on_webgpu(be):
-    """flash_decode's 64-key chunks keep each WebGPU work item below lavapipe's loop limit even
-    at head_dim 512 (about 64 * 2 * 512 loop iterations, measured exact), so long caches
-    need no change there: 2000 keys, the length device-resident per batch row, GQA."""
+    """flash_decode's WebGPU chunks (at most LOOP_BUDGET // (2 * head_dim + 40) keys: 30 at
+    head_dim 512) keep each work item below lavapipe's loop limit, so long caches need no
+    change there: 2000 keys, the length device-resident per batch row, GQA. (64-key chunks
+    passed the limit once tk.fma was emulated and NIR stopped unrolling the dot product's
+    lanes: rows of 1e35 and NaN, the output left unwritten.)"""
     b = dev(be)
     B, H, KH, L, D = 2, 4, 2, 2000, 512
     q = rng.standard_normal((B, H, D)).astype(np.float32)

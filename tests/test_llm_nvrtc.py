@@ -79,7 +79,8 @@ def test_every_llm_kernel_compiles_with_nvrtc(monkeypatch):
 
     def record(kernel, backend, args, ndrange, workgroupsize=None, stream=None):
         key = (kernel.__name__ if hasattr(kernel, "__name__") else repr(kernel),
-               tuple((a.dtype.str, a.ndim) if hasattr(a, "ndim") else repr(a) for a in args),
+               tuple((a.dtype.str, a.ndim) if hasattr(a, "ndim") and not isinstance(a, type) else repr(a)
+                     for a in args),                # (a type: a compute-type constexpr, tk.float32)
                None if workgroupsize is None else tuple(np.atleast_1d(workgroupsize)))
         seen.setdefault(key, (kernel, args, ndrange, workgroupsize))
         return real(kernel, backend, args, ndrange, workgroupsize, stream)

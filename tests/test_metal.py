@@ -495,6 +495,23 @@ def test_fake_streams_are_queues_and_wait_encodes_the_event(fake):
     assert ev.done() and cb2.status() == 4
 
 
+def test_fake_synchronize_waits_for_a_dropped_stream(fake):
+    # audit19: a stream the program dropped was forgotten with its queue, so tk.synchronize(m)
+    # returned while the stream's command buffer still ran (OpenCL had the same bug).
+    import gc
+    m = rt.Metal()
+    y, x = tk.zeros(10, np.float32, backend=m), tk.zeros(10, np.float32, backend=m)
+    s = m.stream(tk.Low)
+    saxpy(m)(y, 2.0, x, ndrange=10, stream=s)
+    cb = fake.committed[-1]
+    del s
+    gc.collect()
+    assert cb.status() == 2                                # committed, not completed
+    tk.synchronize(m)
+    assert cb.status() == 4
+    assert len(m._dev.orphans) == 0                        # finished: forgotten
+
+
 def test_fake_debug_launch_reports_out_of_bounds(fake):
     m = rt.Metal(debug=True)
 

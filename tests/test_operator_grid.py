@@ -10,7 +10,8 @@ values of the two operands' lists is one work item.
 The expected values are NumPy's, bit for bit (NaN == NaN, -0.0 != 0.0), except where SPEC or
 docs/language.md documents another semantics, which the reference then computes:
 
-* integer ``**`` with a negative exponent gives 0 (NumPy raises);
+* integer ``**`` with a negative exponent gives ``1 / a ** -b`` truncated toward zero: 1 for
+  a = 1, +-1 for a = -1, else 0 (NumPy raises);
 * ``min``/``max`` are Python's builtins (``min(a, b)`` is ``b if b < a else a``);
 * a float -> integer conversion of NaN, an infinity or an out-of-range value is the hardware's
   (not checked here; in range it must be exact);
@@ -206,7 +207,11 @@ def numpy_of(op, a, b):
     if op == "**" and a.dtype.kind in "biu" and b.dtype.kind in "iu":
         r = np.asarray(np.power(a, np.where(b < 0, 0, b).astype(b.dtype)))
         if r.dtype.kind in "iu":
-            return np.where(b < 0, 0, r).astype(r.dtype)                   # documented: negative exponent -> 0
+            if r.dtype.kind == "u" or b.dtype.kind == "u":
+                return r
+            a2, b2 = a.astype(r.dtype), b.astype(r.dtype)          # documented: 1 / a ** -b, truncated
+            neg = np.where(a2 == 1, 1, np.where(a2 == -1, np.where(b2 % 2 != 0, -1, 1), 0)).astype(r.dtype)
+            return np.where(b2 < 0, neg, r).astype(r.dtype)
     return PYOP[op](a, b)
 
 

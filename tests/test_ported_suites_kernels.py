@@ -311,15 +311,9 @@ def popc_brev(pc, rev, x: tk.Const):
     rev[i] = r
 
 
-def _xfail_webgpu_fma(be):
-    if be.name.upper().startswith("WEBGPU"):
-        pytest.xfail("KNOWN_BUGS wgsl-fma-rounds-twice: lavapipe's WGSL fma rounds the product first")
-
-
 def test_fma_rounds_once(be):
     """test_fma_f4/f8: fma(a, b, c) rounds a*b + c once: with a*b's low bits lost by a separate
     rounding, the fused result keeps them (exact in float64 for float32 operands)."""
-    _xfail_webgpu_fma(be)
     dt = np.float32
     a = np.array([1 + 2.0 ** -12, 3.0, -1.5], dt)
     b = np.array([1 + 2.0 ** -12, 0.5, 2.0], dt)
@@ -344,9 +338,9 @@ def _fma_exact(a, b, c):
 def test_fma_correctly_rounded_over_exponents(be):
     """test_fma_f4 widened: products from 2^-60 to 2^60 with addends that cancel them to the last
     bits, far below (only the sign breaks a tie) or far above them: the exactly rounded
-    result on every backend (but WebGPU: lavapipe's builtin fma rounds the product first,
-    KNOWN_BUGS wgsl-fma-rounds-twice). Results stay out of the subnormal range."""
-    _xfail_webgpu_fma(be)
+    result on every backend (WebGPU's builtin fma rounded the product first on lavapipe; it is
+    emulated, see docs/webgpu.md). Results stay out of the subnormal range
+    (tests/test_webgpu.py checks those)."""
     n = 600
     a = (RNG.standard_normal(n) * 2.0 ** RNG.integers(-30, 30, n)).astype(np.float32)
     b = (RNG.standard_normal(n) * 2.0 ** RNG.integers(-30, 30, n)).astype(np.float32)

@@ -406,3 +406,24 @@ def test_item_dependent_while_condition_with_statements_around_a_barrier_names_t
     with pytest.raises(tk.CompileError, match=r"this while condition depends on the work item, but its loop "
                                               r"contains tk\.synchronize\(\)"):
         while_func_cond_item_barrier(tk.CPU(), 4)(np.zeros(4, np.int32), np.zeros(4, np.int32), ndrange=4)
+
+
+@tk.kernel
+def int_pow_grid(o, a: tk.Const, e: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    o[i, j] = a[i] ** e[j]
+
+
+@pytest.mark.parametrize("b", ALL, ids=lambda b: b.name)
+@pytest.mark.parametrize("dt", [np.int8, np.int32, np.int64])
+def test_integer_power_with_a_negative_exponent_is_the_truncated_reciprocal(b, dt):
+    # 1 ** -3 was 0 and (-1) ** -3 was 0 on every backend: the exact 1 / a ** -e truncated toward
+    # zero is 1 and -1 there (Julia's ^ for those bases); other bases (0 too) give 0.
+    if dt is np.int64 and b.name.upper() == "WEBGPU":
+        pytest.skip("WebGPU has no 64-bit integers")
+    a = np.array([-3, -2, -1, 0, 1, 2, 3], dt)
+    e = np.array([-4, -3, -2, -1, 0, 1, 2, 3], dt)
+    (got,) = _launch(int_pow_grid(b), b, [np.zeros((a.size, e.size), dt), a, e], ndrange=(a.size, e.size))[:1]
+    want = np.array([[(x ** y if y >= 0 else 1 if x == 1 else (-1) ** y if x == -1 else 0)
+                      for y in e.tolist()] for x in a.tolist()], dt)
+    np.testing.assert_array_equal(got, want)

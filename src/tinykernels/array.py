@@ -201,7 +201,7 @@ def full(shape, fill_value, dtype=float32, backend=None) -> Array:
 
 
 @api_boundary
-def asarray(obj, backend=None) -> Array:
+def asarray(obj, backend=None, *, dtype=None) -> Array:
     """A ``tk.Array`` of ``obj``: an Array, NumPy array, list, torch tensor, or anything
     exporting ``__array_interface__`` or DLPack.
 
@@ -210,7 +210,31 @@ def asarray(obj, backend=None) -> Array:
     machine's byte order (a byte-swapped array, e.g. ``'>f4'`` on a little-endian host, is
     converted: kernels and devices read native values). An Array already on ``backend``
     (or any Array when ``backend`` is None) is returned as is.
+
+    ``dtype`` (keyword only: the second positional argument is the backend) converts as
+    ``np.asarray(obj, dtype)`` does (a copy when the dtype differs, NumPy's casting); ``None``
+    keeps the dtype.
     """
+    if backend is not None and not isinstance(backend, str) and not hasattr(backend, "is_host") \
+            and _dt.from_any(backend) is not None:
+        raise TypeError(f"tk.asarray(obj, backend=None, *, dtype=None): the second argument is the backend, "
+                        f"got the dtype {backend!r}; pass it as dtype=")
+    if dtype is None:
+        return _asarray(obj, backend)
+    want = _np_dtype(dtype)
+    if isinstance(obj, (list, tuple, *_SCALARS)):
+        obj = np.asarray(obj, dtype=want)        # NumPy's conversion of the values themselves
+    else:                                        # converted on the host, before any upload (an int64
+        h = obj.numpy() if isinstance(obj, Array) else as_host_ndarray(obj)   # array to int8 on WebGPU)
+        if h is not None and h.dtype != want:
+            obj = h.astype(want)
+    a = _asarray(obj, backend)
+    if a.dtype == want:
+        return a
+    return _on(a.backend, a.numpy().astype(want))
+
+
+def _asarray(obj, backend) -> Array:
     if isinstance(obj, Array) and (backend is None or obj.backend == _resolve_backend(backend)):
         return obj
     if _is_torch(obj):
@@ -350,6 +374,23 @@ def _check_host_dst(d: np.ndarray) -> None:
                          f"extent {d.shape[ax]}: a broadcast or expanded view); copy into a contiguous array")
 
 
+def _check_host_copy_stream(stream, dst, src) -> None:
+    """A copy between host arrays queued on ``stream``: a ValueError unless it is a stream of
+    the backend of the tk.Array among them (``dst``'s first), as a launch's stream must be; with
+    only NumPy arrays (no backend) any backend's stream or a plain ``tk.Stream()`` orders it.
+    A number or a str was an AttributeError ("'int' object has no attribute 'submit'")."""
+    from .runtime.base import stream_mismatch
+    owner = next((a.backend for a in (dst, src) if isinstance(a, Array)), None)
+    if owner is not None:
+        why = stream_mismatch(stream, owner)
+    elif callable(getattr(stream, "submit", None)) and callable(getattr(stream, "synchronize", None)):
+        why = None
+    else:
+        why = f"stream= must be a stream (backend.stream() or tk.Stream()), got {type(stream).__name__}"
+    if why is not None:
+        raise ValueError(f"tk.copyto: {why}")
+
+
 @api_boundary
 def copyto(dst, src, stream=None):
     """Copy ``src`` into ``dst``, broadcasting ``src`` to ``dst``'s shape with NumPy's rules
@@ -402,6 +443,7 @@ def copyto(dst, src, stream=None):
     if stream is None:
         np.copyto(d, s, casting="same_kind")
         return completed_event()
+    _check_host_copy_stream(stream, dst, src)
     if pageable:                          # read before returning: the caller may change it then
         s = staged(s, s)
     return stream.submit(lambda: np.copyto(d, s, casting="same_kind"))

@@ -403,7 +403,8 @@ class AdjointLauncher:
         fdt, idt = _tape_dtypes(b)
         geom, ndim, ranges, total = parse_ndrange(ndrange, self.kernel.name)
         threads = getattr(b, "threads", 0) if getattr(b, "name", "") == "CPU" else 0
-        adj = derived(self.kernel, _main_mode(b, threads, geom, ndim), diff)(b, self.wg)
+        mode = _main_mode(b, threads, geom, ndim)
+        adj = derived(self.kernel, mode, diff)(b, self.wg)
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
@@ -422,7 +423,7 @@ class AdjointLauncher:
         # pass writes no tape
         tape = [self.scratch("dummy_f", 1, fdt), self.scratch("dummy_i", 1, idt), self.scratch("dummy_off", (1, 2), idt)]
         gargs = [idt(v) for v in G.gather_args(geom)]
-        main_extra = [] if threads else gargs
+        main_extra = gargs if mode.startswith("reverse_strip") else []   # the strip forms' geometry
         plan, gathers, form = self.plan(adj, tuple(full + tape + main_extra), ndrange, wg)
         main_ndrange = G.strip_ndrange(geom, ndim) if form == "strip" else ndrange
         if form == "strip":           # one per work item of the strip launch (passes/adjoint_gather.py)
@@ -494,9 +495,14 @@ def _main_mode(backend, threads: int, geom: tuple, ndim: int) -> str:
     the runtime runs a group's work items as a loop on a CPU (``backend.items_in_loops``:
     PoCL), interleaved across work items otherwise (GPUs coalesce neighbouring work items'
     accesses); a "1" at the end when every step of the launch is 1 (the strip kernel then
-    knows its items' stride)."""
+    knows its items' stride). Where the driver bounds a work item's loop back edges
+    (``backend.bounded_loops``: WebGPU, lavapipe stops at 65535) the strip form, which runs
+    STRIP items' loops in one work item, would pass that bound 16 times sooner and silently
+    drop the rest of the strip: there the partials are per work group ("reverse")."""
     if threads:
         return "reverse_threads"
+    if getattr(backend, "bounded_loops", False):
+        return "reverse"
     mode = "reverse_stripc" if getattr(backend, "items_in_loops", False) else "reverse_strip"
     return mode + "1" if all(geom[3 * d + 2] == 1 for d in range(ndim)) else mode
 

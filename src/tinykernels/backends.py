@@ -130,8 +130,10 @@ def _default_from_env(dev: str | None) -> Backend:
 
 
 def default_backend() -> Backend:
-    """The backend named by ``DEV``, else the first available of CUDA, ROCm, Metal, CPU."""
-    return _default_from_env(os.environ.get("DEV") or None)
+    """The backend named by ``DEV``, else the first available of CUDA, ROCm, Metal, CPU. A DEV
+    of only spaces is unset, as an empty one is (tk.backend strips the spaces around a name;
+    ``DEV=" "`` was "unknown backend ' '")."""
+    return _default_from_env((os.environ.get("DEV") or "").strip() or None)
 
 
 class BackendInfo(dict):

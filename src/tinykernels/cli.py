@@ -34,7 +34,7 @@ def _files(unit: str, n: int) -> str:
 # ---------------------------------------------------------------------------- devices
 
 def _default_reason() -> str:
-    dev = os.environ.get("DEV")
+    dev = (os.environ.get("DEV") or "").strip()
     if dev:
         return f"from the DEV environment variable (DEV={dev})"
     return "first available of CUDA, ROCm, Metal, CPU (DEV is not set)"

@@ -20,6 +20,7 @@ from .runtime.base import (DEFAULT_WORKGROUP, GROUPED_FEATURES, RECORDERS, Kerne
                            parse_ndrange)
 from .runtime.cpu import CPU_STACK_ARRAYS, Compiled, CPUKernelInstance, check_cpu_memory  # noqa: F401
 from .errors import LaunchError
+from .runtime.hostarray import Array
 from .runtime.streams import Event
 from .tracebacks import api_boundary
 
@@ -29,7 +30,20 @@ from .tracebacks import api_boundary
 
 def func(fn) -> Func:
     """Decorator: a device function callable from kernels."""
+    _check_function(fn, "@tk.func")
     return Func(fn)
+
+
+def _check_function(fn, what: str) -> None:
+    """A TypeError when ``fn`` is not a Python function ``what`` (``@tk.kernel``, ``@tk.func``)
+    can compile: another kernel or func, a class, a number (it was an AttributeError: no
+    ``__name__``)."""
+    if isinstance(fn, (Kernel, Func)):
+        raise TypeError(f"{what} takes a Python function (def ...), got {fn!r}, which is already "
+                        f"a {'@tk.kernel' if isinstance(fn, Kernel) else '@tk.func'}; apply one decorator, once")
+    if not inspect.isfunction(inspect.unwrap(fn) if callable(fn) else fn):
+        raise TypeError(f"{what} takes a Python function (def ...), got {type(fn).__name__}"
+                        f"{' ' + repr(fn) if isinstance(fn, (int, float, str)) else ''}")
 
 
 def _param_kinds(fn) -> list:
@@ -68,6 +82,7 @@ class Kernel:
     derived = False       # True for kernels made from another one's IR (autodiff): no Python source to run
 
     def __init__(self, fn, unsafe_indices: bool = False, fastmath: bool = False):
+        _check_function(fn, "@tk.kernel")
         self.fn = fn
         self.name = fn.__name__
         self.unsafe_indices = unsafe_indices
@@ -203,7 +218,20 @@ class Kernel:
             args = bind_launch_args(self.name, self.params, args, named, ndrange)
         if isinstance(backend, str):
             backend = _source_target(backend)
-        return self(make_backend(backend)).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
+        b = make_backend(backend)
+        args = tuple(_source_stand_in(a, b) for a in args)
+        return self(b).source(*args, ndrange=ndrange, workgroupsize=workgroupsize)
+
+
+def _source_stand_in(a, b: Backend):
+    """For ``source()``: a tk.Array on another device than ``b`` (an OpenCL array rendered for
+    CUDA) stands in as a host array of its dtype, shape and strides, which are all that shape the
+    code; nothing is read or copied. It was a LaunchError naming the renderer's internal target
+    class ("the kernel runs on tk.runtime.cuda.CUDATarget(debug=False)")."""
+    if isinstance(a, Array) and a._host is None and a.backend != b:
+        return np.lib.stride_tricks.as_strided(np.empty(1, a.dtype), a.shape, a.strides, writeable=False) \
+            if a.size else np.empty(a.shape, a.dtype)
+    return a
 
 
 def _source_target(dev: str):
@@ -234,6 +262,9 @@ def kernel(fn=None, *, unsafe_indices: bool = False, fastmath: bool = False):
     past the ndrange), ``@tk.kernel(fastmath=True)`` (float operations of this kernel may be
     reassociated and contracted into FMAs: vectorized reductions, last bits may differ from
     NumPy; integer semantics are unchanged)."""
+    from .argcheck import flag_arg         # fastmath="no" was quietly true
+    unsafe_indices = flag_arg("tk.kernel", "unsafe_indices", unsafe_indices)
+    fastmath = flag_arg("tk.kernel", "fastmath", fastmath)
     if fn is None:
         return lambda f: Kernel(f, unsafe_indices, fastmath)
     return Kernel(fn, unsafe_indices, fastmath)

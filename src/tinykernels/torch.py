@@ -4,9 +4,12 @@
     saxpy_op = tktorch.torch_op(saxpy, outputs=["y"], name="mylib::saxpy")
     y = saxpy_op(y0, x, a=2.0)        # y0 is not modified; y is a new tensor
 
-Each call of :func:`torch_op` defines three ``torch.library`` operators with the lower-level
-``Library.define``/``impl`` route and Autograd kernels of their own (less per-call overhead
-than ``torch.library.custom_op`` or ``register_autograd``, see docs/torch.md): ``ns::op(Tensor[]
+Each call of :func:`torch_op` defines ``ns::op`` with the kernel's own signature
+(``torch.ops.ns.op(y0, x, a=2.0)``, ``torch.library.opcheck(op, args, kwargs)``), a
+CompositeImplicitAutograd composite of three generic ``torch.library`` operators, defined
+with the lower-level ``Library.define``/``impl`` route and Autograd kernels of their own (less
+per-call overhead than ``torch.library.custom_op`` or ``register_autograd``, see
+docs/torch.md), which the Python call uses directly: ``ns::op_kernel(Tensor[]
 arrays, float[] floats, int[] ints, str key) -> Tensor[]``, ``ns::op_backward``, its
 adjoint (tinykernels' own adjoint kernel, see docs/autodiff.md), and ``ns::op_jvp``, its
 forward-mode derivative (the tangent kernel); the derivatives are not differentiable again.
@@ -61,8 +64,31 @@ def _const_value(s: str):
     return np.dtype(s[6:]).type if s.startswith("dtype:") else ast.literal_eval(s)
 
 
-class TorchOp:
-    """A kernel registered as a PyTorch operator; call it like the kernel (SPEC section 11)."""
+try:        # torch.library.opcheck(op, ...) accepts a CustomOpDef (reading its ._opoverload)
+    from torch._library.custom_ops import CustomOpDef as _OpDefBase
+except ImportError:     # pragma: no cover - older torch: opcheck takes op.default
+    _OpDefBase = object
+
+
+def _refuse_registration(what: str):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"{self.name}: {what} is not supported on a tinykernels operator; torch_op "
+                                  "registers its fake, autograd and vmap implementations itself (from the kernel)")
+    method.__name__ = what
+    return method
+
+
+class TorchOp(_OpDefBase):
+    """A kernel registered as a PyTorch operator; call it like the kernel (SPEC section 11).
+
+    ``torch.ops.ns.op`` (also ``op.default``) is the same operator with the kernel's signature
+    as its schema; ``torch.library.opcheck(op, args, kwargs)`` checks it. The class derives
+    from torch's ``CustomOpDef`` only for ``opcheck``'s sake: the registration methods
+    (``register_fake``, ``register_autograd``, ...) are refused."""
+    for _m in ("register_kernel", "register_fake", "register_effect", "register_torch_dispatch",
+               "register_autograd", "register_vmap", "register_autocast", "set_kernel_enabled"):
+        locals()[_m] = _refuse_registration(_m)
+    del _m
 
     def __init__(self, kernel: Kernel, outputs, name: str, ndrange=None, workgroupsize=None):
         self.kernel = kernel
@@ -72,6 +98,7 @@ class TorchOp:
             raise ValueError(f"torch_op: name must look like 'namespace::opname', got {name!r}")
         self.name = name
         self.ns, self.opname = m.groups()
+        self._namespace, self._name = self.ns, self.opname     # CustomOpDef's names (its _qualname)
         self.ndrange, self.workgroupsize = ndrange, workgroupsize
         self._names = tuple(n for n, _ in kernel.params)
         self._constexprs = frozenset(n for n, k in kernel.params if k == "constexpr")
@@ -94,40 +121,78 @@ class TorchOp:
                 raise ValueError(f"torch_op: an operator named {self.name!r} is already registered (by "
                                  f"{_LIBS[self.name]!r}); choose another name")
             lib = torch.library.Library(self.ns, "FRAGMENT")
-            fwd, bwd = self.opname, self.opname + "_backward"
+            # ns::op: the kernel's own signature (what torch.ops.ns.op and torch.library.opcheck
+            # are called with); ns::op_kernel: the generic operator it decomposes into
+            fwd, bwd, jvp = self.opname + "_kernel", self.opname + "_backward", self.opname + "_jvp"
             try:
+                lib.define(self._natural_schema())
                 lib.define(f"{fwd}(Tensor[] arrays, float[] floats, int[] ints, str key) -> Tensor[]")
                 lib.define(f"{bwd}(Tensor[] arrays, Tensor[] grads, float[] floats, int[] ints, str key) "
                            "-> Tensor[]")
-                lib.define(f"{fwd}_jvp(Tensor[] arrays, Tensor?[] tangents, float[] floats, int[] ints, str key) "
+                lib.define(f"{jvp}(Tensor[] arrays, Tensor?[] tangents, float[] floats, int[] ints, str key) "
                            "-> Tensor[]")
             except RuntimeError as e:
                 raise ValueError(f"torch_op: cannot define {self.name!r}: {e}") from None
+            # a composite of the generic operator: autograd, fake tensors, torch.compile and
+            # torch.vmap are the generic operator's
+            lib.impl(self.opname, self._natural, "CompositeImplicitAutograd")
+            lib.impl(self.opname, self._natural, "FuncTorchBatchedDecomposition")   # torch.vmap: decomposed too
             for dk in ("CPU", "CUDA"):
                 lib.impl(fwd, self._forward, dk)
                 lib.impl(bwd, self._backward, dk)
-                lib.impl(fwd + "_jvp", self._tangent, dk)
+                lib.impl(jvp, self._tangent, dk)
             # autograd: our own Python kernels at the Autograd key (cheaper per call than
             # torch.library.register_autograd's generic wrapper, see docs/torch.md)
             lib.impl(fwd, self._autograd_forward, "Autograd", with_keyset=True)
             lib.impl(bwd, self._autograd_backward_op, "Autograd", with_keyset=True)
-            lib.impl(fwd + "_jvp", self._autograd_tangent_op, "Autograd", with_keyset=True)
+            lib.impl(jvp, self._autograd_tangent_op, "Autograd", with_keyset=True)
             torch.library.register_fake(f"{self.ns}::{fwd}", self._forward_fake, lib=lib)
             torch.library.register_fake(f"{self.ns}::{bwd}", self._backward_fake, lib=lib)
-            torch.library.register_fake(f"{self.ns}::{fwd}_jvp", self._tangent_fake, lib=lib)
+            torch.library.register_fake(f"{self.ns}::{jvp}", self._tangent_fake, lib=lib)
             self._lib = lib
             ops = getattr(torch.ops, self.ns)
+            self.default = getattr(ops, self.opname).default
             self._op = getattr(ops, fwd).default
             self._op_bwd = getattr(ops, bwd).default
-            self._op_jvp = getattr(ops, fwd + "_jvp").default
+            self._op_jvp = getattr(ops, jvp).default
             # torch.vmap of each (also of the derivatives: torch.func.jacrev/jacfwd, batched
             # gradients): one call per batch element
             for name, op, n_lists, shapes in ((fwd, self._op, 1, self._out_templates),
                                               (bwd, self._op_bwd, 2, lambda key, arrays: arrays),
-                                              (fwd + "_jvp", self._op_jvp, 2, self._out_templates)):
+                                              (jvp, self._op_jvp, 2, self._out_templates)):
                 torch.library.register_vmap(f"{self.ns}::{name}", partial(_vmap_per_element, op, n_lists, shapes),
                                             lib=lib)
             _LIBS[self.name] = self
+
+    def _natural_schema(self) -> str:
+        """``ns::op``'s schema, from the kernel's signature: the parameters it uses as arrays
+        (``tk.Const``, indexed in its body, or an output) as positional tensors in the kernel's order, its
+        scalars and constexprs as keyword-only ``Scalar`` arguments, then the optional
+        ``ndrange`` and ``workgroupsize`` (lists of ints); it returns the outputs, in the order
+        of ``outputs``."""
+        used = self.kernel.array_params()
+        arrays = [n for n, k in self.kernel.params
+                  if k == "const" or (k == "value" and (n in used or n in self.outputs))]
+        args = [f"Tensor {n}" for n in arrays] + ["*"]
+        args += [f"Scalar {n}" for n, _ in self.kernel.params if n not in arrays]
+        args += ["SymInt[]? ndrange=None", "SymInt[]? workgroupsize=None"]
+        ret = "Tensor" if len(self.outputs) == 1 else "(" + ", ".join(["Tensor"] * len(self.outputs)) + ")"
+        return f"{self.opname}({', '.join(args)}) -> {ret}"
+
+    def _natural(self, *arrays, ndrange=None, workgroupsize=None, **scalars):
+        """``ns::op``'s implementation (CompositeImplicitAutograd): the generic operator,
+        called from inside the dispatcher (so not through :meth:`__call__`'s eager or
+        ``torch.func`` routes); autograd, fake tensors, torch.compile and vmap see that one."""
+        nd = self.ndrange if ndrange is None else tuple(ndrange)
+        wg = self.workgroupsize if workgroupsize is None else tuple(workgroupsize)
+        key, floats, ints = self._key(scalars, nd, wg)
+        outs = self._op(list(arrays), floats, ints, key)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @property
+    def _opoverload(self):
+        """The ``ns::op`` overload (``torch.library.opcheck(op, args, kwargs)`` reads it)."""
+        return self.default
 
     # --- the call -----------------------------------------------------------------------
 
@@ -549,7 +614,7 @@ class TorchOp:
             if torch._C._are_functorch_transforms_active():
                 raise LaunchError(f"op {self.name}: torch.func transforms that differentiate (grad, vjp, jacrev, jvp, "
                                   "jacfwd) reach the operator only through its Python wrapper, eagerly: not under "
-                                  "torch.compile and not through the raw torch.ops overload; use them without "
+                                  f"torch.compile and not through torch.ops.{self.ns}.{self.opname}; use them without "
                                   "torch.compile, or torch.autograd (backward, autograd.grad) under torch.compile")
             # the single-level apply: inside the dispatcher, torch.func's route
             # (custom_function_call) finds no kernel; a torch.func transform calls _Grad.apply
@@ -694,7 +759,7 @@ class _Static:
 
 
 class _Grad(torch.autograd.Function):
-    """Autograd of ``ns::op``: the backward is ``ns::op_backward`` (the adjoint kernel), the
+    """Autograd of ``ns::op_kernel``: the backward is ``ns::op_backward`` (the adjoint kernel), the
     forward-mode derivative ``ns::op_jvp`` (the tangent kernel). Written with
     ``setup_context`` and a generated vmap rule, so the ``torch.func`` transforms (``grad``,
     ``vjp``, ``jacrev``, ``jvp``, ``jacfwd``, ``vmap`` of them) run it: each overload has a

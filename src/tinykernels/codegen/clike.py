@@ -225,10 +225,19 @@ class CLikeRenderer:
         return self.arg(e.name)
 
     def e_Shape(self, e):
-        return f"((int64_t){self.shape(e.array, e.dim)})"
+        return f"(({self.narrow_index_type(e) or 'int64_t'}){self.shape(e.array, e.dim)})"
 
     def e_Index(self, e):
-        return self.index(e)
+        t = self.narrow_index_type(e)
+        return f"(({t}){self.index(e)})" if t else self.index(e)
+
+    def narrow_index_type(self, e) -> str | None:
+        """The C type of a shape or index typed narrower than 64 bits (the fuzzer's CPU32
+        reference lowers them as WebGPU does, to weak int32), else None: ``tk_idx`` and the
+        shape variables are wider, and C would compute ``int(x) * A.shape[0]`` in 64 bits
+        where the kernel's types wrap at 32 (fuzzer seed 88700350)."""
+        d = e.ty.dtype
+        return self.ctype(e.ty) if d.is_int and d.bits < 64 else None
 
     def offset(self, a: N.ArrayInfo, idx: list) -> str:
         parts = [f"(tk_idx)({self.expr(i)})" for i in idx]

@@ -959,8 +959,10 @@ def _ipow(a, b, d: D.DType):
             base = base * base
             n = n >> u.type(1)
     out = _astype(r, _np_dtype(d))
-    if d.kind == "i":
-        out = xp.where(b < 0, _zero(out), out)
+    if d.kind == "i":           # 1 / a ** -b truncated toward zero: 1, +-1 for a = -1, else 0
+        one = _astype(np.ones((), _np_dtype(d)), _np_dtype(d))
+        neg = xp.where(a == 1, one, xp.where(a == -1, xp.where((b & 1) != 0, -one, one), _zero(out)))
+        out = xp.where(b < 0, neg, out)
     return out
 
 

@@ -407,12 +407,13 @@ def _ipow() -> str:
     parts = [
         "\n/* ---- tinykernels prelude: ipow ---- */\n"
         "/* base ** e by squaring, wrapping modulo 2^bits (computed unsigned).\n"
-        "   0 ** 0 == 1.  A negative exponent gives 0 (NumPy raises instead;\n"
+        "   0 ** 0 == 1.  A negative exponent gives 1 / base ** -e truncated toward\n"
+        "   zero: 1 for base 1, +-1 for base -1, else 0 (NumPy raises instead;\n"
         "   kernels cannot raise). */\n"
     ]
     for s, t, u in [("i32", "int32_t", "uint32_t"), ("i64", "int64_t", "uint64_t"),
                     ("u32", "uint32_t", "uint32_t"), ("u64", "uint64_t", "uint64_t")]:
-        negcheck = "\n    if (e < 0) {\n        return 0;\n    }" if s.startswith("i") else ""
+        negcheck = ("\n    if (e < 0) {\n        return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;\n    }") if s.startswith("i") else ""
         parts.append(_IPOW_T.format(s=s, t=t, u=u, negcheck=negcheck))
     return "".join(parts)
 

@@ -28,12 +28,12 @@ How WGSL's gaps are filled:
   therefore passed through ``tk_x``, an OR with a run-time zero from the argument buffer that
   no compiler can see through, so results round exactly as NumPy's float32.
 * **Math.** WGSL builtins are used where they are exact or nearly so (sqrt, floor, ceil,
-  trunc, round, abs, fma (lavapipe's rounds the product first: KNOWN_BUGS wgsl-fma-rounds-twice);
-  sin, cos, tan after an exact Payne-Hanek argument reduction for
-  |x| >= 8192); exp, log, log2, log10, log1p, expm1, the inverse
-  trigonometric and hyperbolic functions, erf, erfc, pow, fmod and hypot are ports of the
-  FreeBSD msun / musl single-precision functions (about 1 ulp), because the builtins of
-  common drivers are far less accurate (lavapipe's log and atan2 are off by 1e-4).
+  trunc, round, abs; sin, cos, tan after an exact Payne-Hanek argument reduction for
+  |x| >= 8192); fma is emulated (lavapipe's builtin rounds the product first); exp, log,
+  log2, log10, log1p, expm1, the inverse trigonometric and hyperbolic functions, erf, erfc,
+  pow, fmod and hypot are ports of the FreeBSD msun / musl single-precision functions
+  (about 1 ulp), because the builtins of common drivers are far less accurate (lavapipe's
+  log and atan2 are off by 1e-4).
 * **Uniformity.** Group-level statements only read uniform values (workgroup id, the
   uniform argument buffer, constants and locals assigned only from those), so barriers sit
   in uniform control flow as WGSL requires.
@@ -137,7 +137,8 @@ fn tk_mod_u32(a: u32, b: u32) -> u32 { if (b == 0u) { return 0u; } return a % b;
 """)
 
 _lib("ipow", (), """
-// base ** e by squaring, wrapping; a negative exponent gives 0
+// base ** e by squaring, wrapping; a negative exponent gives 1 / base ** -e truncated toward
+// zero (1 for base 1, +-1 for base -1, else 0)
 fn tk_ipow_u32(base: u32, e: u32) -> u32 {
     var r = 1u;
     var b = base;
@@ -151,7 +152,7 @@ fn tk_ipow_u32(base: u32, e: u32) -> u32 {
     return r;
 }
 fn tk_ipow_i32(base: i32, e: i32) -> i32 {
-    if (e < 0i) { return 0i; }
+    if (e < 0i) { return select(select(0i, select(1i, -1i, (e & 1i) != 0i), base == -1i), 1i, base == 1i); }
     return bitcast<i32>(tk_ipow_u32(bitcast<u32>(base), u32(e)));
 }
 """)
@@ -1071,6 +1072,91 @@ fn tk_hypot(x: f32, y: f32) -> f32 {{
 }}
 """)
 
+_lib("fma", ("x",), f"""
+// tk.fma rounded once (the WGSL fma builtin may round a * b first: lavapipe's does), in f32
+// and u32 arithmetic only. Boldo and Melquiond's emulation (IEEE TC 2008) on a and b scaled to
+// [1, 2) and c scaled alike (a sticky 2^-60 when far below the product), so no intermediate
+// under- or overflows: P = a b = p + e exactly (p the f32 product; e from the low 32 bits of
+// the 48-bit integer product), c + p = s + t exactly (TwoSum), v = t + e rounded to odd,
+// y = s + v rounded to nearest = the exact result rounded to 24 bits. Its exponent is then
+// moved back in the bits (inf past the range). A result below 2^-126 is rounded again, to the
+// multiples of 2^-149, from y and the sign of the exact x - y (x is on y's side of every
+// midpoint of that grid except y itself: x - y decides only there). No frexp/ldexp (WGSL leaves
+// them undefined out of range).
+fn tk_fma_unpack(u: u32) -> vec2<i32> {{       // |f| = m 2^(E - 23), m in [2^23, 2^24), for u != 0
+    let f = u & 0x7fffffu;
+    let eb = i32(u >> 23u);
+    let sh = countLeadingZeros(f) - 8u;          // subnormal f: normalized
+    return select(vec2<i32>(i32(f | 0x800000u), eb - 127i), vec2<i32>(i32(f << sh), -126i - i32(sh)), eb == 0i);
+}}
+fn tk_fma(a: f32, b: f32, c: f32) -> f32 {{
+    let ua = bitcast<u32>(a);
+    let ub = bitcast<u32>(b);
+    let uc = bitcast<u32>(c);
+    let aa = ua & 0x7fffffffu;
+    let ab = ub & 0x7fffffffu;
+    let ac = uc & 0x7fffffffu;
+    if (aa >= 0x7f800000u || ab >= 0x7f800000u || aa == 0u || ab == 0u) {{
+        return tk_x(tk_y(tk_x(a * b)) + c);          // inf, NaN or zero product: exact as it is
+    }}
+    if (ac >= 0x7f800000u) {{ return c; }}           // finite a b (it cannot overflow) + inf/NaN
+    if (ac == 0u) {{ return tk_x(a * b); }}          // + 0: a * b rounded once, the product's sign
+    let na = tk_fma_unpack(aa);
+    let nb = tk_fma_unpack(ab);
+    let nc = tk_fma_unpack(ac);
+    let ex = na.y + nb.y;                          // a b = P 2^ex, P = ma mb in [1, 4)
+    let ec = nc.y - ex;                            // c = cs 2^ex, cs in [2^ec, 2^(ec + 1))
+    if (ec > 60i) {{ return c; }}                    // |a b| < 2^-36 ulp(c): c is the result
+    let sp = (ua ^ ub) & 0x80000000u;
+    let ma = bitcast<f32>((u32(na.x) & 0x7fffffu) | 0x3f800000u);
+    let mb = bitcast<f32>((u32(nb.x) & 0x7fffffu) | 0x3f800000u);
+    let cs = bitcast<f32>((uc & 0x80000000u) | select((u32(ec + 127i) << 23u) | (u32(nc.x) & 0x7fffffu),
+                                                     0x21800000u, ec < -60i));   // (2^-60: sticky)
+    let pm = tk_x(ma * mb);
+    let up = bitcast<u32>(pm);
+    let pl = ((up & 0x7fffffu) | 0x800000u) << ((up >> 23u) - 104u);    // low 32 bits of pm 2^46
+    let em = tk_x(tk_x(f32(bitcast<i32>(u32(na.x) * u32(nb.x) - pl))) * {_f(2.0**-46)});   // P - pm
+    let p = bitcast<f32>(up ^ sp);
+    let e = bitcast<f32>(bitcast<u32>(em) ^ sp);
+    let s = tk_x(tk_y(cs) + p);                    // TwoSum(cs, p)
+    let bs = tk_x(tk_y(s) - cs);
+    let t = tk_x(tk_y(tk_x(tk_y(cs) - tk_x(tk_y(s) - bs))) + tk_x(tk_y(p) - bs));
+    let v = tk_x(tk_y(t) + e);                     // TwoSum(t, e)
+    let bv = tk_x(tk_y(v) - t);
+    let ve = tk_x(tk_y(tk_x(tk_y(t) - tk_x(tk_y(v) - bv))) + tk_x(tk_y(e) - bv));
+    let vu = bitcast<u32>(v);
+    var vo = vu;
+    if (ve != 0.0f && (vu & 1u) == 0u) {{           // inexact and even: round to odd
+        vo = select(vu - 1u, vu + 1u, (ve > 0.0f) == (v > 0.0f));
+    }}
+    let y = tk_x(tk_y(s) + bitcast<f32>(vo));
+    let uy = bitcast<u32>(y);
+    let ay = uy & 0x7fffffffu;
+    let er = i32(ay >> 23u) - 127i + ex;           // the result's exponent
+    if (ay == 0u) {{ return y; }}                    // an exact 0 (+0: c = -a b)
+    if (er >= -126i) {{
+        return bitcast<f32>(select(uy + (bitcast<u32>(ex) << 23u), (uy & 0x80000000u) | 0x7f800000u, er > 127i));
+    }}
+    // below 2^-126: x - y = w + d, w = s + vo - y (exact: TwoSum), d = t + e - vo. d != 0 only
+    // when vo is odd and |d| < ulp(vo), and vo < 2 ulp(s) then (no cancellation in c + p, else
+    // t = 0 and v = e exactly), so y cannot hold vo's last bit: w != 0, |w| >= ulp(vo) > |d|.
+    // x - y has w's sign.
+    let by = tk_x(tk_y(y) - s);
+    let rs = tk_x(tk_y(tk_x(tk_y(s) - tk_x(tk_y(y) - by))) + tk_x(tk_y(bitcast<f32>(vo)) - by));
+    let sh = u32(-126i - er);                      // >= 1 bits of y below 2^-149
+    let my = (ay & 0x7fffffu) | 0x800000u;
+    var r = 0u;
+    if (sh <= 24u) {{
+        let q = my >> sh;
+        let rem = my & ((1u << sh) - 1u);
+        let half = 1u << (sh - 1u);
+        let tie = rem == half && ((rs != 0.0f && (rs > 0.0f) == (y > 0.0f)) || (rs == 0.0f && (q & 1u) == 1u));
+        r = q + select(0u, 1u, rem > half || tie);
+    }}
+    return bitcast<f32>((uy & 0x80000000u) | r);
+}}
+""")
+
 _lib("pow", ("x", "scalbn"), f"""
 // powf (FreeBSD e_powf.c)
 fn tk_trunc12(v: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(v) & 0xfffff000u); }}
@@ -1374,9 +1460,9 @@ _SOFT = {"exp": ("tk_exp", "exp"), "log": ("tk_log", "log"), "log2": ("tk_log2",
          "atanh": ("tk_atanh", "atanh"), "erf": ("tk_erf", "erf"), "erfc": ("tk_erfc", "erf"),
          "pow": ("tk_pow", "pow"), "hypot": ("tk_hypot", "hypot"), "fmod": ("tk_fmod", "fmod"),
          "copysign": ("tk_copysign", "x"), "sin": ("tk_sin", "trig"), "cos": ("tk_cos", "trig"),
-         "tan": ("tk_tan", "trig")}
+         "tan": ("tk_tan", "trig"), "fma": ("tk_fma", "fma")}
 _BUILTIN = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil",
-            "trunc": "trunc", "fabs": "abs", "rint": "round", "fma": "fma"}
+            "trunc": "trunc", "fabs": "abs", "rint": "round"}
 
 
 # --------------------------------------------------------------------------- capability check
@@ -1416,7 +1502,7 @@ def _narrow_compare(e):
 
 def check_support(k: N.Kernel) -> None:
     """Raise CompileError at the first use of what WGSL lacks: 64-bit types (except uint64
-    random keys, which travel as two 32-bit words) and ``tk.print``."""
+    random keys, which travel as two 32-bit words)."""
     u64_vars = {v for v, t in k.locals.items() if t.dtype == D.uint64}
 
     def u64_ok(e) -> None:
@@ -1461,9 +1547,11 @@ def check_support(k: N.Kernel) -> None:
             expr(c)
 
     for s in N.walk_stmts(k.body):
-        if isinstance(s, N.Print):
-            raise _error(s.loc, "tk.print is not available on WebGPU: WGSL has no printf (write the "
-                         "values into an array instead)", k.name)
+        if isinstance(s, N.Print):            # printed through the tk_print buffer (WGSLRenderer.s_Print)
+            for p in s.parts:
+                if not isinstance(p, str):
+                    (u64_ok if p.ty.dtype == D.uint64 else expr)(p)
+            continue
         if isinstance(s, N.AllocArray) and s.array.dtype.name in UNSUPPORTED:
             raise _unsupported(s.array.dtype, s.loc, k.name, f" {s.array.space} array")
         if isinstance(s, N.Collective) and s.ty.dtype.name in UNSUPPORTED:
@@ -1519,6 +1607,7 @@ class WGSLRenderer:
         self.last_line = None
         self.libs: set = {"x"}
         self.pre: list = []                 # statements an expression needs first
+        self.prints: list = []              # tk.print sites: (texts, value kinds), numbered in order
         self.scopes: list = []
         self.item = None                    # the ItemLoop being rendered
         self.scratch: dict = {}             # collective scratch: WGSL type -> name
@@ -2405,7 +2494,44 @@ class WGSLRenderer:
         self.w("  " + " ".join(f"{self.var(o)} = {t}.{c};" for o, c in zip(s.outs, "xyzw")) + " }")
 
     def s_Print(self, s):
-        raise _error(s.loc, "tk.print is not available on WebGPU", self.k.name)
+        """``tk.print``: WGSL has no printf, so a call appends a record to the ``tk_print`` buffer
+        (word 0 counts the words used): the print site's number plus 1, then each value's 32-bit words
+        (two for a uint64 key). The runtime formats the records as the CPU's printf does (``%g``
+        for floats, decimal integers, 1/0 for bools) once the kernel is done
+        (``runtime.webgpu.format_prints``); records past the buffer's end are counted, not kept."""
+        kinds, words = [], []
+        for p in s.parts:
+            if isinstance(p, str):
+                continue
+            d = p.ty.dtype
+            e = self.expr(p)
+            if d.kind == "b":
+                kinds.append("b")
+                words.append(f"select(0u, 1u, {e})")
+            elif d.is_float:
+                kinds.append("f")
+                words.append(f"bitcast<u32>(f32({e}))")
+            elif d.bits == 64:
+                v = self.once(e, "vec2<u32>")
+                kinds.append("U")
+                words += [f"{v}.x", f"{v}.y"]
+            elif d.kind == "u":
+                kinds.append("u")
+                words.append(f"u32({e})")
+            else:
+                kinds.append("i")
+                words.append(f"bitcast<u32>(i32({e}))")
+        self.flush()
+        site = len(self.prints)
+        self.prints.append((tuple(p if isinstance(p, str) else None for p in s.parts), tuple(kinds)))
+        n = 1 + len(words)
+        t = self.fresh("pr")
+        self.w(f"{{ let {t} = atomicAdd(&tk_print[0], {n}u) + 1u;")
+        self.w(f"  if ({t} + {n}u <= arrayLength(&tk_print)) {{")
+        self.w(f"    atomicStore(&tk_print[{t}], {site + 1}u);")     # 0: a record that did not fit
+        for j, wexpr in enumerate(words):
+            self.w(f"    atomicStore(&tk_print[{t} + {j + 1}u], {wexpr});")
+        self.w("  } }")
 
     # --- the whole module -------------------------------------------------------------------------
 
@@ -2552,6 +2678,9 @@ class WGSLRenderer:
             binding += 1
         if k.debug:
             head.append(f"@group(0) @binding({binding}) var<storage, read_write> tk_err: array<atomic<i32>>;")
+            binding += 1
+        if self.prints:
+            head.append(f"@group(0) @binding({binding}) var<storage, read_write> tk_print: array<atomic<u32>>;")
         head += local_decls
         for t, name in self.scratch.items():
             head.append(f"var<workgroup> {name}: array<{t}, {self.wg + 1}>;")
@@ -2614,7 +2743,7 @@ def _prod(xs) -> int:
 
 def render_wgsl(kernel: N.Kernel, plan: GroupPlan | None, ranges: int) -> tuple:
     """(WGSL source, uniform argument layout, debug array-name table, (workgroup memory bytes,
-    location of the first localmem)) of a specialized kernel."""
+    location of the first localmem), tk.print sites) of a specialized kernel."""
     r = WGSLRenderer(kernel, plan, ranges)
     src = r.render()
-    return src, r.args_layout, list(r.array_ids), (r.workgroup_bytes, r.local_loc)
+    return src, r.args_layout, list(r.array_ids), (r.workgroup_bytes, r.local_loc), r.prints

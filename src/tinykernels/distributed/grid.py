@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 import tinykernels as tk
+from tinykernels.dtypes import from_any as _kernel_dtype
 
 from . import _mpi, topology as T
 from .halo import exchange
@@ -83,15 +84,22 @@ class GlobalGrid:
         if not 1 <= len(shape) <= 3:
             raise ValueError(f"GlobalGrid: local_shape must have 1 to 3 dimensions, got {shape}")
         ndim = len(shape)
+        halo = _integer(halo, "halo")
         want = [0] * ndim if dims is None else [_integer(x, "dims") for x in dims]
         if len(want) != ndim or any(x < 0 for x in want):
             raise ValueError(f"GlobalGrid: dims must be {ndim} non-negative ints (0: chosen), got {dims}")
+        # a dimension too thin to exchange halos (fewer than 3 * halo points, e.g. the 1 of a
+        # 2-D problem written as (nx, ny, 1)) is not split when the split is chosen
+        # (ImplicitGlobalGrid's nz == 1 gives dimz = 1); given explicitly, check_local_shape says why not
+        thin = [d for d, (x, n) in enumerate(zip(want, shape)) if x == 0 and n < 3 * halo]
+        want = [1 if d in thin else x for d, x in enumerate(want)]
         fixed = int(np.prod([x for x in want if x > 0])) if any(want) else 1
         if nprocs % fixed or (all(want) and fixed != nprocs):
-            raise ValueError(f"GlobalGrid: dims {tuple(want)} do not fit {nprocs} MPI ranks")
+            raise ValueError(f"GlobalGrid: dims {tuple(want)} do not fit {nprocs} MPI ranks"
+                             + (f" (dimension(s) {thin} have fewer than 3 * halo = {3 * halo} points: they are not "
+                                "split)" if thin else ""))
         dims = tuple(MPI.Compute_dims(nprocs, want))
         periodic = T.normalize_periodic(periodic, ndim)
-        halo = _integer(halo, "halo")
         T.check_local_shape(shape, halo, dims, periodic)
         return shape, halo, dims, periodic
 
@@ -112,24 +120,106 @@ class GlobalGrid:
         return (f"<GlobalGrid rank {self.rank}/{self.nprocs} coords {self.coords} dims {self.dims} "
                 f"local {self.local_shape} global {self.global_shape} halo {self.halo} periodic {self.periodic}>")
 
+    # --- devices -----------------------------------------------------------------------------
+
+    def select_device(self, device_type: str = "auto"):
+        """The GPU of this rank's node-local rank (ImplicitGlobalGrid's ``select_device``), as a
+        backend: ``tk.CUDA(device=l)`` (or ``tk.ROCm``, ``tk.OpenCL``) where ``l`` is the rank's
+        index among the grid's ranks on its node (``MPI.COMM_TYPE_SHARED``), so one rank runs per
+        GPU. ``device_type``: ``"auto"`` (CUDA, else ROCm), ``"CUDA"``, ``"ROCm"`` or
+        ``"OpenCL"``. ``tk.BackendUnavailable`` when there is no such GPU, or when more ranks
+        run on the node than it has devices. Collective over the grid's ranks."""
+        self._check_alive("select_device")
+        if not isinstance(device_type, str):
+            raise TypeError(f"GlobalGrid.select_device: device_type must be a string, got {type(device_type).__name__}")
+        kinds = {"auto": ("CUDA", "ROCm"), "cuda": ("CUDA",), "rocm": ("ROCm",), "amdgpu": ("ROCm",),
+                 "hip": ("ROCm",), "opencl": ("OpenCL",), "cl": ("OpenCL",)}.get(device_type.lower())
+        if kinds is None:
+            raise ValueError(f"GlobalGrid.select_device: device_type must be 'auto', 'CUDA', 'ROCm' or 'OpenCL', "
+                             f"got {device_type!r}")
+        local = self.comm.Split_type(self._MPI.COMM_TYPE_SHARED, key=self.rank)
+        try:
+            me_l, n_l = local.Get_rank(), local.Get_size()
+        finally:
+            local.Free()
+        why, backend, err = [], None, None
+        for kind in kinds:
+            ok, reason = getattr(tk, kind).available()
+            if not ok:
+                why.append(f"{kind}: {reason}")
+                continue
+            try:
+                backend = tk.backend(f"{'CL' if kind == 'OpenCL' else kind}:{me_l}")
+            except tk.BackendUnavailable as e:
+                err = (f"{n_l} ranks run on rank {self.rank}'s node (it is the node's rank {me_l}), but {e}; "
+                       "launch at most one rank per device")
+            break
+        else:
+            err = f"no GPU to select ({'; '.join(why)})"
+        errs = self.comm.allgather(err)        # one rank's error is every rank's (no rank goes on alone)
+        bad = next((r for r, e in enumerate(errs) if e is not None), None)
+        if bad is not None:
+            raise tk.BackendUnavailable(f"GlobalGrid.select_device({device_type!r}): "
+                                        + (errs[bad] if bad == self.rank else f"on rank {bad}: {errs[bad]}"))
+        return backend
+
     # --- coordinates -------------------------------------------------------------------------
 
-    def global_index(self, i: int, dim: int = 0) -> int:
+    def global_index(self, i: int, dim: int = 0, A=None) -> int:
         """The global index of local index ``i`` along ``dim`` (wrapped where periodic).
 
-        ``dim`` is one of the grid's dimensions and ``0 <= i < local_shape[dim]`` (halo
-        included); anything else is an ``IndexError`` (a ``TypeError`` for a non-integer)."""
+        ``dim`` is one of the grid's dimensions and ``0 <= i < n``, ``n`` the local extent
+        (halos included): ``local_shape[dim]``, or ``A``'s extent along ``dim`` when ``A`` (an
+        array or a shape) is staggered as in :meth:`update_halo` (its point ``i`` is global
+        ``coords[dim] * (local_shape[dim] - 2 * halo) + i``, as in the halo exchange and
+        :meth:`gather`). Anything else is an ``IndexError`` (a ``TypeError`` for a
+        non-integer)."""
         dim, i = self._dim("global_index", dim), _int_arg("global_index", "i", i)
-        n = self.local_shape[dim]
-        if not 0 <= i < n:
+        n, m = self.local_shape[dim], self._extent("global_index", dim, A)
+        if not 0 <= i < m:
             raise IndexError(f"GlobalGrid.global_index: local index {i} is out of range along dim {dim} "
-                             f"(0 <= i < {n}, the local extent with halos)")
+                             f"(0 <= i < {m}, the local extent with halos)")
         return T.global_index(i, n, self.halo, self.coords[dim], self.global_shape[dim], self.periodic[dim])
 
-    def global_indices(self, dim: int = 0) -> np.ndarray:
-        """The global indices of all local positions along ``dim`` (e.g. ``x = grid.global_indices(0) * dx``)."""
+    def global_indices(self, dim: int = 0, A=None) -> np.ndarray:
+        """The global indices of all local positions along ``dim`` of the grid's local arrays, or
+        of ``A`` (an array or a shape, staggered as in :meth:`update_halo`)."""
         dim = self._dim("global_indices", dim)
-        return np.array([self.global_index(i, dim) for i in range(self.local_shape[dim])], dtype=np.int64)
+        return np.array([self.global_index(i, dim, A) for i in range(self._extent("global_indices", dim, A))],
+                        dtype=np.int64)
+
+    def global_coordinates(self, dim: int, dx: float = 1.0, A=None, *, origin: float = 0.0,
+                           wrap_periodic: bool = True) -> np.ndarray:
+        """The physical coordinates of all local positions along ``dim`` (ImplicitGlobalGrid's
+        ``x_g(ix, dx, A)`` for every ``ix``): ``origin + position * dx``, where the position of
+        local index ``i`` is its global index for the grid's local arrays. ``A`` (an array or a
+        shape) staggered by ``s`` along ``dim`` is centred on the grid: its positions are
+        ``global index - s / 2`` (a face array of ``n + 1`` points starts half a cell before
+        the first cell centre, a centre array of ``n - 1`` points half a cell after it). Along
+        a periodic dimension the positions start one halo earlier, wrapped into ``0 .. nx_g - 1``
+        (the whole-spacing part; a half spacing stays) unless ``wrap_periodic=False``."""
+        dim = self._dim("global_coordinates", dim)
+        if isinstance(dx, (bool, np.bool_)) or not isinstance(dx, (int, float, np.integer, np.floating)):
+            raise TypeError(f"GlobalGrid.global_coordinates: dx must be a number, got {type(dx).__name__}")
+        m = self._extent("global_coordinates", dim, A)
+        n = self.local_shape[dim]
+        pos = [T.coordinate(i, n, self.halo, self.coords[dim], self.global_shape[dim], self.periodic[dim], m,
+                            bool(wrap_periodic)) for i in range(m)]
+        return origin + np.asarray(pos, dtype=np.float64) * dx
+
+    def _extent(self, fn: str, dim: int, A) -> int:
+        """The local extent along ``dim`` of the grid's arrays (``A`` None) or of ``A`` (an array
+        or a shape) of the grid's rank and any extents (ImplicitGlobalGrid's coordinates take
+        arrays shorter by more than the halo, e.g. a stress on the cells' inner corners)."""
+        if A is None:
+            return self.local_shape[dim]
+        shape = tuple(A) if isinstance(A, (tuple, list)) else getattr(A, "shape", None)
+        if shape is None or len(shape) != self.ndim or not all(isinstance(m, (int, np.integer)) and m >= 1
+                                                               for m in shape):
+            raise ValueError(f"GlobalGrid.{fn}: A must be a {self.ndim}-D array or shape (the grid's local shape "
+                             f"{self.local_shape}, or staggered: longer or shorter along some dimensions), got "
+                             f"{shape if shape is not None else type(A).__name__}")
+        return int(shape[dim])
 
     def _dim(self, fn: str, dim) -> int:
         """``dim`` checked to be one of the grid's dimensions (0 .. ndim - 1)."""
@@ -140,12 +230,22 @@ class GlobalGrid:
         return dim
 
     def local_part(self, global_array) -> np.ndarray:
-        """This rank's local array (halos included), cut from a global array every rank holds."""
+        """This rank's local array (halos included), cut from a global array every rank holds.
+
+        The global array has :attr:`global_shape`, or is staggered as :meth:`gather` returns
+        it (``array_global_shape(A.shape)``: ``s`` longer or shorter along a non-periodic
+        dimension gives a local array ``local_shape[d] + s`` long there)."""
         G = np.asarray(global_array)
-        if G.shape != self.global_shape:
+        if G.ndim != self.ndim:
             raise ValueError(f"local_part: the global array has shape {G.shape}, the grid's global shape "
                              f"is {self.global_shape}")
-        return G[np.ix_(*[self.global_indices(d) for d in range(self.ndim)])].copy()
+        local = tuple(m - size + n for m, size, n in zip(G.shape, self.global_shape, self.local_shape))
+        bad = [d for d in range(self.ndim) if local[d] < 1 or (self.periodic[d] and local[d] != self.local_shape[d])]
+        if bad:
+            raise ValueError(f"local_part: the global array has shape {G.shape}, the grid's global shape is "
+                             f"{self.global_shape} (periodic {self.periodic}); a staggered global array may differ "
+                             f"from it along non-periodic dimensions only (as gather returns them)")
+        return G[np.ix_(*[self.global_indices(d, local) for d in range(self.ndim)])].copy()
 
     # --- halo exchange -----------------------------------------------------------------------
 
@@ -160,7 +260,7 @@ class GlobalGrid:
         finished first (``tk.synchronize``). Every rank must call it with the same arrays'
         dtypes, in the same order.
         """
-        arrays, backends = self._check_arrays("update_halo", arrays, staggered=True)
+        arrays, backends = _bit_views("update_halo", *self._check_arrays("update_halo", arrays, staggered=True))
         self._check_alive("update_halo")
         for b in {b.key(): b for b in backends}.values():
             tk.synchronize(b)
@@ -183,7 +283,7 @@ class GlobalGrid:
         interior runs on a low-priority stream. Returns when both are done. The result
         equals ``step`` on the whole region followed by ``update_halo(*arrays)``, bit for bit.
         """
-        arrays, backends = self._check_arrays("hide_communication", arrays, staggered=True)
+        arrays, backends = _bit_views("hide_communication", *self._check_arrays("hide_communication", arrays, staggered=True))
         self._check_alive("hide_communication")
         if not callable(step):
             raise TypeError(f"hide_communication: step must be callable as step(ndrange, stream), "
@@ -255,10 +355,23 @@ class GlobalGrid:
             G[tuple(dst)] = blocks[r][tuple(src)]
         return G
 
-    def array_global_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
-        """The global shape of arrays of local ``shape``: :attr:`global_shape` for the grid's
+    def array_global_shape(self, shape) -> tuple[int, ...]:
+        """The global shape of arrays of local ``shape`` (a shape, or an array whose shape it
+        takes, as ImplicitGlobalGrid's ``nx_g(A)``): :attr:`global_shape` for the grid's
         ``local_shape``; a staggered array's (``local_shape[d] + s`` long) is ``s`` longer
-        along each dimension, as ImplicitGlobalGrid's ``nx_g(A)``."""
+        along each dimension."""
+        if hasattr(shape, "shape"):
+            shape = shape.shape
+        if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+            shape = (shape,)
+        try:
+            shape = tuple(_int_arg("array_global_shape", "shape", m) for m in shape)
+        except TypeError:
+            raise TypeError(f"GlobalGrid.array_global_shape: expected a shape (ints) or an array, got "
+                            f"{shape!r}") from None
+        if len(shape) != self.ndim or any(m < 1 for m in shape):
+            raise ValueError(f"GlobalGrid.array_global_shape: {shape} is not a {self.ndim}-D shape of positive "
+                             f"extents (the grid's local shape is {self.local_shape})")
         return tuple(T.array_global_size(n, self.halo, m, p, w)
                      for n, m, p, w in zip(self.local_shape, self.dims, self.periodic, shape))
 
@@ -292,8 +405,11 @@ class GlobalGrid:
             except tk.LaunchError:
                 raise TypeError(f"{what}: argument {k + 1} is a {type(A).__name__}, not an array") from None
             if not isinstance(A, (np.ndarray, tk.Array)) and getattr(b, "is_host", False):
-                A = tk.asarray(A, backend=b).numpy()   # a CPU torch tensor, an array-interface or
-                                                        # DLPack object: its zero-copy NumPy view
+                try:
+                    A = tk.asarray(A, backend=b).numpy()   # a CPU torch tensor, an array-interface or
+                                                            # DLPack object: its zero-copy NumPy view
+                except TypeError:                           # a dtype kernels do not take (complex):
+                    A = _host_view(A)                       # NumPy's own zero-copy view
             self._check_shape(what, k, tuple(getattr(A, "shape", ())), staggered)
             if writable:
                 h = getattr(A, "flags", None)
@@ -322,6 +438,43 @@ class GlobalGrid:
         if s is None:
             s = self._streams[k] = backend.stream(priority=priority)
         return s
+
+
+def _host_view(A) -> np.ndarray:
+    """NumPy's zero-copy view of a host array-like whose dtype tinykernels does not take
+    (a complex CPU torch tensor: through DLPack); a TypeError when there is none."""
+    for make in (np.from_dlpack, np.asarray):
+        try:
+            h = make(A)
+        except (TypeError, ValueError, BufferError, RuntimeError, AttributeError):
+            continue
+        if isinstance(h, np.ndarray) and h.flags.writeable:
+            return h
+    raise TypeError(f"update_halo: cannot view a {type(A).__name__} of dtype {getattr(A, 'dtype', '?')} as a "
+                    "writable NumPy array")
+
+
+def _bit_views(what: str, arrays, backends):
+    """The arrays as the exchange's kernels take them. The exchange only copies elements, so a
+    host array of a dtype that kernels do not take is exchanged through views of dtypes they
+    do: a complex array as its ``.real`` and ``.imag`` (strided views), any other of 1, 2, 4 or
+    8 bytes (datetime64, ...) as unsigned integers of its size. Every rank passes the same
+    dtypes, so every rank expands them alike (the messages' tags stay matched)."""
+    out, outb = [], []
+    for A, b in zip(arrays, backends):
+        if isinstance(A, np.ndarray) and _kernel_dtype(A.dtype) is None:
+            if A.dtype.kind == "c" and _kernel_dtype(A.real.dtype) is not None:
+                out += [A.real, A.imag]
+                outb += [b, b]
+                continue
+            if A.dtype.itemsize in (1, 2, 4, 8) and not A.dtype.hasobject:
+                A = A.view(np.dtype(f"u{A.dtype.itemsize}"))
+            else:
+                raise TypeError(f"{what}: arrays of dtype {A.dtype} cannot be exchanged (complex or of "
+                                "1, 2, 4 or 8 bytes, or a dtype tinykernels kernels take)")
+        out.append(A)
+        outb.append(b)
+    return out, outb
 
 
 def _int_arg(fn: str, name: str, v) -> int:

@@ -108,6 +108,23 @@ def global_index(i: int, n: int, halo: int, coord: int, size: int, periodic: boo
     return (g - halo) % size if periodic else g
 
 
+def coordinate(i: int, n: int, halo: int, coord: int, size: int, periodic: bool, extent: int,
+               wrap: bool = True) -> float:
+    """The position, in grid spacings, of local index ``i`` of an array of ``extent`` points
+    along a dimension of local extent ``n`` (ImplicitGlobalGrid's ``x_g(ix, dx, A) / dx``). An
+    array staggered by ``s = extent - n`` is centred on the grid: its point ``i`` sits at
+    ``global index - s / 2`` (a face array's first point half a cell before the first cell's
+    centre). Where periodic, the position is shifted by ``-halo`` and, with ``wrap``, its
+    whole-spacing part wrapped into ``0 .. size - 1`` (the half spacing of an odd staggering
+    stays, so a face point may sit at ``-0.5``)."""
+    s = extent - n
+    g = coord * (n - 2 * halo) + i
+    if not periodic:
+        return g - s / 2
+    whole = g - halo - s // 2                  # s // 2: floor, so s / 2 - s // 2 is 0 or 0.5
+    return (whole % size if wrap else whole) - (s / 2 - s // 2)
+
+
 def owned_range(n: int, halo: int, coord: int, dims: int, periodic: bool, size: int | None = None) -> Range:
     """The local indices whose global points this rank owns (they tile the global grid).
 
@@ -155,8 +172,38 @@ def array_global_size(n: int, halo: int, dims: int, periodic: bool, size: int) -
 
 
 def local_shape_for(global_shape: Sequence[int], halo: int, dims: Sequence[int],
-                    periodic: Sequence[bool]) -> tuple[int, ...]:
-    """The local shape that makes ``global_shape`` on a ``dims`` grid (ValueError if none)."""
+                    periodic: bool | Sequence[bool] = False) -> tuple[int, ...]:
+    """The local shape that makes ``global_shape`` on a ``dims`` grid (ValueError if none).
+
+    ``global_shape`` and ``dims`` (ranks per dimension) are ints or one int per dimension,
+    ``periodic`` a bool or one per dimension, as :class:`GlobalGrid` takes them; a float, a
+    missing ``dims`` or lengths that disagree are a TypeError/ValueError naming the argument
+    (before fw19 ``periodic=False`` was "'bool' object is not iterable" and extra entries were
+    dropped silently)."""
+    def ints(v, name):
+        vs = (v,) if isinstance(v, (int, np.integer)) else v
+        try:
+            vs = tuple(vs)
+        except TypeError:
+            vs = (None,)
+        if any(isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) for x in vs):
+            raise TypeError(f"local_shape_for: {name} must be an int or one int per dimension, got {v!r}")
+        return tuple(int(x) for x in vs)
+    global_shape = ints(global_shape, "global_shape")
+    ndim = len(global_shape)
+    if not 1 <= ndim <= 3:
+        raise ValueError(f"local_shape_for: global_shape must have 1 to 3 dimensions, got {global_shape}")
+    if dims is None:
+        raise TypeError("local_shape_for: dims (the ranks per dimension) must be given, e.g. grid.dims")
+    dims = ints(dims, "dims")
+    if len(dims) != ndim or any(m < 1 for m in dims):
+        raise ValueError(f"local_shape_for: dims must be {ndim} positive ints, got {dims}")
+    if isinstance(halo, (bool, np.bool_)) or not isinstance(halo, (int, np.integer)):
+        raise TypeError(f"local_shape_for: halo must be an int, got {halo!r}")
+    if halo < 1:
+        raise ValueError(f"local_shape_for: halo must be at least 1, got {halo}")
+    halo = int(halo)
+    periodic = normalize_periodic(periodic, ndim)
     out = []
     for d, (g, m, p) in enumerate(zip(global_shape, dims, periodic)):
         inner = g if p else g - 2 * halo

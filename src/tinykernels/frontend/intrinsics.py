@@ -317,11 +317,20 @@ def _alloc(space):
     return h
 
 
+def _call_name(node) -> str:
+    """``tk.print()`` for the call ``node``: names a call that returns no value in the error
+    for using its result (``values.NoValue``)."""
+    try:
+        return f"{ast.unparse(node.func)}()"
+    except Exception:  # noqa: BLE001 - only a name for a message
+        return "this call"
+
+
 def _synchronize(lw, node):
     if node.args:
         raise lw.err(node, "inside kernels tk.synchronize() takes no arguments (it is the workgroup barrier)")
     lw.emit(N.Barrier(lw.loc(node)))
-    return NoValue(lw.loc(node))
+    return NoValue(lw.loc(node), _call_name(node))
 
 
 def _uniform(lw, node):
@@ -705,7 +714,7 @@ def _byte_dot(kind):
         loop = N.For(loc, lv, c(0), c(stop), c(1), body)
         info = N.ByteDot(kind, out, a, ia, b, jb, n, scale, zero, start, scale_at)
         lw.emit(N.FuncBlock(loc, lw.fresh("bytedot"), [loop], info))
-        return NoValue(loc)
+        return NoValue(loc, _call_name(node))
     return h
 
 
@@ -752,7 +761,7 @@ def _load_halves(lw, node):
     body = [N.Store(loc, out, [t_], lw.cast(half, Ty(D.float32), explicit=True))]
     loop = N.For(loc, tv, N.Const(it, loc, 0), N.Const(it, loc, n), N.Const(it, loc, 1), body)
     lw.emit(N.FuncBlock(loc, lw.fresh("halves"), [loop], N.HalfLoad(out, a, ia, n, stride)))
-    return NoValue(loc)
+    return NoValue(loc, _call_name(node))
 
 
 def _byte_run(lw, node, sig: str, table: bool):
@@ -808,7 +817,7 @@ def _byte_run_block(lw, node, label: str, n: int, stores, info):
 
     loop = N.For(loc, kv, N.Const(it, loc, 0), N.Const(it, loc, n), N.Const(it, loc, 1), stores(k_, byte))
     lw.emit(N.FuncBlock(loc, lw.fresh(label), [loop], info))
-    return NoValue(loc)
+    return NoValue(loc, _call_name(node))
 
 
 def _scaled(loc, v, scale):
@@ -914,11 +923,22 @@ def _print(lw, node):
         else:
             parts.append(lw.as_expr(v, a))
     lw.emit(N.Print(lw.loc(node), parts))
-    return NoValue(lw.loc(node))
+    return NoValue(lw.loc(node), _call_name(node))
+
+
+def _integer_words(lw, node, es, fn: str, what) -> None:
+    """The words of a random function must be integers (or bools), as the host functions of
+    the same names require (a TypeError there): a float key or counter was truncated to an
+    integer silently, so ``uniform(key, x[i])`` drew the same number for 0.2 and 0.7."""
+    for k, (e, a) in enumerate(zip(es, node.args)):
+        if e.ty.dtype.is_float:
+            raise lw.err(a, f"tk.random.{fn}: {what(k)} must be an integer (as on the host), got "
+                            f"{'a Python float' if e.ty.weak else e.ty.dtype.name}")
 
 
 def _philox(lw, node):
     es = _exprs(lw, node, 6, "tk.random.philox4x32")
+    _integer_words(lw, node, es, "philox4x32", lambda k: f"word {('c0', 'c1', 'c2', 'c3', 'k0', 'k1')[k]}")
     es = [lw.cast(e, Ty(D.uint32)) for e in es]
     name = lw.fresh("philox")
     outs = [f"{name}_{k}" for k in range(4)]
@@ -931,6 +951,7 @@ def _philox(lw, node):
 def _rand(fn, t):
     def h(lw, node):
         key, ctr = _exprs(lw, node, 2, f"tk.random.{fn}")
+        _integer_words(lw, node, (key, ctr), fn, lambda k: ("the key", "the counter")[k])
         return N.Call(Ty(t), lw.loc(node), "rand_" + fn, [lw.cast(key, Ty(D.uint64)), lw.cast(ctr, Ty(D.uint64))])
     return h
 
@@ -953,7 +974,7 @@ def _breakpoint(lw, node):
         raise lw.err(node, "breakpoint() works only on tk.Interpreter() (pdb on a work item); "
                      "remove it, or run the kernel with tk.Interpreter() to debug it")
     _args(lw, node, 0, "breakpoint")
-    return NoValue(lw.loc(node))
+    return NoValue(lw.loc(node), _call_name(node))
 
 
 _HANDLERS.update({

@@ -293,6 +293,8 @@ class Lowerer:
         return self.prev.get(name, t)
 
     def assign_var(self, name: str, value: N.Expr, node) -> None:
+        if isinstance(value, NoValue):          # y = f() for a @tk.func f without a return value
+            self.as_expr(value, node)
         old = self.types.get(name)
         t = value.ty if old is None else D.promote(old, value.ty, self.opts.default_float, self.opts.default_int)
         if old is not None and old.dtype.kind != "b" and t.dtype.kind == "b":
@@ -548,6 +550,8 @@ class Lowerer:
             self.emit(N.Return(self.loc(s)))
             return
         value = self.expr(s.value) if s.value is not None else None
+        if isinstance(value, NoValue):          # `return g(x)` of a g that returns nothing: g runs, then
+            value = None                        # a bare return (Python returns None)
         vals, shape = _flatten(value) if value is not None else ([], ())
         if fr.ret_vars is None:
             fr.ret_vars = [self.fresh(f"ret{k}") for k in range(len(vals))]
@@ -594,6 +598,8 @@ class Lowerer:
     # --- expressions -------------------------------------------------------------------------
 
     def as_expr(self, v, node) -> N.Expr:
+        if isinstance(v, NoValue):
+            raise self.err(node, f"{v.what} returns no value, so its result cannot be used here")
         if isinstance(v, N.Expr):
             return v
         if isinstance(v, FuncBinding):
@@ -1188,7 +1194,7 @@ class Lowerer:
         else:
             self.out.extend(body)
         if not fr.ret_vars:
-            return NoValue(self.loc(node))
+            return NoValue(self.loc(node), f"@tk.func '{func.name}'")
         for v in fr.ret_vars:
             self.names[v] = f"@func:{func.name}"
         return _unflatten(iter(FuncBinding(v) for v in fr.ret_vars), fr.ret_shape)

@@ -130,7 +130,20 @@ def parse_function(fn) -> FuncSource:
     fdef = next((n for n in mod.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     if fdef is None:
         raise CompileError(f"{fn!r} is not a function defined with def")
-    return FuncSource(fn, fn.__name__, file, start, indent, lines, fdef, text)
+    src = FuncSource(fn, fn.__name__, file, start, indent, lines, fdef, text)
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is not None and (fdef.name != code.co_name or [a.arg for a in fdef.args.posonlyargs + fdef.args.args]
+                             != list(code.co_varnames[:code.co_argcount])):
+        # the text at the function's line is another def: the file changed after it was imported (a
+        # KeyError from inside the compiler, on a parameter of the other def, until audit spec19)
+        raise CompileError(f"the source of '{fn.__name__}' at {code.co_filename}:{code.co_firstlineno} is not that "
+                           f"function's any more "
+                           f"(found 'def {fdef.name}(...)' there): the file changed after it was imported; "
+                           "import it again (importlib.reload) or restart Python", kernel=fn.__name__)
+    if isinstance(fdef, ast.AsyncFunctionDef):      # its body would compile, but a call of it is a coroutine
+        raise src.error(fdef, "an 'async def' function cannot be a kernel or a @tk.func: define it with "
+                              "plain 'def'", kernel=fn.__name__)
+    return src
 
 
 _ARRAY_ATTRS = frozenset({"shape", "ndim", "size", "dtype", "strides"})

@@ -37,7 +37,10 @@ class FlowBound:
 
 
 class NoValue(N.Expr):
-    """The result of calling a @tk.func that returns nothing."""
+    """The result of a call that returns nothing (a @tk.func without ``return value``,
+    ``tk.print``, ``tk.synchronize``, ...); ``what`` names the call for the CompileError when
+    the result is used as a value (``lower.Lowerer.as_expr``)."""
 
-    def __init__(self, loc):
+    def __init__(self, loc, what: str = "this call"):
         super().__init__(Ty(D.bool_), loc)
+        self.what = what

@@ -426,6 +426,22 @@ FLOATS = ("float32", "float16", "bfloat16", "float64")
 
 MAX_RANK = 4
 
+COMPUTE_TYPES = {np.dtype(np.float64): np.float64}
+"""dtype -> its compute type where that is not float32 (:func:`compute_type`); the host fast
+paths look it up directly (``COMPUTE_TYPES.get(dt, F32_TYPE)``: no Python frame)."""
+
+F32_TYPE = np.float32
+"""``tk.float32`` (the same object: tinykernels' scalar types are NumPy's)."""
+
+
+def compute_type(dt: np.dtype):
+    """The type the row-wise kernels (norms, softmax, RoPE, argmax) compute and accumulate in
+    for data of dtype ``dt``, passed to them as a constexpr ``T``: ``tk.float64`` for float64
+    data, else ``tk.float32`` (float32, float16, bfloat16: SPEC's float32 accumulation).
+    float64 data computed in float32 came back as float64 arrays with float32's precision (a
+    relative error of 2e-7, RoPE 5e-6), which a NumPy user's float64 reference notices."""
+    return COMPUTE_TYPES.get(np.dtype(dt), F32_TYPE)
+
 LANES = 16
 """Partial results per row in the host (one work item per row) shapes of the row-wise
 reductions: lane ``j`` takes the elements ``l`` with ``l % LANES == j``, so the inner loop

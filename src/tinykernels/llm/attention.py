@@ -653,14 +653,22 @@ def _heads_per_item(backend, group: int, D: int) -> int:
     return g
 
 
-def _decode_chunks(backend, rows: int, max_len: int, splits) -> int:
-    """How many chunks each head's keys are split into. On GPUs chunks of 64 keys, which also
-    keeps WebGPU's work items below lavapipe's loop limit (measured exact at head_dim 512)."""
+def _decode_chunks(backend, rows: int, max_len: int, splits, head_dim: int) -> int:
+    """How many chunks each head's keys are split into. On GPUs chunks of 64 keys; on WebGPU
+    also at most ``LOOP_BUDGET // (2 * head_dim + 40)`` keys (as flash_attention's launches),
+    which keeps a work item below lavapipe's loop limit whatever the driver unrolls: 30 keys
+    at head_dim 512. (64 keys at 512 were about 64 x (512 + 512 + 32) back edges with the dot
+    product's 16 lanes unrolled, within the limit only so; when tk.fma became a function too
+    large for NIR to unroll those lanes, every item passed the limit and left its output
+    unwritten: 1e35 and NaN in tests/test_llm_attention.py.)"""
     if splits is not None:
         return splits
     if C.row_group(backend) == 1:       # host: enough items for every thread
         return _host_decode_chunks(int(getattr(backend, "threads", 1) or 1), rows, max_len)
-    return max(1, -(-max_len // DECODE_CHUNK_GPU))
+    per = DECODE_CHUNK_GPU
+    if backend.name == "WEBGPU":
+        per = min(per, max(1, LOOP_BUDGET // (2 * head_dim + 40)))
+    return max(1, -(-max_len // per))
 
 
 def _host_decode_chunks(threads: int, rows: int, max_len: int) -> int:
@@ -760,7 +768,7 @@ def _decode_launch(backend, out, q, k_cache, v_cache, lens, n_int: int, sc: floa
     B, H, D = C.shape_of(q)
     L, arr_len = ks[2], lens is not None
     G = _heads_per_item(backend, H // ks[1], D)
-    nc = _decode_chunks(backend, B * H // G, L, splits)
+    nc = _decode_chunks(backend, B * H // G, L, splits, D)
     chunk = -(-L // nc)
     lens = lens if arr_len else q
     if nc == 1:

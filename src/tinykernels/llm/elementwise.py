@@ -413,7 +413,20 @@ def div(a, b, out=None, stream=None):
 
 
 def pow(x, y, out=None, stream=None):
-    """``x ** y``; arrays (broadcasting as :func:`add`) or one of them a Python scalar."""
+    """``x ** y``; arrays (broadcasting as :func:`add`) or one of them a Python scalar.
+
+    A scalar exponent 2, 0.5 or -1 is computed as NumPy's ``np.power`` (and torch's
+    ``pow``) compute it: ``x * x``, ``sqrt(x)``, ``1 / x``, each correctly rounded (bit for
+    bit NumPy's; the C library's ``powf`` is not: it rounded ``(1 + 2**-12) ** 2``, a tie, up),
+    with their results at -0.0 and -inf (``(-0.0) ** 0.5`` is -0.0, ``(-inf) ** 0.5`` NaN)."""
+    if C.is_array(x) and _is_scalar(y) and not isinstance(y, (bool, np.bool_)) and abs(y) <= 2:
+        v = float(y)
+        if v == 2.0:
+            return binary("pow", MUL, x, x, out, stream, names=("x", "x"))
+        if v == 0.5:
+            return _unary_call("pow", SQRT, x, out, stream)
+        if v == -1.0:
+            return binary("pow", RDIV, x, 1, out, stream, names=("x", "y"))
     return binary("pow", POW, x, y, out, stream, names=("x", "y"))
 
 

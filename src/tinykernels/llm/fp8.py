@@ -179,6 +179,6 @@ def fp8_rms_norm(x, w, eps: float = 1e-6, scale: float = 1.0, out=None, stream=N
     if rows and shape[-1]:
         # RMSNorm of x * s: x * s / sqrt(mean((x*s)**2) + eps) = x / sqrt(mean(x**2) + eps / s**2)
         # for s > 0, so the plain kernel runs with eps / s**2 (no extra pass, no rescaling).
-        args = (out, x, w, x, x, w, float(eps) / (s * s), PLAIN, False)
+        args = (out, x, w, x, x, w, float(eps) / (s * s), PLAIN, False, tk.float32)   # (float32 arithmetic)
         C.launch_rows(_rms, backend, args, rows, C.row_group(backend, shape[-1]), stream)
     return out

@@ -17,17 +17,18 @@ TILE = 16
 
 
 @tk.kernel
-def _argmax(out, x):
+def _argmax(out, x, T: tk.constexpr):
     """One workgroup; each item scans a strided share, then three group reductions: the
-    first NaN (NumPy returns it), else the maximum and the first index holding it."""
+    first NaN (NumPy returns it), else the maximum and the first index holding it. ``T``: the
+    compared type (float32; float64 for float64 ``x``: :func:`_common.compute_type`)."""
     lid = tk.index(tk.Local, tk.Linear)
     W = tk.groupsize()[0]
     N = x.shape[0]
-    best = tk.float32(-math.inf)
+    best = T(-math.inf)
     bi = tk.int32(N)
     nan_i = tk.int32(N)
     for j in range(lid, N, W):
-        v = tk.float32(x[j])
+        v = T(x[j])
         if math.isnan(v):
             nan_i = min(nan_i, tk.int32(j))
         elif v > best or bi == N:
@@ -46,7 +47,7 @@ ARGMAX_CHUNK = 1 << 16   # elements per work item of the host argmax (longer arr
 
 
 @tk.func
-def argmax_range(x, lo, hi, NI):
+def argmax_range(x, lo, hi, NI, T):
     """The host argmax of ``x[lo:hi]`` (``lo < hi``) by one work item: ``(m, r, nan_i)``, its
     largest value, the first index holding it, and its first NaN's index (``NI`` if none).
     ``ARGMAX_LANES`` lanes, lane ``u`` scanning the elements ``(j - lo) % LANES == u`` in order
@@ -56,30 +57,30 @@ def argmax_range(x, lo, hi, NI):
     anyway. The lanes then combine: the first NaN, else the smallest index among the lanes
     holding the maximum."""
     L = ARGMAX_LANES
-    best = tk.private(tk.float32, (L,))
+    best = tk.private(T, (L,))
     bi = tk.private(tk.int32, (L,))
     ni = tk.private(tk.int32, (L,))
     for u in range(L):
-        best[u] = tk.float32(-math.inf)
+        best[u] = T(-math.inf)
         bi[u] = tk.select(lo + u < hi, tk.int32(lo + u), NI)
         ni[u] = NI
     full = lo + (hi - lo) - (hi - lo) % L
     for j0 in range(lo, full, L):
         for u in range(L):
-            v = tk.float32(x[j0 + u])
+            v = T(x[j0 + u])
             better = v > best[u]
             best[u] = tk.select(better, v, best[u])
             bi[u] = tk.select(better, tk.int32(j0 + u), bi[u])
             ni[u] = min(ni[u], tk.select(v != v, tk.int32(j0 + u), NI))
     for j in range(full, hi):
         u = j - full
-        v = tk.float32(x[j])
+        v = T(x[j])
         better = v > best[u]
         best[u] = tk.select(better, v, best[u])
         bi[u] = tk.select(better, tk.int32(j), bi[u])
         ni[u] = min(ni[u], tk.select(v != v, tk.int32(j), NI))
     nan_i = NI
-    m = tk.float32(-math.inf)
+    m = T(-math.inf)
     for u in range(L):
         nan_i = min(nan_i, ni[u])
         if bi[u] < NI:
@@ -92,33 +93,33 @@ def argmax_range(x, lo, hi, NI):
 
 
 @tk.kernel
-def _argmax_lanes(out, x: tk.Const):
+def _argmax_lanes(out, x: tk.Const, T: tk.constexpr):
     """Host shape of :func:`_argmax` (CPU, interpreter) for one chunk: one work item."""
     NI = tk.int32(x.shape[0])
-    m, r, nan_i = argmax_range(x, 0, x.shape[0], NI)
+    m, r, nan_i = argmax_range(x, 0, x.shape[0], NI, T)
     out[0] = nan_i if nan_i < NI else r
 
 
 @tk.kernel
-def _argmax_chunks(cm, ci, cn, x: tk.Const):
+def _argmax_chunks(cm, ci, cn, x: tk.Const, T: tk.constexpr):
     """Host argmax of a long ``x``: work item ``c`` takes ``x[c * ARGMAX_CHUNK:][:ARGMAX_CHUNK]``
     (the items run on all threads; one item scanned the whole array on one thread) and
     writes its maximum, first index of it and first NaN to ``cm``, ``ci``, ``cn``."""
     c = tk.index()
     N = x.shape[0]
     lo = c * ARGMAX_CHUNK
-    m, r, nan_i = argmax_range(x, lo, min(lo + ARGMAX_CHUNK, N), tk.int32(N))
+    m, r, nan_i = argmax_range(x, lo, min(lo + ARGMAX_CHUNK, N), tk.int32(N), T)
     cm[c] = m
     ci[c] = r
     cn[c] = nan_i
 
 
 @tk.kernel
-def _argmax_combine(out, cm: tk.Const, ci: tk.Const, cn: tk.Const, N):
+def _argmax_combine(out, cm: tk.Const, ci: tk.Const, cn: tk.Const, N, T: tk.constexpr):
     """The chunks' results in order, as the lanes combine: the first NaN, else the first
     index among the chunks holding the maximum."""
     nan_i = tk.int32(N)
-    m = tk.float32(-math.inf)
+    m = T(-math.inf)
     for c in range(cm.shape[0]):
         nan_i = min(nan_i, cn[c])
         m = max(m, cm[c])
@@ -374,7 +375,7 @@ def _argmax_fast(x, out) -> bool:
     res, ho = (out, ho) if ho is not None else C.host_new(x, (), _INDEX_DTYPES[0])
     if ho.shape or ho.dtype != _INDEX_DTYPES[0] or C.may_share_memory(ho, hx):
         return None
-    _argmax_lanes.instance(backend)(ho.reshape(1), hx, ndrange=1)
+    _argmax_lanes.instance(backend)(ho.reshape(1), hx, C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE), ndrange=1)
     return res
 
 
@@ -388,19 +389,19 @@ def argmax(x, out=None, stream=None):
     C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     (n,) = C.require_rank(x, fn, "x", 1, 1)
-    C.require_float(x, fn, "x", backend)
+    T = C.compute_type(C.require_float(x, fn, "x", backend))
     C.require(n > 0, fn, "x", "expected a non-empty array (argmax of an empty sequence), got shape (0,)")
     out = C.output(out, fn, x, (), np.int32, backend)
     W = C.row_group(backend, n)
     if W == 1 and n <= ARGMAX_CHUNK:
-        C.launch(_argmax_lanes, backend, (C.view(out, (1,)), x), 1, stream=stream)
+        C.launch(_argmax_lanes, backend, (C.view(out, (1,)), x, T), 1, stream=stream)
     elif W == 1:
         nc = -(-n // ARGMAX_CHUNK)
-        cm, ci, cn = (C.new_like(x, (nc,), dt, backend) for dt in (np.float32, np.int32, np.int32))
-        C.launch(_argmax_chunks, backend, (cm, ci, cn, x), nc, stream=stream)
-        C.launch(_argmax_combine, backend, (C.view(out, (1,)), cm, ci, cn, n), 1, stream=stream)
+        cm, ci, cn = (C.new_like(x, (nc,), dt, backend) for dt in (T, np.int32, np.int32))
+        C.launch(_argmax_chunks, backend, (cm, ci, cn, x, T), nc, stream=stream)
+        C.launch(_argmax_combine, backend, (C.view(out, (1,)), cm, ci, cn, n, T), 1, stream=stream)
     else:
-        C.launch(_argmax, backend, (C.view(out, (1,)), x), W, W, stream)
+        C.launch(_argmax, backend, (C.view(out, (1,)), x, T), W, W, stream)
     return out
 
 
@@ -527,24 +528,28 @@ def transpose(x, axes=None, out=None, stream=None):
 
 def repeat(x, repeats: int, axis=None, out=None, stream=None):
     """``np.repeat(x, repeats, axis)`` with an int ``repeats`` >= 0 (rank 1 to 4; ``axis=None``
-    only for 1-D ``x``, where it is axis 0)."""
+    repeats the elements of ``x`` flattened in C order into a 1-D result, as NumPy does, for
+    ``x`` of rank 0 to 4)."""
     fn = "repeat"
     C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
-    shape = C.require_rank(x, fn, "x")
+    shape = C.require_rank(x, fn, "x", lo=0 if axis is None else 1)
     dt = C.dtype_of(x)
     C.require_supported(backend, dt, fn, "x")
     C.require(isinstance(repeats, (int, np.integer)) and not isinstance(repeats, bool) and repeats >= 0, fn,
               "repeats", f"expected an int >= 0, got {repeats!r}")
-    n = len(shape)
+    x_in = x
     if axis is None:
-        C.require(n == 1, fn, "axis", f"expected an int (axis=None flattens 1-D x only), got None for a {n}-D x")
+        if len(shape) != 1:          # NumPy: the C-order flattening (a copy for a strided view)
+            shape = (math.prod(shape),)
+            x = C.view(C.contiguous_input(x), shape)
         axis = 0
+    n = len(shape)
     C.require(C.is_int(axis) and -n <= axis < n, fn, "axis",
               f"expected an int in [{-n}, {n}), got {axis!r}")
     axis = int(axis) % n
     oshape = shape[:axis] + (shape[axis] * int(repeats),) + shape[axis + 1:]
-    out = C.output(out, fn, x, oshape, dt, backend, reads_across={"x": x})
+    out = C.output(out, fn, x_in, oshape, dt, backend, reads_across={"x": x_in})
     if 0 not in oshape:
         ax4 = axis + 4 - n
         if ax4 < 3 and C.row_group(backend, oshape[-1]) == 1:

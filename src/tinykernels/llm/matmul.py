@@ -231,9 +231,9 @@ def _gemv_rows_f32(out, a: tk.Const, x: tk.Const):
     full = n - n % 32
     for k0 in range(0, full, 32):
         for j in range(32):
-            acc[j] += a[r, k0 + j] * x[k0 + j]
+            acc[j] += tk.float32(a[r, k0 + j]) * tk.float32(x[k0 + j])
     for k in range(full, n):
-        acc[k - full] += a[r, k] * x[k]
+        acc[k - full] += tk.float32(a[r, k]) * tk.float32(x[k])
     s = tk.float32(0)
     for j in range(32):
         s += acc[j]
@@ -301,7 +301,7 @@ def _gemv_group_f32(out, a: tk.Const, x: tk.Const):
     nt = tk.groupsize()[0]
     acc = tk.float32(0)
     for k in range(t, a.shape[1], nt):
-        acc += a[r, k] * x[k]
+        acc += tk.float32(a[r, k]) * tk.float32(x[k])
     s = tk.group_reduce(acc, "add")
     if t == 0:
         out[r] = s
@@ -585,8 +585,8 @@ def _gemm_f32(out, a: tk.Const, bm: tk.Const):
     Bs = tk.localmem(tk.float32, (TILE, TILE))
     acc = tk.float32(0)
     for k0 in range(0, kk, T):
-        As[ti, tj] = a[i, k0 + tj] if i < m and k0 + tj < kk else tk.float32(0)
-        Bs[ti, tj] = bm[k0 + ti, j] if k0 + ti < kk and j < n else tk.float32(0)
+        As[ti, tj] = tk.float32(a[i, k0 + tj]) if i < m and k0 + tj < kk else tk.float32(0)
+        Bs[ti, tj] = tk.float32(bm[k0 + ti, j]) if k0 + ti < kk and j < n else tk.float32(0)
         tk.synchronize()
         for p in range(TILE):
             acc += As[ti, p] * Bs[p, tj]
@@ -671,9 +671,12 @@ def _gemv_int8_host(qtype, ha, hb, ho, backend):
 
 
 def matmul(a, b, out=None, stream=None, exact: bool = True):
-    """``a @ b`` for ``a`` a ``QTensor`` or a float32 array [M, K] and ``b`` a float32 [K]
+    """``a @ b`` for ``a`` a ``QTensor`` or a float array [M, K] and ``b`` a float [K]
     (GEMV, result [M]) or [K, N] (GEMM, result [M, N]); float32 accumulation. A quantized
-    ``a`` multiplies by exactly ``dequantize(a)``.
+    ``a`` multiplies by exactly ``dequantize(a)`` and takes a float32 ``b``. A float ``a`` is
+    float32, float16 or bfloat16 (GGUF's F16/BF16 weights), ``b`` float32, float16 or
+    bfloat16; the result is float32, or float16/bfloat16 when ``a`` and ``b`` are both of
+    that dtype (as NumPy and torch), rounded once from the float32 sum.
 
     ``exact=False`` (a q4_0/q8_0 GEMV): llama.cpp's route instead, faster: ``b`` is quantized
     to Q8_0 (:func:`quantize_activations`) and each block is an exact int8 x int8 dot product
@@ -688,22 +691,31 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
         amat = a.data
     else:
         C.require_array(a, "matmul", "a", "a QTensor or an array")
-        C.require_dtype(a, "matmul", "a", ["float32"])
+        adt = C.require_dtype(a, "matmul", "a", C._float_dtypes(MATMUL_FLOATS))
         s = C.shape_of(a)
         C.require(len(s) == 2, "matmul", "a", f"expected a 2-D [M, K] array, got shape {s}")
         a = C.contiguous_input(a)       # a transposed or sliced a: a contiguous copy
         m, k = s
         amat = a
     C.require_array(b, "matmul", "b")
-    C.require_dtype(b, "matmul", "b", ["float32"])
+    if quant:
+        bdt = C.require_dtype(b, "matmul", "b", ["float32"])
+    else:
+        bdt = C.require_dtype(b, "matmul", "b", C._float_dtypes(MATMUL_FLOATS))
     C.require(isinstance(exact, (bool, np.bool_)), "matmul", "exact", f"expected a bool, got {exact!r}")
     bs = C.shape_of(b)
     C.require(len(bs) in (1, 2) and bs[0] == k, "matmul", "b",
               f"expected shape ({k},) or ({k}, N) (a's [M, K] = [{m}, {k}]), got shape {C.shape_str(bs)}")
     b = C.contiguous_input(b)
     backend = C.backend_of("matmul", stream=stream, a=amat, b=b, out=out)
+    odt = np.dtype(np.float32)
+    if not quant:
+        C.require_supported(backend, adt, "matmul", "a")
+        C.require_supported(backend, bdt, "matmul", "b")
+        if adt == bdt:
+            odt = adt
     oshape = (m,) if len(bs) == 1 else (m, bs[1])
-    out = C.output(out, "matmul", b, oshape, np.float32, backend, reads_across={"a": amat, "b": b})
+    out = C.output(out, "matmul", b, oshape, odt, backend, reads_across={"a": amat, "b": b})
     C.contiguous(out, "matmul", "out")
     if m == 0 or (len(bs) == 2 and bs[1] == 0):
         return out
@@ -730,6 +742,10 @@ def matmul(a, b, out=None, stream=None, exact: bool = True):
             amat = w
         _gemm(amat, b, out, backend, stream)
     return out
+
+
+MATMUL_FLOATS = ("float32", "float16", "bfloat16")
+"""The dtypes of a float (not quantized) ``a`` and its ``b``."""
 
 
 @tk.kernel

@@ -3,7 +3,8 @@ residual add after (:func:`rms_norm_add`), and per-head QK-norm followed by RoPE
 (:func:`qk_norm_rope`).
 
 ``y = x * (1 / sqrt(mean(x**2) + eps)) * w``, the sum of squares accumulated in float32 for
-every input dtype (float16 too). One row is handled by ``C.row_group(backend)`` work items:
+float32, float16 and bfloat16 inputs, in float64 for float64 ones (the kernels' constexpr
+``T``, :func:`_common.compute_type`). One row is handled by ``C.row_group(backend)`` work items:
 one (a plain loop over the row) on the CPU and the interpreter, a workgroup with a
 ``group_reduce`` elsewhere; rows of any length.
 """
@@ -28,51 +29,51 @@ LANES = C.LANES
 
 
 @tk.func
-def sumsq_lanes(x, res, c0, c1, c2, D, add):
-    """The float32 sum of squares of row (c0, c1, c2) (of ``x``; with ``add``, a constant, of
+def sumsq_lanes(x, res, c0, c1, c2, D, add, T):
+    """The ``T`` sum of squares of row (c0, c1, c2) (of ``x``; with ``add``, a constant, of
     ``x + res`` rounded to x's dtype, as the fused residual add stores it) by one work item:
     ``LANES`` partial sums (lane ``t`` takes the elements ``k`` with ``k % LANES == t``; the C
     compiler vectorizes the loop over the lanes without reassociating), combined in order."""
-    part = tk.private(tk.float32, (LANES,))
+    part = tk.private(T, (LANES,))
     for t in range(LANES):
-        part[t] = tk.float32(0)
+        part[t] = T(0)
     full = D - D % LANES
     for k0 in range(0, full, LANES):
         for t in range(LANES):
             if add:
-                v = tk.float32(x.dtype(ld4(x, c0, c1, c2, k0 + t) + ld4(res, c0, c1, c2, k0 + t)))
+                v = T(x.dtype(ld4(x, c0, c1, c2, k0 + t) + ld4(res, c0, c1, c2, k0 + t)))
             else:
-                v = tk.float32(ld4(x, c0, c1, c2, k0 + t))
+                v = T(ld4(x, c0, c1, c2, k0 + t))
             part[t] += v * v
     for k in range(full, D):
         if add:
-            v = tk.float32(x.dtype(ld4(x, c0, c1, c2, k) + ld4(res, c0, c1, c2, k)))
+            v = T(x.dtype(ld4(x, c0, c1, c2, k) + ld4(res, c0, c1, c2, k)))
         else:
-            v = tk.float32(ld4(x, c0, c1, c2, k))
+            v = T(ld4(x, c0, c1, c2, k))
         part[k - full] += v * v
-    acc = tk.float32(0)
+    acc = T(0)
     for t in range(LANES):
         acc += part[t]
     return acc
 
 
 @tk.func
-def sumsq(x, c0, c1, c2, D, lid, W):
-    """The float32 sum of squares of row (c0, c1, c2) by a group of ``W`` items: each item sums
+def sumsq(x, c0, c1, c2, D, lid, W, T):
+    """The ``T`` sum of squares of row (c0, c1, c2) by a group of ``W`` items: each item sums
     its share, then a ``group_reduce`` (``W == 1``: :func:`sumsq_lanes`)."""
-    acc = tk.float32(0)
+    acc = T(0)
     if W == 1:
-        acc = sumsq_lanes(x, x, c0, c1, c2, D, False)
+        acc = sumsq_lanes(x, x, c0, c1, c2, D, False, T)
     else:
         for j in range(lid, D, W):
-            v = tk.float32(ld4(x, c0, c1, c2, j))
+            v = T(ld4(x, c0, c1, c2, j))
             acc += v * v
         acc = tk.group_reduce(acc, "add")
     return acc
 
 
 @tk.kernel
-def _rms(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr):
+def _rms(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr, T: tk.constexpr):
     """One row per group (ndrange (rows, W), workgroup (1, W)). PLAIN: out = norm(x) * w;
     RESIDUAL_FIRST: s_out = x + res, out = norm(s_out) * w; RESIDUAL_AFTER: out = res + norm(x) * w."""
     r = tk.index(tk.Global, tk.Cartesian)[0]
@@ -83,25 +84,25 @@ def _rms(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: 
     if mode == RESIDUAL_FIRST:
         for j in range(lid, D, W):
             st4(s_out, c0, c1, c2, j, ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j))
-        acc = sumsq(s_out, c0, c1, c2, D, lid, W)
+        acc = sumsq(s_out, c0, c1, c2, D, lid, W, T)
     else:
-        acc = sumsq(x, c0, c1, c2, D, lid, W)
+        acc = sumsq(x, c0, c1, c2, D, lid, W, T)
     inv = 1 / math.sqrt(acc / D + eps)
     if want_scale and lid == 0:
         st4(scale_out, 0, c0, c1, c2, inv)
     for j in range(lid, D, W):
         if mode == RESIDUAL_FIRST:
-            v = tk.float32(ld4(s_out, c0, c1, c2, j))
+            v = T(ld4(s_out, c0, c1, c2, j))
         else:
-            v = tk.float32(ld4(x, c0, c1, c2, j))
-        y = v * inv * tk.float32(w[j])
+            v = T(ld4(x, c0, c1, c2, j))
+        y = v * inv * T(w[j])
         if mode == RESIDUAL_AFTER:
-            y = y + tk.float32(ld4(res, c0, c1, c2, j))
+            y = y + T(ld4(res, c0, c1, c2, j))
         st4(out, c0, c1, c2, j, y)
 
 
 @tk.func
-def _rms_row(out, s_out, scale_out, x, res, w, eps, r, mode, want_scale, recompute):
+def _rms_row(out, s_out, scale_out, x, res, w, eps, r, mode, want_scale, recompute, T):
     """Row ``r`` of :func:`_rms` by one work item (the host kernels below): unit-stride loops
     over the row that the C compiler vectorizes, the sum of squares in ``LANES`` partial sums
     (:func:`sumsq_lanes`). ``mode``, ``want_scale`` and ``recompute`` are compile-time
@@ -115,44 +116,46 @@ def _rms_row(out, s_out, scale_out, x, res, w, eps, r, mode, want_scale, recompu
         for j in range(D):
             st4(s_out, c0, c1, c2, j, ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j))
     if mode == RESIDUAL_FIRST and not recompute:
-        acc = sumsq_lanes(s_out, s_out, c0, c1, c2, D, False)
+        acc = sumsq_lanes(s_out, s_out, c0, c1, c2, D, False, T)
     else:
-        acc = sumsq_lanes(x, res, c0, c1, c2, D, mode == RESIDUAL_FIRST)
+        acc = sumsq_lanes(x, res, c0, c1, c2, D, mode == RESIDUAL_FIRST, T)
     inv = 1 / math.sqrt(acc / D + eps)
     if want_scale:
         st4(scale_out, 0, c0, c1, c2, inv)
     for j in range(D):
         if mode == RESIDUAL_FIRST and recompute:
-            v = tk.float32(x.dtype(ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j)))
+            v = T(x.dtype(ld4(x, c0, c1, c2, j) + ld4(res, c0, c1, c2, j)))
         elif mode == RESIDUAL_FIRST:
-            v = tk.float32(ld4(s_out, c0, c1, c2, j))
+            v = T(ld4(s_out, c0, c1, c2, j))
         else:
-            v = tk.float32(ld4(x, c0, c1, c2, j))
-        y = v * inv * tk.float32(w[j])
+            v = T(ld4(x, c0, c1, c2, j))
+        y = v * inv * T(w[j])
         if mode == RESIDUAL_AFTER:
-            y = y + tk.float32(ld4(res, c0, c1, c2, j))
+            y = y + T(ld4(res, c0, c1, c2, j))
         st4(out, c0, c1, c2, j, y)
 
 
 @tk.kernel
-def _rms_rows(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr):
+def _rms_rows(out, s_out, scale_out, x, res, w, eps, mode: tk.constexpr, want_scale: tk.constexpr,
+              T: tk.constexpr):
     """The host shape of :func:`_rms` (CPU, interpreter): one work item per row, a flat
     ndrange; outputs may share memory with inputs (in place)."""
-    _rms_row(out, s_out, scale_out, x, res, w, eps, tk.index(), mode, want_scale, False)
+    _rms_row(out, s_out, scale_out, x, res, w, eps, tk.index(), mode, want_scale, False, T)
 
 
 @tk.kernel
 def _rms_rows_ro(out, s_out, scale_out, x: tk.Const, res: tk.Const, w: tk.Const, eps, mode: tk.constexpr,
-                 want_scale: tk.constexpr):
+                 want_scale: tk.constexpr, T: tk.constexpr):
     """:func:`_rms_rows` when no output shares memory with an input: the inputs are read-only
     (``tk.Const``) and the outputs only written (RESIDUAL_FIRST recomputes ``x + res``), so the
     CPU streams them from their loops (docs/cpu.md, "Streaming stores": stores in a loop over
     a row), whose blocks also prefetch the next row."""
-    _rms_row(out, s_out, scale_out, x, res, w, eps, tk.index(), mode, want_scale, True)
+    _rms_row(out, s_out, scale_out, x, res, w, eps, tk.index(), mode, want_scale, True, T)
 
 
 @tk.kernel
-def _qk_norm_rope(out, x, w, cos, sin, pos, eps, offset, use_pos: tk.constexpr, guard: tk.constexpr):
+def _qk_norm_rope(out, x, w, cos, sin, pos, eps, offset, use_pos: tk.constexpr, guard: tk.constexpr,
+                  T: tk.constexpr):
     """One head vector (row) per group: RMSNorm (float32) then RoPE on the normalized values,
     which are rounded once, on store."""
     r = tk.index(tk.Global, tk.Cartesian)[0]
@@ -160,19 +163,19 @@ def _qk_norm_rope(out, x, w, cos, sin, pos, eps, offset, use_pos: tk.constexpr, 
     W = tk.groupsize()[1]
     c0, c1, c2 = rows3(x, r)
     n0, n1, n2, D = dims4(x)
-    inv = 1 / math.sqrt(sumsq(x, c0, c1, c2, D, lid, W) / D + eps)
+    inv = 1 / math.sqrt(sumsq(x, c0, c1, c2, D, lid, W, T) / D + eps)
     h = cos.shape[1]
     p = c2 + offset
     if use_pos:
         p += pos[0]
     for k in range(lid, h, W):
-        c, s = angle(cos, sin, p, k, guard)
-        x1 = tk.float32(ld4(x, c0, c1, c2, k)) * inv * tk.float32(w[k])
-        x2 = tk.float32(ld4(x, c0, c1, c2, k + h)) * inv * tk.float32(w[k + h])
+        c, s = angle(cos, sin, p, k, guard, T)
+        x1 = T(ld4(x, c0, c1, c2, k)) * inv * T(w[k])
+        x2 = T(ld4(x, c0, c1, c2, k + h)) * inv * T(w[k + h])
         st4(out, c0, c1, c2, k, x1 * c - x2 * s)
         st4(out, c0, c1, c2, k + h, x2 * c + x1 * s)
     for j in range(2 * h + lid, D, W):
-        st4(out, c0, c1, c2, j, tk.float32(ld4(x, c0, c1, c2, j)) * inv * tk.float32(w[j]))
+        st4(out, c0, c1, c2, j, T(ld4(x, c0, c1, c2, j)) * inv * T(w[j]))
 
 
 _F32 = np.dtype("float32")
@@ -219,10 +222,11 @@ def _norm_fast(mode, x, w, eps, residual, out, residual_out=None):
         return None
     if mode != RESIDUAL_FIRST:
         _rms_rows_ro.instance(backend)(ho, ho, ho, hx, hr[0] if hr else hx, hw, eps, mode, False,
-                                       ndrange=hx.size // D)
+                                       C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE), ndrange=hx.size // D)
         return res
     if residual_out is residual:          # in place on the residual stream
-        _rms_rows.instance(backend)(ho, hr[0], hw, hx, hr[0], hw, eps, mode, False, ndrange=hx.size // D)
+        _rms_rows.instance(backend)(ho, hr[0], hw, hx, hr[0], hw, eps, mode, False, C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE),
+                                    ndrange=hx.size // D)
         return res, residual_out
     if residual_out is None:
         s_res, hs = C.host_new(x, hx.shape, hx.dtype)
@@ -234,7 +238,8 @@ def _norm_fast(mode, x, w, eps, residual, out, residual_out=None):
         if hs.shape != hx.shape or hs.dtype is not hx.dtype or not hs.flags.c_contiguous \
                 or not C.disjoint(hs, ho, hx, hr[0], hw):
             return None
-    _rms_rows_ro.instance(backend)(ho, hs, ho, hx, hr[0], hw, eps, mode, False, ndrange=hx.size // D)
+    _rms_rows_ro.instance(backend)(ho, hs, ho, hx, hr[0], hw, eps, mode, False, C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE),
+                                   ndrange=hx.size // D)
     return res, s_res
 
 
@@ -266,7 +271,7 @@ def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, s
     if rows and shape[-1]:
         sc = C.view(scale, (1,)) if scale is not None and len(shape) == 1 else scale
         args = (out, s_out if s_out is not None else x, sc if sc is not None else w, x,
-                residual if residual is not None else x, w, float(eps), mode, scale is not None)
+                residual if residual is not None else x, w, float(eps), mode, scale is not None, C.compute_type(dt))
         group = C.row_group(backend, shape[-1])
         if group == 1 and not any(C.shares_memory(o, i) for o in (out, s_out, scale) if o is not None
                                   for i in (x, residual, w) if i is not None):
@@ -283,7 +288,8 @@ def _norm_call(fn, mode, x, w, eps, residual, out, residual_out, return_scale, s
 def rms_norm(x, w, eps: float = 1e-6, residual=None, *, out=None, residual_out=None, return_scale: bool = False,
              scale_out=None, stream=None):
     """RMSNorm of ``x`` [..., D] (rank 1 to 4) over its last axis, times ``w`` [D] (x's dtype
-    or float32): ``x / sqrt(mean(x**2) + eps) * w``, float32 accumulation.
+    or float32): ``x / sqrt(mean(x**2) + eps) * w``, float32 accumulation (float64 for a
+    float64 ``x``).
 
     ``residual`` (x's shape and dtype): fused residual add first; ``s = x + residual`` (rounded
     to x's dtype, written to ``residual_out`` or a new array) is normalized and
@@ -325,6 +331,6 @@ def qk_norm_rope(x, w, cos, sin, eps: float = 1e-6, *, offset: int = 0, pos_coun
     out = C.output(out, fn, x, shape, dt, backend, reads_across={"w": w, "cos": cos, "sin": sin})
     rows = int(np.prod(shape[:-1], dtype=np.int64))
     args = (out, x, w, cos, sin, cos if pos_counter is None else pos_counter, float(eps), int(offset),
-            pos_counter is not None, not C.is_debug(backend))
+            pos_counter is not None, not C.is_debug(backend), C.compute_type(dt))
     C.launch_rows(_qk_norm_rope, backend, args, rows, C.row_group(backend, shape[-1]), stream)
     return out

@@ -297,15 +297,18 @@ def _host(x) -> np.ndarray:
 
 
 def quantize(w, qtype: str) -> QTensor:
-    """Quantize float32 weights ``w`` [M, K] (``K`` a multiple of the block size) to ``qtype``.
+    """Quantize float weights ``w`` [M, K] (``K`` a multiple of the block size) to ``qtype``.
 
-    ``q4_0`` and ``q8_0`` are bit for bit ggml's reference quantizers (and
-    ``gguf.quants.quantize``). ``q4_k`` uses a simple range quantizer (not ggml's iterative
-    search): every weight is within half a quantization step of its dequantized value. Runs in
-    NumPy on the host; the bytes go back to ``w``'s backend (NumPy in, NumPy out)."""
+    ``w`` is float32, or float16/bfloat16 (taken at its exact float32 values, as
+    ``gguf.quants.quantize`` and ggml's ``cpy`` from F16 take them). ``q4_0`` and ``q8_0`` are
+    bit for bit ggml's reference quantizers (and ``gguf.quants.quantize``). ``q4_k`` uses a
+    simple range quantizer (not ggml's iterative search): every weight is within half a
+    quantization step of its dequantized value. Runs in NumPy on the host; the bytes go back
+    to ``w``'s backend, in an array of ``w``'s kind (NumPy in, NumPy out; torch in, torch out;
+    ``tk.Array`` in, ``tk.Array`` out)."""
     fmt = qformat(qtype, "quantize")
     C.require_array(w, "quantize", "w")
-    C.require_dtype(w, "quantize", "w", ["float32"])
+    C.require_dtype(w, "quantize", "w", C._float_dtypes(("float32", "float16", "bfloat16")))
     s = C.shape_of(w)
     C.require(len(s) == 2, "quantize", "w", f"expected a 2-D [M, K] array, got shape {s}")
     C.require(s[1] % fmt.block == 0, "quantize", "w",
@@ -318,6 +321,9 @@ def quantize(w, qtype: str) -> QTensor:
     with np.errstate(all="ignore"):     # zero, subnormal and huge blocks: 1/d, float16 overflow,
         data = (_QUANT[fmt.name](blocks).reshape(m, k // fmt.block * fmt.block_bytes)  # as GGUF
                 if blocks.size else np.zeros((m, k // fmt.block * fmt.block_bytes), np.uint8))
-    if not isinstance(w, np.ndarray):
+    if _arr._is_torch(w):                # torch in, torch out (on w's device)
+        import torch
+        data = torch.from_numpy(np.ascontiguousarray(data)).to(w.device)
+    elif not isinstance(w, np.ndarray):
         data = _arr.asarray(np.ascontiguousarray(data), backend=backend)
     return QTensor(fmt.name, (m, k), data)

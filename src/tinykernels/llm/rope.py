@@ -4,7 +4,8 @@ are rotated as the pairs ``(x[j], x[j + rot/2])`` by the angle whose cosine and 
 (half-rotary, as in GPT-NeoX / Phi).
 
 Arithmetic is float32 (``x1*c - x2*s`` and ``x2*c + x1*s``, each product rounded, no
-contraction: what NumPy computes in float32) and rounds once on store.
+contraction: what NumPy computes in float32) and rounds once on store; for float64 ``x`` it is
+float64 (the kernels' constexpr ``T``, :func:`_common.compute_type`).
 
 Positions outside the table (``p >= cos.shape[0]``, or ``p < 0`` from a negative device
 counter) are an ``IndexError`` in debug mode; without it they give NaN in that token's
@@ -25,19 +26,20 @@ __all__ = ["rope", "rope_at"]
 
 
 @tk.func
-def angle(cos, sin, p, k, guard):
-    """(cos, sin) of pair ``k`` at table row ``p`` as float32 (NaN outside the table when
-    ``guard``: past its end, or before it from a negative position counter)."""
-    c = tk.float32(math.nan)
-    s = tk.float32(math.nan)
+def angle(cos, sin, p, k, guard, T):
+    """(cos, sin) of pair ``k`` at table row ``p`` as ``T`` (float32, or float64 for float64
+    data; NaN outside the table when ``guard``: past its end, or before it from a negative
+    position counter)."""
+    c = T(math.nan)
+    s = T(math.nan)
     if not guard or (p >= 0 and p < cos.shape[0]):
-        c = tk.float32(cos[p, k])
-        s = tk.float32(sin[p, k])
+        c = T(cos[p, k])
+        s = T(sin[p, k])
     return c, s
 
 
 @tk.kernel
-def _rope(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.constexpr):
+def _rope(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.constexpr, T: tk.constexpr):
     """ndrange (rows of x, rot/2 + head_dim - rot): item k < rot/2 rotates pair k of its row,
     the others copy one of the unrotated dims (so the kernel may run in place)."""
     r, k = tk.index(tk.Global, tk.Cartesian)
@@ -47,9 +49,9 @@ def _rope(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.conste
         p = c2 + offset
         if use_pos:
             p += pos[0]
-        c, s = angle(cos, sin, p, k, guard)
-        x1 = tk.float32(ld4(x, c0, c1, c2, k))
-        x2 = tk.float32(ld4(x, c0, c1, c2, k + h))
+        c, s = angle(cos, sin, p, k, guard, T)
+        x1 = T(ld4(x, c0, c1, c2, k))
+        x2 = T(ld4(x, c0, c1, c2, k + h))
         st4(out, c0, c1, c2, k, x1 * c - x2 * s)
         st4(out, c0, c1, c2, k + h, x2 * c + x1 * s)
     else:
@@ -58,7 +60,7 @@ def _rope(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.conste
 
 
 @tk.kernel
-def _rope_rows(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.constexpr):
+def _rope_rows(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.constexpr, T: tk.constexpr):
     """Host shape (CPU, interpreter): one work item per row of x, unit-stride loops over the
     pairs and over the copied dims (which the C compiler vectorizes; the item-per-element
     shape has a branch between rotating and copying in its inner loop). In place is fine:
@@ -72,15 +74,15 @@ def _rope_rows(out, x, cos, sin, pos, offset, use_pos: tk.constexpr, guard: tk.c
         p += pos[0]
     if not guard or (p >= 0 and p < cos.shape[0]):
         for k in range(h):
-            c = tk.float32(cos[p, k])
-            s = tk.float32(sin[p, k])
-            x1 = tk.float32(ld4(x, c0, c1, c2, k))
-            x2 = tk.float32(ld4(x, c0, c1, c2, k + h))
+            c = T(cos[p, k])
+            s = T(sin[p, k])
+            x1 = T(ld4(x, c0, c1, c2, k))
+            x2 = T(ld4(x, c0, c1, c2, k + h))
             st4(out, c0, c1, c2, k, x1 * c - x2 * s)
             st4(out, c0, c1, c2, k + h, x2 * c + x1 * s)
     else:
         for k in range(2 * h):
-            st4(out, c0, c1, c2, k, tk.float32(math.nan))
+            st4(out, c0, c1, c2, k, T(math.nan))
     for j in range(2 * h, D):
         st4(out, c0, c1, c2, j, ld4(x, c0, c1, c2, j))
 
@@ -144,7 +146,7 @@ def _rope_fast(x, cos, sin, pos, offset, out) -> bool:
     if (ho is not hx and C.may_share_memory(ho, hx)) or C.may_share_memory(ho, hc) or C.may_share_memory(ho, hs):
         return None
     _rope_rows.instance(backend)(ho, hx, hc, hs, hp[0] if hp else hc, offset, bool(hp), not C.is_debug(backend),
-                                 ndrange=hx.size // s[-1])
+                                 C.COMPUTE_TYPES.get(dt, C.F32_TYPE), ndrange=hx.size // s[-1])
     return res
 
 
@@ -167,7 +169,8 @@ def _rope_call(fn, x, cos, sin, pos, offset, out, stream):
         check_counter(fn, "pos_counter", pos)
     out = C.output(out, fn, x, shape, dt, backend, reads_across={"cos": cos, "sin": sin})
     rows = int(np.prod(shape[:-1], dtype=np.int64))
-    args = (out, x, cos, sin, cos if pos is None else pos, int(offset), pos is not None, not C.is_debug(backend))
+    args = (out, x, cos, sin, cos if pos is None else pos, int(offset), pos is not None, not C.is_debug(backend),
+            C.compute_type(dt))
     if rows and C.row_group(backend, shape[-1]) == 1:
         C.launch(_rope_rows, backend, args, rows, stream=stream)
     elif rows:

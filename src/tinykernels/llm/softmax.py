@@ -54,23 +54,23 @@ def row_start(x, r, L, inner):
 
 
 @tk.kernel
-def _softmax(out, x, scale, L, inner, ax: tk.constexpr):
+def _softmax(out, x, scale, L, inner, ax: tk.constexpr, T: tk.constexpr):
     r = tk.index(tk.Global, tk.Cartesian)[0]
     lid = tk.index(tk.Local, tk.Linear)
     W = tk.groupsize()[1]
     c0, c1, c2, c3 = row_start(x, r, L, inner)
-    m = tk.float32(-math.inf)
+    m = T(-math.inf)
     for l in range(lid, L, W):
-        m = max(m, tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale)
+        m = max(m, T(at_axis(x, ax, c0, c1, c2, c3, l)) * scale)
     if W > 1:
         m = tk.group_reduce(m, "max")
-    s = tk.float32(0)
+    s = T(0)
     for l in range(lid, L, W):
-        s += math.exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m)
+        s += math.exp(T(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m)
     if W > 1:
         s = tk.group_reduce(s, "add")
     for l in range(lid, L, W):
-        put_axis(out, ax, c0, c1, c2, c3, l, math.exp(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m) / s)
+        put_axis(out, ax, c0, c1, c2, c3, l, math.exp(T(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m) / s)
 
 
 SM_LANES = 32
@@ -81,60 +81,62 @@ step); a 32-trip loop is vectorized as a loop, accumulators in registers."""
 
 
 @tk.func
-def lanes_max(acc, x, scale, L, ax, c0, c1, c2, c3):
+def lanes_max(acc, x, scale, L, ax, c0, c1, c2, c3, T):
     """The largest ``x * scale`` of the row at (c0, c1, c2, c3) along axis ``ax`` by one work
     item, in the ``SM_LANES`` partial maxima ``acc`` (lane ``j`` takes the elements ``l`` with
     ``l % SM_LANES == j``), combined in lane order; ``acc`` is left zeroed for the sums."""
     full = L - L % SM_LANES
     for j in range(SM_LANES):
-        acc[j] = tk.float32(-math.inf)
+        acc[j] = T(-math.inf)
     for l0 in range(0, full, SM_LANES):
         for j in range(SM_LANES):
-            acc[j] = max(acc[j], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale)
+            acc[j] = max(acc[j], T(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale)
     for l in range(full, L):
-        acc[l - full] = max(acc[l - full], tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale)
-    m = tk.float32(-math.inf)
+        acc[l - full] = max(acc[l - full], T(at_axis(x, ax, c0, c1, c2, c3, l)) * scale)
+    m = T(-math.inf)
     for j in range(SM_LANES):
         m = max(m, acc[j])
     for j in range(SM_LANES):
-        acc[j] = tk.float32(0)
+        acc[j] = T(0)
     return m
 
 
 @tk.kernel
-def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr, stash: tk.constexpr):
+def _softmax_lanes(out, x, scale, L, inner, ax: tk.constexpr, poly: tk.constexpr, stash: tk.constexpr,
+                   T: tk.constexpr):
     """The host shape (CPU, interpreter): one work item per row, each pass over the row keeping
     ``SM_LANES`` partial results (lane ``j`` takes the elements ``l`` with
     ``l % SM_LANES == j``), a loop the C compiler vectorizes without reassociating anything.
-    ``stash``: ``out`` holds float32, so the second pass stores ``exp(x * scale - m)`` there
+    ``T``: the compute type (float32; float64 for float64 data, :func:`_common.compute_type`).
+    ``stash``: ``out`` holds ``T``, so the second pass stores ``exp(x * scale - m)`` there
     and the third scales it in place instead of computing the exponential again. The third
     pass multiplies by ``1 / sum`` (one rounding more than a division, which was the slowest
     instruction of the loop)."""
     r = tk.index()
     c0, c1, c2, c3 = row_start(x, r, L, inner)
     full = L - L % SM_LANES
-    acc = tk.private(tk.float32, (SM_LANES,))
-    m = lanes_max(acc, x, scale, L, ax, c0, c1, c2, c3)
+    acc = tk.private(T, (SM_LANES,))
+    m = lanes_max(acc, x, scale, L, ax, c0, c1, c2, c3, T)
     for l0 in range(0, full, SM_LANES):
         for j in range(SM_LANES):
-            e = _exp_neg(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale - m, poly)
+            e = _exp_neg(T(at_axis(x, ax, c0, c1, c2, c3, l0 + j)) * scale - m, poly)
             acc[j] += e
             if stash:
                 put_axis(out, ax, c0, c1, c2, c3, l0 + j, e)
     for l in range(full, L):
-        e = _exp_neg(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
+        e = _exp_neg(T(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
         acc[l - full] += e
         if stash:
             put_axis(out, ax, c0, c1, c2, c3, l, e)
-    s = tk.float32(0)
+    s = T(0)
     for j in range(SM_LANES):
         s += acc[j]
-    inv = tk.float32(1) / s
+    inv = T(1) / s
     for l in range(L):
         if stash:
-            e = tk.float32(at_axis(out, ax, c0, c1, c2, c3, l))
+            e = T(at_axis(out, ax, c0, c1, c2, c3, l))
         else:
-            e = _exp_neg(tk.float32(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
+            e = _exp_neg(T(at_axis(x, ax, c0, c1, c2, c3, l)) * scale - m, poly)
         put_axis(out, ax, c0, c1, c2, c3, l, e * inv)
 
 
@@ -144,7 +146,7 @@ of float32 on a work item's stack, in L1/L2 between the passes)."""
 
 
 @tk.kernel
-def _softmax_rows_ro(out, x: tk.Const, scale, L, inner, poly: tk.constexpr):
+def _softmax_rows_ro(out, x: tk.Const, scale, L, inner, poly: tk.constexpr, T: tk.constexpr):
     """:func:`_softmax_lanes` over the last axis (``inner == 1``) of rows of at most ``SM_ROW``
     elements when ``out`` shares no memory with ``x``: the exponentials wait in a private row
     instead of ``out``, ``x`` is read-only and ``out`` only written, so the CPU streams the
@@ -153,22 +155,22 @@ def _softmax_rows_ro(out, x: tk.Const, scale, L, inner, poly: tk.constexpr):
     r = tk.index()
     c0, c1, c2, c3 = row_start(x, r, L, inner)
     full = L - L % SM_LANES
-    acc = tk.private(tk.float32, (SM_LANES,))
-    row = tk.private(tk.float32, (SM_ROW,))
-    m = lanes_max(acc, x, scale, L, 3, c0, c1, c2, c3)
+    acc = tk.private(T, (SM_LANES,))
+    row = tk.private(T, (SM_ROW,))
+    m = lanes_max(acc, x, scale, L, 3, c0, c1, c2, c3, T)
     for l0 in range(0, full, SM_LANES):
         for j in range(SM_LANES):
-            e = _exp_neg(tk.float32(ld4(x, c0, c1, c2, l0 + j)) * scale - m, poly)
+            e = _exp_neg(T(ld4(x, c0, c1, c2, l0 + j)) * scale - m, poly)
             acc[j] += e
             row[l0 + j] = e
     for l in range(full, L):
-        e = _exp_neg(tk.float32(ld4(x, c0, c1, c2, l)) * scale - m, poly)
+        e = _exp_neg(T(ld4(x, c0, c1, c2, l)) * scale - m, poly)
         acc[l - full] += e
         row[l] = e
-    s = tk.float32(0)
+    s = T(0)
     for j in range(SM_LANES):
         s += acc[j]
-    inv = tk.float32(1) / s
+    inv = T(1) / s
     for l in range(L):
         st4(out, c0, c1, c2, l, row[l] * inv)
 
@@ -274,13 +276,15 @@ def _softmax_fast(x, axis, scale, out) -> bool:
     if ho.dtype is not hx.dtype or not -hx.ndim <= axis < hx.ndim or axis % hx.ndim != hx.ndim - 1 or L > SM_ROW \
             or C.ROW_GROUP not in (None, 1):        # (row_group(backend) on the CPU, inline)
         return None
-    _softmax_rows_ro.instance(backend)(ho, hx, scale, L, 1, use_poly(backend, hx.dtype), ndrange=hx.size // L)
+    _softmax_rows_ro.instance(backend)(ho, hx, scale, L, 1, use_poly(backend, hx.dtype), C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE),
+                                       ndrange=hx.size // L)
     return res
 
 
 def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
     """``softmax(x * scale)`` along ``axis`` (x float32/float16/bfloat16/float64, rank 1 to 4):
-    the maximum is subtracted first (numerically stable); float32 accumulation."""
+    the maximum is subtracted first (numerically stable); float32 accumulation (float64 for a
+    float64 ``x``)."""
     res = _softmax_fast(x, axis, scale, out) if stream is None else None
     if res is not None:
         return res
@@ -294,16 +298,18 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
               "scale", f"expected a Python float, got {type(scale).__name__}")
     out = C.output(out, fn, x, shape, dt, backend)
     rows, L, inner, ax4 = _split(shape, ax)
+    T = C.compute_type(dt)
     if (L and backend.name in ("CPU", "INTERP") and C.row_group(backend, L) == 1 and inner == 1 and L <= SM_ROW
             and not C.shares_memory(out, x)):      # (a GPU's work item has no room for a private row)
-        C.launch(_softmax_rows_ro, backend, (out, x, float(scale), L, inner, use_poly(backend, dt)), rows,
+        C.launch(_softmax_rows_ro, backend, (out, x, float(scale), L, inner, use_poly(backend, dt), T), rows,
                  stream=stream)
     elif L and C.row_group(backend, L) == 1:
-        stash = C.dtype_of(out) == np.float32
-        C.launch(_softmax_lanes, backend, (out, x, float(scale), L, inner, ax4, use_poly(backend, dt), stash), rows,
-                 stream=stream)
+        stash = C.dtype_of(out) == np.dtype(T)
+        C.launch(_softmax_lanes, backend, (out, x, float(scale), L, inner, ax4, use_poly(backend, dt), stash, T),
+                 rows, stream=stream)
     elif L:
-        C.launch_rows(_softmax, backend, (out, x, float(scale), L, inner, ax4), rows, C.row_group(backend, L), stream)
+        C.launch_rows(_softmax, backend, (out, x, float(scale), L, inner, ax4, T), rows, C.row_group(backend, L),
+                      stream)
     return out
 
 

@@ -55,6 +55,9 @@ class Backend:
     max_workgroupsize = 1024
     debug = False
     items_in_loops = False        # a work group's items run as a (vectorized) loop on a CPU (PoCL)
+    bounded_loops = False         # the driver may stop a work item's loops after a fixed count of
+                                  # back edges (lavapipe: 65535, docs/webgpu.md): generated code
+                                  # must not pack several items' loops into one work item
 
     def key(self) -> tuple:
         """Everything that identifies the device and settings (equality, caches)."""
@@ -275,6 +278,10 @@ def _unusable_argument(kernel: str, name: str, a, backend: Backend) -> str:
                 f"(__cuda_array_interface__), but the kernel runs on {backend!r}: launch it on tk.CUDA() "
                 "or copy the array to the host first")
     hint = f": make it an array first, e.g. np.asarray({name}, np.float32)" if isinstance(a, (list, tuple)) else ""
+    if isinstance(a, np.generic) and D.from_any(a.dtype) is not None:   # an ml_dtypes bfloat16 / float8 scalar
+        return (f"kernel '{kernel}': argument '{name}' is a {a.dtype.name} scalar: arrays of {a.dtype.name} are "
+                f"kernel arguments, but scalars are bools, ints and floats (Python's or NumPy's): pass "
+                f"np.float32({name}) (exact), or a 0-d {a.dtype.name} array the kernel reads with {name}[()]")
     return (f"kernel '{kernel}': argument '{name}' has unsupported type {type(a).__name__} (expected an "
             "array (a tk.Array, a NumPy array, a CPU torch tensor, anything exporting DLPack or "
             f"__array_interface__), a bool, int or float){hint}")

@@ -83,6 +83,11 @@ class CPUKernelInstance(KernelInstance):
         self._plans: dict = {}        # signature -> entry point (fast path)
         from . import launcher
         self._L = launcher.get()
+        if len(kernel.params) > launcher.C_MAX_ARGS and not isinstance(self._L, launcher.PyLauncher):
+            # the C launcher packs at most 64 arguments (_launch.c MAX_ARGS, a 64-bit constexpr
+            # mask): a kernel with more launches through the ctypes launcher, on the checked path
+            # (it was a LaunchError "an argument could not be passed to CPU")
+            self._L = launcher.PyLauncher()
         self._L.register_host_array(HostArray)   # it reads a host tk.Array's NumPy array itself
         self._fast = self._L.fast
         self._nthreads = getattr(backend, "threads", 1)

@@ -6,6 +6,7 @@ kernels are compiled for, the loaded modules and the pool of event handles.
 """
 from __future__ import annotations
 
+import collections
 import threading
 import weakref
 
@@ -42,6 +43,7 @@ class CUDADevice:
         self.modules: dict = {}           # source -> (module, function)
         self.lock = threading.Lock()
         self.streams = weakref.WeakSet()
+        self.orphans = collections.deque()   # events recorded on dropped streams (driverstream.orphan_work)
         self.null = drv.CUstream(0)       # the legacy default stream (orders with every blocking stream)
         self.event_flags = int(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING)
         self.events: list = []            # CUevent handles of collected CUDAEvents, recorded again

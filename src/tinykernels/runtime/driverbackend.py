@@ -17,9 +17,9 @@ from ..argcheck import int_arg
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend
 from .device import debug_flag, same_shape, track_stream
-from .driverstream import finish_within
+from .driverstream import finish_orphans_within, finish_within, forget_orphans
 from .hostarray import Array, as_host_ndarray
-from .streams import completed_event, stream_priority
+from .streams import completed_event, deadline_of, stream_priority
 
 
 def shared_device(devices: dict, lock, ordinal: int, count: int, make, label: str):
@@ -160,8 +160,12 @@ class DriverBackend(Backend):
     def synchronize(self, timeout: float | None = None) -> None:
         self._dev.activate()
         if timeout is None:
-            self._device_synchronize()
+            orphans = list(self._dev.orphans)
+            self._device_synchronize()                 # the whole device: dropped streams' work too
+            forget_orphans(self._dev, orphans)
             return
         with self._dev.lock:
             streams = [s.handle for s in list(self._dev.streams)]
+        deadline = deadline_of(timeout)
         finish_within(self.event_type, self._dev, [self._dev.null] + streams, timeout, repr(self))
+        finish_orphans_within(self._dev, deadline, timeout, repr(self))

@@ -30,6 +30,36 @@ def finish_within(event_class, dev, handles, timeout: float, what: str) -> None:
             raise TimeoutError(f"{what}: work still running after {timeout} s")
 
 
+def orphan_work(dev, event_class, handle) -> None:
+    """Before a dropped stream is destroyed (its queued work still completes, as both APIs
+    document), record an event on it in ``dev.orphans`` (a deque: appended without a lock, since
+    this runs in ``__del__``, whenever the garbage collector does), so that
+    ``tk.synchronize(backend, timeout=)`` waits for that work too (the device-wide synchronize
+    without a timeout does anyway). Beyond 64, the oldest finished ones are forgotten."""
+    orphans = dev.orphans
+    orphans.append(event_class.record(dev, handle))
+    while len(orphans) > 64 and orphans[0].done():
+        forget_orphans(dev, [orphans[0]])
+
+
+def finish_orphans_within(dev, deadline, timeout: float, what: str) -> None:
+    """Poll the events of dropped streams' work (``orphan_work``) until ``deadline``."""
+    orphans = list(dev.orphans)
+    for ev in orphans:
+        if not poll_until(ev.done, deadline):
+            raise TimeoutError(f"{what}: work still running after {timeout} s")
+    forget_orphans(dev, orphans)
+
+
+def forget_orphans(dev, done) -> None:
+    """Drop the events in ``done`` from ``dev.orphans`` (their work has finished)."""
+    for ev in done:
+        try:
+            dev.orphans.remove(ev)
+        except ValueError:         # another thread forgot it first
+            pass
+
+
 class DriverEvent(DeviceEvent):
     """An event of a driver API recorded on a stream (``handle`` None: already complete).
     Subclasses: ``label``, ``record(dev, h_stream)``, ``_query()`` (done?) and
@@ -96,6 +126,10 @@ class DriverStream:
         return completed_event()
 
     def __del__(self):
+        try:
+            orphan_work(self.backend._dev, self.event_class, self.handle)
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the driver may be gone
+            pass
         try:
             self._destroy()
         except Exception:  # noqa: BLE001 - interpreter shutdown: the driver may be gone

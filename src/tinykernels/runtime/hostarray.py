@@ -179,6 +179,33 @@ class Array:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element (NumPy's ``ndarray.itemsize``)."""
+        return self.dtype.itemsize
+
+    def copy(self) -> "Array":
+        """A new array of the same values, dtype and shape on the same backend (C-contiguous),
+        as ``ndarray.copy()``; it waits for nothing queued on streams (synchronize first)."""
+        return self._backend_array(np.array(self.numpy(), order="C", copy=True))
+
+    def astype(self, dtype) -> "Array":
+        """A new array of these values converted to ``dtype`` (a tk or NumPy dtype) on the same
+        backend, as ``ndarray.astype`` converts (C casting: NumPy's unsafe casting); always a copy."""
+        from .. import dtypes as _dt
+        d = _dt.from_any(dtype)
+        if d is None:
+            raise TypeError(f"tk.Array.astype: unsupported dtype {dtype!r}: expected a tk dtype (tk.float32, ...) "
+                            "or the matching NumPy dtype")
+        return self._backend_array(np.asarray(self.numpy()).astype(_dt.to_numpy(d)))
+
+    def _backend_array(self, h: np.ndarray) -> "Array":
+        """``h`` (a new host array) as an Array of this array's backend."""
+        b = self._backend
+        if getattr(b, "is_host", False):
+            return Array(h, b)
+        return b.array_from_host(h)
+
     def __len__(self) -> int:
         shape = self.shape
         if not shape:
@@ -215,7 +242,8 @@ class Array:
             body = np.array2string(self.numpy(), separator=", ", prefix=prefix, threshold=100)
         except Exception:  # noqa: BLE001 - a repr must not fail (e.g. data not readable)
             body = f"<shape={self.shape}>"
-        return f"{prefix}{body}, dtype={self.dtype.name}, backend={self._backend!r})"
+        backend = repr(self._backend).split(" # ", 1)[0]   # not "tk.OpenCL(...) # device name)": the ")" in the comment
+        return f"{prefix}{body}, dtype={self.dtype.name}, backend={backend})"
 
 
 def as_host_ndarray(obj) -> np.ndarray | None:

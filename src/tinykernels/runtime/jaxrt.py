@@ -49,6 +49,11 @@ class JAX(Backend):
         if not ok:          # as the other backends: refused when made, not at the first launch
             raise BackendUnavailable(f"the JAX backend needs jax: pip install 'tinykernels[jax]' ({why})")
         self.device = None if device is None else int_arg("tk.JAX", "device", device, 0)
+        if self.device is not None:          # a device that does not exist is unavailable, as tk.OpenCL(device=1)
+            n = len(_jax().devices())        # and tk.CUDA(1) are (it was a LaunchError at the first allocation)
+            if self.device >= n:
+                raise BackendUnavailable(f"tk.JAX(device={self.device}): JAX has {n} device(s) "
+                                         f"({_jax().default_backend()}); use an index below {n}")
 
     def key(self) -> tuple:
         return ("JAX", self.device)

@@ -62,6 +62,9 @@ def _build_extension():
     return mod
 
 
+C_MAX_ARGS = 64        # _launch.c's MAX_ARGS: the most arguments the C extension packs
+
+
 class PyLauncher:
     """The same protocol as the C extension, in Python with ctypes (the fallback)."""
 

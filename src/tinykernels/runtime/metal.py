@@ -26,6 +26,7 @@ fake ``Metal`` module (tests/test_metal.py): nothing here has run on a Mac yet.
 """
 from __future__ import annotations
 
+import collections
 import sys
 import threading
 import weakref
@@ -114,10 +115,38 @@ class _Device:
         self.lock = threading.RLock()
         self.pipelines: dict = {}            # MSL source -> MTLComputePipelineState
         self.streams = weakref.WeakSet()
+        self.orphans = collections.deque()   # queues of dropped streams, until a synchronize waits for them
         self.default = _Stream(self)
 
     def all_streams(self) -> list:
-        return [self.default] + [s._s for s in list(self.streams)]
+        return [self.default] + [s._s for s in list(self.streams)] + list(self.orphans)
+
+    def forget_finished(self, done: list) -> None:
+        """Drop the orphaned queues in ``done`` (a synchronize has waited for their work)."""
+        for q in done:
+            try:
+                self.orphans.remove(q)
+            except ValueError:       # not an orphan, or finished and dropped meanwhile
+                pass
+
+
+def _orphan_queue(dev: _Device, queue: _Stream) -> None:
+    """A dropped stream's queue may still hold work that ``tk.synchronize(backend)`` must wait for
+    (as the CPU's and OpenCL's synchronize do): it is kept in ``dev.orphans`` until a synchronize
+    has waited for it (before audit19 it was forgotten with the stream and synchronize returned
+    while its command buffers ran). Beyond 32 such queues the oldest are waited for here. A
+    finalizer runs whenever the garbage collector does: no lock, only the deque's atomic operations."""
+    dev.orphans.append(queue)
+    while len(dev.orphans) > 32:
+        try:
+            q = dev.orphans.popleft()
+        except IndexError:           # a synchronize emptied it meanwhile
+            break
+        if q.last is not None:
+            try:
+                q.last.wait()
+            except Exception:  # noqa: BLE001 - a finalizer must not raise; the error was the launch's
+                pass
 
 
 _DEVICES: dict = {}
@@ -235,13 +264,17 @@ class Metal(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "MetalStream":
-        return track_stream(self._dev, MetalStream(self, stream_priority(priority)))
+        s = track_stream(self._dev, MetalStream(self, stream_priority(priority)))
+        weakref.finalize(s, _orphan_queue, self._dev, s._s).atexit = False
+        return s
 
     def synchronize(self, timeout: float | None = None) -> None:
-        for s in self._dev.all_streams():
-            ev = s.last
+        queues = self._dev.all_streams()
+        for q in queues:
+            ev = q.last
             if ev is not None:
                 ev.wait(timeout)
+        self._dev.forget_finished(queues)
 
     instance_class = None   # set below
 

@@ -6,6 +6,7 @@ its own binary cache on disk). PoCL on the CPU is what CI tests with.
 """
 from __future__ import annotations
 
+import collections
 import threading
 import weakref
 from functools import lru_cache
@@ -64,6 +65,7 @@ class _Device:
         if "Portable Computing Language" in platform.name:
             self.build_options.append("-DTK_POCL=1")
         self.streams = weakref.WeakSet()
+        self.orphans = collections.deque()   # queues of dropped streams, until a synchronize finishes them
         self.lock = threading.Lock()
 
 
@@ -203,15 +205,24 @@ class OpenCL(Backend):
     # --- streams ------------------------------------------------------------------------------
 
     def stream(self, priority: int = 0) -> "CLStream":
-        return track_stream(self._dev, CLStream(self, stream_priority(priority)))
+        s = track_stream(self._dev, CLStream(self, stream_priority(priority)))
+        weakref.finalize(s, _orphan_queue, self._dev, s.queue).atexit = False
+        return s
 
     def synchronize(self, timeout: float | None = None) -> None:
-        queues = [self._dev.queue] + [s.queue for s in list(self._dev.streams)]
+        dev = self._dev
+        orphans = list(dev.orphans)
+        queues = [dev.queue] + [s.queue for s in list(dev.streams)] + orphans
         if timeout is None:
             for q in queues:
                 q.finish()
-            return
-        _finish_within(queues, timeout, repr(self))
+        else:
+            _finish_within(queues, timeout, repr(self))
+        for q in orphans:
+            try:
+                dev.orphans.remove(q)
+            except ValueError:          # finished and dropped by _orphan_queue meanwhile
+                pass
 
     instance_class = None   # set below
 
@@ -298,6 +309,26 @@ class CLEvent(DeviceEvent):
 
     def __repr__(self) -> str:
         return f"<tk.Event (OpenCL) {'done' if self.done() else 'pending'}>"
+
+
+def _orphan_queue(dev, queue) -> None:
+    """A dropped stream's queue may still hold work, which ``tk.synchronize(backend)`` must wait
+    for (as CUDA completes the work of a destroyed stream, and as the CPU's synchronize waits for
+    a dropped stream's jobs): it is kept in ``dev.orphans`` until a synchronize has finished it
+    (until audit spec19 it was forgotten with the stream, and synchronize returned while its
+    kernels ran). Beyond 32 such queues the oldest are finished here (idle by then, as a rule).
+    A finalizer runs whenever the garbage collector does, even while this thread holds
+    ``dev.lock``: so no lock here, only the deque's atomic operations."""
+    try:
+        queue.flush()
+    except Exception:  # noqa: BLE001 - a finalizer must not raise; synchronize finishes it anyway
+        pass
+    dev.orphans.append(queue)
+    while len(dev.orphans) > 32:
+        try:
+            dev.orphans.popleft().finish()
+        except IndexError:              # a synchronize emptied it meanwhile
+            break
 
 
 class CLStream:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import collections
 import threading
 import weakref
 from functools import lru_cache
@@ -191,6 +192,7 @@ class _Device:
         self.modules: dict = {}           # source -> (module, function)
         self.lock = threading.Lock()
         self.streams = weakref.WeakSet()
+        self.orphans = collections.deque()   # events recorded on dropped streams (driverstream.orphan_work)
         self.null = None                  # the default (null) stream
 
     def activate(self) -> None:

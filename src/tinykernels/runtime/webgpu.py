@@ -15,6 +15,7 @@ of it and mapped asynchronously).
 from __future__ import annotations
 
 import threading
+import sys
 import weakref
 from functools import lru_cache
 
@@ -163,6 +164,7 @@ class WebGPU(Backend):
     dev = "WEBGPU"
     is_host = False
     supports_float64 = False
+    bounded_loops = True          # lavapipe's 65535 back edges per work item (docs/webgpu.md)
 
     def __init__(self, device=None, debug: bool | None = None):
         self.debug = debug_flag(debug, self)
@@ -445,7 +447,7 @@ class WGPUKernelInstance(DeviceKernelInstance):
     def _build(self, args, geom, ndim, ranges, wg):
         wgpu = _wgpu()
         ir = self._ir(args, geom, ndim, ranges, wg)
-        src, layout, names, (wg_bytes, loc) = self._render(ir, ranges)
+        src, layout, names, (wg_bytes, loc), prints = self._render(ir, ranges)
         dev = self.backend._dev
         wg_limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
         if wg_bytes > wg_limit:
@@ -453,7 +455,7 @@ class WGPUKernelInstance(DeviceKernelInstance):
                                    f"collectives) but {self.backend.device_name} has {wg_limit} "
                                    "(max-compute-workgroup-storage-size; localmem elements take 4 bytes on WebGPU)",
                                    loc, self.name, ir.file)
-        narrays = sum(1 for p in ir.params if p[0] == "array") + (1 if ir.debug else 0)
+        narrays = sum(1 for p in ir.params if p[0] == "array") + (1 if ir.debug else 0) + (1 if prints else 0)
         limit = dev.limits.get("max-storage-buffers-per-shader-stage", 8)
         if narrays > limit:
             raise CompileError(f"kernel '{self.name}' binds {narrays} storage buffers but "
@@ -478,7 +480,7 @@ class WGPUKernelInstance(DeviceKernelInstance):
                     raise CompileError(f"WebGPU rejected the generated WGSL for kernel '{self.name}':\n{why}",
                                        ir.file, None, kernel=self.name) from None
                 entry = dev.pipelines[src] = (pipe, bgl)
-        return entry[0], entry[1], ir, layout, names
+        return entry[0], entry[1], ir, layout, names, prints
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         wgpu = _wgpu()
@@ -486,7 +488,7 @@ class WGPUKernelInstance(DeviceKernelInstance):
         if total == 0:
             return WGPUEvent(None)
         _check_geometry(self.name, geom, ndim, wg)
-        pipe, bgl, ir, layout, names = self._specialize(norm, geom, ndim, ranges, wg)
+        pipe, bgl, ir, layout, names, prints = self._specialize(norm, geom, ndim, ranges, wg)
         self._check_args(ir, norm, geom, ndim)
         check_stream(self.name, stream, self.backend)
         dev = self.backend._dev
@@ -505,6 +507,12 @@ class WGPUKernelInstance(DeviceKernelInstance):
             err = d.create_buffer_with_data(data=np.zeros(12, np.int32).tobytes(),
                                             usage=U.STORAGE | U.COPY_SRC)
             entries.append({"binding": b, "resource": {"buffer": err, "offset": 0, "size": err.size}})
+            b += 1
+        pbuf = None
+        if prints:
+            pbuf = d.create_buffer_with_data(data=np.zeros(PRINT_WORDS, np.uint32).tobytes(),
+                                             usage=U.STORAGE | U.COPY_SRC)
+            entries.append({"binding": b, "resource": {"buffer": pbuf, "offset": 0, "size": pbuf.size}})
         bg = d.create_bind_group(layout=bgl, entries=entries)
         groups = 1
         for dd in range(ndim):
@@ -523,11 +531,55 @@ class WGPUKernelInstance(DeviceKernelInstance):
         ev = dev.submit(enc)
         if stream is not None:
             stream._last = ev
+        if pbuf is not None:                 # the printed lines, once the kernel is done (as debug mode waits)
+            with dev.lock:
+                words = np.frombuffer(dev.queue.read_buffer(pbuf), np.uint32)
+            text = format_prints(words, prints)
+            if text:
+                sys.stdout.write(text)
+                sys.stdout.flush()
         if err is not None:
             with dev.lock:
                 info = np.frombuffer(dev.queue.read_buffer(err), np.int32).astype(np.int64)
             check_debug_info(info, names, ir.sites, self.name)
         return ev
+
+
+PRINT_WORDS = 1 << 18      # the tk.print buffer of a launch: 1 MiB (word 0 counts the words the records need)
+
+
+def _print_value(kind: str, words, k: int) -> tuple:
+    """One printed value (as the CPU's printf writes it) from ``words[k:]``, and the next k."""
+    w = int(words[k])
+    if kind == "f":
+        return "%g" % float(np.uint32(w).view(np.float32)), k + 1
+    if kind == "i":
+        return str(w - (1 << 32) if w >= 1 << 31 else w), k + 1
+    if kind == "U":
+        return str(w | (int(words[k + 1]) << 32)), k + 2
+    return str(w), k + 1                      # "u", and "b" as 1/0
+
+
+def format_prints(words, sites) -> str:
+    """The lines of a launch's ``tk.print`` records (``codegen.wgsl.WGSLRenderer.s_Print``): the
+    texts and values of each call separated by spaces, as on the CPU and the interpreter. Records
+    that did not fit in the buffer are summarized in one line."""
+    used, k, end, lines = int(words[0]), 1, min(int(words[0]) + 1, len(words)), []
+    while k < end and words[k]:              # (a 0: the first record that did not fit, none after it did)
+        texts, kinds = sites[int(words[k]) - 1]
+        k += 1
+        parts, it = [], iter(kinds)
+        for t in texts:
+            if t is not None:
+                parts.append(t)
+                continue
+            v, k = _print_value(next(it), words, k)
+            parts.append(v)
+        lines.append(" ".join(parts))
+    if used + 1 > len(words):
+        lines.append(f"[tinykernels: tk.print output truncated: {used + 1 - len(words)} more words than the "
+                     f"{len(words)}-word print buffer of a WebGPU launch]")
+    return "".join(line + "\n" for line in lines)
 
 
 def _check_geometry(name, geom, ndim, wg) -> None:

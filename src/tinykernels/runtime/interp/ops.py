@@ -475,13 +475,19 @@ def _scalar_pow(a, b):
         return _neg_inf_pow(a, b, a ** b)
 
 
+def _neg_int_pow(a: int, b: int) -> int:
+    """Integer ``a ** b`` for ``b < 0``: ``1 / a ** -b`` truncated toward zero (1 for a = 1,
+    +-1 for a = -1, else 0), as every backend computes it (NumPy raises instead)."""
+    return 1 if a == 1 else (-1 if b & 1 else 1) if a == -1 else 0
+
+
 @_int_op
 def op_pow(a, b):
     ta, tb = type(a), type(b)
     if ta in _PYNUM and tb in _PYNUM:
         if (ta is int or ta is bool) and (tb is int or tb is bool):
             if b < 0:
-                return 0
+                return _neg_int_pow(a, b)
             return wrap64(pow(a, b, 1 << 64))
         return float(_scalar_pow(np.float64(a), np.float64(b)))
     if isinstance(a, Narrow) or isinstance(b, Narrow):
@@ -491,7 +497,7 @@ def op_pow(a, b):
     try:
         return a ** b
     except ValueError:                 # NumPy: integers to negative integer powers
-        return np.result_type(a, b).type(0)   # the operands' promoted type (a bool base too)
+        return np.result_type(a, b).type(_neg_int_pow(int(a), int(b)))   # the promoted type (a bool base too)
 
 
 def _fast_pow(x, y):

@@ -9,16 +9,28 @@ from __future__ import annotations
 #: ``Options.exclude`` (all of them by default) so that long runs keep finding *new* problems;
 #: tests/test_fuzz.py holds a strict-xfail regression test for each.
 KNOWN_BUGS: dict = {
-    'wgsl-fma-rounds-twice': "WebGPU on lavapipe: tk.fma is the WGSL fma builtin, which rounds a * b before adding c: "
-                             "fma(1 + 2^-12, 1 + 2^-12, -(1 + 2^-11)) gives 0, CPU and the interpreter 2^-24 "
-                             "(audit18a, porting Numba's test_fma). An emulation (Boldo-Melquiond) was correct alone "
-                             "but broke flash_decode at head_dim 512 on lavapipe (results of 1e35 and NaN), so it was "
-                             "withdrawn; the fuzzer's operands rarely cancel to the product's last bits",
 }
 
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'c-weak-int32-shape-index': ("CPU32 (the WebGPU profile's reference): A.shape[k] and tk.index() values, weak "
+                                 "int32 there as on WebGPU, were rendered as the C backend's int64 variables, so "
+                                 "int(x) * (-8 * A.shape[0]) was computed in 64 bits where WebGPU wraps at 32 "
+                                 "(fuzzer seed 88700350, --edges 1: -1.01e11 against WebGPU's 1.61e9)",
+        "fixed: the C-like renderers cast a shape or index typed narrower than 64 bits to its type "
+        "(codegen/clike.py); kernels of the other backends, typed int64 there, render as before"),
+    'wgsl-fma-rounds-twice': ("WebGPU on lavapipe: tk.fma was the WGSL fma builtin, which rounds a * b before "
+                              "adding c: fma(1 + 2^-12, 1 + 2^-12, -(1 + 2^-11)) gave 0, CPU and the interpreter "
+                              "2^-24 (audit18a, porting Numba's test_fma; the fuzzer's operands rarely cancel to "
+                              "the product's last bits). A first emulation was withdrawn because flash_decode at "
+                              "head_dim 512 then returned 1e35 and NaN: the emulated fma is too large a loop body "
+                              "for NIR to unroll the q.k product's 16 lanes, so its 64-key work items passed "
+                              "lavapipe's 65535 loop back edges and left their output unwritten",
+        "fixed: tk_fma emulates one rounding (codegen/wgsl.py: Boldo-Melquiond on operands scaled by their "
+        "bits, the product's error from the integer product, subnormal results rounded once from the sign "
+        "of the residual, no frexp/ldexp); flash_decode's WebGPU chunks keep LOOP_BUDGET // (2 * head_dim "
+        "+ 40) keys (llm/attention.py), whatever the driver unrolls"),
     'interp-int-pow-negative-type': ("INTERP: an integer to a negative integer power (0 by the documented rule) took "
                                      "the type of `a * 0 + b * 0`, so a bool base made int64 where the kernel types "
                                      "int16 (NumPy's bool * weak int is int64): a later power did not wrap, CPU "
