@@ -1083,6 +1083,36 @@ def test_bug_zero_minus_converted_int_is_positive_zero():
 
 
 @tk.kernel
+def k_folded_zero_minus(o, u, x):
+    i = tk.index()
+    # u[i] != u[i]: False, which GCC's folder sees within the one C expression (not a local's)
+    o[i, 0] = (u[i] != u[i]) - tk.float32(u[i])  # GCC 12 folded 0.0 - (float)u to -(float)u
+    o[i, 1] = (u[i] != u[i]) + -tk.float32(u[i])  # a + -b is a - b to GCC: the same fold
+    o[i, 2] = -float(u[i]) + (u[i] != u[i])
+    o[i, 3] = (u[i] != u[i]) - abs(x[i])         # fabs: never -0.0 to GCC either
+    o[i, 4] = (u[i] != u[i]) - (2.0 if u[i] > 5 else 0.0)    # a ?: of constants
+    o[i, 5] = tk.float64(u[i] - u[i]) - float(u[i])
+
+
+# fixed: gcc-folded-zero-minus
+def test_bug_zero_minus_where_gcc_folds_the_zero_keeps_positive_zero():
+    """Fuzzer seed 88301372 (--fastmath 0.3 --rng 1 --print 1, fuzz19): `(io[i] != io[i]) -
+    tk.float32(io[i])` stored -0.0 on the CPU for io[i] == 0 (NumPy +0.0): GCC folds `x != x` to 0
+    and then, in the same C expression, `0.0 - (float)u` to `-(float)u` (gcc-zero-minus-int's fold
+    with a zero the renderer cannot see). Signs checked bit for bit against NumPy."""
+    u = np.array([0, 1, 0, 7], np.uint8)
+    x = np.array([-0.0, 1.5, 0.0, -2.5])
+    with np.errstate(all="ignore"):
+        z = u != u
+        want = np.stack([z - u.astype(np.float32), z + -u.astype(np.float32), -u.astype(np.float64) + z,
+                         z - np.abs(x), z - np.where(u > 5, 2.0, 0.0), (u - u).astype(np.float64) - u], axis=1)
+    assert not np.signbit(want[[0, 2], :]).any() and (want[3] < 0).all()
+    for b in _backends():
+        got = _run(k_folded_zero_minus, b, [np.full((4, 6), 9.0), u, x])[0]
+        assert got.tolist() == want.tolist() and (np.signbit(got) == np.signbit(want)).all(), (str(b), got)
+
+
+@tk.kernel
 def k_fma_narrow_zero(o):
     i = tk.index()
     # fma of fp8 values whose exact result is 0 stays fp8, so a Python float meeting it rounds to fp8

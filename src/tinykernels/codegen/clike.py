@@ -44,10 +44,32 @@ def portable_helpers(with_f64: bool = True) -> str:
         if sfx[0] == "f":
             # 0.0 - x: GCC 12 folds it to -x when x comes from an integer (wrong for x == +0.0)
             out.append(f"TK_INLINE {t} tk_zsub_{sfx}({t} a) {{ return a == 0 ? ({t})0 : -a; }}")
+            # a - b where GCC 12 may fold a to +0.0 (`(float)(x != x) - (float)i`): a call hides
+            # b's form from its folder (see gcc_never_minus_zero)
+            out.append(f"TK_INLINE {t} tk_fsub_{sfx}({t} a, {t} b) {{ return a - b; }}")
     out.append("TK_INLINE bool tk_min_b(bool a, bool b) { return a && b; }")
     out.append("TK_INLINE bool tk_max_b(bool a, bool b) { return a || b; }")
     out += [f"#define tk_ident_min_{s} ({lo})\n#define tk_ident_max_{s} ({hi})" for s, (lo, hi) in _LIMITS.items()]
     return "\n".join(out) + "\n"
+
+
+def gcc_never_minus_zero(e) -> bool:
+    """Whether GCC's folder of C expressions (GENERIC, every optimisation level) may take the C
+    of ``e`` for a value that cannot be -0.0: a conversion from an integer, fabs, a constant, a
+    ``?:`` of such (fold-const's tree_expr_maybe_real_minus_zero_p), with a sign in front.
+    GCC 12 then folds ``0.0 - e`` (and ``0.0 + -e``) to ``-e``, which is -0.0 where e is +0.0
+    (FIXED_BUGS gcc-zero-minus-int, gcc-folded-zero-minus); the left operand need not be a
+    literal, only something GCC folds to +0.0 within the same expression (``(float)(x != x)``),
+    so the renderer keeps such an ``e`` out of a subtraction's (or a negated addend's) view."""
+    if isinstance(e, N.Unary) and e.op in ("-", "+"):
+        return gcc_never_minus_zero(e.a)
+    if isinstance(e, (N.Cast, N.Const)):
+        return True
+    if isinstance(e, N.Call):
+        return e.fn in ("abs", "fabs")
+    if isinstance(e, N.Select):                 # (either arm: more than GCC needs, never less)
+        return gcc_never_minus_zero(e.a) or gcc_never_minus_zero(e.b)
+    return False
 
 
 def mangle(name: str) -> str:
@@ -267,6 +289,14 @@ class CLikeRenderer:
         if op == "-" and d.is_float and isinstance(e.a, N.Const) and e.a.value == 0 and \
                 math.copysign(1.0, e.a.value) > 0:
             return f"tk_zsub_{self.fsuffix(d)}({b})"               # +0.0 - x (see portable_helpers)
+        if d.is_float and op == "-" and not isinstance(e.b, N.Const) and gcc_never_minus_zero(e.b):
+            return f"tk_fsub_{self.fsuffix(d)}({a}, {b})"          # a - b, b out of GCC's view
+        if d.is_float and op == "+":                              # a + -x is a - x (IEEE), as GCC folds it
+            for keep, neg in ((a, e.b), (b, e.a)):
+                while isinstance(neg, N.Cast) and neg.a.ty.dtype.is_float and not neg.ty.dtype.is_storage_only:
+                    neg = neg.a                                   # (T)-x is -(T)x (the call converts x)
+                if isinstance(neg, N.Unary) and neg.op == "-" and gcc_never_minus_zero(neg.a):
+                    return f"tk_fsub_{self.fsuffix(d)}({keep}, {self.expr(neg.a)})"
         if op in ("&", "|", "^", "+", "*") and d.kind == "b":     # NumPy: bool + bool is logical or
             return f"((bool)(({a}) {op} ({b})))"
         return self.wrap_narrow(e.ty, f"{a} {C_BINOPS[op]} {b}")

@@ -312,6 +312,15 @@ FIXED_BUGS = {
                            "`-(double)i` at every optimisation level (a GCC bug: the fold is wrong for +0.0)",
         "worked around: the C-like renderers emit `+0.0 - x` as tk_zsub (x == 0 ? 0 : -x), which GCC keeps "
         "(codegen/clike.py); -frounding-math would also do, but stops GCC vectorizing sqrt and division"),
+    'gcc-folded-zero-minus': ("CPU (GCC 12): `(io[i] != io[i]) - tk.float32(io[i])` stored -0.0 for io[i] == 0 "
+                              "(NumPy +0.0; fuzzer seed 88301372, --fastmath 0.3 --rng 1 --print 1, fuzz19): GCC "
+                              "folds `x != x` to 0 and then, within the same C expression, `0.0 - (float)u` to "
+                              "`-(float)u`, gcc-zero-minus-int's fold with a zero only GCC sees. Its folder takes "
+                              "a conversion from an integer, fabs or a ?: of constants for never -0.0, and "
+                              "`0.0 + -e` is `0.0 - e` to it",
+        "worked around: the C-like renderers write a float `a - e` and `a + -e` (also `-e + a`) with such an `e` "
+        "as tk_fsub(a, e), an inline function whose body GCC folds only after `e` is a plain SSA value "
+        "(codegen/clike.py gcc_never_minus_zero)"),
     'fma-narrow-zero': ("tk.fma on fp8/float16 values whose exact result is 0 returned a float32 on the "
                         "interpreter, so a Python float meeting it later was not rounded to the narrow type "
                         "(`math.atan2(tk.fma(0.0, 3.0, tk.float8_e4m3fn(1e-10)), 1e300)`: 0.0 vs NaN)",
