@@ -479,3 +479,86 @@ def test_a_func_that_stores_into_an_output_array(be):
     fn = lambda o, t, x_: func_writes_an_array(be)(o, t, x_, 3, ndrange=5)  # noqa: E731
     both_modes(be, fn, [np.zeros(5), np.zeros((5, 3)), x],
                {0: RNG.standard_normal(5), 1: RNG.standard_normal((5, 3))}, wrt=[2])
+
+
+# --- gather-form stencils with branches, collectives over partial groups, two-operand math ---------
+
+@tk.kernel
+def branchy_stencil(y, z, x: tk.Const, c: tk.Const):
+    """Stencils whose reads of x sit in both arms of an if on x itself, in a ternary, and beside
+    another read-only array read at offsets (the gather form re-evaluates each neighbour's ifs)."""
+    (i,) = tk.index(tk.Global, tk.Cartesian)
+    if x[i] > 0.0:
+        y[i] = x[i - 1] * x[i + 1] + c[i - 1]
+    else:
+        y[i] = math.sin(x[i + 2]) * c[i + 1]
+    z[i] = (x[i - 1] if x[i] > x[i + 1] else x[i + 1] * 2.0) * c[i]
+
+
+@tk.kernel
+def parity_stencil_2d(y, x: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    if (i + j) % 2 == 0:
+        y[i, j] = x[i - 1, j] * x[i, j + 1]
+    else:
+        y[i, j] = math.exp(x[i + 1, j - 1]) - x[i, j]
+
+
+def test_stencils_with_branches_over_ranges_with_steps(be):
+    n = 12
+    x, c = RNG.uniform(-1, 1, n), RNG.uniform(-1, 1, n)
+    for nd in (range(1, n - 2), range(2, n - 3, 3)):
+        fn = lambda y, z, x_, c_: branchy_stencil(be)(y, z, x_, c_, ndrange=nd)  # noqa: E731
+        both_modes(be, fn, [RNG.standard_normal(n), RNG.standard_normal(n), x, c],
+                   {0: RNG.standard_normal(n), 1: RNG.standard_normal(n)}, wrt=[2, 3])
+    X = RNG.uniform(-1, 1, (7, 8))
+    for nd in ((range(1, 6), range(1, 7)), (range(1, 6, 2), range(2, 7))):
+        fn = lambda y, x_: parity_stencil_2d(be)(y, x_, ndrange=nd)  # noqa: E731
+        both_modes(be, fn, [RNG.standard_normal((7, 8)), X], {0: RNG.standard_normal((7, 8))}, wrt=[1])
+
+
+@tk.kernel
+def collectives(y, x: tk.Const, n):
+    """group_reduce (add, max, min) and group_scan (exclusive, inclusive) of active values,
+    also inside a loop that carries a local through them."""
+    i = tk.index()
+    v = math.sin(x[i]) * x[i]
+    s = tk.group_reduce(v, "add")
+    m = tk.group_reduce(v * 1.5, "max")
+    lo = tk.group_reduce(x[i] * x[i], "min")
+    c = tk.group_scan(v, "add", inclusive=False)
+    acc = 0.0
+    for k in range(n):
+        u = x[i] * float(k + 1) + acc * 0.1
+        acc += tk.group_reduce(u * u, "add") * 0.01 + tk.group_scan(u, "add", inclusive=True) * 0.1
+    y[i] = s * v + m * m - lo + c * x[i] + acc
+
+
+def test_collectives_over_partial_groups(be):
+    # the last group partial (masked items add nothing); each group's max and min well apart from
+    # the runner-up (float32's finite-difference step is 1e-2)
+    xs = np.array([0.9, -0.35, 0.55, 0.15, -0.75, 0.4, -0.6, 0.25, 0.7, -0.2, 0.05, -0.95, 0.3])
+    for n, wg in ((13, 8), (7, 4)):
+        x = xs[:n]
+        fn = lambda y, x_: collectives(be)(y, x_, 3, ndrange=n, workgroupsize=wg)  # noqa: E731
+        both_modes(be, fn, [np.zeros(n), x], {0: RNG.standard_normal(n)}, wrt=[1])
+
+
+@tk.kernel
+def two_operand_math(y, a: tk.Const, b: tk.Const):
+    """fmod and % with both operands active (d/db = -trunc(a/b), -floor(a/b)), floor division
+    (no gradient), clamp with active bounds, copysign, and powers with both operands active."""
+    i = tk.index()
+    y[i] = (math.fmod(a[i] * 3.7, b[i]) + (a[i] * 2.3) % b[i] + (-a[i] * 1.9) % b[i]
+            + (a[i] // b[i]) * a[i] + tk.clamp(a[i], b[i] - 1.0, b[i]) * 2.0
+            + math.copysign(a[i] * b[i], b[i] - a[i]) + abs(a[i]) ** b[i] + abs(b[i]) ** -a[i]
+            + 2.0 ** a[i] + a[i] ** 3.0 + b[i] ** -2)
+
+
+def test_two_operand_math_with_both_operands_active(be):
+    # every jump of fmod, %, //, clamp and copysign more than 0.04 away in a and in b (float32's
+    # finite-difference step is 1e-2)
+    a = np.array([-1.42, 1.36, -0.59, 0.5, -0.46, 0.35])
+    b = np.array([1.17, -0.93, 0.83, 0.71, -0.67, 0.53])
+    fn = lambda y, a_, b_: two_operand_math(be)(y, a_, b_, ndrange=6)  # noqa: E731
+    both_modes(be, fn, [np.zeros(6), a, b], {0: RNG.standard_normal(6)}, wrt=[1, 2])
