@@ -562,3 +562,40 @@ def test_two_operand_math_with_both_operands_active(be):
     b = np.array([1.17, -0.93, 0.83, 0.71, -0.67, 0.53])
     fn = lambda y, a_, b_: two_operand_math(be)(y, a_, b_, ndrange=6)  # noqa: E731
     both_modes(be, fn, [np.zeros(6), a, b], {0: RNG.standard_normal(6)}, wrt=[1, 2])
+
+
+# --- one array passed to two read-only parameters ---------------------------------------------------
+
+@tk.kernel
+def two_views(y, a: tk.Const, b: tk.Const, s, t):
+    """a read at an offset, b at the own index: with a and b the same array, items i and i + 1
+    both add to element i + 1 of its gradient."""
+    i = tk.index()
+    y[i] = y[i] * a[i + 1] * b[i] * s + t * a[i + 1]
+
+
+def test_an_array_passed_to_two_read_only_parameters(be, monkeypatch):
+    """The adjoint kernel adds to a read-only argument's shadow plainly where items own their
+    elements (a[i + 1]: every read of a at the same offset) and the strips' partial sums add the
+    scalars one by one; with one array (or one tk.Active scalar) behind two parameters, the
+    replay passed the one shadow twice, so items i (through a) and i + 1 (through b) updated one
+    element at once: a lost update wherever they run concurrently (GPU lanes; tk.adjoint itself
+    refuses aliased shadows). Each parameter now gets a shadow of its own, summed after the
+    launch: the launch never sees two shadows sharing memory, and the gradient is the sum."""
+    import importlib
+    ad = importlib.import_module("tinykernels.autodiff")
+    seen = []
+    launch = ad.AdjointLauncher.launch
+
+    def spy(self, primal, shadows, *rest):
+        ptrs = [s.__array_interface__["data"][0] if isinstance(s, np.ndarray) else id(s)
+                for s in shadows.values()]
+        seen.append(len(set(ptrs)) == len(ptrs))
+        return launch(self, primal, shadows, *rest)
+    monkeypatch.setattr(ad.AdjointLauncher, "launch", spy)
+    n = 9
+    x, y0 = RNG.uniform(0.5, 1.5, n + 1), RNG.uniform(0.5, 1.5, n)
+    fn = lambda y, x_, w: two_views(be)(y, x_, x_, w, w, ndrange=n)  # noqa: E731
+    sh, (dw,) = check_reverse(be, fn, [y0, x, 0.7], {0: RNG.standard_normal(n)}, wrt=[0, 1], active=[2])
+    assert seen and all(seen), seen
+    check_forward(be, fn, [y0, x, 0.7], {0: RNG.standard_normal(n), 1: RNG.standard_normal(n + 1)}, outs=[0])
