@@ -144,3 +144,148 @@ def test_fuzz_gradient_kernels_adjoint_identity(seed):
     args = [a.value.copy() if isinstance(a.value, np.ndarray) else a.value for a in case.args]
     fs = crosscheck(k, args, case.ndrange, case.workgroupsize, backend="INTERP", seed=seed, jax=HAS_JAX)
     assert [f for f in fs if f.mismatch] == [], fs
+
+
+# --- finite-difference verdicts (no JAX needed: its side is replaced by known values) ---------
+
+@tk.kernel
+def sin_mix(y, x, z):
+    i = tk.index()
+    y[i] = math.sin(x[i]) * z[i] + x[i] * x[i]
+
+
+@tk.kernel
+def overflowing(y, x):
+    i = tk.index()
+    y[i] = math.exp(x[i] * 1000.0) * x[i]
+
+
+@tk.kernel
+def cancelling(y, x):
+    """y = v - hypot(v, c) at v ~ 1.8e7 moves in steps of ulp(v) = 3.7e-9: its derivative (about
+    -1e-7 per unit of x) is below what finite differences resolve (gradgen seed 85000131's y1)."""
+    i = tk.index()
+    v = 1.8e7 + x[i]
+    y[i] = v - math.hypot(v, 2.0 + math.sin(x[i]))
+
+
+_ORIG_REV, _ORIG_FWD = tk_reverse, __import__("tinykernels.testing.adcross", fromlist=["tk_forward"]).tk_forward
+
+
+def _fake_jax(edit):
+    """A stand-in for adcross.jax_derivatives: tk.autodiff's own (J^T u, J v), edited."""
+    def fake(kernel, args, u, v, ndrange, workgroupsize=None):
+        b = tk.backend("INTERP")
+        inst = kernel(b)
+
+        def fn(*a):
+            inst(*a, ndrange=ndrange, workgroupsize=workgroupsize)
+        jtu, _ = _ORIG_REV(fn, args, u, b)
+        jv = _ORIG_FWD(fn, args, v, {}, b)
+        edit(jtu, jv)
+        return jtu, jv
+    return fake
+
+
+def _sin_mix_args():
+    rng = np.random.default_rng(1)
+    return [np.zeros(6), rng.uniform(-1.5, 1.5, 6), rng.uniform(-1.5, 1.5, 6)]
+
+
+def _by_kind(fs):
+    return {f.kind: f for f in fs}
+
+
+def test_fd_decides_a_disagreement_against_a_wrong_jax(monkeypatch):
+    """JAX's side off by 0.1 at one element in each mode: central differences side with
+    tk.autodiff, so the findings say JAX is wrong and are not counted as mismatches."""
+    from tinykernels.testing import adcross
+
+    def edit(jtu, jv):
+        jtu[1][3] += 0.1
+        jv[0][2] += 0.1
+    monkeypatch.setattr(adcross, "jax_derivatives", _fake_jax(edit))
+    fs = _by_kind(crosscheck(sin_mix, _sin_mix_args(), 6, backend="INTERP", seed=2))
+    assert fs["rev-jax"].verdict == "jax" and "(3,)" in fs["rev-jax"].detail, fs
+    assert fs["fwd-jax"].verdict == "jax" and "(2,)" in fs["fwd-jax"].detail, fs
+    assert not any(f.mismatch for f in fs.values()), fs
+    assert set(fs) == {"rev-jax", "fwd-jax"}
+
+
+def test_fd_decides_a_disagreement_against_a_wrong_tk(monkeypatch):
+    """tk.autodiff's reverse mode off at one element: the finding says tk.autodiff is wrong, and
+    the adjoint identity's finding says forward mode is the one that agrees with the finite
+    difference."""
+    from tinykernels.testing import adcross
+    monkeypatch.setattr(adcross, "jax_derivatives", _fake_jax(lambda jtu, jv: None))
+
+    def wrong_reverse(fn, args, u, backend):
+        jtu, gs = _ORIG_REV(fn, args, u, backend)
+        jtu[2][1] *= 1.5
+        return jtu, gs
+    monkeypatch.setattr(adcross, "tk_reverse", wrong_reverse)
+    fs = _by_kind(crosscheck(sin_mix, _sin_mix_args(), 6, backend="INTERP", seed=2))
+    assert fs["rev-jax"].verdict == "tk" and fs["rev-jax"].mismatch, fs
+    assert "(1,)" in fs["rev-jax"].detail
+    assert "forward agrees" in fs["adjoint"].detail, fs["adjoint"]
+    assert "fwd-jax" not in fs
+
+
+def test_nan_on_both_sides_is_not_agreement_where_fd_is_finite(monkeypatch):
+    """Both sides NaN at an element whose derivative is smooth and finite (what hid gradgen seed
+    85000131's bug: JAX was NaN there too and NaN matched NaN): both are wrong."""
+    from tinykernels.testing import adcross
+
+    def nan_at(jtu, jv):
+        jtu[2][4] = np.nan
+        jv[0][5] = np.nan
+    monkeypatch.setattr(adcross, "jax_derivatives", _fake_jax(nan_at))
+    monkeypatch.setattr(adcross, "tk_reverse", lambda *a: (lambda r: (nan_at(r[0], {0: np.zeros(6)}), r)[1])(_ORIG_REV(*a)))
+    monkeypatch.setattr(adcross, "tk_forward", lambda *a: (lambda jv: (nan_at({2: np.zeros(6)}, jv), jv)[1])(_ORIG_FWD(*a)))
+    fs = [f for f in crosscheck(sin_mix, _sin_mix_args(), 6, backend="INTERP", seed=2) if f.kind != "adjoint"]
+    assert {(f.kind, f.verdict) for f in fs} == {("rev-jax", "both"), ("fwd-jax", "both")}, fs
+    assert all(f.mismatch for f in fs)
+    # without finite differences, NaN matches NaN as before
+    fs = [f for f in crosscheck(sin_mix, _sin_mix_args(), 6, backend="INTERP", seed=2, fd=False) if f.kind != "adjoint"]
+    assert fs == [], fs
+
+
+def test_a_nonfinite_derivative_of_a_nonfinite_output_is_undefined(monkeypatch):
+    """exp(1000 x) overflows to inf at x = 1: the output is inf, so a NaN against an inf tangent
+    there is a convention, not an error (gradgen seed 85200132: tk.autodiff NaN, jax.jvp -inf
+    where io0 is -inf); the finite elements are still compared."""
+    from tinykernels.testing import adcross
+
+    def edit(jtu, jv):
+        jv[0][1] = -jv[0][1] if np.isinf(jv[0][1]) else np.inf
+    monkeypatch.setattr(adcross, "jax_derivatives", _fake_jax(edit))
+    x = np.array([0.1, 1.0, -0.2, 0.3])
+    fs = crosscheck(overflowing, [np.zeros(4), x], 4, backend="INTERP", seed=2)
+    fwd = [f for f in fs if f.kind == "fwd-jax"]
+    assert len(fwd) == 1 and fwd[0].verdict == "undefined" and not fwd[0].mismatch, fs
+    assert "(1,)" in fwd[0].detail
+
+
+def test_a_kink_or_a_quantized_output_leaves_the_disagreement_undecided(monkeypatch):
+    """Where the finite difference cannot see the gap it reports 'undecided' (a mismatch still):
+    abs at 0 (a kink between the steps), and an output that moves in steps of 3.7e-9 whose
+    derivative, about 1e-7, finite differences give as exactly 0."""
+    from tinykernels.testing import adcross
+
+    def edit(jtu, jv):
+        jv[0][0] *= 1.1
+    monkeypatch.setattr(adcross, "jax_derivatives", _fake_jax(edit))
+    fs = crosscheck(cancelling, [np.zeros(3), np.array([0.3, -0.7, 1.1])], 3, backend="INTERP", seed=2)
+    fwd = [f for f in fs if f.kind == "fwd-jax"]
+    assert len(fwd) == 1 and fwd[0].verdict == "undecided" and fwd[0].mismatch, fs
+    assert "fd 0 " in fwd[0].detail
+    monkeypatch.setattr(adcross, "jax_derivatives", _fake_jax(lambda jtu, jv: jtu[1].__setitem__(0, -jtu[1][0])))
+    fs = crosscheck(kinked, [np.zeros(3), np.array([0.3 + 3e-6, -0.7, 1.1])], 3, backend="INTERP", seed=2)
+    rev = [f for f in fs if f.kind == "rev-jax"]
+    assert len(rev) == 1 and rev[0].verdict == "undecided" and rev[0].mismatch, fs
+
+
+@tk.kernel
+def kinked(y, x):
+    i = tk.index()
+    y[i] = abs(x[i] - 0.3) * 2.0

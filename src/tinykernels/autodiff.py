@@ -1078,11 +1078,28 @@ class _Recorder:
         inst = r.inst
         kernel, b = inst.kernel, inst.backend
         diff = _diff_names(kernel, r.args)
-        shadows = {}
+        shadows, seen, extra = {}, set(), []
         for (name, _), a in zip(kernel.params, r.args):
             if name in diff:
-                shadows[name] = self.scalar_shadow(a, b) if _is_float_scalar(a) else self.shadow(a, b)
+                s = self.scalar_shadow(a, b) if _is_float_scalar(a) else self.shadow(a, b)
+                key = id(s)
+                if key in seen:
+                    # the same array (or Active scalar) as an earlier argument of this launch
+                    # (only read-only arguments may share memory): a zero shadow of its own, added
+                    # in after the launch. The adjoint kernel's shadows must not alias, as
+                    # tk.adjoint's own check demands: it adds to a read-only argument's shadow
+                    # plainly where items own their elements (A[i + 1] in one argument, B[i] in
+                    # the other: items i and i + 1 both add to element i + 1, a lost update
+                    # where they run at once), and its partial sums add scalars one by one.
+                    extra.append((s, _zeros_like(s, b)))
+                    s = extra[-1][1]
+                seen.add(id(s))
+                shadows[name] = s
         _launcher_of(inst).launch(list(r.args), shadows, r.ndrange, r.wg, restore)
+        for dst, own in extra:
+            h = _host_copy(dst)
+            h += _host_copy(own).astype(h.dtype)
+            _put(dst, h)
         restore()                     # the adjoint's forward sweep rewrote what the launch wrote
 
     def replay_copy(self, dst, src) -> None:

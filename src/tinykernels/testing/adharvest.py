@@ -78,6 +78,8 @@ def pytest_sessionfinish(session):
             for f in fs:
                 if f.mismatch:
                     stats[f.kind] += 1
-                out.write(f"{k.name} ({test}): {f.kind} {f.detail}\n")
+                elif f.verdict:
+                    stats[f"{f.kind} ({f.verdict})"] += 1
+                out.write(f"{k.name} ({test}): {f.kind} {f.verdict or ''} {f.detail}\n")
             out.flush()
         out.write(f"counts {dict(stats)}, {time.time() - t0:.0f} s\n")
