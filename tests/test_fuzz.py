@@ -2756,3 +2756,19 @@ def test_bug_wgsl_fma_rounds_once():
     got = _run(k_wgsl_fma, "WEBGPU", [np.zeros(3, np.float32), a, a, c])[0]
     want = _run(k_wgsl_fma, INTERP, [np.zeros(3, np.float32), a, a, c])[0]
     assert got.tolist() == want.tolist() and got[0] == 2.0 ** -24
+
+
+@tk.kernel
+def k_wgsl_zero_minus_folded_zero(o):
+    i = tk.index()
+    o[i] = ~True - tk.float8_e4m3fn(0.0) / 1      # False - 0.0: +0.0
+
+
+# fixed: wgsl-xor-mark-cancels
+# (fuzzer seed 88701127, WebGPU profile with --edges: -0.0 on WebGPU, +0.0 on CPU32)
+@needs_webgpu
+def test_bug_wgsl_zero_minus_a_left_operand_folded_to_the_opaque_zero_is_positive():
+    args = [np.full(4, 7.0, np.float32)]
+    for b in ("WEBGPU", INTERP):
+        got = _run(k_wgsl_zero_minus_folded_zero, b, args, ndrange=4)[0]
+        assert got.tolist() == [0.0] * 4 and not np.signbit(got).any(), (b, got)

@@ -428,15 +428,3 @@ def test_integer_power_with_a_negative_exponent_is_the_truncated_reciprocal(b, d
                       for y in e.tolist()] for x in a.tolist()], dt)
     np.testing.assert_array_equal(got, want)
 
-
-@tk.kernel
-def zero_minus_folded_zero(o):
-    i = tk.index()
-    o[i] = ~True - tk.float8_e4m3fn(0.0) / 1      # False - 0.0: +0.0
-
-
-# fixed: wgsl-xor-mark-cancels (fuzzer seed 88701127: -0.0 on WebGPU)
-@pytest.mark.parametrize("b", ALL, ids=lambda b: b.name)
-def test_zero_minus_zero_where_the_left_zero_is_folded_is_positive_zero(b):
-    (got,) = _launch(zero_minus_folded_zero(b), b, [np.full(4, 7.0, np.float32)], ndrange=4)
-    assert got.tolist() == [0.0] * 4 and not np.signbit(got).any(), got
