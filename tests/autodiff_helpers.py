@@ -39,3 +39,20 @@ def dev(x, be, dtype=None):
 def host(a):
     """A float64 NumPy copy of a host or device array."""
     return np.array(a.numpy() if isinstance(a, tk.Array) else a, dtype=np.float64)
+
+
+def put(be, x):
+    """A copy of ``x`` on ``be``, keeping its dtype (a NumPy array on the host backends); ``dev``
+    converts to the tests' float dtype instead."""
+    x = np.array(x)
+    return x if be.is_host else tk.asarray(x, backend=be)
+
+
+def get(x):
+    """A NumPy copy of a host or device array, keeping its dtype (``host`` gives float64)."""
+    return np.array(x.numpy() if isinstance(x, tk.Array) else x)
+
+
+def interp(be) -> bool:
+    """Whether ``be`` is the interpreter (its check mode too)."""
+    return isinstance(be, tk.Interpreter)

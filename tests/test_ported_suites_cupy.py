@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params
+from autodiff_helpers import backend_params, get, interp, put
 from gen_kernels import make_kernel
 
 _GEN = os.path.join(tempfile.gettempdir(), "tinykernels_ported_suites_cupy")
@@ -41,20 +41,6 @@ INT_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.in
 @pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
 def be(request):
     return tk.backend(request.param)
-
-
-def interp(be):
-    return isinstance(be, tk.Interpreter)
-
-
-def put(be, x):
-    """A copy of ``x`` on ``be`` (a NumPy array on the host backends)."""
-    x = np.array(x)
-    return x if be.is_host else tk.asarray(x, backend=be)
-
-
-def get(x):
-    return np.array(x.numpy() if isinstance(x, tk.Array) else x)
 
 
 def need(be, *dtypes):

@@ -21,21 +21,12 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params
+from autodiff_helpers import backend_params, get, put
 
 
 @pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
 def be(request):
     return tk.backend(request.param)
-
-
-def put(be, x):
-    x = np.array(x)
-    return x if be.is_host else tk.asarray(x, backend=be)
-
-
-def get(x):
-    return np.array(x.numpy() if isinstance(x, tk.Array) else x)
 
 
 def intt(be):

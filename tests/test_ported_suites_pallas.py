@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params
+from autodiff_helpers import backend_params, get, interp, put
 
 RNG = np.random.default_rng(2020)
 EPS32 = float(np.finfo(np.float32).eps)
@@ -28,19 +28,6 @@ EPS32 = float(np.finfo(np.float32).eps)
 @pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
 def be(request):
     return tk.backend(request.param)
-
-
-def interp(be):
-    return isinstance(be, tk.Interpreter)
-
-
-def put(be, x):
-    x = np.array(x)
-    return x if be.is_host else tk.asarray(x, backend=be)
-
-
-def get(x):
-    return np.array(x.numpy() if isinstance(x, tk.Array) else x)
 
 
 def fdt(be):

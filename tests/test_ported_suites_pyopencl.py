@@ -40,7 +40,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params
+from autodiff_helpers import backend_params, get, interp, put
 from gen_kernels import make_kernel
 
 RNG = np.random.default_rng(1919)
@@ -53,19 +53,6 @@ OPS = {"add": ADD, "max": MAX, "min": MIN}
 @pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
 def be(request):
     return tk.backend(request.param)
-
-
-def interp(be):
-    return isinstance(be, tk.Interpreter)
-
-
-def put(be, x):
-    x = np.array(x)
-    return x if be.is_host else tk.asarray(x, backend=be)
-
-
-def get(x):
-    return np.array(x.numpy() if isinstance(x, tk.Array) else x)
 
 
 def empty(be, n, dtype):
