@@ -192,6 +192,40 @@ def test_fork_while_another_thread_compiles(tmp_path):
     assert "child 0 parent 2.0" in r.stdout, r.stdout + r.stderr
 
 
+@needs_fork
+def test_fork_while_another_thread_imports_the_compiler(tmp_path):
+    """The first launch imports the compiler lazily; a child forked while another thread was
+    inside that import waited forever on Python's lock for the module (CI, under load, forked
+    during the import in the test above). The fork now waits for the import to finish
+    (runtime/forksafe.py). A finder that sleeps makes the import slow here on purpose."""
+    r = _run(tmp_path, """
+        import os, sys, threading, time, faulthandler, numpy as np, tinykernels as tk
+        from rkernels import hang_me
+
+        class Slow:                                   # makes the compiler's import take 2 s
+            def find_spec(self, name, path=None, target=None):
+                if name == "tinykernels.frontend":
+                    time.sleep(2.0)
+                return None
+        print("lazy", "tinykernels.frontend" not in sys.modules)
+        sys.meta_path.insert(0, Slow())
+        t = threading.Thread(target=lambda: __import__("tinykernels.frontend"))
+        t.start()
+        time.sleep(0.5)                               # the import is under way
+        pid = os.fork()
+        if pid == 0:
+            faulthandler.dump_traceback_later(30, exit=True)
+            B = np.zeros(8, np.float32)
+            hang_me(tk.CPU(threads=1))(B, ndrange=8)
+            os._exit(0 if (B == 2).all() else 3)
+        _, st = os.waitpid(pid, 0)
+        t.join()
+        print("child", os.waitstatus_to_exitcode(st))
+    """, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "lazy True" in r.stdout and "child 0" in r.stdout, r.stdout + r.stderr
+
+
 # ------------------------------------------------------------------ compiler and cache
 
 def test_hanging_compiler_is_killed_at_the_timeout(tmp_path):
