@@ -1,0 +1,47 @@
+"""CI support: run the suite a second time without repeating what already passed.
+
+``.ci/run`` runs the README's test command in a venv without the optional extras, then again
+with every extra installed. A test that passed in the first run takes the same code path in
+the second unless an extra changes it, and an extra-dependent test skips, or is not collected
+(a backend that is not available), without its extra. So the first run records the node ids
+that passed (``TK_TESTS_RECORD_PASSED=file``) and the second deselects them
+(``TK_TESTS_SKIP_PASSED=file``): it runs only what skipped, failed or was not there before.
+Neither variable is set in a plain ``python -m pytest``, which runs everything.
+"""
+from __future__ import annotations
+
+import os
+
+# popped: a test that runs pytest in a subprocess runs all of what it asks for
+_RECORD = os.environ.pop("TK_TESTS_RECORD_PASSED", None)
+_SKIP = os.environ.pop("TK_TESTS_SKIP_PASSED", None)
+_passed: list[str] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if _RECORD and report.when == "call" and report.passed and not hasattr(report, "wasxfail"):
+        _passed.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _RECORD and _passed:
+        with open(_RECORD, "a", encoding="utf-8") as f:
+            f.write("".join(n + "\n" for n in _passed))
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    if not _SKIP or not os.path.exists(_SKIP):
+        return
+    with open(_SKIP, encoding="utf-8") as f:
+        done = set(f.read().splitlines())
+    keep = [it for it in items if it.nodeid not in done]
+    dropped = [it for it in items if it.nodeid in done]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def pytest_report_header(config) -> str | None:
+    if _SKIP:
+        return f"tinykernels: deselecting the tests recorded as passed in {_SKIP}"
+    return None
