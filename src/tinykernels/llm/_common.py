@@ -6,6 +6,7 @@ The wrappers stay thin: validate, allocate, launch one or a few kernels, return 
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -441,6 +442,37 @@ def compute_type(dt: np.dtype):
     float64 data computed in float32 came back as float64 arrays with float32's precision (a
     relative error of 2e-7, RoPE 5e-6), which a NumPy user's float64 reference notices."""
     return COMPUTE_TYPES.get(np.dtype(dt), F32_TYPE)
+
+INTS = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+"""The integer dtypes (and bool) the reductions (``argmax``, ``sum``) take, as NumPy's do."""
+
+_COMPARE_TYPES = {np.dtype(d): (np.int32 if d in ("bool", "int8", "uint8", "int16", "uint16") else np.dtype(d).type)
+                  for d in INTS[5:] + INTS[:5]}
+
+
+def compare_type(dt: np.dtype) -> tuple:
+    """``(T, lowest)``: the type :func:`layout.argmax` compares elements of dtype ``dt`` in,
+    and its smallest value (the start of a running maximum): :func:`compute_type` and -inf
+    for floats; for integers their own type (int32 for bool and those narrower than 32 bits,
+    whose values it holds exactly) and its smallest integer."""
+    dt = np.dtype(dt)
+    t = _COMPARE_TYPES.get(dt)
+    if t is None:
+        return compute_type(dt), -math.inf
+    return t, int(np.iinfo(t).min)
+
+
+def sum_type(dt: np.dtype) -> np.dtype:
+    """The dtype of :func:`softmax.sum`'s result for data of dtype ``dt``, NumPy's (``np.sum``
+    on this platform): a float dtype itself; int64 for bool and signed integers, uint64 for
+    unsigned ones (NumPy's default integer promotion of a sum, which wraps modulo 2**64)."""
+    dt = np.dtype(dt)
+    if dt.kind == "b" or dt.kind == "i":
+        return np.dtype(np.int64)
+    if dt.kind == "u":
+        return np.dtype(np.uint64)
+    return dt
+
 
 LANES = 16
 """Partial results per row in the host (one work item per row) shapes of the row-wise
