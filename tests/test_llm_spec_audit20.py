@@ -124,3 +124,82 @@ def test_reductions_refuse_other_dtypes_naming_x():
         with pytest.raises(ValueError, match=rf"llm.{fn}: argument 'x': expected dtype .*int64 or uint64, "
                                              r"got dtype complex64"):
             f(np.ones(4, np.complex64))
+
+
+# --- WebGPU: tk.fma in fastmath kernels, and the llm kernels that may use it ------------------
+
+needs_webgpu = pytest.mark.skipif("WEBGPU" not in tk.backends_available(), reason="WEBGPU unavailable")
+
+
+@pytest.fixture(scope="module")
+def fma_kernels(tmp_path_factory):
+    from gen_kernels import make_kernel
+    d = str(tmp_path_factory.mktemp("fma20"))
+    body = ["out[i] = tk.fma(a[i], b[i], c[i])"]
+    return (make_kernel(d, "fma_exact20", ("out", "a", "b", "c"), body),
+            make_kernel(d, "fma_fast20", ("out", "a", "b", "c"), body, fastmath=True))
+
+
+@needs_webgpu
+def test_webgpu_fma_is_the_builtin_in_fastmath_kernels_only(fma_kernels):
+    """A default kernel's ``tk.fma`` stays correctly rounded on WebGPU (the emulation: exact
+    against float64, which holds a float32 product exactly, for inputs where the builtin of
+    lavapipe rounds the product first); a ``fastmath`` kernel's is the WGSL builtin (one
+    instruction): the exact result or the product rounded first, nothing else."""
+    b = dev("WEBGPU")
+    rng = np.random.default_rng(22)
+    a = np.concatenate([[1 + 2**-12, 3.0], rng.standard_normal(254)]).astype(np.float32)
+    bb = np.concatenate([[1 + 2**-12, 3.0], rng.standard_normal(254)]).astype(np.float32)
+    c = np.concatenate([[-(1 + 2**-11), 1.0], rng.standard_normal(254)]).astype(np.float32)
+    exact = (a.astype(np.float64) * bb + c).astype(np.float32)       # (one rounding: a b is exact in f64,
+    twice = (a * bb) + c                                             #  then + c: 2**-24 on the first one)
+    assert exact[0] == 2.0**-24 and twice[0] == 0
+    args = [tk.asarray(x, backend=b) for x in (a, bb, c)]
+    k_exact, k_fast = fma_kernels
+    for k in fma_kernels:
+        src = k.source(b, tk.zeros(256, np.float32, backend=b), *args, ndrange=256)
+        assert ("tk_fma(" in src) == (k is k_exact) and (" fma(" in src) == (k is k_fast), k.name
+    o = tk.zeros(256, np.float32, backend=b)
+    k_exact(b)(o, *args, ndrange=256)
+    np.testing.assert_array_equal(o.numpy(), exact)
+    k_fast(b)(o, *args, ndrange=256)
+    got = o.numpy()
+    assert np.all((got == exact) | (got == twice)), np.flatnonzero((got != exact) & (got != twice))[:5]
+
+
+def _decode_ref(q, kc, vc, n):
+    g = q.shape[1] // kc.shape[1]
+    k, v = (np.repeat(x[:, :, :n].astype(np.float64), g, 1) for x in (kc, vc))
+    s = np.einsum("bhd,bhld->bhl", q.astype(np.float64), k) / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("bhl,bhld->bhd", p / p.sum(-1, keepdims=True), v)
+
+
+@needs_webgpu
+def test_flash_decode_on_webgpu_contracts_and_the_exact_route_remains(monkeypatch):
+    """``flash_decode``'s kernel (its dot products and ``p @ V`` are ``tk.fma``) runs as its
+    ``fastmath`` twin on WebGPU (``_common.contracted``: the WGSL builtin), everywhere else as
+    itself; with ``CONTRACT_BACKENDS`` empty WebGPU runs the exact kernel. Both routes match
+    float64 within the head dim's float32 tolerance."""
+    from tinykernels.llm import _common as C
+    from tinykernels.llm import attention
+    b = dev("WEBGPU")
+    assert C.contracted(attention._fd_part, tk.CPU()) is attention._fd_part
+    twin = C.contracted(attention._fd_part, b)
+    assert twin.fastmath and twin is C.contracted(attention._fd_part, b) and not attention._fd_part.fastmath
+    rng = np.random.default_rng(23)
+    B, H, KH, L, D = 1, 4, 2, 40, 64
+    q = rng.standard_normal((B, H, D)).astype(np.float32)
+    kc, vc = (rng.standard_normal((B, KH, L, D)).astype(np.float32) for _ in range(2))
+    want = _decode_ref(q, kc, vc, 33)
+    tol = 8 * D * float(np.finfo(np.float32).eps)
+    args = [tk.asarray(x, backend=b) for x in (q, kc, vc)]
+    seen = []
+    launch = C.launch
+    monkeypatch.setattr(C, "launch", lambda k, *a, **kw: (seen.append(k), launch(k, *a, **kw))[1])
+    fast = get(llm.flash_decode(*args, 33))
+    monkeypatch.setattr(C, "CONTRACT_BACKENDS", frozenset())
+    exact = get(llm.flash_decode(*args, 33))
+    assert seen[0] is twin and seen[-1] is attention._fd_part
+    np.testing.assert_allclose(fast, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(exact, want, rtol=tol, atol=tol)

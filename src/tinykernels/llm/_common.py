@@ -279,6 +279,33 @@ def partly_overlaps(a, b) -> bool:
     return not same and np.shares_memory(ha, hb)
 
 
+CONTRACT_BACKENDS = frozenset(("WEBGPU",))
+"""Backends where :func:`contracted` gives a kernel's ``fastmath`` twin: those whose
+``fastmath`` only allows contraction (WebGPU: ``tk.fma`` becomes the WGSL ``fma`` builtin,
+one instruction, instead of the correctly rounded emulation of about 130; nothing else
+changes in its WGSL). Elsewhere ``fastmath`` also reassociates (the CPU, OpenCL), which the
+library's CPU code shapes are not written for, or changes nothing the kernels need (CUDA's
+``tk.fma`` is the hardware's already). Empty: every llm kernel exact (tests compare both)."""
+
+_TWINS: dict = {}
+
+
+def contracted(kernel, backend: Backend):
+    """``kernel``, or on a backend of :data:`CONTRACT_BACKENDS` its ``fastmath`` twin (the
+    same function compiled with ``@tk.kernel(fastmath=True)``, made once). Only for kernels
+    whose documented accuracy is a tolerance on float sums taken in another order than
+    NumPy's anyway (attention's dot products and ``p @ V``), never for those documented bit
+    for bit (elementwise, casts, RoPE, fp8, quantization, copies) or decided by comparisons
+    (argmax): docs/llm.md, "Exact and contracted kernels"."""
+    if backend.name not in CONTRACT_BACKENDS:
+        return kernel
+    twin = _TWINS.get(kernel)
+    if twin is None:
+        from ..kernel import Kernel
+        twin = _TWINS[kernel] = Kernel(kernel.fn, kernel.unsafe_indices, fastmath=True)
+    return twin
+
+
 def launch(kernel, backend: Backend, args: tuple, ndrange, workgroupsize=None, stream=None):
     """Launch ``kernel`` on ``backend`` (a static workgroup size when given) and return its event."""
     inst = kernel(backend, workgroupsize) if workgroupsize is not None else kernel.instance(backend)
