@@ -119,6 +119,24 @@ def test_sum_of_integers_writes_a_given_out_of_numpys_dtype():
         llm.sum(x, 1, out=np.zeros(4, np.int16))
 
 
+@pytest.mark.parametrize("name", backends())
+def test_integer_reductions_take_out_and_stream(name):
+    """argmax and sum of integers with ``out=`` on a stream of the arrays' backend (after
+    synchronize), as every llm function (SPEC 10)"""
+    b = dev(name)
+    x = (np.arange(40, dtype=np.int32) * 7919 % 101).astype(np.int16).reshape(4, 10)
+    s = b.stream()
+    o = tk.zeros((), np.int32, backend=b)
+    assert llm.argmax(tk.asarray(x[1].copy(), backend=b), out=o, stream=s) is o
+    if b.supports("int64"):
+        os_ = tk.zeros(4, np.int64, backend=b)
+        assert llm.sum(tk.asarray(x, backend=b), 1, out=os_, stream=s) is os_
+    s.synchronize()
+    assert int(o.numpy()) == int(np.argmax(x[1]))
+    if b.supports("int64"):
+        np.testing.assert_array_equal(os_.numpy(), x.sum(1))
+
+
 def test_reductions_refuse_other_dtypes_naming_x():
     for f, fn in ((lambda a: llm.argmax(a), "argmax"), (lambda a: llm.sum(a, 0), "sum")):
         with pytest.raises(ValueError, match=rf"llm.{fn}: argument 'x': expected dtype .*int64 or uint64, "
@@ -203,3 +221,300 @@ def test_flash_decode_on_webgpu_contracts_and_the_exact_route_remains(monkeypatc
     assert seen[0] is twin and seen[-1] is attention._fd_part
     np.testing.assert_allclose(fast, want, rtol=tol, atol=tol)
     np.testing.assert_allclose(exact, want, rtol=tol, atol=tol)
+
+
+# --- llama.cpp test-backend-ops cases not ported before (make_test_cases_eval) ---------------
+# ggml's extents are innermost first ({ne0, ne1, ne2, ne3}); here in NumPy order (reversed).
+
+F32, F16 = np.float32, np.float16
+EPS32 = float(np.finfo(F32).eps)
+
+
+def small(b) -> bool:
+    return b.name == "INTERP"
+
+
+def dot_bound(a, x, k):
+    """float32 dot-product error bound of ``a @ x`` (k terms; ``a`` float64)."""
+    return k * EPS32 * (np.abs(a) @ np.abs(np.asarray(x, np.float64))).max()
+
+
+@pytest.mark.parametrize("name", backends())
+def test_sum_ggml_rows_and_a_strided_out(name):
+    """test_sum / test_sum_rows: {33}, {33, 256}, {33, 1024}, {16, 5, 6, 3} rows, and ggml's
+    "sum dst not-contiguous" ({33, 256} into a strided out, CPU: device arrays have no views)"""
+    b = dev(name)
+    rng = np.random.default_rng(30)
+    shapes = [(33,), (256, 33), (3, 6, 5, 16)] + ([] if small(b) else [(1024, 33)])
+    for shape in shapes:
+        x = rng.uniform(-1, 1, shape).astype(F32)
+        got = get(llm.sum(on(x, b), -1))
+        assert got.shape == shape[:-1] and got.dtype == F32
+        np.testing.assert_allclose(got, x.astype(np.float64).sum(-1), rtol=0, atol=shape[-1] * EPS32)
+    if b.name == "CPU":
+        x = rng.uniform(-1, 1, (256, 33)).astype(F32)
+        o = np.zeros(512, F32)
+        assert llm.sum(x, 1, out=o[::2]) is not None
+        np.testing.assert_allclose(o[::2], x.astype(np.float64).sum(1), rtol=0, atol=33 * EPS32)
+        assert not o[1::2].any()
+
+
+@pytest.mark.parametrize("name", backends())
+def test_fill_ggml_shapes_and_values(name):
+    """test_fill: 0 on {10, 5, 4, 3}; 2, -152 and 3.5 on {303, 207, 11, 3}, {800, 600, 4, 4} and
+    {2048, 512, 2, 2} (the big ones on the CPU; cut down elsewhere): equal to np.full"""
+    b = dev(name)
+    cases = [(0.0, (3, 4, 5, 10))]
+    cases += [(2.0, (3, 11, 207, 303)), (-152.0, (4, 4, 600, 800)), (3.5, (2, 2, 512, 2048))] if b.name == "CPU" \
+        else [(2.0, (3, 11, 2, 303)), (-152.0, (1, 4, 6, 800))] if not small(b) else [(3.5, (2, 2, 3, 7))]
+    for v, shape in cases:
+        x = on(np.ones(shape, F32), b)
+        assert llm.fill(x, v) is x
+        np.testing.assert_array_equal(get(x), np.full(shape, v, F32))
+
+
+@pytest.mark.parametrize("name", backends())
+@pytest.mark.parametrize("dt", [F32, F16])
+def test_unary_ggml_7_1_5_3_and_1024_square(name, dt):
+    """test_sqr/sqrt/log/sin/cos on {7, 1, 5, 3} (an extent of 1 inside) and {1024, 1024} (the
+    CPU): ``sqr`` as ``pow(x, 2)`` and ``sqrt`` bit for bit NumPy's, the others within 2 ulps
+    of the dtype of the float64 result"""
+    if dt == F16 and name == "WEBGPU":
+        pytest.skip("WebGPU tests run 32-bit dtypes only")
+    b = dev(name)
+    rng = np.random.default_rng(31)
+    for shape in [(3, 5, 1, 7)] + ([(1024, 1024)] if b.name == "CPU" else []):
+        x = rng.uniform(0.1, 3, shape).astype(dt)
+        np.testing.assert_array_equal(get(llm.pow(on(x, b), 2)), x * x)
+        np.testing.assert_array_equal(get(llm.sqrt(on(x, b))), np.sqrt(x))
+        e = float(np.finfo(dt).eps)
+        for op in ("log", "sin", "cos"):
+            got = get(getattr(llm, op)(on(x, b)))
+            assert got.shape == shape and got.dtype == dt
+            np.testing.assert_allclose(got.astype(np.float64), getattr(np, op)(x.astype(np.float64)),
+                                       rtol=2 * e, atol=2 * e, err_msg=op)
+
+
+def _rope_tables(S, rot):
+    inv = 10000.0 ** (-np.arange(rot // 2) * 2.0 / rot)
+    ang = np.arange(S)[:, None] * inv
+    return np.cos(ang).astype(F32), np.sin(ang).astype(F32)
+
+
+def _rope_ref(x, cos, sin):
+    h = cos.shape[-1]
+    xf, c, s = x.astype(np.float64), cos.astype(np.float64), sin.astype(np.float64)
+    r = xf.copy()
+    r[..., :h] = xf[..., :h] * c - xf[..., h:2 * h] * s
+    r[..., h:2 * h] = xf[..., h:2 * h] * c + xf[..., :h] * s
+    return r
+
+
+@pytest.mark.parametrize("name", backends())
+def test_rope_ggml_falcon_40b_8192_positions_and_batched_in_place(name):
+    """test_rope's NeoX {64, 128, 2} (falcon 40B: 128 heads), {16, 16, 8192} (8192 positions,
+    the angles up to 8191 radians), and the in-place float16 {128, 32, 2, 3} (batch 3), within
+    a few float32 units of the magnitudes (float16: of float16)"""
+    b = dev(name)
+    rng = np.random.default_rng(32)
+    cases = [((1, 128, 2, 64), 64, F32), ((1, 16, 8192 if not small(b) else 300, 16), 16, F32)]
+    if name != "WEBGPU":
+        cases.append(((3, 32, 2, 128), 128, F16))
+    for shape, rot, dt in cases:
+        x = rng.standard_normal(shape).astype(dt)
+        cos, sin = _rope_tables(shape[2], rot)
+        want = _rope_ref(x, cos, sin)
+        tol = 4 * float(np.finfo(dt).eps) * np.abs(x).astype(np.float64).max()
+        xa = on(x.copy(), b)
+        got = get(llm.rope(xa, on(cos, b), on(sin, b), out=xa))
+        assert got.dtype == dt
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=tol, err_msg=f"{shape}")
+
+
+@pytest.mark.parametrize("name", backends())
+def test_matmul_ggml_single_rows_long_k_and_odd_shapes(name):
+    """test_mul_mat cases with one weight row (m = 1, n = 64, k = 256) for every format and the
+    float types; Q4_0 with k = 8192 (one row; n cut from 2048 to 16) and {576, 512, 576} (k =
+    18 blocks; n cut to 64 off the CPU); Q8_0 {6, 4096, 5120} (n cut to 32); the stream-k
+    k = 1024 with n = 1, 8, 16; float16 weights of odd shapes (83 x 128, 1056 x 193 as a GEMV,
+    128 x 1057) and float32 {64, 77, 77}: within float32 dot-product error of the float64
+    product of the dequantized weights"""
+    b = dev(name)
+    rng = np.random.default_rng(33)
+
+    def check(A, ad, x):
+        got = get(llm.matmul(A, on(x, b)))
+        want = ad @ x.astype(np.float64)
+        assert got.shape == want.shape and got.dtype == F32
+        np.testing.assert_allclose(got, want, rtol=0, atol=dot_bound(ad, x, ad.shape[1]) + 1e-30)
+
+    def weights(m, k, qt):
+        a = rng.standard_normal((m, k)).astype(F32)
+        if qt in ("q4_0", "q8_0", "q4_k"):
+            A = llm.quantize(on(a, b), qt)
+            return A, get(llm.dequantize(A)).astype(np.float64)
+        a = a.astype(qt)
+        return on(a, b), a.astype(np.float64)
+
+    floats = ["q4_0", "q8_0", "q4_k", F32] + ([F16] if name != "WEBGPU" else [])
+    for qt in floats:
+        A, ad = weights(1, 256, qt)
+        check(A, ad, rng.standard_normal((256, 64 if not small(b) else 5)).astype(F32))
+        if not small(b):
+            A, ad = weights(16, 1024, qt)
+            for n in (1, 8, 16):
+                check(A, ad, rng.standard_normal((1024, n)).astype(F32))
+    if small(b):
+        return
+    A, ad = weights(1, 8192, "q4_0")
+    check(A, ad, rng.standard_normal((8192, 16)).astype(F32))
+    check(A, ad, rng.standard_normal(8192).astype(F32))
+    A, ad = weights(576, 576, "q4_0")
+    check(A, ad, rng.standard_normal((576, 512 if b.name == "CPU" else 64)).astype(F32))
+    A, ad = weights(6, 5120, "q8_0")
+    check(A, ad, rng.standard_normal((5120, 32)).astype(F32))
+    check(A, ad, rng.standard_normal(5120).astype(F32))
+    if name != "WEBGPU":
+        for m, k, n in ((83, 128, 2), (1056, 193, None), (128, 1057, None), (64, 128, 45)):
+            A, ad = weights(m, k, F16)
+            check(A, ad, rng.standard_normal((k, n) if n else k).astype(F32))
+    A, ad = weights(64, 77, F32)
+    check(A, ad, rng.standard_normal((77, 77)).astype(F32))
+
+
+@pytest.mark.parametrize("name", backends())
+def test_transpose_ggml_dup_and_cpy_permutations(name):
+    """test_dup of int16/int32/float16 {10, 8, 3} under ggml's permutations (int16: all six), and test_cpy's long thin tensors: {2, 2097121} and {2, 2, 524281}
+    with their two innermost axes swapped (the CPU; cut down elsewhere): copies, so exact"""
+    import itertools
+    b = dev(name)
+    rng = np.random.default_rng(34)
+    for dt in ("int16", "int32") + (("float16",) if name != "WEBGPU" else ()):
+        x = (rng.standard_normal((3, 8, 10)) * 1000).astype(dt)
+        # ggml's {0, 2, 1, 3}, {1, 0, 2, 3} and {1, 2, 0, 3} in NumPy's axis order; every
+        # permutation for int16 (each one a compile: CI time)
+        for p in itertools.permutations(range(3)) if dt == "int16" else ((1, 0, 2), (0, 2, 1), (1, 2, 0)):
+            np.testing.assert_array_equal(get(llm.transpose(on(x, b), p)), x.transpose(p), err_msg=f"{dt} {p}")
+    n = 2097121 if b.name == "CPU" else 4099 if not small(b) else 67
+    x = rng.standard_normal((n, 2)).astype(F32)
+    np.testing.assert_array_equal(get(llm.transpose(on(x, b))), x.T)
+    y = rng.standard_normal((n // 4, 2, 2)).astype(F32)
+    np.testing.assert_array_equal(get(llm.transpose(on(y, b), (0, 2, 1))), y.transpose(0, 2, 1))
+
+
+@pytest.mark.parametrize("name", backends())
+def test_repeat_ggml_int16_and_bfloat16(name):
+    """test_repeat's I16 ({10, 5, 4, ne3} twice along the outermost axis) and BF16 (twice along
+    the innermost), ne3 = 1 and 3: equal to np.repeat"""
+    b = dev(name)
+    rng = np.random.default_rng(35)
+    dts = ["int16"] + (["bfloat16"] if b.supports("bfloat16") else [])
+    for ne3 in (1, 3):
+        for dt, ax in zip(dts, (0, 3)):
+            x = (rng.standard_normal((ne3, 4, 5, 10)) * 100).astype(C_np(dt))
+            got = get(llm.repeat(on(x, b), 2, ax))
+            assert got.dtype == x.dtype
+            np.testing.assert_array_equal(got, np.repeat(x, 2, ax), err_msg=dt)
+
+
+def C_np(dt):
+    from tinykernels.llm import _common as C
+    return C.np_dtype(dt)
+
+
+@pytest.mark.parametrize("name", backends())
+def test_argmax_ggml_1024_by_12(name):
+    """test_argmax {1024, 12} (the case audit19 did not list), row by row"""
+    b = dev(name)
+    x = np.random.default_rng(36).uniform(-1, 1, (12, 1024 if not small(b) else 100)).astype(F32)
+    x[5, 7] = x[5, -1] = 3.0
+    for i in range(12):
+        assert int(get(llm.argmax(on(x[i].copy(), b)))) == int(np.argmax(x[i]))
+
+
+@pytest.mark.skipif(torch is None, reason="torch is not installed")
+@pytest.mark.parametrize("name", backends())
+def test_flash_attention_ggml_head_dim_512_long_kv_and_gqa_192(name):
+    """test_flash_attn_ext cases past audit19's list: head dim 512 (113 keys, 3 queries, 4
+    heads), GQA 16:1 at head dim 192 over 512 keys, and on the CPU 1024 keys at head dim 64
+    with 75 queries and GQA 8:1 at 192; against torch's scaled_dot_product_attention in
+    float64 (causal aligned bottom-right)"""
+    b = dev(name)
+    rng = np.random.default_rng(37)
+    cases = [(512, 113, 3, 4, 4), (192, 512, 3, 16, 1)]
+    if b.name == "CPU":                       # (the rest: CI time)
+        cases += [(64, 1024, 75, 4, 4), (192, 512, 3, 8, 1)]
+    if small(b):
+        cases = [(512, 5, 2, 2, 2)]
+    for D, Sk, Sq, H, Hk in cases:
+        q = rng.standard_normal((1, H, Sq, D)).astype(F32)
+        k, v = (rng.standard_normal((1, Hk, Sk, D)).astype(F32) for _ in range(2))
+        rep = H // Hk
+        tq, tk_, tv = (torch.tensor(a.astype(np.float64)) for a in (q, k, v))
+        tk_, tv = tk_.repeat_interleave(rep, 1), tv.repeat_interleave(rep, 1)
+        for causal in (False, True):
+            mask = np.arange(Sk)[None, :] <= np.arange(Sq)[:, None] + Sk - Sq if causal else None
+            want = torch.nn.functional.scaled_dot_product_attention(
+                tq, tk_, tv, attn_mask=None if mask is None else torch.tensor(mask)).numpy()
+            got = get(llm.flash_attention(on(q, b), on(k, b), on(v, b), causal=causal))
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5, err_msg=f"D={D} Sk={Sk} H={H}/{Hk}")
+
+
+@pytest.mark.parametrize("name", backends())
+def test_qk_norm_rope_ggml_rms_norm_mul_rope_shapes(name):
+    """test_rms_norm_mul_rope (NeoX): RMSNorm over each head vector, times w, then RoPE over the
+    whole head: ggml's {768, 1, 1}, {768, 3, 5}, {128, 32, 2}, {128, 4, 50}, {8192, 2, 2}
+    ({head_dim, heads, seq}; here [heads, seq, head_dim]), eps 1e-6, against float64"""
+    b = dev(name)
+    rng = np.random.default_rng(38)
+    cases = [(1, 1, 768), (3, 5, 768), (32, 2, 128), (4, 50, 128), (2, 2, 8192)]
+    if small(b):
+        cases = [(1, 1, 768), (3, 5, 64)]
+    for shape in cases:
+        x = rng.uniform(-1, 1, shape).astype(F32)
+        w = rng.uniform(-1, 1, shape[-1]).astype(F32)
+        cos, sin = _rope_tables(shape[1], shape[-1])
+        xf = x.astype(np.float64)
+        normed = xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + float(np.float32(1e-6))) * w
+        want = _rope_ref(normed, cos, sin)
+        got = get(llm.qk_norm_rope(on(x, b), on(w, b), on(cos, b), on(sin, b), eps=1e-6))
+        tol = 8 * EPS32 * np.abs(want).max()
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol, err_msg=f"{shape}")
+
+
+# bin_bcast shapes audit19's list lacks (stable diffusion's; {64, 262144} cut to {64, 4096})
+BCAST20 = [((10, 5, 4, 1), (1, 1, 1, 1)), ((10, 5, 4, 3), (1, 1, 2, 1)), ((10, 5, 4, 3), (1, 1, 1, 2)),
+           ((10, 5, 4, 3), (1, 2, 2, 2)), ((1280, 16, 16, 1), (1, 1, 1, 1)), ((1280, 1, 1, 1), (1, 256, 1, 1)),
+           ((16, 16, 1280, 1), (1, 1, 1, 1)), ((1, 1, 1920, 1), (16, 16, 1, 1)), ((1, 1, 2560, 1), (16, 16, 1, 1)),
+           ((1, 1, 1280, 1), (32, 32, 1, 1)), ((1, 1, 1920, 1), (32, 32, 1, 1)), ((1, 1, 640, 1), (32, 32, 1, 1)),
+           ((640, 1, 1, 1), (1, 1, 1, 1)), ((64, 4096, 1, 1), (1, 1, 1, 1))]
+
+
+@pytest.mark.parametrize("name", backends())
+def test_binary_ops_ggml_stable_diffusion_shapes_permuted_b_and_fused_chains(name):
+    """bin_bcast: the shapes above (b with extent 1 where ggml repeats it: NumPy's broadcast
+    reading, as audit19), b stored permuted (perm1: a transposed view; the CPU, where views
+    exist), and the fusion cases (a + b1 + ... + b_k, k = 2..8, {10/16, 5, 4, 3}): bit for bit
+    NumPy's, one rounding per operation"""
+    b = dev(name)
+    rng = np.random.default_rng(39)
+    cases = BCAST20[:2] if small(b) else BCAST20
+    for ne, nr in cases:
+        sa = tuple(reversed([n * r for n, r in zip(ne, nr)]))
+        sb = tuple(reversed([1 if r > 1 else n for n, r in zip(ne, nr)]))
+        x = rng.uniform(-1, 1, sa).astype(F32)
+        y = rng.uniform(0.5, 1, sb).astype(F32)
+        for fn, op in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide)):
+            np.testing.assert_array_equal(get(getattr(llm, fn)(on(x, b), on(y, b))), op(x, y), err_msg=f"{fn} {ne}")
+        if b.name == "CPU" and len(sb) == 4 and sb[1] > 1 and sb[2] > 1:
+            yp = np.ascontiguousarray(y.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)     # perm1
+            assert not yp.flags.c_contiguous
+            np.testing.assert_array_equal(llm.mul(x, yp), x * y)
+    chains = ((2, (3, 4, 5, 10)), (3, (3, 4, 10, 16)), (5, (6, 4, 5, 16)), (8, (6, 8, 10, 32)))
+    for nf, ne in chains[:2] if small(b) else chains:
+        a = rng.uniform(-1, 1, ne).astype(F32)
+        bs = [rng.uniform(-1, 1, (1,) * (4 - k % 4) + ne[4 - k % 4:]).astype(F32) for k in range(nf)]
+        got, want = on(a, b), a
+        for t in bs:
+            got, want = llm.add(got, on(t, b)), want + t
+        np.testing.assert_array_equal(get(got), want, err_msg=f"nf={nf}")
