@@ -18,8 +18,9 @@ try:
 except ImportError:                       # the minimal install: those tests skip
     torch = None
 
-INTS = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
-GPU_INTS = ("bool", "int8", "uint16", "int32", "uint32", "int64", "uint64")
+# every kind of integer (signed, unsigned; 8 to 64 bits) and bool; uint8 and int16 are in the
+# chunk and torch tests (each dtype a compile per backend: CI time)
+INTS = ("bool", "int8", "uint16", "int32", "uint32", "int64", "uint64")
 
 
 def on(a, b):
@@ -46,7 +47,7 @@ def test_argmax_of_integer_and_bool_arrays_is_numpys(name):
     b = dev(name)
     rng = np.random.default_rng(20)
     n = 300 if name == "INTERP" else 1000
-    for dt in INTS if name in ("CPU", "INTERP") else GPU_INTS:      # (each dtype a compile: CI time)
+    for dt in INTS:                       # (each dtype a compile: CI time; uint8 below)
         if not b.supports(dt):
             continue
         x = ints(dt, n, rng)
@@ -95,7 +96,7 @@ def test_sum_of_integer_and_bool_arrays_is_numpys(name):
     b = dev(name)
     rng = np.random.default_rng(21)
     shape = (3, 5, 7) if name == "INTERP" else (4, 33, 9)
-    for i, dt in enumerate(INTS if name in ("CPU", "INTERP") else GPU_INTS):
+    for i, dt in enumerate(INTS):
         if not b.supports(dt):
             continue
         x = ints(dt, int(np.prod(shape)), rng).reshape(shape)
@@ -336,8 +337,8 @@ def test_matmul_ggml_single_rows_long_k_and_odd_shapes(name):
     """test_mul_mat cases with one weight row (m = 1, n = 64, k = 256) for every format and the
     float types; Q4_0 with k = 8192 (one row; n cut from 2048 to 16) and {576, 512, 576} (k =
     18 blocks; n cut to 64 off the CPU); Q8_0 {6, 4096, 5120} (n cut to 32); the stream-k
-    k = 1024 with n = 1, 8, 16; float16 weights of odd shapes (83 x 128, 1056 x 193 as a GEMV,
-    128 x 1057) and float32 {64, 77, 77}: within float32 dot-product error of the float64
+    k = 1024 with n = 1, 8, 16 (Q4_0 and float32); float16 weights of odd shapes (83 x 128,
+    1056 x 193 as a GEMV) and float32 {64, 77, 77}: within float32 dot-product error of the float64
     product of the dequantized weights"""
     b = dev(name)
     rng = np.random.default_rng(33)
@@ -360,7 +361,7 @@ def test_matmul_ggml_single_rows_long_k_and_odd_shapes(name):
     for qt in floats:
         A, ad = weights(1, 256, qt)
         check(A, ad, rng.standard_normal((256, 64 if not small(b) else 5)).astype(F32))
-        if not small(b):
+        if not small(b) and qt in ("q4_0", F32):     # (each format a compile: CI time)
             A, ad = weights(16, 1024, qt)
             for n in (1, 8, 16):
                 check(A, ad, rng.standard_normal((1024, n)).astype(F32))
@@ -375,7 +376,7 @@ def test_matmul_ggml_single_rows_long_k_and_odd_shapes(name):
     check(A, ad, rng.standard_normal((5120, 32)).astype(F32))
     check(A, ad, rng.standard_normal(5120).astype(F32))
     if name != "WEBGPU":
-        for m, k, n in ((83, 128, 2), (1056, 193, None), (128, 1057, None), (64, 128, 45)):
+        for m, k, n in ((83, 128, 2), (1056, 193, None)):
             A, ad = weights(m, k, F16)
             check(A, ad, rng.standard_normal((k, n) if n else k).astype(F32))
     A, ad = weights(64, 77, F32)
@@ -436,14 +437,14 @@ def test_argmax_ggml_1024_by_12(name):
 @pytest.mark.parametrize("name", backends())
 def test_flash_attention_ggml_head_dim_512_long_kv_and_gqa_192(name):
     """test_flash_attn_ext cases past audit19's list: head dim 512 (113 keys, 3 queries, 4
-    heads), GQA 16:1 at head dim 192 over 512 keys, and on the CPU 1024 keys at head dim 64
-    with 75 queries and GQA 8:1 at 192; against torch's scaled_dot_product_attention in
+    heads), GQA 16:1 at head dim 192 over 512 keys, and on the CPU GQA 8:1 at 192 (the
+    1024-key case at head dim 64 is left out: CI time); against torch's scaled_dot_product_attention in
     float64 (causal aligned bottom-right)"""
     b = dev(name)
     rng = np.random.default_rng(37)
     cases = [(512, 113, 3, 4, 4), (192, 512, 3, 16, 1)]
     if b.name == "CPU":                       # (the rest: CI time)
-        cases += [(64, 1024, 75, 4, 4), (192, 512, 3, 8, 1)]
+        cases += [(192, 512, 3, 8, 1)]
     if small(b):
         cases = [(512, 5, 2, 2, 2)]
     for D, Sk, Sq, H, Hk in cases:
