@@ -1,5 +1,5 @@
-"""SPEC section 10 read once more (engineer llm20): the reductions of integer and bool arrays
-(``llm.argmax``: "argmax of a 1-D array: int32 0-d array, first index on ties", with no
+"""SPEC section 10 read once more (engineer llm20): the reductions of integer, bool and
+float8 arrays (``llm.argmax``: "argmax of a 1-D array: int32 0-d array, first index on ties", with no
 dtype restriction; ``llm.sum`` as NumPy sums them), the fastmath route of the WebGPU kernels
 (the WGSL ``fma`` builtin only where a kernel allows contraction), and llama.cpp
 test-backend-ops cases not yet ported (``tests/test-backend-ops.cpp``). References are NumPy
@@ -136,6 +136,29 @@ def test_integer_reductions_take_out_and_stream(name):
     assert int(o.numpy()) == int(np.argmax(x[1]))
     if b.supports("int64"):
         np.testing.assert_array_equal(os_.numpy(), x.sum(1))
+
+
+@pytest.mark.parametrize("name", backends())
+def test_argmax_and_sum_of_float8_arrays_are_numpys(name):
+    """float8_e4m3fn and float8_e5m2 (ml_dtypes; NumPy takes them): argmax compared in float32
+    (NumPy's first NaN and first maximum; -inf in e5m2), sum of the float8 dtype accumulated in
+    float32 and rounded once (the inputs keep every row sum exact in float32, so the result is
+    the float64 sum rounded to the dtype, bit for bit)"""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    b = dev(name)
+    rng = np.random.default_rng(24)
+    for dt in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2):
+        x = (rng.standard_normal((3, 50)) * 4).astype(dt)
+        x = np.where(np.abs(x.astype(F32)) < 2**-4, 0, x.astype(F32)).astype(dt)   # (exact float32 sums)
+        x[1, 7] = x[1, 30] = x[1].astype(F32).max() * 2
+        x[0, 11] = np.nan
+        if dt == ml_dtypes.float8_e5m2:
+            x[2, 9] = -np.inf
+        for i in range(3):
+            assert int(get(llm.argmax(on(x[i].copy(), b)))) == int(np.argmax(x[i])), (dt, i)
+        got = get(llm.sum(on(x, b), 1))
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got.astype(F32), x.astype(np.float64).sum(1).astype(dt).astype(F32))
 
 
 def test_reductions_refuse_other_dtypes_naming_x():

@@ -470,6 +470,10 @@ def compute_type(dt: np.dtype):
     relative error of 2e-7, RoPE 5e-6), which a NumPy user's float64 reference notices."""
     return COMPUTE_TYPES.get(np.dtype(dt), F32_TYPE)
 
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+"""The 8-bit float dtypes (ml_dtypes'), which the reductions (``argmax``, ``sum``) also take,
+as NumPy does: compared / accumulated in float32."""
+
 INTS = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 """The integer dtypes (and bool) the reductions (``argmax``, ``sum``) take, as NumPy's do."""
 

@@ -383,8 +383,8 @@ def _argmax_fast(x, out) -> bool:
 
 def argmax(x, out=None, stream=None):
     """The index of the largest element of the 1-D array ``x``, as an int32 0-d array: the
-    first one on ties, and the first NaN if there is one (as NumPy). ``x``: any float,
-    integer or bool dtype the backend supports (floats compared in float32, float64 as
+    first one on ties, and the first NaN if there is one (as NumPy). ``x``: any float
+    (float8 too), integer or bool dtype the backend supports (floats compared in float32, float64 as
     float64; integers in their own type, those narrower than 32 bits and bool as int32:
     :func:`_common.compare_type`)."""
     res = _argmax_fast(x, out) if stream is None else None
@@ -394,7 +394,7 @@ def argmax(x, out=None, stream=None):
     C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     (n,) = C.require_rank(x, fn, "x", 1, 1)
-    T, LOW = C.compare_type(C.require_float(x, fn, "x", backend, C.FLOATS + C.INTS))
+    T, LOW = C.compare_type(C.require_float(x, fn, "x", backend, C.FLOATS + C.FP8 + C.INTS))
     C.require(n > 0, fn, "x", "expected a non-empty array (argmax of an empty sequence), got shape (0,)")
     out = C.output(out, fn, x, (), np.int32, backend)
     W = C.row_group(backend, n)

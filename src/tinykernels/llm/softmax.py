@@ -317,7 +317,7 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
 
 def sum(x, axis: int, out=None, stream=None):
     """The sum of ``x`` along ``axis``, of NumPy's ``np.sum`` dtype: a float ``x``'s own
-    (float32 accumulation for 16-bit floats), int64 for bool and signed integers, uint64 for
+    (float32 accumulation for 16- and 8-bit floats), int64 for bool and signed integers, uint64 for
     unsigned ones (wrapping modulo 2**64, as NumPy's; a backend without 64-bit integers, such
     as WebGPU, refuses those with an error naming ``x``)."""
     res = _sum_fast(x, axis, out, stream)
@@ -327,7 +327,7 @@ def sum(x, axis: int, out=None, stream=None):
     C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
-    dt = C.require_float(x, fn, "x", backend, C.FLOATS + C.INTS)
+    dt = C.require_float(x, fn, "x", backend, C.FLOATS + C.FP8 + C.INTS)
     rt = C.sum_type(dt)
     if rt != dt and not backend.supports(rt.name):
         C.expected(fn, "x", f"a dtype whose sum {backend.name} can hold (NumPy sums dtype {dt} to {rt}, "
