@@ -10,6 +10,7 @@ import pytest
 import tinykernels as tk
 from tinykernels import llm
 from tinykernels.llm import layout
+from tinykernels.llm._common import np_dtype
 
 from llm_helpers import backends, dev, get
 
@@ -408,7 +409,8 @@ def test_matmul_ggml_single_rows_long_k_and_odd_shapes(name):
 
 @pytest.mark.parametrize("name", backends())
 def test_transpose_ggml_dup_and_cpy_permutations(name):
-    """test_dup of int16/int32/float16 {10, 8, 3} under ggml's permutations (int16: all six), and test_cpy's long thin tensors: {2, 2097121} and {2, 2, 524281}
+    """test_dup of int16/int32/float16 {10, 8, 3} under ggml's permutations (int16: all six),
+    and test_cpy's long thin tensors: {2, 2097121} and {2, 2, 524281}
     with their two innermost axes swapped (the CPU; cut down elsewhere): copies, so exact"""
     import itertools
     b = dev(name)
@@ -435,15 +437,10 @@ def test_repeat_ggml_int16_and_bfloat16(name):
     dts = ["int16"] + (["bfloat16"] if b.supports("bfloat16") else [])
     for ne3 in (1, 3):
         for dt, ax in zip(dts, (0, 3)):
-            x = (rng.standard_normal((ne3, 4, 5, 10)) * 100).astype(C_np(dt))
+            x = (rng.standard_normal((ne3, 4, 5, 10)) * 100).astype(np_dtype(dt))
             got = get(llm.repeat(on(x, b), 2, ax))
             assert got.dtype == x.dtype
             np.testing.assert_array_equal(got, np.repeat(x, 2, ax), err_msg=dt)
-
-
-def C_np(dt):
-    from tinykernels.llm import _common as C
-    return C.np_dtype(dt)
 
 
 @pytest.mark.parametrize("name", backends())

@@ -470,6 +470,7 @@ def compute_type(dt: np.dtype):
     relative error of 2e-7, RoPE 5e-6), which a NumPy user's float64 reference notices."""
     return COMPUTE_TYPES.get(np.dtype(dt), F32_TYPE)
 
+
 FP8 = ("float8_e4m3fn", "float8_e5m2")
 """The 8-bit float dtypes (ml_dtypes'), which the reductions (``argmax``, ``sum``) also take,
 as NumPy does: compared / accumulated in float32."""
@@ -478,7 +479,7 @@ INTS = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", 
 """The integer dtypes (and bool) the reductions (``argmax``, ``sum``) take, as NumPy's do."""
 
 _COMPARE_TYPES = {np.dtype(d): (np.int32 if d in ("bool", "int8", "uint8", "int16", "uint16") else np.dtype(d).type)
-                  for d in INTS[5:] + INTS[:5]}
+                  for d in INTS}
 
 
 def compare_type(dt: np.dtype) -> tuple:

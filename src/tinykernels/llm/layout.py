@@ -55,8 +55,8 @@ def argmax_range(x, lo, hi, NI, T, LOW):
     with selects and min only (a loop the C compiler vectorizes): its largest value and first
     index of it, and its first NaN. A lane starts at its first element with the value ``LOW``
     (-inf; an integer type's smallest value): if that element is ``LOW`` it is the first one;
-    if it is NaN, the NaN decides the result anyway. The lanes then combine: the first NaN, else the smallest index among the lanes
-    holding the maximum."""
+    if it is NaN, the NaN decides the result anyway. The lanes then combine: the first NaN,
+    else the smallest index among the lanes holding the maximum."""
     L = ARGMAX_LANES
     best = tk.private(T, (L,))
     bi = tk.private(tk.int32, (L,))
@@ -384,9 +384,9 @@ def _argmax_fast(x, out) -> bool:
 def argmax(x, out=None, stream=None):
     """The index of the largest element of the 1-D array ``x``, as an int32 0-d array: the
     first one on ties, and the first NaN if there is one (as NumPy). ``x``: any float
-    (float8 too), integer or bool dtype the backend supports (floats compared in float32, float64 as
-    float64; integers in their own type, those narrower than 32 bits and bool as int32:
-    :func:`_common.compare_type`)."""
+    (float8 too), integer or bool dtype the backend supports (floats compared in float32,
+    float64 as float64; integers in their own type, those narrower than 32 bits and bool as
+    int32: :func:`_common.compare_type`)."""
     res = _argmax_fast(x, out) if stream is None else None
     if res is not None:
         return res

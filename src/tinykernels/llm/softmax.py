@@ -317,9 +317,9 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
 
 def sum(x, axis: int, out=None, stream=None):
     """The sum of ``x`` along ``axis``, of NumPy's ``np.sum`` dtype: a float ``x``'s own
-    (float32 accumulation for 16- and 8-bit floats), int64 for bool and signed integers, uint64 for
-    unsigned ones (wrapping modulo 2**64, as NumPy's; a backend without 64-bit integers, such
-    as WebGPU, refuses those with an error naming ``x``)."""
+    (float32 accumulation for 16- and 8-bit floats), int64 for bool and signed integers,
+    uint64 for unsigned ones (wrapping modulo 2**64, as NumPy's; a backend without 64-bit
+    integers, such as WebGPU, refuses those with an error naming ``x``)."""
     res = _sum_fast(x, axis, out, stream)
     if res is not None:
         return res
