@@ -21,8 +21,9 @@ I32 = np.zeros(2, np.int32)
 # (call, function, argument, the rest of the message: "expected ..., got ...")
 LLM_BAD = [
     (lambda: llm.argmax(X), "argmax", "x", "expected a 1-D array, got shape (2, 64)"),
-    (lambda: llm.argmax(W.astype(np.int8)), "argmax", "x",
-     "expected dtype float32, float16, bfloat16 or float64, got dtype int8"),
+    (lambda: llm.argmax(W.astype(np.complex64)), "argmax", "x",
+     "expected dtype float32, float16, bfloat16, float64, float8_e4m3fn, float8_e5m2, bool, int8, uint8, int16, "
+     "uint16, int32, uint32, int64 or uint64, got dtype complex64"),
     (lambda: llm.argmax([1.0, 2.0]), "argmax", "x", "expected an array, got list"),
     (lambda: llm.argmax(W, out=np.zeros(2, np.int32)), "argmax", "out", "expected shape (), got shape (2,)"),
     (lambda: llm.argmax(W[:0]), "argmax", "x", "expected a non-empty array (argmax of an empty sequence), "

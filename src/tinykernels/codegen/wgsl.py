@@ -29,7 +29,8 @@ How WGSL's gaps are filled:
   no compiler can see through, so results round exactly as NumPy's float32.
 * **Math.** WGSL builtins are used where they are exact or nearly so (sqrt, floor, ceil,
   trunc, round, abs; sin, cos, tan after an exact Payne-Hanek argument reduction for
-  |x| >= 8192); fma is emulated (lavapipe's builtin rounds the product first); exp, log,
+  |x| >= 8192); fma is emulated (lavapipe's builtin rounds the product first), except in a
+  ``fastmath`` kernel (contraction allowed: the builtin); exp, log,
   log2, log10, log1p, expm1, the inverse trigonometric and hyperbolic functions, erf, erfc,
   pow, fmod and hypot are ports of the FreeBSD msun / musl single-precision functions
   (about 1 ulp), because the builtins of common drivers are far less accurate (lavapipe's
@@ -2037,6 +2038,8 @@ class WGSLRenderer:
             return self.x(f"1.0f / {self.x(f'1.0f + tk_exp(-{args[0]})')}")
         if fn == "abs":
             return f"abs({args[0]})"
+        if fn == "fma" and self.k.fastmath:      # contraction allowed: one instruction (docs/webgpu.md)
+            return f"fma({', '.join(args)})"
         if fn in _SOFT:
             name, lib = _SOFT[fn]
             self.libs.add(lib)

@@ -6,6 +6,7 @@ The wrappers stay thin: validate, allocate, launch one or a few kernels, return 
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -278,6 +279,33 @@ def partly_overlaps(a, b) -> bool:
     return not same and np.shares_memory(ha, hb)
 
 
+CONTRACT_BACKENDS = frozenset(("WEBGPU",))
+"""Backends where :func:`contracted` gives a kernel's ``fastmath`` twin: those whose
+``fastmath`` only allows contraction (WebGPU: ``tk.fma`` becomes the WGSL ``fma`` builtin,
+one instruction, instead of the correctly rounded emulation of about 130; nothing else
+changes in its WGSL). Elsewhere ``fastmath`` also reassociates (the CPU, OpenCL), which the
+library's CPU code shapes are not written for, or changes nothing the kernels need (CUDA's
+``tk.fma`` is the hardware's already). Empty: every llm kernel exact (tests compare both)."""
+
+_TWINS: dict = {}
+
+
+def contracted(kernel, backend: Backend):
+    """``kernel``, or on a backend of :data:`CONTRACT_BACKENDS` its ``fastmath`` twin (the
+    same function compiled with ``@tk.kernel(fastmath=True)``, made once). Only for kernels
+    whose documented accuracy is a tolerance on float sums taken in another order than
+    NumPy's anyway (attention's dot products and ``p @ V``), never for those documented bit
+    for bit (elementwise, casts, RoPE, fp8, quantization, copies) or decided by comparisons
+    (argmax): docs/llm.md, "Exact and contracted kernels"."""
+    if backend.name not in CONTRACT_BACKENDS:
+        return kernel
+    twin = _TWINS.get(kernel)
+    if twin is None:
+        from ..kernel import Kernel
+        twin = _TWINS[kernel] = Kernel(kernel.fn, kernel.unsafe_indices, fastmath=True)
+    return twin
+
+
 def launch(kernel, backend: Backend, args: tuple, ndrange, workgroupsize=None, stream=None):
     """Launch ``kernel`` on ``backend`` (a static workgroup size when given) and return its event."""
     inst = kernel(backend, workgroupsize) if workgroupsize is not None else kernel.instance(backend)
@@ -441,6 +469,42 @@ def compute_type(dt: np.dtype):
     float64 data computed in float32 came back as float64 arrays with float32's precision (a
     relative error of 2e-7, RoPE 5e-6), which a NumPy user's float64 reference notices."""
     return COMPUTE_TYPES.get(np.dtype(dt), F32_TYPE)
+
+
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+"""The 8-bit float dtypes (ml_dtypes'), which the reductions (``argmax``, ``sum``) also take,
+as NumPy does: compared / accumulated in float32."""
+
+INTS = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+"""The integer dtypes (and bool) the reductions (``argmax``, ``sum``) take, as NumPy's do."""
+
+_COMPARE_TYPES = {np.dtype(d): (np.int32 if d in ("bool", "int8", "uint8", "int16", "uint16") else np.dtype(d).type)
+                  for d in INTS}
+
+
+def compare_type(dt: np.dtype) -> tuple:
+    """``(T, lowest)``: the type :func:`layout.argmax` compares elements of dtype ``dt`` in,
+    and its smallest value (the start of a running maximum): :func:`compute_type` and -inf
+    for floats; for integers their own type (int32 for bool and those narrower than 32 bits,
+    whose values it holds exactly) and its smallest integer."""
+    dt = np.dtype(dt)
+    t = _COMPARE_TYPES.get(dt)
+    if t is None:
+        return compute_type(dt), -math.inf
+    return t, int(np.iinfo(t).min)
+
+
+def sum_type(dt: np.dtype) -> np.dtype:
+    """The dtype of :func:`softmax.sum`'s result for data of dtype ``dt``, NumPy's (``np.sum``
+    on this platform): a float dtype itself; int64 for bool and signed integers, uint64 for
+    unsigned ones (NumPy's default integer promotion of a sum, which wraps modulo 2**64)."""
+    dt = np.dtype(dt)
+    if dt.kind == "b" or dt.kind == "i":
+        return np.dtype(np.int64)
+    if dt.kind == "u":
+        return np.dtype(np.uint64)
+    return dt
+
 
 LANES = 16
 """Partial results per row in the host (one work item per row) shapes of the row-wise

@@ -771,15 +771,16 @@ def _decode_launch(backend, out, q, k_cache, v_cache, lens, n_int: int, sc: floa
     nc = _decode_chunks(backend, B * H // G, L, splits, D)
     chunk = -(-L // nc)
     lens = lens if arr_len else q
+    fd = C.contracted(_fd_part, backend)       # (WebGPU: the builtin fma; docs/llm.md)
     if nc == 1:
-        C.launch(_fd_part, backend, (out, out, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, True, D, G,
-                                     use_poly(backend, np.float32)),
+        C.launch(fd, backend, (out, out, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, True, D, G,
+                               use_poly(backend, np.float32)),
                  (B * H // G, 1), stream=stream)
         return
     part = C.new_like(None, (B * H, nc, D), np.float32, backend)
     ml = C.new_like(None, (B * H, nc, 2), np.float32, backend)
-    C.launch(_fd_part, backend, (part, ml, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, False, D, G,
-                                 use_poly(backend, np.float32)),
+    C.launch(fd, backend, (part, ml, out, q, k_cache, v_cache, lens, n_int, sc, chunk, arr_len, False, D, G,
+                           use_poly(backend, np.float32)),
              (B * H // G, nc), stream=stream)
     C.launch(_fd_merge, backend, (out, part, ml), (B * H, D), stream=stream)
 

@@ -17,19 +17,20 @@ TILE = 16
 
 
 @tk.kernel
-def _argmax(out, x, T: tk.constexpr):
+def _argmax(out, x, T: tk.constexpr, LOW: tk.constexpr):
     """One workgroup; each item scans a strided share, then three group reductions: the
     first NaN (NumPy returns it), else the maximum and the first index holding it. ``T``: the
-    compared type (float32; float64 for float64 ``x``: :func:`_common.compute_type`)."""
+    compared type and ``LOW`` its lowest value (:func:`_common.compare_type`: float32, float64
+    for float64 ``x``, an integer type for integer and bool ``x``)."""
     lid = tk.index(tk.Local, tk.Linear)
     W = tk.groupsize()[0]
     N = x.shape[0]
-    best = T(-math.inf)
+    best = T(LOW)
     bi = tk.int32(N)
     nan_i = tk.int32(N)
     for j in range(lid, N, W):
         v = T(x[j])
-        if math.isnan(v):
+        if v != v:
             nan_i = min(nan_i, tk.int32(j))
         elif v > best or bi == N:
             best = v
@@ -47,21 +48,21 @@ ARGMAX_CHUNK = 1 << 16   # elements per work item of the host argmax (longer arr
 
 
 @tk.func
-def argmax_range(x, lo, hi, NI, T):
+def argmax_range(x, lo, hi, NI, T, LOW):
     """The host argmax of ``x[lo:hi]`` (``lo < hi``) by one work item: ``(m, r, nan_i)``, its
     largest value, the first index holding it, and its first NaN's index (``NI`` if none).
     ``ARGMAX_LANES`` lanes, lane ``u`` scanning the elements ``(j - lo) % LANES == u`` in order
     with selects and min only (a loop the C compiler vectorizes): its largest value and first
-    index of it, and its first NaN. A lane starts at its first element with the value -inf:
-    if that element is -inf it is the first -inf; if it is NaN, the NaN decides the result
-    anyway. The lanes then combine: the first NaN, else the smallest index among the lanes
-    holding the maximum."""
+    index of it, and its first NaN. A lane starts at its first element with the value ``LOW``
+    (-inf; an integer type's smallest value): if that element is ``LOW`` it is the first one;
+    if it is NaN, the NaN decides the result anyway. The lanes then combine: the first NaN,
+    else the smallest index among the lanes holding the maximum."""
     L = ARGMAX_LANES
     best = tk.private(T, (L,))
     bi = tk.private(tk.int32, (L,))
     ni = tk.private(tk.int32, (L,))
     for u in range(L):
-        best[u] = T(-math.inf)
+        best[u] = T(LOW)
         bi[u] = tk.select(lo + u < hi, tk.int32(lo + u), NI)
         ni[u] = NI
     full = lo + (hi - lo) - (hi - lo) % L
@@ -80,7 +81,7 @@ def argmax_range(x, lo, hi, NI, T):
         bi[u] = tk.select(better, tk.int32(j), bi[u])
         ni[u] = min(ni[u], tk.select(v != v, tk.int32(j), NI))
     nan_i = NI
-    m = T(-math.inf)
+    m = T(LOW)
     for u in range(L):
         nan_i = min(nan_i, ni[u])
         if bi[u] < NI:
@@ -93,33 +94,33 @@ def argmax_range(x, lo, hi, NI, T):
 
 
 @tk.kernel
-def _argmax_lanes(out, x: tk.Const, T: tk.constexpr):
+def _argmax_lanes(out, x: tk.Const, T: tk.constexpr, LOW: tk.constexpr):
     """Host shape of :func:`_argmax` (CPU, interpreter) for one chunk: one work item."""
     NI = tk.int32(x.shape[0])
-    m, r, nan_i = argmax_range(x, 0, x.shape[0], NI, T)
+    m, r, nan_i = argmax_range(x, 0, x.shape[0], NI, T, LOW)
     out[0] = nan_i if nan_i < NI else r
 
 
 @tk.kernel
-def _argmax_chunks(cm, ci, cn, x: tk.Const, T: tk.constexpr):
+def _argmax_chunks(cm, ci, cn, x: tk.Const, T: tk.constexpr, LOW: tk.constexpr):
     """Host argmax of a long ``x``: work item ``c`` takes ``x[c * ARGMAX_CHUNK:][:ARGMAX_CHUNK]``
     (the items run on all threads; one item scanned the whole array on one thread) and
     writes its maximum, first index of it and first NaN to ``cm``, ``ci``, ``cn``."""
     c = tk.index()
     N = x.shape[0]
     lo = c * ARGMAX_CHUNK
-    m, r, nan_i = argmax_range(x, lo, min(lo + ARGMAX_CHUNK, N), tk.int32(N), T)
+    m, r, nan_i = argmax_range(x, lo, min(lo + ARGMAX_CHUNK, N), tk.int32(N), T, LOW)
     cm[c] = m
     ci[c] = r
     cn[c] = nan_i
 
 
 @tk.kernel
-def _argmax_combine(out, cm: tk.Const, ci: tk.Const, cn: tk.Const, N, T: tk.constexpr):
+def _argmax_combine(out, cm: tk.Const, ci: tk.Const, cn: tk.Const, N, T: tk.constexpr, LOW: tk.constexpr):
     """The chunks' results in order, as the lanes combine: the first NaN, else the first
     index among the chunks holding the maximum."""
     nan_i = tk.int32(N)
-    m = T(-math.inf)
+    m = T(LOW)
     for c in range(cm.shape[0]):
         nan_i = min(nan_i, cn[c])
         m = max(m, cm[c])
@@ -375,13 +376,17 @@ def _argmax_fast(x, out) -> bool:
     res, ho = (out, ho) if ho is not None else C.host_new(x, (), _INDEX_DTYPES[0])
     if ho.shape or ho.dtype != _INDEX_DTYPES[0] or C.may_share_memory(ho, hx):
         return None
-    _argmax_lanes.instance(backend)(ho.reshape(1), hx, C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE), ndrange=1)
+    T = C.COMPUTE_TYPES.get(hx.dtype, C.F32_TYPE)
+    _argmax_lanes.instance(backend)(ho.reshape(1), hx, T, -math.inf, ndrange=1)
     return res
 
 
 def argmax(x, out=None, stream=None):
     """The index of the largest element of the 1-D array ``x``, as an int32 0-d array: the
-    first one on ties, and the first NaN if there is one (as NumPy)."""
+    first one on ties, and the first NaN if there is one (as NumPy). ``x``: any float
+    (float8 too), integer or bool dtype the backend supports (floats compared in float32,
+    float64 as float64; integers in their own type, those narrower than 32 bits and bool as
+    int32: :func:`_common.compare_type`)."""
     res = _argmax_fast(x, out) if stream is None else None
     if res is not None:
         return res
@@ -389,19 +394,19 @@ def argmax(x, out=None, stream=None):
     C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     (n,) = C.require_rank(x, fn, "x", 1, 1)
-    T = C.compute_type(C.require_float(x, fn, "x", backend))
+    T, LOW = C.compare_type(C.require_float(x, fn, "x", backend, C.FLOATS + C.FP8 + C.INTS))
     C.require(n > 0, fn, "x", "expected a non-empty array (argmax of an empty sequence), got shape (0,)")
     out = C.output(out, fn, x, (), np.int32, backend)
     W = C.row_group(backend, n)
     if W == 1 and n <= ARGMAX_CHUNK:
-        C.launch(_argmax_lanes, backend, (C.view(out, (1,)), x, T), 1, stream=stream)
+        C.launch(_argmax_lanes, backend, (C.view(out, (1,)), x, T, LOW), 1, stream=stream)
     elif W == 1:
         nc = -(-n // ARGMAX_CHUNK)
         cm, ci, cn = (C.new_like(x, (nc,), dt, backend) for dt in (T, np.int32, np.int32))
-        C.launch(_argmax_chunks, backend, (cm, ci, cn, x, T), nc, stream=stream)
-        C.launch(_argmax_combine, backend, (C.view(out, (1,)), cm, ci, cn, n, T), 1, stream=stream)
+        C.launch(_argmax_chunks, backend, (cm, ci, cn, x, T, LOW), nc, stream=stream)
+        C.launch(_argmax_combine, backend, (C.view(out, (1,)), cm, ci, cn, n, T, LOW), 1, stream=stream)
     else:
-        C.launch(_argmax, backend, (C.view(out, (1,)), x, T), W, W, stream)
+        C.launch(_argmax, backend, (C.view(out, (1,)), x, T, LOW), W, W, stream)
     return out
 
 

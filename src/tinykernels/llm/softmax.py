@@ -176,18 +176,18 @@ def _softmax_rows_ro(out, x: tk.Const, scale, L, inner, poly: tk.constexpr, T: t
 
 
 @tk.func
-def sum_lanes(acc, out, x, r, L, inner, ax):
-    """Row ``r``'s sum in the ``LANES`` partial sums ``acc`` (as ``_softmax_lanes``), combined in
-    lane order and stored in ``out``."""
+def sum_lanes(acc, out, x, r, L, inner, ax, A):
+    """Row ``r``'s sum in the ``LANES`` partial sums ``acc`` of type ``A`` (as
+    ``_softmax_lanes``), combined in lane order and stored in ``out``."""
     c0, c1, c2, c3 = row_start(x, r, L, inner)
     full = L - L % LANES
     for j in range(LANES):
-        acc[j] = 0
+        acc[j] = A(0)
     for l0 in range(0, full, LANES):
         for j in range(LANES):
-            acc[j] += at_axis(x, ax, c0, c1, c2, c3, l0 + j)
+            acc[j] += A(at_axis(x, ax, c0, c1, c2, c3, l0 + j))
     for l in range(full, L):
-        acc[l - full] += at_axis(x, ax, c0, c1, c2, c3, l)
+        acc[l - full] += A(at_axis(x, ax, c0, c1, c2, c3, l))
     s = acc[0]
     for j in range(1, LANES):
         s += acc[j]
@@ -196,31 +196,33 @@ def sum_lanes(acc, out, x, r, L, inner, ax):
 
 
 @tk.kernel
-def _sum_lanes(out, x, L, inner, ax: tk.constexpr):
-    """The host shape of :func:`_sum`, float32 partial sums (float32, float16, bfloat16)."""
-    sum_lanes(tk.private(tk.float32, (LANES,)), out, x, tk.index(), L, inner, ax)
+def _sum_lanes(out, x, L, inner, ax: tk.constexpr, A: tk.constexpr):
+    """The host shape of :func:`_sum`: partial sums of type ``A`` (float32 for float32,
+    float16 and bfloat16 ``x``; float64 for float64; int64 or uint64 for integers and bool:
+    :func:`_sum_type`)."""
+    sum_lanes(tk.private(A, (LANES,)), out, x, tk.index(), L, inner, ax, A)
 
 
 @tk.kernel
-def _sum_lanes64(out, x, L, inner, ax: tk.constexpr):
-    """The host shape of :func:`_sum` for float64, float64 partial sums."""
-    sum_lanes(tk.private(tk.float64, (LANES,)), out, x, tk.index(), L, inner, ax)
-
-
-@tk.kernel
-def _sum(out, x, L, inner, ax: tk.constexpr):
+def _sum(out, x, L, inner, ax: tk.constexpr, A: tk.constexpr):
     r = tk.index(tk.Global, tk.Cartesian)[0]
     lid = tk.index(tk.Local, tk.Linear)
     W = tk.groupsize()[1]
     c0, c1, c2, c3 = row_start(x, r, L, inner)
-    acc = tk.float32(0) + x.dtype(0)
+    acc = A(0)
     for l in range(lid, L, W):
-        acc += at_axis(x, ax, c0, c1, c2, c3, l)
+        acc += A(at_axis(x, ax, c0, c1, c2, c3, l))
     if W > 1:
         acc = tk.group_reduce(acc, "add")
     if lid == 0:
         o0, o1, o2, o3 = unflat4(out, r)
         st4(out, o0, o1, o2, o3, acc)
+
+
+def _sum_type(dt: np.dtype):
+    """The accumulator type of a sum of ``dt`` data: :func:`_common.compute_type` for floats,
+    the result's integer type (int64, uint64: :func:`_common.sum_type`) for the others."""
+    return C.compute_type(dt) if dt.kind == "f" or dt.kind == "V" else C.sum_type(dt).type
 
 
 def _axis(fn: str, axis, ndim: int) -> int:
@@ -258,7 +260,7 @@ def _sum_fast(x, axis, out, stream):
     res, ho = (out, ho) if ho is not None else C.host_new(x, oshape, dt)
     if ho.dtype is not dt or ho.shape != oshape or C.may_share_memory(ho, hx):
         return None
-    (_sum_lanes64 if dt == np.float64 else _sum_lanes).instance(backend)(ho, hx, L, inner, ax4, ndrange=rows)
+    _sum_lanes.instance(backend)(ho, hx, L, inner, ax4, C.COMPUTE_TYPES.get(dt, C.F32_TYPE), ndrange=rows)
     return res
 
 
@@ -314,7 +316,10 @@ def softmax(x, axis: int = -1, scale: float = 1.0, out=None, stream=None):
 
 
 def sum(x, axis: int, out=None, stream=None):
-    """The sum of ``x`` along ``axis`` (x's dtype; float32 accumulation for 16-bit floats)."""
+    """The sum of ``x`` along ``axis``, of NumPy's ``np.sum`` dtype: a float ``x``'s own
+    (float32 accumulation for 16- and 8-bit floats), int64 for bool and signed integers,
+    uint64 for unsigned ones (wrapping modulo 2**64, as NumPy's; a backend without 64-bit
+    integers, such as WebGPU, refuses those with an error naming ``x``)."""
     res = _sum_fast(x, axis, out, stream)
     if res is not None:
         return res
@@ -322,15 +327,19 @@ def sum(x, axis: int, out=None, stream=None):
     C.require_array(x, fn, "x")
     backend = C.backend_of(fn, stream=stream, x=x, out=out)
     shape = C.require_rank(x, fn, "x")
-    dt = C.require_float(x, fn, "x", backend)
+    dt = C.require_float(x, fn, "x", backend, C.FLOATS + C.FP8 + C.INTS)
+    rt = C.sum_type(dt)
+    if rt != dt and not backend.supports(rt.name):
+        C.expected(fn, "x", f"a dtype whose sum {backend.name} can hold (NumPy sums dtype {dt} to {rt}, "
+                   f"which {backend.name} lacks)", f"dtype {dt}")
     ax = _axis(fn, axis, len(shape))
     oshape = shape[:ax] + shape[ax + 1:]
-    out = C.output(out, fn, x, oshape, dt, backend)
+    out = C.output(out, fn, x, oshape, rt, backend)
+    A = _sum_type(dt)
     rows, L, inner, ax4 = _split(shape, ax)
     o = C.view(out, (1,)) if rows and not oshape else out
     if rows and C.row_group(backend, L) == 1:
-        C.launch(_sum_lanes64 if dt == np.float64 else _sum_lanes, backend, (o, x, L, inner, ax4), rows,
-                 stream=stream)
+        C.launch(_sum_lanes, backend, (o, x, L, inner, ax4, A), rows, stream=stream)
     elif rows:
-        C.launch_rows(_sum, backend, (o, x, L, inner, ax4), rows, C.row_group(backend, L), stream)
+        C.launch_rows(_sum, backend, (o, x, L, inner, ax4, A), rows, C.row_group(backend, L), stream)
     return out
