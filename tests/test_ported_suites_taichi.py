@@ -251,7 +251,7 @@ def first_in_loop(n):
 
 
 @tk.func
-def bump(u):
+def bump_u(u):
     u[1] = u[1] + 1
     return None
 
@@ -266,7 +266,7 @@ def return_cases(fo, io, a: tk.constexpr, x, y, n, u):
     io[2] = static_for()
     io[3] = first_in_loop(n)
     u[0] = tk.uint64(2**64 - 1)
-    bump(u)
+    bump_u(u)
     if x > 0:
         return None
     io[4] = 99
