@@ -5,8 +5,10 @@ test_casting.py (float -> int8..int64 and uint, int64 -> float16/32/64, literals
 float16), test_intrinsics.py (thread/block/grid indices and sizes in 1-D to 3-D, grid-stride
 loops, ``selp`` as ``tk.select``, ``round`` of float32/float64 to an int, float16 scalar
 comparisons, chained float16 predicates through device functions, hmax/hmin, the float16
-intrinsics sin..rsqrt) and test_exception.py (the warp-divergence case of issue #2655, division
-by zero that continues, what upstream raises at run time as compile errors), ported test by test
+intrinsics sin..rsqrt), test_fastmath.py (float32 functions and a func in a fastmath kernel,
+a division by zero; with Warp's test_fast_math pow of a negative base) and test_exception.py
+(the warp-divergence case of issue #2655, division by zero that continues, what upstream
+raises at run time as compile errors), ported test by test
 as tinykernels kernels. Exact where SPEC makes it exact; upstream's tolerances for the math
 functions. CPU and INTERP (the backend does not matter for most); the float16 and casting cases
 on CL and WEBGPU as well, where narrow types are rendered differently.
@@ -44,6 +46,7 @@ from gen_kernels import make_kernel
 
 _GEN = os.path.join(tempfile.gettempdir(), "tinykernels_ported_suites_numba")
 FLOAT16_RTOL = np.finfo(np.float16).eps
+EPS32 = float(np.finfo(np.float32).eps)
 
 
 @pytest.fixture(params=backend_params('CPU', 'INTERP'), scope="module")
@@ -444,6 +447,54 @@ def test_fp16_intrinsics_common(anybe):
         atol = 2e-3 if k < 2 else 0      # sin/cos of arguments up to 65504 (float32 inside)
         np.testing.assert_allclose(r[k].astype(np.float64), w.astype(np.float64), rtol=FLOAT16_RTOL, atol=atol,
                                    err_msg=f"row {k}")
+
+
+# --- test_fastmath.py (and Warp's test_fast_math) --------------------------------------------
+
+@tk.func
+def fm_div(a, b):
+    return a / b
+
+
+@tk.kernel(fastmath=True)
+def fastmath_funcs(r, x: tk.Const, y: tk.Const, e):
+    i = tk.index()
+    r[0, i] = math.cos(x[i])
+    r[1, i] = math.sin(x[i])
+    r[2, i] = math.tan(x[i])
+    r[3, i] = math.tanh(x[i])
+    r[4, i] = math.exp(x[i])
+    r[5, i] = math.log(x[i])
+    r[6, i] = math.log10(x[i])
+    r[7, i] = math.log2(x[i])
+    r[8, i] = math.pow(x[i], y[i])
+    r[9, i] = x[i] / y[i]
+    r[10, i] = fm_div(x[i], y[i])                               # test_device_fastmath_propagation
+    r[11, i] = math.pow(-2.0 * x[i] / x[i], e)                  # Warp's test_pow: pow(-2, 2) == 4
+    r[12, i] = math.isnan(math.pow(-2.0 * x[i] / x[i], 0.5))    # a NaN stays one
+    r[13, i] = x[i] / (y[i] - y[i])                             # test_divf_exception: inf, no error
+    r[14, i] = math.isinf(x[i] / (y[i] - y[i]))
+    r[15, i] = math.isnan(x[i] * 0.0 / (y[i] - y[i]))
+
+
+def test_fastmath_float32_functions(anybe):
+    """A ``fastmath=True`` kernel (SPEC 1: reassociation and contraction, and the backend's
+    faster math functions) still gives float32 results within a few ulp of NumPy's float64
+    ones, its @tk.funcs too, keeps infinities and NaNs (``isnan``/``isinf`` are not folded
+    away), and a division by zero is inf (upstream: no ZeroDivisionError)."""
+    n = 32
+    x = np.linspace(0.1, 3, n).astype(np.float32)
+    y = np.linspace(0.5, 2, n).astype(np.float32)
+    r = run(anybe, fastmath_funcs, np.zeros((16, n), np.float32), x, y, 2.0, ndrange=n)[0]
+    xd, yd = x.astype(np.float64), y.astype(np.float64)
+    want = [np.cos(xd), np.sin(xd), np.tan(xd), np.tanh(xd), np.exp(xd), np.log(xd), np.log10(xd), np.log2(xd),
+            xd ** yd, xd / yd, xd / yd]
+    for k, w in enumerate(want):
+        np.testing.assert_allclose(r[k], w, rtol=4 * EPS32, atol=4 * EPS32, err_msg=f"row {k}")
+    np.testing.assert_array_equal(r[11], 4.0)
+    np.testing.assert_array_equal(r[12], 1)
+    assert np.isposinf(r[13]).all()
+    np.testing.assert_array_equal(r[14:], 1)
 
 
 # --- test_exception.py -----------------------------------------------------------------------
