@@ -1,5 +1,6 @@
 """NVIDIA Warp's warp/tests/ test_arithmetic.py (unary and binary operators of every scalar type,
 the special functions, float -> int rounding, smoothstep/lerp and clamp with their gradients),
+test_math.py (powers of two, erf/erfc and their gradients),
 test_rounding.py (its golden table), test_codegen.py (renames, in-place updates, static and
 dynamic ranges, while, pass, break/continue, a static loop's variable reused after the loop, a
 ``return`` that skips an atomic, a conditional expression that runs one side) and test_bool.py
@@ -236,6 +237,57 @@ def test_special_funcs_2arg_and_gradients(be, dtype):
     np.testing.assert_allclose(d2[0], 2 * np.power(a[0], b[0]) * np.log(a[0]), rtol=5 * tol, atol=tol)
     np.testing.assert_allclose(d1[1], 2 * b[1] / (a[1] ** 2 + b[1] ** 2), rtol=5 * tol, atol=tol)
     np.testing.assert_allclose(d2[1], -2 * a[1] / (a[1] ** 2 + b[1] ** 2), rtol=5 * tol, atol=tol)
+
+
+# --- test_math.py: power-of-two pow, erf/erfc with gradients -----------------------------------
+
+@tk.kernel
+def power_of_two_pow(exponent: tk.Const, out_f):
+    i = tk.index()
+    e = exponent[i]
+    out_f[0, i] = out_f.dtype(0.5) ** out_f.dtype(e)
+    out_f[1, i] = out_f.dtype(2.0) ** out_f.dtype(e)
+
+
+def test_power_of_two_pow(anybe):
+    """test_power_of_two_pow_cpu (0.5 ** 4 and 2 ** 4), widened to the exponents where the
+    result is subnormal, underflows or overflows: exact, as NumPy (a power of two is
+    representable or rounds to 0 / inf)."""
+    for dt in (np.float32, np.float64):
+        if not anybe.supports(np.dtype(dt)):
+            continue
+        lo, hi = (-160, 130) if dt == np.float32 else (-1080, 1030)
+        e = np.array([4, 0, 1, -1, 10, -126, -127, -149, -150, 127, 128, lo, hi, -1022, -1074, 1023], np.int32)
+        out = run(anybe, power_of_two_pow, e, np.zeros((2, e.size), dt), ndrange=e.size)[-1]
+        with np.errstate(over="ignore", under="ignore"):
+            np.testing.assert_array_equal(out[0], np.power(dt(0.5), e.astype(dt)))
+            np.testing.assert_array_equal(out[1], np.power(dt(2.0), e.astype(dt)))
+
+
+@tk.kernel
+def erf_kernel(x: tk.Const, out):
+    i = tk.index()
+    if i == 0:
+        out[i] = math.erf(x[i])
+    elif i == 1:
+        out[i] = math.erfc(x[i])
+
+
+def test_erf_math_with_gradients(be):
+    """test_erf_math's erf and erfc of 0.123 and their gradients (upstream's known values;
+    erfinv/erfcinv have no counterpart). float16 computes in float32 and rounds on store."""
+    want, dwant = [0.13809388, 0.86190612], [1.11143641, -1.11143641]
+    for dt, tol in ((np.float16, 1e-3), (np.float32, 1e-6), (np.float64, 1e-6)):
+        x = np.full(2, 0.123, dt)
+        out = run(be, erf_kernel, x, np.zeros(2, dt), ndrange=2)[-1]
+        np.testing.assert_allclose(out.astype(np.float64), want, rtol=tol, atol=tol)
+        if dt == np.float16:
+            continue
+        dx = np.zeros_like(x)
+        k = erf_kernel(be)
+        tk.autodiff(tk.Reverse, lambda a, o: k(a, o, ndrange=2), tk.Duplicated(x.copy(), dx),
+                    tk.Duplicated(np.zeros_like(x), np.ones_like(x)))
+        np.testing.assert_allclose(dx, dwant, rtol=tol, atol=tol)
 
 
 # --- test_rounding.py: the golden table, and test_arithmetic's float_to_int --------------------
