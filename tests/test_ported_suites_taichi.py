@@ -635,6 +635,14 @@ def effects_in_order(o, c, x, d):
     x[1 + bump(x, 0)] = x[0]                        # the value first (0), then x[0] -> 10
 
 
+@tk.kernel
+def effects_in_while(o, c):
+    n = 0
+    while 0 <= tk.atomic_add(c, 0, 1) < 5:           # the atomic once per test: 5 iterations
+        n += 1
+    o[0] = n
+
+
 def test_operands_with_side_effects_run_once_in_python_order(anybe):
     """test_no_duplicate_eval_func's idea, widened: an atomic or an effectful @tk.func call in
     an operand runs once, after the operands to its left have been read, as Python evaluates.
@@ -646,3 +654,5 @@ def test_operands_with_side_effects_run_once_in_python_order(anybe):
         np.testing.assert_array_equal(o, [1, 2, 6, 9, 5, 15, 25])
         assert c[0] == 35 and d[0] == 1
         np.testing.assert_array_equal(x, [10, 0, 0])
+        o, c = run(be, effects_in_while, np.zeros(1, np.int32), np.zeros(1, np.int32), ndrange=1)
+        assert o[0] == 5 and c[0] == 6                  # was 2 iterations (the atomic ran twice a test)
