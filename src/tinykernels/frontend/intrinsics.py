@@ -111,7 +111,7 @@ _NPOPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
 def _args(lw, node, n=None, name=""):
     if n is not None and len(node.args) not in ((n,) if isinstance(n, int) else n):
         raise lw.err(node, f"{name}() takes {n} argument(s), got {len(node.args)}")
-    return [lw.expr(a) for a in node.args]
+    return lw.in_order(list(node.args))          # Python's order; an atomic runs once
 
 
 def _exprs(lw, node, n=None, name=""):
@@ -580,7 +580,7 @@ def _args_and_keywords(lw, node, sig: str, lo: int, hi: int, names: tuple) -> tu
     if not lo <= len(node.args) <= hi:
         many = f"{lo} or {hi}" if hi == lo + 1 else f"{lo} to {hi}"
         raise lw.err(node, f"{sig} takes {many} arguments, got {len(node.args)}")
-    args = [lw.expr(x) for x in node.args]
+    args = lw.in_order(list(node.args))
     kws = {}
     for kw in node.keywords:
         if kw.arg not in names or kw.arg in kws:

@@ -368,12 +368,60 @@ class Lowerer:
             for t, v in zip(target.elts, value):
                 self.assign_target(t, v, node)
         elif isinstance(target, ast.Subscript):
+            # Python evaluates the value before the target's index: an index with side effects
+            # (a @tk.func's stores, an atomic) runs after the value has read memory
+            out, mark = self.out, len(self.out)
             arr, idx = self.subscript_parts(target)
+            if self.out is out and I._has_effects(self.out[mark:]) and _reads_memory(value):
+                pending = self.out[mark:]
+                del self.out[mark:]
+                value = self.read_now(value, node)
+                self.out.extend(pending)
             self.store(arr, idx, value, node)
         elif isinstance(target, ast.Attribute):
             raise self.err(target, "cannot assign to an attribute in a kernel")
         else:
             raise self.err(target, f"cannot assign to {type(target).__name__}")
+
+    def in_order(self, nodes: list) -> list:
+        """The operands ``nodes`` lowered left to right with Python's evaluation order kept:
+        an operand with side effects (an atomic, or the stores, atomics and prints of an inlined
+        @tk.func) runs after the operands before it have read memory, and exactly once. So
+        before such an operand's statements, the operands before it that read arrays are copied
+        to temporaries, and an operand that holds an atomic is itself copied to one (a renderer
+        may repeat an operand's text: a shift's count, a chained comparison's middle operand;
+        until port20, ``0 <= tk.atomic_add(c, 0, 2) < 1`` ran the atomic twice on the compiled
+        backends, and ``c[0] + f(c)`` read ``c[0]`` after ``f``'s stores)."""
+        vals = []
+        for n in nodes:
+            vals, v = self.then(vals, n)
+            vals.append(v)
+        return vals
+
+    def then(self, before: list, n) -> tuple[list, object]:
+        """One step of :meth:`in_order`: the operand ``n`` lowered after the values ``before``,
+        and ``before`` again (copied to temporaries where ``n`` has side effects)."""
+        out, mark = self.out, len(self.out)
+        v = self.expr(n)
+        emitted = self.out is out and I._has_effects(self.out[mark:])
+        atomic = _holds_atomic(v)
+        if (emitted or atomic) and any(_reads_memory(x) for x in before):
+            pending = self.out[mark:]
+            del self.out[mark:]
+            before = [self.read_now(x, n) for x in before]
+            self.out.extend(pending)
+        if atomic:
+            v = self.read_now(v, n)
+        return before, v
+
+    def read_now(self, v, node):
+        """``v`` with its array reads and atomics evaluated here, into temporaries (tuples element
+        by element); anything else as it is."""
+        if isinstance(v, tuple):
+            return tuple(self.read_now(x, node) for x in v)
+        if _reads_memory(v):
+            return self.snapshot(v, node)
+        return v
 
     def snapshot(self, v, node):
         """A value that later assignments cannot change: locals and loads go to a temporary."""
@@ -544,12 +592,15 @@ class Lowerer:
 
     def s_Return(self, s):
         fr = self.frame
+        # `return None` is a bare `return`, as in Python (until port20 a CompileError: in a kernel
+        # "kernels cannot return a value", in a @tk.func "a value of type NoneType ...")
+        given = None if isinstance(s.value, ast.Constant) and s.value.value is None else s.value
         if len(self.stack) == 1:
-            if s.value is not None:
+            if given is not None:
                 raise self.err(s, "kernels cannot return a value; write results into an array")
             self.emit(N.Return(self.loc(s)))
             return
-        value = self.expr(s.value) if s.value is not None else None
+        value = self.expr(given) if given is not None else None
         if isinstance(value, NoValue):          # `return g(x)` of a g that returns nothing: g runs, then
             value = None                        # a bare return (Python returns None)
         vals, shape = _flatten(value) if value is not None else ([], ())
@@ -578,7 +629,9 @@ class Lowerer:
     def indices(self, arr, idx: list, node) -> list:
         """The index values ``idx`` of an element of ``arr`` (a subscript, an atomic's index)
         as expressions: one per dimension, each an integer (or bool)."""
-        idx = [self.as_expr(i, node) for i in idx]
+        # an atomic in an index runs once, before the access (a debug build's bounds check
+        # repeats the index)
+        idx = [self.as_expr(self.read_now(i, node) if _holds_atomic(i) else i, node) for i in idx]
         if len(idx) != arr.ndim:
             raise self.err(node, f"array '{arr.name}' has {arr.ndim} dimension(s) but {len(idx)} index(es) were given")
         for i in idx:
@@ -821,14 +874,14 @@ class Lowerer:
         return self.load(arr, idx, node)
 
     def e_Tuple(self, node):
-        return tuple(self.expr(e) for e in node.elts)
+        return tuple(self.in_order(list(node.elts)))
 
     def e_BinOp(self, node):
         op = I.BINOPS.get(type(node.op))
         if op is None:
             raise self.err(node, f"operator {_OP_TEXT.get(type(node.op), type(node.op).__name__)} is not supported "
                                  "in kernels")
-        return self.binop(op, self.expr(node.left), self.expr(node.right), node)
+        return self.binop(op, *self.in_order([node.left, node.right]), node)
 
     def binop(self, op, a, b, node) -> N.Expr:
         a, b = self.as_expr(a, node), self.as_expr(b, node)
@@ -960,7 +1013,8 @@ class Lowerer:
     def chain(self, left, ops: list, rnodes: list, node) -> N.Expr:
         """The comparison chain ``left ops[0] rnodes[0] ops[1] rnodes[1] ...``: its tail after
         the first comparison runs (statements included) only where that comparison holds."""
-        right = self.as_expr(self.expr(rnodes[0]), rnodes[0])
+        (left,), right = self.then([left], rnodes[0])     # Python's order; an atomic runs once
+        left, right = self.as_expr(left, node), self.as_expr(right, rnodes[0])
         first = self.compare(ops[0], left, right, node)
         if len(ops) == 1:
             return first
@@ -1134,7 +1188,7 @@ class Lowerer:
         defaults = dict(zip(params[len(params) - len(dvals):], dvals))
         if len(node.args) > len(params):
             raise self.err(node, f"@tk.func '{func.name}' takes {len(params)} argument(s), got {len(node.args)}")
-        given = dict(zip(params, ((n, self.expr(n)) for n in node.args)))
+        given = dict(zip(params, zip(node.args, self.in_order(list(node.args)))))
         for kw in node.keywords:
             if kw.arg is None:
                 raise self.err(node, "**kwargs are not supported in kernel calls")
@@ -1198,6 +1252,21 @@ class Lowerer:
         for v in fr.ret_vars:
             self.names[v] = f"@func:{func.name}"
         return _unflatten(iter(FuncBinding(v) for v in fr.ret_vars), fr.ret_shape)
+
+
+def _holds_atomic(v) -> bool:
+    """Whether the lowered value ``v`` (a tuple element by element) evaluates an atomic."""
+    if isinstance(v, tuple):
+        return any(_holds_atomic(x) for x in v)
+    return isinstance(v, N.Expr) and any(isinstance(x, N.Atomic) for x in N.walk_expr(v))
+
+
+def _reads_memory(v) -> bool:
+    """Whether evaluating the lowered value ``v`` reads an array (or updates one atomically):
+    what a later operand's stores could change."""
+    if isinstance(v, tuple):
+        return any(_reads_memory(x) for x in v)
+    return isinstance(v, N.Expr) and any(isinstance(x, (N.Load, N.Atomic)) for x in N.walk_expr(v))
 
 
 def _flatten(value) -> tuple[list, object]:
