@@ -2772,3 +2772,45 @@ def test_bug_wgsl_zero_minus_a_left_operand_folded_to_the_opaque_zero_is_positiv
     for b in ("WEBGPU", INTERP):
         got = _run(k_wgsl_zero_minus_folded_zero, b, args, ndrange=4)[0]
         assert got.tolist() == [0.0] * 4 and not np.signbit(got).any(), (b, got)
+
+
+@tk.kernel
+def k_atomic_after_uniform_while(e, o, n):
+    li = tk.index()
+    t = li
+    w = 0
+    while w < n:
+        w += 1
+        t = t + 2
+    tk.atomic_add(e, 0, 1)
+    tk.synchronize()
+    o[li] = t
+
+
+@tk.kernel
+def k_atomic_after_uniform_for(e, o, n):
+    li = tk.index()
+    t = li
+    for w in range(n):
+        t = t + 3
+    tk.atomic_add(e, 0, 1)
+    tk.synchronize()
+    o[li] = t
+
+
+# fixed: pocl-uniform-loop-item-code
+@pytest.mark.parametrize("wg,nd", [((4, 1), (2, 8)), ((4, 1), (6, 2)), ((1, 4, 1), (2, 2, 2)), ((4,), 6)])
+def test_bug_atomic_after_a_uniform_loop_runs_once_per_item_in_a_partial_group(wg, nd):
+    """Fuzzer seed 90000533 (--edges --hazards --calls --bytes on CL, fuzz20): an effect function's
+    atomic counted 8 calls too many. PoCL 3.1 ran an `if (tk_active)` atomic after a group-level
+    (uniform) `while` that held per-item code once more per group, in a partial group of a
+    workgroup one item wide in OpenCL's x (reqd_work_group_size(1, 4, 1)); the OpenCL renderer
+    now fences such loops with barriers."""
+    n = int(np.prod(nd))
+    for b in _backends():
+        for kern, step in ((k_atomic_after_uniform_while, 2), (k_atomic_after_uniform_for, 3)):
+            for trips in (0, 2):
+                e, o = _run(kern, b, [np.zeros(1, np.uint64), np.zeros(n, np.int64)], (np.uint8(trips),),
+                            ndrange=nd, static_wg=wg)
+                assert int(e[0]) == n, f"{b} {kern} trips={trips}: {int(e[0])} atomics for {n} items"
+                np.testing.assert_array_equal(o, np.arange(n) + step * trips, err_msg=f"{b} {kern}")

@@ -88,6 +88,15 @@ FIXED_BUGS = {
                                 "barrier at the start or the end of both branches",
         "worked around: the OpenCL renderer writes an if/else that holds a barrier as two ifs on the "
         "condition's value (uniform, computed once), fenced by TK_POCL_BARRIER (codegen/opencl.py split_if)"),
+    'pocl-uniform-loop-item-code': ("OpenCL on PoCL 3.1: in a partial group of a workgroup one item wide in OpenCL's "
+                                    "x (static workgroup (4, 1) on ndrange (2, 8): reqd_work_group_size(1, 4, 1)), an "
+                                    "atomic guarded by `if (tk_active)` after a group-level (uniform) `while` whose "
+                                    "body held per-item code ran once more per group: an effect function's "
+                                    "accumulator counted 8 calls too many (fuzzer seed 90000533, --edges --hazards "
+                                    "--calls --bytes, fuzz20: `while w < n8: ... ta44 = -2` with n8 = 0, then "
+                                    "f36(...) with its atomic_add, then a barrier); the CPU and the interpreter agreed",
+        "worked around: the OpenCL renderer fences a group-level loop that holds per-item code with "
+        "TK_POCL_BARRIERs (codegen/opencl.py group_loop_with_items), as it fences loops holding a barrier"),
     'uniform-func-exit': ("uniformity analysis (every backend): `while tk.uniform(f(x[i]) > 0):` around a barrier, "
                           "or `u = tk.uniform(f(...))` then `if u: break` in a loop with a barrier, was a "
                           "CompileError ('this while condition / break depends on the work item') when `f` returned "
