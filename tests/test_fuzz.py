@@ -2772,3 +2772,72 @@ def test_bug_wgsl_zero_minus_a_left_operand_folded_to_the_opaque_zero_is_positiv
     for b in ("WEBGPU", INTERP):
         got = _run(k_wgsl_zero_minus_folded_zero, b, args, ndrange=4)[0]
         assert got.tolist() == [0.0] * 4 and not np.signbit(got).any(), (b, got)
+
+
+@tk.kernel
+def k_atomic_after_uniform_while(e, o, n):
+    li = tk.index()
+    t = li
+    w = 0
+    while w < n:
+        w += 1
+        t = t + 2
+    tk.atomic_add(e, 0, 1)
+    tk.synchronize()
+    o[li] = t
+
+
+@tk.kernel
+def k_atomic_after_uniform_for(e, o, n):
+    li = tk.index()
+    t = li
+    for w in range(n):
+        t = t + 3
+    tk.atomic_add(e, 0, 1)
+    tk.synchronize()
+    o[li] = t
+
+
+# fixed: pocl-uniform-loop-item-code
+@pytest.mark.parametrize("wg,nd", [((4, 1), (2, 8)), ((4, 1), (6, 2)), ((1, 4, 1), (2, 2, 2)), ((4,), 6)])
+def test_bug_atomic_after_a_uniform_loop_runs_once_per_item_in_a_partial_group(wg, nd):
+    """Fuzzer seed 90000533 (--edges --hazards --calls --bytes on CL, fuzz20): an effect function's
+    atomic counted 8 calls too many. PoCL 3.1 ran an `if (tk_active)` atomic after a group-level
+    (uniform) `while` that held per-item code once more per group, in a partial group of a
+    workgroup one item wide in OpenCL's x (reqd_work_group_size(1, 4, 1)); the OpenCL renderer
+    now fences such loops with barriers."""
+    n = int(np.prod(nd))
+    for b in _backends():
+        for kern, step in ((k_atomic_after_uniform_while, 2), (k_atomic_after_uniform_for, 3)):
+            for trips in (0, 2):
+                e, o = _run(kern, b, [np.zeros(1, np.uint64), np.zeros(n, np.int64)], (np.uint8(trips),),
+                            ndrange=nd, static_wg=wg)
+                assert int(e[0]) == n, f"{b} {kern} trips={trips}: {int(e[0])} atomics for {n} items"
+                np.testing.assert_array_equal(o, np.arange(n) + step * trips, err_msg=f"{b} {kern}")
+
+
+@tk.kernel
+def k_abs_of_min_floordiv(of, oi, s):
+    i = tk.index()
+    of[i] = abs(s) // 7
+    oi[i, 0] = abs(s) // 7
+    oi[i, 1] = abs(s) % 7
+    oi[i, 2] = abs(s) >> 1
+
+
+# fixed: gcc-abs-min-nonnegative
+@pytest.mark.parametrize("s", [-2**63, np.int64(-2**63), np.int32(-2**31), np.int16(-2**15), np.int8(-128), -5])
+def test_bug_abs_of_the_minimum_integer_stays_negative_in_a_loop(s):
+    """Fuzzer seed 90000794 (--edges --hazards --calls --bytes on the CPU, fuzz20): `abs(s12) // 7`
+    with the Python int argument s12 = -2**63 gave +1.3e18 on the CPU, -1.3e18 on the interpreter:
+    abs wraps (abs(INT64_MIN) == INT64_MIN), but GCC 12 took tk_abs's `a < 0 ? (T)(0u - (U)a) : a`
+    for its ABS_EXPR, assumed the loop-invariant result non-negative (even under -fwrapv) and
+    divided it as a positive number; tk_abs is now written with a sign mask."""
+    t = np.asarray(s).dtype if isinstance(s, np.generic) else np.dtype(np.int64)
+    a = int(s)
+    v = a if -a > np.iinfo(t).max else -a if a < 0 else a             # abs, wrapped to the type
+    want = [v // 7, v % 7, v >> 1]
+    for b in _backends():
+        of, oi = _run(k_abs_of_min_floordiv, b, [np.zeros(8, np.float32), np.zeros((8, 3), np.int64)], (s,))
+        np.testing.assert_array_equal(oi, np.tile(want, (8, 1)), err_msg=f"{b} {s!r}")
+        np.testing.assert_array_equal(of, np.full(8, np.float32(v // 7)), err_msg=f"{b} {s!r}")

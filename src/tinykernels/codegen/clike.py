@@ -40,7 +40,12 @@ def portable_helpers(with_f64: bool = True) -> str:
         out.append(f"TK_INLINE {t} tk_max_{sfx}({t} a, {t} b) {{ return b > a ? b : a; }}")
         if sfx[0] == "i":
             u = "u" + t
-            out.append(f"TK_INLINE {t} tk_abs_{sfx}({t} a) {{ return a < 0 ? ({t})(({u})0 - ({u})a) : a; }}")
+            # -a where a < 0, in unsigned arithmetic, abs(MIN) == MIN, written as a mask: GCC 12
+            # took `a < 0 ? (T)(0u - (U)a) : a` for its ABS_EXPR, assumed it non-negative (also
+            # under -fwrapv) and divided abs(INT64_MIN) // 7 of a loop-invariant value as a
+            # positive number (bug gcc-abs-min-nonnegative)
+            out.append(f"TK_INLINE {t} tk_abs_{sfx}({t} a) {{ {u} m = ({u})0 - ({u})(a < 0); "
+                       f"return ({t})((({u})a ^ m) - m); }}")
         if sfx[0] == "f":
             # 0.0 - x: GCC 12 folds it to -x when x comes from an integer (wrong for x == +0.0)
             out.append(f"TK_INLINE {t} tk_zsub_{sfx}({t} a) {{ return a == 0 ? ({t})0 : -a; }}")

@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from ..ir import nodes as N
 from .clike import portable_helpers
+from ..passes.groups import ItemLoop
 from .gpu import GPURenderer
 from .prelude import prelude
 
@@ -178,6 +179,10 @@ class OpenCLRenderer(GPURenderer):
     # block!"), and in an `if` holding a barrier, masked-off work items ran an atomic guarded by
     # `if (tk_active)`. A barrier before such an `if` or loop and after it avoids both (under
     # TK_POCL only). The statement is uniform (it holds a barrier): every work item gets there.
+    # A group-level (uniform) loop without a barrier but with per-item code in it is fenced too:
+    # in a partial group of a workgroup one item wide in x (reqd_work_group_size(1, 4, 1)), the
+    # `if (tk_active)` atomic after such a `while` ran once more per group (bug
+    # pocl-uniform-loop-item-code). The loop is group-level: every work item gets there too.
 
     def s_If(self, s):
         self.fenced(s.body + (s.orelse or []), self.split_if, s)
@@ -199,19 +204,26 @@ class OpenCLRenderer(GPURenderer):
             self.w("}")
 
     def s_For(self, s):
-        self.fenced(s.body, super().s_For, s)
+        self.fenced(s.body, super().s_For, s, loop=True)
 
     def s_While(self, s):
-        self.fenced(s.body, super().s_While, s)
+        self.fenced(s.body, super().s_While, s, loop=True)
 
-    def fenced(self, stmts, render, s) -> None:
-        """``render(s)``, between two TK_POCL_BARRIERs when group-level ``stmts`` hold a barrier."""
-        guard = self.holds_barrier(stmts)
+    def fenced(self, stmts, render, s, loop: bool = False) -> None:
+        """``render(s)``, between two TK_POCL_BARRIERs when group-level ``stmts`` hold a barrier,
+        or (``loop``) when the group-level loop ``s`` holds per-item code."""
+        guard = self.holds_barrier(stmts) or (loop and self.group_loop_with_items(stmts))
         if guard:
             self.w("TK_POCL_BARRIER;")
         render(s)
         if guard:
             self.w("TK_POCL_BARRIER;")
+
+    def group_loop_with_items(self, stmts) -> bool:
+        """Whether ``stmts``, the body of a loop at group level (outside every item region), hold
+        per-item code (an ``if (tk_active)`` region)."""
+        return self.plan is not None and self.item_label is None and any(
+            isinstance(x, ItemLoop) for x in N.walk_stmts(stmts))
 
     def holds_barrier(self, stmts) -> bool:
         """Whether group-level code ``stmts`` holds a barrier, collective or tk.uniform."""

@@ -88,6 +88,23 @@ FIXED_BUGS = {
                                 "barrier at the start or the end of both branches",
         "worked around: the OpenCL renderer writes an if/else that holds a barrier as two ifs on the "
         "condition's value (uniform, computed once), fenced by TK_POCL_BARRIER (codegen/opencl.py split_if)"),
+    'gcc-abs-min-nonnegative': ("CPU with GCC 12 (-O2 and up, also under -fwrapv): abs of the minimum int32/int64 "
+                                "(which wraps: abs(INT64_MIN) == INT64_MIN) of a loop-invariant value came out "
+                                "non-negative where it was divided: `abs(s12) // 7` with the Python int argument "
+                                "s12 = -2**63 gave +1.3e18, the interpreter -1.3e18 (fuzzer seed 90000794, --edges "
+                                "--hazards --calls --bytes, fuzz20). GCC took tk_abs's `a < 0 ? (T)(0u - (U)a) : a` "
+                                "for its ABS_EXPR and its value range as non-negative",
+        "worked around: tk_abs is written with a sign mask, m = 0u - (a < 0), ((U)a ^ m) - m, which GCC does not "
+        "take for ABS_EXPR (codegen/clike.py portable_helpers, shared by every C-like backend)"),
+    'pocl-uniform-loop-item-code': ("OpenCL on PoCL 3.1: in a partial group of a workgroup one item wide in OpenCL's "
+                                    "x (static workgroup (4, 1) on ndrange (2, 8): reqd_work_group_size(1, 4, 1)), an "
+                                    "atomic guarded by `if (tk_active)` after a group-level (uniform) `while` whose "
+                                    "body held per-item code ran once more per group: an effect function's "
+                                    "accumulator counted 8 calls too many (fuzzer seed 90000533, --edges --hazards "
+                                    "--calls --bytes, fuzz20: `while w < n8: ... ta44 = -2` with n8 = 0, then "
+                                    "f36(...) with its atomic_add, then a barrier); the CPU and the interpreter agreed",
+        "worked around: the OpenCL renderer fences a group-level loop that holds per-item code with "
+        "TK_POCL_BARRIERs (codegen/opencl.py group_loop_with_items), as it fences loops holding a barrier"),
     'uniform-func-exit': ("uniformity analysis (every backend): `while tk.uniform(f(x[i]) > 0):` around a barrier, "
                           "or `u = tk.uniform(f(...))` then `if u: break` in a loop with a barrier, was a "
                           "CompileError ('this while condition / break depends on the work item') when `f` returned "
