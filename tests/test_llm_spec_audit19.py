@@ -71,7 +71,8 @@ def test_binary_ops_on_ggml_bin_bcast_shapes_bit_exact(name, dt):
     skip_16bit(name, dt)
     b = dev(name)
     rng = np.random.default_rng(0)
-    cases = BCAST[:8] if small(b) else BCAST
+    # the interpreter runs items in Python: without the 320 x 320 case and the big ones
+    cases = BCAST[:2] + BCAST[3:8] if small(b) else BCAST
     for ne, nr in cases:
         sa, sb = _bcast_shapes(ne, nr)
         x = rng.uniform(-1, 1, sa).astype(dt)
