@@ -42,6 +42,7 @@ from ..dtypes import Ty
 from ..errors import CompileError
 from ..ir import nodes as N
 from .activity import linear, nondiff_call, useful_values
+from .overwrites import fixed_defs
 from .primal_values import PrimalValues
 from .structurize import structurize
 from .uniformity import defs, uniform_vars
@@ -304,7 +305,8 @@ class _Reverse:
                         if not self.k.locals[v].dtype.is_float} if grouped else set()
         self.pushed = {v for v, (n, loop) in self.sites.items() if (n > 1 or loop) and v not in self.uniform}
         self.loaded = _loaded_arrays(self.k.body)
-        self.single = _single_defs(self.k.body, self.sites)
+        # locals with one value wherever read (the index a @tk.func called in a loop receives)
+        self.single = fixed_defs(self.k.body)
         # activity: adjoints only for values that depend on a differentiated input (active) and
         # that some output depends on (useful); the others get no adjoint code at all
         self.useful = useful_values(self.k, self.diff)

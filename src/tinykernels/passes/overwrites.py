@@ -18,23 +18,70 @@ from ..ir import nodes as N
 from .uniformity import defs
 
 
-def _single_defs(stmts) -> dict:
-    """Locals assigned exactly once and outside loops: name -> value expression."""
+def fixed_defs(stmts) -> dict:
+    """Locals with one value wherever they are read: name -> value expression. A local assigned
+    exactly once and outside loops (any value), or one assigned at several places or in a loop
+    where every assignment is the same expression of values fixed for the work item (see
+    :func:`_fixed_key`): the parameter of a ``@tk.func`` called in a loop with the item's own
+    index (``acc_into(out, i, v)``) is assigned at each call, always ``i``. A local that any
+    other statement defines (a ``for`` variable, a Philox output, a collective's result) has
+    none. Followed by :func:`_resolve` (these analyses' only way through locals)."""
     count: dict = {}
     values: dict = {}
+    other: set = set()
 
     def visit(ss, in_loop):
         for s in ss:
             for v in defs(s):
                 count[v] = count.get(v, 0) + (2 if in_loop else 1)
                 if isinstance(s, N.Assign):
-                    values[v] = s.value
+                    values.setdefault(v, []).append(s.value)
+                else:
+                    other.add(v)
             for attr in ("body", "orelse"):
                 sub = getattr(s, attr, None)
                 if sub:
                     visit(sub, in_loop or isinstance(s, (N.While, N.For)))
     visit(stmts, False)
-    return {v: e for v, e in values.items() if count.get(v) == 1}
+    single = {v: vs[0] for v, vs in values.items() if count[v] == 1 and v not in other}
+    multi = {v: vs for v, vs in values.items() if count[v] > 1 and v not in other}
+    changed = True
+    while changed:                   # a fixed local may be assigned from another fixed local
+        changed = False
+        for v, vs in list(multi.items()):
+            keys = {_fixed_key(e, single) for e in vs}
+            if len(keys) == 1 and None not in keys:
+                single[v] = vs[0]
+                del multi[v]
+                changed = True
+    return single
+
+
+def _fixed_key(e, single: dict, depth: int = 0):
+    """A structural key of ``e`` when it is an expression of values that never change within
+    a work item (its indices, literals, scalar arguments, array shapes, and locals in
+    ``single`` with such values) under integer arithmetic, casts and comparisons; else None.
+    Two expressions with the same key have the same value wherever the item evaluates them."""
+    if depth > 32:
+        return None
+    d = depth + 1
+    if isinstance(e, N.Var):
+        return _fixed_key(single[e.name], single, d) if e.name in single else None
+    if isinstance(e, N.Const) and isinstance(e.value, (int, float, bool)):
+        return ("c", e.ty.dtype.name, e.value)
+    if isinstance(e, N.Arg):
+        return ("arg", e.name)
+    if isinstance(e, N.Shape):
+        return ("shape", e.array.name, e.dim)
+    if isinstance(e, N.Index):
+        return ("idx", e.kind, e.dim)
+    if isinstance(e, (N.Cast, N.Unary)):
+        a = _fixed_key(e.a, single, d)
+        return None if a is None else (type(e).__name__, getattr(e, "op", ""), e.ty.dtype.name, a)
+    if isinstance(e, (N.BinOp, N.Compare)):
+        a, b = _fixed_key(e.a, single, d), _fixed_key(e.b, single, d)
+        return None if a is None or b is None else (type(e).__name__, e.op, e.ty.dtype.name, a, b)
+    return None
 
 
 def _resolve(e, single: dict, depth: int = 0):
@@ -124,7 +171,7 @@ def check_overwrites(k: N.Kernel) -> None:
     item of the same launch overwrites, or uses the result of an atomic (its value depends
     on the order of the items, and a derived kernel re-running it would get another)."""
     acc = _accesses(k)
-    single = _single_defs(k.body)
+    single = fixed_defs(k.body)
     written = {name for kind, name, *_ in acc if kind in ("store", "atomic")}
     loaded = {name for kind, name, *_ in acc if kind == "load"}
     keys: dict = {}           # array read and written -> the element key of its first access
@@ -162,7 +209,7 @@ def fully_overwritten(k: N.Kernel) -> frozenset:
     anything can end the item, and no access reads the array. Used by the framework
     wrappers (tinykernels.jax / .torch) to give such an output a fresh buffer instead of a
     copy of its initial value."""
-    single = _single_defs(k.body)
+    single = fixed_defs(k.body)
     stored = set()
     for s in k.body:
         if isinstance(s, N.Store) and s.array.space == "global" and len(s.index) == s.array.ndim == k.ndim \
@@ -188,7 +235,7 @@ def is_elementwise(k: N.Kernel) -> bool:
     wrappers fold a ``vmap`` batch dimension into the ndrange (one launch)."""
     if k.uses & _NOT_ELEMENTWISE:
         return False
-    single = _single_defs(k.body)
+    single = fixed_defs(k.body)
     positions = {v for v, e in single.items() if isinstance(_resolve(e, single), N.Index)}
 
     def own(array, idx) -> bool:
