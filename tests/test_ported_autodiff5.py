@@ -16,6 +16,7 @@
 Both modes against closed forms or float64 central differences of the primal program, on CPU and
 INTERP (float32 on the CPU where the point is float32 rounding)."""
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction as F
 
 import numpy as np
@@ -93,8 +94,8 @@ UNARY_POINTS = np.array([
     [-0.99999991234, -0.3, 0.999876543, 0.999999987654],     # asin
     [-0.999999987654, 0.2, 0.9999123457, 0.99999991234],     # acos
     [-0.9999999876543, -0.5, 0.9987654321, 0.99999991234],   # atanh
-    [1.00000001234, 1.000123457, 1.5, 1e5],                  # acosh
-    [-1e5, -0.5, 1e-8, 3.0],                                 # asinh
+    [1.00000001234, 1.000123457, 1.5, 1e200],                # acosh
+    [-3e160, -0.5, 1e-8, 1e200],                             # asinh
     [-1e4, -0.3, 1e-9, 2.0],                                 # atan
     [-5.0, -1e-7, 0.4, 30.0],                                # sinh
     [-5.0, 0.0, 0.4, 30.0],                                  # cosh
@@ -103,19 +104,27 @@ UNARY_POINTS = np.array([
 ]).T
 
 
+def _inverse_want(fn, x) -> float:
+    """d fn / dx of an inverse function at the float ``x``, in 40 decimal digits (no rounding of
+    x * x, no overflow), rounded once."""
+    with localcontext() as ctx:
+        ctx.prec = 40
+        X = Decimal(float(x))
+        d = {"asin": lambda: 1 / (1 - X * X).sqrt(), "acos": lambda: -1 / (1 - X * X).sqrt(),
+             "atanh": lambda: 1 / (1 - X * X), "acosh": lambda: 1 / (X * X - 1).sqrt(),
+             "asinh": lambda: 1 / (X * X + 1).sqrt()}[fn]
+        return float(d())
+
+
 def _unary_want(col, x):
-    """The derivative of column ``col``'s function at the float64 ``x``, correct to about 1 ulp
-    (the polynomial factors 1 - x**2 and x**2 - 1 from exact rationals)."""
+    """The derivative of column ``col``'s function at the float64 ``x``, correct to about 1 ulp."""
     X = F(x)
-    if col in (8, 9, 10):
-        q = float(1 - X * X)
-        return {8: 1 / math.sqrt(q), 9: -1 / math.sqrt(q), 10: 1 / q}[col]
-    if col == 11:
-        return 1 / math.sqrt(float(X * X - 1))
+    if col in (8, 9, 10, 11, 12):
+        return _inverse_want(["asin", "acos", "atanh", "acosh", "asinh"][col - 8], x)
     return [math.exp, math.exp, lambda v: 1 / v, lambda v: float(1 / (1 + X)), lambda v: 1 / (v * math.log(2)),
             lambda v: 1 / (v * math.log(10)), lambda v: 2 / math.sqrt(math.pi) * math.exp(-v * v),
-            lambda v: -2 / math.sqrt(math.pi) * math.exp(-v * v), None, None, None, None,
-            lambda v: 1 / math.sqrt(v * v + 1), lambda v: 1 / (1 + v * v), math.cosh, math.sinh,
+            lambda v: -2 / math.sqrt(math.pi) * math.exp(-v * v), None, None, None, None, None,
+            lambda v: 1 / (1 + v * v), math.cosh, math.sinh,
             lambda v: 1 / math.cos(v) ** 2, lambda v: -math.sin(v)][col](x)
 
 
@@ -123,7 +132,8 @@ def test_each_math_function_at_its_hard_points_in_both_modes(be):
     """The derivative of each function alone (one column each, so nothing cancels or hides a
     wrong term), in both modes, within a few ulps of the exact value; asin, acos, atanh and
     acosh near |x| = 1 had 1 - x * x (x * x - 1), whose rounding cancelled into relative errors
-    of 1e-10 at these points (float64; 6e-5 in float32, below) before adx20."""
+    of 1e-10 at these points (float64; 6e-5 in float32, below), and asinh and acosh squared x,
+    a derivative of 0 at 1e200 (where it is 1e-200), before adx20."""
     x = UNARY_POINTS
     n, m = x.shape
     fn = lambda o, x_: unary_columns(be)(o, x_, ndrange=n)  # noqa: E731
@@ -135,24 +145,26 @@ def test_each_math_function_at_its_hard_points_in_both_modes(be):
 
 
 @tk.kernel
-def near_one(o, x: tk.Const):
+def inverse_columns(o, x: tk.Const):
     i = tk.index()
     o[i, 0] = math.asin(x[i, 0])
     o[i, 1] = math.acos(x[i, 1])
     o[i, 2] = math.atanh(x[i, 2])
     o[i, 3] = math.acosh(x[i, 3])
+    o[i, 4] = math.asinh(x[i, 4])
+    o[i, 5] = math.acosh(x[i, 5])
 
 
-def test_inverse_functions_near_one_in_float32():
+def test_inverse_functions_near_one_and_at_huge_arguments_in_float32():
     """float32 has 24 bits: 1 - x * x at x = 0.99987654 keeps about 11 of them (a relative error
-    of 6e-5 in the derivative before adx20); (1 - x)(1 + x) keeps all."""
-    x = np.array([[0.99987654, -0.9993712, 0.99987654, 1.0001234],
-                  [-0.99971234, 0.99971234, -0.9993712, 1.00471234]], np.float32)
-    fn = lambda o, x_: near_one(tk.CPU())(o, x_, ndrange=2)  # noqa: E731
-    dx, do = rev_and_fwd(tk.CPU(), fn, (2, 4), x, np.float32)
-    X = [[F(float(v)) for v in row] for row in x]
-    want = np.array([[1 / math.sqrt(float(1 - r[0] ** 2)), -1 / math.sqrt(float(1 - r[1] ** 2)),
-                      float(1 / (1 - r[2] ** 2)), 1 / math.sqrt(float(r[3] ** 2 - 1))] for r in X])
+    of 6e-5 in the derivative before adx20); (1 - x)(1 + x) keeps all. x * x overflows float32
+    above 1.8e19: asinh's and acosh's derivatives at 1e20 were 0 (they are 1e-20)."""
+    x = np.array([[0.99987654, -0.9993712, 0.99987654, 1.0001234, 1e20, 3e19],
+                  [-0.99971234, 0.99971234, -0.9993712, 1.00471234, -2e25, 1e30]], np.float32)
+    fn = lambda o, x_: inverse_columns(tk.CPU())(o, x_, ndrange=2)  # noqa: E731
+    dx, do = rev_and_fwd(tk.CPU(), fn, (2, 6), x, np.float32)
+    fns = ["asin", "acos", "atanh", "acosh", "asinh", "acosh"]
+    want = np.array([[_inverse_want(fns[c], v) for c, v in enumerate(row)] for row in x])
     np.testing.assert_allclose(dx, want, rtol=5e-7)
     np.testing.assert_allclose(do, want, rtol=5e-7)
 

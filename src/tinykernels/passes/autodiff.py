@@ -269,10 +269,12 @@ def unary_partial(b: _B, fn: str, x: N.Expr, e, ty: Ty) -> N.Expr:
         return b.op("/", one, b.op("+", one, sq(x)))
     if fn == "tanh":
         return b.op("-", one, sq(e()))
+    # asinh' = 1 / hypot(x, 1) and acosh' = 1 / (sqrt(x - 1) sqrt(x + 1)): x * x overflowed for
+    # |x| > 1.3e154 (1.8e19 in float32), a derivative of 0 where it is about 1 / |x| (adx20)
     if fn == "asinh":
-        return b.op("/", one, b.call("sqrt", b.op("+", sq(x), one)))
+        return b.op("/", one, b.call("hypot", x, one))
     if fn == "acosh":
-        return b.op("/", one, b.call("sqrt", b.op("*", b.op("-", x, one), b.op("+", x, one))))
+        return b.op("/", one, b.op("*", b.call("sqrt", b.op("-", x, one)), b.call("sqrt", b.op("+", x, one))))
     if fn == "atanh":
         return b.op("/", one, b.op("*", b.op("-", one, x), b.op("+", one, x)))
     if fn in ("erf", "erfc"):
