@@ -442,3 +442,72 @@ def test_a_sum_that_stops_at_a_threshold(be):
     x = np.array([[0.5, 0.5, 0.5, 0.5], [1.2, 0.1, 0.3, 0.2], [0.1, 0.2, 0.1, 0.3]])
     fn = lambda o, x_: sum_until(be)(o, x_, 0.9, 4, ndrange=3)  # noqa: E731
     both_modes(be, fn, [np.zeros(3), x], {0: RNG.standard_normal(3)}, wrt=[1])
+
+
+# --- rows a work item owns (Enzyme's rwrloop) ----------------------------------------------------
+
+@tk.kernel
+def rwr_loop(A, out, x: tk.Const, m):
+    """Enzyme's rwrloop: each item reads and rewrites the elements of its own row of A in a loop
+    (the column is the loop variable), the running sum read back after each write."""
+    i = tk.index()
+    s = 0.0
+    for j in range(m):
+        A[i, j] = A[i, j] * A[i, j] * x[i] + s * 0.25
+        s += A[i, j]
+    out[i] = s
+
+
+@tk.kernel
+def sort_own_row(A, w: tk.Const, m):
+    """Each item sorts its own row of A in place (swaps at data-dependent columns), then weighs
+    the sorted row."""
+    i = tk.index()
+    for k in range(1, m):
+        j = k
+        while j > 0 and A[i, j - 1] > A[i, j]:
+            t = A[i, j]
+            A[i, j] = A[i, j - 1]
+            A[i, j - 1] = t
+            j -= 1
+    for k in range(m):
+        A[i, k] = A[i, k] * w[k]
+
+
+def test_read_write_read_in_a_loop_over_the_items_own_row(be):
+    """The cross-item check took only whole-element indices (A[i], A[i, j] in a 2-D launch), so
+    these were refused before adx20; an item that touches only its own row (leading coordinate
+    its own index, the rest free) cannot reach another item's element."""
+    fn = lambda A, o, x_: rwr_loop(be)(A, o, x_, 4, ndrange=3)  # noqa: E731
+    both_modes(be, fn, [RNG.uniform(-1, 1, (3, 4)), np.zeros(3), RNG.uniform(-1, 1, 3)],
+               {0: RNG.standard_normal((3, 4)), 1: RNG.standard_normal(3)}, wrt=[0, 2])
+
+
+def test_sorting_the_items_own_row_in_place(be):
+    A = RNG.permutation(np.linspace(-1.5, 1.9, 15)).reshape(3, 5)     # distinct: no ties
+    fn = lambda A_, w: sort_own_row(be)(A_, w, 5, ndrange=3)  # noqa: E731
+    sh, _ = both_modes(be, fn, [A, RNG.uniform(0.5, 1.5, 5)], {0: RNG.standard_normal((3, 5))}, wrt=[0, 1])
+
+
+@tk.kernel
+def next_row(A, m):
+    i = tk.index()
+    for j in range(m):
+        A[i, j] = A[i, j] * A[i + 1, j]
+
+
+@tk.kernel
+def shared_row_2d(A):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    for k in range(3):
+        A[i, k] = A[i, k] * 2.0 + A[i, j]
+
+
+def test_rows_other_items_also_touch_stay_refused():
+    """Row i read from row i + 1 (1-D launch); row i touched by every item (i, j) of a 2-D launch."""
+    be = tk.CPU()
+    for call, line in ((lambda A: next_row(be)(A, 3, ndrange=2), "A[i + 1, j]"),
+                       (lambda A: shared_row_2d(be)(A, ndrange=(3, 3)), "A[i, j]")):
+        with pytest.raises(tk.CompileError, match="'A' is both read and written") as e:
+            tk.autodiff(tk.Reverse, call, tk.Duplicated(np.ones((3, 3)), np.ones((3, 3))))
+        assert line in str(e.value)

@@ -4,7 +4,8 @@ makes differentiating such a kernel a :class:`~tinykernels.errors.CompileError`.
 A derived kernel (adjoint or tangent) re-runs the kernel and restores every element a work
 item overwrote from that item's own tape. That is exact when each item reads and writes
 only its own element of an array it also writes (``A[i] *= A[i]``, or ``A[i + 1] *= 2`` when
-every access of ``A`` uses the same offset). When an item reads an
+every access of ``A`` uses the same offset), or only elements of its own row (``A[i, j]`` for
+any ``j``, every access with the same leading coordinates). When an item reads an
 element that *another* item of the same launch may overwrite (``x[i] = x[(i + 1) % n]``)
 the value it saw depends on the order the items ran in, which the reverse sweep cannot
 know: such a kernel is refused, naming the line. Arrays that are only read, only written,
@@ -144,6 +145,27 @@ def own_element_key(idx: list, ndim: int, single: dict):
     return None
 
 
+def own_row_key(idx: list, ndim: int, single: dict):
+    """A key for the block of elements an index selects by its leading coordinates when those
+    map work items one to one onto blocks: the linear global index first (``A[i, j]`` with ``i =
+    tk.index()``: item ``i`` owns row ``i``), or the launch's Cartesian coordinates as the first
+    ``ndim`` (``A[i, j, k]`` in a 2-D launch), each plus an offset the same for every item; the
+    coordinates after them are free (a loop variable, a gathered value). Distinct items touch
+    distinct blocks, so accesses with one key never reach another item's element. A full
+    :func:`own_element_key` is the special case without free coordinates. None otherwise."""
+    if not idx:
+        return None
+    first = _coordinate(idx[0], single)
+    if first is not None and first[0] == "global_linear":
+        return (first,)
+    if len(idx) < ndim:
+        return None
+    cs = [_coordinate(i, single) for i in idx[:ndim]]
+    if all(c is not None and c[0] == "global" and c[1] == d for d, c in enumerate(cs)):
+        return tuple(cs)
+    return None
+
+
 def is_own_index(idx: list, ndim: int, single: dict) -> bool:
     """Whether the global index ``idx`` is provably the work item's own element (no offset)."""
     key = own_element_key(idx, ndim, single)
@@ -174,7 +196,7 @@ def check_overwrites(k: N.Kernel) -> None:
     single = fixed_defs(k.body)
     written = {name for kind, name, *_ in acc if kind in ("store", "atomic")}
     loaded = {name for kind, name, *_ in acc if kind == "load"}
-    keys: dict = {}           # array read and written -> the element key of its first access
+    keys: dict = {}           # array read and written -> the element (row) key of its first access
     for kind, name, idx, loc, used in acc:
         if kind == "atomic" and used:
             raise _err(k, loc, f"the value returned by an atomic on '{name}' cannot be differentiated: it "
@@ -186,16 +208,16 @@ def check_overwrites(k: N.Kernel) -> None:
             raise _err(k, loc, f"'{name}' is both read and updated atomically in this kernel; a work item "
                        "may read a value other items are still changing, which cannot be differentiated "
                        "(accumulate into a separate array)")
-        key = own_element_key(idx, k.ndim, single)
+        key = own_row_key(idx, k.ndim, single)
         first = keys.setdefault(name, key)
         if key is None or key != first:
             what = "read" if kind == "load" else "written"
             raise _err(k, loc, f"'{name}' is both read and written in this kernel, and this element is {what} "
-                       "at an index that is not provably the element every other access of it in this "
-                       "work item uses (the work item's own tk.index() or Cartesian global index, plus the "
-                       "same constant offset everywhere): another work item may overwrite what this one "
-                       "reads, so the gradient would depend on the order of the work items. Write the "
-                       "result to another array")
+                       "at an index that is not provably in the element or row every other access of it in "
+                       "this work item uses (leading coordinates the work item's own tk.index() or Cartesian "
+                       "global index, plus the same constant offset everywhere): another work item may "
+                       "overwrite what this one reads, so the gradient would depend on the order of the "
+                       "work items. Write the result to another array")
 
 
 def _err(k: N.Kernel, loc: N.Loc, msg: str) -> CompileError:
