@@ -101,6 +101,28 @@ def test_the_checker_finds_a_planted_wrong_derivative(monkeypatch):
     assert "grad-fd" in kinds and "grad-jvp" not in kinds
 
 
+def test_differences_that_disagree_with_each_other_are_not_smooth(monkeypatch):
+    """A harness false positive (seed 89000435, adx20): expm1(sin(p ** 3)) with p ** 3 = 7.6e16
+    (an ulp of 16: billions of periods of sin within a step) has central differences that do not
+    agree at h / 2, h and 2h, but they agreed within 1e-6 of the reverse-mode value 1.2e19, the
+    scale _smooth_fd judged them on; such a point is now not smooth (re-sampled, else skipped),
+    while differences that agree with each other are still compared with a wrong gradient."""
+    GC = importlib.import_module("tinykernels.testing.fuzz.gradcheck")
+    w0 = float.fromhex("0x1.55dd0c2aadae8p+0")          # the seed's scalar w
+
+    def f(w):                                           # its minimized kernel, y0 per item
+        s3 = w
+        for _ in range(4):
+            s3 = s3 * 0.5 + s3
+        return math.expm1(math.sin(math.pow(s3 * s3 + 0.5, s3 * 0.5) ** 3))
+    monkeypatch.setattr(GC, "_fd", lambda case, b, fn, fl, ints, w, u, v, dw, h: (f(w0 + h) - f(w0 - h)) / (2 * h))
+    assert GC._smooth_fd(None, None, None, {}, {}, w0, {}, {}, 1.0, 1.2402857176936102e+19) is None
+    monkeypatch.setattr(GC, "_fd", lambda case, b, fn, fl, ints, w, u, v, dw, h: (math.sin(w0 + h) - math.sin(w0 - h))
+                        / (2 * h))
+    fd = GC._smooth_fd(None, None, None, {}, {}, w0, {}, {}, 1.0, 1e19)
+    assert fd is not None and abs(fd - math.cos(w0)) < 1e-9
+
+
 # ----------------------------------------------------------------------------- regressions
 
 @tk.kernel
