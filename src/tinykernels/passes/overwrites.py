@@ -69,7 +69,7 @@ def _fixed_key(e, single: dict, depth: int = 0):
     if isinstance(e, N.Var):
         return _fixed_key(single[e.name], single, d) if e.name in single else None
     if isinstance(e, N.Const) and isinstance(e.value, (int, float, bool)):
-        return ("c", e.ty.dtype.name, e.value)
+        return ("c", e.ty.dtype.name, repr(e.value))      # repr: -0.0 is not 0.0
     if isinstance(e, N.Arg):
         return ("arg", e.name)
     if isinstance(e, N.Shape):
