@@ -227,15 +227,16 @@ def pow_partials(b: _B, a: N.Expr, c: N.Expr, e: N.Expr) -> tuple:
 
 # ----------------------------------------------------------------------------- math partials
 
-_UNARY_OF_RESULT = frozenset({"exp", "sqrt", "rsqrt", "tan", "tanh", "sigmoid"})
+_UNARY_OF_RESULT = frozenset({"exp", "sqrt", "rsqrt", "tan"})
 _UNARY = frozenset({"exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "asin",
                     "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "sigmoid",
                     "abs", "fabs"})
 
 
-def unary_partial(b: _B, fn: str, x: N.Expr, e, ty: Ty) -> N.Expr:
+def unary_partial(b: _B, fn: str, x: N.Expr, e, ty: Ty, bind=None) -> N.Expr:
     """d fn(x) / dx for a one-argument math function; ``e()`` is the value fn(x) (called only
-    by the functions in ``_UNARY_OF_RESULT``, whose derivative is written with it)."""
+    by the functions in ``_UNARY_OF_RESULT``, whose derivative is written with it); ``bind(v)``
+    names a value the partial uses twice (a local; by default it is repeated)."""
     one = b.c(1.0, ty)
     sq = lambda v: b.op("*", v, v)  # noqa: E731
     if fn == "exp":
@@ -267,8 +268,16 @@ def unary_partial(b: _B, fn: str, x: N.Expr, e, ty: Ty) -> N.Expr:
         return b.neg(d) if fn == "acos" else d
     if fn == "atan":
         return b.op("/", one, b.op("+", one, sq(x)))
-    if fn == "tanh":
-        return b.op("-", one, sq(e()))
+    if fn in ("tanh", "sigmoid"):
+        # sech(x)**2 = 4 t / (1 + t)**2 with t = exp(-2 |x|), sigmoid' = t / (1 + t)**2 with t =
+        # exp(-|x|): accurate to a few ulps everywhere. 1 - tanh(x)**2 and s (1 - s) cancel where the
+        # function saturates (relative error eps / (1 - |tanh|), 0 where tanh rounds to 1: at
+        # x = 19 tanh is 1 - 1 ulp on one backend and 1.0 on another, so their gradients were
+        # 2e-16 and 0 where it is 1.25e-16; fuzz seed 89000520, adx20)
+        t = b.call("exp", b.op("*", b.c(-2.0 if fn == "tanh" else -1.0, ty), b.call("fabs", x)))
+        t = bind(t) if bind else t
+        u = b.op("+", one, t)
+        return b.op("/", b.op("*", b.c(4.0 if fn == "tanh" else 1.0, ty), t), b.op("*", u, u))
     # asinh' = 1 / hypot(x, 1) and acosh' = 1 / (sqrt(x - 1) sqrt(x + 1)): x * x overflowed for
     # |x| > 1.3e154 (1.8e19 in float32), a derivative of 0 where it is about 1 / |x| (adx20)
     if fn == "asinh":
@@ -280,9 +289,6 @@ def unary_partial(b: _B, fn: str, x: N.Expr, e, ty: Ty) -> N.Expr:
     if fn in ("erf", "erfc"):
         c = (2 if fn == "erf" else -2) / math.sqrt(math.pi)
         return b.op("*", b.c(c, ty), b.call("exp", b.neg(sq(x))))
-    if fn == "sigmoid":
-        v = e()
-        return b.op("*", v, b.op("-", one, v))
     return _sign(b, x, ty)     # abs, fabs
 
 
@@ -838,7 +844,7 @@ class _Reverse:
                 return
             vx = self.val(x, out)
             ve = (lambda: self.val(e, out)) if fn in _UNARY_OF_RESULT else None
-            self.bp(x, b.op("*", g, unary_partial(b, fn, vx, ve, e.ty)), out)
+            self.bp(x, b.op("*", g, unary_partial(b, fn, vx, ve, e.ty, lambda v: self.bind(v, out))), out)
         elif nondiff_call(fn):
             return           # (a bit cast to a float: its bits, not a differentiable function)
         elif fn == "uniform":
