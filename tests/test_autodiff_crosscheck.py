@@ -266,6 +266,27 @@ def test_a_nonfinite_derivative_of_a_nonfinite_output_is_undefined(monkeypatch):
     assert "(1,)" in fwd[0].detail
 
 
+def test_an_adjoint_identity_broken_only_by_an_overflowed_output_is_undefined(monkeypatch):
+    """<u, J v> and <J^T u, v> non-finite and different (-inf against NaN, gradgen seed
+    85200260, whose io0 and y1 overflowed) where an output with a seed is itself inf: no
+    derivative to be right about, so 'undefined', not a tk.autodiff mismatch; with every output
+    finite, a broken identity stays 'tk'. Needs no JAX."""
+    from tinykernels.testing import adcross
+
+    def flip_inf(fn, args, v, dv, backend):
+        jv = _ORIG_FWD(fn, args, v, dv, backend)
+        jv[0] = np.where(np.isinf(jv[0]), np.nan, jv[0] * 1.5)
+        return jv
+    monkeypatch.setattr(adcross, "tk_forward", flip_inf)
+    fs = _by_kind(crosscheck(overflowing, [np.zeros(4), np.array([0.1, 1.0, -0.2, 0.3])], 4, backend="INTERP",
+                             seed=2, jax=False))
+    assert fs["adjoint"].verdict == "undefined" and not fs["adjoint"].mismatch, fs
+    fs = _by_kind(crosscheck(overflowing, [np.zeros(4), np.array([0.1, 0.001, -0.2, 0.3])], 4, backend="INTERP",
+                             seed=2, jax=False))
+    assert fs["adjoint"].verdict == "tk" and fs["adjoint"].mismatch, fs
+    assert "reverse agrees" in fs["adjoint"].detail
+
+
 def test_a_kink_or_a_quantized_output_leaves_the_disagreement_undecided(monkeypatch):
     """Where the finite difference cannot see the gap it reports 'undecided' (a mismatch still):
     abs at 0 (a kink between the steps), and an output that moves in steps of 3.7e-9 whose

@@ -101,6 +101,28 @@ def test_the_checker_finds_a_planted_wrong_derivative(monkeypatch):
     assert "grad-fd" in kinds and "grad-jvp" not in kinds
 
 
+def test_differences_that_disagree_with_each_other_are_not_smooth(monkeypatch):
+    """A harness false positive (seed 89000435, adx20): expm1(sin(p ** 3)) with p ** 3 = 7.6e16
+    (an ulp of 16: billions of periods of sin within a step) has central differences that do not
+    agree at h / 2, h and 2h, but they agreed within 1e-6 of the reverse-mode value 1.2e19, the
+    scale _smooth_fd judged them on; such a point is now not smooth (re-sampled, else skipped),
+    while differences that agree with each other are still compared with a wrong gradient."""
+    GC = importlib.import_module("tinykernels.testing.fuzz.gradcheck")
+    w0 = float.fromhex("0x1.55dd0c2aadae8p+0")          # the seed's scalar w
+
+    def f(w):                                           # its minimized kernel, y0 per item
+        s3 = w
+        for _ in range(4):
+            s3 = s3 * 0.5 + s3
+        return math.expm1(math.sin(math.pow(s3 * s3 + 0.5, s3 * 0.5) ** 3))
+    monkeypatch.setattr(GC, "_fd", lambda case, b, fn, fl, ints, w, u, v, dw, h: (f(w0 + h) - f(w0 - h)) / (2 * h))
+    assert GC._smooth_fd(None, None, None, {}, {}, w0, {}, {}, 1.0, 1.2402857176936102e+19) is None
+    monkeypatch.setattr(GC, "_fd", lambda case, b, fn, fl, ints, w, u, v, dw, h: (math.sin(w0 + h) - math.sin(w0 - h))
+                        / (2 * h))
+    fd = GC._smooth_fd(None, None, None, {}, {}, w0, {}, {}, 1.0, 1e19)
+    assert fd is not None and abs(fd - math.cos(w0)) < 1e-9
+
+
 # ----------------------------------------------------------------------------- regressions
 
 @tk.kernel
@@ -360,6 +382,43 @@ def test_ad_atan2_of_an_overflowed_argument(be):   # fixed: ad-atan2-hypot-inf-p
     t = host(ty)
     np.testing.assert_array_equal(t[[0, 3]], [2.0, 2.0])
     assert np.isfinite(t).all()
+
+
+@tk.kernel
+def k_saturating(y, x):
+    i = tk.index()
+    y[i, 0] = math.tanh(x[i])
+    y[i, 1] = tk.sigmoid(x[i] * 2.0)
+
+
+def test_ad_saturated_tanh_and_sigmoid_keep_their_digits(be):   # fixed: ad-saturated-tanh-partial
+    """tanh' and sigmoid' where the functions round to +-1 (or 0 and 1) or nearly: within a few
+    ulps of sech(x)**2 and e**-x / (1 + e**-x)**2 in 40 digits, in both modes, on every backend
+    alike (1 - tanh(x)**2 was 0 or 2e-16 at x = 19 depending on the backend's last ulp of tanh)."""
+    if not be.supports_float64:
+        pytest.skip("float64 kernel")
+    from decimal import Decimal, localcontext
+    xs = np.array([19.0, 18.7, -19.3, 25.0, 0.3, -300.0, 1e-9, -12.5])
+
+    def want(v):
+        with localcontext() as ctx:
+            ctx.prec = 40
+            t = (-2 * abs(Decimal(v))).exp()        # e**(-2 |x|): tanh at x, sigmoid at 2 x
+            return [float(4 * t / (1 + t) ** 2), float(2 * t / (1 + t) ** 2)]
+    w = np.array([want(v) for v in xs])
+    n = len(xs)
+    fn = lambda y, x: k_saturating(be)(y, x, ndrange=n)  # noqa: E731
+    for col in range(2):
+        seed = np.zeros((n, 2))
+        seed[:, col] = 1.0
+        dx = dev(np.zeros(n), be)
+        tk.autodiff(tk.Reverse, fn, tk.Duplicated(dev(np.zeros((n, 2)), be), dev(seed, be)),
+                    tk.Duplicated(dev(xs, be), dx))
+        np.testing.assert_allclose(host(dx), w[:, col], rtol=4e-15, err_msg=f"reverse, column {col}")
+    ty = dev(np.zeros((n, 2)), be)
+    tk.autodiff(tk.Forward, fn, tk.Duplicated(dev(np.zeros((n, 2)), be), ty),
+                tk.Duplicated(dev(xs, be), dev(np.ones(n), be)))
+    np.testing.assert_allclose(host(ty), w, rtol=4e-15)
 
 
 def test_ad_hypot_at_an_infinite_argument(be):   # fixed: ad-atan2-hypot-inf-partial

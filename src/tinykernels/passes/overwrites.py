@@ -4,7 +4,8 @@ makes differentiating such a kernel a :class:`~tinykernels.errors.CompileError`.
 A derived kernel (adjoint or tangent) re-runs the kernel and restores every element a work
 item overwrote from that item's own tape. That is exact when each item reads and writes
 only its own element of an array it also writes (``A[i] *= A[i]``, or ``A[i + 1] *= 2`` when
-every access of ``A`` uses the same offset). When an item reads an
+every access of ``A`` uses the same offset), or only elements of its own row (``A[i, j]`` for
+any ``j``, every access with the same leading coordinates). When an item reads an
 element that *another* item of the same launch may overwrite (``x[i] = x[(i + 1) % n]``)
 the value it saw depends on the order the items ran in, which the reverse sweep cannot
 know: such a kernel is refused, naming the line. Arrays that are only read, only written,
@@ -18,23 +19,70 @@ from ..ir import nodes as N
 from .uniformity import defs
 
 
-def _single_defs(stmts) -> dict:
-    """Locals assigned exactly once and outside loops: name -> value expression."""
+def fixed_defs(stmts) -> dict:
+    """Locals with one value wherever they are read: name -> value expression. A local assigned
+    exactly once and outside loops (any value), or one assigned at several places or in a loop
+    where every assignment is the same expression of values fixed for the work item (see
+    :func:`_fixed_key`): the parameter of a ``@tk.func`` called in a loop with the item's own
+    index (``acc_into(out, i, v)``) is assigned at each call, always ``i``. A local that any
+    other statement defines (a ``for`` variable, a Philox output, a collective's result) has
+    none. Followed by :func:`_resolve` (these analyses' only way through locals)."""
     count: dict = {}
     values: dict = {}
+    other: set = set()
 
     def visit(ss, in_loop):
         for s in ss:
             for v in defs(s):
                 count[v] = count.get(v, 0) + (2 if in_loop else 1)
                 if isinstance(s, N.Assign):
-                    values[v] = s.value
+                    values.setdefault(v, []).append(s.value)
+                else:
+                    other.add(v)
             for attr in ("body", "orelse"):
                 sub = getattr(s, attr, None)
                 if sub:
                     visit(sub, in_loop or isinstance(s, (N.While, N.For)))
     visit(stmts, False)
-    return {v: e for v, e in values.items() if count.get(v) == 1}
+    single = {v: vs[0] for v, vs in values.items() if count[v] == 1 and v not in other}
+    multi = {v: vs for v, vs in values.items() if count[v] > 1 and v not in other}
+    changed = True
+    while changed:                   # a fixed local may be assigned from another fixed local
+        changed = False
+        for v, vs in list(multi.items()):
+            keys = {_fixed_key(e, single) for e in vs}
+            if len(keys) == 1 and None not in keys:
+                single[v] = vs[0]
+                del multi[v]
+                changed = True
+    return single
+
+
+def _fixed_key(e, single: dict, depth: int = 0):
+    """A structural key of ``e`` when it is an expression of values that never change within
+    a work item (its indices, literals, scalar arguments, array shapes, and locals in
+    ``single`` with such values) under integer arithmetic, casts and comparisons; else None.
+    Two expressions with the same key have the same value wherever the item evaluates them."""
+    if depth > 32:
+        return None
+    d = depth + 1
+    if isinstance(e, N.Var):
+        return _fixed_key(single[e.name], single, d) if e.name in single else None
+    if isinstance(e, N.Const) and isinstance(e.value, (int, float, bool)):
+        return ("c", e.ty.dtype.name, repr(e.value))      # repr: -0.0 is not 0.0
+    if isinstance(e, N.Arg):
+        return ("arg", e.name)
+    if isinstance(e, N.Shape):
+        return ("shape", e.array.name, e.dim)
+    if isinstance(e, N.Index):
+        return ("idx", e.kind, e.dim)
+    if isinstance(e, (N.Cast, N.Unary)):
+        a = _fixed_key(e.a, single, d)
+        return None if a is None else (type(e).__name__, getattr(e, "op", ""), e.ty.dtype.name, a)
+    if isinstance(e, (N.BinOp, N.Compare)):
+        a, b = _fixed_key(e.a, single, d), _fixed_key(e.b, single, d)
+        return None if a is None or b is None else (type(e).__name__, e.op, e.ty.dtype.name, a, b)
+    return None
 
 
 def _resolve(e, single: dict, depth: int = 0):
@@ -97,6 +145,27 @@ def own_element_key(idx: list, ndim: int, single: dict):
     return None
 
 
+def own_row_key(idx: list, ndim: int, single: dict):
+    """A key for the block of elements an index selects by its leading coordinates when those
+    map work items one to one onto blocks: the linear global index first (``A[i, j]`` with ``i =
+    tk.index()``: item ``i`` owns row ``i``), or the launch's Cartesian coordinates as the first
+    ``ndim`` (``A[i, j, k]`` in a 2-D launch), each plus an offset the same for every item; the
+    coordinates after them are free (a loop variable, a gathered value). Distinct items touch
+    distinct blocks, so accesses with one key never reach another item's element. A full
+    :func:`own_element_key` is the special case without free coordinates. None otherwise."""
+    if not idx:
+        return None
+    first = _coordinate(idx[0], single)
+    if first is not None and first[0] == "global_linear":
+        return (first,)
+    if len(idx) < ndim:
+        return None
+    cs = [_coordinate(i, single) for i in idx[:ndim]]
+    if all(c is not None and c[0] == "global" and c[1] == d for d, c in enumerate(cs)):
+        return tuple(cs)
+    return None
+
+
 def is_own_index(idx: list, ndim: int, single: dict) -> bool:
     """Whether the global index ``idx`` is provably the work item's own element (no offset)."""
     key = own_element_key(idx, ndim, single)
@@ -124,10 +193,10 @@ def check_overwrites(k: N.Kernel) -> None:
     item of the same launch overwrites, or uses the result of an atomic (its value depends
     on the order of the items, and a derived kernel re-running it would get another)."""
     acc = _accesses(k)
-    single = _single_defs(k.body)
+    single = fixed_defs(k.body)
     written = {name for kind, name, *_ in acc if kind in ("store", "atomic")}
     loaded = {name for kind, name, *_ in acc if kind == "load"}
-    keys: dict = {}           # array read and written -> the element key of its first access
+    keys: dict = {}           # array read and written -> the element (row) key of its first access
     for kind, name, idx, loc, used in acc:
         if kind == "atomic" and used:
             raise _err(k, loc, f"the value returned by an atomic on '{name}' cannot be differentiated: it "
@@ -139,16 +208,16 @@ def check_overwrites(k: N.Kernel) -> None:
             raise _err(k, loc, f"'{name}' is both read and updated atomically in this kernel; a work item "
                        "may read a value other items are still changing, which cannot be differentiated "
                        "(accumulate into a separate array)")
-        key = own_element_key(idx, k.ndim, single)
+        key = own_row_key(idx, k.ndim, single)
         first = keys.setdefault(name, key)
         if key is None or key != first:
             what = "read" if kind == "load" else "written"
             raise _err(k, loc, f"'{name}' is both read and written in this kernel, and this element is {what} "
-                       "at an index that is not provably the element every other access of it in this "
-                       "work item uses (the work item's own tk.index() or Cartesian global index, plus the "
-                       "same constant offset everywhere): another work item may overwrite what this one "
-                       "reads, so the gradient would depend on the order of the work items. Write the "
-                       "result to another array")
+                       "at an index that is not provably in the element or row every other access of it in "
+                       "this work item uses (leading coordinates the work item's own tk.index() or Cartesian "
+                       "global index, plus the same constant offset everywhere): another work item may "
+                       "overwrite what this one reads, so the gradient would depend on the order of the "
+                       "work items. Write the result to another array")
 
 
 def _err(k: N.Kernel, loc: N.Loc, msg: str) -> CompileError:
@@ -162,7 +231,7 @@ def fully_overwritten(k: N.Kernel) -> frozenset:
     anything can end the item, and no access reads the array. Used by the framework
     wrappers (tinykernels.jax / .torch) to give such an output a fresh buffer instead of a
     copy of its initial value."""
-    single = _single_defs(k.body)
+    single = fixed_defs(k.body)
     stored = set()
     for s in k.body:
         if isinstance(s, N.Store) and s.array.space == "global" and len(s.index) == s.array.ndim == k.ndim \
@@ -188,7 +257,7 @@ def is_elementwise(k: N.Kernel) -> bool:
     wrappers fold a ``vmap`` batch dimension into the ndrange (one launch)."""
     if k.uses & _NOT_ELEMENTWISE:
         return False
-    single = _single_defs(k.body)
+    single = fixed_defs(k.body)
     positions = {v for v, e in single.items() if isinstance(_resolve(e, single), N.Index)}
 
     def own(array, idx) -> bool:

@@ -272,6 +272,15 @@ FIXED_BUGS = {
                                    "their limits: both atan2 partials are 0 where h is infinite (they are at most "
                                    "1 / h), hypot's is sign(p) where p alone is infinite; NaN stays at "
                                    "hypot(inf, inf) (passes/autodiff.py bp_call, _unless_inf, _hypot_partial)"),
+    'ad-saturated-tanh-partial': ("reverse and forward mode: tanh' was 1 - tanh(x)**2 and sigmoid' s (1 - s), "
+                                  "which cancel where the function saturates (relative error eps / (1 - |tanh|)); "
+                                  "where tanh rounds to 1 on one backend and to 1 - 1 ulp on another (x = 19) the "
+                                  "gradients were 0 and 2e-16 where it is 1.25e-16 (fuzz seed 89000520, --grad "
+                                  "--grad-local 0.3, CL against INTERP: y1's gradient 0.0 against 2.6e-13, every "
+                                  "item saturated)",
+                                  "tanh' = 4 t / (1 + t)**2 with t = exp(-2 |x|), sigmoid' = t / (1 + t)**2 with t = "
+                                  "exp(-|x|): accurate to a few ulps everywhere, 0 only at +-inf "
+                                  "(passes/autodiff.py unary_partial)"),
     'pocl-log1p-tiny': ("OpenCL on PoCL 3.1: log1p of tiny arguments, float and double: +0.0 for +-the smallest "
                         "subnormal (log1p(x) is x there), 5.6e-45 for 4.2e-45, an ulp off near the smallest normal",
                         "under TK_POCL, tk_log1p returns x below 2**-25 (float) / 2**-54 (double), where log1p(x) "
