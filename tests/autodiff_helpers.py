@@ -53,6 +53,15 @@ def get(x):
     return np.array(x.numpy() if isinstance(x, tk.Array) else x)
 
 
+def run(be, k, *args, wg=None, **kw):
+    """Launch ``k`` on ``be`` (workgroup ``wg`` if given) with copies of the NumPy ``args``;
+    every array afterwards, as NumPy arrays, in order."""
+    dev = [put(be, a.copy()) if isinstance(a, np.ndarray) else a for a in args]
+    (k(be) if wg is None else k(be, wg))(*dev, **kw)
+    tk.synchronize(be)
+    return [get(d) for d, a in zip(dev, args) if isinstance(a, np.ndarray)]
+
+
 def interp(be) -> bool:
     """Whether ``be`` is the interpreter (its check mode too)."""
     return isinstance(be, tk.Interpreter)

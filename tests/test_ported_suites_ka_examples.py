@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params, get, put
+from autodiff_helpers import backend_params, put, run
 
 RNG = np.random.default_rng(1209)
 
@@ -28,13 +28,6 @@ RNG = np.random.default_rng(1209)
 def be(request):
     return tk.backend(request.param)
 
-
-def run(be, k, *args, **kw):
-    """Launch ``k`` on ``be`` with copies of the NumPy ``args``; every array afterwards."""
-    dev = [put(be, a.copy()) if isinstance(a, np.ndarray) else a for a in args]
-    k(be)(*dev, **kw)
-    tk.synchronize(be)
-    return [get(d) for d, a in zip(dev, args) if isinstance(a, np.ndarray)]
 
 
 # --- examples/histogram.jl ---------------------------------------------------------------------

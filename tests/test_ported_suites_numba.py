@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params, get, put
+from autodiff_helpers import backend_params, run
 from gen_kernels import make_kernel
 
 _GEN = os.path.join(tempfile.gettempdir(), "tinykernels_ported_suites_numba")
@@ -58,13 +58,6 @@ def be(request):
 def anybe(request):
     return tk.backend(request.param)
 
-
-def run(be, k, *args, wg=None, **kw):
-    """Launch ``k`` on ``be`` with copies of the NumPy ``args``; every array afterwards."""
-    dev = [put(be, a.copy()) if isinstance(a, np.ndarray) else a for a in args]
-    (k(be) if wg is None else k(be, wg))(*dev, **kw)
-    tk.synchronize(be)
-    return [get(d) for d, a in zip(dev, args) if isinstance(a, np.ndarray)]
 
 
 def unary(fn):

@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params, get, put
+from autodiff_helpers import backend_params, run
 from gen_kernels import make_kernel
 
 _GEN = os.path.join(tempfile.gettempdir(), "tinykernels_ported_suites_taichi")
@@ -53,13 +53,6 @@ def be(request):
 def anybe(request):
     return tk.backend(request.param)
 
-
-def run(be, k, *args, **kw):
-    """Launch ``k`` on ``be`` with copies of the NumPy ``args``; every array afterwards."""
-    dev = [put(be, a.copy()) if isinstance(a, np.ndarray) else a for a in args]
-    k(be)(*dev, **kw)
-    tk.synchronize(be)
-    return [get(d) for d, a in zip(dev, args) if isinstance(a, np.ndarray)]
 
 
 def itype(be):

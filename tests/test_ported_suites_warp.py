@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params, get, put
+from autodiff_helpers import backend_params, run
 
 RNG = np.random.default_rng(123)
 FLOATS = [np.float16, np.float32, np.float64]
@@ -50,13 +50,6 @@ def be(request):
 def anybe(request):
     return tk.backend(request.param)
 
-
-def run(be, k, *args, **kw):
-    """Launch ``k`` on ``be`` with copies of the NumPy ``args``; the arrays afterwards."""
-    dev = [put(be, a.copy()) if isinstance(a, np.ndarray) else a for a in args]
-    k(be)(*dev, **kw)
-    tk.synchronize(be)
-    return [get(d) for d, a in zip(dev, args) if isinstance(a, np.ndarray)]
 
 
 def randvals(shape, dtype):
