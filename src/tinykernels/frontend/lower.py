@@ -373,10 +373,7 @@ class Lowerer:
             out, mark = self.out, len(self.out)
             arr, idx = self.subscript_parts(target)
             if self.out is out and I._has_effects(self.out[mark:]) and _reads_memory(value):
-                pending = self.out[mark:]
-                del self.out[mark:]
-                value = self.read_now(value, node)
-                self.out.extend(pending)
+                (value,) = self.hoist_reads(mark, [value], node)
             self.store(arr, idx, value, node)
         elif isinstance(target, ast.Attribute):
             raise self.err(target, "cannot assign to an attribute in a kernel")
@@ -406,13 +403,19 @@ class Lowerer:
         emitted = self.out is out and I._has_effects(self.out[mark:])
         atomic = _holds_atomic(v)
         if (emitted or atomic) and any(_reads_memory(x) for x in before):
-            pending = self.out[mark:]
-            del self.out[mark:]
-            before = [self.read_now(x, n) for x in before]
-            self.out.extend(pending)
+            before = self.hoist_reads(mark, before, n)
         if atomic:
             v = self.read_now(v, n)
         return before, v
+
+    def hoist_reads(self, mark: int, values: list, node) -> list:
+        """``values`` read into temporaries placed before the statements emitted since ``mark``
+        (an operand's side effects), which then follow them."""
+        pending = self.out[mark:]
+        del self.out[mark:]
+        values = [self.read_now(x, node) for x in values]
+        self.out.extend(pending)
+        return values
 
     def read_now(self, v, node):
         """``v`` with its array reads and atomics evaluated here, into temporaries (tuples element
