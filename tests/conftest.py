@@ -9,6 +9,9 @@ that passed (``TK_TESTS_RECORD_PASSED=file``) and the second deselects them
 Modules that draw their data from a module-level random generator run whole in the second
 run, so that every test sees the data a full run gives it. Neither variable is set in a plain
 ``python -m pytest``, which runs everything.
+
+Under pytest-xdist (the README's ``-n auto``) the controller records what its workers report,
+and hands the deselection file to each worker, which collects (``pytest_configure_node``).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import os
 import random
 
 import numpy as np
+import pytest
 
 # popped: a test that runs pytest in a subprocess runs all of what it asks for
 _RECORD = os.environ.pop("TK_TESTS_RECORD_PASSED", None)
@@ -23,7 +27,21 @@ _SKIP = os.environ.pop("TK_TESTS_SKIP_PASSED", None)
 _passed: list[str] = []
 
 
+def pytest_configure(config) -> None:
+    global _SKIP
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:          # an xdist worker: the controller popped the variable
+        _SKIP = workerinput.get("tk_tests_skip_passed") or _SKIP
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist (controller side): pass the deselection file on to a worker it starts."""
+    node.workerinput["tk_tests_skip_passed"] = _SKIP
+
+
 def pytest_runtest_logreport(report) -> None:
+    # under xdist this runs in the controller too, with each worker's reports
     if _RECORD and report.when == "call" and report.passed and not hasattr(report, "wasxfail"):
         _passed.append(report.nodeid)
 
