@@ -1,7 +1,7 @@
 """The Metal backend (no Mac needed for any of these but the last group).
 
 * Renderer unit tests (always run): ``kernel.source("Metal", ...)``, the argument struct, no
-  ``goto``, the CompileErrors for what Metal lacks (float64, 64-bit atomics, tk.print).
+  ``goto``, the CompileErrors for what Metal lacks (float64, 64-bit atomics), tk.print's records.
 * The stub check (skipped without clang++): generated MSL passes ``clang++ -fsyntax-only``
   against the project's stub ``metal_stdlib``; the stub rejects typical wrong output (wrong
   address space, double, an int as barrier flags, goto, unknown attributes, printf); every
@@ -119,6 +119,12 @@ def prints(out):
 
 
 @tk.kernel
+def print_values(x: tk.Const, h: tk.Const, big: tk.Const, u: tk.Const):
+    i = tk.index()
+    tk.print("item", i, x[i], x[i] > 0.5, h[i], big[i], u[i], tk.int8(i - 2))
+
+
+@tk.kernel
 def math_fns(out, x: tk.Const):
     i = tk.index()
     v = x[i]
@@ -197,13 +203,23 @@ def test_argument_struct_fields_follow_the_signature():
     (uses_f64, (_f32(4), _f32(4)), "float64"),
     (saxpy, (np.zeros(4), 2.0, np.zeros(4)), "float64"),
     (i64_atomic, (np.zeros(1, np.int64),), "no atomics on int64"),
-    (prints, (_f32(1),), "tk.print"),
 ])
 def test_what_metal_lacks_is_a_compile_error_at_the_line(kern, args, what):
     with pytest.raises(tk.CompileError, match=what) as e:
         _src(kern, *args, ndrange=4)
     if kern is not saxpy:
         assert e.value.line is not None and "test_metal.py" in str(e.value)
+
+
+def test_print_appends_records_to_the_print_buffer():
+    """tk.print on Metal: no printf, a record in the ``tk_print`` buffer bound after the arrays
+    (and after debug mode's error buffer): word 0 reserved atomically, then site and values."""
+    src = _src(prints, _f32(1), ndrange=4)
+    assert "printf" not in src and "device uint *tk_print [[buffer(2)]]" in src
+    assert "atomic_fetch_add_explicit((volatile device atomic_uint *)tk_print, 2u" in src
+    assert "tk_print[tk_pr" in src and "as_type<uint>((float)(" in src
+    src = prints(rt.MetalTarget(debug=True)).source(_f32(1), ndrange=4)
+    assert "device long *tk_err [[buffer(2)]]" in src and "device uint *tk_print [[buffer(3)]]" in src
 
 
 def test_metal_target_says_it_has_no_float64():
@@ -236,7 +252,9 @@ def test_generated_sources_pass_the_stub_check():
             _src(saxpy, _f32(10), 2.0, _f32(10), ndrange=3 << 30, debug=True),
             _src(tile_sum, _f32(4), _f32(256), ndrange=range(0, 256), workgroupsize=64),
             _src(early_exits, _f32(100), _f32(100), ndrange=(range(1, 100, 3)), workgroupsize=64),
-            _src(math_fns, np.zeros((5, 10), np.float32), _f32(10), ndrange=10)]
+            _src(math_fns, np.zeros((5, 10), np.float32), _f32(10), ndrange=10),
+            _src(print_values, _f32(8), np.zeros(8, np.float16), np.zeros(8, np.int64), np.zeros(8, np.uint64),
+                 ndrange=8, debug=True)]
     for k, s in enumerate(srcs):
         check_msl(s, f"k{k}")
 
@@ -527,12 +545,31 @@ def test_fake_debug_launch_reports_out_of_bounds(fake):
         saxpy(m)(y, 2.0, x, ndrange=10)
 
 
+def test_fake_print_launch_formats_the_records_after_the_kernel(fake, capsys):
+    """The runtime binds a zeroed print buffer after the arrays, waits for the kernel and
+    formats its records (written here by hand, as the kernel would) on sys.stdout."""
+    from tinykernels.codegen.printrecords import PRINT_WORDS
+    m = rt.Metal()
+
+    def records(cb):
+        bufs = {a[2]: a[0] for n, a in cb.encoders[0].calls if n == "setBuffer_offset_atIndex_"}
+        assert sorted(bufs) == [1, 2]                      # out, then the print buffer
+        words = bufs[2].array(np.uint32, PRINT_WORDS)
+        assert not words.any()                             # zeroed: an unwritten record reads as its end
+        words[:7] = [6, 1, np.float32(1.5).view(np.uint32), 1, np.float32(-2.0).view(np.uint32), 0, 0]
+    fake.on_commit = records
+    prints._instances.clear()
+    prints(m)(tk.zeros(1, np.float32, backend=m), ndrange=4)
+    assert capsys.readouterr().out == "hello 1.5\nhello -2\n"
+    prints._instances.clear()
+
+
 def test_fake_metal_compile_errors_and_float64_kernels(fake, monkeypatch):
     m = rt.Metal()
     y = tk.zeros(4, np.float32, backend=m)
     with pytest.raises(tk.CompileError, match="float64"):
         uses_f64(m)(y, y, ndrange=4)
-    monkeypatch.setattr(cg, "render_metal", lambda ir, plan, ranges: ("garbage", []))
+    monkeypatch.setattr(cg, "render_metal", lambda ir, plan, ranges: ("garbage", [], []))
     with pytest.raises(tk.CompileError, match="(?s)Metal compiler rejected.*no kernel"):
         saxpy(m)(y, 2.0, tk.zeros(4, np.float32, backend=m), ndrange=3)
 
@@ -665,6 +702,26 @@ def test_emulated_ranges_tiles_and_debug_mode(emu):
     saxpy._instances.clear()
     with pytest.raises(IndexError, match="out of bounds for array 'x' with shape \\(10,\\)"):
         saxpy(dbg)(tk.zeros(12, np.float32, backend=dbg), 2.0, tk.zeros(10, np.float32, backend=dbg), ndrange=12)
+
+
+@needs_emulation
+def test_emulated_print_writes_what_the_cpu_prints(emu, capfd):
+    """tk.print executed in the generated MSL: every work item's line, with floats, bools,
+    float16, int64, uint64 and int8 values, as the CPU backend's printf writes them (the
+    order of lines differs between the two: compared sorted); in debug mode too."""
+    n = 40
+    x = np.linspace(-1, 1, n, dtype=np.float32)
+    h = (x * 3).astype(np.float16)
+    big = (np.arange(n, dtype=np.int64) - 20) * (1 << 40)
+    u = np.arange(n, dtype=np.uint64) * np.uint64(0x0123456789ABCDEF)
+    print_values(tk.CPU())(x, h, big, u, ndrange=n)
+    want = sorted(capfd.readouterr().out.splitlines())
+    assert len(want) == n
+    print_values._instances.clear()
+    for m in (emu, rt.Metal(debug=True)):
+        print_values(m)(_on(m, x), _on(m, h), _on(m, big), _on(m, u), ndrange=n, workgroupsize=16)
+        assert sorted(capfd.readouterr().out.splitlines()) == want
+    print_values._instances.clear()
 
 
 @needs_emulation

@@ -25,7 +25,9 @@
 * **Collectives.** SIMD-group functions (``simd_sum``, ``simd_max``, ...,
   ``simd_prefix_inclusive_sum``, ``simd_shuffle_up``) within each SIMD-group, threadgroup
   memory across SIMD-groups; masked items contribute the operation's identity.
-* ``tk.print`` is not available (Metal has no printf): a CompileError.
+* ``tk.print``: MSL has no ``printf``, so each call appends a record to a ``tk_print`` buffer
+  of 32-bit words (the format of :mod:`.printrecords`, shared with WebGPU), which the runtime
+  formats as the CPU's printf does once the kernel is done.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from ..ir import nodes as N
 from .clike import mangle, portable_helpers
 from .gpu import GPURenderer, _prod
 from .prelude import prelude
+from .printrecords import PRINT_WORDS, site as print_site, value_kind
 
 #: the largest number of [[buffer(n)]] arguments a Metal kernel may take (0 .. 30)
 MAX_BUFFERS = 31
@@ -277,7 +280,7 @@ _NO_F64 = "Metal has no float64 (double); use float32 (Python floats are float32
 
 def check_support(k: N.Kernel) -> None:
     """Raise CompileError at the first use of what Metal lacks: float64 (values, arrays,
-    locals), atomics other than int32/uint32/float32, and ``tk.print``."""
+    locals) and atomics other than int32/uint32/float32."""
     for p in k.params:
         if p[0] == "array" and p[1].dtype == D.float64:
             raise _error(k, f"array '{p[1].name}' is float64: {_NO_F64}", None)
@@ -293,9 +296,6 @@ def check_support(k: N.Kernel) -> None:
                              x.loc)
 
     for s in N.walk_stmts(k.body):
-        if isinstance(s, N.Print):
-            raise _error(k, "tk.print is not available on Metal (MSL has no printf): write the values into "
-                         "an array instead", s.loc)
         if isinstance(s, N.AllocArray) and s.array.dtype == D.float64:
             raise _error(k, f"{s.array.space} array of float64: {_NO_F64}", s.loc)
         if isinstance(s, N.Collective) and s.ty.dtype == D.float64:
@@ -328,6 +328,7 @@ class MetalRenderer(GPURenderer):
         super().__init__(kernel, plan, ranges)
         self.scopes: list = []
         self.flags: list = []
+        self.prints: list = []              # tk.print sites in render order (printrecords.site)
 
     # --- what Metal does not have -------------------------------------------------------------
 
@@ -335,7 +336,38 @@ class MetalRenderer(GPURenderer):
         return _error(self.k, msg, loc)
 
     def s_Print(self, s):
-        raise self._refuse("tk.print is not available on Metal (MSL has no printf)", s.loc)
+        """``tk.print``: one record in the ``tk_print`` buffer (:mod:`.printrecords`): reserve the
+        words with an atomic add on word 0, then store the site's number and the values' words
+        (a record that does not fit is not written; the count still grows)."""
+        kinds, words, temps = [], [], []
+        for p in s.parts:
+            if isinstance(p, str):
+                continue
+            kind = value_kind(p.ty.dtype)
+            e = self.expr(p)
+            kinds.append(kind)
+            if kind == "b":
+                words.append(f"(({e}) ? 1u : 0u)")
+            elif kind == "f":
+                words.append(f"as_type<uint>((float)({e}))")
+            elif kind in ("U", "I"):
+                v = self.fresh("pv")
+                temps.append(f"ulong {v} = (ulong)({e});")
+                words += [f"(uint){v}", f"(uint)({v} >> 32)"]
+            else:
+                words.append(f"(uint)({e})")
+        site = len(self.prints)
+        self.prints.append(print_site(s.parts, kinds))
+        n = 1 + len(words)
+        t = self.fresh("pr")
+        self.w("{ " + " ".join(temps))
+        self.w(f"  uint {t} = atomic_fetch_add_explicit((volatile device atomic_uint *)tk_print, {n}u, "
+               f"memory_order_relaxed) + 1u;")
+        self.w(f"  if ({t} <= {PRINT_WORDS - n}u) {{")
+        self.w(f"    tk_print[{t}] = {site + 1}u;")
+        for j, wexpr in enumerate(words):
+            self.w(f"    tk_print[{t} + {j + 1}u] = {wexpr};")
+        self.w("  } }")
 
     # --- constants and math ---------------------------------------------------------------------
 
@@ -366,6 +398,9 @@ class MetalRenderer(GPURenderer):
                 b += 1
         if self.k.debug:
             out.append(f"device long *tk_err [[buffer({b})]]")
+            b += 1
+        if has_prints(self.k):
+            out.append(f"device uint *tk_print [[buffer({b})]]")
             b += 1
         if b > MAX_BUFFERS:
             raise CompileError(f"kernel '{self.k.name}' needs {b} Metal buffer arguments but Metal allows "
@@ -657,10 +692,17 @@ NUMPY_OF = {"long": np.int64, "int": np.int32, "float": np.float32, "uint8_t": n
             "int64_t": np.int64, "uint64_t": np.uint64}
 
 
+def has_prints(k: N.Kernel) -> bool:
+    """Whether the kernel calls ``tk.print`` (it then takes the ``tk_print`` buffer after the
+    arrays and the debug buffer)."""
+    return any(isinstance(s, N.Print) for s in N.walk_stmts(k.body))
+
+
 def render_metal(kernel: N.Kernel, plan, ranges: int) -> tuple:
-    """MSL source of a specialized kernel, and the debug array-name table."""
+    """MSL source of a specialized kernel, the debug array-name table and the ``tk.print``
+    sites (:mod:`.printrecords`)."""
     r = MetalRenderer(kernel, plan, ranges)
-    return r.render(), list(r.array_ids)
+    return r.render(), list(r.array_ids), r.prints
 
 
-__all__ = ["MetalRenderer", "render_metal", "arg_fields", "MAX_BUFFERS", "NUMPY_OF"]
+__all__ = ["MetalRenderer", "render_metal", "has_prints", "arg_fields", "MAX_BUFFERS", "NUMPY_OF"]

@@ -50,6 +50,7 @@ from ..errors import CompileError
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop
 from .clike import mangle, oob_slots
+from .printrecords import site as print_site, value_kind
 
 # --------------------------------------------------------------------------- type tables
 
@@ -2501,35 +2502,29 @@ class WGSLRenderer:
 
     def s_Print(self, s):
         """``tk.print``: WGSL has no printf, so a call appends a record to the ``tk_print`` buffer
-        (word 0 counts the words used): the print site's number plus 1, then each value's 32-bit words
-        (two for a uint64 key). The runtime formats the records as the CPU's printf does (``%g``
-        for floats, decimal integers, 1/0 for bools) once the kernel is done
-        (``runtime.webgpu.format_prints``); records past the buffer's end are counted, not kept."""
+        (the format: :mod:`.printrecords`); the runtime formats the records as the CPU's printf
+        does once the kernel is done. A uint64 key is its two words."""
         kinds, words = [], []
         for p in s.parts:
             if isinstance(p, str):
                 continue
-            d = p.ty.dtype
+            kind = value_kind(p.ty.dtype)
             e = self.expr(p)
-            if d.kind == "b":
-                kinds.append("b")
+            kinds.append(kind)
+            if kind == "b":
                 words.append(f"select(0u, 1u, {e})")
-            elif d.is_float:
-                kinds.append("f")
+            elif kind == "f":
                 words.append(f"bitcast<u32>(f32({e}))")
-            elif d.bits == 64:
+            elif kind in ("U", "I"):
                 v = self.once(e, "vec2<u32>")
-                kinds.append("U")
                 words += [f"{v}.x", f"{v}.y"]
-            elif d.kind == "u":
-                kinds.append("u")
+            elif kind == "u":
                 words.append(f"u32({e})")
             else:
-                kinds.append("i")
                 words.append(f"bitcast<u32>(i32({e}))")
         self.flush()
         site = len(self.prints)
-        self.prints.append((tuple(p if isinstance(p, str) else None for p in s.parts), tuple(kinds)))
+        self.prints.append(print_site(s.parts, kinds))
         n = 1 + len(words)
         t = self.fresh("pr")
         self.w(f"{{ let {t} = atomicAdd(&tk_print[0], {n}u) + 1u;")

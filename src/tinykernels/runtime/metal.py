@@ -37,6 +37,7 @@ from .. import dtypes as D
 from ..argcheck import int_arg
 from ..errors import BackendUnavailable, CompileError, LaunchError
 from .base import Backend, check_stream
+from ..codegen.printrecords import PRINT_WORDS, format_prints
 from .device import (SourceTarget, DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, debug_flag, fits32,
                      group_plan, same_shape, scalar_value, tail, track_stream)
 from .hostarray import Array
@@ -495,14 +496,14 @@ class MetalKernelInstance(DeviceKernelInstance):
         from ..codegen.metal import arg_fields
         M = _metal()
         ir = self._ir(args, geom, ndim, ranges, wg)
-        src, names = self._render(ir, ranges)
+        src, names, prints = self._render(ir, ranges)
         pso = _compile(M, self.backend._dev, src, self.name, ir.file)
         size = int(np.prod(wg))
         limit = int(pso.maxTotalThreadsPerThreadgroup())
         if size > limit:
             raise LaunchError(f"kernel '{self.name}': a workgroup of {size} items exceeds this kernel's limit of "
                               f"{limit} on {self.backend.device_name} (maxTotalThreadsPerThreadgroup)")
-        return pso, ir, arg_fields(ir), names
+        return pso, ir, arg_fields(ir), names, prints
 
     def _launch(self, args, ndrange, workgroupsize, stream) -> Event:
         if not isinstance(self.backend, Metal):
@@ -511,7 +512,7 @@ class MetalKernelInstance(DeviceKernelInstance):
         norm, geom, ndim, ranges, total, wg = self._prepare(args, ndrange, workgroupsize)
         if total == 0:
             return MetalEvent(None)
-        pso, ir, fields, names = self._specialize(norm, geom, ndim, ranges, wg)
+        pso, ir, fields, names, prints = self._specialize(norm, geom, ndim, ranges, wg)
         self._check_args(ir, norm, geom, ndim)
         check_stream(self.name, stream, self.backend)
         dev = self.backend._dev
@@ -521,6 +522,10 @@ class MetalKernelInstance(DeviceKernelInstance):
         if ir.debug:
             err = MetalArray.empty(self.backend, (12,), np.int64)
             err.host_view()[:] = 0
+        pbuf = None
+        if prints:                          # the tk.print records (codegen.printrecords)
+            pbuf = MetalArray.empty(self.backend, (PRINT_WORDS,), np.uint32)
+            pbuf.host_view()[:] = 0          # (a record that does not fit leaves its first word 0)
         groups = [1, 1, 1]
         threads = [1, 1, 1]
         for d in range(ndim):
@@ -544,9 +549,18 @@ class MetalKernelInstance(DeviceKernelInstance):
                     b += 1
             if err is not None:
                 enc.setBuffer_offset_atIndex_(err.buffer, 0, b)
+                b += 1
+            if pbuf is not None:
+                enc.setBuffer_offset_atIndex_(pbuf.buffer, 0, b)
             enc.dispatchThreadgroups_threadsPerThreadgroup_(_size(M, *groups), _size(M, *threads))
             enc.endEncoding()
             ev = s.commit(cb)
+        if pbuf is not None:                 # the printed lines, once the kernel is done (as debug mode waits)
+            ev.wait()
+            text = format_prints(pbuf.host_view(), prints, "Metal")
+            if text:
+                sys.stdout.write(text)
+                sys.stdout.flush()
         if err is not None:
             ev.wait()
             check_debug_info(err.host_view(), names, ir.sites, self.name)

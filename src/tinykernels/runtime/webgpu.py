@@ -26,6 +26,7 @@ from ..argcheck import int_arg
 from .base import Backend, check_stream, python_ints_as_int32
 from .hostarray import Array
 from ..errors import BackendUnavailable, CompileError, LaunchError
+from ..codegen.printrecords import PRINT_WORDS, format_prints
 from .device import SourceTarget, DeviceArray, DeviceEvent, DeviceKernelInstance, c_strides, check_debug_info, compile_error_at, debug_flag, \
     group_plan, same_shape, tail, track_stream
 from .streams import Event, check_recorded, stream_priority
@@ -543,43 +544,6 @@ class WGPUKernelInstance(DeviceKernelInstance):
                 info = np.frombuffer(dev.queue.read_buffer(err), np.int32).astype(np.int64)
             check_debug_info(info, names, ir.sites, self.name)
         return ev
-
-
-PRINT_WORDS = 1 << 18      # the tk.print buffer of a launch: 1 MiB (word 0 counts the words the records need)
-
-
-def _print_value(kind: str, words, k: int) -> tuple:
-    """One printed value (as the CPU's printf writes it) from ``words[k:]``, and the next k."""
-    w = int(words[k])
-    if kind == "f":
-        return "%g" % float(np.uint32(w).view(np.float32)), k + 1
-    if kind == "i":
-        return str(w - (1 << 32) if w >= 1 << 31 else w), k + 1
-    if kind == "U":
-        return str(w | (int(words[k + 1]) << 32)), k + 2
-    return str(w), k + 1                      # "u", and "b" as 1/0
-
-
-def format_prints(words, sites) -> str:
-    """The lines of a launch's ``tk.print`` records (``codegen.wgsl.WGSLRenderer.s_Print``): the
-    texts and values of each call separated by spaces, as on the CPU and the interpreter. Records
-    that did not fit in the buffer are summarized in one line."""
-    used, k, end, lines = int(words[0]), 1, min(int(words[0]) + 1, len(words)), []
-    while k < end and words[k]:              # (a 0: the first record that did not fit, none after it did)
-        texts, kinds = sites[int(words[k]) - 1]
-        k += 1
-        parts, it = [], iter(kinds)
-        for t in texts:
-            if t is not None:
-                parts.append(t)
-                continue
-            v, k = _print_value(next(it), words, k)
-            parts.append(v)
-        lines.append(" ".join(parts))
-    if used + 1 > len(words):
-        lines.append(f"[tinykernels: tk.print output truncated: {used + 1 - len(words)} more words than the "
-                     f"{len(words)}-word print buffer of a WebGPU launch]")
-    return "".join(line + "\n" for line in lines)
 
 
 def _check_geometry(name, geom, ndim, wg) -> None:

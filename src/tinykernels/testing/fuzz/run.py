@@ -118,7 +118,7 @@ def metal_stub_compile_case(case: Case, spec: str = "METAL-STUB") -> str | None:
     arguments narrowed to float32, as a Metal caller would pass them) and check it with
     ``clang++ -fsyntax-only`` against the project's stub ``metal_stdlib``
     (:mod:`tinykernels.testing.metal_check`). A kernel that uses what Metal lacks (float64 in
-    the kernel itself, 64-bit atomics, tk.print) is refused with a CompileError by design: that
+    the kernel itself, 64-bit atomics) is refused with a CompileError by design: that
     is no finding, and the function returns ``"refused"``; else None. No values are checked."""
     from ...errors import CompileError
     from ...runtime.metal import MetalTarget
