@@ -42,7 +42,7 @@ from ..ir import nodes as N
 from .clike import mangle, portable_helpers
 from .gpu import GPURenderer, _prod
 from .prelude import prelude
-from .printrecords import PRINT_WORDS, site as print_site, value_kind
+from .printrecords import PRINT_WORDS, record as print_record
 
 #: the largest number of [[buffer(n)]] arguments a Metal kernel may take (0 .. 30)
 MAX_BUFFERS = 31
@@ -328,7 +328,7 @@ class MetalRenderer(GPURenderer):
         super().__init__(kernel, plan, ranges)
         self.scopes: list = []
         self.flags: list = []
-        self.prints: list = []              # tk.print sites in render order (printrecords.site)
+        self.prints: list = []              # tk.print sites in render order (printrecords.record)
 
     # --- what Metal does not have -------------------------------------------------------------
 
@@ -339,25 +339,22 @@ class MetalRenderer(GPURenderer):
         """``tk.print``: one record in the ``tk_print`` buffer (:mod:`.printrecords`): reserve the
         words with an atomic add on word 0, then store the site's number and the values' words
         (a record that does not fit is not written; the count still grows)."""
-        kinds, words, temps = [], [], []
-        for p in s.parts:
-            if isinstance(p, str):
-                continue
-            kind = value_kind(p.ty.dtype)
+        temps = []
+
+        def value_words(kind: str, p) -> list:
             e = self.expr(p)
-            kinds.append(kind)
             if kind == "b":
-                words.append(f"(({e}) ? 1u : 0u)")
-            elif kind == "f":
-                words.append(f"as_type<uint>((float)({e}))")
-            elif kind in ("U", "I"):
+                return [f"(({e}) ? 1u : 0u)"]
+            if kind == "f":
+                return [f"as_type<uint>((float)({e}))"]
+            if kind in ("U", "I"):
                 v = self.fresh("pv")
                 temps.append(f"ulong {v} = (ulong)({e});")
-                words += [f"(uint){v}", f"(uint)({v} >> 32)"]
-            else:
-                words.append(f"(uint)({e})")
-        site = len(self.prints)
-        self.prints.append(print_site(s.parts, kinds))
+                return [f"(uint){v}", f"(uint)({v} >> 32)"]
+            return [f"(uint)({e})"]
+        site, words = print_record(s.parts, value_words)
+        self.prints.append(site)
+        site = len(self.prints) - 1
         n = 1 + len(words)
         t = self.fresh("pr")
         self.w("{ " + " ".join(temps))

@@ -31,9 +31,16 @@ def value_kind(dtype) -> str:
     return "u" if dtype.kind == "u" else "i"
 
 
-def site(parts, kinds) -> tuple:
-    """A print site as the host needs it: the texts (None where a value goes) and the kinds."""
-    return tuple(p if isinstance(p, str) else None for p in parts), tuple(kinds)
+def record(parts, value_words) -> tuple:
+    """A print call's site (the texts, None where a value goes, and the values' kinds: what the
+    host needs) and its values' word expressions, from the renderer's
+    ``value_words(kind, part) -> [expr, ...]``."""
+    kinds, words = [], []
+    for p in parts:
+        if not isinstance(p, str):
+            kinds.append(value_kind(p.ty.dtype))
+            words += value_words(kinds[-1], p)
+    return (tuple(p if isinstance(p, str) else None for p in parts), tuple(kinds)), words
 
 
 def _value(kind: str, words, k: int) -> tuple:
@@ -72,4 +79,4 @@ def format_prints(words, sites, where: str = "WebGPU") -> str:
     return "".join(line + "\n" for line in lines)
 
 
-__all__ = ["PRINT_WORDS", "value_kind", "site", "format_prints"]
+__all__ = ["PRINT_WORDS", "value_kind", "record", "format_prints"]

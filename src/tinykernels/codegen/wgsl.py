@@ -50,7 +50,7 @@ from ..errors import CompileError
 from ..ir import nodes as N
 from ..passes.groups import GroupPlan, ItemLoop
 from .clike import mangle, oob_slots
-from .printrecords import site as print_site, value_kind
+from .printrecords import record as print_record
 
 # --------------------------------------------------------------------------- type tables
 
@@ -2504,27 +2504,20 @@ class WGSLRenderer:
         """``tk.print``: WGSL has no printf, so a call appends a record to the ``tk_print`` buffer
         (the format: :mod:`.printrecords`); the runtime formats the records as the CPU's printf
         does once the kernel is done. A uint64 key is its two words."""
-        kinds, words = [], []
-        for p in s.parts:
-            if isinstance(p, str):
-                continue
-            kind = value_kind(p.ty.dtype)
+        def value_words(kind: str, p) -> list:
             e = self.expr(p)
-            kinds.append(kind)
             if kind == "b":
-                words.append(f"select(0u, 1u, {e})")
-            elif kind == "f":
-                words.append(f"bitcast<u32>(f32({e}))")
-            elif kind in ("U", "I"):
+                return [f"select(0u, 1u, {e})"]
+            if kind == "f":
+                return [f"bitcast<u32>(f32({e}))"]
+            if kind in ("U", "I"):
                 v = self.once(e, "vec2<u32>")
-                words += [f"{v}.x", f"{v}.y"]
-            elif kind == "u":
-                words.append(f"u32({e})")
-            else:
-                words.append(f"bitcast<u32>(i32({e}))")
+                return [f"{v}.x", f"{v}.y"]
+            return [f"u32({e})"] if kind == "u" else [f"bitcast<u32>(i32({e}))"]
+        site, words = print_record(s.parts, value_words)
         self.flush()
-        site = len(self.prints)
-        self.prints.append(print_site(s.parts, kinds))
+        self.prints.append(site)
+        site = len(self.prints) - 1
         n = 1 + len(words)
         t = self.fresh("pr")
         self.w(f"{{ let {t} = atomicAdd(&tk_print[0], {n}u) + 1u;")
