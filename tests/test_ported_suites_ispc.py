@@ -627,3 +627,238 @@ def test_fmod_float_varying(be):
     """fmod-float-varying-1: fmod(+-x, +-0.8) against x - trunc(x / y) * y in all four sign
     combinations (x = aFOO[programCount / 2] = 5): no item counts a miss."""
     np.testing.assert_array_equal(gang(be, fmods, afoo())[0], np.zeros(W))
+
+
+# --- cross-lane operations: reduce-*, exclusive-scan-*, shift/rotate/broadcast, atomics -------------
+
+@tk.kernel
+def reduces(RET, OUT, aFOO: tk.Const, b):
+    pi = tk.index(tk.Local, tk.Linear)
+    pc = tk.groupsize()[0]
+    v = aFOO[pi]
+    iv = int(v)
+    m = tk.group_reduce(iv if iv & 1 else 0, "add")                  # reduce-add-int-1
+    RET[pi] = m
+    for case in range(1, 7):                                         # reduce-equal-1..6
+        a = int(b)
+        active = True
+        if case == 2:
+            a = int(aFOO[pi // 2])
+            active = a == 1
+        elif case == 3:
+            a = int(aFOO[pi // 2])
+            active = a < pc + 4
+        elif case == 4:
+            a = int(aFOO[pi // max(1, pc // 2)])
+            active = pi >= pc // 2 and a < 4
+        elif case == 5:
+            a = int(aFOO[pi & 1])
+            active = (pi & 1) != 0
+        elif case == 6:
+            a = int(aFOO[pi])
+            active = (pi & 1) != 0
+        lo = tk.group_reduce(a if active else 2 ** 62, "min")
+        hi = tk.group_reduce(a if active else -2 ** 62, "max")
+        OUT[case - 1, pi] = 0 if case == 6 else 1
+        if active:
+            OUT[case - 1, pi] = 1 if lo == hi else 0
+
+
+def test_reduce_add_and_reduce_equal(anybe):
+    """reduce-add-int-1 (a uniform sum of the odd values, taken under ``if (iv & 1)``) and
+    reduce-equal-1..6 (whether the active items hold one value: all items with b; the items
+    where a == 1; all items with aFOO[i / 2]; the upper half with aFOO[1]; odd items with
+    aFOO[1]; odd items with aFOO[i], which differ)."""
+    need(anybe, np.int64)
+    ret, out, *_ = gang(anybe, reduces, np.zeros((6, W), np.float32), afoo(), B)
+    np.testing.assert_array_equal(ret, np.full(W, np.arange(1, W + 1, 2).sum()))
+    want = np.ones((6, W))
+    want[2] = 0
+    want[5] = 0
+    np.testing.assert_array_equal(out, want)
+
+
+@tk.kernel
+def scans(RET, OUT, aFOO: tk.Const):
+    pi = tk.index(tk.Local, tk.Linear)
+    a = aFOO[pi]
+    RET[pi] = tk.group_scan(pi, "add", inclusive=False)                              # -1
+    OUT[0, pi] = tk.group_scan(a, "add", inclusive=False)                            # -2
+    s = tk.group_scan(a if a <= 2 else 0, "add", inclusive=False)                    # -3/-4
+    OUT[1, pi] = s if a <= 2 else -1
+    s = tk.group_scan(a if pi & 1 else 0, "add", inclusive=False)                    # -5
+    OUT[2, pi] = s if pi & 1 else -1
+    OUT[3, pi] = tk.group_scan(float(pi), "add", inclusive=False)                    # -6
+    v = tk.int32(0xff) if pi & 1 else tk.int32(0)                                    # and-1
+    s = tk.group_scan(v if pi & 1 else tk.int32(-1), "and", inclusive=False)
+    OUT[4, pi] = s if pi & 1 else -1
+    on = pi < 32 and (pi & 1) == 0
+    v = ~(tk.int32(1) << min(pi, 31))                                                # and-2
+    s = tk.group_scan(v if on else tk.int32(-1), "and", inclusive=False)
+    OUT[5, pi] = s if on else -1
+    on = pi < 8 and (pi & 1) == 0
+    v8 = tk.int8(~(1 << min(pi, 7)))                                                 # and-3
+    s8 = tk.group_scan(v8 if on else tk.int8(-1), "and", inclusive=False)
+    OUT[6, pi] = s8 if on else -1
+    on = pi < 16 and (pi & 1) == 0
+    v16 = tk.int16(~(1 << min(pi, 15)))                                              # and-4
+    s16 = tk.group_scan(v16 if on else tk.int16(-1), "and", inclusive=False)
+    OUT[7, pi] = s16 if on else -1
+    OUT[8, pi] = tk.group_scan(tk.int32(1) << min(pi, 30), "or", inclusive=False)   # or-1
+    OUT[9, pi] = tk.group_scan(tk.int8(1 << min(pi, 6)), "or", inclusive=False)     # or-2
+    OUT[10, pi] = tk.group_scan(tk.int16(1 << min(pi, 14)), "or", inclusive=False)  # or-3
+
+
+def _exscan(vals, active, op, identity, dtype):
+    """ISPC's exclusive scan over the active program instances (the rest are -1 in RET)."""
+    out, acc = [], dtype(identity)
+    for v, on in zip(vals, active):
+        out.append(acc if on else -1)
+        if on:
+            acc = dtype(op(acc, dtype(v)))
+    return np.array(out, np.float64).astype(np.float32)
+
+
+def test_exclusive_scans(anybe):
+    """exclusive-scan-add-1..6 (of programIndex, of aFOO, under ``if (a <= 2)``, in odd items
+    only, of float(programIndex)), exclusive-scan-and-1..4 (0xff in odd items; ~(1 << i) in
+    even items, as int32, int8 and int16) and exclusive-scan-or-1..3 (1 << i as int32, int8,
+    int16): the active items' exclusive prefix, -1 elsewhere."""
+    ret, out, *_ = gang(anybe, scans, np.zeros((11, W), np.float32), afoo())
+    p = pidx()
+    a = afoo()
+    add = np.add
+    allon = np.ones(W, bool)
+    np.testing.assert_array_equal(ret, _exscan(p, allon, add, 0, np.int64))
+    np.testing.assert_array_equal(out[0], _exscan(a, allon, add, 0, np.float32))
+    np.testing.assert_array_equal(out[1], _exscan(a, a <= 2, add, 0, np.float32))
+    np.testing.assert_array_equal(out[2], _exscan(a, (p & 1) == 1, add, 0, np.float32))
+    np.testing.assert_array_equal(out[3], _exscan(p, allon, add, 0, np.float64))
+    band, bor = np.bitwise_and, np.bitwise_or
+    even = (p & 1) == 0
+    np.testing.assert_array_equal(out[4], _exscan(np.full(W, 0xff), (p & 1) == 1, band, -1, np.int32))
+    np.testing.assert_array_equal(out[5], _exscan(~(1 << np.minimum(p, 31)), even & (p < 32), band, -1, np.int32))
+    np.testing.assert_array_equal(out[6], _exscan((~(1 << np.minimum(p, 7))).astype(np.int8), even & (p < 8),
+                                                  band, -1, np.int8))
+    np.testing.assert_array_equal(out[7], _exscan((~(1 << np.minimum(p, 15))).astype(np.int16), even & (p < 16),
+                                                  band, -1, np.int16))
+    np.testing.assert_array_equal(out[8], (1 << np.minimum(p, 31)) - 1)
+    np.testing.assert_array_equal(out[9], ((1 << np.minimum(p, 7)) - 1).astype(np.int8))
+    np.testing.assert_array_equal(out[10], ((1 << np.minimum(p, 15)) - 1).astype(np.int16))
+    # upstream's own answers for and-1 (the first active item gets all ones: -1 as a float)
+    assert out[4][1] == -1 and (out[4][3::2] == 0xff).all()
+
+
+@tk.kernel
+def scans64(RET, aFOO: tk.Const, A: tk.Const):
+    pi = tk.index(tk.Local, tk.Linear)
+    a = A.dtype(aFOO[pi])
+    s = tk.group_scan(a if a <= 2 else A.dtype(0), "add", inclusive=False)
+    RET[pi] = -1                      # (``s if a <= 2 else -1``: -1 does not fit uint64, NEP 50)
+    if a <= 2:
+        RET[pi] = s
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.int64, np.uint64])
+def test_exclusive_scan_add_64_bit(anybe, dt):
+    """exclusive-scan-add-7/8/9: the scan of (double)aFOO, and of int64 / uint64 values under
+    ``if (a <= 2)`` (0, 1 in the first two items)."""
+    need(anybe, dt)
+    ret = gang(anybe, scans64, afoo(), np.zeros(1, dt))[0]
+    np.testing.assert_array_equal(ret, _exscan(afoo(dt), afoo() <= 2, np.add, 0, dt))
+
+
+@tk.kernel
+def moves(RET, OUT, aFOO: tk.Const, d, b):
+    pi = tk.index(tk.Local, tk.Linear)
+    pc = tk.groupsize()[0]
+    lm = tk.localmem(OUT.dtype, tk.groupsize()[0])
+    lm[pi] = OUT.dtype(aFOO[pi])
+    tk.synchronize()
+    j = pi + d
+    OUT[0, pi] = lm[j] if 0 <= j < pc else OUT.dtype(0)              # shift(a, d)
+    OUT[1, pi] = lm[(pi + d) % pc]                                   # rotate(a, d)
+    OUT[2, pi] = lm[int(b) - 2]                                      # broadcast(a, b - 2)
+    RET[pi] = 0
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32, np.int64,
+                                np.uint64, np.float16])
+@pytest.mark.parametrize("d", [-1, 1])
+def test_shift_rotate_broadcast(anybe, dt, d):
+    """shift-1..8, rotate-1..4, broadcast-1..3: another item's value by ``programIndex + d``
+    (0 past the gang's ends), by ``(programIndex + d) mod programCount``, and item b - 2's,
+    exchanged through local memory, for every integer type and float16."""
+    need(anybe, dt)
+    out = gang(anybe, moves, np.zeros((3, W), dt), afoo(), d, B)[1]
+    p = pidx()
+    a = afoo(dt)
+    j = p + d
+    np.testing.assert_array_equal(out[0], np.where((j >= 0) & (j < W), a[np.clip(j, 0, W - 1)], 0).astype(dt))
+    np.testing.assert_array_equal(out[1], a[(p + d) % W])
+    np.testing.assert_array_equal(out[2], np.full(W, a[int(B) - 2]))
+
+
+@tk.func
+def one_atomic(s, pi, case):
+    old = s.dtype(0)
+    if case == 1 or case == 2:
+        old = tk.atomic_add(s, 0, 1)
+    elif case == 3:
+        tk.atomic_xor(s, 0, 0xfff0)
+    elif case == 4:
+        tk.atomic_or(s, 0, 1 << min(pi, 30))
+    elif case == 5:
+        old = tk.atomic_exchange(s, 0, pi)
+    else:
+        tk.atomic_cas(s, 0, pi, (pi + 1) * 1000)
+    return old
+
+
+@tk.kernel
+def atomics(RET, S, case: tk.constexpr, local: tk.constexpr):
+    pi = tk.index(tk.Local, tk.Linear)
+    ls = tk.localmem(S.dtype, 1)
+    if local:
+        if pi == 0:
+            ls[0] = S[0]
+        tk.synchronize()
+    old = one_atomic(ls, pi, case) if local else one_atomic(S, pi, case)
+    tk.synchronize()
+    s = ls[0] if local else S[0]
+    if case == 1 or case == 2:
+        RET[pi] = tk.group_reduce(old, "add")
+    elif case == 5:
+        RET[pi] = tk.group_reduce(old, "max")
+    else:
+        RET[pi] = s
+    if local:
+        if pi == 0:
+            S[0] = ls[0]
+
+
+ATOMIC_CASES = {  # case: (dtype of s, its initial value, RET upstream's result() gives)
+    1: (np.uint32, 0, W * (W - 1) // 2),        # atomics-1 / local-atomics-1: sum of old values
+    2: (np.int64, 0, W * (W - 1) // 2),         # atomics-2 / local-atomics-2
+    3: (np.int32, 0xff, 0xff0f if W & 1 else 0xff),  # atomics-3 / local-atomics-3: xor 0xfff0, W times
+    4: (np.int32, 0, (1 << min(W, 31)) - 1),    # atomics-4 / local-atomics-4: or of 1 << i
+    5: (np.int32, 0xbeef, 0xbeef),              # atomics-5: max of the swapped-out values
+    6: (np.int32, 2, 3000),                     # atomics-6: only item 2 finds 2, stores 3 * 1000
+}
+
+
+@pytest.mark.parametrize("local", [False, True], ids=["global", "local"])
+@pytest.mark.parametrize("case", sorted(ATOMIC_CASES))
+def test_atomics(anybe, case, local):
+    """atomics-1..6 and local-atomics-1..4: add (uint32, int64: the old values are 0 .. W-1 in
+    some order), xor, or, exchange and compare-exchange on one uniform variable (a global
+    array element, or local memory), read back by every item after the gang's atomics."""
+    dt, init, want = ATOMIC_CASES[case]
+    need(anybe, dt)
+    ret, s = gang(anybe, atomics, np.array([init], dt), case, local)
+    np.testing.assert_array_equal(ret, np.full(W, want, np.float32))
+    final = {1: W, 2: W, 5: None}.get(case, want)
+    if final is not None:
+        assert s[0] == final
+    else:
+        assert 0 <= s[0] < W
