@@ -172,7 +172,7 @@ TK_INLINE float tk_hypot(float x, float y) {{
     if (b == 0.0f) return a;
     float s = 1.0f;
     if (a > {_lit(2.0**60)}) {{ s = {_lit(2.0**70)}; a *= {_lit(2.0**-70)}; b *= {_lit(2.0**-70)}; }}
-    else if (a < {_lit(2.0**-60)}) {{ s = {_lit(2.0**-70)}; a *= {_lit(2.0**70)}; b *= {_lit(2.0**70)}; }}
+    else if (a < {_lit(2.0**-60)}) {{ s = {_lit(2.0**-100)}; a *= {_lit(2.0**100)}; b *= {_lit(2.0**100)}; }}
     return sqrt(a * a + b * b) * s;
 }}
 TK_INLINE float tk_erf_small(float x) {{ float z = x * x; return {_poly("z", _PP)} / {_poly("z", _QQ)}; }}
