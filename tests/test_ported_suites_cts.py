@@ -443,3 +443,180 @@ def test_math_brute_force_binary(anybe, name, dt):
     report((x, y), test, ref, err, bound, f"{name} {np.dtype(dt).name} on {anybe.name}")
     if bound == 0:
         _check_exact_zeros(name, x, test, ref, dt)
+
+
+# --- conversions (test_conversions) ---------------------------------------------------------------------
+
+@tk.kernel
+def int_to_float(o32, o64, x: tk.Const):
+    i = tk.index()
+    o32[i] = tk.float32(x[i])
+    o64[i] = tk.float64(x[i])
+
+
+def _int_inputs(dt):
+    """random bit patterns, the type's extremes, and values whose rounding to float32 (or
+    float64) is a midpoint only after a first rounding to float64: a conversion that goes
+    through double (or float) rounds them the wrong way"""
+    info = np.iinfo(dt)
+    bits = np.dtype(dt).itemsize * 8
+    r = RNG.integers(0, 2 ** 64, 2048, dtype=np.uint64) >> np.uint64(64 - bits)
+    vals = [int(v) for v in r.astype(np.uint64)]
+    vals = [v - 2 ** bits if info.min < 0 and v > info.max else v for v in vals]
+    vals += [info.min, info.max, info.min + 1, info.max - 1, 0, 1, -1 if info.min < 0 else 2]
+    for width in (24, 53):                        # float32's and float64's significands
+        for shift in range(0, bits - width):
+            for tie in (1 << (width + 1)) + 1, (1 << (width + 1)) + 3, (1 << width) + 1:
+                v = tie << shift
+                for extra in (0, 1, -1):
+                    w = v + extra
+                    for s in (w, -w):
+                        if info.min <= s <= info.max:
+                            vals.append(s)
+    return np.array(vals, dtype=dt)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64])
+def test_conversions_int_to_float(anybe, dt):
+    """test_conversions' int -> float/double (round to nearest even): every integer type into
+    float32 and float64, one rounding (NumPy's astype), random values and the ties a double
+    rounding gets wrong."""
+    need(anybe, dt)
+    x = _int_inputs(dt)
+    if anybe.supports(np.dtype(np.float64)):
+        o32, o64, _ = launch(anybe, int_to_float, len(x), np.zeros(len(x), np.float32), np.zeros(len(x)), x)
+        np.testing.assert_array_equal(o64, x.astype(np.float64))
+    else:
+        o32 = launch(anybe, int_to_float32_only, len(x), np.zeros(len(x), np.float32), x)[0]
+    bad = np.flatnonzero(o32 != x.astype(np.float32))
+    assert bad.size == 0, f"{x[bad[:5]]} -> {o32[bad[:5]]}, want {x[bad[:5]].astype(np.float32)}"
+
+
+@tk.kernel
+def int_to_float32_only(o32, x: tk.Const):
+    i = tk.index()
+    o32[i] = tk.float32(x[i])
+
+
+@tk.kernel
+def narrow_floats(o32, o16, o16b, x: tk.Const):
+    i = tk.index()
+    o32[i] = x[i]                   # double -> float
+    o16[i] = x[i]                   # double -> half, one rounding
+    o16b[i] = tk.float32(x[i])      # double -> float -> half: two roundings, as written
+
+
+def _quiet(fn):
+    """``fn`` with NumPy's floating-point warnings off (the inputs overflow and cast on purpose)"""
+    def inner(*a):
+        with np.errstate(all="ignore"):
+            return fn(*a)
+    return inner
+
+
+@_quiet
+def _narrowing_inputs():
+    """random doubles over float16's and float32's ranges (subnormals and overflow included),
+    their ties and the values just beside them, and the doubles that are a float16 tie only
+    after rounding to float32"""
+    r = RNG.uniform(-1, 1, 4096) * 2.0 ** RNG.integers(-160, 130, 4096)
+    h = RNG.integers(0, 2 ** 16, 2048, dtype=np.uint64).astype(np.uint16).view(np.float16).astype(np.float64)
+    h = h[np.isfinite(h)]
+    hn = np.nextafter(h.astype(np.float16), np.float16(np.inf)).astype(np.float64)
+    ties16 = (h + hn) / 2                                        # exact float16 midpoints
+    f = RNG.integers(0, 2 ** 32, 2048, dtype=np.uint64).astype(np.uint32).view(np.float32).astype(np.float64)
+    f = f[np.isfinite(f)]
+    fn = np.nextafter(f.astype(np.float32), np.float32(np.inf)).astype(np.float64)
+    ties32 = (f + fn) / 2
+    x = np.concatenate([r, h, ties16, np.nextafter(ties16, np.inf), np.nextafter(ties16, -np.inf),
+                        ties32, np.nextafter(ties32, np.inf), np.nextafter(ties32, -np.inf),
+                        ties16 + np.abs(ties16) * 2.0 ** -40, ties16 - np.abs(ties16) * 2.0 ** -40,
+                        [65504.0, 65519.99, 65520.0, 2.0 ** -24, 2.0 ** -25, 2.0 ** -25 * (1 + 2 ** -40),
+                         1 + 2 ** -11 + 2 ** -40, -(1 + 2 ** -11 + 2 ** -40), np.inf, -np.inf, np.nan, 0.0, -0.0]])
+    return x[np.isfinite(x) | np.isnan(x) | np.isinf(x)]
+
+
+def test_conversions_double_to_float_and_half(anybe):
+    """test_conversions' double -> float and double -> half (and float -> half): round to nearest
+    even once, subnormals, overflow to inf and NaN, as NumPy's astype; a float16 store of a
+    float64 value rounds once (``1 + 2^-11 + 2^-40`` is 1 + 2^-10, not the 1.0 that rounding
+    to float32 first gives), the explicit float32 cast then twice, as written."""
+    need(anybe, np.float64, np.float16)
+    x = _narrowing_inputs()
+    n = len(x)
+    o32, o16, o16b, _ = launch(anybe, narrow_floats, n, np.zeros(n, np.float32), np.zeros(n, np.float16),
+                               np.zeros(n, np.float16), x)
+    with np.errstate(all="ignore"):
+        for got, want, what in ((o32, x.astype(np.float32), "double -> float"),
+                                (o16, x.astype(np.float16), "double -> half"),
+                                (o16b, x.astype(np.float32).astype(np.float16), "double -> float -> half")):
+            same = (got.view(np.uint32 if got.dtype == np.float32 else np.uint16)
+                    == want.view(np.uint32 if want.dtype == np.float32 else np.uint16)) | (np.isnan(got) & np.isnan(want))
+            bad = np.flatnonzero(~same)
+            assert bad.size == 0, (f"{what}: {bad.size} of {n} wrong, e.g. {x[bad[:4]].tolist()} -> "
+                                   f"{got[bad[:4]].tolist()}, want {want[bad[:4]].tolist()}")
+
+
+@tk.kernel
+def float_to_int(rtz, rte, rtn, rtp, sat, x: tk.Const, lo: tk.constexpr, hi: tk.constexpr):
+    i = tk.index()
+    v = x[i]
+    rtz[i] = v                                   # convert_T (a store truncates, as C)
+    rte[i] = round(v)                            # convert_T_rte
+    rtn[i] = rtn.dtype(math.floor(v))            # convert_T_rtn
+    rtp[i] = rtp.dtype(math.ceil(v))             # convert_T_rtp
+    if math.isnan(v):                            # convert_T_sat, written out
+        sat[i] = 0
+    elif v <= lo:
+        sat[i] = lo
+    elif v >= hi:
+        sat[i] = hi
+    else:
+        sat[i] = v
+
+
+@_quiet
+def _float_inputs(ft, it):
+    info = np.iinfo(it)
+    lo, hi = float(info.min), float(info.max)
+    r = RNG.uniform(lo * 1.01 - 2, hi * 1.01 + 2, 2048)
+    small = RNG.uniform(-300, 300, 1024)
+    halves = np.arange(-260, 260) + 0.5
+    edges = [lo, hi, lo - 1, hi + 1, lo - 0.5, hi + 0.5, lo + 0.5, hi - 0.5, -0.0, 0.0, -0.5, 0.5, -1.5, 1.5,
+             2.0 ** 63, 2.0 ** 64, -2.0 ** 63, 2.0 ** 31, -2.0 ** 31, 2.0 ** 32, np.inf, -np.inf, np.nan, 1e30, -1e30]
+    x = np.concatenate([r, small, halves, edges]).astype(ft)
+    return np.concatenate([x, np.nextafter(x, ft(np.inf)), np.nextafter(x, ft(-np.inf))])
+
+
+def _fits(vals, it):
+    info = np.iinfo(it)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(vals) & (vals >= info.min) & (vals < float(info.max + 1))   # 2^63, 2^64 exact
+
+
+@pytest.mark.parametrize("ft", [np.float32, np.float64])
+@pytest.mark.parametrize("it", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64])
+def test_conversions_float_to_int(anybe, ft, it):
+    """test_conversions' float/double -> every integer type: ``_rtz`` (the C cast), ``_rte``,
+    ``_rtn``, ``_rtp`` where the rounded value fits the type (outside it SPEC leaves the
+    result to the hardware, docs/language.md) and ``_sat`` (NaN -> 0, clamped) everywhere."""
+    need(anybe, ft, it)
+    info = np.iinfo(it)
+    x = _float_inputs(ft, it)
+    n = len(x)
+    rtz, rte, rtn, rtp, sat, _ = launch(anybe, float_to_int, n, *[np.zeros(n, it) for _ in range(5)], x,
+                                        int(info.min), int(info.max))
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        for got, rounded, what in ((rtz, np.trunc(x64), "rtz"), (rte, np.rint(x64), "rte"),
+                                   (rtn, np.floor(x64), "rtn"), (rtp, np.ceil(x64), "rtp")):
+            fits = _fits(rounded, it)
+            if what == "rte":            # round() gives a Python int: int64 (int32 on WebGPU), no check beyond
+                fits &= np.abs(rounded) < (2.0 ** 63 if anybe.supports(np.dtype(np.int64)) else 2.0 ** 31)
+            want = np.array([int(v) for v in rounded[fits]], dtype=object)
+            bad = np.flatnonzero(got[fits].astype(object) != want)
+            assert bad.size == 0, f"{what}: {x[fits][bad[:5]]} -> {got[fits][bad[:5]]}, want {want[bad[:5]]}"
+        want = [0 if math.isnan(v) else info.min if v <= info.min else info.max if v >= info.max else int(v)
+                for v in x64.tolist()]
+        bad = np.flatnonzero(sat.astype(object) != np.array(want, dtype=object))
+        assert bad.size == 0, f"sat: {x[bad[:5]]} -> {sat[bad[:5]]}, want {np.array(want, dtype=object)[bad[:5]]}"
