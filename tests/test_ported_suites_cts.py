@@ -22,8 +22,12 @@ tinykernels has the feature:
   every integer type, against upstream's reference definitions computed exactly in Python.
 
 CPU, INTERP, CL and WEBGPU (float64 and 64-bit integers skip on WebGPU, which has neither:
-SPEC 4; the integer-op ports, which do not depend on the backend's math, on CPU and INTERP
-only, plus CL/WEBGPU for 32-bit types).
+SPEC 4; so do the 32-bit integer ops, whose mul_hi, saturation and upsample compute in 64 bits).
+
+Found here and fixed: a conditional expression or ``and``/``or`` whose condition is a
+compile-time constant compiled the side Python never evaluates too, so a side that cannot
+compile for that specialization was a CompileError (docs/language.md;
+test_constant_condition_compiles_only_the_chosen_side).
 
 Where SPEC differs from upstream (ported as SPEC reads, or not ported):
 
@@ -621,3 +625,169 @@ def test_conversions_float_to_int(anybe, ft, it):
                 for v in x64.tolist()]
         bad = np.flatnonzero(sat.astype(object) != np.array(want, dtype=object))
         assert bad.size == 0, f"sat: {x[bad[:5]]} -> {sat[bad[:5]]}, want {np.array(want, dtype=object)[bad[:5]]}"
+
+
+# --- integer_ops (test_integer_ops, test_intmath) ------------------------------------------------------
+
+@tk.func
+def mul_hi_u64(a, b):
+    """the high 64 bits of the 128-bit product of two uint64, from 32-bit halves"""
+    m = tk.uint64(0xFFFFFFFF)
+    a0, a1 = a & m, a >> 32
+    b0, b1 = b & m, b >> 32
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> 32) + (p01 & m) + (p10 & m)
+    return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32)
+
+
+@tk.func
+def mul_hi_i64(a, b):
+    """signed: the unsigned high half less b where a < 0 and less a where b < 0 (mod 2^64)"""
+    ua, ub = tk.uint64(a), tk.uint64(b)
+    h = mul_hi_u64(ua, ub)
+    if a < 0:
+        h -= ub
+    if b < 0:
+        h -= ua
+    return tk.int64(h)
+
+
+@tk.kernel
+def intops(out, ad, up, x: tk.Const, y: tk.Const, z: tk.Const, nbits: tk.constexpr, signed: tk.constexpr,
+           lo: tk.constexpr, hi: tk.constexpr):
+    i = tk.index()
+    a, b, c = x[i], y[i], z[i]
+    U = ad.dtype
+    out[0, i] = (a >> 1) + (b >> 1) + (a & b & 1)                   # hadd
+    out[1, i] = (a >> 1) + (b >> 1) + ((a | b) & 1)                 # rhadd
+    if nbits == 64:
+        h = mul_hi_i64(a, b) if signed else mul_hi_u64(a, b)
+        out[2, i] = h                                                # mul_hi
+        out[3, i] = h + c                                            # mad_hi
+        s = a + b                                                    # add_sat
+        d = a - b                                                    # sub_sat
+        if signed:
+            if (a >= 0) == (b >= 0) and (s >= 0) != (a >= 0):
+                s = hi if a >= 0 else lo
+            if (a >= 0) != (b >= 0) and (d >= 0) != (a >= 0):
+                d = hi if a >= 0 else lo
+        else:
+            if s < a:
+                s = hi
+            if a < b:
+                d = 0
+        out[4, i] = s
+        out[5, i] = d
+    else:
+        W = up.dtype                  # twice as wide (int64/uint64 for 32-bit types)
+        h = (W(a) * W(b)) >> nbits
+        out[2, i] = h
+        out[3, i] = out.dtype(h) + c
+        out[4, i] = tk.clamp(W(a) + W(b), lo, hi) if signed else min(W(a) + W(b), hi)
+        out[5, i] = tk.clamp(W(a) - W(b), lo, hi) if signed else (a - b if a > b else 0)
+        up[i] = (W(a) << nbits) | W(U(b))                            # upsample(hi, lo)
+    u = U(a)
+    n = U(c) & (nbits - 1)
+    out[6, i] = (u << n) | (u >> (nbits - n))                        # rotate (as bits)
+    cnt = 0
+    for k in range(nbits - 1, -1, -1):                               # clz
+        if (u >> k) & 1:
+            break
+        cnt += 1
+    out[7, i] = cnt
+    pc = 0
+    for k in range(nbits):                                           # popcount
+        pc += (u >> k) & 1
+    out[8, i] = pc
+    ad[i] = U(a) - U(b) if a > b else U(b) - U(a)                    # abs_diff
+
+
+UNSIGNED = {np.int8: np.uint8, np.int16: np.uint16, np.int32: np.uint32, np.int64: np.uint64}
+WIDER = {np.int8: np.int16, np.int16: np.int32, np.int32: np.int64, np.uint8: np.uint16, np.uint16: np.uint32,
+         np.uint32: np.uint64}
+
+
+def _intops_reference(x, y, z, dt):
+    """upstream's reference definitions (test_integer_ops.cpp / test_intmath), in exact ints"""
+    info = np.iinfo(dt)
+    n = info.bits
+    wrap = (lambda v: ((v - info.min) % (1 << n)) + info.min)
+    rows = [[] for _ in range(9)]
+    ad, up = [], []
+    for a, b, c in zip(x.tolist(), y.tolist(), z.tolist()):
+        mh = (a * b) >> n
+        rows[0].append((a + b) >> 1)
+        rows[1].append((a + b + 1) >> 1)
+        rows[2].append(mh)
+        rows[3].append(wrap(mh + c))
+        rows[4].append(min(max(a + b, info.min), info.max))
+        rows[5].append(min(max(a - b, info.min), info.max))
+        u, k = a % (1 << n), c % n
+        rows[6].append(wrap(((u << k) | (u >> (n - k))) % (1 << n)))
+        rows[7].append(n - u.bit_length())
+        rows[8].append(bin(u).count("1"))
+        ad.append(abs(a - b))
+        up.append((a << n) | (b % (1 << n)) if n < 64 else 0)
+    return [np.array(r, dtype=object) for r in rows], np.array(ad, dtype=object), np.array(up, dtype=object)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64])
+def test_integer_ops(anybe, dt):
+    """test_integer_ops: hadd, rhadd, mul_hi, mad_hi, add_sat, sub_sat, rotate, clz, popcount,
+    abs_diff and upsample of every integer type, written with SPEC's operators (64-bit mul_hi
+    from 32-bit halves, 64-bit saturation from the wrapped sum's sign), on random values and
+    the type's extremes, against upstream's definitions in exact integers."""
+    need(anybe, dt)
+    info = np.iinfo(dt)
+    ut = UNSIGNED.get(dt, dt)
+    need(anybe, ut)
+    edges = np.array([info.min, info.max, 0, 1, info.max - 1, info.min + 1, info.max // 2, info.max // 2 + 1] +
+                     ([-1, -2] if info.min < 0 else [2, 3]), dtype=dt)
+    m = len(edges)
+    ex, ey = (a.ravel() for a in np.meshgrid(edges, edges, indexing="ij"))
+    rnd = lambda k: RNG.integers(info.min, info.max, k, dtype=dt, endpoint=True)
+    x = np.concatenate([ex, rnd(512)])
+    y = np.concatenate([ey, rnd(512)])
+    z = np.concatenate([np.resize(edges, m * m), rnd(512)])
+    wide = WIDER.get(dt, dt)
+    need(anybe, wide)                 # the narrow types' mul_hi, saturation and upsample compute in it
+    n = len(x)
+    out, ad, up, *_ = launch(anybe, intops, n, np.zeros((9, n), dt), np.zeros(n, ut), np.zeros(n, wide), x, y, z,
+                             info.bits, info.min < 0, int(info.min), int(info.max))
+    rows, ad_want, up_want = _intops_reference(x, y, z, dt)
+    names = ["hadd", "rhadd", "mul_hi", "mad_hi", "add_sat", "sub_sat", "rotate", "clz", "popcount"]
+    for k, name in enumerate(names):
+        bad = np.flatnonzero(out[k].astype(object) != rows[k])
+        assert bad.size == 0, (f"{name}({x[bad[:4]]}, {y[bad[:4]]}, {z[bad[:4]]}) = {out[k][bad[:4]]}, "
+                               f"want {rows[k][bad[:4]]}")
+    bad = np.flatnonzero(ad.astype(object) != ad_want)
+    assert bad.size == 0, f"abs_diff({x[bad[:4]]}, {y[bad[:4]]}) = {ad[bad[:4]]}, want {ad_want[bad[:4]]}"
+    if info.bits < 64:
+        bad = np.flatnonzero(up.astype(object) != up_want)
+        assert bad.size == 0, f"upsample({x[bad[:4]]}, {y[bad[:4]]}) = {up[bad[:4]]}, want {up_want[bad[:4]]}"
+
+
+@tk.func
+def and64(a, b):
+    return a & b
+
+
+@tk.kernel
+def chosen_side(out, x: tk.Const, flag: tk.constexpr):
+    i = tk.index()
+    v = x[i]
+    out[0, i] = tk.int32(and64(tk.int64(v), tk.uint64(v))) if flag else v + 1
+    out[1, i] = 1 if flag and and64(tk.int64(v), tk.uint64(v)) > 0 else 2
+    out[2, i] = 3 if not flag or and64(tk.int64(v), tk.uint64(v)) > 0 else 4
+
+
+def test_constant_condition_compiles_only_the_chosen_side(anybe):
+    """``a if c else b``, ``c and x`` and ``c or x`` with a constexpr ``c``: the side Python does
+    not evaluate is not compiled (an int64 & uint64, a CompileError as NumPy's TypeError, and
+    64-bit types on WebGPU), as an ``if`` on a constant keeps only the taken branch. Both sides
+    were compiled until port21 (found porting integer_ops' mul_hi for signed and unsigned)."""
+    x = np.arange(4, dtype=np.int32)
+    out = launch(anybe, chosen_side, 4, np.zeros((3, 4), np.int32), x, False)[0]
+    np.testing.assert_array_equal(out, [x + 1, [2] * 4, [3] * 4])
+    with pytest.raises(tk.CompileError, match="needs integers, got int64 and uint64|int64|uint64"):
+        launch(anybe, chosen_side, 4, np.zeros((3, 4), np.int32), x, True)
