@@ -3,7 +3,8 @@ tinykernels has the feature:
 
 * math_brute_force: every single-argument ``math`` function SPEC 3 lists (and ``tk.rsqrt``) and
   the two-argument ones (atan2, pow, hypot, fmod, copysign) and operators (+ - * /), float32
-  and float64, checked as its ``Ulp_Error`` checks them: the result may be the reference rounded
+  and float64 (and float16 for the single-argument ones, over all 65,536 values, with
+  upstream's half column of bounds), checked as its ``Ulp_Error`` checks them: the result may be the reference rounded
   to the type, or within the function's ulp bound of the reference computed in higher
   precision (float64 for float32; x87 long double, or mpmath for erf/erfc, for float64), with
   an expected NaN matched by any NaN and an infinite reference only by itself. The bounds are
@@ -133,7 +134,7 @@ def ulp_error(test, ref, mant_dig, min_exp):
     """upstream's Ulp_Error / Ulp_Error_Double: the error of ``test`` in ulps of ``ref`` (the
     reference in higher precision), after accepting the reference rounded to the type and any
     NaN for a NaN. Returns a float64 array (inf where an infinite or NaN reference is missed)."""
-    ftype = np.float32 if mant_dig == 24 else np.float64
+    ftype = {11: np.float16, 24: np.float32, 53: np.float64}[mant_dig]
     test = np.asarray(test, ftype)
     with np.errstate(all="ignore"):
         rounded = ref.astype(ftype)
@@ -160,6 +161,10 @@ def ulp_error(test, ref, mant_dig, min_exp):
 
 def ulp_error_f32(test, ref64):
     return ulp_error(test, np.asarray(ref64, np.float64), 24, -125)
+
+
+def ulp_error_f16(test, ref64):
+    return ulp_error(test, np.asarray(ref64, np.float64), 11, -13)
 
 
 def ulp_error_f64(test, ref_ld):
@@ -310,6 +315,37 @@ def test_math_brute_force_float32(anybe, name):
     report(x, test, ref, ulp_error_f32(test, ref), bound, f"{name} float32 on {anybe.name}")
     if bound == 0:
         _check_exact_zeros(name, x, test, ref, np.float32)
+
+
+# upstream's half-precision column (half_ulp) for the same functions
+HALF_ULPS = {"exp": 2, "expm1": 2, "log": 2, "log2": 2, "log10": 2, "log1p": 2, "sqrt": 1.5, "rsqrt": 1,
+             "sin": 2, "cos": 2, "tan": 2.5, "asin": 2, "acos": 2, "atan": 2, "sinh": 2, "cosh": 2, "tanh": 2,
+             "asinh": 2, "acosh": 2, "atanh": 2, "erf": 4, "erfc": 4, "floor": 0, "ceil": 0, "trunc": 0,
+             "fabs": 0, "abs": 0, "negation": 0}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_math_brute_force_half(anybe, name):
+    """math_brute_force unary half: every one of the 65,536 float16 values (as upstream, which
+    runs all of them), the function computed in float32 and rounded once to float16 (SPEC 3),
+    within upstream's half ulp bound of the float64 reference (every 4th value on the
+    interpreter)."""
+    need(anybe, np.float16)
+    key = ("half", anybe.name, repr(anybe))
+    if key not in _RESULTS:
+        x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+        if isinstance(anybe, tk.Interpreter):
+            x = x[::4]
+        _RESULTS[key] = (x, launch(anybe, unary_all, len(x), np.zeros((len(UNARY), len(x)), np.float16), x)[0])
+    x, out = _RESULTS[key]
+    row, _, ref_fn, _ = UNARY[name]
+    with np.errstate(all="ignore"):
+        ref = ref_fn(x.astype(np.float64))
+    test = out[row]
+    bound = HALF_ULPS[name]
+    report(x, test, ref, ulp_error_f16(test, ref), bound, f"{name} float16 on {anybe.name}")
+    if bound == 0:
+        _check_exact_zeros(name, x, test, ref, np.float16)
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
