@@ -1,7 +1,9 @@
 """ISPC's tests/func-tests (the tiny known-answer kernels its test driver runs: test-*.ispc, do-*,
 switch-*, short-circuit-*, foreach-*, double-*, int64-*, int8-wrap, min/max-*, uint-shift,
-popcnt-*, avg-up/down-*, pow-*, fmod-float-varying-*, reduce-add/equal-*, exclusive-scan-add/and/
-or-*, shift-*, rotate-*, broadcast-*, atomics-* and local-atomics-*), ported test by test.
+popcnt-*, avg-up/down-*, pow-*, fmod-float-varying-*, reduce-add/equal-*, reduce-add/min/max-<type>
+for every integer type, float16, float and double, exclusive-scan-add/and/or-*, shift-*, rotate-*,
+broadcast-*, gather-<type>-*, scatter-int8/int16-*, int16-wrap, uint64-min/max-*, half-1 (every
+float16 bit pattern to float and back), atomics-* and local-atomics-*), ported test by test.
 
 ISPC's harness calls ``f_*(RET, aFOO, b)`` once, for one gang of ``programCount`` program
 instances, with ``aFOO[i] = i + 1`` (float, or double for the ``f_du*`` signatures) and
@@ -862,3 +864,138 @@ def test_atomics(anybe, case, local):
         assert s[0] == final
     else:
         assert 0 <= s[0] < W
+
+
+# --- reduce-{add,min,max}-<type>, gather-int8-*, scatter-int8-*, int16-wrap, uint64-min/max, half-1 ---------
+
+@tk.func
+def c_rem(a, n):
+    """C's remainder (truncated toward zero), which ISPC's ``%`` is: Python's ``%`` floors"""
+    r = a % n
+    if r != 0 and a < 0:
+        r -= n
+    return r
+
+
+@tk.kernel
+def typed_reduces(RET, OUT, aFOO: tk.Const, b):
+    pi = tk.index(tk.Local, tk.Linear)
+    T = OUT.dtype
+    v = aFOO[pi]
+    iv = T(v)
+    odd = (int(v) & 1) == 1
+    OUT[0, pi] = tk.group_reduce(iv, "add")                                  # reduce-add-<type>
+    OUT[1, pi] = tk.group_reduce(iv if odd else T(0), "add")                 # reduce-add-<type>-1
+    lo = tk.group_reduce(iv if v < 3 else T(100), "min")                     # reduce-min-<type> (masked)
+    hi = tk.group_reduce(iv if v < 3 else T(0), "max")                       # reduce-max-<type> (masked)
+    OUT[2, pi] = lo
+    OUT[3, pi] = hi
+    db = int(b) - 4                                                          # reduce-add-int8's own values
+    OUT[4, pi] = tk.group_reduce(T(c_rem(pi + 1 + db - 1 - 19, 7) if T(-1) < 0 else c_rem(pi + 1, 7)), "add")
+    RET[pi] = 0
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
+                                np.float16, np.float32, np.float64])
+def test_reduce_add_min_max_of_every_type(anybe, dt):
+    """reduce-add/min/max-int8 .. uint64, float16, float and double: the gang's sum of
+    aFOO converted to the type, the sum of the odd ones only (``if (iv & 1)``), the min and max
+    of the values below 3 (1, 2), and reduce-add-int8's ``(programIndex + db - 19) % 7`` with C's
+    remainder (``(i + 1) % 7`` for unsigned types, where that is negative)."""
+    need(anybe, dt)
+    out = gang(anybe, typed_reduces, np.zeros((5, W), dt), afoo(), B)[1]
+    p = pidx()
+    np.testing.assert_array_equal(out[0], np.full(W, np.arange(1, W + 1).sum(), dt))
+    np.testing.assert_array_equal(out[1], np.full(W, np.arange(1, W + 1, 2).sum(), dt))
+    np.testing.assert_array_equal(out[2], np.full(W, 1, dt))
+    np.testing.assert_array_equal(out[3], np.full(W, 2, dt))
+    if np.dtype(dt).kind == "u":
+        want = sum((i + 1) % 7 for i in p)
+    else:
+        want = sum(int(math.fmod(i + 1 + 1 - 1 - 19, 7)) for i in p)
+    np.testing.assert_array_equal(out[4], np.full(W, want, dt))
+
+
+@tk.kernel
+def gather_scatter(RET, OUT, aFOO: tk.Const, zero):
+    pi = tk.index(tk.Local, tk.Linear)
+    pc = tk.groupsize()[0]
+    a = tk.localmem(OUT.dtype, tk.groupsize()[0])
+    x = tk.localmem(OUT.dtype, tk.groupsize()[0])
+    if pi == 0:
+        for i in range(pc):                                  # uniform int8 a[programCount] = aFOO
+            a[i] = aFOO[i]
+    x[pi] = -1
+    tk.synchronize()
+    g = 0
+    if pi < 2:                                               # gather-int8-3: a masked varying load
+        g = a[pi + zero]
+    OUT[0, pi] = g
+    OUT[1, pi] = a[pc - 1 - pi]                              # a reversed gather
+    ia = int(aFOO[pi]) - 1
+    if pi < 3:                                               # scatter-int8-1: a masked varying store
+        x[ia] = pi
+    tk.synchronize()
+    OUT[2, pi] = x[pi]
+    RET[pi] = 0
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64, np.float32, np.float64])
+def test_gather_and_scatter(anybe, dt):
+    """gather-int8/int16/int32/int64/float/double-*: loads of a gang-shared array at varying
+    indices under a mask; scatter-int8/int16-*: stores at varying indices under a mask."""
+    need(anybe, dt)
+    out = gang(anybe, gather_scatter, np.zeros((3, W), dt), afoo(), 0)[1]
+    p = pidx()
+    np.testing.assert_array_equal(out[0], np.where(p < 2, p + 1, 0))
+    np.testing.assert_array_equal(out[1], W - p)
+    np.testing.assert_array_equal(out[2], np.where(p < 3, p, -1))
+
+
+@tk.kernel
+def wraps_and_u64(RET, OUT, aFOO: tk.Const, bb):
+    pi = tk.index(tk.Local, tk.Linear)
+    a = tk.uint16(aFOO[pi])
+    b = tk.uint16(bb)
+    OUT[0, pi] = (tk.uint16(4000) * a) + b                               # int16-wrap
+    u = tk.uint64(aFOO[pi])
+    OUT[1, pi] = max(u, tk.uint64(2))                                    # uint64-max-1
+    OUT[2, pi] = min(u, tk.uint64(2))                                    # uint64-min-1
+    big = tk.uint64(0xFFFFFFFFFFFFFFFF) - u
+    OUT[3, pi] = tk.float32(max(big, u) == tk.uint64(0xFFFFFFFFFFFFFFFF) - u)   # uint64-max (no signed compare)
+    RET[pi] = 0
+
+
+def test_int16_wrap_and_uint64_min_max(be):
+    """int16-wrap (uint16 4000 * a + b wraps at 2^16), uint64-max/min-1, and uint64 max of
+    values above 2^63 (compared unsigned)."""
+    need(be, np.uint64)
+    out = gang(be, wraps_and_u64, np.zeros((4, W), np.float64), afoo(), B)[1]
+    p = pidx()
+    np.testing.assert_array_equal(out[0], (((4000 * (p + 1)) & 0xffff) + 5) & 0xffff)
+    np.testing.assert_array_equal(out[1], np.maximum(2, p + 1))
+    np.testing.assert_array_equal(out[2], np.minimum(2, p + 1))
+    np.testing.assert_array_equal(out[3], np.ones(W))
+
+
+@tk.kernel
+def half_round_trip(errors, nan_count):
+    i = tk.index()
+    h = tk.uint16(i)
+    f = tk.float32(tk.bitcast(h, tk.float16))            # half_to_float
+    back = tk.bitcast(tk.float16(f), tk.uint16)           # float_to_half
+    if math.isnan(f):
+        tk.atomic_add(nan_count, 0, 1)
+    elif back != h:
+        tk.atomic_add(errors, 0, 1)
+
+
+def test_half_to_float_round_trip(anybe):
+    """half-1: every one of the 65,536 float16 bit patterns to float and back is the same
+    pattern (NaNs aside, as upstream; there are 2 * 1023 of them)."""
+    need(anybe, np.float16)
+    errors, nans = (put(anybe, np.zeros(1, np.uint32)) for _ in range(2))
+    half_round_trip(anybe)(errors, nans, ndrange=1 << 16)
+    tk.synchronize(anybe)
+    assert get(errors)[0] == 0
+    assert get(nans)[0] == 2 * 1023
