@@ -14,6 +14,11 @@ test_ported_suites_ka_examples.py, ported test by test:
   static workgroup sizes and an expression argument: ``kernel.source(...)`` for every backend,
   with no device needed) and test/extensions/enzyme.jl (``Enzyme.autodiff`` of a launch:
   ``tk.autodiff`` in reverse mode with a Duplicated array and an Active scalar, and forward mode);
+* CUDA.jl's test/core/execution.jl, "argument passing" and around it: a scalar through a
+  single-value (0-d) array, directly and through a device function; tuples (a module-level
+  tuple: kernels take no tuple arguments); automatic recompilation when a called global
+  function is rebound; captured values; 1, 10, 20 and 34 arguments; parameter alignment of
+  mixed-width scalars (NumPy scalars of int8 .. int64 after an unused one);
 * examples/: memcopy.jl and memcopy_static.jl, naive_transpose.jl, matmul.jl (the naive one)
   and performance.jl's six copy/transpose kernels (simple with three block shapes, through
   local memory with and without the bank-conflict padding, and local memory with several
@@ -27,6 +32,10 @@ is ``tk.localmem(T, (N, M))``; ``Val(BANK)`` is a ``tk.constexpr``. Exact agains
 transposes, integer-valued sums); the float32 matmul within its reduction's rounding. CPU,
 INTERP, INTERP:CHECK, CL and WEBGPU where local memory, barriers and workgroup shapes matter;
 CPU and INTERP for the rest.
+
+Found here and fixed: on the interpreter, rebinding a global ``@tk.func`` that a kernel calls
+changed nothing (its rewritten code, cached per function, kept the first one), where the
+compiled backends recompile (docs/language.md; test_automatic_recompilation).
 
 Where SPEC differs from upstream (not ported): Julia's closures and ``Core.Box`` ("@kernel as a
 closure"), ``KernelAbstractions.functional``, the NDIteration internals, the ``cpu = false``
@@ -450,3 +459,137 @@ def test_performance_local_memory_copy_and_transpose(anybe, bank):
     np.testing.assert_array_equal(out, x)
     out = launch(anybe, coalesced_transpose, np.zeros_like(x), x, bank, wg=(TILE, ROWS), ndrange=small)[0]
     np.testing.assert_array_equal(out, x.T)
+
+
+# --- CUDA.jl's test/core/execution.jl ("argument passing" and the launch tests around it) -------------
+
+@tk.kernel
+def scalar_through_array(a, x):
+    i = tk.index()
+    if i == tk.ndrange()[0] - 1:
+        x[()] = a[i]
+
+
+@tk.func
+def child(a, i):
+    return a[i]
+
+
+@tk.kernel
+def scalar_through_array_func(a, x):
+    i = tk.index()
+    if i == tk.ndrange()[0] - 1:
+        x[()] = child(a, i)
+
+
+@pytest.mark.parametrize("kern", [scalar_through_array, scalar_through_array_func], ids=lambda k: k.name)
+def test_scalar_through_single_value_array(anybe, kern):
+    """"scalar through single-value array" (directly and through a device function): the last
+    of 256 items stores its element into a 0-d array."""
+    arr = np.round(RNG.random(256) * 100).astype(np.float32)
+    x = launch(anybe, kern, arr, np.zeros((), np.float32), ndrange=256)[1]
+    assert x.shape == () and x[()] == arr[-1]
+
+
+KEEPS = (True,)
+
+
+@tk.kernel
+def tuple_kernel(out):
+    if KEEPS[0]:
+        out[()] = 1
+    else:
+        out[()] = 2
+
+
+def test_tuple_argument(be):
+    """"tuples" (issue #7): a tuple of bools selects the branch (a module-level tuple, a
+    compile-time constant here: kernels take no tuple arguments)."""
+    assert launch(be, tuple_kernel, np.zeros((), np.int32), ndrange=1)[0][()] == 1
+
+
+@tk.func
+def doit_1(ptr):
+    ptr[()] = 1
+
+
+@tk.func
+def doit_2(ptr):
+    ptr[()] = 2
+
+
+doit = doit_1
+
+
+@tk.kernel
+def recompiled(ptr):
+    doit(ptr)
+
+
+def test_automatic_recompilation(anybe):
+    """"automatic recompilation (bis)": the kernel calls a global device function; rebinding it
+    recompiles the kernel (docs/language.md), so the second launch stores 2."""
+    global doit
+    try:
+        doit = doit_1
+        assert launch(anybe, recompiled, np.zeros((), np.int32), ndrange=1)[0][()] == 1
+        doit = doit_2
+        assert launch(anybe, recompiled, np.zeros((), np.int32), ndrange=1)[0][()] == 2
+    finally:
+        doit = doit_1
+
+
+def _captured(capture):
+    @tk.kernel
+    def captured_kernel(ptr):
+        ptr[()] = capture
+    return captured_kernel
+
+
+def test_captured_values(anybe):
+    """"captured values": a kernel defined in a function stores the value it captured; two
+    definitions capture 1 and 2."""
+    for v in (1, 2):
+        assert launch(anybe, _captured(v), np.zeros((), np.int32), ndrange=1)[0][()] == v
+
+
+@pytest.mark.parametrize("n", [1, 10, 20, 34])
+def test_argument_count(anybe, n, tmp_path):
+    """"argument count": a kernel of 1, 10, 20 and 34 scalar arguments stores their sum."""
+    from gen_kernels import make_kernel
+    names = [f"v{j}" for j in range(n)]
+    k = make_kernel(str(tmp_path), f"argc{n}", ["arr"] + names,
+                    ["if i == 0:", f"    arr[()] = {' + '.join(names)}"])
+    assert launch(anybe, k, np.zeros((), np.int32), *range(1, n + 1), ndrange=1)[0][()] == n * (n + 1) // 2
+
+
+@tk.kernel
+def aligned_8(x, b0, b1, b2, b3, b4, b5, b6, b7):
+    x[()] = b0 + b1 + b2 + b3 + b4 + b5 + b6 + b7
+
+
+@tk.kernel
+def aligned_foo_bar(x, foo, bar):
+    x[()] = bar
+
+
+@tk.kernel
+def aligned_mixed(x, foo, b0, b1, b2, b3, b4, b5):
+    x[()] = tk.int64(b0) + b1 + b2 + b3 + b4 + b5
+
+
+def test_parameter_alignment(anybe):
+    """"parameter alignment" (#263): an unused argument before the ones summed, of mixed widths:
+    eight Ints; an int32 then an int16; an int16 then int32, int8, int16, int64, int16, int16
+    (NumPy scalars, strong: each keeps its width in the packed arguments)."""
+    it = np.int64 if anybe.supports(np.dtype(np.int64)) else np.int32
+    x = launch(anybe, aligned_8, np.zeros((), it), *[it(j) for j in range(1, 9)], ndrange=1)[0]
+    assert x[()] == 36
+    x = launch(anybe, aligned_foo_bar, np.zeros((), it), np.int32(1), np.int16(1), ndrange=1)[0]
+    assert x[()] == 1
+    need64 = not anybe.supports(np.dtype(np.int64))
+    if need64:
+        pytest.skip(f"{anybe.name} has no int64 (SPEC 4): the last signature holds one")
+    x = launch(anybe, aligned_mixed, np.zeros((), np.int64), np.int16(1), np.int32(1), np.int8(2), np.int16(3),
+               np.int64(4), np.int16(5), np.int16(6), ndrange=1)[0]
+    assert x[()] == 21
