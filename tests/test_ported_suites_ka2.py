@@ -518,6 +518,11 @@ def doit_2(ptr):
     ptr[()] = 2
 
 
+@tk.func
+def doit_bad(ptr):
+    ptr[()] = [2][0]                  # a list: not in the kernel language
+
+
 doit = doit_1
 
 
@@ -535,6 +540,9 @@ def test_automatic_recompilation(anybe):
         assert launch(anybe, recompiled, np.zeros((), np.int32), ndrange=1)[0][()] == 1
         doit = doit_2
         assert launch(anybe, recompiled, np.zeros((), np.int32), ndrange=1)[0][()] == 2
+        doit = doit_bad               # and a function that does not compile is refused, there too
+        with pytest.raises(tk.CompileError, match="list"):
+            launch(anybe, recompiled, np.zeros((), np.int32), ndrange=1)
     finally:
         doit = doit_1
 
