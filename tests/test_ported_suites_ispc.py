@@ -1,4 +1,5 @@
-"""ISPC's tests/func-tests (the tiny known-answer kernels its test driver runs: test-*.ispc, do-*,
+"""ISPC's tests/func-tests (the tiny known-answer kernels its test driver runs: test-*.ispc (1-22
+and the varying loops of 60-90), do-*,
 switch-*, short-circuit-*, foreach-*, double-*, int64-*, int8-wrap, min/max-*, uint-shift,
 popcnt-*, avg-up/down-*, pow-*, fmod-float-varying-*, reduce-add/equal-*, reduce-add/min/max-<type>
 for every integer type, float16, float and double, exclusive-scan-add/and/or-*, shift-*, rotate-*,
@@ -346,6 +347,85 @@ def test_switch(be):
     ret, out, *_ = gang(be, switches, np.zeros((2, W), np.float32), afoo(), B)
     np.testing.assert_array_equal(out, np.zeros((2, W)))
     np.testing.assert_array_equal(ret, (pidx() == 2).astype(np.float32))
+
+
+# --- test-60/65/70/75/80/90: varying loops ------------------------------------------------------------
+
+@tk.kernel
+def varying_loops(RET, OUT, aFOO: tk.Const, b):
+    pi = tk.index(tk.Local, tk.Linear)
+    a = aFOO[pi]
+    while a < 64:                                   # test-60
+        a += 1
+    OUT[0, pi] = a
+    a = aFOO[pi & 0x3]                              # test-65: nested fors with breaks, float counters
+    i = tk.float32(0)
+    while i < b:
+        if a == 1.0:
+            break
+        j = tk.float32(0)
+        while j < b:
+            if a == 3.0:
+                break
+            a += 1
+            j += 1
+        i += 1
+    OUT[1, pi] = a
+    a = aFOO[pi]                                    # test-70
+    if a >= 4:
+        a = 0
+    else:
+        i = tk.float32(0)
+        while i < b:
+            if a == b:
+                a += 10
+            a += 1
+            if a == 2:
+                break
+            i += 1
+    OUT[2, pi] = a
+    r = tk.float32(0)                               # test-75: a uniform trip count
+    for k in range(int(b)):
+        r += aFOO[pi]
+    OUT[3, pi] = r
+    i, j = 0, 0                                     # test-80: while (i++ < 10) with continue
+    while True:
+        old = i
+        i += 1
+        if not old < 10:
+            break
+        j += 1
+        if i >= 5:
+            continue
+        j += 1
+    OUT[4, pi] = float(j)
+    x = tk.private(tk.float32, 3)                   # test-90: an array passed to a function
+    for k in range(3):
+        x[k] = b
+    OUT[5, pi] = second(x)
+    RET[pi] = 0
+
+
+@tk.func
+def second(x):
+    return x[1]
+
+
+def test_varying_loops(be):
+    """test-60/65/70/75/80/90: a while loop each item leaves at its own trip; nested loops with
+    breaks over float counters (each item's value from aFOO[i & 3]); a loop whose break and
+    update depend on the item; a loop of the uniform b trips; ``while (i++ < 10)`` with a
+    continue (14); a per-item array passed to a function."""
+    out = gang(be, varying_loops, np.zeros((6, W), np.float32), afoo(), B)[1]
+    p = pidx()
+    np.testing.assert_array_equal(out[0], np.full(W, 64))
+    np.testing.assert_array_equal(out[1], np.array([1, 3, 3, 29] * (W // 4)))
+    want = np.zeros(W)
+    want[:3] = [2, 17, 18]
+    np.testing.assert_array_equal(out[2], want)
+    np.testing.assert_array_equal(out[3], 5 + 5 * p)
+    np.testing.assert_array_equal(out[4], np.full(W, 14))
+    np.testing.assert_array_equal(out[5], np.full(W, 5))
 
 
 # --- short-circuit-*.ispc ---------------------------------------------------------------------------
