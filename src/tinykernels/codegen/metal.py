@@ -175,7 +175,7 @@ TK_INLINE float tk_hypot(float x, float y) {{
     if (b == 0.0f) return a;
     float s = 1.0f;
     if (a > {_lit(2.0**60)}) {{ s = {_lit(2.0**70)}; a *= {_lit(2.0**-70)}; b *= {_lit(2.0**-70)}; }}
-    else if (a < {_lit(2.0**-60)}) {{ s = {_lit(2.0**-70)}; a *= {_lit(2.0**70)}; b *= {_lit(2.0**70)}; }}
+    else if (a < {_lit(2.0**-60)}) {{ s = {_lit(2.0**-100)}; a *= {_lit(2.0**100)}; b *= {_lit(2.0**100)}; }}
     return sqrt(a * a + b * b) * s;
 }}
 TK_INLINE float tk_erf_small(float x) {{ float z = x * x; return {_poly("z", _PP)} / {_poly("z", _QQ)}; }}
@@ -184,7 +184,7 @@ TK_INLINE float tk_erfc_tail(float x0) {{
     float x = fabs(x0), s = 1.0f / (x * x), R, S;
     if (as_type<int>(x) < 0x4036db6e) {{ R = {_poly("s", _RA)}; S = {_poly("s", _SA)}; }}
     else {{ R = {_poly("s", _RB)}; S = {_poly("s", _SB)}; }}
-    float z = as_type<float>(as_type<uint>(x) & 0xfffff000u);
+    float z = as_type<float>(as_type<uint>(x) & 0xffffe000u);
     return exp(-z * z - 0.5625f) * exp((z - x) * (z + x) + R / S) / x;
 }}
 TK_INLINE float tk_erf(float x) {{

@@ -1011,7 +1011,7 @@ fn tk_erfc_tail(x0: f32) -> f32 {{  // erfc(|x|) for 1.25 <= |x| < 28
     var S: f32;
     if (bitcast<i32>(x) < 0x4036db6ei) {{ R = {_poly("s", _RA)}; S = {_poly("s", _SA)}; }}
     else {{ R = {_poly("s", _RB)}; S = {_poly("s", _SB)}; }}
-    let z = bitcast<f32>(bitcast<u32>(x) & 0xfffff000u);
+    let z = bitcast<f32>(bitcast<u32>(x) & 0xffffe000u);
     let r = tk_x(tk_exp(tk_x(tk_x(-z * z) - 0.5625f)) * tk_exp(tk_x(tk_x(tk_x(z - x) * tk_x(z + x)) + tk_x(R / S))));
     return tk_x(r / x);
 }}
@@ -1072,7 +1072,7 @@ fn tk_hypot(x: f32, y: f32) -> f32 {{
     if (b == 0.0f) {{ return a; }}
     var s = 1.0f;
     if (a > {_f(2.0**60)}) {{ s = {_f(2.0**70)}; a = tk_x(a * {_f(2.0**-70)}); b = tk_x(b * {_f(2.0**-70)}); }}
-    else if (a < {_f(2.0**-60)}) {{ s = {_f(2.0**-70)}; a = tk_x(a * {_f(2.0**70)}); b = tk_x(b * {_f(2.0**70)}); }}
+    else if (a < {_f(2.0**-60)}) {{ s = {_f(2.0**-100)}; a = tk_x(a * {_f(2.0**100)}); b = tk_x(b * {_f(2.0**100)}); }}
     return tk_x(sqrt(tk_x(tk_x(a * a) + tk_x(b * b))) * s);
 }}
 """)

@@ -975,12 +975,11 @@ class Lowerer:
         loc = self.loc(node)
         out = self.strong_bool(self.truth(self.expr(node.values[0]), node.values[0]))
         for vn in node.values[1:]:
-            stmts, v = self.apart_truth(vn)
             if isinstance(out, N.Const):
                 if out.value if op == "and" else not out.value:
-                    self.out.extend(stmts)
-                    out = v
-                continue                      # short-circuited: vn is not evaluated
+                    out = self.strong_bool(self.truth(self.expr(vn), vn))
+                continue                      # else short-circuited: vn is not evaluated, nor compiled
+            stmts, v = self.apart_truth(vn)
             if stmts:                         # vn runs statements: only when it is evaluated (Python's short circuit)
                 t = self.fresh("boolop")
                 self.types[t] = Ty(D.bool_)
@@ -1129,10 +1128,12 @@ class Lowerer:
 
     def e_IfExp(self, node):
         c = self.truth(self.expr(node.test), node.test)
-        (sa, a), (sb, b) = self.apart(node.body), self.apart(node.orelse)
         if isinstance(c, N.Const):
-            self.out.extend(sa if c.value else sb)
-            return a if c.value else b
+            # a compile-time condition: only the chosen side exists, as for an ``if`` statement
+            # (Python never evaluates the other, so it may be one that would not compile here,
+            # such as a uint64 operation in the branch a constexpr rules out)
+            return self.expr(node.body if c.value else node.orelse)
+        (sa, a), (sb, b) = self.apart(node.body), self.apart(node.orelse)
         t = D.promote(a.ty, b.ty, self.opts.default_float, self.opts.default_int)
         loc = self.loc(node)
         if not sa and not sb:

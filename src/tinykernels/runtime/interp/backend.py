@@ -38,6 +38,7 @@ from .memory import make_array
 from .ops import cast, collective, dtype_cast
 from .transform import SITES, transform
 from ..streams import Event, completed_event
+from ...globalreads import stale
 from ...tracebacks import USER_ERRORS, prepare
 
 __all__ = ["Interpreter", "InterpreterKernelInstance", "KernelCheckError", "KernelIndexError",
@@ -95,6 +96,8 @@ class InterpreterKernelInstance(KernelInstance):
         """Lower the kernel with the compiled backends' frontend, once per argument signature
         and workgroup size, so that what they reject (unsupported Python, unknown names,
         maybe-unassigned locals, ...) raises the same located CompileError here."""
+        if self._reads and stale(self._reads):   # a global the check folded in was rebound: check again
+            self.kernel.globals_changed()
         specs = self._specs(norm, wg)
         key = (tuple(specs.items()), ndim, wg)
         try:

@@ -60,6 +60,17 @@ class Transformed:
     funcs: dict = field(default_factory=dict)   # placeholder name -> Transformed of a @tk.func
     placeholder: str = ""
     keep: tuple = ()                 # the closure contents the cache key refers to by id
+    gdeps: tuple = ()                # (module globals, name, object) the rewriting resolved a name to
+
+
+def _fresh(t: Transformed) -> bool:
+    """Whether every global name the rewriting of ``t`` (and of the @tk.funcs it calls)
+    resolved still names the same object: a rebound one (a @tk.func replaced, a global that
+    picks a branch) makes the rewritten code stale, as it makes the compiled backends' code."""
+    return all(g.get(name, _MISSING) is obj for g, name, obj in t.gdeps) and all(map(_fresh, t.funcs.values()))
+
+
+_MISSING = object()
 
 
 _CACHE: dict = {}                    # (code object, kernel?) -> Transformed
@@ -82,11 +93,11 @@ def transform(fn, kernel: bool) -> Transformed:
     ``@tk.func`` a call names can depend on a closure variable)."""
     key = (fn.__code__, kernel, _closure_ids(fn))
     t = _CACHE.get(key)
-    if t is not None:
+    if t is not None and _fresh(t):
         return t
     with _LOCK:
         t = _CACHE.get(key)
-        if t is None:
+        if t is None or not _fresh(t):
             t = _transform(fn, kernel)
             t.keep = tuple(c.cell_contents for c in fn.__closure__ or () if _has_contents(c))
             _CACHE[key] = t
@@ -142,7 +153,8 @@ def _transform(fn, kernel: bool) -> Transformed:
         fdef.body = [rw.visit(s) for s in fdef.body]
         fdef.body = [s for s in prologue if s is not None] + [s for s in fdef.body if s is not None] or [ast.Pass()]
         code = _compile(fn, fdef)
-        return Transformed(fn, code, rw.is_gen, rw.funcs, f"__tk_func_{next(_func_ids)}")
+        return Transformed(fn, code, rw.is_gen, rw.funcs, f"__tk_func_{next(_func_ids)}",
+                           gdeps=tuple(rw.gdeps.values()))
     finally:
         _ACTIVE.pop()
 
@@ -190,6 +202,7 @@ def _call(name: str, args, node, keywords=()):
 class _Rewriter(ast.NodeTransformer):
     def __init__(self, fn, fdef, kernel: bool, filename: str):
         self.fn, self.fdef, self.kernel, self.file = fn, fdef, kernel, filename
+        self.gdeps: dict = {}            # name -> (globals, name, object): what resolve() read
         self.locals = _local_names(fdef)
         self.const_params: set = set()
         code = fn.__code__
@@ -209,6 +222,7 @@ class _Rewriter(ast.NodeTransformer):
                     return self.cells[node.id].cell_contents
                 g = self.fn.__globals__
                 if node.id in g:
+                    self.gdeps[node.id] = (g, node.id, g[node.id])
                     return g[node.id]
                 return getattr(builtins, node.id, None)
             if isinstance(node, ast.Attribute):
