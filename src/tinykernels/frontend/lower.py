@@ -1060,8 +1060,9 @@ class Lowerer:
         da, db = a.ty.dtype, b.ty.dtype
         for x, y, x_right in ((a, b, False), (b, a, True)):
             if isinstance(x, N.Const) and x.ty.weak and da.is_int and db.is_int and isinstance(x.value, int) \
-                    and not y.ty.weak and not D.fits(x.value, y.ty.dtype):
-                # the Python int lies outside y's range: the answer does not depend on y (``y OP x``)
+                    and not (y.ty.weak and isinstance(y, N.Const)) and not D.fits(x.value, y.ty.dtype):
+                # the Python int lies outside the range of y's type (also a Python int's: int64, or
+                # uint64 for one >= 2**63): the answer does not depend on y (``y OP x``)
                 o = op if x_right else I.FLIP[op]
                 above = x.value > 0
                 return N.Const(BT, loc, {"<": above, "<=": above, ">": not above, ">=": not above,
