@@ -392,6 +392,8 @@ def common(values):
     for v in values[1:]:
         if type(v) is not t:
             t = promote_types(t, type(v))
+    if t is int and any(is_u64(v) for v in values):
+        t = U64                 # Python ints, one in [2**63, 2**64): a weak uint64 (by its value)
     return [to_type(v, t) for v in values], t
 
 
@@ -742,6 +744,8 @@ def tk_round(x, *nd):
 def _minmax(args, better):
     if len(args) < 2:
         return None
+    if all(_isint(a) for a in args) and any(is_u64(a) for a in args):
+        args = [U64(int(a) & _M64) for a in args]      # compared in uint64, as the compiler does
     r = args[0]
     t = type(r)
     same = True
