@@ -20,7 +20,7 @@ U = np.uint64
 M64 = 2**64 - 1
 N = 4
 IDX = np.arange(N)
-BACKENDS = [p for p in every_backend() if p.id in ("CPU", "INTERP", "CL")]
+BACKENDS = [p for p in every_backend() if p.id in ("CPU", "INTERP", "CL")] + [pytest.param("INTERP:CHECK", id="CHECK")]
 
 
 def _launch(dev, k, out, *args):
