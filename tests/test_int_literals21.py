@@ -175,3 +175,20 @@ def test_jax_raise_path_agrees(gen_dir):
     g = tkjax.raise_kernel(k, outputs=["out"])
     with jax.enable_x64(True):
         np.testing.assert_array_equal(np.asarray(g(jnp.zeros(N, jnp.uint64), s=M64)), want)
+
+
+def test_gpu_sources_render_uint64_literals_and_compile(gen_dir):
+    """The C-like renderers share the literal's type: 2**64 - 1 is a uint64 constant in the CUDA,
+    HIP, Metal and OpenCL sources (never an int64 -1), and NVRTC accepts the CUDA one."""
+    k = make_kernel(gen_dir, "k_gpu_u64", ["out", "s"],
+                    ["v = 18446744073709551615", "out[i] = v // (i + 1) + 63 % s + (i + 9223372036854775808 > s)"])
+    args = (np.zeros(N, U), M64)
+    for dev in ("CUDA", "ROCm", "Metal", "CL"):
+        src = k.source(dev, *args, ndrange=N)
+        assert "v_v = UINT64_C(18446744073709551615);" in src and "uint64_t v_v;" in src, dev
+        assert "tk_mod_u64(UINT64_C(63), p_s)" in src, dev
+    from tinykernels.runtime import cuda as rt
+    ok, why = rt.nvrtc_available()
+    if ok:
+        src = rt.cuda_source(k, *args, ndrange=N)
+        assert rt.compile_cuda(src, "sm_80", "k_gpu_u64", cache=False)[:4] == b"\x7fELF"
