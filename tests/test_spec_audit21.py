@@ -519,3 +519,47 @@ def test_float32_rounds_as_numpy_without_fastmath(dev):
     out = np.zeros(64, np.float32)
     _run(no_fastmath, dev, out, x, y, ndrange=64)
     np.testing.assert_array_equal(out, (x + 1e8) - 1e8 + x * y + 1.0)
+
+
+@tk.func
+def ad_step(v, c):
+    return v * c + math.sin(v)
+
+
+@tk.kernel
+def ad_loop_local(y, x, n):
+    i = tk.index()
+    li = tk.index(tk.Local, tk.Linear)
+    t = tk.localmem(tk.float64, (4,))
+    v = x[i]
+    j = 0
+    while j < n:
+        v = ad_step(v, 0.5)
+        j += 1
+    t[li] = v
+    tk.synchronize()
+    y[i] = t[(li + 1) % 4] * v
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_autodiff_through_while_func_and_localmem_both_modes(dev):
+    """Section 7: a ``while`` loop calling a ``@tk.func`` and a neighbour read through ``localmem``
+    after ``synchronize()``: the reverse gradient and a forward tangent match float64 central
+    differences."""
+    def f(xv):
+        v = xv.copy()
+        for _ in range(3):
+            v = v * 0.5 + np.sin(v)
+        return np.array([v[(j % 4 + 1) % 4 + 4 * (j // 4)] * v[j] for j in range(8)])
+    b = tk.backend(dev)
+    x, w, h = np.linspace(-1, 2, 8), np.linspace(0.5, 1.5, 8), 1e-6
+    run = lambda y_, x_: ad_loop_local(b, 4)(y_, x_, 3, ndrange=8)      # noqa: E731
+    y, dx = np.zeros(8), np.zeros(8)
+    tk.autodiff(tk.Reverse, run, tk.Duplicated(y, w.copy()), tk.Duplicated(x.copy(), dx))
+    fd = np.array([(f(x + h * e) - f(x - h * e)) @ w / (2 * h) for e in np.eye(8)])
+    np.testing.assert_allclose(dx, fd, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(y, f(x), rtol=1e-14)
+    e2 = np.eye(8)[2]
+    ty = np.zeros(8)
+    tk.autodiff(tk.Forward, run, tk.Duplicated(np.zeros(8), ty), tk.Duplicated(x.copy(), e2.copy()))
+    np.testing.assert_allclose(ty, (f(x + h * e2) - f(x - h * e2)) / (2 * h), rtol=1e-7, atol=1e-8)
