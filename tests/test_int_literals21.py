@@ -79,6 +79,12 @@ CASES = [
     ("cast-uint64", ["out"], ["out[i] = tk.uint64(-1) - i"], U, (), lambda: U(M64) - _u(IDX)),
     ("with-strong-uint64", ["out", "a"], ["out[i] = a[i] + 9223372036854775808"], U, (np.arange(N, dtype=U),),
      lambda: _u(IDX) + U(2**63)),
+    ("negated-2**63-is-int64", ["out"], ["out[i] = (-9223372036854775808 + i) // 3"], np.float64, (),
+     lambda: ((IDX + np.int64(-2**63)) // 3).astype(np.float64)),
+    ("folded-difference-is-int64", ["out"], ["x = 9223372036854775808 - 18446744073709551616", "out[i] = (x + i) // 3"],
+     np.float64, (), lambda: ((IDX + np.int64(-2**63)) // 3).astype(np.float64)),
+    ("folded-small-is-int64", ["out"], ["out[i] = ((18446744073709551615 - 18446744073709551614) - (i + 2)) // 3"],
+     np.int64, (), lambda: (1 - (IDX + 2)) // 3),
     ("folded-stays-exact", ["out"], ["out[i] = (18446744073709551615 * 2 // 4) + i"], U, (),
      lambda: _u(IDX + (M64 * 2 // 4))),
 ]
