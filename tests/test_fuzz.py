@@ -2841,3 +2841,28 @@ def test_bug_abs_of_the_minimum_integer_stays_negative_in_a_loop(s):
         of, oi = _run(k_abs_of_min_floordiv, b, [np.zeros(8, np.float32), np.zeros((8, 3), np.int64)], (s,))
         np.testing.assert_array_equal(oi, np.tile(want, (8, 1)), err_msg=f"{b} {s!r}")
         np.testing.assert_array_equal(of, np.full(8, np.float32(v // 7)), err_msg=f"{b} {s!r}")
+
+
+@tk.kernel
+def k_weak_uint64_either_side(o, s):
+    i = tk.index()
+    v = 18446744073709551615
+    o[i, 0] = max(v, 63)
+    o[i, 1] = 63 % v
+    o[i, 2] = 63 % s
+    o[i, 3] = s % 63
+    o[i, 4] = (9223372036854775808 + i) // 2
+
+
+# fixed: weak-uint64-literal-left
+@pytest.mark.parametrize("s", [2**64 - 1, 2**63 + 5])
+def test_bug_python_ints_above_int64_are_uint64_on_either_side(s):
+    """Minimising fuzzer seed 90000533 (fuzz20): a local `v = 2**64 - 1` (a literal) was a weak int64
+    on the compiled backends (-1: `max(v, 63)` 63, `63 % v` 0) and unsigned on the interpreter,
+    and with a Python int argument `s` >= 2**63 `s % 63` computed in uint64 but `63 % s` in int64
+    (dtypes.promote gave two weak ints the LEFT one's type). Against Python's exact ints."""
+    M = 2**64 - 1
+    want = [[M, 63, 63 % s, s % 63, (2**63 + li) // 2] for li in range(3)]
+    for b in _backends():
+        o = _run(k_weak_uint64_either_side, b, [np.zeros((3, 5), np.uint64)], (s,), ndrange=3)[0]
+        np.testing.assert_array_equal(o, np.array(want, np.uint64), err_msg=str(b))

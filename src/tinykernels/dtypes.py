@@ -170,8 +170,10 @@ def promote(a: Ty, b: Ty, default_float: DType = float64, default_int: DType = i
     """NEP 50: the result type of a binary operation on ``a`` and ``b``; ``default_float`` is
     what Python floats (and results NumPy would give in float64) are on this backend."""
     if a.weak and b.weak:
-        d = a.dtype if _KIND_RANK[a.dtype.kind] >= _KIND_RANK[b.dtype.kind] else b.dtype
-        return Ty(d, True)
+        ra, rb = _KIND_RANK[a.dtype.kind], _KIND_RANK[b.dtype.kind]
+        if ra == rb == 1 and uint64 in (a.dtype, b.dtype):
+            return Ty(uint64, True)    # two Python ints, one >= 2**63: uint64, whichever is left
+        return Ty(a.dtype if ra >= rb else b.dtype, True)
     if a.weak or b.weak:
         w, s = (a, b) if a.weak else (b, a)
         if _KIND_RANK[w.dtype.kind] <= _KIND_RANK[s.dtype.kind]:
@@ -184,6 +186,15 @@ def promote(a: Ty, b: Ty, default_float: DType = float64, default_int: DType = i
     # without float64 (default_float float32: WebGPU, Metal) NumPy's float64 results (int32
     # with float32, as when a local holds an int32 and later `v / 2`) are float32, as `/` is
     return Ty(default_float if d == float64 and default_float.bits < 64 else d)
+
+
+def weak_int_ty(value: int, t: Ty) -> Ty:
+    """The type of a Python int ``value`` held at run time, ``t`` being the backend's weak int
+    (int64; int32 on WebGPU): a weak uint64 for a value in [2**63, 2**64), as NumPy makes
+    ``np.asarray(2**63)`` a uint64 and as a Python int argument of that value is typed."""
+    if (1 << 63) <= value < (1 << 64):
+        return Ty(uint64, True)
+    return t
 
 
 def true_divide_type(t: Ty, default_float: DType = float64) -> Ty:

@@ -229,6 +229,11 @@ class Lowerer:
     def weak_int(self) -> Ty:
         return Ty(self.opts.default_int, True)
 
+    @staticmethod
+    def py_int(e: N.Const) -> bool:
+        """Whether constant ``e`` is a Python int (weak; its N.Const type follows its value)."""
+        return e.ty.weak and e.ty.dtype.is_int and type(e.value) is int
+
     # --- entry ------------------------------------------------------------------------
 
     def run(self) -> list:
@@ -906,8 +911,8 @@ class Lowerer:
                 t = Ty(D.int8)             # NumPy has no bool loop for these: bools compute as int8
         if isinstance(a, N.Const) and isinstance(b, N.Const) and t.weak and t.dtype.is_int:
             v = I.fold_binop(op, a.value, b.value, t)      # Python ints: exact, any size
-            if v is not None:
-                return N.Const(t, self.loc(node), v)
+            if v is not None:      # a Python int, typed by its value (2**64 - 2**63 is a weak int64)
+                return N.Const(self.weak_int(), self.loc(node), v)
         if op == "**" and t.dtype.is_float and isinstance(b, N.Const) and \
                 (not isinstance(a, N.Const) or t.dtype.is_storage_only):     # (narrow constants do not fold)
             fast = self.fast_power(a, b, t, node)            # NumPy's fast paths for scalar exponents
@@ -957,8 +962,8 @@ class Lowerer:
         if isinstance(node.op, ast.USub):
             if v.ty.dtype.kind == "b":
                 raise self.err(node, "unary '-' is not defined for bools (as in NumPy); use 'not' or ~")
-            if isinstance(v, N.Const):
-                return N.Const(v.ty, loc, I.wrap(-v.value, v.ty))
+            if isinstance(v, N.Const):    # (a Python int stays exact, typed by its value: -2**63 is an int64)
+                return N.Const(self.weak_int() if self.py_int(v) else v.ty, loc, I.wrap(-v.value, v.ty))
             return N.Unary(v.ty, loc, "-", v)
         if isinstance(node.op, ast.Invert):
             if v.ty.dtype.is_float:
@@ -966,7 +971,7 @@ class Lowerer:
             if v.ty.dtype.kind == "b":
                 return N.Unary(v.ty, loc, "not", v)
             if isinstance(v, N.Const):
-                return N.Const(v.ty, loc, I.wrap(~v.value, v.ty))
+                return N.Const(self.weak_int() if self.py_int(v) else v.ty, loc, I.wrap(~v.value, v.ty))
             return N.Unary(v.ty, loc, "~", v)
         raise self.err(node, "unsupported unary operator")
 
@@ -1059,8 +1064,9 @@ class Lowerer:
         da, db = a.ty.dtype, b.ty.dtype
         for x, y, x_right in ((a, b, False), (b, a, True)):
             if isinstance(x, N.Const) and x.ty.weak and da.is_int and db.is_int and isinstance(x.value, int) \
-                    and not y.ty.weak and not D.fits(x.value, y.ty.dtype):
-                # the Python int lies outside y's range: the answer does not depend on y (``y OP x``)
+                    and not (y.ty.weak and isinstance(y, N.Const)) and not D.fits(x.value, y.ty.dtype):
+                # the Python int lies outside the range of y's type (also a Python int's: int64, or
+                # uint64 for one >= 2**63): the answer does not depend on y (``y OP x``)
                 o = op if x_right else I.FLIP[op]
                 above = x.value > 0
                 return N.Const(BT, loc, {"<": above, "<=": above, ">": not above, ">=": not above,

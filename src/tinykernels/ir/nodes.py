@@ -10,7 +10,7 @@ import linecache
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dtypes import DType, Ty
+from ..dtypes import DType, Ty, weak_int_ty
 from ..errors import CompileError
 
 
@@ -106,6 +106,12 @@ class Expr:
 @dataclass
 class Const(Expr):
     value: Any
+
+    def __post_init__(self):
+        # a Python int's run-time type follows its value (docs/language.md, "Python ints"): one
+        # in [2**63, 2**64) is a weak uint64 wherever it was made (a literal, a folded constant)
+        if self.ty.weak and self.ty.dtype.kind == "i" and type(self.value) is int:
+            self.ty = weak_int_ty(self.value, self.ty)
 
 
 @dataclass

@@ -83,7 +83,7 @@ class KArray:
         bad = False
         for v, n in zip(idx, self.shape):
             if type(v) is not int:
-                if isinstance(v, (np.integer, np.bool_, bool)):
+                if isinstance(v, (np.integer, np.bool_, int)):       # (int: also a weak uint64, ops.U64)
                     v = int(v)
                 else:
                     self._ctx.raise_error(KernelIndexError, f"array indices must be integers, got "

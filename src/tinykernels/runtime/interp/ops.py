@@ -5,7 +5,9 @@ Kernel code runs as ordinary Python on NumPy scalars (array loads), Python ints 
 the places where plain Python or NumPy differ from SPEC.md and docs/language.md; the code
 transformer (:mod:`.transform`) routes the matching operators and calls here:
 
-* Python ints are the compiler's *weak int64*: ``+ - * << ** neg`` wrap to 64 bits;
+* Python ints are the compiler's *weak int64*: ``+ - * << ** neg`` wrap to 64 bits; one in
+  [2**63, 2**64) (a literal, a Python int argument) and every result of an operation on two
+  Python ints one of which is such (a :class:`U64`) is its *weak uint64*: computed modulo 2**64;
 * integer ``//`` and ``%`` by zero give 0, float ones NaN/inf (never ZeroDivisionError);
 * ``int ** negative`` gives 0, ``<<``/``>>`` past the width give NumPy's 0 / -1;
 * casts (``tk.int8(x)``, stores) follow C conversions (ints wrap, floats truncate);
@@ -30,7 +32,7 @@ from ... import dtypes as D
 _M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1
 _I64MIN, _I64MAX = -(1 << 63), (1 << 63) - 1
-_PYNUM = (bool, int, float)
+_PYNUM = (bool, int, float)   # (and U64, defined below: a weak uint64)
 
 
 def wrap64(v: int) -> int:
@@ -46,9 +48,45 @@ def wrap_bits(v: int, bits: int, signed: bool) -> int:
     return v
 
 
+class U64(int):
+    """A Python int of the compiler's weak uint64 type, in [0, 2**64): the result of an operation
+    on two Python ints one of which is a weak uint64 (a plain int in [2**63, 2**64) is one by its
+    value; ``s - (2**64 - 6)`` is a weak uint64 5, so ``5 - 10`` after it is 2**64 - 5). NumPy
+    would take an int subclass for a strong int64/uint64: :func:`_plain` turns it back into an
+    int before it meets a NumPy value."""
+    __slots__ = ()
+
+
 def _isint(v) -> bool:
     t = type(v)
-    return t is int or t is bool
+    return t is int or t is bool or t is U64
+
+
+def is_u64(v) -> bool:
+    """Whether ``v`` is a weak uint64: a U64, or a Python int in [2**63, 2**64)."""
+    t = type(v)
+    return t is U64 or (t is int and v > _I64MAX)
+
+
+def _plain(v):
+    return int(v) if type(v) is U64 else v
+
+
+def _u64_op(ufn):
+    """A binary operator whose two Python-int operands compute as ``ufn`` on their uint64 values
+    (each taken modulo 2**64, as the compiled code converts them to uint64) when one of them is
+    a weak uint64; a U64 meeting anything else is a plain Python int there."""
+    def deco(fn):
+        def op(a, b):
+            if is_u64(a) or is_u64(b):
+                if _isint(a) and _isint(b):
+                    r = ufn(int(a) & _M64, int(b) & _M64)
+                    return U64(r & _M64) if type(r) is int else r
+                a, b = _plain(a), _plain(b)
+            return fn(a, b)
+        op.__name__, op.__doc__ = fn.__name__, fn.__doc__
+        return op
+    return deco
 
 
 # ----------------------------------------------------------------------------- dtypes and casts
@@ -231,6 +269,8 @@ def _nbin(a, b, fn):
     else:
         n, o = (a, b) if na else (b, a)
         to = type(o)
+        if to is U64:
+            o, to = int(o), int
         if to is float or to is int or to is bool:
             cls = type(n)
             ov = _weak_to_narrow(o, cls)
@@ -283,6 +323,8 @@ _PROMO: dict = {}
 def _kind(t) -> str:
     if t is bool:
         return "b"
+    if t is U64:
+        return "u"
     if t is int:
         return "i"
     if t is float:
@@ -309,9 +351,11 @@ def promote_types(ta, tb):
     r = _PROMO.get(key)
     if r is not None:
         return r
-    wa, wb = ta in _PYNUM, tb in _PYNUM
+    wa, wb = ta in _PYNUM or ta is U64, tb in _PYNUM or tb is U64
     if wa and wb:
         r = ta if _RANK[_kind(ta)] >= _RANK[_kind(tb)] else tb
+        if r is not float and U64 in (ta, tb):
+            r = U64                     # two Python ints, one a weak uint64 (either side)
     elif wa or wb:
         w, s = (ta, tb) if wa else (tb, ta)
         kw, ks = _kind(w), _kind(s)
@@ -333,6 +377,8 @@ def to_type(v, t):
         return v
     if t is int:
         return to_int(v)
+    if t is U64:
+        return U64(int(v) & _M64)
     if t is float:
         return float(v)
     if t is bool:
@@ -346,6 +392,8 @@ def common(values):
     for v in values[1:]:
         if type(v) is not t:
             t = promote_types(t, type(v))
+    if t is int and any(is_u64(v) for v in values):
+        t = U64                 # Python ints, one in [2**63, 2**64): a weak uint64 (by its value)
     return [to_type(v, t) for v in values], t
 
 
@@ -378,6 +426,7 @@ def _int_op(fn):
     return op
 
 
+@_u64_op(operator.add)
 @_int_op
 def op_add(a, b):
     r = a + b
@@ -386,6 +435,7 @@ def op_add(a, b):
     return r
 
 
+@_u64_op(operator.sub)
 @_int_op
 def op_sub(a, b):
     r = a - b
@@ -394,6 +444,7 @@ def op_sub(a, b):
     return r
 
 
+@_u64_op(operator.mul)
 @_int_op
 def op_mul(a, b):
     r = a * b
@@ -402,22 +453,26 @@ def op_mul(a, b):
     return r
 
 
+@_u64_op(operator.and_)
 @_int_op
 def op_and(a, b):
     return a & b
 
 
+@_u64_op(operator.or_)
 @_int_op
 def op_or(a, b):
     return a | b
 
 
+@_u64_op(operator.xor)
 @_int_op
 def op_xor(a, b):
     return a ^ b
 
 
 def op_truediv(a, b):
+    a, b = _plain(a), _plain(b)        # each converted to float64 by its value, as compiled
     ta, tb = type(a), type(b)
     if ta in _PYNUM and tb in _PYNUM:
         fa, fb = float(a), float(b)
@@ -427,6 +482,7 @@ def op_truediv(a, b):
     return a / b
 
 
+@_u64_op(lambda a, b: a // b if b else 0)
 @_int_op
 def op_floordiv(a, b):
     try:
@@ -440,6 +496,7 @@ def op_floordiv(a, b):
     return r
 
 
+@_u64_op(lambda a, b: a % b if b else 0)
 @_int_op
 def op_mod(a, b):
     try:
@@ -481,6 +538,7 @@ def _neg_int_pow(a: int, b: int) -> int:
     return 1 if a == 1 else (-1 if b & 1 else 1) if a == -1 else 0
 
 
+@_u64_op(lambda a, b: pow(a, b, 1 << 64))
 @_int_op
 def op_pow(a, b):
     ta, tb = type(a), type(b)
@@ -550,6 +608,7 @@ def fold(op: str, a, b):
     return _RUNTIME_OPS[op](a, b)
 
 
+@_u64_op(lambda a, b: a << b if b < 64 else 0)
 @_int_op
 def op_lshift(a, b):
     if _isint(a) and _isint(b):
@@ -560,6 +619,7 @@ def op_lshift(a, b):
     return a << b
 
 
+@_u64_op(lambda a, b: a >> b if b < 64 else 0)
 @_int_op
 def op_rshift(a, b):
     if _isint(a) and _isint(b):
@@ -570,6 +630,8 @@ def op_rshift(a, b):
 
 
 def op_neg(a):
+    if is_u64(a):
+        return U64(-a & _M64)
     r = -a
     if type(r) is int and not _I64MIN <= r <= _I64MAX:
         return wrap64(r)
@@ -579,6 +641,8 @@ def op_neg(a):
 def op_inv(a):
     if type(a) is bool:
         return not a
+    if is_u64(a):
+        return U64(~a & _M64)
     r = ~a
     if type(r) is int and not _I64MIN <= r <= _I64MAX:
         return wrap64(r)
@@ -620,8 +684,8 @@ def annotate_param(ann, value):
 def to_int(x) -> int:
     """``int(x)``: a weak int64 (Python int), converted like a C cast."""
     t = type(x)
-    if t is int:
-        return x if _I64MIN <= x <= _I64MAX else wrap64(x)
+    if t is int or t is U64:
+        return int(x) if _I64MIN <= x <= _I64MAX else wrap64(int(x))
     if t is bool:
         return int(x)
     if isinstance(x, Narrow):
@@ -643,6 +707,8 @@ def tk_int(*args, **kw):
 
 
 def tk_float(*args):
+    if len(args) == 1 and is_u64(args[0]):
+        return float(int(args[0]))          # a weak uint64 converts by its value
     if len(args) == 1 and _isint(args[0]) and not _I64MIN <= args[0] <= _I64MAX:
         return float(wrap64(args[0]))
     return builtins.float(*args)
@@ -655,6 +721,8 @@ def tk_bool(*args):
 
 def tk_abs(x):
     t = type(x)
+    if is_u64(x):
+        return U64(x)                      # unsigned: itself
     if t is int:
         r = abs(x)
         return r if r <= _I64MAX else wrap64(r)
@@ -676,6 +744,8 @@ def tk_round(x, *nd):
 def _minmax(args, better):
     if len(args) < 2:
         return None
+    if all(_isint(a) for a in args) and any(is_u64(a) for a in args):
+        args = [U64(int(a) & _M64) for a in args]      # compared in uint64, as the compiler does
     r = args[0]
     t = type(r)
     same = True
@@ -708,6 +778,9 @@ def tk_range(*args):
     if all(type(a) is int for a in args):
         return range(*args)
     _, t = common(list(args))
+    if t is U64:              # bounds of a weak uint64 range: their uint64 values
+        return (U64(k) for k in range(*(builtins.int(a) & _M64 if k < 2 else builtins.int(a)
+                                         for k, a in enumerate(args))))
     r = range(*(builtins.int(a) for a in args))
     if t is int or t is bool:
         return r
@@ -830,7 +903,7 @@ def float_arg(x):
     t = type(x)
     if t is float or t is np.float32 or t is np.float64 or isinstance(x, Narrow):
         return x
-    if t is int or t is bool:
+    if t is int or t is bool or t is U64:
         return float(x) if _I64MIN <= x <= _M64 else float(wrap64(x))
     if isinstance(x, np.floating):          # float16 & co. compute in float32
         return np.float32(x)

@@ -489,6 +489,15 @@ FIXED_BUGS = {
                                 "overflowed`), where the language wraps (fuzzer seed 82000391, WebGPU profile, "
                                 "fuzz18; the 8/16-bit types already went through the opaque tk_z in wrap)",
         "fixed: the value ORs tk_z before a constant left shift of an i32/u32 (codegen/wgsl.py shift)"),
+    'weak-uint64-literal-left': ("every backend: a Python int literal (or a folded constant, a constexpr, a "
+                                 "local of one) in [2**63, 2**64) was a weak int64 on the compiled backends "
+                                 "(`v = 2**64 - 1` then `max(v, 63)` gave 63, `63 % v` 0) and unsigned on the "
+                                 "interpreter; with a Python int argument s >= 2**63, `s % 63` computed in uint64 "
+                                 "but `63 % s` in int64: dtypes.promote gave two weak ints the left one's type "
+                                 "(found minimising fuzzer seed 90000533, fuzz20; fixed by lang21)",
+        "fixed: a Python int's run-time type follows its value (ir Const: weak uint64 in [2**63, 2**64)), two weak "
+        "ints compute in uint64 when either is one (dtypes.promote), the interpreter carries weak uint64 results "
+        "(interp ops.U64); the fuzzer's big-int statements put literals and arguments on either side"),
     'wgsl-round-int-float-fold': ("WebGPU on lavapipe: `round(x)` (an int) stored into a float array gave -0.0 "
                                   "for x in (-0.5, -0.0] where the int 0 converts to +0.0: NIR folded "
                                   "`f32(i32(round(x)))` to `round(x)` (fuzzer seed 82000361, WebGPU profile, fuzz18)",

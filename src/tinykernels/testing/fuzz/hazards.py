@@ -229,7 +229,11 @@ class Hazards:
         else:
             t = self.pick([x for x in self.types if x.startswith("uint")])
             e = self.expr(t, 2) if self.chance(0.5) else Ex(str(self.r.randint(1, 70)), "pyint")
-            code, ty = f"tk.uint64({b} {self.pick(BIG_OPS)} {e.code})", "uint64"
+            if e.ty in ("pyint", "uint64") and self.chance(0.3):   # a literal in [2**63, 2**64) is a weak
+                # uint64 too (lang21); with a narrower type it is a CompileError, as in NumPy
+                b = str(self.pick(NEAR_UINT64))
+            x, y = (b, e.code) if self.chance(0.6) else (e.code, b)     # either side (lang21: `63 % s`)
+            code, ty = f"tk.uint64({x} {self.pick(BIG_OPS)} {y})", "uint64"
         v = self.fresh("v")
         self.emit(f"{v} = {code}")
         self.declare(Var(v, ty))
