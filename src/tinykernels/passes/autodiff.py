@@ -653,7 +653,12 @@ class _Reverse:
             ties = tie_sums(b, loc, t, tie, b.c(1.0, t))     # ends in m = count / count
             count = ties[-1].value.b
             out += ties[:-1]
-            inc = N.Select(t, loc, tie, b.op("/", inc, count), b.c(0.0, t))
+            # the share is computed here, while `dst` still holds this reduction's result: the
+            # pop below restores its previous value (a min/max in a loop), and a `tie` evaluated
+            # after it compared with the previous trip's extreme (until adx21)
+            share = b.fresh("gshare", t)
+            out.append(b.assign(share, N.Select(t, loc, tie, b.op("/", inc, count), b.c(0.0, t))))
+            inc = b.var(share)
         if s.dst in self.pushed:
             out += self.pop(s.dst, loc)
         if s.kind != "reduce":
