@@ -304,7 +304,13 @@ class Lowerer:
         self.emit(N.Assign(self.loc(node), name, self.cast(value, final)))
 
     def local_name(self, pyname: str) -> str:
-        return f"{self.frame.prefix}{pyname}"
+        """The IR name of a local. Every name the compiler makes up starts with ``_`` (``_t3_x``,
+        a func's ``_f2_f_x``, structurize's ``_s1_it``, autodiff's ``_ad4_g`` and ``_d_x``), so
+        a local whose Python name starts with ``_`` gets ``_py`` in front (after a func's
+        prefix too, whose own names the compiler makes up after it): a kernel with a local
+        ``_s1_it`` or ``_d_v`` shared the variable of a loop's iterator or of ``v``'s adjoint
+        until adx21 (a wrong gradient)."""
+        return self.frame.prefix + (f"_py{pyname}" if pyname.startswith("_") else pyname)
 
     # --- statements ---------------------------------------------------------------------
 
@@ -448,7 +454,8 @@ class Lowerer:
                 if isinstance(v, FuncBinding):
                     v = self.as_expr(v, node)
                 if isinstance(v, N.Expr):
-                    vn = self.local_name(f"{name}_{k}")
+                    # not `name_k`, which a local of that name held too (until adx21)
+                    vn = f"{self.frame.prefix}_tp{k}_{name}"
                     self.names[vn] = f"{name}[{k}]"
                     self.assign_var(vn, v, node)
                     self.note_const(name, vn, v)
