@@ -326,3 +326,25 @@ def test_simpsons_rule_over_a_parameter_dependent_integrand(be):
     for m in range(3):
         exact = -np.trapezoid(t * t * np.exp(-a[m] * t * t) * np.cos(c[m] * t), t)
         assert abs(np.asarray(shadows[1])[m] - exact) < 1e-4
+
+
+# --- a scalar parameter reassigned in a loop (found by adx21 while porting) ----------------------
+
+@tk.kernel
+def reassigned_scalar(out, x: tk.Const, s: float, n: int):
+    i = tk.index()
+    while n > 0:
+        s = s * x[i] + 0.1         # s: the argument, then each trip's value
+        n -= 1
+    out[i] = s
+
+
+def test_an_active_scalar_reassigned_in_a_loop(be):
+    """Until adx21 the compiled backends' loop read the argument on every trip (see
+    tests/test_param_annotations.py): a wrong primal and a gradient of the wrong program."""
+    x = RNG.uniform(0.5, 1.5, 5)
+    fn = lambda o, x_, s: reassigned_scalar(be)(o, x_, s, 3, ndrange=5)   # noqa: E731
+    seed = RNG.standard_normal(5)
+    _, (ds,) = check_reverse(be, fn, [np.zeros(5), x, 0.7], {0: seed}, wrt=[1], active=[2])
+    # s3 = s x^3 + 0.1 (x^2 + x + 1): d/ds = x^3
+    np.testing.assert_allclose(ds, float(np.dot(seed, x ** 3)), rtol=1e-10)

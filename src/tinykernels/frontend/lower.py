@@ -122,6 +122,7 @@ class _Frame:
         self.ret_shape = None                    # the returned value's tuple nesting (see _flatten)
         self.ret_label: str | None = None
         self.loop_depth = 0
+        self.param_copy: dict = {}               # a reassigned kernel parameter -> its local copy
 
 
 def func_source(func: lang.Func) -> FuncSource:
@@ -252,7 +253,7 @@ class Lowerer:
                 if a.arg in frame.local_names or dt is not None:
                     # a reassigned or dtype-annotated parameter becomes a local copy; `n: tk.int32`
                     # casts the argument, as the annotated assignment `n: tk.int32 = n` does
-                    v = self.fresh(a.arg)
+                    v = frame.param_copy[a.arg] = self.fresh(a.arg)
                     self.names[v] = a.arg
                     frame.bind[a.arg] = FuncBinding(v)
                     self.assign_var(v, arg if dt is None else self.cast(arg, Ty(dt), explicit=True), a)
@@ -310,6 +311,9 @@ class Lowerer:
         prefix too, whose own names the compiler makes up after it): a kernel with a local
         ``_s1_it`` or ``_d_v`` shared the variable of a loop's iterator or of ``v``'s adjoint
         until adx21 (a wrong gradient)."""
+        copy = self.frame.param_copy.get(pyname)
+        if copy is not None:     # the parameter's local copy: `n -= 1` in a loop wrote a local `n`
+            return copy          # while the loop's condition read the copy (until adx21: no end)
         return self.frame.prefix + (f"_py{pyname}" if pyname.startswith("_") else pyname)
 
     # --- statements ---------------------------------------------------------------------
