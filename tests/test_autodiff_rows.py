@@ -175,6 +175,7 @@ def test_which_shadows_take_atomic_adds():
     assert _atomic_shadows(neighbour_rows, ("out", "x"), (z, z, zr, zr, D), N) == {"x"}
 
 
+@pytest.mark.skipif(not tk.CPU.available()[0], reason="no C compiler for the CPU backend")
 @pytest.mark.parametrize("dt", [np.float16, np.float32])
 def test_narrow_float_rows_differentiate(dt):
     """A float16 row read in a loop was refused (its shadow would have needed atomic adds,
