@@ -228,7 +228,7 @@ def shadow_named_param(out, _d_out: tk.Const):
 def test_locals_named_like_the_compilers_own(be):
     """Until adx21 such a local shared the compiler's variable: ``_d_v`` was v's adjoint (a wrong
     gradient), ``_s1_it`` the loop's iterator (a wrong gradient), ``a_0`` the tuple's first part
-    (a wrong primal on the interpreter)."""
+    (a wrong primal on the compiled backends; the interpreter was right)."""
     x = RNG.uniform(0.5, 1.5, 6)
     fn = lambda o, x_: lookalike_names(be)(o, x_, ndrange=6)   # noqa: E731
     o = np.zeros(6)
