@@ -685,16 +685,27 @@ def collectives(y, x: tk.Const, op: tk.constexpr, n):
             s = tk.group_reduce(s * 0.5, "add") + x[i] * s
     elif op == 4:
         s = tk.group_reduce(v * 2.0, "max")
-    else:
+    elif op == 5:
         s = tk.group_reduce(v * 2.0, "min")
+    else:
+        s = v
+        for k in range(n):             # a min/max reduced again and again: its results are taped
+            if op == 6:
+                m = tk.group_reduce(s, "max")
+            else:
+                m = tk.group_reduce(s, "min")
+            s = s * m + x[i]
     y[i] = s * math.sin(x[i])
 
 
-@pytest.mark.parametrize("op", range(6))
+@pytest.mark.parametrize("op", range(8))
 def test_group_collectives_differentiate(be, op):
     """group_reduce/group_scan: reverse mode against finite differences, forward mode against
     reverse mode, with a partial last group (7 items in groups of 4: the items past the ndrange
-    take part in the collectives but must add nothing)."""
+    take part in the collectives but must add nothing). Ops 6 and 7, a min/max reduced in a
+    loop: until adx21 the reverse sweep found the items holding the extreme by comparing each
+    item's value with the result after popping the result's previous value from the tape, so
+    every trip but the first gave the extreme's holder no gradient (the ones after the first)."""
     f = lambda y, x_: collectives(be, 4)(y, x_, op, 3, ndrange=7)   # noqa: E731
     x0 = RNG.permutation(np.linspace(0.1, 0.9, 7))   # spaced: no finite-difference step changes a min/max
     seed = RNG.standard_normal(7)

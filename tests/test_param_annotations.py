@@ -84,6 +84,40 @@ def test_reassigned_annotated_parameter_keeps_its_dtype():
         assert out.numpy().tolist() == [-128], dev
 
 
+@tk.kernel
+def reassigned_in_loops(out, x: tk.Const, s: float, n: int, m: tk.int16):
+    i = tk.index()
+    acc = x[i]
+    trips = 0
+    while n > 0 and trips < 10:     # bounded: the loop's condition never saw n change (adx21)
+        acc = acc * s
+        n -= 1
+        trips += 1
+    for k in range(2):
+        s = s * x[i] + 0.25         # every trip read the argument, not the last trip's s
+    for m in range(m):              # a loop variable named like an annotated parameter
+        acc = acc + m
+    out[i, 0] = acc
+    out[i, 1] = s
+    out[i, 2] = n
+
+
+def test_a_parameter_reassigned_in_loops():
+    """A reassigned parameter lives in a local copy, which an assignment in a loop did not
+    update until adx21: the assignment wrote a local of the parameter's own name, while the
+    loop's next trip (its condition, its body) read the copy again: `while n > 0: n -= 1` never
+    ended and `for k in range(2): s = s * x + c` gave `s * x + c` on the compiled backends (the
+    interpreter, running the Python, was right)."""
+    x = np.array([0.5, 0.75, 1.0])
+    want = np.stack([x * 0.5 ** 3 + 3, (0.5 * x + 0.25) * x + 0.25, np.zeros(3)], axis=1)
+    for dev in DEVS:
+        be = tk.backend(dev)
+        t = np.float64 if be.supports_float64 else np.float32
+        out = tk.zeros((3, 3), t, backend=be)
+        reassigned_in_loops(be)(out, tk.asarray(x.astype(t), backend=be), 0.5, 3, 3, ndrange=3)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-6, err_msg=dev)
+
+
 def test_array_of_the_annotated_dtype_is_accepted():
     for dev in DEVS:
         be = tk.backend(dev)

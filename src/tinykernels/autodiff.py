@@ -131,6 +131,7 @@ class DerivedKernel(Kernel):
             params += [(n, "value") for n in G.gather_param_names()]
         if (G.gather_mode(mode) or ("", ""))[1].startswith("ring"):
             params += [(n, "value") for n in G.ring_param_names()]
+        self._check_names(params)
         self.params = params
         self.cmask = sum(1 << i for i, (_, k) in enumerate(params) if k == "constexpr")
         self._src = None
@@ -141,6 +142,22 @@ class DerivedKernel(Kernel):
 
     def source_info(self):
         return self.primal.source_info()
+
+    def _check_names(self, params) -> None:
+        """A CompileError at the primal's parameter that has the name of a parameter this
+        kernel adds (``_d_x``, the shadow of ``x``; ``_tk_tape_f``, ...): the generated code
+        declared it twice, which the C or OpenCL compiler rejected with a message about
+        generated code (until adx21)."""
+        names = [n for n, _ in params]
+        for name, _ in self.primal.params:
+            if names.count(name) > 1 or name.startswith("_tk_"):
+                src = self.primal.source_info()
+                node = next((a for a in src.tree.args.args if a.arg == name), src.tree)
+                what = (f"the shadow of '{name[3:]}'" if name.startswith("_d_") and name[3:] in self.diff
+                        else "one of its own parameters")
+                raise src.error(node, f"parameter '{name}' has the name that the derived ({self.mode}) "
+                                "kernel gives " + what + "; rename the parameter to differentiate this kernel",
+                                kernel=self.primal.name)
 
     def array_params(self) -> frozenset:
         """The primal's array parameters and their shadows (``_d_A``)."""

@@ -122,6 +122,7 @@ class _Frame:
         self.ret_shape = None                    # the returned value's tuple nesting (see _flatten)
         self.ret_label: str | None = None
         self.loop_depth = 0
+        self.param_copy: dict = {}               # a reassigned kernel parameter -> its local copy
 
 
 def func_source(func: lang.Func) -> FuncSource:
@@ -257,7 +258,7 @@ class Lowerer:
                 if a.arg in frame.local_names or dt is not None:
                     # a reassigned or dtype-annotated parameter becomes a local copy; `n: tk.int32`
                     # casts the argument, as the annotated assignment `n: tk.int32 = n` does
-                    v = self.fresh(a.arg)
+                    v = frame.param_copy[a.arg] = self.fresh(a.arg)
                     self.names[v] = a.arg
                     frame.bind[a.arg] = FuncBinding(v)
                     self.assign_var(v, arg if dt is None else self.cast(arg, Ty(dt), explicit=True), a)
@@ -309,7 +310,16 @@ class Lowerer:
         self.emit(N.Assign(self.loc(node), name, self.cast(value, final)))
 
     def local_name(self, pyname: str) -> str:
-        return f"{self.frame.prefix}{pyname}"
+        """The IR name of a local. Every name the compiler makes up starts with ``_`` (``_t3_x``,
+        a func's ``_f2_f_x``, structurize's ``_s1_it``, autodiff's ``_ad4_g`` and ``_d_x``), so
+        a local whose Python name starts with ``_`` gets ``_py`` in front (after a func's
+        prefix too, whose own names the compiler makes up after it): a kernel with a local
+        ``_s1_it`` or ``_d_v`` shared the variable of a loop's iterator or of ``v``'s adjoint
+        until adx21 (a wrong gradient)."""
+        copy = self.frame.param_copy.get(pyname)
+        if copy is not None:     # the parameter's local copy: `n -= 1` in a loop wrote a local `n`
+            return copy          # while the loop's condition read the copy (until adx21: no end)
+        return self.frame.prefix + (f"_py{pyname}" if pyname.startswith("_") else pyname)
 
     # --- statements ---------------------------------------------------------------------
 
@@ -453,7 +463,8 @@ class Lowerer:
                 if isinstance(v, FuncBinding):
                     v = self.as_expr(v, node)
                 if isinstance(v, N.Expr):
-                    vn = self.local_name(f"{name}_{k}")
+                    # not `name_k`, which a local of that name held too (until adx21)
+                    vn = f"{self.frame.prefix}_tp{k}_{name}"
                     self.names[vn] = f"{name}[{k}]"
                     self.assign_var(vn, v, node)
                     self.note_const(name, vn, v)

@@ -42,7 +42,7 @@ from ..dtypes import Ty
 from ..errors import CompileError
 from ..ir import nodes as N
 from .activity import linear, nondiff_call, useful_values
-from .overwrites import fixed_defs
+from .overwrites import fixed_defs, row_owned_arrays
 from .primal_values import PrimalValues
 from .structurize import structurize
 from .uniformity import defs, uniform_vars
@@ -318,6 +318,8 @@ class _Reverse:
         self.loaded = _loaded_arrays(self.k.body)
         # locals with one value wherever read (the index a @tk.func called in a loop receives)
         self.single = fixed_defs(self.k.body)
+        # global arrays whose every access is in the item's own row: their shadows take plain adds
+        self.row_owned = row_owned_arrays(self.k, self.single)
         # activity: adjoints only for values that depend on a differentiated input (active) and
         # that some output depends on (useful); the others get no adjoint code at all
         self.useful = useful_values(self.k, self.diff)
@@ -413,7 +415,7 @@ class _Reverse:
             return
         sidx = self.shadow_index(a, idx)
         g = self.guarded(self.b.cast(g, Ty(a.dtype)), out)
-        if self.own_index(a, idx):
+        if self.own_index(a, idx) or a.space == "global" and a.name in self.row_owned:
             out.append(N.Store(loc, sh, sidx, self.b.op("+", N.Load(Ty(a.dtype), loc, sh, sidx), g)))
         elif a.dtype.name in ("float32", "float64"):
             out.append(N.ExprStmt(loc, N.Atomic(Ty(a.dtype), loc, "add", sh, sidx, [g])))
@@ -653,7 +655,12 @@ class _Reverse:
             ties = tie_sums(b, loc, t, tie, b.c(1.0, t))     # ends in m = count / count
             count = ties[-1].value.b
             out += ties[:-1]
-            inc = N.Select(t, loc, tie, b.op("/", inc, count), b.c(0.0, t))
+            # the share is computed here, while `dst` still holds this reduction's result: the
+            # pop below restores its previous value (a min/max in a loop), and a `tie` evaluated
+            # after it compared with the previous trip's extreme (until adx21)
+            share = b.fresh("gshare", t)
+            out.append(b.assign(share, N.Select(t, loc, tie, b.op("/", inc, count), b.c(0.0, t))))
+            inc = b.var(share)
         if s.dst in self.pushed:
             out += self.pop(s.dst, loc)
         if s.kind != "reduce":

@@ -166,6 +166,21 @@ def own_row_key(idx: list, ndim: int, single: dict):
     return None
 
 
+def row_owned_arrays(k: N.Kernel, single: dict) -> frozenset:
+    """Global arrays every access of which (load, store, atomic) has one and the same
+    :func:`own_row_key`: each work item touches only its own block of elements (``x[i, j]``
+    for any ``j`` with ``i = tk.index()``, or ``x[i + 1, j]`` everywhere), which no other item
+    reads or writes. The adjoint then adds into such an array's shadow without atomics.
+    ``x[i, j]`` beside ``x[i + 1, j]`` (two keys), ``x[idx[i], j]`` or ``x[i // 2, j]`` (no key:
+    several items share the row) are not."""
+    keys: dict = {}
+    for _kind, name, idx, _loc, _used in _accesses(k):
+        key = own_row_key(idx, k.ndim, single)
+        if keys.setdefault(name, key) != key or key is None:
+            keys[name] = None
+    return frozenset(n for n, key in keys.items() if key is not None)
+
+
 def is_own_index(idx: list, ndim: int, single: dict) -> bool:
     """Whether the global index ``idx`` is provably the work item's own element (no offset)."""
     key = own_element_key(idx, ndim, single)
