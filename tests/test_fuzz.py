@@ -2830,35 +2830,6 @@ def test_bug_atomic_after_a_uniform_loop_runs_once_per_item_in_a_partial_group(w
 
 
 @tk.kernel
-def k_item_value_overwritten_in_a_uniform_loop(o, n, c: tk.constexpr):
-    li = tk.index()
-    ll = tk.index(tk.Local, tk.Linear)
-    lm = tk.localmem(np.bool_, (1,))
-    t = ll
-    for j in range(tk.uint32(0), n):
-        t = c
-        w = 0
-    o[li] = t
-
-
-# fixed: pocl-item-phi-in-group-loop
-@pytest.mark.parametrize("wg", [1, 4])
-def test_bug_item_value_overwritten_in_a_uniform_loop_compiles_on_pocl(wg):
-    """Fuzzer seed 90001921 (--edges --hazards --calls --bytes, fuzz21): PoCL 3.1 aborted the
-    process ("Could not find a dominating alternative variable.") compiling a grouped kernel in
-    which per-item code inside a group-level loop overwrote a per-item value from before the loop
-    (`t = ll; for j in range(tk.uint32(0), n): t = c`, `t` read after it) with a barrier in the
-    kernel (here the fence of pocl-uniform-loop-item-code; with the barriers removed from the
-    OpenCL C it compiled, and a barrier anywhere before the loop aborted as well). Locals that such
-    per-item code assigns are volatile under TK_POCL now."""
-    for b in _backends():
-        for n in (0, 2):
-            o = _run(k_item_value_overwritten_in_a_uniform_loop, b, [np.zeros(8, np.int64)], (np.uint32(n), 5),
-                     ndrange=8, workgroupsize=wg)[0]
-            np.testing.assert_array_equal(o, np.full(8, 5) if n else np.arange(8) % wg, err_msg=f"{b} n={n}")
-
-
-@tk.kernel
 def k_abs_of_min_floordiv(of, oi, s):
     i = tk.index()
     of[i] = abs(s) // 7

@@ -205,7 +205,7 @@ class GPURenderer(CLikeRenderer):
                 self.w(f"{space}{self.stype(a.dtype)} {self.array_ptr(a)}[{_prod(a.shape)}];")
         scratch_at = len(self.lines)
         for v in sorted(k.locals):
-            self.w(f"{self.local_qualifier(v)}{self.ctype(k.locals[v])} {self.var(v)};")
+            self.w(f"{self.ctype(k.locals[v])} {self.var(v)};")
         self.last_line = None
         if self.plan is None:
             self.w("if (!tk_in) return;")
@@ -223,10 +223,6 @@ class GPURenderer(CLikeRenderer):
         return self.lines
 
     def workgroup_attribute(self) -> str:
-        return ""
-
-    def local_qualifier(self, name: str) -> str:
-        """A qualifier in front of local ``name``'s declaration (none here; OpenCL's PoCL workaround)."""
         return ""
 
 

@@ -123,7 +123,7 @@ def _pocl_workarounds(with_f64: bool) -> str:
     ``tk_tanh`` gives +-1 where tanh rounds to it), ``tk_log1p`` (x for tiny x) and the
     loop-exit barrier; ``TK_PRINT_G``, the printf conversion of a double."""
     out = ["#ifdef TK_POCL", "#define TK_POCL_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
-           "#define TK_POCL_VOLATILE volatile", _PRINT_G[True]]
+           _PRINT_G[True]]
     for fn in _NAN_FOLDED:
         for t in ("float", "double") if with_f64 else ("float",):
             keep = f"isnan(x) || fabs(x) >= {_INTEGRAL_FROM[t]}" if fn == "rint" else "isnan(x)"
@@ -139,7 +139,7 @@ def _pocl_workarounds(with_f64: bool) -> str:
         # 20000789), pow(NaN, NaN) gave 0. pow(1, y) and pow(x, 0) are 1, else a NaN gives NaN.
         out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_pow({t} x, {t} y) "
                    f"{{ return (x == ({t})1 || y == ({t})0) ? ({t})1 : (isnan(x) || isnan(y)) ? x + y : pow(x, y); }}")
-    out += ["#else", "#define TK_POCL_BARRIER", "#define TK_POCL_VOLATILE", "#define tk_pow pow", _PRINT_G[False]]
+    out += ["#else", "#define TK_POCL_BARRIER", "#define tk_pow pow", _PRINT_G[False]]
     out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED + _TINY_FIXED]
     out.append("#endif")
     return "\n".join(out) + "\n"
@@ -231,22 +231,6 @@ class OpenCLRenderer(GPURenderer):
             isinstance(x, (N.Barrier, N.Collective)) or
             (isinstance(x, N.Assign) and isinstance(x.value, N.Call) and x.value.fn == "uniform")
             for x in N.walk_stmts(stmts))
-
-    def local_qualifier(self, name: str) -> str:
-        """``TK_POCL_VOLATILE`` (volatile under TK_POCL) for a local that per-item code inside a
-        group-level loop assigns: PoCL 3.1 aborted compiling a kernel with any barrier where such a
-        loop overwrote a per-item value from before it (`t = ll; for j in range(n): t = C`, then `t`
-        read: "Could not find a dominating alternative variable", its work-item loop creation
-        finding no dominating copy of the loop's phi; bug pocl-item-phi-in-group-loop). A volatile
-        local is kept in memory, so there is no such phi."""
-        if not hasattr(self, "_pocl_volatile"):
-            names = set()
-            if self.plan is not None:
-                for x in N.walk_stmts(self.plan.body):
-                    if isinstance(x, ItemLoop) and x.in_loop:
-                        names |= {y.var for y in N.walk_stmts(x.body) if isinstance(y, (N.Assign, N.For))}
-            self._pocl_volatile = names
-        return "TK_POCL_VOLATILE " if name in self._pocl_volatile else ""
 
     def workgroup_attribute(self) -> str:
         wg = list(reversed(self.k.workgroup)) + [1] * (3 - self.k.ndim)

@@ -14,15 +14,6 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
-    'pocl-item-phi-in-group-loop': ("OpenCL on PoCL 3.1: the process aborted (\"Could not find a dominating "
-                                    "alternative variable.\") compiling a grouped kernel whose per-item code inside "
-                                    "a group-level loop overwrote a per-item value from before the loop (`t = ll; "
-                                    "for j in range(tk.uint32(0), n): t = C`, t read after it) when the kernel had a "
-                                    "barrier, such as the fence of pocl-uniform-loop-item-code (fuzzer seed "
-                                    "90001921, --edges 1 --hazards 1 --calls 1 --bytes 1, fuzz21: a worker crash)",
-        "worked around: locals assigned by per-item code inside group-level loops are declared "
-        "TK_POCL_VOLATILE (volatile under TK_POCL; codegen/opencl.py local_qualifier), so PoCL finds no loop phi "
-        "to copy"),
     'gen-func-param-constant': ("the generator: a @tk.func's scalar parameter counted as a run-time value, but "
                                 "one that a call passes a constant folds to it in the body (docs/language.md, "
                                 "since 2026-11-25), so an effect function's `E[i, 0] = int(p)` into a uint16 "
