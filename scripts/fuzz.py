@@ -69,6 +69,9 @@ def main(argv=None) -> int:
                         "reference's; off by default")
     p.add_argument("--fastmath", type=float, default=None, metavar="P",
                    help="fraction of seeds that make a fastmath case (default 0.1; 1.0: only those)")
+    p.add_argument("--grouped", type=float, default=None, metavar="P",
+                   help="fraction of kernels with local memory, barriers and collectives (default 0.35; 1.0: "
+                        "all of them)")
     p.add_argument("--grad", action="store_true",
                    help="autodiff mode: random differentiable float64 kernels (testing/fuzz/gradgen.py); reverse "
                         "mode against finite differences, forward against reverse, and each backend's gradients "
@@ -94,6 +97,8 @@ def main(argv=None) -> int:
                    grad=a.grad, grad_local=a.grad_local)
     if a.fastmath is not None:
         opts.fastmath = a.fastmath
+    if a.grouped is not None:
+        opts.grouped = a.grouped
     backends = [b.strip() for b in a.backends.split(",") if b.strip()]
     if "CL" in [b.upper() for b in backends]:
         import tinykernels as tk
@@ -132,7 +137,7 @@ def main(argv=None) -> int:
     reference, opts = profile_for(backends, a.reference, opts)     # WEBGPU: its profile, vs CPU32
     log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {reference}, "
         f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, calls {opts.calls}, edges {opts.edges}, "
-        f"fastmath {opts.fastmath}, stream {a.stream}, "
+        f"fastmath {opts.fastmath}, grouped {opts.grouped}, stream {a.stream}, "
         f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, reference, jobs=a.jobs, out_dir=a.out, opts=opts,
                 minimize_found=not a.no_minimize, timeout=a.timeout, min_budget=a.min_budget, log=log,

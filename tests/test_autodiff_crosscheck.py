@@ -310,3 +310,42 @@ def test_a_kink_or_a_quantized_output_leaves_the_disagreement_undecided(monkeypa
 def kinked(y, x):
     i = tk.index()
     y[i] = abs(x[i] - 0.3) * 2.0
+
+
+@tk.kernel
+def oscillating(y, x):
+    """cosh(sin(z)) at z = x * 2**36 * 2 pi, about 3e11 (an ulp of 6e-5 radians): the derivative
+    moves by about 1e-4 of itself when x moves by one ulp, and every finite-difference step
+    (2**-18 .. 2**-16) moves z by a whole number of periods, so the differences alias to about 0
+    and agree with each other (gradgen seed 85200313's io0, whose three differences happened to
+    agree)."""
+    i = tk.index()
+    y[i] = math.cosh(math.sin(x[i] * 431777206544.7046))
+
+
+def test_a_gap_within_what_the_inputs_rounding_allows_is_undecided(monkeypatch):
+    """JAX's side replaced by tk.autodiff's own derivative at inputs moved by one ulp (another
+    correct evaluation whose intermediates rounded differently): the gap, about 1e-4 relative,
+    is within what the inputs allow, so the verdict is 'undecided', not 'both' (the aliased
+    finite difference, about 0, agrees with neither; gradgen seed 85200313, where JAX's sin of
+    -2.7e11 differed from tk's by 0.3%). A gap well beyond the jitter is still decided."""
+    from tinykernels.testing import adcross
+    x = np.array([0.61, 0.83, 0.72])
+
+    def moved_by_an_ulp(scale):
+        def edit(jtu, jv):
+            b = tk.backend("INTERP")
+            inst = oscillating(b)
+            rng = np.random.default_rng(2)
+            u = {0: rng.standard_normal(3), 1: rng.standard_normal(3)}
+            moved, _ = _ORIG_REV(lambda *a: inst(*a, ndrange=3), [np.zeros(3), np.nextafter(x, 2.0)], u, b)
+            jtu[1][1] = jtu[1][1] + scale * (moved[1][1] - jtu[1][1])
+        return edit
+    monkeypatch.setattr(adcross, "jax_derivatives", _fake_jax(moved_by_an_ulp(1.0)))
+    fs = _by_kind(crosscheck(oscillating, [np.zeros(3), x], 3, backend="INTERP", seed=2))
+    assert set(fs) == {"rev-jax"}, fs
+    assert fs["rev-jax"].verdict == "undecided" and "(1,)" in fs["rev-jax"].detail, fs
+    # the same kernel with JAX's side off by 1000 times that: decided (the aliased fd is neither)
+    monkeypatch.setattr(adcross, "jax_derivatives", _fake_jax(moved_by_an_ulp(1000.0)))
+    fs = _by_kind(crosscheck(oscillating, [np.zeros(3), x], 3, backend="INTERP", seed=2))
+    assert fs["rev-jax"].verdict == "both", fs

@@ -439,6 +439,19 @@ def test_edges_are_generated_only_when_asked():
     assert re.search(r"= fw\d+\(pv\d+, ", text) and re.search(r"v = fr\d+\(P, q \+ s\)", text)
 
 
+# fixed: gen-func-param-constant
+def test_generator_casts_what_a_constant_argument_makes_a_constant_in_a_function():
+    """A @tk.func's scalar parameter is the constant a call passes it (docs/language.md), so the
+    generator treats it as possibly compile-time: an effect function's `E[i, 0] = int(p)` into a
+    uint16 array, called with `tk.int64(7067838905617760850)`, folded to a Python int that does
+    not fit, a CompileError on every backend and the interpreter alike (fuzzer seed 90001520,
+    `--edges 1 --hazards 1 --calls 1 --bytes 1`: a ref-error). It is now stored through an
+    explicit cast, which wraps."""
+    case = F.generate(90001520, F.Options(edges=1.0, hazards=1.0, calls=1.0, bytes=1.0))
+    assert re.search(r"E\d+\[tk\.index\(\), 0\] = tk\.uint16\(int\(p\d+\)\)", case.source), case.source
+    F.run_case(case, INTERP)          # was: CompileError, Python integer ... out of bounds for uint16
+
+
 @needs_cpu
 def test_bounded_fuzz_run_with_edges():
     summ = F.fuzz(range(84000000, 84000020), ["CPU"], "INTERP", jobs=1, minimize_found=False,

@@ -35,7 +35,12 @@ as a mismatch; reverse mode's finite differences then sum only the finite output
 gradients are still decided); each element's values and the finite difference are in
 ``detail``. Elements where both sides are NaN (or the same infinity) are not
 taken as agreement blindly: where finite differences give a smooth finite value there, both are
-wrong (``verdict="both"``), as for gradgen seed 85000131 (docs/autodiff.md). An ``adjoint``
+wrong (``verdict="both"``), as for gradgen seed 85000131 (docs/autodiff.md). Before finite
+differences are asked, a gap is checked against what the inputs allow (:func:`jitter`): where
+tk.autodiff's own derivative moves by a quarter of the gap or more when every float input moves
+by a few roundings (``1 +- 2**-50``), the two sides' different rounding of their intermediates
+can explain it, and no finite difference can decide it (the derivative changes far more within
+the step): ``"undecided"`` (gradgen seed 85200313). An ``adjoint``
 finding says which of tk.autodiff's two modes the directional finite difference sides with.
 """
 from __future__ import annotations
@@ -55,6 +60,11 @@ FD_STEP = 2.0 ** -17   # about 7.6e-6; a power of two, so that steps along a dir
 TANGENT_BITS = 20
 FD_MARGIN = 4.0
 FD_MAX_ELEMENTS = 6    # per array and mode: the reverse check costs 6 launches per element
+#: the conditioning check: every float input scaled by ``1 +- JITTER`` (random signs, a few
+#: roundings' worth), JITTER_TRIES times; how far tk.autodiff's own derivative moves is what the
+#: inputs allow two correct evaluations to differ by
+JITTER = 2.0 ** -50
+JITTER_TRIES = 3
 
 #: verdicts, worst first: a finding's verdict is the worst of its elements'
 VERDICTS = ("tk", "both", "undecided", "undefined", "jax")
@@ -209,19 +219,48 @@ def fd_reverse(fn, args: list, backend, u: dict, pos: int, idx: tuple, h: float 
     return float(est), float(noise), flat
 
 
+def jitter(derivative, args: list, seed: int = 0, rel: float = JITTER, tries: int = JITTER_TRIES) -> dict:
+    """How far a derivative moves when its inputs move by a few roundings: the largest change,
+    per element, of ``derivative(args)`` (position -> array) over ``tries`` launches with every
+    float array and float scalar of ``args`` scaled by ``1 +- rel`` (random signs per element).
+    Two correct evaluations whose intermediates round differently (tk.autodiff and JAX, libm and
+    XLA) can differ by that much: an ill-conditioned derivative (``cosh(sin(z))`` at ``z =
+    -2.7e11``, whose ulp is 3e-5 radians: gradgen seed 85200313) moves by 0.1-0.4% for an input
+    moved by one ulp, so a 0.3% gap between the two sides decides nothing."""
+    rng = np.random.default_rng([seed, 0x6a17])
+
+    def moved(a):
+        if _is_float_array(a):
+            return a * (1.0 + rel * rng.choice([-1.0, 1.0], a.shape))
+        return a * (1.0 + rel * float(rng.choice([-1.0, 1.0]))) if _is_float_scalar(a) else a
+    base = derivative(args)
+    out = {k: np.zeros(np.shape(a)) for k, a in base.items()}
+    for _ in range(tries):
+        d = derivative([moved(a) for a in args])
+        with np.errstate(invalid="ignore"):
+            for k in out:
+                out[k] = np.fmax(out[k], np.abs(np.asarray(d[k], dtype=np.float64) - base[k]))
+    return out
+
+
 def _verdict(tk_val: float, jax_val: float, fd: float, noise: float, mag: float, rtol: float,
-             undefined: bool = False, flat: bool = False) -> str | None:
+             undefined: bool = False, flat: bool = False, jit: float = 0.0) -> str | None:
     """Who is wrong at one element (``"tk"``, ``"jax"``, ``"both"``, ``"undecided"``,
     ``"undefined"``), or None where both sides are the same non-finite value and finite
     differences do not contradict them (no smooth finite value there). ``undefined``: the
     derivative may legitimately be non-finite here (an output it reaches is inf or NaN at the
     point), so a non-finite value on either side is a convention, not an error. ``flat``: the
     output did not move at any step (:func:`_flat`), so the finite difference decides only
-    against a non-finite side."""
+    against a non-finite side. ``jit``: how far tk.autodiff's value moves when the inputs move
+    by a few roundings (:func:`jitter`); a gap within a few times that is within what the inputs
+    allow (the two sides round their intermediates differently), so no finite difference decides
+    it (the derivative changes far more within the step)."""
     tk_fin, jax_fin = bool(np.isfinite(tk_val)), bool(np.isfinite(jax_val))
     both_nonfinite = not tk_fin and (tk_val == jax_val or (np.isnan(tk_val) and np.isnan(jax_val)))
     if undefined and not (tk_fin and jax_fin):
         return None if both_nonfinite else "undefined"
+    if tk_fin and jax_fin and not FD_MARGIN * jit < abs(tk_val - jax_val):
+        return "undecided"        # ill-conditioned: the inputs' rounding allows the gap
     if not (np.isfinite(fd) and np.isfinite(noise)):
         return None if both_nonfinite else "undecided"
     if flat:
@@ -353,6 +392,17 @@ def crosscheck(kernel, args: list, ndrange, workgroupsize=None, backend="INTERP"
     if jjtu is None:
         out.append(Finding("unraised", "JAX has no reverse mode through this kernel's while loop; forward mode checked"))
     fwd_fd = base = None
+    jits: dict = {}
+
+    def jit_of(kind):
+        """tk.autodiff's derivative's :func:`jitter` for that mode, computed once"""
+        if kind not in jits:
+            if kind == "fwd-jax":
+                dv0 = {k: 0.0 for k in dv} if dv else dv
+                jits[kind] = jitter(lambda a: tk_forward(fn, a, v, dv0, b), args, seed)
+            else:
+                jits[kind] = jitter(lambda a: tk_reverse(fn, a, u, b)[0], args, seed)
+        return jits[kind]
     for kind, got, want in (("rev-jax", jtu, jjtu), ("fwd-jax", jv0, jjv)):
         for k in sorted(want or ()):
             bad, same = _suspects(got[k], want[k], rtol)
@@ -379,16 +429,18 @@ def crosscheck(kernel, args: list, ndrange, workgroupsize=None, backend="INTERP"
                 else:
                     est, noise, flat = fd_reverse(fn, args, b, u, k, i, finite=finite if nonfinite_out else None)
                     undefined = nonfinite_out
-                verdict = _verdict(float(got[k][i]), float(want[k][i]), est, noise, amag, rtol, undefined, flat)
+                jit = float(jit_of(kind)[k][i]) if i in bad else 0.0
+                verdict = _verdict(float(got[k][i]), float(want[k][i]), est, noise, amag, rtol, undefined, flat,
+                                   jit)
                 if verdict is not None:
-                    elems.append((i, verdict, float(got[k][i]), float(want[k][i]), est, noise))
+                    elems.append((i, verdict, float(got[k][i]), float(want[k][i]), est, noise, jit))
             if len(bad) > FD_MAX_ELEMENTS:    # elements beyond the budget: not decided
                 elems.append((bad[FD_MAX_ELEMENTS], "undecided", float(got[k][bad[FD_MAX_ELEMENTS]]),
-                              float(want[k][bad[FD_MAX_ELEMENTS]]), float("nan"), float("nan")))
+                              float(want[k][bad[FD_MAX_ELEMENTS]]), float("nan"), float("nan"), float("nan")))
             if not elems:
                 continue
-            detail = ", ".join(f"{i}: tk {g!r} jax {w!r} fd {e:.12g} (+-{n:.2g}) -> {vd}"
-                               for i, vd, g, w, e, n in elems[:8])
+            detail = ", ".join(f"{i}: tk {g!r} jax {w!r} fd {e:.12g} (+-{n:.2g}) jitter {j:.2g} -> {vd}"
+                               for i, vd, g, w, e, n, j in elems[:8])
             extra = f" ({len(bad)} differing, {len(same)} non-finite on both sides)"
             out.append(Finding(kind, f"'{params[k]}': {detail}{extra}", _worst(vd for _, vd, *_ in elems)))
     return out
@@ -426,6 +478,5 @@ def _adjoint_finding(fn, args, b, u, v, dv, lhs, rhs, mag) -> Finding:
     return Finding("adjoint", detail, verdict)
 
 
-__all__ = ["Finding", "crosscheck", "fd_forward", "fd_reverse", "final_values", "jax_derivatives", "tk_forward",
-           "tk_reverse"]
-__all__ = ["Finding", "crosscheck", "jax_derivatives", "tk_forward", "tk_reverse"]
+__all__ = ["Finding", "crosscheck", "fd_forward", "fd_reverse", "final_values", "jax_derivatives", "jitter",
+           "tk_forward", "tk_reverse"]

@@ -14,6 +14,14 @@ KNOWN_BUGS: dict = {
 #: Bugs the fuzzer found that are fixed (id -> (what it was, the fix)); each keeps a regression
 #: test in tests/test_fuzz.py (marked ``# fixed: <id>``) and the generator produces its construct.
 FIXED_BUGS = {
+    'gen-func-param-constant': ("the generator: a @tk.func's scalar parameter counted as a run-time value, but "
+                                "one that a call passes a constant folds to it in the body (docs/language.md, "
+                                "since 2026-11-25), so an effect function's `E[i, 0] = int(p)` into a uint16 "
+                                "array, called with tk.int64(7067838905617760850), was a Python int out of "
+                                "bounds: a CompileError on the interpreter and every backend (fuzzer seed "
+                                "90001520, --edges 1 --hazards 1 --calls 1 --bytes 1, a ref-error)",
+        "fixed: Gen.maybe_const counts a function's scalar parameters as possibly compile-time, so such a "
+        "store is an explicit cast, which wraps (testing/fuzz/gen.py)"),
     'c-weak-int32-shape-index': ("CPU32 (the WebGPU profile's reference): A.shape[k] and tk.index() values, weak "
                                  "int32 there as on WebGPU, were rendered as the C backend's int64 variables, so "
                                  "int(x) * (-8 * A.shape[0]) was computed in 64 bits where WebGPU wraps at 32 "

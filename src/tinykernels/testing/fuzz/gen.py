@@ -118,6 +118,7 @@ class Gen(ByteRuns, Hazards, Calls, Edges):
         self.unsafe = False
         self.valid_guard = None        # unsafe kernels: code of "this item is inside the ndrange"
         self.ct_names: list = []       # compile-time names (constexpr parameters)
+        self.func_params: set = set()  # in a function: its scalar parameters (a call may pass a constant)
         self.for_depth = 0             # for loops around the code being generated (funcs count as inside)
         self.in_loop_phase = False     # grouped kernels: inside a uniform loop
         self.retired: dict = {}        # locals whose scope ended: name -> Var (their names may be reused)
@@ -1249,7 +1250,11 @@ class Gen(ByteRuns, Hazards, Calls, Edges):
     def maybe_const(self, code: str) -> bool:
         """Whether the compiler might fold ``code`` to a constant (conservative: a compile-time
         Python int that does not fit is a CompileError where a run-time one converts)."""
-        ct = {n for n, v in self.module_scope.items()} | set(self.ct_names)
+        # a @tk.func's scalar parameter is the constant a call passes it (docs/language.md: a
+        # parameter bound to a compile-time constant and not reassigned folds in the body; the
+        # generator never reassigns them): int(p) stored into a uint16 was a CompileError for a
+        # caller's tk.int64(7067838905617760850) (fuzz21, seed 90001520)
+        ct = {n for n, v in self.module_scope.items()} | set(self.ct_names) | self.func_params
 
         def mc(n) -> bool:
             if isinstance(n, ast.Constant):
@@ -1503,7 +1508,8 @@ class Gen(ByteRuns, Hazards, Calls, Edges):
             rets = [self.any_type() for _ in range(self.pick([1, 1, 1, 2, 3]))]
         dflt = self.default_params(params, pnames) if self.opts.calls > 0 else {}
         saved = (self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth,
-                 self.effect_alias)
+                 self.effect_alias, self.func_params)
+        self.func_params = {pn for pn, (kind, _) in zip(pnames, params) if kind == "scalar"}
         self.effect_alias = {a.name: pn for a, pn in zip(effect, pnames[-len(effect):])} if effect else {}
         self.out, self.ind, self.in_func = [], 1, rets
         self.for_depth = 1                         # a call may sit in a loop
@@ -1528,7 +1534,7 @@ class Gen(ByteRuns, Hazards, Calls, Edges):
         self.emit("return " + self.ret_code(rets, 3))
         body = self.out
         (self.out, self.ind, self.scopes, self.arrays, self.in_func, self.stmts_left, self.for_depth,
-         self.effect_alias) = saved
+         self.effect_alias, self.func_params) = saved
         self.func_pnames[name], self.func_defaults[name] = pnames, dflt
         heads = [f"{pn}={dflt[k]}" if k in dflt else pn for k, pn in enumerate(pnames)]
         src = "@tk.func\n" + f"def {name}({', '.join(heads)}):\n" + "\n".join(body) + "\n"
