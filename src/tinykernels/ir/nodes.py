@@ -110,7 +110,7 @@ class Const(Expr):
     def __post_init__(self):
         # a Python int's run-time type follows its value (docs/language.md, "Python ints"): one
         # in [2**63, 2**64) is a weak uint64 wherever it was made (a literal, a folded constant)
-        if self.ty.weak and self.ty.dtype.kind == "i" and type(self.value) is int:
+        if self.ty is not None and self.ty.weak and self.ty.dtype.kind == "i" and type(self.value) is int:
             self.ty = weak_int_ty(self.value, self.ty)
 
 
