@@ -64,6 +64,9 @@ def main(argv=None) -> int:
                         "(mostly 0 or negative; a uint8 0 minus 1 wraps), tk.private arrays written by a @tk.func "
                         "that calls another reading them, small-int arithmetic with Python ints near the type's "
                         "bounds (NEP 50 wraparound); off by default")
+    p.add_argument("--params", type=float, default=0.0, metavar="P",
+                   help="probability that a scalar argument of a NumPy type is assigned to in the kernel like a "
+                        "local (in loops too); off by default")
     p.add_argument("--print", type=float, default=0.0, metavar="W", dest="prints",
                    help="weight of tk.print statements, whose printed lines are compared (sorted) with the "
                         "reference's; off by default")
@@ -93,7 +96,7 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
     opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints, bytes=a.bytes,
-                   hazards=a.hazards, calls=a.calls, edges=a.edges,
+                   hazards=a.hazards, calls=a.calls, edges=a.edges, params=a.params,
                    grad=a.grad, grad_local=a.grad_local)
     if a.fastmath is not None:
         opts.fastmath = a.fastmath
@@ -136,7 +139,7 @@ def main(argv=None) -> int:
 
     reference, opts = profile_for(backends, a.reference, opts)     # WEBGPU: its profile, vs CPU32
     log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {reference}, "
-        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, calls {opts.calls}, edges {opts.edges}, "
+        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad}, rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, calls {opts.calls}, edges {opts.edges}, params {opts.params}, "
         f"fastmath {opts.fastmath}, grouped {opts.grouped}, stream {a.stream}, "
         f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, reference, jobs=a.jobs, out_dir=a.out, opts=opts,

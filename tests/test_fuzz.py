@@ -460,6 +460,17 @@ def test_bounded_fuzz_run_with_edges():
     assert summ.features.get("trip-loop", 0) >= 5 and summ.features.get("private-func-call", 0) >= 2
 
 
+@needs_cpu
+def test_bounded_fuzz_run_assigning_to_scalar_arguments():
+    """``--params``: scalar arguments the kernel assigns to like locals. Before adx21's fix every
+    compiled backend read a stale copy of an argument assigned in a loop; on that code seeds
+    93000009 and 93000013 of this range disagreed with the interpreter on the CPU."""
+    summ = F.fuzz(range(93000000, 93000020), ["CPU"], "INTERP", jobs=1, minimize_found=False,
+                  opts=F.Options(params=1.0))
+    _no_mismatch(summ)
+    assert summ.features.get("param-assign", 0) >= 5
+
+
 # fixed: for-var-retyped
 @needs_cpu
 def test_fuzz_seed_with_a_reused_loop_name_and_a_negative_trip_count():

@@ -31,6 +31,7 @@ class Options:
     hazards: float = 0.0                  # weight of side-effect hazards (hazards.py: effect funcs, big int arguments)
     calls: float = 0.0                    # weight of calls.py's constructs (effects in funcs/collectives, int edges)
     edges: float = 0.0                    # weight of edges.py's constructs (trip-count arguments, private arrays in funcs, wraps)
+    params: float = 0.0                   # probability that a scalar argument of a NumPy type is a local the kernel may reassign
     grad: bool = False                    # autodiff cases only (gradgen.py: differentiable float64 kernels)
     grad_local: float = 0.0               # autodiff cases: probability of local memory, a barrier, group_reduce
     profile: str = "full"                 # "webgpu": only what WebGPU runs (gen.WEBGPU_PROFILE)

@@ -2005,7 +2005,12 @@ class Gen(ByteRuns, Hazards, Calls, Edges):
                 v = random_values(ty, 1, self.nprng)[0]
             params.append(name)
             specs.append(ArgSpec(name, "scalar", v))
-            kscope[name] = Var(name, ty, True, False)
+            # --params: an argument the body may assign to like any local (so no longer uniform);
+            # every compiled backend read a stale copy of one assigned in a loop (adx21)
+            mutable = o.params > 0 and ty in STRONG and self.chance(o.params)
+            kscope[name] = Var(name, ty, not mutable, mutable)
+            if mutable:
+                self.features.add("param-assign")
         self.rng_key = ""
         if o.rng > 0 and self.chance(0.7):              # a host-made key, as SPEC 8 uses them
             self.rng_key = self.fresh("key")
