@@ -35,6 +35,19 @@ def pytest_configure(config) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: one worker per core this process may use, but at most 8 and at most one per
+    3 GiB of memory (a worker that has loaded torch and jax holds about 3 GiB)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = min(cores, 8)
+    try:
+        n = min(n, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (3 << 30))
+    except (AttributeError, ValueError, OSError):
+        pass
+    return max(1, n)
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     """xdist (controller side): pass the deselection file on to a worker it starts."""
     node.workerinput["tk_tests_skip_passed"] = _SKIP
