@@ -25,6 +25,18 @@ def backend_params(*devs: str) -> list:
     return out
 
 
+@pytest.fixture(params=backend_params('CPU', 'INTERP'), scope="module")
+def be(request):
+    """The backend of a test that runs on the CPU and the interpreter (import it as a fixture)."""
+    return tk.backend(request.param)
+
+
+@pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
+def anybe(request):
+    """The backend of a test that runs on every backend this machine has (a fixture)."""
+    return tk.backend(request.param)
+
+
 def fdt(be):
     """The float dtype the tests use on a backend: float64, or float32 where it has none."""
     return np.float64 if be.supports_float64 else np.float32

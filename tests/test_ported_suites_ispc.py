@@ -53,20 +53,10 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params, get, put
+from autodiff_helpers import anybe, backend_params, be, get, put  # noqa: F401 - be, anybe: fixtures
 
 W = 8          # programCount: ISPC's gang width (its targets have 4 .. 64)
 B = 5.0        # the harness's uniform float b
-
-
-@pytest.fixture(params=backend_params('CPU', 'INTERP'), scope="module")
-def be(request):
-    return tk.backend(request.param)
-
-
-@pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
-def anybe(request):
-    return tk.backend(request.param)
 
 
 @pytest.fixture(params=backend_params('CPU', 'INTERP', 'CL', 'WEBGPU', 'CUDA'), scope="module")

@@ -47,19 +47,9 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params, get, put
+from autodiff_helpers import anybe, be, get, put  # noqa: F401 - be, anybe: fixtures
 
 RNG = np.random.default_rng(652)
-
-
-@pytest.fixture(params=backend_params('CPU', 'INTERP'), scope="module")
-def be(request):
-    return tk.backend(request.param)
-
-
-@pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
-def anybe(request):
-    return tk.backend(request.param)
 
 
 def fdt(be):

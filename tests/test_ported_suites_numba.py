@@ -41,22 +41,12 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params, run
+from autodiff_helpers import anybe, be, run  # noqa: F401 - be, anybe: fixtures
 from gen_kernels import make_kernel
 
 _GEN = os.path.join(tempfile.gettempdir(), "tinykernels_ported_suites_numba")
 FLOAT16_RTOL = np.finfo(np.float16).eps
 EPS32 = float(np.finfo(np.float32).eps)
-
-
-@pytest.fixture(params=backend_params('CPU', 'INTERP'), scope="module")
-def be(request):
-    return tk.backend(request.param)
-
-
-@pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
-def anybe(request):
-    return tk.backend(request.param)
 
 
 

@@ -32,23 +32,13 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import backend_params, run
+from autodiff_helpers import anybe, be, run  # noqa: F401 - be, anybe: fixtures
 
 RNG = np.random.default_rng(123)
 FLOATS = [np.float16, np.float32, np.float64]
 SIGNED = [np.int8, np.int16, np.int32, np.int64]
 UNSIGNED = [np.uint8, np.uint16, np.uint32, np.uint64]
 TOL = {np.float16: 5e-3, np.float32: 1e-6, np.float64: 1e-8}
-
-
-@pytest.fixture(params=backend_params('CPU', 'INTERP'), scope="module")
-def be(request):
-    return tk.backend(request.param)
-
-
-@pytest.fixture(params=backend_params('CPU', 'INTERP', 'INTERP:CHECK', 'CL', 'WEBGPU', 'CUDA'), scope="module")
-def anybe(request):
-    return tk.backend(request.param)
 
 
 
