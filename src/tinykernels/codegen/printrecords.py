@@ -16,6 +16,8 @@ The renderers write the kernel side (``WGSLRenderer.s_Print``, ``MetalRenderer.s
 """
 from __future__ import annotations
 
+import numpy as np
+
 #: words of a launch's print buffer (1 MiB); word 0 counts the words the records needed
 PRINT_WORDS = 1 << 18
 
@@ -45,7 +47,6 @@ def record(parts, value_words) -> tuple:
 
 def _value(kind: str, words, k: int) -> tuple:
     """One printed value (as the CPU's printf writes it) from ``words[k:]``, and the next k."""
-    import numpy as np
     w = int(words[k])
     if kind == "f":
         return "%g" % float(np.uint32(w).view(np.float32)), k + 1
