@@ -6,9 +6,12 @@ the second unless an extra changes it, and an extra-dependent test skips, or is 
 (a backend that is not available), without its extra. So the first run records the node ids
 that passed (``TK_TESTS_RECORD_PASSED=file``) and the second deselects them
 (``TK_TESTS_SKIP_PASSED=file``): it runs only what skipped, failed or was not there before.
-Modules that draw their data from a module-level random generator run whole in the second
-run, so that every test sees the data a full run gives it. Neither variable is set in a plain
-``python -m pytest``, which runs everything.
+Neither variable is set in a plain ``python -m pytest``, which runs everything.
+
+Every random generator kept at module level (by a test module or a helper module of tests/)
+is reseeded before each test from the test's own id, so a test draws the same data whichever
+other tests ran before it: in a full run, in CI's second run (which deselects what passed),
+under ``-k`` or ``--lf``, and in any xdist worker.
 
 Under pytest-xdist (the README's ``-n auto``) the controller records what its workers report,
 and hands the deselection file to each worker, which collects (``pytest_configure_node``).
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import os
 import random
+import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -65,13 +70,43 @@ def pytest_sessionfinish(session, exitstatus) -> None:
             f.write("".join(n + "\n" for n in _passed))
 
 
-def _draws_from_a_module_rng(item) -> bool:
-    """Whether ``item``'s module keeps a random generator at module level: its tests' data then
-    depend on which of them ran before, so deselecting some would hand the rest other data
-    than a full run does (CI's second run failed that way on data-sensitive tolerances)."""
-    module = getattr(item, "module", None)
-    return module is not None and any(isinstance(v, (np.random.Generator, np.random.RandomState, random.Random))
-                                      for v in vars(module).values())
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+_RNG_TYPES = (np.random.Generator, np.random.RandomState, random.Random)
+_rngs_of: dict[str, list] = {}       # test module name -> the generators its tests may draw from
+
+
+def _module_rngs(module) -> list:
+    """The random generators at module level in ``module`` and in the helper modules of tests/
+    loaded so far (a helper's generator, e.g. crosscheck_kernels.RNG, is drawn from by tests)."""
+    found = _rngs_of.get(module.__name__)
+    if found is None:
+        mods = [module] + [m for m in list(sys.modules.values())
+                           if m is not module and os.path.dirname(os.path.abspath(getattr(m, "__file__", None) or "/")) == _TESTS_DIR]
+        found = [v for m in mods for v in vars(m).values() if isinstance(v, _RNG_TYPES)]
+        _rngs_of[module.__name__] = found
+    return found
+
+
+def _reseed(rng, seed: int) -> None:
+    """Reseed ``rng`` in place (a helper may hold it as a default argument)."""
+    if isinstance(rng, np.random.Generator):
+        rng.bit_generator.state = type(rng.bit_generator)(seed).state
+    else:
+        rng.seed(seed)
+
+
+@pytest.fixture(autouse=True)
+def _seed_module_rngs(request):
+    """Before each test, reseed the module-level generators from the test's id (module name and
+    test name with its parameters), so its data do not depend on which tests ran before it."""
+    module = getattr(request.node, "module", None)
+    if module is not None:
+        rngs = _module_rngs(module)
+        if rngs:
+            seed = zlib.crc32(f"{module.__name__}::{request.node.name}".encode())
+            for rng in rngs:
+                _reseed(rng, seed)
+    yield
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
@@ -79,8 +114,6 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         return
     with open(_SKIP, encoding="utf-8") as f:
         done = set(f.read().splitlines())
-    rerun = {it.nodeid for it in items if it.nodeid in done and _draws_from_a_module_rng(it)}
-    done -= rerun
     keep = [it for it in items if it.nodeid not in done]
     dropped = [it for it in items if it.nodeid in done]
     if dropped:
