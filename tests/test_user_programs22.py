@@ -318,3 +318,157 @@ def test_field_energy_float_reduction(dev):
     tk.synchronize(b)
     total = total.numpy()
     np.testing.assert_allclose(total[0], (f.astype(np.float64) ** 2).sum(), rtol=1e-5)
+
+
+# ------------------------------------------------------------------------ collectives and tiles
+
+@tk.kernel
+def compact_above(out, count, x: tk.Const, thr):
+    i = tk.index()
+    keep = 1 if x[i] > thr else 0
+    pos = tk.group_scan(keep, "add", inclusive=False)
+    tot = tk.group_reduce(keep, "add")
+    base = tk.localmem(tk.int32, (1,))
+    if tk.index(tk.Local, tk.Linear) == 0:
+        base[0] = tk.atomic_add(count, 0, tot)
+    tk.synchronize()
+    if keep == 1:
+        out[base[0] + pos] = x[i]
+
+
+@tk.kernel
+def histogram_local(h, x: tk.Const, NB: tk.constexpr):
+    i = tk.index()
+    li = tk.index(tk.Local, tk.Linear)
+    loc = tk.localmem(tk.int32, (NB,))
+    if li < NB:
+        loc[li] = 0
+    tk.synchronize()
+    tk.atomic_add(loc, x[i] % NB, 1)
+    tk.synchronize()
+    if li < NB:
+        tk.atomic_add(h, li, loc[li])
+
+
+@tk.kernel
+def bitonic_sort_groups(a, N: tk.constexpr):
+    li = tk.index(tk.Local, tk.Linear)
+    g = tk.index(tk.Group, tk.Linear)
+    s = tk.localmem(a.dtype, (N,))
+    s[li] = a[g * N + li]
+    tk.synchronize()
+    k = 2
+    while k <= N:
+        j = k // 2
+        while j > 0:
+            p = li ^ j
+            if p > li:
+                if (s[li] > s[p]) == ((li & k) == 0):
+                    t = s[li]
+                    s[li] = s[p]
+                    s[p] = t
+            tk.synchronize()
+            j = j // 2
+        k = k * 2
+    a[g * N + li] = s[li]
+
+
+@pytest.mark.parametrize("dev", BACKENDS)
+def test_compaction_histogram_and_bitonic_sort(dev):
+    """Three textbook group algorithms: stream compaction (exclusive group_scan + one atomic per
+    group for the group's base, 300 items in groups of 64: a partial last group), a histogram
+    in local memory with local atomics, and a bitonic sort of each 32-item group in local
+    memory (barriers inside nested while loops whose conditions are uniform)."""
+    b = tk.backend(dev)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(300).astype(np.float32)
+    out, cnt = tk.zeros(300, backend=b), tk.zeros(1, tk.int32, backend=b)
+    compact_above(b, 64)(out, cnt, tk.asarray(x, backend=b), 0.5, ndrange=300)
+    xi = rng.integers(0, 1000, 256).astype(np.int32)
+    h = tk.zeros(16, tk.int32, backend=b)
+    histogram_local(b, 64)(h, tk.asarray(xi, backend=b), 16, ndrange=256)
+    v = rng.standard_normal(64).astype(np.float32)
+    a = tk.asarray(v.copy(), backend=b)
+    bitonic_sort_groups(b, 32)(a, 32, ndrange=64)
+    tk.synchronize(b)
+    c = int(cnt.numpy()[0])
+    assert c == (x > 0.5).sum()
+    np.testing.assert_array_equal(np.sort(out.numpy()[:c]), np.sort(x[x > 0.5]))
+    np.testing.assert_array_equal(h.numpy(), np.bincount(xi % 16, minlength=16))
+    np.testing.assert_array_equal(a.numpy(), np.concatenate([np.sort(v[:32]), np.sort(v[32:])]))
+
+
+# ------------------------------------------------------------------------ streams and events
+
+@tk.kernel
+def axpy(y, a, x: tk.Const):
+    i = tk.index()
+    y[i] = y[i] + a * x[i]
+
+
+@pytest.mark.parametrize("dev", [d for d in BACKENDS if d != "INTERP:CHECK"])
+def test_two_streams_ordered_by_an_event(dev):
+    """SPEC section 6: ten launches in order on a high-priority stream, a second stream made to
+    wait for the first one's last event, then a copy and a launch on the second stream; the
+    results are read only after waiting (reading does not wait: docs/debugging.md)."""
+    b = tk.backend(dev)
+    n = 1000
+    hi, lo = b.stream(priority=tk.High), b.stream(priority=tk.Low)
+    y, x = tk.zeros(n, backend=b), tk.asarray(np.arange(n, dtype=np.float32), backend=b)
+    k = axpy(b)
+    for _ in range(10):
+        ev = k(y, 0.5, x, ndrange=n, stream=hi)
+    lo.wait(ev)
+    z = tk.zeros(n, backend=b)
+    ev2 = tk.copyto(z, y, stream=lo)
+    ev3 = k(z, 1.0, x, ndrange=n, stream=lo)
+    ev3.wait()
+    assert ev.done() and ev2.done() and ev3.done()
+    np.testing.assert_array_equal(z.numpy(), 6.0 * np.arange(n, dtype=np.float32))
+    hi.synchronize()
+    np.testing.assert_array_equal(y.numpy(), 5.0 * np.arange(n, dtype=np.float32))
+
+
+# ------------------------------------------------------------------------ zero-copy interop
+
+def test_zero_copy_numpy_torch_jax_on_the_cpu():
+    """SPEC section 5: kernels take NumPy (strided views too), PyTorch and JAX arrays directly
+    and without copies on the CPU: writes land in the caller's memory; a JAX array (immutable)
+    is read through a tk.Const parameter; the refusals name the argument."""
+    b = tk.CPU()
+    k = axpy(b)
+    base = np.zeros(20, np.float32)
+    k(base[::2], 1.0, np.arange(10, dtype=np.float32), ndrange=10)      # a strided view
+    tk.synchronize(b)
+    np.testing.assert_array_equal(base[::2], np.arange(10))
+    np.testing.assert_array_equal(base[1::2], 0)
+    torch = pytest.importorskip("torch")
+    t = torch.ones(6, dtype=torch.float32)
+    k(t, 2.0, torch.arange(6, dtype=torch.float32), ndrange=6)
+    tk.synchronize(b)
+    assert t.tolist() == [1.0 + 2.0 * i for i in range(6)]
+    wrapped = tk.from_dlpack(t)
+    k(wrapped, 1.0, np.ones(6, np.float32), ndrange=6)
+    tk.synchronize(b)
+    assert t.tolist() == [2.0 + 2.0 * i for i in range(6)]                  # same memory
+    with pytest.raises(tk.LaunchError, match=r"argument 'y' has unsupported dtype complex64"):
+        k(torch.zeros(6, dtype=torch.complex64), 1.0, t, ndrange=6)
+    jnp = pytest.importorskip("jax.numpy")
+    y = np.zeros(4, np.float32)
+    k(y, 3.0, jnp.arange(4, dtype=jnp.float32), ndrange=4)
+    tk.synchronize(b)
+    np.testing.assert_array_equal(y, [0, 3, 6, 9])
+    with pytest.raises(tk.LaunchError, match=r"argument 'y' is read-only"):
+        k(jnp.zeros(4, dtype=jnp.float32), 3.0, y, ndrange=4)
+
+
+@pytest.mark.skipif(not (_info["OpenCL"][0] and _info["WebGPU"][0]), reason="needs OpenCL and WebGPU")
+def test_arrays_on_the_wrong_device_are_refused_naming_the_argument():
+    cl, wg = tk.backend("CL"), tk.backend("WEBGPU")
+    y = tk.zeros(4, backend=cl)
+    with pytest.raises(tk.LaunchError, match=r"kernel 'axpy': argument 'x' is an array on tk\.WebGPU"):
+        axpy(cl)(y, 1.0, tk.ones(4, backend=wg), ndrange=4)
+    with pytest.raises(tk.LaunchError, match=r"kernel 'axpy': argument 'x' is a host array"):
+        axpy(cl)(y, 1.0, np.ones(4, np.float32), ndrange=4)
+    with pytest.raises(tk.LaunchError, match=r"kernel 'axpy': argument 'y' is an array on tk\.OpenCL"):
+        axpy(tk.CPU())(y, 1.0, np.ones(4, np.float32), ndrange=4)
