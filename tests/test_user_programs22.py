@@ -472,3 +472,38 @@ def test_arrays_on_the_wrong_device_are_refused_naming_the_argument():
         axpy(cl)(y, 1.0, np.ones(4, np.float32), ndrange=4)
     with pytest.raises(tk.LaunchError, match=r"kernel 'axpy': argument 'y' is an array on tk\.OpenCL"):
         axpy(tk.CPU())(y, 1.0, np.ones(4, np.float32), ndrange=4)
+
+
+# ------------------------------------------------------------------------ the masking pitfall
+
+@tk.kernel
+def tile_sum_masked(acc, x: tk.Const, n, TILE: tk.constexpr):
+    i = tk.index()
+    li = tk.index(tk.Local, tk.Linear)
+    tile = tk.localmem(x.dtype, (TILE,))
+    a = 0.0
+    for t in range((n + TILE - 1) // TILE):
+        j = t * TILE + li
+        if j < n:
+            tile[li] = x[j]
+        tk.synchronize()
+        for jj in range(TILE):
+            if t * TILE + jj < n:
+                a += tile[jj]
+        tk.synchronize()
+    acc[i] = a
+
+
+def test_check_mode_says_the_partial_group_is_masked_was_silent_on_the_cause():
+    """The first N-body kernel a stranger writes: every item loads one tile slot, with the
+    default masking and 11 items in groups of 4. The last group's item 11 runs no statement
+    between barriers (SPEC section 3), so its tile slot is never loaded: the other backends
+    silently sum a stale slot (45 instead of 55 on the interpreter). INTERP:CHECK reported an
+    uninitialized read without its cause; it now names the masked items and the two ways out."""
+    x, acc = np.arange(11, dtype=np.float64), np.zeros(11)
+    with pytest.raises(tk.UninitializedReadError, match=r"element 3, .*this group has work items past the "
+                       r"ndrange, which run no statement between barriers.*unsafe_indices=True"):
+        tile_sum_masked(tk.backend("INTERP:CHECK"), 4)(acc, x, 11, 4, ndrange=11)
+    acc12 = np.zeros(12)
+    tile_sum_masked(tk.backend("INTERP:CHECK"), 4)(acc12, x, 11, 4, ndrange=12)   # full groups: no error
+    np.testing.assert_array_equal(acc12, 55.0)
