@@ -507,3 +507,21 @@ def test_check_mode_says_the_partial_group_is_masked_was_silent_on_the_cause():
     acc12 = np.zeros(12)
     tile_sum_masked(tk.backend("INTERP:CHECK"), 4)(acc12, x, 11, 4, ndrange=12)   # full groups: no error
     np.testing.assert_array_equal(acc12, 55.0)
+
+
+# ------------------------------------------------------------------------ what a backend lacks
+
+@tk.kernel
+def double_it(y, x: tk.Const):
+    i = tk.index()
+    y[i] = x[i] * 2.0
+
+
+@pytest.mark.parametrize("dev", ["Metal", "WebGPU"])
+def test_float64_array_on_a_backend_without_it_names_the_line_was_file_only_on_metal(dev):
+    """SPEC section 4: a kernel needing what its backend lacks is a CompileError naming the dtype
+    and the line. Metal's error for a float64 array argument named only the file; it now points
+    at the array's first use, as WebGPU's does (the source is generated with no device present)."""
+    with pytest.raises(tk.CompileError, match=r"test_user_programs22\.py:\d+:\d+: in kernel 'double_it'.*float64") as e:
+        double_it.source(dev, np.zeros(4), np.zeros(4, np.float32), ndrange=4)
+    assert "y[i] = x[i] * 2.0" in str(e.value)
