@@ -449,6 +449,12 @@ class AdjointLauncher:
             nparts = threads
         else:                         # one per work group
             nparts = G.ngroups(geom, ndim, adj._workgroup(ndim, wg))
+        # tape slots: one per work item of the ndrange; in an unsafe_indices kernel also one per
+        # item past it in a partial last group (they push to the tape too: passes.autodiff.tape_slot)
+        slots = total
+        if self.kernel.unsafe_indices:
+            wgt = adj._workgroup(ndim, wg)
+            slots = G.ngroups(geom, ndim, wgt) * math.prod(wgt)
         bufs = []
         for shadow, name, i, pdt in partials:
             full[i] = self.scratch(("partial", name), nparts, pdt)
@@ -457,10 +463,10 @@ class AdjointLauncher:
             for _, buf in bufs:
                 buf[:] = 0.0
         if plan.static:
-            tape = [self.scratch("tape_f", max(1, total * plan.nf), fdt),
-                    self.scratch("tape_i", max(1, total * plan.ni), idt), tape[2]]
+            tape = [self.scratch("tape_f", max(1, slots * plan.nf), fdt),
+                    self.scratch("tape_i", max(1, slots * plan.ni), idt), tape[2]]
         else:
-            counts = _dummy(b, (total, 2), idt)
+            counts = _dummy(b, (slots, 2), idt)
             if restore is None:    # called directly (tk.adjoint): undo the counting pass's writes here
                 restore = _restorer(self.kernel, b, self.wg, primal, ndrange, wg)
             cnt = derived(self.kernel, "count", diff)(b, self.wg)
@@ -469,7 +475,7 @@ class AdjointLauncher:
             if restore is not None:
                 restore()
             c = _host_copy(counts)
-            off = np.zeros((total, 2), idt)
+            off = np.zeros((slots, 2), idt)
             off[1:] = np.cumsum(c, axis=0)[:-1]
             sizes = c.sum(axis=0)
             tape = [_dummy(b, max(1, int(sizes[0])), fdt), _dummy(b, max(1, int(sizes[1])), idt),

@@ -278,14 +278,30 @@ def _error(k: N.Kernel, msg: str, loc) -> CompileError:
 _NO_F64 = "Metal has no float64 (double); use float32 (Python floats are float32 on Metal)"
 
 
+def _first_use(k: N.Kernel, name: str):
+    """The Loc of the first statement that uses array or scalar argument ``name`` (its load,
+    store or atomic; its read), so that an unsupported argument is reported at a line as WebGPU
+    reports it (until user22 Metal named only the file); None when the body never uses it."""
+    for s in N.walk_stmts(k.body):
+        if getattr(s, "array", None) is not None and s.array.name == name:
+            return s.loc
+        for e in N.stmt_exprs(s):
+            for x in N.walk_expr(e):
+                if (isinstance(x, (N.Load, N.Atomic)) and x.array.name == name) or \
+                        (isinstance(x, N.Arg) and getattr(x, "name", None) == name):
+                    return x.loc if x.loc is not None else s.loc
+    return None
+
+
 def check_support(k: N.Kernel) -> None:
     """Raise CompileError at the first use of what Metal lacks: float64 (values, arrays,
     locals) and atomics other than int32/uint32/float32."""
     for p in k.params:
         if p[0] == "array" and p[1].dtype == D.float64:
-            raise _error(k, f"array '{p[1].name}' is float64: {_NO_F64}", None)
+            raise _error(k, f"array '{p[1].name}' is float64: {_NO_F64}", _first_use(k, p[1].name))
         if p[0] == "scalar" and p[2].dtype == D.float64:
-            raise _error(k, f"argument '{p[1]}' is float64: {_NO_F64} (pass a Python float or np.float32)", None)
+            raise _error(k, f"argument '{p[1]}' is float64: {_NO_F64} (pass a Python float or np.float32)",
+                         _first_use(k, p[1]))
 
     def expr(e) -> None:
         for x in N.walk_expr(e):

@@ -508,15 +508,18 @@ def _check_kv(fn: str, kname: str, vname: str, k, v, backend, batch: int, heads:
         C.require_array(a, fn, name)
         C.require_float(a, fn, name, backend, ("float32", "float16", "bfloat16"))
         C.require_rank(a, fn, name, 4, 4)
+    # k against q first, then v against k: with one argument wrong, the error names that one
+    # (checked the other way round, a k whose head_dim differs from q's was reported as a v whose
+    # shape differs from k's, user22)
     ks = C.shape_of(k)
-    C.require_shape(v, fn, vname, ks)
-    if C.dtype_of(v) != C.dtype_of(k):                  # (the message only on failure: dtype names are slow)
-        C.expected(fn, vname, f"dtype {C.dtype_of(k)} ({kname}'s)", f"dtype {C.dtype_of(v)}")
     C.require(ks[0] == batch, fn, kname, f"expected batch {batch} ({qname}'s), got shape {C.shape_str(ks)}")
     C.require(ks[3] == head_dim, fn, kname, f"expected head_dim {head_dim} ({qname}'s), got shape {C.shape_str(ks)}")
     C.require(ks[1] >= 1 and heads % ks[1] == 0, fn, kname,
               f"expected a number of heads that {qname}'s {heads} heads are a multiple of (grouped-query), "
               f"got shape {C.shape_str(ks)}")
+    C.require_shape(v, fn, vname, ks)
+    if C.dtype_of(v) != C.dtype_of(k):                  # (the message only on failure: dtype names are slow)
+        C.expected(fn, vname, f"dtype {C.dtype_of(k)} ({kname}'s)", f"dtype {C.dtype_of(v)}")
     return ks
 
 

@@ -971,7 +971,11 @@ def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "", partial_dtypes:
     without scalar gradients). ``partial_dtypes``: the dtype of each scalar shadow's partials
     array as passed (see :func:`retype_partials`; float32 ones let the strip form sum in
     float32)."""
-    gathers = find_gathers(adj, grouped)
+    # an unsafe_indices kernel's items past the ndrange run too (their tape slots are not
+    # global linear indices, see autodiff.tape_slot): no gathers (they visit the items of the
+    # ndrange only) and no strip form (it runs the ndrange's items only)
+    unsafe = adj.unsafe_indices
+    gathers = [] if unsafe else find_gathers(adj, grouped)
     k = without_accumulations(adj, gathers)
     k = plain_single_offset_adds(k)
     shadows = set(_shadow_names(adj).values())
@@ -981,7 +985,7 @@ def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "", partial_dtypes:
     k = without_dead_stores(k, primal)
     scalars = {f"_d_{p[1]}" for p in adj.params if p[0] == "scalar" and p[1] in set(diff)}
     strip = form in ("strip", "stripc", "strip1", "stripc1")
-    stripped = strip_scalar_partials(k, scalars, partial_dtypes or {}, form.startswith("stripc"),
+    stripped = None if unsafe else strip_scalar_partials(k, scalars, partial_dtypes or {}, form.startswith("stripc"),
                                      form.endswith("1")) if strip and scalars and not grouped else None
     if not scalars:
         partials = None

@@ -932,7 +932,7 @@ class _Reverse:
         b = self.b
         fwd, nf, ni = self.fwd(self.k.body)
         self.nf, self.ni = nf, ni
-        gl = N.Index(Ty(self.I.dtype, True), b.loc, "global_linear")
+        gl = tape_slot(self.k, self.I, b.loc)
         if self.static:
             init = [b.assign(self.cf, b.op("*", gl, b.c(nf, self.I))), b.assign(self.ci, b.op("*", gl, b.c(ni, self.I)))]
         elif self.count:
@@ -983,7 +983,28 @@ class _Reverse:
             params += [("array", a) for a in self.TAPE_PARAMS]
         k = replace(self.k, body=body, locals=self.locals, params=params, name=self.k.name)
         k.uses = set(self.k.uses) | {"atomic"}
+        if self.k.unsafe_indices and self.k.ndim > 1:       # tape_slot's group and local indices
+            k.uses.add("groupindex")
         return k
+
+
+def tape_slot(k: N.Kernel, ity: Ty, loc) -> N.Expr:
+    """The work item's slot in the tape, the tape offsets, the counts and the per-item scalar
+    partials: its global linear index, except in an ``unsafe_indices`` kernel, where the items
+    past the ndrange in a partial last group run every statement too (tape pushes included):
+    there the slot is ``group_linear * items_per_group + local_linear``, unique over the padded
+    grid (the launcher sizes those arrays by the padded grid's items). In 1-D this equals the
+    global linear index (kept as it is); in 2-D/3-D a padded item's global linear index is another item's (``i * n1 + j``
+    with ``j >= n1``), and in 1-D it ran past the arrays: the tape was written out of bounds
+    (a CPU crash, ``munmap_chunk(): invalid pointer``; user22)."""
+    t = Ty(ity.dtype, True)
+    if not k.unsafe_indices or k.ndim == 1:
+        return N.Index(t, loc, "global_linear")
+    size = N.Index(t, loc, "groupsize", 0)
+    for d in range(1, k.ndim):
+        size = N.BinOp(t, loc, "*", size, N.Index(t, loc, "groupsize", d))
+    return N.BinOp(t, loc, "+", N.BinOp(t, loc, "*", N.Index(t, loc, "group_linear"), size),
+                   N.Index(t, loc, "local_linear"))
 
 
 def reverse_kernel(k: N.Kernel, diff, grouped: bool, count: bool = False, wide: bool = True) -> tuple:

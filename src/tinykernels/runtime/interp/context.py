@@ -200,6 +200,14 @@ class KernelContext:
         it.priv = it.ucount = None
         return True
 
+    def group_has_masked_items(self) -> bool:
+        """Whether the current group has work items past the ndrange that are masked (they run
+        no statement between barriers: section 3 of SPEC), for the hints of check mode."""
+        grp = self.group
+        if self.unsafe or grp is None:
+            return False
+        return any((g + 1) * w > n for g, w, n in zip(grp.gr, self.wg, self.counts))
+
     def describe_uid(self, uid: int) -> str:
         grl, ll = divmod(uid, self.wgsize)
         gr = unravel(grl, self.ngroups_t)

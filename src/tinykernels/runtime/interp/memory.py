@@ -216,6 +216,11 @@ class CheckedArray(KArray):
             msg = (f"reads {self.describe()} element {shown}, which no work item of the group has "
                    "written yet (local memory starts uninitialized; if another work item writes it, a "
                    "tk.synchronize() must come between the write and this read)")
+            if self._ctx.group_has_masked_items():
+                msg += ("; this group has work items past the ndrange, which run no statement between "
+                        "barriers, so the slots they would fill stay unwritten: guard the loads yourself "
+                        "and launch with @tk.kernel(unsafe_indices=True), or make the ndrange a multiple "
+                        "of the workgroup size")
         else:
             msg = f"reads {self.describe()} element {shown} before writing it (private memory starts uninitialized)"
         self._ctx.raise_error(UninitializedReadError, msg)
