@@ -1,5 +1,6 @@
-"""CUDA.jl's device-intrinsics tests (test/core/device/intrinsics/ math.jl and atomics.jl)
-ported test by test as tinykernels kernels:
+"""CUDA.jl's device-intrinsics tests (test/core/device/intrinsics/ math.jl and atomics.jl) and
+the test/core/execution.jl cases test_ported_suites_ka2.py does not have, ported test by test
+as tinykernels kernels:
 
 * math.jl: log10; ``x .^ y`` with float exponents of both signs and with int32/int64 exponent
   arrays (the accuracy must not depend on the exponent's width, and both widths agree bit for
@@ -19,6 +20,10 @@ ported test by test as tinykernels kernels:
   atomic_dec with CUDA's wrap-around definitions written as CAS loops (known answers 255 and
   257), and the two shared-memory issues (#311 a local counter; #558 atomics on local
   elements read from neighbouring ones).
+* execution.jl: "mapreduce (full)" and "(reduced)" (a tree reduction in shared memory whose
+  ``while offset > 0`` loop holds a barrier: uniform, as offset derives from the group size),
+  "closures" and "captured values", "splatting", "keyword arguments" (of a device function)
+  and "varargs" (a CompileError: kernels take plain positional parameters).
 
 Exact against NumPy or Python where SPEC makes it exact (docs/language.md: ``+ - * /``, fma,
 sqrt, fmod, floor, the atomics); upstream's approximate comparisons (``testf`` is ``isapprox``
@@ -47,6 +52,8 @@ Where SPEC differs from upstream (ported as SPEC reads, or not ported):
   variants (sm_70 in upstream) are not SPEC atomic types.
 * byte_perm and dp4a are not intrinsics here; the ports compute them with SPEC's operators
   (no PTX instruction selection to check).
+* execution.jl's dynamic parallelism, cooperative groups, clusters, traps, PTX/external
+  kernels, struct conversions (Adapt) and parameter-space limits have no counterpart.
 * Upstream runs every integer and float type; here the CAS loops run one signed and one
   unsigned width of each size (int32, uint64) and both floats, for the CI budget.
 * ``@cuda threads=1024`` becomes a smaller ndrange where the count does not matter to the
@@ -736,3 +743,116 @@ def test_shared_memory_atomics_on_neighbours(anybe):
     set first, so the answer is known: 1 + 3 + 3 and 2 + 4 + 4)"""
     (out,) = run(anybe, shared_neighbours_k, np.zeros(4, np.float32), wg=2, ndrange=2)
     np.testing.assert_array_equal(out, [7, 10, 3, 4])
+
+
+# ------------------------------------------------------------------- execution.jl (not in ka2)
+
+@tk.kernel
+def tree_reduce_k(result, A: tk.Const, v0):
+    """execution.jl's "mapreduce (full)" reduce_kernel: a strided accumulation, then a tree in
+    shared memory halving ``offset`` in a while loop with a barrier in it (uniform: offset
+    derives from the group size only)"""
+    LMEM = tk.groupsize()[0]
+    tmp_local = tk.localmem(result.dtype, LMEM)
+    local_index = tk.index(tk.Local, tk.Linear)
+    global_index = local_index
+    acc = result.dtype(v0)
+    while global_index < A.shape[0]:
+        acc = acc + A[global_index]
+        global_index += LMEM
+    tmp_local[local_index] = acc
+    tk.synchronize()
+    offset = LMEM // 2
+    while offset > 0:
+        if local_index < offset:
+            other = tmp_local[local_index + offset]
+            mine = tmp_local[local_index]
+            tmp_local[local_index] = mine + other
+        tk.synchronize()
+        offset = offset // 2
+    if local_index == 0:
+        result[tk.index(tk.Group, tk.Linear)] = tmp_local[0]
+
+
+def test_mapreduce_full_and_reduced_tree(anybe):
+    """"mapreduce (full)": 1000 float32 values by 256 items (64 where the backend has fewer),
+    approximately their sum; "mapreduce (reduced)": 100 ints of 1..10 by 64 items, exactly"""
+    rng = np.random.default_rng(21)
+    wg = min(256, anybe.max_workgroupsize)
+    A = rng.random(1000, dtype=np.float32)
+    (out,) = run(anybe, tree_reduce_k, np.zeros(1, np.float32), A, 0.0, wg=wg, ndrange=wg, outs=1)
+    np.testing.assert_allclose(out[0], A.astype(np.float64).sum(), rtol=1e-5)
+    it = np.int64 if anybe.supports(np.int64) else np.int32
+    B = rng.integers(1, 11, size=100).astype(it)
+    (out,) = run(anybe, tree_reduce_k, np.zeros(1, it), B, 0, wg=64, ndrange=64, outs=1)
+    assert out[0] == B.sum()
+
+
+def test_closures_and_captured_values(be):
+    """"closures" (a kernel capturing val = 2.0) and "captured values" (f(1) == 1, f(2) == 2:
+    each closure compiles with its own captured value, of its own type)"""
+    def outer(a, val):
+        @tk.kernel
+        def inner(a):
+            a[0] = val
+        return run(be, inner, a, ndrange=1)[0]
+
+    assert outer(np.ones(1), 2.0)[0] == 2.0
+    assert outer(np.zeros(1, np.int64), 1)[0] == 1
+    assert outer(np.zeros(1, np.int64), 2)[0] == 2
+
+
+@tk.kernel
+def splat_k(out, a, b):
+    out[0] = a + b
+
+
+def test_splatting(be):
+    """"splatting": the arguments given whole, as a splatted tuple, partly splatted and from a
+    list"""
+    out = np.zeros(1, np.int64)
+    k = splat_k(be)
+    k(out, 1, 2, ndrange=1)
+    tk.synchronize(be)
+    assert out[0] == 3
+    k(*(out, 3, 4), ndrange=1)
+    tk.synchronize(be)
+    assert out[0] == 7
+    k(out, *(5, 6), ndrange=1)
+    tk.synchronize(be)
+    assert out[0] == 11
+    k(*[out, 7, 8], ndrange=1)
+    tk.synchronize(be)
+    assert out[0] == 15
+
+
+@tk.func
+def inner_kwargf(foobar, foo=1, bar=2):
+    return foobar * 100 + foo * 10 + bar
+
+
+@tk.kernel
+def kwargs_k(out):
+    out[0] = inner_kwargf(42, foo=1, bar=2)
+    out[1] = inner_kwargf(42)
+    out[2] = inner_kwargf(42, foo=3)
+    out[3] = inner_kwargf(42, bar=4)
+    out[4] = inner_kwargf(42, bar=5, foo=6)
+
+
+def test_keyword_arguments_of_device_functions(be):
+    """"keyword arguments": a device function with defaults called with none, some and all of
+    its keywords, in either order (upstream only checks that these compile)"""
+    (out,) = run(be, kwargs_k, np.zeros(5, np.int64), ndrange=1)
+    np.testing.assert_array_equal(out, [4212, 4212, 4232, 4214, 4265])
+
+
+def test_varargs_kernel_is_a_compile_error(tmp_path):
+    """"varargs" (kernel(args...) printing args[2]): a kernel takes plain positional parameters
+    (SPEC 1), so ``def kernel(*args)`` is a CompileError at the def, naming ``*args``"""
+    src = "import tinykernels as tk\n\n\n@tk.kernel\ndef kernel(*args):\n    tk.print(args[1])\n"
+    path = tmp_path / "varargs_kernel.py"
+    path.write_text(src)
+    with pytest.raises(tk.CompileError, match=r"\*args") as ei:
+        exec(compile(src, str(path), "exec"), {})
+    assert "varargs_kernel.py:5" in str(ei.value)
