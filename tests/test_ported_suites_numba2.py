@@ -12,7 +12,8 @@ upstream's skipped 2-D case), test_device_func.py (device functions, nested, and
 casts of float arguments to int32 in ``rgba``), test_sm_creation.py (shared-array shapes from
 globals and the refused ones), test_lang.py and test_iterators.py (enumerate/zip; the
 multi-block use of thread indices of issue #872), test_constmem.py (constant arrays) and
-test_minmax.py (builtin max/min of float32/float64 pairs).
+test_minmax.py (builtin max/min of float32/float64 pairs) and test_print.py (ints, a float,
+a string, no argument and 33 arguments, from several work items).
 Exact against NumPy or Python where SPEC makes it exact; the Black-Scholes prices within
 upstream's 1e-13 (float64). CPU and INTERP (none of these depends on the backend), and the
 pricer, the transposes and the grid-stride loops on CL and WEBGPU too (float32 on WebGPU,
@@ -34,6 +35,9 @@ Where SPEC differs from upstream (ported as SPEC reads, or not ported):
   such as ``'int32'`` (which Numba accepts) is a ``tk.CompileError``, as upstream's invalid
   ``'int33'``; a list shape is a ``tk.CompileError`` as in Numba, and so is a shape read from
   an array.
+* test_print's 33-argument case: CUDA's vprintf takes at most 32, so Numba prints the raw
+  format string and warns; ``tk.print`` prints all 33 values on every backend. Upstream runs
+  each print in a subprocess; here C's printf and Python's stdout are captured (capfd).
 * Numba's CPU ``@jit`` dispatchers called from a kernel and the declare_device/inspect_*
   cases have no counterpart (a kernel calls ``@tk.func``s only).
 * Under NEP 50 ``1.001 * float32(i)`` is a float32 product (a Python float is weak), where
@@ -47,7 +51,7 @@ import numpy as np
 import pytest
 
 import tinykernels as tk
-from autodiff_helpers import anybe, be, run  # noqa: F401 - be, anybe: fixtures
+from autodiff_helpers import anybe, be, put, run  # noqa: F401 - be, anybe: fixtures
 
 
 def fdt(be):
@@ -728,3 +732,61 @@ def test_minmax(be, left, right):
     for k, ref in ((builtin_max, np.maximum), (builtin_min, np.minimum)):
         _, _, c = run(be, k, a, b, np.zeros(5), ndrange=8)
         np.testing.assert_array_equal(c, ref(a, b))
+
+
+# ------------------------------------------------------------------------------ test_print.py
+
+@tk.kernel
+def cuhello():
+    i = tk.index()
+    tk.print(i, 999)
+    tk.print(-42)
+
+
+@tk.kernel
+def printfloat():
+    i = tk.index()
+    tk.print(i, 23, 34.75, 321)
+
+
+@tk.kernel
+def printstring():
+    i = tk.index()
+    tk.print(i, "hop!", 999)
+
+
+@tk.kernel
+def printempty():
+    tk.print()
+
+
+@tk.kernel
+def print_many(r):
+    tk.print(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10],
+             r[11], r[12], r[13], r[14], r[15], r[16], r[17], r[18], r[19], r[20],
+             r[21], r[22], r[23], r[24], r[25], r[26], r[27], r[28], r[29], r[30],
+             r[31], r[32])
+
+
+def printed(be, capfd, k, *args, **kw):
+    """the lines ``k`` prints (stripped), C's printf and Python's stdout both captured"""
+    import sys
+    capfd.readouterr()
+    k(be)(*args, **kw)
+    tk.synchronize(be)
+    sys.stdout.flush()
+    return [ln.strip() for ln in capfd.readouterr().out.splitlines()]
+
+
+def test_print(anybe, capfd):
+    """test_print.py: cuhello (two groups of three; each print is one line, lines of different
+    items in some order), printfloat (34.75 with %g: upstream accepts "34.75"), printstring,
+    printempty (an empty line) and print_too_many (33 values: CUDA's vprintf cannot, upstream
+    prints the format string and warns; tk.print prints them all)"""
+    lines = printed(anybe, capfd, cuhello, ndrange=6, workgroupsize=3)
+    assert sorted(lines) == ['-42'] * 6 + ['%d 999' % i for i in range(6)]
+    assert printed(anybe, capfd, printfloat, ndrange=1) == ["0 23 34.75 321"]
+    assert sorted(printed(anybe, capfd, printstring, ndrange=3)) == ['%d hop! 999' % i for i in range(3)]
+    assert printed(anybe, capfd, printempty, ndrange=1) == [""]
+    r = put(anybe, np.arange(33, dtype=np.int32))
+    assert printed(anybe, capfd, print_many, r, ndrange=1) == [" ".join(str(v) for v in range(33))]
