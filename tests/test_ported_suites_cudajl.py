@@ -20,6 +20,11 @@ as tinykernels kernels:
   atomic_dec with CUDA's wrap-around definitions written as CAS loops (known answers 255 and
   257), and the two shared-memory issues (#311 a local counter; #558 atomics on local
   elements read from neighbouring ones).
+* intrinsics.jl's "llvm ir barrier int"/"bool" (sync_threads_count/and/or as group
+  reductions) and memory.jl's "static shmem" (two shared arrays, a reversal through one, for
+  int32, int64, float16, float32, float64) and "dynamic shmem consisting of multiple arrays"
+  (one shared array split in two halves; SPEC has no dynamic shared memory, the halves are
+  offsets into a static one).
 * execution.jl: "mapreduce (full)" and "(reduced)" (a tree reduction in shared memory whose
   ``while offset > 0`` loop holds a barrier: uniform, as offset derives from the group size),
   "closures" and "captured values", "splatting", "keyword arguments" (of a device function)
@@ -856,3 +861,82 @@ def test_varargs_kernel_is_a_compile_error(tmp_path):
     with pytest.raises(tk.CompileError, match=r"\*args") as ei:
         exec(compile(src, str(path), "exec"), {})
     assert "varargs_kernel.py:5" in str(ei.value)
+
+
+# ---------------------------------------------------- intrinsics.jl (barriers), memory.jl (shmem)
+
+@tk.kernel
+def barrier_count_and_or(a, b, c, pred: tk.constexpr):
+    """"llvm ir barrier int"/"bool": sync_threads_count/and/or as group reductions of the
+    element (int) or of ``element > 0`` (bool)"""
+    i = tk.index()
+    va = a[i] > 0 if pred else a[i]
+    vb = b[i] > 0 if pred else b[i]
+    vc = c[i] > 0 if pred else c[i]
+    all_ = tk.group_reduce(va != 0, "and")
+    any_ = tk.group_reduce(vc != 0, "or")
+    if tk.group_reduce(int(vb != 0), "add") == 3:
+        b[i] += 1
+    if all_:
+        a[i] += 1
+    if any_:
+        c[i] += 1
+
+
+@pytest.mark.parametrize("pred", [False, True], ids=["int", "bool"])
+def test_barrier_count_and_or(anybe, pred):
+    """sync_threads_count(b) == 3 for b = [1, 1, 1, 0, 0], sync_threads_and of all ones,
+    sync_threads_or of [1, 0, 0, 0, 0]: each array gets + 1 everywhere, in one group of 5"""
+    a = np.array([1, 1, 1, 1, 1], np.int32)
+    b = np.array([1, 1, 1, 0, 0], np.int32)
+    c = np.array([1, 0, 0, 0, 0], np.int32)
+    a2, b2, c2 = run(anybe, barrier_count_and_or, a, b, c, pred, wg=5, ndrange=5, outs=3)
+    np.testing.assert_array_equal(a2, a + 1)
+    np.testing.assert_array_equal(b2, b + 1)
+    np.testing.assert_array_equal(c2, c + 1)
+
+
+@tk.kernel
+def static_shmem_reverse(d, n: tk.constexpr):
+    """"static shmem": two shared arrays (the second catches aliasing), a reversal through the
+    first"""
+    t = tk.index(tk.Local, tk.Linear)
+    tr = n - t - 1
+    s = tk.localmem(d.dtype, n)
+    s2 = tk.localmem(d.dtype, n)
+    s[t] = d[t]
+    s2[t] = 2 * d[t]
+    tk.synchronize()
+    d[t] = s[tr]
+
+
+@tk.kernel
+def split_shmem_reverse(a, b, n: tk.constexpr):
+    """"dynamic shmem consisting of multiple arrays"/"homogeneous": one shared array of 2n split
+    into two halves by an offset (upstream's views)"""
+    t = tk.index(tk.Local, tk.Linear)
+    tr = n - t - 1
+    s = tk.localmem(a.dtype, 2 * n)
+    s[t] = a[t]
+    tk.synchronize()
+    a[t] = s[tr]
+    s[n + t] = b[t]
+    tk.synchronize()
+    b[t] = s[n + tr]
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.int64, np.float16, np.float32, np.float64])
+def test_static_and_split_shared_memory(anybe, dt):
+    """memory.jl "static shmem" (statically and parametrically typed) and "dynamic shmem
+    consisting of multiple arrays": reverse(a) through shared memory, exactly, one group of n
+    (upstream's 1024 where the backend allows it)"""
+    need(anybe, dt)
+    n = min(1024 if not isinstance(anybe, tk.Interpreter) else 128, anybe.max_workgroupsize)
+    rng = np.random.default_rng(22)
+    a = (rng.random(n) * 100).astype(dt)
+    b = (rng.random(n) * 100).astype(dt)
+    (d,) = run(anybe, static_shmem_reverse, a, n, wg=n, ndrange=n)
+    np.testing.assert_array_equal(d, a[::-1])
+    a2, b2 = run(anybe, split_shmem_reverse, a, b, n, wg=n, ndrange=n, outs=2)
+    np.testing.assert_array_equal(a2, a[::-1])
+    np.testing.assert_array_equal(b2, b[::-1])
