@@ -22,9 +22,9 @@ as tinykernels kernels:
   elements read from neighbouring ones).
 * intrinsics.jl's "llvm ir barrier int"/"bool" (sync_threads_count/and/or as group
   reductions) and memory.jl's "static shmem" (two shared arrays, a reversal through one, for
-  int32, int64, float16, float32, float64) and "dynamic shmem consisting of multiple arrays"
-  (one shared array split in two halves; SPEC has no dynamic shared memory, the halves are
-  offsets into a static one).
+  int64, float16 and float32, one per element size) and "dynamic shmem consisting of
+  multiple arrays" (one shared array split in two halves; SPEC has no dynamic shared memory,
+  the halves are offsets into a static one).
 * execution.jl: "mapreduce (full)" and "(reduced)" (a tree reduction in shared memory whose
   ``while offset > 0`` loop holds a barrier: uniform, as offset derives from the group size),
   "closures" and "captured values", "splatting", "keyword arguments" (of a device function)
@@ -925,7 +925,7 @@ def split_shmem_reverse(a, b, n: tk.constexpr):
     b[t] = s[n + tr]
 
 
-@pytest.mark.parametrize("dt", [np.int32, np.int64, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("dt", [np.int64, np.float16, np.float32])
 def test_static_and_split_shared_memory(anybe, dt):
     """memory.jl "static shmem" (statically and parametrically typed) and "dynamic shmem
     consisting of multiple arrays": reverse(a) through shared memory, exactly, one group of n

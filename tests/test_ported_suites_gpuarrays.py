@@ -14,9 +14,10 @@ are ``rand(ET(1):ET(10))`` as upstream; the accumulator has the element type, so
 and products wrap in it as Julia's do, and the reference is NumPy's ``ufunc.reduce`` with
 ``dtype=ET`` and ``initial=init`` (exact for integers, whose wrapping arithmetic does not
 depend on the order; float sums of small integers are exact too, float products within
-rounding). int8, uint16, int32 and uint64 (every width, both signs), float16 (small sizes, as upstream skips it for the large ones),
-float32 and float64 on CPU and INTERP; int32 and float32 on CL and WEBGPU too (collectives are
-where backends differ; one build per dtype there, for the CI budget).
+rounding). int8, uint16, int32 and uint64 (every width, both signs), float16 (small sizes, as
+upstream skips it for the large ones), float32 and float64 on CPU and INTERP; int32 and
+float32 on CL and WEBGPU too (collectives are where backends differ; one build per dtype
+there, for the CI budget).
 
 Where SPEC differs from upstream (ported as SPEC reads, or not ported):
 
