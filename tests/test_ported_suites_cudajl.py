@@ -299,13 +299,13 @@ def test_fma_and_muladd(anybe, dt):
     assert m.tobytes() == (x * y + z).tobytes()
 
 
-def test_fma_float16_rounds_once_from_float32(be):
+def test_fma_float16_rounds_once_from_float32(anybe):
     """fma of float16 operands (upstream's Float16 column): SPEC computes float16 in float32 and
     rounds on store, so the result is the float32 fma rounded to float16"""
     rng = np.random.default_rng(15)
     x, y, z = (rng.random(64).astype(np.float16) for _ in range(3))
     y[32:], z[32:] = -y[32:], -z[32:]
-    f, m = run(be, fma_muladd_k, np.zeros(64, np.float16), np.zeros(64, np.float16), x, y, z, ndrange=64, outs=2)
+    f, m = run(anybe, fma_muladd_k, np.zeros(64, np.float16), np.zeros(64, np.float16), x, y, z, ndrange=64, outs=2)
     f32 = [round_exact(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)), np.float32)
            for a, b, c in zip(x, y, z)]
     np.testing.assert_array_equal(f, np.array(f32, np.float32).astype(np.float16))
