@@ -21,6 +21,10 @@ Where SPEC differs from upstream (ported as SPEC reads):
   WebGPU, False on every other backend and in NumPy. ``Lowerer.cast`` now rounds a float
   constant whose type becomes strong (test_constant_comparison_rounds_the_weak_float, which
   also runs on ``CPU32``, the CPU lowered with WebGPU's 32-bit Python scalars).
+* Found while checking that fix, and fixed: on WebGPU ``sqrt(a) * sqrt(a)`` (two calls of
+  one value, which NIR merges) gave ``a`` (2.0 for a = 2, NumPy 1.9999999), an inexact
+  algebraic rewrite of lavapipe's compiler; the WGSL renderer now makes sqrt's result opaque,
+  and ``tk.rsqrt``'s divisor (test_sqrt_times_sqrt_is_the_rounded_product, on every backend).
 * No ``sign``, ``fract``, ``powr``, ``nextafter``, ``erfinv`` or ``sincos``: sign is written
   with ``tk.select``/comparisons (NaN gives NaN, ±0 keep their sign, as Julia's), fract as
   ``x - math.floor(x)``, sincos as two calls; nextafter and erfinv are not ported.
@@ -238,3 +242,27 @@ def test_edge_case_semantics(be):
         _, _, _, r = launch(be, edge_k, np.zeros(8, dt), np.zeros(8, dt), np.zeros(8, dt),
                             np.zeros(8, np.int32), t, t, ndrange=8, outs=4)
         np.testing.assert_array_equal(r, [round(v) for v in t.tolist()])
+
+
+@tk.kernel
+def sqrt_products(o, x: tk.Const):
+    i = tk.index()
+    s = math.sqrt(x[i])
+    t = math.sqrt(x[i])
+    o[0, i] = s * t
+    o[1, i] = math.sqrt(s) * math.sqrt(s)
+    o[2, i] = tk.rsqrt(x[i])
+    o[3, i] = x[i] / math.sqrt(x[i])
+
+
+def test_sqrt_times_sqrt_is_the_rounded_product(be):
+    """found while checking the constant-comparison fix above: on WebGPU sqrt(a) * sqrt(a) (two
+    calls, which NIR merges) gave a itself (2.0 for a = 2, NumPy 1.9999999), lavapipe's inexact
+    algebraic rewrite; the WGSL renderer now makes sqrt's result opaque (tk_x), as it does for
+    the other exactly rounded operations. Every result against NumPy's float32 bits"""
+    rng = np.random.default_rng(2)
+    x = np.concatenate([[2.0, 3.0, 5.0, 7.0, 1e30, 1e-30], rng.random(58) * 10 + 0.01]).astype(np.float32)
+    (o,) = launch(be, sqrt_products, np.zeros((4, len(x)), np.float32), x, ndrange=len(x))
+    s = np.sqrt(x)
+    want = np.stack([s * s, np.sqrt(s) * np.sqrt(s), np.float32(1) / s, x / s])
+    assert o.tobytes() == want.tobytes(), np.argwhere(o != want)[:4]
