@@ -227,9 +227,8 @@ def kernel_print():
 
 def test_print_from_every_work_item(anybe, capfd):
     """print_test.jl: ``@print`` from each of 4 work items (upstream sends it to devnull and only
-    checks that it runs; here every line arrives once, in some order)."""
-    if anybe.name in ("WebGPU", "Metal"):
-        pytest.skip(f"{anybe.name} has no printf: tk.print is a CompileError there (docs/{anybe.name.lower()}.md)")
+    checks that it runs; here every line arrives once, in some order). WebGPU and Metal have no
+    printf: they collect the values and print the same text on the host (docs/debugging.md)."""
     capfd.readouterr()
     kernel_print(anybe, 4)(ndrange=4)
     tk.synchronize(anybe)

@@ -2032,8 +2032,13 @@ class WGSLRenderer:
         if fn == "abs" and ctype(e.ty) != "f32":
             return self.wrap(d, f"abs({args[0]})")
         args = [f"tk_x({s})" if isinstance(x, N.Const) else s for s, x in zip(args, e.args)]
-        if fn == "rsqrt":
-            return self.x(f"1.0f / sqrt({args[0]})")
+        if fn == "rsqrt":                   # an opaque divisor: NIR turns 1 / sqrt(x) into rsq
+            return self.x(f"1.0f / {self.x(f'sqrt({args[0]})')}")
+        if fn == "sqrt":
+            # an opaque result: NIR rewrites sqrt(a) * sqrt(a) (the same value, also from two
+            # calls it merges) to a, which is not the rounded product (port22: 2.0 for a = 2.0,
+            # NumPy 1.9999999)
+            return self.x(f"sqrt({args[0]})")
         if fn == "sigmoid":
             self.libs.add("exp")
             return self.x(f"1.0f / {self.x(f'1.0f + tk_exp(-{args[0]})')}")

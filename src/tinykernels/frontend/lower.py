@@ -701,7 +701,16 @@ class Lowerer:
             return e
         if e.ty.dtype == t.dtype:
             if isinstance(e, N.Const):
-                return N.Const(t, e.loc, e.value)     # a new node: constants may be shared
+                # a new node: constants may be shared. A weak float constant of a narrower type
+                # than float64 (a Python float on a backend without float64: a weak float32)
+                # still holds its Python value; the typed constant holds the rounded one, or a
+                # comparison folded against it compares the unrounded value (port22: on WebGPU
+                # tk.float32(3.1415927) > math.pi folded to True, NumPy: False)
+                v = e.value
+                if e.ty.weak and t.dtype.is_float and t.dtype != D.float64 and isinstance(v, float):
+                    folded = I.fold_cast(v, t.dtype)
+                    v = v if folded is None else folded
+                return N.Const(t, e.loc, v)
             return N.Cast(t, e.loc, e)
         if isinstance(e, N.Const):
             folded = I.fold_cast(e.value, t.dtype)
