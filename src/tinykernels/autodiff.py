@@ -425,7 +425,7 @@ class AdjointLauncher:
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
-        full, partials, named = [], [], {}
+        full, partials, named, narrow = [], [], {}, []
         for (name, _), a in zip(self.kernel.params, primal):
             full.append(a)
             named[name] = a
@@ -434,6 +434,10 @@ class AdjointLauncher:
                     pdt = _partial_dtype(a, fdt, threads)
                     partials.append((shadows[name], name, len(full), pdt))
                     full.append(self.scratch(("dummy_p", np.dtype(pdt).name), 1, pdt))
+                elif _is_narrow_float(shadows[name]):     # accumulated in float32 (shadow_dtype)
+                    wide = _widened(shadows[name], b)
+                    narrow.append((shadows[name], wide))
+                    full.append(wide)
                 else:
                     full.append(shadows[name])
         # placeholders, never read or written: a static tape needs no offsets, the counting
@@ -482,6 +486,8 @@ class AdjointLauncher:
                 extra = [idt(v) for v in G.ring_args(jumps)] if jumps else []
                 gk(*full, *tape, *gargs, *extra, ndrange=box, workgroupsize=wg if gwg is None else gwg)
         ev = adj(*full, *tape, *main_extra, ndrange=main_ndrange, workgroupsize=wg)
+        for shadow, wide in narrow:    # round the float32 gradients back into the caller's shadows, once
+            ev = _narrowed_into(shadow, wide, b) or ev
         if bufs and getattr(b, "is_host", False):
             b.synchronize()
             for shadow, buf in bufs:
@@ -548,6 +554,40 @@ def _restorer(kernel: Kernel, backend, static_wg, primal, ndrange, wg):
         for a, copy in saved.values():
             _put(a, copy)
     return restore
+
+
+def _is_narrow_float(a) -> bool:
+    """Whether ``a`` is an array of a float type narrower than float32 (float16, bfloat16,
+    fp8): its reverse-mode shadow is float32 in the adjoint (``passes.autodiff.shadow_dtype``)."""
+    dt = getattr(_host(a), "dtype", None)
+    if dt is None or not _is_float_dtype(dt):
+        return False
+    t = D.from_any(dt)
+    return t is not None and t.bits < 32
+
+
+def _widened(shadow, backend):
+    """A float32 copy of the narrow shadow ``shadow``, where the adjoint accumulates (on the
+    device, by a kernel: any array the backend takes, no transfer)."""
+    if getattr(backend, "is_host", False):
+        return np.asarray(_host(shadow)).astype(np.float32)
+    from ._autodiff_kernels import convert
+    shape = tuple(shadow.shape)
+    wide = _dummy(backend, shape, np.float32, empty=True)
+    convert(backend)(wide, shadow, ndrange=shape)
+    return wide
+
+
+def _narrowed_into(shadow, wide, backend) -> None:
+    """``shadow[...] = wide``, rounded once to the shadow's dtype (host shadows after the
+    backend has finished the adjoint; on the device a kernel queued after it)."""
+    if getattr(backend, "is_host", False):
+        backend.synchronize()
+        h = _host(shadow)
+        h[...] = wide.astype(h.dtype)
+        return None
+    from ._autodiff_kernels import convert
+    return convert(backend)(shadow, wide, ndrange=tuple(shadow.shape))
 
 
 def _add_scalar(shadow, value: float) -> None:
