@@ -19,7 +19,6 @@ from test_ported_autodiff import check_forward, check_reverse
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 NARROW = [np.float16, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]
-NARROW_IDS = ["float16", "bfloat16", "e4m3fn", "e5m2"]
 
 
 @pytest.fixture(params=backend_params('CPU', 'INTERP'), scope="module")
@@ -27,9 +26,14 @@ def be(request):
     return tk.backend(request.param)
 
 
-@pytest.fixture(params=backend_params('CPU', 'INTERP', 'CL'), scope="module")
-def bcl(request):
-    return tk.backend(request.param)
+def cases(*pairs):
+    """pytest parameters (backend DEV string, dtype), skipped where the backend is missing: the
+    fix is in the IR and the launcher, so every dtype runs on the CPU and one elsewhere."""
+    out = []
+    for dev, dt in pairs:
+        (bp,) = backend_params(dev)
+        out.append(pytest.param(dev, dt, id=f"{dev}-{np.dtype(dt).name}", marks=bp.marks))
+    return out
 
 
 def _supports(be, dt) -> bool:
@@ -58,10 +62,12 @@ def read_often_row(y, x: tk.Const, n: int):
     y[i] = acc
 
 
-@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
-def test_an_element_read_many_times_gets_the_whole_gradient(bcl, dt):
+@pytest.mark.parametrize("dev,dt", cases(("CPU", np.float16), ("CPU", ml_dtypes.bfloat16),
+                                          ("INTERP", ml_dtypes.bfloat16), ("CL", ml_dtypes.bfloat16)))
+def test_an_element_read_many_times_gets_the_whole_gradient(dev, dt):
     """d/dx of sum_k x over 1000 trips is 1000 (exact in both types); the bfloat16 gradient was
     256 and a float16 one stalls at 2048 the same way (here 3000 trips)."""
+    bcl = tk.backend(dev)
     if not _supports(bcl, dt):
         pytest.skip(f"no {np.dtype(dt).name} on this backend")
     n = 3000 if dt == np.float16 else 1000
@@ -81,12 +87,13 @@ def two_reads(y, x: tk.Const, w: tk.Const, s: float):
     y[i] = v * w[i] * s + math.sin(x[i]) * 0.5 + v * v
 
 
-@pytest.mark.parametrize("dt", NARROW, ids=NARROW_IDS)
-def test_a_narrow_gradient_is_rounded_once(be, dt):
+@pytest.mark.parametrize("dev,dt", cases(*[("CPU", t) for t in NARROW], ("INTERP", ml_dtypes.bfloat16)))
+def test_a_narrow_gradient_is_rounded_once(dev, dt):
     """x[i] read twice and through a local used twice: the gradient is the float32 sum of the
     contributions rounded once to the shadow's dtype, added to what the shadow held. Each
     contribution was rounded to the narrow type before it was added (off by an ulp in
     float16 and bfloat16, by 0.125 at 0.75 in e5m2)."""
+    be = tk.backend(dev)
     if not _supports(be, dt):
         pytest.skip(f"no {np.dtype(dt).name} on this backend")
     rng = np.random.default_rng(2201)
@@ -120,11 +127,12 @@ def shared_weight(y, x: tk.Const, w: tk.Const, idx: tk.Const, n: int):
     y[i] = acc * acc
 
 
-@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
-def test_a_narrow_array_read_by_several_items_differentiates(bcl, dt):
+@pytest.mark.parametrize("dev,dt", cases(("CPU", np.float16), ("CPU", ml_dtypes.bfloat16), ("CL", np.float16)))
+def test_a_narrow_array_read_by_several_items_differentiates(dev, dt):
     """w[k] is read by every item and x[idx[i], k] gathers rows: refused until adx22 (the
     narrow shadow had no atomics); now float32 atomics on the float32 copy. Against the float64
-    gradient of the same (rounded) inputs; forward mode too."""
+    gradient of the same (rounded) inputs."""
+    bcl = tk.backend(dev)
     if not _supports(bcl, dt):
         pytest.skip(f"no {np.dtype(dt).name} on this backend")
     rng = np.random.default_rng(2202)
@@ -148,11 +156,11 @@ def test_a_narrow_array_read_by_several_items_differentiates(bcl, dt):
     np.testing.assert_allclose(get(dw).astype(np.float64), want_w, rtol=2 * tol, atol=2 * tol * np.abs(want_w).max())
 
 
-def test_tk_adjoint_with_float16_shadows_accumulates_into_them(be):
+@pytest.mark.skipif(not tk.CPU.available()[0], reason="no C compiler for the CPU backend")
+def test_tk_adjoint_with_float16_shadows_accumulates_into_them():
     """tk.adjoint launched by hand with float16 shadows: the float32 copy starts from the
     shadow's values, the output's seed is consumed (zeroed), the input's gradient added."""
-    if not _supports(be, np.float16):
-        pytest.skip("no float16 on this backend")
+    be = tk.CPU()
     x = np.array([0.5, -1.0, 2.0, 0.25], np.float16)
     dx = np.array([1.0, 2.0, -1.0, 0.5], np.float16)
     y, dy = np.zeros(4, np.float16), np.array([1.0, 0.5, 2.0, -1.0], np.float16)
@@ -163,3 +171,147 @@ def test_tk_adjoint_with_float16_shadows_accumulates_into_them(be):
     want = (np.array([1.0, 2.0, -1.0, 0.5]) + grad).astype(np.float16).astype(np.float64)
     np.testing.assert_allclose(dx.astype(np.float64), want, rtol=2 ** -10)
     np.testing.assert_array_equal(dy, np.zeros(4, np.float16))
+
+
+# --- the by-hand audit's cases (both modes against float64 central differences) --------------
+
+def both_modes(be, fn, args, seeds, wrt, active=(), seed=0):
+    dtypes = {k: a.dtype for k, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "i"}
+    res = check_reverse(be, fn, args, seeds, wrt=wrt, active=active, dtypes=dtypes)
+    rng = np.random.default_rng(seed)
+    check_forward(be, fn, args, {k: rng.standard_normal(args[k].shape) for k in wrt}, outs=list(seeds), dtypes=dtypes)
+    return res
+
+
+@tk.kernel
+def while_nested_break(y, x: tk.Const, lim: tk.Const):
+    i = tk.index()
+    acc = x[i]
+    k = 0
+    while True:
+        j = 0
+        while j < 4:
+            acc = acc * 1.1 + x[i] * 0.1
+            j += 1
+            if acc > lim[i]:
+                break
+        k += 1
+        if acc > lim[i] or k > 5:
+            break
+        if k % 2 == 0:
+            continue
+        acc = acc + math.sin(x[i])
+    y[i] = acc
+
+
+@tk.kernel
+def loop_early_return(y, x: tk.Const, nb: tk.Const, m: int):
+    i = tk.index()
+    acc = 1.0
+    for a in range(nb[i]):
+        for b in range(a, m):
+            acc = acc * 0.9 + x[i, b] * math.sin(x[i, a])
+            if acc > 2.5:
+                y[i] = acc * acc
+                return
+    y[i] = -acc
+
+
+def test_data_dependent_loops_with_break_continue_and_return(be):
+    rng = np.random.default_rng(2203)
+    x = rng.random(6) + 0.1
+    lim = np.array([1.0, 2.0, 3.0, 5.0, 0.5, 8.0])
+    both_modes(be, lambda y, x_, l_: while_nested_break(be)(y, x_, l_, ndrange=6),
+               [np.zeros(6), x, lim], {0: rng.standard_normal(6)}, wrt=[1])
+    x2 = rng.random((6, 5)) * 1.2
+    nb = np.array([0, 1, 2, 3, 4, 5], np.int32)
+    both_modes(be, lambda y, x_, n_: loop_early_return(be)(y, x_, n_, 5, ndrange=6),
+               [np.zeros(6), x2, nb], {0: rng.standard_normal(6)}, wrt=[1])
+
+
+@tk.kernel
+def ties(y, x: tk.Const, z: tk.Const):
+    i = tk.index()
+    y[i] = (max(x[i], z[i]) * 3.0 + min(x[i], z[i]) * 5.0 + abs(x[i] - z[i])
+            + tk.clamp(x[i], 0.0, z[i]) * 7.0 + abs(x[i]) * 11.0)
+
+
+def test_ties_follow_the_documented_conventions(be):
+    """docs/autodiff.md, edge points: max/min share a tie, abs' is 0 at 0, clamp gives x all
+    at a bound (lo == hi == x included); forward mode uses the same partials."""
+    x = np.array([0.5, 0.0, 0.0, 0.2])
+    z = np.array([0.5, 0.0, 0.4, 0.3])
+    dx, dz = np.zeros(4), np.zeros(4)
+    tk.autodiff(tk.Reverse, lambda y, a, b: ties(be)(y, a, b, ndrange=4),
+                tk.Duplicated(np.zeros(4), np.ones(4)), tk.Duplicated(x.copy(), dx), tk.Duplicated(z.copy(), dz))
+    # x == z == 0.5: 1.5 + 2.5 + 0 + 7 (x at hi) + 11; x == z == 0: the same but abs(0)' = 0;
+    # x = 0 < z: min all to x, abs(x - z)' = -1, clamp at lo: 7; no tie at 0.2 < 0.3
+    np.testing.assert_array_equal(dx, [22.0, 11.0, 5.0 - 1.0 + 7.0, 5.0 - 1.0 + 7.0 + 11.0])
+    np.testing.assert_array_equal(dz, [4.0, 4.0, 3.0 + 1.0, 3.0 + 1.0])
+    for t in ((np.ones(4), np.zeros(4)), (np.zeros(4), np.ones(4))):
+        ty = np.zeros(4)
+        tk.autodiff(tk.Forward, lambda y, a, b: ties(be)(y, a, b, ndrange=4),
+                    tk.Duplicated(np.zeros(4), ty), tk.Duplicated(x.copy(), t[0].copy()), tk.Duplicated(z.copy(), t[1].copy()))
+        np.testing.assert_array_equal(ty, dx if t[0][0] else dz)
+
+
+@tk.kernel
+def linear_and_cartesian(y, x: tk.Const):
+    p = tk.index()
+    (c,) = tk.index(tk.Global, tk.Cartesian)
+    y[p] = x[c + 1] * x[c - 1] + math.sin(x[c]) * x[p]
+
+
+def test_linear_and_cartesian_indices_of_a_range_launch(be):
+    """tk.index() is the 0-based position, the Cartesian index the absolute coordinate: x[c]
+    and x[p] are other elements in a range launch (neither the gather form nor a plain add
+    may take them for the same one)."""
+    rng = np.random.default_rng(2204)
+    for r in (range(2, 8), range(1, 9, 3)):
+        both_modes(be, lambda y, x_: linear_and_cartesian(be)(y, x_, ndrange=r),
+                   [np.zeros(10), rng.standard_normal(10)], {0: rng.standard_normal(10)}, wrt=[1])
+
+
+@tk.kernel
+def jacobi_local(y, x: tk.Const, n: int, s: float):
+    i = tk.index()
+    l = tk.index(tk.Local, tk.Linear)
+    buf = tk.localmem(tk.float64, 8)
+    buf[l] = x[i]
+    tk.synchronize()
+    for it in range(n):
+        left = buf[l - 1] if l > 0 else 0.0
+        right = buf[l + 1] if l < 7 else 0.0
+        t = math.sin(left) * right + buf[l] * s
+        tk.synchronize()
+        buf[l] = t * buf[l] + x[i]
+        tk.synchronize()
+    y[i] = buf[l] * buf[7 - l]
+
+
+def test_local_memory_overwritten_in_a_loop_with_barriers(be):
+    rng = np.random.default_rng(2205)
+    both_modes(be, lambda y, x_, s: jacobi_local(be, 8)(y, x_, 3, s, ndrange=16),
+               [np.zeros(16), rng.standard_normal(16) * 0.5, 0.5], {0: rng.standard_normal(16)}, wrt=[1], active=[2])
+
+
+@tk.kernel
+def private_scatter(y, x: tk.Const):
+    i = tk.index()
+    p = tk.private(tk.float64, 4)
+    for k in range(4):
+        p[k] = 0.0
+    for k in range(6):
+        j = int(x[i] * 7.0 + float(k)) % 4
+        p[j] = p[j] + x[i] * float(k + 1)
+        p[(j + 1) % 4] = p[j] * p[(j + 1) % 4] * 0.5 + 1.0
+    y[i] = p[0] + p[1] * 2.0 + p[2] * 3.0 + p[3] * 4.0
+
+
+def test_a_private_array_at_loaded_indices(be):
+    """A private array indexed by a value computed from the data (tape of its overwritten
+    elements in a loop)."""
+    rng = np.random.default_rng(2206)
+    x = np.array([0.03, 0.2, 0.33, 0.55, 0.71, 0.9])
+    both_modes(be, lambda y, x_: private_scatter(be)(y, x_, ndrange=6), [np.zeros(6), x], {0: rng.standard_normal(6)},
+               wrt=[1])
