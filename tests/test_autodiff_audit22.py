@@ -173,6 +173,57 @@ def test_tk_adjoint_with_float16_shadows_accumulates_into_them():
     np.testing.assert_array_equal(dy, np.zeros(4, np.float16))
 
 
+@tk.kernel
+def scaled_copy(y, x: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    y[i, j] = x[i, j] * 1.0
+
+
+@pytest.mark.parametrize("dev,dt", cases(("CPU", ml_dtypes.bfloat16), ("CPU", np.float16), ("CPU", np.float32),
+                                          ("CL", ml_dtypes.bfloat16)))
+def test_a_broadcast_copy_sums_its_gradient_in_float64(dev, dt):
+    """tk.copyto(tmp, row) broadcasts a (1, 4) row over 3000 rows: the row's gradient is the sum
+    of the 3000 rows' gradients, rounded once. NumPy summed the bfloat16 shadow in bfloat16 (256
+    where the sum is about 1500; float16 a few ulps off, float32 about 1e-3)."""
+    be = tk.backend(dev)
+    if np.dtype(dt).itemsize < 4 and not _supports(be, dt):
+        pytest.skip(f"no {np.dtype(dt).name} on this backend")
+    rng = np.random.default_rng(2207)
+    rows = 3000
+    seed = rng.uniform(0, 1, (rows, 4)).astype(np.float32)
+    tmp = put(be, np.zeros((rows, 4), dt))
+    dsrc = put(be, np.zeros((1, 4), dt))
+
+    def fn(y, src):
+        tk.copyto(tmp, src)
+        scaled_copy(be)(y, tmp, ndrange=(rows, 4))
+    tk.autodiff(tk.Reverse, fn, tk.Duplicated(put(be, np.zeros((rows, 4), np.float32)), put(be, seed)),
+                tk.Duplicated(put(be, np.ones((1, 4), dt)), dsrc))
+    want = seed.astype(np.float64).sum(0, keepdims=True).astype(dt)
+    np.testing.assert_array_equal(get(dsrc), want)
+
+
+@tk.kernel
+def two_params(y, a: tk.Const, b: tk.Const, n: int):
+    i = tk.index()
+    acc = tk.float32(0.0)
+    for k in range(n):
+        acc += a[i] * 1.0 + b[i] * 0.5
+    y[i] = acc
+
+
+@pytest.mark.skipif(not tk.CPU.available()[0], reason="no C compiler for the CPU backend")
+def test_a_narrow_array_passed_to_two_parameters():
+    """The second parameter's shadow (a zero shadow of its own, added in after the launch) is
+    float32 for a narrow array, and the sum is rounded once: 1000 * 1 + 1000 * 0.5."""
+    be = tk.CPU()
+    for dt in (np.float16, ml_dtypes.bfloat16):
+        x, dx = np.ones(4, dt), np.zeros(4, dt)
+        tk.autodiff(tk.Reverse, lambda y, x_: two_params(be)(y, x_, x_, 1000, ndrange=4),
+                    tk.Duplicated(np.zeros(4, np.float32), np.ones(4, np.float32)), tk.Duplicated(x, dx))
+        np.testing.assert_array_equal(dx, np.full(4, 1500.0).astype(dt))
+
+
 # --- the by-hand audit's cases (both modes against float64 central differences) --------------
 
 def both_modes(be, fn, args, seeds, wrt, active=(), seed=0):

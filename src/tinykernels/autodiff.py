@@ -1148,14 +1148,15 @@ class _Recorder:
                     # plainly where items own their elements (A[i + 1] in one argument, B[i] in
                     # the other: items i and i + 1 both add to element i + 1, a lost update
                     # where they run at once), and its partial sums add scalars one by one.
-                    extra.append((s, _zeros_like(s, b)))
+                    # (float32 for a narrow float array: the adjoint accumulates in float32)
+                    extra.append((s, _zeros_like(s, b, np.float32 if _is_narrow_float(s) else None)))
                     s = extra[-1][1]
                 seen.add(id(s))
                 shadows[name] = s
         _launcher_of(inst).launch(list(r.args), shadows, r.ndrange, r.wg, restore)
         for dst, own in extra:
             h = _host_copy(dst)
-            h += _host_copy(own).astype(h.dtype)
+            h[...] = (h.astype(np.float64) + _host_copy(own)).astype(h.dtype)     # rounded once
             _put(dst, h)
         restore()                     # the adjoint's forward sweep rewrote what the launch wrote
 
@@ -1169,13 +1170,17 @@ class _Recorder:
         if _is_array(src) and _is_float_array(_host(src)):
             ds = self.shadow(src, _backend_of(src))
             h = _host_copy(ds)
-            h += _sum_to(g, h.shape).astype(h.dtype)
+            # summed in float64 and rounded once to the shadow's dtype: NumPy sums a bfloat16
+            # array in bfloat16, so a row broadcast over 3000 rows got the gradient 256, not
+            # about 1500 (until adx22), and float16 was off by several ulps
+            h[...] = (h.astype(np.float64) + _sum_to(g, h.shape)).astype(h.dtype)
             _put(ds, h)
 
 
 def _sum_to(g: np.ndarray, shape: tuple) -> np.ndarray:
     """``g`` summed over the axes along which a ``shape`` array was broadcast to ``g``'s
-    shape (the adjoint of NumPy broadcasting)."""
+    shape (the adjoint of NumPy broadcasting), in float64."""
+    g = g.astype(np.float64)
     lead = g.ndim - len(shape)
     g = g.sum(axis=tuple(range(lead))) if lead else g
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
