@@ -224,6 +224,35 @@ def test_a_narrow_array_passed_to_two_parameters():
         np.testing.assert_array_equal(dx, np.full(4, 1500.0).astype(dt))
 
 
+@tk.kernel
+def private_half(y, x: tk.Const, n: int):
+    i = tk.index()
+    p = tk.private(tk.float16, 4)
+    for k in range(4):
+        p[k] = x[i] * float(k + 1)
+    acc = tk.float32(0.0)
+    for k in range(n):
+        acc += p[k % 4] * 0.5
+        p[(k + 1) % 4] = p[k % 4] * 0.5 + p[(k + 1) % 4] * 0.5
+    y[i] = acc
+
+
+@pytest.mark.skipif(not tk.CPU.available()[0], reason="no C compiler for the CPU backend")
+def test_a_float16_private_array_in_a_long_loop():
+    """The shadow of a float16 tk.private is float32 too: the recurrence is linear in x, so the
+    gradient is its value at x = 1 in exact arithmetic, 659.32 (659.21875 with the shadow in
+    float16, until adx22)."""
+    p, acc = [1.0, 2.0, 3.0, 4.0], 0.0
+    for k in range(600):
+        acc += p[k % 4] * 0.5
+        p[(k + 1) % 4] = p[k % 4] * 0.5 + p[(k + 1) % 4] * 0.5
+    dx = np.zeros(4)
+    tk.autodiff(tk.Reverse, lambda y, x_: private_half(tk.CPU())(y, x_, 600, ndrange=4),
+                tk.Duplicated(np.zeros(4, np.float32), np.ones(4, np.float32)),
+                tk.Duplicated(np.array([0.5, 0.25, 1.0, 0.75]), dx))
+    np.testing.assert_allclose(dx, acc, rtol=1e-6)
+
+
 # --- the by-hand audit's cases (both modes against float64 central differences) --------------
 
 def both_modes(be, fn, args, seeds, wrt, active=(), seed=0):
