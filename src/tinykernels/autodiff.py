@@ -556,14 +556,28 @@ def _restorer(kernel: Kernel, backend, static_wg, primal, ndrange, wg):
     return restore
 
 
+_NARROW_DTYPES: dict = {}    # explicit cache: dtype -> whether it is a float narrower than float32
+
+
 def _is_narrow_float(a) -> bool:
     """Whether ``a`` is an array of a float type narrower than float32 (float16, bfloat16,
-    fp8): its reverse-mode shadow is float32 in the adjoint (``passes.autodiff.shadow_dtype``)."""
-    dt = getattr(_host(a), "dtype", None)
-    if dt is None or not _is_float_dtype(dt):
-        return False
+    fp8): its reverse-mode shadow is float32 in the adjoint (``passes.autodiff.shadow_dtype``).
+    Remembered per dtype (asked for every shadow of every adjoint launch)."""
+    dt = getattr(a, "dtype", None)
+    if dt is None:                   # only an array interface: its host view's
+        dt = getattr(_host(a), "dtype", None)
+        if dt is None:
+            return False
+    try:
+        return _NARROW_DTYPES[dt]
+    except KeyError:
+        pass
+    except TypeError:                # unhashable: not remembered
+        t = D.from_any(dt)
+        return t is not None and t.is_float and t.bits < 32
     t = D.from_any(dt)
-    return t is not None and t.bits < 32
+    r = _NARROW_DTYPES[dt] = t is not None and t.is_float and t.bits < 32
+    return r
 
 
 def _widened(shadow, backend):
