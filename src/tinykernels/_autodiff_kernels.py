@@ -55,3 +55,12 @@ def add_all(backend, bufs: list, n: int):
         else:
             ev = add_partials(backend, PARTIALS_GROUP)(*bufs[k], n, ndrange=PARTIALS_GROUP)
     return ev
+
+
+@tk.kernel
+def convert(dst, src: tk.Const):
+    """``dst[I] = src[I]``, converting to ``dst``'s dtype (a store rounds to it): the float32
+    copy of a narrow float shadow that an adjoint accumulates in, and back
+    (``autodiff._widened``, ``autodiff._narrowed_into``)."""
+    idx = tk.index(tk.Global, tk.Cartesian)
+    dst[idx] = src[idx]

@@ -425,7 +425,7 @@ class AdjointLauncher:
         if total == 0:
             from .runtime.streams import completed_event
             return completed_event()
-        full, partials, named = [], [], {}
+        full, partials, named, narrow = [], [], {}, []
         for (name, _), a in zip(self.kernel.params, primal):
             full.append(a)
             named[name] = a
@@ -434,6 +434,10 @@ class AdjointLauncher:
                     pdt = _partial_dtype(a, fdt, threads)
                     partials.append((shadows[name], name, len(full), pdt))
                     full.append(self.scratch(("dummy_p", np.dtype(pdt).name), 1, pdt))
+                elif _is_narrow_float(shadows[name]):     # accumulated in float32 (shadow_dtype)
+                    wide = _widened(shadows[name], b)
+                    narrow.append((shadows[name], wide))
+                    full.append(wide)
                 else:
                     full.append(shadows[name])
         # placeholders, never read or written: a static tape needs no offsets, the counting
@@ -488,6 +492,8 @@ class AdjointLauncher:
                 extra = [idt(v) for v in G.ring_args(jumps)] if jumps else []
                 gk(*full, *tape, *gargs, *extra, ndrange=box, workgroupsize=wg if gwg is None else gwg)
         ev = adj(*full, *tape, *main_extra, ndrange=main_ndrange, workgroupsize=wg)
+        for shadow, wide in narrow:    # round the float32 gradients back into the caller's shadows, once
+            ev = _narrowed_into(shadow, wide, b) or ev
         if bufs and getattr(b, "is_host", False):
             b.synchronize()
             for shadow, buf in bufs:
@@ -554,6 +560,54 @@ def _restorer(kernel: Kernel, backend, static_wg, primal, ndrange, wg):
         for a, copy in saved.values():
             _put(a, copy)
     return restore
+
+
+_NARROW_DTYPES: dict = {}    # explicit cache: dtype -> whether it is a float narrower than float32
+
+
+def _is_narrow_float(a) -> bool:
+    """Whether ``a`` is an array of a float type narrower than float32 (float16, bfloat16,
+    fp8): its reverse-mode shadow is float32 in the adjoint (``passes.autodiff.shadow_dtype``).
+    Remembered per dtype (asked for every shadow of every adjoint launch)."""
+    dt = getattr(a, "dtype", None)
+    if dt is None:                   # only an array interface: its host view's
+        dt = getattr(_host(a), "dtype", None)
+        if dt is None:
+            return False
+    try:
+        return _NARROW_DTYPES[dt]
+    except KeyError:
+        pass
+    except TypeError:                # unhashable: not remembered
+        t = D.from_any(dt)
+        return t is not None and t.is_float and t.bits < 32
+    t = D.from_any(dt)
+    r = _NARROW_DTYPES[dt] = t is not None and t.is_float and t.bits < 32
+    return r
+
+
+def _widened(shadow, backend):
+    """A float32 copy of the narrow shadow ``shadow``, where the adjoint accumulates (on the
+    device, by a kernel: any array the backend takes, no transfer)."""
+    if getattr(backend, "is_host", False):
+        return np.asarray(_host(shadow)).astype(np.float32)
+    from ._autodiff_kernels import convert
+    shape = tuple(shadow.shape)
+    wide = _dummy(backend, shape, np.float32, empty=True)
+    convert(backend)(wide, shadow, ndrange=shape)
+    return wide
+
+
+def _narrowed_into(shadow, wide, backend) -> None:
+    """``shadow[...] = wide``, rounded once to the shadow's dtype (host shadows after the
+    backend has finished the adjoint; on the device a kernel queued after it)."""
+    if getattr(backend, "is_host", False):
+        backend.synchronize()
+        h = _host(shadow)
+        h[...] = wide.astype(h.dtype)
+        return None
+    from ._autodiff_kernels import convert
+    return convert(backend)(shadow, wide, ndrange=tuple(shadow.shape))
 
 
 def _add_scalar(shadow, value: float) -> None:
@@ -1114,14 +1168,15 @@ class _Recorder:
                     # plainly where items own their elements (A[i + 1] in one argument, B[i] in
                     # the other: items i and i + 1 both add to element i + 1, a lost update
                     # where they run at once), and its partial sums add scalars one by one.
-                    extra.append((s, _zeros_like(s, b)))
+                    # (float32 for a narrow float array: the adjoint accumulates in float32)
+                    extra.append((s, _zeros_like(s, b, np.float32 if _is_narrow_float(s) else None)))
                     s = extra[-1][1]
                 seen.add(id(s))
                 shadows[name] = s
         _launcher_of(inst).launch(list(r.args), shadows, r.ndrange, r.wg, restore)
         for dst, own in extra:
             h = _host_copy(dst)
-            h += _host_copy(own).astype(h.dtype)
+            h[...] = (h.astype(np.float64) + _host_copy(own)).astype(h.dtype)     # rounded once
             _put(dst, h)
         restore()                     # the adjoint's forward sweep rewrote what the launch wrote
 
@@ -1135,13 +1190,17 @@ class _Recorder:
         if _is_array(src) and _is_float_array(_host(src)):
             ds = self.shadow(src, _backend_of(src))
             h = _host_copy(ds)
-            h += _sum_to(g, h.shape).astype(h.dtype)
+            # summed in float64 and rounded once to the shadow's dtype: NumPy sums a bfloat16
+            # array in bfloat16, so a row broadcast over 3000 rows got the gradient 256, not
+            # about 1500 (until adx22), and float16 was off by several ulps
+            h[...] = (h.astype(np.float64) + _sum_to(g, h.shape)).astype(h.dtype)
             _put(ds, h)
 
 
 def _sum_to(g: np.ndarray, shape: tuple) -> np.ndarray:
     """``g`` summed over the axes along which a ``shape`` array was broadcast to ``g``'s
-    shape (the adjoint of NumPy broadcasting)."""
+    shape (the adjoint of NumPy broadcasting), in float64."""
+    g = g.astype(np.float64)
     lead = g.ndim - len(shape)
     g = g.sum(axis=tuple(range(lead))) if lead else g
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)

@@ -721,7 +721,7 @@ def _masked(value: N.Expr, conds: list) -> N.Expr:
     and the masked loads it makes of them keep the ring loops from vectorizing; one "and"
     of the conditions would be "&&" in C, a branch."""
     t, loc = value.ty, value.loc
-    if t.dtype.bits not in (32, 64):          # no such shadows today (float16 is refused)
+    if t.dtype.bits not in (32, 64):          # no such shadows today (narrow floats' are float32)
         for cond in conds:
             value = N.Select(t, loc, cond, value, N.Const(t, loc, 0.0))
         return value

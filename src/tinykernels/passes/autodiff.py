@@ -58,6 +58,25 @@ def is_float(t: Ty) -> bool:
     return t.dtype.is_float
 
 
+def shadow_dtype(dt):
+    """The dtype of a reverse-mode shadow of an array of float dtype ``dt``: float32 for the
+    narrow floats (float16, bfloat16, fp8), whose arithmetic computes in float32 anyway, ``dt``
+    otherwise. A gradient accumulated in the narrow type rounds at every contribution: an
+    element read 1000 times in a loop got a bfloat16 gradient of 256 (256 + 1 rounds back to
+    256), and a few reads of one element were off by an ulp or more in fp8. The launcher
+    widens the caller's narrow shadow into a float32 copy before the adjoint and rounds it
+    back once after it (``autodiff.AdjointLauncher.launch``)."""
+    return D.float32 if dt.is_float and dt.bits < 32 else dt
+
+
+def adjoint_ty(t: Ty) -> Ty:
+    """The type of the adjoint of a value of type ``t``: float32 for the narrow floats (as
+    :func:`shadow_dtype`), so the contributions of several uses of a narrow value (``v = x[i]``
+    used three times, ``x[i]`` widened by a cast) are summed in float32, not each rounded to
+    the narrow type first."""
+    return Ty(shadow_dtype(t.dtype)) if t.dtype.is_float and t.dtype.bits < 32 else t
+
+
 def diff_params(k: N.Kernel) -> list:
     """Names of the parameters that get a shadow: float arrays and float scalars."""
     out = []
@@ -350,7 +369,7 @@ class _Reverse:
         d = self.dvars.get(x)
         if d is None:
             d = self.dvars[x] = f"_d_{x}"
-            self.locals[d] = self.locals[x]
+            self.locals[d] = adjoint_ty(self.locals[x])
         return d
 
     def shadow_of(self, a: N.ArrayInfo) -> N.ArrayInfo | None:
@@ -359,12 +378,13 @@ class _Reverse:
         if a.space == "global":
             if a.name not in self.diff:
                 return None
-            return self.shadow.setdefault(a.name, N.ArrayInfo(f"_d_{a.name}", a.dtype, a.ndim, "global", False,
-                                                              a.contiguous))
+            return self.shadow.setdefault(a.name, N.ArrayInfo(f"_d_{a.name}", shadow_dtype(a.dtype), a.ndim,
+                                                              "global", False, a.contiguous))
         sh = self.shadow.get(a.name)
         if sh is None:
             size = math.prod(a.shape)
-            sh = self.shadow[a.name] = N.ArrayInfo(f"_d{a.name}", a.dtype, 1, a.space, False, True, (size,))
+            sh = self.shadow[a.name] = N.ArrayInfo(f"_d{a.name}", shadow_dtype(a.dtype), 1, a.space, False, True,
+                                                   (size,))
             self.allocs.append(N.AllocArray(self.b.loc, sh))
             self.zero += self.zero_array(sh)
         return sh
@@ -414,11 +434,11 @@ class _Reverse:
         if sh is None:
             return
         sidx = self.shadow_index(a, idx)
-        g = self.guarded(self.b.cast(g, Ty(a.dtype)), out)
+        g = self.guarded(self.b.cast(g, Ty(sh.dtype)), out)
         if self.own_index(a, idx) or a.space == "global" and a.name in self.row_owned:
-            out.append(N.Store(loc, sh, sidx, self.b.op("+", N.Load(Ty(a.dtype), loc, sh, sidx), g)))
-        elif a.dtype.name in ("float32", "float64"):
-            out.append(N.ExprStmt(loc, N.Atomic(Ty(a.dtype), loc, "add", sh, sidx, [g])))
+            out.append(N.Store(loc, sh, sidx, self.b.op("+", N.Load(Ty(sh.dtype), loc, sh, sidx), g)))
+        elif sh.dtype.name in ("float32", "float64"):
+            out.append(N.ExprStmt(loc, N.Atomic(Ty(sh.dtype), loc, "add", sh, sidx, [g])))
         else:
             self.fail(loc, f"the gradient of '{a.name}' ({a.dtype.name}) may be read by several work items "
                       "and would need atomic adds, which this dtype does not have; use float32 or float64")
@@ -579,9 +599,9 @@ class _Reverse:
             t = self.locals[s.var]
             g = None
             if is_float(t) and s.var not in self.uniform and s.var in self.useful.vars and s.var in self.active_vars:
-                g = b.fresh("g", t)
+                g = b.fresh("g", adjoint_ty(t))
                 d = self.dvar(s.var)
-                out += [b.assign(g, b.var(d)), b.assign(d, b.c(0.0, t))]
+                out += [b.assign(g, b.var(d)), b.assign(d, b.c(0.0, adjoint_ty(t)))]
             if s.var in self.pushed:
                 out += self.pop(s.var, loc)
             if g is not None:
@@ -597,10 +617,10 @@ class _Reverse:
             sh = self.shadow_of(a) if a.space == "global" or a.name in self.useful.arrays else None
             g = None
             if sh is not None:
-                g = b.fresh("g", Ty(a.dtype))
+                g = b.fresh("g", Ty(sh.dtype))
                 sidx = self.shadow_index(a, s.index)
-                out += [b.assign(g, N.Load(Ty(a.dtype), loc, sh, sidx)),
-                        N.Store(loc, sh, sidx, b.c(0.0, Ty(a.dtype)))]
+                out += [b.assign(g, N.Load(Ty(sh.dtype), loc, sh, sidx)),
+                        N.Store(loc, sh, sidx, b.c(0.0, Ty(sh.dtype)))]
             if a.name in self.loaded or a.space != "global":
                 out += self.pop_into(lambda v: N.Store(loc, a, s.index, v), Ty(a.dtype), loc)
             if g is not None:
@@ -613,8 +633,8 @@ class _Reverse:
                     return out
                 sh = self.shadow_of(e.array)
                 if sh is not None:
-                    g = b.fresh("g", Ty(e.array.dtype))
-                    load = N.Load(Ty(e.array.dtype), loc, sh, self.shadow_index(e.array, e.index))
+                    g = b.fresh("g", Ty(sh.dtype))
+                    load = N.Load(Ty(sh.dtype), loc, sh, self.shadow_index(e.array, e.index))
                     out.append(b.assign(g, load if e.op == "add" else b.neg(load)))
                     self.bp_nonzero(e.args[0], g, out)
             return out
@@ -644,7 +664,7 @@ class _Reverse:
         inclusive scan (the total minus the exclusive scan of ``d dst``), ``i > j`` for an
         exclusive one (the total minus the inclusive scan); for a min/max, the total shared
         evenly by the items whose ``src`` is the extreme."""
-        b, loc, t = self.b, s.loc, s.ty
+        b, loc, t = self.b, s.loc, adjoint_ty(s.ty)
         g, total = b.fresh("g", t), b.fresh("gsum", t)
         d = self.dvar(s.dst)
         out = [b.assign(g, b.var(d)), b.assign(d, b.c(0.0, t))]
@@ -668,7 +688,7 @@ class _Reverse:
             out.append(N.Collective(loc, "exscan" if s.kind == "scan" else "scan", "add", before, g, t))
             inc = b.op("-", inc, b.var(before))
         ds = self.dvar(s.src)
-        out.append(b.assign(ds, b.op("+", b.var(ds), b.cast(inc, self.locals[s.src]))))
+        out.append(b.assign(ds, b.op("+", b.var(ds), b.cast(inc, adjoint_ty(self.locals[s.src])))))
         return out
 
     def rev_while(self, s: N.While) -> list:
@@ -749,7 +769,7 @@ class _Reverse:
             if e.name in self.uniform:
                 return  # uniform values do not depend on per-item data
             d = self.dvar(e.name)
-            out.append(b.assign(d, b.op("+", b.var(d), self.guarded(b.cast(g, e.ty), out))))
+            out.append(b.assign(d, b.op("+", b.var(d), self.guarded(b.cast(g, adjoint_ty(e.ty)), out))))
             return
         if isinstance(e, N.Arg):
             acc = self.scalar_acc.get(e.name)
@@ -764,7 +784,7 @@ class _Reverse:
         g = self.bind(g, out)
         if isinstance(e, N.Cast):
             if is_float(e.a.ty):
-                self.bp(e.a, b.cast(g, e.a.ty), out)
+                self.bp(e.a, b.cast(g, adjoint_ty(e.a.ty)), out)
             return
         if isinstance(e, N.Unary):
             if e.op == "-":
@@ -974,7 +994,7 @@ class _Reverse:
             if p[0] == "array" and p[1].name in self.diff:
                 a = p[1]
                 params.append(("array", self.shadow.get(a.name) or N.ArrayInfo(
-                    f"_d_{a.name}", a.dtype, a.ndim, "global", False, a.contiguous)))
+                    f"_d_{a.name}", shadow_dtype(a.dtype), a.ndim, "global", False, a.contiguous)))
             elif p[0] == "scalar" and p[1] in self.diff:
                 params.append(("array", self.scalar_shadow(p[1])))
         if self.count:
