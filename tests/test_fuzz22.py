@@ -174,3 +174,35 @@ def test_bug_atomic_next_to_a_uniform_loop_without_item_code_in_a_partial_group(
                             ndrange=nd, static_wg=wg)
                 assert int(e[0]) == n, f"{b} {kern} trips={trips}: {int(e[0])} atomics for {n} items"
                 np.testing.assert_array_equal(o, np.full(n, (-80 if trips % 2 else 80) + extra), err_msg=f"{b} {kern}")
+
+
+@tk.kernel
+def k_group_loop_in_one_branch(o, s, n):
+    li = tk.index()
+    ll = tk.index(tk.Local, tk.Linear)
+    lm = tk.localmem(np.int8, (4,))
+    lm[ll] = tk.int8(ll)
+    tk.synchronize()
+    if s != 0:
+        for v in range(n):
+            w = v
+    else:
+        o[li, 0] = 5
+    o[li, 1] = lm[ll] + 1
+
+
+# fixed: pocl-loop-barrier-partial-group (its if/else part)
+@pytest.mark.parametrize("nd", [6, 7])
+def test_bug_group_level_loop_in_one_branch_of_an_if_else_in_a_partial_group(nd):
+    """Fuzzer seed 91000360 (--grouped 1.0 --calls 1 on CL, fuzz22, with the first version of
+    the pocl-loop-barrier-partial-group workaround): the fences around a group-level `for` in
+    the then-branch of a uniform if/else put a barrier in one branch only, and PoCL 3.1 lost the
+    stores after the if/else in the partial group (pocl-barrier-one-branch). An `if` holding a
+    group-level loop is now fenced and split like one holding a barrier."""
+    ll = np.arange(nd) % 4
+    for b in _backends():
+        for s in (0.0, 2.0**24 + 2):
+            o = _run(k_group_loop_in_one_branch, b, [np.full((nd, 2), -1, np.int64)], (s, np.uint8(3)),
+                     ndrange=nd, static_wg=4)[0]
+            np.testing.assert_array_equal(o[:, 1], ll + 1, err_msg=f"{b} s={s}")
+            np.testing.assert_array_equal(o[:, 0], np.full(nd, -1 if s else 5), err_msg=f"{b} s={s}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..ir import nodes as N
+from ..passes.groups import ItemLoop
 from .clike import portable_helpers
 from .gpu import GPURenderer
 from .prelude import prelude
@@ -230,11 +231,14 @@ class OpenCLRenderer(GPURenderer):
         return self.plan is not None and self.item_label is None
 
     def holds_barrier(self, stmts) -> bool:
-        """Whether group-level code ``stmts`` holds a barrier, collective or tk.uniform."""
-        return self.plan is not None and any(
+        """Whether group-level code ``stmts`` holds a barrier, collective or tk.uniform, or a
+        group-level loop (which fenced() puts between barriers: an `if` holding one is fenced and
+        split as for a barrier, since PoCL lost the stores after a fence in one branch of an
+        if/else in a partial group, fuzz seed 91000360)."""
+        return self.plan is not None and (any(
             isinstance(x, (N.Barrier, N.Collective)) or
             (isinstance(x, N.Assign) and isinstance(x.value, N.Call) and x.value.fn == "uniform")
-            for x in N.walk_stmts(stmts))
+            for x in N.walk_stmts(stmts)) or (self.group_level() and _holds_group_loop(stmts)))
 
     # PoCL 3.1 adds a barrier of its own to each innermost loop with a uniform trip count in a
     # kernel that holds a barrier (its implicit-loop-barriers pass), and its work-item loop pass
@@ -266,6 +270,17 @@ class OpenCLRenderer(GPURenderer):
                  prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
                  portable_helpers(self.fp64), _pocl_workarounds(self.fp64), _float_atomics(self.fp64), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body) + "\n"
+
+
+def _holds_group_loop(stmts) -> bool:
+    """Whether group-level statements ``stmts`` hold a loop outside their per-item regions."""
+    for s in stmts:
+        if isinstance(s, (N.For, N.While)):
+            return True
+        if not isinstance(s, ItemLoop) and any(_holds_group_loop(getattr(s, a, None) or [])
+                                               for a in ("body", "orelse")):
+            return True
+    return False
 
 
 def render_opencl(kernel: N.Kernel, plan, ranges: int, fp64: bool = True) -> tuple:

@@ -125,7 +125,10 @@ FIXED_BUGS = {
                                         "holding per-item code",
         "worked around: the OpenCL renderer fences every group-level loop of a grouped kernel with "
         "TK_POCL_BARRIERs (codegen/opencl.py fenced / group_level), so no per-item code lies between PoCL's "
-        "loop barriers and ours"),
+        "loop barriers and ours; an `if` holding such a loop is fenced and an if/else split like one holding a "
+        "barrier (holds_barrier), since a fence in one branch only lost the stores after the if/else in a "
+        "partial group (pocl-barrier-one-branch; seed 91000360, --grouped 1.0 --calls 1, with the first "
+        "version of this workaround)"),
     'pocl-undef-local-loop-barrier': ("OpenCL on PoCL 3.1: PoCL aborted the process ('Could not find a dominating "
                                       "alternative variable.', its work-item loop pass) compiling a grouped kernel "
                                       "whose group-level loop assigned a local in per-item code (`if (tk_active)`, "
