@@ -2,6 +2,7 @@
 FIXED_BUGS entry, each marked ``# fixed: <id>``. Kept apart from tests/test_fuzz.py, one of the
 slowest files in CI."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import tinykernels as tk
 
 CL_OK = tk.backends().get("OpenCL", (False, ""))[0]
 needs_cl = pytest.mark.skipif(not CL_OK, reason="no OpenCL device")
+WEBGPU_OK = tk.backends().get("WebGPU", (False,))[0]
+needs_webgpu = pytest.mark.skipif(not WEBGPU_OK, reason="no WebGPU adapter")
 
 # A grouped kernel (local memory) whose uniform loop assigns a local only in per-item code
 # (`if (tk_active)` on the GPU-like backends, so the local is undefined on the inactive path) and
@@ -206,3 +209,35 @@ def test_bug_group_level_loop_in_one_branch_of_an_if_else_in_a_partial_group(nd)
                      ndrange=nd, static_wg=4)[0]
             np.testing.assert_array_equal(o[:, 1], ll + 1, err_msg=f"{b} s={s}")
             np.testing.assert_array_equal(o[:, 0], np.full(nd, -1 if s else 5), err_msg=f"{b} s={s}")
+
+
+@tk.func
+def f_count(e):
+    tk.atomic_add(e, 0, 1)
+    return 0.0
+
+
+@tk.kernel
+def k_wgsl_constant_nan_minus_itself(o, e):
+    i = tk.index()
+    o[i, 0] = tk.float8_e4m3fn(70000) + -math.inf      # NaN + -NaN (float8_e4m3fn has no inf)
+    o[i, 1] = tk.float8_e4m3fn(70000) - tk.float8_e4m3fn(70000)
+    o[i, 2] = tk.float16(math.inf) - tk.float16(math.inf)
+    o[i, 3] = tk.float16(math.inf) + tk.float16(-math.inf)
+    o[i, 4] = f_count(e) == tk.float8_e4m3fn(70000) + -math.inf < f_count(e)
+
+
+# fixed: wgsl-const-nan-minus-itself
+@needs_webgpu
+def test_bug_wgsl_constant_nan_or_inf_minus_itself_is_nan():
+    """Fuzzer seed 90100752 (the WebGPU profile with --edges --hazards --calls --bytes, fuzz22):
+    an effect function's counter got 75 for 44. `f(e) == tk.float8_e4m3fn(70000) + -math.inf <
+    f(e)` ran its second call: the sum of two constants was `tk_x(tk_nan()) + (-tk_nan())`, which
+    NIR folded to 0 (tk_x of tk_x collapses, then e + -e is 0), so 0.0 == NaN was true. A
+    constant left operand of + and - is now tk_y-marked, as every other one is. Against NumPy."""
+    n = 5
+    for b in ("WEBGPU", tk.Interpreter()):
+        o, e = _run(k_wgsl_constant_nan_minus_itself, b, [np.zeros((n, 5), np.float32), np.zeros(1, np.int32)],
+                    ndrange=n)
+        assert np.isnan(o[:, :4]).all(), (b, o)
+        assert (o[:, 4] == 0).all() and int(e[0]) == n, (b, o[:, 4], e)

@@ -129,6 +129,15 @@ FIXED_BUGS = {
         "barrier (holds_barrier), since a fence in one branch only lost the stores after the if/else in a "
         "partial group (pocl-barrier-one-branch; seed 91000360, --grouped 1.0 --calls 1, with the first "
         "version of this workaround)"),
+    'wgsl-const-nan-minus-itself': ("WebGPU on lavapipe: the sum or difference of two float constants whose value "
+                                    "is NaN (inf - inf, NaN + -NaN: `tk.float8_e4m3fn(70000) + -math.inf`, e4m3fn "
+                                    "having no inf) came out 0: the renderer wrote `tk_x(tk_nan()) + (-tk_nan())`, "
+                                    "tk_x of the opaque constant collapses in NIR and e + -e folds to 0. A chained "
+                                    "comparison `f(e) == <that> < f(e)` then ran its second call: an effect "
+                                    "function's counter 75 for 44 (fuzzer seed 90100752, WebGPU profile with "
+                                    "--edges --hazards --calls --bytes, fuzz22)",
+        "fixed: a constant left operand of a float + or - is tk_y-marked like every other left operand "
+        "(codegen/wgsl.py e_BinOp), which NIR cannot merge with the right one"),
     'pocl-undef-local-loop-barrier': ("OpenCL on PoCL 3.1: PoCL aborted the process ('Could not find a dominating "
                                       "alternative variable.', its work-item loop pass) compiling a grouped kernel "
                                       "whose group-level loop assigned a local in per-item code (`if (tk_active)`, "
