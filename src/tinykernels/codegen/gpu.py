@@ -204,8 +204,9 @@ class GPURenderer(CLikeRenderer):
                 space = self.local_space if a.space == "local" else ""
                 self.w(f"{space}{self.stype(a.dtype)} {self.array_ptr(a)}[{_prod(a.shape)}];")
         scratch_at = len(self.lines)
+        init = self.local_init()
         for v in sorted(k.locals):
-            self.w(f"{self.ctype(k.locals[v])} {self.var(v)};")
+            self.w(f"{self.ctype(k.locals[v])} {self.var(v)}{init};")
         self.last_line = None
         if self.plan is None:
             self.w("if (!tk_in) return;")
@@ -223,6 +224,10 @@ class GPURenderer(CLikeRenderer):
         return self.lines
 
     def workgroup_attribute(self) -> str:
+        return ""
+
+    def local_init(self) -> str:
+        """What follows each kernel-scope local's declaration (an initializer, or nothing)."""
         return ""
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..ir import nodes as N
-from .clike import portable_helpers
 from ..passes.groups import ItemLoop
+from .clike import portable_helpers
 from .gpu import GPURenderer
 from .prelude import prelude
 
@@ -121,9 +121,10 @@ def _pocl_workarounds(with_f64: bool) -> str:
     """Driver workarounds, active under ``TK_POCL``: ``tk_<fn>`` NaN-passing wrappers (plain
     ``<fn>`` otherwise; ``tk_rint`` also passes values that are integral by magnitude, the float
     ``tk_tanh`` gives +-1 where tanh rounds to it), ``tk_log1p`` (x for tiny x) and the
-    loop-exit barrier; ``TK_PRINT_G``, the printf conversion of a double."""
+    loop-exit barrier, ``TK_POCL_ZERO`` (the initializer of a grouped kernel's locals); ``TK_PRINT_G``,
+    the printf conversion of a double."""
     out = ["#ifdef TK_POCL", "#define TK_POCL_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
-           _PRINT_G[True]]
+           "#define TK_POCL_ZERO = 0", _PRINT_G[True]]
     for fn in _NAN_FOLDED:
         for t in ("float", "double") if with_f64 else ("float",):
             keep = f"isnan(x) || fabs(x) >= {_INTEGRAL_FROM[t]}" if fn == "rint" else "isnan(x)"
@@ -139,7 +140,7 @@ def _pocl_workarounds(with_f64: bool) -> str:
         # 20000789), pow(NaN, NaN) gave 0. pow(1, y) and pow(x, 0) are 1, else a NaN gives NaN.
         out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_pow({t} x, {t} y) "
                    f"{{ return (x == ({t})1 || y == ({t})0) ? ({t})1 : (isnan(x) || isnan(y)) ? x + y : pow(x, y); }}")
-    out += ["#else", "#define TK_POCL_BARRIER", "#define tk_pow pow", _PRINT_G[False]]
+    out += ["#else", "#define TK_POCL_BARRIER", "#define TK_POCL_ZERO", "#define tk_pow pow", _PRINT_G[False]]
     out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED + _TINY_FIXED]
     out.append("#endif")
     return "\n".join(out) + "\n"
@@ -179,10 +180,15 @@ class OpenCLRenderer(GPURenderer):
     # block!"), and in an `if` holding a barrier, masked-off work items ran an atomic guarded by
     # `if (tk_active)`. A barrier before such an `if` or loop and after it avoids both (under
     # TK_POCL only). The statement is uniform (it holds a barrier): every work item gets there.
-    # A group-level (uniform) loop without a barrier but with per-item code in it is fenced too:
-    # in a partial group of a workgroup one item wide in x (reqd_work_group_size(1, 4, 1)), the
-    # `if (tk_active)` atomic after such a `while` ran once more per group (bug
-    # pocl-uniform-loop-item-code). The loop is group-level: every work item gets there too.
+    # Every other group-level (uniform) loop of a grouped kernel is fenced too: in a kernel that
+    # holds a barrier, PoCL puts a barrier of its own at the start and the end of each innermost
+    # loop whose trip count is uniform (its implicit-loop-barriers pass), and in a partial group
+    # of a workgroup one item wide in OpenCL's x (reqd_work_group_size(1, 4, 1)) an
+    # `if (tk_active)` atomic between such a loop and the explicit barrier before or after it ran
+    # once more per group: after a `while` with per-item code in it (bug
+    # pocl-uniform-loop-item-code, seed 90000533), and before a `for` without any (bug
+    # pocl-loop-barrier-partial-group, seed 90002214). With the fences no per-item code lies
+    # between PoCL's loop barriers and ours. The loop is group-level: every work item gets there.
 
     def s_If(self, s):
         self.fenced(s.body + (s.orelse or []), self.split_if, s)
@@ -211,26 +217,39 @@ class OpenCLRenderer(GPURenderer):
 
     def fenced(self, stmts, render, s, loop: bool = False) -> None:
         """``render(s)``, between two TK_POCL_BARRIERs when group-level ``stmts`` hold a barrier,
-        or (``loop``) when the group-level loop ``s`` holds per-item code."""
-        guard = self.holds_barrier(stmts) or (loop and self.group_loop_with_items(stmts))
+        or (``loop``) when ``s`` is a group-level loop of a grouped kernel."""
+        guard = self.holds_barrier(stmts) or (loop and self.group_level())
         if guard:
             self.w("TK_POCL_BARRIER;")
         render(s)
         if guard:
             self.w("TK_POCL_BARRIER;")
 
-    def group_loop_with_items(self, stmts) -> bool:
-        """Whether ``stmts``, the body of a loop at group level (outside every item region), hold
-        per-item code (an ``if (tk_active)`` region)."""
-        return self.plan is not None and self.item_label is None and any(
-            isinstance(x, ItemLoop) for x in N.walk_stmts(stmts))
+    def group_level(self) -> bool:
+        """Whether the statement being rendered is group-level code of a grouped kernel (outside
+        every per-item ``if (tk_active)`` region)."""
+        return self.plan is not None and self.item_label is None
 
     def holds_barrier(self, stmts) -> bool:
-        """Whether group-level code ``stmts`` holds a barrier, collective or tk.uniform."""
-        return self.plan is not None and any(
+        """Whether group-level code ``stmts`` holds a barrier, collective or tk.uniform, or a
+        group-level loop (which fenced() puts between barriers: an `if` holding one is fenced and
+        split as for a barrier, since PoCL lost the stores after a fence in one branch of an
+        if/else in a partial group, fuzz seed 91000360)."""
+        return self.plan is not None and (any(
             isinstance(x, (N.Barrier, N.Collective)) or
             (isinstance(x, N.Assign) and isinstance(x.value, N.Call) and x.value.fn == "uniform")
-            for x in N.walk_stmts(stmts))
+            for x in N.walk_stmts(stmts)) or (self.group_level() and _holds_group_loop(stmts)))
+
+    # PoCL 3.1 adds a barrier of its own to each innermost loop with a uniform trip count in a
+    # kernel that holds a barrier (its implicit-loop-barriers pass), and its work-item loop pass
+    # then aborted the process ("Could not find a dominating alternative variable.") where a
+    # local that only active items assign (`if (tk_active)`, so undefined on the inactive path)
+    # was assigned in such a loop and read after it (fuzz seed 90001921). Every local of a
+    # grouped kernel starts at 0 under TK_POCL, so no value is undefined; the 0 is never read
+    # (a local is assigned on every path to a read of it: definite assignment, docs/language.md).
+    # Bug pocl-undef-local-loop-barrier.
+    def local_init(self) -> str:
+        return " TK_POCL_ZERO" if self.plan is not None else ""
 
     def workgroup_attribute(self) -> str:
         wg = list(reversed(self.k.workgroup)) + [1] * (3 - self.k.ndim)
@@ -251,6 +270,17 @@ class OpenCLRenderer(GPURenderer):
                  prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
                  portable_helpers(self.fp64), _pocl_workarounds(self.fp64), _float_atomics(self.fp64), _DEBUG if k.debug else ""]
         return "\n".join(head) + "\n" + "\n".join(body) + "\n"
+
+
+def _holds_group_loop(stmts) -> bool:
+    """Whether group-level statements ``stmts`` hold a loop outside their per-item regions."""
+    for s in stmts:
+        if isinstance(s, (N.For, N.While)):
+            return True
+        if not isinstance(s, ItemLoop) and any(_holds_group_loop(getattr(s, a, None) or [])
+                                               for a in ("body", "orelse")):
+            return True
+    return False
 
 
 def render_opencl(kernel: N.Kernel, plan, ranges: int, fp64: bool = True) -> tuple:

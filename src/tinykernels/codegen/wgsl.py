@@ -1778,7 +1778,10 @@ class WGSLRenderer:
         c = ctype(e.ty)
         if c == "f32":
             if isinstance(e.a, N.Const) and isinstance(e.b, N.Const):
-                a = f"tk_x({a})"           # keep WGSL from constant-folding (1.0 / 0.0 is an error there)
+                # keep WGSL from constant-folding (1.0 / 0.0 is an error there); tk_y for + and -:
+                # tk_x(tk_nan()) + -tk_nan() was folded to 0 (NaN + -NaN, e - e: see tk_y), so a
+                # chained comparison with it ran its second call (fuzzer seed 90100752)
+                a = f"tk_y({a})" if op in ("+", "-") else f"tk_x({a})"
             elif isinstance(e.b, N.Const) and e.b.value == 0:
                 b = f"tk_x({b})"           # x + 0.0 and x * 0.0 are not x and 0.0 for -0.0, inf, NaN
             elif isinstance(e.a, N.Const) and e.a.value == 0:

@@ -112,7 +112,43 @@ FIXED_BUGS = {
                                     "--calls --bytes, fuzz20: `while w < n8: ... ta44 = -2` with n8 = 0, then "
                                     "f36(...) with its atomic_add, then a barrier); the CPU and the interpreter agreed",
         "worked around: the OpenCL renderer fences a group-level loop that holds per-item code with "
-        "TK_POCL_BARRIERs (codegen/opencl.py group_loop_with_items), as it fences loops holding a barrier"),
+        "TK_POCL_BARRIERs (codegen/opencl.py), as it fences loops holding a barrier; since fuzz22 every "
+        "group-level loop of a grouped kernel (pocl-loop-barrier-partial-group)"),
+    'pocl-loop-barrier-partial-group': ("OpenCL on PoCL 3.1: in a kernel that holds a barrier PoCL puts barriers of its "
+                                        "own at the start and end of each innermost loop with a uniform trip count "
+                                        "(its implicit-loop-barriers pass); in a partial group of a workgroup one "
+                                        "item wide in OpenCL's x (reqd_work_group_size(1, 4, 1)) an `if (tk_active)` "
+                                        "atomic between an explicit barrier and such a loop without per-item code ran "
+                                        "once more per group: an effect function's accumulator got 19 for 17 "
+                                        "(fuzzer seed 90002214, --edges --hazards --calls --bytes, fuzz22); the same "
+                                        "PoCL pass as pocl-uniform-loop-item-code, whose workaround fenced only loops "
+                                        "holding per-item code",
+        "worked around: the OpenCL renderer fences every group-level loop of a grouped kernel with "
+        "TK_POCL_BARRIERs (codegen/opencl.py fenced / group_level), so no per-item code lies between PoCL's "
+        "loop barriers and ours; an `if` holding such a loop is fenced and an if/else split like one holding a "
+        "barrier (holds_barrier), since a fence in one branch only lost the stores after the if/else in a "
+        "partial group (pocl-barrier-one-branch; seed 91000360, --grouped 1.0 --calls 1, with the first "
+        "version of this workaround)"),
+    'wgsl-const-nan-minus-itself': ("WebGPU on lavapipe: the sum or difference of two float constants whose value "
+                                    "is NaN (inf - inf, NaN + -NaN: `tk.float8_e4m3fn(70000) + -math.inf`, e4m3fn "
+                                    "having no inf) came out 0: the renderer wrote `tk_x(tk_nan()) + (-tk_nan())`, "
+                                    "tk_x of the opaque constant collapses in NIR and e + -e folds to 0. A chained "
+                                    "comparison `f(e) == <that> < f(e)` then ran its second call: an effect "
+                                    "function's counter 75 for 44 (fuzzer seed 90100752, WebGPU profile with "
+                                    "--edges --hazards --calls --bytes, fuzz22)",
+        "fixed: a constant left operand of a float + or - is tk_y-marked like every other left operand "
+        "(codegen/wgsl.py e_BinOp), which NIR cannot merge with the right one"),
+    'pocl-undef-local-loop-barrier': ("OpenCL on PoCL 3.1: PoCL aborted the process ('Could not find a dominating "
+                                      "alternative variable.', its work-item loop pass) compiling a grouped kernel "
+                                      "whose group-level loop assigned a local in per-item code (`if (tk_active)`, "
+                                      "so undefined for inactive items) that was read after the loop: `t = ll; "
+                                      "for j in range(tk.uint32(0), n): t = C` (fuzzer seed 90001921, --edges "
+                                      "--hazards --calls --bytes, fuzz21). The undefined value reaches the phi of a "
+                                      "loop into which PoCL's implicit-loop-barriers pass has put barriers; "
+                                      "initialising the local (or the one it copies) compiles. A `volatile` local "
+                                      "(fuzz21's first try, withdrawn) made seed 91000400 store 4 for 1",
+        "worked around: every kernel-scope local of a grouped OpenCL kernel is declared `= 0` under TK_POCL "
+        "(codegen/opencl.py local_init, the TK_POCL_ZERO macro); the 0 is never read (definite assignment)"),
     'uniform-func-exit': ("uniformity analysis (every backend): `while tk.uniform(f(x[i]) > 0):` around a barrier, "
                           "or `u = tk.uniform(f(...))` then `if u: break` in a loop with a barrier, was a "
                           "CompileError ('this while condition / break depends on the work item') when `f` returned "
