@@ -43,8 +43,9 @@ G = 16
 
 
 @tk.kernel
-def mapreducedim(R, A: tk.Const, init, op, double, r0, r1, r2):
-    """R[o] = init op map(A[o, k...]) over the reduced dimensions r0..r2 (1 = reduced)"""
+def mapreducedim(R, A: tk.Const, init, op, double, r0, r1, r2, bitwise: tk.constexpr):
+    """R[o] = init op map(A[o, k...]) over the reduced dimensions r0..r2 (1 = reduced); ``&``
+    and ``|`` (op 4, 5) exist for integers only: a float build (``bitwise`` False) drops them"""
     g = tk.index(tk.Group, tk.Linear)
     t = tk.index(tk.Local, tk.Linear)
     n0, n1, n2 = A.shape[0], A.shape[1], A.shape[2]
@@ -72,10 +73,12 @@ def mapreducedim(R, A: tk.Const, init, op, double, r0, r1, r2):
             acc = min(acc, v)
         elif op == 3:
             acc = max(acc, v)
-        elif op == 4:
-            acc = acc & v
-        else:
-            acc = acc | v
+        elif bitwise:
+            if op == 4:
+                acc = acc & v
+            else:
+                acc = acc | v
+    total = acc
     if op == 0:
         total = tk.group_reduce(acc, "add")
     elif op == 1:
@@ -84,52 +87,11 @@ def mapreducedim(R, A: tk.Const, init, op, double, r0, r1, r2):
         total = tk.group_reduce(acc, "min")
     elif op == 3:
         total = tk.group_reduce(acc, "max")
-    elif op == 4:
-        total = tk.group_reduce(acc, "and")
-    else:
-        total = tk.group_reduce(acc, "or")
-    if t == 0:
-        R[o0, o1, o2] = total
-
-
-@tk.kernel
-def mapreducedim_float(R, A: tk.Const, init, op, double, r0, r1, r2):
-    """the float version of mapreducedim (no & and |)"""
-    g = tk.index(tk.Group, tk.Linear)
-    t = tk.index(tk.Local, tk.Linear)
-    n0, n1, n2 = A.shape[0], A.shape[1], A.shape[2]
-    m1 = 1 if r1 else n1
-    m2 = 1 if r2 else n2
-    o0 = g // (m1 * m2)
-    o1 = (g // m2) % m1
-    o2 = g % m2
-    k1 = n1 if r1 else 1
-    k2 = n2 if r2 else 1
-    nred = (n0 if r0 else 1) * k1 * k2
-    acc = init
-    for k in range(t, nred, tk.groupsize()[0]):
-        j0 = k // (k1 * k2) if r0 else o0
-        j1 = (k // k2) % k1 if r1 else o1
-        j2 = k % k2 if r2 else o2
-        v = A[j0, j1, j2]
-        if double:
-            v = A.dtype(v + v)
-        if op == 0:
-            acc = A.dtype(acc + v)
-        elif op == 1:
-            acc = A.dtype(acc * v)
-        elif op == 2:
-            acc = min(acc, v)
+    elif bitwise:
+        if op == 4:
+            total = tk.group_reduce(acc, "and")
         else:
-            acc = max(acc, v)
-    if op == 0:
-        total = tk.group_reduce(acc, "add")
-    elif op == 1:
-        total = tk.group_reduce(acc, "mul")
-    elif op == 2:
-        total = tk.group_reduce(acc, "min")
-    else:
-        total = tk.group_reduce(acc, "max")
+            total = tk.group_reduce(acc, "or")
     if t == 0:
         R[o0, o1, o2] = total
 
@@ -142,11 +104,11 @@ def reduce_on(be, A, dims, op, init, double=False):
         red[:3 - A.ndim] = [1 if all(red[3 - A.ndim:]) else 0] * (3 - A.ndim)
     out_shape = tuple(1 if r else n for r, n in zip(red, A3.shape))
     R = np.full(out_shape, 99, A.dtype)
-    k = mapreducedim_float if A.dtype.kind == "f" else mapreducedim
     nout = int(np.prod(out_shape))
     dR, dA = put(be, R), put(be, A3)
     if nout:
-        k(be, G)(dR, dA, A.dtype.type(init), OPS[op], int(double), *red, ndrange=nout * G)
+        mapreducedim(be, G)(dR, dA, A.dtype.type(init), OPS[op], int(double), *red, A.dtype.kind != "f",
+                            ndrange=nout * G)
         tk.synchronize(be)
     return get(dR).reshape(tuple(1 if d in dims else n for d, n in enumerate(A.shape)))
 
