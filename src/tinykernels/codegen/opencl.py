@@ -218,11 +218,26 @@ class OpenCLRenderer(GPURenderer):
     def fenced(self, stmts, render, s, loop: bool = False) -> None:
         """``render(s)``, between two TK_POCL_BARRIERs when group-level ``stmts`` hold a barrier,
         or (``loop``) when ``s`` is a group-level loop of a grouped kernel."""
-        guard = self.holds_barrier(stmts) or (loop and self.group_level())
+        group_loop = loop and self.group_level()
+        guard = self.holds_barrier(stmts) or group_loop
         if guard:
             self.w("TK_POCL_BARRIER;")
+        self.group_loops = getattr(self, "group_loops", 0) + group_loop
         render(s)
+        self.group_loops -= group_loop
         if guard:
+            self.w("TK_POCL_BARRIER;")
+
+    # PoCL 3.1 lost the stores of a per-item block in a group-level loop that holds a barrier:
+    # in `while (1) { barrier; if (wr >= 3) break; wr++; if (tk_active) { if (v != 0) io[p] = 5;
+    # v = 0; o[p] = 43; } }` the single active item of a partial group (workgroup 8, 81 items)
+    # never stored o[p] (fuzz seed 94000222; cut down by hand to that OpenCL C; a barrier after
+    # the block, or v volatile, gives the right stores). Every per-item block in a group-level
+    # loop of a grouped kernel is followed by a TK_POCL_BARRIER (the block's end is group-level:
+    # every work item gets there). Bug pocl-loop-item-block-lost-store.
+    def s_ItemLoop(self, s: ItemLoop):
+        super().s_ItemLoop(s)
+        if getattr(self, "group_loops", 0):
             self.w("TK_POCL_BARRIER;")
 
     def group_level(self) -> bool:
@@ -238,7 +253,9 @@ class OpenCLRenderer(GPURenderer):
         return self.plan is not None and (any(
             isinstance(x, (N.Barrier, N.Collective)) or
             (isinstance(x, N.Assign) and isinstance(x.value, N.Call) and x.value.fn == "uniform")
-            for x in N.walk_stmts(stmts)) or (self.group_level() and _holds_group_loop(stmts)))
+            for x in N.walk_stmts(stmts)) or (self.group_level() and (
+                _holds_group_loop(stmts) or _holds_group_exit(stmts) or
+                (getattr(self, "group_loops", 0) and _holds_item_block(stmts)))))
 
     # PoCL 3.1 adds a barrier of its own to each innermost loop with a uniform trip count in a
     # kernel that holds a barrier (its implicit-loop-barriers pass), and its work-item loop pass
@@ -279,6 +296,35 @@ def _holds_group_loop(stmts) -> bool:
             return True
         if not isinstance(s, ItemLoop) and any(_holds_group_loop(getattr(s, a, None) or [])
                                                for a in ("body", "orelse")):
+            return True
+    return False
+
+
+def _holds_group_exit(stmts) -> bool:
+    """Whether group-level statements ``stmts`` hold a ``break``, ``continue`` or ``return``
+    outside their per-item regions. PoCL 3.1 aborted the process ("Incoming edges to non-entry
+    block!", ParallelRegion::Verify) on a loop with two exits between the same two barriers:
+    `while (1) { if (c) { ...; barrier; ... } barrier; if (!c) break; wr++; if (s5 & 1) break;
+    if (tk_active) o[p] += 2; barrier; }` (fuzz seed 91000615, cut down by hand; a barrier
+    before the second break compiles). An `if` holding a group-level exit is fenced and split
+    as one holding a barrier, so each exit lies between barriers of its own. Bug
+    pocl-loop-two-exits-abort."""
+    for s in stmts:
+        if isinstance(s, (N.Break, N.Continue, N.Return)):
+            return True
+        if not isinstance(s, ItemLoop) and any(_holds_group_exit(getattr(s, a, None) or [])
+                                               for a in ("body", "orelse")):
+            return True
+    return False
+
+
+def _holds_item_block(stmts) -> bool:
+    """Whether group-level statements ``stmts`` hold a per-item region (which s_ItemLoop follows
+    with a TK_POCL_BARRIER inside a group-level loop: an `if` holding one is fenced and split)."""
+    for s in stmts:
+        if isinstance(s, ItemLoop):
+            return True
+        if any(_holds_item_block(getattr(s, a, None) or []) for a in ("body", "orelse")):
             return True
     return False
 

@@ -129,6 +129,26 @@ FIXED_BUGS = {
         "barrier (holds_barrier), since a fence in one branch only lost the stores after the if/else in a "
         "partial group (pocl-barrier-one-branch; seed 91000360, --grouped 1.0 --calls 1, with the first "
         "version of this workaround)"),
+    'pocl-loop-item-block-lost-store': ("OpenCL on PoCL 3.1: in a group-level loop holding a barrier, a per-item "
+                                        "block (`if (tk_active)`) after the loop's break lost its stores for the "
+                                        "active items of a partial group: o75[80, 2] kept its 0.5 where the "
+                                        "interpreter stored 1.0 (ndrange 81, workgroup 8; fuzzer seed 94000222, "
+                                        "fuzz22's mixed profile, a tk.uniform while holding a per-item while). Cut "
+                                        "down by hand to `while (1) { barrier; if (wr >= 3) break; wr++; "
+                                        "if (tk_active) { if (v != 0) io[p] = 5; v = 0; o[p] = 43; } }`, valid "
+                                        "OpenCL C; a barrier after the block (or v volatile) stores",
+        "worked around: under TK_POCL every per-item block inside a group-level loop of a grouped kernel is "
+        "followed by a TK_POCL_BARRIER (codegen/opencl.py s_ItemLoop); an `if` holding such a block in a "
+        "group-level loop is fenced and split like one holding a barrier (holds_barrier)"),
+    'pocl-loop-two-exits-abort': ("OpenCL on PoCL 3.1: the compiler aborted the process (ParallelRegion::Verify: "
+                                  "\"Incoming edges to non-entry block!\") on a group-level loop with two exits "
+                                  "between the same two barriers: a tk.uniform while condition's break and a "
+                                  "group-level `if s5 & 1: break`, then per-item code and a barrier (fuzzer seed "
+                                  "91000615, --grouped 1.0 --calls 1, fuzz22; cut down by hand to a dozen lines of "
+                                  "valid OpenCL C; a barrier before the second break compiles)",
+        "worked around: under TK_POCL a group-level `if` holding a break, continue or return is fenced with "
+        "TK_POCL_BARRIERs and split like one holding a barrier (codegen/opencl.py holds_barrier, "
+        "_holds_group_exit), so every exit lies between barriers of its own"),
     'wgsl-const-nan-minus-itself': ("WebGPU on lavapipe: the sum or difference of two float constants whose value "
                                     "is NaN (inf - inf, NaN + -NaN: `tk.float8_e4m3fn(70000) + -math.inf`, e4m3fn "
                                     "having no inf) came out 0: the renderer wrote `tk_x(tk_nan()) + (-tk_nan())`, "
