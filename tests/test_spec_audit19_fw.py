@@ -154,6 +154,7 @@ def test_torch_ops_call_has_autograd_compile_and_vmap():
 
 @needs_torch
 def test_torch_ops_call_errors_are_clear():
+    _ops()                      # registers torch.ops.audit19.* (when this test runs alone too)
     y0, x = t64(4), t64(4)
     with pytest.raises(RuntimeError, match="missing value for argument 'a'"):
         torch.ops.audit19.saxpy(y0, x)
