@@ -46,6 +46,7 @@ def test_transformer_block_from_the_spec_functions(dev):
 
     x = llm.gather(A(table), tk.asarray(tokens, backend=b))                       # [S, D]
     h = tk.zeros((S, D), backend=b)
+    tk.synchronize(b)      # work on the default stream is not ordered with s (SPEC 6): wait for it
     assert llm.rms_norm(x, A(wn), eps=1e-5, out=h, stream=s) is h
     s.synchronize()
     q = llm.matmul(h, A(wq))                                                      # [S, H*HD]
@@ -53,7 +54,9 @@ def test_transformer_block_from_the_spec_functions(dev):
     kt = tk.zeros(KVH * HD, backend=b)
     ks = []
     for t in range(S):     # GEMVs on the stream; reading .numpy() waits for nothing (debugging.md)
-        assert llm.matmul(wk_q, A(h.numpy()[t]), out=kt, stream=s) is kt
+        ht = A(h.numpy()[t])
+        tk.synchronize(b)
+        assert llm.matmul(wk_q, ht, out=kt, stream=s) is kt
         s.synchronize()
         ks.append(kt.numpy().copy())
     k = np.stack(ks)                                                              # [S, KVH*HD]
@@ -68,7 +71,9 @@ def test_transformer_block_from_the_spec_functions(dev):
     o = A(att.numpy()[0].transpose(1, 0, 2).reshape(S, H * HD))
     h2, resid = llm.rms_norm(o, A(wn2), eps=1e-5, residual=x)
     up = tk.zeros((S, F), backend=b)
-    out = llm.swiglu(llm.matmul(h2, A(w1)), llm.matmul(h2, A(w3)), out=up, stream=s)
+    g1, g3 = llm.matmul(h2, A(w1)), llm.matmul(h2, A(w3))                       # default stream
+    tk.synchronize(b)
+    out = llm.swiglu(g1, g3, out=up, stream=s)
     s.synchronize()
     assert out is up
 
