@@ -415,11 +415,12 @@ def test_two_streams_ordered_by_an_event(dev):
     n = 1000
     hi, lo = b.stream(priority=tk.High), b.stream(priority=tk.Low)
     y, x = tk.zeros(n, backend=b), tk.asarray(np.arange(n, dtype=np.float32), backend=b)
+    z = tk.zeros(n, backend=b)
+    tk.synchronize(b)       # the arrays' initialisation is not ordered with hi and lo (SPEC 6)
     k = axpy(b)
     for _ in range(10):
         ev = k(y, 0.5, x, ndrange=n, stream=hi)
     lo.wait(ev)
-    z = tk.zeros(n, backend=b)
     ev2 = tk.copyto(z, y, stream=lo)
     ev3 = k(z, 1.0, x, ndrange=n, stream=lo)
     ev3.wait()
