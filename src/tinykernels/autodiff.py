@@ -75,21 +75,27 @@ class Active:
 _FLOAT_DTYPES: dict = {}      # dtype or scalar type -> whether it is a float type
 
 
+def _remembered(cache: dict, dt, pred) -> bool:
+    """``pred`` of the kernel dtype of ``dt`` (False when it is none), remembered per dtype in
+    ``cache``: ``D.from_any`` (NumPy's dtype name) is slow; an unhashable ``dt`` is not kept."""
+    try:
+        return cache[dt]
+    except KeyError:
+        pass
+    except TypeError:
+        t = D.from_any(dt)
+        return t is not None and pred(t)
+    t = D.from_any(dt)
+    r = cache[dt] = t is not None and pred(t)
+    return r
+
+
 def _is_float_dtype(dt) -> bool:
     """Whether ``dt`` is one of the kernel language's float types: NumPy's kind ``"f"`` misses
     bfloat16 and the fp8 types (ml_dtypes' kind ``"V"``), whose arrays would then silently get
     no gradient. Remembered per dtype: ``tk.autodiff`` asks about 20 times per launch, and
-    ``D.from_any`` (NumPy's dtype name) made a third of its Python time per launch."""
-    try:
-        return _FLOAT_DTYPES[dt]
-    except KeyError:
-        pass
-    except TypeError:                # unhashable: not remembered
-        t = D.from_any(dt)
-        return t is not None and t.is_float
-    t = D.from_any(dt)
-    r = _FLOAT_DTYPES[dt] = t is not None and t.is_float
-    return r
+    ``D.from_any`` made a third of its Python time per launch."""
+    return _remembered(_FLOAT_DTYPES, dt, lambda t: t.is_float)
 
 
 def _is_float_array(a) -> bool:
@@ -574,16 +580,7 @@ def _is_narrow_float(a) -> bool:
         dt = getattr(_host(a), "dtype", None)
         if dt is None:
             return False
-    try:
-        return _NARROW_DTYPES[dt]
-    except KeyError:
-        pass
-    except TypeError:                # unhashable: not remembered
-        t = D.from_any(dt)
-        return t is not None and t.is_float and t.bits < 32
-    t = D.from_any(dt)
-    r = _NARROW_DTYPES[dt] = t is not None and t.is_float and t.bits < 32
-    return r
+    return _remembered(_NARROW_DTYPES, dt, lambda t: t.is_float and t.bits < 32)
 
 
 def _widened(shadow, backend):
