@@ -289,15 +289,21 @@ class OpenCLRenderer(GPURenderer):
         return "\n".join(head) + "\n" + "\n".join(body) + "\n"
 
 
-def _holds_group_loop(stmts) -> bool:
-    """Whether group-level statements ``stmts`` hold a loop outside their per-item regions."""
+def _holds_at_group_level(stmts, kinds) -> bool:
+    """Whether group-level statements ``stmts`` hold a node of type ``kinds`` outside their
+    per-item regions (an ItemLoop among ``kinds`` is found itself)."""
     for s in stmts:
-        if isinstance(s, (N.For, N.While)):
+        if isinstance(s, kinds):
             return True
-        if not isinstance(s, ItemLoop) and any(_holds_group_loop(getattr(s, a, None) or [])
+        if not isinstance(s, ItemLoop) and any(_holds_at_group_level(getattr(s, a, None) or [], kinds)
                                                for a in ("body", "orelse")):
             return True
     return False
+
+
+def _holds_group_loop(stmts) -> bool:
+    """Whether group-level statements ``stmts`` hold a loop outside their per-item regions."""
+    return _holds_at_group_level(stmts, (N.For, N.While))
 
 
 def _holds_group_exit(stmts) -> bool:
@@ -309,24 +315,13 @@ def _holds_group_exit(stmts) -> bool:
     before the second break compiles). An `if` holding a group-level exit is fenced and split
     as one holding a barrier, so each exit lies between barriers of its own. Bug
     pocl-loop-two-exits-abort."""
-    for s in stmts:
-        if isinstance(s, (N.Break, N.Continue, N.Return)):
-            return True
-        if not isinstance(s, ItemLoop) and any(_holds_group_exit(getattr(s, a, None) or [])
-                                               for a in ("body", "orelse")):
-            return True
-    return False
+    return _holds_at_group_level(stmts, (N.Break, N.Continue, N.Return))
 
 
 def _holds_item_block(stmts) -> bool:
     """Whether group-level statements ``stmts`` hold a per-item region (which s_ItemLoop follows
     with a TK_POCL_BARRIER inside a group-level loop: an `if` holding one is fenced and split)."""
-    for s in stmts:
-        if isinstance(s, ItemLoop):
-            return True
-        if any(_holds_item_block(getattr(s, a, None) or []) for a in ("body", "orelse")):
-            return True
-    return False
+    return _holds_at_group_level(stmts, ItemLoop)
 
 
 def render_opencl(kernel: N.Kernel, plan, ranges: int, fp64: bool = True) -> tuple:
