@@ -239,6 +239,7 @@ def test_every_known_bug_has_a_regression_test():
     text += (Path(__file__).parent / "test_fuzz_grad.py").read_text()   # the autodiff mode's bugs
     text += (Path(__file__).parent / "test_fuzz22.py").read_text()      # fuzz22's (test_fuzz.py is slow)
     text += (Path(__file__).parent / "test_pocl22.py").read_text()      # fuzz22's open PoCL seeds
+    text += (Path(__file__).parent / "test_fuzz_grad_unsafe.py").read_text()   # --grad-unsafe's (gradfz22)
     for bug in F.KNOWN_BUGS:
         assert f'xfail_bug("{bug}")' in text, bug
     for bug in F.FIXED_BUGS:

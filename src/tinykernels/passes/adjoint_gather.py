@@ -989,7 +989,9 @@ def speed_up(adj: N.Kernel, grouped: bool, diff, form: str = "", partial_dtypes:
                                      form.endswith("1")) if strip and scalars and not grouped else None
     if not scalars:
         partials = None
-    elif form == "threads" and not grouped:
+    elif form == "threads" and not grouped and not unsafe:
+        # (not in an unsafe_indices kernel: the CPU runs those in the grouped code shape, which
+        # has no per-thread slot; their partials are per work group)
         k, partials = per_thread_partials(k, scalars), "threads"
     elif stripped is not None:
         k, partials = stripped, "strip"

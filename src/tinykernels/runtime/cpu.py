@@ -132,7 +132,12 @@ class CPUKernelInstance(KernelInstance):
         from ..passes.uniformity import check_barriers, uniform_vars
         u = uniform_vars(ir.body, ir.locals)
         check_barriers(ir, u)
-        grouped = bool(ir.uses & GROUPED_FEATURES)
+        # an unsafe_indices kernel runs every item of every group, the items past the ndrange
+        # in a partial last group included (SPEC section 3): only the grouped shape has them
+        # (the flat shape loops over the ndrange's items; until gradfz22 such kernels without a
+        # barrier or local memory ran no padded item on the CPU, while the interpreter and the
+        # GPUs ran them, and their tk.autodiff adjoints lost the padded items' contributions)
+        grouped = bool(ir.uses & GROUPED_FEATURES) or ir.unsafe_indices
         plan = plan_groups(ir, u) if grouped else None
         check_cpu_memory(ir, plan)
         return render_c(ir, plan, ranges)

@@ -566,4 +566,22 @@ FIXED_BUGS = {
                                   "for x in (-0.5, -0.0] where the int 0 converts to +0.0: NIR folded "
                                   "`f32(i32(round(x)))` to `round(x)` (fuzzer seed 82000361, WebGPU profile, fuzz18)",
         "fixed: an int converted to f32 ORs tk_z first, so NIR cannot see the round trip (codegen/wgsl.py cast)"),
+    'cpu-unsafe-flat-padded-items': ("CPU: an @tk.kernel(unsafe_indices=True) kernel without a barrier, local "
+                                     "memory or a collective (the flat code shape) ran only the ndrange's items, "
+                                     "not the items past it in a partial last group, which the interpreter and "
+                                     "the GPU backends run (SPEC section 3): an atomic_add by every item counted 5 "
+                                     "of 8. The adjoints and tangents, which the interpreter runs on the CPU, lost "
+                                     "the padded items' terms (wrong gradients on the interpreter too) or, in "
+                                     "2-D, wrote the tape past its end (an IndexError; fuzzer seeds 95000007, "
+                                     "95000018, 95000021 with --grad --grad-unsafe, gradfz22)",
+        "fixed: the CPU renders unsafe_indices kernels in the grouped code shape (runtime/cpu.py _render), "
+        "and their adjoints sum scalar partials per group, not per thread (passes/adjoint_gather.py "
+        "speed_up); gradcheck compares each backend's primal results too (grad-primal)"),
+    'gcc-vectorizer-ice': ("CPU with GCC 12.2: the compiler crashed (internal compiler error in "
+                           "vect_get_vec_defs_for_operand, tree-vect-stmts.cc:1509) on the grouped adjoint of a "
+                           "2-D unsafe_indices kernel with local memory, a group_reduce and a private array "
+                           "(fuzzer seed 95000006, --grad --grad-unsafe 1 --grad-local 0.5; a CompileError "
+                           "about generated code, gradfz22)",
+        "worked around: a compile whose GCC crash is in the loop vectorizer is run once more with "
+        "-fno-tree-vectorize (runtime/compiler.py compile_library); other errors are reported as before"),
 }

@@ -34,6 +34,7 @@ class Options:
     params: float = 0.0                   # probability that a scalar argument of a NumPy type is a local the kernel may reassign
     grad: bool = False                    # autodiff cases only (gradgen.py: differentiable float64 kernels)
     grad_local: float = 0.0               # autodiff cases: probability of local memory, a barrier, group_reduce
+    grad_unsafe: float = 0.0              # autodiff cases: probability of an unsafe_indices kernel with partial groups
     profile: str = "full"                 # "webgpu": only what WebGPU runs (gen.WEBGPU_PROFILE)
 
     def key(self) -> str:

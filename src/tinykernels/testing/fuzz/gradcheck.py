@@ -23,6 +23,11 @@ Checks, each a :class:`.run.Mismatch` of its own kind:
 - ``grad-backend``: every compiled backend's ``J^T u``, ``w``'s gradient and ``J v`` against the
   reference's, within ``1e-9`` relative to the array's largest magnitude (atomics and partial sums
   add in another order);
+- ``grad-primal``: every compiled backend's final values ``F(X)`` against the reference's (same
+  tolerance). The finite differences run on the first compiled backend: where its kernel computes
+  another function than the reference's, its gradients agree with its own differences and could
+  agree with the reference's gradients too (the CPU ran no item past the ndrange of a flat
+  ``unsafe_indices`` kernel, nor did the adjoints the interpreter runs on it: gradfz22);
 - ``error`` / ``ref-error``: a backend (or the reference) raised.
 """
 from __future__ import annotations
@@ -146,11 +151,6 @@ def _smooth_fd(case, b, fn, floats, ints, w, u, v, dw, ad):
     return d1
 
 
-def _overflowed(case, b, fn, floats, ints, w) -> bool:
-    """Whether some final value of the kernel at this point is inf or NaN."""
-    return not all(np.isfinite(v).all() for v in _forward(case, b, fn, floats, ints, w).values())
-
-
 def _agree(fwd: float, ad: float, mag: float, undefined: bool) -> bool:
     """``<u, J v> == <J^T u, v>`` within ``JVP_RTOL`` of ``mag``. Where the kernel's result is
     itself inf or NaN (``undefined``) a side that is not finite has no value to be right about
@@ -215,7 +215,8 @@ def check_grad_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
     # forward against reverse on the reference
     fwd, mag_f = _dot(u, jv)
     mag = mag_r + mag_f + abs(gw * dw)
-    undefined = _overflowed(case, ref, fn_ref, floats, ints, w)
+    ref_out = _forward(case, ref, fn_ref, floats, ints, w)
+    undefined = not all(np.isfinite(v).all() for v in ref_out.values())
     if undefined:
         case.features.add("grad-undefined")
     if not _agree(fwd, ad, mag, undefined):
@@ -228,10 +229,14 @@ def check_grad_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
                             [((), repr(ad), repr(fd))], detail=f"reverse {ad!r}, finite difference {fd!r}"))
     for b, bn in zip(backends, bnames):
         try:
-            _, gb, gwb, jvb = _grads(case, _backend(b), floats, ints, w, u, v, dw)
+            fn_b, gb, gwb, jvb = _grads(case, _backend(b), floats, ints, w, u, v, dw)
+            out_b = _forward(case, _backend(b), fn_b, floats, ints, w)
         except Exception as e:  # noqa: BLE001
             out.append(Mismatch(seed, bn, "error", detail=_err_text(e)))
             continue
+        bad = _where(out_b, ref_out, BACKEND_RTOL)
+        if bad:
+            out.append(Mismatch(seed, bn, "grad-primal", bad[0], bad[1]))
         bad = (_where(gb, g, BACKEND_RTOL) or _where({"dw": np.array([gwb])}, {"dw": np.array([gw])}, BACKEND_RTOL)
                or _where(jvb, jv, BACKEND_RTOL))
         if bad:

@@ -17,9 +17,19 @@ differentiated), ``out`` (stored once per item), ``acc`` (``atomic_add`` targets
 updated in place at the item's own element) and the scalar ``w`` (``tk.Active``). With ``n`` the
 ndrange, inputs have ``n + 2`` elements (``x[i + 2]`` is in bounds), outputs and in-place arrays
 ``n``, accumulators 3.
+
+``unsafe_indices`` kernels (``Options.grad_unsafe``, decided by an RNG of their own so that the
+other seeds keep their kernels): a 1-D to 3-D launch with a workgroup size that does not divide
+the ndrange, so the items past it (which run every statement) push to the tape too. The kernel
+guards itself: ``ok`` says whether the item is inside the ndrange, ``i`` is the item's linear
+index clamped into it (every load through ``i`` is in bounds for every item, so the padded items
+compute, loop and accumulate like the others), stores, in-place updates and reads of in-place
+arrays are under ``if ok:`` (or ``a if ok else b``), and some loads use the raw index under the
+guard. Outputs and in-place arrays have the ndrange's shape (stored at the item's coordinates).
 """
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -47,13 +57,21 @@ _LITS = ("0.5", "1.5", "-2.0", "0.25", "3.0", "-0.75")
 class _GradGen:
     """One differentiable kernel module (source lines built statement by statement)."""
 
-    def __init__(self, seed: int, local: float = 0.0):
+    def __init__(self, seed: int, local: float = 0.0, unsafe: float = 0.0):
         self.seed = seed
         # grouped kernels (Options.grad_local) are decided by an RNG of their own, so that with
         # the option off (the default) every seed keeps its kernel
         gr = random.Random(seed ^ 0x10CA1)
         self.wg = gr.choice((2, 4, 8)) if gr.random() < local else 0
         self.groups = gr.randint(1, 3)
+        # unsafe_indices kernels (Options.grad_unsafe): an RNG of their own too
+        ur = random.Random(seed ^ 0x5AFE1)
+        self.unsafe = ur.random() < unsafe
+        self.own = "i"                 # the item's own element of outputs / in-place arrays
+        self.raw = "i"                 # its unclamped linear index (valid under ``ok`` only)
+        if self.unsafe:
+            self.ndim, self.wgs, self.ext = _unsafe_geometry(ur)
+            self.wg = math.prod(self.wgs) if self.wg else 0      # local memory: one slot per item
         self.r = random.Random(seed ^ 0x6AD0F)
         self.nprng = np.random.default_rng(seed ^ 0x6AD0F)
         self.body: list = []
@@ -83,8 +101,13 @@ class _GradGen:
         r = self.r
         if self.ios and r.random() < 0.15:
             self.features.add("io-read")
+            if self.unsafe:     # another item updates the clamped element: only the own one, guarded
+                return f"({r.choice(self.ios)}[{self.own}] if ok else {r.choice(_LITS)})"
             return f"{r.choice(self.ios)}[i]"
         x = r.choice(self.ins)
+        if self.unsafe and r.random() < 0.2:
+            self.features.add("guarded-read")
+            return f"({x}[{self.raw}{r.choice(('', ' + 1', ' + 2'))}] if ok else {r.choice(_LITS)})"
         k = r.random()
         if k < 0.35:
             return f"{x}[i]"
@@ -183,10 +206,17 @@ class _GradGen:
             a = r.choice(self.accs)
             j = r.choice(("i % 3", "0", "idx[i] % 3", "(i + 1) % 3"))
             self.emit(f"tk.atomic_add({a}, {j}, {self.expr(2)})", ind)
+        elif self.unsafe and deep and r.random() < 0.3:
+            self.features.add("guarded-block")
+            self.emit("if ok:", ind)
+            self.block(ind + 1, r.randint(1, 2))
         elif self.ios:
             self.features.add("io-update")
-            a = r.choice(self.ios)
-            self.emit(f"{a}[i] = {a}[i] * {self.expr(1)} + {self.expr(2)}", ind)
+            a, o = r.choice(self.ios), self.own
+            if self.unsafe:
+                self.emit("if ok:", ind)
+                ind += 1
+            self.emit(f"{a}[{o}] = {a}[{o}] * {self.expr(1)} + {self.expr(2)}", ind)
         else:
             v = self.fresh("v")
             self.emit(f"{v} = {self.expr(2)}", ind)
@@ -238,7 +268,8 @@ class _GradGen:
 
     def local_memory(self) -> None:
         """Local memory written by every item, read at a neighbour's element after a barrier,
-        and a group sum (the ndrange is a multiple of the group size: every element is written)."""
+        and a group sum (the ndrange is a multiple of the group size, or the kernel is
+        unsafe_indices: every element is written)."""
         wg, lm, v = self.wg, self.fresh("lm"), self.fresh("v")
         self.features |= {"localmem", "barrier"}
         self.emit("l = tk.index(tk.Local, tk.Linear)", 1)
@@ -290,36 +321,93 @@ class _GradGen:
         r = self.r
         for _ in range(r.choice((0, 0, 1, 2))):
             self.gen_func()
-        n = r.randint(3, 24) if not self.wg else self.wg * self.groups
-        self.emit("i = tk.index()", 1)
-        self.emit("n = y0.shape[0]", 1)
+        if self.unsafe:
+            n = math.prod(self.ext)
+            self.prologue_unsafe()
+        else:
+            n = r.randint(3, 24) if not self.wg else self.wg * self.groups
+            self.emit("i = tk.index()", 1)
+            self.emit("n = y0.shape[0]", 1)
         if self.wg:
             self.local_memory()
         while self.stmts_left > 0:
             self.stmt(1)
+        if self.unsafe:
+            self.emit("if ok:", 1)
         for y in self.outs:
-            self.emit(f"{y}[i] = {self.expr(3)}", 1)
+            self.emit(f"{y}[{self.own}] = {self.expr(3)}", 2 if self.unsafe else 1)
         kname = f"kgrad{self.seed}"
         params = self.outs + self.accs + self.ios + self.ins + ["idx", "w"]
+        deco = "@tk.kernel(unsafe_indices=True)" if self.unsafe else "@tk.kernel"
         src = ("import math\n\nimport tinykernels as tk\n\n\n" + "\n\n".join(self.func_src) +
-               ("\n\n" if self.func_src else "") + f"@tk.kernel\ndef {kname}({', '.join(params)}):\n" +
+               ("\n\n" if self.func_src else "") + f"{deco}\ndef {kname}({', '.join(params)}):\n" +
                "\n".join(self.body) + "\n")
         vals = lambda m: self.nprng.uniform(-1.5, 1.5, m)   # noqa: E731
-        args = ([ArgSpec(y, "array", vals(n), "out") for y in self.outs] +
+        shape = tuple(self.ext) if self.unsafe and self.ndim > 1 else n    # outputs, in-place arrays
+        args = ([ArgSpec(y, "array", vals(shape), "out") for y in self.outs] +
                 [ArgSpec(a, "array", vals(3), "acc") for a in self.accs] +
-                [ArgSpec(a, "array", vals(n), "io") for a in self.ios] +
+                [ArgSpec(a, "array", vals(shape), "io") for a in self.ios] +
                 [ArgSpec(x, "array", vals(n + 2), "in") for x in self.ins] +
                 [ArgSpec("idx", "array", self.nprng.integers(0, n, n).astype(np.int32), "in", const=True),
                  ArgSpec("w", "scalar", float(self.nprng.uniform(0.5, 1.5)))])
-        case = Case(self.seed, src, kname, args, n, workgroupsize=self.wg or None, features=self.features | {"grad"})
+        if self.unsafe:
+            nd, wg = (n, self.wgs[0]) if self.ndim == 1 else (tuple(self.ext), tuple(self.wgs))
+            self.features |= {"unsafe_indices", "partial-group", f"unsafe-{self.ndim}d"}
+            case = Case(self.seed, src, kname, args, nd, workgroupsize=wg, unsafe=True,
+                        features=self.features | {"grad"})
+        else:
+            case = Case(self.seed, src, kname, args, n, workgroupsize=self.wg or None, features=self.features | {"grad"})
         case.mode = GRAD_MODE
         return case
 
+    def prologue_unsafe(self) -> None:
+        """The index lines of an unsafe_indices kernel: ``ok`` (inside the ndrange), ``i`` (the
+        linear index clamped into it), ``n`` (the ndrange's item count), ``own`` / ``raw``."""
+        if self.ndim == 1:
+            self.emit("gi = tk.index()", 1)
+            self.emit("n = y0.shape[0]", 1)
+            self.emit("ok = gi < n", 1)
+            self.emit("i = min(gi, n - 1)", 1)
+            self.own = self.raw = "gi"
+            return
+        qs = [f"q{d}" for d in range(self.ndim)]
+        ns = [f"n{d}" for d in range(self.ndim)]
+        self.emit(f"{', '.join(qs)} = tk.index(tk.Global, tk.Cartesian)", 1)
+        for d in range(self.ndim):
+            self.emit(f"{ns[d]} = y0.shape[{d}]", 1)
+        self.emit(f"n = {' * '.join(ns)}", 1)
+        self.emit(f"ok = {' and '.join(f'{q} < {m}' for q, m in zip(qs, ns))}", 1)
+        lin = f"min({qs[0]}, {ns[0]} - 1)"
+        raw = qs[0]
+        for d in range(1, self.ndim):
+            lin = f"({lin}) * {ns[d]} + min({qs[d]}, {ns[d]} - 1)" if d > 1 else f"{lin} * {ns[d]} + min({qs[d]}, {ns[d]} - 1)"
+            raw = f"({raw}) * {ns[d]} + {qs[d]}" if d > 1 else f"{raw} * {ns[d]} + {qs[d]}"
+        self.emit(f"i = {lin}", 1)
+        self.own, self.raw = ", ".join(qs), f"({raw})"
 
-def generate_grad(seed: int, local: float = 0.0) -> Case:
+
+def _unsafe_geometry(ur: random.Random) -> tuple:
+    """(ndim, workgroup shape, ndrange extents) of an unsafe_indices case: at least one extent
+    is no multiple of its workgroup extent (a partial group), at most 48 items in the padded grid
+    (the interpreter runs them in Python)."""
+    nd = ur.choice((1, 1, 2, 3))
+    while True:
+        wgs = [ur.choice((2, 4, 8))] if nd == 1 else [ur.choice((1, 2, 4)) for _ in range(nd)]
+        if not 2 <= math.prod(wgs) <= 16:
+            continue
+        ext = [ur.randint(1, 2 * w + 1) for w in wgs]
+        d = ur.choice([k for k in range(nd) if wgs[k] > 1])
+        ext[d] = wgs[d] * ur.randint(0, 2) + ur.randint(1, wgs[d] - 1)
+        padded = math.prod(-(-e // w) * w for e, w in zip(ext, wgs))
+        if padded <= 48 and math.prod(ext) >= 2:
+            return nd, wgs, ext
+
+
+def generate_grad(seed: int, local: float = 0.0, unsafe: float = 0.0) -> Case:
     """The autodiff case of ``seed`` (deterministic); ``local``: the probability of a kernel with
-    local memory, a barrier and a group reduction."""
-    return _GradGen(seed, local).generate()
+    local memory, a barrier and a group reduction; ``unsafe``: of an ``unsafe_indices`` kernel
+    with partial work groups (1-D to 3-D)."""
+    return _GradGen(seed, local, unsafe).generate()
 
 
 __all__ = ["GRAD_MODE", "generate_grad"]
