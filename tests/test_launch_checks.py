@@ -328,8 +328,50 @@ def test_guarded_and_looped_accesses_are_not_refused(be):
     guarded(be)(out, u, 4, ndrange=8)
     guarded_expr(be)(out, u, 4, ndrange=4)
     looped(be)(out, u, 0, ndrange=8)
-    if be == "CPU":       # one full group: an unsafe_indices kernel's items past the ndrange run too
-        unsafe(be)(out, u, ndrange=4, workgroupsize=4)
+    unsafe(be)(out, u, ndrange=4, workgroupsize=4)   # one full group: no item past the ndrange
+
+
+@tk.kernel(unsafe_indices=True)
+def unsafe_grid(out, u: tk.Const):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    out[i, j] = u[i + 1, j]
+
+
+@pytest.mark.parametrize("be", ["CPU", "CPU-py"] + DEVICE)
+def test_unguarded_unsafe_indices_kernels_are_checked_over_their_padded_groups(be, monkeypatch):
+    # an unsafe_indices kernel runs every statement in the items past the ndrange of its last,
+    # partial group (SPEC section 3): unguarded, u[i] and out[i] certainly leave the arrays.
+    # The launch checks used to skip such kernels: the CPU (since gradfz22), OpenCL and WebGPU
+    # then read and wrote past the arrays, silently
+    if be == "CPU-py":
+        monkeypatch.setenv("TK_PY_LAUNCHER", "1")
+        be = tk.CPU(threads=2)
+    conv = (lambda a: tk.asarray(a, backend=be)) if be in DEVICE else (lambda a: a)
+    host = (lambda a: a.numpy()) if be in DEVICE else (lambda a: a)
+    u, out = conv(np.arange(1, 9, dtype=np.float32)), conv(np.zeros(8, np.float32))
+    unsafe(be)(out, u, ndrange=8, workgroupsize=4)              # whole groups: fine
+    unsafe(be)(out, u, ndrange=6, workgroupsize=4)              # padded to 8 items: still inside
+    np.testing.assert_array_equal(host(out), np.arange(1, 9))
+    small = conv(np.zeros(6, np.float32))
+    with pytest.raises(tk.LaunchError, match=r"kernel 'unsafe' at .*test_launch_checks.py:\d+: argument 'out' "
+                                             r"with shape \(6,\) is indexed out of bounds: its dimension 0 reaches "
+                                             r"index 7 in the work items past the ndrange 6 \(an unsafe_indices kernel "
+                                             r"runs every statement in every item of its last, partial group of 4 along "
+                                             r"dimension 0\); guard the access \(if i < n:\)"):
+        unsafe(be)(small, u, ndrange=6, workgroupsize=4)
+    unsafe(be)(conv(np.zeros(256, np.float32)), conv(np.ones(256, np.float32)), ndrange=200)        # the default group (256 in 1-D): padded to 256, inside;
+    for _ in range(2):                       # the CPU launcher now has a plan and checks itself
+        with pytest.raises(tk.LaunchError, match=r"argument .u. with shape \(8,\).*reaches index 255 in the work items past the ndrange 4 .*group of 256"):
+            unsafe(be)(out, u, ndrange=4)
+    with pytest.raises(tk.LaunchError, match=r"argument 'u'.*index 8 over the ndrange \(8, 1\); rerun"):
+        unsafe_grid(be)(conv(np.zeros((8, 1), np.float32)), conv(np.zeros((8, 1), np.float32)),
+                        ndrange=(8, 1), workgroupsize=(8, 1))          # u[i + 1]: outside without padding too
+    a, b = conv(np.zeros((4, 8), np.float32)), conv(np.ones((5, 8), np.float32))
+    unsafe_grid(be)(a, b, ndrange=(3, 5), workgroupsize=(2, 4))     # padded to (4, 8): inside both
+    assert host(a).sum() == 32
+    with pytest.raises(tk.LaunchError, match=r"argument 'out' with shape \(3, 8\).*dimension 0 reaches index 3 "
+                                             r"in the work items past the ndrange \(3, 5\).*group of 2 along dimension 0"):
+        unsafe_grid(be)(conv(np.zeros((3, 8), np.float32)), b, ndrange=(3, 5), workgroupsize=(2, 4))
 
 
 def test_the_analysis_is_conservative():
@@ -341,7 +383,9 @@ def test_the_analysis_is_conservative():
     assert facts(guarded, u, u, 4, ndrange=4).affine == ()
     assert {(f.array, f.offset) for f in facts(guarded_expr, u, u, 4, ndrange=4).affine} == {("out", 0)}
     assert {(f.array, f.offset) for f in facts(looped, u, u, 4, ndrange=4).affine} == set()
-    assert facts(unsafe, u, u, ndrange=4).affine == ()
+    # an unsafe_indices kernel's facts carry its group size (the items past the ndrange run)
+    assert {(f.array, f.kind, f.pad) for f in facts(unsafe, u, u, ndrange=4).affine} == \
+        {("out", "global_linear", 256), ("u", "global_linear", 256)}
     info = facts(stencil, u, u, ndrange=4)
     assert info.written == {"out": info.affine[-1].site} and {f.offset for f in info.affine} == {-1, 0, 1}
 

@@ -12,12 +12,16 @@
 "Certainly performs" is conservative: only statements in the kernel's straight-line
 prefix count, i.e. before any ``if``/loop that may ``return``, not inside an ``if`` or a
 loop, not in the unchosen side of ``a if c else b`` or ``x and y``; the coordinate must
-come from a local assigned exactly once. Kernels with ``unsafe_indices`` get no facts.
+come from a local assigned exactly once. In a kernel with ``unsafe_indices`` every work item
+of every group runs every statement, the items past the ndrange in a partial last group too
+(SPEC section 3): its facts carry the group size along their axis (``pad``), and the launch
+checks the coordinate's extent over the ndrange padded to whole groups. (Its linear position in
+more than one dimension is not checked: no fact.)
 """
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ir import nodes as N
 
@@ -36,6 +40,8 @@ class Affine:
     axis: int
     offset: int
     site: str              # where: N.site_text of the access (its file, line and call chain)
+    pad: int = 0           # unsafe_indices: the group size along the axis (the coordinate runs
+                           # over the ndrange padded to whole groups); 0: the ndrange itself
 
 
 @dataclass(frozen=True)
@@ -58,10 +64,20 @@ def analyze(k: N.Kernel) -> AccessInfo:
                     if x.array.name not in written:
                         written[x.array.name] = N.site_text(x.loc)
     facts: list = []
-    if not k.unsafe_indices:
-        counts = _assignment_counts(k.body)
-        _scan(k.body, {}, counts, facts)
+    _scan(k.body, {}, _assignment_counts(k.body), facts)
+    if k.unsafe_indices:
+        facts = [p for f in facts if (p := _padded(f, k)) is not None]
     return AccessInfo(written, tuple(dict.fromkeys(facts)))
+
+
+def _padded(f: Affine, k: N.Kernel) -> Affine | None:
+    """Fact ``f`` of an ``unsafe_indices`` kernel, over the ndrange padded to whole groups
+    (None: a linear position in more than one dimension, not checked)."""
+    if f.kind == "const":
+        return f
+    if f.kind == "global_linear":
+        return replace(f, pad=k.workgroup[0]) if k.ndim == 1 else None
+    return replace(f, pad=k.workgroup[f.axis])
 
 
 def _assignment_counts(body) -> Counter:

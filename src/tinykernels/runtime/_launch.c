@@ -17,7 +17,7 @@
  *     Both in one call (an int, or a tuple of ints and ranges, as ndrange): look the key up
  *     in ``plans`` (key -> entry point address) and launch; on a miss return the key.
  *     A plan may instead be bytes, int64 words (runtime/launchcheck.py, fast_plan):
- *     fnptr, npairs, (i, j)*, nfacts, (arg, dim, kind, axis, offset)*: argument pairs
+ *     fnptr, npairs, (i, j)*, nfacts, (arg, dim, kind | pad << 3, axis, offset)*: argument pairs
  *     that must not share memory (byte spans) and accesses whose work-item coordinate
  *     range must stay inside an array dimension. When one fails, fast() returns the key
  *     as on a miss, and the Python slow path raises the error.
@@ -467,12 +467,22 @@ static int checks_ok(const int64_t *w, Py_ssize_t nw, const tk_arg *xs, Py_ssize
         const tk_arg *x = &xs[i];
         if (!x->is_array || dim < 0 || dim >= x->nd) return 0;
         int64_t size = x->dims[dim], lo, hi;
+        /* launchcheck.PAD_SHIFT: an unsafe_indices kernel's group size along the axis, whose
+         * items past the ndrange run too (the extent is over the ndrange padded to whole groups) */
+        int64_t pad = kind >> 3;
+        kind &= 7;
+        if (pad < 0) return 0;
         const tk_slot *ga = g + 3 * axis;
-        if (kind == 0) { lo = 0; hi = g[1].i * g[4].i * g[7].i - 1; }
-        else if (kind == 2) { lo = 0; hi = ga[1].i - 1; }
+        int64_t count = pad ? (ga[1].i + pad - 1) / pad * pad : ga[1].i;
+        if (kind == 0) {
+            int64_t items = g[1].i * g[4].i * g[7].i;
+            hi = (pad ? (items + pad - 1) / pad * pad : items) - 1;
+            lo = 0;
+        }
+        else if (kind == 2) { lo = 0; hi = count - 1; }
         else if (kind == 3) { lo = 0; hi = 0; }            /* a constant index: the offset */
         else {
-            int64_t last = ga[0].i + (ga[1].i - 1) * ga[2].i;
+            int64_t last = ga[0].i + (count - 1) * ga[2].i;
             lo = last < ga[0].i ? last : ga[0].i;
             hi = last < ga[0].i ? ga[0].i : last;
         }

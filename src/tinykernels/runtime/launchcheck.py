@@ -9,7 +9,8 @@
 * an access that every work item makes at a work-item coordinate plus a constant, or at a
   constant index (:mod:`tinykernels.passes.access`), but whose extent over the ndrange leaves
   the array's shape: a certain out-of-bounds access (not checked in debug mode, which reports the
-  first bad access itself).
+  first bad access itself). In an ``unsafe_indices`` kernel the items past the ndrange in a
+  partial last group run too, so the extent is over the ndrange padded to whole groups.
 
 :func:`plan_checks` resolves these, once per compiled specialization, to argument
 positions; :func:`check_launch` runs them on a launch's normalized arguments and raises
@@ -27,6 +28,8 @@ from ..errors import LaunchError
 from .memspan import may_alias, overlapping_axis
 
 KIND_CODES = {"global_linear": 0, "global": 1, "global_pos": 2, "const": 3}
+PAD_SHIFT = 3           # a kind code is KIND_CODES[kind] | pad << PAD_SHIFT (see _launch.c's checks_ok)
+_KIND_MASK = (1 << PAD_SHIFT) - 1
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,8 @@ class LaunchChecks:
     """Argument positions to check (see the module)."""
     readonly: tuple     # (position, name, site) of arrays the kernel writes (site: "file:line ...")
     alias: tuple        # (position, name, position, name): a tk.Const array and another array
-    bounds: tuple       # (position, name, dim, kind code, axis, offset, site)
+    bounds: tuple       # (position, name, dim, kind code, axis, offset, site); the kind code's
+                        # bits from PAD_SHIFT up: an unsafe_indices kernel's group size along axis
 
     @property
     def empty(self) -> bool:
@@ -62,18 +66,23 @@ def plan_checks(params, info, norm, debug: bool = False) -> LaunchChecks:
     pos = {name: i for i, (name, _) in enumerate(params)}
     readonly = tuple((pos[n], n, site) for n, site in info.written.items() if n in pos)
     alias = alias_pairs(params, norm)
-    bounds = () if debug else tuple((pos[f.array], f.array, f.dim, KIND_CODES[f.kind], f.axis, f.offset, f.site)
-                                    for f in info.affine if f.array in pos)
+    bounds = () if debug else tuple((pos[f.array], f.array, f.dim, KIND_CODES[f.kind] | f.pad << PAD_SHIFT,
+                                     f.axis, f.offset, f.site) for f in info.affine if f.array in pos)
     return LaunchChecks(readonly, alias, bounds)
 
 
 def coord_extent(kind: int, axis: int, geom) -> tuple[int, int]:
-    """The smallest and largest value a work-item coordinate takes over a (non-empty) ndrange."""
+    """The smallest and largest value a work-item coordinate takes over a (non-empty) ndrange
+    (padded to whole groups where the kind code says so: an unsafe_indices kernel)."""
+    kind, pad = kind & _KIND_MASK, kind >> PAD_SHIFT
     if kind == 0:
-        return 0, geom[1] * geom[4] * geom[7] - 1
+        n = geom[1] * geom[4] * geom[7]
+        return 0, (-(-n // pad) * pad if pad else n) - 1
     if kind == 3:                       # a constant index: the offset alone
         return 0, 0
     start, count, step = geom[3 * axis:3 * axis + 3]
+    if pad:
+        count = -(-count // pad) * pad
     if kind == 2:
         return 0, count - 1
     last = start + (count - 1) * step
@@ -121,18 +130,31 @@ def check_launch(kernel: str, checks: LaunchChecks, norm, geom, ndim: int) -> No
                               "annotation")
     for i, name, dim, kind, axis, off, site in checks.bounds:
         n = norm[i].shape[dim]
-        lo, hi = coord_extent(kind, axis, geom)
-        bad = lo + off if lo + off < 0 else hi + off if hi + off >= n else None
-        if bad is not None and kind == 3:
+        bad = _outside(coord_extent(kind, axis, geom), off, n)
+        if bad is None:
+            continue
+        if kind == 3:
             raise LaunchError(f"kernel '{kernel}' at {site}: argument '{name}' with shape "
                               f"{tuple(norm[i].shape)} is indexed out of bounds: index {bad} in its dimension {dim}"
                               + (" (negative indices do not wrap around in kernels: write "
                                  f"{name}.shape[{dim}] - {-bad})" if bad < 0 else ""))
-        if bad is not None:
-            raise LaunchError(f"kernel '{kernel}' at {site}: argument '{name}' with shape "
-                              f"{tuple(norm[i].shape)} is indexed out of bounds: its dimension {dim} reaches index "
-                              f"{bad} over the ndrange {_ndrange_text(geom, ndim)}; rerun with TK_DEBUG=1 to see "
-                              "the first out-of-bounds access")
+        where = f"over the ndrange {_ndrange_text(geom, ndim)}"
+        hint = "rerun with TK_DEBUG=1 to see the first out-of-bounds access"
+        pad = kind >> PAD_SHIFT
+        if pad and _outside(coord_extent(kind & _KIND_MASK, axis, geom), off, n) is None:
+            where = (f"in the work items past the ndrange {_ndrange_text(geom, ndim)} (an unsafe_indices kernel "
+                     f"runs every statement in every item of its last, partial group of {pad} along "
+                     f"dimension {axis if kind & _KIND_MASK else 0})")
+            hint = "guard the access (if i < n:), or launch an ndrange that is a multiple of the workgroupsize"
+        raise LaunchError(f"kernel '{kernel}' at {site}: argument '{name}' with shape "
+                          f"{tuple(norm[i].shape)} is indexed out of bounds: its dimension {dim} reaches index "
+                          f"{bad} {where}; {hint}")
+
+
+def _outside(extent, off: int, n: int):
+    """The first index of ``extent`` (lo, hi) plus ``off`` outside ``[0, n)``, else None."""
+    lo, hi = extent
+    return lo + off if lo + off < 0 else hi + off if hi + off >= n else None
 
 
 def fast_plan(fnptr: int, checks: LaunchChecks):
