@@ -409,3 +409,187 @@ def test_colon_slice_is_a_compile_error(be, tmp_path):
     with pytest.raises(tk.CompileError) as e:
         mod.k(be)(np.zeros(4), np.ones((2, 4)), ndrange=4)
     assert "colon_slice.py" in str(e.value) and ":6" in str(e.value)
+
+
+# --- foreach_index.jl ------------------------------------------------------------------------
+
+@tk.kernel
+def fe_copy(dst, src: tk.Const):
+    I = tk.index(tk.Global, tk.Cartesian)
+    dst[I] = src[I]
+
+
+@tk.kernel
+def fe_mark(out):
+    I = tk.index(tk.Global, tk.Cartesian)
+    out[I] += 1
+
+
+@tk.kernel
+def fe_fill_offset(data, first):
+    i = tk.index(tk.Global, tk.Cartesian)[0]
+    data[i - first] = i
+
+
+@tk.kernel
+def fe_sum_range(out):
+    i = tk.index(tk.Global, tk.Cartesian)[0]
+    tk.atomic_add(out, 0, out.dtype(i))
+
+
+@tk.kernel
+def fe_record1(out, o0):
+    i = tk.index(tk.Global, tk.Cartesian)[0]
+    out[i - o0] = i
+
+
+@tk.kernel
+def fe_record2(out, o0, o1):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    out[i - o0, j - o1, 0] = i
+    out[i - o0, j - o1, 1] = j
+
+
+@tk.kernel
+def fe_record3(out, o0, o1, o2):
+    i, j, k = tk.index(tk.Global, tk.Cartesian)
+    out[i - o0, j - o1, k - o2, 0] = i
+    out[i - o0, j - o1, k - o2, 1] = j
+    out[i - o0, j - o1, k - o2, 2] = k
+
+
+@pytest.mark.parametrize("dims", [(1024,), (32, 33), (4, 5, 6)], ids=str)
+def test_foreach_index_linear_space(anybe, dims):
+    """foreach_index.jl "linear index space": a copy of ``1:prod(dims)`` and a mark of every
+    index, which is visited exactly once"""
+    src = np.arange(1, int(np.prod(dims)) + 1).reshape(dims).astype(intt(anybe))
+    dst = zeros(anybe, dims, intt(anybe))
+    fe_copy(anybe)(dst, put(anybe, src), ndrange=dims)
+    out = zeros(anybe, dims, intt(anybe))
+    fe_mark(anybe)(out, ndrange=dims)
+    tk.synchronize(anybe)
+    np.testing.assert_array_equal(get(dst), src)
+    np.testing.assert_array_equal(get(out), np.ones(dims))
+
+
+def test_foreach_index_strided_view(be):
+    """foreach_index.jl "cartesian index space": a mark over ``view(A, 1:2:8, 2:2:10)``, a
+    strided view written in place"""
+    A = np.zeros((8, 10), np.int64)
+    v = A[0:8:2, 1:10:2]
+    fe_mark(be)(v, ndrange=v.shape)
+    ref = np.zeros((8, 10), np.int64)
+    ref[0:8:2, 1:10:2] = 1
+    np.testing.assert_array_equal(A, ref)
+
+
+def test_foreach_index_offset_linear_space(rbe):
+    """foreach_index.jl "offset linear index space": an offset vector indexed ``-2:7`` filled
+    with its own indices (its storage written at ``i - first``)"""
+    data = zeros(rbe, 10, intt(rbe))
+    fe_fill_offset(rbe)(data, -2, ndrange=range(-2, 8))
+    tk.synchronize(rbe)
+    np.testing.assert_array_equal(get(data), np.arange(-2, 8))
+
+
+def test_foreach_index_space_without_device_memory(anybe):
+    """foreach_index.jl "index space without device memory": ``1:100`` summed with a 32-bit
+    atomic, and "empty index space": ``5:4`` adds nothing"""
+    out = zeros(anybe, 1, np.int32)
+    fe_sum_range(anybe)(out, ndrange=range(1, 101))
+    fe_sum_range(anybe)(out, ndrange=range(5, 5))
+    tk.synchronize(anybe)
+    assert get(out)[0] == 5050
+
+
+@pytest.mark.parametrize("r", [range(5, 21), range(-3, 5), range(np.int32(2), np.int32(10)),
+                               range(np.uint64(2), np.uint64(10)), range(1, 10, 2)],
+                         ids=["5:20", "-3:4", "int32", "uint64", "1:2:9"])
+def test_foreach_index_ranges_as_given(rbe, r):
+    """foreach_index.jl "index space as given": the values of the range, not its positions;
+    a stepped range (refused upstream) visits ``1, 3, .., 9`` (SPEC 2)"""
+    if r.step == 1:
+        out = zeros(rbe, len(r), intt(rbe))
+        fe_record1(rbe)(out, int(r.start), ndrange=r)
+        want = np.array(list(r))
+    else:                                 # a stepped space: recorded at the values themselves
+        out = zeros(rbe, r.stop, intt(rbe))
+        fe_record1(rbe)(out, 0, ndrange=r)
+        want = np.zeros(r.stop, intt(rbe))
+        want[list(r)] = list(r)
+    tk.synchronize(rbe)
+    np.testing.assert_array_equal(get(out), want)
+
+
+CART = [(range(2, 10), range(2, 8)), (range(-1, 4), range(0, 1), range(4, 7)),
+        (range(1, 10, 2), range(1, 4))]
+
+
+@pytest.mark.parametrize("ranges", CART, ids=["2:9x2:7", "-1:3x0:0x4:6", "1:2:9x1:3"])
+@pytest.mark.parametrize("wg", [None, 4, "tuple"])
+def test_foreach_index_cartesian_ranges_as_given(rbe, ranges, wg):
+    """foreach_index.jl "index space as given" with ``CartesianIndices``: every point records
+    its own coordinates, with a chosen, an int and a tuple workgroup size"""
+    nd = len(ranges)
+    shape = tuple(len(r) for r in ranges)
+    if wg == "tuple":
+        wg = (4,) * nd
+    out = zeros(rbe, shape + (nd,), intt(rbe))
+    k = [fe_record1, fe_record2, fe_record3][nd - 1]
+    starts = [r.start for r in ranges]
+    if any(r.step != 1 for r in ranges):              # record at the position: a stepped space
+        return _stepped_cartesian(rbe, ranges, wg)
+    (k(rbe) if wg is None else k(rbe, wg))(out, *starts, ndrange=ranges)
+    tk.synchronize(rbe)
+    want = np.stack(np.meshgrid(*[np.array(r) for r in ranges], indexing="ij"), axis=-1)
+    np.testing.assert_array_equal(get(out), want)
+
+
+@tk.kernel
+def fe_record_position2(out):
+    i, j = tk.index(tk.Global, tk.Cartesian)
+    p = tk.index(tk.Global, tk.Linear)
+    out[p, 0] = i
+    out[p, 1] = j
+
+
+def _stepped_cartesian(be, ranges, wg):
+    out = zeros(be, (len(ranges[0]) * len(ranges[1]), 2), intt(be))
+    k = fe_record_position2
+    (k(be) if wg is None else k(be, wg))(out, ndrange=ranges)
+    tk.synchronize(be)
+    want = np.array([(i, j) for i in ranges[0] for j in ranges[1]])
+    np.testing.assert_array_equal(get(out), want)
+
+
+def test_foreach_index_indices_past_int32(rbe):
+    """foreach_index.jl: indices ``typemax(Int32) + 1 : typemax(Int32) + 10`` recorded as
+    given (64-bit coordinates; WebGPU, which has no 64-bit integers, refuses the launch)"""
+    r = range(2 ** 31, 2 ** 31 + 10)
+    if not rbe.supports(np.dtype(np.int64)):
+        with pytest.raises(tk.LaunchError, match="ndrange dimension 0"):
+            fe_record1(rbe)(zeros(rbe, 10, np.int32), 0, ndrange=r)
+        return
+    out = zeros(rbe, 10, np.int64)
+    fe_record1(rbe)(out, 2 ** 31, ndrange=r)
+    tk.synchronize(rbe)
+    np.testing.assert_array_equal(get(out), np.arange(2 ** 31, 2 ** 31 + 10))
+
+
+def test_foreach_index_several_arrays_and_errors(be):
+    """foreach_index.jl "several arrays" (a copy into a strided view, the other rows left
+    zero), a 0-dimensional space and a workgroup tuple of the wrong rank (LaunchErrors here),
+    and "empty index space" (a 2-D space with an empty dimension)"""
+    A = np.arange(1, 13).reshape(3, 4)
+    C = np.zeros((6, 4), np.int64)
+    fe_copy(be)(C[0:6:2, :], A, ndrange=(3, 4))
+    np.testing.assert_array_equal(C[0:6:2], A)
+    np.testing.assert_array_equal(C[1:6:2], 0)
+    with pytest.raises(tk.LaunchError):
+        fe_mark(be)(np.zeros(1, np.int64), ndrange=())
+    out = np.zeros((5, 1, 3, 3), np.int64)
+    with pytest.raises(tk.LaunchError):
+        fe_record3(be)(out, -1, 0, 4, ndrange=CART[1], workgroupsize=(4, 4))
+    out = np.zeros((2, 1, 2), np.int64)
+    fe_record2(be)(out, 1, 3, ndrange=(range(1, 3), range(3, 3)))
+    np.testing.assert_array_equal(out, 0)
