@@ -593,3 +593,199 @@ def test_foreach_index_several_arrays_and_errors(be):
     out = np.zeros((2, 1, 2), np.int64)
     fe_record2(be)(out, 1, 3, ndrange=(range(1, 3), range(3, 3)))
     np.testing.assert_array_equal(out, 0)
+
+
+# --- indexmap.jl -----------------------------------------------------------------------------
+
+def _index_map():
+    """upstream's ``[CartesianIndex(i, j, k) for i in 1:4, j in 1:5, k in 1:6 if (i + j + k) % 3
+    == 0]`` (``i`` fastest, as the comprehension runs), 0-based"""
+    return np.array([(i, j, k) for k in range(6) for j in range(5) for i in range(4)
+                     if (i + j + k + 3) % 3 == 0])
+
+
+@tk.kernel
+def indexmap_mark(A, count, idx: tk.Const):
+    p = tk.index(tk.Global, tk.Linear)
+    A[idx[p, 0], idx[p, 1], idx[p, 2]] += 1
+    count[p] = p
+
+
+@tk.kernel
+def indexmap_positions(count):
+    p = tk.index(tk.Global, tk.Linear)
+    g = tk.index(tk.Group, tk.Linear)
+    l = tk.index(tk.Local, tk.Linear)
+    nd = tk.ndrange()
+    count[p] = p + 1000 * g + 100000 * l + 10 ** 7 * nd[0]
+
+
+@pytest.mark.parametrize("idt", [np.int64, np.int32], ids=["int64", "int32"])
+@pytest.mark.parametrize("size", ["all", "8", "empty"])
+def test_indexmap_mark(anybe, idt, size):
+    """indexmap.jl: the points of the map are marked once each and every entry records its
+    position (groups of 4, 40 entries: a partial last group); "exact multiple of the
+    workgroup size" (the first 8) and "empty map" """
+    needs(anybe, idt)
+    m = _index_map()
+    m = {"all": m, "8": m[:8], "empty": m[:0]}[size]
+    n = len(m)
+    A = zeros(anybe, (4, 5, 6), intt(anybe))
+    count = zeros(anybe, max(n, 1), intt(anybe))
+    indexmap_mark(anybe, 4)(A, count, put(anybe, m.astype(idt).reshape(n, 3)), ndrange=n)
+    tk.synchronize(anybe)
+    ref = np.zeros((4, 5, 6))
+    ref[tuple(m.T)] = 1
+    np.testing.assert_array_equal(get(A), ref)
+    if n:
+        np.testing.assert_array_equal(get(count), np.arange(n))
+
+
+def test_indexmap_group_and_local_indices(anybe):
+    """indexmap.jl "group and local indices": ``p + 1000 g + 100000 l + 10^7 n`` for 40 entries
+    in groups of 4"""
+    n = len(_index_map())
+    count = zeros(anybe, n, intt(anybe))
+    indexmap_positions(anybe, 4)(count, ndrange=n)
+    tk.synchronize(anybe)
+    p = np.arange(n)
+    np.testing.assert_array_equal(get(count), p + 1000 * (p // 4) + 100000 * (p % 4) + 10 ** 7 * n)
+
+
+# --- tiles.jl --------------------------------------------------------------------------------
+
+@tk.kernel
+def tile_divergent(out, x: tk.Const):
+    """every tile loops a different number of times, and some return early"""
+    i = tk.index(tk.Global, tk.Linear)
+    lane = tk.index(tk.Local, tk.Linear)
+    g = tk.index(tk.Group, tk.Linear) + 1
+    mem = tk.localmem(x.dtype, (tk.groupsize()[0],))
+    acc = out.dtype(0)
+    for _ in range(g % 3):
+        acc += tk.group_reduce(x[i], "add")
+    if g % 4 == 2:
+        return
+    mem[lane] = x[i]
+    tk.synchronize()
+    out[i] = acc + mem[0]
+
+
+@tk.kernel
+def tile_ops(out, ballots, x: tk.Const):
+    """the tile's index, lane and number, shuffles by lane, up, down and xor, any, all, ballot"""
+    i = tk.index(tk.Global, tk.Linear)
+    lane = tk.index(tk.Local, tk.Linear)
+    N = tk.groupsize()[0]
+    mem = tk.localmem(x.dtype, (N,))
+    mem[lane] = x[i]
+    tk.synchronize()
+    out[i, 0] = 1
+    out[i, 1] = lane + 1
+    out[i, 2] = tk.index(tk.Group, tk.Linear) + 1
+    out[i, 3] = mem[(lane + 1) % N]
+    out[i, 4] = mem[lane - 1] if lane > 0 else mem[lane]
+    out[i, 5] = mem[lane + 1] if lane < N - 1 else mem[lane]
+    out[i, 6] = mem[lane ^ 1]
+    out[i, 7] = tk.group_reduce(int(x[i] == 3), "or")
+    out[i, 8] = tk.group_reduce(int(x[i] > 0), "and")
+    ballots[i] = tk.group_reduce(ballots.dtype(x[i] % 2) << ballots.dtype(lane), "or")
+
+
+@tk.kernel
+def tile_barrier(out, x: tk.Const, N: tk.constexpr):
+    """two tiles of N per group, communicating through local memory after a barrier"""
+    i = tk.index(tk.Global, tk.Linear)
+    lid = tk.index(tk.Local, tk.Linear)
+    mem = tk.localmem(out.dtype, (tk.groupsize()[0],))
+    mem[lid] = x[i]
+    tk.synchronize()
+    out[i] = mem[(lid // N) * N + (lid % N + 1) % N]
+
+
+@tk.kernel
+def tile_reduce(out, out_sv, x: tk.Const):
+    """reductions of a pair and of a 3-vector"""
+    i = tk.index(tk.Global, tk.Linear)
+    out[i, 0] = tk.group_reduce(x[i], "add")
+    out[i, 1] = tk.group_reduce(2 * x[i], "add")
+    out_sv[i, 0] = tk.group_reduce(x[i], "add")
+    out_sv[i, 1] = tk.group_reduce(-x[i], "add")
+    out_sv[i, 2] = tk.group_reduce(tk.int32(1), "add")
+
+
+@tk.kernel(unsafe_indices=True)
+def tile_unsafe(out, x: tk.Const):
+    i = tk.index(tk.Global, tk.Linear)
+    v = x[i] if i < x.shape[0] else x.dtype(0)
+    s = tk.group_reduce(v, "add")
+    if i < out.shape[0]:
+        out[i] = s
+
+
+def _tile_data(N, seed):
+    x = np.random.default_rng(seed).integers(1, 101, 5 * N).astype(np.int32)
+    groups = [slice(i // N * N, i // N * N + N) for i in range(5 * N)]
+    return x, groups
+
+
+@pytest.mark.parametrize("N", [8, 32])
+def test_tiles_divergent(anybe, N):
+    """tiles.jl "divergent tiles": ``(g % 3) * sum(tile) + x[first]``, -1 where ``g % 4 == 2``
+    returned"""
+    x, groups = _tile_data(N, N)
+    want = np.array([-1 if (i // N + 1) % 4 == 2 else (i // N + 1) % 3 * x[g].sum() + x[g.start]
+                     for i, g in enumerate(groups)])
+    out = put(anybe, np.full(5 * N, -1, np.int32))
+    tile_divergent(anybe, N)(out, put(anybe, x), ndrange=5 * N)
+    tk.synchronize(anybe)
+    np.testing.assert_array_equal(get(out), want)
+
+
+@pytest.mark.parametrize("N", [8, 32])
+def test_tiles_operations(anybe, N):
+    """tiles.jl "tile operations" (``x3[2] = 3``: one tile has a 3)"""
+    x, groups = _tile_data(N, N + 1)
+    x[1] = 3
+    n = 5 * N
+    out = zeros(anybe, (n, 9), np.int32)
+    ballots = zeros(anybe, n, np.uint32)
+    tile_ops(anybe, N)(out, ballots, put(anybe, x), ndrange=n)
+    tk.synchronize(anybe)
+    out, ballots = get(out), get(ballots)
+    for i, g in enumerate(groups):
+        lane = i - g.start
+        t = x[g]
+        assert list(out[i]) == [1, lane + 1, i // N + 1, t[(lane + 1) % N], t[max(lane - 1, 0)],
+                                t[min(lane + 1, N - 1)], t[lane ^ 1], int((t == 3).any()), 1], (i, out[i])
+        assert ballots[i] == sum(1 << j for j in range(N) if t[j] % 2), i
+
+
+@pytest.mark.parametrize("N", [8, 32])
+def test_tiles_barrier_two_tiles_per_group(anybe, N):
+    """tiles.jl "tile_barrier": groups of 2N (the last one half padding), each item reads the
+    next lane of its own tile"""
+    x, groups = _tile_data(N, N + 2)
+    out = zeros(anybe, 5 * N, np.int32)
+    tile_barrier(anybe, 2 * N)(out, put(anybe, x), N, ndrange=5 * N)
+    tk.synchronize(anybe)
+    np.testing.assert_array_equal(get(out), [x[g][(i - g.start + 1) % N] for i, g in enumerate(groups)])
+
+
+@pytest.mark.parametrize("N", [8, 32])
+def test_tiles_reductions_and_unsafe_indices(anybe, N):
+    """tiles.jl "tuples and static arrays" and "unsafe_indices" (also over ``n - 3`` items,
+    where the last tile's padding items read no ``x``)"""
+    x, groups = _tile_data(N, N + 3)
+    n = 5 * N
+    out = zeros(anybe, (n, 2), np.int32)
+    out_sv = zeros(anybe, (n, 3), np.int32)
+    tile_reduce(anybe, N)(out, out_sv, put(anybe, x), ndrange=n)
+    sums = np.array([x[g].sum() for g in groups])
+    for m in (n, n - 3):
+        o = zeros(anybe, m, np.int32)
+        tile_unsafe(anybe, N)(o, put(anybe, x[:m]), ndrange=m)
+        tk.synchronize(anybe)
+        np.testing.assert_array_equal(get(o), [x[:m][g].sum() for g in groups[:m]])
+    np.testing.assert_array_equal(get(out), np.stack([sums, 2 * sums], 1))
+    np.testing.assert_array_equal(get(out_sv), np.stack([sums, -sums, np.full(n, N)], 1))
