@@ -789,3 +789,290 @@ def test_tiles_reductions_and_unsafe_indices(anybe, N):
         np.testing.assert_array_equal(get(o), [x[:m][g].sum() for g in groups[:m]])
     np.testing.assert_array_equal(get(out), np.stack([sums, 2 * sums], 1))
     np.testing.assert_array_equal(get(out_sv), np.stack([sums, -sums, np.full(n, N)], 1))
+
+
+# --- launch.jl -------------------------------------------------------------------------------
+# Every index of a work item, stored in OUT[position, column]: the global linear index, the
+# global Cartesian one (N columns), the group's linear and Cartesian index, the local linear
+# and Cartesian index, the group size and the number of groups.
+
+@tk.kernel
+def launch_indices1(OUT, lo0):
+    I = tk.index(tk.Global, tk.Cartesian)
+    G = tk.index(tk.Group, tk.Cartesian)
+    L = tk.index(tk.Local, tk.Cartesian)
+    W = tk.groupsize()
+    NG = tk.ngroups()
+    a = I[0] - lo0
+    OUT[a, 0] = tk.index(tk.Global, tk.Linear)
+    OUT[a, 1] = I[0]
+    OUT[a, 2] = tk.index(tk.Group, tk.Linear)
+    OUT[a, 3] = G[0]
+    OUT[a, 4] = tk.index(tk.Local, tk.Linear)
+    OUT[a, 5] = L[0]
+    OUT[a, 6] = W[0]
+    OUT[a, 7] = NG[0]
+
+
+@tk.kernel
+def launch_indices2(OUT, lo0, lo1):
+    I = tk.index(tk.Global, tk.Cartesian)
+    G = tk.index(tk.Group, tk.Cartesian)
+    L = tk.index(tk.Local, tk.Cartesian)
+    W = tk.groupsize()
+    NG = tk.ngroups()
+    a = I[0] - lo0
+    b = I[1] - lo1
+    OUT[a, b, 0] = tk.index(tk.Global, tk.Linear)
+    OUT[a, b, 1] = I[0]
+    OUT[a, b, 2] = I[1]
+    OUT[a, b, 3] = tk.index(tk.Group, tk.Linear)
+    OUT[a, b, 4] = G[0]
+    OUT[a, b, 5] = G[1]
+    OUT[a, b, 6] = tk.index(tk.Local, tk.Linear)
+    OUT[a, b, 7] = L[0]
+    OUT[a, b, 8] = L[1]
+    OUT[a, b, 9] = W[0]
+    OUT[a, b, 10] = W[1]
+    OUT[a, b, 11] = NG[0]
+    OUT[a, b, 12] = NG[1]
+
+
+@tk.kernel
+def launch_indices3(OUT, lo0, lo1, lo2):
+    I = tk.index(tk.Global, tk.Cartesian)
+    G = tk.index(tk.Group, tk.Cartesian)
+    L = tk.index(tk.Local, tk.Cartesian)
+    W = tk.groupsize()
+    NG = tk.ngroups()
+    a = I[0] - lo0
+    b = I[1] - lo1
+    c = I[2] - lo2
+    OUT[a, b, c, 0] = tk.index(tk.Global, tk.Linear)
+    OUT[a, b, c, 1] = I[0]
+    OUT[a, b, c, 2] = I[1]
+    OUT[a, b, c, 3] = I[2]
+    OUT[a, b, c, 4] = tk.index(tk.Group, tk.Linear)
+    OUT[a, b, c, 5] = G[0]
+    OUT[a, b, c, 6] = G[1]
+    OUT[a, b, c, 7] = G[2]
+    OUT[a, b, c, 8] = tk.index(tk.Local, tk.Linear)
+    OUT[a, b, c, 9] = L[0]
+    OUT[a, b, c, 10] = L[1]
+    OUT[a, b, c, 11] = L[2]
+    OUT[a, b, c, 12] = W[0]
+    OUT[a, b, c, 13] = W[1]
+    OUT[a, b, c, 14] = W[2]
+    OUT[a, b, c, 15] = NG[0]
+    OUT[a, b, c, 16] = NG[1]
+    OUT[a, b, c, 17] = NG[2]
+
+
+LAUNCH_INDICES = {1: launch_indices1, 2: launch_indices2, 3: launch_indices3}
+
+
+def check_indices(be, ndrange, wg=None, static=None):
+    """launch.jl's ``check_indices``, for SPEC's layout: row-major linear indices (the last
+    dimension fastest), group ``g = J // wgs``, local ``l = J % wgs`` along each dimension"""
+    ranges = tuple(range(r) if isinstance(r, int) else r for r in ndrange)
+    N = len(ranges)
+    ext = tuple(len(r) for r in ranges)
+    lo = [r.start for r in ranges]
+    out = zeros(be, ext + (1 + N + 1 + N + 1 + N + N + N,), intt(be))
+    k = LAUNCH_INDICES[N]
+    (k(be) if static is None else k(be, static))(out, *lo, ndrange=ndrange, workgroupsize=wg)
+    tk.synchronize(be)
+    got = get(out).reshape(-1, out.shape[-1])
+    wgs = got[0, 3 + 3 * N:3 + 4 * N]
+    assert (got[:, 3 + 3 * N:3 + 4 * N] == wgs).all(), "one group size"
+    if wg is not None or static is not None:
+        w = wg if wg is not None else static
+        w = (1,) * (N - 1) + (w,) if isinstance(w, int) else tuple(w)
+        np.testing.assert_array_equal(wgs, w)
+    groups = tuple(-(-e // w) for e, w in zip(ext, wgs))
+    J = np.array(list(np.ndindex(*ext))).reshape(-1, N)
+    g, l = J // wgs, J % wgs
+    want = np.concatenate([np.arange(len(J))[:, None], J + lo,
+                           np.ravel_multi_index(g.T, groups)[:, None], g,
+                           np.ravel_multi_index(l.T, tuple(wgs))[:, None], l,
+                           np.tile(wgs, (len(J), 1)), np.tile(groups, (len(J), 1))], axis=1)
+    np.testing.assert_array_equal(got, want)
+
+
+SHAPES = [(7,), (37,), (5, 7), (33, 3), (3, 5, 7)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("wg", [None, 4, (2, 3), (4, 1, 2)], ids=str)
+def test_launch_index_layout(rbe, shape, wg):
+    """launch.jl "index layout": every index flavour of every work item; a workgroup tuple of
+    another rank than the ndrange is a LaunchError here (KA pads a shorter one with 1s)"""
+    if isinstance(wg, tuple) and len(wg) != len(shape):
+        with pytest.raises(tk.LaunchError):
+            check_indices(rbe, shape, wg)
+        return
+    check_indices(rbe, shape, wg)
+
+
+@pytest.mark.parametrize("case", ["static-2d", "static-3d", "static-ranges", "offsets-1d", "offsets-2d",
+                                  "offsets-mixed"])
+def test_launch_static_workgroups_and_offsets(rbe, case):
+    """launch.jl "static workgroupsize", "static ndrange" and "offsets" """
+    if case == "static-2d":
+        check_indices(rbe, (9, 5), static=(4, 2))
+    elif case == "static-3d":
+        check_indices(rbe, (9, 5, 3), static=8)
+    elif case == "static-ranges":
+        check_indices(rbe, (range(0, 9), range(-2, 3)), static=(4, 2))
+    elif case == "offsets-1d":
+        check_indices(rbe, (range(-3, 5),))
+    elif case == "offsets-2d":
+        check_indices(rbe, (range(-3, 5), range(2, 12)), wg=(3, 3))
+    else:
+        check_indices(rbe, (range(0, 5), 3, range(2, 4)))
+
+
+@tk.kernel(unsafe_indices=True)
+def launch_unsafe1(A):
+    i = tk.index(tk.Group, tk.Cartesian)[0] * tk.groupsize()[0] + tk.index(tk.Local, tk.Cartesian)[0]
+    if i < A.shape[0]:
+        A[i] = i
+
+
+@tk.kernel(unsafe_indices=True)
+def launch_unsafe2(A):
+    g = tk.index(tk.Group, tk.Cartesian)
+    l = tk.index(tk.Local, tk.Cartesian)
+    W = tk.groupsize()
+    i = g[0] * W[0] + l[0]
+    j = g[1] * W[1] + l[1]
+    if i < A.shape[0] and j < A.shape[1]:
+        A[i, j] = i * A.shape[1] + j
+
+
+@tk.kernel(unsafe_indices=True)
+def launch_unsafe3(A):
+    g = tk.index(tk.Group, tk.Cartesian)
+    l = tk.index(tk.Local, tk.Cartesian)
+    W = tk.groupsize()
+    i = g[0] * W[0] + l[0]
+    j = g[1] * W[1] + l[1]
+    k = g[2] * W[2] + l[2]
+    if i < A.shape[0] and j < A.shape[1] and k < A.shape[2]:
+        A[i, j, k] = (i * A.shape[1] + j) * A.shape[2] + k
+
+
+LAUNCH_UNSAFE = {1: launch_unsafe1, 2: launch_unsafe2, 3: launch_unsafe3}
+
+
+@tk.kernel
+def launch_sync(A):
+    I = tk.index(tk.Global, tk.Cartesian)
+    i = tk.index(tk.Local, tk.Linear)
+    lmem = tk.localmem(A.dtype, (64,))          # at least the largest group of the test
+    lmem[i] = tk.index(tk.Global, tk.Linear)
+    tk.synchronize()
+    A[I] = lmem[i]
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 5), (5, 0), (3, 4, 0)], ids=str)
+def test_launch_empty_ndrange(anybe, shape):
+    """launch.jl "empty ndrange": nothing runs, even unsafe_indices kernels"""
+    A = zeros(anybe, tuple(max(s, 1) for s in shape), intt(anybe))
+    LAUNCH_UNSAFE[len(shape)](anybe)(A, ndrange=shape)
+    tk.synchronize(anybe)
+    np.testing.assert_array_equal(get(A), 0)
+
+
+@pytest.mark.parametrize("shape, wg", [((37,), 8), ((33, 7), (8, 4)), ((9, 5, 3), (4, 2, 2)), ((9, 5), None)],
+                         ids=str)
+def test_launch_unsafe_indices(anybe, shape, wg):
+    """launch.jl "unsafe_indices": global indices computed from the group and local ones, the
+    kernel guarding the padding itself"""
+    A = zeros(anybe, shape, intt(anybe))
+    LAUNCH_UNSAFE[len(shape)](anybe)(A, ndrange=shape, workgroupsize=wg)
+    tk.synchronize(anybe)
+    np.testing.assert_array_equal(get(A), np.arange(int(np.prod(shape))).reshape(shape))
+
+
+@pytest.mark.parametrize("shape, wg", [((37,), (8,)), ((7, 6), (4, 4)), ((5, 3, 3), (2, 2, 2))], ids=str)
+def test_launch_synchronize_with_padding_lanes(anybe, shape, wg):
+    """launch.jl "synchronize with padding lanes": partial groups in every dimension reach the
+    barrier; every point gets its own linear index back through local memory"""
+    A = zeros(anybe, shape, intt(anybe))
+    launch_sync(anybe, wg)(A, ndrange=shape)
+    tk.synchronize(anybe)
+    np.testing.assert_array_equal(get(A), np.arange(int(np.prod(shape))).reshape(shape))
+
+
+# --- random.jl -------------------------------------------------------------------------------
+
+@tk.kernel
+def rand_kernel(A, B, key, n):
+    tid = tk.index(tk.Global, tk.Linear)
+    A[tid] = tk.random.uniform(key, tid)
+    B[tid] = tk.random.uniform(key, tid + n)
+
+
+@tk.kernel
+def rand_bits_kernel(A, key, lo, span):
+    tid = tk.index(tk.Global, tk.Linear)
+    A[tid] = A.dtype(lo + tk.random.bits(key, tid) % span)
+
+
+@tk.kernel
+def randn_kernel(A, key):
+    tid = tk.index(tk.Global, tk.Linear)
+    A[tid] = tk.random.normal(key, tid)
+
+
+@tk.kernel
+def rand_threads_kernel(A, key):
+    lid = tk.index(tk.Local, tk.Cartesian)
+    gid = tk.index(tk.Group, tk.Cartesian)
+    idx = (lid[0] + 1) * (lid[1] + 1) * (lid[2] + 1) * (gid[0] + 1) * (gid[1] + 1) * (gid[2] + 1)
+    if 1 <= idx and idx <= A.shape[0]:
+        A[idx - 1] = tk.random.uniform(key, tk.index(tk.Global, tk.Linear))
+
+
+def test_random_across_launches_calls_and_threads(anybe):
+    """random.jl: the same seed gives the same numbers across launches, another seed others,
+    two draws in one kernel differ ("across calls"), and "across threads, dim 1..6": three
+    items along one of the six local/group dimensions draw three different numbers; ``randn``
+    and ``rand(10:20)`` of every integer type with a seed, equal across launches and equal to
+    the host functions"""
+    n = 256
+    key = tk.random.key(1234)
+    runs = []
+    for k in (key, key, tk.random.key(4321)):
+        a, b = zeros(anybe, n, np.float32), zeros(anybe, n, np.float32)
+        rand_kernel(anybe, n)(a, b, k, n, ndrange=n)
+        tk.synchronize(anybe)
+        runs.append((get(a), get(b)))
+        assert (get(a) != get(b)).any() and ((get(a) >= 0) & (get(a) < 1)).all()
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert (runs[0][0] != runs[2][0]).any()
+    np.testing.assert_array_equal(runs[0][0], tk.random.uniform(key, np.arange(n)))
+    for dim in range(6):
+        t = [3 if d == dim else 1 for d in range(6)]
+        a = zeros(anybe, 3, np.float32)
+        rand_threads_kernel(anybe)(a, key, ndrange=(t[0] * t[3], t[1] * t[4], t[2] * t[5]),
+                                   workgroupsize=tuple(t[:3]))
+        tk.synchronize(anybe)
+        assert len(np.unique(get(a))) > 1, dim
+    a = zeros(anybe, n, np.float32)
+    randn_kernel(anybe)(a, key, ndrange=n)
+    tk.synchronize(anybe)
+    np.testing.assert_allclose(get(a), tk.random.normal(key, np.arange(n)), rtol=1e-5, atol=1e-6)
+    for dt in (np.int32, np.int64, np.uint32, np.uint64, np.uint16):
+        if not anybe.supports(np.dtype(dt)):
+            continue
+        got = []
+        for _ in range(2):
+            a = zeros(anybe, n, dt)
+            rand_bits_kernel(anybe)(a, key, 10, 11, ndrange=n)
+            tk.synchronize(anybe)
+            got.append(get(a))
+        np.testing.assert_array_equal(got[0], got[1])
+        np.testing.assert_array_equal(got[0], 10 + tk.random.bits(key, np.arange(n)) % 11)
+        assert got[0].min() >= 10 and got[0].max() <= 20 and len(np.unique(got[0])) == 11
