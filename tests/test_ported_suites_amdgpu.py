@@ -42,8 +42,9 @@ return tk.group_reduce(v, "add")`` ... ``return tk.group_reduce(v, "or")``) was 
 for float arguments ("op 'or' needs integers or bools"), on every backend: the statements after
 a return that a constant condition chose were lowered (and type-checked) before being dropped,
 although docs/language.md says the func ends there. The same held for any code after a
-``return``, ``break`` or ``continue`` in its block (a float ``&``, an int64 product on WebGPU).
-The frontend now stops lowering a block at such a statement
+``return``, ``break`` or ``continue`` in its block (a float ``&``, an int64 product on WebGPU)
+and for the body of ``while <false constexpr>:``. The frontend now stops lowering a block at
+such a statement and drops a loop whose condition is a false constant
 (test_code_after_a_folded_return_is_not_compiled)."""
 import numpy as np
 import pytest
@@ -401,6 +402,14 @@ def dead_after_break_and_continue(Y, X: tk.Const, n):
 
 
 @tk.kernel
+def while_constant(Y, X: tk.Const, flag: tk.constexpr):
+    i = tk.index()
+    while flag:                                  # never runs for flag == False
+        Y[i] = X[i] | 1
+    Y[i] = X[i] + 1
+
+
+@tk.kernel
 def int32_unless_wide(Y, X: tk.Const, wide: tk.constexpr):
     i = tk.index()
     Y[i] = widened(X[i], wide)
@@ -418,8 +427,8 @@ def test_code_after_a_folded_return_is_not_compiled(fbe):
     dropped, so a func choosing its collective by a constexpr (``if op == 0: return
     group_reduce(v, "add")`` ... ``return group_reduce(v, "or")``) was a CompileError for float
     arguments ("op 'or' needs integers or bools"), and so were a float ``&`` after a kernel's
-    folded ``return`` and after a ``continue``/``break``, and an int64 product after a folded
-    return on WebGPU. With op != 0 the same kernel still fails, naming the live line."""
+    folded ``return`` and after a ``continue``/``break``, an int64 product after a folded
+    return on WebGPU, and the body of a ``while`` whose condition is a false constexpr. With op != 0 the same kernel still fails, naming the live line."""
     X = np.arange(8, dtype=np.float32)
     Y, R = put(fbe, np.zeros(8, np.float32)), put(fbe, np.zeros(8, np.float32))
     dead_after_folded_return(fbe, 8)(Y, R, put(fbe, X), 0, ndrange=8)
@@ -427,7 +436,10 @@ def test_code_after_a_folded_return_is_not_compiled(fbe):
     dead_after_break_and_continue(fbe)(Z, put(fbe, X), 3, ndrange=8)
     W = put(fbe, np.zeros(8, np.int32))
     int32_unless_wide(fbe)(W, put(fbe, np.arange(8, dtype=np.int32)), False, ndrange=8)
+    V = put(fbe, np.zeros(8, np.float32))
+    while_constant(fbe)(V, put(fbe, X), False, ndrange=8)
     tk.synchronize(fbe)
+    np.testing.assert_array_equal(get(V), X + 1)
     np.testing.assert_array_equal(get(Y), 2 * (X + 1))
     np.testing.assert_array_equal(get(R), X.sum())
     np.testing.assert_array_equal(get(Z), 3 * X + 1)

@@ -603,6 +603,8 @@ class Lowerer:
         saved, self.out = self.out, []
         cond = self.truth(self.expr(s.test), s.test)
         test, self.out = self.out, saved
+        if not test and isinstance(cond, N.Const) and not cond.value:
+            return      # `while <false constant>:` never runs its body, which is not compiled (as an if's)
         body = self.loop_body(s)
         loc = self.loc(s)
         if test:
