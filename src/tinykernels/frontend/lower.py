@@ -219,10 +219,22 @@ class Lowerer:
 
     def block(self, stmts) -> list:
         saved, self.out = self.out, []
-        for s in stmts:
-            self.stmt(s)
+        self.stmts(stmts)
         body, self.out = self.out, saved
         return body
+
+    def stmts(self, stmts) -> None:
+        """Lower ``stmts`` into the current block, in order, up to the first one that leaves the
+        block unconditionally (a ``return``, ``break`` or ``continue`` written there, or in a
+        branch a compile-time condition chose, which s_If lowers into this block): Python never
+        runs the statements after it, so they are not compiled, as the untaken side of a constant
+        ``if`` is not (they may be code that cannot compile for this specialization). Until
+        port23 they were lowered and then dropped, so an error in them (a float ``|``, an
+        ``"or"`` reduction of floats after ``if op == 0: return ...`` in a func) failed the kernel."""
+        for s in stmts:
+            self.stmt(s)
+            if self.out and isinstance(self.out[-1], _LEAVES_BLOCK):
+                return
 
     def weak_float(self) -> Ty:
         return Ty(self.opts.default_float, True)
@@ -268,8 +280,7 @@ class Lowerer:
             else:
                 frame.bind[a.arg] = self.py_value(spec.value, a)
                 self.params.append(("constexpr", a.arg, spec.value))
-        for s in fdef.body:
-            self.stmt(s)
+        self.stmts(fdef.body)
         return self.out
 
     def param_dtype(self, a: ast.arg):
@@ -496,8 +507,7 @@ class Lowerer:
     def s_If(self, s):
         cond = self.truth(self.expr(s.test), s.test)
         if isinstance(cond, N.Const):  # a compile-time condition: only the taken branch exists
-            for x in (s.body if cond.value else s.orelse):
-                self.stmt(x)
+            self.stmts(s.body if cond.value else s.orelse)
             return
         bind = self.frame.bind
         before = dict(bind)
@@ -593,6 +603,8 @@ class Lowerer:
         saved, self.out = self.out, []
         cond = self.truth(self.expr(s.test), s.test)
         test, self.out = self.out, saved
+        if not test and isinstance(cond, N.Const) and not cond.value:
+            return      # `while <false constant>:` never runs its body, which is not compiled (as an if's)
         body = self.loop_body(s)
         loc = self.loc(s)
         if test:
@@ -1282,6 +1294,10 @@ class Lowerer:
         for v in fr.ret_vars:
             self.names[v] = f"@func:{func.name}"
         return _unflatten(iter(FuncBinding(v) for v in fr.ret_vars), fr.ret_shape)
+
+
+#: statements after which nothing in the same block runs (``Lowerer.stmts`` stops there)
+_LEAVES_BLOCK = (N.Return, N.FuncExit, N.Break, N.Continue)
 
 
 def _holds_atomic(v) -> bool:
