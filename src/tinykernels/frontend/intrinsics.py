@@ -207,6 +207,9 @@ def _bool(lw, node):
 def _len(lw, node):
     (a,) = _args(lw, node, 1, "len")
     if isinstance(a, N.ArrayInfo):
+        if a.ndim == 0:                      # NumPy: "len() of unsized object"
+            raise lw.err(node, f"len() of the 0-d array '{a.label or a.name}': it has no first dimension "
+                               f"(its .size is 1 and its .ndim 0)")
         return lw.shape_of(a, 0, lw.loc(node))
     if isinstance(a, tuple):
         return N.Const(lw.weak_int(), lw.loc(node), len(a))
