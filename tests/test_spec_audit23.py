@@ -42,3 +42,44 @@ def test_len_of_a_0d_array_is_a_compile_error_was_a_c_error_or_bare_index_error(
     out = np.zeros(2)
     len_of(b)(out, np.zeros((3, 5)), ndrange=2).wait()
     assert out.tolist() == [3.0, 3.0]
+
+
+# ------------------------------------- section 3: constants fold with Python's arithmetic (2 ** -3)
+
+@tk.kernel
+def plus_eps(out, x: tk.Const):
+    i = tk.index()
+    e = 2 ** -2                      # a weak float 0.25: x * e stays x's float type
+    out[i] = x[i] * e + 10 ** -6
+
+
+@tk.kernel
+def times_pow2(out, x: tk.Const, n: tk.constexpr):
+    i = tk.index()
+    out[i] = x[i] * 2 ** n + (-2) ** -1
+
+
+@tk.kernel
+def zero_to_minus_one(out):
+    i = tk.index()
+    out[i] = 0 ** -1
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_int_constants_to_negative_powers_are_python_floats_was_zero(dev):
+    """SPEC 3: Python literals are weak; language.md: constant expressions (literals, constexprs)
+    fold with Python's own arithmetic, where ``2 ** -2`` is 0.25 and ``10 ** -6`` is 1e-6.
+    Both were the run-time integer power (0), so ``x[i] + 10 ** -6`` added nothing and
+    ``x[i] * 2 ** n`` with a constexpr ``n = -3`` was 0 on every backend. ``0 ** -1`` is
+    Python's ZeroDivisionError: a CompileError at the line."""
+    b = tk.backend(dev)
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal(8).astype(np.float32)
+    out = np.zeros(8, np.float32)
+    plus_eps(b)(out, x, ndrange=8).wait()
+    np.testing.assert_array_equal(out, x * 2 ** -2 + 10 ** -6)      # NumPy: weak floats, float32
+    out64 = np.zeros(8)
+    times_pow2(b)(out64, x.astype(np.float64), -3, ndrange=8).wait()
+    np.testing.assert_array_equal(out64, x.astype(np.float64) * 2 ** -3 + (-2) ** -1)
+    with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*0 \*\* -1"):
+        zero_to_minus_one(b)(np.zeros(2), ndrange=2)

@@ -930,6 +930,14 @@ class Lowerer:
             elif op in ("<<", ">>", "**", "//", "%"):
                 t = Ty(D.int8)             # NumPy has no bool loop for these: bools compute as int8
         if isinstance(a, N.Const) and isinstance(b, N.Const) and t.weak and t.dtype.is_int:
+            if op == "**" and isinstance(b.value, int) and b.value < 0 and isinstance(a.value, int):
+                # two Python ints: Python's `2 ** -3` is the float 0.125 (`x[i] + 10 ** -6` adds
+                # 1e-6; until audit user23 both were the run-time integer power: 0)
+                try:
+                    return N.Const(self.weak_float(), self.loc(node), float(a.value ** b.value))
+                except (ArithmeticError, ValueError) as e:
+                    raise self.err(node, f"{a.value} ** {b.value} in a constant expression: {e} "
+                                         "(constants fold with Python's arithmetic)") from None
             v = I.fold_binop(op, a.value, b.value, t)      # Python ints: exact, any size
             if v is not None:      # a Python int, typed by its value (2**64 - 2**63 is a weak int64)
                 return N.Const(self.weak_int(), self.loc(node), v)

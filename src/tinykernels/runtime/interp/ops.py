@@ -592,6 +592,8 @@ def fold(op: str, a, b):
     Python's float arithmetic; anything else as at run time."""
     ta, tb = type(a), type(b)
     if ta in _PYNUM and tb in _PYNUM:
+        if ta is not float and tb is not float and op == "**" and b < 0:
+            return float(a ** b)             # Python's 2 ** -3 is 0.125 (the compiler folds it so)
         if ta is not float and tb is not float and op != "/":
             if not ((op in ("//", "%") and b == 0) or (op == "**" and not 0 <= b <= 4096)
                     or (op in ("<<", ">>") and not 0 <= b <= 4096)):
