@@ -83,3 +83,53 @@ def test_int_constants_to_negative_powers_are_python_floats_was_zero(dev):
     np.testing.assert_array_equal(out64, x.astype(np.float64) * 2 ** -3 + (-2) ** -1)
     with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*0 \*\* -1"):
         zero_to_minus_one(b)(np.zeros(2), ndrange=2)
+
+
+# ------------------------------------------ section 7: tk.adjoint(k) is a kernel: .launch, stream=
+
+@tk.kernel
+def cube(y, x: tk.Const):
+    i = tk.index()
+    y[i] = x[i] * x[i] * x[i]
+
+
+@tk.kernel
+def fill_with(x, v):
+    i = tk.index()
+    x[i] = v
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_adjoint_kernel_launches_like_a_kernel_and_honours_its_stream_was_ignored(dev):
+    """SPEC 7: ``tk.adjoint(kernel)`` returns the adjoint kernel itself; SPEC 2: a kernel has
+    ``.launch`` (backend from the arrays); SPEC 6: ``k(..., stream=s)`` is ordered within ``s``.
+    The adjoint had no ``.launch`` (AttributeError) and accepted any ``stream=``, a foreign one
+    too, and ignored it (it ran on the default stream, so it could read ``x`` before the fill
+    queued on ``s``)."""
+    b = tk.backend(dev)
+    adj = tk.adjoint(cube)
+    assert adj.name == "cube"
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(16)
+    dy = rng.standard_normal(16)
+    dx = np.zeros(16)
+    if dev == "CPU":                                   # .launch: the backend from NumPy arrays
+        adj.launch(np.zeros(16), dy.copy(), x, dx, ndrange=16).wait()
+    else:
+        adj(b)(np.zeros(16), dy.copy(), x, dx, ndrange=16).wait()
+    np.testing.assert_allclose(dx, 3 * x ** 2 * dy, rtol=1e-14)
+
+    n = 4096
+    xs, ys = tk.zeros(n, tk.float64, backend=b), tk.zeros(n, tk.float64, backend=b)
+    dys, dxs = tk.ones(n, tk.float64, backend=b), tk.zeros(n, tk.float64, backend=b)
+    s = b.stream(priority=tk.Low)
+    fill_with(b)(xs, 0.5, ndrange=n, stream=s)
+    ev = adj.launch(ys, dys, xs, dxs, ndrange=n, stream=s)
+    assert isinstance(ev, tk.Event)
+    s.synchronize()
+    np.testing.assert_array_equal(dxs.numpy(), np.full(n, 3 * 0.5 ** 2))
+    other = (tk.Interpreter() if dev == "CPU" else tk.CPU()).stream()
+    with pytest.raises(tk.LaunchError, match="adjoint of 'cube': the stream belongs to another backend"):
+        adj(b)(ys, dys, xs, dxs, ndrange=n, stream=other)
+    with pytest.raises(tk.LaunchError, match="adjoint of 'cube': ndrange= is missing"):
+        adj.launch(ys, dys, xs, dxs)
