@@ -133,3 +133,39 @@ def test_adjoint_kernel_launches_like_a_kernel_and_honours_its_stream_was_ignore
         adj(b)(ys, dys, xs, dxs, ndrange=n, stream=other)
     with pytest.raises(tk.LaunchError, match="adjoint of 'cube': ndrange= is missing"):
         adj.launch(ys, dys, xs, dxs)
+
+
+# ------------------------------------------------- section 1: what @tk.kernel and @tk.func return
+
+@tk.kernel
+def documented(out):
+    """Writes ones."""
+    out[tk.index()] = 1.0
+
+
+@tk.func
+def helper(x):
+    """Doubles x."""
+    return 2 * x
+
+
+@tk.kernel
+def calls_a_kernel(out):
+    documented(out)
+
+
+def test_kernels_and_funcs_keep_the_functions_name_was_missing():
+    """What ``functools.wraps`` (and Numba's dispatchers) give a decorated function: its
+    ``__name__``, ``__qualname__``, ``__module__`` and ``__doc__``. ``__name__`` was an
+    AttributeError on ``@tk.kernel`` and ``@tk.func`` objects."""
+    for obj, name, doc in ((documented, "documented", "Writes ones."), (helper, "helper", "Doubles x.")):
+        assert (obj.__name__, obj.__qualname__, obj.__module__, obj.__doc__) == (name, name, __name__, doc)
+
+
+def test_calling_a_kernel_from_a_kernel_says_to_use_a_func():
+    """SPEC 3: calls of unknown Python functions are a CompileError naming file, line and column;
+    a kernel called from a kernel is the likely mistake of a stranger, and the error says what
+    to write instead (a @tk.func)."""
+    with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*cannot call 'documented' in a "
+                                              r"kernel \(a @tk\.kernel is launched from the host.*@tk\.func"):
+        calls_a_kernel(tk.CPU())(np.zeros(2), ndrange=2)

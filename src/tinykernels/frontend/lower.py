@@ -1208,6 +1208,10 @@ class Lowerer:
                 hint = f" (NumPy functions work on whole arrays; in a kernel use math.{m} on a value)"
             elif not hint and getattr(fn, "__module__", "") and str(getattr(fn, "__module__", "")).startswith("numpy"):
                 hint = " (NumPy functions work on whole arrays, not inside kernels: see docs/language.md for the math functions)"
+            if not hint and type(fn).__name__ == "Kernel" and hasattr(fn, "unsafe_indices"):
+                # (kernel.py is above the frontend: recognised by its type's name)
+                hint = (" (a @tk.kernel is launched from the host, never called from a kernel: write the shared "
+                        "code as a @tk.func and call that)")
             raise self.err(node, f"cannot call '{name}' in a kernel{hint}")
         return handler(self, node)
 
