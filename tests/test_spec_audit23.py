@@ -169,3 +169,70 @@ def test_calling_a_kernel_from_a_kernel_says_to_use_a_func():
     with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*cannot call 'documented' in a "
                                               r"kernel \(a @tk\.kernel is launched from the host.*@tk\.func"):
         calls_a_kernel(tk.CPU())(np.zeros(2), ndrange=2)
+
+
+# ------------------------------------------------- section 2: launch-time errors and range geometry
+
+@tk.kernel
+def store_constexpr(out, n: tk.constexpr):
+    i = tk.index()
+    out[i] = n
+
+
+@tk.kernel
+def store_const_scalar(out, s: tk.Const):
+    i = tk.index()
+    out[i] = 1.0
+
+
+@tk.kernel
+def geometry_of_a_range(out):
+    k = tk.index()
+    (c,) = tk.index(tk.Global, tk.Cartesian)
+    out[k, 0] = c
+    out[k, 1] = tk.ndrange()[0]
+    out[k, 2] = tk.groupsize()[0]
+    out[k, 3] = tk.ngroups()[0]
+    out[k, 4] = tk.index(tk.Local, tk.Linear)
+    out[k, 5] = tk.index(tk.Group, tk.Linear)
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_launch_errors_name_the_kernel_and_the_argument(dev):
+    """SPEC 2: launch-time errors (unsupported argument type, rank mismatch, zero or negative
+    sizes) are a tk.LaunchError with the kernel's name and the argument's name: a constexpr
+    that is no bool/int/float/dtype, tk.Const on a scalar, a launch workgroup size that
+    contradicts the static one, an ndrange of floats or bools."""
+    b = tk.backend(dev)
+    out = np.zeros(4)
+    for bad in ("abc", None, np.zeros(3)):
+        with pytest.raises(tk.LaunchError, match=r"kernel 'store_constexpr': constexpr argument 'n' must be"):
+            store_constexpr(b)(out, bad, ndrange=4)
+    with pytest.raises(tk.LaunchError, match=r"kernel 'store_const_scalar': argument 's' is annotated tk\.Const"):
+        store_const_scalar(b)(out, 2.0, ndrange=4)
+    with pytest.raises(tk.LaunchError, match=r"kernel 'store_constexpr' was instantiated with workgroup size 2"):
+        store_constexpr(b, 2)(out, 1, ndrange=4, workgroupsize=4)
+    for nd in (4.0, True, (2, 2.0)):
+        with pytest.raises(tk.LaunchError, match=r"kernel 'store_constexpr': ndrange dimensions must be ints"):
+            store_constexpr(b)(out, 1, ndrange=nd)
+    for wg in (0, -2, 2.0):
+        with pytest.raises(tk.LaunchError, match=r"kernel 'store_constexpr': workgroupsize must be a positive int"):
+            store_constexpr(b)(out, 1, ndrange=4, workgroupsize=wg)
+    store_constexpr(b, 2)(out, 1.5, ndrange=4, workgroupsize=2).wait()      # the same size again: fine
+    assert out.tolist() == [1.5] * 4
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_geometry_queries_over_a_range_with_a_negative_step(dev):
+    """SPEC 2: a range dimension's ``tk.index(tk.Global, tk.Cartesian)`` is ``start + k * step``
+    while the linear index is the 0-based position k; SPEC 3: ``tk.ndrange()``, ``groupsize()``
+    and ``ngroups()`` describe the index space of k (len(range) items), and the local and group
+    indices split k (a partial last group)."""
+    b = tk.backend(dev)
+    r, wg = range(10, 2, -2), 3
+    out = np.full((len(r), 6), -1, np.int64)
+    geometry_of_a_range(b)(out, ndrange=r, workgroupsize=wg).wait()
+    k = np.arange(len(r))
+    want = np.stack([np.array(r), np.full(len(r), len(r)), np.full(len(r), wg),
+                     np.full(len(r), -(-len(r) // wg)), k % wg, k // wg], 1)
+    np.testing.assert_array_equal(out, want)
