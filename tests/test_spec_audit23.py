@@ -236,3 +236,15 @@ def test_geometry_queries_over_a_range_with_a_negative_step(dev):
     want = np.stack([np.array(r), np.full(len(r), len(r)), np.full(len(r), wg),
                      np.full(len(r), -(-len(r) // wg)), k % wg, k // wg], 1)
     np.testing.assert_array_equal(out, want)
+
+
+def test_an_array_of_sizes_as_ndrange_says_to_pass_a_tuple_was_called_a_dimension():
+    """SPEC 2: ``ndrange`` is an int or a tuple of 1 to 3 ints. ``ndrange=np.array(A.shape)``
+    was refused as "ndrange dimensions must be ints or ranges, got array([3, 4])", as if the
+    array were one dimension; the error now names what ndrange must be and how to convert."""
+    out = np.zeros((3, 4))
+    with pytest.raises(tk.LaunchError, match=r"kernel 'store_constexpr': ndrange must be an int or a tuple of 1 to "
+                                             r"3 ints or ranges, got a ndarray .*tuple\(int\(n\) for n in ndrange\)"):
+        store_constexpr(tk.CPU())(out, 1, ndrange=np.array(out.shape))
+    with pytest.raises(tk.LaunchError, match=r"got a ndarray array\(4\): pass int\(ndrange\)"):
+        store_constexpr(tk.CPU())(out, 1, ndrange=np.array(4))

@@ -166,6 +166,11 @@ def parse_ndrange(ndrange, name) -> tuple:
             start, count, step = 0, int(x), 1
             if count < 0:
                 raise LaunchError(f"kernel '{name}': ndrange dimension {d} is negative ({x})")
+        elif x is ndrange and hasattr(x, "shape") and hasattr(x, "tolist") and not isinstance(x, np.generic):
+            # a whole NumPy array / tensor of sizes (np.array(A.shape)): said so, not "a dimension"
+            raise LaunchError(f"kernel '{name}': ndrange must be an int or a tuple of 1 to 3 ints or ranges, got "
+                              f"a {type(x).__name__} {x!r}: pass "
+                              + ("int(ndrange)" if getattr(x, "ndim", 1) == 0 else "tuple(int(n) for n in ndrange)"))
         else:
             raise LaunchError(f"kernel '{name}': ndrange dimensions must be ints or ranges, got {x!r}")
         last = start + max(count - 1, 0) * step
