@@ -248,3 +248,48 @@ def test_an_array_of_sizes_as_ndrange_says_to_pass_a_tuple_was_called_a_dimensio
         store_constexpr(tk.CPU())(out, 1, ndrange=np.array(out.shape))
     with pytest.raises(tk.LaunchError, match=r"got a ndarray array\(4\): pass int\(ndrange\)"):
         store_constexpr(tk.CPU())(out, 1, ndrange=np.array(4))
+
+
+# ------------------------------------------- section 3: A.dtype is a compile-time constant (==, !=)
+
+@tk.kernel
+def half_or_not(out, x: tk.Const):
+    i = tk.index()
+    if x.dtype == tk.float16 or x.dtype == tk.bfloat16:
+        out[i] = 16
+    elif x.dtype != np.float64 and x.dtype == out.dtype:
+        out[i] = 1
+    else:
+        out[i] = 2
+
+
+@tk.kernel
+def dtype_less(out, x: tk.Const):
+    i = tk.index()
+    out[i] = x.dtype < tk.float32
+
+
+@tk.kernel
+def dtype_vs_number(out, x: tk.Const):
+    i = tk.index()
+    out[i] = x.dtype == 3
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_dtypes_compare_at_compile_time_was_a_compile_error(dev):
+    """SPEC 3: ``A.dtype`` is a compile-time constant "so one kernel serves every dtype"; the
+    natural way to specialize a branch, ``if x.dtype == tk.float16:``, was a CompileError
+    ("dtype float16 used where a number is expected"). ``==``/``!=`` against dtypes (tk's,
+    NumPy's, another array's ``.dtype``) now fold to a constant, as in Python; ``<`` and a
+    dtype compared with a number stay CompileErrors naming the line."""
+    b = tk.backend(dev)
+    for xdt, odt, want in ((np.float16, np.float32, 16), (np.float32, np.float32, 1), (np.int32, np.int32, 1),
+                           (np.float64, np.float64, 2), (np.float32, np.float64, 2)):
+        out = np.zeros(3, odt)
+        half_or_not(b)(out, np.zeros(3, xdt), ndrange=3).wait()
+        assert out.tolist() == [want] * 3, (xdt, odt)
+    with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*dtypes compare with == and != only"):
+        dtype_less(b)(np.zeros(3), np.zeros(3, np.float32), ndrange=3)
+    with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*compared with something that is "
+                                              r"not a dtype"):
+        dtype_vs_number(b)(np.zeros(3), np.zeros(3, np.float32), ndrange=3)

@@ -1042,8 +1042,28 @@ class Lowerer:
                 raise self.err(node, f"comparison {_OP_TEXT.get(type(opnode), type(opnode).__name__)} is not supported "
                                      "in kernels (compare numbers with ==, !=, <, <=, >, >=)")
             ops.append(op)
-        left = self.as_expr(self.expr(node.left), node)
+        left = self.expr(node.left)
+        if isinstance(left, DTypeVal):
+            return self.compare_dtypes(left, ops, node)
+        left = self.as_expr(left, node)
         return self.chain(left, ops, node.comparators, node)
+
+    def compare_dtypes(self, left: DTypeVal, ops: list, node) -> N.Expr:
+        """``x.dtype == tk.float16``, ``x.dtype != y.dtype``: dtypes are compile-time constants
+        (SPEC 3), so the comparison is a constant bool and an ``if`` on it keeps one branch
+        (one kernel serving every dtype). Only ``==`` and ``!=``, against dtypes (``tk.float32``,
+        ``np.float32``, another array's ``.dtype``)."""
+        value = True
+        for op, rnode in zip(ops, node.comparators):
+            right = self.expr(rnode)
+            if op not in ("==", "!="):
+                raise self.err(node, f"dtypes compare with == and != only, not {op}")
+            if not isinstance(right, DTypeVal):
+                raise self.err(rnode, f"a dtype ({left.dtype.name}) is compared with something that is not a dtype "
+                                      "(compare x.dtype with tk.float32, np.float32 or another array's .dtype)")
+            value = value and ((left.dtype == right.dtype) == (op == "=="))
+            left = right
+        return N.Const(Ty(D.bool_, True), self.loc(node), value)
 
     def chain(self, left, ops: list, rnodes: list, node) -> N.Expr:
         """The comparison chain ``left ops[0] rnodes[0] ops[1] rnodes[1] ...``: its tail after
