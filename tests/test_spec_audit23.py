@@ -3,12 +3,17 @@ corners that no earlier audit (test_spec_audit19/21, test_user_programs22) check
 against NumPy or Python. The language tests run on the CPU and the interpreter (the point is the
 language, not a backend); a backend matrix only where the point is portability. The tests named
 ``..._was_...`` failed before this audit's fixes (what they were is in their docstrings)."""
+import itertools
+
 import numpy as np
 import pytest
 
 import tinykernels as tk
 
 DEVS = ["CPU", "INTERP"]
+_AVAIL = tk.backends()
+PORTABLE = DEVS + [pytest.param(d, marks=pytest.mark.skipif(not _AVAIL[n][0], reason=f"{n}: {_AVAIL[n][1]}"))
+                   for d, n in (("CL", "OpenCL"), ("WEBGPU", "WebGPU"))]
 
 
 # ------------------------------------------------------------ section 3: len / size / ndim of 0-d
@@ -293,3 +298,43 @@ def test_dtypes_compare_at_compile_time_was_a_compile_error(dev):
     with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*compared with something that is "
                                               r"not a dtype"):
         dtype_vs_number(b)(np.zeros(3), np.zeros(3, np.float32), ndrange=3)
+
+
+@tk.kernel
+def geometry_3d(out):
+    g = tk.index(tk.Global, tk.Cartesian)
+    l = tk.index(tk.Local, tk.Cartesian)
+    r = tk.index(tk.Group, tk.Cartesian)
+    k = tk.index()
+    n, gs, ng = tk.ndrange(), tk.groupsize(), tk.ngroups()
+    out[k, 0], out[k, 1], out[k, 2] = g
+    out[k, 3], out[k, 4], out[k, 5] = l
+    out[k, 6], out[k, 7], out[k, 8] = r
+    out[k, 9] = n[0] * 10000 + gs[0] * 100 + ng[0]
+    out[k, 10] = n[1] * 10000 + gs[1] * 100 + ng[1]
+    out[k, 11] = n[2] * 10000 + gs[2] * 100 + ng[2]
+    out[k, 12] = tk.index(tk.Local, tk.Linear)
+    out[k, 13] = tk.index(tk.Group, tk.Linear)
+
+
+@pytest.mark.parametrize("dev", PORTABLE)
+def test_every_index_query_over_3d_ranges_with_partial_groups(dev):
+    """SPEC 2 and 3 on every backend (the point is portability): over a 3-D ndrange of ranges
+    (one with a negative step) and a workgroup that leaves a partial group in every dimension,
+    each work item's global, local and group coordinates, the linear local and group indices
+    (row-major, the last dimension fastest) and ndrange()/groupsize()/ngroups() equal a Python
+    model of the index space."""
+    ranges, wg = (range(5), range(7, 1, -2), range(2, 9)), (2, 2, 4)
+    ng = [-(-len(r) // w) for r, w in zip(ranges, wg)]
+    want = np.zeros((5 * 3 * 7, 14), np.int32)
+    for pos in itertools.product(*[range(len(r)) for r in ranges]):
+        k = (pos[0] * len(ranges[1]) + pos[1]) * len(ranges[2]) + pos[2]
+        loc = [p % w for p, w in zip(pos, wg)]
+        grp = [p // w for p, w in zip(pos, wg)]
+        want[k] = ([r[p] for r, p in zip(ranges, pos)] + loc + grp
+                   + [len(r) * 10000 + w * 100 + m for r, w, m in zip(ranges, wg, ng)]
+                   + [(loc[0] * wg[1] + loc[1]) * wg[2] + loc[2], (grp[0] * ng[1] + grp[1]) * ng[2] + grp[2]])
+    b = tk.backend(dev)
+    out = tk.zeros(want.shape, tk.int32, backend=b)
+    geometry_3d(b)(out, ndrange=ranges, workgroupsize=wg)
+    np.testing.assert_array_equal(out.numpy(), want)
