@@ -338,3 +338,36 @@ def test_every_index_query_over_3d_ranges_with_partial_groups(dev):
     out = tk.zeros(want.shape, tk.int32, backend=b)
     geometry_3d(b)(out, ndrange=ranges, workgroupsize=wg)
     np.testing.assert_array_equal(out.numpy(), want)
+
+
+# ------------------------------------------------ section 3: constant slices of tuples (A.shape[-2:])
+
+@tk.kernel
+def tuple_slices(out, a: tk.Const):
+    I = tk.index(tk.Global, tk.Cartesian)
+    n, m = a.shape[-2:]
+    j, k = I[1:]
+    r = I[::-1]
+    out[I] = n * 1000 + m * 100 + len(tk.ndrange()[1:]) * 10 + r[0] - k + j * a[I[0], j, k]
+
+
+@tk.kernel
+def tuple_run_time_slice(out, a: tk.Const, s):
+    i = tk.index()
+    out[i] = len(a.shape[s:])
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_tuples_slice_with_constants_was_a_compile_error(dev):
+    """SPEC 3 lists ``A.shape[k]`` and Cartesian index tuples, and refuses slicing of *arrays*.
+    Slicing a tuple (``n, m = A.shape[-2:]``, ``I[1:]``, ``I[::-1]``) was a CompileError
+    "slicing are not supported in kernels"; with constant bounds it is Python's slice now; a
+    run-time bound stays a CompileError naming the line."""
+    b = tk.backend(dev)
+    a = np.ones((2, 3, 4))
+    out = np.zeros((2, 3, 4))
+    tuple_slices(b)(out, a, ndrange=(2, 3, 4)).wait()
+    j = np.arange(3)[None, :, None]
+    np.testing.assert_array_equal(out, np.broadcast_to(3 * 1000 + 4 * 100 + 2 * 10 + j, out.shape))
+    with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*sliced with constant integers"):
+        tuple_run_time_slice(b)(np.zeros(2), a, 1, ndrange=2)

@@ -71,7 +71,7 @@ _UNSUPPORTED = {
     ast.Import: "imports",
     ast.ImportFrom: "imports", ast.ListComp: "list comprehensions", ast.GeneratorExp: "generators",
     ast.DictComp: "dict comprehensions", ast.SetComp: "set comprehensions", ast.Dict: "dicts",
-    ast.List: "lists", ast.Set: "sets", ast.Slice: "slicing", ast.Starred: "'*' unpacking",
+    ast.List: "lists", ast.Set: "sets", ast.Slice: "slices", ast.Starred: "'*' unpacking",
     ast.Yield: "'yield' expressions", ast.YieldFrom: "'yield from' expressions", ast.Await: "'await' expressions",
     ast.JoinedStr: "f-strings", ast.Assert: "'assert' statements",
     ast.AsyncFunctionDef: "async functions", ast.AsyncFor: "'async for' loops", ast.AsyncWith: "'async with' statements",
@@ -890,6 +890,18 @@ class Lowerer:
 
     def e_Subscript(self, node):
         base = self.expr(node.value)
+        if isinstance(base, tuple) and isinstance(node.slice, ast.Slice):
+            # a constant slice of a tuple (`n, m = A.shape[-2:]`), as Python slices it
+            parts = []
+            for part in (node.slice.lower, node.slice.upper, node.slice.step):
+                v = None if part is None else self.expr(part)
+                if v is not None and not (isinstance(v, N.Const) and isinstance(v.value, int)
+                                          and not isinstance(v.value, bool)):
+                    raise self.err(node, "a tuple can only be sliced with constant integers (A.shape[1:], I[-2:])")
+                parts.append(None if v is None else v.value)
+            if parts[2] == 0:
+                raise self.err(node, "slice step cannot be zero")
+            return base[slice(*parts)]
         if isinstance(base, tuple):
             k = self.expr(node.slice)
             if not (isinstance(k, N.Const) and isinstance(k.value, int)):
