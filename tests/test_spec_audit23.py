@@ -371,3 +371,24 @@ def test_tuples_slice_with_constants_was_a_compile_error(dev):
     np.testing.assert_array_equal(out, np.broadcast_to(3 * 1000 + 4 * 100 + 2 * 10 + j, out.shape))
     with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*sliced with constant integers"):
         tuple_run_time_slice(b)(np.zeros(2), a, 1, ndrange=2)
+
+
+# ----------------------------------------- section 4: what a backend lacks is a CompileError (WebGPU)
+
+@tk.kernel
+def big_private(out, k):
+    p = tk.private(tk.float32, 100000)
+    p[k] = 1.0
+    out[0] = p[k]
+
+
+@pytest.mark.skipif(not _AVAIL["WebGPU"][0], reason=f"WebGPU: {_AVAIL['WebGPU'][1]}")
+def test_webgpu_private_arrays_beyond_its_limit_are_a_compile_error_was_a_hang():
+    """SPEC 4: a kernel that needs what its backend lacks is a tk.CompileError naming the line.
+    A 400 KB tk.private array on WebGPU hung in create_compute_pipeline (lavapipe compiled for
+    minutes; 64 KiB already took 17 s); WGSL's function variables are bounded (8192 bytes in
+    portable WebGPU), so it is now refused at the tk.private line, before any compile."""
+    b = tk.backend("WEBGPU")
+    with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*tk\.private arrays need 400000 "
+                                              r"bytes per work item but WebGPU"):
+        big_private(b)(tk.zeros(1, tk.float32, backend=b), 5, ndrange=1)
