@@ -392,3 +392,32 @@ def test_webgpu_private_arrays_beyond_its_limit_are_a_compile_error_was_a_hang()
     with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*tk\.private arrays need 400000 "
                                               r"bytes per work item but WebGPU"):
         big_private(b)(tk.zeros(1, tk.float32, backend=b), 5, ndrange=1)
+
+
+# -------------------------------------------------- section 3: `...` is a no-op statement, as in Python
+
+@tk.func
+def not_written_yet(x):
+    ...
+
+
+@tk.kernel
+def placeholder_bodies(out):
+    i = tk.index()
+    if i > 2:
+        ...
+    else:
+        out[i] = 1.0
+    not_written_yet(i)
+    ...
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_ellipsis_statements_are_no_ops_was_a_compile_error(dev):
+    """A bare ``...`` statement (the usual placeholder body, like ``pass``) does nothing in
+    Python; in a kernel or a @tk.func it was a CompileError "a value of type ellipsis cannot be
+    used in a kernel" (only docstrings were skipped)."""
+    b = tk.backend(dev)
+    out = np.zeros(4)
+    placeholder_bodies(b)(out, ndrange=4).wait()
+    assert out.tolist() == [1.0, 1.0, 1.0, 0.0]

@@ -336,8 +336,8 @@ class Lowerer:
         pass
 
     def s_Expr(self, s):
-        if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
-            return  # docstring
+        if isinstance(s.value, ast.Constant):
+            return  # a docstring, or `...` as a placeholder body: a no-op, as in Python
         v = self.expr(s.value, stmt=True)
         if isinstance(v, N.Expr) and not isinstance(v, (N.Const, N.Var, N.Arg, NoValue)):
             self.emit(N.ExprStmt(self.loc(s), v))
