@@ -421,3 +421,47 @@ def test_ellipsis_statements_are_no_ops_was_a_compile_error(dev):
     out = np.zeros(4)
     placeholder_bodies(b)(out, ndrange=4).wait()
     assert out.tolist() == [1.0, 1.0, 1.0, 0.0]
+
+
+# ------------------- section 3: float("inf"), int("3"), min/max of one tuple, as Python computes them
+
+@tk.kernel
+def python_builtins(out, a: tk.Const):
+    i = tk.index()
+    lo = float("-inf")
+    if i == 0:
+        out[i] = float("inf")
+    elif i == 1:
+        out[i] = max(lo, a[i])
+    elif i == 2:
+        out[i] = max(a.shape) * 10 + min(tk.index(tk.Global, tk.Cartesian)) + int("3")
+    else:
+        out[i] = min((a[i], 2.5, a[0]))
+
+
+@tk.kernel
+def bad_float_text(out):
+    out[tk.index()] = float("one")
+
+
+@tk.kernel
+def min_of_nothing(out):
+    out[tk.index()] = min(())
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_python_builtins_on_strings_and_tuples_were_compile_errors(dev):
+    """SPEC 3: ``int(x)``, ``float(x)``, ``bool(x)`` cast as in Python, and ``min``/``max`` are
+    builtins. ``float("inf")`` (the usual way to write an infinity) was a CompileError
+    "'inf' cannot be used as a value", and ``max(A.shape)`` / ``min((a, b, c))``, Python's
+    one-iterable form, were "a tuple was used where a number is expected". A string that does
+    not parse and ``min(())`` stay CompileErrors, as they are Python ValueErrors."""
+    b = tk.backend(dev)
+    a = np.array([-1.0, 4.0, 0.0, 7.0, 1.0])
+    out = np.zeros(5)
+    python_builtins(b)(out, a, ndrange=5).wait()
+    assert out.tolist() == [np.inf, 4.0, 5 * 10 + 2 + 3, min(7.0, 2.5, -1.0), min(1.0, 2.5, -1.0)]
+    with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*could not convert string to float"):
+        bad_float_text(b)(np.zeros(2), ndrange=2)
+    with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*min\(\) of an empty tuple"):
+        min_of_nothing(b)(np.zeros(2), ndrange=2)
