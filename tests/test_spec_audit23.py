@@ -4,6 +4,7 @@ against NumPy or Python. The language tests run on the CPU and the interpreter (
 language, not a backend); a backend matrix only where the point is portability. The tests named
 ``..._was_...`` failed before this audit's fixes (what they were is in their docstrings)."""
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -465,3 +466,25 @@ def test_python_builtins_on_strings_and_tuples_were_compile_errors(dev):
         bad_float_text(b)(np.zeros(2), ndrange=2)
     with pytest.raises(tk.CompileError, match=r"test_spec_audit23\.py:\d+:\d+: .*min\(\) of an empty tuple"):
         min_of_nothing(b)(np.zeros(2), ndrange=2)
+
+
+@tk.kernel
+def log_base(out, x: tk.Const, b):
+    i = tk.index()
+    out[i] = math.log(x[i], b) + math.log(8.0, 2) * 0
+
+
+@pytest.mark.parametrize("dev", DEVS)
+def test_math_log_takes_pythons_base_argument_was_a_compile_error(dev):
+    """SPEC 3 lists ``math.log``; Python's ``math.log(x, base)`` is ``log(x) / log(base)``. The
+    two-argument form was a CompileError "log() takes 1 argument(s), got 2" (the interpreter's
+    math already took it). Checked against NumPy's ``log(x) / log(base)`` in the argument's
+    float type, bit for bit."""
+    b = tk.backend(dev)
+    for dt in (np.float64, np.float32):
+        x = np.array([8.0, 100.0, 0.5, 3.0], dt)
+        out = np.zeros(4, dt)
+        log_base(b)(out, x, 10.0, ndrange=4).wait()
+        np.testing.assert_array_equal(out, np.log(x) / np.log(dt(10.0)))
+    np.testing.assert_allclose(out.astype(np.float64), [math.log(v, 10.0) for v in (8.0, 100.0, 0.5, 3.0)],
+                               rtol=1e-6)

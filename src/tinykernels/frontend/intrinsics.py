@@ -996,9 +996,20 @@ MATH1 = ("exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", 
          "trunc", "fabs")
 MATH2 = ("atan2", "pow", "copysign", "hypot", "fmod")
 
+def _log(lw, node):
+    """``math.log(x)``, and Python's ``math.log(x, base)``: ``log(x) / log(base)``, as CPython
+    computes it (and the interpreter does); each log is the argument's float function."""
+    if len(node.args) != 2:
+        return _math1("log")(lw, node)
+    x, b = (_float_arg(lw, e) for e in _exprs(lw, node, 2, "log"))
+    loc = lw.loc(node)
+    return lw.binop("/", N.Call(x.ty, loc, "log", [x]), N.Call(b.ty, loc, "log", [b]), node)
+
+
 _HANDLERS = {}
 for _n in MATH1:
     _HANDLERS[getattr(math, _n)] = _math1(_n)
+_HANDLERS[math.log] = _log
 for _n in MATH2:
     _HANDLERS[getattr(math, _n)] = _math2(_n)
 for _n in ("isnan", "isinf", "isfinite"):
