@@ -488,3 +488,30 @@ def test_math_log_takes_pythons_base_argument_was_a_compile_error(dev):
         np.testing.assert_array_equal(out, np.log(x) / np.log(dt(10.0)))
     np.testing.assert_allclose(out.astype(np.float64), [math.log(v, 10.0) for v in (8.0, 100.0, 0.5, 3.0)],
                                rtol=1e-6)
+
+
+# ------------------------------------ section 9: a very long expression is no bare RecursionError
+
+def test_a_sum_of_hundreds_of_terms_compiles_or_says_how_to_split_it(tmp_path):
+    """SPEC 9: no error is a bare traceback from inside the compiler. A generated kernel with a
+    600-term sum in one expression nests 600 levels deep; it either compiles and gives NumPy's
+    sum, or is a CompileError at the kernel that says to split the expression into statements
+    (the message said only "nested too deeply"); the split form compiles and gives the sum."""
+    from gen_kernels import make_kernel
+    rng = np.random.default_rng(23)
+    x = rng.integers(-9, 9, 8).astype(np.float64)
+    terms = [k % 8 for k in range(600)]
+    want = float(sum(x[k] for k in terms))
+    one = make_kernel(str(tmp_path), "one_long_sum", ["out", "x"],
+                      ["out[i] = " + " + ".join(f"x[{k}]" for k in terms)])
+    out = np.zeros(2)
+    try:
+        one(tk.CPU())(out, x, ndrange=2).wait()
+        assert out.tolist() == [want, want]
+    except tk.CompileError as e:
+        assert "one_long_sum" in str(e) and "split it into statements" in str(e), str(e)
+    split = make_kernel(str(tmp_path), "split_sum", ["out", "x"],
+                        ["acc = 0.0"] + [f"acc += x[{k}]" for k in terms] + ["out[i] = acc"])
+    out = np.zeros(2)
+    split(tk.CPU())(out, x, ndrange=2).wait()
+    assert out.tolist() == [want, want]

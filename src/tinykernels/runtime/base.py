@@ -469,8 +469,10 @@ class KernelInstance:
         except CompileError:
             raise
         except RecursionError:
-            raise CompileError("the kernel is nested too deeply to compile", src.file, src.first_line,
-                               kernel=k.name) from None
+            raise CompileError("the kernel is nested too deeply to compile (every binary operator nests one level, "
+                               "so a sum of a few hundred terms in one expression is that deep: split it into "
+                               "statements, e.g. acc += ... per term or per group of terms)", src.file,
+                               src.first_line, kernel=k.name) from None
 
     @api_boundary
     def source(self, *args, ndrange, workgroupsize=None) -> str:
