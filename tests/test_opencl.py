@@ -209,7 +209,7 @@ def test_a_repeated_launch_skips_the_host_work_and_stays_right(cl, monkeypatch):
     (dict(ndrange=3), dict(ndrange=3.0), "must be ints or ranges"),
     (dict(ndrange=1), dict(ndrange=True), "must be ints or ranges"),
     (dict(ndrange=3), dict(ndrange=np.float64(3)), "must be ints or ranges"),
-    (dict(ndrange=3), dict(ndrange=np.array([3])), "must be ints or ranges"),
+    (dict(ndrange=3), dict(ndrange=np.array([3])), "must be an int or a tuple of 1 to 3 ints or ranges"),
     (dict(ndrange=3, workgroupsize=1), dict(ndrange=3, workgroupsize=True), "workgroupsize must be"),
     (dict(ndrange=3, workgroupsize=1), dict(ndrange=3, workgroupsize=1.0), "workgroupsize must be"),
 ])

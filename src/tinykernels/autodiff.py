@@ -350,9 +350,21 @@ class AdjointLauncher:
 
     @api_boundary
     def __call__(self, *args, ndrange, workgroupsize=None, stream=None, **named):
+        from .runtime.base import stream_mismatch
+        why = stream_mismatch(stream, self.backend)
+        if why is not None:           # as a kernel launch (it was ignored, a foreign stream too)
+            raise LaunchError(f"adjoint of '{self.kernel.name}': {why}")
         primal, shadows = self.split(args, named)
         self.check(primal, shadows, ndrange, workgroupsize or self.wg)
-        return self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
+        if stream is None:
+            return self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
+        # ordered within `stream` (SPEC 6): after the work queued on it before (the adjoint's
+        # several launches and host steps run on the backend's default stream), and before the
+        # work queued on it after, which waits for the returned event
+        stream.synchronize()
+        ev = self.launch(primal, shadows, ndrange, workgroupsize or self.wg, restore=None)
+        stream.wait(ev)
+        return ev
 
     def check(self, primal, shadows, ndrange, wg) -> None:
         """LaunchError unless every shadow matches its argument and no two arrays among the
@@ -634,8 +646,29 @@ def adjoint(kernel: Kernel):
                            if isinstance(kernel, Func) else ""))
 
     class _Adjoint:
+        name = kernel.name
+
         def __call__(self, backend, workgroupsize=None):
             return AdjointLauncher(kernel, backend, workgroupsize)
+
+        @api_boundary
+        def launch(self, *args, ndrange=None, workgroupsize=None, stream=None, **named):
+            """As ``kernel.launch``: on the backend the first array argument lives on."""
+            from .array import get_backend
+            from .backends import default_backend
+            b = None
+            for a in list(args) + list(named.values()):
+                if not isinstance(a, (bool, int, float, np.generic)):
+                    try:
+                        b = get_backend(a)
+                    except LaunchError as e:
+                        raise LaunchError(f"adjoint of '{kernel.name}': {e}") from None
+                    break
+            if ndrange is None:
+                raise LaunchError(f"adjoint of '{kernel.name}': ndrange= is missing (an int, or a tuple of 1 "
+                                  "to 3 ints or ranges)")
+            return self(b if b is not None else default_backend())(
+                *args, ndrange=ndrange, workgroupsize=workgroupsize, stream=stream, **named)
 
         def __repr__(self):
             return f"<tk.adjoint of {kernel.name}>"

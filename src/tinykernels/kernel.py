@@ -97,6 +97,9 @@ class Kernel:
         self._reads: list = []     # globalreads: (where, key, value) the compiled code folded in
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        # the function's identity, as functools.wraps gives it (help(), logging, Numba's dispatchers)
+        self.__name__, self.__qualname__ = fn.__name__, fn.__qualname__
+        self.__module__ = fn.__module__
 
     def source_info(self):
         if self._src is None:

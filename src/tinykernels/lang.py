@@ -47,6 +47,9 @@ class Func:
         self._src = None          # the frontend's parsed source, filled on first inlining
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        # the function's identity, as functools.wraps gives it (help(), logging, Numba's dispatchers)
+        self.__name__, self.__qualname__ = fn.__name__, fn.__qualname__
+        self.__module__ = fn.__module__
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)  # plain Python call (used by the interpreter backend)

@@ -160,9 +160,18 @@ def _predicate(fn):
 
 def _minmax(which):
     def h(lw, node):
-        es = _exprs(lw, node)
+        args = _args(lw, node)
+        if len(args) == 1 and isinstance(args[0], tuple):
+            # min/max of one tuple (`max(A.shape)`, `min(I)`), as Python takes an iterable
+            if not args[0]:
+                raise lw.err(node, f"{which}() of an empty tuple (Python: ValueError)")
+            if len(args[0]) == 1:
+                return lw.as_expr(args[0][0], node)
+            es = [lw.as_expr(v, node) for v in args[0]]
+        else:
+            es = [lw.as_expr(v, a) for v, a in zip(args, node.args)]
         if len(es) < 2:
-            raise lw.err(node, f"{which}() in kernels takes two or more numbers")
+            raise lw.err(node, f"{which}() in kernels takes two or more numbers, or one tuple")
         t, es = _promote_all(lw, es)
         out = es[0]
         for e in es[1:]:
@@ -189,12 +198,35 @@ def _round(lw, node):
     return lw.cast(N.Call(x.ty, lw.loc(node), "rint", [x]), lw.weak_int())
 
 
+def _parsed(lw, node, conv):
+    """``int("3")``, ``float("inf")``: a string constant converted at compile time, as Python
+    converts it (a string that does not parse is Python's ValueError: a CompileError); None
+    when the argument is no string."""
+    if len(node.args) != 1 or node.keywords:
+        return None
+    a = lw.expr(node.args[0])
+    if not (isinstance(a, PyObj) and isinstance(a.obj, str)):
+        return None
+    try:
+        v = conv(a.obj)
+    except ValueError as e:
+        raise lw.err(node, f"{conv.__name__}(): {e}") from None
+    t = lw.weak_int() if conv is int else Ty(lw.opts.default_float, True)
+    return N.Const(t, lw.loc(node), v)
+
+
 def _int(lw, node):
+    c = _parsed(lw, node, int) if node.args and isinstance(node.args[0], ast.Constant) else None
+    if c is not None:
+        return c
     (x,) = _exprs(lw, node, 1, "int")
     return lw.cast(x, lw.weak_int(), explicit=True) if x.ty != lw.weak_int() else x
 
 
 def _float(lw, node):
+    c = _parsed(lw, node, float) if node.args and isinstance(node.args[0], ast.Constant) else None
+    if c is not None:
+        return c
     (x,) = _exprs(lw, node, 1, "float")
     return lw.cast(x, Ty(lw.opts.default_float, True))
 
@@ -207,6 +239,9 @@ def _bool(lw, node):
 def _len(lw, node):
     (a,) = _args(lw, node, 1, "len")
     if isinstance(a, N.ArrayInfo):
+        if a.ndim == 0:                      # NumPy: "len() of unsized object"
+            raise lw.err(node, f"len() of the 0-d array '{a.label or a.name}': it has no first dimension "
+                               f"(its .size is 1 and its .ndim 0)")
         return lw.shape_of(a, 0, lw.loc(node))
     if isinstance(a, tuple):
         return N.Const(lw.weak_int(), lw.loc(node), len(a))
@@ -961,9 +996,20 @@ MATH1 = ("exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", 
          "trunc", "fabs")
 MATH2 = ("atan2", "pow", "copysign", "hypot", "fmod")
 
+def _log(lw, node):
+    """``math.log(x)``, and Python's ``math.log(x, base)``: ``log(x) / log(base)``, as CPython
+    computes it (and the interpreter does); each log is the argument's float function."""
+    if len(node.args) != 2:
+        return _math1("log")(lw, node)
+    x, b = (_float_arg(lw, e) for e in _exprs(lw, node, 2, "log"))
+    loc = lw.loc(node)
+    return lw.binop("/", N.Call(x.ty, loc, "log", [x]), N.Call(b.ty, loc, "log", [b]), node)
+
+
 _HANDLERS = {}
 for _n in MATH1:
     _HANDLERS[getattr(math, _n)] = _math1(_n)
+_HANDLERS[math.log] = _log
 for _n in MATH2:
     _HANDLERS[getattr(math, _n)] = _math2(_n)
 for _n in ("isnan", "isinf", "isfinite"):

@@ -71,7 +71,7 @@ _UNSUPPORTED = {
     ast.Import: "imports",
     ast.ImportFrom: "imports", ast.ListComp: "list comprehensions", ast.GeneratorExp: "generators",
     ast.DictComp: "dict comprehensions", ast.SetComp: "set comprehensions", ast.Dict: "dicts",
-    ast.List: "lists", ast.Set: "sets", ast.Slice: "slicing", ast.Starred: "'*' unpacking",
+    ast.List: "lists", ast.Set: "sets", ast.Slice: "slices", ast.Starred: "'*' unpacking",
     ast.Yield: "'yield' expressions", ast.YieldFrom: "'yield from' expressions", ast.Await: "'await' expressions",
     ast.JoinedStr: "f-strings", ast.Assert: "'assert' statements",
     ast.AsyncFunctionDef: "async functions", ast.AsyncFor: "'async for' loops", ast.AsyncWith: "'async with' statements",
@@ -347,8 +347,8 @@ class Lowerer:
         pass
 
     def s_Expr(self, s):
-        if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
-            return  # docstring
+        if isinstance(s.value, ast.Constant):
+            return  # a docstring, or `...` as a placeholder body: a no-op, as in Python
         v = self.expr(s.value, stmt=True)
         if isinstance(v, N.Expr) and not isinstance(v, (N.Const, N.Var, N.Arg, NoValue)):
             self.emit(N.ExprStmt(self.loc(s), v))
@@ -902,6 +902,18 @@ class Lowerer:
 
     def e_Subscript(self, node):
         base = self.expr(node.value)
+        if isinstance(base, tuple) and isinstance(node.slice, ast.Slice):
+            # a constant slice of a tuple (`n, m = A.shape[-2:]`), as Python slices it
+            parts = []
+            for part in (node.slice.lower, node.slice.upper, node.slice.step):
+                v = None if part is None else self.expr(part)
+                if v is not None and not (isinstance(v, N.Const) and isinstance(v.value, int)
+                                          and not isinstance(v.value, bool)):
+                    raise self.err(node, "a tuple can only be sliced with constant integers (A.shape[1:], I[-2:])")
+                parts.append(None if v is None else v.value)
+            if parts[2] == 0:
+                raise self.err(node, "slice step cannot be zero")
+            return base[slice(*parts)]
         if isinstance(base, tuple):
             k = self.expr(node.slice)
             if not (isinstance(k, N.Const) and isinstance(k.value, int)):
@@ -942,6 +954,14 @@ class Lowerer:
             elif op in ("<<", ">>", "**", "//", "%"):
                 t = Ty(D.int8)             # NumPy has no bool loop for these: bools compute as int8
         if isinstance(a, N.Const) and isinstance(b, N.Const) and t.weak and t.dtype.is_int:
+            if op == "**" and isinstance(b.value, int) and b.value < 0 and isinstance(a.value, int):
+                # two Python ints: Python's `2 ** -3` is the float 0.125 (`x[i] + 10 ** -6` adds
+                # 1e-6; until audit user23 both were the run-time integer power: 0)
+                try:
+                    return N.Const(self.weak_float(), self.loc(node), float(a.value ** b.value))
+                except (ArithmeticError, ValueError) as e:
+                    raise self.err(node, f"{a.value} ** {b.value} in a constant expression: {e} "
+                                         "(constants fold with Python's arithmetic)") from None
             v = I.fold_binop(op, a.value, b.value, t)      # Python ints: exact, any size
             if v is not None:      # a Python int, typed by its value (2**64 - 2**63 is a weak int64)
                 return N.Const(self.weak_int(), self.loc(node), v)
@@ -1046,8 +1066,28 @@ class Lowerer:
                 raise self.err(node, f"comparison {_OP_TEXT.get(type(opnode), type(opnode).__name__)} is not supported "
                                      "in kernels (compare numbers with ==, !=, <, <=, >, >=)")
             ops.append(op)
-        left = self.as_expr(self.expr(node.left), node)
+        left = self.expr(node.left)
+        if isinstance(left, DTypeVal):
+            return self.compare_dtypes(left, ops, node)
+        left = self.as_expr(left, node)
         return self.chain(left, ops, node.comparators, node)
+
+    def compare_dtypes(self, left: DTypeVal, ops: list, node) -> N.Expr:
+        """``x.dtype == tk.float16``, ``x.dtype != y.dtype``: dtypes are compile-time constants
+        (SPEC 3), so the comparison is a constant bool and an ``if`` on it keeps one branch
+        (one kernel serving every dtype). Only ``==`` and ``!=``, against dtypes (``tk.float32``,
+        ``np.float32``, another array's ``.dtype``)."""
+        value = True
+        for op, rnode in zip(ops, node.comparators):
+            right = self.expr(rnode)
+            if op not in ("==", "!="):
+                raise self.err(node, f"dtypes compare with == and != only, not {op}")
+            if not isinstance(right, DTypeVal):
+                raise self.err(rnode, f"a dtype ({left.dtype.name}) is compared with something that is not a dtype "
+                                      "(compare x.dtype with tk.float32, np.float32 or another array's .dtype)")
+            value = value and ((left.dtype == right.dtype) == (op == "=="))
+            left = right
+        return N.Const(Ty(D.bool_, True), self.loc(node), value)
 
     def chain(self, left, ops: list, rnodes: list, node) -> N.Expr:
         """The comparison chain ``left ops[0] rnodes[0] ops[1] rnodes[1] ...``: its tail after
@@ -1212,6 +1252,10 @@ class Lowerer:
                 hint = f" (NumPy functions work on whole arrays; in a kernel use math.{m} on a value)"
             elif not hint and getattr(fn, "__module__", "") and str(getattr(fn, "__module__", "")).startswith("numpy"):
                 hint = " (NumPy functions work on whole arrays, not inside kernels: see docs/language.md for the math functions)"
+            if not hint and type(fn).__name__ == "Kernel" and hasattr(fn, "unsafe_indices"):
+                # (kernel.py is above the frontend: recognised by its type's name)
+                hint = (" (a @tk.kernel is launched from the host, never called from a kernel: write the shared "
+                        "code as a @tk.func and call that)")
             raise self.err(node, f"cannot call '{name}' in a kernel{hint}")
         return handler(self, node)
 

@@ -166,6 +166,11 @@ def parse_ndrange(ndrange, name) -> tuple:
             start, count, step = 0, int(x), 1
             if count < 0:
                 raise LaunchError(f"kernel '{name}': ndrange dimension {d} is negative ({x})")
+        elif x is ndrange and hasattr(x, "shape") and hasattr(x, "tolist") and not isinstance(x, np.generic):
+            # a whole NumPy array / tensor of sizes (np.array(A.shape)): said so, not "a dimension"
+            raise LaunchError(f"kernel '{name}': ndrange must be an int or a tuple of 1 to 3 ints or ranges, got "
+                              f"a {type(x).__name__} {x!r}: pass "
+                              + ("int(ndrange)" if getattr(x, "ndim", 1) == 0 else "tuple(int(n) for n in ndrange)"))
         else:
             raise LaunchError(f"kernel '{name}': ndrange dimensions must be ints or ranges, got {x!r}")
         last = start + max(count - 1, 0) * step
@@ -464,8 +469,10 @@ class KernelInstance:
         except CompileError:
             raise
         except RecursionError:
-            raise CompileError("the kernel is nested too deeply to compile", src.file, src.first_line,
-                               kernel=k.name) from None
+            raise CompileError("the kernel is nested too deeply to compile (every binary operator nests one level, "
+                               "so a sum of a few hundred terms in one expression is that deep: split it into "
+                               "statements, e.g. acc += ... per term or per group of terms)", src.file,
+                               src.first_line, kernel=k.name) from None
 
     @api_boundary
     def source(self, *args, ndrange, workgroupsize=None) -> str:

@@ -155,6 +155,32 @@ _DEVICES: dict = {}
 _DEVICES_LOCK = threading.Lock()
 
 
+# bytes of tk.private arrays one work item may hold: WGSL's function address space (WGSL sets
+# 8192 bytes, which browsers' WebGPU enforces; wgpu-native accepts more, but the shader compile
+# time grows with the array: 64 KiB took 17 s on lavapipe, 400 KB did not finish in minutes)
+PRIVATE_BYTES_MAX = 65536
+
+
+def _check_private_memory(ir, name: str, device_name: str) -> None:
+    """A CompileError at the largest tk.private's line when the kernel's private arrays exceed
+    PRIVATE_BYTES_MAX per work item (4 bytes per element whatever the dtype, as for localmem)."""
+    from ..ir import nodes as N
+    total, big, loc = 0, -1, None
+    for st in N.walk_stmts(ir.body):
+        if isinstance(st, N.AllocArray) and st.array.space == "private":
+            n = max(st.array.dtype.itemsize, 4)
+            for x in st.array.shape:
+                n *= x
+            total += n
+            if n > big:
+                big, loc = n, st.loc
+    if total > PRIVATE_BYTES_MAX:
+        raise compile_error_at(f"the kernel's tk.private arrays need {total} bytes per work item but WebGPU "
+                               f"({device_name}) allows {PRIVATE_BYTES_MAX} here (WGSL function variables, 4 bytes "
+                               "per element; portable WebGPU allows 8192): use a global array (an argument) for "
+                               "large scratch space", loc, name, ir.file)
+
+
 class WebGPU(Backend):
     """A WebGPU device through wgpu.
 
@@ -456,6 +482,7 @@ class WGPUKernelInstance(DeviceKernelInstance):
                                    f"collectives) but {self.backend.device_name} has {wg_limit} "
                                    "(max-compute-workgroup-storage-size; localmem elements take 4 bytes on WebGPU)",
                                    loc, self.name, ir.file)
+        _check_private_memory(ir, self.name, self.backend.device_name)
         narrays = sum(1 for p in ir.params if p[0] == "array") + (1 if ir.debug else 0) + (1 if prints else 0)
         limit = dev.limits.get("max-storage-buffers-per-shader-stage", 8)
         if narrays > limit:

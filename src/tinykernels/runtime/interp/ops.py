@@ -592,6 +592,8 @@ def fold(op: str, a, b):
     Python's float arithmetic; anything else as at run time."""
     ta, tb = type(a), type(b)
     if ta in _PYNUM and tb in _PYNUM:
+        if ta is not float and tb is not float and op == "**" and b < 0:
+            return float(a ** b)             # Python's 2 ** -3 is 0.125 (the compiler folds it so)
         if ta is not float and tb is not float and op != "/":
             if not ((op in ("//", "%") and b == 0) or (op == "**" and not 0 <= b <= 4096)
                     or (op in ("<<", ">>") and not 0 <= b <= 4096)):
@@ -701,7 +703,7 @@ def to_int(x) -> int:
 
 
 def tk_int(*args, **kw):
-    if len(args) == 1 and not kw:
+    if len(args) == 1 and not kw and not isinstance(args[0], str):
         return to_int(args[0])
     return builtins.int(*args, **kw)
 
@@ -762,13 +764,21 @@ def _minmax(args, better):
     return to_type(r, t)
 
 
+def _one_tuple(args: tuple) -> tuple:
+    """``min(t)``/``max(t)`` of one tuple: its elements, promoted together as the compiler
+    promotes ``min(a, b, c)``."""
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], tuple) and len(args[0]) >= 2 else args
+
+
 def tk_min(*args, **kw):
+    args = _one_tuple(args)
     if len(args) < 2 or kw:
         return builtins.min(*args, **kw)
     return _minmax(args, lambda b, a: b < a)
 
 
 def tk_max(*args, **kw):
+    args = _one_tuple(args)
     if len(args) < 2 or kw:
         return builtins.max(*args, **kw)
     return _minmax(args, lambda b, a: b > a)

@@ -563,7 +563,9 @@ class Gen(ByteRuns, Hazards, Calls, Edges):
             if op is None:
                 return ("c",)
             x, y = a[1], b[1]
-            if op in ("//", "%") and y == 0 or op in ("**", "<<", ">>") and y < 0:
+            if op == "**" and y < 0:
+                return R                 # Python's 2 ** -3: a float (0.125), no Python int (audit user23)
+            if op in ("//", "%") and y == 0 or op in ("<<", ">>") and y < 0:
                 return ("c",)                             # left to run time, but a constant-ish value
             if op == "<<" and x != 0 and (y >= 64 or x.bit_length() + y > 63):
                 return R
