@@ -8,6 +8,7 @@ scalar arguments, and kernels launched on streams; all against float64 central d
 import importlib
 import math
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -115,6 +116,56 @@ def test_a_narrow_result_beyond_the_type_is_not_compared(tmp_path):
     case.mode = "grad-narrow"
     ms = F.check_case(case, ["CPU"], "INTERP")
     assert not ms and "grad-skipped" in case.features
+
+
+# --- fuzz seed 90500158: GCC's loop distribution read a seed after zeroing it ----------------------
+
+@tk.kernel
+def reduce_seeds(y0, y1, acc0, x0):
+    i = tk.index()
+    v2 = x0[i]
+    v3 = tk.group_reduce(v2, "add")
+    tk.atomic_add(acc0, i % 3, math.tanh(v3))
+    y0[i] = v2
+    y1[i] = v3
+
+
+@pytest.mark.parametrize("dev", [p for p in backend_params("CPU", "INTERP")])
+def test_the_seed_of_a_group_reduce_result_reaches_the_inputs(dev):   # fixed: gcc-ldist-read-after-zero
+    """Seed 90500158, minimized: with dy1 = (1, 0), y1 = the group's sum of x gives dx = (1, 1)
+    (plus dy0 = (1, 0) through y0 = x: (2, 1)). The CPU gave (1, 0): GCC 12.2 at -O3 ran the
+    adjoint item loop's read of dy1[i] after its store dy1[i] = 0 (loop distribution)."""
+    be = tk.backend(dev)
+    x = np.array([-0.8, -0.6, 0.4, 1.3])
+    for dy0, dy1, dacc, want in (([1.0, 0.0], [0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 1.0]),
+                                 ([0.0, 0.0], [1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0]),
+                                 ([0.0, 0.0], [0.0, 0.0], [1.0, 2.0, 3.0], [3 / math.cosh(-1.4) ** 2] * 2)):
+        sh = [np.array(dy0), np.array(dy1), np.array(dacc)]
+        dx = np.zeros(4)
+        tk.adjoint(reduce_seeds)(be)(np.zeros(2), sh[0], np.zeros(2), sh[1], np.zeros(3), sh[2], x.copy(), dx,
+                                     ndrange=2, workgroupsize=2)
+        np.testing.assert_allclose(dx, want + [0.0, 0.0], rtol=1e-14)
+        assert not sh[0].any() and not sh[1].any()          # consumed
+
+
+@needs_cpu
+def test_the_cpu_toolchain_avoids_the_loop_distribution_miscompile(tmp_path):   # fixed: gcc-ldist-read-after-zero
+    """The 30-line C program of the miscompile, built with the kernels' flags (as an executable),
+    runs right (GCC 12.2 at plain -O3: exit status 1)."""
+    C = importlib.import_module("tinykernels.runtime.compiler")
+    tc = C.toolchain()
+    src = tmp_path / "ldist.c"
+    src.write_text(C.LDIST_PROBE)
+    flags = [f for f in tc.flags if f not in ("-shared", "-fPIC")]
+    r = subprocess.run([*tc.cmd, *flags, "-o", str(tmp_path / "ldist"), str(src), "-lm"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert subprocess.run([str(tmp_path / "ldist")]).returncode == 0
+
+
+@needs_cpu
+def test_seed_90500158_agrees():   # fixed: gcc-ldist-read-after-zero
+    ms = F.check_case(F.generate(90500158, F.Options(grad=True, grad_local=0.3)), ["CPU"], "INTERP")
+    assert not ms, "\n".join(map(str, ms))
 
 
 # --- by hand: forward and reverse mode against float64 central differences ----------------------
