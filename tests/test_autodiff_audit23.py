@@ -72,10 +72,11 @@ def test_a_narrow_reproducer_keeps_its_mode_and_dtypes(tmp_path):
 
 @needs_cpu
 def test_narrow_cases_agree_with_their_float64_oracle():
-    """One float16 and one bfloat16 seed of the first run: the interpreter's and the CPU's narrow
-    gradients, tangents and results within the tolerance of their float64 oracle."""
+    """A float16 seed of the first run (gathered reads, an in-place update, selects): the
+    interpreter's and the CPU's narrow gradients, tangents and results within the tolerance of
+    their float64 oracle (bfloat16 seeds: the fuzz runs, docs/fuzzing.md)."""
     pytest.importorskip("ml_dtypes")
-    for seed in (96000002, 96000005):
+    for seed in (96000002,):
         case = F.generate(seed, NARROW)
         ms = F.check_case(case, ["CPU"], "INTERP")
         assert not ms, "\n".join(map(str, ms))
@@ -398,7 +399,7 @@ def test_scalar_arguments_passed_twice_and_to_two_launches(be):
         sin_scaled(be)(y, x, w, ndrange=16)
         two_scalars(be)(y, x, w, s, ndrange=16)
         two_scalars(be)(y, x, s, s, ndrange=16)
-        local_collectives(be)(x, y, w, ndrange=16, workgroupsize=8)
+        sin_scaled(be)(x, y, w, ndrange=16)
     check_both_modes(be, fn, [("a", np.zeros(16)), ("a", x), ("s", 0.8), ("s", -0.4)])
 
 

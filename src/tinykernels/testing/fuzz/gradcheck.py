@@ -310,6 +310,24 @@ def _dev_ok(b, dts: dict) -> bool:
         return True
 
 
+def _narrow_bad(got: dict, want: dict, spread: dict, tag: str, U: float, case: Case):
+    """(array, [(index, got, want)], tolerance) of the first array of ``got`` outside its
+    tolerance around ``want`` (see check_grad_narrow_case), or None; ``case.narrow_used`` keeps
+    the largest fraction of a tolerance used."""
+    for k, want_k in want.items():
+        tol = NARROW_R * U * _scale(want_k) + 2 * spread[tag, k] + 1e-30
+        x = got[k]
+        with np.errstate(invalid="ignore"):
+            wrong = ~((x == want_k) | (np.abs(x - want_k) <= tol) | (np.isnan(x) & np.isnan(want_k)))
+            used = np.abs(x - want_k)[np.isfinite(x - want_k)] / tol
+        case.narrow_used = max(getattr(case, "narrow_used", 0.0), float(np.max(used, initial=0.0)))
+        if wrong.any():
+            idx = np.argwhere(wrong)[:5]
+            return k, [(tuple(int(j) for j in i), repr(float(x[tuple(i)])), repr(float(want_k[tuple(i)])))
+                       for i in idx], tol
+    return None
+
+
 def check_grad_narrow_case(case: Case, backends=("CPU",), reference="INTERP") -> list:
     """The Mismatches of a narrow autodiff case: on every backend (the reference included), the
     gradients (reverse mode: ``J^T u`` and ``w``'s gradient), the tangents (``J v``) and the
@@ -338,9 +356,15 @@ def check_grad_narrow_case(case: Case, backends=("CPU",), reference="INTERP") ->
     flip (``min``/``max``/``if`` on data), and one where an oracle's result exceeds a quarter of
     the narrow type's largest value is where the narrow kernel may overflow (a float16 tangent
     of -235873 is -inf, seed 96000008): the point is re-drawn up to :data:`RESAMPLES` times,
-    and a case that finds no such point is counted as ``grad-skipped``. Mismatch kinds:
-    ``grad-narrow`` (gradients, ``w``'s gradient or tangents), ``grad-narrow-primal`` (the final
-    values), ``error`` / ``ref-error``."""
+    and a case that finds no such point is counted as ``grad-skipped``. The roundings of the
+    narrow kernel itself can flip a branch the oracle's perturbations do not (``x < sin(x)`` for a
+    small float16 ``x``, where ``sin(x)`` rounds to ``x``; seed 96000014 gave 0.71 on the
+    interpreter, 1.02 on the CPU and PoCL, 0.81 in float64): a point is also re-drawn where the
+    reference's narrow final values are outside their tolerance, and a backend whose final values
+    are (its transcendental functions an ulp from the reference's flipped one) has its gradients
+    left uncompared and the case the feature ``grad-narrow-diverged`` (the final values of narrow
+    kernels are the forward fuzzer's to compare, with its ulp tolerances). Mismatch kinds:
+    ``grad-narrow`` (gradients, ``w``'s gradient or tangents), ``error`` / ``ref-error``."""
     seed = case.seed
     rng = np.random.default_rng(seed ^ 0x4A77)
     dts = _dtypes(case)
@@ -379,6 +403,12 @@ def check_grad_narrow_case(case: Case, backends=("CPU",), reference="INTERP") ->
         wants = {"g": g, "jv": jv, "out": out64, "w": {"w": np.array([gw])}}
         stable = (all(sp <= 0.25 * (_scale(wants[tag][k]) + 1e-3) for (tag, k), sp in spread.items())
                   and all(_scale(a) < fmax / 4 for d in wants.values() for a in d.values()))
+        if stable:      # the reference's narrow results near the oracle's: no branch its roundings flip
+            try:
+                ob = _forward(case, ref, fn_ref, _as(floats, dts), ints, w)
+            except Exception as e:  # noqa: BLE001
+                return [Mismatch(seed, bn, "ref-error", detail=_err_text(e)) for bn in bnames or [str(reference)]]
+            stable = _narrow_bad(ob, out64, spread, "out", U, case) is None
         if stable:
             break
     if not stable:
@@ -399,23 +429,17 @@ def check_grad_narrow_case(case: Case, backends=("CPU",), reference="INTERP") ->
             out.append(Mismatch(seed, bn, "error", detail=_err_text(e)))
             continue
         got = {"g": gb, "jv": jvb, "out": ob, "w": {"w": np.array([gwb])}}
-        for tag in ("out", "g", "w", "jv"):
-            bad = []
-            for k, want in wants[tag].items():
-                tol = NARROW_R * U * _scale(want) + 2 * spread[tag, k] + 1e-30
-                x = got[tag][k]
-                with np.errstate(invalid="ignore"):
-                    wrong = ~((x == want) | (np.abs(x - want) <= tol) | (np.isnan(x) & np.isnan(want)))
-                    used = np.abs(x - want)[np.isfinite(x - want)] / tol
-                case.narrow_used = max(getattr(case, "narrow_used", 0.0), float(np.max(used, initial=0.0)))
-                if wrong.any():
-                    idx = np.argwhere(wrong)[:5]
-                    bad = [(tuple(int(j) for j in i), repr(float(x[tuple(i)])), repr(float(want[tuple(i)])))
-                           for i in idx]
-                    out.append(Mismatch(seed, bn, "grad-narrow-primal" if tag == "out" else "grad-narrow",
-                                        f"{tag}:{k}", bad, detail=f"{nname}, tolerance {tol:.3g}"))
-                    break
+        if _narrow_bad(ob, out64, spread, "out", U, case) is not None:
+            # the narrow kernel's own roundings took another branch here than the reference's
+            # (a transcendental an ulp apart, then x < sin(x) at float16): its gradients are of
+            # another function; primal agreement of narrow kernels is the forward fuzzer's
+            case.features.add("grad-narrow-diverged")
+            continue
+        for tag in ("g", "w", "jv"):
+            bad = _narrow_bad(got[tag], wants[tag], spread, tag, U, case)
             if bad:
+                out.append(Mismatch(seed, bn, "grad-narrow", f"{tag}:{bad[0]}", bad[1],
+                                    detail=f"{nname}, tolerance {bad[2]:.3g}"))
                 break
     return out
 
