@@ -164,6 +164,15 @@ def test_the_cpu_toolchain_avoids_the_loop_distribution_miscompile(tmp_path):   
 
 
 @needs_cpu
+def test_gcc_kernels_do_not_distribute_loops_into_patterns():   # fixed: gcc-ldist-read-after-zero
+    """Every GCC gets the flag (the miscompile is not tied to -march=native); clang does not
+    know it."""
+    C = importlib.import_module("tinykernels.runtime.compiler")
+    tc = C.toolchain()
+    assert ("-fno-tree-loop-distribute-patterns" in tc.flags) == C.is_gcc(tc.version)
+
+
+@needs_cpu
 def test_seed_90500158_agrees():   # fixed: gcc-ldist-read-after-zero
     ms = F.check_case(F.generate(90500158, F.Options(grad=True, grad_local=0.3)), ["CPU"], "INTERP")
     assert not ms, "\n".join(map(str, ms))
