@@ -419,6 +419,7 @@ def check_grad_narrow_case(case: Case, backends=("CPU",), reference="INTERP") ->
     for b, bn in [(reference, str(reference))] + list(zip(backends, bnames)):
         bk = _backend(b)
         if not _dev_ok(bk, dts):
+            case.features.add("grad-narrow-unsupported")      # counted in the run's summary
             continue
         try:
             fn_b = _launcher(case, bk)
