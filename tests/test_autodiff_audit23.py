@@ -119,6 +119,30 @@ def test_a_narrow_result_beyond_the_type_is_not_compared(tmp_path):
     assert not ms and "grad-skipped" in case.features
 
 
+UNDERFLOW_SRC = '''import tinykernels as tk
+
+
+@tk.kernel
+def kunder(y0, x0, w):
+    i = tk.index()
+    y0[i] = x0[i] * w * 1e-9
+'''
+
+
+@needs_cpu
+def test_a_narrow_result_below_the_subnormals_is_zero():
+    """A harness false positive of the second run (seed 96000051): float16 tangents of 2.8e-11
+    are 0.0 (the smallest float16 subnormal is 6e-8), and the tolerance relative to the array's
+    magnitude alone was 1e-12. It now has the type's smallest subnormal in it."""
+    case = F.Case(2, UNDERFLOW_SRC, "kunder",
+                  [F.ArgSpec("y0", "array", np.zeros(4, np.float16), "out"),
+                   F.ArgSpec("x0", "array", np.linspace(-1, 1, 4).astype(np.float16), "in"),
+                   F.ArgSpec("w", "scalar", 1.25)], 4)
+    case.mode = "grad-narrow"
+    ms = F.check_case(case, ["CPU"], "INTERP")
+    assert not ms and "grad-skipped" not in case.features, "\n".join(map(str, ms))
+
+
 # --- fuzz seed 90500158: GCC's loop distribution read a seed after zeroing it ----------------------
 
 @tk.kernel

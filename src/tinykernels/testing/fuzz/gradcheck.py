@@ -256,6 +256,9 @@ NARROW_U = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24}
 NARROW_R = 8.0      # the tolerance in units of the narrow type's rounding (see check_grad_narrow_case)
 NEAR = 2            # float64 gradients at nearby points, for the spread of the oracle
 _FMAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
+#: the smallest subnormal of each type: a result below it rounds to 0 (seed 96000051: float16
+#: tangents of 2.8e-11 are 0.0)
+_TINY = {"float16": 2.0 ** -24, "bfloat16": 2.0 ** -133, "float32": 2.0 ** -149}
 
 
 def _dtypes(case: Case) -> dict:
@@ -310,12 +313,13 @@ def _dev_ok(b, dts: dict) -> bool:
         return True
 
 
-def _narrow_bad(got: dict, want: dict, spread: dict, tag: str, U: float, case: Case):
+def _narrow_bad(got: dict, want: dict, spread: dict, tag: str, U: float, case: Case, tiny: dict):
     """(array, [(index, got, want)], tolerance) of the first array of ``got`` outside its
     tolerance around ``want`` (see check_grad_narrow_case), or None; ``case.narrow_used`` keeps
-    the largest fraction of a tolerance used."""
+    the largest fraction of a tolerance used. ``tiny``: the smallest subnormal of each array's
+    type (``"w"``: the narrow type's)."""
     for k, want_k in want.items():
-        tol = NARROW_R * U * _scale(want_k) + 2 * spread[tag, k] + 1e-30
+        tol = NARROW_R * (U * _scale(want_k) + tiny[k]) + 2 * spread[tag, k]
         x = got[k]
         with np.errstate(invalid="ignore"):
             wrong = ~((x == want_k) | (np.abs(x - want_k) <= tol) | (np.isnan(x) & np.isnan(want_k)))
@@ -344,7 +348,8 @@ def check_grad_narrow_case(case: Case, backends=("CPU",), reference="INTERP") ->
     :data:`NEAR` points whose every float value is moved by up to ``4 U`` relative (a random
     perturbation the size of a few roundings); ``spread`` is the largest change of each result
     array seen there. An array agrees when every element is within
-    ``NARROW_R * U * max|oracle| + 2 * spread`` of the oracle, the array's largest magnitude
+    ``NARROW_R * (U * max|oracle| + tiny) + 2 * spread`` of the oracle (``tiny`` the type's
+    smallest subnormal: a float16 tangent of 2.8e-11 is 0.0, seed 96000051), the array's largest magnitude
     standing for the sum of the terms an element adds (``NARROW_R = 8``: a handful of roundings
     in a chain, each up to ``U``; the first 14 seeds from 96000000 on the interpreter, the CPU
     and PoCL used at most 0.11 of a tolerance twice that, so about ``1.8 U``, which
@@ -372,6 +377,8 @@ def check_grad_narrow_case(case: Case, backends=("CPU",), reference="INTERP") ->
     nname = next((D.from_any(dt).name for dt in dts.values() if np.dtype(dt).itemsize == 2), "float16")
     U = NARROW_U[nname]
     fmax = _FMAX[nname]
+    tiny = {k: _TINY[D.from_any(dt).name] for k, dt in dts.items()}
+    tiny["w"] = _TINY[nname]
     bnames = [b if isinstance(b, str) else getattr(b, "name", repr(b)) for b in backends]
     ref = _backend(reference)
     floats, ints, w = _narrow_state(case, dts)
@@ -408,7 +415,7 @@ def check_grad_narrow_case(case: Case, backends=("CPU",), reference="INTERP") ->
                 ob = _forward(case, ref, fn_ref, _as(floats, dts), ints, w)
             except Exception as e:  # noqa: BLE001
                 return [Mismatch(seed, bn, "ref-error", detail=_err_text(e)) for bn in bnames or [str(reference)]]
-            stable = _narrow_bad(ob, out64, spread, "out", U, case) is None
+            stable = _narrow_bad(ob, out64, spread, "out", U, case, tiny) is None
         if stable:
             break
     if not stable:
@@ -430,14 +437,14 @@ def check_grad_narrow_case(case: Case, backends=("CPU",), reference="INTERP") ->
             out.append(Mismatch(seed, bn, "error", detail=_err_text(e)))
             continue
         got = {"g": gb, "jv": jvb, "out": ob, "w": {"w": np.array([gwb])}}
-        if _narrow_bad(ob, out64, spread, "out", U, case) is not None:
+        if _narrow_bad(ob, out64, spread, "out", U, case, tiny) is not None:
             # the narrow kernel's own roundings took another branch here than the reference's
             # (a transcendental an ulp apart, then x < sin(x) at float16): its gradients are of
             # another function; primal agreement of narrow kernels is the forward fuzzer's
             case.features.add("grad-narrow-diverged")
             continue
         for tag in ("g", "w", "jv"):
-            bad = _narrow_bad(got[tag], wants[tag], spread, tag, U, case)
+            bad = _narrow_bad(got[tag], wants[tag], spread, tag, U, case, tiny)
             if bad:
                 out.append(Mismatch(seed, bn, "grad-narrow", f"{tag}:{bad[0]}", bad[1],
                                     detail=f"{nname}, tolerance {bad[2]:.3g}"))
