@@ -86,6 +86,10 @@ def main(argv=None) -> int:
                    help="with --grad: fraction of @tk.kernel(unsafe_indices=True) kernels, 1-D to 3-D, whose "
                         "ndrange is no multiple of the workgroup (the padded items run every statement; the "
                         "kernel guards its stores; off by default so that earlier seeds keep their kernels)")
+    p.add_argument("--grad-narrow", type=float, default=0.0, metavar="P",
+                   help="with --grad: fraction of kernels whose float arrays are float16 or bfloat16 (accumulators "
+                        "float32), checked against the same kernel on float64 arrays (off by default so that "
+                        "earlier seeds keep their kernels)")
     p.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
     p.add_argument("--stream", choices=("all", "auto"), default="all",
                    help="CPU streaming (non-temporal) stores: 'all' (default) streams every eligible store "
@@ -101,7 +105,8 @@ def main(argv=None) -> int:
         p.error(f"unknown bug ids: {', '.join(sorted(unknown))}")
     opts = Options(exclude=frozenset(KNOWN_BUGS) - inc, narrow_floats=not a.no_narrow, rng=a.rng, prints=a.prints, bytes=a.bytes,
                    hazards=a.hazards, calls=a.calls, edges=a.edges, params=a.params,
-                   grad=a.grad, grad_local=a.grad_local, grad_unsafe=a.grad_unsafe)
+                   grad=a.grad, grad_local=a.grad_local, grad_unsafe=a.grad_unsafe,
+                   grad_narrow=a.grad_narrow)
     if a.fastmath is not None:
         opts.fastmath = a.fastmath
     if a.grouped is not None:
@@ -143,7 +148,7 @@ def main(argv=None) -> int:
 
     reference, opts = profile_for(backends, a.reference, opts)     # WEBGPU: its profile, vs CPU32
     log(f"fuzz: seeds {a.seed}..{a.seed + a.count - 1}, backends {','.join(backends)} vs {reference}, "
-        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad} (local {opts.grad_local}, unsafe {opts.grad_unsafe}), rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, calls {opts.calls}, edges {opts.edges}, params {opts.params}, "
+        f"profile {opts.profile}, jobs {a.jobs}, grad {a.grad} (local {opts.grad_local}, unsafe {opts.grad_unsafe}, narrow {opts.grad_narrow}), rng {opts.rng}, print {opts.prints}, bytes {opts.bytes}, hazards {opts.hazards}, calls {opts.calls}, edges {opts.edges}, params {opts.params}, "
         f"fastmath {opts.fastmath}, grouped {opts.grouped}, stream {a.stream}, "
         f"excluded known bugs: {', '.join(sorted(opts.exclude)) or 'none'}")
     summ = fuzz(range(a.seed, a.seed + a.count), backends, reference, jobs=a.jobs, out_dir=a.out, opts=opts,

@@ -448,6 +448,53 @@ GCC_VECTOR_FLAGS = ("--param", "vect-max-version-for-alias-checks=64")
 #: from 3.2 to 1.9 s (docs/cpu.md "Transposed tile reads").
 GCC_LOOP_FLAGS = ("-fno-version-loops-for-strides",)
 
+#: GCC 12.2 at -O3 miscompiles a loop that zeroes local per-item arrays and also reads and then
+#: zeroes global elements: loop distribution (-ftree-loop-distribute-patterns) turns the zeroing
+#: into a memset and splits the rest into loops, and puts the loop that reads ``dy[gl]`` after
+#: the one that stores ``dy[gl] = 0.0``, so the read sees 0 (:data:`LDIST_PROBE`). The adjoint
+#: of a kernel with a collective has exactly that shape (its item loop zeroes the adjoints kept
+#: per item, reads each output's seed and consumes it): fuzz seed 90500158 lost the gradient
+#: through a ``group_reduce`` on the CPU only (adx23). Without the pattern the loop is not
+#: distributed; the zeroing stays a store in the vectorized loop.
+GCC_LDIST_FLAGS = ("-fno-tree-loop-distribute-patterns",)
+
+#: A C program that exits 1 where the compiler has the loop-distribution miscompile above
+#: (GCC 12.2 -O3; fine at -O2 or with GCC_LDIST_FLAGS). tests/test_autodiff_audit23.py builds
+#: it with the toolchain's flags.
+LDIST_PROBE = r"""
+#include <stdint.h>
+static inline int64_t mod3(int64_t a) { int64_t r = a % 3; return (r != 0 && ((r ^ 3) < 0)) ? r + 3 : r; }
+static inline __attribute__((always_inline)) void body(double *dy0, double *dy1, const double *dacc,
+                                                       double *out, int64_t g, int64_t n) {
+    double d_v2[2], d_v3[2], a5[2];
+    for (int64_t l = 0; l < n; ++l) {
+        const int64_t gl = g * 2 + l;
+        double a3, a4;
+        d_v2[l] = 0.0;
+        d_v3[l] = 0.0;
+        a3 = dy1[gl];
+        dy1[gl] = 0.0;
+        d_v3[l] = d_v3[l] + a3;
+        a4 = dy0[gl];
+        dy0[gl] = 0.0;
+        d_v2[l] = d_v2[l] + a4;
+        a5[l] = dacc[mod3(gl)];
+    }
+    for (int64_t l = 0; l < n; ++l) {
+        d_v3[l] = d_v3[l] + (a5[l] != 0.0 ? a5[l] * 0.5 : 0.0);
+        out[l] = d_v3[l] + d_v2[l];
+    }
+}
+__attribute__((noinline)) void run(double *dy0, double *dy1, const double *dacc, double *out, int64_t g, int64_t n) {
+    if (n == 2) body(dy0, dy1, dacc, out, g, 2); else body(dy0, dy1, dacc, out, g, n);
+}
+int main(void) {
+    double dy0[2] = {0, 0}, dy1[2] = {1, 0}, dacc[3] = {0, 0, 0}, out[2] = {0, 0};
+    run(dy0, dy1, dacc, out, 0, 2);
+    return out[0] == 1.0 && out[1] == 0.0 ? 0 : 1;
+}
+"""
+
 
 def gcc_major(version: str) -> int:
     """The major version of a GCC ``--version`` line (``cc (Debian 12.2.0-14) 12.2.0`` -> 12); 0
@@ -476,6 +523,7 @@ def _toolchain(cc_env: str | None, cache: str, use_openmp: bool = True) -> Toolc
         flags += GCC_VECTOR_FLAGS
         if gcc_major(info["version"]) >= 10:
             flags += GCC_LOOP_FLAGS
+        flags += GCC_LDIST_FLAGS
     scoped: tuple = ()
     if info["native"]:
         flags.append("-march=native")

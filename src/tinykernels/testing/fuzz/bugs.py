@@ -584,4 +584,14 @@ FIXED_BUGS = {
                            "about generated code, gradfz22)",
         "worked around: a compile whose GCC crash is in the loop vectorizer is run once more with "
         "-fno-tree-vectorize (runtime/compiler.py compile_library); other errors are reported as before"),
+    'gcc-ldist-read-after-zero': ("CPU with GCC 12.2: a wrong gradient through a group_reduce (fuzzer seed "
+                                  "90500158, --grad --grad-local 0.3, adx23: x0's gradient -0.79 where the "
+                                  "interpreter and PoCL gave -0.92, and forward and reverse mode disagreed). "
+                                  "The grouped adjoint's item loop zeroes the adjoints it keeps per item, reads "
+                                  "each output's seed and consumes it (dy[i] = 0); at -O3 GCC's loop distribution "
+                                  "turned the zeroing into a memset, split the rest into loops and ran the one "
+                                  "reading dy[i] after the one zeroing it, so the seed of y1 = group_reduce(...) "
+                                  "was lost (runtime/compiler.py LDIST_PROBE, 30 lines of C)",
+        "worked around: GCC compiles kernels with -fno-tree-loop-distribute-patterns (runtime/compiler.py "
+        "GCC_LDIST_FLAGS): the loop is not distributed and the zeroing stays a store in the loop"),
 }

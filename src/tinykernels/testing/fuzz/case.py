@@ -35,6 +35,7 @@ class Options:
     grad: bool = False                    # autodiff cases only (gradgen.py: differentiable float64 kernels)
     grad_local: float = 0.0               # autodiff cases: probability of local memory, a barrier, group_reduce
     grad_unsafe: float = 0.0              # autodiff cases: probability of an unsafe_indices kernel with partial groups
+    grad_narrow: float = 0.0              # autodiff cases: probability of float16/bfloat16 arrays (gradcheck's float64 oracle)
     profile: str = "full"                 # "webgpu": only what WebGPU runs (gen.WEBGPU_PROFILE)
 
     def key(self) -> str:
@@ -70,7 +71,7 @@ class Case:
     unsafe: bool = False
     features: set = field(default_factory=set)
     mag_kname: str = ""            # fastmath cases: the kernel computing the tolerance's magnitudes
-    mode: str = ""                 # "grad": an autodiff case (gradgen.py), checked by gradcheck.py
+    mode: str = ""                 # "grad" / "grad-narrow": an autodiff case (gradgen.py), checked by gradcheck.py
 
     def describe(self) -> str:
         return (f"seed {self.seed}: kernel {self.kname} ndrange={self.ndrange!r} workgroupsize={self.workgroupsize!r} "

@@ -2164,7 +2164,7 @@ def generate(seed: int, opts: Options | None = None) -> Case:
     ``fixed:<id>``. A fraction ``opts.fastmath`` of the seeds make a fastmath case instead
     (:mod:`.fastmath`)."""
     if opts is not None and opts.grad:
-        return generate_grad(seed, opts.grad_local, opts.grad_unsafe)
+        return generate_grad(seed, opts.grad_local, opts.grad_unsafe, opts.grad_narrow)
     if is_fastmath_seed(seed, opts or Options()):
         return generate_fastmath(seed)
     case = Gen(seed, opts).generate()

@@ -26,6 +26,12 @@ index clamped into it (every load through ``i`` is in bounds for every item, so 
 compute, loop and accumulate like the others), stores, in-place updates and reads of in-place
 arrays are under ``if ok:`` (or ``a if ok else b``), and some loads use the raw index under the
 guard. Outputs and in-place arrays have the ndrange's shape (stored at the item's coordinates).
+
+Narrow cases (``Options.grad_narrow``, an RNG of their own too; mode :data:`NARROW_MODE`): the
+same grammar with the float arrays float16 or bfloat16 (accumulators float32, the narrowest type
+``tk.atomic_add`` takes), ``tk.private`` / ``tk.localmem`` of ``x0.dtype`` and loop counters cast
+with ``x0.dtype(j)``, so that the kernel's source is generic: instantiated with float64 arrays it is
+the oracle of :func:`.gradcheck.check_grad_narrow_case`.
 """
 from __future__ import annotations
 
@@ -37,6 +43,8 @@ import numpy as np
 from .case import ArgSpec, Case
 
 GRAD_MODE = "grad"
+NARROW_MODE = "grad-narrow"
+_NARROW = ("float16", "bfloat16")
 
 #: unary wrappers keeping every function away from its singular points: (template, feature)
 _UNARY = [("math.sin({a})", "sin"), ("math.cos({a})", "cos"), ("math.tanh({a})", "tanh"),
@@ -57,8 +65,14 @@ _LITS = ("0.5", "1.5", "-2.0", "0.25", "3.0", "-0.75")
 class _GradGen:
     """One differentiable kernel module (source lines built statement by statement)."""
 
-    def __init__(self, seed: int, local: float = 0.0, unsafe: float = 0.0):
+    def __init__(self, seed: int, local: float = 0.0, unsafe: float = 0.0, narrow: float = 0.0):
         self.seed = seed
+        # narrow cases (Options.grad_narrow): an RNG of their own, so that the other seeds keep
+        # their kernels; their source names no float type (x0.dtype), so float64 arrays give the oracle
+        nr = random.Random(seed ^ 0x4A770)
+        self.narrow = nr.choice(_NARROW) if nr.random() < narrow else ""
+        self.fdt = "x0.dtype" if self.narrow else "tk.float64"      # private and local arrays
+        self.fcast = "x0.dtype" if self.narrow else "float"         # loop counters as floats
         # grouped kernels (Options.grad_local) are decided by an RNG of their own, so that with
         # the option off (the default) every seed keeps its kernel
         gr = random.Random(seed ^ 0x10CA1)
@@ -237,7 +251,7 @@ class _GradGen:
         self.features.add("for")
         self.emit(f"for {j} in range({hi}):", ind)
         x = r.choice(self.ins)
-        self.extra = [f"{x}[(i + {j}) % n]", f"{x}[({j} * 3 + idx[i]) % n]", f"float({j})"]
+        self.extra = [f"{x}[(i + {j}) % n]", f"{x}[({j} * 3 + idx[i]) % n]", f"{self.fcast}({j})"]
         self.emit(f"{s} = {s} * {r.choice(('0.5', '0.75', '1.0'))} + {self.expr(2)}", ind + 1)
         self.block(ind + 1, r.randint(0, 1))
         self.extra = []
@@ -256,9 +270,9 @@ class _GradGen:
         r, p, m = self.r, self.fresh("p"), self.fresh("m")
         size = r.randint(2, 4)
         self.features.add("private")
-        self.emit(f"{p} = tk.private(tk.float64, ({size},))", ind)
+        self.emit(f"{p} = tk.private({self.fdt}, ({size},))", ind)
         self.emit(f"for {m} in range({size}):", ind)
-        self.extra = [f"{r.choice(self.ins)}[(i + {m}) % n]", f"float({m})"]
+        self.extra = [f"{r.choice(self.ins)}[(i + {m}) % n]", f"{self.fcast}({m})"]
         self.emit(f"{p}[{m}] = {self.expr(2)}", ind + 1)
         self.extra = []
         v = self.fresh("v")
@@ -273,7 +287,7 @@ class _GradGen:
         wg, lm, v = self.wg, self.fresh("lm"), self.fresh("v")
         self.features |= {"localmem", "barrier"}
         self.emit("l = tk.index(tk.Local, tk.Linear)", 1)
-        self.emit(f"{lm} = tk.localmem(tk.float64, ({wg},))", 1)
+        self.emit(f"{lm} = tk.localmem({self.fdt}, ({wg},))", 1)
         self.emit(f"{lm}[l] = {self.expr(2)}", 1)
         self.emit("tk.synchronize()", 1)
         self.emit(f"{v} = {lm}[(l + {self.r.randint(1, wg)}) % {wg}] * {self.r.choice(_LITS)} + {lm}[l]", 1)
@@ -350,6 +364,9 @@ class _GradGen:
                 [ArgSpec(x, "array", vals(n + 2), "in") for x in self.ins] +
                 [ArgSpec("idx", "array", self.nprng.integers(0, n, n).astype(np.int32), "in", const=True),
                  ArgSpec("w", "scalar", float(self.nprng.uniform(0.5, 1.5)))])
+        if self.narrow:
+            args = _narrowed(args, self.narrow)
+            self.features |= {"narrow", f"narrow-{self.narrow}"}
         if self.unsafe:
             nd, wg = (n, self.wgs[0]) if self.ndim == 1 else (tuple(self.ext), tuple(self.wgs))
             self.features |= {"unsafe_indices", "partial-group", f"unsafe-{self.ndim}d"}
@@ -357,7 +374,7 @@ class _GradGen:
                         features=self.features | {"grad"})
         else:
             case = Case(self.seed, src, kname, args, n, workgroupsize=self.wg or None, features=self.features | {"grad"})
-        case.mode = GRAD_MODE
+        case.mode = NARROW_MODE if self.narrow else GRAD_MODE
         return case
 
     def prologue_unsafe(self) -> None:
@@ -403,11 +420,24 @@ def _unsafe_geometry(ur: random.Random) -> tuple:
             return nd, wgs, ext
 
 
-def generate_grad(seed: int, local: float = 0.0, unsafe: float = 0.0) -> Case:
+def _narrowed(args: list, dtype: str) -> list:
+    """The float arrays of ``args`` rounded to ``dtype`` (accumulators to float32)."""
+    from .types import np_dtype
+    out = []
+    for a in args:
+        if a.kind == "array" and np.asarray(a.value).dtype == np.float64:
+            a = ArgSpec(a.name, a.kind, np.asarray(a.value).astype(np_dtype("float32" if a.role == "acc" else dtype)),
+                        a.role, a.const)
+        out.append(a)
+    return out
+
+
+def generate_grad(seed: int, local: float = 0.0, unsafe: float = 0.0, narrow: float = 0.0) -> Case:
     """The autodiff case of ``seed`` (deterministic); ``local``: the probability of a kernel with
     local memory, a barrier and a group reduction; ``unsafe``: of an ``unsafe_indices`` kernel
-    with partial work groups (1-D to 3-D)."""
-    return _GradGen(seed, local, unsafe).generate()
+    with partial work groups (1-D to 3-D); ``narrow``: of float16 / bfloat16 arrays (mode
+    :data:`NARROW_MODE`)."""
+    return _GradGen(seed, local, unsafe, narrow).generate()
 
 
-__all__ = ["GRAD_MODE", "generate_grad"]
+__all__ = ["GRAD_MODE", "NARROW_MODE", "generate_grad"]

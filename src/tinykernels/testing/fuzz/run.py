@@ -354,10 +354,14 @@ def check_case(case: Case, backends=("CPU",), reference="INTERP", compiled=None)
     """Run ``case`` on the reference and every backend; the list of Mismatch (empty: all agree).
     ``compiled``: {compile-only target: None or exception}, outcomes already computed for this
     case (by :func:`compile_only_batch`), used instead of compiling it again. An autodiff case
-    (``case.mode == "grad"``) is checked by :func:`.gradcheck.check_grad_case` instead."""
+    (``case.mode == "grad"``) is checked by :func:`.gradcheck.check_grad_case` instead, a narrow
+    one (``"grad-narrow"``) by :func:`.gradcheck.check_grad_narrow_case`."""
     if getattr(case, "mode", "") == "grad":
         from .gradcheck import check_grad_case      # a lazy import: gradcheck imports this module
         return check_grad_case(case, backends, reference)
+    if getattr(case, "mode", "") == "grad-narrow":
+        from .gradcheck import check_grad_narrow_case
+        return check_grad_narrow_case(case, backends, reference)
     out = []
     try:
         want = run_case(case, reference)
