@@ -584,4 +584,14 @@ FIXED_BUGS = {
                            "about generated code, gradfz22)",
         "worked around: a compile whose GCC crash is in the loop vectorizer is run once more with "
         "-fno-tree-vectorize (runtime/compiler.py compile_library); other errors are reported as before"),
+    'cpu-func-exit-in-item-loop': ("CPU: an early `return` under a uniform condition in an inlined @tk.func that "
+                                   "holds a barrier (its FuncBlock split at group level) stayed in a per-item loop; "
+                                   "its `goto` to the function's end left that loop after the group's first work "
+                                   "item, so the others skipped what the return assigns (a function's return value "
+                                   "kept the previous trip's value in a loop: `out` differed from the interpreter, "
+                                   "nondeterministically). Found writing kernels for fuzz23's brief item 0b "
+                                   "(FuncExit at group level under PoCL: OpenCL had it right)",
+        "fixed: passes/groups.py puts a statement that holds a return out of a function with barriers at "
+        "group level (_exits_to, _sync_funcs), as it does a break out of a group-level loop; uniformity "
+        "already requires such returns to be uniform"),
 }
