@@ -594,4 +594,15 @@ FIXED_BUGS = {
         "fixed: passes/groups.py puts a statement that holds a return out of a function with barriers at "
         "group level (_exits_to, _sync_funcs), as it does a break out of a group-level loop; uniformity "
         "already requires such returns to be uniform"),
+    'pocl-unsafe-uniform-item-loops': ("OpenCL on PoCL 3.1: the grouped adjoint of an unsafe_indices kernel (tk_in "
+                                       "the constant true, so every `if (tk_active)` block folded away) with a "
+                                       "per-item loop nested in another and a barrier (the group sum of a scalar's "
+                                       "partials) miscounted the loops: items advanced their tape index as far as "
+                                       "another item of the group did, popped past their start and read a trip "
+                                       "count of 2**35 (an endless CAS loop, or a crash). gradfz22's timeout, "
+                                       "fuzzer seed 95000058 (--grad --grad-unsafe 0.5 --grad-local 0.3); "
+                                       "-cl-opt-disable, a volatile read of the loop bound or a per-item tk_in "
+                                       "compute right, a uniform opaque tk_in does not",
+        "worked around: under TK_POCL an unsafe_indices kernel's tk_in is TK_POCL_TRUE(tk_p0), the always-true "
+        "per-item test tk_p0 >= 0 (codegen/opencl.py OpenCLRenderer.unsafe_in)"),
 }
