@@ -96,7 +96,11 @@ class GPURenderer(CLikeRenderer):
             grl = f"({grl}) * tk_ng{d} + tk_gr{d}"
         self.w(f"const {ctype} tk_gl = {lin}, tk_ll = {ll}, tk_grl = {grl};")
         inr = " && ".join(f"tk_p{d} < tk_n{d}" for d in range(k.ndim))
-        self.w(f"const bool tk_in = {'true' if k.unsafe_indices else inr};")
+        self.w(f"const bool tk_in = {self.unsafe_in() if k.unsafe_indices else inr};")
+
+    def unsafe_in(self) -> str:
+        """``tk_in`` of an unsafe_indices kernel: every item of the padded grid runs."""
+        return "true"
 
     # --- parameters -----------------------------------------------------------------------
 

@@ -121,10 +121,11 @@ def _pocl_workarounds(with_f64: bool) -> str:
     """Driver workarounds, active under ``TK_POCL``: ``tk_<fn>`` NaN-passing wrappers (plain
     ``<fn>`` otherwise; ``tk_rint`` also passes values that are integral by magnitude, the float
     ``tk_tanh`` gives +-1 where tanh rounds to it), ``tk_log1p`` (x for tiny x) and the
-    loop-exit barrier, ``TK_POCL_ZERO`` (the initializer of a grouped kernel's locals); ``TK_PRINT_G``,
-    the printf conversion of a double."""
+    loop-exit barrier, ``TK_POCL_ZERO`` (the initializer of a grouped kernel's locals),
+    ``TK_POCL_TRUE(p)`` (an unsafe_indices kernel's ``tk_in``: true, but per work item for
+    PoCL, see ``OpenCLRenderer.unsafe_in``); ``TK_PRINT_G``, the printf conversion of a double."""
     out = ["#ifdef TK_POCL", "#define TK_POCL_BARRIER barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
-           "#define TK_POCL_ZERO = 0", _PRINT_G[True]]
+           "#define TK_POCL_ZERO = 0", "#define TK_POCL_TRUE(p) ((p) >= 0)", _PRINT_G[True]]
     for fn in _NAN_FOLDED:
         for t in ("float", "double") if with_f64 else ("float",):
             keep = f"isnan(x) || fabs(x) >= {_INTEGRAL_FROM[t]}" if fn == "rint" else "isnan(x)"
@@ -140,7 +141,8 @@ def _pocl_workarounds(with_f64: bool) -> str:
         # 20000789), pow(NaN, NaN) gave 0. pow(1, y) and pow(x, 0) are 1, else a NaN gives NaN.
         out.append(f"TK_INLINE {t} __attribute__((overloadable)) tk_pow({t} x, {t} y) "
                    f"{{ return (x == ({t})1 || y == ({t})0) ? ({t})1 : (isnan(x) || isnan(y)) ? x + y : pow(x, y); }}")
-    out += ["#else", "#define TK_POCL_BARRIER", "#define TK_POCL_ZERO", "#define tk_pow pow", _PRINT_G[False]]
+    out += ["#else", "#define TK_POCL_BARRIER", "#define TK_POCL_ZERO", "#define TK_POCL_TRUE(p) true",
+            "#define tk_pow pow", _PRINT_G[False]]
     out += [f"#define tk_{fn} {fn}" for fn in _NAN_FOLDED + _TINY_FIXED]
     out.append("#endif")
     return "\n".join(out) + "\n"
@@ -149,6 +151,18 @@ def _pocl_workarounds(with_f64: bool) -> str:
 class OpenCLRenderer(GPURenderer):
     """OpenCL C for ``tk.OpenCL()``."""
     oob_prefix = "tk_err, "
+
+    def unsafe_in(self) -> str:
+        """``tk_in`` of an unsafe_indices kernel (every padded item runs): true, but under PoCL a
+        per-item test that is always true (``tk_p0 >= 0``). With the constant, every
+        ``if (tk_active)`` block folded away and PoCL 3.1 (its uniformity analysis: the blocks'
+        code was then under uniform control) miscounted a per-item loop nested in another: three
+        items of a group advanced their tape index as far as one of them did. The adjoint of seed
+        95000058 (--grad --grad-unsafe) popped its tape past the item's start, read a trip count
+        of 2**35 and ran for hours (gradfz22's timeout; bug pocl-unsafe-uniform-item-loops).
+        A test of a kernel argument (uniform) hung the same way; -cl-opt-disable or a volatile
+        read of the loop's bound computed right."""
+        return "TK_POCL_TRUE(tk_p0)"
 
     def __init__(self, kernel, plan, ranges, fp64: bool = True):
         super().__init__(kernel, plan, ranges)
@@ -314,8 +328,10 @@ def _holds_group_exit(stmts) -> bool:
     if (tk_active) o[p] += 2; barrier; }` (fuzz seed 91000615, cut down by hand; a barrier
     before the second break compiles). An `if` holding a group-level exit is fenced and split
     as one holding a barrier, so each exit lies between barriers of its own. Bug
-    pocl-loop-two-exits-abort."""
-    return _holds_at_group_level(stmts, (N.Break, N.Continue, N.Return))
+    pocl-loop-two-exits-abort. A return out of an inlined function with barriers (a FuncExit,
+    a goto to the function's end, at group level since cpu-func-exit-in-item-loop) is such an
+    exit too."""
+    return _holds_at_group_level(stmts, (N.Break, N.Continue, N.Return, N.FuncExit))
 
 
 def _holds_item_block(stmts) -> bool:

@@ -48,10 +48,27 @@ def _jumps_out(s) -> bool:
     return any(_jumps_out(x) for x in list(getattr(s, "body", [])) + list(getattr(s, "orelse", [])))
 
 
-def _group_level(s, gvars: set, in_loop: bool = False) -> bool:
+def _exits_to(s, exits: frozenset) -> bool:
+    """A ``return`` in ``s`` (a FuncExit) out of one of the inlined functions ``exits``."""
+    return bool(exits) and any(isinstance(x, N.FuncExit) and x.label in exits for x in N.walk_stmts([s]))
+
+
+def _sync_funcs(stmts) -> frozenset:
+    """The labels of the inlined functions in ``stmts`` that hold a barrier or collective: they
+    are split at group level, so an early return out of one jumps across item loops and must be
+    taken by the whole group, at group level (like a break out of a group-level loop). Inside an
+    item loop, ``goto`` to the function's end left the item loop after its first work item: the
+    other items skipped what the return assigns (found by hand-written kernels in fuzz23, bug
+    cpu-func-exit-in-item-loop)."""
+    return frozenset(x.label for x in N.walk_stmts(stmts) if isinstance(x, N.FuncBlock) and _syncs(x))
+
+
+def _group_level(s, gvars: set, in_loop: bool = False, exits: frozenset = frozenset()) -> bool:
     if isinstance(s, (N.Barrier, N.Collective)):
         return True
     if in_loop and _jumps_out(s):
+        return True
+    if _exits_to(s, exits):
         return True
     if isinstance(s, N.AllocArray):
         return s.array.space == "local"
@@ -66,42 +83,43 @@ def _group_level(s, gvars: set, in_loop: bool = False) -> bool:
             return True
         subs = list(s.body) + list(getattr(s, "orelse", []))
         inner = in_loop and not isinstance(s, (N.For, N.While))
-        return any(_group_level(x, gvars, inner) for x in subs)
+        return any(_group_level(x, gvars, inner, exits) for x in subs)
     return False
 
 
-def _group_assigned(stmts, gvars, out: set, in_loop: bool) -> None:
+def _group_assigned(stmts, gvars, out: set, in_loop: bool, exits: frozenset = frozenset()) -> None:
     """Collect locals assigned in an item-level position (they cannot be group values)."""
     for s in stmts:
-        if not _group_level(s, gvars, in_loop):
+        if not _group_level(s, gvars, in_loop, exits):
             for x in N.walk_stmts([s]):
                 out.update(defs(x))
             continue
         if isinstance(s, (N.If, N.For, N.While, N.FuncBlock)):
             inner = in_loop or isinstance(s, (N.For, N.While))
-            _group_assigned(s.body, gvars, out, inner)
-            _group_assigned(getattr(s, "orelse", []), gvars, out, inner)
+            _group_assigned(s.body, gvars, out, inner, exits)
+            _group_assigned(getattr(s, "orelse", []), gvars, out, inner, exits)
 
 
-def _item_counters(stmts, gvars: set, types: dict, made: list, in_loop: bool = False) -> list:
+def _item_counters(stmts, gvars: set, types: dict, made: list, in_loop: bool = False,
+                   exits: frozenset = frozenset()) -> list:
     """Group-level ``for`` loops whose variable is stored per work item (the name has item-level
     definitions elsewhere, e.g. an earlier loop reusing it) count with a hidden group counter
     and assign the variable in every work item at the top of the body. Otherwise the counter
     would be written once per group (for the group's first item) but read per item."""
     out = []
     for s in stmts:
-        if not _group_level(s, gvars, in_loop):
+        if not _group_level(s, gvars, in_loop, exits):
             out.append(s)
             continue
         if isinstance(s, N.If):
-            s = N.If(s.loc, s.cond, _item_counters(s.body, gvars, types, made, in_loop),
-                     _item_counters(s.orelse, gvars, types, made, in_loop))
+            s = N.If(s.loc, s.cond, _item_counters(s.body, gvars, types, made, in_loop, exits),
+                     _item_counters(s.orelse, gvars, types, made, in_loop, exits))
         elif isinstance(s, N.While):
-            s = N.While(s.loc, s.cond, _item_counters(s.body, gvars, types, made, True))
+            s = N.While(s.loc, s.cond, _item_counters(s.body, gvars, types, made, True, exits))
         elif isinstance(s, N.FuncBlock):
-            s = N.FuncBlock(s.loc, s.label, _item_counters(s.body, gvars, types, made, in_loop))
+            s = N.FuncBlock(s.loc, s.label, _item_counters(s.body, gvars, types, made, in_loop, exits))
         elif isinstance(s, N.For):
-            body = _item_counters(s.body, gvars, types, made, True)
+            body = _item_counters(s.body, gvars, types, made, True, exits)
             var = s.var
             if var not in gvars:
                 var = f"_tk_ctr{len(made)}_{s.var}"
@@ -174,9 +192,10 @@ def rematerializable(k: N.Kernel) -> dict:
 def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
     """Split ``k`` at its barriers. May add hidden loop counters to ``k.locals``."""
     gvars = set(uniform)
+    exits = _sync_funcs(k.body)
     while True:
         item_assigned: set = set()
-        _group_assigned(k.body, gvars, item_assigned, False)
+        _group_assigned(k.body, gvars, item_assigned, False, exits)
         if not (item_assigned & gvars):
             break
         # what is computed from the demoted locals, or assigned under control flow that tests
@@ -184,7 +203,7 @@ def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
         # with a per-item condition in every item: inactive items never left it)
         gvars = uniform_vars(k.body, gvars - item_assigned)
     made: list = []
-    kbody = _item_counters(k.body, gvars, k.locals, made)
+    kbody = _item_counters(k.body, gvars, k.locals, made, False, exits)
     for name, ty in made:
         k.locals.setdefault(name, ty)
     counter = [0]
@@ -199,7 +218,7 @@ def plan_groups(k: N.Kernel, uniform: set) -> GroupPlan:
                 out.append(ItemLoop(run[0].loc, list(run), f"tk_item{counter[0]}", in_loop))
                 run.clear()
         for s in stmts:
-            if _group_level(s, gvars, in_loop):
+            if _group_level(s, gvars, in_loop, exits):
                 flush()
                 if isinstance(s, N.If):
                     s = N.If(s.loc, s.cond, split(s.body, in_loop), split(s.orelse, in_loop))

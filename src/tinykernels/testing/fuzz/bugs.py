@@ -594,4 +594,25 @@ FIXED_BUGS = {
                                   "was lost (runtime/compiler.py LDIST_PROBE, 30 lines of C)",
         "worked around: GCC compiles kernels with -fno-tree-loop-distribute-patterns (runtime/compiler.py "
         "GCC_LDIST_FLAGS): the loop is not distributed and the zeroing stays a store in the loop"),
+    'cpu-func-exit-in-item-loop': ("CPU: an early `return` under a uniform condition in an inlined @tk.func that "
+                                   "holds a barrier (its FuncBlock split at group level) stayed in a per-item loop; "
+                                   "its `goto` to the function's end left that loop after the group's first work "
+                                   "item, so the others skipped what the return assigns (a function's return value "
+                                   "kept the previous trip's value in a loop: `out` differed from the interpreter, "
+                                   "nondeterministically). Found writing kernels for fuzz23's brief item 0b "
+                                   "(FuncExit at group level under PoCL: OpenCL had it right)",
+        "fixed: passes/groups.py puts a statement that holds a return out of a function with barriers at "
+        "group level (_exits_to, _sync_funcs), as it does a break out of a group-level loop; uniformity "
+        "already requires such returns to be uniform"),
+    'pocl-unsafe-uniform-item-loops': ("OpenCL on PoCL 3.1: the grouped adjoint of an unsafe_indices kernel (tk_in "
+                                       "the constant true, so every `if (tk_active)` block folded away) with a "
+                                       "per-item loop nested in another and a barrier (the group sum of a scalar's "
+                                       "partials) miscounted the loops: items advanced their tape index as far as "
+                                       "another item of the group did, popped past their start and read a trip "
+                                       "count of 2**35 (an endless CAS loop, or a crash). gradfz22's timeout, "
+                                       "fuzzer seed 95000058 (--grad --grad-unsafe 0.5 --grad-local 0.3); "
+                                       "-cl-opt-disable, a volatile read of the loop bound or a per-item tk_in "
+                                       "compute right, a uniform opaque tk_in does not",
+        "worked around: under TK_POCL an unsafe_indices kernel's tk_in is TK_POCL_TRUE(tk_p0), the always-true "
+        "per-item test tk_p0 >= 0 (codegen/opencl.py OpenCLRenderer.unsafe_in)"),
 }
