@@ -515,3 +515,20 @@ def test_a_sum_of_hundreds_of_terms_compiles_or_says_how_to_split_it(tmp_path):
     out = np.zeros(2)
     split(tk.CPU())(out, x, ndrange=2).wait()
     assert out.tolist() == [want, want]
+
+
+# ------------------------------------ section 4: capability queries and misspelt dtype names
+
+@pytest.mark.parametrize("be", ["CPU", "INTERP"] + [d for d in ("CL", "WEBGPU") if d in tk.backends_available()])
+def test_capability_queries_refuse_what_is_no_dtype(be):
+    """SPEC 4: ``backend.supports(dtype)`` answers whether arrays of a dtype can be stored and
+    computed with. A dtype tinykernels has no type for (complex) is False; a name that is no
+    dtype at all ("float46", a typo) was False too, read as "unsupported": now a TypeError that
+    lists the dtypes, as np.dtype("float46") is one."""
+    b = tk.backend(be)
+    assert b.supports("float32") and b.supports(np.float32) and b.supports(tk.float16)
+    assert not b.supports("complex64") and not b.supports(np.complex128)
+    assert b.supports_atomic("int32") and not b.supports_atomic("complex64")
+    for query in (b.supports, b.supports_atomic):
+        with pytest.raises(TypeError, match=r"'float46' is not a dtype name \(tinykernels' dtypes: bool, int8.*float64"):
+            query("float46")

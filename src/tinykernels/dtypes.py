@@ -122,6 +122,19 @@ def from_any(obj) -> DType | None:
     return d
 
 
+def queried(obj) -> DType | None:
+    """:func:`from_any` for a capability query (``backend.supports(dtype)``): None for a dtype
+    tinykernels has no type for (``complex64``: not supported); a TypeError for a name that is
+    no dtype at all (a misspelt ``"float46"``), which a False would report as unsupported."""
+    d = from_any(obj)
+    if d is None and isinstance(obj, str):
+        try:
+            np.dtype(obj)
+        except TypeError:
+            raise TypeError(f"{obj!r} is not a dtype name (tinykernels' dtypes: {', '.join(BY_NAME)})") from None
+    return d
+
+
 # from_any's answers for names and NumPy dtypes (resolving one through NumPy, ``np.dtype(x).name``,
 # costs microseconds, and every llm call and launch resolves a few)
 _FROM_ANY: dict = {}

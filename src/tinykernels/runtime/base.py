@@ -71,10 +71,10 @@ class Backend:
 
     def supports(self, dtype) -> bool:
         """Whether arrays of ``dtype`` can be stored and computed with."""
-        return D.from_any(dtype) is not None
+        return D.queried(dtype) is not None
 
     def supports_atomic(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         return d is not None and d.name in ("int32", "uint32", "int64", "uint64", "float32", "float64")
 
     def _stream_set(self):

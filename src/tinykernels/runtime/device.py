@@ -67,7 +67,7 @@ class SourceTarget(Backend):
         return False, "a code-generation target only"
 
     def supports(self, dtype) -> bool:
-        return D.from_any(dtype) is not None
+        return D.queried(dtype) is not None
 
 
 class DeviceArray(Array):

@@ -101,7 +101,7 @@ class DriverBackend(Backend):
         return (self.name, self.device, self.debug)
 
     def supports(self, dtype) -> bool:
-        return D.from_any(dtype) is not None
+        return D.queried(dtype) is not None
 
     # --- memory -----------------------------------------------------------------------------
 

@@ -68,7 +68,7 @@ class JAX(Backend):
         return True, "kernels raised into JAX operations (jax.jit on JAX's default device)"
 
     def supports(self, dtype) -> bool:
-        return D.from_any(dtype) is not None
+        return D.queried(dtype) is not None
 
     def jax_device(self):
         """The JAX device arrays are placed on (None: JAX's default)."""

@@ -207,11 +207,11 @@ class Metal(Backend):
         return True, f"Metal: {devs[0].name()}"
 
     def supports(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         return d is not None and d.name in _SUPPORTED
 
     def supports_atomic(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         return d is not None and d.name in ("int32", "uint32", "float32")
 
     # --- memory ---------------------------------------------------------------------------------
@@ -289,11 +289,11 @@ class MetalTarget(SourceTarget):
     max_workgroupsize = 1024
 
     def supports(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         return d is not None and d.name in _SUPPORTED
 
     def supports_atomic(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         return d is not None and d.name in ("int32", "uint32", "float32")
 
     instance_class = None   # set below

@@ -149,11 +149,11 @@ class OpenCL(Backend):
         return True, f"{p.name.strip()}: {d.name.strip()} ({d.version.strip()})"
 
     def supports(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         return d is not None and (d != D.float64 or self.supports_float64)
 
     def supports_atomic(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         if d is None or not super().supports_atomic(d):
             return False
         if d.bits == 64:

@@ -333,7 +333,7 @@ class ROCmTarget(Backend):
         return False, "a code-generation target only"
 
     def supports(self, dtype) -> bool:
-        return D.from_any(dtype) is not None
+        return D.queried(dtype) is not None
 
     instance_class = None   # set below
 

@@ -239,11 +239,11 @@ class WebGPU(Backend):
                       f"{info.get('adapter_type', '?')})")
 
     def supports(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         return d is not None and d.name in _SUPPORTED
 
     def supports_atomic(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         return d is not None and d.name in ("int32", "uint32", "float32")
 
     # --- memory -------------------------------------------------------------------------------

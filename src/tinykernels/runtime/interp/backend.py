@@ -187,7 +187,7 @@ class Interpreter(Backend):
         return "tk.Interpreter(check=True)" if self.check else "tk.Interpreter()"
 
     def supports(self, dtype) -> bool:
-        d = D.from_any(dtype)
+        d = D.queried(dtype)
         if d is None:
             return False
         if d.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
