@@ -127,7 +127,7 @@ def queried(obj) -> DType | None:
     tinykernels has no type for (``complex64``: not supported); a TypeError for a name that is
     no dtype at all (a misspelt ``"float46"``), which a False would report as unsupported."""
     d = from_any(obj)
-    if d is None and isinstance(obj, str):
+    if d is None and isinstance(obj, str) and obj not in BY_NAME:    # (bfloat16 without ml_dtypes: False)
         try:
             np.dtype(obj)
         except TypeError:
