@@ -13,7 +13,9 @@
 * GPU tests: skipped unless a CUDA device is usable here.
 """
 import ctypes
+import gc
 import json
+import re
 import os
 import subprocess
 import sys
@@ -477,6 +479,13 @@ def fake(monkeypatch):
     if not NVRTC_OK:
         monkeypatch.setattr(cuda_context, "choose_arch", lambda cc, driver_version=None: f"sm_{cc[0]}{cc[1]}")
     yield drv
+    # free the fake's devices, arrays, streams and events while the fake is in place (with a
+    # real GPU present, the real driver would otherwise be handed the fake's handles)
+    cuda_context._DEVICES.clear()
+    for v in list(globals().values()):     # this module's kernels forget the fake backend's instances
+        if isinstance(getattr(v, "_instances", None), dict):
+            v._instances.clear()
+    gc.collect()
     cuda_driver.init_driver.cache_clear()
     cuda_context.CURRENT.ctx = None
 
@@ -548,6 +557,35 @@ def test_fake_launch_packs_arguments_in_signature_order(fake):
     assert v[:3] == [0, 1000, 1] and v[3] == y.ptr and v[4] == 1000 and v[5] == 1
     assert v[6] == 2.5 and v[7] == x.ptr
     assert np.dtype(type(v[1])) == np.int32          # idx32: the extents are 32-bit ints
+
+
+@tk.kernel
+def last_into_0d(a, x):
+    i = tk.index()
+    if i == tk.ndrange()[0] - 1:
+        x[()] = a[i]
+
+
+def test_fake_launch_takes_a_0d_array_and_refuses_9_dimensions(fake):
+    """A 0-d CUDA array is an array argument of one element, as on every backend (it was refused,
+    'must have 1 to 8 dimensions': found on the first run on a GPU, CUDA.jl's "scalar through
+    single-value array" port); more than 8 dimensions is still a LaunchError."""
+    b = rt.CUDA(0)
+    a = b.array_from_host(np.arange(256, dtype=np.float32))
+    x = b.array_from_host(np.zeros((), np.float32))
+    seen = {}
+
+    def run(launch):
+        entry = next(iter(last_into_0d(b)._compiled.values()))
+        seen["layout"], seen["values"] = entry[3], _decode(entry[3], launch["params"])
+    fake.on_launch = run
+    last_into_0d(b)(a, x, ndrange=256)
+    kinds = [k for k, _, _ in seen["layout"]]
+    assert kinds == ["start", "count", "step", "ptr", "shape", "stride", "ptr"]
+    assert seen["values"][6] == x.ptr
+    nine = b.array_from_host(np.zeros((1,) * 9, np.float32))
+    with pytest.raises(tk.LaunchError, match="'x' has 9 dimensions; at most 8"):
+        last_into_0d(b)(a, nine, ndrange=256)
 
 
 def test_fake_launch_2d_ranges_streams_and_events(fake):
@@ -658,6 +696,20 @@ def test_fake_dlpack_export_and_import_round_trip(fake):
     del cap
     gc.collect()
     assert len(rt._EXPORTS) == 0
+
+
+def test_exported_dlpack_deleters_are_c_functions_of_the_launcher_extension():
+    """XLA frees the views it imported while the process exits, after Python has finalized: a
+    ctypes callback as the deleter is gone by then (a JAX program holding one of our CUDA arrays
+    died with SIGILL at exit on an H200). With the launcher extension the deleters are its C
+    functions, which do nothing once the interpreter is finalizing."""
+    from tinykernels.runtime import dlpack, launcher
+    ext = launcher.get()
+    if not getattr(ext, "dlpack_deleter", None):
+        pytest.skip("the ctypes launcher (no C compiler for the extension): ctypes deleters")
+    legacy, versioned = dlpack._deleters()
+    addr = ctypes.cast(legacy, ctypes.c_void_p).value
+    assert addr == ext.dlpack_deleter and ctypes.cast(versioned, ctypes.c_void_p).value == ext.dlpack_deleter_v
 
 
 def test_fake_foreign_cuda_array_interface_is_zero_copy(fake):
@@ -1131,3 +1183,42 @@ def test_fake_plan_constexpr_signed_zero(fake, monkeypatch):
         inst(y, k, ndrange=8)
     assert len(full) == 2
     assert len({id(e) for e in inst._compiled.values()}) == 2
+
+
+@tk.kernel
+def print_35(r):
+    tk.print(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15],
+             r[16], r[17], r[18], r[19], r[20], r[21], r[22], r[23], r[24], r[25], r[26], r[27], r[28], r[29], r[30],
+             r[31], r[32], "50%d", 1.5)
+
+
+def test_print_of_more_than_32_values_is_split_into_printf_calls_of_32():
+    """CUDA's device printf takes at most 32 arguments: the 33rd of a tk.print printed garbage on
+    an H200 (CUDA.jl's print_too_many port). The renderer splits the call; only the last piece
+    ends the line, and a literal '%' (escaped '%%') is no conversion."""
+    src = print_35.source("CUDA", np.zeros(33, np.int32), ndrange=1)
+    calls = re.findall(r'printf\("((?:[^"\\]|\\.)*)"((?:, [^;]*)?)\);', src)
+    assert len(calls) == 2
+    (f1, a1), (f2, a2) = calls
+    assert f1.count("%lld") == 32 and not f1.endswith("\\n") and a1.count("(long long)") == 32
+    assert f2 == "%lld 50%%d %g\\n" and a2.count("(long long)") == 1
+    if NVRTC_OK:
+        assert rt.compile_cuda(src, "sm_90", "print_35")[:4] == b"\x7fELF"
+
+
+@tk.kernel
+def nan_max_min(o, x: tk.Const):
+    i = tk.index()
+    o[i] = tk.group_reduce(x[i], "max") + tk.group_scan(x[i], "min")
+
+
+def test_float_min_max_collectives_fold_each_value_into_the_identity():
+    """group_reduce/scan max and min leave a NaN out (docs/language.md: C's fmax, as the CPU's
+    fold from the identity). The warp-shuffle code started from each item's own value, so a NaN
+    in it stayed (an H200 gave NaN for [nan, 1]; pyopencl's reduction NaN port)."""
+    src = nan_max_min.source("CUDA", np.zeros(64, np.float32), np.zeros(64, np.float32), ndrange=64,
+                             workgroupsize=64)
+    inits = [ln.strip() for ln in src.splitlines() if "acc = tk_active ?" in ln]
+    assert len(inits) == 2
+    assert inits[0].startswith("float acc = tk_active ? tk_max_f32(((float)(tk_ident_min_f32)), ")
+    assert inits[1].startswith("float acc = tk_active ? tk_min_f32(((float)(tk_ident_max_f32)), ")

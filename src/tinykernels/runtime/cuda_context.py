@@ -24,7 +24,8 @@ class CUDADevice:
     def __init__(self, ordinal: int):
         drv = driver()
         A = drv.CUdevice_attribute
-        self.ordinal = ordinal
+        self.drv = drv                    # the bindings this context belongs to (frees and activations
+        self.ordinal = ordinal            # from __del__, whenever they run, use these)
         self.handle = checked(drv.cuDeviceGet(ordinal), "cuDeviceGet")
         self.ctx = checked(drv.cuDevicePrimaryCtxRetain(self.handle), "cuDevicePrimaryCtxRetain")
         self.activate()
@@ -52,7 +53,7 @@ class CUDADevice:
         """Make the primary context current on this thread (once per thread)."""
         cur = getattr(CURRENT, "ctx", None)
         if cur is not self:
-            checked(driver().cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+            checked(self.drv.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
             CURRENT.ctx = self
 
 

@@ -27,9 +27,9 @@ class Allocation(DriverAllocation):
     def _malloc(nbytes: int) -> int:
         return checked(driver().cuMemAlloc(nbytes), "cuMemAlloc")
 
-    @staticmethod
-    def _free(ptr: int) -> None:
-        driver().cuMemFree(driver().CUdeviceptr(ptr))
+    def _free(self, ptr: int) -> None:
+        drv = self.dev.drv
+        drv.cuMemFree(drv.CUdeviceptr(ptr))
 
 
 class CUDAArray(DriverArray):

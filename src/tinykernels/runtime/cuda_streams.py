@@ -25,20 +25,21 @@ class CUDAEvent(DriverEvent):
     @classmethod
     def record(cls, dev: CUDADevice, h_stream) -> "CUDAEvent":
         dev.activate()
-        return record_event(driver(), dev, h_stream)
+        return record_event(dev.drv, dev, h_stream)
 
     def _query(self) -> bool:
         self._dev.activate()
-        err, = driver().cuEventQuery(self.handle)
+        drv = self._dev.drv
+        err, = drv.cuEventQuery(self.handle)
         if int(err) == 0:
             return True
-        if int(err) == int(driver().CUresult.CUDA_ERROR_NOT_READY):
+        if int(err) == int(drv.CUresult.CUDA_ERROR_NOT_READY):
             return False
         raise RuntimeError(f"cuEventQuery failed: {error_string(err)}")
 
     def _synchronize(self) -> None:
         self._dev.activate()
-        checked(driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
+        checked(self._dev.drv.cuEventSynchronize(self.handle), "cuEventSynchronize")
 
     def __del__(self):
         # the handle goes back to its device's pool (nothing can wait on this event any more;
@@ -50,7 +51,7 @@ class CUDAEvent(DriverEvent):
                 if pool is not None and len(pool) < EVENT_POOL:
                     pool.append(h)
                 else:
-                    driver().cuEventDestroy(h)
+                    (self._dev.drv if self._dev is not None else driver()).cuEventDestroy(h)
         except Exception:  # noqa: BLE001
             pass
 
@@ -105,10 +106,10 @@ class CUDAStream(DriverStream):
         return checked(driver().cuStreamCreateWithPriority(0, native_priority), "cuStreamCreateWithPriority")
 
     def _wait_event(self, handle) -> None:
-        checked(driver().cuStreamWaitEvent(self.handle, handle, 0), "cuStreamWaitEvent")
+        checked(self.backend._dev.drv.cuStreamWaitEvent(self.handle, handle, 0), "cuStreamWaitEvent")
 
     def _synchronize(self) -> None:
-        checked(driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        checked(self.backend._dev.drv.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
 
     def _destroy(self) -> None:
-        driver().cuStreamDestroy(self.handle)
+        self.backend._dev.drv.cuStreamDestroy(self.handle)
