@@ -223,12 +223,12 @@ class HostErr:
 
 def check_device_array(kernel: str, name: str, a) -> None:
     """LaunchError when the device array ``a`` passed as argument ``name`` has a dtype
-    tinykernels does not know, no dimension or more than 8, or strides that are not a
-    multiple of its item size."""
+    tinykernels does not know, more than 8 dimensions, or strides that are not a multiple of
+    its item size. (A 0-d array is an array of one element, as on every backend.)"""
     if D.from_any(a.dtype) is None:
         raise LaunchError(f"kernel '{kernel}': argument '{name}' has {D.unsupported(a.dtype)}")
-    if a.ndim == 0 or a.ndim > 8:
-        raise LaunchError(f"kernel '{kernel}': argument '{name}' must have 1 to 8 dimensions")
+    if a.ndim > 8:
+        raise LaunchError(f"kernel '{kernel}': argument '{name}' has {a.ndim} dimensions; at most 8 are supported")
     if any(s % a.dtype.itemsize for s in a.strides):
         raise LaunchError(f"kernel '{kernel}': argument '{name}' has strides that are not a multiple "
                           "of its item size")
