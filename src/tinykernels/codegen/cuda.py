@@ -148,6 +148,27 @@ class CUDARenderer(GPURenderer):
     warp = WARP                      # lanes per warp in the collectives (HIP: the wavefront, 64 or 32)
     mask_type = "unsigned int"       # the type of the lane masks the shuffles take
 
+    #: CUDA's device printf takes at most 32 arguments after the format (more print garbage)
+    printf_max_args = 32
+
+    def print_call(self, fmt: str, args: list) -> None:
+        """``printf`` calls of at most :attr:`printf_max_args` values each; the newline ends the
+        last (a ``tk.print`` of more values is not one atomic write: other items' lines may
+        land between its pieces)."""
+        n = self.printf_max_args
+        if len(args) <= n:
+            return super().print_call(fmt, args)
+        cuts = [m.start() for m in re.finditer(r"%%|%[a-z]+", fmt) if m.group() != "%%"]
+        for c in range(0, len(args), n):
+            lo = 0 if c == 0 else cuts[c]
+            hi = cuts[c + n] if c + n < len(args) else len(fmt)
+            end = "" if c + n < len(args) else "\\n"
+            self.w(f'printf("{fmt[lo:hi]}{end}"{"".join(", " + a for a in args[c:c + n])});')
+
+    def math_name(self, fn: str, d) -> str:
+        name = super().math_name(fn, d)
+        return "tk_" + name if fn in ("pow", "hypot") else name      # see _LIBM
+
     def lane_mask(self, n: int) -> str:
         """The literal mask of the ``n`` lowest lanes."""
         return f"{hex((1 << n) - 1)}u"
@@ -264,7 +285,10 @@ class CUDARenderer(GPURenderer):
         self.w(f"const int tk_lane = (int)(tk_ll & {W - 1}), tk_warp = (int)(tk_ll >> {W.bit_length() - 1}); "
                "(void)tk_warp;")
         self.w(f"const {self.mask_type} tk_wm = {wmask}; const int tk_wn = {wn}; (void)tk_wn;")
-        self.w(f"{t} acc = tk_active ? ({t})({self.var(s.src)}) : {ident};")
+        first = f"({t})({self.var(s.src)})"
+        if s.op in ("min", "max") and s.ty.dtype.is_float:     # a NaN operand changes nothing (as the
+            first = _sub(comb, ident, first)                  # CPU's ident-first fold): fold it in
+        self.w(f"{t} acc = tk_active ? {first} : {ident};")
         dst = self.var(s.dst)
         if s.kind == "reduce":
             if top:
@@ -324,10 +348,41 @@ class CUDARenderer(GPURenderer):
         fm = " (fastmath: compile with --fmad=true)" if k.fastmath else ""
         return [f"/* tinykernels: CUDA C++ for NVRTC, kernel {k.name}{fm} */", _HEADER,
                 f"typedef {'int' if k.idx32 else 'long long'} tk_idx;",
-                prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]), _DP4A,
+                prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]), _DP4A, _LIBM,
                 portable_helpers(True), _float_atomics(), _shuffles() if uses_coll else "",
                 _DEBUG if k.debug else ""]
 
+
+# libdevice's pow and hypot where they differ from NumPy's on an H200 (CUDA 13.0): pow is within
+# its documented 2 ulp but not exact for a power of two raised to an integer (0.5 ** 4 gave
+# 0.0625 - 1 ulp; NumPy, C and every other backend give the exact power); hypot(1, DBL_MAX) gave
+# inf (a spurious overflow: hypot(x, y) <= |x| + |y| is finite here). Both fixed up, else libdevice's.
+_LIBM = r"""
+TK_INLINE double tk_pow(double x, double y) {
+    int e;
+    if (x > 0.0 && frexp(x, &e) == 0.5 && y == rint(y) && fabs(y) < 4096.0)
+        return ldexp(1.0, (int)((double)(e - 1) * y));          /* exact (or 0 / inf, as pow) */
+    return pow(x, y);
+}
+TK_INLINE float tk_powf(float x, float y) {
+    int e;
+    if (x > 0.0f && frexpf(x, &e) == 0.5f && y == rintf(y) && fabsf(y) < 4096.0f)
+        return ldexpf(1.0f, (int)((float)(e - 1) * y));
+    return powf(x, y);
+}
+TK_INLINE double tk_hypot(double x, double y) {
+    double h = hypot(x, y);
+    if (isinf(h) && !isinf(x) && !isinf(y))                     /* scaled by 4: exact for such x, y */
+        h = 4.0 * hypot(0.25 * x, 0.25 * y);
+    return h;
+}
+TK_INLINE float tk_hypotf(float x, float y) {
+    float h = hypotf(x, y);
+    if (isinf(h) && !isinf(x) && !isinf(y))
+        h = 4.0f * hypotf(0.25f * x, 0.25f * y);
+    return h;
+}
+"""
 
 # tk.dot4_i8 on CUDA: the dp4a instruction (sm_61 and newer), else the prelude's code
 _DP4A = r"""

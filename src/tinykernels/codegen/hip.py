@@ -28,7 +28,7 @@ from functools import lru_cache
 
 from ..ir import nodes as N
 from .clike import portable_helpers
-from .cuda import _DEBUG, CUDARenderer, _float_atomics, param_layout
+from .cuda import _DEBUG, _LIBM, CUDARenderer, _float_atomics, param_layout
 from .prelude import prelude
 
 DEFAULT_ARCH = "gfx90a"          # what kernel.source("ROCm", ...) renders for without a device
@@ -130,7 +130,7 @@ class HIPRenderer(CUDARenderer):
         wave = f", wavefront {self.warp}" if uses_coll else ""
         return [f"/* tinykernels: HIP C++ for hiprtc, kernel {k.name}{wave}{fm} */",
                 _header(self.warp if uses_coll else None), f"typedef {'int' if k.idx32 else 'long long'} tk_idx;",
-                prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]),
+                prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]), _LIBM,
                 portable_helpers(True), _float_atomics("1"), _i64_minmax(),
                 _shuffles() if uses_coll else "", _DEBUG if k.debug else ""]   # HIP has CUDA's atomicCAS, fences
 
