@@ -40,6 +40,9 @@
  * register_host_array(type), register_torch(types, strided, dtype, typenum, itemsize)
  *     The argument kinds besides NumPy arrays (see above); runtime/launcher.py registers them.
  *
+ * dlpack_deleter, dlpack_deleter_v, register_dl_release: C deleters of exported DLPack tensors
+ *     (valid after Python has finalized, when a consumer such as XLA may call them) and the
+ *     Python release they call while the interpreter runs
  * dlpack_capsule_dtor: the address of a PyCapsule destructor for DLPack capsules
  *     (runtime/dlpack.py): an unconsumed "dltensor" / "dltensor_versioned" capsule calls its
  *     tensor's deleter, with the interpreter's error state saved and restored around it (a
@@ -768,6 +771,41 @@ static void tk_dlpack_capsule_dtor(PyObject *cap) {
     PyErr_Restore(et, ev, tb);
 }
 
+/* The deleters of exported DLPack tensors. A consumer may call one late: XLA (JAX) frees its
+ * buffers while the process exits, after Python has finalized and ctypes' callback thunks are
+ * gone (a JAX program that imported a CUDA array of ours died with SIGILL at exit on an H200).
+ * C functions stay valid; they call runtime/dlpack.py's release (register_dl_release) while
+ * the interpreter runs and do nothing once it is finalizing (the process frees everything). */
+static PyObject *dl_release = NULL;
+
+#if PY_VERSION_HEX >= 0x030D0000
+#define TK_FINALIZING() Py_IsFinalizing()
+#else
+#define TK_FINALIZING() _Py_IsFinalizing()
+#endif
+
+static void tk_dl_release(void *manager_ctx) {
+    if (!Py_IsInitialized() || TK_FINALIZING()) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (dl_release) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyObject *r = PyObject_CallFunction(dl_release, "K", (unsigned long long)(uintptr_t)manager_ctx);
+        Py_XDECREF(r);
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    }
+    PyGILState_Release(g);
+}
+static void tk_dl_deleter(tk_dlmanaged *m) { tk_dl_release(m->manager_ctx); }
+static void tk_dl_deleter_v(tk_dlmanaged_v *m) { tk_dl_release(m->manager_ctx); }
+
+static PyObject *py_register_dl_release(PyObject *self, PyObject *f) {
+    if (!PyCallable_Check(f)) { PyErr_SetString(PyExc_TypeError, "register_dl_release() takes a callable"); return NULL; }
+    Py_XSETREF(dl_release, Py_NewRef(f));
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_register_host_array(PyObject *self, PyObject *t) {
     if (!PyType_Check(t)) { PyErr_SetString(PyExc_TypeError, "register_host_array() takes a type"); return NULL; }
     Py_XSETREF(host_array_type, (PyTypeObject *)Py_NewRef(t));
@@ -800,6 +838,7 @@ static PyMethodDef methods[] = {
     {"template", (PyCFunction)(void (*)(void))py_template, METH_FASTCALL, "a launch's packed slots"},
     {"raw", (PyCFunction)(void (*)(void))py_raw, METH_FASTCALL, "launch from kept slots and new values"},
     {"register_host_array", py_register_host_array, METH_O, "the tk.Array type (its _host is read)"},
+    {"register_dl_release", py_register_dl_release, METH_O, "release(manager_ctx) of exported DLPack tensors"},
     {"register_torch", (PyCFunction)(void (*)(void))py_register_torch, METH_FASTCALL,
      "a torch dtype whose CPU tensors the launcher reads directly"},
     {NULL, NULL, 0, NULL}};
@@ -818,7 +857,9 @@ PyMODINIT_FUNC PyInit__tklaunch(void) {
         || !(s_stride = PyUnicode_InternFromString("stride"))
         || !(s_data_ptr = PyUnicode_InternFromString("data_ptr"))) return NULL;
     PyObject *m = PyModule_Create(&mod);
-    if (m && PyModule_AddObject(m, "dlpack_capsule_dtor", PyLong_FromVoidPtr((void *)tk_dlpack_capsule_dtor)) < 0) {
+    if (m && (PyModule_AddObject(m, "dlpack_capsule_dtor", PyLong_FromVoidPtr((void *)tk_dlpack_capsule_dtor)) < 0
+              || PyModule_AddObject(m, "dlpack_deleter", PyLong_FromVoidPtr((void *)tk_dl_deleter)) < 0
+              || PyModule_AddObject(m, "dlpack_deleter_v", PyLong_FromVoidPtr((void *)tk_dl_deleter_v)) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

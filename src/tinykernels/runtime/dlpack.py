@@ -91,11 +91,29 @@ def _release(mt_ptr) -> None:
     """Drop what the export ``mt_ptr`` (either struct: ``manager_ctx`` is its registry key)
     keeps alive, the struct itself included."""
     try:
-        key = mt_ptr.contents.manager_ctx
-        with _EXPORTS_LOCK:
-            _EXPORTS.pop(key, None)
+        _release_key(mt_ptr.contents.manager_ctx)
     except Exception:  # noqa: BLE001 - called from C
         pass
+
+
+def _release_key(key: int) -> None:
+    """Drop the export registered under ``key`` (its ``manager_ctx``)."""
+    with _EXPORTS_LOCK:
+        _EXPORTS.pop(key, None)
+
+
+@functools.lru_cache(maxsize=None)
+def _deleters() -> tuple:
+    """(legacy, versioned) deleters of the tensors we export: the launcher extension's C
+    functions, which stay valid when a consumer frees its view after Python has finalized
+    (XLA does, at exit), else ctypes callbacks of :func:`_release`."""
+    from . import launcher
+    ext = launcher.get()
+    d, dv = getattr(ext, "dlpack_deleter", None), getattr(ext, "dlpack_deleter_v", None)
+    if not d or not dv:
+        return _dl_deleter, _dl_deleter_v
+    ext.register_dl_release(_release_key)
+    return _DELETER(d), _DELETER_V(dv)
 
 
 _dl_deleter = _DELETER(_release)
@@ -156,9 +174,9 @@ def _dlpack_capsule(a, max_version=None, *, copied: bool = False):
     if versioned:
         mt.version = _DLPackVersion(1, 1 if code in _FLOAT8_CODES else 0)
         mt.flags = _FLAG_IS_COPIED if copied else 0
-        mt.deleter = _dl_deleter_v
+        mt.deleter = _deleters()[1]
     else:
-        mt.deleter = _dl_deleter
+        mt.deleter = _deleters()[0]
     with _EXPORTS_LOCK:
         _EXPORTS[key] = (mt, shape, strides, a)
     return _new_capsule(key, _CAPSULE_NAME_V if versioned else _CAPSULE_NAME)
