@@ -12,7 +12,7 @@ from backend_params import every_backend
 
 # iterations of the spin kernel: long enough that the queued copy has not run when the
 # source is changed (on CPU and INTERP a gate job holds the stream as well)
-SPIN = {"CPU": 3_000_000, "CL": 3_000_000, "WEBGPU": 200_000, "INTERP": 200, "JAX": 3_000_000}
+SPIN = {"CPU": 3_000_000, "CL": 3_000_000, "WEBGPU": 200_000, "INTERP": 200, "JAX": 3_000_000, "CUDA": 3_000_000}
 
 
 @tk.kernel

@@ -126,11 +126,11 @@ class DriverBackend(Backend):
                 raise ValueError(f"tk.copyto: src is on {label}:{src.backend.device}, "
                                  f"dst on {label}:{dst.backend.device}")
             same_shape(dst, src)
-            if dst.dtype != src.dtype or not dst.is_contiguous or not src.is_contiguous:
-                raise TypeError(f"tk.copyto between {label} arrays needs the same dtype and contiguous arrays")
+        if isinstance(dst, A) and isinstance(src, A) and dst.dtype == src.dtype and \
+                dst.is_contiguous and src.is_contiguous:
             if src.nbytes and src.ptr != dst.ptr:                # onto itself: nothing to copy
                 self._copy_dtod(dst, src, h_stream)
-        elif isinstance(dst, A):
+        elif isinstance(dst, A):        # from the host; or another dtype or a strided source: through the host, as OpenCL
             h = as_host_ndarray(src) if not isinstance(src, Array) else src.numpy()
             h = np.ascontiguousarray(np.asarray(src) if h is None else h, dtype=dst.dtype)
             same_shape(dst, h)
