@@ -40,7 +40,7 @@ from gen_kernels import make_kernel as _make_kernel, np_eval
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
-BACKENDS = ["CPU", "INTERP", "INTERP:CHECK", "CL", "WEBGPU", "JAX"]
+BACKENDS = ["CPU", "INTERP", "INTERP:CHECK", "CL", "WEBGPU", "JAX"] + (["CUDA"] if tk.backends()["CUDA"][0] else [])
 SINTS = [np.dtype(t) for t in ("int8", "int16", "int32", "int64")]
 UINTS = [np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64")]
 FLOATS = [np.dtype(t) for t in ("float16", "float32", "float64")] + [BF16]
