@@ -128,6 +128,33 @@ class Env:
         return self.f64(np.asarray(h))
 
 
+def nvidia_smi(device: int) -> dict:
+    """GPU name, utilization, clocks and OTHER compute processes from nvidia-smi ({} if absent)."""
+    import subprocess
+    q = "name,driver_version,utilization.gpu,memory.used,memory.total,clocks.sm,clocks.max.sm,pstate"
+    try:
+        r = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader", "-i", str(device)],
+                           check=False, capture_output=True, text=True, timeout=10)
+        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader",
+                               "-i", str(device)], check=False, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if r.returncode != 0:
+        return {}
+    info = dict(zip(q.split(","), (v.strip() for v in r.stdout.strip().split(","))))
+    info["other_processes"] = [ln.strip() for ln in apps.stdout.splitlines() if ln.strip()]
+    return info
+
+
+def cuda_versions(b) -> str:
+    """The CUDA backend's target architecture and NVRTC version (best effort)."""
+    try:
+        from tinykernels.runtime import cuda as rt
+        return f"compiling for {b.arch}, NVRTC {'.'.join(map(str, rt.nvrtc_version()))}"
+    except Exception as e:  # noqa: BLE001
+        return f"? ({type(e).__name__})"
+
+
 def rel_err(env: Env, got, ref) -> float:
     """||got - ref|| / ||ref|| (inf when got has a NaN or an infinity)."""
     if env.torch is not None and isinstance(ref, env.torch.Tensor):
@@ -621,6 +648,8 @@ def main(argv: list | None = None) -> int:
     args = ap.parse_args(argv)
     args.quick = args.quick or args.smoke
     t_start = time.perf_counter()
+    is_cuda = args.backend.upper().startswith(("CUDA", "GPU", "NV"))
+    smi = nvidia_smi(int(args.backend.partition(":")[2] or 0)) if is_cuda else {}     # before we open the GPU
     env = Env(args.backend)
     if args.smoke:
         env.dtypes, env.dtype_note = ["float32"], "--smoke: float32 only"
@@ -633,6 +662,15 @@ def main(argv: list | None = None) -> int:
     print("tinykernels.llm GPU benchmark" + (" (--quick)" if args.quick else ""))
     print(f"  date       : {meta['date']} on {meta['host']}")
     print(f"  backend    : {meta['backend']} ({meta['device']})")
+    if env.cuda:
+        meta.update(cuda=cuda_versions(env.b), nvidia_smi=smi)
+        print(f"  CUDA       : {meta['cuda']}; driver {smi.get('driver_version', '?')}")
+        if smi:
+            print(f"  GPU state  : {smi.get('utilization.gpu')} busy, {smi.get('memory.used')} of "
+                  f"{smi.get('memory.total')} used, SM clock {smi.get('clocks.sm')} (max {smi.get('clocks.max.sm')}),"
+                  f" {smi.get('pstate')} (nvidia-smi, before this process opened the device)")
+            if smi.get("other_processes"):
+                print(f"  ** WARNING: other processes use this GPU: {'; '.join(smi['other_processes'])} **")
     print(f"  software   : python {meta['python']}, numpy {meta['numpy']}, tinykernels {meta['tinykernels']}")
     print(f"  peer       : torch {env.torch_note}")
     print(f"  dtypes     : {', '.join(env.dtypes)}" + (f" ({env.dtype_note})" if env.dtype_note else ""))
@@ -667,7 +705,14 @@ def main(argv: list | None = None) -> int:
         print_table(TITLES[fam], rows, mc["gbs"], fam == "attention")
         out["rows"] += rows
 
+    try:                         # drift check (clocks, other load): the ceiling measured again
+        mc_end = memcopy(env, (16 if args.quick else 1024) * MiB, timer)
+    except Exception as e:  # noqa: BLE001
+        failures.append(f"memcopy at the end: {type(e).__name__}: {e}")
+        mc_end = {"gbs": math.nan}
+    out["memcopy_end"] = mc_end
     print("\n== Summary (targets informational; exit 1 only for wrong results or tinykernels errors) ==")
+    print(f"  memcopy ceiling: {mc['gbs']:.1f} GB/s at the start (used above), {mc_end['gbs']:.1f} GB/s at the end")
     for r in out["rows"]:
         if r.get("target") is not None:
             v = r.get("tk_ratio")
