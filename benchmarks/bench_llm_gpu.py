@@ -71,7 +71,8 @@ class Env:
                 if not torch.cuda.is_available():
                     raise RuntimeError(f"torch {torch.__version__} sees no CUDA device")
                 self.tdev = torch.device("cuda", getattr(self.b, "device", 0) or 0)
-                self.torch_note = f"{torch.__version__} CUDA {torch.version.cuda} on {torch.cuda.get_device_name(self.tdev)}"
+                self.torch_note = (f"{torch.__version__} CUDA {torch.version.cuda} on "
+                                   f"{torch.cuda.get_device_name(self.tdev)}")
             else:
                 self.tdev = torch.device("cpu")
                 self.torch_note = f"{torch.__version__} on the CPU ({torch.get_num_threads()} threads)"
@@ -613,7 +614,7 @@ def fmt_row(row: dict, mc: float, flops: bool) -> list:
             "-" if r2 is None else f"{r2:.3f}", tgt]
 
 
-def print_table(title: str, rows: list, mc: float, flops: bool) -> None:
+def print_table(title: str, rows: list, mc: float, flops: bool, secs: float) -> None:
     if flops:
         head = ["case", "shape", "tinykernels TFLOP/s", "torch TFLOP/s", "tk/torch", "tk ms"]
     else:
@@ -621,9 +622,10 @@ def print_table(title: str, rows: list, mc: float, flops: bool) -> None:
                 "target"]
     table = [head] + [fmt_row(r, mc, flops) for r in rows]
     widths = [max(len(str(r[i])) for r in table) for i in range(len(head))]
-    print(f"\n== {title} ==")
+    print(f"\n== {title} == ({secs:.1f} s with set-up and checks)")
     for k, r in enumerate(table):
-        print("  " + "  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        print("  " + "  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))))
         if k == 0:
             print("  " + "  ".join("-" * w for w in widths))
     for r in rows:
@@ -686,7 +688,7 @@ def main(argv: list | None = None) -> int:
     failures: list = []
     rng = np.random.default_rng(20261127)
     for fam in args.only or FAMILIES:
-        rows = []
+        rows, t_fam = [], time.perf_counter()
         try:
             cases = MAKERS[fam](env, args.quick, rng)
             for c in itertools.islice(cases, 1) if args.smoke else cases:
@@ -702,8 +704,10 @@ def main(argv: list | None = None) -> int:
             failures.append(f"{fam}: setup failed: {type(e).__name__}: {e}")
             if os.environ.get("TK_BENCH_TRACE"):
                 traceback.print_exc()
-        print_table(TITLES[fam], rows, mc["gbs"], fam == "attention")
+        print_table(TITLES[fam], rows, mc["gbs"], fam == "attention", time.perf_counter() - t_fam)
         out["rows"] += rows
+        if args.json:            # after every family: a run cut short still leaves its numbers
+            Path(args.json).write_text(json.dumps(dict(out, failures=failures), indent=1, default=str) + "\n")
 
     try:                         # drift check (clocks, other load): the ceiling measured again
         mc_end = memcopy(env, (16 if args.quick else 1024) * MiB, timer)
