@@ -262,48 +262,87 @@ def softmax_cases(env: Env, quick: bool, rng) -> list:
 
 # ---- quantized GEMV: random ggml blocks (fp16 scales, random nibbles / int8), dequantized exactly
 
-QBYTES = {"q4_0": 18, "q8_0": 34}
+QBLOCK = {"q4_0": (32, 18), "q8_0": (32, 34), "q4_k": (256, 144)}     # weights, bytes per block
 
 
 def random_blocks(qtype: str, M: int, K: int, rng) -> np.ndarray:
-    nb = K // 32
-    raw = rng.integers(0, 256, (M, nb, QBYTES[qtype]), dtype=np.uint8)
-    d = (rng.random((M, nb), dtype=np.float32) * 0.02 + 0.001).astype(np.float16)
-    raw[:, :, :2] = d.view(np.uint8).reshape(M, nb, 2)
-    return raw.reshape(M, nb * QBYTES[qtype])
+    """Random bytes in ``qtype``'s layout, with finite positive float16 scales (d, and dmin for
+    q4_k) in front of each block."""
+    wpb, bpb = QBLOCK[qtype]
+    nb = K // wpb
+    raw = rng.integers(0, 256, (M, nb, bpb), dtype=np.uint8)
+    nscale = 2 if qtype == "q4_k" else 1
+    d = (rng.random((M, nb, nscale), dtype=np.float32) * 0.02 + 0.001).astype(np.float16)
+    raw[:, :, :2 * nscale] = d.view(np.uint8).reshape(M, nb, 2 * nscale)
+    return raw.reshape(M, nb * bpb)
 
 
 def dequant(env: Env, qtype: str, raw: np.ndarray, M: int, K: int, dtype):
-    """W [M, K] from the blocks (ggml: w = d * (q - 8) for q4_0, d * q for q8_0), in ``dtype``
-    (torch dtype on the device, or NumPy)."""
-    nb = K // 32
+    """W [M, K] from the blocks, written here from ggml's layout (not tinykernels' code):
+    q4_0 ``d * (q - 8)``, q8_0 ``d * q``, q4_k ``d * sc[s] * q - dmin * m[s]`` with the eight
+    6-bit sub-block scales and mins unpacked from 12 bytes; in ``dtype`` (a torch dtype on the
+    device when torch is here, else a NumPy dtype)."""
+    wpb, bpb = QBLOCK[qtype]
+    nb = K // wpb
     if env.torch is not None:
         torch = env.torch
-        t = torch.from_numpy(raw).to(env.tdev).view(M, nb, QBYTES[qtype])
-        d = t[:, :, :2].contiguous().view(torch.float16).to(dtype)
-        if qtype == "q4_0":
-            qs = t[:, :, 2:].to(torch.int16)
-            q = torch.cat([qs & 15, qs >> 4], -1) - 8
-        else:
-            q = t[:, :, 2:].contiguous().view(torch.int8)
-        return (q.to(dtype) * d).reshape(M, K)
-    r = raw.reshape(M, nb, QBYTES[qtype])
-    d = r[:, :, :2].copy().view(np.float16).astype(dtype)
-    if qtype == "q4_0":
-        qs = r[:, :, 2:].astype(np.int16)
-        q = np.concatenate([qs & 15, qs >> 4], -1) - 8
+        t = torch.from_numpy(raw).to(env.tdev).view(M, nb, bpb)
+
+        def f16(b):                       # bytes [..., 2] -> float16 [..., 1]
+            return b.contiguous().view(torch.float16).to(dtype)
+
+        def cat(xs, axis):
+            return torch.cat(xs, axis)
+
+        def i16(b):
+            return b.to(torch.int16)
+
+        def as_i8(b):
+            return b.contiguous().view(torch.int8)
+
+        def to(x):
+            return x.to(dtype)
     else:
-        q = r[:, :, 2:].view(np.int8)
-    return (q.astype(dtype) * d).reshape(M, K)
+        t = raw.reshape(M, nb, bpb)
+
+        def f16(b):
+            return b.copy().view(np.float16).astype(dtype)
+
+        def cat(xs, axis):
+            return np.concatenate(xs, axis)
+
+        def i16(b):
+            return b.astype(np.int16)
+
+        def as_i8(b):
+            return b.view(np.int8)
+
+        def to(x):
+            return x.astype(dtype)
+    d = f16(t[:, :, 0:2])
+    if qtype == "q4_0":
+        qs = i16(t[:, :, 2:])
+        return (to(cat([qs & 15, qs >> 4], -1) - 8) * d).reshape(M, K)
+    if qtype == "q8_0":
+        return (to(as_i8(t[:, :, 2:])) * d).reshape(M, K)
+    dmin = f16(t[:, :, 2:4])
+    sb = i16(t[:, :, 4:16])
+    lo, mid, hi = sb[:, :, 0:4], sb[:, :, 4:8], sb[:, :, 8:12]
+    sc = cat([lo & 63, (hi & 15) | ((lo >> 6) << 4)], -1)            # [M, nb, 8]
+    mn = cat([mid & 63, (hi >> 4) | ((mid >> 6) << 4)], -1)
+    qs = i16(t[:, :, 16:]).reshape(M, nb, 4, 1, 32)                     # 4 chunks of 32 bytes
+    q = cat([qs & 15, qs >> 4], 3).reshape(M, nb, 8, 32)                # sub-block 2c: low, 2c+1: high
+    w = to(q) * (d * to(sc))[..., None] - (dmin * to(mn))[..., None]
+    return w.reshape(M, K)
 
 
 def gemv_cases(env: Env, quick: bool, rng) -> list:
     torch = env.torch
     M, K = (1024, 1024) if quick else (131072, 4096)
-    for qtype in ("q4_0", "q8_0"):
+    for qtype in ("q4_0", "q8_0", "q4_k"):
         raw = random_blocks(qtype, M, K, rng)
         x = env.host(K, "float32", rng)
-        for exact in (True, False):
+        for exact in (True, False) if qtype != "q4_k" else (True,):    # q4_k has no int8 route
             label = f"gemv {qtype}" + ("" if exact else " int8 route")
             c = Case("gemv", label, f"{M}x{K}", raw.nbytes, T_GEMV if qtype == "q4_0" and exact else None, None)
 
@@ -486,8 +525,8 @@ MAKERS = {"norm": norm_cases, "softmax": softmax_cases, "gemv": gemv_cases, "att
           "decode": decode_cases, "elementwise": elementwise_cases}
 TITLES = {"norm": f"RMSNorm over rows (T_eff: read x and w, write y; target >= {T_RMS} memcopy)",
           "softmax": f"softmax over rows (T_eff: read x, write y; target >= {T_SOFTMAX} memcopy)",
-          "gemv": f"GEMV, decode (T_eff in WEIGHT bytes: q4_0 18 B / 32 weights; torch.mv reads fp16 weights, "
-                  f"its T_eff counts its own bytes; target q4_0 >= {T_GEMV} memcopy)",
+          "gemv": f"GEMV, decode (T_eff in WEIGHT bytes: q4_0 18 B, q8_0 34 B per 32 weights, q4_k 144 B per "
+                  f"256; torch.mv reads fp16 weights, its T_eff counts its own bytes; target q4_0 >= {T_GEMV} memcopy)",
           "attention": "flash attention forward, TFLOP/s = 4*B*H*S*S*D (halved for causal) / time; torch: SDPA",
           "decode": "decode attention (flash_decode, one query per head, GQA), T_eff in K/V cache bytes",
           "elementwise": "fused elementwise (swiglu, rope, add+rms_norm), T_eff: arrays read and written once"}
