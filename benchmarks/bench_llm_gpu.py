@@ -767,11 +767,15 @@ def main(argv: list | None = None) -> int:
             mark = "n/a" if v is None else "PASS" if v >= r["target"] else "MISS"
             print(f"  {r['case'] + ' ' + r['shape']:40} tk/memcopy {'-' if v is None else f'{v:.3f}':>7}"
                   f"  target >= {r['target']}  {mark}")
-    att = [r for r in out["rows"] if r["family"] == "attention" and isinstance(r.get("tinykernels"), dict)
-           and "s" in r["tinykernels"] and isinstance(r.get("torch"), dict) and "s" in r["torch"]]
-    if att:
-        g = math.exp(statistics.fmean(math.log(r["torch"]["s"] / r["tinykernels"]["s"]) for r in att))
-        print(f"  flash attention: tinykernels / torch SDPA throughput, geometric mean over {len(att)} cases: {g:.3f}")
+    for fam in args.only or FAMILIES:       # speed against torch: torch's time / tinykernels' time
+        both = [r for r in out["rows"] if r["family"] == fam and isinstance(r.get("tinykernels"), dict)
+                and "s" in r["tinykernels"] and isinstance(r.get("torch"), dict) and "s" in r["torch"]]
+        if both:
+            sp = [r["torch"]["s"] / r["tinykernels"]["s"] for r in both]
+            g = math.exp(statistics.fmean(math.log(v) for v in sp))
+            out.setdefault("speed_vs_torch", {})[fam] = g
+            print(f"  {fam:12} speed vs torch (torch time / tinykernels time): geometric mean {g:.3f} over "
+                  f"{len(both)} cases (min {min(sp):.3f}, max {max(sp):.3f})")
     if args.quick:
         print("  (--quick: small shapes inside the caches; the ratios say nothing about the targets)")
     if failures:
