@@ -109,7 +109,7 @@ class Env:
     def t(self, a: np.ndarray):
         """The same values as a torch tensor on the peer device (bfloat16 bit for bit)."""
         torch = self.torch
-        if a.dtype == self.np_dtype("bfloat16") and ml_dtypes is not None:
+        if ml_dtypes is not None and a.dtype == np.dtype(ml_dtypes.bfloat16):
             return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16).to(self.tdev)
         return torch.from_numpy(np.ascontiguousarray(a)).to(self.tdev)
 
@@ -698,7 +698,7 @@ def main(argv: list | None = None) -> int:
     smi = nvidia_smi(int(args.backend.partition(":")[2] or 0)) if is_cuda else {}     # before we open the GPU
     env = Env(args.backend)
     if args.smoke:
-        env.dtypes, env.dtype_note = ["float32"], "--smoke: float32 only"
+        env.dtypes, env.dtype_note = ["float32"], "; ".join(filter(None, ["--smoke: float32 only", env.dtype_note]))
     timer = Timer(args.time or (0.005 if args.smoke else 0.03 if args.quick else 0.6), 3 if args.quick else 5,
                   args.stat)
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "host": platform.node(),
