@@ -79,14 +79,18 @@ class Env:
             self.torch = torch
         except Exception as e:  # noqa: BLE001 - a missing or broken peer is n/a
             self.torch_note = f"n/a ({type(e).__name__}: {e})"
-        self.dtypes = ["float32", "float16"]
-        self.dtype_note = ""
+        self.dtypes, notes = ["float32"], []
+        if self.b.supports("float16"):
+            self.dtypes.append("float16")
+        else:
+            notes.append(f"float16 left out: {self.b.name} does not support it")
         if ml_dtypes is None:
-            self.dtype_note = "bfloat16 left out: ml_dtypes is not importable"
+            notes.append("bfloat16 left out: ml_dtypes is not importable")
         elif not self.b.supports("bfloat16"):
-            self.dtype_note = f"bfloat16 left out: {self.b.name} does not support it"
+            notes.append(f"bfloat16 left out: {self.b.name} does not support it")
         else:
             self.dtypes.append("bfloat16")
+        self.dtype_note = "; ".join(notes)
 
     def np_dtype(self, name: str) -> np.dtype:
         return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
@@ -366,6 +370,8 @@ def gemv_cases(env: Env, quick: bool, rng) -> list:
             yield c
         del raw
     # fp16 weights (GGUF F16): tinykernels' GEMV and torch.mv on the same bytes
+    if "float16" not in env.dtypes:
+        return
     M = M if quick else M // 2                      # 512 MiB of fp16 weights
     w = env.host((M, K), "float16", rng, 0.05)
     x = env.host(K, "float16", rng)
@@ -457,7 +463,7 @@ def decode_cases(env: Env, quick: bool, rng) -> list:
 def elementwise_cases(env: Env, quick: bool, rng) -> list:
     torch = env.torch
     R, F = (64, 1024) if quick else (8192, 14336)
-    for dt in ("float32", "float16"):
+    for dt in [d for d in ("float32", "float16") if d in env.dtypes]:
         a, g = env.host((R, F), dt, rng), env.host((R, F), dt, rng)
         c = Case("elementwise", f"swiglu {dt}", f"{R}x{F}", 3 * a.nbytes, None, None)
 
@@ -479,7 +485,7 @@ def elementwise_cases(env: Env, quick: bool, rng) -> list:
     H, S, hd = (4, 128, 64) if quick else (32, 8192, 128)
     ang = np.arange(S)[:, None] * 10000.0 ** (-np.arange(hd // 2) / (hd // 2))
     cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-    for dt in ("float32", "float16"):
+    for dt in [d for d in ("float32", "float16") if d in env.dtypes]:
         x = env.host((H, S, hd), dt, rng)
         c = Case("elementwise", f"rope {dt}", f"{H}x{S}x{hd}", 2 * x.nbytes + cos.nbytes + sin.nbytes, None, None)
 
@@ -503,7 +509,7 @@ def elementwise_cases(env: Env, quick: bool, rng) -> list:
         yield c
     # add + rmsnorm (the residual stream): s = x + r; y = rms_norm(s) * w; both written
     R, D = (256, 1024) if quick else (16384, 4096)
-    for dt in ("float32", "float16"):
+    for dt in [d for d in ("float32", "float16") if d in env.dtypes]:
         x, r = env.host((R, D), dt, rng), env.host((R, D), dt, rng)
         w = (1 + 0.1 * rng.standard_normal(D)).astype(env.np_dtype(dt))
         c = Case("elementwise", f"add+rms_norm {dt}", f"{R}x{D}", 4 * x.nbytes + w.nbytes, None, None)
