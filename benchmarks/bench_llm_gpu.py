@@ -71,6 +71,9 @@ class Env:
                 if not torch.cuda.is_available():
                     raise RuntimeError(f"torch {torch.__version__} sees no CUDA device")
                 self.tdev = torch.device("cuda", getattr(self.b, "device", 0) or 0)
+                # float32 means float32 on both sides (torch's defaults allow TF32 in cuDNN)
+                torch.backends.cuda.matmul.allow_tf32 = False
+                torch.backends.cudnn.allow_tf32 = False
                 self.torch_note = (f"{torch.__version__} CUDA {torch.version.cuda} on "
                                    f"{torch.cuda.get_device_name(self.tdev)}")
             else:
