@@ -52,7 +52,7 @@ MiB, GB = 1 << 20, 1e9
 # targets (T_eff / memcopy), from issue 19
 T_RMS, T_SOFTMAX, T_GEMV = 0.75, 0.85, 0.75
 # tolerances on ||got - ref|| / ||ref|| against the float64 reference, per dtype of the data
-TOL = {"float32": 2e-5, "float16": 3e-3, "bfloat16": 2e-2}
+TOL = {"float32": 1e-4, "float16": 3e-3, "bfloat16": 2e-2}
 FAMILIES = ("norm", "softmax", "gemv", "attention", "decode", "elementwise")
 
 

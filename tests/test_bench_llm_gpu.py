@@ -47,7 +47,7 @@ def test_smoke_cpu_subprocess(tmp_path):
     assert fams == {"norm", "softmax", "gemv", "attention", "decode", "elementwise"}
     for row in data["rows"]:
         t = row["tinykernels"]
-        assert t["s"] > 0 and t["rel_err"] <= 2e-5, row     # float32 only under --smoke
+        assert t["s"] > 0 and t["rel_err"] <= 1e-4, row     # float32 only under --smoke
 
 
 def test_unwritten_output_fails(bench, monkeypatch, capsys):
@@ -56,7 +56,7 @@ def test_unwritten_output_fails(bench, monkeypatch, capsys):
     assert bench.main(["--backend", "CPU", "--smoke", "--only", "norm"]) == 1
     text = capsys.readouterr().out
     assert "FAILED" in text and "rms_norm float32 256x1024: tinykernels gives wrong results" in text
-    assert "inf > 2e-05" in text                       # NaN in the output: the error is infinite
+    assert "inf > 0.0001" in text                      # NaN in the output: the error is infinite
 
 
 def test_wrong_values_fail(bench, monkeypatch, capsys):
