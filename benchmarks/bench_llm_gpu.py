@@ -700,9 +700,14 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--only", choices=FAMILIES, action="append", help="run only this family (repeatable)")
     ap.add_argument("--time", type=float, default=None, help="seconds of timing per implementation "
                     "(default 0.6; 0.03 with --quick)")
+    ap.add_argument("--budget", type=float, default=None, metavar="S",
+                    help="start no new case after S seconds (default 210, to end inside 4 minutes; 0: no limit; "
+                    "none with --quick); the cases left out are listed in the summary")
     ap.add_argument("--json", metavar="PATH", help="also write every number to PATH as JSON")
     args = ap.parse_args(argv)
     args.quick = args.quick or args.smoke
+    if args.budget is None and not args.quick:
+        args.budget = 210.0
     t_start = time.perf_counter()
     is_cuda = args.backend.upper().startswith(("CUDA", "GPU", "NV"))
     smi = nvidia_smi(int(args.backend.partition(":")[2] or 0)) if is_cuda else {}     # before we open the GPU
@@ -741,11 +746,18 @@ def main(argv: list | None = None) -> int:
     out = {"meta": meta, "memcopy": mc, "rows": []}
     failures: list = []
     rng = np.random.default_rng(20261127)
+    not_run: list = []
     for fam in args.only or FAMILIES:
         rows, t_fam = [], time.perf_counter()
+        if args.budget and t_fam - t_start > args.budget:
+            not_run.append(fam)
+            continue
         try:
             cases = MAKERS[fam](env, args.quick, rng)
             for c in itertools.islice(cases, 1) if args.smoke else cases:
+                if args.budget and time.perf_counter() - t_start > args.budget:
+                    not_run.append(f"{fam} from {c.name} {c.shape} on")
+                    break
                 row = run_case(env, c, timer, failures)
                 if hasattr(c, "peer_bytes"):
                     row["peer_work"] = c.peer_bytes
@@ -786,6 +798,9 @@ def main(argv: list | None = None) -> int:
             out.setdefault("speed_vs_torch", {})[fam] = g
             print(f"  {fam:12} speed vs torch (torch time / tinykernels time): geometric mean {g:.3f} over "
                   f"{len(both)} cases (min {min(sp):.3f}, max {max(sp):.3f})")
+    if not_run:
+        print(f"  ** over the --budget of {args.budget:g} s: not run: {'; '.join(not_run)} **")
+        out["not_run"] = not_run
     if args.quick:
         print("  (--quick: small shapes inside the caches; the ratios say nothing about the targets)")
     if failures:
