@@ -89,3 +89,10 @@ def test_runs_without_ml_dtypes(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "bfloat16 left out: ml_dtypes is not importable" in r.stdout
     assert "rms_norm float32" in r.stdout and "every result verified" in r.stdout
+
+
+def test_budget_leaves_cases_out_and_says_so(bench, capsys):
+    assert bench.main(["--backend", "CPU", "--smoke", "--only", "norm", "--only", "softmax",
+                       "--budget", "1e-9"]) == 0
+    text = capsys.readouterr().out
+    assert "over the --budget of 1e-09 s: not run: norm; softmax" in text
