@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """GPU benchmark of tinykernels.llm against PyTorch on the same device, as a fraction of a measured memcopy.
 
-    PYTHONPATH=src python3 benchmarks/bench_llm_gpu.py --json bench_llm_gpu.json   # CUDA (H200: ~3 min)
+    PYTHONPATH=src python3 benchmarks/bench_llm_gpu.py --json bench_llm_gpu.json   # CUDA (< 4 min meant)
     PYTHONPATH=src python3 benchmarks/bench_llm_gpu.py --backend CPU --quick        # smoke test anywhere
     PYTHONPATH=src python3 benchmarks/bench_llm_gpu.py --backend CL --quick         # ... on OpenCL
 
 Families: RMSNorm and softmax over rows (T_eff = bytes that must move / time, against torch's
-device-to-device copy ``dst.copy_(src)``), quantized GEMV in weight bytes (Q4_0, Q8_0 from
+device-to-device copy ``dst.copy_(src)``), quantized GEMV in weight bytes (Q4_0, Q8_0, Q4_K in
 ggml's block layout; fp16 next to torch.mv), flash attention forward in TFLOP/s against
 ``scaled_dot_product_attention``, decode attention in K/V bytes, and the cheap fused
 elementwise kernels (swiglu, rope, add+rmsnorm). The peer is torch on the backend's device
