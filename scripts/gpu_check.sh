@@ -53,8 +53,8 @@ for s in "$@"; do
             python3 -c "import tinykernels as tk, json; print(json.dumps(tk.backends(), indent=1)); from tinykernels.runtime import cuda; print(cuda.CUDA.available())"' ;;
     tests)
         stage tests 420 python3 -m pytest -v -p no:cacheprovider -n "$JOBS" --dist loadfile -rfE --timeout 300 \
-            --junitxml="$OUTDIR/tests.xml" tests/test_cuda.py tests/test_llm_nvrtc.py tests/test_fuzz.py \
-            tests/test_launch_geometry.py tests/test_cuda_gpu.py ;;
+            --junitxml="$OUTDIR/tests.xml" tests/test_cuda.py tests/test_cuda_gpu.py tests/test_llm_nvrtc.py \
+            tests/test_launch_geometry.py ;;
     suite)
         stage suite 540 python3 -m pytest -v -p no:cacheprovider -n "$JOBS" --dist loadfile -rfE --timeout 300 \
             --junitxml="$OUTDIR/suite.xml" -k "CUDA" tests ;;
@@ -69,8 +69,11 @@ for s in "$@"; do
         stage bench 540 python3 benchmarks/bench_gpu.py --json "$OUTDIR/bench_gpu.json" ;;
     bench-quick)
         stage bench 300 python3 benchmarks/bench_gpu.py --quick --json "$OUTDIR/bench_gpu.json" ;;
-    llm)
-        stage llm 540 python3 benchmarks/bench_llm_gpu.py --json "$OUTDIR/bench_llm_gpu.json" ;;
+    llm|llm:*)   # llm[:EXTRA ARGS, comma separated], e.g. llm:--budget,150
+        extra=""; [[ "$s" == llm:* ]] && extra=${s#llm:}
+        stage llm 540 python3 benchmarks/bench_llm_gpu.py --json "$OUTDIR/bench_llm_gpu.json" ${extra//,/ } ;;
+    diag:*)      # diag:SCRIPT: a diagnosis script of the checkout
+        stage diag 120 python3 "${s#diag:}" ;;
     llm-quick)
         stage llm 300 python3 benchmarks/bench_llm_gpu.py --quick --json "$OUTDIR/bench_llm_gpu.json" ;;
     pytest:*)

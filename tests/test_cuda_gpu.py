@@ -279,3 +279,102 @@ def test_print_from_a_kernel(tmp_path):
     r = _run(tmp_path, _PRINT)
     assert r.returncode == 0, r.stderr[-3000:]
     assert re.search(r"item 2 holds 3(\.0*)?\b", r.stdout), r.stdout
+
+
+# ----------------------------------------------------------------------------- inside PyTorch and JAX programs
+
+@tk.kernel
+def fma_update(y, x: tk.Const, a):
+    i = tk.index()
+    y[i] = y[i] * x[i] + a * x[i]
+
+
+@tk.kernel
+def kv_write(cache, old: tk.Const, pos: tk.Const, val: tk.Const):
+    """One decode step's cache write: the new row at the position the device holds."""
+    i = tk.index()
+    cache[i] = val[0] if i == pos[0] else old[i]
+
+
+@tk.kernel
+def advance(new, old: tk.Const):
+    new[0] = old[0] + 1
+
+
+def test_torch_op_on_a_side_stream(cuda):
+    torch = pytest.importorskip("torch")
+    import tinykernels.torch as tktorch
+    op = tktorch.torch_op(fma_update, outputs=["y"], name="tkgpu::fma_side")
+    y0, x = torch.randn(1 << 22, device="cuda"), torch.randn(1 << 22, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):                      # the op runs on torch's current stream
+        y = op(y0, x, a=2.5)
+        z = y * 2                                   # torch work after it, on the same stream
+    torch.cuda.current_stream().wait_stream(s)
+    torch.testing.assert_close(z, 2 * (y0 * x + 2.5 * x), rtol=1e-6, atol=1e-6)
+
+
+def test_torch_cuda_graph_replays_a_decode_step_with_device_resident_counters(cuda):
+    """A decode step (write the new value at the position held on the device, advance the
+    position) captured once with torch.cuda.graph and replayed: each replay writes the next row."""
+    torch = pytest.importorskip("torch")
+    import tinykernels.torch as tktorch
+    write = tktorch.torch_op(kv_write, outputs=["cache"], name="tkgpu::kv_write")
+    step = tktorch.torch_op(advance, outputs=["new"], name="tkgpu::advance", ndrange=1)
+    cache = torch.zeros(64, device="cuda")
+    pos = torch.zeros(1, dtype=torch.int64, device="cuda")
+    val = torch.zeros(1, device="cuda")
+
+    def decode():
+        new_cache = write(torch.empty_like(cache), cache, pos, val)
+        new_pos = step(torch.empty_like(pos), pos)
+        cache.copy_(new_cache)
+        pos.copy_(new_pos)
+
+    s = torch.cuda.Stream()                         # warm up (compile, plans) off the capture
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        decode()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    cache.zero_()
+    pos.zero_()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        decode()
+    cache.zero_()                                   # the capture itself does not run the work
+    pos.zero_()
+    for k in range(5):
+        val.fill_(float(k + 1))
+        g.replay()
+    torch.cuda.synchronize()
+    assert pos.item() == 5
+    assert cache[:6].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 0.0]
+
+
+_JAX_FFI = r"""
+import numpy as np, jax, jax.numpy as jnp, tinykernels as tk, tinykernels.jax as tkjax
+assert any(d.platform == "gpu" for d in jax.devices()), jax.devices()
+
+@tk.kernel
+def fma_update(y, x: tk.Const, a):
+    i = tk.index()
+    y[i] = y[i] * x[i] + a * x[i]
+
+FMA = tkjax.jax_kernel(fma_update, outputs=["y"])
+rng = np.random.default_rng(0)
+y0 = jnp.asarray(rng.standard_normal(1 << 20).astype(np.float32))
+x = jnp.asarray(rng.standard_normal(1 << 20).astype(np.float32))
+assert y0.devices().pop().platform == "gpu"
+out = jax.jit(lambda u, v: FMA(u, v, a=2.5) * 2.0)(y0, x)
+assert out.devices().pop().platform == "gpu"
+np.testing.assert_allclose(np.asarray(out), 2 * (np.asarray(y0) * np.asarray(x) + 2.5 * np.asarray(x)), rtol=1e-6)
+print("ffi ok")
+"""
+
+
+def test_jax_kernel_runs_on_the_gpu_through_xlas_ffi(tmp_path):
+    pytest.importorskip("jax")
+    r = _run(tmp_path, _JAX_FFI)
+    assert r.returncode == 0 and "ffi ok" in r.stdout, (r.stdout + r.stderr)[-3000:]
