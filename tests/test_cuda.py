@@ -583,6 +583,7 @@ def test_fake_launch_takes_a_0d_array_and_refuses_9_dimensions(fake):
     kinds = [k for k, _, _ in seen["layout"]]
     assert kinds == ["start", "count", "step", "ptr", "shape", "stride", "ptr"]
     assert seen["values"][6] == x.ptr
+    assert x.numpy().shape == () and b.array_from_host(np.float32(2.5)).numpy()[()] == 2.5   # (it read back as (1,))
     nine = b.array_from_host(np.zeros((1,) * 9, np.float32))
     with pytest.raises(tk.LaunchError, match="'x' has 9 dimensions; at most 8"):
         last_into_0d(b)(a, nine, ndrange=256)

@@ -963,7 +963,7 @@ def _cuda_target(device):
 
     class _TorchStream(CUDAStream):
         def __init__(self, handle):           # wraps torch's stream; no cuStreamCreate
-            self.backend, self.priority, self.cuda_priority = backend, 0, 0
+            self.backend, self.priority, self.native_priority = backend, 0, 0   # (cuda_priority reads it)
             self.handle = _driver().CUstream(handle)
 
         def __del__(self):                    # torch owns the stream

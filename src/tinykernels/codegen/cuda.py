@@ -356,7 +356,7 @@ class CUDARenderer(GPURenderer):
 # libdevice's pow and hypot where they differ from NumPy's on an H200 (CUDA 13.0): pow is within
 # its documented 2 ulp but not exact for a power of two raised to an integer (0.5 ** 4 gave
 # 0.0625 - 1 ulp; NumPy, C and every other backend give the exact power); hypot(1, DBL_MAX) gave
-# inf (a spurious overflow: hypot(x, y) <= |x| + |y| is finite here). Both fixed up, else libdevice's.
+# inf (a spurious overflow; so did hypot(0.25, DBL_MAX / 4)): computed as a * sqrt(1 + (b/a)^2) then.
 _LIBM = r"""
 TK_INLINE double tk_pow(double x, double y) {
     int e;
@@ -372,14 +372,22 @@ TK_INLINE float tk_powf(float x, float y) {
 }
 TK_INLINE double tk_hypot(double x, double y) {
     double h = hypot(x, y);
-    if (isinf(h) && !isinf(x) && !isinf(y))                     /* scaled by 4: exact for such x, y */
-        h = 4.0 * hypot(0.25 * x, 0.25 * y);
+    if (isinf(h) && !isinf(x) && !isinf(y)) {                   /* a spurious overflow: a * sqrt(1 + r^2) */
+        double a = fabs(x), b = fabs(y), t = a < b ? a : b;
+        a = a < b ? b : a;
+        t /= a;
+        h = a * sqrt(1.0 + t * t);
+    }
     return h;
 }
 TK_INLINE float tk_hypotf(float x, float y) {
     float h = hypotf(x, y);
-    if (isinf(h) && !isinf(x) && !isinf(y))
-        h = 4.0f * hypotf(0.25f * x, 0.25f * y);
+    if (isinf(h) && !isinf(x) && !isinf(y)) {
+        float a = fabsf(x), b = fabsf(y), t = a < b ? a : b;
+        a = a < b ? b : a;
+        t /= a;
+        h = a * sqrtf(1.0f + t * t);
+    }
     return h;
 }
 """

@@ -90,7 +90,7 @@ class DriverArray(DeviceArray):
         self._backend._dev.activate()
         self._to_host(raw.ctypes.data, self._ptr + lo, hi - lo)
         view = np.ndarray(self._shape, self._dtype, buffer=raw, offset=-lo, strides=self._strides)
-        return np.ascontiguousarray(view)
+        return view.copy()                  # (np.ascontiguousarray would make a 0-d array 1-d)
 
     @property
     def __array_interface__(self):
