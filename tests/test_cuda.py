@@ -1223,3 +1223,64 @@ def test_float_min_max_collectives_fold_each_value_into_the_identity():
     assert len(inits) == 2
     assert inits[0].startswith("float acc = tk_active ? tk_max_f32(((float)(tk_ident_min_f32)), ")
     assert inits[1].startswith("float acc = tk_active ? tk_min_f32(((float)(tk_ident_max_f32)), ")
+
+
+@tk.kernel
+def early_return(o, x: tk.Const, n):
+    i = tk.index()
+    if x[i] < 0:
+        return
+    for k in range(n):
+        if k == 3:
+            return
+        o[i] += x[i] * k
+    o[i] += tk.index(tk.Group)
+
+
+def test_items_per_thread_only_for_flat_1d_kernels():
+    """TK_CUDA_ITEMS (experimental): work items per thread for flat 1-D kernels only."""
+    from tinykernels.codegen.cuda import items_per_thread
+    x = np.zeros(4096, np.float32)
+    ir = early_return(rt.CUDATarget())._ir(*_prepared(early_return, (x, x, 5), 4096))
+    assert items_per_thread(ir, None, 4) == 4 and items_per_thread(ir, None, 1) == 1
+    assert items_per_thread(ir, object(), 4) == 1                     # a grouped kernel (barriers...)
+    a2 = np.zeros((64, 64))
+    ir2 = copy2d(rt.CUDATarget())._ir(*_prepared(copy2d, (a2, a2), (64, 64)))
+    assert items_per_thread(ir2, None, 4) == 1                        # 2-D: not (yet)
+
+
+def _prepared(kernel, args, nd):
+    inst = kernel(rt.CUDATarget())
+    norm, geom, ndim, ranges, _total, wg = inst._prepare(args, nd, None)
+    return norm, geom, ndim, ranges, wg
+
+
+def test_items_per_thread_source_returns_end_only_that_item(monkeypatch):
+    """A return inside the item (also from a loop) jumps to the end of that item, not out of the
+    thread; full blocks run the items unrolled without bounds checks, the last one checks."""
+    monkeypatch.setenv("TK_CUDA_ITEMS", "4")
+    x = np.zeros(4096, np.float32)
+    src = early_return.source("CUDA", x, x, 5, ndrange=x.size)
+    body = src[src.index('extern "C"'):]
+    assert "return;" not in body and body.count("goto tk_item_end0;") == 2 and body.count("goto tk_item_end1;") == 2
+    assert "((long long)blockIdx.x + 1) * 1024 <= (long long)tk_n0" in body
+    assert body.count("if (tk_pw >= (long long)tk_n0) break;") == 1
+    assert "tk_gr0 = (tk_idx)blockIdx.x * 4 + tk_u" in body
+    if NVRTC_OK:
+        assert rt.compile_cuda(src, "sm_90", "early_return")[:4] == b"\x7fELF"
+    monkeypatch.delenv("TK_CUDA_ITEMS")
+    assert "tk_u = 0" not in early_return.source("CUDA", x, x, 5, ndrange=x.size)
+
+
+def test_fake_items_per_thread_divides_the_grid(fake, monkeypatch):
+    monkeypatch.setenv("TK_CUDA_ITEMS", "4")
+    b = rt.CUDA(0)
+    y = b.array_from_host(np.ones(10000, np.float32))
+    x = b.array_from_host(np.ones(10000, np.float32))
+    saxpy(b)(y, 2.0, x, ndrange=10000)
+    assert fake.launches[-1]["grid"] == (10, 1, 1) and fake.launches[-1]["block"] == (256, 1, 1)   # 40 groups / 4
+    saxpy(b)(y, 2.0, x, ndrange=10000)                                # the cached plan: the same grid
+    assert fake.launches[-1]["grid"] == (10, 1, 1)
+    copy2d(b)(b.array_from_host(np.zeros((8, 512))), b.array_from_host(np.zeros((8, 512))), ndrange=(8, 512),
+              workgroupsize=(1, 256))
+    assert fake.launches[-1]["grid"] == (2, 8, 1)                     # 2-D: one item per thread

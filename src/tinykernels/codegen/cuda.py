@@ -151,6 +151,73 @@ class CUDARenderer(GPURenderer):
     #: CUDA's device printf takes at most 32 arguments after the format (more print garbage)
     printf_max_args = 32
 
+    def __init__(self, kernel: N.Kernel, plan, ranges: int, items: int = 1):
+        super().__init__(kernel, plan, ranges)
+        self.items = items              # work items per thread (items_per_thread)
+        self.end_label = None           # where a return of the current work item jumps
+
+    def s_Return(self, s):
+        if self.end_label is not None:  # several items per thread: a return ends this one
+            self.w(f"goto {self.end_label};")
+        else:
+            super().s_Return(s)
+
+    def body(self) -> list:
+        return super().body() if self.items == 1 else self.coarse_body()
+
+    def coarse_body(self) -> list:
+        """The kernel of a flat 1-D kernel whose threads run ``items`` work items each: a block
+        covers ``items`` consecutive groups (virtual groups: tk.index(tk.Group) and the linear
+        ids are the one-item-per-thread ones). A block entirely inside the ndrange runs them
+        unrolled without bounds checks, so the loads of its items can be issued together."""
+        k, K, W = self.k, self.items, self.k.workgroup[0]
+        self.lines, self.depth = [], 0
+        self.w(f"{self.kernel_qualifier}{self.workgroup_attribute()} tk_kernel({', '.join(self.params())}) {{")
+        self.depth = 1
+        self.w(f"const tk_idx tk_l0 = (tk_idx)threadIdx.x, tk_ng0 = (tk_n0 + {W - 1}) / {W};")
+        self.scalar_unpack()
+        for st in N.walk_stmts(k.body):
+            if isinstance(st, N.AllocArray):
+                self.w(f"{self.stype(st.array.dtype)} {self.array_ptr(st.array)}[{_prod(st.array.shape)}];")
+        for v in sorted(k.locals):
+            self.w(f"{self.ctype(k.locals[v])} {self.var(v)}{self.local_init()};")
+        self.w(f"if (((long long)blockIdx.x + 1) * {K * W} <= (long long)tk_n0) {{")
+        self.coarse_items(False, "tk_item_end0")
+        self.w("} else {")
+        self.coarse_items(True, "tk_item_end1")
+        self.w("}")
+        self.depth = 0
+        self.w("}")
+        return self.lines
+
+    def coarse_items(self, check: bool, label: str) -> None:
+        K, W = self.items, self.k.workgroup[0]
+        self.depth += 1
+        self.w("#pragma unroll")
+        self.w(f"for (int tk_u = 0; tk_u < {K}; ++tk_u) {{")
+        self.depth += 1
+        self.w(f"const long long tk_pw = ((long long)blockIdx.x * {K} + tk_u) * {W} + (long long)tk_l0;")
+        if check:
+            self.w("if (tk_pw >= (long long)tk_n0) break;")
+        self.w(f"const tk_idx tk_gr0 = (tk_idx)blockIdx.x * {K} + tk_u, tk_p0 = (tk_idx)tk_pw;")
+        if self.ranges == 2:
+            self.w("const long long tk_g0 = tk_s0 + (long long)tk_p0 * tk_st0;")
+        elif self.ranges == 1:
+            self.w("const long long tk_g0 = tk_s0 + (long long)tk_p0;")
+        else:
+            self.w("const tk_idx tk_g0 = tk_p0;")
+        self.w("const tk_idx tk_gl = tk_p0, tk_ll = tk_l0, tk_grl = tk_gr0; const bool tk_in = true;")
+        self.w("(void)tk_gl; (void)tk_ll; (void)tk_grl; (void)tk_in; (void)tk_ng0;")
+        self.w("{")
+        self.last_line, self.end_label = None, label
+        self.stmts(self.k.body)
+        self.end_label = None
+        self.w("}")
+        self.w(f"{label}: ;")
+        self.depth -= 1
+        self.w("}")
+        self.depth -= 1
+
     def print_call(self, fmt: str, args: list) -> None:
         """``printf`` calls of at most :attr:`printf_max_args` values each; the newline ends the
         last (a ``tk.print`` of more values is not one atomic write: other items' lines may
@@ -428,10 +495,22 @@ def param_layout(k: N.Kernel) -> list:
     return out
 
 
-def render_cuda(kernel: N.Kernel, plan, ranges: int) -> tuple:
-    """CUDA C++ source of a specialized kernel, and the debug array-name table."""
-    r = CUDARenderer(kernel, plan, ranges)
+def items_per_thread(kernel: N.Kernel, plan, requested: int) -> int:
+    """The work items each CUDA thread runs: ``requested`` (``TK_CUDA_ITEMS``, experimental)
+    for a flat 1-D kernel (no barrier, collective or local memory; not debug or
+    unsafe_indices), else 1."""
+    if requested <= 1 or plan is not None or kernel.ndim != 1 or kernel.debug or kernel.unsafe_indices:
+        return 1
+    if any(isinstance(s, N.AllocArray) and s.array.space == "local" for s in N.walk_stmts(kernel.body)):
+        return 1
+    return requested
+
+
+def render_cuda(kernel: N.Kernel, plan, ranges: int, items: int = 1) -> tuple:
+    """CUDA C++ source of a specialized kernel, and the debug array-name table (``items``: work
+    items per thread, see :func:`items_per_thread`)."""
+    r = CUDARenderer(kernel, plan, ranges, items)
     return r.render(), list(r.array_ids)
 
 
-__all__ = ["CUDARenderer", "render_cuda", "param_layout"]
+__all__ = ["CUDARenderer", "render_cuda", "param_layout", "items_per_thread"]

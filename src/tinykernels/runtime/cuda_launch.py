@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import struct
 import threading
 from functools import lru_cache
@@ -129,6 +130,15 @@ def _no_fast(args, ndrange, workgroupsize, stream):
     return None
 
 
+def _requested_items() -> int:
+    """``TK_CUDA_ITEMS``: work items per thread of flat 1-D kernels (experimental, default 1;
+    read when a kernel is compiled: set it before the first launch)."""
+    try:
+        return max(1, int(os.environ.get("TK_CUDA_ITEMS", "1")))
+    except ValueError:
+        return 1
+
+
 class CUDAKernelInstance(DeviceKernelInstance):
     """A kernel on a CUDA device (or, on a CUDATarget, only its source).
 
@@ -146,6 +156,7 @@ class CUDAKernelInstance(DeviceKernelInstance):
         self._tokens: dict = {}         # (ndim, ranges, wg, fits32) -> geometry token
         self._fast = _no_fast           # the fast function of the first eligible argument pattern
         self._pattern = None
+        self._items: dict = {}          # id(ir) of a specialization -> work items per thread
 
     def __call__(self, *args, ndrange=None, workgroupsize=None, stream=None, **named) -> Event:
         if self._reads and stale(self._reads):     # a global the compiled code folded in changed
@@ -191,8 +202,11 @@ class CUDAKernelInstance(DeviceKernelInstance):
         return self._lower(args, wg, ndim=ndim, default_float=D.float64, idx32=_fits32(args, geom, wg))
 
     def _render(self, ir, ranges):
-        from ..codegen.cuda import render_cuda
-        return render_cuda(ir, group_plan(ir), ranges)
+        from ..codegen.cuda import items_per_thread, render_cuda
+        plan = group_plan(ir)
+        items = items_per_thread(ir, plan, _requested_items())
+        self._items[id(ir)] = items
+        return render_cuda(ir, plan, ranges, items)
 
     def _sig(self, a, kind: str) -> tuple:
         # CUDA arrays may be strided; a Python int >= 2**63 is carried as uint64
@@ -228,6 +242,9 @@ class CUDAKernelInstance(DeviceKernelInstance):
         fn, ir, names, layout = self._specialize(norm, geom, ndim, ranges, wg)
         dev = self.backend._dev
         grid, block = grid_dims(geom, ndim, wg)
+        items = self._items.get(id(ir), 1)
+        if items > 1:                           # each thread runs `items` work items (x only)
+            grid = (-(-grid[0] // items),) + grid[1:]
         check_grid(self.name, grid, dev.max_grid)
         self._check_args(ir, norm, geom, ndim)
         check_stream(self.name, stream, CUDAStream, self.backend)
