@@ -14,6 +14,7 @@
 #   fuzz:N[:S]    the differential fuzzer, N kernels from seed S, CUDA against the interpreter
 #   bench         benchmarks/bench_gpu.py (copy/triad/diffusion, launch overhead, hidden communication)
 #   llm           benchmarks/bench_llm_gpu.py (tinykernels.llm against PyTorch CUDA)
+#   items         benchmarks/bench_cuda_items.py (TK_CUDA_ITEMS against copy/triad T_eff)
 #   pytest:ARGS   any pytest arguments (':' separates them), e.g. pytest:tests/test_cuda.py:-k:gpu
 # STAGE@SECONDS sets a stage's time limit (e.g. conformance@240), to fit the call's own limit.
 # Uses the python3 on PATH (with numpy; cuda-bindings and nvidia-cuda-nvrtc for CUDA) and
@@ -72,6 +73,8 @@ for s in "$@"; do
     llm|llm:*)   # llm[:EXTRA ARGS, comma separated], e.g. llm:--budget,150
         extra=""; [[ "$s" == llm:* ]] && extra=${s#llm:}
         stage llm 540 python3 benchmarks/bench_llm_gpu.py --json "$OUTDIR/bench_llm_gpu.json" ${extra//,/ } ;;
+    items)       # work items per thread (TK_CUDA_ITEMS) against copy/triad T_eff
+        stage items 240 python3 benchmarks/bench_cuda_items.py ;;
     diag:*)      # diag:SCRIPT: a diagnosis script of the checkout
         stage diag 120 python3 "${s#diag:}" ;;
     llm-quick)
