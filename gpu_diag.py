@@ -142,8 +142,8 @@ def p_sinh_fp8(o):
 
 # this branch's CUDA workarounds, textually undone for the "[raw]" probes: (pattern, replacement)
 RAW_SUBS = [
-    (r"(TK_INLINE int16_t tk_neg_i16\(int16_t x\) \{ return )[^;]*;", r"\1(int16_t)-x;"),
-    (r"(TK_INLINE (u?int(?:32|64)_t) tk_f2(?:u?i(?:32|64))_f(?:32|64)\((?:float|double) x\) \{ return )[^;]*;",
+    (r"(TK_INLINE int32_t tk_neg_i16\(int16_t x\) \{ return )[^;]*;", r"\1(int16_t)-x;"),
+    (r"(TK_INLINE (u?int(?:32|64)_t) tk_f2[iu](?:32|64)_f(?:32|64)\((?:float|double) x\) \{ return )[^;]*;",
      r"\1(\2)x;"),
 ]
 
@@ -296,10 +296,11 @@ def hypotheses(R, ns):
         probe(R, ns, "H9b", "the same guard under atomic_min on uint32 (acc 19 -> 0)", "p_nan_guard_atomic",
               [np.array([19], np.uint32), np.array([np.nan])], 1, [0], raw=raw,
               predicted=lambda w: np.array([19], np.uint32))
-    probe(R, ns, "H10", "raw int32/int64/uint32/int16 of [nan, inf, -inf, 3e9, -1.0] (what the hardware gives)",
-          "p_raw_convert", [np.zeros(5, np.int32), np.zeros(5, np.int64), np.zeros(5, np.uint32),
-                            np.zeros(5, np.int16), np.array([np.nan, np.inf, -np.inf, 3e9, -1.0])], 5, [0, 1, 2, 3],
-          pick=lambda r: np.concatenate([x.astype(np.int64).ravel() for x in r]))
+    for raw in (True, False):
+        probe(R, ns, "H10", "int32/int64/uint32/int16 of [nan, inf, -inf, 3e9, -1.0] ([raw]: what the hardware gives)",
+              "p_raw_convert", [np.zeros(5, np.int32), np.zeros(5, np.int64), np.zeros(5, np.uint32),
+                                np.zeros(5, np.int16), np.array([np.nan, np.inf, -np.inf, 3e9, -1.0])], 5,
+              [0, 1, 2, 3], raw=raw, pick=lambda r: np.concatenate([x.astype(np.int64).ravel() for x in r]))
     # --- seed 97001581: ptxas 13.0 drops the sign extension after neg.s16 -------------------------------
     for raw in (True, False):
         probe(R, ns, "H11", "int16 negation widened: -(-32768) gives 32768 (ptxas neg.s16), seed 97001581",

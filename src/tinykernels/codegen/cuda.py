@@ -98,6 +98,36 @@ def _float_atomics(native_f64_add: str = "__CUDA_ARCH__ >= 600") -> str:
 
 
 @lru_cache(maxsize=None)
+def _conversions() -> str:
+    """``tk_f2{i,u}{32,64}_f{32,64}``: float to integer without undefined behaviour: a NaN is 0,
+    a value beyond the range saturates (what PTX's ``cvt.rzi`` gives), truncation toward zero
+    in between. A C cast is undefined for a NaN or an out-of-range value (LLVM's ``fptosi``
+    gives poison), so NVVM dropped the guard in front of it: ``int32(v if v == v else 0.0)``
+    with a NaN ``v`` converted the NaN (seed 97001945); CUDA's ``__double2int_rz`` is the
+    same ``fptosi`` to NVVM and does not help. The 8/16-bit types convert through int32 and
+    wrap, as the CPU does.
+
+    ``tk_neg_i16``: int16 negation that ptxas 13.0 compiles correctly. It drops the sign
+    extension after ``neg.s16``, so ``int32(-x)`` of an int16 -32768 was 32768 (seed
+    97001581); the select keeps NVVM from emitting ``neg.s16`` at all."""
+    out = []
+    for dst in ("int32", "uint32", "int64", "uint64"):
+        bits = int(dst[-2:])
+        for sfx, t in (("f32", "float"), ("f64", "double")):
+            name = f"tk_f2{'u' if dst[0] == 'u' else 'i'}{bits}_{sfx}"
+            top = f"{float(2 ** bits if dst[0] == 'u' else 2 ** (bits - 1)).hex()}"   # exact in float32 too
+            if dst[0] == "u":
+                body = (f"!(x > ({t})-1) ? ({dst}_t)0 : x >= ({t}){top} ? UINT{bits}_MAX : ({dst}_t)x")
+            else:
+                body = (f"x != x ? ({dst}_t)0 : x <= -({t}){top} ? INT{bits}_MIN : "
+                        f"x >= ({t}){top} ? INT{bits}_MAX : ({dst}_t)x")
+            out.append(f"TK_INLINE {dst}_t {name}({t} x) {{ return {body}; }}")
+    # the int16 value of -x, as an int: narrowed to int16_t, NVVM folds the select back into neg.s16
+    out.append("TK_INLINE int32_t tk_neg_i16(int16_t x) { return x == INT16_MIN ? (int32_t)x : -(int32_t)x; }")
+    return "\n".join(out) + "\n"
+
+
+@lru_cache(maxsize=None)
 def _shuffles() -> str:
     """Overloads of the warp shuffles for every compute type (CUDA's take 32/64-bit values)."""
     out = []
@@ -176,6 +206,34 @@ class CUDARenderer(GPURenderer):
 
     def param_type(self, ty) -> str:
         return "uint8_t" if ty.dtype.kind == "b" else self.ctype(ty)
+
+    # --- conversions and int16 negation (see _conversions) -----------------------------------
+
+    safe_conversions = True          # HIP (clang, no ptxas) keeps the plain C of the base renderer
+
+    def e_Cast(self, e):
+        src, dst = e.a.ty.dtype, e.ty.dtype
+        if self.safe_conversions and src.is_float and dst.kind in "iu":
+            sfx = "f32" if self.compute_dtype(src).bits == 32 else "f64"
+            wide = dst.name if dst.bits >= 32 else "int32"
+            call = f"tk_f2{'u' if wide[0] == 'u' else 'i'}{wide[-2:]}_{sfx}({self.expr(e.a)})"
+            return call if dst.bits >= 32 else f"(({self.ctype(e.ty)})({call}))"
+        return super().e_Cast(e)
+
+    def e_Unary(self, e):
+        if self.safe_conversions and e.op == "-" and e.ty.dtype.name == "int16":
+            return f"tk_neg_i16({self.expr(e.a)})"
+        return super().e_Unary(e)
+
+    def e_BinOp(self, e):
+        if self.safe_conversions and e.ty.dtype.name == "int16":
+            if e.op == "-" and isinstance(e.a, N.Const) and e.a.value == 0:
+                return f"tk_neg_i16({self.expr(e.b)})"             # 0 - x is a negation to NVVM
+            if e.op == "*":
+                for c, x in ((e.a, e.b), (e.b, e.a)):
+                    if isinstance(c, N.Const) and c.value == -1:
+                        return f"tk_neg_i16({self.expr(x)})"
+        return super().e_BinOp(e)
 
     # --- geometry: the last ndrange dimension on x -------------------------------------------
 
@@ -325,7 +383,8 @@ class CUDARenderer(GPURenderer):
         return [f"/* tinykernels: CUDA C++ for NVRTC, kernel {k.name}{fm} */", _HEADER,
                 f"typedef {'int' if k.idx32 else 'long long'} tk_idx;",
                 prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]), _DP4A,
-                portable_helpers(True), _float_atomics(), _shuffles() if uses_coll else "",
+                portable_helpers(True), _float_atomics(), _conversions(),
+                _shuffles() if uses_coll else "",
                 _DEBUG if k.debug else ""]
 
 
