@@ -145,6 +145,7 @@ RAW_SUBS = [
     (r"(TK_INLINE int32_t tk_neg_i16\(int16_t x\) \{ return )[^;]*;", r"\1(int16_t)-x;"),
     (r"(TK_INLINE (u?int(?:32|64)_t) tk_f2[iu](?:32|64)_f(?:32|64)\((?:float|double) x\) \{ return )[^;]*;",
      r"\1(\2)x;"),
+    (r"(TK_INLINE (?:float|double) tk_selz_f(?:32|64)\(bool c, \w+ a, \w+ b\) \{ ).*", r"\1return c ? a : b; }"),
 ]
 
 F32 = np.float32
@@ -283,11 +284,12 @@ def hypotheses(R, ns):
           [np.array([[SUB, -SUB, SUB, SUB]], np.float32), np.zeros((1, 4), np.float32), f32(SUB2)], n1, [0, 1],
           pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel()]), control=True)
     # --- seed 97001365: ptxas folds selp.f32 of -0.0 and +-1.0 into FSET.BF / I2F, losing -0.0's sign --
-    probe(R, ns, "H8", "ptxas selp(-0.0, 1.0) -> FSET.BF gives +0.0, seed 97001365 (-0.0 - (-0.0 if c else 1.0))",
-          "p_negzero_select", [f32(-0.0, -0.0, 5.0), f32(np.nan, 2.0, 0.0)], 3, [0],
-          predicted=f32(-0.0, -0.0, 4.0))
-    probe(R, ns, "H8b", "ptxas selp(-0.0, -1.0) -> I2F gives +0.0 (A = -0.0 if c else -1.0)",
-          "p_negzero_store", [f32(7, 7), f32(1.0, 0.0)], 2, [0], predicted=f32(0.0, -1.0))
+    for raw in (True, False):
+        probe(R, ns, "H8", "ptxas selp(-0.0, 1.0) -> FSET.BF gives +0.0, seed 97001365 (-0.0 - (-0.0 if c else 1.0))",
+              "p_negzero_select", [f32(-0.0, -0.0, 5.0), f32(np.nan, 2.0, 0.0)], 3, [0], raw=raw,
+              predicted=f32(-0.0, -0.0, 4.0))
+        probe(R, ns, "H8b", "ptxas selp(-0.0, -1.0) -> I2F gives +0.0 (A = -0.0 if c else -1.0)",
+              "p_negzero_store", [f32(7, 7), f32(1.0, 0.0)], 2, [0], raw=raw, predicted=f32(0.0, -1.0))
     # --- seed 97001945: NVVM drops a NaN guard in front of a float->int conversion (UB in C) --------
     for raw in (True, False):
         probe(R, ns, "H9", "NaN guard `int32(clamp(v) if v == v else 0.0)` removed, seed 97001945",

@@ -122,6 +122,16 @@ def _conversions() -> str:
                 body = (f"x != x ? ({dst}_t)0 : x <= -({t}){top} ? INT{bits}_MIN : "
                         f"x >= ({t}){top} ? INT{bits}_MAX : ({dst}_t)x")
             out.append(f"TK_INLINE {dst}_t {name}({t} x) {{ return {body}; }}")
+    # c ? a : b of two constants, one of them a zero, selected as bits in inline PTX: ptxas turns a
+    # selp.f32 of a zero and +-1.0 into FSET.BF / I2F, which give +0.0 where the zero was -0.0
+    # (seed 97001365), and NVVM folds any C spelling of the bit select back into that selp.f32
+    for sfx, t, u, r, to_t, to_u in (("f32", "float", "unsigned int", "r", "__uint_as_float", "__float_as_uint"),
+                                     ("f64", "double", "unsigned long long", "l", "__longlong_as_double",
+                                      "(unsigned long long)__double_as_longlong")):
+        b = sfx[1:]
+        out.append(f"TK_INLINE {t} tk_selz_{sfx}(bool c, {t} a, {t} b) {{ {u} v; "
+                   f"asm(\"{{ .reg .pred p; setp.ne.u32 p, %3, 0; selp.b{b} %0, %1, %2, p; }}\" : \"={r}\"(v) : "
+                   f"\"{r}\"(({u}){to_u}(a)), \"{r}\"(({u}){to_u}(b)), \"r\"((unsigned int)c)); return {to_t}(v); }}")
     # the int16 value of -x, as an int: narrowed to int16_t, NVVM folds the select back into neg.s16
     out.append("TK_INLINE int32_t tk_neg_i16(int16_t x) { return x == INT16_MIN ? (int32_t)x : -(int32_t)x; }")
     return "\n".join(out) + "\n"
@@ -219,6 +229,13 @@ class CUDARenderer(GPURenderer):
             call = f"tk_f2{'u' if wide[0] == 'u' else 'i'}{wide[-2:]}_{sfx}({self.expr(e.a)})"
             return call if dst.bits >= 32 else f"(({self.ctype(e.ty)})({call}))"
         return super().e_Cast(e)
+
+    def e_Select(self, e):
+        d = e.ty.dtype
+        consts = [x for x in (e.a, e.b) if isinstance(x, N.Const) and isinstance(x.value, (int, float))]
+        if self.safe_conversions and d.is_float and len(consts) == 2 and any(x.value == 0 for x in consts):
+            return f"tk_selz_{self.fsuffix(d)}({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
+        return super().e_Select(e)
 
     def e_Unary(self, e):
         if self.safe_conversions and e.op == "-" and e.ty.dtype.name == "int16":
