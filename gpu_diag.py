@@ -28,7 +28,6 @@ import io
 import json
 import os
 import re
-import sys
 import tempfile
 import time
 import traceback
@@ -37,6 +36,7 @@ import zlib
 import numpy as np
 
 T0 = time.time()
+BUDGET = [50.0]          # seconds; --budget
 
 PROBES = r'''
 import math
@@ -231,6 +231,9 @@ def probe(R, ns, hid, title, kname, args, ndrange, outs, predicted=None, wg=None
           pick=None, raw=False, control=False):
     """Run kernel ``kname`` on the backend and the interpreter; print one line."""
     label = f"{hid} {title}" + (" [raw]" if raw else "")
+    if time.time() - T0 > BUDGET[0]:
+        print(f"{label}: SKIPPED (time budget)", flush=True)
+        return
     try:
         k = ns[kname]
         ctx = raw_cuda() if raw else contextlib.nullcontext()
@@ -372,6 +375,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-repro", action="store_true", help="skip the embedded reproducers")
     ap.add_argument("--repro", nargs="*", help="only the reproducers whose file name contains one of these")
     a = ap.parse_args(argv)
+    BUDGET[0] = a.budget
     try:
         R = Runner(a.backend)
         environment(R)

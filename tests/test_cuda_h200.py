@@ -15,7 +15,6 @@ The C helpers are also compiled with the host C compiler and checked value by va
 NVRTC tests check the generated source and compile it for sm_80 and sm_90.
 """
 import math
-import os
 import re
 import subprocess
 
