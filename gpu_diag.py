@@ -119,6 +119,12 @@ def p_neg_i16(out, x):
 
 
 @tk.kernel
+def p_abs_i16(out, x):
+    i = tk.index()
+    out[i] = tk.int32(abs(x[i]))
+
+
+@tk.kernel
 def p_local_atomics(o, x2):
     li = tk.index()
     ll = tk.index(tk.Local, tk.Linear)
@@ -143,6 +149,7 @@ def p_sinh_fp8(o):
 # this branch's CUDA workarounds, textually undone for the "[raw]" probes: (pattern, replacement)
 RAW_SUBS = [
     (r"(TK_INLINE int32_t tk_neg_i16\(int16_t x\) \{ return )[^;]*;", r"\1(int16_t)-x;"),
+    (r"(TK_INLINE int32_t tk_abs16_i16\(int16_t x\) \{ return )[^;]*;", r"\1tk_abs_i16(x);"),
     (r"(TK_INLINE (u?int(?:32|64)_t) tk_f2[iu](?:32|64)_f(?:32|64)\((?:float|double) x\) \{ return )[^;]*;",
      r"\1(\2)x;"),
     (r"(TK_INLINE (?:float|double) tk_selz_f(?:32|64)\(bool c, \w+ a, \w+ b\) \{ ).*", r"\1return c ? a : b; }"),
@@ -311,6 +318,9 @@ def hypotheses(R, ns):
         probe(R, ns, "H11", "int16 negation widened: -(-32768) gives 32768 (ptxas neg.s16), seed 97001581",
               "p_neg_i16", [np.zeros(3, np.int32), np.array([-32768, 5, -7], np.int16)], 3, [0], raw=raw,
               predicted=np.array([32768, -5, 7], np.int32))
+        probe(R, ns, "H11c", "int16 abs widened: abs(-32768) gives 32768 (ptxas abs.s16)",
+              "p_abs_i16", [np.zeros(3, np.int32), np.array([-32768, 5, -7], np.int16)], 3, [0], raw=raw,
+              predicted=np.array([32768, 5, 7], np.int32))
         probe(R, ns, "H11b", "local atomic_xor/max/cas with -x2[i] (int16), seed 97001581 row 6", "p_local_atomics",
               [np.zeros((8, 4), np.int32), np.array([17, 4, -1, 20, 32767, -3, -32768], np.int16)], 8, [0],
               static_wg=7, raw=raw, pick=lambda r: r[0][6],

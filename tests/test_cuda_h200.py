@@ -45,6 +45,7 @@ def neg16(out, x):
     out[i, 1] = tk.int32(0 - x[i])
     out[i, 2] = tk.int32(x[i] * -1)
     out[i, 3] = tk.int32(-x[i]) > 100
+    out[i, 4] = tk.int32(abs(x[i]))
 
 
 @tk.kernel
@@ -97,19 +98,21 @@ def _bits(a):
 @pytest.mark.parametrize("dev", ["CPU", "INTERP"])
 def test_int16_negation_wraps_like_numpy(kernels, dev):
     x = np.array([-32768, 32767, 5, -7, 0], np.int16)
-    out = np.zeros((5, 4), np.int32)
+    out = np.zeros((5, 5), np.int32)
     kernels["neg16"](tk.backend(dev))(out, x, ndrange=5)
     with np.errstate(over="ignore"):
         neg = (-x).astype(np.int32)                       # int16 wraps: -(-32768) is -32768
-    np.testing.assert_array_equal(out, np.stack([neg, neg, neg, (neg > 100).astype(np.int32)], 1))
+        ab = np.abs(x).astype(np.int32)                   # and abs(-32768) too
+    np.testing.assert_array_equal(out, np.stack([neg, neg, neg, (neg > 100).astype(np.int32), ab], 1))
 
 
 @needs_nvrtc
 def test_int16_negation_is_tk_neg_i16_on_cuda(kernels):
     # fixed: ptxas-neg-s16
-    src = kernels["neg16"].source("CUDA", np.zeros((5, 4), np.int32), np.zeros(5, np.int16), ndrange=5)
+    src = kernels["neg16"].source("CUDA", np.zeros((5, 5), np.int32), np.zeros(5, np.int16), ndrange=5)
     body = src[src.index("tk_kernel("):]
     assert body.count("tk_neg_i16(") == 4, body          # -x, 0 - x, x * -1, and in the comparison
+    assert body.count("tk_abs16_i16(") == 1 and "tk_abs_i16(" not in body, body
     assert "(int16_t)(-(" not in body
     for arch in ("sm_80", "sm_90"):
         rt.compile_cuda(src, arch, "neg16", cache=False)
@@ -169,7 +172,9 @@ def test_cuda_conversion_helpers_compiled_on_the_host(tmp_path):
             lines.append(f'        printf("{fmt} ", ({cast}){n}_{sfx}(({t})v[i]));')
     lines.append('        printf("\\n");\n    }')
     lines.append('    for (int x = -32768; x <= 32767; x += 4681) printf("%d ", (int)tk_neg_i16((int16_t)x));')
-    lines.append('    printf("%d\\n", (int)tk_neg_i16((int16_t)32767));\n    return 0;\n}')
+    lines.append('    printf("%d\\n", (int)tk_neg_i16((int16_t)32767));')
+    lines.append('    for (int x = -32768; x <= 32767; x += 4681) printf("%d ", (int)tk_abs16_i16((int16_t)x));')
+    lines.append('    printf("%d\\n", (int)tk_abs16_i16((int16_t)32767));\n    return 0;\n}')
     c = tmp_path / "helpers.c"
     c.write_text("\n".join(lines))
     exe = tmp_path / "helpers"
@@ -185,6 +190,8 @@ def test_cuda_conversion_helpers_compiled_on_the_host(tmp_path):
     negs = [int(t) for t in rows[len(vals)].split()]
     xs = list(range(-32768, 32768, 4681)) + [32767]
     assert negs == [int(np.int16(-x)) if x != -32768 else -32768 for x in xs]
+    abss = [int(t) for t in rows[len(vals) + 1].split()]
+    assert abss == [abs(x) if x != -32768 else -32768 for x in xs]
 
 
 # --- a float select of -0.0 and +-1.0 (seed 97001365) -------------------------------------------

@@ -107,9 +107,11 @@ def _conversions() -> str:
     same ``fptosi`` to NVVM and does not help. The 8/16-bit types convert through int32 and
     wrap, as the CPU does.
 
-    ``tk_neg_i16``: int16 negation that ptxas 13.0 compiles correctly. It drops the sign
-    extension after ``neg.s16``, so ``int32(-x)`` of an int16 -32768 was 32768 (seed
-    97001581); the select keeps NVVM from emitting ``neg.s16`` at all."""
+    ``tk_neg_i16`` / ``tk_abs16_i16``: int16 negation and ``abs`` that ptxas 13.0 compiles
+    correctly. It drops the sign extension after ``neg.s16`` and ``abs.s16``, so ``int32(-x)``
+    of an int16 -32768 was 32768 (seed 97001581); the select, computed as an int, keeps NVVM
+    from emitting either instruction. (What NVVM itself turns into a negation, such as
+    ``~x + 1``, still meets the bug.)"""
     out = []
     for dst in ("int32", "uint32", "int64", "uint64"):
         bits = int(dst[-2:])
@@ -134,6 +136,8 @@ def _conversions() -> str:
                    f"\"{r}\"(({u}){to_u}(a)), \"{r}\"(({u}){to_u}(b)), \"r\"((unsigned int)c)); return {to_t}(v); }}")
     # the int16 value of -x, as an int: narrowed to int16_t, NVVM folds the select back into neg.s16
     out.append("TK_INLINE int32_t tk_neg_i16(int16_t x) { return x == INT16_MIN ? (int32_t)x : -(int32_t)x; }")
+    out.append("TK_INLINE int32_t tk_abs16_i16(int16_t x) { return x == INT16_MIN ? (int32_t)x : "
+               "x < 0 ? -(int32_t)x : (int32_t)x; }")                      # abs.s16: the same ptxas bug
     return "\n".join(out) + "\n"
 
 
@@ -236,6 +240,11 @@ class CUDARenderer(GPURenderer):
         if self.safe_conversions and d.is_float and len(consts) == 2 and any(x.value == 0 for x in consts):
             return f"tk_selz_{self.fsuffix(d)}({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
         return super().e_Select(e)
+
+    def e_Call(self, e):
+        if self.safe_conversions and e.fn == "abs" and e.ty.dtype.name == "int16":
+            return f"tk_abs16_i16({self.expr(e.args[0])})"
+        return super().e_Call(e)
 
     def e_Unary(self, e):
         if self.safe_conversions and e.op == "-" and e.ty.dtype.name == "int16":

@@ -639,7 +639,9 @@ FIXED_BUGS = {
                       "second sign extension (NVRTC 13.5 is right). seed 97001581: a local atomic_max with "
                       "-x2[i] stored 32768, and the atomic_cas after it returned it",
         "worked around: CUDA renders int16 negation (-x, 0 - x, x * -1) as tk_neg_i16(x), `x == INT16_MIN ? "
-        "x : -x` computed as an int, which NVVM cannot turn into neg.s16 (codegen/cuda.py)"),
+        "x : -x` computed as an int, which NVVM cannot turn into neg.s16, and abs of an int16 as tk_abs16_i16 "
+        "(abs.s16 has the same bug; codegen/cuda.py). What NVVM itself rewrites into a negation (`~x + 1`) "
+        "still meets it with NVRTC 13.0"),
     'ptxas-selp-negzero': ("CUDA (ptxas 13.0 and 13.5): a float select between the constants -0.0 and 1.0, "
                            "`selp.f32 d, 0f80000000, 0f3F800000, p` in correct PTX, becomes FSET.BF (1.0 or +0.0) "
                            "and one between -0.0 and -1.0 becomes I2F of 0/-1: the -0.0 loses its sign. seed "
