@@ -355,12 +355,20 @@ def reproducers(R, budget: float, only=None):
             ns = {"__name__": "gpu_diag_repro", "__file__": path}
             exec(compile(files[name], path, "exec"), ns)
             kname = re.search(r"reproduce\(globals\(\), '([^']+)'\)", files[name]).group(1)
-            buf = io.StringIO()
-            with contextlib.redirect_stdout(buf):
-                rc = reproduce(ns, kname, backends=[R.spec], reference="INTERP")
-            lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
-            what = "; ".join(lines)[:600]
-            print(f"R {name}: {'STILL DIFFERS' if rc else 'AGREES'}: {what}", flush=True)
+            from tinykernels.testing.fuzz import run as fuzz_run
+            for label, model in (("bit for bit", ()), ("with the flushing-atomics model", None)):
+                saved = fuzz_run.FTZ_ATOMIC_BACKENDS
+                if model is not None:
+                    fuzz_run.FTZ_ATOMIC_BACKENDS = model
+                buf = io.StringIO()
+                try:
+                    with contextlib.redirect_stdout(buf):
+                        rc = reproduce(ns, kname, backends=[R.spec], reference="INTERP")
+                finally:
+                    fuzz_run.FTZ_ATOMIC_BACKENDS = saved
+                lines = [ln for ln in buf.getvalue().splitlines() if ln.strip() and not ln.startswith("P")]
+                what = "; ".join(lines)[:600]
+                print(f"R {name} ({label}): {'STILL DIFFERS' if rc else 'AGREES'}: {what}", flush=True)
         except Exception as e:  # noqa: BLE001
             print(f"R {name}: ERROR {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}", flush=True)
 
