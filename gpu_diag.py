@@ -16,7 +16,8 @@ REJECTED: the backend agreed with the interpreter; OTHER: neither. Probes marked
 the kernel with this branch's CUDA workarounds textually undone (the plain C the code generator
 emitted before), so the root cause is still visible after the fix; the same probe without
 "[raw]" checks the fix. Then each fuzzer reproducer (embedded below) is re-run and its verdict
-printed. Every probe is guarded: the script never stops on an error, and it skips what is left
+printed twice: bit for bit, and as the fuzzer now compares CUDA (forgiving exactly the flushes
+of float32 atomic add/sub, testing/fuzz/run.py ftz_f32_atomics). Every probe is guarded: the script never stops on an error, and it skips what is left
 after --budget seconds (default 50).
 """
 from __future__ import annotations
