@@ -151,8 +151,8 @@ def p_sinh_fp8(o):
 RAW_SUBS = [
     (r"(TK_INLINE int32_t tk_neg_i16\(int16_t x\) \{ return )[^;]*;", r"\1(int16_t)-x;"),
     (r"(TK_INLINE int32_t tk_abs16_i16\(int16_t x\) \{ return )[^;]*;", r"\1tk_abs_i16(x);"),
-    (r"(TK_INLINE (u?int(?:32|64)_t) tk_f2[iu](?:32|64)_f(?:32|64)\((?:float|double) x\) \{ return )[^;]*;",
-     r"\1(\2)x;"),
+    (r"(TK_INLINE (u?int(?:32|64)_t) tk_f2[iu](?:32|64)_f(?:32|64)\((?:float|double) x\) \{ ).*",
+     r"\1return (\2)x; }"),
     (r"(TK_INLINE (?:float|double) tk_selz_f(?:32|64)\(bool c, \w+ a, \w+ b\) \{ ).*", r"\1return c ? a : b; }"),
 ]
 

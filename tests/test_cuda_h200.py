@@ -14,7 +14,6 @@ without a GPU (brief cudafz24; gpu_diag.py at the repository root checks them on
 The C helpers are also compiled with the host C compiler and checked value by value; the
 NVRTC tests check the generated source and compile it for sm_80 and sm_90.
 """
-import math
 import re
 import subprocess
 
@@ -140,37 +139,25 @@ def test_float_to_int_is_a_helper_on_cuda(kernels):
         rt.compile_cuda(src, arch, "nan_guard", cache=False)
 
 
-def _expected(x: float, dst: str) -> int:
-    bits, signed = int(dst[-2:]), dst[0] == "i"
-    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
-    if math.isnan(x):
-        return 0
-    if math.isinf(x):
-        return hi if x > 0 else lo
-    return min(max(math.trunc(x), lo), hi)
+@needs_nvrtc
+def test_nan_guard_survives_nvvm(kernels):
+    """The PTX NVRTC makes of the guarded conversion still tests for a NaN (before the fix NVVM
+    deleted `v == v`: the PTX had only the clamp's setp.lt/gt in front of cvt.rzi)."""
+    src = kernels["nan_guard"].source("CUDA", np.zeros(3, np.int32), np.zeros(1, np.uint32), np.zeros(3),
+                                      ndrange=3)
+    ptx = rt.compile_cuda(src, "compute_90", "nan_guard", cache=False).decode(errors="replace")
+    assert ptx.count("cvt.rzi.s32.f64") == 2, ptx
+    assert len(re.findall(r"setp\.(?:nan|num|equ|neu)\.f64", ptx)) >= 2, ptx
 
 
 @needs_cc
-def test_cuda_conversion_helpers_compiled_on_the_host(tmp_path):
-    """The C of tk_f2{i,u}{32,64}_f{32,64} and tk_neg_i16 (not the PTX of tk_selz), compiled by
-    the host compiler: NaN 0, saturation, truncation toward zero, each against Python."""
-    vals = [math.nan, math.inf, -math.inf, 0.0, -0.0, 2.5, -2.5, -0.5, -1.0, 3e9, -3e9, 2147483647.0,
-            2147483648.0, -2147483648.0, -2147483649.0, 4294967295.0, 4294967296.0, 9.2e18, -9.3e18,
-            1.8e19, 1.9e19, 1e300, -1e300]
-    dsts = ["int32", "uint32", "int64", "uint64"]
+def test_cuda_int16_helpers_compiled_on_the_host(tmp_path):
+    """tk_neg_i16 and tk_abs16_i16 (plain C; the conversions are inline PTX) compiled by the
+    host compiler, every 4681st int16 against NumPy's wrapping negation and abs."""
     header = C._HEADER.replace("#define TK_INLINE static __device__ __forceinline__", "#define TK_INLINE static inline")
-    helpers = "\n".join(ln for ln in C._conversions().splitlines() if "tk_selz" not in ln)
-    lines = [header, "#include <stdio.h>", "#include <math.h>", helpers, "int main(void) {"]
-    lines.append("    static const double v[] = {" + ", ".join("NAN" if math.isnan(x) else "INFINITY" if x == math.inf
-                                                            else "-INFINITY" if x == -math.inf else repr(x)
-                                                            for x in vals) + "};")
-    lines.append(f"    for (int i = 0; i < {len(vals)}; i++) {{")
-    for d in dsts:
-        n = f"tk_f2{'u' if d[0] == 'u' else 'i'}{d[-2:]}"
-        for sfx, t in (("f64", "double"), ("f32", "float")):
-            fmt, cast = ('%lld', 'long long') if d[0] == 'i' else ('%llu', 'unsigned long long')
-            lines.append(f'        printf("{fmt} ", ({cast}){n}_{sfx}(({t})v[i]));')
-    lines.append('        printf("\\n");\n    }')
+    helpers = "\n".join(ln for ln in C._conversions().splitlines() if "asm(" not in ln)
+    assert "tk_neg_i16" in helpers and "tk_abs16_i16" in helpers
+    lines = [header, "#include <stdio.h>", helpers, "int main(void) {"]
     lines.append('    for (int x = -32768; x <= 32767; x += 4681) printf("%d ", (int)tk_neg_i16((int16_t)x));')
     lines.append('    printf("%d\\n", (int)tk_neg_i16((int16_t)32767));')
     lines.append('    for (int x = -32768; x <= 32767; x += 4681) printf("%d ", (int)tk_abs16_i16((int16_t)x));')
@@ -178,20 +165,12 @@ def test_cuda_conversion_helpers_compiled_on_the_host(tmp_path):
     c = tmp_path / "helpers.c"
     c.write_text("\n".join(lines))
     exe = tmp_path / "helpers"
-    subprocess.run(CC + ["-O2", "-o", str(exe), str(c), "-lm"], check=True, capture_output=True, timeout=120)
+    subprocess.run(CC + ["-O2", "-o", str(exe), str(c)], check=True, capture_output=True, timeout=120)
     rows = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=60).stdout.splitlines()
-    for x, row in zip(vals, rows):
-        got = [int(t) for t in row.split()]
-        want = []
-        for d in dsts:
-            with np.errstate(over="ignore"):
-                want += [_expected(x, d), _expected(float(np.float32(x)) if not math.isnan(x) else x, d)]
-        assert got == want, (x, got, want)
-    negs = [int(t) for t in rows[len(vals)].split()]
-    xs = list(range(-32768, 32768, 4681)) + [32767]
-    assert negs == [int(np.int16(-x)) if x != -32768 else -32768 for x in xs]
-    abss = [int(t) for t in rows[len(vals) + 1].split()]
-    assert abss == [abs(x) if x != -32768 else -32768 for x in xs]
+    xs = np.array(list(range(-32768, 32768, 4681)) + [32767], np.int16)
+    with np.errstate(over="ignore"):
+        assert [int(t) for t in rows[0].split()] == (-xs).astype(np.int32).tolist()
+        assert [int(t) for t in rows[1].split()] == np.abs(xs).astype(np.int32).tolist()
 
 
 # --- a float select of -0.0 and +-1.0 (seed 97001365) -------------------------------------------

@@ -99,13 +99,14 @@ def _float_atomics(native_f64_add: str = "__CUDA_ARCH__ >= 600") -> str:
 
 @lru_cache(maxsize=None)
 def _conversions() -> str:
-    """``tk_f2{i,u}{32,64}_f{32,64}``: float to integer without undefined behaviour: a NaN is 0,
-    a value beyond the range saturates (what PTX's ``cvt.rzi`` gives), truncation toward zero
-    in between. A C cast is undefined for a NaN or an out-of-range value (LLVM's ``fptosi``
-    gives poison), so NVVM dropped the guard in front of it: ``int32(v if v == v else 0.0)``
-    with a NaN ``v`` converted the NaN (seed 97001945); CUDA's ``__double2int_rz`` is the
-    same ``fptosi`` to NVVM and does not help. The 8/16-bit types convert through int32 and
-    wrap, as the CPU does.
+    """``tk_f2{i,u}{32,64}_f{32,64}``: float to integer without undefined behaviour: PTX's
+    ``cvt.rzi`` in inline assembly (truncation toward zero; a value beyond the range saturates)
+    and a NaN gives 0. A C cast is undefined for a NaN or an out-of-range value (LLVM's
+    ``fptosi`` gives poison), so NVVM dropped the guard in front of it:
+    ``int32(v if v == v else 0.0)`` with a NaN ``v`` converted the NaN (seed 97001945);
+    CUDA's ``__double2int_rz`` is the same ``fptosi`` to NVVM and does not help, and explicit
+    range tests in C cost three compares and branches per conversion. The 8/16-bit types
+    convert through int32 and wrap, as the CPU does.
 
     ``tk_neg_i16`` / ``tk_abs16_i16``: int16 negation and ``abs`` that ptxas 13.0 compiles
     correctly. It drops the sign extension after ``neg.s16`` and ``abs.s16``, so ``int32(-x)``
@@ -115,15 +116,12 @@ def _conversions() -> str:
     out = []
     for dst in ("int32", "uint32", "int64", "uint64"):
         bits = int(dst[-2:])
-        for sfx, t in (("f32", "float"), ("f64", "double")):
+        r = "r" if bits == 32 else "l"
+        for sfx, t, f in (("f32", "float", "f"), ("f64", "double", "d")):
             name = f"tk_f2{'u' if dst[0] == 'u' else 'i'}{bits}_{sfx}"
-            top = f"{float(2 ** bits if dst[0] == 'u' else 2 ** (bits - 1)).hex()}"   # exact in float32 too
-            if dst[0] == "u":
-                body = (f"!(x > ({t})-1) ? ({dst}_t)0 : x >= ({t}){top} ? UINT{bits}_MAX : ({dst}_t)x")
-            else:
-                body = (f"x != x ? ({dst}_t)0 : x <= -({t}){top} ? INT{bits}_MIN : "
-                        f"x >= ({t}){top} ? INT{bits}_MAX : ({dst}_t)x")
-            out.append(f"TK_INLINE {dst}_t {name}({t} x) {{ return {body}; }}")
+            cvt = f"cvt.rzi.{'u' if dst[0] == 'u' else 's'}{bits}.{sfx}"
+            out.append(f"TK_INLINE {dst}_t {name}({t} x) {{ {dst}_t v; asm(\"{cvt} %0, %1;\" : \"={r}\"(v) : "
+                       f"\"{f}\"(x)); return x != x ? ({dst}_t)0 : v; }}")
     # c ? a : b of two constants, one of them a zero, selected as bits in inline PTX: ptxas turns a
     # selp.f32 of a zero and +-1.0 into FSET.BF / I2F, which give +0.0 where the zero was -0.0
     # (seed 97001365), and NVVM folds any C spelling of the bit select back into that selp.f32

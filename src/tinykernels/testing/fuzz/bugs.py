@@ -631,8 +631,8 @@ FIXED_BUGS = {
                           "atomic_min(acc_u32, ..) left 19 where the interpreter stores 0 (seed 97001945; the "
                           "PTX has no setp.nan). CUDA's __double2int_rz is the same fptosi to NVVM",
         "fixed: CUDA converts a float to an integer through tk_f2{i,u}{32,64}_f{32,64} (codegen/cuda.py "
-        "_conversions): a NaN is 0, a value out of range saturates, no undefined behaviour left to exploit; "
-        "8/16-bit types through int32, wrapping as on the CPU"),
+        "_conversions): PTX cvt.rzi in inline assembly, which NVVM cannot reason about, and a NaN test: a NaN "
+        "is 0, a value out of range saturates; 8/16-bit types through int32, wrapping as on the CPU"),
     'ptxas-neg-s16': ("CUDA with NVRTC 13.0 (ptxas): `-x` of an int16 widened afterwards (stored to an int32 "
                       "array, an atomic_max operand, compared) gave 32768 for x = -32768: ptxas 13.0 compiles "
                       "`neg.s16; cvt.s32.s16` to a 32-bit negation of the sign-extended value and drops the "
