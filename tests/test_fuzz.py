@@ -242,6 +242,7 @@ def test_every_known_bug_has_a_regression_test():
     text += (Path(__file__).parent / "test_fuzz_grad_unsafe.py").read_text()   # --grad-unsafe's (gradfz22)
     text += (Path(__file__).parent / "test_autodiff_audit23.py").read_text()   # adx23's GCC loop distribution
     text += (Path(__file__).parent / "test_fuzz23.py").read_text()      # fuzz23's
+    text += (Path(__file__).parent / "test_cuda_h200.py").read_text()   # the first GPU run's (cudafz24)
     for bug in F.KNOWN_BUGS:
         assert f'xfail_bug("{bug}")' in text, bug
     for bug in F.FIXED_BUGS:

@@ -98,6 +98,48 @@ def _float_atomics(native_f64_add: str = "__CUDA_ARCH__ >= 600") -> str:
 
 
 @lru_cache(maxsize=None)
+def _conversions() -> str:
+    """``tk_f2{i,u}{32,64}_f{32,64}``: float to integer without undefined behaviour: PTX's
+    ``cvt.rzi`` in inline assembly (truncation toward zero; a value beyond the range saturates)
+    and a NaN gives 0. A C cast is undefined for a NaN or an out-of-range value (LLVM's
+    ``fptosi`` gives poison), so NVVM dropped the guard in front of it:
+    ``int32(v if v == v else 0.0)`` with a NaN ``v`` converted the NaN (seed 97001945);
+    CUDA's ``__double2int_rz`` is the same ``fptosi`` to NVVM and does not help, and explicit
+    range tests in C cost three compares and branches per conversion. The 8/16-bit types
+    convert through int32 and wrap, as the CPU does.
+
+    ``tk_neg_i16`` / ``tk_abs16_i16``: int16 negation and ``abs`` that ptxas 13.0 compiles
+    correctly. It drops the sign extension after ``neg.s16`` and ``abs.s16``, so ``int32(-x)``
+    of an int16 -32768 was 32768 (seed 97001581); the select, computed as an int, keeps NVVM
+    from emitting either instruction. (What NVVM itself turns into a negation, such as
+    ``~x + 1``, still meets the bug.)"""
+    out = []
+    for dst in ("int32", "uint32", "int64", "uint64"):
+        bits = int(dst[-2:])
+        r = "r" if bits == 32 else "l"
+        for sfx, t, f in (("f32", "float", "f"), ("f64", "double", "d")):
+            name = f"tk_f2{'u' if dst[0] == 'u' else 'i'}{bits}_{sfx}"
+            cvt = f"cvt.rzi.{'u' if dst[0] == 'u' else 's'}{bits}.{sfx}"
+            out.append(f"TK_INLINE {dst}_t {name}({t} x) {{ {dst}_t v; asm(\"{cvt} %0, %1;\" : \"={r}\"(v) : "
+                       f"\"{f}\"(x)); return x != x ? ({dst}_t)0 : v; }}")
+    # c ? a : b of two constants, one of them a zero, selected as bits in inline PTX: ptxas turns a
+    # selp.f32 of a zero and +-1.0 into FSET.BF / I2F, which give +0.0 where the zero was -0.0
+    # (seed 97001365), and NVVM folds any C spelling of the bit select back into that selp.f32
+    for sfx, t, u, r, to_t, to_u in (("f32", "float", "unsigned int", "r", "__uint_as_float", "__float_as_uint"),
+                                     ("f64", "double", "unsigned long long", "l", "__longlong_as_double",
+                                      "(unsigned long long)__double_as_longlong")):
+        b = sfx[1:]
+        out.append(f"TK_INLINE {t} tk_selz_{sfx}(bool c, {t} a, {t} b) {{ {u} v; "
+                   f"asm(\"{{ .reg .pred p; setp.ne.u32 p, %3, 0; selp.b{b} %0, %1, %2, p; }}\" : \"={r}\"(v) : "
+                   f"\"{r}\"(({u}){to_u}(a)), \"{r}\"(({u}){to_u}(b)), \"r\"((unsigned int)c)); return {to_t}(v); }}")
+    # the int16 value of -x, as an int: narrowed to int16_t, NVVM folds the select back into neg.s16
+    out.append("TK_INLINE int32_t tk_neg_i16(int16_t x) { return x == INT16_MIN ? (int32_t)x : -(int32_t)x; }")
+    out.append("TK_INLINE int32_t tk_abs16_i16(int16_t x) { return x == INT16_MIN ? (int32_t)x : "
+               "x < 0 ? -(int32_t)x : (int32_t)x; }")                      # abs.s16: the same ptxas bug
+    return "\n".join(out) + "\n"
+
+
+@lru_cache(maxsize=None)
 def _shuffles() -> str:
     """Overloads of the warp shuffles for every compute type (CUDA's take 32/64-bit values)."""
     out = []
@@ -265,6 +307,46 @@ class CUDARenderer(GPURenderer):
     def param_type(self, ty) -> str:
         return "uint8_t" if ty.dtype.kind == "b" else self.ctype(ty)
 
+    # --- conversions and int16 negation (see _conversions) -----------------------------------
+
+    safe_conversions = True          # HIP (clang, no ptxas) keeps the plain C of the base renderer
+
+    def e_Cast(self, e):
+        src, dst = e.a.ty.dtype, e.ty.dtype
+        if self.safe_conversions and src.is_float and dst.kind in "iu":
+            sfx = "f32" if self.compute_dtype(src).bits == 32 else "f64"
+            wide = dst.name if dst.bits >= 32 else "int32"
+            call = f"tk_f2{'u' if wide[0] == 'u' else 'i'}{wide[-2:]}_{sfx}({self.expr(e.a)})"
+            return call if dst.bits >= 32 else f"(({self.ctype(e.ty)})({call}))"
+        return super().e_Cast(e)
+
+    def e_Select(self, e):
+        d = e.ty.dtype
+        consts = [x for x in (e.a, e.b) if isinstance(x, N.Const) and isinstance(x.value, (int, float))]
+        if self.safe_conversions and d.is_float and len(consts) == 2 and any(x.value == 0 for x in consts):
+            return f"tk_selz_{self.fsuffix(d)}({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
+        return super().e_Select(e)
+
+    def e_Call(self, e):
+        if self.safe_conversions and e.fn == "abs" and e.ty.dtype.name == "int16":
+            return f"tk_abs16_i16({self.expr(e.args[0])})"
+        return super().e_Call(e)
+
+    def e_Unary(self, e):
+        if self.safe_conversions and e.op == "-" and e.ty.dtype.name == "int16":
+            return f"tk_neg_i16({self.expr(e.a)})"
+        return super().e_Unary(e)
+
+    def e_BinOp(self, e):
+        if self.safe_conversions and e.ty.dtype.name == "int16":
+            if e.op == "-" and isinstance(e.a, N.Const) and e.a.value == 0:
+                return f"tk_neg_i16({self.expr(e.b)})"             # 0 - x is a negation to NVVM
+            if e.op == "*":
+                for c, x in ((e.a, e.b), (e.b, e.a)):
+                    if isinstance(c, N.Const) and c.value == -1:
+                        return f"tk_neg_i16({self.expr(x)})"
+        return super().e_BinOp(e)
+
     # --- geometry: the last ndrange dimension on x -------------------------------------------
 
     def geometry(self) -> None:
@@ -416,7 +498,8 @@ class CUDARenderer(GPURenderer):
         return [f"/* tinykernels: CUDA C++ for NVRTC, kernel {k.name}{fm} */", _HEADER,
                 f"typedef {'int' if k.idx32 else 'long long'} tk_idx;",
                 prelude(["base", "half", "bf16", "fp8", "intdiv", "floatdiv", "ipow", "philox"]), _DP4A, _LIBM,
-                portable_helpers(True), _float_atomics(), _shuffles() if uses_coll else "",
+                portable_helpers(True), _float_atomics(), _conversions(),
+                _shuffles() if uses_coll else "",
                 _DEBUG if k.debug else ""]
 
 

@@ -107,6 +107,7 @@ class HIPRenderer(CUDARenderer):
     """HIP C++ (hiprtc) for ``tk.ROCm()``: the CUDA renderer with AMD's wavefronts,
     shuffles and atomics."""
     mask_type = "unsigned long long"
+    safe_conversions = False      # CUDA's conversion intrinsics and its ptxas workaround
     dot4_i8_fn = "tk_dot4_i8"     # the prelude's code (the CUDA renderer's tk_dp4a is CUDA's)
 
     def __init__(self, kernel: N.Kernel, plan, ranges: int, wave: int = 64):

@@ -20,6 +20,17 @@ from .ops import DTypeCast, cast, dtype_cast, store_value
 
 ATOMIC_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
 
+#: while True, float32 atomic add/sub flush subnormal operands and results to zero of the same
+#: sign, as PTX ``atom.add.f32`` does on NVIDIA GPUs (docs/cuda.md): the differential fuzzer's
+#: model of that hardware (``testing.fuzz.run.ftz_f32_atomics``), never the reference semantics
+FTZ_F32_ATOMICS = False
+_F32_TINY = np.float32(np.finfo(np.float32).tiny)
+
+
+def _ftz32(x):
+    """``x`` (a float32) with a subnormal flushed to zero of its sign."""
+    return np.float32(np.copysign(np.float32(0), x)) if 0 < abs(x) < _F32_TINY else x
+
 
 class KArray:
     """A kernel's view of an array (see the module docstring)."""
@@ -130,7 +141,10 @@ class KArray:
                 a[t] = new
             return old
         v = cast(vals[0], dc)
-        if op == "add":
+        if FTZ_F32_ATOMICS and op in ("add", "sub") and dc.name == "float32":
+            with np.errstate(all="ignore"):
+                new = _ftz32(_ftz32(old) + _ftz32(v) if op == "add" else _ftz32(old) - _ftz32(v))
+        elif op == "add":
             new = old + v
         elif op == "sub":
             new = old - v

@@ -615,4 +615,43 @@ FIXED_BUGS = {
                                        "compute right, a uniform opaque tk_in does not",
         "worked around: under TK_POCL an unsafe_indices kernel's tk_in is TK_POCL_TRUE(tk_p0), the always-true "
         "per-item test tk_p0 >= 0 (codegen/opencl.py OpenCLRenderer.unsafe_in)"),
+    'cuda-f32-atomic-ftz': ("CUDA (H200, the first run on a GPU): float32 atomic add/sub flush subnormal operands and "
+                            "results to zero of their sign (PTX atom.add.f32; tinykernels emits atomicAdd, sub as "
+                            "atomicAdd(-v)): a cell holding 2**-128 plus 0.0 gave 0.0 (seeds 97003314, 97200722), "
+                            "2**-128 - 49283 * 2**-128 gave -1.4482972e-34 where the interpreter has -1.4482678e-34 "
+                            "(seed 97300038: the cell flushed, not a rounding). Float min/max/cas/exchange (CAS "
+                            "loops and atom.exch.b32) and float64 atomics do not flush",
+        "kept and documented (docs/cuda.md, docs/language.md): a CAS loop would slow every float32 atomic. "
+        "The fuzzer compares CUDA's outputs, where they differ, with the interpreter run under the flushing "
+        "model (runtime/interp/memory.py FTZ_F32_ATOMICS, testing/fuzz/run.py ftz_f32_atomics), which gives "
+        "the H200's values bit for bit for all three seeds"),
+    'cuda-fptosi-guard': ("CUDA: `tk.int32(tk.clamp(v, lo, hi) if v == v else 0.0)` with v a NaN: NVVM dropped the "
+                          "`v == v` test, because the C cast (int32_t)v it guards is undefined for a NaN (LLVM's "
+                          "fptosi is poison there), and the H200 converted the NaN to a nonzero value, so "
+                          "atomic_min(acc_u32, ..) left 19 where the interpreter stores 0 (seed 97001945; the "
+                          "PTX has no setp.nan). CUDA's __double2int_rz is the same fptosi to NVVM",
+        "fixed: CUDA converts a float to an integer through tk_f2{i,u}{32,64}_f{32,64} (codegen/cuda.py "
+        "_conversions): PTX cvt.rzi in inline assembly, which NVVM cannot reason about, and a NaN test: a NaN "
+        "is 0, a value out of range saturates; 8/16-bit types through int32, wrapping as on the CPU"),
+    'ptxas-neg-s16': ("CUDA with NVRTC 13.0 (ptxas): `-x` of an int16 widened afterwards (stored to an int32 "
+                      "array, an atomic_max operand, compared) gave 32768 for x = -32768: ptxas 13.0 compiles "
+                      "`neg.s16; cvt.s32.s16` to a 32-bit negation of the sign-extended value and drops the "
+                      "second sign extension (NVRTC 13.5 is right). seed 97001581: a local atomic_max with "
+                      "-x2[i] stored 32768, and the atomic_cas after it returned it",
+        "worked around: CUDA renders int16 negation (-x, 0 - x, x * -1) as tk_neg_i16(x), `x == INT16_MIN ? "
+        "x : -x` computed as an int, which NVVM cannot turn into neg.s16, and abs of an int16 as tk_abs16_i16 "
+        "(abs.s16 has the same bug; codegen/cuda.py). What NVVM itself rewrites into a negation (`~x + 1`) "
+        "still meets it with NVRTC 13.0"),
+    'ptxas-selp-negzero': ("CUDA (ptxas 13.0 and 13.5): a float select between the constants -0.0 and 1.0, "
+                           "`selp.f32 d, 0f80000000, 0f3F800000, p` in correct PTX, becomes FSET.BF (1.0 or +0.0) "
+                           "and one between -0.0 and -1.0 becomes I2F of 0/-1: the -0.0 loses its sign. seed "
+                           "97001365: `io[i, 1] += -(tk.float8_e5m2(-0.0) if v else tk.float8_e5m2(1.0))` left "
+                           "-0.0 where the interpreter has -0.0 - -0.0 = +0.0",
+        "worked around: CUDA renders a float select of two constants, one of them a zero, as tk_selz, which "
+        "selects the bits with selp.b32/b64 in inline PTX (NVVM folds any C spelling back into selp.f32) "
+        "(codegen/cuda.py)"),
+    'repro-np-float64-scalar': ("the reproducer writer: a non-finite np.float64 scalar argument was written as "
+                                "float('np.float64(-inf)') (np.float64 is a float, and NumPy 2's repr names the "
+                                "type), so seed 97001365's reproducer raised ValueError before running",
+        "fixed: NumPy scalars are encoded as their bytes and dtype first (testing/fuzz/reproducer.py)"),
 }

@@ -23,14 +23,16 @@ def _encode_array(a: np.ndarray) -> str:
 
 
 def _encode_scalar(v) -> str:
+    # NumPy scalars first: np.float64 is a float, and its repr (NumPy 2: 'np.float64(-inf)') is
+    # no argument of float() (seed 97001365's reproducer raised ValueError); the bytes keep the type
+    if isinstance(v, np.generic):
+        return f"_scalar({np.dtype(type(v)).name!r}, {np.array(v).tobytes().hex()!r})"
     if isinstance(v, bool) or v is None:
         return repr(v)
     if isinstance(v, int):
         return repr(v)
     if isinstance(v, float):
         return f"float.fromhex({v.hex()!r})" if math.isfinite(v) else f"float({repr(v)!r})"
-    if isinstance(v, np.generic):
-        return f"_scalar({np.dtype(type(v)).name!r}, {np.array(v).tobytes().hex()!r})"
     return repr(v)
 
 
