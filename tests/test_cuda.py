@@ -1255,6 +1255,32 @@ def _prepared(kernel, args, nd):
     return norm, geom, ndim, ranges, wg
 
 
+@tk.func
+def clipped_square(v):
+    if v < 0:
+        return 0.0
+    return v * v
+
+
+@tk.kernel
+def with_func(o, x: tk.Const):
+    i = tk.index()
+    o[i] = clipped_square(x[i]) + clipped_square(-x[i])
+
+
+def test_items_per_thread_with_inlined_funcs_compiles(monkeypatch):
+    """An inlined @tk.func's exit label appears once (the item is one lambda): rendering the body
+    twice, as the first version did, gave duplicate labels, and NVRTC refused kernels with funcs
+    (two autodiff ports failed with TK_CUDA_ITEMS=4 on an H200)."""
+    monkeypatch.setenv("TK_CUDA_ITEMS", "4")
+    x = np.zeros(4096, np.float32)
+    src = with_func.source("CUDA", x, x, ndrange=x.size)
+    labels = re.findall(r"\} (\w+): ;", src)
+    assert len(labels) == 2 and len(set(labels)) == 2
+    if NVRTC_OK:
+        assert rt.compile_cuda(src, "sm_90", "with_func")[:4] == b"\x7fELF"
+
+
 def test_items_per_thread_source_returns_end_only_that_item(monkeypatch):
     """A return inside the item (also from a loop) jumps to the end of that item, not out of the
     thread; full blocks run the items unrolled without bounds checks, the last one checks."""
@@ -1262,10 +1288,11 @@ def test_items_per_thread_source_returns_end_only_that_item(monkeypatch):
     x = np.zeros(4096, np.float32)
     src = early_return.source("CUDA", x, x, 5, ndrange=x.size)
     body = src[src.index('extern "C"'):]
-    assert "return;" not in body and body.count("goto tk_item_end0;") == 2 and body.count("goto tk_item_end1;") == 2
+    item = body[body.index("auto tk_item = [&]"):body.index("};")]
+    assert item.count("return;") == 2 and "goto" not in item          # a return ends the item (the lambda)
     assert "((long long)blockIdx.x + 1) * 1024 <= (long long)tk_n0" in body
     assert body.count("if (tk_pw >= (long long)tk_n0) break;") == 1
-    assert "tk_gr0 = (tk_idx)blockIdx.x * 4 + tk_u" in body
+    assert body.count("tk_item((tk_idx)blockIdx.x * 4 + tk_u, ") == 2
     if NVRTC_OK:
         assert rt.compile_cuda(src, "sm_90", "early_return")[:4] == b"\x7fELF"
     monkeypatch.delenv("TK_CUDA_ITEMS")

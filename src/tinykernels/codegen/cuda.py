@@ -196,13 +196,6 @@ class CUDARenderer(GPURenderer):
     def __init__(self, kernel: N.Kernel, plan, ranges: int, items: int = 1):
         super().__init__(kernel, plan, ranges)
         self.items = items              # work items per thread (items_per_thread)
-        self.end_label = None           # where a return of the current work item jumps
-
-    def s_Return(self, s):
-        if self.end_label is not None:  # several items per thread: a return ends this one
-            self.w(f"goto {self.end_label};")
-        else:
-            super().s_Return(s)
 
     def body(self) -> list:
         return super().body() if self.items == 1 else self.coarse_body()
@@ -210,38 +203,18 @@ class CUDARenderer(GPURenderer):
     def coarse_body(self) -> list:
         """The kernel of a flat 1-D kernel whose threads run ``items`` work items each: a block
         covers ``items`` consecutive groups (virtual groups: tk.index(tk.Group) and the linear
-        ids are the one-item-per-thread ones). A block entirely inside the ndrange runs them
-        unrolled without bounds checks, so the loads of its items can be issued together."""
+        ids are the one-item-per-thread ones). One work item is a lambda (its locals fresh, a
+        return ends it, the labels of inlined funcs once); a block entirely inside the ndrange
+        calls it unrolled without bounds checks, so the loads of its items can be issued
+        together, the last block checks each."""
         k, K, W = self.k, self.items, self.k.workgroup[0]
         self.lines, self.depth = [], 0
         self.w(f"{self.kernel_qualifier}{self.workgroup_attribute()} tk_kernel({', '.join(self.params())}) {{")
         self.depth = 1
         self.w(f"const tk_idx tk_l0 = (tk_idx)threadIdx.x, tk_ng0 = (tk_n0 + {W - 1}) / {W};")
         self.scalar_unpack()
-        for st in N.walk_stmts(k.body):
-            if isinstance(st, N.AllocArray):
-                self.w(f"{self.stype(st.array.dtype)} {self.array_ptr(st.array)}[{_prod(st.array.shape)}];")
-        for v in sorted(k.locals):
-            self.w(f"{self.ctype(k.locals[v])} {self.var(v)}{self.local_init()};")
-        self.w(f"if (((long long)blockIdx.x + 1) * {K * W} <= (long long)tk_n0) {{")
-        self.coarse_items(False, "tk_item_end0")
-        self.w("} else {")
-        self.coarse_items(True, "tk_item_end1")
-        self.w("}")
-        self.depth = 0
-        self.w("}")
-        return self.lines
-
-    def coarse_items(self, check: bool, label: str) -> None:
-        K, W = self.items, self.k.workgroup[0]
+        self.w("auto tk_item = [&](const tk_idx tk_gr0, const tk_idx tk_p0) {")
         self.depth += 1
-        self.w("#pragma unroll")
-        self.w(f"for (int tk_u = 0; tk_u < {K}; ++tk_u) {{")
-        self.depth += 1
-        self.w(f"const long long tk_pw = ((long long)blockIdx.x * {K} + tk_u) * {W} + (long long)tk_l0;")
-        if check:
-            self.w("if (tk_pw >= (long long)tk_n0) break;")
-        self.w(f"const tk_idx tk_gr0 = (tk_idx)blockIdx.x * {K} + tk_u, tk_p0 = (tk_idx)tk_pw;")
         if self.ranges == 2:
             self.w("const long long tk_g0 = tk_s0 + (long long)tk_p0 * tk_st0;")
         elif self.ranges == 1:
@@ -249,34 +222,30 @@ class CUDARenderer(GPURenderer):
         else:
             self.w("const tk_idx tk_g0 = tk_p0;")
         self.w("const tk_idx tk_gl = tk_p0, tk_ll = tk_l0, tk_grl = tk_gr0; const bool tk_in = true;")
-        self.w("(void)tk_gl; (void)tk_ll; (void)tk_grl; (void)tk_in; (void)tk_ng0;")
-        self.w("{")
-        self.last_line, self.end_label = None, label
-        self.stmts(self.k.body)
-        self.end_label = None
-        self.w("}")
-        self.w(f"{label}: ;")
+        self.w("(void)tk_gl; (void)tk_ll; (void)tk_grl; (void)tk_in; (void)tk_ng0; (void)tk_g0;")
+        for st in N.walk_stmts(k.body):
+            if isinstance(st, N.AllocArray):
+                self.w(f"{self.stype(st.array.dtype)} {self.array_ptr(st.array)}[{_prod(st.array.shape)}];")
+        for v in sorted(k.locals):
+            self.w(f"{self.ctype(k.locals[v])} {self.var(v)}{self.local_init()};")
+        self.last_line = None
+        self.stmts(k.body)
         self.depth -= 1
+        self.w("};")
+        first = f"((long long)blockIdx.x * {K} + tk_u) * {W} + (long long)tk_l0"
+        self.w(f"if (((long long)blockIdx.x + 1) * {K * W} <= (long long)tk_n0) {{")
+        self.w("    #pragma unroll")
+        self.w(f"    for (int tk_u = 0; tk_u < {K}; ++tk_u) tk_item((tk_idx)blockIdx.x * {K} + tk_u, (tk_idx)({first}));")
+        self.w("} else {")
+        self.w(f"    for (int tk_u = 0; tk_u < {K}; ++tk_u) {{")
+        self.w(f"        const long long tk_pw = {first};")
+        self.w("        if (tk_pw >= (long long)tk_n0) break;")
+        self.w(f"        tk_item((tk_idx)blockIdx.x * {K} + tk_u, (tk_idx)tk_pw);")
+        self.w("    }")
         self.w("}")
-        self.depth -= 1
-
-    def print_call(self, fmt: str, args: list) -> None:
-        """``printf`` calls of at most :attr:`printf_max_args` values each; the newline ends the
-        last (a ``tk.print`` of more values is not one atomic write: other items' lines may
-        land between its pieces)."""
-        n = self.printf_max_args
-        if len(args) <= n:
-            return super().print_call(fmt, args)
-        cuts = [m.start() for m in re.finditer(r"%%|%[a-z]+", fmt) if m.group() != "%%"]
-        for c in range(0, len(args), n):
-            lo = 0 if c == 0 else cuts[c]
-            hi = cuts[c + n] if c + n < len(args) else len(fmt)
-            end = "" if c + n < len(args) else "\\n"
-            self.w(f'printf("{fmt[lo:hi]}{end}"{"".join(", " + a for a in args[c:c + n])});')
-
-    def math_name(self, fn: str, d) -> str:
-        name = super().math_name(fn, d)
-        return "tk_" + name if fn in ("pow", "hypot") else name      # see _LIBM
+        self.depth = 0
+        self.w("}")
+        return self.lines
 
     def lane_mask(self, n: int) -> str:
         """The literal mask of the ``n`` lowest lanes."""
