@@ -641,7 +641,8 @@ FIXED_BUGS = {
         "worked around: CUDA renders int16 negation (-x, 0 - x, x * -1) as tk_neg_i16(x), `x == INT16_MIN ? "
         "x : -x` computed as an int, which NVVM cannot turn into neg.s16, and abs of an int16 as tk_abs16_i16 "
         "(abs.s16 has the same bug; codegen/cuda.py). What NVVM itself rewrites into a negation (`~x + 1`) "
-        "still meets it with NVRTC 13.0"),
+        "still meets it with NVRTC 13.0. PARTLY: on the H200 seed 97001581 agrees with the workaround, but "
+        "scripts/gpu_diag.py's isolated probes (H11, H11b, H11c: tk.int32(-x), abs(x)) still gave 32768 with it"),
     'ptxas-selp-negzero': ("CUDA (ptxas 13.0 and 13.5): a float select between the constants -0.0 and 1.0, "
                            "`selp.f32 d, 0f80000000, 0f3F800000, p` in correct PTX, becomes FSET.BF (1.0 or +0.0) "
                            "and one between -0.0 and -1.0 becomes I2F of 0/-1: the -0.0 loses its sign. seed "
@@ -649,7 +650,8 @@ FIXED_BUGS = {
                            "-0.0 where the interpreter has -0.0 - -0.0 = +0.0",
         "worked around: CUDA renders a float select of two constants, one of them a zero, as tk_selz, which "
         "selects the bits with selp.b32/b64 in inline PTX (NVVM folds any C spelling back into selp.f32) "
-        "(codegen/cuda.py)"),
+        "(codegen/cuda.py). PARTLY: on the H200 seed 97001365 agrees with the workaround, but "
+        "scripts/gpu_diag.py's isolated probe H8 still kept the -0.0 with it"),
     'repro-np-float64-scalar': ("the reproducer writer: a non-finite np.float64 scalar argument was written as "
                                 "float('np.float64(-inf)') (np.float64 is a float, and NumPy 2's repr names the "
                                 "type), so seed 97001365's reproducer raised ValueError before running",
