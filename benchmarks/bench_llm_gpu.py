@@ -43,6 +43,9 @@ except ImportError:          # running from a checkout without PYTHONPATH=src
     import tinykernels as tk
 from tinykernels import llm  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_gpu import nvidia_smi  # noqa: E402  (the same GPU-state probe as the memory benchmark)
+
 try:
     import ml_dtypes
 except ImportError:          # no bfloat16 on the host: the bfloat16 cases are left out (noted)
@@ -134,24 +137,6 @@ class Env:
         """A tinykernels result as float64 (host, then the device of the reference)."""
         h = a if isinstance(a, np.ndarray) else a.numpy()
         return self.f64(np.asarray(h))
-
-
-def nvidia_smi(device: int) -> dict:
-    """GPU name, utilization, clocks and OTHER compute processes from nvidia-smi ({} if absent)."""
-    import subprocess
-    q = "name,driver_version,utilization.gpu,memory.used,memory.total,clocks.sm,clocks.max.sm,pstate"
-    try:
-        r = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader", "-i", str(device)],
-                           check=False, capture_output=True, text=True, timeout=10)
-        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader",
-                               "-i", str(device)], check=False, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    if r.returncode != 0:
-        return {}
-    info = dict(zip(q.split(","), (v.strip() for v in r.stdout.strip().split(","))))
-    info["other_processes"] = [ln.strip() for ln in apps.stdout.splitlines() if ln.strip()]
-    return info
 
 
 def cuda_versions(b) -> str:
