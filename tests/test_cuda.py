@@ -15,6 +15,7 @@
 import ctypes
 import gc
 import json
+import math
 import re
 import os
 import subprocess
@@ -1311,3 +1312,23 @@ def test_fake_items_per_thread_divides_the_grid(fake, monkeypatch):
     copy2d(b)(b.array_from_host(np.zeros((8, 512))), b.array_from_host(np.zeros((8, 512))), ndrange=(8, 512),
               workgroupsize=(1, 256))
     assert fake.launches[-1]["grid"] == (2, 8, 1)                     # 2-D: one item per thread
+
+
+@tk.kernel
+def pow_hypot(o, a: tk.Const, b: tk.Const, o32, a32: tk.Const):
+    i = tk.index()
+    o[i] = a[i] ** b[i] + math.hypot(a[i], b[i])
+    o32[i] = a32[i] ** a32[i] + math.hypot(a32[i], a32[i])
+
+
+def test_pow_and_hypot_go_through_the_libdevice_fixups():
+    """libdevice's pow(0.5, 4.0) is 1 ulp low and hypot(1, DBL_MAX) overflows (an H200): float
+    ** and math.hypot call tk_pow/tk_hypot (exact powers of two to integer powers; the overflow
+    recomputed), on CUDA and HIP alike."""
+    f64, f32 = np.zeros(4), np.zeros(4, np.float32)
+    for dev in ("CUDA", "ROCm"):
+        src = pow_hypot.source(dev, f64, f64, f64, f32, f32, ndrange=4)
+        body = src[src.index("tk_kernel("):]
+        for fn in ("tk_pow(", "tk_hypot(", "tk_powf(", "tk_hypotf("):
+            assert fn in body, (dev, fn)
+        assert " pow(" not in body and " hypot(" not in body

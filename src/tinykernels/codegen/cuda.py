@@ -247,6 +247,24 @@ class CUDARenderer(GPURenderer):
         self.w("}")
         return self.lines
 
+    def print_call(self, fmt: str, args: list) -> None:
+        """``printf`` calls of at most :attr:`printf_max_args` values each; the newline ends the
+        last (a ``tk.print`` of more values is not one atomic write: other items' lines may
+        land between its pieces)."""
+        n = self.printf_max_args
+        if len(args) <= n:
+            return super().print_call(fmt, args)
+        cuts = [m.start() for m in re.finditer(r"%%|%[a-z]+", fmt) if m.group() != "%%"]
+        for c in range(0, len(args), n):
+            lo = 0 if c == 0 else cuts[c]
+            hi = cuts[c + n] if c + n < len(args) else len(fmt)
+            end = "" if c + n < len(args) else "\\n"
+            self.w(f'printf("{fmt[lo:hi]}{end}"{"".join(", " + a for a in args[c:c + n])});')
+
+    def math_name(self, fn: str, d) -> str:
+        name = super().math_name(fn, d)
+        return "tk_" + name if fn in ("pow", "hypot") else name      # see _LIBM
+
     def lane_mask(self, n: int) -> str:
         """The literal mask of the ``n`` lowest lanes."""
         return f"{hex((1 << n) - 1)}u"
